@@ -1,0 +1,54 @@
+# Spyre open stack: top-level entry points. Everything is built inside a cached Debian trixie
+# sysroot (tools/setup/), which is also the guest OS of the QEMU VM (tools/vm/).
+#
+#   make demo      set up, build, boot a VM with $(CARDS) card(s), show the stack working
+#   make check     set up, build, run every test suite (host, device, guest); summary line
+#   make vm-shell  interactive shell in a VM with the cards
+SHELL := /bin/bash
+CARDS ?= 1
+export CARDS
+
+IN_SYSROOT := tools/in-sysroot
+CMAKE_DIR := build/cmake
+
+.PHONY: all setup qemu driver user build check demo vm-shell checkpatch format clean
+
+all: build
+
+setup:
+	@tools/setup/sysroot.sh >/dev/null
+	@tools/setup/kernel-tools.sh >/dev/null
+	@tools/vm/initramfs.sh >/dev/null
+
+qemu: setup
+	@tools/setup/qemu.sh >/dev/null
+
+driver: setup
+	@$(IN_SYSROOT) 'make -s -C driver'
+
+user: setup
+	@$(IN_SYSROOT) 'cmake -S . -B $(CMAKE_DIR) -G Ninja -Wno-dev \
+		-DKSELFTEST_DIR=$$(ls -d /cache/linux-tools-* | tail -n1) >/dev/null && \
+		ninja -C $(CMAKE_DIR) | tail -n1'
+
+build: qemu driver user
+
+check: build
+	@tests/check.sh
+
+demo: build
+	@tools/vm/spyre-vm --cards $(CARDS) -- tools/demo-guest.sh
+
+vm-shell: build
+	@tools/vm/spyre-vm --shell --cards $(CARDS)
+
+checkpatch: setup
+	@$(IN_SYSROOT) 'perl $$(ls -d /cache/linux-tools-* | tail -n1)/scripts/checkpatch.pl \
+		--strict --no-tree --terse -f driver/*.c driver/*.h'
+
+format: setup
+	@$(IN_SYSROOT) 'git ls-files "*.cpp" "*.hpp" "*.cc" | xargs -r clang-format -i'
+
+clean:
+	rm -rf build
+	-@$(IN_SYSROOT) 'make -s -C driver clean' 2>/dev/null

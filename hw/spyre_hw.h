@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Spyre card hardware interface: PCI identity, BAR0 registers, command ring and completion
+ * formats. This header is the single encoding of Documentation/hardware.md; the QEMU device
+ * model and the kernel driver both include it, so it uses only fixed-size C types and macros.
+ */
+#ifndef SPYRE_HW_H
+#define SPYRE_HW_H
+
+#ifdef __KERNEL__
+#include <linux/types.h>
+#else
+#include <stdint.h>
+#endif
+
+/* PCI identity. Deliberately not IBM's 1014:06a7, so real Spyre tools never bind to the model. */
+#define SPYRE_PCI_VENDOR_ID		0x1234
+#define SPYRE_PCI_DEVICE_ID		0x5350
+#define SPYRE_PCI_REVISION		0x02
+#define SPYRE_PCI_CLASS			0x1200	/* processing accelerator */
+
+/* BARs */
+#define SPYRE_BAR_REGS			0	/* registers, SPYRE_REGS_SIZE bytes */
+#define SPYRE_BAR_DEVMEM		2	/* device memory, 64-bit prefetchable */
+#define SPYRE_BAR_MSIX			4	/* MSI-X table and PBA */
+#define SPYRE_REGS_SIZE			0x10000
+
+/* Hardware interface version (SPYRE_REG_VERSION). */
+#define SPYRE_HW_VERSION_MAJOR		1
+#define SPYRE_HW_VERSION_MINOR		0
+#define SPYRE_HW_VERSION(maj, min)	(((maj) << 16) | (min))
+
+/* Identification value of SPYRE_REG_ID: "SPYR". */
+#define SPYRE_ID_MAGIC			0x53505952u
+
+/* ---- BAR0 global registers (all 32-bit, little endian) ---- */
+#define SPYRE_REG_ID			0x0000	/* RO: SPYRE_ID_MAGIC */
+#define SPYRE_REG_VERSION		0x0004	/* RO: SPYRE_HW_VERSION(major, minor) */
+#define SPYRE_REG_CAPS			0x0008	/* RO: SPYRE_CAP_* */
+#define SPYRE_REG_NUM_CORES		0x000c	/* RO: compute cores */
+#define SPYRE_REG_DEVMEM_SIZE_LO	0x0010	/* RO: device memory bytes, low 32 bits */
+#define SPYRE_REG_DEVMEM_SIZE_HI	0x0014	/* RO: device memory bytes, high 32 bits */
+#define SPYRE_REG_NUM_RINGS		0x0018	/* RO: command rings */
+#define SPYRE_REG_LX_SIZE		0x001c	/* RO: scratchpad bytes per core */
+#define SPYRE_REG_STATUS		0x0020	/* RO: SPYRE_STATUS_* */
+#define SPYRE_REG_RESET			0x0024	/* WO: write SPYRE_RESET_MAGIC to reset */
+#define SPYRE_REG_CLOCK_MHZ		0x0028	/* RO: core clock */
+#define SPYRE_REG_SCRATCH		0x002c	/* RW: free for the driver; cleared by reset */
+#define SPYRE_REG_INTR_STATUS		0x0030	/* RW1C: SPYRE_INTR_* pending causes */
+#define SPYRE_REG_INTR_MASK		0x0034	/* RW: 1 = cause enabled */
+#define SPYRE_REG_ERROR_CODE		0x0038	/* RO: last SPYRE_STATUS_ERR_* of any ring */
+#define SPYRE_REG_STICK_BYTES		0x003c	/* RO: bytes per stick (128) */
+#define SPYRE_REG_FAULT_INJECT		0x0040	/* RW: the next N commands fail with ERR_INJECTED */
+
+#define SPYRE_CAP_DMA			(1u << 0)	/* DMA_COPY command */
+#define SPYRE_CAP_FENCE			(1u << 1)	/* FENCE_WRITE command */
+#define SPYRE_CAP_MSIX			(1u << 2)	/* MSI-X per ring */
+#define SPYRE_CAP_TELEMETRY		(1u << 3)	/* SPYRE_REG_TELE_* block */
+
+#define SPYRE_STATUS_READY		(1u << 0)	/* accepts ring configuration */
+#define SPYRE_STATUS_ERROR		(1u << 1)	/* a command failed since reset */
+
+#define SPYRE_RESET_MAGIC		0x52535421u	/* "RST!" */
+
+/* Interrupt causes: bit N for ring N completion, plus a global error cause. */
+#define SPYRE_INTR_RING(n)		(1u << (n))
+#define SPYRE_INTR_ERROR		(1u << 31)
+
+/* ---- Telemetry (RO, 64-bit counters read as LO then HI) ---- */
+#define SPYRE_REG_TELE_CMDS_LO		0x0100	/* commands completed */
+#define SPYRE_REG_TELE_CMDS_HI		0x0104
+#define SPYRE_REG_TELE_H2D_BYTES_LO	0x0108	/* DMA bytes host -> device */
+#define SPYRE_REG_TELE_H2D_BYTES_HI	0x010c
+#define SPYRE_REG_TELE_D2H_BYTES_LO	0x0110	/* DMA bytes device -> host */
+#define SPYRE_REG_TELE_D2H_BYTES_HI	0x0114
+#define SPYRE_REG_TELE_D2D_BYTES_LO	0x0118	/* DMA bytes device -> device */
+#define SPYRE_REG_TELE_D2D_BYTES_HI	0x011c
+#define SPYRE_REG_TELE_ERRORS		0x0120	/* commands failed */
+#define SPYRE_REG_TELE_RESETS		0x0124	/* resets since power-on */
+#define SPYRE_REG_TELE_TEMP_MC		0x0128	/* board temperature, milli-Celsius */
+#define SPYRE_REG_TELE_POWER_MW		0x012c	/* board power, milliwatts */
+#define SPYRE_REG_TELE_POWER_CAP_MW	0x0130	/* board power limit, milliwatts */
+
+/* ---- Command rings: SPYRE_NUM_RINGS_MAX blocks of SPYRE_RING_STRIDE bytes ---- */
+#define SPYRE_NUM_RINGS_MAX		16
+#define SPYRE_RING_BASE			0x1000
+#define SPYRE_RING_STRIDE		0x100
+#define SPYRE_RING_REG(n, reg)		(SPYRE_RING_BASE + (n) * SPYRE_RING_STRIDE + (reg))
+
+#define SPYRE_RING_CMD_BASE_LO		0x00	/* RW: host DMA address of the command array */
+#define SPYRE_RING_CMD_BASE_HI		0x04
+#define SPYRE_RING_CPL_BASE_LO		0x08	/* RW: host DMA address of the completion array */
+#define SPYRE_RING_CPL_BASE_HI		0x0c
+#define SPYRE_RING_SIZE			0x10	/* RW: entries, power of two in [2, 65536] */
+#define SPYRE_RING_HEAD			0x14	/* RO: next entry the device will consume */
+#define SPYRE_RING_TAIL			0x18	/* RW: doorbell; first entry not yet submitted */
+#define SPYRE_RING_CTRL			0x1c	/* RW: SPYRE_RING_CTRL_* */
+#define SPYRE_RING_STATUS		0x20	/* RO: SPYRE_RING_STATUS_* */
+#define SPYRE_RING_COMPLETED		0x24	/* RO: commands completed on this ring (wraps) */
+
+#define SPYRE_RING_CTRL_ENABLE		(1u << 0)	/* 0 -> 1 latches bases, size; head = tail = 0 */
+
+#define SPYRE_RING_STATUS_ENABLED	(1u << 0)
+#define SPYRE_RING_STATUS_BAD_CONFIG	(1u << 1)	/* enable refused: size or alignment */
+#define SPYRE_RING_STATUS_BAD_TAIL	(1u << 2)	/* tail written >= size; ignored */
+
+/* Both arrays must be aligned to this. */
+#define SPYRE_RING_ALIGN		64
+#define SPYRE_RING_SIZE_MIN		2
+#define SPYRE_RING_SIZE_MAX		65536
+
+/* ---- Commands: 64-byte entries in the command array ---- */
+enum spyre_hw_opcode {
+	SPYRE_OP_NOP		= 0x00,
+	SPYRE_OP_FENCE_WRITE	= 0x01,	/* write a 64-bit value to host memory */
+	SPYRE_OP_DMA_COPY	= 0x02,	/* copy bytes between host and/or device memory */
+};
+
+/* Command flags (header.flags). */
+#define SPYRE_CMD_F_IRQ			(1u << 0)	/* raise the ring's interrupt when done */
+#define SPYRE_CMD_F_SRC_HOST		(1u << 1)	/* DMA_COPY: source is a host page table */
+#define SPYRE_CMD_F_DST_HOST		(1u << 2)	/* DMA_COPY: destination is a host page table */
+#define SPYRE_CMD_F_VALID_MASK		0x07u
+
+struct spyre_hw_cmd_header {
+	uint8_t opcode;		/* enum spyre_hw_opcode */
+	uint8_t flags;		/* SPYRE_CMD_F_* */
+	uint16_t reserved0;	/* must be zero */
+	uint32_t reserved1;	/* must be zero */
+	uint64_t seqno;		/* copied into the completion entry */
+};
+
+/*
+ * DMA_COPY. A device side address is an offset into device memory (addr + offset).
+ * A host side address is the DMA address of a host page directory (see below) and offset is
+ * the byte offset inside the memory it describes.
+ */
+struct spyre_hw_cmd_dma {
+	uint64_t src_addr;
+	uint64_t src_offset;
+	uint64_t dst_addr;
+	uint64_t dst_offset;
+	uint64_t size;		/* bytes, > 0 */
+	uint64_t reserved;	/* must be zero */
+};
+
+/* FENCE_WRITE: stores value (little endian) at host DMA address addr, 8-byte aligned. */
+struct spyre_hw_cmd_fence {
+	uint64_t addr;
+	uint64_t value;
+	uint64_t reserved[4];	/* must be zero */
+};
+
+struct spyre_hw_cmd {
+	struct spyre_hw_cmd_header hdr;
+	union {
+		struct spyre_hw_cmd_dma dma;
+		struct spyre_hw_cmd_fence fence;
+		uint64_t raw[6];
+	};
+};
+
+/*
+ * Host page directory: host memory is reached through a two-level table of 4 KiB pages.
+ * The directory is an array of 64-bit DMA addresses of page tables; each page table is one
+ * 4 KiB page holding 512 64-bit DMA addresses of 4 KiB data pages. Byte offset o is at
+ * table = dir[o >> 21], page = table[(o >> 12) & 511], byte (o & 4095).
+ */
+#define SPYRE_HOST_PAGE_SHIFT		12
+#define SPYRE_HOST_PAGE_SIZE		(1u << SPYRE_HOST_PAGE_SHIFT)
+#define SPYRE_HOST_PT_ENTRIES		512
+#define SPYRE_HOST_PT_SHIFT		21	/* bytes covered by one page table */
+
+/* ---- Completions: 32-byte entries, entry N describes command N ---- */
+enum spyre_hw_status {
+	SPYRE_STATUS_OK			= 0,
+	SPYRE_STATUS_ERR_OPCODE		= 1,	/* unknown opcode */
+	SPYRE_STATUS_ERR_RESERVED	= 2,	/* unknown flag or non-zero reserved field */
+	SPYRE_STATUS_ERR_DEV_RANGE	= 3,	/* device address range outside device memory */
+	SPYRE_STATUS_ERR_HOST_DMA	= 4,	/* host memory access failed */
+	SPYRE_STATUS_ERR_ALIGN		= 5,	/* misaligned address */
+	SPYRE_STATUS_ERR_SIZE		= 6,	/* zero or overflowing size */
+	SPYRE_STATUS_ERR_INJECTED	= 7,	/* fault injection */
+};
+
+struct spyre_hw_cpl {
+	uint64_t seqno;		/* header.seqno of the command */
+	uint32_t status;	/* enum spyre_hw_status */
+	uint32_t reserved;
+	uint64_t cycles;	/* modeled device cycles the command took */
+	uint64_t done_count;	/* value of the ring's completed counter after this command */
+};
+
+#endif /* SPYRE_HW_H */

@@ -1,0 +1,16 @@
+#!/bin/bash
+# The demo, run inside the VM by 'make demo': load the driver, show the probe, the status tool
+# and a verified host->device->host round trip on every card.
+set -e
+cd /src
+show() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
+show lspci -nn -d 1234:5350
+lspci -nn -d 1234:5350
+show modprobe spyre
+modprobe spyre
+show "dmesg | grep spyre"
+dmesg | grep -i spyre
+show spyre-smi
+build/cmake/tools/spyre-smi/spyre-smi
+show spyre-roundtrip
+build/cmake/libspyre/examples/spyre-roundtrip

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Build qemu-system-x86_64 from Debian trixie's QEMU source package with the Spyre card model
+# (qemu-device/) compiled in. The unpacked source and the build directory are cached under
+# $SPYRE_CACHE keyed by the sysroot and this script; the device sources are synced in on every
+# call so ninja rebuilds only what changed. Prints the path of the QEMU binary (sysroot-relative).
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+
+root=$("$(dirname "$0")/sysroot.sh")
+take_lock qemu
+# The build is keyed by the sysroot and the configure line; bump QEMU_FORMAT when a change here
+# needs a fresh source tree (e.g. a new hook into QEMU's build files).
+QEMU_FORMAT=1
+CONFIGURE_FLAGS="--target-list=x86_64-softmmu --without-default-features --enable-kvm \
+--enable-virtfs --enable-attr --enable-cap-ng --enable-fdt=system --disable-docs \
+--disable-install-blobs --disable-werror"
+key=$( (echo "$QEMU_FORMAT $CONFIGURE_FLAGS $root") | sha256sum | cut -c1-12)
+qdir=qemu-$key			# relative to $SPYRE_CACHE, seen as /cache inside the sysroot
+
+# Meson records absolute paths, so configure and build always see the tree at /qemu.
+in_qemu_tree() {
+	in_sysroot "$root" /bin/sh -c "mkdir -p /qemu && mount --bind /cache/$qdir /qemu && cd /qemu && $1"
+}
+
+if [ ! -f "$SPYRE_CACHE/$qdir/.configured" ]; then
+	log "unpacking Debian's QEMU source into $SPYRE_CACHE/$qdir"
+	rm -rf "$SPYRE_CACHE/$qdir"
+	mkdir -p "$SPYRE_CACHE/$qdir"
+	in_qemu_tree "apt-get source -q qemu >/dev/null && mv qemu-*/ src" >&2
+	# Hook the device directory into QEMU's build: hw/misc/spyre with its own meson.build,
+	# Kconfig symbol and trace events.
+	src=$SPYRE_CACHE/$qdir/src
+	mkdir -p "$src/hw/misc/spyre"
+	grep -q "subdir('spyre')" "$src/hw/misc/meson.build" || echo "subdir('spyre')" >> "$src/hw/misc/meson.build"
+	grep -q 'spyre/Kconfig' "$src/hw/misc/Kconfig" || echo 'source spyre/Kconfig' >> "$src/hw/misc/Kconfig"
+	grep -q "'hw/misc/spyre'" "$src/meson.build" || \
+		sed -i -E "s|^( *)'hw/misc',|&\n\\1'hw/misc/spyre',|" "$src/meson.build"
+	grep -q "'hw/misc/spyre'" "$src/meson.build" || die "could not add hw/misc/spyre to QEMU's trace subdirs"
+	"$SPYRE_TOP/tools/setup/qemu-sync.sh" "$src"
+	log "configuring QEMU"
+	in_qemu_tree "mkdir -p build && cd build && ../src/configure $CONFIGURE_FLAGS" >&2
+	touch "$SPYRE_CACHE/$qdir/.configured"
+fi
+
+"$SPYRE_TOP/tools/setup/qemu-sync.sh" "$SPYRE_CACHE/$qdir/src"
+log "building QEMU (incremental)"
+in_qemu_tree "ninja -C build qemu-system-x86_64" >&2
+echo "/cache/$qdir/build/qemu-system-x86_64"

@@ -1,0 +1,43 @@
+#!/bin/bash
+# Second stage of the guest, PID 1 in the trixie root: set up a minimal system, run the command
+# the host put in $SPYRE_RUN_DIR/cmd (or an interactive shell), record its exit status in
+# $SPYRE_RUN_DIR/rc, and power off.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export HOME=/root LANG=C.UTF-8 TERM=${TERM:-linux}
+mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /run
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /dev/shm
+hostname spyre-vm
+ip link set lo up 2>/dev/null
+
+run=
+for arg in $(cat /proc/cmdline); do
+	case $arg in spyre.run=*) run=${arg#spyre.run=} ;; esac
+done
+dir=/src/build/vm/$run
+stty -F /dev/console sane 2>/dev/null
+
+# Modules built from the checkout are installed into the tmpfs overlay, so modprobe works.
+kver=$(uname -r)
+if [ -f /src/driver/spyre.ko ]; then
+	mkdir -p "/lib/modules/$kver/updates"
+	cp /src/driver/spyre.ko "/lib/modules/$kver/updates/"
+	depmod -a "$kver"
+fi
+
+cd /src
+if [ -n "$run" ] && [ -f "$dir/cmd" ]; then
+	setsid bash -c "exec bash $dir/cmd </dev/console >/dev/console 2>&1"
+	rc=$?
+else
+	echo "spyre-vm: interactive shell; 'poweroff' or Ctrl-D to leave"
+	setsid -c bash -l </dev/console >/dev/console 2>&1
+	rc=$?
+fi
+[ -n "$run" ] && echo "$rc" > "$dir/rc"
+sync
+echo o > /proc/sysrq-trigger
+sleep 10
