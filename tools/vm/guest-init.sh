@@ -15,17 +15,18 @@ ip link set lo up 2>/dev/null
 
 run=
 for arg in $(cat /proc/cmdline); do
-	case $arg in spyre.run=*) run=${arg#spyre.run=} ;; esac
+	case $arg in spyrevm.run=*) run=${arg#spyrevm.run=} ;; esac
 done
 dir=/src/build/vm/$run
 stty -F /dev/console sane 2>/dev/null
 
-# Modules built from the checkout are installed into the tmpfs overlay, so modprobe works.
+# The checkout's driver, prepared by spyre-vm on the host (module index files and spyre.ko), goes
+# into the tmpfs overlay so that modprobe works.
 kver=$(uname -r)
-if [ -f /src/driver/spyre.ko ]; then
+if [ -d "$dir/modroot/lib/modules/$kver/updates" ]; then
 	mkdir -p "/lib/modules/$kver/updates"
-	cp /src/driver/spyre.ko "/lib/modules/$kver/updates/"
-	depmod -a "$kver"
+	cp "$dir/modroot/lib/modules/$kver/updates/"* "/lib/modules/$kver/updates/"
+	cp "$dir/modroot/lib/modules/$kver/"modules.* "/lib/modules/$kver/"
 fi
 
 cd /src

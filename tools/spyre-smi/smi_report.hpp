@@ -1,0 +1,39 @@
+// spyre-smi's data model and its renderings (table, list, detailed query, JSON). Rendering is
+// pure so that tests/host can check it without a card.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spyre/spyre.h"
+
+namespace spyre_smi {
+
+struct CardReport {
+    int index = 0;
+    std::optional<spyre_device_info> info;    // empty if the card could not be opened
+    std::optional<spyre_mem_stats> mem;       // empty if the memory query failed
+    std::optional<spyre_telemetry> telemetry; // empty without telemetry
+    std::string error;                        // why something above is missing
+};
+
+struct Report {
+    std::string libspyre_version;
+    std::vector<CardReport> cards;
+};
+
+// The default view: a header with driver, library and hardware versions, then one row per card.
+std::string format_table(const Report& r);
+// -L: one line per card.
+std::string format_list(const Report& r);
+// -q: every property and counter of every card.
+std::string format_query(const Report& r);
+// --json.
+nlohmann::json to_json(const Report& r);
+
+// "1024 MiB" style with integer MiB (rounded down), as the table uses.
+std::string mib(uint64_t bytes);
+
+}  // namespace spyre_smi
