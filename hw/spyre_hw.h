@@ -66,7 +66,15 @@
 #define SPYRE_INTR_RING(n)		(1u << (n))
 #define SPYRE_INTR_ERROR		(1u << 31)
 
-/* ---- Telemetry (RO, 64-bit counters read as LO then HI) ---- */
+/* MSI-X vectors (BAR4): one per ring, then one for SPYRE_INTR_ERROR. */
+#define SPYRE_MSIX_VEC_RING(n)		(n)
+#define SPYRE_MSIX_VEC_ERROR(num_rings)	(num_rings)
+
+/*
+ * ---- Telemetry (RO) ----
+ * 64-bit counters are read LO then HI: reading LO latches the HI half, so the pair is a
+ * consistent snapshot (a 64-bit read does exactly this).
+ */
 #define SPYRE_REG_TELE_CMDS_LO		0x0100	/* commands completed */
 #define SPYRE_REG_TELE_CMDS_HI		0x0104
 #define SPYRE_REG_TELE_H2D_BYTES_LO	0x0108	/* DMA bytes host -> device */
@@ -96,7 +104,7 @@
 #define SPYRE_RING_TAIL			0x18	/* RW: doorbell; first entry not yet submitted */
 #define SPYRE_RING_CTRL			0x1c	/* RW: SPYRE_RING_CTRL_* */
 #define SPYRE_RING_STATUS		0x20	/* RO: SPYRE_RING_STATUS_* */
-#define SPYRE_RING_COMPLETED		0x24	/* RO: commands completed on this ring (wraps) */
+#define SPYRE_RING_COMPLETED		0x24	/* RO: commands completed since enable (wraps) */
 
 #define SPYRE_RING_CTRL_ENABLE		(1u << 0)	/* 0 -> 1 latches bases, size; head = tail = 0 */
 
@@ -131,6 +139,8 @@ struct spyre_hw_cmd_header {
 };
 
 /*
+ * NOP: the payload (raw[]) must be zero; only SPYRE_CMD_F_IRQ may be set.
+ *
  * DMA_COPY. A device side address is an offset into device memory (addr + offset).
  * A host side address is the DMA address of a host page directory (see below) and offset is
  * the byte offset inside the memory it describes.
@@ -140,7 +150,7 @@ struct spyre_hw_cmd_dma {
 	uint64_t src_offset;
 	uint64_t dst_addr;
 	uint64_t dst_offset;
-	uint64_t size;		/* bytes, > 0 */
+	uint64_t size;		/* bytes, > 0 and <= device memory size */
 	uint64_t reserved;	/* must be zero */
 };
 
@@ -165,6 +175,8 @@ struct spyre_hw_cmd {
  * The directory is an array of 64-bit DMA addresses of page tables; each page table is one
  * 4 KiB page holding 512 64-bit DMA addresses of 4 KiB data pages. Byte offset o is at
  * table = dir[o >> 21], page = table[(o >> 12) & 511], byte (o & 4095).
+ * The directory must be 8-byte aligned; page table and data page addresses 4 KiB aligned
+ * (SPYRE_STATUS_ERR_ALIGN otherwise). Only the entries a command touches are read.
  */
 #define SPYRE_HOST_PAGE_SHIFT		12
 #define SPYRE_HOST_PAGE_SIZE		(1u << SPYRE_HOST_PAGE_SHIFT)
