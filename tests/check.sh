@@ -34,7 +34,7 @@ fi
 
 if [ -x qemu-device/tests/run-qtest.sh ]; then
 	section "device model (QEMU qtest)"
-	qemu-device/tests/run-qtest.sh > "$out/device.log" 2>&1
+	tools/in-sysroot qemu-device/tests/run-qtest.sh > "$out/device.log" 2>&1
 	rc=$?
 	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/device.log" | tail -n1)
 	echo "${line:-no summary (exit $rc)}"

@@ -1,0 +1,266 @@
+/*
+ * Spyre-style PCIe AI accelerator model: DMA engine and its cycle model.
+ *
+ * A device-side address is an offset into device memory; the engine copies
+ * it with a bounds-checked memcpy/memmove on the RAM block. A host-side
+ * address is the DMA address of a two-level host page directory (see
+ * spyre_hw.h); the engine walks it one page table (2 MiB of host memory) at
+ * a time and merges physically contiguous pages into one pci_dma_read/write.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/log.h"
+#include "hw/pci/pci_device.h"
+#include "spyre.h"
+#include "trace.h"
+
+#define SPYRE_HOST_PAGE_MASK    ((uint64_t)SPYRE_HOST_PAGE_SIZE - 1)
+#define SPYRE_BOUNCE_SIZE       (64 * 1024)
+
+/*
+ * Modeled cycles of a DMA of @bytes: a fixed set-up cost plus the time the
+ * bytes take at the LPDDR5 bandwidth, SPYRE_DDR_MBPS MB/s at clock-mhz MHz,
+ * i.e. bytes_per_cycle = SPYRE_DDR_MBPS / clock_mhz (136.53 at 1500 MHz):
+ * cycles = SETUP + ceil(bytes * clock_mhz / SPYRE_DDR_MBPS).
+ */
+uint64_t spyre_dma_cycles(SpyreState *s, uint64_t bytes)
+{
+    uint64_t q = bytes / SPYRE_DDR_MBPS;
+    uint64_t r = bytes % SPYRE_DDR_MBPS;
+
+    return SPYRE_CYCLES_DMA_SETUP + q * s->clock_mhz +
+           DIV_ROUND_UP(r * s->clock_mhz, SPYRE_DDR_MBPS);
+}
+
+/* Walker over one host page directory. */
+typedef struct SpyreHostWalk {
+    uint64_t dir;               /* DMA address of the directory */
+    uint64_t pt_index;          /* index of the cached page table */
+    bool pt_valid;
+    uint64_t pt[SPYRE_HOST_PT_ENTRIES];
+} SpyreHostWalk;
+
+static uint32_t spyre_host_load_pt(SpyreState *s, SpyreHostWalk *w,
+                                   uint64_t index)
+{
+    PCIDevice *pdev = PCI_DEVICE(s);
+    uint64_t entry_addr, table;
+    unsigned i;
+
+    if (index > (UINT64_MAX - w->dir) / sizeof(uint64_t)) {
+        return SPYRE_STATUS_ERR_HOST_DMA;
+    }
+    entry_addr = w->dir + index * sizeof(uint64_t);
+    if (pci_dma_read(pdev, entry_addr, &table, sizeof(table)) != MEMTX_OK) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: DMA: cannot read page directory entry at 0x%"
+                      PRIx64 "\n", entry_addr);
+        return SPYRE_STATUS_ERR_HOST_DMA;
+    }
+    table = le64_to_cpu(table);
+    if (table & SPYRE_HOST_PAGE_MASK) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: DMA: page table address 0x%" PRIx64
+                      " not page aligned\n", table);
+        return SPYRE_STATUS_ERR_ALIGN;
+    }
+    if (pci_dma_read(pdev, table, w->pt, sizeof(w->pt)) != MEMTX_OK) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: DMA: cannot read page table at 0x%" PRIx64 "\n",
+                      table);
+        return SPYRE_STATUS_ERR_HOST_DMA;
+    }
+    for (i = 0; i < SPYRE_HOST_PT_ENTRIES; i++) {
+        w->pt[i] = le64_to_cpu(w->pt[i]);
+    }
+    w->pt_index = index;
+    w->pt_valid = true;
+    return SPYRE_STATUS_OK;
+}
+
+/*
+ * Resolve host byte offset @off into a DMA address and the length (at most
+ * @max) of the physically contiguous run that starts there, staying inside
+ * one page table.
+ */
+static uint32_t spyre_host_resolve(SpyreState *s, SpyreHostWalk *w,
+                                   uint64_t off, uint64_t max,
+                                   dma_addr_t *addr, uint64_t *len)
+{
+    uint64_t index = off >> SPYRE_HOST_PT_SHIFT;
+    unsigned i = (off >> SPYRE_HOST_PAGE_SHIFT) & (SPYRE_HOST_PT_ENTRIES - 1);
+    uint64_t in_page = off & SPYRE_HOST_PAGE_MASK;
+    uint64_t run;
+    uint32_t st;
+
+    if (!w->pt_valid || w->pt_index != index) {
+        st = spyre_host_load_pt(s, w, index);
+        if (st != SPYRE_STATUS_OK) {
+            return st;
+        }
+    }
+    if (w->pt[i] & SPYRE_HOST_PAGE_MASK) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: DMA: page address 0x%" PRIx64
+                      " not page aligned\n", w->pt[i]);
+        return SPYRE_STATUS_ERR_ALIGN;
+    }
+    *addr = w->pt[i] + in_page;
+    run = SPYRE_HOST_PAGE_SIZE - in_page;
+    while (run < max && i + 1 < SPYRE_HOST_PT_ENTRIES &&
+           w->pt[i + 1] == w->pt[i] + SPYRE_HOST_PAGE_SIZE) {
+        run += SPYRE_HOST_PAGE_SIZE;
+        i++;
+    }
+    *len = MIN(run, max);
+    return SPYRE_STATUS_OK;
+}
+
+static uint32_t spyre_dma_run(SpyreState *s, const struct spyre_hw_cmd_dma *d,
+                              bool src_host, bool dst_host)
+{
+    PCIDevice *pdev = PCI_DEVICE(s);
+    g_autofree SpyreHostWalk *sw = NULL;
+    g_autofree SpyreHostWalk *dw = NULL;
+    g_autofree uint8_t *bounce = NULL;
+    uint64_t done = 0;
+    uint32_t st;
+
+    if (!src_host && !dst_host) {
+        memmove(s->devmem_ptr + d->dst_addr + d->dst_offset,
+                s->devmem_ptr + d->src_addr + d->src_offset, d->size);
+        return SPYRE_STATUS_OK;
+    }
+    if (src_host) {
+        sw = g_new0(SpyreHostWalk, 1);
+        sw->dir = d->src_addr;
+    }
+    if (dst_host) {
+        dw = g_new0(SpyreHostWalk, 1);
+        dw->dir = d->dst_addr;
+    }
+    if (src_host && dst_host) {
+        bounce = g_malloc(SPYRE_BOUNCE_SIZE);
+    }
+
+    while (done < d->size) {
+        uint64_t chunk = d->size - done;
+        dma_addr_t saddr = 0, daddr = 0;
+        uint64_t len;
+
+        if (src_host) {
+            st = spyre_host_resolve(s, sw, d->src_offset + done, chunk,
+                                    &saddr, &len);
+            if (st != SPYRE_STATUS_OK) {
+                return st;
+            }
+            chunk = len;
+        }
+        if (dst_host) {
+            st = spyre_host_resolve(s, dw, d->dst_offset + done, chunk,
+                                    &daddr, &len);
+            if (st != SPYRE_STATUS_OK) {
+                return st;
+            }
+            chunk = len;
+        }
+
+        if (src_host && dst_host) {
+            chunk = MIN(chunk, SPYRE_BOUNCE_SIZE);
+            if (pci_dma_read(pdev, saddr, bounce, chunk) != MEMTX_OK ||
+                pci_dma_write(pdev, daddr, bounce, chunk) != MEMTX_OK) {
+                goto dma_error;
+            }
+        } else if (src_host) {
+            if (pci_dma_read(pdev, saddr,
+                             s->devmem_ptr + d->dst_addr + d->dst_offset + done,
+                             chunk) != MEMTX_OK) {
+                goto dma_error;
+            }
+        } else {
+            if (pci_dma_write(pdev, daddr,
+                              s->devmem_ptr + d->src_addr + d->src_offset +
+                              done, chunk) != MEMTX_OK) {
+                goto dma_error;
+            }
+        }
+        done += chunk;
+    }
+    return SPYRE_STATUS_OK;
+
+dma_error:
+    qemu_log_mask(LOG_GUEST_ERROR,
+                  "spyre: DMA: host access failed at byte %" PRIu64
+                  " of %" PRIu64 "\n", done, d->size);
+    return SPYRE_STATUS_ERR_HOST_DMA;
+}
+
+/* Check a device-side range [addr + offset, + size) against device memory. */
+static bool spyre_dev_range_ok(SpyreState *s, uint64_t addr, uint64_t offset,
+                               uint64_t size)
+{
+    uint64_t start;
+
+    if (uadd64_overflow(addr, offset, &start)) {
+        return false;
+    }
+    return start <= s->devmem_size && size <= s->devmem_size - start;
+}
+
+uint32_t spyre_dma_copy(SpyreState *s, const struct spyre_hw_cmd_dma *d,
+                        uint8_t flags, uint64_t *cycles)
+{
+    bool src_host = flags & SPYRE_CMD_F_SRC_HOST;
+    bool dst_host = flags & SPYRE_CMD_F_DST_HOST;
+    uint64_t end;
+    uint32_t st;
+
+    trace_spyre_dma(d->src_addr, d->src_offset, d->dst_addr, d->dst_offset,
+                    d->size, flags);
+
+    if (d->size == 0 || d->size > s->devmem_size ||
+        uadd64_overflow(d->src_offset, d->size, &end) ||
+        uadd64_overflow(d->dst_offset, d->size, &end)) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: DMA: invalid size %" PRIu64 "\n", d->size);
+        return SPYRE_STATUS_ERR_SIZE;
+    }
+    if ((!src_host && !spyre_dev_range_ok(s, d->src_addr, d->src_offset,
+                                          d->size)) ||
+        (!dst_host && !spyre_dev_range_ok(s, d->dst_addr, d->dst_offset,
+                                          d->size))) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: DMA: device range outside device memory "
+                      "(src 0x%" PRIx64 "+0x%" PRIx64 ", dst 0x%" PRIx64
+                      "+0x%" PRIx64 ", size 0x%" PRIx64 ")\n",
+                      d->src_addr, d->src_offset, d->dst_addr, d->dst_offset,
+                      d->size);
+        return SPYRE_STATUS_ERR_DEV_RANGE;
+    }
+    if ((src_host && (d->src_addr & 7)) || (dst_host && (d->dst_addr & 7))) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: DMA: host page directory not 8-byte aligned\n");
+        return SPYRE_STATUS_ERR_ALIGN;
+    }
+
+    *cycles = spyre_dma_cycles(s, d->size);
+    st = spyre_dma_run(s, d, src_host, dst_host);
+    if (!dst_host) {
+        /* Keep dirty tracking (e.g. TCG code in BAR2) coherent. */
+        memory_region_set_dirty(&s->devmem, d->dst_addr + d->dst_offset,
+                                d->size);
+    }
+    if (st != SPYRE_STATUS_OK) {
+        return st;
+    }
+    if (src_host && !dst_host) {
+        s->tele_h2d += d->size;
+    } else if (!src_host && dst_host) {
+        s->tele_d2h += d->size;
+    } else if (!src_host && !dst_host) {
+        s->tele_d2d += d->size;
+    }
+    return SPYRE_STATUS_OK;
+}

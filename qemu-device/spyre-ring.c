@@ -1,0 +1,394 @@
+/*
+ * Spyre-style PCIe AI accelerator model: command rings.
+ *
+ * A ring is a power-of-two array of 64-byte commands in host memory and a
+ * parallel array of 32-byte completion entries. The guest writes commands,
+ * then the doorbell (TAIL). A bottom half consumes head..tail in order,
+ * executes each command, writes completion entry N for command N and
+ * advances HEAD. Nothing is executed in the MMIO handler.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/log.h"
+#include "qemu/bitops.h"
+#include "qemu/main-loop.h"
+#include "hw/pci/pci_device.h"
+#include "spyre.h"
+#include "trace.h"
+
+QEMU_BUILD_BUG_ON(sizeof(struct spyre_hw_cmd) != 64);
+QEMU_BUILD_BUG_ON(sizeof(struct spyre_hw_cpl) != 32);
+QEMU_BUILD_BUG_ON(SPYRE_NUM_RINGS_MAX > 31);
+
+void spyre_ring_reset(SpyreRing *r)
+{
+    memset(r, 0, sizeof(*r));
+}
+
+static bool spyre_ring_enabled(SpyreRing *r)
+{
+    return r->status & SPYRE_RING_STATUS_ENABLED;
+}
+
+static void spyre_ring_ctrl(SpyreState *s, unsigned n, uint32_t val)
+{
+    SpyreRing *r = &s->rings[n];
+    bool was = r->ctrl & SPYRE_RING_CTRL_ENABLE;
+    bool want = val & SPYRE_RING_CTRL_ENABLE;
+
+    if (val & ~SPYRE_RING_CTRL_ENABLE) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: ring %u: reserved CTRL bits 0x%08x ignored\n",
+                      n, val & ~SPYRE_RING_CTRL_ENABLE);
+    }
+    if (was == want) {
+        return;
+    }
+    if (!want) {
+        r->ctrl = 0;
+        r->status &= ~SPYRE_RING_STATUS_ENABLED;
+        trace_spyre_ring_disable(n, r->head);
+        return;
+    }
+    if (!is_power_of_2(r->size) || r->size < SPYRE_RING_SIZE_MIN ||
+        r->size > SPYRE_RING_SIZE_MAX || !r->cmd_base || !r->cpl_base ||
+        (r->cmd_base & (SPYRE_RING_ALIGN - 1)) ||
+        (r->cpl_base & (SPYRE_RING_ALIGN - 1))) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: ring %u: enable refused: size %u cmd 0x%"
+                      PRIx64 " cpl 0x%" PRIx64 "\n",
+                      n, r->size, r->cmd_base, r->cpl_base);
+        trace_spyre_guest_error(n, "bad ring configuration");
+        r->status = SPYRE_RING_STATUS_BAD_CONFIG;
+        r->ctrl = 0;
+        return;
+    }
+    r->l_cmd_base = r->cmd_base;
+    r->l_cpl_base = r->cpl_base;
+    r->l_size = r->size;
+    r->head = 0;
+    r->tail = 0;
+    r->completed = 0;
+    r->ctrl = SPYRE_RING_CTRL_ENABLE;
+    r->status = SPYRE_RING_STATUS_ENABLED;
+    trace_spyre_ring_enable(n, r->l_cmd_base, r->l_cpl_base, r->l_size);
+}
+
+void spyre_ring_write(SpyreState *s, unsigned n, unsigned reg, uint32_t val)
+{
+    SpyreRing *r = &s->rings[n];
+
+    if (n >= s->num_rings) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: write to register 0x%x of absent ring %u\n",
+                      reg, n);
+        return;
+    }
+
+    switch (reg) {
+    case SPYRE_RING_CMD_BASE_LO:
+        r->cmd_base = deposit64(r->cmd_base, 0, 32, val);
+        break;
+    case SPYRE_RING_CMD_BASE_HI:
+        r->cmd_base = deposit64(r->cmd_base, 32, 32, val);
+        break;
+    case SPYRE_RING_CPL_BASE_LO:
+        r->cpl_base = deposit64(r->cpl_base, 0, 32, val);
+        break;
+    case SPYRE_RING_CPL_BASE_HI:
+        r->cpl_base = deposit64(r->cpl_base, 32, 32, val);
+        break;
+    case SPYRE_RING_SIZE:
+        r->size = val;
+        break;
+    case SPYRE_RING_TAIL:
+        if (!spyre_ring_enabled(r)) {
+            qemu_log_mask(LOG_GUEST_ERROR,
+                          "spyre: ring %u: doorbell on a disabled ring\n", n);
+            trace_spyre_guest_error(n, "doorbell on disabled ring");
+            break;
+        }
+        if (val >= r->l_size) {
+            qemu_log_mask(LOG_GUEST_ERROR,
+                          "spyre: ring %u: tail %u >= size %u ignored\n",
+                          n, val, r->l_size);
+            trace_spyre_guest_error(n, "tail out of range");
+            r->status |= SPYRE_RING_STATUS_BAD_TAIL;
+            break;
+        }
+        r->tail = val;
+        trace_spyre_doorbell(n, r->head, val);
+        qemu_bh_schedule(s->bh);
+        break;
+    case SPYRE_RING_CTRL:
+        spyre_ring_ctrl(s, n, val);
+        break;
+    default:
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: ring %u: write of 0x%08x to read-only or "
+                      "unimplemented register 0x%x\n", n, val, reg);
+        break;
+    }
+}
+
+uint32_t spyre_ring_read(SpyreState *s, unsigned n, unsigned reg)
+{
+    SpyreRing *r = &s->rings[n];
+
+    if (n >= s->num_rings) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: read of register 0x%x of absent ring %u\n",
+                      reg, n);
+        return 0;
+    }
+
+    switch (reg) {
+    case SPYRE_RING_CMD_BASE_LO:
+        return (uint32_t)r->cmd_base;
+    case SPYRE_RING_CMD_BASE_HI:
+        return r->cmd_base >> 32;
+    case SPYRE_RING_CPL_BASE_LO:
+        return (uint32_t)r->cpl_base;
+    case SPYRE_RING_CPL_BASE_HI:
+        return r->cpl_base >> 32;
+    case SPYRE_RING_SIZE:
+        return r->size;
+    case SPYRE_RING_HEAD:
+        return r->head;
+    case SPYRE_RING_TAIL:
+        return r->tail;
+    case SPYRE_RING_CTRL:
+        return r->ctrl;
+    case SPYRE_RING_STATUS:
+        return r->status;
+    case SPYRE_RING_COMPLETED:
+        return r->completed;
+    default:
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: ring %u: read of unimplemented register 0x%x\n",
+                      n, reg);
+        return 0;
+    }
+}
+
+/* ---- Command execution ---- */
+
+static void spyre_cmd_to_cpu(struct spyre_hw_cmd *c)
+{
+    unsigned i;
+
+    c->hdr.reserved0 = le16_to_cpu(c->hdr.reserved0);
+    c->hdr.reserved1 = le32_to_cpu(c->hdr.reserved1);
+    c->hdr.seqno = le64_to_cpu(c->hdr.seqno);
+    for (i = 0; i < ARRAY_SIZE(c->raw); i++) {
+        c->raw[i] = le64_to_cpu(c->raw[i]);
+    }
+}
+
+static uint32_t spyre_exec_fence(SpyreState *s, unsigned n,
+                                 const struct spyre_hw_cmd *c,
+                                 uint64_t *cycles)
+{
+    const struct spyre_hw_cmd_fence *f = &c->fence;
+    uint64_t le = cpu_to_le64(f->value);
+
+    if (c->hdr.flags & (SPYRE_CMD_F_SRC_HOST | SPYRE_CMD_F_DST_HOST) ||
+        f->reserved[0] || f->reserved[1] || f->reserved[2] ||
+        f->reserved[3]) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: ring %u: FENCE_WRITE with reserved bits set\n",
+                      n);
+        return SPYRE_STATUS_ERR_RESERVED;
+    }
+    if (f->addr & 7) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: ring %u: FENCE_WRITE address 0x%" PRIx64
+                      " not 8-byte aligned\n", n, f->addr);
+        return SPYRE_STATUS_ERR_ALIGN;
+    }
+    *cycles = SPYRE_CYCLES_FENCE;
+    if (pci_dma_write(PCI_DEVICE(s), f->addr, &le, sizeof(le)) != MEMTX_OK) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: ring %u: FENCE_WRITE to 0x%" PRIx64 " failed\n",
+                      n, f->addr);
+        return SPYRE_STATUS_ERR_HOST_DMA;
+    }
+    return SPYRE_STATUS_OK;
+}
+
+static uint32_t spyre_exec(SpyreState *s, unsigned n,
+                           const struct spyre_hw_cmd *c, uint64_t *cycles)
+{
+    unsigned i;
+
+    *cycles = SPYRE_CYCLES_ERROR;
+    if (c->hdr.flags & ~SPYRE_CMD_F_VALID_MASK ||
+        c->hdr.reserved0 || c->hdr.reserved1) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: ring %u: command flags 0x%02x or reserved "
+                      "header fields invalid\n", n, c->hdr.flags);
+        return SPYRE_STATUS_ERR_RESERVED;
+    }
+
+    switch (c->hdr.opcode) {
+    case SPYRE_OP_NOP:
+        if (c->hdr.flags & (SPYRE_CMD_F_SRC_HOST | SPYRE_CMD_F_DST_HOST)) {
+            goto reserved;
+        }
+        for (i = 0; i < ARRAY_SIZE(c->raw); i++) {
+            if (c->raw[i]) {
+                goto reserved;
+            }
+        }
+        *cycles = SPYRE_CYCLES_NOP;
+        return SPYRE_STATUS_OK;
+    case SPYRE_OP_FENCE_WRITE:
+        return spyre_exec_fence(s, n, c, cycles);
+    case SPYRE_OP_DMA_COPY:
+        if (c->dma.reserved) {
+            goto reserved;
+        }
+        return spyre_dma_copy(s, &c->dma, c->hdr.flags, cycles);
+    default:
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: ring %u: unknown opcode 0x%02x\n",
+                      n, c->hdr.opcode);
+        return SPYRE_STATUS_ERR_OPCODE;
+    }
+
+reserved:
+    qemu_log_mask(LOG_GUEST_ERROR,
+                  "spyre: ring %u: opcode 0x%02x with reserved bits set\n",
+                  n, c->hdr.opcode);
+    return SPYRE_STATUS_ERR_RESERVED;
+}
+
+/*
+ * Consume the command at HEAD of ring n. Returns the interrupt causes it
+ * raised; *bytes gets the DMA volume (for the BH work budget).
+ */
+static uint32_t spyre_ring_step(SpyreState *s, unsigned n, uint64_t *bytes)
+{
+    PCIDevice *pdev = PCI_DEVICE(s);
+    SpyreRing *r = &s->rings[n];
+    struct spyre_hw_cmd c;
+    struct spyre_hw_cpl cpl;
+    uint32_t idx = r->head;
+    uint32_t st;
+    uint32_t causes = 0;
+    uint64_t cycles = SPYRE_CYCLES_ERROR;
+    uint64_t seqno = 0;
+    uint8_t flags = 0;
+
+    *bytes = 0;
+    if (pci_dma_read(pdev, r->l_cmd_base + (uint64_t)idx * sizeof(c), &c,
+                     sizeof(c)) != MEMTX_OK) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: ring %u: cannot read command %u at 0x%" PRIx64
+                      "\n", n, idx, r->l_cmd_base + (uint64_t)idx * sizeof(c));
+        st = SPYRE_STATUS_ERR_HOST_DMA;
+    } else {
+        spyre_cmd_to_cpu(&c);
+        seqno = c.hdr.seqno;
+        flags = c.hdr.flags;
+        trace_spyre_cmd(n, idx, c.hdr.opcode, flags, seqno);
+        if (s->fault_inject) {
+            s->fault_inject--;
+            st = SPYRE_STATUS_ERR_INJECTED;
+        } else {
+            st = spyre_exec(s, n, &c, &cycles);
+            if (st == SPYRE_STATUS_OK && c.hdr.opcode == SPYRE_OP_DMA_COPY) {
+                *bytes = c.dma.size;
+            }
+        }
+    }
+
+    r->completed++;
+    cpl.seqno = cpu_to_le64(seqno);
+    cpl.status = cpu_to_le32(st);
+    cpl.reserved = 0;
+    cpl.cycles = cpu_to_le64(cycles);
+    cpl.done_count = cpu_to_le64(r->completed);
+    if (pci_dma_write(pdev, r->l_cpl_base + (uint64_t)idx * sizeof(cpl), &cpl,
+                      sizeof(cpl)) != MEMTX_OK) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: ring %u: cannot write completion %u at 0x%"
+                      PRIx64 "\n", n, idx,
+                      r->l_cpl_base + (uint64_t)idx * sizeof(cpl));
+        if (st == SPYRE_STATUS_OK) {
+            st = SPYRE_STATUS_ERR_HOST_DMA;
+        }
+    }
+    r->head = (idx + 1) & (r->l_size - 1);
+
+    s->tele_cmds++;
+    spyre_update_load(s, cycles);
+    trace_spyre_cmd_done(n, idx, st, cycles);
+
+    if (st != SPYRE_STATUS_OK) {
+        trace_spyre_cmd_error(n, idx, st, seqno);
+        s->error_code = st;
+        s->status |= SPYRE_STATUS_ERROR;
+        s->tele_errors++;
+        causes |= SPYRE_INTR_ERROR;
+    }
+    if (flags & SPYRE_CMD_F_IRQ) {
+        causes |= SPYRE_INTR_RING(n);
+    }
+    return causes;
+}
+
+static bool spyre_ring_pending(SpyreState *s, unsigned n)
+{
+    SpyreRing *r = &s->rings[n];
+
+    return spyre_ring_enabled(r) && r->head != r->tail;
+}
+
+/*
+ * Process up to SPYRE_BH_MAX_CMDS commands (or SPYRE_BH_MAX_BYTES of DMA)
+ * round-robin over the rings, one command per ring per round, then
+ * reschedule if work is left so the main loop and the vCPUs keep running.
+ */
+void spyre_ring_bh(void *opaque)
+{
+    SpyreState *s = opaque;
+    unsigned done = 0;
+    uint64_t volume = 0;
+    uint32_t causes = 0;
+    bool progress = true;
+    unsigned i;
+
+    while (progress && done < SPYRE_BH_MAX_CMDS &&
+           volume < SPYRE_BH_MAX_BYTES) {
+        progress = false;
+        for (i = 0; i < s->num_rings; i++) {
+            unsigned n = (s->next_ring + i) % s->num_rings;
+            uint64_t bytes;
+
+            if (!spyre_ring_pending(s, n)) {
+                continue;
+            }
+            causes |= spyre_ring_step(s, n, &bytes);
+            progress = true;
+            done++;
+            volume += bytes;
+            if (done >= SPYRE_BH_MAX_CMDS || volume >= SPYRE_BH_MAX_BYTES) {
+                s->next_ring = (n + 1) % s->num_rings;
+                break;
+            }
+        }
+    }
+
+    if (causes) {
+        spyre_raise(s, causes);
+    }
+    for (i = 0; i < s->num_rings; i++) {
+        if (spyre_ring_pending(s, i)) {
+            qemu_bh_schedule(s->bh);
+            break;
+        }
+    }
+}

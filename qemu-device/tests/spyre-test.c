@@ -1,0 +1,1111 @@
+/*
+ * QTest for the Spyre accelerator model (-device spyre): drives the card
+ * from the host through BAR0, guest RAM and BAR2, with no guest kernel.
+ *
+ * Built from QEMU's tests/qtest (tools/setup/qemu-sync.sh copies it there);
+ * run with qemu-device/tests/run-qtest.sh.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/host-utils.h"
+#include "libqtest.h"
+#include "libqos/pci-pc.h"
+#include "libqos/malloc-pc.h"
+#include "libqos/libqos-malloc.h"
+#include "hw/pci/pci_regs.h"
+#include "hw/misc/spyre/spyre_hw.h"
+
+#define SLOT            4
+#define DEVMEM          (16 * 1024 * 1024)
+#define NRINGS          4
+#define PAGE            4096
+
+typedef struct Ring {
+    uint64_t cmd;
+    uint64_t cpl;
+    uint32_t size;
+    uint32_t tail;
+} Ring;
+
+typedef struct Spyre {
+    QTestState *qts;
+    QGuestAllocator alloc;
+    QPCIBus *bus;
+    QPCIDevice *dev;
+    QPCIBar bar0;
+    QPCIBar bar2;
+    Ring ring[NRINGS];
+} Spyre;
+
+/* A host buffer described by a two-level host page directory. */
+typedef struct HostBuf {
+    uint64_t dir;
+    size_t npages;
+    uint64_t *page;
+} HostBuf;
+
+/* Debian keeps the BIOS outside QEMU's build tree. */
+static const char *firmware_args(void)
+{
+    static const char *const dirs[] = {
+        "/usr/share/seabios", "/usr/share/qemu",
+    };
+    static char args[256];
+    size_t i;
+
+    if (!args[0]) {
+        for (i = 0; i < ARRAY_SIZE(dirs); i++) {
+            if (g_file_test(dirs[i], G_FILE_TEST_IS_DIR)) {
+                g_strlcat(args, " -L ", sizeof(args));
+                g_strlcat(args, dirs[i], sizeof(args));
+            }
+        }
+        g_strlcat(args, " ", sizeof(args));
+    }
+    return args;
+}
+
+static Spyre *spyre_start(const char *extra)
+{
+    Spyre *s = g_new0(Spyre, 1);
+    uint64_t size;
+
+    s->qts = qtest_initf("%s -nodefaults -machine q35 -m 256M "
+                         "-device spyre,addr=%02x.0,devmem-size=%d%s",
+                         firmware_args(), SLOT, DEVMEM, extra ? extra : "");
+    pc_alloc_init(&s->alloc, s->qts, ALLOC_NO_FLAGS);
+    s->bus = qpci_new_pc(s->qts, &s->alloc);
+    s->dev = qpci_device_find(s->bus, QPCI_DEVFN(SLOT, 0));
+    g_assert(s->dev);
+    qpci_device_enable(s->dev);
+    s->bar0 = qpci_iomap(s->dev, SPYRE_BAR_REGS, &size);
+    g_assert_cmpuint(size, ==, SPYRE_REGS_SIZE);
+    s->bar2 = qpci_iomap(s->dev, SPYRE_BAR_DEVMEM, &size);
+    g_assert_cmpuint(size, ==, DEVMEM);
+    return s;
+}
+
+static void spyre_stop(Spyre *s)
+{
+    g_free(s->dev);
+    qpci_free_pc(s->bus);
+    alloc_destroy(&s->alloc);
+    qtest_quit(s->qts);
+    g_free(s);
+}
+
+static uint32_t rd(Spyre *s, uint64_t off)
+{
+    return qpci_io_readl(s->dev, s->bar0, off);
+}
+
+static void wr(Spyre *s, uint64_t off, uint32_t val)
+{
+    qpci_io_writel(s->dev, s->bar0, off, val);
+}
+
+static uint64_t rd64(Spyre *s, uint64_t lo)
+{
+    uint64_t v = rd(s, lo);
+
+    return v | (uint64_t)rd(s, lo + 4) << 32;
+}
+
+static uint32_t rrd(Spyre *s, int n, unsigned reg)
+{
+    return rd(s, SPYRE_RING_REG(n, reg));
+}
+
+static void rwr(Spyre *s, int n, unsigned reg, uint32_t val)
+{
+    wr(s, SPYRE_RING_REG(n, reg), val);
+}
+
+static uint64_t zalloc(Spyre *s, size_t size)
+{
+    uint64_t a = guest_alloc(&s->alloc, size);
+
+    qtest_memset(s->qts, a, 0, size);
+    return a;
+}
+
+static void ring_program(Spyre *s, int n, uint64_t cmd, uint64_t cpl,
+                         uint32_t size)
+{
+    rwr(s, n, SPYRE_RING_CMD_BASE_LO, (uint32_t)cmd);
+    rwr(s, n, SPYRE_RING_CMD_BASE_HI, cmd >> 32);
+    rwr(s, n, SPYRE_RING_CPL_BASE_LO, (uint32_t)cpl);
+    rwr(s, n, SPYRE_RING_CPL_BASE_HI, cpl >> 32);
+    rwr(s, n, SPYRE_RING_SIZE, size);
+    rwr(s, n, SPYRE_RING_CTRL, SPYRE_RING_CTRL_ENABLE);
+}
+
+static void ring_setup(Spyre *s, int n, uint32_t size)
+{
+    Ring *r = &s->ring[n];
+
+    r->size = size;
+    r->cmd = zalloc(s, size * sizeof(struct spyre_hw_cmd));
+    r->cpl = zalloc(s, size * sizeof(struct spyre_hw_cpl));
+    r->tail = 0;
+    ring_program(s, n, r->cmd, r->cpl, size);
+    g_assert_cmphex(rrd(s, n, SPYRE_RING_STATUS), ==,
+                    SPYRE_RING_STATUS_ENABLED);
+}
+
+/* Queue a command without ringing the doorbell; returns its index. */
+static uint32_t ring_queue(Spyre *s, int n, const struct spyre_hw_cmd *c)
+{
+    Ring *r = &s->ring[n];
+    uint32_t idx = r->tail;
+
+    qtest_memwrite(s->qts, r->cmd + idx * sizeof(*c), c, sizeof(*c));
+    qtest_memset(s->qts, r->cpl + idx * sizeof(struct spyre_hw_cpl), 0xee,
+                 sizeof(struct spyre_hw_cpl));
+    r->tail = (r->tail + 1) % r->size;
+    return idx;
+}
+
+static void ring_kick_wait(Spyre *s, int n)
+{
+    Ring *r = &s->ring[n];
+    int i;
+
+    rwr(s, n, SPYRE_RING_TAIL, r->tail);
+    for (i = 0; i < 10000 && rrd(s, n, SPYRE_RING_HEAD) != r->tail; i++) {
+        qtest_clock_step(s->qts, 1000);
+    }
+    g_assert_cmpuint(rrd(s, n, SPYRE_RING_HEAD), ==, r->tail);
+}
+
+static struct spyre_hw_cpl ring_cpl(Spyre *s, int n, uint32_t idx)
+{
+    struct spyre_hw_cpl c;
+
+    qtest_memread(s->qts, s->ring[n].cpl + idx * sizeof(c), &c, sizeof(c));
+    return c;
+}
+
+/* Submit one command on ring n, wait for it, return its completion. */
+static struct spyre_hw_cpl submit(Spyre *s, int n, const struct spyre_hw_cmd *c)
+{
+    uint32_t idx = ring_queue(s, n, c);
+
+    ring_kick_wait(s, n);
+    return ring_cpl(s, n, idx);
+}
+
+static struct spyre_hw_cmd cmd_nop(uint64_t seqno, uint8_t flags)
+{
+    struct spyre_hw_cmd c = { 0 };
+
+    c.hdr.opcode = SPYRE_OP_NOP;
+    c.hdr.flags = flags;
+    c.hdr.seqno = seqno;
+    return c;
+}
+
+static struct spyre_hw_cmd cmd_fence(uint64_t seqno, uint64_t addr,
+                                     uint64_t value)
+{
+    struct spyre_hw_cmd c = { 0 };
+
+    c.hdr.opcode = SPYRE_OP_FENCE_WRITE;
+    c.hdr.seqno = seqno;
+    c.fence.addr = addr;
+    c.fence.value = value;
+    return c;
+}
+
+static struct spyre_hw_cmd cmd_dma(uint64_t seqno, uint8_t flags,
+                                   uint64_t src, uint64_t src_off,
+                                   uint64_t dst, uint64_t dst_off,
+                                   uint64_t size)
+{
+    struct spyre_hw_cmd c = { 0 };
+
+    c.hdr.opcode = SPYRE_OP_DMA_COPY;
+    c.hdr.flags = flags;
+    c.hdr.seqno = seqno;
+    c.dma.src_addr = src;
+    c.dma.src_offset = src_off;
+    c.dma.dst_addr = dst;
+    c.dma.dst_offset = dst_off;
+    c.dma.size = size;
+    return c;
+}
+
+/*
+ * Host buffer of npages pages. With scatter, pages are allocated one by one
+ * with a hole between them (and in reverse order), so no two are contiguous.
+ */
+static HostBuf *hostbuf_new(Spyre *s, size_t npages, bool scatter)
+{
+    HostBuf *h = g_new0(HostBuf, 1);
+    size_t ntables = DIV_ROUND_UP(npages, SPYRE_HOST_PT_ENTRIES);
+    uint64_t base = 0;
+    size_t i;
+
+    h->npages = npages;
+    h->page = g_new0(uint64_t, npages);
+    if (!scatter) {
+        base = zalloc(s, npages * PAGE);
+    }
+    for (i = 0; i < npages; i++) {
+        if (scatter) {
+            h->page[npages - 1 - i] = zalloc(s, PAGE);
+            guest_alloc(&s->alloc, PAGE);
+        } else {
+            h->page[i] = base + i * PAGE;
+        }
+    }
+    h->dir = zalloc(s, ntables * 8);
+    for (i = 0; i < ntables; i++) {
+        uint64_t pt = zalloc(s, PAGE);
+        size_t j;
+
+        qtest_writeq(s->qts, h->dir + i * 8, pt);
+        for (j = 0; j < SPYRE_HOST_PT_ENTRIES &&
+             i * SPYRE_HOST_PT_ENTRIES + j < npages; j++) {
+            qtest_writeq(s->qts, pt + j * 8,
+                         h->page[i * SPYRE_HOST_PT_ENTRIES + j]);
+        }
+    }
+    return h;
+}
+
+static void hostbuf_free(HostBuf *h)
+{
+    g_free(h->page);
+    g_free(h);
+}
+
+static void hostbuf_io(Spyre *s, HostBuf *h, uint64_t off, void *buf,
+                       size_t len, bool write)
+{
+    uint8_t *p = buf;
+
+    while (len) {
+        size_t in = off % PAGE;
+        size_t n = MIN(len, PAGE - in);
+        uint64_t a = h->page[off / PAGE] + in;
+
+        if (write) {
+            qtest_memwrite(s->qts, a, p, n);
+        } else {
+            qtest_memread(s->qts, a, p, n);
+        }
+        off += n;
+        p += n;
+        len -= n;
+    }
+}
+
+static void fill(uint8_t *buf, size_t len, uint32_t seed)
+{
+    size_t i;
+
+    for (i = 0; i < len; i++) {
+        seed = seed * 1103515245 + 12345;
+        buf[i] = seed >> 16;
+    }
+}
+
+static void devmem_read(Spyre *s, uint64_t off, void *buf, size_t len)
+{
+    qpci_memread(s->dev, s->bar2, off, buf, len);
+}
+
+static void devmem_write(Spyre *s, uint64_t off, const void *buf, size_t len)
+{
+    qpci_memwrite(s->dev, s->bar2, off, buf, len);
+}
+
+/* ---- Tests ---- */
+
+static void test_identity(void)
+{
+    Spyre *s = spyre_start(NULL);
+
+    g_assert_cmphex(qpci_config_readw(s->dev, PCI_VENDOR_ID), ==,
+                    SPYRE_PCI_VENDOR_ID);
+    g_assert_cmphex(qpci_config_readw(s->dev, PCI_DEVICE_ID), ==,
+                    SPYRE_PCI_DEVICE_ID);
+    g_assert_cmphex(qpci_config_readb(s->dev, PCI_REVISION_ID), ==,
+                    SPYRE_PCI_REVISION);
+    g_assert_cmphex(qpci_config_readw(s->dev, PCI_CLASS_DEVICE), ==,
+                    SPYRE_PCI_CLASS);
+    g_assert_cmphex(qpci_config_readl(s->dev, PCI_BASE_ADDRESS_2) &
+                    (PCI_BASE_ADDRESS_MEM_TYPE_64 |
+                     PCI_BASE_ADDRESS_MEM_PREFETCH), ==,
+                    PCI_BASE_ADDRESS_MEM_TYPE_64 |
+                    PCI_BASE_ADDRESS_MEM_PREFETCH);
+    g_assert_cmpuint(qpci_find_capability(s->dev, PCI_CAP_ID_EXP, 0), !=, 0);
+
+    g_assert_cmphex(rd(s, SPYRE_REG_ID), ==, SPYRE_ID_MAGIC);
+    g_assert_cmphex(rd(s, SPYRE_REG_VERSION), ==,
+                    SPYRE_HW_VERSION(SPYRE_HW_VERSION_MAJOR,
+                                     SPYRE_HW_VERSION_MINOR));
+    g_assert_cmphex(rd(s, SPYRE_REG_CAPS), ==,
+                    SPYRE_CAP_DMA | SPYRE_CAP_FENCE | SPYRE_CAP_MSIX |
+                    SPYRE_CAP_TELEMETRY);
+    g_assert_cmpuint(rd(s, SPYRE_REG_NUM_CORES), ==, 32);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_DEVMEM_SIZE_LO), ==, DEVMEM);
+    g_assert_cmpuint(rd(s, SPYRE_REG_NUM_RINGS), ==, NRINGS);
+    g_assert_cmpuint(rd(s, SPYRE_REG_LX_SIZE), ==, 2 * 1024 * 1024);
+    g_assert_cmpuint(rd(s, SPYRE_REG_CLOCK_MHZ), ==, 1500);
+    g_assert_cmpuint(rd(s, SPYRE_REG_STICK_BYTES), ==, 128);
+    g_assert_cmphex(rd(s, SPYRE_REG_STATUS), ==, SPYRE_STATUS_READY);
+    g_assert_cmphex(rd(s, SPYRE_REG_INTR_STATUS), ==, 0);
+    g_assert_cmphex(rd(s, SPYRE_REG_INTR_MASK), ==, 0);
+    g_assert_cmphex(rd(s, SPYRE_REG_ERROR_CODE), ==, 0);
+    g_assert_cmphex(rd(s, SPYRE_REG_FAULT_INJECT), ==, 0);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_POWER_CAP_MW), ==, 75000);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_TEMP_MC), ==, 35000);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_POWER_MW), ==, 20000);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_RESETS), ==, 0);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_CMDS_LO), ==, 0);
+    /* 64-bit access is split into LO then HI. */
+    g_assert_cmphex(qpci_io_readq(s->dev, s->bar0, SPYRE_REG_DEVMEM_SIZE_LO),
+                    ==, DEVMEM);
+
+    wr(s, SPYRE_REG_SCRATCH, 0xdeadbeef);
+    g_assert_cmphex(rd(s, SPYRE_REG_SCRATCH), ==, 0xdeadbeef);
+    /* Read-only registers ignore writes. */
+    wr(s, SPYRE_REG_ID, 0);
+    wr(s, SPYRE_REG_NUM_CORES, 7);
+    g_assert_cmphex(rd(s, SPYRE_REG_ID), ==, SPYRE_ID_MAGIC);
+    g_assert_cmpuint(rd(s, SPYRE_REG_NUM_CORES), ==, 32);
+    /* Rings beyond num-rings are absent. */
+    rwr(s, NRINGS, SPYRE_RING_SIZE, 8);
+    g_assert_cmpuint(rrd(s, NRINGS, SPYRE_RING_SIZE), ==, 0);
+
+    qpci_msix_enable(s->dev);
+    g_assert_cmpuint(qpci_msix_table_size(s->dev), ==, NRINGS + 1);
+    spyre_stop(s);
+}
+
+static void test_properties(void)
+{
+    Spyre *s = spyre_start(",num-rings=16,num-cores=8,lx-size=1M,"
+                           "clock-mhz=1000,power-cap-mw=30000,"
+                           "vendor-id=0x1b36,device-id=0x0042");
+
+    g_assert_cmphex(qpci_config_readw(s->dev, PCI_VENDOR_ID), ==, 0x1b36);
+    g_assert_cmphex(qpci_config_readw(s->dev, PCI_DEVICE_ID), ==, 0x0042);
+    g_assert_cmpuint(rd(s, SPYRE_REG_NUM_RINGS), ==, 16);
+    g_assert_cmpuint(rd(s, SPYRE_REG_NUM_CORES), ==, 8);
+    g_assert_cmpuint(rd(s, SPYRE_REG_LX_SIZE), ==, 1024 * 1024);
+    g_assert_cmpuint(rd(s, SPYRE_REG_CLOCK_MHZ), ==, 1000);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_POWER_CAP_MW), ==, 30000);
+    qpci_msix_enable(s->dev);
+    g_assert_cmpuint(qpci_msix_table_size(s->dev), ==, 17);
+    spyre_stop(s);
+}
+
+/* Invalid properties make realize fail with a clear message. */
+static void test_bad_properties(void)
+{
+    static const char *const bad[] = {
+        "devmem-size=3M", "devmem-size=0", "num-rings=0", "num-rings=17",
+        "clock-mhz=0",
+    };
+    const char *qemu = g_getenv("QTEST_QEMU_BINARY");
+    size_t i;
+
+    for (i = 0; i < ARRAY_SIZE(bad); i++) {
+        g_autofree char *cmd = g_strdup_printf(
+            "%s %s -machine q35 -accel qtest -nodefaults -display none "
+            "-device spyre,%s", qemu, firmware_args(), bad[i]);
+        g_autofree char *out = NULL;
+        g_autofree char *err = NULL;
+        int status;
+
+        g_assert(g_spawn_command_line_sync(cmd, &out, &err, &status, NULL));
+        g_assert(!WIFEXITED(status) || WEXITSTATUS(status) != 0);
+        g_assert(strstr(err, "spyre:"));
+    }
+}
+
+static void test_ring_config(void)
+{
+    Spyre *s = spyre_start(NULL);
+    uint64_t cmd = zalloc(s, 64 * 64);
+    uint64_t cpl = zalloc(s, 64 * 32);
+    static const uint32_t bad_sizes[] = { 0, 1, 3, 12, 131072 };
+    size_t i;
+
+    for (i = 0; i < ARRAY_SIZE(bad_sizes); i++) {
+        ring_program(s, 0, cmd, cpl, bad_sizes[i]);
+        g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS), ==,
+                        SPYRE_RING_STATUS_BAD_CONFIG);
+        g_assert_cmphex(rrd(s, 0, SPYRE_RING_CTRL), ==, 0);
+    }
+    ring_program(s, 0, cmd + 32, cpl, 8);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS), ==,
+                    SPYRE_RING_STATUS_BAD_CONFIG);
+    ring_program(s, 0, cmd, cpl + 8, 8);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS), ==,
+                    SPYRE_RING_STATUS_BAD_CONFIG);
+    ring_program(s, 0, 0, cpl, 8);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS), ==,
+                    SPYRE_RING_STATUS_BAD_CONFIG);
+    /* A doorbell on a refused ring does nothing. */
+    rwr(s, 0, SPYRE_RING_TAIL, 1);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_TAIL), ==, 0);
+
+    ring_program(s, 0, cmd, cpl, 64);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS), ==,
+                    SPYRE_RING_STATUS_ENABLED);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_CTRL), ==, SPYRE_RING_CTRL_ENABLE);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_HEAD), ==, 0);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_TAIL), ==, 0);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_SIZE), ==, 64);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_CMD_BASE_LO), ==, (uint32_t)cmd);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_CPL_BASE_LO), ==, (uint32_t)cpl);
+
+    /* Tail >= size is refused and flagged. */
+    rwr(s, 0, SPYRE_RING_TAIL, 64);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_TAIL), ==, 0);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS), ==,
+                    SPYRE_RING_STATUS_ENABLED | SPYRE_RING_STATUS_BAD_TAIL);
+
+    /* Disable, then enable again: clears the flags, head and tail. */
+    rwr(s, 0, SPYRE_RING_CTRL, 0);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS) &
+                    SPYRE_RING_STATUS_ENABLED, ==, 0);
+    rwr(s, 0, SPYRE_RING_CTRL, SPYRE_RING_CTRL_ENABLE);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS), ==,
+                    SPYRE_RING_STATUS_ENABLED);
+    spyre_stop(s);
+}
+
+static void test_nop_fence(void)
+{
+    Spyre *s = spyre_start(NULL);
+    uint64_t fence = zalloc(s, 64);
+    struct spyre_hw_cmd c;
+    struct spyre_hw_cpl p;
+    uint32_t idx[6];
+    int i, round;
+
+    ring_setup(s, 0, 4);
+
+    c = cmd_nop(0x1111, 0);
+    p = submit(s, 0, &c);
+    g_assert_cmphex(p.seqno, ==, 0x1111);
+    g_assert_cmpuint(p.status, ==, SPYRE_STATUS_OK);
+    g_assert_cmpuint(p.reserved, ==, 0);
+    g_assert_cmpuint(p.cycles, >, 0);
+    g_assert_cmpuint(p.done_count, ==, 1);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_COMPLETED), ==, 1);
+
+    c = cmd_fence(0x2222, fence + 8, 0x0123456789abcdefULL);
+    p = submit(s, 0, &c);
+    g_assert_cmpuint(p.status, ==, SPYRE_STATUS_OK);
+    g_assert_cmphex(p.seqno, ==, 0x2222);
+    g_assert_cmpuint(p.done_count, ==, 2);
+    g_assert_cmphex(qtest_readq(s->qts, fence + 8), ==, 0x0123456789abcdefULL);
+    g_assert_cmphex(qtest_readq(s->qts, fence), ==, 0);
+
+    /* Several commands per doorbell, wrapping around the 4-entry ring. */
+    for (round = 0; round < 3; round++) {
+        for (i = 0; i < 3; i++) {
+            uint64_t seq = 100 + round * 10 + i;
+
+            c = i == 2 ? cmd_fence(seq, fence, seq) : cmd_nop(seq, 0);
+            idx[i] = ring_queue(s, 0, &c);
+        }
+        ring_kick_wait(s, 0);
+        for (i = 0; i < 3; i++) {
+            p = ring_cpl(s, 0, idx[i]);
+            g_assert_cmpuint(p.seqno, ==, 100 + round * 10 + i);
+            g_assert_cmpuint(p.status, ==, SPYRE_STATUS_OK);
+            g_assert_cmpuint(p.done_count, ==, 3 + round * 3 + i);
+        }
+        g_assert_cmpuint(qtest_readq(s->qts, fence), ==, 100 + round * 10 + 2);
+    }
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_COMPLETED), ==, 11);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_HEAD), ==, 11 % 4);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_CMDS_LO), ==, 11);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_ERRORS), ==, 0);
+    g_assert_cmphex(rd(s, SPYRE_REG_STATUS), ==, SPYRE_STATUS_READY);
+
+    /* A second ring works independently. */
+    ring_setup(s, 2, 2);
+    c = cmd_nop(77, 0);
+    p = submit(s, 2, &c);
+    g_assert_cmpuint(p.seqno, ==, 77);
+    g_assert_cmpuint(p.done_count, ==, 1);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_COMPLETED), ==, 11);
+    spyre_stop(s);
+}
+
+/* Many commands in one doorbell exceed one BH batch: all still complete. */
+static void test_batch(void)
+{
+    Spyre *s = spyre_start(NULL);
+    uint64_t fence = zalloc(s, 8);
+    struct spyre_hw_cmd c;
+    int i;
+
+    ring_setup(s, 1, 256);
+    for (i = 0; i < 200; i++) {
+        c = i == 199 ? cmd_fence(i, fence, 0xf00d) : cmd_nop(i, 0);
+        ring_queue(s, 1, &c);
+    }
+    ring_kick_wait(s, 1);
+    g_assert_cmpuint(ring_cpl(s, 1, 150).seqno, ==, 150);
+    g_assert_cmpuint(ring_cpl(s, 1, 199).done_count, ==, 200);
+    g_assert_cmphex(qtest_readq(s->qts, fence), ==, 0xf00d);
+    spyre_stop(s);
+}
+
+static void check_dma_ok(struct spyre_hw_cpl p, uint64_t seq)
+{
+    g_assert_cmpuint(p.status, ==, SPYRE_STATUS_OK);
+    g_assert_cmpuint(p.seqno, ==, seq);
+}
+
+static void test_dma(void)
+{
+    Spyre *s = spyre_start(NULL);
+    const size_t len = 3 * PAGE + 77;
+    const uint64_t src_off = 123, dev_off = 0x10001, dst_off = 4001;
+    HostBuf *src = hostbuf_new(s, 5, true);
+    HostBuf *dst = hostbuf_new(s, 6, true);
+    g_autofree uint8_t *want = g_malloc(len);
+    g_autofree uint8_t *got = g_malloc0(len);
+    struct spyre_hw_cmd c;
+    struct spyre_hw_cpl p;
+    uint8_t edge[2];
+    uint64_t t0, t1;
+
+    ring_setup(s, 0, 16);
+    fill(want, len, 1);
+    hostbuf_io(s, src, src_off, want, len, true);
+
+    /* H2D: scattered host pages, unaligned offsets and size. */
+    c = cmd_dma(1, SPYRE_CMD_F_SRC_HOST, src->dir, src_off, 0x100000,
+                dev_off, len);
+    p = submit(s, 0, &c);
+    check_dma_ok(p, 1);
+    g_assert_cmpuint(p.cycles, ==, 256 + DIV_ROUND_UP(len * 1500, 204800));
+    devmem_read(s, 0x100000 + dev_off, got, len);
+    g_assert(memcmp(got, want, len) == 0);
+    devmem_read(s, 0x100000 + dev_off - 1, edge, 1);
+    devmem_read(s, 0x100000 + dev_off + len, edge + 1, 1);
+    g_assert_cmpuint(edge[0], ==, 0);
+    g_assert_cmpuint(edge[1], ==, 0);
+
+    /* D2H into another scattered buffer at another offset. */
+    c = cmd_dma(2, SPYRE_CMD_F_DST_HOST, 0x100000, dev_off, dst->dir, dst_off,
+                len);
+    p = submit(s, 0, &c);
+    check_dma_ok(p, 2);
+    memset(got, 0, len);
+    hostbuf_io(s, dst, dst_off, got, len, false);
+    g_assert(memcmp(got, want, len) == 0);
+    hostbuf_io(s, dst, dst_off - 1, edge, 1, false);
+    hostbuf_io(s, dst, dst_off + len, edge + 1, 1, false);
+    g_assert_cmpuint(edge[0], ==, 0);
+    g_assert_cmpuint(edge[1], ==, 0);
+
+    /* 1-byte copies. */
+    c = cmd_dma(3, SPYRE_CMD_F_SRC_HOST, src->dir, src_off + 5, 0, 7, 1);
+    check_dma_ok(submit(s, 0, &c), 3);
+    devmem_read(s, 7, edge, 1);
+    g_assert_cmpuint(edge[0], ==, want[5]);
+
+    /* D2D, disjoint and overlapping in both directions (memmove). */
+    c = cmd_dma(4, 0, 0x100000, dev_off, 0x200000, 0, len);
+    check_dma_ok(submit(s, 0, &c), 4);
+    devmem_read(s, 0x200000, got, len);
+    g_assert(memcmp(got, want, len) == 0);
+    c = cmd_dma(5, 0, 0x200000, 0, 0x200000, 1000, len);
+    check_dma_ok(submit(s, 0, &c), 5);
+    devmem_read(s, 0x200000 + 1000, got, len);
+    g_assert(memcmp(got, want, len) == 0);
+    c = cmd_dma(6, 0, 0x200000, 1000, 0x200000, 3, len);
+    check_dma_ok(submit(s, 0, &c), 6);
+    devmem_read(s, 0x200000 + 3, got, len);
+    g_assert(memcmp(got, want, len) == 0);
+
+    /* Host to host through the engine. */
+    c = cmd_dma(7, SPYRE_CMD_F_SRC_HOST | SPYRE_CMD_F_DST_HOST, src->dir,
+                src_off, dst->dir, 1, len);
+    check_dma_ok(submit(s, 0, &c), 7);
+    hostbuf_io(s, dst, 1, got, len, false);
+    g_assert(memcmp(got, want, len) == 0);
+
+    /* Last bytes of device memory are reachable, one more is not. */
+    c = cmd_dma(8, 0, 0, 0, DEVMEM - PAGE, 0, PAGE);
+    check_dma_ok(submit(s, 0, &c), 8);
+
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_H2D_BYTES_LO), ==, len + 1);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_D2H_BYTES_LO), ==, len);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_D2D_BYTES_LO), ==,
+                     3 * len + PAGE);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_ERRORS), ==, 0);
+
+    /* Work heats the board a little; it cools down when idle. */
+    t0 = rd(s, SPYRE_REG_TELE_TEMP_MC);
+    g_assert_cmpuint(t0, >=, 35000);
+    qtest_clock_step(s->qts, 10000000000LL);
+    t1 = rd(s, SPYRE_REG_TELE_TEMP_MC);
+    g_assert_cmpuint(t1, ==, 35000);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_POWER_MW), ==, 20000);
+
+    hostbuf_free(src);
+    hostbuf_free(dst);
+    spyre_stop(s);
+}
+
+/* Large copies over contiguous pages and more than one page table. */
+static void test_dma_large(void)
+{
+    Spyre *s = spyre_start(NULL);
+    const size_t len = 3 * 1024 * 1024 + 999;
+    const size_t npages = DIV_ROUND_UP(len + 100, PAGE);
+    HostBuf *src = hostbuf_new(s, npages, false);
+    HostBuf *dst = hostbuf_new(s, npages, false);
+    g_autofree uint8_t *want = g_malloc(len);
+    g_autofree uint8_t *got = g_malloc0(len);
+    struct spyre_hw_cmd c;
+
+    ring_setup(s, 0, 8);
+    fill(want, len, 7);
+    qtest_bufwrite(s->qts, src->page[0] + 100, want, len);
+    c = cmd_dma(1, SPYRE_CMD_F_SRC_HOST, src->dir, 100, 0x400000, 0, len);
+    check_dma_ok(submit(s, 0, &c), 1);
+    devmem_read(s, 0x400000 + len - 64, got, 64);
+    g_assert(memcmp(got, want + len - 64, 64) == 0);
+    c = cmd_dma(2, SPYRE_CMD_F_DST_HOST, 0x400000, 0, dst->dir, 50, len);
+    check_dma_ok(submit(s, 0, &c), 2);
+    qtest_bufread(s->qts, dst->page[0] + 50, got, len);
+    g_assert(memcmp(got, want, len) == 0);
+    /* Recent work shows in the temperature. */
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_TEMP_MC), >, 35000);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_POWER_MW), >, 20000);
+    hostbuf_free(src);
+    hostbuf_free(dst);
+    spyre_stop(s);
+}
+
+static void expect_error(Spyre *s, const struct spyre_hw_cmd *c, uint32_t st,
+                         uint32_t *nerr)
+{
+    struct spyre_hw_cpl p;
+    struct spyre_hw_cmd nop = cmd_nop(0xabc, 0);
+
+    wr(s, SPYRE_REG_INTR_STATUS, ~0u);
+    p = submit(s, 0, c);
+    g_assert_cmpuint(p.status, ==, st);
+    g_assert_cmphex(p.seqno, ==, c->hdr.seqno);
+    g_assert_cmpuint(rd(s, SPYRE_REG_ERROR_CODE), ==, st);
+    g_assert_cmphex(rd(s, SPYRE_REG_STATUS), ==,
+                    SPYRE_STATUS_READY | SPYRE_STATUS_ERROR);
+    g_assert_cmphex(rd(s, SPYRE_REG_INTR_STATUS), ==, SPYRE_INTR_ERROR);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_ERRORS), ==, ++*nerr);
+    /* The ring keeps going after a failed command. */
+    p = submit(s, 0, &nop);
+    g_assert_cmpuint(p.status, ==, SPYRE_STATUS_OK);
+    g_assert_cmphex(p.seqno, ==, 0xabc);
+}
+
+static void test_errors(void)
+{
+    Spyre *s = spyre_start(NULL);
+    HostBuf *h = hostbuf_new(s, 2, true);
+    uint64_t fence = zalloc(s, 64);
+    const uint64_t nowhere = 1ULL << 45;
+    uint64_t bad_pt = zalloc(s, 8);
+    uint64_t unaligned_pt = zalloc(s, 8);
+    struct spyre_hw_cmd c;
+    uint32_t nerr = 0;
+
+    ring_setup(s, 0, 8);
+    qtest_writeq(s->qts, bad_pt, nowhere);
+    qtest_writeq(s->qts, unaligned_pt, h->page[0] + 8);
+
+    c = cmd_nop(1, 0);
+    c.hdr.opcode = 0x7f;
+    expect_error(s, &c, SPYRE_STATUS_ERR_OPCODE, &nerr);
+
+    c = cmd_nop(2, 0x80);
+    expect_error(s, &c, SPYRE_STATUS_ERR_RESERVED, &nerr);
+    c = cmd_nop(3, 0);
+    c.hdr.reserved0 = 1;
+    expect_error(s, &c, SPYRE_STATUS_ERR_RESERVED, &nerr);
+    c = cmd_nop(4, 0);
+    c.hdr.reserved1 = 1;
+    expect_error(s, &c, SPYRE_STATUS_ERR_RESERVED, &nerr);
+    c = cmd_nop(5, 0);
+    c.raw[3] = 1;
+    expect_error(s, &c, SPYRE_STATUS_ERR_RESERVED, &nerr);
+    c = cmd_nop(6, SPYRE_CMD_F_SRC_HOST);
+    expect_error(s, &c, SPYRE_STATUS_ERR_RESERVED, &nerr);
+    c = cmd_dma(7, 0, 0, 0, PAGE, 0, 16);
+    c.dma.reserved = 1;
+    expect_error(s, &c, SPYRE_STATUS_ERR_RESERVED, &nerr);
+    c = cmd_fence(8, fence, 1);
+    c.fence.reserved[2] = 1;
+    expect_error(s, &c, SPYRE_STATUS_ERR_RESERVED, &nerr);
+    c = cmd_fence(9, fence, 1);
+    c.hdr.flags = SPYRE_CMD_F_DST_HOST;
+    expect_error(s, &c, SPYRE_STATUS_ERR_RESERVED, &nerr);
+
+    /* Sizes. */
+    c = cmd_dma(10, 0, 0, 0, PAGE, 0, 0);
+    expect_error(s, &c, SPYRE_STATUS_ERR_SIZE, &nerr);
+    c = cmd_dma(11, 0, 0, UINT64_MAX - 4, PAGE, 0, 16);
+    expect_error(s, &c, SPYRE_STATUS_ERR_SIZE, &nerr);
+    c = cmd_dma(12, 0, 0, 0, 0, 0, DEVMEM + 1ULL);
+    expect_error(s, &c, SPYRE_STATUS_ERR_SIZE, &nerr);
+
+    /* Device ranges. */
+    c = cmd_dma(13, 0, DEVMEM - 8, 0, 0, 0, 16);
+    expect_error(s, &c, SPYRE_STATUS_ERR_DEV_RANGE, &nerr);
+    c = cmd_dma(14, 0, 0, 0, DEVMEM - 8, 4, 8);
+    expect_error(s, &c, SPYRE_STATUS_ERR_DEV_RANGE, &nerr);
+    c = cmd_dma(15, 0, UINT64_MAX - 2, 16, 0, 0, 8);
+    expect_error(s, &c, SPYRE_STATUS_ERR_DEV_RANGE, &nerr);
+    c = cmd_dma(16, SPYRE_CMD_F_SRC_HOST, h->dir, 0, DEVMEM, 0, 1);
+    expect_error(s, &c, SPYRE_STATUS_ERR_DEV_RANGE, &nerr);
+
+    /* Host DMA failures: directory, page table, data page, fence. */
+    c = cmd_dma(17, SPYRE_CMD_F_SRC_HOST, nowhere, 0, 0, 0, 64);
+    expect_error(s, &c, SPYRE_STATUS_ERR_HOST_DMA, &nerr);
+    c = cmd_dma(18, SPYRE_CMD_F_SRC_HOST, bad_pt, 0, 0, 0, 64);
+    expect_error(s, &c, SPYRE_STATUS_ERR_HOST_DMA, &nerr);
+    qtest_writeq(s->qts, qtest_readq(s->qts, h->dir) + 2 * 8, nowhere);
+    c = cmd_dma(19, SPYRE_CMD_F_DST_HOST, 0, 0, h->dir, 0, 3 * PAGE);
+    expect_error(s, &c, SPYRE_STATUS_ERR_HOST_DMA, &nerr);
+    c = cmd_fence(20, nowhere, 5);
+    expect_error(s, &c, SPYRE_STATUS_ERR_HOST_DMA, &nerr);
+
+    /* Alignment. */
+    c = cmd_fence(21, fence + 4, 5);
+    expect_error(s, &c, SPYRE_STATUS_ERR_ALIGN, &nerr);
+    c = cmd_dma(22, SPYRE_CMD_F_SRC_HOST, h->dir + 4, 0, 0, 0, 64);
+    expect_error(s, &c, SPYRE_STATUS_ERR_ALIGN, &nerr);
+    c = cmd_dma(23, SPYRE_CMD_F_SRC_HOST, unaligned_pt, 0, 0, 0, 64);
+    expect_error(s, &c, SPYRE_STATUS_ERR_ALIGN, &nerr);
+
+    /* Fault injection: the next 2 commands fail, then back to normal. */
+    wr(s, SPYRE_REG_FAULT_INJECT, 2);
+    g_assert_cmpuint(rd(s, SPYRE_REG_FAULT_INJECT), ==, 2);
+    c = cmd_fence(24, fence, 0x55);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_ERR_INJECTED);
+    g_assert_cmpuint(rd(s, SPYRE_REG_FAULT_INJECT), ==, 1);
+    c = cmd_nop(25, 0);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_ERR_INJECTED);
+    g_assert_cmpuint(rd(s, SPYRE_REG_FAULT_INJECT), ==, 0);
+    g_assert_cmpuint(rd(s, SPYRE_REG_ERROR_CODE), ==,
+                     SPYRE_STATUS_ERR_INJECTED);
+    nerr += 2;
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_ERRORS), ==, nerr);
+    g_assert_cmphex(qtest_readq(s->qts, fence), ==, 0);
+    c = cmd_fence(26, fence, 0x66);
+    check_dma_ok(submit(s, 0, &c), 26);
+    g_assert_cmphex(qtest_readq(s->qts, fence), ==, 0x66);
+
+    /* A command array the device cannot read. */
+    s->ring[1].size = 2;
+    s->ring[1].cpl = zalloc(s, 2 * 32);
+    s->ring[1].tail = 1;
+    ring_program(s, 1, nowhere, s->ring[1].cpl, 2);
+    ring_kick_wait(s, 1);
+    g_assert_cmpuint(ring_cpl(s, 1, 0).status, ==, SPYRE_STATUS_ERR_HOST_DMA);
+    g_assert_cmpuint(ring_cpl(s, 1, 0).done_count, ==, 1);
+    g_assert_cmpuint(rd(s, SPYRE_REG_ERROR_CODE), ==,
+                     SPYRE_STATUS_ERR_HOST_DMA);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_ERRORS), ==, ++nerr);
+
+    hostbuf_free(h);
+    spyre_stop(s);
+}
+
+static void msix_entry(Spyre *s, int vec, uint64_t addr, uint32_t data,
+                       bool masked)
+{
+    uint64_t off = s->dev->msix_table_off + vec * PCI_MSIX_ENTRY_SIZE;
+
+    qpci_io_writel(s->dev, s->dev->msix_table_bar,
+                   off + PCI_MSIX_ENTRY_LOWER_ADDR, (uint32_t)addr);
+    qpci_io_writel(s->dev, s->dev->msix_table_bar,
+                   off + PCI_MSIX_ENTRY_UPPER_ADDR, addr >> 32);
+    qpci_io_writel(s->dev, s->dev->msix_table_bar,
+                   off + PCI_MSIX_ENTRY_DATA, data);
+    qpci_io_writel(s->dev, s->dev->msix_table_bar,
+                   off + PCI_MSIX_ENTRY_VECTOR_CTRL,
+                   masked ? PCI_MSIX_ENTRY_CTRL_MASKBIT : 0);
+}
+
+static void test_interrupts(void)
+{
+    Spyre *s = spyre_start(NULL);
+    uint64_t msi = zalloc(s, 64);
+    struct spyre_hw_cmd c;
+
+    ring_setup(s, 0, 8);
+    ring_setup(s, 1, 8);
+
+    /* Causes latch in INTR_STATUS even when masked; RW1C. */
+    c = cmd_nop(1, SPYRE_CMD_F_IRQ);
+    submit(s, 1, &c);
+    g_assert_cmphex(rd(s, SPYRE_REG_INTR_STATUS), ==, SPYRE_INTR_RING(1));
+    c = cmd_nop(2, 0);
+    submit(s, 0, &c);
+    g_assert_cmphex(rd(s, SPYRE_REG_INTR_STATUS), ==, SPYRE_INTR_RING(1));
+    wr(s, SPYRE_REG_INTR_STATUS, SPYRE_INTR_RING(0));
+    g_assert_cmphex(rd(s, SPYRE_REG_INTR_STATUS), ==, SPYRE_INTR_RING(1));
+    wr(s, SPYRE_REG_INTR_STATUS, SPYRE_INTR_RING(1));
+    g_assert_cmphex(rd(s, SPYRE_REG_INTR_STATUS), ==, 0);
+
+    /* MSI-X: vector n for ring n, vector num_rings for errors. */
+    qpci_msix_enable(s->dev);
+    msix_entry(s, 0, msi, 0x100, false);
+    msix_entry(s, 1, msi + 8, 0x101, false);
+    msix_entry(s, NRINGS, msi + 16, 0x1ee, false);
+    wr(s, SPYRE_REG_INTR_MASK, SPYRE_INTR_RING(0) | SPYRE_INTR_RING(1) |
+       SPYRE_INTR_ERROR);
+
+    c = cmd_nop(3, SPYRE_CMD_F_IRQ);
+    submit(s, 0, &c);
+    g_assert_cmphex(qtest_readl(s->qts, msi), ==, 0x100);
+    g_assert_cmphex(qtest_readl(s->qts, msi + 8), ==, 0);
+    /* Without the IRQ flag: no interrupt. */
+    qtest_writel(s->qts, msi, 0);
+    c = cmd_nop(4, 0);
+    submit(s, 0, &c);
+    g_assert_cmphex(qtest_readl(s->qts, msi), ==, 0);
+    /* A pending cause notifies again on the next completion. */
+    c = cmd_nop(5, SPYRE_CMD_F_IRQ);
+    submit(s, 0, &c);
+    g_assert_cmphex(qtest_readl(s->qts, msi), ==, 0x100);
+
+    c = cmd_nop(6, SPYRE_CMD_F_IRQ);
+    submit(s, 1, &c);
+    g_assert_cmphex(qtest_readl(s->qts, msi + 8), ==, 0x101);
+
+    /* Errors go to the error vector. */
+    c = cmd_nop(7, 0);
+    c.hdr.opcode = 0x33;
+    submit(s, 0, &c);
+    g_assert_cmphex(qtest_readl(s->qts, msi + 16), ==, 0x1ee);
+    g_assert(rd(s, SPYRE_REG_INTR_STATUS) & SPYRE_INTR_ERROR);
+
+    /* INTR_MASK gates; enabling a pending cause delivers it. */
+    wr(s, SPYRE_REG_INTR_STATUS, ~0u);
+    wr(s, SPYRE_REG_INTR_MASK, 0);
+    qtest_writel(s->qts, msi, 0);
+    c = cmd_nop(8, SPYRE_CMD_F_IRQ);
+    submit(s, 0, &c);
+    g_assert_cmphex(qtest_readl(s->qts, msi), ==, 0);
+    g_assert_cmphex(rd(s, SPYRE_REG_INTR_STATUS), ==, SPYRE_INTR_RING(0));
+    wr(s, SPYRE_REG_INTR_MASK, SPYRE_INTR_RING(0));
+    g_assert_cmphex(qtest_readl(s->qts, msi), ==, 0x100);
+
+    /* A masked vector sets its pending bit instead. */
+    wr(s, SPYRE_REG_INTR_STATUS, ~0u);
+    qtest_writel(s->qts, msi, 0);
+    msix_entry(s, 0, msi, 0x100, true);
+    c = cmd_nop(9, SPYRE_CMD_F_IRQ);
+    submit(s, 0, &c);
+    g_assert_cmphex(qtest_readl(s->qts, msi), ==, 0);
+    g_assert(qpci_msix_pending(s->dev, 0));
+    /* Unmasking delivers it. */
+    msix_entry(s, 0, msi, 0x100, false);
+    g_assert_cmphex(qtest_readl(s->qts, msi), ==, 0x100);
+    g_assert(!qpci_msix_pending(s->dev, 0));
+    spyre_stop(s);
+}
+
+/*
+ * Random, mostly malformed commands: the device must complete every one of
+ * them with a defined status and never crash or stall.
+ */
+static void test_fuzz(void)
+{
+    Spyre *s = spyre_start(NULL);
+    HostBuf *h = hostbuf_new(s, 4, true);
+    uint64_t fence = zalloc(s, 64);
+    const uint64_t vals[] = {
+        0, 1, 7, 8, 64, PAGE - 1, PAGE, DEVMEM / 2, DEVMEM - 1, DEVMEM,
+        DEVMEM + 1, 2 * PAGE + 3, UINT64_MAX, UINT64_MAX - 63, 1ULL << 45,
+        h->dir, h->dir + 4, fence, fence + 3, h->page[1],
+    };
+    GRand *rnd = g_rand_new_with_seed(1234);
+    struct spyre_hw_cmd c;
+    int i, j, k;
+
+    ring_setup(s, 3, 64);
+    for (i = 0; i < 8; i++) {
+        uint32_t first = s->ring[3].tail;
+
+        for (j = 0; j < 50; j++) {
+            memset(&c, 0, sizeof(c));
+            c.hdr.opcode = g_rand_int_range(rnd, 0, 4);
+            c.hdr.flags = g_rand_int_range(rnd, 0, 2) ?
+                          g_rand_int_range(rnd, 0, 8) : g_rand_int(rnd);
+            c.hdr.seqno = i * 100 + j;
+            if (!g_rand_int_range(rnd, 0, 8)) {
+                c.hdr.reserved1 = g_rand_int(rnd);
+            }
+            for (k = 0; k < 5; k++) {
+                if (g_rand_int_range(rnd, 0, 2)) {
+                    c.raw[k] = vals[g_rand_int_range(rnd, 0, ARRAY_SIZE(vals))];
+                }
+            }
+            if (c.hdr.opcode == SPYRE_OP_DMA_COPY && c.raw[4] > DEVMEM) {
+                c.raw[4] &= 0xffff;
+            }
+            ring_queue(s, 3, &c);
+        }
+        ring_kick_wait(s, 3);
+        for (j = 0; j < 50; j++) {
+            struct spyre_hw_cpl p = ring_cpl(s, 3, (first + j) % 64);
+
+            g_assert_cmpuint(p.seqno, ==, i * 100 + j);
+            g_assert_cmpuint(p.status, <=, SPYRE_STATUS_ERR_INJECTED);
+        }
+    }
+    c = cmd_nop(5, 0);
+    g_assert_cmpuint(submit(s, 3, &c).status, ==, SPYRE_STATUS_OK);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_CMDS_LO), ==, 401);
+    g_rand_free(rnd);
+    hostbuf_free(h);
+    spyre_stop(s);
+}
+
+/* GSIs 16..23 of the IOAPIC that are asserted (q35 routes PIRQs there). */
+static unsigned intx_lines(Spyre *s)
+{
+    unsigned m = 0;
+    int i;
+
+    for (i = 16; i < 24; i++) {
+        if (qtest_get_irq(s->qts, i)) {
+            m |= 1u << i;
+        }
+    }
+    return m;
+}
+
+/* Without MSI-X, INTA follows INTR_STATUS & INTR_MASK (level). */
+static void test_intx(void)
+{
+    Spyre *s = spyre_start(NULL);
+    struct spyre_hw_cmd c;
+    unsigned line;
+
+    qtest_irq_intercept_in(s->qts, "ioapic");
+    ring_setup(s, 0, 8);
+    g_assert_cmphex(intx_lines(s), ==, 0);
+
+    c = cmd_nop(1, SPYRE_CMD_F_IRQ);
+    submit(s, 0, &c);
+    g_assert_cmphex(intx_lines(s), ==, 0);          /* masked */
+    wr(s, SPYRE_REG_INTR_MASK, SPYRE_INTR_RING(0));
+    line = intx_lines(s);
+    g_assert_cmpuint(ctpop32(line), ==, 1);         /* asserted */
+    wr(s, SPYRE_REG_INTR_STATUS, SPYRE_INTR_RING(0));
+    g_assert_cmphex(intx_lines(s), ==, 0);          /* acknowledged */
+
+    /* Errors assert it too once enabled. */
+    wr(s, SPYRE_REG_INTR_MASK, SPYRE_INTR_ERROR);
+    c = cmd_nop(2, 0);
+    c.hdr.opcode = 0x99;
+    submit(s, 0, &c);
+    g_assert_cmphex(intx_lines(s), ==, line);
+    wr(s, SPYRE_REG_INTR_MASK, 0);
+    g_assert_cmphex(intx_lines(s), ==, 0);
+    wr(s, SPYRE_REG_INTR_MASK, SPYRE_INTR_ERROR);
+    g_assert_cmphex(intx_lines(s), ==, line);
+
+    /* With MSI-X enabled, INTx is never asserted. */
+    qpci_msix_enable(s->dev);
+    g_assert_cmphex(intx_lines(s), ==, 0);
+    spyre_stop(s);
+}
+
+static void test_reset(void)
+{
+    Spyre *s = spyre_start(NULL);
+    struct spyre_hw_cmd c;
+    uint8_t b = 0;
+
+    ring_setup(s, 0, 8);
+    wr(s, SPYRE_REG_SCRATCH, 42);
+    wr(s, SPYRE_REG_INTR_MASK, 3);
+    wr(s, SPYRE_REG_FAULT_INJECT, 5);
+    c = cmd_nop(1, SPYRE_CMD_F_IRQ);
+    submit(s, 0, &c);
+    devmem_write(s, 100, "\x5a", 1);
+    g_assert_cmpuint(rd(s, SPYRE_REG_ERROR_CODE), ==,
+                     SPYRE_STATUS_ERR_INJECTED);
+
+    /* Anything but the magic is ignored. */
+    wr(s, SPYRE_REG_RESET, 1);
+    g_assert_cmpuint(rd(s, SPYRE_REG_SCRATCH), ==, 42);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_RESETS), ==, 0);
+
+    wr(s, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_RESETS), ==, 1);
+    g_assert_cmpuint(rd(s, SPYRE_REG_SCRATCH), ==, 0);
+    g_assert_cmphex(rd(s, SPYRE_REG_STATUS), ==, SPYRE_STATUS_READY);
+    g_assert_cmphex(rd(s, SPYRE_REG_INTR_STATUS), ==, 0);
+    g_assert_cmphex(rd(s, SPYRE_REG_INTR_MASK), ==, 0);
+    g_assert_cmphex(rd(s, SPYRE_REG_ERROR_CODE), ==, 0);
+    g_assert_cmphex(rd(s, SPYRE_REG_FAULT_INJECT), ==, 0);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS), ==, 0);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_CTRL), ==, 0);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_HEAD), ==, 0);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_COMPLETED), ==, 0);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_CMD_BASE_LO), ==, 0);
+    /* Telemetry totals survive; device memory is kept. */
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_CMDS_LO), ==, 1);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_ERRORS), ==, 1);
+    devmem_read(s, 100, &b, 1);
+    g_assert_cmphex(b, ==, 0x5a);
+
+    /* The device works again after set-up. */
+    ring_setup(s, 0, 8);
+    c = cmd_nop(2, 0);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_OK);
+
+    /* A system reset resets the device and is counted too. */
+    qtest_qmp_assert_success(s->qts, "{ 'execute': 'system_reset' }");
+    qtest_qmp_eventwait(s->qts, "RESET");
+    qpci_device_enable(s->dev);
+    s->bar0 = qpci_iomap(s->dev, SPYRE_BAR_REGS, NULL);
+    g_assert_cmphex(rd(s, SPYRE_REG_ID), ==, SPYRE_ID_MAGIC);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_RESETS), ==, 2);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS), ==, 0);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_CMDS_LO), ==, 2);
+    spyre_stop(s);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+
+    qtest_add_func("/spyre/identity", test_identity);
+    qtest_add_func("/spyre/properties", test_properties);
+    qtest_add_func("/spyre/bad-properties", test_bad_properties);
+    qtest_add_func("/spyre/ring-config", test_ring_config);
+    qtest_add_func("/spyre/nop-fence", test_nop_fence);
+    qtest_add_func("/spyre/batch", test_batch);
+    qtest_add_func("/spyre/dma", test_dma);
+    qtest_add_func("/spyre/dma-large", test_dma_large);
+    qtest_add_func("/spyre/errors", test_errors);
+    qtest_add_func("/spyre/interrupts", test_interrupts);
+    qtest_add_func("/spyre/fuzz", test_fuzz);
+    qtest_add_func("/spyre/intx", test_intx);
+    qtest_add_func("/spyre/reset", test_reset);
+
+    return g_test_run();
+}
