@@ -56,6 +56,7 @@
 #define SPYRE_CAP_FENCE			(1u << 1)	/* FENCE_WRITE command */
 #define SPYRE_CAP_MSIX			(1u << 2)	/* MSI-X per ring */
 #define SPYRE_CAP_TELEMETRY		(1u << 3)	/* SPYRE_REG_TELE_* block */
+#define SPYRE_CAP_LAUNCH		(1u << 4)	/* LAUNCH command, dataflow engine */
 
 #define SPYRE_STATUS_READY		(1u << 0)	/* accepts ring configuration */
 #define SPYRE_STATUS_ERROR		(1u << 1)	/* a command failed since reset */
@@ -122,6 +123,7 @@ enum spyre_hw_opcode {
 	SPYRE_OP_NOP		= 0x00,
 	SPYRE_OP_FENCE_WRITE	= 0x01,	/* write a 64-bit value to host memory */
 	SPYRE_OP_DMA_COPY	= 0x02,	/* copy bytes between host and/or device memory */
+	SPYRE_OP_LAUNCH		= 0x03,	/* run a program on the cores (Documentation/isa.md) */
 };
 
 /* Command flags (header.flags). */
@@ -161,11 +163,71 @@ struct spyre_hw_cmd_fence {
 	uint64_t reserved[4];	/* must be zero */
 };
 
+/*
+ * LAUNCH: run the program image at device address prog_addr on the cores. The rest of the job
+ * is described by a launch descriptor in host memory (contiguous, 8-byte aligned); the device
+ * writes a launch result to result_addr (contiguous, 8-byte aligned; 0 = no result wanted).
+ * The program may touch only the device memory windows listed in the descriptor: any other
+ * access stops the job with SPYRE_STATUS_ERR_PROGRAM (this is how the driver keeps one
+ * client's job out of another client's memory).
+ */
+struct spyre_hw_cmd_launch {
+	uint64_t prog_addr;	/* device address of the program image */
+	uint64_t prog_size;	/* bytes */
+	uint64_t desc_addr;	/* host DMA address of struct spyre_hw_launch_desc */
+	uint64_t result_addr;	/* host DMA address of struct spyre_hw_launch_result, or 0 */
+	uint64_t reserved[2];	/* must be zero */
+};
+
+#define SPYRE_LAUNCH_MAX_ARGS		16
+#define SPYRE_LAUNCH_MAX_WINDOWS	256
+
+struct spyre_hw_launch_window {
+	uint64_t addr;		/* device address */
+	uint64_t size;		/* bytes */
+};
+
+/* Followed immediately by num_windows struct spyre_hw_launch_window. */
+struct spyre_hw_launch_desc {
+	uint32_t num_cores;	/* cores that run the program, 1..NUM_CORES; 0 = all */
+	uint32_t num_args;	/* <= SPYRE_LAUNCH_MAX_ARGS */
+	uint32_t num_windows;	/* <= SPYRE_LAUNCH_MAX_WINDOWS */
+	uint32_t flags;		/* must be zero */
+	uint64_t args[SPYRE_LAUNCH_MAX_ARGS];	/* launch arguments read by the program */
+};
+
+#define SPYRE_LAUNCH_MAX_CORES		64
+#define SPYRE_LAUNCH_MSG_LEN		128
+#define SPYRE_LAUNCH_UNITS		5	/* scalar, dma, matrix, vector, ring (isa.md) */
+
+struct spyre_hw_launch_core {
+	uint64_t busy[SPYRE_LAUNCH_UNITS];	/* cycles each unit was occupied */
+	uint64_t end_cycle;	/* cycle the core finished */
+};
+
+/* Written by the device when a LAUNCH completes, successfully or not. */
+struct spyre_hw_launch_result {
+	uint32_t error;		/* engine error code, 0 = success (isa.md "Errors") */
+	int32_t core;		/* failing core, -1 if not core specific */
+	uint64_t pc;		/* failing instruction index */
+	char message[SPYRE_LAUNCH_MSG_LEN];	/* NUL-terminated reason */
+	uint64_t total_cycles;
+	uint64_t ddr_read_bytes;
+	uint64_t ddr_write_bytes;
+	uint64_t ring_bytes;
+	uint64_t instructions;
+	uint64_t macs;
+	uint32_t num_cores;	/* entries of cores[] that are valid */
+	uint32_t reserved;
+	struct spyre_hw_launch_core cores[SPYRE_LAUNCH_MAX_CORES];
+};
+
 struct spyre_hw_cmd {
 	struct spyre_hw_cmd_header hdr;
 	union {
 		struct spyre_hw_cmd_dma dma;
 		struct spyre_hw_cmd_fence fence;
+		struct spyre_hw_cmd_launch launch;
 		uint64_t raw[6];
 	};
 };
@@ -193,12 +255,13 @@ enum spyre_hw_status {
 	SPYRE_STATUS_ERR_ALIGN		= 5,	/* misaligned address */
 	SPYRE_STATUS_ERR_SIZE		= 6,	/* zero or overflowing size */
 	SPYRE_STATUS_ERR_INJECTED	= 7,	/* fault injection */
+	SPYRE_STATUS_ERR_PROGRAM	= 8,	/* LAUNCH: the program stopped with an error */
 };
 
 struct spyre_hw_cpl {
 	uint64_t seqno;		/* header.seqno of the command */
 	uint32_t status;	/* enum spyre_hw_status */
-	uint32_t reserved;
+	uint32_t detail;	/* ERR_PROGRAM: engine error code; otherwise zero */
 	uint64_t cycles;	/* modeled device cycles the command took */
 	uint64_t done_count;	/* value of the ring's completed counter after this command */
 };

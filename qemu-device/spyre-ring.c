@@ -308,7 +308,7 @@ static uint32_t spyre_ring_step(SpyreState *s, unsigned n, uint64_t *bytes)
     r->completed++;
     cpl.seqno = cpu_to_le64(seqno);
     cpl.status = cpu_to_le32(st);
-    cpl.reserved = 0;
+    cpl.detail = 0;
     cpl.cycles = cpu_to_le64(cycles);
     cpl.done_count = cpu_to_le64(r->completed);
     if (pci_dma_write(pdev, r->l_cpl_base + (uint64_t)idx * sizeof(cpl), &cpl,
