@@ -497,7 +497,7 @@ static void test_nop_fence(void)
     p = submit(s, 0, &c);
     g_assert_cmphex(p.seqno, ==, 0x1111);
     g_assert_cmpuint(p.status, ==, SPYRE_STATUS_OK);
-    g_assert_cmpuint(p.reserved, ==, 0);
+    g_assert_cmpuint(p.detail, ==, 0);
     g_assert_cmpuint(p.cycles, >, 0);
     g_assert_cmpuint(p.done_count, ==, 1);
     g_assert_cmpuint(rrd(s, 0, SPYRE_RING_COMPLETED), ==, 1);
