@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Spyre dataflow engine: ISA interpreter and deterministic cycle model of the card's 32-core
+ * compute engine. No QEMU dependency; linked into the QEMU device model, the host unit tests and
+ * libspyre's in-process simulator backend. C11-compatible. The ISA is Documentation/isa.md.
+ *
+ * Thread safety: one spyre_engine_run() at a time per engine; spyre_engine_cancel() may be
+ * called from any thread at any time. Different engines are independent.
+ */
+#ifndef SPYRE_ENGINE_H
+#define SPYRE_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SPYRE_ENGINE_MAX_CORES 64
+#define SPYRE_ENGINE_MAX_ARGS 16
+#define SPYRE_ENGINE_MSG_LEN 128
+#define SPYRE_ENGINE_STICK_BYTES 128
+
+/* Execution units whose busy cycles are reported per core. */
+enum spyre_engine_unit {
+    SPYRE_UNIT_SCALAR = 0, /* instruction issue, scalar ALU, branches, LX scalar access */
+    SPYRE_UNIT_DMA = 1,    /* DDR <-> LX stick transfers */
+    SPYRE_UNIT_MATRIX = 2, /* systolic arrays of both corelets */
+    SPYRE_UNIT_VECTOR = 3, /* vector units of both corelets */
+    SPYRE_UNIT_RING = 4,   /* ring sends, all-reduce */
+    SPYRE_UNIT_COUNT = 5
+};
+
+/* Error codes (spyre_engine_result.error and the return value of spyre_engine_run). */
+enum spyre_engine_error {
+    SPYRE_ENGINE_OK = 0,
+    SPYRE_ENGINE_ERR_INVALID_ARGUMENT = 1, /* API misuse: NULL pointers, bad job fields */
+    SPYRE_ENGINE_ERR_BAD_PROGRAM = 2,      /* header: magic, version, size, flags */
+    SPYRE_ENGINE_ERR_ILLEGAL_OPCODE = 3,
+    SPYRE_ENGINE_ERR_BAD_REGISTER = 4,  /* register field >= 32, descriptor past r31 */
+    SPYRE_ENGINE_ERR_BAD_OPERAND = 5,   /* bad dtype, function, flags or nonzero reserved field */
+    SPYRE_ENGINE_ERR_BAD_LOOP = 6,      /* unmatched LOOP/ENDLOOP, nesting deeper than 8 */
+    SPYRE_ENGINE_ERR_BAD_BRANCH = 7,    /* target out of range or crossing a loop boundary */
+    SPYRE_ENGINE_ERR_NO_HALT = 8,       /* execution ran past the last instruction */
+    SPYRE_ENGINE_ERR_BAD_ARG = 9,       /* ARG index >= number of launch arguments */
+    SPYRE_ENGINE_ERR_LX_RANGE = 10,     /* scratchpad access outside [0, lx_bytes) */
+    SPYRE_ENGINE_ERR_DDR_WINDOW = 11,   /* device-memory access outside the job's windows */
+    SPYRE_ENGINE_ERR_DDR_SPAN = 12,     /* device-memory access outside the core's 256 MB span */
+    SPYRE_ENGINE_ERR_MISALIGNED = 13,   /* stick/element alignment violated */
+    SPYRE_ENGINE_ERR_DIV_ZERO = 14,     /* scalar DIVU/REMU by zero */
+    SPYRE_ENGINE_ERR_DEADLOCK = 15,     /* barrier/receive can never complete */
+    SPYRE_ENGINE_ERR_COLLECTIVE_MISMATCH = 16, /* cores wait in different collectives */
+    SPYRE_ENGINE_ERR_RING = 17,         /* receive size mismatch, ring buffer overflow */
+    SPYRE_ENGINE_ERR_INSTR_BUDGET = 18, /* per-core instruction budget exceeded */
+    SPYRE_ENGINE_ERR_CYCLE_BUDGET = 19, /* modeled cycle budget exceeded */
+    SPYRE_ENGINE_ERR_TOO_LARGE = 20,    /* operand shape beyond the instruction's limits */
+    SPYRE_ENGINE_ERR_CANCELLED = 21,    /* spyre_engine_cancel() */
+    SPYRE_ENGINE_ERR_NO_MEMORY = 22,
+    SPYRE_ENGINE_ERR_COUNT = 23
+};
+
+/* Engine configuration. Defaults (spyre_engine_config_default) are faithful to Spyre. */
+typedef struct spyre_engine_config {
+    uint32_t num_cores;          /* 32, at most SPYRE_ENGINE_MAX_CORES */
+    uint32_t corelets_per_core;  /* 2 */
+    uint32_t pe_rows;            /* 8: systolic rows per corelet */
+    uint32_t pe_lanes;           /* 64: fp16 MAC lanes per row */
+    uint64_t lx_bytes;           /* 2 MiB scratchpad per core (multiple of 128) */
+    uint64_t clock_hz;           /* 1.5 GHz */
+    uint64_t ddr_bytes_per_s;    /* 204.8 GB/s aggregate, shared by the job's cores */
+    uint32_t dma_port_bytes_per_cycle; /* 128: one stick per cycle per core at most */
+    uint32_t dma_latency;        /* 150 cycles, charged when the DMA unit starts from idle */
+    uint64_t span_bytes;         /* 256 MiB addressable device memory per core */
+    uint32_t mm_fill_latency;    /* 16 cycles, charged when the matrix unit starts from idle */
+    uint32_t mm_int8_speedup;    /* 2: int8 tiles run at 2x the fp16 MAC rate */
+    uint32_t mm_fp32_slowdown;   /* 4: fp32 inputs run at 1/4 of the fp16 MAC rate */
+    uint32_t vec_lanes_16;       /* 64 fp16/bf16/int8 lanes per corelet */
+    uint32_t vec_lanes_32;       /* 32 fp32/int32 lanes per corelet */
+    uint32_t vec_latency;        /* 8 cycles, charged when the vector unit starts from idle */
+    uint32_t vec_special_cycles; /* 4: cycles per vector for div, exp, rsqrt, sqrt, tanh, ... */
+    uint32_t ring_bytes_per_cycle; /* 128 per direction */
+    uint32_t ring_hop_latency;   /* 8 cycles per hop */
+    uint32_t barrier_latency;    /* 16 cycles */
+    uint32_t queue_depth;        /* 4 in-flight instructions per unit before issue stalls */
+    uint32_t num_threads;        /* host threads; 0 = number of host cores */
+    uint64_t ring_max_bytes;     /* 8 MiB of undelivered ring data per channel */
+    uint64_t max_instructions;   /* per core per job; 0 = unlimited (default 1e9) */
+    uint64_t max_cycles;         /* per job; 0 = unlimited (default 15e9 = 10 s at 1.5 GHz) */
+} spyre_engine_config;
+
+typedef struct spyre_engine_window {
+    uint64_t addr; /* device address (offset into the job's memory) */
+    uint64_t size;
+} spyre_engine_window;
+
+typedef struct spyre_engine_job {
+    const void* program; /* program image, Documentation/isa.md "Program format" */
+    uint64_t program_size;
+    const uint64_t* args; /* launch arguments read by ARG; may be NULL if num_args == 0 */
+    uint32_t num_args;    /* <= SPYRE_ENGINE_MAX_ARGS */
+    uint32_t num_cores;   /* cores running the program; 0 = config.num_cores */
+    void* mem;            /* device memory: device address 0 is mem[0] */
+    uint64_t mem_size;
+    const spyre_engine_window* windows; /* the only device memory the job may touch */
+    uint32_t num_windows;
+    uint32_t flags;            /* must be 0 */
+    uint64_t max_instructions; /* 0 = config value */
+    uint64_t max_cycles;       /* 0 = config value */
+} spyre_engine_job;
+
+typedef struct spyre_engine_core_stats {
+    uint64_t busy[SPYRE_UNIT_COUNT]; /* cycles each unit was occupied */
+    uint64_t wait_cycles;  /* issue stalled on barrier, all-reduce or ring receive */
+    uint64_t idle_cycles;  /* total_cycles - end_cycle */
+    uint64_t end_cycle;    /* cycle the core halted (all its units drained) */
+    uint64_t instructions;
+    uint64_t ddr_read_bytes;
+    uint64_t ddr_write_bytes;
+    uint64_t ring_bytes; /* bytes this core sent (SEND and its share of ALLRED) */
+    uint64_t macs;       /* multiply-accumulates issued to the matrix unit */
+} spyre_engine_core_stats;
+
+typedef struct spyre_engine_result {
+    int32_t status; /* 0 = job completed, -1 = job stopped with an error */
+    int32_t error;  /* enum spyre_engine_error */
+    int32_t core;   /* core that failed; -1 for program/argument errors */
+    uint32_t num_cores;
+    uint64_t pc; /* instruction index of the failing instruction */
+    char message[SPYRE_ENGINE_MSG_LEN];
+    uint64_t total_cycles; /* job cycles: max over cores of end_cycle */
+    uint64_t ddr_read_bytes;
+    uint64_t ddr_write_bytes;
+    uint64_t ring_bytes;
+    uint64_t instructions;
+    uint64_t macs;
+    spyre_engine_core_stats cores[SPYRE_ENGINE_MAX_CORES];
+} spyre_engine_result;
+
+typedef struct spyre_engine spyre_engine;
+
+void spyre_engine_config_default(spyre_engine_config* cfg);
+/* Returns NULL if cfg is invalid or memory is exhausted. cfg == NULL means defaults. */
+spyre_engine* spyre_engine_create(const spyre_engine_config* cfg);
+void spyre_engine_destroy(spyre_engine* eng);
+const spyre_engine_config* spyre_engine_get_config(const spyre_engine* eng);
+/* Runs a job to completion. Fills *res (always, if res != NULL) and returns res->error. */
+int spyre_engine_run(spyre_engine* eng, const spyre_engine_job* job, spyre_engine_result* res);
+/* Makes the job currently running stop with SPYRE_ENGINE_ERR_CANCELLED (a later run starts
+ * afresh). */
+void spyre_engine_cancel(spyre_engine* eng);
+const char* spyre_engine_error_name(int error);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SPYRE_ENGINE_H */

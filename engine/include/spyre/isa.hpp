@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: MIT
+// Spyre engine ISA: opcodes, fields and encoding. Documentation/isa.md is the specification.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace spyre::isa {
+
+inline constexpr uint32_t kMagic = 0x50595053;  // "SPYP" little endian
+inline constexpr uint16_t kVersion = 1;
+inline constexpr uint32_t kHeaderBytes = 32;
+inline constexpr uint32_t kInstrBytes = 16;
+inline constexpr uint32_t kNumRegs = 32;
+inline constexpr uint32_t kMaxArgs = 16;
+inline constexpr uint32_t kStickBytes = 128;
+inline constexpr uint32_t kMaxLoopDepth = 8;
+inline constexpr uint32_t kMaxInstructions = 1u << 20;
+inline constexpr uint32_t kMaxMatDim = 4096;
+
+// Registers with a fixed meaning at program start.
+inline constexpr uint8_t kRegZero = 0;      // always reads 0, writes are ignored
+inline constexpr uint8_t kRegCoreId = 1;    // core id, 0 .. num_cores-1
+inline constexpr uint8_t kRegNumCores = 2;  // cores running the program
+
+enum class Op : uint8_t {
+    NOP = 0x00,
+    HALT = 0x01,
+    LI = 0x02,
+    ARG = 0x03,
+    ALU = 0x04,
+    BR = 0x05,
+    LOOP = 0x06,
+    ENDLOOP = 0x07,
+    LXLD = 0x08,
+    LXST = 0x09,
+    SPAN = 0x0a,
+    LOAD = 0x10,
+    STORE = 0x11,
+    MM = 0x20,
+    VUN = 0x21,
+    VBIN = 0x22,
+    VRED = 0x23,
+    SEND = 0x30,
+    RECV = 0x31,
+    ALLRED = 0x32,
+    BAR = 0x33,
+};
+
+enum class Alu : uint8_t {
+    ADD,
+    SUB,
+    MUL,
+    DIVU,
+    REMU,
+    AND,
+    OR,
+    XOR,
+    SHL,
+    SHR,
+    SRA,
+    MIN,
+    MAX,
+    MINU,
+    MAXU,
+    SLT,
+    SLTU,
+    SEQ,
+    COUNT
+};
+enum class Cond : uint8_t { ALWAYS, EQ, NE, LT, GE, LTU, GEU, COUNT };
+enum class DType : uint8_t { F32, F16, BF16, I8, I32, COUNT };
+enum class VUn : uint8_t {
+    COPY,
+    SET,
+    NEG,
+    ABS,
+    RELU,
+    EXP,
+    RSQRT,
+    SQRT,
+    RECIP,
+    TANH,
+    GELU,
+    SILU,
+    COUNT
+};
+enum class VBin : uint8_t { ADD, SUB, MUL, DIV, MAX, MIN, COUNT };
+enum class Bcast : uint8_t { NONE, SCALAR, ROW, COL, IMM, COUNT };
+enum class Red : uint8_t { SUM, MAX, MIN, COUNT };
+enum class Dir : uint8_t { NEXT, PREV, COUNT };
+
+inline constexpr uint8_t kMmAccumulate = 1;  // MM flags bit 0: C += A*B (else C = A*B)
+
+inline constexpr uint32_t dtype_size(DType t) {
+    switch (t) {
+        case DType::F32:
+            return 4;
+        case DType::F16:
+            return 2;
+        case DType::BF16:
+            return 2;
+        case DType::I8:
+            return 1;
+        case DType::I32:
+            return 4;
+        default:
+            return 0;
+    }
+}
+
+// dt byte of VUN/VBIN/VRED: source type in the high nibble, destination type in the low one.
+inline constexpr uint8_t dt_pair(DType dst, DType src) {
+    return static_cast<uint8_t>((static_cast<uint8_t>(src) << 4) | static_cast<uint8_t>(dst));
+}
+
+// One 16-byte instruction. Byte layout: op, dt, a, b, c, d, func, flags, imm (int64 LE).
+struct Instr {
+    uint8_t op = 0, dt = 0, a = 0, b = 0, c = 0, d = 0, func = 0, flags = 0;
+    int64_t imm = 0;
+};
+static_assert(sizeof(Instr) == kInstrBytes);
+
+inline void encode(const Instr& in, uint8_t* out) {
+    out[0] = in.op, out[1] = in.dt, out[2] = in.a, out[3] = in.b;
+    out[4] = in.c, out[5] = in.d, out[6] = in.func, out[7] = in.flags;
+    uint64_t v = static_cast<uint64_t>(in.imm);
+    for (int i = 0; i < 8; ++i) out[8 + i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+inline Instr decode(const uint8_t* p) {
+    Instr in;
+    in.op = p[0], in.dt = p[1], in.a = p[2], in.b = p[3];
+    in.c = p[4], in.d = p[5], in.func = p[6], in.flags = p[7];
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[8 + i]) << (8 * i);
+    in.imm = static_cast<int64_t>(v);
+    return in;
+}
+
+// Program header, little endian, kHeaderBytes long.
+struct Header {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t header_bytes;
+    uint32_t num_instructions;
+    uint32_t flags;        // must be 0
+    uint32_t reserved[4];  // must be 0
+};
+static_assert(sizeof(Header) == kHeaderBytes);
+
+}  // namespace spyre::isa

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: MIT
+// Numeric kernels of the engine: dtype row conversions, matmul, vector ops, reductions.
+// Loops are written so that g++ -O2/-O3 vectorizes the inner dimension.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "spyre/isa.hpp"
+
+namespace spyre::kern {
+
+// Converts n elements of type t at p (any alignment) to fp32.
+void load_row(isa::DType t, const uint8_t* p, size_t n, float* out);
+// Converts n fp32 values to type t (RNE, saturating for integers) and stores them at p.
+void store_row(isa::DType t, uint8_t* p, size_t n, const float* in);
+
+struct MatmulArgs {
+    isa::DType in;  // F16, BF16, F32 (fp32 accumulate) or I8 (int32 accumulate)
+    uint8_t* c;
+    const uint8_t* a;
+    const uint8_t* b;
+    uint64_t m, n, k, lda, ldb, ldc;  // strides in bytes
+    bool accumulate;
+};
+// C[i][j] (+)= sum_k A[i][k] * B[k][j], k ascending, each product exact, fp32 (or wrapping
+// int32) accumulation. A, B and C may overlap only in reads (C is written at the end).
+void matmul(const MatmulArgs& args);
+
+void vunary(isa::VUn f, isa::DType dt, isa::DType st, uint8_t* dst, const uint8_t* src,
+            uint64_t rows, uint64_t cols, uint64_t dstride, uint64_t sstride, float imm);
+void vbinary(isa::VBin f, isa::Bcast mode, isa::DType dt, isa::DType st, uint8_t* dst,
+             const uint8_t* s1, const uint8_t* s2, uint64_t rows, uint64_t cols, uint64_t dstride,
+             uint64_t s1stride, uint64_t s2stride, float imm);
+void vreduce(isa::Red f, int axis, isa::DType dt, isa::DType st, uint8_t* dst, const uint8_t* src,
+             uint64_t rows, uint64_t cols, uint64_t sstride);
+// Elementwise combination for ALLRED: acc = acc OP x.
+void combine(isa::Red f, float* acc, const float* x, size_t n);
+
+}  // namespace spyre::kern

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: MIT
+// Minimal fork-join pool: parallel_for(count, fn) runs fn(0..count-1) on the workers and the
+// calling thread and returns when all calls finished.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace spyre {
+
+class ThreadPool {
+  public:
+    explicit ThreadPool(unsigned threads) {
+        for (unsigned i = 1; i < threads; ++i) workers_.emplace_back([this] { worker(); });
+    }
+    ~ThreadPool() {
+        {
+            std::lock_guard<std::mutex> lk(m_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        for (auto& t : workers_) t.join();
+    }
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    unsigned threads() const { return static_cast<unsigned>(workers_.size() + 1); }
+
+    void parallel_for(size_t count, const std::function<void(size_t)>& fn) {
+        if (workers_.empty() || count <= 1) {
+            for (size_t i = 0; i < count; ++i) fn(i);
+            return;
+        }
+        {
+            std::lock_guard<std::mutex> lk(m_);
+            fn_ = &fn;
+            count_ = count;
+            next_.store(0, std::memory_order_relaxed);
+            active_ = workers_.size();
+            ++gen_;
+        }
+        cv_.notify_all();
+        drain(fn, count);
+        std::unique_lock<std::mutex> lk(m_);
+        done_cv_.wait(lk, [this] { return active_ == 0; });
+        fn_ = nullptr;
+    }
+
+  private:
+    void drain(const std::function<void(size_t)>& fn, size_t count) {
+        for (;;) {
+            size_t i = next_.fetch_add(1, std::memory_order_relaxed);
+            if (i >= count) return;
+            fn(i);
+        }
+    }
+    void worker() {
+        uint64_t seen = 0;
+        std::unique_lock<std::mutex> lk(m_);
+        for (;;) {
+            cv_.wait(lk, [&] { return stop_ || gen_ != seen; });
+            if (stop_) return;
+            seen = gen_;
+            const auto* fn = fn_;
+            size_t count = count_;
+            lk.unlock();
+            drain(*fn, count);
+            lk.lock();
+            if (--active_ == 0) done_cv_.notify_one();
+        }
+    }
+
+    std::vector<std::thread> workers_;
+    std::mutex m_;
+    std::condition_variable cv_, done_cv_;
+    const std::function<void(size_t)>* fn_ = nullptr;
+    size_t count_ = 0;
+    std::atomic<size_t> next_{0};
+    size_t active_ = 0;
+    uint64_t gen_ = 0;
+    bool stop_ = false;
+};
+
+}  // namespace spyre
