@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Spyre accelerator driver: shared definitions.
+ *
+ * Copyright (C) 2025 The Spyre open stack authors
+ */
+#ifndef __SPYRE_DRV_H__
+#define __SPYRE_DRV_H__
+
+#include <linux/atomic.h>
+#include <linux/dma-fence.h>
+#include <linux/io.h>
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/pci.h>
+#include <linux/spinlock.h>
+
+#include <drm/drm_device.h>
+#include <drm/drm_file.h>
+#include <drm/drm_gem.h>
+#include <drm/drm_gem_shmem_helper.h>
+#include <drm/drm_mm.h>
+#include <drm/drm_print.h>
+#include <drm/gpu_scheduler.h>
+
+#include "spyre_hw.h"
+#include "spyre_accel.h"
+
+#define SPYRE_DRIVER_NAME	"spyre"
+#define SPYRE_DRIVER_DESC	"Spyre AI accelerator"
+
+/* Entries per command ring: holds the largest job (DRM_SPYRE_MAX_CMDS) twice over. */
+#define SPYRE_RING_ENTRIES	8192
+/* Device memory kept out of the BO allocator, so that dev_addr 0 never names a BO. */
+#define SPYRE_DEVMEM_RESERVED	SZ_64K
+/* Scheduler timeout of a job on a ring. */
+#define SPYRE_JOB_TIMEOUT_MS	10000
+
+struct spyre_device;
+struct spyre_job;
+
+/* One hardware command ring with its scheduler. */
+struct spyre_ring {
+	struct spyre_device *sdev;
+	unsigned int idx;
+
+	struct spyre_hw_cmd *cmds;		/* DMA-coherent command array */
+	struct spyre_hw_cpl *cpls;		/* DMA-coherent completion array */
+	dma_addr_t cmds_dma;
+	dma_addr_t cpls_dma;
+	u32 size;				/* entries, power of two */
+
+	/* Protects everything below; taken from the interrupt handler. */
+	spinlock_t lock;
+	u64 submitted;				/* commands written to the ring */
+	u64 done;				/* commands the device has consumed */
+	struct list_head active;		/* jobs on the hardware, oldest first */
+
+	spinlock_t fence_lock;			/* lock of the hardware fences */
+	u64 fence_context;
+	u64 fence_seqno;
+
+	struct drm_gpu_scheduler sched;
+	int irq;
+	char irq_name[32];
+};
+
+struct spyre_device {
+	struct drm_device drm;
+	struct pci_dev *pdev;
+	void __iomem *regs;
+	resource_size_t devmem_bar_start;
+	resource_size_t devmem_bar_len;
+
+	/* Configuration read from the device at probe. */
+	u32 hw_version;
+	u32 caps;
+	u32 num_cores;
+	u32 num_rings;
+	u32 lx_bytes;
+	u32 stick_bytes;
+	u32 clock_mhz;
+	u64 devmem_size;
+
+	struct spyre_ring rings[SPYRE_NUM_RINGS_MAX];
+	bool rings_allocated;
+	int err_irq;
+
+	/* Device memory allocator. */
+	struct mutex mm_lock;			/* protects mm and devmem_used */
+	struct drm_mm mm;
+	u64 devmem_used;
+	atomic64_t host_bo_bytes;
+
+	/*
+	 * Source of the DMA copy that clears new DEVICE BOs: a host page directory whose
+	 * entries all name one page table whose entries all name one zero page.
+	 */
+	void *zero_page;
+	__le64 *zero_pt;
+	__le64 *zero_dir;
+	dma_addr_t zero_page_dma;
+	dma_addr_t zero_pt_dma;
+	dma_addr_t zero_dir_dma;
+	size_t zero_dir_bytes;
+	/* Kernel jobs (BO clears) run on ring 0 through this entity. */
+	struct drm_sched_entity kernel_entity;
+	struct mutex kernel_lock;		/* orders arm and push on kernel_entity */
+
+	/* Driver counters reported by QUERY_TELEMETRY. */
+	atomic64_t jobs_submitted;
+	atomic64_t jobs_completed;
+	atomic64_t jobs_failed;
+	atomic_t ring_resets;
+};
+
+static inline struct spyre_device *to_spyre_dev(struct drm_device *drm)
+{
+	return container_of(drm, struct spyre_device, drm);
+}
+
+/* Result of one job, shared by the job and the history of its file. */
+struct spyre_result {
+	struct kref ref;
+	u64 job_id;
+	struct dma_fence *done;			/* scheduler "finished" fence */
+	u32 status;				/* DRM_SPYRE_JOB_* */
+	u32 hw_status;
+	u32 failed_cmd;
+	u64 cycles;
+};
+
+void spyre_result_put(struct spyre_result *res);
+
+/* Per open file. */
+struct spyre_file {
+	struct spyre_device *sdev;
+	struct drm_sched_entity entities[SPYRE_NUM_RINGS_MAX];
+	struct mutex lock;			/* protects next_job_id and history */
+	u64 next_job_id;
+	struct spyre_result *history[DRM_SPYRE_JOB_HISTORY];
+};
+
+/* Buffer object. DEVICE BOs use only shmem.base; HOST BOs are shmem objects. */
+struct spyre_bo {
+	struct drm_gem_shmem_object shmem;
+	u32 flags;				/* DRM_SPYRE_BO_* */
+	/* DEVICE BOs */
+	struct drm_mm_node node;
+	/* HOST BOs: two-level page directory (spyre_hw.h) */
+	u64 *pagedir;
+	dma_addr_t pagedir_dma;
+	size_t pagedir_bytes;
+	u64 **tables;
+	dma_addr_t *tables_dma;
+	unsigned int num_tables;
+};
+
+static inline struct spyre_bo *to_spyre_bo(struct drm_gem_object *obj)
+{
+	return container_of(obj, struct spyre_bo, shmem.base);
+}
+
+static inline u32 spyre_read(struct spyre_device *sdev, u32 reg)
+{
+	return readl(sdev->regs + reg);
+}
+
+static inline void spyre_write(struct spyre_device *sdev, u32 reg, u32 val)
+{
+	writel(val, sdev->regs + reg);
+}
+
+static inline u64 spyre_read64(struct spyre_device *sdev, u32 lo)
+{
+	u64 l = spyre_read(sdev, lo);
+
+	return l | ((u64)spyre_read(sdev, lo + 4) << 32);
+}
+
+/* spyre_hw.c */
+int spyre_hw_init(struct spyre_device *sdev);
+void spyre_hw_reset(struct spyre_device *sdev);
+int spyre_hw_rings_alloc(struct spyre_device *sdev);
+void spyre_hw_rings_free(struct spyre_device *sdev);
+int spyre_hw_ring_enable(struct spyre_ring *ring);
+void spyre_hw_ring_disable(struct spyre_ring *ring);
+void spyre_hw_enable_interrupts(struct spyre_device *sdev);
+void spyre_hw_disable_interrupts(struct spyre_device *sdev);
+
+/* spyre_irq.c */
+int spyre_irq_init(struct spyre_device *sdev);
+void spyre_irq_fini(struct spyre_device *sdev);
+
+/* spyre_gem.c */
+struct drm_gem_object *spyre_gem_create_object(struct drm_device *drm, size_t size);
+int spyre_gem_init(struct spyre_device *sdev);
+void spyre_gem_fini(struct spyre_device *sdev);
+void spyre_gem_unmap_all(struct spyre_device *sdev);
+int spyre_gem_hw_init(struct spyre_device *sdev);
+void spyre_gem_hw_fini(struct spyre_device *sdev);
+int spyre_ioctl_bo_create(struct drm_device *drm, void *data, struct drm_file *file);
+int spyre_ioctl_bo_info(struct drm_device *drm, void *data, struct drm_file *file);
+u64 spyre_gem_largest_free(struct spyre_device *sdev);
+
+/* spyre_job.c */
+int spyre_sched_init(struct spyre_device *sdev);
+void spyre_sched_fini(struct spyre_device *sdev);
+int spyre_job_file_open(struct spyre_file *sf);
+void spyre_job_file_close(struct spyre_file *sf);
+void spyre_ring_process(struct spyre_ring *ring);
+void spyre_ring_abort_all(struct spyre_ring *ring, int error);
+int spyre_job_clear_bo(struct spyre_device *sdev, struct spyre_bo *bo);
+int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file);
+int spyre_ioctl_job_wait(struct drm_device *drm, void *data, struct drm_file *file);
+
+/* spyre_debugfs.c */
+#ifdef CONFIG_DEBUG_FS
+void spyre_debugfs_init(struct spyre_device *sdev);
+#else
+static inline void spyre_debugfs_init(struct spyre_device *sdev) { }
+#endif
+
+/* spyre_query.c */
+int spyre_ioctl_query(struct drm_device *drm, void *data, struct drm_file *file);
+
+#endif /* __SPYRE_DRV_H__ */

@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Spyre accelerator driver: register access, reset and command ring set-up.
+ *
+ * Copyright (C) 2025 The Spyre open stack authors
+ */
+#include <linux/delay.h>
+#include <linux/dma-mapping.h>
+#include <linux/iopoll.h>
+#include <linux/log2.h>
+
+#include "spyre_drv.h"
+
+#define SPYRE_RESET_TIMEOUT_US	100000
+
+/* Read and check the identification and configuration registers. */
+int spyre_hw_init(struct spyre_device *sdev)
+{
+	struct device *dev = &sdev->pdev->dev;
+	u32 id = spyre_read(sdev, SPYRE_REG_ID);
+
+	if (id != SPYRE_ID_MAGIC) {
+		dev_err(dev, "not a Spyre card: ID register is %#010x, expected %#010x\n",
+			id, SPYRE_ID_MAGIC);
+		return -ENODEV;
+	}
+
+	sdev->hw_version = spyre_read(sdev, SPYRE_REG_VERSION);
+	if ((sdev->hw_version >> 16) != SPYRE_HW_VERSION_MAJOR) {
+		dev_err(dev, "unsupported hardware interface %u.%u, driver supports %u.x\n",
+			sdev->hw_version >> 16, sdev->hw_version & 0xffff,
+			SPYRE_HW_VERSION_MAJOR);
+		return -ENODEV;
+	}
+
+	sdev->caps = spyre_read(sdev, SPYRE_REG_CAPS);
+	sdev->num_cores = spyre_read(sdev, SPYRE_REG_NUM_CORES);
+	sdev->num_rings = spyre_read(sdev, SPYRE_REG_NUM_RINGS);
+	sdev->lx_bytes = spyre_read(sdev, SPYRE_REG_LX_SIZE);
+	sdev->stick_bytes = spyre_read(sdev, SPYRE_REG_STICK_BYTES);
+	sdev->clock_mhz = spyre_read(sdev, SPYRE_REG_CLOCK_MHZ);
+	sdev->devmem_size = spyre_read64(sdev, SPYRE_REG_DEVMEM_SIZE_LO);
+
+	if (sdev->num_rings == 0 || sdev->num_rings > SPYRE_NUM_RINGS_MAX) {
+		dev_err(dev, "device reports %u command rings, supported 1..%u\n",
+			sdev->num_rings, SPYRE_NUM_RINGS_MAX);
+		return -ENODEV;
+	}
+	if (!(sdev->caps & SPYRE_CAP_DMA) || !(sdev->caps & SPYRE_CAP_MSIX)) {
+		dev_err(dev, "device lacks DMA or MSI-X capability (caps %#x)\n", sdev->caps);
+		return -ENODEV;
+	}
+	if (sdev->devmem_size <= SPYRE_DEVMEM_RESERVED) {
+		dev_err(dev, "device memory too small (%llu bytes)\n", sdev->devmem_size);
+		return -ENODEV;
+	}
+	if (sdev->devmem_bar_len < sdev->devmem_size)
+		dev_warn(dev, "BAR2 (%pa bytes) is smaller than device memory; mmap is limited\n",
+			 &sdev->devmem_bar_len);
+	return 0;
+}
+
+/* Reset the whole card: rings are disabled, interrupts masked, counters kept. */
+void spyre_hw_reset(struct spyre_device *sdev)
+{
+	u32 status;
+	int ret;
+
+	spyre_write(sdev, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
+	ret = readl_poll_timeout(sdev->regs + SPYRE_REG_STATUS, status,
+				 status & SPYRE_STATUS_READY, 10, SPYRE_RESET_TIMEOUT_US);
+	if (ret)
+		drm_warn(&sdev->drm, "device not ready after reset (status %#x)\n", status);
+}
+
+int spyre_hw_rings_alloc(struct spyre_device *sdev)
+{
+	struct device *dev = &sdev->pdev->dev;
+	unsigned int i;
+
+	for (i = 0; i < sdev->num_rings; i++) {
+		struct spyre_ring *ring = &sdev->rings[i];
+
+		ring->size = SPYRE_RING_ENTRIES;
+		ring->cmds = dma_alloc_coherent(dev, ring->size * sizeof(*ring->cmds),
+						&ring->cmds_dma, GFP_KERNEL);
+		ring->cpls = dma_alloc_coherent(dev, ring->size * sizeof(*ring->cpls),
+						&ring->cpls_dma, GFP_KERNEL);
+		if (!ring->cmds || !ring->cpls)
+			goto err;
+	}
+	sdev->rings_allocated = true;
+	return 0;
+
+err:
+	sdev->rings_allocated = true;
+	spyre_hw_rings_free(sdev);
+	return -ENOMEM;
+}
+
+void spyre_hw_rings_free(struct spyre_device *sdev)
+{
+	struct device *dev = &sdev->pdev->dev;
+	unsigned int i;
+
+	if (!sdev->rings_allocated)
+		return;
+	for (i = 0; i < sdev->num_rings; i++) {
+		struct spyre_ring *ring = &sdev->rings[i];
+
+		if (ring->cmds)
+			dma_free_coherent(dev, ring->size * sizeof(*ring->cmds),
+					  ring->cmds, ring->cmds_dma);
+		if (ring->cpls)
+			dma_free_coherent(dev, ring->size * sizeof(*ring->cpls),
+					  ring->cpls, ring->cpls_dma);
+		ring->cmds = NULL;
+		ring->cpls = NULL;
+	}
+	sdev->rings_allocated = false;
+}
+
+/*
+ * Program and enable one ring. The caller holds ring->lock or owns the ring exclusively;
+ * the software indices restart at zero like the hardware ones.
+ */
+int spyre_hw_ring_enable(struct spyre_ring *ring)
+{
+	struct spyre_device *sdev = ring->sdev;
+	unsigned int n = ring->idx;
+	u32 status;
+
+	spyre_write(sdev, SPYRE_RING_REG(n, SPYRE_RING_CTRL), 0);
+	memset(ring->cmds, 0, ring->size * sizeof(*ring->cmds));
+	memset(ring->cpls, 0, ring->size * sizeof(*ring->cpls));
+	ring->submitted = 0;
+	ring->done = 0;
+
+	spyre_write(sdev, SPYRE_RING_REG(n, SPYRE_RING_CMD_BASE_LO), lower_32_bits(ring->cmds_dma));
+	spyre_write(sdev, SPYRE_RING_REG(n, SPYRE_RING_CMD_BASE_HI), upper_32_bits(ring->cmds_dma));
+	spyre_write(sdev, SPYRE_RING_REG(n, SPYRE_RING_CPL_BASE_LO), lower_32_bits(ring->cpls_dma));
+	spyre_write(sdev, SPYRE_RING_REG(n, SPYRE_RING_CPL_BASE_HI), upper_32_bits(ring->cpls_dma));
+	spyre_write(sdev, SPYRE_RING_REG(n, SPYRE_RING_SIZE), ring->size);
+	spyre_write(sdev, SPYRE_RING_REG(n, SPYRE_RING_CTRL), SPYRE_RING_CTRL_ENABLE);
+
+	status = spyre_read(sdev, SPYRE_RING_REG(n, SPYRE_RING_STATUS));
+	if (!(status & SPYRE_RING_STATUS_ENABLED)) {
+		drm_err(&sdev->drm, "ring %u refused its configuration (status %#x)\n", n, status);
+		return -EIO;
+	}
+	return 0;
+}
+
+void spyre_hw_ring_disable(struct spyre_ring *ring)
+{
+	spyre_write(ring->sdev, SPYRE_RING_REG(ring->idx, SPYRE_RING_CTRL), 0);
+}
+
+void spyre_hw_enable_interrupts(struct spyre_device *sdev)
+{
+	u32 mask = SPYRE_INTR_ERROR | GENMASK(sdev->num_rings - 1, 0);
+
+	spyre_write(sdev, SPYRE_REG_INTR_STATUS, ~0u);
+	spyre_write(sdev, SPYRE_REG_INTR_MASK, mask);
+}
+
+void spyre_hw_disable_interrupts(struct spyre_device *sdev)
+{
+	spyre_write(sdev, SPYRE_REG_INTR_MASK, 0);
+	spyre_write(sdev, SPYRE_REG_INTR_STATUS, ~0u);
+}

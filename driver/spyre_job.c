@@ -1,0 +1,737 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Spyre accelerator driver: job submission, scheduling and completion.
+ *
+ * Every ring has a drm_gpu_scheduler whose credits are ring entries; every open file has
+ * one entity per ring. A job is a list of hardware commands prepared and checked at SUBMIT;
+ * run_job() copies them into the ring and rings the doorbell. The last command of a job
+ * asks for an interrupt; the interrupt handler reads the completion entries of finished
+ * jobs, records their result and signals their hardware fence.
+ *
+ * Copyright (C) 2025 The Spyre open stack authors
+ */
+#include <linux/dma-fence-chain.h>
+#include <linux/moduleparam.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include <drm/drm_drv.h>
+#include <drm/drm_syncobj.h>
+#include <drm/drm_utils.h>
+
+#include "spyre_drv.h"
+
+/* Smallest element sizes SUBMIT accepts (the first version of each struct). */
+#define SPYRE_CMD_SIZE_MIN	sizeof(struct drm_spyre_cmd)
+#define SPYRE_SYNC_SIZE_MIN	sizeof(struct drm_spyre_sync)
+/* Largest element size accepted; the tail beyond the known struct must be zero. */
+#define SPYRE_ELEM_SIZE_MAX	256
+
+static unsigned int spyre_job_timeout_ms = SPYRE_JOB_TIMEOUT_MS;
+module_param_named(job_timeout_ms, spyre_job_timeout_ms, uint, 0444);
+MODULE_PARM_DESC(job_timeout_ms, "time a job may run before its ring is reset (default 10000)");
+
+struct spyre_job {
+	struct drm_sched_job base;
+	struct spyre_device *sdev;
+	struct spyre_ring *ring;
+	struct spyre_result *res;
+
+	struct spyre_hw_cmd *cmds;
+	u32 cmd_count;
+	struct drm_gem_object **bos;
+	u32 bo_count;
+
+	struct dma_fence *hw_fence;	/* allocated at submit, initialised by run_job */
+	bool hw_fence_live;
+	bool kernel;			/* driver-internal job: not counted in telemetry */
+	u64 first;			/* ring sequence number of the first command */
+	struct list_head node;		/* in ring->active while on the hardware */
+};
+
+static inline struct spyre_job *to_spyre_job(struct drm_sched_job *job)
+{
+	return container_of(job, struct spyre_job, base);
+}
+
+/* ---- hardware fences ---- */
+
+static const char *spyre_fence_driver_name(struct dma_fence *fence)
+{
+	return SPYRE_DRIVER_NAME;
+}
+
+static const char *spyre_fence_timeline_name(struct dma_fence *fence)
+{
+	return "spyre-ring";
+}
+
+static const struct dma_fence_ops spyre_fence_ops = {
+	.get_driver_name = spyre_fence_driver_name,
+	.get_timeline_name = spyre_fence_timeline_name,
+};
+
+/* ---- results ---- */
+
+static void spyre_result_release(struct kref *ref)
+{
+	struct spyre_result *res = container_of(ref, struct spyre_result, ref);
+
+	dma_fence_put(res->done);
+	kfree(res);
+}
+
+void spyre_result_put(struct spyre_result *res)
+{
+	if (res)
+		kref_put(&res->ref, spyre_result_release);
+}
+
+static void spyre_job_free(struct spyre_job *job)
+{
+	u32 i;
+
+	for (i = 0; i < job->bo_count; i++)
+		drm_gem_object_put(job->bos[i]);
+	kvfree(job->bos);
+	kvfree(job->cmds);
+	if (job->hw_fence_live)
+		dma_fence_put(job->hw_fence);
+	else
+		kfree(job->hw_fence);
+	spyre_result_put(job->res);
+	kfree(job);
+}
+
+/* ---- completion ---- */
+
+/* Record the job's result from its completion entries and signal its hardware fence. */
+static void spyre_job_complete(struct spyre_ring *ring, struct spyre_job *job)
+{
+	struct spyre_device *sdev = ring->sdev;
+	struct spyre_result *res = job->res;
+	u64 cycles = 0;
+	bool failed = false;
+	u32 i;
+
+	for (i = 0; i < job->cmd_count; i++) {
+		struct spyre_hw_cpl *cpl = &ring->cpls[(job->first + i) & (ring->size - 1)];
+
+		cycles += READ_ONCE(cpl->cycles);
+		if (!failed && READ_ONCE(cpl->status) != SPYRE_STATUS_OK) {
+			failed = true;
+			res->hw_status = READ_ONCE(cpl->status);
+			res->failed_cmd = i;
+		}
+	}
+	res->cycles = cycles;
+	if (!job->kernel)
+		atomic64_inc(&sdev->jobs_completed);
+	if (failed) {
+		res->status = DRM_SPYRE_JOB_DEVICE_ERROR;
+		dma_fence_set_error(job->hw_fence, -EIO);
+		if (!job->kernel)
+			atomic64_inc(&sdev->jobs_failed);
+	}
+	list_del_init(&job->node);
+	dma_fence_signal(job->hw_fence);
+}
+
+/* The completion entries of a job are valid once each carries its command's seqno. */
+static bool spyre_job_cpls_valid(struct spyre_ring *ring, struct spyre_job *job)
+{
+	u32 i;
+
+	for (i = 0; i < job->cmd_count; i++) {
+		u64 seq = job->first + i;
+
+		if (READ_ONCE(ring->cpls[seq & (ring->size - 1)].seqno) != seq + 1)
+			return false;
+	}
+	return true;
+}
+
+/* Called from the interrupt handlers and the timeout handler. */
+void spyre_ring_process(struct spyre_ring *ring)
+{
+	struct spyre_device *sdev = ring->sdev;
+	struct spyre_job *job, *tmp;
+	unsigned long flags;
+	u32 head;
+
+	spin_lock_irqsave(&ring->lock, flags);
+	head = spyre_read(sdev, SPYRE_RING_REG(ring->idx, SPYRE_RING_HEAD));
+	if (head < ring->size) {
+		ring->done += (head - ring->done) & (ring->size - 1);
+		if (ring->done > ring->submitted)
+			ring->done = ring->submitted;
+	}
+	dma_rmb();
+	list_for_each_entry_safe(job, tmp, &ring->active, node) {
+		if (job->first + job->cmd_count > ring->done)
+			break;
+		if (!spyre_job_cpls_valid(ring, job))
+			break;
+		spyre_job_complete(ring, job);
+	}
+	spin_unlock_irqrestore(&ring->lock, flags);
+}
+
+/*
+ * Fail every job on the hardware of this ring: the job @bad (if any) timed out, the others
+ * are aborted. The ring must be stopped first.
+ */
+static void spyre_ring_fail_active(struct spyre_ring *ring, struct spyre_job *bad, int error)
+{
+	struct spyre_device *sdev = ring->sdev;
+	struct spyre_job *job, *tmp;
+	unsigned long flags;
+
+	spin_lock_irqsave(&ring->lock, flags);
+	list_for_each_entry_safe(job, tmp, &ring->active, node) {
+		if (job == bad) {
+			job->res->status = DRM_SPYRE_JOB_TIMEOUT;
+			dma_fence_set_error(job->hw_fence, -ETIMEDOUT);
+		} else {
+			job->res->status = DRM_SPYRE_JOB_ABORTED;
+			dma_fence_set_error(job->hw_fence, error);
+		}
+		if (!job->kernel) {
+			atomic64_inc(&sdev->jobs_completed);
+			atomic64_inc(&sdev->jobs_failed);
+		}
+		list_del_init(&job->node);
+		dma_fence_signal(job->hw_fence);
+	}
+	spin_unlock_irqrestore(&ring->lock, flags);
+}
+
+void spyre_ring_abort_all(struct spyre_ring *ring, int error)
+{
+	spyre_ring_fail_active(ring, NULL, error);
+}
+
+/* ---- scheduler back end ---- */
+
+static struct dma_fence *spyre_run_job(struct drm_sched_job *sched_job)
+{
+	struct spyre_job *job = to_spyre_job(sched_job);
+	struct spyre_ring *ring = job->ring;
+	struct spyre_device *sdev = job->sdev;
+	u32 mask = ring->size - 1;
+	unsigned long flags;
+	int idx, err;
+	u32 i;
+
+	err = sched_job->s_fence->finished.error;
+	if (unlikely(err)) {
+		job->res->status = DRM_SPYRE_JOB_ABORTED;
+		return ERR_PTR(err);
+	}
+	if (!drm_dev_enter(&sdev->drm, &idx)) {
+		job->res->status = DRM_SPYRE_JOB_ABORTED;
+		return ERR_PTR(-ENODEV);
+	}
+
+	spin_lock_irqsave(&ring->lock, flags);
+	dma_fence_init(job->hw_fence, &spyre_fence_ops, &ring->fence_lock,
+		       ring->fence_context, ++ring->fence_seqno);
+	job->hw_fence_live = true;
+	job->first = ring->submitted;
+	for (i = 0; i < job->cmd_count; i++) {
+		struct spyre_hw_cmd *cmd = &ring->cmds[(job->first + i) & mask];
+
+		*cmd = job->cmds[i];
+		cmd->hdr.seqno = job->first + i + 1;
+		if (i == job->cmd_count - 1)
+			cmd->hdr.flags |= SPYRE_CMD_F_IRQ;
+	}
+	ring->submitted += job->cmd_count;
+	list_add_tail(&job->node, &ring->active);
+	/* writel() orders the command writes before the doorbell. */
+	spyre_write(sdev, SPYRE_RING_REG(ring->idx, SPYRE_RING_TAIL), ring->submitted & mask);
+	spin_unlock_irqrestore(&ring->lock, flags);
+
+	drm_dev_exit(idx);
+	return dma_fence_get(job->hw_fence);
+}
+
+/*
+ * A job did not finish in time. If its completion was only missed, carry on. Otherwise do
+ * the minimum: stop the scheduler, disable the ring, fail the jobs that were on it (the
+ * late one with DRM_SPYRE_JOB_TIMEOUT, the others with DRM_SPYRE_JOB_ABORTED), re-enable
+ * the ring empty and restart the scheduler. No attempt is made to replay aborted jobs.
+ */
+static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_job)
+{
+	struct spyre_job *job = to_spyre_job(sched_job);
+	struct drm_gpu_scheduler *sched = sched_job->sched;
+	struct spyre_ring *ring = job->ring;
+	struct spyre_device *sdev = job->sdev;
+	unsigned long flags;
+	int idx;
+
+	if (drm_dev_enter(&sdev->drm, &idx)) {
+		spyre_ring_process(ring);
+		if (!dma_fence_is_signaled(job->hw_fence))
+			goto reset;
+		drm_dev_exit(idx);
+	}
+	/* Finished after all, or the device is gone and remove() aborts it: keep it listed. */
+	spin_lock(&sched->job_list_lock);
+	list_add(&sched_job->list, &sched->pending_list);
+	spin_unlock(&sched->job_list_lock);
+	return DRM_GPU_SCHED_STAT_NOMINAL;
+
+reset:
+	drm_warn(&sdev->drm, "job on ring %u timed out; resetting the ring\n", ring->idx);
+	drm_sched_stop(sched, sched_job);
+	spyre_hw_ring_disable(ring);
+	spyre_ring_fail_active(ring, job, -ECANCELED);
+	spin_lock_irqsave(&ring->lock, flags);
+	if (spyre_hw_ring_enable(ring))
+		drm_err(&sdev->drm, "ring %u did not come back after reset\n", ring->idx);
+	spin_unlock_irqrestore(&ring->lock, flags);
+	atomic_inc(&sdev->ring_resets);
+	drm_sched_start(sched);
+	drm_dev_exit(idx);
+	return DRM_GPU_SCHED_STAT_NOMINAL;
+}
+
+static void spyre_free_job(struct drm_sched_job *sched_job)
+{
+	struct spyre_job *job = to_spyre_job(sched_job);
+
+	drm_sched_job_cleanup(sched_job);
+	spyre_job_free(job);
+}
+
+static const struct drm_sched_backend_ops spyre_sched_ops = {
+	.run_job = spyre_run_job,
+	.timedout_job = spyre_timedout_job,
+	.free_job = spyre_free_job,
+};
+
+int spyre_sched_init(struct spyre_device *sdev)
+{
+	struct drm_gpu_scheduler *sched;
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < sdev->num_rings; i++) {
+		struct spyre_ring *ring = &sdev->rings[i];
+		struct drm_sched_init_args args = {
+			.ops = &spyre_sched_ops,
+			.num_rqs = DRM_SCHED_PRIORITY_COUNT,
+			.credit_limit = ring->size - 1,
+			.timeout = msecs_to_jiffies(spyre_job_timeout_ms ?: SPYRE_JOB_TIMEOUT_MS),
+			.name = ring->irq_name,
+			.dev = sdev->drm.dev,
+		};
+
+		ret = drm_sched_init(&ring->sched, &args);
+		if (ret)
+			goto err;
+	}
+
+	sched = &sdev->rings[0].sched;
+	ret = drm_sched_entity_init(&sdev->kernel_entity, DRM_SCHED_PRIORITY_KERNEL, &sched, 1,
+				    NULL);
+	if (ret)
+		goto err;
+	mutex_init(&sdev->kernel_lock);
+	return 0;
+
+err:
+	while (i--)
+		drm_sched_fini(&sdev->rings[i].sched);
+	return ret;
+}
+
+void spyre_sched_fini(struct spyre_device *sdev)
+{
+	unsigned int i;
+
+	drm_sched_entity_destroy(&sdev->kernel_entity);
+	mutex_destroy(&sdev->kernel_lock);
+	for (i = 0; i < sdev->num_rings; i++)
+		drm_sched_fini(&sdev->rings[i].sched);
+}
+
+int spyre_job_file_open(struct spyre_file *sf)
+{
+	struct spyre_device *sdev = sf->sdev;
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < sdev->num_rings; i++) {
+		struct drm_gpu_scheduler *sched = &sdev->rings[i].sched;
+
+		ret = drm_sched_entity_init(&sf->entities[i], DRM_SCHED_PRIORITY_NORMAL,
+					    &sched, 1, NULL);
+		if (ret) {
+			while (i--)
+				drm_sched_entity_destroy(&sf->entities[i]);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+void spyre_job_file_close(struct spyre_file *sf)
+{
+	unsigned int i;
+
+	for (i = 0; i < sf->sdev->num_rings; i++)
+		drm_sched_entity_destroy(&sf->entities[i]);
+	for (i = 0; i < DRM_SPYRE_JOB_HISTORY; i++)
+		spyre_result_put(sf->history[i]);
+}
+
+/* ---- SUBMIT ---- */
+
+static int spyre_elem_size_ok(u32 size, size_t min)
+{
+	return size >= min && size <= SPYRE_ELEM_SIZE_MAX && IS_ALIGNED(size, 8);
+}
+
+/* Copy element @i of a user array with element size @usize into @dst (@ksize bytes). */
+static int spyre_copy_elem(void *dst, size_t ksize, u64 uptr, u32 i, u32 usize)
+{
+	int ret;
+
+	ret = copy_struct_from_user(dst, ksize, u64_to_user_ptr(uptr + (u64)i * usize), usize);
+	return ret == -E2BIG ? -EINVAL : ret;
+}
+
+static int spyre_job_add_bo(struct spyre_job *job, struct drm_file *file, u32 handle,
+			    struct spyre_bo **out)
+{
+	struct drm_gem_object *obj = drm_gem_object_lookup(file, handle);
+
+	if (!obj)
+		return -ENOENT;
+	job->bos[job->bo_count++] = obj;
+	*out = to_spyre_bo(obj);
+	return 0;
+}
+
+/* Check one user command and translate it into a hardware command. */
+static int spyre_job_prepare_cmd(struct spyre_job *job, struct drm_file *file,
+				 const struct drm_spyre_cmd *uc, struct spyre_hw_cmd *hc)
+{
+	struct spyre_bo *src, *dst;
+	u64 end;
+	int ret;
+
+	if (uc->flags || uc->reserved[0] || uc->reserved[1] || uc->reserved[2])
+		return -EINVAL;
+
+	memset(hc, 0, sizeof(*hc));
+	switch (uc->op) {
+	case DRM_SPYRE_CMD_NOP:
+		if (uc->src_handle || uc->dst_handle || uc->src_offset || uc->dst_offset ||
+		    uc->size)
+			return -EINVAL;
+		hc->hdr.opcode = SPYRE_OP_NOP;
+		return 0;
+	case DRM_SPYRE_CMD_COPY:
+		break;
+	default:
+		return -EINVAL;
+	}
+
+	if (uc->size == 0)
+		return -EINVAL;
+	ret = spyre_job_add_bo(job, file, uc->src_handle, &src);
+	if (ret)
+		return ret;
+	ret = spyre_job_add_bo(job, file, uc->dst_handle, &dst);
+	if (ret)
+		return ret;
+	if (check_add_overflow(uc->src_offset, uc->size, &end) ||
+	    end > src->shmem.base.size)
+		return -EINVAL;
+	if (check_add_overflow(uc->dst_offset, uc->size, &end) ||
+	    end > dst->shmem.base.size)
+		return -EINVAL;
+	if (src->flags == DRM_SPYRE_BO_HOST && dst->flags == DRM_SPYRE_BO_HOST)
+		return -EINVAL;
+
+	hc->hdr.opcode = SPYRE_OP_DMA_COPY;
+	if (src->flags == DRM_SPYRE_BO_HOST) {
+		hc->hdr.flags |= SPYRE_CMD_F_SRC_HOST;
+		hc->dma.src_addr = src->pagedir_dma;
+	} else {
+		hc->dma.src_addr = src->node.start;
+	}
+	if (dst->flags == DRM_SPYRE_BO_HOST) {
+		hc->hdr.flags |= SPYRE_CMD_F_DST_HOST;
+		hc->dma.dst_addr = dst->pagedir_dma;
+	} else {
+		hc->dma.dst_addr = dst->node.start;
+	}
+	hc->dma.src_offset = uc->src_offset;
+	hc->dma.dst_offset = uc->dst_offset;
+	hc->dma.size = uc->size;
+	return 0;
+}
+
+static int spyre_job_prepare_cmds(struct spyre_job *job, struct drm_file *file,
+				  const struct drm_spyre_submit *args)
+{
+	struct drm_spyre_cmd uc;
+	u32 i;
+	int ret;
+
+	job->cmds = kvmalloc_array(args->cmd_count, sizeof(*job->cmds), GFP_KERNEL);
+	job->bos = kvmalloc_array(args->cmd_count * 2, sizeof(*job->bos), GFP_KERNEL);
+	if (!job->cmds || !job->bos)
+		return -ENOMEM;
+
+	for (i = 0; i < args->cmd_count; i++) {
+		ret = spyre_copy_elem(&uc, sizeof(uc), args->cmds, i, args->cmd_size);
+		if (ret)
+			return ret;
+		ret = spyre_job_prepare_cmd(job, file, &uc, &job->cmds[i]);
+		if (ret)
+			return ret;
+		job->cmd_count++;
+	}
+	return 0;
+}
+
+static int spyre_job_add_in_syncs(struct spyre_job *job, struct drm_file *file,
+				  const struct drm_spyre_submit *args)
+{
+	struct drm_spyre_sync sync;
+	struct dma_fence *fence;
+	u32 i;
+	int ret;
+
+	for (i = 0; i < args->in_sync_count; i++) {
+		ret = spyre_copy_elem(&sync, sizeof(sync), args->in_syncs, i, args->sync_size);
+		if (ret)
+			return ret;
+		if (sync.flags || !sync.handle)
+			return -EINVAL;
+		ret = drm_syncobj_find_fence(file, sync.handle, sync.point, 0, &fence);
+		if (ret)
+			return ret;
+		ret = drm_sched_job_add_dependency(&job->base, fence);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int spyre_submit_check_args(struct spyre_device *sdev, const struct drm_spyre_submit *a)
+{
+	if (a->flags || a->pad)
+		return -EINVAL;
+	if (a->ring >= sdev->num_rings)
+		return -EINVAL;
+	if (a->cmd_count == 0 || a->cmd_count > DRM_SPYRE_MAX_CMDS || !a->cmds)
+		return -EINVAL;
+	if (!spyre_elem_size_ok(a->cmd_size, SPYRE_CMD_SIZE_MIN))
+		return -EINVAL;
+	if (a->in_sync_count > DRM_SPYRE_MAX_SYNCS)
+		return -EINVAL;
+	if (a->in_sync_count &&
+	    (!a->in_syncs || !spyre_elem_size_ok(a->sync_size, SPYRE_SYNC_SIZE_MIN)))
+		return -EINVAL;
+	if (!a->out_sync && a->out_point)
+		return -EINVAL;
+	return 0;
+}
+
+int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	struct spyre_device *sdev = to_spyre_dev(drm);
+	struct spyre_file *sf = file->driver_priv;
+	struct drm_spyre_submit *args = data;
+	struct dma_fence_chain *chain = NULL;
+	struct drm_syncobj *syncobj = NULL;
+	struct spyre_result *old;
+	struct dma_fence *done;
+	struct spyre_job *job;
+	unsigned int slot;
+	int ret;
+
+	ret = spyre_submit_check_args(sdev, args);
+	if (ret)
+		return ret;
+
+	job = kzalloc(sizeof(*job), GFP_KERNEL);
+	if (!job)
+		return -ENOMEM;
+	job->sdev = sdev;
+	job->ring = &sdev->rings[args->ring];
+	INIT_LIST_HEAD(&job->node);
+	job->res = kzalloc(sizeof(*job->res), GFP_KERNEL);
+	job->hw_fence = kzalloc(sizeof(*job->hw_fence), GFP_KERNEL);
+	if (!job->res || !job->hw_fence) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	kref_init(&job->res->ref);
+
+	ret = spyre_job_prepare_cmds(job, file, args);
+	if (ret)
+		goto err_free;
+
+	if (args->out_sync) {
+		syncobj = drm_syncobj_find(file, args->out_sync);
+		if (!syncobj) {
+			ret = -ENOENT;
+			goto err_free;
+		}
+		if (args->out_point) {
+			chain = dma_fence_chain_alloc();
+			if (!chain) {
+				ret = -ENOMEM;
+				goto err_free;
+			}
+		}
+	}
+
+	ret = drm_sched_job_init(&job->base, &sf->entities[args->ring], job->cmd_count, sf,
+				 file->client_id);
+	if (ret)
+		goto err_free;
+	ret = spyre_job_add_in_syncs(job, file, args);
+	if (ret)
+		goto err_cleanup;
+
+	mutex_lock(&sf->lock);
+	drm_sched_job_arm(&job->base);
+	done = dma_fence_get(&job->base.s_fence->finished);
+	job->res->job_id = ++sf->next_job_id;
+	job->res->done = dma_fence_get(done);
+	kref_get(&job->res->ref);
+	slot = job->res->job_id % DRM_SPYRE_JOB_HISTORY;
+	old = sf->history[slot];
+	sf->history[slot] = job->res;
+	args->job_id = job->res->job_id;
+	atomic64_inc(&sdev->jobs_submitted);
+	drm_sched_entity_push_job(&job->base);
+	mutex_unlock(&sf->lock);
+	spyre_result_put(old);
+
+	if (syncobj) {
+		if (chain)
+			drm_syncobj_add_point(syncobj, chain, done, args->out_point);
+		else
+			drm_syncobj_replace_fence(syncobj, done);
+		drm_syncobj_put(syncobj);
+	}
+	dma_fence_put(done);
+	return 0;
+
+err_cleanup:
+	drm_sched_job_cleanup(&job->base);
+err_free:
+	dma_fence_chain_free(chain);
+	if (syncobj)
+		drm_syncobj_put(syncobj);
+	spyre_job_free(job);
+	return ret;
+}
+
+/* ---- kernel jobs ---- */
+
+/* Zero a new DEVICE BO with one DMA copy from the zero source; waits for it. */
+int spyre_job_clear_bo(struct spyre_device *sdev, struct spyre_bo *bo)
+{
+	struct spyre_hw_cmd *cmd;
+	struct dma_fence *done;
+	struct spyre_job *job;
+	int ret;
+
+	job = kzalloc(sizeof(*job), GFP_KERNEL);
+	if (!job)
+		return -ENOMEM;
+	job->sdev = sdev;
+	job->ring = &sdev->rings[0];
+	job->kernel = true;
+	INIT_LIST_HEAD(&job->node);
+	job->res = kzalloc(sizeof(*job->res), GFP_KERNEL);
+	job->hw_fence = kzalloc(sizeof(*job->hw_fence), GFP_KERNEL);
+	job->cmds = kvzalloc(sizeof(*job->cmds), GFP_KERNEL);
+	job->bos = kvmalloc(sizeof(*job->bos), GFP_KERNEL);
+	if (!job->res || !job->hw_fence || !job->cmds || !job->bos) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	kref_init(&job->res->ref);
+	drm_gem_object_get(&bo->shmem.base);
+	job->bos[job->bo_count++] = &bo->shmem.base;
+
+	cmd = &job->cmds[0];
+	cmd->hdr.opcode = SPYRE_OP_DMA_COPY;
+	cmd->hdr.flags = SPYRE_CMD_F_SRC_HOST;
+	cmd->dma.src_addr = sdev->zero_dir_dma;
+	cmd->dma.dst_addr = bo->node.start;
+	cmd->dma.size = bo->shmem.base.size;
+	job->cmd_count = 1;
+
+	ret = drm_sched_job_init(&job->base, &sdev->kernel_entity, 1, sdev, 0);
+	if (ret)
+		goto err_free;
+
+	mutex_lock(&sdev->kernel_lock);
+	drm_sched_job_arm(&job->base);
+	done = dma_fence_get(&job->base.s_fence->finished);
+	drm_sched_entity_push_job(&job->base);
+	mutex_unlock(&sdev->kernel_lock);
+
+	dma_fence_wait(done, false);
+	ret = done->error ? -EIO : 0;
+	dma_fence_put(done);
+	return ret;
+
+err_free:
+	spyre_job_free(job);
+	return ret;
+}
+
+/* ---- JOB_WAIT ---- */
+
+int spyre_ioctl_job_wait(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	struct spyre_file *sf = file->driver_priv;
+	struct drm_spyre_job_wait *args = data;
+	struct spyre_result *res = NULL;
+	long timeout, ret;
+
+	if (args->flags)
+		return -EINVAL;
+
+	mutex_lock(&sf->lock);
+	if (args->job_id && args->job_id <= sf->next_job_id) {
+		res = sf->history[args->job_id % DRM_SPYRE_JOB_HISTORY];
+		if (res && res->job_id == args->job_id)
+			kref_get(&res->ref);
+		else
+			res = NULL;
+	}
+	mutex_unlock(&sf->lock);
+	if (!res)
+		return -ENOENT;
+
+	timeout = drm_timeout_abs_to_jiffies(args->timeout_ns);
+	ret = dma_fence_wait_timeout(res->done, true, timeout);
+	if (ret == 0) {
+		ret = -ETIME;
+	} else if (ret > 0) {
+		args->status = res->status;
+		if (args->status == DRM_SPYRE_JOB_OK && res->done->error)
+			args->status = DRM_SPYRE_JOB_ABORTED;
+		args->hw_status = res->hw_status;
+		args->failed_cmd = res->failed_cmd;
+		args->cycles = res->cycles;
+		ret = 0;
+	}
+	spyre_result_put(res);
+	return ret;
+}

@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Spyre accelerator driver: the sized QUERY ioctl.
+ *
+ * Copyright (C) 2025 The Spyre open stack authors
+ */
+#include <linux/uaccess.h>
+
+#include <drm/drm_drv.h>
+
+#include "spyre_drv.h"
+
+static void spyre_query_device_info(struct spyre_device *sdev, struct drm_spyre_device_info *di)
+{
+	di->pci_vendor = sdev->pdev->vendor;
+	di->pci_device = sdev->pdev->device;
+	di->pci_revision = sdev->pdev->revision;
+	di->hw_version = sdev->hw_version;
+	di->num_cores = sdev->num_cores;
+	di->num_rings = sdev->num_rings;
+	di->lx_bytes = sdev->lx_bytes;
+	di->stick_bytes = sdev->stick_bytes;
+	di->clock_mhz = sdev->clock_mhz;
+	di->devmem_bytes = sdev->devmem_size;
+	di->caps = DRM_SPYRE_CAP_DMA_COPY | DRM_SPYRE_CAP_HOST_BO | DRM_SPYRE_CAP_TIMELINE;
+	if (sdev->caps & SPYRE_CAP_TELEMETRY)
+		di->caps |= DRM_SPYRE_CAP_TELEMETRY;
+	di->max_bo_bytes = sdev->devmem_size - SPYRE_DEVMEM_RESERVED;
+}
+
+static void spyre_query_mem_info(struct spyre_device *sdev, struct drm_spyre_mem_info *mi)
+{
+	mi->devmem_total = sdev->devmem_size;
+	mutex_lock(&sdev->mm_lock);
+	mi->devmem_used = sdev->devmem_used;
+	mi->devmem_largest_free = spyre_gem_largest_free(sdev);
+	mutex_unlock(&sdev->mm_lock);
+	mi->host_bo_bytes = atomic64_read(&sdev->host_bo_bytes);
+}
+
+static void spyre_query_telemetry(struct spyre_device *sdev, struct drm_spyre_telemetry *t)
+{
+	t->cmds_completed = spyre_read64(sdev, SPYRE_REG_TELE_CMDS_LO);
+	t->h2d_bytes = spyre_read64(sdev, SPYRE_REG_TELE_H2D_BYTES_LO);
+	t->d2h_bytes = spyre_read64(sdev, SPYRE_REG_TELE_D2H_BYTES_LO);
+	t->d2d_bytes = spyre_read64(sdev, SPYRE_REG_TELE_D2D_BYTES_LO);
+	t->jobs_submitted = atomic64_read(&sdev->jobs_submitted);
+	t->jobs_completed = atomic64_read(&sdev->jobs_completed);
+	t->jobs_failed = atomic64_read(&sdev->jobs_failed);
+	t->cmd_errors = spyre_read(sdev, SPYRE_REG_TELE_ERRORS);
+	t->resets = spyre_read(sdev, SPYRE_REG_TELE_RESETS);
+	t->temp_mc = spyre_read(sdev, SPYRE_REG_TELE_TEMP_MC);
+	t->power_mw = spyre_read(sdev, SPYRE_REG_TELE_POWER_MW);
+	t->power_cap_mw = spyre_read(sdev, SPYRE_REG_TELE_POWER_CAP_MW);
+}
+
+int spyre_ioctl_query(struct drm_device *drm, void *data, struct drm_file *file)
+{
+	struct spyre_device *sdev = to_spyre_dev(drm);
+	struct drm_spyre_query *args = data;
+	union {
+		struct drm_spyre_device_info di;
+		struct drm_spyre_mem_info mi;
+		struct drm_spyre_telemetry t;
+	} u;
+	u32 full;
+	int idx;
+
+	if (args->flags || args->pad)
+		return -EINVAL;
+
+	memset(&u, 0, sizeof(u));
+	switch (args->param) {
+	case DRM_SPYRE_QUERY_DEVICE_INFO:
+		full = sizeof(u.di);
+		break;
+	case DRM_SPYRE_QUERY_MEM_INFO:
+		full = sizeof(u.mi);
+		break;
+	case DRM_SPYRE_QUERY_TELEMETRY:
+		if (!(sdev->caps & SPYRE_CAP_TELEMETRY))
+			return -EOPNOTSUPP;
+		full = sizeof(u.t);
+		break;
+	default:
+		return -EINVAL;
+	}
+
+	if (args->size == 0) {
+		args->size = full;
+		return 0;
+	}
+	if (!args->data)
+		return -EFAULT;
+
+	switch (args->param) {
+	case DRM_SPYRE_QUERY_DEVICE_INFO:
+		spyre_query_device_info(sdev, &u.di);
+		break;
+	case DRM_SPYRE_QUERY_MEM_INFO:
+		spyre_query_mem_info(sdev, &u.mi);
+		break;
+	case DRM_SPYRE_QUERY_TELEMETRY:
+		/* Registers are gone once the device is unplugged. */
+		if (!drm_dev_enter(drm, &idx))
+			return -ENODEV;
+		spyre_query_telemetry(sdev, &u.t);
+		drm_dev_exit(idx);
+		break;
+	}
+
+	args->size = min(args->size, full);
+	if (copy_to_user(u64_to_user_ptr(args->data), &u, args->size))
+		return -EFAULT;
+	return 0;
+}

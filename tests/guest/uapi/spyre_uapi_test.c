@@ -1,0 +1,1250 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * uapi conformance tests of the spyre DRM accel driver (uapi/spyre_accel.h).
+ *
+ * Every ioctl's happy path, a negative test for each validation error, data round trips
+ * through the DMA engine, syncobj chaining, JOB_WAIT semantics, device-error reporting via
+ * fault injection, several cards and unbind/rebind. Needs the spyre module loaded; the
+ * fault-injection and rebind tests need root. Run: spyre_uapi_test [-t name].
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xf86drm.h>
+
+#include "spyre_accel.h"
+#include "spyre_hw.h"
+#include "kselftest_harness.h"
+
+#define MAX_CARDS 16
+#define SEC_NS 1000000000LL
+
+/* ---- helpers ---- */
+
+static int xioctl(int fd, unsigned long req, void *arg)
+{
+	int ret;
+
+	do {
+		ret = ioctl(fd, req, arg);
+	} while (ret == -1 && (errno == EINTR || errno == EAGAIN));
+	return ret ? -errno : 0;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * SEC_NS + ts.tv_nsec;
+}
+
+static int is_spyre(int fd)
+{
+	drmVersionPtr v = drmGetVersion(fd);
+	int ok = v && v->name && !strcmp(v->name, "spyre");
+
+	drmFreeVersion(v);
+	return ok;
+}
+
+/* Minor numbers of the spyre accel nodes, sorted. */
+static int spyre_minors(int *minors)
+{
+	int n = 0, m;
+
+	for (m = 0; m < 64 && n < MAX_CARDS; m++) {
+		char path[64];
+		int fd;
+
+		snprintf(path, sizeof(path), "/dev/accel/accel%d", m);
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (is_spyre(fd))
+			minors[n++] = m;
+		close(fd);
+	}
+	return n;
+}
+
+static int open_minor(int minor)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/dev/accel/accel%d", minor);
+	return open(path, O_RDWR | O_CLOEXEC);
+}
+
+static int open_card(int idx)
+{
+	int minors[MAX_CARDS];
+	int n = spyre_minors(minors);
+
+	return idx < n ? open_minor(minors[idx]) : -1;
+}
+
+static int query(int fd, uint32_t param, void *data, uint32_t size)
+{
+	struct drm_spyre_query q = { .param = param, .size = size,
+				     .data = (uintptr_t)data };
+
+	return xioctl(fd, DRM_IOCTL_SPYRE_QUERY, &q);
+}
+
+static int bo_create(int fd, uint64_t size, uint32_t flags, uint32_t *handle)
+{
+	struct drm_spyre_bo_create c = { .size = size, .flags = flags };
+	int ret = xioctl(fd, DRM_IOCTL_SPYRE_BO_CREATE, &c);
+
+	if (!ret)
+		*handle = c.handle;
+	return ret;
+}
+
+static int bo_info(int fd, uint32_t handle, struct drm_spyre_bo_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->handle = handle;
+	return xioctl(fd, DRM_IOCTL_SPYRE_BO_INFO, info);
+}
+
+static int bo_close(int fd, uint32_t handle)
+{
+	struct drm_gem_close c = { .handle = handle };
+
+	return xioctl(fd, DRM_IOCTL_GEM_CLOSE, &c);
+}
+
+static void *bo_map(int fd, uint32_t handle)
+{
+	struct drm_spyre_bo_info info;
+	void *p;
+
+	if (bo_info(fd, handle, &info))
+		return NULL;
+	p = mmap(NULL, info.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, info.mmap_offset);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static struct drm_spyre_cmd copy_cmd(uint32_t src, uint64_t soff, uint32_t dst, uint64_t doff,
+				     uint64_t size)
+{
+	struct drm_spyre_cmd c = {
+		.op = DRM_SPYRE_CMD_COPY, .src_handle = src, .dst_handle = dst,
+		.src_offset = soff, .dst_offset = doff, .size = size,
+	};
+	return c;
+}
+
+static struct drm_spyre_submit submit_args(struct drm_spyre_cmd *cmds, uint32_t n)
+{
+	struct drm_spyre_submit s = {
+		.cmds = (uintptr_t)cmds, .cmd_count = n, .cmd_size = sizeof(*cmds),
+		.sync_size = sizeof(struct drm_spyre_sync),
+	};
+	return s;
+}
+
+static int submit(int fd, struct drm_spyre_submit *s)
+{
+	return xioctl(fd, DRM_IOCTL_SPYRE_SUBMIT, s);
+}
+
+static int submit_cmds(int fd, struct drm_spyre_cmd *cmds, uint32_t n, uint64_t *job_id)
+{
+	struct drm_spyre_submit s = submit_args(cmds, n);
+	int ret = submit(fd, &s);
+
+	if (!ret && job_id)
+		*job_id = s.job_id;
+	return ret;
+}
+
+static int job_wait(int fd, uint64_t job_id, int64_t timeout_abs, struct drm_spyre_job_wait *w)
+{
+	struct drm_spyre_job_wait tmp;
+
+	if (!w)
+		w = &tmp;
+	memset(w, 0, sizeof(*w));
+	w->job_id = job_id;
+	w->timeout_ns = timeout_abs;
+	return xioctl(fd, DRM_IOCTL_SPYRE_JOB_WAIT, w);
+}
+
+/* Wait up to 30 s and return the job status, or a negative errno. */
+static int job_status(int fd, uint64_t job_id)
+{
+	struct drm_spyre_job_wait w;
+	int ret = job_wait(fd, job_id, now_ns() + 30 * SEC_NS, &w);
+
+	return ret ? ret : (int)w.status;
+}
+
+static int nop_job(int fd, uint32_t ring, uint64_t *job_id)
+{
+	struct drm_spyre_cmd nop = { .op = DRM_SPYRE_CMD_NOP };
+	struct drm_spyre_submit s = submit_args(&nop, 1);
+	int ret;
+
+	s.ring = ring;
+	ret = submit(fd, &s);
+	if (!ret && job_id)
+		*job_id = s.job_id;
+	return ret;
+}
+
+static void fill(uint8_t *p, size_t n, unsigned int seed)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (uint8_t)(i * 131 + seed * 7 + (i >> 12));
+}
+
+/*
+ * Copy n bytes host -> device -> host through the DMA engine with the given offsets and
+ * check them. Returns 0 on success, -1 on a data mismatch, or a negative errno.
+ */
+static int round_trip(int fd, size_t n, uint64_t hoff, uint64_t doff, unsigned int seed)
+{
+	uint32_t h_in, h_out, d;
+	uint8_t *in, *out;
+	uint64_t job;
+	struct drm_spyre_cmd cmds[2];
+	size_t bo_size = n + hoff + doff + 4096;
+	int ret;
+
+	ret = bo_create(fd, bo_size, DRM_SPYRE_BO_HOST, &h_in);
+	if (ret)
+		return ret;
+	ret = bo_create(fd, bo_size, DRM_SPYRE_BO_HOST, &h_out);
+	if (ret)
+		return ret;
+	ret = bo_create(fd, bo_size, DRM_SPYRE_BO_DEVICE, &d);
+	if (ret)
+		return ret;
+	in = bo_map(fd, h_in);
+	out = bo_map(fd, h_out);
+	if (!in || !out)
+		return -ENOMEM;
+	fill(in, bo_size, seed);
+	memset(out, 0xee, bo_size);
+
+	cmds[0] = copy_cmd(h_in, hoff, d, doff, n);
+	cmds[1] = copy_cmd(d, doff, h_out, hoff, n);
+	ret = submit_cmds(fd, cmds, 2, &job);
+	if (ret)
+		return ret;
+	ret = job_status(fd, job);
+	if (ret)
+		return ret < 0 ? ret : -EIO;
+	ret = memcmp(in + hoff, out + hoff, n) ? -1 : 0;
+	if (!ret && hoff && out[hoff - 1] != 0xee)
+		ret = -1;
+	if (!ret && out[hoff + n] != 0xee)
+		ret = -1;
+	munmap(in, bo_size);
+	munmap(out, bo_size);
+	bo_close(fd, h_in);
+	bo_close(fd, h_out);
+	bo_close(fd, d);
+	return ret;
+}
+
+/* PCI address (e.g. 0000:00:03.0) of the card behind fd. */
+static int card_bdf(int fd, char *bdf, size_t len)
+{
+	char path[128], link[PATH_MAX];
+	struct stat st;
+	ssize_t n;
+	char *base;
+
+	if (fstat(fd, &st))
+		return -errno;
+	snprintf(path, sizeof(path), "/sys/class/accel/accel%u/device", minor(st.st_rdev));
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n < 0)
+		return -errno;
+	link[n] = 0;
+	base = strrchr(link, '/');
+	snprintf(bdf, len, "%.63s", base ? base + 1 : link);
+	return 0;
+}
+
+static int write_sysfs(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	int ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, val, strlen(val)) != (ssize_t)strlen(val))
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/*
+ * Make the next n commands of the card behind fd fail (SPYRE_REG_FAULT_INJECT), through
+ * the driver's debugfs file: BAR0 itself is claimed by the driver, so a sysfs resource0
+ * mapping is refused on kernels with CONFIG_IO_STRICT_DEVMEM. Root only.
+ */
+static int fault_inject(int fd, unsigned int n)
+{
+	char bdf[64], path[160], val[16];
+	struct stat st;
+
+	if (card_bdf(fd, bdf, sizeof(bdf)))
+		return -ENODEV;
+	if (stat("/sys/kernel/debug/accel", &st))
+		mount("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL);
+	snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%s/fault_inject", bdf);
+	if (stat(path, &st)) {
+		if (fstat(fd, &st))
+			return -errno;
+		snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%u/fault_inject",
+			 minor(st.st_rdev));
+	}
+	snprintf(val, sizeof(val), "%u", n);
+	return write_sysfs(path, val);
+}
+
+/* ---- fixture: the first card ---- */
+
+FIXTURE(card) {
+	int fd;
+	struct drm_spyre_device_info info;
+};
+
+FIXTURE_SETUP(card)
+{
+	self->fd = open_card(0);
+	if (self->fd < 0)
+		SKIP(return, "no spyre accel device (modprobe spyre?)");
+	ASSERT_EQ(0, query(self->fd, DRM_SPYRE_QUERY_DEVICE_INFO, &self->info,
+			   sizeof(self->info)));
+}
+
+FIXTURE_TEARDOWN(card)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+}
+
+/* ---- QUERY ---- */
+
+TEST_F(card, query_device_info)
+{
+	struct drm_spyre_device_info *i = &self->info;
+
+	EXPECT_EQ(SPYRE_PCI_VENDOR_ID, i->pci_vendor);
+	EXPECT_EQ(SPYRE_PCI_DEVICE_ID, i->pci_device);
+	EXPECT_EQ(SPYRE_HW_VERSION_MAJOR, i->hw_version >> 16);
+	EXPECT_EQ(0, i->pad);
+	EXPECT_GE(i->num_rings, 1);
+	EXPECT_LE(i->num_rings, SPYRE_NUM_RINGS_MAX);
+	EXPECT_GE(i->num_cores, 1);
+	EXPECT_GT(i->devmem_bytes, 0);
+	EXPECT_GT(i->max_bo_bytes, 0);
+	EXPECT_LE(i->max_bo_bytes, i->devmem_bytes);
+	EXPECT_EQ(DRM_SPYRE_CAP_DMA_COPY | DRM_SPYRE_CAP_HOST_BO | DRM_SPYRE_CAP_TIMELINE,
+		  i->caps & (DRM_SPYRE_CAP_DMA_COPY | DRM_SPYRE_CAP_HOST_BO |
+			     DRM_SPYRE_CAP_TIMELINE));
+	TH_LOG("%u cores, %u rings, %llu MiB, caps %#llx", i->num_cores, i->num_rings,
+	       (unsigned long long)i->devmem_bytes >> 20, (unsigned long long)i->caps);
+}
+
+TEST_F(card, query_size_probe)
+{
+	struct drm_spyre_query q = { .param = DRM_SPYRE_QUERY_DEVICE_INFO };
+
+	ASSERT_EQ(0, xioctl(self->fd, DRM_IOCTL_SPYRE_QUERY, &q));
+	EXPECT_EQ(sizeof(struct drm_spyre_device_info), q.size);
+	q.param = DRM_SPYRE_QUERY_MEM_INFO;
+	q.size = 0;
+	ASSERT_EQ(0, xioctl(self->fd, DRM_IOCTL_SPYRE_QUERY, &q));
+	EXPECT_EQ(sizeof(struct drm_spyre_mem_info), q.size);
+}
+
+TEST_F(card, query_short_and_long_buffer)
+{
+	uint8_t buf[sizeof(struct drm_spyre_device_info) + 16];
+	struct drm_spyre_query q = { .param = DRM_SPYRE_QUERY_DEVICE_INFO, .size = 4,
+				     .data = (uintptr_t)buf };
+
+	memset(buf, 0xa5, sizeof(buf));
+	ASSERT_EQ(0, xioctl(self->fd, DRM_IOCTL_SPYRE_QUERY, &q));
+	EXPECT_EQ(4, q.size);
+	EXPECT_EQ(0, memcmp(buf, &self->info, 4));
+	EXPECT_EQ(0xa5, buf[4]);
+
+	q.size = sizeof(buf);
+	ASSERT_EQ(0, xioctl(self->fd, DRM_IOCTL_SPYRE_QUERY, &q));
+	EXPECT_EQ(sizeof(struct drm_spyre_device_info), q.size);
+	EXPECT_EQ(0xa5, buf[sizeof(buf) - 1]);
+}
+
+TEST_F(card, query_invalid)
+{
+	struct drm_spyre_device_info di;
+	struct drm_spyre_query q;
+
+	q = (struct drm_spyre_query){ .param = 99, .size = sizeof(di), .data = (uintptr_t)&di };
+	EXPECT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_QUERY, &q));
+	q = (struct drm_spyre_query){ .param = 0, .size = sizeof(di), .data = (uintptr_t)&di,
+				      .flags = 1 };
+	EXPECT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_QUERY, &q));
+	q = (struct drm_spyre_query){ .param = 0, .size = sizeof(di), .data = (uintptr_t)&di,
+				      .pad = 1 };
+	EXPECT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_QUERY, &q));
+	EXPECT_EQ(-EFAULT, query(self->fd, DRM_SPYRE_QUERY_DEVICE_INFO, NULL, sizeof(di)));
+	EXPECT_EQ(-EFAULT, query(self->fd, DRM_SPYRE_QUERY_DEVICE_INFO, (void *)8, sizeof(di)));
+}
+
+TEST_F(card, query_mem_info_tracks_bos)
+{
+	struct drm_spyre_mem_info a, b, c;
+	uint32_t d, h;
+
+	ASSERT_EQ(0, query(self->fd, DRM_SPYRE_QUERY_MEM_INFO, &a, sizeof(a)));
+	EXPECT_EQ(self->info.devmem_bytes, a.devmem_total);
+	EXPECT_LE(a.devmem_used + a.devmem_largest_free, a.devmem_total);
+	ASSERT_EQ(0, bo_create(self->fd, 3 << 20, DRM_SPYRE_BO_DEVICE, &d));
+	ASSERT_EQ(0, bo_create(self->fd, 5000, DRM_SPYRE_BO_HOST, &h));
+	ASSERT_EQ(0, query(self->fd, DRM_SPYRE_QUERY_MEM_INFO, &b, sizeof(b)));
+	EXPECT_EQ(a.devmem_used + (3 << 20), b.devmem_used);
+	EXPECT_EQ(a.host_bo_bytes + 8192, b.host_bo_bytes);
+	ASSERT_EQ(0, bo_close(self->fd, d));
+	ASSERT_EQ(0, bo_close(self->fd, h));
+	ASSERT_EQ(0, query(self->fd, DRM_SPYRE_QUERY_MEM_INFO, &c, sizeof(c)));
+	EXPECT_EQ(a.devmem_used, c.devmem_used);
+	EXPECT_EQ(a.host_bo_bytes, c.host_bo_bytes);
+}
+
+TEST_F(card, query_telemetry_counts_jobs)
+{
+	struct drm_spyre_telemetry a, b;
+	uint64_t job;
+
+	if (!(self->info.caps & DRM_SPYRE_CAP_TELEMETRY))
+		SKIP(return, "no telemetry");
+	ASSERT_EQ(0, query(self->fd, DRM_SPYRE_QUERY_TELEMETRY, &a, sizeof(a)));
+	ASSERT_EQ(0, nop_job(self->fd, 0, &job));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	ASSERT_EQ(0, round_trip(self->fd, 4096, 0, 0, 1));
+	ASSERT_EQ(0, query(self->fd, DRM_SPYRE_QUERY_TELEMETRY, &b, sizeof(b)));
+	EXPECT_EQ(a.jobs_submitted + 2, b.jobs_submitted);
+	EXPECT_EQ(a.jobs_completed + 2, b.jobs_completed);
+	EXPECT_EQ(a.jobs_failed, b.jobs_failed);
+	EXPECT_GE(b.cmds_completed, a.cmds_completed + 3);
+	EXPECT_GE(b.h2d_bytes, a.h2d_bytes + 4096);
+	EXPECT_GE(b.d2h_bytes, a.d2h_bytes + 4096);
+	EXPECT_EQ(0, b.pad);
+	TH_LOG("temp %u mC, power %u/%u mW, resets %u", b.temp_mc, b.power_mw,
+	       b.power_cap_mw, b.resets);
+}
+
+/* ---- BO_CREATE / BO_INFO / mmap ---- */
+
+TEST_F(card, bo_create_and_info)
+{
+	struct drm_spyre_bo_info di, hi;
+	uint32_t d, h;
+
+	ASSERT_EQ(0, bo_create(self->fd, 1, DRM_SPYRE_BO_DEVICE, &d));
+	ASSERT_EQ(0, bo_create(self->fd, 4097, DRM_SPYRE_BO_HOST, &h));
+	EXPECT_NE(0, d);
+	EXPECT_NE(d, h);
+	ASSERT_EQ(0, bo_info(self->fd, d, &di));
+	EXPECT_EQ(DRM_SPYRE_BO_DEVICE, di.flags);
+	EXPECT_EQ(4096, di.size);
+	EXPECT_NE(0, di.dev_addr);
+	EXPECT_EQ(0, di.dev_addr % 4096);
+	EXPECT_LT(di.dev_addr + di.size - 1, self->info.devmem_bytes);
+	EXPECT_NE(0, di.mmap_offset);
+	ASSERT_EQ(0, bo_info(self->fd, h, &hi));
+	EXPECT_EQ(DRM_SPYRE_BO_HOST, hi.flags);
+	EXPECT_EQ(8192, hi.size);
+	EXPECT_EQ(0, hi.dev_addr);
+	EXPECT_NE(0, hi.mmap_offset);
+	EXPECT_NE(di.mmap_offset, hi.mmap_offset);
+}
+
+TEST_F(card, bo_create_invalid)
+{
+	uint32_t h;
+
+	EXPECT_EQ(-EINVAL, bo_create(self->fd, 0, DRM_SPYRE_BO_DEVICE, &h));
+	EXPECT_EQ(-EINVAL, bo_create(self->fd, 0, DRM_SPYRE_BO_HOST, &h));
+	EXPECT_EQ(-EINVAL, bo_create(self->fd, 4096, 0, &h));
+	EXPECT_EQ(-EINVAL, bo_create(self->fd, 4096,
+				     DRM_SPYRE_BO_DEVICE | DRM_SPYRE_BO_HOST, &h));
+	EXPECT_EQ(-EINVAL, bo_create(self->fd, 4096, 1u << 2, &h));
+	EXPECT_EQ(-EINVAL, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE | (1u << 31), &h));
+	EXPECT_EQ(-ENOMEM, bo_create(self->fd, self->info.max_bo_bytes + 1,
+				     DRM_SPYRE_BO_DEVICE, &h));
+	EXPECT_EQ(-ENOMEM, bo_create(self->fd, UINT64_MAX, DRM_SPYRE_BO_DEVICE, &h));
+	EXPECT_EQ(-ENOMEM, bo_create(self->fd, UINT64_MAX, DRM_SPYRE_BO_HOST, &h));
+}
+
+TEST_F(card, bo_device_memory_exhaustion)
+{
+	struct drm_spyre_mem_info mi;
+	uint32_t big, h;
+
+	ASSERT_EQ(0, query(self->fd, DRM_SPYRE_QUERY_MEM_INFO, &mi, sizeof(mi)));
+	ASSERT_GT(mi.devmem_largest_free, 4096);
+	ASSERT_EQ(0, bo_create(self->fd, mi.devmem_largest_free, DRM_SPYRE_BO_DEVICE, &big));
+	ASSERT_EQ(0, query(self->fd, DRM_SPYRE_QUERY_MEM_INFO, &mi, sizeof(mi)));
+	if (mi.devmem_largest_free == 0)
+		EXPECT_EQ(-ENOMEM, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE, &h));
+	EXPECT_EQ(-ENOMEM, bo_create(self->fd, mi.devmem_largest_free + 4096,
+				     DRM_SPYRE_BO_DEVICE, &h));
+	ASSERT_EQ(0, bo_close(self->fd, big));
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE, &h));
+}
+
+TEST_F(card, bo_info_and_close_invalid)
+{
+	struct drm_spyre_bo_info info;
+	uint32_t h;
+
+	EXPECT_EQ(-ENOENT, bo_info(self->fd, 0, &info));
+	EXPECT_EQ(-ENOENT, bo_info(self->fd, 12345, &info));
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &h));
+	ASSERT_EQ(0, bo_close(self->fd, h));
+	EXPECT_EQ(-ENOENT, bo_info(self->fd, h, &info));
+	EXPECT_EQ(-EINVAL, bo_close(self->fd, h));
+	EXPECT_EQ(-EFAULT, xioctl(self->fd, DRM_IOCTL_SPYRE_BO_INFO, NULL));
+	EXPECT_EQ(-EFAULT, xioctl(self->fd, DRM_IOCTL_SPYRE_BO_CREATE, NULL));
+}
+
+TEST_F(card, bo_mmap_device_and_host)
+{
+	const size_t n = 3 * 4096;
+	uint32_t d, h;
+	uint8_t *pd, *ph;
+	size_t i;
+
+	ASSERT_EQ(0, bo_create(self->fd, n, DRM_SPYRE_BO_DEVICE, &d));
+	ASSERT_EQ(0, bo_create(self->fd, n, DRM_SPYRE_BO_HOST, &h));
+	pd = bo_map(self->fd, d);
+	ph = bo_map(self->fd, h);
+	ASSERT_NE(NULL, pd);
+	ASSERT_NE(NULL, ph);
+	for (i = 0; i < n; i++)
+		EXPECT_EQ(0, ph[i]) break;	/* host BOs start zeroed */
+	fill(pd, n, 3);
+	fill(ph, n, 4);
+	for (i = 0; i < n; i += 997)
+		EXPECT_EQ((uint8_t)(i * 131 + 21 + (i >> 12)), pd[i]);
+	EXPECT_EQ((uint8_t)((n - 1) * 131 + 28 + ((n - 1) >> 12)), ph[n - 1]);
+	munmap(pd, n);
+	munmap(ph, n);
+}
+
+TEST_F(card, bo_device_cleared_on_create)
+{
+	const size_t n = 64 << 10;
+	struct drm_spyre_bo_info a, b;
+	uint32_t d;
+	uint8_t *p;
+	size_t i, nonzero = 0;
+
+	ASSERT_EQ(0, bo_create(self->fd, n, DRM_SPYRE_BO_DEVICE, &d));
+	ASSERT_EQ(0, bo_info(self->fd, d, &a));
+	p = bo_map(self->fd, d);
+	ASSERT_NE(NULL, p);
+	memset(p, 0xff, n);
+	munmap(p, n);
+	ASSERT_EQ(0, bo_close(self->fd, d));
+
+	/* best fit hands the same range out again: it must not show the old data */
+	ASSERT_EQ(0, bo_create(self->fd, n, DRM_SPYRE_BO_DEVICE, &d));
+	ASSERT_EQ(0, bo_info(self->fd, d, &b));
+	p = bo_map(self->fd, d);
+	ASSERT_NE(NULL, p);
+	for (i = 0; i < n; i++)
+		nonzero += p[i] != 0;
+	EXPECT_EQ(0, nonzero);
+	if (a.dev_addr != b.dev_addr)
+		TH_LOG("range not reused (%#llx, %#llx)", (unsigned long long)a.dev_addr,
+		       (unsigned long long)b.dev_addr);
+	munmap(p, n);
+}
+
+TEST_F(card, bo_mmap_invalid)
+{
+	struct drm_spyre_bo_info info;
+	uint32_t d;
+	void *p;
+
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE, &d));
+	ASSERT_EQ(0, bo_info(self->fd, d, &info));
+	p = mmap(NULL, 2 * 4096, PROT_READ, MAP_SHARED, self->fd, info.mmap_offset);
+	EXPECT_EQ(MAP_FAILED, p);
+	p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, self->fd, 4096);
+	EXPECT_EQ(MAP_FAILED, p);
+}
+
+/* ---- SUBMIT ---- */
+
+TEST_F(card, submit_nop_job_ids)
+{
+	struct drm_spyre_job_wait w;
+	uint64_t a, b;
+	uint32_t r;
+
+	ASSERT_EQ(0, nop_job(self->fd, 0, &a));
+	EXPECT_EQ(1, a);
+	ASSERT_EQ(0, nop_job(self->fd, 0, &b));
+	EXPECT_EQ(2, b);
+	for (r = 0; r < self->info.num_rings; r++)
+		ASSERT_EQ(0, nop_job(self->fd, r, NULL));
+	ASSERT_EQ(0, job_wait(self->fd, b, now_ns() + 30 * SEC_NS, &w));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, w.status);
+	EXPECT_EQ(0, w.hw_status);
+	/* A finished job can be waited for again, with any timeout. */
+	EXPECT_EQ(0, job_wait(self->fd, a, 0, &w));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, w.status);
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, b + self->info.num_rings));
+}
+
+TEST_F(card, submit_job_ids_are_per_file)
+{
+	int fd2 = open_card(0);
+	uint64_t a, b;
+
+	ASSERT_GE(fd2, 0);
+	ASSERT_EQ(0, nop_job(self->fd, 0, &a));
+	ASSERT_EQ(0, nop_job(fd2, 0, &b));
+	EXPECT_EQ(1, a);
+	EXPECT_EQ(1, b);
+	ASSERT_EQ(0, nop_job(fd2, 0, &b));
+	EXPECT_EQ(-ENOENT, job_wait(self->fd, b, now_ns() + SEC_NS, NULL));
+	close(fd2);
+}
+
+TEST_F(card, copy_round_trip_simple)
+{
+	ASSERT_EQ(0, round_trip(self->fd, 4096, 0, 0, 1));
+}
+
+TEST_F(card, copy_round_trip_unaligned_multi_page)
+{
+	ASSERT_EQ(0, round_trip(self->fd, 3 * 4096 + 123, 100, 4000, 2));
+	ASSERT_EQ(0, round_trip(self->fd, 1, 4095, 7, 3));
+}
+
+TEST_F(card, copy_round_trip_large)
+{
+	/* Crosses a page-table boundary (2 MiB) of the host page directory. */
+	ASSERT_EQ(0, round_trip(self->fd, (5 << 20) + 333, 4096 * 300 + 5, 64, 4));
+}
+
+TEST_F(card, copy_device_to_device)
+{
+	const size_t n = 8192;
+	uint32_t a, b;
+	uint8_t *pa, *pb;
+	struct drm_spyre_cmd c;
+	uint64_t job;
+
+	ASSERT_EQ(0, bo_create(self->fd, n, DRM_SPYRE_BO_DEVICE, &a));
+	ASSERT_EQ(0, bo_create(self->fd, n, DRM_SPYRE_BO_DEVICE, &b));
+	pa = bo_map(self->fd, a);
+	pb = bo_map(self->fd, b);
+	ASSERT_NE(NULL, pa);
+	ASSERT_NE(NULL, pb);
+	fill(pa, n, 9);
+	memset(pb, 0, n);
+	c = copy_cmd(a, 10, b, 20, n - 30);
+	ASSERT_EQ(0, submit_cmds(self->fd, &c, 1, &job));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	EXPECT_EQ(0, memcmp(pa + 10, pb + 20, n - 30));
+	EXPECT_EQ(0, pb[19]);
+}
+
+TEST_F(card, copy_holds_bo_references)
+{
+	uint32_t h_in, h_out, d;
+	struct drm_spyre_cmd cmds[2];
+	uint8_t *in, *out;
+	uint64_t job;
+
+	ASSERT_EQ(0, bo_create(self->fd, 65536, DRM_SPYRE_BO_HOST, &h_in));
+	ASSERT_EQ(0, bo_create(self->fd, 65536, DRM_SPYRE_BO_HOST, &h_out));
+	ASSERT_EQ(0, bo_create(self->fd, 65536, DRM_SPYRE_BO_DEVICE, &d));
+	in = bo_map(self->fd, h_in);
+	out = bo_map(self->fd, h_out);
+	ASSERT_NE(NULL, in);
+	ASSERT_NE(NULL, out);
+	fill(in, 65536, 5);
+	cmds[0] = copy_cmd(h_in, 0, d, 0, 65536);
+	cmds[1] = copy_cmd(d, 0, h_out, 0, 65536);
+	ASSERT_EQ(0, submit_cmds(self->fd, cmds, 2, &job));
+	/* Closing the handles while the job is queued must not free the memory under it. */
+	ASSERT_EQ(0, bo_close(self->fd, h_in));
+	ASSERT_EQ(0, bo_close(self->fd, d));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	EXPECT_EQ(0, memcmp(in, out, 65536));
+}
+
+TEST_F(card, submit_larger_cmd_size_zero_tail)
+{
+	struct {
+		struct drm_spyre_cmd c;
+		uint64_t ext[2];
+	} big[2];
+	struct drm_spyre_submit s;
+
+	memset(big, 0, sizeof(big));
+	big[0].c.op = DRM_SPYRE_CMD_NOP;
+	big[1].c.op = DRM_SPYRE_CMD_NOP;
+	s = submit_args(&big[0].c, 2);
+	s.cmd_size = sizeof(big[0]);
+	ASSERT_EQ(0, submit(self->fd, &s));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, s.job_id));
+	big[1].ext[1] = 1;
+	EXPECT_EQ(-EINVAL, submit(self->fd, &s));
+}
+
+TEST_F(card, submit_invalid_header)
+{
+	struct drm_spyre_cmd nop = { .op = DRM_SPYRE_CMD_NOP };
+	struct drm_spyre_sync sync = { 0 };
+	struct drm_spyre_submit s;
+
+#define BAD(field, val, err) do {			\
+		s = submit_args(&nop, 1);		\
+		s.field = (val);			\
+		EXPECT_EQ(err, submit(self->fd, &s))	\
+			TH_LOG(#field " = " #val);	\
+	} while (0)
+
+	BAD(flags, 1, -EINVAL);
+	BAD(flags, 0x80000000u, -EINVAL);
+	BAD(pad, 1, -EINVAL);
+	BAD(ring, self->info.num_rings, -EINVAL);
+	BAD(ring, UINT32_MAX, -EINVAL);
+	BAD(cmd_count, 0, -EINVAL);
+	BAD(cmd_count, DRM_SPYRE_MAX_CMDS + 1, -EINVAL);
+	BAD(cmd_count, UINT32_MAX, -EINVAL);
+	BAD(cmd_size, 0, -EINVAL);
+	BAD(cmd_size, sizeof(nop) - 8, -EINVAL);
+	BAD(cmd_size, sizeof(nop) + 4, -EINVAL);
+	BAD(cmd_size, 1u << 20, -EINVAL);
+	BAD(cmds, 0, -EINVAL);
+	BAD(cmds, 8, -EFAULT);
+	BAD(in_sync_count, DRM_SPYRE_MAX_SYNCS + 1, -EINVAL);
+	BAD(out_point, 5, -EINVAL);
+	BAD(out_sync, 0x7777, -ENOENT);
+
+	/* in-sync array checks */
+	s = submit_args(&nop, 1);
+	s.in_sync_count = 1;
+	s.in_syncs = 0;
+	EXPECT_EQ(-EINVAL, submit(self->fd, &s));
+	s.in_syncs = 8;
+	EXPECT_EQ(-EFAULT, submit(self->fd, &s));
+	s.in_syncs = (uintptr_t)&sync;
+	s.sync_size = 0;
+	EXPECT_EQ(-EINVAL, submit(self->fd, &s));
+	s.sync_size = 4;
+	EXPECT_EQ(-EINVAL, submit(self->fd, &s));
+	s.sync_size = sizeof(sync);
+	sync.handle = 0;
+	EXPECT_EQ(-EINVAL, submit(self->fd, &s));
+	sync.handle = 0x7777;
+	EXPECT_EQ(-ENOENT, submit(self->fd, &s));
+	EXPECT_EQ(-EFAULT, xioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, NULL));
+#undef BAD
+}
+
+TEST_F(card, submit_invalid_commands)
+{
+	struct drm_spyre_cmd c;
+	uint32_t h, h2, d;
+	uint64_t job;
+
+	ASSERT_EQ(0, bo_create(self->fd, 8192, DRM_SPYRE_BO_HOST, &h));
+	ASSERT_EQ(0, bo_create(self->fd, 8192, DRM_SPYRE_BO_HOST, &h2));
+	ASSERT_EQ(0, bo_create(self->fd, 8192, DRM_SPYRE_BO_DEVICE, &d));
+
+#define BADCMD(expr, err) do {						\
+		c = copy_cmd(h, 0, d, 0, 4096);				\
+		expr;							\
+		EXPECT_EQ(err, submit_cmds(self->fd, &c, 1, &job))	\
+			TH_LOG(#expr);					\
+	} while (0)
+
+	BADCMD(c.flags = 1, -EINVAL);
+	BADCMD(c.reserved[0] = 1, -EINVAL);
+	BADCMD(c.reserved[2] = 1ull << 63, -EINVAL);
+	BADCMD(c.op = 2, -EINVAL);
+	BADCMD(c.op = UINT32_MAX, -EINVAL);
+	BADCMD(c.size = 0, -EINVAL);
+	BADCMD(c.src_handle = 0, -ENOENT);
+	BADCMD(c.dst_handle = 9999, -ENOENT);
+	BADCMD(c.size = 8193, -EINVAL);
+	BADCMD(c.src_offset = 4097, -EINVAL);
+	BADCMD(c.dst_offset = 8192, -EINVAL);
+	BADCMD(c.src_offset = UINT64_MAX, -EINVAL);
+	BADCMD(c.dst_offset = UINT64_MAX - 100, -EINVAL);
+	BADCMD((c.size = UINT64_MAX, c.src_offset = 1), -EINVAL);
+	BADCMD(c.dst_handle = h2, -EINVAL);	/* host -> host */
+	/* NOP takes no operands */
+	BADCMD((c = (struct drm_spyre_cmd){ .op = DRM_SPYRE_CMD_NOP, .size = 1 }), -EINVAL);
+	BADCMD((c = (struct drm_spyre_cmd){ .op = DRM_SPYRE_CMD_NOP, .src_handle = h }),
+	       -EINVAL);
+	BADCMD((c = (struct drm_spyre_cmd){ .op = DRM_SPYRE_CMD_NOP, .dst_offset = 1 }),
+	       -EINVAL);
+	/* exact fit is fine */
+	BADCMD((c.src_offset = 4096, c.dst_offset = 4096), 0);
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+#undef BADCMD
+}
+
+TEST_F(card, submit_bad_command_in_middle_of_job)
+{
+	struct drm_spyre_cmd cmds[3] = {
+		{ .op = DRM_SPYRE_CMD_NOP }, { .op = DRM_SPYRE_CMD_NOP },
+		{ .op = DRM_SPYRE_CMD_NOP, .flags = 4 },
+	};
+	struct drm_spyre_telemetry a, b;
+	uint64_t job;
+
+	ASSERT_EQ(0, query(self->fd, DRM_SPYRE_QUERY_TELEMETRY, &a, sizeof(a)));
+	EXPECT_EQ(-EINVAL, submit_cmds(self->fd, cmds, 3, &job));
+	ASSERT_EQ(0, query(self->fd, DRM_SPYRE_QUERY_TELEMETRY, &b, sizeof(b)));
+	EXPECT_EQ(a.jobs_submitted, b.jobs_submitted);
+	/* a rejected submit does not consume a job id */
+	cmds[2].flags = 0;
+	ASSERT_EQ(0, submit_cmds(self->fd, cmds, 3, &job));
+	EXPECT_EQ(1, job);
+}
+
+TEST_F_TIMEOUT(card, submit_max_cmds, 300)
+{
+	struct drm_spyre_cmd *cmds = calloc(DRM_SPYRE_MAX_CMDS, sizeof(*cmds));
+	struct drm_spyre_job_wait w;
+	uint64_t job;
+	int i;
+
+	ASSERT_NE(NULL, cmds);
+	for (i = 0; i < DRM_SPYRE_MAX_CMDS; i++)
+		cmds[i].op = DRM_SPYRE_CMD_NOP;
+	/* Three full-size jobs back to back wrap the ring. */
+	for (i = 0; i < 3; i++)
+		ASSERT_EQ(0, submit_cmds(self->fd, cmds, DRM_SPYRE_MAX_CMDS, &job));
+	ASSERT_EQ(0, job_wait(self->fd, job, now_ns() + 60 * SEC_NS, &w));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, w.status);
+	free(cmds);
+}
+
+/* ---- syncobjs ---- */
+
+TEST_F(card, out_sync_binary)
+{
+	struct drm_spyre_cmd nop = { .op = DRM_SPYRE_CMD_NOP };
+	struct drm_spyre_submit s = submit_args(&nop, 1);
+	uint32_t so;
+
+	ASSERT_EQ(0, drmSyncobjCreate(self->fd, 0, &so));
+	s.out_sync = so;
+	ASSERT_EQ(0, submit(self->fd, &s));
+	EXPECT_EQ(0, drmSyncobjWait(self->fd, &so, 1, now_ns() + 30 * SEC_NS, 0, NULL));
+	/* replaced by the next job */
+	ASSERT_EQ(0, submit(self->fd, &s));
+	EXPECT_EQ(0, drmSyncobjWait(self->fd, &so, 1, now_ns() + 30 * SEC_NS, 0, NULL));
+	drmSyncobjDestroy(self->fd, so);
+}
+
+TEST_F(card, in_sync_unsubmitted_binary_rejected)
+{
+	struct drm_spyre_cmd nop = { .op = DRM_SPYRE_CMD_NOP };
+	struct drm_spyre_submit s = submit_args(&nop, 1);
+	struct drm_spyre_sync in = { 0 };
+	uint32_t so;
+
+	ASSERT_EQ(0, drmSyncobjCreate(self->fd, 0, &so));
+	in.handle = so;
+	s.in_syncs = (uintptr_t)&in;
+	s.in_sync_count = 1;
+	EXPECT_EQ(-EINVAL, submit(self->fd, &s));
+	in.flags = 1;
+	EXPECT_EQ(-EINVAL, submit(self->fd, &s));
+	/* an already signalled syncobj is fine */
+	ASSERT_EQ(0, drmSyncobjSignal(self->fd, &so, 1));
+	in.flags = 0;
+	ASSERT_EQ(0, submit(self->fd, &s));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, s.job_id));
+}
+
+/* ring A: host -> device; ring B (waits on A's out-fence): device -> host. */
+static int chained_copy(int fd, uint32_t nrings, int timeline)
+{
+	const size_t n = 1 << 20;
+	struct drm_spyre_cmd c1, c2;
+	struct drm_spyre_submit s1, s2;
+	struct drm_spyre_sync in;
+	uint32_t h_in, h_out, d, so;
+	uint8_t *pin, *pout;
+	uint64_t point = 0;
+	int ret;
+
+	if (bo_create(fd, n, DRM_SPYRE_BO_HOST, &h_in) ||
+	    bo_create(fd, n, DRM_SPYRE_BO_HOST, &h_out) ||
+	    bo_create(fd, n, DRM_SPYRE_BO_DEVICE, &d) || drmSyncobjCreate(fd, 0, &so))
+		return -ENOMEM;
+	pin = bo_map(fd, h_in);
+	pout = bo_map(fd, h_out);
+	if (!pin || !pout)
+		return -ENOMEM;
+	fill(pin, n, 11);
+
+	c1 = copy_cmd(h_in, 0, d, 0, n);
+	s1 = submit_args(&c1, 1);
+	s1.out_sync = so;
+	if (timeline)
+		s1.out_point = point = 7;
+	ret = submit(fd, &s1);
+	if (ret)
+		return ret;
+
+	c2 = copy_cmd(d, 0, h_out, 0, n);
+	s2 = submit_args(&c2, 1);
+	s2.ring = nrings > 1 ? 1 : 0;
+	in = (struct drm_spyre_sync){ .handle = so, .point = point };
+	s2.in_syncs = (uintptr_t)&in;
+	s2.in_sync_count = 1;
+	s2.out_sync = so;
+	if (timeline)
+		s2.out_point = 8;
+	ret = submit(fd, &s2);
+	if (ret)
+		return ret;
+
+	if (timeline) {
+		uint64_t p = 8, val = 0;
+
+		ret = drmSyncobjTimelineWait(fd, &so, &p, 1, now_ns() + 30 * SEC_NS, 0, NULL);
+		if (ret)
+			return ret;
+		ret = drmSyncobjQuery(fd, &so, &val, 1);
+		if (ret || val != 8)
+			return -EPROTO;
+	} else {
+		ret = drmSyncobjWait(fd, &so, 1, now_ns() + 30 * SEC_NS, 0, NULL);
+		if (ret)
+			return ret;
+	}
+	/* the second job is done once the syncobj signalled: no JOB_WAIT needed */
+	if (memcmp(pin, pout, n))
+		return -1;
+	return job_status(fd, s1.job_id) || job_status(fd, s2.job_id) ? -EIO : 0;
+}
+
+TEST_F(card, sync_chain_binary)
+{
+	ASSERT_EQ(0, chained_copy(self->fd, self->info.num_rings, 0));
+}
+
+TEST_F(card, sync_chain_timeline)
+{
+	ASSERT_EQ(0, chained_copy(self->fd, self->info.num_rings, 1));
+}
+
+TEST_F(card, timeline_unsubmitted_point_rejected)
+{
+	struct drm_spyre_cmd nop = { .op = DRM_SPYRE_CMD_NOP };
+	struct drm_spyre_submit s = submit_args(&nop, 1);
+	struct drm_spyre_sync in = { 0 };
+	uint32_t so;
+
+	ASSERT_EQ(0, drmSyncobjCreate(self->fd, 0, &so));
+	s.out_sync = so;
+	s.out_point = 1;
+	ASSERT_EQ(0, submit(self->fd, &s));
+	in = (struct drm_spyre_sync){ .handle = so, .point = 5 };
+	s = submit_args(&nop, 1);
+	s.in_syncs = (uintptr_t)&in;
+	s.in_sync_count = 1;
+	EXPECT_EQ(-EINVAL, submit(self->fd, &s));
+	/* 64-bit points are not truncated */
+	in.point = (1ull << 32) + 1;
+	EXPECT_EQ(-EINVAL, submit(self->fd, &s));
+	in.point = 1;
+	ASSERT_EQ(0, submit(self->fd, &s));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, s.job_id));
+}
+
+/* ---- JOB_WAIT ---- */
+
+TEST_F(card, job_wait_invalid)
+{
+	struct drm_spyre_job_wait w;
+	uint64_t job;
+
+	ASSERT_EQ(0, nop_job(self->fd, 0, &job));
+	memset(&w, 0, sizeof(w));
+	w.job_id = job;
+	w.timeout_ns = now_ns() + 10 * SEC_NS;
+	w.flags = 1;
+	EXPECT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_JOB_WAIT, &w));
+	EXPECT_EQ(-ENOENT, job_wait(self->fd, 0, now_ns() + SEC_NS, NULL));
+	EXPECT_EQ(-ENOENT, job_wait(self->fd, job + 1, now_ns() + SEC_NS, NULL));
+	EXPECT_EQ(-ENOENT, job_wait(self->fd, UINT64_MAX, now_ns() + SEC_NS, NULL));
+	EXPECT_EQ(-EFAULT, xioctl(self->fd, DRM_IOCTL_SPYRE_JOB_WAIT, NULL));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+}
+
+TEST_F_TIMEOUT(card, job_wait_history, 300)
+{
+	uint64_t job = 0;
+	int i;
+
+	for (i = 0; i < DRM_SPYRE_JOB_HISTORY + 1; i++)
+		ASSERT_EQ(0, nop_job(self->fd, i % self->info.num_rings, &job));
+	EXPECT_EQ(DRM_SPYRE_JOB_HISTORY + 1, job);
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	EXPECT_EQ(-ENOENT, job_wait(self->fd, 1, now_ns() + SEC_NS, NULL));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, 2));
+}
+
+TEST_F_TIMEOUT(card, job_wait_timeout, 300)
+{
+	const size_t chunk = 64 << 10;
+	struct drm_spyre_cmd *cmds = calloc(DRM_SPYRE_MAX_CMDS, sizeof(*cmds));
+	struct drm_spyre_job_wait w;
+	uint32_t a, b;
+	int64_t t0;
+	uint64_t job;
+	int i, ret;
+
+	ASSERT_NE(NULL, cmds);
+	ASSERT_EQ(0, bo_create(self->fd, chunk, DRM_SPYRE_BO_DEVICE, &a));
+	ASSERT_EQ(0, bo_create(self->fd, chunk, DRM_SPYRE_BO_DEVICE, &b));
+	/* 4096 x 64 KiB device copies: far longer than the ioctl round trip. */
+	for (i = 0; i < DRM_SPYRE_MAX_CMDS; i++)
+		cmds[i] = copy_cmd(i & 1 ? b : a, 0, i & 1 ? a : b, 0, chunk);
+	ASSERT_EQ(0, submit_cmds(self->fd, cmds, DRM_SPYRE_MAX_CMDS, &job));
+	/* a timeout in the past polls */
+	EXPECT_EQ(-ETIME, job_wait(self->fd, job, 0, NULL));
+	EXPECT_EQ(-ETIME, job_wait(self->fd, job, -1, NULL));
+	t0 = now_ns();
+	ret = job_wait(self->fd, job, t0 + 20 * 1000000LL, NULL);
+	if (ret == -ETIME)
+		EXPECT_GE(now_ns() - t0, 19 * 1000000LL);
+	ASSERT_EQ(0, job_wait(self->fd, job, now_ns() + 120 * SEC_NS, &w));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, w.status);
+	EXPECT_GT(w.cycles, 0);
+	TH_LOG("%d copies of %zu KiB: %llu modeled cycles", DRM_SPYRE_MAX_CMDS, chunk >> 10,
+	       (unsigned long long)w.cycles);
+	free(cmds);
+}
+
+/* ---- device errors (fault injection through BAR0, root only) ---- */
+
+TEST_F(card, device_error_reported)
+{
+	struct drm_spyre_cmd cmds[3] = {
+		{ .op = DRM_SPYRE_CMD_NOP }, { .op = DRM_SPYRE_CMD_NOP },
+		{ .op = DRM_SPYRE_CMD_NOP },
+	};
+	struct drm_spyre_telemetry a, b;
+	struct drm_spyre_submit s = submit_args(cmds, 3);
+	struct drm_spyre_job_wait w;
+	uint32_t so;
+
+	if (geteuid())
+		SKIP(return, "needs root for debugfs");
+	ASSERT_EQ(0, query(self->fd, DRM_SPYRE_QUERY_TELEMETRY, &a, sizeof(a)));
+	ASSERT_EQ(0, drmSyncobjCreate(self->fd, 0, &so));
+
+	ASSERT_EQ(0, fault_inject(self->fd, 1));
+	s.out_sync = so;
+	ASSERT_EQ(0, submit(self->fd, &s));
+	ASSERT_EQ(0, job_wait(self->fd, s.job_id, now_ns() + 30 * SEC_NS, &w));
+	EXPECT_EQ(DRM_SPYRE_JOB_DEVICE_ERROR, w.status);
+	EXPECT_EQ(SPYRE_STATUS_ERR_INJECTED, w.hw_status);
+	EXPECT_EQ(0, w.failed_cmd);
+	/* the out-fence still signals (with an error the syncobj wait does not report) */
+	EXPECT_EQ(0, drmSyncobjWait(self->fd, &so, 1, now_ns() + 30 * SEC_NS, 0, NULL));
+
+	/* the next job is fine again */
+	s.out_sync = 0;
+	ASSERT_EQ(0, submit(self->fd, &s));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, s.job_id));
+
+	ASSERT_EQ(0, query(self->fd, DRM_SPYRE_QUERY_TELEMETRY, &b, sizeof(b)));
+	EXPECT_EQ(a.jobs_failed + 1, b.jobs_failed);
+	EXPECT_EQ(a.cmd_errors + 1, b.cmd_errors);
+}
+
+TEST_F(card, device_error_index_in_copy_job)
+{
+	struct drm_spyre_cmd cmds[4];
+	struct drm_spyre_job_wait w;
+	uint32_t h, d;
+	uint64_t job;
+	int i;
+
+	if (geteuid())
+		SKIP(return, "needs root for debugfs");
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &h));
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE, &d));
+	for (i = 0; i < 4; i++)
+		cmds[i] = copy_cmd(h, 0, d, 0, 4096);
+	/* two failing commands: the first one is reported */
+	ASSERT_EQ(0, fault_inject(self->fd, 2));
+	ASSERT_EQ(0, submit_cmds(self->fd, cmds, 4, &job));
+	ASSERT_EQ(0, job_wait(self->fd, job, now_ns() + 30 * SEC_NS, &w));
+	EXPECT_EQ(DRM_SPYRE_JOB_DEVICE_ERROR, w.status);
+	EXPECT_EQ(SPYRE_STATUS_ERR_INJECTED, w.hw_status);
+	EXPECT_EQ(0, w.failed_cmd);
+	/* a job started after the injected faults are used up is clean */
+	ASSERT_EQ(0, submit_cmds(self->fd, cmds, 4, &job));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+}
+
+/* ---- isolation between files ---- */
+
+TEST_F(card, handles_are_per_file)
+{
+	int fd2 = open_card(0);
+	struct drm_spyre_bo_info info;
+	struct drm_spyre_cmd c;
+	uint32_t h, d;
+	uint64_t job;
+
+	ASSERT_GE(fd2, 0);
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &h));
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &h));
+	ASSERT_EQ(0, bo_create(fd2, 4096, DRM_SPYRE_BO_DEVICE, &d));
+	ASSERT_LT(d, h);
+	/* the second file's handle table does not contain the first file's handle */
+	EXPECT_EQ(-ENOENT, bo_info(fd2, h, &info));
+	c = copy_cmd(h, 0, d, 0, 16);
+	EXPECT_EQ(-ENOENT, submit_cmds(fd2, &c, 1, &job));
+	close(fd2);
+}
+
+/* ---- several cards ---- */
+
+TEST(multiple_cards)
+{
+	int minors[MAX_CARDS], fds[MAX_CARDS];
+	int n = spyre_minors(minors), i;
+
+	if (n < 2)
+		SKIP(return, "%d spyre card(s), need 2", n);
+	for (i = 0; i < n; i++) {
+		fds[i] = open_minor(minors[i]);
+		ASSERT_GE(fds[i], 0);
+	}
+	for (i = 0; i < n; i++)
+		EXPECT_EQ(0, round_trip(fds[i], 65536 + i, i, 2 * i, 20 + i));
+	/* a handle of one card means nothing on another */
+	{
+		uint32_t h;
+		struct drm_spyre_bo_info info;
+
+		ASSERT_EQ(0, bo_create(fds[0], 4096, DRM_SPYRE_BO_HOST, &h));
+		ASSERT_EQ(0, bo_create(fds[0], 4096, DRM_SPYRE_BO_HOST, &h));
+		EXPECT_EQ(-ENOENT, bo_info(fds[1], h, &info));
+	}
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+}
+
+/* ---- unbind / rebind (root only; run last) ---- */
+
+static int find_accel_of(const char *bdf)
+{
+	char path[128];
+	struct dirent *de;
+	int minor = -1;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/accel", bdf);
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while ((de = readdir(dir)))
+		if (sscanf(de->d_name, "accel%d", &minor) == 1)
+			break;
+	closedir(dir);
+	return minor;
+}
+
+FIXTURE(rebind) {
+	int unused;
+};
+
+FIXTURE_SETUP(rebind)
+{
+}
+
+FIXTURE_TEARDOWN(rebind)
+{
+}
+
+TEST_F_TIMEOUT(rebind, zz_unbind_rebind, 300)
+{
+	struct drm_spyre_device_info di;
+	char bdf[64];
+	uint32_t h, d;
+	uint8_t *ph;
+	int fd, round, minor;
+
+	if (geteuid())
+		SKIP(return, "needs root");
+	fd = open_card(0);
+	if (fd < 0)
+		SKIP(return, "no spyre device");
+	ASSERT_EQ(0, card_bdf(fd, bdf, sizeof(bdf)));
+
+	for (round = 0; round < 3; round++) {
+		ASSERT_EQ(0, bo_create(fd, 8192, DRM_SPYRE_BO_HOST, &h));
+		ASSERT_EQ(0, bo_create(fd, 8192, DRM_SPYRE_BO_DEVICE, &d));
+		ph = bo_map(fd, h);
+		ASSERT_NE(NULL, ph);
+		ASSERT_EQ(0, nop_job(fd, 0, NULL));
+
+		ASSERT_EQ(0, write_sysfs("/sys/bus/pci/drivers/spyre/unbind", bdf));
+		/* the open file survives, but the device is gone */
+		EXPECT_EQ(-ENODEV, query(fd, DRM_SPYRE_QUERY_DEVICE_INFO, &di, sizeof(di)));
+		EXPECT_EQ(-ENODEV, bo_create(fd, 4096, DRM_SPYRE_BO_HOST, &h));
+		EXPECT_EQ(-ENODEV, nop_job(fd, 0, NULL));
+		ph[0] = 1;	/* host memory stays mapped */
+		munmap(ph, 8192);
+		close(fd);
+
+		ASSERT_EQ(0, write_sysfs("/sys/bus/pci/drivers/spyre/bind", bdf));
+		minor = find_accel_of(bdf);
+		ASSERT_GE(minor, 0);
+		fd = open_minor(minor);
+		ASSERT_GE(fd, 0);
+		ASSERT_EQ(0, query(fd, DRM_SPYRE_QUERY_DEVICE_INFO, &di, sizeof(di)));
+		EXPECT_EQ(0, round_trip(fd, 10000, 3, 5, round));
+	}
+	close(fd);
+}
+
+TEST_HARNESS_MAIN
