@@ -43,8 +43,8 @@ spyre_smi::CardReport collect_card(int index) {
 
 int main(int argc, char** argv) {
     CLI::App app{"spyre-smi: status of the Spyre accelerator cards of this machine"};
-    app.set_version_flag("--version", std::string("spyre-smi (libspyre ") +
-                                          spyre_get_version_string() + ")");
+    app.set_version_flag("--version",
+                         std::string("spyre-smi (libspyre ") + spyre_get_version_string() + ")");
     bool list = false, query = false, json = false;
     int id = -1;
     app.add_flag("-L,--list", list, "List the cards, one line each");
@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
 
     spyre_smi::Report report;
     report.libspyre_version = spyre_get_version_string();
+    report.attached = count;
     bool failed = false;
     for (int i = 0; i < count; ++i) {
         if (id >= 0 && i != id) continue;

@@ -42,7 +42,8 @@ std::string render_table(const std::vector<std::string>& head, const std::vector
     std::vector<size_t> w(head.size());
     for (size_t i = 0; i < head.size(); ++i) w[i] = head[i].size();
     for (const auto& row : rows)
-        for (size_t i = 0; i < row.size() && i < w.size(); ++i) w[i] = std::max(w[i], row[i].size());
+        for (size_t i = 0; i < row.size() && i < w.size(); ++i)
+            w[i] = std::max(w[i], row[i].size());
     std::string rule = "+";
     for (size_t x : w) rule += std::string(x + 2, '-') + "+";
     rule += "\n";
@@ -77,13 +78,13 @@ std::string format_table(const Report& r) {
                             "ERR", "ERR"});
             continue;
         }
-        rows.push_back({std::to_string(c.index), c.info->name, c.info->pci_address,
-                        memory_text(c), temp_text(c), power_text(c)});
+        rows.push_back({std::to_string(c.index), c.info->name, c.info->pci_address, memory_text(c),
+                        temp_text(c), power_text(c)});
     }
-    out += render_table({"Idx", "Name", "PCI address", "Memory used / total", "Temp", "Power / Cap"},
-                        {Align::kRight, Align::kLeft, Align::kLeft, Align::kRight, Align::kRight,
-                         Align::kRight},
-                        rows);
+    out += render_table(
+        {"Idx", "Name", "PCI address", "Memory used / total", "Temp", "Power / Cap"},
+        {Align::kRight, Align::kLeft, Align::kLeft, Align::kRight, Align::kRight, Align::kRight},
+        rows);
     for (const auto& c : r.cards)
         if (!c.error.empty()) out += std::format("spyre{}: {}\n", c.index, c.error);
     return out;
@@ -106,7 +107,7 @@ std::string format_list(const Report& r) {
 std::string format_query(const Report& r) {
     std::ostringstream o;
     auto kv = [&](int indent, const std::string& k, const std::string& v) {
-        size_t col = 28 - static_cast<size_t>(indent);
+        size_t col = 30 - static_cast<size_t>(indent);
         o << std::string(indent, ' ') << k << std::string(k.size() < col ? col - k.size() : 1, ' ')
           << ": " << v << "\n";
     };
@@ -114,7 +115,8 @@ std::string format_query(const Report& r) {
     o << "==============================  spyre-smi query  ==============================\n";
     kv(0, "libspyre version", r.libspyre_version);
     kv(0, "Driver", fi ? std::format("{} {}", fi->driver_name, fi->driver_version) : "N/A");
-    kv(0, "Attached cards", std::to_string(r.cards.size()));
+    kv(0, "Attached cards",
+       std::to_string(r.attached ? r.attached : static_cast<int>(r.cards.size())));
     for (const auto& c : r.cards) {
         o << "\n";
         if (!c.info) {
@@ -125,11 +127,14 @@ std::string format_query(const Report& r) {
         const auto& i = *c.info;
         o << std::format("Card {}: {}\n", c.index, i.name);
         kv(4, "PCI address", i.pci_address);
-        kv(4, "PCI ID", std::format("{:04x}:{:04x} rev {:02x}", i.pci_vendor, i.pci_device,
-                                    i.pci_revision));
+        kv(4, "PCI ID",
+           std::format("{:04x}:{:04x} rev {:02x}", i.pci_vendor, i.pci_device, i.pci_revision));
         kv(4, "Accel node", i.accel_path);
-        kv(4, "Driver", std::format("{} {}{}", i.driver_name, i.driver_version,
-                                    i.driver_date[0] ? std::format(" ({})", i.driver_date) : ""));
+        kv(4, "Driver",
+           std::format("{} {}{}", i.driver_name, i.driver_version,
+                       (i.driver_date[0] && std::string_view(i.driver_date) != "0")
+                           ? std::format(" ({})", i.driver_date)
+                           : ""));
         kv(4, "Hardware version", hw_version(i));
         kv(4, "Cores", std::to_string(i.num_cores));
         kv(4, "Command rings", std::to_string(i.num_rings));
@@ -141,8 +146,8 @@ std::string format_query(const Report& r) {
         if (c.mem) {
             kv(8, "Total", mib(c.mem->devmem_total));
             kv(8, "Used", mib(c.mem->devmem_used));
-            kv(8, "Free", mib(c.mem->devmem_total - std::min(c.mem->devmem_used,
-                                                             c.mem->devmem_total)));
+            kv(8, "Free",
+               mib(c.mem->devmem_total - std::min(c.mem->devmem_used, c.mem->devmem_total)));
             kv(8, "Largest free block", mib(c.mem->devmem_largest_free));
             kv(8, "Pinned host memory", mib(c.mem->host_buffer_bytes));
         } else {

@@ -13,14 +13,15 @@ namespace spyre_smi {
 
 struct CardReport {
     int index = 0;
-    std::optional<spyre_device_info> info;    // empty if the card could not be opened
-    std::optional<spyre_mem_stats> mem;       // empty if the memory query failed
-    std::optional<spyre_telemetry> telemetry; // empty without telemetry
-    std::string error;                        // why something above is missing
+    std::optional<spyre_device_info> info;     // empty if the card could not be opened
+    std::optional<spyre_mem_stats> mem;        // empty if the memory query failed
+    std::optional<spyre_telemetry> telemetry;  // empty without telemetry
+    std::string error;                         // why something above is missing
 };
 
 struct Report {
     std::string libspyre_version;
+    int attached = 0;  // cards on the machine (cards may hold fewer with -i)
     std::vector<CardReport> cards;
 };
 

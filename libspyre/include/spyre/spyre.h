@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libspyre: the C API of the Spyre open stack.
+ *
+ * A stable C ABI over the spyre DRM accel driver (/dev/accel/accelN). All objects are opaque
+ * handles; every function returns a spyre_status and, on failure, stores a human-readable,
+ * actionable message for the calling thread that spyre_last_error() returns.
+ *
+ * Reference: Documentation/libspyre.md.
+ */
+#ifndef SPYRE_SPYRE_H_
+#define SPYRE_SPYRE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__cplusplus)
+extern "C" {
+#endif
+
+#if defined(SPYRE_BUILDING_LIBRARY)
+#define SPYRE_API __attribute__((visibility("default")))
+#else
+#define SPYRE_API
+#endif
+
+/* ---- Versions ---- */
+
+/* Version of this API. Additions bump the minor number; incompatible changes bump the major
+ * number (and the library's SONAME). */
+#define SPYRE_API_VERSION_MAJOR 0
+#define SPYRE_API_VERSION_MINOR 1
+#define SPYRE_API_VERSION_PATCH 0
+#define SPYRE_API_VERSION \
+    ((SPYRE_API_VERSION_MAJOR << 16) | (SPYRE_API_VERSION_MINOR << 8) | SPYRE_API_VERSION_PATCH)
+
+/* The SPYRE_API_VERSION the loaded library was built with. */
+SPYRE_API uint32_t spyre_get_version(void);
+/* The library version as text, e.g. "0.1.0". Static storage. */
+SPYRE_API const char* spyre_get_version_string(void);
+
+/* ---- Status and errors ---- */
+
+typedef enum spyre_status {
+    SPYRE_SUCCESS = 0,
+    SPYRE_ERROR_INVALID_ARGUMENT = 1, /* a null handle, a bad size or offset, ... */
+    SPYRE_ERROR_NO_DEVICE = 2,        /* no card, no driver, or device index out of range */
+    SPYRE_ERROR_OUT_OF_MEMORY = 3,    /* device memory, host-pinned memory or host heap */
+    SPYRE_ERROR_DEVICE_ERROR = 4,     /* the card reported a failed command (hw status in msg) */
+    SPYRE_ERROR_TIMEOUT = 5,          /* a job did not finish in time */
+    SPYRE_ERROR_IO = 6,               /* an unexpected system call failure */
+    SPYRE_ERROR_NOT_SUPPORTED = 7,    /* the driver or card lacks a needed capability */
+    SPYRE_ERROR_DEVICE_LOST = 8,      /* the card was removed or the driver unbound */
+    SPYRE_ERROR_PERMISSION = 9,       /* no permission to open the accel node */
+    SPYRE_ERROR_INTERNAL = 10,        /* a bug in libspyre */
+} spyre_status;
+
+/* Short constant description of a status, e.g. "out of memory". Never NULL. */
+SPYRE_API const char* spyre_status_string(spyre_status status);
+
+/*
+ * Message describing the most recent failure of a libspyre call on the calling thread, e.g.
+ * "spyre_malloc: out of device memory on spyre0: asked 3.0 GiB, 1.2 GiB free". Successful calls
+ * do not clear it (like errno). "" if no call has failed on this thread. The pointer stays
+ * valid until the next failing libspyre call on this thread.
+ */
+SPYRE_API const char* spyre_last_error(void);
+/* Clears the calling thread's last-error message. */
+SPYRE_API void spyre_clear_last_error(void);
+
+/* ---- Devices ---- */
+
+typedef struct spyre_device* spyre_device_t;
+typedef struct spyre_buffer* spyre_buffer_t;
+
+/*
+ * Number of Spyre cards bound to the spyre driver. With none, *count is 0 and the call returns
+ * SPYRE_ERROR_NO_DEVICE with a message saying whether the driver is loaded.
+ * Devices are numbered 0..count-1 in the order of their accel minor numbers.
+ */
+SPYRE_API spyre_status spyre_get_device_count(int* count);
+
+/* Opens device `index`. Release with spyre_device_close(). Each open has its own driver file
+ * (its own BOs and job ids). Thread-safe: a device may be used from several threads. */
+SPYRE_API spyre_status spyre_device_open(int index, spyre_device_t* device);
+
+/* Releases the caller's reference. Buffers still allocated on the device stay valid (they keep
+ * the device alive) until they are freed. NULL is accepted and ignored. */
+SPYRE_API spyre_status spyre_device_close(spyre_device_t device);
+
+/* Capability bits of spyre_device_info.caps. */
+#define SPYRE_DEVICE_CAP_DMA_COPY (1ull << 0)
+#define SPYRE_DEVICE_CAP_HOST_BUFFER (1ull << 1)
+#define SPYRE_DEVICE_CAP_TIMELINE (1ull << 2)
+#define SPYRE_DEVICE_CAP_TELEMETRY (1ull << 3)
+
+typedef struct spyre_device_info {
+    int index;               /* index passed to spyre_device_open() */
+    char name[32];           /* "spyre0" */
+    char accel_path[64];     /* "/dev/accel/accel0" */
+    char pci_address[32];    /* "0000:00:03.0" */
+    char driver_name[32];    /* "spyre" */
+    char driver_version[32]; /* "1.0.0" (major.minor.patchlevel) */
+    char driver_date[32];    /* driver date string, may be empty */
+    uint16_t pci_vendor;
+    uint16_t pci_device;
+    uint16_t pci_revision;
+    uint16_t reserved0;
+    uint32_t hw_version_major;
+    uint32_t hw_version_minor;
+    uint32_t num_cores;
+    uint32_t num_rings;
+    uint32_t lx_bytes;    /* scratchpad bytes per core */
+    uint32_t stick_bytes; /* DDR <-> LX transfer unit */
+    uint32_t clock_mhz;
+    uint64_t devmem_total;     /* bytes of device memory */
+    uint64_t max_buffer_bytes; /* largest single device buffer */
+    uint64_t caps;             /* SPYRE_DEVICE_CAP_* */
+    uint64_t reserved[8];
+} spyre_device_info;
+
+SPYRE_API spyre_status spyre_device_get_info(spyre_device_t device, spyre_device_info* info);
+
+/* Device memory in bytes: *free = total - used by all processes. Either pointer may be NULL. */
+SPYRE_API spyre_status spyre_mem_get_info(spyre_device_t device, uint64_t* free, uint64_t* total);
+
+typedef struct spyre_mem_stats {
+    uint64_t devmem_total;
+    uint64_t devmem_used;         /* bytes in device buffers of all processes */
+    uint64_t devmem_largest_free; /* largest buffer that can be allocated now */
+    uint64_t host_buffer_bytes;   /* pinned host memory of all processes */
+    uint64_t reserved[4];
+} spyre_mem_stats;
+
+SPYRE_API spyre_status spyre_device_get_mem_stats(spyre_device_t device, spyre_mem_stats* stats);
+
+/* Counters and sensors of the card (mirrors the driver's telemetry query). */
+typedef struct spyre_telemetry {
+    uint64_t cmds_completed;
+    uint64_t h2d_bytes;
+    uint64_t d2h_bytes;
+    uint64_t d2d_bytes;
+    uint64_t jobs_submitted;
+    uint64_t jobs_completed;
+    uint64_t jobs_failed;
+    uint32_t cmd_errors;
+    uint32_t resets;
+    uint32_t temp_mc;      /* milli-Celsius */
+    uint32_t power_mw;     /* milliwatts */
+    uint32_t power_cap_mw; /* milliwatts */
+    uint32_t reserved0;
+    uint64_t reserved[4];
+} spyre_telemetry;
+
+/* SPYRE_ERROR_NOT_SUPPORTED if the card has no telemetry. */
+SPYRE_API spyre_status spyre_device_get_telemetry(spyre_device_t device, spyre_telemetry* t);
+
+/* Waits until all work this process queued on the device has finished. Copies are synchronous
+ * today, so this returns at once; it exists so that code is ready for asynchronous streams. */
+SPYRE_API spyre_status spyre_device_synchronize(spyre_device_t device);
+
+/* ---- Device memory ---- */
+
+/* Allocates `size` (> 0) bytes of device memory. Contents are undefined. */
+SPYRE_API spyre_status spyre_malloc(spyre_device_t device, uint64_t size, spyre_buffer_t* buffer);
+
+/* Frees a buffer (and its CPU mapping). NULL is accepted and ignored. The caller must not use
+ * the buffer, or a pointer from spyre_buffer_map(), afterwards. */
+SPYRE_API spyre_status spyre_free(spyre_buffer_t buffer);
+
+/* Size requested at allocation. */
+SPYRE_API spyre_status spyre_buffer_size(spyre_buffer_t buffer, uint64_t* size);
+
+/* Device address of the buffer (for diagnostics and, later, programs). */
+SPYRE_API spyre_status spyre_buffer_device_address(spyre_buffer_t buffer, uint64_t* addr);
+
+/* The device the buffer lives on. No new reference: do not close it. */
+SPYRE_API spyre_status spyre_buffer_get_device(spyre_buffer_t buffer, spyre_device_t* device);
+
+/* A CPU pointer to the buffer's memory through the card's BAR (uncached, slow for reads;
+ * use the memcpy functions for bulk data). Valid until spyre_free(). Mapped once, on demand. */
+SPYRE_API spyre_status spyre_buffer_map(spyre_buffer_t buffer, void** ptr);
+
+/* ---- Pinned host memory ---- */
+
+/* Allocates `size` (> 0) bytes of host memory the card's DMA engine reaches directly: copies
+ * from or to it skip the staging buffers. Page-aligned. Free with spyre_host_free() on the same
+ * device. Usable as ordinary memory by the CPU. */
+SPYRE_API spyre_status spyre_host_alloc(spyre_device_t device, uint64_t size, void** ptr);
+
+/* Frees memory from spyre_host_alloc(device, ...). NULL is accepted and ignored. */
+SPYRE_API spyre_status spyre_host_free(spyre_device_t device, void* ptr);
+
+/* ---- Copies (synchronous: they return once the data has arrived) ---- */
+
+/* Host memory -> device buffer. `src` may be any host memory; a range inside a
+ * spyre_host_alloc() region of the buffer's device is copied without staging. size 0 is a
+ * no-op. */
+SPYRE_API spyre_status spyre_memcpy_htod(spyre_buffer_t dst, uint64_t dst_offset, const void* src,
+                                         uint64_t size);
+
+/* Device buffer -> host memory. */
+SPYRE_API spyre_status spyre_memcpy_dtoh(void* dst, spyre_buffer_t src, uint64_t src_offset,
+                                         uint64_t size);
+
+/* Device buffer -> device buffer on the same device. The ranges may be in the same buffer but
+ * must not overlap. */
+SPYRE_API spyre_status spyre_memcpy_dtod(spyre_buffer_t dst, uint64_t dst_offset,
+                                         spyre_buffer_t src, uint64_t src_offset, uint64_t size);
+
+#if defined(__cplusplus)
+}
+#endif
+
+#endif /* SPYRE_SPYRE_H_ */

@@ -1,0 +1,52 @@
+// Internal error handling of libspyre: the exception type used inside the library, the
+// thread-local last-error message and helpers that turn errno values into statuses.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "spyre/spyre.h"
+
+namespace spyre {
+
+// Thrown inside the library; translated to a spyre_status at the C boundary (api.cpp).
+class Error : public std::runtime_error {
+  public:
+    Error(spyre_status status, const std::string& message)
+        : std::runtime_error(message), status_(status) {}
+    spyre_status status() const { return status_; }
+
+  private:
+    spyre_status status_;
+};
+
+[[noreturn]] inline void fail(spyre_status status, const std::string& message) {
+    throw Error(status, message);
+}
+
+// Status for a failed system call or ioctl with errno `err`.
+spyre_status status_from_errno(int err);
+
+// "ENOMEM: Cannot allocate memory".
+std::string errno_text(int err);
+
+// Thread-local last error (spyre_last_error()).
+void set_last_error(std::string message);
+const char* last_error();
+void clear_last_error();
+
+const char* status_string(spyre_status status);
+
+// Throws SPYRE_ERROR_INVALID_ARGUMENT unless [offset, offset + size) lies inside a buffer of
+// buffer_size bytes (overflow-safe). `which` names the buffer in the message ("source").
+void check_buffer_range(uint64_t buffer_size, uint64_t offset, uint64_t size, const char* which);
+
+// Human size for messages: "0 B", "100 B", "4.0 KiB", "1.5 MiB", "3.0 GiB".
+std::string format_bytes(uint64_t bytes);
+
+// Name and description of a device status code of a completion entry (hw/spyre_hw.h), e.g.
+// "ERR_DEV_RANGE (device address range outside device memory)".
+std::string hw_status_text(uint32_t hw_status);
+
+}  // namespace spyre

@@ -1,0 +1,540 @@
+// libspyre against real (emulated) Spyre cards: every test runs on every card.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "spyre/spyre.h"
+
+namespace {
+
+constexpr uint64_t KiB = 1ull << 10;
+constexpr uint64_t MiB = 1ull << 20;
+
+#define ASSERT_SPYRE(expr) ASSERT_EQ((expr), SPYRE_SUCCESS) << #expr << ": " << spyre_last_error()
+#define EXPECT_SPYRE(expr) EXPECT_EQ((expr), SPYRE_SUCCESS) << #expr << ": " << spyre_last_error()
+
+int device_count() {
+    int n = 0;
+    spyre_get_device_count(&n);
+    return n;
+}
+
+// Runs body(device, index) once per card, each with its own open device.
+void for_each_device(const std::function<void(spyre_device_t, int)>& body) {
+    int n = device_count();
+    ASSERT_GE(n, 1) << spyre_last_error();
+    for (int i = 0; i < n; ++i) {
+        SCOPED_TRACE("spyre" + std::to_string(i));
+        spyre_device_t dev = nullptr;
+        ASSERT_SPYRE(spyre_device_open(i, &dev));
+        body(dev, i);
+        EXPECT_SPYRE(spyre_device_close(dev));
+    }
+}
+
+// Position-dependent bytes: a misplaced chunk or a shifted offset changes the data.
+void fill(void* p, uint64_t n, uint64_t seed) {
+    auto* b = static_cast<unsigned char*>(p);
+    uint64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v = (i + seed) * 0x9e3779b97f4a7c15ull;
+        v ^= v >> 29;
+        std::memcpy(b + i, &v, 8);
+    }
+    for (; i < n; ++i) b[i] = static_cast<unsigned char>((i + seed) * 131 + 7);
+}
+
+std::string first_diff(const void* a, const void* b, uint64_t n) {
+    auto* x = static_cast<const unsigned char*>(a);
+    auto* y = static_cast<const unsigned char*>(b);
+    for (uint64_t i = 0; i < n; ++i)
+        if (x[i] != y[i])
+            return "first difference at byte " + std::to_string(i) + " of " + std::to_string(n);
+    return "equal";
+}
+
+#define EXPECT_SAME(a, b, n) EXPECT_TRUE(std::memcmp((a), (b), (n)) == 0) << first_diff(a, b, n)
+
+struct CmdResult {
+    int status;
+    std::string out;
+};
+
+CmdResult run(const std::string& cmd) {
+    CmdResult r{-1, {}};
+    FILE* f = popen(cmd.c_str(), "r");
+    if (!f) return r;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) r.out.append(buf, n);
+    int st = pclose(f);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return r;
+}
+
+int count_lines(const std::string& s, const std::string& needle) {
+    int n = 0;
+    size_t pos = 0;
+    while (pos < s.size()) {
+        size_t end = s.find('\n', pos);
+        if (end == std::string::npos) end = s.size();
+        if (s.compare(pos, needle.size(), needle) == 0) ++n;
+        pos = end + 1;
+    }
+    return n;
+}
+
+// ---- Enumeration and properties ----
+
+TEST(Device, EnumerationAndInfo) {
+    int n = device_count();
+    ASSERT_GE(n, 1) << spyre_last_error();
+    for_each_device([](spyre_device_t dev, int i) {
+        spyre_device_info info;
+        ASSERT_SPYRE(spyre_device_get_info(dev, &info));
+        EXPECT_EQ(info.index, i);
+        EXPECT_EQ(std::string(info.name), "spyre" + std::to_string(i));
+        EXPECT_EQ(std::string(info.accel_path).rfind("/dev/accel/accel", 0), 0u) << info.accel_path;
+        EXPECT_EQ(std::strlen(info.pci_address), 12u) << info.pci_address;  // 0000:00:03.0
+        EXPECT_STREQ(info.driver_name, "spyre");
+        EXPECT_NE(info.driver_version[0], '\0');
+        EXPECT_GT(info.num_cores, 0u);
+        EXPECT_GT(info.num_rings, 0u);
+        EXPECT_GT(info.devmem_total, 0u);
+        EXPECT_GT(info.clock_mhz, 0u);
+        EXPECT_TRUE(info.caps & SPYRE_DEVICE_CAP_DMA_COPY);
+        EXPECT_TRUE(info.caps & SPYRE_DEVICE_CAP_HOST_BUFFER);
+    });
+    spyre_device_t dev = nullptr;
+    EXPECT_EQ(spyre_device_open(n, &dev), SPYRE_ERROR_NO_DEVICE);
+    EXPECT_NE(std::string(spyre_last_error()).find("out of range"), std::string::npos)
+        << spyre_last_error();
+}
+
+// ---- Round trips ----
+
+void round_trip(spyre_device_t dev, uint64_t size, uint64_t seed) {
+    SCOPED_TRACE("size " + std::to_string(size));
+    spyre_buffer_t buf = nullptr;
+    ASSERT_SPYRE(spyre_malloc(dev, size, &buf));
+    uint64_t got = 0;
+    EXPECT_SPYRE(spyre_buffer_size(buf, &got));
+    EXPECT_EQ(got, size);
+    std::vector<unsigned char> src(size), dst(size + 64);
+    fill(src.data(), size, seed);
+    std::memset(dst.data(), 0xee, dst.size());
+    EXPECT_SPYRE(spyre_memcpy_htod(buf, 0, src.data(), size));
+    EXPECT_SPYRE(spyre_memcpy_dtoh(dst.data(), buf, 0, size));
+    EXPECT_SAME(src.data(), dst.data(), size);
+    for (uint64_t i = size; i < dst.size(); ++i)
+        ASSERT_EQ(dst[i], 0xee) << "dtoh wrote past the end, at +" << (i - size);
+    EXPECT_SPYRE(spyre_free(buf));
+}
+
+TEST(Copy, RoundTripSizes) {
+    for_each_device([](spyre_device_t dev, int i) {
+        for (uint64_t size : std::initializer_list<uint64_t>{1, 2, 127, 128, 4095, 4096, 4097,
+                                                             MiB + 3, 64 * MiB, 256 * MiB})
+            round_trip(dev, size, size * 31 + i);
+    });
+}
+
+// Writes [dev_off, dev_off+size) from host memory at an odd address; the rest of the buffer
+// must keep its earlier contents.
+void offset_copy(spyre_device_t dev, uint64_t buf_size, uint64_t dev_off, uint64_t host_off,
+                 uint64_t size) {
+    SCOPED_TRACE("dev_off " + std::to_string(dev_off) + " host_off " + std::to_string(host_off) +
+                 " size " + std::to_string(size));
+    spyre_buffer_t buf = nullptr;
+    ASSERT_SPYRE(spyre_malloc(dev, buf_size, &buf));
+    std::vector<unsigned char> base(buf_size), src(host_off + size), out(buf_size + host_off);
+    fill(base.data(), buf_size, 1);
+    fill(src.data(), src.size(), 2);
+    ASSERT_SPYRE(spyre_memcpy_htod(buf, 0, base.data(), buf_size));
+    ASSERT_SPYRE(spyre_memcpy_htod(buf, dev_off, src.data() + host_off, size));
+    std::memcpy(base.data() + dev_off, src.data() + host_off, size);  // expected image
+    // Whole buffer back to an unaligned host address.
+    ASSERT_SPYRE(spyre_memcpy_dtoh(out.data() + host_off, buf, 0, buf_size));
+    EXPECT_SAME(base.data(), out.data() + host_off, buf_size);
+    // Only the written range, from the unaligned device offset.
+    std::vector<unsigned char> part(size + 1, 0xcd);
+    ASSERT_SPYRE(spyre_memcpy_dtoh(part.data() + 1, buf, dev_off, size));
+    EXPECT_SAME(src.data() + host_off, part.data() + 1, size);
+    EXPECT_EQ(part[0], 0xcd);
+    EXPECT_SPYRE(spyre_free(buf));
+}
+
+TEST(Copy, UnalignedDeviceAndHostOffsets) {
+    for_each_device([](spyre_device_t dev, int) {
+        offset_copy(dev, 64 * KiB, 1, 3, 5000);
+        offset_copy(dev, 64 * KiB, 4095, 1, 4097);
+        offset_copy(dev, 64 * KiB, 64 * KiB - 7, 5, 7);
+        offset_copy(dev, 12 * MiB, 4095, 7, 4 * MiB + 17);  // crosses staging chunks
+        offset_copy(dev, 12 * MiB, 123457, 1, 9 * MiB + 1);
+    });
+}
+
+TEST(Copy, ManySmallStagingChunks) {
+    // A tiny staging chunk forces dozens of chunks through both slots.
+    setenv("SPYRE_STAGING_CHUNK_BYTES", "8192", 1);
+    for_each_device([](spyre_device_t dev, int) {
+        offset_copy(dev, 256 * KiB, 3, 1, 200 * KiB + 5);
+        offset_copy(dev, 256 * KiB, 8192, 0, 64 * KiB);
+    });
+    unsetenv("SPYRE_STAGING_CHUNK_BYTES");
+}
+
+TEST(Copy, ZeroSizeIsNoOp) {
+    for_each_device([](spyre_device_t dev, int) {
+        spyre_buffer_t buf = nullptr;
+        ASSERT_SPYRE(spyre_malloc(dev, 4096, &buf));
+        char c = 0;
+        EXPECT_SPYRE(spyre_memcpy_htod(buf, 4096, &c, 0));
+        EXPECT_SPYRE(spyre_memcpy_dtoh(&c, buf, 0, 0));
+        EXPECT_SPYRE(spyre_memcpy_dtod(buf, 0, buf, 0, 0));
+        EXPECT_SPYRE(spyre_free(buf));
+    });
+}
+
+TEST(Copy, DeviceToDevice) {
+    for_each_device([](spyre_device_t dev, int) {
+        const uint64_t n = 3 * MiB + 11;
+        spyre_buffer_t a = nullptr, b = nullptr;
+        ASSERT_SPYRE(spyre_malloc(dev, n + 8192, &a));
+        ASSERT_SPYRE(spyre_malloc(dev, n + 8192, &b));
+        std::vector<unsigned char> src(n), out(n);
+        fill(src.data(), n, 5);
+        ASSERT_SPYRE(spyre_memcpy_htod(a, 5, src.data(), n));
+        ASSERT_SPYRE(spyre_memcpy_dtod(b, 4099, a, 5, n));
+        ASSERT_SPYRE(spyre_memcpy_dtoh(out.data(), b, 4099, n));
+        EXPECT_SAME(src.data(), out.data(), n);
+        // Inside one buffer, disjoint ranges.
+        ASSERT_SPYRE(spyre_memcpy_dtod(a, n + 5, a, 5, 4096));
+        std::vector<unsigned char> tail(4096);
+        ASSERT_SPYRE(spyre_memcpy_dtoh(tail.data(), a, n + 5, 4096));
+        EXPECT_SAME(src.data(), tail.data(), 4096);
+        // Overlapping ranges are refused.
+        EXPECT_EQ(spyre_memcpy_dtod(a, 100, a, 0, 4096), SPYRE_ERROR_INVALID_ARGUMENT);
+        EXPECT_NE(std::string(spyre_last_error()).find("overlap"), std::string::npos);
+        EXPECT_SPYRE(spyre_free(a));
+        EXPECT_SPYRE(spyre_free(b));
+    });
+}
+
+TEST(Copy, PinnedHostMemoryGoesDirect) {
+    for_each_device([](spyre_device_t dev, int) {
+        const uint64_t n = 8 * MiB;
+        void* in = nullptr;
+        void* out = nullptr;
+        ASSERT_SPYRE(spyre_host_alloc(dev, n, &in));
+        ASSERT_SPYRE(spyre_host_alloc(dev, n, &out));
+        ASSERT_EQ(reinterpret_cast<uintptr_t>(in) % 4096, 0u);
+        spyre_buffer_t buf = nullptr;
+        ASSERT_SPYRE(spyre_malloc(dev, n, &buf));
+        fill(in, n, 9);
+        std::memset(out, 0, n);
+
+        spyre_telemetry t0{}, t1{};
+        bool tele = spyre_device_get_telemetry(dev, &t0) == SPYRE_SUCCESS;
+        ASSERT_SPYRE(spyre_memcpy_htod(buf, 0, in, n));
+        ASSERT_SPYRE(spyre_memcpy_dtoh(out, buf, 0, n));
+        EXPECT_SAME(in, out, n);
+        if (tele) {
+            ASSERT_SPYRE(spyre_device_get_telemetry(dev, &t1));
+            // One job each way: a staged 8 MiB copy would take two 4 MiB chunks per direction.
+            EXPECT_EQ(t1.jobs_submitted - t0.jobs_submitted, 2u);
+            EXPECT_EQ(t1.h2d_bytes - t0.h2d_bytes, n);
+            EXPECT_EQ(t1.d2h_bytes - t0.d2h_bytes, n);
+        }
+        // A sub-range at odd offsets of the pinned region.
+        auto* pin = static_cast<unsigned char*>(in);
+        std::vector<unsigned char> check(1001);
+        ASSERT_SPYRE(spyre_memcpy_htod(buf, 77, pin + 13, 1001));
+        ASSERT_SPYRE(spyre_memcpy_dtoh(check.data(), buf, 77, 1001));
+        EXPECT_SAME(pin + 13, check.data(), 1001);
+        EXPECT_SPYRE(spyre_free(buf));
+        EXPECT_SPYRE(spyre_host_free(dev, in));
+        EXPECT_SPYRE(spyre_host_free(dev, out));
+        EXPECT_EQ(spyre_host_free(dev, in), SPYRE_ERROR_INVALID_ARGUMENT);  // double free
+    });
+}
+
+TEST(Copy, BufferMapSeesCopiedData) {
+    for_each_device([](spyre_device_t dev, int) {
+        const uint64_t n = 64 * KiB;
+        spyre_buffer_t buf = nullptr;
+        ASSERT_SPYRE(spyre_malloc(dev, n, &buf));
+        void* p = nullptr;
+        ASSERT_SPYRE(spyre_buffer_map(buf, &p));
+        ASSERT_NE(p, nullptr);
+        std::vector<unsigned char> src(n), out(n);
+        fill(src.data(), n, 11);
+        ASSERT_SPYRE(spyre_memcpy_htod(buf, 0, src.data(), n));
+        std::memcpy(out.data(), p, n);  // CPU read through BAR2
+        EXPECT_SAME(src.data(), out.data(), n);
+        fill(p, 4096, 12);  // CPU write through BAR2
+        fill(src.data(), 4096, 12);
+        ASSERT_SPYRE(spyre_memcpy_dtoh(out.data(), buf, 0, n));
+        EXPECT_SAME(src.data(), out.data(), n);
+        void* again = nullptr;
+        ASSERT_SPYRE(spyre_buffer_map(buf, &again));
+        EXPECT_EQ(p, again);
+        EXPECT_SPYRE(spyre_free(buf));
+    });
+}
+
+// ---- Memory accounting and errors ----
+
+// Free device memory once it stops changing: the driver may release the BOs of earlier tests
+// a little after their jobs completed (job cleanup runs in a worker).
+uint64_t settled_free(spyre_device_t dev, uint64_t expect = UINT64_MAX) {
+    uint64_t prev = UINT64_MAX, cur = 0;
+    for (int i = 0; i < 100; ++i) {
+        EXPECT_SPYRE(spyre_mem_get_info(dev, &cur, nullptr));
+        if (cur == expect || (expect == UINT64_MAX && cur == prev)) break;
+        prev = cur;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return cur;
+}
+
+TEST(Memory, MemGetInfoTracksMallocAndFree) {
+    for_each_device([](spyre_device_t dev, int) {
+        uint64_t total = 0, free1 = 0;
+        uint64_t free0 = settled_free(dev);
+        ASSERT_SPYRE(spyre_mem_get_info(dev, nullptr, &total));
+        spyre_device_info info;
+        ASSERT_SPYRE(spyre_device_get_info(dev, &info));
+        EXPECT_EQ(total, info.devmem_total);
+        EXPECT_LE(free0, total);
+        spyre_buffer_t buf = nullptr;
+        ASSERT_SPYRE(spyre_malloc(dev, 64 * MiB, &buf));
+        ASSERT_SPYRE(spyre_mem_get_info(dev, &free1, nullptr));
+        EXPECT_EQ(free0 - free1, 64 * MiB) << "free before " << free0 << ", after " << free1;
+        spyre_mem_stats ms;
+        ASSERT_SPYRE(spyre_device_get_mem_stats(dev, &ms));
+        EXPECT_EQ(ms.devmem_total - ms.devmem_used, free1);
+        EXPECT_LE(ms.devmem_largest_free, free1);
+        ASSERT_SPYRE(spyre_free(buf));
+        uint64_t free2 = settled_free(dev, free0);
+        EXPECT_EQ(free2, free0) << "memory not returned after spyre_free";
+    });
+}
+
+TEST(Memory, OutOfMemoryMessage) {
+    for_each_device([](spyre_device_t dev, int i) {
+        uint64_t free = 0, total = 0;
+        ASSERT_SPYRE(spyre_mem_get_info(dev, &free, &total));
+        spyre_buffer_t buf = reinterpret_cast<spyre_buffer_t>(0x1);
+        EXPECT_EQ(spyre_malloc(dev, total + MiB, &buf), SPYRE_ERROR_OUT_OF_MEMORY);
+        EXPECT_EQ(buf, nullptr);
+        std::string msg = spyre_last_error();
+        EXPECT_NE(msg.find("spyre_malloc: out of device memory on spyre" + std::to_string(i) +
+                           ": asked "),
+                  std::string::npos)
+            << msg;
+        EXPECT_NE(msg.find(" free"), std::string::npos) << msg;
+        // Fill the card, then ask for one more page.
+        spyre_mem_stats ms;
+        ASSERT_SPYRE(spyre_device_get_mem_stats(dev, &ms));
+        spyre_buffer_t big = nullptr;
+        ASSERT_SPYRE(spyre_malloc(dev, ms.devmem_largest_free, &big));
+        spyre_buffer_t more = nullptr;
+        uint64_t left = 0;
+        ASSERT_SPYRE(spyre_mem_get_info(dev, &left, nullptr));
+        if (spyre_malloc(dev, left + 4096, &more) == SPYRE_SUCCESS) {
+            ADD_FAILURE() << "allocated more than the free memory";
+            spyre_free(more);
+        } else {
+            EXPECT_NE(std::string(spyre_last_error()).find("out of device memory"),
+                      std::string::npos)
+                << spyre_last_error();
+        }
+        EXPECT_SPYRE(spyre_free(big));
+    });
+}
+
+TEST(Errors, InvalidArgumentsOnARealDevice) {
+    for_each_device([](spyre_device_t dev, int) {
+        spyre_buffer_t buf = nullptr;
+        EXPECT_EQ(spyre_malloc(dev, 0, &buf), SPYRE_ERROR_INVALID_ARGUMENT);
+        EXPECT_NE(std::string(spyre_last_error()).find("size must be > 0"), std::string::npos);
+        ASSERT_SPYRE(spyre_malloc(dev, 8192, &buf));
+        std::vector<char> host(16384);
+        EXPECT_EQ(spyre_memcpy_htod(buf, 4096, host.data(), 8192), SPYRE_ERROR_INVALID_ARGUMENT);
+        EXPECT_STREQ(spyre_last_error(),
+                     "spyre_memcpy_htod: destination offset 4096 + size 8192 exceeds destination "
+                     "buffer size 8192");
+        EXPECT_EQ(spyre_memcpy_dtoh(host.data(), buf, UINT64_MAX - 10, 100),
+                  SPYRE_ERROR_INVALID_ARGUMENT);
+        EXPECT_EQ(spyre_memcpy_dtoh(host.data(), buf, 1, UINT64_MAX), SPYRE_ERROR_INVALID_ARGUMENT);
+        EXPECT_EQ(spyre_memcpy_htod(buf, 0, nullptr, 10), SPYRE_ERROR_INVALID_ARGUMENT);
+        EXPECT_NE(std::string(spyre_last_error()).find("source host pointer is NULL"),
+                  std::string::npos);
+        EXPECT_EQ(spyre_memcpy_dtoh(nullptr, buf, 0, 10), SPYRE_ERROR_INVALID_ARGUMENT);
+        int local = 0;
+        EXPECT_EQ(spyre_host_free(dev, &local), SPYRE_ERROR_INVALID_ARGUMENT);
+        EXPECT_SPYRE(spyre_free(buf));
+        EXPECT_EQ(spyre_free(buf), SPYRE_ERROR_INVALID_ARGUMENT);  // double free is caught
+        uint64_t sz;
+        EXPECT_EQ(spyre_buffer_size(buf, &sz), SPYRE_ERROR_INVALID_ARGUMENT);
+    });
+}
+
+TEST(Errors, CopiesAcrossCardsAreRefused) {
+    if (device_count() < 2) GTEST_SKIP() << "needs two cards";
+    spyre_device_t d0, d1;
+    ASSERT_SPYRE(spyre_device_open(0, &d0));
+    ASSERT_SPYRE(spyre_device_open(1, &d1));
+    spyre_buffer_t a, b;
+    ASSERT_SPYRE(spyre_malloc(d0, 4096, &a));
+    ASSERT_SPYRE(spyre_malloc(d1, 4096, &b));
+    EXPECT_EQ(spyre_memcpy_dtod(b, 0, a, 0, 4096), SPYRE_ERROR_NOT_SUPPORTED);
+    EXPECT_NE(std::string(spyre_last_error()).find("spyre0"), std::string::npos);
+    spyre_free(a);
+    spyre_free(b);
+    spyre_device_close(d0);
+    spyre_device_close(d1);
+}
+
+TEST(Device, BuffersOutliveTheirDeviceHandle) {
+    for_each_device([](spyre_device_t, int i) {
+        spyre_device_t dev;
+        ASSERT_SPYRE(spyre_device_open(i, &dev));
+        spyre_buffer_t buf;
+        ASSERT_SPYRE(spyre_malloc(dev, 4096, &buf));
+        spyre_device_t owner = nullptr;
+        ASSERT_SPYRE(spyre_buffer_get_device(buf, &owner));
+        EXPECT_EQ(owner, dev);
+        ASSERT_SPYRE(spyre_device_close(dev));
+        char in[100], out[100];
+        fill(in, sizeof(in), 4);
+        EXPECT_SPYRE(spyre_memcpy_htod(buf, 0, in, sizeof(in)));
+        EXPECT_SPYRE(spyre_memcpy_dtoh(out, buf, 0, sizeof(out)));
+        EXPECT_SAME(in, out, sizeof(in));
+        EXPECT_EQ(spyre_buffer_get_device(buf, &owner), SPYRE_ERROR_INVALID_ARGUMENT);
+        EXPECT_SPYRE(spyre_free(buf));
+    });
+}
+
+TEST(Device, TelemetryCountsCopies) {
+    for_each_device([](spyre_device_t dev, int) {
+        spyre_telemetry t0, t1;
+        spyre_status st = spyre_device_get_telemetry(dev, &t0);
+        if (st == SPYRE_ERROR_NOT_SUPPORTED) GTEST_SKIP() << "no telemetry";
+        ASSERT_SPYRE(st);
+        EXPECT_GT(t0.power_cap_mw, 0u);
+        spyre_buffer_t buf;
+        ASSERT_SPYRE(spyre_malloc(dev, MiB, &buf));
+        std::vector<char> host(MiB);
+        ASSERT_SPYRE(spyre_memcpy_htod(buf, 0, host.data(), MiB));
+        ASSERT_SPYRE(spyre_memcpy_dtoh(host.data(), buf, 0, MiB));
+        ASSERT_SPYRE(spyre_device_synchronize(dev));
+        ASSERT_SPYRE(spyre_device_get_telemetry(dev, &t1));
+        EXPECT_GE(t1.h2d_bytes - t0.h2d_bytes, MiB);
+        EXPECT_GE(t1.d2h_bytes - t0.d2h_bytes, MiB);
+        EXPECT_GE(t1.jobs_completed - t0.jobs_completed, 2u);
+        EXPECT_EQ(t1.jobs_failed, t0.jobs_failed);
+        EXPECT_SPYRE(spyre_free(buf));
+    });
+}
+
+// ---- Threads ----
+
+TEST(Threads, ConcurrentCopiesOnOneDevice) {
+    for_each_device([](spyre_device_t dev, int) {
+        constexpr int kThreads = 4, kIters = 12;
+        std::atomic<int> failures{0};
+        std::vector<std::string> errors(kThreads);
+        std::vector<std::thread> threads;
+        for (int t = 0; t < kThreads; ++t) {
+            threads.emplace_back([&, t] {
+                std::mt19937_64 rng(t);
+                spyre_buffer_t buf = nullptr;
+                if (spyre_malloc(dev, 2 * MiB, &buf) != SPYRE_SUCCESS) {
+                    errors[t] = spyre_last_error();
+                    ++failures;
+                    return;
+                }
+                std::vector<unsigned char> in(2 * MiB), out(2 * MiB);
+                for (int i = 0; i < kIters; ++i) {
+                    uint64_t size = 1 + rng() % (2 * MiB - 4096);
+                    uint64_t off = rng() % 4096;
+                    fill(in.data(), size, t * 1000 + i);
+                    if (spyre_memcpy_htod(buf, off, in.data(), size) != SPYRE_SUCCESS ||
+                        spyre_memcpy_dtoh(out.data(), buf, off, size) != SPYRE_SUCCESS) {
+                        errors[t] = spyre_last_error();
+                        ++failures;
+                        break;
+                    }
+                    if (std::memcmp(in.data(), out.data(), size) != 0) {
+                        errors[t] = "data mismatch: " + first_diff(in.data(), out.data(), size);
+                        ++failures;
+                        break;
+                    }
+                }
+                spyre_free(buf);
+            });
+        }
+        for (auto& th : threads) th.join();
+        EXPECT_EQ(failures.load(), 0);
+        for (int t = 0; t < kThreads; ++t)
+            EXPECT_TRUE(errors[t].empty()) << "thread " << t << ": " << errors[t];
+    });
+}
+
+// ---- Tools ----
+
+TEST(Tools, SpyreSmiTableJsonListQuery) {
+    int n = device_count();
+    ASSERT_GE(n, 1);
+    auto r = run(SPYRE_SMI_PATH);
+    ASSERT_EQ(r.status, 0) << r.out;
+    int rows = 0;
+    for (int i = 0; i < n; ++i)
+        rows += r.out.find("| spyre" + std::to_string(i) + " ") != std::string::npos;
+    EXPECT_EQ(rows, n) << r.out;
+    EXPECT_EQ(count_lines(r.out, "|"), n + 1) << r.out;  // header row + one row per card
+    EXPECT_NE(r.out.find("Driver: spyre"), std::string::npos) << r.out;
+
+    r = run(std::string(SPYRE_SMI_PATH) + " --json");
+    ASSERT_EQ(r.status, 0) << r.out;
+    nlohmann::json j;
+    ASSERT_NO_THROW(j = nlohmann::json::parse(r.out)) << r.out;
+    ASSERT_EQ(j["devices"].size(), static_cast<size_t>(n));
+    EXPECT_EQ(j["devices"][0]["name"], "spyre0");
+    EXPECT_GT(j["devices"][0]["memory"]["total_bytes"].get<uint64_t>(), 0u);
+
+    r = run(std::string(SPYRE_SMI_PATH) + " -L");
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_EQ(count_lines(r.out, "Card "), n) << r.out;
+
+    r = run(std::string(SPYRE_SMI_PATH) + " -q -i 0");
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("Telemetry"), std::string::npos) << r.out;
+    EXPECT_EQ(count_lines(r.out, "Card "), 1) << r.out;
+
+    r = run(std::string(SPYRE_SMI_PATH) + " -i " + std::to_string(n) + " 2>&1");
+    EXPECT_NE(r.status, 0) << r.out;
+}
+
+TEST(Tools, RoundtripExample) {
+    int n = device_count();
+    auto r = run(std::string(SPYRE_ROUNDTRIP_PATH) + " 4");
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_EQ(count_lines(r.out, "spyre"), n) << r.out;
+    EXPECT_NE(r.out.find("round trip verified"), std::string::npos) << r.out;
+}
+
+}  // namespace

@@ -1,0 +1,96 @@
+// The built artifacts: libspyre.so exports only the C API and has a SONAME; the tools fail
+// cleanly without a card.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#include "spyre/spyre.h"
+
+namespace {
+
+struct CmdResult {
+    int status;
+    std::string out;
+};
+
+CmdResult run(const std::string& cmd) {
+    CmdResult r{-1, {}};
+    FILE* f = popen((cmd + " 2>&1").c_str(), "r");
+    if (!f) return r;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) r.out.append(buf, n);
+    int st = pclose(f);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return r;
+}
+
+bool driver_loaded() {
+    struct stat st;
+    return stat("/sys/module/spyre", &st) == 0;
+}
+
+TEST(SharedLibrary, ExportsOnlyTheCApi) {
+    auto r = run(std::string("nm -D --defined-only ") + SPYRE_SO_PATH);
+    ASSERT_EQ(r.status, 0) << r.out;
+    int exported = 0;
+    std::string line;
+    for (size_t pos = 0; pos < r.out.size();) {
+        size_t end = r.out.find('\n', pos);
+        line = r.out.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+        pos = end == std::string::npos ? r.out.size() : end + 1;
+        size_t sp = line.rfind(' ');
+        std::string sym = line.substr(sp + 1);
+        if (sym.empty() || sym.starts_with("LIBSPYRE_")) continue;
+        EXPECT_TRUE(sym.starts_with("spyre_")) << "unexpected export: " << sym;
+        ++exported;
+    }
+    EXPECT_GE(exported, 24);  // every function of spyre.h
+}
+
+TEST(SharedLibrary, HasSonameAndWorksThroughDlopen) {
+    auto r = run(std::string("objdump -p ") + SPYRE_SO_PATH);
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("SONAME               libspyre.so.0"), std::string::npos) << r.out;
+    void* h = dlopen(SPYRE_SO_PATH, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(h, nullptr) << dlerror();
+    using StatusString = const char* (*)(spyre_status);
+    auto fn = reinterpret_cast<StatusString>(dlsym(h, "spyre_status_string"));
+    ASSERT_NE(fn, nullptr);
+    EXPECT_STREQ(fn(SPYRE_ERROR_TIMEOUT), "timeout");
+    EXPECT_EQ(dlsym(h, "_ZN5spyre11status_fromEi"), nullptr);
+    dlclose(h);
+}
+
+TEST(Tools, SmiWithoutCardFailsWithAdvice) {
+    if (driver_loaded()) GTEST_SKIP() << "the spyre driver is loaded on this machine";
+    for (const char* args : {"", " --json", " -L", " -q"}) {
+        auto r = run(std::string(SPYRE_SMI_PATH) + args);
+        EXPECT_EQ(r.status, 2) << args << ": " << r.out;
+        EXPECT_NE(
+            r.out.find("No Spyre card found. Is the spyre driver loaded? Try: modprobe spyre"),
+            std::string::npos)
+            << r.out;
+    }
+}
+
+TEST(Tools, SmiHelpAndBadOption) {
+    auto r = run(std::string(SPYRE_SMI_PATH) + " --help");
+    EXPECT_EQ(r.status, 0) << r.out;
+    EXPECT_NE(r.out.find("--json"), std::string::npos) << r.out;
+    r = run(std::string(SPYRE_SMI_PATH) + " --no-such-option");
+    EXPECT_NE(r.status, 0) << r.out;
+}
+
+TEST(Tools, RoundtripWithoutCardFails) {
+    if (driver_loaded()) GTEST_SKIP() << "the spyre driver is loaded on this machine";
+    auto r = run(SPYRE_ROUNDTRIP_PATH);
+    EXPECT_EQ(r.status, 1) << r.out;
+    EXPECT_NE(r.out.find("modprobe spyre"), std::string::npos) << r.out;
+}
+
+}  // namespace
