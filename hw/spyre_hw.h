@@ -89,6 +89,36 @@
 #define SPYRE_REG_TELE_TEMP_MC		0x0128	/* board temperature, milli-Celsius */
 #define SPYRE_REG_TELE_POWER_MW		0x012c	/* board power, milliwatts */
 #define SPYRE_REG_TELE_POWER_CAP_MW	0x0130	/* board power limit, milliwatts */
+#define SPYRE_REG_TELE_LAUNCH_ERRORS	0x0134	/* LAUNCHes that ended with ERR_PROGRAM */
+#define SPYRE_REG_TELE_LAUNCHES_LO	0x0138	/* LAUNCHes the engine ran (OK or ERR_PROGRAM) */
+#define SPYRE_REG_TELE_LAUNCHES_HI	0x013c
+#define SPYRE_REG_TELE_ENG_CYCLES_LO	0x0140	/* sum of launch total_cycles */
+#define SPYRE_REG_TELE_ENG_CYCLES_HI	0x0144
+#define SPYRE_REG_TELE_ENG_INSTRS_LO	0x0148	/* instructions executed, all cores */
+#define SPYRE_REG_TELE_ENG_INSTRS_HI	0x014c
+#define SPYRE_REG_TELE_ENG_MACS_LO	0x0150	/* multiply-accumulates, all cores */
+#define SPYRE_REG_TELE_ENG_MACS_HI	0x0154
+#define SPYRE_REG_TELE_ENG_DDR_RD_LO	0x0158	/* engine DDR -> LX bytes */
+#define SPYRE_REG_TELE_ENG_DDR_RD_HI	0x015c
+#define SPYRE_REG_TELE_ENG_DDR_WR_LO	0x0160	/* engine LX -> DDR bytes */
+#define SPYRE_REG_TELE_ENG_DDR_WR_HI	0x0164
+#define SPYRE_REG_TELE_ENG_RING_LO	0x0168	/* bytes sent over the core ring */
+#define SPYRE_REG_TELE_ENG_RING_HI	0x016c
+
+/*
+ * Per-core telemetry (RO, 64-bit LO/HI pairs as above), cumulative over all LAUNCHes since
+ * power-on: one SPYRE_TELE_CORE_STRIDE block per core, NUM_CORES blocks. Reads of blocks of
+ * absent cores return 0.
+ */
+#define SPYRE_TELE_CORE_BASE		0x3000
+#define SPYRE_TELE_CORE_STRIDE		0x40
+#define SPYRE_TELE_CORE_REG(n, reg)	(SPYRE_TELE_CORE_BASE + (n) * SPYRE_TELE_CORE_STRIDE + (reg))
+#define SPYRE_TELE_CORE_BUSY_LO(unit)	((unit) * 8)	/* unit busy cycles, SPYRE_LAUNCH_UNITS */
+#define SPYRE_TELE_CORE_BUSY_HI(unit)	((unit) * 8 + 4)
+#define SPYRE_TELE_CORE_ACTIVE_LO	0x28	/* cycles from launch start to the core's halt */
+#define SPYRE_TELE_CORE_ACTIVE_HI	0x2c
+#define SPYRE_TELE_CORE_INSTRS_LO	0x30	/* instructions executed */
+#define SPYRE_TELE_CORE_INSTRS_HI	0x34
 
 /* ---- Command rings: SPYRE_NUM_RINGS_MAX blocks of SPYRE_RING_STRIDE bytes ---- */
 #define SPYRE_NUM_RINGS_MAX		16
@@ -180,6 +210,8 @@ struct spyre_hw_cmd_launch {
 };
 
 #define SPYRE_LAUNCH_MAX_ARGS		16
+/* Largest program image: 32-byte header + 2^20 16-byte instructions (isa.md). */
+#define SPYRE_LAUNCH_MAX_PROG_SIZE	(32u + 16u * 1048576u)
 #define SPYRE_LAUNCH_MAX_WINDOWS	256
 
 struct spyre_hw_launch_window {

@@ -7,10 +7,16 @@
  * spyre_hw.h); the engine walks it one page table (2 MiB of host memory) at
  * a time and merges physically contiguous pages into one pci_dma_read/write.
  *
+ * Copies of at least SPYRE_DMA_ASYNC_MIN bytes run on the DMA worker thread
+ * (spyre-worker.c), so a multi-GiB copy does not stall the main loop; their
+ * ring waits for them, other rings go on. Smaller copies run inline in the
+ * ring bottom half. Both use the same validation and copy loop.
+ *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 
 #include "qemu/osdep.h"
+#include "qemu/atomic.h"
 #include "qemu/log.h"
 #include "hw/pci/pci_device.h"
 #include "spyre.h"
@@ -18,6 +24,12 @@
 
 #define SPYRE_HOST_PAGE_MASK    ((uint64_t)SPYRE_HOST_PAGE_SIZE - 1)
 #define SPYRE_BOUNCE_SIZE       (64 * 1024)
+/* Copies this large go to the DMA worker thread. */
+#define SPYRE_DMA_ASYNC_MIN     (1 * 1024 * 1024)
+/* Device-to-device copies move at most this much between cancel checks. */
+#define SPYRE_D2D_CHUNK         (64 * 1024 * 1024)
+/* Internal status of a copy stopped by a reset (never reported). */
+#define SPYRE_STATUS_CANCELLED  0xfffffffeu
 
 /*
  * Modeled cycles of a DMA of @bytes: a fixed set-up cost plus the time the
@@ -118,8 +130,13 @@ static uint32_t spyre_host_resolve(SpyreState *s, SpyreHostWalk *w,
     return SPYRE_STATUS_OK;
 }
 
+/*
+ * Copy; @cancel (worker only, else NULL) is polled between chunks. Runs on
+ * the main loop or, without the BQL, on the DMA worker: it touches only
+ * device memory and, through pci_dma_*, guest memory.
+ */
 static uint32_t spyre_dma_run(SpyreState *s, const struct spyre_hw_cmd_dma *d,
-                              bool src_host, bool dst_host)
+                              bool src_host, bool dst_host, bool *cancel)
 {
     PCIDevice *pdev = PCI_DEVICE(s);
     g_autofree SpyreHostWalk *sw = NULL;
@@ -129,8 +146,34 @@ static uint32_t spyre_dma_run(SpyreState *s, const struct spyre_hw_cmd_dma *d,
     uint32_t st;
 
     if (!src_host && !dst_host) {
-        memmove(s->devmem_ptr + d->dst_addr + d->dst_offset,
-                s->devmem_ptr + d->src_addr + d->src_offset, d->size);
+        uint8_t *dst = s->devmem_ptr + d->dst_addr + d->dst_offset;
+        uint8_t *src = s->devmem_ptr + d->src_addr + d->src_offset;
+
+        if (!cancel) {
+            memmove(dst, src, d->size);
+        } else if (dst <= src || dst >= src + d->size) {
+            /* Forward order is safe: front to back in chunks. */
+            while (done < d->size) {
+                uint64_t chunk = MIN(d->size - done, SPYRE_D2D_CHUNK);
+
+                if (qatomic_read(cancel)) {
+                    return SPYRE_STATUS_CANCELLED;
+                }
+                memmove(dst + done, src + done, chunk);
+                done += chunk;
+            }
+        } else {
+            /* Overlap with dst above src: back to front. */
+            while (done < d->size) {
+                uint64_t chunk = MIN(d->size - done, SPYRE_D2D_CHUNK);
+
+                if (qatomic_read(cancel)) {
+                    return SPYRE_STATUS_CANCELLED;
+                }
+                done += chunk;
+                memmove(dst + d->size - done, src + d->size - done, chunk);
+            }
+        }
         return SPYRE_STATUS_OK;
     }
     if (src_host) {
@@ -150,6 +193,9 @@ static uint32_t spyre_dma_run(SpyreState *s, const struct spyre_hw_cmd_dma *d,
         dma_addr_t saddr = 0, daddr = 0;
         uint64_t len;
 
+        if (cancel && qatomic_read(cancel)) {
+            return SPYRE_STATUS_CANCELLED;
+        }
         if (src_host) {
             st = spyre_host_resolve(s, sw, d->src_offset + done, chunk,
                                     &saddr, &len);
@@ -209,9 +255,70 @@ static bool spyre_dev_range_ok(SpyreState *s, uint64_t addr, uint64_t offset,
     return start <= s->devmem_size && size <= s->devmem_size - start;
 }
 
-uint32_t spyre_dma_copy(SpyreState *s, const struct spyre_hw_cmd_dma *d,
-                        uint8_t flags, uint64_t *cycles)
+/* Account a finished copy (main loop). */
+static void spyre_dma_account(SpyreState *s, const struct spyre_hw_cmd_dma *d,
+                              bool src_host, bool dst_host, uint32_t st)
 {
+    if (!dst_host) {
+        /* Keep dirty tracking (e.g. TCG code in BAR2) coherent. */
+        memory_region_set_dirty(&s->devmem, d->dst_addr + d->dst_offset,
+                                d->size);
+    }
+    if (st != SPYRE_STATUS_OK) {
+        return;
+    }
+    if (src_host && !dst_host) {
+        s->tele_h2d += d->size;
+    } else if (!src_host && dst_host) {
+        s->tele_d2h += d->size;
+    } else if (!src_host && !dst_host) {
+        s->tele_d2d += d->size;
+    }
+}
+
+/* DMA worker thread. */
+static void spyre_dma_job_run(SpyreState *s, SpyreWorker *w, SpyreJob *j)
+{
+    j->status = spyre_dma_run(s, &j->dma, j->flags & SPYRE_CMD_F_SRC_HOST,
+                              j->flags & SPYRE_CMD_F_DST_HOST,
+                              &w->cancel_flag);
+}
+
+/* Main loop. */
+static uint32_t spyre_dma_job_complete(SpyreState *s, SpyreJob *j, bool live)
+{
+    if (j->status == SPYRE_STATUS_CANCELLED) {
+        /* Only a reset cancels, and it drops finished jobs: not reached. */
+        j->status = SPYRE_STATUS_ERR_HOST_DMA;
+    }
+    spyre_dma_account(s, &j->dma, j->flags & SPYRE_CMD_F_SRC_HOST,
+                      j->flags & SPYRE_CMD_F_DST_HOST, j->status);
+    if (!live) {
+        return 0;
+    }
+    return spyre_ring_complete(s, j->ring, j->idx, j->seqno, j->flags,
+                               j->status, 0, j->cycles);
+}
+
+void spyre_dma_worker_init(SpyreState *s)
+{
+    SpyreWorker *w = &s->dma_worker;
+
+    w->run = spyre_dma_job_run;
+    w->complete = spyre_dma_job_complete;
+    w->cancel = NULL;       /* cancel_flag is enough */
+    spyre_worker_init(s, w, "spyre-dma");
+}
+
+/*
+ * Execute DMA_COPY command idx of ring n (header already checked): validate
+ * it, then copy inline or queue it on the DMA worker (SPYRE_STATUS_QUEUED).
+ */
+uint32_t spyre_dma_copy(SpyreState *s, unsigned n, uint32_t idx,
+                        const struct spyre_hw_cmd *c, uint64_t *cycles)
+{
+    const struct spyre_hw_cmd_dma *d = &c->dma;
+    uint8_t flags = c->hdr.flags;
     bool src_host = flags & SPYRE_CMD_F_SRC_HOST;
     bool dst_host = flags & SPYRE_CMD_F_DST_HOST;
     uint64_t end;
@@ -246,21 +353,16 @@ uint32_t spyre_dma_copy(SpyreState *s, const struct spyre_hw_cmd_dma *d,
     }
 
     *cycles = spyre_dma_cycles(s, d->size);
-    st = spyre_dma_run(s, d, src_host, dst_host);
-    if (!dst_host) {
-        /* Keep dirty tracking (e.g. TCG code in BAR2) coherent. */
-        memory_region_set_dirty(&s->devmem, d->dst_addr + d->dst_offset,
-                                d->size);
+    if (d->size >= SPYRE_DMA_ASYNC_MIN) {
+        SpyreJob *j = spyre_job_new(s, SPYRE_JOB_DMA, n, idx, c);
+
+        j->dma = *d;
+        j->cycles = *cycles;
+        trace_spyre_dma_queued(n, idx, d->size);
+        spyre_worker_submit(&s->dma_worker, j);
+        return SPYRE_STATUS_QUEUED;
     }
-    if (st != SPYRE_STATUS_OK) {
-        return st;
-    }
-    if (src_host && !dst_host) {
-        s->tele_h2d += d->size;
-    } else if (!src_host && dst_host) {
-        s->tele_d2h += d->size;
-    } else if (!src_host && !dst_host) {
-        s->tele_d2d += d->size;
-    }
-    return SPYRE_STATUS_OK;
+    st = spyre_dma_run(s, d, src_host, dst_host, NULL);
+    spyre_dma_account(s, d, src_host, dst_host, st);
+    return st;
 }

@@ -7,6 +7,12 @@
  * executes each command, writes completion entry N for command N and
  * advances HEAD. Nothing is executed in the MMIO handler.
  *
+ * A LAUNCH or a large DMA_COPY is validated here and handed to a worker
+ * thread (spyre-worker.c); its ring stays busy (HEAD on the command,
+ * nothing else consumed) until the worker finished and
+ * spyre_ring_complete() ran from the worker's bottom half. Other rings keep
+ * going meanwhile.
+ *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 
@@ -71,6 +77,7 @@ static void spyre_ring_ctrl(SpyreState *s, unsigned n, uint32_t val)
     r->head = 0;
     r->tail = 0;
     r->completed = 0;
+    r->epoch++;
     r->ctrl = SPYRE_RING_CTRL_ENABLE;
     r->status = SPYRE_RING_STATUS_ENABLED;
     trace_spyre_ring_enable(n, r->l_cmd_base, r->l_cpl_base, r->l_size);
@@ -218,7 +225,7 @@ static uint32_t spyre_exec_fence(SpyreState *s, unsigned n,
     return SPYRE_STATUS_OK;
 }
 
-static uint32_t spyre_exec(SpyreState *s, unsigned n,
+static uint32_t spyre_exec(SpyreState *s, unsigned n, uint32_t idx,
                            const struct spyre_hw_cmd *c, uint64_t *cycles)
 {
     unsigned i;
@@ -250,7 +257,9 @@ static uint32_t spyre_exec(SpyreState *s, unsigned n,
         if (c->dma.reserved) {
             goto reserved;
         }
-        return spyre_dma_copy(s, &c->dma, c->hdr.flags, cycles);
+        return spyre_dma_copy(s, n, idx, c, cycles);
+    case SPYRE_OP_LAUNCH:
+        return spyre_launch_submit(s, n, idx, c, cycles);
     default:
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: ring %u: unknown opcode 0x%02x\n",
@@ -274,10 +283,8 @@ static uint32_t spyre_ring_step(SpyreState *s, unsigned n, uint64_t *bytes)
     PCIDevice *pdev = PCI_DEVICE(s);
     SpyreRing *r = &s->rings[n];
     struct spyre_hw_cmd c;
-    struct spyre_hw_cpl cpl;
     uint32_t idx = r->head;
     uint32_t st;
-    uint32_t causes = 0;
     uint64_t cycles = SPYRE_CYCLES_ERROR;
     uint64_t seqno = 0;
     uint8_t flags = 0;
@@ -298,17 +305,37 @@ static uint32_t spyre_ring_step(SpyreState *s, unsigned n, uint64_t *bytes)
             s->fault_inject--;
             st = SPYRE_STATUS_ERR_INJECTED;
         } else {
-            st = spyre_exec(s, n, &c, &cycles);
+            st = spyre_exec(s, n, idx, &c, &cycles);
+            if (st == SPYRE_STATUS_QUEUED) {
+                /* A worker owns it now; completed by spyre_worker_bh(). */
+                r->busy = true;
+                return 0;
+            }
             if (st == SPYRE_STATUS_OK && c.hdr.opcode == SPYRE_OP_DMA_COPY) {
                 *bytes = c.dma.size;
             }
         }
     }
+    return spyre_ring_complete(s, n, idx, seqno, flags, st, 0, cycles);
+}
+
+/*
+ * Write the completion entry of command idx of ring n, advance HEAD and
+ * account the command. Returns the interrupt causes to raise.
+ */
+uint32_t spyre_ring_complete(SpyreState *s, unsigned n, uint32_t idx,
+                             uint64_t seqno, uint8_t flags, uint32_t st,
+                             uint32_t detail, uint64_t cycles)
+{
+    PCIDevice *pdev = PCI_DEVICE(s);
+    SpyreRing *r = &s->rings[n];
+    struct spyre_hw_cpl cpl;
+    uint32_t causes = 0;
 
     r->completed++;
     cpl.seqno = cpu_to_le64(seqno);
     cpl.status = cpu_to_le32(st);
-    cpl.detail = 0;
+    cpl.detail = cpu_to_le32(detail);
     cpl.cycles = cpu_to_le64(cycles);
     cpl.done_count = cpu_to_le64(r->completed);
     if (pci_dma_write(pdev, r->l_cpl_base + (uint64_t)idx * sizeof(cpl), &cpl,
@@ -344,7 +371,7 @@ static bool spyre_ring_pending(SpyreState *s, unsigned n)
 {
     SpyreRing *r = &s->rings[n];
 
-    return spyre_ring_enabled(r) && r->head != r->tail;
+    return spyre_ring_enabled(r) && !r->busy && r->head != r->tail;
 }
 
 /*

@@ -122,6 +122,9 @@ static void spyre_reset_regs(SpyreState *s, bool count)
 {
     unsigned i;
 
+    /* Cancel and wait for the engine before the rings disappear. */
+    spyre_worker_cancel_all(&s->engine_worker);
+    spyre_worker_cancel_all(&s->dma_worker);
     qemu_bh_cancel(s->bh);
     for (i = 0; i < SPYRE_NUM_RINGS_MAX; i++) {
         spyre_ring_reset(&s->rings[i]);
@@ -160,10 +163,42 @@ static uint32_t spyre_tele64(SpyreState *s, uint64_t v, bool hi)
     return (uint32_t)v;
 }
 
+/* Per-core telemetry block (SPYRE_TELE_CORE_*). */
+static uint32_t spyre_core_tele_read(SpyreState *s, hwaddr addr)
+{
+    unsigned n = (addr - SPYRE_TELE_CORE_BASE) / SPYRE_TELE_CORE_STRIDE;
+    unsigned reg = (addr - SPYRE_TELE_CORE_BASE) % SPYRE_TELE_CORE_STRIDE;
+    SpyreCoreTele *t;
+    uint64_t v;
+
+    if (n >= s->num_cores) {
+        return 0;
+    }
+    t = &s->tele_core[n];
+    if (reg < SPYRE_TELE_CORE_BUSY_LO(SPYRE_LAUNCH_UNITS)) {
+        v = t->busy[reg / 8];
+    } else if ((reg & ~4) == SPYRE_TELE_CORE_ACTIVE_LO) {
+        v = t->active;
+    } else if ((reg & ~4) == SPYRE_TELE_CORE_INSTRS_LO) {
+        v = t->instrs;
+    } else {
+        return 0;
+    }
+    return spyre_tele64(s, v, reg & 4);
+}
+
 static uint64_t spyre_regs_read(void *opaque, hwaddr addr, unsigned size)
 {
     SpyreState *s = opaque;
     uint32_t val = 0;
+
+    if (addr >= SPYRE_TELE_CORE_BASE &&
+        addr < SPYRE_TELE_CORE_BASE +
+               SPYRE_LAUNCH_MAX_CORES * SPYRE_TELE_CORE_STRIDE) {
+        val = spyre_core_tele_read(s, addr);
+        trace_spyre_mmio_read(addr, val);
+        return val;
+    }
 
     if (addr >= SPYRE_RING_BASE &&
         addr < SPYRE_RING_BASE + SPYRE_NUM_RINGS_MAX * SPYRE_RING_STRIDE) {
@@ -184,7 +219,7 @@ static uint64_t spyre_regs_read(void *opaque, hwaddr addr, unsigned size)
         break;
     case SPYRE_REG_CAPS:
         val = SPYRE_CAP_DMA | SPYRE_CAP_FENCE | SPYRE_CAP_MSIX |
-              SPYRE_CAP_TELEMETRY;
+              SPYRE_CAP_TELEMETRY | SPYRE_CAP_LAUNCH;
         break;
     case SPYRE_REG_NUM_CORES:
         val = s->num_cores;
@@ -258,6 +293,37 @@ static uint64_t spyre_regs_read(void *opaque, hwaddr addr, unsigned size)
         break;
     case SPYRE_REG_TELE_POWER_CAP_MW:
         val = s->power_cap_mw;
+        break;
+    case SPYRE_REG_TELE_LAUNCH_ERRORS:
+        val = s->tele_launch_errors;
+        break;
+    case SPYRE_REG_TELE_LAUNCHES_LO:
+    case SPYRE_REG_TELE_LAUNCHES_HI:
+        val = spyre_tele64(s, s->tele_launches, addr & 4);
+        break;
+    case SPYRE_REG_TELE_ENG_CYCLES_LO:
+    case SPYRE_REG_TELE_ENG_CYCLES_HI:
+        val = spyre_tele64(s, s->tele_eng_cycles, addr & 4);
+        break;
+    case SPYRE_REG_TELE_ENG_INSTRS_LO:
+    case SPYRE_REG_TELE_ENG_INSTRS_HI:
+        val = spyre_tele64(s, s->tele_eng_instrs, addr & 4);
+        break;
+    case SPYRE_REG_TELE_ENG_MACS_LO:
+    case SPYRE_REG_TELE_ENG_MACS_HI:
+        val = spyre_tele64(s, s->tele_eng_macs, addr & 4);
+        break;
+    case SPYRE_REG_TELE_ENG_DDR_RD_LO:
+    case SPYRE_REG_TELE_ENG_DDR_RD_HI:
+        val = spyre_tele64(s, s->tele_eng_ddr_rd, addr & 4);
+        break;
+    case SPYRE_REG_TELE_ENG_DDR_WR_LO:
+    case SPYRE_REG_TELE_ENG_DDR_WR_HI:
+        val = spyre_tele64(s, s->tele_eng_ddr_wr, addr & 4);
+        break;
+    case SPYRE_REG_TELE_ENG_RING_LO:
+    case SPYRE_REG_TELE_ENG_RING_HI:
+        val = spyre_tele64(s, s->tele_eng_ring, addr & 4);
         break;
     default:
         qemu_log_mask(LOG_GUEST_ERROR,
@@ -362,13 +428,21 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
                    SPYRE_NUM_RINGS_MAX, s->num_rings);
         return;
     }
-    if (s->num_cores < 1 || s->num_cores > 1024) {
-        error_setg(errp, "spyre: num-cores must be in [1, 1024] (got %u)",
-                   s->num_cores);
+    if (s->num_cores < 1 || s->num_cores > SPYRE_LAUNCH_MAX_CORES) {
+        error_setg(errp, "spyre: num-cores must be in [1, %d] (got %u)",
+                   SPYRE_LAUNCH_MAX_CORES, s->num_cores);
         return;
     }
-    if (s->lx_size == 0) {
-        error_setg(errp, "spyre: lx-size must not be zero");
+    if (s->lx_size < SPYRE_STICK_BYTES || s->lx_size % SPYRE_STICK_BYTES ||
+        s->lx_size > 1 * GiB) {
+        error_setg(errp, "spyre: lx-size must be a multiple of %d bytes in "
+                   "[%d, 1G] (got %u)", SPYRE_STICK_BYTES, SPYRE_STICK_BYTES,
+                   s->lx_size);
+        return;
+    }
+    if (s->engine_threads > 1024) {
+        error_setg(errp, "spyre: engine-threads must be in [0, 1024] "
+                   "(got %u)", s->engine_threads);
         return;
     }
     if (s->clock_mhz < 1 || s->clock_mhz > 100000) {
@@ -424,12 +498,17 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
                                 &DEVICE(s)->mem_reentrancy_guard);
     s->heat_ns = 0;
     s->heat_stamp_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    spyre_launch_worker_init(s);
+    spyre_dma_worker_init(s);
 }
 
 static void spyre_exit(PCIDevice *pdev)
 {
     SpyreState *s = SPYRE(pdev);
 
+    /* Stop the workers: no job touches devmem or guest memory after this. */
+    spyre_launch_worker_fini(s);
+    spyre_worker_fini(&s->dma_worker);
     qemu_bh_delete(s->bh);
     if (pci_bus_is_express(pci_get_bus(pdev))) {
         pcie_cap_exit(pdev);
@@ -453,6 +532,8 @@ static const Property spyre_props[] = {
     DEFINE_PROP_SIZE32("lx-size", SpyreState, lx_size, 2 * MiB),
     DEFINE_PROP_UINT32("clock-mhz", SpyreState, clock_mhz, 1500),
     DEFINE_PROP_UINT32("power-cap-mw", SpyreState, power_cap_mw, 75000),
+    /* Host threads of the compute engine; 0 = one per host CPU. */
+    DEFINE_PROP_UINT32("engine-threads", SpyreState, engine_threads, 0),
     DEFINE_PROP_UINT16("vendor-id", SpyreState, vendor_id,
                        SPYRE_PCI_VENDOR_ID),
     DEFINE_PROP_UINT16("device-id", SpyreState, device_id,
@@ -476,7 +557,8 @@ static void spyre_class_init(ObjectClass *oc, void *data)
     k->device_id = SPYRE_PCI_DEVICE_ID;
     k->revision = SPYRE_PCI_REVISION;
     k->class_id = SPYRE_PCI_CLASS;
-    dc->desc = "Spyre-style AI accelerator (command rings, DMA engine)";
+    dc->desc = "Spyre-style AI accelerator (command rings, DMA, dataflow "
+               "engine)";
     dc->vmsd = &spyre_vmstate;
     device_class_set_props(dc, spyre_props);
     device_class_set_legacy_reset(dc, spyre_qdev_reset);

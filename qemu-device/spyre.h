@@ -13,8 +13,11 @@
 #define HW_MISC_SPYRE_H
 
 #include "hw/pci/pci_device.h"
+#include "qemu/thread.h"
+#include "qemu/queue.h"
 #include "qom/object.h"
 #include "spyre_hw.h"
+#include "spyre/engine.h"
 
 #define TYPE_SPYRE "spyre"
 OBJECT_DECLARE_SIMPLE_TYPE(SpyreState, SPYRE)
@@ -52,7 +55,81 @@ typedef struct SpyreRing {
     uint32_t tail;
     uint32_t status;
     uint32_t completed;
+    /* A job of this ring (LAUNCH, large DMA_COPY) is queued or running in
+     * a worker: consume nothing else until it completed. */
+    bool busy;
+    /* Incremented by every enable, so a late LAUNCH completion can tell. */
+    uint32_t epoch;
 } SpyreRing;
+
+/* Per-core telemetry, cumulative over launches (survives device reset). */
+typedef struct SpyreCoreTele {
+    uint64_t busy[SPYRE_LAUNCH_UNITS];
+    uint64_t active;
+    uint64_t instrs;
+} SpyreCoreTele;
+
+/*
+ * A command handed to a worker thread: validated on the main loop, run by
+ * the worker, completed on the main loop (SpyreWorker.complete).
+ */
+typedef enum SpyreJobKind {
+    SPYRE_JOB_LAUNCH,
+    SPYRE_JOB_DMA,
+} SpyreJobKind;
+
+typedef struct SpyreJob {
+    QSIMPLEQ_ENTRY(SpyreJob) next;
+    SpyreJobKind kind;
+    unsigned ring;
+    uint32_t idx;               /* ring entry of the command */
+    uint32_t epoch;             /* ring epoch at submission */
+    uint64_t seqno;
+    uint8_t flags;
+    /* LAUNCH */
+    uint64_t prog_addr;
+    uint64_t prog_size;
+    uint64_t result_addr;
+    uint32_t num_cores;
+    uint32_t num_args;
+    uint32_t num_windows;
+    uint64_t args[SPYRE_LAUNCH_MAX_ARGS];
+    spyre_engine_window *windows;
+    spyre_engine_result *res;   /* filled by the worker */
+    /* DMA_COPY */
+    struct spyre_hw_cmd_dma dma;
+    uint32_t status;            /* filled by the worker */
+    uint64_t cycles;
+} SpyreJob;
+
+typedef struct SpyreWorker SpyreWorker;
+
+/*
+ * A worker thread with a FIFO of jobs (spyre-worker.c). queue, done,
+ * running and stop are protected by lock; cancel is atomic.
+ */
+struct SpyreWorker {
+    SpyreState *s;
+    const char *name;
+    /* Worker thread, no BQL: execute the job. */
+    void (*run)(SpyreState *s, SpyreWorker *w, SpyreJob *j);
+    /* Main loop: account the job and, if live, complete its command. */
+    uint32_t (*complete)(SpyreState *s, SpyreJob *j, bool live);
+    /* Called with lock held while a reset waits for the running job. */
+    void (*cancel)(SpyreState *s, SpyreWorker *w);
+
+    QemuThread thread;
+    bool started;
+    QemuMutex lock;
+    QemuCond cond;              /* worker: work queued or stop */
+    QemuCond idle_cond;         /* main loop: the running job finished */
+    QSIMPLEQ_HEAD(, SpyreJob) queue;
+    QSIMPLEQ_HEAD(, SpyreJob) done;
+    SpyreJob *running;
+    bool stop;
+    bool cancel_flag;           /* set while a reset waits */
+    QEMUBH *bh;                 /* completions -> guest */
+};
 
 struct SpyreState {
     PCIDevice parent_obj;
@@ -71,6 +148,7 @@ struct SpyreState {
     uint32_t power_cap_mw;
     uint16_t vendor_id;
     uint16_t device_id;
+    uint32_t engine_threads;
 
     /* Global registers. */
     uint32_t status;
@@ -93,6 +171,26 @@ struct SpyreState {
     uint32_t tele_hi_latch;     /* HI half latched by the last LO read */
     bool powered_on;            /* first reset after realize is power-on */
 
+    uint32_t tele_launch_errors;
+    uint64_t tele_launches;
+    uint64_t tele_eng_cycles;
+    uint64_t tele_eng_instrs;
+    uint64_t tele_eng_macs;
+    uint64_t tele_eng_ddr_rd;
+    uint64_t tele_eng_ddr_wr;
+    uint64_t tele_eng_ring;
+    SpyreCoreTele tele_core[SPYRE_LAUNCH_MAX_CORES];
+
+    /*
+     * Worker threads: the compute engine runs LAUNCHes, the DMA worker runs
+     * large DMA_COPYs. engine is created by the engine worker on first use
+     * and protected by engine_worker.lock.
+     */
+    SpyreWorker engine_worker;
+    SpyreWorker dma_worker;
+    spyre_engine *engine;
+    spyre_engine_config engine_cfg;
+
     /* Thermal/power model: decaying busy time, see spyre_update_load(). */
     double heat_ns;
     int64_t heat_stamp_ns;
@@ -108,9 +206,33 @@ uint32_t spyre_ring_read(SpyreState *s, unsigned n, unsigned reg);
 void spyre_ring_reset(SpyreRing *r);
 void spyre_ring_bh(void *opaque);
 
+/* Status of a command handed to a worker (internal, never in a completion). */
+#define SPYRE_STATUS_QUEUED         0xffffffffu
+
 /* spyre-dma.c */
-uint32_t spyre_dma_copy(SpyreState *s, const struct spyre_hw_cmd_dma *d,
-                        uint8_t flags, uint64_t *cycles);
+uint32_t spyre_dma_copy(SpyreState *s, unsigned n, uint32_t idx,
+                        const struct spyre_hw_cmd *c, uint64_t *cycles);
 uint64_t spyre_dma_cycles(SpyreState *s, uint64_t bytes);
+void spyre_dma_worker_init(SpyreState *s);
+
+/* spyre-ring.c */
+uint32_t spyre_ring_complete(SpyreState *s, unsigned n, uint32_t idx,
+                             uint64_t seqno, uint8_t flags, uint32_t st,
+                             uint32_t detail, uint64_t cycles);
+
+/* spyre-launch.c */
+uint32_t spyre_launch_submit(SpyreState *s, unsigned n, uint32_t idx,
+                             const struct spyre_hw_cmd *c, uint64_t *cycles);
+void spyre_launch_worker_init(SpyreState *s);
+void spyre_launch_worker_fini(SpyreState *s);
+
+/* spyre-worker.c */
+SpyreJob *spyre_job_new(SpyreState *s, SpyreJobKind kind, unsigned n,
+                        uint32_t idx, const struct spyre_hw_cmd *c);
+void spyre_job_free(SpyreJob *j);
+void spyre_worker_init(SpyreState *s, SpyreWorker *w, const char *name);
+void spyre_worker_submit(SpyreWorker *w, SpyreJob *j);
+void spyre_worker_cancel_all(SpyreWorker *w);
+void spyre_worker_fini(SpyreWorker *w);
 
 #endif /* HW_MISC_SPYRE_H */

@@ -334,7 +334,11 @@ struct Core {
     uint32_t depth = 0;
     uint64_t span_base = 0;
     uint8_t* lx = nullptr;
-    uint64_t lx_hw = 0;  // highest LX byte written + 1 (zeroed at the next job start)
+    uint64_t lx_hw = 0;  // highest LX byte written + 1 (becomes stale at the next job start)
+    // One bit per LX stick: the stick must read as zero but its bytes may still hold an earlier
+    // job's data. Sticks are zeroed lazily when first touched, or just marked clean when a LOAD
+    // overwrites them completely (saves zeroing the scratchpads at every job start).
+    uint64_t* stale = nullptr;
     // timing
     uint64_t t = 0;  // issue clock
     uint64_t unit_free[SPYRE_UNIT_COUNT] = {};
@@ -355,6 +359,43 @@ struct Range {
     uint64_t lo, hi;
 };
 
+// Zeroes the stale sticks overlapping LX bytes [lo, hi) (before any access to them).
+inline void lx_touch(Core& c, uint64_t lo, uint64_t hi) {
+    if (hi <= lo) return;
+    const uint64_t s0 = lo / kS, s1 = (hi + kS - 1) / kS;
+    for (uint64_t w = s0 / 64; w <= (s1 - 1) / 64; ++w) {
+        uint64_t mask = ~uint64_t{0};
+        if (w == s0 / 64) mask &= ~uint64_t{0} << (s0 % 64);
+        if (w == (s1 - 1) / 64 && s1 % 64) mask &= ~(~uint64_t{0} << (s1 % 64));
+        uint64_t bits = c.stale[w] & mask;
+        if (!bits) continue;
+        c.stale[w] &= ~bits;
+        while (bits) {
+            const int b = std::countr_zero(bits);
+            bits &= bits - 1;
+            std::memset(c.lx + (w * 64 + b) * kS, 0, kS);
+        }
+    }
+}
+inline void lx_touch(Core& c, const Range& r) { lx_touch(c, r.lo, r.hi); }
+
+// LX bytes [lo, hi) are about to be overwritten completely: whole sticks inside need no zeroing.
+inline void lx_overwrite(Core& c, uint64_t lo, uint64_t hi) {
+    const uint64_t s0 = (lo + kS - 1) / kS, s1 = hi / kS;
+    if (s1 <= s0) {
+        lx_touch(c, lo, hi);
+        return;
+    }
+    lx_touch(c, lo, s0 * kS);
+    lx_touch(c, s1 * kS, hi);
+    for (uint64_t w = s0 / 64; w <= (s1 - 1) / 64; ++w) {
+        uint64_t mask = ~uint64_t{0};
+        if (w == s0 / 64) mask &= ~uint64_t{0} << (s0 % 64);
+        if (w == (s1 - 1) / 64 && s1 % 64) mask &= ~(~uint64_t{0} << (s1 % 64));
+        c.stale[w] &= ~mask;
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Engine
 
@@ -366,8 +407,11 @@ class Engine {
                                 : std::max(1u, std::thread::hardware_concurrency())),
           cores_(cfg.num_cores) {
         lx_mem_.reset(new uint8_t[cfg.lx_bytes * cfg.num_cores]());
+        stale_words_ = (cfg.lx_bytes / kS + 63) / 64;
+        stale_mem_.reset(new uint64_t[stale_words_ * cfg.num_cores]());
         for (uint32_t i = 0; i < cfg.num_cores; ++i) {
             cores_[i].lx = lx_mem_.get() + uint64_t{i} * cfg.lx_bytes;
+            cores_[i].stale = stale_mem_.get() + uint64_t{i} * stale_words_;
             cores_[i].lx_hw = 0;
         }
     }
@@ -410,6 +454,8 @@ class Engine {
     ThreadPool pool_;
     std::vector<Core> cores_;
     std::unique_ptr<uint8_t[]> lx_mem_;
+    std::unique_ptr<uint64_t[]> stale_mem_;
+    uint64_t stale_words_ = 0;
     std::atomic<bool> cancel_{false};
     std::mutex run_mu_;
 };
@@ -577,9 +623,11 @@ bool Engine::exec_dma(Core& c, const Instr& in, bool is_load) {
             uint8_t* l = c.lx + lx + i2 * ls2 + i1 * ls1;
             uint8_t* d = mem_ + ddr + i2 * ds2 + i1 * ds1;
             if (is_load) {
+                lx_overwrite(c, l - c.lx, l - c.lx + padded);
                 std::memcpy(l, d, len);
                 if (padded != len) std::memset(l + len, 0, padded - len);
             } else {
+                lx_touch(c, l - c.lx, l - c.lx + len);
                 std::memcpy(d, l, len);
             }
         }
@@ -616,6 +664,9 @@ bool Engine::exec_mm(Core& c, const Instr& in) {
                  nullptr))
         return false;
     c.stats.macs += m * n * k;
+    lx_touch(c, ra);
+    lx_touch(c, rb);
+    lx_touch(c, rc);
     kern::matmul({t, c.lx + ca, c.lx + aa, c.lx + ba, m, n, k, lda, ldb, ldc, acc});
     return true;
 }
@@ -695,6 +746,8 @@ bool Engine::exec_vec(Core& c, const Instr& in) {
     uint64_t cycles = ceil_div(rows * cols, lanes) * per_vec;
     if (!unit_op(c, SPYRE_UNIT_VECTOR, 0, cycles, cfg_.vec_latency, reads, nr, &w, 1, nullptr))
         return false;
+    for (int i = 0; i < nr; ++i) lx_touch(c, reads[i]);
+    lx_touch(c, w);
     switch (op) {
         case Op::VUN:
             kern::vunary(static_cast<isa::VUn>(in.func), dt, st, c.lx + dst, c.lx + s1, rows, cols,
@@ -729,6 +782,7 @@ bool Engine::exec_send(Core& c, const Instr& in) {
                  0, &end, dir))
         return false;
     c.stats.ring_bytes += len;
+    lx_touch(c, r);
     Msg m;
     m.data.assign(c.lx + lx, c.lx + lx + len);
     m.arrival = end + cfg_.ring_hop_latency;
@@ -755,6 +809,7 @@ int Engine::exec_recv(Core& c, const Instr& in) {
         c.stats.wait_cycles += ready - c.t;
         c.t = ready;
     }
+    lx_touch(c, w);
     if (len) std::memcpy(c.lx + lx, m.data.data(), len);
     c.lx_hw = std::max(c.lx_hw, w.hi);
     c.in_bytes[dir] -= len;
@@ -939,6 +994,7 @@ bool Engine::run_core(Core& c) {
                 uint64_t ready =
                     op == Op::LXLD ? hazard(c, &rg, 1, nullptr, 0) : hazard(c, nullptr, 0, &rg, 1);
                 c.t = std::max(c.t, ready);
+                lx_touch(c, rg);
                 if (op == Op::LXLD) {
                     std::memcpy(&r[in.a], c.lx + a, 8);
                 } else {
@@ -1044,6 +1100,10 @@ bool Engine::release_allred(std::vector<Core*>& live, Failure& f) {
     const uint64_t end = start + ring + lat;
     std::vector<float> acc(count), x(count);
     for (size_t i = 0; i < live.size(); ++i) {
+        lx_touch(*live[i], src[i]);
+        lx_touch(*live[i], dst[i]);
+    }
+    for (size_t i = 0; i < live.size(); ++i) {
         kern::load_row(t, live[i]->lx + src[i].lo, count, i == 0 ? acc.data() : x.data());
         if (i) kern::combine(static_cast<isa::Red>(i0.func), acc.data(), x.data(), count);
     }
@@ -1115,15 +1175,19 @@ int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
                                          : UINT64_MAX;
     max_cycles_ = job.max_cycles ? job.max_cycles : cfg_.max_cycles ? cfg_.max_cycles : UINT64_MAX;
 
-    // reset cores (scratchpads are zeroed up to what the previous job wrote)
+    // reset cores (what the previous job wrote becomes stale: it reads as zero)
     for (uint32_t i = 0; i < cfg_.num_cores; ++i) {
         Core& c = cores_[i];
         uint8_t* lx = c.lx;
-        if (c.lx_hw) std::memset(lx, 0, std::min(c.lx_hw, cfg_.lx_bytes));
+        uint64_t* stale = c.stale;
+        const uint64_t sticks = ceil_div(std::min(c.lx_hw, cfg_.lx_bytes), kS);
+        for (uint64_t w = 0; w < sticks / 64; ++w) stale[w] = ~uint64_t{0};
+        if (sticks % 64) stale[sticks / 64] |= ~(~uint64_t{0} << (sticks % 64));
         c.~Core();
         new (&c) Core();
         c.id = i;
         c.lx = lx;
+        c.stale = stale;
         c.r[isa::kRegCoreId] = i;
         c.r[isa::kRegNumCores] = nc;
         c.span_base = span0;

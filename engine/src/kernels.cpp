@@ -2,11 +2,16 @@
 #include "kernels.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "spyre/numerics.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 namespace spyre::kern {
 
@@ -29,7 +34,6 @@ inline float fmax_nan(float a, float b) { return (a > b || a != a) ? a : b; }
 inline float fmin_nan(float a, float b) { return (a < b || a != a) ? a : b; }
 
 thread_local std::vector<float> tl_f0, tl_f1, tl_f2, tl_f3;
-thread_local std::vector<uint32_t> tl_u0, tl_u1, tl_u2;
 thread_local std::vector<double> tl_d0;
 
 template <typename V>
@@ -40,6 +44,234 @@ inline auto* grow(V& v, size_t n) {
 
 }  // namespace
 
+// ---------------------------------------------------------------------------------------------
+// Instruction-set specific code. Every kernel below exists as a portable version and, on x86-64,
+// as an AVX2+FMA+F16C version chosen once at run time. Both versions perform the same IEEE
+// operations in the same order (the matmul uses fused multiply-adds in both), so results are
+// bit-identical whichever is chosen (NaN payloads of MM results excepted, see isa.md).
+
+namespace {
+
+void f16_to_f32_generic(const uint8_t* p, size_t n, float* out) {
+    for (size_t i = 0; i < n; ++i) out[i] = num::f16_to_f32(ld<uint16_t>(p + 2 * i));
+}
+void f32_to_f16_generic(uint8_t* p, size_t n, const float* in) {
+    for (size_t i = 0; i < n; ++i) st<uint16_t>(p + 2 * i, num::f32_to_f16(in[i]));
+}
+
+// Matmul micro-kernels: per step, 6 words of A (row i of the 6-row panel at a + i * ars, moving
+// by ass bytes per step: fp32 rows in place, or the packed int8 layout) and 16 words of packed B
+// (a 16-column panel); C is a 6 x 16 tile of 4-byte elements with a row stride of ldc bytes,
+// initialised from C or (zero) from 0.
+//  fp32: a step is one k; C[i][j] = fma(A[i][k], B[k][j], C[i][j]) for k ascending.
+//  int8: a step is a pair (k, k+1) of int16 values; C[i][j] += A[i][k] B[k][j] + A[i][k+1]
+//        B[k+1][j] in wrapping int32 (the pair sum is exact).
+constexpr size_t kMR = 6, kNR = 16;
+constexpr size_t kKC = 256;   // steps per cache block (B panel slice: 16 KiB)
+constexpr size_t kMCP = 16;   // A panels per cache block (96 rows x kKC steps: 96 KiB)
+using Ukr = void (*)(size_t steps, const char* a, size_t ars, size_t ass, const void* b,
+                    uint8_t* c, size_t ldc, bool zero);
+
+void ukr_f32_generic(size_t steps, const char* a, size_t ars, size_t ass, const void* bv,
+                     uint8_t* c, size_t ldc, bool zero) {
+    const float* b = static_cast<const float*>(bv);
+    float acc[kMR][kNR];
+    for (size_t i = 0; i < kMR; ++i) {
+        if (zero)
+            for (size_t j = 0; j < kNR; ++j) acc[i][j] = 0.0f;
+        else
+            std::memcpy(acc[i], c + i * ldc, sizeof acc[i]);
+    }
+    for (size_t k = 0; k < steps; ++k, a += ass, b += kNR)
+        for (size_t i = 0; i < kMR; ++i) {
+            const float ai = ld<float>(reinterpret_cast<const uint8_t*>(a + i * ars));
+            for (size_t j = 0; j < kNR; ++j) acc[i][j] = std::fma(ai, b[j], acc[i][j]);
+        }
+    for (size_t i = 0; i < kMR; ++i) std::memcpy(c + i * ldc, acc[i], sizeof acc[i]);
+}
+
+void ukr_i8_generic(size_t steps, const char* a, size_t ars, size_t ass, const void* bv,
+                    uint8_t* c, size_t ldc, bool zero) {
+    const int16_t* b = static_cast<const int16_t*>(bv);
+    uint32_t acc[kMR][kNR];
+    for (size_t i = 0; i < kMR; ++i) {
+        if (zero)
+            for (size_t j = 0; j < kNR; ++j) acc[i][j] = 0;
+        else
+            std::memcpy(acc[i], c + i * ldc, sizeof acc[i]);
+    }
+    for (size_t k = 0; k < steps; ++k, a += ass, b += 2 * kNR)
+        for (size_t i = 0; i < kMR; ++i) {
+            const uint32_t ai = ld<uint32_t>(reinterpret_cast<const uint8_t*>(a + i * ars));
+            const int32_t a0 = static_cast<int16_t>(ai & 0xffff);
+            const int32_t a1 = static_cast<int16_t>(ai >> 16);
+            for (size_t j = 0; j < kNR; ++j) {
+                // same pairing as pmaddwd: columns 0-7 in the first 32 bytes, 8-15 in the next
+                const int16_t* bp = b + (j < 8 ? 2 * j : 16 + 2 * (j - 8));
+                acc[i][j] += static_cast<uint32_t>(a0 * bp[0] + a1 * bp[1]);
+            }
+        }
+    for (size_t i = 0; i < kMR; ++i) std::memcpy(c + i * ldc, acc[i], sizeof acc[i]);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SPYRE_X86_SIMD 1
+#define SPYRE_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+SPYRE_AVX2 void f16_to_f32_avx2(const uint8_t* p, size_t n, float* out) {
+    size_t i = 0;
+    const __m256i m7fff = _mm256_set1_epi32(0x7fff), m7c00 = _mm256_set1_epi32(0x7c00);
+    const __m256i m8000 = _mm256_set1_epi32(0x8000), m3ff = _mm256_set1_epi32(0x3ff);
+    const __m256i inf = _mm256_set1_epi32(0x7f800000);
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i));
+        __m256 f = _mm256_cvtph_ps(h);
+        const __m256i x = _mm256_cvtepu16_epi32(h);
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, m7fff), m7c00);
+        if (!_mm256_testz_si256(nan, nan)) {
+            // keep signalling NaNs signalling, as num::f16_to_f32 does
+            const __m256i bits = _mm256_or_si256(
+                _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(x, m8000), 16), inf),
+                _mm256_slli_epi32(_mm256_and_si256(x, m3ff), 13));
+            f = _mm256_blendv_ps(f, _mm256_castsi256_ps(bits), _mm256_castsi256_ps(nan));
+        }
+        _mm256_storeu_ps(out + i, f);
+    }
+    for (; i < n; ++i) out[i] = num::f16_to_f32(ld<uint16_t>(p + 2 * i));
+}
+
+SPYRE_AVX2 void f32_to_f16_avx2(uint8_t* p, size_t n, const float* in) {
+    size_t i = 0;
+    // round to nearest even; NaN -> quiet NaN with the top payload bits, like num::f32_to_f16
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 2 * i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; ++i) st<uint16_t>(p + 2 * i, num::f32_to_f16(in[i]));
+}
+
+#define SPYRE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+
+SPYRE_AVX2 void ukr_f32_avx2(size_t steps, const char* a, size_t ars, size_t ass, const void* bv,
+                             uint8_t* c, size_t ldc, bool zero) {
+    const float* b = static_cast<const float*>(bv);
+    const char *a0 = a, *a1 = a + ars, *a2 = a + 2 * ars, *a3 = a + 3 * ars, *a4 = a + 4 * ars,
+               *a5 = a + 5 * ars;
+#define DECL(i) __m256 c##i##0, c##i##1;
+    SPYRE_ROWS(DECL)
+#undef DECL
+    if (zero) {
+#define ZERO(i) c##i##0 = _mm256_setzero_ps(), c##i##1 = _mm256_setzero_ps();
+        SPYRE_ROWS(ZERO)
+#undef ZERO
+    } else {
+#define LOAD(i)                                                                   \
+    c##i##0 = _mm256_loadu_ps(reinterpret_cast<const float*>(c + (i) * ldc));     \
+    c##i##1 = _mm256_loadu_ps(reinterpret_cast<const float*>(c + (i) * ldc) + 8);
+        SPYRE_ROWS(LOAD)
+#undef LOAD
+    }
+    for (size_t k = 0, off = 0; k < steps; ++k, off += ass, b += kNR) {
+        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+#define STEP(i)                                                                         \
+    {                                                                                   \
+        const __m256 ai = _mm256_broadcast_ss(reinterpret_cast<const float*>(a##i + off)); \
+        c##i##0 = _mm256_fmadd_ps(ai, b0, c##i##0);      \
+        c##i##1 = _mm256_fmadd_ps(ai, b1, c##i##1);      \
+    }
+        SPYRE_ROWS(STEP)
+#undef STEP
+    }
+#define STORE(i)                                                            \
+    _mm256_storeu_ps(reinterpret_cast<float*>(c + (i) * ldc), c##i##0);     \
+    _mm256_storeu_ps(reinterpret_cast<float*>(c + (i) * ldc) + 8, c##i##1);
+    SPYRE_ROWS(STORE)
+#undef STORE
+}
+
+SPYRE_AVX2 void ukr_i8_avx2(size_t steps, const char* a, size_t ars, size_t ass, const void* bv,
+                            uint8_t* c, size_t ldc, bool zero) {
+    const __m256i* b = static_cast<const __m256i*>(bv);
+#define DECL(i) __m256i c##i##0, c##i##1;
+    SPYRE_ROWS(DECL)
+#undef DECL
+    if (zero) {
+#define ZERO(i) c##i##0 = _mm256_setzero_si256(), c##i##1 = _mm256_setzero_si256();
+        SPYRE_ROWS(ZERO)
+#undef ZERO
+    } else {
+#define LOAD(i)                                                                         \
+    c##i##0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (i) * ldc));      \
+    c##i##1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (i) * ldc + 32));
+        SPYRE_ROWS(LOAD)
+#undef LOAD
+    }
+    for (size_t k = 0; k < steps; ++k, a += ass, b += 2) {
+        const __m256i b0 = _mm256_loadu_si256(b), b1 = _mm256_loadu_si256(b + 1);
+#define STEP(i)                                                                \
+    {                                                                          \
+        const __m256i ai = _mm256_set1_epi32(ld<int32_t>(                      \
+            reinterpret_cast<const uint8_t*>(a + (i) * ars)));                 \
+        c##i##0 = _mm256_add_epi32(c##i##0, _mm256_madd_epi16(ai, b0));        \
+        c##i##1 = _mm256_add_epi32(c##i##1, _mm256_madd_epi16(ai, b1));        \
+    }
+        SPYRE_ROWS(STEP)
+#undef STEP
+    }
+#define STORE(i)                                                               \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + (i) * ldc), c##i##0);   \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + (i) * ldc + 32), c##i##1);
+    SPYRE_ROWS(STORE)
+#undef STORE
+}
+#undef SPYRE_ROWS
+#endif
+
+struct Impl {
+    void (*h2f)(const uint8_t*, size_t, float*);
+    void (*f2h)(uint8_t*, size_t, const float*);
+    Ukr ukr_f32;
+    Ukr ukr_i8;
+    const char* name;
+};
+
+constexpr Impl kGeneric{f16_to_f32_generic, f32_to_f16_generic, ukr_f32_generic, ukr_i8_generic,
+                        "generic"};
+#ifdef SPYRE_X86_SIMD
+constexpr Impl kAvx2{f16_to_f32_avx2, f32_to_f16_avx2, ukr_f32_avx2, ukr_i8_avx2, "avx2"};
+#endif
+
+const Impl* detect() {
+#ifdef SPYRE_X86_SIMD
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))
+        return &kAvx2;
+#endif
+    return &kGeneric;
+}
+
+std::atomic<const Impl*> g_impl{nullptr};
+
+inline const Impl& impl() {
+    const Impl* p = g_impl.load(std::memory_order_acquire);
+    if (!p) {
+        p = detect();
+        g_impl.store(p, std::memory_order_release);
+    }
+    return *p;
+}
+
+}  // namespace
+
+const char* simd_name() { return impl().name; }
+
+bool use_simd(bool on) {
+    const Impl* want = &kGeneric;
+    if (on) want = detect();
+    g_impl.store(want, std::memory_order_release);
+    return want != &kGeneric;
+}
+
 void load_row(DType t, const uint8_t* p, size_t n, float* out) {
     if (n == 0) return;
     switch (t) {
@@ -47,7 +279,7 @@ void load_row(DType t, const uint8_t* p, size_t n, float* out) {
             std::memcpy(out, p, n * 4);
             break;
         case DType::F16:
-            for (size_t i = 0; i < n; ++i) out[i] = num::f16_to_f32(ld<uint16_t>(p + 2 * i));
+            impl().h2f(p, n, out);
             break;
         case DType::BF16:
             for (size_t i = 0; i < n; ++i) out[i] = num::bf16_to_f32(ld<uint16_t>(p + 2 * i));
@@ -70,7 +302,7 @@ void store_row(DType t, uint8_t* p, size_t n, const float* in) {
             std::memcpy(p, in, n * 4);
             break;
         case DType::F16:
-            for (size_t i = 0; i < n; ++i) st<uint16_t>(p + 2 * i, num::f32_to_f16(in[i]));
+            impl().f2h(p, n, in);
             break;
         case DType::BF16:
             for (size_t i = 0; i < n; ++i) st<uint16_t>(p + 2 * i, num::f32_to_bf16(in[i]));
@@ -88,97 +320,136 @@ void store_row(DType t, uint8_t* p, size_t n, const float* in) {
 
 namespace {
 
-// C[m][n] += A[m][k] * B[k][n] on packed, contiguous operands; k ascending for every element.
-// Four rows of C share each loaded row of B; columns are blocked to stay in L1.
-template <typename T>
-void gemm_packed(T* __restrict c, const T* __restrict a, const T* __restrict b, size_t m, size_t n,
-                 size_t k) {
-    constexpr size_t kColBlock = 256;
-    for (size_t j0 = 0; j0 < n; j0 += kColBlock) {
-        const size_t nb = std::min(kColBlock, n - j0);
-        size_t i = 0;
-        for (; i + 4 <= m; i += 4) {
-            T* __restrict c0 = c + (i + 0) * n + j0;
-            T* __restrict c1 = c + (i + 1) * n + j0;
-            T* __restrict c2 = c + (i + 2) * n + j0;
-            T* __restrict c3 = c + (i + 3) * n + j0;
-            for (size_t kk = 0; kk < k; ++kk) {
-                const T a0 = a[(i + 0) * k + kk], a1 = a[(i + 1) * k + kk];
-                const T a2 = a[(i + 2) * k + kk], a3 = a[(i + 3) * k + kk];
-                const T* __restrict br = b + kk * n + j0;
-                for (size_t j = 0; j < nb; ++j) {
-                    const T bv = br[j];
-                    c0[j] += a0 * bv;
-                    c1[j] += a1 * bv;
-                    c2[j] += a2 * bv;
-                    c3[j] += a3 * bv;
+// A operand of the driver: panel ip (6 rows) starts at base + ip * ps (the last, partial panel of
+// a row layout is a zero-padded copy at tail); row i of a panel at + i * rs; steps ss bytes apart.
+struct APanels {
+    const char* base;
+    size_t ps, rs, ss;
+    const char* tail;  // nullptr: the last panel is complete or zero padded in place
+    size_t tail_rs;
+};
+
+// Runs the micro-kernel over A and packed B (np panels of `steps` x 16 words). Blocking only
+// changes which tile is computed when; every C element still sees its steps in ascending order,
+// so the result does not depend on the blocking.
+void gemm_driver(Ukr ukr, const APanels& A, const void* bpv, size_t m, size_t n,
+                 size_t steps, uint8_t* c, size_t ldc, bool accumulate) {
+    const size_t mp = (m + kMR - 1) / kMR, np = (n + kNR - 1) / kNR;
+    const char* bp = static_cast<const char*>(bpv);  // 4-byte words
+    alignas(32) uint8_t tmp[kMR * kNR * 4];
+    for (size_t pc = 0; pc < steps; pc += kKC) {
+        const size_t kc = std::min(kKC, steps - pc);
+        const bool zero = !accumulate && pc == 0;
+        for (size_t ic = 0; ic < mp; ic += kMCP) {
+            const size_t ie = std::min(mp, ic + kMCP);
+            for (size_t jp = 0; jp < np; ++jp) {
+                const char* b = bp + (jp * steps + pc) * kNR * 4;
+                const size_t cols = std::min(kNR, n - jp * kNR);
+                for (size_t ip = ic; ip < ie; ++ip) {
+                    const size_t rows = std::min(kMR, m - ip * kMR);
+                    const bool tail = A.tail && rows < kMR;
+                    const char* a = (tail ? A.tail : A.base + ip * A.ps) + pc * A.ss;
+                    const size_t ars = tail ? A.tail_rs : A.rs;
+                    uint8_t* ct = c + ip * kMR * ldc + jp * kNR * 4;
+                    if (rows == kMR && cols == kNR) {
+                        ukr(kc, a, ars, A.ss, b, ct, ldc, zero);
+                        continue;
+                    }
+                    std::memset(tmp, 0, sizeof tmp);
+                    if (!zero)
+                        for (size_t i = 0; i < rows; ++i)
+                            std::memcpy(tmp + i * kNR * 4, ct + i * ldc, cols * 4);
+                    ukr(kc, a, ars, A.ss, b, tmp, kNR * 4, zero);
+                    for (size_t i = 0; i < rows; ++i)
+                        std::memcpy(ct + i * ldc, tmp + i * kNR * 4, cols * 4);
                 }
-            }
-        }
-        for (; i < m; ++i) {
-            T* __restrict c0 = c + i * n + j0;
-            for (size_t kk = 0; kk < k; ++kk) {
-                const T a0 = a[i * k + kk];
-                const T* __restrict br = b + kk * n + j0;
-                for (size_t j = 0; j < nb; ++j) c0[j] += a0 * br[j];
             }
         }
     }
 }
 
-// Non-template entry points with an AVX2 clone chosen at load time. No FMA contraction
-// (-ffp-contract=off), so both clones give bit-identical results.
-__attribute__((target_clones("avx2", "default"))) void gemm_f32(float* c, const float* a,
-                                                                const float* b, size_t m, size_t n,
-                                                                size_t k) {
-    gemm_packed<float>(c, a, b, m, n, k);
-}
-__attribute__((target_clones("avx2", "default"))) void gemm_u32(uint32_t* c, const uint32_t* a,
-                                                                const uint32_t* b, size_t m,
-                                                                size_t n, size_t k) {
-    gemm_packed<uint32_t>(c, a, b, m, n, k);
-}
+thread_local std::vector<float> tl_pa, tl_pb;
+thread_local std::vector<uint32_t> tl_pa8;
+thread_local std::vector<int16_t> tl_pb8;
 
 }  // namespace
 
 void matmul(const MatmulArgs& g) {
     const size_t m = g.m, n = g.n, k = g.k;
     if (m == 0 || n == 0) return;
-    if (g.in == DType::I8) {
-        uint32_t* a = grow(tl_u0, m * k);
-        uint32_t* b = grow(tl_u1, k * n);
-        uint32_t* c = grow(tl_u2, m * n);
-        for (size_t i = 0; i < m; ++i)
-            for (size_t kk = 0; kk < k; ++kk)
-                a[i * k + kk] = static_cast<uint32_t>(
-                    static_cast<int32_t>(static_cast<int8_t>(g.a[i * g.lda + kk])));
-        for (size_t kk = 0; kk < k; ++kk)
-            for (size_t j = 0; j < n; ++j)
-                b[kk * n + j] = static_cast<uint32_t>(
-                    static_cast<int32_t>(static_cast<int8_t>(g.b[kk * g.ldb + j])));
-        for (size_t i = 0; i < m; ++i) {
-            if (g.accumulate)
-                std::memcpy(c + i * n, g.c + i * g.ldc, n * 4);
-            else
-                std::memset(c + i * n, 0, n * 4);
-        }
-        gemm_u32(c, a, b, m, n, k);
-        for (size_t i = 0; i < m; ++i) std::memcpy(g.c + i * g.ldc, c + i * n, n * 4);
+    if (k == 0) {
+        if (!g.accumulate)
+            for (size_t i = 0; i < m; ++i) std::memset(g.c + i * g.ldc, 0, n * 4);
         return;
     }
-    float* a = grow(tl_f0, m * k);
-    float* b = grow(tl_f1, k * n);
-    float* c = grow(tl_f2, m * n);
-    for (size_t i = 0; i < m; ++i) load_row(g.in, g.a + i * g.lda, k, a + i * k);
-    for (size_t kk = 0; kk < k; ++kk) load_row(g.in, g.b + kk * g.ldb, n, b + kk * n);
-    for (size_t i = 0; i < m; ++i) {
-        if (g.accumulate)
-            std::memcpy(c + i * n, g.c + i * g.ldc, n * 4);
-        else
-            std::memset(c + i * n, 0, n * 4);
+    const Impl& im = impl();
+    const size_t mp = (m + kMR - 1) / kMR, np = (n + kNR - 1) / kNR;
+    if (g.in == DType::I8) {
+        // A: int16 pairs (k, k+1) per row; B: for each pair, 16 columns of (k, k+1) int16 pairs
+        const size_t steps = (k + 1) / 2;
+        uint32_t* pa = grow(tl_pa8, mp * steps * kMR);
+        int16_t* b16 = grow(tl_pb8, np * steps * kNR * 2);
+        for (size_t ip = 0; ip < mp; ++ip)
+            for (size_t ii = 0; ii < kMR; ++ii) {
+                const size_t i = ip * kMR + ii;
+                uint32_t* dst = pa + ip * steps * kMR + ii;
+                const int8_t* row = reinterpret_cast<const int8_t*>(g.a + i * g.lda);
+                for (size_t s = 0; s < steps; ++s) {
+                    uint32_t lo = 0, hi = 0;
+                    if (i < m) {
+                        lo = static_cast<uint16_t>(int16_t{row[2 * s]});
+                        if (2 * s + 1 < k) hi = static_cast<uint16_t>(int16_t{row[2 * s + 1]});
+                    }
+                    dst[s * kMR] = lo | hi << 16;
+                }
+            }
+        for (size_t s = 0; s < steps; ++s)
+            for (size_t jp = 0; jp < np; ++jp) {
+                int16_t* dst = b16 + ((jp * steps + s) * kNR) * 2;
+                for (size_t jj = 0; jj < kNR; ++jj) {
+                    const size_t j = jp * kNR + jj;
+                    int16_t* d = dst + (jj < 8 ? 2 * jj : 16 + 2 * (jj - 8));
+                    d[0] = j < n ? int8_t(g.b[2 * s * g.ldb + j]) : 0;
+                    d[1] = j < n && 2 * s + 1 < k ? int8_t(g.b[(2 * s + 1) * g.ldb + j]) : 0;
+                }
+            }
+        const APanels A{reinterpret_cast<const char*>(pa), steps * kMR * 4, 4, kMR * 4, nullptr, 0};
+        gemm_driver(im.ukr_i8, A, b16, m, n, steps, g.c, g.ldc, g.accumulate);
+        return;
     }
-    gemm_f32(c, a, b, m, n, k);
-    for (size_t i = 0; i < m; ++i) std::memcpy(g.c + i * g.ldc, c + i * n, n * 4);
+    // fp16/bf16/fp32: A as fp32 rows (fp32 input: used in place), B packed; converted once
+    const size_t mfull = m / kMR * kMR, tail_rows = m - mfull;
+    float* pb = grow(tl_pb, np * k * kNR);
+    float* row = grow(tl_f0, np * kNR);
+    APanels A{};
+    A.ss = 4;
+    if (g.in == DType::F32) {
+        A.base = reinterpret_cast<const char*>(g.a);
+        A.rs = g.lda;
+        A.ps = kMR * g.lda;
+        if (tail_rows) {
+            float* t = grow(tl_pa, kMR * k);
+            std::fill_n(t, kMR * k, 0.0f);
+            for (size_t i = 0; i < tail_rows; ++i)
+                std::memcpy(t + i * k, g.a + (mfull + i) * g.lda, k * 4);
+            A.tail = reinterpret_cast<const char*>(t);
+            A.tail_rs = k * 4;
+        }
+    } else {
+        float* pa = grow(tl_pa, mp * kMR * k);
+        for (size_t i = 0; i < m; ++i) load_row(g.in, g.a + i * g.lda, k, pa + i * k);
+        std::fill_n(pa + m * k, (mp * kMR - m) * k, 0.0f);
+        A.base = reinterpret_cast<const char*>(pa);
+        A.rs = k * 4;
+        A.ps = kMR * k * 4;
+    }
+    std::fill_n(row, np * kNR, 0.0f);
+    for (size_t kk = 0; kk < k; ++kk) {
+        load_row(g.in, g.b + kk * g.ldb, n, row);
+        for (size_t jp = 0; jp < np; ++jp)
+            std::memcpy(pb + (jp * k + kk) * kNR, row + jp * kNR, kNR * 4);
+    }
+    gemm_driver(im.ukr_f32, A, pb, m, n, k, g.c, g.ldc, g.accumulate);
 }
 
 namespace {

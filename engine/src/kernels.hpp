@@ -23,9 +23,16 @@ struct MatmulArgs {
     uint64_t m, n, k, lda, ldb, ldc;  // strides in bytes
     bool accumulate;
 };
-// C[i][j] (+)= sum_k A[i][k] * B[k][j], k ascending, each product exact, fp32 (or wrapping
-// int32) accumulation. A, B and C may overlap only in reads (C is written at the end).
+// C[i][j] = fma(A[i][k], B[k][j], C[i][j]) for k ascending (fp32 accumulation, one rounding per
+// step), or wrapping int32 accumulation for I8. A and B are read completely (converted and
+// packed) before C is written, so C may overlap them.
 void matmul(const MatmulArgs& args);
+
+// Instruction-set variant in use ("avx2" or "generic"). use_simd(false) forces the portable
+// kernels (tests compare both); use_simd(true) restores detection. Returns whether SIMD is used.
+// Not to be called while jobs run.
+const char* simd_name();
+bool use_simd(bool on);
 
 void vunary(isa::VUn f, isa::DType dt, isa::DType st, uint8_t* dst, const uint8_t* src,
             uint64_t rows, uint64_t cols, uint64_t dstride, uint64_t sstride, float imm);

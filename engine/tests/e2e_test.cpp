@@ -6,11 +6,13 @@
 #include <cmath>
 #include <random>
 
-#include "matmul_program.hpp"
+#include "spyre/programs/matmul.hpp"
 #include "test_util.hpp"
 
 namespace spyre::test {
 namespace {
+
+using programs::build_matmul_program;
 
 struct MatmulData {
     std::vector<float> a, b;  // values exactly representable in fp16

@@ -295,7 +295,7 @@ TEST_P(MatmulTest, MatchesScalarReference) {
     b.halt();
     ASSERT_EQ(rig.run(b.finish()), 0) << rig.res.message;
     EXPECT_EQ(rig.res.macs, cs.m * cs.n * cs.k);
-    // reference: inputs rounded to the input type, products exact, k-ascending accumulation
+    // reference: inputs rounded to the input type, k-ascending fused multiply-adds in fp32
     for (uint64_t i = 0; i < cs.m; ++i)
         for (uint64_t j = 0; j < cs.n; ++j) {
             if (is_int) {
@@ -311,8 +311,8 @@ TEST_P(MatmulTest, MatchesScalarReference) {
             } else {
                 float acc = cs.acc ? c0[i * (cs.n + 1) + j] : 0.0f;
                 for (uint64_t k = 0; k < cs.k; ++k)
-                    acc += round_to(cs.t, a[i * (cs.k + 3) + k]) *
-                           round_to(cs.t, bm[k * (cs.n + 3) + j]);
+                    acc = std::fma(round_to(cs.t, a[i * (cs.k + 3) + k]),
+                                   round_to(cs.t, bm[k * (cs.n + 3) + j]), acc);
                 float got;
                 std::memcpy(&got, rig.mem.data() + OUT + i * ldc + 4 * j, 4);
                 ASSERT_TRUE(same_float(got, acc)) << i << "," << j << " " << got << " vs " << acc;

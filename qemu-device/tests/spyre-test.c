@@ -67,14 +67,15 @@ static const char *firmware_args(void)
     return args;
 }
 
-static Spyre *spyre_start(const char *extra)
+static Spyre *spyre_start_on(const char *machine, const char *extra)
 {
     Spyre *s = g_new0(Spyre, 1);
     uint64_t size;
 
-    s->qts = qtest_initf("%s -nodefaults -machine q35 -m 256M "
-                         "-device spyre,addr=%02x.0,devmem-size=%d%s",
-                         firmware_args(), SLOT, DEVMEM, extra ? extra : "");
+    s->qts = qtest_initf("%s -nodefaults -machine %s -m 256M "
+                         "-device spyre,id=spyre0,addr=%02x.0,devmem-size=%d%s",
+                         firmware_args(), machine, SLOT, DEVMEM,
+                         extra ? extra : "");
     pc_alloc_init(&s->alloc, s->qts, ALLOC_NO_FLAGS);
     s->bus = qpci_new_pc(s->qts, &s->alloc);
     s->dev = qpci_device_find(s->bus, QPCI_DEVFN(SLOT, 0));
@@ -85,6 +86,11 @@ static Spyre *spyre_start(const char *extra)
     s->bar2 = qpci_iomap(s->dev, SPYRE_BAR_DEVMEM, &size);
     g_assert_cmpuint(size, ==, DEVMEM);
     return s;
+}
+
+static Spyre *spyre_start(const char *extra)
+{
+    return spyre_start_on("q35", extra);
 }
 
 static void spyre_stop(Spyre *s)
@@ -174,8 +180,13 @@ static void ring_kick_wait(Spyre *s, int n)
     int i;
 
     rwr(s, n, SPYRE_RING_TAIL, r->tail);
-    for (i = 0; i < 10000 && rrd(s, n, SPYRE_RING_HEAD) != r->tail; i++) {
+    /* LAUNCH completes from the engine thread, in real time: up to 60 s. */
+    for (i = 0; i < 10000 + 60000 && rrd(s, n, SPYRE_RING_HEAD) != r->tail;
+         i++) {
         qtest_clock_step(s->qts, 1000);
+        if (i >= 10000) {
+            g_usleep(1000);
+        }
     }
     g_assert_cmpuint(rrd(s, n, SPYRE_RING_HEAD), ==, r->tail);
 }
@@ -350,7 +361,7 @@ static void test_identity(void)
                                      SPYRE_HW_VERSION_MINOR));
     g_assert_cmphex(rd(s, SPYRE_REG_CAPS), ==,
                     SPYRE_CAP_DMA | SPYRE_CAP_FENCE | SPYRE_CAP_MSIX |
-                    SPYRE_CAP_TELEMETRY);
+                    SPYRE_CAP_TELEMETRY | SPYRE_CAP_LAUNCH);
     g_assert_cmpuint(rd(s, SPYRE_REG_NUM_CORES), ==, 32);
     g_assert_cmpuint(rd64(s, SPYRE_REG_DEVMEM_SIZE_LO), ==, DEVMEM);
     g_assert_cmpuint(rd(s, SPYRE_REG_NUM_RINGS), ==, NRINGS);
@@ -410,7 +421,8 @@ static void test_bad_properties(void)
 {
     static const char *const bad[] = {
         "devmem-size=3M", "devmem-size=0", "num-rings=0", "num-rings=17",
-        "clock-mhz=0",
+        "clock-mhz=0", "num-cores=0", "num-cores=65", "lx-size=100",
+        "lx-size=2G", "engine-threads=5000",
     };
     const char *qemu = g_getenv("QTEST_QEMU_BINARY");
     size_t i;
@@ -694,6 +706,91 @@ static void test_dma_large(void)
     spyre_stop(s);
 }
 
+/*
+ * Copies of 1 MiB and more run on the DMA worker: in order on their ring,
+ * overlapping device copies in both directions, errors found by the worker.
+ */
+static void test_dma_async(void)
+{
+    Spyre *s = spyre_start(NULL);
+    const size_t len = 2 * 1024 * 1024 + 4096;
+    const size_t npages = DIV_ROUND_UP(len, PAGE);
+    HostBuf *src = hostbuf_new(s, npages, false);
+    g_autofree uint8_t *want = g_malloc(len);
+    g_autofree uint8_t *got = g_malloc0(len);
+    uint64_t fence = zalloc(s, 8);
+    const uint64_t base = 0x200000, shift = 0x1040;
+    struct spyre_hw_cmd c;
+    struct spyre_hw_cpl p;
+    uint32_t i0, i1;
+    uint64_t pt, h2d;
+
+    ring_setup(s, 0, 8);
+    fill(want, len, 11);
+    qtest_bufwrite(s->qts, src->page[0], want, len);
+
+    /* A large copy, then a fence: the fence completes after the copy. */
+    c = cmd_dma(1, SPYRE_CMD_F_SRC_HOST, src->dir, 0, base, 0, len);
+    i0 = ring_queue(s, 0, &c);
+    c = cmd_fence(2, fence, 7);
+    i1 = ring_queue(s, 0, &c);
+    ring_kick_wait(s, 0);
+    p = ring_cpl(s, 0, i0);
+    check_dma_ok(p, 1);
+    g_assert_cmpuint(p.done_count, ==, 1);
+    g_assert_cmpuint(p.cycles, >, len / 256);
+    g_assert_cmpuint(ring_cpl(s, 0, i1).done_count, ==, 2);
+    g_assert_cmphex(qtest_readq(s->qts, fence), ==, 7);
+    h2d = rd64(s, SPYRE_REG_TELE_H2D_BYTES_LO);
+    g_assert_cmpuint(h2d, ==, len);
+    devmem_read(s, base + len - 4096, got, 4096);
+    g_assert(memcmp(got, want + len - 4096, 4096) == 0);
+
+    /* Overlapping device copy upwards (back to front) ... */
+    c = cmd_dma(3, 0, base, 0, base + shift, 0, len);
+    check_dma_ok(submit(s, 0, &c), 3);
+    devmem_read(s, base + shift, got, 4096);
+    g_assert(memcmp(got, want, 4096) == 0);
+    devmem_read(s, base + shift + len - 4096, got, 4096);
+    g_assert(memcmp(got, want + len - 4096, 4096) == 0);
+    /* ... and back down (front to back). */
+    c = cmd_dma(4, 0, base + shift, 0, base, 0, len);
+    check_dma_ok(submit(s, 0, &c), 4);
+    devmem_read(s, base, got, len);
+    g_assert(memcmp(got, want, len) == 0);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_D2D_BYTES_LO), ==, 2 * len);
+
+    /* A bad page in the middle: the worker reports it, the ring goes on. */
+    pt = qtest_readq(s->qts, src->dir);
+    qtest_writeq(s->qts, pt + 300 * 8, src->page[300] + 8);
+    c = cmd_dma(5, SPYRE_CMD_F_SRC_HOST, src->dir, 0, base, 0, len);
+    p = submit(s, 0, &c);
+    g_assert_cmpuint(p.status, ==, SPYRE_STATUS_ERR_ALIGN);
+    g_assert_cmpuint(p.seqno, ==, 5);
+    g_assert_cmpuint(rd(s, SPYRE_REG_ERROR_CODE), ==, SPYRE_STATUS_ERR_ALIGN);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_H2D_BYTES_LO), ==, h2d);
+    c = cmd_nop(6, 0);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_OK);
+
+    /* Reset with large copies queued: none completes afterwards. */
+    qtest_writeq(s->qts, pt + 300 * 8, src->page[300]);
+    c = cmd_dma(7, 0, base, 0, base + shift, 0, len);
+    ring_queue(s, 0, &c);
+    ring_queue(s, 0, &c);
+    rwr(s, 0, SPYRE_RING_TAIL, s->ring[0].tail);
+    wr(s, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
+    qtest_clock_step(s->qts, 1000);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS), ==, 0);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_HEAD), ==, 0);
+    ring_setup(s, 0, 8);
+    c = cmd_dma(8, SPYRE_CMD_F_SRC_HOST, src->dir, 0, base, 0, len);
+    check_dma_ok(submit(s, 0, &c), 8);
+    devmem_read(s, base, got, len);
+    g_assert(memcmp(got, want, len) == 0);
+    hostbuf_free(src);
+    spyre_stop(s);
+}
+
 static void expect_error(Spyre *s, const struct spyre_hw_cmd *c, uint32_t st,
                          uint32_t *nerr)
 {
@@ -948,7 +1045,7 @@ static void test_fuzz(void)
 
         for (j = 0; j < 50; j++) {
             memset(&c, 0, sizeof(c));
-            c.hdr.opcode = g_rand_int_range(rnd, 0, 4);
+            c.hdr.opcode = g_rand_int_range(rnd, 0, 5);
             c.hdr.flags = g_rand_int_range(rnd, 0, 2) ?
                           g_rand_int_range(rnd, 0, 8) : g_rand_int(rnd);
             c.hdr.seqno = i * 100 + j;
@@ -970,7 +1067,7 @@ static void test_fuzz(void)
             struct spyre_hw_cpl p = ring_cpl(s, 3, (first + j) % 64);
 
             g_assert_cmpuint(p.seqno, ==, i * 100 + j);
-            g_assert_cmpuint(p.status, <=, SPYRE_STATUS_ERR_INJECTED);
+            g_assert_cmpuint(p.status, <=, SPYRE_STATUS_ERR_PROGRAM);
         }
     }
     c = cmd_nop(5, 0);
@@ -1089,6 +1186,630 @@ static void test_reset(void)
     spyre_stop(s);
 }
 
+/* ---- LAUNCH ---- */
+
+/* Engine ISA (Documentation/isa.md), just what the tests need. */
+enum {
+    ISA_HALT = 0x01, ISA_LI = 0x02, ISA_ARG = 0x03, ISA_ALU = 0x04,
+    ISA_BR = 0x05, ISA_LOAD = 0x10, ISA_STORE = 0x11, ISA_VBIN = 0x22,
+};
+#define ISA_ALU_ADD     0
+#define ISA_ALU_MUL     2
+#define ISA_BR_ALWAYS   0
+#define ISA_F32         0
+#define ISA_VBIN_ADD    0
+#define ISA_HDR         32
+#define ISA_INSN        16
+#define ERR_BAD_PROGRAM 2       /* enum spyre_engine_error */
+#define ERR_DDR_WINDOW  11
+#define UNIT_SCALAR     0
+#define UNIT_DMA        1
+#define UNIT_VECTOR     3
+
+typedef struct Prog {
+    uint8_t buf[ISA_HDR + 64 * ISA_INSN];
+    uint32_t n;
+} Prog;
+
+static void isa(Prog *p, uint8_t op, uint8_t dt, uint8_t a, uint8_t b,
+                uint8_t c, uint8_t d, uint8_t func, uint8_t flags,
+                int64_t imm)
+{
+    uint8_t *q = p->buf + ISA_HDR + p->n * ISA_INSN;
+    int i;
+
+    g_assert_cmpuint(p->n, <, 64);
+    q[0] = op, q[1] = dt, q[2] = a, q[3] = b;
+    q[4] = c, q[5] = d, q[6] = func, q[7] = flags;
+    for (i = 0; i < 8; i++) {
+        q[8 + i] = (uint64_t)imm >> (8 * i);
+    }
+    p->n++;
+}
+
+static void isa_li(Prog *p, uint8_t r, int64_t v)
+{
+    isa(p, ISA_LI, 0, r, 0, 0, 0, 0, 0, v);
+}
+
+/* Header in place; returns the image size. */
+static uint32_t isa_finish(Prog *p)
+{
+    uint8_t *h = p->buf;
+
+    memset(h, 0, ISA_HDR);
+    stl_le_p(h, 0x50595053);    /* "SPYP" */
+    stw_le_p(h + 4, 1);
+    stw_le_p(h + 6, ISA_HDR);
+    stl_le_p(h + 8, p->n);
+    return ISA_HDR + p->n * ISA_INSN;
+}
+
+/*
+ * z[core] = x[core] + y[core], one 128-byte row (32 fp32) per core:
+ * args = {x, y, z} device addresses, rows 128 bytes apart.
+ */
+static uint32_t prog_add_rows(Prog *p)
+{
+    memset(p, 0, sizeof(*p));
+    isa(p, ISA_ARG, 0, 3, 0, 0, 0, 0, 0, 0);
+    isa(p, ISA_ARG, 0, 4, 0, 0, 0, 0, 0, 1);
+    isa(p, ISA_ARG, 0, 5, 0, 0, 0, 0, 0, 2);
+    isa(p, ISA_ALU, 0, 6, 1, 0, 0, ISA_ALU_MUL, 0, 128);   /* r6 = core*128 */
+    isa(p, ISA_ALU, 0, 3, 3, 6, 0, ISA_ALU_ADD, 0, 0);
+    isa(p, ISA_ALU, 0, 4, 4, 6, 0, ISA_ALU_ADD, 0, 0);
+    isa(p, ISA_ALU, 0, 5, 5, 6, 0, ISA_ALU_ADD, 0, 0);
+    isa_li(p, 7, 128);          /* row bytes */
+    isa_li(p, 8, 0);            /* LX x */
+    isa_li(p, 9, 128);          /* LX y */
+    isa_li(p, 10, 256);         /* LX z */
+    isa(p, ISA_LOAD, 0, 8, 3, 7, 0, 0, 0, 0);
+    isa(p, ISA_LOAD, 0, 9, 4, 7, 0, 0, 0, 0);
+    isa_li(p, 20, 1);           /* rows */
+    isa_li(p, 21, 32);          /* cols */
+    isa_li(p, 22, 128);         /* strides */
+    isa_li(p, 23, 128);
+    isa_li(p, 24, 128);
+    isa(p, ISA_VBIN, ISA_F32 << 4 | ISA_F32, 10, 8, 9, 20, ISA_VBIN_ADD, 0, 0);
+    isa(p, ISA_STORE, 0, 10, 5, 7, 0, 0, 0, 0);
+    isa(p, ISA_HALT, 0, 0, 0, 0, 0, 0, 0, 0);
+    return isa_finish(p);
+}
+
+/* STORE one stick to args[0] (meant to be outside every window). */
+#define PROG_STRAY_STORE_PC 3
+static uint32_t prog_stray_store(Prog *p)
+{
+    memset(p, 0, sizeof(*p));
+    isa(p, ISA_ARG, 0, 3, 0, 0, 0, 0, 0, 0);
+    isa_li(p, 7, 128);
+    isa_li(p, 8, 0);
+    isa(p, ISA_STORE, 0, 8, 3, 7, 0, 0, 0, 0);
+    isa(p, ISA_HALT, 0, 0, 0, 0, 0, 0, 0, 0);
+    return isa_finish(p);
+}
+
+/* Branches to itself until the engine's instruction budget runs out. */
+static uint32_t prog_spin(Prog *p)
+{
+    memset(p, 0, sizeof(*p));
+    isa(p, ISA_BR, 0, 0, 0, 0, 0, ISA_BR_ALWAYS, 0, 0);
+    isa(p, ISA_HALT, 0, 0, 0, 0, 0, 0, 0, 0);
+    return isa_finish(p);
+}
+
+/* Device memory layout of the LAUNCH tests. */
+#define L_PROG          0x0
+#define L_IN            0x10000     /* window 0: x rows, then y rows */
+#define L_OUT           0x20000     /* window 1: z rows */
+#define L_OUTSIDE       0x30000     /* in no window */
+#define L_ROWS          4
+
+typedef struct LaunchBufs {
+    uint64_t desc;
+    uint64_t result;
+} LaunchBufs;
+
+/* Host descriptor with n windows; returns its address. */
+static uint64_t launch_desc(Spyre *s, uint32_t cores, uint32_t nargs,
+                            const uint64_t *args, uint32_t nwin,
+                            const struct spyre_hw_launch_window *win)
+{
+    size_t size = sizeof(struct spyre_hw_launch_desc) +
+                  nwin * sizeof(struct spyre_hw_launch_window);
+    g_autofree uint8_t *buf = g_malloc0(size);
+    struct spyre_hw_launch_desc *d = (void *)buf;
+    uint64_t a = zalloc(s, size);
+
+    d->num_cores = cores;
+    d->num_args = nargs;
+    d->num_windows = nwin;
+    memcpy(d->args, args, MIN(nargs, SPYRE_LAUNCH_MAX_ARGS) * 8);
+    if (nwin) {
+        memcpy(buf + sizeof(*d), win, nwin * sizeof(*win));
+    }
+    qtest_memwrite(s->qts, a, buf, size);
+    return a;
+}
+
+static struct spyre_hw_cmd cmd_launch(uint64_t seqno, uint8_t flags,
+                                      uint64_t prog, uint64_t size,
+                                      uint64_t desc, uint64_t result)
+{
+    struct spyre_hw_cmd c = { 0 };
+
+    c.hdr.opcode = SPYRE_OP_LAUNCH;
+    c.hdr.flags = flags;
+    c.hdr.seqno = seqno;
+    c.launch.prog_addr = prog;
+    c.launch.prog_size = size;
+    c.launch.desc_addr = desc;
+    c.launch.result_addr = result;
+    return c;
+}
+
+static uint64_t result_buf(Spyre *s)
+{
+    uint64_t a = zalloc(s, sizeof(struct spyre_hw_launch_result));
+
+    qtest_memset(s->qts, a, 0xa5, sizeof(struct spyre_hw_launch_result));
+    return a;
+}
+
+static void read_result(Spyre *s, uint64_t a, struct spyre_hw_launch_result *r)
+{
+    qtest_memread(s->qts, a, r, sizeof(*r));
+}
+
+/* Input rows for the add program; returns the expected output in z. */
+static void add_rows_setup(Spyre *s, float *z)
+{
+    float x[L_ROWS * 32], y[L_ROWS * 32];
+    int i;
+
+    for (i = 0; i < L_ROWS * 32; i++) {
+        x[i] = (float)(i * 3 - 50) * 0.5f;
+        y[i] = (float)(1000 - i * 7) * 0.25f;
+        z[i] = x[i] + y[i];
+    }
+    devmem_write(s, L_IN, x, sizeof(x));
+    devmem_write(s, L_IN + sizeof(x), y, sizeof(y));
+}
+
+/* Submit the add program on ring n with L_ROWS cores; check z exactly. */
+static void launch_add_rows(Spyre *s, int n, uint64_t seqno,
+                            struct spyre_hw_launch_result *res,
+                            struct spyre_hw_cpl *cpl)
+{
+    const struct spyre_hw_launch_window win[2] = {
+        { L_IN, 2 * L_ROWS * 128 }, { L_OUT, L_ROWS * 128 },
+    };
+    const uint64_t args[3] = { L_IN, L_IN + L_ROWS * 128, L_OUT };
+    float want[L_ROWS * 32], got[L_ROWS * 32];
+    Prog p;
+    uint32_t size = prog_add_rows(&p);
+    uint64_t desc = launch_desc(s, L_ROWS, 3, args, 2, win);
+    uint64_t result = result_buf(s);
+    struct spyre_hw_cmd c;
+
+    add_rows_setup(s, want);
+    devmem_write(s, L_OUT, "\xff", 1);
+    devmem_write(s, L_PROG, p.buf, size);
+    c = cmd_launch(seqno, SPYRE_CMD_F_IRQ, L_PROG, size, desc, result);
+    *cpl = submit(s, n, &c);
+    g_assert_cmpuint(cpl->seqno, ==, seqno);
+    g_assert_cmpuint(cpl->status, ==, SPYRE_STATUS_OK);
+    g_assert_cmpuint(cpl->detail, ==, 0);
+    devmem_read(s, L_OUT, got, sizeof(got));
+    g_assert(memcmp(got, want, sizeof(got)) == 0);
+    read_result(s, result, res);
+}
+
+static void test_launch(void)
+{
+    Spyre *s = spyre_start(NULL);
+    struct spyre_hw_launch_result r;
+    struct spyre_hw_cpl cpl;
+    uint64_t busy_sum = 0;
+    int i, u;
+
+    ring_setup(s, 0, 8);
+    wr(s, SPYRE_REG_INTR_MASK, SPYRE_INTR_RING(0));
+    launch_add_rows(s, 0, 77, &r, &cpl);
+    g_assert_cmphex(rd(s, SPYRE_REG_INTR_STATUS), ==, SPYRE_INTR_RING(0));
+
+    g_assert_cmpuint(r.error, ==, 0);
+    g_assert_cmpuint(r.message[SPYRE_LAUNCH_MSG_LEN - 1], ==, 0);
+    g_assert_cmpuint(r.total_cycles, >, 0);
+    g_assert_cmpuint(cpl.cycles, ==, r.total_cycles);
+    g_assert_cmpuint(r.num_cores, ==, L_ROWS);
+    /* Each core loads two rows and stores one (whole sticks). */
+    g_assert_cmpuint(r.ddr_read_bytes, ==, L_ROWS * 2 * 128);
+    g_assert_cmpuint(r.ddr_write_bytes, ==, L_ROWS * 128);
+    g_assert_cmpuint(r.ring_bytes, ==, 0);
+    g_assert_cmpuint(r.macs, ==, 0);
+    g_assert_cmpuint(r.instructions, >=, L_ROWS * 20);
+    g_assert_cmpuint(r.reserved, ==, 0);
+    for (i = 0; i < L_ROWS; i++) {
+        g_assert_cmpuint(r.cores[i].busy[UNIT_SCALAR], >, 0);
+        g_assert_cmpuint(r.cores[i].busy[UNIT_DMA], >, 0);
+        g_assert_cmpuint(r.cores[i].busy[UNIT_VECTOR], >, 0);
+        g_assert_cmpuint(r.cores[i].end_cycle, >, 0);
+        g_assert_cmpuint(r.cores[i].end_cycle, <=, r.total_cycles);
+    }
+    /* Entries past num_cores are zero. */
+    g_assert_cmpuint(r.cores[L_ROWS].end_cycle, ==, 0);
+
+    /* Telemetry: launch totals and per-core counters match the result. */
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_LAUNCHES_LO), ==, 1);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_LAUNCH_ERRORS), ==, 0);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_ENG_CYCLES_LO), ==,
+                     r.total_cycles);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_ENG_INSTRS_LO), ==,
+                     r.instructions);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_ENG_DDR_RD_LO), ==,
+                     r.ddr_read_bytes);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_ENG_DDR_WR_LO), ==,
+                     r.ddr_write_bytes);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_ENG_MACS_LO), ==, 0);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_ENG_RING_LO), ==, 0);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_CMDS_LO), ==, 1);
+    for (i = 0; i < 32; i++) {
+        uint64_t instrs = rd64(s, SPYRE_TELE_CORE_REG(i,
+                                    SPYRE_TELE_CORE_INSTRS_LO));
+
+        for (u = 0; u < SPYRE_LAUNCH_UNITS; u++) {
+            uint64_t v = rd64(s, SPYRE_TELE_CORE_REG(i,
+                                  SPYRE_TELE_CORE_BUSY_LO(u)));
+
+            g_assert_cmpuint(v, ==, i < L_ROWS ? r.cores[i].busy[u] : 0);
+        }
+        g_assert_cmpuint(rd64(s, SPYRE_TELE_CORE_REG(i,
+                                  SPYRE_TELE_CORE_ACTIVE_LO)), ==,
+                         i < L_ROWS ? r.cores[i].end_cycle : 0);
+        if (i < L_ROWS) {
+            g_assert_cmpuint(instrs, >, 0);
+        } else {
+            g_assert_cmpuint(instrs, ==, 0);
+        }
+        busy_sum += instrs;
+    }
+    g_assert_cmpuint(busy_sum, ==, r.instructions);
+    /* Blocks of absent cores read 0. */
+    g_assert_cmpuint(rd(s, SPYRE_TELE_CORE_REG(40, 0)), ==, 0);
+
+    /* The counters are cumulative: a second launch (ring 1) doubles them. */
+    ring_setup(s, 1, 4);
+    launch_add_rows(s, 1, 78, &r, &cpl);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_LAUNCHES_LO), ==, 2);
+    g_assert_cmpuint(rd64(s, SPYRE_TELE_CORE_REG(0,
+                              SPYRE_TELE_CORE_BUSY_LO(UNIT_DMA))), ==,
+                     2 * r.cores[0].busy[UNIT_DMA]);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_ENG_CYCLES_LO), ==,
+                     2 * r.total_cycles);
+
+    /* No result wanted: result_addr 0. */
+    {
+        const uint64_t args[3] = { L_IN, L_IN + L_ROWS * 128, L_OUT };
+        const struct spyre_hw_launch_window win[2] = {
+            { L_IN, 2 * L_ROWS * 128 }, { L_OUT, L_ROWS * 128 },
+        };
+        Prog p;
+        uint32_t size = prog_add_rows(&p);
+        struct spyre_hw_cmd c = cmd_launch(79, 0, L_PROG, size,
+                                           launch_desc(s, 0, 3, args, 2, win),
+                                           0);
+
+        /* num_cores 0 = all 32 cores; rows past 4 are in no window. */
+        cpl = submit(s, 0, &c);
+        g_assert_cmpuint(cpl.status, ==, SPYRE_STATUS_ERR_PROGRAM);
+        g_assert_cmpuint(cpl.detail, ==, ERR_DDR_WINDOW);
+    }
+    spyre_stop(s);
+}
+
+/* A faulty program stops with ERR_PROGRAM; the ring then runs on. */
+static void test_launch_fault(void)
+{
+    Spyre *s = spyre_start(",engine-threads=1");
+    const struct spyre_hw_launch_window win[1] = { { L_OUT, 4096 } };
+    const uint64_t args[1] = { L_OUTSIDE };
+    struct spyre_hw_launch_result r;
+    struct spyre_hw_cpl cpl;
+    struct spyre_hw_cmd c;
+    uint8_t before[128], after[128];
+    uint64_t result = result_buf(s);
+    uint64_t fence = zalloc(s, 8);
+    Prog p;
+    uint32_t size = prog_stray_store(&p);
+    uint32_t idx;
+
+    ring_setup(s, 2, 8);
+    wr(s, SPYRE_REG_INTR_MASK, SPYRE_INTR_ERROR | SPYRE_INTR_RING(2));
+    fill(before, sizeof(before), 3);
+    devmem_write(s, L_OUTSIDE, before, sizeof(before));
+    devmem_write(s, L_PROG, p.buf, size);
+
+    /* LAUNCH, then a FENCE behind it on the same ring: in order. */
+    c = cmd_launch(10, 0, L_PROG, size, launch_desc(s, 1, 1, args, 1, win),
+                   result);
+    idx = ring_queue(s, 2, &c);
+    c = cmd_fence(11, fence, 0x1234);
+    ring_queue(s, 2, &c);
+    ring_kick_wait(s, 2);
+    cpl = ring_cpl(s, 2, idx);
+    g_assert_cmpuint(cpl.seqno, ==, 10);
+    g_assert_cmpuint(cpl.status, ==, SPYRE_STATUS_ERR_PROGRAM);
+    g_assert_cmpuint(cpl.detail, ==, ERR_DDR_WINDOW);
+    g_assert_cmpuint(cpl.done_count, ==, 1);
+    g_assert_cmpuint(ring_cpl(s, 2, idx + 1).status, ==, SPYRE_STATUS_OK);
+    g_assert_cmpuint(ring_cpl(s, 2, idx + 1).done_count, ==, 2);
+    g_assert_cmphex(qtest_readq(s->qts, fence), ==, 0x1234);
+
+    read_result(s, result, &r);
+    g_assert_cmpuint(r.error, ==, ERR_DDR_WINDOW);
+    g_assert_cmpint(r.core, ==, 0);
+    g_assert_cmpuint(r.pc, ==, PROG_STRAY_STORE_PC);
+    g_assert(strstr(r.message, "outside the job's memory windows"));
+    g_assert_cmpuint(r.num_cores, ==, 1);
+    devmem_read(s, L_OUTSIDE, after, sizeof(after));
+    g_assert(memcmp(before, after, sizeof(after)) == 0);
+
+    g_assert_cmpuint(rd(s, SPYRE_REG_ERROR_CODE), ==,
+                     SPYRE_STATUS_ERR_PROGRAM);
+    g_assert_cmphex(rd(s, SPYRE_REG_STATUS) & SPYRE_STATUS_ERROR, ==,
+                    SPYRE_STATUS_ERROR);
+    g_assert_cmphex(rd(s, SPYRE_REG_INTR_STATUS) & SPYRE_INTR_ERROR, ==,
+                    SPYRE_INTR_ERROR);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_LAUNCH_ERRORS), ==, 1);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_LAUNCHES_LO), ==, 1);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_ERRORS), ==, 1);
+
+    /* A program that does not validate: core -1, BAD_PROGRAM. */
+    devmem_write(s, L_PROG, "XXXX", 4);
+    result = result_buf(s);
+    c = cmd_launch(12, 0, L_PROG, size, launch_desc(s, 1, 1, args, 1, win),
+                   result);
+    cpl = submit(s, 2, &c);
+    g_assert_cmpuint(cpl.status, ==, SPYRE_STATUS_ERR_PROGRAM);
+    g_assert_cmpuint(cpl.detail, ==, ERR_BAD_PROGRAM);
+    read_result(s, result, &r);
+    g_assert_cmpuint(r.error, ==, ERR_BAD_PROGRAM);
+    g_assert_cmpint(r.core, ==, -1);
+    g_assert(strstr(r.message, "magic"));
+
+    /* The good program on the same ring works. */
+    launch_add_rows(s, 2, 13, &r, &cpl);
+    g_assert_cmpuint(r.error, ==, 0);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_LAUNCH_ERRORS), ==, 2);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_LAUNCHES_LO), ==, 3);
+    spyre_stop(s);
+}
+
+/* Malformed LAUNCH commands and descriptors: precise statuses. */
+static void test_launch_bad(void)
+{
+    Spyre *s = spyre_start(",num-cores=8");
+    const struct spyre_hw_launch_window win[1] = { { L_IN, 4096 } };
+    const uint64_t args[16] = { 0 };
+    const uint64_t nowhere = 1ULL << 45;
+    struct spyre_hw_launch_window bad_win[2] = {
+        { L_IN, 128 }, { DEVMEM - 128, 256 },
+    };
+    uint64_t good = launch_desc(s, 1, 1, args, 1, win);
+    uint64_t result = result_buf(s);
+    uint8_t sentinel[64], chk[64];
+    Prog p;
+    uint32_t size = prog_add_rows(&p);
+    struct spyre_hw_cmd c;
+    struct {
+        struct spyre_hw_cmd c;
+        uint32_t status;
+    } cases[32];
+    int n = 0, i;
+
+    devmem_write(s, L_PROG, p.buf, size);
+    ring_setup(s, 0, 64);
+
+#define CASE(cmd, st) do { cases[n].c = (cmd); cases[n].status = (st); \
+                           n++; } while (0)
+    c = cmd_launch(0, 0, L_PROG, size, good, result);
+    c.launch.reserved[0] = 1;
+    CASE(c, SPYRE_STATUS_ERR_RESERVED);
+    c = cmd_launch(0, 0, L_PROG, size, good, result);
+    c.launch.reserved[1] = 1ULL << 63;
+    CASE(c, SPYRE_STATUS_ERR_RESERVED);
+    CASE(cmd_launch(0, SPYRE_CMD_F_SRC_HOST, L_PROG, size, good, result),
+         SPYRE_STATUS_ERR_RESERVED);
+    CASE(cmd_launch(0, SPYRE_CMD_F_DST_HOST, L_PROG, size, good, result),
+         SPYRE_STATUS_ERR_RESERVED);
+    CASE(cmd_launch(0, 0x80, L_PROG, size, good, result),
+         SPYRE_STATUS_ERR_RESERVED);
+    CASE(cmd_launch(0, 0, L_PROG, 0, good, result), SPYRE_STATUS_ERR_SIZE);
+    CASE(cmd_launch(0, 0, L_PROG, SPYRE_LAUNCH_MAX_PROG_SIZE + 1, good,
+                    result), SPYRE_STATUS_ERR_SIZE);
+    CASE(cmd_launch(0, 0, DEVMEM - 16, size, good, result),
+         SPYRE_STATUS_ERR_DEV_RANGE);
+    CASE(cmd_launch(0, 0, UINT64_MAX - 15, size, good, result),
+         SPYRE_STATUS_ERR_DEV_RANGE);
+    CASE(cmd_launch(0, 0, L_PROG, size, good + 4, result),
+         SPYRE_STATUS_ERR_ALIGN);
+    CASE(cmd_launch(0, 0, L_PROG, size, good, result + 1),
+         SPYRE_STATUS_ERR_ALIGN);
+    CASE(cmd_launch(0, 0, L_PROG, size, nowhere, result),
+         SPYRE_STATUS_ERR_HOST_DMA);
+    {
+        uint64_t d = launch_desc(s, 1, 1, args, 1, win);
+
+        qtest_writel(s->qts, d + 12, 1);                /* flags */
+        CASE(cmd_launch(0, 0, L_PROG, size, d, result),
+             SPYRE_STATUS_ERR_RESERVED);
+    }
+    CASE(cmd_launch(0, 0, L_PROG, size, launch_desc(s, 9, 1, args, 1, win),
+                    result), SPYRE_STATUS_ERR_SIZE);      /* > num-cores */
+    CASE(cmd_launch(0, 0, L_PROG, size, launch_desc(s, 1, 17, args, 1, win),
+                    result), SPYRE_STATUS_ERR_SIZE);
+    {
+        uint64_t d = launch_desc(s, 1, 1, args, 0, NULL);
+
+        qtest_writel(s->qts, d + 8, SPYRE_LAUNCH_MAX_WINDOWS + 1);
+        CASE(cmd_launch(0, 0, L_PROG, size, d, result), SPYRE_STATUS_ERR_SIZE);
+    }
+    CASE(cmd_launch(0, 0, L_PROG, size,
+                    launch_desc(s, 1, 1, args, 2, bad_win), result),
+         SPYRE_STATUS_ERR_DEV_RANGE);
+    bad_win[1].addr = UINT64_MAX - 63;
+    bad_win[1].size = 128;
+    CASE(cmd_launch(0, 0, L_PROG, size,
+                    launch_desc(s, 1, 1, args, 2, bad_win), result),
+         SPYRE_STATUS_ERR_DEV_RANGE);
+    bad_win[1].addr = 0;
+    bad_win[1].size = DEVMEM + 1;
+    CASE(cmd_launch(0, 0, L_PROG, size,
+                    launch_desc(s, 1, 1, args, 2, bad_win), result),
+         SPYRE_STATUS_ERR_DEV_RANGE);
+    {
+        /*
+         * The descriptor is readable, its window array is not: the
+         * descriptor ends exactly at the end of guest RAM (-m 256M).
+         */
+        struct spyre_hw_launch_desc d = { .num_cores = 1, .num_windows = 1 };
+        uint64_t end = 256 * 1024 * 1024;
+
+        qtest_memwrite(s->qts, end - sizeof(d), &d, sizeof(d));
+        CASE(cmd_launch(0, 0, L_PROG, size, end - sizeof(d), result),
+             SPYRE_STATUS_ERR_HOST_DMA);
+    }
+#undef CASE
+
+    qtest_memread(s->qts, result, sentinel, sizeof(sentinel));
+    for (i = 0; i < n; i++) {
+        struct spyre_hw_cpl cpl;
+
+        cases[i].c.hdr.seqno = 100 + i;
+        cpl = submit(s, 0, &cases[i].c);
+        if (cpl.status != cases[i].status) {
+            g_test_message("case %d: status %u, want %u", i, cpl.status,
+                           cases[i].status);
+        }
+        g_assert_cmpuint(cpl.seqno, ==, 100 + i);
+        g_assert_cmpuint(cpl.status, ==, cases[i].status);
+        g_assert_cmpuint(cpl.detail, ==, 0);
+        g_assert_cmpuint(cpl.cycles, >, 0);
+    }
+    /* Nothing reached the engine; no result was written. */
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_LAUNCHES_LO), ==, 0);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_ERRORS), ==, n);
+    qtest_memread(s->qts, result, chk, sizeof(chk));
+    g_assert(memcmp(sentinel, chk, sizeof(chk)) == 0);
+
+    /* Fault injection applies to LAUNCH too. */
+    wr(s, SPYRE_REG_FAULT_INJECT, 1);
+    c = cmd_launch(7, 0, L_PROG, size, good, result);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_ERR_INJECTED);
+    spyre_stop(s);
+}
+
+/*
+ * While a LAUNCH runs, its ring waits and the other rings go on; a reset
+ * cancels the running launch; quitting QEMU while one runs is clean.
+ */
+static void test_launch_async(void)
+{
+    Spyre *s = spyre_start(",engine-threads=2");
+    const uint64_t args[1] = { 0 };
+    struct spyre_hw_launch_result r;
+    struct spyre_hw_cpl cpl;
+    struct spyre_hw_cmd c;
+    uint64_t fence = zalloc(s, 8);
+    uint64_t result = result_buf(s);
+    uint64_t desc = launch_desc(s, 2, 1, args, 0, NULL);
+    Prog p;
+    uint32_t size = prog_spin(&p);
+    int i;
+
+    devmem_write(s, 0x8000, p.buf, size);
+    ring_setup(s, 0, 8);
+    ring_setup(s, 1, 8);
+
+    c = cmd_launch(1, 0, 0x8000, size, desc, result);
+    ring_queue(s, 0, &c);
+    c = cmd_fence(2, fence, 99);
+    ring_queue(s, 0, &c);
+    rwr(s, 0, SPYRE_RING_TAIL, s->ring[0].tail);
+
+    /* Ring 1 runs while ring 0's launch spins. */
+    for (i = 0; i < 20; i++) {
+        c = cmd_nop(10 + i, 0);
+        g_assert_cmpuint(submit(s, 1, &c).status, ==, SPYRE_STATUS_OK);
+    }
+    g_usleep(50 * 1000);
+    qtest_clock_step(s->qts, 1000);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_HEAD), ==, 0);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_COMPLETED), ==, 0);
+    g_assert_cmphex(qtest_readq(s->qts, fence), ==, 0);
+
+    /* A second launch from ring 1 queues behind it for the engine. */
+    c = cmd_launch(3, 0, 0x8000, size, desc, 0);
+    ring_queue(s, 1, &c);
+    rwr(s, 1, SPYRE_RING_TAIL, s->ring[1].tail);
+    qtest_clock_step(s->qts, 1000);
+    g_assert_cmpuint(rrd(s, 1, SPYRE_RING_HEAD), ==, 20 % 8);
+
+    /* Reset cancels it: nothing completes, the device is usable again. */
+    wr(s, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_RESETS), ==, 1);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS), ==, 0);
+    qtest_clock_step(s->qts, 1000);
+    g_assert_cmphex(qtest_readq(s->qts, fence), ==, 0);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_LAUNCHES_LO), ==, 0);
+    ring_setup(s, 0, 8);
+    launch_add_rows(s, 0, 5, &r, &cpl);
+    g_assert_cmpuint(r.error, ==, 0);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_LAUNCHES_LO), ==, 1);
+
+    /* Disabling the ring under a launch drops its completion. */
+    c = cmd_launch(6, 0, 0x8000, size, desc, result);
+    ring_queue(s, 0, &c);
+    rwr(s, 0, SPYRE_RING_TAIL, s->ring[0].tail);
+    qtest_clock_step(s->qts, 1000);
+    rwr(s, 0, SPYRE_RING_CTRL, 0);
+
+    /* Leave one spinning: QEMU must still quit cleanly. */
+    spyre_stop(s);
+}
+
+/* Hot-unplug while a LAUNCH runs and a large copy waits: clean unrealize. */
+static void test_launch_unplug(void)
+{
+    Spyre *s = spyre_start_on("pc", NULL);
+    const uint64_t args[1] = { 0 };
+    uint64_t desc = launch_desc(s, 2, 1, args, 0, NULL);
+    struct spyre_hw_cmd c;
+    Prog p;
+    uint32_t size = prog_spin(&p);
+
+    devmem_write(s, 0x8000, p.buf, size);
+    ring_setup(s, 0, 8);
+    ring_setup(s, 1, 8);
+    c = cmd_launch(1, 0, 0x8000, size, desc, 0);
+    ring_queue(s, 0, &c);
+    rwr(s, 0, SPYRE_RING_TAIL, s->ring[0].tail);
+    c = cmd_launch(2, 0, 0x8000, size, desc, 0);
+    ring_queue(s, 1, &c);
+    c = cmd_dma(3, 0, 0, 0, DEVMEM / 2, 0, DEVMEM / 2);
+    ring_queue(s, 1, &c);
+    rwr(s, 1, SPYRE_RING_TAIL, s->ring[1].tail);
+    qtest_clock_step(s->qts, 1000);
+    g_usleep(20 * 1000);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_HEAD), ==, 0);
+
+    qpci_unplug_acpi_device_test(s->qts, "spyre0", SLOT);
+    qtest_qmp_assert_success(s->qts, "{ 'execute': 'query-status' }");
+    g_assert(!qpci_device_find(s->bus, QPCI_DEVFN(SLOT, 0)));
+    spyre_stop(s);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1101,11 +1822,17 @@ int main(int argc, char **argv)
     qtest_add_func("/spyre/batch", test_batch);
     qtest_add_func("/spyre/dma", test_dma);
     qtest_add_func("/spyre/dma-large", test_dma_large);
+    qtest_add_func("/spyre/dma-async", test_dma_async);
     qtest_add_func("/spyre/errors", test_errors);
     qtest_add_func("/spyre/interrupts", test_interrupts);
     qtest_add_func("/spyre/fuzz", test_fuzz);
     qtest_add_func("/spyre/intx", test_intx);
     qtest_add_func("/spyre/reset", test_reset);
+    qtest_add_func("/spyre/launch", test_launch);
+    qtest_add_func("/spyre/launch-fault", test_launch_fault);
+    qtest_add_func("/spyre/launch-bad", test_launch_bad);
+    qtest_add_func("/spyre/launch-async", test_launch_async);
+    qtest_add_func("/spyre/launch-unplug", test_launch_unplug);
 
     return g_test_run();
 }

@@ -44,5 +44,5 @@ fi
 
 "$SPYRE_TOP/tools/setup/qemu-sync.sh" "$SPYRE_CACHE/$qdir/src"
 log "building QEMU (incremental)"
-in_qemu_tree "ninja -C build qemu-system-x86_64 tests/qtest/spyre-test" >&2
+in_qemu_tree "ninja -C build ${SPYRE_NINJA_JOBS:+-j$SPYRE_NINJA_JOBS} qemu-system-x86_64 tests/qtest/spyre-test" >&2
 echo "/cache/$qdir/build/qemu-system-x86_64"

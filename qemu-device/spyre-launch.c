@@ -1,0 +1,353 @@
+/*
+ * Spyre-style PCIe AI accelerator model: LAUNCH command.
+ *
+ * The main loop validates a LAUNCH (command, descriptor and windows read
+ * from guest memory) and queues it on the engine worker (spyre-worker.c),
+ * which runs the launches in order on the compute engine (engine/, linked
+ * in as a C++ library through its C API) with the device memory RAM block
+ * as the engine's memory. The worker never touches guest memory or device
+ * registers and needs no BQL. The completion (launch result, completion
+ * entry, telemetry) is written on the main loop.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/cutils.h"
+#include "qemu/log.h"
+#include "qemu/main-loop.h"
+#include "hw/pci/pci_device.h"
+#include "spyre.h"
+#include "trace.h"
+
+QEMU_BUILD_BUG_ON(sizeof(struct spyre_hw_launch_desc) != 144);
+QEMU_BUILD_BUG_ON(sizeof(struct spyre_hw_launch_window) != 16);
+QEMU_BUILD_BUG_ON(sizeof(struct spyre_hw_launch_result) !=
+                  200 + 48 * SPYRE_LAUNCH_MAX_CORES);
+QEMU_BUILD_BUG_ON(SPYRE_LAUNCH_MAX_CORES != SPYRE_ENGINE_MAX_CORES);
+QEMU_BUILD_BUG_ON(SPYRE_LAUNCH_MAX_ARGS != SPYRE_ENGINE_MAX_ARGS);
+QEMU_BUILD_BUG_ON(SPYRE_LAUNCH_UNITS != SPYRE_UNIT_COUNT);
+QEMU_BUILD_BUG_ON(SPYRE_LAUNCH_MSG_LEN != SPYRE_ENGINE_MSG_LEN);
+
+/* ---- Validation and submission (main loop) ---- */
+
+static bool spyre_devrange_ok(SpyreState *s, uint64_t addr, uint64_t size)
+{
+    return addr <= s->devmem_size && size <= s->devmem_size - addr;
+}
+
+/*
+ * Validate LAUNCH command idx of ring n and queue it for the worker.
+ * Returns SPYRE_STATUS_QUEUED, or the error status of an invalid command.
+ */
+uint32_t spyre_launch_submit(SpyreState *s, unsigned n, uint32_t idx,
+                             const struct spyre_hw_cmd *c, uint64_t *cycles)
+{
+    PCIDevice *pdev = PCI_DEVICE(s);
+    const struct spyre_hw_cmd_launch *lc = &c->launch;
+    struct spyre_hw_launch_desc desc;
+    g_autofree struct spyre_hw_launch_window *win = NULL;
+    SpyreJob *l;
+    unsigned i;
+
+    *cycles = SPYRE_CYCLES_ERROR;
+    if (c->hdr.flags & (SPYRE_CMD_F_SRC_HOST | SPYRE_CMD_F_DST_HOST) ||
+        lc->reserved[0] || lc->reserved[1]) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: ring %u: LAUNCH with reserved flags or fields "
+                      "set\n", n);
+        return SPYRE_STATUS_ERR_RESERVED;
+    }
+    if (lc->prog_size == 0 || lc->prog_size > SPYRE_LAUNCH_MAX_PROG_SIZE) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: ring %u: LAUNCH program size %" PRIu64
+                      " not in [1, %u]\n", n, lc->prog_size,
+                      SPYRE_LAUNCH_MAX_PROG_SIZE);
+        return SPYRE_STATUS_ERR_SIZE;
+    }
+    if (!spyre_devrange_ok(s, lc->prog_addr, lc->prog_size)) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: ring %u: LAUNCH program 0x%" PRIx64 "+0x%"
+                      PRIx64 " outside device memory\n", n, lc->prog_addr,
+                      lc->prog_size);
+        return SPYRE_STATUS_ERR_DEV_RANGE;
+    }
+    if ((lc->desc_addr & 7) || (lc->result_addr & 7)) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: ring %u: LAUNCH descriptor 0x%" PRIx64
+                      " or result 0x%" PRIx64 " not 8-byte aligned\n", n,
+                      lc->desc_addr, lc->result_addr);
+        return SPYRE_STATUS_ERR_ALIGN;
+    }
+    if (pci_dma_read(pdev, lc->desc_addr, &desc, sizeof(desc)) != MEMTX_OK) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: ring %u: LAUNCH cannot read descriptor at 0x%"
+                      PRIx64 "\n", n, lc->desc_addr);
+        return SPYRE_STATUS_ERR_HOST_DMA;
+    }
+    desc.num_cores = le32_to_cpu(desc.num_cores);
+    desc.num_args = le32_to_cpu(desc.num_args);
+    desc.num_windows = le32_to_cpu(desc.num_windows);
+    desc.flags = le32_to_cpu(desc.flags);
+    if (desc.flags) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: ring %u: LAUNCH descriptor flags 0x%x\n", n,
+                      desc.flags);
+        return SPYRE_STATUS_ERR_RESERVED;
+    }
+    if (desc.num_cores > s->num_cores || desc.num_args > SPYRE_LAUNCH_MAX_ARGS ||
+        desc.num_windows > SPYRE_LAUNCH_MAX_WINDOWS) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: ring %u: LAUNCH descriptor counts out of range "
+                      "(cores %u of %u, args %u of %d, windows %u of %d)\n",
+                      n, desc.num_cores, s->num_cores, desc.num_args,
+                      SPYRE_LAUNCH_MAX_ARGS, desc.num_windows,
+                      SPYRE_LAUNCH_MAX_WINDOWS);
+        return SPYRE_STATUS_ERR_SIZE;
+    }
+    if (desc.num_windows) {
+        win = g_new(struct spyre_hw_launch_window, desc.num_windows);
+        if (pci_dma_read(pdev, lc->desc_addr + sizeof(desc), win,
+                         desc.num_windows * sizeof(*win)) != MEMTX_OK) {
+            qemu_log_mask(LOG_GUEST_ERROR,
+                          "spyre: ring %u: LAUNCH cannot read %u windows at "
+                          "0x%" PRIx64 "\n", n, desc.num_windows,
+                          lc->desc_addr + sizeof(desc));
+            return SPYRE_STATUS_ERR_HOST_DMA;
+        }
+    }
+    for (i = 0; i < desc.num_windows; i++) {
+        win[i].addr = le64_to_cpu(win[i].addr);
+        win[i].size = le64_to_cpu(win[i].size);
+        if (!spyre_devrange_ok(s, win[i].addr, win[i].size)) {
+            qemu_log_mask(LOG_GUEST_ERROR,
+                          "spyre: ring %u: LAUNCH window %u (0x%" PRIx64
+                          "+0x%" PRIx64 ") outside device memory\n", n, i,
+                          win[i].addr, win[i].size);
+            return SPYRE_STATUS_ERR_DEV_RANGE;
+        }
+    }
+
+    l = spyre_job_new(s, SPYRE_JOB_LAUNCH, n, idx, c);
+    l->prog_addr = lc->prog_addr;
+    l->prog_size = lc->prog_size;
+    l->result_addr = lc->result_addr;
+    l->num_cores = desc.num_cores;
+    l->num_args = desc.num_args;
+    l->num_windows = desc.num_windows;
+    for (i = 0; i < desc.num_args; i++) {
+        l->args[i] = le64_to_cpu(desc.args[i]);
+    }
+    l->windows = g_new0(spyre_engine_window, MAX(desc.num_windows, 1));
+    for (i = 0; i < desc.num_windows; i++) {
+        l->windows[i].addr = win[i].addr;
+        l->windows[i].size = win[i].size;
+    }
+    trace_spyre_launch_queued(n, idx, l->prog_addr, l->prog_size,
+                              l->num_cores, l->num_windows);
+
+    spyre_worker_submit(&s->engine_worker, l);
+    return SPYRE_STATUS_QUEUED;
+}
+
+/* ---- Engine worker ---- */
+
+static void spyre_launch_fail(SpyreJob *l, int error, const char *msg)
+{
+    l->res->status = -1;
+    l->res->error = error;
+    l->res->core = -1;
+    pstrcpy(l->res->message, sizeof(l->res->message), msg);
+}
+
+static void spyre_launch_run(SpyreState *s, SpyreWorker *w, SpyreJob *l)
+{
+    spyre_engine_job job = { 0 };
+    g_autofree uint8_t *prog = NULL;
+    spyre_engine *eng;
+
+    l->res = g_try_new0(spyre_engine_result, 1);
+    if (!l->res) {
+        return;     /* completed as NO_MEMORY */
+    }
+    qemu_mutex_lock(&w->lock);
+    eng = s->engine;
+    qemu_mutex_unlock(&w->lock);
+    if (!eng) {
+        /* Created on first use: its scratchpads and threads cost nothing
+         * until the guest launches something. */
+        eng = spyre_engine_create(&s->engine_cfg);
+        if (!eng) {
+            spyre_launch_fail(l, SPYRE_ENGINE_ERR_NO_MEMORY,
+                              "cannot create the compute engine");
+            return;
+        }
+        qemu_mutex_lock(&w->lock);
+        s->engine = eng;
+        qemu_mutex_unlock(&w->lock);
+    }
+
+    /*
+     * Snapshot the program: the guest may rewrite device memory while the
+     * job runs, and the engine must execute exactly what it validated.
+     */
+    prog = g_try_malloc(l->prog_size);
+    if (!prog) {
+        spyre_launch_fail(l, SPYRE_ENGINE_ERR_NO_MEMORY,
+                          "out of host memory for the program image");
+        return;
+    }
+    memcpy(prog, s->devmem_ptr + l->prog_addr, l->prog_size);
+
+    job.program = prog;
+    job.program_size = l->prog_size;
+    job.args = l->args;
+    job.num_args = l->num_args;
+    job.num_cores = l->num_cores;
+    job.mem = s->devmem_ptr;
+    job.mem_size = s->devmem_size;
+    job.windows = l->windows;
+    job.num_windows = l->num_windows;
+    spyre_engine_run(eng, &job, l->res);
+}
+
+/* ---- Completion (main loop) ---- */
+
+static void spyre_launch_result_to_hw(const spyre_engine_result *r,
+                                      struct spyre_hw_launch_result *h)
+{
+    unsigned i, u;
+    unsigned nc = MIN(r->num_cores, SPYRE_LAUNCH_MAX_CORES);
+
+    memset(h, 0, sizeof(*h));
+    h->error = cpu_to_le32(r->error);
+    h->core = cpu_to_le32(r->core);
+    h->pc = cpu_to_le64(r->pc);
+    memcpy(h->message, r->message, sizeof(h->message));
+    h->message[sizeof(h->message) - 1] = 0;
+    h->total_cycles = cpu_to_le64(r->total_cycles);
+    h->ddr_read_bytes = cpu_to_le64(r->ddr_read_bytes);
+    h->ddr_write_bytes = cpu_to_le64(r->ddr_write_bytes);
+    h->ring_bytes = cpu_to_le64(r->ring_bytes);
+    h->instructions = cpu_to_le64(r->instructions);
+    h->macs = cpu_to_le64(r->macs);
+    h->num_cores = cpu_to_le32(nc);
+    for (i = 0; i < nc; i++) {
+        for (u = 0; u < SPYRE_LAUNCH_UNITS; u++) {
+            h->cores[i].busy[u] = cpu_to_le64(r->cores[i].busy[u]);
+        }
+        h->cores[i].end_cycle = cpu_to_le64(r->cores[i].end_cycle);
+    }
+}
+
+static void spyre_launch_account(SpyreState *s, const spyre_engine_result *r)
+{
+    unsigned i, u;
+    unsigned nc = MIN(r->num_cores, MIN(s->num_cores, SPYRE_LAUNCH_MAX_CORES));
+
+    s->tele_launches++;
+    if (r->error) {
+        s->tele_launch_errors++;
+    }
+    s->tele_eng_cycles += r->total_cycles;
+    s->tele_eng_instrs += r->instructions;
+    s->tele_eng_macs += r->macs;
+    s->tele_eng_ddr_rd += r->ddr_read_bytes;
+    s->tele_eng_ddr_wr += r->ddr_write_bytes;
+    s->tele_eng_ring += r->ring_bytes;
+    for (i = 0; i < nc; i++) {
+        SpyreCoreTele *t = &s->tele_core[i];
+
+        for (u = 0; u < SPYRE_LAUNCH_UNITS; u++) {
+            t->busy[u] += r->cores[i].busy[u];
+        }
+        t->active += r->cores[i].end_cycle;
+        t->instrs += r->cores[i].instructions;
+    }
+}
+
+static uint32_t spyre_launch_complete(SpyreState *s, SpyreJob *l, bool live)
+{
+    static const spyre_engine_result no_memory = {
+        .status = -1, .error = SPYRE_ENGINE_ERR_NO_MEMORY, .core = -1,
+        .message = "out of host memory for the launch result",
+    };
+    const spyre_engine_result *res = l->res ? l->res : &no_memory;
+    uint32_t st = res->error ? SPYRE_STATUS_ERR_PROGRAM : SPYRE_STATUS_OK;
+    unsigned i;
+
+    trace_spyre_launch_done(l->ring, l->idx, res->error, res->total_cycles);
+    spyre_launch_account(s, res);
+    if (res->error) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: ring %u: LAUNCH %u stopped: %s (%d) core %d "
+                      "pc %" PRIu64 ": %s\n", l->ring, l->idx,
+                      spyre_engine_error_name(res->error), res->error,
+                      res->core, res->pc, res->message);
+    }
+    /* The engine wrote device memory behind the memory API's back. */
+    for (i = 0; i < l->num_windows; i++) {
+        if (l->windows[i].size) {
+            memory_region_set_dirty(&s->devmem, l->windows[i].addr,
+                                    l->windows[i].size);
+        }
+    }
+    if (!live) {
+        return 0;
+    }
+    if (l->result_addr) {
+        g_autofree struct spyre_hw_launch_result *h =
+            g_new(struct spyre_hw_launch_result, 1);
+
+        spyre_launch_result_to_hw(res, h);
+        if (pci_dma_write(PCI_DEVICE(s), l->result_addr, h, sizeof(*h)) !=
+            MEMTX_OK) {
+            qemu_log_mask(LOG_GUEST_ERROR,
+                          "spyre: ring %u: LAUNCH cannot write the result "
+                          "at 0x%" PRIx64 "\n", l->ring, l->result_addr);
+            if (st == SPYRE_STATUS_OK) {
+                st = SPYRE_STATUS_ERR_HOST_DMA;
+            }
+        }
+    }
+    return spyre_ring_complete(s, l->ring, l->idx, l->seqno, l->flags, st,
+                               st == SPYRE_STATUS_ERR_PROGRAM ? res->error : 0,
+                               res->total_cycles);
+}
+
+/* ---- Life cycle ---- */
+
+/* Called with engine_worker.lock held. */
+static void spyre_launch_cancel(SpyreState *s, SpyreWorker *w)
+{
+    if (s->engine) {
+        spyre_engine_cancel(s->engine);
+    }
+}
+
+void spyre_launch_worker_init(SpyreState *s)
+{
+    SpyreWorker *w = &s->engine_worker;
+
+    spyre_engine_config_default(&s->engine_cfg);
+    s->engine_cfg.num_cores = s->num_cores;
+    s->engine_cfg.lx_bytes = s->lx_size;
+    s->engine_cfg.clock_hz = (uint64_t)s->clock_mhz * 1000000;
+    s->engine_cfg.ddr_bytes_per_s = SPYRE_DDR_MBPS * 1000000;
+    s->engine_cfg.num_threads = s->engine_threads;
+    s->engine = NULL;
+
+    w->run = spyre_launch_run;
+    w->complete = spyre_launch_complete;
+    w->cancel = spyre_launch_cancel;
+    spyre_worker_init(s, w, "spyre-engine");
+}
+
+void spyre_launch_worker_fini(SpyreState *s)
+{
+    spyre_worker_fini(&s->engine_worker);
+    if (s->engine) {
+        spyre_engine_destroy(s->engine);
+        s->engine = NULL;
+    }
+}
