@@ -4,6 +4,7 @@
 #   make demo      set up, build, boot a VM with $(CARDS) card(s), show the stack working
 #   make check     set up, build, run every test suite (host, device, guest); summary line
 #   make vm-shell  interactive shell in a VM with the cards
+#   make bench     benchmarks (engine throughput vs host libtorch); figures, not pass/fail
 SHELL := /bin/bash
 CARDS ?= 1
 export CARDS
@@ -11,7 +12,7 @@ export CARDS
 IN_SYSROOT := tools/in-sysroot
 CMAKE_DIR := build/cmake
 
-.PHONY: all setup qemu driver user build check demo vm-shell checkpatch format clean
+.PHONY: all setup qemu driver user build check demo vm-shell bench checkpatch format clean
 
 all: build
 
@@ -42,9 +43,12 @@ demo: build
 vm-shell: build
 	@tools/vm/spyre-vm --shell --cards $(CARDS)
 
+bench: user
+	@tools/bench.sh
+
 checkpatch: setup
 	@$(IN_SYSROOT) 'perl $$(ls -d /cache/linux-tools-* | tail -n1)/scripts/checkpatch.pl \
-		--strict --no-tree --terse -f driver/*.c driver/*.h'
+		--strict --no-tree --terse -f $$(ls driver/*.[ch] | grep -v \\.mod\\.c)'
 
 format: setup
 	@$(IN_SYSROOT) 'git ls-files "*.cpp" "*.hpp" "*.cc" | xargs -r clang-format -i'

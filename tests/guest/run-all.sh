@@ -27,7 +27,7 @@ kselftest() {
 	t=$(grep '^# Totals:' "$out/guest-$name.log" | tail -n1)
 	if [ -z "$t" ]; then record "$name" 0 1; echo "  $name crashed (rc $rc)"; tail -n 20 "$out/guest-$name.log"; return; fi
 	local p f s e
-	p=$(sed -E 's/.*pass:([0-9]+).*/\1/' <<<"$t"); f=$(sed -E 's/.* fail:([0-9]+).*/\1/' <<<"$t")
+	p=$(sed -E 's/.*Totals: pass:([0-9]+).*/\1/' <<<"$t"); f=$(sed -E 's/.* fail:([0-9]+).*/\1/' <<<"$t")
 	s=$(sed -E 's/.*skip:([0-9]+).*/\1/' <<<"$t"); e=$(sed -E 's/.*error:([0-9]+).*/\1/' <<<"$t")
 	record "$name" "$p" $((f + e)) "$s"
 	[ $((f + e)) -eq 0 ] || grep -E '^not ok|^# (FAIL|.*Expected)' "$out/guest-$name.log" | head -n 20
@@ -41,10 +41,15 @@ gtest() {
 	"$bin" --gtest_output="json:$out/guest-$name.json" > "$out/guest-$name.log" 2>&1
 	local rc=$?
 	if [ ! -s "$out/guest-$name.json" ]; then record "$name" 0 1; echo "  $name crashed (rc $rc)"; tail -n 20 "$out/guest-$name.log"; return; fi
-	read -r t f d < <(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["tests"], r["failures"], r.get("disabled",0))' "$out/guest-$name.json")
-	local skipped
-	skipped=$(grep -c '^\[  SKIPPED \]' "$out/guest-$name.log" || true)
-	skipped=$((skipped > 0 ? skipped - 1 : 0))	# gtest prints a summary SKIPPED line too
+	local t f skipped
+	read -r t f skipped <<<"$(python3 - "$out/guest-$name.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+cases = [c for s in r.get("testsuites", []) for c in s.get("testsuite", [])]
+skipped = sum(1 for c in cases if c.get("result") == "SKIPPED")
+print(r["tests"], r["failures"] + r.get("errors", 0), skipped)
+PY
+)"
 	record "$name" $((t - f - skipped)) "$f" "$skipped"
 	[ "$f" -eq 0 ] || grep -E '^\[  FAILED  \]|Failure|Expected|Which is' "$out/guest-$name.log" | head -n 30
 }

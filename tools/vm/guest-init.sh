@@ -7,6 +7,10 @@ export HOME=/root LANG=C.UTF-8 TERM=${TERM:-linux}
 mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /run
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+ln -sf /proc/self/fd /dev/fd
+ln -sf /proc/self/fd/0 /dev/stdin
+ln -sf /proc/self/fd/1 /dev/stdout
+ln -sf /proc/self/fd/2 /dev/stderr
 mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm
@@ -40,5 +44,5 @@ else
 fi
 [ -n "$run" ] && echo "$rc" > "$dir/rc"
 sync
-echo o > /proc/sysrq-trigger
-sleep 10
+# A synchronous power-off: PID 1 must not exit (that panics the kernel).
+exec /bin/busybox poweroff -f
