@@ -34,8 +34,8 @@
 #define SPYRE_RING_ENTRIES	8192
 /* Device memory kept out of the BO allocator, so that dev_addr 0 never names a BO. */
 #define SPYRE_DEVMEM_RESERVED	SZ_64K
-/* Scheduler timeout of a job on a ring. */
-#define SPYRE_JOB_TIMEOUT_MS	10000
+/* Default scheduler timeout of a job on a ring (module parameter job_timeout_ms). */
+#define SPYRE_JOB_TIMEOUT_MS	30000
 
 struct spyre_device;
 struct spyre_job;
@@ -128,6 +128,7 @@ struct spyre_result {
 	u32 status;				/* DRM_SPYRE_JOB_* */
 	u32 hw_status;
 	u32 failed_cmd;
+	u32 hw_detail;				/* completion detail of the failed command */
 	u64 cycles;
 };
 
@@ -155,6 +156,31 @@ struct spyre_bo {
 	u64 **tables;
 	dma_addr_t *tables_dma;
 	unsigned int num_tables;
+};
+
+/* One LAUNCH command of a job (spyre_launch.c). */
+struct spyre_launch {
+	struct list_head node;			/* in the job's list of launches */
+	u32 cmd_idx;				/* index of the LAUNCH in its job */
+
+	/* Descriptor, windows and (if a result is wanted) the hardware result. */
+	void *buf;				/* DMA-coherent */
+	dma_addr_t buf_dma;
+	size_t buf_size;
+	struct spyre_hw_launch_result *hw_res;	/* inside buf, or NULL */
+
+	/* References on the program BO, the data BOs and the result BO. */
+	struct drm_gem_object **bos;
+	u32 bo_count;
+
+	/* Result destination; res_len == 0 means none. */
+	struct drm_spyre_launch_result *staging;
+	u32 res_len;				/* bytes written: min(result_size, sizeof) */
+	struct spyre_bo *res_bo;		/* HOST BO: its pinned pages; DEVICE BO: res_io */
+	u64 res_offset;
+	void __iomem *res_io;			/* WC mapping of the DEVICE BO's result pages */
+	size_t res_io_len;
+	unsigned int res_io_skip;		/* offset of the result in res_io */
 };
 
 static inline struct spyre_bo *to_spyre_bo(struct drm_gem_object *obj)
@@ -214,6 +240,13 @@ void spyre_ring_abort_all(struct spyre_ring *ring, int error);
 int spyre_job_clear_bo(struct spyre_device *sdev, struct spyre_bo *bo);
 int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file);
 int spyre_ioctl_job_wait(struct drm_device *drm, void *data, struct drm_file *file);
+
+/* spyre_launch.c */
+int spyre_launch_prepare(struct spyre_device *sdev, struct drm_file *file,
+			 const struct drm_spyre_cmd *uc, u32 cmd_idx, struct spyre_hw_cmd *hc,
+			 struct spyre_launch **out);
+void spyre_launch_complete(struct spyre_launch *l, const struct spyre_hw_cpl *cpl);
+void spyre_launch_free(struct spyre_device *sdev, struct spyre_launch *l);
 
 /* spyre_debugfs.c */
 #ifdef CONFIG_DEBUG_FS

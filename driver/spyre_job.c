@@ -29,7 +29,7 @@
 
 static unsigned int spyre_job_timeout_ms = SPYRE_JOB_TIMEOUT_MS;
 module_param_named(job_timeout_ms, spyre_job_timeout_ms, uint, 0444);
-MODULE_PARM_DESC(job_timeout_ms, "time a job may run before its ring is reset (default 10000)");
+MODULE_PARM_DESC(job_timeout_ms, "time a job may run before its ring is reset (default 30000)");
 
 struct spyre_job {
 	struct drm_sched_job base;
@@ -41,6 +41,7 @@ struct spyre_job {
 	u32 cmd_count;
 	struct drm_gem_object **bos;
 	u32 bo_count;
+	struct list_head launches;	/* struct spyre_launch of its LAUNCH commands */
 
 	struct dma_fence *hw_fence;	/* allocated at submit, initialised by run_job */
 	bool hw_fence_live;
@@ -89,8 +90,13 @@ void spyre_result_put(struct spyre_result *res)
 
 static void spyre_job_free(struct spyre_job *job)
 {
+	struct spyre_launch *l, *tmp;
 	u32 i;
 
+	list_for_each_entry_safe(l, tmp, &job->launches, node) {
+		list_del(&l->node);
+		spyre_launch_free(job->sdev, l);
+	}
 	for (i = 0; i < job->bo_count; i++)
 		drm_gem_object_put(job->bos[i]);
 	kvfree(job->bos);
@@ -110,6 +116,7 @@ static void spyre_job_complete(struct spyre_ring *ring, struct spyre_job *job)
 {
 	struct spyre_device *sdev = ring->sdev;
 	struct spyre_result *res = job->res;
+	struct spyre_launch *l;
 	u64 cycles = 0;
 	bool failed = false;
 	u32 i;
@@ -121,10 +128,14 @@ static void spyre_job_complete(struct spyre_ring *ring, struct spyre_job *job)
 		if (!failed && READ_ONCE(cpl->status) != SPYRE_STATUS_OK) {
 			failed = true;
 			res->hw_status = READ_ONCE(cpl->status);
+			res->hw_detail = READ_ONCE(cpl->detail);
 			res->failed_cmd = i;
 		}
 	}
 	res->cycles = cycles;
+	/* Launch results reach their BOs before the fence tells anyone the job is done. */
+	list_for_each_entry(l, &job->launches, node)
+		spyre_launch_complete(l, &ring->cpls[(job->first + l->cmd_idx) & (ring->size - 1)]);
 	if (!job->kernel)
 		atomic64_inc(&sdev->jobs_completed);
 	if (failed) {
@@ -421,10 +432,21 @@ static int spyre_job_prepare_cmd(struct spyre_job *job, struct drm_file *file,
 				 const struct drm_spyre_cmd *uc, struct spyre_hw_cmd *hc)
 {
 	struct spyre_bo *src, *dst;
+	struct spyre_launch *l;
 	u64 end;
 	int ret;
 
-	if (uc->flags || uc->reserved[0] || uc->reserved[1] || uc->reserved[2])
+	if (uc->flags || uc->pad || uc->reserved)
+		return -EINVAL;
+
+	if (uc->op == DRM_SPYRE_CMD_LAUNCH) {
+		ret = spyre_launch_prepare(job->sdev, file, uc, job->cmd_count, hc, &l);
+		if (l)
+			list_add_tail(&l->node, &job->launches);
+		return ret;
+	}
+	/* Only LAUNCH has an extension. */
+	if (uc->ext || uc->ext_size)
 		return -EINVAL;
 
 	memset(hc, 0, sizeof(*hc));
@@ -568,6 +590,7 @@ int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file
 	job->sdev = sdev;
 	job->ring = &sdev->rings[args->ring];
 	INIT_LIST_HEAD(&job->node);
+	INIT_LIST_HEAD(&job->launches);
 	job->res = kzalloc(sizeof(*job->res), GFP_KERNEL);
 	job->hw_fence = kzalloc(sizeof(*job->hw_fence), GFP_KERNEL);
 	if (!job->res || !job->hw_fence) {
@@ -640,7 +663,10 @@ err_free:
 
 /* ---- kernel jobs ---- */
 
-/* Zero a new DEVICE BO with one DMA copy from the zero source; waits for it. */
+/*
+ * Zero a new DEVICE BO with one DMA copy from the zero source; waits for it. The caller
+ * keeps its reference on @bo across the call.
+ */
 int spyre_job_clear_bo(struct spyre_device *sdev, struct spyre_bo *bo)
 {
 	struct spyre_hw_cmd *cmd;
@@ -655,17 +681,20 @@ int spyre_job_clear_bo(struct spyre_device *sdev, struct spyre_bo *bo)
 	job->ring = &sdev->rings[0];
 	job->kernel = true;
 	INIT_LIST_HEAD(&job->node);
+	INIT_LIST_HEAD(&job->launches);
 	job->res = kzalloc(sizeof(*job->res), GFP_KERNEL);
 	job->hw_fence = kzalloc(sizeof(*job->hw_fence), GFP_KERNEL);
 	job->cmds = kvzalloc(sizeof(*job->cmds), GFP_KERNEL);
-	job->bos = kvmalloc(sizeof(*job->bos), GFP_KERNEL);
-	if (!job->res || !job->hw_fence || !job->cmds || !job->bos) {
+	if (!job->res || !job->hw_fence || !job->cmds) {
 		ret = -ENOMEM;
 		goto err_free;
 	}
 	kref_init(&job->res->ref);
-	drm_gem_object_get(&bo->shmem.base);
-	job->bos[job->bo_count++] = &bo->shmem.base;
+	/*
+	 * No BO reference in the job: the caller holds one until the fence has signalled,
+	 * and the job itself may be freed later, asynchronously. Had it a reference, closing
+	 * the new BO right after BO_CREATE could leave its card memory allocated for a while.
+	 */
 
 	cmd = &job->cmds[0];
 	cmd->hdr.opcode = SPYRE_OP_DMA_COPY;
@@ -704,7 +733,7 @@ int spyre_ioctl_job_wait(struct drm_device *drm, void *data, struct drm_file *fi
 	struct spyre_result *res = NULL;
 	long timeout, ret;
 
-	if (args->flags)
+	if (args->flags || args->pad)
 		return -EINVAL;
 
 	mutex_lock(&sf->lock);
@@ -729,6 +758,7 @@ int spyre_ioctl_job_wait(struct drm_device *drm, void *data, struct drm_file *fi
 			args->status = DRM_SPYRE_JOB_ABORTED;
 		args->hw_status = res->hw_status;
 		args->failed_cmd = res->failed_cmd;
+		args->hw_detail = res->hw_detail;
 		args->cycles = res->cycles;
 		ret = 0;
 	}

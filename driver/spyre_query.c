@@ -25,6 +25,8 @@ static void spyre_query_device_info(struct spyre_device *sdev, struct drm_spyre_
 	di->caps = DRM_SPYRE_CAP_DMA_COPY | DRM_SPYRE_CAP_HOST_BO | DRM_SPYRE_CAP_TIMELINE;
 	if (sdev->caps & SPYRE_CAP_TELEMETRY)
 		di->caps |= DRM_SPYRE_CAP_TELEMETRY;
+	if (sdev->caps & SPYRE_CAP_LAUNCH)
+		di->caps |= DRM_SPYRE_CAP_LAUNCH;
 	di->max_bo_bytes = sdev->devmem_size - SPYRE_DEVMEM_RESERVED;
 }
 
@@ -52,6 +54,16 @@ static void spyre_query_telemetry(struct spyre_device *sdev, struct drm_spyre_te
 	t->temp_mc = spyre_read(sdev, SPYRE_REG_TELE_TEMP_MC);
 	t->power_mw = spyre_read(sdev, SPYRE_REG_TELE_POWER_MW);
 	t->power_cap_mw = spyre_read(sdev, SPYRE_REG_TELE_POWER_CAP_MW);
+	if (!(sdev->caps & SPYRE_CAP_LAUNCH))
+		return;
+	t->launches = spyre_read64(sdev, SPYRE_REG_TELE_LAUNCHES_LO);
+	t->launch_errors = spyre_read(sdev, SPYRE_REG_TELE_LAUNCH_ERRORS);
+	t->engine_cycles = spyre_read64(sdev, SPYRE_REG_TELE_ENG_CYCLES_LO);
+	t->engine_instructions = spyre_read64(sdev, SPYRE_REG_TELE_ENG_INSTRS_LO);
+	t->engine_macs = spyre_read64(sdev, SPYRE_REG_TELE_ENG_MACS_LO);
+	t->engine_ddr_read_bytes = spyre_read64(sdev, SPYRE_REG_TELE_ENG_DDR_RD_LO);
+	t->engine_ddr_write_bytes = spyre_read64(sdev, SPYRE_REG_TELE_ENG_DDR_WR_LO);
+	t->engine_ring_bytes = spyre_read64(sdev, SPYRE_REG_TELE_ENG_RING_LO);
 }
 
 int spyre_ioctl_query(struct drm_device *drm, void *data, struct drm_file *file)

@@ -57,6 +57,7 @@ struct drm_spyre_query {
 #define DRM_SPYRE_CAP_HOST_BO		(1ull << 1)	/* DRM_SPYRE_BO_HOST */
 #define DRM_SPYRE_CAP_TIMELINE		(1ull << 2)	/* timeline syncobjs in SUBMIT */
 #define DRM_SPYRE_CAP_TELEMETRY		(1ull << 3)	/* DRM_SPYRE_QUERY_TELEMETRY */
+#define DRM_SPYRE_CAP_LAUNCH		(1ull << 4)	/* DRM_SPYRE_CMD_LAUNCH */
 
 struct drm_spyre_device_info {
 	__u16 pci_vendor;
@@ -95,6 +96,15 @@ struct drm_spyre_telemetry {
 	__u32 power_mw;
 	__u32 power_cap_mw;
 	__u32 pad;
+	/* Compute engine, since power-on; zero without DRM_SPYRE_CAP_LAUNCH. */
+	__u64 launches;		/* LAUNCHes the engine ran (successful or not) */
+	__u64 launch_errors;	/* LAUNCHes that stopped with a program error */
+	__u64 engine_cycles;	/* sum of the launches' modeled cycles */
+	__u64 engine_instructions;
+	__u64 engine_macs;
+	__u64 engine_ddr_read_bytes;
+	__u64 engine_ddr_write_bytes;
+	__u64 engine_ring_bytes;
 };
 
 /* ---- Buffer objects ---- */
@@ -121,17 +131,83 @@ struct drm_spyre_bo_info {
 
 #define DRM_SPYRE_CMD_NOP		0
 #define DRM_SPYRE_CMD_COPY		1	/* copy size bytes between two BOs */
+#define DRM_SPYRE_CMD_LAUNCH		2	/* run a program on the cores (struct drm_spyre_launch) */
 
-/* One command of a job. BOs are named by handle; the kernel checks every range. */
+/*
+ * One command of a job. BOs are named by handle; the kernel checks every range.
+ * ext points to the op's extension struct (LAUNCH: struct drm_spyre_launch) of ext_size bytes;
+ * both must be 0 for NOP and COPY.
+ */
 struct drm_spyre_cmd {
 	__u32 op;		/* DRM_SPYRE_CMD_* */
 	__u32 flags;		/* must be zero */
-	__u32 src_handle;	/* COPY: source BO */
-	__u32 dst_handle;	/* COPY: destination BO */
-	__u64 src_offset;
-	__u64 dst_offset;
-	__u64 size;		/* COPY: bytes, > 0 */
-	__u64 reserved[3];	/* must be zero */
+	__u32 src_handle;	/* COPY: source BO; LAUNCH: DEVICE BO holding the program */
+	__u32 dst_handle;	/* COPY: destination BO; LAUNCH: 0 */
+	__u64 src_offset;	/* LAUNCH: offset of the program image in src_handle */
+	__u64 dst_offset;	/* LAUNCH: 0 */
+	__u64 size;		/* COPY: bytes, > 0; LAUNCH: program image bytes */
+	__u64 ext;		/* user pointer to the extension struct, 0 for none */
+	__u32 ext_size;		/* sizeof the extension struct, 0 for none */
+	__u32 pad;		/* must be zero */
+	__u64 reserved;		/* must be zero */
+};
+
+/* ---- LAUNCH ---- */
+
+#define DRM_SPYRE_LAUNCH_MAX_ARGS	16
+#define DRM_SPYRE_LAUNCH_MAX_BOS	255	/* data BOs besides the program BO */
+#define DRM_SPYRE_LAUNCH_MAX_PROG_SIZE	(32u + 16u * 1048576u)	/* header + 2^20 instructions */
+#define DRM_SPYRE_LAUNCH_MAX_CORES	64
+#define DRM_SPYRE_LAUNCH_MSG_LEN	128
+
+/* Units of drm_spyre_launch_core.busy[] (Documentation/isa.md). */
+#define DRM_SPYRE_UNIT_SCALAR		0
+#define DRM_SPYRE_UNIT_DMA		1
+#define DRM_SPYRE_UNIT_MATRIX		2
+#define DRM_SPYRE_UNIT_VECTOR		3
+#define DRM_SPYRE_UNIT_RING		4
+#define DRM_SPYRE_LAUNCH_UNITS		5
+
+/*
+ * Extension of DRM_SPYRE_CMD_LAUNCH. The program may access only the program BO and the
+ * bo_count DEVICE BOs of bo_handles (the card enforces it); every other device memory access
+ * stops the job with a program error.
+ */
+struct drm_spyre_launch {
+	__u32 num_cores;	/* cores that run the program; 0 = all */
+	__u32 num_args;		/* <= DRM_SPYRE_LAUNCH_MAX_ARGS */
+	__u64 args[DRM_SPYRE_LAUNCH_MAX_ARGS];	/* read by the program (ARG); rest ignored */
+	__u64 bo_handles;	/* user pointer to bo_count __u32 DEVICE BO handles */
+	__u32 bo_count;		/* <= DRM_SPYRE_LAUNCH_MAX_BOS */
+	__u32 result_handle;	/* BO that receives a struct drm_spyre_launch_result, 0 = none */
+	__u64 result_offset;	/* 8-byte aligned offset in result_handle */
+	__u32 result_size;	/* bytes at result_offset; 0 if and only if result_handle is 0 */
+	__u32 flags;		/* must be zero */
+};
+
+struct drm_spyre_launch_core {
+	__u64 busy[DRM_SPYRE_LAUNCH_UNITS];	/* cycles each unit was busy */
+	__u64 end_cycle;	/* cycle the core finished */
+};
+
+/*
+ * Outcome of a LAUNCH, written by the kernel into the result BO (the first
+ * min(result_size, sizeof) bytes) before the job's fence signals.
+ */
+struct drm_spyre_launch_result {
+	__u32 error;		/* engine error code, 0 = success (isa.md "Errors") */
+	__s32 core;		/* failing core, -1 if not core specific */
+	__u64 pc;		/* failing instruction index */
+	char message[DRM_SPYRE_LAUNCH_MSG_LEN];	/* NUL-terminated reason, "" on success */
+	__u64 total_cycles;	/* modeled cycles of the launch */
+	__u64 ddr_read_bytes;
+	__u64 ddr_write_bytes;
+	__u64 ring_bytes;
+	__u64 instructions;	/* all cores */
+	__u64 macs;		/* multiply-accumulates, all cores */
+	__u32 num_cores;	/* valid entries of cores[] */
+	__u32 pad;
+	struct drm_spyre_launch_core cores[DRM_SPYRE_LAUNCH_MAX_CORES];
 };
 
 /* A syncobj to wait on (point 0 for a binary syncobj). */
@@ -166,7 +242,7 @@ struct drm_spyre_submit {
 
 /* Job outcome (drm_spyre_job_wait.status). */
 #define DRM_SPYRE_JOB_OK		0
-#define DRM_SPYRE_JOB_DEVICE_ERROR	1	/* a command failed; hw_status says why */
+#define DRM_SPYRE_JOB_DEVICE_ERROR	1	/* a command failed; hw_status (hw_detail) says why */
 #define DRM_SPYRE_JOB_TIMEOUT		2	/* the job hung and was aborted */
 #define DRM_SPYRE_JOB_ABORTED		3	/* device reset or removed before it ran */
 
@@ -183,6 +259,8 @@ struct drm_spyre_job_wait {
 	__u32 hw_status;	/* out: device status code of the failing command (hardware.md) */
 	__u32 failed_cmd;	/* out: index of the failing command in the job */
 	__u64 cycles;		/* out: modeled device cycles of the job */
+	__u32 hw_detail;	/* out: hw_status ERR_PROGRAM: engine error code (isa.md) */
+	__u32 pad;		/* must be zero */
 };
 
 #define DRM_SPYRE_JOB_HISTORY		1024

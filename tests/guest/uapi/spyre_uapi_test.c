@@ -4,8 +4,9 @@
  *
  * Every ioctl's happy path, a negative test for each validation error, data round trips
  * through the DMA engine, syncobj chaining, JOB_WAIT semantics, device-error reporting via
- * fault injection, several cards and unbind/rebind. Needs the spyre module loaded; the
- * fault-injection and rebind tests need root. Run: spyre_uapi_test [-t name].
+ * fault injection, program launches (isolation, results, errors), several cards and
+ * unbind/rebind. Needs the spyre module loaded; the fault-injection and rebind tests need
+ * root. Run: spyre_uapi_test [-t name].
  */
 #include <dirent.h>
 #include <errno.h>
@@ -794,9 +795,12 @@ TEST_F(card, submit_invalid_commands)
 	} while (0)
 
 	BADCMD(c.flags = 1, -EINVAL);
-	BADCMD(c.reserved[0] = 1, -EINVAL);
-	BADCMD(c.reserved[2] = 1ull << 63, -EINVAL);
-	BADCMD(c.op = 2, -EINVAL);
+	BADCMD(c.reserved = 1, -EINVAL);
+	BADCMD(c.reserved = 1ull << 63, -EINVAL);
+	BADCMD(c.pad = 1, -EINVAL);
+	BADCMD(c.ext = (uintptr_t)&c, -EINVAL);	/* COPY has no extension */
+	BADCMD(c.ext_size = 8, -EINVAL);
+	BADCMD(c.op = 3, -EINVAL);
 	BADCMD(c.op = UINT32_MAX, -EINVAL);
 	BADCMD(c.size = 0, -EINVAL);
 	BADCMD(c.src_handle = 0, -ENOENT);
@@ -813,6 +817,9 @@ TEST_F(card, submit_invalid_commands)
 	BADCMD((c = (struct drm_spyre_cmd){ .op = DRM_SPYRE_CMD_NOP, .src_handle = h }),
 	       -EINVAL);
 	BADCMD((c = (struct drm_spyre_cmd){ .op = DRM_SPYRE_CMD_NOP, .dst_offset = 1 }),
+	       -EINVAL);
+	BADCMD((c = (struct drm_spyre_cmd){ .op = DRM_SPYRE_CMD_NOP, .ext = 8 }), -EINVAL);
+	BADCMD((c = (struct drm_spyre_cmd){ .op = DRM_SPYRE_CMD_NOP, .ext_size = 168 }),
 	       -EINVAL);
 	/* exact fit is fine */
 	BADCMD((c.src_offset = 4096, c.dst_offset = 4096), 0);
@@ -1007,6 +1014,9 @@ TEST_F(card, job_wait_invalid)
 	w.timeout_ns = now_ns() + 10 * SEC_NS;
 	w.flags = 1;
 	EXPECT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_JOB_WAIT, &w));
+	w.flags = 0;
+	w.pad = 1;
+	EXPECT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_JOB_WAIT, &w));
 	EXPECT_EQ(-ENOENT, job_wait(self->fd, 0, now_ns() + SEC_NS, NULL));
 	EXPECT_EQ(-ENOENT, job_wait(self->fd, job + 1, now_ns() + SEC_NS, NULL));
 	EXPECT_EQ(-ENOENT, job_wait(self->fd, UINT64_MAX, now_ns() + SEC_NS, NULL));
@@ -1121,6 +1131,657 @@ TEST_F(card, device_error_index_in_copy_job)
 	/* a job started after the injected faults are used up is clean */
 	ASSERT_EQ(0, submit_cmds(self->fd, cmds, 4, &job));
 	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+}
+
+/* ---- LAUNCH: programs on the cores ---- */
+
+/* Program encoding (Documentation/isa.md). */
+#define ISA_MAGIC	0x50595053u
+#define ISA_HDR		32
+#define ISA_INSTR	16
+#define ISA_MAX		64
+
+enum { OP_HALT = 0x01, OP_LI = 0x02, OP_ARG = 0x03, OP_ALU = 0x04, OP_SPAN = 0x0a,
+       OP_LOAD = 0x10, OP_STORE = 0x11, OP_VBIN = 0x22 };
+enum { ALU_ADD = 0, ALU_MUL = 2, ALU_SHR = 9 };
+enum { DT_F32 = 0 };
+enum { VBIN_ADD = 0 };
+
+/* Engine error codes (isa.md "Errors"). */
+#define ENG_ERR_BAD_PROGRAM	2
+#define ENG_ERR_DDR_WINDOW	11
+
+struct prog {
+	uint8_t img[ISA_HDR + ISA_INSTR * ISA_MAX];
+	uint32_t n;
+};
+
+static void ins(struct prog *p, uint8_t op, uint8_t dt, uint8_t a, uint8_t b, uint8_t c,
+		uint8_t d, uint8_t func, uint8_t flags, int64_t imm)
+{
+	uint8_t *q = p->img + ISA_HDR + ISA_INSTR * p->n++;
+
+	q[0] = op;
+	q[1] = dt;
+	q[2] = a;
+	q[3] = b;
+	q[4] = c;
+	q[5] = d;
+	q[6] = func;
+	q[7] = flags;
+	memcpy(q + 8, &imm, 8);		/* little endian */
+}
+
+static void li(struct prog *p, uint8_t rd, int64_t v)
+{
+	ins(p, OP_LI, 0, rd, 0, 0, 0, 0, 0, v);
+}
+
+static void arg(struct prog *p, uint8_t rd, int64_t idx)
+{
+	ins(p, OP_ARG, 0, rd, 0, 0, 0, 0, 0, idx);
+}
+
+/* rd = rs1 OP (rs2 + imm) */
+static void alu(struct prog *p, uint8_t func, uint8_t rd, uint8_t rs1, uint8_t rs2, int64_t imm)
+{
+	ins(p, OP_ALU, 0, rd, rs1, rs2, 0, func, 0, imm);
+}
+
+static void span(struct prog *p, uint8_t base)
+{
+	ins(p, OP_SPAN, 0, 0, base, 0, 0, 0, 0, 0);
+}
+
+/* One row of R[len] bytes between LX R[lx] and DDR R[ddr]. */
+static void dma(struct prog *p, uint8_t op, uint8_t lx, uint8_t ddr, uint8_t len)
+{
+	ins(p, op, 0, lx, ddr, len, 0, 0, 0, 0);
+}
+
+static size_t prog_finish(struct prog *p)
+{
+	uint32_t magic = ISA_MAGIC, n = p->n;
+	uint16_t version = 1, hdr = ISA_HDR;
+
+	memset(p->img, 0, ISA_HDR);
+	memcpy(p->img, &magic, 4);
+	memcpy(p->img + 4, &version, 2);
+	memcpy(p->img + 6, &hdr, 2);
+	memcpy(p->img + 8, &n, 4);
+	return ISA_HDR + (size_t)ISA_INSTR * n;
+}
+
+/*
+ * out = a + b (fp32), chunk bytes per core at offset core * chunk.
+ * args: 0 = a, 1 = b, 2 = out (device addresses), 3 = chunk bytes (multiple of 128).
+ */
+static size_t build_vadd(struct prog *p)
+{
+	memset(p, 0, sizeof(*p));
+	arg(p, 3, 0);
+	arg(p, 4, 1);
+	arg(p, 5, 2);
+	arg(p, 6, 3);
+	alu(p, ALU_MUL, 7, 1, 6, 0);		/* r7 = core * chunk */
+	alu(p, ALU_ADD, 3, 3, 7, 0);
+	alu(p, ALU_ADD, 4, 4, 7, 0);
+	alu(p, ALU_ADD, 5, 5, 7, 0);
+	li(p, 8, 0);				/* LX: a */
+	li(p, 9, 0x10000);			/* LX: b */
+	li(p, 10, 0x20000);			/* LX: out */
+	span(p, 3);
+	dma(p, OP_LOAD, 8, 3, 6);
+	span(p, 4);
+	dma(p, OP_LOAD, 9, 4, 6);
+	li(p, 20, 1);				/* rows */
+	alu(p, ALU_SHR, 21, 6, 0, 2);		/* cols = chunk / 4 */
+	alu(p, ALU_ADD, 22, 6, 0, 0);		/* strides */
+	alu(p, ALU_ADD, 23, 6, 0, 0);
+	alu(p, ALU_ADD, 24, 6, 0, 0);
+	ins(p, OP_VBIN, (DT_F32 << 4) | DT_F32, 10, 8, 9, 20, VBIN_ADD, 0, 0);
+	span(p, 5);
+	dma(p, OP_STORE, 10, 5, 6);
+	ins(p, OP_HALT, 0, 0, 0, 0, 0, 0, 0, 0);
+	return prog_finish(p);
+}
+
+/* Copy R[2] bytes from args[0] to args[1]; the STORE is instruction STORE_PC. */
+#define COPY_STORE_PC	7
+static size_t build_copy(struct prog *p)
+{
+	memset(p, 0, sizeof(*p));
+	arg(p, 3, 0);
+	arg(p, 4, 1);
+	arg(p, 5, 2);
+	li(p, 8, 0);
+	span(p, 3);
+	dma(p, OP_LOAD, 8, 3, 5);
+	span(p, 4);
+	dma(p, OP_STORE, 8, 4, 5);
+	ins(p, OP_HALT, 0, 0, 0, 0, 0, 0, 0, 0);
+	return prog_finish(p);
+}
+
+static uint64_t dev_addr(int fd, uint32_t handle)
+{
+	struct drm_spyre_bo_info info;
+
+	return bo_info(fd, handle, &info) ? 0 : info.dev_addr;
+}
+
+/* A DEVICE BO of size bytes holding image at offset off. */
+static int prog_bo(int fd, const void *image, size_t len, uint64_t off, size_t size,
+		   uint32_t *handle)
+{
+	uint8_t *p;
+	int ret = bo_create(fd, size, DRM_SPYRE_BO_DEVICE, handle);
+
+	if (ret)
+		return ret;
+	p = bo_map(fd, *handle);
+	if (!p)
+		return -ENOMEM;
+	memcpy(p + off, image, len);
+	munmap(p, size);
+	return 0;
+}
+
+static struct drm_spyre_cmd launch_cmd(uint32_t prog, uint64_t off, uint64_t size,
+				       struct drm_spyre_launch *l)
+{
+	struct drm_spyre_cmd c = {
+		.op = DRM_SPYRE_CMD_LAUNCH, .src_handle = prog, .src_offset = off,
+		.size = size, .ext = (uintptr_t)l, .ext_size = sizeof(*l),
+	};
+	return c;
+}
+
+FIXTURE(launch) {
+	int fd;
+	struct drm_spyre_device_info info;
+};
+
+FIXTURE_SETUP(launch)
+{
+	self->fd = open_card(0);
+	if (self->fd < 0)
+		SKIP(return, "no spyre accel device (modprobe spyre?)");
+	ASSERT_EQ(0, query(self->fd, DRM_SPYRE_QUERY_DEVICE_INFO, &self->info,
+			   sizeof(self->info)));
+	if (!(self->info.caps & DRM_SPYRE_CAP_LAUNCH))
+		SKIP(return, "card without LAUNCH (caps %#llx)",
+		     (unsigned long long)self->info.caps);
+}
+
+FIXTURE_TEARDOWN(launch)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+}
+
+/* Without DRM_SPYRE_CAP_LAUNCH a LAUNCH is refused cleanly. */
+TEST_F(card, launch_needs_capability)
+{
+	struct drm_spyre_launch l = { 0 };
+	struct drm_spyre_cmd c;
+	uint32_t d;
+	uint64_t job;
+
+	if (self->info.caps & DRM_SPYRE_CAP_LAUNCH)
+		SKIP(return, "card has LAUNCH");
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE, &d));
+	c = launch_cmd(d, 0, 64, &l);
+	EXPECT_EQ(-EOPNOTSUPP, submit_cmds(self->fd, &c, 1, &job));
+}
+
+/*
+ * Upload two vectors, add them on n cores (each its own chunk), download the sum, all in
+ * one job; check every byte, the untouched tail and the launch result.
+ */
+static void vadd_job(struct __test_metadata *_metadata, int fd,
+		     const struct drm_spyre_device_info *info, uint32_t num_cores,
+		     int result_in_device_bo)
+{
+	const size_t chunk = 512;
+	uint32_t n = num_cores ? num_cores : info->num_cores;
+	size_t total = n * chunk, i, ninstr;
+	uint32_t ha, hb, hout, da, db, dout, dprog, hres, handles[3];
+	float *pa, *pb, *pout, *expect;
+	uint8_t *pdout, *pres, *res_map;
+	struct drm_spyre_launch_result r;
+	struct drm_spyre_launch l = { 0 };
+	struct drm_spyre_cmd cmds[4];
+	struct drm_spyre_job_wait w;
+	const uint64_t res_off = 64;
+	const size_t res_bo_size = 8192;
+	struct prog p;
+	size_t plen;
+	uint64_t job;
+
+	plen = build_vadd(&p);
+	ninstr = p.n;
+	ASSERT_EQ(0, prog_bo(fd, p.img, plen, 256, 8192, &dprog));
+	ASSERT_EQ(0, bo_create(fd, total, DRM_SPYRE_BO_HOST, &ha));
+	ASSERT_EQ(0, bo_create(fd, total, DRM_SPYRE_BO_HOST, &hb));
+	ASSERT_EQ(0, bo_create(fd, total + 4096, DRM_SPYRE_BO_HOST, &hout));
+	ASSERT_EQ(0, bo_create(fd, total, DRM_SPYRE_BO_DEVICE, &da));
+	ASSERT_EQ(0, bo_create(fd, total, DRM_SPYRE_BO_DEVICE, &db));
+	ASSERT_EQ(0, bo_create(fd, total + 4096, DRM_SPYRE_BO_DEVICE, &dout));
+	ASSERT_EQ(0, bo_create(fd, res_bo_size,
+			       result_in_device_bo ? DRM_SPYRE_BO_DEVICE : DRM_SPYRE_BO_HOST,
+			       &hres));
+	pa = bo_map(fd, ha);
+	pb = bo_map(fd, hb);
+	pout = bo_map(fd, hout);
+	pdout = bo_map(fd, dout);
+	pres = bo_map(fd, hres);
+	expect = malloc(total);
+	ASSERT_TRUE(pa && pb && pout && pdout && pres && expect);
+	for (i = 0; i < total / 4; i++) {
+		pa[i] = (float)(i % 1000) + 0.5f;
+		pb[i] = (float)((i * 7) % 1000) - 500.0f;
+		expect[i] = pa[i] + pb[i];
+	}
+	memset(pdout, 0xcd, total + 4096);
+	memset(pres, 0xee, res_bo_size);
+
+	handles[0] = da;
+	handles[1] = db;
+	handles[2] = dout;
+	l.num_cores = num_cores;
+	l.num_args = 4;
+	l.args[0] = dev_addr(fd, da);
+	l.args[1] = dev_addr(fd, db);
+	l.args[2] = dev_addr(fd, dout);
+	l.args[3] = chunk;
+	l.bo_handles = (uintptr_t)handles;
+	l.bo_count = 3;
+	l.result_handle = hres;
+	l.result_offset = res_off;
+	l.result_size = sizeof(r);
+	cmds[0] = copy_cmd(ha, 0, da, 0, total);
+	cmds[1] = copy_cmd(hb, 0, db, 0, total);
+	cmds[2] = launch_cmd(dprog, 256, plen, &l);
+	cmds[3] = copy_cmd(dout, 0, hout, 0, total + 4096);
+	ASSERT_EQ(0, submit_cmds(fd, cmds, 4, &job));
+	ASSERT_EQ(0, job_wait(fd, job, now_ns() + 60 * SEC_NS, &w));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, w.status)
+		TH_LOG("hw_status %u detail %u cmd %u", w.hw_status, w.hw_detail, w.failed_cmd);
+	EXPECT_EQ(0, w.hw_status);
+	EXPECT_EQ(0, w.hw_detail);
+
+	/* every byte of the sum, and nothing beyond it */
+	EXPECT_EQ(0, memcmp(expect, pout, total));
+	for (i = total; i < total + 4096; i++)
+		ASSERT_EQ(0xcd, ((uint8_t *)pout)[i]) TH_LOG("byte %zu", i);
+
+	/* the launch result, and nothing around it */
+	res_map = pres;
+	for (i = 0; i < res_off; i++)
+		ASSERT_EQ(0xee, res_map[i]);
+	for (i = res_off + sizeof(r); i < res_bo_size; i++)
+		ASSERT_EQ(0xee, res_map[i]);
+	memcpy(&r, res_map + res_off, sizeof(r));
+	EXPECT_EQ(0, r.error);
+	EXPECT_EQ(0, r.message[0]);
+	EXPECT_EQ(n, r.num_cores);
+	EXPECT_GT(r.total_cycles, 0);
+	EXPECT_LE(r.total_cycles, w.cycles);
+	EXPECT_EQ(2 * total, r.ddr_read_bytes);
+	EXPECT_EQ(total, r.ddr_write_bytes);
+	EXPECT_EQ(0, r.ring_bytes);
+	EXPECT_EQ(0, r.macs);
+	EXPECT_GE(r.instructions, n * (ninstr - 1));
+	EXPECT_LE(r.instructions, n * ninstr);
+	EXPECT_EQ(0, r.pad);
+	for (i = 0; i < n; i++) {
+		const struct drm_spyre_launch_core *c = &r.cores[i];
+
+		EXPECT_GE(c->busy[DRM_SPYRE_UNIT_SCALAR], ninstr - 1) TH_LOG("core %zu", i);
+		EXPECT_GT(c->busy[DRM_SPYRE_UNIT_DMA], 0) TH_LOG("core %zu", i);
+		EXPECT_GT(c->busy[DRM_SPYRE_UNIT_VECTOR], 0) TH_LOG("core %zu", i);
+		EXPECT_EQ(0, c->busy[DRM_SPYRE_UNIT_MATRIX]);
+		EXPECT_GT(c->end_cycle, 0);
+		EXPECT_LE(c->end_cycle, r.total_cycles);
+	}
+	for (i = n; i < DRM_SPYRE_LAUNCH_MAX_CORES; i++)
+		EXPECT_EQ(0, r.cores[i].end_cycle);
+	TH_LOG("%u cores: %llu cycles (job %llu), %llu instructions, core 0 busy scalar %llu dma %llu vector %llu",
+	       n, (unsigned long long)r.total_cycles, (unsigned long long)w.cycles,
+	       (unsigned long long)r.instructions,
+	       (unsigned long long)r.cores[0].busy[DRM_SPYRE_UNIT_SCALAR],
+	       (unsigned long long)r.cores[0].busy[DRM_SPYRE_UNIT_DMA],
+	       (unsigned long long)r.cores[0].busy[DRM_SPYRE_UNIT_VECTOR]);
+	free(expect);
+}
+
+TEST_F_TIMEOUT(launch, vector_add_all_cores, 120)
+{
+	vadd_job(_metadata, self->fd, &self->info, 0, 0);
+}
+
+TEST_F_TIMEOUT(launch, vector_add_three_cores_result_in_device_bo, 120)
+{
+	vadd_job(_metadata, self->fd, &self->info, self->info.num_cores < 3 ? 1 : 3, 1);
+}
+
+TEST_F_TIMEOUT(launch, copy_program_on_every_ring, 120)
+{
+	struct drm_spyre_telemetry a, b;
+	uint32_t r;
+
+	ASSERT_EQ(0, query(self->fd, DRM_SPYRE_QUERY_TELEMETRY, &a, sizeof(a)));
+	for (r = 0; r < self->info.num_rings; r++) {
+		const size_t n = 4096;
+		uint32_t da, dout, dprog, handles[2];
+		struct drm_spyre_launch l = { 0 };
+		struct drm_spyre_cmd c;
+		struct drm_spyre_submit s;
+		uint8_t *pa, *po;
+		struct prog p;
+		size_t plen = build_copy(&p);
+
+		ASSERT_EQ(0, prog_bo(self->fd, p.img, plen, 0, 4096, &dprog));
+		ASSERT_EQ(0, bo_create(self->fd, n, DRM_SPYRE_BO_DEVICE, &da));
+		ASSERT_EQ(0, bo_create(self->fd, n, DRM_SPYRE_BO_DEVICE, &dout));
+		pa = bo_map(self->fd, da);
+		po = bo_map(self->fd, dout);
+		ASSERT_TRUE(pa && po);
+		fill(pa, n, r);
+		handles[0] = da;
+		handles[1] = dout;
+		l.num_cores = 1;
+		l.num_args = 3;
+		l.args[0] = dev_addr(self->fd, da);
+		l.args[1] = dev_addr(self->fd, dout);
+		l.args[2] = n;
+		l.bo_handles = (uintptr_t)handles;
+		l.bo_count = 2;
+		c = launch_cmd(dprog, 0, plen, &l);
+		s = submit_args(&c, 1);
+		s.ring = r;
+		ASSERT_EQ(0, submit(self->fd, &s));
+		/* the job keeps its BOs alive */
+		ASSERT_EQ(0, bo_close(self->fd, dprog));
+		ASSERT_EQ(0, bo_close(self->fd, da));
+		ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, s.job_id));
+		EXPECT_EQ(0, memcmp(pa, po, n)) TH_LOG("ring %u", r);
+		munmap(pa, n);
+		munmap(po, n);
+	}
+	ASSERT_EQ(0, query(self->fd, DRM_SPYRE_QUERY_TELEMETRY, &b, sizeof(b)));
+	EXPECT_EQ(a.launches + self->info.num_rings, b.launches);
+	EXPECT_EQ(a.launch_errors, b.launch_errors);
+	EXPECT_GT(b.engine_cycles, a.engine_cycles);
+	EXPECT_GE(b.engine_ddr_read_bytes, a.engine_ddr_read_bytes + 4096 * self->info.num_rings);
+}
+
+/*
+ * A program that stores into device memory its launch does not list (a BO of another
+ * file, or an unlisted BO of the same file) is stopped by the card; the target is intact.
+ */
+static void isolation_case(struct __test_metadata *_metadata, int fd, uint32_t ring,
+			   uint64_t target, const uint8_t *target_map, uint8_t pattern)
+{
+	struct drm_spyre_launch_result r;
+	struct drm_spyre_launch l = { 0 };
+	struct drm_spyre_cmd c;
+	struct drm_spyre_submit s;
+	struct drm_spyre_job_wait w;
+	uint32_t src, dprog, hres;
+	uint8_t *psrc, *pres;
+	char addr[32];
+	uint64_t job;
+	struct prog p;
+	size_t plen = build_copy(&p), i;
+
+	ASSERT_EQ(0, prog_bo(fd, p.img, plen, 0, 4096, &dprog));
+	ASSERT_EQ(0, bo_create(fd, 4096, DRM_SPYRE_BO_DEVICE, &src));
+	ASSERT_EQ(0, bo_create(fd, 8192, DRM_SPYRE_BO_HOST, &hres));
+	psrc = bo_map(fd, src);
+	pres = bo_map(fd, hres);
+	ASSERT_TRUE(psrc && pres);
+	memset(psrc, 0x11, 4096);
+
+	l.num_cores = 1;
+	l.num_args = 3;
+	l.args[0] = dev_addr(fd, src);
+	l.args[1] = target;
+	l.args[2] = 4096;
+	l.bo_handles = (uintptr_t)&src;
+	l.bo_count = 1;
+	l.result_handle = hres;
+	l.result_size = sizeof(r);
+	c = launch_cmd(dprog, 0, plen, &l);
+	s = submit_args(&c, 1);
+	s.ring = ring;
+	ASSERT_EQ(0, submit(fd, &s));
+	ASSERT_EQ(0, job_wait(fd, s.job_id, now_ns() + 60 * SEC_NS, &w));
+	EXPECT_EQ(DRM_SPYRE_JOB_DEVICE_ERROR, w.status);
+	EXPECT_EQ(SPYRE_STATUS_ERR_PROGRAM, w.hw_status);
+	EXPECT_EQ(ENG_ERR_DDR_WINDOW, w.hw_detail);
+	EXPECT_EQ(0, w.failed_cmd);
+
+	memcpy(&r, pres, sizeof(r));
+	EXPECT_EQ(ENG_ERR_DDR_WINDOW, r.error);
+	EXPECT_EQ(0, r.core);
+	EXPECT_EQ(COPY_STORE_PC, r.pc);
+	snprintf(addr, sizeof(addr), "0x%llx", (unsigned long long)target);
+	EXPECT_NE(NULL, strstr(r.message, "window")) TH_LOG("message: %s", r.message);
+	EXPECT_NE(NULL, strstr(r.message, addr)) TH_LOG("message: %s, wanted %s", r.message, addr);
+	TH_LOG("engine: %s", r.message);
+	for (i = 0; i < 4096; i++)
+		ASSERT_EQ(pattern, target_map[i]) TH_LOG("target byte %zu written", i);
+
+	/* the next job on the same ring runs normally */
+	l.args[1] = l.args[0];
+	l.result_handle = 0;
+	l.result_size = 0;
+	ASSERT_EQ(0, submit(fd, &s));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(fd, s.job_id));
+	ASSERT_EQ(0, nop_job(fd, ring, &job));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(fd, job));
+}
+
+TEST_F_TIMEOUT(launch, isolation_other_file_bo, 120)
+{
+	struct drm_spyre_telemetry a, b;
+	int fd2 = open_card(0);
+	uint32_t victim;
+	uint8_t *pv;
+
+	ASSERT_GE(fd2, 0);
+	ASSERT_EQ(0, query(self->fd, DRM_SPYRE_QUERY_TELEMETRY, &a, sizeof(a)));
+	ASSERT_EQ(0, bo_create(fd2, 4096, DRM_SPYRE_BO_DEVICE, &victim));
+	pv = bo_map(fd2, victim);
+	ASSERT_NE(NULL, pv);
+	memset(pv, 0x5a, 4096);
+	isolation_case(_metadata, self->fd, self->info.num_rings - 1, dev_addr(fd2, victim),
+		       pv, 0x5a);
+	ASSERT_EQ(0, query(self->fd, DRM_SPYRE_QUERY_TELEMETRY, &b, sizeof(b)));
+	EXPECT_EQ(a.launch_errors + 1, b.launch_errors);
+	EXPECT_EQ(a.jobs_failed + 1, b.jobs_failed);
+	close(fd2);
+}
+
+TEST_F_TIMEOUT(launch, isolation_unlisted_bo_of_same_file, 120)
+{
+	uint32_t other;
+	uint8_t *po;
+
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE, &other));
+	po = bo_map(self->fd, other);
+	ASSERT_NE(NULL, po);
+	memset(po, 0xa7, 4096);
+	isolation_case(_metadata, self->fd, 0, dev_addr(self->fd, other), po, 0xa7);
+}
+
+TEST_F_TIMEOUT(launch, bad_program_reported, 120)
+{
+	static const uint8_t junk[64] = { 'n', 'o', 't', ' ', 'a', ' ', 'p', 'r', 'o', 'g' };
+	struct drm_spyre_launch_result r;
+	struct drm_spyre_launch l = { 0 };
+	struct drm_spyre_job_wait w;
+	struct drm_spyre_cmd c;
+	uint32_t dprog, dres;
+	uint8_t *pres;
+	uint64_t job;
+
+	ASSERT_EQ(0, prog_bo(self->fd, junk, sizeof(junk), 0, 4096, &dprog));
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE, &dres));
+	l.result_handle = dres;
+	l.result_offset = 8;
+	l.result_size = 16;		/* only the first 16 bytes are wanted */
+	pres = bo_map(self->fd, dres);
+	ASSERT_NE(NULL, pres);
+	memset(pres, 0xee, 4096);
+	c = launch_cmd(dprog, 0, sizeof(junk), &l);
+	ASSERT_EQ(0, submit_cmds(self->fd, &c, 1, &job));
+	ASSERT_EQ(0, job_wait(self->fd, job, now_ns() + 60 * SEC_NS, &w));
+	EXPECT_EQ(DRM_SPYRE_JOB_DEVICE_ERROR, w.status);
+	EXPECT_EQ(SPYRE_STATUS_ERR_PROGRAM, w.hw_status);
+	EXPECT_EQ(ENG_ERR_BAD_PROGRAM, w.hw_detail);
+	memcpy(&r, pres + 8, 16);
+	EXPECT_EQ(ENG_ERR_BAD_PROGRAM, r.error);
+	EXPECT_EQ(-1, r.core);
+	EXPECT_EQ(0xee, pres[7]);
+	EXPECT_EQ(0xee, pres[8 + 16]);
+	EXPECT_EQ(0xee, pres[4095]);
+}
+
+/* 255 distinct data BOs + the program BO: the largest window list the card takes. */
+TEST_F_TIMEOUT(launch, max_windows, 120)
+{
+	uint32_t bos[DRM_SPYRE_LAUNCH_MAX_BOS], dprog;
+	struct drm_spyre_launch l = { 0 };
+	struct drm_spyre_cmd c;
+	uint8_t *first, *last;
+	uint64_t job;
+	struct prog p;
+	size_t plen = build_copy(&p);
+	int i;
+
+	ASSERT_EQ(0, prog_bo(self->fd, p.img, plen, 0, 4096, &dprog));
+	for (i = 0; i < DRM_SPYRE_LAUNCH_MAX_BOS; i++)
+		ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE, &bos[i]));
+	first = bo_map(self->fd, bos[0]);
+	last = bo_map(self->fd, bos[DRM_SPYRE_LAUNCH_MAX_BOS - 1]);
+	ASSERT_TRUE(first && last);
+	fill(first, 4096, 42);
+	l.num_cores = 1;
+	l.num_args = 3;
+	l.args[0] = dev_addr(self->fd, bos[0]);
+	l.args[1] = dev_addr(self->fd, bos[DRM_SPYRE_LAUNCH_MAX_BOS - 1]);
+	l.args[2] = 4096;
+	l.bo_handles = (uintptr_t)bos;
+	l.bo_count = DRM_SPYRE_LAUNCH_MAX_BOS;
+	c = launch_cmd(dprog, 0, plen, &l);
+	ASSERT_EQ(0, submit_cmds(self->fd, &c, 1, &job));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	EXPECT_EQ(0, memcmp(first, last, 4096));
+}
+
+TEST_F(launch, invalid)
+{
+	struct {
+		struct drm_spyre_launch l;
+		uint64_t tail[2];
+	} big;
+	struct drm_spyre_launch l;
+	struct drm_spyre_cmd c;
+	uint32_t dprog, d, h, handles[DRM_SPYRE_LAUNCH_MAX_BOS + 1];
+	uint64_t job;
+	unsigned int i;
+	struct prog p;
+	size_t plen = build_copy(&p);
+
+	ASSERT_EQ(0, prog_bo(self->fd, p.img, plen, 0, 4096, &dprog));
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE, &d));
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &h));
+	for (i = 0; i < DRM_SPYRE_LAUNCH_MAX_BOS + 1; i++)
+		handles[i] = d;
+
+#define BADL(expr, err) do {						\
+		memset(&l, 0, sizeof(l));				\
+		l.num_cores = 1;					\
+		l.num_args = 3;						\
+		l.bo_handles = (uintptr_t)&d;				\
+		l.bo_count = 1;						\
+		c = launch_cmd(dprog, 0, plen, &l);			\
+		expr;							\
+		EXPECT_EQ(err, submit_cmds(self->fd, &c, 1, &job))	\
+			TH_LOG(#expr);					\
+	} while (0)
+
+	/* command fields */
+	BADL(c.ext = 0, -EINVAL);
+	BADL(c.ext = 8, -EFAULT);
+	BADL(c.ext_size = 0, -EINVAL);
+	BADL(c.ext_size = sizeof(l) - 8, -EINVAL);
+	BADL(c.ext_size = sizeof(l) + 4, -EINVAL);
+	BADL(c.ext_size = 1u << 20, -EINVAL);
+	BADL(c.flags = 1, -EINVAL);
+	BADL(c.pad = 1, -EINVAL);
+	BADL(c.reserved = 1, -EINVAL);
+	BADL(c.dst_handle = d, -EINVAL);
+	BADL(c.dst_offset = 128, -EINVAL);
+	/* the program: a DEVICE BO of this file, range inside it */
+	BADL(c.src_handle = 0, -ENOENT);
+	BADL(c.src_handle = 9999, -ENOENT);
+	BADL(c.src_handle = h, -EINVAL);
+	BADL(c.size = 0, -EINVAL);
+	BADL(c.size = 4097, -EINVAL);
+	BADL(c.src_offset = 4096 - plen + 1, -EINVAL);
+	BADL(c.src_offset = UINT64_MAX, -EINVAL);
+	BADL((c.size = UINT64_MAX, c.src_offset = 1), -EINVAL);
+	BADL(c.size = DRM_SPYRE_LAUNCH_MAX_PROG_SIZE + 1ull, -EINVAL);
+	/* the extension */
+	BADL(l.flags = 1, -EINVAL);
+	BADL(l.flags = 1u << 31, -EINVAL);
+	BADL(l.num_args = DRM_SPYRE_LAUNCH_MAX_ARGS + 1, -EINVAL);
+	BADL(l.num_cores = self->info.num_cores + 1, -EINVAL);
+	BADL(l.num_cores = UINT32_MAX, -EINVAL);
+	BADL(l.bo_count = DRM_SPYRE_LAUNCH_MAX_BOS + 1, -EINVAL);
+	BADL((l.bo_count = DRM_SPYRE_LAUNCH_MAX_BOS + 1, l.bo_handles = (uintptr_t)handles),
+	     -EINVAL);
+	BADL(l.bo_handles = 0, -EINVAL);
+	BADL(l.bo_handles = 8, -EFAULT);
+	handles[1] = 0;
+	BADL((l.bo_handles = (uintptr_t)handles, l.bo_count = 2), -ENOENT);
+	handles[1] = d;
+	BADL(l.bo_handles = (uintptr_t)&h, -EINVAL);	/* HOST BOs have no window */
+	/* the result range */
+	BADL(l.result_offset = 8, -EINVAL);		/* without a result BO */
+	BADL(l.result_size = 8, -EINVAL);
+	BADL(l.result_handle = 9999, -EINVAL);		/* result_size 0 */
+	BADL((l.result_handle = 9999, l.result_size = 8), -ENOENT);
+	BADL((l.result_handle = h, l.result_size = 8, l.result_offset = 4), -EINVAL);
+	BADL((l.result_handle = h, l.result_size = 4097), -EINVAL);
+	BADL((l.result_handle = d, l.result_size = 8, l.result_offset = 4096), -EINVAL);
+	BADL((l.result_handle = d, l.result_size = UINT32_MAX,
+	      l.result_offset = UINT64_MAX - 7), -EINVAL);
+	/* a longer extension with a zero tail works, a non-zero tail does not */
+	memset(&big, 0, sizeof(big));
+	big.l.num_cores = 1;
+	big.l.num_args = 3;
+	big.l.args[0] = dev_addr(self->fd, d);
+	big.l.args[1] = big.l.args[0];
+	big.l.args[2] = 128;
+	big.l.bo_handles = (uintptr_t)&d;
+	big.l.bo_count = 1;
+	c = launch_cmd(dprog, 0, plen, &big.l);
+	c.ext_size = sizeof(big);
+	ASSERT_EQ(0, submit_cmds(self->fd, &c, 1, &job));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	big.tail[1] = 1;
+	EXPECT_EQ(-EINVAL, submit_cmds(self->fd, &c, 1, &job));
+	/* exact fits and the largest window list are accepted */
+	BADL((l.result_handle = d, l.result_size = 8, l.result_offset = 4088,
+	      l.bo_count = DRM_SPYRE_LAUNCH_MAX_BOS, l.bo_handles = (uintptr_t)handles,
+	      l.args[0] = dev_addr(self->fd, d), l.args[1] = l.args[0], l.args[2] = 128), 0);
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+#undef BADL
 }
 
 /* ---- isolation between files ---- */
