@@ -6,10 +6,11 @@
 #include <mutex>
 #include <new>
 #include <unordered_set>
+#include <vector>
 
-#include "device.hpp"
-#include "enumerate.hpp"
+#include "backend.hpp"
 #include "error.hpp"
+#include "program.hpp"
 #include "spyre/spyre.h"
 
 struct spyre_device {
@@ -19,7 +20,14 @@ struct spyre_device {
 struct spyre_buffer {
     std::shared_ptr<spyre::Device> dev;
     spyre_device* owner;  // the handle it was allocated through (for spyre_buffer_get_device)
-    std::unique_ptr<spyre::Bo> bo;
+    std::unique_ptr<spyre::Buffer> bo;
+};
+
+struct spyre_program {
+    std::shared_ptr<spyre::Device> dev;
+    std::unique_ptr<spyre::Buffer> image;  // device buffer holding the image
+    uint64_t size;
+    uint32_t num_instructions;
 };
 
 namespace spyre {
@@ -92,6 +100,12 @@ spyre_buffer* check_buffer(spyre_buffer_t b, const char* which = "buffer") {
     return b;
 }
 
+spyre_program* check_program(spyre_program_t p) {
+    require(p != nullptr, "program handle is NULL (load one with spyre_program_load())");
+    require(registry().contains(p), "program handle is invalid or already freed");
+    return p;
+}
+
 void check_range(const spyre_buffer* b, uint64_t offset, uint64_t size, const char* which) {
     check_buffer_range(b->bo->size(), offset, size, which);
 }
@@ -121,6 +135,16 @@ const char* spyre_get_version_string(void) {
 
 const char* spyre_status_string(spyre_status status) { return status_string(status); }
 
+const char* spyre_backend_string(spyre_backend backend) {
+    switch (backend) {
+        case SPYRE_BACKEND_KERNEL:
+            return "kernel";
+        case SPYRE_BACKEND_SIM:
+            return "sim";
+    }
+    return "unknown";
+}
+
 const char* spyre_last_error(void) { return last_error(); }
 
 void spyre_clear_last_error(void) { clear_last_error(); }
@@ -129,9 +153,7 @@ spyre_status spyre_get_device_count(int* count) {
     if (count) *count = 0;
     return guard(__func__, [&] {
         require_out(count, "count");
-        auto nodes = enumerate_devices();
-        *count = static_cast<int>(nodes.size());
-        if (nodes.empty()) fail(SPYRE_ERROR_NO_DEVICE, no_device_message());
+        *count = device_count();
     });
 }
 
@@ -140,7 +162,7 @@ spyre_status spyre_device_open(int index, spyre_device_t* device) {
     return guard(__func__, [&] {
         require_out(device, "device");
         auto h = std::make_unique<spyre_device>();
-        h->dev = Device::open(index);
+        h->dev = open_device(index);
         registry().add(h.get());
         *device = h.release();
     });
@@ -218,7 +240,7 @@ spyre_status spyre_malloc(spyre_device_t device, uint64_t size, spyre_buffer_t* 
         auto h = std::make_unique<spyre_buffer>();
         h->dev = d->dev;
         h->owner = d;
-        h->bo = d->dev->create_bo(size, DRM_SPYRE_BO_DEVICE);
+        h->bo = d->dev->alloc(size);
         registry().add(h.get());
         *buffer = h.release();
     });
@@ -327,6 +349,76 @@ spyre_status spyre_memcpy_dtod(spyre_buffer_t dst, uint64_t dst_offset, spyre_bu
                                 "the same buffer",
                                 src_offset, src_offset + size, dst_offset, dst_offset + size));
         d->dev->copy_dtod(*d->bo, dst_offset, *s->bo, src_offset, size);
+    });
+}
+
+spyre_status spyre_program_load(spyre_device_t device, const void* image, size_t size,
+                                spyre_program_t* program) {
+    if (program) *program = nullptr;
+    return guard(__func__, [&] {
+        auto* d = check_device(device);
+        require_out(program, "program");
+        require(image != nullptr, "image pointer is NULL");
+        require(size > 0, "image size must be > 0");
+        uint32_t n = check_program_image(image, size);
+        auto h = std::make_unique<spyre_program>();
+        h->dev = d->dev;
+        h->size = size;
+        h->num_instructions = n;
+        h->image = d->dev->alloc(size);
+        d->dev->copy_htod(*h->image, 0, image, size);
+        registry().add(h.get());
+        *program = h.release();
+    });
+}
+
+spyre_status spyre_program_free(spyre_program_t program) {
+    return guard(__func__, [&] {
+        if (!program) return;
+        require(registry().remove(program), "program handle is invalid or already freed");
+        delete program;
+    });
+}
+
+spyre_status spyre_launch(spyre_program_t program, const spyre_launch_params* params,
+                          spyre_launch_stats* stats) {
+    return guard(__func__, [&] {
+        auto* p = check_program(program);
+        require(params != nullptr, "params pointer is NULL");
+        const Device& dev = *p->dev;
+        require(params->flags == 0, std::format("params->flags {:#x} must be 0", params->flags));
+        for (uint64_t r : params->reserved) require(r == 0, "params->reserved[] must be 0");
+        const uint32_t cores = dev.info().num_cores;
+        require(params->num_cores <= cores, std::format("num_cores {} exceeds the {} cores of {}",
+                                                        params->num_cores, cores, dev.name()));
+        require(params->num_args <= SPYRE_LAUNCH_MAX_ARGS,
+                std::format("num_args {} exceeds {}", params->num_args, SPYRE_LAUNCH_MAX_ARGS));
+        require(params->num_buffers <= SPYRE_LAUNCH_MAX_BUFFERS,
+                std::format("num_buffers {} exceeds {}", params->num_buffers,
+                            SPYRE_LAUNCH_MAX_BUFFERS));
+        require(params->num_buffers == 0 || params->buffers != nullptr,
+                std::format("buffers is NULL but num_buffers is {}", params->num_buffers));
+
+        LaunchRequest req;
+        req.program = p->image.get();
+        req.program_size = p->size;
+        req.num_cores = params->num_cores ? params->num_cores : cores;
+        req.num_args = params->num_args;
+        for (uint32_t i = 0; i < params->num_args; ++i) req.args[i] = params->args[i];
+        std::unordered_set<const Buffer*> seen;
+        for (uint32_t i = 0; i < params->num_buffers; ++i) {
+            std::string which = std::format("buffers[{}]", i);
+            auto* b = check_buffer(params->buffers[i], which.c_str());
+            require(b->dev == p->dev,
+                    std::format("{} belongs to {} through another device handle than the "
+                                "program ({}): a program reaches only buffers allocated through "
+                                "the handle it was loaded with",
+                                which, b->dev->name(), dev.name()));
+            if (seen.insert(b->bo.get()).second) req.buffers.push_back(b->bo.get());
+        }
+        spyre_launch_stats s{};
+        p->dev->submit_launch(req)->wait(stats ? &s : nullptr);
+        if (stats) *stats = s;
     });
 }
 

@@ -27,8 +27,8 @@ drm_spyre_cmd copy_cmd(const Bo& dst, uint64_t dst_offset, const Bo& src, uint64
 
 }  // namespace
 
-void Device::copy_direct(Bo& dst, uint64_t dst_offset, Bo& src, uint64_t src_offset, uint64_t size,
-                         const char* direction) {
+void KernelDevice::copy_direct(Bo& dst, uint64_t dst_offset, Bo& src, uint64_t src_offset,
+                               uint64_t size, const char* direction) {
     std::vector<drm_spyre_cmd> cmds;
     uint64_t done = 0;
     while (done < size) {
@@ -46,7 +46,8 @@ void Device::copy_direct(Bo& dst, uint64_t dst_offset, Bo& src, uint64_t src_off
     }
 }
 
-void Device::copy_htod(Bo& dst, uint64_t dst_offset, const void* src, uint64_t size) {
+void KernelDevice::copy_htod(Buffer& dst_buf, uint64_t dst_offset, const void* src, uint64_t size) {
+    Bo& dst = static_cast<Bo&>(dst_buf);
     std::lock_guard lock(mu_);
     uint64_t host_off = 0;
     if (Bo* pinned = find_host_range(src, size, &host_off)) {
@@ -83,7 +84,8 @@ void Device::copy_htod(Bo& dst, uint64_t dst_offset, const void* src, uint64_t s
     }
 }
 
-void Device::copy_dtoh(void* dst, Bo& src, uint64_t src_offset, uint64_t size) {
+void KernelDevice::copy_dtoh(void* dst, Buffer& src_buf, uint64_t src_offset, uint64_t size) {
+    Bo& src = static_cast<Bo&>(src_buf);
     std::lock_guard lock(mu_);
     uint64_t host_off = 0;
     if (Bo* pinned = find_host_range(dst, size, &host_off)) {
@@ -117,9 +119,11 @@ void Device::copy_dtoh(void* dst, Bo& src, uint64_t src_offset, uint64_t size) {
     }
 }
 
-void Device::copy_dtod(Bo& dst, uint64_t dst_offset, Bo& src, uint64_t src_offset, uint64_t size) {
+void KernelDevice::copy_dtod(Buffer& dst, uint64_t dst_offset, Buffer& src, uint64_t src_offset,
+                             uint64_t size) {
     std::lock_guard lock(mu_);
-    copy_direct(dst, dst_offset, src, src_offset, size, "device->device");
+    copy_direct(static_cast<Bo&>(dst), dst_offset, static_cast<Bo&>(src), src_offset, size,
+                "device->device");
 }
 
 }  // namespace spyre

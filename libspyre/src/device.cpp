@@ -18,6 +18,7 @@ static_assert(SPYRE_DEVICE_CAP_DMA_COPY == DRM_SPYRE_CAP_DMA_COPY);
 static_assert(SPYRE_DEVICE_CAP_HOST_BUFFER == DRM_SPYRE_CAP_HOST_BO);
 static_assert(SPYRE_DEVICE_CAP_TIMELINE == DRM_SPYRE_CAP_TIMELINE);
 static_assert(SPYRE_DEVICE_CAP_TELEMETRY == DRM_SPYRE_CAP_TELEMETRY);
+static_assert(SPYRE_DEVICE_CAP_LAUNCH == DRM_SPYRE_CAP_LAUNCH);
 
 namespace {
 
@@ -47,7 +48,9 @@ void copy_str(char* dst, size_t n, const std::string& s) { std::snprintf(dst, n,
 
 }  // namespace
 
-std::shared_ptr<Device> Device::open(int index) {
+std::shared_ptr<Device> open_kernel_device(int index) { return KernelDevice::open(index); }
+
+std::shared_ptr<KernelDevice> KernelDevice::open(int index) {
     auto nodes = enumerate_devices();
     if (nodes.empty()) fail(SPYRE_ERROR_NO_DEVICE, no_device_message());
     if (index < 0 || static_cast<size_t>(index) >= nodes.size())
@@ -56,7 +59,7 @@ std::shared_ptr<Device> Device::open(int index) {
                          index, nodes.size(), nodes.size() == 1 ? "" : "s", nodes.size() - 1));
     const DeviceNode& node = nodes[index];
 
-    std::shared_ptr<Device> d(new Device());
+    std::shared_ptr<KernelDevice> d(new KernelDevice());
     d->name_ = std::format("spyre{}", index);
     int fd = ::open(node.accel_path.c_str(), O_RDWR | O_CLOEXEC);
     if (fd < 0) {
@@ -112,6 +115,7 @@ std::shared_ptr<Device> Device::open(int index) {
     info.devmem_total = di.devmem_bytes;
     info.max_buffer_bytes = di.max_bo_bytes;
     info.caps = di.caps;  // SPYRE_DEVICE_CAP_* share the bit positions of DRM_SPYRE_CAP_*
+    info.backend = SPYRE_BACKEND_KERNEL;
 
     if (info.num_rings == 0)
         fail(SPYRE_ERROR_DEVICE_ERROR,
@@ -122,18 +126,19 @@ std::shared_ptr<Device> Device::open(int index) {
     return d;
 }
 
-Device::~Device() {
+KernelDevice::~KernelDevice() {
     {
         std::lock_guard lock(mu_);
         drain_staging();
         staging_.reset();
     }
     host_allocs_.clear();
+    result_bo_.reset();
     if (timeline_) drmSyncobjDestroy(fd_.get(), timeline_);
 }
 
 template <typename T>
-T Device::query(uint32_t param, const char* what) {
+T KernelDevice::query(uint32_t param, const char* what) {
     T out{};
     drm_spyre_query q{};
     q.param = param;
@@ -150,17 +155,17 @@ T Device::query(uint32_t param, const char* what) {
     return out;  // a shorter answer from an older driver leaves the tail zeroed
 }
 
-drm_spyre_mem_info Device::query_mem() {
+drm_spyre_mem_info KernelDevice::query_mem() {
     return query<drm_spyre_mem_info>(DRM_SPYRE_QUERY_MEM_INFO, "memory info");
 }
 
-drm_spyre_telemetry Device::query_telemetry() {
+drm_spyre_telemetry KernelDevice::query_telemetry() {
     if (!(info_.caps & DRM_SPYRE_CAP_TELEMETRY))
         fail(SPYRE_ERROR_NOT_SUPPORTED, std::format("{} has no telemetry", name_));
     return query<drm_spyre_telemetry>(DRM_SPYRE_QUERY_TELEMETRY, "telemetry");
 }
 
-std::unique_ptr<Bo> Device::create_bo(uint64_t size, uint32_t placement) {
+std::unique_ptr<Bo> KernelDevice::create_bo(uint64_t size, uint32_t placement) {
     const bool host = placement == DRM_SPYRE_BO_HOST;
     drm_spyre_bo_create c{};
     c.size = size;
@@ -207,7 +212,7 @@ std::unique_ptr<Bo> Device::create_bo(uint64_t size, uint32_t placement) {
     return std::make_unique<Bo>(fd_.get(), c.handle, bi, size);
 }
 
-void* Device::host_alloc(uint64_t size) {
+void* KernelDevice::host_alloc(uint64_t size) {
     if (!(info_.caps & DRM_SPYRE_CAP_HOST_BO))
         fail(SPYRE_ERROR_NOT_SUPPORTED,
              std::format("{}: the driver has no pinned host buffers (DRM_SPYRE_CAP_HOST_BO)",
@@ -219,7 +224,7 @@ void* Device::host_alloc(uint64_t size) {
     return p;
 }
 
-void Device::host_free(void* ptr) {
+void KernelDevice::host_free(void* ptr) {
     std::unique_ptr<Bo> bo;
     {
         std::lock_guard lock(host_mu_);
@@ -234,7 +239,7 @@ void Device::host_free(void* ptr) {
     }
 }
 
-Bo* Device::find_host_range(const void* ptr, uint64_t size, uint64_t* offset) {
+Bo* KernelDevice::find_host_range(const void* ptr, uint64_t size, uint64_t* offset) {
     std::lock_guard lock(host_mu_);
     if (host_allocs_.empty()) return nullptr;
     uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
@@ -248,7 +253,7 @@ Bo* Device::find_host_range(const void* ptr, uint64_t size, uint64_t* offset) {
     return bo;
 }
 
-uint64_t Device::submit(std::span<const drm_spyre_cmd> cmds) {
+uint64_t KernelDevice::submit(std::span<const drm_spyre_cmd> cmds) {
     drm_spyre_submit s{};
     s.cmds = reinterpret_cast<uintptr_t>(cmds.data());
     s.cmd_count = static_cast<uint32_t>(cmds.size());
@@ -273,7 +278,7 @@ uint64_t Device::submit(std::span<const drm_spyre_cmd> cmds) {
     return s.job_id;
 }
 
-void Device::wait(uint64_t job_id, const std::string& what) {
+drm_spyre_job_wait KernelDevice::wait_raw(uint64_t job_id, const std::string& what) {
     drm_spyre_job_wait w{};
     w.job_id = job_id;
     w.timeout_ns = monotonic_ns() + timeout_ns_;
@@ -287,9 +292,12 @@ void Device::wait(uint64_t job_id, const std::string& what) {
              std::format("{}: waiting for job {} ({}) failed ({})", name_, job_id, what,
                          errno_text(err)));
     }
+    return w;
+}
+
+void KernelDevice::fail_job(const drm_spyre_job_wait& w, const std::string& what) {
+    const uint64_t job_id = w.job_id;
     switch (w.status) {
-        case DRM_SPYRE_JOB_OK:
-            return;
         case DRM_SPYRE_JOB_DEVICE_ERROR:
             fail(SPYRE_ERROR_DEVICE_ERROR,
                  std::format("device error on {} in job {} ({}), command {}: hw status {} = {}",
@@ -311,7 +319,12 @@ void Device::wait(uint64_t job_id, const std::string& what) {
     }
 }
 
-void Device::synchronize() {
+void KernelDevice::wait(uint64_t job_id, const std::string& what) {
+    drm_spyre_job_wait w = wait_raw(job_id, what);
+    if (w.status != DRM_SPYRE_JOB_OK) fail_job(w, what);
+}
+
+void KernelDevice::synchronize() {
     std::lock_guard lock(mu_);
     drain_staging();
     if (timeline_ && timeline_point_) {
@@ -328,7 +341,7 @@ void Device::synchronize() {
     }
 }
 
-void Device::drain_staging() noexcept {
+void KernelDevice::drain_staging() noexcept {
     if (!staging_) return;
     for (auto& slot : staging_->slots) {
         if (!slot.job) continue;
@@ -340,7 +353,7 @@ void Device::drain_staging() noexcept {
     }
 }
 
-StagingPool& Device::staging() {
+StagingPool& KernelDevice::staging() {
     if (!staging_) {
         if (!(info_.caps & DRM_SPYRE_CAP_HOST_BO))
             fail(SPYRE_ERROR_NOT_SUPPORTED,

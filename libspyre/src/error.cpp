@@ -81,6 +81,8 @@ const char* status_string(spyre_status status) {
             return "permission denied";
         case SPYRE_ERROR_INTERNAL:
             return "internal error";
+        case SPYRE_ERROR_PROGRAM:
+            return "program error";
     }
     return "unknown status";
 }

@@ -47,9 +47,10 @@ TEST(SharedLibrary, ExportsOnlyTheCApi) {
         std::string sym = line.substr(sp + 1);
         if (sym.empty() || sym.starts_with("LIBSPYRE_")) continue;
         EXPECT_TRUE(sym.starts_with("spyre_")) << "unexpected export: " << sym;
+        EXPECT_FALSE(sym.starts_with("spyre_engine_")) << "engine internals exported: " << sym;
         ++exported;
     }
-    EXPECT_GE(exported, 24);  // every function of spyre.h
+    EXPECT_EQ(exported, 28);  // every function of spyre.h, nothing else
 }
 
 TEST(SharedLibrary, HasSonameAndWorksThroughDlopen) {

@@ -2,7 +2,8 @@
 /*
  * libspyre: the C API of the Spyre open stack.
  *
- * A stable C ABI over the spyre DRM accel driver (/dev/accel/accelN). All objects are opaque
+ * A stable C ABI over the spyre DRM accel driver (/dev/accel/accelN), or over in-process
+ * simulated cards (SPYRE_BACKEND=sim). All objects are opaque
  * handles; every function returns a spyre_status and, on failure, stores a human-readable,
  * actionable message for the calling thread that spyre_last_error() returns.
  *
@@ -29,7 +30,7 @@ extern "C" {
 /* Version of this API. Additions bump the minor number; incompatible changes bump the major
  * number (and the library's SONAME). */
 #define SPYRE_API_VERSION_MAJOR 0
-#define SPYRE_API_VERSION_MINOR 1
+#define SPYRE_API_VERSION_MINOR 2
 #define SPYRE_API_VERSION_PATCH 0
 #define SPYRE_API_VERSION \
     ((SPYRE_API_VERSION_MAJOR << 16) | (SPYRE_API_VERSION_MINOR << 8) | SPYRE_API_VERSION_PATCH)
@@ -53,6 +54,7 @@ typedef enum spyre_status {
     SPYRE_ERROR_DEVICE_LOST = 8,      /* the card was removed or the driver unbound */
     SPYRE_ERROR_PERMISSION = 9,       /* no permission to open the accel node */
     SPYRE_ERROR_INTERNAL = 10,        /* a bug in libspyre */
+    SPYRE_ERROR_PROGRAM = 11,         /* malformed program image, or the program faulted */
 } spyre_status;
 
 /* Short constant description of a status, e.g. "out of memory". Never NULL. */
@@ -72,6 +74,21 @@ SPYRE_API void spyre_clear_last_error(void);
 
 typedef struct spyre_device* spyre_device_t;
 typedef struct spyre_buffer* spyre_buffer_t;
+typedef struct spyre_program* spyre_program_t;
+
+/*
+ * Backends. The backend is chosen per process by the environment variable SPYRE_BACKEND:
+ * "kernel" (default: the spyre driver, /dev/accel/accelN) or "sim" (in-process simulated
+ * cards running the compute engine; SPYRE_SIM_DEVICES cards, default 1, of SPYRE_SIM_MEMORY
+ * bytes each, default 1 GiB). Both implement this whole API.
+ */
+typedef enum spyre_backend {
+    SPYRE_BACKEND_KERNEL = 0,
+    SPYRE_BACKEND_SIM = 1,
+} spyre_backend;
+
+/* "kernel", "sim", or "unknown". Static storage. */
+SPYRE_API const char* spyre_backend_string(spyre_backend backend);
 
 /*
  * Number of Spyre cards bound to the spyre driver. With none, *count is 0 and the call returns
@@ -93,6 +110,7 @@ SPYRE_API spyre_status spyre_device_close(spyre_device_t device);
 #define SPYRE_DEVICE_CAP_HOST_BUFFER (1ull << 1)
 #define SPYRE_DEVICE_CAP_TIMELINE (1ull << 2)
 #define SPYRE_DEVICE_CAP_TELEMETRY (1ull << 3)
+#define SPYRE_DEVICE_CAP_LAUNCH (1ull << 4) /* spyre_launch() */
 
 typedef struct spyre_device_info {
     int index;               /* index passed to spyre_device_open() */
@@ -116,7 +134,9 @@ typedef struct spyre_device_info {
     uint64_t devmem_total;     /* bytes of device memory */
     uint64_t max_buffer_bytes; /* largest single device buffer */
     uint64_t caps;             /* SPYRE_DEVICE_CAP_* */
-    uint64_t reserved[8];
+    uint32_t backend;          /* spyre_backend */
+    uint32_t reserved1;
+    uint64_t reserved[7];
 } spyre_device_info;
 
 SPYRE_API spyre_status spyre_device_get_info(spyre_device_t device, spyre_device_info* info);
@@ -171,7 +191,7 @@ SPYRE_API spyre_status spyre_free(spyre_buffer_t buffer);
 /* Size requested at allocation. */
 SPYRE_API spyre_status spyre_buffer_size(spyre_buffer_t buffer, uint64_t* size);
 
-/* Device address of the buffer (for diagnostics and, later, programs). */
+/* Device address of the buffer: what programs get as arguments (spyre_launch_params.args). */
 SPYRE_API spyre_status spyre_buffer_device_address(spyre_buffer_t buffer, uint64_t* addr);
 
 /* The device the buffer lives on. No new reference: do not close it. */
@@ -207,6 +227,76 @@ SPYRE_API spyre_status spyre_memcpy_dtoh(void* dst, spyre_buffer_t src, uint64_t
  * must not overlap. */
 SPYRE_API spyre_status spyre_memcpy_dtod(spyre_buffer_t dst, uint64_t dst_offset,
                                          spyre_buffer_t src, uint64_t src_offset, uint64_t size);
+
+/* ---- Programs (Documentation/isa.md) ---- */
+
+/*
+ * Loads a program image (header + instructions, Documentation/isa.md "Program format") onto the
+ * device: checks the header (magic, version, header size, instruction count, image size, flags,
+ * reserved fields) and copies the image into a device buffer. Malformed images give
+ * SPYRE_ERROR_PROGRAM with the reason. The caller's image may be freed afterwards.
+ */
+SPYRE_API spyre_status spyre_program_load(spyre_device_t device, const void* image, size_t size,
+                                          spyre_program_t* program);
+
+/* Frees the program's device buffer. NULL is accepted and ignored. */
+SPYRE_API spyre_status spyre_program_free(spyre_program_t program);
+
+#define SPYRE_LAUNCH_MAX_ARGS 16
+#define SPYRE_LAUNCH_MAX_BUFFERS 255
+#define SPYRE_LAUNCH_MAX_CORES 64
+
+/* Units of spyre_core_stats.busy[]. */
+#define SPYRE_LAUNCH_UNIT_SCALAR 0 /* instruction issue, scalar ALU, branches */
+#define SPYRE_LAUNCH_UNIT_DMA 1    /* DDR <-> scratchpad transfers */
+#define SPYRE_LAUNCH_UNIT_MATRIX 2 /* systolic arrays */
+#define SPYRE_LAUNCH_UNIT_VECTOR 3 /* vector units */
+#define SPYRE_LAUNCH_UNIT_RING 4   /* ring sends, all-reduce */
+#define SPYRE_LAUNCH_UNITS 5
+
+typedef struct spyre_launch_params {
+    uint32_t num_cores; /* cores that run the program; 0 = all cores of the device */
+    uint32_t num_args;  /* <= SPYRE_LAUNCH_MAX_ARGS */
+    uint64_t args[SPYRE_LAUNCH_MAX_ARGS]; /* read by ARG: device addresses
+                                             (spyre_buffer_device_address), sizes, ... */
+    const spyre_buffer_t* buffers;        /* the only device memory the program may touch (besides
+                                             its own image); NULL if num_buffers == 0 */
+    uint32_t num_buffers;                 /* <= SPYRE_LAUNCH_MAX_BUFFERS */
+    uint32_t flags;                       /* must be 0 */
+    uint64_t reserved[4];                 /* must be 0 */
+} spyre_launch_params;
+
+typedef struct spyre_core_stats {
+    uint64_t busy[SPYRE_LAUNCH_UNITS]; /* cycles each unit was busy (SPYRE_LAUNCH_UNIT_*) */
+    uint64_t end_cycle;                /* cycle the core finished */
+} spyre_core_stats;
+
+/* Modeled statistics of one launch (the engine's deterministic cycle model). */
+typedef struct spyre_launch_stats {
+    uint64_t total_cycles;        /* cycles of the launch: latest core end */
+    uint64_t time_ns;             /* total_cycles at the device clock */
+    uint64_t ddr_read_bytes;      /* device memory read by the cores (whole sticks) */
+    uint64_t ddr_write_bytes;     /* device memory written by the cores */
+    uint64_t ring_bytes;          /* bytes sent over the ring */
+    uint64_t instructions;        /* executed, all cores */
+    uint64_t macs;                /* multiply-accumulates, all cores */
+    uint64_t peak_macs_per_cycle; /* of the cores that ran (fp16) */
+    double utilization;           /* macs / (total_cycles * peak_macs_per_cycle), 0 if no cycles */
+    uint32_t num_cores;           /* cores that ran: valid entries of cores[] */
+    uint32_t clock_mhz;
+    uint64_t reserved[6];
+    spyre_core_stats cores[SPYRE_LAUNCH_MAX_CORES];
+} spyre_launch_stats;
+
+/*
+ * Runs `program` on its device and waits for it. `params` gives the cores, the arguments and
+ * the buffers the program may access (all on the program's device); any other device memory
+ * access faults. A program fault returns SPYRE_ERROR_PROGRAM with the core, the instruction
+ * index and the reason in the message; the device stays usable. `stats` (may be NULL) is filled
+ * on success.
+ */
+SPYRE_API spyre_status spyre_launch(spyre_program_t program, const spyre_launch_params* params,
+                                    spyre_launch_stats* stats);
 
 #if defined(__cplusplus)
 }

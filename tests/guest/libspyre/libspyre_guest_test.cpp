@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "launch_util.hpp"
 #include "spyre/spyre.h"
 
 namespace {
@@ -115,6 +116,7 @@ TEST(Device, EnumerationAndInfo) {
         EXPECT_GT(info.clock_mhz, 0u);
         EXPECT_TRUE(info.caps & SPYRE_DEVICE_CAP_DMA_COPY);
         EXPECT_TRUE(info.caps & SPYRE_DEVICE_CAP_HOST_BUFFER);
+        EXPECT_EQ(info.backend, SPYRE_BACKEND_KERNEL);
     });
     spyre_device_t dev = nullptr;
     EXPECT_EQ(spyre_device_open(n, &dev), SPYRE_ERROR_NO_DEVICE);
@@ -447,6 +449,151 @@ TEST(Device, TelemetryCountsCopies) {
         EXPECT_GE(t1.jobs_completed - t0.jobs_completed, 2u);
         EXPECT_EQ(t1.jobs_failed, t0.jobs_failed);
         EXPECT_SPYRE(spyre_free(buf));
+    });
+}
+
+// ---- Programs (kernel LAUNCH path) ----
+
+// Skips the test unless the card runs programs.
+#define REQUIRE_LAUNCH(dev)                                                                     \
+    do {                                                                                        \
+        spyre_device_info info_;                                                                \
+        ASSERT_SPYRE(spyre_device_get_info((dev), &info_));                                     \
+        if (!(info_.caps & SPYRE_DEVICE_CAP_LAUNCH))                                            \
+            GTEST_SKIP() << info_.name                                                          \
+                         << " lacks DRM_SPYRE_CAP_LAUNCH: the driver or the card model cannot " \
+                            "run programs yet";                                                 \
+    } while (0)
+
+uint64_t dev_addr(spyre_buffer_t b) {
+    uint64_t a = 0;
+    EXPECT_SPYRE(spyre_buffer_device_address(b, &a));
+    return a;
+}
+
+TEST(Launch, Matmul256Fp16On32CoresMatchesReference) {
+    for_each_device([](spyre_device_t dev, int) {
+        REQUIRE_LAUNCH(dev);
+        constexpr size_t M = 256, N = 256, K = 256;
+        auto a = spyre_test::random_f16(M * K, 11), b = spyre_test::random_f16(K * N, 12);
+        auto ref = spyre_test::matmul_ref(a, b, M, N, K);
+        auto img = spyre::programs::build_matmul_program(M, N, K, 32);
+        spyre_program_t prog = nullptr;
+        ASSERT_SPYRE(spyre_program_load(dev, img.data(), img.size(), &prog));
+        spyre_buffer_t A, B, C;
+        ASSERT_SPYRE(spyre_malloc(dev, M * K * 2, &A));
+        ASSERT_SPYRE(spyre_malloc(dev, K * N * 2, &B));
+        ASSERT_SPYRE(spyre_malloc(dev, M * N * 2, &C));
+        ASSERT_SPYRE(spyre_memcpy_htod(A, 0, a.data(), M * K * 2));
+        ASSERT_SPYRE(spyre_memcpy_htod(B, 0, b.data(), K * N * 2));
+        spyre_buffer_t bufs[] = {A, B, C};
+        spyre_launch_params lp{};
+        lp.num_cores = 32;
+        lp.num_args = 3;
+        lp.args[0] = dev_addr(A), lp.args[1] = dev_addr(B), lp.args[2] = dev_addr(C);
+        lp.buffers = bufs;
+        lp.num_buffers = 3;
+        spyre_launch_stats s1, s2;
+        for (spyre_launch_stats* s : {&s1, &s2}) {
+            std::vector<uint16_t> c(M * N, 0xffff);
+            ASSERT_SPYRE(spyre_memcpy_htod(C, 0, c.data(), M * N * 2));
+            ASSERT_SPYRE(spyre_launch(prog, &lp, s));
+            ASSERT_SPYRE(spyre_memcpy_dtoh(c.data(), C, 0, M * N * 2));
+            size_t bad = 0;
+            for (size_t i = 0; i < M * N; ++i)
+                if (c[i] != ref[i] && bad++ < 5)
+                    ADD_FAILURE() << "C[" << i / N << "][" << i % N << "] = 0x" << std::hex << c[i]
+                                  << ", expected 0x" << ref[i];
+            EXPECT_EQ(bad, 0u);
+        }
+        EXPECT_GT(s1.total_cycles, 0u);
+        EXPECT_EQ(s1.num_cores, 32u);
+        EXPECT_EQ(s1.macs, uint64_t(M) * N * K);
+        EXPECT_GT(s1.utilization, 0.0);
+        EXPECT_LE(s1.utilization, 1.0);
+        EXPECT_GT(s1.time_ns, 0u);
+        EXPECT_EQ(s1.ddr_write_bytes, M * N * 2);
+        for (uint32_t c = 0; c < s1.num_cores; ++c) {
+            EXPECT_GT(s1.cores[c].busy[SPYRE_LAUNCH_UNIT_MATRIX], 0u) << "core " << c;
+            EXPECT_LE(s1.cores[c].end_cycle, s1.total_cycles);
+        }
+        EXPECT_EQ(0, std::memcmp(&s1, &s2, sizeof s1)) << "statistics are not deterministic";
+        EXPECT_SPYRE(spyre_free(A));
+        EXPECT_SPYRE(spyre_free(B));
+        EXPECT_SPYRE(spyre_free(C));
+        EXPECT_SPYRE(spyre_program_free(prog));
+    });
+}
+
+TEST(Launch, FaultyProgramReportsItsErrorAndTheNextJobWorks) {
+    for_each_device([](spyre_device_t dev, int i) {
+        REQUIRE_LAUNCH(dev);
+        uint32_t fault_pc = 0;
+        auto img = spyre_test::build_fault_program(3, &fault_pc);
+        spyre_program_t bad = nullptr;
+        ASSERT_SPYRE(spyre_program_load(dev, img.data(), img.size(), &bad));
+        spyre_buffer_t listed, secret;
+        ASSERT_SPYRE(spyre_malloc(dev, 4096, &listed));
+        ASSERT_SPYRE(spyre_malloc(dev, 4096, &secret));
+        spyre_launch_params lp{};
+        lp.num_args = 2;
+        lp.args[0] = dev_addr(listed), lp.args[1] = dev_addr(secret);
+        lp.buffers = &listed;
+        lp.num_buffers = 1;
+        EXPECT_EQ(spyre_launch(bad, &lp, nullptr), SPYRE_ERROR_PROGRAM);
+        std::string msg = spyre_last_error();
+        EXPECT_NE(msg.find("program fault on spyre" + std::to_string(i) +
+                           ": core 3 at instruction " + std::to_string(fault_pc)),
+                  std::string::npos)
+            << msg;
+        EXPECT_NE(msg.find("DDR_WINDOW"), std::string::npos) << msg;
+
+        // The card keeps working: copies and another launch.
+        constexpr int64_t n = 32 * 1024;
+        auto x = spyre_test::random_f16(n, 21), y = spyre_test::random_f16(n, 22);
+        spyre_buffer_t X, Y, Z;
+        ASSERT_SPYRE(spyre_malloc(dev, n * 2, &X));
+        ASSERT_SPYRE(spyre_malloc(dev, n * 2, &Y));
+        ASSERT_SPYRE(spyre_malloc(dev, n * 2, &Z));
+        ASSERT_SPYRE(spyre_memcpy_htod(X, 0, x.data(), n * 2));
+        ASSERT_SPYRE(spyre_memcpy_htod(Y, 0, y.data(), n * 2));
+        auto add = spyre_test::build_add_program(1024);
+        spyre_program_t prog = nullptr;
+        ASSERT_SPYRE(spyre_program_load(dev, add.data(), add.size(), &prog));
+        spyre_buffer_t bufs[] = {X, Y, Z};
+        spyre_launch_params ap{};
+        ap.num_cores = 32;
+        ap.num_args = 3;
+        ap.args[0] = dev_addr(X), ap.args[1] = dev_addr(Y), ap.args[2] = dev_addr(Z);
+        ap.buffers = bufs;
+        ap.num_buffers = 3;
+        spyre_launch_stats s;
+        ASSERT_SPYRE(spyre_launch(prog, &ap, &s));
+        std::vector<uint16_t> z(n);
+        ASSERT_SPYRE(spyre_memcpy_dtoh(z.data(), Z, 0, n * 2));
+        EXPECT_TRUE(z == spyre_test::add_ref(x, y)) << "elementwise add differs from the reference";
+        EXPECT_GT(s.total_cycles, 0u);
+        // Listing the buffer makes the faulty program legal.
+        spyre_buffer_t both[] = {listed, secret};
+        lp.buffers = both;
+        lp.num_buffers = 2;
+        EXPECT_SPYRE(spyre_launch(bad, &lp, nullptr));
+
+        for (auto* b : {listed, secret, X, Y, Z}) EXPECT_SPYRE(spyre_free(b));
+        EXPECT_SPYRE(spyre_program_free(prog));
+        EXPECT_SPYRE(spyre_program_free(bad));
+    });
+}
+
+TEST(Launch, MalformedImageIsRejectedBeforeReachingTheCard) {
+    for_each_device([](spyre_device_t dev, int) {
+        auto img = spyre_test::build_add_program(1024);
+        img[4] = 9;  // version
+        spyre_program_t p = nullptr;
+        EXPECT_EQ(spyre_program_load(dev, img.data(), img.size(), &p), SPYRE_ERROR_PROGRAM);
+        EXPECT_NE(std::string(spyre_last_error()).find("unsupported program format version 9"),
+                  std::string::npos)
+            << spyre_last_error();
     });
 }
 

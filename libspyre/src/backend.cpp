@@ -1,0 +1,109 @@
+#include "backend.hpp"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <format>
+
+#include "enumerate.hpp"
+#include "error.hpp"
+#include "spyre/engine.h"
+
+namespace spyre {
+
+spyre_backend selected_backend() {
+    const char* s = std::getenv("SPYRE_BACKEND");
+    if (!s || !*s || std::strcmp(s, "kernel") == 0) return SPYRE_BACKEND_KERNEL;
+    if (std::strcmp(s, "sim") == 0) return SPYRE_BACKEND_SIM;
+    fail(SPYRE_ERROR_INVALID_ARGUMENT,
+         std::format("SPYRE_BACKEND=\"{}\" is not a backend: use \"kernel\" (the spyre driver, "
+                     "default) or \"sim\" (in-process simulator)",
+                     s));
+}
+
+int device_count() {
+    if (selected_backend() == SPYRE_BACKEND_SIM) {
+        int n = sim_device_count();
+        if (n == 0)
+            fail(SPYRE_ERROR_NO_DEVICE,
+                 "no Spyre device found: SPYRE_BACKEND=sim with SPYRE_SIM_DEVICES=0 (set it to "
+                 "the number of simulated cards, or unset it for one)");
+        return n;
+    }
+    auto nodes = enumerate_devices();
+    if (nodes.empty()) fail(SPYRE_ERROR_NO_DEVICE, no_device_message());
+    return static_cast<int>(nodes.size());
+}
+
+std::shared_ptr<Device> open_device(int index) {
+    if (selected_backend() == SPYRE_BACKEND_SIM) return open_sim_device(index);
+    return open_kernel_device(index);
+}
+
+void finish_stats(spyre_launch_stats* s, uint32_t clock_mhz) {
+    s->clock_mhz = clock_mhz;
+    s->time_ns =
+        clock_mhz
+            ? static_cast<uint64_t>(static_cast<double>(s->total_cycles) * 1000.0 / clock_mhz + 0.5)
+            : 0;
+    s->peak_macs_per_cycle = kMacsPerCoreCycle * s->num_cores;
+    s->utilization =
+        s->total_cycles && s->peak_macs_per_cycle
+            ? static_cast<double>(s->macs) / (static_cast<double>(s->total_cycles) *
+                                              static_cast<double>(s->peak_macs_per_cycle))
+            : 0.0;
+}
+
+void fail_program(const std::string& device, int engine_error, int core, uint64_t pc,
+                  const char* message) {
+    const char* name = spyre_engine_error_name(engine_error);
+    std::string reason = message && *message ? message : "no detail";
+    std::string where =
+        core >= 0 ? std::format("program fault on {}: core {} at instruction {}", device, core, pc)
+                  : std::format("program rejected by {} at instruction {}", device, pc);
+    if (engine_error == SPYRE_ENGINE_ERR_BAD_PROGRAM)
+        where = std::format("program rejected by {}", device);
+    std::string text = std::format("{}: {} ({})", where, reason, name ? name : "unknown error");
+    switch (engine_error) {
+        case SPYRE_ENGINE_ERR_INSTR_BUDGET:
+        case SPYRE_ENGINE_ERR_CYCLE_BUDGET:
+            fail(SPYRE_ERROR_PROGRAM, text + "; the program probably loops forever");
+        case SPYRE_ENGINE_ERR_CANCELLED:
+            fail(SPYRE_ERROR_TIMEOUT, text);
+        case SPYRE_ENGINE_ERR_NO_MEMORY:
+            fail(SPYRE_ERROR_OUT_OF_MEMORY, text);
+        case SPYRE_ENGINE_ERR_INVALID_ARGUMENT:
+            fail(SPYRE_ERROR_INTERNAL, text);
+        default:
+            fail(SPYRE_ERROR_PROGRAM, text);
+    }
+}
+
+bool parse_bytes(const char* s, uint64_t* out) {
+    if (!s || !*s) return false;
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(s, &end, 0);
+    if (errno || end == s || s[0] == '-') return false;
+    uint64_t mult = 1;
+    std::string suffix(end);
+    for (auto& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (suffix.empty() || suffix == "B")
+        mult = 1;
+    else if (suffix == "K" || suffix == "KB" || suffix == "KIB")
+        mult = 1ull << 10;
+    else if (suffix == "M" || suffix == "MB" || suffix == "MIB")
+        mult = 1ull << 20;
+    else if (suffix == "G" || suffix == "GB" || suffix == "GIB")
+        mult = 1ull << 30;
+    else if (suffix == "T" || suffix == "TB" || suffix == "TIB")
+        mult = 1ull << 40;
+    else
+        return false;
+    if (v > UINT64_MAX / mult) return false;
+    *out = v * mult;
+    return true;
+}
+
+}  // namespace spyre

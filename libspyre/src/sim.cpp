@@ -1,0 +1,409 @@
+// The simulator backend: in-process simulated Spyre cards. A card is process-wide (every open
+// of index i shares its memory, allocator and counters, as opens of one accel node do), backed
+// by a sparse anonymous mapping (MAP_NORESERVE: pages materialise on first touch and are given
+// back when a buffer is freed). Copies are memcpy; launches run the compute engine with the
+// listed buffers as the job's memory windows.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <format>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "backend.hpp"
+#include "error.hpp"
+#include "spyre/engine.h"
+
+extern "C" {
+#include "spyre_hw.h"
+}
+
+namespace spyre {
+
+namespace {
+
+constexpr uint64_t kSimPage = 4096;
+constexpr uint64_t kDefaultSimMemory = 1ull << 30;
+constexpr int kMaxSimDevices = 64;
+
+uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+uint64_t sim_memory_from_env() {
+    const char* s = std::getenv("SPYRE_SIM_MEMORY");
+    if (!s || !*s) return kDefaultSimMemory;
+    uint64_t v = 0;
+    if (!parse_bytes(s, &v) || v < (1ull << 20) || v > (1ull << 47))
+        fail(SPYRE_ERROR_INVALID_ARGUMENT,
+             std::format("SPYRE_SIM_MEMORY=\"{}\" is not a memory size between 1 MiB and 128 TiB "
+                         "(bytes, or with a K/M/G/T suffix, e.g. 16G)",
+                         s));
+    return round_up(v, kSimPage);
+}
+
+// One simulated card.
+class SimCard {
+  public:
+    SimCard(int index, uint64_t mem_size) : index_(index), size_(mem_size) {
+        void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED)
+            fail(SPYRE_ERROR_OUT_OF_MEMORY,
+                 std::format("spyre-sim{}: cannot reserve {} of address space for the simulated "
+                             "device memory ({}); lower SPYRE_SIM_MEMORY",
+                             index, format_bytes(size_), errno_text(errno)));
+        base_ = static_cast<std::byte*>(p);
+        free_[0] = size_;
+        spyre_engine_config_default(&cfg_);
+    }
+    ~SimCard() {
+        if (engine_) spyre_engine_destroy(engine_);
+        ::munmap(base_, size_);
+    }
+
+    int index() const { return index_; }
+    uint64_t size() const { return size_; }
+    std::byte* base() const { return base_; }
+    const spyre_engine_config& config() const { return cfg_; }
+
+    // First-fit range allocation of `bytes` (a multiple of kSimPage). Returns false if no
+    // free range is large enough.
+    bool allocate(uint64_t bytes, uint64_t* addr) {
+        std::lock_guard lock(mu_);
+        for (auto it = free_.begin(); it != free_.end(); ++it) {
+            if (it->second < bytes) continue;
+            *addr = it->first;
+            uint64_t rest = it->second - bytes;
+            uint64_t next = it->first + bytes;
+            free_.erase(it);
+            if (rest) free_[next] = rest;
+            used_ += bytes;
+            return true;
+        }
+        return false;
+    }
+
+    void release(uint64_t addr, uint64_t bytes) {
+        // Give the pages back: the next buffer at this address starts from zero pages.
+        ::madvise(base_ + addr, bytes, MADV_DONTNEED);
+        std::lock_guard lock(mu_);
+        used_ -= bytes;
+        auto next = free_.lower_bound(addr);
+        const bool merge_next = next != free_.end() && addr + bytes == next->first;
+        if (next != free_.begin()) {
+            auto prev = std::prev(next);
+            if (prev->first + prev->second == addr) {  // extend the range below
+                prev->second += bytes + (merge_next ? next->second : 0);
+                if (merge_next) free_.erase(next);
+                return;
+            }
+        }
+        if (merge_next) {
+            bytes += next->second;
+            free_.erase(next);
+        }
+        free_[addr] = bytes;
+    }
+
+    drm_spyre_mem_info mem_info() {
+        std::lock_guard lock(mu_);
+        drm_spyre_mem_info m{};
+        m.devmem_total = size_;
+        m.devmem_used = used_;
+        for (const auto& [a, s] : free_)
+            m.devmem_largest_free = std::max<uint64_t>(m.devmem_largest_free, s);
+        m.host_bo_bytes = host_bytes_;
+        return m;
+    }
+
+    void add_host_bytes(int64_t delta) {
+        std::lock_guard lock(mu_);
+        host_bytes_ += delta;
+    }
+
+    // Counts one completed copy command of `bytes` in telemetry field `field`.
+    void count_copy(__u64 drm_spyre_telemetry::* field, uint64_t bytes) {
+        std::lock_guard lock(mu_);
+        tele_.*field += bytes;
+        tele_.cmds_completed++;
+        tele_.jobs_submitted++;
+        tele_.jobs_completed++;
+    }
+
+    drm_spyre_telemetry telemetry() {
+        std::lock_guard lock(mu_);
+        drm_spyre_telemetry t = tele_;
+        // Synthetic sensors of an idle board (the simulator models no thermals).
+        t.temp_mc = 40000;
+        t.power_mw = 15000;
+        t.power_cap_mw = 75000;
+        return t;
+    }
+
+    // Runs one launch (one at a time per card); fills *res.
+    void run(const spyre_engine_job& job, spyre_engine_result* res) {
+        std::lock_guard lock(engine_mu_);
+        if (!engine_) {
+            engine_ = spyre_engine_create(&cfg_);
+            if (!engine_)
+                fail(SPYRE_ERROR_OUT_OF_MEMORY,
+                     std::format("spyre-sim{}: cannot create the compute engine", index_));
+        }
+        {
+            std::lock_guard lock2(mu_);
+            tele_.jobs_submitted++;
+        }
+        spyre_engine_run(engine_, &job, res);
+        std::lock_guard lock2(mu_);
+        tele_.cmds_completed++;
+        tele_.jobs_completed++;
+        if (res->error) {
+            tele_.jobs_failed++;
+            tele_.cmd_errors++;
+        }
+    }
+
+  private:
+    const int index_;
+    const uint64_t size_;
+    std::byte* base_ = nullptr;
+    spyre_engine_config cfg_{};
+
+    std::mutex mu_;                      // allocator, counters
+    std::map<uint64_t, uint64_t> free_;  // free ranges: address -> bytes (coalesced)
+    uint64_t used_ = 0;
+    uint64_t host_bytes_ = 0;
+    drm_spyre_telemetry tele_{};
+
+    std::mutex engine_mu_;
+    spyre_engine* engine_ = nullptr;
+};
+
+// Cards live while an open device or a buffer uses them.
+std::shared_ptr<SimCard> get_card(int index) {
+    static std::mutex mu;
+    static std::map<int, std::weak_ptr<SimCard>>* cards = new std::map<int, std::weak_ptr<SimCard>>;
+    std::lock_guard lock(mu);
+    if (auto c = (*cards)[index].lock()) return c;
+    auto c = std::make_shared<SimCard>(index, sim_memory_from_env());
+    (*cards)[index] = c;
+    return c;
+}
+
+class SimBuffer final : public Buffer {
+  public:
+    SimBuffer(std::shared_ptr<SimCard> card, uint64_t addr, uint64_t size, uint64_t alloc)
+        : card_(std::move(card)), addr_(addr), size_(size), alloc_(alloc) {}
+    ~SimBuffer() override { card_->release(addr_, alloc_); }
+    uint64_t size() const override { return size_; }
+    uint64_t alloc_size() const override { return alloc_; }
+    uint64_t dev_addr() const override { return addr_; }
+    void* map() override { return card_->base() + addr_; }
+    std::byte* ptr(uint64_t offset) const { return card_->base() + addr_ + offset; }
+
+  private:
+    std::shared_ptr<SimCard> card_;
+    uint64_t addr_, size_, alloc_;
+};
+
+class SimLaunchJob final : public Job {
+  public:
+    explicit SimLaunchJob(std::string device, uint32_t clock_mhz)
+        : device_(std::move(device)), clock_mhz_(clock_mhz) {}
+    spyre_engine_result res{};
+
+    void wait(spyre_launch_stats* stats) override {
+        if (res.error) fail_program(device_, res.error, res.core, res.pc, res.message);
+        if (!stats) return;
+        *stats = spyre_launch_stats{};
+        stats->total_cycles = res.total_cycles;
+        stats->ddr_read_bytes = res.ddr_read_bytes;
+        stats->ddr_write_bytes = res.ddr_write_bytes;
+        stats->ring_bytes = res.ring_bytes;
+        stats->instructions = res.instructions;
+        stats->macs = res.macs;
+        stats->num_cores = std::min<uint32_t>(res.num_cores, SPYRE_LAUNCH_MAX_CORES);
+        for (uint32_t c = 0; c < stats->num_cores; ++c) {
+            for (int u = 0; u < SPYRE_LAUNCH_UNITS; ++u)
+                stats->cores[c].busy[u] = res.cores[c].busy[u];
+            stats->cores[c].end_cycle = res.cores[c].end_cycle;
+        }
+        finish_stats(stats, clock_mhz_);
+    }
+
+  private:
+    std::string device_;
+    uint32_t clock_mhz_;
+};
+
+class SimDevice final : public Device {
+  public:
+    explicit SimDevice(int index) : card_(get_card(index)) {
+        const spyre_engine_config& cfg = card_->config();
+        name_ = std::format("spyre-sim{}", index);
+        spyre_device_info& i = info_;
+        i.index = index;
+        std::snprintf(i.name, sizeof i.name, "%s", name_.c_str());
+        std::snprintf(i.accel_path, sizeof i.accel_path, "(none: in-process simulator)");
+        std::snprintf(i.pci_address, sizeof i.pci_address, "sim:%04x:00:00.0", index);
+        std::snprintf(i.driver_name, sizeof i.driver_name, "spyre-sim");
+        std::snprintf(i.driver_version, sizeof i.driver_version, "%s", spyre_get_version_string());
+        i.pci_vendor = SPYRE_PCI_VENDOR_ID;
+        i.pci_device = SPYRE_PCI_DEVICE_ID;
+        i.hw_version_major = 1;
+        i.hw_version_minor = 0;
+        i.num_cores = cfg.num_cores;
+        i.num_rings = 1;
+        i.lx_bytes = static_cast<uint32_t>(cfg.lx_bytes);
+        i.stick_bytes = SPYRE_ENGINE_STICK_BYTES;
+        i.clock_mhz = static_cast<uint32_t>(cfg.clock_hz / 1000000);
+        i.devmem_total = card_->size();
+        i.max_buffer_bytes = card_->size();
+        i.caps = SPYRE_DEVICE_CAP_DMA_COPY | SPYRE_DEVICE_CAP_HOST_BUFFER |
+                 SPYRE_DEVICE_CAP_TELEMETRY | SPYRE_DEVICE_CAP_LAUNCH;
+        i.backend = SPYRE_BACKEND_SIM;
+    }
+
+    ~SimDevice() override {
+        for (auto& [p, n] : host_allocs_) {
+            ::munmap(reinterpret_cast<void*>(p), n);
+            card_->add_host_bytes(-static_cast<int64_t>(n));
+        }
+    }
+
+    drm_spyre_mem_info query_mem() override { return card_->mem_info(); }
+    drm_spyre_telemetry query_telemetry() override { return card_->telemetry(); }
+
+    std::unique_ptr<Buffer> alloc(uint64_t size) override {
+        uint64_t bytes = size <= UINT64_MAX - kSimPage ? round_up(size, kSimPage) : UINT64_MAX;
+        uint64_t addr = 0;
+        if (bytes > card_->size() || !card_->allocate(bytes, &addr)) {
+            auto m = card_->mem_info();
+            uint64_t free = m.devmem_total - m.devmem_used;
+            std::string detail =
+                std::format(", {} free of {}", format_bytes(free), format_bytes(m.devmem_total));
+            if (m.devmem_largest_free < free && size <= free)
+                detail +=
+                    std::format(" (largest free block {})", format_bytes(m.devmem_largest_free));
+            if (size > card_->size())
+                detail += "; raise SPYRE_SIM_MEMORY for a larger simulated card";
+            fail(SPYRE_ERROR_OUT_OF_MEMORY, std::format("out of device memory on {}: asked {}{}",
+                                                        name_, format_bytes(size), detail));
+        }
+        return std::make_unique<SimBuffer>(card_, addr, size, bytes);
+    }
+
+    void* host_alloc(uint64_t size) override {
+        uint64_t bytes = round_up(size, kSimPage);
+        void* p =
+            ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            fail(SPYRE_ERROR_OUT_OF_MEMORY,
+                 std::format("out of pinned host memory on {}: asked {} ({})", name_,
+                             format_bytes(size), errno_text(errno)));
+        std::lock_guard lock(host_mu_);
+        host_allocs_[reinterpret_cast<uintptr_t>(p)] = bytes;
+        card_->add_host_bytes(static_cast<int64_t>(bytes));
+        return p;
+    }
+
+    void host_free(void* ptr) override {
+        std::lock_guard lock(host_mu_);
+        auto it = host_allocs_.find(reinterpret_cast<uintptr_t>(ptr));
+        if (it == host_allocs_.end())
+            fail(SPYRE_ERROR_INVALID_ARGUMENT,
+                 std::format("{} is not a pointer returned by spyre_host_alloc() on {} (or it "
+                             "was already freed)",
+                             ptr, name_));
+        ::munmap(ptr, it->second);
+        card_->add_host_bytes(-static_cast<int64_t>(it->second));
+        host_allocs_.erase(it);
+    }
+
+    void copy_htod(Buffer& dst, uint64_t dst_offset, const void* src, uint64_t size) override {
+        std::memcpy(checked(dst, dst_offset, size), src, size);
+        card_->count_copy(&drm_spyre_telemetry::h2d_bytes, size);
+    }
+    void copy_dtoh(void* dst, Buffer& src, uint64_t src_offset, uint64_t size) override {
+        std::memcpy(dst, checked(src, src_offset, size), size);
+        card_->count_copy(&drm_spyre_telemetry::d2h_bytes, size);
+    }
+    void copy_dtod(Buffer& dst, uint64_t dst_offset, Buffer& src, uint64_t src_offset,
+                   uint64_t size) override {
+        std::memmove(checked(dst, dst_offset, size), checked(src, src_offset, size), size);
+        card_->count_copy(&drm_spyre_telemetry::d2d_bytes, size);
+    }
+
+    void synchronize() override {}
+
+    std::unique_ptr<Job> submit_launch(const LaunchRequest& req) override {
+        std::vector<spyre_engine_window> windows;
+        windows.reserve(req.buffers.size() + 1);
+        // Like the card: the program's own buffer and the listed buffers (whole allocations).
+        windows.push_back({req.program->dev_addr(), req.program->alloc_size()});
+        for (const Buffer* b : req.buffers) windows.push_back({b->dev_addr(), b->alloc_size()});
+        spyre_engine_job job{};
+        job.program = card_->base() + req.program->dev_addr();
+        job.program_size = req.program_size;
+        job.args = req.args;
+        job.num_args = req.num_args;
+        job.num_cores = req.num_cores;
+        job.mem = card_->base();
+        job.mem_size = card_->size();
+        job.windows = windows.data();
+        job.num_windows = static_cast<uint32_t>(windows.size());
+        auto j = std::make_unique<SimLaunchJob>(name_, info_.clock_mhz);
+        card_->run(job, &j->res);
+        return j;
+    }
+
+  private:
+    // Pointer to [offset, offset + size) of a buffer, checked against the card like the
+    // device's DMA engine checks its commands.
+    std::byte* checked(Buffer& b, uint64_t offset, uint64_t size) {
+        auto& sb = static_cast<SimBuffer&>(b);
+        uint64_t addr = sb.dev_addr() + offset;
+        if (offset > sb.alloc_size() || size > sb.alloc_size() - offset || addr > card_->size() ||
+            size > card_->size() - addr)
+            fail(SPYRE_ERROR_INTERNAL,
+                 std::format("{}: copy range {:#x}+{} outside the buffer at {:#x} ({} bytes)",
+                             name_, addr, size, sb.dev_addr(), sb.alloc_size()));
+        return sb.ptr(offset);
+    }
+
+    std::shared_ptr<SimCard> card_;
+    std::mutex host_mu_;
+    std::map<uintptr_t, uint64_t> host_allocs_;
+};
+
+}  // namespace
+
+int sim_device_count() {
+    const char* s = std::getenv("SPYRE_SIM_DEVICES");
+    if (!s || !*s) return 1;
+    char* end = nullptr;
+    long v = std::strtol(s, &end, 10);
+    if (!end || *end || v < 0 || v > kMaxSimDevices)
+        fail(SPYRE_ERROR_INVALID_ARGUMENT,
+             std::format("SPYRE_SIM_DEVICES=\"{}\" is not a number of simulated cards "
+                         "(0..{})",
+                         s, kMaxSimDevices));
+    return static_cast<int>(v);
+}
+
+std::shared_ptr<Device> open_sim_device(int index) {
+    int n = sim_device_count();
+    if (index < 0 || index >= n)
+        fail(SPYRE_ERROR_NO_DEVICE,
+             n == 0 ? std::string("no Spyre device: SPYRE_BACKEND=sim with SPYRE_SIM_DEVICES=0")
+                    : std::format("device index {} out of range: {} simulated Spyre device{} "
+                                  "(valid: 0..{}; set SPYRE_SIM_DEVICES for more)",
+                                  index, n, n == 1 ? "" : "s", n - 1));
+    return std::make_shared<SimDevice>(index);
+}
+
+}  // namespace spyre
