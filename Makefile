@@ -28,9 +28,10 @@ driver: setup
 	@$(IN_SYSROOT) 'make -s -C driver'
 
 user: setup
+	@mkdir -p build
 	@$(IN_SYSROOT) 'cmake -S . -B $(CMAKE_DIR) -G Ninja -Wno-dev \
-		-DKSELFTEST_DIR=$$(ls -d /cache/linux-tools-* | tail -n1) >/dev/null && \
-		ninja -C $(CMAKE_DIR) | tail -n1'
+		-DKSELFTEST_DIR=$$(ls -d /cache/linux-tools-* | tail -n1) > build/cmake-configure.log 2>&1 \
+		|| { cat build/cmake-configure.log; exit 1; }; ninja -C $(CMAKE_DIR) | tail -n1'
 
 build: qemu driver user
 
