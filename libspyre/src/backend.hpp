@@ -5,6 +5,7 @@
 // can queue jobs later without changing the backends' contract.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -101,6 +102,25 @@ inline constexpr uint64_t kMacsPerCoreCycle = 2 * 8 * 64;
 // Fills the derived fields of *s (time_ns, peak_macs_per_cycle, utilization, clock_mhz) from
 // total_cycles, macs and num_cores.
 void finish_stats(spyre_launch_stats* s, uint32_t clock_mhz);
+
+// Launch statistics from a launch result: the driver's drm_spyre_launch_result and the engine's
+// spyre_engine_result share these field names.
+template <class Result>
+void stats_from_result(const Result& r, uint32_t clock_mhz, spyre_launch_stats* stats) {
+    *stats = spyre_launch_stats{};
+    stats->total_cycles = r.total_cycles;
+    stats->ddr_read_bytes = r.ddr_read_bytes;
+    stats->ddr_write_bytes = r.ddr_write_bytes;
+    stats->ring_bytes = r.ring_bytes;
+    stats->instructions = r.instructions;
+    stats->macs = r.macs;
+    stats->num_cores = std::min<uint32_t>(r.num_cores, SPYRE_LAUNCH_MAX_CORES);
+    for (uint32_t c = 0; c < stats->num_cores; ++c) {
+        for (int u = 0; u < SPYRE_LAUNCH_UNITS; ++u) stats->cores[c].busy[u] = r.cores[c].busy[u];
+        stats->cores[c].end_cycle = r.cores[c].end_cycle;
+    }
+    finish_stats(stats, clock_mhz);
+}
 
 // The error of a faulted launch: SPYRE_ERROR_PROGRAM (or another status for budget/memory
 // errors) with "program fault on spyre0: core 3 at instruction 12: <reason> (DDR_WINDOW)".

@@ -62,20 +62,7 @@ class KernelLaunchJob final : public Job {
         if (w.status != DRM_SPYRE_JOB_OK) dev_->fail_job(w, what_);
         if (r.error) fail_program(dev_->name_, static_cast<int>(r.error), r.core, r.pc, r.message);
         if (!stats) return;
-        *stats = spyre_launch_stats{};
-        stats->total_cycles = r.total_cycles;
-        stats->ddr_read_bytes = r.ddr_read_bytes;
-        stats->ddr_write_bytes = r.ddr_write_bytes;
-        stats->ring_bytes = r.ring_bytes;
-        stats->instructions = r.instructions;
-        stats->macs = r.macs;
-        stats->num_cores = std::min<uint32_t>(r.num_cores, SPYRE_LAUNCH_MAX_CORES);
-        for (uint32_t c = 0; c < stats->num_cores; ++c) {
-            for (int u = 0; u < SPYRE_LAUNCH_UNITS; ++u)
-                stats->cores[c].busy[u] = r.cores[c].busy[u];
-            stats->cores[c].end_cycle = r.cores[c].end_cycle;
-        }
-        finish_stats(stats, dev_->info_.clock_mhz);
+        stats_from_result(r, dev_->info_.clock_mhz, stats);
     }
 
   private:

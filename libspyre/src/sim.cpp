@@ -219,20 +219,7 @@ class SimLaunchJob final : public Job {
     void wait(spyre_launch_stats* stats) override {
         if (res.error) fail_program(device_, res.error, res.core, res.pc, res.message);
         if (!stats) return;
-        *stats = spyre_launch_stats{};
-        stats->total_cycles = res.total_cycles;
-        stats->ddr_read_bytes = res.ddr_read_bytes;
-        stats->ddr_write_bytes = res.ddr_write_bytes;
-        stats->ring_bytes = res.ring_bytes;
-        stats->instructions = res.instructions;
-        stats->macs = res.macs;
-        stats->num_cores = std::min<uint32_t>(res.num_cores, SPYRE_LAUNCH_MAX_CORES);
-        for (uint32_t c = 0; c < stats->num_cores; ++c) {
-            for (int u = 0; u < SPYRE_LAUNCH_UNITS; ++u)
-                stats->cores[c].busy[u] = res.cores[c].busy[u];
-            stats->cores[c].end_cycle = res.cores[c].end_cycle;
-        }
-        finish_stats(stats, clock_mhz_);
+        stats_from_result(res, clock_mhz_, stats);
     }
 
   private:
