@@ -35,3 +35,15 @@ take_lock() {
 	exec 9>"$SPYRE_CACHE/$1.lock"
 	flock 9
 }
+
+# prune_cache PATTERN KEEP: after building a new cache entry, delete all but the KEEP most
+# recently used entries matching PATTERN (entries are touched on every use), so that changing
+# inputs does not fill the disk with stale sysroots and QEMU trees.
+prune_cache() {
+	local pattern=$1 keep=$2 old
+	old=$(cd "$SPYRE_CACHE" && ls -dt -- $pattern 2>/dev/null | grep -v '\.tmp$' | tail -n +$((keep + 1)))
+	for e in $old; do
+		log "removing stale cache entry $e"
+		rm -rf "${SPYRE_CACHE:?}/$e"
+	done
+}

@@ -40,7 +40,9 @@ if [ ! -f "$SPYRE_CACHE/$qdir/.configured" ]; then
 	log "configuring QEMU"
 	in_qemu_tree "mkdir -p build && cd build && ../src/configure $CONFIGURE_FLAGS" >&2
 	touch "$SPYRE_CACHE/$qdir/.configured"
+	prune_cache 'qemu-*' 2
 fi
+touch "$SPYRE_CACHE/$qdir"
 
 "$SPYRE_TOP/tools/setup/qemu-sync.sh" "$SPYRE_CACHE/$qdir/src"
 log "building QEMU (incremental)"

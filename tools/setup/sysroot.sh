@@ -12,6 +12,7 @@ key=$( (echo "$SYSROOT_FORMAT"; cat "$here/sysroot-packages.txt") | sha256sum | 
 root=$SPYRE_CACHE/sysroot-$key
 
 if [ -f "$root/.spyre-complete" ]; then
+	touch "$root"
 	echo "$root"
 	exit 0
 fi
@@ -50,5 +51,6 @@ echo spyre-vm > "$tmp/etc/hostname"
 touch "$tmp/.spyre-complete"
 rm -rf "$root"
 mv "$tmp" "$root"
+prune_cache 'sysroot-*' 2
 log "sysroot ready in $(( $(date +%s) - start )) s: $root"
 echo "$root"
