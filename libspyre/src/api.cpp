@@ -224,6 +224,14 @@ spyre_status spyre_device_get_telemetry(spyre_device_t device, spyre_telemetry* 
         t->temp_mc = k.temp_mc;
         t->power_mw = k.power_mw;
         t->power_cap_mw = k.power_cap_mw;
+        t->launches = k.launches;
+        t->launch_errors = k.launch_errors;
+        t->engine_cycles = k.engine_cycles;
+        t->engine_instructions = k.engine_instructions;
+        t->engine_macs = k.engine_macs;
+        t->engine_ddr_read_bytes = k.engine_ddr_read_bytes;
+        t->engine_ddr_write_bytes = k.engine_ddr_write_bytes;
+        t->engine_ring_bytes = k.engine_ring_bytes;
     });
 }
 

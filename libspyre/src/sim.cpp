@@ -161,9 +161,17 @@ class SimCard {
         std::lock_guard lock2(mu_);
         tele_.cmds_completed++;
         tele_.jobs_completed++;
+        tele_.launches++;
+        tele_.engine_cycles += res->total_cycles;
+        tele_.engine_instructions += res->instructions;
+        tele_.engine_macs += res->macs;
+        tele_.engine_ddr_read_bytes += res->ddr_read_bytes;
+        tele_.engine_ddr_write_bytes += res->ddr_write_bytes;
+        tele_.engine_ring_bytes += res->ring_bytes;
         if (res->error) {
             tele_.jobs_failed++;
             tele_.cmd_errors++;
+            tele_.launch_errors++;
         }
     }
 

@@ -481,6 +481,15 @@ TEST_F(Sim, FaultyProgramReportsCoreAndInstructionThenDeviceWorks) {
     ap.num_buffers = 2;
     ASSERT_SPYRE(spyre_launch(add, &ap, &s));
     EXPECT_EQ(download<uint16_t>(Z, 1024), spyre_test::add_ref(x, x));
+
+    // Engine telemetry: three launches, one fault, and the last launch's work counted.
+    spyre_telemetry t2;
+    ASSERT_SPYRE(spyre_device_get_telemetry(dev_, &t2));
+    EXPECT_EQ(t2.launches - t0.launches, 3u);
+    EXPECT_EQ(t2.launch_errors - t0.launch_errors, 1u);
+    EXPECT_GE(t2.engine_cycles - t1.engine_cycles, s.total_cycles);
+    EXPECT_GE(t2.engine_instructions - t1.engine_instructions, s.instructions);
+    EXPECT_GE(t2.engine_ddr_write_bytes - t1.engine_ddr_write_bytes, 2048u);
 }
 
 TEST_F(Sim, ProgramErrorsFoundBeforeRunningAndBadArguments) {

@@ -168,6 +168,12 @@ std::string format_query(const Report& r) {
             kv(8, "DMA host->device", std::format("{} B", t.h2d_bytes));
             kv(8, "DMA device->host", std::format("{} B", t.d2h_bytes));
             kv(8, "DMA device->device", std::format("{} B", t.d2d_bytes));
+            kv(8, "Launches", std::to_string(t.launches));
+            kv(8, "Launch errors", std::to_string(t.launch_errors));
+            kv(8, "Engine cycles", std::to_string(t.engine_cycles));
+            kv(8, "Engine MACs", std::to_string(t.engine_macs));
+            kv(8, "Engine DDR read", std::format("{} B", t.engine_ddr_read_bytes));
+            kv(8, "Engine DDR written", std::format("{} B", t.engine_ddr_write_bytes));
         } else {
             kv(8, "Status", "N/A");
         }
@@ -227,7 +233,15 @@ nlohmann::json to_json(const Report& r) {
                               {"resets", t.resets},
                               {"h2d_bytes", t.h2d_bytes},
                               {"d2h_bytes", t.d2h_bytes},
-                              {"d2d_bytes", t.d2d_bytes}};
+                              {"d2d_bytes", t.d2d_bytes},
+                              {"launches", t.launches},
+                              {"launch_errors", t.launch_errors},
+                              {"engine_cycles", t.engine_cycles},
+                              {"engine_instructions", t.engine_instructions},
+                              {"engine_macs", t.engine_macs},
+                              {"engine_ddr_read_bytes", t.engine_ddr_read_bytes},
+                              {"engine_ddr_write_bytes", t.engine_ddr_write_bytes},
+                              {"engine_ring_bytes", t.engine_ring_bytes}};
         } else {
             d["telemetry"] = json();
         }

@@ -30,7 +30,7 @@ extern "C" {
 /* Version of this API. Additions bump the minor number; incompatible changes bump the major
  * number (and the library's SONAME). */
 #define SPYRE_API_VERSION_MAJOR 0
-#define SPYRE_API_VERSION_MINOR 2
+#define SPYRE_API_VERSION_MINOR 3
 #define SPYRE_API_VERSION_PATCH 0
 #define SPYRE_API_VERSION \
     ((SPYRE_API_VERSION_MAJOR << 16) | (SPYRE_API_VERSION_MINOR << 8) | SPYRE_API_VERSION_PATCH)
@@ -169,6 +169,15 @@ typedef struct spyre_telemetry {
     uint32_t power_mw;     /* milliwatts */
     uint32_t power_cap_mw; /* milliwatts */
     uint32_t reserved0;
+    /* Compute engine since power-on (zero without SPYRE_DEVICE_CAP_LAUNCH). */
+    uint64_t launches;      /* programs run, successful or not */
+    uint64_t launch_errors; /* programs that stopped with a fault */
+    uint64_t engine_cycles; /* modeled cycles of all launches */
+    uint64_t engine_instructions;
+    uint64_t engine_macs;
+    uint64_t engine_ddr_read_bytes;
+    uint64_t engine_ddr_write_bytes;
+    uint64_t engine_ring_bytes;
     uint64_t reserved[4];
 } spyre_telemetry;
 
