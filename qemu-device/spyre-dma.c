@@ -33,17 +33,17 @@
 
 /*
  * Modeled cycles of a DMA of @bytes: a fixed set-up cost plus the time the
- * bytes take at the LPDDR5 bandwidth, SPYRE_DDR_MBPS MB/s at clock-mhz MHz,
- * i.e. bytes_per_cycle = SPYRE_DDR_MBPS / clock_mhz (136.53 at 1500 MHz):
- * cycles = SETUP + ceil(bytes * clock_mhz / SPYRE_DDR_MBPS).
+ * bytes take at the LPDDR5 bandwidth, ddr-mbps MB/s at clock-mhz MHz,
+ * i.e. bytes_per_cycle = ddr_mbps / clock_mhz (136.53 at 1500 MHz):
+ * cycles = SETUP + ceil(bytes * clock_mhz / ddr_mbps).
  */
 uint64_t spyre_dma_cycles(SpyreState *s, uint64_t bytes)
 {
-    uint64_t q = bytes / SPYRE_DDR_MBPS;
-    uint64_t r = bytes % SPYRE_DDR_MBPS;
+    uint64_t q = bytes / s->ddr_mbps;
+    uint64_t r = bytes % s->ddr_mbps;
 
     return SPYRE_CYCLES_DMA_SETUP + q * s->clock_mhz +
-           DIV_ROUND_UP(r * s->clock_mhz, SPYRE_DDR_MBPS);
+           DIV_ROUND_UP(r * s->clock_mhz, s->ddr_mbps);
 }
 
 /* Walker over one host page directory. */

@@ -333,7 +333,8 @@ void spyre_launch_worker_init(SpyreState *s)
     s->engine_cfg.num_cores = s->num_cores;
     s->engine_cfg.lx_bytes = s->lx_size;
     s->engine_cfg.clock_hz = (uint64_t)s->clock_mhz * 1000000;
-    s->engine_cfg.ddr_bytes_per_s = SPYRE_DDR_MBPS * 1000000;
+    s->engine_cfg.ddr_bytes_per_s = (uint64_t)s->ddr_mbps * 1000000;
+    s->engine_cfg.ring_bytes_per_cycle = s->ring_bytes_per_cycle;
     s->engine_cfg.num_threads = s->engine_threads;
     s->engine = NULL;
 

@@ -450,6 +450,15 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
                    s->clock_mhz);
         return;
     }
+    if (s->ddr_mbps == 0) {
+        error_setg(errp, "spyre: ddr-mbps must not be zero");
+        return;
+    }
+    if (s->ring_bytes_per_cycle == 0 || s->ring_bytes_per_cycle > 65536) {
+        error_setg(errp, "spyre: ring-bytes-per-cycle must be in [1, 65536] "
+                   "(got %u)", s->ring_bytes_per_cycle);
+        return;
+    }
     if (s->power_cap_mw == 0) {
         error_setg(errp, "spyre: power-cap-mw must not be zero");
         return;
@@ -531,6 +540,9 @@ static const Property spyre_props[] = {
     DEFINE_PROP_UINT32("num-cores", SpyreState, num_cores, 32),
     DEFINE_PROP_SIZE32("lx-size", SpyreState, lx_size, 2 * MiB),
     DEFINE_PROP_UINT32("clock-mhz", SpyreState, clock_mhz, 1500),
+    DEFINE_PROP_UINT32("ddr-mbps", SpyreState, ddr_mbps, SPYRE_DDR_MBPS),
+    DEFINE_PROP_UINT32("ring-bytes-per-cycle", SpyreState, ring_bytes_per_cycle,
+                       128),
     DEFINE_PROP_UINT32("power-cap-mw", SpyreState, power_cap_mw, 75000),
     /* Host threads of the compute engine; 0 = one per host CPU. */
     DEFINE_PROP_UINT32("engine-threads", SpyreState, engine_threads, 0),

@@ -145,6 +145,8 @@ struct SpyreState {
     uint32_t num_cores;
     uint32_t lx_size;
     uint32_t clock_mhz;
+    uint32_t ddr_mbps;          /* device memory bandwidth, MB/s */
+    uint32_t ring_bytes_per_cycle;
     uint32_t power_cap_mw;
     uint16_t vendor_id;
     uint16_t device_id;

@@ -422,7 +422,8 @@ static void test_bad_properties(void)
     static const char *const bad[] = {
         "devmem-size=3M", "devmem-size=0", "num-rings=0", "num-rings=17",
         "clock-mhz=0", "num-cores=0", "num-cores=65", "lx-size=100",
-        "lx-size=2G", "engine-threads=5000",
+        "lx-size=2G", "engine-threads=5000", "ddr-mbps=0",
+        "ring-bytes-per-cycle=0",
     };
     const char *qemu = g_getenv("QTEST_QEMU_BINARY");
     size_t i;
@@ -676,6 +677,24 @@ static void test_dma(void)
 }
 
 /* Large copies over contiguous pages and more than one page table. */
+/* The ddr-mbps property drives the DMA cycle model. */
+static void test_dma_bandwidth(void)
+{
+    Spyre *s = spyre_start(",ddr-mbps=51200,clock-mhz=1000");
+    const size_t len = 2 * PAGE + 5;
+    HostBuf *src = hostbuf_new(s, 3, true);
+    struct spyre_hw_cmd c;
+    struct spyre_hw_cpl p;
+
+    ring_setup(s, 0, 4);
+    c = cmd_dma(1, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 0x100000, 0, len);
+    p = submit(s, 0, &c);
+    check_dma_ok(p, 1);
+    g_assert_cmpuint(p.cycles, ==, 256 + DIV_ROUND_UP(len * 1000, 51200));
+    hostbuf_free(src);
+    spyre_stop(s);
+}
+
 static void test_dma_large(void)
 {
     Spyre *s = spyre_start(NULL);
@@ -1821,6 +1840,7 @@ int main(int argc, char **argv)
     qtest_add_func("/spyre/nop-fence", test_nop_fence);
     qtest_add_func("/spyre/batch", test_batch);
     qtest_add_func("/spyre/dma", test_dma);
+    qtest_add_func("/spyre/dma-bandwidth", test_dma_bandwidth);
     qtest_add_func("/spyre/dma-large", test_dma_large);
     qtest_add_func("/spyre/dma-async", test_dma_async);
     qtest_add_func("/spyre/errors", test_errors);
