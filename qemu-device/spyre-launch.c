@@ -95,7 +95,8 @@ uint32_t spyre_launch_submit(SpyreState *s, unsigned n, uint32_t idx,
                       desc.flags);
         return SPYRE_STATUS_ERR_RESERVED;
     }
-    if (desc.num_cores > s->num_cores || desc.num_args > SPYRE_LAUNCH_MAX_ARGS ||
+    if (desc.num_cores > s->num_cores ||
+        desc.num_args > SPYRE_LAUNCH_MAX_ARGS ||
         desc.num_windows > SPYRE_LAUNCH_MAX_WINDOWS) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: ring %u: LAUNCH descriptor counts out of range "
@@ -174,8 +175,10 @@ static void spyre_launch_run(SpyreState *s, SpyreWorker *w, SpyreJob *l)
     eng = s->engine;
     qemu_mutex_unlock(&w->lock);
     if (!eng) {
-        /* Created on first use: its scratchpads and threads cost nothing
-         * until the guest launches something. */
+        /*
+         * Created on first use: its scratchpads and threads cost nothing
+         * until the guest launches something.
+         */
         eng = spyre_engine_create(&s->engine_cfg);
         if (!eng) {
             spyre_launch_fail(l, SPYRE_ENGINE_ERR_NO_MEMORY,

@@ -55,8 +55,10 @@ typedef struct SpyreRing {
     uint32_t tail;
     uint32_t status;
     uint32_t completed;
-    /* A job of this ring (LAUNCH, large DMA_COPY) is queued or running in
-     * a worker: consume nothing else until it completed. */
+    /*
+     * A job of this ring (LAUNCH, large DMA_COPY) is queued or running in
+     * a worker: consume nothing else until it completed.
+     */
     bool busy;
     /* Incremented by every enable, so a late LAUNCH completion can tell. */
     uint32_t epoch;
