@@ -8,6 +8,8 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -41,12 +43,25 @@ float half_to_float(const uint8_t* p) {
     return spyre::num::f16_to_f32(h);
 }
 
+// libtorch's at::set_num_threads() does not reach the BLAS library it calls for fp32 matmul:
+// OpenBLAS keeps its own thread pool. Set both, so "1 thread" really is one thread.
+void set_threads(int n) {
+    at::set_num_threads(n);
+    using SetFn = void (*)(int);
+    static const auto openblas_set =
+        reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+    if (openblas_set) openblas_set(n);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
     const int torch_default_threads = at::get_num_threads();
-    std::printf("libtorch default threads: %d; repetitions: %d (median)\n", torch_default_threads,
+    std::printf("libtorch default threads: %d (BLAS: %s); repetitions: %d (median)\n",
+                torch_default_threads,
+                dlsym(RTLD_DEFAULT, "openblas_set_num_threads") ? "OpenBLAS, pinned with it"
+                                                                 : "not OpenBLAS",
                 reps);
     std::printf("%-6s %-5s | %10s %10s %7s | %10s %10s %7s | %9s %8s\n", "shape", "dtype",
                 "eng1 GF/s", "torch1", "ratio1", "engN GF/s", "torchN", "ratioN", "model us",
@@ -64,9 +79,9 @@ int main(int argc, char** argv) {
             at::Tensor C;
             double t1 = NAN, tn_ = NAN, maxd = NAN;
             try {
-                at::set_num_threads(1);
+                set_threads(1);
                 t1 = median_time(reps, [&] { C = at::matmul(A, B); });
-                at::set_num_threads(torch_default_threads);
+                set_threads(torch_default_threads);
                 tn_ = median_time(reps, [&] { C = at::matmul(A, B); });
                 at::Tensor Cf = C.to(at::kFloat).contiguous();
                 const float* cp = Cf.data_ptr<float>();
@@ -80,7 +95,7 @@ int main(int argc, char** argv) {
                     maxd = std::max(maxd, double(std::fabs(ev - cp[i])));
                 }
             } catch (const std::exception& ex) {
-                at::set_num_threads(torch_default_threads);
+                set_threads(torch_default_threads);
                 std::fprintf(stderr, "libtorch %s matmul failed: %s\n", tn, ex.what());
             }
             const double f = one.flops() * 1e-9;

@@ -17,6 +17,10 @@
 #include <thread>
 #include <vector>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include "kernels.hpp"
 #include "spyre/isa.hpp"
 #include "spyre/numerics.hpp"
@@ -396,6 +400,41 @@ inline void lx_overwrite(Core& c, uint64_t lo, uint64_t hi) {
     }
 }
 
+// Zeroed scratchpad memory of all cores. On Linux an anonymous mapping advised to use huge pages
+// (the scratchpads total tens of MiB and every job streams through them: fewer TLB misses).
+struct LxMem {
+    uint8_t* p = nullptr;
+    size_t size = 0;
+    bool mapped = false;
+    explicit LxMem(size_t n) : size(n) {
+#if defined(__linux__) && defined(MAP_ANONYMOUS)
+        void* m = n ? mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                    : MAP_FAILED;
+        if (m != MAP_FAILED) {
+#ifdef MADV_HUGEPAGE
+            madvise(m, n, MADV_HUGEPAGE);
+#endif
+            p = static_cast<uint8_t*>(m);
+            mapped = true;
+            return;
+        }
+#endif
+        p = new uint8_t[n]();
+    }
+    ~LxMem() {
+#if defined(__linux__) && defined(MAP_ANONYMOUS)
+        if (mapped) {
+            munmap(p, size);
+            return;
+        }
+#endif
+        delete[] p;
+    }
+    LxMem(const LxMem&) = delete;
+    LxMem& operator=(const LxMem&) = delete;
+    uint8_t* get() const { return p; }
+};
+
 // ---------------------------------------------------------------------------------------------
 // Engine
 
@@ -405,8 +444,8 @@ class Engine {
         : cfg_(cfg),
           pool_(cfg.num_threads ? cfg.num_threads
                                 : std::max(1u, std::thread::hardware_concurrency())),
-          cores_(cfg.num_cores) {
-        lx_mem_.reset(new uint8_t[cfg.lx_bytes * cfg.num_cores]());
+          cores_(cfg.num_cores),
+          lx_mem_(uint64_t{cfg.lx_bytes} * cfg.num_cores) {
         stale_words_ = (cfg.lx_bytes / kS + 63) / 64;
         stale_mem_.reset(new uint64_t[stale_words_ * cfg.num_cores]());
         for (uint32_t i = 0; i < cfg.num_cores; ++i) {
@@ -453,7 +492,7 @@ class Engine {
     spyre_engine_config cfg_;
     ThreadPool pool_;
     std::vector<Core> cores_;
-    std::unique_ptr<uint8_t[]> lx_mem_;
+    LxMem lx_mem_;
     std::unique_ptr<uint64_t[]> stale_mem_;
     uint64_t stale_words_ = 0;
     std::atomic<bool> cancel_{false};
@@ -666,7 +705,10 @@ bool Engine::exec_mm(Core& c, const Instr& in) {
     c.stats.macs += m * n * k;
     lx_touch(c, ra);
     lx_touch(c, rb);
-    lx_touch(c, rc);
+    if (!acc && (m == 1 || ldc == n * 4))
+        lx_overwrite(c, rc.lo, rc.hi);  // C is contiguous and written completely
+    else
+        lx_touch(c, rc);
     kern::matmul({t, c.lx + ca, c.lx + aa, c.lx + ba, m, n, k, lda, ldb, ldc, acc});
     return true;
 }
@@ -747,7 +789,11 @@ bool Engine::exec_vec(Core& c, const Instr& in) {
     if (!unit_op(c, SPYRE_UNIT_VECTOR, 0, cycles, cfg_.vec_latency, reads, nr, &w, 1, nullptr))
         return false;
     for (int i = 0; i < nr; ++i) lx_touch(c, reads[i]);
-    lx_touch(c, w);
+    // a contiguous destination is written completely: its stale sticks need no zeroing
+    if (out_rows && out_bytes && (out_rows == 1 || dstride == out_bytes))
+        lx_overwrite(c, w.lo, w.hi);
+    else
+        lx_touch(c, w);
     switch (op) {
         case Op::VUN:
             kern::vunary(static_cast<isa::VUn>(in.func), dt, st, c.lx + dst, c.lx + s1, rows, cols,

@@ -114,6 +114,23 @@ void ukr_i8_generic(size_t steps, const char* a, size_t ars, size_t ass, const v
     for (size_t i = 0; i < kMR; ++i) std::memcpy(c + i * ldc, acc[i], sizeof acc[i]);
 }
 
+// Full-width tile of `rows` < 6 rows through a 6 x 16 temporary.
+void ukr_f32_part_generic(size_t rows, size_t steps, const char* a, const void* b, uint8_t* c,
+                          size_t ldc, bool zero) {
+    alignas(32) uint8_t tmp[kMR * kNR * 4] = {};
+    if (!zero)
+        for (size_t i = 0; i < rows; ++i) std::memcpy(tmp + i * kNR * 4, c + i * ldc, kNR * 4);
+    ukr_f32_generic(steps, a, 4, kMR * 4, b, tmp, kNR * 4, zero);
+    for (size_t i = 0; i < rows; ++i) std::memcpy(c + i * ldc, tmp + i * kNR * 4, kNR * 4);
+}
+
+// Packs rows[0..nrows) (k fp32 values each, nrows <= 6) into one k-major 6-row A panel:
+// dst[kk * 6 + i] = rows[i][kk], zero for i >= nrows.
+void pack_a_generic(const float* const* rows, size_t nrows, size_t k, float* dst) {
+    for (size_t kk = 0; kk < k; ++kk)
+        for (size_t i = 0; i < kMR; ++i) dst[kk * kMR + i] = i < nrows ? rows[i][kk] : 0.0f;
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #define SPYRE_X86_SIMD 1
 #define SPYRE_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -151,41 +168,55 @@ SPYRE_AVX2 void f32_to_f16_avx2(uint8_t* p, size_t n, const float* in) {
 
 #define SPYRE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 
-SPYRE_AVX2 void ukr_f32_avx2(size_t steps, const char* a, size_t ars, size_t ass, const void* bv,
-                             uint8_t* c, size_t ldc, bool zero) {
-    const float* b = static_cast<const float*>(bv);
-    const char *a0 = a, *a1 = a + ars, *a2 = a + 2 * ars, *a3 = a + 3 * ars, *a4 = a + 4 * ars,
-               *a5 = a + 5 * ars;
-#define DECL(i) __m256 c##i##0, c##i##1;
-    SPYRE_ROWS(DECL)
-#undef DECL
-    if (zero) {
-#define ZERO(i) c##i##0 = _mm256_setzero_ps(), c##i##1 = _mm256_setzero_ps();
-        SPYRE_ROWS(ZERO)
-#undef ZERO
-    } else {
-#define LOAD(i)                                                                   \
-    c##i##0 = _mm256_loadu_ps(reinterpret_cast<const float*>(c + (i) * ldc));     \
-    c##i##1 = _mm256_loadu_ps(reinterpret_cast<const float*>(c + (i) * ldc) + 8);
-        SPYRE_ROWS(LOAD)
-#undef LOAD
+// fp32 A is always a packed panel here (the 6 values of a step adjacent, 24 bytes per step); R
+// rows of C (R <= 6) are computed and stored.
+template <int R>
+SPYRE_AVX2 void ukr_f32_avx2_rows(size_t steps, const float* ap, const float* b, uint8_t* c,
+                                  size_t ldc, bool zero) {
+    __m256 acc[R][2];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+        const float* ci = reinterpret_cast<const float*>(c + i * ldc);
+        acc[i][0] = zero ? _mm256_setzero_ps() : _mm256_loadu_ps(ci);
+        acc[i][1] = zero ? _mm256_setzero_ps() : _mm256_loadu_ps(ci + 8);
     }
-    for (size_t k = 0, off = 0; k < steps; ++k, off += ass, b += kNR) {
+#pragma GCC unroll 4
+    for (size_t k = 0; k < steps; ++k, ap += kMR, b += kNR) {
         const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-#define STEP(i)                                                                         \
-    {                                                                                   \
-        const __m256 ai = _mm256_broadcast_ss(reinterpret_cast<const float*>(a##i + off)); \
-        c##i##0 = _mm256_fmadd_ps(ai, b0, c##i##0);      \
-        c##i##1 = _mm256_fmadd_ps(ai, b1, c##i##1);      \
+#pragma GCC unroll 8
+        for (int i = 0; i < R; ++i) {
+            const __m256 ai = _mm256_broadcast_ss(ap + i);
+            acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+        }
     }
-        SPYRE_ROWS(STEP)
-#undef STEP
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+        float* ci = reinterpret_cast<float*>(c + i * ldc);
+        _mm256_storeu_ps(ci, acc[i][0]);
+        _mm256_storeu_ps(ci + 8, acc[i][1]);
     }
-#define STORE(i)                                                            \
-    _mm256_storeu_ps(reinterpret_cast<float*>(c + (i) * ldc), c##i##0);     \
-    _mm256_storeu_ps(reinterpret_cast<float*>(c + (i) * ldc) + 8, c##i##1);
-    SPYRE_ROWS(STORE)
-#undef STORE
+}
+
+SPYRE_AVX2 void ukr_f32_avx2(size_t steps, const char* a, size_t, size_t, const void* bv,
+                             uint8_t* c, size_t ldc, bool zero) {
+    ukr_f32_avx2_rows<6>(steps, reinterpret_cast<const float*>(a), static_cast<const float*>(bv),
+                         c, ldc, zero);
+}
+
+// Full-width (16-column) tile of `rows` < 6 rows, stored directly.
+SPYRE_AVX2 void ukr_f32_part_avx2(size_t rows, size_t steps, const char* a, const void* bv,
+                                  uint8_t* c, size_t ldc, bool zero) {
+    const float* ap = reinterpret_cast<const float*>(a);
+    const float* b = static_cast<const float*>(bv);
+    switch (rows) {
+        case 1: return ukr_f32_avx2_rows<1>(steps, ap, b, c, ldc, zero);
+        case 2: return ukr_f32_avx2_rows<2>(steps, ap, b, c, ldc, zero);
+        case 3: return ukr_f32_avx2_rows<3>(steps, ap, b, c, ldc, zero);
+        case 4: return ukr_f32_avx2_rows<4>(steps, ap, b, c, ldc, zero);
+        case 5: return ukr_f32_avx2_rows<5>(steps, ap, b, c, ldc, zero);
+        default: return ukr_f32_avx2_rows<6>(steps, ap, b, c, ldc, zero);
+    }
 }
 
 SPYRE_AVX2 void ukr_i8_avx2(size_t steps, const char* a, size_t ars, size_t ass, const void* bv,
@@ -224,6 +255,40 @@ SPYRE_AVX2 void ukr_i8_avx2(size_t steps, const char* a, size_t ars, size_t ass,
 #undef STORE
 }
 #undef SPYRE_ROWS
+
+SPYRE_AVX2 void pack_a_avx2(const float* const* rows, size_t nrows, size_t k, float* dst) {
+    if (nrows < kMR) return pack_a_generic(rows, nrows, k, dst);
+    size_t kk = 0;
+    const float *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3], *r4 = rows[4],
+                *r5 = rows[5];
+    for (; kk + 8 <= k; kk += 8, dst += 8 * kMR) {
+        // 8x8 transpose of rows 0-5 (rows 6, 7 unused) -> 8 k-steps of 6 values
+        const __m256 x0 = _mm256_loadu_ps(r0 + kk), x1 = _mm256_loadu_ps(r1 + kk),
+                     x2 = _mm256_loadu_ps(r2 + kk), x3 = _mm256_loadu_ps(r3 + kk),
+                     x4 = _mm256_loadu_ps(r4 + kk), x5 = _mm256_loadu_ps(r5 + kk);
+        const __m256 z = _mm256_setzero_ps();
+        const __m256 t0 = _mm256_unpacklo_ps(x0, x1), t1 = _mm256_unpackhi_ps(x0, x1),
+                     t2 = _mm256_unpacklo_ps(x2, x3), t3 = _mm256_unpackhi_ps(x2, x3),
+                     t4 = _mm256_unpacklo_ps(x4, x5), t5 = _mm256_unpackhi_ps(x4, x5);
+        // u0: (r0..r3)[k0], (r0..r3)[k4] ; v0: (r4, r5, -, -)[k0], [k4]
+        const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+                     u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+        const __m256 v0 = _mm256_shuffle_ps(t4, z, 0x44), v1 = _mm256_shuffle_ps(t4, z, 0xEE),
+                     v2 = _mm256_shuffle_ps(t5, z, 0x44), v3 = _mm256_shuffle_ps(t5, z, 0xEE);
+        const __m256 us[4] = {u0, u1, u2, u3}, vs[4] = {v0, v1, v2, v3};
+        for (int q = 0; q < 4; ++q) {
+            // k step q (low lanes) and q + 4 (high lanes)
+            float* d0 = dst + q * kMR;
+            float* d1 = dst + (q + 4) * kMR;
+            _mm_storeu_ps(d0, _mm256_castps256_ps128(us[q]));
+            _mm_storel_pi(reinterpret_cast<__m64*>(d0 + 4), _mm256_castps256_ps128(vs[q]));
+            _mm_storeu_ps(d1, _mm256_extractf128_ps(us[q], 1));
+            _mm_storel_pi(reinterpret_cast<__m64*>(d1 + 4), _mm256_extractf128_ps(vs[q], 1));
+        }
+    }
+    for (; kk < k; ++kk, dst += kMR)
+        for (size_t i = 0; i < kMR; ++i) dst[i] = rows[i][kk];
+}
 #endif
 
 struct Impl {
@@ -231,13 +296,17 @@ struct Impl {
     void (*f2h)(uint8_t*, size_t, const float*);
     Ukr ukr_f32;
     Ukr ukr_i8;
+    void (*pack_a)(const float* const*, size_t, size_t, float*);
+    void (*ukr_f32_part)(size_t rows, size_t steps, const char* a, const void* b, uint8_t* c,
+                         size_t ldc, bool zero);
     const char* name;
 };
 
 constexpr Impl kGeneric{f16_to_f32_generic, f32_to_f16_generic, ukr_f32_generic, ukr_i8_generic,
-                        "generic"};
+                        pack_a_generic, ukr_f32_part_generic, "generic"};
 #ifdef SPYRE_X86_SIMD
-constexpr Impl kAvx2{f16_to_f32_avx2, f32_to_f16_avx2, ukr_f32_avx2, ukr_i8_avx2, "avx2"};
+constexpr Impl kAvx2{f16_to_f32_avx2, f32_to_f16_avx2, ukr_f32_avx2, ukr_i8_avx2,
+                     pack_a_avx2, ukr_f32_part_avx2, "avx2"};
 #endif
 
 const Impl* detect() {
@@ -417,39 +486,91 @@ void matmul(const MatmulArgs& g) {
         gemm_driver(im.ukr_i8, A, b16, m, n, steps, g.c, g.ldc, g.accumulate);
         return;
     }
-    // fp16/bf16/fp32: A as fp32 rows (fp32 input: used in place), B packed; converted once
-    const size_t mfull = m / kMR * kMR, tail_rows = m - mfull;
-    float* pb = grow(tl_pb, np * k * kNR);
-    float* row = grow(tl_f0, np * kNR);
-    APanels A{};
-    A.ss = 4;
-    if (g.in == DType::F32) {
-        A.base = reinterpret_cast<const char*>(g.a);
-        A.rs = g.lda;
-        A.ps = kMR * g.lda;
-        if (tail_rows) {
-            float* t = grow(tl_pa, kMR * k);
-            std::fill_n(t, kMR * k, 0.0f);
-            for (size_t i = 0; i < tail_rows; ++i)
-                std::memcpy(t + i * k, g.a + (mfull + i) * g.lda, k * 4);
-            A.tail = reinterpret_cast<const char*>(t);
-            A.tail_rs = k * 4;
+    // fp16/bf16/fp32: A and B are converted to fp32 and packed per cache block (kKC k-steps):
+    // B as 16-column panels, A as 6-row panels (k-major, rows past m zero), so the micro-kernel
+    // streams contiguous memory. If C overlaps A or B, A and B are first copied aside: they are
+    // read completely before C is written.
+    const uint8_t* ga = g.a;
+    const uint8_t* gb = g.b;
+    const size_t es = isa::dtype_size(g.in);
+    {
+        const uintptr_t c0 = reinterpret_cast<uintptr_t>(g.c), c1 = c0 + (m - 1) * g.ldc + n * 4;
+        auto overlaps = [&](const uint8_t* p, size_t rows, size_t ld, size_t bytes) {
+            const uintptr_t p0 = reinterpret_cast<uintptr_t>(p), p1 = p0 + (rows - 1) * ld + bytes;
+            return p0 < c1 && c0 < p1;
+        };
+        const bool oa = overlaps(ga, m, g.lda, k * es), ob = overlaps(gb, k, g.ldb, n * es);
+        if (oa || ob) {
+            uint8_t* sa = reinterpret_cast<uint8_t*>(grow(tl_f2, (m * k * es + 3) / 4));
+            uint8_t* sb = reinterpret_cast<uint8_t*>(grow(tl_f3, (k * n * es + 3) / 4));
+            for (size_t i = 0; i < m; ++i) std::memcpy(sa + i * k * es, ga + i * g.lda, k * es);
+            for (size_t i = 0; i < k; ++i) std::memcpy(sb + i * n * es, gb + i * g.ldb, n * es);
+            return matmul({g.in, g.c, sa, sb, m, n, k, k * es, n * es, g.ldc, g.accumulate});
         }
-    } else {
-        float* pa = grow(tl_pa, mp * kMR * k);
-        for (size_t i = 0; i < m; ++i) load_row(g.in, g.a + i * g.lda, k, pa + i * k);
-        std::fill_n(pa + m * k, (mp * kMR - m) * k, 0.0f);
-        A.base = reinterpret_cast<const char*>(pa);
-        A.rs = k * 4;
-        A.ps = kMR * k * 4;
     }
+    const size_t kcmax = std::min(kKC, k), icmax = std::min(kMCP, mp);
+    float* pb = grow(tl_pb, np * kcmax * kNR);
+    float* pa = grow(tl_pa, icmax * kcmax * kMR);
+    float* conv = g.in == DType::F32 ? nullptr : grow(tl_f1, kMR * kcmax);
+    float* row = grow(tl_f0, np * kNR);
     std::fill_n(row, np * kNR, 0.0f);
-    for (size_t kk = 0; kk < k; ++kk) {
-        load_row(g.in, g.b + kk * g.ldb, n, row);
-        for (size_t jp = 0; jp < np; ++jp)
-            std::memcpy(pb + (jp * k + kk) * kNR, row + jp * kNR, kNR * 4);
+    alignas(32) uint8_t tmp[kMR * kNR * 4];
+    for (size_t pc = 0; pc < k; pc += kKC) {
+        const size_t kc = std::min(kKC, k - pc);
+        const bool zero = !g.accumulate && pc == 0;
+        // B rows pc .. pc + kc: panel jp at pb + jp * kc * 16
+        for (size_t kk = 0; kk < kc; ++kk) {
+            const float* r = row;
+            if (g.in == DType::F32 && n % kNR == 0)
+                r = reinterpret_cast<const float*>(gb + (pc + kk) * g.ldb);
+            else
+                load_row(g.in, gb + (pc + kk) * g.ldb, n, row);
+            for (size_t jp = 0; jp < np; ++jp)
+                std::memcpy(pb + (jp * kc + kk) * kNR, r + jp * kNR, kNR * 4);
+        }
+        for (size_t ic = 0; ic < mp; ic += kMCP) {
+            const size_t ie = std::min(mp, ic + kMCP);
+            // A panels ic .. ie, steps pc .. pc + kc: panel ip at pa + (ip - ic) * kc * 6
+            for (size_t ip = ic; ip < ie; ++ip) {
+                const size_t rows = std::min(kMR, m - ip * kMR);
+                const float* src[kMR];
+                for (size_t i = 0; i < rows; ++i) {
+                    const uint8_t* ar = ga + (ip * kMR + i) * g.lda + pc * es;
+                    if (conv) {
+                        load_row(g.in, ar, kc, conv + i * kc);
+                        src[i] = conv + i * kc;
+                    } else {
+                        src[i] = reinterpret_cast<const float*>(ar);  // 4-byte aligned (MM)
+                    }
+                }
+                im.pack_a(src, rows, kc, pa + (ip - ic) * kc * kMR);
+            }
+            for (size_t jp = 0; jp < np; ++jp) {
+                const float* bt = pb + jp * kc * kNR;
+                const size_t cols = std::min(kNR, n - jp * kNR);
+                for (size_t ip = ic; ip < ie; ++ip) {
+                    const size_t rows = std::min(kMR, m - ip * kMR);
+                    const char* at = reinterpret_cast<const char*>(pa + (ip - ic) * kc * kMR);
+                    uint8_t* ct = g.c + ip * kMR * g.ldc + jp * kNR * 4;
+                    if (rows == kMR && cols == kNR) {
+                        im.ukr_f32(kc, at, 4, kMR * 4, bt, ct, g.ldc, zero);
+                        continue;
+                    }
+                    if (cols == kNR) {
+                        im.ukr_f32_part(rows, kc, at, bt, ct, g.ldc, zero);
+                        continue;
+                    }
+                    std::memset(tmp, 0, sizeof tmp);
+                    if (!zero)
+                        for (size_t i = 0; i < rows; ++i)
+                            std::memcpy(tmp + i * kNR * 4, ct + i * g.ldc, cols * 4);
+                    im.ukr_f32(kc, at, 4, kMR * 4, bt, tmp, kNR * 4, zero);
+                    for (size_t i = 0; i < rows; ++i)
+                        std::memcpy(ct + i * g.ldc, tmp + i * kNR * 4, cols * 4);
+                }
+            }
+        }
     }
-    gemm_driver(im.ukr_f32, A, pb, m, n, k, g.c, g.ldc, g.accumulate);
 }
 
 namespace {
@@ -541,12 +662,26 @@ void apply_binary(isa::VBin f, float* __restrict y, const float* __restrict a,
 
 void vunary(isa::VUn f, DType dt, DType st, uint8_t* dst, const uint8_t* src, uint64_t rows,
             uint64_t cols, uint64_t dstride, uint64_t sstride, float imm) {
-    float* x = grow(tl_f0, cols);
-    float* y = grow(tl_f1, cols);
+    float* xb = grow(tl_f0, cols);
+    float* yb = grow(tl_f1, cols);
+    const size_t dbytes = cols * isa::dtype_size(dt);
     for (uint64_t r = 0; r < rows; ++r) {
-        if (f != isa::VUn::SET) load_row(st, src + r * sstride, cols, x);
-        apply_unary(f, y, x, cols, imm);
-        store_row(dt, dst + r * dstride, cols, y);
+        uint8_t* d = dst + r * dstride;
+        const uint8_t* sr = src + r * sstride;
+        const float* x = xb;
+        if (f != isa::VUn::SET) {
+            // fp32 rows are read in place (4-byte aligned) unless the row overlaps its output
+            if (st == DType::F32 && (sr + cols * 4 <= d || d + dbytes <= sr))
+                x = reinterpret_cast<const float*>(sr);
+            else
+                load_row(st, sr, cols, xb);
+        }
+        const float* y = x;  // COPY only converts
+        if (f != isa::VUn::COPY) {
+            apply_unary(f, yb, x, cols, imm);
+            y = yb;
+        }
+        store_row(dt, d, cols, y);
     }
 }
 
