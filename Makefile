@@ -29,9 +29,9 @@ driver: setup
 
 user: setup
 	@mkdir -p build
-	@$(IN_SYSROOT) 'cmake -S . -B $(CMAKE_DIR) -G Ninja -Wno-dev \
-		-DKSELFTEST_DIR=$$(ls -d /cache/linux-tools-* | tail -n1) > build/cmake-configure.log 2>&1 \
-		|| { cat build/cmake-configure.log; exit 1; }; ninja -C $(CMAKE_DIR) | tail -n1'
+	@kt=$$(tools/setup/kernel-tools.sh) && $(IN_SYSROOT) "cmake -S . -B $(CMAKE_DIR) -G Ninja -Wno-dev \
+		-DKSELFTEST_DIR=$$kt > build/cmake-configure.log 2>&1 \
+		|| { cat build/cmake-configure.log; exit 1; }; ninja -C $(CMAKE_DIR) | tail -n1"
 
 build: qemu driver user
 
@@ -48,8 +48,8 @@ bench: user
 	@tools/bench.sh
 
 checkpatch: setup
-	@$(IN_SYSROOT) 'perl $$(ls -d /cache/linux-tools-* | tail -n1)/scripts/checkpatch.pl \
-		--strict --no-tree --terse -f $$(ls driver/*.[ch] | grep -v \\.mod\\.c)'
+	@kt=$$(tools/setup/kernel-tools.sh) && $(IN_SYSROOT) "perl $$kt/scripts/checkpatch.pl \
+		--strict --no-tree --terse -f \$$(ls driver/*.[ch] | grep -v '\.mod\.c')"
 
 format: setup
 	@$(IN_SYSROOT) 'git ls-files "*.cpp" "*.hpp" "*.cc" | xargs -r clang-format -i'

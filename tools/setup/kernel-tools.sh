@@ -13,7 +13,9 @@ if [ ! -f "$SPYRE_CACHE/$dir/.complete" ]; then
 	log "extracting kselftest and checkpatch from linux-source-6.12"
 	rm -rf "$SPYRE_CACHE/$dir"
 	mkdir -p "$SPYRE_CACHE/$dir"
-	tar -C "$SPYRE_CACHE/$dir" --strip-components=1 -xJf "$root/usr/src/linux-source-6.12.tar.xz" \
+	# tar runs in the sysroot: the host may lack xz.
+	in_sysroot "$root" tar -C "/cache/$dir" --strip-components=1 \
+		-xJf /usr/src/linux-source-6.12.tar.xz \
 		--wildcards 'linux-source-6.12/tools/testing/selftests/kselftest*' \
 		'linux-source-6.12/scripts/checkpatch.pl' 'linux-source-6.12/scripts/spelling.txt' \
 		'linux-source-6.12/scripts/const_structs.checkpatch'
