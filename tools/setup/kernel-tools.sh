@@ -20,5 +20,7 @@ if [ ! -f "$SPYRE_CACHE/$dir/.complete" ]; then
 		'linux-source-6.12/scripts/checkpatch.pl' 'linux-source-6.12/scripts/spelling.txt' \
 		'linux-source-6.12/scripts/const_structs.checkpatch'
 	touch "$SPYRE_CACHE/$dir/.complete"
+	prune_cache 'linux-tools-*' 2
 fi
+touch "$SPYRE_CACHE/$dir"
 echo "/cache/$dir"

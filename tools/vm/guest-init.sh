@@ -19,7 +19,7 @@ ip link set lo up 2>/dev/null
 
 run=
 for arg in $(cat /proc/cmdline); do
-	case $arg in spyrevm.run=*) run=${arg#spyrevm.run=} ;; spyre.run=*) run=${arg#spyre.run=} ;; esac
+	case $arg in spyrevm.run=*) run=${arg#spyrevm.run=} ;; esac
 done
 dir=/src/build/vm/$run
 stty -F /dev/console sane 2>/dev/null

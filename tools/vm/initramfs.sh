@@ -11,6 +11,7 @@ key=$( (echo "$root"; cat "$SPYRE_TOP/tools/vm/initramfs.sh" "$SPYRE_TOP/tools/v
 	sha256sum | cut -c1-12)
 img=initramfs-$key.img
 if [ -f "$SPYRE_CACHE/$img" ]; then
+	touch "$SPYRE_CACHE/$img"
 	echo "/cache/$img"
 	exit 0
 fi
@@ -43,4 +44,5 @@ in_sysroot "$root" /bin/sh -c "
 "
 in_sysroot "$root" /bin/sh -c "cd $wdir && find . | cpio -o -H newc --quiet | gzip -1 > /cache/$img.tmp"
 mv "$SPYRE_CACHE/$img.tmp" "$SPYRE_CACHE/$img"
+prune_cache 'initramfs-*.img' 2
 echo "/cache/$img"
