@@ -41,6 +41,13 @@ std::shared_ptr<Device> open_device(int index) {
     return open_kernel_device(index);
 }
 
+void fail_unknown_host_pointer(const void* ptr, const std::string& device) {
+    fail(SPYRE_ERROR_INVALID_ARGUMENT,
+         std::format("{} is not a pointer returned by spyre_host_alloc() on {} (or it was already "
+                     "freed)",
+                     ptr, device));
+}
+
 void finish_stats(spyre_launch_stats* s, uint32_t clock_mhz) {
     s->clock_mhz = clock_mhz;
     s->time_ns =

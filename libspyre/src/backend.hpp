@@ -127,6 +127,9 @@ void stats_from_result(const Result& r, uint32_t clock_mhz, spyre_launch_stats* 
 [[noreturn]] void fail_program(const std::string& device, int engine_error, int core, uint64_t pc,
                                const char* message);
 
+// The error of spyre_host_free() for a pointer the device did not hand out.
+[[noreturn]] void fail_unknown_host_pointer(const void* ptr, const std::string& device);
+
 // Parses a byte count with an optional K/M/G/T suffix (powers of 1024, "KiB" etc. too).
 bool parse_bytes(const char* s, uint64_t* out);
 

@@ -229,11 +229,7 @@ void KernelDevice::host_free(void* ptr) {
     {
         std::lock_guard lock(host_mu_);
         auto it = host_allocs_.find(reinterpret_cast<uintptr_t>(ptr));
-        if (it == host_allocs_.end())
-            fail(SPYRE_ERROR_INVALID_ARGUMENT,
-                 std::format("{} is not a pointer returned by spyre_host_alloc() on {} (or it "
-                             "was already freed)",
-                             ptr, name_));
+        if (it == host_allocs_.end()) fail_unknown_host_pointer(ptr, name_);
         bo = std::move(it->second);
         host_allocs_.erase(it);
     }

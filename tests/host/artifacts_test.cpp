@@ -8,26 +8,12 @@
 #include <cstdio>
 #include <string>
 
+#include "command_util.hpp"
 #include "spyre/spyre.h"
 
 namespace {
 
-struct CmdResult {
-    int status;
-    std::string out;
-};
-
-CmdResult run(const std::string& cmd) {
-    CmdResult r{-1, {}};
-    FILE* f = popen((cmd + " 2>&1").c_str(), "r");
-    if (!f) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) r.out.append(buf, n);
-    int st = pclose(f);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return r;
-}
+spyre_test::CmdResult run(const std::string& cmd) { return spyre_test::run_command(cmd, true); }
 
 bool driver_loaded() {
     struct stat st;

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "command_util.hpp"
 #include "launch_util.hpp"
 #include "spyre/spyre.h"
 
@@ -67,22 +68,7 @@ std::string first_diff(const void* a, const void* b, uint64_t n) {
 
 #define EXPECT_SAME(a, b, n) EXPECT_TRUE(std::memcmp((a), (b), (n)) == 0) << first_diff(a, b, n)
 
-struct CmdResult {
-    int status;
-    std::string out;
-};
-
-CmdResult run(const std::string& cmd) {
-    CmdResult r{-1, {}};
-    FILE* f = popen(cmd.c_str(), "r");
-    if (!f) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) r.out.append(buf, n);
-    int st = pclose(f);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return r;
-}
+spyre_test::CmdResult run(const std::string& cmd) { return spyre_test::run_command(cmd, false); }
 
 int count_lines(const std::string& s, const std::string& needle) {
     int n = 0;
