@@ -27,7 +27,7 @@
 
 /* Hardware interface version (SPYRE_REG_VERSION). */
 #define SPYRE_HW_VERSION_MAJOR		1
-#define SPYRE_HW_VERSION_MINOR		0
+#define SPYRE_HW_VERSION_MINOR		1
 #define SPYRE_HW_VERSION(maj, min)	(((maj) << 16) | (min))
 
 /* Identification value of SPYRE_REG_ID: "SPYR". */
@@ -51,17 +51,31 @@
 #define SPYRE_REG_ERROR_CODE		0x0038	/* RO: last SPYRE_STATUS_ERR_* of any ring */
 #define SPYRE_REG_STICK_BYTES		0x003c	/* RO: bytes per stick (128) */
 #define SPYRE_REG_FAULT_INJECT		0x0040	/* RW: the next N commands fail with ERR_INJECTED */
+#define SPYRE_REG_FAULT_HANG		0x0044	/* RW: the next N commands hang (SPYRE_HANG_*) */
 
 #define SPYRE_CAP_DMA			(1u << 0)	/* DMA_COPY command */
 #define SPYRE_CAP_FENCE			(1u << 1)	/* FENCE_WRITE command */
 #define SPYRE_CAP_MSIX			(1u << 2)	/* MSI-X per ring */
 #define SPYRE_CAP_TELEMETRY		(1u << 3)	/* SPYRE_REG_TELE_* block */
 #define SPYRE_CAP_LAUNCH		(1u << 4)	/* LAUNCH command, dataflow engine */
+#define SPYRE_CAP_RING_ABORT		(1u << 5)	/* CTRL.ABORT, STATUS.BUSY, async RESET */
+#define SPYRE_CAP_FAULT_INJECT		(1u << 6)	/* FAULT_INJECT and FAULT_HANG work */
 
 #define SPYRE_STATUS_READY		(1u << 0)	/* accepts ring configuration */
 #define SPYRE_STATUS_ERROR		(1u << 1)	/* a command failed since reset */
+#define SPYRE_STATUS_RESETTING		(1u << 2)	/* a RESET is still stopping the workers */
 
 #define SPYRE_RESET_MAGIC		0x52535421u	/* "RST!" */
+
+/*
+ * FAULT_HANG value: bits 15:0 count the commands still to hang; the flags say what it takes
+ * to end such a hang. Without a flag, a ring ABORT or a card reset ends it.
+ */
+#define SPYRE_HANG_COUNT_MASK		0xffffu
+#define SPYRE_HANG_STICKY		(1u << 16)	/* ring ABORT cannot end it; RESET can */
+#define SPYRE_HANG_WEDGE		(1u << 17)	/* RESET cannot end it; a PCI reset can */
+#define SPYRE_HANG_VALID_MASK		(SPYRE_HANG_COUNT_MASK | SPYRE_HANG_STICKY | \
+					 SPYRE_HANG_WEDGE)
 
 /* Interrupt causes: bit N for ring N completion, plus a global error cause. */
 #define SPYRE_INTR_RING(n)		(1u << (n))
@@ -138,10 +152,12 @@
 #define SPYRE_RING_COMPLETED		0x24	/* RO: commands completed since enable (wraps) */
 
 #define SPYRE_RING_CTRL_ENABLE		(1u << 0)	/* 0 -> 1 latches bases, size; head = tail = 0 */
+#define SPYRE_RING_CTRL_ABORT		(1u << 1)	/* disable, drop, cancel the running command */
 
 #define SPYRE_RING_STATUS_ENABLED	(1u << 0)
 #define SPYRE_RING_STATUS_BAD_CONFIG	(1u << 1)	/* enable refused: size or alignment */
 #define SPYRE_RING_STATUS_BAD_TAIL	(1u << 2)	/* tail written >= size; ignored */
+#define SPYRE_RING_STATUS_BUSY		(1u << 3)	/* a consumed command still executes */
 
 /* Both arrays must be aligned to this. */
 #define SPYRE_RING_ALIGN		64
