@@ -43,7 +43,6 @@ static bool spyre_devrange_ok(SpyreState *s, uint64_t addr, uint64_t size)
 uint32_t spyre_launch_submit(SpyreState *s, unsigned n, uint32_t idx,
                              const struct spyre_hw_cmd *c, uint64_t *cycles)
 {
-    PCIDevice *pdev = PCI_DEVICE(s);
     const struct spyre_hw_cmd_launch *lc = &c->launch;
     struct spyre_hw_launch_desc desc;
     g_autofree struct spyre_hw_launch_window *win = NULL;
@@ -79,7 +78,7 @@ uint32_t spyre_launch_submit(SpyreState *s, unsigned n, uint32_t idx,
                       lc->desc_addr, lc->result_addr);
         return SPYRE_STATUS_ERR_ALIGN;
     }
-    if (pci_dma_read(pdev, lc->desc_addr, &desc, sizeof(desc)) != MEMTX_OK) {
+    if (!spyre_host_read(s, lc->desc_addr, &desc, sizeof(desc))) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: ring %u: LAUNCH cannot read descriptor at 0x%"
                       PRIx64 "\n", n, lc->desc_addr);
@@ -108,8 +107,8 @@ uint32_t spyre_launch_submit(SpyreState *s, unsigned n, uint32_t idx,
     }
     if (desc.num_windows) {
         win = g_new(struct spyre_hw_launch_window, desc.num_windows);
-        if (pci_dma_read(pdev, lc->desc_addr + sizeof(desc), win,
-                         desc.num_windows * sizeof(*win)) != MEMTX_OK) {
+        if (!spyre_host_read(s, lc->desc_addr + sizeof(desc), win,
+                             desc.num_windows * sizeof(*win))) {
             qemu_log_mask(LOG_GUEST_ERROR,
                           "spyre: ring %u: LAUNCH cannot read %u windows at "
                           "0x%" PRIx64 "\n", n, desc.num_windows,
@@ -303,8 +302,7 @@ static uint32_t spyre_launch_complete(SpyreState *s, SpyreJob *l, bool live)
             g_new(struct spyre_hw_launch_result, 1);
 
         spyre_launch_result_to_hw(res, h);
-        if (pci_dma_write(PCI_DEVICE(s), l->result_addr, h, sizeof(*h)) !=
-            MEMTX_OK) {
+        if (!spyre_host_write(s, l->result_addr, h, sizeof(*h))) {
             qemu_log_mask(LOG_GUEST_ERROR,
                           "spyre: ring %u: LAUNCH cannot write the result "
                           "at 0x%" PRIx64 "\n", l->ring, l->result_addr);

@@ -216,7 +216,7 @@ static uint32_t spyre_exec_fence(SpyreState *s, unsigned n,
         return SPYRE_STATUS_ERR_ALIGN;
     }
     *cycles = SPYRE_CYCLES_FENCE;
-    if (pci_dma_write(PCI_DEVICE(s), f->addr, &le, sizeof(le)) != MEMTX_OK) {
+    if (!spyre_host_write(s, f->addr, &le, sizeof(le))) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: ring %u: FENCE_WRITE to 0x%" PRIx64 " failed\n",
                       n, f->addr);
@@ -280,7 +280,6 @@ reserved:
  */
 static uint32_t spyre_ring_step(SpyreState *s, unsigned n, uint64_t *bytes)
 {
-    PCIDevice *pdev = PCI_DEVICE(s);
     SpyreRing *r = &s->rings[n];
     struct spyre_hw_cmd c;
     uint32_t idx = r->head;
@@ -290,8 +289,8 @@ static uint32_t spyre_ring_step(SpyreState *s, unsigned n, uint64_t *bytes)
     uint8_t flags = 0;
 
     *bytes = 0;
-    if (pci_dma_read(pdev, r->l_cmd_base + (uint64_t)idx * sizeof(c), &c,
-                     sizeof(c)) != MEMTX_OK) {
+    if (!spyre_host_read(s, r->l_cmd_base + (uint64_t)idx * sizeof(c), &c,
+                         sizeof(c))) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: ring %u: cannot read command %u at 0x%" PRIx64
                       "\n", n, idx, r->l_cmd_base + (uint64_t)idx * sizeof(c));
@@ -327,7 +326,6 @@ uint32_t spyre_ring_complete(SpyreState *s, unsigned n, uint32_t idx,
                              uint64_t seqno, uint8_t flags, uint32_t st,
                              uint32_t detail, uint64_t cycles)
 {
-    PCIDevice *pdev = PCI_DEVICE(s);
     SpyreRing *r = &s->rings[n];
     struct spyre_hw_cpl cpl;
     uint32_t causes = 0;
@@ -338,8 +336,8 @@ uint32_t spyre_ring_complete(SpyreState *s, unsigned n, uint32_t idx,
     cpl.detail = cpu_to_le32(detail);
     cpl.cycles = cpu_to_le64(cycles);
     cpl.done_count = cpu_to_le64(r->completed);
-    if (pci_dma_write(pdev, r->l_cpl_base + (uint64_t)idx * sizeof(cpl), &cpl,
-                      sizeof(cpl)) != MEMTX_OK) {
+    if (!spyre_host_write(s, r->l_cpl_base + (uint64_t)idx * sizeof(cpl), &cpl,
+                          sizeof(cpl))) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: ring %u: cannot write completion %u at 0x%"
                       PRIx64 "\n", n, idx,

@@ -19,6 +19,7 @@
 #include "qemu/atomic.h"
 #include "qemu/log.h"
 #include "qemu/main-loop.h"
+#include "qemu/rcu.h"
 #include "spyre.h"
 #include "trace.h"
 
@@ -51,6 +52,8 @@ static void *spyre_worker_thread(void *opaque)
     SpyreWorker *w = opaque;
     SpyreJob *j;
 
+    /* Host DMA translates guest addresses under RCU. */
+    rcu_register_thread();
     qemu_mutex_lock(&w->lock);
     for (;;) {
         while (!w->stop && QSIMPLEQ_EMPTY(&w->queue)) {
@@ -73,6 +76,7 @@ static void *spyre_worker_thread(void *opaque)
         qemu_bh_schedule(w->bh);
     }
     qemu_mutex_unlock(&w->lock);
+    rcu_unregister_thread();
     return NULL;
 }
 

@@ -218,6 +218,9 @@ uint32_t spyre_dma_copy(SpyreState *s, unsigned n, uint32_t idx,
                         const struct spyre_hw_cmd *c, uint64_t *cycles);
 uint64_t spyre_dma_cycles(SpyreState *s, uint64_t bytes);
 void spyre_dma_worker_init(SpyreState *s);
+bool spyre_host_read(SpyreState *s, uint64_t addr, void *buf, uint64_t len);
+bool spyre_host_write(SpyreState *s, uint64_t addr, const void *buf,
+                      uint64_t len);
 
 /* spyre-ring.c */
 uint32_t spyre_ring_complete(SpyreState *s, unsigned n, uint32_t idx,

@@ -174,6 +174,29 @@ static uint32_t ring_queue(Spyre *s, int n, const struct spyre_hw_cmd *c)
     return idx;
 }
 
+static double now_ms(void)
+{
+    return g_get_monotonic_time() / 1000.0;
+}
+
+/*
+ * A RESET returns at once; the card is READY when every running command
+ * stopped (milliseconds). Returns how long that took.
+ */
+static double wait_ready(Spyre *s)
+{
+    double t0 = now_ms();
+    uint32_t st;
+
+    while ((st = rd(s, SPYRE_REG_STATUS)) & SPYRE_STATUS_RESETTING) {
+        g_assert_cmpfloat(now_ms() - t0, <, 10000);
+        g_assert(!(st & SPYRE_STATUS_READY));
+        g_usleep(500);
+    }
+    g_assert(st & SPYRE_STATUS_READY);
+    return now_ms() - t0;
+}
+
 static void ring_kick_wait(Spyre *s, int n)
 {
     Ring *r = &s->ring[n];
@@ -1829,6 +1852,163 @@ static void test_launch_unplug(void)
     spyre_stop(s);
 }
 
+/* ---- Fault containment (hw interface 1.1) ---- */
+
+/* A directory of npages data pages that all point to the page at addr. */
+static uint64_t dir_to(Spyre *s, uint64_t addr, size_t npages)
+{
+    size_t ntables = DIV_ROUND_UP(npages, SPYRE_HOST_PT_ENTRIES);
+    uint64_t dir = zalloc(s, ntables * 8);
+    size_t i, j;
+
+    for (i = 0; i < ntables; i++) {
+        uint64_t pt = zalloc(s, PAGE);
+
+        qtest_writeq(s->qts, dir + i * 8, pt);
+        for (j = 0; j < SPYRE_HOST_PT_ENTRIES; j++) {
+            qtest_writeq(s->qts, pt + j * 8, addr);
+        }
+    }
+    return dir;
+}
+
+static void assert_alive(Spyre *s, int n)
+{
+    struct spyre_hw_cmd c = cmd_nop(0x5a5a, 0);
+
+    qtest_qmp_assert_success(s->qts, "{ 'execute': 'query-status' }");
+    g_assert_cmphex(rd(s, SPYRE_REG_ID), ==, SPYRE_ID_MAGIC);
+    g_assert_cmpuint(submit(s, n, &c).status, ==, SPYRE_STATUS_OK);
+}
+
+/*
+ * Issue 6 item 11: a large copy (DMA worker) whose destination pages are
+ * the card's own BAR0 (the RESET register, with the magic as data) or BAR2
+ * fails with ERR_HOST_DMA; the card does not reset itself and QEMU stays
+ * responsive. Small copies and fences to the BARs fail the same way.
+ */
+static void test_dma_to_own_bars(void)
+{
+    Spyre *s = spyre_start(NULL);
+    const size_t len = 2 * 1024 * 1024;
+    g_autofree uint32_t *magic = g_new(uint32_t, len / 4);
+    uint64_t bar0 = s->bar0.addr, bar2 = s->bar2.addr;
+    struct spyre_hw_cmd c;
+    struct spyre_hw_cpl p;
+    double t0;
+    size_t i;
+
+    g_assert(!s->bar0.is_io && bar0);
+    for (i = 0; i < len / 4; i++) {
+        magic[i] = cpu_to_le32(SPYRE_RESET_MAGIC);
+    }
+    devmem_write(s, 0, magic, len);
+    ring_setup(s, 0, 8);
+
+    /* Worker: device -> host, every page is BAR0, offset = RESET. */
+    t0 = now_ms();
+    c = cmd_dma(1, SPYRE_CMD_F_DST_HOST, 0, 0, dir_to(s, bar0, len / PAGE),
+                SPYRE_REG_RESET, len - PAGE);
+    p = submit(s, 0, &c);
+    g_test_message("DMA into BAR0 failed after %.1f ms", now_ms() - t0);
+    g_assert_cmpuint(p.status, ==, SPYRE_STATUS_ERR_HOST_DMA);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_RESETS), ==, 0);
+    g_assert_cmphex(rd(s, SPYRE_REG_STATUS), ==,
+                    SPYRE_STATUS_READY | SPYRE_STATUS_ERROR);
+    assert_alive(s, 0);
+
+    /* Worker: host -> device reading BAR0; device -> host into BAR2. */
+    c = cmd_dma(2, SPYRE_CMD_F_SRC_HOST, dir_to(s, bar0, len / PAGE), 0,
+                0x100000, 0, len);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_ERR_HOST_DMA);
+    c = cmd_dma(3, SPYRE_CMD_F_DST_HOST, 0, 0, dir_to(s, bar2, len / PAGE),
+                0, len);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_ERR_HOST_DMA);
+    /* The page directory itself in BAR2. */
+    c = cmd_dma(4, SPYRE_CMD_F_SRC_HOST, bar2, 0, 0x100000, 0, len);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_ERR_HOST_DMA);
+
+    /* Inline (small) copy and fence into BAR0's RESET register. */
+    c = cmd_dma(5, SPYRE_CMD_F_DST_HOST, 0, 0, dir_to(s, bar0, 1),
+                SPYRE_REG_RESET, 64);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_ERR_HOST_DMA);
+    /* 8 bytes at CLOCK_MHZ: the high half would land in SCRATCH. */
+    c = cmd_fence(6, bar0 + SPYRE_REG_CLOCK_MHZ, 0x1234ULL << 32);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_ERR_HOST_DMA);
+    g_assert_cmpuint(rd(s, SPYRE_REG_SCRATCH), ==, 0);
+    /* Completion array in BAR2: logged and dropped, HEAD moves on. */
+    ring_program(s, 1, s->ring[0].cmd, bar2 + 0x1000, 8);
+    s->ring[1] = s->ring[0];
+    s->ring[1].tail = 0;
+    c = cmd_nop(7, 0);
+    ring_queue(s, 1, &c);
+    ring_kick_wait(s, 1);
+    g_assert_cmpuint(rrd(s, 1, SPYRE_RING_COMPLETED), ==, 1);
+    devmem_read(s, 0x1000, magic, 64);
+    for (i = 0; i < 16; i++) {
+        g_assert_cmphex(le32_to_cpu(magic[i]), ==, SPYRE_RESET_MAGIC);
+    }
+
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_RESETS), ==, 0);
+    assert_alive(s, 0);
+    spyre_stop(s);
+}
+
+/*
+ * Issue 6 item 12: a 16 MiB copy whose destination pages are MMIO (the
+ * card's BAR0, unimplemented registers), then a register RESET, a system
+ * reset and a hot-unplug: none deadlocks (before 1.1 the worker took the
+ * BQL for every MMIO write while the reset waited for it with the BQL).
+ */
+static void queue_copy_to_mmio(Spyre *s, int n)
+{
+    uint64_t dir = dir_to(s, s->bar0.addr + 0x2000, DEVMEM / PAGE);
+    struct spyre_hw_cmd c = cmd_dma(1, SPYRE_CMD_F_DST_HOST, 0, 0, dir, 0,
+                                    DEVMEM);
+
+    ring_queue(s, n, &c);
+    ring_queue(s, n, &c);
+    rwr(s, n, SPYRE_RING_TAIL, s->ring[n].tail);
+}
+
+static void test_reset_during_mmio_copy(void)
+{
+    Spyre *s = spyre_start(NULL);
+    double ms;
+
+    ring_setup(s, 0, 8);
+    queue_copy_to_mmio(s, 0);
+    wr(s, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
+    ms = wait_ready(s);
+    g_test_message("READY %.1f ms after RESET", ms);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_RESETS), ==, 1);
+    ring_setup(s, 0, 8);
+    assert_alive(s, 0);
+
+    queue_copy_to_mmio(s, 0);
+    qtest_qmp_assert_success(s->qts, "{ 'execute': 'system_reset' }");
+    qtest_qmp_eventwait(s->qts, "RESET");
+    qpci_device_enable(s->dev);
+    s->bar0 = qpci_iomap(s->dev, SPYRE_BAR_REGS, NULL);
+    g_assert_cmphex(rd(s, SPYRE_REG_STATUS), ==, SPYRE_STATUS_READY);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_RESETS), ==, 2);
+    ring_setup(s, 0, 8);
+    assert_alive(s, 0);
+    spyre_stop(s);
+}
+
+static void test_unplug_during_mmio_copy(void)
+{
+    Spyre *s = spyre_start_on("pc", NULL);
+
+    ring_setup(s, 0, 8);
+    queue_copy_to_mmio(s, 0);
+    qpci_unplug_acpi_device_test(s->qts, "spyre0", SLOT);
+    qtest_qmp_assert_success(s->qts, "{ 'execute': 'query-status' }");
+    g_assert(!qpci_device_find(s->bus, QPCI_DEVFN(SLOT, 0)));
+    spyre_stop(s);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1853,6 +2033,11 @@ int main(int argc, char **argv)
     qtest_add_func("/spyre/launch-bad", test_launch_bad);
     qtest_add_func("/spyre/launch-async", test_launch_async);
     qtest_add_func("/spyre/launch-unplug", test_launch_unplug);
+    qtest_add_func("/spyre/dma-to-own-bars", test_dma_to_own_bars);
+    qtest_add_func("/spyre/reset-during-mmio-copy",
+                   test_reset_during_mmio_copy);
+    qtest_add_func("/spyre/unplug-during-mmio-copy",
+                   test_unplug_during_mmio_copy);
 
     return g_test_run();
 }
