@@ -222,7 +222,8 @@ static uint32_t spyre_host_resolve(SpyreState *s, SpyreHostWalk *w,
  * RAM.
  */
 static uint32_t spyre_dma_run(SpyreState *s, const struct spyre_hw_cmd_dma *d,
-                              bool src_host, bool dst_host, bool *cancel)
+                              bool src_host, bool dst_host,
+                              const int32_t *cancel)
 {
     g_autofree SpyreHostWalk *sw = NULL;
     g_autofree SpyreHostWalk *dw = NULL;
@@ -338,7 +339,10 @@ static bool spyre_dev_range_ok(SpyreState *s, uint64_t addr, uint64_t offset,
     return start <= s->devmem_size && size <= s->devmem_size - start;
 }
 
-/* Account a finished copy (main loop). */
+/*
+ * Account a finished copy (main loop); a cancelled one only marks the
+ * device memory it may have written.
+ */
 static void spyre_dma_account(SpyreState *s, const struct spyre_hw_cmd_dma *d,
                               bool src_host, bool dst_host, uint32_t st)
 {
@@ -363,16 +367,15 @@ static void spyre_dma_account(SpyreState *s, const struct spyre_hw_cmd_dma *d,
 static void spyre_dma_job_run(SpyreState *s, SpyreWorker *w, SpyreJob *j)
 {
     j->status = spyre_dma_run(s, &j->dma, j->flags & SPYRE_CMD_F_SRC_HOST,
-                              j->flags & SPYRE_CMD_F_DST_HOST,
-                              &w->cancel_flag);
+                              j->flags & SPYRE_CMD_F_DST_HOST, &j->cancel);
 }
 
 /* Main loop. */
 static uint32_t spyre_dma_job_complete(SpyreState *s, SpyreJob *j, bool live)
 {
-    if (j->status == SPYRE_STATUS_CANCELLED) {
-        /* Only a reset cancels, and it drops finished jobs: not reached. */
-        j->status = SPYRE_STATUS_ERR_HOST_DMA;
+    if (qatomic_read(&j->cancel)) {
+        /* Aborted or reset: no completion, no telemetry. */
+        j->status = SPYRE_STATUS_CANCELLED;
     }
     spyre_dma_account(s, &j->dma, j->flags & SPYRE_CMD_F_SRC_HOST,
                       j->flags & SPYRE_CMD_F_DST_HOST, j->status);
@@ -389,7 +392,6 @@ void spyre_dma_worker_init(SpyreState *s)
 
     w->run = spyre_dma_job_run;
     w->complete = spyre_dma_job_complete;
-    w->cancel = NULL;       /* cancel_flag is enough */
     spyre_worker_init(s, w, "spyre-dma");
 }
 
@@ -442,6 +444,7 @@ uint32_t spyre_dma_copy(SpyreState *s, unsigned n, uint32_t idx,
         j->dma = *d;
         j->cycles = *cycles;
         trace_spyre_dma_queued(n, idx, d->size);
+        s->rings[n].job = j;
         spyre_worker_submit(&s->dma_worker, j);
         return SPYRE_STATUS_QUEUED;
     }
