@@ -1986,9 +1986,9 @@ static void test_dma_to_own_bars(void)
     ring_setup(s, 0, 8);
 
     /* Worker: device -> host, every page is BAR0, offset = RESET. */
-    t0 = now_ms();
     c = cmd_dma(1, SPYRE_CMD_F_DST_HOST, 0, 0, dir_to(s, bar0, len / PAGE),
                 SPYRE_REG_RESET, len - PAGE);
+    t0 = now_ms();
     p = submit(s, 0, &c);
     g_test_message("DMA into BAR0 failed after %.1f ms", now_ms() - t0);
     g_assert_cmpuint(p.status, ==, SPYRE_STATUS_ERR_HOST_DMA);
