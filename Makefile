@@ -12,7 +12,7 @@ export CARDS
 IN_SYSROOT := tools/in-sysroot
 CMAKE_DIR := build/cmake
 
-.PHONY: all setup qemu driver user build check demo vm-shell bench checkpatch format clean
+.PHONY: all setup qemu driver driver-debug user build check demo vm-shell bench checkpatch format clean
 
 all: build
 
@@ -27,6 +27,16 @@ qemu: setup
 driver: setup
 	@$(IN_SYSROOT) 'make -s -C driver'
 
+# spyre.ko for the debug guest kernel (tools/setup/kernel-debug.sh), built out of tree from a
+# mirror of driver/ in build/kdebug so that it does not disturb the stock build.
+driver-debug: setup
+	@kd=$$(tools/setup/kernel-debug.sh) && mkdir -p build/kdebug/driver && \
+	find build/kdebug/driver -maxdepth 1 -type l -delete && \
+	for f in $$(ls driver/*.[ch] | grep -v '\.mod\.c$$') driver/Makefile; do \
+		ln -s ../../../$$f build/kdebug/driver/; done && \
+	ln -sfn ../../uapi build/kdebug/uapi && ln -sfn ../../hw build/kdebug/hw && \
+	$(IN_SYSROOT) "make -s -C build/kdebug/driver KDIR=$$kd"
+
 user: setup
 	@mkdir -p build
 	@kt=$$(tools/setup/kernel-tools.sh) && $(IN_SYSROOT) "cmake -S . -B $(CMAKE_DIR) -G Ninja -Wno-dev \
@@ -35,7 +45,7 @@ user: setup
 
 build: qemu driver user
 
-check: build
+check: build driver-debug
 	@tests/check.sh
 
 demo: build

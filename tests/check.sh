@@ -3,7 +3,8 @@
 #   host    unit tests of libspyre and tools (ctest, in the sysroot)
 #   device  QEMU qtest of the card model, no guest kernel (if present)
 #   style   checkpatch --strict on the driver
-#   guest   one VM boot with $CHECK_CARDS cards: uapi kselftests, libspyre, spyre-smi, unload
+#   guest   one VM boot with $CHECK_CARDS cards: uapi kselftests, libspyre, spyre-smi, failure
+#           suites, unload; then the same on the debug kernel (tools/setup/kernel-debug.sh)
 # Exit status is non-zero if any test failed or any suite could not run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +35,9 @@ fi
 
 if [ -x qemu-device/tests/run-qtest.sh ]; then
 	section "device model (QEMU qtest)"
-	tools/in-sysroot qemu-device/tests/run-qtest.sh > "$out/device.log" 2>&1
+	# The QEMU build of this checkout (the cache may hold others).
+	qemu_build=$(dirname "$(tools/setup/qemu.sh 2>/dev/null)")
+	tools/in-sysroot "QEMU_BUILD=$qemu_build qemu-device/tests/run-qtest.sh" > "$out/device.log" 2>&1
 	rc=$?
 	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/device.log" | tail -n1)
 	echo "${line:-no summary (exit $rc)}"
@@ -54,16 +57,25 @@ else
 	head -n 20 "$out/checkpatch.log"; record style 0 1
 fi
 
-section "guest suites ($cards cards, one VM boot)"
-rm -f "$out"/guest-*.counts
-# The failure tests inject faults and hangs: the cards need the model's test knob.
-if ! SPYRE_DEVICE_PROPS=x-fault-inject=on tools/vm/spyre-vm --cards "$cards" -- tests/guest/run-all.sh > "$out/guest.log" 2>&1; then
-	echo "the VM run failed; serial log:"; tail -n 40 "$out/guest.log"
-	record guest-vm 0 1
-else
-	grep -E '^(guest:|  )' "$out/guest.log"
-fi
-[ -n "$(ls "$out"/guest-*.counts 2>/dev/null)" ] || record guest-vm 0 1
+# guest_suites KERNEL PREFIX: one VM boot with the stock or debug kernel running every guest
+# suite; counts in $out/PREFIX-*.counts.
+guest_suites() {
+	local kernel=$1 pfx=$2
+	section "guest suites ($kernel kernel, $cards cards, one VM boot)"
+	rm -f "$out/$pfx"-*.counts
+	# The failure tests inject faults and hangs: the cards need the model's test knob.
+	if ! SPYRE_DEVICE_PROPS=x-fault-inject=on tools/vm/spyre-vm --kernel "$kernel" --cards "$cards" \
+		-- env GUEST_RESULTS_PREFIX="$pfx" tests/guest/run-all.sh > "$out/$pfx.log" 2>&1; then
+		echo "the VM run failed; serial log:"; tail -n 40 "$out/$pfx.log"
+		record "$pfx-vm" 0 1
+	else
+		grep -E '^(guest:|  )' "$out/$pfx.log"
+	fi
+	[ -n "$(ls "$out/$pfx"-*.counts 2>/dev/null)" ] || record "$pfx-vm" 0 1
+}
+guest_suites stock guest
+# The same suites on the debug kernel (KASAN, lockdep, kmemleak, UBSAN, DEBUG_OBJECTS).
+guest_suites debug debug
 
 section "summary"
 tp=0 tf=0 ts=0

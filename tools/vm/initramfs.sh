@@ -41,6 +41,7 @@ in_sysroot "$root" /bin/sh -c "
 		echo \"\$b\" >> $wdir/lib/mods/order
 	done
 	touch $wdir/lib/mods/order
+	echo $kver > $wdir/lib/mods/kver
 "
 in_sysroot "$root" /bin/sh -c "cd $wdir && find . | cpio -o -H newc --quiet | gzip -1 > /cache/$img.tmp"
 mv "$SPYRE_CACHE/$img.tmp" "$SPYRE_CACHE/$img"

@@ -11,10 +11,12 @@
 // process and a summary "N passed, N failed" (one test per process).
 //
 // --until-gone (hot-unplug): run until the card goes away. Losing the card (ENODEV from an
-// ioctl or open, a job ABORTED or TIMEOUT, mappings gone) ends a process successfully; a wrong
-// result or any other error is a failure; so is still running after --seconds.
+// ioctl or open, a job ABORTED or TIMEOUT, SIGBUS from a BO mapping whose card is gone) ends a
+// process successfully; a wrong result or any other error is a failure; so is still running
+// after --seconds.
 #include <dirent.h>
 #include <fcntl.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -262,10 +264,23 @@ class Worker {
     size_t add_size_ = 0, fault_size_ = 0;
 };
 
+sigjmp_buf g_mapping_gone;
+
+// A BO mapping of a removed card faults with SIGBUS (the driver zapped it): the card is gone.
+void on_sigbus(int) { siglongjmp(g_mapping_gone, 1); }
+
 // Returns the process exit status: 0 ok, 1 failed.
 int run_process(const Options& o, int p) {
     const std::string& dev = o.devs[p % o.devs.size()];
-    long done = 0;
+    static long done = 0;  // static: survives the siglongjmp below
+    if (o.until_gone) {
+        if (sigsetjmp(g_mapping_gone, 1)) {
+            printf("process %d (%s): ok, %ld jobs verified, then the card went away (SIGBUS on "
+                   "a BO mapping)\n", p, dev.c_str(), done);
+            return 0;
+        }
+        signal(SIGBUS, on_sigbus);
+    }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.seconds);
     try {
         Card card(dev);

@@ -1,0 +1,45 @@
+#!/bin/bash
+# Allocation-failure injection into spyre.ko (debug kernel, spyre loaded): re-runs the uapi
+# suite while failslab and fail_page_alloc fail 10% of the allocations whose call stack passes
+# through spyre.ko. The suite's own verdicts do not count here (its calls are meant to fail);
+# what counts: failures were really injected, the kernel stays clean (the dmesg and kmemleak
+# checks that follow in run-all.sh), and afterwards every card works (verified jobs).
+set -u
+cd /src
+dbg=/sys/kernel/debug
+uapi=build/cmake/tests/guest/uapi/spyre_uapi_test
+stress=build/cmake/tests/guest/stress/spyre_stress
+[ -d $dbg/failslab ] && [ -d $dbg/fail_page_alloc ] || { echo "no failslab/fail_page_alloc"; exit 1; }
+# spyre.ko's memory: /proc/modules gives the base of its text and the size of all its sections.
+read -r _ size _ _ _ base < <(grep '^spyre ' /proc/modules)
+[ -n "${base:-}" ] || { echo "spyre is not loaded"; exit 1; }
+start=$((base)); end=$((base + size))
+
+setup() {	# setup DIR PROBABILITY
+	local d=$dbg/$1
+	echo "$2" > $d/probability
+	echo 1 > $d/interval
+	echo -1 > $d/times
+	echo 0 > $d/space
+	echo 1 > $d/verbose
+	echo N > $d/task-filter
+	echo 32 > $d/stacktrace-depth
+	printf '%#x' $start > $d/require-start
+	printf '%#x' $end > $d/require-end
+	echo N > $d/ignore-gfp-wait
+}
+before=$(dmesg | grep -c 'FAULT_INJECTION: forcing a failure' || true)
+setup failslab 10
+setup fail_page_alloc 10
+echo N > $dbg/fail_page_alloc/ignore-gfp-highmem
+echo 0 > $dbg/fail_page_alloc/min-order
+timeout 600 $uapi > /tmp/failslab-uapi.log 2>&1
+rc=$?
+echo 0 > $dbg/failslab/probability
+echo 0 > $dbg/fail_page_alloc/probability
+injected=$(( $(dmesg | grep -c 'FAULT_INJECTION: forcing a failure' || true) - before ))
+echo "failslab: uapi suite exit $rc under injection: $(grep '^# Totals' /tmp/failslab-uapi.log)"
+echo "failslab: $injected allocation(s) in spyre.ko failed on purpose"
+[ $rc -ne 124 ] || { echo "failslab: the uapi suite hung"; exit 1; }
+[ "$injected" -gt 0 ] || { echo "failslab: nothing was injected"; exit 1; }
+$stress --procs 2 --jobs 60 || { echo "failslab: the cards do not work after injection"; exit 1; }
