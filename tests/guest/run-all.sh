@@ -61,5 +61,9 @@ kselftest uapi build/cmake/tests/guest/uapi/spyre_uapi_test
 gtest libspyre build/cmake/tests/guest/libspyre/libspyre_guest_test
 check smi build/cmake/tools/spyre-smi/spyre-smi
 check unload modprobe -r spyre
+# Failure paths need a short job timeout: a module load of their own.
+check modprobe-fault modprobe spyre job_timeout_ms=500
+kselftest fault build/cmake/tests/guest/uapi/spyre_fault_test
+check unload-fault modprobe -r spyre
 check dmesg sh -c "! dmesg | grep -E 'WARNING:|BUG:|Oops|general protection|KFENCE|refcount_t'"
 exit 0
