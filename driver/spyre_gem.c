@@ -4,15 +4,17 @@
  *
  * DEVICE BOs are ranges of card memory handed out by a drm_mm; the CPU maps them through
  * BAR2, write-combined (shared mappings only; they cannot be exported as dma-bufs). HOST BOs
- * are shmem objects, pinned and DMA-mapped at creation (the pinned pages count against the
- * creator's RLIMIT_MEMLOCK) and described to the DMA engine by a two-level host page
- * directory (spyre_hw.h).
+ * are shmem objects, pinned and DMA-mapped at creation (the pinned pages count in the
+ * creator's pinned_vm, against its RLIMIT_MEMLOCK) and described to the DMA engine by a
+ * two-level host page directory (spyre_hw.h).
  *
  * Copyright (C) 2025 The Spyre open stack authors
  */
 #include <linux/dma-mapping.h>
 #include <linux/mm.h>
+#include <linux/capability.h>
 #include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
 #include <linux/pagemap.h>
 #include <linux/scatterlist.h>
 
@@ -188,8 +190,9 @@ static void spyre_host_bo_free(struct drm_gem_object *obj)
 
 	if (bo->pagedir)
 		atomic64_sub(obj->size, &sdev->host_bo_bytes);
+	/* No mmap_lock here: the last reference may go in munmap() or exit_mmap(). */
 	if (bo->pin_mm) {
-		account_locked_vm(bo->pin_mm, obj->size >> PAGE_SHIFT, false);
+		atomic64_sub(obj->size >> PAGE_SHIFT, &bo->pin_mm->pinned_vm);
 		mmdrop(bo->pin_mm);
 	}
 	spyre_host_bo_free_pagedir(sdev, bo);
@@ -277,6 +280,7 @@ static struct spyre_bo *spyre_host_bo_create(struct spyre_device *sdev, u64 size
 {
 	struct drm_gem_shmem_object *shmem;
 	struct spyre_bo *bo;
+	s64 npages, pinned;
 	int ret;
 
 	shmem = drm_gem_shmem_create(&sdev->drm, size);
@@ -285,14 +289,16 @@ static struct spyre_bo *spyre_host_bo_create(struct spyre_device *sdev, u64 size
 	bo = container_of(shmem, struct spyre_bo, shmem);
 
 	/*
-	 * Pinned pages are locked memory: charge them to the caller like mlock() or RDMA
-	 * memory registration do (RLIMIT_MEMLOCK unless CAP_IPC_LOCK). The shmem pages
-	 * themselves are charged to the caller's memory cgroup.
+	 * Pinned pages are locked memory: charge them to the caller's mm->pinned_vm against
+	 * RLIMIT_MEMLOCK (unless CAP_IPC_LOCK), as RDMA memory registration does. The shmem
+	 * pages themselves are charged to the caller's memory cgroup.
 	 */
-	ret = account_locked_vm(current->mm, size >> PAGE_SHIFT, true);
-	if (ret) {
+	npages = size >> PAGE_SHIFT;
+	pinned = atomic64_add_return(npages, &current->mm->pinned_vm);
+	if (pinned > rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT && !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &current->mm->pinned_vm);
 		drm_gem_object_put(&shmem->base);
-		return ERR_PTR(ret);
+		return ERR_PTR(-ENOMEM);
 	}
 	bo->pin_mm = current->mm;
 	mmgrab(bo->pin_mm);
