@@ -151,6 +151,9 @@ struct spyre_device {
 	atomic64_t jobs_rerun;
 	atomic_t ring_resets;
 	atomic_t card_resets;
+	/* Recovery timing (debugfs 'recovery'): hang detected -> ring or card usable again. */
+	u32 last_recovery_us;
+	u32 max_recovery_us;
 };
 
 static inline struct spyre_device *to_spyre_dev(struct drm_device *drm)

@@ -477,6 +477,8 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	struct drm_gpu_scheduler *sched = sched_job->sched;
 	struct spyre_ring *ring = job->ring;
 	struct spyre_device *sdev = job->sdev;
+	ktime_t start;
+	u32 us;
 	int idx;
 
 	/* After remove(), teardown aborts everything. */
@@ -492,6 +494,7 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 		goto keep;
 	}
 
+	start = ktime_get();
 	drm_sched_stop(sched, sched_job);
 	if (!READ_ONCE(sdev->wedged) && spyre_hw_ring_abort(ring) &&
 	    !spyre_ring_restart(ring, job)) {
@@ -507,6 +510,9 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 		spyre_card_reset(sdev, job, false);
 		spyre_sched_restart_all(sdev);
 	}
+	us = ktime_us_delta(ktime_get(), start);
+	sdev->last_recovery_us = us;
+	sdev->max_recovery_us = max(sdev->max_recovery_us, us);
 	mutex_unlock(&sdev->reset_lock);
 	drm_dev_exit(idx);
 	return DRM_GPU_SCHED_STAT_NOMINAL;

@@ -101,6 +101,25 @@ static int dmesg_count(void)
 	return n;
 }
 
+/* debugfs 'recovery' line "key: value" of the card behind fd, or -1. */
+static long long recovery_stat(int fd, const char *key)
+{
+	char path[160], line[128];
+	long long v = -1;
+	FILE *f;
+
+	if (debugfs_path(fd, "recovery", path, sizeof(path)))
+		return -1;
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, strlen(key)) && line[strlen(key)] == ':')
+			v = strtoll(line + strlen(key) + 1, NULL, 10);
+	fclose(f);
+	return v;
+}
+
 /* ---- the innocent job: a verified round trip of another file ---- */
 
 struct innocent {
@@ -328,10 +347,10 @@ static void hang_cycles(struct __test_metadata *_metadata, FIXTURE_DATA(fault) *
 	slab1 = meminfo_kib("Slab");
 	/* 50 leaked jobs with their buffers would be far more than this */
 	EXPECT_LT(slab1 - slab0, 4096) TH_LOG("Slab %ld -> %ld KiB", slab0, slab1);
-	TH_LOG("%d hangs (timeout %u ms): guilty job failed after %.0f ms on average, %.0f ms at worst; innocent job done %.0f ms later at worst; %llu jobs re-run; Slab %+ld KiB",
+	TH_LOG("%d hangs (timeout %u ms): guilty job failed after %.0f ms on average, %.0f ms at worst; innocent job done %.0f ms later at worst; %llu jobs re-run; Slab %+ld KiB; recovery (timeout handler) max %lld us since load",
 	       HANG_CYCLES, self->timeout_ms, sum_guilty / 1e6 / HANG_CYCLES, worst_guilty / 1e6,
 	       worst_innocent / 1e6, (unsigned long long)(t1.jobs_rerun - t0.jobs_rerun),
-	       slab1 - slab0);
+	       slab1 - slab0, recovery_stat(self->fd, "max_recovery_us"));
 }
 
 TEST_F_TIMEOUT(fault, hang_spinning_program, 600)
