@@ -5,6 +5,7 @@
  * Copyright (C) 2025 The Spyre open stack authors
  */
 #include <linux/dma-mapping.h>
+#include <linux/io.h>
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/slab.h>
@@ -24,17 +25,17 @@ static int spyre_open(struct drm_device *drm, struct drm_file *file)
 	if (!drm_dev_enter(drm, &idx))
 		return -ENODEV;
 
-	sf = kvzalloc(sizeof(*sf), GFP_KERNEL);
+	sf = kvzalloc(sizeof(*sf), GFP_KERNEL_ACCOUNT);
 	if (!sf) {
 		ret = -ENOMEM;
 		goto out;
 	}
+	kref_init(&sf->ref);
 	sf->sdev = to_spyre_dev(drm);
 	mutex_init(&sf->lock);
 	ret = spyre_job_file_open(sf);
 	if (ret) {
-		mutex_destroy(&sf->lock);
-		kvfree(sf);
+		spyre_file_put(sf);
 		goto out;
 	}
 	file->driver_priv = sf;
@@ -48,8 +49,8 @@ static void spyre_postclose(struct drm_device *drm, struct drm_file *file)
 	struct spyre_file *sf = file->driver_priv;
 
 	spyre_job_file_close(sf);
-	mutex_destroy(&sf->lock);
-	kvfree(sf);
+	/* Jobs still on the card hold references; the last one frees the file state. */
+	spyre_file_put(sf);
 }
 
 static const struct drm_ioctl_desc spyre_ioctls[] = {
@@ -86,20 +87,59 @@ static void spyre_drm_release(struct drm_device *drm, void *arg)
 	spyre_gem_fini(sdev);
 }
 
-/* Quiesce the card and release what remove() must release while the device is bound. */
-static void spyre_hw_teardown(struct spyre_device *sdev)
+/* Stop the card: no interrupt, no ring, nothing running (bounded wait). */
+static void spyre_hw_quiesce(struct spyre_device *sdev)
 {
 	unsigned int i;
 
 	spyre_hw_disable_interrupts(sdev);
-	for (i = 0; i < sdev->num_rings; i++)
+	for (i = 0; i < sdev->num_rings; i++) {
+		spin_lock(&sdev->rings[i].lock);
 		spyre_hw_ring_disable(&sdev->rings[i]);
+		spin_unlock(&sdev->rings[i].lock);
+	}
 	spyre_hw_reset(sdev);
+}
+
+/* Quiesce the card and release what remove() must release while the device is bound. */
+static void spyre_hw_teardown(struct spyre_device *sdev)
+{
+	spyre_hw_quiesce(sdev);
 	spyre_irq_fini(sdev);
-	for (i = 0; i < sdev->num_rings; i++)
-		spyre_ring_abort_all(&sdev->rings[i], -ENODEV);
+	/* Jobs on the rings fail; every job the schedulers hold is freed now. */
+	spyre_sched_teardown(sdev);
 	spyre_hw_rings_free(sdev);
 	spyre_gem_hw_fini(sdev);
+}
+
+static void spyre_wc_release(void *arg)
+{
+	struct spyre_device *sdev = arg;
+
+	arch_phys_wc_del(sdev->wc_cookie);
+	if (sdev->wc_reserved)
+		arch_io_free_memtype_wc(sdev->devmem_bar_start, sdev->devmem_bar_len);
+}
+
+/*
+ * Reserve BAR2's memory type as write-combining, so that user mappings of DEVICE BOs and
+ * the driver's own ioremap_wc() really get WC (with PAT; an MTRR otherwise).
+ */
+static int spyre_map_devmem_wc(struct spyre_device *sdev)
+{
+	int ret;
+
+	ret = arch_io_reserve_memtype_wc(sdev->devmem_bar_start, sdev->devmem_bar_len);
+	if (ret)
+		drm_warn(&sdev->drm, "cannot reserve BAR2 as write-combining: %d\n", ret);
+	sdev->wc_reserved = !ret;
+	sdev->wc_cookie = arch_phys_wc_add(sdev->devmem_bar_start, sdev->devmem_bar_len);
+	return devm_add_action_or_reset(&sdev->pdev->dev, spyre_wc_release, sdev);
+}
+
+static void spyre_destroy_wq(void *arg)
+{
+	destroy_workqueue(arg);
 }
 
 static int spyre_map_bars(struct spyre_device *sdev)
@@ -124,7 +164,7 @@ static int spyre_map_bars(struct spyre_device *sdev)
 	}
 	sdev->devmem_bar_start = pci_resource_start(pdev, SPYRE_BAR_DEVMEM);
 	sdev->devmem_bar_len = pci_resource_len(pdev, SPYRE_BAR_DEVMEM);
-	return 0;
+	return spyre_map_devmem_wc(sdev);
 }
 
 static int spyre_probe(struct pci_dev *pdev, const struct pci_device_id *id)
@@ -156,6 +196,20 @@ static int spyre_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (ret)
 		return ret;
 	spyre_hw_reset(sdev);
+	pci_save_state(pdev);
+
+	ret = drmm_mutex_init(&sdev->drm, &sdev->reset_lock);
+	if (ret)
+		return ret;
+	sdev->reset_wq = alloc_ordered_workqueue("spyre-reset-%s", 0, pci_name(pdev));
+	if (!sdev->reset_wq)
+		return -ENOMEM;
+	ret = devm_add_action_or_reset(&pdev->dev, spyre_destroy_wq, sdev->reset_wq);
+	if (ret)
+		return ret;
+	/* The last ring is the kernel's (BO clears), unless there is only one. */
+	sdev->user_rings = sdev->num_rings > 1 ? sdev->num_rings - 1 : 1;
+	sdev->kernel_ring = &sdev->rings[sdev->num_rings - 1];
 
 	for (i = 0; i < sdev->num_rings; i++) {
 		struct spyre_ring *ring = &sdev->rings[i];
@@ -227,6 +281,51 @@ static void spyre_remove(struct pci_dev *pdev)
 	spyre_hw_teardown(sdev);
 }
 
+/* Reboot or kexec: the card must not touch memory any more. */
+static void spyre_shutdown(struct pci_dev *pdev)
+{
+	struct spyre_device *sdev = pci_get_drvdata(pdev);
+
+	spyre_hw_quiesce(sdev);
+}
+
+static pci_ers_result_t spyre_error_detected(struct pci_dev *pdev, pci_channel_state_t state)
+{
+	struct spyre_device *sdev = pci_get_drvdata(pdev);
+
+	if (state == pci_channel_io_perm_failure)
+		return PCI_ERS_RESULT_DISCONNECT;
+	spyre_reset_prepare(sdev);
+	return PCI_ERS_RESULT_NEED_RESET;
+}
+
+static pci_ers_result_t spyre_slot_reset(struct pci_dev *pdev)
+{
+	struct spyre_device *sdev = pci_get_drvdata(pdev);
+
+	pci_restore_state(pdev);
+	pci_save_state(pdev);
+	spyre_reset_done(sdev);
+	return READ_ONCE(sdev->wedged) ? PCI_ERS_RESULT_DISCONNECT : PCI_ERS_RESULT_RECOVERED;
+}
+
+static void spyre_pci_reset_prepare(struct pci_dev *pdev)
+{
+	spyre_reset_prepare(pci_get_drvdata(pdev));
+}
+
+static void spyre_pci_reset_done(struct pci_dev *pdev)
+{
+	spyre_reset_done(pci_get_drvdata(pdev));
+}
+
+static const struct pci_error_handlers spyre_err_handler = {
+	.error_detected = spyre_error_detected,
+	.slot_reset = spyre_slot_reset,
+	.reset_prepare = spyre_pci_reset_prepare,
+	.reset_done = spyre_pci_reset_done,
+};
+
 static const struct pci_device_id spyre_pci_ids[] = {
 	{ PCI_DEVICE(SPYRE_PCI_VENDOR_ID, SPYRE_PCI_DEVICE_ID) },
 	{ }
@@ -238,6 +337,8 @@ static struct pci_driver spyre_pci_driver = {
 	.id_table = spyre_pci_ids,
 	.probe = spyre_probe,
 	.remove = spyre_remove,
+	.shutdown = spyre_shutdown,
+	.err_handler = &spyre_err_handler,
 };
 module_pci_driver(spyre_pci_driver);
 

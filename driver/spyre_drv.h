@@ -36,6 +36,16 @@
 #define SPYRE_DEVMEM_RESERVED	SZ_64K
 /* Default scheduler timeout of a job on a ring (module parameter job_timeout_ms). */
 #define SPYRE_JOB_TIMEOUT_MS	30000
+/* Time the card may take to stop an aborted ring (STATUS.BUSY) or to finish a RESET. */
+#define SPYRE_ABORT_TIMEOUT_US	(1000 * USEC_PER_MSEC)
+#define SPYRE_RESET_TIMEOUT_US	(2000 * USEC_PER_MSEC)
+/* Card resets allowed within SPYRE_CARD_RESET_WINDOW; one more wedges the card. */
+#define SPYRE_CARD_RESET_BURST	5
+#define SPYRE_CARD_RESET_WINDOW	(60 * HZ)
+/* Per-file limits of work in flight (submitted, not yet freed); beyond them SUBMIT -EAGAIN. */
+#define SPYRE_FILE_MAX_JOBS	DRM_SPYRE_FILE_MAX_JOBS
+#define SPYRE_FILE_MAX_CMDS	DRM_SPYRE_FILE_MAX_CMDS
+#define SPYRE_FILE_MAX_LAUNCHES	DRM_SPYRE_FILE_MAX_LAUNCHES
 
 struct spyre_device;
 struct spyre_job;
@@ -51,9 +61,17 @@ struct spyre_ring {
 	dma_addr_t cpls_dma;
 	u32 size;				/* entries, power of two */
 
-	/* Protects everything below; taken from the interrupt handler. */
+	/*
+	 * Protects everything below; taken from the interrupt thread, run_job and recovery.
+	 * Commands are numbered by a ring sequence number that never restarts (it is also
+	 * the command's seqno - 1), so a completion entry left over from before a ring reset
+	 * can never be taken for a new one. hw_base is the sequence number of hardware entry
+	 * 0 since the last enable.
+	 */
 	spinlock_t lock;
-	u64 submitted;				/* commands written to the ring */
+	bool enabled;				/* HEAD is meaningful */
+	u64 hw_base;
+	u64 submitted;				/* sequence number of the next command */
 	u64 done;				/* commands the device has consumed */
 	struct list_head active;		/* jobs on the hardware, oldest first */
 
@@ -84,13 +102,30 @@ struct spyre_device {
 	u64 devmem_size;
 
 	struct spyre_ring rings[SPYRE_NUM_RINGS_MAX];
+	u32 user_rings;				/* rings 0 .. user_rings - 1 take SUBMITs */
+	struct spyre_ring *kernel_ring;		/* BO clears; the last ring if there are two */
 	bool rings_allocated;
+	bool sched_ready;
 	int err_irq;
+	bool wc_reserved;			/* BAR2 memtype reserved write-combining */
+	int wc_cookie;
+
+	/*
+	 * Recovery (spyre_job.c): timeout handlers of all rings run on one ordered workqueue,
+	 * and reset_lock serialises them with PCI resets. A wedged card fails every job.
+	 */
+	struct workqueue_struct *reset_wq;
+	struct mutex reset_lock;		/* recovery vs. PCI reset */
+	bool in_pci_reset;			/* between reset_prepare and reset_done */
+	bool wedged;
+	unsigned long card_reset_at[SPYRE_CARD_RESET_BURST];
+	unsigned int card_reset_next;
 
 	/* Device memory allocator. */
 	struct mutex mm_lock;			/* protects mm and devmem_used */
 	struct drm_mm mm;
 	u64 devmem_used;
+	struct list_head zombies;		/* freed DEVICE BOs whose clear still runs */
 	atomic64_t host_bo_bytes;
 
 	/*
@@ -104,7 +139,7 @@ struct spyre_device {
 	dma_addr_t zero_pt_dma;
 	dma_addr_t zero_dir_dma;
 	size_t zero_dir_bytes;
-	/* Kernel jobs (BO clears) run on ring 0 through this entity. */
+	/* Kernel jobs (BO clears) run on kernel_ring through this entity. */
 	struct drm_sched_entity kernel_entity;
 	struct mutex kernel_lock;		/* orders arm and push on kernel_entity */
 
@@ -112,7 +147,13 @@ struct spyre_device {
 	atomic64_t jobs_submitted;
 	atomic64_t jobs_completed;
 	atomic64_t jobs_failed;
+	atomic64_t jobs_timed_out;
+	atomic64_t jobs_rerun;
 	atomic_t ring_resets;
+	atomic_t card_resets;
+	/* Recovery timing (debugfs 'recovery'): hang detected -> ring or card usable again. */
+	u32 last_recovery_us;
+	u32 max_recovery_us;
 };
 
 static inline struct spyre_device *to_spyre_dev(struct drm_device *drm)
@@ -134,9 +175,13 @@ struct spyre_result {
 
 void spyre_result_put(struct spyre_result *res);
 
-/* Per open file. */
+/* Per open file; jobs keep a reference, so it can outlive the file's close. */
 struct spyre_file {
+	struct kref ref;
 	struct spyre_device *sdev;
+	atomic_t jobs;				/* jobs submitted and not yet freed */
+	atomic_t cmds;				/* their commands */
+	atomic_t launches;			/* their LAUNCH commands */
 	struct drm_sched_entity entities[SPYRE_NUM_RINGS_MAX];
 	struct mutex lock;			/* protects next_job_id and history */
 	u64 next_job_id;
@@ -149,6 +194,10 @@ struct spyre_bo {
 	u32 flags;				/* DRM_SPYRE_BO_* */
 	/* DEVICE BOs */
 	struct drm_mm_node node;
+	struct dma_fence *clear_fence;		/* the clear of BO_CREATE */
+	struct list_head zombie;		/* in sdev->zombies */
+	/* HOST BOs: the mm their pinned pages are accounted to (RLIMIT_MEMLOCK) */
+	struct mm_struct *pin_mm;
 	/* HOST BOs: two-level page directory (spyre_hw.h) */
 	u64 *pagedir;
 	dma_addr_t pagedir_dma;
@@ -207,11 +256,12 @@ static inline u64 spyre_read64(struct spyre_device *sdev, u32 lo)
 
 /* spyre_hw.c */
 int spyre_hw_init(struct spyre_device *sdev);
-void spyre_hw_reset(struct spyre_device *sdev);
+int spyre_hw_reset(struct spyre_device *sdev);
 int spyre_hw_rings_alloc(struct spyre_device *sdev);
 void spyre_hw_rings_free(struct spyre_device *sdev);
 int spyre_hw_ring_enable(struct spyre_ring *ring);
 void spyre_hw_ring_disable(struct spyre_ring *ring);
+bool spyre_hw_ring_abort(struct spyre_ring *ring);
 void spyre_hw_enable_interrupts(struct spyre_device *sdev);
 void spyre_hw_disable_interrupts(struct spyre_device *sdev);
 
@@ -229,6 +279,7 @@ void spyre_gem_hw_fini(struct spyre_device *sdev);
 int spyre_ioctl_bo_create(struct drm_device *drm, void *data, struct drm_file *file);
 int spyre_ioctl_bo_info(struct drm_device *drm, void *data, struct drm_file *file);
 u64 spyre_gem_largest_free(struct spyre_device *sdev);
+void spyre_gem_reap(struct spyre_device *sdev, bool all);
 
 /* spyre_job.c */
 int spyre_sched_init(struct spyre_device *sdev);
@@ -236,7 +287,10 @@ void spyre_sched_fini(struct spyre_device *sdev);
 int spyre_job_file_open(struct spyre_file *sf);
 void spyre_job_file_close(struct spyre_file *sf);
 void spyre_ring_process(struct spyre_ring *ring);
-void spyre_ring_abort_all(struct spyre_ring *ring, int error);
+void spyre_sched_teardown(struct spyre_device *sdev);
+void spyre_file_put(struct spyre_file *sf);
+void spyre_reset_prepare(struct spyre_device *sdev);
+void spyre_reset_done(struct spyre_device *sdev);
 int spyre_job_clear_bo(struct spyre_device *sdev, struct spyre_bo *bo);
 int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file);
 int spyre_ioctl_job_wait(struct drm_device *drm, void *data, struct drm_file *file);

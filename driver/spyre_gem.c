@@ -3,13 +3,18 @@
  * Spyre accelerator driver: buffer objects.
  *
  * DEVICE BOs are ranges of card memory handed out by a drm_mm; the CPU maps them through
- * BAR2, write-combined. HOST BOs are shmem objects, pinned and DMA-mapped at creation and
- * described to the DMA engine by a two-level host page directory (spyre_hw.h).
+ * BAR2, write-combined (shared mappings only; they cannot be exported as dma-bufs). HOST BOs
+ * are shmem objects, pinned and DMA-mapped at creation (the pinned pages count in the
+ * creator's pinned_vm, against its RLIMIT_MEMLOCK) and described to the DMA engine by a
+ * two-level host page directory (spyre_hw.h).
  *
  * Copyright (C) 2025 The Spyre open stack authors
  */
 #include <linux/dma-mapping.h>
 #include <linux/mm.h>
+#include <linux/capability.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
 #include <linux/pagemap.h>
 #include <linux/scatterlist.h>
 
@@ -20,19 +25,48 @@
 
 /* ---- DEVICE BOs ---- */
 
+/* Return the card memory of a freed DEVICE BO; mm_lock held. */
+static void spyre_dev_bo_release_node(struct spyre_device *sdev, struct spyre_bo *bo)
+{
+	lockdep_assert_held(&sdev->mm_lock);
+	if (drm_mm_node_allocated(&bo->node)) {
+		sdev->devmem_used -= bo->node.size;
+		drm_mm_remove_node(&bo->node);
+	}
+	dma_fence_put(bo->clear_fence);
+	kfree(bo);
+}
+
+/*
+ * A DEVICE BO whose clear is still running (BO_CREATE was interrupted) keeps its card
+ * memory on the zombie list until the clear's fence has signalled: the card may still be
+ * writing it. Reaped at the next allocation or memory query, all of them at teardown.
+ */
+void spyre_gem_reap(struct spyre_device *sdev, bool all)
+{
+	struct spyre_bo *bo, *tmp;
+
+	lockdep_assert_held(&sdev->mm_lock);
+	list_for_each_entry_safe(bo, tmp, &sdev->zombies, zombie) {
+		if (!all && !dma_fence_is_signaled(bo->clear_fence))
+			continue;
+		list_del(&bo->zombie);
+		spyre_dev_bo_release_node(sdev, bo);
+	}
+}
+
 static void spyre_dev_bo_free(struct drm_gem_object *obj)
 {
 	struct spyre_device *sdev = to_spyre_dev(obj->dev);
 	struct spyre_bo *bo = to_spyre_bo(obj);
 
-	mutex_lock(&sdev->mm_lock);
-	if (drm_mm_node_allocated(&bo->node)) {
-		sdev->devmem_used -= bo->node.size;
-		drm_mm_remove_node(&bo->node);
-	}
-	mutex_unlock(&sdev->mm_lock);
 	drm_gem_object_release(obj);
-	kfree(bo);
+	mutex_lock(&sdev->mm_lock);
+	if (bo->clear_fence && !dma_fence_is_signaled(bo->clear_fence))
+		list_add_tail(&bo->zombie, &sdev->zombies);
+	else
+		spyre_dev_bo_release_node(sdev, bo);
+	mutex_unlock(&sdev->mm_lock);
 }
 
 static vm_fault_t spyre_dev_bo_fault(struct vm_fault *vmf)
@@ -61,8 +95,14 @@ static const struct vm_operations_struct spyre_dev_bo_vm_ops = {
 	.close = drm_gem_vm_close,
 };
 
+/*
+ * Shared mappings only: a private (copy-on-write) mapping of PFNMAP memory cannot work
+ * (vmf_insert_pfn() refuses it), whether through the accel fd or a dma-buf.
+ */
 static int spyre_dev_bo_mmap(struct drm_gem_object *obj, struct vm_area_struct *vma)
 {
+	if (is_cow_mapping(vma->vm_flags))
+		return -EINVAL;
 	/* Make vm_pgoff the page offset inside the BO. */
 	vma->vm_pgoff -= drm_vma_node_start(&obj->vma_node);
 	vm_flags_set(vma, VM_PFNMAP | VM_IO | VM_DONTEXPAND | VM_DONTDUMP);
@@ -70,8 +110,18 @@ static int spyre_dev_bo_mmap(struct drm_gem_object *obj, struct vm_area_struct *
 	return 0;
 }
 
+/*
+ * Card memory has no struct pages and peer-to-peer DMA is not supported: a DEVICE BO cannot
+ * be shared as a dma-buf (PRIME export fails with -EOPNOTSUPP).
+ */
+static struct dma_buf *spyre_dev_bo_export(struct drm_gem_object *obj, int flags)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
 static const struct drm_gem_object_funcs spyre_dev_bo_funcs = {
 	.free = spyre_dev_bo_free,
+	.export = spyre_dev_bo_export,
 	.mmap = spyre_dev_bo_mmap,
 	.vm_ops = &spyre_dev_bo_vm_ops,
 };
@@ -81,14 +131,16 @@ static struct spyre_bo *spyre_dev_bo_create(struct spyre_device *sdev, u64 size)
 	struct spyre_bo *bo;
 	int ret;
 
-	bo = kzalloc(sizeof(*bo), GFP_KERNEL);
+	bo = kzalloc(sizeof(*bo), GFP_KERNEL_ACCOUNT);
 	if (!bo)
 		return ERR_PTR(-ENOMEM);
 	bo->flags = DRM_SPYRE_BO_DEVICE;
 	bo->shmem.base.funcs = &spyre_dev_bo_funcs;
+	INIT_LIST_HEAD(&bo->zombie);
 	drm_gem_private_object_init(&sdev->drm, &bo->shmem.base, size);
 
 	mutex_lock(&sdev->mm_lock);
+	spyre_gem_reap(sdev, false);
 	ret = drm_mm_insert_node_generic(&sdev->mm, &bo->node, size, PAGE_SIZE, 0,
 					 DRM_MM_INSERT_BEST);
 	if (!ret)
@@ -138,6 +190,11 @@ static void spyre_host_bo_free(struct drm_gem_object *obj)
 
 	if (bo->pagedir)
 		atomic64_sub(obj->size, &sdev->host_bo_bytes);
+	/* No mmap_lock here: the last reference may go in munmap() or exit_mmap(). */
+	if (bo->pin_mm) {
+		atomic64_sub(obj->size >> PAGE_SHIFT, &bo->pin_mm->pinned_vm);
+		mmdrop(bo->pin_mm);
+	}
 	spyre_host_bo_free_pagedir(sdev, bo);
 	drm_gem_shmem_free(&bo->shmem);
 }
@@ -157,7 +214,7 @@ static const struct drm_gem_object_funcs spyre_host_bo_funcs = {
 /* drm_gem_shmem_create() allocates through this hook; only HOST BOs are shmem objects. */
 struct drm_gem_object *spyre_gem_create_object(struct drm_device *drm, size_t size)
 {
-	struct spyre_bo *bo = kzalloc(sizeof(*bo), GFP_KERNEL);
+	struct spyre_bo *bo = kzalloc(sizeof(*bo), GFP_KERNEL_ACCOUNT);
 
 	if (!bo)
 		return ERR_PTR(-ENOMEM);
@@ -182,8 +239,8 @@ static int spyre_host_bo_build_pagedir(struct spyre_device *sdev, struct spyre_b
 		return PTR_ERR(sgt);
 
 	bo->num_tables = DIV_ROUND_UP(npages, SPYRE_HOST_PT_ENTRIES);
-	bo->tables = kvcalloc(bo->num_tables, sizeof(*bo->tables), GFP_KERNEL);
-	bo->tables_dma = kvcalloc(bo->num_tables, sizeof(*bo->tables_dma), GFP_KERNEL);
+	bo->tables = kvcalloc(bo->num_tables, sizeof(*bo->tables), GFP_KERNEL_ACCOUNT);
+	bo->tables_dma = kvcalloc(bo->num_tables, sizeof(*bo->tables_dma), GFP_KERNEL_ACCOUNT);
 	if (!bo->tables || !bo->tables_dma)
 		goto err;
 	bo->pagedir_bytes = PAGE_ALIGN(bo->num_tables * sizeof(u64));
@@ -223,12 +280,28 @@ static struct spyre_bo *spyre_host_bo_create(struct spyre_device *sdev, u64 size
 {
 	struct drm_gem_shmem_object *shmem;
 	struct spyre_bo *bo;
+	s64 npages, pinned;
 	int ret;
 
 	shmem = drm_gem_shmem_create(&sdev->drm, size);
 	if (IS_ERR(shmem))
 		return ERR_CAST(shmem);
 	bo = container_of(shmem, struct spyre_bo, shmem);
+
+	/*
+	 * Pinned pages are locked memory: charge them to the caller's mm->pinned_vm against
+	 * RLIMIT_MEMLOCK (unless CAP_IPC_LOCK), as RDMA memory registration does. The shmem
+	 * pages themselves are charged to the caller's memory cgroup.
+	 */
+	npages = size >> PAGE_SHIFT;
+	pinned = atomic64_add_return(npages, &current->mm->pinned_vm);
+	if (pinned > rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT && !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &current->mm->pinned_vm);
+		drm_gem_object_put(&shmem->base);
+		return ERR_PTR(-ENOMEM);
+	}
+	bo->pin_mm = current->mm;
+	mmgrab(bo->pin_mm);
 
 	ret = spyre_host_bo_build_pagedir(sdev, bo);
 	if (!ret) {
@@ -316,12 +389,16 @@ u64 spyre_gem_largest_free(struct spyre_device *sdev)
 int spyre_gem_init(struct spyre_device *sdev)
 {
 	mutex_init(&sdev->mm_lock);
+	INIT_LIST_HEAD(&sdev->zombies);
 	drm_mm_init(&sdev->mm, SPYRE_DEVMEM_RESERVED, sdev->devmem_size - SPYRE_DEVMEM_RESERVED);
 	return 0;
 }
 
 void spyre_gem_fini(struct spyre_device *sdev)
 {
+	mutex_lock(&sdev->mm_lock);
+	spyre_gem_reap(sdev, true);
+	mutex_unlock(&sdev->mm_lock);
 	drm_mm_takedown(&sdev->mm);
 	mutex_destroy(&sdev->mm_lock);
 }

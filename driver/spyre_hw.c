@@ -11,8 +11,6 @@
 
 #include "spyre_drv.h"
 
-#define SPYRE_RESET_TIMEOUT_US	100000
-
 /* Read and check the identification and configuration registers. */
 int spyre_hw_init(struct spyre_device *sdev)
 {
@@ -60,17 +58,23 @@ int spyre_hw_init(struct spyre_device *sdev)
 	return 0;
 }
 
-/* Reset the whole card: rings are disabled, interrupts masked, counters kept. */
-void spyre_hw_reset(struct spyre_device *sdev)
+/*
+ * Reset the whole card: rings are disabled, interrupts masked, running commands cancelled,
+ * counters kept. The reset is asynchronous (hw 1.1): wait, bounded, until the card is READY
+ * again. Returns -ETIMEDOUT if it is not (a wedged card). Sleeps.
+ */
+int spyre_hw_reset(struct spyre_device *sdev)
 {
 	u32 status;
 	int ret;
 
 	spyre_write(sdev, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
 	ret = readl_poll_timeout(sdev->regs + SPYRE_REG_STATUS, status,
-				 status & SPYRE_STATUS_READY, 10, SPYRE_RESET_TIMEOUT_US);
+				 (status & (SPYRE_STATUS_READY | SPYRE_STATUS_RESETTING)) ==
+				 SPYRE_STATUS_READY, 1000, SPYRE_RESET_TIMEOUT_US);
 	if (ret)
 		drm_warn(&sdev->drm, "device not ready after reset (status %#x)\n", status);
+	return ret;
 }
 
 int spyre_hw_rings_alloc(struct spyre_device *sdev)
@@ -121,8 +125,9 @@ void spyre_hw_rings_free(struct spyre_device *sdev)
 }
 
 /*
- * Program and enable one ring. The caller holds ring->lock or owns the ring exclusively;
- * the software indices restart at zero like the hardware ones.
+ * Program and enable one ring, empty. The caller holds ring->lock or owns the ring
+ * exclusively. Hardware entry 0 is now sequence number ring->submitted; the arrays are not
+ * cleared (seqnos never repeat, so stale completion entries cannot match).
  */
 int spyre_hw_ring_enable(struct spyre_ring *ring)
 {
@@ -131,10 +136,8 @@ int spyre_hw_ring_enable(struct spyre_ring *ring)
 	u32 status;
 
 	spyre_write(sdev, SPYRE_RING_REG(n, SPYRE_RING_CTRL), 0);
-	memset(ring->cmds, 0, ring->size * sizeof(*ring->cmds));
-	memset(ring->cpls, 0, ring->size * sizeof(*ring->cpls));
-	ring->submitted = 0;
-	ring->done = 0;
+	ring->hw_base = ring->submitted;
+	ring->done = ring->submitted;
 
 	spyre_write(sdev, SPYRE_RING_REG(n, SPYRE_RING_CMD_BASE_LO), lower_32_bits(ring->cmds_dma));
 	spyre_write(sdev, SPYRE_RING_REG(n, SPYRE_RING_CMD_BASE_HI), upper_32_bits(ring->cmds_dma));
@@ -148,12 +151,37 @@ int spyre_hw_ring_enable(struct spyre_ring *ring)
 		drm_err(&sdev->drm, "ring %u refused its configuration (status %#x)\n", n, status);
 		return -EIO;
 	}
+	ring->enabled = true;
 	return 0;
 }
 
+/* The caller holds ring->lock or owns the ring exclusively. */
 void spyre_hw_ring_disable(struct spyre_ring *ring)
 {
+	ring->enabled = false;
 	spyre_write(ring->sdev, SPYRE_RING_REG(ring->idx, SPYRE_RING_CTRL), 0);
+}
+
+/*
+ * Stop a ring now (hw 1.1 CTRL.ABORT): the running command is cancelled, nothing after it
+ * runs. Returns true once STATUS.BUSY is clear, after which the card touches no memory for
+ * the ring's commands; false if the card cannot abort or the command does not stop within
+ * SPYRE_ABORT_TIMEOUT_US (then only a card reset helps). Sleeps.
+ */
+bool spyre_hw_ring_abort(struct spyre_ring *ring)
+{
+	struct spyre_device *sdev = ring->sdev;
+	u32 status;
+
+	spin_lock(&ring->lock);
+	ring->enabled = false;
+	spin_unlock(&ring->lock);
+	if (!(sdev->caps & SPYRE_CAP_RING_ABORT))
+		return false;
+	spyre_write(sdev, SPYRE_RING_REG(ring->idx, SPYRE_RING_CTRL), SPYRE_RING_CTRL_ABORT);
+	return !readl_poll_timeout(sdev->regs + SPYRE_RING_REG(ring->idx, SPYRE_RING_STATUS),
+				   status, !(status & SPYRE_RING_STATUS_BUSY), 1000,
+				   SPYRE_ABORT_TIMEOUT_US);
 }
 
 void spyre_hw_enable_interrupts(struct spyre_device *sdev)

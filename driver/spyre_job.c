@@ -5,8 +5,14 @@
  * Every ring has a drm_gpu_scheduler whose credits are ring entries; every open file has
  * one entity per ring. A job is a list of hardware commands prepared and checked at SUBMIT;
  * run_job() copies them into the ring and rings the doorbell. The last command of a job
- * asks for an interrupt; the interrupt handler reads the completion entries of finished
+ * asks for an interrupt; the interrupt thread reads the completion entries of finished
  * jobs, records their result and signals their hardware fence.
+ *
+ * Recovery (Documentation/driver.md, "Failure handling"): a job that outlives the timeout
+ * gets its ring aborted (CTRL.ABORT, then STATUS.BUSY = 0: only then are its resources
+ * released); innocent jobs behind it are written to the ring again. A ring that does not
+ * stop escalates to a card reset (every ring's innocent jobs re-run), and a card that does
+ * not come back, or resets too often, is wedged: every job fails until a PCI reset.
  *
  * Copyright (C) 2025 The Spyre open stack authors
  */
@@ -21,9 +27,14 @@
 
 #include "spyre_drv.h"
 
-/* Smallest element sizes SUBMIT accepts (the first version of each struct). */
-#define SPYRE_CMD_SIZE_MIN	sizeof(struct drm_spyre_cmd)
-#define SPYRE_SYNC_SIZE_MIN	sizeof(struct drm_spyre_sync)
+/*
+ * Smallest element sizes SUBMIT accepts: the sizes of the first published (v1) structs,
+ * pinned here so that growing a struct never rejects older callers.
+ */
+#define SPYRE_CMD_SIZE_MIN	64
+#define SPYRE_SYNC_SIZE_MIN	16
+static_assert(sizeof(struct drm_spyre_cmd) >= SPYRE_CMD_SIZE_MIN);
+static_assert(sizeof(struct drm_spyre_sync) >= SPYRE_SYNC_SIZE_MIN);
 /* Largest element size accepted; the tail beyond the known struct must be zero. */
 #define SPYRE_ELEM_SIZE_MAX	256
 
@@ -35,18 +46,22 @@ struct spyre_job {
 	struct drm_sched_job base;
 	struct spyre_device *sdev;
 	struct spyre_ring *ring;
+	struct spyre_file *sf;		/* submitter (a reference); NULL for kernel jobs */
 	struct spyre_result *res;
 
 	struct spyre_hw_cmd *cmds;
 	u32 cmd_count;
+	u32 launch_count;
+	u32 charged_cmds;		/* counted in sf->cmds */
+	u32 charged_launches;		/* counted in sf->launches */
 	struct drm_gem_object **bos;
 	u32 bo_count;
 	struct list_head launches;	/* struct spyre_launch of its LAUNCH commands */
 
-	struct dma_fence *hw_fence;	/* allocated at submit, initialised by run_job */
+	struct dma_fence *hw_fence;	/* allocated at submit, initialised by the first run_job */
 	bool hw_fence_live;
 	bool kernel;			/* driver-internal job: not counted in telemetry */
-	u64 first;			/* ring sequence number of the first command */
+	u64 first;			/* ring sequence number of the first command (last run) */
 	struct list_head node;		/* in ring->active while on the hardware */
 };
 
@@ -106,10 +121,35 @@ static void spyre_job_free(struct spyre_job *job)
 	else
 		kfree(job->hw_fence);
 	spyre_result_put(job->res);
+	if (job->sf) {
+		atomic_dec(&job->sf->jobs);
+		atomic_sub(job->charged_cmds, &job->sf->cmds);
+		atomic_sub(job->charged_launches, &job->sf->launches);
+		spyre_file_put(job->sf);
+	}
 	kfree(job);
 }
 
+static void spyre_file_release(struct kref *ref)
+{
+	struct spyre_file *sf = container_of(ref, struct spyre_file, ref);
+
+	mutex_destroy(&sf->lock);
+	kvfree(sf);
+}
+
+void spyre_file_put(struct spyre_file *sf)
+{
+	kref_put(&sf->ref, spyre_file_release);
+}
+
 /* ---- completion ---- */
+
+/* Hardware entry of ring sequence number @seq. */
+static inline u32 spyre_ring_entry(struct spyre_ring *ring, u64 seq)
+{
+	return (seq - ring->hw_base) & (ring->size - 1);
+}
 
 /* Record the job's result from its completion entries and signal its hardware fence. */
 static void spyre_job_complete(struct spyre_ring *ring, struct spyre_job *job)
@@ -122,7 +162,7 @@ static void spyre_job_complete(struct spyre_ring *ring, struct spyre_job *job)
 	u32 i;
 
 	for (i = 0; i < job->cmd_count; i++) {
-		struct spyre_hw_cpl *cpl = &ring->cpls[(job->first + i) & (ring->size - 1)];
+		struct spyre_hw_cpl *cpl = &ring->cpls[spyre_ring_entry(ring, job->first + i)];
 
 		cycles += READ_ONCE(cpl->cycles);
 		if (!failed && READ_ONCE(cpl->status) != SPYRE_STATUS_OK) {
@@ -134,8 +174,11 @@ static void spyre_job_complete(struct spyre_ring *ring, struct spyre_job *job)
 	}
 	res->cycles = cycles;
 	/* Launch results reach their BOs before the fence tells anyone the job is done. */
-	list_for_each_entry(l, &job->launches, node)
-		spyre_launch_complete(l, &ring->cpls[(job->first + l->cmd_idx) & (ring->size - 1)]);
+	list_for_each_entry(l, &job->launches, node) {
+		u32 e = spyre_ring_entry(ring, job->first + l->cmd_idx);
+
+		spyre_launch_complete(l, &ring->cpls[e]);
+	}
 	if (!job->kernel)
 		atomic64_inc(&sdev->jobs_completed);
 	if (failed) {
@@ -148,6 +191,28 @@ static void spyre_job_complete(struct spyre_ring *ring, struct spyre_job *job)
 	dma_fence_signal(job->hw_fence);
 }
 
+/*
+ * Finish a job that did not complete: @status DRM_SPYRE_JOB_TIMEOUT (the guilty job) or
+ * DRM_SPYRE_JOB_ABORTED, fence error @error. The ring lock is held (or the ring is dead).
+ */
+static void spyre_job_fail(struct spyre_job *job, u32 status, int error)
+{
+	struct spyre_device *sdev = job->sdev;
+
+	if (dma_fence_is_signaled(job->hw_fence))
+		return;
+	job->res->status = status;
+	dma_fence_set_error(job->hw_fence, error);
+	if (!job->kernel) {
+		atomic64_inc(&sdev->jobs_completed);
+		atomic64_inc(&sdev->jobs_failed);
+	}
+	if (status == DRM_SPYRE_JOB_TIMEOUT)
+		atomic64_inc(&sdev->jobs_timed_out);
+	list_del_init(&job->node);
+	dma_fence_signal(job->hw_fence);
+}
+
 /* The completion entries of a job are valid once each carries its command's seqno. */
 static bool spyre_job_cpls_valid(struct spyre_ring *ring, struct spyre_job *job)
 {
@@ -156,26 +221,34 @@ static bool spyre_job_cpls_valid(struct spyre_ring *ring, struct spyre_job *job)
 	for (i = 0; i < job->cmd_count; i++) {
 		u64 seq = job->first + i;
 
-		if (READ_ONCE(ring->cpls[seq & (ring->size - 1)].seqno) != seq + 1)
+		if (READ_ONCE(ring->cpls[spyre_ring_entry(ring, seq)].seqno) != seq + 1)
 			return false;
 	}
 	return true;
 }
 
-/* Called from the interrupt handlers and the timeout handler. */
-void spyre_ring_process(struct spyre_ring *ring)
+/*
+ * Complete the finished jobs of a ring, oldest first. @quiesced: the ring is stopped
+ * (aborted or reset) and the card writes nothing more for it, so every completion entry
+ * that carries its command's seqno is final, whatever HEAD says.
+ */
+static void spyre_ring_process_locked(struct spyre_ring *ring, bool quiesced)
 {
 	struct spyre_device *sdev = ring->sdev;
 	struct spyre_job *job, *tmp;
-	unsigned long flags;
-	u32 head;
+	u32 head, rel;
 
-	spin_lock_irqsave(&ring->lock, flags);
-	head = spyre_read(sdev, SPYRE_RING_REG(ring->idx, SPYRE_RING_HEAD));
-	if (head < ring->size) {
-		ring->done += (head - ring->done) & (ring->size - 1);
-		if (ring->done > ring->submitted)
-			ring->done = ring->submitted;
+	lockdep_assert_held(&ring->lock);
+	if (quiesced) {
+		ring->done = ring->submitted;
+	} else if (ring->enabled) {
+		head = spyre_read(sdev, SPYRE_RING_REG(ring->idx, SPYRE_RING_HEAD));
+		if (head < ring->size) {
+			rel = ring->done - ring->hw_base;
+			ring->done += (head - rel) & (ring->size - 1);
+			if (ring->done > ring->submitted)
+				ring->done = ring->submitted;
+		}
 	}
 	dma_rmb();
 	list_for_each_entry_safe(job, tmp, &ring->active, node) {
@@ -185,72 +258,26 @@ void spyre_ring_process(struct spyre_ring *ring)
 			break;
 		spyre_job_complete(ring, job);
 	}
-	spin_unlock_irqrestore(&ring->lock, flags);
 }
 
-/*
- * Fail every job on the hardware of this ring: the job @bad (if any) timed out, the others
- * are aborted. The ring must be stopped first.
- */
-static void spyre_ring_fail_active(struct spyre_ring *ring, struct spyre_job *bad, int error)
+/* Called from the interrupt threads and the timeout handler. */
+void spyre_ring_process(struct spyre_ring *ring)
+{
+	spin_lock(&ring->lock);
+	spyre_ring_process_locked(ring, false);
+	spin_unlock(&ring->lock);
+}
+
+/* Write the job's commands to the ring and ring the doorbell; ring lock held. */
+static void spyre_ring_write_job(struct spyre_ring *ring, struct spyre_job *job)
 {
 	struct spyre_device *sdev = ring->sdev;
-	struct spyre_job *job, *tmp;
-	unsigned long flags;
-
-	spin_lock_irqsave(&ring->lock, flags);
-	list_for_each_entry_safe(job, tmp, &ring->active, node) {
-		if (job == bad) {
-			job->res->status = DRM_SPYRE_JOB_TIMEOUT;
-			dma_fence_set_error(job->hw_fence, -ETIMEDOUT);
-		} else {
-			job->res->status = DRM_SPYRE_JOB_ABORTED;
-			dma_fence_set_error(job->hw_fence, error);
-		}
-		if (!job->kernel) {
-			atomic64_inc(&sdev->jobs_completed);
-			atomic64_inc(&sdev->jobs_failed);
-		}
-		list_del_init(&job->node);
-		dma_fence_signal(job->hw_fence);
-	}
-	spin_unlock_irqrestore(&ring->lock, flags);
-}
-
-void spyre_ring_abort_all(struct spyre_ring *ring, int error)
-{
-	spyre_ring_fail_active(ring, NULL, error);
-}
-
-/* ---- scheduler back end ---- */
-
-static struct dma_fence *spyre_run_job(struct drm_sched_job *sched_job)
-{
-	struct spyre_job *job = to_spyre_job(sched_job);
-	struct spyre_ring *ring = job->ring;
-	struct spyre_device *sdev = job->sdev;
-	u32 mask = ring->size - 1;
-	unsigned long flags;
-	int idx, err;
 	u32 i;
 
-	err = sched_job->s_fence->finished.error;
-	if (unlikely(err)) {
-		job->res->status = DRM_SPYRE_JOB_ABORTED;
-		return ERR_PTR(err);
-	}
-	if (!drm_dev_enter(&sdev->drm, &idx)) {
-		job->res->status = DRM_SPYRE_JOB_ABORTED;
-		return ERR_PTR(-ENODEV);
-	}
-
-	spin_lock_irqsave(&ring->lock, flags);
-	dma_fence_init(job->hw_fence, &spyre_fence_ops, &ring->fence_lock,
-		       ring->fence_context, ++ring->fence_seqno);
-	job->hw_fence_live = true;
+	lockdep_assert_held(&ring->lock);
 	job->first = ring->submitted;
 	for (i = 0; i < job->cmd_count; i++) {
-		struct spyre_hw_cmd *cmd = &ring->cmds[(job->first + i) & mask];
+		struct spyre_hw_cmd *cmd = &ring->cmds[spyre_ring_entry(ring, job->first + i)];
 
 		*cmd = job->cmds[i];
 		cmd->hdr.seqno = job->first + i + 1;
@@ -260,18 +287,189 @@ static struct dma_fence *spyre_run_job(struct drm_sched_job *sched_job)
 	ring->submitted += job->cmd_count;
 	list_add_tail(&job->node, &ring->active);
 	/* writel() orders the command writes before the doorbell. */
-	spyre_write(sdev, SPYRE_RING_REG(ring->idx, SPYRE_RING_TAIL), ring->submitted & mask);
-	spin_unlock_irqrestore(&ring->lock, flags);
+	spyre_write(sdev, SPYRE_RING_REG(ring->idx, SPYRE_RING_TAIL),
+		    spyre_ring_entry(ring, ring->submitted));
+}
+
+/* ---- scheduler back end ---- */
+
+/*
+ * First run: check, initialise the hardware fence, write the job. Re-run after a reset
+ * (drm_sched_resubmit_jobs()): a job whose fence has signalled meanwhile (it completed, or
+ * it was the guilty one) returns it; the others are written to the ring again.
+ */
+static struct dma_fence *spyre_run_job(struct drm_sched_job *sched_job)
+{
+	struct spyre_job *job = to_spyre_job(sched_job);
+	struct spyre_ring *ring = job->ring;
+	struct spyre_device *sdev = job->sdev;
+	int idx, err;
+
+	if (job->hw_fence_live && dma_fence_is_signaled(job->hw_fence))
+		return dma_fence_get(job->hw_fence);
+
+	err = sched_job->s_fence->finished.error;
+	if (!err && !drm_dev_enter(&sdev->drm, &idx))
+		err = -ENODEV;
+	if (!err && READ_ONCE(sdev->wedged)) {
+		drm_dev_exit(idx);
+		err = -EIO;
+	}
+	if (unlikely(err)) {
+		if (!job->hw_fence_live) {
+			job->res->status = DRM_SPYRE_JOB_ABORTED;
+			return ERR_PTR(err);
+		}
+		spin_lock(&ring->lock);
+		spyre_job_fail(job, DRM_SPYRE_JOB_ABORTED, err);
+		spin_unlock(&ring->lock);
+		return dma_fence_get(job->hw_fence);
+	}
+
+	spin_lock(&ring->lock);
+	if (!job->hw_fence_live) {
+		dma_fence_init(job->hw_fence, &spyre_fence_ops, &ring->fence_lock,
+			       ring->fence_context, ++ring->fence_seqno);
+		job->hw_fence_live = true;
+	} else {
+		atomic64_inc(&sdev->jobs_rerun);
+	}
+	spyre_ring_write_job(ring, job);
+	spin_unlock(&ring->lock);
 
 	drm_dev_exit(idx);
 	return dma_fence_get(job->hw_fence);
 }
 
+/* ---- recovery ---- */
+
 /*
- * A job did not finish in time. If its completion was only missed, carry on. Otherwise do
- * the minimum: stop the scheduler, disable the ring, fail the jobs that were on it (the
- * late one with DRM_SPYRE_JOB_TIMEOUT, the others with DRM_SPYRE_JOB_ABORTED), re-enable
- * the ring empty and restart the scheduler. No attempt is made to replay aborted jobs.
+ * Restart an aborted ring (the card touches nothing of it any more): complete what had
+ * finished, fail @bad with DRM_SPYRE_JOB_TIMEOUT, take every other job off the ring (run_job
+ * writes them again, in order, from drm_sched_resubmit_jobs()) and enable the ring empty.
+ */
+static int spyre_ring_restart(struct spyre_ring *ring, struct spyre_job *bad)
+{
+	struct spyre_job *job, *tmp;
+	int ret;
+
+	spin_lock(&ring->lock);
+	spyre_ring_process_locked(ring, true);
+	if (bad && bad->ring == ring)
+		spyre_job_fail(bad, DRM_SPYRE_JOB_TIMEOUT, -ETIMEDOUT);
+	list_for_each_entry_safe(job, tmp, &ring->active, node)
+		list_del_init(&job->node);
+	ret = spyre_hw_ring_enable(ring);
+	spin_unlock(&ring->lock);
+	return ret;
+}
+
+/* A wedged card fails every job on it, @bad with DRM_SPYRE_JOB_TIMEOUT. */
+static void spyre_ring_fail_all(struct spyre_ring *ring, struct spyre_job *bad, int error)
+{
+	struct spyre_job *job, *tmp;
+
+	spin_lock(&ring->lock);
+	spyre_ring_process_locked(ring, true);
+	list_for_each_entry_safe(job, tmp, &ring->active, node) {
+		if (job == bad)
+			spyre_job_fail(job, DRM_SPYRE_JOB_TIMEOUT, -ETIMEDOUT);
+		else
+			spyre_job_fail(job, DRM_SPYRE_JOB_ABORTED, error);
+	}
+	spin_unlock(&ring->lock);
+}
+
+/* Card resets are rate-limited: more than SPYRE_CARD_RESET_BURST a window wedges. */
+static bool spyre_card_reset_allowed(struct spyre_device *sdev)
+{
+	unsigned long *slot = &sdev->card_reset_at[sdev->card_reset_next];
+
+	if (*slot && time_before(jiffies, *slot + SPYRE_CARD_RESET_WINDOW))
+		return false;
+	*slot = jiffies | 1;
+	sdev->card_reset_next = (sdev->card_reset_next + 1) % SPYRE_CARD_RESET_BURST;
+	return true;
+}
+
+/*
+ * The card did not come back: fail everything, keep the rings down and tell userspace.
+ * Linux 6.12 has no drm_dev_wedged_event(), so the same "WEDGED=" uevent is sent by hand
+ * (Documentation/gpu/drm-uapi.rst, "Device wedging"): unbind, PCI reset, bind recovers.
+ */
+static void spyre_wedge(struct spyre_device *sdev)
+{
+	char event[32], *envp[2];
+
+	if (READ_ONCE(sdev->wedged))
+		return;
+	WRITE_ONCE(sdev->wedged, true);
+	drm_err(&sdev->drm, "card wedged; to recover: unbind, reset the PCI function, bind\n");
+	strscpy(event, "WEDGED=rebind,bus-reset");
+	envp[0] = event;
+	envp[1] = NULL;
+	if (sdev->drm.accel)
+		kobject_uevent_env(&sdev->drm.accel->kdev->kobj, KOBJ_CHANGE, envp);
+}
+
+/*
+ * Reset the whole card; every scheduler is stopped. @bad (may be NULL) fails with
+ * DRM_SPYRE_JOB_TIMEOUT; every other unfinished job is taken off its ring to be written
+ * again by drm_sched_resubmit_jobs(), unless the card does not come back (or @force is
+ * false and the reset budget is used up): then the card is wedged and they fail.
+ */
+static void spyre_card_reset(struct spyre_device *sdev, struct spyre_job *bad, bool force)
+{
+	bool ok = force || (!READ_ONCE(sdev->wedged) && spyre_card_reset_allowed(sdev));
+	unsigned int i;
+
+	spyre_hw_disable_interrupts(sdev);
+	for (i = 0; i < sdev->num_rings; i++) {
+		spin_lock(&sdev->rings[i].lock);
+		sdev->rings[i].enabled = false;
+		spin_unlock(&sdev->rings[i].lock);
+	}
+	if (ok)
+		ok = !spyre_hw_reset(sdev);
+	for (i = 0; i < sdev->num_rings && ok; i++)
+		if (spyre_ring_restart(&sdev->rings[i], bad))
+			ok = false;
+	if (!ok) {
+		for (i = 0; i < sdev->num_rings; i++)
+			spyre_ring_fail_all(&sdev->rings[i], bad, -EIO);
+		spyre_wedge(sdev);
+		return;
+	}
+	WRITE_ONCE(sdev->wedged, false);
+	spyre_hw_enable_interrupts(sdev);
+	atomic_inc(&sdev->card_resets);
+}
+
+static void spyre_sched_stop_all(struct spyre_device *sdev, struct drm_gpu_scheduler *except)
+{
+	unsigned int i;
+
+	for (i = 0; i < sdev->num_rings; i++)
+		if (&sdev->rings[i].sched != except)
+			drm_sched_stop(&sdev->rings[i].sched, NULL);
+}
+
+static void spyre_sched_restart_all(struct spyre_device *sdev)
+{
+	unsigned int i;
+
+	for (i = 0; i < sdev->num_rings; i++) {
+		drm_sched_resubmit_jobs(&sdev->rings[i].sched);
+		drm_sched_start(&sdev->rings[i].sched);
+	}
+}
+
+/*
+ * A job did not finish in time. If its completion was only missed, carry on. Otherwise
+ * stop its scheduler, abort its ring and wait until the card has really stopped it (its
+ * BOs and launch buffers stay alive until then), fail it with DRM_SPYRE_JOB_TIMEOUT and
+ * re-run the innocent jobs queued behind it. A ring that does not stop escalates to a card
+ * reset, a card that does not come back is wedged.
  */
 static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_job)
 {
@@ -279,34 +477,102 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	struct drm_gpu_scheduler *sched = sched_job->sched;
 	struct spyre_ring *ring = job->ring;
 	struct spyre_device *sdev = job->sdev;
-	unsigned long flags;
+	ktime_t start;
+	u32 us;
 	int idx;
 
-	if (drm_dev_enter(&sdev->drm, &idx)) {
+	/* After remove(), teardown aborts everything. */
+	if (!drm_dev_enter(&sdev->drm, &idx))
+		goto keep;
+	mutex_lock(&sdev->reset_lock);
+	if (job->hw_fence_live)
 		spyre_ring_process(ring);
-		if (!dma_fence_is_signaled(job->hw_fence))
-			goto reset;
+	/* Finished after all, never reached the ring, or a PCI reset deals with it. */
+	if (!job->hw_fence_live || dma_fence_is_signaled(job->hw_fence) || sdev->in_pci_reset) {
+		mutex_unlock(&sdev->reset_lock);
 		drm_dev_exit(idx);
+		goto keep;
 	}
-	/* Finished after all, or the device is gone and remove() aborts it: keep it listed. */
+
+	start = ktime_get();
+	drm_sched_stop(sched, sched_job);
+	if (!READ_ONCE(sdev->wedged) && spyre_hw_ring_abort(ring) &&
+	    !spyre_ring_restart(ring, job)) {
+		drm_warn(&sdev->drm, "job %llu on ring %u timed out; ring reset\n",
+			 job->res->job_id, ring->idx);
+		atomic_inc(&sdev->ring_resets);
+		drm_sched_resubmit_jobs(sched);
+		drm_sched_start(sched);
+	} else {
+		drm_warn(&sdev->drm, "job %llu on ring %u timed out and the ring did not stop; card reset\n",
+			 job->res->job_id, ring->idx);
+		spyre_sched_stop_all(sdev, sched);
+		spyre_card_reset(sdev, job, false);
+		spyre_sched_restart_all(sdev);
+	}
+	us = ktime_us_delta(ktime_get(), start);
+	sdev->last_recovery_us = us;
+	sdev->max_recovery_us = max(sdev->max_recovery_us, us);
+	mutex_unlock(&sdev->reset_lock);
+	drm_dev_exit(idx);
+	return DRM_GPU_SCHED_STAT_NOMINAL;
+
+keep:
 	spin_lock(&sched->job_list_lock);
 	list_add(&sched_job->list, &sched->pending_list);
 	spin_unlock(&sched->job_list_lock);
 	return DRM_GPU_SCHED_STAT_NOMINAL;
+}
 
-reset:
-	drm_warn(&sdev->drm, "job on ring %u timed out; resetting the ring\n", ring->idx);
-	drm_sched_stop(sched, sched_job);
-	spyre_hw_ring_disable(ring);
-	spyre_ring_fail_active(ring, job, -ECANCELED);
-	spin_lock_irqsave(&ring->lock, flags);
-	if (spyre_hw_ring_enable(ring))
-		drm_err(&sdev->drm, "ring %u did not come back after reset\n", ring->idx);
-	spin_unlock_irqrestore(&ring->lock, flags);
-	atomic_inc(&sdev->ring_resets);
-	drm_sched_start(sched);
-	drm_dev_exit(idx);
-	return DRM_GPU_SCHED_STAT_NOMINAL;
+/*
+ * PCI function reset while bound (sysfs reset, AER): stop every scheduler before it, and
+ * after it bring the card back (a PCI reset also ends a wedge) and re-run what was queued.
+ */
+void spyre_reset_prepare(struct spyre_device *sdev)
+{
+	if (!sdev->sched_ready)
+		return;
+	mutex_lock(&sdev->reset_lock);
+	if (!sdev->in_pci_reset) {
+		sdev->in_pci_reset = true;
+		spyre_sched_stop_all(sdev, NULL);
+		spyre_hw_disable_interrupts(sdev);
+	}
+	mutex_unlock(&sdev->reset_lock);
+}
+
+void spyre_reset_done(struct spyre_device *sdev)
+{
+	if (!sdev->sched_ready)
+		return;
+	mutex_lock(&sdev->reset_lock);
+	if (sdev->in_pci_reset) {
+		WRITE_ONCE(sdev->wedged, false);
+		spyre_card_reset(sdev, NULL, true);
+		sdev->in_pci_reset = false;
+		spyre_sched_restart_all(sdev);
+	}
+	mutex_unlock(&sdev->reset_lock);
+}
+
+/*
+ * remove(): the card is already reset and its interrupts freed. Fail every job still on a
+ * ring and free, synchronously, every job the schedulers hold (drm_sched_stop() frees the
+ * finished ones), so no BO reference outlives the device; then restart the schedulers so
+ * that jobs still queued by open files reach run_job, which refuses them.
+ */
+void spyre_sched_teardown(struct spyre_device *sdev)
+{
+	unsigned int i;
+
+	for (i = 0; i < sdev->num_rings; i++)
+		spyre_ring_fail_all(&sdev->rings[i], NULL, -ENODEV);
+	if (!sdev->sched_ready)
+		return;
+	for (i = 0; i < sdev->num_rings; i++) {
+		drm_sched_stop(&sdev->rings[i].sched, NULL);
+		drm_sched_start(&sdev->rings[i].sched);
+	}
 }
 
 static void spyre_free_job(struct drm_sched_job *sched_job)
@@ -336,6 +602,8 @@ int spyre_sched_init(struct spyre_device *sdev)
 			.num_rqs = DRM_SCHED_PRIORITY_COUNT,
 			.credit_limit = ring->size - 1,
 			.timeout = msecs_to_jiffies(spyre_job_timeout_ms ?: SPYRE_JOB_TIMEOUT_MS),
+			/* one ordered queue: recoveries of different rings never overlap */
+			.timeout_wq = sdev->reset_wq,
 			.name = ring->irq_name,
 			.dev = sdev->drm.dev,
 		};
@@ -345,12 +613,13 @@ int spyre_sched_init(struct spyre_device *sdev)
 			goto err;
 	}
 
-	sched = &sdev->rings[0].sched;
+	sched = &sdev->kernel_ring->sched;
 	ret = drm_sched_entity_init(&sdev->kernel_entity, DRM_SCHED_PRIORITY_KERNEL, &sched, 1,
 				    NULL);
 	if (ret)
 		goto err;
 	mutex_init(&sdev->kernel_lock);
+	sdev->sched_ready = true;
 	return 0;
 
 err:
@@ -367,6 +636,7 @@ void spyre_sched_fini(struct spyre_device *sdev)
 	mutex_destroy(&sdev->kernel_lock);
 	for (i = 0; i < sdev->num_rings; i++)
 		drm_sched_fini(&sdev->rings[i].sched);
+	sdev->sched_ready = false;
 }
 
 int spyre_job_file_open(struct spyre_file *sf)
@@ -375,7 +645,7 @@ int spyre_job_file_open(struct spyre_file *sf)
 	unsigned int i;
 	int ret;
 
-	for (i = 0; i < sdev->num_rings; i++) {
+	for (i = 0; i < sdev->user_rings; i++) {
 		struct drm_gpu_scheduler *sched = &sdev->rings[i].sched;
 
 		ret = drm_sched_entity_init(&sf->entities[i], DRM_SCHED_PRIORITY_NORMAL,
@@ -393,7 +663,7 @@ void spyre_job_file_close(struct spyre_file *sf)
 {
 	unsigned int i;
 
-	for (i = 0; i < sf->sdev->num_rings; i++)
+	for (i = 0; i < sf->sdev->user_rings; i++)
 		drm_sched_entity_destroy(&sf->entities[i]);
 	for (i = 0; i < DRM_SPYRE_JOB_HISTORY; i++)
 		spyre_result_put(sf->history[i]);
@@ -441,8 +711,10 @@ static int spyre_job_prepare_cmd(struct spyre_job *job, struct drm_file *file,
 
 	if (uc->op == DRM_SPYRE_CMD_LAUNCH) {
 		ret = spyre_launch_prepare(job->sdev, file, uc, job->cmd_count, hc, &l);
-		if (l)
+		if (l) {
 			list_add_tail(&l->node, &job->launches);
+			job->launch_count++;
+		}
 		return ret;
 	}
 	/* Only LAUNCH has an extension. */
@@ -506,8 +778,8 @@ static int spyre_job_prepare_cmds(struct spyre_job *job, struct drm_file *file,
 	u32 i;
 	int ret;
 
-	job->cmds = kvmalloc_array(args->cmd_count, sizeof(*job->cmds), GFP_KERNEL);
-	job->bos = kvmalloc_array(args->cmd_count * 2, sizeof(*job->bos), GFP_KERNEL);
+	job->cmds = kvmalloc_array(args->cmd_count, sizeof(*job->cmds), GFP_KERNEL_ACCOUNT);
+	job->bos = kvmalloc_array(args->cmd_count * 2, sizeof(*job->bos), GFP_KERNEL_ACCOUNT);
 	if (!job->cmds || !job->bos)
 		return -ENOMEM;
 
@@ -551,7 +823,7 @@ static int spyre_submit_check_args(struct spyre_device *sdev, const struct drm_s
 {
 	if (a->flags || a->pad)
 		return -EINVAL;
-	if (a->ring >= sdev->num_rings)
+	if (a->ring >= sdev->user_rings)
 		return -EINVAL;
 	if (a->cmd_count == 0 || a->cmd_count > DRM_SPYRE_MAX_CMDS || !a->cmds)
 		return -EINVAL;
@@ -578,21 +850,35 @@ int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file
 	struct dma_fence *done;
 	struct spyre_job *job;
 	unsigned int slot;
-	int ret;
+	int ret, jobs, cmds;
 
 	ret = spyre_submit_check_args(sdev, args);
 	if (ret)
 		return ret;
+	if (READ_ONCE(sdev->wedged))
+		return -EIO;
 
-	job = kzalloc(sizeof(*job), GFP_KERNEL);
+	job = kzalloc(sizeof(*job), GFP_KERNEL_ACCOUNT);
 	if (!job)
 		return -ENOMEM;
 	job->sdev = sdev;
 	job->ring = &sdev->rings[args->ring];
 	INIT_LIST_HEAD(&job->node);
 	INIT_LIST_HEAD(&job->launches);
-	job->res = kzalloc(sizeof(*job->res), GFP_KERNEL);
-	job->hw_fence = kzalloc(sizeof(*job->hw_fence), GFP_KERNEL);
+
+	/* Per-file budget of work in flight, charged until the job is freed. */
+	kref_get(&sf->ref);
+	job->sf = sf;
+	job->charged_cmds = args->cmd_count;
+	jobs = atomic_inc_return(&sf->jobs);
+	cmds = atomic_add_return(args->cmd_count, &sf->cmds);
+	if (jobs > SPYRE_FILE_MAX_JOBS || cmds > SPYRE_FILE_MAX_CMDS) {
+		ret = -EAGAIN;
+		goto err_free;
+	}
+
+	job->res = kzalloc(sizeof(*job->res), GFP_KERNEL_ACCOUNT);
+	job->hw_fence = kzalloc(sizeof(*job->hw_fence), GFP_KERNEL_ACCOUNT);
 	if (!job->res || !job->hw_fence) {
 		ret = -ENOMEM;
 		goto err_free;
@@ -602,6 +888,11 @@ int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file
 	ret = spyre_job_prepare_cmds(job, file, args);
 	if (ret)
 		goto err_free;
+	job->charged_launches = job->launch_count;
+	if (atomic_add_return(job->launch_count, &sf->launches) > SPYRE_FILE_MAX_LAUNCHES) {
+		ret = -EAGAIN;
+		goto err_free;
+	}
 
 	if (args->out_sync) {
 		syncobj = drm_syncobj_find(file, args->out_sync);
@@ -664,8 +955,10 @@ err_free:
 /* ---- kernel jobs ---- */
 
 /*
- * Zero a new DEVICE BO with one DMA copy from the zero source; waits for it. The caller
- * keeps its reference on @bo across the call.
+ * Zero a new DEVICE BO with one DMA copy from the zero source on the kernel's own ring, and
+ * wait for it, interruptibly. The caller keeps its reference on @bo across the call. The BO
+ * keeps the clear's fence: if the wait is interrupted and the BO freed, its card memory is
+ * returned only once the clear has finished (spyre_gem_reap()).
  */
 int spyre_job_clear_bo(struct spyre_device *sdev, struct spyre_bo *bo)
 {
@@ -674,26 +967,27 @@ int spyre_job_clear_bo(struct spyre_device *sdev, struct spyre_bo *bo)
 	struct spyre_job *job;
 	int ret;
 
-	job = kzalloc(sizeof(*job), GFP_KERNEL);
+	if (READ_ONCE(sdev->wedged))
+		return -EIO;
+	job = kzalloc(sizeof(*job), GFP_KERNEL_ACCOUNT);
 	if (!job)
 		return -ENOMEM;
 	job->sdev = sdev;
-	job->ring = &sdev->rings[0];
+	job->ring = sdev->kernel_ring;
 	job->kernel = true;
 	INIT_LIST_HEAD(&job->node);
 	INIT_LIST_HEAD(&job->launches);
-	job->res = kzalloc(sizeof(*job->res), GFP_KERNEL);
-	job->hw_fence = kzalloc(sizeof(*job->hw_fence), GFP_KERNEL);
-	job->cmds = kvzalloc(sizeof(*job->cmds), GFP_KERNEL);
+	job->res = kzalloc(sizeof(*job->res), GFP_KERNEL_ACCOUNT);
+	job->hw_fence = kzalloc(sizeof(*job->hw_fence), GFP_KERNEL_ACCOUNT);
+	job->cmds = kvzalloc(sizeof(*job->cmds), GFP_KERNEL_ACCOUNT);
 	if (!job->res || !job->hw_fence || !job->cmds) {
 		ret = -ENOMEM;
 		goto err_free;
 	}
 	kref_init(&job->res->ref);
 	/*
-	 * No BO reference in the job: the caller holds one until the fence has signalled,
-	 * and the job itself may be freed later, asynchronously. Had it a reference, closing
-	 * the new BO right after BO_CREATE could leave its card memory allocated for a while.
+	 * No BO reference in the job: the BO holds the fence instead (see above), so closing
+	 * the new BO right after BO_CREATE returns its card memory at once.
 	 */
 
 	cmd = &job->cmds[0];
@@ -713,11 +1007,12 @@ int spyre_job_clear_bo(struct spyre_device *sdev, struct spyre_bo *bo)
 	done = dma_fence_get(&job->base.s_fence->finished);
 	drm_sched_entity_push_job(&job->base);
 	mutex_unlock(&sdev->kernel_lock);
+	bo->clear_fence = done;
 
-	dma_fence_wait(done, false);
-	ret = done->error ? -EIO : 0;
-	dma_fence_put(done);
-	return ret;
+	ret = dma_fence_wait(done, true);
+	if (ret)
+		return ret;
+	return done->error ? -EIO : 0;
 
 err_free:
 	spyre_job_free(job);

@@ -8,8 +8,8 @@
  * the card stops a program that touches any other device memory) followed by the hardware
  * launch result. When the job completes, the result is converted to the uapi layout and
  * copied into the caller's result BO before the job's fence signals, so a caller that has
- * waited for the job can read it. The copy runs in the completion path (interrupt context,
- * under the ring lock), so everything it touches is mapped at SUBMIT: HOST BO pages are
+ * waited for the job can read it. The copy runs in the completion path (interrupt thread,
+ * under the ring spinlock), so everything it touches is mapped at SUBMIT: HOST BO pages are
  * pinned for the BO's lifetime, a DEVICE BO's range is ioremapped write-combined.
  *
  * Copyright (C) 2025 The Spyre open stack authors
@@ -29,10 +29,11 @@ static_assert(DRM_SPYRE_LAUNCH_MAX_BOS + 1 == SPYRE_LAUNCH_MAX_WINDOWS);
 static_assert(DRM_SPYRE_LAUNCH_MAX_CORES == SPYRE_LAUNCH_MAX_CORES);
 static_assert(DRM_SPYRE_LAUNCH_MSG_LEN == SPYRE_LAUNCH_MSG_LEN);
 static_assert(DRM_SPYRE_LAUNCH_UNITS == SPYRE_LAUNCH_UNITS);
-static_assert(sizeof(struct drm_spyre_launch) == 168);
+static_assert(sizeof(struct drm_spyre_launch) >= 168);
 static_assert(sizeof(struct drm_spyre_launch_result) == sizeof(struct spyre_hw_launch_result));
 
-/* Largest drm_spyre_launch a caller may pass (the tail beyond the known struct is zero). */
+/* Sizes of drm_spyre_launch a caller may pass: v1 up to 4096 (beyond the known struct, 0). */
+#define SPYRE_LAUNCH_EXT_SIZE_MIN	168
 #define SPYRE_LAUNCH_EXT_SIZE_MAX	4096
 
 static int spyre_launch_hold(struct spyre_launch *l, struct drm_file *file, u32 handle,
@@ -51,6 +52,8 @@ static int spyre_launch_hold(struct spyre_launch *l, struct drm_file *file, u32 
 static int spyre_launch_check(struct spyre_device *sdev, const struct drm_spyre_cmd *uc,
 			      const struct drm_spyre_launch *a)
 {
+	u32 i;
+
 	if (uc->dst_handle || uc->dst_offset)
 		return -EINVAL;
 	if (uc->size == 0 || uc->size > DRM_SPYRE_LAUNCH_MAX_PROG_SIZE)
@@ -61,6 +64,10 @@ static int spyre_launch_check(struct spyre_device *sdev, const struct drm_spyre_
 		return -EINVAL;
 	if (a->num_args > DRM_SPYRE_LAUNCH_MAX_ARGS)
 		return -EINVAL;
+	/* Unused arguments must be zero, so that they can be given a meaning later. */
+	for (i = a->num_args; i < DRM_SPYRE_LAUNCH_MAX_ARGS; i++)
+		if (a->args[i])
+			return -EINVAL;
 	if (a->bo_count > DRM_SPYRE_LAUNCH_MAX_BOS || (a->bo_count && !a->bo_handles))
 		return -EINVAL;
 	if (!a->result_handle) {
@@ -104,7 +111,7 @@ static int spyre_launch_setup_result(struct spyre_device *sdev, struct spyre_lau
 	l->res_bo = bo;
 	l->res_offset = a->result_offset;
 	l->res_len = min_t(u32, a->result_size, sizeof(struct drm_spyre_launch_result));
-	l->staging = kzalloc(sizeof(*l->staging), GFP_KERNEL);
+	l->staging = kzalloc(sizeof(*l->staging), GFP_KERNEL_ACCOUNT);
 	if (!l->staging)
 		return -ENOMEM;
 	if (bo->flags == DRM_SPYRE_BO_HOST)
@@ -145,7 +152,8 @@ int spyre_launch_prepare(struct spyre_device *sdev, struct drm_file *file,
 	*out = NULL;
 	if (!(sdev->caps & SPYRE_CAP_LAUNCH))
 		return -EOPNOTSUPP;
-	if (!uc->ext || uc->ext_size < sizeof(a) || uc->ext_size > SPYRE_LAUNCH_EXT_SIZE_MAX ||
+	if (!uc->ext || uc->ext_size < SPYRE_LAUNCH_EXT_SIZE_MIN ||
+	    uc->ext_size > SPYRE_LAUNCH_EXT_SIZE_MAX ||
 	    !IS_ALIGNED(uc->ext_size, 8))
 		return -EINVAL;
 	ret = copy_struct_from_user(&a, sizeof(a), u64_to_user_ptr(uc->ext), uc->ext_size);
@@ -155,14 +163,14 @@ int spyre_launch_prepare(struct spyre_device *sdev, struct drm_file *file,
 	if (ret)
 		return ret;
 
-	l = kzalloc(sizeof(*l), GFP_KERNEL);
+	l = kzalloc(sizeof(*l), GFP_KERNEL_ACCOUNT);
 	if (!l)
 		return -ENOMEM;
 	*out = l;
 	INIT_LIST_HEAD(&l->node);
 	l->cmd_idx = cmd_idx;
 	/* program BO + data BOs + result BO */
-	l->bos = kvmalloc_array(a.bo_count + 2, sizeof(*l->bos), GFP_KERNEL);
+	l->bos = kvmalloc_array(a.bo_count + 2, sizeof(*l->bos), GFP_KERNEL_ACCOUNT);
 	if (!l->bos)
 		return -ENOMEM;
 

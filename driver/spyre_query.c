@@ -17,7 +17,7 @@ static void spyre_query_device_info(struct spyre_device *sdev, struct drm_spyre_
 	di->pci_revision = sdev->pdev->revision;
 	di->hw_version = sdev->hw_version;
 	di->num_cores = sdev->num_cores;
-	di->num_rings = sdev->num_rings;
+	di->num_rings = sdev->user_rings;
 	di->lx_bytes = sdev->lx_bytes;
 	di->stick_bytes = sdev->stick_bytes;
 	di->clock_mhz = sdev->clock_mhz;
@@ -34,6 +34,7 @@ static void spyre_query_mem_info(struct spyre_device *sdev, struct drm_spyre_mem
 {
 	mi->devmem_total = sdev->devmem_size;
 	mutex_lock(&sdev->mm_lock);
+	spyre_gem_reap(sdev, false);
 	mi->devmem_used = sdev->devmem_used;
 	mi->devmem_largest_free = spyre_gem_largest_free(sdev);
 	mutex_unlock(&sdev->mm_lock);
@@ -54,6 +55,11 @@ static void spyre_query_telemetry(struct spyre_device *sdev, struct drm_spyre_te
 	t->temp_mc = spyre_read(sdev, SPYRE_REG_TELE_TEMP_MC);
 	t->power_mw = spyre_read(sdev, SPYRE_REG_TELE_POWER_MW);
 	t->power_cap_mw = spyre_read(sdev, SPYRE_REG_TELE_POWER_CAP_MW);
+	t->jobs_timed_out = atomic64_read(&sdev->jobs_timed_out);
+	t->jobs_rerun = atomic64_read(&sdev->jobs_rerun);
+	t->ring_resets = atomic_read(&sdev->ring_resets);
+	t->card_resets = atomic_read(&sdev->card_resets);
+	t->state = READ_ONCE(sdev->wedged) ? DRM_SPYRE_STATE_WEDGED : DRM_SPYRE_STATE_OK;
 	if (!(sdev->caps & SPYRE_CAP_LAUNCH))
 		return;
 	t->launches = spyre_read64(sdev, SPYRE_REG_TELE_LAUNCHES_LO);

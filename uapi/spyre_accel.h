@@ -105,7 +105,18 @@ struct drm_spyre_telemetry {
 	__u64 engine_ddr_read_bytes;
 	__u64 engine_ddr_write_bytes;
 	__u64 engine_ring_bytes;
+	/* Driver recovery, since load (Documentation/driver.md "Failure handling"). */
+	__u64 jobs_timed_out;	/* jobs that ended with DRM_SPYRE_JOB_TIMEOUT */
+	__u64 jobs_rerun;	/* innocent jobs written to a ring again after a reset */
+	__u32 ring_resets;	/* hung rings stopped with a ring ABORT */
+	__u32 card_resets;	/* whole-card resets that brought the card back */
+	__u32 state;		/* DRM_SPYRE_STATE_* */
+	__u32 pad2;
 };
+
+/* drm_spyre_telemetry.state */
+#define DRM_SPYRE_STATE_OK		0
+#define DRM_SPYRE_STATE_WEDGED		1	/* every job fails; unbind, PCI reset, bind */
 
 /* ---- Buffer objects ---- */
 
@@ -176,7 +187,7 @@ struct drm_spyre_cmd {
 struct drm_spyre_launch {
 	__u32 num_cores;	/* cores that run the program; 0 = all */
 	__u32 num_args;		/* <= DRM_SPYRE_LAUNCH_MAX_ARGS */
-	__u64 args[DRM_SPYRE_LAUNCH_MAX_ARGS];	/* read by the program (ARG); rest ignored */
+	__u64 args[DRM_SPYRE_LAUNCH_MAX_ARGS];	/* read by the program (ARG); rest must be 0 */
 	__u64 bo_handles;	/* user pointer to bo_count __u32 DEVICE BO handles */
 	__u32 bo_count;		/* <= DRM_SPYRE_LAUNCH_MAX_BOS */
 	__u32 result_handle;	/* BO that receives a struct drm_spyre_launch_result, 0 = none */
@@ -239,6 +250,14 @@ struct drm_spyre_submit {
 
 #define DRM_SPYRE_MAX_CMDS		4096
 #define DRM_SPYRE_MAX_SYNCS		64
+
+/*
+ * Work one open file may have in flight (submitted and not yet finished and freed);
+ * a SUBMIT beyond any of these fails with -EAGAIN.
+ */
+#define DRM_SPYRE_FILE_MAX_JOBS		256
+#define DRM_SPYRE_FILE_MAX_CMDS		16384
+#define DRM_SPYRE_FILE_MAX_LAUNCHES	1024
 
 /* Job outcome (drm_spyre_job_wait.status). */
 #define DRM_SPYRE_JOB_OK		0

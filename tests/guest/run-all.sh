@@ -92,6 +92,10 @@ if [ -e /sys/kernel/debug/kmemleak ]; then
 	check kmemleak tests/guest/kmemleak.sh spyre
 fi
 check unload modprobe -r spyre
+# Failure paths need a short job timeout: a module load of their own.
+check modprobe-fault modprobe spyre job_timeout_ms=500
+kselftest fault build/cmake/tests/guest/uapi/spyre_fault_test
+check unload-fault modprobe -r spyre
 check reload tests/guest/failure/reload.sh 50
 # After the unloads the module's addresses no longer resolve: what it left behind shows as
 # DRM objects (this VM has no other DRM driver).

@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,311 +20,23 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <linux/capability.h>
 
 #include <xf86drm.h>
 
 #include "spyre_accel.h"
 #include "spyre_hw.h"
+#include "spyre_test_lib.h"
 #include "kselftest_harness.h"
 
-#define MAX_CARDS 16
-#define SEC_NS 1000000000LL
-
-/* ---- helpers ---- */
-
-static int xioctl(int fd, unsigned long req, void *arg)
-{
-	int ret;
-
-	do {
-		ret = ioctl(fd, req, arg);
-	} while (ret == -1 && (errno == EINTR || errno == EAGAIN));
-	return ret ? -errno : 0;
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * SEC_NS + ts.tv_nsec;
-}
-
-static int is_spyre(int fd)
-{
-	drmVersionPtr v = drmGetVersion(fd);
-	int ok = v && v->name && !strcmp(v->name, "spyre");
-
-	drmFreeVersion(v);
-	return ok;
-}
-
-/* Minor numbers of the spyre accel nodes, sorted. */
-static int spyre_minors(int *minors)
-{
-	int n = 0, m;
-
-	for (m = 0; m < 64 && n < MAX_CARDS; m++) {
-		char path[64];
-		int fd;
-
-		snprintf(path, sizeof(path), "/dev/accel/accel%d", m);
-		fd = open(path, O_RDWR | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		if (is_spyre(fd))
-			minors[n++] = m;
-		close(fd);
-	}
-	return n;
-}
-
-static int open_minor(int minor)
-{
-	char path[64];
-
-	snprintf(path, sizeof(path), "/dev/accel/accel%d", minor);
-	return open(path, O_RDWR | O_CLOEXEC);
-}
-
-static int open_card(int idx)
-{
-	int minors[MAX_CARDS];
-	int n = spyre_minors(minors);
-
-	return idx < n ? open_minor(minors[idx]) : -1;
-}
-
-static int query(int fd, uint32_t param, void *data, uint32_t size)
-{
-	struct drm_spyre_query q = { .param = param, .size = size,
-				     .data = (uintptr_t)data };
-
-	return xioctl(fd, DRM_IOCTL_SPYRE_QUERY, &q);
-}
-
-static int bo_create(int fd, uint64_t size, uint32_t flags, uint32_t *handle)
-{
-	struct drm_spyre_bo_create c = { .size = size, .flags = flags };
-	int ret = xioctl(fd, DRM_IOCTL_SPYRE_BO_CREATE, &c);
-
-	if (!ret)
-		*handle = c.handle;
-	return ret;
-}
-
-static int bo_info(int fd, uint32_t handle, struct drm_spyre_bo_info *info)
-{
-	memset(info, 0, sizeof(*info));
-	info->handle = handle;
-	return xioctl(fd, DRM_IOCTL_SPYRE_BO_INFO, info);
-}
-
-static int bo_close(int fd, uint32_t handle)
-{
-	struct drm_gem_close c = { .handle = handle };
-
-	return xioctl(fd, DRM_IOCTL_GEM_CLOSE, &c);
-}
-
-static void *bo_map(int fd, uint32_t handle)
-{
-	struct drm_spyre_bo_info info;
-	void *p;
-
-	if (bo_info(fd, handle, &info))
-		return NULL;
-	p = mmap(NULL, info.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, info.mmap_offset);
-	return p == MAP_FAILED ? NULL : p;
-}
-
-static struct drm_spyre_cmd copy_cmd(uint32_t src, uint64_t soff, uint32_t dst, uint64_t doff,
-				     uint64_t size)
-{
-	struct drm_spyre_cmd c = {
-		.op = DRM_SPYRE_CMD_COPY, .src_handle = src, .dst_handle = dst,
-		.src_offset = soff, .dst_offset = doff, .size = size,
-	};
-	return c;
-}
-
-static struct drm_spyre_submit submit_args(struct drm_spyre_cmd *cmds, uint32_t n)
-{
-	struct drm_spyre_submit s = {
-		.cmds = (uintptr_t)cmds, .cmd_count = n, .cmd_size = sizeof(*cmds),
-		.sync_size = sizeof(struct drm_spyre_sync),
-	};
-	return s;
-}
-
-static int submit(int fd, struct drm_spyre_submit *s)
-{
-	return xioctl(fd, DRM_IOCTL_SPYRE_SUBMIT, s);
-}
-
-static int submit_cmds(int fd, struct drm_spyre_cmd *cmds, uint32_t n, uint64_t *job_id)
-{
-	struct drm_spyre_submit s = submit_args(cmds, n);
-	int ret = submit(fd, &s);
-
-	if (!ret && job_id)
-		*job_id = s.job_id;
-	return ret;
-}
-
-static int job_wait(int fd, uint64_t job_id, int64_t timeout_abs, struct drm_spyre_job_wait *w)
-{
-	struct drm_spyre_job_wait tmp;
-
-	if (!w)
-		w = &tmp;
-	memset(w, 0, sizeof(*w));
-	w->job_id = job_id;
-	w->timeout_ns = timeout_abs;
-	return xioctl(fd, DRM_IOCTL_SPYRE_JOB_WAIT, w);
-}
-
-/* Wait up to 30 s and return the job status, or a negative errno. */
-static int job_status(int fd, uint64_t job_id)
-{
-	struct drm_spyre_job_wait w;
-	int ret = job_wait(fd, job_id, now_ns() + 30 * SEC_NS, &w);
-
-	return ret ? ret : (int)w.status;
-}
-
-static int nop_job(int fd, uint32_t ring, uint64_t *job_id)
-{
-	struct drm_spyre_cmd nop = { .op = DRM_SPYRE_CMD_NOP };
-	struct drm_spyre_submit s = submit_args(&nop, 1);
-	int ret;
-
-	s.ring = ring;
-	ret = submit(fd, &s);
-	if (!ret && job_id)
-		*job_id = s.job_id;
-	return ret;
-}
-
-static void fill(uint8_t *p, size_t n, unsigned int seed)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		p[i] = (uint8_t)(i * 131 + seed * 7 + (i >> 12));
-}
-
-/*
- * Copy n bytes host -> device -> host through the DMA engine with the given offsets and
- * check them. Returns 0 on success, -1 on a data mismatch, or a negative errno.
- */
-static int round_trip(int fd, size_t n, uint64_t hoff, uint64_t doff, unsigned int seed)
-{
-	uint32_t h_in, h_out, d;
-	uint8_t *in, *out;
-	uint64_t job;
-	struct drm_spyre_cmd cmds[2];
-	size_t bo_size = n + hoff + doff + 4096;
-	int ret;
-
-	ret = bo_create(fd, bo_size, DRM_SPYRE_BO_HOST, &h_in);
-	if (ret)
-		return ret;
-	ret = bo_create(fd, bo_size, DRM_SPYRE_BO_HOST, &h_out);
-	if (ret)
-		return ret;
-	ret = bo_create(fd, bo_size, DRM_SPYRE_BO_DEVICE, &d);
-	if (ret)
-		return ret;
-	in = bo_map(fd, h_in);
-	out = bo_map(fd, h_out);
-	if (!in || !out)
-		return -ENOMEM;
-	fill(in, bo_size, seed);
-	memset(out, 0xee, bo_size);
-
-	cmds[0] = copy_cmd(h_in, hoff, d, doff, n);
-	cmds[1] = copy_cmd(d, doff, h_out, hoff, n);
-	ret = submit_cmds(fd, cmds, 2, &job);
-	if (ret)
-		return ret;
-	ret = job_status(fd, job);
-	if (ret)
-		return ret < 0 ? ret : -EIO;
-	ret = memcmp(in + hoff, out + hoff, n) ? -1 : 0;
-	if (!ret && hoff && out[hoff - 1] != 0xee)
-		ret = -1;
-	if (!ret && out[hoff + n] != 0xee)
-		ret = -1;
-	munmap(in, bo_size);
-	munmap(out, bo_size);
-	bo_close(fd, h_in);
-	bo_close(fd, h_out);
-	bo_close(fd, d);
-	return ret;
-}
-
-/* PCI address (e.g. 0000:00:03.0) of the card behind fd. */
-static int card_bdf(int fd, char *bdf, size_t len)
-{
-	char path[128], link[PATH_MAX];
-	struct stat st;
-	ssize_t n;
-	char *base;
-
-	if (fstat(fd, &st))
-		return -errno;
-	snprintf(path, sizeof(path), "/sys/class/accel/accel%u/device", minor(st.st_rdev));
-	n = readlink(path, link, sizeof(link) - 1);
-	if (n < 0)
-		return -errno;
-	link[n] = 0;
-	base = strrchr(link, '/');
-	snprintf(bdf, len, "%.63s", base ? base + 1 : link);
-	return 0;
-}
-
-static int write_sysfs(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	int ret = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (write(fd, val, strlen(val)) != (ssize_t)strlen(val))
-		ret = -errno;
-	close(fd);
-	return ret;
-}
-
-/*
- * Make the next n commands of the card behind fd fail (SPYRE_REG_FAULT_INJECT), through
- * the driver's debugfs file: BAR0 itself is claimed by the driver, so a sysfs resource0
- * mapping is refused on kernels with CONFIG_IO_STRICT_DEVMEM. Root only.
- */
-static int fault_inject(int fd, unsigned int n)
-{
-	char bdf[64], path[160], val[16];
-	struct stat st;
-
-	if (card_bdf(fd, bdf, sizeof(bdf)))
-		return -ENODEV;
-	if (stat("/sys/kernel/debug/accel", &st))
-		mount("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL);
-	snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%s/fault_inject", bdf);
-	if (stat(path, &st)) {
-		if (fstat(fd, &st))
-			return -errno;
-		snprintf(path, sizeof(path), "/sys/kernel/debug/accel/%u/fault_inject",
-			 minor(st.st_rdev));
-	}
-	snprintf(val, sizeof(val), "%u", n);
-	return write_sysfs(path, val);
-}
+/* ---- helpers: spyre_test_lib.h ---- */
 
 /* ---- fixture: the first card ---- */
 
@@ -603,6 +316,169 @@ TEST_F(card, bo_mmap_invalid)
 	EXPECT_EQ(MAP_FAILED, p);
 }
 
+/*
+ * A private (copy-on-write) mapping of a DEVICE BO is refused with EINVAL (issue 6 item 1:
+ * the old driver accepted it and the first read hit a BUG in vmf_insert_pfn). The mapping
+ * is never touched, so a broken driver fails this test instead of crashing.
+ */
+TEST_F(card, bo_mmap_private_rejected)
+{
+	struct drm_spyre_bo_info info;
+	uint32_t d, h;
+	void *p;
+
+	ASSERT_EQ(0, bo_create(self->fd, 8192, DRM_SPYRE_BO_DEVICE, &d));
+	ASSERT_EQ(0, bo_info(self->fd, d, &info));
+	errno = 0;
+	p = mmap(NULL, 8192, PROT_READ, MAP_PRIVATE, self->fd, info.mmap_offset);
+	EXPECT_EQ(MAP_FAILED, p);
+	EXPECT_EQ(EINVAL, errno);
+	if (p != MAP_FAILED)
+		munmap(p, 8192);
+	p = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE, self->fd, info.mmap_offset);
+	EXPECT_EQ(MAP_FAILED, p);
+	if (p != MAP_FAILED)
+		munmap(p, 8192);
+	/* HOST BOs refuse it too (shmem helpers) */
+	ASSERT_EQ(0, bo_create(self->fd, 8192, DRM_SPYRE_BO_HOST, &h));
+	ASSERT_EQ(0, bo_info(self->fd, h, &info));
+	p = mmap(NULL, 8192, PROT_READ, MAP_PRIVATE, self->fd, info.mmap_offset);
+	EXPECT_EQ(MAP_FAILED, p);
+	if (p != MAP_FAILED)
+		munmap(p, 8192);
+	/* a shared mapping still works */
+	p = bo_map(self->fd, d);
+	ASSERT_NE(NULL, p);
+	EXPECT_EQ(0, ((volatile uint8_t *)p)[4096]);
+	munmap(p, 8192);
+}
+
+/*
+ * PRIME (uapi.md "Sharing BOs"): a DEVICE BO cannot be exported (-EOPNOTSUPP; the old driver
+ * exported it and a MAP_PRIVATE mmap of the dma-buf crashed the kernel); a HOST BO exports
+ * as a dma-buf whose shared mapping shows the BO's pages, refuses private mappings, and
+ * imports into another file of the same card as the same BO.
+ */
+TEST_F(card, prime_export)
+{
+	struct drm_spyre_bo_info info;
+	uint32_t d, h, h2;
+	uint8_t *ph, *pb;
+	int fd2, dmabuf = -1;
+	void *p;
+
+	ASSERT_EQ(0, bo_create(self->fd, 8192, DRM_SPYRE_BO_DEVICE, &d));
+	EXPECT_EQ(-EOPNOTSUPP, drmPrimeHandleToFD(self->fd, d, DRM_CLOEXEC | DRM_RDWR, &dmabuf)
+		  ? -errno : 0);
+	if (dmabuf >= 0) {
+		close(dmabuf);
+		dmabuf = -1;
+	}
+
+	ASSERT_EQ(0, bo_create(self->fd, 8192, DRM_SPYRE_BO_HOST, &h));
+	ph = bo_map(self->fd, h);
+	ASSERT_NE(NULL, ph);
+	fill(ph, 8192, 9);
+	ASSERT_EQ(0, drmPrimeHandleToFD(self->fd, h, DRM_CLOEXEC | DRM_RDWR, &dmabuf));
+	ASSERT_GE(dmabuf, 0);
+	pb = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, dmabuf, 0);
+	ASSERT_NE(MAP_FAILED, pb);
+	EXPECT_EQ(0, memcmp(ph, pb, 8192));
+	pb[100] ^= 0xff;
+	EXPECT_EQ(pb[100], ph[100]);
+	munmap(pb, 8192);
+	p = mmap(NULL, 8192, PROT_READ, MAP_PRIVATE, dmabuf, 0);
+	EXPECT_EQ(MAP_FAILED, p);
+	if (p != MAP_FAILED)
+		munmap(p, 8192);
+
+	fd2 = open_card(0);
+	ASSERT_GE(fd2, 0);
+	ASSERT_EQ(0, drmPrimeFDToHandle(fd2, dmabuf, &h2));
+	ASSERT_EQ(0, bo_info(fd2, h2, &info));
+	EXPECT_EQ(DRM_SPYRE_BO_HOST, info.flags);
+	EXPECT_EQ(8192, info.size);
+	pb = bo_map(fd2, h2);
+	ASSERT_NE(NULL, pb);
+	EXPECT_EQ(0, memcmp(ph, pb, 8192));
+	munmap(pb, 8192);
+	munmap(ph, 8192);
+	close(dmabuf);
+	close(fd2);
+}
+
+/* Physical address range [*start, *end] of BAR n of the card behind fd. */
+static int bar_range(int fd, int n, uint64_t *start, uint64_t *end)
+{
+	char bdf[64], path[160], line[256];
+	unsigned long long s, e, f;
+	FILE *f_res;
+	int i, ret = -ENOENT;
+
+	if (card_bdf(fd, bdf, sizeof(bdf)))
+		return -ENODEV;
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/resource", bdf);
+	f_res = fopen(path, "r");
+	if (!f_res)
+		return -errno;
+	for (i = 0; fgets(line, sizeof(line), f_res); i++) {
+		if (i == n && sscanf(line, "%llx %llx %llx", &s, &e, &f) == 3) {
+			*start = s;
+			*end = e;
+			ret = 0;
+			break;
+		}
+	}
+	fclose(f_res);
+	return ret;
+}
+
+/*
+ * DEVICE BO mappings are write-combined as uapi.md says: BAR2's memory type is reserved WC
+ * (x86 PAT, /sys/kernel/debug/x86/pat_memtype_list), and nothing maps it otherwise. The old
+ * driver reserved nothing, so its user mappings silently ended up uncached.
+ */
+TEST_F(card, bo_device_mapping_write_combined)
+{
+	uint64_t start = 0, end = 0, a, b;
+	char line[256], type[64];
+	int wc = 0, other = 0;
+	uint32_t d;
+	uint8_t *p;
+	FILE *f;
+
+	if (geteuid())
+		SKIP(return, "needs root for debugfs");
+	ASSERT_EQ(0, bar_range(self->fd, SPYRE_BAR_DEVMEM, &start, &end));
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE, &d));
+	p = bo_map(self->fd, d);
+	ASSERT_NE(NULL, p);
+	p[0] = 1;
+	if (access("/sys/kernel/debug/x86", F_OK))
+		mount("debugfs", "/sys/kernel/debug", "debugfs", 0, NULL);
+	f = fopen("/sys/kernel/debug/x86/pat_memtype_list", "r");
+	if (!f) {
+		munmap(p, 4096);
+		SKIP(return, "no PAT memtype list (PAT disabled?)");
+	}
+	while (fgets(line, sizeof(line), f)) {
+		/* "PAT: [mem 0x00000000fd000000-0x00000000fe000000] write-combining" */
+		if (sscanf(line, "PAT: [mem 0x%" SCNx64 "-0x%" SCNx64 "] %63s", &a, &b, type) != 3)
+			continue;
+		if (b <= start || a > end)
+			continue;
+		if (!strcmp(type, "write-combining") && a <= start && b >= end + 1)
+			wc++;
+		else if (strcmp(type, "write-combining"))
+			other++;
+	}
+	fclose(f);
+	munmap(p, 4096);
+	EXPECT_GE(wc, 1) TH_LOG("BAR2 %#" PRIx64 "-%#" PRIx64 " not reserved write-combining",
+				start, end);
+	EXPECT_EQ(0, other);
+}
+
 /* ---- SUBMIT ---- */
 
 TEST_F(card, submit_nop_job_ids)
@@ -722,6 +598,45 @@ TEST_F(card, submit_larger_cmd_size_zero_tail)
 	ASSERT_EQ(0, submit(self->fd, &s));
 	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, s.job_id));
 	big[1].ext[1] = 1;
+	EXPECT_EQ(-EINVAL, submit(self->fd, &s));
+}
+
+/*
+ * Element sizes are pinned to the first published structs (cmd 64, sync 16, LAUNCH 168
+ * bytes), not to today's sizeof: smaller is refused, larger with a zero tail accepted.
+ */
+TEST_F(card, element_sizes_pinned_to_v1)
+{
+	struct {
+		struct drm_spyre_sync s;
+		uint64_t tail;
+	} sync[1];
+	struct drm_spyre_cmd nop = { .op = DRM_SPYRE_CMD_NOP };
+	struct drm_spyre_submit s = submit_args(&nop, 1);
+	uint32_t so;
+
+	s.cmd_size = 56;
+	EXPECT_EQ(-EINVAL, submit(self->fd, &s));
+	s.cmd_size = 64;
+	ASSERT_EQ(0, submit(self->fd, &s));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, s.job_id));
+
+	ASSERT_EQ(0, drmSyncobjCreate(self->fd, 0, &so));
+	s.out_sync = so;
+	ASSERT_EQ(0, submit(self->fd, &s));
+	s.out_sync = 0;
+	memset(sync, 0, sizeof(sync));
+	sync[0].s.handle = so;
+	s.in_syncs = (uintptr_t)sync;
+	s.in_sync_count = 1;
+	s.sync_size = 8;
+	EXPECT_EQ(-EINVAL, submit(self->fd, &s));
+	s.sync_size = 16;
+	ASSERT_EQ(0, submit(self->fd, &s));
+	s.sync_size = sizeof(sync[0]);
+	ASSERT_EQ(0, submit(self->fd, &s));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, s.job_id));
+	sync[0].tail = 1;
 	EXPECT_EQ(-EINVAL, submit(self->fd, &s));
 }
 
@@ -1072,6 +987,130 @@ TEST_F_TIMEOUT(card, job_wait_timeout, 300)
 	free(cmds);
 }
 
+/* ---- bounded resources ---- */
+
+/*
+ * A file may have at most DRM_SPYRE_FILE_MAX_JOBS jobs and DRM_SPYRE_FILE_MAX_CMDS commands
+ * in flight: a flood gets -EAGAIN (the old driver queued without limit), while another file
+ * still works, and the budget comes back when the jobs are done.
+ */
+TEST_F_TIMEOUT(card, submit_flood_gets_eagain, 300)
+{
+	const size_t chunk = 1 << 20;
+	struct drm_spyre_cmd *cmds = calloc(DRM_SPYRE_MAX_CMDS, sizeof(*cmds));
+	struct drm_spyre_cmd nop = { .op = DRM_SPYRE_CMD_NOP };
+	struct drm_spyre_sync in = { 0 };
+	struct drm_spyre_submit s;
+	uint64_t long_job, last = 0, job;
+	uint32_t a, b, so;
+	int i, n = 0, ret, fd2;
+
+	ASSERT_NE(NULL, cmds);
+	ASSERT_EQ(0, bo_create(self->fd, chunk, DRM_SPYRE_BO_DEVICE, &a));
+	ASSERT_EQ(0, bo_create(self->fd, chunk, DRM_SPYRE_BO_DEVICE, &b));
+	ASSERT_EQ(0, drmSyncobjCreate(self->fd, 0, &so));
+	/* a long job (4 GiB of device copies) that the flood waits for */
+	for (i = 0; i < DRM_SPYRE_MAX_CMDS; i++)
+		cmds[i] = copy_cmd(i & 1 ? b : a, 0, i & 1 ? a : b, 0, chunk);
+	s = submit_args(cmds, DRM_SPYRE_MAX_CMDS);
+	s.out_sync = so;
+	ASSERT_EQ(0, submit(self->fd, &s));
+	long_job = s.job_id;
+
+	in.handle = so;
+	s = submit_args(&nop, 1);
+	s.in_syncs = (uintptr_t)&in;
+	s.in_sync_count = 1;
+	for (;;) {
+		/* not submit(): its ioctl wrapper retries on EAGAIN */
+		ret = ioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &s) ? -errno : 0;
+		if (ret)
+			break;
+		last = s.job_id;
+		n++;
+		ASSERT_LE(n, DRM_SPYRE_FILE_MAX_JOBS);
+	}
+	EXPECT_EQ(-EAGAIN, ret);
+	EXPECT_EQ(DRM_SPYRE_FILE_MAX_JOBS - 1, n);
+	s = submit_args(&nop, 1);
+	EXPECT_EQ(-1, ioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &s));
+	EXPECT_EQ(EAGAIN, errno);
+	s.ring = self->info.num_rings - 1;	/* on any ring */
+	EXPECT_EQ(-1, ioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &s));
+	EXPECT_EQ(EAGAIN, errno);
+
+	/* another file is not affected */
+	fd2 = open_card(0);
+	ASSERT_GE(fd2, 0);
+	ASSERT_EQ(0, nop_job(fd2, self->info.num_rings - 1, &job));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(fd2, job));
+
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, long_job));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, last));
+	/* jobs are freed shortly after they finish: the budget comes back */
+	usleep(200000);		/* every finished job freed */
+	ASSERT_EQ(0, nop_job(self->fd, 0, &job));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+
+	/* the command budget: 4 x 4096 commands waiting on a long job, then one more */
+	s = submit_args(cmds, DRM_SPYRE_MAX_CMDS);
+	s.out_sync = so;
+	ASSERT_EQ(0, submit(self->fd, &s));
+	long_job = s.job_id;
+	for (i = 0; i < DRM_SPYRE_MAX_CMDS; i++)
+		cmds[i] = nop;
+	s = submit_args(cmds, DRM_SPYRE_MAX_CMDS);
+	s.in_syncs = (uintptr_t)&in;
+	s.in_sync_count = 1;
+	for (i = 1; i < DRM_SPYRE_FILE_MAX_CMDS / DRM_SPYRE_MAX_CMDS; i++)
+		ASSERT_EQ(0, submit(self->fd, &s));
+	last = s.job_id;
+	s.cmd_count = 1;
+	EXPECT_EQ(-1, ioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &s));
+	EXPECT_EQ(EAGAIN, errno);
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, long_job));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, last));
+	close(fd2);
+	free(cmds);
+}
+
+/* Drop CAP_IPC_LOCK from this process, so that RLIMIT_MEMLOCK applies to it. */
+static int drop_cap_ipc_lock(void)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct data[2];
+
+	if (syscall(SYS_capget, &hdr, data))
+		return -errno;
+	data[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+	data[CAP_IPC_LOCK / 32].permitted &= ~(1u << (CAP_IPC_LOCK % 32));
+	data[CAP_IPC_LOCK / 32].inheritable &= ~(1u << (CAP_IPC_LOCK % 32));
+	return syscall(SYS_capset, &hdr, data) ? -errno : 0;
+}
+
+/*
+ * HOST BO pages are pinned: they count against RLIMIT_MEMLOCK of the creator (unless it
+ * has CAP_IPC_LOCK), and are uncharged when the BO is freed. The old driver pinned any
+ * amount for anyone.
+ */
+TEST_F(card, host_bo_pinning_bounded_by_memlock)
+{
+	struct rlimit rl = { .rlim_cur = 1 << 20, .rlim_max = 1 << 20 };
+	uint32_t h1, h2;
+
+	ASSERT_EQ(0, drop_cap_ipc_lock());
+	ASSERT_EQ(0, setrlimit(RLIMIT_MEMLOCK, &rl));
+	EXPECT_EQ(-ENOMEM, bo_create(self->fd, 2 << 20, DRM_SPYRE_BO_HOST, &h1));
+	ASSERT_EQ(0, bo_create(self->fd, 768 << 10, DRM_SPYRE_BO_HOST, &h1));
+	EXPECT_EQ(-ENOMEM, bo_create(self->fd, 768 << 10, DRM_SPYRE_BO_HOST, &h2));
+	/* DEVICE BOs pin no host memory */
+	ASSERT_EQ(0, bo_create(self->fd, 2 << 20, DRM_SPYRE_BO_DEVICE, &h2));
+	ASSERT_EQ(0, bo_close(self->fd, h2));
+	ASSERT_EQ(0, bo_close(self->fd, h1));
+	ASSERT_EQ(0, bo_create(self->fd, 768 << 10, DRM_SPYRE_BO_HOST, &h2));
+	ASSERT_EQ(0, bo_close(self->fd, h2));
+}
+
 /* ---- device errors (fault injection through BAR0, root only) ---- */
 
 TEST_F(card, device_error_reported)
@@ -1138,167 +1177,7 @@ TEST_F(card, device_error_index_in_copy_job)
 
 /* ---- LAUNCH: programs on the cores ---- */
 
-/* Program encoding (Documentation/isa.md). */
-#define ISA_MAGIC	0x50595053u
-#define ISA_HDR		32
-#define ISA_INSTR	16
-#define ISA_MAX		64
-
-enum { OP_HALT = 0x01, OP_LI = 0x02, OP_ARG = 0x03, OP_ALU = 0x04, OP_SPAN = 0x0a,
-       OP_LOAD = 0x10, OP_STORE = 0x11, OP_VBIN = 0x22 };
-enum { ALU_ADD = 0, ALU_MUL = 2, ALU_SHR = 9 };
-enum { DT_F32 = 0 };
-enum { VBIN_ADD = 0 };
-
-/* Engine error codes (isa.md "Errors"). */
-#define ENG_ERR_BAD_PROGRAM	2
-#define ENG_ERR_DDR_WINDOW	11
-
-struct prog {
-	uint8_t img[ISA_HDR + ISA_INSTR * ISA_MAX];
-	uint32_t n;
-};
-
-static void ins(struct prog *p, uint8_t op, uint8_t dt, uint8_t a, uint8_t b, uint8_t c,
-		uint8_t d, uint8_t func, uint8_t flags, int64_t imm)
-{
-	uint8_t *q = p->img + ISA_HDR + ISA_INSTR * p->n++;
-
-	q[0] = op;
-	q[1] = dt;
-	q[2] = a;
-	q[3] = b;
-	q[4] = c;
-	q[5] = d;
-	q[6] = func;
-	q[7] = flags;
-	memcpy(q + 8, &imm, 8);		/* little endian */
-}
-
-static void li(struct prog *p, uint8_t rd, int64_t v)
-{
-	ins(p, OP_LI, 0, rd, 0, 0, 0, 0, 0, v);
-}
-
-static void arg(struct prog *p, uint8_t rd, int64_t idx)
-{
-	ins(p, OP_ARG, 0, rd, 0, 0, 0, 0, 0, idx);
-}
-
-/* rd = rs1 OP (rs2 + imm) */
-static void alu(struct prog *p, uint8_t func, uint8_t rd, uint8_t rs1, uint8_t rs2, int64_t imm)
-{
-	ins(p, OP_ALU, 0, rd, rs1, rs2, 0, func, 0, imm);
-}
-
-static void span(struct prog *p, uint8_t base)
-{
-	ins(p, OP_SPAN, 0, 0, base, 0, 0, 0, 0, 0);
-}
-
-/* One row of R[len] bytes between LX R[lx] and DDR R[ddr]. */
-static void dma(struct prog *p, uint8_t op, uint8_t lx, uint8_t ddr, uint8_t len)
-{
-	ins(p, op, 0, lx, ddr, len, 0, 0, 0, 0);
-}
-
-static size_t prog_finish(struct prog *p)
-{
-	uint32_t magic = ISA_MAGIC, n = p->n;
-	uint16_t version = 1, hdr = ISA_HDR;
-
-	memset(p->img, 0, ISA_HDR);
-	memcpy(p->img, &magic, 4);
-	memcpy(p->img + 4, &version, 2);
-	memcpy(p->img + 6, &hdr, 2);
-	memcpy(p->img + 8, &n, 4);
-	return ISA_HDR + (size_t)ISA_INSTR * n;
-}
-
-/*
- * out = a + b (fp32), chunk bytes per core at offset core * chunk.
- * args: 0 = a, 1 = b, 2 = out (device addresses), 3 = chunk bytes (multiple of 128).
- */
-static size_t build_vadd(struct prog *p)
-{
-	memset(p, 0, sizeof(*p));
-	arg(p, 3, 0);
-	arg(p, 4, 1);
-	arg(p, 5, 2);
-	arg(p, 6, 3);
-	alu(p, ALU_MUL, 7, 1, 6, 0);		/* r7 = core * chunk */
-	alu(p, ALU_ADD, 3, 3, 7, 0);
-	alu(p, ALU_ADD, 4, 4, 7, 0);
-	alu(p, ALU_ADD, 5, 5, 7, 0);
-	li(p, 8, 0);				/* LX: a */
-	li(p, 9, 0x10000);			/* LX: b */
-	li(p, 10, 0x20000);			/* LX: out */
-	span(p, 3);
-	dma(p, OP_LOAD, 8, 3, 6);
-	span(p, 4);
-	dma(p, OP_LOAD, 9, 4, 6);
-	li(p, 20, 1);				/* rows */
-	alu(p, ALU_SHR, 21, 6, 0, 2);		/* cols = chunk / 4 */
-	alu(p, ALU_ADD, 22, 6, 0, 0);		/* strides */
-	alu(p, ALU_ADD, 23, 6, 0, 0);
-	alu(p, ALU_ADD, 24, 6, 0, 0);
-	ins(p, OP_VBIN, (DT_F32 << 4) | DT_F32, 10, 8, 9, 20, VBIN_ADD, 0, 0);
-	span(p, 5);
-	dma(p, OP_STORE, 10, 5, 6);
-	ins(p, OP_HALT, 0, 0, 0, 0, 0, 0, 0, 0);
-	return prog_finish(p);
-}
-
-/* Copy R[2] bytes from args[0] to args[1]; the STORE is instruction STORE_PC. */
-#define COPY_STORE_PC	7
-static size_t build_copy(struct prog *p)
-{
-	memset(p, 0, sizeof(*p));
-	arg(p, 3, 0);
-	arg(p, 4, 1);
-	arg(p, 5, 2);
-	li(p, 8, 0);
-	span(p, 3);
-	dma(p, OP_LOAD, 8, 3, 5);
-	span(p, 4);
-	dma(p, OP_STORE, 8, 4, 5);
-	ins(p, OP_HALT, 0, 0, 0, 0, 0, 0, 0, 0);
-	return prog_finish(p);
-}
-
-static uint64_t dev_addr(int fd, uint32_t handle)
-{
-	struct drm_spyre_bo_info info;
-
-	return bo_info(fd, handle, &info) ? 0 : info.dev_addr;
-}
-
-/* A DEVICE BO of size bytes holding image at offset off. */
-static int prog_bo(int fd, const void *image, size_t len, uint64_t off, size_t size,
-		   uint32_t *handle)
-{
-	uint8_t *p;
-	int ret = bo_create(fd, size, DRM_SPYRE_BO_DEVICE, handle);
-
-	if (ret)
-		return ret;
-	p = bo_map(fd, *handle);
-	if (!p)
-		return -ENOMEM;
-	memcpy(p + off, image, len);
-	munmap(p, size);
-	return 0;
-}
-
-static struct drm_spyre_cmd launch_cmd(uint32_t prog, uint64_t off, uint64_t size,
-				       struct drm_spyre_launch *l)
-{
-	struct drm_spyre_cmd c = {
-		.op = DRM_SPYRE_CMD_LAUNCH, .src_handle = prog, .src_offset = off,
-		.size = size, .ext = (uintptr_t)l, .ext_size = sizeof(*l),
-	};
-	return c;
-}
+/* Program encoding: spyre_test_lib.h. */
 
 FIXTURE(launch) {
 	int fd;
@@ -1740,6 +1619,10 @@ TEST_F(launch, invalid)
 	BADL((c.size = UINT64_MAX, c.src_offset = 1), -EINVAL);
 	BADL(c.size = DRM_SPYRE_LAUNCH_MAX_PROG_SIZE + 1ull, -EINVAL);
 	/* the extension */
+	BADL(c.ext_size = 160, -EINVAL);		/* smaller than v1 (168 bytes) */
+	BADL(l.args[3] = 1, -EINVAL);			/* arguments past num_args are zero */
+	BADL(l.args[DRM_SPYRE_LAUNCH_MAX_ARGS - 1] = 1, -EINVAL);
+	BADL((l.num_args = 0, l.args[0] = 1), -EINVAL);
 	BADL(l.flags = 1, -EINVAL);
 	BADL(l.flags = 1u << 31, -EINVAL);
 	BADL(l.num_args = DRM_SPYRE_LAUNCH_MAX_ARGS + 1, -EINVAL);

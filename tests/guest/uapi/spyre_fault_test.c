@@ -1,0 +1,684 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Failure-path tests of the spyre DRM accel driver (Documentation/driver.md, "Failure
+ * handling"): hung jobs and their recovery (ring reset, card reset, wedged card), innocent
+ * jobs of other files, BO_CREATE interrupted by a signal, and remove() with jobs in flight.
+ *
+ * Needs root (debugfs, sysfs), a card created with x-fault-inject=on (hw 1.1: FAULT_HANG)
+ * and the module loaded with a short job timeout:
+ *   modprobe spyre job_timeout_ms=500 && spyre_fault_test
+ * Tests that need what is missing are skipped, with the reason.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/netlink.h>
+
+#include <xf86drm.h>
+
+#include "spyre_accel.h"
+#include "spyre_hw.h"
+#include "spyre_test_lib.h"
+#include "kselftest_harness.h"
+
+/* Hang cycles per kind of hang (issue 6: 50). */
+#define HANG_CYCLES	50
+#define MS_NS		1000000LL
+/* Innocent job: a host -> device -> host round trip of this many bytes. */
+#define INNOCENT_BYTES	(64 << 10)
+#define MAX64(a, b)	((a) > (b) ? (a) : (b))
+
+static unsigned int module_timeout_ms(void)
+{
+	unsigned int ms = 0;
+	FILE *f = fopen("/sys/module/spyre/parameters/job_timeout_ms", "r");
+
+	if (f) {
+		if (fscanf(f, "%u", &ms) != 1)
+			ms = 0;
+		fclose(f);
+	}
+	return ms;
+}
+
+static int telemetry(int fd, struct drm_spyre_telemetry *t)
+{
+	memset(t, 0, sizeof(*t));
+	return query(fd, DRM_SPYRE_QUERY_TELEMETRY, t, sizeof(*t));
+}
+
+static uint64_t devmem_used(int fd)
+{
+	struct drm_spyre_mem_info mi;
+
+	return query(fd, DRM_SPYRE_QUERY_MEM_INFO, &mi, sizeof(mi)) ? UINT64_MAX : mi.devmem_used;
+}
+
+static long meminfo_kib(const char *key)
+{
+	char line[256];
+	long v = -1;
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, strlen(key)) && line[strlen(key)] == ':')
+			v = strtol(line + strlen(key) + 1, NULL, 10);
+	fclose(f);
+	return v;
+}
+
+/* Lines of the kernel log that contain any of the patterns (a WARN, a leak report). */
+static int dmesg_count(void)
+{
+	char line[512];
+	int n = 0;
+	FILE *f = popen("dmesg", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, "WARNING:") || strstr(line, "not clean") ||
+		     strstr(line, "BUG:") || strstr(line, "refcount_t");
+	pclose(f);
+	return n;
+}
+
+/* debugfs 'recovery' line "key: value" of the card behind fd, or -1. */
+static long long recovery_stat(int fd, const char *key)
+{
+	char path[160], line[128];
+	long long v = -1;
+	FILE *f;
+
+	if (debugfs_path(fd, "recovery", path, sizeof(path)))
+		return -1;
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, strlen(key)) && line[strlen(key)] == ':')
+			v = strtoll(line + strlen(key) + 1, NULL, 10);
+	fclose(f);
+	return v;
+}
+
+/* ---- the innocent job: a verified round trip of another file ---- */
+
+struct innocent {
+	int fd;
+	uint32_t hin, dev, hout;
+	uint8_t *in, *out;
+	unsigned int seed;
+	uint64_t job;
+};
+
+static int innocent_init(struct innocent *x, int fd)
+{
+	int ret;
+
+	memset(x, 0, sizeof(*x));
+	x->fd = fd;
+	ret = bo_create(fd, INNOCENT_BYTES, DRM_SPYRE_BO_HOST, &x->hin);
+	if (!ret)
+		ret = bo_create(fd, INNOCENT_BYTES, DRM_SPYRE_BO_HOST, &x->hout);
+	if (!ret)
+		ret = bo_create(fd, INNOCENT_BYTES, DRM_SPYRE_BO_DEVICE, &x->dev);
+	if (ret)
+		return ret;
+	x->in = bo_map(fd, x->hin);
+	x->out = bo_map(fd, x->hout);
+	return x->in && x->out ? 0 : -ENOMEM;
+}
+
+static int innocent_submit(struct innocent *x, uint32_t ring)
+{
+	struct drm_spyre_cmd cmds[2];
+	struct drm_spyre_submit s;
+	int ret;
+
+	x->seed++;
+	fill(x->in, INNOCENT_BYTES, x->seed);
+	memset(x->out, 0, INNOCENT_BYTES);
+	cmds[0] = copy_cmd(x->hin, 0, x->dev, 0, INNOCENT_BYTES);
+	cmds[1] = copy_cmd(x->dev, 0, x->hout, 0, INNOCENT_BYTES);
+	s = submit_args(cmds, 2);
+	s.ring = ring;
+	ret = submit(x->fd, &s);
+	x->job = s.job_id;
+	return ret;
+}
+
+/* Job status, or -1 if it completed but the data is wrong. */
+static int innocent_check(struct innocent *x)
+{
+	int st = job_status(x->fd, x->job);
+
+	if (st == DRM_SPYRE_JOB_OK && memcmp(x->in, x->out, INNOCENT_BYTES))
+		return -1;
+	return st;
+}
+
+static void innocent_fini(struct innocent *x)
+{
+	if (x->in)
+		munmap(x->in, INNOCENT_BYTES);
+	if (x->out)
+		munmap(x->out, INNOCENT_BYTES);
+	bo_close(x->fd, x->hin);
+	bo_close(x->fd, x->hout);
+	bo_close(x->fd, x->dev);
+}
+
+/* ---- guilty programs ---- */
+
+enum { OP_BR = 0x05, OP_LOOP = 0x06, OP_ENDLOOP = 0x07, OP_MM = 0x20 };
+enum { DT_F16 = 1 };
+
+/* Spins forever: pc 0 branches to itself (until the engine's instruction budget). */
+static size_t build_spin(struct prog *p)
+{
+	memset(p, 0, sizeof(*p));
+	ins(p, OP_BR, 0, 0, 0, 0, 0, 0, 0, 0);
+	ins(p, OP_HALT, 0, 0, 0, 0, 0, 0, 0, 0);
+	return prog_finish(p);
+}
+
+/*
+ * One 4096 x 4096 x 4096 fp16 matrix multiply with zero row strides (every row is the same
+ * 8 KiB of scratchpad, so it fits), looped: seconds of host time per instruction.
+ */
+static size_t build_mm_loop(struct prog *p)
+{
+	memset(p, 0, sizeof(*p));
+	li(p, 3, 4096);			/* M */
+	li(p, 4, 4096);			/* N */
+	li(p, 5, 4096);			/* K */
+	li(p, 6, 0);			/* lda, ldb, ldc: zero strides */
+	li(p, 7, 0);
+	li(p, 8, 0);
+	li(p, 10, 0);			/* C */
+	li(p, 11, 0x10000);		/* A */
+	li(p, 12, 0x20000);		/* B */
+	ins(p, OP_LOOP, 0, 0, 0, 0, 0, 0, 0, 1000000);
+	ins(p, OP_MM, DT_F16, 10, 11, 12, 3, 0, 0, 0);
+	ins(p, OP_ENDLOOP, 0, 0, 0, 0, 0, 0, 0, 0);
+	ins(p, OP_HALT, 0, 0, 0, 0, 0, 0, 0, 0);
+	return prog_finish(p);
+}
+
+/* ---- fixture: two files of the first card ---- */
+
+enum hang_kind { HANG_SPIN, HANG_MM, HANG_DMA };
+
+FIXTURE(fault) {
+	int fd, fd2;
+	unsigned int timeout_ms;
+	struct drm_spyre_device_info info;
+	uint32_t prog, hbo, dbo;
+	size_t plen;
+};
+
+FIXTURE_SETUP(fault)
+{
+	self->fd = -1;
+	self->fd2 = -1;
+	if (geteuid())
+		SKIP(return, "needs root (debugfs, sysfs)");
+	self->fd = open_card(0);
+	if (self->fd < 0)
+		SKIP(return, "no spyre accel device (modprobe spyre?)");
+	self->fd2 = open_card(0);
+	ASSERT_GE(self->fd2, 0);
+	ASSERT_EQ(0, query(self->fd, DRM_SPYRE_QUERY_DEVICE_INFO, &self->info,
+			   sizeof(self->info)));
+	self->timeout_ms = module_timeout_ms();
+	if (!self->timeout_ms || self->timeout_ms > 2000)
+		SKIP(return, "job_timeout_ms is %u: load spyre with job_timeout_ms=500",
+		     self->timeout_ms);
+	if (fault_hang(self->fd, 0) == -EOPNOTSUPP)
+		SKIP(return, "card without FAULT_HANG (hw 1.1 with x-fault-inject=on)");
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_HOST, &self->hbo));
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE, &self->dbo));
+}
+
+FIXTURE_TEARDOWN(fault)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+	if (self->fd2 >= 0)
+		close(self->fd2);
+}
+
+/* Submit the guilty job of kind k on ring 0 of self->fd. */
+static int guilty_submit(struct __test_metadata *_metadata, FIXTURE_DATA(fault) *self,
+			 enum hang_kind k, uint64_t *job)
+{
+	struct drm_spyre_launch l = { .num_cores = 1 };
+	struct drm_spyre_cmd c;
+
+	if (k == HANG_DMA) {
+		if (fault_hang(self->fd, 1))
+			return -EIO;
+		c = copy_cmd(self->hbo, 0, self->dbo, 0, 4096);
+	} else {
+		c = launch_cmd(self->prog, 0, self->plen, &l);
+	}
+	return submit_cmds(self->fd, &c, 1, job);
+}
+
+/*
+ * HANG_CYCLES times: a guilty job of self->fd hangs on ring 0 with a job of another file
+ * queued behind it. The guilty job must fail with DRM_SPYRE_JOB_TIMEOUT within the timeout
+ * plus 2 s, the innocent one complete with the right data, the ring-reset counter rise by
+ * exactly one, the next job succeed; no card memory or kernel memory may leak.
+ */
+static void hang_cycles(struct __test_metadata *_metadata, FIXTURE_DATA(fault) *self,
+			enum hang_kind k)
+{
+	struct drm_spyre_telemetry t0, t1, t;
+	struct innocent x;
+	int64_t t_sub, t_guilty, worst_guilty = 0, worst_innocent = 0, sum_guilty = 0;
+	long slab0, slab1;
+	uint64_t used0, job;
+	struct prog p;
+	int i;
+
+	used0 = devmem_used(self->fd);
+	if (k == HANG_SPIN)
+		self->plen = build_spin(&p);
+	else if (k == HANG_MM)
+		self->plen = build_mm_loop(&p);
+	if (k != HANG_DMA) {
+		if (!(self->info.caps & DRM_SPYRE_CAP_LAUNCH))
+			SKIP(return, "card without LAUNCH");
+		ASSERT_EQ(0, prog_bo(self->fd, p.img, self->plen, 0, 4096, &self->prog));
+	}
+	ASSERT_EQ(0, innocent_init(&x, self->fd2));
+	slab0 = meminfo_kib("Slab");
+	ASSERT_EQ(0, telemetry(self->fd, &t0));
+
+	for (i = 0; i < HANG_CYCLES; i++) {
+		ASSERT_EQ(0, telemetry(self->fd, &t));
+		t_sub = now_ns();
+		ASSERT_EQ(0, guilty_submit(_metadata, self, k, &job));
+		ASSERT_EQ(0, innocent_submit(&x, 0));
+		ASSERT_EQ(DRM_SPYRE_JOB_TIMEOUT, job_status(self->fd, job)) TH_LOG("cycle %d", i);
+		t_guilty = now_ns() - t_sub;
+		ASSERT_LE(t_guilty, (self->timeout_ms + 2000) * MS_NS) TH_LOG("cycle %d", i);
+		ASSERT_EQ(DRM_SPYRE_JOB_OK, innocent_check(&x)) TH_LOG("cycle %d", i);
+		worst_innocent = MAX64(worst_innocent, now_ns() - t_sub - t_guilty);
+		worst_guilty = MAX64(worst_guilty, t_guilty);
+		sum_guilty += t_guilty;
+
+		ASSERT_EQ(0, telemetry(self->fd, &t1));
+		ASSERT_EQ(t.ring_resets + 1, t1.ring_resets) TH_LOG("cycle %d", i);
+		ASSERT_EQ(t.card_resets, t1.card_resets) TH_LOG("cycle %d", i);
+		ASSERT_EQ(DRM_SPYRE_STATE_OK, t1.state);
+		/* the next job of the guilty file runs normally on the same ring */
+		ASSERT_EQ(0, nop_job(self->fd, 0, &job));
+		ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job)) TH_LOG("cycle %d", i);
+	}
+
+	ASSERT_EQ(0, telemetry(self->fd, &t1));
+	EXPECT_EQ(t0.ring_resets + HANG_CYCLES, t1.ring_resets);
+	EXPECT_EQ(t0.jobs_timed_out + HANG_CYCLES, t1.jobs_timed_out);
+	innocent_fini(&x);
+	if (k != HANG_DMA)
+		bo_close(self->fd, self->prog);
+	EXPECT_EQ(used0, devmem_used(self->fd));
+	slab1 = meminfo_kib("Slab");
+	/* 50 leaked jobs with their buffers would be far more than this */
+	EXPECT_LT(slab1 - slab0, 4096) TH_LOG("Slab %ld -> %ld KiB", slab0, slab1);
+	TH_LOG("%d hangs (timeout %u ms): guilty job failed after %.0f ms on average, %.0f ms at worst; innocent job done %.0f ms later at worst; %llu jobs re-run; Slab %+ld KiB; recovery (timeout handler) max %lld us since load",
+	       HANG_CYCLES, self->timeout_ms, sum_guilty / 1e6 / HANG_CYCLES, worst_guilty / 1e6,
+	       worst_innocent / 1e6, (unsigned long long)(t1.jobs_rerun - t0.jobs_rerun),
+	       slab1 - slab0, recovery_stat(self->fd, "max_recovery_us"));
+}
+
+TEST_F_TIMEOUT(fault, hang_spinning_program, 600)
+{
+	hang_cycles(_metadata, self, HANG_SPIN);
+}
+
+TEST_F_TIMEOUT(fault, hang_matrix_multiply_loop, 600)
+{
+	hang_cycles(_metadata, self, HANG_MM);
+}
+
+TEST_F_TIMEOUT(fault, hang_injected_dma, 600)
+{
+	hang_cycles(_metadata, self, HANG_DMA);
+}
+
+static void on_alarm(int sig)
+{
+}
+
+/*
+ * BO_CREATE(DEVICE) waits for the clear of the new BO, interruptibly: with the clear hung,
+ * a signal ends the call with EINTR long before the job timeout. The BO's card memory comes
+ * back once the hung clear has been dealt with (it times out on the kernel's ring).
+ */
+TEST_F_TIMEOUT(fault, bo_create_interrupted, 60)
+{
+	struct drm_spyre_bo_create c = { .size = 1 << 20, .flags = DRM_SPYRE_BO_DEVICE };
+	struct sigaction sa = { .sa_handler = on_alarm };	/* no SA_RESTART */
+	struct itimerval it = { .it_value = { .tv_usec = 100000 } };
+	struct drm_spyre_telemetry t0, t1;
+	uint64_t used0;
+	int64_t t, deadline;
+	uint32_t h;
+	int ret, err;
+
+	used0 = devmem_used(self->fd);
+	ASSERT_EQ(0, telemetry(self->fd, &t0));
+	ASSERT_EQ(0, sigaction(SIGALRM, &sa, NULL));
+	ASSERT_EQ(0, fault_hang(self->fd, 1));
+	t = now_ns();
+	ASSERT_EQ(0, setitimer(ITIMER_REAL, &it, NULL));
+	ret = ioctl(self->fd, DRM_IOCTL_SPYRE_BO_CREATE, &c);
+	err = errno;
+	t = now_ns() - t;
+	EXPECT_EQ(-1, ret);
+	EXPECT_EQ(EINTR, err);
+	EXPECT_LT(t, (int64_t)self->timeout_ms * MS_NS) TH_LOG("BO_CREATE took %.0f ms", t / 1e6);
+
+	/* the memory returns when the hung clear has timed out */
+	deadline = now_ns() + (self->timeout_ms + 3000) * MS_NS;
+	while (devmem_used(self->fd) != used0 && now_ns() < deadline)
+		usleep(20000);
+	EXPECT_EQ(used0, devmem_used(self->fd));
+	ASSERT_EQ(0, telemetry(self->fd, &t1));
+	EXPECT_EQ(t0.ring_resets + 1, t1.ring_resets);
+	/* and BO_CREATE works again */
+	ASSERT_EQ(0, bo_create(self->fd, 1 << 20, DRM_SPYRE_BO_DEVICE, &h));
+	ASSERT_EQ(0, bo_close(self->fd, h));
+	TH_LOG("interrupted after %.0f ms", t / 1e6);
+}
+
+/*
+ * A hang that ignores the ring ABORT (SPYRE_HANG_STICKY): the driver escalates to a card
+ * reset. The guilty job times out, innocent jobs of another file on the same ring and on
+ * another ring are re-run and complete with the right data, the card-reset counter rises by
+ * one and the card works afterwards.
+ */
+TEST_F_TIMEOUT(fault, sticky_hang_card_reset, 60)
+{
+	struct drm_spyre_telemetry t0, t1;
+	struct innocent x, y;
+	struct drm_spyre_cmd c;
+	uint64_t job;
+	int64_t t;
+
+	ASSERT_EQ(0, innocent_init(&x, self->fd2));
+	ASSERT_EQ(0, innocent_init(&y, self->fd2));
+	ASSERT_EQ(0, telemetry(self->fd, &t0));
+	ASSERT_EQ(0, fault_hang(self->fd, 1 | SPYRE_HANG_STICKY));
+	c = copy_cmd(self->hbo, 0, self->dbo, 0, 4096);
+	t = now_ns();
+	ASSERT_EQ(0, submit_cmds(self->fd, &c, 1, &job));
+	ASSERT_EQ(0, innocent_submit(&x, 0));
+	ASSERT_EQ(0, innocent_submit(&y, self->info.num_rings > 1 ? 1 : 0));
+	EXPECT_EQ(DRM_SPYRE_JOB_TIMEOUT, job_status(self->fd, job));
+	t = now_ns() - t;
+	EXPECT_LE(t, (self->timeout_ms + 2000 + 1000) * MS_NS);
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, innocent_check(&x));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, innocent_check(&y));
+	ASSERT_EQ(0, telemetry(self->fd, &t1));
+	EXPECT_EQ(t0.card_resets + 1, t1.card_resets);
+	EXPECT_EQ(t0.ring_resets, t1.ring_resets);
+	EXPECT_GE(t1.jobs_rerun, t0.jobs_rerun + 1);
+	EXPECT_EQ(DRM_SPYRE_STATE_OK, t1.state);
+	EXPECT_GE(t1.resets, t0.resets + 1);	/* the card's own counter */
+	ASSERT_EQ(0, nop_job(self->fd, 0, &job));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	EXPECT_EQ(0, round_trip(self->fd2, 10000, 3, 5, 7));
+	innocent_fini(&x);
+	innocent_fini(&y);
+	TH_LOG("guilty job failed after %.0f ms (card reset)", t / 1e6);
+}
+
+/*
+ * A PCI function reset while the driver is bound (sysfs reset; AER takes the same path):
+ * reset_prepare stops the schedulers, reset_done brings the card back and re-runs what was
+ * queued. Jobs of open files complete normally and the card keeps working.
+ */
+TEST_F_TIMEOUT(fault, pci_reset_while_bound, 60)
+{
+	struct drm_spyre_telemetry t0, t1;
+	char bdf[64], path[160];
+	struct innocent x, y;
+	uint64_t job;
+
+	ASSERT_EQ(0, card_bdf(self->fd, bdf, sizeof(bdf)));
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/reset", bdf);
+	if (access(path, W_OK))
+		SKIP(return, "%s: the card has no PCI reset method", path);
+	ASSERT_EQ(0, innocent_init(&x, self->fd2));
+	ASSERT_EQ(0, innocent_init(&y, self->fd));
+	ASSERT_EQ(0, telemetry(self->fd, &t0));
+	ASSERT_EQ(0, innocent_submit(&x, 0));
+	ASSERT_EQ(0, innocent_submit(&y, self->info.num_rings > 1 ? 1 : 0));
+	ASSERT_EQ(0, write_sysfs(path, "1"));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, innocent_check(&x));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, innocent_check(&y));
+	ASSERT_EQ(0, telemetry(self->fd, &t1));
+	EXPECT_EQ(t0.card_resets + 1, t1.card_resets);
+	EXPECT_EQ(DRM_SPYRE_STATE_OK, t1.state);
+	ASSERT_EQ(0, nop_job(self->fd, 0, &job));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	EXPECT_EQ(0, round_trip(self->fd2, 10000, 3, 5, 11));
+	innocent_fini(&x);
+	innocent_fini(&y);
+}
+
+/* ---- remove() and a wedged card (sysfs unbind/bind; these run last) ---- */
+
+static int find_accel_of(const char *bdf)
+{
+	char path[128];
+	struct dirent *de;
+	int minor = -1;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/accel", bdf);
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while ((de = readdir(dir)))
+		if (sscanf(de->d_name, "accel%d", &minor) == 1)
+			break;
+	closedir(dir);
+	return minor;
+}
+
+/*
+ * remove() while jobs are in flight and no file is open: no BO reference may leak (the
+ * old driver left the jobs to a scheduler that was already gone: "Memory manager not
+ * clean"), no warning, and the card comes back on bind.
+ */
+FIXTURE(unplug) {
+	int unused;
+};
+
+FIXTURE_SETUP(unplug)
+{
+	if (geteuid())
+		SKIP(return, "needs root (sysfs)");
+}
+
+FIXTURE_TEARDOWN(unplug)
+{
+}
+
+TEST_F_TIMEOUT(unplug, remove_with_jobs_in_flight, 120)
+{
+	struct drm_spyre_device_info info;
+	struct drm_spyre_cmd *cmds;
+	uint32_t a, b, h;
+	char bdf[64];
+	int i, r, fd, warn0, minor;
+	uint64_t job;
+
+	fd = open_card(0);
+	if (fd < 0)
+		SKIP(return, "no spyre accel device");
+	ASSERT_EQ(0, card_bdf(fd, bdf, sizeof(bdf)));
+	ASSERT_EQ(0, query(fd, DRM_SPYRE_QUERY_DEVICE_INFO, &info, sizeof(info)));
+	close(fd);
+	warn0 = dmesg_count();
+
+	fd = open_card(0);
+	ASSERT_GE(fd, 0);
+	cmds = calloc(48, sizeof(*cmds));
+	ASSERT_NE(NULL, cmds);
+	ASSERT_EQ(0, bo_create(fd, 1 << 20, DRM_SPYRE_BO_DEVICE, &a));
+	ASSERT_EQ(0, bo_create(fd, 1 << 20, DRM_SPYRE_BO_DEVICE, &b));
+	ASSERT_EQ(0, bo_create(fd, 1 << 20, DRM_SPYRE_BO_HOST, &h));
+	for (i = 0; i < 48; i++)
+		cmds[i] = copy_cmd(i & 1 ? b : (i & 2 ? h : a), 0, i & 1 ? a : b, 0, 1 << 20);
+	/* many jobs, each holding BO references, most of them still queued on the card */
+	for (r = 0; r < (int)info.num_rings; r++)
+		for (i = 0; i < DRM_SPYRE_FILE_MAX_JOBS / 3 - 5; i++) {
+			struct drm_spyre_submit s = submit_args(cmds, 48);
+
+			s.ring = r;
+			ASSERT_EQ(0, submit(fd, &s));
+		}
+	/* the handles go with the file; the jobs keep the BOs */
+	close(fd);
+	free(cmds);
+	ASSERT_EQ(0, write_sysfs("/sys/bus/pci/drivers/spyre/unbind", bdf));
+	usleep(200000);
+	EXPECT_EQ(warn0, dmesg_count()) TH_LOG("new warnings in dmesg after unbind");
+
+	ASSERT_EQ(0, write_sysfs("/sys/bus/pci/drivers/spyre/bind", bdf));
+	minor = find_accel_of(bdf);
+	ASSERT_GE(minor, 0);
+	fd = open_minor(minor);
+	ASSERT_GE(fd, 0);
+	EXPECT_EQ(0, devmem_used(fd));
+	EXPECT_EQ(0, round_trip(fd, 10000, 3, 5, 1));
+	ASSERT_EQ(0, nop_job(fd, 0, &job));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(fd, job));
+	close(fd);
+}
+
+static int uevent_open(void)
+{
+	struct sockaddr_nl a = { .nl_family = AF_NETLINK, .nl_groups = 1 };
+	int s = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_KOBJECT_UEVENT);
+
+	if (s < 0)
+		return -errno;
+	if (bind(s, (struct sockaddr *)&a, sizeof(a))) {
+		close(s);
+		return -errno;
+	}
+	return s;
+}
+
+/* Wait up to timeout_ms for a uevent with a variable starting with @key; copy it to @out. */
+static int uevent_wait(int s, const char *key, char *out, size_t len, int timeout_ms)
+{
+	int64_t deadline = now_ns() + timeout_ms * MS_NS;
+	char buf[8192];
+
+	while (now_ns() < deadline) {
+		struct pollfd p = { .fd = s, .events = POLLIN };
+		ssize_t n;
+		char *q;
+
+		if (poll(&p, 1, (deadline - now_ns()) / MS_NS + 1) <= 0)
+			continue;
+		n = recv(s, buf, sizeof(buf) - 1, 0);
+		if (n <= 0)
+			continue;
+		buf[n] = 0;
+		for (q = buf; q < buf + n; q += strlen(q) + 1)
+			if (!strncmp(q, key, strlen(key))) {
+				snprintf(out, len, "%s", q);
+				return 0;
+			}
+	}
+	return -ETIME;
+}
+
+/*
+ * A hang that only a PCI reset ends (SPYRE_HANG_WEDGE): the card reset does not complete,
+ * the card is wedged. The guilty job times out, the others fail (ABORTED), a "WEDGED="
+ * uevent is sent, the state is visible in QUERY, new work fails with -EIO; after unbind,
+ * a PCI function reset and bind, the card works again.
+ */
+TEST_F_TIMEOUT(fault, z_wedge_then_pci_reset, 120)
+{
+	struct drm_spyre_telemetry t;
+	struct innocent x;
+	struct drm_spyre_cmd c;
+	char bdf[64], path[160], ev[128];
+	uint64_t job;
+	uint32_t h;
+	int ue, fd, minor;
+	int64_t t0;
+
+	ue = uevent_open();
+	ASSERT_GE(ue, 0);
+	ASSERT_EQ(0, card_bdf(self->fd, bdf, sizeof(bdf)));
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/reset", bdf);
+	if (access(path, W_OK))
+		SKIP(return, "%s: the card has no PCI reset method", path);
+	ASSERT_EQ(0, innocent_init(&x, self->fd2));
+	ASSERT_EQ(0, fault_hang(self->fd, 1 | SPYRE_HANG_WEDGE));
+	c = copy_cmd(self->hbo, 0, self->dbo, 0, 4096);
+	t0 = now_ns();
+	ASSERT_EQ(0, submit_cmds(self->fd, &c, 1, &job));
+	ASSERT_EQ(0, innocent_submit(&x, 0));
+	EXPECT_EQ(DRM_SPYRE_JOB_TIMEOUT, job_status(self->fd, job));
+	EXPECT_EQ(DRM_SPYRE_JOB_ABORTED, job_status(x.fd, x.job));
+	EXPECT_EQ(0, uevent_wait(ue, "WEDGED=", ev, sizeof(ev), 5000));
+	TH_LOG("after %.0f ms: uevent %s", (now_ns() - t0) / 1e6, ev);
+	close(ue);
+	ASSERT_EQ(0, telemetry(self->fd, &t));
+	EXPECT_EQ(DRM_SPYRE_STATE_WEDGED, t.state);
+	EXPECT_EQ(-EIO, nop_job(self->fd, 0, &job));
+	EXPECT_EQ(-EIO, nop_job(self->fd2, 1, &job));
+	EXPECT_EQ(-EIO, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE, &h));
+	innocent_fini(&x);
+
+	close(self->fd);
+	close(self->fd2);
+	self->fd = self->fd2 = -1;
+	ASSERT_EQ(0, write_sysfs("/sys/bus/pci/drivers/spyre/unbind", bdf));
+	ASSERT_EQ(0, write_sysfs(path, "1"));
+	ASSERT_EQ(0, write_sysfs("/sys/bus/pci/drivers/spyre/bind", bdf));
+	minor = find_accel_of(bdf);
+	ASSERT_GE(minor, 0);
+	fd = open_minor(minor);
+	ASSERT_GE(fd, 0);
+	ASSERT_EQ(0, telemetry(fd, &t));
+	EXPECT_EQ(DRM_SPYRE_STATE_OK, t.state);
+	EXPECT_EQ(0, round_trip(fd, 10000, 3, 5, 2));
+	ASSERT_EQ(0, nop_job(fd, 0, &job));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(fd, job));
+	close(fd);
+}
+
+TEST_HARNESS_MAIN
