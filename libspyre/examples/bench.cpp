@@ -1,0 +1,252 @@
+// spyre-bench: wall-clock figures of libspyre's runtime, each against a baseline measured in
+// the same run (Documentation/libspyre.md "Benchmark"). Kernel backend (in the VM) or
+// simulator (SPYRE_BACKEND=sim). Usage: spyre-bench [device-index]
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "spyre/program_builder.hpp"
+#include "spyre/programs/matmul.hpp"
+#include "spyre/spyre.h"
+#include "spyre_accel.h"
+
+namespace {
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+// Median of `reps` timings of fn(), in seconds.
+double time_it(int reps, const std::function<void()>& fn) {
+    std::vector<double> t;
+    for (int i = 0; i < reps; ++i) {
+        double t0 = now_s();
+        fn();
+        t.push_back(now_s() - t0);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+void check(spyre_status s, const char* what) {
+    if (s != SPYRE_SUCCESS) {
+        std::fprintf(stderr, "spyre-bench: %s: %s\n", what, spyre_last_error());
+        std::exit(1);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int index = argc > 1 ? std::atoi(argv[1]) : 0;
+    spyre_device_t dev;
+    check(spyre_device_open(index, &dev), "open");
+    spyre_device_info info;
+    check(spyre_device_get_info(dev, &info), "info");
+    const bool kernel = info.backend == SPYRE_BACKEND_KERNEL;
+    std::printf("spyre-bench on %s (%s backend, %u rings)\n", info.name,
+                spyre_backend_string(static_cast<spyre_backend>(info.backend)), info.num_rings);
+
+    // ---- 1. round trips ----
+    const int N = kernel ? 300 : 2000;
+    double bare = 0, raw_nop = 0;
+    if (kernel) {
+        int fd = open(info.accel_path, O_RDWR | O_CLOEXEC);
+        drm_spyre_mem_info mi{};
+        drm_spyre_query q{};
+        q.param = DRM_SPYRE_QUERY_MEM_INFO;
+        q.size = sizeof mi;
+        q.data = reinterpret_cast<uintptr_t>(&mi);
+        bare = time_it(1,
+                       [&] {
+                           for (int i = 0; i < N; ++i) ioctl(fd, DRM_IOCTL_SPYRE_QUERY, &q);
+                       }) /
+               N;
+        raw_nop = time_it(1,
+                          [&] {
+                              for (int i = 0; i < N; ++i) {
+                                  drm_spyre_cmd c{};
+                                  c.op = DRM_SPYRE_CMD_NOP;
+                                  drm_spyre_submit s{};
+                                  s.cmds = reinterpret_cast<uintptr_t>(&c);
+                                  s.cmd_count = 1;
+                                  s.cmd_size = sizeof c;
+                                  ioctl(fd, DRM_IOCTL_SPYRE_SUBMIT, &s);
+                                  drm_spyre_job_wait w{};
+                                  w.job_id = s.job_id;
+                                  w.timeout_ns = INT64_MAX;
+                                  ioctl(fd, DRM_IOCTL_SPYRE_JOB_WAIT, &w);
+                              }
+                          }) /
+                  N;
+        close(fd);
+    } else {
+        uint64_t f;
+        bare = time_it(1,
+                       [&] {
+                           for (int i = 0; i < N; ++i) spyre_mem_get_info(dev, &f, nullptr);
+                       }) /
+               N;
+    }
+    spyre::ProgramBuilder nb;
+    nb.halt();
+    auto null_img = nb.finish();
+    spyre_program_t null_prog;
+    check(spyre_program_load(dev, null_img.data(), null_img.size(), &null_prog), "load");
+    spyre_launch_params np{};
+    np.num_cores = 1;
+    double null_launch = time_it(1,
+                                 [&] {
+                                     for (int i = 0; i < N; ++i)
+                                         spyre_launch(null_prog, &np, nullptr);
+                                 }) /
+                         N;
+    spyre_buffer_t small;
+    check(spyre_malloc(dev, 256, &small), "malloc");
+    double null_fill = time_it(1,
+                               [&] {
+                                   for (int i = 0; i < N; ++i) spyre_memset(small, 0, i, 8);
+                               }) /
+                       N;
+    std::printf("\n[round trip, per call, %d calls]\n", N);
+    std::printf("  bare ioctl (QUERY mem info)%s     %8.1f us\n",
+                kernel ? "" : " [sim: mem_get_info]", bare * 1e6);
+    if (kernel)
+        std::printf("  raw NOP job (SUBMIT + JOB_WAIT)     %8.1f us  = %.1fx bare ioctl\n",
+                    raw_nop * 1e6, raw_nop / bare);
+    std::printf("  spyre_launch of a null program      %8.1f us  = %.1fx bare ioctl\n",
+                null_launch * 1e6, null_launch / bare);
+    std::printf("  spyre_memset of 8 bytes             %8.1f us  = %.1fx bare ioctl\n",
+                null_fill * 1e6, null_fill / bare);
+
+    // ---- 2. 1000 null launches: async vs sync ----
+    const int L = 1000;
+    spyre_stream_t s;
+    check(spyre_stream_create(dev, 0, &s), "stream");
+    double sync_t = time_it(1, [&] {
+        for (int i = 0; i < L; ++i) check(spyre_launch(null_prog, &np, nullptr), "launch");
+    });
+    double submit_t = 0;
+    double async_t = time_it(1, [&] {
+        double t0 = now_s();
+        for (int i = 0; i < L; ++i) check(spyre_launch_async(null_prog, &np, s), "launch_async");
+        submit_t = now_s() - t0;
+        check(spyre_stream_synchronize(s), "sync");
+    });
+    std::printf("\n[%d null launches]\n", L);
+    std::printf("  synchronous spyre_launch            %8.1f ms\n", sync_t * 1e3);
+    std::printf(
+        "  spyre_launch_async + synchronize    %8.1f ms  = %.1fx faster (submission "
+        "alone %.1f ms = %.1fx)\n",
+        async_t * 1e3, sync_t / async_t, submit_t * 1e3, sync_t / submit_t);
+
+    // ---- 3. copy bandwidth vs memcpy ----
+    std::printf("\n[host <-> device copy bandwidth, GB/s (median of 5)]\n");
+    std::printf("  %8s %9s %9s %9s %9s %9s\n", "size", "memcpy", "htod", "dtoh", "htod-pin",
+                "dtoh-pin");
+    for (uint64_t mib : {1, 4, 16, 64}) {
+        const uint64_t n = mib << 20;
+        std::vector<char> a(n, 1), b(n, 2);
+        spyre_buffer_t buf;
+        check(spyre_malloc(dev, n, &buf), "malloc");
+        void* pin;
+        check(spyre_host_alloc(dev, n, &pin), "host_alloc");
+        std::memset(pin, 3, n);
+        auto gbs = [&](double t) { return n / t / 1e9; };
+        double tm = time_it(5, [&] { std::memcpy(b.data(), a.data(), n); });
+        double th = time_it(5, [&] { check(spyre_memcpy_htod(buf, 0, a.data(), n), "htod"); });
+        double td = time_it(5, [&] { check(spyre_memcpy_dtoh(b.data(), buf, 0, n), "dtoh"); });
+        double tph = time_it(5, [&] { check(spyre_memcpy_htod(buf, 0, pin, n), "htod"); });
+        double tpd = time_it(5, [&] { check(spyre_memcpy_dtoh(pin, buf, 0, n), "dtoh"); });
+        std::printf(
+            "  %5llu MiB %9.2f %9.2f %9.2f %9.2f %9.2f   (htod %.0f%%, dtoh %.0f%% of "
+            "memcpy)\n",
+            (unsigned long long)mib, gbs(tm), gbs(th), gbs(td), gbs(tph), gbs(tpd), 100 * tm / th,
+            100 * tm / td);
+        spyre_free(buf);
+        spyre_host_free(dev, pin);
+    }
+
+    // ---- 4. overlap: a launch on one stream, a copy on another ----
+    const uint32_t M = kernel ? 128 : 256;
+    auto mm = spyre::programs::build_matmul_program(M, M, M, 32);
+    spyre_program_t mmp;
+    check(spyre_program_load(dev, mm.data(), mm.size(), &mmp), "load matmul");
+    spyre_buffer_t A, B, C;
+    check(spyre_malloc(dev, M * M * 2, &A), "A");
+    check(spyre_malloc(dev, M * M * 2, &B), "B");
+    check(spyre_malloc(dev, M * M * 2, &C), "C");
+    spyre_memset(A, 0, 0, M * M * 2);
+    spyre_memset(B, 0, 0, M * M * 2);
+    spyre_launch_params mp{};
+    mp.num_args = 3;
+    spyre_buffer_device_address(A, &mp.args[0]);
+    spyre_buffer_device_address(B, &mp.args[1]);
+    spyre_buffer_device_address(C, &mp.args[2]);
+    spyre_buffer_t mb[] = {A, B, C};
+    mp.buffers = mb;
+    mp.num_buffers = 3;
+    const uint64_t cn = 32 << 20;
+    spyre_buffer_t cb;
+    check(spyre_malloc(dev, cn, &cb), "copy buffer");
+    void* cpin;
+    check(spyre_host_alloc(dev, cn, &cpin), "pin");
+    spyre_stream_t s2;
+    check(spyre_stream_create(dev, 0, &s2), "stream 2");
+    const int K = 4;
+    auto launches = [&] {
+        for (int i = 0; i < K; ++i) check(spyre_launch_async(mmp, &mp, s), "launch");
+    };
+    auto copies = [&] {
+        for (int i = 0; i < K; ++i) check(spyre_memcpy_htod_async(cb, 0, cpin, cn, s2), "copy");
+    };
+    double tl = time_it(3, [&] {
+        launches();
+        check(spyre_stream_synchronize(s), "sync");
+    });
+    double tc = time_it(3, [&] {
+        copies();
+        check(spyre_stream_synchronize(s2), "sync");
+    });
+    double tb = time_it(3, [&] {
+        launches();
+        copies();
+        check(spyre_stream_synchronize(s), "sync");
+        check(spyre_stream_synchronize(s2), "sync");
+    });
+    double t1 = time_it(3, [&] {  // the same work on one stream: serialised
+        launches();
+        for (int i = 0; i < K; ++i) check(spyre_memcpy_htod_async(cb, 0, cpin, cn, s), "copy");
+        check(spyre_stream_synchronize(s), "sync");
+    });
+    std::printf(
+        "\n[overlap: %d x %ux%ux%u matmul launches on stream 1, %d x 32 MiB pinned htod "
+        "on stream 2]\n",
+        K, M, M, M, K);
+    std::printf("  launches alone %.1f ms, copies alone %.1f ms, sum %.1f ms\n", tl * 1e3, tc * 1e3,
+                (tl + tc) * 1e3);
+    std::printf(
+        "  both on two streams %.1f ms (overlap hides %.0f%% of the shorter), same work "
+        "on one stream %.1f ms\n",
+        tb * 1e3, 100 * (tl + tc - tb) / std::min(tl, tc), t1 * 1e3);
+
+    spyre_runtime_stats rs;
+    spyre_device_get_runtime_stats(dev, &rs);
+    std::printf("\n[runtime] jobs %llu, busy retries %llu, back-pressure waits %llu\n",
+                (unsigned long long)rs.jobs_submitted, (unsigned long long)rs.busy_retries,
+                (unsigned long long)rs.backpressure_waits);
+    spyre_stream_destroy(s);
+    spyre_stream_destroy(s2);
+    spyre_device_close(dev);
+    return 0;
+}
