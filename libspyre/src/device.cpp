@@ -293,7 +293,7 @@ uint64_t KernelDevice::syncobj_value(uint32_t syncobj) {
 namespace {
 // Unreaped jobs may trail the newest job by at most this much (the driver keeps the results
 // of the last DRM_SPYRE_JOB_HISTORY jobs of a file).
-constexpr uint64_t kHistoryMargin = DRM_SPYRE_JOB_HISTORY * 3 / 4;
+constexpr uint64_t kHistoryMargin = DRM_SPYRE_JOB_HISTORY - 64;
 constexpr uint32_t kUnknown = UINT32_MAX;
 constexpr int kBusyRetries = 10000;
 }  // namespace
@@ -484,6 +484,15 @@ KStagingSlot* KernelDevice::acquire_slot() {
         }
         staging_cv_.wait(lock);  // every slot is being filled by another thread
     }
+}
+
+void KernelDevice::forget_syncobj(uint32_t syncobj) {
+    {
+        std::lock_guard lock(staging_mu_);
+        for (auto& s : slots_)
+            if (s->syncobj == syncobj) s->syncobj = 0;
+    }
+    staging_cv_.notify_all();
 }
 
 void KernelDevice::release_slot(KStagingSlot* slot, uint32_t syncobj, uint64_t point) {

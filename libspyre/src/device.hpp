@@ -86,6 +86,8 @@ class KernelDevice final : public Device {
     // then acquire waits for the slot that frees first.
     KStagingSlot* acquire_slot();
     void release_slot(KStagingSlot* slot, uint32_t syncobj, uint64_t point);
+    // A stream's syncobj goes away (its work has finished): slots waiting on it are idle.
+    void forget_syncobj(uint32_t syncobj);
     uint64_t chunk_bytes();
 
     // Host functions: run by the completion thread after (syncobj, point).

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstddef>
 #include <cstring>
 #include <format>
 #include <span>
@@ -24,9 +25,23 @@ namespace spyre {
 
 namespace {
 
-constexpr uint32_t kLaunchResultSlots = 64;
-constexpr uint64_t kResultSlotBytes = (sizeof(drm_spyre_launch_result) + 63) & ~uint64_t(63);
-constexpr size_t kMaxStreamInflight = 512;
+// Launch results: launches without statistics get a short slot (outcome, message and totals,
+// not the per-core array), launches whose statistics are wanted a full one. Both are used
+// round robin; a slot is reused once its previous launch was reaped.
+constexpr uint32_t kShortSlots = 1024;
+constexpr uint64_t kShortSlotBytes = offsetof(drm_spyre_launch_result, num_cores);
+constexpr uint32_t kFullSlots = 64;
+constexpr uint64_t kFullSlotBytes = (sizeof(drm_spyre_launch_result) + 63) & ~uint64_t(63);
+constexpr uint64_t kFullBase = kShortSlots * kShortSlotBytes;
+constexpr uint32_t kLaunchResultSlots = kShortSlots + kFullSlots;
+static_assert(kShortSlotBytes % 8 == 0);
+constexpr size_t kMaxStreamInflight = DRM_SPYRE_JOB_HISTORY - 64;
+
+uint64_t slot_offset(uint32_t slot) {
+    return slot < kShortSlots ? slot * kShortSlotBytes
+                              : kFullBase + (slot - kShortSlots) * kFullSlotBytes;
+}
+uint64_t slot_bytes(uint32_t slot) { return slot < kShortSlots ? kShortSlotBytes : kFullSlotBytes; }
 static_assert(SPYRE_LAUNCH_MAX_ARGS == DRM_SPYRE_LAUNCH_MAX_ARGS);
 static_assert(SPYRE_LAUNCH_MAX_CORES == DRM_SPYRE_LAUNCH_MAX_CORES);
 static_assert(SPYRE_LAUNCH_MAX_BUFFERS <= DRM_SPYRE_LAUNCH_MAX_BOS);
@@ -77,6 +92,8 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
             synchronize();
         } catch (const Error&) {
         }
+        // Staging slots last used by this stream must not ask a destroyed (or reused) handle.
+        dev_->forget_syncobj(sync_);
         dev_->destroy_syncobj(sync_);
     }
 
@@ -336,8 +353,9 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
             w = dev_->reap_job(p.job_id, p.what);
             cycles_ += w.cycles;
             if (p.slot >= 0) {
-                drm_spyre_launch_result r;
-                std::memcpy(&r, result_ptr_ + p.slot * kResultSlotBytes, sizeof r);
+                drm_spyre_launch_result r{};
+                std::memcpy(&r, result_ptr_ + slot_offset(p.slot),
+                            std::min<uint64_t>(slot_bytes(p.slot), sizeof r));
                 r.message[sizeof r.message - 1] = '\0';
                 if (w.status == DRM_SPYRE_JOB_DEVICE_ERROR &&
                     w.hw_status == SPYRE_STATUS_ERR_PROGRAM) {
@@ -535,17 +553,19 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                              "or use SPYRE_BACKEND=sim",
                              dev_->name()));
         if (!result_bo_) {
-            auto bo = dev_->create_bo(kLaunchResultSlots * kResultSlotBytes, DRM_SPYRE_BO_HOST);
+            auto bo = dev_->create_bo(kFullBase + kFullSlots * kFullSlotBytes, DRM_SPYRE_BO_HOST);
             result_ptr_ = static_cast<std::byte*>(bo->map());
             result_bo_ = std::move(bo);
         }
-        const uint32_t slot = static_cast<uint32_t>(launches_ % kLaunchResultSlots);
+        const uint32_t slot =
+            stats ? kShortSlots + static_cast<uint32_t>(full_launches_++ % kFullSlots)
+                  : static_cast<uint32_t>(launches_ % kShortSlots);
         if (slot_point_[slot] > reaped_) {  // bounded: the slot's previous launch first
             dev_->counters().backpressure_waits++;
             dev_->wait_point(sync_, slot_point_[slot], "an earlier launch");
             reap(slot_point_[slot]);
         }
-        std::memset(result_ptr_ + slot * kResultSlotBytes, 0, kResultSlotBytes);
+        std::memset(result_ptr_ + slot_offset(slot), 0, slot_bytes(slot));
 
         std::vector<uint32_t> handles;
         handles.reserve(req.buffers.size());
@@ -560,8 +580,9 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         l.bo_handles = reinterpret_cast<uintptr_t>(handles.data());
         l.bo_count = static_cast<uint32_t>(handles.size());
         l.result_handle = result_bo_->handle();
-        l.result_offset = slot * kResultSlotBytes;
-        l.result_size = sizeof(drm_spyre_launch_result);
+        l.result_offset = slot_offset(slot);
+        l.result_size = static_cast<uint32_t>(
+            std::min<uint64_t>(slot_bytes(slot), sizeof(drm_spyre_launch_result)));
 
         drm_spyre_cmd c{};
         c.op = DRM_SPYRE_CMD_LAUNCH;
@@ -578,7 +599,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                         (req.program_size - 32) / 16, req.num_cores, req.num_cores == 1 ? "" : "s"),
             std::move(refs), static_cast<int>(slot), stats);
         slot_point_[slot] = point_;
-        ++launches_;
+        if (!stats) ++launches_;
     }
 
     // ---- state guarded by mu_ ----
@@ -594,7 +615,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
     std::deque<Deferred> deferred_;
     std::unique_ptr<Bo> result_bo_;
     std::byte* result_ptr_ = nullptr;
-    uint64_t launches_ = 0;
+    uint64_t launches_ = 0, full_launches_ = 0;
     uint64_t slot_point_[kLaunchResultSlots] = {};
 
     friend class KMarker;

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -215,18 +216,25 @@ inline void async_fault_propagation(spyre_device_t dev) {
 // Many threads: each its own stream, plus threads sharing the default stream.
 inline void many_threads(spyre_device_t dev, int threads, uint64_t bytes, int rounds) {
     std::atomic<int> failures{0};
+    std::mutex first_mu;
+    std::string first;
+    auto failed = [&](const std::string& what) {
+        failures++;
+        std::lock_guard lock(first_mu);
+        if (first.empty()) first = what + ": " + spyre_last_error();
+    };
     std::vector<std::thread> ts;
     for (int t = 0; t < threads; ++t)
         ts.emplace_back([&, t] {
             spyre_stream_t s = nullptr;
             const bool own = t % 2 == 0;
             if (own && spyre_stream_create(dev, 0, &s) != SPYRE_SUCCESS) {
-                failures++;
+                failed("stream_create");
                 return;
             }
             spyre_buffer_t b;
             if (spyre_malloc(dev, bytes, &b) != SPYRE_SUCCESS) {
-                failures++;
+                failed("malloc");
                 return;
             }
             for (int r = 0; r < rounds; ++r) {
@@ -235,13 +243,16 @@ inline void many_threads(spyre_device_t dev, int threads, uint64_t bytes, int ro
                 bool ok = spyre_memcpy_htod_async(b, 0, in.data(), bytes, s) == SPYRE_SUCCESS &&
                           spyre_memcpy_dtoh_async(out.data(), b, 0, bytes, s) == SPYRE_SUCCESS;
                 if (own) ok = ok && spyre_stream_synchronize(s) == SPYRE_SUCCESS;
-                if (!ok || in != out) failures++;
+                if (!ok)
+                    failed("copy");
+                else if (in != out)
+                    failed("data mismatch in thread " + std::to_string(t));
             }
             spyre_free(b);
             if (own) spyre_stream_destroy(s);
         });
     for (auto& t : ts) t.join();
-    EXPECT_EQ(failures.load(), 0);
+    EXPECT_EQ(failures.load(), 0) << "first: " << first;
 }
 
 // Freed handles are detected (generation counts), also when the slot was reused.
