@@ -362,6 +362,12 @@ uint64_t KernelDevice::submit(drm_spyre_submit& s) {
     return s.job_id;
 }
 
+void KernelDevice::wait_job(uint64_t job_id, const std::string& what) {
+    auto w = wait_raw(job_id, what, monotonic_ns() + timeout_ns_);
+    std::lock_guard lock(jobs_mu_);
+    if (auto it = unreaped_.find(job_id); it != unreaped_.end()) it->second = w;
+}
+
 drm_spyre_job_wait KernelDevice::reap_job(uint64_t job_id, const std::string& what) {
     {
         std::lock_guard lock(jobs_mu_);

@@ -73,6 +73,8 @@ class KernelDevice final : public Device {
     // job of this process and retries. Keeps every unreaped job within the driver's result
     // history. Returns the job id.
     uint64_t submit(drm_spyre_submit& s);
+    // Blocks until job_id has finished (JOB_WAIT) and keeps its outcome for reap_job.
+    void wait_job(uint64_t job_id, const std::string& what);
     // Outcome of a finished job (polls; the caller knows it has finished). Forgets the job.
     drm_spyre_job_wait reap_job(uint64_t job_id, const std::string& what);
     // Blocking JOB_WAIT; throws only if the wait itself failed.

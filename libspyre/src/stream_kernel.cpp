@@ -206,13 +206,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         std::unique_lock lock(mu_);
         cv_.wait(lock, [&] { return !blocked_ && deferred_.empty(); });
         flush_in_syncs();
-        const uint64_t p = point_;
-        if (p > reaped_) {
-            lock.unlock();
-            dev_->wait_point(sync_, p, std::format("stream work up to point {}", p));
-            lock.lock();
-            reap(p);
-        }
+        wait_done(point_, &lock);
         if (sticky_) {
             Error e = *sticky_;
             sticky_.reset();
@@ -248,13 +242,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         cur = saved;
         std::unique_lock lock(mu_);
         cv_.wait(lock, [&] { return op->outstanding == 0; });
-        const uint64_t p = op->last_point;
-        if (p > reaped_) {
-            lock.unlock();
-            dev_->wait_point(sync_, p, std::format("job at stream point {}", p));
-            lock.lock();
-            reap(p);
-        }
+        wait_done(op->last_point, &lock);
         if (op->err) throw *op->err;
     }
 
@@ -277,6 +265,33 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
             cur_op_ = nullptr;
         }
         cv_.notify_all();
+    }
+
+    // Waits until the job of timeline point p has finished and collects the outcomes up to it.
+    // The caller holds mu_ (through *lk, which is released while waiting, or directly if lk is
+    // null). Waits with JOB_WAIT on the job: the driver wakes it straight from the completion,
+    // which is quicker than a syncobj timeline wait; a ring runs a stream's jobs in order, so
+    // all earlier points are done too.
+    void wait_done(uint64_t p, std::unique_lock<std::mutex>* lk) {
+        if (p <= reaped_) return;
+        uint64_t id = 0;
+        for (auto it = pending_.rbegin(); it != pending_.rend(); ++it)
+            if (it->point == p) {
+                id = it->job_id;
+                break;
+            }
+        if (lk) lk->unlock();
+        try {
+            if (id)
+                dev_->wait_job(id, std::format("job at stream point {}", p));
+            else
+                dev_->wait_point(sync_, p, std::format("stream work up to point {}", p));
+        } catch (...) {
+            if (lk) lk->lock();
+            throw;
+        }
+        if (lk) lk->lock();
+        reap(p);
     }
 
     // Collects the outcome of finished jobs up to `done_upto` (0: ask the syncobj).
@@ -380,9 +395,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                 int slot = -1, spyre_launch_stats* stats = nullptr) {
         if (pending_.size() >= kMaxStreamInflight) {  // bounded: wait for the oldest
             dev_->counters().backpressure_waits++;
-            uint64_t p = pending_.front().point;
-            dev_->wait_point(sync_, p, "oldest job of the stream");
-            reap(p);
+            wait_done(pending_.front().point, nullptr);
         }
         drm_spyre_submit s{};
         s.cmds = reinterpret_cast<uintptr_t>(cmds.data());
@@ -495,8 +508,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
             for (uint64_t i = 0; i < std::min<uint64_t>(plan.count(), 2); ++i) issue(i);
             for (uint64_t i = 0; i < plan.count(); ++i) {
                 InFlight f = q.front();
-                dev_->wait_point(sync_, f.point, "device->host copy");
-                reap(f.point);
+                wait_done(f.point, nullptr);
                 if (op && op->err) {
                     release_all();
                     return;
@@ -562,8 +574,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                   : static_cast<uint32_t>(launches_ % kShortSlots);
         if (slot_point_[slot] > reaped_) {  // bounded: the slot's previous launch first
             dev_->counters().backpressure_waits++;
-            dev_->wait_point(sync_, slot_point_[slot], "an earlier launch");
-            reap(slot_point_[slot]);
+            wait_done(slot_point_[slot], nullptr);
         }
         std::memset(result_ptr_ + slot_offset(slot), 0, slot_bytes(slot));
 
@@ -633,11 +644,7 @@ void KMarker::wait() {
     std::unique_lock lock(s_->mu_);
     s_->cv_.wait(lock, [&] { return resolved_.load(); });
     if (done_) return;
-    const uint64_t p = point_;
-    lock.unlock();
-    s_->dev_->wait_point(s_->sync_, p, "event");
-    lock.lock();
-    s_->reap(p);
+    s_->wait_done(point_, &lock);
 }
 
 void KernelStream::copy_3d(const Copy3D& c) {
@@ -755,8 +762,7 @@ void KernelStream::copy_3d(const Copy3D& c) {
                 cmds.clear();
                 row_cmds(*g.slot->bo, 0, true, *sbo, sbase, false, r0, r1, cmds);
                 submit_cmds(cmds, "device->host");
-                dev_->wait_point(sync_, point_, "device->host 3-D copy");
-                reap(point_);
+                wait_done(point_, nullptr);
                 if (op && op->err) return;
                 for (uint64_t r = r0; r < r1; ++r)
                     std::memcpy(c.dst.host + row_off(c.dst, r), g.slot->ptr + (r - r0) * c.width,
