@@ -16,6 +16,7 @@
 
 #include "device.hpp"
 #include "error.hpp"
+#include "spyre/program_builder.hpp"
 
 extern "C" {
 #include "spyre_hw.h"
@@ -36,6 +37,8 @@ constexpr uint64_t kFullBase = kShortSlots * kShortSlotBytes;
 constexpr uint32_t kLaunchResultSlots = kShortSlots + kFullSlots;
 static_assert(kShortSlotBytes % 8 == 0);
 constexpr size_t kMaxStreamInflight = DRM_SPYRE_JOB_HISTORY - 64;
+constexpr uint64_t kProgramFillMin = 8ull << 20;
+constexpr int64_t kFillLx = 16384;
 
 uint64_t slot_offset(uint32_t slot) {
     return slot < kShortSlots ? slot * kShortSlotBytes
@@ -154,7 +157,13 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
 
     void fill(const BufferRef& dst, uint64_t offset, uint64_t size, uint64_t pattern,
               uint32_t psize) override {
-        enqueue([=, this] { fill_locked(dst, offset, size, pattern, psize); });
+        // Large fills run a fill program on the cores (measured faster than DMA replication
+        // from 8 MiB on the card model); loaded here, outside the stream lock.
+        BufferRef prog;
+        if (size >= kProgramFillMin && (dev_->info().caps & DRM_SPYRE_CAP_LAUNCH) &&
+            !std::getenv("SPYRE_FILL_DMA_ONLY"))
+            prog = fill_program();
+        enqueue([=, this] { fill_locked(dst, offset, size, pattern, psize, prog); });
     }
 
     void launch(const LaunchRequest& req, spyre_launch_stats* stats) override {
@@ -525,16 +534,86 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         }
     }
 
+    // The 8-byte pattern whose byte k is byte (phase + k) of the repeated psize-byte pattern.
+    static uint64_t pattern8(uint64_t pattern, uint32_t psize, uint64_t phase) {
+        uint8_t b[16];
+        for (int i = 0; i < 16; ++i) b[i] = static_cast<uint8_t>(pattern >> (8 * (i % psize)));
+        uint64_t r;
+        std::memcpy(&r, b + phase % psize, 8);
+        return r;
+    }
+
+    static const std::vector<uint8_t>& fill_image() {
+        static const std::vector<uint8_t> img = [] {
+            // Each core: fill 16 KiB of scratchpad with the pattern (arg 2), then STORE it over
+            // its slice (arg 1 bytes, a multiple of 128) of the destination (arg 0, 128-aligned).
+            spyre::ProgramBuilder b;
+            b.arg(3, 0), b.arg(4, 1), b.arg(5, 2);
+            b.mul(6, 1, 4);
+            b.add(3, 3, 6);
+            b.li(7, 0);
+            b.loopi(kFillLx / 8);
+            b.lxst(7, 5, 0);
+            b.addi(7, 7, 8);
+            b.endloop();
+            b.li(9, kFillLx), b.li(10, 0);
+            b.alu(spyre::isa::Alu::DIVU, 11, 4, 9);
+            b.alu(spyre::isa::Alu::REMU, 12, 4, 9);
+            b.loop(11);
+            b.store(10, 3, 9);
+            b.add(3, 3, 9);
+            b.endloop();
+            b.store(10, 3, 12);  // the rest (len 0 is a no-op)
+            b.halt();
+            return b.finish();
+        }();
+        return img;
+    }
+
+    BufferRef fill_program() {
+        return dev_->load_program_image(fill_image().data(), fill_image().size());
+    }
+
     void fill_locked(const BufferRef& dst, uint64_t offset, uint64_t size, uint64_t pattern,
-                     uint32_t psize) {
+                     uint32_t psize, const BufferRef& prog) {
+        const uint64_t p8 = pattern8(pattern, psize, 0);
+        if (prog) {
+            const uint32_t cores = dev_->info().num_cores;
+            const uint64_t addr = dst->dev_addr() + offset;
+            const uint64_t head = std::min(size, (128 - addr % 128) % 128);
+            const uint64_t slice = (size - head) / cores / 128 * 128;
+            if (slice) {
+                const uint64_t mid = slice * cores;
+                if (head) fill_dma(dst, offset, head, p8);
+                LaunchRequest req;
+                req.program = prog;
+                req.num_cores = cores;
+                req.num_args = 3;
+                req.args[0] = addr + head;
+                req.args[1] = slice;
+                req.args[2] = pattern8(pattern, psize, head);
+                req.buffers = {dst};
+                req.program_size = fill_image().size();
+                launch_locked(req, nullptr);
+                if (size > head + mid)
+                    fill_dma(dst, offset + head + mid, size - head - mid,
+                             pattern8(pattern, psize, head + mid));
+                return;
+            }
+        }
+        fill_dma(dst, offset, size, p8);
+    }
+
+    // Fills by DMA: the 8-byte pattern written once into a staging slot, replicated by COPY
+    // commands.
+    void fill_dma(const BufferRef& dst, uint64_t offset, uint64_t size, uint64_t pattern) {
+        const uint32_t psize = 8;
         Bo& bo = root_bo(*dst);
         const uint64_t base = dst->root_offset() + offset;
         SlotGuard g{this, dev_->acquire_slot(), point_};
         const uint64_t chunk = dev_->chunk_bytes();  // a multiple of 4096: whole patterns
         const uint64_t block = std::min(size, chunk);
-        if (psize == 1) {
-            std::memset(g.slot->ptr, static_cast<int>(pattern & 0xff), block);
-        } else {
+        {
             uint64_t filled = std::min<uint64_t>(block, psize);
             std::memcpy(g.slot->ptr, &pattern, filled);
             while (filled < block) {  // doubling

@@ -431,6 +431,23 @@ inline void fills_and_strided(spyre_device_t dev) {
     std::vector<uint8_t> out(n);
     SC_ASSERT(spyre_memcpy_dtoh(out.data(), b, 0, n));
     EXPECT_TRUE(out == ref) << "fill";
+    // A large fill (a fill program on the kernel path: unaligned head and tail by DMA).
+    {
+        const uint64_t big = 20 * 1024 * 1024 + 4 * 333, off = 5;
+        spyre_buffer_t lb;
+        SC_ASSERT(spyre_malloc(dev, big + 64, &lb));
+        SC_ASSERT(spyre_memset(lb, 0, 0x11, big + 64));
+        const uint32_t p4 = 0xa1b2c3d4;
+        SC_ASSERT(spyre_fill_async(lb, off, &p4, 4, big / 4, nullptr));
+        SC_ASSERT(spyre_device_synchronize(dev));
+        std::vector<uint8_t> got(big + 64);
+        SC_ASSERT(spyre_memcpy_dtoh(got.data(), lb, 0, big + 64));
+        bool ok = got[0] == 0x11 && got[off + big] == 0x11 && got[big + 63] == 0x11;
+        for (uint64_t i = 0; ok && i < big; ++i)
+            ok = got[off + i] == static_cast<uint8_t>(p4 >> (8 * (i % 4)));
+        EXPECT_TRUE(ok) << "large 4-byte fill at an odd offset";
+        spyre_free(lb);
+    }
     uint64_t bad = 1;
     EXPECT_EQ(spyre_fill_async(b, 0, &bad, 3, 1, nullptr), SPYRE_ERROR_INVALID_ARGUMENT);
     EXPECT_EQ(spyre_fill_async(b, n - 4, &bad, 8, 1, nullptr), SPYRE_ERROR_INVALID_ARGUMENT);
