@@ -95,6 +95,8 @@ class KernelDevice final : public Device {
     // Host functions: run by the completion thread after (syncobj, point).
     void post_host_func(std::shared_ptr<KernelStream> s, uint64_t point, void (*fn)(void*),
                         void* user);
+    // Launch batches: flushed by the completion thread once job `job` has finished.
+    void post_flush(std::shared_ptr<KernelStream> s, uint64_t job);
 
   private:
     KernelDevice() = default;
@@ -127,8 +129,9 @@ class KernelDevice final : public Device {
     struct HostFunc {
         std::shared_ptr<KernelStream> stream;
         uint64_t point;
-        void (*fn)(void*);
+        void (*fn)(void*);  // null: flush the stream's launch batch after flush_job
         void* user;
+        uint64_t flush_job = 0;
     };
     std::mutex cb_mu_;
     std::condition_variable cb_cv_;

@@ -39,6 +39,7 @@ static_assert(kShortSlotBytes % 8 == 0);
 constexpr size_t kMaxStreamInflight = DRM_SPYRE_JOB_HISTORY - 64;
 constexpr uint64_t kProgramFillMin = 8ull << 20;
 constexpr int64_t kFillLx = 16384;
+constexpr size_t kMaxBatch = 64;
 
 uint64_t slot_offset(uint32_t slot) {
     return slot < kShortSlots ? slot * kShortSlotBytes
@@ -172,6 +173,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
 
     void host_func(void (*fn)(void*), void* user) override {
         enqueue([=, this] {
+            flush_batch();
             flush_in_syncs();
             blocked_ = true;
             dev_->post_host_func(shared_from_this(), point_, fn, user);
@@ -181,6 +183,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
     MarkerRef record() override {
         auto m = std::make_shared<KMarker>(shared_from_this());
         enqueue([=, this] {
+            flush_batch();
             flush_in_syncs();
             m->point_ = point_;
             if (point_ <= reaped_) {
@@ -196,6 +199,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
 
     void wait(const MarkerRef& m) override {
         enqueue([=, this] {
+            flush_batch();  // work queued before the wait does not wait
             auto* km = dynamic_cast<KMarker*>(m.get());
             if (km && km->s_.get() == this) return;  // stream order covers it
             if (km && km->s_->dev_ == dev_ && km->resolved_) {
@@ -214,6 +218,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
     void synchronize() override {
         std::unique_lock lock(mu_);
         cv_.wait(lock, [&] { return !blocked_ && deferred_.empty(); });
+        flush_batch();
         flush_in_syncs();
         wait_done(point_, &lock);
         if (sticky_) {
@@ -226,6 +231,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
     bool query() override {
         std::lock_guard lock(mu_);
         if (blocked_ || !deferred_.empty()) return false;
+        flush_batch();
         flush_in_syncs();
         reap(0);
         if (!pending_.empty()) return false;
@@ -253,6 +259,16 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         cv_.wait(lock, [&] { return op->outstanding == 0; });
         wait_done(op->last_point, &lock);
         if (op->err) throw *op->err;
+    }
+
+    // Completion thread, once the job that was in flight when a batch opened has finished.
+    void flush_from_thread() {
+        std::lock_guard lock(mu_);
+        try {
+            flush_batch();
+        } catch (const Error& e) {
+            record_error(nullptr, e);
+        }
     }
 
     // Completion thread, after a host function: runs the work queued behind it.
@@ -330,6 +346,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         int slot = -1;  // launch result slot
         spyre_launch_stats* stats = nullptr;
         std::shared_ptr<OpStatus> op;
+        std::vector<int> batch_slots;  // a batch of launches: their result slots
     };
     struct Deferred {
         std::function<void()> fn;
@@ -391,6 +408,22 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                 if (r.error)
                     fail_program(dev_->name(), static_cast<int>(r.error), r.core, r.pc, r.message);
                 if (p.stats) stats_from_result(r, dev_->info().clock_mhz, p.stats);
+            } else if (!p.batch_slots.empty()) {
+                // The first launch that faulted (later commands of the job still ran).
+                for (int sl : p.batch_slots) {
+                    drm_spyre_launch_result r{};
+                    std::memcpy(&r, result_ptr_ + slot_offset(sl),
+                                std::min<uint64_t>(slot_bytes(sl), sizeof r));
+                    r.message[sizeof r.message - 1] = '\0';
+                    if (r.error)
+                        fail_program(dev_->name(), static_cast<int>(r.error), r.core, r.pc,
+                                     r.message);
+                }
+                if (w.status == DRM_SPYRE_JOB_DEVICE_ERROR &&
+                    w.hw_status == SPYRE_STATUS_ERR_PROGRAM)
+                    fail_program(dev_->name(), static_cast<int>(w.hw_detail), -1, 0,
+                                 "the driver returned no launch result");
+                if (w.status != DRM_SPYRE_JOB_OK) dev_->fail_job(w, p.what);
             } else if (w.status != DRM_SPYRE_JOB_OK) {
                 dev_->fail_job(w, p.what);
             }
@@ -401,7 +434,9 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
 
     // Queues one job on the ring; the caller holds mu_.
     void submit(std::span<const drm_spyre_cmd> cmds, std::string what, std::vector<BufferRef> refs,
-                int slot = -1, spyre_launch_stats* stats = nullptr) {
+                int slot = -1, spyre_launch_stats* stats = nullptr,
+                std::vector<int> batch_slots = {}) {
+        flush_batch();                                // batched launches were queued first
         if (pending_.size() >= kMaxStreamInflight) {  // bounded: wait for the oldest
             dev_->counters().backpressure_waits++;
             wait_done(pending_.front().point, nullptr);
@@ -419,7 +454,8 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         uint64_t id = dev_->submit(s);
         ++point_;
         in_syncs_.clear();
-        pending_.push_back({point_, id, std::move(what), std::move(refs), slot, stats, cur_op_});
+        pending_.push_back({point_, id, std::move(what), std::move(refs), slot, stats, cur_op_,
+                            std::move(batch_slots)});
         if (cur_op_) cur_op_->last_point = point_;
     }
 
@@ -648,27 +684,42 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
             result_ptr_ = static_cast<std::byte*>(bo->map());
             result_bo_ = std::move(bo);
         }
+        // Asynchronous launches while the stream has work in flight are batched: several
+        // LAUNCH commands in one job, submitted when the batch is full, when other work is
+        // queued or the stream is synchronized, or (completion thread) when the stream's last
+        // job finishes, so the card never waits for the batch.
+        const bool batchable = !stats && !cur_op_ && !batch_off_;
+        if (batchable && batch_.cmds.empty()) {
+            reap(0);
+            if (!pending_.empty() && !flush_posted_) {
+                flush_posted_ = true;
+                dev_->post_flush(shared_from_this(), pending_.back().job_id);
+            }
+        }
+        const bool to_batch = batchable && (!batch_.cmds.empty() || !pending_.empty());
+        if (!to_batch) flush_batch();
+
         const uint32_t slot =
             stats ? kShortSlots + static_cast<uint32_t>(full_launches_++ % kFullSlots)
-                  : static_cast<uint32_t>(launches_ % kShortSlots);
+                  : static_cast<uint32_t>(launches_++ % kShortSlots);
         if (slot_point_[slot] > reaped_) {  // bounded: the slot's previous launch first
             dev_->counters().backpressure_waits++;
             wait_done(slot_point_[slot], nullptr);
         }
         std::memset(result_ptr_ + slot_offset(slot), 0, slot_bytes(slot));
 
-        std::vector<uint32_t> handles;
-        handles.reserve(req.buffers.size());
+        auto lc = std::make_unique<LaunchCmd>();
         for (const BufferRef& b : req.buffers) {
             uint32_t h = root_bo(*b).handle();
-            if (std::find(handles.begin(), handles.end(), h) == handles.end()) handles.push_back(h);
+            if (std::find(lc->handles.begin(), lc->handles.end(), h) == lc->handles.end())
+                lc->handles.push_back(h);
         }
-        drm_spyre_launch l{};
+        drm_spyre_launch& l = lc->l;
         l.num_cores = req.num_cores;
         l.num_args = req.num_args;
         for (uint32_t i = 0; i < req.num_args; ++i) l.args[i] = req.args[i];
-        l.bo_handles = reinterpret_cast<uintptr_t>(handles.data());
-        l.bo_count = static_cast<uint32_t>(handles.size());
+        l.bo_handles = reinterpret_cast<uintptr_t>(lc->handles.data());
+        l.bo_count = static_cast<uint32_t>(lc->handles.size());
         l.result_handle = result_bo_->handle();
         l.result_offset = slot_offset(slot);
         l.result_size = static_cast<uint32_t>(
@@ -679,8 +730,17 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         c.src_handle = root_bo(*req.program).handle();
         c.src_offset = req.program->root_offset();
         c.size = req.program_size;
-        c.ext = reinterpret_cast<uintptr_t>(&l);
-        c.ext_size = sizeof l;
+        c.ext = reinterpret_cast<uintptr_t>(&lc->l);
+        c.ext_size = sizeof lc->l;
+        if (to_batch) {
+            batch_.cmds.push_back(c);
+            batch_.slots.push_back(static_cast<int>(slot));
+            batch_.exts.push_back(std::move(lc));
+            for (const BufferRef& b : req.buffers) batch_.refs.push_back(b);
+            batch_.refs.push_back(req.program);
+            if (batch_.cmds.size() >= kMaxBatch) flush_batch();
+            return;
+        }
         std::vector<BufferRef> refs = req.buffers;
         refs.push_back(req.program);
         submit(
@@ -689,8 +749,41 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                         (req.program_size - 32) / 16, req.num_cores, req.num_cores == 1 ? "" : "s"),
             std::move(refs), static_cast<int>(slot), stats);
         slot_point_[slot] = point_;
-        if (!stats) ++launches_;
     }
+
+  public:
+    // Submits the batched launches as one job. The caller holds mu_.
+    void flush_batch() {
+        flush_posted_ = false;
+        if (batch_.cmds.empty() || in_flush_) return;
+        in_flush_ = true;
+        Batch b = std::move(batch_);
+        batch_ = Batch{};
+        try {
+            submit(b.cmds, std::format("batch of {} launches", b.cmds.size()), std::move(b.refs),
+                   -1, nullptr, b.slots);
+        } catch (...) {
+            in_flush_ = false;
+            throw;
+        }
+        in_flush_ = false;
+        for (int sl : b.slots) slot_point_[sl] = point_;
+    }
+
+  private:
+    struct LaunchCmd {
+        drm_spyre_launch l{};
+        std::vector<uint32_t> handles;
+    };
+    struct Batch {
+        std::vector<drm_spyre_cmd> cmds;
+        std::vector<std::unique_ptr<LaunchCmd>> exts;
+        std::vector<int> slots;
+        std::vector<BufferRef> refs;
+    };
+    Batch batch_;
+    bool flush_posted_ = false, in_flush_ = false;
+    const bool batch_off_ = std::getenv("SPYRE_NO_LAUNCH_BATCH") != nullptr;
 
     // ---- state guarded by mu_ ----
     uint64_t point_ = 0;   // last submitted timeline point
@@ -879,6 +972,13 @@ void KernelDevice::post_host_func(std::shared_ptr<KernelStream> s, uint64_t poin
     cb_cv_.notify_one();
 }
 
+void KernelDevice::post_flush(std::shared_ptr<KernelStream> s, uint64_t job) {
+    std::lock_guard lock(cb_mu_);
+    if (!cb_thread_.joinable()) cb_thread_ = std::thread([this] { completion_thread(); });
+    cb_queue_.push_back({std::move(s), 0, nullptr, nullptr, job});
+    cb_cv_.notify_one();
+}
+
 void KernelDevice::completion_thread() {
     std::unique_lock lock(cb_mu_);
     for (;;) {
@@ -887,6 +987,16 @@ void KernelDevice::completion_thread() {
         HostFunc h = std::move(cb_queue_.front());
         cb_queue_.pop_front();
         lock.unlock();
+        if (!h.fn) {  // flush a launch batch once the stream's job in flight is done
+            try {
+                wait_job(h.flush_job, "job before a launch batch");
+            } catch (const Error&) {
+            }
+            h.stream->flush_from_thread();
+            h.stream.reset();
+            lock.lock();
+            continue;
+        }
         try {
             wait_point(h.stream->sync_, h.point, "work before a host function");
         } catch (const Error&) {

@@ -187,7 +187,26 @@ inline void async_fault_propagation(spyre_device_t dev) {
     p.buffers = &ok;
     p.num_buffers = 1;
     auto data = pattern(1 << 20, 9);
+    // Good launches around the faulting one while the stream is busy (the kernel path batches
+    // them into one job): the fault is reported, the launch after it still ran.
+    auto add_img = spyre_test::build_add_program(64);
+    spyre_program_t add;
+    SC_ASSERT(spyre_program_load(dev, add_img.data(), add_img.size(), &add));
+    auto xv = spyre_test::random_f16(256, 21), yv = spyre_test::random_f16(256, 22);
+    SC_ASSERT(spyre_memcpy_htod(ok, 0, xv.data(), 512));
+    SC_ASSERT(spyre_memcpy_htod(ok, 4096, yv.data(), 512));
+    SC_ASSERT(spyre_memset(ok, 8192, 0, 512));
+    spyre_launch_params ap{};
+    ap.num_cores = 4;
+    ap.num_args = 3;
+    ap.args[0] = addr_of(ok), ap.args[1] = addr_of(ok) + 4096, ap.args[2] = addr_of(ok) + 8192;
+    ap.buffers = &ok;
+    ap.num_buffers = 1;
+    SC_ASSERT(spyre_memset_async(g, 0, 0, 1 << 20, bad));  // keeps the stream busy
+    for (int i = 0; i < 3; ++i) SC_ASSERT(spyre_launch_async(add, &ap, bad));
     SC_ASSERT(spyre_launch_async(prog, &p, bad));
+    ap.args[2] = addr_of(ok) + 12288;
+    SC_ASSERT(spyre_launch_async(add, &ap, bad));
     SC_ASSERT(spyre_memset_async(after, 0, 0x5a, 4096, bad));
     for (int i = 0; i < 8; ++i)
         SC_ASSERT(spyre_memcpy_htod_async(g, 0, data.data(), 1 << 20, good));
@@ -200,6 +219,10 @@ inline void async_fault_propagation(spyre_device_t dev) {
     SC_ASSERT(spyre_memcpy_dtoh(a.data(), after, 0, 4096));
     EXPECT_TRUE(std::all_of(a.begin(), a.end(), [](uint8_t v) { return v == 0x5a; }))
         << "work queued after the fault was lost";
+    std::vector<uint16_t> z(256);
+    SC_ASSERT(spyre_memcpy_dtoh(z.data(), ok, 12288, 512));
+    EXPECT_TRUE(z == spyre_test::add_ref(xv, yv)) << "the launch after the fault did not run";
+    spyre_program_free(add);
     SC_EXPECT(spyre_stream_synchronize(good));
     std::vector<uint8_t> back(1 << 20);
     SC_ASSERT(spyre_memcpy_dtoh(back.data(), g, 0, back.size()));
