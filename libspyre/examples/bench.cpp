@@ -57,75 +57,40 @@ int main(int argc, char** argv) {
     std::printf("spyre-bench on %s (%s backend, %u rings)\n", info.name,
                 spyre_backend_string(static_cast<spyre_backend>(info.backend)), info.num_rings);
 
-    // ---- 1. round trips ----
-    const int N = kernel ? 300 : 2000;
-    double bare = 0, raw_nop = 0, raw_copy = 0;
+    // ---- 1. round trips: the baselines and libspyre's calls interleaved in R rounds of N/R
+    // calls each (a load change on a shared host hits all of them), median per-call time ----
+    const int N = kernel ? 300 : 2000, R = 6;
+    int fd = kernel ? open(info.accel_path, O_RDWR | O_CLOEXEC) : -1;
+    drm_spyre_mem_info mi{};
+    drm_spyre_query q{};
+    q.param = DRM_SPYRE_QUERY_MEM_INFO;
+    q.size = sizeof mi;
+    q.data = reinterpret_cast<uintptr_t>(&mi);
+    // A raw 8-byte COPY job (host BO -> device BO) + JOB_WAIT: what spyre_memcpy_htod from
+    // pinned memory does, without libspyre.
+    drm_spyre_bo_create hb{}, db{};
+    hb.size = db.size = 4096;
+    hb.flags = DRM_SPYRE_BO_HOST;
+    db.flags = DRM_SPYRE_BO_DEVICE;
     if (kernel) {
-        int fd = open(info.accel_path, O_RDWR | O_CLOEXEC);
-        drm_spyre_mem_info mi{};
-        drm_spyre_query q{};
-        q.param = DRM_SPYRE_QUERY_MEM_INFO;
-        q.size = sizeof mi;
-        q.data = reinterpret_cast<uintptr_t>(&mi);
-        bare = time_it(1,
-                       [&] {
-                           for (int i = 0; i < N; ++i) ioctl(fd, DRM_IOCTL_SPYRE_QUERY, &q);
-                       }) /
-               N;
-        raw_nop = time_it(1,
-                          [&] {
-                              for (int i = 0; i < N; ++i) {
-                                  drm_spyre_cmd c{};
-                                  c.op = DRM_SPYRE_CMD_NOP;
-                                  drm_spyre_submit s{};
-                                  s.cmds = reinterpret_cast<uintptr_t>(&c);
-                                  s.cmd_count = 1;
-                                  s.cmd_size = sizeof c;
-                                  ioctl(fd, DRM_IOCTL_SPYRE_SUBMIT, &s);
-                                  drm_spyre_job_wait w{};
-                                  w.job_id = s.job_id;
-                                  w.timeout_ns = INT64_MAX;
-                                  ioctl(fd, DRM_IOCTL_SPYRE_JOB_WAIT, &w);
-                              }
-                          }) /
-                  N;
-        // A raw 8-byte COPY job (host BO -> device BO) + JOB_WAIT: what spyre_memcpy_htod from
-        // pinned memory does, without libspyre.
-        drm_spyre_bo_create hb{}, db{};
-        hb.size = db.size = 4096;
-        hb.flags = DRM_SPYRE_BO_HOST;
-        db.flags = DRM_SPYRE_BO_DEVICE;
         ioctl(fd, DRM_IOCTL_SPYRE_BO_CREATE, &hb);
         ioctl(fd, DRM_IOCTL_SPYRE_BO_CREATE, &db);
-        raw_copy = time_it(1,
-                           [&] {
-                               for (int i = 0; i < N; ++i) {
-                                   drm_spyre_cmd c{};
-                                   c.op = DRM_SPYRE_CMD_COPY;
-                                   c.src_handle = hb.handle;
-                                   c.dst_handle = db.handle;
-                                   c.size = 8;
-                                   drm_spyre_submit s{};
-                                   s.cmds = reinterpret_cast<uintptr_t>(&c);
-                                   s.cmd_count = 1;
-                                   s.cmd_size = sizeof c;
-                                   ioctl(fd, DRM_IOCTL_SPYRE_SUBMIT, &s);
-                                   drm_spyre_job_wait w{};
-                                   w.job_id = s.job_id;
-                                   w.timeout_ns = INT64_MAX;
-                                   ioctl(fd, DRM_IOCTL_SPYRE_JOB_WAIT, &w);
-                               }
-                           }) /
-                   N;
-        close(fd);
-    } else {
-        uint64_t f;
-        bare = time_it(1,
-                       [&] {
-                           for (int i = 0; i < N; ++i) spyre_mem_get_info(dev, &f, nullptr);
-                       }) /
-               N;
     }
+    auto raw_job = [&](uint32_t op) {
+        drm_spyre_cmd c{};
+        c.op = op;
+        if (op == DRM_SPYRE_CMD_COPY)
+            c.src_handle = hb.handle, c.dst_handle = db.handle, c.size = 8;
+        drm_spyre_submit s{};
+        s.cmds = reinterpret_cast<uintptr_t>(&c);
+        s.cmd_count = 1;
+        s.cmd_size = sizeof c;
+        ioctl(fd, DRM_IOCTL_SPYRE_SUBMIT, &s);
+        drm_spyre_job_wait w{};
+        w.job_id = s.job_id;
+        w.timeout_ns = INT64_MAX;
+        ioctl(fd, DRM_IOCTL_SPYRE_JOB_WAIT, &w);
+    };
     spyre::ProgramBuilder nb;
     nb.halt();
     auto null_img = nb.finish();
@@ -133,27 +98,42 @@ int main(int argc, char** argv) {
     check(spyre_program_load(dev, null_img.data(), null_img.size(), &null_prog), "load");
     spyre_launch_params np{};
     np.num_cores = 1;
-    double null_launch = time_it(1,
-                                 [&] {
-                                     for (int i = 0; i < N; ++i)
-                                         spyre_launch(null_prog, &np, nullptr);
-                                 }) /
-                         N;
     spyre_buffer_t small;
     check(spyre_malloc(dev, 256, &small), "malloc");
     void* pin8;
     check(spyre_host_alloc(dev, 4096, &pin8), "host_alloc");
-    double pinned_copy = time_it(1,
-                                 [&] {
-                                     for (int i = 0; i < N; ++i)
-                                         spyre_memcpy_htod(small, 0, pin8, 8);
-                                 }) /
-                         N;
-    double null_fill = time_it(1,
-                               [&] {
-                                   for (int i = 0; i < N; ++i) spyre_memset(small, 0, i, 8);
-                               }) /
-                       N;
+    uint64_t f;
+    std::vector<std::function<void()>> calls = {
+        [&] {
+            if (kernel)
+                ioctl(fd, DRM_IOCTL_SPYRE_QUERY, &q);
+            else
+                spyre_mem_get_info(dev, &f, nullptr);
+        },
+        [&] { raw_job(DRM_SPYRE_CMD_NOP); },
+        [&] { raw_job(DRM_SPYRE_CMD_COPY); },
+        [&] { spyre_memcpy_htod(small, 0, pin8, 8); },
+        [&] { spyre_launch(null_prog, &np, nullptr); },
+        [&] { spyre_memset(small, 0, 7, 8); },
+    };
+    std::vector<std::vector<double>> per(calls.size());
+    for (int r = 0; r < R; ++r)
+        for (size_t k = 0; k < calls.size(); ++k) {
+            if (!kernel && (k == 1 || k == 2)) continue;
+            per[k].push_back(time_it(1,
+                                     [&] {
+                                         for (int i = 0; i < N / R; ++i) calls[k]();
+                                     }) /
+                             (N / R));
+        }
+    auto median = [](std::vector<double> v) {
+        if (v.empty()) return 0.0;
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
+    double bare = median(per[0]), raw_nop = median(per[1]), raw_copy = median(per[2]);
+    double pinned_copy = median(per[3]), null_launch = median(per[4]), null_fill = median(per[5]);
+    if (fd >= 0) close(fd);
     std::printf("\n[round trip, per call, %d calls]\n", N);
     std::printf("  %-36s %9.2f us\n",
                 kernel ? "bare ioctl (QUERY mem info)" : "bare call (spyre_mem_get_info)",
