@@ -5,12 +5,17 @@
  * it with a bounds-checked memcpy/memmove on the RAM block. A host-side
  * address is the DMA address of a two-level host page directory (see
  * spyre_hw.h); the engine walks it one page table (2 MiB of host memory) at
- * a time and merges physically contiguous pages into one pci_dma_read/write.
+ * a time and merges physically contiguous pages into one host access.
  *
  * Copies of at least SPYRE_DMA_ASYNC_MIN bytes run on the DMA worker thread
  * (spyre-worker.c), so a multi-GiB copy does not stall the main loop; their
  * ring waits for them, other rings go on. Smaller copies run inline in the
  * ring bottom half. Both use the same validation and copy loop.
+ *
+ * Every host-side access of the device (commands, completions, page
+ * directories, data, fences, launch descriptors and results) goes through
+ * spyre_host_read/write: guest RAM only, never MMIO (not even the card's own
+ * BARs), so it is safe without the BQL and cannot re-enter the device.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -18,6 +23,8 @@
 #include "qemu/osdep.h"
 #include "qemu/atomic.h"
 #include "qemu/log.h"
+#include "qemu/rcu.h"
+#include "exec/memory.h"
 #include "hw/pci/pci_device.h"
 #include "spyre.h"
 #include "trace.h"
@@ -27,9 +34,88 @@
 /* Copies this large go to the DMA worker thread. */
 #define SPYRE_DMA_ASYNC_MIN     (1 * 1024 * 1024)
 /* Device-to-device copies move at most this much between cancel checks. */
-#define SPYRE_D2D_CHUNK         (64 * 1024 * 1024)
+#define SPYRE_D2D_CHUNK         (4 * 1024 * 1024)
 /* Internal status of a copy stopped by a reset (never reported). */
 #define SPYRE_STATUS_CANCELLED  0xfffffffeu
+
+/* ---- Host memory access (bus master DMA) ---- */
+
+/*
+ * Guest RAM the card may reach: directly accessible RAM that is not a
+ * device's BAR (peer-to-peer DMA is not modelled; the card's own device
+ * memory included).
+ */
+static bool spyre_host_ram(SpyreState *s, MemoryRegion *mr, bool is_write)
+{
+    Object *owner;
+
+    if (!memory_region_is_ram(mr) || memory_region_is_ram_device(mr) ||
+        mr == &s->devmem) {
+        return false;
+    }
+    if (is_write && (mr->readonly || mr->rom_device)) {
+        return false;
+    }
+    owner = memory_region_owner(mr);
+    return !owner || !object_dynamic_cast(owner, TYPE_PCI_DEVICE);
+}
+
+/*
+ * Copy between buf and the card's bus master address space at addr. Works
+ * with or without the BQL (main loop and workers): the whole range must be
+ * guest RAM (spyre_host_ram), which is accessed through its host mapping
+ * under RCU; MMIO is never dispatched. Stops at the first piece that is not
+ * RAM and returns false (a write may have been partly done).
+ */
+static bool spyre_host_rw(SpyreState *s, uint64_t addr, void *buf,
+                          uint64_t len, bool is_write)
+{
+    AddressSpace *as = pci_get_address_space(PCI_DEVICE(s));
+    uint8_t *p = buf;
+
+    if (len && addr + len - 1 < addr) {
+        return false;
+    }
+    while (len) {
+        hwaddr xlat, l = len;
+        MemoryRegion *mr;
+        uint8_t *host;
+
+        WITH_RCU_READ_LOCK_GUARD() {
+            mr = address_space_translate(as, addr, &xlat, &l, is_write,
+                                         MEMTXATTRS_UNSPECIFIED);
+            if (!l || !spyre_host_ram(s, mr, is_write)) {
+                trace_spyre_host_dma_denied(addr, len, is_write,
+                                            memory_region_name(mr));
+                return false;
+            }
+            /* Dropped by address_space_unmap(), which also marks dirty. */
+            memory_region_ref(mr);
+            host = (uint8_t *)memory_region_get_ram_ptr(mr) + xlat;
+            if (is_write) {
+                memcpy(host, p, l);
+            } else {
+                memcpy(p, host, l);
+            }
+            address_space_unmap(as, host, l, is_write, l);
+        }
+        p += l;
+        addr += l;
+        len -= l;
+    }
+    return true;
+}
+
+bool spyre_host_read(SpyreState *s, uint64_t addr, void *buf, uint64_t len)
+{
+    return spyre_host_rw(s, addr, buf, len, false);
+}
+
+bool spyre_host_write(SpyreState *s, uint64_t addr, const void *buf,
+                      uint64_t len)
+{
+    return spyre_host_rw(s, addr, (void *)buf, len, true);
+}
 
 /*
  * Modeled cycles of a DMA of @bytes: a fixed set-up cost plus the time the
@@ -57,7 +143,6 @@ typedef struct SpyreHostWalk {
 static uint32_t spyre_host_load_pt(SpyreState *s, SpyreHostWalk *w,
                                    uint64_t index)
 {
-    PCIDevice *pdev = PCI_DEVICE(s);
     uint64_t entry_addr, table;
     unsigned i;
 
@@ -65,7 +150,7 @@ static uint32_t spyre_host_load_pt(SpyreState *s, SpyreHostWalk *w,
         return SPYRE_STATUS_ERR_HOST_DMA;
     }
     entry_addr = w->dir + index * sizeof(uint64_t);
-    if (pci_dma_read(pdev, entry_addr, &table, sizeof(table)) != MEMTX_OK) {
+    if (!spyre_host_read(s, entry_addr, &table, sizeof(table))) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: DMA: cannot read page directory entry at 0x%"
                       PRIx64 "\n", entry_addr);
@@ -78,7 +163,7 @@ static uint32_t spyre_host_load_pt(SpyreState *s, SpyreHostWalk *w,
                       " not page aligned\n", table);
         return SPYRE_STATUS_ERR_ALIGN;
     }
-    if (pci_dma_read(pdev, table, w->pt, sizeof(w->pt)) != MEMTX_OK) {
+    if (!spyre_host_read(s, table, w->pt, sizeof(w->pt))) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: DMA: cannot read page table at 0x%" PRIx64 "\n",
                       table);
@@ -131,14 +216,15 @@ static uint32_t spyre_host_resolve(SpyreState *s, SpyreHostWalk *w,
 }
 
 /*
- * Copy; @cancel (worker only, else NULL) is polled between chunks. Runs on
- * the main loop or, without the BQL, on the DMA worker: it touches only
- * device memory and, through pci_dma_*, guest memory.
+ * Copy; @cancel (worker only, else NULL) is polled between chunks of at
+ * most a few MiB. Runs on the main loop or, without the BQL, on the DMA
+ * worker: it touches only device memory and, through spyre_host_*, guest
+ * RAM.
  */
 static uint32_t spyre_dma_run(SpyreState *s, const struct spyre_hw_cmd_dma *d,
-                              bool src_host, bool dst_host, bool *cancel)
+                              bool src_host, bool dst_host,
+                              const int32_t *cancel)
 {
-    PCIDevice *pdev = PCI_DEVICE(s);
     g_autofree SpyreHostWalk *sw = NULL;
     g_autofree SpyreHostWalk *dw = NULL;
     g_autofree uint8_t *bounce = NULL;
@@ -215,20 +301,18 @@ static uint32_t spyre_dma_run(SpyreState *s, const struct spyre_hw_cmd_dma *d,
 
         if (src_host && dst_host) {
             chunk = MIN(chunk, SPYRE_BOUNCE_SIZE);
-            if (pci_dma_read(pdev, saddr, bounce, chunk) != MEMTX_OK ||
-                pci_dma_write(pdev, daddr, bounce, chunk) != MEMTX_OK) {
+            if (!spyre_host_read(s, saddr, bounce, chunk) ||
+                !spyre_host_write(s, daddr, bounce, chunk)) {
                 goto dma_error;
             }
         } else if (src_host) {
-            if (pci_dma_read(pdev, saddr,
-                             s->devmem_ptr + d->dst_addr + d->dst_offset + done,
-                             chunk) != MEMTX_OK) {
+            if (!spyre_host_read(s, saddr, s->devmem_ptr + d->dst_addr +
+                                 d->dst_offset + done, chunk)) {
                 goto dma_error;
             }
         } else {
-            if (pci_dma_write(pdev, daddr,
-                              s->devmem_ptr + d->src_addr + d->src_offset +
-                              done, chunk) != MEMTX_OK) {
+            if (!spyre_host_write(s, daddr, s->devmem_ptr + d->src_addr +
+                                  d->src_offset + done, chunk)) {
                 goto dma_error;
             }
         }
@@ -255,7 +339,10 @@ static bool spyre_dev_range_ok(SpyreState *s, uint64_t addr, uint64_t offset,
     return start <= s->devmem_size && size <= s->devmem_size - start;
 }
 
-/* Account a finished copy (main loop). */
+/*
+ * Account a finished copy (main loop); a cancelled one only marks the
+ * device memory it may have written.
+ */
 static void spyre_dma_account(SpyreState *s, const struct spyre_hw_cmd_dma *d,
                               bool src_host, bool dst_host, uint32_t st)
 {
@@ -280,16 +367,15 @@ static void spyre_dma_account(SpyreState *s, const struct spyre_hw_cmd_dma *d,
 static void spyre_dma_job_run(SpyreState *s, SpyreWorker *w, SpyreJob *j)
 {
     j->status = spyre_dma_run(s, &j->dma, j->flags & SPYRE_CMD_F_SRC_HOST,
-                              j->flags & SPYRE_CMD_F_DST_HOST,
-                              &w->cancel_flag);
+                              j->flags & SPYRE_CMD_F_DST_HOST, &j->cancel);
 }
 
 /* Main loop. */
 static uint32_t spyre_dma_job_complete(SpyreState *s, SpyreJob *j, bool live)
 {
-    if (j->status == SPYRE_STATUS_CANCELLED) {
-        /* Only a reset cancels, and it drops finished jobs: not reached. */
-        j->status = SPYRE_STATUS_ERR_HOST_DMA;
+    if (qatomic_read(&j->cancel)) {
+        /* Aborted or reset: no completion, no telemetry. */
+        j->status = SPYRE_STATUS_CANCELLED;
     }
     spyre_dma_account(s, &j->dma, j->flags & SPYRE_CMD_F_SRC_HOST,
                       j->flags & SPYRE_CMD_F_DST_HOST, j->status);
@@ -306,7 +392,6 @@ void spyre_dma_worker_init(SpyreState *s)
 
     w->run = spyre_dma_job_run;
     w->complete = spyre_dma_job_complete;
-    w->cancel = NULL;       /* cancel_flag is enough */
     spyre_worker_init(s, w, "spyre-dma");
 }
 
@@ -359,6 +444,7 @@ uint32_t spyre_dma_copy(SpyreState *s, unsigned n, uint32_t idx,
         j->dma = *d;
         j->cycles = *cycles;
         trace_spyre_dma_queued(n, idx, d->size);
+        s->rings[n].job = j;
         spyre_worker_submit(&s->dma_worker, j);
         return SPYRE_STATUS_QUEUED;
     }

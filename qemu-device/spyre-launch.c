@@ -7,12 +7,15 @@
  * in as a C++ library through its C API) with the device memory RAM block
  * as the engine's memory. The worker never touches guest memory or device
  * registers and needs no BQL. The completion (launch result, completion
- * entry, telemetry) is written on the main loop.
+ * entry, telemetry) is written on the main loop. An ABORT or a reset sets
+ * the job's cancel flag, which the engine polls per instruction and inside
+ * its kernels.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 
 #include "qemu/osdep.h"
+#include "qemu/atomic.h"
 #include "qemu/cutils.h"
 #include "qemu/log.h"
 #include "qemu/main-loop.h"
@@ -43,7 +46,6 @@ static bool spyre_devrange_ok(SpyreState *s, uint64_t addr, uint64_t size)
 uint32_t spyre_launch_submit(SpyreState *s, unsigned n, uint32_t idx,
                              const struct spyre_hw_cmd *c, uint64_t *cycles)
 {
-    PCIDevice *pdev = PCI_DEVICE(s);
     const struct spyre_hw_cmd_launch *lc = &c->launch;
     struct spyre_hw_launch_desc desc;
     g_autofree struct spyre_hw_launch_window *win = NULL;
@@ -79,7 +81,7 @@ uint32_t spyre_launch_submit(SpyreState *s, unsigned n, uint32_t idx,
                       lc->desc_addr, lc->result_addr);
         return SPYRE_STATUS_ERR_ALIGN;
     }
-    if (pci_dma_read(pdev, lc->desc_addr, &desc, sizeof(desc)) != MEMTX_OK) {
+    if (!spyre_host_read(s, lc->desc_addr, &desc, sizeof(desc))) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: ring %u: LAUNCH cannot read descriptor at 0x%"
                       PRIx64 "\n", n, lc->desc_addr);
@@ -108,8 +110,8 @@ uint32_t spyre_launch_submit(SpyreState *s, unsigned n, uint32_t idx,
     }
     if (desc.num_windows) {
         win = g_new(struct spyre_hw_launch_window, desc.num_windows);
-        if (pci_dma_read(pdev, lc->desc_addr + sizeof(desc), win,
-                         desc.num_windows * sizeof(*win)) != MEMTX_OK) {
+        if (!spyre_host_read(s, lc->desc_addr + sizeof(desc), win,
+                             desc.num_windows * sizeof(*win))) {
             qemu_log_mask(LOG_GUEST_ERROR,
                           "spyre: ring %u: LAUNCH cannot read %u windows at "
                           "0x%" PRIx64 "\n", n, desc.num_windows,
@@ -147,6 +149,7 @@ uint32_t spyre_launch_submit(SpyreState *s, unsigned n, uint32_t idx,
     trace_spyre_launch_queued(n, idx, l->prog_addr, l->prog_size,
                               l->num_cores, l->num_windows);
 
+    s->rings[n].job = l;
     spyre_worker_submit(&s->engine_worker, l);
     return SPYRE_STATUS_QUEUED;
 }
@@ -211,6 +214,7 @@ static void spyre_launch_run(SpyreState *s, SpyreWorker *w, SpyreJob *l)
     job.mem_size = s->devmem_size;
     job.windows = l->windows;
     job.num_windows = l->num_windows;
+    job.cancel = &l->cancel;
     spyre_engine_run(eng, &job, l->res);
 }
 
@@ -277,11 +281,16 @@ static uint32_t spyre_launch_complete(SpyreState *s, SpyreJob *l, bool live)
     };
     const spyre_engine_result *res = l->res ? l->res : &no_memory;
     uint32_t st = res->error ? SPYRE_STATUS_ERR_PROGRAM : SPYRE_STATUS_OK;
+    bool cancelled = qatomic_read(&l->cancel);
     unsigned i;
 
-    trace_spyre_launch_done(l->ring, l->idx, res->error, res->total_cycles);
-    spyre_launch_account(s, res);
-    if (res->error) {
+    trace_spyre_launch_done(l->ring, l->idx, cancelled ? -1 : res->error,
+                            res->total_cycles);
+    if (!cancelled) {
+        /* An aborted or reset launch is not accounted. */
+        spyre_launch_account(s, res);
+    }
+    if (res->error && !cancelled) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: ring %u: LAUNCH %u stopped: %s (%d) core %d "
                       "pc %" PRIu64 ": %s\n", l->ring, l->idx,
@@ -303,8 +312,7 @@ static uint32_t spyre_launch_complete(SpyreState *s, SpyreJob *l, bool live)
             g_new(struct spyre_hw_launch_result, 1);
 
         spyre_launch_result_to_hw(res, h);
-        if (pci_dma_write(PCI_DEVICE(s), l->result_addr, h, sizeof(*h)) !=
-            MEMTX_OK) {
+        if (!spyre_host_write(s, l->result_addr, h, sizeof(*h))) {
             qemu_log_mask(LOG_GUEST_ERROR,
                           "spyre: ring %u: LAUNCH cannot write the result "
                           "at 0x%" PRIx64 "\n", l->ring, l->result_addr);
@@ -319,14 +327,6 @@ static uint32_t spyre_launch_complete(SpyreState *s, SpyreJob *l, bool live)
 }
 
 /* ---- Life cycle ---- */
-
-/* Called with engine_worker.lock held. */
-static void spyre_launch_cancel(SpyreState *s, SpyreWorker *w)
-{
-    if (s->engine) {
-        spyre_engine_cancel(s->engine);
-    }
-}
 
 void spyre_launch_worker_init(SpyreState *s)
 {
@@ -343,7 +343,6 @@ void spyre_launch_worker_init(SpyreState *s)
 
     w->run = spyre_launch_run;
     w->complete = spyre_launch_complete;
-    w->cancel = spyre_launch_cancel;
     spyre_worker_init(s, w, "spyre-engine");
 }
 

@@ -11,7 +11,8 @@
  * thread (spyre-worker.c); its ring stays busy (HEAD on the command,
  * nothing else consumed) until the worker finished and
  * spyre_ring_complete() ran from the worker's bottom half. Other rings keep
- * going meanwhile.
+ * going meanwhile. CTRL.ABORT disables the ring and cancels that command
+ * without waiting for it; STATUS.BUSY tells when it let go.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -38,16 +39,47 @@ static bool spyre_ring_enabled(SpyreRing *r)
     return r->status & SPYRE_RING_STATUS_ENABLED;
 }
 
+bool spyre_ring_busy(const SpyreRing *r)
+{
+    return r->job || r->hang;
+}
+
+/*
+ * CTRL.ABORT: disable the ring, drop what was not consumed, cancel the
+ * command in progress. Never waits: BUSY stays set until a running job let
+ * go of its memory (or forever, for a STICKY or WEDGE hang).
+ */
+static void spyre_ring_abort(SpyreState *s, unsigned n)
+{
+    SpyreRing *r = &s->rings[n];
+
+    r->ctrl = 0;
+    r->status &= ~SPYRE_RING_STATUS_ENABLED;
+    r->tail = r->head;
+    if (r->job) {
+        spyre_worker_abort(s, r->job);
+    }
+    if (r->hang && !(r->hang & (SPYRE_HANG_STICKY | SPYRE_HANG_WEDGE))) {
+        r->hang = 0;
+    }
+    trace_spyre_ring_abort(n, r->head, spyre_ring_busy(r));
+}
+
 static void spyre_ring_ctrl(SpyreState *s, unsigned n, uint32_t val)
 {
     SpyreRing *r = &s->rings[n];
     bool was = r->ctrl & SPYRE_RING_CTRL_ENABLE;
     bool want = val & SPYRE_RING_CTRL_ENABLE;
+    uint32_t known = SPYRE_RING_CTRL_ENABLE | SPYRE_RING_CTRL_ABORT;
 
-    if (val & ~SPYRE_RING_CTRL_ENABLE) {
+    if (val & ~known) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: ring %u: reserved CTRL bits 0x%08x ignored\n",
-                      n, val & ~SPYRE_RING_CTRL_ENABLE);
+                      n, val & ~known);
+    }
+    if (val & SPYRE_RING_CTRL_ABORT) {
+        spyre_ring_abort(s, n);
+        return;
     }
     if (was == want) {
         return;
@@ -91,6 +123,12 @@ void spyre_ring_write(SpyreState *s, unsigned n, unsigned reg, uint32_t val)
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: write to register 0x%x of absent ring %u\n",
                       reg, n);
+        return;
+    }
+    if (s->status & SPYRE_STATUS_RESETTING) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "spyre: ring %u: write of 0x%08x to register 0x%x "
+                      "while the card is RESETTING ignored\n", n, val, reg);
         return;
     }
 
@@ -150,6 +188,9 @@ uint32_t spyre_ring_read(SpyreState *s, unsigned n, unsigned reg)
                       reg, n);
         return 0;
     }
+    if (s->status & SPYRE_STATUS_RESETTING) {
+        return 0;
+    }
 
     switch (reg) {
     case SPYRE_RING_CMD_BASE_LO:
@@ -169,7 +210,7 @@ uint32_t spyre_ring_read(SpyreState *s, unsigned n, unsigned reg)
     case SPYRE_RING_CTRL:
         return r->ctrl;
     case SPYRE_RING_STATUS:
-        return r->status;
+        return r->status | (spyre_ring_busy(r) ? SPYRE_RING_STATUS_BUSY : 0);
     case SPYRE_RING_COMPLETED:
         return r->completed;
     default:
@@ -216,7 +257,7 @@ static uint32_t spyre_exec_fence(SpyreState *s, unsigned n,
         return SPYRE_STATUS_ERR_ALIGN;
     }
     *cycles = SPYRE_CYCLES_FENCE;
-    if (pci_dma_write(PCI_DEVICE(s), f->addr, &le, sizeof(le)) != MEMTX_OK) {
+    if (!spyre_host_write(s, f->addr, &le, sizeof(le))) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: ring %u: FENCE_WRITE to 0x%" PRIx64 " failed\n",
                       n, f->addr);
@@ -280,7 +321,6 @@ reserved:
  */
 static uint32_t spyre_ring_step(SpyreState *s, unsigned n, uint64_t *bytes)
 {
-    PCIDevice *pdev = PCI_DEVICE(s);
     SpyreRing *r = &s->rings[n];
     struct spyre_hw_cmd c;
     uint32_t idx = r->head;
@@ -290,8 +330,8 @@ static uint32_t spyre_ring_step(SpyreState *s, unsigned n, uint64_t *bytes)
     uint8_t flags = 0;
 
     *bytes = 0;
-    if (pci_dma_read(pdev, r->l_cmd_base + (uint64_t)idx * sizeof(c), &c,
-                     sizeof(c)) != MEMTX_OK) {
+    if (!spyre_host_read(s, r->l_cmd_base + (uint64_t)idx * sizeof(c), &c,
+                         sizeof(c))) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: ring %u: cannot read command %u at 0x%" PRIx64
                       "\n", n, idx, r->l_cmd_base + (uint64_t)idx * sizeof(c));
@@ -304,11 +344,24 @@ static uint32_t spyre_ring_step(SpyreState *s, unsigned n, uint64_t *bytes)
         if (s->fault_inject) {
             s->fault_inject--;
             st = SPYRE_STATUS_ERR_INJECTED;
+        } else if (s->fault_hang & SPYRE_HANG_COUNT_MASK) {
+            /* Occupies the ring until an ABORT or a reset ends it. */
+            r->hang = SPYRE_RING_HUNG |
+                      (s->fault_hang & (SPYRE_HANG_STICKY | SPYRE_HANG_WEDGE));
+            s->fault_hang--;
+            if (!(s->fault_hang & SPYRE_HANG_COUNT_MASK)) {
+                s->fault_hang = 0;
+            }
+            trace_spyre_cmd_hang(n, idx, r->hang);
+            return 0;
         } else {
             st = spyre_exec(s, n, idx, &c, &cycles);
             if (st == SPYRE_STATUS_QUEUED) {
-                /* A worker owns it now; completed by spyre_worker_bh(). */
-                r->busy = true;
+                /*
+                 * A worker owns it now (r->job); completed by
+                 * spyre_worker_bh().
+                 */
+                assert(r->job);
                 return 0;
             }
             if (st == SPYRE_STATUS_OK && c.hdr.opcode == SPYRE_OP_DMA_COPY) {
@@ -327,7 +380,6 @@ uint32_t spyre_ring_complete(SpyreState *s, unsigned n, uint32_t idx,
                              uint64_t seqno, uint8_t flags, uint32_t st,
                              uint32_t detail, uint64_t cycles)
 {
-    PCIDevice *pdev = PCI_DEVICE(s);
     SpyreRing *r = &s->rings[n];
     struct spyre_hw_cpl cpl;
     uint32_t causes = 0;
@@ -338,8 +390,8 @@ uint32_t spyre_ring_complete(SpyreState *s, unsigned n, uint32_t idx,
     cpl.detail = cpu_to_le32(detail);
     cpl.cycles = cpu_to_le64(cycles);
     cpl.done_count = cpu_to_le64(r->completed);
-    if (pci_dma_write(pdev, r->l_cpl_base + (uint64_t)idx * sizeof(cpl), &cpl,
-                      sizeof(cpl)) != MEMTX_OK) {
+    if (!spyre_host_write(s, r->l_cpl_base + (uint64_t)idx * sizeof(cpl), &cpl,
+                          sizeof(cpl))) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: ring %u: cannot write completion %u at 0x%"
                       PRIx64 "\n", n, idx,
@@ -371,7 +423,7 @@ static bool spyre_ring_pending(SpyreState *s, unsigned n)
 {
     SpyreRing *r = &s->rings[n];
 
-    return spyre_ring_enabled(r) && !r->busy && r->head != r->tail;
+    return spyre_ring_enabled(r) && !spyre_ring_busy(r) && r->head != r->tail;
 }
 
 /*

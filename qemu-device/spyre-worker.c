@@ -3,14 +3,21 @@
  *
  * Commands that take long in host time (LAUNCH, large DMA_COPY) are
  * validated on the main loop, then handed to a worker thread as a SpyreJob;
- * their ring stays busy (HEAD on the command, nothing else consumed) while
- * other rings keep going. A worker runs its jobs one at a time in FIFO
- * order without the BQL, then moves the job to its done list and schedules
- * a bottom half, which completes the command on the main loop (completion
- * entry, interrupts, telemetry).
+ * their ring stays busy (HEAD on the command, STATUS.BUSY, nothing else
+ * consumed) while other rings keep going. A worker runs its jobs one at a
+ * time in FIFO order without the BQL, then moves the job to its done list
+ * and schedules a bottom half, which completes the command on the main loop
+ * (completion entry, interrupts, telemetry) and ends the ring's BUSY.
  *
- * Reset and unrealize cancel the running job and wait for it, then drop
- * every queued and finished job: no completion is written after a reset.
+ * Fault containment: a worker touches only device memory and, through
+ * spyre_host_read/write, guest RAM that is mapped directly; it never
+ * dispatches MMIO, so it never needs the BQL. A ring ABORT or a reset sets
+ * the job's cancel flag, which the copy loop and the compute engine poll
+ * (cancellation lands within milliseconds), and never waits: a queued or
+ * finished job is dropped at once, a running one is reaped by the bottom
+ * half once the worker let go of it. Only a PCI reset and unrealize wait
+ * for the running jobs, which is bounded because the worker waits for
+ * nothing the main loop holds.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -19,11 +26,9 @@
 #include "qemu/atomic.h"
 #include "qemu/log.h"
 #include "qemu/main-loop.h"
+#include "qemu/rcu.h"
 #include "spyre.h"
 #include "trace.h"
-
-/* How often a reset re-issues the cancel while it waits for a job. */
-#define SPYRE_CANCEL_RETRY_MS   10
 
 SpyreJob *spyre_job_new(SpyreState *s, SpyreJobKind kind, unsigned n,
                         uint32_t idx, const struct spyre_hw_cmd *c)
@@ -51,6 +56,8 @@ static void *spyre_worker_thread(void *opaque)
     SpyreWorker *w = opaque;
     SpyreJob *j;
 
+    /* Host DMA translates guest addresses under RCU. */
+    rcu_register_thread();
     qemu_mutex_lock(&w->lock);
     for (;;) {
         while (!w->stop && QSIMPLEQ_EMPTY(&w->queue)) {
@@ -61,19 +68,57 @@ static void *spyre_worker_thread(void *opaque)
         }
         j = QSIMPLEQ_FIRST(&w->queue);
         QSIMPLEQ_REMOVE_HEAD(&w->queue, next);
+        j->state = SPYRE_JOB_RUNNING;
         w->running = j;
         qemu_mutex_unlock(&w->lock);
 
-        w->run(w->s, w, j);
+        if (!qatomic_read(&j->cancel)) {
+            w->run(w->s, w, j);
+        }
 
         qemu_mutex_lock(&w->lock);
         w->running = NULL;
+        j->state = SPYRE_JOB_DONE;
         QSIMPLEQ_INSERT_TAIL(&w->done, j, next);
         qemu_cond_broadcast(&w->idle_cond);
         qemu_bh_schedule(w->bh);
     }
     qemu_mutex_unlock(&w->lock);
+    rcu_unregister_thread();
     return NULL;
+}
+
+/*
+ * Main loop: a job left its worker (finished, cancelled or dropped from the
+ * queue). Complete it if it is still live, end its ring's BUSY. Returns the
+ * interrupt causes to raise.
+ */
+static uint32_t spyre_job_reap(SpyreState *s, SpyreJob *j)
+{
+    SpyreRing *r = &s->rings[j->ring];
+    bool cancelled = qatomic_read(&j->cancel);
+    bool live = false;
+    uint32_t causes;
+
+    assert(s->jobs_outstanding > 0);
+    s->jobs_outstanding--;
+    if (!j->orphan) {
+        assert(r->job == j);
+        r->job = NULL;
+        live = !cancelled && (r->status & SPYRE_RING_STATUS_ENABLED) &&
+               r->epoch == j->epoch;
+        if (!live && !cancelled) {
+            /* The ring was disabled (and maybe re-enabled) meanwhile. */
+            qemu_log_mask(LOG_GUEST_ERROR,
+                          "spyre: ring %u: command %u finished after its "
+                          "ring was disabled; completion dropped\n",
+                          j->ring, j->idx);
+        }
+    }
+    trace_spyre_job_reaped(j->ring, j->idx, cancelled, j->orphan, live);
+    causes = j->w->complete(s, j, live);
+    spyre_job_free(j);
+    return causes;
 }
 
 /* Main loop: complete the finished jobs of a worker. */
@@ -90,22 +135,10 @@ static void spyre_worker_bh(void *opaque)
     qemu_mutex_unlock(&w->lock);
 
     while ((j = QSIMPLEQ_FIRST(&done))) {
-        SpyreRing *r = &s->rings[j->ring];
-        bool live = (r->status & SPYRE_RING_STATUS_ENABLED) &&
-                    r->epoch == j->epoch;
-
         QSIMPLEQ_REMOVE_HEAD(&done, next);
-        r->busy = false;
-        if (!live) {
-            /* The ring was disabled (and maybe re-enabled) meanwhile. */
-            qemu_log_mask(LOG_GUEST_ERROR,
-                          "spyre: ring %u: command %u finished after its "
-                          "ring was disabled; completion dropped\n",
-                          j->ring, j->idx);
-        }
-        causes |= w->complete(s, j, live);
-        spyre_job_free(j);
+        causes |= spyre_job_reap(s, j);
     }
+    spyre_reset_progress(s);
     if (causes) {
         spyre_raise(s, causes);
     }
@@ -124,7 +157,6 @@ void spyre_worker_init(SpyreState *s, SpyreWorker *w, const char *name)
     QSIMPLEQ_INIT(&w->done);
     w->running = NULL;
     w->stop = false;
-    w->cancel_flag = false;
     w->bh = qemu_bh_new_guarded(spyre_worker_bh, w,
                                 &DEVICE(s)->mem_reentrancy_guard);
     qemu_thread_create(&w->thread, name, spyre_worker_thread, w,
@@ -132,49 +164,80 @@ void spyre_worker_init(SpyreState *s, SpyreWorker *w, const char *name)
     w->started = true;
 }
 
-/* Main loop: queue a job; its ring must be marked busy by the caller. */
+/* Main loop: queue a job; its ring must point to it (SpyreRing.job). */
 void spyre_worker_submit(SpyreWorker *w, SpyreJob *j)
 {
+    j->w = w;
+    w->s->jobs_outstanding++;
     qemu_mutex_lock(&w->lock);
+    j->state = SPYRE_JOB_QUEUED;
     QSIMPLEQ_INSERT_TAIL(&w->queue, j, next);
     qemu_cond_signal(&w->cond);
     qemu_mutex_unlock(&w->lock);
 }
 
 /*
- * Drop every job: queued ones are freed, the running one is cancelled and
- * waited for, finished ones are discarded. Main loop (reset, unrealize).
+ * Main loop, never blocks: cancel job j. A queued or finished job is taken
+ * off its worker and reaped now; a running one keeps its ring BUSY until
+ * the worker let go of it and the bottom half reaped it.
  */
-void spyre_worker_cancel_all(SpyreWorker *w)
+void spyre_worker_abort(SpyreState *s, SpyreJob *j)
 {
+    SpyreWorker *w = j->w;
+    bool now = true;
+
+    qatomic_set(&j->cancel, 1);
+    qemu_mutex_lock(&w->lock);
+    switch (j->state) {
+    case SPYRE_JOB_QUEUED:
+        QSIMPLEQ_REMOVE(&w->queue, j, SpyreJob, next);
+        break;
+    case SPYRE_JOB_DONE:
+        QSIMPLEQ_REMOVE(&w->done, j, SpyreJob, next);
+        break;
+    case SPYRE_JOB_RUNNING:
+        now = false;
+        break;
+    }
+    qemu_mutex_unlock(&w->lock);
+    if (now) {
+        spyre_job_reap(s, j);
+    }
+}
+
+/*
+ * Main loop (reset, unrealize): cancel and disown every job of the worker.
+ * Queued and finished jobs are reaped now. The running one is cancelled;
+ * with wait, this waits until the worker let go of it (bounded: the worker
+ * waits for nothing the caller holds) and reaps it too, else the bottom
+ * half reaps it later.
+ */
+void spyre_worker_disown_all(SpyreWorker *w, bool wait)
+{
+    QSIMPLEQ_HEAD(, SpyreJob) drop = QSIMPLEQ_HEAD_INITIALIZER(drop);
     SpyreJob *j;
 
     if (!w->started) {
         return;
     }
     qemu_mutex_lock(&w->lock);
-    while ((j = QSIMPLEQ_FIRST(&w->queue))) {
-        QSIMPLEQ_REMOVE_HEAD(&w->queue, next);
-        spyre_job_free(j);
-    }
-    qatomic_set(&w->cancel_flag, true);
-    while (w->running) {
-        /*
-         * Repeat the cancel: the engine forgets one that arrives before
-         * its run starts.
-         */
-        if (w->cancel) {
-            w->cancel(w->s, w);
+    QSIMPLEQ_CONCAT(&drop, &w->queue);
+    if (w->running) {
+        qatomic_set(&w->running->cancel, 1);
+        w->running->orphan = true;
+        while (wait && w->running) {
+            qemu_cond_wait(&w->idle_cond, &w->lock);
         }
-        qemu_cond_timedwait(&w->idle_cond, &w->lock, SPYRE_CANCEL_RETRY_MS);
     }
-    qatomic_set(&w->cancel_flag, false);
-    while ((j = QSIMPLEQ_FIRST(&w->done))) {
-        QSIMPLEQ_REMOVE_HEAD(&w->done, next);
-        spyre_job_free(j);
-    }
+    QSIMPLEQ_CONCAT(&drop, &w->done);
     qemu_mutex_unlock(&w->lock);
-    qemu_bh_cancel(w->bh);
+
+    while ((j = QSIMPLEQ_FIRST(&drop))) {
+        QSIMPLEQ_REMOVE_HEAD(&drop, next);
+        qatomic_set(&j->cancel, 1);
+        j->orphan = true;
+        spyre_job_reap(w->s, j);
+    }
 }
 
 void spyre_worker_fini(SpyreWorker *w)
@@ -182,7 +245,7 @@ void spyre_worker_fini(SpyreWorker *w)
     if (!w->started) {
         return;
     }
-    spyre_worker_cancel_all(w);
+    spyre_worker_disown_all(w, true);
     qemu_mutex_lock(&w->lock);
     w->stop = true;
     qemu_cond_signal(&w->cond);

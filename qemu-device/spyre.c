@@ -118,28 +118,57 @@ void spyre_raise(SpyreState *s, uint32_t causes)
 
 /* ---- Reset ---- */
 
-static void spyre_reset_regs(SpyreState *s, bool count)
+/*
+ * Main loop: a reset still stops running commands (RESETTING); once the
+ * last one let go (and no WEDGE hang holds the card), the card is READY.
+ */
+void spyre_reset_progress(SpyreState *s)
 {
+    if ((s->status & SPYRE_STATUS_RESETTING) && !s->jobs_outstanding &&
+        !s->wedged) {
+        s->status = SPYRE_STATUS_READY;
+        trace_spyre_reset_done(s->tele_resets);
+    }
+}
+
+/*
+ * Reset the card. Every command is cancelled: queued ones and finished
+ * ones not yet completed are dropped now, running ones are disowned (they
+ * complete nothing). A register RESET (pci false) never waits: STATUS is
+ * RESETTING until the running ones let go, READY at once if none runs; a
+ * WEDGE hang keeps it RESETTING. A PCI reset (pci true) waits for them,
+ * which is bounded: the workers never wait for the BQL.
+ */
+static void spyre_card_reset(SpyreState *s, bool count, bool pci)
+{
+    bool wedged = s->wedged && !pci;
     unsigned i;
 
-    /* Cancel and wait for the engine before the rings disappear. */
-    spyre_worker_cancel_all(&s->engine_worker);
-    spyre_worker_cancel_all(&s->dma_worker);
+    for (i = 0; i < SPYRE_NUM_RINGS_MAX; i++) {
+        if ((s->rings[i].hang & SPYRE_HANG_WEDGE) && !pci) {
+            wedged = true;
+        }
+    }
+    spyre_worker_disown_all(&s->engine_worker, pci);
+    spyre_worker_disown_all(&s->dma_worker, pci);
     qemu_bh_cancel(s->bh);
     for (i = 0; i < SPYRE_NUM_RINGS_MAX; i++) {
         spyre_ring_reset(&s->rings[i]);
     }
-    s->status = SPYRE_STATUS_READY;
     s->scratch = 0;
     s->intr_status = 0;
     s->intr_mask = 0;
     s->error_code = SPYRE_STATUS_OK;
     s->fault_inject = 0;
+    s->fault_hang = 0;
     s->next_ring = 0;
+    s->wedged = wedged;
     if (count) {
         s->tele_resets++;
     }
-    trace_spyre_reset(s->tele_resets);
+    s->status = SPYRE_STATUS_RESETTING;
+    trace_spyre_reset(s->tele_resets, s->jobs_outstanding, wedged);
+    spyre_reset_progress(s);
     spyre_update_intx(s);
 }
 
@@ -148,7 +177,7 @@ static void spyre_qdev_reset(DeviceState *dev)
     SpyreState *s = SPYRE(dev);
 
     /* The reset at power-on is not counted in TELE_RESETS. */
-    spyre_reset_regs(s, s->powered_on);
+    spyre_card_reset(s, s->powered_on, true);
     s->powered_on = true;
 }
 
@@ -219,7 +248,10 @@ static uint64_t spyre_regs_read(void *opaque, hwaddr addr, unsigned size)
         break;
     case SPYRE_REG_CAPS:
         val = SPYRE_CAP_DMA | SPYRE_CAP_FENCE | SPYRE_CAP_MSIX |
-              SPYRE_CAP_TELEMETRY | SPYRE_CAP_LAUNCH;
+              SPYRE_CAP_TELEMETRY | SPYRE_CAP_LAUNCH | SPYRE_CAP_RING_ABORT;
+        if (s->fault_inject_enabled) {
+            val |= SPYRE_CAP_FAULT_INJECT;
+        }
         break;
     case SPYRE_REG_NUM_CORES:
         val = s->num_cores;
@@ -262,6 +294,9 @@ static uint64_t spyre_regs_read(void *opaque, hwaddr addr, unsigned size)
         break;
     case SPYRE_REG_FAULT_INJECT:
         val = s->fault_inject;
+        break;
+    case SPYRE_REG_FAULT_HANG:
+        val = s->fault_hang;
         break;
     case SPYRE_REG_TELE_CMDS_LO:
     case SPYRE_REG_TELE_CMDS_HI:
@@ -356,7 +391,7 @@ static void spyre_regs_write(void *opaque, hwaddr addr, uint64_t val64,
     switch (addr) {
     case SPYRE_REG_RESET:
         if (val == SPYRE_RESET_MAGIC) {
-            spyre_reset_regs(s, true);
+            spyre_card_reset(s, true, false);
         } else {
             qemu_log_mask(LOG_GUEST_ERROR,
                           "spyre: RESET written with 0x%08x, not the magic\n",
@@ -377,7 +412,23 @@ static void spyre_regs_write(void *opaque, hwaddr addr, uint64_t val64,
         spyre_notify(s, s->intr_status & newly);
         break;
     case SPYRE_REG_FAULT_INJECT:
-        s->fault_inject = val;
+    case SPYRE_REG_FAULT_HANG:
+        if (!s->fault_inject_enabled) {
+            qemu_log_mask(LOG_GUEST_ERROR,
+                          "spyre: write of 0x%08x to fault injection register "
+                          "0x%" HWADDR_PRIx " without x-fault-inject=on "
+                          "ignored\n", val, addr);
+        } else if (addr == SPYRE_REG_FAULT_INJECT) {
+            s->fault_inject = val;
+        } else {
+            if (val & ~SPYRE_HANG_VALID_MASK) {
+                qemu_log_mask(LOG_GUEST_ERROR,
+                              "spyre: reserved FAULT_HANG bits 0x%08x "
+                              "ignored\n", val & ~SPYRE_HANG_VALID_MASK);
+            }
+            val &= SPYRE_HANG_VALID_MASK;
+            s->fault_hang = (val & SPYRE_HANG_COUNT_MASK) ? val : 0;
+        }
         break;
     default:
         qemu_log_mask(LOG_GUEST_ERROR,
@@ -406,9 +457,23 @@ static const MemoryRegionOps spyre_regs_ops = {
 static void spyre_write_config(PCIDevice *pdev, uint32_t addr, uint32_t val,
                                int len)
 {
+    SpyreState *s = SPYRE(pdev);
+    bool msix_was = msix_enabled(pdev);
+
     pci_default_write_config(pdev, addr, val, len);
-    /* MSI-X enable toggles between MSI-X and INTx delivery. */
-    spyre_update_intx(SPYRE(pdev));
+    if (pci_is_express(pdev) && pdev->exp.exp_cap) {
+        /* Function-level reset: a PCI reset of the function. */
+        pcie_cap_flr_write_config(pdev, addr, val, len);
+    }
+    /*
+     * MSI-X enable toggles between MSI-X and INTx delivery. Causes pending
+     * and enabled when MSI-X gets enabled are sent (to the PBA if masked),
+     * as INTx would have signalled them.
+     */
+    if (!msix_was && msix_enabled(pdev)) {
+        spyre_notify(s, s->intr_status & s->intr_mask);
+    }
+    spyre_update_intx(s);
 }
 
 static void spyre_realize(PCIDevice *pdev, Error **errp)
@@ -441,7 +506,7 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
         return;
     }
     if (s->engine_threads > 1024) {
-        error_setg(errp, "spyre: engine-threads must be in [0, 1024] "
+        error_setg(errp, "spyre: x-engine-threads must be in [0, 1024] "
                    "(got %u)", s->engine_threads);
         return;
     }
@@ -496,11 +561,13 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
         msix_vector_use(pdev, i);
     }
 
-    if (pci_bus_is_express(pci_get_bus(pdev)) &&
-        pcie_endpoint_cap_init(pdev, SPYRE_PCIE_CAP_OFFSET) < 0) {
-        error_setg(errp, "spyre: cannot add the PCIe capability");
-        msix_uninit_exclusive_bar(pdev);
-        return;
+    if (pci_bus_is_express(pci_get_bus(pdev))) {
+        if (pcie_endpoint_cap_init(pdev, SPYRE_PCIE_CAP_OFFSET) < 0) {
+            error_setg(errp, "spyre: cannot add the PCIe capability");
+            msix_uninit_exclusive_bar(pdev);
+            return;
+        }
+        pcie_cap_flr_init(pdev);
     }
 
     s->bh = qemu_bh_new_guarded(spyre_ring_bh, s,
@@ -515,7 +582,10 @@ static void spyre_exit(PCIDevice *pdev)
 {
     SpyreState *s = SPYRE(pdev);
 
-    /* Stop the workers: no job touches devmem or guest memory after this. */
+    /*
+     * Stop the workers (bounded: they never wait for the BQL): no job
+     * touches devmem or guest memory after this.
+     */
     spyre_launch_worker_fini(s);
     spyre_worker_fini(&s->dma_worker);
     qemu_bh_delete(s->bh);
@@ -544,11 +614,14 @@ static const Property spyre_props[] = {
     DEFINE_PROP_UINT32("ring-bytes-per-cycle", SpyreState, ring_bytes_per_cycle,
                        128),
     DEFINE_PROP_UINT32("power-cap-mw", SpyreState, power_cap_mw, 75000),
-    /* Host threads of the compute engine; 0 = one per host CPU. */
-    DEFINE_PROP_UINT32("engine-threads", SpyreState, engine_threads, 0),
-    DEFINE_PROP_UINT16("vendor-id", SpyreState, vendor_id,
+    /* Test and debugging knobs (not a stable interface). */
+    /* Host threads of the compute engine; 0 = min(host CPUs, num-cores). */
+    DEFINE_PROP_UINT32("x-engine-threads", SpyreState, engine_threads, 0),
+    DEFINE_PROP_BOOL("x-fault-inject", SpyreState, fault_inject_enabled,
+                     false),
+    DEFINE_PROP_UINT16("x-vendor-id", SpyreState, vendor_id,
                        SPYRE_PCI_VENDOR_ID),
-    DEFINE_PROP_UINT16("device-id", SpyreState, device_id,
+    DEFINE_PROP_UINT16("x-device-id", SpyreState, device_id,
                        SPYRE_PCI_DEVICE_ID),
 };
 

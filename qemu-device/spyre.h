@@ -56,13 +56,19 @@ typedef struct SpyreRing {
     uint32_t status;
     uint32_t completed;
     /*
-     * A job of this ring (LAUNCH, large DMA_COPY) is queued or running in
-     * a worker: consume nothing else until it completed.
+     * The consumed command that still executes (STATUS.BUSY): a job on a
+     * worker (LAUNCH, large DMA_COPY) until its completion ran on the main
+     * loop, or an injected hang (SPYRE_RING_HUNG | SPYRE_HANG_* flags).
+     * The ring consumes nothing else meanwhile.
      */
-    bool busy;
+    struct SpyreJob *job;
+    uint32_t hang;
     /* Incremented by every enable, so a late LAUNCH completion can tell. */
     uint32_t epoch;
 } SpyreRing;
+
+/* SpyreRing.hang: a hang occupies the ring (with its SPYRE_HANG_* flags). */
+#define SPYRE_RING_HUNG             (1u << 31)
 
 /* Per-core telemetry, cumulative over launches (survives device reset). */
 typedef struct SpyreCoreTele {
@@ -80,9 +86,27 @@ typedef enum SpyreJobKind {
     SPYRE_JOB_DMA,
 } SpyreJobKind;
 
+typedef enum SpyreJobState {
+    SPYRE_JOB_QUEUED,           /* in SpyreWorker.queue */
+    SPYRE_JOB_RUNNING,          /* SpyreWorker.running */
+    SPYRE_JOB_DONE,             /* in SpyreWorker.done, not yet completed */
+} SpyreJobState;
+
+typedef struct SpyreWorker SpyreWorker;
+
 typedef struct SpyreJob {
     QSIMPLEQ_ENTRY(SpyreJob) next;
     SpyreJobKind kind;
+    SpyreWorker *w;
+    SpyreJobState state;        /* protected by w->lock */
+    /*
+     * Set (atomically) by a ring ABORT or a reset: the worker, the DMA
+     * copy loop and the compute engine poll it and stop within
+     * milliseconds. Never cleared.
+     */
+    int32_t cancel;
+    /* Main loop: a reset disowned the job; its ring must not be touched. */
+    bool orphan;
     unsigned ring;
     uint32_t idx;               /* ring entry of the command */
     uint32_t epoch;             /* ring epoch at submission */
@@ -104,21 +128,23 @@ typedef struct SpyreJob {
     uint64_t cycles;
 } SpyreJob;
 
-typedef struct SpyreWorker SpyreWorker;
-
 /*
  * A worker thread with a FIFO of jobs (spyre-worker.c). queue, done,
- * running and stop are protected by lock; cancel is atomic.
+ * running, stop and the jobs' state are protected by lock. The worker never
+ * takes the BQL and never waits for anything but its queue: host memory is
+ * reached only as directly mapped RAM (spyre_host_read/write), so the main
+ * loop may wait for it with the BQL held (PCI reset, unrealize).
  */
 struct SpyreWorker {
     SpyreState *s;
     const char *name;
     /* Worker thread, no BQL: execute the job. */
     void (*run)(SpyreState *s, SpyreWorker *w, SpyreJob *j);
-    /* Main loop: account the job and, if live, complete its command. */
+    /*
+     * Main loop: account the job and, if live, complete its command
+     * (a cancelled job is never live).
+     */
     uint32_t (*complete)(SpyreState *s, SpyreJob *j, bool live);
-    /* Called with lock held while a reset waits for the running job. */
-    void (*cancel)(SpyreState *s, SpyreWorker *w);
 
     QemuThread thread;
     bool started;
@@ -129,7 +155,6 @@ struct SpyreWorker {
     QSIMPLEQ_HEAD(, SpyreJob) done;
     SpyreJob *running;
     bool stop;
-    bool cancel_flag;           /* set while a reset waits */
     QEMUBH *bh;                 /* completions -> guest */
 };
 
@@ -153,6 +178,7 @@ struct SpyreState {
     uint16_t vendor_id;
     uint16_t device_id;
     uint32_t engine_threads;
+    bool fault_inject_enabled;  /* x-fault-inject */
 
     /* Global registers. */
     uint32_t status;
@@ -161,6 +187,14 @@ struct SpyreState {
     uint32_t intr_mask;
     uint32_t error_code;
     uint32_t fault_inject;
+    uint32_t fault_hang;
+    /*
+     * A WEDGE hang outlived a register RESET: STATUS stays RESETTING until
+     * a PCI reset.
+     */
+    bool wedged;
+    /* Jobs handed to a worker and not yet reaped on the main loop. */
+    unsigned jobs_outstanding;
 
     SpyreRing rings[SPYRE_NUM_RINGS_MAX];
     unsigned next_ring;         /* round-robin start of the next BH run */
@@ -203,21 +237,28 @@ struct SpyreState {
 /* spyre.c */
 void spyre_raise(SpyreState *s, uint32_t causes);
 void spyre_update_load(SpyreState *s, uint64_t busy_cycles);
+void spyre_reset_progress(SpyreState *s);
 
 /* spyre-ring.c */
 void spyre_ring_write(SpyreState *s, unsigned n, unsigned reg, uint32_t val);
 uint32_t spyre_ring_read(SpyreState *s, unsigned n, unsigned reg);
 void spyre_ring_reset(SpyreRing *r);
 void spyre_ring_bh(void *opaque);
+bool spyre_ring_busy(const SpyreRing *r);
 
 /* Status of a command handed to a worker (internal, never in a completion). */
 #define SPYRE_STATUS_QUEUED         0xffffffffu
+/* Status of a command that hangs (FAULT_HANG; internal). */
+#define SPYRE_STATUS_HUNG           0xfffffffdu
 
 /* spyre-dma.c */
 uint32_t spyre_dma_copy(SpyreState *s, unsigned n, uint32_t idx,
                         const struct spyre_hw_cmd *c, uint64_t *cycles);
 uint64_t spyre_dma_cycles(SpyreState *s, uint64_t bytes);
 void spyre_dma_worker_init(SpyreState *s);
+bool spyre_host_read(SpyreState *s, uint64_t addr, void *buf, uint64_t len);
+bool spyre_host_write(SpyreState *s, uint64_t addr, const void *buf,
+                      uint64_t len);
 
 /* spyre-ring.c */
 uint32_t spyre_ring_complete(SpyreState *s, unsigned n, uint32_t idx,
@@ -236,7 +277,8 @@ SpyreJob *spyre_job_new(SpyreState *s, SpyreJobKind kind, unsigned n,
 void spyre_job_free(SpyreJob *j);
 void spyre_worker_init(SpyreState *s, SpyreWorker *w, const char *name);
 void spyre_worker_submit(SpyreWorker *w, SpyreJob *j);
-void spyre_worker_cancel_all(SpyreWorker *w);
+void spyre_worker_abort(SpyreState *s, SpyreJob *j);
+void spyre_worker_disown_all(SpyreWorker *w, bool wait);
 void spyre_worker_fini(SpyreWorker *w);
 
 #endif /* HW_MISC_SPYRE_H */

@@ -8,11 +8,14 @@
 #include <bit>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -438,12 +441,25 @@ struct LxMem {
 // ---------------------------------------------------------------------------------------------
 // Engine
 
+// Host threads for a config: num_threads, or one per host CPU; never more than the cores (a
+// phase runs at most num_cores cores in parallel, more threads would only idle).
+unsigned pool_threads(const spyre_engine_config& cfg) {
+    unsigned t = cfg.num_threads ? cfg.num_threads : std::thread::hardware_concurrency();
+    return std::clamp(t, 1u, cfg.num_cores);
+}
+
+// Test hook: SPYRE_ENGINE_TEST_THROW_CORE=<n> makes core n throw a C++ exception when it starts
+// running (checks that an exception on a pool thread becomes a job error). -1 = off.
+int test_throw_core() {
+    const char* v = std::getenv("SPYRE_ENGINE_TEST_THROW_CORE");
+    return v && *v ? std::atoi(v) : -1;
+}
+
 class Engine {
   public:
     explicit Engine(const spyre_engine_config& cfg)
         : cfg_(cfg),
-          pool_(cfg.num_threads ? cfg.num_threads
-                                : std::max(1u, std::thread::hardware_concurrency())),
+          pool_(pool_threads(cfg)),
           cores_(cfg.num_cores),
           lx_mem_(uint64_t{cfg.lx_bytes} * cfg.num_cores) {
         stale_words_ = (cfg.lx_bytes / kS + 63) / 64;
@@ -453,6 +469,8 @@ class Engine {
             cores_[i].stale = stale_mem_.get() + uint64_t{i} * stale_words_;
             cores_[i].lx_hw = 0;
         }
+        cancel_tok_.engine = &cancel_;
+        throw_core_ = test_throw_core();
     }
 
     const spyre_engine_config& config() const { return cfg_; }
@@ -496,7 +514,11 @@ class Engine {
     std::unique_ptr<uint64_t[]> stale_mem_;
     uint64_t stale_words_ = 0;
     std::atomic<bool> cancel_{false};
+    kern::Cancel cancel_tok_;  // cancel_ and the running job's cancel flag
+    int throw_core_ = -1;
     std::mutex run_mu_;
+
+    bool cancelled() const { return cancel_tok_(); }
 };
 
 bool Engine::fail(Core& c, int code, const char* fmt, ...) {
@@ -709,7 +731,7 @@ bool Engine::exec_mm(Core& c, const Instr& in) {
         lx_overwrite(c, rc.lo, rc.hi);  // C is contiguous and written completely
     else
         lx_touch(c, rc);
-    kern::matmul({t, c.lx + ca, c.lx + aa, c.lx + ba, m, n, k, lda, ldb, ldc, acc});
+    kern::matmul({t, c.lx + ca, c.lx + aa, c.lx + ba, m, n, k, lda, ldb, ldc, acc, &cancel_tok_});
     return true;
 }
 
@@ -797,15 +819,15 @@ bool Engine::exec_vec(Core& c, const Instr& in) {
     switch (op) {
         case Op::VUN:
             kern::vunary(static_cast<isa::VUn>(in.func), dt, st, c.lx + dst, c.lx + s1, rows, cols,
-                         dstride, s1stride, imm);
+                         dstride, s1stride, imm, &cancel_tok_);
             break;
         case Op::VBIN:
             kern::vbinary(static_cast<isa::VBin>(in.func), mode, dt, st, c.lx + dst, c.lx + s1,
-                          c.lx + s2, rows, cols, dstride, s1stride, s2stride, imm);
+                          c.lx + s2, rows, cols, dstride, s1stride, s2stride, imm, &cancel_tok_);
             break;
         default:
             kern::vreduce(static_cast<isa::Red>(in.func), in.flags, dt, st, c.lx + dst, c.lx + s1,
-                          rows, cols, s1stride);
+                          rows, cols, s1stride, &cancel_tok_);
             break;
     }
     return true;
@@ -865,6 +887,8 @@ int Engine::exec_recv(Core& c, const Instr& in) {
 
 // Runs core c until it halts, fails or blocks at a synchronization point.
 bool Engine::run_core(Core& c) {
+    if (static_cast<int>(c.id) == throw_core_)
+        throw std::runtime_error("test hook SPYRE_ENGINE_TEST_THROW_CORE");
     const std::vector<Instr>& code = prog_->code;
     const uint32_t n = static_cast<uint32_t>(code.size());
     for (;;) {
@@ -872,8 +896,8 @@ bool Engine::run_core(Core& c) {
         if (c.stats.instructions >= max_instr_)
             return fail(c, SPYRE_ENGINE_ERR_INSTR_BUDGET, "instruction budget %llu exceeded",
                         (unsigned long long)max_instr_);
-        if ((c.stats.instructions & 1023) == 0 && cancel_.load(std::memory_order_relaxed))
-            return fail(c, SPYRE_ENGINE_ERR_CANCELLED, "job cancelled");
+        // every instruction (a few ns): long instructions also poll inside their kernels
+        if (cancelled()) return fail(c, SPYRE_ENGINE_ERR_CANCELLED, "job cancelled");
         const Instr& in = code[c.pc];
         const Op op = static_cast<Op>(in.op);
         if (op == Op::RECV) {
@@ -1171,6 +1195,7 @@ bool Engine::release_allred(std::vector<Core*>& live, Failure& f) {
 int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
     std::lock_guard<std::mutex> lk(run_mu_);
     cancel_.store(false, std::memory_order_relaxed);
+    cancel_tok_.job = job.cancel;
     std::memset(&res, 0, sizeof res);
     Failure f;
     auto finish_fail = [&](const Failure& fl) {
@@ -1284,7 +1309,7 @@ int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
             }
             continue;
         }
-        if (cancel_.load(std::memory_order_relaxed)) {
+        if (cancelled()) {
             set_fail(f, SPYRE_ENGINE_ERR_CANCELLED, -1, 0, "job cancelled");
             failed = true;
             break;
@@ -1458,15 +1483,26 @@ int spyre_engine_run(spyre_engine* e, const spyre_engine_job* job, spyre_engine_
         std::snprintf(r->message, sizeof r->message, "NULL engine or job");
         return r->error;
     }
-    try {
-        return e->impl.run(*job, *r);
-    } catch (const std::bad_alloc&) {
+    // Host resource failures anywhere in the engine (also on a pool thread: the pool hands
+    // exceptions back to this thread) end the job with NO_MEMORY; nothing escapes the C API.
+    auto host_fail = [r](const char* what) {
         std::memset(r, 0, sizeof *r);
         r->status = -1;
         r->error = SPYRE_ENGINE_ERR_NO_MEMORY;
         r->core = -1;
-        std::snprintf(r->message, sizeof r->message, "out of host memory");
+        std::snprintf(r->message, sizeof r->message, "%s", what);
         return r->error;
+    };
+    try {
+        return e->impl.run(*job, *r);
+    } catch (const std::bad_alloc&) {
+        return host_fail("out of host memory");
+    } catch (const std::exception& ex) {
+        char msg[SPYRE_ENGINE_MSG_LEN];
+        std::snprintf(msg, sizeof msg, "host error in the engine: %s", ex.what());
+        return host_fail(msg);
+    } catch (...) {
+        return host_fail("host error in the engine");
     }
 }
 

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "spyre/numerics.hpp"
@@ -33,13 +34,25 @@ inline void st(uint8_t* p, T v) {
 inline float fmax_nan(float a, float b) { return (a > b || a != a) ? a : b; }
 inline float fmin_nan(float a, float b) { return (a < b || a != a) ? a : b; }
 
-thread_local std::vector<float> tl_f0, tl_f1, tl_f2, tl_f3;
-thread_local std::vector<double> tl_d0;
+// Per-thread scratch buffers. Grown without zeroing (every kernel writes what it reads): the
+// pages of a large buffer are then faulted in while the kernel fills it, between cancel checks.
+template <typename T>
+struct Scratch {
+    std::unique_ptr<T[]> p;
+    size_t n = 0;
+};
 
-template <typename V>
-inline auto* grow(V& v, size_t n) {
-    if (v.size() < n) v.resize(n);
-    return v.data();
+thread_local Scratch<float> tl_f0, tl_f1, tl_f2, tl_f3;
+thread_local Scratch<double> tl_d0;
+
+template <typename T>
+inline T* grow(Scratch<T>& v, size_t n) {
+    if (v.n < n) {
+        v.p.reset();
+        v.p.reset(new T[n]);
+        v.n = n;
+    }
+    return v.p.get();
 }
 
 }  // namespace
@@ -401,8 +414,8 @@ struct APanels {
 // Runs the micro-kernel over A and packed B (np panels of `steps` x 16 words). Blocking only
 // changes which tile is computed when; every C element still sees its steps in ascending order,
 // so the result does not depend on the blocking.
-void gemm_driver(Ukr ukr, const APanels& A, const void* bpv, size_t m, size_t n,
-                 size_t steps, uint8_t* c, size_t ldc, bool accumulate) {
+void gemm_driver(Ukr ukr, const APanels& A, const void* bpv, size_t m, size_t n, size_t steps,
+                 uint8_t* c, size_t ldc, bool accumulate, const Cancel* cancel) {
     const size_t mp = (m + kMR - 1) / kMR, np = (n + kNR - 1) / kNR;
     const char* bp = static_cast<const char*>(bpv);  // 4-byte words
     alignas(32) uint8_t tmp[kMR * kNR * 4];
@@ -412,6 +425,7 @@ void gemm_driver(Ukr ukr, const APanels& A, const void* bpv, size_t m, size_t n,
         for (size_t ic = 0; ic < mp; ic += kMCP) {
             const size_t ie = std::min(mp, ic + kMCP);
             for (size_t jp = 0; jp < np; ++jp) {
+                if (cancelled(cancel)) return;
                 const char* b = bp + (jp * steps + pc) * kNR * 4;
                 const size_t cols = std::min(kNR, n - jp * kNR);
                 for (size_t ip = ic; ip < ie; ++ip) {
@@ -437,9 +451,9 @@ void gemm_driver(Ukr ukr, const APanels& A, const void* bpv, size_t m, size_t n,
     }
 }
 
-thread_local std::vector<float> tl_pa, tl_pb;
-thread_local std::vector<uint32_t> tl_pa8;
-thread_local std::vector<int16_t> tl_pb8;
+thread_local Scratch<float> tl_pa, tl_pb;
+thread_local Scratch<uint32_t> tl_pa8;
+thread_local Scratch<int16_t> tl_pb8;
 
 }  // namespace
 
@@ -458,7 +472,8 @@ void matmul(const MatmulArgs& g) {
         const size_t steps = (k + 1) / 2;
         uint32_t* pa = grow(tl_pa8, mp * steps * kMR);
         int16_t* b16 = grow(tl_pb8, np * steps * kNR * 2);
-        for (size_t ip = 0; ip < mp; ++ip)
+        for (size_t ip = 0; ip < mp; ++ip) {
+            if (cancelled(g.cancel)) return;
             for (size_t ii = 0; ii < kMR; ++ii) {
                 const size_t i = ip * kMR + ii;
                 uint32_t* dst = pa + ip * steps * kMR + ii;
@@ -472,7 +487,9 @@ void matmul(const MatmulArgs& g) {
                     dst[s * kMR] = lo | hi << 16;
                 }
             }
-        for (size_t s = 0; s < steps; ++s)
+        }
+        for (size_t s = 0; s < steps; ++s) {
+            if ((s & 7) == 0 && cancelled(g.cancel)) return;
             for (size_t jp = 0; jp < np; ++jp) {
                 int16_t* dst = b16 + ((jp * steps + s) * kNR) * 2;
                 for (size_t jj = 0; jj < kNR; ++jj) {
@@ -482,8 +499,9 @@ void matmul(const MatmulArgs& g) {
                     d[1] = j < n && 2 * s + 1 < k ? int8_t(g.b[(2 * s + 1) * g.ldb + j]) : 0;
                 }
             }
+        }
         const APanels A{reinterpret_cast<const char*>(pa), steps * kMR * 4, 4, kMR * 4, nullptr, 0};
-        gemm_driver(im.ukr_i8, A, b16, m, n, steps, g.c, g.ldc, g.accumulate);
+        gemm_driver(im.ukr_i8, A, b16, m, n, steps, g.c, g.ldc, g.accumulate, g.cancel);
         return;
     }
     // fp16/bf16/fp32: A and B are converted to fp32 and packed per cache block (kKC k-steps):
@@ -503,9 +521,16 @@ void matmul(const MatmulArgs& g) {
         if (oa || ob) {
             uint8_t* sa = reinterpret_cast<uint8_t*>(grow(tl_f2, (m * k * es + 3) / 4));
             uint8_t* sb = reinterpret_cast<uint8_t*>(grow(tl_f3, (k * n * es + 3) / 4));
-            for (size_t i = 0; i < m; ++i) std::memcpy(sa + i * k * es, ga + i * g.lda, k * es);
-            for (size_t i = 0; i < k; ++i) std::memcpy(sb + i * n * es, gb + i * g.ldb, n * es);
-            return matmul({g.in, g.c, sa, sb, m, n, k, k * es, n * es, g.ldc, g.accumulate});
+            for (size_t i = 0; i < m; ++i) {
+                if ((i & 255) == 0 && cancelled(g.cancel)) return;
+                std::memcpy(sa + i * k * es, ga + i * g.lda, k * es);
+            }
+            for (size_t i = 0; i < k; ++i) {
+                if ((i & 255) == 0 && cancelled(g.cancel)) return;
+                std::memcpy(sb + i * n * es, gb + i * g.ldb, n * es);
+            }
+            return matmul(
+                {g.in, g.c, sa, sb, m, n, k, k * es, n * es, g.ldc, g.accumulate, g.cancel});
         }
     }
     const size_t kcmax = std::min(kKC, k), icmax = std::min(kMCP, mp);
@@ -516,6 +541,7 @@ void matmul(const MatmulArgs& g) {
     std::fill_n(row, np * kNR, 0.0f);
     alignas(32) uint8_t tmp[kMR * kNR * 4];
     for (size_t pc = 0; pc < k; pc += kKC) {
+        if (cancelled(g.cancel)) return;
         const size_t kc = std::min(kKC, k - pc);
         const bool zero = !g.accumulate && pc == 0;
         // B rows pc .. pc + kc: panel jp at pb + jp * kc * 16
@@ -546,6 +572,7 @@ void matmul(const MatmulArgs& g) {
                 im.pack_a(src, rows, kc, pa + (ip - ic) * kc * kMR);
             }
             for (size_t jp = 0; jp < np; ++jp) {
+                if (cancelled(g.cancel)) return;
                 const float* bt = pb + jp * kc * kNR;
                 const size_t cols = std::min(kNR, n - jp * kNR);
                 for (size_t ip = ic; ip < ie; ++ip) {
@@ -661,11 +688,12 @@ void apply_binary(isa::VBin f, float* __restrict y, const float* __restrict a,
 }  // namespace
 
 void vunary(isa::VUn f, DType dt, DType st, uint8_t* dst, const uint8_t* src, uint64_t rows,
-            uint64_t cols, uint64_t dstride, uint64_t sstride, float imm) {
+            uint64_t cols, uint64_t dstride, uint64_t sstride, float imm, const Cancel* cancel) {
     float* xb = grow(tl_f0, cols);
     float* yb = grow(tl_f1, cols);
     const size_t dbytes = cols * isa::dtype_size(dt);
     for (uint64_t r = 0; r < rows; ++r) {
+        if (cancelled(cancel)) return;
         uint8_t* d = dst + r * dstride;
         const uint8_t* sr = src + r * sstride;
         const float* x = xb;
@@ -687,13 +715,14 @@ void vunary(isa::VUn f, DType dt, DType st, uint8_t* dst, const uint8_t* src, ui
 
 void vbinary(isa::VBin f, isa::Bcast mode, DType dt, DType st, uint8_t* dst, const uint8_t* s1,
              const uint8_t* s2, uint64_t rows, uint64_t cols, uint64_t dstride, uint64_t s1stride,
-             uint64_t s2stride, float imm) {
+             uint64_t s2stride, float imm, const Cancel* cancel) {
     using isa::Bcast;
     float* x = grow(tl_f0, cols);
     float* z = grow(tl_f1, cols);
     float* y = grow(tl_f2, cols);
     const size_t es = isa::dtype_size(st);
     for (uint64_t r = 0; r < rows; ++r) {
+        if (cancelled(cancel)) return;
         load_row(st, s1 + r * s1stride, cols, x);
         float v;
         switch (mode) {
@@ -722,7 +751,7 @@ void vbinary(isa::VBin f, isa::Bcast mode, DType dt, DType st, uint8_t* dst, con
 }
 
 void vreduce(isa::Red f, int axis, DType dt, DType st, uint8_t* dst, const uint8_t* src,
-             uint64_t rows, uint64_t cols, uint64_t sstride) {
+             uint64_t rows, uint64_t cols, uint64_t sstride, const Cancel* cancel) {
     using isa::Red;
     float* x = grow(tl_f0, cols);
     const size_t outn = axis == 0 ? rows : cols;
@@ -730,6 +759,7 @@ void vreduce(isa::Red f, int axis, DType dt, DType st, uint8_t* dst, const uint8
     double* acc = grow(tl_d0, outn);
     if (axis == 0) {
         for (uint64_t r = 0; r < rows; ++r) {
+            if (cancelled(cancel)) return;
             load_row(st, src + r * sstride, cols, x);
             if (f == Red::SUM) {
                 double s = 0.0;
@@ -745,6 +775,7 @@ void vreduce(isa::Red f, int axis, DType dt, DType st, uint8_t* dst, const uint8
     } else {
         for (size_t i = 0; i < cols; ++i) acc[i] = 0.0;
         for (uint64_t r = 0; r < rows; ++r) {
+            if (cancelled(cancel)) return;
             load_row(st, src + r * sstride, cols, x);
             if (f == Red::SUM) {
                 for (size_t i = 0; i < cols; ++i) acc[i] += x[i];

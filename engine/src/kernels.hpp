@@ -3,12 +3,26 @@
 // Loops are written so that g++ -O2/-O3 vectorizes the inner dimension.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
 #include "spyre/isa.hpp"
 
 namespace spyre::kern {
+
+// Cooperative cancellation of a running job: the long kernels (matmul, vector ops) poll it every
+// few thousand elements or rows and return early, leaving their output partly written, once it
+// reports true. Either source may be absent.
+struct Cancel {
+    const std::atomic<bool>* engine = nullptr;  // spyre_engine_cancel()
+    const int32_t* job = nullptr;               // spyre_engine_job.cancel (read atomically)
+    bool operator()() const {
+        return (engine && engine->load(std::memory_order_relaxed)) ||
+               (job && __atomic_load_n(job, __ATOMIC_RELAXED) != 0);
+    }
+};
+inline bool cancelled(const Cancel* c) { return c && (*c)(); }
 
 // Converts n elements of type t at p (any alignment) to fp32.
 void load_row(isa::DType t, const uint8_t* p, size_t n, float* out);
@@ -22,6 +36,7 @@ struct MatmulArgs {
     const uint8_t* b;
     uint64_t m, n, k, lda, ldb, ldc;  // strides in bytes
     bool accumulate;
+    const Cancel* cancel = nullptr;  // polled between micro-kernel tiles
 };
 // C[i][j] = fma(A[i][k], B[k][j], C[i][j]) for k ascending (fp32 accumulation, one rounding per
 // step), or wrapping int32 accumulation for I8. A and B are read completely (converted and
@@ -35,12 +50,13 @@ const char* simd_name();
 bool use_simd(bool on);
 
 void vunary(isa::VUn f, isa::DType dt, isa::DType st, uint8_t* dst, const uint8_t* src,
-            uint64_t rows, uint64_t cols, uint64_t dstride, uint64_t sstride, float imm);
+            uint64_t rows, uint64_t cols, uint64_t dstride, uint64_t sstride, float imm,
+            const Cancel* cancel = nullptr);
 void vbinary(isa::VBin f, isa::Bcast mode, isa::DType dt, isa::DType st, uint8_t* dst,
              const uint8_t* s1, const uint8_t* s2, uint64_t rows, uint64_t cols, uint64_t dstride,
-             uint64_t s1stride, uint64_t s2stride, float imm);
+             uint64_t s1stride, uint64_t s2stride, float imm, const Cancel* cancel = nullptr);
 void vreduce(isa::Red f, int axis, isa::DType dt, isa::DType st, uint8_t* dst, const uint8_t* src,
-             uint64_t rows, uint64_t cols, uint64_t sstride);
+             uint64_t rows, uint64_t cols, uint64_t sstride, const Cancel* cancel = nullptr);
 // Elementwise combination for ALLRED: acc = acc OP x.
 void combine(isa::Red f, float* acc, const float* x, size_t n);
 

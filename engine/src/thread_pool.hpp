@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: MIT
 // Minimal fork-join pool: parallel_for(count, fn) runs fn(0..count-1) on the workers and the
-// calling thread and returns when all calls finished.
+// calling thread and returns when all calls finished. An exception thrown by fn (on any thread)
+// never escapes a pool thread: the first one is kept, the remaining indices are skipped, and
+// parallel_for rethrows it in the calling thread once every call has returned.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -41,15 +44,22 @@ class ThreadPool {
             std::lock_guard<std::mutex> lk(m_);
             fn_ = &fn;
             count_ = count;
+            error_ = nullptr;
             next_.store(0, std::memory_order_relaxed);
             active_ = workers_.size();
             ++gen_;
         }
         cv_.notify_all();
         drain(fn, count);
-        std::unique_lock<std::mutex> lk(m_);
-        done_cv_.wait(lk, [this] { return active_ == 0; });
-        fn_ = nullptr;
+        std::exception_ptr err;
+        {
+            std::unique_lock<std::mutex> lk(m_);
+            done_cv_.wait(lk, [this] { return active_ == 0; });
+            fn_ = nullptr;
+            err = std::move(error_);
+            error_ = nullptr;
+        }
+        if (err) std::rethrow_exception(err);
     }
 
   private:
@@ -57,7 +67,13 @@ class ThreadPool {
         for (;;) {
             size_t i = next_.fetch_add(1, std::memory_order_relaxed);
             if (i >= count) return;
-            fn(i);
+            try {
+                fn(i);
+            } catch (...) {
+                std::lock_guard<std::mutex> lk(m_);
+                if (!error_) error_ = std::current_exception();
+                next_.store(count, std::memory_order_relaxed);  // skip what is left
+            }
         }
     }
     void worker() {
@@ -85,6 +101,7 @@ class ThreadPool {
     size_t active_ = 0;
     uint64_t gen_ = 0;
     bool stop_ = false;
+    std::exception_ptr error_;
 };
 
 }  // namespace spyre

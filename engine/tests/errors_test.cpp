@@ -514,3 +514,225 @@ TEST(Fuzz, RandomProgramsNeverCrash) {
 
 }  // namespace
 }  // namespace spyre::test
+
+// ---------------------------------------------------------------------------------------------
+// Cancellation latency and host failures (fault containment in the card model)
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <new>
+
+#include "../src/thread_pool.hpp"
+
+namespace spyre::test {
+namespace {
+
+// A job of enormous instructions: MM 4096^3 with zero strides (tiny LX footprint), looped; one
+// such MM takes seconds of host CPU, the loop minutes.
+std::vector<uint8_t> huge_mm_program(DType t) {
+    PB b;
+    b.li(3, 32768);  // C
+    b.li(4, 0);      // A
+    b.li(5, 16384);  // B
+    b.set_regs(20, {4096, 4096, 4096, 0, 0, 0});
+    b.loopi(100);
+    b.matmul(t, 3, 4, 5, 20, false);
+    b.endloop();
+    b.halt();
+    return b.finish();
+}
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+// Runs the huge job, cancels it after 100 ms (through the job's flag or spyre_engine_cancel)
+// and returns how long the run took to return after the cancel request.
+double cancel_latency_ms(DType t, bool job_flag) {
+    spyre_engine_config c;
+    spyre_engine_config_default(&c);
+    c.num_cores = 2;
+    c.num_threads = 2;
+    c.max_cycles = 0;
+    c.max_instructions = 0;
+    Rig rig(c);
+    auto prog = huge_mm_program(t);
+    spyre_engine_job job{};
+    int32_t flag = 0;
+    job.program = prog.data();
+    job.program_size = prog.size();
+    job.num_cores = 2;
+    job.mem = rig.mem.data();
+    job.mem_size = rig.mem.size();
+    job.windows = rig.windows.data();
+    job.num_windows = 1;
+    job.cancel = job_flag ? &flag : nullptr;
+    Clock::time_point asked;
+    std::thread killer([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        asked = Clock::now();
+        if (job_flag)
+            __atomic_store_n(&flag, 1, __ATOMIC_RELAXED);
+        else
+            spyre_engine_cancel(rig.eng);
+    });
+    int rc = spyre_engine_run(rig.eng, &job, &rig.res);
+    const Clock::time_point done = Clock::now();
+    killer.join();
+    EXPECT_EQ(rc, SPYRE_ENGINE_ERR_CANCELLED) << rig.res.message;
+    const double ms = std::chrono::duration<double, std::milli>(done - asked).count();
+    std::printf("cancel latency (%s, %s): %.2f ms\n", t == DType::I8 ? "i8" : "f16",
+                job_flag ? "job flag" : "spyre_engine_cancel", ms);
+    return ms;
+}
+
+// On a loaded host a measurement may include scheduling delays of the host: the best of up to
+// three attempts is compared (before the fix, cancel took seconds every time).
+double best_latency_ms(DType t, bool job_flag) {
+    double best = cancel_latency_ms(t, job_flag);
+    for (int i = 0; i < 2 && best >= 50.0; ++i)
+        best = std::min(best, cancel_latency_ms(t, job_flag));
+    return best;
+}
+
+TEST(Cancel, HugeMatmulStopsWithin50ms) {
+    EXPECT_LT(best_latency_ms(DType::F16, true), 50.0);
+    EXPECT_LT(best_latency_ms(DType::F16, false), 50.0);
+    EXPECT_LT(best_latency_ms(DType::I8, true), 50.0);
+}
+
+TEST(Cancel, FlagSetBeforeTheRunStarts) {
+    Rig rig(2, 1u << 20, 2);
+    auto prog = huge_mm_program(DType::F16);
+    spyre_engine_job job{};
+    int32_t flag = 1;
+    job.program = prog.data();
+    job.program_size = prog.size();
+    job.num_cores = 2;
+    job.mem = rig.mem.data();
+    job.mem_size = rig.mem.size();
+    job.windows = rig.windows.data();
+    job.num_windows = 1;
+    job.cancel = &flag;
+    const auto t0 = Clock::now();
+    EXPECT_EQ(spyre_engine_run(rig.eng, &job, &rig.res), SPYRE_ENGINE_ERR_CANCELLED);
+    EXPECT_LT(ms_since(t0), 50.0);
+    // The next job (no flag) runs normally.
+    PB b;
+    b.halt();
+    EXPECT_EQ(rig.run(b.finish(), {}, 2), SPYRE_ENGINE_OK) << rig.res.message;
+}
+
+TEST(Cancel, VectorKernelsPollTheFlag) {
+    // One VUN EXP over 1024 x 512 fp32 per instruction, looped: cancel lands mid-loop.
+    spyre_engine_config c;
+    spyre_engine_config_default(&c);
+    c.num_cores = 1;
+    c.num_threads = 1;
+    c.max_cycles = 0;
+    c.max_instructions = 0;
+    Rig rig(c);
+    PB b;
+    b.li(3, 0);
+    b.set_regs(20, {1024, 512, 2048, 2048});
+    b.loopi(1000000);
+    b.vun(isa::VUn::EXP, DType::F32, DType::F32, 3, 3, 20);
+    b.endloop();
+    b.halt();
+    auto prog = b.finish();
+    Clock::time_point asked;
+    std::thread killer([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        asked = Clock::now();
+        spyre_engine_cancel(rig.eng);
+    });
+    EXPECT_EQ(rig.run(prog), SPYRE_ENGINE_ERR_CANCELLED);
+    killer.join();
+    const double ms = ms_since(asked);
+    std::printf("cancel latency (vector loop): %.2f ms\n", ms);
+    EXPECT_LT(ms, 50.0);
+}
+
+TEST(HostFailure, PoolThreadExceptionIsRethrownToTheCaller) {
+    ThreadPool pool(4);
+    const auto caller = std::this_thread::get_id();
+    std::atomic<int> on_workers{0};
+    for (int round = 0; round < 3; ++round) {
+        bool thrown = false;
+        try {
+            pool.parallel_for(64, [&](size_t) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(2));
+                if (std::this_thread::get_id() != caller) {
+                    on_workers++;
+                    throw std::bad_alloc();
+                }
+            });
+        } catch (const std::bad_alloc&) {
+            thrown = true;
+        }
+        EXPECT_TRUE(thrown);
+    }
+    EXPECT_GT(on_workers.load(), 0);
+    // The pool still works.
+    std::atomic<size_t> sum{0};
+    pool.parallel_for(100, [&](size_t i) { sum += i; });
+    EXPECT_EQ(sum.load(), 4950u);
+}
+
+TEST(HostFailure, ExceptionInACoreBecomesAJobError) {
+    setenv("SPYRE_ENGINE_TEST_THROW_CORE", "3", 1);
+    spyre_engine_config c;
+    spyre_engine_config_default(&c);
+    c.num_cores = 4;
+    c.num_threads = 4;
+    Rig rig(c);
+    unsetenv("SPYRE_ENGINE_TEST_THROW_CORE");
+    PB b;
+    b.li(3, 1);
+    b.halt();
+    auto prog = b.finish();
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(rig.run(prog, {}, 4), SPYRE_ENGINE_ERR_NO_MEMORY);
+        EXPECT_EQ(rig.res.status, -1);
+        EXPECT_TRUE(std::strstr(rig.res.message, "test hook")) << rig.res.message;
+    }
+    // A job that does not reach core 3 runs.
+    EXPECT_EQ(rig.run(prog, {}, 3), SPYRE_ENGINE_OK) << rig.res.message;
+}
+
+unsigned host_threads() {
+    unsigned n = 0;
+    if (FILE* f = std::fopen("/proc/self/status", "r")) {
+        char line[256];
+        while (std::fgets(line, sizeof line, f))
+            if (std::sscanf(line, "Threads: %u", &n) == 1) break;
+        std::fclose(f);
+    }
+    return n;
+}
+
+TEST(HostFailure, PoolThreadsCappedByCores) {
+    const unsigned before = host_threads();
+    if (!before) GTEST_SKIP() << "no /proc/self/status";
+    {
+        spyre_engine_config c;
+        spyre_engine_config_default(&c);
+        c.num_cores = 1;
+        c.num_threads = 0;  // one per host CPU, but only one core
+        Rig rig(c);
+        EXPECT_EQ(host_threads(), before);
+    }
+    {
+        spyre_engine_config c;
+        spyre_engine_config_default(&c);
+        c.num_cores = 2;
+        c.num_threads = 64;
+        Rig rig(c);
+        EXPECT_EQ(host_threads(), before + 1);
+    }
+}
+
+}  // namespace
+}  // namespace spyre::test

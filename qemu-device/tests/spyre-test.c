@@ -174,6 +174,41 @@ static uint32_t ring_queue(Spyre *s, int n, const struct spyre_hw_cmd *c)
     return idx;
 }
 
+static double now_ms(void)
+{
+    return g_get_monotonic_time() / 1000.0;
+}
+
+/*
+ * A RESET returns at once; the card is READY when every running command
+ * stopped (milliseconds). Returns how long that took.
+ */
+static double wait_ready(Spyre *s)
+{
+    double t0 = now_ms();
+    uint32_t st;
+
+    while ((st = rd(s, SPYRE_REG_STATUS)) & SPYRE_STATUS_RESETTING) {
+        g_assert_cmpfloat(now_ms() - t0, <, 10000);
+        g_assert(!(st & SPYRE_STATUS_READY));
+        g_usleep(500);
+    }
+    g_assert(st & SPYRE_STATUS_READY);
+    return now_ms() - t0;
+}
+
+/* After an ABORT: wait until the ring let go (STATUS.BUSY clear). */
+static double wait_not_busy(Spyre *s, int n)
+{
+    double t0 = now_ms();
+
+    while (rrd(s, n, SPYRE_RING_STATUS) & SPYRE_RING_STATUS_BUSY) {
+        g_assert_cmpfloat(now_ms() - t0, <, 10000);
+        g_usleep(500);
+    }
+    return now_ms() - t0;
+}
+
 static void ring_kick_wait(Spyre *s, int n)
 {
     Ring *r = &s->ring[n];
@@ -361,7 +396,8 @@ static void test_identity(void)
                                      SPYRE_HW_VERSION_MINOR));
     g_assert_cmphex(rd(s, SPYRE_REG_CAPS), ==,
                     SPYRE_CAP_DMA | SPYRE_CAP_FENCE | SPYRE_CAP_MSIX |
-                    SPYRE_CAP_TELEMETRY | SPYRE_CAP_LAUNCH);
+                    SPYRE_CAP_TELEMETRY | SPYRE_CAP_LAUNCH |
+                    SPYRE_CAP_RING_ABORT);
     g_assert_cmpuint(rd(s, SPYRE_REG_NUM_CORES), ==, 32);
     g_assert_cmpuint(rd64(s, SPYRE_REG_DEVMEM_SIZE_LO), ==, DEVMEM);
     g_assert_cmpuint(rd(s, SPYRE_REG_NUM_RINGS), ==, NRINGS);
@@ -402,7 +438,7 @@ static void test_properties(void)
 {
     Spyre *s = spyre_start(",num-rings=16,num-cores=8,lx-size=1M,"
                            "clock-mhz=1000,power-cap-mw=30000,"
-                           "vendor-id=0x1b36,device-id=0x0042");
+                           "x-vendor-id=0x1b36,x-device-id=0x0042");
 
     g_assert_cmphex(qpci_config_readw(s->dev, PCI_VENDOR_ID), ==, 0x1b36);
     g_assert_cmphex(qpci_config_readw(s->dev, PCI_DEVICE_ID), ==, 0x0042);
@@ -422,7 +458,7 @@ static void test_bad_properties(void)
     static const char *const bad[] = {
         "devmem-size=3M", "devmem-size=0", "num-rings=0", "num-rings=17",
         "clock-mhz=0", "num-cores=0", "num-cores=65", "lx-size=100",
-        "lx-size=2G", "engine-threads=5000", "ddr-mbps=0",
+        "lx-size=2G", "x-engine-threads=5000", "ddr-mbps=0",
         "ring-bytes-per-cycle=0",
     };
     const char *qemu = g_getenv("QTEST_QEMU_BINARY");
@@ -801,6 +837,7 @@ static void test_dma_async(void)
     qtest_clock_step(s->qts, 1000);
     g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS), ==, 0);
     g_assert_cmpuint(rrd(s, 0, SPYRE_RING_HEAD), ==, 0);
+    wait_ready(s);
     ring_setup(s, 0, 8);
     c = cmd_dma(8, SPYRE_CMD_F_SRC_HOST, src->dir, 0, base, 0, len);
     check_dma_ok(submit(s, 0, &c), 8);
@@ -833,7 +870,7 @@ static void expect_error(Spyre *s, const struct spyre_hw_cmd *c, uint32_t st,
 
 static void test_errors(void)
 {
-    Spyre *s = spyre_start(NULL);
+    Spyre *s = spyre_start(",x-fault-inject=on");
     HostBuf *h = hostbuf_new(s, 2, true);
     uint64_t fence = zalloc(s, 64);
     const uint64_t nowhere = 1ULL << 45;
@@ -1150,7 +1187,7 @@ static void test_intx(void)
 
 static void test_reset(void)
 {
-    Spyre *s = spyre_start(NULL);
+    Spyre *s = spyre_start(",x-fault-inject=on");
     struct spyre_hw_cmd c;
     uint8_t b = 0;
 
@@ -1530,7 +1567,7 @@ static void test_launch(void)
 /* A faulty program stops with ERR_PROGRAM; the ring then runs on. */
 static void test_launch_fault(void)
 {
-    Spyre *s = spyre_start(",engine-threads=1");
+    Spyre *s = spyre_start(",x-engine-threads=1");
     const struct spyre_hw_launch_window win[1] = { { L_OUT, 4096 } };
     const uint64_t args[1] = { L_OUTSIDE };
     struct spyre_hw_launch_result r;
@@ -1608,7 +1645,7 @@ static void test_launch_fault(void)
 /* Malformed LAUNCH commands and descriptors: precise statuses. */
 static void test_launch_bad(void)
 {
-    Spyre *s = spyre_start(",num-cores=8");
+    Spyre *s = spyre_start(",num-cores=8,x-fault-inject=on");
     const struct spyre_hw_launch_window win[1] = { { L_IN, 4096 } };
     const uint64_t args[16] = { 0 };
     const uint64_t nowhere = 1ULL << 45;
@@ -1735,7 +1772,7 @@ static void test_launch_bad(void)
  */
 static void test_launch_async(void)
 {
-    Spyre *s = spyre_start(",engine-threads=2");
+    Spyre *s = spyre_start(",x-engine-threads=2");
     const uint64_t args[1] = { 0 };
     struct spyre_hw_launch_result r;
     struct spyre_hw_cpl cpl;
@@ -1782,6 +1819,7 @@ static void test_launch_async(void)
     qtest_clock_step(s->qts, 1000);
     g_assert_cmphex(qtest_readq(s->qts, fence), ==, 0);
     g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_LAUNCHES_LO), ==, 0);
+    wait_ready(s);
     ring_setup(s, 0, 8);
     launch_add_rows(s, 0, 5, &r, &cpl);
     g_assert_cmpuint(r.error, ==, 0);
@@ -1829,6 +1867,579 @@ static void test_launch_unplug(void)
     spyre_stop(s);
 }
 
+/* ---- Fault containment (hw interface 1.1) ---- */
+
+#define ISA_LOOP        0x06
+#define ISA_ENDLOOP     0x07
+#define ISA_MM          0x20
+#define ISA_F16         1
+#define ERR_NO_MEMORY   22
+
+/*
+ * A job of enormous instructions: MM 4096 x 4096 x 4096 fp16 with zero
+ * strides (tiny scratchpad footprint), looped: seconds of host CPU per
+ * instruction, minutes in all.
+ */
+static uint32_t prog_huge_mm(Prog *p)
+{
+    memset(p, 0, sizeof(*p));
+    isa_li(p, 3, 32768);        /* C */
+    isa_li(p, 4, 0);            /* A */
+    isa_li(p, 5, 16384);        /* B */
+    isa_li(p, 20, 4096);        /* M, N, K */
+    isa_li(p, 21, 4096);
+    isa_li(p, 22, 4096);
+    isa_li(p, 23, 0);           /* lda, ldb, ldc */
+    isa_li(p, 24, 0);
+    isa_li(p, 25, 0);
+    isa(p, ISA_LOOP, 0, 0, 0, 0, 0, 0, 0, 100);
+    isa(p, ISA_MM, ISA_F16, 3, 4, 5, 20, 0, 0, 0);
+    isa(p, ISA_ENDLOOP, 0, 0, 0, 0, 0, 0, 0, 0);
+    isa(p, ISA_HALT, 0, 0, 0, 0, 0, 0, 0, 0);
+    return isa_finish(p);
+}
+
+/* Queue the huge job on ring n (2 cores); returns the result address. */
+static uint64_t launch_huge(Spyre *s, int n, uint64_t seqno, uint32_t *idx)
+{
+    const uint64_t args[1] = { 0 };
+    Prog p;
+    uint32_t size = prog_huge_mm(&p);
+    uint64_t result = result_buf(s);
+    struct spyre_hw_cmd c;
+
+    devmem_write(s, 0x8000, p.buf, size);
+    c = cmd_launch(seqno, SPYRE_CMD_F_IRQ, 0x8000, size,
+                   launch_desc(s, 2, 1, args, 0, NULL), result);
+    *idx = ring_queue(s, n, &c);
+    rwr(s, n, SPYRE_RING_TAIL, s->ring[n].tail);
+    return result;
+}
+
+/* Completion entry idx of ring n was never written (ring_queue's 0xee). */
+static void assert_no_cpl(Spyre *s, int n, uint32_t idx)
+{
+    struct spyre_hw_cpl c = ring_cpl(s, n, idx);
+
+    g_assert_cmphex(c.seqno, ==, 0xeeeeeeeeeeeeeeeeULL);
+    g_assert_cmphex(c.status, ==, 0xeeeeeeee);
+}
+
+static void assert_no_result(Spyre *s, uint64_t result)
+{
+    struct spyre_hw_launch_result r;
+
+    read_result(s, result, &r);
+    g_assert_cmphex(r.error, ==, 0xa5a5a5a5);
+    g_assert_cmphex(r.total_cycles, ==, 0xa5a5a5a5a5a5a5a5ULL);
+}
+
+/* A directory of npages data pages that all point to the page at addr. */
+static uint64_t dir_to(Spyre *s, uint64_t addr, size_t npages)
+{
+    size_t ntables = DIV_ROUND_UP(npages, SPYRE_HOST_PT_ENTRIES);
+    uint64_t dir = zalloc(s, ntables * 8);
+    size_t i, j;
+
+    for (i = 0; i < ntables; i++) {
+        uint64_t pt = zalloc(s, PAGE);
+
+        qtest_writeq(s->qts, dir + i * 8, pt);
+        for (j = 0; j < SPYRE_HOST_PT_ENTRIES; j++) {
+            qtest_writeq(s->qts, pt + j * 8, addr);
+        }
+    }
+    return dir;
+}
+
+static void assert_alive(Spyre *s, int n)
+{
+    struct spyre_hw_cmd c = cmd_nop(0x5a5a, 0);
+
+    qtest_qmp_assert_success(s->qts, "{ 'execute': 'query-status' }");
+    g_assert_cmphex(rd(s, SPYRE_REG_ID), ==, SPYRE_ID_MAGIC);
+    g_assert_cmpuint(submit(s, n, &c).status, ==, SPYRE_STATUS_OK);
+}
+
+/*
+ * Issue 6 item 11: a large copy (DMA worker) whose destination pages are
+ * the card's own BAR0 (the RESET register, with the magic as data) or BAR2
+ * fails with ERR_HOST_DMA; the card does not reset itself and QEMU stays
+ * responsive. Small copies and fences to the BARs fail the same way.
+ */
+static void test_dma_to_own_bars(void)
+{
+    Spyre *s = spyre_start(NULL);
+    const size_t len = 2 * 1024 * 1024;
+    g_autofree uint32_t *magic = g_new(uint32_t, len / 4);
+    uint64_t bar0 = s->bar0.addr, bar2 = s->bar2.addr;
+    struct spyre_hw_cmd c;
+    struct spyre_hw_cpl p;
+    double t0;
+    size_t i;
+
+    g_assert(!s->bar0.is_io && bar0);
+    for (i = 0; i < len / 4; i++) {
+        magic[i] = cpu_to_le32(SPYRE_RESET_MAGIC);
+    }
+    devmem_write(s, 0, magic, len);
+    ring_setup(s, 0, 8);
+
+    /* Worker: device -> host, every page is BAR0, offset = RESET. */
+    c = cmd_dma(1, SPYRE_CMD_F_DST_HOST, 0, 0, dir_to(s, bar0, len / PAGE),
+                SPYRE_REG_RESET, len - PAGE);
+    t0 = now_ms();
+    p = submit(s, 0, &c);
+    g_test_message("DMA into BAR0 failed after %.1f ms", now_ms() - t0);
+    g_assert_cmpuint(p.status, ==, SPYRE_STATUS_ERR_HOST_DMA);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_RESETS), ==, 0);
+    g_assert_cmphex(rd(s, SPYRE_REG_STATUS), ==,
+                    SPYRE_STATUS_READY | SPYRE_STATUS_ERROR);
+    assert_alive(s, 0);
+
+    /* Worker: host -> device reading BAR0; device -> host into BAR2. */
+    c = cmd_dma(2, SPYRE_CMD_F_SRC_HOST, dir_to(s, bar0, len / PAGE), 0,
+                0x100000, 0, len);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_ERR_HOST_DMA);
+    c = cmd_dma(3, SPYRE_CMD_F_DST_HOST, 0, 0, dir_to(s, bar2, len / PAGE),
+                0, len);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_ERR_HOST_DMA);
+    /* The page directory itself in BAR2. */
+    c = cmd_dma(4, SPYRE_CMD_F_SRC_HOST, bar2, 0, 0x100000, 0, len);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_ERR_HOST_DMA);
+
+    /* Inline (small) copy and fence into BAR0's RESET register. */
+    c = cmd_dma(5, SPYRE_CMD_F_DST_HOST, 0, 0, dir_to(s, bar0, 1),
+                SPYRE_REG_RESET, 64);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_ERR_HOST_DMA);
+    /* 8 bytes at CLOCK_MHZ: the high half would land in SCRATCH. */
+    c = cmd_fence(6, bar0 + SPYRE_REG_CLOCK_MHZ, 0x1234ULL << 32);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_ERR_HOST_DMA);
+    g_assert_cmpuint(rd(s, SPYRE_REG_SCRATCH), ==, 0);
+    /* Completion array in BAR2: logged and dropped, HEAD moves on. */
+    ring_program(s, 1, s->ring[0].cmd, bar2 + 0x1000, 8);
+    s->ring[1] = s->ring[0];
+    s->ring[1].tail = 0;
+    c = cmd_nop(7, 0);
+    ring_queue(s, 1, &c);
+    ring_kick_wait(s, 1);
+    g_assert_cmpuint(rrd(s, 1, SPYRE_RING_COMPLETED), ==, 1);
+    devmem_read(s, 0x1000, magic, 64);
+    for (i = 0; i < 16; i++) {
+        g_assert_cmphex(le32_to_cpu(magic[i]), ==, SPYRE_RESET_MAGIC);
+    }
+
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_RESETS), ==, 0);
+    assert_alive(s, 0);
+    spyre_stop(s);
+}
+
+/*
+ * Issue 6 item 12: a 16 MiB copy whose destination pages are MMIO (the
+ * card's BAR0, unimplemented registers), then a register RESET, a system
+ * reset and a hot-unplug: none deadlocks (before 1.1 the worker took the
+ * BQL for every MMIO write while the reset waited for it with the BQL).
+ */
+static void queue_copy_to_mmio(Spyre *s, int n)
+{
+    uint64_t dir = dir_to(s, s->bar0.addr + 0x2000, DEVMEM / PAGE);
+    struct spyre_hw_cmd c = cmd_dma(1, SPYRE_CMD_F_DST_HOST, 0, 0, dir, 0,
+                                    DEVMEM);
+
+    ring_queue(s, n, &c);
+    ring_queue(s, n, &c);
+    rwr(s, n, SPYRE_RING_TAIL, s->ring[n].tail);
+}
+
+static void test_reset_during_mmio_copy(void)
+{
+    Spyre *s = spyre_start(NULL);
+    double ms;
+
+    ring_setup(s, 0, 8);
+    queue_copy_to_mmio(s, 0);
+    wr(s, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
+    ms = wait_ready(s);
+    g_test_message("READY %.1f ms after RESET", ms);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_RESETS), ==, 1);
+    ring_setup(s, 0, 8);
+    assert_alive(s, 0);
+
+    queue_copy_to_mmio(s, 0);
+    qtest_qmp_assert_success(s->qts, "{ 'execute': 'system_reset' }");
+    qtest_qmp_eventwait(s->qts, "RESET");
+    qpci_device_enable(s->dev);
+    s->bar0 = qpci_iomap(s->dev, SPYRE_BAR_REGS, NULL);
+    g_assert_cmphex(rd(s, SPYRE_REG_STATUS), ==, SPYRE_STATUS_READY);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_RESETS), ==, 2);
+    ring_setup(s, 0, 8);
+    assert_alive(s, 0);
+    spyre_stop(s);
+}
+
+static void test_unplug_during_mmio_copy(void)
+{
+    Spyre *s = spyre_start_on("pc", NULL);
+
+    ring_setup(s, 0, 8);
+    queue_copy_to_mmio(s, 0);
+    qpci_unplug_acpi_device_test(s->qts, "spyre0", SLOT);
+    qtest_qmp_assert_success(s->qts, "{ 'execute': 'query-status' }");
+    g_assert(!qpci_device_find(s->bus, QPCI_DEVFN(SLOT, 0)));
+    spyre_stop(s);
+}
+
+/*
+ * Issue 6 item 14: RESET during a job of enormous instructions returns at
+ * once (RESETTING), the card is READY within milliseconds, nothing of the
+ * job completes, and the next launch works.
+ */
+static void test_reset_during_huge_launch(void)
+{
+    Spyre *s = spyre_start(",x-engine-threads=2");
+    struct spyre_hw_launch_result r;
+    struct spyre_hw_cpl cpl;
+    uint64_t result;
+    uint32_t idx, st;
+    double t0, ms;
+
+    ring_setup(s, 0, 8);
+    result = launch_huge(s, 0, 1, &idx);
+    g_usleep(200 * 1000);
+    qtest_clock_step(s->qts, 1000);
+    /* Running: HEAD on it, nothing completed. */
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_HEAD), ==, idx);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_COMPLETED), ==, 0);
+
+    t0 = now_ms();
+    wr(s, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
+    st = rd(s, SPYRE_REG_STATUS);
+    g_test_message("RESET write + STATUS read: %.2f ms, STATUS 0x%x",
+                   now_ms() - t0, st);
+    g_assert(st == SPYRE_STATUS_RESETTING || st == SPYRE_STATUS_READY);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_STATUS), ==, 0);
+    ms = wait_ready(s);
+    g_test_message("READY %.1f ms after the RESET write (%.1f ms polling)",
+                   now_ms() - t0, ms);
+    g_assert_cmpfloat(now_ms() - t0, <, 1000);
+
+    assert_no_cpl(s, 0, idx);
+    assert_no_result(s, result);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_LAUNCHES_LO), ==, 0);
+    ring_setup(s, 0, 8);
+    launch_add_rows(s, 0, 2, &r, &cpl);
+    g_assert_cmpuint(r.error, ==, 0);
+    spyre_stop(s);
+}
+
+/*
+ * CTRL.ABORT during a running launch: the write returns at once, BUSY
+ * clears within milliseconds, no completion or result is written, other
+ * rings go on, the re-enabled ring works.
+ */
+static void test_abort_launch(void)
+{
+    Spyre *s = spyre_start(",x-engine-threads=2");
+    struct spyre_hw_cmd c;
+    uint64_t result;
+    uint32_t idx, i;
+    double t0, ms;
+
+    ring_setup(s, 0, 8);
+    ring_setup(s, 1, 8);
+    result = launch_huge(s, 0, 1, &idx);
+    c = cmd_nop(2, 0);
+    ring_queue(s, 0, &c);
+    rwr(s, 0, SPYRE_RING_TAIL, s->ring[0].tail);
+    g_usleep(200 * 1000);
+    for (i = 0; i < 10; i++) {
+        c = cmd_nop(10 + i, 0);
+        g_assert_cmpuint(submit(s, 1, &c).status, ==, SPYRE_STATUS_OK);
+    }
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_HEAD), ==, idx);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_COMPLETED), ==, 0);
+
+    t0 = now_ms();
+    rwr(s, 0, SPYRE_RING_CTRL, SPYRE_RING_CTRL_ABORT);
+    g_test_message("ABORT write: %.2f ms", now_ms() - t0);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS) & SPYRE_RING_STATUS_ENABLED,
+                    ==, 0);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_CTRL), ==, 0);
+    ms = wait_not_busy(s, 0);
+    g_test_message("BUSY clear %.1f ms after ABORT", now_ms() - t0);
+    g_assert_cmpfloat(ms, <, 1000);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS), ==, 0);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_COMPLETED), ==, 0);
+    qtest_clock_step(s->qts, 1000);
+    assert_no_cpl(s, 0, idx);
+    assert_no_cpl(s, 0, idx + 1);
+    assert_no_result(s, result);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_LAUNCHES_LO), ==, 0);
+    g_assert_cmphex(rd(s, SPYRE_REG_STATUS), ==, SPYRE_STATUS_READY);
+
+    /* Ring 1 was not affected; ring 0 works again once re-enabled. */
+    c = cmd_nop(30, 0);
+    g_assert_cmpuint(submit(s, 1, &c).status, ==, SPYRE_STATUS_OK);
+    ring_setup(s, 0, 8);
+    assert_alive(s, 0);
+    /* ABORT of an idle ring just disables it. */
+    rwr(s, 0, SPYRE_RING_CTRL, SPYRE_RING_CTRL_ABORT |
+        SPYRE_RING_CTRL_ENABLE);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS), ==, 0);
+    spyre_stop(s);
+}
+
+/* CTRL.ABORT with large copies running and queued behind a fence. */
+static void test_abort_copy(void)
+{
+    Spyre *s = spyre_start(NULL);
+    uint64_t fence = zalloc(s, 8);
+    struct spyre_hw_cmd c;
+    uint32_t first = 0, i;
+    double t0, ms;
+
+    ring_setup(s, 0, 16);
+    ring_setup(s, 1, 8);
+    for (i = 0; i < 14; i++) {
+        c = cmd_dma(i, 0, 0, 0, DEVMEM / 2, 0, DEVMEM / 2);
+        if (!i) {
+            first = ring_queue(s, 0, &c);
+        } else {
+            ring_queue(s, 0, &c);
+        }
+    }
+    c = cmd_fence(14, fence, 0x77);
+    ring_queue(s, 0, &c);
+    rwr(s, 0, SPYRE_RING_TAIL, s->ring[0].tail);
+    /* The copies run on the worker: the ring shows BUSY. */
+    for (i = 0; i < 1000; i++) {
+        if (rrd(s, 0, SPYRE_RING_STATUS) & SPYRE_RING_STATUS_BUSY) {
+            break;
+        }
+    }
+    g_assert_cmpuint(i, <, 1000);
+    t0 = now_ms();
+    rwr(s, 0, SPYRE_RING_CTRL, SPYRE_RING_CTRL_ABORT);
+    ms = wait_not_busy(s, 0);
+    g_test_message("BUSY clear %.1f ms after ABORT (copy)", now_ms() - t0);
+    g_assert_cmpfloat(ms, <, 1000);
+    qtest_clock_step(s->qts, 1000);
+    g_usleep(20 * 1000);
+    qtest_clock_step(s->qts, 1000);
+    /* Whatever had completed before the abort, nothing after it. */
+    i = rrd(s, 0, SPYRE_RING_COMPLETED);
+    g_test_message("%u of 14 copies completed before the ABORT", i);
+    g_assert_cmpuint(i, <, 14);
+    for (; i < 15; i++) {
+        assert_no_cpl(s, 0, first + i);
+    }
+    g_assert_cmphex(qtest_readq(s->qts, fence), ==, 0);
+    c = cmd_nop(20, 0);
+    g_assert_cmpuint(submit(s, 1, &c).status, ==, SPYRE_STATUS_OK);
+    ring_setup(s, 0, 8);
+    assert_alive(s, 0);
+    spyre_stop(s);
+}
+
+/* FAULT_HANG without flags, STICKY and WEDGE (section 10). */
+static void test_fault_hang(void)
+{
+    Spyre *s = spyre_start(",x-fault-inject=on");
+    struct spyre_hw_cmd c;
+    uint16_t devctl;
+    double ms;
+
+    g_assert_cmphex(rd(s, SPYRE_REG_CAPS) & SPYRE_CAP_FAULT_INJECT, ==,
+                    SPYRE_CAP_FAULT_INJECT);
+    ring_setup(s, 0, 8);
+    ring_setup(s, 1, 8);
+
+    /* Plain: the command hangs (HEAD on it, BUSY) until an ABORT. */
+    wr(s, SPYRE_REG_FAULT_HANG, 1 | 0x100000);      /* reserved bit */
+    g_assert_cmphex(rd(s, SPYRE_REG_FAULT_HANG), ==, 1);
+    c = cmd_nop(1, SPYRE_CMD_F_IRQ);
+    ring_queue(s, 0, &c);
+    rwr(s, 0, SPYRE_RING_TAIL, s->ring[0].tail);
+    qtest_clock_step(s->qts, 1000);
+    g_assert_cmphex(rd(s, SPYRE_REG_FAULT_HANG), ==, 0);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_HEAD), ==, 0);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS), ==,
+                    SPYRE_RING_STATUS_ENABLED | SPYRE_RING_STATUS_BUSY);
+    c = cmd_nop(2, 0);
+    g_assert_cmpuint(submit(s, 1, &c).status, ==, SPYRE_STATUS_OK);
+    assert_no_cpl(s, 0, 0);
+    rwr(s, 0, SPYRE_RING_CTRL, SPYRE_RING_CTRL_ABORT);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS), ==, 0);
+    assert_no_cpl(s, 0, 0);
+    g_assert_cmphex(rd(s, SPYRE_REG_INTR_STATUS), ==, 0);
+    ring_setup(s, 0, 8);
+    assert_alive(s, 0);
+
+    /* STICKY, count 2: ABORT cannot end it, a register RESET can. */
+    wr(s, SPYRE_REG_FAULT_HANG, 2 | SPYRE_HANG_STICKY);
+    g_assert_cmphex(rd(s, SPYRE_REG_FAULT_HANG), ==, 2 | SPYRE_HANG_STICKY);
+    c = cmd_nop(3, 0);
+    ring_queue(s, 0, &c);
+    rwr(s, 0, SPYRE_RING_TAIL, s->ring[0].tail);
+    qtest_clock_step(s->qts, 1000);
+    g_assert_cmphex(rd(s, SPYRE_REG_FAULT_HANG), ==, 1 | SPYRE_HANG_STICKY);
+    c = cmd_nop(4, 0);
+    ring_queue(s, 1, &c);
+    rwr(s, 1, SPYRE_RING_TAIL, s->ring[1].tail);
+    qtest_clock_step(s->qts, 1000);
+    g_assert_cmphex(rd(s, SPYRE_REG_FAULT_HANG), ==, 0);
+    g_assert_cmphex(rrd(s, 1, SPYRE_RING_STATUS), ==,
+                    SPYRE_RING_STATUS_ENABLED | SPYRE_RING_STATUS_BUSY);
+    rwr(s, 0, SPYRE_RING_CTRL, SPYRE_RING_CTRL_ABORT);
+    g_usleep(20 * 1000);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS), ==, SPYRE_RING_STATUS_BUSY);
+    wr(s, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
+    g_assert_cmphex(rd(s, SPYRE_REG_STATUS), ==, SPYRE_STATUS_READY);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS), ==, 0);
+    g_assert_cmphex(rrd(s, 1, SPYRE_RING_STATUS), ==, 0);
+    ring_setup(s, 0, 8);
+    assert_alive(s, 0);
+
+    /* WEDGE: a register RESET leaves the card RESETTING; FLR ends it. */
+    wr(s, SPYRE_REG_FAULT_HANG, 1 | SPYRE_HANG_WEDGE);
+    c = cmd_nop(5, 0);
+    ring_queue(s, 0, &c);
+    rwr(s, 0, SPYRE_RING_TAIL, s->ring[0].tail);
+    qtest_clock_step(s->qts, 1000);
+    rwr(s, 0, SPYRE_RING_CTRL, SPYRE_RING_CTRL_ABORT);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS), ==, SPYRE_RING_STATUS_BUSY);
+    wr(s, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
+    g_usleep(50 * 1000);
+    qtest_clock_step(s->qts, 1000);
+    g_assert_cmphex(rd(s, SPYRE_REG_STATUS), ==, SPYRE_STATUS_RESETTING);
+    /* Ring registers read 0 and ignore writes; RESET again changes nothing */
+    rwr(s, 0, SPYRE_RING_SIZE, 8);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_SIZE), ==, 0);
+    wr(s, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
+    g_assert_cmphex(rd(s, SPYRE_REG_STATUS), ==, SPYRE_STATUS_RESETTING);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_RESETS), ==, 3);
+    devctl = qpci_find_capability(s->dev, PCI_CAP_ID_EXP, 0);
+    g_assert_cmpuint(devctl, !=, 0);
+    g_assert(qpci_config_readl(s->dev, devctl + PCI_EXP_DEVCAP) &
+             PCI_EXP_DEVCAP_FLR);
+    qpci_config_writew(s->dev, devctl + PCI_EXP_DEVCTL,
+                       qpci_config_readw(s->dev, devctl + PCI_EXP_DEVCTL) |
+                       PCI_EXP_DEVCTL_BCR_FLR);
+    qpci_device_enable(s->dev);
+    s->bar0 = qpci_iomap(s->dev, SPYRE_BAR_REGS, NULL);
+    g_assert_cmphex(rd(s, SPYRE_REG_STATUS), ==, SPYRE_STATUS_READY);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_RESETS), ==, 4);
+    ring_setup(s, 0, 8);
+    assert_alive(s, 0);
+
+    /* WEDGE again, cleared by a system reset this time. */
+    wr(s, SPYRE_REG_FAULT_HANG, 1 | SPYRE_HANG_WEDGE);
+    c = cmd_nop(6, 0);
+    ring_queue(s, 0, &c);
+    rwr(s, 0, SPYRE_RING_TAIL, s->ring[0].tail);
+    qtest_clock_step(s->qts, 1000);
+    wr(s, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
+    g_assert_cmphex(rd(s, SPYRE_REG_STATUS), ==, SPYRE_STATUS_RESETTING);
+    qtest_qmp_assert_success(s->qts, "{ 'execute': 'system_reset' }");
+    qtest_qmp_eventwait(s->qts, "RESET");
+    qpci_device_enable(s->dev);
+    s->bar0 = qpci_iomap(s->dev, SPYRE_BAR_REGS, NULL);
+    ms = wait_ready(s);
+    g_assert_cmpfloat(ms, <, 1);
+    ring_setup(s, 0, 8);
+    assert_alive(s, 0);
+    spyre_stop(s);
+}
+
+/* Without x-fault-inject, the fault registers read 0 and do nothing. */
+static void test_fault_inject_off(void)
+{
+    Spyre *s = spyre_start(NULL);
+    struct spyre_hw_cmd c;
+
+    g_assert_cmphex(rd(s, SPYRE_REG_CAPS) & SPYRE_CAP_FAULT_INJECT, ==, 0);
+    g_assert_cmphex(rd(s, SPYRE_REG_CAPS) & SPYRE_CAP_RING_ABORT, ==,
+                    SPYRE_CAP_RING_ABORT);
+    wr(s, SPYRE_REG_FAULT_INJECT, 3);
+    wr(s, SPYRE_REG_FAULT_HANG, 3 | SPYRE_HANG_STICKY);
+    g_assert_cmphex(rd(s, SPYRE_REG_FAULT_INJECT), ==, 0);
+    g_assert_cmphex(rd(s, SPYRE_REG_FAULT_HANG), ==, 0);
+    ring_setup(s, 0, 8);
+    c = cmd_nop(1, 0);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_OK);
+    spyre_stop(s);
+}
+
+/*
+ * Issue 6 item 15: causes pending and enabled in INTR_MASK when MSI-X gets
+ * enabled are sent (here to the PBA of the masked vector, then on unmask).
+ */
+static void test_msix_pending_on_enable(void)
+{
+    Spyre *s = spyre_start(NULL);
+    uint64_t msi = zalloc(s, 64);
+    struct spyre_hw_cmd c;
+
+    ring_setup(s, 0, 8);
+    wr(s, SPYRE_REG_INTR_MASK, SPYRE_INTR_RING(0) | SPYRE_INTR_ERROR);
+    c = cmd_nop(1, SPYRE_CMD_F_IRQ);
+    submit(s, 0, &c);
+    c = cmd_nop(2, 0);
+    c.hdr.opcode = 0x55;
+    submit(s, 0, &c);
+    g_assert_cmphex(rd(s, SPYRE_REG_INTR_STATUS), ==,
+                    SPYRE_INTR_RING(0) | SPYRE_INTR_ERROR);
+
+    qpci_msix_enable(s->dev);
+    g_assert(qpci_msix_pending(s->dev, 0));
+    g_assert(qpci_msix_pending(s->dev, NRINGS));
+    g_assert(!qpci_msix_pending(s->dev, 1));
+    msix_entry(s, 0, msi, 0x100, false);
+    msix_entry(s, NRINGS, msi + 16, 0x1ee, false);
+    g_assert_cmphex(qtest_readl(s->qts, msi), ==, 0x100);
+    g_assert_cmphex(qtest_readl(s->qts, msi + 16), ==, 0x1ee);
+    g_assert(!qpci_msix_pending(s->dev, 0));
+    spyre_stop(s);
+}
+
+/*
+ * Issue 6 item 15: a C++ exception on one of the engine's pool threads (a
+ * test hook of the engine) ends the launch with ERR_PROGRAM / NO_MEMORY
+ * instead of std::terminate; QEMU lives on.
+ */
+static void test_launch_engine_exception(void)
+{
+    Spyre *s;
+    struct spyre_hw_cmd c;
+    struct spyre_hw_cpl cpl;
+    struct spyre_hw_launch_result r;
+    const struct spyre_hw_launch_window win[2] = {
+        { L_IN, 2 * L_ROWS * 128 }, { L_OUT, L_ROWS * 128 },
+    };
+    const uint64_t args[3] = { L_IN, L_IN + L_ROWS * 128, L_OUT };
+    uint64_t result;
+    Prog p;
+    uint32_t size;
+
+    g_setenv("SPYRE_ENGINE_TEST_THROW_CORE", "3", true);
+    s = spyre_start(",x-engine-threads=4");
+    g_unsetenv("SPYRE_ENGINE_TEST_THROW_CORE");
+    ring_setup(s, 0, 8);
+    size = prog_add_rows(&p);
+    devmem_write(s, L_PROG, p.buf, size);
+    result = result_buf(s);
+    c = cmd_launch(1, 0, L_PROG, size, launch_desc(s, L_ROWS, 3, args, 2, win),
+                   result);
+    cpl = submit(s, 0, &c);
+    g_assert_cmpuint(cpl.status, ==, SPYRE_STATUS_ERR_PROGRAM);
+    g_assert_cmpuint(cpl.detail, ==, ERR_NO_MEMORY);
+    read_result(s, result, &r);
+    g_assert_cmpuint(r.error, ==, ERR_NO_MEMORY);
+    g_assert(strstr(r.message, "test hook"));
+    assert_alive(s, 0);
+    spyre_stop(s);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1853,6 +2464,21 @@ int main(int argc, char **argv)
     qtest_add_func("/spyre/launch-bad", test_launch_bad);
     qtest_add_func("/spyre/launch-async", test_launch_async);
     qtest_add_func("/spyre/launch-unplug", test_launch_unplug);
+    qtest_add_func("/spyre/dma-to-own-bars", test_dma_to_own_bars);
+    qtest_add_func("/spyre/reset-during-mmio-copy",
+                   test_reset_during_mmio_copy);
+    qtest_add_func("/spyre/unplug-during-mmio-copy",
+                   test_unplug_during_mmio_copy);
+    qtest_add_func("/spyre/reset-during-huge-launch",
+                   test_reset_during_huge_launch);
+    qtest_add_func("/spyre/abort-launch", test_abort_launch);
+    qtest_add_func("/spyre/abort-copy", test_abort_copy);
+    qtest_add_func("/spyre/fault-hang", test_fault_hang);
+    qtest_add_func("/spyre/fault-inject-off", test_fault_inject_off);
+    qtest_add_func("/spyre/msix-pending-on-enable",
+                   test_msix_pending_on_enable);
+    qtest_add_func("/spyre/launch-engine-exception",
+                   test_launch_engine_exception);
 
     return g_test_run();
 }

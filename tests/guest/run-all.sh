@@ -54,12 +54,34 @@ PY
 	[ "$f" -eq 0 ] || grep -E '^\[  FAILED  \]|Failure|Expected|Which is' "$out/guest-$name.log" | head -n 30
 }
 
+# A program that prints "N passed, N failed" last: those counts.
+counted() {
+	local name=$1; shift
+	"$@" > "$out/guest-$name.log" 2>&1
+	local rc=$? line
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/guest-$name.log" | tail -n1)
+	if [ -z "$line" ]; then record "$name" 0 1; echo "  $name crashed (rc $rc)"; tail -n 20 "$out/guest-$name.log"; return; fi
+	local p f
+	read -r p _ f _ <<<"${line//,/}"
+	[ $rc -eq 0 ] || [ "$f" -gt 0 ] || f=1
+	record "$name" "$p" "$f"
+	[ "$f" -eq 0 ] || grep -E 'FAIL' "$out/guest-$name.log" | head -n 20
+}
+
 echo "guest: $(uname -r), $(ls -d /sys/bus/pci/drivers/spyre/0000:* 2>/dev/null | wc -l) card(s) bound before modprobe"
 check modprobe modprobe spyre
 check probe sh -c "[ \$(ls /dev/accel/ | wc -l) -eq \$(lspci -n -d 1234:5350 | wc -l) ] && [ \$(lspci -n -d 1234:5350 | wc -l) -ge 1 ]"
 kselftest uapi build/cmake/tests/guest/uapi/spyre_uapi_test
 gtest libspyre build/cmake/tests/guest/libspyre/libspyre_guest_test
 check smi build/cmake/tools/spyre-smi/spyre-smi
+# Failure containment (Documentation/driver.md "Failure handling").
+counted stress build/cmake/tests/guest/stress/spyre_stress --procs 8 --jobs 1000
+if [ "$(ls /dev/accel | wc -l)" -ge 2 ]; then
+	check hotplug tests/guest/failure/hotplug.sh spyre1 spyre0
+else
+	check hotplug tests/guest/failure/hotplug.sh spyre0
+fi
 check unload modprobe -r spyre
-check dmesg sh -c "! dmesg | grep -E 'WARNING:|BUG:|Oops|general protection|KFENCE|refcount_t'"
+check reload tests/guest/failure/reload.sh 50
+check dmesg sh -c "! dmesg | grep -E 'WARNING:|BUG:|Oops|general protection|KFENCE|refcount_t|blocked for more than|Call Trace'"
 exit 0

@@ -22,6 +22,7 @@ for arg in $(cat /proc/cmdline); do
 	case $arg in spyrevm.run=*) run=${arg#spyrevm.run=} ;; esac
 done
 dir=/src/build/vm/$run
+export SPYRE_VM_DIR=$dir	# for tools/vm/guest-qmp
 stty -F /dev/console sane 2>/dev/null
 
 # The checkout's driver, prepared by spyre-vm on the host (module index files and spyre.ko), goes

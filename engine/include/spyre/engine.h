@@ -4,8 +4,16 @@
  * compute engine. No QEMU dependency; linked into the QEMU device model, the host unit tests and
  * libspyre's in-process simulator backend. C11-compatible. The ISA is Documentation/isa.md.
  *
- * Thread safety: one spyre_engine_run() at a time per engine; spyre_engine_cancel() may be
- * called from any thread at any time. Different engines are independent.
+ * Thread safety: one spyre_engine_run() at a time per engine; spyre_engine_cancel() and stores to
+ * a job's cancel flag may happen from any thread at any time. Different engines are independent.
+ *
+ * Cancellation lands within milliseconds of host time: the engine polls it before every
+ * instruction and, inside long instructions, every few thousand elements or rows of the matmul
+ * and vector kernels. No C++ exception escapes the API: a host failure inside the engine (also on
+ * one of its pool threads) ends the job with SPYRE_ENGINE_ERR_NO_MEMORY.
+ *
+ * Test hook: the environment variable SPYRE_ENGINE_TEST_THROW_CORE=<n>, read when an engine is
+ * created, makes core n throw a C++ exception as it starts running (every job of that engine).
  */
 #ifndef SPYRE_ENGINE_H
 #define SPYRE_ENGINE_H
@@ -55,8 +63,8 @@ enum spyre_engine_error {
     SPYRE_ENGINE_ERR_INSTR_BUDGET = 18, /* per-core instruction budget exceeded */
     SPYRE_ENGINE_ERR_CYCLE_BUDGET = 19, /* modeled cycle budget exceeded */
     SPYRE_ENGINE_ERR_TOO_LARGE = 20,    /* operand shape beyond the instruction's limits */
-    SPYRE_ENGINE_ERR_CANCELLED = 21,    /* spyre_engine_cancel() */
-    SPYRE_ENGINE_ERR_NO_MEMORY = 22,
+    SPYRE_ENGINE_ERR_CANCELLED = 21,    /* spyre_engine_cancel() or the job's cancel flag */
+    SPYRE_ENGINE_ERR_NO_MEMORY = 22,    /* host memory or another host resource failed */
     SPYRE_ENGINE_ERR_COUNT = 23
 };
 
@@ -83,7 +91,7 @@ typedef struct spyre_engine_config {
     uint32_t ring_hop_latency;   /* 8 cycles per hop */
     uint32_t barrier_latency;    /* 16 cycles */
     uint32_t queue_depth;        /* 4 in-flight instructions per unit before issue stalls */
-    uint32_t num_threads;        /* host threads; 0 = number of host cores */
+    uint32_t num_threads;        /* host threads; 0 = number of host CPUs; at most num_cores used */
     uint64_t ring_max_bytes;     /* 8 MiB of undelivered ring data per channel */
     uint64_t max_instructions;   /* per core per job; 0 = unlimited (default 1e9) */
     uint64_t max_cycles;         /* per job; 0 = unlimited (default 15e9 = 10 s at 1.5 GHz) */
@@ -107,6 +115,10 @@ typedef struct spyre_engine_job {
     uint32_t flags;            /* must be 0 */
     uint64_t max_instructions; /* 0 = config value */
     uint64_t max_cycles;       /* 0 = config value */
+    /* Optional (NULL = none): the job stops with SPYRE_ENGINE_ERR_CANCELLED soon after *cancel
+     * becomes non-zero (read atomically; may already be set when the run starts). Unlike
+     * spyre_engine_cancel(), it cannot race with the start of the run. */
+    const int32_t* cancel;
 } spyre_engine_job;
 
 typedef struct spyre_engine_core_stats {
