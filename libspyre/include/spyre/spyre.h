@@ -99,8 +99,9 @@ SPYRE_API const char* spyre_backend_string(spyre_backend backend);
  */
 SPYRE_API spyre_status spyre_get_device_count(int* count);
 
-/* Opens device `index`. Release with spyre_device_close(). Each open has its own driver file
- * (its own BOs and job ids). Thread-safe: a device may be used from several threads. */
+/* Opens device `index`. Release with spyre_device_close(). All opens of one card in a process
+ * share one context (one driver file), so buffers, programs, streams and events of the card
+ * work with any of its handles. Thread-safe: a device may be used from several threads. */
 SPYRE_API spyre_status spyre_device_open(int index, spyre_device_t* device);
 
 /* Releases the caller's reference. Buffers still allocated on the device stay valid (they keep
