@@ -842,14 +842,16 @@ spyre_status spyre_stream_query(spyre_stream_t stream) {
 
 spyre_status spyre_stream_wait_event(spyre_stream_t stream, spyre_event_t event) {
     return guard(__func__, [&] {
-        auto so = check_stream_handle(stream);
         auto e = check_event(event);
+        // NULL: the default stream of the event's card; a stream of another card waits on the
+        // host.
+        StreamRef st = stream ? check_stream_handle(stream)->stream : e->dev->default_stream();
         MarkerRef m;
         {
             std::lock_guard lock(e->mu);
             m = e->marker;
         }
-        if (m) so->stream->wait(m);
+        if (m) st->wait(m);
     });
 }
 

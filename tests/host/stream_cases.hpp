@@ -563,6 +563,18 @@ inline void across_cards(spyre_device_t d0, spyre_device_t d1) {
     SC_ASSERT(spyre_memcpy_dtoh(out.data(), b, 10, n));
     EXPECT_TRUE(out == data);
     SC_ASSERT(spyre_memcpy_dtod(a, 0, b, 10, 1000));  // synchronous, other direction
+    // An event of card 0 waited for by a stream of card 1 (a host wait in that stream).
+    spyre_event_t e0;
+    SC_ASSERT(spyre_event_create(d0, &e0));
+    SC_ASSERT(spyre_memset_async(a, 0, 0x77, n, nullptr));
+    SC_ASSERT(spyre_event_record(e0, nullptr));
+    SC_ASSERT(spyre_stream_wait_event(s, e0));
+    SC_ASSERT(spyre_memcpy_dtod_async(b, 10, a, 0, 4096, s));
+    SC_ASSERT(spyre_stream_synchronize(s));
+    uint8_t v = 0;
+    SC_ASSERT(spyre_memcpy_dtoh(&v, b, 10 + 4095, 1));
+    EXPECT_EQ(v, 0x77);
+    spyre_event_destroy(e0);
     spyre_stream_t s0;
     SC_ASSERT(spyre_stream_create(d0, 0, &s0));
     EXPECT_EQ(spyre_memcpy_dtod_async(b, 0, a, 0, 16, s0), SPYRE_ERROR_INVALID_ARGUMENT)
