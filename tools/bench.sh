@@ -15,3 +15,16 @@ tools/in-sysroot 'build/cmake/engine/spyre_engine_bench --benchmark_repetitions=
 echo
 echo "=== engine vs host libtorch CPU matmul (same process, same shapes) ==="
 tools/in-sysroot 'build/cmake/engine/spyre_engine_torch_compare' | tee build/bench/torch_compare.txt
+
+# libspyre runtime (streams, async submission, copy bandwidth, overlap): on the simulator on
+# the host, and on the kernel path in a VM when the driver and QEMU are built (make build).
+tools/in-sysroot 'ninja -C build/cmake spyre-bench >/dev/null'
+echo
+echo "=== libspyre runtime on the simulator (host) ==="
+tools/in-sysroot 'SPYRE_BACKEND=sim build/cmake/libspyre/spyre-bench' | tee build/bench/libspyre_sim.txt
+if ls driver/spyre.ko >/dev/null 2>&1 && [ "${BENCH_VM:-1}" != 0 ]; then
+	echo
+	echo "=== libspyre runtime on the kernel path (VM, TCG; set BENCH_VM=0 to skip) ==="
+	tools/vm/spyre-vm --cards 1 -- sh -c 'modprobe spyre && build/cmake/libspyre/spyre-bench' |
+		tee build/bench/libspyre_vm.txt
+fi

@@ -1,7 +1,13 @@
 // The C ABI: validates arguments, translates exceptions into a status plus the thread-local
 // last-error message. No exception leaves this file.
+//
+// Handles are not pointers but (generation, type, slot) triples encoded in the pointer value:
+// a freed handle's slot gets a new generation, so a stale handle is reported as "already
+// freed" (use after free), a handle of another type as "not a ... handle", never a crash.
 #include <cinttypes>
+#include <cstring>
 #include <format>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -12,51 +18,152 @@
 #include "error.hpp"
 #include "program.hpp"
 #include "spyre/spyre.h"
-
-struct spyre_device {
-    std::shared_ptr<spyre::Device> dev;
-};
-
-struct spyre_buffer {
-    std::shared_ptr<spyre::Device> dev;
-    spyre_device* owner;  // the handle it was allocated through (for spyre_buffer_get_device)
-    std::unique_ptr<spyre::Buffer> bo;
-};
-
-struct spyre_program {
-    std::shared_ptr<spyre::Device> dev;
-    std::unique_ptr<spyre::Buffer> image;  // device buffer holding the image
-    uint64_t size;
-    uint32_t num_instructions;
-};
+#include "suballoc.hpp"
 
 namespace spyre {
 namespace {
 
-// Live handles, so that a stale or foreign pointer gives an error instead of a crash.
-class Registry {
+enum class Kind : uint8_t { Device = 1, Buffer, Program, Stream, Event };
+
+const char* kind_name(Kind k) {
+    switch (k) {
+        case Kind::Device:
+            return "device";
+        case Kind::Buffer:
+            return "buffer";
+        case Kind::Program:
+            return "program";
+        case Kind::Stream:
+            return "stream";
+        case Kind::Event:
+            return "event";
+    }
+    return "?";
+}
+
+struct DeviceObj {
+    std::shared_ptr<Device> dev;
+};
+struct BufferObj {
+    std::shared_ptr<Device> dev;
+    uintptr_t owner;  // the device handle it was allocated through
+    BufferRef buf;
+};
+struct ProgramObj {
+    std::shared_ptr<Device> dev;
+    BufferRef image;  // device buffer holding the image (shared by identical images)
+    uint64_t size;
+    uint32_t num_instructions;
+};
+struct StreamObj {
+    std::shared_ptr<Device> dev;
+    uintptr_t owner;  // the device handle it was created through
+    StreamRef stream;
+};
+struct EventObj {
+    std::shared_ptr<Device> dev;
+    std::mutex mu;
+    MarkerRef marker;  // null: never recorded
+};
+
+// Slot table: handle value = generation << 32 | kind << 24 | slot (slot >= 1).
+class Handles {
   public:
-    void add(const void* h) {
+    uintptr_t add(Kind k, std::shared_ptr<void> obj) {
         std::lock_guard lock(mu_);
-        live_.insert(h);
+        uint32_t i;
+        if (!free_.empty()) {
+            i = free_.back();
+            free_.pop_back();
+        } else {
+            if (slots_.size() >= (1u << 24) - 1)
+                fail(SPYRE_ERROR_OUT_OF_MEMORY, "too many handles");
+            slots_.push_back({});
+            i = static_cast<uint32_t>(slots_.size());  // slots are 1-based
+        }
+        Slot& s = slots_[i - 1];
+        s.kind = k;
+        s.obj = std::move(obj);
+        return (uintptr_t(s.gen) << 32) | (uintptr_t(k) << 24) | i;
     }
-    bool remove(const void* h) {
+
+    template <typename T>
+    std::shared_ptr<T> get(const void* h, Kind k, const char* which) {
         std::lock_guard lock(mu_);
-        return live_.erase(h) == 1;
+        return std::static_pointer_cast<T>(find(h, k, which).obj);
     }
-    bool contains(const void* h) {
+
+    // Removes and returns the object (its destruction happens outside the table lock).
+    template <typename T>
+    std::shared_ptr<T> remove(const void* h, Kind k, const char* which) {
         std::lock_guard lock(mu_);
-        return live_.contains(h);
+        Slot& s = find(h, k, which);
+        auto obj = std::static_pointer_cast<T>(std::move(s.obj));
+        s.obj.reset();
+        s.gen++;
+        if (s.gen == 0) s.gen = 1;
+        free_.push_back(static_cast<uint32_t>(reinterpret_cast<uintptr_t>(h) & 0xffffff));
+        return obj;
+    }
+
+    bool live(uintptr_t h, Kind k) {
+        std::lock_guard lock(mu_);
+        uint32_t i = h & 0xffffff;
+        if (!i || i > slots_.size()) return false;
+        Slot& s = slots_[i - 1];
+        return s.obj && s.kind == k && s.gen == (h >> 32);
     }
 
   private:
+    struct Slot {
+        uint32_t gen = 1;
+        Kind kind = Kind::Device;
+        std::shared_ptr<void> obj;
+    };
+    Slot& find(const void* hp, Kind k, const char* which) {
+        const uintptr_t h = reinterpret_cast<uintptr_t>(hp);
+        const uint32_t i = h & 0xffffff;
+        const Kind hk = static_cast<Kind>((h >> 24) & 0xff);
+        const uint32_t gen = static_cast<uint32_t>(h >> 32);
+        const char* verb = k == Kind::Device                       ? "closed"
+                           : k == Kind::Stream || k == Kind::Event ? "destroyed"
+                                                                   : "freed";
+        if (!i || i > slots_.size() || hk != k || (h & ~uintptr_t(0xffffffffffffull)) != 0)
+            fail(SPYRE_ERROR_INVALID_ARGUMENT,
+                 std::format("{} handle is invalid or already {}: {:#x} is not a {} handle", which,
+                             verb, h, kind_name(k)));
+        Slot& s = slots_[i - 1];
+        if (s.gen != gen || !s.obj || s.kind != k)
+            fail(SPYRE_ERROR_INVALID_ARGUMENT,
+                 std::format("{} handle is invalid or already {}: it was {} (use after {}; "
+                             "handle generation {}, slot now at generation {})",
+                             which, verb, verb, k == Kind::Device ? "close" : "free", gen, s.gen));
+        return s;
+    }
+
     std::mutex mu_;
-    std::unordered_set<const void*> live_;
+    std::vector<Slot> slots_;
+    std::vector<uint32_t> free_;
 };
 
-Registry& registry() {
-    static Registry* r = new Registry();  // never destroyed: usable from atexit handlers
-    return *r;
+Handles& handles() {
+    static Handles* h = new Handles();  // never destroyed: usable from atexit handlers
+    return *h;
+}
+
+// Live buffers by device address, for spyre_buffer_from_address.
+struct AddressMap {
+    std::mutex mu;
+    std::map<std::pair<const Device*, uint64_t>, std::pair<uintptr_t, uint64_t>> by_addr;
+};
+AddressMap& addresses() {
+    static AddressMap* m = new AddressMap();
+    return *m;
+}
+
+template <typename T>
+T* to_handle(uintptr_t v) {
+    return reinterpret_cast<T*>(v);
 }
 
 template <typename F>
@@ -88,26 +195,44 @@ void require_out(T* p, const char* name) {
     require(p != nullptr, std::format("output pointer `{}` is NULL", name));
 }
 
-spyre_device* check_device(spyre_device_t d) {
+std::shared_ptr<DeviceObj> check_device(spyre_device_t d) {
     require(d != nullptr, "device handle is NULL (open one with spyre_device_open())");
-    require(registry().contains(d), "device handle is invalid or already closed");
-    return d;
+    return handles().get<DeviceObj>(d, Kind::Device, "device");
 }
 
-spyre_buffer* check_buffer(spyre_buffer_t b, const char* which = "buffer") {
+std::shared_ptr<BufferObj> check_buffer(spyre_buffer_t b, const char* which = "buffer") {
     require(b != nullptr, std::format("{} handle is NULL", which));
-    require(registry().contains(b), std::format("{} handle is invalid or already freed", which));
-    return b;
+    return handles().get<BufferObj>(b, Kind::Buffer, which);
 }
 
-spyre_program* check_program(spyre_program_t p) {
+std::shared_ptr<ProgramObj> check_program(spyre_program_t p) {
     require(p != nullptr, "program handle is NULL (load one with spyre_program_load())");
-    require(registry().contains(p), "program handle is invalid or already freed");
-    return p;
+    return handles().get<ProgramObj>(p, Kind::Program, "program");
 }
 
-void check_range(const spyre_buffer* b, uint64_t offset, uint64_t size, const char* which) {
-    check_buffer_range(b->bo->size(), offset, size, which);
+std::shared_ptr<EventObj> check_event(spyre_event_t e, const char* which = "event") {
+    require(e != nullptr,
+            std::format("{} handle is NULL (create one with spyre_event_create())", which));
+    return handles().get<EventObj>(e, Kind::Event, which);
+}
+
+std::shared_ptr<StreamObj> check_stream_handle(spyre_stream_t s) {
+    require(s != nullptr, "stream handle is NULL (create one with spyre_stream_create())");
+    return handles().get<StreamObj>(s, Kind::Stream, "stream");
+}
+
+// The stream for work on `dev`: the given one (which must be on the same card) or the
+// device's default stream.
+StreamRef resolve_stream(spyre_stream_t s, const std::shared_ptr<Device>& dev) {
+    if (!s) return dev->default_stream();
+    auto so = handles().get<StreamObj>(s, Kind::Stream, "stream");
+    require(so->dev == dev, std::format("the stream belongs to {} but the work is on {}",
+                                        so->dev->name(), dev->name()));
+    return so->stream;
+}
+
+void check_range(const BufferObj& b, uint64_t offset, uint64_t size, const char* which) {
+    check_buffer_range(b.buf->size(), offset, size, which);
 }
 
 void check_host_ptr(const void* p, uint64_t size, const char* which) {
@@ -115,6 +240,88 @@ void check_host_ptr(const void* p, uint64_t size, const char* which) {
     require(
         reinterpret_cast<uintptr_t>(p) <= UINTPTR_MAX - size + 1 || size == 0,
         std::format("{} host range {} + {} bytes wraps around the address space", which, p, size));
+}
+
+// Copies between buffers of two cards: through host memory, chunk by chunk.
+void copy_across_cards(const BufferObj& d, uint64_t dst_offset, const BufferObj& s,
+                       uint64_t src_offset, uint64_t size, const StreamRef& dst_stream) {
+    constexpr uint64_t kChunk = 4ull << 20;
+    std::vector<std::byte> bounce(std::min(size, kChunk));
+    StreamRef src_stream = s.dev->default_stream();
+    for (uint64_t done = 0; done < size;) {
+        uint64_t n = std::min(kChunk, size - done);
+        src_stream->run_sync(
+            [&] { src_stream->copy_dtoh(bounce.data(), s.buf, src_offset + done, n); });
+        dst_stream->copy_htod(d.buf, dst_offset + done, bounce.data(), n);  // staged: copied now
+        done += n;
+    }
+}
+
+void do_dtod(spyre_buffer_t dst, uint64_t dst_offset, spyre_buffer_t src, uint64_t src_offset,
+             uint64_t size, spyre_stream_t stream, bool sync) {
+    auto d = check_buffer(dst, "destination");
+    auto s = check_buffer(src, "source");
+    check_range(*d, dst_offset, size, "destination");
+    check_range(*s, src_offset, size, "source");
+    StreamRef st = resolve_stream(stream, d->dev);
+    if (size == 0) return;
+    if (d->dev != s->dev) {
+        if (sync)
+            st->run_sync([&] { copy_across_cards(*d, dst_offset, *s, src_offset, size, st); });
+        else
+            copy_across_cards(*d, dst_offset, *s, src_offset, size, st);
+        return;
+    }
+    if (d->buf == s->buf)
+        require(dst_offset + size <= src_offset || src_offset + size <= dst_offset,
+                std::format("source range [{}, {}) and destination range [{}, {}) overlap in "
+                            "the same buffer",
+                            src_offset, src_offset + size, dst_offset, dst_offset + size));
+    auto body = [&] { st->copy_dtod(d->buf, dst_offset, s->buf, src_offset, size); };
+    if (sync)
+        st->run_sync(body);
+    else
+        body();
+}
+
+LaunchRequest make_launch(const ProgramObj& p, const spyre_launch_params* params) {
+    require(params != nullptr, "params pointer is NULL");
+    const Device& dev = *p.dev;
+    require(params->flags == 0, std::format("params->flags {:#x} must be 0", params->flags));
+    for (uint64_t r : params->reserved) require(r == 0, "params->reserved[] must be 0");
+    const uint32_t cores = dev.info().num_cores;
+    require(params->num_cores <= cores, std::format("num_cores {} exceeds the {} cores of {}",
+                                                    params->num_cores, cores, dev.name()));
+    require(params->num_args <= SPYRE_LAUNCH_MAX_ARGS,
+            std::format("num_args {} exceeds {}", params->num_args, SPYRE_LAUNCH_MAX_ARGS));
+    require(
+        params->num_buffers <= SPYRE_LAUNCH_MAX_BUFFERS,
+        std::format("num_buffers {} exceeds {}", params->num_buffers, SPYRE_LAUNCH_MAX_BUFFERS));
+    require(params->num_buffers == 0 || params->buffers != nullptr,
+            std::format("buffers is NULL but num_buffers is {}", params->num_buffers));
+
+    LaunchRequest req;
+    req.program = p.image;
+    req.program_size = p.size;
+    req.num_cores = params->num_cores ? params->num_cores : cores;
+    req.num_args = params->num_args;
+    for (uint32_t i = 0; i < params->num_args; ++i) req.args[i] = params->args[i];
+    std::unordered_set<const Buffer*> seen;
+    for (uint32_t i = 0; i < params->num_buffers; ++i) {
+        std::string which = std::format("buffers[{}]", i);
+        auto b = check_buffer(params->buffers[i], which.c_str());
+        require(b->dev == p.dev,
+                std::format("{} is on {} but the program was loaded on {}: a program reaches "
+                            "only buffers of its own card",
+                            which, b->dev->name(), dev.name()));
+        if (seen.insert(b->buf.get()).second) req.buffers.push_back(b->buf);
+    }
+    return req;
+}
+
+spyre_status not_ready(const char* fn, const char* what) {
+    set_last_error(std::format("{}: {}", fn, what));
+    return SPYRE_ERROR_NOT_READY;
 }
 
 }  // namespace
@@ -161,24 +368,22 @@ spyre_status spyre_device_open(int index, spyre_device_t* device) {
     if (device) *device = nullptr;
     return guard(__func__, [&] {
         require_out(device, "device");
-        auto h = std::make_unique<spyre_device>();
-        h->dev = open_device(index);
-        registry().add(h.get());
-        *device = h.release();
+        auto obj = std::make_shared<DeviceObj>();
+        obj->dev = open_device(index);
+        *device = to_handle<spyre_device>(handles().add(Kind::Device, obj));
     });
 }
 
 spyre_status spyre_device_close(spyre_device_t device) {
     return guard(__func__, [&] {
         if (!device) return;
-        require(registry().remove(device), "device handle is invalid or already closed");
-        delete device;
+        handles().remove<DeviceObj>(device, Kind::Device, "device");
     });
 }
 
 spyre_status spyre_device_get_info(spyre_device_t device, spyre_device_info* info) {
     return guard(__func__, [&] {
-        auto* d = check_device(device);
+        auto d = check_device(device);
         require_out(info, "info");
         *info = d->dev->info();
     });
@@ -186,7 +391,7 @@ spyre_status spyre_device_get_info(spyre_device_t device, spyre_device_info* inf
 
 spyre_status spyre_mem_get_info(spyre_device_t device, uint64_t* free, uint64_t* total) {
     return guard(__func__, [&] {
-        auto* d = check_device(device);
+        auto d = check_device(device);
         auto m = d->dev->query_mem();
         if (free) *free = m.devmem_total > m.devmem_used ? m.devmem_total - m.devmem_used : 0;
         if (total) *total = m.devmem_total;
@@ -195,7 +400,7 @@ spyre_status spyre_mem_get_info(spyre_device_t device, uint64_t* free, uint64_t*
 
 spyre_status spyre_device_get_mem_stats(spyre_device_t device, spyre_mem_stats* stats) {
     return guard(__func__, [&] {
-        auto* d = check_device(device);
+        auto d = check_device(device);
         require_out(stats, "stats");
         auto m = d->dev->query_mem();
         *stats = spyre_mem_stats{};
@@ -208,7 +413,7 @@ spyre_status spyre_device_get_mem_stats(spyre_device_t device, spyre_mem_stats* 
 
 spyre_status spyre_device_get_telemetry(spyre_device_t device, spyre_telemetry* t) {
     return guard(__func__, [&] {
-        auto* d = check_device(device);
+        auto d = check_device(device);
         require_out(t, "telemetry");
         auto k = d->dev->query_telemetry();
         *t = spyre_telemetry{};
@@ -239,69 +444,119 @@ spyre_status spyre_device_synchronize(spyre_device_t device) {
     return guard(__func__, [&] { check_device(device)->dev->synchronize(); });
 }
 
+spyre_status spyre_device_get_runtime_stats(spyre_device_t device, spyre_runtime_stats* stats) {
+    return guard(__func__, [&] {
+        auto d = check_device(device);
+        require_out(stats, "stats");
+        *stats = spyre_runtime_stats{};
+        auto& c = d->dev->counters();
+        stats->jobs_submitted = c.jobs_submitted;
+        stats->busy_retries = c.busy_retries;
+        stats->backpressure_waits = c.backpressure_waits;
+        stats->program_cache_hits = c.program_cache_hits;
+        stats->program_cache_misses = c.program_cache_misses;
+        auto& sa = d->dev->suballocator();
+        auto s = sa.stats();
+        stats->suballoc_slabs = s.slabs;
+        stats->suballoc_slab_bytes = s.slab_bytes;
+        stats->suballoc_used_bytes = s.used_bytes;
+        stats->suballoc_buffers = s.blocks;
+        stats->suballoc_max_bytes = sa.max_bytes();
+    });
+}
+
 spyre_status spyre_malloc(spyre_device_t device, uint64_t size, spyre_buffer_t* buffer) {
     if (buffer) *buffer = nullptr;
     return guard(__func__, [&] {
-        auto* d = check_device(device);
+        auto d = check_device(device);
         require_out(buffer, "buffer");
         require(size > 0, "size must be > 0");
-        auto h = std::make_unique<spyre_buffer>();
-        h->dev = d->dev;
-        h->owner = d;
-        h->bo = d->dev->alloc(size);
-        registry().add(h.get());
-        *buffer = h.release();
+        auto obj = std::make_shared<BufferObj>();
+        obj->dev = d->dev;
+        obj->owner = reinterpret_cast<uintptr_t>(device);
+        obj->buf = d->dev->alloc_buffer(size);
+        uintptr_t h = handles().add(Kind::Buffer, obj);
+        {
+            auto& am = addresses();
+            std::lock_guard lock(am.mu);
+            am.by_addr[{obj->dev.get(), obj->buf->dev_addr()}] = {h, size};
+        }
+        *buffer = to_handle<spyre_buffer>(h);
     });
 }
 
 spyre_status spyre_free(spyre_buffer_t buffer) {
     return guard(__func__, [&] {
         if (!buffer) return;
-        require(registry().remove(buffer), "buffer handle is invalid or already freed");
-        delete buffer;
+        auto obj = handles().remove<BufferObj>(buffer, Kind::Buffer, "buffer");
+        auto& am = addresses();
+        std::lock_guard lock(am.mu);
+        am.by_addr.erase({obj->dev.get(), obj->buf->dev_addr()});
+        // Work still queued on the buffer holds a reference: its memory is reused only after.
     });
 }
 
 spyre_status spyre_buffer_size(spyre_buffer_t buffer, uint64_t* size) {
     return guard(__func__, [&] {
-        auto* b = check_buffer(buffer);
+        auto b = check_buffer(buffer);
         require_out(size, "size");
-        *size = b->bo->size();
+        *size = b->buf->size();
     });
 }
 
 spyre_status spyre_buffer_device_address(spyre_buffer_t buffer, uint64_t* addr) {
     return guard(__func__, [&] {
-        auto* b = check_buffer(buffer);
+        auto b = check_buffer(buffer);
         require_out(addr, "addr");
-        *addr = b->bo->dev_addr();
+        *addr = b->buf->dev_addr();
     });
 }
 
 spyre_status spyre_buffer_get_device(spyre_buffer_t buffer, spyre_device_t* device) {
     if (device) *device = nullptr;
     return guard(__func__, [&] {
-        auto* b = check_buffer(buffer);
+        auto b = check_buffer(buffer);
         require_out(device, "device");
-        require(registry().contains(b->owner),
+        require(handles().live(b->owner, Kind::Device),
                 "the device handle this buffer was allocated through has been closed");
-        *device = b->owner;
+        *device = to_handle<spyre_device>(b->owner);
+    });
+}
+
+spyre_status spyre_buffer_from_address(spyre_device_t device, uint64_t addr, spyre_buffer_t* buffer,
+                                       uint64_t* offset) {
+    if (buffer) *buffer = nullptr;
+    return guard(__func__, [&] {
+        auto d = check_device(device);
+        require_out(buffer, "buffer");
+        auto& am = addresses();
+        std::lock_guard lock(am.mu);
+        auto it = am.by_addr.upper_bound({d->dev.get(), addr});
+        bool found = false;
+        if (it != am.by_addr.begin()) {
+            --it;
+            found = it->first.first == d->dev.get() && addr - it->first.second < it->second.second;
+        }
+        require(found, std::format("no live buffer on {} contains device address {:#x}",
+                                   d->dev->name(), addr));
+        *buffer = to_handle<spyre_buffer>(it->second.first);
+        if (offset) *offset = addr - it->first.second;
     });
 }
 
 spyre_status spyre_buffer_map(spyre_buffer_t buffer, void** ptr) {
     if (ptr) *ptr = nullptr;
     return guard(__func__, [&] {
-        auto* b = check_buffer(buffer);
+        auto b = check_buffer(buffer);
         require_out(ptr, "ptr");
-        *ptr = b->bo->map();
+        *ptr = b->buf->map();
     });
 }
 
 spyre_status spyre_host_alloc(spyre_device_t device, uint64_t size, void** ptr) {
     if (ptr) *ptr = nullptr;
     return guard(__func__, [&] {
-        auto* d = check_device(device);
+        auto d = check_device(device);
         require_out(ptr, "ptr");
         require(size > 0, "size must be > 0");
         *ptr = d->dev->host_alloc(size);
@@ -310,124 +565,408 @@ spyre_status spyre_host_alloc(spyre_device_t device, uint64_t size, void** ptr) 
 
 spyre_status spyre_host_free(spyre_device_t device, void* ptr) {
     return guard(__func__, [&] {
-        auto* d = check_device(device);
+        auto d = check_device(device);
         if (!ptr) return;
         d->dev->host_free(ptr);
     });
 }
 
-spyre_status spyre_memcpy_htod(spyre_buffer_t dst, uint64_t dst_offset, const void* src,
-                               uint64_t size) {
-    return guard(__func__, [&] {
-        auto* b = check_buffer(dst, "destination");
-        check_range(b, dst_offset, size, "destination");
+// ---- copies ----
+
+namespace {
+spyre_status htod(const char* fn, spyre_buffer_t dst, uint64_t dst_offset, const void* src,
+                  uint64_t size, spyre_stream_t stream, bool sync) {
+    return guard(fn, [&] {
+        auto b = check_buffer(dst, "destination");
+        check_range(*b, dst_offset, size, "destination");
+        StreamRef st = resolve_stream(stream, b->dev);
         if (size == 0) return;
         check_host_ptr(src, size, "source");
-        b->dev->copy_htod(*b->bo, dst_offset, src, size);
+        auto body = [&] { st->copy_htod(b->buf, dst_offset, src, size); };
+        if (sync)
+            st->run_sync(body);
+        else
+            body();
     });
 }
 
-spyre_status spyre_memcpy_dtoh(void* dst, spyre_buffer_t src, uint64_t src_offset, uint64_t size) {
-    return guard(__func__, [&] {
-        auto* b = check_buffer(src, "source");
-        check_range(b, src_offset, size, "source");
+spyre_status dtoh(const char* fn, void* dst, spyre_buffer_t src, uint64_t src_offset, uint64_t size,
+                  spyre_stream_t stream, bool sync) {
+    return guard(fn, [&] {
+        auto b = check_buffer(src, "source");
+        check_range(*b, src_offset, size, "source");
+        StreamRef st = resolve_stream(stream, b->dev);
         if (size == 0) return;
         check_host_ptr(dst, size, "destination");
-        b->dev->copy_dtoh(dst, *b->bo, src_offset, size);
+        auto body = [&] { st->copy_dtoh(dst, b->buf, src_offset, size); };
+        if (sync)
+            st->run_sync(body);
+        else
+            body();
     });
+}
+
+spyre_status fill(const char* fn, spyre_buffer_t buffer, uint64_t offset, const void* pattern,
+                  uint32_t psize, uint64_t count, spyre_stream_t stream, bool sync) {
+    return guard(fn, [&] {
+        auto b = check_buffer(buffer);
+        require(pattern != nullptr, "pattern pointer is NULL");
+        require(psize == 1 || psize == 2 || psize == 4 || psize == 8,
+                std::format("pattern_size {} must be 1, 2, 4 or 8", psize));
+        require(count <= UINT64_MAX / psize, "count * pattern_size overflows");
+        const uint64_t size = count * psize;
+        check_range(*b, offset, size, "destination");
+        StreamRef st = resolve_stream(stream, b->dev);
+        if (size == 0) return;
+        uint64_t pat = 0;
+        std::memcpy(&pat, pattern, psize);
+        auto body = [&] { st->fill(b->buf, offset, size, pat, psize); };
+        if (sync)
+            st->run_sync(body);
+        else
+            body();
+    });
+}
+
+spyre_status copy3d(const char* fn, const spyre_memcpy3d_params* p, spyre_stream_t stream,
+                    bool sync) {
+    return guard(fn, [&] {
+        require(p != nullptr, "params pointer is NULL");
+        for (uint64_t r : p->reserved) require(r == 0, "params->reserved[] must be 0");
+        require((p->src_buffer != nullptr) != (p->src_host != nullptr),
+                "exactly one of src_buffer and src_host must be set");
+        require((p->dst_buffer != nullptr) != (p->dst_host != nullptr),
+                "exactly one of dst_buffer and dst_host must be set");
+        require(p->src_buffer || p->dst_buffer,
+                "host to host copies are not device work: use memcpy");
+        if (p->width == 0 || p->height == 0 || p->depth == 0) return;
+        Copy3D c;
+        c.width = p->width;
+        c.height = p->height;
+        c.depth = p->depth;
+        std::shared_ptr<Device> dev;
+        auto side = [&](CopySide& s, spyre_buffer_t buf, uint64_t off, const void* host,
+                        uint64_t pitch, uint64_t slice, const char* which) {
+            require(pitch >= c.width,
+                    std::format("{} pitch {} is smaller than the width {}", which, pitch, c.width));
+            if (c.depth > 1)
+                require(
+                    c.height <= UINT64_MAX / pitch && slice >= pitch * c.height,
+                    std::format("{} slice pitch {} is smaller than pitch x height", which, slice));
+            // Last byte: (depth-1)*slice + (height-1)*pitch + width, overflow-checked.
+            unsigned __int128 span = (unsigned __int128)(c.depth - 1) * slice +
+                                     (unsigned __int128)(c.height - 1) * pitch + c.width;
+            require(span <= UINT64_MAX, std::format("{} extent overflows", which));
+            s.pitch = pitch;
+            s.slice_pitch = slice;
+            if (buf) {
+                auto b = check_buffer(buf, which);
+                check_range(*b, off, static_cast<uint64_t>(span), which);
+                if (dev)
+                    require(dev == b->dev,
+                            "the buffers are on different cards: 3-D copies work within one card");
+                dev = b->dev;
+                s.buf = b->buf;
+                s.offset = off;
+            } else {
+                check_host_ptr(host, static_cast<uint64_t>(span), which);
+                s.host = static_cast<std::byte*>(const_cast<void*>(host));
+            }
+        };
+        side(c.src, p->src_buffer, p->src_offset, p->src_host, p->src_pitch, p->src_slice_pitch,
+             "source");
+        side(c.dst, p->dst_buffer, p->dst_offset, p->dst_host, p->dst_pitch, p->dst_slice_pitch,
+             "destination");
+        if (c.src.buf && c.src.buf == c.dst.buf) {
+            const uint64_t s0 = p->src_offset, d0 = p->dst_offset;
+            const uint64_t s1 =
+                s0 + (c.depth - 1) * c.src.slice_pitch + (c.height - 1) * c.src.pitch + c.width;
+            const uint64_t d1 =
+                d0 + (c.depth - 1) * c.dst.slice_pitch + (c.height - 1) * c.dst.pitch + c.width;
+            require(s1 <= d0 || d1 <= s0, "source and destination extents overlap in one buffer");
+        }
+        StreamRef st = resolve_stream(stream, dev);
+        auto body = [&] { st->copy_3d(c); };
+        if (sync)
+            st->run_sync(body);
+        else
+            body();
+    });
+}
+}  // namespace
+
+spyre_status spyre_memcpy_htod(spyre_buffer_t dst, uint64_t dst_offset, const void* src,
+                               uint64_t size) {
+    return htod(__func__, dst, dst_offset, src, size, nullptr, true);
+}
+
+spyre_status spyre_memcpy_dtoh(void* dst, spyre_buffer_t src, uint64_t src_offset, uint64_t size) {
+    return dtoh(__func__, dst, src, src_offset, size, nullptr, true);
 }
 
 spyre_status spyre_memcpy_dtod(spyre_buffer_t dst, uint64_t dst_offset, spyre_buffer_t src,
                                uint64_t src_offset, uint64_t size) {
-    return guard(__func__, [&] {
-        auto* d = check_buffer(dst, "destination");
-        auto* s = check_buffer(src, "source");
-        check_range(d, dst_offset, size, "destination");
-        check_range(s, src_offset, size, "source");
-        if (size == 0) return;
-        if (d->dev != s->dev)
-            fail(SPYRE_ERROR_NOT_SUPPORTED,
-                 std::format("source is on {} and destination on {}: copies between different "
-                             "device handles go through host memory (spyre_memcpy_dtoh + "
-                             "spyre_memcpy_htod)",
-                             s->dev->name(), d->dev->name()));
-        if (d == s)
-            require(dst_offset + size <= src_offset || src_offset + size <= dst_offset,
-                    std::format("source range [{}, {}) and destination range [{}, {}) overlap in "
-                                "the same buffer",
-                                src_offset, src_offset + size, dst_offset, dst_offset + size));
-        d->dev->copy_dtod(*d->bo, dst_offset, *s->bo, src_offset, size);
-    });
+    return guard(__func__, [&] { do_dtod(dst, dst_offset, src, src_offset, size, nullptr, true); });
 }
+
+spyre_status spyre_memcpy_htod_async(spyre_buffer_t dst, uint64_t dst_offset, const void* src,
+                                     uint64_t size, spyre_stream_t stream) {
+    return htod(__func__, dst, dst_offset, src, size, stream, false);
+}
+
+spyre_status spyre_memcpy_dtoh_async(void* dst, spyre_buffer_t src, uint64_t src_offset,
+                                     uint64_t size, spyre_stream_t stream) {
+    return dtoh(__func__, dst, src, src_offset, size, stream, false);
+}
+
+spyre_status spyre_memcpy_dtod_async(spyre_buffer_t dst, uint64_t dst_offset, spyre_buffer_t src,
+                                     uint64_t src_offset, uint64_t size, spyre_stream_t stream) {
+    return guard(__func__, [&] { do_dtod(dst, dst_offset, src, src_offset, size, stream, false); });
+}
+
+spyre_status spyre_memset(spyre_buffer_t buffer, uint64_t offset, int value, uint64_t size) {
+    uint8_t v = static_cast<uint8_t>(value);
+    return fill(__func__, buffer, offset, &v, 1, size, nullptr, true);
+}
+
+spyre_status spyre_memset_async(spyre_buffer_t buffer, uint64_t offset, int value, uint64_t size,
+                                spyre_stream_t stream) {
+    uint8_t v = static_cast<uint8_t>(value);
+    return fill(__func__, buffer, offset, &v, 1, size, stream, false);
+}
+
+spyre_status spyre_fill_async(spyre_buffer_t buffer, uint64_t offset, const void* pattern,
+                              uint32_t pattern_size, uint64_t count, spyre_stream_t stream) {
+    return fill(__func__, buffer, offset, pattern, pattern_size, count, stream, false);
+}
+
+spyre_status spyre_memcpy_3d(const spyre_memcpy3d_params* p) {
+    return copy3d(__func__, p, nullptr, true);
+}
+
+spyre_status spyre_memcpy_3d_async(const spyre_memcpy3d_params* p, spyre_stream_t stream) {
+    return copy3d(__func__, p, stream, false);
+}
+
+// ---- programs ----
 
 spyre_status spyre_program_load(spyre_device_t device, const void* image, size_t size,
                                 spyre_program_t* program) {
     if (program) *program = nullptr;
     return guard(__func__, [&] {
-        auto* d = check_device(device);
+        auto d = check_device(device);
         require_out(program, "program");
         require(image != nullptr, "image pointer is NULL");
         require(size > 0, "image size must be > 0");
         uint32_t n = check_program_image(image, size);
-        auto h = std::make_unique<spyre_program>();
-        h->dev = d->dev;
-        h->size = size;
-        h->num_instructions = n;
-        h->image = d->dev->alloc(size);
-        d->dev->copy_htod(*h->image, 0, image, size);
-        registry().add(h.get());
-        *program = h.release();
+        auto obj = std::make_shared<ProgramObj>();
+        obj->dev = d->dev;
+        obj->size = size;
+        obj->num_instructions = n;
+        obj->image = d->dev->load_program_image(image, size);
+        *program = to_handle<spyre_program>(handles().add(Kind::Program, obj));
     });
 }
 
 spyre_status spyre_program_free(spyre_program_t program) {
     return guard(__func__, [&] {
         if (!program) return;
-        require(registry().remove(program), "program handle is invalid or already freed");
-        delete program;
+        handles().remove<ProgramObj>(program, Kind::Program, "program");
     });
 }
 
 spyre_status spyre_launch(spyre_program_t program, const spyre_launch_params* params,
                           spyre_launch_stats* stats) {
     return guard(__func__, [&] {
-        auto* p = check_program(program);
-        require(params != nullptr, "params pointer is NULL");
-        const Device& dev = *p->dev;
-        require(params->flags == 0, std::format("params->flags {:#x} must be 0", params->flags));
-        for (uint64_t r : params->reserved) require(r == 0, "params->reserved[] must be 0");
-        const uint32_t cores = dev.info().num_cores;
-        require(params->num_cores <= cores, std::format("num_cores {} exceeds the {} cores of {}",
-                                                        params->num_cores, cores, dev.name()));
-        require(params->num_args <= SPYRE_LAUNCH_MAX_ARGS,
-                std::format("num_args {} exceeds {}", params->num_args, SPYRE_LAUNCH_MAX_ARGS));
-        require(params->num_buffers <= SPYRE_LAUNCH_MAX_BUFFERS,
-                std::format("num_buffers {} exceeds {}", params->num_buffers,
-                            SPYRE_LAUNCH_MAX_BUFFERS));
-        require(params->num_buffers == 0 || params->buffers != nullptr,
-                std::format("buffers is NULL but num_buffers is {}", params->num_buffers));
-
-        LaunchRequest req;
-        req.program = p->image.get();
-        req.program_size = p->size;
-        req.num_cores = params->num_cores ? params->num_cores : cores;
-        req.num_args = params->num_args;
-        for (uint32_t i = 0; i < params->num_args; ++i) req.args[i] = params->args[i];
-        std::unordered_set<const Buffer*> seen;
-        for (uint32_t i = 0; i < params->num_buffers; ++i) {
-            std::string which = std::format("buffers[{}]", i);
-            auto* b = check_buffer(params->buffers[i], which.c_str());
-            require(b->dev == p->dev,
-                    std::format("{} belongs to {} through another device handle than the "
-                                "program ({}): a program reaches only buffers allocated through "
-                                "the handle it was loaded with",
-                                which, b->dev->name(), dev.name()));
-            if (seen.insert(b->bo.get()).second) req.buffers.push_back(b->bo.get());
-        }
+        auto p = check_program(program);
+        LaunchRequest req = make_launch(*p, params);
         spyre_launch_stats s{};
-        p->dev->submit_launch(req)->wait(stats ? &s : nullptr);
+        StreamRef st = p->dev->default_stream();
+        st->run_sync([&] { st->launch(req, stats ? &s : nullptr); });
         if (stats) *stats = s;
     });
+}
+
+spyre_status spyre_launch_async(spyre_program_t program, const spyre_launch_params* params,
+                                spyre_stream_t stream) {
+    return guard(__func__, [&] {
+        auto p = check_program(program);
+        LaunchRequest req = make_launch(*p, params);
+        resolve_stream(stream, p->dev)->launch(req, nullptr);
+    });
+}
+
+// ---- streams ----
+
+spyre_status spyre_stream_create(spyre_device_t device, int priority, spyre_stream_t* stream) {
+    if (stream) *stream = nullptr;
+    return guard(__func__, [&] {
+        auto d = check_device(device);
+        require_out(stream, "stream");
+        require(priority == SPYRE_STREAM_PRIORITY_NORMAL || priority == SPYRE_STREAM_PRIORITY_HIGH,
+                std::format("priority {} is not SPYRE_STREAM_PRIORITY_NORMAL (0) or "
+                            "SPYRE_STREAM_PRIORITY_HIGH (-1)",
+                            priority));
+        auto obj = std::make_shared<StreamObj>();
+        obj->dev = d->dev;
+        obj->owner = reinterpret_cast<uintptr_t>(device);
+        obj->stream = d->dev->create_stream(priority, false);
+        *stream = to_handle<spyre_stream>(handles().add(Kind::Stream, obj));
+    });
+}
+
+spyre_status spyre_stream_destroy(spyre_stream_t stream) {
+    return guard(__func__, [&] {
+        if (!stream) return;
+        auto obj = handles().remove<StreamObj>(stream, Kind::Stream, "stream");
+        obj->stream->synchronize();
+    });
+}
+
+spyre_status spyre_stream_synchronize(spyre_stream_t stream) {
+    return guard(__func__, [&] {
+        if (!stream)
+            fail(SPYRE_ERROR_INVALID_ARGUMENT,
+                 "stream handle is NULL: synchronize a default stream with "
+                 "spyre_device_synchronize()");
+        check_stream_handle(stream)->stream->synchronize();
+    });
+}
+
+spyre_status spyre_stream_query(spyre_stream_t stream) {
+    bool done = false;
+    spyre_status st = guard(__func__, [&] { done = check_stream_handle(stream)->stream->query(); });
+    if (st == SPYRE_SUCCESS && !done) return not_ready(__func__, "the stream has work pending");
+    return st;
+}
+
+spyre_status spyre_stream_wait_event(spyre_stream_t stream, spyre_event_t event) {
+    return guard(__func__, [&] {
+        auto e = check_event(event);
+        // NULL: the default stream of the event's card; a stream of another card waits on the
+        // host.
+        StreamRef st = stream ? check_stream_handle(stream)->stream : e->dev->default_stream();
+        MarkerRef m;
+        {
+            std::lock_guard lock(e->mu);
+            m = e->marker;
+        }
+        if (m) st->wait(m);
+    });
+}
+
+spyre_status spyre_launch_host_func(spyre_stream_t stream, void (*fn)(void*), void* user) {
+    return guard(__func__, [&] {
+        auto so = check_stream_handle(stream);
+        require(fn != nullptr, "fn is NULL");
+        so->stream->host_func(fn, user);
+    });
+}
+
+spyre_status spyre_stream_get_info(spyre_stream_t stream, spyre_device_t* device, int* priority) {
+    if (device) *device = nullptr;
+    return guard(__func__, [&] {
+        auto so = check_stream_handle(stream);
+        if (device) {
+            require(handles().live(so->owner, Kind::Device),
+                    "the device handle this stream was created through has been closed");
+            *device = to_handle<spyre_device>(so->owner);
+        }
+        if (priority) *priority = so->stream->priority();
+    });
+}
+
+// ---- events ----
+
+spyre_status spyre_event_create(spyre_device_t device, spyre_event_t* event) {
+    if (event) *event = nullptr;
+    return guard(__func__, [&] {
+        auto d = check_device(device);
+        require_out(event, "event");
+        auto obj = std::make_shared<EventObj>();
+        obj->dev = d->dev;
+        *event = to_handle<spyre_event>(handles().add(Kind::Event, obj));
+    });
+}
+
+spyre_status spyre_event_destroy(spyre_event_t event) {
+    return guard(__func__, [&] {
+        if (!event) return;
+        handles().remove<EventObj>(event, Kind::Event, "event");
+    });
+}
+
+spyre_status spyre_event_record(spyre_event_t event, spyre_stream_t stream) {
+    return guard(__func__, [&] {
+        auto e = check_event(event);
+        StreamRef st = resolve_stream(stream, e->dev);
+        MarkerRef m = st->record();
+        std::lock_guard lock(e->mu);
+        e->marker = std::move(m);
+    });
+}
+
+spyre_status spyre_event_synchronize(spyre_event_t event) {
+    return guard(__func__, [&] {
+        auto e = check_event(event);
+        MarkerRef m;
+        {
+            std::lock_guard lock(e->mu);
+            m = e->marker;
+        }
+        if (m) m->wait();
+    });
+}
+
+spyre_status spyre_event_query(spyre_event_t event) {
+    bool done = true;
+    spyre_status st = guard(__func__, [&] {
+        auto e = check_event(event);
+        MarkerRef m;
+        {
+            std::lock_guard lock(e->mu);
+            m = e->marker;
+        }
+        done = !m || m->done();
+    });
+    if (st == SPYRE_SUCCESS && !done)
+        return not_ready(__func__, "the work the event covers has not finished");
+    return st;
+}
+
+spyre_status spyre_event_elapsed(spyre_event_t start, spyre_event_t end,
+                                 spyre_event_timing* timing) {
+    bool ready = true;
+    spyre_status st = guard(__func__, [&] {
+        auto a = check_event(start, "start event");
+        auto b = check_event(end, "end event");
+        require_out(timing, "timing");
+        MarkerRef ma, mb;
+        {
+            std::lock_guard lock(a->mu);
+            ma = a->marker;
+        }
+        {
+            std::lock_guard lock(b->mu);
+            mb = b->marker;
+        }
+        require(ma && mb, "both events must have been recorded");
+        if (!ma->done() || !mb->done()) {
+            ready = false;
+            return;
+        }
+        *timing = spyre_event_timing{};
+        timing->wall_ns = mb->time_ns() - ma->time_ns();
+        if (ma->stream_id() != mb->stream_id())
+            fail(SPYRE_ERROR_NOT_SUPPORTED,
+                 "the events were recorded on different streams: modeled device time is "
+                 "defined between two events of one stream");
+        timing->modeled_cycles = mb->cycles() >= ma->cycles() ? mb->cycles() - ma->cycles() : 0;
+        const uint32_t mhz = a->dev->info().clock_mhz;
+        timing->modeled_ns = mhz ? timing->modeled_cycles * 1000 / mhz : 0;
+    });
+    if (st == SPYRE_SUCCESS && !ready) return not_ready(__func__, "an event has not completed yet");
+    return st;
 }
 
 }  // extern "C"

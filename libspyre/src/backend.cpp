@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <format>
+#include <map>
+#include <mutex>
 
 #include "enumerate.hpp"
 #include "error.hpp"
@@ -37,8 +39,15 @@ int device_count() {
 }
 
 std::shared_ptr<Device> open_device(int index) {
-    if (selected_backend() == SPYRE_BACKEND_SIM) return open_sim_device(index);
-    return open_kernel_device(index);
+    const spyre_backend b = selected_backend();
+    static std::mutex mu;
+    static auto* opened = new std::map<std::pair<int, int>, std::weak_ptr<Device>>();
+    std::lock_guard lock(mu);
+    auto& slot = (*opened)[{static_cast<int>(b), index}];
+    if (auto d = slot.lock()) return d;
+    auto d = b == SPYRE_BACKEND_SIM ? open_sim_device(index) : open_kernel_device(index);
+    slot = d;
+    return d;
 }
 
 void fail_unknown_host_pointer(const void* ptr, const std::string& device) {

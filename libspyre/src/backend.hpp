@@ -1,22 +1,29 @@
-// The backend abstraction of libspyre: a Device (one open card) and its Buffers, implemented by
-// the kernel backend (device.{hpp,cpp}: the spyre driver's ioctls) and by the in-process
-// simulator backend (sim.cpp: simulated cards running the compute engine). api.cpp only talks
-// to these interfaces. Work on a device is a Job (today: a launch), so that streams and events
-// can queue jobs later without changing the backends' contract.
+// The backend abstraction of libspyre: a Device (one card, shared by every open of it in the
+// process), its Buffers and Streams (ordered queues of work, with Markers for events),
+// implemented by the kernel backend (device.{hpp,cpp}, stream_kernel.cpp: the spyre driver's
+// ioctls) and by the in-process simulator backend (sim.cpp: simulated cards running the compute
+// engine). api.cpp only talks to these interfaces.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "error.hpp"
 #include "spyre/spyre.h"
 #include "spyre_accel.h"
 
 namespace spyre {
 
-// Device memory of one device. Created by Device::alloc; freed on destruction.
+// Device memory of one device. Created by Device::alloc; freed on destruction (when the last
+// reference is dropped: queued work holds references to the buffers it uses).
 class Buffer {
   public:
     virtual ~Buffer() = default;
@@ -24,29 +31,111 @@ class Buffer {
     virtual uint64_t alloc_size() const = 0;  // bytes reserved (page rounded)
     virtual uint64_t dev_addr() const = 0;
     virtual void* map() = 0;  // CPU pointer to the whole buffer, mapped once
+    // Sub-allocations (suballoc.hpp) live inside a backend buffer: the buffer the backend
+    // knows and the offset in it. A backend buffer is its own root.
+    virtual Buffer& root() { return *this; }
+    virtual uint64_t root_offset() const { return 0; }
 };
+
+using BufferRef = std::shared_ptr<Buffer>;
 
 // A launch, validated by api.cpp: buffers are distinct, on this device, num_cores resolved.
 struct LaunchRequest {
-    const Buffer* program = nullptr;
+    BufferRef program;
     uint64_t program_size = 0;
     uint32_t num_cores = 0;  // 1 .. info().num_cores
     uint32_t num_args = 0;
     uint64_t args[SPYRE_LAUNCH_MAX_ARGS] = {};
-    std::vector<const Buffer*> buffers;
+    std::vector<BufferRef> buffers;
 };
 
-// Submitted work. wait() blocks until it finished, throws Error on failure and, for a launch,
-// fills *stats (if not NULL). Called at most once.
-class Job {
-  public:
-    virtual ~Job() = default;
-    virtual void wait(spyre_launch_stats* stats) = 0;
+// One side of a strided copy: a device buffer (buf != nullptr) or host memory.
+struct CopySide {
+    BufferRef buf;
+    uint64_t offset = 0;        // in buf
+    std::byte* host = nullptr;  // when buf is null
+    uint64_t pitch = 0;         // bytes between rows
+    uint64_t slice_pitch = 0;   // bytes between slices
 };
 
-class Device {
+// A 3-D strided copy (2-D: depth 1), validated by api.cpp: ranges inside the buffers.
+struct Copy3D {
+    CopySide src, dst;
+    uint64_t width = 0, height = 0, depth = 0;  // bytes per row, rows, slices
+};
+
+// The completion point of an event record: all work its stream had queued before it.
+class Marker {
   public:
-    virtual ~Device() = default;
+    virtual ~Marker() = default;
+    virtual bool done() = 0;  // non-blocking
+    virtual void wait() = 0;  // blocks until done; no library lock is held while waiting
+    // Valid once done(): modeled device cycles of the stream's jobs up to this point (since
+    // the stream was created), and CLOCK_MONOTONIC ns at which completion was observed.
+    virtual uint64_t cycles() = 0;
+    virtual int64_t time_ns() = 0;
+    virtual const void* stream_id() const = 0;
+};
+using MarkerRef = std::shared_ptr<Marker>;
+
+// Status of one synchronous operation (Stream::run_sync): its own error, separate from the
+// stream's sticky error. Guarded by the stream's lock.
+struct OpStatus {
+    std::optional<Error> err;
+    uint64_t last_point = 0;  // kernel: timeline point of its last job
+    uint64_t last_seq = 0;    // simulator: sequence number of its last item
+    int outstanding = 0;      // parts deferred behind a host function, not yet run
+};
+// The synchronous operation the calling thread is inside (Stream::run_sync), or null.
+std::shared_ptr<OpStatus>& current_op();
+
+// An ordered queue of work on a device. All calls are thread-safe; work is executed in the
+// order it was queued. The first failure since the last synchronize() is kept ("sticky") and
+// thrown by synchronize(); later work still runs.
+class Stream {
+  public:
+    virtual ~Stream() = default;
+    virtual void copy_htod(const BufferRef& dst, uint64_t dst_offset, const void* src,
+                           uint64_t size) = 0;
+    virtual void copy_dtoh(void* dst, const BufferRef& src, uint64_t src_offset, uint64_t size) = 0;
+    virtual void copy_dtod(const BufferRef& dst, uint64_t dst_offset, const BufferRef& src,
+                           uint64_t src_offset, uint64_t size) = 0;
+    virtual void copy_3d(const Copy3D& c) = 0;
+    // Fills size bytes with a repeated pattern of pattern_size (1, 2, 4 or 8) bytes.
+    virtual void fill(const BufferRef& dst, uint64_t offset, uint64_t size, uint64_t pattern,
+                      uint32_t pattern_size) = 0;
+    // stats (may be NULL) is written when the launch completes successfully.
+    virtual void launch(const LaunchRequest& req, spyre_launch_stats* stats) = 0;
+    virtual void host_func(void (*fn)(void*), void* user) = 0;
+    virtual MarkerRef record() = 0;
+    virtual void wait(const MarkerRef& m) = 0;
+    // Waits for all queued work; throws the first error since the last synchronize.
+    virtual void synchronize() = 0;
+    // true if all queued work finished; throws like synchronize() when it did and failed.
+    virtual bool query() = 0;
+    // Runs body (which queues work on this stream) and waits for that work only; throws the
+    // first error of that work (not of earlier asynchronous work).
+    virtual void run_sync(const std::function<void()>& body) = 0;
+    int priority() const { return priority_; }
+    uint32_t ring() const { return ring_; }
+
+  protected:
+    int priority_ = 0;
+    uint32_t ring_ = 0;
+};
+using StreamRef = std::shared_ptr<Stream>;
+
+// Counters of the runtime (spyre_runtime_stats).
+struct RuntimeCounters {
+    std::atomic<uint64_t> jobs_submitted{0}, busy_retries{0}, backpressure_waits{0};
+    std::atomic<uint64_t> program_cache_hits{0}, program_cache_misses{0};
+};
+
+class SubAllocator;
+
+class Device : public std::enable_shared_from_this<Device> {
+  public:
+    virtual ~Device();
     Device(const Device&) = delete;
     Device& operator=(const Device&) = delete;
 
@@ -62,22 +151,44 @@ class Device {
     virtual void* host_alloc(uint64_t size) = 0;
     virtual void host_free(void* ptr) = 0;
 
-    // Synchronous copies; arguments already validated against the buffer sizes, buffers are
-    // this device's.
-    virtual void copy_htod(Buffer& dst, uint64_t dst_offset, const void* src, uint64_t size) = 0;
-    virtual void copy_dtoh(void* dst, Buffer& src, uint64_t src_offset, uint64_t size) = 0;
-    virtual void copy_dtod(Buffer& dst, uint64_t dst_offset, Buffer& src, uint64_t src_offset,
-                           uint64_t size) = 0;
+    // A new stream; priority < 0 is high priority. The default stream is created with
+    // is_default (ring 0).
+    virtual StreamRef create_stream(int priority, bool is_default = false) = 0;
 
-    virtual void synchronize() = 0;
+    // Waits for all work queued on the device's streams (not thrown: errors stay with them).
+    void synchronize();
 
-    // Queues a launch. Throws NOT_SUPPORTED if the device cannot launch.
-    virtual std::unique_ptr<Job> submit_launch(const LaunchRequest& req) = 0;
+    // ---- runtime services shared by the backends (runtime.cpp) ----
+    // The device's default stream (created on first use).
+    StreamRef default_stream();
+    // Streams created through create_stream register here (for synchronize()).
+    void register_stream(const StreamRef& s);
+    // A buffer of `size` bytes: small sizes come from the sub-allocator's slabs.
+    BufferRef alloc_buffer(uint64_t size);
+    SubAllocator& suballocator();
+    // Program cache: the device buffer holding an identical image, or a new one.
+    BufferRef load_program_image(const void* image, size_t size);
+    RuntimeCounters& counters() { return counters_; }
 
   protected:
-    Device() = default;
+    Device();
+    // Drains and drops the default stream, the sub-allocator and the program cache. Called
+    // first by each backend's destructor, while the backend's resources still exist.
+    void release_runtime();
     spyre_device_info info_{};
     std::string name_;
+    RuntimeCounters counters_;
+
+  private:
+    std::mutex rt_mu_;
+    StreamRef default_stream_;
+    std::vector<std::weak_ptr<Stream>> streams_;
+    std::unique_ptr<SubAllocator> suballoc_;
+    struct CachedImage {
+        std::vector<uint8_t> bytes;
+        std::weak_ptr<Buffer> buf;
+    };
+    std::multimap<uint64_t, CachedImage> program_cache_;  // by content hash
 };
 
 // ---- backend selection (backend.cpp) ----
@@ -87,6 +198,8 @@ class Device {
 spyre_backend selected_backend();
 // Devices of the selected backend; throws NO_DEVICE (with advice) if there are none.
 int device_count();
+// The process-wide Device of card `index` of the selected backend: every open of one card
+// shares it (one driver file), so buffers, programs and streams work across handles.
 std::shared_ptr<Device> open_device(int index);
 
 // Backend entry points.
@@ -129,6 +242,9 @@ void stats_from_result(const Result& r, uint32_t clock_mhz, spyre_launch_stats* 
 
 // The error of spyre_host_free() for a pointer the device did not hand out.
 [[noreturn]] void fail_unknown_host_pointer(const void* ptr, const std::string& device);
+
+// CLOCK_MONOTONIC in ns.
+int64_t monotonic_ns();
 
 // Parses a byte count with an optional K/M/G/T suffix (powers of 1024, "KiB" etc. too).
 bool parse_bytes(const char* s, uint64_t* out);

@@ -1,6 +1,7 @@
 #include "device.hpp"
 
 #include <fcntl.h>
+#include <unistd.h>
 #include <xf86drm.h>
 
 #include <cerrno>
@@ -31,12 +32,6 @@ int64_t job_timeout_from_env() {
     long long ms = std::strtoll(s, &end, 10);
     if (!end || *end != '\0' || ms <= 0) return kDefaultJobTimeoutNs;
     return ms * 1000 * 1000;
-}
-
-int64_t monotonic_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 // drmIoctl returning 0 or an errno value.
@@ -120,21 +115,32 @@ std::shared_ptr<KernelDevice> KernelDevice::open(int index) {
     if (info.num_rings == 0)
         fail(SPYRE_ERROR_DEVICE_ERROR,
              std::format("{} reports no command rings: the card is not usable", d->name_));
-    if (info.caps & DRM_SPYRE_CAP_TIMELINE) {
-        if (drmSyncobjCreate(fd, 0, &d->timeline_) != 0) d->timeline_ = 0;
-    }
+    if (!(info.caps & DRM_SPYRE_CAP_TIMELINE))
+        fail(SPYRE_ERROR_NOT_SUPPORTED,
+             std::format("{}: the driver has no timeline syncobjs (DRM_SPYRE_CAP_TIMELINE), "
+                         "which streams need; update the spyre driver",
+                         d->name_));
     return d;
 }
 
 KernelDevice::~KernelDevice() {
+    release_runtime();
     {
-        std::lock_guard lock(mu_);
-        drain_staging();
-        staging_.reset();
+        std::lock_guard lock(cb_mu_);
+        cb_stop_ = true;
     }
+    cb_cv_.notify_all();
+    if (cb_thread_.joinable()) cb_thread_.join();
+    // Jobs still using staging slots finish before the slots go away.
+    for (auto& s : slots_)
+        if (s->syncobj) {
+            try {
+                wait_point(s->syncobj, s->point, "staging slot");
+            } catch (const Error&) {
+            }
+        }
+    slots_.clear();
     host_allocs_.clear();
-    result_bo_.reset();
-    if (timeline_) drmSyncobjDestroy(fd_.get(), timeline_);
 }
 
 template <typename T>
@@ -249,35 +255,140 @@ Bo* KernelDevice::find_host_range(const void* ptr, uint64_t size, uint64_t* offs
     return bo;
 }
 
-uint64_t KernelDevice::submit(std::span<const drm_spyre_cmd> cmds) {
-    drm_spyre_submit s{};
-    s.cmds = reinterpret_cast<uintptr_t>(cmds.data());
-    s.cmd_count = static_cast<uint32_t>(cmds.size());
+uint32_t KernelDevice::create_syncobj() {
+    uint32_t h = 0;
+    if (drmSyncobjCreate(fd_.get(), 0, &h) != 0)
+        fail(status_from_errno(errno),
+             std::format("{}: cannot create a syncobj ({})", name_, errno_text(errno)));
+    return h;
+}
+
+void KernelDevice::destroy_syncobj(uint32_t h) {
+    if (h) drmSyncobjDestroy(fd_.get(), h);
+}
+
+void KernelDevice::wait_point(uint32_t syncobj, uint64_t point, const std::string& what) {
+    if (!point) return;
+    if (drmSyncobjTimelineWait(fd_.get(), &syncobj, &point, 1, monotonic_ns() + timeout_ns_,
+                               DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT, nullptr) != 0) {
+        int err = errno;
+        if (err == ETIME || err == ETIMEDOUT)
+            fail(SPYRE_ERROR_TIMEOUT,
+                 std::format("{}: {} did not finish within {} s (set SPYRE_JOB_TIMEOUT_MS to "
+                             "wait longer)",
+                             name_, what, timeout_ns_ / 1000000000));
+        fail(status_from_errno(err),
+             std::format("{}: waiting for {} failed ({})", name_, what, errno_text(err)));
+    }
+}
+
+uint64_t KernelDevice::syncobj_value(uint32_t syncobj) {
+    uint64_t v = 0;
+    if (drmSyncobjQuery(fd_.get(), &syncobj, &v, 1) != 0)
+        fail(status_from_errno(errno),
+             std::format("{}: syncobj query failed ({})", name_, errno_text(errno)));
+    return v;
+}
+
+namespace {
+// Unreaped jobs may trail the newest job by at most this much (the driver keeps the results
+// of the last DRM_SPYRE_JOB_HISTORY jobs of a file).
+constexpr uint64_t kHistoryMargin = DRM_SPYRE_JOB_HISTORY - 64;
+constexpr uint32_t kUnknown = UINT32_MAX;
+constexpr int kBusyRetries = 10000;
+}  // namespace
+
+uint64_t KernelDevice::submit(drm_spyre_submit& s) {
     s.cmd_size = sizeof(drm_spyre_cmd);
     s.sync_size = sizeof(drm_spyre_sync);
-    s.ring = 0;
-    if (timeline_) {
-        s.out_sync = timeline_;
-        s.out_point = timeline_point_ + 1;
+    // Keep the oldest unreaped job within the history: learn its outcome first.
+    for (;;) {
+        uint64_t oldest = 0;
+        {
+            std::lock_guard lock(jobs_mu_);
+            for (auto& [id, w] : unreaped_)
+                if (w.status == kUnknown) {
+                    oldest = id;
+                    break;
+                }
+            if (!oldest || last_job_ - oldest < kHistoryMargin) break;
+        }
+        counters_.backpressure_waits++;
+        auto w = wait_raw(oldest, "oldest job in flight", monotonic_ns() + timeout_ns_);
+        std::lock_guard lock(jobs_mu_);
+        if (auto it = unreaped_.find(oldest); it != unreaped_.end()) it->second = w;
     }
-    if (int err = xioctl(fd_.get(), DRM_IOCTL_SPYRE_SUBMIT, &s)) {
+    for (int attempt = 0;; ++attempt) {
+        int err = xioctl(fd_.get(), DRM_IOCTL_SPYRE_SUBMIT, &s);
+        if (!err) break;
+        if ((err == EAGAIN || err == EBUSY) && attempt < kBusyRetries) {
+            // Too many queued jobs: wait for the oldest of ours, then retry.
+            counters_.busy_retries++;
+            uint64_t oldest = 0;
+            {
+                std::lock_guard lock(jobs_mu_);
+                for (auto& [id, w] : unreaped_)
+                    if (w.status == kUnknown) {
+                        oldest = id;
+                        break;
+                    }
+            }
+            if (oldest) {
+                auto w = wait_raw(oldest, "oldest job in flight", monotonic_ns() + timeout_ns_);
+                std::lock_guard lock(jobs_mu_);
+                if (auto it = unreaped_.find(oldest); it != unreaped_.end()) it->second = w;
+            } else {
+                usleep(1000);  // the queue is full of other processes' jobs
+            }
+            continue;
+        }
         spyre_status st = status_from_errno(err);
+        if (err == EAGAIN || err == EBUSY)
+            fail(SPYRE_ERROR_BUSY, std::format("{}: the driver's job queue stayed full ({})", name_,
+                                               errno_text(err)));
         if (st == SPYRE_ERROR_DEVICE_LOST)
             fail(st,
                  std::format("{} was removed or its driver unbound ({})", name_, errno_text(err)));
         fail(st == SPYRE_ERROR_INVALID_ARGUMENT ? SPYRE_ERROR_INTERNAL : st,
-             std::format("{}: the driver refused a job of {} command{} ({})", name_, cmds.size(),
-                         cmds.size() == 1 ? "" : "s", errno_text(err)));
+             std::format("{}: the driver refused a job of {} command{} ({})", name_, s.cmd_count,
+                         s.cmd_count == 1 ? "" : "s", errno_text(err)));
     }
-    if (timeline_) ++timeline_point_;
-    last_job_ = s.job_id;
+    counters_.jobs_submitted++;
+    std::lock_guard lock(jobs_mu_);
+    drm_spyre_job_wait w{};
+    w.status = kUnknown;
+    unreaped_.emplace(s.job_id, w);
+    last_job_ = std::max<uint64_t>(last_job_, s.job_id);
     return s.job_id;
 }
 
-drm_spyre_job_wait KernelDevice::wait_raw(uint64_t job_id, const std::string& what) {
+void KernelDevice::wait_job(uint64_t job_id, const std::string& what) {
+    auto w = wait_raw(job_id, what, monotonic_ns() + timeout_ns_);
+    std::lock_guard lock(jobs_mu_);
+    if (auto it = unreaped_.find(job_id); it != unreaped_.end()) it->second = w;
+}
+
+drm_spyre_job_wait KernelDevice::reap_job(uint64_t job_id, const std::string& what) {
+    {
+        std::lock_guard lock(jobs_mu_);
+        auto it = unreaped_.find(job_id);
+        if (it != unreaped_.end() && it->second.status != kUnknown) {
+            auto w = it->second;
+            unreaped_.erase(it);
+            return w;
+        }
+    }
+    auto w = wait_raw(job_id, what, monotonic_ns() + timeout_ns_);
+    std::lock_guard lock(jobs_mu_);
+    unreaped_.erase(job_id);
+    return w;
+}
+
+drm_spyre_job_wait KernelDevice::wait_raw(uint64_t job_id, const std::string& what,
+                                          int64_t deadline) {
     drm_spyre_job_wait w{};
     w.job_id = job_id;
-    w.timeout_ns = monotonic_ns() + timeout_ns_;
+    w.timeout_ns = deadline;
     if (int err = xioctl(fd_.get(), DRM_IOCTL_SPYRE_JOB_WAIT, &w)) {
         if (err == ETIME || err == ETIMEDOUT)
             fail(SPYRE_ERROR_TIMEOUT, std::format("{}: job {} ({}) did not finish within {} s (set "
@@ -315,58 +426,89 @@ void KernelDevice::fail_job(const drm_spyre_job_wait& w, const std::string& what
     }
 }
 
-void KernelDevice::wait(uint64_t job_id, const std::string& what) {
-    drm_spyre_job_wait w = wait_raw(job_id, what);
-    if (w.status != DRM_SPYRE_JOB_OK) fail_job(w, what);
+namespace {
+constexpr size_t kMaxStagingSlots = 8;
 }
 
-void KernelDevice::synchronize() {
-    std::lock_guard lock(mu_);
-    drain_staging();
-    if (timeline_ && timeline_point_) {
-        uint64_t point = timeline_point_;
-        if (drmSyncobjTimelineWait(fd_.get(), &timeline_, &point, 1, monotonic_ns() + timeout_ns_,
-                                   DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT, nullptr) != 0) {
-            int err = errno;
-            fail(err == ETIME ? SPYRE_ERROR_TIMEOUT : status_from_errno(err),
-                 std::format("{}: waiting for timeline point {} failed ({})", name_, point,
-                             errno_text(err)));
+uint64_t KernelDevice::chunk_bytes() {
+    std::lock_guard lock(staging_mu_);
+    if (!chunk_bytes_) chunk_bytes_ = staging_chunk_bytes_from_env();
+    return chunk_bytes_;
+}
+
+KStagingSlot* KernelDevice::acquire_slot() {
+    if (!(info_.caps & DRM_SPYRE_CAP_HOST_BO))
+        fail(SPYRE_ERROR_NOT_SUPPORTED,
+             std::format("{}: the driver has no host buffers, so pageable host memory "
+                         "cannot be copied",
+                         name_));
+    const uint64_t chunk = chunk_bytes();
+    std::unique_lock lock(staging_mu_);
+    for (;;) {
+        // An idle slot, or one whose job has finished.
+        KStagingSlot* busy = nullptr;
+        for (auto& s : slots_) {
+            if (s->taken) continue;
+            if (!s->syncobj) {
+                s->taken = true;
+                return s.get();
+            }
+            if (!busy) busy = s.get();
         }
-    } else if (last_job_) {
-        wait(last_job_, "last submitted job");
-    }
-}
-
-void KernelDevice::drain_staging() noexcept {
-    if (!staging_) return;
-    for (auto& slot : staging_->slots) {
-        if (!slot.job) continue;
-        drm_spyre_job_wait w{};
-        w.job_id = slot.job;
-        w.timeout_ns = monotonic_ns() + timeout_ns_;
-        xioctl(fd_.get(), DRM_IOCTL_SPYRE_JOB_WAIT, &w);
-        slot.job = 0;
-    }
-}
-
-StagingPool& KernelDevice::staging() {
-    if (!staging_) {
-        if (!(info_.caps & DRM_SPYRE_CAP_HOST_BO))
-            fail(SPYRE_ERROR_NOT_SUPPORTED,
-                 std::format("{}: the driver has no host buffers, so pageable host memory "
-                             "cannot be copied",
-                             name_));
-        auto pool = std::make_unique<StagingPool>();
-        pool->chunk_bytes = staging_chunk_bytes_from_env();
-        for (unsigned i = 0; i < kDefaultStagingSlots; ++i) {
-            StagingSlot slot;
-            slot.bo = create_bo(pool->chunk_bytes, DRM_SPYRE_BO_HOST);
-            slot.ptr = static_cast<std::byte*>(slot.bo->map());
-            pool->slots.push_back(std::move(slot));
+        for (auto& s : slots_) {
+            if (s->taken || !s->syncobj) continue;
+            if (syncobj_value(s->syncobj) >= s->point) {
+                s->syncobj = 0;
+                s->taken = true;
+                return s.get();
+            }
         }
-        staging_ = std::move(pool);
+        if (slots_.size() < kMaxStagingSlots) {
+            auto slot = std::make_unique<KStagingSlot>();
+            slot->taken = true;
+            KStagingSlot* raw = slot.get();
+            slots_.push_back(std::move(slot));
+            lock.unlock();
+            try {
+                raw->bo = create_bo(chunk, DRM_SPYRE_BO_HOST);
+                raw->ptr = static_cast<std::byte*>(raw->bo->map());
+            } catch (...) {
+                lock.lock();
+                std::erase_if(slots_, [&](auto& s) { return s.get() == raw; });
+                throw;
+            }
+            return raw;
+        }
+        if (busy) {
+            uint32_t so = busy->syncobj;
+            uint64_t pt = busy->point;
+            counters_.backpressure_waits++;
+            lock.unlock();
+            wait_point(so, pt, "a staging slot");
+            lock.lock();
+            continue;
+        }
+        staging_cv_.wait(lock);  // every slot is being filled by another thread
     }
-    return *staging_;
+}
+
+void KernelDevice::forget_syncobj(uint32_t syncobj) {
+    {
+        std::lock_guard lock(staging_mu_);
+        for (auto& s : slots_)
+            if (s->syncobj == syncobj) s->syncobj = 0;
+    }
+    staging_cv_.notify_all();
+}
+
+void KernelDevice::release_slot(KStagingSlot* slot, uint32_t syncobj, uint64_t point) {
+    {
+        std::lock_guard lock(staging_mu_);
+        slot->taken = false;
+        slot->syncobj = syncobj;
+        slot->point = point;
+    }
+    staging_cv_.notify_one();
 }
 
 }  // namespace spyre

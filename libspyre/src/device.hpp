@@ -1,14 +1,18 @@
-// The kernel backend: one open Spyre device through the spyre driver: the accel fd, its
-// properties, buffer creation, job submission and waiting, pinned host allocations, the staging
-// pool and launches. Thread-safe.
+// The kernel backend: one Spyre card through the spyre driver (one accel fd per card and
+// process): its properties, buffer creation, job submission and reaping, pinned host
+// allocations, the staging slots and the host-function thread. Streams are in
+// stream_kernel.cpp. Thread-safe.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 
 #include "backend.hpp"
 #include "bo.hpp"
@@ -21,6 +25,18 @@ namespace spyre {
 
 // Largest single COPY command libspyre emits; longer direct copies become several commands.
 inline constexpr uint64_t kMaxCmdBytes = 64ull << 20;
+
+class KernelStream;
+
+// A staging slot: a pinned host BO that a job may be reading or writing until the timeline
+// point (syncobj, point) has signalled.
+struct KStagingSlot {
+    std::unique_ptr<Bo> bo;
+    std::byte* ptr = nullptr;
+    uint32_t syncobj = 0;  // 0: idle
+    uint64_t point = 0;
+    bool taken = false;
+};
 
 class KernelDevice final : public Device {
   public:
@@ -44,61 +60,84 @@ class KernelDevice final : public Device {
     void* host_alloc(uint64_t size) override;
     void host_free(void* ptr) override;
 
-    // Synchronous copies; arguments already validated against the buffer sizes. The buffers
-    // are Bos of this device.
-    void copy_htod(Buffer& dst, uint64_t dst_offset, const void* src, uint64_t size) override;
-    void copy_dtoh(void* dst, Buffer& src, uint64_t src_offset, uint64_t size) override;
-    void copy_dtod(Buffer& dst, uint64_t dst_offset, Buffer& src, uint64_t src_offset,
-                   uint64_t size) override;
+    StreamRef create_stream(int priority, bool is_default) override;
 
-    void synchronize() override;
+    // ---- used by KernelStream (stream_kernel.cpp) ----
+    int64_t timeout_ns() const { return timeout_ns_; }
+    uint32_t create_syncobj();
+    void destroy_syncobj(uint32_t h);
+    // Blocks until timeline point `point` of `syncobj` has signalled (no lock held).
+    void wait_point(uint32_t syncobj, uint64_t point, const std::string& what);
+    uint64_t syncobj_value(uint32_t syncobj);
+    // SUBMIT with back-pressure: -EAGAIN/-EBUSY (too many queued jobs) waits for the oldest
+    // job of this process and retries. Keeps every unreaped job within the driver's result
+    // history. Returns the job id.
+    uint64_t submit(drm_spyre_submit& s);
+    // Blocks until job_id has finished (JOB_WAIT) and keeps its outcome for reap_job.
+    void wait_job(uint64_t job_id, const std::string& what);
+    // Outcome of a finished job (polls; the caller knows it has finished). Forgets the job.
+    drm_spyre_job_wait reap_job(uint64_t job_id, const std::string& what);
+    // Blocking JOB_WAIT; throws only if the wait itself failed.
+    drm_spyre_job_wait wait_raw(uint64_t job_id, const std::string& what, int64_t timeout_ns);
+    [[noreturn]] void fail_job(const drm_spyre_job_wait& w, const std::string& what);
 
-    std::unique_ptr<Job> submit_launch(const LaunchRequest& req) override;
+    // A host BO of this device containing [ptr, ptr+size), with the offset of ptr in it.
+    Bo* find_host_range(const void* ptr, uint64_t size, uint64_t* offset);
+
+    // Staging slots of chunk_bytes() each, shared by all streams; at most kMaxStagingSlots,
+    // then acquire waits for the slot that frees first.
+    KStagingSlot* acquire_slot();
+    void release_slot(KStagingSlot* slot, uint32_t syncobj, uint64_t point);
+    // A stream's syncobj goes away (its work has finished): slots waiting on it are idle.
+    void forget_syncobj(uint32_t syncobj);
+    uint64_t chunk_bytes();
+
+    // Host functions: run by the completion thread after (syncobj, point).
+    void post_host_func(std::shared_ptr<KernelStream> s, uint64_t point, void (*fn)(void*),
+                        void* user);
+    // Launch batches: flushed by the completion thread once job `job` has finished.
+    void post_flush(std::shared_ptr<KernelStream> s, uint64_t job);
 
   private:
-    friend class KernelLaunchJob;
     KernelDevice() = default;
 
     template <typename T>
     T query(uint32_t param, const char* what);
 
-    // Queues one job; returns its job id. Caller holds mu_.
-    uint64_t submit(std::span<const drm_spyre_cmd> cmds);
-    // Waits for a job; throws on failure with `what` describing the job. Caller holds mu_.
-    void wait(uint64_t job_id, const std::string& what);
-    // Waits for a job and returns its outcome; throws only if the wait itself failed (timeout,
-    // ioctl error). Caller holds mu_.
-    drm_spyre_job_wait wait_raw(uint64_t job_id, const std::string& what);
-    // Throws the error of a failed job outcome. Caller holds mu_.
-    [[noreturn]] void fail_job(const drm_spyre_job_wait& w, const std::string& what);
-    // Waits for every job still using a staging slot, ignoring errors. Caller holds mu_.
-    void drain_staging() noexcept;
-    StagingPool& staging();
-
-    // A host BO of this device containing [ptr, ptr+size), with the offset of ptr in it.
-    Bo* find_host_range(const void* ptr, uint64_t size, uint64_t* offset);
-
-    // Direct copy between two BOs, split into commands of at most kMaxCmdBytes.
-    void copy_direct(Bo& dst, uint64_t dst_offset, Bo& src, uint64_t src_offset, uint64_t size,
-                     const char* direction);
+    void completion_thread();
 
     UniqueFd fd_;  // first member: destroyed last, after every BO below
     int64_t timeout_ns_ = 0;
+    std::atomic<uint32_t> next_ring_{0};
 
-    std::mutex mu_;  // serialises submissions, waits and the staging pool
-    uint32_t timeline_ = 0;
-    uint64_t timeline_point_ = 0;
+    // Unreaped jobs, so that no job falls out of the driver's result history unreaped.
+    std::mutex jobs_mu_;
+    std::map<uint64_t, drm_spyre_job_wait> unreaped_;  // job id -> outcome once known (status
+                                                       // UINT32_MAX: not yet)
     uint64_t last_job_ = 0;
-    std::unique_ptr<StagingPool> staging_;
 
-    // Launch results: a host BO of kLaunchResultSlots drm_spyre_launch_result slots, created
-    // on the first launch; a slot is owned by one submitted launch until it is waited.
-    std::unique_ptr<Bo> result_bo_;
-    std::byte* result_ptr_ = nullptr;
-    uint32_t result_busy_ = 0;  // bit i: slot i in use
+    friend class KernelStream;
+    std::mutex staging_mu_;
+    std::condition_variable staging_cv_;
+    uint64_t chunk_bytes_ = 0;
+    std::vector<std::unique_ptr<KStagingSlot>> slots_;
 
     std::mutex host_mu_;
     std::map<uintptr_t, std::unique_ptr<Bo>> host_allocs_;  // by start address
+
+    // Completion thread for host functions (started on first use).
+    struct HostFunc {
+        std::shared_ptr<KernelStream> stream;
+        uint64_t point;
+        void (*fn)(void*);  // null: flush the stream's launch batch after flush_job
+        void* user;
+        uint64_t flush_job = 0;
+    };
+    std::mutex cb_mu_;
+    std::condition_variable cb_cv_;
+    std::deque<HostFunc> cb_queue_;
+    bool cb_stop_ = false;
+    std::thread cb_thread_;
 };
 
 }  // namespace spyre

@@ -83,6 +83,10 @@ const char* status_string(spyre_status status) {
             return "internal error";
         case SPYRE_ERROR_PROGRAM:
             return "program error";
+        case SPYRE_ERROR_NOT_READY:
+            return "not ready";
+        case SPYRE_ERROR_BUSY:
+            return "busy";
     }
     return "unknown status";
 }

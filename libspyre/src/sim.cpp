@@ -8,11 +8,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <format>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <thread>
 #include <vector>
 
 #include "backend.hpp"
@@ -218,21 +222,192 @@ class SimBuffer final : public Buffer {
     uint64_t addr_, size_, alloc_;
 };
 
-class SimLaunchJob final : public Job {
+class SimMarker final : public Marker {
   public:
-    explicit SimLaunchJob(std::string device, uint32_t clock_mhz)
-        : device_(std::move(device)), clock_mhz_(clock_mhz) {}
-    spyre_engine_result res{};
-
-    void wait(spyre_launch_stats* stats) override {
-        if (res.error) fail_program(device_, res.error, res.core, res.pc, res.message);
-        if (!stats) return;
-        stats_from_result(res, clock_mhz_, stats);
+    explicit SimMarker(const void* stream) : stream_(stream) {}
+    bool done() override {
+        std::lock_guard lock(mu_);
+        return done_;
+    }
+    void wait() override {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return done_; });
+    }
+    uint64_t cycles() override {
+        std::lock_guard lock(mu_);
+        return cycles_;
+    }
+    int64_t time_ns() override {
+        std::lock_guard lock(mu_);
+        return time_;
+    }
+    const void* stream_id() const override { return stream_; }
+    void complete(uint64_t cycles) {
+        {
+            std::lock_guard lock(mu_);
+            done_ = true;
+            cycles_ = cycles;
+            time_ = monotonic_ns();
+        }
+        cv_.notify_all();
     }
 
   private:
-    std::string device_;
-    uint32_t clock_mhz_;
+    const void* stream_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool done_ = false;
+    uint64_t cycles_ = 0;
+    int64_t time_ = 0;
+};
+
+class SimDevice;
+
+// A simulated stream: a worker thread running the stream's work in order. Copies are memcpy
+// into the card's memory, launches run the card's engine (one at a time per card), so a copy on
+// one stream overlaps a launch on another. Event waits block the waiting stream's worker.
+class SimStream final : public Stream {
+  public:
+    SimStream(SimDevice* dev, std::shared_ptr<SimCard> card, int priority);
+    ~SimStream() override {
+        {
+            std::lock_guard lock(mu_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        worker_.join();
+    }
+
+    void copy_htod(const BufferRef& dst, uint64_t dst_offset, const void* src,
+                   uint64_t size) override;
+    void copy_dtoh(void* dst, const BufferRef& src, uint64_t src_offset, uint64_t size) override;
+    void copy_dtod(const BufferRef& dst, uint64_t dst_offset, const BufferRef& src,
+                   uint64_t src_offset, uint64_t size) override {
+        push([=, this] {
+            std::memmove(ptr(*dst, dst_offset, size), ptr(*src, src_offset, size), size);
+            card_->count_copy(&drm_spyre_telemetry::d2d_bytes, size);
+        });
+    }
+    void copy_3d(const Copy3D& c) override;
+    void fill(const BufferRef& dst, uint64_t offset, uint64_t size, uint64_t pattern,
+              uint32_t psize) override {
+        push([=, this] {
+            std::byte* p = ptr(*dst, offset, size);
+            if (psize == 1) {
+                std::memset(p, static_cast<int>(pattern & 0xff), size);
+            } else {
+                for (uint64_t i = 0; i < size; i += psize) std::memcpy(p + i, &pattern, psize);
+            }
+            card_->count_copy(&drm_spyre_telemetry::h2d_bytes, size);
+        });
+    }
+    void launch(const LaunchRequest& req, spyre_launch_stats* stats) override;
+    void host_func(void (*fn)(void*), void* user) override {
+        push([=] { fn(user); });
+    }
+    MarkerRef record() override {
+        auto m = std::make_shared<SimMarker>(this);
+        push([=, this] { m->complete(cycles_); });
+        return m;
+    }
+    void wait(const MarkerRef& m) override {
+        if (m->stream_id() == this) return;
+        push([=] { m->wait(); });
+    }
+    void synchronize() override {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return done_ == enq_; });
+        if (sticky_) {
+            Error e = *sticky_;
+            sticky_.reset();
+            throw e;
+        }
+    }
+    bool query() override {
+        std::lock_guard lock(mu_);
+        if (done_ != enq_) return false;
+        if (sticky_) {
+            Error e = *sticky_;
+            sticky_.reset();
+            throw e;
+        }
+        return true;
+    }
+    void run_sync(const std::function<void()>& body) override {
+        auto op = std::make_shared<OpStatus>();
+        auto& cur = current_op();
+        auto saved = cur;
+        cur = op;
+        try {
+            body();
+        } catch (...) {
+            cur = saved;
+            throw;
+        }
+        cur = saved;
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return done_ >= op->last_seq; });
+        if (op->err) throw *op->err;
+    }
+
+  private:
+    struct Item {
+        std::function<void()> fn;
+        std::shared_ptr<OpStatus> op;
+        uint64_t seq;
+    };
+    void push(std::function<void()> fn) {
+        {
+            std::lock_guard lock(mu_);
+            auto op = current_op();
+            uint64_t seq = ++enq_;
+            if (op) op->last_seq = seq;
+            q_.push_back({std::move(fn), op, seq});
+        }
+        cv_.notify_all();
+    }
+    void run() {
+        std::unique_lock lock(mu_);
+        for (;;) {
+            cv_.wait(lock, [&] { return stop_ || !q_.empty(); });
+            if (q_.empty()) return;
+            Item it = std::move(q_.front());
+            q_.pop_front();
+            lock.unlock();
+            std::optional<Error> err;
+            try {
+                it.fn();
+            } catch (const Error& e) {
+                err = e;
+            } catch (const std::exception& e) {
+                err = Error(SPYRE_ERROR_INTERNAL, e.what());
+            }
+            it.fn = nullptr;  // drop buffer references outside the lock
+            lock.lock();
+            if (err) {
+                if (it.op) {
+                    if (!it.op->err) it.op->err = err;
+                } else if (!sticky_) {
+                    sticky_ = err;
+                }
+            }
+            done_ = it.seq;
+            cv_.notify_all();
+        }
+    }
+    std::byte* ptr(Buffer& b, uint64_t offset, uint64_t size);
+    bool pinned(const void* p, uint64_t size);
+
+    SimDevice* dev_;
+    std::shared_ptr<SimCard> card_;
+    uint64_t cycles_ = 0;  // worker thread only
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<Item> q_;
+    uint64_t enq_ = 0, done_ = 0;
+    bool stop_ = false;
+    std::optional<Error> sticky_;
+    std::thread worker_;
 };
 
 class SimDevice final : public Device {
@@ -264,6 +439,7 @@ class SimDevice final : public Device {
     }
 
     ~SimDevice() override {
+        release_runtime();
         for (auto& [p, n] : host_allocs_) {
             ::munmap(reinterpret_cast<void*>(p), n);
             card_->add_host_bytes(-static_cast<int64_t>(n));
@@ -315,28 +491,130 @@ class SimDevice final : public Device {
         host_allocs_.erase(it);
     }
 
-    void copy_htod(Buffer& dst, uint64_t dst_offset, const void* src, uint64_t size) override {
-        std::memcpy(checked(dst, dst_offset, size), src, size);
+    StreamRef create_stream(int priority, bool is_default) override {
+        auto st = std::make_shared<SimStream>(this, card_, priority);
+        if (!is_default) register_stream(st);
+        return st;
+    }
+
+    const std::shared_ptr<SimCard>& card() const { return card_; }
+
+    bool is_pinned(const void* ptr, uint64_t size) {
+        std::lock_guard lock(host_mu_);
+        uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+        auto it = host_allocs_.upper_bound(p);
+        if (it == host_allocs_.begin()) return false;
+        --it;
+        return p - it->first < it->second && size <= it->second - (p - it->first);
+    }
+
+    // Pointer to [offset, offset + size) of a buffer, checked against the card like the
+    // device's DMA engine checks its commands.
+    std::byte* checked(Buffer& b, uint64_t offset, uint64_t size) {
+        auto& sb = static_cast<SimBuffer&>(b.root());
+        offset += b.root_offset();
+        uint64_t addr = sb.dev_addr() + offset;
+        if (offset > sb.alloc_size() || size > sb.alloc_size() - offset || addr > card_->size() ||
+            size > card_->size() - addr)
+            fail(SPYRE_ERROR_INTERNAL,
+                 std::format("{}: copy range {:#x}+{} outside the buffer at {:#x} ({} bytes)",
+                             name_, addr, size, sb.dev_addr(), sb.alloc_size()));
+        return sb.ptr(offset);
+    }
+
+  private:
+    std::shared_ptr<SimCard> card_;
+    std::mutex host_mu_;
+    std::map<uintptr_t, uint64_t> host_allocs_;
+};
+
+SimStream::SimStream(SimDevice* dev, std::shared_ptr<SimCard> card, int priority)
+    : dev_(dev), card_(std::move(card)) {
+    priority_ = priority;
+    worker_ = std::thread([this] { run(); });
+}
+
+std::byte* SimStream::ptr(Buffer& b, uint64_t offset, uint64_t size) {
+    return dev_->checked(b, offset, size);
+}
+
+bool SimStream::pinned(const void* p, uint64_t size) { return dev_->is_pinned(p, size); }
+
+void SimStream::copy_htod(const BufferRef& dst, uint64_t dst_offset, const void* src,
+                          uint64_t size) {
+    if (!current_op() && !pinned(src, size)) {
+        // Pageable memory: copied before the call returns, so the caller may reuse it.
+        auto snap = std::make_shared<std::vector<std::byte>>(
+            static_cast<const std::byte*>(src), static_cast<const std::byte*>(src) + size);
+        push([=, this] {
+            std::memcpy(ptr(*dst, dst_offset, size), snap->data(), size);
+            card_->count_copy(&drm_spyre_telemetry::h2d_bytes, size);
+        });
+        return;
+    }
+    push([=, this] {
+        std::memcpy(ptr(*dst, dst_offset, size), src, size);
         card_->count_copy(&drm_spyre_telemetry::h2d_bytes, size);
-    }
-    void copy_dtoh(void* dst, Buffer& src, uint64_t src_offset, uint64_t size) override {
-        std::memcpy(dst, checked(src, src_offset, size), size);
-        card_->count_copy(&drm_spyre_telemetry::d2h_bytes, size);
-    }
-    void copy_dtod(Buffer& dst, uint64_t dst_offset, Buffer& src, uint64_t src_offset,
-                   uint64_t size) override {
-        std::memmove(checked(dst, dst_offset, size), checked(src, src_offset, size), size);
-        card_->count_copy(&drm_spyre_telemetry::d2d_bytes, size);
-    }
+    });
+}
 
-    void synchronize() override {}
+void SimStream::copy_dtoh(void* dst, const BufferRef& src, uint64_t src_offset, uint64_t size) {
+    auto body = [=, this] {
+        push([=, this] {
+            std::memcpy(dst, ptr(*src, src_offset, size), size);
+            card_->count_copy(&drm_spyre_telemetry::d2h_bytes, size);
+        });
+    };
+    if (current_op() || pinned(dst, size))
+        body();
+    else
+        run_sync(body);  // into pageable memory: synchronous
+}
 
-    std::unique_ptr<Job> submit_launch(const LaunchRequest& req) override {
+void SimStream::copy_3d(const Copy3D& c) {
+    const uint64_t rows = c.height * c.depth;
+    auto row_off = [=](const CopySide& s, uint64_t r) {
+        return (r / c.height) * s.slice_pitch + (r % c.height) * s.pitch;
+    };
+    auto span = [&](const CopySide& s) { return row_off(s, rows - 1) + c.width; };
+    Copy3D cc = c;
+    std::shared_ptr<std::vector<std::byte>> snap;
+    if (!c.src.buf && !current_op() && !pinned(c.src.host, span(c.src))) {
+        snap = std::make_shared<std::vector<std::byte>>(c.src.host, c.src.host + span(c.src));
+        cc.src.host = snap->data();
+    }
+    auto body = [=, this] {
+        push([=, this] {
+            for (uint64_t r = 0; r < rows; ++r) {
+                const std::byte* from =
+                    cc.src.buf ? ptr(*cc.src.buf, cc.src.offset + row_off(cc.src, r), cc.width)
+                               : cc.src.host + row_off(cc.src, r);
+                std::byte* to = cc.dst.buf
+                                    ? ptr(*cc.dst.buf, cc.dst.offset + row_off(cc.dst, r), cc.width)
+                                    : cc.dst.host + row_off(cc.dst, r);
+                std::memmove(to, from, cc.width);
+            }
+            (void)snap;
+        });
+    };
+    if (!c.dst.buf && !current_op() && !pinned(c.dst.host, span(c.dst)))
+        run_sync(body);
+    else
+        body();
+}
+
+void SimStream::launch(const LaunchRequest& req, spyre_launch_stats* stats) {
+    push([=, this] {
         std::vector<spyre_engine_window> windows;
         windows.reserve(req.buffers.size() + 1);
-        // Like the card: the program's own buffer and the listed buffers (whole allocations).
-        windows.push_back({req.program->dev_addr(), req.program->alloc_size()});
-        for (const Buffer* b : req.buffers) windows.push_back({b->dev_addr(), b->alloc_size()});
+        // Like the card: the program's own buffer and the listed buffers (whole allocations of
+        // the backend; a sub-allocated buffer exposes its slab).
+        auto window = [&](Buffer& b) {
+            Buffer& r = b.root();
+            windows.push_back({r.dev_addr(), r.alloc_size()});
+        };
+        window(*req.program);
+        for (const BufferRef& b : req.buffers) window(*b);
         spyre_engine_job job{};
         job.program = card_->base() + req.program->dev_addr();
         job.program_size = req.program_size;
@@ -347,29 +625,13 @@ class SimDevice final : public Device {
         job.mem_size = card_->size();
         job.windows = windows.data();
         job.num_windows = static_cast<uint32_t>(windows.size());
-        auto j = std::make_unique<SimLaunchJob>(name_, info_.clock_mhz);
-        card_->run(job, &j->res);
-        return j;
-    }
-
-  private:
-    // Pointer to [offset, offset + size) of a buffer, checked against the card like the
-    // device's DMA engine checks its commands.
-    std::byte* checked(Buffer& b, uint64_t offset, uint64_t size) {
-        auto& sb = static_cast<SimBuffer&>(b);
-        uint64_t addr = sb.dev_addr() + offset;
-        if (offset > sb.alloc_size() || size > sb.alloc_size() - offset || addr > card_->size() ||
-            size > card_->size() - addr)
-            fail(SPYRE_ERROR_INTERNAL,
-                 std::format("{}: copy range {:#x}+{} outside the buffer at {:#x} ({} bytes)",
-                             name_, addr, size, sb.dev_addr(), sb.alloc_size()));
-        return sb.ptr(offset);
-    }
-
-    std::shared_ptr<SimCard> card_;
-    std::mutex host_mu_;
-    std::map<uintptr_t, uint64_t> host_allocs_;
-};
+        spyre_engine_result res{};
+        card_->run(job, &res);
+        cycles_ += res.total_cycles;
+        if (res.error) fail_program(dev_->name(), res.error, res.core, res.pc, res.message);
+        if (stats) stats_from_result(res, dev_->info().clock_mhz, stats);
+    });
+}
 
 }  // namespace
 

@@ -30,7 +30,7 @@ extern "C" {
 /* Version of this API. Additions bump the minor number; incompatible changes bump the major
  * number (and the library's SONAME). */
 #define SPYRE_API_VERSION_MAJOR 0
-#define SPYRE_API_VERSION_MINOR 3
+#define SPYRE_API_VERSION_MINOR 4
 #define SPYRE_API_VERSION_PATCH 0
 #define SPYRE_API_VERSION \
     ((SPYRE_API_VERSION_MAJOR << 16) | (SPYRE_API_VERSION_MINOR << 8) | SPYRE_API_VERSION_PATCH)
@@ -55,6 +55,8 @@ typedef enum spyre_status {
     SPYRE_ERROR_PERMISSION = 9,       /* no permission to open the accel node */
     SPYRE_ERROR_INTERNAL = 10,        /* a bug in libspyre */
     SPYRE_ERROR_PROGRAM = 11,         /* malformed program image, or the program faulted */
+    SPYRE_ERROR_NOT_READY = 12,       /* spyre_stream_query/spyre_event_query: work pending */
+    SPYRE_ERROR_BUSY = 13,            /* the driver's job queue stayed full */
 } spyre_status;
 
 /* Short constant description of a status, e.g. "out of memory". Never NULL. */
@@ -97,8 +99,9 @@ SPYRE_API const char* spyre_backend_string(spyre_backend backend);
  */
 SPYRE_API spyre_status spyre_get_device_count(int* count);
 
-/* Opens device `index`. Release with spyre_device_close(). Each open has its own driver file
- * (its own BOs and job ids). Thread-safe: a device may be used from several threads. */
+/* Opens device `index`. Release with spyre_device_close(). All opens of one card in a process
+ * share one context (one driver file), so buffers, programs, streams and events of the card
+ * work with any of its handles. Thread-safe: a device may be used from several threads. */
 SPYRE_API spyre_status spyre_device_open(int index, spyre_device_t* device);
 
 /* Releases the caller's reference. Buffers still allocated on the device stay valid (they keep
@@ -184,9 +187,27 @@ typedef struct spyre_telemetry {
 /* SPYRE_ERROR_NOT_SUPPORTED if the card has no telemetry. */
 SPYRE_API spyre_status spyre_device_get_telemetry(spyre_device_t device, spyre_telemetry* t);
 
-/* Waits until all work this process queued on the device has finished. Copies are synchronous
- * today, so this returns at once; it exists so that code is ready for asynchronous streams. */
+/* Waits until all work this process queued on the device (every stream) has finished; returns
+ * the first error of asynchronous work not yet reported by a stream synchronize. */
 SPYRE_API spyre_status spyre_device_synchronize(spyre_device_t device);
+
+/* Counters of libspyre's runtime on one card (this process). */
+typedef struct spyre_runtime_stats {
+    uint64_t jobs_submitted;       /* jobs libspyre submitted (kernel backend) */
+    uint64_t busy_retries;         /* submissions retried after the driver's queue was full */
+    uint64_t backpressure_waits;   /* waits for older work before queueing more */
+    uint64_t program_cache_hits;   /* spyre_program_load calls that reused a loaded image */
+    uint64_t program_cache_misses; /* ... that copied a new image to the device */
+    uint64_t suballoc_slabs;       /* slabs held by the sub-allocator */
+    uint64_t suballoc_slab_bytes;  /* their bytes */
+    uint64_t suballoc_used_bytes;  /* bytes of live sub-allocated buffers (block-rounded) */
+    uint64_t suballoc_buffers;     /* live sub-allocated buffers */
+    uint64_t suballoc_max_bytes;   /* largest request served from slabs (0: off) */
+    uint64_t reserved[6];
+} spyre_runtime_stats;
+
+SPYRE_API spyre_status spyre_device_get_runtime_stats(spyre_device_t device,
+                                                      spyre_runtime_stats* stats);
 
 /* ---- Device memory ---- */
 
@@ -205,6 +226,11 @@ SPYRE_API spyre_status spyre_buffer_device_address(spyre_buffer_t buffer, uint64
 
 /* The device the buffer lives on. No new reference: do not close it. */
 SPYRE_API spyre_status spyre_buffer_get_device(spyre_buffer_t buffer, spyre_device_t* device);
+
+/* The live buffer of `device`'s card that contains device address `addr`, and the offset of
+ * `addr` in it (*offset may be NULL). SPYRE_ERROR_INVALID_ARGUMENT if no live buffer does. */
+SPYRE_API spyre_status spyre_buffer_from_address(spyre_device_t device, uint64_t addr,
+                                                 spyre_buffer_t* buffer, uint64_t* offset);
 
 /* A CPU pointer to the buffer's memory through the card's BAR (uncached, slow for reads;
  * use the memcpy functions for bulk data). Valid until spyre_free(). Mapped once, on demand. */
@@ -250,6 +276,117 @@ SPYRE_API spyre_status spyre_program_load(spyre_device_t device, const void* ima
 
 /* Frees the program's device buffer. NULL is accepted and ignored. */
 SPYRE_API spyre_status spyre_program_free(spyre_program_t program);
+
+/* ---- Streams and events (Documentation/libspyre.md "Streams") ---- */
+
+/* An ordered queue of work on one card. Work on one stream runs in order; work on different
+ * streams may run concurrently unless ordered with events. NULL means the default stream of
+ * the card the operation is on (created on first use; an ordinary stream on ring 0, not
+ * synchronised with the other streams). */
+typedef struct spyre_stream* spyre_stream_t;
+/* A point in a stream's work (spyre_event_record). */
+typedef struct spyre_event* spyre_event_t;
+
+#define SPYRE_STREAM_PRIORITY_NORMAL 0
+#define SPYRE_STREAM_PRIORITY_HIGH (-1) /* a ring of its own on the kernel backend */
+
+SPYRE_API spyre_status spyre_stream_create(spyre_device_t device, int priority,
+                                           spyre_stream_t* stream);
+/* Waits for the stream's work, then releases it. Returns that work's first error, if any. */
+SPYRE_API spyre_status spyre_stream_destroy(spyre_stream_t stream);
+/* Waits for all work queued on the stream. Returns the first error of its asynchronous work
+ * since the last synchronize (the error is then cleared; later work was still run). */
+SPYRE_API spyre_status spyre_stream_synchronize(spyre_stream_t stream);
+/* SPYRE_SUCCESS if all its work has finished, SPYRE_ERROR_NOT_READY if not, or an error like
+ * spyre_stream_synchronize. Does not block. */
+SPYRE_API spyre_status spyre_stream_query(spyre_stream_t stream);
+/* Later work on `stream` starts only after the work `event` covers has finished (on one card
+ * a device-side dependency: no host round trip). An event never recorded is complete. */
+SPYRE_API spyre_status spyre_stream_wait_event(spyre_stream_t stream, spyre_event_t event);
+/* Calls fn(user) on a libspyre thread once all earlier work of the stream has finished; later
+ * work of the stream waits for fn to return. fn must not call spyre_stream_synchronize on
+ * this stream. */
+SPYRE_API spyre_status spyre_launch_host_func(spyre_stream_t stream, void (*fn)(void*),
+                                              void* user);
+/* The stream's card and priority. */
+SPYRE_API spyre_status spyre_stream_get_info(spyre_stream_t stream, spyre_device_t* device,
+                                             int* priority);
+
+SPYRE_API spyre_status spyre_event_create(spyre_device_t device, spyre_event_t* event);
+SPYRE_API spyre_status spyre_event_destroy(spyre_event_t event);
+/* Captures all work queued on `stream` so far (replaces an earlier record). */
+SPYRE_API spyre_status spyre_event_record(spyre_event_t event, spyre_stream_t stream);
+/* Waits until the recorded work has finished. */
+SPYRE_API spyre_status spyre_event_synchronize(spyre_event_t event);
+/* SPYRE_SUCCESS if finished (or never recorded), SPYRE_ERROR_NOT_READY if not. */
+SPYRE_API spyre_status spyre_event_query(spyre_event_t event);
+
+typedef struct spyre_event_timing {
+    /* Modeled device time between the two events: the modeled cycles of the jobs of their
+     * stream between them (launch cycles from the engine, DMA cycles from the card model);
+     * SPYRE_ERROR_NOT_SUPPORTED if they were recorded on different streams. */
+    uint64_t modeled_cycles;
+    uint64_t modeled_ns;
+    /* Host wall clock between the moments libspyre saw each event complete (CLOCK_MONOTONIC);
+     * accurate when each was waited for, e.g. with spyre_event_synchronize. */
+    int64_t wall_ns;
+    uint64_t reserved[4];
+} spyre_event_timing;
+
+/* Both events must have completed (else SPYRE_ERROR_NOT_READY). */
+SPYRE_API spyre_status spyre_event_elapsed(spyre_event_t start, spyre_event_t end,
+                                           spyre_event_timing* timing);
+
+/* ---- Asynchronous copies (ordered on `stream`; NULL = default stream) ----
+ * Host memory from spyre_host_alloc() is used in place: it must stay valid until the copy has
+ * finished. Other (pageable) host memory: host->device copies take the data before they return
+ * (staging); device->host copies into pageable memory return once the data has arrived. */
+SPYRE_API spyre_status spyre_memcpy_htod_async(spyre_buffer_t dst, uint64_t dst_offset,
+                                               const void* src, uint64_t size,
+                                               spyre_stream_t stream);
+SPYRE_API spyre_status spyre_memcpy_dtoh_async(void* dst, spyre_buffer_t src, uint64_t src_offset,
+                                               uint64_t size, spyre_stream_t stream);
+/* Device -> device. Buffers on different cards are copied through host memory: the call
+ * returns once the data has left the source card; the write is ordered on `stream`, which
+ * must be on the destination's card. */
+SPYRE_API spyre_status spyre_memcpy_dtod_async(spyre_buffer_t dst, uint64_t dst_offset,
+                                               spyre_buffer_t src, uint64_t src_offset,
+                                               uint64_t size, spyre_stream_t stream);
+
+/* Sets `size` bytes at `offset` to the byte `value`. */
+SPYRE_API spyre_status spyre_memset(spyre_buffer_t buffer, uint64_t offset, int value,
+                                    uint64_t size);
+SPYRE_API spyre_status spyre_memset_async(spyre_buffer_t buffer, uint64_t offset, int value,
+                                          uint64_t size, spyre_stream_t stream);
+/* Writes `count` copies of the `pattern_size`-byte (1, 2, 4 or 8) pattern at `offset`. */
+SPYRE_API spyre_status spyre_fill_async(spyre_buffer_t buffer, uint64_t offset,
+                                        const void* pattern, uint32_t pattern_size,
+                                        uint64_t count, spyre_stream_t stream);
+
+/* A strided copy of depth slices of height rows of width bytes. Each side is either a device
+ * buffer (buffer + offset) or host memory (host, buffer NULL); not host to host. pitch: bytes
+ * between rows (>= width), slice_pitch: bytes between slices (>= pitch * height; ignored when
+ * depth is 1). Device to device within one card, or between host and device. */
+typedef struct spyre_memcpy3d_params {
+    spyre_buffer_t src_buffer;
+    uint64_t src_offset;
+    const void* src_host;
+    uint64_t src_pitch;
+    uint64_t src_slice_pitch;
+    spyre_buffer_t dst_buffer;
+    uint64_t dst_offset;
+    void* dst_host;
+    uint64_t dst_pitch;
+    uint64_t dst_slice_pitch;
+    uint64_t width;  /* bytes per row */
+    uint64_t height; /* rows per slice */
+    uint64_t depth;  /* slices (1 for a 2-D copy) */
+    uint64_t reserved[4]; /* must be 0 */
+} spyre_memcpy3d_params;
+
+SPYRE_API spyre_status spyre_memcpy_3d(const spyre_memcpy3d_params* p);
+SPYRE_API spyre_status spyre_memcpy_3d_async(const spyre_memcpy3d_params* p,
+                                             spyre_stream_t stream);
 
 #define SPYRE_LAUNCH_MAX_ARGS 16
 #define SPYRE_LAUNCH_MAX_BUFFERS 255
@@ -306,6 +443,13 @@ typedef struct spyre_launch_stats {
  */
 SPYRE_API spyre_status spyre_launch(spyre_program_t program, const spyre_launch_params* params,
                                     spyre_launch_stats* stats);
+
+/* Queues a launch on `stream` (NULL: the default stream of the program's card). Argument
+ * errors are returned at once; a program fault is returned by the next synchronize of the
+ * stream (or spyre_device_synchronize). Events recorded around it give its modeled time. */
+SPYRE_API spyre_status spyre_launch_async(spyre_program_t program,
+                                          const spyre_launch_params* params,
+                                          spyre_stream_t stream);
 
 #if defined(__cplusplus)
 }

@@ -17,6 +17,7 @@
 #include "command_util.hpp"
 #include "launch_util.hpp"
 #include "spyre/spyre.h"
+#include "stream_cases.hpp"
 
 namespace {
 
@@ -380,18 +381,12 @@ TEST(Errors, InvalidArgumentsOnARealDevice) {
     });
 }
 
-TEST(Errors, CopiesAcrossCardsAreRefused) {
+TEST(Streams, DeviceToDeviceAcrossCards) {
     if (device_count() < 2) GTEST_SKIP() << "needs two cards";
     spyre_device_t d0, d1;
     ASSERT_SPYRE(spyre_device_open(0, &d0));
     ASSERT_SPYRE(spyre_device_open(1, &d1));
-    spyre_buffer_t a, b;
-    ASSERT_SPYRE(spyre_malloc(d0, 4096, &a));
-    ASSERT_SPYRE(spyre_malloc(d1, 4096, &b));
-    EXPECT_EQ(spyre_memcpy_dtod(b, 0, a, 0, 4096), SPYRE_ERROR_NOT_SUPPORTED);
-    EXPECT_NE(std::string(spyre_last_error()).find("spyre0"), std::string::npos);
-    spyre_free(a);
-    spyre_free(b);
+    spyre_cases::across_cards(d0, d1);
     spyre_device_close(d0);
     spyre_device_close(d1);
 }
@@ -519,8 +514,8 @@ TEST(Launch, FaultyProgramReportsItsErrorAndTheNextJobWorks) {
         spyre_program_t bad = nullptr;
         ASSERT_SPYRE(spyre_program_load(dev, img.data(), img.size(), &bad));
         spyre_buffer_t listed, secret;
-        ASSERT_SPYRE(spyre_malloc(dev, 4096, &listed));
-        ASSERT_SPYRE(spyre_malloc(dev, 4096, &secret));
+        ASSERT_SPYRE(spyre_malloc(dev, 256 * KiB, &listed));
+        ASSERT_SPYRE(spyre_malloc(dev, 256 * KiB, &secret));
         spyre_launch_params lp{};
         lp.num_args = 2;
         lp.args[0] = dev_addr(listed), lp.args[1] = dev_addr(secret);
@@ -660,6 +655,67 @@ TEST(Tools, SpyreSmiTableJsonListQuery) {
 
     r = run(std::string(SPYRE_SMI_PATH) + " -i " + std::to_string(n) + " 2>&1");
     EXPECT_NE(r.status, 0) << r.out;
+}
+
+// ---- Streams, events, async work (cases shared with the host tests) ----
+
+bool can_launch(spyre_device_t dev) {
+    spyre_device_info info;
+    spyre_device_get_info(dev, &info);
+    return info.caps & SPYRE_DEVICE_CAP_LAUNCH;
+}
+
+#define LAUNCH_CASE(name, call)                                \
+    TEST(Streams, name) {                                      \
+        for_each_device([](spyre_device_t dev, int) {          \
+            if (!can_launch(dev)) GTEST_SKIP() << "no LAUNCH"; \
+            call;                                              \
+        });                                                    \
+    }
+LAUNCH_CASE(StreamOrdering, spyre_cases::stream_ordering(dev))
+LAUNCH_CASE(EventTimingMatchesLaunchStats, spyre_cases::event_timing(dev))
+LAUNCH_CASE(AsyncFaultReachesTheNextSynchronizeAndNothingIsLost,
+            spyre_cases::async_fault_propagation(dev))
+LAUNCH_CASE(ProgramCacheHit, spyre_cases::program_cache(dev))
+
+TEST(Streams, CrossStreamEventWait) {
+    for_each_device([](spyre_device_t dev, int) { spyre_cases::cross_stream_event(dev); });
+}
+TEST(Streams, ManyThreads) {
+    for_each_device([](spyre_device_t dev, int) { spyre_cases::many_threads(dev, 8, 200000, 4); });
+}
+TEST(Streams, UseAfterFreeIsDetected) {
+    for_each_device([](spyre_device_t dev, int) { spyre_cases::use_after_free(dev); });
+}
+TEST(Streams, SubAllocator) {
+    for_each_device([](spyre_device_t dev, int) { spyre_cases::suballocator(dev, 300); });
+}
+TEST(Streams, HostFunctionRunsInStreamOrder) {
+    for_each_device([](spyre_device_t dev, int) { spyre_cases::host_func(dev); });
+}
+TEST(Streams, FillsAndStridedCopies) {
+    for_each_device([](spyre_device_t dev, int) { spyre_cases::fills_and_strided(dev); });
+}
+
+// Streams map onto rings: a high-priority stream gets the last ring, normal streams the
+// others (not ring 0, the default stream's).
+TEST(Streams, StreamsUseSeveralRingsAndBuffersWorkAcrossHandles) {
+    spyre_device_t a, b;
+    ASSERT_SPYRE(spyre_device_open(0, &a));
+    ASSERT_SPYRE(spyre_device_open(0, &b));
+    spyre_buffer_t buf;
+    ASSERT_SPYRE(spyre_malloc(a, 4096, &buf));
+    spyre_stream_t s;
+    ASSERT_SPYRE(spyre_stream_create(b, SPYRE_STREAM_PRIORITY_HIGH, &s));
+    EXPECT_SPYRE(spyre_memset_async(buf, 0, 3, 4096, s));  // buffer of handle a, stream of b
+    EXPECT_SPYRE(spyre_stream_synchronize(s));
+    uint8_t v = 0;
+    EXPECT_SPYRE(spyre_memcpy_dtoh(&v, buf, 4095, 1));
+    EXPECT_EQ(v, 3);
+    spyre_stream_destroy(s);
+    spyre_free(buf);
+    spyre_device_close(a);
+    spyre_device_close(b);
 }
 
 TEST(Tools, RoundtripExample) {

@@ -1,0 +1,140 @@
+// Runtime services every backend shares: the default stream, the device-wide synchronize, the
+// sub-allocator front end and the program cache.
+#include <time.h>
+
+#include <cstring>
+#include <format>
+
+#include "backend.hpp"
+#include "error.hpp"
+#include "suballoc.hpp"
+
+namespace spyre {
+
+int64_t monotonic_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+Device::Device() = default;
+Device::~Device() = default;
+
+void Device::release_runtime() {
+    StreamRef s;
+    std::unique_ptr<SubAllocator> sa;
+    {
+        std::lock_guard lock(rt_mu_);
+        s = std::move(default_stream_);
+        sa = std::move(suballoc_);
+        program_cache_.clear();
+    }
+    if (s) {
+        try {
+            s->synchronize();
+        } catch (const Error&) {
+        }
+    }
+}
+
+StreamRef Device::default_stream() {
+    std::lock_guard lock(rt_mu_);
+    if (!default_stream_) default_stream_ = create_stream(0, true);
+    return default_stream_;
+}
+
+void Device::register_stream(const StreamRef& s) {
+    std::lock_guard lock(rt_mu_);
+    std::erase_if(streams_, [](const std::weak_ptr<Stream>& w) { return w.expired(); });
+    streams_.push_back(s);
+}
+
+void Device::synchronize() {
+    std::vector<StreamRef> all;
+    {
+        std::lock_guard lock(rt_mu_);
+        if (default_stream_) all.push_back(default_stream_);
+        for (auto& w : streams_)
+            if (auto s = w.lock()) all.push_back(s);
+    }
+    std::optional<Error> first;
+    for (auto& s : all) {
+        try {
+            s->synchronize();
+        } catch (const Error& e) {
+            if (!first) first = e;
+        }
+    }
+    if (first) throw *first;
+}
+
+SubAllocator& Device::suballocator() {
+    std::lock_guard lock(rt_mu_);
+    if (!suballoc_)
+        suballoc_ = std::make_unique<SubAllocator>(*this, suballoc_max_from_env(),
+                                                   suballoc_slab_from_env());
+    return *suballoc_;
+}
+
+BufferRef Device::alloc_buffer(uint64_t size) {
+    SubAllocator& sa = suballocator();
+    if (size <= sa.max_bytes()) {
+        // A slab that cannot be created (device full) falls back to a buffer of its own.
+        try {
+            if (auto b = sa.alloc(size)) return b;
+        } catch (const Error& e) {
+            if (e.status() != SPYRE_ERROR_OUT_OF_MEMORY) throw;
+        }
+    }
+    return BufferRef(alloc(size));
+}
+
+namespace {
+uint64_t fnv1a(const void* p, size_t n) {
+    auto* b = static_cast<const unsigned char*>(p);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+}  // namespace
+
+BufferRef Device::load_program_image(const void* image, size_t size) {
+    const uint64_t h = fnv1a(image, size);
+    {
+        std::lock_guard lock(rt_mu_);
+        auto [lo, hi] = program_cache_.equal_range(h);
+        for (auto it = lo; it != hi;) {
+            auto buf = it->second.buf.lock();
+            if (!buf) {
+                it = program_cache_.erase(it);
+                continue;
+            }
+            if (it->second.bytes.size() == size &&
+                std::memcmp(it->second.bytes.data(), image, size) == 0) {
+                counters_.program_cache_hits++;
+                return buf;
+            }
+            ++it;
+        }
+    }
+    counters_.program_cache_misses++;
+    // Programs get a buffer of their own (not a slab block): the launch window is the whole
+    // buffer.
+    BufferRef buf(alloc(size));
+    default_stream()->run_sync([&] { default_stream()->copy_htod(buf, 0, image, size); });
+    std::lock_guard lock(rt_mu_);
+    CachedImage c;
+    c.bytes.assign(static_cast<const uint8_t*>(image), static_cast<const uint8_t*>(image) + size);
+    c.buf = buf;
+    program_cache_.emplace(h, std::move(c));
+    return buf;
+}
+
+}  // namespace spyre
+
+namespace spyre {
+std::shared_ptr<OpStatus>& current_op() {
+    thread_local std::shared_ptr<OpStatus> op;
+    return op;
+}
+}  // namespace spyre
