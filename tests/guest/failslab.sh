@@ -11,7 +11,7 @@ uapi=build/cmake/tests/guest/uapi/spyre_uapi_test
 stress=build/cmake/tests/guest/stress/spyre_stress
 [ -d $dbg/failslab ] && [ -d $dbg/fail_page_alloc ] || { echo "no failslab/fail_page_alloc"; exit 1; }
 # spyre.ko's memory: /proc/modules gives the base of its text and the size of all its sections.
-read -r _ size _ _ _ base < <(grep '^spyre ' /proc/modules)
+read -r _ size _ _ _ base _ < <(grep '^spyre ' /proc/modules)	# then taint flags
 [ -n "${base:-}" ] || { echo "spyre is not loaded"; exit 1; }
 start=$((base)); end=$((base + size))
 

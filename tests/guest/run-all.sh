@@ -40,7 +40,7 @@ gtest() {
 	local name=$1 bin=$2
 	if [ ! -x "$bin" ]; then record "$name" 0 1; echo "  $bin is missing"; return; fi
 	rm -f "$out/$pfx-$name.json"
-	"$bin" --gtest_output="json:$out/guest-$name.json" > "$out/$pfx-$name.log" 2>&1
+	"$bin" --gtest_output="json:$out/$pfx-$name.json" > "$out/$pfx-$name.log" 2>&1
 	local rc=$?
 	if [ ! -s "$out/$pfx-$name.json" ]; then record "$name" 0 1; echo "  $name crashed (rc $rc)"; tail -n 20 "$out/$pfx-$name.log"; return; fi
 	local t f skipped
