@@ -97,6 +97,16 @@ static void spyre_result_release(struct kref *ref)
 	kfree(res);
 }
 
+/* A job's result, live from the start: spyre_job_free() puts it on every error path. */
+static struct spyre_result *spyre_result_alloc(void)
+{
+	struct spyre_result *res = kzalloc(sizeof(*res), GFP_KERNEL_ACCOUNT);
+
+	if (res)
+		kref_init(&res->ref);
+	return res;
+}
+
 void spyre_result_put(struct spyre_result *res)
 {
 	if (res)
@@ -877,13 +887,12 @@ int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file
 		goto err_free;
 	}
 
-	job->res = kzalloc(sizeof(*job->res), GFP_KERNEL_ACCOUNT);
+	job->res = spyre_result_alloc();
 	job->hw_fence = kzalloc(sizeof(*job->hw_fence), GFP_KERNEL_ACCOUNT);
 	if (!job->res || !job->hw_fence) {
 		ret = -ENOMEM;
 		goto err_free;
 	}
-	kref_init(&job->res->ref);
 
 	ret = spyre_job_prepare_cmds(job, file, args);
 	if (ret)
@@ -977,14 +986,13 @@ int spyre_job_clear_bo(struct spyre_device *sdev, struct spyre_bo *bo)
 	job->kernel = true;
 	INIT_LIST_HEAD(&job->node);
 	INIT_LIST_HEAD(&job->launches);
-	job->res = kzalloc(sizeof(*job->res), GFP_KERNEL_ACCOUNT);
+	job->res = spyre_result_alloc();
 	job->hw_fence = kzalloc(sizeof(*job->hw_fence), GFP_KERNEL_ACCOUNT);
 	job->cmds = kvzalloc(sizeof(*job->cmds), GFP_KERNEL_ACCOUNT);
 	if (!job->res || !job->hw_fence || !job->cmds) {
 		ret = -ENOMEM;
 		goto err_free;
 	}
-	kref_init(&job->res->ref);
 	/*
 	 * No BO reference in the job: the BO holds the fence instead (see above), so closing
 	 * the new BO right after BO_CREATE returns its card memory at once.
@@ -1060,3 +1068,7 @@ int spyre_ioctl_job_wait(struct drm_device *drm, void *data, struct drm_file *fi
 	spyre_result_put(res);
 	return ret;
 }
+
+#if IS_ENABLED(CONFIG_KUNIT)
+#include "spyre_job_kunit.c"
+#endif

@@ -73,6 +73,10 @@ counted() {
 echo "guest: $(uname -r), $(ls -d /sys/bus/pci/drivers/spyre/0000:* 2>/dev/null | wc -l) card(s) bound before modprobe"
 check modprobe modprobe spyre
 check probe sh -c "[ \$(ls /dev/accel/ | wc -l) -eq \$(lspci -n -d 1234:5350 | wc -l) ] && [ \$(lspci -n -d 1234:5350 | wc -l) -ge 1 ]"
+# Debug kernel: the driver's KUnit suites ran at modprobe.
+if [ -d /sys/kernel/debug/kunit ]; then
+	counted kunit tests/guest/kunit.sh
+fi
 kselftest uapi build/cmake/tests/guest/uapi/spyre_uapi_test
 gtest libspyre build/cmake/tests/guest/libspyre/libspyre_guest_test
 check smi build/cmake/tools/spyre-smi/spyre-smi
@@ -96,7 +100,8 @@ check unload modprobe -r spyre
 check modprobe-fault modprobe spyre job_timeout_ms=500
 kselftest fault build/cmake/tests/guest/uapi/spyre_fault_test
 check unload-fault modprobe -r spyre
-check reload tests/guest/failure/reload.sh 50
+# 50 reloads on the stock kernel; 10 on the (much slower) debug kernel.
+check reload tests/guest/failure/reload.sh "$([ -d /sys/kernel/debug/kunit ] && echo 10 || echo 50)"
 # After the unloads the module's addresses no longer resolve: what it left behind shows as
 # DRM objects (this VM has no other DRM driver).
 if [ -e /sys/kernel/debug/kmemleak ]; then
