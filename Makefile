@@ -12,7 +12,7 @@ export CARDS
 IN_SYSROOT := tools/in-sysroot
 CMAKE_DIR := build/cmake
 
-.PHONY: all setup qemu driver driver-debug user build check demo vm-shell bench checkpatch format clean
+.PHONY: all setup qemu driver driver-debug user build check check-debug-net demo vm-shell bench checkpatch format clean
 
 all: build
 
@@ -47,6 +47,10 @@ build: qemu driver user
 
 check: build driver-debug
 	@tests/check.sh
+
+# Checks the debug kernel itself: it must catch a planted leak, lock inversion and use-after-free.
+check-debug-net: build driver-debug
+	@tests/debug-net/run.sh
 
 demo: build
 	@tools/vm/spyre-vm --cards $(CARDS) -- tools/demo-guest.sh
