@@ -39,7 +39,8 @@ echo 0 > $dbg/failslab/probability
 echo 0 > $dbg/fail_page_alloc/probability
 injected=$(( $(dmesg | grep -c 'FAULT_INJECTION: forcing a failure' || true) - before ))
 echo "failslab: uapi suite exit $rc under injection: $(grep '^# Totals' /tmp/failslab-uapi.log)"
-echo "failslab: $injected allocation(s) in spyre.ko failed on purpose"
+echo "failslab: $injected allocation(s) in spyre.ko failed on purpose" \
+	"($(dmesg | grep -c 'page allocation failure' || true) page allocation failure warnings with a call trace)"
 [ $rc -ne 124 ] || { echo "failslab: the uapi suite hung"; exit 1; }
 [ "$injected" -gt 0 ] || { echo "failslab: nothing was injected"; exit 1; }
 $stress --procs 2 --jobs 60 || { echo "failslab: the cards do not work after injection"; exit 1; }
