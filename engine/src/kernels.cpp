@@ -80,10 +80,10 @@ void f32_to_f16_generic(uint8_t* p, size_t n, const float* in) {
 //  int8: a step is a pair (k, k+1) of int16 values; C[i][j] += A[i][k] B[k][j] + A[i][k+1]
 //        B[k+1][j] in wrapping int32 (the pair sum is exact).
 constexpr size_t kMR = 6, kNR = 16;
-constexpr size_t kKC = 256;   // steps per cache block (B panel slice: 16 KiB)
-constexpr size_t kMCP = 16;   // A panels per cache block (96 rows x kKC steps: 96 KiB)
-using Ukr = void (*)(size_t steps, const char* a, size_t ars, size_t ass, const void* b,
-                    uint8_t* c, size_t ldc, bool zero);
+constexpr size_t kKC = 256;  // steps per cache block (B panel slice: 16 KiB)
+constexpr size_t kMCP = 16;  // A panels per cache block (96 rows x kKC steps: 96 KiB)
+using Ukr = void (*)(size_t steps, const char* a, size_t ars, size_t ass, const void* b, uint8_t* c,
+                     size_t ldc, bool zero);
 
 void ukr_f32_generic(size_t steps, const char* a, size_t ars, size_t ass, const void* bv,
                      uint8_t* c, size_t ldc, bool zero) {
@@ -103,8 +103,8 @@ void ukr_f32_generic(size_t steps, const char* a, size_t ars, size_t ass, const 
     for (size_t i = 0; i < kMR; ++i) std::memcpy(c + i * ldc, acc[i], sizeof acc[i]);
 }
 
-void ukr_i8_generic(size_t steps, const char* a, size_t ars, size_t ass, const void* bv,
-                    uint8_t* c, size_t ldc, bool zero) {
+void ukr_i8_generic(size_t steps, const char* a, size_t ars, size_t ass, const void* bv, uint8_t* c,
+                    size_t ldc, bool zero) {
     const int16_t* b = static_cast<const int16_t*>(bv);
     uint32_t acc[kMR][kNR];
     for (size_t i = 0; i < kMR; ++i) {
@@ -213,8 +213,8 @@ SPYRE_AVX2 void ukr_f32_avx2_rows(size_t steps, const float* ap, const float* b,
 
 SPYRE_AVX2 void ukr_f32_avx2(size_t steps, const char* a, size_t, size_t, const void* bv,
                              uint8_t* c, size_t ldc, bool zero) {
-    ukr_f32_avx2_rows<6>(steps, reinterpret_cast<const float*>(a), static_cast<const float*>(bv),
-                         c, ldc, zero);
+    ukr_f32_avx2_rows<6>(steps, reinterpret_cast<const float*>(a), static_cast<const float*>(bv), c,
+                         ldc, zero);
 }
 
 // Full-width (16-column) tile of `rows` < 6 rows, stored directly.
@@ -223,12 +223,18 @@ SPYRE_AVX2 void ukr_f32_part_avx2(size_t rows, size_t steps, const char* a, cons
     const float* ap = reinterpret_cast<const float*>(a);
     const float* b = static_cast<const float*>(bv);
     switch (rows) {
-        case 1: return ukr_f32_avx2_rows<1>(steps, ap, b, c, ldc, zero);
-        case 2: return ukr_f32_avx2_rows<2>(steps, ap, b, c, ldc, zero);
-        case 3: return ukr_f32_avx2_rows<3>(steps, ap, b, c, ldc, zero);
-        case 4: return ukr_f32_avx2_rows<4>(steps, ap, b, c, ldc, zero);
-        case 5: return ukr_f32_avx2_rows<5>(steps, ap, b, c, ldc, zero);
-        default: return ukr_f32_avx2_rows<6>(steps, ap, b, c, ldc, zero);
+        case 1:
+            return ukr_f32_avx2_rows<1>(steps, ap, b, c, ldc, zero);
+        case 2:
+            return ukr_f32_avx2_rows<2>(steps, ap, b, c, ldc, zero);
+        case 3:
+            return ukr_f32_avx2_rows<3>(steps, ap, b, c, ldc, zero);
+        case 4:
+            return ukr_f32_avx2_rows<4>(steps, ap, b, c, ldc, zero);
+        case 5:
+            return ukr_f32_avx2_rows<5>(steps, ap, b, c, ldc, zero);
+        default:
+            return ukr_f32_avx2_rows<6>(steps, ap, b, c, ldc, zero);
     }
 }
 
@@ -243,27 +249,27 @@ SPYRE_AVX2 void ukr_i8_avx2(size_t steps, const char* a, size_t ars, size_t ass,
         SPYRE_ROWS(ZERO)
 #undef ZERO
     } else {
-#define LOAD(i)                                                                         \
-    c##i##0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (i) * ldc));      \
-    c##i##1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (i) * ldc + 32));
+#define LOAD(i)                                                                  \
+    c##i##0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (i)*ldc)); \
+    c##i##1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (i)*ldc + 32));
         SPYRE_ROWS(LOAD)
 #undef LOAD
     }
     for (size_t k = 0; k < steps; ++k, a += ass, b += 2) {
         const __m256i b0 = _mm256_loadu_si256(b), b1 = _mm256_loadu_si256(b + 1);
-#define STEP(i)                                                                \
-    {                                                                          \
-        const __m256i ai = _mm256_set1_epi32(ld<int32_t>(                      \
-            reinterpret_cast<const uint8_t*>(a + (i) * ars)));                 \
-        c##i##0 = _mm256_add_epi32(c##i##0, _mm256_madd_epi16(ai, b0));        \
-        c##i##1 = _mm256_add_epi32(c##i##1, _mm256_madd_epi16(ai, b1));        \
+#define STEP(i)                                                                            \
+    {                                                                                      \
+        const __m256i ai =                                                                 \
+            _mm256_set1_epi32(ld<int32_t>(reinterpret_cast<const uint8_t*>(a + (i)*ars))); \
+        c##i##0 = _mm256_add_epi32(c##i##0, _mm256_madd_epi16(ai, b0));                    \
+        c##i##1 = _mm256_add_epi32(c##i##1, _mm256_madd_epi16(ai, b1));                    \
     }
         SPYRE_ROWS(STEP)
 #undef STEP
     }
-#define STORE(i)                                                               \
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + (i) * ldc), c##i##0);   \
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + (i) * ldc + 32), c##i##1);
+#define STORE(i)                                                           \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + (i)*ldc), c##i##0); \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + (i)*ldc + 32), c##i##1);
     SPYRE_ROWS(STORE)
 #undef STORE
 }
@@ -315,11 +321,11 @@ struct Impl {
     const char* name;
 };
 
-constexpr Impl kGeneric{f16_to_f32_generic, f32_to_f16_generic, ukr_f32_generic, ukr_i8_generic,
-                        pack_a_generic, ukr_f32_part_generic, "generic"};
+constexpr Impl kGeneric{f16_to_f32_generic, f32_to_f16_generic,   ukr_f32_generic, ukr_i8_generic,
+                        pack_a_generic,     ukr_f32_part_generic, "generic"};
 #ifdef SPYRE_X86_SIMD
-constexpr Impl kAvx2{f16_to_f32_avx2, f32_to_f16_avx2, ukr_f32_avx2, ukr_i8_avx2,
-                     pack_a_avx2, ukr_f32_part_avx2, "avx2"};
+constexpr Impl kAvx2{f16_to_f32_avx2, f32_to_f16_avx2,   ukr_f32_avx2, ukr_i8_avx2,
+                     pack_a_avx2,     ukr_f32_part_avx2, "avx2"};
 #endif
 
 const Impl* detect() {

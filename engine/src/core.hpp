@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: MIT
+// Per-core state of a running job: registers, loops, scratchpad (LX) bookkeeping, timing state
+// and ring buffers.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <deque>
+#include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+#include "program.hpp"
+
+namespace spyre::eng {
+
+enum class St : uint8_t { Running, BlockedRecv, AtBarrier, AtAllred, Halted, Failed };
+
+struct SbEntry {
+    uint64_t lo, hi, ready;
+    bool write;
+};
+
+struct Msg {
+    std::vector<uint8_t> data;
+    uint64_t arrival;
+    uint32_t pc;
+};
+
+struct LoopFrame {
+    uint32_t start, end;
+    uint64_t count, index;
+    uint8_t idx_reg;
+};
+
+struct Core {
+    uint32_t id = 0;
+    uint64_t r[isa::kNumRegs] = {};
+    uint32_t pc = 0;
+    St st = St::Running;
+    LoopFrame loops[isa::kMaxLoopDepth] = {};
+    uint32_t depth = 0;
+    uint64_t span_base = 0;
+    uint8_t* lx = nullptr;
+    uint64_t lx_hw = 0;  // highest LX byte written + 1 (becomes stale at the next job start)
+    // One bit per LX stick: the stick must read as zero but its bytes may still hold an earlier
+    // job's data. Sticks are zeroed lazily when first touched, or just marked clean when a LOAD
+    // overwrites them completely (saves zeroing the scratchpads at every job start).
+    uint64_t* stale = nullptr;
+    // timing
+    uint64_t t = 0;  // issue clock
+    uint64_t unit_free[SPYRE_UNIT_COUNT] = {};
+    uint64_t ring_free[2] = {};
+    std::vector<uint64_t> q[SPYRE_UNIT_COUNT];  // end times of the last queue_depth ops
+    uint32_t qh[SPYRE_UNIT_COUNT] = {};
+    std::vector<SbEntry> sb;
+    spyre_engine_core_stats stats = {};
+    // ring: messages sent this phase (by direction) and messages delivered to this core
+    std::vector<Msg> out[2];
+    std::deque<Msg> in[2];
+    uint64_t in_bytes[2] = {};
+    uint64_t arrive = 0;  // arrival cycle at a barrier/all-reduce
+    Failure fail;
+};
+
+struct Range {
+    uint64_t lo, hi;
+};
+
+// Zeroes the stale sticks overlapping LX bytes [lo, hi) (before any access to them).
+inline void lx_touch(Core& c, uint64_t lo, uint64_t hi) {
+    if (hi <= lo) return;
+    const uint64_t s0 = lo / kS, s1 = (hi + kS - 1) / kS;
+    for (uint64_t w = s0 / 64; w <= (s1 - 1) / 64; ++w) {
+        uint64_t mask = ~uint64_t{0};
+        if (w == s0 / 64) mask &= ~uint64_t{0} << (s0 % 64);
+        if (w == (s1 - 1) / 64 && s1 % 64) mask &= ~(~uint64_t{0} << (s1 % 64));
+        uint64_t bits = c.stale[w] & mask;
+        if (!bits) continue;
+        c.stale[w] &= ~bits;
+        while (bits) {
+            const int b = std::countr_zero(bits);
+            bits &= bits - 1;
+            std::memset(c.lx + (w * 64 + b) * kS, 0, kS);
+        }
+    }
+}
+inline void lx_touch(Core& c, const Range& r) { lx_touch(c, r.lo, r.hi); }
+
+// LX bytes [lo, hi) are about to be overwritten completely: whole sticks inside need no zeroing.
+inline void lx_overwrite(Core& c, uint64_t lo, uint64_t hi) {
+    const uint64_t s0 = (lo + kS - 1) / kS, s1 = hi / kS;
+    if (s1 <= s0) {
+        lx_touch(c, lo, hi);
+        return;
+    }
+    lx_touch(c, lo, s0 * kS);
+    lx_touch(c, s1 * kS, hi);
+    for (uint64_t w = s0 / 64; w <= (s1 - 1) / 64; ++w) {
+        uint64_t mask = ~uint64_t{0};
+        if (w == s0 / 64) mask &= ~uint64_t{0} << (s0 % 64);
+        if (w == (s1 - 1) / 64 && s1 % 64) mask &= ~(~uint64_t{0} << (s1 % 64));
+        c.stale[w] &= ~mask;
+    }
+}
+
+// Zeroed scratchpad memory of all cores. On Linux an anonymous mapping advised to use huge pages
+// (the scratchpads total tens of MiB and every job streams through them: fewer TLB misses).
+struct LxMem {
+    uint8_t* p = nullptr;
+    size_t size = 0;
+    bool mapped = false;
+    explicit LxMem(size_t n) : size(n) {
+#if defined(__linux__) && defined(MAP_ANONYMOUS)
+        void* m = n ? mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                    : MAP_FAILED;
+        if (m != MAP_FAILED) {
+#ifdef MADV_HUGEPAGE
+            madvise(m, n, MADV_HUGEPAGE);
+#endif
+            p = static_cast<uint8_t*>(m);
+            mapped = true;
+            return;
+        }
+#endif
+        p = new uint8_t[n]();
+    }
+    ~LxMem() {
+#if defined(__linux__) && defined(MAP_ANONYMOUS)
+        if (mapped) {
+            munmap(p, size);
+            return;
+        }
+#endif
+        delete[] p;
+    }
+    LxMem(const LxMem&) = delete;
+    LxMem& operator=(const LxMem&) = delete;
+    uint8_t* get() const { return p; }
+};
+
+}  // namespace spyre::eng

@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: MIT
+// MM (systolic arrays) and the vector instructions VUN, VBIN, VRED.
+#include <bit>
+
+#include "engine_impl.hpp"
+
+namespace spyre::eng {
+
+bool Engine::exec_mm(Core& c, const Instr& in) {
+    const DType t = static_cast<DType>(in.dt);
+    const uint64_t* d = &c.r[in.d];
+    const uint64_t m = d[0], n = d[1], k = d[2], lda = d[3], ldb = d[4], ldc = d[5];
+    const uint64_t ca = c.r[in.a], aa = c.r[in.b], ba = c.r[in.c];
+    if (m == 0 || n == 0) return true;
+    if (m > isa::kMaxMatDim || n > isa::kMaxMatDim || k > isa::kMaxMatDim)
+        return fail(c, SPYRE_ENGINE_ERR_TOO_LARGE, "MM: %llux%llux%llu exceeds 4096",
+                    (unsigned long long)m, (unsigned long long)n, (unsigned long long)k);
+    const uint64_t es = isa::dtype_size(t);
+    if (aa % es || ba % es || lda % es || ldb % es || ca % 4 || ldc % 4)
+        return fail(c, SPYRE_ENGINE_ERR_MISALIGNED,
+                    "MM: operand addresses/strides not element aligned");
+    Range ra, rb, rc;
+    if (!check_lx(c, "MM A", aa, m, lda, k * es, &ra) ||
+        !check_lx(c, "MM B", ba, k, ldb, n * es, &rb) ||
+        !check_lx(c, "MM C", ca, m, ldc, n * 4, &rc))
+        return false;
+    // cycles: 8-row x 64-lane tiles over the corelets, one K step per cycle
+    uint64_t tiles = ceil_div(m, cfg_.pe_rows) * ceil_div(n, cfg_.pe_lanes);
+    uint64_t steps = ceil_div(tiles, cfg_.corelets_per_core);
+    uint64_t cycles = t == DType::I8    ? steps * ceil_div(k, cfg_.mm_int8_speedup)
+                      : t == DType::F32 ? steps * k * cfg_.mm_fp32_slowdown
+                                        : steps * k;
+    const bool acc = in.flags & isa::kMmAccumulate;
+    Range reads[3] = {ra, rb, rc};
+    if (!unit_op(c, SPYRE_UNIT_MATRIX, 0, cycles, cfg_.mm_fill_latency, reads, acc ? 3 : 2, &rc, 1,
+                 nullptr))
+        return false;
+    c.stats.macs += m * n * k;
+    lx_touch(c, ra);
+    lx_touch(c, rb);
+    if (!acc && (m == 1 || ldc == n * 4))
+        lx_overwrite(c, rc.lo, rc.hi);  // C is contiguous and written completely
+    else
+        lx_touch(c, rc);
+    kern::matmul({t, c.lx + ca, c.lx + aa, c.lx + ba, m, n, k, lda, ldb, ldc, acc, &cancel_tok_});
+    return true;
+}
+
+bool Engine::exec_vec(Core& c, const Instr& in) {
+    const Op op = static_cast<Op>(in.op);
+    const DType dt = static_cast<DType>(in.dt & 15), st = static_cast<DType>(in.dt >> 4);
+    const uint64_t* d = &c.r[in.d];
+    const uint64_t rows = d[0], cols = d[1];
+    const uint64_t dst = c.r[in.a], s1 = c.r[in.b], s2 = op == Op::VBIN ? c.r[in.c] : 0;
+    const char* name = op_info(in.op).name;
+    if (rows == 0 || cols == 0) return true;
+    if (rows > cfg_.lx_bytes || cols > cfg_.lx_bytes || u128{rows} * cols > cfg_.lx_bytes)
+        return fail(c, SPYRE_ENGINE_ERR_TOO_LARGE, "%s: %llu x %llu elements exceed LX", name,
+                    (unsigned long long)rows, (unsigned long long)cols);
+    const uint64_t des = isa::dtype_size(dt), ses = isa::dtype_size(st);
+    const float imm = std::bit_cast<float>(static_cast<uint32_t>(in.imm));
+    Range reads[2] = {}, w{};
+    int nr = 0;
+    uint64_t dstride = 0, s1stride = 0, s2stride = 0;
+    uint64_t out_rows = rows, out_bytes = cols * des;
+    isa::Bcast mode = isa::Bcast::NONE;
+    if (op == Op::VRED) {
+        s1stride = d[2];
+        const int axis = in.flags;
+        out_rows = 1;
+        out_bytes = (axis == 0 ? rows : cols) * des;
+    } else {
+        dstride = d[2];
+        s1stride = d[3];
+        if (op == Op::VBIN) {
+            s2stride = d[4];
+            mode = static_cast<isa::Bcast>(in.flags);
+        }
+    }
+    const bool uses_s2 = op == Op::VBIN && mode != isa::Bcast::IMM;
+    const bool uses_s2stride = mode == isa::Bcast::NONE || mode == isa::Bcast::COL;
+    if (dst % des || s1 % ses || (uses_s2 && s2 % ses) || dstride % des || s1stride % ses ||
+        (uses_s2 && uses_s2stride && s2stride % ses))
+        return fail(c, SPYRE_ENGINE_ERR_MISALIGNED, "%s: addresses/strides not element aligned",
+                    name);
+    if (!check_lx(c, name, dst, out_rows, dstride, out_bytes, &w)) return false;
+    const bool reads_src1 = !(op == Op::VUN && in.func == static_cast<uint8_t>(isa::VUn::SET));
+    if (reads_src1 && !check_lx(c, name, s1, rows, s1stride, cols * ses, &reads[nr++]))
+        return false;
+    if (op == Op::VBIN) {
+        bool ok = true;
+        switch (mode) {
+            case isa::Bcast::NONE:
+                ok = check_lx(c, name, s2, rows, s2stride, cols * ses, &reads[nr++]);
+                break;
+            case isa::Bcast::SCALAR:
+                ok = check_lx(c, name, s2, 1, 0, ses, &reads[nr++]);
+                break;
+            case isa::Bcast::ROW:
+                ok = check_lx(c, name, s2, 1, 0, cols * ses, &reads[nr++]);
+                break;
+            case isa::Bcast::COL:
+                ok = check_lx(c, name, s2, rows, s2stride, ses, &reads[nr++]);
+                break;
+            default:
+                break;
+        }
+        if (!ok) return false;
+    }
+    // cycles: lanes of both corelets; 32-bit types use the narrower lane count
+    const bool wide = des == 4 || ses == 4;
+    const uint64_t lanes =
+        uint64_t{wide ? cfg_.vec_lanes_32 : cfg_.vec_lanes_16} * cfg_.corelets_per_core;
+    uint64_t per_vec = 1;
+    if (op == Op::VUN) {
+        auto f = static_cast<isa::VUn>(in.func);
+        if (f >= isa::VUn::EXP) per_vec = cfg_.vec_special_cycles;
+    } else if (op == Op::VBIN && in.func == static_cast<uint8_t>(isa::VBin::DIV)) {
+        per_vec = cfg_.vec_special_cycles;
+    }
+    uint64_t cycles = ceil_div(rows * cols, lanes) * per_vec;
+    if (!unit_op(c, SPYRE_UNIT_VECTOR, 0, cycles, cfg_.vec_latency, reads, nr, &w, 1, nullptr))
+        return false;
+    for (int i = 0; i < nr; ++i) lx_touch(c, reads[i]);
+    // a contiguous destination is written completely: its stale sticks need no zeroing
+    if (out_rows && out_bytes && (out_rows == 1 || dstride == out_bytes))
+        lx_overwrite(c, w.lo, w.hi);
+    else
+        lx_touch(c, w);
+    switch (op) {
+        case Op::VUN:
+            kern::vunary(static_cast<isa::VUn>(in.func), dt, st, c.lx + dst, c.lx + s1, rows, cols,
+                         dstride, s1stride, imm, &cancel_tok_);
+            break;
+        case Op::VBIN:
+            kern::vbinary(static_cast<isa::VBin>(in.func), mode, dt, st, c.lx + dst, c.lx + s1,
+                          c.lx + s2, rows, cols, dstride, s1stride, s2stride, imm, &cancel_tok_);
+            break;
+        default:
+            kern::vreduce(static_cast<isa::Red>(in.func), in.flags, dt, st, c.lx + dst, c.lx + s1,
+                          rows, cols, s1stride, &cancel_tok_);
+            break;
+    }
+    return true;
+}
+
+}  // namespace spyre::eng

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: MIT
+// LOAD / STORE: DDR <-> LX stick transfers.
+#include "engine_impl.hpp"
+
+namespace spyre::eng {
+
+bool Engine::exec_dma(Core& c, const Instr& in, bool is_load) {
+    const char* what = is_load ? "LOAD" : "STORE";
+    const uint64_t lx = c.r[in.a];
+    const uint64_t ddr = c.r[in.b] + static_cast<uint64_t>(in.imm);
+    const uint64_t len = c.r[in.c];
+    uint64_t n1 = 1, ds1 = 0, ls1 = 0, n2 = 1, ds2 = 0, ls2 = 0;
+    if (in.d) {
+        n1 = c.r[in.d], ds1 = c.r[in.d + 1], ls1 = c.r[in.d + 2];
+        n2 = c.r[in.d + 3], ds2 = c.r[in.d + 4], ls2 = c.r[in.d + 5];
+    }
+    if (len == 0 || n1 == 0 || n2 == 0) return true;
+    if (lx % kS || ddr % kS || ds1 % kS || ls1 % kS || ds2 % kS || ls2 % kS)
+        return fail(c, SPYRE_ENGINE_ERR_MISALIGNED,
+                    "%s: LX 0x%llx / DDR 0x%llx addresses and strides must be multiples of 128",
+                    what, (unsigned long long)lx, (unsigned long long)ddr);
+    const uint64_t padded = round_up(len, kS);
+    if (len > cfg_.lx_bytes || n1 > cfg_.lx_bytes || n2 > cfg_.lx_bytes ||
+        u128{n1} * n2 * padded > cfg_.lx_bytes)
+        return fail(c, SPYRE_ENGINE_ERR_TOO_LARGE, "%s: %llu x %llu rows of %llu B exceed LX", what,
+                    (unsigned long long)n2, (unsigned long long)n1, (unsigned long long)len);
+    // LX extent: bounding box of all rows
+    u128 lx_hi = u128{lx} + u128{n1 - 1} * ls1 + u128{n2 - 1} * ls2 + (is_load ? padded : len);
+    if (lx_hi > cfg_.lx_bytes)
+        return fail(c, SPYRE_ENGINE_ERR_LX_RANGE, "%s: LX range 0x%llx..0x%llx beyond LX %llu",
+                    what, (unsigned long long)lx,
+                    (unsigned long long)(lx_hi > UINT64_MAX ? UINT64_MAX : (uint64_t)lx_hi),
+                    (unsigned long long)cfg_.lx_bytes);
+    // DDR: check every row (fast path: bounding box inside one window and the span)
+    u128 ddr_hi = u128{ddr} + u128{n1 - 1} * ds1 + u128{n2 - 1} * ds2 + len;
+    bool fast = false;
+    if (ddr_hi <= UINT64_MAX && ddr >= c.span_base &&
+        ddr_hi <= u128{c.span_base} + cfg_.span_bytes) {
+        for (const auto& w : windows_)
+            if (ddr >= w.addr && ddr_hi <= u128{w.addr} + w.size) fast = true;
+    }
+    if (!fast) {
+        for (uint64_t i2 = 0; i2 < n2; ++i2)
+            for (uint64_t i1 = 0; i1 < n1; ++i1) {
+                u128 a = u128{ddr} + u128{i2} * ds2 + u128{i1} * ds1;
+                if (a > UINT64_MAX)
+                    return fail(c, SPYRE_ENGINE_ERR_DDR_WINDOW, "%s: DDR address overflow", what);
+                if (!check_ddr_row(c, static_cast<uint64_t>(a), len)) return false;
+            }
+    }
+    // timing: the DDR moves whole sticks
+    const uint64_t bytes = n1 * n2 * padded;
+    Range lr{lx, static_cast<uint64_t>(lx_hi)};
+    bool ok = is_load ? unit_op(c, SPYRE_UNIT_DMA, 0, dma_cycles(bytes), cfg_.dma_latency, nullptr,
+                                0, &lr, 1, nullptr)
+                      : unit_op(c, SPYRE_UNIT_DMA, 0, dma_cycles(bytes), cfg_.dma_latency, &lr, 1,
+                                nullptr, 0, nullptr);
+    if (!ok) return false;
+    (is_load ? c.stats.ddr_read_bytes : c.stats.ddr_write_bytes) += bytes;
+    // data
+    for (uint64_t i2 = 0; i2 < n2; ++i2)
+        for (uint64_t i1 = 0; i1 < n1; ++i1) {
+            uint8_t* l = c.lx + lx + i2 * ls2 + i1 * ls1;
+            uint8_t* d = mem_ + ddr + i2 * ds2 + i1 * ds1;
+            if (is_load) {
+                lx_overwrite(c, l - c.lx, l - c.lx + padded);
+                std::memcpy(l, d, len);
+                if (padded != len) std::memset(l + len, 0, padded - len);
+            } else {
+                lx_touch(c, l - c.lx, l - c.lx + len);
+                std::memcpy(d, l, len);
+            }
+        }
+    return true;
+}
+
+}  // namespace spyre::eng

@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: MIT
+// Job scheduler: job checks, core reset, phases of parallel core execution separated by
+// ring deliveries and collective releases, deadlock detection, results.
+#include <cstdlib>
+#include <thread>
+
+#include "engine_impl.hpp"
+
+namespace spyre::eng {
+
+// Host threads for a config: num_threads, or one per host CPU; never more than the cores (a
+// phase runs at most num_cores cores in parallel, more threads would only idle).
+unsigned pool_threads(const spyre_engine_config& cfg) {
+    unsigned t = cfg.num_threads ? cfg.num_threads : std::thread::hardware_concurrency();
+    return std::clamp(t, 1u, cfg.num_cores);
+}
+
+// Test hook: SPYRE_ENGINE_TEST_THROW_CORE=<n> makes core n throw a C++ exception when it starts
+// running (checks that an exception on a pool thread becomes a job error). -1 = off.
+int test_throw_core() {
+    const char* v = std::getenv("SPYRE_ENGINE_TEST_THROW_CORE");
+    return v && *v ? std::atoi(v) : -1;
+}
+
+int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
+    std::lock_guard<std::mutex> lk(run_mu_);
+    cancel_.store(false, std::memory_order_relaxed);
+    cancel_tok_.job = job.cancel;
+    std::memset(&res, 0, sizeof res);
+    Failure f;
+    auto finish_fail = [&](const Failure& fl) {
+        res.status = -1;
+        res.error = fl.code;
+        res.core = fl.core;
+        res.pc = fl.pc;
+        std::memcpy(res.message, fl.msg, sizeof res.message);
+        res.message[sizeof res.message - 1] = 0;
+        return fl.code;
+    };
+    // job arguments
+    const uint32_t nc = job.num_cores ? job.num_cores : cfg_.num_cores;
+    res.num_cores = nc;
+    if (nc > cfg_.num_cores || job.num_args > isa::kMaxArgs || (job.num_args && !job.args) ||
+        (job.num_windows && !job.windows) || (job.mem_size && !job.mem) || job.flags) {
+        set_fail(f, SPYRE_ENGINE_ERR_INVALID_ARGUMENT, -1, 0,
+                 "invalid job (cores %u, args %u, windows %u, flags 0x%x)", nc, job.num_args,
+                 job.num_windows, job.flags);
+        return finish_fail(f);
+    }
+    windows_.clear();
+    uint64_t span0 = UINT64_MAX;
+    for (uint32_t i = 0; i < job.num_windows; ++i) {
+        const auto& w = job.windows[i];
+        if (w.size == 0) continue;
+        if (w.addr > job.mem_size || w.size > job.mem_size - w.addr) {
+            set_fail(f, SPYRE_ENGINE_ERR_INVALID_ARGUMENT, -1, 0,
+                     "window %u (0x%llx+%llu) beyond device memory %llu", i,
+                     (unsigned long long)w.addr, (unsigned long long)w.size,
+                     (unsigned long long)job.mem_size);
+            return finish_fail(f);
+        }
+        windows_.push_back(w);
+        span0 = std::min(span0, w.addr & ~uint64_t{kS - 1});
+    }
+    if (span0 == UINT64_MAX) span0 = 0;
+    Program prog;
+    if (!validate(static_cast<const uint8_t*>(job.program), job.program_size, prog, f))
+        return finish_fail(f);
+    prog_ = &prog;
+    job_ = &job;
+    ncores_ = nc;
+    mem_ = static_cast<uint8_t*>(job.mem);
+    mem_size_ = job.mem_size;
+    max_instr_ = job.max_instructions    ? job.max_instructions
+                 : cfg_.max_instructions ? cfg_.max_instructions
+                                         : UINT64_MAX;
+    max_cycles_ = job.max_cycles ? job.max_cycles : cfg_.max_cycles ? cfg_.max_cycles : UINT64_MAX;
+
+    // reset cores (what the previous job wrote becomes stale: it reads as zero)
+    for (uint32_t i = 0; i < cfg_.num_cores; ++i) {
+        Core& c = cores_[i];
+        uint8_t* lx = c.lx;
+        uint64_t* stale = c.stale;
+        const uint64_t sticks = ceil_div(std::min(c.lx_hw, cfg_.lx_bytes), kS);
+        for (uint64_t w = 0; w < sticks / 64; ++w) stale[w] = ~uint64_t{0};
+        if (sticks % 64) stale[sticks / 64] |= ~(~uint64_t{0} << (sticks % 64));
+        c.~Core();
+        new (&c) Core();
+        c.id = i;
+        c.lx = lx;
+        c.stale = stale;
+        c.r[isa::kRegCoreId] = i;
+        c.r[isa::kRegNumCores] = nc;
+        c.span_base = span0;
+        for (auto& q : c.q) q.assign(cfg_.queue_depth, 0);
+        c.st = i < nc ? St::Running : St::Halted;
+    }
+
+    std::vector<uint32_t> runnable;
+    std::vector<Core*> live;
+    bool failed = false;
+    for (;;) {
+        runnable.clear();
+        for (uint32_t i = 0; i < nc; ++i)
+            if (cores_[i].st == St::Running) runnable.push_back(i);
+        if (!runnable.empty()) {
+            pool_.parallel_for(runnable.size(), [&](size_t k) { run_core(cores_[runnable[k]]); });
+            for (uint32_t i : runnable)
+                if (cores_[i].st == St::Failed) {
+                    f = cores_[i].fail;
+                    failed = true;
+                    break;
+                }
+            if (failed) break;
+            // deliver this phase's ring messages (each channel has a single sender)
+            for (uint32_t i = 0; i < nc && !failed; ++i) {
+                for (int d = 0; d < 2 && !failed; ++d) {
+                    Core& s = cores_[i];
+                    Core& dst = cores_[d == 0 ? (i + 1) % nc : (i + nc - 1) % nc];
+                    for (Msg& m : s.out[d]) {
+                        if (dst.in_bytes[d] + m.data.size() > cfg_.ring_max_bytes) {
+                            set_fail(f, SPYRE_ENGINE_ERR_RING, static_cast<int>(i), m.pc,
+                                     "SEND: core %u has more than %llu bytes undelivered", dst.id,
+                                     (unsigned long long)cfg_.ring_max_bytes);
+                            failed = true;
+                            break;
+                        }
+                        dst.in_bytes[d] += m.data.size();
+                        dst.in[d].push_back(std::move(m));
+                    }
+                    s.out[d].clear();
+                }
+            }
+            if (failed) break;
+            for (uint32_t i = 0; i < nc; ++i) {
+                Core& c = cores_[i];
+                if (c.st == St::BlockedRecv && !c.in[prog.code[c.pc].func].empty())
+                    c.st = St::Running;
+            }
+            continue;
+        }
+        if (cancelled()) {
+            set_fail(f, SPYRE_ENGINE_ERR_CANCELLED, -1, 0, "job cancelled");
+            failed = true;
+            break;
+        }
+        // nobody can run: release a collective or report a deadlock
+        live.clear();
+        uint32_t halted = 0;
+        Core* recv_blocked = nullptr;
+        for (uint32_t i = 0; i < nc; ++i) {
+            Core& c = cores_[i];
+            if (c.st == St::Halted) {
+                ++halted;
+                continue;
+            }
+            live.push_back(&c);
+            if (c.st == St::BlockedRecv && !recv_blocked) recv_blocked = &c;
+        }
+        if (live.empty()) break;
+        if (recv_blocked) {
+            const Instr& in = prog.code[recv_blocked->pc];
+            uint32_t from =
+                in.func == 0 ? (recv_blocked->id + nc - 1) % nc : (recv_blocked->id + 1) % nc;
+            set_fail(f, SPYRE_ENGINE_ERR_DEADLOCK, static_cast<int>(recv_blocked->id),
+                     recv_blocked->pc, "RECV waits for a message from core %u that never comes",
+                     from);
+            failed = true;
+            break;
+        }
+        if (halted) {
+            uint32_t h = 0;
+            while (cores_[h].st != St::Halted) ++h;
+            set_fail(f, SPYRE_ENGINE_ERR_DEADLOCK, static_cast<int>(live[0]->id), live[0]->pc,
+                     "%s waits for core %u, which has halted",
+                     live[0]->st == St::AtBarrier ? "BAR" : "ALLRED", h);
+            failed = true;
+            break;
+        }
+        bool mixed = false;
+        for (Core* c : live)
+            if (c->st != live[0]->st) {
+                set_fail(f, SPYRE_ENGINE_ERR_COLLECTIVE_MISMATCH, static_cast<int>(c->id), c->pc,
+                         "core %u waits in %s, core %u in %s", c->id,
+                         c->st == St::AtBarrier ? "BAR" : "ALLRED", live[0]->id,
+                         live[0]->st == St::AtBarrier ? "BAR" : "ALLRED");
+                mixed = true;
+                break;
+            }
+        if (mixed) {
+            failed = true;
+            break;
+        }
+        if (live[0]->st == St::AtBarrier) {
+            release_barrier(live);
+        } else if (!release_allred(live, f)) {
+            failed = true;
+            break;
+        }
+        for (Core* c : live)
+            if (c->t > max_cycles_) {
+                set_fail(f, SPYRE_ENGINE_ERR_CYCLE_BUDGET, static_cast<int>(c->id), c->pc,
+                         "cycle budget %llu exceeded", (unsigned long long)max_cycles_);
+                failed = true;
+            }
+        if (failed) break;
+    }
+
+    // results (also filled for failed jobs: statistics up to the failure)
+    for (uint32_t i = 0; i < nc; ++i) {
+        Core& c = cores_[i];
+        uint64_t end = c.t;
+        for (uint64_t u : c.unit_free) end = std::max(end, u);
+        c.stats.end_cycle = end;
+        res.total_cycles = std::max(res.total_cycles, end);
+    }
+    for (uint32_t i = 0; i < nc; ++i) {
+        Core& c = cores_[i];
+        c.stats.idle_cycles = res.total_cycles - c.stats.end_cycle;
+        res.cores[i] = c.stats;
+        res.ddr_read_bytes += c.stats.ddr_read_bytes;
+        res.ddr_write_bytes += c.stats.ddr_write_bytes;
+        res.ring_bytes += c.stats.ring_bytes;
+        res.instructions += c.stats.instructions;
+        res.macs += c.stats.macs;
+    }
+    prog_ = nullptr;
+    job_ = nullptr;
+    if (failed) return finish_fail(f);
+    return SPYRE_ENGINE_OK;
+}
+
+}  // namespace spyre::eng
