@@ -118,18 +118,19 @@ bool spyre_host_write(SpyreState *s, uint64_t addr, const void *buf,
 }
 
 /*
- * Modeled cycles of a DMA of @bytes: a fixed set-up cost plus the time the
- * bytes take at the LPDDR5 bandwidth, ddr-mbps MB/s at clock-mhz MHz,
- * i.e. bytes_per_cycle = ddr_mbps / clock_mhz (136.53 at 1500 MHz):
- * cycles = SETUP + ceil(bytes * clock_mhz / ddr_mbps).
+ * Modeled cycles of a DMA of @bytes, priced by the engine's cycle model
+ * (spyre_engine_copy_cycles, Documentation/isa.md "Cycle model"): set-up
+ * plus the transfer at the slower of PCIe (pcie-mbps) and LPDDR5 (ddr-mbps)
+ * for host copies, or DDR read plus write for device-to-device copies.
  */
-uint64_t spyre_dma_cycles(SpyreState *s, uint64_t bytes)
+uint64_t spyre_dma_cycles(SpyreState *s, bool src_host, bool dst_host,
+                          uint64_t bytes)
 {
-    uint64_t q = bytes / s->ddr_mbps;
-    uint64_t r = bytes % s->ddr_mbps;
+    int kind = src_host ? SPYRE_COPY_HOST_TO_DEVICE :
+               dst_host ? SPYRE_COPY_DEVICE_TO_HOST :
+                          SPYRE_COPY_DEVICE_TO_DEVICE;
 
-    return SPYRE_CYCLES_DMA_SETUP + q * s->clock_mhz +
-           DIV_ROUND_UP(r * s->clock_mhz, s->ddr_mbps);
+    return spyre_engine_copy_cycles(&s->engine_cfg, kind, bytes);
 }
 
 /* Walker over one host page directory. */
@@ -437,7 +438,7 @@ uint32_t spyre_dma_copy(SpyreState *s, unsigned n, uint32_t idx,
         return SPYRE_STATUS_ERR_ALIGN;
     }
 
-    *cycles = spyre_dma_cycles(s, d->size);
+    *cycles = spyre_dma_cycles(s, src_host, dst_host, d->size);
     if (d->size >= SPYRE_DMA_ASYNC_MIN) {
         SpyreJob *j = spyre_job_new(s, SPYRE_JOB_DMA, n, idx, c);
 

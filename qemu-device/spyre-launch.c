@@ -337,6 +337,8 @@ void spyre_launch_worker_init(SpyreState *s)
     s->engine_cfg.lx_bytes = s->lx_size;
     s->engine_cfg.clock_hz = (uint64_t)s->clock_mhz * 1000000;
     s->engine_cfg.ddr_bytes_per_s = (uint64_t)s->ddr_mbps * 1000000;
+    s->engine_cfg.host_dma_bytes_per_s = (uint64_t)s->pcie_mbps * 1000000;
+    s->engine_cfg.dma_setup_cycles = SPYRE_CYCLES_DMA_SETUP;
     s->engine_cfg.ring_bytes_per_cycle = s->ring_bytes_per_cycle;
     s->engine_cfg.num_threads = s->engine_threads;
     s->engine = NULL;

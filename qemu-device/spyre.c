@@ -611,6 +611,7 @@ static const Property spyre_props[] = {
     DEFINE_PROP_SIZE32("lx-size", SpyreState, lx_size, 2 * MiB),
     DEFINE_PROP_UINT32("clock-mhz", SpyreState, clock_mhz, 1500),
     DEFINE_PROP_UINT32("ddr-mbps", SpyreState, ddr_mbps, SPYRE_DDR_MBPS),
+    DEFINE_PROP_UINT32("pcie-mbps", SpyreState, pcie_mbps, SPYRE_PCIE_MBPS),
     DEFINE_PROP_UINT32("ring-bytes-per-cycle", SpyreState, ring_bytes_per_cycle,
                        128),
     DEFINE_PROP_UINT32("power-cap-mw", SpyreState, power_cap_mw, 75000),

@@ -29,6 +29,8 @@ OBJECT_DECLARE_SIMPLE_TYPE(SpyreState, SPYRE)
 #define SPYRE_CYCLES_ERROR          16
 /* LPDDR5 aggregate bandwidth, in MB/s (204.8 GB/s). */
 #define SPYRE_DDR_MBPS              204800ULL
+/* PCIe Gen5 x16 effective: 32 GT/s x 16 x 128/130 = 63.0 GB/s less TLP overhead */
+#define SPYRE_PCIE_MBPS             60000ULL
 
 /* Work bounds of one bottom-half run before it yields to the main loop. */
 #define SPYRE_BH_MAX_CMDS           64
@@ -173,6 +175,7 @@ struct SpyreState {
     uint32_t lx_size;
     uint32_t clock_mhz;
     uint32_t ddr_mbps;          /* device memory bandwidth, MB/s */
+    uint32_t pcie_mbps;         /* host <-> card DMA bandwidth, MB/s */
     uint32_t ring_bytes_per_cycle;
     uint32_t power_cap_mw;
     uint16_t vendor_id;
@@ -254,7 +257,8 @@ bool spyre_ring_busy(const SpyreRing *r);
 /* spyre-dma.c */
 uint32_t spyre_dma_copy(SpyreState *s, unsigned n, uint32_t idx,
                         const struct spyre_hw_cmd *c, uint64_t *cycles);
-uint64_t spyre_dma_cycles(SpyreState *s, uint64_t bytes);
+uint64_t spyre_dma_cycles(SpyreState *s, bool src_host, bool dst_host,
+                          uint64_t bytes);
 void spyre_dma_worker_init(SpyreState *s);
 bool spyre_host_read(SpyreState *s, uint64_t addr, void *buf, uint64_t len);
 bool spyre_host_write(SpyreState *s, uint64_t addr, const void *buf,

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // C API of the engine (include/spyre/engine.h) and its default configuration.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -19,7 +20,8 @@ bool config_valid(const spyre_engine_config& c) {
            c.dma_port_bytes_per_cycle >= 1 && c.span_bytes >= kS && c.mm_int8_speedup >= 1 &&
            c.mm_fp32_slowdown >= 1 && c.vec_lanes_16 >= 1 && c.vec_lanes_32 >= 1 &&
            c.vec_special_cycles >= 1 && c.ring_bytes_per_cycle >= 1 && c.queue_depth >= 1 &&
-           c.queue_depth <= 64 && c.num_threads <= 1024;
+           c.queue_depth <= kMaxQueueDepth && c.num_threads <= 1024 && c.lx_reserve_pct < 100 &&
+           c.vec_lx_sticks_per_cycle >= 1 && c.host_dma_bytes_per_s >= 1;
 }
 
 }  // namespace spyre::eng
@@ -41,7 +43,7 @@ void spyre_engine_config_default(spyre_engine_config* c) {
     c->lx_bytes = 2u << 20;
     c->clock_hz = 1500000000ull;
     c->ddr_bytes_per_s = 204800000000ull;
-    c->dma_port_bytes_per_cycle = 128;
+    c->dma_port_bytes_per_cycle = 256;
     c->dma_latency = 150;
     c->span_bytes = 256ull << 20;
     c->mm_fill_latency = 16;
@@ -59,6 +61,41 @@ void spyre_engine_config_default(spyre_engine_config* c) {
     c->ring_max_bytes = 8ull << 20;
     c->max_instructions = 1000000000ull;
     c->max_cycles = 15000000000ull;
+    c->launch_overhead_cycles = 1000;
+    c->lx_reserve_pct = 20;
+    c->vec_lx_sticks_per_cycle = 2;
+    c->dma_setup_cycles = 1000;
+    c->host_dma_bytes_per_s = 60000000000ull;
+}
+
+uint64_t spyre_engine_lx_usable(const spyre_engine_config* c) {
+    if (!c) return 0;
+    const uint64_t sticks = c->lx_bytes / spyre::eng::kS;
+    return sticks * (100 - std::min<uint32_t>(c->lx_reserve_pct, 100)) / 100 * spyre::eng::kS;
+}
+
+uint64_t spyre_engine_copy_cycles(const spyre_engine_config* c, int kind, uint64_t bytes) {
+    if (!c || !c->clock_hz) return 0;
+    // bytes / rate in cycles, rounded up, without overflow for any 64-bit byte count
+    auto at = [&](uint64_t bytes_per_s) -> uint64_t {
+        const unsigned __int128 num = static_cast<unsigned __int128>(bytes) * c->clock_hz;
+        const unsigned __int128 cyc = (num + bytes_per_s - 1) / bytes_per_s;
+        return cyc > UINT64_MAX / 2 ? UINT64_MAX / 2 : static_cast<uint64_t>(cyc);
+    };
+    uint64_t t = 0;
+    switch (kind) {
+        case SPYRE_COPY_HOST_TO_DEVICE:
+        case SPYRE_COPY_DEVICE_TO_HOST:
+            t = std::max(at(c->host_dma_bytes_per_s), at(c->ddr_bytes_per_s));
+            break;
+        case SPYRE_COPY_DEVICE_TO_DEVICE:
+            t = at(c->ddr_bytes_per_s) * 2;
+            break;
+        default:
+            t = at(c->ddr_bytes_per_s);
+            break;
+    }
+    return c->dma_setup_cycles + t;
 }
 
 spyre_engine* spyre_engine_create(const spyre_engine_config* cfg) {

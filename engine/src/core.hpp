@@ -14,19 +14,15 @@
 #endif
 
 #include "program.hpp"
+#include "timing.hpp"
 
 namespace spyre::eng {
 
-enum class St : uint8_t { Running, BlockedRecv, AtBarrier, AtAllred, Halted, Failed };
-
-struct SbEntry {
-    uint64_t lo, hi, ready;
-    bool write;
-};
+enum class St : uint8_t { Running, BlockedRecv, AtBarrier, AtAllred, AtMcast, Halted, Failed };
 
 struct Msg {
     std::vector<uint8_t> data;
-    uint64_t arrival;
+    uint64_t id;  // job-wide message number (the cycle model matches RECV to SEND by it)
     uint32_t pc;
 };
 
@@ -50,25 +46,20 @@ struct Core {
     // job's data. Sticks are zeroed lazily when first touched, or just marked clean when a LOAD
     // overwrites them completely (saves zeroing the scratchpads at every job start).
     uint64_t* stale = nullptr;
-    // timing
-    uint64_t t = 0;  // issue clock
-    uint64_t unit_free[SPYRE_UNIT_COUNT] = {};
-    uint64_t ring_free[2] = {};
-    std::vector<uint64_t> q[SPYRE_UNIT_COUNT];  // end times of the last queue_depth ops
-    uint32_t qh[SPYRE_UNIT_COUNT] = {};
-    std::vector<SbEntry> sb;
+    // timing: the record of timed operations, replayed by the cycle model after the job, and
+    // a lower bound of the core's cycles (checked against the cycle budget while running)
+    Trace trace;
+    uint64_t unit_cost[kTUnits] = {};
     spyre_engine_core_stats stats = {};
     // ring: messages sent this phase (by direction) and messages delivered to this core
     std::vector<Msg> out[2];
     std::deque<Msg> in[2];
     uint64_t in_bytes[2] = {};
-    uint64_t arrive = 0;  // arrival cycle at a barrier/all-reduce
+    uint64_t group = 0;  // cores of the collective this core waits in (bit mask)
     Failure fail;
 };
 
-struct Range {
-    uint64_t lo, hi;
-};
+using Range = LxRange;
 
 // Zeroes the stale sticks overlapping LX bytes [lo, hi) (before any access to them).
 inline void lx_touch(Core& c, uint64_t lo, uint64_t hi) {

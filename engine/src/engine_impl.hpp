@@ -52,26 +52,55 @@ class Engine {
     uint64_t mem_size_ = 0;
     std::vector<spyre_engine_window> windows_;
     uint64_t max_instr_ = 0, max_cycles_ = 0;
+    uint64_t lx_usable_ = 0;  // lx_bytes less the reserve
+    // cross-core events of the job, for the replay
+    uint64_t msg_count_ = 0;
+    std::vector<CollectiveInfo> colls_;
+    std::vector<MulticastInfo> mcasts_;
 
     bool run_core(Core& c);
     bool fail(Core& c, int code, const char* fmt, ...) __attribute__((format(printf, 4, 5)));
     bool check_lx(Core& c, const char* what, uint64_t addr, uint64_t rows, uint64_t stride,
                   uint64_t row_bytes, Range* out);
     bool check_ddr_row(Core& c, uint64_t addr, uint64_t len);
-    // cycle model helpers
-    uint64_t hazard(const Core& c, const Range* reads, int nr, const Range* writes, int nw) const;
+    // Cycle model, engine side (record.cpp): timed operations go to the core's trace, which
+    // the Timeline replays after the job (timing.hpp). `latency` non-zero: the unit's start-up
+    // latency is charged when it starts from idle. dep must be 0 and end_out is set to 0 (the
+    // times are known only after the replay); lane >= 0 is a ring direction.
     bool unit_op(Core& c, int unit, uint64_t dep, uint64_t cost, uint32_t latency,
                  const Range* reads, int nr, const Range* writes, int nw, uint64_t* end_out,
                  int lane = -1);
-    uint64_t dma_cycles(uint64_t bytes) const;
+    bool dma_op(Core& c, bool is_load, uint64_t bytes, const Range& lx);
+    // Adds cycles to the core's lower bound and fails the job past the cycle budget.
+    bool charge(Core& c, int unit, uint64_t cycles);
+    uint64_t hazards(const Core& c, const Range* reads, int nr, const Range* writes, int nw) const {
+        return c.trace.hazards(reads, nr, writes, nw);
+    }
+    // Replays the traces; fills the per-core timing statistics, returns the job's cycles.
+    uint64_t replay(spyre_engine_result& res);
 
+    // A checked DDR <-> LX transfer (exec_dma.cpp).
+    struct DmaDesc {
+        uint64_t lx, ddr, len, n1, ds1, ls1, n2, ds2, ls2;
+        Range lx_range;
+        uint64_t bytes;  // DDR traffic (whole sticks); 0 = nothing to move
+    };
+    bool decode_dma(Core& c, const Instr& in, bool is_load, const char* what, DmaDesc& d);
+    void move_dma(Core& c, const DmaDesc& d, bool is_load);
     bool exec_dma(Core& c, const Instr& in, bool is_load);
     bool exec_mm(Core& c, const Instr& in);
     bool exec_vec(Core& c, const Instr& in);
     bool exec_send(Core& c, const Instr& in);
     int exec_recv(Core& c, const Instr& in);  // 1 done, 0 blocked, -1 failed
-    void release_barrier(std::vector<Core*>& live);
-    bool release_allred(std::vector<Core*>& live, Failure& f);
+    // Collectives over a core group (collectives.cpp), released by the scheduler once every
+    // member waits in the same one.
+    uint64_t group_of(const Core& c) const;  // the group a waiting core named (bit mask)
+    bool release_group(const std::vector<Core*>& members, Failure& f);
+    void release_barrier(const std::vector<Core*>& members);
+    bool release_allred(const std::vector<Core*>& members, Failure& f);
+    bool release_mcload(const std::vector<Core*>& members, Failure& f);
+    uint64_t ring_span(uint64_t members) const;
+    bool release_collectives(Failure& f, bool& failed);  // ring hops between the farthest members
 
     spyre_engine_config cfg_;
     ThreadPool pool_;
@@ -85,6 +114,7 @@ class Engine {
     std::mutex run_mu_;
 
     bool cancelled() const { return cancel_tok_(); }
+    Timeline timeline_{cfg_};
 };
 
 }  // namespace spyre::eng

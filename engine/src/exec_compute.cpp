@@ -3,6 +3,7 @@
 #include <bit>
 
 #include "engine_impl.hpp"
+#include "spyre/cost.hpp"
 
 namespace spyre::eng {
 
@@ -24,12 +25,7 @@ bool Engine::exec_mm(Core& c, const Instr& in) {
         !check_lx(c, "MM B", ba, k, ldb, n * es, &rb) ||
         !check_lx(c, "MM C", ca, m, ldc, n * 4, &rc))
         return false;
-    // cycles: 8-row x 64-lane tiles over the corelets, one K step per cycle
-    uint64_t tiles = ceil_div(m, cfg_.pe_rows) * ceil_div(n, cfg_.pe_lanes);
-    uint64_t steps = ceil_div(tiles, cfg_.corelets_per_core);
-    uint64_t cycles = t == DType::I8    ? steps * ceil_div(k, cfg_.mm_int8_speedup)
-                      : t == DType::F32 ? steps * k * cfg_.mm_fp32_slowdown
-                                        : steps * k;
+    const uint64_t cycles = cost::mm_cycles(cfg_, t, m, n, k);
     const bool acc = in.flags & isa::kMmAccumulate;
     Range reads[3] = {ra, rb, rc};
     if (!unit_op(c, SPYRE_UNIT_MATRIX, 0, cycles, cfg_.mm_fill_latency, reads, acc ? 3 : 2, &rc, 1,
@@ -54,7 +50,7 @@ bool Engine::exec_vec(Core& c, const Instr& in) {
     const uint64_t dst = c.r[in.a], s1 = c.r[in.b], s2 = op == Op::VBIN ? c.r[in.c] : 0;
     const char* name = op_info(in.op).name;
     if (rows == 0 || cols == 0) return true;
-    if (rows > cfg_.lx_bytes || cols > cfg_.lx_bytes || u128{rows} * cols > cfg_.lx_bytes)
+    if (rows > lx_usable_ || cols > lx_usable_ || u128{rows} * cols > lx_usable_)
         return fail(c, SPYRE_ENGINE_ERR_TOO_LARGE, "%s: %llu x %llu elements exceed LX", name,
                     (unsigned long long)rows, (unsigned long long)cols);
     const uint64_t des = isa::dtype_size(dt), ses = isa::dtype_size(st);
@@ -107,18 +103,36 @@ bool Engine::exec_vec(Core& c, const Instr& in) {
         }
         if (!ok) return false;
     }
-    // cycles: lanes of both corelets; 32-bit types use the narrower lane count
-    const bool wide = des == 4 || ses == 4;
-    const uint64_t lanes =
-        uint64_t{wide ? cfg_.vec_lanes_32 : cfg_.vec_lanes_16} * cfg_.corelets_per_core;
-    uint64_t per_vec = 1;
-    if (op == Op::VUN) {
-        auto f = static_cast<isa::VUn>(in.func);
-        if (f >= isa::VUn::EXP) per_vec = cfg_.vec_special_cycles;
-    } else if (op == Op::VBIN && in.func == static_cast<uint8_t>(isa::VBin::DIV)) {
-        per_vec = cfg_.vec_special_cycles;
+    // cycles: lane-limited compute, or the LX sticks of the busiest operand stream
+    const uint64_t compute = cost::vec_compute_cycles(cfg_, op, in.func, dt, st, rows, cols);
+    uint64_t sticks = 0, max_sticks = 0;
+    {
+        const uint64_t s1b = op == Op::VRED ? cols * ses : cols * ses;
+        uint64_t sk[3] = {};
+        sk[0] = cost::lx_sticks(dst, out_rows, dstride, out_bytes);
+        if (reads_src1) sk[1] = cost::lx_sticks(s1, rows, s1stride, s1b);
+        if (op == Op::VBIN) {
+            switch (mode) {
+                case isa::Bcast::NONE:
+                    sk[2] = cost::lx_sticks(s2, rows, s2stride, cols * ses);
+                    break;
+                case isa::Bcast::SCALAR:
+                    sk[2] = cost::lx_sticks(s2, 1, 0, ses);
+                    break;
+                case isa::Bcast::ROW:
+                    sk[2] = cost::lx_sticks(s2, 1, 0, cols * ses);
+                    break;
+                case isa::Bcast::COL:
+                    sk[2] = cost::lx_sticks(s2, rows, s2stride, ses);
+                    break;
+                default:
+                    break;
+            }
+        }
+        for (uint64_t x : sk) sticks += x, max_sticks = std::max(max_sticks, x);
     }
-    uint64_t cycles = ceil_div(rows * cols, lanes) * per_vec;
+    const uint64_t cycles = cost::vec_cycles(cfg_, compute, max_sticks);
+    c.stats.vec_sticks += sticks;
     if (!unit_op(c, SPYRE_UNIT_VECTOR, 0, cycles, cfg_.vec_latency, reads, nr, &w, 1, nullptr))
         return false;
     for (int i = 0; i < nr; ++i) lx_touch(c, reads[i]);

@@ -4,8 +4,9 @@
 
 namespace spyre::eng {
 
-bool Engine::exec_dma(Core& c, const Instr& in, bool is_load) {
-    const char* what = is_load ? "LOAD" : "STORE";
+// Decodes and checks a LOAD/STORE/MCLOAD; d.bytes == 0 means nothing to move.
+bool Engine::decode_dma(Core& c, const Instr& in, bool is_load, const char* what, DmaDesc& d) {
+    d = DmaDesc{};
     const uint64_t lx = c.r[in.a];
     const uint64_t ddr = c.r[in.b] + static_cast<uint64_t>(in.imm);
     const uint64_t len = c.r[in.c];
@@ -15,22 +16,24 @@ bool Engine::exec_dma(Core& c, const Instr& in, bool is_load) {
         n2 = c.r[in.d + 3], ds2 = c.r[in.d + 4], ls2 = c.r[in.d + 5];
     }
     if (len == 0 || n1 == 0 || n2 == 0) return true;
+    d = {lx, ddr, len, n1, ds1, ls1, n2, ds2, ls2, {}, 0};
     if (lx % kS || ddr % kS || ds1 % kS || ls1 % kS || ds2 % kS || ls2 % kS)
         return fail(c, SPYRE_ENGINE_ERR_MISALIGNED,
                     "%s: LX 0x%llx / DDR 0x%llx addresses and strides must be multiples of 128",
                     what, (unsigned long long)lx, (unsigned long long)ddr);
     const uint64_t padded = round_up(len, kS);
-    if (len > cfg_.lx_bytes || n1 > cfg_.lx_bytes || n2 > cfg_.lx_bytes ||
-        u128{n1} * n2 * padded > cfg_.lx_bytes)
+    if (len > lx_usable_ || n1 > lx_usable_ || n2 > lx_usable_ ||
+        u128{n1} * n2 * padded > lx_usable_)
         return fail(c, SPYRE_ENGINE_ERR_TOO_LARGE, "%s: %llu x %llu rows of %llu B exceed LX", what,
                     (unsigned long long)n2, (unsigned long long)n1, (unsigned long long)len);
     // LX extent: bounding box of all rows
     u128 lx_hi = u128{lx} + u128{n1 - 1} * ls1 + u128{n2 - 1} * ls2 + (is_load ? padded : len);
-    if (lx_hi > cfg_.lx_bytes)
-        return fail(c, SPYRE_ENGINE_ERR_LX_RANGE, "%s: LX range 0x%llx..0x%llx beyond LX %llu",
-                    what, (unsigned long long)lx,
+    if (lx_hi > lx_usable_)
+        return fail(c, SPYRE_ENGINE_ERR_LX_RANGE,
+                    "%s: LX range 0x%llx..0x%llx beyond the usable LX %llu", what,
+                    (unsigned long long)lx,
                     (unsigned long long)(lx_hi > UINT64_MAX ? UINT64_MAX : (uint64_t)lx_hi),
-                    (unsigned long long)cfg_.lx_bytes);
+                    (unsigned long long)lx_usable_);
     // DDR: check every row (fast path: bounding box inside one window and the span)
     u128 ddr_hi = u128{ddr} + u128{n1 - 1} * ds1 + u128{n2 - 1} * ds2 + len;
     bool fast = false;
@@ -48,29 +51,37 @@ bool Engine::exec_dma(Core& c, const Instr& in, bool is_load) {
                 if (!check_ddr_row(c, static_cast<uint64_t>(a), len)) return false;
             }
     }
-    // timing: the DDR moves whole sticks
-    const uint64_t bytes = n1 * n2 * padded;
-    Range lr{lx, static_cast<uint64_t>(lx_hi)};
-    bool ok = is_load ? unit_op(c, SPYRE_UNIT_DMA, 0, dma_cycles(bytes), cfg_.dma_latency, nullptr,
-                                0, &lr, 1, nullptr)
-                      : unit_op(c, SPYRE_UNIT_DMA, 0, dma_cycles(bytes), cfg_.dma_latency, &lr, 1,
-                                nullptr, 0, nullptr);
-    if (!ok) return false;
-    (is_load ? c.stats.ddr_read_bytes : c.stats.ddr_write_bytes) += bytes;
-    // data
+    d.lx_range = {lx, static_cast<uint64_t>(lx_hi)};
+    d.bytes = n1 * n2 * padded;  // the DDR moves whole sticks
+    return true;
+}
+
+// Moves the data of a checked transfer.
+void Engine::move_dma(Core& c, const DmaDesc& d, bool is_load) {
+    const uint64_t lx = d.lx, ddr = d.ddr, len = d.len, padded = round_up(len, kS);
+    const uint64_t n1 = d.n1, ds1 = d.ds1, ls1 = d.ls1, n2 = d.n2, ds2 = d.ds2, ls2 = d.ls2;
     for (uint64_t i2 = 0; i2 < n2; ++i2)
         for (uint64_t i1 = 0; i1 < n1; ++i1) {
             uint8_t* l = c.lx + lx + i2 * ls2 + i1 * ls1;
-            uint8_t* d = mem_ + ddr + i2 * ds2 + i1 * ds1;
+            uint8_t* m = mem_ + ddr + i2 * ds2 + i1 * ds1;
             if (is_load) {
                 lx_overwrite(c, l - c.lx, l - c.lx + padded);
-                std::memcpy(l, d, len);
+                std::memcpy(l, m, len);
                 if (padded != len) std::memset(l + len, 0, padded - len);
             } else {
                 lx_touch(c, l - c.lx, l - c.lx + len);
-                std::memcpy(d, l, len);
+                std::memcpy(m, l, len);
             }
         }
+}
+
+bool Engine::exec_dma(Core& c, const Instr& in, bool is_load) {
+    DmaDesc d;
+    if (!decode_dma(c, in, is_load, is_load ? "LOAD" : "STORE", d)) return false;
+    if (d.bytes == 0) return true;
+    if (!dma_op(c, is_load, d.bytes, d.lx_range)) return false;
+    (is_load ? c.stats.ddr_read_bytes : c.stats.ddr_write_bytes) += d.bytes;
+    move_dma(c, d, is_load);
     return true;
 }
 

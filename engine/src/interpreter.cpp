@@ -30,20 +30,15 @@ bool Engine::run_core(Core& c) {
             }
         }
         c.stats.instructions++;
-        c.t++;
-        c.stats.busy[SPYRE_UNIT_SCALAR]++;
-        if (c.t > max_cycles_)
-            return fail(c, SPYRE_ENGINE_ERR_CYCLE_BUDGET, "cycle budget %llu exceeded",
-                        (unsigned long long)max_cycles_);
+        c.trace.count_issue();
+        if (!charge(c, kUnitScalar, 1)) return false;
         uint64_t* r = c.r;
         uint32_t next = c.pc + 1;
         switch (op) {
             case Op::NOP:
                 break;
             case Op::HALT: {
-                uint64_t end = c.t;
-                for (uint64_t f : c.unit_free) end = std::max(end, f);
-                c.t = end;
+                c.trace.add_sync(TKind::Halt, 0, 0);
                 c.st = St::Halted;
                 return true;
             }
@@ -182,9 +177,9 @@ bool Engine::run_core(Core& c) {
                                 (unsigned long long)a);
                 Range rg;
                 if (!check_lx(c, op_info(in.op).name, a, 1, 0, 8, &rg)) return false;
-                uint64_t ready =
-                    op == Op::LXLD ? hazard(c, &rg, 1, nullptr, 0) : hazard(c, nullptr, 0, &rg, 1);
-                c.t = std::max(c.t, ready);
+                const uint64_t deps = op == Op::LXLD ? hazards(c, &rg, 1, nullptr, 0)
+                                                     : hazards(c, nullptr, 0, &rg, 1);
+                if (deps) c.trace.add_sync(TKind::Wait, deps, 0);
                 lx_touch(c, rg);
                 if (op == Op::LXLD) {
                     std::memcpy(&r[in.a], c.lx + a, 8);
@@ -220,11 +215,19 @@ bool Engine::run_core(Core& c) {
             case Op::RECV:
                 break;  // done above
             case Op::BAR:
-            case Op::ALLRED: {
-                uint64_t a = c.t;
-                for (uint64_t f : c.unit_free) a = std::max(a, f);
-                c.arrive = a;
-                c.st = op == Op::BAR ? St::AtBarrier : St::AtAllred;
+            case Op::ALLRED:
+            case Op::MCLOAD: {
+                const uint64_t g = group_of(c);
+                const uint64_t all = ncores_ >= 64 ? ~uint64_t{0} : (uint64_t{1} << ncores_) - 1;
+                if (!(g >> c.id & 1) || (g & ~all))
+                    return fail(
+                        c, SPYRE_ENGINE_ERR_BAD_OPERAND,
+                        "%s: group 0x%llx must contain this core and only the job's %u cores",
+                        op_info(in.op).name, (unsigned long long)g, ncores_);
+                c.group = g;
+                c.st = op == Op::BAR      ? St::AtBarrier
+                       : op == Op::ALLRED ? St::AtAllred
+                                          : St::AtMcast;
                 // pc stays at the collective until it is released
                 r[0] = 0;
                 return true;

@@ -19,7 +19,7 @@ bool Engine::fail(Core& c, int code, const char* fmt, ...) {
     return false;
 }
 
-// LX operand: rows of row_bytes at addr + i*stride must lie in [0, lx_bytes).
+// LX operand: rows of row_bytes at addr + i*stride must lie in the usable LX [0, lx_usable).
 bool Engine::check_lx(Core& c, const char* what, uint64_t addr, uint64_t rows, uint64_t stride,
                       uint64_t row_bytes, Range* out) {
     if (rows == 0 || row_bytes == 0) {
@@ -27,12 +27,12 @@ bool Engine::check_lx(Core& c, const char* what, uint64_t addr, uint64_t rows, u
         return true;
     }
     u128 hi = u128{addr} + u128{rows - 1} * stride + row_bytes;
-    if (hi > cfg_.lx_bytes)
-        return fail(c, SPYRE_ENGINE_ERR_LX_RANGE,
-                    "%s: LX range 0x%llx + %llu rows x %llu B (stride %llu) beyond LX %llu", what,
-                    (unsigned long long)addr, (unsigned long long)rows,
-                    (unsigned long long)row_bytes, (unsigned long long)stride,
-                    (unsigned long long)cfg_.lx_bytes);
+    if (hi > lx_usable_)
+        return fail(
+            c, SPYRE_ENGINE_ERR_LX_RANGE,
+            "%s: LX range 0x%llx + %llu rows x %llu B (stride %llu) beyond the usable LX %llu",
+            what, (unsigned long long)addr, (unsigned long long)rows, (unsigned long long)row_bytes,
+            (unsigned long long)stride, (unsigned long long)lx_usable_);
     *out = {addr, static_cast<uint64_t>(hi)};
     return true;
 }

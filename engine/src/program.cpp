@@ -49,9 +49,11 @@ OpInfo op_info(uint8_t op) {
         case Op::RECV:
             return {true, F_A | F_C | F_FUNC, 0, "RECV"};
         case Op::ALLRED:
-            return {true, F_DT | F_A | F_B | F_C | F_FUNC, 0, "ALLRED"};
+            return {true, F_DT | F_A | F_B | F_C | F_D | F_FUNC, 0, "ALLRED"};
         case Op::BAR:
-            return {true, 0, 0, "BAR"};
+            return {true, F_B, 0, "BAR"};
+        case Op::MCLOAD:
+            return {true, F_A | F_B | F_C | F_D | F_FUNC | F_IMM, 6, "MCLOAD"};
     }
     return {false, 0, 0, "?"};
 }
@@ -114,6 +116,9 @@ bool check_operands(const Instr& in, uint32_t pc, Failure& f) {
             }
             break;
         }
+        case Op::MCLOAD:
+            if (in.func >= isa::kNumRegs) return bad("group register beyond r31");
+            break;
         case Op::SEND:
         case Op::RECV:
             if (in.func >= static_cast<uint8_t>(isa::Dir::COUNT)) return bad("bad direction");
@@ -190,8 +195,10 @@ bool validate(const uint8_t* bytes, uint64_t size, Program& p, Failure& f) {
             }
         }
         if (oi.fields & F_D) {
+            // d = 0 on a transfer: no descriptor (one row)
             bool used = in.d != 0 || (in.op != static_cast<uint8_t>(Op::LOAD) &&
-                                      in.op != static_cast<uint8_t>(Op::STORE));
+                                      in.op != static_cast<uint8_t>(Op::STORE) &&
+                                      in.op != static_cast<uint8_t>(Op::MCLOAD));
             if (in.d >= isa::kNumRegs || (used && in.d + oi.desc_regs > isa::kNumRegs)) {
                 set_fail(f, SPYRE_ENGINE_ERR_BAD_REGISTER, -1, i,
                          "%s: descriptor r%u..r%u beyond r31", oi.name, in.d,

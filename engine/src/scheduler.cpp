@@ -75,6 +75,10 @@ int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
                  : cfg_.max_instructions ? cfg_.max_instructions
                                          : UINT64_MAX;
     max_cycles_ = job.max_cycles ? job.max_cycles : cfg_.max_cycles ? cfg_.max_cycles : UINT64_MAX;
+    lx_usable_ = spyre_engine_lx_usable(&cfg_);
+    msg_count_ = 0;
+    colls_.clear();
+    mcasts_.clear();
 
     // reset cores (what the previous job wrote becomes stale: it reads as zero)
     for (uint32_t i = 0; i < cfg_.num_cores; ++i) {
@@ -92,7 +96,7 @@ int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
         c.r[isa::kRegCoreId] = i;
         c.r[isa::kRegNumCores] = nc;
         c.span_base = span0;
-        for (auto& q : c.q) q.assign(cfg_.queue_depth, 0);
+        c.trace.reset(cfg_.queue_depth);
         c.st = i < nc ? St::Running : St::Halted;
     }
 
@@ -118,6 +122,10 @@ int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
                     Core& s = cores_[i];
                     Core& dst = cores_[d == 0 ? (i + 1) % nc : (i + nc - 1) % nc];
                     for (Msg& m : s.out[d]) {
+                        // number the message; the send's trace record carries the number
+                        const uint64_t rec = m.id;
+                        m.id = msg_count_++;
+                        s.trace.ops()[rec].aux = m.id;
                         if (dst.in_bytes[d] + m.data.size() > cfg_.ring_max_bytes) {
                             set_fail(f, SPYRE_ENGINE_ERR_RING, static_cast<int>(i), m.pc,
                                      "SEND: core %u has more than %llu bytes undelivered", dst.id,
@@ -144,75 +152,21 @@ int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
             failed = true;
             break;
         }
-        // nobody can run: release a collective or report a deadlock
-        live.clear();
-        uint32_t halted = 0;
-        Core* recv_blocked = nullptr;
-        for (uint32_t i = 0; i < nc; ++i) {
-            Core& c = cores_[i];
-            if (c.st == St::Halted) {
-                ++halted;
-                continue;
-            }
-            live.push_back(&c);
-            if (c.st == St::BlockedRecv && !recv_blocked) recv_blocked = &c;
-        }
-        if (live.empty()) break;
-        if (recv_blocked) {
-            const Instr& in = prog.code[recv_blocked->pc];
-            uint32_t from =
-                in.func == 0 ? (recv_blocked->id + nc - 1) % nc : (recv_blocked->id + 1) % nc;
-            set_fail(f, SPYRE_ENGINE_ERR_DEADLOCK, static_cast<int>(recv_blocked->id),
-                     recv_blocked->pc, "RECV waits for a message from core %u that never comes",
-                     from);
-            failed = true;
-            break;
-        }
-        if (halted) {
-            uint32_t h = 0;
-            while (cores_[h].st != St::Halted) ++h;
-            set_fail(f, SPYRE_ENGINE_ERR_DEADLOCK, static_cast<int>(live[0]->id), live[0]->pc,
-                     "%s waits for core %u, which has halted",
-                     live[0]->st == St::AtBarrier ? "BAR" : "ALLRED", h);
-            failed = true;
-            break;
-        }
-        bool mixed = false;
-        for (Core* c : live)
-            if (c->st != live[0]->st) {
-                set_fail(f, SPYRE_ENGINE_ERR_COLLECTIVE_MISMATCH, static_cast<int>(c->id), c->pc,
-                         "core %u waits in %s, core %u in %s", c->id,
-                         c->st == St::AtBarrier ? "BAR" : "ALLRED", live[0]->id,
-                         live[0]->st == St::AtBarrier ? "BAR" : "ALLRED");
-                mixed = true;
-                break;
-            }
-        if (mixed) {
-            failed = true;
-            break;
-        }
-        if (live[0]->st == St::AtBarrier) {
-            release_barrier(live);
-        } else if (!release_allred(live, f)) {
-            failed = true;
-            break;
-        }
-        for (Core* c : live)
-            if (c->t > max_cycles_) {
-                set_fail(f, SPYRE_ENGINE_ERR_CYCLE_BUDGET, static_cast<int>(c->id), c->pc,
-                         "cycle budget %llu exceeded", (unsigned long long)max_cycles_);
-                failed = true;
-            }
+        // nobody can run: release the collectives whose groups are complete, else report why
+        // the job cannot go on
+        if (!release_collectives(f, failed)) continue;
         if (failed) break;
+        break;  // every core has halted
     }
 
-    // results (also filled for failed jobs: statistics up to the failure)
-    for (uint32_t i = 0; i < nc; ++i) {
-        Core& c = cores_[i];
-        uint64_t end = c.t;
-        for (uint64_t u : c.unit_free) end = std::max(end, u);
-        c.stats.end_cycle = end;
-        res.total_cycles = std::max(res.total_cycles, end);
+    // results (also filled for failed jobs: statistics up to the failure); the timing comes
+    // from the replay of the cores' traces
+    replay(res);
+    if (!failed && max_cycles_ && res.total_cycles > max_cycles_) {
+        set_fail(f, SPYRE_ENGINE_ERR_CYCLE_BUDGET, -1, 0,
+                 "cycle budget %llu exceeded (%llu cycles)", (unsigned long long)max_cycles_,
+                 (unsigned long long)res.total_cycles);
+        failed = true;
     }
     for (uint32_t i = 0; i < nc; ++i) {
         Core& c = cores_[i];
@@ -228,6 +182,78 @@ int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
     job_ = nullptr;
     if (failed) return finish_fail(f);
     return SPYRE_ENGINE_OK;
+}
+
+}  // namespace spyre::eng
+
+namespace spyre::eng {
+
+static const char* coll_name(St st) {
+    return st == St::AtBarrier ? "BAR" : st == St::AtAllred ? "ALLRED" : "MCLOAD";
+}
+
+// Called when no core can run. Releases every collective whose members all wait in it; returns
+// false if one was released (the cores run on). Otherwise sets `failed` with the reason (a
+// deadlock or a mismatch) or leaves it clear if every core has halted, and returns true.
+bool Engine::release_collectives(Failure& f, bool& failed) {
+    bool released = false;
+    std::vector<Core*> members;
+    for (uint32_t i = 0; i < ncores_; ++i) {
+        Core& c = cores_[i];
+        if (c.st != St::AtBarrier && c.st != St::AtAllred && c.st != St::AtMcast) continue;
+        // the lowest member decides for its group
+        if (std::countr_zero(c.group) != static_cast<int>(i)) continue;
+        members.clear();
+        bool complete = true;
+        for (uint32_t j = 0; j < ncores_ && complete; ++j) {
+            if (!(c.group >> j & 1)) continue;
+            Core& m = cores_[j];
+            complete = m.st == c.st && m.group == c.group;
+            members.push_back(&m);
+        }
+        if (!complete) continue;
+        if (!release_group(members, f)) {
+            failed = true;
+            return true;
+        }
+        released = true;
+    }
+    if (released) return false;
+    // nothing to release: find the reason
+    for (uint32_t i = 0; i < ncores_; ++i) {
+        Core& c = cores_[i];
+        if (c.st == St::BlockedRecv) {
+            const Instr& in = prog_->code[c.pc];
+            const uint32_t from = in.func == 0 ? (i + ncores_ - 1) % ncores_ : (i + 1) % ncores_;
+            set_fail(f, SPYRE_ENGINE_ERR_DEADLOCK, static_cast<int>(i), c.pc,
+                     "RECV waits for a message from core %u that never comes", from);
+            failed = true;
+            return true;
+        }
+    }
+    for (uint32_t i = 0; i < ncores_; ++i) {
+        Core& c = cores_[i];
+        if (c.st == St::Halted) continue;
+        for (uint32_t j = 0; j < ncores_; ++j) {
+            if (!(c.group >> j & 1)) continue;
+            const Core& m = cores_[j];
+            if (m.st == St::Halted) {
+                set_fail(f, SPYRE_ENGINE_ERR_DEADLOCK, static_cast<int>(i), c.pc,
+                         "%s waits for core %u, which has halted", coll_name(c.st), j);
+                failed = true;
+                return true;
+            }
+            if (m.st != c.st || m.group != c.group) {
+                set_fail(f, SPYRE_ENGINE_ERR_COLLECTIVE_MISMATCH, static_cast<int>(j), m.pc,
+                         "core %u waits in %s (group 0x%llx), core %u in %s (group 0x%llx)", j,
+                         coll_name(m.st), (unsigned long long)m.group, i, coll_name(c.st),
+                         (unsigned long long)c.group);
+                failed = true;
+                return true;
+            }
+        }
+    }
+    return true;  // all halted
 }
 
 }  // namespace spyre::eng

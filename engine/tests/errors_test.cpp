@@ -636,7 +636,7 @@ TEST(Cancel, VectorKernelsPollTheFlag) {
     Rig rig(c);
     PB b;
     b.li(3, 0);
-    b.set_regs(20, {1024, 512, 2048, 2048});
+    b.set_regs(20, {512, 512, 2048, 2048});  // 1 MiB: within the usable LX
     b.loopi(1000000);
     b.vun(isa::VUn::EXP, DType::F32, DType::F32, 3, 3, 20);
     b.endloop();

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
 // The fast paths: SIMD kernels against the portable ones (bit-identical), the vectorized fp16
 // conversions against spyre::num, and the lazily zeroed scratchpads.
+#include "../src/kernels.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
-#include "../src/kernels.hpp"
 #include "test_util.hpp"
 
 namespace spyre::test {
@@ -33,8 +34,7 @@ TEST(Kernels, F16ConversionsMatchScalar) {
     for (auto& v : x) v = std::bit_cast<float>(bits(rng));
     for (uint32_t i = 0; i < 4096; ++i) {
         x[i] = std::bit_cast<float>((0x33000000u + (i << 12)) ^ (i & 1 ? 0x80000000u : 0));
-        x[4096 + i] =
-            std::bit_cast<float>(0x7f800000u | (i * 0x1fffu) | (i & 1 ? 0x80000000u : 0));
+        x[4096 + i] = std::bit_cast<float>(0x7f800000u | (i * 0x1fffu) | (i & 1 ? 0x80000000u : 0));
         x[8192 + i] = std::bit_cast<float>(0x38000000u + (i << 11) + (i & 0xfff));
     }
     std::vector<uint16_t> out(x.size());
@@ -79,11 +79,11 @@ TEST(Kernels, MatmulSimdMatchesPortable) {
         fill(c0, cs.t == DType::I8 ? DType::I32 : DType::F32);
         std::vector<uint8_t> c_simd = c0, c_gen = c0;
         kern::use_simd(true);
-        kern::matmul({cs.t, c_simd.data(), a.data(), b.data(), cs.m, cs.n, cs.k, lda, ldb, ldc,
-                      cs.acc});
+        kern::matmul(
+            {cs.t, c_simd.data(), a.data(), b.data(), cs.m, cs.n, cs.k, lda, ldb, ldc, cs.acc});
         kern::use_simd(false);
-        kern::matmul({cs.t, c_gen.data(), a.data(), b.data(), cs.m, cs.n, cs.k, lda, ldb, ldc,
-                      cs.acc});
+        kern::matmul(
+            {cs.t, c_gen.data(), a.data(), b.data(), cs.m, cs.n, cs.k, lda, ldb, ldc, cs.acc});
         EXPECT_EQ(c_simd, c_gen) << int(cs.t) << " " << cs.m << "x" << cs.n << "x" << cs.k;
         // padding between rows of C is never written
         for (uint64_t i = 0; i < cs.m; ++i)
@@ -124,8 +124,7 @@ TEST(Kernels, ScratchpadZeroAfterPreviousJob) {
     b.halt();
     ASSERT_EQ(rig.run(b.finish(), {}, 2), 0) << rig.res.message;
     auto out = rig.get<uint8_t>(0x40000, 96 * 1024);
-    for (size_t i = 0; i < out.size(); ++i)
-        ASSERT_EQ(out[i], i < 100 ? 0xab : 0) << i;
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], i < 100 ? 0xab : 0) << i;
 }
 
 }  // namespace

@@ -33,7 +33,7 @@ extern "C" {
 /* Execution units whose busy cycles are reported per core. */
 enum spyre_engine_unit {
     SPYRE_UNIT_SCALAR = 0, /* instruction issue, scalar ALU, branches, LX scalar access */
-    SPYRE_UNIT_DMA = 1,    /* DDR <-> LX stick transfers */
+    SPYRE_UNIT_DMA = 1,    /* DDR <-> LX stick transfers: load and store units added */
     SPYRE_UNIT_MATRIX = 2, /* systolic arrays of both corelets */
     SPYRE_UNIT_VECTOR = 3, /* vector units of both corelets */
     SPYRE_UNIT_RING = 4,   /* ring sends, all-reduce */
@@ -76,9 +76,9 @@ typedef struct spyre_engine_config {
     uint32_t pe_lanes;           /* 64: fp16 MAC lanes per row */
     uint64_t lx_bytes;           /* 2 MiB scratchpad per core (multiple of 128) */
     uint64_t clock_hz;           /* 1.5 GHz */
-    uint64_t ddr_bytes_per_s;    /* 204.8 GB/s aggregate, shared by the job's cores */
-    uint32_t dma_port_bytes_per_cycle; /* 128: one stick per cycle per core at most */
-    uint32_t dma_latency;        /* 150 cycles, charged when the DMA unit starts from idle */
+    uint64_t ddr_bytes_per_s;    /* 204.8 GB/s aggregate, shared by the transfers in flight */
+    uint32_t dma_port_bytes_per_cycle; /* 256: per DMA unit (a core has a load and a store unit) */
+    uint32_t dma_latency;        /* 150 cycles, charged when a DMA unit starts from idle */
     uint64_t span_bytes;         /* 256 MiB addressable device memory per core */
     uint32_t mm_fill_latency;    /* 16 cycles, charged when the matrix unit starts from idle */
     uint32_t mm_int8_speedup;    /* 2: int8 tiles run at 2x the fp16 MAC rate */
@@ -95,6 +95,12 @@ typedef struct spyre_engine_config {
     uint64_t ring_max_bytes;     /* 8 MiB of undelivered ring data per channel */
     uint64_t max_instructions;   /* per core per job; 0 = unlimited (default 1e9) */
     uint64_t max_cycles;         /* per job; 0 = unlimited (default 15e9 = 10 s at 1.5 GHz) */
+    /* Engine v2 cycle model (Documentation/isa.md "Cycle model" names the source of each). */
+    uint32_t launch_overhead_cycles; /* per job, before the first instruction issues */
+    uint32_t lx_reserve_pct;     /* 20: share of LX no program may use (as on the real card) */
+    uint32_t vec_lx_sticks_per_cycle; /* 2: LX sticks each vector operand stream moves per cycle */
+    uint32_t dma_setup_cycles;   /* set-up of a host-issued DMA command (COPY, FILL) */
+    uint64_t host_dma_bytes_per_s; /* PCIe Gen5 x16 effective, host <-> device copies */
 } spyre_engine_config;
 
 typedef struct spyre_engine_window {
@@ -131,6 +137,9 @@ typedef struct spyre_engine_core_stats {
     uint64_t ddr_write_bytes;
     uint64_t ring_bytes; /* bytes this core sent (SEND and its share of ALLRED) */
     uint64_t macs;       /* multiply-accumulates issued to the matrix unit */
+    uint64_t dma_load_busy;  /* the two DMA units, whose sum is busy[SPYRE_UNIT_DMA] */
+    uint64_t dma_store_busy;
+    uint64_t vec_sticks;     /* LX sticks read and written by the vector unit */
 } spyre_engine_core_stats;
 
 typedef struct spyre_engine_result {
@@ -162,6 +171,19 @@ int spyre_engine_run(spyre_engine* eng, const spyre_engine_job* job, spyre_engin
  * afresh). */
 void spyre_engine_cancel(spyre_engine* eng);
 const char* spyre_engine_error_name(int error);
+
+/* Usable scratchpad bytes per core: lx_bytes less the reserve, in whole sticks. */
+uint64_t spyre_engine_lx_usable(const spyre_engine_config* cfg);
+
+/* Host-issued DMA commands, priced by the same model as launches. */
+enum spyre_engine_copy_kind {
+    SPYRE_COPY_HOST_TO_DEVICE = 0, /* PCIe and DDR write: the slower of the two */
+    SPYRE_COPY_DEVICE_TO_HOST = 1,
+    SPYRE_COPY_DEVICE_TO_DEVICE = 2, /* reads and writes DDR: 2 x bytes of DDR traffic */
+    SPYRE_COPY_FILL = 3              /* writes DDR only */
+};
+/* Modeled cycles of a host-issued copy of `bytes`: dma_setup_cycles plus the transfer. */
+uint64_t spyre_engine_copy_cycles(const spyre_engine_config* cfg, int kind, uint64_t bytes);
 
 #ifdef __cplusplus
 }

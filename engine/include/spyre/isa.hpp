@@ -37,6 +37,7 @@ enum class Op : uint8_t {
     SPAN = 0x0a,
     LOAD = 0x10,
     STORE = 0x11,
+    MCLOAD = 0x12,
     MM = 0x20,
     VUN = 0x21,
     VBIN = 0x22,

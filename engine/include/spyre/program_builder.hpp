@@ -84,6 +84,11 @@ class ProgramBuilder {
     void store(Reg lx, Reg ddr, Reg len, Reg desc = 0, int64_t imm = 0) {
         emit(mk(isa::Op::STORE, 0, lx, ddr, len, desc, 0, 0, imm));
     }
+    // Multicast load: every core of the group (bit mask in register `group`; r0 = all cores)
+    // executes it with the same DDR source; one DDR read is delivered to each member's lx.
+    void mcload(Reg lx, Reg ddr, Reg len, Reg group, Reg desc = 0, int64_t imm = 0) {
+        emit(mk(isa::Op::MCLOAD, 0, lx, ddr, len, desc, group, 0, imm));
+    }
 
     // ---- compute on LX ----
     // desc: M, N, K, lda, ldb, ldc (bytes). C is fp32 (int32 for int8 inputs).
@@ -119,11 +124,12 @@ class ProgramBuilder {
     void recv(isa::Dir d, Reg lx, Reg len) {
         emit(mk(isa::Op::RECV, 0, lx, 0, len, 0, static_cast<uint8_t>(d)));
     }
-    void allreduce(isa::Red f, isa::DType t, Reg dst, Reg src, Reg count) {
-        emit(mk(isa::Op::ALLRED, static_cast<uint8_t>(t), dst, src, count, 0,
+    // Collectives over the cores of a group: bit mask in register `group` (r0 = all cores).
+    void allreduce(isa::Red f, isa::DType t, Reg dst, Reg src, Reg count, Reg group = 0) {
+        emit(mk(isa::Op::ALLRED, static_cast<uint8_t>(t), dst, src, count, group,
                 static_cast<uint8_t>(f)));
     }
-    void barrier() { emit(mk(isa::Op::BAR)); }
+    void barrier(Reg group = 0) { emit(mk(isa::Op::BAR, 0, 0, group)); }
 
     // Resolves labels and returns the program image (header + instructions).
     std::vector<uint8_t> finish() const {

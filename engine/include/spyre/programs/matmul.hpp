@@ -23,6 +23,10 @@
 
 namespace spyre::programs {
 
+// The default card's usable scratchpad: 2 MiB less the 20% reserve, in whole sticks (what
+// spyre_engine_lx_usable() returns for the default configuration).
+inline constexpr uint64_t kUsableLx = (2u << 20) / 128 * 80 / 100 * 128;
+
 struct MatmulGrid {
     uint64_t gm, gn;  // cores along M and N
     uint64_t tm, tn;  // tile rows and columns per core
@@ -31,7 +35,7 @@ struct MatmulGrid {
 
 // Picks the core grid (see above). Throws std::invalid_argument if no grid fits.
 inline MatmulGrid plan_matmul(uint64_t M, uint64_t N, uint64_t K, uint64_t cores,
-                              isa::DType in = isa::DType::F16, uint64_t lx_bytes = 2u << 20) {
+                              isa::DType in = isa::DType::F16, uint64_t lx_bytes = kUsableLx) {
     const uint64_t es = isa::dtype_size(in);
     const uint64_t oes = in == isa::DType::F32 ? 4 : 2;
     if (cores == 0 || M == 0 || N == 0 || K == 0) throw std::invalid_argument("empty matmul");
@@ -52,9 +56,9 @@ inline MatmulGrid plan_matmul(uint64_t M, uint64_t N, uint64_t K, uint64_t cores
     throw std::invalid_argument("matmul shape does not split into stick-aligned tiles fitting LX");
 }
 
-inline std::vector<uint8_t> build_matmul_program(uint64_t M, uint64_t N, uint64_t K,
-                                                 uint64_t cores, isa::DType in = isa::DType::F16,
-                                                 uint64_t lx_bytes = 2u << 20) {
+inline std::vector<uint8_t> build_matmul_program(uint64_t M, uint64_t N, uint64_t K, uint64_t cores,
+                                                 isa::DType in = isa::DType::F16,
+                                                 uint64_t lx_bytes = kUsableLx) {
     using isa::DType;
     const uint64_t es = isa::dtype_size(in);
     const DType out = in == DType::F32 ? DType::F32 : DType::F16;
