@@ -52,7 +52,7 @@ void spyre_engine_config_default(spyre_engine_config* c) {
     c->vec_lanes_16 = 64;
     c->vec_lanes_32 = 32;
     c->vec_latency = 8;
-    c->vec_special_cycles = 4;
+    c->vec_special_cycles = 2;
     c->ring_bytes_per_cycle = 128;
     c->ring_hop_latency = 8;
     c->barrier_latency = 16;
@@ -61,10 +61,10 @@ void spyre_engine_config_default(spyre_engine_config* c) {
     c->ring_max_bytes = 8ull << 20;
     c->max_instructions = 1000000000ull;
     c->max_cycles = 15000000000ull;
-    c->launch_overhead_cycles = 1000;
+    c->launch_overhead_cycles = 500;
     c->lx_reserve_pct = 20;
     c->vec_lx_sticks_per_cycle = 2;
-    c->dma_setup_cycles = 1000;
+    c->dma_setup_cycles = 256;
     c->host_dma_bytes_per_s = 60000000000ull;
 }
 
