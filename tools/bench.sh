@@ -7,7 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p build/bench
-tools/in-sysroot 'ninja -C build/cmake spyre_engine_bench spyre_engine_torch_compare >/dev/null'
+tools/in-sysroot 'ninja -C build/cmake spyre_engine_bench spyre_engine_torch_compare spyre_engine_model_bench >/dev/null'
+echo "=== cycle model calibration (modeled device time vs IBM's measurement) ==="
+tools/in-sysroot 'build/cmake/engine/spyre_engine_model_bench' | tee build/bench/model_calibration.txt
+echo
 echo "=== engine matmul throughput and modeled device time (Google Benchmark) ==="
 tools/in-sysroot 'build/cmake/engine/spyre_engine_bench --benchmark_repetitions=3 \
 	--benchmark_report_aggregates_only=true --benchmark_out=/src/build/bench/engine.json' |

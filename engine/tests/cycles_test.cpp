@@ -316,3 +316,91 @@ TEST(Cycles, LxReserveLeavesEightyPercentUsable) {
 
 }  // namespace
 }  // namespace spyre::test
+
+namespace spyre::test {
+namespace {
+
+// Group collectives: correctness and their faults.
+TEST(Groups, AllReduceSumsOverTheGroupOnly) {
+    Rig rig;
+    PB b;
+    b.li(6, 0x0f);
+    b.alu(isa::Alu::SLTU, 7, 1, 0, 4);
+    auto g0 = b.label();
+    b.br(isa::Cond::NE, 7, 0, g0);
+    b.li(6, 0xf0);
+    b.bind(g0);
+    b.li(3, 0), b.li(4, 0x100), b.li(5, 32);  // 32 fp32 = one stick
+    b.muli(8, 1, 128);
+    b.load(3, 8, 4, 0);  // core c loads its row: values c + 1
+    b.allreduce(isa::Red::SUM, DType::F32, 3, 3, 5, 6);
+    b.muli(8, 1, 128);
+    b.addi(8, 8, 0x10000);
+    b.store(3, 8, 4);
+    b.halt();
+    for (uint32_t c = 0; c < 8; ++c)
+        rig.put_as(DType::F32, c * 128, std::vector<float>(32, c + 1.f));
+    ASSERT_EQ(rig.run(b.finish(), {}, 8), 0) << rig.res.message;
+    for (uint32_t c = 0; c < 8; ++c) {
+        const float want = c < 4 ? 1 + 2 + 3 + 4 : 5 + 6 + 7 + 8;
+        EXPECT_EQ(rig.get_as(DType::F32, 0x10000 + c * 128, 32), std::vector<float>(32, want)) << c;
+    }
+}
+
+TEST(Groups, FaultsNameTheCore) {
+    Rig rig;
+    {
+        PB b;  // a group without the executing core
+        b.li(6, 0x2);
+        b.barrier(6);
+        b.halt();
+        EXPECT_EQ(rig.run(b.finish(), {}, 2), SPYRE_ENGINE_ERR_BAD_OPERAND);
+        EXPECT_EQ(rig.res.core, 0);
+    }
+    {
+        PB b;  // a group with cores outside the job
+        b.li(6, 0xff);
+        b.barrier(6);
+        b.halt();
+        EXPECT_EQ(rig.run(b.finish(), {}, 4), SPYRE_ENGINE_ERR_BAD_OPERAND);
+    }
+    {
+        PB b;  // members name different groups
+        b.li(6, 0x3);
+        auto same = b.label();
+        b.br(isa::Cond::EQ, 1, 0, same);
+        b.li(6, 0x7);
+        b.bind(same);
+        b.barrier(6);
+        b.halt();
+        EXPECT_EQ(rig.run(b.finish(), {}, 3), SPYRE_ENGINE_ERR_COLLECTIVE_MISMATCH);
+    }
+    {
+        PB b;  // multicast members name different DDR sources
+        b.li(3, 0), b.li(5, 128);
+        b.muli(4, 1, 128);
+        b.mcload(3, 4, 5, 0);
+        b.halt();
+        EXPECT_EQ(rig.run(b.finish(), {}, 2), SPYRE_ENGINE_ERR_COLLECTIVE_MISMATCH);
+    }
+    {
+        PB b;  // a member halts instead of joining the multicast
+        b.li(3, 0), b.li(4, 0), b.li(5, 128);
+        auto out = b.label();
+        b.br(isa::Cond::NE, 1, 0, out);
+        b.mcload(3, 4, 5, 0);
+        b.bind(out);
+        b.halt();
+        EXPECT_EQ(rig.run(b.finish(), {}, 2), SPYRE_ENGINE_ERR_DEADLOCK);
+    }
+    {
+        PB b;  // group register beyond r31 is rejected statically
+        b.li(3, 0), b.li(4, 0), b.li(5, 128);
+        b.mcload(3, 4, 5, 40);
+        b.halt();
+        EXPECT_EQ(rig.run(b.finish(), {}, 1), SPYRE_ENGINE_ERR_BAD_OPERAND);
+    }
+}
+
+}  // namespace
+}  // namespace spyre::test
