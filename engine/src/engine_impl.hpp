@@ -55,6 +55,7 @@ class Engine {
     uint64_t lx_usable_ = 0;  // lx_bytes less the reserve
     // cross-core events of the job, for the replay
     uint64_t msg_count_ = 0;
+    std::atomic<uint64_t> job_records_{0};
     std::vector<CollectiveInfo> colls_;
     std::vector<MulticastInfo> mcasts_;
 

@@ -17,6 +17,10 @@ bool Engine::run_core(Core& c) {
         if (c.stats.instructions >= max_instr_)
             return fail(c, SPYRE_ENGINE_ERR_INSTR_BUDGET, "instruction budget %llu exceeded",
                         (unsigned long long)max_instr_);
+        if (c.trace.over_budget())
+            return fail(c, SPYRE_ENGINE_ERR_INSTR_BUDGET,
+                        "more than %llu timed operations in one job: split it into launches",
+                        (unsigned long long)kMaxJobRecords);
         // every instruction (a few ns): long instructions also poll inside their kernels
         if (cancelled()) return fail(c, SPYRE_ENGINE_ERR_CANCELLED, "job cancelled");
         const Instr& in = code[c.pc];

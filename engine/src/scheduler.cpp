@@ -77,6 +77,7 @@ int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
     max_cycles_ = job.max_cycles ? job.max_cycles : cfg_.max_cycles ? cfg_.max_cycles : UINT64_MAX;
     lx_usable_ = spyre_engine_lx_usable(&cfg_);
     msg_count_ = 0;
+    job_records_.store(0, std::memory_order_relaxed);
     colls_.clear();
     mcasts_.clear();
 
@@ -96,7 +97,7 @@ int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
         c.r[isa::kRegCoreId] = i;
         c.r[isa::kRegNumCores] = nc;
         c.span_base = span0;
-        c.trace.reset(cfg_.queue_depth);
+        c.trace.reset(cfg_.queue_depth, &job_records_);
         c.st = i < nc ? St::Running : St::Halted;
     }
 

@@ -19,8 +19,10 @@ inline bool overlap(const LxRange& a, const LxRange& b) { return a.lo < b.hi && 
 // ---------------------------------------------------------------------------------------------
 // Trace
 
-void Trace::reset(uint32_t queue_depth) {
+void Trace::reset(uint32_t queue_depth, std::atomic<uint64_t>* job_records) {
     ops_.clear();
+    ops_.shrink_to_fit();  // a big job's records are not kept past the next one
+    job_records_ = job_records;
     for (auto& unit : slots_)
         for (auto& s : unit) s = Slot{};
     for (auto& h : head_) h = 0;
@@ -63,6 +65,7 @@ void Trace::add(TOp op, const LxRange* reads, int nr, const LxRange* writes, int
     }
     head_[op.unit] = (head_[op.unit] + 1) % qd_;
     ops_.push_back(op);
+    if (job_records_) job_records_->fetch_add(1, std::memory_order_relaxed);
 }
 
 void Trace::add_sync(TKind kind, uint64_t deps, uint64_t aux) {
@@ -73,6 +76,7 @@ void Trace::add_sync(TKind kind, uint64_t deps, uint64_t aux) {
     op.issue = pending_issue_;
     pending_issue_ = 0;
     ops_.push_back(op);
+    if (job_records_) job_records_->fetch_add(1, std::memory_order_relaxed);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 // (include/spyre/cost.hpp), so the planner's figures are the engine's figures.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -30,8 +31,12 @@ enum TUnit : uint8_t {
     kTUnits = 6
 };
 inline constexpr uint32_t kMaxQueueDepth = 8;
-inline constexpr uint64_t kNoMessage = UINT64_MAX;  // a send never delivered (failed job)  // deps
-                                                    // are a 64-bit mask over units x slots
+inline constexpr uint64_t kNoMessage = UINT64_MAX;  // a send never delivered (failed job)
+// Records per job at most (32 bytes each): the replay needs the whole job's records, so a
+// runaway program must not grow them without bound (INSTR_BUDGET past it).
+inline constexpr uint64_t kMaxJobRecords = uint64_t{1}
+                                           << 21;  // deps
+                                                   // are a 64-bit mask over units x slots
 
 enum class TKind : uint8_t {
     Unit,        // fixed-cost operation on a unit (matrix, vector, ring send)
@@ -61,7 +66,11 @@ struct LxRange {
 // Functional side: records of one core and the scoreboard that turns LX ranges into deps.
 class Trace {
   public:
-    void reset(uint32_t queue_depth);
+    // `job_records`, if set, counts the records of all cores of the job (shared).
+    void reset(uint32_t queue_depth, std::atomic<uint64_t>* job_records = nullptr);
+    bool over_budget() const {
+        return job_records_ && job_records_->load(std::memory_order_relaxed) > kMaxJobRecords;
+    }
     // Appends an operation; reads/writes are its LX ranges (for hazards against queued ops).
     void add(TOp op, const LxRange* reads, int nr, const LxRange* writes, int nw);
     // Deps of an access that does not occupy a unit (scalar LX access, RECV destination).
@@ -85,6 +94,7 @@ class Trace {
     uint32_t head_[kTUnits] = {};
     uint32_t qd_ = 4;
     uint32_t pending_issue_ = 0;
+    std::atomic<uint64_t>* job_records_ = nullptr;
 };
 
 // Timing results of one core.

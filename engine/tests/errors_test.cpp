@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <map>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "test_util.hpp"
@@ -344,6 +345,28 @@ TEST(Errors, SynchronizationFaults) {
         b.halt();
         expect_error(rig, b.finish(), {SPYRE_ENGINE_ERR_RING, 0, 3}, {}, 2);
     }
+}
+
+TEST(Errors, TimedOperationsPerJobAreBounded) {
+    // The cycle model replays a job's recorded operations after it: a program that would record
+    // more than the bound (here 3M tiny vector ops) stops with INSTR_BUDGET instead of growing
+    // host memory without limit.
+    spyre_engine_config c;
+    spyre_engine_config_default(&c);
+    c.num_cores = 1;
+    c.max_instructions = 0;
+    c.max_cycles = 0;
+    Rig rig(c);
+    PB b;
+    b.li(3, 0);
+    b.set_regs(20, {1, 1, 128, 128});
+    b.loopi(3000000);
+    b.vun(isa::VUn::NEG, DType::F32, DType::F32, 3, 3, 20);
+    b.endloop();
+    b.halt();
+    EXPECT_EQ(rig.run(b.finish()), SPYRE_ENGINE_ERR_INSTR_BUDGET);
+    EXPECT_NE(std::string(rig.res.message).find("timed operations"), std::string::npos)
+        << rig.res.message;
 }
 
 TEST(Errors, BudgetsAndCancel) {
