@@ -288,6 +288,7 @@ void spyre_launch_complete(struct spyre_launch *l, const struct spyre_hw_cpl *cp
 	r->macs = h->macs;
 	nc = min_t(u32, h->num_cores, DRM_SPYRE_LAUNCH_MAX_CORES);
 	r->num_cores = nc;
+	r->mac_peak = h->mac_peak;
 	for (i = 0; i < nc; i++) {
 		for (u = 0; u < DRM_SPYRE_LAUNCH_UNITS; u++)
 			r->cores[i].busy[u] = h->cores[i].busy[u];

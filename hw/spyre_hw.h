@@ -266,7 +266,7 @@ struct spyre_hw_launch_result {
 	uint64_t instructions;
 	uint64_t macs;
 	uint32_t num_cores;	/* entries of cores[] that are valid */
-	uint32_t reserved;
+	uint32_t mac_peak;	/* peak MACs/cycle of one core for the types used, 0 = no MACs */
 	struct spyre_hw_launch_core cores[SPYRE_LAUNCH_MAX_CORES];
 };
 

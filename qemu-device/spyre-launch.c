@@ -239,6 +239,7 @@ static void spyre_launch_result_to_hw(const spyre_engine_result *r,
     h->instructions = cpu_to_le64(r->instructions);
     h->macs = cpu_to_le64(r->macs);
     h->num_cores = cpu_to_le32(nc);
+    h->mac_peak = cpu_to_le32(r->mac_peak);
     for (i = 0; i < nc; i++) {
         for (u = 0; u < SPYRE_LAUNCH_UNITS; u++) {
             h->cores[i].busy[u] = cpu_to_le64(r->cores[i].busy[u]);

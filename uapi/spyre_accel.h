@@ -217,7 +217,7 @@ struct drm_spyre_launch_result {
 	__u64 instructions;	/* all cores */
 	__u64 macs;		/* multiply-accumulates, all cores */
 	__u32 num_cores;	/* valid entries of cores[] */
-	__u32 pad;
+	__u32 mac_peak;		/* peak MACs/cycle of a core for the types used; 0 = no MACs */
 	struct drm_spyre_launch_core cores[DRM_SPYRE_LAUNCH_MAX_CORES];
 };
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // C API of the engine (include/spyre/engine.h) and its default configuration.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -118,6 +119,18 @@ const spyre_engine_config* spyre_engine_get_config(const spyre_engine* e) {
     return e ? &e->impl.config() : nullptr;
 }
 
+// MAC totals in fp16 slots and the per-core peak of the types used (engine.h).
+static void finish_mac_stats(const spyre_engine_config& cfg, spyre_engine_result& r) {
+    r.mac_slots = 0;
+    for (uint32_t i = 0; i < r.num_cores && i < SPYRE_ENGINE_MAX_CORES; ++i)
+        r.mac_slots += r.cores[i].mac_slots;
+    const double fp16_peak = double(cfg.corelets_per_core) * cfg.pe_rows * cfg.pe_lanes;
+    r.mac_peak =
+        r.mac_slots
+            ? static_cast<uint32_t>(std::llround(fp16_peak * double(r.macs) / double(r.mac_slots)))
+            : 0;
+}
+
 int spyre_engine_run(spyre_engine* e, const spyre_engine_job* job, spyre_engine_result* res) {
     spyre_engine_result local;
     spyre_engine_result* r = res ? res : &local;
@@ -140,7 +153,9 @@ int spyre_engine_run(spyre_engine* e, const spyre_engine_job* job, spyre_engine_
         return r->error;
     };
     try {
-        return e->impl.run(*job, *r);
+        const int rc = e->impl.run(*job, *r);
+        finish_mac_stats(e->impl.config(), *r);
+        return rc;
     } catch (const std::bad_alloc&) {
         return host_fail("out of host memory");
     } catch (const std::exception& ex) {

@@ -43,9 +43,11 @@ double mm_peak_macs_per_cycle(const spyre_engine_config& cfg, isa::DType t) {
 }
 
 uint64_t vec_compute_cycles(const spyre_engine_config& cfg, isa::Op op, uint8_t func,
-                            isa::DType dst, isa::DType src, uint64_t rows, uint64_t cols) {
+                            isa::DType dst, isa::DType src, uint64_t rows, uint64_t cols,
+                            isa::DType src2) {
     // lanes of both corelets; 32-bit types use the narrower lane count
-    const bool wide = isa::dtype_size(dst) == 4 || isa::dtype_size(src) == 4;
+    const bool wide = isa::dtype_size(dst) == 4 || isa::dtype_size(src) == 4 ||
+                      (src2 != isa::DType::COUNT && isa::dtype_size(src2) == 4);
     const uint64_t lanes =
         uint64_t{wide ? cfg.vec_lanes_32 : cfg.vec_lanes_16} * cfg.corelets_per_core;
     uint64_t per_vec = 1;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -20,6 +21,17 @@ namespace spyre::eng {
 unsigned pool_threads(const spyre_engine_config& cfg);
 int test_throw_core();
 bool config_valid(const spyre_engine_config& c);
+
+// A vector-unit operand as an instruction names it: LX address, type, broadcast, row stride,
+// and the fp32 value of an IMM operand.
+struct VecOpd {
+    const char* what;
+    uint64_t addr;
+    DType t;
+    isa::Bcast mode;
+    uint64_t stride;
+    float imm = 0.0f;
+};
 
 class Engine {
   public:
@@ -91,6 +103,22 @@ class Engine {
     bool exec_dma(Core& c, const Instr& in, bool is_load);
     bool exec_mm(Core& c, const Instr& in);
     bool exec_vec(Core& c, const Instr& in);
+    // tensor instructions (exec_tensor.cpp)
+    bool exec_vtrans(Core& c, const Instr& in);
+    bool exec_vsel(Core& c, const Instr& in);
+    bool exec_viota(Core& c, const Instr& in);
+    bool exec_vfma(Core& c, const Instr& in);
+    bool vec_shape_ok(Core& c, const char* name, uint64_t rows, uint64_t cols);
+    bool check_vec_ops(Core& c, const char* name, uint64_t rows, uint64_t cols,
+                       const VecOpd* const* ops, int n, Range* ranges);
+    bool check_vec_align(Core& c, const char* name, const VecOpd* const* ops, int n);
+    bool check_vec_ranges(Core& c, const char* name, uint64_t rows, uint64_t cols,
+                          const VecOpd* const* ops, int n, Range* ranges);
+    bool vec_timing(Core& c, uint64_t elems, bool wide, uint64_t per_vec, const Range* reads,
+                    int nr, const Range& w, std::initializer_list<uint64_t> sticks);
+    uint64_t vop_sticks(const VecOpd& o, uint64_t rows, uint64_t cols) const;
+    void vec_touch(Core& c, const Range* reads, int nr, const Range& w, uint64_t out_rows,
+                   uint64_t dstride, uint64_t out_bytes);
     bool exec_send(Core& c, const Instr& in);
     int exec_recv(Core& c, const Instr& in);  // 1 done, 0 blocked, -1 failed
     // Collectives over a core group (collectives.cpp), released by the scheduler once every

@@ -20,9 +20,11 @@ bool Engine::exec_mm(Core& c, const Instr& in) {
     if (aa % es || ba % es || lda % es || ldb % es || ca % 4 || ldc % 4)
         return fail(c, SPYRE_ENGINE_ERR_MISALIGNED,
                     "MM: operand addresses/strides not element aligned");
+    // transposed operands: A stored K x M, B stored N x K
+    const bool ta = in.flags & isa::kMmTransA, tb = in.flags & isa::kMmTransB;
     Range ra, rb, rc;
-    if (!check_lx(c, "MM A", aa, m, lda, k * es, &ra) ||
-        !check_lx(c, "MM B", ba, k, ldb, n * es, &rb) ||
+    if (!check_lx(c, "MM A", aa, ta ? k : m, lda, (ta ? m : k) * es, &ra) ||
+        !check_lx(c, "MM B", ba, tb ? n : k, ldb, (tb ? k : n) * es, &rb) ||
         !check_lx(c, "MM C", ca, m, ldc, n * 4, &rc))
         return false;
     const uint64_t cycles = cost::mm_cycles(cfg_, t, m, n, k);
@@ -32,19 +34,33 @@ bool Engine::exec_mm(Core& c, const Instr& in) {
                  nullptr))
         return false;
     c.stats.macs += m * n * k;
+    // the same MACs in fp16 MAC slots: utilisation against the peak of the type used
+    c.stats.mac_slots += t == DType::I8    ? ceil_div(m * n * k, cfg_.mm_int8_speedup)
+                         : t == DType::F32 ? m * n * k * cfg_.mm_fp32_slowdown
+                                           : m * n * k;
     lx_touch(c, ra);
     lx_touch(c, rb);
     if (!acc && (m == 1 || ldc == n * 4))
         lx_overwrite(c, rc.lo, rc.hi);  // C is contiguous and written completely
     else
         lx_touch(c, rc);
-    kern::matmul({t, c.lx + ca, c.lx + aa, c.lx + ba, m, n, k, lda, ldb, ldc, acc, &cancel_tok_});
+    const uint8_t* a = c.lx + aa;
+    const uint8_t* bm = c.lx + ba;
+    uint64_t la = lda, lb = ldb;
+    // the kernel takes row-major A and B: transposed operands are copied (read before C is
+    // written, so C may still overlap them)
+    if (ta && k) a = kern::transposed_copy(0, es, a, k, m, lda), la = k * es;
+    if (tb && k) bm = kern::transposed_copy(1, es, bm, n, k, ldb), lb = n * es;
+    kern::matmul({t, c.lx + ca, a, bm, m, n, k, la, lb, ldc, acc, &cancel_tok_});
     return true;
 }
 
 bool Engine::exec_vec(Core& c, const Instr& in) {
     const Op op = static_cast<Op>(in.op);
     const DType dt = static_cast<DType>(in.dt & 15), st = static_cast<DType>(in.dt >> 4);
+    // VBIN flags high nibble: src2's own type + 1 (0: the source type)
+    const DType s2t =
+        op == Op::VBIN && (in.flags >> 4) ? static_cast<DType>((in.flags >> 4) - 1) : st;
     const uint64_t* d = &c.r[in.d];
     const uint64_t rows = d[0], cols = d[1];
     const uint64_t dst = c.r[in.a], s1 = c.r[in.b], s2 = op == Op::VBIN ? c.r[in.c] : 0;
@@ -53,7 +69,8 @@ bool Engine::exec_vec(Core& c, const Instr& in) {
     if (rows > lx_usable_ || cols > lx_usable_ || u128{rows} * cols > lx_usable_)
         return fail(c, SPYRE_ENGINE_ERR_TOO_LARGE, "%s: %llu x %llu elements exceed LX", name,
                     (unsigned long long)rows, (unsigned long long)cols);
-    const uint64_t des = isa::dtype_size(dt), ses = isa::dtype_size(st);
+    const uint64_t des = isa::dtype_size(dt), ses = isa::dtype_size(st),
+                   s2es = isa::dtype_size(s2t);
     const float imm = std::bit_cast<float>(static_cast<uint32_t>(in.imm));
     Range reads[2] = {}, w{};
     int nr = 0;
@@ -70,13 +87,13 @@ bool Engine::exec_vec(Core& c, const Instr& in) {
         s1stride = d[3];
         if (op == Op::VBIN) {
             s2stride = d[4];
-            mode = static_cast<isa::Bcast>(in.flags);
+            mode = static_cast<isa::Bcast>(in.flags & 15);
         }
     }
     const bool uses_s2 = op == Op::VBIN && mode != isa::Bcast::IMM;
     const bool uses_s2stride = mode == isa::Bcast::NONE || mode == isa::Bcast::COL;
-    if (dst % des || s1 % ses || (uses_s2 && s2 % ses) || dstride % des || s1stride % ses ||
-        (uses_s2 && uses_s2stride && s2stride % ses))
+    if (dst % des || s1 % ses || (uses_s2 && s2 % s2es) || dstride % des || s1stride % ses ||
+        (uses_s2 && uses_s2stride && s2stride % s2es))
         return fail(c, SPYRE_ENGINE_ERR_MISALIGNED, "%s: addresses/strides not element aligned",
                     name);
     if (!check_lx(c, name, dst, out_rows, dstride, out_bytes, &w)) return false;
@@ -87,16 +104,16 @@ bool Engine::exec_vec(Core& c, const Instr& in) {
         bool ok = true;
         switch (mode) {
             case isa::Bcast::NONE:
-                ok = check_lx(c, name, s2, rows, s2stride, cols * ses, &reads[nr++]);
+                ok = check_lx(c, name, s2, rows, s2stride, cols * s2es, &reads[nr++]);
                 break;
             case isa::Bcast::SCALAR:
-                ok = check_lx(c, name, s2, 1, 0, ses, &reads[nr++]);
+                ok = check_lx(c, name, s2, 1, 0, s2es, &reads[nr++]);
                 break;
             case isa::Bcast::ROW:
-                ok = check_lx(c, name, s2, 1, 0, cols * ses, &reads[nr++]);
+                ok = check_lx(c, name, s2, 1, 0, cols * s2es, &reads[nr++]);
                 break;
             case isa::Bcast::COL:
-                ok = check_lx(c, name, s2, rows, s2stride, ses, &reads[nr++]);
+                ok = check_lx(c, name, s2, rows, s2stride, s2es, &reads[nr++]);
                 break;
             default:
                 break;
@@ -104,26 +121,26 @@ bool Engine::exec_vec(Core& c, const Instr& in) {
         if (!ok) return false;
     }
     // cycles: lane-limited compute, or the LX sticks of the busiest operand stream
-    const uint64_t compute = cost::vec_compute_cycles(cfg_, op, in.func, dt, st, rows, cols);
+    const uint64_t compute =
+        cost::vec_compute_cycles(cfg_, op, in.func, dt, st, rows, cols, uses_s2 ? s2t : st);
     uint64_t sticks = 0, max_sticks = 0;
     {
-        const uint64_t s1b = op == Op::VRED ? cols * ses : cols * ses;
         uint64_t sk[3] = {};
         sk[0] = cost::lx_sticks(dst, out_rows, dstride, out_bytes);
-        if (reads_src1) sk[1] = cost::lx_sticks(s1, rows, s1stride, s1b);
+        if (reads_src1) sk[1] = cost::lx_sticks(s1, rows, s1stride, cols * ses);
         if (op == Op::VBIN) {
             switch (mode) {
                 case isa::Bcast::NONE:
-                    sk[2] = cost::lx_sticks(s2, rows, s2stride, cols * ses);
+                    sk[2] = cost::lx_sticks(s2, rows, s2stride, cols * s2es);
                     break;
                 case isa::Bcast::SCALAR:
-                    sk[2] = cost::lx_sticks(s2, 1, 0, ses);
+                    sk[2] = cost::lx_sticks(s2, 1, 0, s2es);
                     break;
                 case isa::Bcast::ROW:
-                    sk[2] = cost::lx_sticks(s2, 1, 0, cols * ses);
+                    sk[2] = cost::lx_sticks(s2, 1, 0, cols * s2es);
                     break;
                 case isa::Bcast::COL:
-                    sk[2] = cost::lx_sticks(s2, rows, s2stride, ses);
+                    sk[2] = cost::lx_sticks(s2, rows, s2stride, s2es);
                     break;
                 default:
                     break;
@@ -147,8 +164,15 @@ bool Engine::exec_vec(Core& c, const Instr& in) {
                          dstride, s1stride, imm, &cancel_tok_);
             break;
         case Op::VBIN:
-            kern::vbinary(static_cast<isa::VBin>(in.func), mode, dt, st, c.lx + dst, c.lx + s1,
-                          c.lx + s2, rows, cols, dstride, s1stride, s2stride, imm, &cancel_tok_);
+            if (s2t == st) {
+                kern::vbinary(static_cast<isa::VBin>(in.func), mode, dt, st, c.lx + dst, c.lx + s1,
+                              c.lx + s2, rows, cols, dstride, s1stride, s2stride, imm,
+                              &cancel_tok_);
+            } else {
+                kern::vbinary_mixed(static_cast<isa::VBin>(in.func), dt, c.lx + dst, dstride, rows,
+                                    cols, {c.lx + s1, st, isa::Bcast::NONE, s1stride, 0.0f},
+                                    {c.lx + s2, s2t, mode, s2stride, imm}, &cancel_tok_);
+            }
             break;
         default:
             kern::vreduce(static_cast<isa::Red>(in.func), in.flags, dt, st, c.lx + dst, c.lx + s1,

@@ -213,6 +213,18 @@ bool Engine::run_core(Core& c) {
             case Op::VRED:
                 if (!exec_vec(c, in)) return false;
                 break;
+            case Op::VTRANS:
+                if (!exec_vtrans(c, in)) return false;
+                break;
+            case Op::VSEL:
+                if (!exec_vsel(c, in)) return false;
+                break;
+            case Op::VIOTA:
+                if (!exec_viota(c, in)) return false;
+                break;
+            case Op::VFMA:
+                if (!exec_vfma(c, in)) return false;
+                break;
             case Op::SEND:
                 if (!exec_send(c, in)) return false;
                 break;

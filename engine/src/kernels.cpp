@@ -613,6 +613,8 @@ inline void map1(float* __restrict y, const float* __restrict x, size_t n, F f) 
     for (size_t i = 0; i < n; ++i) y[i] = f(x[i]);
 }
 
+}  // namespace
+
 void apply_unary(isa::VUn f, float* y, const float* x, size_t n, float imm) {
     using isa::VUn;
     switch (f) {
@@ -659,6 +661,24 @@ void apply_unary(isa::VUn f, float* y, const float* x, size_t n, float imm) {
                 return float(d / (1.0 + std::exp(-d)));
             });
             break;
+        case VUn::LOG:
+            map1(y, x, n, [](float v) { return float(std::log(double(v))); });
+            break;
+        case VUn::SIN:
+            map1(y, x, n, [](float v) { return float(std::sin(double(v))); });
+            break;
+        case VUn::COS:
+            map1(y, x, n, [](float v) { return float(std::cos(double(v))); });
+            break;
+        case VUn::GELU_TANH:
+            // 0.5 x (1 + tanh(u)) written as x / (1 + e^(-2u)): no cancellation for x << 0
+            map1(y, x, n, [](float v) {
+                if (std::isinf(v)) return v > 0 ? v : -0.0f;
+                const double d = v;
+                const double u = 0.79788456080286535588 * (d + 0.044715 * d * d * d);
+                return float(d / (1.0 + std::exp(-2.0 * u)));
+            });
+            break;
         default:
             break;
     }
@@ -686,12 +706,29 @@ void apply_binary(isa::VBin f, float* __restrict y, const float* __restrict a,
         case VBin::MIN:
             for (size_t i = 0; i < n; ++i) y[i] = fmin_nan(a[i], b[i]);
             break;
+        // IEEE comparisons: false with a NaN operand except NE; -0 == +0
+        case VBin::EQ:
+            for (size_t i = 0; i < n; ++i) y[i] = a[i] == b[i] ? 1.0f : 0.0f;
+            break;
+        case VBin::NE:
+            for (size_t i = 0; i < n; ++i) y[i] = a[i] != b[i] ? 1.0f : 0.0f;
+            break;
+        case VBin::LT:
+            for (size_t i = 0; i < n; ++i) y[i] = a[i] < b[i] ? 1.0f : 0.0f;
+            break;
+        case VBin::LE:
+            for (size_t i = 0; i < n; ++i) y[i] = a[i] <= b[i] ? 1.0f : 0.0f;
+            break;
+        case VBin::GT:
+            for (size_t i = 0; i < n; ++i) y[i] = a[i] > b[i] ? 1.0f : 0.0f;
+            break;
+        case VBin::GE:
+            for (size_t i = 0; i < n; ++i) y[i] = a[i] >= b[i] ? 1.0f : 0.0f;
+            break;
         default:
             break;
     }
 }
-
-}  // namespace
 
 void vunary(isa::VUn f, DType dt, DType st, uint8_t* dst, const uint8_t* src, uint64_t rows,
             uint64_t cols, uint64_t dstride, uint64_t sstride, float imm, const Cancel* cancel) {

@@ -60,4 +60,47 @@ void vreduce(isa::Red f, int axis, isa::DType dt, isa::DType st, uint8_t* dst, c
 // Elementwise combination for ALLRED: acc = acc OP x.
 void combine(isa::Red f, float* acc, const float* x, size_t n);
 
+// The elementwise functions of VUN and VBIN on fp32 rows (y may alias x / a).
+void apply_unary(isa::VUn f, float* y, const float* x, size_t n, float imm);
+void apply_binary(isa::VBin f, float* y, const float* a, const float* b, size_t n);
+
+// ---- tensor kernels (kernels_tensor.cpp): VTRANS, VSEL, VIOTA, VFMA, mixed-type VBIN ----
+
+// One source operand of a vector instruction: row r of `cols` elements is p + r * stride
+// (NONE), p (ROW), the single element p (SCALAR), p + r * stride (COL, one element) or imm.
+struct VecOperand {
+    const uint8_t* p = nullptr;
+    isa::DType t = isa::DType::F32;
+    isa::Bcast mode = isa::Bcast::NONE;
+    uint64_t stride = 0;
+    float imm = 0.0f;
+};
+
+// dst[j][i] = src[i][j] (src rows x cols, dst cols x rows). The same type copies bits; else
+// converted like VUN COPY. src is read completely before dst is written (they may overlap).
+void transpose(isa::DType dt, isa::DType st, uint8_t* dst, const uint8_t* src, uint64_t rows,
+               uint64_t cols, uint64_t dstride, uint64_t sstride, const Cancel* cancel = nullptr);
+// MM operand transposition: returns a per-thread buffer holding the cols x rows transpose of
+// the es-byte elements at src (rows x cols, row stride sstride), rows contiguous. slot 0 / 1
+// name two independent buffers (A and B).
+const uint8_t* transposed_copy(int slot, uint32_t es, const uint8_t* src, uint64_t rows,
+                               uint64_t cols, uint64_t sstride);
+// VBIN with src2 of its own type: dst = s1 OP s2.
+void vbinary_mixed(isa::VBin f, isa::DType dt, uint8_t* dst, uint64_t dstride, uint64_t rows,
+                   uint64_t cols, const VecOperand& s1, const VecOperand& s2,
+                   const Cancel* cancel = nullptr);
+// VSEL: dst = (mask != 0) != invert ? x : y.
+void vselect(isa::DType dt, uint8_t* dst, uint64_t dstride, uint64_t rows, uint64_t cols,
+             const VecOperand& x, const VecOperand& y, const VecOperand& mask, bool invert,
+             const Cancel* cancel = nullptr);
+// VIOTA: v = alpha*i + beta*j + gamma (wrapping int64). IOTA: dst = v; MASK: dst = v >= 0 ?
+// src : fill.
+void viota(isa::Iota f, isa::DType dt, uint8_t* dst, uint64_t dstride, uint64_t rows, uint64_t cols,
+           const VecOperand& src, int64_t alpha, int64_t beta, int64_t gamma, float fill,
+           const Cancel* cancel = nullptr);
+// VFMA: dst = fma(s1, s2, s3) in fp32, rounded once to dt.
+void vfma(isa::DType dt, uint8_t* dst, uint64_t dstride, uint64_t rows, uint64_t cols,
+          const VecOperand& s1, const VecOperand& s2, const VecOperand& s3,
+          const Cancel* cancel = nullptr);
+
 }  // namespace spyre::kern

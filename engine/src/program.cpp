@@ -44,6 +44,14 @@ OpInfo op_info(uint8_t op) {
             return {true, F_DT | F_A | F_B | F_C | F_D | F_FUNC | F_FLAGS | F_IMM, 5, "VBIN"};
         case Op::VRED:
             return {true, F_DT | F_A | F_B | F_D | F_FUNC | F_FLAGS, 3, "VRED"};
+        case Op::VTRANS:
+            return {true, F_DT | F_A | F_B | F_D, 4, "VTRANS"};
+        case Op::VSEL:
+            return {true, F_DT | F_A | F_B | F_C | F_D | F_FUNC | F_FLAGS | F_IMM, 7, "VSEL"};
+        case Op::VIOTA:
+            return {true, F_DT | F_A | F_B | F_D | F_FUNC | F_IMM, 7, "VIOTA"};
+        case Op::VFMA:
+            return {true, F_DT | F_A | F_B | F_C | F_D | F_FUNC | F_FLAGS | F_IMM, 7, "VFMA"};
         case Op::SEND:
             return {true, F_A | F_C | F_FUNC, 0, "SEND"};
         case Op::RECV:
@@ -69,12 +77,26 @@ __attribute__((format(printf, 5, 6))) void set_fail(Failure& f, int code, int co
     va_end(ap);
 }
 
+// An operand modifier byte (isa::operand_mode): broadcast mode below max_mode, a type nibble
+// naming a valid type or 0, and no type for IMM.
+static const char* operand_mode_error(uint8_t m, uint8_t max_mode) {
+    const uint8_t mode = m & 15, tn = m >> 4;
+    if (mode >= max_mode) return "bad broadcast mode";
+    if (tn > static_cast<uint8_t>(DType::COUNT)) return "bad operand type";
+    if (mode == static_cast<uint8_t>(isa::Bcast::IMM) && tn) return "IMM operand with a type";
+    return nullptr;
+}
+
+static bool is_imm(uint8_t m) { return (m & 15) == static_cast<uint8_t>(isa::Bcast::IMM); }
+
 bool check_operands(const Instr& in, uint32_t pc, Failure& f) {
     auto bad = [&](const char* what) {
         set_fail(f, SPYRE_ENGINE_ERR_BAD_OPERAND, -1, pc, "%s: %s", op_info(in.op).name, what);
         return false;
     };
     const uint8_t lo = in.dt & 15, hi = in.dt >> 4;
+    const uint64_t uimm = static_cast<uint64_t>(in.imm);
+    constexpr uint8_t kModes = static_cast<uint8_t>(isa::Bcast::COUNT);
     switch (static_cast<Op>(in.op)) {
         case Op::ALU:
             if (in.func >= static_cast<uint8_t>(isa::Alu::COUNT)) return bad("bad ALU function");
@@ -92,7 +114,8 @@ bool check_operands(const Instr& in, uint32_t pc, Failure& f) {
                 in.dt != static_cast<uint8_t>(DType::I8) &&
                 in.dt != static_cast<uint8_t>(DType::F32))
                 return bad("input type must be f16, bf16, i8 or f32");
-            if (in.flags & ~isa::kMmAccumulate) return bad("reserved flag bits set");
+            if (in.flags & ~(isa::kMmAccumulate | isa::kMmTransA | isa::kMmTransB))
+                return bad("reserved flag bits set");
             break;
         }
         case Op::VUN:
@@ -106,8 +129,7 @@ bool check_operands(const Instr& in, uint32_t pc, Failure& f) {
             if (op == Op::VBIN) {
                 if (in.func >= static_cast<uint8_t>(isa::VBin::COUNT))
                     return bad("bad binary function");
-                if (in.flags >= static_cast<uint8_t>(isa::Bcast::COUNT))
-                    return bad("bad broadcast mode");
+                if (const char* e = operand_mode_error(in.flags, kModes)) return bad(e);
             }
             if (op == Op::VRED) {
                 if (in.func >= static_cast<uint8_t>(isa::Red::COUNT))
@@ -119,6 +141,37 @@ bool check_operands(const Instr& in, uint32_t pc, Failure& f) {
         case Op::MCLOAD:
             if (in.func >= isa::kNumRegs) return bad("group register beyond r31");
             break;
+        case Op::VTRANS:
+            if (!dtype_ok(lo) || !dtype_ok(hi)) return bad("bad data type");
+            break;
+        case Op::VSEL: {
+            if (!dtype_ok(lo) || !dtype_ok(hi)) return bad("bad data type");
+            if (in.func & 2) return bad("reserved func bit 1 set");
+            if ((in.func >> 4) > static_cast<uint8_t>(DType::COUNT)) return bad("bad mask type");
+            if (const char* e = operand_mode_error(in.flags, kModes)) return bad(e);
+            if (uimm >> 32) return bad("imm must be fp32 bits");
+            if (!is_imm(in.flags) && in.imm) return bad("imm set but y is not IMM");
+            if (is_imm(in.flags) && in.c) return bad("y is IMM: c must be r0");
+            break;
+        }
+        case Op::VIOTA: {
+            if (!dtype_ok(lo) || !dtype_ok(hi)) return bad("bad data type");
+            if (in.func >= static_cast<uint8_t>(isa::Iota::COUNT)) return bad("bad function");
+            if (uimm >> 32) return bad("imm must be fp32 bits");
+            if (in.func == static_cast<uint8_t>(isa::Iota::IOTA) && (in.b || in.imm || hi))
+                return bad("IOTA: b, imm and the source type must be 0");
+            break;
+        }
+        case Op::VFMA: {
+            if (!dtype_ok(lo) || !dtype_ok(hi)) return bad("bad data type");
+            if (const char* e = operand_mode_error(in.flags, kModes)) return bad(e);
+            if (const char* e = operand_mode_error(in.func, kModes)) return bad(e);
+            if (!is_imm(in.flags) && (uimm & 0xffffffffu))
+                return bad("imm low half set, s2 not IMM");
+            if (!is_imm(in.func) && (uimm >> 32)) return bad("imm high half set, s3 not IMM");
+            if (is_imm(in.flags) && in.c) return bad("s2 is IMM: c must be r0");
+            break;
+        }
         case Op::SEND:
         case Op::RECV:
             if (in.func >= static_cast<uint8_t>(isa::Dir::COUNT)) return bad("bad direction");

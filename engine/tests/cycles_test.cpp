@@ -404,3 +404,60 @@ TEST(Groups, FaultsNameTheCore) {
 
 }  // namespace
 }  // namespace spyre::test
+
+namespace spyre::test {
+namespace {
+
+// MAC utilisation is measured against the peak of the input type used: int8 tiles run at twice
+// the fp16 rate, fp32 at a quarter (mm_int8_speedup / mm_fp32_slowdown), so a compute-bound
+// int8 loop is at ~100% of the int8 peak (not ~200% of the fp16 one).
+TEST(Cycles, MacPeakFollowsTheInputType) {
+    Rig rig;
+    auto run = [&](std::initializer_list<DType> types) {
+        PB b;
+        b.li(3, 0x10000), b.li(4, 0), b.li(5, 0x8000);
+        b.set_regs(20, {64, 64, 256, 512, 128, 256});
+        for (DType t : types) {
+            b.loopi(64);  // long enough that the launch overhead stays under 2%
+            b.matmul(t, 3, 4, 5, 20, true);
+            b.endloop();
+        }
+        b.halt();
+        EXPECT_EQ(rig.run(b.finish(), {}, 32), 0) << rig.res.message;
+        return rig.res;
+    };
+    struct Want {
+        DType t;
+        uint32_t peak;
+    };
+    for (Want w : {Want{DType::F16, 1024}, Want{DType::BF16, 1024}, Want{DType::I8, 2048},
+                   Want{DType::F32, 256}}) {
+        const spyre_engine_result r = run({w.t});
+        EXPECT_EQ(r.mac_peak, w.peak) << int(w.t);
+        const double util = double(r.macs) / (double(r.total_cycles) * 32 * r.mac_peak);
+        EXPECT_GE(util, 0.95) << int(w.t);
+        EXPECT_LE(util, 1.0) << int(w.t);
+        EXPECT_EQ(r.mac_slots * 1024, r.macs * 1024 * 1024 / w.peak);
+        uint64_t core_slots = 0;
+        for (int c = 0; c < 32; ++c) core_slots += r.cores[c].mac_slots;
+        EXPECT_EQ(core_slots, r.mac_slots);
+    }
+    // int8 against the fp16 peak was the old, wrong figure: about 2
+    const spyre_engine_result i8 = run({DType::I8});
+    EXPECT_GT(double(i8.macs) / (double(i8.total_cycles) * 32 * 1024), 1.9);
+    // a mix: equal MAC counts of fp16 and int8 -> slots 1 + 1/2 per 2 MACs -> peak 1024 * 4/3
+    const spyre_engine_result mix = run({DType::F16, DType::I8});
+    EXPECT_EQ(mix.mac_peak, 1365u);
+    const double util = double(mix.macs) / (double(mix.total_cycles) * 32 * mix.mac_peak);
+    EXPECT_GE(util, 0.95);
+    EXPECT_LE(util, 1.0);
+    // no matrix work: 0
+    PB b;
+    b.halt();
+    ASSERT_EQ(rig.run(b.finish()), 0);
+    EXPECT_EQ(rig.res.mac_peak, 0u);
+    EXPECT_EQ(rig.res.mac_slots, 0u);
+}
+
+}  // namespace
+}  // namespace spyre::test

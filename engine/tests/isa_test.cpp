@@ -377,6 +377,21 @@ double ref_unary(VUn f, double x, double imm) {
             return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
         case VUn::SILU:
             return x / (1.0 + std::exp(-x));
+        case VUn::LOG:
+            return std::log(x);
+        case VUn::SIN:
+            return std::sin(x);
+        case VUn::COS:
+            return std::cos(x);
+        case VUn::GELU_TANH:
+            if (std::isinf(x)) return x > 0 ? x : 0.0;
+            {
+                // 0.5 x (1 + tanh u) = x / (1 + e^-2u), in long double (no cancellation)
+                const long double lx = x;
+                const long double u = std::sqrt(2.0L / 3.14159265358979323846264338327950288L) *
+                                      (lx + 0.044715L * lx * lx * lx);
+                return static_cast<double>(lx / (1 + std::exp(-2 * u)));
+            }
         default:
             return NAN;
     }
@@ -509,6 +524,18 @@ double ref_binary(VBin f, double a, double b) {
             return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
         case VBin::MIN:
             return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+        case VBin::EQ:
+            return a == b;
+        case VBin::NE:
+            return a != b;
+        case VBin::LT:
+            return a < b;
+        case VBin::LE:
+            return a <= b;
+        case VBin::GT:
+            return a > b;
+        case VBin::GE:
+            return a >= b;
         default:
             return NAN;
     }

@@ -57,13 +57,14 @@ void fail_unknown_host_pointer(const void* ptr, const std::string& device) {
                      ptr, device));
 }
 
-void finish_stats(spyre_launch_stats* s, uint32_t clock_mhz) {
+void finish_stats(spyre_launch_stats* s, uint32_t clock_mhz, uint32_t mac_peak) {
     s->clock_mhz = clock_mhz;
     s->time_ns =
         clock_mhz
             ? static_cast<uint64_t>(static_cast<double>(s->total_cycles) * 1000.0 / clock_mhz + 0.5)
             : 0;
-    s->peak_macs_per_cycle = kMacsPerCoreCycle * s->num_cores;
+    // against the peak of the types used: int8 runs at 2x, fp32 at 1/4 of the fp16 rate
+    s->peak_macs_per_cycle = (mac_peak ? mac_peak : kMacsPerCoreCycle) * uint64_t{s->num_cores};
     s->utilization =
         s->total_cycles && s->peak_macs_per_cycle
             ? static_cast<double>(s->macs) / (static_cast<double>(s->total_cycles) *

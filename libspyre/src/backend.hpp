@@ -213,8 +213,10 @@ std::shared_ptr<Device> open_sim_device(int index);
 inline constexpr uint64_t kMacsPerCoreCycle = 2 * 8 * 64;
 
 // Fills the derived fields of *s (time_ns, peak_macs_per_cycle, utilization, clock_mhz) from
-// total_cycles, macs and num_cores.
-void finish_stats(spyre_launch_stats* s, uint32_t clock_mhz);
+// total_cycles, macs, num_cores and mac_peak: the per-core MAC peak of the data types the launch
+// used (engine.h; 2048 for int8, 256 for fp32), or 0 for "no matrix work / not reported" (a card
+// model without the field), which means the fp16 peak.
+void finish_stats(spyre_launch_stats* s, uint32_t clock_mhz, uint32_t mac_peak);
 
 // Launch statistics from a launch result: the driver's drm_spyre_launch_result and the engine's
 // spyre_engine_result share these field names.
@@ -232,7 +234,7 @@ void stats_from_result(const Result& r, uint32_t clock_mhz, spyre_launch_stats* 
         for (int u = 0; u < SPYRE_LAUNCH_UNITS; ++u) stats->cores[c].busy[u] = r.cores[c].busy[u];
         stats->cores[c].end_cycle = r.cores[c].end_cycle;
     }
-    finish_stats(stats, clock_mhz);
+    finish_stats(stats, clock_mhz, r.mac_peak);
 }
 
 // The error of a faulted launch: SPYRE_ERROR_PROGRAM (or another status for budget/memory

@@ -413,6 +413,41 @@ TEST_F(Sim, Matmul256Fp16On32CoresMatchesReferenceWithStats) {
     EXPECT_EQ(0, std::memcmp(&runs[0].stats, &runs[1].stats, sizeof(spyre_launch_stats)));
 }
 
+// Utilisation is measured against the peak of the data type the matrix unit ran: a
+// compute-bound int8 loop is near 100% of the int8 peak (2x fp16), not ~199% of the fp16 one;
+// fp32 against a quarter of the fp16 peak.
+TEST_F(Sim, UtilizationAgainstThePeakOfTheDataType) {
+    open();
+    struct Case {
+        spyre::isa::DType t;
+        uint64_t peak_per_core;
+    };
+    for (Case cs : {Case{spyre::isa::DType::F16, 1024}, Case{spyre::isa::DType::I8, 2048},
+                    Case{spyre::isa::DType::F32, 256}}) {
+        SCOPED_TRACE(int(cs.t));
+        spyre::ProgramBuilder b;  // 16 back-to-back 64x64x256 tiles on LX operands per core
+        b.li(3, 0x10000), b.li(4, 0), b.li(5, 0x8000);
+        b.set_regs(20, {64, 64, 256, 1024, 256, 256});
+        b.loopi(16);
+        b.matmul(cs.t, 3, 4, 5, 20, true);
+        b.endloop();
+        b.halt();
+        spyre_program_t prog = load(b.finish());
+        ASSERT_NE(prog, nullptr);
+        spyre_launch_params lp{};
+        spyre_launch_stats s;
+        ASSERT_SPYRE(spyre_launch(prog, &lp, &s));
+        EXPECT_EQ(s.num_cores, 32u);
+        EXPECT_EQ(s.macs, 32u * 16 * 64 * 64 * 256);
+        EXPECT_EQ(s.peak_macs_per_cycle, 32 * cs.peak_per_core);
+        EXPECT_NEAR(s.utilization,
+                    double(s.macs) / (double(s.total_cycles) * double(s.peak_macs_per_cycle)),
+                    1e-12);
+        EXPECT_GE(s.utilization, 0.95);
+        EXPECT_LE(s.utilization, 1.0);
+    }
+}
+
 TEST_F(Sim, ElementwiseAddOnFewerCores) {
     open();
     constexpr int64_t per_core = 1024;

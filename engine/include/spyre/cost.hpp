@@ -26,8 +26,10 @@ double mm_peak_macs_per_cycle(const spyre_engine_config& cfg, isa::DType in);
 
 // Vector instruction: lane-limited compute cycles, then the LX stick rule: each operand stream
 // moves vec_lx_sticks_per_cycle sticks per cycle, so strided or columnar access pays per stick.
+// src2: type of a second source operand if it has its own (mixed-type VBIN/VSEL/VFMA).
 uint64_t vec_compute_cycles(const spyre_engine_config& cfg, isa::Op op, uint8_t func,
-                            isa::DType dst, isa::DType src, uint64_t rows, uint64_t cols);
+                            isa::DType dst, isa::DType src, uint64_t rows, uint64_t cols,
+                            isa::DType src2 = isa::DType::COUNT);
 uint64_t vec_cycles(const spyre_engine_config& cfg, uint64_t compute_cycles,
                     uint64_t max_stream_sticks);
 

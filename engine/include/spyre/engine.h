@@ -140,6 +140,11 @@ typedef struct spyre_engine_core_stats {
     uint64_t dma_load_busy;  /* the two DMA units, whose sum is busy[SPYRE_UNIT_DMA] */
     uint64_t dma_store_busy;
     uint64_t vec_sticks;     /* LX sticks read and written by the vector unit */
+    /* The same MACs counted in fp16 MAC slots, i.e. weighted by the rate of their input type:
+     * int8 MACs / mm_int8_speedup (rounded up per MM), fp32 MACs x mm_fp32_slowdown, fp16 and
+     * bf16 MACs x 1. mac_slots / (cycles x fp16 peak) is the utilisation against the peak of the
+     * types actually used. */
+    uint64_t mac_slots;
 } spyre_engine_core_stats;
 
 typedef struct spyre_engine_result {
@@ -155,6 +160,13 @@ typedef struct spyre_engine_result {
     uint64_t ring_bytes;
     uint64_t instructions;
     uint64_t macs;
+    uint64_t mac_slots; /* sum of the cores' mac_slots */
+    /* Peak MACs per cycle of one core for the data types of the job's matrix work: 1024 for
+     * fp16/bf16, 2048 for int8, 256 for fp32 (default config); a MAC-weighted mix,
+     * round(fp16 peak x macs / mac_slots), when several types ran; 0 without matrix work.
+     * MAC utilisation = macs / (total_cycles x num_cores x mac_peak). */
+    uint32_t mac_peak;
+    uint32_t reserved;
     spyre_engine_core_stats cores[SPYRE_ENGINE_MAX_CORES];
 } spyre_engine_result;
 

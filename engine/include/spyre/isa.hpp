@@ -42,6 +42,10 @@ enum class Op : uint8_t {
     VUN = 0x21,
     VBIN = 0x22,
     VRED = 0x23,
+    VTRANS = 0x24,
+    VSEL = 0x25,
+    VIOTA = 0x26,
+    VFMA = 0x27,
     SEND = 0x30,
     RECV = 0x31,
     ALLRED = 0x32,
@@ -84,14 +88,42 @@ enum class VUn : uint8_t {
     TANH,
     GELU,
     SILU,
+    LOG,
+    SIN,
+    COS,
+    GELU_TANH,
     COUNT
 };
-enum class VBin : uint8_t { ADD, SUB, MUL, DIV, MAX, MIN, COUNT };
+// EQ..GE compare and give 1.0 (true) or 0.0 (false) in the destination type.
+enum class VBin : uint8_t { ADD, SUB, MUL, DIV, MAX, MIN, EQ, NE, LT, LE, GT, GE, COUNT };
 enum class Bcast : uint8_t { NONE, SCALAR, ROW, COL, IMM, COUNT };
 enum class Red : uint8_t { SUM, MAX, MIN, COUNT };
+// VIOTA functions: IOTA writes alpha*i + beta*j + gamma; MASK keeps src where that is >= 0.
+enum class Iota : uint8_t { IOTA, MASK, COUNT };
 enum class Dir : uint8_t { NEXT, PREV, COUNT };
 
 inline constexpr uint8_t kMmAccumulate = 1;  // MM flags bit 0: C += A*B (else C = A*B)
+inline constexpr uint8_t kMmTransA = 2;      // MM flags bit 1: A stored K x M (A^T row-major)
+inline constexpr uint8_t kMmTransB = 4;      // MM flags bit 2: B stored N x K (B^T row-major)
+
+// Operand modifier byte of a second/third vector operand (VBIN and VSEL flags, VFMA flags and
+// func): low nibble = broadcast mode, high nibble = the operand's own type + 1, where 0 means
+// "the instruction's source type" (so every pre-existing VBIN encoding keeps its meaning).
+inline constexpr DType kSrcType = DType::COUNT;  // "same as the source type" for operand_mode
+inline constexpr uint8_t operand_mode(Bcast m, DType t = kSrcType) {
+    const uint8_t tn = t == kSrcType ? 0 : static_cast<uint8_t>(static_cast<uint8_t>(t) + 1);
+    return static_cast<uint8_t>((tn << 4) | static_cast<uint8_t>(m));
+}
+// VSEL func byte: bit 0 = invert (dst = mask ? y : x), bit 1 reserved (0), bits 2-3 = mask
+// broadcast (NONE, SCALAR, ROW, COL), bits 4-7 = mask type + 1 (0 = source type).
+inline constexpr uint8_t kSelInvert = 1;
+inline constexpr uint8_t sel_func(bool invert, Bcast mask_mode = Bcast::NONE,
+                                  DType mask_t = kSrcType) {
+    const uint8_t tn =
+        mask_t == kSrcType ? 0 : static_cast<uint8_t>(static_cast<uint8_t>(mask_t) + 1);
+    return static_cast<uint8_t>((tn << 4) | (static_cast<uint8_t>(mask_mode) << 2) |
+                                (invert ? kSelInvert : 0));
+}
 
 inline constexpr uint32_t dtype_size(DType t) {
     switch (t) {

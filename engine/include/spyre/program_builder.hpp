@@ -91,10 +91,14 @@ class ProgramBuilder {
     }
 
     // ---- compute on LX ----
-    // desc: M, N, K, lda, ldb, ldc (bytes). C is fp32 (int32 for int8 inputs).
-    void matmul(isa::DType in, Reg c, Reg a, Reg b, Reg desc, bool accumulate) {
-        emit(mk(isa::Op::MM, static_cast<uint8_t>(in), c, a, b, desc, 0,
-                accumulate ? isa::kMmAccumulate : 0));
+    // desc: M, N, K, lda, ldb, ldc (bytes). C is fp32 (int32 for int8 inputs). trans_a: A is
+    // stored K x M (lda = its row stride); trans_b: B is stored N x K (C = A x B^T, e.g. Q K^T).
+    void matmul(isa::DType in, Reg c, Reg a, Reg b, Reg desc, bool accumulate, bool trans_a = false,
+                bool trans_b = false) {
+        emit(mk(
+            isa::Op::MM, static_cast<uint8_t>(in), c, a, b, desc, 0,
+            static_cast<uint8_t>((accumulate ? isa::kMmAccumulate : 0) |
+                                 (trans_a ? isa::kMmTransA : 0) | (trans_b ? isa::kMmTransB : 0))));
     }
     // desc: rows, cols, dst_stride, src_stride (bytes). imm: fp32 value for SET.
     void vun(isa::VUn f, isa::DType dst_t, isa::DType src_t, Reg dst, Reg src, Reg desc,
@@ -107,6 +111,53 @@ class ProgramBuilder {
               Reg s2, Reg desc, float imm = 0.0f) {
         emit(mk(isa::Op::VBIN, isa::dt_pair(dst_t, src_t), dst, s1, s2, desc,
                 static_cast<uint8_t>(f), static_cast<uint8_t>(mode), std::bit_cast<uint32_t>(imm)));
+    }
+    // Like vbin, with src2 of its own type src2_t (e.g. fp32 row statistics on fp16 data).
+    // EQ..GE compare and write 1.0 / 0.0.
+    void vbin2(isa::VBin f, isa::Bcast mode, isa::DType dst_t, isa::DType src_t, isa::DType src2_t,
+               Reg dst, Reg s1, Reg s2, Reg desc, float imm = 0.0f) {
+        emit(mk(isa::Op::VBIN, isa::dt_pair(dst_t, src_t), dst, s1, s2, desc,
+                static_cast<uint8_t>(f), isa::operand_mode(mode, src2_t),
+                std::bit_cast<uint32_t>(imm)));
+    }
+    // dst = src^T: desc rows, cols (of src), dst_stride, src_stride; dst is cols x rows.
+    void vtrans(isa::DType dst_t, isa::DType src_t, Reg dst, Reg src, Reg desc) {
+        emit(mk(isa::Op::VTRANS, isa::dt_pair(dst_t, src_t), dst, src, 0, desc));
+    }
+    // dst = mask != 0 ? x : y (invert: mask ? y : x). desc (7 registers): rows, cols,
+    // dst_stride, x_stride, y_stride, mask address, mask_stride. y_mode: broadcast of y as in
+    // vbin (IMM: fp32 imm); mask_mode: NONE, SCALAR, ROW or COL. Types default to src_t.
+    void vsel(isa::DType dst_t, isa::DType src_t, Reg dst, Reg x, Reg y, Reg desc,
+              isa::Bcast y_mode = isa::Bcast::NONE, float imm = 0.0f, bool invert = false,
+              isa::Bcast mask_mode = isa::Bcast::NONE, isa::DType mask_t = isa::kSrcType,
+              isa::DType y_t = isa::kSrcType) {
+        emit(mk(isa::Op::VSEL, isa::dt_pair(dst_t, src_t), dst, x, y, desc,
+                isa::sel_func(invert, mask_mode, mask_t), isa::operand_mode(y_mode, y_t),
+                y_mode == isa::Bcast::IMM ? std::bit_cast<uint32_t>(imm) : 0));
+    }
+    // dst[i][j] = alpha*i + beta*j + gamma (int64). desc (7 registers): rows, cols,
+    // dst_stride, src_stride (unused), alpha, beta, gamma.
+    void viota(isa::DType dst_t, Reg dst, Reg desc) {
+        emit(mk(isa::Op::VIOTA, isa::dt_pair(dst_t, isa::DType::F32), dst, 0, 0, desc,
+                static_cast<uint8_t>(isa::Iota::IOTA)));
+    }
+    // dst[i][j] = alpha*i + beta*j + gamma >= 0 ? src[i][j] : fill. Causal mask (keep j <= i +
+    // off): alpha = 1, beta = -1, gamma = off, fill = -inf. In place allowed.
+    void vmask(isa::DType dst_t, isa::DType src_t, Reg dst, Reg src, Reg desc, float fill) {
+        emit(mk(isa::Op::VIOTA, isa::dt_pair(dst_t, src_t), dst, src, 0, desc,
+                static_cast<uint8_t>(isa::Iota::MASK), 0, std::bit_cast<uint32_t>(fill)));
+    }
+    // dst = s1 * s2 + s3 (one fp32 fused multiply-add). desc (7 registers): rows, cols,
+    // dst_stride, s1_stride, s2_stride, s3 address, s3_stride. m2/m3: broadcast of s2/s3 (IMM:
+    // imm2/imm3); t2/t3: their types (default src_t).
+    void vfma(isa::DType dst_t, isa::DType src_t, Reg dst, Reg s1, Reg s2, Reg desc,
+              isa::Bcast m2 = isa::Bcast::NONE, isa::Bcast m3 = isa::Bcast::NONE, float imm2 = 0.0f,
+              float imm3 = 0.0f, isa::DType t2 = isa::kSrcType, isa::DType t3 = isa::kSrcType) {
+        const uint64_t lo = m2 == isa::Bcast::IMM ? std::bit_cast<uint32_t>(imm2) : 0;
+        const uint64_t hi = m3 == isa::Bcast::IMM ? std::bit_cast<uint32_t>(imm3) : 0;
+        emit(mk(isa::Op::VFMA, isa::dt_pair(dst_t, src_t), dst, s1, s2, desc,
+                isa::operand_mode(m3, t3), isa::operand_mode(m2, t2),
+                static_cast<int64_t>(lo | hi << 32)));
     }
     // desc: rows, cols, src_stride (bytes). axis 0: reduce each row -> dst[rows];
     // axis 1: reduce across rows -> dst[cols]. Results are contiguous.

@@ -426,7 +426,10 @@ typedef struct spyre_launch_stats {
     uint64_t ring_bytes;          /* bytes sent over the ring */
     uint64_t instructions;        /* executed, all cores */
     uint64_t macs;                /* multiply-accumulates, all cores */
-    uint64_t peak_macs_per_cycle; /* of the cores that ran (fp16) */
+    uint64_t peak_macs_per_cycle; /* of the cores that ran, for the data types of the launch's
+                                     matrix work: 1024 x cores for fp16/bf16, 2048 x for int8,
+                                     256 x for fp32, a MAC-weighted mix if several; fp16 if
+                                     none */
     double utilization;           /* macs / (total_cycles * peak_macs_per_cycle), 0 if no cycles */
     uint32_t num_cores;           /* cores that ran: valid entries of cores[] */
     uint32_t clock_mhz;
