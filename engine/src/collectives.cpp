@@ -47,7 +47,7 @@ int Engine::exec_recv(Core& c, const Instr& in) {
     // the core stalls until the message has arrived and the destination is free
     c.trace.add_sync(TKind::Recv, hazards(c, nullptr, 0, &w, 1), m.id);
     lx_touch(c, w);
-    if (len) std::memcpy(c.lx + lx, m.data.data(), len);
+    if (len && !timing_only_) std::memcpy(c.lx + lx, m.data.data(), len);
     c.lx_hw = std::max(c.lx_hw, w.hi);
     c.in_bytes[dir] -= len;
     c.in[dir].pop_front();
@@ -140,13 +140,13 @@ bool Engine::release_allred(const std::vector<Core*>& members, Failure& f) {
         lx_touch(*members[i], src[i]);
         lx_touch(*members[i], dst[i]);
     }
-    for (size_t i = 0; i < members.size(); ++i) {
+    for (size_t i = 0; i < members.size() && !timing_only_; ++i) {
         kern::load_row(t, members[i]->lx + src[i].lo, count, i == 0 ? acc.data() : x.data());
         if (i) kern::combine(static_cast<isa::Red>(i0.func), acc.data(), x.data(), count);
     }
     for (size_t i = 0; i < members.size(); ++i) {
         Core& c = *members[i];
-        kern::store_row(t, c.lx + dst[i].lo, count, acc.data());
+        if (!timing_only_) kern::store_row(t, c.lx + dst[i].lo, count, acc.data());
         c.lx_hw = std::max(c.lx_hw, dst[i].hi);
         c.stats.ring_bytes += nc > 1 ? 2 * (nc - 1) * chunk : 0;
     }

@@ -61,6 +61,7 @@ class Engine {
     const spyre_engine_job* job_ = nullptr;
     uint32_t ncores_ = 0;
     uint8_t* mem_ = nullptr;
+    bool timing_only_ = false;  // SPYRE_ENGINE_JOB_TIMING_ONLY: no data moves, no arithmetic
     uint64_t mem_size_ = 0;
     std::vector<spyre_engine_window> windows_;
     uint64_t max_instr_ = 0, max_cycles_ = 0;

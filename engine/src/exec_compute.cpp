@@ -44,6 +44,7 @@ bool Engine::exec_mm(Core& c, const Instr& in) {
         lx_overwrite(c, rc.lo, rc.hi);  // C is contiguous and written completely
     else
         lx_touch(c, rc);
+    if (timing_only_) return true;
     const uint8_t* a = c.lx + aa;
     const uint8_t* bm = c.lx + ba;
     uint64_t la = lda, lb = ldb;
@@ -158,6 +159,7 @@ bool Engine::exec_vec(Core& c, const Instr& in) {
         lx_overwrite(c, w.lo, w.hi);
     else
         lx_touch(c, w);
+    if (timing_only_) return true;
     switch (op) {
         case Op::VUN:
             kern::vunary(static_cast<isa::VUn>(in.func), dt, st, c.lx + dst, c.lx + s1, rows, cols,

@@ -60,6 +60,7 @@ bool Engine::decode_dma(Core& c, const Instr& in, bool is_load, const char* what
 void Engine::move_dma(Core& c, const DmaDesc& d, bool is_load) {
     const uint64_t lx = d.lx, ddr = d.ddr, len = d.len, padded = round_up(len, kS);
     const uint64_t n1 = d.n1, ds1 = d.ds1, ls1 = d.ls1, n2 = d.n2, ds2 = d.ds2, ls2 = d.ls2;
+    if (timing_only_) return;
     for (uint64_t i2 = 0; i2 < n2; ++i2)
         for (uint64_t i1 = 0; i1 < n1; ++i1) {
             uint8_t* l = c.lx + lx + i2 * ls2 + i1 * ls1;

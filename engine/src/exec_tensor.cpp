@@ -150,6 +150,7 @@ bool Engine::exec_vtrans(Core& c, const Instr& in) {
         cost::lx_sticks(dst.addr, cols, dst.stride, rows * isa::dtype_size(dt));
     if (!vec_timing(c, rows * cols, wide, 1, &rs, 1, rd, {sticks_src, sticks_dst})) return false;
     // ---- data ----
+    if (timing_only_) return true;
     vec_touch(c, &rs, 1, rd, cols, dst.stride, rows * isa::dtype_size(dt));
     kern::transpose(dt, st, c.lx + dst.addr, c.lx + src.addr, rows, cols, dst.stride, src.stride,
                     &cancel_tok_);
@@ -186,6 +187,7 @@ bool Engine::exec_vsel(Core& c, const Instr& in) {
                      vop_sticks(y, rows, cols), vop_sticks(m, rows, cols)}))
         return false;
     // ---- data ----
+    if (timing_only_) return true;
     vec_touch(c, r + 1, 3, r[0], rows, dst.stride, cols * isa::dtype_size(dt));
     auto vo = [&](const VOp& o) {
         return kern::VecOperand{c.lx + (o.mode == isa::Bcast::IMM ? 0 : o.addr), o.t, o.mode,
@@ -218,6 +220,7 @@ bool Engine::exec_viota(Core& c, const Instr& in) {
                     {vop_sticks(dst, rows, cols), vop_sticks(src, rows, cols)}))
         return false;
     // ---- data ----
+    if (timing_only_) return true;
     vec_touch(c, r + 1, f == isa::Iota::MASK ? 1 : 0, r[0], rows, dst.stride,
               cols * isa::dtype_size(dt));
     kern::viota(f, dt, c.lx + dst.addr, dst.stride, rows, cols,
@@ -252,6 +255,7 @@ bool Engine::exec_vfma(Core& c, const Instr& in) {
                      vop_sticks(s2, rows, cols), vop_sticks(s3, rows, cols)}))
         return false;
     // ---- data ----
+    if (timing_only_) return true;
     vec_touch(c, r + 1, 3, r[0], rows, dst.stride, cols * isa::dtype_size(dt));
     auto vo = [&](const VOp& o) {
         return kern::VecOperand{c.lx + (o.mode == isa::Bcast::IMM ? 0 : o.addr), o.t, o.mode,

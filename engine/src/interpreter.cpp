@@ -186,9 +186,12 @@ bool Engine::run_core(Core& c) {
                 if (deps) c.trace.add_sync(TKind::Wait, deps, 0);
                 lx_touch(c, rg);
                 if (op == Op::LXLD) {
-                    std::memcpy(&r[in.a], c.lx + a, 8);
+                    if (timing_only_)
+                        r[in.a] = 0;
+                    else
+                        std::memcpy(&r[in.a], c.lx + a, 8);
                 } else {
-                    std::memcpy(c.lx + a, &r[in.c], 8);
+                    if (!timing_only_) std::memcpy(c.lx + a, &r[in.c], 8);
                     c.lx_hw = std::max(c.lx_hw, rg.hi);
                 }
                 break;

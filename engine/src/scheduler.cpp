@@ -41,7 +41,9 @@ int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
     const uint32_t nc = job.num_cores ? job.num_cores : cfg_.num_cores;
     res.num_cores = nc;
     if (nc > cfg_.num_cores || job.num_args > isa::kMaxArgs || (job.num_args && !job.args) ||
-        (job.num_windows && !job.windows) || (job.mem_size && !job.mem) || job.flags) {
+        (job.num_windows && !job.windows) ||
+        (job.mem_size && !job.mem && !(job.flags & SPYRE_ENGINE_JOB_TIMING_ONLY)) ||
+        (job.flags & ~SPYRE_ENGINE_JOB_TIMING_ONLY)) {
         set_fail(f, SPYRE_ENGINE_ERR_INVALID_ARGUMENT, -1, 0,
                  "invalid job (cores %u, args %u, windows %u, flags 0x%x)", nc, job.num_args,
                  job.num_windows, job.flags);
@@ -70,6 +72,7 @@ int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
     job_ = &job;
     ncores_ = nc;
     mem_ = static_cast<uint8_t*>(job.mem);
+    timing_only_ = job.flags & SPYRE_ENGINE_JOB_TIMING_ONLY;
     mem_size_ = job.mem_size;
     max_instr_ = job.max_instructions    ? job.max_instructions
                  : cfg_.max_instructions ? cfg_.max_instructions

@@ -196,5 +196,58 @@ TEST(MatmulProgram, GraniteMlpDownLargeKEndToEnd) {
     RecordProperty("mac_utilization", std::to_string(util));
 }
 
+// SPYRE_ENGINE_JOB_TIMING_ONLY prices a job without data: the same statistics as the real run,
+// DDR untouched (mem may be NULL), in a fraction of the host time.
+TEST(MatmulProgram, TimingOnlyRunGivesTheRealRunsStatistics) {
+    const uint64_t M = 256, N = 512, K = 1024;
+    for (DType in : {DType::F16, DType::BF16, DType::F32, DType::I8}) {
+        SCOPED_TRACE(int(in));
+        const uint64_t es = isa::dtype_size(in);
+        const uint64_t A = 0, B = M * K * es, C = B + K * N * es;
+        Rig rig(2, C + M * N * 4, 32);
+        fill_random(rig.mem, A, M * K, in, 1);
+        fill_random(rig.mem, B, K * N, in, 2);
+        const auto prog = build_matmul_program(M, N, K, 32, in);
+        ASSERT_EQ(rig.run(prog, {A, B, C}, 32), 0) << rig.res.message;
+        const spyre_engine_result real = rig.res;
+        const std::vector<uint8_t> after = rig.mem;
+        std::fill(rig.mem.begin() + C, rig.mem.end(), 0xAB);
+        const std::vector<uint8_t> before = rig.mem;
+
+        const uint64_t args[3] = {A, B, C};
+        spyre_engine_window w{0, rig.mem.size()};
+        spyre_engine_job job{};
+        job.program = prog.data();
+        job.program_size = prog.size();
+        job.args = args;
+        job.num_args = 3;
+        job.num_cores = 32;
+        job.mem_size = rig.mem.size();
+        job.windows = &w;
+        job.num_windows = 1;
+        job.flags = SPYRE_ENGINE_JOB_TIMING_ONLY;
+        for (void* mem : {static_cast<void*>(nullptr), static_cast<void*>(rig.mem.data())}) {
+            job.mem = mem;
+            spyre_engine_result t{};
+            ASSERT_EQ(spyre_engine_run(rig.eng, &job, &t), 0) << t.message;
+            EXPECT_EQ(t.total_cycles, real.total_cycles);
+            EXPECT_EQ(t.ddr_read_bytes, real.ddr_read_bytes);
+            EXPECT_EQ(t.ddr_write_bytes, real.ddr_write_bytes);
+            EXPECT_EQ(t.instructions, real.instructions);
+            EXPECT_EQ(t.macs, real.macs);
+            EXPECT_EQ(t.mac_peak, real.mac_peak);
+            for (uint32_t c = 0; c < 32; ++c)
+                for (int u = 0; u < SPYRE_UNIT_COUNT; ++u)
+                    EXPECT_EQ(t.cores[c].busy[u], real.cores[c].busy[u]);
+        }
+        EXPECT_EQ(rig.mem, before);  // nothing was written
+        EXPECT_NE(after, before);    // (the real run did write C)
+        // other flag bits are still refused
+        job.flags = 2;
+        spyre_engine_result t{};
+        EXPECT_EQ(spyre_engine_run(rig.eng, &job, &t), SPYRE_ENGINE_ERR_INVALID_ARGUMENT);
+    }
+}
+
 }  // namespace
 }  // namespace spyre::test

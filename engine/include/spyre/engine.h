@@ -108,6 +108,13 @@ typedef struct spyre_engine_window {
     uint64_t size;
 } spyre_engine_window;
 
+/* Job flag: price the job without computing it. The program runs through the same interpreter,
+ * checks and cycle model, but no data moves and nothing is computed: DDR and LX are neither read
+ * nor written (mem may be NULL; mem_size still bounds the windows), LXLD reads 0. For programs
+ * whose control flow does not depend on data (every program the op library builds) the result's
+ * statistics are exactly those of a real run; planners use it to compare candidate programs. */
+#define SPYRE_ENGINE_JOB_TIMING_ONLY 1u
+
 typedef struct spyre_engine_job {
     const void* program; /* program image, Documentation/isa.md "Program format" */
     uint64_t program_size;
@@ -118,7 +125,7 @@ typedef struct spyre_engine_job {
     uint64_t mem_size;
     const spyre_engine_window* windows; /* the only device memory the job may touch */
     uint32_t num_windows;
-    uint32_t flags;            /* must be 0 */
+    uint32_t flags;            /* SPYRE_ENGINE_JOB_* bits; others must be 0 */
     uint64_t max_instructions; /* 0 = config value */
     uint64_t max_cycles;       /* 0 = config value */
     /* Optional (NULL = none): the job stops with SPYRE_ENGINE_ERR_CANCELLED soon after *cancel

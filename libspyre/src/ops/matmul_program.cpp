@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: MIT
+#include "ops/matmul_program.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "spyre/program_builder.hpp"
+
+namespace spyre::ops {
+namespace {
+
+using isa::DType;
+
+constexpr uint64_t kStick = 128;
+uint64_t up128(uint64_t x) { return (x + kStick - 1) / kStick * kStick; }
+
+struct Layout {
+    uint64_t a_bytes, b_bytes, buf, c, out, bias, total;
+};
+
+Layout layout(const MatmulShape& s, uint64_t sm, uint64_t sn, uint64_t kc, uint64_t nb) {
+    const uint64_t es = isa::dtype_size(s.in), oes = isa::dtype_size(s.out);
+    Layout l{};
+    l.a_bytes = up128(sm * kc * es);
+    l.b_bytes = up128(kc * sn * es);
+    l.buf = l.a_bytes + l.b_bytes;
+    l.c = nb * l.buf;
+    l.out = l.c + up128(sm * sn * 4);
+    l.bias = l.out + (s.out != DType::F32 ? up128(sm * sn * oes) : 0);
+    l.total = l.bias + (s.has_bias ? up128(sn * isa::dtype_size(s.bias_t)) : 0);
+    return l;
+}
+
+}  // namespace
+
+std::optional<MatmulSplit> fit_matmul_split(const MatmulShape& s, uint32_t gm, uint32_t gn,
+                                            uint32_t gk, uint64_t lx_budget, bool multicast) {
+    const uint64_t es = isa::dtype_size(s.in), oes = isa::dtype_size(s.out);
+    if (!gm || !gn || !gk || s.M % gm || s.N % gn || s.K % gk) return std::nullopt;
+    const uint64_t tm = s.M / gm, tn = s.N / gn, kt = s.K / gk;
+    const uint64_t col_unit = kStick / oes;  // C columns per stick: stores start on a stick
+    const uint64_t b_unit = s.trans_b ? 1 : kStick / es;
+    const uint64_t n_unit = std::max(col_unit, b_unit);
+    const uint64_t k_unit = kStick / es;  // A (and B^T) rows are loaded in whole sticks
+    if (tn % n_unit || kt % k_unit) return std::nullopt;
+    std::optional<MatmulSplit> best;
+    auto better = [&](const MatmulSplit& g) {
+        if (!best) return true;
+        if (g.ddr_bytes_per_core != best->ddr_bytes_per_core)
+            return g.ddr_bytes_per_core < best->ddr_bytes_per_core;
+        if (g.double_buffered != best->double_buffered) return g.double_buffered;
+        if (g.kc != best->kc) return g.kc > best->kc;
+        return g.sm * g.sn > best->sm * best->sn;
+    };
+    const uint64_t max_dim = isa::kMaxMatDim;
+    for (uint64_t sm = std::min(tm, max_dim); sm >= 1; --sm) {
+        if (tm % sm) continue;
+        // a K-split store shares the rows of a sub-tile among the gk cores
+        for (uint64_t sn = n_unit; sn <= std::min(tn, max_dim); sn += n_unit) {
+            if (tn % sn) continue;
+            for (uint64_t nb : {2, 1}) {
+                uint64_t kc = 0;
+                for (uint64_t c = std::min(kt, max_dim) / k_unit * k_unit; c >= k_unit;
+                     c -= k_unit) {
+                    if (kt % c) continue;
+                    if (layout(s, sm, sn, c, nb).total <= lx_budget) {
+                        kc = c;
+                        break;
+                    }
+                }
+                if (!kc) continue;
+                const uint64_t steps = (tm / sm) * (tn / sn) * (kt / kc);
+                if (nb == 2 && steps == 1) continue;
+                MatmulSplit g;
+                g.gm = gm, g.gn = gn, g.gk = gk;
+                g.sm = sm, g.sn = sn, g.kc = kc;
+                g.double_buffered = nb == 2;
+                g.multicast = multicast;
+                g.lx_bytes = layout(s, sm, sn, kc, nb).total;
+                g.ddr_bytes_per_core = kt * es * (tm * tn / sn + tm * tn / sm);
+                if (better(g)) best = g;
+                break;
+            }
+        }
+        // a bigger sm only lowers B traffic; stop once the sub-tile rows no longer fit at all
+        if (best && sm < best->sm / 4) break;
+    }
+    return best;
+}
+
+std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
+    using isa::Alu;
+    const int64_t es = isa::dtype_size(s.in), oes = isa::dtype_size(s.out);
+    const int64_t bes = isa::dtype_size(s.bias_t);
+    const int64_t gm = p.gm, gn = p.gn, gk = p.gk;
+    const int64_t tm = s.M / gm, tn = s.N / gn, kt = s.K / gk;
+    const int64_t sm = p.sm, sn = p.sn, kc = p.kc, nk = kt / kc;
+    const int64_t lda = s.lda, ldb = s.ldb, ldc = s.ldc;
+    if (!p.sm || !p.sn || !p.kc || tm % sm || tn % sn || kt % kc)
+        throw std::invalid_argument("matmul split does not tile the shape");
+    const Layout l = layout(s, p.sm, p.sn, p.kc, p.double_buffered ? 2 : 1);
+    const bool mc_a = p.multicast && gn > 1, mc_b = p.multicast && gm > 1;
+    const bool convert = s.out != DType::F32;
+    // K-split: the gk cores of a tile share its store row-wise when the rows divide
+    const bool split_store = gk > 1 && sm % gk == 0;
+    const int64_t rows_st = split_store ? sm / gk : sm;
+
+    ProgramBuilder b;
+    // r3..r6 A, B, C, bias; r7..r9 mi, ni, ki; r10..r12 scratch; r13..r16 the core's A, B, C,
+    // bias tile bases; r17 chunk parity; r18/r19 A/B chunk addresses; r20/r21 sub-tile indices;
+    // r22..r28 descriptors; r29/r30 multicast groups of A/B; r31 the K-split group.
+    b.arg(3, 0), b.arg(4, 1), b.arg(5, 2);
+    if (s.has_bias) b.arg(6, 3);
+    b.li(10, gk);
+    b.alu(Alu::REMU, 9, 1, 10);  // ki
+    b.alu(Alu::DIVU, 11, 1, 10);
+    b.li(10, gn);
+    b.alu(Alu::REMU, 8, 11, 10);  // ni
+    b.alu(Alu::DIVU, 7, 11, 10);  // mi
+    if (mc_a) {                   // cores with the same (mi, ki): bits ki + (mi*gn + j)*gk, j < gn
+        uint64_t pat = 0;
+        for (int64_t j = 0; j < gn; ++j) pat |= uint64_t{1} << (j * gk);
+        b.muli(10, 7, gn * gk);
+        b.add(10, 10, 9);
+        b.li(29, static_cast<int64_t>(pat));
+        b.alu(Alu::SHL, 29, 29, 10);
+    }
+    if (mc_b) {  // cores with the same (ni, ki): bits ki + (i*gn + ni)*gk, i < gm
+        uint64_t pat = 0;
+        for (int64_t i = 0; i < gm; ++i) pat |= uint64_t{1} << (i * gn * gk);
+        b.muli(10, 8, gk);
+        b.add(10, 10, 9);
+        b.li(30, static_cast<int64_t>(pat));
+        b.alu(Alu::SHL, 30, 30, 10);
+    }
+    if (gk > 1) {  // the gk adjacent cores of one output tile
+        b.sub(10, 1, 9);
+        b.li(31, static_cast<int64_t>((uint64_t{1} << gk) - 1));
+        b.alu(Alu::SHL, 31, 31, 10);
+    }
+    b.loopi(static_cast<int64_t>(s.batch));
+    // the core's tile bases
+    b.muli(13, 7, tm * lda);
+    b.muli(10, 9, kt * es);
+    b.add(13, 13, 10);
+    b.add(13, 13, 3);
+    if (s.trans_b) {
+        b.muli(14, 8, tn * ldb);
+        b.muli(10, 9, kt * es);
+    } else {
+        b.muli(14, 9, kt * ldb);
+        b.muli(10, 8, tn * es);
+    }
+    b.add(14, 14, 10);
+    b.add(14, 14, 4);
+    b.muli(15, 7, tm * ldc);
+    b.muli(10, 8, tn * oes);
+    b.add(15, 15, 10);
+    b.add(15, 15, 5);
+    if (s.has_bias) {
+        b.muli(16, 8, tn * bes);
+        b.add(16, 16, 6);
+    }
+    b.li(17, 0);
+
+    auto chunk = [&](bool acc) {
+        if (p.double_buffered) {
+            b.alu(Alu::AND, 10, 17, 0, 1);
+            b.muli(10, 10, l.buf);
+        } else {
+            b.li(10, 0);
+        }
+        b.addi(12, 10, l.a_bytes);  // B chunk (A chunk at r10)
+        b.li(11, kc * es);
+        b.set_regs(22, {sm, lda, kc * es, 1, 0, 0});
+        if (mc_a)
+            b.mcload(10, 18, 11, 29, 22);
+        else
+            b.load(10, 18, 11, 22);
+        if (s.trans_b) {
+            b.set_regs(22, {sn, ldb, kc * es, 1, 0, 0});
+        } else {
+            b.li(11, sn * es);
+            b.set_regs(22, {kc, ldb, sn * es, 1, 0, 0});
+        }
+        if (mc_b)
+            b.mcload(12, 19, 11, 30, 22);
+        else
+            b.load(12, 19, 11, 22);
+        b.li(11, l.c);
+        b.set_regs(22, {sm, sn, kc, kc * es, s.trans_b ? kc * es : sn * es, sn * 4});
+        b.matmul(s.in, 11, 10, 12, 22, acc, false, s.trans_b);
+        b.addi(17, 17, 1);
+    };
+
+    b.loopi(tm / sm, 20);
+    b.loopi(tn / sn, 21);
+    b.muli(18, 20, sm * lda);
+    b.add(18, 18, 13);
+    b.muli(19, 21, s.trans_b ? sn * ldb : sn * es);
+    b.add(19, 19, 14);
+    chunk(false);
+    if (nk > 1) {
+        b.loopi(nk - 1);
+        b.addi(18, 18, kc * es);
+        b.addi(19, 19, s.trans_b ? kc * es : kc * ldb);
+        chunk(true);
+        b.endloop();
+    }
+    ProgramBuilder::Label skip = b.label();
+    if (gk > 1) {
+        b.li(10, l.c);
+        b.li(11, sm * sn);
+        b.allreduce(isa::Red::SUM, DType::F32, 10, 10, 11, 31);
+        if (!split_store) b.br(isa::Cond::NE, 9, 0, skip);
+    }
+    // epilogue on rows [row0, row0 + rows_st) of the fp32 sub-tile: r12 = row0 * sn * 4
+    if (split_store)
+        b.muli(12, 9, rows_st * sn * 4);
+    else
+        b.li(12, 0);
+    b.addi(10, 12, l.c);  // fp32 rows in LX
+    if (s.has_bias) {
+        b.muli(11, 21, sn * bes);
+        b.add(11, 11, 16);
+        b.li(23, l.bias);
+        b.li(24, sn * bes);
+        b.load(23, 11, 24);
+        b.set_regs(24, {rows_st, sn, sn * 4, sn * 4, 0});
+        b.vbin2(isa::VBin::ADD, isa::Bcast::ROW, DType::F32, DType::F32, s.bias_t, 10, 10, 23, 24);
+    }
+    if (s.has_act) {
+        b.set_regs(24, {rows_st, sn, sn * 4, sn * 4});
+        b.vun(s.act, DType::F32, DType::F32, 10, 10, 24);
+    }
+    int64_t row_lx = sn * 4;
+    if (convert) {
+        b.muli(11, 9, split_store ? rows_st * sn * oes : 0);
+        b.addi(11, 11, l.out);
+        b.set_regs(24, {rows_st, sn, sn * oes, sn * 4});
+        b.vun(isa::VUn::COPY, s.out, DType::F32, 11, 10, 24);
+        b.mov(10, 11);
+        row_lx = sn * oes;
+    }
+    // C rows si*sm + row0 .., columns sj*sn ..
+    b.muli(11, 20, sm * ldc);
+    b.add(11, 11, 15);
+    if (split_store) {
+        b.muli(12, 9, rows_st * ldc);
+        b.add(11, 11, 12);
+    }
+    b.muli(12, 21, sn * oes);
+    b.add(11, 11, 12);
+    b.li(12, sn * oes);
+    b.set_regs(22, {rows_st, ldc, row_lx, 1, 0, 0});
+    b.store(10, 11, 12, 22);
+    b.bind(skip);
+    b.endloop();
+    b.endloop();
+    // next batch element
+    if (s.batch > 1) {
+        if (s.batch_a) b.addi(3, 3, static_cast<int64_t>(s.batch_a));
+        if (s.batch_b) b.addi(4, 4, static_cast<int64_t>(s.batch_b));
+        b.addi(5, 5, static_cast<int64_t>(s.batch_c));
+    }
+    b.endloop();
+    b.halt();
+    return b.finish();
+}
+
+}  // namespace spyre::ops
