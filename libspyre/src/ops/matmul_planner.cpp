@@ -17,19 +17,10 @@ std::string split_name(const MatmulSplit& s) {
     return buf;
 }
 
-MatmulPlanner::MatmulPlanner(const spyre_engine_config& cfg) : cfg_(cfg) {
-    cfg_.num_threads = 1;  // pricing runs move no data: one host thread is plenty
-    eng_ = spyre_engine_create(&cfg_);
-    if (!eng_) throw std::runtime_error("matmul planner: invalid engine configuration");
-}
-
-MatmulPlanner::~MatmulPlanner() { spyre_engine_destroy(eng_); }
-
-uint64_t MatmulPlanner::lx_budget() const { return spyre_engine_lx_usable(&cfg_); }
-
 // Roofline of one split: the slowest of the matrix unit of a core, the DDR bandwidth shared by
 // all cores, and a core's DMA port; plus the K-split all-reduces and the launch overhead.
 uint64_t MatmulPlanner::estimate(const MatmulShape& s, const MatmulSplit& p) const {
+    const spyre_engine_config& cfg_ = config();
     const uint64_t es = isa::dtype_size(s.in), oes = isa::dtype_size(s.out);
     const uint64_t tm = s.M / p.gm, tn = s.N / p.gn, kt = s.K / p.gk;
     const uint64_t subtiles = (tm / p.sm) * (tn / p.sn);
@@ -51,7 +42,7 @@ uint64_t MatmulPlanner::estimate(const MatmulShape& s, const MatmulSplit& p) con
 
 std::vector<PricedSplit> MatmulPlanner::candidates(const MatmulShape& s, bool multicast) const {
     std::vector<PricedSplit> out;
-    const uint32_t cores = cfg_.num_cores;
+    const uint32_t cores = config().num_cores;
     for (uint32_t gm = 1; gm <= cores; ++gm)
         for (uint32_t gn = 1; gm * gn <= cores; ++gn)
             for (uint32_t gk = 1; gm * gn * gk <= cores; ++gk) {
@@ -77,22 +68,14 @@ PricedSplit MatmulPlanner::price(const MatmulShape& s, const MatmulSplit& p) con
     const uint64_t b_size = extent(s.trans_b ? s.N : s.K, s.ldb, s.batch, s.batch_b);
     const uint64_t c_size = extent(s.M, s.ldc, s.batch, s.batch_c);
     const uint64_t bias_size = s.has_bias ? (s.N * isa::dtype_size(s.bias_t) + 127) / 128 * 128 : 0;
-    const uint64_t args[4] = {0, a_size, a_size + b_size, a_size + b_size + c_size};
-    const spyre_engine_window w{0, args[3] + bias_size};
-    spyre_engine_job job{};
-    job.program = prog.data();
-    job.program_size = prog.size();
-    job.args = args;
-    job.num_args = 4;
-    job.num_cores = static_cast<uint32_t>(matmul_cores(p));
-    job.mem_size = w.size;
-    job.windows = &w;
-    job.num_windows = 1;
-    job.flags = SPYRE_ENGINE_JOB_TIMING_ONLY;
+    const uint64_t c0 = a_size + b_size, bias0 = c0 + c_size;
     PricedSplit r{p, estimate(s, p), 0, {}};
-    if (spyre_engine_run(eng_, &job, &r.stats) != SPYRE_ENGINE_OK)
-        throw std::runtime_error(std::string("matmul plan ") + split_name(p) +
-                                 " faults: " + r.stats.message);
+    try {
+        r.stats = pricer_.price(prog, static_cast<uint32_t>(matmul_cores(p)),
+                                {0, a_size, c0, bias0}, bias0 + bias_size);
+    } catch (const std::runtime_error& e) {
+        throw std::runtime_error("matmul plan " + split_name(p) + ": " + e.what());
+    }
     r.cycles = r.stats.total_cycles;
     return r;
 }
@@ -109,7 +92,7 @@ PricedSplit MatmulPlanner::plan(const MatmulShape& s, int exact) const {
 }
 
 PricedSplit MatmulPlanner::naive(const MatmulShape& s) const {
-    for (uint32_t gm = cfg_.num_cores; gm >= 1; gm /= 2) {
+    for (uint32_t gm = config().num_cores; gm >= 1; gm /= 2) {
         const auto f = fit_matmul_split(s, gm, 1, 1, lx_budget(), false);
         if (f) return price(s, *f);
     }

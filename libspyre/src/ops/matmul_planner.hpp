@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/matmul_program.hpp"
+#include "ops/pricing.hpp"
 #include "spyre/engine.h"
 
 namespace spyre::ops {
@@ -24,13 +25,10 @@ std::string split_name(const MatmulSplit& s);  // e.g. "m8 n4 k1"
 
 class MatmulPlanner {
   public:
-    explicit MatmulPlanner(const spyre_engine_config& cfg);
-    ~MatmulPlanner();
-    MatmulPlanner(const MatmulPlanner&) = delete;
-    MatmulPlanner& operator=(const MatmulPlanner&) = delete;
+    explicit MatmulPlanner(const spyre_engine_config& cfg) : pricer_(cfg) {}
 
-    const spyre_engine_config& config() const { return cfg_; }
-    uint64_t lx_budget() const;
+    const spyre_engine_config& config() const { return pricer_.config(); }
+    uint64_t lx_budget() const { return pricer_.lx_budget(); }
 
     // Every grid with gm * gn * gk <= cores that tiles the shape, with its estimate, ranked
     // best first. multicast: share panels by MCLOAD (false: every core reads its own).
@@ -44,8 +42,7 @@ class MatmulPlanner {
     PricedSplit naive(const MatmulShape& s) const;
 
   private:
-    spyre_engine_config cfg_;
-    spyre_engine* eng_ = nullptr;
+    Pricer pricer_;
     uint64_t estimate(const MatmulShape& s, const MatmulSplit& p) const;
 };
 

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: MIT
+// Prices a device program exactly on the engine's cycle model without data: a timing-only run
+// (SPYRE_ENGINE_JOB_TIMING_ONLY) of the very image that would be launched. Every planner of the
+// op library compares its candidates this way.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "spyre/engine.h"
+
+namespace spyre::ops {
+
+class Pricer {
+  public:
+    explicit Pricer(const spyre_engine_config& cfg);
+    ~Pricer();
+    Pricer(const Pricer&) = delete;
+    Pricer& operator=(const Pricer&) = delete;
+
+    const spyre_engine_config& config() const { return cfg_; }
+    uint64_t lx_budget() const { return spyre_engine_lx_usable(&cfg_); }
+    // Runs `image` on `cores` cores with `args`, one window [0, mem_size). Throws
+    // std::runtime_error (with the engine's message) if the program faults.
+    spyre_engine_result price(const std::vector<uint8_t>& image, uint32_t cores,
+                              const std::vector<uint64_t>& args, uint64_t mem_size) const;
+
+  private:
+    spyre_engine_config cfg_;
+    spyre_engine* eng_ = nullptr;
+};
+
+// The default engine configuration (what the card model and the simulator run).
+spyre_engine_config default_engine_config();
+
+}  // namespace spyre::ops
