@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libspyre op library: tensor operations planned onto the cores of a Spyre card. Each call
+ * validates its tensors, picks a plan (work division over the cores, scratchpad use, shared
+ * operands), caches it by shape, dtype and layout, and queues the plan's device program on a
+ * stream. Same library as spyre.h (libspyre.so); Documentation/ops.md is the reference.
+ */
+#ifndef SPYRE_OPS_H_
+#define SPYRE_OPS_H_
+
+#include <stdint.h>
+
+#include "spyre/spyre.h"
+
+#if defined(__cplusplus)
+extern "C" {
+#endif
+
+typedef enum spyre_dtype {
+    SPYRE_DTYPE_FLOAT32 = 0,
+    SPYRE_DTYPE_FLOAT16 = 1,
+    SPYRE_DTYPE_BFLOAT16 = 2,
+    SPYRE_DTYPE_INT8 = 3,
+    SPYRE_DTYPE_INT32 = 4,
+} spyre_dtype;
+
+#define SPYRE_TENSOR_MAX_DIMS 8
+
+/* A tensor in device memory: element (i0, .., in-1) is at byte
+ * offset + sum(i_d * strides[d]) * element size of buffer. Strides are in elements, >= 0. */
+typedef struct spyre_tensor {
+    spyre_buffer_t buffer;
+    uint64_t offset; /* bytes from the start of buffer to element (0, .., 0) */
+    int32_t dtype;   /* spyre_dtype */
+    uint32_t ndim;   /* 0 (a scalar) .. SPYRE_TENSOR_MAX_DIMS */
+    int64_t shape[SPYRE_TENSOR_MAX_DIMS];
+    int64_t strides[SPYRE_TENSOR_MAX_DIMS];
+} spyre_tensor;
+
+/* Fills *t as a dense row-major tensor of `buffer` at `offset`. */
+SPYRE_API spyre_status spyre_tensor_init(spyre_tensor* t, spyre_buffer_t buffer, uint64_t offset,
+                                         spyre_dtype dtype, uint32_t ndim, const int64_t* shape);
+
+typedef enum spyre_activation {
+    SPYRE_ACTIVATION_NONE = 0,
+    SPYRE_ACTIVATION_RELU = 1,
+    SPYRE_ACTIVATION_GELU = 2,      /* erf form */
+    SPYRE_ACTIVATION_GELU_TANH = 3, /* tanh approximation */
+    SPYRE_ACTIVATION_SILU = 4,
+} spyre_activation;
+
+/*
+ * out = a @ b. a [..., M, K], b [..., K, N], out [..., M, N]; leading (batch) dims equal or
+ * absent on a/b (absent = shared). fp16, bf16, fp32 inputs of one type; out has the input type
+ * or fp32 (fp32 accumulation either way). b may be a transposed view (strides of an N x K
+ * row-major matrix), e.g. w.t(). Queued on `stream` (NULL: the card's default stream).
+ */
+SPYRE_API spyre_status spyre_op_matmul(spyre_stream_t stream, const spyre_tensor* a,
+                                       const spyre_tensor* b, const spyre_tensor* out);
+
+/*
+ * out = activation(x @ weight^T + bias): x [..., in], weight [out_features, in] (row-major, as
+ * torch.nn.Linear stores it), bias [out_features] or NULL, out [..., out_features]. The bias
+ * and the activation run in the matmul's epilogue on the fp32 result (one rounding).
+ */
+SPYRE_API spyre_status spyre_op_linear(spyre_stream_t stream, const spyre_tensor* x,
+                                       const spyre_tensor* weight, const spyre_tensor* bias,
+                                       spyre_activation activation, const spyre_tensor* out);
+
+/* What the last op of the calling thread ran: its plan and the modeled device time of its
+ * programs on the cycle model (known when queued: the plan was priced when it was made). */
+typedef struct spyre_op_info {
+    char op[32];            /* "linear", "matmul", ... */
+    char plan[128];         /* e.g. "m4 n8 k1 (sub 128x1600, kc 64, 2 buffers, multicast)" */
+    uint32_t cores;         /* cores of the main program */
+    uint32_t launches;      /* device programs queued (padding steps included) */
+    uint64_t modeled_cycles; /* sum over the launches */
+    uint64_t modeled_ns;
+    uint32_t plan_cached;   /* 1 if the plan came from the plan cache */
+    uint32_t reserved0;
+    uint64_t reserved[7];
+} spyre_op_info;
+
+SPYRE_API spyre_status spyre_op_get_last_info(spyre_op_info* info);
+
+/* Plan cache statistics of the process (all cards). */
+SPYRE_API spyre_status spyre_op_get_cache_stats(uint64_t* hits, uint64_t* misses);
+
+#if defined(__cplusplus)
+}
+#endif
+
+#endif /* SPYRE_OPS_H_ */

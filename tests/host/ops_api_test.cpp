@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: MIT
+// The op library's C API (spyre/ops.h) on the simulator backend: linear and matmul against a
+// double-precision host reference over odd shapes, dtypes, batches, transposed and padded
+// operands; plan cache; every argument error with its message.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "spyre/numerics.hpp"
+#include "spyre/ops.h"
+#include "spyre/spyre.h"
+
+namespace {
+
+using spyre::num::bf16_to_f32;
+using spyre::num::f16_to_f32;
+using spyre::num::f32_to_bf16;
+using spyre::num::f32_to_f16;
+
+#define ASSERT_SPYRE(x) ASSERT_EQ(SPYRE_SUCCESS, (x)) << spyre_last_error()
+
+size_t esize(spyre_dtype t) { return t == SPYRE_DTYPE_FLOAT32 ? 4 : 2; }
+
+void put(spyre_dtype t, std::vector<uint8_t>& bytes, size_t i, float v) {
+    if (t == SPYRE_DTYPE_FLOAT32) return (void)std::memcpy(&bytes[4 * i], &v, 4);
+    const uint16_t h = t == SPYRE_DTYPE_FLOAT16 ? f32_to_f16(v) : f32_to_bf16(v);
+    std::memcpy(&bytes[2 * i], &h, 2);
+}
+
+float get(spyre_dtype t, const std::vector<uint8_t>& bytes, size_t i) {
+    if (t == SPYRE_DTYPE_FLOAT32) {
+        float f;
+        std::memcpy(&f, &bytes[4 * i], 4);
+        return f;
+    }
+    uint16_t h;
+    std::memcpy(&h, &bytes[2 * i], 2);
+    return t == SPYRE_DTYPE_FLOAT16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
+// A host array mirrored in a device buffer.
+struct DevArray {
+    spyre_dtype t;
+    std::vector<uint8_t> host;
+    spyre_buffer_t buf = nullptr;
+    DevArray(spyre_device_t dev, spyre_dtype dt, size_t n, uint32_t seed, size_t pad = 0) : t(dt) {
+        host.resize((n + pad) * esize(dt));
+        std::mt19937 rng(seed);
+        std::uniform_real_distribution<float> d(-1, 1);
+        for (size_t i = 0; i < n + pad; ++i) put(t, host, i, d(rng));
+        EXPECT_EQ(SPYRE_SUCCESS, spyre_malloc(dev, host.size(), &buf));
+        EXPECT_EQ(SPYRE_SUCCESS, spyre_memcpy_htod(buf, 0, host.data(), host.size()));
+    }
+    ~DevArray() { spyre_free(buf); }
+    float at(size_t i) const { return get(t, host, i); }
+    void fetch() { ASSERT_EQ(SPYRE_SUCCESS, spyre_memcpy_dtoh(host.data(), buf, 0, host.size())); }
+};
+
+spyre_tensor view(const DevArray& a, std::vector<int64_t> shape, std::vector<int64_t> strides,
+                  uint64_t offset_elems = 0) {
+    spyre_tensor t{};
+    t.buffer = a.buf;
+    t.offset = offset_elems * esize(a.t);
+    t.dtype = a.t;
+    t.ndim = static_cast<uint32_t>(shape.size());
+    for (size_t d = 0; d < shape.size(); ++d) t.shape[d] = shape[d], t.strides[d] = strides[d];
+    return t;
+}
+
+double tolerance(spyre_dtype t, double scale) {
+    return scale * (t == SPYRE_DTYPE_FLOAT32 ? 1e-5 : t == SPYRE_DTYPE_FLOAT16 ? 2e-3 : 1.6e-2);
+}
+
+double act_ref(spyre_activation a, double x) {
+    switch (a) {
+        case SPYRE_ACTIVATION_RELU:
+            return x > 0 ? x : 0;
+        case SPYRE_ACTIVATION_GELU:
+            return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
+        case SPYRE_ACTIVATION_GELU_TANH:
+            return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+        case SPYRE_ACTIVATION_SILU:
+            return x / (1 + std::exp(-x));
+        default:
+            return x;
+    }
+}
+
+class Ops : public ::testing::Test {
+  protected:
+    spyre_device_t dev = nullptr;
+    void SetUp() override {
+        setenv("SPYRE_BACKEND", "sim", 1);
+        ASSERT_SPYRE(spyre_device_open(0, &dev));
+    }
+    void TearDown() override {
+        spyre_device_close(dev);
+        unsetenv("SPYRE_BACKEND");
+    }
+};
+
+struct LinearCase {
+    int64_t rows, in, out;
+    spyre_dtype t;
+    bool bias;
+    spyre_activation act;
+};
+
+TEST_F(Ops, LinearMatchesReferenceOnOddShapes) {
+    const LinearCase cases[] = {
+        {1, 64, 64, SPYRE_DTYPE_FLOAT16, false, SPYRE_ACTIVATION_NONE},
+        {3, 100, 72, SPYRE_DTYPE_FLOAT16, true, SPYRE_ACTIVATION_GELU},
+        {17, 129, 65, SPYRE_DTYPE_BFLOAT16, true, SPYRE_ACTIVATION_SILU},
+        {64, 256, 192, SPYRE_DTYPE_BFLOAT16, false, SPYRE_ACTIVATION_RELU},
+        {5, 33, 7, SPYRE_DTYPE_FLOAT32, true, SPYRE_ACTIVATION_GELU_TANH},
+        {128, 512, 256, SPYRE_DTYPE_FLOAT16, true, SPYRE_ACTIVATION_NONE},
+        {1, 1, 1, SPYRE_DTYPE_FLOAT32, false, SPYRE_ACTIVATION_NONE},
+    };
+    uint32_t seed = 1;
+    for (const auto& c : cases) {
+        SCOPED_TRACE(::testing::Message() << c.rows << "x" << c.in << " -> " << c.out << " t"
+                                          << c.t << " bias " << c.bias << " act " << c.act);
+        DevArray x(dev, c.t, c.rows * c.in, seed++), w(dev, c.t, c.out * c.in, seed++);
+        DevArray b(dev, SPYRE_DTYPE_FLOAT32, c.out, seed++), y(dev, c.t, c.rows * c.out, seed++);
+        const spyre_tensor tx = view(x, {c.rows, c.in}, {c.in, 1});
+        const spyre_tensor tw = view(w, {c.out, c.in}, {c.in, 1});
+        const spyre_tensor tb = view(b, {c.out}, {1});
+        const spyre_tensor ty = view(y, {c.rows, c.out}, {c.out, 1});
+        ASSERT_SPYRE(spyre_op_linear(nullptr, &tx, &tw, c.bias ? &tb : nullptr, c.act, &ty));
+        ASSERT_SPYRE(spyre_device_synchronize(dev));
+        spyre_op_info info;
+        ASSERT_SPYRE(spyre_op_get_last_info(&info));
+        EXPECT_STREQ(info.op, "linear");
+        EXPECT_GT(info.modeled_cycles, 0u);
+        EXPECT_GE(info.launches, 1u);
+        y.fetch();
+        double worst = 0;
+        for (int64_t i = 0; i < c.rows; ++i)
+            for (int64_t j = 0; j < c.out; ++j) {
+                double acc = 0, mag = 0;
+                for (int64_t k = 0; k < c.in; ++k) {
+                    acc += double(x.at(i * c.in + k)) * w.at(j * c.in + k);
+                    mag += std::fabs(double(x.at(i * c.in + k)) * w.at(j * c.in + k));
+                }
+                if (c.bias) acc += b.at(j), mag += std::fabs(b.at(j));
+                const double want = act_ref(c.act, acc), got = y.at(i * c.out + j);
+                const double err = std::fabs(got - want);
+                worst = std::max(worst, err);
+                ASSERT_LE(err, tolerance(c.t, 1 + mag) + 1e-6)
+                    << "(" << i << "," << j << ") got " << got << " want " << want;
+            }
+        RecordProperty("worst_abs_error", std::to_string(worst));
+    }
+}
+
+TEST_F(Ops, AlignedLinearRunsInPlaceInOneLaunch) {
+    DevArray x(dev, SPYRE_DTYPE_FLOAT16, 64 * 128, 1), w(dev, SPYRE_DTYPE_FLOAT16, 256 * 128, 2);
+    DevArray y(dev, SPYRE_DTYPE_FLOAT16, 64 * 256, 3);
+    const spyre_tensor tx = view(x, {64, 128}, {128, 1}), tw = view(w, {256, 128}, {128, 1});
+    const spyre_tensor ty = view(y, {64, 256}, {256, 1});
+    uint64_t h0, m0, h1, m1;
+    ASSERT_SPYRE(spyre_op_get_cache_stats(&h0, &m0));
+    ASSERT_SPYRE(spyre_op_linear(nullptr, &tx, &tw, nullptr, SPYRE_ACTIVATION_NONE, &ty));
+    spyre_op_info first;
+    ASSERT_SPYRE(spyre_op_get_last_info(&first));
+    EXPECT_EQ(first.launches, 1u);  // no padding copies: stick rows as given
+    EXPECT_GE(first.cores, 1u);  // the planner may leave cores idle on a small product
+    EXPECT_LE(first.cores, 32u);
+    ASSERT_SPYRE(spyre_op_linear(nullptr, &tx, &tw, nullptr, SPYRE_ACTIVATION_NONE, &ty));
+    spyre_op_info second;
+    ASSERT_SPYRE(spyre_op_get_last_info(&second));
+    EXPECT_EQ(second.plan_cached, 1u);
+    EXPECT_EQ(second.modeled_cycles, first.modeled_cycles);
+    EXPECT_STREQ(second.plan, first.plan);
+    ASSERT_SPYRE(spyre_op_get_cache_stats(&h1, &m1));
+    EXPECT_EQ(h1, h0 + 1);
+    ASSERT_SPYRE(spyre_device_synchronize(dev));
+    y.fetch();
+    // exact: the fp32 sum of fp16 products in k order (one K slice), or close to it
+    for (int i : {0, 17, 63})
+        for (int j : {0, 100, 255}) {
+            double acc = 0;
+            for (int k = 0; k < 128; ++k) acc += double(x.at(i * 128 + k)) * w.at(j * 128 + k);
+            EXPECT_NEAR(y.at(i * 256 + j), acc, 0.05);
+        }
+}
+
+TEST_F(Ops, BatchedMatmulSharedAndTransposedOperands) {
+    for (spyre_dtype t : {SPYRE_DTYPE_FLOAT16, SPYRE_DTYPE_FLOAT32}) {
+        SCOPED_TRACE(t);
+        const int64_t B0 = 2, B1 = 3, M = 10, K = 70, N = 40;
+        DevArray a(dev, t, B0 * B1 * M * K, 4), b(dev, t, N * K, 5), c(dev, t, B0 * B1 * M * N, 6);
+        // b as the transposed view of an N x K matrix, shared by all batch elements
+        const spyre_tensor ta = view(a, {B0, B1, M, K}, {B1 * M * K, M * K, K, 1});
+        const spyre_tensor tb = view(b, {K, N}, {1, K});
+        const spyre_tensor tc = view(c, {B0, B1, M, N}, {B1 * M * N, M * N, N, 1});
+        ASSERT_SPYRE(spyre_op_matmul(nullptr, &ta, &tb, &tc));
+        ASSERT_SPYRE(spyre_device_synchronize(dev));
+        c.fetch();
+        for (int64_t bi = 0; bi < B0 * B1; ++bi)
+            for (int64_t i = 0; i < M; ++i)
+                for (int64_t j = 0; j < N; ++j) {
+                    double acc = 0, mag = 0;
+                    for (int64_t k = 0; k < K; ++k) {
+                        const double p = double(a.at((bi * M + i) * K + k)) * b.at(j * K + k);
+                        acc += p, mag += std::fabs(p);
+                    }
+                    ASSERT_NEAR(c.at((bi * M + i) * N + j), acc, tolerance(t, 1 + mag))
+                        << bi << " " << i << " " << j;
+                }
+    }
+}
+
+TEST_F(Ops, StridedRowsAndOffsetsArePadded) {
+    // A: rows of 48 elements taken every 80 elements, starting at element 3 (misaligned)
+    const int64_t M = 9, K = 48, N = 64;
+    DevArray a(dev, SPYRE_DTYPE_FLOAT32, 3 + M * 80, 7), b(dev, SPYRE_DTYPE_FLOAT32, K * N, 8);
+    DevArray c(dev, SPYRE_DTYPE_FLOAT32, M * 100, 9);
+    const spyre_tensor ta = view(a, {M, K}, {80, 1}, 3);
+    const spyre_tensor tb = view(b, {K, N}, {N, 1});
+    const spyre_tensor tc = view(c, {M, N}, {100, 1});  // output rows with a gap
+    const std::vector<uint8_t> before = c.host;
+    ASSERT_SPYRE(spyre_op_matmul(nullptr, &ta, &tb, &tc));
+    ASSERT_SPYRE(spyre_device_synchronize(dev));
+    c.fetch();
+    for (int64_t i = 0; i < M; ++i) {
+        for (int64_t j = 0; j < N; ++j) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; ++k) acc += double(a.at(3 + i * 80 + k)) * b.at(k * N + j);
+            ASSERT_NEAR(c.at(i * 100 + j), acc, 1e-4);
+        }
+        for (int64_t j = N; j < 100 && i + 1 < M; ++j)  // the gaps are untouched
+            ASSERT_EQ(std::memcmp(&c.host[4 * (i * 100 + j)], &before[4 * (i * 100 + j)], 4), 0);
+    }
+}
+
+TEST_F(Ops, ArgumentErrorsSayWhatIsWrong) {
+    DevArray a(dev, SPYRE_DTYPE_FLOAT16, 64 * 64, 1), b(dev, SPYRE_DTYPE_FLOAT16, 64 * 64, 2);
+    DevArray f(dev, SPYRE_DTYPE_FLOAT32, 64 * 64, 3);
+    const spyre_tensor ta = view(a, {64, 64}, {64, 1}), tb = view(b, {64, 64}, {64, 1});
+    auto expect = [](spyre_status want, spyre_status got, const char* needle) {
+        EXPECT_EQ(want, got);
+        EXPECT_NE(std::string(spyre_last_error()).find(needle), std::string::npos)
+            << spyre_last_error();
+    };
+    const spyre_tensor wrong_k = view(b, {32, 64}, {64, 1});
+    expect(SPYRE_ERROR_INVALID_ARGUMENT, spyre_op_matmul(nullptr, &ta, &wrong_k, &tb),
+           "has 64 columns but `b` has 32 rows");
+    const spyre_tensor fb = view(f, {64, 64}, {64, 1});
+    expect(SPYRE_ERROR_INVALID_ARGUMENT, spyre_op_matmul(nullptr, &ta, &fb, &tb),
+           "`a` is float16 but `b` is float32");
+    const spyre_tensor too_far = view(a, {64, 65}, {65, 1});
+    expect(SPYRE_ERROR_INVALID_ARGUMENT, spyre_op_matmul(nullptr, &too_far, &tb, &tb),
+           "8320 of a 8192-byte buffer");
+    spyre_tensor bad_dtype = ta;
+    bad_dtype.dtype = 9;
+    expect(SPYRE_ERROR_INVALID_ARGUMENT, spyre_op_matmul(nullptr, &bad_dtype, &tb, &tb),
+           "unknown dtype 9");
+    expect(SPYRE_ERROR_INVALID_ARGUMENT, spyre_op_matmul(nullptr, nullptr, &tb, &tb),
+           "tensor `a` is NULL");
+    const spyre_tensor wrong_out = view(b, {64, 32}, {64, 1});
+    expect(SPYRE_ERROR_INVALID_ARGUMENT, spyre_op_matmul(nullptr, &ta, &tb, &wrong_out),
+           "output `out` is 64x32, expected 64x64");
+    const spyre_tensor w3 = view(b, {2, 32, 64}, {2048, 64, 1});
+    expect(SPYRE_ERROR_INVALID_ARGUMENT,
+           spyre_op_linear(nullptr, &ta, &w3, nullptr, SPYRE_ACTIVATION_NONE, &tb),
+           "`weight` must be 2-D");
+    const spyre_tensor bias = view(f, {63}, {1});
+    expect(SPYRE_ERROR_INVALID_ARGUMENT,
+           spyre_op_linear(nullptr, &ta, &tb, &bias, SPYRE_ACTIVATION_NONE, &tb),
+           "bias must have shape [64]");
+    expect(SPYRE_ERROR_INVALID_ARGUMENT,
+           spyre_op_linear(nullptr, &ta, &tb, nullptr, static_cast<spyre_activation>(42), &tb),
+           "unknown activation 42");
+    spyre_buffer_t freed;
+    ASSERT_SPYRE(spyre_malloc(dev, 8192, &freed));
+    spyre_tensor stale = ta;
+    stale.buffer = freed;
+    ASSERT_SPYRE(spyre_free(freed));
+    EXPECT_EQ(SPYRE_ERROR_INVALID_ARGUMENT, spyre_op_matmul(nullptr, &stale, &tb, &tb));
+    // a matrix with no unit stride at all cannot be padded by row copies
+    const spyre_tensor strided = view(a, {8, 8}, {2, 16});
+    const spyre_tensor small_b = view(b, {8, 64}, {64, 1});
+    const spyre_tensor small_c = view(b, {8, 64}, {64, 1});
+    expect(SPYRE_ERROR_NOT_SUPPORTED, spyre_op_matmul(nullptr, &strided, &small_b, &small_c),
+           "non-unit element strides");
+}
+
+}  // namespace
