@@ -11,6 +11,10 @@ tools/in-sysroot 'ninja -C build/cmake spyre_engine_bench spyre_engine_torch_com
 echo "=== cycle model calibration (modeled device time vs IBM's measurement) ==="
 tools/in-sysroot 'build/cmake/engine/spyre_engine_model_bench' | tee build/bench/model_calibration.txt
 echo
+echo "=== op library plans on the cycle model (modeled device time; build/bench/model.json) ==="
+tools/in-sysroot 'ninja -C build/cmake spyre-ops-bench >/dev/null && build/cmake/tools/bench/spyre-ops-bench /src/build/bench/model.json' |
+	tee build/bench/ops.txt
+echo
 echo "=== engine matmul throughput and modeled device time (Google Benchmark) ==="
 tools/in-sysroot 'build/cmake/engine/spyre_engine_bench --benchmark_repetitions=3 \
 	--benchmark_report_aggregates_only=true --benchmark_out=/src/build/bench/engine.json' |

@@ -123,8 +123,8 @@ TEST_F(Ops, LinearMatchesReferenceOnOddShapes) {
     };
     uint32_t seed = 1;
     for (const auto& c : cases) {
-        SCOPED_TRACE(::testing::Message() << c.rows << "x" << c.in << " -> " << c.out << " t"
-                                          << c.t << " bias " << c.bias << " act " << c.act);
+        SCOPED_TRACE(::testing::Message() << c.rows << "x" << c.in << " -> " << c.out << " t" << c.t
+                                          << " bias " << c.bias << " act " << c.act);
         DevArray x(dev, c.t, c.rows * c.in, seed++), w(dev, c.t, c.out * c.in, seed++);
         DevArray b(dev, SPYRE_DTYPE_FLOAT32, c.out, seed++), y(dev, c.t, c.rows * c.out, seed++);
         const spyre_tensor tx = view(x, {c.rows, c.in}, {c.in, 1});
@@ -169,7 +169,7 @@ TEST_F(Ops, AlignedLinearRunsInPlaceInOneLaunch) {
     spyre_op_info first;
     ASSERT_SPYRE(spyre_op_get_last_info(&first));
     EXPECT_EQ(first.launches, 1u);  // no padding copies: stick rows as given
-    EXPECT_GE(first.cores, 1u);  // the planner may leave cores idle on a small product
+    EXPECT_GE(first.cores, 1u);     // the planner may leave cores idle on a small product
     EXPECT_LE(first.cores, 32u);
     ASSERT_SPYRE(spyre_op_linear(nullptr, &tx, &tw, nullptr, SPYRE_ACTIVATION_NONE, &ty));
     spyre_op_info second;

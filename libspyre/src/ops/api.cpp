@@ -83,12 +83,14 @@ Tensor check_tensor(const spyre_tensor* t, const char* name) {
     uint64_t last = 0;  // largest element offset
     for (uint32_t d = 0; d < t->ndim; ++d) {
         require(t->shape[d] >= 0 && t->strides[d] >= 0,
-                std::format("tensor `{}`: dim {} has size {} and stride {} (must be >= 0)", name,
-                            d, t->shape[d], t->strides[d]));
+                std::format("tensor `{}`: dim {} has size {} and stride {} (must be >= 0)", name, d,
+                            t->shape[d], t->strides[d]));
         r.shape.push_back(t->shape[d]);
         r.strides.push_back(t->strides[d]);
-        if (t->shape[d] == 0) empty = true;
-        else last += uint64_t(t->shape[d] - 1) * uint64_t(t->strides[d]);
+        if (t->shape[d] == 0)
+            empty = true;
+        else
+            last += uint64_t(t->shape[d] - 1) * uint64_t(t->strides[d]);
     }
     if (!empty) {
         const uint64_t extent = (last + 1) * r.es;
@@ -112,8 +114,8 @@ struct Mat {
 
 // Collapses the leading dims of t (all but the last two) into one batch dim.
 Mat as_batched_matrix(const Tensor& t) {
-    require(t.shape.size() >= 2,
-            std::format("tensor `{}` has {} dims: a matrix needs 2 or more", t.name, t.shape.size()));
+    require(t.shape.size() >= 2, std::format("tensor `{}` has {} dims: a matrix needs 2 or more",
+                                             t.name, t.shape.size()));
     Mat m{&t, uint64_t(t.dim(-2)), uint64_t(t.dim(-1)), t.stride(-2), t.stride(-1), 1, 0};
     const size_t nb = t.shape.size() - 2;
     for (size_t d = 0; d < nb; ++d) m.batch *= uint64_t(t.shape[d]);
@@ -150,7 +152,7 @@ struct Caches {
     std::mutex mu;
     std::map<std::string, std::shared_ptr<const PlanEntry>> plans;
     std::map<std::pair<std::string, const void*>, spyre_program_t> programs;  // (card, image)
-    std::map<std::string, std::shared_ptr<MatmulPlanner>> planners;          // by card config
+    std::map<std::string, std::shared_ptr<MatmulPlanner>> planners;           // by card config
     uint64_t hits = 0, misses = 0;
 };
 
@@ -293,9 +295,9 @@ std::shared_ptr<const PlanEntry> matmul_plan(const Card& c, const MatmulShape& s
     const spyre_engine_config cfg = engine_config_of(c.info);
     const std::string key = std::format(
         "mm/{}/{}/{} {}x{}x{} in{} out{} tb{} bias{}:{} act{}:{} ld{},{},{} b{} {},{},{}",
-        cfg.num_cores, cfg.lx_bytes, cfg.clock_hz, s.M, s.N, s.K, int(s.in), int(s.out),
-        s.trans_b, s.has_bias, int(s.bias_t), s.has_act, int(s.act), s.lda, s.ldb, s.ldc,
-        s.batch, s.batch_a, s.batch_b, s.batch_c);
+        cfg.num_cores, cfg.lx_bytes, cfg.clock_hz, s.M, s.N, s.K, int(s.in), int(s.out), s.trans_b,
+        s.has_bias, int(s.bias_t), s.has_act, int(s.act), s.lda, s.ldb, s.ldc, s.batch, s.batch_a,
+        s.batch_b, s.batch_c);
     auto& cs = caches();
     {
         std::lock_guard lock(cs.mu);
@@ -310,7 +312,8 @@ std::shared_ptr<const PlanEntry> matmul_plan(const Card& c, const MatmulShape& s
     try {
         best = planner->plan(s);
     } catch (const std::invalid_argument& e) {
-        fail(SPYRE_ERROR_NOT_SUPPORTED, std::format("matmul {}x{}x{}: {}", s.M, s.N, s.K, e.what()));
+        fail(SPYRE_ERROR_NOT_SUPPORTED,
+             std::format("matmul {}x{}x{}: {}", s.M, s.N, s.K, e.what()));
     }
     auto e = std::make_shared<PlanEntry>();
     e->image = build_matmul(s, best.split);
@@ -556,13 +559,13 @@ spyre_status spyre_op_linear(spyre_stream_t stream, const spyre_tensor* x,
                      "linear: the leading dims of `x` do not collapse into rows (make it "
                      "contiguous first)");
         ops::require(uint64_t(tw.dim(1)) == in,
-                     std::format("linear: `x` has {} features but `weight` is {}x{}", in,
-                                 tw.dim(0), tw.dim(1)));
+                     std::format("linear: `x` has {} features but `weight` is {}x{}", in, tw.dim(0),
+                                 tw.dim(1)));
         uint64_t orows = 1;
         for (size_t d = 0; d + 1 < to.shape.size(); ++d) orows *= uint64_t(to.shape[d]);
-        ops::require(orows == rows && uint64_t(to.dim(-1)) == uint64_t(tw.dim(0)),
-                     std::format("linear: `out` must have shape [..., {}] with the rows of `x`",
-                                 tw.dim(0)));
+        ops::require(
+            orows == rows && uint64_t(to.dim(-1)) == uint64_t(tw.dim(0)),
+            std::format("linear: `out` must have shape [..., {}] with the rows of `x`", tw.dim(0)));
         int64_t ors = to.shape.size() >= 2 ? to.stride(-2) : to.dim(-1);
         for (size_t d = to.shape.size() - 1; d-- > 1;)
             if (to.shape[d - 1] != 1 && to.strides[d - 1] != to.strides[d] * to.shape[d])

@@ -88,6 +88,12 @@ PricedSplit MatmulPlanner::plan(const MatmulShape& s, int exact) const {
         PricedSplit r = price(s, c[i].split);
         if (!best.cycles || r.cycles < best.cycles) best = r;
     }
+    // the naive plan is always a candidate: a plan is never slower than it
+    try {
+        PricedSplit n = naive(s);
+        if (n.cycles < best.cycles) best = n;
+    } catch (const std::invalid_argument&) {
+    }
     return best;
 }
 

@@ -35,8 +35,9 @@ class MatmulPlanner {
     std::vector<PricedSplit> candidates(const MatmulShape& s, bool multicast = true) const;
     // Exact cycles of one split (timing-only run). Throws std::runtime_error on a program fault.
     PricedSplit price(const MatmulShape& s, const MatmulSplit& p) const;
-    // The plan: the `exact` best-ranked candidates priced, the fastest returned.
-    PricedSplit plan(const MatmulShape& s, int exact = 4) const;
+    // The plan: the `exact` best-ranked candidates and the naive plan priced, the fastest
+    // returned.
+    PricedSplit plan(const MatmulShape& s, int exact = 8) const;
     // The naive plan a compiler without work division makes: all cores along M (the largest
     // power of two that divides M), no multicast, no K split.
     PricedSplit naive(const MatmulShape& s) const;
