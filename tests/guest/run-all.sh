@@ -79,6 +79,8 @@ if [ -d /sys/kernel/debug/kunit ]; then
 fi
 kselftest uapi build/cmake/tests/guest/uapi/spyre_uapi_test
 gtest libspyre build/cmake/tests/guest/libspyre/libspyre_guest_test
+# The op library's C API through spyre.ko (the host suite, on the kernel backend).
+SPYRE_OPS_TEST_BACKEND=kernel gtest ops build/cmake/tests/host/libspyre_ops_api_test
 check smi build/cmake/tools/spyre-smi/spyre-smi
 # Failure containment (Documentation/driver.md "Failure handling").
 counted stress build/cmake/tests/guest/stress/spyre_stress --procs 8 --jobs 1000

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The op library's C API (spyre/ops.h) on the simulator backend: linear and matmul against a
-// double-precision host reference over odd shapes, dtypes, batches, transposed and padded
-// operands; plan cache; every argument error with its message.
+// The op library's C API (spyre/ops.h): linear and matmul against a double-precision host
+// reference over odd shapes, dtypes, batches, transposed and padded operands; plan cache; every
+// argument error with its message. On the simulator backend by default; in the guest
+// (tests/guest/run-all.sh) with SPYRE_OPS_TEST_BACKEND=kernel, through spyre.ko.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -94,13 +95,19 @@ double act_ref(spyre_activation a, double x) {
 class Ops : public ::testing::Test {
   protected:
     spyre_device_t dev = nullptr;
+    bool sim = true;
     void SetUp() override {
-        setenv("SPYRE_BACKEND", "sim", 1);
+        const char* b = std::getenv("SPYRE_OPS_TEST_BACKEND");
+        sim = !(b && std::string(b) == "kernel");
+        if (sim) setenv("SPYRE_BACKEND", "sim", 1);
         ASSERT_SPYRE(spyre_device_open(0, &dev));
+        spyre_device_info info;
+        ASSERT_SPYRE(spyre_device_get_info(dev, &info));
+        ASSERT_EQ(info.backend, sim ? SPYRE_BACKEND_SIM : SPYRE_BACKEND_KERNEL);
     }
     void TearDown() override {
         spyre_device_close(dev);
-        unsetenv("SPYRE_BACKEND");
+        if (sim) unsetenv("SPYRE_BACKEND");
     }
 };
 
