@@ -4,10 +4,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string_view>
 #include <vector>
 
+#include "kernels_impl.hpp"
 #include "spyre/numerics.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -59,18 +63,43 @@ inline T* grow(Scratch<T>& v, size_t n) {
 
 // ---------------------------------------------------------------------------------------------
 // Instruction-set specific code. Every kernel below exists as a portable version and, on x86-64,
-// as an AVX2+FMA+F16C version chosen once at run time. Both versions perform the same IEEE
-// operations in the same order (the matmul uses fused multiply-adds in both), so results are
-// bit-identical whichever is chosen (NaN payloads of MM results excepted, see isa.md).
+// as an AVX2+FMA+F16C version (here) and an AVX-512 version (kernels_avx512.cpp), one of them
+// chosen at run time (default_impl() below). All versions perform the same IEEE operations in the
+// same order (the matmul uses fused multiply-adds in all), so results are bit-identical whichever
+// is chosen (NaN payloads of MM results excepted, see isa.md).
+
+namespace detail {
+
+void h2f_portable(const uint8_t* p, size_t n, float* out) {
+    for (size_t i = 0; i < n; ++i) out[i] = num::f16_to_f32(ld<uint16_t>(p + 2 * i));
+}
+void f2h_portable(uint8_t* p, size_t n, const float* in) {
+    for (size_t i = 0; i < n; ++i) st<uint16_t>(p + 2 * i, num::f32_to_f16(in[i]));
+}
+void bf2f_portable(const uint8_t* p, size_t n, float* out) {
+    for (size_t i = 0; i < n; ++i) out[i] = num::bf16_to_f32(ld<uint16_t>(p + 2 * i));
+}
+void f2bf_portable(uint8_t* p, size_t n, const float* in) {
+    for (size_t i = 0; i < n; ++i) st<uint16_t>(p + 2 * i, num::f32_to_bf16(in[i]));
+}
+void i8f_portable(const uint8_t* p, size_t n, float* out) {
+    for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<int8_t>(p[i]));
+}
+void fi8_portable(uint8_t* p, size_t n, const float* in) {
+    for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(num::f32_to_i8(in[i]));
+}
+void i32f_portable(const uint8_t* p, size_t n, float* out) {
+    for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(ld<int32_t>(p + 4 * i));
+}
+void fi32_portable(uint8_t* p, size_t n, const float* in) {
+    for (size_t i = 0; i < n; ++i) st<int32_t>(p + 4 * i, num::f32_to_i32(in[i]));
+}
+
+}  // namespace detail
 
 namespace {
 
-void f16_to_f32_generic(const uint8_t* p, size_t n, float* out) {
-    for (size_t i = 0; i < n; ++i) out[i] = num::f16_to_f32(ld<uint16_t>(p + 2 * i));
-}
-void f32_to_f16_generic(uint8_t* p, size_t n, const float* in) {
-    for (size_t i = 0; i < n; ++i) st<uint16_t>(p + 2 * i, num::f32_to_f16(in[i]));
-}
+using namespace detail;
 
 // Matmul micro-kernels: per step, 6 words of A (row i of the 6-row panel at a + i * ars, moving
 // by ass bytes per step: fp32 rows in place, or the packed int8 layout) and 16 words of packed B
@@ -82,8 +111,6 @@ void f32_to_f16_generic(uint8_t* p, size_t n, const float* in) {
 constexpr size_t kMR = 6, kNR = 16;
 constexpr size_t kKC = 256;  // steps per cache block (B panel slice: 16 KiB)
 constexpr size_t kMCP = 16;  // A panels per cache block (96 rows x kKC steps: 96 KiB)
-using Ukr = void (*)(size_t steps, const char* a, size_t ars, size_t ass, const void* b, uint8_t* c,
-                     size_t ldc, bool zero);
 
 void ukr_f32_generic(size_t steps, const char* a, size_t ars, size_t ass, const void* bv,
                      uint8_t* c, size_t ldc, bool zero) {
@@ -167,7 +194,7 @@ SPYRE_AVX2 void f16_to_f32_avx2(const uint8_t* p, size_t n, float* out) {
         }
         _mm256_storeu_ps(out + i, f);
     }
-    for (; i < n; ++i) out[i] = num::f16_to_f32(ld<uint16_t>(p + 2 * i));
+    h2f_portable(p + 2 * i, n - i, out + i);
 }
 
 SPYRE_AVX2 void f32_to_f16_avx2(uint8_t* p, size_t n, const float* in) {
@@ -176,7 +203,7 @@ SPYRE_AVX2 void f32_to_f16_avx2(uint8_t* p, size_t n, const float* in) {
     for (; i + 8 <= n; i += 8)
         _mm_storeu_si128(reinterpret_cast<__m128i*>(p + 2 * i),
                          _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT));
-    for (; i < n; ++i) st<uint16_t>(p + 2 * i, num::f32_to_f16(in[i]));
+    f2h_portable(p + 2 * i, n - i, in + i);
 }
 
 #define SPYRE_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
@@ -249,27 +276,27 @@ SPYRE_AVX2 void ukr_i8_avx2(size_t steps, const char* a, size_t ars, size_t ass,
         SPYRE_ROWS(ZERO)
 #undef ZERO
     } else {
-#define LOAD(i)                                                                  \
-    c##i##0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (i)*ldc)); \
-    c##i##1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (i)*ldc + 32));
+#define LOAD(i)                                                                    \
+    c##i##0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (i) * ldc)); \
+    c##i##1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (i) * ldc + 32));
         SPYRE_ROWS(LOAD)
 #undef LOAD
     }
     for (size_t k = 0; k < steps; ++k, a += ass, b += 2) {
         const __m256i b0 = _mm256_loadu_si256(b), b1 = _mm256_loadu_si256(b + 1);
-#define STEP(i)                                                                            \
-    {                                                                                      \
-        const __m256i ai =                                                                 \
-            _mm256_set1_epi32(ld<int32_t>(reinterpret_cast<const uint8_t*>(a + (i)*ars))); \
-        c##i##0 = _mm256_add_epi32(c##i##0, _mm256_madd_epi16(ai, b0));                    \
-        c##i##1 = _mm256_add_epi32(c##i##1, _mm256_madd_epi16(ai, b1));                    \
+#define STEP(i)                                                                              \
+    {                                                                                        \
+        const __m256i ai =                                                                   \
+            _mm256_set1_epi32(ld<int32_t>(reinterpret_cast<const uint8_t*>(a + (i) * ars))); \
+        c##i##0 = _mm256_add_epi32(c##i##0, _mm256_madd_epi16(ai, b0));                      \
+        c##i##1 = _mm256_add_epi32(c##i##1, _mm256_madd_epi16(ai, b1));                      \
     }
         SPYRE_ROWS(STEP)
 #undef STEP
     }
-#define STORE(i)                                                           \
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + (i)*ldc), c##i##0); \
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + (i)*ldc + 32), c##i##1);
+#define STORE(i)                                                             \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + (i) * ldc), c##i##0); \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + (i) * ldc + 32), c##i##1);
     SPYRE_ROWS(STORE)
 #undef STORE
 }
@@ -310,32 +337,63 @@ SPYRE_AVX2 void pack_a_avx2(const float* const* rows, size_t nrows, size_t k, fl
 }
 #endif
 
-struct Impl {
-    void (*h2f)(const uint8_t*, size_t, float*);
-    void (*f2h)(uint8_t*, size_t, const float*);
-    Ukr ukr_f32;
-    Ukr ukr_i8;
-    void (*pack_a)(const float* const*, size_t, size_t, float*);
-    void (*ukr_f32_part)(size_t rows, size_t steps, const char* a, const void* b, uint8_t* c,
-                         size_t ldc, bool zero);
-    const char* name;
-};
-
-constexpr Impl kGeneric{f16_to_f32_generic, f32_to_f16_generic,   ukr_f32_generic, ukr_i8_generic,
-                        pack_a_generic,     ukr_f32_part_generic, "generic"};
+constexpr Impl kPortable{"portable",           h2f_portable,    f2h_portable,   bf2f_portable,
+                         f2bf_portable,        i8f_portable,    fi8_portable,   i32f_portable,
+                         fi32_portable,        ukr_f32_generic, ukr_i8_generic, pack_a_generic,
+                         ukr_f32_part_generic, nullptr,         nullptr};
 #ifdef SPYRE_X86_SIMD
-constexpr Impl kAvx2{f16_to_f32_avx2, f32_to_f16_avx2,   ukr_f32_avx2, ukr_i8_avx2,
-                     pack_a_avx2,     ukr_f32_part_avx2, "avx2"};
-#endif
+constexpr Impl kAvx2{"avx2",       f16_to_f32_avx2, f32_to_f16_avx2,   bf2f_portable, f2bf_portable,
+                     i8f_portable, fi8_portable,    i32f_portable,     fi32_portable, ukr_f32_avx2,
+                     ukr_i8_avx2,  pack_a_avx2,     ukr_f32_part_avx2, nullptr,       nullptr};
 
-const Impl* detect() {
-#ifdef SPYRE_X86_SIMD
+bool avx2_supported() {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
-        return &kAvx2;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+}
+
+// The AVX-512 implementation: the AVX2 one with the kernels kernels_avx512.cpp provides.
+const Impl* avx512_impl() {
+    static const Impl im = [] {
+        Impl x = kAvx2;
+        x.name = "avx512";
+        avx512_fill(x);
+        return x;
+    }();
+    return &im;
+}
 #endif
-    return &kGeneric;
+
+// The implementation called `name` if this CPU runs it, else nullptr.
+const Impl* by_name(const char* name) {
+    const std::string_view s = name ? name : "";
+    if (s == "portable") return &kPortable;
+#ifdef SPYRE_X86_SIMD
+    if (s == "avx2" && avx2_supported()) return &kAvx2;
+    if (s == "avx512" && avx2_supported() && avx512_supported()) return avx512_impl();
+#endif
+    return nullptr;
+}
+
+// The fastest implementation this CPU runs.
+const Impl* best() {
+    for (const char* n : {"avx512", "avx2"})
+        if (const Impl* p = by_name(n)) return p;
+    return &kPortable;
+}
+
+// SPYRE_ENGINE_KERNELS=portable|avx2|avx512 forces an implementation; unset, empty or "auto":
+// the fastest one. A name this CPU does not run falls back to the fastest (with a warning).
+const Impl* default_impl() {
+    const char* env = std::getenv("SPYRE_ENGINE_KERNELS");
+    if (!env || !*env || std::string_view(env) == "auto") return best();
+    if (const Impl* p = by_name(env)) return p;
+    const Impl* p = best();
+    std::fprintf(stderr,
+                 "spyre engine: SPYRE_ENGINE_KERNELS=%s is not an implementation this CPU runs "
+                 "(portable, avx2, avx512); using %s\n",
+                 env, p->name);
+    return p;
 }
 
 std::atomic<const Impl*> g_impl{nullptr};
@@ -343,7 +401,7 @@ std::atomic<const Impl*> g_impl{nullptr};
 inline const Impl& impl() {
     const Impl* p = g_impl.load(std::memory_order_acquire);
     if (!p) {
-        p = detect();
+        p = default_impl();
         g_impl.store(p, std::memory_order_release);
     }
     return *p;
@@ -351,13 +409,15 @@ inline const Impl& impl() {
 
 }  // namespace
 
-const char* simd_name() { return impl().name; }
+const char* kernels_name() { return impl().name; }
 
-bool use_simd(bool on) {
-    const Impl* want = &kGeneric;
-    if (on) want = detect();
-    g_impl.store(want, std::memory_order_release);
-    return want != &kGeneric;
+bool kernels_supported(const char* name) { return by_name(name) != nullptr; }
+
+bool set_kernels(const char* name) {
+    const Impl* p = name ? by_name(name) : default_impl();
+    if (!p) return false;
+    g_impl.store(p, std::memory_order_release);
+    return true;
 }
 
 void load_row(DType t, const uint8_t* p, size_t n, float* out) {
@@ -370,13 +430,13 @@ void load_row(DType t, const uint8_t* p, size_t n, float* out) {
             impl().h2f(p, n, out);
             break;
         case DType::BF16:
-            for (size_t i = 0; i < n; ++i) out[i] = num::bf16_to_f32(ld<uint16_t>(p + 2 * i));
+            impl().bf2f(p, n, out);
             break;
         case DType::I8:
-            for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<int8_t>(p[i]));
+            impl().i8f(p, n, out);
             break;
         case DType::I32:
-            for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(ld<int32_t>(p + 4 * i));
+            impl().i32f(p, n, out);
             break;
         default:
             break;
@@ -393,13 +453,13 @@ void store_row(DType t, uint8_t* p, size_t n, const float* in) {
             impl().f2h(p, n, in);
             break;
         case DType::BF16:
-            for (size_t i = 0; i < n; ++i) st<uint16_t>(p + 2 * i, num::f32_to_bf16(in[i]));
+            impl().f2bf(p, n, in);
             break;
         case DType::I8:
-            for (size_t i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(num::f32_to_i8(in[i]));
+            impl().fi8(p, n, in);
             break;
         case DType::I32:
-            for (size_t i = 0; i < n; ++i) st<int32_t>(p + 4 * i, num::f32_to_i32(in[i]));
+            impl().fi32(p, n, in);
             break;
         default:
             break;
@@ -471,7 +531,32 @@ void matmul(const MatmulArgs& g) {
             for (size_t i = 0; i < m; ++i) std::memset(g.c + i * g.ldc, 0, n * 4);
         return;
     }
+    // If C overlaps A or B, A and B are first copied aside: they are read completely before C is
+    // written (the kernels below read them while they write C).
+    const size_t es = isa::dtype_size(g.in);
+    {
+        const uintptr_t c0 = reinterpret_cast<uintptr_t>(g.c), c1 = c0 + (m - 1) * g.ldc + n * 4;
+        auto overlaps = [&](const uint8_t* p, size_t rows, size_t ld, size_t bytes) {
+            const uintptr_t p0 = reinterpret_cast<uintptr_t>(p), p1 = p0 + (rows - 1) * ld + bytes;
+            return p0 < c1 && c0 < p1;
+        };
+        if (overlaps(g.a, m, g.lda, k * es) || overlaps(g.b, k, g.ldb, n * es)) {
+            uint8_t* sa = reinterpret_cast<uint8_t*>(grow(tl_f2, (m * k * es + 3) / 4));
+            uint8_t* sb = reinterpret_cast<uint8_t*>(grow(tl_f3, (k * n * es + 3) / 4));
+            for (size_t i = 0; i < m; ++i) {
+                if ((i & 255) == 0 && cancelled(g.cancel)) return;
+                std::memcpy(sa + i * k * es, g.a + i * g.lda, k * es);
+            }
+            for (size_t i = 0; i < k; ++i) {
+                if ((i & 255) == 0 && cancelled(g.cancel)) return;
+                std::memcpy(sb + i * n * es, g.b + i * g.ldb, n * es);
+            }
+            return matmul(
+                {g.in, g.c, sa, sb, m, n, k, k * es, n * es, g.ldc, g.accumulate, g.cancel});
+        }
+    }
     const Impl& im = impl();
+    if (auto mm = g.in == DType::I8 ? im.mm_i8 : im.mm_float) return mm(g);
     const size_t mp = (m + kMR - 1) / kMR, np = (n + kNR - 1) / kNR;
     if (g.in == DType::I8) {
         // A: int16 pairs (k, k+1) per row; B: for each pair, 16 columns of (k, k+1) int16 pairs
@@ -512,33 +597,9 @@ void matmul(const MatmulArgs& g) {
     }
     // fp16/bf16/fp32: A and B are converted to fp32 and packed per cache block (kKC k-steps):
     // B as 16-column panels, A as 6-row panels (k-major, rows past m zero), so the micro-kernel
-    // streams contiguous memory. If C overlaps A or B, A and B are first copied aside: they are
-    // read completely before C is written.
+    // streams contiguous memory.
     const uint8_t* ga = g.a;
     const uint8_t* gb = g.b;
-    const size_t es = isa::dtype_size(g.in);
-    {
-        const uintptr_t c0 = reinterpret_cast<uintptr_t>(g.c), c1 = c0 + (m - 1) * g.ldc + n * 4;
-        auto overlaps = [&](const uint8_t* p, size_t rows, size_t ld, size_t bytes) {
-            const uintptr_t p0 = reinterpret_cast<uintptr_t>(p), p1 = p0 + (rows - 1) * ld + bytes;
-            return p0 < c1 && c0 < p1;
-        };
-        const bool oa = overlaps(ga, m, g.lda, k * es), ob = overlaps(gb, k, g.ldb, n * es);
-        if (oa || ob) {
-            uint8_t* sa = reinterpret_cast<uint8_t*>(grow(tl_f2, (m * k * es + 3) / 4));
-            uint8_t* sb = reinterpret_cast<uint8_t*>(grow(tl_f3, (k * n * es + 3) / 4));
-            for (size_t i = 0; i < m; ++i) {
-                if ((i & 255) == 0 && cancelled(g.cancel)) return;
-                std::memcpy(sa + i * k * es, ga + i * g.lda, k * es);
-            }
-            for (size_t i = 0; i < k; ++i) {
-                if ((i & 255) == 0 && cancelled(g.cancel)) return;
-                std::memcpy(sb + i * n * es, gb + i * g.ldb, n * es);
-            }
-            return matmul(
-                {g.in, g.c, sa, sb, m, n, k, k * es, n * es, g.ldc, g.accumulate, g.cancel});
-        }
-    }
     const size_t kcmax = std::min(kKC, k), icmax = std::min(kMCP, mp);
     float* pb = grow(tl_pb, np * kcmax * kNR);
     float* pa = grow(tl_pa, icmax * kcmax * kMR);

@@ -43,11 +43,16 @@ struct MatmulArgs {
 // packed) before C is written, so C may overlap them.
 void matmul(const MatmulArgs& args);
 
-// Instruction-set variant in use ("avx2" or "generic"). use_simd(false) forces the portable
-// kernels (tests compare both); use_simd(true) restores detection. Returns whether SIMD is used.
-// Not to be called while jobs run.
-const char* simd_name();
-bool use_simd(bool on);
+// Kernel implementations (Documentation/isa.md "Kernel implementations"): "portable" (plain
+// C++, always), "avx2" (AVX2 + FMA + F16C) and "avx512" (AVX-512 F/BW/VL/DQ, VNNI for int8 when
+// present), all bit-identical. By default the fastest one this CPU runs, or the one named by
+// SPYRE_ENGINE_KERNELS (portable|avx2|avx512|auto) when the CPU runs it.
+// kernels_name(): the implementation in use. kernels_supported(name): whether this CPU runs it.
+// set_kernels(name): switches to it (nullptr: back to the default); false, and nothing changes,
+// for a name that is unknown or not supported. Not to be called while jobs run.
+const char* kernels_name();
+bool kernels_supported(const char* name);
+bool set_kernels(const char* name);
 
 void vunary(isa::VUn f, isa::DType dt, isa::DType st, uint8_t* dst, const uint8_t* src,
             uint64_t rows, uint64_t cols, uint64_t dstride, uint64_t sstride, float imm,

@@ -1,33 +1,94 @@
 // SPDX-License-Identifier: MIT
-// The fast paths: SIMD kernels against the portable ones (bit-identical), the vectorized fp16
-// conversions against spyre::num, and the lazily zeroed scratchpads.
+// The fast paths: every kernel implementation the CPU runs (avx2, avx512) against the portable one
+// (bit-identical), the row conversions of each against spyre::num, and the lazily zeroed
+// scratchpads.
 #include "../src/kernels.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "test_util.hpp"
 
 namespace spyre::test {
 namespace {
 
-struct SimdGuard {
-    ~SimdGuard() { kern::use_simd(true); }
+// Restores the default kernel implementation when a test ends.
+struct KernelsGuard {
+    ~KernelsGuard() { kern::set_kernels(nullptr); }
 };
 
+// The implementations to compare against the portable one: every one this CPU runs.
+std::vector<const char*> fast_impls() {
+    std::vector<const char*> v;
+    for (const char* n : {"avx2", "avx512"})
+        if (kern::kernels_supported(n)) v.push_back(n);
+    return v;
+}
+
+TEST(Kernels, Dispatch) {
+    KernelsGuard guard;
+    EXPECT_TRUE(kern::kernels_supported("portable"));
+    EXPECT_FALSE(kern::kernels_supported("avx9"));
+    EXPECT_FALSE(kern::kernels_supported(""));
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                      __builtin_cpu_supports("f16c");
+    const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                        __builtin_cpu_supports("avx512dq");
+    EXPECT_EQ(kern::kernels_supported("avx2"), avx2);
+    EXPECT_EQ(kern::kernels_supported("avx512"), avx512);
+#endif
+    std::string names;
+    for (const char* n : fast_impls()) names += std::string(" ") + n;
+    RecordProperty("compared_with_portable", names);
+    std::printf("[          ] implementations compared with portable:%s\n",
+                names.empty() ? " (none on this CPU)" : names.c_str());
+    // set_kernels: known and supported names switch, others change nothing
+    ASSERT_TRUE(kern::set_kernels("portable"));
+    EXPECT_STREQ(kern::kernels_name(), "portable");
+    EXPECT_FALSE(kern::set_kernels("avx9"));
+    EXPECT_STREQ(kern::kernels_name(), "portable");
+    for (const char* n : fast_impls()) {
+        ASSERT_TRUE(kern::set_kernels(n));
+        EXPECT_STREQ(kern::kernels_name(), n);
+    }
+    // the default: SPYRE_ENGINE_KERNELS if this CPU runs it, else the fastest one
+    const char* old = std::getenv("SPYRE_ENGINE_KERNELS");
+    const std::string saved = old ? old : "";
+    const std::vector<const char*> fast = fast_impls();
+    const char* fastest = fast.empty() ? "portable" : fast.back();
+    unsetenv("SPYRE_ENGINE_KERNELS");
+    ASSERT_TRUE(kern::set_kernels(nullptr));
+    EXPECT_STREQ(kern::kernels_name(), fastest);
+    setenv("SPYRE_ENGINE_KERNELS", "portable", 1);
+    ASSERT_TRUE(kern::set_kernels(nullptr));
+    EXPECT_STREQ(kern::kernels_name(), "portable");
+    setenv("SPYRE_ENGINE_KERNELS", "avx9", 1);  // unknown: the fastest, with a warning
+    ASSERT_TRUE(kern::set_kernels(nullptr));
+    EXPECT_STREQ(kern::kernels_name(), fastest);
+    if (old)
+        setenv("SPYRE_ENGINE_KERNELS", saved.c_str(), 1);
+    else
+        unsetenv("SPYRE_ENGINE_KERNELS");
+}
+
+// Every fp16 value, and fp32 bit patterns of all kinds (random, rounding edges, NaNs, infinities,
+// subnormals), through each implementation's row conversions against spyre::num.
 TEST(Kernels, F16ConversionsMatchScalar) {
-    SimdGuard g;
-    kern::use_simd(true);
-    RecordProperty("simd", kern::simd_name());
+    KernelsGuard guard;
     std::vector<uint16_t> h(65536);
     for (uint32_t i = 0; i < 65536; ++i) h[i] = static_cast<uint16_t>(i);
-    std::vector<float> f(65536);
-    kern::load_row(DType::F16, reinterpret_cast<const uint8_t*>(h.data()), h.size(), f.data());
-    for (uint32_t i = 0; i < 65536; ++i)
-        ASSERT_EQ(f32_bits(f[i]), f32_bits(num::f16_to_f32(h[i]))) << std::hex << i;
-    // fp32 -> fp16: random bit patterns (all exponents, NaNs, infinities) and rounding edges
     std::mt19937 rng(5);
     std::uniform_int_distribution<uint32_t> bits;
     std::vector<float> x(1 << 20);
@@ -37,58 +98,260 @@ TEST(Kernels, F16ConversionsMatchScalar) {
         x[4096 + i] = std::bit_cast<float>(0x7f800000u | (i * 0x1fffu) | (i & 1 ? 0x80000000u : 0));
         x[8192 + i] = std::bit_cast<float>(0x38000000u + (i << 11) + (i & 0xfff));
     }
-    std::vector<uint16_t> out(x.size());
-    kern::store_row(DType::F16, reinterpret_cast<uint8_t*>(out.data()), x.size(), x.data());
-    for (size_t i = 0; i < x.size(); ++i)
-        ASSERT_EQ(out[i], num::f32_to_f16(x[i])) << std::hex << f32_bits(x[i]);
+    for (const char* name : {"portable", "avx2", "avx512"}) {
+        if (!kern::set_kernels(name)) continue;
+        SCOPED_TRACE(name);
+        std::vector<float> f(65536);
+        kern::load_row(DType::F16, reinterpret_cast<const uint8_t*>(h.data()), h.size(), f.data());
+        for (uint32_t i = 0; i < 65536; ++i)
+            ASSERT_EQ(f32_bits(f[i]), f32_bits(num::f16_to_f32(h[i]))) << std::hex << i;
+        std::vector<uint16_t> out(x.size());
+        kern::store_row(DType::F16, reinterpret_cast<uint8_t*>(out.data()), x.size(), x.data());
+        for (size_t i = 0; i < x.size(); ++i)
+            ASSERT_EQ(out[i], num::f32_to_f16(x[i])) << std::hex << f32_bits(x[i]);
+    }
 }
 
-// kern::matmul with the SIMD kernels and with the portable ones: identical bits, for every input
-// type, ragged shapes, strides, accumulate and K beyond one cache block.
-TEST(Kernels, MatmulSimdMatchesPortable) {
-    SimdGuard g;
-    struct Case {
-        DType t;
-        uint64_t m, n, k;
-        bool acc;
-    };
-    const Case cases[] = {{DType::F16, 13, 37, 300, false}, {DType::F16, 64, 64, 513, true},
-                          {DType::BF16, 7, 80, 129, true},  {DType::F32, 25, 33, 260, false},
-                          {DType::F32, 12, 32, 64, true},   {DType::I8, 11, 45, 301, true},
-                          {DType::I8, 6, 16, 2, false},     {DType::F16, 1, 1, 1, false}};
-    std::mt19937 rng(3);
-    for (const Case& cs : cases) {
-        const uint64_t es = isa::dtype_size(cs.t);
-        const uint64_t lda = (cs.k + 5) * es, ldb = (cs.n + 3) * es, ldc = (cs.n + 2) * 4;
-        std::vector<uint8_t> a(cs.m * lda), b(cs.k * ldb), c0(cs.m * ldc);
-        std::uniform_int_distribution<int> byte(0, 255);
-        auto fill = [&](std::vector<uint8_t>& v, DType t) {
-            std::uniform_real_distribution<float> d(-4, 4);
-            const uint64_t s = isa::dtype_size(t);
-            for (size_t i = 0; i + s <= v.size(); i += s) {
-                if (t == DType::I8) {
-                    v[i] = static_cast<uint8_t>(byte(rng));
-                } else {
-                    float f = d(rng);
-                    kern::store_row(t, v.data() + i, 1, &f);
+// Interesting fp32 values: zeros, subnormals, normals near every rounding boundary of the
+// narrower types, the integer saturation limits, infinities, quiet and signalling NaNs.
+std::vector<float> special_floats() {
+    std::vector<float> v;
+    const uint32_t pats[] = {0x00000000u, 0x00000001u, 0x00000fffu, 0x007fffffu, 0x00800000u,
+                             0x33000000u, 0x33000001u, 0x387fe000u, 0x387ff000u, 0x38800000u,
+                             0x3f7fffffu, 0x3f800000u, 0x3f808000u, 0x3f818000u, 0x3f80ffffu,
+                             0x477fe000u, 0x477ff000u, 0x47800000u, 0x7f7fffffu, 0x7f800000u,
+                             0x7f800001u, 0x7fa00000u, 0x7fc00000u, 0x7fffffffu, 0x7f7f8000u};
+    for (uint32_t p : pats) {
+        v.push_back(std::bit_cast<float>(p));
+        v.push_back(std::bit_cast<float>(p | 0x80000000u));
+    }
+    for (float f : {0.5f,           1.5f,    2.5f,    -0.5f,         -1.5f,         -2.5f,
+                    126.5f,         127.0f,  127.49f, 127.5f,        128.0f,        -127.5f,
+                    -128.0f,        -128.5f, -129.0f, 2147483520.0f, 2147483648.0f, -2147483648.0f,
+                    -2147483904.0f, 3e9f,    -3e9f,   1e-40f,        -1e-45f})
+        v.push_back(f);
+    return v;
+}
+
+// load_row / store_row of every type through each implementation against spyre::num, for row
+// lengths around the vector widths and at odd offsets.
+TEST(Kernels, RowConversionsMatchScalar) {
+    KernelsGuard guard;
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<uint32_t> bits;
+    std::vector<float> x = special_floats();
+    while (x.size() < 4099) x.push_back(std::bit_cast<float>(bits(rng)));
+    for (int i = 0; i < 600; ++i)
+        x.push_back(std::uniform_real_distribution<float>(-300, 300)(rng));
+    std::shuffle(x.begin(), x.end(), rng);
+    std::vector<uint8_t> raw(x.size() * 4 + 64);
+    for (auto& b : raw) b = static_cast<uint8_t>(bits(rng));
+    const DType types[] = {DType::F16, DType::BF16, DType::I8, DType::I32, DType::F32};
+    for (const char* name : {"portable", "avx2", "avx512"}) {
+        if (!kern::set_kernels(name)) continue;
+        for (DType t : types) {
+            SCOPED_TRACE(std::string(name) + " " + std::to_string(int(t)));
+            const size_t es = isa::dtype_size(t);
+            for (size_t n :
+                 {size_t{0}, size_t{1}, size_t{7}, size_t{15}, size_t{16}, size_t{17}, size_t{31},
+                  size_t{33}, size_t{63}, size_t{65}, size_t{129}, x.size() - 3}) {
+                for (size_t off : {size_t{0}, size_t{1}, size_t{3}}) {
+                    // fp32 -> t at an odd address, with guard bytes before and after the row
+                    std::vector<uint8_t> out(off + n * es + 16, 0xa5);
+                    kern::store_row(t, out.data() + off, n, x.data() + off);
+                    for (size_t i = 0; i < off; ++i) ASSERT_EQ(out[i], 0xa5) << i;
+                    for (size_t i = 0; i < n; ++i) {
+                        const float f = x[off + i];
+                        const uint8_t* o = out.data() + off + i * es;
+                        switch (t) {
+                            case DType::F16:
+                            case DType::BF16: {
+                                uint16_t hv;
+                                std::memcpy(&hv, o, 2);
+                                ASSERT_EQ(
+                                    hv, t == DType::F16 ? num::f32_to_f16(f) : num::f32_to_bf16(f))
+                                    << std::hex << f32_bits(f);
+                                break;
+                            }
+                            case DType::I8:
+                                ASSERT_EQ(int8_t(*o), num::f32_to_i8(f)) << f;
+                                break;
+                            case DType::I32: {
+                                int32_t iv;
+                                std::memcpy(&iv, o, 4);
+                                ASSERT_EQ(iv, num::f32_to_i32(f)) << f;
+                                break;
+                            }
+                            default: {
+                                uint32_t fv;
+                                std::memcpy(&fv, o, 4);
+                                ASSERT_EQ(fv, f32_bits(f));
+                            }
+                        }
+                    }
+                    for (size_t i = off + n * es; i < out.size(); ++i) ASSERT_EQ(out[i], 0xa5) << i;
+                    // t -> fp32 from random bytes at an odd address
+                    std::vector<float> back(n + 4, 7.0f);
+                    const uint8_t* src = raw.data() + off;
+                    kern::load_row(t, src, n, back.data());
+                    for (size_t i = 0; i < n; ++i) {
+                        const uint8_t* p = src + i * es;
+                        float want;
+                        uint16_t hv;
+                        int32_t iv;
+                        switch (t) {
+                            case DType::F16:
+                                std::memcpy(&hv, p, 2);
+                                want = num::f16_to_f32(hv);
+                                break;
+                            case DType::BF16:
+                                std::memcpy(&hv, p, 2);
+                                want = num::bf16_to_f32(hv);
+                                break;
+                            case DType::I8:
+                                want = float(int8_t(*p));
+                                break;
+                            case DType::I32:
+                                std::memcpy(&iv, p, 4);
+                                want = float(iv);
+                                break;
+                            default:
+                                std::memcpy(&want, p, 4);
+                        }
+                        ASSERT_EQ(f32_bits(back[i]), f32_bits(want)) << i;
+                    }
+                    for (size_t i = n; i < back.size(); ++i) ASSERT_EQ(back[i], 7.0f);
                 }
             }
-        };
-        fill(a, cs.t);
-        fill(b, cs.t);
-        fill(c0, cs.t == DType::I8 ? DType::I32 : DType::F32);
-        std::vector<uint8_t> c_simd = c0, c_gen = c0;
-        kern::use_simd(true);
+        }
+    }
+}
+
+// Operand values of the matmul comparison.
+enum class Fill {
+    kNormal,   // uniform in [-4, 4] (int8: all 256 values)
+    kSpecial,  // mostly normal, with NaNs, infinities, signed zeros, subnormals, huge values
+    kTiny,     // tiny magnitudes: products and sums in the subnormal range
+};
+
+void fill_operand(std::vector<uint8_t>& v, DType t, Fill f, std::mt19937& rng) {
+    std::uniform_real_distribution<float> d(-4, 4);
+    std::uniform_int_distribution<int> byte(0, 255), pick(0, 99);
+    const std::vector<float> sp = special_floats();
+    const uint64_t s = isa::dtype_size(t);
+    for (size_t i = 0; i + s <= v.size(); i += s) {
+        if (t == DType::I8) {
+            v[i] = static_cast<uint8_t>(byte(rng));
+            continue;
+        }
+        float x = d(rng);
+        if (f == Fill::kSpecial && pick(rng) < 6) x = sp[rng() % sp.size()];
+        if (f == Fill::kTiny) x *= t == DType::F16 ? 1e-4f : 1e-20f;
+        kern::store_row(t, v.data() + i, 1, &x);
+    }
+}
+
+struct MmCase {
+    DType t;
+    uint64_t m, n, k;
+    bool acc;
+    Fill fill = Fill::kNormal;
+};
+
+// Runs one case with the portable kernels and with `name`; identical bits (NaN: any NaN, whose
+// payload isa.md leaves unspecified), padding between C rows never written.
+void compare_matmul(const char* name, const MmCase& cs, std::mt19937& rng) {
+    const uint64_t es = isa::dtype_size(cs.t);
+    const uint64_t lda = (cs.k + 5) * es, ldb = (cs.n + 3) * es, ldc = (cs.n + 2) * 4;
+    std::vector<uint8_t> a(cs.m * lda), b(cs.k * ldb), c0(cs.m * ldc);
+    fill_operand(a, cs.t, cs.fill, rng);
+    fill_operand(b, cs.t, cs.fill, rng);
+    fill_operand(c0, cs.t == DType::I8 ? DType::I32 : DType::F32,
+                 cs.fill == Fill::kTiny ? Fill::kTiny : Fill::kNormal, rng);
+    std::vector<uint8_t> c_fast = c0, c_port = c0;
+    ASSERT_TRUE(kern::set_kernels(name));
+    kern::matmul(
+        {cs.t, c_fast.data(), a.data(), b.data(), cs.m, cs.n, cs.k, lda, ldb, ldc, cs.acc});
+    ASSERT_TRUE(kern::set_kernels("portable"));
+    kern::matmul(
+        {cs.t, c_port.data(), a.data(), b.data(), cs.m, cs.n, cs.k, lda, ldb, ldc, cs.acc});
+    const std::string what = std::string(name) + " dtype " + std::to_string(int(cs.t)) + " " +
+                             std::to_string(cs.m) + "x" + std::to_string(cs.n) + "x" +
+                             std::to_string(cs.k) + (cs.acc ? " acc" : "") + " fill " +
+                             std::to_string(int(cs.fill));
+    size_t bad = 0;
+    for (uint64_t i = 0; i < cs.m; ++i) {
+        for (uint64_t j = 0; j < cs.n; ++j) {
+            const size_t o = i * ldc + j * 4;
+            uint32_t x, y;
+            std::memcpy(&x, c_fast.data() + o, 4);
+            std::memcpy(&y, c_port.data() + o, 4);
+            const bool same = cs.t == DType::I8
+                                  ? x == y
+                                  : same_float(std::bit_cast<float>(x), std::bit_cast<float>(y));
+            if (!same && bad++ < 5)
+                ADD_FAILURE() << what << ": C[" << i << "][" << j << "] " << std::hex << x
+                              << " != portable " << y;
+        }
+        EXPECT_EQ(
+            0, std::memcmp(c_fast.data() + i * ldc + cs.n * 4, c0.data() + i * ldc + cs.n * 4, 8))
+            << what << ": row padding written";
+    }
+    EXPECT_EQ(bad, 0u) << what;
+}
+
+// kern::matmul with each fast implementation against the portable one: identical bits for every
+// input type, odd shapes around the register tiles and cache blocks, strides, accumulate, and
+// NaN / infinity / subnormal operands.
+TEST(Kernels, MatmulMatchesPortable) {
+    KernelsGuard guard;
+    std::mt19937 rng(3);
+    std::vector<MmCase> cases;
+    const uint64_t dims[] = {1, 7, 63, 65, 129};
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8})
+        for (uint64_t m : dims)
+            for (uint64_t n : dims)
+                for (uint64_t k : dims) cases.push_back({t, m, n, k, ((m + n + k) & 2) != 0});
+    // beyond one K block (256 fp32 steps, 1024 int8), one row block (256) and one column block
+    // (512); int8 K not a multiple of 4
+    const MmCase big[] = {{DType::F32, 263, 530, 300, false}, {DType::F16, 64, 64, 513, true},
+                          {DType::BF16, 9, 33, 600, true},    {DType::I8, 20, 40, 1031, true},
+                          {DType::I8, 257, 515, 2050, false}, {DType::I8, 6, 16, 2, false},
+                          {DType::F32, 12, 32, 64, true},     {DType::F16, 300, 17, 1, false},
+                          {DType::I8, 33, 31, 3, true},       {DType::I8, 9, 48, 1025, false}};
+    cases.insert(cases.end(), std::begin(big), std::end(big));
+    for (DType t : {DType::F32, DType::F16, DType::BF16})
+        for (Fill f : {Fill::kSpecial, Fill::kTiny}) {
+            cases.push_back({t, 65, 63, 129, true, f});
+            cases.push_back({t, 7, 33, 300, false, f});
+        }
+    const std::vector<const char*> fast = fast_impls();
+    if (fast.empty()) GTEST_SKIP() << "no SIMD implementation on this CPU to compare";
+    for (const char* name : fast)
+        for (const MmCase& cs : cases) compare_matmul(name, cs, rng);
+}
+
+// C overlapping A and B (in place): every implementation reads A and B completely first.
+TEST(Kernels, MatmulOverlapMatchesPortable) {
+    KernelsGuard guard;
+    std::mt19937 rng(9);
+    for (DType t : {DType::F32, DType::F16, DType::I8}) {
+        const uint64_t m = 37, n = 41, k = 70, es = isa::dtype_size(t);
+        std::vector<uint8_t> buf(m * n * 4 + k * n * es + m * k * es + 256);
+        fill_operand(buf, t, Fill::kNormal, rng);
+        // A at 0 (row stride k*es), B right after A, C at 0 overlapping both
+        const uint64_t lda = k * es, ldb = n * es, ldc = n * 4;
+        std::vector<uint8_t> want = buf;
+        ASSERT_TRUE(kern::set_kernels("portable"));
         kern::matmul(
-            {cs.t, c_simd.data(), a.data(), b.data(), cs.m, cs.n, cs.k, lda, ldb, ldc, cs.acc});
-        kern::use_simd(false);
-        kern::matmul(
-            {cs.t, c_gen.data(), a.data(), b.data(), cs.m, cs.n, cs.k, lda, ldb, ldc, cs.acc});
-        EXPECT_EQ(c_simd, c_gen) << int(cs.t) << " " << cs.m << "x" << cs.n << "x" << cs.k;
-        // padding between rows of C is never written
-        for (uint64_t i = 0; i < cs.m; ++i)
-            EXPECT_EQ(0, std::memcmp(c_simd.data() + i * ldc + cs.n * 4,
-                                     c0.data() + i * ldc + cs.n * 4, 8));
+            {t, want.data(), want.data(), want.data() + m * lda, m, n, k, lda, ldb, ldc, false});
+        for (const char* name : fast_impls()) {
+            std::vector<uint8_t> got = buf;
+            ASSERT_TRUE(kern::set_kernels(name));
+            kern::matmul(
+                {t, got.data(), got.data(), got.data() + m * lda, m, n, k, lda, ldb, ldc, false});
+            EXPECT_EQ(got, want) << name << " dtype " << int(t);
+        }
     }
 }
 

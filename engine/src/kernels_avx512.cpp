@@ -1,0 +1,523 @@
+// SPDX-License-Identifier: MIT
+// AVX-512 kernels (F/BW/VL/DQ with FMA and F16C; int8 matmul with AVX512-VNNI), chosen at run
+// time by kernels.cpp when the CPU runs them. Compiled with per-function target attributes, no
+// global -march flags. Bit-identical to the portable kernels:
+//  - matmul F32/F16/BF16: inputs converted to fp32 exactly, then every C element sees
+//    s = fma(A[i][k], B[k][j], s) for k ascending, one FMA per step, partial sums kept in C (fp32)
+//    between K blocks, exactly the normative order of isa.md (only which tile is computed when
+//    differs);
+//  - matmul I8: wrapping int32 sums of exact products, so any grouping gives the same bits;
+//    VPDPBUSD multiplies unsigned by signed bytes, so B is offset by 128 (b + 128 = b ^ 0x80) and
+//    128 * (row sum of A) is subtracted once, all modulo 2^32;
+//  - conversions: the roundings of spyre/numerics.hpp (fp16 with VCVTPS2PH / VCVTPH2PS and the
+//    signalling-NaN fix; bf16 and integers with integer operations: VCVTNEPS2BF16 flushes
+//    subnormals, so it is not used).
+#include "kernels_impl.hpp"
+
+#ifdef SPYRE_KERN_X86
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <new>
+#include <utility>
+
+namespace spyre::kern::detail {
+
+namespace {
+
+using isa::DType;
+
+#define SPYRE_AVX512 \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi,bmi2")))
+#define SPYRE_AVX512_VNNI                                                         \
+    __attribute__((                                                               \
+        target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,bmi," \
+               "bmi2")))
+
+SPYRE_AVX512 inline __mmask16 mask16(size_t n) {
+    return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
+}
+SPYRE_AVX512 inline __mmask64 mask64(size_t n) {
+    return n >= 64 ? ~__mmask64{0} : __mmask64((uint64_t{1} << n) - 1);
+}
+
+// 64-byte aligned per-thread buffers, grown without zeroing.
+template <typename T>
+struct AlignedBuf {
+    T* p = nullptr;
+    size_t n = 0;
+    ~AlignedBuf() { release(); }
+    void release() {
+        if (p) ::operator delete[](p, std::align_val_t{64});
+        p = nullptr;
+        n = 0;
+    }
+    T* get(size_t want) {
+        if (n < want) {
+            release();
+            p = static_cast<T*>(::operator new[](want * sizeof(T), std::align_val_t{64}));
+            n = want;
+        }
+        return p;
+    }
+};
+
+thread_local AlignedBuf<float> tl_pb, tl_pa;
+thread_local AlignedBuf<uint8_t> tl_pb8;
+thread_local AlignedBuf<uint32_t> tl_rowsum;
+
+// ---- conversions ------------------------------------------------------------------------------
+
+SPYRE_AVX512 inline __m512 h2f16(__m256i h) {
+    __m512 f = _mm512_cvtph_ps(h);
+    const __m512i x = _mm512_cvtepu16_epi32(h);
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fff)),
+                                                  _mm512_set1_epi32(0x7c00));
+    if (nan) {
+        // keep signalling NaNs signalling, as num::f16_to_f32 does
+        const __m512i bits = _mm512_or_si512(
+            _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(x, _mm512_set1_epi32(0x8000)), 16),
+                            _mm512_set1_epi32(0x7f800000)),
+            _mm512_slli_epi32(_mm512_and_si512(x, _mm512_set1_epi32(0x3ff)), 13));
+        f = _mm512_mask_mov_ps(f, nan, _mm512_castsi512_ps(bits));
+    }
+    return f;
+}
+
+SPYRE_AVX512 void h2f_avx512(const uint8_t* p, size_t n, float* out) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(out + i,
+                         h2f16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * i))));
+    if (i < n) {
+        const __mmask16 m = mask16(n - i);
+        _mm512_mask_storeu_ps(out + i, m, h2f16(_mm256_maskz_loadu_epi16(m, p + 2 * i)));
+    }
+}
+
+SPYRE_AVX512 void f2h_avx512(uint8_t* p, size_t n, const float* in) {
+    // round to nearest even; NaN -> quiet NaN with the top payload bits, like num::f32_to_f16
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + 2 * i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT));
+    if (i < n) {
+        const __mmask16 m = mask16(n - i);
+        _mm256_mask_storeu_epi16(
+            p + 2 * i, m,
+            _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, in + i), _MM_FROUND_TO_NEAREST_INT));
+    }
+}
+
+SPYRE_AVX512 inline __m512 bf2f16(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+SPYRE_AVX512 void bf2f_avx512(const uint8_t* p, size_t n, float* out) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(out + i,
+                         bf2f16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * i))));
+    if (i < n) {
+        const __mmask16 m = mask16(n - i);
+        _mm512_mask_storeu_ps(out + i, m, bf2f16(_mm256_maskz_loadu_epi16(m, p + 2 * i)));
+    }
+}
+
+// num::f32_to_bf16: NaN -> (bits >> 16) | 0x40 (quiet); else round to nearest even on the bits.
+SPYRE_AVX512 inline __m256i f2bf16(__m512 f) {
+    const __m512i x = _mm512_castps_si512(f);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+        _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    const __m512i hi = _mm512_srli_epi32(x, 16);
+    const __m512i odd = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), odd), 16);
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+    return _mm512_cvtepi32_epi16(r);
+}
+
+SPYRE_AVX512 void f2bf_avx512(uint8_t* p, size_t n, const float* in) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + 2 * i), f2bf16(_mm512_loadu_ps(in + i)));
+    if (i < n) {
+        const __mmask16 m = mask16(n - i);
+        _mm256_mask_storeu_epi16(p + 2 * i, m, f2bf16(_mm512_maskz_loadu_ps(m, in + i)));
+    }
+}
+
+SPYRE_AVX512 void i8f_avx512(const uint8_t* p, size_t n, float* out) {
+    for (size_t i = 0; i < n; i += 16) {
+        const __mmask16 m = mask16(n - i);
+        const __m128i b = _mm_maskz_loadu_epi8(m, p + i);
+        _mm512_mask_storeu_ps(out + i, m, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)));
+    }
+}
+
+// num::f32_to_i8: NaN -> 0, saturate to [-128, 127], else nearbyint (the current rounding mode,
+// like VCVTPS2DQ).
+SPYRE_AVX512 void fi8_avx512(uint8_t* p, size_t n, const float* in) {
+    const __m512 lo = _mm512_set1_ps(-128.0f), hi = _mm512_set1_ps(127.0f);
+    for (size_t i = 0; i < n; i += 16) {
+        const __mmask16 m = mask16(n - i);
+        const __m512 f = _mm512_maskz_loadu_ps(m, in + i);
+        const __mmask16 num = _mm512_cmp_ps_mask(f, f, _CMP_ORD_Q);
+        const __m512 c = _mm512_min_ps(_mm512_max_ps(f, lo), hi);
+        const __m512i v = _mm512_maskz_mov_epi32(num, _mm512_cvtps_epi32(c));
+        _mm_mask_storeu_epi8(p + i, m, _mm512_cvtepi32_epi8(v));
+    }
+}
+
+SPYRE_AVX512 void i32f_avx512(const uint8_t* p, size_t n, float* out) {
+    for (size_t i = 0; i < n; i += 16) {
+        const __mmask16 m = mask16(n - i);
+        _mm512_mask_storeu_ps(out + i, m,
+                              _mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(m, p + 4 * i)));
+    }
+}
+
+// num::f32_to_i32: NaN -> 0, >= 2^31 -> INT32_MAX, <= -2^31 -> INT32_MIN (VCVTPS2DQ's
+// "indefinite" value), else nearbyint.
+SPYRE_AVX512 void fi32_avx512(uint8_t* p, size_t n, const float* in) {
+    for (size_t i = 0; i < n; i += 16) {
+        const __mmask16 m = mask16(n - i);
+        const __m512 f = _mm512_maskz_loadu_ps(m, in + i);
+        __m512i v = _mm512_cvtps_epi32(f);
+        v = _mm512_mask_mov_epi32(v,
+                                  _mm512_cmp_ps_mask(f, _mm512_set1_ps(2147483648.0f), _CMP_GE_OQ),
+                                  _mm512_set1_epi32(0x7fffffff));
+        v = _mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(f, f, _CMP_ORD_Q), v);
+        _mm512_mask_storeu_epi32(p + 4 * i, m, v);
+    }
+}
+
+// ---- fp32 / fp16 / bf16 matmul ----------------------------------------------------------------
+//
+// Blocking: columns in blocks of kNC, K in blocks of kKC, rows in blocks of kMC. Per (column
+// block, K block) B is converted to fp32 and packed into panels of 32 columns (the last one 16 or
+// 32 wide, zero padded), k-major, so the micro-kernel loads a step of a panel with one or two
+// aligned 64-byte loads; A is read in place for F32 (one broadcast per row and step) and converted
+// to fp32 rows (kMC x kKC) otherwise. The micro-kernel computes R <= kMR rows x 16 * NV columns of
+// C in registers over the K block, starting from C (or +0 in the first block without accumulate)
+// and storing back with column masks. K blocks run in ascending order, so every C element sees its
+// FMAs in ascending k.
+
+constexpr size_t kMR = 8;    // rows of a register tile
+constexpr size_t kNR = 32;   // columns of a register tile (two zmm)
+constexpr size_t kKC = 256;  // K block: a B panel is 32 KiB
+constexpr size_t kMC = 256;  // rows per A block (fp32 A block <= 256 KiB)
+constexpr size_t kNC = 512;  // columns per B block (<= 512 KiB)
+
+using UkrF = void (*)(size_t kc, const float* a, size_t lda, const float* b, uint8_t* c, size_t ldc,
+                      __mmask16 mlast, bool zero);
+
+template <int R, int NV>
+SPYRE_AVX512 void ukr_f(size_t kc, const float* a, size_t lda, const float* b, uint8_t* c,
+                        size_t ldc, __mmask16 mlast, bool zero) {
+    __m512 acc[R][NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+        const float* ci = reinterpret_cast<const float*>(c + i * ldc);
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v)
+            acc[i][v] = zero ? _mm512_setzero_ps()
+                             : _mm512_maskz_loadu_ps(v == NV - 1 ? mlast : 0xffff, ci + 16 * v);
+    }
+#pragma GCC unroll 4
+    for (size_t k = 0; k < kc; ++k, b += 16 * NV, ++a) {
+        __m512 bv[NV];
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(b + 16 * v);
+#pragma GCC unroll 16
+        for (int i = 0; i < R; ++i) {
+            const __m512 ai = _mm512_set1_ps(a[i * lda]);
+#pragma GCC unroll 2
+            for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+        float* ci = reinterpret_cast<float*>(c + i * ldc);
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v)
+            _mm512_mask_storeu_ps(ci + 16 * v, v == NV - 1 ? mlast : 0xffff, acc[i][v]);
+    }
+}
+
+template <int NV, size_t... R>
+constexpr std::array<UkrF, kMR> ukr_f_table(std::index_sequence<R...>) {
+    return {&ukr_f<int(R) + 1, NV>...};
+}
+constexpr std::array<UkrF, kMR> kUkrF[2] = {ukr_f_table<1>(std::make_index_sequence<kMR>()),
+                                            ukr_f_table<2>(std::make_index_sequence<kMR>())};
+
+// 32 (or 16 when w == 16) elements of type t at p, `cols` of them valid, as fp32 (zeros past
+// cols) into dst (64-byte aligned).
+SPYRE_AVX512 inline void pack_b_row(DType t, const uint8_t* p, size_t cols, size_t w, float* dst) {
+    const __mmask16 m0 = mask16(cols), m1 = mask16(cols > 16 ? cols - 16 : 0);
+    switch (t) {
+        case DType::F32: {
+            const float* s = reinterpret_cast<const float*>(p);
+            _mm512_store_ps(dst, _mm512_maskz_loadu_ps(m0, s));
+            if (w > 16) _mm512_store_ps(dst + 16, _mm512_maskz_loadu_ps(m1, s + 16));
+            break;
+        }
+        case DType::F16:
+            // sNaN inputs are quieted here; MM results from NaN are NaN (payload unspecified)
+            _mm512_store_ps(dst, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m0, p)));
+            if (w > 16)
+                _mm512_store_ps(dst + 16, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m1, p + 32)));
+            break;
+        default:  // BF16
+            _mm512_store_ps(dst, bf2f16(_mm256_maskz_loadu_epi16(m0, p)));
+            if (w > 16) _mm512_store_ps(dst + 16, bf2f16(_mm256_maskz_loadu_epi16(m1, p + 32)));
+            break;
+    }
+}
+
+SPYRE_AVX512 void mm_float_avx512(const MatmulArgs& g) {
+    const size_t m = g.m, n = g.n, k = g.k;
+    const DType t = g.in;
+    const size_t es = isa::dtype_size(t);
+    const size_t kcmax = std::min(kKC, k), kcp = (kcmax + 15) / 16 * 16;
+    float* pb = tl_pb.get((std::min(kNC, n) + kNR - 1) / kNR * kNR * kcmax);
+    float* pa = t == DType::F32 ? nullptr : tl_pa.get(std::min(kMC, m) * kcp);
+    void (*conv)(const uint8_t*, size_t, float*) =
+        t == DType::F16 ? h2f_avx512 : bf2f_avx512;  // A rows (not F32)
+    for (size_t jc = 0; jc < n; jc += kNC) {
+        const size_t nc = std::min(kNC, n - jc), npan = (nc + kNR - 1) / kNR;
+        for (size_t pc = 0; pc < k; pc += kKC) {
+            if (cancelled(g.cancel)) return;
+            const size_t kc = std::min(kKC, k - pc);
+            const bool zero = !g.accumulate && pc == 0;
+            // B rows pc .. pc + kc, columns jc .. jc + nc: panel jp at pb + jp * 32 * kc
+            for (size_t kk = 0; kk < kc; ++kk) {
+                const uint8_t* row = g.b + (pc + kk) * g.ldb + jc * es;
+                for (size_t jp = 0; jp < npan; ++jp) {
+                    const size_t cols = std::min(kNR, nc - jp * kNR);
+                    const size_t w = cols > 16 ? 32 : 16;
+                    pack_b_row(t, row + jp * kNR * es, cols, w, pb + jp * kNR * kc + kk * w);
+                }
+            }
+            for (size_t ic = 0; ic < m; ic += kMC) {
+                const size_t mc = std::min(kMC, m - ic);
+                const float* a;
+                size_t lda;
+                if (t == DType::F32) {
+                    a = reinterpret_cast<const float*>(g.a + ic * g.lda + pc * 4);
+                    lda = g.lda / 4;  // MM: A rows aligned to the element size
+                } else {
+                    for (size_t i = 0; i < mc; ++i) {
+                        if ((i & 63) == 0 && cancelled(g.cancel)) return;
+                        conv(g.a + (ic + i) * g.lda + pc * es, kc, pa + i * kcp);
+                    }
+                    a = pa;
+                    lda = kcp;
+                }
+                for (size_t jp = 0; jp < npan; ++jp) {
+                    if (cancelled(g.cancel)) return;
+                    const size_t cols = std::min(kNR, nc - jp * kNR);
+                    const size_t nv = cols > 16 ? 2 : 1;
+                    const __mmask16 ml = mask16(cols - (nv - 1) * 16);
+                    const float* bp = pb + jp * kNR * kc;
+                    uint8_t* cp = g.c + ic * g.ldc + (jc + jp * kNR) * 4;
+                    const std::array<UkrF, kMR>& tab = kUkrF[nv - 1];
+                    for (size_t ip = 0; ip < mc; ip += kMR) {
+                        const size_t rows = std::min(kMR, mc - ip);
+                        tab[rows - 1](kc, a + ip * lda, lda, bp, cp + ip * g.ldc, g.ldc, ml, zero);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// ---- int8 matmul (AVX512-VNNI) ----------------------------------------------------------------
+//
+// Same blocking with steps of 4 k: B is packed per (column block, K block) into panels of 32 (or
+// 16) columns, per step and column the 4 bytes b[k..k+3][j] ^ 0x80 (b + 128 as unsigned; zero past
+// K and past the columns); A is read in place, a step being the 4 bytes A[i][k..k+3] (the last,
+// partial step loaded with a byte mask). VPDPBUSD adds (b + 128) * a over the 4 bytes; the first K
+// block starts from C (or 0) minus 128 * sum_k A[i][k]. All sums wrap modulo 2^32.
+
+constexpr size_t kKC8 = 1024;  // k per K block (256 steps; a B panel is 32 KiB)
+
+using UkrI8 = void (*)(size_t steps, size_t tail, const uint8_t* a, size_t lda, const uint8_t* b,
+                       uint8_t* c, size_t ldc, __mmask16 mlast, bool zero, const uint32_t* add);
+
+template <int R, int NV>
+SPYRE_AVX512_VNNI void ukr_i8(size_t steps, size_t tail, const uint8_t* a, size_t lda,
+                              const uint8_t* b, uint8_t* c, size_t ldc, __mmask16 mlast, bool zero,
+                              const uint32_t* add) {
+    __m512i acc[R][NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+        const uint8_t* ci = c + i * ldc;
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v) {
+            acc[i][v] = zero ? _mm512_setzero_si512()
+                             : _mm512_maskz_loadu_epi32(v == NV - 1 ? mlast : 0xffff, ci + 64 * v);
+            if (add) acc[i][v] = _mm512_add_epi32(acc[i][v], _mm512_set1_epi32(int32_t(add[i])));
+        }
+    }
+#pragma GCC unroll 4
+    for (size_t s = 0; s < steps; ++s, b += 64 * NV, a += 4) {
+        __m512i bv[NV];
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_si512(b + 64 * v);
+#pragma GCC unroll 16
+        for (int i = 0; i < R; ++i) {
+            int32_t w;
+            std::memcpy(&w, a + i * lda, 4);
+            const __m512i ai = _mm512_set1_epi32(w);
+#pragma GCC unroll 2
+            for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbusd_epi32(acc[i][v], bv[v], ai);
+        }
+    }
+    if (tail) {
+        __m512i bv[NV];
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_si512(b + 64 * v);
+        const __mmask16 tm = mask16(tail);
+#pragma GCC unroll 16
+        for (int i = 0; i < R; ++i) {
+            const __m512i ai = _mm512_broadcastd_epi32(_mm_maskz_loadu_epi8(tm, a + i * lda));
+#pragma GCC unroll 2
+            for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbusd_epi32(acc[i][v], bv[v], ai);
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+        uint8_t* ci = c + i * ldc;
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v)
+            _mm512_mask_storeu_epi32(ci + 64 * v, v == NV - 1 ? mlast : 0xffff, acc[i][v]);
+    }
+}
+
+template <int NV, size_t... R>
+constexpr std::array<UkrI8, kMR> ukr_i8_table(std::index_sequence<R...>) {
+    return {&ukr_i8<int(R) + 1, NV>...};
+}
+constexpr std::array<UkrI8, kMR> kUkrI8[2] = {ukr_i8_table<1>(std::make_index_sequence<kMR>()),
+                                              ukr_i8_table<2>(std::make_index_sequence<kMR>())};
+
+// Sum of the k signed bytes at p (|sum| <= 128 * 4096: no overflow).
+SPYRE_AVX512_VNNI uint32_t row_sum_i8(const uint8_t* p, size_t k) {
+    const __m512i ones = _mm512_set1_epi8(1);
+    __m512i acc = _mm512_setzero_si512();
+    size_t i = 0;
+    for (; i + 64 <= k; i += 64) acc = _mm512_dpbusd_epi32(acc, ones, _mm512_loadu_si512(p + i));
+    if (i < k) acc = _mm512_dpbusd_epi32(acc, ones, _mm512_maskz_loadu_epi8(mask64(k - i), p + i));
+    return static_cast<uint32_t>(_mm512_reduce_add_epi32(acc));
+}
+
+// One step of a B panel: rows r[0..3] (nullptr: past K) of `cols` valid bytes, w (16 or 32)
+// columns of 4 bytes (b ^ 0x80, zero where invalid) into dst.
+SPYRE_AVX512_VNNI inline void pack_b8_step(const uint8_t* const r[4], size_t cols, size_t w,
+                                           uint8_t* dst) {
+    const __m128i x80 = _mm_set1_epi8(char(0x80));
+    for (size_t h = 0; h * 16 < w; ++h) {
+        const __mmask16 m = mask16(cols > h * 16 ? cols - h * 16 : 0);
+        __m128i x[4];
+        for (int q = 0; q < 4; ++q)
+            x[q] = r[q] ? _mm_maskz_mov_epi8(
+                              m, _mm_xor_si128(_mm_maskz_loadu_epi8(m, r[q] + h * 16), x80))
+                        : _mm_setzero_si128();
+        const __m128i t0 = _mm_unpacklo_epi8(x[0], x[1]), t1 = _mm_unpackhi_epi8(x[0], x[1]);
+        const __m128i t2 = _mm_unpacklo_epi8(x[2], x[3]), t3 = _mm_unpackhi_epi8(x[2], x[3]);
+        __m128i* d = reinterpret_cast<__m128i*>(dst + h * 64);
+        _mm_store_si128(d + 0, _mm_unpacklo_epi16(t0, t2));  // columns 0-3
+        _mm_store_si128(d + 1, _mm_unpackhi_epi16(t0, t2));  // 4-7
+        _mm_store_si128(d + 2, _mm_unpacklo_epi16(t1, t3));  // 8-11
+        _mm_store_si128(d + 3, _mm_unpackhi_epi16(t1, t3));  // 12-15
+    }
+}
+
+SPYRE_AVX512_VNNI void mm_i8_vnni(const MatmulArgs& g) {
+    const size_t m = g.m, n = g.n, k = g.k;
+    const size_t kcmax = std::min(kKC8, k), smax = (kcmax + 3) / 4;
+    uint8_t* pb = tl_pb8.get((std::min(kNC, n) + kNR - 1) / kNR * kNR * 4 * smax);
+    uint32_t* corr = tl_rowsum.get(m);
+    for (size_t i = 0; i < m; ++i) {
+        if ((i & 63) == 0 && cancelled(g.cancel)) return;
+        corr[i] = 0u - 128u * row_sum_i8(g.a + i * g.lda, k);
+    }
+    for (size_t jc = 0; jc < n; jc += kNC) {
+        const size_t nc = std::min(kNC, n - jc), npan = (nc + kNR - 1) / kNR;
+        for (size_t pc = 0; pc < k; pc += kKC8) {
+            if (cancelled(g.cancel)) return;
+            const size_t kc = std::min(kKC8, k - pc), steps = kc / 4, tail = kc % 4;
+            const size_t nst = steps + (tail != 0);
+            const bool zero = !g.accumulate && pc == 0;
+            // panel jp at pb + jp * 128 * nst, a step of it w * 4 bytes
+            for (size_t s = 0; s < nst; ++s) {
+                const uint8_t* r[4];
+                for (size_t q = 0; q < 4; ++q)
+                    r[q] = 4 * s + q < kc ? g.b + (pc + 4 * s + q) * g.ldb + jc : nullptr;
+                for (size_t jp = 0; jp < npan; ++jp) {
+                    const size_t cols = std::min(kNR, nc - jp * kNR);
+                    const size_t w = cols > 16 ? 32 : 16;
+                    const uint8_t* rj[4];
+                    for (size_t q = 0; q < 4; ++q) rj[q] = r[q] ? r[q] + jp * kNR : nullptr;
+                    pack_b8_step(rj, cols, w, pb + jp * kNR * 4 * nst + s * w * 4);
+                }
+            }
+            for (size_t ic = 0; ic < m; ic += kMC) {
+                const size_t mc = std::min(kMC, m - ic);
+                const uint8_t* a = g.a + ic * g.lda + pc;
+                for (size_t jp = 0; jp < npan; ++jp) {
+                    if (cancelled(g.cancel)) return;
+                    const size_t cols = std::min(kNR, nc - jp * kNR);
+                    const size_t nv = cols > 16 ? 2 : 1;
+                    const __mmask16 ml = mask16(cols - (nv - 1) * 16);
+                    const uint8_t* bp = pb + jp * kNR * 4 * nst;
+                    uint8_t* cp = g.c + ic * g.ldc + (jc + jp * kNR) * 4;
+                    const std::array<UkrI8, kMR>& tab = kUkrI8[nv - 1];
+                    for (size_t ip = 0; ip < mc; ip += kMR) {
+                        const size_t rows = std::min(kMR, mc - ip);
+                        tab[rows - 1](steps, tail, a + ip * g.lda, g.lda, bp, cp + ip * g.ldc,
+                                      g.ldc, ml, zero, pc == 0 ? corr + ic + ip : nullptr);
+                    }
+                }
+            }
+        }
+    }
+}
+
+}  // namespace
+
+bool avx512_supported() {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi") &&
+           __builtin_cpu_supports("bmi2");
+}
+
+bool avx512_vnni_supported() {
+    __builtin_cpu_init();
+    return avx512_supported() && __builtin_cpu_supports("avx512vnni");
+}
+
+void avx512_fill(Impl& im) {
+    im.h2f = h2f_avx512;
+    im.f2h = f2h_avx512;
+    im.bf2f = bf2f_avx512;
+    im.f2bf = f2bf_avx512;
+    im.i8f = i8f_avx512;
+    im.fi8 = fi8_avx512;
+    im.i32f = i32f_avx512;
+    im.fi32 = fi32_avx512;
+    im.mm_float = mm_float_avx512;
+    if (avx512_vnni_supported()) im.mm_i8 = mm_i8_vnni;  // else the AVX2 int8 kernels
+}
+
+}  // namespace spyre::kern::detail
+
+#endif  // SPYRE_KERN_X86
