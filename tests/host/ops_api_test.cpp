@@ -246,6 +246,60 @@ TEST_F(Ops, StridedRowsAndOffsetsArePadded) {
     }
 }
 
+// Attention on [B, L, H, D] buffers viewed as [B, H, L, D] (torch's transpose(1, 2)), GQA,
+// causal with a cache of earlier tokens, against a double-precision reference.
+TEST_F(Ops, AttentionOnTransposedViews) {
+    const int64_t B = 1, Hq = 4, Hkv = 2, Lq = 3, Lk = 67, D = 64;
+    for (spyre_dtype t : {SPYRE_DTYPE_FLOAT16, SPYRE_DTYPE_BFLOAT16}) {
+        SCOPED_TRACE(t);
+        DevArray q(dev, t, B * Lq * Hq * D, 1), k(dev, t, B * Lk * Hkv * D, 2);
+        DevArray v(dev, t, B * Lk * Hkv * D, 3), o(dev, t, B * Lq * Hq * D, 4);
+        auto bhld = [](const DevArray& a, int64_t H, int64_t L) {
+            return view(a, {B, H, L, D}, {L * H * D, D, H * D, 1});
+        };
+        const spyre_tensor tq = bhld(q, Hq, Lq), tk = bhld(k, Hkv, Lk), tv = bhld(v, Hkv, Lk);
+        const spyre_tensor to = bhld(o, Hq, Lq);
+        ASSERT_SPYRE(spyre_op_attention(nullptr, &tq, &tk, &tv, &to, 1, 0.0f));
+        ASSERT_SPYRE(spyre_device_synchronize(dev));
+        spyre_op_info info;
+        ASSERT_SPYRE(spyre_op_get_last_info(&info));
+        EXPECT_STREQ(info.op, "attention");
+        EXPECT_GT(info.modeled_cycles, 0u);
+        o.fetch();
+        const double tol = t == SPYRE_DTYPE_FLOAT16 ? 5e-3 : 3e-2;
+        for (int64_t h = 0; h < Hq; ++h)
+            for (int64_t i = 0; i < Lq; ++i) {
+                std::vector<double> p(Lk);
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j < Lk; ++j) {
+                    double dot = 0;
+                    for (int64_t d = 0; d < D; ++d)
+                        dot += double(q.at((i * Hq + h) * D + d)) * k.at((j * Hkv + h / 2) * D + d);
+                    p[j] = j <= i + (Lk - Lq) ? dot / 8.0 : -INFINITY;
+                    mx = std::max(mx, p[j]);
+                }
+                for (auto& x : p) sum += x = std::exp(x - mx);
+                for (int64_t d = 0; d < D; ++d) {
+                    double want = 0;
+                    for (int64_t j = 0; j < Lk; ++j) want += p[j] * v.at((j * Hkv + h / 2) * D + d);
+                    want /= sum;
+                    ASSERT_NEAR(o.at((i * Hq + h) * D + d), want, tol * (1 + std::fabs(want)))
+                        << "h" << h << " q" << i << " d" << d;
+                }
+            }
+    }
+    // what it refuses
+    DevArray q(dev, SPYRE_DTYPE_FLOAT16, 4 * 64, 5);
+    const spyre_tensor q3 = view(q, {1, 3, 1, 64}, {192, 64, 64, 1});
+    const spyre_tensor k2 = view(q, {1, 2, 1, 64}, {128, 64, 64, 1});
+    EXPECT_EQ(SPYRE_ERROR_INVALID_ARGUMENT, spyre_op_attention(nullptr, &q3, &k2, &k2, &q3, 0, 0));
+    EXPECT_NE(std::string(spyre_last_error()).find("3 query heads are not a multiple of 2"),
+              std::string::npos)
+        << spyre_last_error();
+    const spyre_tensor odd = view(q, {1, 1, 2, 50}, {100, 100, 50, 1});
+    EXPECT_EQ(SPYRE_ERROR_NOT_SUPPORTED, spyre_op_attention(nullptr, &odd, &odd, &odd, &odd, 0, 0));
+}
+
 TEST_F(Ops, ArgumentErrorsSayWhatIsWrong) {
     DevArray a(dev, SPYRE_DTYPE_FLOAT16, 64 * 64, 1), b(dev, SPYRE_DTYPE_FLOAT16, 64 * 64, 2);
     DevArray f(dev, SPYRE_DTYPE_FLOAT32, 64 * 64, 3);

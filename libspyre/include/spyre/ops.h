@@ -67,6 +67,18 @@ SPYRE_API spyre_status spyre_op_linear(spyre_stream_t stream, const spyre_tensor
                                        const spyre_tensor* weight, const spyre_tensor* bias,
                                        spyre_activation activation, const spyre_tensor* out);
 
+/*
+ * out = softmax(scale * q k^T + mask) v per head. q [B, Hq, Lq, D], k and v [B, Hkv, Lk, D],
+ * out [B, Hq, Lq, D]; Hq a multiple of Hkv (grouped-query attention: q head h uses kv head
+ * h / (Hq / Hkv)). Any batch, head and position strides that are multiples of 128 bytes (so
+ * torch's [B, L, H, D].transpose(1, 2) views and a KV cache with spare room work in place);
+ * the D elements of a row contiguous, D x element size a multiple of 128 bytes. causal: query i
+ * sees keys j <= i + (Lk - Lq). scale 0 means 1 / sqrt(D). fp16, bf16 or fp32, all one type.
+ */
+SPYRE_API spyre_status spyre_op_attention(spyre_stream_t stream, const spyre_tensor* q,
+                                          const spyre_tensor* k, const spyre_tensor* v,
+                                          const spyre_tensor* out, int causal, float scale);
+
 /* What the last op of the calling thread ran: its plan and the modeled device time of its
  * programs on the cycle model (known when queued: the plan was priced when it was made). */
 typedef struct spyre_op_info {

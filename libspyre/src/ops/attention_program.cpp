@@ -1,0 +1,396 @@
+// SPDX-License-Identifier: MIT
+#include "ops/attention_program.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "spyre/program_builder.hpp"
+
+namespace spyre::ops {
+namespace {
+
+using isa::Alu;
+using isa::Bcast;
+using isa::DType;
+using isa::VBin;
+using isa::VUn;
+
+constexpr uint64_t kStick = 128;
+uint64_t up128(uint64_t x) { return (x + kStick - 1) / kStick * kStick; }
+
+// LX layout of one work unit: R = group * bq rows.
+struct Layout {
+    uint64_t q, s[2], p, o, k[2], v[2], m_old, m_new, corr, stat, l, out, total;
+};
+
+Layout layout(const AttentionShape& s, uint64_t bq, uint64_t bk) {
+    const uint64_t es = isa::dtype_size(s.t), g = s.Hq / s.Hkv, R = g * bq;
+    Layout l{};
+    uint64_t at = 0;
+    auto take = [&](uint64_t bytes) {
+        const uint64_t a = at;
+        at += up128(bytes);
+        return a;
+    };
+    l.q = take(R * s.D * es);
+    l.s[0] = take(R * bk * 4);
+    l.s[1] = take(R * bk * 4);
+    l.p = take(R * bk * es);
+    l.o = take(R * s.D * 4);
+    for (int i = 0; i < 2; ++i) l.k[i] = take(bk * s.D * es), l.v[i] = take(bk * s.D * es);
+    l.m_old = take(R * 4);
+    l.m_new = take(R * 4);
+    l.corr = take(R * 4);
+    l.stat = take(R * 4);
+    l.l = take(R * 4);
+    // the output tile is converted after the last block: it reuses the score buffers if they
+    // are large enough (they are contiguous), which lets larger query blocks fit
+    if (up128(R * s.D * es) <= l.p - l.s[0])
+        l.out = l.s[0];
+    else
+        l.out = take(R * s.D * es);
+    l.total = at;
+    return l;
+}
+
+}  // namespace
+
+AttentionShape AttentionShape::resolved() const {
+    AttentionShape r = *this;
+    const uint64_t row = D * isa::dtype_size(t);
+    auto fill = [&](uint64_t* st, uint64_t H, uint64_t L) {
+        if (st[0] || st[1] || st[2]) return;
+        st[2] = row, st[1] = L * row, st[0] = H * L * row;
+    };
+    fill(r.q_st, Hq, Lq);
+    fill(r.k_st, Hkv, Lk);
+    fill(r.v_st, Hkv, Lk);
+    fill(r.o_st, Hq, Lq);
+    return r;
+}
+
+uint64_t attention_lx_bytes(const AttentionShape& s, uint64_t bq, uint64_t bk) {
+    return layout(s, bq, bk).total;
+}
+
+std::vector<uint8_t> build_attention(const AttentionShape& shape, const AttentionPlan& p) {
+    const AttentionShape s = shape.resolved();
+    const int64_t es = isa::dtype_size(s.t), g = s.Hq / s.Hkv, bq = p.bq, bk = p.bk;
+    const int64_t R = g * bq, D = s.D, Db = D * es;
+    const int64_t nqb = s.Lq / bq, nkb = (s.Lk + bk - 1) / bk;
+    const int64_t units = s.B * s.Hkv * nqb, ncores = p.cores;
+    const int64_t off = s.Lk - s.Lq;
+    const bool tail = s.Lk % bk != 0;
+    const float scale = s.scale != 0.0f ? s.scale : 1.0f / std::sqrt(float(D));
+    if (s.Hq % s.Hkv || s.Lq % bq || Db % kStick || R > int64_t(isa::kMaxMatDim))
+        throw std::invalid_argument("attention plan does not fit the shape");
+    const Layout l = layout(s, p.bq, p.bk);
+    const float ninf = -std::numeric_limits<float>::infinity();
+
+    ProgramBuilder b;
+    // r3..r6 Q, K, V, out; r7 unit; r8 (b, kv head) index; r9 query block; r10..r12, r18, r19,
+    // r28..r31 scratch; r13/r14 K/V block addresses; r15 key block index; r16 key blocks of the
+    // unit; r17 mask offset; r20 iteration; r21..r27 descriptors.
+    b.arg(3, 0), b.arg(4, 1), b.arg(5, 2), b.arg(6, 3);
+    auto vdesc = [&](std::initializer_list<int64_t> v) { b.set_regs(21, v); };
+    auto lxreg = [&](ProgramBuilder::Reg r, uint64_t addr) { b.li(r, int64_t(addr)); };
+    ProgramBuilder::Label next = b.label();
+    // Units in order of decreasing cost (causal: the last query blocks see the most keys),
+    // dealt to the cores in rounds that alternate direction, so every core gets a similar sum:
+    // position = round * ncores + (round odd ? ncores - 1 - core : core);
+    // (b, kv head) = position % BH, query block = nqb - 1 - position / BH.
+    const int64_t BH = s.B * s.Hkv;
+    b.loopi((units + ncores - 1) / ncores, 20);
+    b.alu(Alu::AND, 10, 20, 0, 1);
+    b.muli(11, 1, -2);
+    b.addi(11, 11, ncores - 1);
+    b.mul(11, 11, 10);
+    b.add(7, 1, 11);
+    b.muli(10, 20, ncores);
+    b.add(7, 7, 10);
+    b.li(10, units);
+    b.br(isa::Cond::GEU, 7, 10, next);
+    b.li(10, BH);
+    b.alu(Alu::REMU, 8, 7, 10);
+    b.alu(Alu::DIVU, 9, 7, 10);
+    b.li(10, nqb - 1);
+    b.sub(9, 10, 9);
+    // Q rows of the g heads of this kv head: head h of the group at LX rows h*bq ..
+    // r30 = b, r31 = kv head of this unit
+    b.li(10, int64_t(s.Hkv));
+    b.alu(Alu::DIVU, 30, 8, 10);
+    b.alu(Alu::REMU, 31, 8, 10);
+    // the base of head h of the group in q or out: base + b*sb + (kvh*g + h)*sh + qb*bq*sl
+    auto head_rows = [&](ProgramBuilder::Reg dst, ProgramBuilder::Reg base, const uint64_t* st,
+                         int64_t h) {
+        b.muli(dst, 30, int64_t(st[0]));
+        b.muli(10, 31, g * int64_t(st[1]));
+        b.add(dst, dst, 10);
+        b.muli(10, 9, bq * int64_t(st[2]));
+        b.add(dst, dst, 10);
+        b.addi(dst, dst, h * int64_t(st[1]));
+        b.add(dst, dst, base);
+    };
+    for (int64_t h = 0; h < g; ++h) {
+        head_rows(12, 3, s.q_st, h);
+        lxreg(28, l.q + h * bq * Db);
+        b.li(11, Db);
+        if (bq > 1) {
+            vdesc({bq, int64_t(s.q_st[2]), Db, 1, 0, 0});
+            b.load(28, 12, 11, 21);
+        } else {
+            b.load(28, 12, 11);
+        }
+    }
+    // m = -inf, l = 0, O = 0
+    lxreg(28, l.m_old);
+    vdesc({1, R, R * 4, R * 4});
+    b.vun(VUn::SET, DType::F32, DType::F32, 28, 0, 21, ninf);
+    lxreg(28, l.l);
+    b.vun(VUn::SET, DType::F32, DType::F32, 28, 0, 21, 0.0f);
+    lxreg(28, l.o);
+    vdesc({R, D, D * 4, D * 4});
+    b.vun(VUn::SET, DType::F32, DType::F32, 28, 0, 21, 0.0f);
+    // key blocks of this unit: all, or up to the causal limit
+    if (s.causal) {
+        // last key a query of the block sees: qb*bq + bq - 1 + off
+        b.muli(16, 9, bq);
+        b.addi(16, 16, bq - 1 + off);
+        b.li(10, bk);
+        b.alu(Alu::DIVU, 16, 16, 10);
+        b.addi(16, 16, 1);
+        b.li(10, nkb);
+        b.alu(Alu::MINU, 16, 16, 10);
+    } else {
+        b.li(16, nkb);
+    }
+    // K/V of (b, kv head): + bkv * Lk * Db
+    b.muli(13, 30, int64_t(s.k_st[0]));
+    b.muli(10, 31, int64_t(s.k_st[1]));
+    b.add(13, 13, 10);
+    b.add(13, 13, 4);
+    b.muli(14, 30, int64_t(s.v_st[0]));
+    b.muli(10, 31, int64_t(s.v_st[1]));
+    b.add(14, 14, 10);
+    b.add(14, 14, 5);
+    // Software-pipelined over key blocks: block kb+1 is loaded and its scores S = Q K^T are on
+    // the matrix unit while the vector unit runs block kb's softmax update (S, K and V double
+    // buffered), then P V of block kb follows. Issue is in order, so the program order is what
+    // lets the two units overlap.
+    // load_qk(blk): K/V block `blk` (register) into its parity's buffers, then its scores.
+    auto load_qk = [&](ProgramBuilder::Reg blk) {
+        b.alu(Alu::AND, 29, blk, 0, 1);  // parity
+        b.muli(30, 29, int64_t(l.k[1] - l.k[0]));
+        b.addi(30, 30, int64_t(l.k[0]));
+        b.muli(31, 29, int64_t(l.v[1] - l.v[0]));
+        b.addi(31, 31, int64_t(l.v[0]));
+        b.muli(28, 29, int64_t(l.s[1] - l.s[0]));
+        b.addi(28, 28, int64_t(l.s[0]));
+        // rows of this block: min(bk, Lk - blk*bk)
+        b.muli(18, blk, bk);
+        b.li(19, int64_t(s.Lk));
+        b.sub(19, 19, 18);
+        b.li(10, bk);
+        b.alu(Alu::MINU, 19, 19, 10);
+        b.muli(11, 18, int64_t(s.k_st[2]));
+        b.add(11, 11, 13);
+        b.muli(12, 18, int64_t(s.v_st[2]));
+        b.add(12, 12, 14);
+        if (tail) {  // a short last block: zero the buffers so the rows past Lk are finite
+            ProgramBuilder::Label full = b.label();
+            b.br(isa::Cond::EQ, 19, 10, full);
+            vdesc({bk, D, Db, Db});
+            b.vun(VUn::SET, s.t, s.t, 30, 0, 21, 0.0f);
+            b.vun(VUn::SET, s.t, s.t, 31, 0, 21, 0.0f);
+            b.bind(full);
+        }
+        b.li(10, Db);
+        b.mov(21, 19);
+        b.li(22, int64_t(s.k_st[2])), b.li(23, Db), b.li(24, 1), b.li(25, 0), b.li(26, 0);
+        b.load(30, 11, 10, 21);
+        b.li(22, int64_t(s.v_st[2]));
+        b.load(31, 12, 10, 21);
+        lxreg(29, l.q);
+        vdesc({R, bk, D, Db, Db, bk * 4});
+        b.matmul(s.t, 28, 29, 30, 21, false, false, true);
+    };
+    load_qk(0);
+    b.loop(16, 0, 15);
+    {
+        ProgramBuilder::Label last = b.label();
+        b.addi(18, 15, 1);
+        b.br(isa::Cond::GEU, 18, 16, last);
+        b.mov(17, 18);
+        load_qk(17);
+        b.bind(last);
+        // this block's buffers
+        b.alu(Alu::AND, 29, 15, 0, 1);
+        b.muli(31, 29, int64_t(l.v[1] - l.v[0]));
+        b.addi(31, 31, int64_t(l.v[0]));
+        b.muli(28, 29, int64_t(l.s[1] - l.s[0]));
+        b.addi(28, 28, int64_t(l.s[0]));
+        vdesc({R, bk, bk * 4, bk * 4, 0});
+        b.vbin(VBin::MUL, Bcast::IMM, DType::F32, DType::F32, 28, 28, 0, 21, scale);
+        // masks: keys past Lk, and the causal limit of each head's rows
+        if (tail) {
+            // keep j <= Lk - 1 - kb*bk: v = -j + (Lk - 1 - kb*bk)
+            b.muli(18, 15, -bk);
+            b.addi(18, 18, int64_t(s.Lk) - 1);
+            b.li(21, R), b.li(22, bk), b.li(23, bk * 4), b.li(24, bk * 4);
+            b.li(25, 0), b.li(26, -1), b.mov(27, 18);
+            b.vmask(DType::F32, DType::F32, 28, 28, 21, ninf);
+        }
+        if (s.causal) {
+            // keep kb*bk + j <= qb*bq + i + off: v = i - j + (qb*bq + off - kb*bk)
+            b.muli(17, 9, bq);
+            b.addi(17, 17, off);
+            b.muli(18, 15, bk);
+            b.sub(17, 17, 18);
+            for (int64_t h = 0; h < g; ++h) {
+                b.addi(29, 28, h * bq * bk * 4);
+                b.li(21, bq), b.li(22, bk), b.li(23, bk * 4), b.li(24, bk * 4);
+                b.li(25, 1), b.li(26, -1), b.mov(27, 17);
+                b.vmask(DType::F32, DType::F32, 29, 29, 21, ninf);
+            }
+        }
+        // online softmax: m_new = max(m_old, rowmax(S)); corr = exp(m_old - m_new)
+        lxreg(29, l.stat);
+        vdesc({R, bk, bk * 4});
+        b.vred(isa::Red::MAX, 0, DType::F32, DType::F32, 29, 28, 21);
+        lxreg(10, l.m_new);
+        lxreg(11, l.m_old);
+        vdesc({1, R, R * 4, R * 4, R * 4});
+        b.vbin(VBin::MAX, Bcast::NONE, DType::F32, DType::F32, 10, 11, 29, 21);
+        lxreg(12, l.corr);
+        b.vbin(VBin::SUB, Bcast::NONE, DType::F32, DType::F32, 12, 11, 10, 21);
+        vdesc({1, R, R * 4, R * 4});
+        b.vun(VUn::EXP, DType::F32, DType::F32, 12, 12, 21);
+        // rows whose keys were all masked so far have m_new = -inf, and -inf - -inf is NaN:
+        // mask = m_new > -inf; corr = mask ? corr : 0; m_safe = mask ? m_new : 0 (stat)
+        lxreg(29, l.stat);
+        vdesc({1, R, R * 4, R * 4, 0});
+        b.vbin(VBin::GT, Bcast::IMM, DType::F32, DType::F32, 29, 10, 0, 21, ninf);
+        b.set_regs(21, {1, R, R * 4, R * 4, 0, int64_t(l.stat), R * 4});
+        b.vsel(DType::F32, DType::F32, 12, 12, 0, 21, Bcast::IMM, 0.0f);
+        b.vsel(DType::F32, DType::F32, 29, 10, 0, 21, Bcast::IMM, 0.0f);
+        // S = exp(S - m_safe)
+        vdesc({R, bk, bk * 4, bk * 4, 4});
+        b.vbin(VBin::SUB, Bcast::COL, DType::F32, DType::F32, 28, 28, 29, 21);
+        vdesc({R, bk, bk * 4, bk * 4});
+        b.vun(VUn::EXP, DType::F32, DType::F32, 28, 28, 21);
+        // l = l * corr + rowsum(S)
+        lxreg(29, l.stat);
+        vdesc({R, bk, bk * 4});
+        b.vred(isa::Red::SUM, 0, DType::F32, DType::F32, 29, 28, 21);
+        lxreg(11, l.l);
+        b.set_regs(21, {1, R, R * 4, R * 4, R * 4, int64_t(l.stat), R * 4});
+        b.vfma(DType::F32, DType::F32, 11, 11, 12, 21);
+        // O = O * corr + P V, P = S in the input type
+        lxreg(11, l.o);
+        vdesc({R, D, D * 4, D * 4, 4});
+        b.vbin(VBin::MUL, Bcast::COL, DType::F32, DType::F32, 11, 11, 12, 21);
+        lxreg(29, l.p);
+        vdesc({R, bk, bk * es, bk * 4});
+        b.vun(VUn::COPY, s.t, DType::F32, 29, 28, 21);
+        vdesc({R, D, bk, bk * es, Db, D * 4});
+        b.matmul(s.t, 11, 29, 31, 21, true);
+        // m_old = m_new
+        lxreg(10, l.m_new);
+        lxreg(11, l.m_old);
+        vdesc({1, R, R * 4, R * 4});
+        b.vun(VUn::COPY, DType::F32, DType::F32, 11, 10, 21);
+    }
+    b.endloop();
+    // out = O / l, in the input type, to the g heads' rows
+    lxreg(10, l.o);
+    lxreg(11, l.l);
+    vdesc({R, D, D * 4, D * 4, 4});
+    b.vbin(VBin::DIV, Bcast::COL, DType::F32, DType::F32, 10, 10, 11, 21);
+    lxreg(12, l.out);
+    vdesc({R, D, Db, D * 4});
+    b.vun(VUn::COPY, s.t, DType::F32, 12, 10, 21);
+    b.li(10, int64_t(s.Hkv));
+    b.alu(Alu::DIVU, 30, 8, 10);
+    b.alu(Alu::REMU, 31, 8, 10);
+    for (int64_t h = 0; h < g; ++h) {
+        head_rows(12, 6, s.o_st, h);
+        lxreg(28, l.out + h * bq * Db);
+        b.li(11, Db);
+        if (bq > 1) {
+            vdesc({bq, int64_t(s.o_st[2]), Db, 1, 0, 0});
+            b.store(28, 12, 11, 21);
+        } else {
+            b.store(28, 12, 11);
+        }
+    }
+    b.bind(next);
+    b.endloop();
+    b.halt();
+    return b.finish();
+}
+
+namespace {
+// Bytes spanned by a [B, H, L, D] tensor with byte strides st.
+uint64_t extent(const uint64_t* st, uint64_t B, uint64_t H, uint64_t L, uint64_t row) {
+    return up128((B - 1) * st[0] + (H - 1) * st[1] + (L - 1) * st[2] + row);
+}
+}  // namespace
+
+uint64_t attention_tensor_bytes(const AttentionShape& shape, int which) {
+    const AttentionShape s = shape.resolved();
+    const uint64_t row = s.D * isa::dtype_size(s.t);
+    switch (which) {
+        case 0:
+            return extent(s.q_st, s.B, s.Hq, s.Lq, row);
+        case 1:
+            return extent(s.k_st, s.B, s.Hkv, s.Lk, row);
+        case 2:
+            return extent(s.v_st, s.B, s.Hkv, s.Lk, row);
+        default:
+            return extent(s.o_st, s.B, s.Hq, s.Lq, row);
+    }
+}
+
+void price_attention(const Pricer& pricer, const AttentionShape& s, AttentionPlan& p) {
+    const uint64_t q = attention_tensor_bytes(s, 0), k = attention_tensor_bytes(s, 1),
+                   v = attention_tensor_bytes(s, 2), o = attention_tensor_bytes(s, 3);
+    const auto r =
+        pricer.price(build_attention(s, p), p.cores, {0, q, q + k, q + k + v}, q + k + v + o);
+    p.cycles = r.total_cycles;
+    p.stats = r;
+}
+
+AttentionPlan plan_attention(const Pricer& pricer, const AttentionShape& s, uint32_t max_cores) {
+    if (s.Hkv == 0 || s.Hq % s.Hkv || s.D == 0 || (s.D * isa::dtype_size(s.t)) % kStick)
+        throw std::invalid_argument(
+            "attention: Hq must be a multiple of Hkv and a head row a multiple of 128 bytes");
+    const AttentionShape r = s.resolved();
+    for (const uint64_t* st : {r.q_st, r.k_st, r.v_st, r.o_st})
+        for (int d = 0; d < 3; ++d)
+            if (st[d] % kStick)
+                throw std::invalid_argument(
+                    "attention: batch, head and position strides must be multiples of 128 bytes");
+    const uint64_t g = s.Hq / s.Hkv;
+    const uint64_t budget = pricer.lx_budget();
+    AttentionPlan best{};
+    for (uint64_t bq : {512, 256, 128, 64, 32, 16, 8, 4, 2, 1}) {
+        if (bq > s.Lq || s.Lq % bq || g * bq > isa::kMaxMatDim) continue;
+        for (uint64_t bk : {256, 128, 64}) {
+            if (attention_lx_bytes(s, bq, bk) > budget) continue;
+            const uint64_t units = s.B * s.Hkv * (s.Lq / bq);
+            AttentionPlan p;
+            p.bq = bq, p.bk = bk;
+            p.cores = static_cast<uint32_t>(std::min<uint64_t>(max_cores, units));
+            p.lx_bytes = attention_lx_bytes(s, bq, bk);
+            price_attention(pricer, s, p);
+            if (!best.cycles || p.cycles < best.cycles) best = p;
+        }
+        if (best.cycles && s.Lq / bq >= 32) break;  // enough units; smaller blocks only reread K/V
+    }
+    if (!best.cycles) throw std::invalid_argument("attention: no block sizes fit the scratchpad");
+    return best;
+}
+
+}  // namespace spyre::ops

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: MIT
+// Scaled dot-product attention on the cores: out = softmax(scale * Q K^T + mask) V, flash
+// style (K/V streamed in blocks with an online softmax, nothing but the output written to DDR),
+// GQA heads of one KV head processed together so each K/V block is loaded once for all of them.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ops/pricing.hpp"
+#include "spyre/isa.hpp"
+
+namespace spyre::ops {
+
+// Q [B, Hq, Lq, D], K and V [B, Hkv, Lk, D], out [B, Hq, Lq, D]: dense row-major, starting
+// 128-byte aligned, D x element size a multiple of 128 bytes. Hq = group x Hkv.
+// causal: query i sees keys j <= i + (Lk - Lq) (the KV cache holds Lk - Lq earlier tokens).
+struct AttentionShape {
+    uint64_t B = 1, Hq = 1, Hkv = 1, Lq = 1, Lk = 1, D = 128;
+    isa::DType t = isa::DType::F16;
+    bool causal = false;
+    float scale = 0.0f;  // 0 = 1 / sqrt(D)
+    // Byte strides of the (batch, head, position) dims of q, k, v and out; rows of D elements
+    // are contiguous. All 0 = dense [B, H, L, D]. Every used stride is a multiple of 128.
+    uint64_t q_st[3] = {}, k_st[3] = {}, v_st[3] = {}, o_st[3] = {};
+    // The strides with dense defaults filled in.
+    AttentionShape resolved() const;
+};
+
+struct AttentionPlan {
+    uint64_t bq = 1;     // query rows per head in one work unit (divides Lq)
+    uint64_t bk = 64;    // keys per block
+    uint32_t cores = 1;  // cores the units are spread over
+    uint64_t lx_bytes = 0;
+    uint64_t cycles = 0;  // priced
+    spyre_engine_result stats{};
+};
+
+// Launch arguments: 0 = Q, 1 = K, 2 = V, 3 = out (device addresses).
+std::vector<uint8_t> build_attention(const AttentionShape& s, const AttentionPlan& p);
+// LX bytes a plan needs, or 0 if it cannot be laid out.
+uint64_t attention_lx_bytes(const AttentionShape& s, uint64_t bq, uint64_t bk);
+// Enumerates query/key blocks and core counts, prices the candidates exactly, returns the best.
+AttentionPlan plan_attention(const Pricer& pricer, const AttentionShape& s, uint32_t max_cores);
+// Bytes a tensor spans (0 = q, 1 = k, 2 = v, 3 = out) with its strides.
+uint64_t attention_tensor_bytes(const AttentionShape& s, int which);
+// Exact cycles of one plan (timing-only run); fills p.cycles and p.stats.
+void price_attention(const Pricer& pricer, const AttentionShape& s, AttentionPlan& p);
+
+}  // namespace spyre::ops
