@@ -246,6 +246,55 @@ TEST_F(Ops, StridedRowsAndOffsetsArePadded) {
     }
 }
 
+// The MLP block, gated (SwiGLU) and plain (GELU), odd sizes, against a double reference that
+// rounds the hidden activations to the input type as the card does.
+TEST_F(Ops, MlpGatedAndPlain) {
+    const int64_t M = 5, H = 96, I = 200;
+    for (bool gated : {true, false}) {
+        SCOPED_TRACE(gated);
+        const spyre_dtype t = SPYRE_DTYPE_FLOAT16;
+        DevArray x(dev, t, M * H, 1), wg(dev, t, I * H, 2), wu(dev, t, I * H, 3);
+        DevArray wd(dev, t, H * I, 4), y(dev, t, M * H, 5);
+        const spyre_tensor tx = view(x, {M, H}, {H, 1}), tg = view(wg, {I, H}, {H, 1});
+        const spyre_tensor tu = view(wu, {I, H}, {H, 1}), td = view(wd, {H, I}, {I, 1});
+        const spyre_tensor ty = view(y, {M, H}, {H, 1});
+        const spyre_activation act = gated ? SPYRE_ACTIVATION_SILU : SPYRE_ACTIVATION_GELU;
+        ASSERT_SPYRE(spyre_op_mlp(nullptr, &tx, gated ? &tg : nullptr, &tu, &td, act, &ty));
+        ASSERT_SPYRE(spyre_device_synchronize(dev));
+        spyre_op_info info;
+        ASSERT_SPYRE(spyre_op_get_last_info(&info));
+        EXPECT_STREQ(info.op, "mlp");
+        EXPECT_NE(std::string(info.plan).find("; down "), std::string::npos) << info.plan;
+        y.fetch();
+        std::vector<double> h(M * I);
+        for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < I; ++j) {
+                double g = 0, u = 0;
+                for (int64_t k = 0; k < H; ++k) {
+                    g += double(x.at(i * H + k)) * wg.at(j * H + k);
+                    u += double(x.at(i * H + k)) * wu.at(j * H + k);
+                }
+                const double v = gated ? act_ref(act, g) * u : act_ref(act, u);
+                h[i * I + j] = f16_to_f32(f32_to_f16(float(v)));
+            }
+        for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < H; ++j) {
+                double want = 0, mag = 0;
+                for (int64_t k = 0; k < I; ++k) {
+                    want += h[i * I + k] * wd.at(j * I + k);
+                    mag += std::fabs(h[i * I + k] * wd.at(j * I + k));
+                }
+                ASSERT_NEAR(y.at(i * H + j), want, 4e-3 * (1 + mag)) << i << "," << j;
+            }
+    }
+    DevArray x(dev, SPYRE_DTYPE_FLOAT16, 64 * 64, 1);
+    const spyre_tensor sq = view(x, {64, 64}, {64, 1}), wrong = view(x, {32, 64}, {64, 1});
+    EXPECT_EQ(SPYRE_ERROR_INVALID_ARGUMENT,
+              spyre_op_mlp(nullptr, &sq, &wrong, &sq, &sq, SPYRE_ACTIVATION_SILU, &sq));
+    EXPECT_NE(std::string(spyre_last_error()).find("up/gate [I, 64]"), std::string::npos)
+        << spyre_last_error();
+}
+
 // Attention on [B, L, H, D] buffers viewed as [B, H, L, D] (torch's transpose(1, 2)), GQA,
 // causal with a cache of earlier tokens, against a double-precision reference.
 TEST_F(Ops, AttentionOnTransposedViews) {
@@ -298,6 +347,36 @@ TEST_F(Ops, AttentionOnTransposedViews) {
         << spyre_last_error();
     const spyre_tensor odd = view(q, {1, 1, 2, 50}, {100, 100, 50, 1});
     EXPECT_EQ(SPYRE_ERROR_NOT_SUPPORTED, spyre_op_attention(nullptr, &odd, &odd, &odd, &odd, 0, 0));
+}
+
+// Operands further apart than a core's 256 MB span: every access sets its own span.
+TEST_F(Ops, OperandsFarApartInDeviceMemory) {
+    uint64_t free = 0, total = 0;
+    ASSERT_SPYRE(spyre_mem_get_info(dev, &free, &total));
+    if (free < (700ull << 20)) GTEST_SKIP() << "needs 700 MiB of device memory";
+    DevArray x(dev, SPYRE_DTYPE_FLOAT16, 256 * 256, 1);  // above the 64 KiB sub-allocator
+    spyre_buffer_t gap1, gap2;
+    ASSERT_SPYRE(spyre_malloc(dev, 300ull << 20, &gap1));
+    DevArray w(dev, SPYRE_DTYPE_FLOAT16, 256 * 256, 2);
+    ASSERT_SPYRE(spyre_malloc(dev, 300ull << 20, &gap2));
+    DevArray y(dev, SPYRE_DTYPE_FLOAT16, 256 * 256, 3);
+    uint64_t ax, ay;
+    ASSERT_SPYRE(spyre_buffer_device_address(x.buf, &ax));
+    ASSERT_SPYRE(spyre_buffer_device_address(y.buf, &ay));
+    ASSERT_GT(ay - ax, 512ull << 20);
+    const spyre_tensor tx = view(x, {256, 256}, {256, 1}), tw = view(w, {256, 256}, {256, 1});
+    const spyre_tensor ty = view(y, {256, 256}, {256, 1});
+    ASSERT_SPYRE(spyre_op_linear(nullptr, &tx, &tw, nullptr, SPYRE_ACTIVATION_NONE, &ty));
+    ASSERT_SPYRE(spyre_device_synchronize(dev));
+    y.fetch();
+    for (int i : {0, 131, 255})
+        for (int j : {0, 64, 255}) {
+            double acc = 0;
+            for (int k = 0; k < 256; ++k) acc += double(x.at(i * 256 + k)) * w.at(j * 256 + k);
+            EXPECT_NEAR(y.at(i * 256 + j), acc, 0.08);
+        }
+    spyre_free(gap1);
+    spyre_free(gap2);
 }
 
 TEST_F(Ops, ArgumentErrorsSayWhatIsWrong) {

@@ -45,7 +45,7 @@ void from_float(DType t, float v, uint8_t* p) {
 struct Case {
     MatmulShape s;
     std::vector<uint8_t> mem;
-    uint64_t a = 0, b = 0, c = 0, bias = 0;
+    uint64_t a = 0, b = 0, c = 0, bias = 0, b2 = 0;
 };
 
 uint64_t up(uint64_t x) { return (x + 127) / 128 * 128; }
@@ -63,7 +63,8 @@ Case make_case(MatmulShape s, uint32_t seed) {
     c.b = up(s.batch * s.M * s.lda);
     c.c = c.b + up(s.batch * brows * s.ldb);
     c.bias = c.c + up(s.batch * s.M * s.ldc);
-    c.mem.assign(c.bias + up(s.N * 4), 0);
+    c.b2 = c.bias + up(s.N * 4);
+    c.mem.assign(c.b2 + up(s.batch * brows * s.ldb), 0);
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> d(-1, 1);
     for (uint64_t bi = 0; bi < s.batch; ++bi) {
@@ -71,8 +72,10 @@ Case make_case(MatmulShape s, uint32_t seed) {
             for (uint64_t k = 0; k < s.K; ++k)
                 from_float(s.in, d(rng), &c.mem[c.a + bi * s.batch_a + i * s.lda + k * es]);
         for (uint64_t i = 0; i < brows; ++i)
-            for (uint64_t j = 0; j < (s.trans_b ? s.K : s.N); ++j)
+            for (uint64_t j = 0; j < (s.trans_b ? s.K : s.N); ++j) {
                 from_float(s.in, d(rng), &c.mem[c.b + bi * s.batch_b + i * s.ldb + j * es]);
+                from_float(s.in, d(rng), &c.mem[c.b2 + bi * s.batch_b + i * s.ldb + j * es]);
+            }
     }
     for (uint64_t j = 0; j < s.N; ++j)
         from_float(s.bias_t, d(rng), &c.mem[c.bias + j * isa::dtype_size(s.bias_t)]);
@@ -98,13 +101,13 @@ void run_and_check(Case& c, const MatmulSplit& p, uint64_t* cycles = nullptr) {
     cfg.num_threads = 2;
     spyre_engine* eng = spyre_engine_create(&cfg);
     const auto prog = build_matmul(s, p);
-    const uint64_t args[4] = {c.a, c.b, c.c, c.bias};
+    const uint64_t args[5] = {c.a, c.b, c.c, c.bias, c.b2};
     const spyre_engine_window w{0, c.mem.size()};
     spyre_engine_job job{};
     job.program = prog.data();
     job.program_size = prog.size();
     job.args = args;
-    job.num_args = 4;
+    job.num_args = 5;
     job.num_cores = static_cast<uint32_t>(matmul_cores(p));
     job.mem = c.mem.data();
     job.mem_size = c.mem.size();
@@ -114,20 +117,13 @@ void run_and_check(Case& c, const MatmulSplit& p, uint64_t* cycles = nullptr) {
     ASSERT_EQ(spyre_engine_run(eng, &job, &r), 0) << split_name(p) << ": " << r.message;
     spyre_engine_destroy(eng);
     if (cycles) *cycles = r.total_cycles;
-    EXPECT_EQ(r.macs, s.batch * s.M * s.N * s.K);
+    EXPECT_EQ(r.macs, (s.gated ? 2 : 1) * s.batch * s.M * s.N * s.K);
     const uint64_t es = isa::dtype_size(s.in), oes = isa::dtype_size(s.out);
     for (uint64_t bi = 0; bi < s.batch; ++bi)
         for (uint64_t i = 0; i < s.M; ++i)
             for (uint64_t j = 0; j < s.N; ++j) {
-                float acc = 0.0f;
-                for (uint64_t k = 0; k < s.K; ++k) {
-                    const float av =
-                        to_float(s.in, &c.mem[c.a + bi * s.batch_a + i * s.lda + k * es]);
-                    const uint64_t bo = s.trans_b ? j * s.ldb + k * es : k * s.ldb + j * es;
-                    const float bv = to_float(s.in, &c.mem[c.b + bi * s.batch_b + bo]);
-                    acc = std::fma(av, bv, acc);
-                }
-                if (p.gk > 1) {  // partial sums over K slices, added in core order
+                // the normative sum over K, in K slices added in core order when split
+                auto dot = [&](uint64_t bbase) {
                     const uint64_t kt = s.K / p.gk;
                     float total = 0.0f;
                     for (uint64_t q = 0; q < p.gk; ++q) {
@@ -136,16 +132,18 @@ void run_and_check(Case& c, const MatmulSplit& p, uint64_t* cycles = nullptr) {
                             const float av =
                                 to_float(s.in, &c.mem[c.a + bi * s.batch_a + i * s.lda + k * es]);
                             const uint64_t bo = s.trans_b ? j * s.ldb + k * es : k * s.ldb + j * es;
-                            part = std::fma(av, to_float(s.in, &c.mem[c.b + bi * s.batch_b + bo]),
+                            part = std::fma(av, to_float(s.in, &c.mem[bbase + bi * s.batch_b + bo]),
                                             part);
                         }
                         total = q ? total + part : part;
                     }
-                    acc = total;
-                }
+                    return total;
+                };
+                float acc = dot(c.b);
                 if (s.has_bias)
                     acc += to_float(s.bias_t, &c.mem[c.bias + j * isa::dtype_size(s.bias_t)]);
                 if (s.has_act) acc = act(s.act, acc);
+                if (s.gated) acc = acc * dot(c.b2);
                 uint8_t want[4];
                 from_float(s.out, acc, want);
                 const uint8_t* got = &c.mem[c.c + bi * s.batch_c + i * s.ldc + j * oes];
@@ -197,6 +195,31 @@ TEST(OpsMatmul, TransposedBBiasActivationBatch) {
             Case cc = c;
             run_and_check(cc, cand.split);
         }
+    }
+}
+
+// SwiGLU's gate and up projections in one pass: silu(A Bg) * (A Bu), every 32-core split.
+TEST(OpsMatmul, GatedProductOfTwoWeights) {
+    MatmulShape s;
+    s.M = 32, s.N = 128, s.K = 256;
+    s.trans_b = true, s.has_act = true, s.act = isa::VUn::SILU, s.gated = true;
+    for (DType t : {DType::F16, DType::BF16}) {
+        s.in = s.out = t;
+        MatmulPlanner pl(default_cfg());
+        Case c = make_case(s, 4);
+        int n = 0;
+        for (const auto& cand : pl.candidates(c.s)) {
+            if (matmul_cores(cand.split) != 32 && matmul_cores(cand.split) != 4) continue;
+            Case cc = c;
+            run_and_check(cc, cand.split);
+            ++n;
+        }
+        EXPECT_GT(n, 5);
+        Case cc = c;
+        uint64_t real = 0;
+        const PricedSplit best = pl.plan(c.s);
+        run_and_check(cc, best.split, &real);
+        EXPECT_EQ(best.cycles, real);
     }
 }
 

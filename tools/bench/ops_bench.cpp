@@ -28,6 +28,7 @@ struct Row {
     std::string split, naive_split;
     double plan_ms;
     double ddr_pct = 0;
+    double naive_util_pct = 0;
 };
 
 double us(const spyre_engine_config& cfg, uint64_t cycles) {
@@ -74,6 +75,41 @@ Row matmul_case(const MatmulPlanner& pl, const char* label, uint64_t M, uint64_t
     r.split = split_name(best.split);
     r.naive_split = split_name(naive.split);
     r.plan_ms = plan_ms;
+    return r;
+}
+
+// Granite's SwiGLU MLP, x [M, 4096] -> [M, 4096], I = 12800, fp16. Fused: gate and up in one
+// program (silu(gate) * up in its epilogue), then down. Unfused: gate, up and down as three
+// planned linears plus the silu * mul pass between them, priced as its DDR traffic (two
+// [M, I] reads and one write at 204.8 GB/s: a lower bound for any elementwise program).
+Row mlp_case(const MatmulPlanner& pl, uint64_t M) {
+    const auto& cfg = pl.config();
+    const uint64_t H = 4096, I = 12800;
+    MatmulShape gu;
+    gu.M = M, gu.N = I, gu.K = H, gu.trans_b = true;
+    gu.lda = H * 2, gu.ldb = H * 2, gu.ldc = I * 2;
+    MatmulShape down = gu;
+    down.N = H, down.K = I, down.lda = I * 2, down.ldb = I * 2, down.ldc = H * 2;
+    MatmulShape fused = gu;
+    fused.gated = true, fused.has_act = true, fused.act = spyre::isa::VUn::SILU;
+    const PricedSplit f = pl.plan(fused), d = pl.plan(down), g = pl.plan(gu);
+    const uint64_t fused_cycles = f.cycles + d.cycles;
+    const double ew_cycles =
+        double(3 * M * I * 2) / (double(cfg.ddr_bytes_per_s) / double(cfg.clock_hz));
+    const double unfused = double(2 * g.cycles + d.cycles) + ew_cycles;
+    const double macs = 3.0 * M * H * I;
+    const double peak_cycles = macs / (double(cfg.num_cores) * 1024);
+    const double bytes = double(M * H * 2 + 3 * H * I + M * H) * 2;
+    const double ddr_cycles = bytes / (double(cfg.ddr_bytes_per_s) / double(cfg.clock_hz));
+    Row r{};
+    r.name = "mlp swiglu " + std::to_string(M) + "x4096 I 12800 fp16";
+    r.modeled_us = us(cfg, fused_cycles);
+    r.peak_pct = 100 * peak_cycles / double(fused_cycles);
+    r.utilization_pct = r.peak_pct;  // every core runs both programs
+    r.roofline_pct = 100 * std::max(peak_cycles, ddr_cycles) / double(fused_cycles);
+    r.naive_us = unfused * 1e6 / double(cfg.clock_hz);
+    r.naive_util_pct = 100 * peak_cycles / unfused;
+    r.split = "gate/up " + split_name(f.split) + "; down " + split_name(d.split);
     return r;
 }
 
@@ -136,6 +172,16 @@ int main(int argc, char** argv) {
                 r.planner_gap_pct, r.split.c_str(), r.plan_ms);
             std::fflush(stdout);
         }
+    for (uint64_t M : {512, 2048}) {
+        rows.push_back(mlp_case(pl, M));
+        const Row& r = rows.back();
+        std::printf(
+            "%-46s %9.2f us  utilisation %5.1f%%  roof %5.1f%%  unfused %9.2f us "
+            "(utilisation %5.1f%%, %.2fx)  %s\n",
+            r.name.c_str(), r.modeled_us, r.utilization_pct, r.roofline_pct, r.naive_us,
+            r.naive_util_pct, r.naive_us / r.modeled_us, r.split.c_str());
+        std::fflush(stdout);
+    }
     const Pricer pr(cfg);
     for (auto [label, lq, lk] :
          {std::tuple{"prefill", 2048, 2048}, std::tuple{"prefill", 512, 512},
@@ -151,6 +197,17 @@ int main(int argc, char** argv) {
     }
     nlohmann::json j = nlohmann::json::array();
     for (const Row& r : rows) {
+        if (r.name.starts_with("mlp")) {
+            j.push_back({{"name", r.name},
+                         {"modeled_us", r.modeled_us},
+                         {"peak_pct", r.peak_pct},
+                         {"utilization_pct", r.utilization_pct},
+                         {"roofline_pct", r.roofline_pct},
+                         {"naive_modeled_us", r.naive_us},
+                         {"naive_utilization_pct", r.naive_util_pct},
+                         {"split", r.split}});
+            continue;
+        }
         if (r.name.starts_with("sdpa")) {
             j.push_back({{"name", r.name},
                          {"modeled_us", r.modeled_us},

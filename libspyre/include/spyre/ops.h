@@ -68,6 +68,19 @@ SPYRE_API spyre_status spyre_op_linear(spyre_stream_t stream, const spyre_tensor
                                        spyre_activation activation, const spyre_tensor* out);
 
 /*
+ * A transformer MLP block, x [M, H] -> out [M, H], weights as torch.nn.Linear stores them:
+ *   gated (w_gate non-NULL, SwiGLU / GeGLU): out = (act(x w_gate^T) * (x w_up^T)) w_down^T;
+ *   plain (w_gate NULL):                    out = act(x w_up^T) w_down^T.
+ * w_up and w_gate [I, H], w_down [H, I]. The gate and up products run as one program (one pass
+ * over x, the product of the two in its epilogue), then the down projection; the hidden
+ * activations [M, I] live in scratch on the card.
+ */
+SPYRE_API spyre_status spyre_op_mlp(spyre_stream_t stream, const spyre_tensor* x,
+                                    const spyre_tensor* w_gate, const spyre_tensor* w_up,
+                                    const spyre_tensor* w_down, spyre_activation activation,
+                                    const spyre_tensor* out);
+
+/*
  * out = softmax(scale * q k^T + mask) v per head. q [B, Hq, Lq, D], k and v [B, Hkv, Lk, D],
  * out [B, Hq, Lq, D]; Hq a multiple of Hkv (grouped-query attention: q head h uses kv head
  * h / (Hq / Hkv)). Any batch, head and position strides that are multiples of 128 bytes (so

@@ -295,10 +295,10 @@ StickMat to_stick(const Mat& m, uint64_t rows_p, uint64_t cols_p, bool allow_tra
 std::shared_ptr<const PlanEntry> matmul_plan(const Card& c, const MatmulShape& s) {
     const spyre_engine_config cfg = engine_config_of(c.info);
     const std::string key = std::format(
-        "mm/{}/{}/{} {}x{}x{} in{} out{} tb{} bias{}:{} act{}:{} ld{},{},{} b{} {},{},{}",
+        "mm/{}/{}/{} {}x{}x{} in{} out{} tb{} bias{}:{} act{}:{} g{} ld{},{},{} b{} {},{},{}",
         cfg.num_cores, cfg.lx_bytes, cfg.clock_hz, s.M, s.N, s.K, int(s.in), int(s.out), s.trans_b,
-        s.has_bias, int(s.bias_t), s.has_act, int(s.act), s.lda, s.ldb, s.ldc, s.batch, s.batch_a,
-        s.batch_b, s.batch_c);
+        s.has_bias, int(s.bias_t), s.has_act, int(s.act), s.gated, s.lda, s.ldb, s.ldc, s.batch,
+        s.batch_a, s.batch_b, s.batch_c);
     auto& cs = caches();
     {
         std::lock_guard lock(cs.mu);
@@ -335,16 +335,21 @@ void begin_op(const char* name) {
     std::snprintf(g_last.op, sizeof g_last.op, "%s", name);
 }
 
-void finish_info(const Card& c, const PlanEntry& e) {
-    std::snprintf(g_last.plan, sizeof g_last.plan, "%s", e.plan.c_str());
-    g_last.cores = e.cores;
+void finish_info_ns(const Card& c) {
     const uint64_t mhz = c.info.clock_mhz ? c.info.clock_mhz : 1500;
     g_last.modeled_ns = g_last.modeled_cycles * 1000 / mhz;
 }
 
+void finish_info(const Card& c, const PlanEntry& e) {
+    std::snprintf(g_last.plan, sizeof g_last.plan, "%s", e.plan.c_str());
+    g_last.cores = e.cores;
+    finish_info_ns(c);
+}
+
 // out = act(a @ b + bias) on batched matrices.
+// out = act(a @ b + bias), or with b2 (gated): out = act(a @ b) * (a @ b2).
 void matmul_impl(spyre_stream_t stream, const Mat& a, const Mat& b, const Tensor* bias,
-                 spyre_activation act, const Tensor& out_t) {
+                 spyre_activation act, const Tensor& out_t, const Mat* b2 = nullptr) {
     const Mat out = as_batched_matrix(out_t);
     const isa::DType in = a.t->t;
     require(float_type(in), std::format("matmul: {} inputs are not supported (float32, float16, "
@@ -388,6 +393,21 @@ void matmul_impl(spyre_stream_t stream, const Mat& a, const Mat& b, const Tensor
     const StickMat A = to_stick(a, a.rows, Kp, false, stream, sa);
     StickMat B = to_stick(b, Kp, Np, true, stream, sb);
     if (B.trans && (B.ld / es) < Kp) B = to_stick(b, Kp, Np, false, stream, sb);
+    Scratch sb2;
+    StickMat B2{};
+    if (b2) {  // the second weight must be laid out exactly like the first
+        require(b2->t->t == in && b2->rows == b.rows && b2->cols == b.cols && b2->batch == b.batch,
+                std::format("gated matmul: `{}` must match `{}`", b2->t->name, b.t->name));
+        require(card_of(b2->t->buffer).key == card_of(b.t->buffer).key,
+                "gated matmul: weights on different cards");
+        B2 = to_stick(*b2, Kp, Np, true, stream, sb2);
+        if (B2.trans != B.trans || B2.ld != B.ld || B2.bs != B.bs) {
+            B = to_stick(b, Kp, Np, false, stream, sb);
+            B2 = to_stick(*b2, Kp, Np, false, stream, sb2);
+            if (B.trans != B2.trans || B.ld != B2.ld || B.bs != B2.bs)
+                fail(SPYRE_ERROR_INTERNAL, "gated matmul: padded weights differ in layout");
+        }
+    }
     // the output: written in place when it has stick rows of width Np
     const bool direct_out = out.cols == Np && out.cs == 1 && out_t.addr % kStick == 0 &&
                             (uint64_t(out.rs) * oes) % kStick == 0 &&
@@ -428,6 +448,7 @@ void matmul_impl(spyre_stream_t stream, const Mat& a, const Mat& b, const Tensor
     s.M = a.rows, s.N = Np, s.K = Kp;
     s.in = in, s.out = out_t.t;
     s.trans_b = B.trans;
+    s.gated = b2 != nullptr;
     s.has_bias = bias != nullptr;
     if (bias) s.bias_t = bias->t;
     s.has_act = act != SPYRE_ACTIVATION_NONE;
@@ -453,8 +474,8 @@ void matmul_impl(spyre_stream_t stream, const Mat& a, const Mat& b, const Tensor
     s.batch_b = b.batch == 1 ? 0 : B.bs;
     s.batch_c = C.bs;
     auto plan = matmul_plan(c, s);
-    launch(c, plan, stream, {A.addr, B.addr, C.addr, bias_addr},
-           {A.buf, B.buf, C.buf, bias_buf ? bias_buf : A.buf});
+    launch(c, plan, stream, {A.addr, B.addr, C.addr, bias_addr, b2 ? B2.addr : 0},
+           {A.buf, B.buf, C.buf, bias_buf ? bias_buf : A.buf, b2 ? B2.buf : A.buf});
     if (!direct_out) {  // drop the padding columns into the caller's output
         spyre_memcpy3d_params p{};
         p.src_buffer = C.buf;
@@ -672,6 +693,58 @@ spyre_status spyre_op_attention(spyre_stream_t stream, const spyre_tensor* q, co
         begin_op("attention");
         attention_impl(stream, check_tensor(q, "q"), check_tensor(k, "k"), check_tensor(v, "v"),
                        check_tensor(out, "out"), causal != 0, scale);
+    });
+}
+
+spyre_status spyre_op_mlp(spyre_stream_t stream, const spyre_tensor* x, const spyre_tensor* w_gate,
+                          const spyre_tensor* w_up, const spyre_tensor* w_down,
+                          spyre_activation activation, const spyre_tensor* out) {
+    return op_guard(__func__, [&] {
+        begin_op("mlp");
+        const Tensor tx = check_tensor(x, "x"), tu = check_tensor(w_up, "w_up"),
+                     td = check_tensor(w_down, "w_down"), to = check_tensor(out, "out");
+        Tensor tg{};
+        if (w_gate) tg = check_tensor(w_gate, "w_gate");
+        ops::require(
+            tu.shape.size() == 2 && td.shape.size() == 2 && (!w_gate || tg.shape.size() == 2),
+            "mlp: weights must be 2-D [out_features, in_features]");
+        ops::require(tx.shape.size() == 2 && to.shape.size() == 2,
+                     "mlp: `x` and `out` must be 2-D [tokens, features]");
+        const int64_t M = tx.dim(0), H = tx.dim(1), I = tu.dim(0);
+        ops::require(tu.dim(1) == H && (!w_gate || (tg.dim(0) == I && tg.dim(1) == H)) &&
+                         td.dim(0) == H && td.dim(1) == I && to.dim(0) == M && to.dim(1) == H,
+                     std::format("mlp: with x [{}, {}] the weights must be up/gate [I, {}] and "
+                                 "down [{}, I], and out [{}, {}]",
+                                 M, H, H, H, M, H));
+        const Card c = card_of(to.buffer);
+        // the hidden activations: stick rows of I elements in scratch
+        const uint64_t es = tx.es, ld = up(uint64_t(I) * es, kStick);
+        Scratch hs;
+        call(spyre_malloc(c.dev, std::max<uint64_t>(ld * uint64_t(M), kStick), &hs.buf));
+        Tensor th{"hidden", hs.buf, 0, 0, tx.t, es, {M, I}, {int64_t(ld / es), 1}};
+        call(spyre_buffer_device_address(hs.buf, &th.addr));
+        auto weight_t = [](const Tensor& w) {  // w^T as a K x N view
+            Tensor r = w;
+            r.shape = {w.dim(1), w.dim(0)};
+            r.strides = {w.stride(1), w.stride(0)};
+            return r;
+        };
+        const Tensor ut = weight_t(tu), dt = weight_t(td);
+        const Mat xm = as_batched_matrix(tx), um = as_batched_matrix(ut);
+        if (w_gate) {
+            const Tensor gt = weight_t(tg);
+            matmul_impl(stream, xm, as_batched_matrix(gt), nullptr, activation, th, &um);
+        } else {
+            matmul_impl(stream, xm, um, nullptr, activation, th);
+        }
+        std::string plan = std::string(w_gate ? "gate/up " : "up ") + g_last.plan;
+        const uint32_t cores = g_last.cores;
+        matmul_impl(stream, as_batched_matrix(th), as_batched_matrix(dt), nullptr,
+                    SPYRE_ACTIVATION_NONE, to);
+        plan += std::string("; down ") + g_last.plan;
+        std::snprintf(g_last.plan, sizeof g_last.plan, "%s", plan.c_str());
+        g_last.cores = std::max(cores, g_last.cores);
+        finish_info_ns(c);
     });
 }
 

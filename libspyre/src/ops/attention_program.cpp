@@ -137,6 +137,7 @@ std::vector<uint8_t> build_attention(const AttentionShape& shape, const Attentio
         head_rows(12, 3, s.q_st, h);
         lxreg(28, l.q + h * bq * Db);
         b.li(11, Db);
+        b.span(12);  // operands may lie anywhere: each access sets the span to its rows
         if (bq > 1) {
             vdesc({bq, int64_t(s.q_st[2]), Db, 1, 0, 0});
             b.load(28, 12, 11, 21);
@@ -209,8 +210,10 @@ std::vector<uint8_t> build_attention(const AttentionShape& shape, const Attentio
         b.li(10, Db);
         b.mov(21, 19);
         b.li(22, int64_t(s.k_st[2])), b.li(23, Db), b.li(24, 1), b.li(25, 0), b.li(26, 0);
+        b.span(11);
         b.load(30, 11, 10, 21);
         b.li(22, int64_t(s.v_st[2]));
+        b.span(12);
         b.load(31, 12, 10, 21);
         lxreg(29, l.q);
         vdesc({R, bk, D, Db, Db, bk * 4});
@@ -318,6 +321,7 @@ std::vector<uint8_t> build_attention(const AttentionShape& shape, const Attentio
         head_rows(12, 6, s.o_st, h);
         lxreg(28, l.out + h * bq * Db);
         b.li(11, Db);
+        b.span(12);
         if (bq > 1) {
             vdesc({bq, int64_t(s.o_st[2]), Db, 1, 0, 0});
             b.store(28, 12, 11, 21);

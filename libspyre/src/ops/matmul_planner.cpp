@@ -25,9 +25,10 @@ uint64_t MatmulPlanner::estimate(const MatmulShape& s, const MatmulSplit& p) con
     const uint64_t tm = s.M / p.gm, tn = s.N / p.gn, kt = s.K / p.gk;
     const uint64_t subtiles = (tm / p.sm) * (tn / p.sn);
     const uint64_t steps = subtiles * (kt / p.kc);
-    const uint64_t compute = s.batch * steps * cost::mm_cycles(cfg_, s.in, p.sm, p.sn, p.kc);
+    const uint64_t nb = s.gated ? 2 : 1;  // B matrices
+    const uint64_t compute = nb * s.batch * steps * cost::mm_cycles(cfg_, s.in, p.sm, p.sn, p.kc);
     const bool mc_a = p.multicast && p.gn > 1, mc_b = p.multicast && p.gm > 1;
-    const uint64_t a_core = tm * kt * es * (tn / p.sn), b_core = kt * tn * es * (tm / p.sm);
+    const uint64_t a_core = tm * kt * es * (tn / p.sn), b_core = nb * kt * tn * es * (tm / p.sm);
     const uint64_t cores = matmul_cores(p);
     const uint64_t ddr = s.batch * (a_core * cores / (mc_a ? p.gn : 1) +
                                     b_core * cores / (mc_b ? p.gm : 1) + s.M * s.N * oes);
@@ -35,7 +36,8 @@ uint64_t MatmulPlanner::estimate(const MatmulShape& s, const MatmulSplit& p) con
     const uint64_t ddr_cycles = static_cast<uint64_t>(double(ddr) / ddr_per_cycle);
     const uint64_t port = s.batch * (a_core + b_core) / cfg_.dma_port_bytes_per_cycle;
     uint64_t red = 0;
-    if (p.gk > 1) red = s.batch * subtiles * cost::allreduce_cycles(cfg_, p.gk, p.sm * p.sn * 4, 1);
+    if (p.gk > 1)
+        red = nb * s.batch * subtiles * cost::allreduce_cycles(cfg_, p.gk, p.sm * p.sn * 4, 1);
     return cfg_.launch_overhead_cycles + cfg_.dma_latency + std::max({compute, ddr_cycles, port}) +
            red;
 }
@@ -68,11 +70,11 @@ PricedSplit MatmulPlanner::price(const MatmulShape& s, const MatmulSplit& p) con
     const uint64_t b_size = extent(s.trans_b ? s.N : s.K, s.ldb, s.batch, s.batch_b);
     const uint64_t c_size = extent(s.M, s.ldc, s.batch, s.batch_c);
     const uint64_t bias_size = s.has_bias ? (s.N * isa::dtype_size(s.bias_t) + 127) / 128 * 128 : 0;
-    const uint64_t c0 = a_size + b_size, bias0 = c0 + c_size;
+    const uint64_t c0 = a_size + b_size, bias0 = c0 + c_size, b2 = bias0 + bias_size;
     PricedSplit r{p, estimate(s, p), 0, {}};
     try {
         r.stats = pricer_.price(prog, static_cast<uint32_t>(matmul_cores(p)),
-                                {0, a_size, c0, bias0}, bias0 + bias_size);
+                                {0, a_size, c0, bias0, b2}, b2 + (s.gated ? b_size : 0));
     } catch (const std::runtime_error& e) {
         throw std::runtime_error("matmul plan " + split_name(p) + ": " + e.what());
     }

@@ -15,7 +15,7 @@ constexpr uint64_t kStick = 128;
 uint64_t up128(uint64_t x) { return (x + kStick - 1) / kStick * kStick; }
 
 struct Layout {
-    uint64_t a_bytes, b_bytes, buf, c, out, bias, total;
+    uint64_t a_bytes, b_bytes, buf, c, c2, out, bias, total;
 };
 
 Layout layout(const MatmulShape& s, uint64_t sm, uint64_t sn, uint64_t kc, uint64_t nb) {
@@ -23,9 +23,10 @@ Layout layout(const MatmulShape& s, uint64_t sm, uint64_t sn, uint64_t kc, uint6
     Layout l{};
     l.a_bytes = up128(sm * kc * es);
     l.b_bytes = up128(kc * sn * es);
-    l.buf = l.a_bytes + l.b_bytes;
+    l.buf = l.a_bytes + l.b_bytes * (s.gated ? 2 : 1);
     l.c = nb * l.buf;
-    l.out = l.c + up128(sm * sn * 4);
+    l.c2 = l.c + up128(sm * sn * 4);
+    l.out = l.c2 + (s.gated ? up128(sm * sn * 4) : 0);
     l.bias = l.out + (s.out != DType::F32 ? up128(sm * sn * oes) : 0);
     l.total = l.bias + (s.has_bias ? up128(sn * isa::dtype_size(s.bias_t)) : 0);
     return l;
@@ -77,7 +78,7 @@ std::optional<MatmulSplit> fit_matmul_split(const MatmulShape& s, uint32_t gm, u
                 g.double_buffered = nb == 2;
                 g.multicast = multicast;
                 g.lx_bytes = layout(s, sm, sn, kc, nb).total;
-                g.ddr_bytes_per_core = kt * es * (tm * tn / sn + tm * tn / sm);
+                g.ddr_bytes_per_core = kt * es * (tm * tn / sn + (s.gated ? 2 : 1) * tm * tn / sm);
                 if (better(g)) best = g;
                 break;
             }
@@ -110,7 +111,12 @@ std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
     // bias tile bases; r17 chunk parity; r18/r19 A/B chunk addresses; r20/r21 sub-tile indices;
     // r22..r28 descriptors; r29/r30 multicast groups of A/B; r31 the K-split group.
     b.arg(3, 0), b.arg(4, 1), b.arg(5, 2);
+    if (s.has_bias && s.gated) throw std::invalid_argument("gated matmul takes no bias");
     if (s.has_bias) b.arg(6, 3);
+    if (s.gated) {  // r6 = B2 - B: a B2 chunk is at the B chunk's address + r6
+        b.arg(6, 4);
+        b.sub(6, 6, 4);
+    }
     b.li(10, gk);
     b.alu(Alu::REMU, 9, 1, 10);  // ki
     b.alu(Alu::DIVU, 11, 1, 10);
@@ -173,6 +179,8 @@ std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
         b.addi(12, 10, l.a_bytes);  // B chunk (A chunk at r10)
         b.li(11, kc * es);
         b.set_regs(22, {sm, lda, kc * es, 1, 0, 0});
+        // each access sets the core's 256 MB span to its own rows: operands may lie anywhere
+        b.span(18);
         if (mc_a)
             b.mcload(10, 18, 11, 29, 22);
         else
@@ -183,13 +191,29 @@ std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
             b.li(11, sn * es);
             b.set_regs(22, {kc, ldb, sn * es, 1, 0, 0});
         }
+        b.span(19);
         if (mc_b)
             b.mcload(12, 19, 11, 30, 22);
         else
             b.load(12, 19, 11, 22);
+        if (s.gated) {  // the B2 chunk after the B chunk, in LX and (r6 apart) in DDR
+            b.add(16, 19, 6);
+            b.addi(12, 12, l.b_bytes);
+            b.span(16);
+            if (mc_b)
+                b.mcload(12, 16, 11, 30, 22);
+            else
+                b.load(12, 16, 11, 22);
+            b.addi(12, 12, -int64_t(l.b_bytes));
+        }
         b.li(11, l.c);
         b.set_regs(22, {sm, sn, kc, kc * es, s.trans_b ? kc * es : sn * es, sn * 4});
         b.matmul(s.in, 11, 10, 12, 22, acc, false, s.trans_b);
+        if (s.gated) {
+            b.li(11, l.c2);
+            b.addi(12, 12, l.b_bytes);
+            b.matmul(s.in, 11, 10, 12, 22, acc, false, s.trans_b);
+        }
         b.addi(17, 17, 1);
     };
 
@@ -212,6 +236,10 @@ std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
         b.li(10, l.c);
         b.li(11, sm * sn);
         b.allreduce(isa::Red::SUM, DType::F32, 10, 10, 11, 31);
+        if (s.gated) {
+            b.li(10, l.c2);
+            b.allreduce(isa::Red::SUM, DType::F32, 10, 10, 11, 31);
+        }
         if (!split_store) b.br(isa::Cond::NE, 9, 0, skip);
     }
     // epilogue on rows [row0, row0 + rows_st) of the fp32 sub-tile: r12 = row0 * sn * 4
@@ -225,6 +253,7 @@ std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
         b.add(11, 11, 16);
         b.li(23, l.bias);
         b.li(24, sn * bes);
+        b.span(11);
         b.load(23, 11, 24);
         b.set_regs(24, {rows_st, sn, sn * 4, sn * 4, 0});
         b.vbin2(isa::VBin::ADD, isa::Bcast::ROW, DType::F32, DType::F32, s.bias_t, 10, 10, 23, 24);
@@ -232,6 +261,11 @@ std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
     if (s.has_act) {
         b.set_regs(24, {rows_st, sn, sn * 4, sn * 4});
         b.vun(s.act, DType::F32, DType::F32, 10, 10, 24);
+    }
+    if (s.gated) {  // act(C) * C2, C2's rows at the same offset (r12) in its tile
+        b.addi(11, 12, l.c2);
+        b.set_regs(24, {rows_st, sn, sn * 4, sn * 4, sn * 4});
+        b.vbin(isa::VBin::MUL, isa::Bcast::NONE, DType::F32, DType::F32, 10, 10, 11, 24);
     }
     int64_t row_lx = sn * 4;
     if (convert) {
@@ -253,6 +287,7 @@ std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
     b.add(11, 11, 12);
     b.li(12, sn * oes);
     b.set_regs(22, {rows_st, ldc, row_lx, 1, 0, 0});
+    b.span(11);
     b.store(10, 11, 12, 22);
     b.bind(skip);
     b.endloop();

@@ -26,6 +26,9 @@ struct MatmulShape {
     isa::DType bias_t = isa::DType::F16;
     bool has_act = false;  // epilogue on the fp32 result, before rounding to `out`
     isa::VUn act = isa::VUn::RELU;
+    // Gated (GLU) product: C = act(A x B) * (A x B2), B2 shaped and strided like B (launch
+    // argument 4), e.g. SwiGLU's gate and up projections in one pass over A. No bias.
+    bool gated = false;
     uint64_t lda = 0, ldb = 0, ldc = 0;
     uint64_t batch = 1, batch_a = 0, batch_b = 0, batch_c = 0;
 };
@@ -47,7 +50,7 @@ inline uint64_t matmul_cores(const MatmulSplit& s) { return uint64_t{s.gm} * s.g
 std::optional<MatmulSplit> fit_matmul_split(const MatmulShape& s, uint32_t gm, uint32_t gn,
                                             uint32_t gk, uint64_t lx_budget, bool multicast);
 
-// The SPMD program (launch arguments: 0 = A, 1 = B, 2 = C, 3 = bias device addresses).
+// The SPMD program (launch arguments: 0 = A, 1 = B, 2 = C, 3 = bias, 4 = B2 device addresses).
 std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p);
 
 }  // namespace spyre::ops
