@@ -379,6 +379,33 @@ TEST_F(Ops, OperandsFarApartInDeviceMemory) {
     spyre_free(gap2);
 }
 
+// Rotary embedding through the C API: q as a [B, L, H, D] buffer viewed [B, H, L, D], HF-style
+// cos/sin [B, 1, L, D], in place.
+TEST_F(Ops, RotaryInPlaceOnATransposedView) {
+    const int64_t B = 1, H = 2, L = 3, D = 64;
+    DevArray x(dev, SPYRE_DTYPE_FLOAT16, B * L * H * D, 1);
+    DevArray c(dev, SPYRE_DTYPE_FLOAT16, L * D, 2), sn(dev, SPYRE_DTYPE_FLOAT16, L * D, 3);
+    const std::vector<uint8_t> orig = x.host;
+    const spyre_tensor tx = view(x, {B, H, L, D}, {L * H * D, D, H * D, 1});
+    const spyre_tensor tc = view(c, {B, 1, L, D}, {L * D, L * D, D, 1});
+    const spyre_tensor ts = view(sn, {B, 1, L, D}, {L * D, L * D, D, 1});
+    ASSERT_SPYRE(spyre_op_rotary(nullptr, &tx, &tc, &ts, &tx));
+    ASSERT_SPYRE(spyre_device_synchronize(dev));
+    x.fetch();
+    for (int64_t h = 0; h < H; ++h)
+        for (int64_t l = 0; l < L; ++l)
+            for (int64_t j = 0; j < D; ++j) {
+                auto xv = [&](int64_t k) {
+                    return double(get(SPYRE_DTYPE_FLOAT16, orig, (l * H + h) * D + k));
+                };
+                const double rot = j < D / 2 ? -xv(j + D / 2) : xv(j - D / 2);
+                const double want = xv(j) * c.at(l * D + j) + rot * sn.at(l * D + j);
+                ASSERT_NEAR(x.at((l * H + h) * D + j), want, 2e-3 * (1 + std::fabs(want)));
+            }
+    const spyre_tensor bad = view(c, {2, L, D}, {L * D, D, 1});  // batch 2 of a batch-1 x
+    EXPECT_EQ(SPYRE_ERROR_INVALID_ARGUMENT, spyre_op_rotary(nullptr, &tx, &bad, &bad, &tx));
+}
+
 TEST_F(Ops, ArgumentErrorsSayWhatIsWrong) {
     DevArray a(dev, SPYRE_DTYPE_FLOAT16, 64 * 64, 1), b(dev, SPYRE_DTYPE_FLOAT16, 64 * 64, 2);
     DevArray f(dev, SPYRE_DTYPE_FLOAT32, 64 * 64, 3);

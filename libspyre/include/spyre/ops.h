@@ -92,6 +92,17 @@ SPYRE_API spyre_status spyre_op_attention(spyre_stream_t stream, const spyre_ten
                                           const spyre_tensor* k, const spyre_tensor* v,
                                           const spyre_tensor* out, int causal, float scale);
 
+/*
+ * Rotary position embedding, rotate-half convention (GPT-NeoX, Llama, Granite):
+ * out = x * cos + rotate_half(x) * sin with rotate_half(x) = [-x2, x1] over the two halves of a
+ * head row. x and out [B, H, L, D] (strides as for attention; out may be x), cos and sin
+ * [L, D], [B or 1, L, D] or [B or 1, 1, L, D] with contiguous rows. Computed in fp32, rounded
+ * once to x's type.
+ */
+SPYRE_API spyre_status spyre_op_rotary(spyre_stream_t stream, const spyre_tensor* x,
+                                       const spyre_tensor* cos, const spyre_tensor* sin,
+                                       const spyre_tensor* out);
+
 /* What the last op of the calling thread ran: its plan and the modeled device time of its
  * programs on the cycle model (known when queued: the plan was priced when it was made). */
 typedef struct spyre_op_info {
