@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: MIT
+#include "ops/api_common.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "ops/pricing.hpp"
+
+namespace spyre::ops {
+
+spyre_op_info& last_info() {
+    thread_local spyre_op_info info{};
+    return info;
+}
+
+namespace {
+// The process-wide plan and program caches.
+
+struct Caches {
+    std::mutex mu;
+    std::map<std::string, std::shared_ptr<const PlanEntry>> plans;
+    std::map<std::pair<std::string, const void*>, spyre_program_t> programs;  // (card, image)
+    uint64_t hits = 0, misses = 0;
+};
+
+// Never destroyed: programs stay loaded for the life of the process (like a module cache),
+// and no destructor runs after libspyre's own statics are gone.
+Caches& caches() {
+    static Caches* c = new Caches;
+    return *c;
+}
+
+}  // namespace
+
+Card card_of(spyre_buffer_t b) {
+    Card c{};
+    call(spyre_buffer_get_device(b, &c.dev));
+    call(spyre_device_get_info(c.dev, &c.info));
+    c.key = std::format("{}:{}", c.info.backend, c.info.index);
+    return c;
+}
+
+spyre_engine_config engine_config_of(const spyre_device_info& info) {
+    spyre_engine_config cfg = default_engine_config();
+    if (info.num_cores) cfg.num_cores = info.num_cores;
+    if (info.lx_bytes) cfg.lx_bytes = info.lx_bytes;
+    if (info.clock_mhz) cfg.clock_hz = uint64_t{info.clock_mhz} * 1000000;
+    return cfg;
+}
+
+// A public-API call inside the op library: failures keep the callee's message.
+void call(spyre_status st) {
+    if (st != SPYRE_SUCCESS) {
+        std::string m = spyre_last_error();
+        if (const auto p = m.find(": "); p != std::string::npos) m = m.substr(p + 2);
+        fail(st, m);
+    }
+}
+
+void require(bool ok, const std::string& message) {
+    if (!ok) fail(SPYRE_ERROR_INVALID_ARGUMENT, message);
+}
+
+const char* dtype_name(int32_t t) {
+    switch (t) {
+        case SPYRE_DTYPE_FLOAT32:
+            return "float32";
+        case SPYRE_DTYPE_FLOAT16:
+            return "float16";
+        case SPYRE_DTYPE_BFLOAT16:
+            return "bfloat16";
+        case SPYRE_DTYPE_INT8:
+            return "int8";
+        case SPYRE_DTYPE_INT32:
+            return "int32";
+        default:
+            return "unknown";
+    }
+}
+
+Tensor check_tensor(const spyre_tensor* t, const char* name) {
+    require(t != nullptr, std::format("tensor `{}` is NULL", name));
+    require(t->dtype >= SPYRE_DTYPE_FLOAT32 && t->dtype <= SPYRE_DTYPE_INT32,
+            std::format("tensor `{}`: unknown dtype {}", name, t->dtype));
+    require(t->ndim <= SPYRE_TENSOR_MAX_DIMS,
+            std::format("tensor `{}`: {} dims, at most {}", name, t->ndim, SPYRE_TENSOR_MAX_DIMS));
+    Tensor r{name, t->buffer, 0, t->offset, static_cast<isa::DType>(t->dtype), 0, {}, {}};
+    r.es = isa::dtype_size(r.t);
+    uint64_t size = 0, base = 0;
+    call(spyre_buffer_size(t->buffer, &size));
+    call(spyre_buffer_device_address(t->buffer, &base));
+    bool empty = false;
+    uint64_t last = 0;  // largest element offset
+    for (uint32_t d = 0; d < t->ndim; ++d) {
+        require(t->shape[d] >= 0 && t->strides[d] >= 0,
+                std::format("tensor `{}`: dim {} has size {} and stride {} (must be >= 0)", name, d,
+                            t->shape[d], t->strides[d]));
+        r.shape.push_back(t->shape[d]);
+        r.strides.push_back(t->strides[d]);
+        if (t->shape[d] == 0)
+            empty = true;
+        else
+            last += uint64_t(t->shape[d] - 1) * uint64_t(t->strides[d]);
+    }
+    if (!empty) {
+        const uint64_t extent = (last + 1) * r.es;
+        require(t->offset <= size && extent <= size - t->offset,
+                std::format("tensor `{}`: elements reach byte {} of a {}-byte buffer (offset {})",
+                            name, t->offset + extent, size, t->offset));
+    }
+    r.addr = base + t->offset;
+    return r;
+}
+
+// Collapses the leading dims of t (all but the last two) into one batch dim.
+Mat as_batched_matrix(const Tensor& t) {
+    require(t.shape.size() >= 2, std::format("tensor `{}` has {} dims: a matrix needs 2 or more",
+                                             t.name, t.shape.size()));
+    Mat m{&t, uint64_t(t.dim(-2)), uint64_t(t.dim(-1)), t.stride(-2), t.stride(-1), 1, 0};
+    const size_t nb = t.shape.size() - 2;
+    for (size_t d = 0; d < nb; ++d) m.batch *= uint64_t(t.shape[d]);
+    // batch dims must be one uniform stride (size-1 dims do not matter)
+    int64_t bs = -1;
+    uint64_t inner = 1;
+    for (size_t d = nb; d-- > 0;) {
+        if (t.shape[d] == 1) continue;
+        if (bs < 0) {
+            bs = t.strides[d];
+        } else if (t.strides[d] != bs * int64_t(inner)) {
+            fail(SPYRE_ERROR_NOT_SUPPORTED,
+                 std::format("tensor `{}`: batch dims with strides that do not collapse into one",
+                             t.name));
+        }
+        inner *= uint64_t(t.shape[d]);
+    }
+    m.bs = bs < 0 ? 0 : bs;
+    return m;
+}
+
+spyre_program_t program_for(const Card& c, const std::shared_ptr<const PlanEntry>& e) {
+    auto& cs = caches();
+    std::lock_guard lock(cs.mu);
+    auto& prog = cs.programs[{c.key, e.get()}];
+    if (!prog) call(spyre_program_load(c.dev, e->image.data(), e->image.size(), &prog));
+    return prog;
+}
+
+void launch(const Card& c, const std::shared_ptr<const PlanEntry>& e, spyre_stream_t stream,
+            const std::vector<uint64_t>& args, std::vector<spyre_buffer_t> bufs) {
+    std::sort(bufs.begin(), bufs.end());
+    bufs.erase(std::unique(bufs.begin(), bufs.end()), bufs.end());
+    spyre_launch_params lp{};
+    lp.num_cores = e->cores;
+    lp.num_args = static_cast<uint32_t>(args.size());
+    std::copy(args.begin(), args.end(), lp.args);
+    lp.buffers = bufs.data();
+    lp.num_buffers = static_cast<uint32_t>(bufs.size());
+    call(spyre_launch_async(program_for(c, e), &lp, stream));
+    last_info().launches++;
+    last_info().modeled_cycles += e->cycles;
+}
+
+bool float_type(isa::DType t) {
+    return t == isa::DType::F16 || t == isa::DType::BF16 || t == isa::DType::F32;
+}
+
+void begin_op(const char* name) {
+    spyre_op_info& g_last = last_info();
+    g_last = spyre_op_info{};
+    std::snprintf(last_info().op, sizeof last_info().op, "%s", name);
+}
+
+void finish_info_ns(const Card& c) {
+    const uint64_t mhz = c.info.clock_mhz ? c.info.clock_mhz : 1500;
+    last_info().modeled_ns = last_info().modeled_cycles * 1000 / mhz;
+}
+
+void finish_info(const Card& c, const PlanEntry& e) {
+    std::snprintf(last_info().plan, sizeof last_info().plan, "%s", e.plan.c_str());
+    last_info().cores = e.cores;
+    finish_info_ns(c);
+}
+
+// out = act(a @ b + bias) on batched matrices.
+
+void require_same_card(const Card& c, std::initializer_list<const Tensor*> ts, const char* op) {
+    for (const Tensor* t : ts)
+        if (t)
+            require(card_of(t->buffer).key == c.key,
+                    std::format("{}: `{}` is on another card than the output", op, t->name));
+}
+
+std::string config_key(const spyre_engine_config& cfg) {
+    return std::format("{}/{}/{}", cfg.num_cores, cfg.lx_bytes, cfg.clock_hz);
+}
+
+std::shared_ptr<const PlanEntry> cached_plan(const std::string& key,
+                                             const std::function<PlanEntry()>& make) {
+    auto& cs = caches();
+    {
+        std::lock_guard lock(cs.mu);
+        if (auto it = cs.plans.find(key); it != cs.plans.end()) {
+            cs.hits++;
+            last_info().plan_cached = 1;
+            return it->second;
+        }
+    }
+    std::shared_ptr<PlanEntry> e;
+    try {
+        e = std::make_shared<PlanEntry>(make());  // planning runs without the cache lock
+    } catch (const std::invalid_argument& ex) {
+        fail(SPYRE_ERROR_NOT_SUPPORTED, ex.what());
+    }
+    std::lock_guard lock(cs.mu);
+    cs.misses++;
+    return cs.plans.emplace(key, e).first->second;
+}
+
+}  // namespace spyre::ops
+
+using namespace spyre;
+using namespace spyre::ops;
+
+spyre_status spyre_tensor_init(spyre_tensor* t, spyre_buffer_t buffer, uint64_t offset,
+                               spyre_dtype dtype, uint32_t ndim, const int64_t* shape) {
+    return op_guard(__func__, [&] {
+        require(t != nullptr, "tensor `t` is NULL");
+        require(ndim <= SPYRE_TENSOR_MAX_DIMS,
+                std::format("{} dims, at most {}", ndim, SPYRE_TENSOR_MAX_DIMS));
+        require(ndim == 0 || shape != nullptr, "shape is NULL");
+        spyre_tensor r{};
+        r.buffer = buffer;
+        r.offset = offset;
+        r.dtype = dtype;
+        r.ndim = ndim;
+        int64_t stride = 1;
+        for (uint32_t d = ndim; d-- > 0;) {
+            require(shape[d] >= 0, std::format("dim {} has size {}", d, shape[d]));
+            r.shape[d] = shape[d];
+            r.strides[d] = stride;
+            stride *= std::max<int64_t>(shape[d], 1);
+        }
+        *t = r;
+    });
+}
+
+spyre_status spyre_op_get_last_info(spyre_op_info* info) {
+    return op_guard(__func__, [&] {
+        require(info != nullptr, "output pointer `info` is NULL");
+        *info = last_info();
+    });
+}
+
+spyre_status spyre_op_get_cache_stats(uint64_t* hits, uint64_t* misses) {
+    return op_guard(__func__, [&] {
+        auto& cs = caches();
+        std::lock_guard lock(cs.mu);
+        if (hits) *hits = cs.hits;
+        if (misses) *misses = cs.misses;
+    });
+}

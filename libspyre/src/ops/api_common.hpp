@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: MIT
+// Shared pieces of the op library's C API (include/spyre/ops.h): tensor checks, the per-thread
+// op info, the process-wide plan and program caches, launching a planned program, and the guard
+// that turns exceptions into statuses. One api_<op>.cpp per op family builds on it.
+#pragma once
+
+#include <cstdint>
+#include <format>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "error.hpp"
+#include "spyre/engine.h"
+#include "spyre/isa.hpp"
+#include "spyre/ops.h"
+
+namespace spyre::ops {
+
+inline constexpr uint64_t kStick = 128;
+inline uint64_t up(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
+
+// A public-API call inside the op library: failures keep the callee's message.
+void call(spyre_status st);
+// Throws SPYRE_ERROR_INVALID_ARGUMENT with `message` unless ok.
+void require(bool ok, const std::string& message);
+const char* dtype_name(int32_t t);
+bool float_type(isa::DType t);
+
+// A checked tensor argument.
+struct Tensor {
+    const char* name;
+    spyre_buffer_t buffer;
+    uint64_t addr;  // device address of element 0
+    uint64_t offset;
+    isa::DType t;
+    uint64_t es;
+    std::vector<int64_t> shape, strides;
+    int64_t numel() const {
+        return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+    }
+    int64_t dim(int i) const { return shape[i < 0 ? shape.size() + i : i]; }
+    int64_t stride(int i) const { return strides[i < 0 ? strides.size() + i : i]; }
+};
+
+// Checks a descriptor: handle, dtype, dims, sizes and strides, elements inside the buffer.
+Tensor check_tensor(const spyre_tensor* t, const char* name);
+
+// A matrix view inside a tensor: rows x cols with element strides (rs, cs) and the element
+// stride of a batch step (one batch dim after collapsing; 0 = shared by all batch elements).
+struct Mat {
+    const Tensor* t;
+    uint64_t rows, cols;
+    int64_t rs, cs;
+    uint64_t batch;
+    int64_t bs;
+};
+
+// Collapses the leading dims of t (all but the last two) into one batch dim.
+Mat as_batched_matrix(const Tensor& t);
+
+// ---- per-thread op info ----
+spyre_op_info& last_info();
+void begin_op(const char* name);
+
+// ---- plans, programs, cards ----
+struct PlanEntry {
+    std::vector<uint8_t> image;
+    uint32_t cores = 0;
+    uint64_t cycles = 0;
+    std::string plan;
+};
+
+struct Card {
+    spyre_device_t dev;
+    spyre_device_info info;
+    std::string key;  // backend and index
+};
+
+Card card_of(spyre_buffer_t b);
+// Every tensor on the card of `c` (the message names the first that is not).
+void require_same_card(const Card& c, std::initializer_list<const Tensor*> ts, const char* op);
+spyre_engine_config engine_config_of(const spyre_device_info& info);
+// "{cores}/{lx}/{clock}": the part of every plan key that names the card configuration.
+std::string config_key(const spyre_engine_config& cfg);
+
+// The plan of `key` from the process-wide cache, or made by `make` (std::invalid_argument from
+// it becomes SPYRE_ERROR_NOT_SUPPORTED) and cached. Sets last_info().plan_cached on a hit.
+std::shared_ptr<const PlanEntry> cached_plan(const std::string& key,
+                                             const std::function<PlanEntry()>& make);
+
+// Queues the plan's program on `stream` with `args`, allowed to touch `bufs` (duplicates and
+// NULLs are fine); adds to last_info()'s launches and modeled cycles.
+void launch(const Card& c, const std::shared_ptr<const PlanEntry>& e, spyre_stream_t stream,
+            const std::vector<uint64_t>& args, std::vector<spyre_buffer_t> bufs);
+
+// Fills last_info()'s plan, cores and modeled time after the launches of an op.
+void finish_info_ns(const Card& c);
+void finish_info(const Card& c, const PlanEntry& e);
+
+// A scratch buffer for one op; freed once queued (queued work keeps its memory alive).
+struct Scratch {
+    spyre_buffer_t buf = nullptr;
+    Scratch() = default;
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+    ~Scratch() { spyre_free(buf); }
+};
+
+// The C boundary: runs body, turns exceptions into a status and the thread's last error.
+template <typename F>
+spyre_status op_guard(const char* fn, F&& body) noexcept {
+    try {
+        body();
+        return SPYRE_SUCCESS;
+    } catch (const Error& e) {
+        set_last_error(std::format("{}: {}", fn, e.what()));
+        return e.status();
+    } catch (const std::bad_alloc&) {
+        set_last_error(std::format("{}: out of host memory", fn));
+        return SPYRE_ERROR_OUT_OF_MEMORY;
+    } catch (const std::exception& e) {
+        set_last_error(std::format("{}: internal error: {}", fn, e.what()));
+        return SPYRE_ERROR_INTERNAL;
+    }
+}
+
+}  // namespace spyre::ops

@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: MIT
+// C API of the matrix products (spyre_op_matmul, spyre_op_linear, spyre_op_mlp): operands
+// normalised to stick rows, then the planned matmul program (ops/matmul_program.hpp).
+#include <algorithm>
+#include <cstdio>
+
+#include "ops/api_common.hpp"
+#include "ops/matmul_planner.hpp"
+
+namespace spyre::ops {
+namespace {
+
+std::shared_ptr<MatmulPlanner> planner_for(const Card& c) {
+    static std::mutex mu;
+    static auto* planners = new std::map<std::string, std::shared_ptr<MatmulPlanner>>;
+    const spyre_engine_config cfg = engine_config_of(c.info);
+    std::lock_guard lock(mu);
+    auto& p = (*planners)[config_key(cfg)];
+    if (!p) p = std::make_shared<MatmulPlanner>(cfg);
+    return p;
+}
+
+// A matrix operand in stick layout: rows start 128-aligned, row stride a multiple of 128.
+struct StickMat {
+    spyre_buffer_t buf;
+    uint64_t addr;  // device address of element (0, 0) of batch 0
+    uint64_t ld;    // bytes between rows
+    uint64_t bs;    // bytes between batch elements (0 = shared)
+    bool trans;     // stored transposed (cols x rows)
+};
+
+// Uses m directly if its layout is stick rows (or, when allowed, transposed stick rows) of
+// exactly rows_p x cols_p; else copies it into zero-padded scratch of that shape.
+StickMat to_stick(const Mat& m, uint64_t rows_p, uint64_t cols_p, bool allow_trans,
+                  spyre_stream_t stream, Scratch& scratch) {
+    const uint64_t es = m.t->es;
+    const bool aligned_addr = m.t->addr % kStick == 0;
+    const bool bs_ok = m.batch == 1 || (uint64_t(m.bs) * es) % kStick == 0;
+    if (rows_p == m.rows && cols_p == m.cols && aligned_addr && bs_ok) {
+        if (m.cs == 1 && (uint64_t(m.rs) * es) % kStick == 0 && (m.rows == 1 || m.rs > 0))
+            return {m.t->buffer, m.t->addr, m.rows == 1 ? up(m.cols * es, kStick) : m.rs * es,
+                    m.bs * es, false};
+        if (allow_trans && m.rs == 1 && (uint64_t(m.cs) * es) % kStick == 0 && m.cs > 0)
+            return {m.t->buffer, m.t->addr, uint64_t(m.cs) * es, m.bs * es, true};
+    }
+    // zero-padded copy, one row of contiguous elements per strided copy row: rows of `cols`
+    // elements (cs == 1), or for a transposed view (rs == 1, allowed) its stored rows
+    const bool trans = m.cs != 1 && allow_trans && m.rs == 1;
+    if (m.cs != 1 && !trans)
+        fail(SPYRE_ERROR_NOT_SUPPORTED,
+             std::format("tensor `{}`: a matrix whose rows and columns both have non-unit "
+                         "element strides ({}, {}); make it contiguous first",
+                         m.t->name, m.rs, m.cs));
+    const uint64_t srows = trans ? m.cols : m.rows, scols = trans ? m.rows : m.cols;
+    const uint64_t prows = trans ? cols_p : rows_p, pcols = trans ? rows_p : cols_p;
+    const int64_t spitch = trans ? m.cs : m.rs;
+    const uint64_t ld = up(pcols * es, kStick);
+    const uint64_t batches = m.bs ? m.batch : 1;
+    call(spyre_malloc(card_of(m.t->buffer).dev, ld * prows * batches, &scratch.buf));
+    call(spyre_memset_async(scratch.buf, 0, 0, ld * prows * batches, stream));
+    spyre_memcpy3d_params p{};
+    p.src_buffer = m.t->buffer;
+    p.src_offset = m.t->offset;
+    p.src_pitch = uint64_t(spitch) * es;
+    p.src_slice_pitch = m.bs ? uint64_t(m.bs) * es : p.src_pitch * srows;
+    p.dst_buffer = scratch.buf;
+    p.dst_pitch = ld;
+    p.dst_slice_pitch = ld * prows;
+    p.width = scols * es;
+    p.height = srows;
+    p.depth = batches;
+    if (srows == 1) p.src_pitch = p.width;  // a single row: its pitch does not matter
+    if (p.src_pitch < p.width || (batches > 1 && p.src_slice_pitch < p.src_pitch * p.height)) {
+        // rows overlap (e.g. a broadcast view with stride 0): copy row by row
+        for (uint64_t bi = 0; bi < batches; ++bi)
+            for (uint64_t r = 0; r < srows; ++r)
+                call(spyre_memcpy_dtod_async(scratch.buf, (bi * prows + r) * ld, m.t->buffer,
+                                             m.t->offset + (bi * m.bs + r * spitch) * es,
+                                             scols * es, stream));
+    } else {
+        if (batches == 1) p.src_slice_pitch = p.src_pitch * p.height;
+        call(spyre_memcpy_3d_async(&p, stream));
+    }
+    last_info().launches++;
+    uint64_t a = 0;
+    call(spyre_buffer_device_address(scratch.buf, &a));
+    return {scratch.buf, a, ld, m.bs ? ld * prows : 0, trans};
+}
+
+std::shared_ptr<const PlanEntry> matmul_plan(const Card& c, const MatmulShape& s) {
+    const spyre_engine_config cfg = engine_config_of(c.info);
+    const std::string key =
+        std::format("mm/{} {}x{}x{} in{} out{} tb{} bias{}:{} act{}:{} g{} ld{},{},{} b{} {},{},{}",
+                    config_key(cfg), s.M, s.N, s.K, int(s.in), int(s.out), s.trans_b, s.has_bias,
+                    int(s.bias_t), s.has_act, int(s.act), s.gated, s.lda, s.ldb, s.ldc, s.batch,
+                    s.batch_a, s.batch_b, s.batch_c);
+    return cached_plan(key, [&] {
+        const PricedSplit best = planner_for(c)->plan(s);
+        PlanEntry e;
+        e.image = build_matmul(s, best.split);
+        e.cores = static_cast<uint32_t>(matmul_cores(best.split));
+        e.cycles = best.cycles;
+        e.plan = split_name(best.split);
+        return e;
+    });
+}
+
+// out = act(a @ b + bias), or with b2 (gated): out = act(a @ b) * (a @ b2).
+void matmul_impl(spyre_stream_t stream, const Mat& a, const Mat& b, const Tensor* bias,
+                 spyre_activation act, const Tensor& out_t, const Mat* b2 = nullptr) {
+    const Mat out = as_batched_matrix(out_t);
+    const isa::DType in = a.t->t;
+    require(float_type(in), std::format("matmul: {} inputs are not supported (float32, float16, "
+                                        "bfloat16)",
+                                        dtype_name(int(in))));
+    require(b.t->t == in, std::format("matmul: `{}` is {} but `{}` is {}", a.t->name,
+                                      dtype_name(int(in)), b.t->name, dtype_name(int(b.t->t))));
+    require(out_t.t == in || out_t.t == isa::DType::F32,
+            std::format("matmul: output `{}` is {}; it must be {} or float32", out_t.name,
+                        dtype_name(int(out_t.t)), dtype_name(int(in))));
+    require(a.cols == b.rows, std::format("matmul: `{}` has {} columns but `{}` has {} rows",
+                                          a.t->name, a.cols, b.t->name, b.rows));
+    require(out.rows == a.rows && out.cols == b.cols,
+            std::format("matmul: output `{}` is {}x{}, expected {}x{}", out_t.name, out.rows,
+                        out.cols, a.rows, b.cols));
+    const uint64_t batch = out.batch;
+    require((a.batch == batch || a.batch == 1) && (b.batch == batch || b.batch == 1) &&
+                (a.batch == batch || b.batch == batch),
+            std::format("matmul: batch sizes {} and {} do not give the output's {}", a.batch,
+                        b.batch, batch));
+    if (bias) {
+        require(bias->shape.size() == 1 && uint64_t(bias->shape[0]) == out.cols,
+                std::format("linear: bias must have shape [{}]", out.cols));
+        require(float_type(bias->t), "linear: bias must be a floating-point tensor");
+    }
+    const Card c = card_of(out_t.buffer);
+    for (const Tensor* t : {a.t, b.t, bias})
+        if (t)
+            require(card_of(t->buffer).key == c.key,
+                    std::format("matmul: `{}` is on another card than `{}`", t->name, out_t.name));
+    if (a.rows == 0 || b.cols == 0 || batch == 0) return;
+    const uint64_t es = isa::dtype_size(in), oes = isa::dtype_size(out_t.t);
+    if (a.cols == 0) {  // empty sum
+        require(!bias, "linear: K = 0 with a bias is not supported");
+        fail(SPYRE_ERROR_NOT_SUPPORTED, "matmul: K = 0 (nothing to multiply)");
+    }
+    // stick-aligned padded sizes: K and N to whole sticks of the input and output types
+    const uint64_t Kp = up(a.cols, kStick / es);
+    const uint64_t Np = up(b.cols, std::max(kStick / es, kStick / oes));
+    Scratch sa, sb, sc, sbias;
+    const StickMat A = to_stick(a, a.rows, Kp, false, stream, sa);
+    StickMat B = to_stick(b, Kp, Np, true, stream, sb);
+    if (B.trans && (B.ld / es) < Kp) B = to_stick(b, Kp, Np, false, stream, sb);
+    Scratch sb2;
+    StickMat B2{};
+    if (b2) {  // the second weight must be laid out exactly like the first
+        require(b2->t->t == in && b2->rows == b.rows && b2->cols == b.cols && b2->batch == b.batch,
+                std::format("gated matmul: `{}` must match `{}`", b2->t->name, b.t->name));
+        require(card_of(b2->t->buffer).key == card_of(b.t->buffer).key,
+                "gated matmul: weights on different cards");
+        B2 = to_stick(*b2, Kp, Np, true, stream, sb2);
+        if (B2.trans != B.trans || B2.ld != B.ld || B2.bs != B.bs) {
+            B = to_stick(b, Kp, Np, false, stream, sb);
+            B2 = to_stick(*b2, Kp, Np, false, stream, sb2);
+            if (B.trans != B2.trans || B.ld != B2.ld || B.bs != B2.bs)
+                fail(SPYRE_ERROR_INTERNAL, "gated matmul: padded weights differ in layout");
+        }
+    }
+    // the output: written in place when it has stick rows of width Np
+    const bool direct_out = out.cols == Np && out.cs == 1 && out_t.addr % kStick == 0 &&
+                            (uint64_t(out.rs) * oes) % kStick == 0 &&
+                            (batch == 1 || (uint64_t(out.bs) * oes) % kStick == 0) &&
+                            (out.rows == 1 || out.rs > 0);
+    StickMat C{};
+    if (direct_out) {
+        C = {out_t.buffer, out_t.addr,
+             out.rows == 1 ? up(out.cols * oes, kStick) : uint64_t(out.rs) * oes,
+             uint64_t(out.bs) * oes, false};
+    } else {
+        const uint64_t ld = up(Np * oes, kStick);
+        call(spyre_malloc(c.dev, ld * a.rows * batch, &sc.buf));
+        uint64_t addr = 0;
+        call(spyre_buffer_device_address(sc.buf, &addr));
+        C = {sc.buf, addr, ld, ld * a.rows, false};
+    }
+    uint64_t bias_addr = 0;
+    spyre_buffer_t bias_buf = nullptr;
+    if (bias) {
+        const uint64_t bes = bias->es;
+        if (bias->addr % kStick == 0 && bias->strides[0] == 1 && Np == out.cols) {
+            bias_addr = bias->addr, bias_buf = bias->buffer;
+        } else {
+            call(spyre_malloc(c.dev, up(Np * bes, kStick), &sbias.buf));
+            call(spyre_memset_async(sbias.buf, 0, 0, up(Np * bes, kStick), stream));
+            for (uint64_t j = 0; j < out.cols; ++j)
+                if (bias->strides[0] != 1 || j == 0)
+                    call(spyre_memcpy_dtod_async(
+                        sbias.buf, j * bes, bias->buffer, bias->offset + j * bias->strides[0] * bes,
+                        bias->strides[0] == 1 ? out.cols * bes : bes, stream));
+            call(spyre_buffer_device_address(sbias.buf, &bias_addr));
+            bias_buf = sbias.buf;
+            last_info().launches++;
+        }
+    }
+    MatmulShape s;
+    s.M = a.rows, s.N = Np, s.K = Kp;
+    s.in = in, s.out = out_t.t;
+    s.trans_b = B.trans;
+    s.gated = b2 != nullptr;
+    s.has_bias = bias != nullptr;
+    if (bias) s.bias_t = bias->t;
+    s.has_act = act != SPYRE_ACTIVATION_NONE;
+    switch (act) {
+        case SPYRE_ACTIVATION_RELU:
+            s.act = isa::VUn::RELU;
+            break;
+        case SPYRE_ACTIVATION_GELU:
+            s.act = isa::VUn::GELU;
+            break;
+        case SPYRE_ACTIVATION_GELU_TANH:
+            s.act = isa::VUn::GELU_TANH;
+            break;
+        case SPYRE_ACTIVATION_SILU:
+            s.act = isa::VUn::SILU;
+            break;
+        default:
+            require(act == SPYRE_ACTIVATION_NONE, std::format("unknown activation {}", int(act)));
+    }
+    s.lda = A.ld, s.ldb = B.ld, s.ldc = C.ld;
+    s.batch = batch;
+    s.batch_a = a.batch == 1 ? 0 : A.bs;
+    s.batch_b = b.batch == 1 ? 0 : B.bs;
+    s.batch_c = C.bs;
+    auto plan = matmul_plan(c, s);
+    launch(c, plan, stream, {A.addr, B.addr, C.addr, bias_addr, b2 ? B2.addr : 0},
+           {A.buf, B.buf, C.buf, bias_buf ? bias_buf : A.buf, b2 ? B2.buf : A.buf});
+    if (!direct_out) {  // drop the padding columns into the caller's output
+        spyre_memcpy3d_params p{};
+        p.src_buffer = C.buf;
+        p.src_pitch = C.ld;
+        p.src_slice_pitch = C.bs;
+        p.dst_buffer = out_t.buffer;
+        p.dst_offset = out_t.offset;
+        p.dst_pitch = uint64_t(out.rs) * oes;
+        p.dst_slice_pitch = uint64_t(out.bs) * oes;
+        p.width = out.cols * oes;
+        p.height = out.rows;
+        p.depth = batch;
+        require(out.cs == 1 && p.dst_pitch >= p.width &&
+                    (batch == 1 || p.dst_slice_pitch >= p.dst_pitch * p.height),
+                std::format("matmul: output `{}` must have unit column stride and rows that do "
+                            "not overlap",
+                            out_t.name));
+        if (batch == 1) p.dst_slice_pitch = p.dst_pitch * p.height;
+        call(spyre_memcpy_3d_async(&p, stream));
+        last_info().launches++;
+    }
+    finish_info(c, *plan);
+}
+
+}  // namespace
+}  // namespace spyre::ops
+
+using namespace spyre;
+using namespace spyre::ops;
+
+spyre_status spyre_op_matmul(spyre_stream_t stream, const spyre_tensor* a, const spyre_tensor* b,
+                             const spyre_tensor* out) {
+    return op_guard(__func__, [&] {
+        begin_op("matmul");
+        const Tensor ta = check_tensor(a, "a"), tb = check_tensor(b, "b"),
+                     to = check_tensor(out, "out");
+        matmul_impl(stream, as_batched_matrix(ta), as_batched_matrix(tb), nullptr,
+                    SPYRE_ACTIVATION_NONE, to);
+    });
+}
+
+spyre_status spyre_op_linear(spyre_stream_t stream, const spyre_tensor* x,
+                             const spyre_tensor* weight, const spyre_tensor* bias,
+                             spyre_activation activation, const spyre_tensor* out) {
+    return op_guard(__func__, [&] {
+        begin_op("linear");
+        const Tensor tx = check_tensor(x, "x"), tw = check_tensor(weight, "weight"),
+                     to = check_tensor(out, "out");
+        Tensor tbias{};
+        if (bias) tbias = check_tensor(bias, "bias");
+        require(tw.shape.size() == 2, "linear: `weight` must be 2-D [out_features, in]");
+        require(!tx.shape.empty() && !to.shape.empty(), "linear: `x` and `out` need a dim");
+        // x [..., in] as an M x in matrix: its leading dims must collapse into rows
+        const uint64_t in = uint64_t(tx.dim(-1));
+        uint64_t rows = 1;
+        for (size_t d = 0; d + 1 < tx.shape.size(); ++d) rows *= uint64_t(tx.shape[d]);
+        int64_t rs = tx.shape.size() >= 2 ? tx.stride(-2) : int64_t(in);
+        for (size_t d = tx.shape.size() - 1; d-- > 1;)
+            if (tx.shape[d - 1] != 1 && tx.strides[d - 1] != tx.strides[d] * tx.shape[d])
+                fail(SPYRE_ERROR_NOT_SUPPORTED,
+                     "linear: the leading dims of `x` do not collapse into rows (make it "
+                     "contiguous first)");
+        require(uint64_t(tw.dim(1)) == in,
+                std::format("linear: `x` has {} features but `weight` is {}x{}", in, tw.dim(0),
+                            tw.dim(1)));
+        uint64_t orows = 1;
+        for (size_t d = 0; d + 1 < to.shape.size(); ++d) orows *= uint64_t(to.shape[d]);
+        require(
+            orows == rows && uint64_t(to.dim(-1)) == uint64_t(tw.dim(0)),
+            std::format("linear: `out` must have shape [..., {}] with the rows of `x`", tw.dim(0)));
+        int64_t ors = to.shape.size() >= 2 ? to.stride(-2) : to.dim(-1);
+        for (size_t d = to.shape.size() - 1; d-- > 1;)
+            if (to.shape[d - 1] != 1 && to.strides[d - 1] != to.strides[d] * to.shape[d])
+                fail(SPYRE_ERROR_NOT_SUPPORTED,
+                     "linear: the leading dims of `out` do not collapse into rows");
+        Tensor x2 = tx;
+        x2.shape = {int64_t(rows), int64_t(in)};
+        x2.strides = {rs, tx.stride(-1)};
+        Tensor o2 = to;
+        o2.shape = {int64_t(rows), to.dim(-1)};
+        o2.strides = {ors, to.stride(-1)};
+        // weight^T as a K x N view
+        Tensor wt = tw;
+        wt.shape = {tw.dim(1), tw.dim(0)};
+        wt.strides = {tw.stride(1), tw.stride(0)};
+        matmul_impl(stream, as_batched_matrix(x2), as_batched_matrix(wt), bias ? &tbias : nullptr,
+                    activation, o2);
+    });
+}
+
+spyre_status spyre_op_mlp(spyre_stream_t stream, const spyre_tensor* x, const spyre_tensor* w_gate,
+                          const spyre_tensor* w_up, const spyre_tensor* w_down,
+                          spyre_activation activation, const spyre_tensor* out) {
+    return op_guard(__func__, [&] {
+        begin_op("mlp");
+        const Tensor tx = check_tensor(x, "x"), tu = check_tensor(w_up, "w_up"),
+                     td = check_tensor(w_down, "w_down"), to = check_tensor(out, "out");
+        Tensor tg{};
+        if (w_gate) tg = check_tensor(w_gate, "w_gate");
+        require(tu.shape.size() == 2 && td.shape.size() == 2 && (!w_gate || tg.shape.size() == 2),
+                "mlp: weights must be 2-D [out_features, in_features]");
+        require(tx.shape.size() == 2 && to.shape.size() == 2,
+                "mlp: `x` and `out` must be 2-D [tokens, features]");
+        const int64_t M = tx.dim(0), H = tx.dim(1), I = tu.dim(0);
+        require(tu.dim(1) == H && (!w_gate || (tg.dim(0) == I && tg.dim(1) == H)) &&
+                    td.dim(0) == H && td.dim(1) == I && to.dim(0) == M && to.dim(1) == H,
+                std::format("mlp: with x [{}, {}] the weights must be up/gate [I, {}] and "
+                            "down [{}, I], and out [{}, {}]",
+                            M, H, H, H, M, H));
+        const Card c = card_of(to.buffer);
+        // the hidden activations: stick rows of I elements in scratch
+        const uint64_t es = tx.es, ld = up(uint64_t(I) * es, kStick);
+        Scratch hs;
+        call(spyre_malloc(c.dev, std::max<uint64_t>(ld * uint64_t(M), kStick), &hs.buf));
+        Tensor th{"hidden", hs.buf, 0, 0, tx.t, es, {M, I}, {int64_t(ld / es), 1}};
+        call(spyre_buffer_device_address(hs.buf, &th.addr));
+        auto weight_t = [](const Tensor& w) {  // w^T as a K x N view
+            Tensor r = w;
+            r.shape = {w.dim(1), w.dim(0)};
+            r.strides = {w.stride(1), w.stride(0)};
+            return r;
+        };
+        const Tensor ut = weight_t(tu), dt = weight_t(td);
+        const Mat xm = as_batched_matrix(tx), um = as_batched_matrix(ut);
+        if (w_gate) {
+            const Tensor gt = weight_t(tg);
+            matmul_impl(stream, xm, as_batched_matrix(gt), nullptr, activation, th, &um);
+        } else {
+            matmul_impl(stream, xm, um, nullptr, activation, th);
+        }
+        std::string plan = std::string(w_gate ? "gate/up " : "up ") + last_info().plan;
+        const uint32_t cores = last_info().cores;
+        matmul_impl(stream, as_batched_matrix(th), as_batched_matrix(dt), nullptr,
+                    SPYRE_ACTIVATION_NONE, to);
+        plan += std::string("; down ") + last_info().plan;
+        std::snprintf(last_info().plan, sizeof last_info().plan, "%s", plan.c_str());
+        last_info().cores = std::max(cores, last_info().cores);
+        finish_info_ns(c);
+    });
+}
