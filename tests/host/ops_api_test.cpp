@@ -406,6 +406,37 @@ TEST_F(Ops, RotaryInPlaceOnATransposedView) {
     EXPECT_EQ(SPYRE_ERROR_INVALID_ARGUMENT, spyre_op_rotary(nullptr, &tx, &bad, &bad, &tx));
 }
 
+// Embedding through the C API: int64 indices [2, 3] into a [50, 64] fp16 table, then an index out
+// of range fails the launch (reported by synchronize) and the card keeps working.
+TEST_F(Ops, EmbeddingAndItsDeviceSideBoundsCheck) {
+    const int64_t V = 50, D = 64;
+    DevArray w(dev, SPYRE_DTYPE_FLOAT16, V * D, 1), o(dev, SPYRE_DTYPE_FLOAT16, 6 * D, 2);
+    const std::vector<int64_t> idx = {0, 49, 7, 7, 13, 1};
+    spyre_buffer_t ib;
+    ASSERT_SPYRE(spyre_malloc(dev, idx.size() * 8, &ib));
+    ASSERT_SPYRE(spyre_memcpy_htod(ib, 0, idx.data(), idx.size() * 8));
+    spyre_tensor ti{};
+    ti.buffer = ib, ti.dtype = SPYRE_DTYPE_INT64, ti.ndim = 2;
+    ti.shape[0] = 2, ti.shape[1] = 3, ti.strides[0] = 3, ti.strides[1] = 1;
+    const spyre_tensor tw = view(w, {V, D}, {D, 1}), to = view(o, {2, 3, D}, {3 * D, D, 1});
+    ASSERT_SPYRE(spyre_op_embedding(nullptr, &ti, &tw, &to));
+    ASSERT_SPYRE(spyre_device_synchronize(dev));
+    o.fetch();
+    for (size_t i = 0; i < idx.size(); ++i)
+        ASSERT_EQ(0, std::memcmp(&o.host[i * D * 2], &w.host[idx[i] * D * 2], D * 2)) << i;
+    const int64_t bad[6] = {1, 2, 50, 3, 4, 5};
+    ASSERT_SPYRE(spyre_memcpy_htod(ib, 0, bad, sizeof bad));
+    ASSERT_SPYRE(spyre_op_embedding(nullptr, &ti, &tw, &to));
+    EXPECT_EQ(SPYRE_ERROR_PROGRAM, spyre_device_synchronize(dev)) << spyre_last_error();
+    ASSERT_SPYRE(spyre_memcpy_htod(ib, 0, idx.data(), idx.size() * 8));
+    ASSERT_SPYRE(spyre_op_embedding(nullptr, &ti, &tw, &to));
+    ASSERT_SPYRE(spyre_device_synchronize(dev));
+    spyre_tensor tf = ti;
+    tf.dtype = SPYRE_DTYPE_FLOAT32;
+    EXPECT_EQ(SPYRE_ERROR_INVALID_ARGUMENT, spyre_op_embedding(nullptr, &tf, &tw, &to));
+    spyre_free(ib);
+}
+
 TEST_F(Ops, ArgumentErrorsSayWhatIsWrong) {
     DevArray a(dev, SPYRE_DTYPE_FLOAT16, 64 * 64, 1), b(dev, SPYRE_DTYPE_FLOAT16, 64 * 64, 2);
     DevArray f(dev, SPYRE_DTYPE_FLOAT32, 64 * 64, 3);

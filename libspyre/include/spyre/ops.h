@@ -22,6 +22,7 @@ typedef enum spyre_dtype {
     SPYRE_DTYPE_BFLOAT16 = 2,
     SPYRE_DTYPE_INT8 = 3,
     SPYRE_DTYPE_INT32 = 4,
+    SPYRE_DTYPE_INT64 = 5, /* indices only (spyre_op_embedding): the cores compute no int64 */
 } spyre_dtype;
 
 #define SPYRE_TENSOR_MAX_DIMS 8
@@ -102,6 +103,16 @@ SPYRE_API spyre_status spyre_op_attention(spyre_stream_t stream, const spyre_ten
 SPYRE_API spyre_status spyre_op_rotary(spyre_stream_t stream, const spyre_tensor* x,
                                        const spyre_tensor* cos, const spyre_tensor* sin,
                                        const spyre_tensor* out);
+
+/*
+ * out[i, :] = weight[indices[i], :] (torch.nn.functional.embedding): indices int64 or int32 of
+ * any shape (dense), weight [V, D], out [..indices shape.., D]; weight and out rows contiguous
+ * and 128-byte aligned. Any element type (rows are moved as bytes). An index outside [0, V)
+ * fails the queued launch with SPYRE_ERROR_PROGRAM (reported by the next synchronize, like a
+ * device-side assert); nothing past the bad index is guaranteed to be written.
+ */
+SPYRE_API spyre_status spyre_op_embedding(spyre_stream_t stream, const spyre_tensor* indices,
+                                          const spyre_tensor* weight, const spyre_tensor* out);
 
 /* What the last op of the calling thread ran: its plan and the modeled device time of its
  * programs on the cycle model (known when queued: the plan was priced when it was made). */
