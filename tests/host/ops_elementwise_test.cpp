@@ -27,7 +27,11 @@ using namespace test;
 constexpr DType kFloats[] = {DType::F16, DType::BF16, DType::F32};
 const uint64_t kSizes[] = {1, 7, 63, 64, 65, 1000, 4097, (1u << 20) + 3};
 constexpr uint8_t kSentinel = 0xA5;
-constexpr uint64_t kLxBudget = 1677696;  // the default card's usable LX
+const uint64_t kLxBudget = [] {
+    spyre_engine_config c;
+    spyre_engine_config_default(&c);
+    return spyre_engine_lx_usable(&c);
+}();  // the default card's usable LX
 
 float fmax_nan(float a, float b) { return (a > b || a != a) ? a : b; }
 float fmin_nan(float a, float b) { return (a < b || a != a) ? a : b; }

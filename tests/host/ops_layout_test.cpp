@@ -23,7 +23,11 @@ namespace {
 using namespace test;
 
 constexpr uint8_t kSentinel = 0x5A;
-constexpr uint64_t kLxBudget = 1677696;
+const uint64_t kLxBudget = [] {
+    spyre_engine_config c;
+    spyre_engine_config_default(&c);
+    return spyre_engine_lx_usable(&c);
+}();  // the default card's usable LX
 
 struct Mem {
     std::vector<uint8_t> bytes, before;
