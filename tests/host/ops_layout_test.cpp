@@ -295,6 +295,13 @@ TEST(OpsLayout, TransposeDenseTall) {
     }
     s.batch = 1, s.rows = 2000, s.cols = 33, s.es = 4;
     check_transpose(s, 5, true);
+    // too tall for a stick of destination rows per step: narrower steps
+    s.batch = 1, s.rows = 20001, s.cols = 5, s.es = 2;
+    Pricer pricer(default_engine_config());
+    const LayoutPlan p = plan_transpose(pricer, s, 32);
+    EXPECT_LT(p.block, 64u) << layout_plan_name(p);
+    check_transpose(s, 32, false);
+    check_transpose(s, 32, true);
 }
 
 // Destinations in stick rows (a K^T for the matmul), and dense ones whose rows are whole sticks.

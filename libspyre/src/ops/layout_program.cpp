@@ -917,7 +917,12 @@ LayoutPlan copy_make_plan(const CopyShape& s, uint32_t cores, uint64_t lx_budget
         // columns per item: a few sticks of source row; rows per gather: as many as fit
         if (!block) block = std::min(st.nc, std::max<uint64_t>(4 * kStick / st.es, 1));
         p.block = std::min(block, st.nc);
-        const uint64_t sub = copy_max_sub(st, p.block, strided, lx_budget);
+        uint64_t sub = copy_max_sub(st, p.block, strided, lx_budget);
+        // tall matrices: fewer destination rows per step until a step fits
+        while (sub == 0 && p.block > 1) {
+            p.block = std::max<uint64_t>(1, p.block / 2);
+            sub = copy_max_sub(st, p.block, strided, lx_budget);
+        }
         if (sub == 0)
             throw std::invalid_argument(
                 "copy: the destination rows of one transposed step (" + std::to_string(st.nr) +
@@ -1004,6 +1009,14 @@ LayoutPlan plan_copy(const Pricer& pricer, const CopyShape& s, uint32_t max_core
             }
             if (blk == st.nc) break;
         }
+        // tall matrices: narrower steps (more DDR per byte, but they fit)
+        for (uint64_t blk = unit / 2; cands.empty() && blk >= 1; blk /= 2)
+            for (bool strided : {false, true}) {
+                const uint64_t sub = copy_max_sub(st, std::min(blk, st.nc), strided, budget);
+                if (sub)
+                    add(strided, std::min(blk, st.nc), sub >= st.nr ? 0 : sub,
+                        (make_gather(true, st.S, 1).p + 4) * ceil_div(st.nr, sub) + 8);
+            }
     } else {
         // whole rows per item
         const uint64_t bmax[2] = {copy_max_block(st, false, budget),
