@@ -437,6 +437,92 @@ TEST_F(Ops, EmbeddingAndItsDeviceSideBoundsCheck) {
     spyre_free(ib);
 }
 
+// Elementwise ops with torch-style broadcasting through the C API.
+TEST_F(Ops, ElementwiseBroadcasts) {
+    const spyre_dtype h = SPYRE_DTYPE_FLOAT16, f = SPYRE_DTYPE_FLOAT32;
+    // silu over an odd number of elements
+    {
+        DevArray x(dev, h, 1001, 1), y(dev, h, 1001, 2);
+        const spyre_tensor tx = view(x, {7, 11, 13}, {143, 13, 1}),
+                           ty = view(y, {7, 11, 13}, {143, 13, 1});
+        ASSERT_SPYRE(spyre_op_unary(nullptr, SPYRE_UNARY_SILU, &tx, &ty));
+        ASSERT_SPYRE(spyre_device_synchronize(dev));
+        y.fetch();
+        for (int i = 0; i < 1001; ++i)
+            ASSERT_NEAR(y.at(i), act_ref(SPYRE_ACTIVATION_SILU, x.at(i)), 2e-3) << i;
+    }
+    // [3, 5, 7] (fp16) + 0.5 * [7] (fp32) -> fp32: a ROW broadcast with mixed types
+    {
+        DevArray a(dev, h, 105, 3), b(dev, f, 7, 4), o(dev, f, 105, 5);
+        const spyre_tensor ta = view(a, {3, 5, 7}, {35, 7, 1}), tb = view(b, {7}, {1});
+        const spyre_tensor to = view(o, {3, 5, 7}, {35, 7, 1});
+        ASSERT_SPYRE(spyre_op_binary(nullptr, SPYRE_BINARY_ADD, &ta, &tb, 0, 0.5, &to));
+        ASSERT_SPYRE(spyre_device_synchronize(dev));
+        o.fetch();
+        for (int i = 0; i < 105; ++i) ASSERT_NEAR(o.at(i), a.at(i) + 0.5 * b.at(i % 7), 1e-6) << i;
+    }
+    // [6, 9] * [6, 1]: COL; [6, 9] > scalar 0.25 -> fp16 mask; where(mask, x, -inf)
+    {
+        DevArray a(dev, h, 54, 6), c(dev, h, 6, 7), o(dev, h, 54, 8), m(dev, h, 54, 9);
+        const spyre_tensor ta = view(a, {6, 9}, {9, 1}), tc = view(c, {6, 1}, {1, 1});
+        const spyre_tensor to = view(o, {6, 9}, {9, 1}), tm = view(m, {6, 9}, {9, 1});
+        ASSERT_SPYRE(spyre_op_binary(nullptr, SPYRE_BINARY_MUL, &ta, &tc, 0, 1, &to));
+        ASSERT_SPYRE(spyre_op_binary(nullptr, SPYRE_BINARY_GT, &ta, nullptr, 0.25, 1, &tm));
+        ASSERT_SPYRE(spyre_device_synchronize(dev));
+        o.fetch();
+        m.fetch();
+        for (int i = 0; i < 54; ++i) {
+            ASSERT_NEAR(o.at(i), double(a.at(i)) * c.at(i / 9), 2e-3) << i;
+            ASSERT_EQ(m.at(i), a.at(i) > 0.25f ? 1.0f : 0.0f) << i;
+        }
+        ASSERT_SPYRE(spyre_op_where(nullptr, &tm, &ta, 0, nullptr, -INFINITY, &to));
+        ASSERT_SPYRE(spyre_device_synchronize(dev));
+        o.fetch();
+        for (int i = 0; i < 54; ++i) ASSERT_EQ(o.at(i), a.at(i) > 0.25f ? a.at(i) : -INFINITY) << i;
+    }
+    // a broadcast that does not collapse: [4, 1, 3] + [1, 5, 1]
+    DevArray a(dev, h, 12, 1), b(dev, h, 5, 2), o(dev, h, 60, 3);
+    const spyre_tensor ta = view(a, {4, 1, 3}, {3, 3, 1}), tb = view(b, {1, 5, 1}, {5, 1, 1});
+    const spyre_tensor to = view(o, {4, 5, 3}, {15, 3, 1});
+    EXPECT_EQ(SPYRE_ERROR_NOT_SUPPORTED,
+              spyre_op_binary(nullptr, SPYRE_BINARY_ADD, &ta, &tb, 0, 1, &to));
+    EXPECT_EQ(SPYRE_ERROR_INVALID_ARGUMENT,
+              spyre_op_unary(nullptr, static_cast<spyre_unary_op>(99), &ta, &ta));
+}
+
+// Strided views made dense through the C API: a transpose, a permute of a [B, L, H, D] buffer,
+// a slice with a step and an expanded dim, compared byte for byte.
+TEST_F(Ops, CopyMakesStridedViewsDense) {
+    DevArray a(dev, SPYRE_DTYPE_FLOAT16, 2 * 5 * 3 * 64, 1),
+        o(dev, SPYRE_DTYPE_FLOAT16, 2 * 5 * 3 * 64, 2);
+    struct V {
+        std::vector<int64_t> shape, strides;
+        uint64_t offset;
+    } views[] = {
+        {{64, 30}, {1, 64}, 0},                 // transpose of [30, 64]
+        {{2, 3, 5, 64}, {960, 64, 192, 1}, 0},  // [B, L, H, D] -> [B, H, L, D]
+        {{2, 5, 32}, {960, 192, 2}, 1},         // a slice with step 2, odd offset
+        {{4, 3, 64}, {0, 64, 1}, 128},          // expanded leading dim
+    };
+    for (const V& v : views) {
+        const spyre_tensor src = view(a, v.shape, v.strides, v.offset);
+        std::vector<int64_t> dense(v.shape.size());
+        int64_t n = 1;
+        for (size_t d = v.shape.size(); d-- > 0;) dense[d] = n, n *= v.shape[d];
+        const spyre_tensor dst = view(o, v.shape, dense);
+        ASSERT_SPYRE(spyre_op_copy(nullptr, &src, &dst));
+        ASSERT_SPYRE(spyre_device_synchronize(dev));
+        o.fetch();
+        std::vector<int64_t> idx(v.shape.size(), 0);
+        for (int64_t i = 0; i < n; ++i) {
+            int64_t off = int64_t(v.offset), rem = i;
+            for (size_t d = v.shape.size(); d-- > 0;)
+                off += (rem % v.shape[d]) * v.strides[d], rem /= v.shape[d];
+            ASSERT_EQ(0, std::memcmp(&o.host[2 * i], &a.host[2 * off], 2)) << i;
+        }
+    }
+}
+
 TEST_F(Ops, ArgumentErrorsSayWhatIsWrong) {
     DevArray a(dev, SPYRE_DTYPE_FLOAT16, 64 * 64, 1), b(dev, SPYRE_DTYPE_FLOAT16, 64 * 64, 2);
     DevArray f(dev, SPYRE_DTYPE_FLOAT32, 64 * 64, 3);

@@ -114,6 +114,68 @@ SPYRE_API spyre_status spyre_op_rotary(spyre_stream_t stream, const spyre_tensor
 SPYRE_API spyre_status spyre_op_embedding(spyre_stream_t stream, const spyre_tensor* indices,
                                           const spyre_tensor* weight, const spyre_tensor* out);
 
+/* Elementwise operations (Documentation/ops.md "Elementwise"). */
+typedef enum spyre_unary_op {
+    SPYRE_UNARY_RELU = 0,
+    SPYRE_UNARY_GELU = 1,      /* erf form */
+    SPYRE_UNARY_GELU_TANH = 2, /* tanh approximation */
+    SPYRE_UNARY_SILU = 3,
+    SPYRE_UNARY_SIGMOID = 4,
+    SPYRE_UNARY_EXP = 5,
+    SPYRE_UNARY_LOG = 6,
+    SPYRE_UNARY_TANH = 7,
+    SPYRE_UNARY_NEG = 8,
+    SPYRE_UNARY_ABS = 9,
+    SPYRE_UNARY_SQRT = 10,
+    SPYRE_UNARY_RSQRT = 11,
+    SPYRE_UNARY_RECIPROCAL = 12,
+    SPYRE_UNARY_SIN = 13,
+    SPYRE_UNARY_COS = 14,
+    SPYRE_UNARY_CAST = 15, /* copy converted to out's type */
+} spyre_unary_op;
+
+typedef enum spyre_binary_op {
+    SPYRE_BINARY_ADD = 0, /* a + alpha * b */
+    SPYRE_BINARY_SUB = 1, /* a - alpha * b */
+    SPYRE_BINARY_MUL = 2,
+    SPYRE_BINARY_DIV = 3,
+    SPYRE_BINARY_MAX = 4, /* NaN-propagating */
+    SPYRE_BINARY_MIN = 5,
+    SPYRE_BINARY_EQ = 6, /* compares write 1 / 0 in out's type */
+    SPYRE_BINARY_NE = 7,
+    SPYRE_BINARY_LT = 8,
+    SPYRE_BINARY_LE = 9,
+    SPYRE_BINARY_GT = 10,
+    SPYRE_BINARY_GE = 11,
+} spyre_binary_op;
+
+/* out = f(x); x and out dense and of one shape (out's type may differ for CAST). */
+SPYRE_API spyre_status spyre_op_unary(spyre_stream_t stream, spyre_unary_op op,
+                                      const spyre_tensor* x, const spyre_tensor* out);
+/*
+ * out = a OP b with torch-style broadcasting of a and b to out's shape, in the forms the vector
+ * unit broadcasts natively after collapsing dims: an operand equal to out, a single element, a
+ * trailing block of dims ([..., 1, n] against out [..., m, n]: ROW) or a leading block ([m, 1]
+ * against [m, n]: COL). b may be NULL with `scalar` instead. Other broadcasts give
+ * SPYRE_ERROR_NOT_SUPPORTED. alpha scales b for ADD and SUB (1 otherwise). Operands dense, any
+ * of fp32, fp16, bf16 (mixed allowed); out fp32/fp16/bf16, or int8/int32 for compares.
+ */
+SPYRE_API spyre_status spyre_op_binary(spyre_stream_t stream, spyre_binary_op op,
+                                       const spyre_tensor* a, const spyre_tensor* b,
+                                       double scalar, double alpha, const spyre_tensor* out);
+/* out = cond != 0 ? a : b (torch.where), broadcasting as for spyre_op_binary; a or b NULL
+ * means the scalar a_scalar / b_scalar (masked_fill is where(mask, value, x)). */
+SPYRE_API spyre_status spyre_op_where(spyre_stream_t stream, const spyre_tensor* cond,
+                                      const spyre_tensor* a, double a_scalar,
+                                      const spyre_tensor* b, double b_scalar,
+                                      const spyre_tensor* out);
+
+/* dst = src made dense: any strided view (transposes, permutes, slices, expanded dims with
+ * stride 0) of up to 8 dims copied into the dense row-major dst of the same shape and type
+ * (bytes moved unchanged). dst starts 128-byte aligned. */
+SPYRE_API spyre_status spyre_op_copy(spyre_stream_t stream, const spyre_tensor* src,
+                                     const spyre_tensor* dst);
+
 /* What the last op of the calling thread ran: its plan and the modeled device time of its
  * programs on the cycle model (known when queued: the plan was priced when it was made). */
 typedef struct spyre_op_info {

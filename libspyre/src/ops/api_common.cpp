@@ -152,6 +152,7 @@ spyre_program_t program_for(const Card& c, const std::shared_ptr<const PlanEntry
 
 void launch(const Card& c, const std::shared_ptr<const PlanEntry>& e, spyre_stream_t stream,
             const std::vector<uint64_t>& args, std::vector<spyre_buffer_t> bufs) {
+    std::erase(bufs, nullptr);
     std::sort(bufs.begin(), bufs.end());
     bufs.erase(std::unique(bufs.begin(), bufs.end()), bufs.end());
     spyre_launch_params lp{};

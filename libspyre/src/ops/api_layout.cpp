@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: MIT
+// C API of the layout ops (spyre_op_copy): a strided view made dense on the cores, by
+// ops/layout_program.hpp (row copies, tile transposes or element gathers).
+#include "ops/api_common.hpp"
+#include "ops/layout_program.hpp"
+#include "ops/pricing.hpp"
+
+namespace spyre::ops {
+namespace {
+
+void copy_impl(spyre_stream_t stream, const Tensor& src, const Tensor& dst) {
+    require(src.shape == dst.shape, "copy: `src` and `dst` must have one shape");
+    require(src.es == dst.es && (src.t == dst.t),
+            std::format("copy: `src` is {} but `dst` is {} (use spyre_op_unary CAST to convert)",
+                        dtype_name(src.t == isa::DType::COUNT ? SPYRE_DTYPE_INT64 : int(src.t)),
+                        dtype_name(dst.t == isa::DType::COUNT ? SPYRE_DTYPE_INT64 : int(dst.t))));
+    int64_t expect = 1;
+    for (size_t d = dst.shape.size(); d-- > 0;) {
+        if (dst.shape[d] != 1 && dst.strides[d] != expect)
+            fail(SPYRE_ERROR_NOT_SUPPORTED, "copy: `dst` must be dense");
+        expect *= dst.shape[d];
+    }
+    if (dst.addr % kStick)
+        fail(SPYRE_ERROR_NOT_SUPPORTED, "copy: `dst` must start 128-byte aligned");
+    const Card c = card_of(dst.buffer);
+    require_same_card(c, {&src}, "copy");
+    if (dst.numel() == 0) return;
+    CopyShape s;
+    s.es = static_cast<uint32_t>(src.es);
+    for (size_t d = 0; d < src.shape.size(); ++d)
+        if (src.shape[d] != 1) {  // size-1 dims change nothing
+            s.sizes[s.ndim] = uint64_t(src.shape[d]);
+            s.strides[s.ndim] = uint64_t(src.strides[d]);
+            ++s.ndim;
+        }
+    if (s.ndim == 0) s.sizes[0] = 1, s.strides[0] = 1, s.ndim = 1;
+    // the source's element offset inside its first stick shapes the program
+    const uint64_t phase = src.addr % kStick;
+    const spyre_engine_config cfg = engine_config_of(c.info);
+    std::string key = std::format("copy/{} es{} p{}", config_key(cfg), s.es, phase);
+    for (uint32_t d = 0; d < s.ndim; ++d) key += std::format(" {}:{}", s.sizes[d], s.strides[d]);
+    auto plan = cached_plan(key, [&] {
+        copy_validate(s);
+        const Pricer pricer(cfg);
+        const LayoutPlan p = plan_copy(pricer, s, cfg.num_cores);
+        PlanEntry e;
+        e.image = build_copy(s, p);
+        e.cores = p.cores;
+        e.cycles = p.cycles;
+        e.plan = layout_plan_name(p);
+        return e;
+    });
+    launch(c, plan, stream, {src.addr, dst.addr}, {src.buffer, dst.buffer});
+    finish_info(c, *plan);
+}
+
+}  // namespace
+}  // namespace spyre::ops
+
+using namespace spyre;
+using namespace spyre::ops;
+
+spyre_status spyre_op_copy(spyre_stream_t stream, const spyre_tensor* src,
+                           const spyre_tensor* dst) {
+    return op_guard(__func__, [&] {
+        begin_op("copy");
+        copy_impl(stream, check_tensor(src, "src"), check_tensor(dst, "dst"));
+    });
+}
