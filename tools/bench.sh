@@ -2,7 +2,7 @@
 # 'make bench': performance figures, never pass/fail. Two kinds, kept apart:
 #  - modeled device time from the engine's cycle model (deterministic);
 #  - host wall-clock of the functional engine, as a ratio to host libtorch measured in the
-#    same process on the same shapes.
+#    same process on the same shapes (BENCH_REPS repetitions, default 5, median).
 # Results are printed and kept in build/bench/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,8 +20,8 @@ tools/in-sysroot 'build/cmake/engine/spyre_engine_bench --benchmark_repetitions=
 	--benchmark_report_aggregates_only=true --benchmark_out=/src/build/bench/engine.json' |
 	tee build/bench/engine.txt
 echo
-echo "=== engine vs host libtorch CPU matmul (same process, same shapes) ==="
-tools/in-sysroot 'build/cmake/engine/spyre_engine_torch_compare' | tee build/bench/torch_compare.txt
+echo "=== functional speed: engine vs host libtorch CPU matmul (same process, same shapes; target: engine <= 1.5x libtorch, one thread each) ==="
+tools/in-sysroot "build/cmake/engine/spyre_engine_torch_compare ${BENCH_REPS:-5}" | tee build/bench/torch_compare.txt
 
 # libspyre runtime (streams, async submission, copy bandwidth, overlap): on the simulator on
 # the host, and on the kernel path in a VM when the driver and QEMU are built (make build).

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Shared by the benchmarks: an engine plus device memory holding a random M x N x K matmul job
-// built with spyre::programs::build_matmul_program (32 cores).
+// built with spyre::programs::build_matmul_program (32 cores): F16, BF16 and F32 inputs uniform in
+// [-1, 1) rounded to the type, I8 inputs uniform in [-128, 127] (int32 result).
 #pragma once
 
 #include <algorithm>
@@ -28,7 +29,7 @@ struct MatmulRig {
     spyre_engine_window win{};
     spyre_engine_job job{};
     spyre_engine_result res{};
-    std::vector<float> a, b;  // the inputs as fp32 (exactly representable in `in`)
+    std::vector<float> a, b;  // the inputs as fp32 (exactly representable in `in`; int8: -128..127)
 
     // threads = 0: all host threads
     MatmulRig(uint64_t M, uint64_t N, uint64_t K, isa::DType t, unsigned nthreads)
@@ -38,7 +39,7 @@ struct MatmulRig {
         cfg.num_threads = threads;
         eng = spyre_engine_create(&cfg);
         if (!eng) throw std::runtime_error("spyre_engine_create failed");
-        const uint64_t es = isa::dtype_size(t), oes = t == isa::DType::F32 ? 4 : 2;
+        const uint64_t es = isa::dtype_size(t), oes = isa::dtype_size(programs::matmul_out_type(t));
         auto up = [](uint64_t x) { return (x + 4095) & ~uint64_t{4095}; };
         args[0] = 0;
         args[1] = up(m * k * es);
@@ -46,12 +47,17 @@ struct MatmulRig {
         mem.assign(args[2] + up(m * n * oes), 0);
         std::mt19937 rng(1);
         std::uniform_real_distribution<float> d(-1, 1);
+        std::uniform_int_distribution<int> i8(-128, 127);
         a.resize(m * k);
         b.resize(k * n);
         auto put = [&](std::vector<float>& v, uint64_t addr) {
             for (uint64_t i = 0; i < v.size(); ++i) {
                 const float x = d(rng);
-                if (t == isa::DType::F16) {
+                if (t == isa::DType::I8) {
+                    const int8_t q = static_cast<int8_t>(i8(rng));
+                    std::memcpy(mem.data() + addr + i, &q, 1);
+                    v[i] = q;
+                } else if (t == isa::DType::F16) {
                     const uint16_t h = num::f32_to_f16(x);
                     std::memcpy(mem.data() + addr + 2 * i, &h, 2);
                     v[i] = num::f16_to_f32(h);

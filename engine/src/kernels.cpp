@@ -401,8 +401,9 @@ std::atomic<const Impl*> g_impl{nullptr};
 inline const Impl& impl() {
     const Impl* p = g_impl.load(std::memory_order_acquire);
     if (!p) {
-        p = default_impl();
-        g_impl.store(p, std::memory_order_release);
+        static const Impl* const first = default_impl();  // once, also with racing threads
+        const Impl* none = nullptr;
+        p = g_impl.compare_exchange_strong(none, first, std::memory_order_acq_rel) ? first : none;
     }
     return *p;
 }

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <new>
 #include <utility>
@@ -336,6 +337,235 @@ SPYRE_AVX512 void mm_float_avx512(const MatmulArgs& g) {
     }
 }
 
+// ---- bf16 matmul with VDPBF16PS (AVX512-BF16), where it is exact -----------------------------
+//
+// VDPBF16PS adds two bf16 products to an fp32 lane: the Intel SDM defines it as two FP32 FMAs,
+// element 2i+1 first, then 2i, rounded to nearest even, with bf16 inputs' subnormals read as zero
+// and subnormal results flushed to zero. With the halves of every (k, k+1) pair swapped (k in the
+// high half) that is s = fma(A[k], B[k], s); s = fma(A[k+1], B[k+1], s): the normative order. The
+// flushing never applies when (checked before the kernel runs, else the FMA kernels above run):
+//  - no bf16 input is subnormal, and e_a + e_b >= -112 for the smallest exponents of the nonzero
+//    finite values of A and of B: every product is then a multiple of 2^(e_a + e_b - 14) >=
+//    2^-126 (8-bit significands);
+//  - every initial C value (accumulate) is zero, not finite, or at least 2^-103 in magnitude (a
+//    multiple of 2^-126).
+// Then every partial sum is a multiple of 2^-126 (sums of such multiples, rounded to fp32, stay
+// multiples), so it is zero or normal, and nothing is flushed. A padding step (odd K) multiplies
+// -0 by +0, adding -0: s unchanged, also s = -0. Whether the CPU implements the SDM definition is
+// checked once (dpbf16_selftest) before the kernel is enabled.
+
+constexpr size_t kKCB = 512;  // k per K block (256 pair steps; a B panel is 32 KiB)
+
+using UkrBf = void (*)(size_t steps, const uint32_t* a, size_t lda, const uint32_t* b, uint8_t* c,
+                       size_t ldc, __mmask16 mlast, bool zero);
+
+#define SPYRE_AVX512_BF16                                                                    \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c,bmi," \
+                          "bmi2")))
+
+SPYRE_AVX512_BF16 inline __m512 dpbf16(__m512 acc, __m512i a, __m512i b) {
+    return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b);
+}
+
+template <int R, int NV>
+SPYRE_AVX512_BF16 void ukr_bf(size_t steps, const uint32_t* a, size_t lda, const uint32_t* b,
+                              uint8_t* c, size_t ldc, __mmask16 mlast, bool zero) {
+    __m512 acc[R][NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+        const float* ci = reinterpret_cast<const float*>(c + i * ldc);
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v)
+            acc[i][v] = zero ? _mm512_setzero_ps()
+                             : _mm512_maskz_loadu_ps(v == NV - 1 ? mlast : 0xffff, ci + 16 * v);
+    }
+#pragma GCC unroll 4
+    for (size_t s = 0; s < steps; ++s, b += 16 * NV, ++a) {
+        __m512i bv[NV];
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_si512(b + 16 * v);
+#pragma GCC unroll 16
+        for (int i = 0; i < R; ++i) {
+            const __m512i ai = _mm512_set1_epi32(int32_t(a[i * lda]));
+#pragma GCC unroll 2
+            for (int v = 0; v < NV; ++v) acc[i][v] = dpbf16(acc[i][v], ai, bv[v]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+        float* ci = reinterpret_cast<float*>(c + i * ldc);
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; ++v)
+            _mm512_mask_storeu_ps(ci + 16 * v, v == NV - 1 ? mlast : 0xffff, acc[i][v]);
+    }
+}
+
+template <int NV, size_t... R>
+constexpr std::array<UkrBf, kMR> ukr_bf_table(std::index_sequence<R...>) {
+    return {&ukr_bf<int(R) + 1, NV>...};
+}
+constexpr std::array<UkrBf, kMR> kUkrBf[2] = {ukr_bf_table<1>(std::make_index_sequence<kMR>()),
+                                              ukr_bf_table<2>(std::make_index_sequence<kMR>())};
+
+// Exponent statistics of bf16 operands: the smallest biased exponent of the nonzero finite values
+// (255 if there are none) and whether one is subnormal.
+struct ExpStat {
+    __m512i emin;
+    __mmask32 sub = 0;
+    SPYRE_AVX512 ExpStat() : emin(_mm512_set1_epi16(255)) {}
+    SPYRE_AVX512 void add(__m512i h) {
+        const __m512i x = _mm512_and_si512(h, _mm512_set1_epi16(0x7fff));
+        const __m512i e = _mm512_srli_epi16(x, 7);
+        const __mmask32 nz = _mm512_test_epi16_mask(x, x);
+        const __mmask32 fin = _mm512_cmplt_epu16_mask(x, _mm512_set1_epi16(0x7f80));
+        sub |= nz & _mm512_cmpeq_epi16_mask(e, _mm512_setzero_si512());
+        emin = _mm512_mask_min_epu16(emin, nz & fin, emin, e);
+    }
+    SPYRE_AVX512 int min() const {
+        alignas(64) uint16_t v[32];
+        _mm512_store_si512(v, emin);
+        return *std::min_element(v, v + 32);
+    }
+};
+
+SPYRE_AVX512 inline __mmask32 mask32(size_t n) {
+    return n >= 32 ? ~__mmask32{0} : __mmask32((1u << n) - 1);
+}
+
+// Whether every value of the fp32 rows x cols matrix C is zero, not finite or >= 2^-103 in
+// magnitude (biased exponent >= 24).
+SPYRE_AVX512 bool c_init_ok(const uint8_t* c, size_t rows, size_t cols, size_t ldc) {
+    const __m512i mabs = _mm512_set1_epi32(0x7fffffff), lim = _mm512_set1_epi32(24 << 23);
+    for (size_t r = 0; r < rows; ++r)
+        for (size_t j = 0; j < cols; j += 16) {
+            const __m512i x = _mm512_and_si512(
+                _mm512_maskz_loadu_epi32(mask16(cols - j), c + r * ldc + 4 * j), mabs);
+            if (_mm512_test_epi32_mask(x, x) & _mm512_cmplt_epu32_mask(x, lim)) return false;
+        }
+    return true;
+}
+
+bool g_dpbf16_ok = false;  // set by avx512_fill after the self-test
+thread_local uint64_t tl_dp_calls = 0;
+
+// Runs the matmul with VDPBF16PS and returns true, or returns false without writing anything when
+// the exactness conditions above do not hold. All of A and B is packed first (the exponents are
+// gathered on the way): A as rows of pair words p[2s] << 16 | p[2s + 1] (-0 past K), B as panels
+// of 32 (or 16) columns, per pair step and column B[2s][j] << 16 | B[2s + 1][j] (+0 past K and past
+// the columns).
+SPYRE_AVX512_BF16 bool mm_bf16_dp(const MatmulArgs& g) {
+    const size_t m = g.m, n = g.n, k = g.k;
+    const size_t steps = (k + 1) / 2, sap = (steps + 15) / 16 * 16;  // A row stride (words)
+    const size_t npan = (n + kNR - 1) / kNR;
+    uint32_t* pa = reinterpret_cast<uint32_t*>(tl_pa.get(m * sap));
+    uint32_t* pb = reinterpret_cast<uint32_t*>(tl_pb.get(npan * kNR * steps));
+    ExpStat sa, sb;
+    const __m512i pad = _mm512_set1_epi16(int16_t(0x8000));
+    for (size_t i = 0; i < m; ++i) {
+        if ((i & 63) == 0 && cancelled(g.cancel)) return true;
+        const uint8_t* row = g.a + i * g.lda;
+        uint32_t* w = pa + i * sap;
+        for (size_t j = 0; j < k; j += 32) {
+            const __m512i x = _mm512_mask_loadu_epi16(pad, mask32(k - j), row + 2 * j);
+            sa.add(x);
+            _mm512_store_si512(w + j / 2, _mm512_rol_epi32(x, 16));
+        }
+        if (sa.sub) return false;
+    }
+    // word w of a pair step: column w / 2, half w % 2 (0: row 2s + 1, 1: row 2s)
+    alignas(64) uint16_t idx[2][32];
+    for (int h = 0; h < 2; ++h)
+        for (int w = 0; w < 32; ++w) idx[h][w] = uint16_t((w & 1 ? 32 : 0) + 16 * h + w / 2);
+    const __m512i ix0 = _mm512_load_si512(idx[0]), ix1 = _mm512_load_si512(idx[1]);
+    for (size_t s = 0; s < steps; ++s) {
+        if ((s & 63) == 0 && cancelled(g.cancel)) return true;
+        const uint8_t* r0 = g.b + 2 * s * g.ldb;
+        const uint8_t* r1 = 2 * s + 1 < k ? r0 + g.ldb : nullptr;
+        for (size_t jp = 0; jp < npan; ++jp) {
+            const size_t cols = std::min(kNR, n - jp * kNR), w = cols > 16 ? 32 : 16;
+            const __mmask32 cm = mask32(cols);
+            const __m512i x0 = _mm512_maskz_loadu_epi16(cm, r0 + jp * kNR * 2);
+            const __m512i x1 =
+                r1 ? _mm512_maskz_loadu_epi16(cm, r1 + jp * kNR * 2) : _mm512_setzero_si512();
+            sb.add(x0);
+            sb.add(x1);
+            uint32_t* d = pb + jp * kNR * steps + s * w;
+            _mm512_store_si512(d, _mm512_permutex2var_epi16(x1, ix0, x0));
+            if (w > 16) _mm512_store_si512(d + 16, _mm512_permutex2var_epi16(x1, ix1, x0));
+        }
+    }
+    if (sb.sub) return false;
+    const int ea = sa.min(), eb = sb.min();
+    if (ea != 255 && eb != 255 && ea + eb < 142) return false;  // (ea-127) + (eb-127) < -112
+    if (g.accumulate && !c_init_ok(g.c, m, n, g.ldc)) return false;
+    ++tl_dp_calls;
+    for (size_t jc = 0; jc < n; jc += kNC) {
+        const size_t nc = std::min(kNC, n - jc), jp0 = jc / kNR, np = (nc + kNR - 1) / kNR;
+        for (size_t pc = 0; pc < k; pc += kKCB) {
+            const size_t s0 = pc / 2, st = (std::min(kKCB, k - pc) + 1) / 2;
+            const bool zero = !g.accumulate && pc == 0;
+            for (size_t ic = 0; ic < m; ic += kMC) {
+                const size_t mc = std::min(kMC, m - ic);
+                for (size_t jp = jp0; jp < jp0 + np; ++jp) {
+                    if (cancelled(g.cancel)) return true;
+                    const size_t cols = std::min(kNR, n - jp * kNR);
+                    const size_t nv = cols > 16 ? 2 : 1;
+                    const __mmask16 ml = mask16(cols - (nv - 1) * 16);
+                    const uint32_t* bp = pb + jp * kNR * steps + s0 * 16 * nv;
+                    uint8_t* cp = g.c + ic * g.ldc + jp * kNR * 4;
+                    const std::array<UkrBf, kMR>& tab = kUkrBf[nv - 1];
+                    for (size_t ip = 0; ip < mc; ip += kMR) {
+                        const size_t rows = std::min(kMR, mc - ip);
+                        tab[rows - 1](st, pa + (ic + ip) * sap + s0, sap, bp, cp + ip * g.ldc,
+                                      g.ldc, ml, zero);
+                    }
+                }
+            }
+        }
+    }
+    return true;
+}
+
+// VDPBF16PS against two sequential FMAs (element 2i+1 first) on values whose products and sums
+// stay normal: random significands and exponents, with cancellations.
+SPYRE_AVX512_BF16 bool dpbf16_selftest() {
+    uint32_t x = 12345;
+    auto rnd = [&x] {
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        return x;
+    };
+    auto bf = [](uint32_t h) {
+        const uint32_t b = h << 16;
+        float f;
+        std::memcpy(&f, &b, 4);
+        return f;
+    };
+    for (int it = 0; it < 4096; ++it) {
+        alignas(64) uint32_t a[16], b[16];
+        alignas(64) float c[16], want[16];
+        for (int l = 0; l < 16; ++l) {
+            auto gen = [&] {
+                return uint32_t((rnd() & 0x8000) | ((117 + rnd() % 21) << 7) | (rnd() & 0x7f));
+            };
+            const uint32_t a1 = gen(), a0 = gen(), b1 = gen(), b0 = gen();
+            a[l] = a1 << 16 | a0;
+            b[l] = b1 << 16 | b0;
+            c[l] = (it & 1) ? -bf(a1) * bf(b1) : bf(gen()) * 3.0f;  // odd: cancels the first step
+            want[l] = std::fma(bf(a0), bf(b0), std::fma(bf(a1), bf(b1), c[l]));
+        }
+        const __m512 r = dpbf16(_mm512_load_ps(c), _mm512_load_si512(a), _mm512_load_si512(b));
+        alignas(64) float got[16];
+        _mm512_store_ps(got, r);
+        if (std::memcmp(got, want, sizeof got) != 0) return false;
+    }
+    return true;
+}
+
+SPYRE_AVX512 void mm_float_or_dp(const MatmulArgs& g) {
+    if (g.in == DType::BF16 && g_dpbf16_ok && mm_bf16_dp(g)) return;
+    mm_float_avx512(g);
+}
+
 // ---- int8 matmul (AVX512-VNNI) ----------------------------------------------------------------
 //
 // Same blocking with steps of 4 k: B is packed per (column block, K block) into panels of 32 (or
@@ -505,6 +735,13 @@ bool avx512_vnni_supported() {
     return avx512_supported() && __builtin_cpu_supports("avx512vnni");
 }
 
+uint64_t bf16_dp_matmuls() { return tl_dp_calls; }
+
+bool avx512_bf16_supported() {
+    __builtin_cpu_init();
+    return avx512_supported() && __builtin_cpu_supports("avx512bf16");
+}
+
 void avx512_fill(Impl& im) {
     im.h2f = h2f_avx512;
     im.f2h = f2h_avx512;
@@ -515,6 +752,11 @@ void avx512_fill(Impl& im) {
     im.i32f = i32f_avx512;
     im.fi32 = fi32_avx512;
     im.mm_float = mm_float_avx512;
+    if (avx512_bf16_supported()) {
+        static const bool ok = dpbf16_selftest();
+        g_dpbf16_ok = ok;
+        if (ok) im.mm_float = mm_float_or_dp;
+    }
     if (avx512_vnni_supported()) im.mm_i8 = mm_i8_vnni;  // else the AVX2 int8 kernels
 }
 

@@ -58,6 +58,9 @@ void fi32_portable(uint8_t*, size_t, const float*);
 // (the others keep what im holds: the AVX2 kernels).
 bool avx512_supported();
 bool avx512_vnni_supported();
+bool avx512_bf16_supported();  // and VDPBF16PS used for bf16 matmuls where it is exact
+// Test hook: bf16 matmuls this thread ran with VDPBF16PS (the others used FMAs).
+uint64_t bf16_dp_matmuls();
 void avx512_fill(Impl& im);
 #endif
 

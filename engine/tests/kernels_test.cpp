@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "../src/kernels_impl.hpp"
 #include "test_util.hpp"
 
 namespace spyre::test {
@@ -229,9 +230,10 @@ TEST(Kernels, RowConversionsMatchScalar) {
 
 // Operand values of the matmul comparison.
 enum class Fill {
-    kNormal,   // uniform in [-4, 4] (int8: all 256 values)
-    kSpecial,  // mostly normal, with NaNs, infinities, signed zeros, subnormals, huge values
-    kTiny,     // tiny magnitudes: products and sums in the subnormal range
+    kNormal,     // uniform in [-4, 4] (int8: all 256 values)
+    kSpecial,    // mostly normal, with NaNs, infinities, signed zeros, subnormals, huge values
+    kTiny,       // tiny magnitudes: products and sums in the subnormal range
+    kNonFinite,  // mostly normal, with infinities, NaNs and signed zeros (no subnormals)
 };
 
 void fill_operand(std::vector<uint8_t>& v, DType t, Fill f, std::mt19937& rng) {
@@ -246,6 +248,10 @@ void fill_operand(std::vector<uint8_t>& v, DType t, Fill f, std::mt19937& rng) {
         }
         float x = d(rng);
         if (f == Fill::kSpecial && pick(rng) < 6) x = sp[rng() % sp.size()];
+        if (f == Fill::kNonFinite && pick(rng) < 4) {
+            const float nf[] = {INFINITY, -INFINITY, NAN, -NAN, 0.0f, -0.0f};
+            x = nf[rng() % 6];
+        }
         if (f == Fill::kTiny) x *= t == DType::F16 ? 1e-4f : 1e-20f;
         kern::store_row(t, v.data() + i, 1, &x);
     }
@@ -351,6 +357,115 @@ TEST(Kernels, MatmulOverlapMatchesPortable) {
             kern::matmul(
                 {t, got.data(), got.data(), got.data() + m * lda, m, n, k, lda, ldb, ldc, false});
             EXPECT_EQ(got, want) << name << " dtype " << int(t);
+        }
+    }
+}
+
+// bf16 with VDPBF16PS (avx512 on CPUs with AVX512-BF16): used only where it equals the FMA order
+// exactly (no subnormal inputs, products or partial sums; kernels_avx512.cpp). Operands whose
+// smallest exponents sum to just above and just below the limit, with sums cancelling near
+// 2^-126, give the portable bits either way; ordinary and non-finite operands take VDPBF16PS.
+TEST(Kernels, MatmulBf16DotProductPath) {
+    KernelsGuard guard;
+    if (!kern::kernels_supported("avx512")) GTEST_SKIP() << "no avx512 on this CPU";
+    const bool dp = kern::detail::avx512_bf16_supported();
+    std::mt19937 rng(21);
+    // expected path: VDPBF16PS (true) or FMAs (false)
+    auto run = [&](const MmCase& cs, bool want_dp) {
+        const uint64_t before = kern::detail::bf16_dp_matmuls();
+        compare_matmul("avx512", cs, rng);
+        const bool took = kern::detail::bf16_dp_matmuls() != before;
+        EXPECT_EQ(took, dp && want_dp)
+            << cs.m << "x" << cs.n << "x" << cs.k << " fill " << int(cs.fill) << " acc " << cs.acc;
+    };
+    for (const uint64_t k : {1, 2, 63, 64, 65, 511, 512, 513, 1030}) {
+        run({DType::BF16, 17, 45, k, false, Fill::kNormal}, true);
+        run({DType::BF16, 9, 64, k, true, Fill::kNormal}, true);
+    }
+    run({DType::BF16, 65, 63, 129, true, Fill::kNonFinite}, true);
+    run({DType::BF16, 33, 70, 300, false, Fill::kNonFinite}, true);
+    run({DType::BF16, 65, 63, 129, true, Fill::kTiny}, false);  // subnormal products
+    run({DType::BF16, 7, 33, 300, false, Fill::kSpecial}, false);
+    // signed zeros: C = -0 plus products -0 * +0 stays -0, also through the padding step of odd K
+    for (const uint64_t k : {1, 3, 8, 129}) {
+        const uint64_t m = 9, n = 20;
+        std::vector<uint16_t> a(m * k), b(k * n, 0);
+        for (size_t i = 0; i < a.size(); ++i) a[i] = i % 3 ? 0x8000 : 0;
+        std::vector<float> c_fast(m * n, -0.0f), c_port(m * n, -0.0f);
+        const uint64_t before = kern::detail::bf16_dp_matmuls();
+        ASSERT_TRUE(kern::set_kernels("avx512"));
+        kern::matmul({DType::BF16, reinterpret_cast<uint8_t*>(c_fast.data()),
+                      reinterpret_cast<uint8_t*>(a.data()), reinterpret_cast<uint8_t*>(b.data()), m,
+                      n, k, k * 2, n * 2, n * 4, true});
+        EXPECT_EQ(kern::detail::bf16_dp_matmuls() != before, dp);
+        ASSERT_TRUE(kern::set_kernels("portable"));
+        kern::matmul({DType::BF16, reinterpret_cast<uint8_t*>(c_port.data()),
+                      reinterpret_cast<uint8_t*>(a.data()), reinterpret_cast<uint8_t*>(b.data()), m,
+                      n, k, k * 2, n * 2, n * 4, true});
+        for (size_t i = 0; i < m * n; ++i)
+            ASSERT_EQ(f32_bits(c_fast[i]), f32_bits(c_port[i])) << "k " << k << " element " << i;
+    }
+    // a subnormal input times infinity is infinity (VDPBF16PS would read it as zero: NaN)
+    {
+        const uint64_t m = 3, n = 5, k = 4;
+        std::vector<uint16_t> a(m * k, 0), b(k * n, 0);
+        a[0] = 0x0001, a[k] = 0x8040;                                     // subnormals in column 0
+        for (uint64_t j = 0; j < n; ++j) b[j] = j & 1 ? 0xff80 : 0x7f80;  // row 0: +-inf
+        std::vector<float> c_fast(m * n), c_port(m * n);
+        ASSERT_TRUE(kern::set_kernels("avx512"));
+        kern::matmul({DType::BF16, reinterpret_cast<uint8_t*>(c_fast.data()),
+                      reinterpret_cast<uint8_t*>(a.data()), reinterpret_cast<uint8_t*>(b.data()), m,
+                      n, k, k * 2, n * 2, n * 4, false});
+        ASSERT_TRUE(kern::set_kernels("portable"));
+        kern::matmul({DType::BF16, reinterpret_cast<uint8_t*>(c_port.data()),
+                      reinterpret_cast<uint8_t*>(a.data()), reinterpret_cast<uint8_t*>(b.data()), m,
+                      n, k, k * 2, n * 2, n * 4, false});
+        EXPECT_EQ(c_port[0], INFINITY);
+        EXPECT_EQ(c_port[n], -INFINITY);
+        for (size_t i = 0; i < m * n; ++i)
+            EXPECT_TRUE(same_float(c_fast[i], c_port[i])) << i << " " << c_fast[i];
+    }
+    // exponent limit: A and B of biased exponents from ea and eb up, ea + eb = 142 may use
+    // VDPBF16PS, 141 may not; C[0][0] cancels down to the smallest quantum of the products
+    for (const int sum : {142, 141, 150}) {
+        const uint64_t m = 24, n = 40, k = 96, lda = k * 2, ldb = n * 2, ldc = n * 4;
+        const int ea = sum / 2, eb = sum - ea;
+        std::vector<uint16_t> a(m * k), b(k * n);
+        auto gen = [&](int e) {
+            return uint16_t((rng() & 0x8000) | ((e + int(rng() % 3)) << 7) | (rng() & 0x7f));
+        };
+        for (auto& v : a) v = gen(ea);
+        for (auto& v : b) v = gen(eb);
+        a[k + 5] = uint16_t(ea << 7);  // the smallest exponents occur
+        b[7] = uint16_t(eb << 7);
+        // C[0][0] = 129 * 129 q - 130 * 128 q = q = 2^(ea + eb - 268): subnormal for 141
+        for (uint64_t kk = 0; kk < k; ++kk) a[kk] = 0;
+        a[0] = uint16_t(ea << 7 | 1), a[1] = uint16_t(ea << 7 | 2);
+        b[0] = uint16_t(eb << 7 | 1), b[n] = uint16_t(0x8000 | eb << 7);
+        std::vector<uint8_t> c_fast(m * ldc), c_port(m * ldc);
+        for (bool acc : {false, true}) {
+            // accumulate: C starts at normal values on both sides of 2^-103
+            for (size_t i = 0; i < m * n; ++i) {
+                const float v = std::ldexp(float(int(rng() % 200) - 100), int(rng() % 12) - 110);
+                std::memcpy(c_fast.data() + 4 * i, &v, 4);
+            }
+            c_port = c_fast;
+            const uint64_t before = kern::detail::bf16_dp_matmuls();
+            ASSERT_TRUE(kern::set_kernels("avx512"));
+            kern::matmul({DType::BF16, c_fast.data(), reinterpret_cast<uint8_t*>(a.data()),
+                          reinterpret_cast<uint8_t*>(b.data()), m, n, k, lda, ldb, ldc, acc});
+            const bool took = kern::detail::bf16_dp_matmuls() != before;
+            ASSERT_TRUE(kern::set_kernels("portable"));
+            kern::matmul({DType::BF16, c_port.data(), reinterpret_cast<uint8_t*>(a.data()),
+                          reinterpret_cast<uint8_t*>(b.data()), m, n, k, lda, ldb, ldc, acc});
+            EXPECT_EQ(c_fast, c_port) << "exponent sum " << sum << " acc " << acc;
+            // without accumulate the operands decide; with it also C (which has values < 2^-103)
+            EXPECT_EQ(took, dp && sum >= 142 && !acc) << "exponent sum " << sum << " acc " << acc;
+            if (!acc) {
+                float c00;
+                std::memcpy(&c00, c_port.data(), 4);
+                EXPECT_EQ(c00, std::ldexp(1.0f, sum - 268)) << "exponent sum " << sum;
+            }
         }
     }
 }
