@@ -241,6 +241,8 @@ const struct attribute_group *spyre_dev_groups[] = {
 
 /* ---- hwmon ---- */
 
+#if IS_REACHABLE(CONFIG_HWMON)
+
 static umode_t spyre_hwmon_is_visible(const void *data, enum hwmon_sensor_types type,
 				      u32 attr, int channel)
 {
@@ -305,6 +307,11 @@ void spyre_hwmon_init(struct spyre_device *sdev)
 	if (IS_ERR(hwmon))
 		drm_warn(&sdev->drm, "no hwmon device: %pe\n", hwmon);
 }
+#else
+void spyre_hwmon_init(struct spyre_device *sdev)
+{
+}
+#endif
 
 /* ---- fdinfo ---- */
 
