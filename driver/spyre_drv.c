@@ -345,7 +345,7 @@ static struct pci_driver spyre_pci_driver = {
 	.remove = spyre_remove,
 	.shutdown = spyre_shutdown,
 	.err_handler = &spyre_err_handler,
-	.driver.dev_groups = spyre_dev_groups,
+	.dev_groups = spyre_dev_groups,
 };
 module_pci_driver(spyre_pci_driver);
 
