@@ -61,13 +61,18 @@ static const struct drm_ioctl_desc spyre_ioctls[] = {
 	DRM_IOCTL_DEF_DRV(SPYRE_JOB_WAIT, spyre_ioctl_job_wait, 0),
 };
 
-DEFINE_DRM_ACCEL_FOPS(spyre_accel_fops);
+static const struct file_operations spyre_accel_fops = {
+	.owner = THIS_MODULE,
+	DRM_ACCEL_FOPS,
+	.show_fdinfo = drm_show_fdinfo,
+};
 
 static const struct drm_driver spyre_drm_driver = {
 	.driver_features = DRIVER_GEM | DRIVER_COMPUTE_ACCEL |
 			   DRIVER_SYNCOBJ | DRIVER_SYNCOBJ_TIMELINE,
 	.open = spyre_open,
 	.postclose = spyre_postclose,
+	.show_fdinfo = spyre_show_fdinfo,
 	.gem_create_object = spyre_gem_create_object,
 	.ioctls = spyre_ioctls,
 	.num_ioctls = ARRAY_SIZE(spyre_ioctls),
@@ -256,6 +261,7 @@ static int spyre_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (ret)
 		goto err_teardown_managed;
 	spyre_debugfs_init(sdev);
+	spyre_hwmon_init(sdev);
 
 	dev_info(&pdev->dev, "Spyre card: %u cores, %llu MiB device memory, %u rings, hw %u.%u, accel%d\n",
 		 sdev->num_cores, sdev->devmem_size >> 20, sdev->num_rings,
@@ -339,6 +345,7 @@ static struct pci_driver spyre_pci_driver = {
 	.remove = spyre_remove,
 	.shutdown = spyre_shutdown,
 	.err_handler = &spyre_err_handler,
+	.dev_groups = spyre_dev_groups,
 };
 module_pci_driver(spyre_pci_driver);
 

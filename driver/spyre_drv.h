@@ -117,6 +117,7 @@ struct spyre_device {
 	struct workqueue_struct *reset_wq;
 	struct mutex reset_lock;		/* recovery vs. PCI reset */
 	bool in_pci_reset;			/* between reset_prepare and reset_done */
+	bool recovering;			/* a timeout handler is resetting a ring/card */
 	bool wedged;
 	unsigned long card_reset_at[SPYRE_CARD_RESET_BURST];
 	unsigned int card_reset_next;
@@ -175,10 +176,22 @@ struct spyre_result {
 
 void spyre_result_put(struct spyre_result *res);
 
+/*
+ * Engines of a card as fdinfo reports them (drm-engine-<name>): the compute engine runs
+ * LAUNCHes, one at a time; the DMA engine everything else (copies, NOPs).
+ */
+enum spyre_engine {
+	SPYRE_ENGINE_COMPUTE,
+	SPYRE_ENGINE_DMA,
+	SPYRE_ENGINE_COUNT,
+};
+
 /* Per open file; jobs keep a reference, so it can outlive the file's close. */
 struct spyre_file {
 	struct kref ref;
 	struct spyre_device *sdev;
+	/* Modeled cycles of the file's completed commands, per engine (fdinfo). */
+	atomic64_t engine_cycles[SPYRE_ENGINE_COUNT];
 	atomic_t jobs;				/* jobs submitted and not yet freed */
 	atomic_t cmds;				/* their commands */
 	atomic_t launches;			/* their LAUNCH commands */
@@ -311,5 +324,11 @@ static inline void spyre_debugfs_init(struct spyre_device *sdev) { }
 
 /* spyre_query.c */
 int spyre_ioctl_query(struct drm_device *drm, void *data, struct drm_file *file);
+u64 spyre_devmem_used(struct spyre_device *sdev);
+
+/* spyre_sysfs.c */
+extern const struct attribute_group *spyre_dev_groups[];
+void spyre_hwmon_init(struct spyre_device *sdev);
+void spyre_show_fdinfo(struct drm_printer *p, struct drm_file *file);
 
 #endif /* __SPYRE_DRV_H__ */

@@ -44,6 +44,10 @@ int spyre_hw_init(struct spyre_device *sdev)
 			sdev->num_rings, SPYRE_NUM_RINGS_MAX);
 		return -ENODEV;
 	}
+	if (!sdev->clock_mhz) {
+		dev_err(dev, "device reports a core clock of 0 MHz\n");
+		return -ENODEV;
+	}
 	if (!(sdev->caps & SPYRE_CAP_DMA) || !(sdev->caps & SPYRE_CAP_MSIX)) {
 		dev_err(dev, "device lacks DMA or MSI-X capability (caps %#x)\n", sdev->caps);
 		return -ENODEV;

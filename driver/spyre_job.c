@@ -166,15 +166,19 @@ static void spyre_job_complete(struct spyre_ring *ring, struct spyre_job *job)
 {
 	struct spyre_device *sdev = ring->sdev;
 	struct spyre_result *res = job->res;
+	u64 eng[SPYRE_ENGINE_COUNT] = { 0 };
 	struct spyre_launch *l;
-	u64 cycles = 0;
+	u64 cycles = 0, c;
 	bool failed = false;
 	u32 i;
 
 	for (i = 0; i < job->cmd_count; i++) {
 		struct spyre_hw_cpl *cpl = &ring->cpls[spyre_ring_entry(ring, job->first + i)];
 
-		cycles += READ_ONCE(cpl->cycles);
+		c = READ_ONCE(cpl->cycles);
+		cycles += c;
+		eng[job->cmds[i].hdr.opcode == SPYRE_OP_LAUNCH ?
+		    SPYRE_ENGINE_COMPUTE : SPYRE_ENGINE_DMA] += c;
 		if (!failed && READ_ONCE(cpl->status) != SPYRE_STATUS_OK) {
 			failed = true;
 			res->hw_status = READ_ONCE(cpl->status);
@@ -183,6 +187,10 @@ static void spyre_job_complete(struct spyre_ring *ring, struct spyre_job *job)
 		}
 	}
 	res->cycles = cycles;
+	/* fdinfo: what the submitting file ran (kernel jobs belong to no file). */
+	if (job->sf)
+		for (i = 0; i < SPYRE_ENGINE_COUNT; i++)
+			atomic64_add(eng[i], &job->sf->engine_cycles[i]);
 	/* Launch results reach their BOs before the fence tells anyone the job is done. */
 	list_for_each_entry(l, &job->launches, node) {
 		u32 e = spyre_ring_entry(ring, job->first + l->cmd_idx);
@@ -505,6 +513,7 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	}
 
 	start = ktime_get();
+	WRITE_ONCE(sdev->recovering, true);
 	drm_sched_stop(sched, sched_job);
 	if (!READ_ONCE(sdev->wedged) && spyre_hw_ring_abort(ring) &&
 	    !spyre_ring_restart(ring, job)) {
@@ -520,6 +529,7 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 		spyre_card_reset(sdev, job, false);
 		spyre_sched_restart_all(sdev);
 	}
+	WRITE_ONCE(sdev->recovering, false);
 	us = ktime_us_delta(ktime_get(), start);
 	sdev->last_recovery_us = us;
 	sdev->max_recovery_us = max(sdev->max_recovery_us, us);

@@ -30,6 +30,18 @@ static void spyre_query_device_info(struct spyre_device *sdev, struct drm_spyre_
 	di->max_bo_bytes = sdev->devmem_size - SPYRE_DEVMEM_RESERVED;
 }
 
+/* Device memory in BOs of all clients (freed BOs whose clear has ended are reaped first). */
+u64 spyre_devmem_used(struct spyre_device *sdev)
+{
+	u64 used;
+
+	mutex_lock(&sdev->mm_lock);
+	spyre_gem_reap(sdev, false);
+	used = sdev->devmem_used;
+	mutex_unlock(&sdev->mm_lock);
+	return used;
+}
+
 static void spyre_query_mem_info(struct spyre_device *sdev, struct drm_spyre_mem_info *mi)
 {
 	mi->devmem_total = sdev->devmem_size;

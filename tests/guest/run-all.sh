@@ -82,6 +82,8 @@ gtest libspyre build/cmake/tests/guest/libspyre/libspyre_guest_test
 # The op library's C API through spyre.ko (the host suite, on the kernel backend).
 SPYRE_OPS_TEST_BACKEND=kernel gtest ops build/cmake/tests/host/libspyre_ops_api_test
 check smi build/cmake/tools/spyre-smi/spyre-smi
+# sysfs, hwmon and fdinfo against QUERY telemetry, config space and what clients ran.
+counted observability python3 tests/guest/observability/observability.py
 # Failure containment (Documentation/driver.md "Failure handling").
 counted stress build/cmake/tests/guest/stress/spyre_stress --procs 8 --jobs 1000
 if [ "$(ls /dev/accel | wc -l)" -ge 2 ]; then

@@ -415,6 +415,29 @@ TEST_F_TIMEOUT(fault, bo_create_interrupted, 60)
 }
 
 /*
+ * First line of the driver's sysfs attribute @name (e.g. "state", "resets/card") of the card
+ * behind fd, into buf; "" if it cannot be read.
+ */
+static const char *card_attr(int fd, const char *name, char *buf, size_t len)
+{
+	char bdf[64], path[192];
+	FILE *f;
+
+	buf[0] = 0;
+	if (card_bdf(fd, bdf, sizeof(bdf)))
+		return buf;
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/%s", bdf, name);
+	f = fopen(path, "r");
+	if (!f)
+		return buf;
+	if (!fgets(buf, len, f))
+		buf[0] = 0;
+	buf[strcspn(buf, "\n")] = 0;
+	fclose(f);
+	return buf;
+}
+
+/*
  * A hang that ignores the ring ABORT (SPYRE_HANG_STICKY): the driver escalates to a card
  * reset. The guilty job times out, innocent jobs of another file on the same ring and on
  * another ring are re-run and complete with the right data, the card-reset counter rises by
@@ -425,6 +448,7 @@ TEST_F_TIMEOUT(fault, sticky_hang_card_reset, 60)
 	struct drm_spyre_telemetry t0, t1;
 	struct innocent x, y;
 	struct drm_spyre_cmd c;
+	char num[32], attr[64];
 	uint64_t job;
 	int64_t t;
 
@@ -447,6 +471,12 @@ TEST_F_TIMEOUT(fault, sticky_hang_card_reset, 60)
 	EXPECT_EQ(t0.ring_resets, t1.ring_resets);
 	EXPECT_GE(t1.jobs_rerun, t0.jobs_rerun + 1);
 	EXPECT_EQ(DRM_SPYRE_STATE_OK, t1.state);
+	/* sysfs shows the same counters and state */
+	snprintf(num, sizeof(num), "%u", t1.card_resets);
+	EXPECT_STREQ(num, card_attr(self->fd, "resets/card", attr, sizeof(attr)));
+	snprintf(num, sizeof(num), "%u", t1.ring_resets);
+	EXPECT_STREQ(num, card_attr(self->fd, "resets/ring", attr, sizeof(attr)));
+	EXPECT_STREQ("ready", card_attr(self->fd, "state", attr, sizeof(attr)));
 	EXPECT_GE(t1.resets, t0.resets + 1);	/* the card's own counter */
 	ASSERT_EQ(0, nop_job(self->fd, 0, &job));
 	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
@@ -658,6 +688,7 @@ TEST_F_TIMEOUT(fault, z_wedge_then_pci_reset, 120)
 	close(ue);
 	ASSERT_EQ(0, telemetry(self->fd, &t));
 	EXPECT_EQ(DRM_SPYRE_STATE_WEDGED, t.state);
+	EXPECT_STREQ("wedged", card_attr(self->fd, "state", ev, sizeof(ev)));
 	EXPECT_EQ(-EIO, nop_job(self->fd, 0, &job));
 	EXPECT_EQ(-EIO, nop_job(self->fd2, 1, &job));
 	EXPECT_EQ(-EIO, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE, &h));
@@ -675,6 +706,7 @@ TEST_F_TIMEOUT(fault, z_wedge_then_pci_reset, 120)
 	ASSERT_GE(fd, 0);
 	ASSERT_EQ(0, telemetry(fd, &t));
 	EXPECT_EQ(DRM_SPYRE_STATE_OK, t.state);
+	EXPECT_STREQ("ready", card_attr(fd, "state", ev, sizeof(ev)));
 	EXPECT_EQ(0, round_trip(fd, 10000, 3, 5, 2));
 	ASSERT_EQ(0, nop_job(fd, 0, &job));
 	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(fd, job));
