@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -422,6 +423,23 @@ TEST(OpsRowwise, EveryBlockPlanGivesTheSameBits) {
         }
 }
 
+// Row sums on the matrix unit over rows longer than one MM (K chunks of 4096, accumulated).
+TEST(OpsRowwise, MatrixSumsOverLongRows) {
+    for (const OpVariant& v : {OpVariant{RowwiseOp::SOFTMAX}, OpVariant{RowwiseOp::SOFTMAX, true},
+                               OpVariant{RowwiseOp::LAYER_NORM}, OpVariant{RowwiseOp::RMS_NORM}})
+        for (DType t : {DType::F16, DType::BF16}) {
+            const RowwiseShape s = with(v, shape(20, 9000, t));
+            int n = 0;
+            for (uint64_t bk : {1, 8})
+                if (auto p = fit_rowwise_block(v.op, s, 3, bk, 3, 1, true, pricer().lx_budget())) {
+                    Case c = make_case(v.op, s, 9);
+                    run_checked(c, *p);
+                    ++n;
+                }
+            EXPECT_GT(n, 0);
+        }
+}
+
 // Long-row plans forced on short rows: chunks of a few sticks, rows starting inside a stick
 // (cols * es not a multiple of 128), several chunks per row, empty last chunks.
 TEST(OpsRowwise, LongRowPlansMatchReference) {
@@ -461,6 +479,52 @@ TEST(OpsRowwise, RowsBeyondLxPlanAsLongRows) {
     EXPECT_EQ(p.block_rows, 0u);
     Case c = make_case(RowwiseOp::SOFTMAX, s, 6);
     run_checked(c, p);
+}
+
+// Many short rows: large blocks, many blocks per core, a partial last stick.
+TEST(OpsRowwise, ManyShortRows) {
+    for (const OpVariant& v : {OpVariant{RowwiseOp::SOFTMAX}, OpVariant{RowwiseOp::RMS_NORM},
+                               OpVariant{RowwiseOp::SUM}, OpVariant{RowwiseOp::ARGMAX}})
+        for (DType t : {DType::F16, DType::F32}) {
+            const RowwiseShape s = with(v, shape(100003, 3, t));
+            const RowwisePlan p = plan_rowwise(pricer(), v.op, s, 32);
+            Case c = make_case(v.op, s, 8);
+            run_checked(c, p);
+        }
+}
+
+// Operands farther apart than one core's 256 MiB DDR span: every transfer sets its own span.
+TEST(OpsRowwise, OperandsBeyondOneSpan) {
+    const uint64_t far = uint64_t{600} << 20;  // untouched pages of a big buffer cost nothing
+    std::unique_ptr<uint8_t[]> mem(new uint8_t[far + (1 << 20)]);
+    for (RowwiseOp op : {RowwiseOp::SOFTMAX, RowwiseOp::SUM})
+        for (bool long_rows : {false, true}) {
+            const RowwiseShape s = shape(64, 1000, DType::F16);
+            Case c = make_case(op, s, 4);
+            const auto chunked =
+                fit_rowwise_chunked(op, s, op == RowwiseOp::SUM ? 1 : 4, 256, pricer().lx_budget());
+            ASSERT_TRUE(chunked.has_value());
+            const RowwisePlan p = long_rows ? *chunked : plan_rowwise(pricer(), op, s, 32);
+            std::memcpy(mem.get(), &c.mem[c.in], c.in_b);
+            std::memset(mem.get() + far, 0xff, c.out_b);
+            const auto prog = build_rowwise(s, p);
+            const spyre_engine_window w[2] = {{0, c.in_b}, {far, c.out_b}};
+            const uint64_t args[2] = {0, far};
+            spyre_engine_job job{};
+            job.program = prog.data();
+            job.program_size = prog.size();
+            job.args = args;
+            job.num_args = 2;
+            job.num_cores = p.cores;
+            job.mem = mem.get();
+            job.mem_size = far + (1 << 20);
+            job.windows = w;
+            job.num_windows = 2;
+            spyre_engine_result r{};
+            ASSERT_EQ(spyre_engine_run(engine(), &job, &r), 0) << r.message;
+            std::memcpy(&c.mem[c.out], mem.get() + far, c.out_b);
+            check_output(c, reference(c), describe(c, p));
+        }
 }
 
 // -inf, huge values and whole rows of -inf (NaN, as max-subtracted softmax gives).
@@ -573,6 +637,7 @@ TEST(OpsRowwise, PricingEqualsTheRealRun) {
             Case c = make_case(v.op, s, 3);
             const spyre_engine_result r = run_plan(c, p);
             ASSERT_EQ(r.status, 0) << r.message;
+            check_output(c, reference(c), describe(c, p));
             EXPECT_EQ(r.total_cycles, p.cycles) << describe(c, p);
             EXPECT_EQ(r.ddr_read_bytes, p.stats.ddr_read_bytes);
             EXPECT_EQ(r.instructions, p.stats.instructions);
@@ -678,6 +743,16 @@ TEST(OpsRowwise, RefusesWhatItDoesNotSupport) {
     EXPECT_THROW(
         plan_rowwise(pricer(), RowwiseOp::MAX, shape(1, kRowwiseMaxCols + 1, DType::F32), 32),
         std::invalid_argument);
+    // plans that do not describe the shape
+    RowwisePlan bad = *fit_rowwise_block(RowwiseOp::SOFTMAX, shape(64, 64, DType::F16), 4, 8, 2, 0,
+                                         false, pricer().lx_budget());
+    EXPECT_NO_THROW(build_rowwise(shape(64, 64, DType::F16), bad));
+    // rows of 63 fp16 start on a stick every 64 rows: one unit, not 4 cores of blocks of 8
+    EXPECT_THROW(build_rowwise(shape(64, 63, DType::F16), bad), std::invalid_argument);
+    bad.cores = 0;
+    EXPECT_THROW(build_rowwise(shape(64, 64, DType::F16), bad), std::invalid_argument);
+    bad.cores = 65;
+    EXPECT_THROW(build_rowwise(shape(64, 64, DType::F16), bad), std::invalid_argument);
     // the largest row works
     EXPECT_NO_THROW(
         plan_rowwise(pricer(), RowwiseOp::SUM, shape(1, kRowwiseMaxCols, DType::F32), 32));

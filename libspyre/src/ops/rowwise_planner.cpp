@@ -125,6 +125,7 @@ RowwisePlan price_rowwise(const Pricer& pricer, const RowwiseShape& s, RowwisePl
 
 RowwisePlan plan_rowwise(const Pricer& pricer, RowwiseOp op, const RowwiseShape& s,
                          uint32_t max_cores) {
+    max_cores = std::min(max_cores, pricer.config().num_cores);
     RowwisePlan best;
     for (const RowwisePlan& c : rowwise_candidates(op, s, max_cores, pricer.lx_budget())) {
         RowwisePlan r;
@@ -144,6 +145,7 @@ RowwisePlan plan_rowwise(const Pricer& pricer, RowwiseOp op, const RowwiseShape&
 RowwisePlan plan_rowwise_naive(const Pricer& pricer, RowwiseOp op, const RowwiseShape& s,
                                uint32_t max_cores, const RowwisePlan* like) {
     check_rowwise(op, s);
+    max_cores = std::min(max_cores, pricer.config().num_cores);
     const uint32_t cores = usable_cores(op, s, max_cores, true);
     const int matrix = like ? (like->sum_on_matrix ? 1 : 0) : -1;
     RowwisePlan best;

@@ -1426,8 +1426,26 @@ std::optional<RowwisePlan> fit_rowwise_chunked(RowwiseOp op, const RowwiseShape&
     return p;
 }
 
+namespace {
+// A plan from elsewhere (a cache, a caller) must still describe a valid split of this shape.
+void check_plan(const RowwiseShape& s, const RowwisePlan& p) {
+    const uint64_t unit = rowwise_row_unit(p.op, s, p.naive);
+    const bool ok = p.cores >= 1 && p.row_unit == unit && p.cores <= ceil_div(s.rows, unit) &&
+                    (p.block_rows || (p.chunk_cols && (p.chunk_cols * es_of(s.t)) % kStick == 0 &&
+                                      p.chunk_cols <= kIotaBias));
+    if (!ok) throw std::invalid_argument("rowwise: the plan does not fit this shape");
+    if (p.block_rows) {
+        const auto f = fit_rowwise_block(p.op, s, p.cores, p.block_rows, p.slots, p.skew,
+                                         p.sum_on_matrix, UINT64_MAX, p.naive);
+        if (!f || f->block_rows != p.block_rows)
+            throw std::invalid_argument("rowwise: the plan's blocks do not fit this shape");
+    }
+}
+}  // namespace
+
 std::vector<uint8_t> build_rowwise(const RowwiseShape& s, const RowwisePlan& p) {
     check_rowwise(p.op, s);
+    check_plan(s, p);
     if (p.naive)
         throw std::invalid_argument("rowwise: a naive plan builds with build_rowwise_naive");
     if (!p.block_rows) return build_chunked(p.op, s, p);
@@ -1439,6 +1457,7 @@ std::vector<uint8_t> build_rowwise(const RowwiseShape& s, const RowwisePlan& p) 
 RowwiseNaive build_rowwise_naive(const RowwiseShape& s, const RowwisePlan& p) {
     check_rowwise(p.op, s);
     if (!p.naive || !p.block_rows) throw std::invalid_argument("rowwise: not a naive block plan");
+    check_plan(s, p);
     Bufs u;
     const Layout L = block_layout(p.op, s, p.block_rows, p.sum_on_matrix, u);
     RowwiseNaive n;
