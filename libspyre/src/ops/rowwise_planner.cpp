@@ -75,7 +75,11 @@ std::vector<RowwisePlan> rowwise_candidates(RowwiseOp op, const RowwiseShape& s,
     check_rowwise(op, s);
     const uint32_t cores = usable_cores(op, s, max_cores, false);
     std::vector<RowwisePlan> out = block_candidates(op, s, cores, lx_budget, false, -1);
-    if (!out.empty()) return out;
+    // long-row plans compete once a block holds only a row or two (their chunks pipeline
+    // where a single-row block cannot overlap its load, compute and store)
+    uint64_t most_rows = 0;
+    for (const RowwisePlan& p : out) most_rows = std::max(most_rows, p.block_rows);
+    if (most_rows > 2) return out;
     // long rows: chunks of sticks, from the largest that fits down to 1/16 of it
     const uint64_t es = isa::dtype_size(s.t), per_stick = 128 / es;
     uint64_t best = 0;

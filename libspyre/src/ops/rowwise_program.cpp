@@ -70,6 +70,9 @@ constexpr uint8_t rD = 20;                                         // r20..r26 d
 constexpr uint8_t rT0 = 27, rT1 = 28, rT2 = 29, rT3 = 30, rT4 = 31;
 constexpr uint8_t rP = 7, rRr = 27, rAddr = 28, rLen = 29;  // long-row path geometry
 constexpr uint8_t rOb = 5;  // reductions (no weight): this block's outputs in the staging buffer
+// Blocks that start inside a stick: the block's byte offset in its first stick. Shares r12 with
+// rBlk, which is dead once the block's geometry is computed.
+constexpr uint8_t rOff = 12;
 
 struct Val {
     bool reg;
@@ -192,6 +195,7 @@ struct Bufs {
     Buf M, S, RR, RS, O;     // per-row statistics / outputs
     Buf ONES, ONES32, IOTA;  // constants
     Buf W, B;                // affine parameters
+    Buf CARRY;               // the previous block's last partial output stick
 };
 
 struct Ctx {
@@ -202,7 +206,14 @@ struct Ctx {
     Bufs& u;
     uint64_t C, es, rb;
     DType t;
+    bool mis;  // blocks may start inside a stick (their data at X + rOff)
 };
+
+// reg = the block's first input element
+void xaddr(Ctx& c, uint8_t reg) {
+    c.e.addr(reg, c.u.X);
+    if (c.mis) c.e.b.add(reg, reg, rOff);
+}
 
 // ---- block-path pieces: rRows rows of the block; rSlot = slot base ----
 
@@ -241,7 +252,7 @@ void rstd(Ctx& c, const Buf& V, const Buf& RS) {
 void softmax_max_sub(Ctx& c) {  // M = rowmax(X); D = X - M (fp32)
     Em& e = c.e;
     const int64_t C = c.C, rb = c.rb, es = c.es;
-    e.addr(rA1, c.u.X);
+    xaddr(c, rA1);
     e.addr(rA0, c.u.M);
     e.vred(Red::MAX, c.t, c.t, rA0, rA1, R(rRows), I(C), I(rb));
     e.addr(rA2, c.u.D);
@@ -250,12 +261,12 @@ void softmax_max_sub(Ctx& c) {  // M = rowmax(X); D = X - M (fp32)
 }
 void softmax_exp(Ctx& c) {  // E = exp(D) into X (input type)
     Em& e = c.e;
-    e.addr(rA1, c.u.X);
+    xaddr(c, rA1);
     e.addr(rA2, c.u.D);
     e.vun(VUn::EXP, c.t, DType::F32, rA1, rA2, R(rRows), I(c.C), I(c.rb), I(4 * c.C));
 }
 void softmax_sum(Ctx& c) {  // S = rowsum(E)
-    c.e.addr(rA1, c.u.X);
+    xaddr(c, rA1);
     sum_rows(c, c.u.S, rA1, c.t, c.rb);
 }
 void softmax_out(Ctx& c) {  // X = E * (1/S), or X = D - log(S)
@@ -263,7 +274,7 @@ void softmax_out(Ctx& c) {  // X = E * (1/S), or X = D - log(S)
     const int64_t C = c.C, rb = c.rb;
     e.addr(rA0, c.u.S);
     e.addr(rA3, c.u.RR);
-    e.addr(rA1, c.u.X);
+    xaddr(c, rA1);
     if (!c.s.log) {
         const DType rt = recip_type(c.s);
         e.vun(VUn::RECIP, rt, DType::F32, rA3, rA0, I(1), R(rRows), I(0), I(0));
@@ -279,7 +290,7 @@ void softmax_out(Ctx& c) {  // X = E * (1/S), or X = D - log(S)
 
 void ln_mean(Ctx& c) {  // S = rowsum(X); M = S / C (fp32)
     Em& e = c.e;
-    e.addr(rA1, c.u.X);
+    xaddr(c, rA1);
     sum_rows(c, c.u.S, rA1, c.t, c.rb);
     e.addr(rA0, c.u.S);
     e.addr(rA3, c.u.M);
@@ -289,7 +300,7 @@ void ln_mean(Ctx& c) {  // S = rowsum(X); M = S / C (fp32)
 void ln_center(Ctx& c) {  // D = X - M
     Em& e = c.e;
     const int64_t C = c.C;
-    e.addr(rA1, c.u.X);
+    xaddr(c, rA1);
     e.addr(rA0, c.u.M);
     e.addr(rA2, c.u.D);
     e.vbin(VBin::SUB, Bcast::COL, DType::F32, c.t, DType::F32, rA2, rA1, rA0, R(rRows), I(C),
@@ -311,7 +322,7 @@ void ln_out(Ctx& c) {  // X = (D [* W]) * RS [+ B]
     const RowwiseShape& s = c.s;
     e.addr(rA2, c.u.D);
     e.addr(rA3, c.u.RS);
-    e.addr(rA1, c.u.X);
+    xaddr(c, rA1);
     if (s.has_weight) {
         e.addr(rA0, c.u.W);
         e.vbin(VBin::MUL, Bcast::ROW, DType::F32, DType::F32, s.weight_t, rA2, rA2, rA0, R(rRows),
@@ -330,7 +341,7 @@ void ln_out(Ctx& c) {  // X = (D [* W]) * RS [+ B]
 void rms_stats(Ctx& c) {  // Q = X * X; RS = rsqrt(rowsum(Q) / C + eps)
     Em& e = c.e;
     const int64_t C = c.C;
-    e.addr(rA1, c.u.X);
+    xaddr(c, rA1);
     e.addr(rA2, c.u.Q);
     e.vbin(VBin::MUL, Bcast::NONE, DType::F32, c.t, c.t, rA2, rA1, rA1, R(rRows), I(C), I(4 * C),
            I(c.rb), I(c.rb));
@@ -340,7 +351,7 @@ void rms_stats(Ctx& c) {  // Q = X * X; RS = rsqrt(rowsum(Q) / C + eps)
 void rms_out(Ctx& c) {  // X = X [* W] * RS
     Em& e = c.e;
     const int64_t C = c.C;
-    e.addr(rA1, c.u.X);
+    xaddr(c, rA1);
     e.addr(rA3, c.u.RS);
     if (c.s.has_weight) {
         e.addr(rA0, c.u.W);
@@ -357,7 +368,7 @@ void rms_out(Ctx& c) {  // X = X [* W] * RS
 
 void reduce_stat(Ctx& c) {  // SUM/MAX/MIN -> O; MEAN: S; ARGMAX: M
     Em& e = c.e;
-    e.addr(rA1, c.u.X);
+    xaddr(c, rA1);
     switch (c.op) {
         case RowwiseOp::SUM:
             e.b.mov(rA0, rOb);
@@ -391,7 +402,7 @@ void reduce_final(Ctx& c) {  // MEAN: O = S / C; ARGMAX: O = first index of the 
     }
     if (c.op != RowwiseOp::ARGMAX) return;
     // mask = (X == max) + (X != X): the max positions, or the NaN positions when the max is NaN
-    e.addr(rA1, c.u.X);
+    xaddr(c, rA1);
     e.addr(rA0, c.u.M);
     e.addr(rA2, c.u.MK);
     e.vbin(VBin::NE, Bcast::NONE, c.t, c.t, c.t, rA2, rA1, rA1, R(rRows), I(C), I(rb), I(rb),
@@ -415,11 +426,13 @@ struct Step {
 };
 
 // Buffers of the block path for block_rows rows (naive: statistics streamed, see steps).
-Layout block_layout(RowwiseOp op, const RowwiseShape& s, uint64_t bk, bool matrix, Bufs& u) {
+Layout block_layout(RowwiseOp op, const RowwiseShape& s, uint64_t bk, bool matrix, bool mis,
+                    Bufs& u) {
     Layout L;
     const uint64_t C = s.cols, es = es_of(s.t), rb = C * es;
     const uint64_t stat = bk * 4;
-    u.X = L.per_slot(bk * rb);
+    u.X = L.per_slot(bk * rb + (mis ? kStick : 0));
+    if (mis && has_tail(op)) u.CARRY = L.shared(kStick);
     switch (op) {
         case RowwiseOp::SOFTMAX:
             u.M = L.per_slot(stat);
@@ -469,6 +482,7 @@ struct Stream {
     uint8_t base_reg;
     uint64_t base_imm;
     uint64_t bpr;
+    bool offset = false;  // rows of the tensor: blocks may start inside a stick
 };
 
 // One kernel of the block path: the streams it loads and stores per block and its steps.
@@ -521,26 +535,52 @@ void emit_constants(Em& e, const RowwiseShape& s, const Bufs& u, bool affine) {
     if (affine && u.B.valid) e.load_const(u.B, rB, s.cols * es_of(s.bias_t));
 }
 
-// Block geometry of block index `bi`: rRows, rStart (first row), rSlot.
-void block_geometry(Em& e, uint8_t bi, const RowwisePlan& p, uint64_t slot_bytes) {
-    ProgramBuilder& b = e.b;
-    const int64_t bk = p.block_rows;
+// Block geometry of block index `bi`: rRows, rStart (first row), rSlot; with mis, rOff (the
+// block's first byte within its stick; bi may be rOff's register).
+void block_geometry(Ctx& c, uint8_t bi, uint64_t slot_bytes) {
+    ProgramBuilder& b = c.e.b;
+    const int64_t bk = c.p.block_rows;
     b.muli(rT0, bi, bk);
     b.sub(rRows, rNrows, rT0);
     b.alu(Alu::MINU, rRows, rRows, 0, bk);
     b.add(rStart, rRow0, rT0);
-    b.alu(Alu::REMU, rSlot, bi, 0, p.slots);
+    b.alu(Alu::REMU, rSlot, bi, 0, c.p.slots);
     b.muli(rSlot, rSlot, static_cast<int64_t>(slot_bytes));
+    if (c.mis) {
+        b.muli(rOff, rStart, static_cast<int64_t>(c.rb));
+        b.alu(Alu::AND, rOff, rOff, 0, kStick - 1);
+    }
 }
 
-void block_dma(Em& e, const std::vector<Stream>& ss, bool load) {
+// Loads or stores the block's streams. A block starting inside a stick moves from the stick
+// boundary below it; its store first puts the previous block's output tail (the carry) in
+// front of its own rows, and keeps its own last partial stick as the next carry.
+void block_dma(Ctx& c, const std::vector<Stream>& ss, bool load) {
+    Em& e = c.e;
     for (const Stream& st : ss) {
+        const bool off = st.offset && c.mis;
         e.b.muli(rT1, rStart, static_cast<int64_t>(st.bpr));
         e.b.add(rT1, rT1, st.base_reg);
         if (st.base_imm) e.b.addi(rT1, rT1, static_cast<int64_t>(st.base_imm));
         e.b.muli(rT2, rRows, static_cast<int64_t>(st.bpr));
         e.addr(rT3, st.buf);
+        if (off) {
+            e.b.sub(rT1, rT1, rOff);
+            e.b.add(rT2, rT2, rOff);
+        }
+        if (off && !load) {
+            e.b.alu(Alu::DIVU, rA1, rOff, 0, c.es);
+            e.addr(rA0, c.u.CARRY);
+            e.copy(c.t, rT3, rA0, R(rA1));
+        }
         e.dma(load, rT3, rT1, rT2);
+        if (off && !load) {
+            e.b.alu(Alu::AND, rA1, rT2, 0, kStick - 1);
+            e.b.alu(Alu::DIVU, rA1, rA1, 0, c.es);
+            e.b.alu(Alu::AND, rA2, rT2, 0, ~int64_t(kStick - 1));
+            e.b.add(rA2, rA2, rT3);
+            e.copy(c.t, rA0, rA2, R(rA1));
+        }
     }
 }
 
@@ -587,12 +627,19 @@ void group_store(Em& e, const RowwiseShape& s, const RowwisePlan& p, const Layou
     b.bind(done);
 }
 
+// Planned blocks of any row count: a block may start inside a stick unless its rows are whole
+// sticks (naive plans keep stick-aligned blocks for their statistics streams).
+bool misaligned_blocks(const RowwiseShape& s, const RowwisePlan& p) {
+    return !p.naive && (s.cols * es_of(s.t)) % kStick != 0;
+}
+
 std::vector<uint8_t> emit_block_kernel(RowwiseOp op, const RowwiseShape& s, const RowwisePlan& p,
                                        const Layout& L, Bufs& u, const Kernel& k, bool naive) {
     Em e;
     e.L = &L;
     e.slots = p.slots;
-    Ctx c{s, p, op, e, u, s.cols, es_of(s.t), s.cols * es_of(s.t), s.t};
+    const uint64_t rb = s.cols * es_of(s.t);
+    Ctx c{s, p, op, e, u, s.cols, es_of(s.t), rb, s.t, misaligned_blocks(s, p)};
     ProgramBuilder& b = e.b;
     emit_prologue(e, op, s, p, naive);
     emit_constants(e, s, u, k.affine);
@@ -604,28 +651,28 @@ std::vector<uint8_t> emit_block_kernel(RowwiseOp op, const RowwiseShape& s, cons
     const int64_t skew = p.skew;
     if (prefetch) {
         b.li(rBlk, 0);
-        block_geometry(e, rBlk, p, sb);
-        block_dma(e, k.ins, true);
+        block_geometry(c, rBlk, sb);
+        block_dma(c, k.ins, true);
     }
     b.loop(rCount, skew, rLoop);
     if (prefetch) {  // load block j + 1
         ProgramBuilder::Label no_next = b.label();
         b.addi(rBlk, rLoop, 1);
         b.br(Cond::GEU, rBlk, rCount, no_next);
-        block_geometry(e, rBlk, p, sb);
-        block_dma(e, k.ins, true);
+        block_geometry(c, rBlk, sb);
+        block_dma(c, k.ins, true);
         b.bind(no_next);
     }
     {  // head of block j
         ProgramBuilder::Label no_head = b.label();
         if (skew) b.br(Cond::GEU, rLoop, rCount, no_head);
-        block_geometry(e, rLoop, p, sb);
-        if (!prefetch) block_dma(e, k.ins, true);
+        block_geometry(c, rLoop, sb);
+        if (!prefetch) block_dma(c, k.ins, true);
         if (k.grouped_out) group_pointer(e, s, p, L, u);
         for (const Step& st : k.head) st.fn(c);
         if (!skew) {
             for (const Step& st : k.tail) st.fn(c);
-            block_dma(e, k.outs, false);
+            block_dma(c, k.outs, false);
             if (k.grouped_out) group_store(e, s, p, L, u);
         }
         b.bind(no_head);
@@ -634,9 +681,9 @@ std::vector<uint8_t> emit_block_kernel(RowwiseOp op, const RowwiseShape& s, cons
         ProgramBuilder::Label no_tail = b.label();
         e.cmp_br(Cond::LTU, rLoop, skew, no_tail);
         b.addi(rBlk, rLoop, -skew);
-        block_geometry(e, rBlk, p, sb);
+        block_geometry(c, rBlk, sb);
         for (const Step& st : k.tail) st.fn(c);
-        block_dma(e, k.outs, false);
+        block_dma(c, k.outs, false);
         b.bind(no_tail);
     }
     b.endloop();
@@ -648,22 +695,22 @@ std::vector<uint8_t> emit_block_kernel(RowwiseOp op, const RowwiseShape& s, cons
 Kernel planned_kernel(RowwiseOp op, const RowwiseShape& s, const Bufs& u) {
     const uint64_t rb = s.cols * es_of(s.t);
     Kernel k;
-    k.ins.push_back({u.X, rIn, 0, rb});
+    k.ins.push_back({u.X, rIn, 0, rb, true});
     switch (op) {
         case RowwiseOp::SOFTMAX:
             k.head = {{softmax_max_sub}, {softmax_exp}, {softmax_sum}};
             k.tail = {{softmax_out}};
-            k.outs.push_back({u.X, rOut, 0, rb});
+            k.outs.push_back({u.X, rOut, 0, rb, true});
             break;
         case RowwiseOp::LAYER_NORM:
             k.head = {{ln_mean}, {ln_center}, {ln_var}};
             k.tail = {{ln_out}};
-            k.outs.push_back({u.X, rOut, 0, rb});
+            k.outs.push_back({u.X, rOut, 0, rb, true});
             break;
         case RowwiseOp::RMS_NORM:
             k.head = {{rms_stats}};
             k.tail = {{rms_out}};
-            k.outs.push_back({u.X, rOut, 0, rb});
+            k.outs.push_back({u.X, rOut, 0, rb, true});
             break;
         default:
             k.head = {{reduce_stat}, {reduce_final}};
@@ -724,12 +771,12 @@ std::vector<Kernel> naive_kernels(RowwiseOp op, const RowwiseShape& s, const Buf
         case RowwiseOp::SOFTMAX: {
             const Stream m{u.M, rScr, n.m, es}, e{u.X, rScr, n.e, rb}, sum{u.S, rScr, n.s, 4};
             auto max_only = [](Ctx& c) {
-                c.e.addr(rA1, c.u.X);
+                xaddr(c, rA1);
                 c.e.addr(rA0, c.u.M);
                 c.e.vred(Red::MAX, c.t, c.t, rA0, rA1, R(rRows), I(c.C), I(c.rb));
             };
             auto sub_only = [](Ctx& c) {
-                c.e.addr(rA1, c.u.X);
+                xaddr(c, rA1);
                 c.e.addr(rA0, c.u.M);
                 c.e.addr(rA2, c.u.D);
                 c.e.vbin(VBin::SUB, Bcast::COL, DType::F32, c.t, c.t, rA2, rA1, rA0, R(rRows),
@@ -1307,8 +1354,9 @@ void check_dtype(DType t, const char* what) {
 uint64_t block_lx(RowwiseOp op, const RowwiseShape& s, uint64_t bk, uint32_t slots, bool matrix,
                   bool naive) {
     Bufs u;
-    const Layout L = block_layout(op, s, bk, matrix, u);
-    (void)naive;
+    RowwisePlan p;
+    p.naive = naive;
+    const Layout L = block_layout(op, s, bk, matrix, misaligned_blocks(s, p), u);
     return L.total(slots);
 }
 
@@ -1379,9 +1427,8 @@ uint64_t rowwise_row_unit(RowwiseOp op, const RowwiseShape& s, bool naive) {
 }
 
 uint64_t rowwise_block_unit(RowwiseOp op, const RowwiseShape& s, bool naive) {
-    // planned reductions stage their outputs: blocks only need a stick-aligned input
-    if (naive || has_tail(op)) return rowwise_row_unit(op, s, naive);
-    return stick_rows(s.cols * es_of(s.t));
+    // planned blocks may start inside a stick (and reductions stage their outputs)
+    return naive ? rowwise_row_unit(op, s, naive) : 1;
 }
 
 std::optional<RowwisePlan> fit_rowwise_block(RowwiseOp op, const RowwiseShape& s, uint32_t cores,
@@ -1450,7 +1497,8 @@ std::vector<uint8_t> build_rowwise(const RowwiseShape& s, const RowwisePlan& p) 
         throw std::invalid_argument("rowwise: a naive plan builds with build_rowwise_naive");
     if (!p.block_rows) return build_chunked(p.op, s, p);
     Bufs u;
-    const Layout L = block_layout(p.op, s, p.block_rows, p.sum_on_matrix, u);
+    const Layout L =
+        block_layout(p.op, s, p.block_rows, p.sum_on_matrix, misaligned_blocks(s, p), u);
     return emit_block_kernel(p.op, s, p, L, u, planned_kernel(p.op, s, u), false);
 }
 
@@ -1459,7 +1507,8 @@ RowwiseNaive build_rowwise_naive(const RowwiseShape& s, const RowwisePlan& p) {
     if (!p.naive || !p.block_rows) throw std::invalid_argument("rowwise: not a naive block plan");
     check_plan(s, p);
     Bufs u;
-    const Layout L = block_layout(p.op, s, p.block_rows, p.sum_on_matrix, u);
+    const Layout L =
+        block_layout(p.op, s, p.block_rows, p.sum_on_matrix, misaligned_blocks(s, p), u);
     RowwiseNaive n;
     for (const Kernel& k : naive_kernels(p.op, s, u))
         n.kernels.push_back(emit_block_kernel(p.op, s, p, L, u, k, true));
