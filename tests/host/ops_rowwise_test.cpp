@@ -489,6 +489,31 @@ TEST(OpsRowwise, RowsBeyondLxPlanAsLongRows) {
     run_checked(c, p);
 }
 
+// Rows of a stick or more that do not fill whole sticks split over all cores at any row: the
+// stick two cores share is stored by the earlier one, with the later one's bytes sent over
+// the ring.
+TEST(OpsRowwise, CoresMeetInsideSticks) {
+    for (const OpVariant& v : {OpVariant{RowwiseOp::SOFTMAX}, OpVariant{RowwiseOp::SOFTMAX, true},
+                               OpVariant{RowwiseOp::LAYER_NORM, false, true, true, DType::F32},
+                               OpVariant{RowwiseOp::RMS_NORM}})
+        for (DType t : {DType::F16, DType::BF16, DType::F32})
+            for (uint64_t R : {2, 37}) {
+                const RowwiseShape s = with(v, shape(R, t == DType::F32 ? 33 : 1001, t));
+                const RowwisePlan p = plan_rowwise(pricer(), v.op, s, 32);
+                EXPECT_EQ(p.row_unit, 1u);
+                EXPECT_EQ(p.cores, std::min<uint64_t>(R, 32));
+                Case c = make_case(v.op, s, 13);
+                run_checked(c, p);
+                // one block per row, and the whole range per core
+                for (uint64_t bk : {1, 64})
+                    if (auto f = fit_rowwise_block(v.op, s, 32 > R ? R : 32, bk, 2, 0, false,
+                                                   pricer().lx_budget())) {
+                        Case cb = make_case(v.op, s, 13);
+                        run_checked(cb, *f);
+                    }
+            }
+}
+
 // Many short rows: large blocks, many blocks per core, a partial last stick.
 TEST(OpsRowwise, ManyShortRows) {
     for (const OpVariant& v : {OpVariant{RowwiseOp::SOFTMAX}, OpVariant{RowwiseOp::RMS_NORM},
@@ -711,6 +736,7 @@ TEST(OpsRowwiseFigures, Table) {
         {{RowwiseOp::ARGMAX}, 512, 1024, DType::F16},
         {{RowwiseOp::SOFTMAX}, 4, 300000, DType::F32},
         {{RowwiseOp::SOFTMAX}, 512, 49155, DType::F16},  // Granite logits (vocabulary 49155)
+        {{RowwiseOp::SOFTMAX}, 32, 49155, DType::F16},
         {{RowwiseOp::SOFTMAX}, 1, 49155, DType::F16},
     };
     const auto& cfg = pricer().config();

@@ -73,14 +73,18 @@ std::vector<RowwisePlan> block_candidates(RowwiseOp op, const RowwiseShape& s, u
 std::vector<RowwisePlan> rowwise_candidates(RowwiseOp op, const RowwiseShape& s, uint32_t max_cores,
                                             uint64_t lx_budget) {
     check_rowwise(op, s);
-    const uint32_t cores = usable_cores(op, s, max_cores, false);
+    uint32_t cores = usable_cores(op, s, max_cores, false);
     std::vector<RowwisePlan> out = block_candidates(op, s, cores, lx_budget, false, -1);
     // long-row plans compete once a block holds only a row or two (their chunks pipeline
     // where a single-row block cannot overlap its load, compute and store)
     uint64_t most_rows = 0;
     for (const RowwisePlan& p : out) most_rows = std::max(most_rows, p.block_rows);
     if (most_rows > 2) return out;
-    // long rows: chunks of sticks, from the largest that fits down to 1/16 of it
+    // long rows: chunks of sticks, from the largest that fits down to 1/16 of it (the cores
+    // split whole sticks of rows)
+    const uint64_t lu = rowwise_row_unit(op, s, false, true);
+    cores = static_cast<uint32_t>(std::max<uint64_t>(
+        1, std::min<uint64_t>(std::min(max_cores, cores), (s.rows + lu - 1) / lu)));
     const uint64_t es = isa::dtype_size(s.t), per_stick = 128 / es;
     uint64_t best = 0;
     for (uint64_t cc = per_stick; cc <= s.cols + per_stick; cc *= 2)

@@ -73,6 +73,7 @@ constexpr uint8_t rOb = 5;  // reductions (no weight): this block's outputs in t
 // Blocks that start inside a stick: the block's byte offset in its first stick. Shares r12 with
 // rBlk, which is dead once the block's geometry is computed.
 constexpr uint8_t rOff = 12;
+constexpr uint8_t rHead = 7;  // planned (no scratch): this core's first byte within its stick
 
 struct Val {
     bool reg;
@@ -206,7 +207,8 @@ struct Ctx {
     Bufs& u;
     uint64_t C, es, rb;
     DType t;
-    bool mis;  // blocks may start inside a stick (their data at X + rOff)
+    bool mis;   // blocks may start inside a stick (their data at X + rOff)
+    bool xchg;  // cores meet inside sticks (core_boundary_exchange)
 };
 
 // reg = the block's first input element
@@ -568,10 +570,43 @@ void block_dma(Ctx& c, const std::vector<Stream>& ss, bool load) {
             e.b.sub(rT1, rT1, rOff);
             e.b.add(rT2, rT2, rOff);
         }
+        if (off && !load && c.xchg) {
+            // the core's last block ends inside a stick the next core continues: receive the
+            // next core's first bytes behind this block's and store the stick whole
+            ProgramBuilder::Label no_recv = e.b.label();
+            e.b.add(rA2, rStart, rRows);
+            e.b.add(rA3, rRow0, rNrows);
+            e.b.br(Cond::NE, rA2, rA3, no_recv);
+            e.cmp_br(Cond::EQ, rA2, static_cast<int64_t>(c.s.rows), no_recv);
+            e.b.muli(rA2, rA2, static_cast<int64_t>(c.rb));
+            e.b.alu(Alu::AND, rA2, rA2, 0, kStick - 1);
+            e.b.br(Cond::EQ, rA2, 0, no_recv);
+            e.b.li(rA3, kStick);
+            e.b.sub(rA2, rA3, rA2);
+            e.b.add(rA3, rT3, rT2);
+            e.b.recv(isa::Dir::PREV, rA3, rA2);
+            e.b.add(rT2, rT2, rA2);
+            e.b.bind(no_recv);
+        }
         if (off && !load) {
             e.b.alu(Alu::DIVU, rA1, rOff, 0, c.es);
             e.addr(rA0, c.u.CARRY);
             e.copy(c.t, rT3, rA0, R(rA1));
+        }
+        if (off && !load && c.xchg) {
+            // the core's first block starts inside a stick the previous core stores: send it
+            // this core's bytes of that stick and store from the next stick on
+            ProgramBuilder::Label no_send = e.b.label();
+            e.b.br(Cond::NE, rStart, rRow0, no_send);
+            e.b.br(Cond::EQ, rHead, 0, no_send);
+            e.b.li(rA2, kStick);
+            e.b.sub(rA2, rA2, rHead);
+            e.b.add(rA3, rT3, rHead);
+            e.b.send(isa::Dir::PREV, rA3, rA2);
+            e.b.addi(rT3, rT3, kStick);
+            e.b.addi(rT1, rT1, kStick);
+            e.b.addi(rT2, rT2, -static_cast<int64_t>(kStick));
+            e.b.bind(no_send);
         }
         e.dma(load, rT3, rT1, rT2);
         if (off && !load) {
@@ -627,6 +662,15 @@ void group_store(Em& e, const RowwiseShape& s, const RowwisePlan& p, const Layou
     b.bind(done);
 }
 
+// Planned block plans of ops with [R, C] outputs and rows of at least a stick split the rows
+// over the cores at any row: two cores then meet inside a stick, which the earlier core stores
+// whole, with the later core's first bytes sent to it over the ring (a stick then spans at
+// most two cores).
+bool core_boundary_exchange(RowwiseOp op, const RowwiseShape& s) {
+    const uint64_t rb = s.cols * es_of(s.t);
+    return has_tail(op) && rb >= kStick && rb % kStick != 0;
+}
+
 // Planned blocks of any row count: a block may start inside a stick unless its rows are whole
 // sticks (naive plans keep stick-aligned blocks for their statistics streams).
 bool misaligned_blocks(const RowwiseShape& s, const RowwisePlan& p) {
@@ -639,9 +683,23 @@ std::vector<uint8_t> emit_block_kernel(RowwiseOp op, const RowwiseShape& s, cons
     e.L = &L;
     e.slots = p.slots;
     const uint64_t rb = s.cols * es_of(s.t);
-    Ctx c{s, p, op, e, u, s.cols, es_of(s.t), rb, s.t, misaligned_blocks(s, p)};
+    Ctx c{s,
+          p,
+          op,
+          e,
+          u,
+          s.cols,
+          es_of(s.t),
+          rb,
+          s.t,
+          misaligned_blocks(s, p),
+          !naive && core_boundary_exchange(op, s)};
     ProgramBuilder& b = e.b;
     emit_prologue(e, op, s, p, naive);
+    if (c.xchg) {
+        b.muli(rHead, rRow0, static_cast<int64_t>(rb));
+        b.alu(Alu::AND, rHead, rHead, 0, kStick - 1);
+    }
     emit_constants(e, s, u, k.affine);
     const int64_t bk = p.block_rows;
     b.addi(rCount, rNrows, bk - 1);
@@ -1415,8 +1473,10 @@ void check_rowwise(RowwiseOp op, const RowwiseShape& s) {
     if (norm && !(s.eps >= 0.0f)) throw std::invalid_argument("rowwise: eps must be >= 0");
 }
 
-uint64_t rowwise_row_unit(RowwiseOp op, const RowwiseShape& s, bool naive) {
+uint64_t rowwise_row_unit(RowwiseOp op, const RowwiseShape& s, bool naive, bool long_rows) {
     const uint64_t es = es_of(s.t);
+    // planned blocks of output rows: cores may meet inside a stick (shared over the ring)
+    if (!naive && !long_rows && core_boundary_exchange(op, s)) return 1;
     uint64_t u = stick_rows(s.cols * es);
     if (!has_tail(op)) u = std::lcm(u, stick_rows(es_of(out_type(op, s))));
     if (naive) {  // the statistics streams: input type (max) and fp32 rows
@@ -1459,7 +1519,7 @@ std::optional<RowwisePlan> fit_rowwise_chunked(RowwiseOp op, const RowwiseShape&
                                                uint64_t chunk_cols, uint64_t lx_budget) {
     check_rowwise(op, s);
     const uint64_t es = es_of(s.t);
-    const uint64_t unit = rowwise_row_unit(op, s, false);
+    const uint64_t unit = rowwise_row_unit(op, s, false, true);
     const uint64_t units = ceil_div(s.rows, unit);
     if (cores == 0 || cores > units || chunk_cols == 0 || (chunk_cols * es) % kStick) return {};
     if (chunk_cols > kIotaBias) return std::nullopt;
@@ -1476,7 +1536,7 @@ std::optional<RowwisePlan> fit_rowwise_chunked(RowwiseOp op, const RowwiseShape&
 namespace {
 // A plan from elsewhere (a cache, a caller) must still describe a valid split of this shape.
 void check_plan(const RowwiseShape& s, const RowwisePlan& p) {
-    const uint64_t unit = rowwise_row_unit(p.op, s, p.naive);
+    const uint64_t unit = rowwise_row_unit(p.op, s, p.naive, !p.block_rows);
     const bool ok = p.cores >= 1 && p.row_unit == unit && p.cores <= ceil_div(s.rows, unit) &&
                     (p.block_rows || (p.chunk_cols && (p.chunk_cols * es_of(s.t)) % kStick == 0 &&
                                       p.chunk_cols <= kIotaBias));

@@ -82,8 +82,9 @@ std::string plan_name(const RowwisePlan& p);
 // Throws std::invalid_argument with the reason if the op/shape is not supported.
 void check_rowwise(RowwiseOp op, const RowwiseShape& s);
 
-// Row unit of the op's split (and of the naive program's statistics streams).
-uint64_t rowwise_row_unit(RowwiseOp op, const RowwiseShape& s, bool naive);
+// Row unit of the op's split (and of the naive program's statistics streams); long_rows: of
+// the long-row path.
+uint64_t rowwise_row_unit(RowwiseOp op, const RowwiseShape& s, bool naive, bool long_rows = false);
 // Block sizes are multiples of this (or a core's whole range).
 uint64_t rowwise_block_unit(RowwiseOp op, const RowwiseShape& s, bool naive);
 
