@@ -568,7 +568,9 @@ TEST(OpsRowwise, SoftmaxIsStableForInfAndHugeValues) {
                 RowwiseShape s = shape(64, C, t);
                 s.log = log;
                 Case c = make_case(RowwiseOp::SOFTMAX, s, 11, Fill::SPECIAL);
-                // row 1: all -inf; row 2: one finite value among -inf; row 3: two huge values
+                // row 1: all -inf; row 2: one finite value among -inf; row 3: huge values;
+                // row 4: one +inf (NaN row)
+                store(t, INFINITY, &c.mem[(4 * C + C / 3) * es_of(t)]);
                 for (uint64_t j = 0; j < C; ++j) {
                     store(t, -INFINITY, &c.mem[(1 * C + j) * es_of(t)]);
                     store(t, j == C / 2 ? 3.0 : -INFINITY, &c.mem[(2 * C + j) * es_of(t)]);
@@ -579,6 +581,7 @@ TEST(OpsRowwise, SoftmaxIsStableForInfAndHugeValues) {
                 const Ref ref = reference(c);
                 // the row of -inf is NaN, the others are finite probabilities
                 EXPECT_TRUE(std::isnan(ref.y[1 * C]));
+                EXPECT_TRUE(std::isnan(ref.y[4 * C]));
                 EXPECT_FALSE(std::isnan(ref.y[2 * C + C / 2]));
                 for (uint32_t cores : {1u, 32u}) {
                     Case cc = c;
