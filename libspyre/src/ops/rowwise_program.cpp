@@ -261,15 +261,27 @@ void softmax_max_sub(Ctx& c) {  // M = rowmax(X); D = X - M (fp32)
     e.vbin(VBin::SUB, Bcast::COL, DType::F32, c.t, c.t, rA2, rA1, rA0, R(rRows), I(C), I(4 * C),
            I(rb), I(es));
 }
-void softmax_exp(Ctx& c) {  // E = exp(D) into X (input type)
+// Where E = exp(D) lives: X (input type), or fp32 in D (softmax) or Q (log_softmax keeps D).
+void e_addr(Ctx& c, uint8_t reg) {
+    if (!c.s.fp32_exp)
+        xaddr(c, reg);
+    else
+        c.e.addr(reg, c.s.log ? c.u.Q : c.u.D);
+}
+void softmax_exp(Ctx& c) {  // E = exp(D)
     Em& e = c.e;
-    xaddr(c, rA1);
+    e_addr(c, rA1);
     e.addr(rA2, c.u.D);
-    e.vun(VUn::EXP, c.t, DType::F32, rA1, rA2, R(rRows), I(c.C), I(c.rb), I(4 * c.C));
+    const bool f = c.s.fp32_exp;
+    e.vun(VUn::EXP, f ? DType::F32 : c.t, DType::F32, rA1, rA2, R(rRows), I(c.C),
+          I(f ? 4 * c.C : c.rb), I(4 * c.C));
 }
 void softmax_sum(Ctx& c) {  // S = rowsum(E)
-    xaddr(c, rA1);
-    sum_rows(c, c.u.S, rA1, c.t, c.rb);
+    e_addr(c, rA1);
+    if (c.s.fp32_exp)
+        sum_rows(c, c.u.S, rA1, DType::F32, 4 * c.C);
+    else
+        sum_rows(c, c.u.S, rA1, c.t, c.rb);
 }
 void softmax_out(Ctx& c) {  // X = E * (1/S), or X = D - log(S)
     Em& e = c.e;
@@ -277,7 +289,12 @@ void softmax_out(Ctx& c) {  // X = E * (1/S), or X = D - log(S)
     e.addr(rA0, c.u.S);
     e.addr(rA3, c.u.RR);
     xaddr(c, rA1);
-    if (!c.s.log) {
+    if (!c.s.log && c.s.fp32_exp) {
+        e.vun(VUn::RECIP, DType::F32, DType::F32, rA3, rA0, I(1), R(rRows), I(0), I(0));
+        e.addr(rA2, c.u.D);
+        e.vbin(VBin::MUL, Bcast::COL, c.t, DType::F32, DType::F32, rA1, rA2, rA3, R(rRows), I(C),
+               I(rb), I(4 * C), I(4));
+    } else if (!c.s.log) {
         const DType rt = recip_type(c.s);
         e.vun(VUn::RECIP, rt, DType::F32, rA3, rA0, I(1), R(rRows), I(0), I(0));
         e.vbin(VBin::MUL, Bcast::COL, c.t, c.t, rt, rA1, rA1, rA3, R(rRows), I(C), I(rb), I(rb),
@@ -440,7 +457,8 @@ Layout block_layout(RowwiseOp op, const RowwiseShape& s, uint64_t bk, bool matri
             u.M = L.per_slot(stat);
             u.S = L.per_slot(stat);
             u.RR = L.per_slot(stat);
-            u.D = s.log ? L.per_slot(bk * C * 4) : L.shared(bk * C * 4);
+            u.D = s.log || s.fp32_exp ? L.per_slot(bk * C * 4) : L.shared(bk * C * 4);
+            if (s.log && s.fp32_exp) u.Q = L.shared(bk * C * 4);
             break;
         case RowwiseOp::LAYER_NORM:
             u.M = L.per_slot(stat);
@@ -795,7 +813,7 @@ NaiveScratch naive_scratch(RowwiseOp op, const RowwiseShape& sh) {
     switch (op) {
         case RowwiseOp::SOFTMAX:
             n.m = take(R * es_of(sh.t));
-            n.e = take(R * rb);
+            n.e = take(R * (sh.fp32_exp ? sh.cols * 4 : rb));
             n.s = take(R * 4);
             break;
         case RowwiseOp::LAYER_NORM:
@@ -827,7 +845,19 @@ std::vector<Kernel> naive_kernels(RowwiseOp op, const RowwiseShape& s, const Buf
     std::vector<Kernel> ks;
     switch (op) {
         case RowwiseOp::SOFTMAX: {
-            const Stream m{u.M, rScr, n.m, es}, e{u.X, rScr, n.e, rb}, sum{u.S, rScr, n.s, 4};
+            const Stream m{u.M, rScr, n.m, es}, sum{u.S, rScr, n.s, 4};
+            // E in the input type (in X), or fp32 (in D; log_softmax computes it there too)
+            const Stream e =
+                s.fp32_exp ? Stream{u.D, rScr, n.e, 4 * s.cols} : Stream{u.X, rScr, n.e, rb};
+            auto exp_into_d = [](Ctx& c) {
+                c.e.addr(rA2, c.u.D);
+                c.e.vun(VUn::EXP, DType::F32, DType::F32, rA2, rA2, R(rRows), I(c.C), I(4 * c.C),
+                        I(4 * c.C));
+            };
+            auto sum_d = [](Ctx& c) {
+                c.e.addr(rA1, c.u.D);
+                sum_rows(c, c.u.S, rA1, DType::F32, 4 * c.C);
+            };
             auto max_only = [](Ctx& c) {
                 xaddr(c, rA1);
                 c.e.addr(rA0, c.u.M);
@@ -841,8 +871,13 @@ std::vector<Kernel> naive_kernels(RowwiseOp op, const RowwiseShape& s, const Buf
                          I(c.C), I(4 * c.C), I(c.rb), I(c.es));
             };
             ks.push_back({{x}, {m}, {{max_only}}, {}});
-            ks.push_back({{x, m}, {e}, {{sub_only}, {softmax_exp}}, {}});
-            ks.push_back({{e}, {sum}, {{softmax_sum}}, {}});
+            if (s.fp32_exp) {
+                ks.push_back({{x, m}, {e}, {{sub_only}, {exp_into_d}}, {}});
+                ks.push_back({{e}, {sum}, {{sum_d}}, {}});
+            } else {
+                ks.push_back({{x, m}, {e}, {{sub_only}, {softmax_exp}}, {}});
+                ks.push_back({{e}, {sum}, {{softmax_sum}}, {}});
+            }
             if (!s.log)
                 ks.push_back({{e, sum}, {out}, {{softmax_out}}, {}});
             else
@@ -1482,6 +1517,7 @@ uint64_t rowwise_row_unit(RowwiseOp op, const RowwiseShape& s, bool naive, bool 
     if (naive) {  // the statistics streams: input type (max) and fp32 rows
         u = std::lcm(u, stick_rows(4));
         if (op == RowwiseOp::SOFTMAX || op == RowwiseOp::ARGMAX) u = std::lcm(u, stick_rows(es));
+        if (op == RowwiseOp::SOFTMAX && s.fp32_exp) u = std::lcm(u, stick_rows(s.cols * 4));
     }
     return u;
 }
@@ -1504,8 +1540,9 @@ std::optional<RowwisePlan> fit_rowwise_block(RowwiseOp op, const RowwiseShape& s
     if (block_rows > core_rows) block_rows = core_rows;
     if (slots < 1 + (slots > 1 ? 1u : 0u) + skew || slots > 3 || skew > 1) return std::nullopt;
     if (skew && !has_tail(op)) return std::nullopt;
-    if (sum_on_matrix && (!has_row_sums(op) || s.t == DType::F32 || block_rows > kMatK))
-        return std::nullopt;
+    // fp32 sums of fp32 values: VRED (the matrix unit runs fp32 at 1/4 and accumulates in fp32)
+    const bool f32_sums = s.t == DType::F32 || (op == RowwiseOp::SOFTMAX && s.fp32_exp);
+    if (sum_on_matrix && (!has_row_sums(op) || f32_sums || block_rows > kMatK)) return std::nullopt;
     if (naive && (slots != 2 || skew)) return std::nullopt;
     const uint64_t lx = block_lx(op, s, block_rows, slots, sum_on_matrix, naive);
     if (lx > lx_budget) return std::nullopt;

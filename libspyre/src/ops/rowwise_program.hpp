@@ -40,8 +40,11 @@ const char* rowwise_op_name(RowwiseOp op, bool log = false);
 // What a row-wise op computes; rows = product of the leading dims, cols = the last dim.
 struct RowwiseShape {
     uint64_t rows = 0, cols = 0;
-    isa::DType t = isa::DType::F16;         // F16, BF16 or F32; statistics are fp32 inside
-    bool log = false;                       // softmax: log_softmax
+    isa::DType t = isa::DType::F16;  // F16, BF16 or F32; statistics are fp32 inside
+    bool log = false;                // softmax: log_softmax
+    // softmax: exp(x - max) stays fp32 through the row sum and the scale (one rounding, within
+    // an ulp; about 1.3x the vector work on one core). Default: exp rounded to the input type.
+    bool fp32_exp = false;
     float eps = 1e-5f;                      // layer_norm, rms_norm
     bool has_weight = false;                // layer_norm, rms_norm: y * weight
     isa::DType weight_t = isa::DType::F16;  // t or F32
