@@ -405,24 +405,6 @@ void block_dma(Ctx& c, const std::vector<Stream>& ss, bool load) {
             e.b.sub(rT1, rT1, rOff);
             e.b.add(rT2, rT2, rOff);
         }
-        if (off && !load && c.xchg) {
-            // the core's last block ends inside a stick the next core continues: receive the
-            // next core's first bytes behind this block's and store the stick whole
-            ProgramBuilder::Label no_recv = e.b.label();
-            e.b.add(rA2, rStart, rRows);
-            e.b.add(rA3, rRow0, rNrows);
-            e.b.br(Cond::NE, rA2, rA3, no_recv);
-            e.cmp_br(Cond::EQ, rA2, static_cast<int64_t>(c.s.rows), no_recv);
-            e.b.muli(rA2, rA2, static_cast<int64_t>(c.rb));
-            e.b.alu(Alu::AND, rA2, rA2, 0, kStick - 1);
-            e.b.br(Cond::EQ, rA2, 0, no_recv);
-            e.b.li(rA3, kStick);
-            e.b.sub(rA2, rA3, rA2);
-            e.b.add(rA3, rT3, rT2);
-            e.b.recv(isa::Dir::PREV, rA3, rA2);
-            e.b.add(rT2, rT2, rA2);
-            e.b.bind(no_recv);
-        }
         if (off && !load) {
             e.b.alu(Alu::DIVU, rA1, rOff, 0, c.es);
             e.addr(rA0, c.u.CARRY);
@@ -442,6 +424,25 @@ void block_dma(Ctx& c, const std::vector<Stream>& ss, bool load) {
             e.b.addi(rT1, rT1, kStick);
             e.b.addi(rT2, rT2, -static_cast<int64_t>(kStick));
             e.b.bind(no_send);
+        }
+        if (off && !load && c.xchg) {
+            // the core's last block ends inside a stick the next core continues: receive the
+            // next core's first bytes behind this block's and store the stick whole (after the
+            // send, so that single-block cores do not wait for each other in a chain)
+            ProgramBuilder::Label no_recv = e.b.label();
+            e.b.add(rA2, rStart, rRows);
+            e.b.add(rA3, rRow0, rNrows);
+            e.b.br(Cond::NE, rA2, rA3, no_recv);
+            e.cmp_br(Cond::EQ, rA2, static_cast<int64_t>(c.s.rows), no_recv);
+            e.b.muli(rA2, rA2, static_cast<int64_t>(c.rb));
+            e.b.alu(Alu::AND, rA2, rA2, 0, kStick - 1);
+            e.b.br(Cond::EQ, rA2, 0, no_recv);
+            e.b.li(rA3, kStick);
+            e.b.sub(rA2, rA3, rA2);
+            e.b.add(rA3, rT3, rT2);
+            e.b.recv(isa::Dir::PREV, rA3, rA2);
+            e.b.add(rT2, rT2, rA2);
+            e.b.bind(no_recv);
         }
         e.dma(load, rT3, rT1, rT2);
         if (off && !load) {

@@ -10,7 +10,7 @@
 //       [rows] of type t (sum, mean, max, min) or int32 (argmax)
 //   2 = weight [cols] (layer_norm, rms_norm; when has_weight), 3 = bias [cols] (layer_norm;
 //       when has_bias)
-//   4 = scratch (naive programs only: naive_scratch_bytes() of device memory)
+//   4 = scratch (naive programs only: RowwiseNaive::scratch_bytes of device memory)
 // Launch exactly plan.cores cores.
 #pragma once
 
@@ -55,12 +55,13 @@ struct RowwiseShape {
 // Largest supported row length: indices and element counts stay exact in fp32.
 inline constexpr uint64_t kRowwiseMaxCols = uint64_t{1} << 23;
 
-// How the rows are computed. Rows are split over `cores` in units of `row_unit` rows (a unit
-// starts on a 128-byte boundary of the input and of the output), contiguous per core.
+// How the rows are computed. Rows are split over `cores` in units of `row_unit` rows,
+// contiguous per core: units of whole sticks of rows, or single rows where two cores that meet
+// inside a stick share it over the ring (block plans of ops with [rows, cols] outputs).
 //  - Block path (block_rows > 0): a core streams blocks of block_rows whole rows through
 //    `slots` LX buffers (1: no overlap, 2: the next block loads while this one computes,
 //    3 with skew 1: the statistics of block i+1 are computed before block i is finished, so
-//    the matrix unit's row sums overlap the vector unit).
+//    the matrix unit's row sums overlap the vector unit). A block may start inside a stick.
 //  - Long-row path (block_rows == 0): one row at a time in chunks of chunk_cols columns, two
 //    chunk buffers; the statistics of a row are combined from per-chunk partials, and the row
 //    is read again for the output (softmax 2 passes, layer_norm 3, rms_norm 2; reductions 1).
