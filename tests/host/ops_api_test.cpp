@@ -5,6 +5,7 @@
 // (tests/guest/run-all.sh) with SPYRE_OPS_TEST_BACKEND=kernel, through spyre.ko.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -521,6 +522,81 @@ TEST_F(Ops, CopyMakesStridedViewsDense) {
             ASSERT_EQ(0, std::memcmp(&o.host[2 * i], &a.host[2 * off], 2)) << i;
         }
     }
+}
+
+// Row-wise ops through the C API against double references: softmax and log_softmax, layer
+// norm with fp32 affine parameters, RMS norm, sum and argmax, on odd shapes.
+TEST_F(Ops, RowwiseOps) {
+    const int64_t R = 5, C = 100;
+    const spyre_dtype h = SPYRE_DTYPE_FLOAT16;
+    DevArray x(dev, h, R * C, 1), o(dev, h, R * C, 2), w(dev, SPYRE_DTYPE_FLOAT32, C, 3);
+    DevArray b(dev, SPYRE_DTYPE_FLOAT32, C, 4), r(dev, h, R, 5);
+    const spyre_tensor tx = view(x, {R, C}, {C, 1}), to = view(o, {R, C}, {C, 1});
+    const spyre_tensor tw = view(w, {C}, {1}), tb = view(b, {C}, {1}), tr = view(r, {R}, {1});
+    auto row = [&](int64_t i) {
+        std::vector<double> v(C);
+        for (int64_t j = 0; j < C; ++j) v[j] = x.at(i * C + j);
+        return v;
+    };
+    for (int log : {0, 1}) {
+        ASSERT_SPYRE(spyre_op_softmax(nullptr, &tx, log, &to));
+        ASSERT_SPYRE(spyre_device_synchronize(dev));
+        o.fetch();
+        for (int64_t i = 0; i < R; ++i) {
+            const auto v = row(i);
+            double mx = -INFINITY, sum = 0;
+            for (double e : v) mx = std::max(mx, e);
+            for (double e : v) sum += std::exp(e - mx);
+            for (int64_t j = 0; j < C; ++j) {
+                const double want = log ? v[j] - mx - std::log(sum) : std::exp(v[j] - mx) / sum;
+                ASSERT_NEAR(o.at(i * C + j), want, 2e-3 * (1 + std::fabs(want)))
+                    << log << " " << i << " " << j;
+            }
+        }
+    }
+    ASSERT_SPYRE(spyre_op_layer_norm(nullptr, &tx, &tw, &tb, 1e-5f, &to));
+    ASSERT_SPYRE(spyre_device_synchronize(dev));
+    o.fetch();
+    for (int64_t i = 0; i < R; ++i) {
+        const auto v = row(i);
+        double m = 0, var = 0;
+        for (double e : v) m += e / C;
+        for (double e : v) var += (e - m) * (e - m) / C;
+        for (int64_t j = 0; j < C; ++j) {
+            const double want = (v[j] - m) / std::sqrt(var + 1e-5) * w.at(j) + b.at(j);
+            ASSERT_NEAR(o.at(i * C + j), want, 4e-3 * (1 + std::fabs(want))) << i << " " << j;
+        }
+    }
+    ASSERT_SPYRE(spyre_op_rms_norm(nullptr, &tx, &tw, 1e-6f, &to));
+    ASSERT_SPYRE(spyre_op_reduce(nullptr, SPYRE_REDUCE_SUM, &tx, &tr));
+    ASSERT_SPYRE(spyre_device_synchronize(dev));
+    o.fetch();
+    r.fetch();
+    for (int64_t i = 0; i < R; ++i) {
+        const auto v = row(i);
+        double ms = 0, sum = 0;
+        for (double e : v) ms += e * e / C, sum += e;
+        for (int64_t j = 0; j < C; ++j) {
+            const double want = v[j] / std::sqrt(ms + 1e-6) * w.at(j);
+            ASSERT_NEAR(o.at(i * C + j), want, 4e-3 * (1 + std::fabs(want))) << i << " " << j;
+        }
+        ASSERT_NEAR(r.at(i), sum, 2e-3 * (1 + std::fabs(sum))) << i;
+    }
+    spyre_buffer_t ab;
+    ASSERT_SPYRE(spyre_malloc(dev, R * 4, &ab));
+    spyre_tensor ta{};
+    ta.buffer = ab, ta.dtype = SPYRE_DTYPE_INT32, ta.ndim = 1, ta.shape[0] = R, ta.strides[0] = 1;
+    ASSERT_SPYRE(spyre_op_reduce(nullptr, SPYRE_REDUCE_ARGMAX, &tx, &ta));
+    ASSERT_SPYRE(spyre_device_synchronize(dev));
+    std::vector<int32_t> am(R);
+    ASSERT_SPYRE(spyre_memcpy_dtoh(am.data(), ab, 0, R * 4));
+    for (int64_t i = 0; i < R; ++i) {
+        const auto v = row(i);
+        EXPECT_EQ(am[i], std::max_element(v.begin(), v.end()) - v.begin()) << i;
+    }
+    spyre_free(ab);
+    EXPECT_EQ(SPYRE_ERROR_INVALID_ARGUMENT,
+              spyre_op_reduce(nullptr, SPYRE_REDUCE_ARGMAX, &tx, &tr));
 }
 
 TEST_F(Ops, ArgumentErrorsSayWhatIsWrong) {

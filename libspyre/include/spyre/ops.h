@@ -176,6 +176,33 @@ SPYRE_API spyre_status spyre_op_where(spyre_stream_t stream, const spyre_tensor*
 SPYRE_API spyre_status spyre_op_copy(spyre_stream_t stream, const spyre_tensor* src,
                                      const spyre_tensor* dst);
 
+/* Row-wise ops along the last dim of a dense tensor viewed as [rows, cols]: fp16, bf16 or
+ * fp32, statistics in fp32 inside (Documentation/ops-rowwise.md). */
+SPYRE_API spyre_status spyre_op_softmax(spyre_stream_t stream, const spyre_tensor* x, int log,
+                                        const spyre_tensor* out);
+/* out = (x - mean) / sqrt(var + eps) * weight + bias; weight and bias [cols] (fp32 or x's type)
+ * or NULL. */
+SPYRE_API spyre_status spyre_op_layer_norm(spyre_stream_t stream, const spyre_tensor* x,
+                                           const spyre_tensor* weight, const spyre_tensor* bias,
+                                           float eps, const spyre_tensor* out);
+/* out = x / sqrt(mean(x^2) + eps) * weight; weight [cols] or NULL. */
+SPYRE_API spyre_status spyre_op_rms_norm(spyre_stream_t stream, const spyre_tensor* x,
+                                         const spyre_tensor* weight, float eps,
+                                         const spyre_tensor* out);
+
+typedef enum spyre_reduce_op {
+    SPYRE_REDUCE_SUM = 0,
+    SPYRE_REDUCE_MEAN = 1,
+    SPYRE_REDUCE_MAX = 2, /* NaN-propagating */
+    SPYRE_REDUCE_MIN = 3,
+    SPYRE_REDUCE_ARGMAX = 4, /* first index of the maximum; out int32 */
+} spyre_reduce_op;
+
+/* out[r] = reduce(x[r, :]) over the last dim; out has x's leading dims (keepdim or not: out's
+ * shape is x's without the last dim, or with it as 1); x's type (int32 for ARGMAX). */
+SPYRE_API spyre_status spyre_op_reduce(spyre_stream_t stream, spyre_reduce_op op,
+                                       const spyre_tensor* x, const spyre_tensor* out);
+
 /* What the last op of the calling thread ran: its plan and the modeled device time of its
  * programs on the cycle model (known when queued: the plan was priced when it was made). */
 typedef struct spyre_op_info {
