@@ -7,6 +7,8 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <numeric>
 #include <vector>
 
@@ -23,6 +25,13 @@ namespace {
 constexpr int64_t kMaxStridedCalls = 256;
 
 bool is_spyre(const at::Tensor& t) { return t.is_privateuseone(); }
+
+enum Counter { kHtoD, kDtoH, kDtoD, kMemcpy3d, kStaged, kRmw, kThroughHost, kNumCounters };
+constexpr const char* kCounterNames[kNumCounters] = {
+    "htod", "dtoh", "dtod", "memcpy_3d", "host_staged", "read_modify_write", "through_host"};
+std::array<std::atomic<uint64_t>, kNumCounters> g_counters{};
+
+void count(Counter c) { g_counters[c].fetch_add(1, std::memory_order_relaxed); }
 
 // One side of a copy: device memory (buffer + byte offset of element 0) or host memory.
 struct Side {
@@ -55,12 +64,16 @@ Side advance(Side s, int64_t bytes) {
 
 void linear(const Side& dst, const Side& src, uint64_t bytes, spyre_stream_t st) {
     if (bytes == 0) return;
-    if (dst.device && src.device)
+    if (dst.device && src.device) {
         SPYRE_CHECK(spyre_memcpy_dtod_async(dst.buf, dst.off, src.buf, src.off, bytes, st));
-    else if (dst.device)
+        count(kDtoD);
+    } else if (dst.device) {
         SPYRE_CHECK(spyre_memcpy_htod_async(dst.buf, dst.off, src.host, bytes, st));
-    else
+        count(kHtoD);
+    } else {
         SPYRE_CHECK(spyre_memcpy_dtoh_async(dst.host, src.buf, src.off, bytes, st));
+        count(kDtoH);
+    }
 }
 
 // A dimension of a copy: its size and the strides (in elements) of both sides.
@@ -152,6 +165,7 @@ bool strided(const Side& dst, const Side& src, const std::vector<Dim>& dims, int
         p.height = static_cast<uint64_t>(rows.size);
         p.depth = static_cast<uint64_t>(depth);
         SPYRE_CHECK(spyre_memcpy_3d_async(&p, st));
+        count(kMemcpy3d);
         for (size_t i = outer; i-- > 0;) {
             if (++index[i] < dims[i].size) break;
             index[i] = 0;
@@ -229,6 +243,7 @@ at::Tensor download(const at::Tensor& src) {
     spyre_stream_t st = stream_of(src);
     const auto opts = src.options().device(at::kCPU);
     const int64_t item = src.element_size();
+    count(kStaged);
     if (src.is_non_overlapping_and_dense()) {
         at::Tensor stage = at::empty_strided(src.sizes(), src.strides(), opts);
         linear(side_of(stage), side_of(src), static_cast<uint64_t>(src.numel() * item), st);
@@ -237,6 +252,7 @@ at::Tensor download(const at::Tensor& src) {
     at::Tensor stage = at::empty_strided(src.sizes(), dense_strides_like(src), opts);
     if (strided(stage, src, st)) return stage;
     // The whole byte range the view spans, then the view on the host.
+    count(kRmw);
     at::Tensor buf = at::empty({span_elems(src)}, opts);
     linear(side_of(buf), side_of(src), static_cast<uint64_t>(buf.numel() * item), st);
     return buf.as_strided(src.sizes(), src.strides(), 0);
@@ -265,6 +281,7 @@ void copy_h2d(const at::Tensor& dst, at::Tensor src, bool non_blocking) {
     } else if (strided(dst, src, st)) {
     } else {
         direct = false;
+        count(kStaged);
         at::Tensor stage = at::empty_strided(dst.sizes(), dense_strides_like(dst), src.options());
         stage.copy_(src);
         if (same_dense_layout(dst, stage)) {
@@ -272,6 +289,7 @@ void copy_h2d(const at::Tensor& dst, at::Tensor src, bool non_blocking) {
         } else if (!strided(dst, stage, st)) {
             // A view whose innermost stride is not 1: read the byte range it spans, update the
             // view's elements on the host, write the range back (stream-ordered).
+            count(kRmw);
             at::Tensor buf = at::empty({span_elems(dst)}, src.options());
             const uint64_t bytes = static_cast<uint64_t>(buf.numel() * item);
             linear(side_of(buf), side_of(dst), bytes, st);
@@ -326,16 +344,16 @@ bool ranges_overlap(const at::Tensor& a, const at::Tensor& b) {
 }
 
 void copy_d2d(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
-    const bool convert = src.scalar_type() != dst.scalar_type() ||
-                         src.is_conj() != dst.is_conj() || src.is_neg() != dst.is_neg();
+    const bool convert = src.scalar_type() != dst.scalar_type() || src.is_conj() != dst.is_conj() ||
+                         src.is_neg() != dst.is_neg();
     if (convert) {
         // No device kernel converts yet: this is CPU work.
-        note_cpu_work(std::string("aten::_copy_from (") + c10::toString(src.scalar_type()) +
-                      " -> " + c10::toString(dst.scalar_type()) +
-                      (src.is_conj() != dst.is_conj() || src.is_neg() != dst.is_neg()
-                           ? ", conj/neg"
-                           : "") +
-                      ")");
+        note_cpu_work(
+            std::string("aten::_copy_from (") + c10::toString(src.scalar_type()) + " -> " +
+            c10::toString(dst.scalar_type()) +
+            (src.is_conj() != dst.is_conj() || src.is_neg() != dst.is_neg() ? ", conj/neg" : "") +
+            ")");
+        count(kThroughHost);
         copy_h2d(dst, to_host(src), non_blocking);
         return;
     }
@@ -349,8 +367,10 @@ void copy_d2d(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
             SPYRE_CHECK(spyre_memcpy_dtod_async(
                 d.buffer, d.offset, s.buffer, s.offset,
                 static_cast<uint64_t>(dst.numel() * dst.element_size()), stream_of(dst)));
+            count(kDtoD);
             if (!non_blocking) wait(dst);
         } else {
+            count(kThroughHost);
             copy_h2d(dst, to_host(src), non_blocking);
         }
         return;
@@ -367,6 +387,7 @@ void copy_d2d(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
     }
     // Layouts no device copy expresses (a transpose, a broadcast, interleaved views of one
     // buffer): through the host.
+    count(kThroughHost);
     copy_h2d(dst, to_host(src), non_blocking);
 }
 
@@ -388,6 +409,16 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, uint64_t>> copy_stats() {
+    std::vector<std::pair<std::string, uint64_t>> out;
+    for (int i = 0; i < kNumCounters; ++i) out.emplace_back(kCounterNames[i], g_counters[i].load());
+    return out;
+}
+
+void reset_copy_stats() {
+    for (auto& c : g_counters) c = 0;
+}
 
 DeviceSpan device_span(const at::Tensor& t) {
     const DevicePtr p = lookup(t.storage().data());

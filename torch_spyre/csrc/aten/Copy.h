@@ -22,10 +22,22 @@
 #include <ATen/core/Tensor.h>
 #include <spyre/spyre.h>
 
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace torch_spyre::aten {
 
 // dst.copy_(src) for any mix of CPU and spyre tensors; src is broadcast to dst's shape.
 void copy_(const at::Tensor& dst, const at::Tensor& src, bool non_blocking);
+
+// Counters of the copy machinery since the start (or the last reset): libspyre calls by kind
+// ("htod", "dtoh", "dtod", "memcpy_3d") and the fallbacks among the layouts ("host_staged": a
+// host staging tensor, "read_modify_write": a view's byte range rewritten, "through_host": a
+// device-to-device copy through host memory). For tests and performance work.
+std::vector<std::pair<std::string, uint64_t>> copy_stats();
+void reset_copy_stats();
 
 // Where a spyre tensor's first element lives.
 struct DeviceSpan {

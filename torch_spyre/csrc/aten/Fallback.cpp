@@ -4,12 +4,15 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <vector>
 
 namespace torch_spyre::aten {
 namespace {
@@ -38,18 +41,67 @@ struct Target {
     }
 };
 
-// A spyre tensor argument and its CPU stand-in.
-struct Moved {
+// A spyre tensor among the arguments (plain, or element `elem` of a list) and its CPU
+// stand-in.
+struct Ref {
     size_t arg;
+    int64_t elem;  // -1: a plain Tensor argument
     at::Tensor spyre;
+    bool write_only;  // an out= argument: its contents are not read
     at::Tensor cpu;
 };
 
-at::Tensor host_copy(const at::Tensor& t, bool write_only) {
+// Elements from a tensor's first element to its last (strides are never negative).
+int64_t span_elems(const at::Tensor& t) {
+    int64_t n = 1;
+    for (int64_t i = 0; i < t.dim(); ++i) n += (t.size(i) - 1) * t.stride(i);
+    return n;
+}
+
+void host_copy(Ref& r) {
+    const at::Tensor& t = r.spyre;
     // An out= argument is only written: an empty CPU tensor of its layout will do.
-    if (write_only)
-        return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kCPU));
-    return t.to(at::kCPU);
+    r.cpu = r.write_only ? at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kCPU))
+                         : t.to(at::kCPU);
+}
+
+// Arguments that share one spyre storage (x.add_(x), a view and its base, out= into an
+// argument) get CPU views of one host copy of the bytes they span, so the CPU kernel sees the
+// same aliasing (and raises the same overlap errors) as it would on CPU tensors.
+void host_alias_group(std::vector<Ref>& refs, const std::vector<size_t>& group) {
+    int64_t lo = INT64_MAX, hi = 0;
+    for (size_t k : group) {
+        const at::Tensor& t = refs[k].spyre;
+        if (t.is_conj() || t.is_neg()) {  // math bits: copies of their own
+            for (size_t j : group) host_copy(refs[j]);
+            return;
+        }
+        if (t.numel() == 0) continue;
+        const int64_t b0 = t.storage_offset() * t.element_size();
+        lo = std::min(lo, b0);
+        hi = std::max(hi, b0 + span_elems(t) * t.element_size());
+    }
+    if (lo >= hi) {  // all empty
+        for (size_t k : group) host_copy(refs[k]);
+        return;
+    }
+    const at::Tensor& first = refs[group[0]].spyre;
+    const c10::Storage storage = first.storage();
+    lo = lo / 16 * 16;  // keeps every member's offset a multiple of its element size
+    hi = std::min<int64_t>((hi + 15) / 16 * 16, static_cast<int64_t>(storage.nbytes()));
+    at::Tensor bytes = at::empty({0}, first.options().dtype(at::kByte));
+    bytes.set_(storage, lo, {hi - lo}, {1});
+    const at::Tensor host = bytes.to(at::kCPU);
+    for (size_t k : group) {
+        const at::Tensor& t = refs[k].spyre;
+        const auto opts = t.options().device(at::kCPU);
+        if (t.numel() == 0) {
+            refs[k].cpu = at::empty_strided(t.sizes(), t.strides(), opts);
+            continue;
+        }
+        const int64_t offset = (t.storage_offset() * t.element_size() - lo) / t.element_size();
+        refs[k].cpu = at::empty({0}, opts).set_(host.storage(), offset, t.sizes(), t.strides());
+    }
 }
 
 // Writes the CPU result of a mutated argument back into its spyre tensor.
@@ -113,80 +165,69 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
 
     Target target{std::nullopt, schema.operator_name()};
-    std::vector<Moved> tensors;                                     // plain Tensor arguments
-    std::vector<std::pair<size_t, c10::List<at::Tensor>>> lists;    // Tensor[] (originals)
-    std::vector<std::pair<size_t, c10::List<std::optional<at::Tensor>>>> opt_lists;
-
+    std::vector<Ref> refs;
+    std::map<size_t, c10::IValue> lists;  // list arguments as the caller passed them
     const size_t begin = stack->size() - args.size();
     for (size_t i = 0; i < args.size(); ++i) {
         c10::IValue& v = (*stack)[begin + i];
         const bool write_only = args[i].is_out();
-        if (v.isTensor()) {
-            const at::Tensor& t = v.toTensor();
-            if (!is_spyre(t)) continue;
+        auto see = [&](const at::Tensor& t, int64_t elem) {
+            if (!is_spyre(t)) return;
             target.see(t.device());
-            at::Tensor cpu = host_copy(t, write_only);
-            tensors.push_back({i, t, cpu});
-            v = c10::IValue(cpu);
+            refs.push_back({i, elem, t, write_only, {}});
+        };
+        if (v.isTensor()) {
+            see(v.toTensor(), -1);
         } else if (v.isTensorList()) {
-            c10::List<at::Tensor> orig = v.toTensorList();
-            c10::List<at::Tensor> cpu;
-            cpu.reserve(orig.size());
-            for (const at::Tensor& t : orig) {
-                if (is_spyre(t)) target.see(t.device());
-                cpu.push_back(is_spyre(t) ? host_copy(t, write_only) : t);
-            }
-            lists.emplace_back(i, orig);
-            v = c10::IValue(cpu);
+            lists[i] = v;
+            const c10::List<at::Tensor> l = v.toTensorList();
+            for (size_t j = 0; j < l.size(); ++j) see(l.get(j), static_cast<int64_t>(j));
         } else if (v.isOptionalTensorList()) {
-            c10::List<std::optional<at::Tensor>> orig = v.toOptionalTensorList();
-            c10::List<std::optional<at::Tensor>> cpu;
-            cpu.reserve(orig.size());
-            for (const std::optional<at::Tensor>& t : orig) {
-                if (t && is_spyre(*t)) {
-                    target.see(t->device());
-                    cpu.push_back(host_copy(*t, write_only));
-                } else {
-                    cpu.push_back(t);
-                }
+            lists[i] = v;
+            const c10::List<std::optional<at::Tensor>> l = v.toOptionalTensorList();
+            for (size_t j = 0; j < l.size(); ++j) {
+                const std::optional<at::Tensor> t = l.get(j);
+                if (t) see(*t, static_cast<int64_t>(j));
             }
-            opt_lists.emplace_back(i, orig);
-            v = c10::IValue(cpu);
         } else if (v.isDevice() && v.toDevice().is_privateuseone()) {
             target.see(v.toDevice());  // factory functions: device=spyre
             v = c10::IValue(c10::Device(at::kCPU));
         }
     }
-    // Keep the CPU stand-ins of the lists (the stack's copies are consumed by the call).
-    std::vector<std::vector<at::Tensor>> cpu_lists;
-    for (auto& [i, orig] : lists) cpu_lists.push_back((*stack)[begin + i].toTensorVector());
-    std::vector<c10::List<std::optional<at::Tensor>>> cpu_opt_lists;
-    for (auto& [i, orig] : opt_lists)
-        cpu_opt_lists.push_back((*stack)[begin + i].toOptionalTensorList());
+
+    // Host copies: one per tensor, or one per storage shared by several arguments.
+    std::map<const c10::StorageImpl*, std::vector<size_t>> by_storage;
+    for (size_t k = 0; k < refs.size(); ++k)
+        by_storage[refs[k].spyre.storage().unsafeGetStorageImpl()].push_back(k);
+    for (const auto& [storage, group] : by_storage) {
+        if (group.size() == 1)
+            host_copy(refs[group[0]]);
+        else
+            host_alias_group(refs, group);
+    }
+
+    // The CPU stand-ins go onto the stack (lists are copied: the caller's lists stay).
+    std::map<size_t, c10::IValue> cpu_lists;
+    for (const auto& [i, l] : lists)
+        cpu_lists[i] = l.isTensorList() ? c10::IValue(l.toTensorList().copy())
+                                        : c10::IValue(l.toOptionalTensorList().copy());
+    for (const Ref& r : refs) {
+        if (r.elem < 0) {
+            (*stack)[begin + r.arg] = c10::IValue(r.cpu);
+        } else if (cpu_lists[r.arg].isTensorList()) {
+            cpu_lists[r.arg].toTensorList().set(static_cast<size_t>(r.elem), r.cpu);
+        } else {
+            cpu_lists[r.arg].toOptionalTensorList().set(static_cast<size_t>(r.elem), r.cpu);
+        }
+    }
+    for (auto& [i, l] : cpu_lists) (*stack)[begin + i] = l;
 
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
 
     // Mutated arguments: write the host results back into the spyre tensors (views included).
-    auto written = [&](size_t i) {
-        const c10::AliasInfo* ai = args[i].alias_info();
-        return ai != nullptr && ai->isWrite();
-    };
-    for (const Moved& m : tensors)
-        if (written(m.arg)) write_back(m.spyre, m.cpu);
-    for (size_t k = 0; k < lists.size(); ++k) {
-        if (!written(lists[k].first)) continue;
-        for (size_t j = 0; j < lists[k].second.size(); ++j) {
-            const at::Tensor& t = lists[k].second.get(j);
-            if (is_spyre(t)) write_back(t, cpu_lists[k][j]);
-        }
-    }
-    for (size_t k = 0; k < opt_lists.size(); ++k) {
-        if (!written(opt_lists[k].first)) continue;
-        for (size_t j = 0; j < opt_lists[k].second.size(); ++j) {
-            const std::optional<at::Tensor> t = opt_lists[k].second.get(j);
-            const std::optional<at::Tensor> c = cpu_opt_lists[k].get(j);
-            if (t && is_spyre(*t) && c) write_back(*t, *c);
-        }
+    for (const Ref& r : refs) {
+        const c10::AliasInfo* ai = args[r.arg].alias_info();
+        if (ai != nullptr && ai->isWrite()) write_back(r.spyre, r.cpu);
     }
 
     // Results: a mutable alias of an argument returns the original spyre argument; anything
@@ -196,14 +237,17 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         c10::IValue& v = (*stack)[rbegin + r];
         const c10::AliasInfo* ai = rets[r].alias_info();
         if (ai != nullptr) {
-            std::optional<c10::IValue> orig;
-            for (const Moved& m : tensors)
-                if (args[m.arg].alias_info() && *args[m.arg].alias_info() == *ai)
-                    orig = c10::IValue(m.spyre);
-            for (auto& [i, list] : lists)
-                if (args[i].alias_info() && *args[i].alias_info() == *ai) orig = c10::IValue(list);
-            // An alias of an argument that was not on spyre is already right.
-            if (orig) v = *orig;
+            for (size_t i = 0; i < args.size(); ++i) {
+                const c10::AliasInfo* arg_ai = args[i].alias_info();
+                if (arg_ai == nullptr || !(*arg_ai == *ai)) continue;
+                if (lists.count(i)) {
+                    v = lists[i];
+                } else {
+                    for (const Ref& ref : refs)
+                        if (ref.arg == i && ref.elem < 0) v = c10::IValue(ref.spyre);
+                }
+                break;  // an alias of an argument that was not on spyre is already right
+            }
             continue;
         }
         if (!target.device) continue;

@@ -38,8 +38,8 @@ void check_factory_options(std::optional<at::Layout> layout, std::optional<bool>
 }
 
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
-                               std::optional<at::Layout> layout,
-                               std::optional<c10::Device> device, std::optional<bool> pin_memory,
+                               std::optional<at::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory,
                                std::optional<at::MemoryFormat> memory_format) {
     check_factory_options(layout, pin_memory);
     c10::DeviceGuard guard(target_device(device));
@@ -57,8 +57,7 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
 }
 
 // Sets sizes (and strides) and grows the storage if they need more bytes.
-void resize_impl(c10::TensorImpl* self, c10::IntArrayRef size,
-                 at::OptionalIntArrayRef stride) {
+void resize_impl(c10::TensorImpl* self, c10::IntArrayRef size, at::OptionalIntArrayRef stride) {
     if (self->sizes() == size && (!stride || self->strides() == *stride)) return;
     const size_t itemsize = self->dtype().itemsize();
     const size_t offset = static_cast<size_t>(self->storage_offset());
@@ -87,8 +86,8 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
     c10::TensorImpl* impl = self.unsafeGetTensorImpl();
     resize_impl(impl, size, std::nullopt);
     if (memory_format) {
-        TORCH_CHECK(*memory_format != at::MemoryFormat::Preserve,
-                    "Unsupported memory format ", *memory_format);
+        TORCH_CHECK(*memory_format != at::MemoryFormat::Preserve, "Unsupported memory format ",
+                    *memory_format);
         impl->empty_tensor_restride(*memory_format);
     }
     return self;

@@ -73,8 +73,8 @@ void update(StatArray& a, size_t block_size, int64_t delta) {
             s.decrease(static_cast<size_t>(-delta));
     };
     apply(a[static_cast<size_t>(StatType::AGGREGATE)]);
-    apply(a[static_cast<size_t>(is_small(block_size) ? StatType::SMALL_POOL
-                                                     : StatType::LARGE_POOL)]);
+    apply(
+        a[static_cast<size_t>(is_small(block_size) ? StatType::SMALL_POOL : StatType::LARGE_POOL)]);
 }
 
 bool env_flag(const char* name) {
@@ -174,8 +174,8 @@ class CachingAllocator final : public c10::Allocator {
     void record_stream(Block* b, const c10::Stream& stream) {
         std::lock_guard lock(mu_);
         TORCH_CHECK(stream.device_index() == b->device, "record_stream: the stream is on spyre:",
-                    static_cast<int>(stream.device_index()), ", the tensor on spyre:",
-                    static_cast<int>(b->device));
+                    static_cast<int>(stream.device_index()),
+                    ", the tensor on spyre:", static_cast<int>(b->device));
         if (stream.id() == b->stream) return;
         for (c10::StreamId s : b->stream_uses)
             if (s == stream.id()) return;
@@ -202,9 +202,9 @@ class CachingAllocator final : public c10::Allocator {
     void for_each_stat(c10::DeviceIndex idx, F f) {
         std::lock_guard lock(mu_);
         DeviceStats& s = pools_[idx].stats;
-        for (StatArray* a : {&s.allocation, &s.segment, &s.active, &s.inactive_split,
-                             &s.allocated_bytes, &s.reserved_bytes, &s.active_bytes,
-                             &s.inactive_split_bytes, &s.requested_bytes})
+        for (StatArray* a :
+             {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
+              &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes})
             for (Stat& st : *a) f(st);
         f(s.oversize_allocations);
         f(s.oversize_segments);
@@ -225,8 +225,8 @@ class CachingAllocator final : public c10::Allocator {
   private:
     // A new libspyre buffer; on out-of-memory, empties the card's cache and retries once.
     // Called with the lock held; may drop it while waiting for the card.
-    Block* new_block(c10::DeviceIndex idx, spyre_device_t handle, c10::StreamId stream,
-                     size_t size, size_t requested, std::unique_lock<std::mutex>& lock) {
+    Block* new_block(c10::DeviceIndex idx, spyre_device_t handle, c10::StreamId stream, size_t size,
+                     size_t requested, std::unique_lock<std::mutex>& lock) {
         CardPool& pool = pools_[idx];
         spyre_buffer_t buf = nullptr;
         spyre_status st = spyre_malloc(handle, size, &buf);
@@ -247,8 +247,8 @@ class CachingAllocator final : public c10::Allocator {
                 spyre_clear_last_error();
                 const auto agg = static_cast<size_t>(StatType::AGGREGATE);
                 TORCH_CHECK_WITH(
-                    OutOfMemoryError, false, "torch_spyre: out of memory on spyre:",
-                    static_cast<int>(idx), " allocating ",
+                    OutOfMemoryError, false,
+                    "torch_spyre: out of memory on spyre:", static_cast<int>(idx), " allocating ",
                     c10::CachingDeviceAllocator::format_size(requested), ": ", why,
                     ". Tensors hold ",
                     c10::CachingDeviceAllocator::format_size(

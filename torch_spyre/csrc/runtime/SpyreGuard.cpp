@@ -78,11 +78,9 @@ c10::Stream SpyreGuardImpl::exchangeStream(c10::Stream s) const noexcept {
 c10::DeviceIndex SpyreGuardImpl::deviceCount() const noexcept { return device_count(); }
 
 void SpyreGuardImpl::record(void** event, const c10::Stream& stream,
-                            const c10::DeviceIndex device_index,
-                            const c10::EventFlag flag) const {
-    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(),
-                "Event device index ", static_cast<int>(device_index),
-                " does not match recording stream's device index ",
+                            const c10::DeviceIndex device_index, const c10::EventFlag flag) const {
+    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(), "Event device index ",
+                static_cast<int>(device_index), " does not match recording stream's device index ",
                 static_cast<int>(stream.device_index()), ".");
     auto* e = static_cast<SpyreEvent*>(*event);
     if (!e) {
@@ -128,8 +126,9 @@ double SpyreGuardImpl::elapsedTime(void* start, void* end, const c10::DeviceInde
     const SpyreEvent& b = as_event(end);
     TORCH_CHECK(a.timing && b.timing,
                 "Both events must be created with argument 'enable_timing=True'.");
-    TORCH_CHECK(a.device == b.device, "elapsed_time: the events are on spyre:",
-                static_cast<int>(a.device), " and spyre:", static_cast<int>(b.device));
+    TORCH_CHECK(a.device == b.device,
+                "elapsed_time: the events are on spyre:", static_cast<int>(a.device),
+                " and spyre:", static_cast<int>(b.device));
     spyre_event_timing t{};
     const spyre_status st = spyre_event_elapsed(a.event, b.event, &t);
     if (st == SPYRE_ERROR_NOT_READY) {
@@ -143,9 +142,7 @@ double SpyreGuardImpl::elapsedTime(void* start, void* end, const c10::DeviceInde
     return static_cast<double>(t.wall_ns) / 1e6;
 }
 
-bool SpyreGuardImpl::queryStream(const c10::Stream& stream) const {
-    return query_stream(stream);
-}
+bool SpyreGuardImpl::queryStream(const c10::Stream& stream) const { return query_stream(stream); }
 
 void SpyreGuardImpl::synchronizeStream(const c10::Stream& stream) const {
     synchronize_stream(stream);

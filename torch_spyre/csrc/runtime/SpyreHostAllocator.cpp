@@ -179,9 +179,7 @@ HostAllocator& instance() {
     return *a;
 }
 
-void host_delete(void* ctx) {
-    instance().free(static_cast<HostBlock*>(ctx));
-}
+void host_delete(void* ctx) { instance().free(static_cast<HostBlock*>(ctx)); }
 
 }  // namespace
 
@@ -191,9 +189,7 @@ bool is_pinned(const void* ptr) { return instance().device_of(ptr) >= 0; }
 
 c10::DeviceIndex pinned_device(const void* ptr) { return instance().device_of(ptr); }
 
-void record_host_use(const void* ptr, const c10::Stream& stream) {
-    instance().record(ptr, stream);
-}
+void record_host_use(const void* ptr, const c10::Stream& stream) { instance().record(ptr, stream); }
 
 HostStats host_stats() { return instance().stats(); }
 

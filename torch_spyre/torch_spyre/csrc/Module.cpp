@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "../../csrc/aten/Copy.h"
 #include "../../csrc/aten/Fallback.h"
 #include "../../csrc/runtime/SpyreAllocator.h"
 #include "../../csrc/runtime/SpyreFunctions.h"
@@ -76,7 +77,8 @@ py::dict device_properties(c10::DeviceIndex device) {
 
 py::tuple mem_get_info(c10::DeviceIndex device) {
     uint64_t free = 0, total = 0;
-    const spyre_status st = spyre_mem_get_info(device_handle(resolve_device(device)), &free, &total);
+    const spyre_status st =
+        spyre_mem_get_info(device_handle(resolve_device(device)), &free, &total);
     TORCH_CHECK(st == SPYRE_SUCCESS, spyre_last_error());
     return py::make_tuple(free, total);
 }
@@ -124,10 +126,13 @@ PYBIND11_MODULE(_C, m) {
     m.def("_exchange_device", [](int d) {
         return static_cast<int>(exchange_device(static_cast<c10::DeviceIndex>(d)));
     });
-    m.def("_is_device_open", [](int d) { return is_device_open(static_cast<c10::DeviceIndex>(d)); });
-    m.def("_device_properties", [](int d) { return device_properties(static_cast<c10::DeviceIndex>(d)); });
-    m.def("_synchronize", [](int d) { synchronize_device(static_cast<c10::DeviceIndex>(d)); },
-          gil_release());
+    m.def("_is_device_open",
+          [](int d) { return is_device_open(static_cast<c10::DeviceIndex>(d)); });
+    m.def("_device_properties",
+          [](int d) { return device_properties(static_cast<c10::DeviceIndex>(d)); });
+    m.def(
+        "_synchronize", [](int d) { synchronize_device(static_cast<c10::DeviceIndex>(d)); },
+        gil_release());
 
     // Memory
     m.def("_memory_stats", [](int d) { return memory_stats(static_cast<c10::DeviceIndex>(d)); });
@@ -173,5 +178,13 @@ PYBIND11_MODULE(_C, m) {
         return d;
     });
     m.def("_reset_fallback_counts", &aten::reset_fallback_counts);
+
+    // Copy paths
+    m.def("_copy_stats", [] {
+        py::dict d;
+        for (const auto& [k, n] : aten::copy_stats()) d[py::str(k)] = n;
+        return d;
+    });
+    m.def("_reset_copy_stats", &aten::reset_copy_stats);
     m.def("_strict", &aten::strict_mode);
 }

@@ -53,10 +53,13 @@ __all__ = [
     "get_device_properties",
     "host_memory_stats",
     "init",
+    "initial_seed",
     "is_available",
     "is_initialized",
     "max_memory_allocated",
     "max_memory_reserved",
+    "manual_seed",
+    "manual_seed_all",
     "mem_get_info",
     "memory_allocated",
     "memory_reserved",
@@ -164,6 +167,25 @@ def get_device_properties(device: DeviceLike = None) -> Dict[str, Any]:
 
 def get_device_name(device: DeviceLike = None) -> str:
     return get_device_properties(device)["name"]
+
+
+# Random numbers: spyre has no device generator yet; random operators run on the CPU fallback
+# and draw from the CPU's default generator, which these seed (torch.manual_seed calls
+# manual_seed_all of the device module).
+def manual_seed(seed: int) -> None:
+    torch.default_generator.manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    torch.default_generator.manual_seed(int(seed))
+
+
+def initial_seed() -> int:
+    return torch.default_generator.initial_seed()
+
+
+def _is_in_bad_fork() -> bool:
+    return False
 
 
 def fallback_counts() -> Dict[str, int]:
