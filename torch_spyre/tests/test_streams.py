@@ -119,18 +119,22 @@ def test_elapsed_time_needs_timing_events():
 def test_event_orders_two_streams():
     producer = torch.spyre.Stream()
     consumer = torch.spyre.Stream(priority=-1)
-    a = make((4 * MiB,), torch.float32)
-    ready = torch.spyre.Event()
-    with torch.spyre.stream(producer):
-        x = a.to("spyre", non_blocking=True)
-        x.add_(1)
-        ready.record()
-    with torch.spyre.stream(consumer):
-        ready.wait()
-        y = x.clone()  # device copy on the consumer, after the producer's work
-        x.record_stream(consumer)
-    consumer.synchronize()
-    assert_same(y.cpu(), a + 1)
+    a = make((16 * MiB,), torch.float32)  # 64 MiB
+    src = a.pin_memory()
+    x = torch.empty_like(a, device="spyre")
+    for _ in range(3):
+        x.zero_()
+        torch.spyre.synchronize()
+        ready = torch.spyre.Event()
+        with torch.spyre.stream(producer):
+            x.copy_(src, non_blocking=True)  # asynchronous DMA from pinned memory
+            ready.record()
+        with torch.spyre.stream(consumer):
+            ready.wait()  # without it the clone below may read x before the upload
+            y = x.clone()  # a device copy on the consumer stream
+            x.record_stream(consumer)
+        consumer.synchronize()
+        assert_same(y[-1024:].cpu(), a[-1024:])
     consumer.wait_stream(producer)  # torch.Stream API
     torch.spyre.synchronize()
 
