@@ -164,3 +164,56 @@ def test_small_mlp_in_half_precision(fallback_reset):
     ref = model.half()(x.half())
     out = model.to("spyre")(x.half().to("spyre"))
     assert_same(out.detach().cpu(), ref.detach())
+
+
+def test_tensor_list_arguments(fallback_reset):
+    a = [make((3, 4), torch.float32, seed=i) for i in range(3)]
+    d = [t.to("spyre") for t in a]
+    d[1] = d[1].to("spyre:0")[:, 1:]  # a view among them
+    a[1] = a[1][:, 1:]
+    torch._foreach_add_(d, 1.5)  # Tensor(a!)[]: every element written back
+    for x, y in zip(d, a):
+        assert_same(x.cpu(), y + 1.5)
+    r = torch._foreach_mul(d, 2.0)  # a new list on spyre
+    assert all(t.device.type == "spyre" for t in r)
+    for x, y in zip(r, a):
+        assert_same(x.cpu(), (y + 1.5) * 2.0)
+    s = torch.stack(d[:1] + d[2:])  # cat.out: a Tensor[] input
+    assert_same(s.cpu(), torch.stack([a[0] + 1.5, a[2] + 1.5]))
+    assert "aten::cat.out" in torch_spyre.fallback_counts()
+    # A mutable Tensor(a!)[] argument through the fallback itself
+    found, inv = torch.zeros(1).to("spyre"), torch.tensor([0.5]).to("spyre")
+    torch._amp_foreach_non_finite_check_and_unscale_(d, found, inv)
+    for x, y in zip(d, a):
+        assert_same(x.cpu(), (y + 1.5) * 0.5)
+    assert found.item() == 0.0
+    assert "aten::_amp_foreach_non_finite_check_and_unscale_" in torch_spyre.fallback_counts()
+    # Tensor?[] indices (index_put_), a boolean mask and integer indices on spyre
+    t = torch.zeros(4, 5).to("spyre")
+    t[torch.tensor([0, 2]).to("spyre"), torch.tensor([1, 4]).to("spyre")] = 7.0
+    ref = torch.zeros(4, 5)
+    ref[torch.tensor([0, 2]), torch.tensor([1, 4])] = 7.0
+    assert_same(t.cpu(), ref)
+    assert "aten::_index_put_impl_" in torch_spyre.fallback_counts()
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_optimizer_steps_match_cpu(fallback_reset, foreach):
+    torch.manual_seed(3)
+    cpu = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    dev = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    dev.load_state_dict(cpu.state_dict())
+    dev.to("spyre")
+    for opt_cls, kw in [(torch.optim.SGD, dict(lr=0.1, momentum=0.9)),
+                        (torch.optim.Adam, dict(lr=0.01))]:
+        oc = opt_cls(cpu.parameters(), foreach=foreach, **kw)
+        od = opt_cls(dev.parameters(), foreach=foreach, **kw)
+        for step in range(3):
+            x = make((5, 4), torch.float32, seed=10 + step)
+            for model, opt, device in ((cpu, oc, "cpu"), (dev, od, "spyre")):
+                opt.zero_grad()
+                model(x.to(device)).pow(2).mean().backward()
+                opt.step()
+        for p, q in zip(dev.parameters(), cpu.parameters()):
+            assert p.device.type == "spyre"
+            assert_same(p.detach().cpu(), q.detach())
