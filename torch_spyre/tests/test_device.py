@@ -13,9 +13,11 @@ def test_lazy_init_in_fresh_process():
         "assert torch.spyre.device_count() == 2\n"
         "assert not torch.spyre.is_initialized()\n"
         "assert not torch_spyre._C._is_device_open(0)\n"
-        "x = torch.ones(3).to('spyre')\n"
+        "x = torch.ones(3).to('spyre:1')\n"
         "assert torch.spyre.is_initialized()\n"
-        "assert torch_spyre._C._is_device_open(0) and not torch_spyre._C._is_device_open(1)\n"
+        "assert torch_spyre._C._is_device_open(1) and not torch_spyre._C._is_device_open(0)\n"
+        "y = x.to('spyre:0')\n"
+        "assert torch_spyre._C._is_device_open(0)\n"
         "print('ok')\n"
     )
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr

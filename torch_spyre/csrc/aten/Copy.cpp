@@ -216,9 +216,7 @@ std::vector<int64_t> dense_strides_like(const at::Tensor& t) {
     return strides;
 }
 
-spyre_stream_t stream_of(const at::Tensor& t) {
-    return native_stream(current_stream(t.device().index()));
-}
+spyre_stream_t stream_of(const at::Tensor& t) { return current_native_stream(t); }
 
 void wait(const at::Tensor& t) { synchronize_stream(current_stream(t.device().index())); }
 
@@ -418,6 +416,10 @@ std::vector<std::pair<std::string, uint64_t>> copy_stats() {
 
 void reset_copy_stats() {
     for (auto& c : g_counters) c = 0;
+}
+
+spyre_stream_t current_native_stream(const at::Tensor& t) {
+    return native_stream(current_stream(t.device().index()));
 }
 
 DeviceSpan device_span(const at::Tensor& t) {

@@ -45,5 +45,8 @@ struct DeviceSpan {
     uint64_t offset;  // bytes
 };
 DeviceSpan device_span(const at::Tensor& t);
+// The libspyre stream of the calling thread's current stream on t's card: where work on t is
+// queued.
+spyre_stream_t current_native_stream(const at::Tensor& t);
 
 }  // namespace torch_spyre::aten

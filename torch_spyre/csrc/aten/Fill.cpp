@@ -25,7 +25,7 @@ void fill_dense(const at::Tensor& t, const at::Tensor& pattern) {
     const auto item = static_cast<uint32_t>(t.element_size());
     const auto count = static_cast<uint64_t>(t.numel());
     const auto* bytes = static_cast<const uint8_t*>(pattern.const_data_ptr());
-    spyre_stream_t st = native_stream(current_stream(t.device().index()));
+    spyre_stream_t st = current_native_stream(t);
     bool uniform = true;
     for (uint32_t i = 1; i < item; ++i) uniform = uniform && bytes[i] == bytes[0];
     if (uniform)
