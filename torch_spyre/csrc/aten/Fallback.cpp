@@ -127,6 +127,7 @@ void note_cpu_work(const std::string& what) {
         ++g_counts[what];
         first = g_warned.insert(what).second;
     }
+    // TORCH_WARN (not verbatim): Python reports the warning at the user's line.
     if (first)
         TORCH_WARN("torch_spyre: ", what,
                    " has no spyre kernel yet; it runs on the CPU (spyre inputs are copied to the "

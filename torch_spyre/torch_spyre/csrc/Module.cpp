@@ -11,6 +11,7 @@
 #include "../../csrc/aten/Copy.h"
 #include "../../csrc/aten/Fallback.h"
 #include "../../csrc/runtime/SpyreAllocator.h"
+#include "../../csrc/runtime/SpyreException.h"
 #include "../../csrc/runtime/SpyreFunctions.h"
 #include "../../csrc/runtime/SpyreGuard.h"
 #include "../../csrc/runtime/SpyreHostAllocator.h"
