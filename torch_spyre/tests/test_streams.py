@@ -146,3 +146,29 @@ def test_synchronize_all_devices_and_streams():
     torch.spyre.synchronize(1)
     assert s.query()
     assert_same(x[:3].cpu(), torch.full((3,), 3.0))
+
+
+def test_threads_with_their_own_streams():
+    errors = []
+
+    def work(i):
+        try:
+            dev = i % 2
+            s = torch.spyre.Stream(device=dev)
+            with torch.spyre.stream(s):
+                for k in range(20):
+                    a = make((1000 + 37 * i, 3), torch.float32, seed=100 * i + k)
+                    d = a.to(f"spyre:{dev}")
+                    d[:, 1].fill_(float(i))
+                    a[:, 1] = float(i)
+                    back = d.t().contiguous().cpu()
+                    assert torch.equal(back, a.t().contiguous())
+        except Exception as e:  # reported below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
