@@ -256,9 +256,12 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
             const at::Tensor& t = v.toTensor();
             if (t.defined() && t.device().is_cpu()) v = c10::IValue(t.to(*target.device));
         } else if (v.isTensorList()) {
+            const c10::List<at::Tensor> in = v.toTensorList();
             c10::List<at::Tensor> out;
-            for (const at::Tensor& t : v.toTensorList())
+            for (size_t j = 0; j < in.size(); ++j) {
+                const at::Tensor t = in.get(j);
                 out.push_back(t.defined() && t.device().is_cpu() ? t.to(*target.device) : t);
+            }
             v = c10::IValue(out);
         }
     }
