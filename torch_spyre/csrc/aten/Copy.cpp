@@ -1,0 +1,462 @@
+#include "Copy.h"
+
+#include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <numeric>
+#include <vector>
+
+#include "../runtime/SpyreAllocator.h"
+#include "../runtime/SpyreException.h"
+#include "../runtime/SpyreHostAllocator.h"
+#include "../runtime/SpyreStream.h"
+#include "Fallback.h"
+
+namespace torch_spyre::aten {
+namespace {
+
+// Outer iterations of spyre_memcpy_3d calls before host staging is preferred.
+constexpr int64_t kMaxStridedCalls = 256;
+
+bool is_spyre(const at::Tensor& t) { return t.is_privateuseone(); }
+
+enum Counter { kHtoD, kDtoH, kDtoD, kMemcpy3d, kStaged, kRmw, kThroughHost, kNumCounters };
+constexpr const char* kCounterNames[kNumCounters] = {
+    "htod", "dtoh", "dtod", "memcpy_3d", "host_staged", "read_modify_write", "through_host"};
+std::array<std::atomic<uint64_t>, kNumCounters> g_counters{};
+
+void count(Counter c) { g_counters[c].fetch_add(1, std::memory_order_relaxed); }
+
+// One side of a copy: device memory (buffer + byte offset of element 0) or host memory.
+struct Side {
+    bool device = false;
+    spyre_buffer_t buf = nullptr;
+    uint64_t off = 0;
+    char* host = nullptr;
+};
+
+Side side_of(const at::Tensor& t) {
+    Side s;
+    if (is_spyre(t)) {
+        const DeviceSpan d = device_span(t);
+        s.device = true;
+        s.buf = d.buffer;
+        s.off = d.offset;
+    } else {
+        s.host = static_cast<char*>(t.data_ptr());
+    }
+    return s;
+}
+
+Side advance(Side s, int64_t bytes) {
+    if (s.device)
+        s.off += static_cast<uint64_t>(bytes);
+    else
+        s.host += bytes;
+    return s;
+}
+
+void linear(const Side& dst, const Side& src, uint64_t bytes, spyre_stream_t st) {
+    if (bytes == 0) return;
+    if (dst.device && src.device) {
+        SPYRE_CHECK(spyre_memcpy_dtod_async(dst.buf, dst.off, src.buf, src.off, bytes, st));
+        count(kDtoD);
+    } else if (dst.device) {
+        SPYRE_CHECK(spyre_memcpy_htod_async(dst.buf, dst.off, src.host, bytes, st));
+        count(kHtoD);
+    } else {
+        SPYRE_CHECK(spyre_memcpy_dtoh_async(dst.host, src.buf, src.off, bytes, st));
+        count(kDtoH);
+    }
+}
+
+// A dimension of a copy: its size and the strides (in elements) of both sides.
+struct Dim {
+    int64_t size, dst, src;
+};
+
+// The dimensions of a copy of `sizes` elements, outermost first (ordered by the destination's
+// strides), with adjacent dimensions merged where both sides allow it.
+std::vector<Dim> plan(at::IntArrayRef sizes, at::IntArrayRef dst, at::IntArrayRef src) {
+    std::vector<Dim> dims;
+    for (size_t i = 0; i < sizes.size(); ++i)
+        if (sizes[i] != 1) dims.push_back({sizes[i], dst[i], src[i]});
+    std::stable_sort(dims.begin(), dims.end(), [](const Dim& a, const Dim& b) {
+        return a.dst != b.dst ? a.dst > b.dst : a.src > b.src;
+    });
+    std::vector<Dim> out;
+    for (const Dim& d : dims) {
+        if (!out.empty() && out.back().dst == d.dst * d.size && out.back().src == d.src * d.size) {
+            out.back() = {out.back().size * d.size, d.dst, d.src};
+        } else {
+            out.push_back(d);
+        }
+    }
+    return out;
+}
+
+// Copies a planned layout with spyre_memcpy_3d calls (at most three dimensions each, looping
+// over the others). False if the layout does not fit (innermost stride not 1 on both sides,
+// rows or slices that overlap, too many calls); nothing has been queued then.
+bool strided(const Side& dst, const Side& src, const std::vector<Dim>& dims, int64_t item,
+             spyre_stream_t st) {
+    if (dims.empty()) {
+        linear(dst, src, static_cast<uint64_t>(item), st);
+        return true;
+    }
+    const Dim& in = dims.back();
+    if (in.dst != 1 || in.src != 1) return false;
+    const int64_t width = in.size * item;
+    const size_t k = dims.size();
+    if (k == 1) {
+        linear(dst, src, static_cast<uint64_t>(width), st);
+        return true;
+    }
+    const Dim& rows = dims[k - 2];
+    if (rows.dst * item < width || rows.src * item < width) return false;
+    int64_t depth = 1, dst_slice = 0, src_slice = 0;
+    size_t outer = k - 2;
+    if (k >= 3) {
+        const Dim& sl = dims[k - 3];
+        dst_slice = sl.dst * item;
+        src_slice = sl.src * item;
+        if (dst_slice < rows.dst * item * rows.size || src_slice < rows.src * item * rows.size)
+            return false;
+        depth = sl.size;
+        outer = k - 3;
+    }
+    int64_t calls = 1;
+    for (size_t i = 0; i < outer; ++i) {
+        calls *= dims[i].size;
+        if (calls > kMaxStridedCalls) return false;
+    }
+    std::vector<int64_t> index(outer, 0);
+    for (int64_t c = 0; c < calls; ++c) {
+        int64_t doff = 0, soff = 0;
+        for (size_t i = 0; i < outer; ++i) {
+            doff += index[i] * dims[i].dst;
+            soff += index[i] * dims[i].src;
+        }
+        const Side d = advance(dst, doff * item), s = advance(src, soff * item);
+        spyre_memcpy3d_params p{};
+        if (s.device) {
+            p.src_buffer = s.buf;
+            p.src_offset = s.off;
+        } else {
+            p.src_host = s.host;
+        }
+        if (d.device) {
+            p.dst_buffer = d.buf;
+            p.dst_offset = d.off;
+        } else {
+            p.dst_host = d.host;
+        }
+        p.src_pitch = static_cast<uint64_t>(rows.src * item);
+        p.dst_pitch = static_cast<uint64_t>(rows.dst * item);
+        p.src_slice_pitch = static_cast<uint64_t>(src_slice);
+        p.dst_slice_pitch = static_cast<uint64_t>(dst_slice);
+        p.width = static_cast<uint64_t>(width);
+        p.height = static_cast<uint64_t>(rows.size);
+        p.depth = static_cast<uint64_t>(depth);
+        SPYRE_CHECK(spyre_memcpy_3d_async(&p, st));
+        count(kMemcpy3d);
+        for (size_t i = outer; i-- > 0;) {
+            if (++index[i] < dims[i].size) break;
+            index[i] = 0;
+        }
+    }
+    return true;
+}
+
+bool strided(const at::Tensor& dst, const at::Tensor& src, spyre_stream_t st) {
+    return strided(side_of(dst), side_of(src), plan(dst.sizes(), dst.strides(), src.strides()),
+                   dst.element_size(), st);
+}
+
+// Both are non-overlapping and dense and map indices to memory alike: one linear copy.
+bool same_dense_layout(const at::Tensor& a, const at::Tensor& b) {
+    if (!a.is_non_overlapping_and_dense() || !b.is_non_overlapping_and_dense()) return false;
+    for (int64_t i = 0; i < a.dim(); ++i)
+        if (a.size(i) > 1 && a.stride(i) != b.stride(i)) return false;
+    return true;
+}
+
+// Elements from a tensor's first element to its last (strides are never negative).
+int64_t span_elems(const at::Tensor& t) {
+    int64_t n = 1;
+    for (int64_t i = 0; i < t.dim(); ++i) n += (t.size(i) - 1) * t.stride(i);
+    return n;
+}
+
+bool has_zero_stride(const at::Tensor& t) {
+    for (int64_t i = 0; i < t.dim(); ++i)
+        if (t.size(i) > 1 && t.stride(i) == 0) return true;
+    return false;
+}
+
+// Strides of a dense tensor of t's sizes laid out in the order of t's strides.
+std::vector<int64_t> dense_strides_like(const at::Tensor& t) {
+    const int64_t n = t.dim();
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
+    std::vector<int64_t> strides(static_cast<size_t>(n));
+    int64_t s = 1;
+    for (int64_t i = n; i-- > 0;) {
+        strides[static_cast<size_t>(order[static_cast<size_t>(i)])] = s;
+        s *= std::max<int64_t>(t.size(order[static_cast<size_t>(i)]), 1);
+    }
+    return strides;
+}
+
+spyre_stream_t stream_of(const at::Tensor& t) { return current_native_stream(t); }
+
+void wait(const at::Tensor& t) { synchronize_stream(current_stream(t.device().index())); }
+
+// The CPU memory `t` uses is pinned memory of card `device`: copies use it in place.
+bool pinned_for(const at::Tensor& t, c10::DeviceIndex device) {
+    return pinned_device(t.storage().data()) == device;
+}
+
+// After an asynchronous copy that used host tensor `host` in place.
+void finish_direct(const at::Tensor& dev, const at::Tensor& host, bool non_blocking) {
+    const c10::DeviceIndex idx = dev.device().index();
+    if (!pinned_for(host, idx)) return;  // pageable: libspyre's copy was synchronous for it
+    if (non_blocking)
+        record_host_use(host.storage().data(), current_stream(idx));
+    else
+        wait(dev);
+}
+
+// The physical values of spyre tensor `src` (no stride-0 dimensions) on the host, same sizes
+// and dtype, without src's conj/neg bits.
+at::Tensor download(const at::Tensor& src) {
+    spyre_stream_t st = stream_of(src);
+    const auto opts = src.options().device(at::kCPU);
+    const int64_t item = src.element_size();
+    count(kStaged);
+    if (src.is_non_overlapping_and_dense()) {
+        at::Tensor stage = at::empty_strided(src.sizes(), src.strides(), opts);
+        linear(side_of(stage), side_of(src), static_cast<uint64_t>(src.numel() * item), st);
+        return stage;
+    }
+    at::Tensor stage = at::empty_strided(src.sizes(), dense_strides_like(src), opts);
+    if (strided(stage, src, st)) return stage;
+    // The whole byte range the view spans, then the view on the host.
+    count(kRmw);
+    at::Tensor buf = at::empty({span_elems(src)}, opts);
+    linear(side_of(buf), side_of(src), static_cast<uint64_t>(buf.numel() * item), st);
+    return buf.as_strided(src.sizes(), src.strides(), 0);
+}
+
+// The logical values of spyre tensor `src` on the host (any sizes, strides, bits).
+at::Tensor to_host(const at::Tensor& src) {
+    at::Tensor out = at::empty(src.sizes(), src.options().device(at::kCPU));
+    copy_(out, src, false);
+    return out;
+}
+
+void copy_h2d(const at::Tensor& dst, at::Tensor src, bool non_blocking) {
+    c10::DeviceGuard guard(dst.device());
+    spyre_stream_t st = stream_of(dst);
+    const int64_t item = dst.element_size();
+    // The values as dst's memory must hold them.
+    if (src.scalar_type() != dst.scalar_type()) src = src.to(dst.scalar_type());
+    if (dst.is_neg()) src = src.neg();
+    if (dst.is_conj()) src = src.conj();
+    src = src.resolve_conj().resolve_neg();
+
+    bool direct = true;  // the copy reads src's own memory
+    if (same_dense_layout(dst, src)) {
+        linear(side_of(dst), side_of(src), static_cast<uint64_t>(dst.numel() * item), st);
+    } else if (strided(dst, src, st)) {
+    } else {
+        direct = false;
+        count(kStaged);
+        at::Tensor stage = at::empty_strided(dst.sizes(), dense_strides_like(dst), src.options());
+        stage.copy_(src);
+        if (same_dense_layout(dst, stage)) {
+            linear(side_of(dst), side_of(stage), static_cast<uint64_t>(dst.numel() * item), st);
+        } else if (!strided(dst, stage, st)) {
+            // A view whose innermost stride is not 1: read the byte range it spans, update the
+            // view's elements on the host, write the range back (stream-ordered).
+            count(kRmw);
+            at::Tensor buf = at::empty({span_elems(dst)}, src.options());
+            const uint64_t bytes = static_cast<uint64_t>(buf.numel() * item);
+            linear(side_of(buf), side_of(dst), bytes, st);
+            buf.as_strided(dst.sizes(), dst.strides(), 0).copy_(src);
+            linear(side_of(dst), side_of(buf), bytes, st);
+        }
+    }
+    if (direct && pinned_for(src, dst.device().index()) && non_blocking)
+        record_host_use(src.storage().data(), current_stream(dst.device().index()));
+    else if (!non_blocking)
+        wait(dst);
+}
+
+void copy_d2h(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+    c10::DeviceGuard guard(src.device());
+    if (has_zero_stride(src)) {
+        // A broadcast source: fetch its distinct elements once and expand on the host.
+        std::vector<int64_t> sizes(src.sizes().begin(), src.sizes().end());
+        for (size_t i = 0; i < sizes.size(); ++i)
+            if (src.stride(static_cast<int64_t>(i)) == 0) sizes[i] = 1;
+        at::Tensor compact = src.as_strided(sizes, src.strides(), src.storage_offset());
+        dst.copy_(to_host(compact).expand(src.sizes()));
+        return;
+    }
+    const bool same_bits = src.is_conj() == dst.is_conj() && src.is_neg() == dst.is_neg();
+    if (src.scalar_type() == dst.scalar_type() && same_bits) {
+        spyre_stream_t st = stream_of(src);
+        if (same_dense_layout(dst, src)) {
+            linear(side_of(dst), side_of(src),
+                   static_cast<uint64_t>(src.numel() * src.element_size()), st);
+            finish_direct(src, dst, non_blocking);
+            return;
+        }
+        if (strided(dst, src, st)) {
+            finish_direct(src, dst, non_blocking);
+            return;
+        }
+    }
+    at::Tensor stage = download(src);
+    if (src.is_conj()) stage = stage.conj();
+    if (src.is_neg()) stage = stage._neg_view();
+    dst.copy_(stage);  // on the host: dtype, layout and bits
+}
+
+// Whether two spyre tensors' byte ranges intersect.
+bool ranges_overlap(const at::Tensor& a, const at::Tensor& b) {
+    if (!a.storage().is_alias_of(b.storage())) return false;
+    const int64_t ia = a.element_size(), ib = b.element_size();
+    const int64_t a0 = a.storage_offset() * ia, a1 = a0 + span_elems(a) * ia;
+    const int64_t b0 = b.storage_offset() * ib, b1 = b0 + span_elems(b) * ib;
+    return a0 < b1 && b0 < a1;
+}
+
+void copy_d2d(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+    const bool convert = src.scalar_type() != dst.scalar_type() || src.is_conj() != dst.is_conj() ||
+                         src.is_neg() != dst.is_neg();
+    if (convert) {
+        // No device kernel converts yet: this is CPU work.
+        note_cpu_work(
+            std::string("aten::_copy_from (") + c10::toString(src.scalar_type()) + " -> " +
+            c10::toString(dst.scalar_type()) +
+            (src.is_conj() != dst.is_conj() || src.is_neg() != dst.is_neg() ? ", conj/neg" : "") +
+            ")");
+        count(kThroughHost);
+        copy_h2d(dst, to_host(src), non_blocking);
+        return;
+    }
+    if (dst.device() != src.device()) {
+        if (same_dense_layout(dst, src)) {
+            // libspyre reads the source through its card's own default stream: wait for the
+            // work queued on the source's current stream first.
+            wait(src);
+            c10::DeviceGuard guard(dst.device());
+            const DeviceSpan d = device_span(dst), s = device_span(src);
+            SPYRE_CHECK(spyre_memcpy_dtod_async(
+                d.buffer, d.offset, s.buffer, s.offset,
+                static_cast<uint64_t>(dst.numel() * dst.element_size()), stream_of(dst)));
+            count(kDtoD);
+            if (!non_blocking) wait(dst);
+        } else {
+            count(kThroughHost);
+            copy_h2d(dst, to_host(src), non_blocking);
+        }
+        return;
+    }
+    c10::DeviceGuard guard(dst.device());
+    spyre_stream_t st = stream_of(dst);
+    if (!has_zero_stride(src) && !ranges_overlap(dst, src)) {
+        if (same_dense_layout(dst, src)) {
+            linear(side_of(dst), side_of(src),
+                   static_cast<uint64_t>(dst.numel() * dst.element_size()), st);
+            return;
+        }
+        if (strided(dst, src, st)) return;
+    }
+    // Layouts no device copy expresses (a transpose, a broadcast, interleaved views of one
+    // buffer): through the host.
+    count(kThroughHost);
+    copy_h2d(dst, to_host(src), non_blocking);
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+    copy_(dst, self, non_blocking);
+    return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+    if (!dst.sizes().equals(self.sizes())) dst.resize_(self.sizes());
+    copy_(dst, self, false);
+    return dst;
+}
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+    TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
+                " elements cannot be converted to Scalar");
+    return at::_local_scalar_dense(to_host(self));
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, uint64_t>> copy_stats() {
+    std::vector<std::pair<std::string, uint64_t>> out;
+    for (int i = 0; i < kNumCounters; ++i) out.emplace_back(kCounterNames[i], g_counters[i].load());
+    return out;
+}
+
+void reset_copy_stats() {
+    for (auto& c : g_counters) c = 0;
+}
+
+spyre_stream_t current_native_stream(const at::Tensor& t) {
+    return native_stream(current_stream(t.device().index()));
+}
+
+DeviceSpan device_span(const at::Tensor& t) {
+    const DevicePtr p = lookup(t.storage().data());
+    return {p.buffer, p.offset + static_cast<uint64_t>(t.storage_offset() * t.element_size())};
+}
+
+void copy_(const at::Tensor& dst, const at::Tensor& self, bool non_blocking) {
+    TORCH_CHECK(dst.defined() && self.defined(), "copy_: undefined tensor");
+    for (const at::Tensor* t : {&dst, &self})
+        TORCH_CHECK(t->device().is_cpu() || is_spyre(*t), "torch_spyre copies between CPU and ",
+                    "spyre tensors, not ", t->device());
+    TORCH_CHECK(dst.layout() == at::kStrided && self.layout() == at::kStrided,
+                "torch_spyre copies strided tensors only");
+    const at::Tensor src = self.sizes().equals(dst.sizes()) ? self : self.expand(dst.sizes());
+    if (dst.numel() == 0) return;
+    at::assert_no_internal_overlap(dst);
+    at::assert_no_partial_overlap(dst, src);
+    if (dst.is_same(src) ||
+        (dst.is_alias_of(src) && dst.storage_offset() == src.storage_offset() &&
+         dst.strides().equals(src.strides()) && dst.scalar_type() == src.scalar_type() &&
+         dst.is_conj() == src.is_conj() && dst.is_neg() == src.is_neg()))
+        return;
+    if (is_spyre(dst) && is_spyre(src))
+        copy_d2d(dst, src, non_blocking);
+    else if (is_spyre(dst))
+        copy_h2d(dst, src, non_blocking);
+    else if (is_spyre(src))
+        copy_d2h(dst, src, non_blocking);
+    else
+        dst.copy_(src, non_blocking);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("_copy_from", TORCH_FN(copy_from));
+    m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+    m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+}
+
+}  // namespace torch_spyre::aten

@@ -1,0 +1,51 @@
+"""Shared set-up of the torch_spyre tests: the simulator backend with two cards (ctest sets the
+same environment), torch_spyre imported once per process."""
+
+import os
+import subprocess
+import sys
+
+os.environ.setdefault("SPYRE_BACKEND", "sim")
+os.environ.setdefault("SPYRE_SIM_DEVICES", "2")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import torch_spyre  # noqa: E402,F401
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool]
+
+
+def make(shape, dtype, seed=0):
+    """Deterministic CPU data of any dtype (distinct values, so misplaced elements show)."""
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype)
+    return torch.randint(-(2**40), 2**40, shape, generator=g, dtype=dtype)
+
+
+def assert_same(actual, expected):
+    """Bit-exact equality with a CPU reference (shape, dtype, values)."""
+    assert actual.device.type == "cpu"
+    assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    assert torch.equal(actual, expected), f"\n{actual}\n!=\n{expected}"
+
+
+def run_python(code, **env):
+    """Runs `code` in a fresh interpreter with the test environment plus `env`."""
+    e = dict(os.environ)
+    e.update(env)
+    return subprocess.run(
+        [sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.fixture
+def fallback_reset():
+    """Fresh fallback counts and warnings for the test."""
+    torch_spyre.reset_fallback_counts()
+    yield
+    torch_spyre.reset_fallback_counts()

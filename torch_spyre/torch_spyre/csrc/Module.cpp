@@ -1,0 +1,191 @@
+// torch_spyre._C: the Python bindings of libtorch_spyre (pybind11). Only plain values cross
+// this boundary (device indices, stream ids, event ids, dicts of statistics); tensors reach the
+// backend through PyTorch's own dispatcher.
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/util/Exception.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+
+#include "../../csrc/aten/Copy.h"
+#include "../../csrc/aten/Fallback.h"
+#include "../../csrc/runtime/SpyreAllocator.h"
+#include "../../csrc/runtime/SpyreException.h"
+#include "../../csrc/runtime/SpyreFunctions.h"
+#include "../../csrc/runtime/SpyreGuard.h"
+#include "../../csrc/runtime/SpyreHostAllocator.h"
+#include "../../csrc/runtime/SpyreStream.h"
+
+namespace py = pybind11;
+using namespace torch_spyre;
+
+namespace {
+
+using c10::CachingDeviceAllocator::Stat;
+using c10::CachingDeviceAllocator::StatArray;
+
+// torch.cuda.memory_stats()-style flat keys: "allocated_bytes.all.current", ...
+py::dict memory_stats(c10::DeviceIndex device) {
+    const DeviceStats s = device_stats(device);
+    py::dict d;
+    auto put_stat = [&](const std::string& name, const Stat& st) {
+        d[py::str(name + ".current")] = st.current;
+        d[py::str(name + ".peak")] = st.peak;
+        d[py::str(name + ".allocated")] = st.allocated;
+        d[py::str(name + ".freed")] = st.freed;
+    };
+    auto put_array = [&](const std::string& name, const StatArray& a) {
+        static const char* pools[] = {"all", "small_pool", "large_pool"};
+        for (size_t i = 0; i < a.size(); ++i) put_stat(name + "." + pools[i], a[i]);
+    };
+    put_array("allocation", s.allocation);
+    put_array("segment", s.segment);
+    put_array("active", s.active);
+    put_array("allocated_bytes", s.allocated_bytes);
+    put_array("reserved_bytes", s.reserved_bytes);
+    put_array("active_bytes", s.active_bytes);
+    put_array("requested_bytes", s.requested_bytes);
+    d["num_alloc_retries"] = s.num_alloc_retries;
+    d["num_ooms"] = s.num_ooms;
+    d["num_sync_all_streams"] = s.num_sync_all_streams;
+    d["num_device_alloc"] = s.num_device_alloc;
+    d["num_device_free"] = s.num_device_free;
+    return d;
+}
+
+py::tuple stream_tuple(const c10::Stream& s) {
+    return py::make_tuple(s.id(), static_cast<int>(s.device_index()),
+                          static_cast<int>(s.device_type()));
+}
+
+py::dict device_properties(c10::DeviceIndex device) {
+    const spyre_device_info& i = device_info(resolve_device(device));
+    py::dict d;
+    d["name"] = std::string(i.name);
+    d["backend"] = std::string(spyre_backend_string(static_cast<spyre_backend>(i.backend)));
+    d["pci_address"] = std::string(i.pci_address);
+    d["driver_name"] = std::string(i.driver_name);
+    d["driver_version"] = std::string(i.driver_version);
+    d["num_cores"] = i.num_cores;
+    d["lx_bytes"] = i.lx_bytes;
+    d["stick_bytes"] = i.stick_bytes;
+    d["clock_mhz"] = i.clock_mhz;
+    d["total_memory"] = i.devmem_total;
+    d["max_buffer_bytes"] = i.max_buffer_bytes;
+    return d;
+}
+
+py::tuple mem_get_info(c10::DeviceIndex device) {
+    uint64_t free = 0, total = 0;
+    const spyre_status st =
+        spyre_mem_get_info(device_handle(resolve_device(device)), &free, &total);
+    TORCH_CHECK(st == SPYRE_SUCCESS, spyre_last_error());
+    return py::make_tuple(free, total);
+}
+
+// Where a spyre data pointer lives: (libspyre buffer handle, byte offset, block bytes).
+py::object block_of(uintptr_t ptr) {
+    const auto p = try_lookup(reinterpret_cast<const void*>(ptr));
+    if (!p) return py::none();
+    return py::make_tuple(reinterpret_cast<uintptr_t>(p->buffer), p->offset, p->block_size);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+    m.doc() = "torch_spyre: the PyTorch PrivateUse1 backend over libspyre";
+
+    // c10 errors carry a C++ backtrace in what(); Python gets the message, with the exception
+    // type PyTorch itself would raise.
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const c10::OutOfMemoryError& e) {
+            py::object oom = py::module_::import("torch").attr("OutOfMemoryError");
+            PyErr_SetString(oom.ptr(), e.what_without_backtrace());
+        } catch (const c10::IndexError& e) {
+            PyErr_SetString(PyExc_IndexError, e.what_without_backtrace());
+        } catch (const c10::ValueError& e) {
+            PyErr_SetString(PyExc_ValueError, e.what_without_backtrace());
+        } catch (const c10::NotImplementedError& e) {
+            PyErr_SetString(PyExc_NotImplementedError, e.what_without_backtrace());
+        } catch (const c10::Error& e) {
+            PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+        }
+    });
+
+    using gil_release = py::call_guard<py::gil_scoped_release>;
+
+    // Devices
+    m.def("_device_count", [] { return static_cast<int>(device_count()); });
+    m.def("_device_count_error", [] { return device_count_error(); });
+    m.def("_init", &init);
+    m.def("_is_initialized", &is_initialized);
+    m.def("_current_device", [] { return static_cast<int>(current_device()); });
+    m.def("_set_device", [](int d) { set_device(static_cast<c10::DeviceIndex>(d)); });
+    m.def("_exchange_device", [](int d) {
+        return static_cast<int>(exchange_device(static_cast<c10::DeviceIndex>(d)));
+    });
+    m.def("_is_device_open",
+          [](int d) { return is_device_open(static_cast<c10::DeviceIndex>(d)); });
+    m.def("_device_properties",
+          [](int d) { return device_properties(static_cast<c10::DeviceIndex>(d)); });
+    m.def(
+        "_synchronize", [](int d) { synchronize_device(static_cast<c10::DeviceIndex>(d)); },
+        gil_release());
+
+    // Memory
+    m.def("_memory_stats", [](int d) { return memory_stats(static_cast<c10::DeviceIndex>(d)); });
+    m.def("_reset_peak_memory_stats",
+          [](int d) { reset_peak_stats(static_cast<c10::DeviceIndex>(d)); });
+    m.def("_reset_accumulated_memory_stats",
+          [](int d) { reset_accumulated_stats(static_cast<c10::DeviceIndex>(d)); });
+    m.def("_empty_cache", &empty_cache, gil_release());
+    m.def("_mem_get_info", [](int d) { return mem_get_info(static_cast<c10::DeviceIndex>(d)); });
+    m.def("_caching_enabled", &caching_enabled);
+    m.def("_block_of", &block_of);
+    m.def("_is_pinned_ptr", [](uintptr_t p) { return is_pinned(reinterpret_cast<void*>(p)); });
+    m.def("_host_memory_stats", [] {
+        const HostStats s = host_stats();
+        py::dict d;
+        d["allocated_bytes"] = s.allocated_bytes;
+        d["reserved_bytes"] = s.reserved_bytes;
+        d["peak_allocated_bytes"] = s.peak_allocated_bytes;
+        d["num_blocks"] = s.num_blocks;
+        return d;
+    });
+    m.def("_host_empty_cache", &empty_host_cache, gil_release());
+
+    // Streams and events
+    m.def("_current_stream",
+          [](int d) { return stream_tuple(current_stream(static_cast<c10::DeviceIndex>(d))); });
+    m.def("_default_stream",
+          [](int d) { return stream_tuple(default_stream(static_cast<c10::DeviceIndex>(d))); });
+    m.def("_set_stream", [](int64_t id, int d) {
+        set_current_stream(make_stream(static_cast<c10::DeviceIndex>(d), id));
+    });
+    m.def("_stream_priority", [](int64_t id, int d) {
+        return stream_priority(make_stream(static_cast<c10::DeviceIndex>(d), id));
+    });
+    m.def("_event_modeled_ns", [](uintptr_t start, uintptr_t end) {
+        return event_modeled_ns(reinterpret_cast<void*>(start), reinterpret_cast<void*>(end));
+    });
+
+    // CPU fallback
+    m.def("_fallback_counts", [] {
+        py::dict d;
+        for (const auto& [op, n] : aten::fallback_counts()) d[py::str(op)] = n;
+        return d;
+    });
+    m.def("_reset_fallback_counts", &aten::reset_fallback_counts);
+
+    // Copy paths
+    m.def("_copy_stats", [] {
+        py::dict d;
+        for (const auto& [k, n] : aten::copy_stats()) d[py::str(k)] = n;
+        return d;
+    });
+    m.def("_reset_copy_stats", &aten::reset_copy_stats);
+    m.def("_strict", &aten::strict_mode);
+}
