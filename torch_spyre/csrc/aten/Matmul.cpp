@@ -1,0 +1,72 @@
+// Matrix products on the card through libspyre's op library: mm, bmm, addmm (torch.nn.Linear's
+// x @ W^T + b is addmm with a transposed view of W, which the library reads in place).
+// Anything the library does not take runs on the CPU fallback.
+#include <ATen/ATen.h>
+#include <ATen/Operators.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "Fallback.h"
+#include "OpLibrary.h"
+
+namespace torch_spyre::aten {
+namespace {
+
+bool float_pair(const at::Tensor& a, const at::Tensor& b) {
+    const auto t = a.scalar_type();
+    return t == b.scalar_type() && (t == at::kFloat || t == at::kHalf || t == at::kBFloat16);
+}
+
+at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
+    if (!float_pair(a, b) || a.dim() != 2 || b.dim() != 2 || a.size(1) != b.size(0))
+        return fallback_to_cpu<ATEN_OP(mm)>(a, b);
+    c10::DeviceGuard guard(a.device());
+    at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
+    const spyre_tensor ta = op_tensor(a), tb = op_tensor(b), to = op_tensor(out);
+    if (!op_ran(spyre_op_matmul(op_stream(out), &ta, &tb, &to)))
+        return fallback_to_cpu<ATEN_OP(mm)>(a, b);
+    return out;
+}
+
+at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
+    if (!float_pair(a, b) || a.dim() != 3 || b.dim() != 3 || a.size(0) != b.size(0) ||
+        a.size(2) != b.size(1))
+        return fallback_to_cpu<ATEN_OP(bmm)>(a, b);
+    c10::DeviceGuard guard(a.device());
+    at::Tensor out = at::empty({a.size(0), a.size(1), b.size(2)}, a.options());
+    const spyre_tensor ta = op_tensor(a), tb = op_tensor(b), to = op_tensor(out);
+    if (!op_ran(spyre_op_matmul(op_stream(out), &ta, &tb, &to)))
+        return fallback_to_cpu<ATEN_OP(bmm)>(a, b);
+    return out;
+}
+
+// beta * self + alpha * (m1 @ m2): on the card when beta = alpha = 1 and self is a bias row
+// ([N] or [1, N]), the linear layer's case; the bias is added in the matmul's epilogue.
+at::Tensor addmm(const at::Tensor& self, const at::Tensor& m1, const at::Tensor& m2,
+                 const c10::Scalar& beta, const c10::Scalar& alpha) {
+    const bool bias_row = (self.dim() == 1 || (self.dim() == 2 && self.size(0) == 1)) &&
+                          m2.dim() == 2 && self.size(-1) == m2.size(1) && self.is_contiguous();
+    if (!float_pair(m1, m2) || m1.dim() != 2 || m1.size(1) != m2.size(0) || !bias_row ||
+        beta.toDouble() != 1.0 || alpha.toDouble() != 1.0 ||
+        (self.scalar_type() != m1.scalar_type() && self.scalar_type() != at::kFloat))
+        return fallback_to_cpu<ATEN_OP(addmm)>(self, m1, m2, beta, alpha);
+    c10::DeviceGuard guard(m1.device());
+    at::Tensor out = at::empty({m1.size(0), m2.size(1)}, m1.options());
+    const at::Tensor w = m2.t();  // the [N, K] weight (a view)
+    const at::Tensor bias = self.reshape({self.size(-1)});
+    const spyre_tensor tx = op_tensor(m1), tw = op_tensor(w), tb = op_tensor(bias),
+                       to = op_tensor(out);
+    if (!op_ran(spyre_op_linear(op_stream(out), &tx, &tw, &tb, SPYRE_ACTIVATION_NONE, &to)))
+        return fallback_to_cpu<ATEN_OP(addmm)>(self, m1, m2, beta, alpha);
+    return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("mm", TORCH_FN(mm));
+    m.impl("bmm", TORCH_FN(bmm));
+    m.impl("addmm", TORCH_FN(addmm));
+}
+
+}  // namespace torch_spyre::aten

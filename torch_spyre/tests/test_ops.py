@@ -1,0 +1,109 @@
+"""Ops that run on the card through libspyre's op library (mm, bmm, addmm / nn.Linear, relu,
+gelu, silu, sigmoid, tanh, exp, softmax, log_softmax) against CPU within dtype tolerances, with
+no CPU fallback; what the library does not take still gives CPU's answer through the fallback."""
+
+import pytest
+import torch
+
+import torch_spyre
+from conftest import make, run_python
+
+FLOATS = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def tol(dtype):
+    return {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 1.5e-1}[dtype]
+
+
+def close(actual, expected, dtype, scale=1.0):
+    assert actual.device.type == "cpu" and actual.dtype == expected.dtype
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    torch.testing.assert_close(actual.float(), expected.float(), rtol=tol(dtype),
+                               atol=tol(dtype) * scale)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (5, 33, 7), (64, 128, 64), (17, 100, 130)])
+def test_mm(fallback_reset, dtype, m, k, n):
+    a, b = make((m, k), dtype), make((k, n), dtype, seed=1)
+    r = a.to("spyre") @ b.to("spyre")
+    assert r.device.type == "spyre"
+    close(r.cpu(), (a.float() @ b.float()).to(dtype), dtype, scale=k ** 0.5)
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_bmm_and_transposed_operands(fallback_reset, dtype):
+    a, b = make((3, 10, 70), dtype), make((3, 70, 40), dtype, seed=1)
+    r = torch.bmm(a.to("spyre"), b.to("spyre"))
+    close(r.cpu(), torch.bmm(a.float(), b.float()).to(dtype), dtype, scale=8)
+    w = make((40, 70), dtype, seed=2)
+    r2 = a[0].to("spyre") @ w.to("spyre").t()  # a transposed view, read in place
+    close(r2.cpu(), (a[0].float() @ w.float().t()).to(dtype), dtype, scale=8)
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_linear_module(fallback_reset, dtype):
+    torch.manual_seed(0)
+    cpu = torch.nn.Linear(100, 72).to(dtype)
+    dev = torch.nn.Linear(100, 72).to(dtype)
+    dev.load_state_dict(cpu.state_dict())
+    dev = dev.to("spyre")
+    x = make((9, 100), dtype)
+    with torch.no_grad():
+        y = dev(x.to("spyre"))
+        ref = cpu.float()(x.float()).to(dtype)
+    assert y.device.type == "spyre"
+    close(y.cpu(), ref, dtype, scale=4)
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize(
+    "fn",
+    [torch.relu, torch.nn.functional.silu, torch.sigmoid, torch.tanh, torch.exp,
+     torch.nn.functional.gelu, lambda x: torch.nn.functional.gelu(x, approximate="tanh")],
+)
+def test_activations(fallback_reset, dtype, fn):
+    x = make((7, 11, 13), dtype)
+    r = fn(x.to("spyre"))
+    close(r.cpu(), fn(x.float()).to(dtype), dtype)
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [(5, 100), (2, 3, 1000), (1, 1)])
+def test_softmax_and_log_softmax(fallback_reset, dtype, shape):
+    x = make(shape, dtype)
+    close(torch.softmax(x.to("spyre"), -1).cpu(), torch.softmax(x.float(), -1).to(dtype), dtype)
+    close(torch.log_softmax(x.to("spyre"), -1).cpu(),
+          torch.log_softmax(x.float(), -1).to(dtype), dtype, scale=4)
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_what_the_library_does_not_take_falls_back(fallback_reset):
+    a, b = make((4, 6), torch.float64), make((6, 3), torch.float64, seed=1)
+    r = a.to("spyre") @ b.to("spyre")  # float64: no device kernel
+    assert torch.equal(r.cpu(), a @ b)
+    assert "aten::mm" in torch_spyre.fallback_counts()
+
+
+def test_a_linear_relu_softmax_model_runs_without_fallback_in_strict_mode():
+    r = run_python(
+        "import torch, torch_spyre\n"
+        "torch.manual_seed(0)\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 32),\n"
+        "                        torch.nn.SiLU(), torch.nn.Linear(32, 10), torch.nn.Softmax(-1)).half()\n"
+        "x = torch.randn(8, 64).half()\n"
+        "with torch.no_grad():\n"
+        "    ref = m.float()(x.float())\n"
+        "    m = m.half().to('spyre')\n"
+        "    y = m(x.to('spyre')).cpu().float()\n"
+        "print('max err', float((y - ref).abs().max()))\n"
+        "print('fallbacks', torch_spyre.fallback_counts())\n"
+        "assert (y - ref).abs().max() < 2e-2\n",
+        TORCH_SPYRE_STRICT="1",
+    )
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "fallbacks {}" in r.stdout, r.stdout
