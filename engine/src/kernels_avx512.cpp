@@ -31,12 +31,10 @@ namespace {
 
 using isa::DType;
 
-#define SPYRE_AVX512 \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi,bmi2")))
-#define SPYRE_AVX512_VNNI                                                         \
-    __attribute__((                                                               \
-        target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,bmi," \
-               "bmi2")))
+#define SPYRE_AVX512_TARGETS "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,bmi,bmi2"
+#define SPYRE_AVX512 __attribute__((target(SPYRE_AVX512_TARGETS)))
+#define SPYRE_AVX512_VNNI __attribute__((target(SPYRE_AVX512_TARGETS ",avx512vnni")))
+#define SPYRE_AVX512_BF16 __attribute__((target(SPYRE_AVX512_TARGETS ",avx512bf16")))
 
 SPYRE_AVX512 inline __mmask16 mask16(size_t n) {
     return n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
@@ -358,10 +356,6 @@ constexpr size_t kKCB = 512;  // k per K block (256 pair steps; a B panel is 32 
 
 using UkrBf = void (*)(size_t steps, const uint32_t* a, size_t lda, const uint32_t* b, uint8_t* c,
                        size_t ldc, __mmask16 mlast, bool zero);
-
-#define SPYRE_AVX512_BF16                                                                    \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c,bmi," \
-                          "bmi2")))
 
 SPYRE_AVX512_BF16 inline __m512 dpbf16(__m512 acc, __m512i a, __m512i b) {
     return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b);
