@@ -118,6 +118,15 @@ Tensor check_tensor(const spyre_tensor* t, const char* name) {
 }
 
 // Collapses the leading dims of t (all but the last two) into one batch dim.
+bool is_dense(const Tensor& t) {
+    int64_t expect = 1;
+    for (size_t d = t.shape.size(); d-- > 0;) {
+        if (t.shape[d] != 1 && t.strides[d] != expect) return false;
+        expect *= t.shape[d];
+    }
+    return true;
+}
+
 Mat as_batched_matrix(const Tensor& t) {
     require(t.shape.size() >= 2, std::format("tensor `{}` has {} dims: a matrix needs 2 or more",
                                              t.name, t.shape.size()));

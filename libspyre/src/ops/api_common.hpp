@@ -49,6 +49,8 @@ struct Tensor {
 
 // Checks a descriptor: handle, dtype, dims, sizes and strides, elements inside the buffer.
 Tensor check_tensor(const spyre_tensor* t, const char* name);
+// True if t is dense row-major over its own shape (the strides of size-1 dims do not matter).
+bool is_dense(const Tensor& t);
 
 // A matrix view inside a tensor: rows x cols with element strides (rs, cs) and the element
 // stride of a batch step (one batch dim after collapsing; 0 = shared by all batch elements).

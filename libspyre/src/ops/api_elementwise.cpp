@@ -10,16 +10,6 @@
 namespace spyre::ops {
 namespace {
 
-// True if t is dense row-major over its own shape (size-1 dims ignored).
-bool dense(const Tensor& t) {
-    int64_t expect = 1;
-    for (size_t d = t.shape.size(); d-- > 0;) {
-        if (t.shape[d] != 1 && t.strides[d] != expect) return false;
-        expect *= t.shape[d];
-    }
-    return true;
-}
-
 // How an operand broadcasts to an output of `shape` when the dims split at k into rows
 // (dims < k) and cols (dims >= k); nothing if it does not fit this split.
 std::optional<isa::Bcast> fit(const Tensor& t, const std::vector<int64_t>& shape, size_t k) {
@@ -52,14 +42,14 @@ void elementwise_impl(spyre_stream_t stream, EwOp op, const Operand& a, const Op
                       const Operand& cond, const Tensor& out, float alpha) {
     const char* name = ew_name(op);
     require(out.t != isa::DType::COUNT, std::format("{}: int64 output is not supported", name));
-    if (!dense(out) || out.addr % kStick)
+    if (!is_dense(out) || out.addr % kStick)
         fail(SPYRE_ERROR_NOT_SUPPORTED,
              std::format("{}: `{}` must be dense and start 128-byte aligned", name, out.name));
     for (const Operand* o : {&a, &b, &cond})
         if (o->t) {
             require(o->t->t != isa::DType::COUNT,
                     std::format("{}: int64 operands are not supported", name));
-            if (!dense(*o->t))
+            if (!is_dense(*o->t))
                 fail(SPYRE_ERROR_NOT_SUPPORTED,
                      std::format("{}: `{}` must be dense (make it contiguous first)", name,
                                  o->t->name));

@@ -14,12 +14,7 @@ void copy_impl(spyre_stream_t stream, const Tensor& src, const Tensor& dst) {
             std::format("copy: `src` is {} but `dst` is {} (use spyre_op_unary CAST to convert)",
                         dtype_name(src.t == isa::DType::COUNT ? SPYRE_DTYPE_INT64 : int(src.t)),
                         dtype_name(dst.t == isa::DType::COUNT ? SPYRE_DTYPE_INT64 : int(dst.t))));
-    int64_t expect = 1;
-    for (size_t d = dst.shape.size(); d-- > 0;) {
-        if (dst.shape[d] != 1 && dst.strides[d] != expect)
-            fail(SPYRE_ERROR_NOT_SUPPORTED, "copy: `dst` must be dense");
-        expect *= dst.shape[d];
-    }
+    if (!is_dense(dst)) fail(SPYRE_ERROR_NOT_SUPPORTED, "copy: `dst` must be dense");
     if (dst.addr % kStick)
         fail(SPYRE_ERROR_NOT_SUPPORTED, "copy: `dst` must start 128-byte aligned");
     const Card c = card_of(dst.buffer);

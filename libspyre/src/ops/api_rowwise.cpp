@@ -8,15 +8,6 @@
 namespace spyre::ops {
 namespace {
 
-bool dense(const Tensor& t) {
-    int64_t expect = 1;
-    for (size_t d = t.shape.size(); d-- > 0;) {
-        if (t.shape[d] != 1 && t.strides[d] != expect) return false;
-        expect *= t.shape[d];
-    }
-    return true;
-}
-
 void rowwise_impl(spyre_stream_t stream, RowwiseOp op, const Tensor& x, const Tensor* w,
                   const Tensor* b, const Tensor& o, RowwiseShape s) {
     const char* name = rowwise_op_name(op, s.log);
@@ -35,7 +26,7 @@ void rowwise_impl(spyre_stream_t stream, RowwiseOp op, const Tensor& x, const Te
                 std::format("{}: `out` must have the type and shape of `x`", name));
     }
     for (const Tensor* t : {&x, &o, w, b})
-        if (t && (!dense(*t) || t->addr % kStick))
+        if (t && (!is_dense(*t) || t->addr % kStick))
             fail(SPYRE_ERROR_NOT_SUPPORTED,
                  std::format("{}: `{}` must be dense and start 128-byte aligned", name, t->name));
     for (const Tensor* t : {w, b})
