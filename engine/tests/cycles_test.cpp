@@ -330,7 +330,9 @@ TEST(Groups, AllReduceSumsOverTheGroupOnly) {
     b.br(isa::Cond::NE, 7, 0, g0);
     b.li(6, 0xf0);
     b.bind(g0);
-    b.li(3, 0), b.li(4, 0x100), b.li(5, 32);  // 32 fp32 = one stick
+    // one stick (32 fp32) per core: with 256 bytes, core c's STORE also wrote row c + 1, racing
+    // with core c + 1's STORE between synchronization points (undefined data, isa.md)
+    b.li(3, 0), b.li(4, 128), b.li(5, 32);
     b.muli(8, 1, 128);
     b.load(3, 8, 4, 0);  // core c loads its row: values c + 1
     b.allreduce(isa::Red::SUM, DType::F32, 3, 3, 5, 6);
