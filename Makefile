@@ -41,7 +41,9 @@ user: setup
 	@mkdir -p build
 	@kt=$$(tools/setup/kernel-tools.sh) && $(IN_SYSROOT) "cmake -S . -B $(CMAKE_DIR) -G Ninja -Wno-dev \
 		-DKSELFTEST_DIR=$$kt > build/cmake-configure.log 2>&1 \
-		|| { cat build/cmake-configure.log; exit 1; }; ninja -C $(CMAKE_DIR) | tail -n1"
+		|| { cat build/cmake-configure.log; exit 1; }; \
+		if ninja -C $(CMAKE_DIR) > build/ninja.log 2>&1; then tail -n1 build/ninja.log; \
+		else grep -E -A8 '^FAILED|error:' build/ninja.log | head -n 80; exit 1; fi"
 
 build: qemu driver user
 

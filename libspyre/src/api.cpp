@@ -16,6 +16,7 @@
 
 #include "backend.hpp"
 #include "error.hpp"
+#include "pinned_launch.hpp"
 #include "program.hpp"
 #include "spyre/spyre.h"
 #include "suballoc.hpp"
@@ -166,26 +167,6 @@ T* to_handle(uintptr_t v) {
     return reinterpret_cast<T*>(v);
 }
 
-template <typename F>
-spyre_status guard(const char* fn, F&& body) noexcept {
-    try {
-        body();
-        return SPYRE_SUCCESS;
-    } catch (const Error& e) {
-        set_last_error(std::format("{}: {}", fn, e.what()));
-        return e.status();
-    } catch (const std::bad_alloc&) {
-        set_last_error(std::format("{}: out of host memory", fn));
-        return SPYRE_ERROR_OUT_OF_MEMORY;
-    } catch (const std::exception& e) {
-        set_last_error(std::format("{}: internal error: {}", fn, e.what()));
-        return SPYRE_ERROR_INTERNAL;
-    } catch (...) {
-        set_last_error(std::format("{}: internal error: unknown exception", fn));
-        return SPYRE_ERROR_INTERNAL;
-    }
-}
-
 void require(bool ok, const std::string& message) {
     if (!ok) fail(SPYRE_ERROR_INVALID_ARGUMENT, message);
 }
@@ -325,6 +306,18 @@ spyre_status not_ready(const char* fn, const char* what) {
 }
 
 }  // namespace
+
+void launch_pinned_program(spyre_device_t device, const std::vector<uint8_t>& image,
+                           const spyre_launch_params& params, spyre_stream_t stream) {
+    auto d = check_device(device);
+    ProgramObj program;
+    program.dev = d->dev;
+    program.size = image.size();
+    program.num_instructions = check_program_image(image.data(), image.size());
+    program.image = d->dev->pinned_program(&image, image);
+    LaunchRequest req = make_launch(program, &params);
+    resolve_stream(stream, d->dev)->launch(req, nullptr);
+}
 }  // namespace spyre
 
 using namespace spyre;

@@ -7,6 +7,7 @@
 #include <format>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "enumerate.hpp"
 #include "error.hpp"
@@ -38,13 +39,26 @@ int device_count() {
     return static_cast<int>(nodes.size());
 }
 
+namespace {
+// What names card `index` of backend b for as long as it is plugged in: its accel node's sysfs
+// path (the index of a card changes when a card before it is unplugged).
+std::string card_identity(spyre_backend b, int index) {
+    if (b == SPYRE_BACKEND_SIM) return std::format("sim:{}", index);
+    auto nodes = enumerate_devices();
+    if (index >= 0 && static_cast<size_t>(index) < nodes.size()) return nodes[index].syspath;
+    return std::format("kernel:{}", index);  // out of range: the open reports it
+}
+}  // namespace
+
 std::shared_ptr<Device> open_device(int index) {
     const spyre_backend b = selected_backend();
     static std::mutex mu;
-    static auto* opened = new std::map<std::pair<int, int>, std::weak_ptr<Device>>();
+    static auto* opened = new std::map<std::string, std::weak_ptr<Device>>();
     std::lock_guard lock(mu);
-    auto& slot = (*opened)[{static_cast<int>(b), index}];
-    if (auto d = slot.lock()) return d;
+    auto& slot = (*opened)[card_identity(b, index)];
+    // A card that was unplugged and plugged back gets a new Device even while handles of the
+    // lost one are still open.
+    if (auto d = slot.lock(); d && d->alive()) return d;
     auto d = b == SPYRE_BACKEND_SIM ? open_sim_device(index) : open_kernel_device(index);
     slot = d;
     return d;

@@ -168,6 +168,13 @@ class Device : public std::enable_shared_from_this<Device> {
     SubAllocator& suballocator();
     // Program cache: the device buffer holding an identical image, or a new one.
     BufferRef load_program_image(const void* image, size_t size);
+    // The op library's programs: `image` loaded once and kept as long as this device lives
+    // (not longer: a lost or closed card takes its programs with it). `key` identifies an
+    // image that never changes for the life of the process (a cached plan's).
+    BufferRef pinned_program(const void* key, const std::vector<uint8_t>& image);
+    // False once the card is known to be gone (unplugged, driver unbound): a new open must not
+    // return this device.
+    virtual bool alive() { return true; }
     RuntimeCounters& counters() { return counters_; }
 
   protected:
@@ -189,6 +196,7 @@ class Device : public std::enable_shared_from_this<Device> {
         std::weak_ptr<Buffer> buf;
     };
     std::multimap<uint64_t, CachedImage> program_cache_;  // by content hash
+    std::map<const void*, BufferRef> pinned_programs_;
 };
 
 // ---- backend selection (backend.cpp) ----

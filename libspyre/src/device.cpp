@@ -1,6 +1,7 @@
 #include "device.hpp"
 
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 #include <xf86drm.h>
 
@@ -37,6 +38,17 @@ int64_t job_timeout_from_env() {
 // drmIoctl returning 0 or an errno value.
 int xioctl(int fd, unsigned long request, void* arg) {
     return drmIoctl(fd, request, arg) == 0 ? 0 : errno;
+}
+
+// An ioctl that returns EAGAIN to the caller: drmIoctl retries EAGAIN in a busy loop, which
+// for SUBMIT (EAGAIN: this file's budget of jobs in flight is used up) would spin a CPU until
+// a job finishes instead of waiting for one (KernelDevice::submit).
+int ioctl_no_eagain_retry(int fd, unsigned long request, void* arg) {
+    int ret;
+    do {
+        ret = ::ioctl(fd, request, arg);
+    } while (ret == -1 && errno == EINTR);
+    return ret == 0 ? 0 : errno;
 }
 
 void copy_str(char* dst, size_t n, const std::string& s) { std::snprintf(dst, n, "%s", s.c_str()); }
@@ -163,6 +175,16 @@ T KernelDevice::query(uint32_t param, const char* what) {
 
 drm_spyre_mem_info KernelDevice::query_mem() {
     return query<drm_spyre_mem_info>(DRM_SPYRE_QUERY_MEM_INFO, "memory info");
+}
+
+bool KernelDevice::alive() {
+    drm_spyre_mem_info m{};
+    drm_spyre_query q{};
+    q.param = DRM_SPYRE_QUERY_MEM_INFO;
+    q.size = sizeof(m);
+    q.data = reinterpret_cast<uintptr_t>(&m);
+    const int err = xioctl(fd_.get(), DRM_IOCTL_SPYRE_QUERY, &q);
+    return status_from_errno(err) != SPYRE_ERROR_DEVICE_LOST;
 }
 
 drm_spyre_telemetry KernelDevice::query_telemetry() {
@@ -319,7 +341,7 @@ uint64_t KernelDevice::submit(drm_spyre_submit& s) {
         if (auto it = unreaped_.find(oldest); it != unreaped_.end()) it->second = w;
     }
     for (int attempt = 0;; ++attempt) {
-        int err = xioctl(fd_.get(), DRM_IOCTL_SPYRE_SUBMIT, &s);
+        int err = ioctl_no_eagain_retry(fd_.get(), DRM_IOCTL_SPYRE_SUBMIT, &s);
         if (!err) break;
         if ((err == EAGAIN || err == EBUSY) && attempt < kBusyRetries) {
             // Too many queued jobs: wait for the oldest of ours, then retry.

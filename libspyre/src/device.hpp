@@ -48,6 +48,7 @@ class KernelDevice final : public Device {
 
     drm_spyre_mem_info query_mem() override;
     drm_spyre_telemetry query_telemetry() override;
+    bool alive() override;
 
     std::unique_ptr<Buffer> alloc(uint64_t size) override {
         return create_bo(size, DRM_SPYRE_BO_DEVICE);

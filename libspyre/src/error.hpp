@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
+#include <format>
+#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -35,6 +38,28 @@ std::string errno_text(int err);
 void set_last_error(std::string message);
 const char* last_error();
 void clear_last_error();
+
+// The C boundary of a public call `fn`: runs body and turns every exception into a status plus
+// the thread's last-error message ("fn: message"). Nothing escapes it.
+template <typename F>
+spyre_status guard(const char* fn, F&& body) noexcept {
+    try {
+        body();
+        return SPYRE_SUCCESS;
+    } catch (const Error& e) {
+        set_last_error(std::format("{}: {}", fn, e.what()));
+        return e.status();
+    } catch (const std::bad_alloc&) {
+        set_last_error(std::format("{}: out of host memory", fn));
+        return SPYRE_ERROR_OUT_OF_MEMORY;
+    } catch (const std::exception& e) {
+        set_last_error(std::format("{}: internal error: {}", fn, e.what()));
+        return SPYRE_ERROR_INTERNAL;
+    } catch (...) {
+        set_last_error(std::format("{}: internal error: unknown exception", fn));
+        return SPYRE_ERROR_INTERNAL;
+    }
+}
 
 const char* status_string(spyre_status status);
 

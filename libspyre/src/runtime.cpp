@@ -28,6 +28,7 @@ void Device::release_runtime() {
         s = std::move(default_stream_);
         sa = std::move(suballoc_);
         program_cache_.clear();
+        pinned_programs_.clear();
     }
     if (s) {
         try {
@@ -128,6 +129,19 @@ BufferRef Device::load_program_image(const void* image, size_t size) {
     c.buf = buf;
     program_cache_.emplace(h, std::move(c));
     return buf;
+}
+
+BufferRef Device::pinned_program(const void* key, const std::vector<uint8_t>& image) {
+    {
+        std::lock_guard lock(rt_mu_);
+        if (auto it = pinned_programs_.find(key); it != pinned_programs_.end()) {
+            counters_.program_cache_hits++;
+            return it->second;
+        }
+    }
+    BufferRef buf = load_program_image(image.data(), image.size());
+    std::lock_guard lock(rt_mu_);
+    return pinned_programs_.emplace(key, std::move(buf)).first->second;
 }
 
 }  // namespace spyre

@@ -71,6 +71,18 @@ inline std::vector<uint16_t> add_ref(const std::vector<uint16_t>& x,
     return z;
 }
 
+// Busy for `iterations` trips of a one-instruction loop on each core: a job that occupies its
+// ring for a while (wall time grows with iterations; no memory touched, no arguments).
+inline std::vector<uint8_t> build_spin_program(int64_t iterations) {
+    spyre::ProgramBuilder b;
+    b.li(3, 0);
+    b.loopi(iterations);
+    b.addi(3, 3, 1);
+    b.endloop();
+    b.halt();
+    return b.finish();
+}
+
 // Every core loads a stick from argument 0; core `bad_core` first loads one from argument 1
 // (a buffer the launch does not list): DDR_WINDOW on that core at instruction *fault_pc.
 inline std::vector<uint8_t> build_fault_program(int64_t bad_core, uint32_t* fault_pc) {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -489,6 +490,47 @@ TEST_F(Ops, ElementwiseBroadcasts) {
               spyre_op_binary(nullptr, SPYRE_BINARY_ADD, &ta, &tb, 0, 1, &to));
     EXPECT_EQ(SPYRE_ERROR_INVALID_ARGUMENT,
               spyre_op_unary(nullptr, static_cast<spyre_unary_op>(99), &ta, &ta));
+}
+
+// Open driver files of this process (the kernel backend holds one per card it has open).
+int open_accel_files() {
+    int n = 0;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+        std::error_code lec;
+        const auto target = std::filesystem::read_symlink(e.path(), lec).string();
+        n += target.starts_with("/dev/accel/") ? 1 : 0;
+    }
+    return n;
+}
+
+// The op library keeps a card's programs with that card, not for the life of the process:
+// closing every handle of a card releases it (on the kernel backend, its driver file), and the
+// next open gets a fresh device on which the same op loads its program again. (A card that was
+// unplugged and plugged back is the same case: tests/guest/failure/hotplug.sh.)
+TEST_F(Ops, ClosingTheCardReleasesItsOpPrograms) {
+    auto relu = [](spyre_device_t d) {
+        DevArray x(d, SPYRE_DTYPE_FLOAT16, 300, 11), y(d, SPYRE_DTYPE_FLOAT16, 300, 12);
+        const spyre_tensor tx = view(x, {300}, {1}), ty = view(y, {300}, {1});
+        ASSERT_SPYRE(spyre_op_unary(nullptr, SPYRE_UNARY_RELU, &tx, &ty));
+        ASSERT_SPYRE(spyre_device_synchronize(d));
+        y.fetch();
+        for (int i = 0; i < 300; ++i) ASSERT_EQ(y.at(i), std::max(x.at(i), 0.0f)) << i;
+    };
+    relu(dev);
+    spyre_runtime_stats st{};
+    ASSERT_SPYRE(spyre_device_get_runtime_stats(dev, &st));
+    EXPECT_GE(st.program_cache_misses, 1u);
+    ASSERT_SPYRE(spyre_device_close(dev));
+    dev = nullptr;
+    if (!sim) EXPECT_EQ(open_accel_files(), 0) << "a closed card's driver file is still open";
+
+    ASSERT_SPYRE(spyre_device_open(0, &dev));
+    ASSERT_SPYRE(spyre_device_get_runtime_stats(dev, &st));
+    EXPECT_EQ(st.program_cache_misses, 0u) << "the reopened card is the old device object";
+    relu(dev);
+    ASSERT_SPYRE(spyre_device_get_runtime_stats(dev, &st));
+    EXPECT_GE(st.program_cache_misses, 1u);
 }
 
 // Strided views made dense through the C API: a transpose, a permute of a [B, L, H, D] buffer,

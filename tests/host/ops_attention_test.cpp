@@ -11,25 +11,13 @@
 #include <vector>
 
 #include "ops/attention_program.hpp"
+#include "ops_test_util.hpp"
 #include "spyre/numerics.hpp"
 
 namespace spyre::ops {
 namespace {
 
 using isa::DType;
-
-float load(DType t, const uint8_t* p) {
-    uint16_t h;
-    float f;
-    if (t == DType::F32) return std::memcpy(&f, p, 4), f;
-    std::memcpy(&h, p, 2);
-    return t == DType::F16 ? num::f16_to_f32(h) : num::bf16_to_f32(h);
-}
-void store(DType t, float v, uint8_t* p) {
-    if (t == DType::F32) return (void)std::memcpy(p, &v, 4);
-    const uint16_t h = t == DType::F16 ? num::f32_to_f16(v) : num::f32_to_bf16(v);
-    std::memcpy(p, &h, 2);
-}
 
 struct AttnRun {
     std::vector<uint8_t> mem;
@@ -46,9 +34,10 @@ AttnRun run(const AttentionShape& s, const AttentionPlan& p, uint32_t seed) {
     const uint64_t nq = r.k / es, nkv = (r.v - r.k) / es;
     std::mt19937 rng(seed);
     std::normal_distribution<float> d(0, 1);
-    for (uint64_t i = 0; i < nq; ++i) store(s.t, d(rng), &r.mem[r.q + i * es]);
-    for (uint64_t i = 0; i < nkv; ++i) store(s.t, d(rng), &r.mem[r.k + i * es]);
-    for (uint64_t i = 0; i < (r.o - r.v) / es; ++i) store(s.t, d(rng), &r.mem[r.v + i * es]);
+    for (uint64_t i = 0; i < nq; ++i) test::store_elem(s.t, d(rng), &r.mem[r.q + i * es]);
+    for (uint64_t i = 0; i < nkv; ++i) test::store_elem(s.t, d(rng), &r.mem[r.k + i * es]);
+    for (uint64_t i = 0; i < (r.o - r.v) / es; ++i)
+        test::store_elem(s.t, d(rng), &r.mem[r.v + i * es]);
     spyre_engine_config cfg = default_engine_config();
     cfg.num_threads = 2;
     spyre_engine* eng = spyre_engine_create(&cfg);
@@ -84,16 +73,16 @@ double check(const AttentionShape& shape, const AttnRun& r) {
         for (uint64_t h = 0; h < s.Hq; ++h) {
             const uint64_t kvh = h / g;
             auto Q = [&](uint64_t i, uint64_t d) {
-                return load(s.t,
-                            &r.mem[r.q + b * s.q_st[0] + h * s.q_st[1] + i * s.q_st[2] + d * es]);
+                return test::load_elem(
+                    s.t, &r.mem[r.q + b * s.q_st[0] + h * s.q_st[1] + i * s.q_st[2] + d * es]);
             };
             auto K = [&](uint64_t j, uint64_t d) {
-                return load(s.t,
-                            &r.mem[r.k + b * s.k_st[0] + kvh * s.k_st[1] + j * s.k_st[2] + d * es]);
+                return test::load_elem(
+                    s.t, &r.mem[r.k + b * s.k_st[0] + kvh * s.k_st[1] + j * s.k_st[2] + d * es]);
             };
             auto V = [&](uint64_t j, uint64_t d) {
-                return load(s.t,
-                            &r.mem[r.v + b * s.v_st[0] + kvh * s.v_st[1] + j * s.v_st[2] + d * es]);
+                return test::load_elem(
+                    s.t, &r.mem[r.v + b * s.v_st[0] + kvh * s.v_st[1] + j * s.v_st[2] + d * es]);
             };
             for (uint64_t i = 0; i < s.Lq; ++i) {
                 double mx = -INFINITY, sum = 0;
@@ -109,7 +98,7 @@ double check(const AttentionShape& shape, const AttnRun& r) {
                     double o = 0;
                     for (uint64_t j = 0; j < s.Lk; ++j) o += p[j] * V(j, d);
                     o /= sum;
-                    const float got = load(
+                    const float got = test::load_elem(
                         s.t, &r.mem[r.o + b * s.o_st[0] + h * s.o_st[1] + i * s.o_st[2] + d * es]);
                     const double err = std::fabs(got - o);
                     worst = std::max(worst, err);

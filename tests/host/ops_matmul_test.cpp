@@ -13,34 +13,13 @@
 
 #include "ops/matmul_planner.hpp"
 #include "ops/matmul_program.hpp"
+#include "ops_test_util.hpp"
 #include "spyre/numerics.hpp"
 
 namespace spyre::ops {
 namespace {
 
 using isa::DType;
-
-float to_float(DType t, const uint8_t* p) {
-    uint16_t h;
-    float f;
-    switch (t) {
-        case DType::F32:
-            std::memcpy(&f, p, 4);
-            return f;
-        case DType::F16:
-            std::memcpy(&h, p, 2);
-            return num::f16_to_f32(h);
-        default:
-            std::memcpy(&h, p, 2);
-            return num::bf16_to_f32(h);
-    }
-}
-
-void from_float(DType t, float v, uint8_t* p) {
-    if (t == DType::F32) return (void)std::memcpy(p, &v, 4);
-    const uint16_t h = t == DType::F16 ? num::f32_to_f16(v) : num::f32_to_bf16(v);
-    std::memcpy(p, &h, 2);
-}
 
 struct Case {
     MatmulShape s;
@@ -70,15 +49,15 @@ Case make_case(MatmulShape s, uint32_t seed) {
     for (uint64_t bi = 0; bi < s.batch; ++bi) {
         for (uint64_t i = 0; i < s.M; ++i)
             for (uint64_t k = 0; k < s.K; ++k)
-                from_float(s.in, d(rng), &c.mem[c.a + bi * s.batch_a + i * s.lda + k * es]);
+                test::store_elem(s.in, d(rng), &c.mem[c.a + bi * s.batch_a + i * s.lda + k * es]);
         for (uint64_t i = 0; i < brows; ++i)
             for (uint64_t j = 0; j < (s.trans_b ? s.K : s.N); ++j) {
-                from_float(s.in, d(rng), &c.mem[c.b + bi * s.batch_b + i * s.ldb + j * es]);
-                from_float(s.in, d(rng), &c.mem[c.b2 + bi * s.batch_b + i * s.ldb + j * es]);
+                test::store_elem(s.in, d(rng), &c.mem[c.b + bi * s.batch_b + i * s.ldb + j * es]);
+                test::store_elem(s.in, d(rng), &c.mem[c.b2 + bi * s.batch_b + i * s.ldb + j * es]);
             }
     }
     for (uint64_t j = 0; j < s.N; ++j)
-        from_float(s.bias_t, d(rng), &c.mem[c.bias + j * isa::dtype_size(s.bias_t)]);
+        test::store_elem(s.bias_t, d(rng), &c.mem[c.bias + j * isa::dtype_size(s.bias_t)]);
     return c;
 }
 
@@ -129,11 +108,12 @@ void run_and_check(Case& c, const MatmulSplit& p, uint64_t* cycles = nullptr) {
                     for (uint64_t q = 0; q < p.gk; ++q) {
                         float part = 0.0f;
                         for (uint64_t k = q * kt; k < (q + 1) * kt; ++k) {
-                            const float av =
-                                to_float(s.in, &c.mem[c.a + bi * s.batch_a + i * s.lda + k * es]);
+                            const float av = test::load_elem(
+                                s.in, &c.mem[c.a + bi * s.batch_a + i * s.lda + k * es]);
                             const uint64_t bo = s.trans_b ? j * s.ldb + k * es : k * s.ldb + j * es;
-                            part = std::fma(av, to_float(s.in, &c.mem[bbase + bi * s.batch_b + bo]),
-                                            part);
+                            part = std::fma(
+                                av, test::load_elem(s.in, &c.mem[bbase + bi * s.batch_b + bo]),
+                                part);
                         }
                         total = q ? total + part : part;
                     }
@@ -141,15 +121,16 @@ void run_and_check(Case& c, const MatmulSplit& p, uint64_t* cycles = nullptr) {
                 };
                 float acc = dot(c.b);
                 if (s.has_bias)
-                    acc += to_float(s.bias_t, &c.mem[c.bias + j * isa::dtype_size(s.bias_t)]);
+                    acc +=
+                        test::load_elem(s.bias_t, &c.mem[c.bias + j * isa::dtype_size(s.bias_t)]);
                 if (s.has_act) acc = act(s.act, acc);
                 if (s.gated) acc = acc * dot(c.b2);
                 uint8_t want[4];
-                from_float(s.out, acc, want);
+                test::store_elem(s.out, acc, want);
                 const uint8_t* got = &c.mem[c.c + bi * s.batch_c + i * s.ldc + j * oes];
                 ASSERT_EQ(0, std::memcmp(got, want, oes))
                     << split_name(p) << " b" << bi << " (" << i << "," << j << ") got "
-                    << to_float(s.out, got) << " want " << to_float(s.out, want);
+                    << test::load_elem(s.out, got) << " want " << test::load_elem(s.out, want);
             }
 }
 

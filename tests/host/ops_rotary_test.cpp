@@ -10,25 +10,13 @@
 #include <vector>
 
 #include "ops/rotary_program.hpp"
+#include "ops_test_util.hpp"
 #include "spyre/numerics.hpp"
 
 namespace spyre::ops {
 namespace {
 
 using isa::DType;
-
-float ld(DType t, const uint8_t* p) {
-    uint16_t h;
-    float f;
-    if (t == DType::F32) return std::memcpy(&f, p, 4), f;
-    std::memcpy(&h, p, 2);
-    return t == DType::F16 ? num::f16_to_f32(h) : num::bf16_to_f32(h);
-}
-void st(DType t, float v, uint8_t* p) {
-    if (t == DType::F32) return (void)std::memcpy(p, &v, 4);
-    const uint16_t h = t == DType::F16 ? num::f32_to_f16(v) : num::f32_to_bf16(v);
-    std::memcpy(p, &h, 2);
-}
 
 struct Case {
     uint64_t B, H, L, D;
@@ -66,11 +54,11 @@ TEST(OpsRotary, MatchesReference) {
         std::mt19937 rng(3);
         std::normal_distribution<float> d(0, 1);
         std::uniform_real_distribution<float> ang(-3.2f, 3.2f);
-        for (uint64_t i = 0; i < xbytes / es; ++i) st(c.t, d(rng), &mem[X + i * es]);
+        for (uint64_t i = 0; i < xbytes / es; ++i) test::store_elem(c.t, d(rng), &mem[X + i * es]);
         for (uint64_t i = 0; i < cbytes / ces; ++i) {
             const float a = ang(rng);
-            st(c.ct, std::cos(a), &mem[C + i * ces]);
-            st(c.ct, std::sin(a), &mem[S + i * ces]);
+            test::store_elem(c.ct, std::cos(a), &mem[C + i * ces]);
+            test::store_elem(c.ct, std::sin(a), &mem[S + i * ces]);
         }
         const std::vector<uint8_t> orig = mem;
         const RotaryPlan p = plan_rotary(pricer, s, 32);
@@ -96,13 +84,13 @@ TEST(OpsRotary, MatchesReference) {
                         const uint64_t xr = bi * s.x_st[0] + hi * s.x_st[1] + l * s.x_st[2];
                         const uint64_t cr = bi * s.c_st[0] + l * s.c_st[1];
                         auto x = [&](uint64_t k) {
-                            return double(ld(c.t, &orig[X + xr + k * es]));
+                            return double(test::load_elem(c.t, &orig[X + xr + k * es]));
                         };
-                        const double cs = ld(c.ct, &orig[C + cr + j * ces]);
-                        const double sn = ld(c.ct, &orig[S + cr + j * ces]);
+                        const double cs = test::load_elem(c.ct, &orig[C + cr + j * ces]);
+                        const double sn = test::load_elem(c.ct, &orig[S + cr + j * ces]);
                         const double rot = j < h ? -x(j + h) : x(j - h);
                         const double want = x(j) * cs + rot * sn;
-                        const double got = ld(c.t, &mem[O + xr + j * es]);
+                        const double got = test::load_elem(c.t, &mem[O + xr + j * es]);
                         ASSERT_NEAR(got, want, tol * (1 + std::fabs(want)))
                             << bi << " " << hi << " " << l << " " << j;
                     }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ops/rowwise_planner.hpp"
+#include "ops_test_util.hpp"
 #include "spyre/numerics.hpp"
 #include "spyre/programs/softmax_naive.hpp"
 
@@ -27,33 +28,6 @@ using isa::DType;
 
 uint64_t up(uint64_t x) { return (x + 127) / 128 * 128; }
 uint64_t es_of(DType t) { return isa::dtype_size(t); }
-
-double load(DType t, const uint8_t* p) {
-    uint16_t h;
-    float f;
-    int32_t i;
-    switch (t) {
-        case DType::F32:
-            std::memcpy(&f, p, 4);
-            return f;
-        case DType::F16:
-            std::memcpy(&h, p, 2);
-            return num::f16_to_f32(h);
-        case DType::BF16:
-            std::memcpy(&h, p, 2);
-            return num::bf16_to_f32(h);
-        default:
-            std::memcpy(&i, p, 4);
-            return i;
-    }
-}
-
-void store(DType t, double v, uint8_t* p) {
-    const float f = static_cast<float>(v);
-    if (t == DType::F32) return (void)std::memcpy(p, &f, 4);
-    const uint16_t h = t == DType::F16 ? num::f32_to_f16(f) : num::f32_to_bf16(f);
-    std::memcpy(p, &h, 2);
-}
 
 // Spacing of the type's numbers at |v| (the subnormal spacing below the normal range).
 double ulp(DType t, double v) {
@@ -110,17 +84,17 @@ Case make_case(RowwiseOp op, RowwiseShape s, uint32_t seed, Fill fill = Fill::UN
             else if (r < 0.15)
                 v = big * (pick(rng) < 0.5 ? -1 : 1);
         }
-        store(s.t, v, &c.mem[c.in + i * es]);
-        c.x[i] = load(s.t, &c.mem[c.in + i * es]);
+        test::store_elem(s.t, v, &c.mem[c.in + i * es]);
+        c.x[i] = test::load_elem(s.t, &c.mem[c.in + i * es]);
     }
     for (uint64_t j = 0; j < s.cols; ++j) {
         if (s.has_weight) {
-            store(s.weight_t, u(rng), &c.mem[c.w + j * es_of(s.weight_t)]);
-            c.wv.push_back(load(s.weight_t, &c.mem[c.w + j * es_of(s.weight_t)]));
+            test::store_elem(s.weight_t, u(rng), &c.mem[c.w + j * es_of(s.weight_t)]);
+            c.wv.push_back(test::load_elem(s.weight_t, &c.mem[c.w + j * es_of(s.weight_t)]));
         }
         if (s.has_bias) {
-            store(s.bias_t, u(rng), &c.mem[c.b + j * es_of(s.bias_t)]);
-            c.bv.push_back(load(s.bias_t, &c.mem[c.b + j * es_of(s.bias_t)]));
+            test::store_elem(s.bias_t, u(rng), &c.mem[c.b + j * es_of(s.bias_t)]);
+            c.bv.push_back(test::load_elem(s.bias_t, &c.mem[c.b + j * es_of(s.bias_t)]));
         }
     }
     return c;
@@ -288,11 +262,12 @@ double check_output(const Case& c, const Ref& ref, const std::string& what) {
     double worst = 0;
     int fails = 0;
     for (uint64_t k = 0; k < ref.y.size(); ++k) {
-        const double got = load(ot, &c.mem[c.out + k * oes]);
+        const double got = test::load_elem(ot, &c.mem[c.out + k * oes]);
         double want = ref.y[k];
         uint8_t rounded[4];
-        store(c.s.t, want, rounded);  // beyond the type's range: +-inf
-        if (ot != DType::I32 && std::isinf(load(c.s.t, rounded))) want = load(c.s.t, rounded);
+        test::store_elem(c.s.t, want, rounded);  // beyond the type's range: +-inf
+        if (ot != DType::I32 && std::isinf(test::load_elem(c.s.t, rounded)))
+            want = test::load_elem(c.s.t, rounded);
         bool ok;
         if (std::isnan(want))
             ok = std::isnan(got);
@@ -578,14 +553,16 @@ TEST(OpsRowwise, SoftmaxIsStableForInfAndHugeValues) {
                 Case c = make_case(RowwiseOp::SOFTMAX, s, 11, Fill::SPECIAL);
                 // row 1: all -inf; row 2: one finite value among -inf; row 3: huge values;
                 // row 4: one +inf (NaN row)
-                store(t, INFINITY, &c.mem[(4 * C + C / 3) * es_of(t)]);
+                test::store_elem(t, INFINITY, &c.mem[(4 * C + C / 3) * es_of(t)]);
                 for (uint64_t j = 0; j < C; ++j) {
-                    store(t, -INFINITY, &c.mem[(1 * C + j) * es_of(t)]);
-                    store(t, j == C / 2 ? 3.0 : -INFINITY, &c.mem[(2 * C + j) * es_of(t)]);
-                    store(t, j % 3 == 0 ? (t == DType::F16 ? 65504.0 : 3e38) : -1.0,
-                          &c.mem[(3 * C + j) * es_of(t)]);
+                    test::store_elem(t, -INFINITY, &c.mem[(1 * C + j) * es_of(t)]);
+                    test::store_elem(t, j == C / 2 ? 3.0 : -INFINITY,
+                                     &c.mem[(2 * C + j) * es_of(t)]);
+                    test::store_elem(t, j % 3 == 0 ? (t == DType::F16 ? 65504.0 : 3e38) : -1.0,
+                                     &c.mem[(3 * C + j) * es_of(t)]);
                 }
-                for (uint64_t i = 0; i < s.rows * C; ++i) c.x[i] = load(t, &c.mem[i * es_of(t)]);
+                for (uint64_t i = 0; i < s.rows * C; ++i)
+                    c.x[i] = test::load_elem(t, &c.mem[i * es_of(t)]);
                 const Ref ref = reference(c);
                 // the row of -inf is NaN, the others are finite probabilities
                 EXPECT_TRUE(std::isnan(ref.y[1 * C]));
@@ -610,14 +587,14 @@ TEST(OpsRowwise, ArgmaxTiesAndNaN) {
         RowwiseShape s = shape(6, C, t);
         Case c = make_case(RowwiseOp::ARGMAX, s, 12);
         auto set = [&](uint64_t i, uint64_t j, double v) {
-            store(t, v, &c.mem[(i * C + j) * es_of(t)]);
+            test::store_elem(t, v, &c.mem[(i * C + j) * es_of(t)]);
         };
         set(0, 10, 100), set(0, 200, 100);                      // tie: 10
         set(1, 5, NAN), set(1, 7, 100), set(1, 250, NAN);       // first NaN: 5
         set(2, 299, 100);                                       // last column
         set(3, 0, INFINITY), set(3, 1, NAN);                    // NaN beats +inf: 1
         for (uint64_t j = 0; j < C; ++j) set(4, j, -INFINITY);  // all -inf: 0
-        for (uint64_t i = 0; i < s.rows * C; ++i) c.x[i] = load(t, &c.mem[i * es_of(t)]);
+        for (uint64_t i = 0; i < s.rows * C; ++i) c.x[i] = test::load_elem(t, &c.mem[i * es_of(t)]);
         const Ref ref = reference(c);
         EXPECT_EQ(ref.y[0], 10);
         EXPECT_EQ(ref.y[1], 5);

@@ -78,7 +78,7 @@ using namespace spyre::ops;
 spyre_status spyre_op_attention(spyre_stream_t stream, const spyre_tensor* q, const spyre_tensor* k,
                                 const spyre_tensor* v, const spyre_tensor* out, int causal,
                                 float scale) {
-    return op_guard(__func__, [&] {
+    return guard(__func__, [&] {
         begin_op("attention");
         attention_impl(stream, check_tensor(q, "q"), check_tensor(k, "k"), check_tensor(v, "v"),
                        check_tensor(out, "out"), causal != 0, scale);

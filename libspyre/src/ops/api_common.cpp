@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "ops/pricing.hpp"
+#include "pinned_launch.hpp"
 
 namespace spyre::ops {
 
@@ -15,17 +16,16 @@ spyre_op_info& last_info() {
 }
 
 namespace {
-// The process-wide plan and program caches.
+// The process-wide plan cache.
 
 struct Caches {
     std::mutex mu;
     std::map<std::string, std::shared_ptr<const PlanEntry>> plans;
-    std::map<std::pair<std::string, const void*>, spyre_program_t> programs;  // (card, image)
     uint64_t hits = 0, misses = 0;
 };
 
-// Never destroyed: programs stay loaded for the life of the process (like a module cache),
-// and no destructor runs after libspyre's own statics are gone.
+// Never destroyed: plans live for the life of the process (their images key the programs each
+// card keeps, pinned_launch.hpp), and no destructor runs after libspyre's own statics are gone.
 Caches& caches() {
     static Caches* c = new Caches;
     return *c;
@@ -151,14 +151,6 @@ Mat as_batched_matrix(const Tensor& t) {
     return m;
 }
 
-spyre_program_t program_for(const Card& c, const std::shared_ptr<const PlanEntry>& e) {
-    auto& cs = caches();
-    std::lock_guard lock(cs.mu);
-    auto& prog = cs.programs[{c.key, e.get()}];
-    if (!prog) call(spyre_program_load(c.dev, e->image.data(), e->image.size(), &prog));
-    return prog;
-}
-
 void launch(const Card& c, const std::shared_ptr<const PlanEntry>& e, spyre_stream_t stream,
             const std::vector<uint64_t>& args, std::vector<spyre_buffer_t> bufs) {
     std::erase(bufs, nullptr);
@@ -170,7 +162,7 @@ void launch(const Card& c, const std::shared_ptr<const PlanEntry>& e, spyre_stre
     std::copy(args.begin(), args.end(), lp.args);
     lp.buffers = bufs.data();
     lp.num_buffers = static_cast<uint32_t>(bufs.size());
-    call(spyre_launch_async(program_for(c, e), &lp, stream));
+    launch_pinned_program(c.dev, e->image, lp, stream);
     last_info().launches++;
     last_info().modeled_cycles += e->cycles;
 }
@@ -238,7 +230,7 @@ using namespace spyre::ops;
 
 spyre_status spyre_tensor_init(spyre_tensor* t, spyre_buffer_t buffer, uint64_t offset,
                                spyre_dtype dtype, uint32_t ndim, const int64_t* shape) {
-    return op_guard(__func__, [&] {
+    return guard(__func__, [&] {
         require(t != nullptr, "tensor `t` is NULL");
         require(ndim <= SPYRE_TENSOR_MAX_DIMS,
                 std::format("{} dims, at most {}", ndim, SPYRE_TENSOR_MAX_DIMS));
@@ -260,14 +252,14 @@ spyre_status spyre_tensor_init(spyre_tensor* t, spyre_buffer_t buffer, uint64_t 
 }
 
 spyre_status spyre_op_get_last_info(spyre_op_info* info) {
-    return op_guard(__func__, [&] {
+    return guard(__func__, [&] {
         require(info != nullptr, "output pointer `info` is NULL");
         *info = last_info();
     });
 }
 
 spyre_status spyre_op_get_cache_stats(uint64_t* hits, uint64_t* misses) {
-    return op_guard(__func__, [&] {
+    return guard(__func__, [&] {
         auto& cs = caches();
         std::lock_guard lock(cs.mu);
         if (hits) *hits = cs.hits;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Shared pieces of the op library's C API (include/spyre/ops.h): tensor checks, the per-thread
-// op info, the process-wide plan and program caches, launching a planned program, and the guard
-// that turns exceptions into statuses. One api_<op>.cpp per op family builds on it.
+// op info, the process-wide plan cache, launching a planned program (loaded once per card) and
+// the C boundary. One api_<op>.cpp per op family builds on it.
 #pragma once
 
 #include <cstdint>
@@ -113,22 +113,7 @@ struct Scratch {
     ~Scratch() { spyre_free(buf); }
 };
 
-// The C boundary: runs body, turns exceptions into a status and the thread's last error.
-template <typename F>
-spyre_status op_guard(const char* fn, F&& body) noexcept {
-    try {
-        body();
-        return SPYRE_SUCCESS;
-    } catch (const Error& e) {
-        set_last_error(std::format("{}: {}", fn, e.what()));
-        return e.status();
-    } catch (const std::bad_alloc&) {
-        set_last_error(std::format("{}: out of host memory", fn));
-        return SPYRE_ERROR_OUT_OF_MEMORY;
-    } catch (const std::exception& e) {
-        set_last_error(std::format("{}: internal error: {}", fn, e.what()));
-        return SPYRE_ERROR_INTERNAL;
-    }
-}
+// The C boundary of the op functions: libspyre's own (error.hpp).
+using spyre::guard;
 
 }  // namespace spyre::ops

@@ -139,7 +139,7 @@ using namespace spyre::ops;
 
 spyre_status spyre_op_unary(spyre_stream_t stream, spyre_unary_op op, const spyre_tensor* x,
                             const spyre_tensor* out) {
-    return op_guard(__func__, [&] {
+    return guard(__func__, [&] {
         const EwOp e = unary_op(op);
         begin_op(ew_name(e));
         const Tensor tx = check_tensor(x, "x"), to = check_tensor(out, "out");
@@ -151,7 +151,7 @@ spyre_status spyre_op_unary(spyre_stream_t stream, spyre_unary_op op, const spyr
 spyre_status spyre_op_binary(spyre_stream_t stream, spyre_binary_op op, const spyre_tensor* a,
                              const spyre_tensor* b, double scalar, double alpha,
                              const spyre_tensor* out) {
-    return op_guard(__func__, [&] {
+    return guard(__func__, [&] {
         const EwOp e = binary_op(op);
         begin_op(ew_name(e));
         const Tensor ta = check_tensor(a, "a"), to = check_tensor(out, "out");
@@ -165,7 +165,7 @@ spyre_status spyre_op_binary(spyre_stream_t stream, spyre_binary_op op, const sp
 spyre_status spyre_op_where(spyre_stream_t stream, const spyre_tensor* cond, const spyre_tensor* a,
                             double a_scalar, const spyre_tensor* b, double b_scalar,
                             const spyre_tensor* out) {
-    return op_guard(__func__, [&] {
+    return guard(__func__, [&] {
         begin_op("where");
         const Tensor tc = check_tensor(cond, "cond"), to = check_tensor(out, "out");
         Tensor ta{}, tb{};

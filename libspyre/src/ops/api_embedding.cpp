@@ -78,7 +78,7 @@ using namespace spyre::ops;
 
 spyre_status spyre_op_embedding(spyre_stream_t stream, const spyre_tensor* indices,
                                 const spyre_tensor* weight, const spyre_tensor* out) {
-    return op_guard(__func__, [&] {
+    return guard(__func__, [&] {
         begin_op("embedding");
         embedding_impl(stream, check_tensor(indices, "indices"), check_tensor(weight, "weight"),
                        check_tensor(out, "out"));

@@ -57,7 +57,7 @@ using namespace spyre::ops;
 
 spyre_status spyre_op_copy(spyre_stream_t stream, const spyre_tensor* src,
                            const spyre_tensor* dst) {
-    return op_guard(__func__, [&] {
+    return guard(__func__, [&] {
         begin_op("copy");
         copy_impl(stream, check_tensor(src, "src"), check_tensor(dst, "dst"));
     });

@@ -266,7 +266,7 @@ using namespace spyre::ops;
 
 spyre_status spyre_op_matmul(spyre_stream_t stream, const spyre_tensor* a, const spyre_tensor* b,
                              const spyre_tensor* out) {
-    return op_guard(__func__, [&] {
+    return guard(__func__, [&] {
         begin_op("matmul");
         const Tensor ta = check_tensor(a, "a"), tb = check_tensor(b, "b"),
                      to = check_tensor(out, "out");
@@ -278,7 +278,7 @@ spyre_status spyre_op_matmul(spyre_stream_t stream, const spyre_tensor* a, const
 spyre_status spyre_op_linear(spyre_stream_t stream, const spyre_tensor* x,
                              const spyre_tensor* weight, const spyre_tensor* bias,
                              spyre_activation activation, const spyre_tensor* out) {
-    return op_guard(__func__, [&] {
+    return guard(__func__, [&] {
         begin_op("linear");
         const Tensor tx = check_tensor(x, "x"), tw = check_tensor(weight, "weight"),
                      to = check_tensor(out, "out");
@@ -327,7 +327,7 @@ spyre_status spyre_op_linear(spyre_stream_t stream, const spyre_tensor* x,
 spyre_status spyre_op_mlp(spyre_stream_t stream, const spyre_tensor* x, const spyre_tensor* w_gate,
                           const spyre_tensor* w_up, const spyre_tensor* w_down,
                           spyre_activation activation, const spyre_tensor* out) {
-    return op_guard(__func__, [&] {
+    return guard(__func__, [&] {
         begin_op("mlp");
         const Tensor tx = check_tensor(x, "x"), tu = check_tensor(w_up, "w_up"),
                      td = check_tensor(w_down, "w_down"), to = check_tensor(out, "out");

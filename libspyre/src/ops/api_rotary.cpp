@@ -80,7 +80,7 @@ using namespace spyre::ops;
 
 spyre_status spyre_op_rotary(spyre_stream_t stream, const spyre_tensor* x, const spyre_tensor* cos,
                              const spyre_tensor* sin, const spyre_tensor* out) {
-    return op_guard(__func__, [&] {
+    return guard(__func__, [&] {
         begin_op("rotary");
         rotary_impl(stream, check_tensor(x, "x"), check_tensor(cos, "cos"),
                     check_tensor(sin, "sin"), check_tensor(out, "out"));

@@ -73,7 +73,7 @@ using namespace spyre::ops;
 
 spyre_status spyre_op_softmax(spyre_stream_t stream, const spyre_tensor* x, int log,
                               const spyre_tensor* out) {
-    return op_guard(__func__, [&] {
+    return guard(__func__, [&] {
         begin_op(log ? "log_softmax" : "softmax");
         RowwiseShape s;
         s.log = log != 0;
@@ -86,7 +86,7 @@ spyre_status spyre_op_softmax(spyre_stream_t stream, const spyre_tensor* x, int 
 spyre_status spyre_op_layer_norm(spyre_stream_t stream, const spyre_tensor* x,
                                  const spyre_tensor* weight, const spyre_tensor* bias, float eps,
                                  const spyre_tensor* out) {
-    return op_guard(__func__, [&] {
+    return guard(__func__, [&] {
         begin_op("layer_norm");
         Tensor tw{}, tb{};
         if (weight) tw = check_tensor(weight, "weight");
@@ -100,7 +100,7 @@ spyre_status spyre_op_layer_norm(spyre_stream_t stream, const spyre_tensor* x,
 
 spyre_status spyre_op_rms_norm(spyre_stream_t stream, const spyre_tensor* x,
                                const spyre_tensor* weight, float eps, const spyre_tensor* out) {
-    return op_guard(__func__, [&] {
+    return guard(__func__, [&] {
         begin_op("rms_norm");
         Tensor tw{};
         if (weight) tw = check_tensor(weight, "weight");
@@ -113,7 +113,7 @@ spyre_status spyre_op_rms_norm(spyre_stream_t stream, const spyre_tensor* x,
 
 spyre_status spyre_op_reduce(spyre_stream_t stream, spyre_reduce_op op, const spyre_tensor* x,
                              const spyre_tensor* out) {
-    return op_guard(__func__, [&] {
+    return guard(__func__, [&] {
         require(op >= SPYRE_REDUCE_SUM && op <= SPYRE_REDUCE_ARGMAX,
                 std::format("unknown reduction {}", int(op)));
         const RowwiseOp r = static_cast<RowwiseOp>(int(RowwiseOp::SUM) + int(op));

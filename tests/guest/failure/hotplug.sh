@@ -3,10 +3,13 @@
 # spyre loaded, at least one card). Checks: every process ends within the time limit, having
 # verified every job it finished and then seen the card go away (ENODEV, or its job ABORTED);
 # the other cards keep working meanwhile; device_add brings back a card that passes the same
-# workload; the kernel log has no oops, warning or hung task.
+# workload; a process running op-library work across the unplug releases the lost card and
+# runs the same op on the card once it is back (ops_replug.cpp); the kernel log has no oops,
+# warning or hung task.
 set -euo pipefail
 cd /src
 stress=build/cmake/tests/guest/stress/spyre_stress
+replug=build/cmake/tests/guest/failure/spyre_ops_replug
 qmp=tools/vm/guest-qmp
 id=${1:-spyre0}
 other=${2:-}	# a card that must keep working meanwhile, if any
@@ -44,8 +47,11 @@ echo "hotplug: $id is $node"
 args=$($qmp card-args "$id")
 deleted=$(grep -c '"DEVICE_DELETED"' "$SPYRE_VM_DIR/qmp/events.jsonl" 2>/dev/null || true)
 
+pci=$(basename "$(readlink -f "/sys/class/accel/$(basename "$node")/device")")
 $stress --dev "$node" --procs 4 --until-gone --seconds 120 > /tmp/hotplug-stress.log 2>&1 &
 spid=$!
+$replug "$pci" 150 > /tmp/hotplug-replug.log 2>&1 &
+rpid=$!
 opid=
 if [ -n "$other" ]; then
 	$stress --dev "$(wait_node "$other" 10)" --procs 2 --jobs 60 > /tmp/hotplug-other.log 2>&1 &
@@ -71,3 +77,7 @@ $qmp hmp "device_add $args"
 node=$(wait_node "$id" 60)
 echo "hotplug: $id is back as $node"
 $stress --dev "$node" --procs 2 --jobs 30
+rc=0
+wait $rpid || rc=$?
+cat /tmp/hotplug-replug.log
+[ $rc -eq 0 ] || { echo "hotplug: op-library work did not survive the unplug and re-plug"; exit 1; }

@@ -697,6 +697,52 @@ TEST(Streams, FillsAndStridedCopies) {
     for_each_device([](spyre_device_t dev, int) { spyre_cases::fills_and_strided(dev); });
 }
 
+// More asynchronous jobs than the driver lets one file have in flight (DRM_SPYRE_FILE_MAX_JOBS),
+// queued behind a long launch: SUBMIT returns EAGAIN, libspyre waits for its oldest job and
+// retries (busy_retries counts it) instead of failing or spinning, and every job runs in order.
+TEST(Streams, QueueDeeperThanTheDriversJobBudget) {
+    spyre_device_t dev;
+    ASSERT_SPYRE(spyre_device_open(0, &dev));
+    if (!can_launch(dev)) GTEST_SKIP() << "no LAUNCH";
+    constexpr int kJobs = 400;  // > DRM_SPYRE_FILE_MAX_JOBS (256)
+    constexpr uint64_t kSlice = 4096;
+    spyre_buffer_t buf;
+    ASSERT_SPYRE(spyre_malloc(dev, kJobs * kSlice, &buf));
+    spyre_stream_t s;
+    ASSERT_SPYRE(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s));
+    bool hit_budget = false;
+    // The spin must outlast the submissions; lengthen it if the queue drained too early.
+    for (int64_t spin = 20'000'000; !hit_budget && spin <= 320'000'000; spin *= 4) {
+        spyre_runtime_stats before{}, after{};
+        ASSERT_SPYRE(spyre_device_get_runtime_stats(dev, &before));
+        const auto image = spyre_test::build_spin_program(spin);
+        spyre_program_t prog;
+        ASSERT_SPYRE(spyre_program_load(dev, image.data(), image.size(), &prog));
+        spyre_launch_params lp{};
+        lp.num_cores = 1;
+        ASSERT_SPYRE(spyre_launch_async(prog, &lp, s));
+        // Each fill is its own job: the previous one is in flight, so nothing merges them.
+        for (int i = 0; i < kJobs; ++i)
+            ASSERT_SPYRE(
+                spyre_memset_async(buf, i * kSlice, static_cast<uint8_t>(i * 7 + spin), kSlice, s));
+        ASSERT_SPYRE(spyre_stream_synchronize(s));
+        ASSERT_SPYRE(spyre_device_get_runtime_stats(dev, &after));
+        std::vector<uint8_t> host(kJobs * kSlice);
+        ASSERT_SPYRE(spyre_memcpy_dtoh(host.data(), buf, 0, host.size()));
+        for (int i = 0; i < kJobs; ++i)
+            ASSERT_EQ(host[i * kSlice + kSlice - 1], static_cast<uint8_t>(i * 7 + spin)) << i;
+        hit_budget = after.busy_retries > before.busy_retries;
+        std::printf("spin %lld: %llu jobs, %llu busy retries\n", static_cast<long long>(spin),
+                    static_cast<unsigned long long>(after.jobs_submitted - before.jobs_submitted),
+                    static_cast<unsigned long long>(after.busy_retries - before.busy_retries));
+        spyre_program_free(prog);
+    }
+    EXPECT_TRUE(hit_budget) << "the queue never reached the driver's job budget";
+    spyre_stream_destroy(s);
+    spyre_free(buf);
+    spyre_device_close(dev);
+}
+
 // Streams map onto rings: a high-priority stream gets the last ring, normal streams the
 // others (not ring 0, the default stream's).
 TEST(Streams, StreamsUseSeveralRingsAndBuffersWorkAcrossHandles) {
