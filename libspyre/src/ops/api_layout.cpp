@@ -1,11 +1,57 @@
 // SPDX-License-Identifier: MIT
 // C API of the layout ops (spyre_op_copy): a strided view made dense on the cores, by
-// ops/layout_program.hpp (row copies, tile transposes or element gathers).
+// ops/layout_program.hpp (row copies, tile transposes or element gathers); and the cached pad
+// and unpad plans the other op families use (ops/layout_plans.hpp).
 #include "ops/api_common.hpp"
+#include "ops/layout_plans.hpp"
 #include "ops/layout_program.hpp"
 #include "ops/pricing.hpp"
 
 namespace spyre::ops {
+
+namespace {
+// A plan entry from a layout plan and its program.
+PlanEntry layout_entry(const LayoutPlan& p, std::vector<uint8_t> image) {
+    PlanEntry e;
+    e.image = std::move(image);
+    e.cores = p.cores;
+    e.cycles = p.cycles;
+    e.plan = layout_plan_name(p);
+    return e;
+}
+}  // namespace
+
+std::shared_ptr<const PlanEntry> pad_plan(const Card& c, const PadShape& s) {
+    const spyre_engine_config cfg = engine_config_of(c.info);
+    const std::string key =
+        std::format("pad/{} {}x{}x{} es{} ld{},{} rows{} bs{},{}", config_key(cfg), s.batch, s.rows,
+                    s.cols, s.es, s.src_ld, s.dst_ld, s.dst_rows, s.src_bs, s.dst_bs);
+    // a helper plan: info.plan_cached stays about the caller's own plan
+    const uint8_t cached = last_info().plan_cached;
+    auto e = cached_plan(key, [&] {
+        pad_validate(s);
+        const Pricer pricer(cfg);
+        const LayoutPlan p = plan_pad(pricer, s, cfg.num_cores);
+        return layout_entry(p, build_pad(s, p));
+    });
+    last_info().plan_cached = cached;
+    return e;
+}
+
+std::shared_ptr<const PlanEntry> unpad_plan(const Card& c, const UnpadShape& s) {
+    const spyre_engine_config cfg = engine_config_of(c.info);
+    const std::string key = std::format("unpad/{} {}x{}x{} es{} ld{} bs{}", config_key(cfg),
+                                        s.batch, s.rows, s.cols, s.es, s.src_ld, s.src_bs);
+    const uint8_t cached = last_info().plan_cached;
+    auto e = cached_plan(key, [&] {
+        const Pricer pricer(cfg);
+        const LayoutPlan p = plan_unpad(pricer, s, cfg.num_cores);
+        return layout_entry(p, build_unpad(s, p));
+    });
+    last_info().plan_cached = cached;
+    return e;
+}
+
 namespace {
 
 void copy_impl(spyre_stream_t stream, const Tensor& src, const Tensor& dst) {
@@ -38,12 +84,7 @@ void copy_impl(spyre_stream_t stream, const Tensor& src, const Tensor& dst) {
         copy_validate(s);
         const Pricer pricer(cfg);
         const LayoutPlan p = plan_copy(pricer, s, cfg.num_cores);
-        PlanEntry e;
-        e.image = build_copy(s, p);
-        e.cores = p.cores;
-        e.cycles = p.cycles;
-        e.plan = layout_plan_name(p);
-        return e;
+        return layout_entry(p, build_copy(s, p));
     });
     launch(c, plan, stream, {src.addr, dst.addr}, {src.buffer, dst.buffer});
     finish_info(c, *plan);

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "ops/api_common.hpp"
+#include "ops/layout_plans.hpp"
 #include "ops/matmul_planner.hpp"
 
 namespace spyre::ops {
@@ -28,6 +29,22 @@ struct StickMat {
     uint64_t bs;    // bytes between batch elements (0 = shared)
     bool trans;     // stored transposed (cols x rows)
 };
+
+// Queues `plan` (a pad or unpad plan for the op's card) if the layout program takes the shape;
+// false if it does not (SPYRE_ERROR_NOT_SUPPORTED), for a DMA path instead.
+template <class MakePlan>
+bool layout_on_cores(const Card& c, MakePlan&& plan, spyre_stream_t stream, uint64_t src,
+                     spyre_buffer_t src_buf, uint64_t dst, spyre_buffer_t dst_buf) {
+    std::shared_ptr<const PlanEntry> e;
+    try {
+        e = plan();
+    } catch (const Error& err) {
+        if (err.status() != SPYRE_ERROR_NOT_SUPPORTED) throw;
+        return false;
+    }
+    launch(c, e, stream, {src, dst}, {src_buf, dst_buf});
+    return true;
+}
 
 // Uses m directly if its layout is stick rows (or, when allowed, transposed stick rows) of
 // exactly rows_p x cols_p; else copies it into zero-padded scratch of that shape.
@@ -56,7 +73,21 @@ StickMat to_stick(const Mat& m, uint64_t rows_p, uint64_t cols_p, bool allow_tra
     const int64_t spitch = trans ? m.cs : m.rs;
     const uint64_t ld = up(pcols * es, kStick);
     const uint64_t batches = m.bs ? m.batch : 1;
-    call(spyre_malloc(card_of(m.t->buffer).dev, ld * prows * batches, &scratch.buf));
+    const Card c = card_of(m.t->buffer);
+    call(spyre_malloc(c.dev, ld * prows * batches, &scratch.buf));
+    uint64_t a = 0;
+    call(spyre_buffer_device_address(scratch.buf, &a));
+    const StickMat result{scratch.buf, a, ld, m.bs ? ld * prows : 0, trans};
+    // the pad program: one launch on the cores, which also writes the zeros
+    PadShape ps;
+    ps.rows = srows, ps.cols = scols, ps.es = static_cast<uint32_t>(es);
+    ps.src_ld = srows == 1 ? scols * es : uint64_t(spitch) * es;
+    ps.dst_ld = ld, ps.dst_rows = prows;
+    ps.batch = batches, ps.src_bs = uint64_t(m.bs) * es, ps.dst_bs = ld * prows;
+    if (layout_on_cores(
+            c, [&] { return pad_plan(c, ps); }, stream, m.t->addr, m.t->buffer, a, scratch.buf))
+        return result;
+    // shapes the pad program does not take: DMA (a clear, then one strided copy)
     call(spyre_memset_async(scratch.buf, 0, 0, ld * prows * batches, stream));
     spyre_memcpy3d_params p{};
     p.src_buffer = m.t->buffer;
@@ -82,9 +113,7 @@ StickMat to_stick(const Mat& m, uint64_t rows_p, uint64_t cols_p, bool allow_tra
         call(spyre_memcpy_3d_async(&p, stream));
     }
     last_info().launches++;
-    uint64_t a = 0;
-    call(spyre_buffer_device_address(scratch.buf, &a));
-    return {scratch.buf, a, ld, m.bs ? ld * prows : 0, trans};
+    return result;
 }
 
 std::shared_ptr<const PlanEntry> matmul_plan(const Card& c, const MatmulShape& s) {
@@ -191,15 +220,23 @@ void matmul_impl(spyre_stream_t stream, const Mat& a, const Mat& b, const Tensor
             bias_addr = bias->addr, bias_buf = bias->buffer;
         } else {
             call(spyre_malloc(c.dev, up(Np * bes, kStick), &sbias.buf));
-            call(spyre_memset_async(sbias.buf, 0, 0, up(Np * bes, kStick), stream));
-            for (uint64_t j = 0; j < out.cols; ++j)
-                if (bias->strides[0] != 1 || j == 0)
-                    call(spyre_memcpy_dtod_async(
-                        sbias.buf, j * bes, bias->buffer, bias->offset + j * bias->strides[0] * bes,
-                        bias->strides[0] == 1 ? out.cols * bes : bes, stream));
             call(spyre_buffer_device_address(sbias.buf, &bias_addr));
             bias_buf = sbias.buf;
-            last_info().launches++;
+            PadShape ps;  // one row
+            ps.rows = 1, ps.cols = out.cols, ps.es = static_cast<uint32_t>(bes);
+            ps.src_ld = out.cols * bes, ps.dst_ld = up(Np * bes, kStick);
+            if (bias->strides[0] != 1 || !layout_on_cores(
+                                             c, [&] { return pad_plan(c, ps); }, stream, bias->addr,
+                                             bias->buffer, bias_addr, bias_buf)) {
+                call(spyre_memset_async(sbias.buf, 0, 0, up(Np * bes, kStick), stream));
+                for (uint64_t j = 0; j < out.cols; ++j)
+                    if (bias->strides[0] != 1 || j == 0)
+                        call(spyre_memcpy_dtod_async(sbias.buf, j * bes, bias->buffer,
+                                                     bias->offset + j * bias->strides[0] * bes,
+                                                     bias->strides[0] == 1 ? out.cols * bes : bes,
+                                                     stream));
+                last_info().launches++;
+            }
         }
     }
     MatmulShape s;
@@ -234,7 +271,14 @@ void matmul_impl(spyre_stream_t stream, const Mat& a, const Mat& b, const Tensor
     auto plan = matmul_plan(c, s);
     launch(c, plan, stream, {A.addr, B.addr, C.addr, bias_addr, b2 ? B2.addr : 0},
            {A.buf, B.buf, C.buf, bias_buf ? bias_buf : A.buf, b2 ? B2.buf : A.buf});
-    if (!direct_out) {  // drop the padding columns into the caller's output
+    // drop the padding columns into the caller's output: on the cores if it is dense
+    UnpadShape us;
+    us.rows = out.rows, us.cols = out.cols, us.es = static_cast<uint32_t>(oes);
+    us.src_ld = C.ld, us.batch = batch, us.src_bs = C.bs;
+    const bool dense_out = is_dense(out_t) && out_t.addr % kStick == 0;
+    if (!direct_out && !(dense_out && layout_on_cores(
+                                          c, [&] { return unpad_plan(c, us); }, stream, C.addr,
+                                          C.buf, out_t.addr, out_t.buffer))) {
         spyre_memcpy3d_params p{};
         p.src_buffer = C.buf;
         p.src_pitch = C.ld;
