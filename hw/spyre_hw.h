@@ -27,7 +27,7 @@
 
 /* Hardware interface version (SPYRE_REG_VERSION). */
 #define SPYRE_HW_VERSION_MAJOR		1
-#define SPYRE_HW_VERSION_MINOR		1
+#define SPYRE_HW_VERSION_MINOR		2
 #define SPYRE_HW_VERSION(maj, min)	(((maj) << 16) | (min))
 
 /* Identification value of SPYRE_REG_ID: "SPYR". */
@@ -60,6 +60,7 @@
 #define SPYRE_CAP_LAUNCH		(1u << 4)	/* LAUNCH command, dataflow engine */
 #define SPYRE_CAP_RING_ABORT		(1u << 5)	/* CTRL.ABORT, STATUS.BUSY, async RESET */
 #define SPYRE_CAP_FAULT_INJECT		(1u << 6)	/* FAULT_INJECT and FAULT_HANG work */
+#define SPYRE_CAP_DMA_2D		(1u << 7)	/* DMA_COPY_2D command (hw 1.2) */
 
 #define SPYRE_STATUS_READY		(1u << 0)	/* accepts ring configuration */
 #define SPYRE_STATUS_ERROR		(1u << 1)	/* a command failed since reset */
@@ -170,12 +171,13 @@ enum spyre_hw_opcode {
 	SPYRE_OP_FENCE_WRITE	= 0x01,	/* write a 64-bit value to host memory */
 	SPYRE_OP_DMA_COPY	= 0x02,	/* copy bytes between host and/or device memory */
 	SPYRE_OP_LAUNCH		= 0x03,	/* run a program on the cores (Documentation/isa.md) */
+	SPYRE_OP_DMA_COPY_2D	= 0x04,	/* copy rows with a pitch on each side (hw 1.2) */
 };
 
 /* Command flags (header.flags). */
 #define SPYRE_CMD_F_IRQ			(1u << 0)	/* raise the ring's interrupt when done */
-#define SPYRE_CMD_F_SRC_HOST		(1u << 1)	/* DMA_COPY: source is a host page table */
-#define SPYRE_CMD_F_DST_HOST		(1u << 2)	/* DMA_COPY: destination is a host page table */
+#define SPYRE_CMD_F_SRC_HOST		(1u << 1)	/* DMA_COPY(_2D): source is a host page table */
+#define SPYRE_CMD_F_DST_HOST		(1u << 2)	/* DMA_COPY(_2D): destination is a host page table */
 #define SPYRE_CMD_F_VALID_MASK		0x07u
 
 struct spyre_hw_cmd_header {
@@ -200,6 +202,24 @@ struct spyre_hw_cmd_dma {
 	uint64_t dst_offset;
 	uint64_t size;		/* bytes, > 0 and <= device memory size */
 	uint64_t reserved;	/* must be zero */
+};
+
+/*
+ * DMA_COPY_2D: height rows of width bytes; row r is read at src_offset + r * src_pitch and
+ * written at dst_offset + r * dst_pitch (addresses as for DMA_COPY), rows in ascending order.
+ * width and height > 0; every row of both sides inside its memory (ERR_SIZE for a zero or
+ * overflowing extent, ERR_DEV_RANGE outside device memory). Pitches may be smaller than width
+ * (rows overlap; a later row overwrites an earlier one's bytes).
+ */
+struct spyre_hw_cmd_dma2d {
+	uint64_t src_addr;
+	uint64_t src_offset;
+	uint64_t dst_addr;
+	uint64_t dst_offset;
+	uint32_t width;		/* bytes per row */
+	uint32_t height;	/* rows */
+	uint32_t src_pitch;	/* bytes between source rows */
+	uint32_t dst_pitch;	/* bytes between destination rows */
 };
 
 /* FENCE_WRITE: stores value (little endian) at host DMA address addr, 8-byte aligned. */
@@ -274,6 +294,7 @@ struct spyre_hw_cmd {
 	struct spyre_hw_cmd_header hdr;
 	union {
 		struct spyre_hw_cmd_dma dma;
+		struct spyre_hw_cmd_dma2d dma2d;
 		struct spyre_hw_cmd_fence fence;
 		struct spyre_hw_cmd_launch launch;
 		uint64_t raw[6];

@@ -22,6 +22,8 @@
 
 #include "qemu/osdep.h"
 #include "qemu/atomic.h"
+#include "qemu/bitops.h"
+#include "qemu/host-utils.h"
 #include "qemu/log.h"
 #include "qemu/rcu.h"
 #include "exec/memory.h"
@@ -222,26 +224,32 @@ static uint32_t spyre_host_resolve(SpyreState *s, SpyreHostWalk *w,
  * worker: it touches only device memory and, through spyre_host_*, guest
  * RAM.
  */
-static uint32_t spyre_dma_run(SpyreState *s, const struct spyre_hw_cmd_dma *d,
-                              bool src_host, bool dst_host,
+/*
+ * Copy row r of x: width bytes from source offset src_offset + r * src_pitch
+ * to destination offset dst_offset + r * dst_pitch. The walkers cache the
+ * page tables across rows; bounce is set for host-to-host copies.
+ */
+static uint32_t spyre_dma_row(SpyreState *s, const SpyreDmaXfer *x,
+                              uint64_t r, SpyreHostWalk *sw,
+                              SpyreHostWalk *dw, uint8_t *bounce,
                               const int32_t *cancel)
 {
-    g_autofree SpyreHostWalk *sw = NULL;
-    g_autofree SpyreHostWalk *dw = NULL;
-    g_autofree uint8_t *bounce = NULL;
+    const uint64_t soff = x->src_offset + r * x->src_pitch;
+    const uint64_t doff = x->dst_offset + r * x->dst_pitch;
+    const uint64_t size = x->width;
     uint64_t done = 0;
     uint32_t st;
 
-    if (!src_host && !dst_host) {
-        uint8_t *dst = s->devmem_ptr + d->dst_addr + d->dst_offset;
-        uint8_t *src = s->devmem_ptr + d->src_addr + d->src_offset;
+    if (!sw && !dw) {
+        uint8_t *dst = s->devmem_ptr + x->dst_addr + doff;
+        uint8_t *src = s->devmem_ptr + x->src_addr + soff;
 
         if (!cancel) {
-            memmove(dst, src, d->size);
-        } else if (dst <= src || dst >= src + d->size) {
+            memmove(dst, src, size);
+        } else if (dst <= src || dst >= src + size) {
             /* Forward order is safe: front to back in chunks. */
-            while (done < d->size) {
-                uint64_t chunk = MIN(d->size - done, SPYRE_D2D_CHUNK);
+            while (done < size) {
+                uint64_t chunk = MIN(size - done, SPYRE_D2D_CHUNK);
 
                 if (qatomic_read(cancel)) {
                     return SPYRE_STATUS_CANCELLED;
@@ -251,69 +259,56 @@ static uint32_t spyre_dma_run(SpyreState *s, const struct spyre_hw_cmd_dma *d,
             }
         } else {
             /* Overlap with dst above src: back to front. */
-            while (done < d->size) {
-                uint64_t chunk = MIN(d->size - done, SPYRE_D2D_CHUNK);
+            while (done < size) {
+                uint64_t chunk = MIN(size - done, SPYRE_D2D_CHUNK);
 
                 if (qatomic_read(cancel)) {
                     return SPYRE_STATUS_CANCELLED;
                 }
                 done += chunk;
-                memmove(dst + d->size - done, src + d->size - done, chunk);
+                memmove(dst + size - done, src + size - done, chunk);
             }
         }
         return SPYRE_STATUS_OK;
     }
-    if (src_host) {
-        sw = g_new0(SpyreHostWalk, 1);
-        sw->dir = d->src_addr;
-    }
-    if (dst_host) {
-        dw = g_new0(SpyreHostWalk, 1);
-        dw->dir = d->dst_addr;
-    }
-    if (src_host && dst_host) {
-        bounce = g_malloc(SPYRE_BOUNCE_SIZE);
-    }
 
-    while (done < d->size) {
-        uint64_t chunk = d->size - done;
+    while (done < size) {
+        uint64_t chunk = size - done;
         dma_addr_t saddr = 0, daddr = 0;
         uint64_t len;
 
         if (cancel && qatomic_read(cancel)) {
             return SPYRE_STATUS_CANCELLED;
         }
-        if (src_host) {
-            st = spyre_host_resolve(s, sw, d->src_offset + done, chunk,
-                                    &saddr, &len);
+        if (sw) {
+            st = spyre_host_resolve(s, sw, soff + done, chunk, &saddr, &len);
             if (st != SPYRE_STATUS_OK) {
                 return st;
             }
             chunk = len;
         }
-        if (dst_host) {
-            st = spyre_host_resolve(s, dw, d->dst_offset + done, chunk,
-                                    &daddr, &len);
+        if (dw) {
+            st = spyre_host_resolve(s, dw, doff + done, chunk, &daddr, &len);
             if (st != SPYRE_STATUS_OK) {
                 return st;
             }
             chunk = len;
         }
 
-        if (src_host && dst_host) {
+        if (sw && dw) {
             chunk = MIN(chunk, SPYRE_BOUNCE_SIZE);
             if (!spyre_host_read(s, saddr, bounce, chunk) ||
                 !spyre_host_write(s, daddr, bounce, chunk)) {
                 goto dma_error;
             }
-        } else if (src_host) {
-            if (!spyre_host_read(s, saddr, s->devmem_ptr + d->dst_addr +
-                                 d->dst_offset + done, chunk)) {
+        } else if (sw) {
+            if (!spyre_host_read(s, saddr, s->devmem_ptr + x->dst_addr +
+                                 doff + done, chunk)) {
                 goto dma_error;
             }
         } else {
-            if (!spyre_host_write(s, daddr, s->devmem_ptr + d->src_addr +
-                                  d->src_offset + done, chunk)) {
+            if (!spyre_host_write(s, daddr, s->devmem_ptr + x->src_addr +
+                                  soff + done, chunk)) {
                 goto dma_error;
             }
         }
@@ -324,8 +319,41 @@ static uint32_t spyre_dma_run(SpyreState *s, const struct spyre_hw_cmd_dma *d,
 dma_error:
     qemu_log_mask(LOG_GUEST_ERROR,
                   "spyre: DMA: host access failed at byte %" PRIu64
-                  " of %" PRIu64 "\n", done, d->size);
+                  " of row %" PRIu64 " (%" PRIu64 " bytes)\n", done, r, size);
     return SPYRE_STATUS_ERR_HOST_DMA;
+}
+
+static uint32_t spyre_dma_run(SpyreState *s, const SpyreDmaXfer *x,
+                              bool src_host, bool dst_host,
+                              const int32_t *cancel)
+{
+    g_autofree SpyreHostWalk *sw = NULL;
+    g_autofree SpyreHostWalk *dw = NULL;
+    g_autofree uint8_t *bounce = NULL;
+    uint64_t r;
+    uint32_t st;
+
+    if (src_host) {
+        sw = g_new0(SpyreHostWalk, 1);
+        sw->dir = x->src_addr;
+    }
+    if (dst_host) {
+        dw = g_new0(SpyreHostWalk, 1);
+        dw->dir = x->dst_addr;
+    }
+    if (src_host && dst_host) {
+        bounce = g_malloc(SPYRE_BOUNCE_SIZE);
+    }
+    for (r = 0; r < x->height; r++) {
+        if (cancel && qatomic_read(cancel)) {
+            return SPYRE_STATUS_CANCELLED;
+        }
+        st = spyre_dma_row(s, x, r, sw, dw, bounce, cancel);
+        if (st != SPYRE_STATUS_OK) {
+            return st;
+        }
+    }
+    return SPYRE_STATUS_OK;
 }
 
 /* Check a device-side range [addr + offset, + size) against device memory. */
@@ -340,27 +368,35 @@ static bool spyre_dev_range_ok(SpyreState *s, uint64_t addr, uint64_t offset,
     return start <= s->devmem_size && size <= s->devmem_size - start;
 }
 
+/* Bytes from the first row's start to the last row's end on one side. */
+static uint64_t spyre_dma_extent(const SpyreDmaXfer *x, uint64_t pitch)
+{
+    return (x->height - 1) * pitch + x->width;
+}
+
 /*
  * Account a finished copy (main loop); a cancelled one only marks the
  * device memory it may have written.
  */
-static void spyre_dma_account(SpyreState *s, const struct spyre_hw_cmd_dma *d,
+static void spyre_dma_account(SpyreState *s, const SpyreDmaXfer *x,
                               bool src_host, bool dst_host, uint32_t st)
 {
+    const uint64_t bytes = x->width * x->height;
+
     if (!dst_host) {
         /* Keep dirty tracking (e.g. TCG code in BAR2) coherent. */
-        memory_region_set_dirty(&s->devmem, d->dst_addr + d->dst_offset,
-                                d->size);
+        memory_region_set_dirty(&s->devmem, x->dst_addr + x->dst_offset,
+                                spyre_dma_extent(x, x->dst_pitch));
     }
     if (st != SPYRE_STATUS_OK) {
         return;
     }
     if (src_host && !dst_host) {
-        s->tele_h2d += d->size;
+        s->tele_h2d += bytes;
     } else if (!src_host && dst_host) {
-        s->tele_d2h += d->size;
+        s->tele_d2h += bytes;
     } else if (!src_host && !dst_host) {
-        s->tele_d2d += d->size;
+        s->tele_d2d += bytes;
     }
 }
 
@@ -397,59 +433,111 @@ void spyre_dma_worker_init(SpyreState *s)
 }
 
 /*
- * Execute DMA_COPY command idx of ring n (header already checked): validate
- * it, then copy inline or queue it on the DMA worker (SPYRE_STATUS_QUEUED).
+ * Validate transfer x of a DMA command (header already checked), then copy
+ * inline or queue it on the DMA worker (SPYRE_STATUS_QUEUED).
  */
-uint32_t spyre_dma_copy(SpyreState *s, unsigned n, uint32_t idx,
-                        const struct spyre_hw_cmd *c, uint64_t *cycles)
+static uint32_t spyre_dma_start(SpyreState *s, unsigned n, uint32_t idx,
+                                const struct spyre_hw_cmd *c,
+                                const SpyreDmaXfer *x, uint64_t *cycles)
 {
-    const struct spyre_hw_cmd_dma *d = &c->dma;
     uint8_t flags = c->hdr.flags;
     bool src_host = flags & SPYRE_CMD_F_SRC_HOST;
     bool dst_host = flags & SPYRE_CMD_F_DST_HOST;
-    uint64_t end;
+    uint64_t sext, dext, end, bytes;
     uint32_t st;
 
-    trace_spyre_dma(d->src_addr, d->src_offset, d->dst_addr, d->dst_offset,
-                    d->size, flags);
+    trace_spyre_dma(x->src_addr, x->src_offset, x->dst_addr, x->dst_offset,
+                    x->width, x->height, flags);
 
-    if (d->size == 0 || d->size > s->devmem_size ||
-        uadd64_overflow(d->src_offset, d->size, &end) ||
-        uadd64_overflow(d->dst_offset, d->size, &end)) {
+    /* Extents: (height - 1) * pitch + width, overflow-checked. */
+    if (x->width == 0 || x->height == 0 ||
+        umul64_overflow(x->height - 1, x->src_pitch, &sext) ||
+        uadd64_overflow(sext, x->width, &sext) ||
+        umul64_overflow(x->height - 1, x->dst_pitch, &dext) ||
+        uadd64_overflow(dext, x->width, &dext) ||
+        umul64_overflow(x->width, x->height, &bytes) ||
+        sext > s->devmem_size || dext > s->devmem_size ||
+        uadd64_overflow(x->src_offset, sext, &end) ||
+        uadd64_overflow(x->dst_offset, dext, &end)) {
         qemu_log_mask(LOG_GUEST_ERROR,
-                      "spyre: DMA: invalid size %" PRIu64 "\n", d->size);
+                      "spyre: DMA: invalid size: %" PRIu64 " rows of %" PRIu64
+                      " bytes, pitches %" PRIu64 "/%" PRIu64 "\n", x->height,
+                      x->width, x->src_pitch, x->dst_pitch);
         return SPYRE_STATUS_ERR_SIZE;
     }
-    if ((!src_host && !spyre_dev_range_ok(s, d->src_addr, d->src_offset,
-                                          d->size)) ||
-        (!dst_host && !spyre_dev_range_ok(s, d->dst_addr, d->dst_offset,
-                                          d->size))) {
+    if ((!src_host && !spyre_dev_range_ok(s, x->src_addr, x->src_offset,
+                                          sext)) ||
+        (!dst_host && !spyre_dev_range_ok(s, x->dst_addr, x->dst_offset,
+                                          dext))) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: DMA: device range outside device memory "
                       "(src 0x%" PRIx64 "+0x%" PRIx64 ", dst 0x%" PRIx64
-                      "+0x%" PRIx64 ", size 0x%" PRIx64 ")\n",
-                      d->src_addr, d->src_offset, d->dst_addr, d->dst_offset,
-                      d->size);
+                      "+0x%" PRIx64 ", extents 0x%" PRIx64 "/0x%" PRIx64 ")\n",
+                      x->src_addr, x->src_offset, x->dst_addr, x->dst_offset,
+                      sext, dext);
         return SPYRE_STATUS_ERR_DEV_RANGE;
     }
-    if ((src_host && (d->src_addr & 7)) || (dst_host && (d->dst_addr & 7))) {
+    if ((src_host && (x->src_addr & 7)) || (dst_host && (x->dst_addr & 7))) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: DMA: host page directory not 8-byte aligned\n");
         return SPYRE_STATUS_ERR_ALIGN;
     }
 
-    *cycles = spyre_dma_cycles(s, src_host, dst_host, d->size);
-    if (d->size >= SPYRE_DMA_ASYNC_MIN) {
+    /* One descriptor: one set-up, then all its bytes. */
+    *cycles = spyre_dma_cycles(s, src_host, dst_host, bytes);
+    if (bytes >= SPYRE_DMA_ASYNC_MIN) {
         SpyreJob *j = spyre_job_new(s, SPYRE_JOB_DMA, n, idx, c);
 
-        j->dma = *d;
+        j->dma = *x;
         j->cycles = *cycles;
-        trace_spyre_dma_queued(n, idx, d->size);
+        trace_spyre_dma_queued(n, idx, bytes);
         s->rings[n].job = j;
         spyre_worker_submit(&s->dma_worker, j);
         return SPYRE_STATUS_QUEUED;
     }
-    st = spyre_dma_run(s, d, src_host, dst_host, NULL);
-    spyre_dma_account(s, d, src_host, dst_host, st);
+    st = spyre_dma_run(s, x, src_host, dst_host, NULL);
+    spyre_dma_account(s, x, src_host, dst_host, st);
     return st;
+}
+
+/* DMA_COPY: one row of size bytes. */
+uint32_t spyre_dma_copy(SpyreState *s, unsigned n, uint32_t idx,
+                        const struct spyre_hw_cmd *c, uint64_t *cycles)
+{
+    const struct spyre_hw_cmd_dma *d = &c->dma;
+    SpyreDmaXfer x = {
+        .src_addr = d->src_addr, .src_offset = d->src_offset,
+        .dst_addr = d->dst_addr, .dst_offset = d->dst_offset,
+        .width = d->size, .height = 1,
+    };
+
+    return spyre_dma_start(s, n, idx, c, &x, cycles);
+}
+
+/*
+ * DMA_COPY_2D. The 32-bit fields are read from the little-endian 64-bit
+ * words they share (the command was converted word by word).
+ */
+uint32_t spyre_dma_copy_2d(SpyreState *s, unsigned n, uint32_t idx,
+                           const struct spyre_hw_cmd *c, uint64_t *cycles)
+{
+    SpyreDmaXfer x = {
+        .src_addr = c->raw[0], .src_offset = c->raw[1],
+        .dst_addr = c->raw[2], .dst_offset = c->raw[3],
+        .width = extract64(c->raw[4], 0, 32),
+        .height = extract64(c->raw[4], 32, 32),
+        .src_pitch = extract64(c->raw[5], 0, 32),
+        .dst_pitch = extract64(c->raw[5], 32, 32),
+    };
+
+    return spyre_dma_start(s, n, idx, c, &x, cycles);
+}
+
+/* Bytes a DMA command moves (for the bottom half's work budget). */
+uint64_t spyre_dma_cmd_bytes(const struct spyre_hw_cmd *c)
+{
+    if (c->hdr.opcode == SPYRE_OP_DMA_COPY_2D) {
+        return extract64(c->raw[4], 0, 32) * extract64(c->raw[4], 32, 32);
+    }
+    return c->hdr.opcode == SPYRE_OP_DMA_COPY ? c->dma.size : 0;
 }

@@ -26,6 +26,7 @@
 #include "trace.h"
 
 QEMU_BUILD_BUG_ON(sizeof(struct spyre_hw_cmd) != 64);
+QEMU_BUILD_BUG_ON(sizeof(struct spyre_hw_cmd_dma2d) != 48);
 QEMU_BUILD_BUG_ON(sizeof(struct spyre_hw_cpl) != 32);
 QEMU_BUILD_BUG_ON(SPYRE_NUM_RINGS_MAX > 31);
 
@@ -299,6 +300,8 @@ static uint32_t spyre_exec(SpyreState *s, unsigned n, uint32_t idx,
             goto reserved;
         }
         return spyre_dma_copy(s, n, idx, c, cycles);
+    case SPYRE_OP_DMA_COPY_2D:
+        return spyre_dma_copy_2d(s, n, idx, c, cycles);
     case SPYRE_OP_LAUNCH:
         return spyre_launch_submit(s, n, idx, c, cycles);
     default:
@@ -364,8 +367,8 @@ static uint32_t spyre_ring_step(SpyreState *s, unsigned n, uint64_t *bytes)
                 assert(r->job);
                 return 0;
             }
-            if (st == SPYRE_STATUS_OK && c.hdr.opcode == SPYRE_OP_DMA_COPY) {
-                *bytes = c.dma.size;
+            if (st == SPYRE_STATUS_OK) {
+                *bytes = spyre_dma_cmd_bytes(&c);
             }
         }
     }

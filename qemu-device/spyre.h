@@ -96,6 +96,21 @@ typedef enum SpyreJobState {
 
 typedef struct SpyreWorker SpyreWorker;
 
+/*
+ * One DMA transfer: height rows of width bytes, row r at src_offset +
+ * r * src_pitch and dst_offset + r * dst_pitch (DMA_COPY: one row).
+ */
+typedef struct SpyreDmaXfer {
+    uint64_t src_addr;
+    uint64_t src_offset;
+    uint64_t dst_addr;
+    uint64_t dst_offset;
+    uint64_t width;
+    uint64_t height;
+    uint64_t src_pitch;
+    uint64_t dst_pitch;
+} SpyreDmaXfer;
+
 typedef struct SpyreJob {
     QSIMPLEQ_ENTRY(SpyreJob) next;
     SpyreJobKind kind;
@@ -124,8 +139,8 @@ typedef struct SpyreJob {
     uint64_t args[SPYRE_LAUNCH_MAX_ARGS];
     spyre_engine_window *windows;
     spyre_engine_result *res;   /* filled by the worker */
-    /* DMA_COPY */
-    struct spyre_hw_cmd_dma dma;
+    /* DMA_COPY, DMA_COPY_2D */
+    SpyreDmaXfer dma;
     uint32_t status;            /* filled by the worker */
     uint64_t cycles;
 } SpyreJob;
@@ -257,6 +272,9 @@ bool spyre_ring_busy(const SpyreRing *r);
 /* spyre-dma.c */
 uint32_t spyre_dma_copy(SpyreState *s, unsigned n, uint32_t idx,
                         const struct spyre_hw_cmd *c, uint64_t *cycles);
+uint32_t spyre_dma_copy_2d(SpyreState *s, unsigned n, uint32_t idx,
+                           const struct spyre_hw_cmd *c, uint64_t *cycles);
+uint64_t spyre_dma_cmd_bytes(const struct spyre_hw_cmd *c);
 uint64_t spyre_dma_cycles(SpyreState *s, bool src_host, bool dst_host,
                           uint64_t bytes);
 void spyre_dma_worker_init(SpyreState *s);

@@ -283,6 +283,28 @@ static struct spyre_hw_cmd cmd_dma(uint64_t seqno, uint8_t flags,
     return c;
 }
 
+static struct spyre_hw_cmd cmd_dma2d(uint64_t seqno, uint8_t flags,
+                                     uint64_t src, uint64_t src_off,
+                                     uint64_t dst, uint64_t dst_off,
+                                     uint32_t width, uint32_t height,
+                                     uint32_t src_pitch, uint32_t dst_pitch)
+{
+    struct spyre_hw_cmd c = { 0 };
+
+    c.hdr.opcode = SPYRE_OP_DMA_COPY_2D;
+    c.hdr.flags = flags;
+    c.hdr.seqno = seqno;
+    c.dma2d.src_addr = src;
+    c.dma2d.src_offset = src_off;
+    c.dma2d.dst_addr = dst;
+    c.dma2d.dst_offset = dst_off;
+    c.dma2d.width = width;
+    c.dma2d.height = height;
+    c.dma2d.src_pitch = src_pitch;
+    c.dma2d.dst_pitch = dst_pitch;
+    return c;
+}
+
 /*
  * Host buffer of npages pages. With scatter, pages are allocated one by one
  * with a hole between them (and in reverse order), so no two are contiguous.
@@ -397,7 +419,7 @@ static void test_identity(void)
     g_assert_cmphex(rd(s, SPYRE_REG_CAPS), ==,
                     SPYRE_CAP_DMA | SPYRE_CAP_FENCE | SPYRE_CAP_MSIX |
                     SPYRE_CAP_TELEMETRY | SPYRE_CAP_LAUNCH |
-                    SPYRE_CAP_RING_ABORT);
+                    SPYRE_CAP_RING_ABORT | SPYRE_CAP_DMA_2D);
     g_assert_cmpuint(rd(s, SPYRE_REG_NUM_CORES), ==, 32);
     g_assert_cmpuint(rd64(s, SPYRE_REG_DEVMEM_SIZE_LO), ==, DEVMEM);
     g_assert_cmpuint(rd(s, SPYRE_REG_NUM_RINGS), ==, NRINGS);
@@ -867,6 +889,96 @@ static void expect_error(Spyre *s, const struct spyre_hw_cmd *c, uint32_t st,
     p = submit(s, 0, &nop);
     g_assert_cmpuint(p.status, ==, SPYRE_STATUS_OK);
     g_assert_cmphex(p.seqno, ==, 0xabc);
+}
+
+/*
+ * DMA_COPY_2D: rows with a pitch on each side, device to device (gaps of
+ * the destination untouched), host to device and back through scattered
+ * host pages, a source pitch of 0 (one row broadcast), a copy large enough
+ * for the DMA worker, one set-up in the cycle count, and malformed extents.
+ */
+static void test_dma_2d(void)
+{
+    Spyre *s = spyre_start(NULL);
+    enum { W = 300, H = 7, SP = 512, DP = 384 };
+    const uint64_t src = 0x100000 + 3, dst = 0x200000 + 5;
+    HostBuf *h = hostbuf_new(s, 4, true);
+    g_autofree uint8_t *img = g_malloc(SP * H);
+    g_autofree uint8_t *got = g_malloc(DP * H);
+    g_autofree uint8_t *back = g_malloc(W * H);
+    g_autofree uint8_t *big = NULL;
+    struct spyre_hw_cmd c;
+    struct spyre_hw_cpl p;
+    uint32_t nerr = 0;
+    int r;
+
+    ring_setup(s, 0, 16);
+    fill(img, SP * H, 3);
+    devmem_write(s, src, img, SP * H);
+    memset(got, 0xcc, DP * H);
+    devmem_write(s, dst, got, DP * H);
+
+    c = cmd_dma2d(1, 0, 0, src, 0, dst, W, H, SP, DP);
+    check_dma_ok(submit(s, 0, &c), 1);
+    devmem_read(s, dst, got, DP * H);
+    for (r = 0; r < H; r++) {
+        g_assert(memcmp(got + r * DP, img + r * SP, W) == 0);
+        g_assert_cmpuint(got[r * DP + W], ==, 0xcc);  /* the gap */
+    }
+
+    /* Device to host, packed rows into scattered pages, and back. */
+    c = cmd_dma2d(2, SPYRE_CMD_F_DST_HOST, 0, src, h->dir, 4000, W, H, SP, W);
+    p = submit(s, 0, &c);
+    check_dma_ok(p, 2);
+    g_assert_cmpuint(p.cycles, ==, 256 + DIV_ROUND_UP(W * H * 1500, 60000));
+    hostbuf_io(s, h, 4000, back, W * H, false);
+    for (r = 0; r < H; r++) {
+        g_assert(memcmp(back + r * W, img + r * SP, W) == 0);
+    }
+    c = cmd_dma2d(3, SPYRE_CMD_F_SRC_HOST, h->dir, 4000, 0, 0x300000, W, H, W,
+                  1000);
+    check_dma_ok(submit(s, 0, &c), 3);
+    for (r = 0; r < H; r++) {
+        devmem_read(s, 0x300000 + r * 1000, got, W);
+        g_assert(memcmp(got, img + r * SP, W) == 0);
+    }
+
+    /* Source pitch 0: every row a copy of the first. */
+    c = cmd_dma2d(4, 0, 0, src, 0, 0x380000, W, H, 0, W);
+    check_dma_ok(submit(s, 0, &c), 4);
+    for (r = 0; r < H; r++) {
+        devmem_read(s, 0x380000 + r * W, got, W);
+        g_assert(memcmp(got, img, W) == 0);
+    }
+
+    /* 2 MiB in 1024 rows: the DMA worker's path. */
+    big = g_malloc(2048 * 1024);
+    fill(big, 2048 * 1024, 9);
+    devmem_write(s, 0x400000, big, 2048 * 1024);
+    c = cmd_dma2d(5, 0, 0, 0x400000, 0, 0x800000, 2000, 1024, 2048, 2000);
+    check_dma_ok(submit(s, 0, &c), 5);
+    for (r = 0; r < 1024; r += 341) {
+        devmem_read(s, 0x800000 + r * 2000, got, 300);
+        g_assert(memcmp(got, big + r * 2048, 300) == 0);
+    }
+
+    /* Malformed: empty, overflowing or outside device memory. */
+    c = cmd_dma2d(6, 0, 0, src, 0, dst, 0, H, SP, DP);
+    expect_error(s, &c, SPYRE_STATUS_ERR_SIZE, &nerr);
+    c = cmd_dma2d(7, 0, 0, src, 0, dst, W, 0, SP, DP);
+    expect_error(s, &c, SPYRE_STATUS_ERR_SIZE, &nerr);
+    c = cmd_dma2d(8, 0, 0, src, 0, dst, W, UINT32_MAX, SP, UINT32_MAX);
+    expect_error(s, &c, SPYRE_STATUS_ERR_SIZE, &nerr);
+    c = cmd_dma2d(9, 0, 0, src, 0, UINT64_MAX - 100, W, H, SP, DP);
+    expect_error(s, &c, SPYRE_STATUS_ERR_SIZE, &nerr);
+    c = cmd_dma2d(10, 0, 0, src, 0, DEVMEM - DP * (H - 1), W, H, SP, DP);
+    expect_error(s, &c, SPYRE_STATUS_ERR_DEV_RANGE, &nerr);
+    c = cmd_dma2d(11, SPYRE_CMD_F_SRC_HOST, h->dir + 4, 0, 0, dst, W, H, SP,
+                  DP);
+    expect_error(s, &c, SPYRE_STATUS_ERR_ALIGN, &nerr);
+
+    hostbuf_free(h);
+    spyre_stop(s);
 }
 
 static void test_errors(void)
@@ -2452,6 +2564,7 @@ int main(int argc, char **argv)
     qtest_add_func("/spyre/nop-fence", test_nop_fence);
     qtest_add_func("/spyre/batch", test_batch);
     qtest_add_func("/spyre/dma", test_dma);
+    qtest_add_func("/spyre/dma-2d", test_dma_2d);
     qtest_add_func("/spyre/dma-bandwidth", test_dma_bandwidth);
     qtest_add_func("/spyre/dma-large", test_dma_large);
     qtest_add_func("/spyre/dma-async", test_dma_async);
