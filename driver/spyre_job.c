@@ -717,6 +717,70 @@ static int spyre_job_add_bo(struct spyre_job *job, struct drm_file *file, u32 ha
 	return 0;
 }
 
+/* The hardware address of one side of a DMA and the flag that says it is host memory. */
+static u64 spyre_dma_side(const struct spyre_bo *bo, u8 host_flag, u8 *flags)
+{
+	if (bo->flags == DRM_SPYRE_BO_HOST) {
+		*flags |= host_flag;
+		return bo->pagedir_dma;
+	}
+	return bo->node.start;
+}
+
+/* True if height rows of width bytes, pitch apart from offset, lie inside a BO of bo_size. */
+static bool spyre_rows_fit(u64 offset, u64 width, u64 height, u64 pitch, u64 bo_size)
+{
+	u64 extent, end;
+
+	return !check_mul_overflow(height - 1, pitch, &extent) &&
+	       !check_add_overflow(extent, width, &extent) &&
+	       !check_add_overflow(offset, extent, &end) && end <= bo_size;
+}
+
+static int spyre_job_prepare_copy_2d(struct spyre_job *job, struct drm_file *file,
+				     const struct drm_spyre_cmd *uc, struct spyre_hw_cmd *hc)
+{
+	struct drm_spyre_copy_2d e;
+	struct spyre_bo *src, *dst;
+	int ret;
+
+	if (!(job->sdev->caps & SPYRE_CAP_DMA_2D))
+		return -EOPNOTSUPP;
+	if (!uc->ext || !uc->ext_size)
+		return -EINVAL;
+	ret = copy_struct_from_user(&e, sizeof(e), u64_to_user_ptr(uc->ext), uc->ext_size);
+	if (ret)
+		return ret == -E2BIG ? -EINVAL : ret;
+	if (e.reserved || !uc->size || !e.height || uc->size > U32_MAX || e.height > U32_MAX ||
+	    e.src_pitch > U32_MAX || e.dst_pitch > U32_MAX)
+		return -EINVAL;
+	ret = spyre_job_add_bo(job, file, uc->src_handle, &src);
+	if (ret)
+		return ret;
+	ret = spyre_job_add_bo(job, file, uc->dst_handle, &dst);
+	if (ret)
+		return ret;
+	if (!spyre_rows_fit(uc->src_offset, uc->size, e.height, e.src_pitch,
+			    src->shmem.base.size) ||
+	    !spyre_rows_fit(uc->dst_offset, uc->size, e.height, e.dst_pitch,
+			    dst->shmem.base.size))
+		return -EINVAL;
+	if (src->flags == DRM_SPYRE_BO_HOST && dst->flags == DRM_SPYRE_BO_HOST)
+		return -EINVAL;
+
+	memset(hc, 0, sizeof(*hc));
+	hc->hdr.opcode = SPYRE_OP_DMA_COPY_2D;
+	hc->dma2d.src_addr = spyre_dma_side(src, SPYRE_CMD_F_SRC_HOST, &hc->hdr.flags);
+	hc->dma2d.dst_addr = spyre_dma_side(dst, SPYRE_CMD_F_DST_HOST, &hc->hdr.flags);
+	hc->dma2d.src_offset = uc->src_offset;
+	hc->dma2d.dst_offset = uc->dst_offset;
+	hc->dma2d.width = uc->size;
+	hc->dma2d.height = e.height;
+	hc->dma2d.src_pitch = e.src_pitch;
+	hc->dma2d.dst_pitch = e.dst_pitch;
+	return 0;
+}
+
 /* Check one user command and translate it into a hardware command. */
 static int spyre_job_prepare_cmd(struct spyre_job *job, struct drm_file *file,
 				 const struct drm_spyre_cmd *uc, struct spyre_hw_cmd *hc)
@@ -737,7 +801,9 @@ static int spyre_job_prepare_cmd(struct spyre_job *job, struct drm_file *file,
 		}
 		return ret;
 	}
-	/* Only LAUNCH has an extension. */
+	if (uc->op == DRM_SPYRE_CMD_COPY_2D)
+		return spyre_job_prepare_copy_2d(job, file, uc, hc);
+	/* Only LAUNCH and COPY_2D have an extension. */
 	if (uc->ext || uc->ext_size)
 		return -EINVAL;
 
@@ -773,18 +839,8 @@ static int spyre_job_prepare_cmd(struct spyre_job *job, struct drm_file *file,
 		return -EINVAL;
 
 	hc->hdr.opcode = SPYRE_OP_DMA_COPY;
-	if (src->flags == DRM_SPYRE_BO_HOST) {
-		hc->hdr.flags |= SPYRE_CMD_F_SRC_HOST;
-		hc->dma.src_addr = src->pagedir_dma;
-	} else {
-		hc->dma.src_addr = src->node.start;
-	}
-	if (dst->flags == DRM_SPYRE_BO_HOST) {
-		hc->hdr.flags |= SPYRE_CMD_F_DST_HOST;
-		hc->dma.dst_addr = dst->pagedir_dma;
-	} else {
-		hc->dma.dst_addr = dst->node.start;
-	}
+	hc->dma.src_addr = spyre_dma_side(src, SPYRE_CMD_F_SRC_HOST, &hc->hdr.flags);
+	hc->dma.dst_addr = spyre_dma_side(dst, SPYRE_CMD_F_DST_HOST, &hc->hdr.flags);
 	hc->dma.src_offset = uc->src_offset;
 	hc->dma.dst_offset = uc->dst_offset;
 	hc->dma.size = uc->size;

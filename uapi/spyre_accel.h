@@ -58,6 +58,7 @@ struct drm_spyre_query {
 #define DRM_SPYRE_CAP_TIMELINE		(1ull << 2)	/* timeline syncobjs in SUBMIT */
 #define DRM_SPYRE_CAP_TELEMETRY		(1ull << 3)	/* DRM_SPYRE_QUERY_TELEMETRY */
 #define DRM_SPYRE_CAP_LAUNCH		(1ull << 4)	/* DRM_SPYRE_CMD_LAUNCH */
+#define DRM_SPYRE_CAP_COPY_2D		(1ull << 6)	/* DRM_SPYRE_CMD_COPY_2D */
 
 struct drm_spyre_device_info {
 	__u16 pci_vendor;
@@ -143,11 +144,12 @@ struct drm_spyre_bo_info {
 #define DRM_SPYRE_CMD_NOP		0
 #define DRM_SPYRE_CMD_COPY		1	/* copy size bytes between two BOs */
 #define DRM_SPYRE_CMD_LAUNCH		2	/* run a program on the cores (struct drm_spyre_launch) */
+#define DRM_SPYRE_CMD_COPY_2D		3	/* copy rows with pitches (struct drm_spyre_copy_2d) */
 
 /*
  * One command of a job. BOs are named by handle; the kernel checks every range.
- * ext points to the op's extension struct (LAUNCH: struct drm_spyre_launch) of ext_size bytes;
- * both must be 0 for NOP and COPY.
+ * ext points to the op's extension struct (LAUNCH: struct drm_spyre_launch; COPY_2D: struct
+ * drm_spyre_copy_2d) of ext_size bytes; both must be 0 for NOP and COPY.
  */
 struct drm_spyre_cmd {
 	__u32 op;		/* DRM_SPYRE_CMD_* */
@@ -160,6 +162,21 @@ struct drm_spyre_cmd {
 	__u64 ext;		/* user pointer to the extension struct, 0 for none */
 	__u32 ext_size;		/* sizeof the extension struct, 0 for none */
 	__u32 pad;		/* must be zero */
+	__u64 reserved;		/* must be zero */
+};
+
+/* ---- COPY_2D ---- */
+
+/*
+ * Extension of DRM_SPYRE_CMD_COPY_2D (DRM_SPYRE_CAP_COPY_2D): height rows of cmd.size bytes,
+ * row r read at src_offset + r * src_pitch of src_handle and written at dst_offset + r *
+ * dst_pitch of dst_handle, in row order. size, height and the pitches are at most U32_MAX;
+ * size and height are not 0; every row lies inside its BO. A pitch below size is allowed.
+ */
+struct drm_spyre_copy_2d {
+	__u64 height;
+	__u64 src_pitch;
+	__u64 dst_pitch;
 	__u64 reserved;		/* must be zero */
 };
 

@@ -10,6 +10,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstring>
+#include <deque>
 #include <format>
 #include <span>
 #include <vector>
@@ -64,6 +65,29 @@ drm_spyre_cmd copy_cmd(const Bo& dst, uint64_t dst_offset, const Bo& src, uint64
 }
 
 Bo& root_bo(Buffer& b) { return static_cast<Bo&>(b.root()); }
+
+// Commands of a job and the COPY_2D extensions they point to (stable addresses).
+struct CmdList {
+    std::vector<drm_spyre_cmd> cmds;
+    std::deque<drm_spyre_copy_2d> exts;
+    void clear() {
+        cmds.clear();
+        exts.clear();
+    }
+    // height rows of width bytes, src_pitch and dst_pitch apart.
+    void push_copy_2d(const Bo& dst, uint64_t dst_offset, const Bo& src, uint64_t src_offset,
+                      uint64_t width, uint64_t height, uint64_t src_pitch, uint64_t dst_pitch) {
+        drm_spyre_copy_2d& e = exts.emplace_back();
+        e.height = height;
+        e.src_pitch = src_pitch;
+        e.dst_pitch = dst_pitch;
+        drm_spyre_cmd c = copy_cmd(dst, dst_offset, src, src_offset, width);
+        c.op = DRM_SPYRE_CMD_COPY_2D;
+        c.ext = reinterpret_cast<uintptr_t>(&e);
+        c.ext_size = sizeof(e);
+        cmds.push_back(c);
+    }
+};
 
 }  // namespace
 
@@ -819,7 +843,13 @@ void KMarker::wait() {
     s_->wait_done(point_, &lock);
 }
 
-void KernelStream::copy_3d(const Copy3D& c) {
+void KernelStream::copy_3d(const Copy3D& c3) {
+    // Slices of one row are rows of one slice: the rows a COPY_2D can take at once.
+    Copy3D c = c3;
+    if (c.height == 1 && c.depth > 1) {
+        c.height = c.depth, c.depth = 1;
+        c.src.pitch = c.src.slice_pitch, c.dst.pitch = c.dst.slice_pitch;
+    }
     const uint64_t rows = c.height * c.depth;
     auto row_off = [=](const CopySide& s, uint64_t r) {
         return (r / c.height) * s.slice_pitch + (r % c.height) * s.pitch;
@@ -845,28 +875,44 @@ void KernelStream::copy_3d(const Copy3D& c) {
     if (c.src.buf) refs.push_back(c.src.buf);
     if (c.dst.buf) refs.push_back(c.dst.buf);
 
-    // Commands for rows [r0, r1) between two BOs, merging adjacent rows.
+    // Commands for rows [r0, r1) between two BOs (a packed side holds row r0 first, rows
+    // back to back): one COPY_2D per run of rows with uniform pitches (the rows of one slice)
+    // when the card has it, else COPY commands, merging adjacent rows.
+    const bool has_2d = (dev_->info().caps & DRM_SPYRE_CAP_COPY_2D) && c.width <= UINT32_MAX;
     auto row_cmds = [=](Bo& d, uint64_t dbase2, bool d_packed, Bo& s, uint64_t sbase2,
-                        bool s_packed, uint64_t r0, uint64_t r1, std::vector<drm_spyre_cmd>& out) {
-        for (uint64_t r = r0; r < r1; ++r) {
-            uint64_t so = sbase2 + (s_packed ? (r - r0) * c.width : row_off(c.src, r));
-            uint64_t dof = dbase2 + (d_packed ? (r - r0) * c.width : row_off(c.dst, r));
-            if (!out.empty()) {
-                auto& last = out.back();
-                if (last.src_offset + last.size == so && last.dst_offset + last.size == dof &&
-                    last.size + c.width <= kMaxCmdBytes) {
+                        bool s_packed, uint64_t r0, uint64_t r1, CmdList& out) {
+        const uint64_t sp = s_packed ? c.width : c.src.pitch;
+        const uint64_t dp = d_packed ? c.width : c.dst.pitch;
+        const bool pitched =
+            has_2d && sp <= UINT32_MAX && dp <= UINT32_MAX && (sp != c.width || dp != c.width);
+        for (uint64_t r = r0; r < r1;) {
+            const uint64_t so = sbase2 + (s_packed ? (r - r0) * c.width : row_off(c.src, r));
+            const uint64_t dof = dbase2 + (d_packed ? (r - r0) * c.width : row_off(c.dst, r));
+            const uint64_t run =
+                std::min<uint64_t>({r1, (r / c.height + 1) * c.height, r + UINT32_MAX}) - r;
+            if (pitched && run > 1) {
+                out.push_copy_2d(d, dof, s, so, c.width, run, sp, dp);
+                r += run;
+                continue;
+            }
+            if (!out.cmds.empty()) {
+                auto& last = out.cmds.back();
+                if (last.op == DRM_SPYRE_CMD_COPY && last.src_offset + last.size == so &&
+                    last.dst_offset + last.size == dof && last.size + c.width <= kMaxCmdBytes) {
                     last.size += c.width;
+                    ++r;
                     continue;
                 }
             }
-            out.push_back(copy_cmd(d, dof, s, so, c.width));
+            out.cmds.push_back(copy_cmd(d, dof, s, so, c.width));
+            ++r;
         }
     };
-    auto submit_cmds = [=, this](std::vector<drm_spyre_cmd>& cmds, const char* what) {
-        for (size_t i = 0; i < cmds.size(); i += DRM_SPYRE_MAX_CMDS) {
-            size_t n = std::min<size_t>(DRM_SPYRE_MAX_CMDS, cmds.size() - i);
+    auto submit_cmds = [=, this](CmdList& l, const char* what) {
+        for (size_t i = 0; i < l.cmds.size(); i += DRM_SPYRE_MAX_CMDS) {
+            size_t n = std::min<size_t>(DRM_SPYRE_MAX_CMDS, l.cmds.size() - i);
             submit(
-                {cmds.data() + i, n},
+                {l.cmds.data() + i, n},
                 std::format("{} 3-D copy of {} x {} x {} bytes", what, c.width, c.height, c.depth),
                 refs);
         }
@@ -874,7 +920,7 @@ void KernelStream::copy_3d(const Copy3D& c) {
 
     if (s_direct && d_direct) {
         enqueue([=, this] {
-            std::vector<drm_spyre_cmd> cmds;
+            CmdList cmds;
             row_cmds(*dbo, dbase, false, *sbo, sbase, false, 0, rows, cmds);
             submit_cmds(cmds, "strided");
         });
@@ -900,7 +946,7 @@ void KernelStream::copy_3d(const Copy3D& c) {
         const CopySide src = c.src;
         enqueue(
             [=, this] {
-                std::vector<drm_spyre_cmd> cmds;
+                CmdList cmds;
                 for (uint64_t r0 = 0; r0 < rows; r0 += per_slot) {
                     uint64_t r1 = std::min(rows, r0 + per_slot);
                     SlotGuard g{this, dev_->acquire_slot(), point_};
@@ -927,7 +973,7 @@ void KernelStream::copy_3d(const Copy3D& c) {
     auto body = [=, this] {
         enqueue([=, this] {
             OpStatus* op = cur_op_.get();
-            std::vector<drm_spyre_cmd> cmds;
+            CmdList cmds;
             for (uint64_t r0 = 0; r0 < rows; r0 += per_slot) {
                 uint64_t r1 = std::min(rows, r0 + per_slot);
                 SlotGuard g{this, dev_->acquire_slot(), point_};

@@ -114,6 +114,8 @@ SPYRE_API spyre_status spyre_device_close(spyre_device_t device);
 #define SPYRE_DEVICE_CAP_TIMELINE (1ull << 2)
 #define SPYRE_DEVICE_CAP_TELEMETRY (1ull << 3)
 #define SPYRE_DEVICE_CAP_LAUNCH (1ull << 4) /* spyre_launch() */
+/* One DMA descriptor per strided 2-D block (spyre_memcpy_3d); without it, one per row. */
+#define SPYRE_DEVICE_CAP_COPY_2D (1ull << 6)
 
 typedef struct spyre_device_info {
     int index;               /* index passed to spyre_device_open() */
@@ -306,8 +308,7 @@ SPYRE_API spyre_status spyre_stream_wait_event(spyre_stream_t stream, spyre_even
 /* Calls fn(user) on a libspyre thread once all earlier work of the stream has finished; later
  * work of the stream waits for fn to return. fn must not call spyre_stream_synchronize on
  * this stream. */
-SPYRE_API spyre_status spyre_launch_host_func(spyre_stream_t stream, void (*fn)(void*),
-                                              void* user);
+SPYRE_API spyre_status spyre_launch_host_func(spyre_stream_t stream, void (*fn)(void*), void* user);
 /* The stream's card and priority. */
 SPYRE_API spyre_status spyre_stream_get_info(spyre_stream_t stream, spyre_device_t* device,
                                              int* priority);
@@ -359,9 +360,9 @@ SPYRE_API spyre_status spyre_memset(spyre_buffer_t buffer, uint64_t offset, int 
 SPYRE_API spyre_status spyre_memset_async(spyre_buffer_t buffer, uint64_t offset, int value,
                                           uint64_t size, spyre_stream_t stream);
 /* Writes `count` copies of the `pattern_size`-byte (1, 2, 4 or 8) pattern at `offset`. */
-SPYRE_API spyre_status spyre_fill_async(spyre_buffer_t buffer, uint64_t offset,
-                                        const void* pattern, uint32_t pattern_size,
-                                        uint64_t count, spyre_stream_t stream);
+SPYRE_API spyre_status spyre_fill_async(spyre_buffer_t buffer, uint64_t offset, const void* pattern,
+                                        uint32_t pattern_size, uint64_t count,
+                                        spyre_stream_t stream);
 
 /* A strided copy of depth slices of height rows of width bytes. Each side is either a device
  * buffer (buffer + offset) or host memory (host, buffer NULL); not host to host. pitch: bytes
@@ -378,15 +379,14 @@ typedef struct spyre_memcpy3d_params {
     void* dst_host;
     uint64_t dst_pitch;
     uint64_t dst_slice_pitch;
-    uint64_t width;  /* bytes per row */
-    uint64_t height; /* rows per slice */
-    uint64_t depth;  /* slices (1 for a 2-D copy) */
+    uint64_t width;       /* bytes per row */
+    uint64_t height;      /* rows per slice */
+    uint64_t depth;       /* slices (1 for a 2-D copy) */
     uint64_t reserved[4]; /* must be 0 */
 } spyre_memcpy3d_params;
 
 SPYRE_API spyre_status spyre_memcpy_3d(const spyre_memcpy3d_params* p);
-SPYRE_API spyre_status spyre_memcpy_3d_async(const spyre_memcpy3d_params* p,
-                                             spyre_stream_t stream);
+SPYRE_API spyre_status spyre_memcpy_3d_async(const spyre_memcpy3d_params* p, spyre_stream_t stream);
 
 #define SPYRE_LAUNCH_MAX_ARGS 16
 #define SPYRE_LAUNCH_MAX_BUFFERS 255
@@ -451,8 +451,7 @@ SPYRE_API spyre_status spyre_launch(spyre_program_t program, const spyre_launch_
  * errors are returned at once; a program fault is returned by the next synchronize of the
  * stream (or spyre_device_synchronize). Events recorded around it give its modeled time. */
 SPYRE_API spyre_status spyre_launch_async(spyre_program_t program,
-                                          const spyre_launch_params* params,
-                                          spyre_stream_t stream);
+                                          const spyre_launch_params* params, spyre_stream_t stream);
 
 #if defined(__cplusplus)
 }

@@ -715,7 +715,7 @@ TEST_F(card, submit_invalid_commands)
 	BADCMD(c.pad = 1, -EINVAL);
 	BADCMD(c.ext = (uintptr_t)&c, -EINVAL);	/* COPY has no extension */
 	BADCMD(c.ext_size = 8, -EINVAL);
-	BADCMD(c.op = 3, -EINVAL);
+	BADCMD(c.op = 4, -EINVAL);
 	BADCMD(c.op = UINT32_MAX, -EINVAL);
 	BADCMD(c.size = 0, -EINVAL);
 	BADCMD(c.src_handle = 0, -ENOENT);
@@ -740,6 +740,125 @@ TEST_F(card, submit_invalid_commands)
 	BADCMD((c.src_offset = 4096, c.dst_offset = 4096), 0);
 	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
 #undef BADCMD
+}
+
+/* ---- COPY_2D ---- */
+
+static struct drm_spyre_cmd copy_2d_cmd(uint32_t src, uint64_t soff, uint32_t dst, uint64_t doff,
+					uint64_t width, struct drm_spyre_copy_2d *e)
+{
+	struct drm_spyre_cmd c = copy_cmd(src, soff, dst, doff, width);
+
+	c.op = DRM_SPYRE_CMD_COPY_2D;
+	c.ext = (uintptr_t)e;
+	c.ext_size = sizeof(*e);
+	return c;
+}
+
+/* Pitched rows device to device (gaps untouched), host to device and device to host. */
+TEST_F(card, copy_2d_rows)
+{
+	const size_t n = 16384, w = 300, rows = 20;
+	struct drm_spyre_copy_2d e = { .height = rows, .src_pitch = 500, .dst_pitch = 320 };
+	struct drm_spyre_cmd c;
+	uint32_t a, b, h;
+	uint8_t *pa, *pb, *ph;
+	uint64_t job;
+	size_t r;
+
+	if (!(self->info.caps & DRM_SPYRE_CAP_COPY_2D))
+		SKIP(return, "card without DMA_COPY_2D");
+	ASSERT_EQ(0, bo_create(self->fd, n, DRM_SPYRE_BO_DEVICE, &a));
+	ASSERT_EQ(0, bo_create(self->fd, n, DRM_SPYRE_BO_DEVICE, &b));
+	ASSERT_EQ(0, bo_create(self->fd, n, DRM_SPYRE_BO_HOST, &h));
+	pa = bo_map(self->fd, a);
+	pb = bo_map(self->fd, b);
+	ph = bo_map(self->fd, h);
+	ASSERT_NE(NULL, pa);
+	ASSERT_NE(NULL, pb);
+	ASSERT_NE(NULL, ph);
+	fill(pa, n, 21);
+	memset(pb, 0xcc, n);
+	c = copy_2d_cmd(a, 7, b, 3, w, &e);
+	ASSERT_EQ(0, submit_cmds(self->fd, &c, 1, &job));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	for (r = 0; r < rows; r++) {
+		ASSERT_EQ(0, memcmp(pa + 7 + r * 500, pb + 3 + r * 320, w)) TH_LOG("row %zu", r);
+		ASSERT_EQ(0xcc, pb[3 + r * 320 + w]) TH_LOG("gap after row %zu", r);
+	}
+	/* device -> host packed, then host -> device with a pitch */
+	memset(ph, 0, n);
+	e.src_pitch = 320;
+	e.dst_pitch = w;
+	c = copy_2d_cmd(b, 3, h, 11, w, &e);
+	ASSERT_EQ(0, submit_cmds(self->fd, &c, 1, &job));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	for (r = 0; r < rows; r++)
+		ASSERT_EQ(0, memcmp(pa + 7 + r * 500, ph + 11 + r * w, w)) TH_LOG("row %zu", r);
+	memset(pb, 0, n);
+	e.src_pitch = w;
+	e.dst_pitch = 777;
+	c = copy_2d_cmd(h, 11, b, 0, w, &e);
+	ASSERT_EQ(0, submit_cmds(self->fd, &c, 1, &job));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	for (r = 0; r < rows; r++)
+		ASSERT_EQ(0, memcmp(pa + 7 + r * 500, pb + r * 777, w)) TH_LOG("row %zu", r);
+}
+
+TEST_F(card, copy_2d_invalid)
+{
+	struct drm_spyre_copy_2d e, big[2];
+	struct drm_spyre_cmd c;
+	uint32_t h, h2, d;
+	uint64_t job;
+
+	if (!(self->info.caps & DRM_SPYRE_CAP_COPY_2D))
+		SKIP(return, "card without DMA_COPY_2D");
+	ASSERT_EQ(0, bo_create(self->fd, 8192, DRM_SPYRE_BO_HOST, &h));
+	ASSERT_EQ(0, bo_create(self->fd, 8192, DRM_SPYRE_BO_HOST, &h2));
+	ASSERT_EQ(0, bo_create(self->fd, 8192, DRM_SPYRE_BO_DEVICE, &d));
+
+	/* 16 rows of 512 bytes, 512 apart: the last row ends at offset 7680 + 512 = 8192 */
+#define BAD2D(expr, err) do {						\
+		e = (struct drm_spyre_copy_2d){					\
+			.height = 16, .src_pitch = 512, .dst_pitch = 512 };	\
+		c = copy_2d_cmd(h, 0, d, 0, 512, &e);			\
+		expr;							\
+		EXPECT_EQ(err, submit_cmds(self->fd, &c, 1, &job))	\
+			TH_LOG(#expr);					\
+	} while (0)
+
+	BAD2D(c.flags = 1, -EINVAL);
+	BAD2D(c.reserved = 1, -EINVAL);
+	BAD2D(c.pad = 1, -EINVAL);
+	BAD2D(c.ext = 0, -EINVAL);
+	BAD2D(c.ext_size = 0, -EINVAL);
+	BAD2D(c.ext = 8, -EFAULT);
+	BAD2D(e.reserved = 1, -EINVAL);
+	BAD2D((memset(big, 0, sizeof(big)), big[0] = e, big[1].height = 1,
+	       c.ext = (uintptr_t)big, c.ext_size = sizeof(big)), -EINVAL);	/* non-zero tail */
+	BAD2D(c.size = 0, -EINVAL);
+	BAD2D(e.height = 0, -EINVAL);
+	BAD2D(c.size = 1ull << 32, -EINVAL);
+	BAD2D(e.height = 1ull << 32, -EINVAL);
+	BAD2D(e.src_pitch = 1ull << 32, -EINVAL);
+	BAD2D(e.dst_pitch = 1ull << 32, -EINVAL);
+	BAD2D(c.src_handle = 0, -ENOENT);
+	BAD2D(c.dst_handle = 9999, -ENOENT);
+	BAD2D(c.src_offset = 1, -EINVAL);		/* last source row one byte past the BO */
+	BAD2D(e.dst_pitch = 513, -EINVAL);		/* last destination row past the BO */
+	BAD2D(c.size = 513, -EINVAL);
+	BAD2D((e.height = UINT32_MAX, e.src_pitch = UINT32_MAX), -EINVAL);
+	BAD2D(c.dst_offset = UINT64_MAX - 100, -EINVAL);
+	BAD2D(c.dst_handle = h2, -EINVAL);		/* host -> host */
+	/* exact fit, a pitch below the width (rows overlap) and a pitch of 0 are fine */
+	BAD2D((void)0, 0);
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	BAD2D((e.src_pitch = 100, c.size = 300), 0);
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	BAD2D(e.src_pitch = 0, 0);
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+#undef BAD2D
 }
 
 TEST_F(card, submit_bad_command_in_middle_of_job)
