@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <format>
@@ -878,7 +879,10 @@ void KernelStream::copy_3d(const Copy3D& c3) {
     // Commands for rows [r0, r1) between two BOs (a packed side holds row r0 first, rows
     // back to back): one COPY_2D per run of rows with uniform pitches (the rows of one slice)
     // when the card has it, else COPY commands, merging adjacent rows.
-    const bool has_2d = (dev_->info().caps & DRM_SPYRE_CAP_COPY_2D) && c.width <= UINT32_MAX;
+    // SPYRE_COPY_2D=0 forces one command per row (for comparisons, spyre-bench).
+    const char* env_2d = std::getenv("SPYRE_COPY_2D");
+    const bool has_2d = (dev_->info().caps & DRM_SPYRE_CAP_COPY_2D) && c.width <= UINT32_MAX &&
+                        !(env_2d && std::strcmp(env_2d, "0") == 0);
     auto row_cmds = [=](Bo& d, uint64_t dbase2, bool d_packed, Bo& s, uint64_t sbase2,
                         bool s_packed, uint64_t r0, uint64_t r1, CmdList& out) {
         const uint64_t sp = s_packed ? c.width : c.src.pitch;
