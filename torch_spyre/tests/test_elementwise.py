@@ -190,3 +190,22 @@ def test_unary_in_place_out_and_empty(fallback_reset, dtype):
     close(torch.exp(torch.tensor(0.5, dtype=dtype).to("spyre")).cpu(),
           torch.exp(torch.tensor(0.5, dtype=dtype)), dtype)
     assert torch_spyre.fallback_counts() == {}
+
+
+def test_random_shapes_dtypes_and_broadcasts(fallback_reset):
+    g = torch.Generator().manual_seed(11)
+    for case in range(40):
+        nd = int(torch.randint(0, 5, (1,), generator=g))
+        out = [int(torch.randint(1, 9, (1,), generator=g)) for _ in range(nd)]
+        # each operand keeps a random subset of the output's trailing dims, others become 1
+        sa = [d if torch.rand(1, generator=g) < 0.7 else 1 for d in out]
+        sb = [d if torch.rand(1, generator=g) < 0.7 else 1 for d in out][int(
+            torch.randint(0, nd + 1, (1,), generator=g)):]
+        da, db = FLOATS[case % 3], FLOATS[(case // 3) % 3]
+        name = list(BINARY)[case % 4]
+        a, b = make(sa, da, seed=case), make(sb, db, seed=case + 100).abs() + 0.5
+        r = BINARY[name](a.to("spyre"), b.to("spyre"))
+        ref = BINARY[name](a, b)
+        assert r.dtype == ref.dtype, (case, r.dtype, ref.dtype)
+        close(r.cpu(), ref, ref.dtype)
+    assert torch_spyre.fallback_counts() == {}
