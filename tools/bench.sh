@@ -35,3 +35,12 @@ if ls driver/spyre.ko >/dev/null 2>&1 && [ "${BENCH_VM:-1}" != 0 ]; then
 	tools/vm/spyre-vm --cards 1 -- sh -c 'modprobe spyre && build/cmake/libspyre/spyre-bench' |
 		tee build/bench/libspyre_vm.txt
 fi
+
+# torch_spyre: per-op dispatch overhead against the CPU op (tiny tensors) and a decode step of
+# the Granite-style decoder split into host time, transfers and modeled device time
+# (Documentation/torch_spyre.md "Dispatch overhead"); only when torch_spyre is built.
+if tools/in-sysroot 'ninja -C build/cmake torch_spyre_C >/dev/null 2>&1'; then
+	echo
+	tools/in-sysroot 'PYTHONPATH=build/cmake/torch_spyre/python SPYRE_BACKEND=sim \
+		python3 torch_spyre/tools/dispatch_bench.py' | tee build/bench/torch_spyre_dispatch.txt
+fi

@@ -34,6 +34,23 @@ def assert_same(actual, expected):
     assert torch.equal(actual, expected), f"\n{actual}\n!=\n{expected}"
 
 
+FLOATS = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def tol(dtype):
+    """Tolerance of a device result against an fp32 reference rounded to dtype."""
+    return {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 1.5e-1}[dtype]
+
+
+def close(actual, expected, dtype, scale=1.0):
+    """A device result (moved to the CPU) within dtype tolerance of a CPU reference."""
+    assert actual.device.type == "cpu" and actual.dtype == expected.dtype, (
+        actual.dtype, expected.dtype)
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    torch.testing.assert_close(actual.float(), expected.float(), rtol=tol(dtype),
+                               atol=tol(dtype) * scale)
+
+
 def run_python(code, **env):
     """Runs `code` in a fresh interpreter with the test environment plus `env`."""
     e = dict(os.environ)

@@ -19,17 +19,18 @@ def fallback_warnings(fn):
     return r, [str(x.message) for x in w if "no spyre kernel" in str(x.message)]
 
 
-def test_add_matches_cpu_and_warns_once(fallback_reset):
+def test_fallback_matches_cpu_and_warns_once(fallback_reset):
+    # (arithmetic, norms, reductions, ... have kernels on the op library: tests/test_*.py)
     a, b = make((7, 9), torch.float32), make((7, 9), torch.float32, seed=1)
     da, db = a.to("spyre"), b.to("spyre")
-    r, msgs = fallback_warnings(lambda: da + db)
+    r, msgs = fallback_warnings(lambda: torch.atan2(da, db))
     assert r.device == da.device
-    assert_same(r.cpu(), a + b)
-    assert len(msgs) == 1 and "aten::add" in msgs[0] and "TORCH_SPYRE_STRICT" in msgs[0]
-    r2, msgs2 = fallback_warnings(lambda: torch.add(da, db, alpha=3))
-    assert_same(r2.cpu(), torch.add(a, b, alpha=3))
+    assert_same(r.cpu(), torch.atan2(a, b))
+    assert len(msgs) == 1 and "aten::atan2" in msgs[0] and "TORCH_SPYRE_STRICT" in msgs[0]
+    r2, msgs2 = fallback_warnings(lambda: torch.atan2(db, da))
+    assert_same(r2.cpu(), torch.atan2(b, a))
     assert msgs2 == []  # once per op
-    assert torch_spyre.fallback_counts() == {"aten::add.out": 2}
+    assert torch_spyre.fallback_counts() == {"aten::atan2.out": 2}
 
 
 def test_ops_without_a_spyre_kernel(fallback_reset):
@@ -45,7 +46,7 @@ def test_ops_without_a_spyre_kernel(fallback_reset):
     v, i = da.max(dim=1)
     assert_same(v.cpu(), a.max(dim=1).values)
     assert_same(i.cpu(), a.max(dim=1).indices)
-    assert da.sum().item() == a.sum().item()
+    assert da.sum().item() == pytest.approx(a.sum().item(), rel=1e-5, abs=1e-4)
     assert torch.equal(da, da.clone()) and not torch.equal(da, da + 1)
     assert_same(torch.cat([da, da * 0]).cpu(), torch.cat([a, a * 0]))
     assert_same(da[da > 0].cpu(), a[a > 0])  # masked indexing
@@ -55,18 +56,20 @@ def test_in_place_and_views(fallback_reset):
     a = make((6, 8), torch.float32)
     d = a.to("spyre")
     ptr = d.data_ptr()
-    r, msgs = fallback_warnings(lambda: d.add_(1.5))
+    e = make((6, 8), torch.float32, seed=1)
+    r, msgs = fallback_warnings(lambda: d.atan2_(e.to("spyre")))
     assert r is d and d.data_ptr() == ptr  # in place: the same spyre tensor
-    # add_ is structured: its in-place kernel is add.out with out=self
-    assert len(msgs) == 1 and "aten::add.out" in msgs[0]
-    assert torch_spyre.fallback_counts() == {"aten::add.out": 1}
-    ref = a + 1.5
+    # atan2_ is structured: its in-place kernel is atan2.out with out=self
+    assert len(msgs) == 1 and "aten::atan2.out" in msgs[0]
+    assert torch_spyre.fallback_counts() == {"aten::atan2.out": 1}
+    ref = torch.atan2(a, e)
     assert_same(d.cpu(), ref)
-    d[1:4, ::3].mul_(2)  # in place on a strided view: the base changes there only
-    ref[1:4, ::3].mul_(2)
+    d[1:4, ::3].atan2_(d[1:4, 1::3])  # in place on a strided view: the base changes there only
+    ref[1:4, ::3].atan2_(ref[1:4, 1::3])
     assert_same(d.cpu(), ref)
-    d.t()[2].sub_(d[0, :6])
-    ref.t()[2].sub_(ref[0, :6])
+    f = make((6,), torch.float32, seed=2)
+    d.t()[2].sub_(f.to("spyre"))
+    ref.t()[2].sub_(f)
     assert_same(d.cpu(), ref)
 
 
@@ -113,8 +116,8 @@ def test_strict_mode_in_process(fallback_reset, monkeypatch):
     d = make((3, 3), torch.float32).to("spyre")
     monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
     assert torch.spyre.strict()
-    with pytest.raises(NotImplementedError, match=r"aten::add\.out .*TORCH_SPYRE_STRICT=1"):
-        d + d
+    with pytest.raises(NotImplementedError, match=r"aten::atan2\.out .*TORCH_SPYRE_STRICT=1"):
+        torch.atan2(d, d)
     d.fill_(2.0)  # native ops still work
     assert_same(d.cpu(), torch.full((3, 3), 2.0))
     monkeypatch.setenv("TORCH_SPYRE_STRICT", "0")
@@ -177,8 +180,8 @@ def test_tensor_list_arguments(fallback_reset):
     assert all(t.device.type == "spyre" for t in r)
     for x, y in zip(r, a):
         assert_same(x.cpu(), (y + 1.5) * 2.0)
-    s = torch.stack(d[:1] + d[2:])  # cat.out: a Tensor[] input
-    assert_same(s.cpu(), torch.stack([a[0] + 1.5, a[2] + 1.5]))
+    s = torch.cat([d[0], d[2].double()])  # cat.out of two dtypes: a Tensor[] input
+    assert_same(s.cpu(), torch.cat([a[0] + 1.5, (a[2] + 1.5).double()]))
     assert "aten::cat.out" in torch_spyre.fallback_counts()
     # A mutable Tensor(a!)[] argument through the fallback itself
     found, inv = torch.zeros(1).to("spyre"), torch.tensor([0.5]).to("spyre")
@@ -215,4 +218,6 @@ def test_optimizer_steps_match_cpu(fallback_reset, foreach):
                 opt.step()
         for p, q in zip(dev.parameters(), cpu.parameters()):
             assert p.device.type == "spyre"
-            assert_same(p.detach().cpu(), q.detach())
+            # the arithmetic and reductions of the steps run on the card (their own rounding
+            # order), the rest on the fallback
+            torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-5, atol=1e-6)

@@ -6,20 +6,7 @@ import pytest
 import torch
 
 import torch_spyre
-from conftest import make, run_python
-
-FLOATS = [torch.float32, torch.float16, torch.bfloat16]
-
-
-def tol(dtype):
-    return {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 1.5e-1}[dtype]
-
-
-def close(actual, expected, dtype, scale=1.0):
-    assert actual.device.type == "cpu" and actual.dtype == expected.dtype
-    assert actual.shape == expected.shape, (actual.shape, expected.shape)
-    torch.testing.assert_close(actual.float(), expected.float(), rtol=tol(dtype),
-                               atol=tol(dtype) * scale)
+from conftest import FLOATS, close, make, run_python
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

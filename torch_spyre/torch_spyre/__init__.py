@@ -31,4 +31,18 @@ _printing.install()
 fallback_counts = spyre.fallback_counts
 reset_fallback_counts = spyre.reset_fallback_counts
 
-__all__ = ["spyre", "fallback_counts", "reset_fallback_counts"]
+from . import profiler  # noqa: E402
+
+
+def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary position embedding, rotate-half convention (GPT-NeoX, Llama, Granite).
+
+    ``x * cos + rotate_half(x) * sin`` with ``rotate_half(x) = [-x2, x1]`` over the halves of
+    the last dim, computed in fp32 and rounded once to x's dtype. x is ``[B, H, L, D]``; cos
+    and sin ``[L, D]``, ``[B or 1, L, D]`` or ``[B or 1, 1, L, D]``. One op-library call on
+    spyre tensors (``torch.ops.spyre.rotary``); CPU tensors use the reference kernel.
+    """
+    return torch.ops.spyre.rotary(x, cos, sin)
+
+
+__all__ = ["spyre", "fallback_counts", "reset_fallback_counts", "profiler", "rotary"]

@@ -1,8 +1,10 @@
-// Activations and softmax on the card through libspyre's op library: relu, gelu (exact and
-// tanh), silu, sigmoid, tanh, exp, _softmax and _log_softmax along the last dim. Other dtypes,
+// Activations, unary math and softmax on the card through libspyre's op library: relu, gelu
+// (exact and tanh), silu, sigmoid, tanh, exp, log, neg, abs, sqrt, rsqrt, reciprocal, sin, cos
+// (functional, in-place and out=), _softmax and _log_softmax along the last dim. Other dtypes,
 // dims and layouts run on the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
+#include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -12,71 +14,127 @@
 namespace torch_spyre::aten {
 namespace {
 
-bool float_dense(const at::Tensor& t) {
-    const auto s = t.scalar_type();
-    return (s == at::kFloat || s == at::kHalf || s == at::kBFloat16) && t.is_contiguous();
+// out = f(x) on the card into `out` (same shape and float dtype as x), false if refused.
+bool unary_into(const char* name, spyre_unary_op op, const at::Tensor& x, const at::Tensor& out) {
+    if (!is_float(x.scalar_type()) || out.scalar_type() != x.scalar_type() ||
+        out.sizes() != x.sizes())
+        return false;
+    c10::DeviceGuard guard(x.device());
+    if (x.numel() == 0) return true;
+    const auto dx = stick_dense(x, name);
+    if (!dx) return false;
+    const at::Tensor w = writable_output(out);
+    const spyre_tensor tx = op_tensor(*dx), to = op_tensor(w);
+    if (!op_ran(name, spyre_op_unary(op_stream(w), op, &tx, &to))) return false;
+    finish_output(out, w);
+    return true;
 }
 
-// out = f(x) on the card, or nothing if the library refused.
-std::optional<at::Tensor> unary(spyre_unary_op op, const at::Tensor& x) {
-    if (!float_dense(x)) return std::nullopt;
+std::optional<at::Tensor> unary(const char* name, spyre_unary_op op, const at::Tensor& x) {
+    if (!is_float(x.scalar_type())) return std::nullopt;
     c10::DeviceGuard guard(x.device());
-    at::Tensor out = at::empty_like(x, at::MemoryFormat::Contiguous);
-    if (x.numel() == 0) return out;
-    const spyre_tensor tx = op_tensor(x), to = op_tensor(out);
-    if (!op_ran(spyre_op_unary(op_stream(out), op, &tx, &to))) return std::nullopt;
+    at::Tensor out = at::empty(x.sizes(), x.options());
+    if (!unary_into(name, op, x, out)) return std::nullopt;
     return out;
 }
 
-#define SPYRE_UNARY(name, op)                     \
-    at::Tensor name(const at::Tensor& x) {        \
-        if (auto r = unary(op, x)) return *r;     \
-        return fallback_to_cpu<ATEN_OP(name)>(x); \
+// The functional kernel and the out= kernel (which the in-place form reaches) of a structured
+// unary operator.
+#define SPYRE_UNARY(name, op)                                                                \
+    at::Tensor name(const at::Tensor& x) {                                                   \
+        if (auto r = unary("aten::" #name, op, x)) return *r;                                \
+        return fallback_to_cpu<ATEN_OP(name)>(x);                                            \
+    }                                                                                        \
+    at::Tensor& name##_out(const at::Tensor& x, at::Tensor& out) {                           \
+        if (out.scalar_type() == x.scalar_type()) at::native::resize_output(out, x.sizes()); \
+        if (unary_into("aten::" #name, op, x, out)) return out;                              \
+        return fallback_to_cpu<ATEN_OP2(name, out)>(x, out);                                 \
     }
-SPYRE_UNARY(relu, SPYRE_UNARY_RELU)
 SPYRE_UNARY(silu, SPYRE_UNARY_SILU)
 SPYRE_UNARY(sigmoid, SPYRE_UNARY_SIGMOID)
 SPYRE_UNARY(tanh, SPYRE_UNARY_TANH)
 SPYRE_UNARY(exp, SPYRE_UNARY_EXP)
+SPYRE_UNARY(log, SPYRE_UNARY_LOG)
+SPYRE_UNARY(neg, SPYRE_UNARY_NEG)
+SPYRE_UNARY(abs, SPYRE_UNARY_ABS)
+SPYRE_UNARY(sqrt, SPYRE_UNARY_SQRT)
+SPYRE_UNARY(rsqrt, SPYRE_UNARY_RSQRT)
+SPYRE_UNARY(reciprocal, SPYRE_UNARY_RECIPROCAL)
+SPYRE_UNARY(sin, SPYRE_UNARY_SIN)
+SPYRE_UNARY(cos, SPYRE_UNARY_COS)
 #undef SPYRE_UNARY
 
+// relu is not structured: its functional and in-place forms are separate operators.
+at::Tensor relu(const at::Tensor& x) {
+    if (auto r = unary("aten::relu", SPYRE_UNARY_RELU, x)) return *r;
+    return fallback_to_cpu<ATEN_OP(relu)>(x);
+}
+
+at::Tensor& relu_(at::Tensor& x) {
+    if (unary_into("aten::relu_", SPYRE_UNARY_RELU, x, x)) return x;
+    return fallback_to_cpu<ATEN_OP(relu_)>(x);
+}
+
+spyre_unary_op gelu_op(c10::string_view approximate) {
+    return approximate == "tanh" ? SPYRE_UNARY_GELU_TANH : SPYRE_UNARY_GELU;
+}
+
 at::Tensor gelu(const at::Tensor& x, c10::string_view approximate) {
-    const spyre_unary_op op = approximate == "tanh" ? SPYRE_UNARY_GELU_TANH : SPYRE_UNARY_GELU;
-    if (auto r = unary(op, x)) return *r;
+    if (auto r = unary("aten::gelu", gelu_op(approximate), x)) return *r;
     return fallback_to_cpu<ATEN_OP(gelu)>(x, approximate);
 }
 
-std::optional<at::Tensor> softmax_on_card(const at::Tensor& x, int64_t dim, bool half_to_float,
-                                          bool log) {
-    if (half_to_float || !float_dense(x) || x.dim() == 0) return std::nullopt;
+at::Tensor& gelu_out(const at::Tensor& x, c10::string_view approximate, at::Tensor& out) {
+    if (out.scalar_type() == x.scalar_type()) at::native::resize_output(out, x.sizes());
+    if (unary_into("aten::gelu", gelu_op(approximate), x, out)) return out;
+    return fallback_to_cpu<ATEN_OP2(gelu, out)>(x, approximate, out);
+}
+
+std::optional<at::Tensor> softmax_on_card(const char* name, const at::Tensor& x, int64_t dim,
+                                          bool half_to_float, bool log) {
+    if (half_to_float || !is_float(x.scalar_type()) || x.dim() == 0) return std::nullopt;
     if (c10::maybe_wrap_dim(dim, x.dim()) != x.dim() - 1) return std::nullopt;
     c10::DeviceGuard guard(x.device());
-    at::Tensor out = at::empty_like(x, at::MemoryFormat::Contiguous);
+    at::Tensor out = at::empty(x.sizes(), x.options());
     if (x.numel() == 0) return out;
-    const spyre_tensor tx = op_tensor(x), to = op_tensor(out);
-    if (!op_ran(spyre_op_softmax(op_stream(out), &tx, log ? 1 : 0, &to))) return std::nullopt;
+    const auto dx = stick_dense(x, name);
+    if (!dx) return std::nullopt;
+    const spyre_tensor tx = op_tensor(*dx), to = op_tensor(out);
+    if (!op_ran(name, spyre_op_softmax(op_stream(out), &tx, log ? 1 : 0, &to))) return std::nullopt;
     return out;
 }
 
 at::Tensor softmax(const at::Tensor& x, int64_t dim, bool half_to_float) {
-    if (auto r = softmax_on_card(x, dim, half_to_float, false)) return *r;
+    if (auto r = softmax_on_card("aten::_softmax", x, dim, half_to_float, false)) return *r;
     return fallback_to_cpu<ATEN_OP(_softmax)>(x, dim, half_to_float);
 }
 
 at::Tensor log_softmax(const at::Tensor& x, int64_t dim, bool half_to_float) {
-    if (auto r = softmax_on_card(x, dim, half_to_float, true)) return *r;
+    if (auto r = softmax_on_card("aten::_log_softmax", x, dim, half_to_float, true)) return *r;
     return fallback_to_cpu<ATEN_OP(_log_softmax)>(x, dim, half_to_float);
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+#define SPYRE_REGISTER(name) \
+    m.impl(#name, TORCH_FN(name)), m.impl(#name ".out", TORCH_FN(name##_out))
+    SPYRE_REGISTER(silu);
+    SPYRE_REGISTER(sigmoid);
+    SPYRE_REGISTER(tanh);
+    SPYRE_REGISTER(exp);
+    SPYRE_REGISTER(log);
+    SPYRE_REGISTER(neg);
+    SPYRE_REGISTER(abs);
+    SPYRE_REGISTER(sqrt);
+    SPYRE_REGISTER(rsqrt);
+    SPYRE_REGISTER(reciprocal);
+    SPYRE_REGISTER(sin);
+    SPYRE_REGISTER(cos);
+    SPYRE_REGISTER(gelu);
+#undef SPYRE_REGISTER
     m.impl("relu", TORCH_FN(relu));
-    m.impl("silu", TORCH_FN(silu));
-    m.impl("sigmoid", TORCH_FN(sigmoid));
-    m.impl("tanh", TORCH_FN(tanh));
-    m.impl("exp", TORCH_FN(exp));
-    m.impl("gelu", TORCH_FN(gelu));
+    m.impl("relu_", TORCH_FN(relu_));
     m.impl("_softmax", TORCH_FN(softmax));
     m.impl("_log_softmax", TORCH_FN(log_softmax));
 }

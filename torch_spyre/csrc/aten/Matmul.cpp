@@ -1,11 +1,13 @@
 // Matrix products on the card through libspyre's op library: mm, bmm, addmm (torch.nn.Linear's
-// x @ W^T + b is addmm with a transposed view of W, which the library reads in place).
+// x @ W^T + b is addmm with a transposed view of W, which the library reads in place), baddbmm.
 // Anything the library does not take runs on the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
+#include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "Elementwise.h"
 #include "Fallback.h"
 #include "OpLibrary.h"
 
@@ -23,7 +25,7 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
     c10::DeviceGuard guard(a.device());
     at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
     const spyre_tensor ta = op_tensor(a), tb = op_tensor(b), to = op_tensor(out);
-    if (!op_ran(spyre_op_matmul(op_stream(out), &ta, &tb, &to)))
+    if (!op_ran("aten::mm", spyre_op_matmul(op_stream(out), &ta, &tb, &to)))
         return fallback_to_cpu<ATEN_OP(mm)>(a, b);
     return out;
 }
@@ -35,7 +37,7 @@ at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
     c10::DeviceGuard guard(a.device());
     at::Tensor out = at::empty({a.size(0), a.size(1), b.size(2)}, a.options());
     const spyre_tensor ta = op_tensor(a), tb = op_tensor(b), to = op_tensor(out);
-    if (!op_ran(spyre_op_matmul(op_stream(out), &ta, &tb, &to)))
+    if (!op_ran("aten::bmm", spyre_op_matmul(op_stream(out), &ta, &tb, &to)))
         return fallback_to_cpu<ATEN_OP(bmm)>(a, b);
     return out;
 }
@@ -56,9 +58,39 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& m1, const at::Tensor&
     const at::Tensor bias = self.reshape({self.size(-1)});
     const spyre_tensor tx = op_tensor(m1), tw = op_tensor(w), tb = op_tensor(bias),
                        to = op_tensor(out);
-    if (!op_ran(spyre_op_linear(op_stream(out), &tx, &tw, &tb, SPYRE_ACTIVATION_NONE, &to)))
+    if (!op_ran("aten::addmm",
+                spyre_op_linear(op_stream(out), &tx, &tw, &tb, SPYRE_ACTIVATION_NONE, &to)))
         return fallback_to_cpu<ATEN_OP(addmm)>(self, m1, m2, beta, alpha);
     return out;
+}
+
+// out = beta * self + alpha * (b1 @ b2) per batch: the product on the matrix unit, the scaling
+// and the sum with self (broadcast) as elementwise passes.
+at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
+                        const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
+    const char* name = "aten::baddbmm";
+    if (float_pair(b1, b2) && b1.dim() == 3 && b2.dim() == 3 && b1.size(0) == b2.size(0) &&
+        b1.size(2) == b2.size(1) && out.scalar_type() == b1.scalar_type() &&
+        (self.scalar_type() == b1.scalar_type() || self.scalar_type() == at::kFloat) &&
+        self.is_privateuseone() && b1.size(2) > 0) {
+        c10::DeviceGuard guard(b1.device());
+        at::native::resize_output(out, {b1.size(0), b1.size(1), b2.size(2)});
+        if (out.numel() == 0) return out;
+        const double a = alpha.toDouble(), b = beta.toDouble();
+        const at::Tensor prod =
+            b == 0.0 ? writable_output(out) : at::empty(out.sizes(), out.options());
+        const spyre_tensor t1 = op_tensor(b1), t2 = op_tensor(b2), tp = op_tensor(prod);
+        if (op_ran(name, spyre_op_matmul(op_stream(prod), &t1, &t2, &tp)) &&
+            (a == 1.0 ||
+             binary_into(name, SPYRE_BINARY_MUL, prod, Operand{at::Tensor(), a}, 1.0, prod))) {
+            if (b == 0.0) {  // self is not read (NaN in it does not propagate)
+                finish_output(out, prod);
+                return out;
+            }
+            if (binary_into(name, SPYRE_BINARY_ADD, prod, Operand{self, 0.0}, b, out)) return out;
+        }
+    }
+    return fallback_to_cpu<ATEN_OP2(baddbmm, out)>(self, b1, b2, beta, alpha, out);
 }
 
 }  // namespace
@@ -67,6 +99,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("mm", TORCH_FN(mm));
     m.impl("bmm", TORCH_FN(bmm));
     m.impl("addmm", TORCH_FN(addmm));
+    m.impl("baddbmm.out", TORCH_FN(baddbmm_out));
 }
 
 }  // namespace torch_spyre::aten

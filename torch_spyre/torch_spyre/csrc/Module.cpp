@@ -15,6 +15,7 @@
 #include "../../csrc/runtime/SpyreFunctions.h"
 #include "../../csrc/runtime/SpyreGuard.h"
 #include "../../csrc/runtime/SpyreHostAllocator.h"
+#include "../../csrc/runtime/SpyreProfiler.h"
 #include "../../csrc/runtime/SpyreStream.h"
 
 namespace py = pybind11;
@@ -188,4 +189,22 @@ PYBIND11_MODULE(_C, m) {
     });
     m.def("_reset_copy_stats", &aten::reset_copy_stats);
     m.def("_strict", &aten::strict_mode);
+
+    // Per-op device time (torch_spyre/profiler.py)
+    m.def("_profiler_start", &profiler::start);
+    m.def("_profiler_stop", [] {
+        py::list l;
+        for (const auto& r : profiler::stop()) {
+            py::dict d;
+            d["aten_op"] = r.aten_op;
+            d["op"] = r.op;
+            d["plan"] = r.plan;
+            d["cores"] = r.cores;
+            d["launches"] = r.launches;
+            d["modeled_ns"] = r.modeled_ns;
+            d["plan_cached"] = r.plan_cached;
+            l.append(d);
+        }
+        return l;
+    });
 }

@@ -1,0 +1,99 @@
+#include "Elementwise.h"
+
+#include <c10/core/DeviceGuard.h>
+
+#include "OpLibrary.h"
+
+namespace torch_spyre::aten {
+namespace {
+
+// An operand as the library loads it: dense in its own shape; a full-size one also starts on
+// a stick (broadcast operands may start anywhere).
+std::optional<at::Tensor> loadable(const at::Tensor& t, const at::Tensor& out, const char* name) {
+    if (t.is_contiguous() && (t.numel() != out.numel() || is_stick_dense(t))) return t;
+    return stick_dense(t, name);
+}
+
+// Every operand expanded to out's shape and made dense on the card: the broadcasts the
+// library does not take natively.
+std::optional<at::Tensor> expanded(const at::Tensor& t, const at::Tensor& out, const char* name) {
+    if (t.sizes() == out.sizes()) return loadable(t, out, name);
+    return stick_dense(t.expand(out.sizes()), name);
+}
+
+// Runs `launch(operands...)` on loadable operands, and once more on expanded ones if the
+// library refused the broadcast.
+template <class Launch>
+bool with_operands(const char* name, const at::Tensor& out,
+                   std::initializer_list<const Operand*> in, Launch launch) {
+    for (bool expand : {false, true}) {
+        std::vector<std::optional<at::Tensor>> ts;
+        bool ok = true;
+        for (const Operand* o : in) {
+            if (o->is_number()) {
+                ts.emplace_back(std::nullopt);
+                continue;
+            }
+            auto t = expand ? expanded(o->tensor, out, name) : loadable(o->tensor, out, name);
+            if (!t) ok = false;
+            ts.push_back(std::move(t));
+        }
+        if (!ok) continue;
+        const at::Tensor w = writable_output(out);
+        if (launch(ts, w)) {
+            finish_output(out, w);
+            return true;
+        }
+    }
+    return false;
+}
+
+}  // namespace
+
+std::optional<Operand> as_operand(const at::Tensor& t) {
+    if (!t.is_privateuseone()) {
+        if (t.dim() != 0 || !t.device().is_cpu()) return std::nullopt;
+        return Operand{at::Tensor(), t.item<double>()};
+    }
+    if (!is_float(t.scalar_type())) return std::nullopt;
+    return Operand{t, 0.0};
+}
+
+at::Tensor operand_tensor(const Operand& o, const at::Tensor& like) {
+    if (!o.is_number()) return o.tensor;
+    return at::full({}, o.number, like.options().dtype(at::kFloat));
+}
+
+bool binary_into(const char* name, spyre_binary_op op, const at::Tensor& a, const Operand& b,
+                 double alpha, const at::Tensor& out) {
+    c10::DeviceGuard guard(out.device());
+    if (out.numel() == 0) return true;
+    const Operand oa{a, 0.0};
+    return with_operands(name, out, {&oa, &b}, [&](const auto& ts, const at::Tensor& w) {
+        const spyre_tensor ta = op_tensor(*ts[0]), to = op_tensor(w);
+        spyre_tensor tb{};
+        if (ts[1]) tb = op_tensor(*ts[1]);
+        return op_ran(name, spyre_op_binary(op_stream(w), op, &ta, ts[1] ? &tb : nullptr, b.number,
+                                            alpha, &to));
+    });
+}
+
+bool where_into(const char* name, const at::Tensor& cond, const Operand& a, const Operand& b,
+                const at::Tensor& out) {
+    if (!cond.is_privateuseone() || !op_dtype(cond.scalar_type()) ||
+        cond.scalar_type() == at::kLong)
+        return false;
+    c10::DeviceGuard guard(out.device());
+    if (out.numel() == 0) return true;
+    const Operand oc{cond, 0.0};
+    return with_operands(name, out, {&oc, &a, &b}, [&](const auto& ts, const at::Tensor& w) {
+        const spyre_tensor tc = op_tensor(*ts[0]), to = op_tensor(w);
+        spyre_tensor ta{}, tb{};
+        if (ts[1]) ta = op_tensor(*ts[1]);
+        if (ts[2]) tb = op_tensor(*ts[2]);
+        return op_ran(name, spyre_op_where(op_stream(w), &tc, ts[1] ? &ta : nullptr, a.number,
+                                           ts[2] ? &tb : nullptr, b.number, &to));
+    });
+}
+
+}  // namespace torch_spyre::aten

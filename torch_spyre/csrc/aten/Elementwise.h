@@ -1,0 +1,38 @@
+// Elementwise launches shared by the arithmetic, where/masked_fill and baddbmm kernels:
+// operands that are spyre tensors or host scalars, torch-style broadcasting (the forms the op
+// library takes natively, else the operands expanded on the card first), any output layout.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <spyre/ops.h>
+
+#include <optional>
+
+namespace torch_spyre::aten {
+
+// An operand: a spyre tensor of a float type, or a number (a CPU 0-dim tensor, e.g. the 2 of
+// `x * 2`).
+struct Operand {
+    at::Tensor tensor;  // undefined for a number
+    double number = 0.0;
+    bool is_number() const { return !tensor.defined(); }
+};
+
+// The operand for a kernel argument; nothing for a CPU tensor with elements or a spyre tensor
+// that is not fp32/fp16/bf16.
+std::optional<Operand> as_operand(const at::Tensor& t);
+
+// A spyre tensor for an operand that must be one (a number becomes a 0-dim fp32 tensor filled
+// on `like`'s card).
+at::Tensor operand_tensor(const Operand& o, const at::Tensor& like);
+
+// out = a OP b (ADD/SUB: a +- alpha b) broadcast to out's shape; out has its final shape and
+// a float dtype. False if the library refused (the caller falls back).
+bool binary_into(const char* name, spyre_binary_op op, const at::Tensor& a, const Operand& b,
+                 double alpha, const at::Tensor& out);
+
+// out = cond ? a : b broadcast to out's shape; cond a spyre tensor (nonzero is true).
+bool where_into(const char* name, const at::Tensor& cond, const Operand& a, const Operand& b,
+                const at::Tensor& out);
+
+}  // namespace torch_spyre::aten

@@ -1,0 +1,166 @@
+// Reductions on the card (spyre_op_reduce along the last dim): sum, mean, amax, max (all
+// elements, or a dim with its indices) and argmax over any set of dims. The reduced dims are
+// moved to the end first (a dense copy on the card, spyre_op_copy, unless they already are
+// the trailing dims of a dense tensor) and the tensor is read as [rows, cols]. argmax's int32
+// indices are widened to int64 on the card too (a copy that interleaves them with zeros).
+// Integer inputs, dtype conversions and empty reductions run on the CPU fallback.
+#include <ATen/ATen.h>
+#include <ATen/Operators.h>
+#include <ATen/WrapDimUtilsMulti.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <numeric>
+
+#include "Fallback.h"
+#include "OpLibrary.h"
+
+namespace torch_spyre::aten {
+namespace {
+
+// x's reduced dims moved last and the result's shape: x as [rows, cols].
+struct Plan {
+    at::Tensor rows;  // [rows, cols], stick dense
+    std::vector<int64_t> out_shape;
+};
+
+std::optional<Plan> plan(const char* name, const at::Tensor& x, at::OptionalIntArrayRef dims,
+                         bool keepdim) {
+    if (!is_float(x.scalar_type()) || x.numel() == 0) return std::nullopt;
+    const int64_t n = x.dim();
+    std::vector<bool> reduced(std::max<int64_t>(n, 1), !dims || dims->empty());
+    if (dims && !dims->empty()) {
+        const auto mask = at::dim_list_to_bitset(*dims, n);
+        for (int64_t d = 0; d < n; ++d) reduced[d] = mask[d];
+    }
+    std::vector<int64_t> perm, kept_shape, out_shape;
+    int64_t cols = 1;
+    for (int64_t d = 0; d < n; ++d)
+        if (!reduced[d]) perm.push_back(d), kept_shape.push_back(x.size(d));
+    for (int64_t d = 0; d < n; ++d)
+        if (reduced[d]) perm.push_back(d), cols *= x.size(d);
+    for (int64_t d = 0; d < n; ++d)
+        if (!reduced[d] || keepdim) out_shape.push_back(reduced[d] ? 1 : x.size(d));
+    auto dense = stick_dense(n ? x.permute(perm) : x, name);
+    if (!dense) return std::nullopt;
+    return Plan{dense->reshape({-1, cols}), out_shape};
+}
+
+// out (its final shape, x's type) = op over the rows of p.
+bool reduce_into(const char* name, spyre_reduce_op op, const Plan& p, const at::Tensor& out) {
+    const at::Tensor w = writable_output(out);
+    const spyre_tensor tx = op_tensor(p.rows), to = op_tensor(w.view({p.rows.size(0)}));
+    if (!op_ran(name, spyre_op_reduce(op_stream(w), op, &tx, &to))) return false;
+    finish_output(out, w);
+    return true;
+}
+
+// int64 argmax indices into out: the library's int32 indices, then a copy on the card that
+// writes each as the low word of an int64 with a zero high word (indices are >= 0).
+bool argmax_into(const char* name, const Plan& p, const at::Tensor& out) {
+    const int64_t rows = p.rows.size(0);
+    const at::Tensor idx = at::empty({2 * rows}, p.rows.options().dtype(at::kInt));
+    idx.narrow(0, rows, rows).zero_();
+    const spyre_tensor tx = op_tensor(p.rows), ti = op_tensor(idx.narrow(0, 0, rows));
+    if (!op_ran(name, spyre_op_reduce(op_stream(idx), SPYRE_REDUCE_ARGMAX, &tx, &ti))) return false;
+    const at::Tensor w = writable_output(out);
+    spyre_tensor src = op_tensor(idx), dst = op_tensor(w);
+    src.ndim = dst.ndim = 2;
+    src.shape[0] = dst.shape[0] = rows;
+    src.shape[1] = dst.shape[1] = 2;
+    src.strides[0] = 1, src.strides[1] = rows;  // (i, 0) = idx[i], (i, 1) = a zero
+    dst.strides[0] = 2, dst.strides[1] = 1;
+    dst.dtype = SPYRE_DTYPE_INT32;
+    if (!op_ran(name, spyre_op_copy(op_stream(w), &src, &dst))) return false;
+    finish_output(out, w);
+    return true;
+}
+
+bool reduce_out(const char* name, spyre_reduce_op op, const at::Tensor& x,
+                at::OptionalIntArrayRef dims, bool keepdim, std::optional<at::ScalarType> dtype,
+                const at::Tensor& out) {
+    if ((dtype && *dtype != x.scalar_type()) || out.scalar_type() != x.scalar_type()) return false;
+    c10::DeviceGuard guard(x.device());
+    auto p = plan(name, x, dims, keepdim);
+    if (!p) return false;
+    at::native::resize_output(out, p->out_shape);
+    return reduce_into(name, op, *p, out);
+}
+
+at::Tensor& sum_out(const at::Tensor& x, at::OptionalIntArrayRef dims, bool keepdim,
+                    std::optional<at::ScalarType> dtype, at::Tensor& out) {
+    if (reduce_out("aten::sum", SPYRE_REDUCE_SUM, x, dims, keepdim, dtype, out)) return out;
+    return fallback_to_cpu<ATEN_OP2(sum, IntList_out)>(x, dims, keepdim, dtype, out);
+}
+
+at::Tensor& mean_out(const at::Tensor& x, at::OptionalIntArrayRef dims, bool keepdim,
+                     std::optional<at::ScalarType> dtype, at::Tensor& out) {
+    if (reduce_out("aten::mean", SPYRE_REDUCE_MEAN, x, dims, keepdim, dtype, out)) return out;
+    return fallback_to_cpu<ATEN_OP2(mean, out)>(x, dims, keepdim, dtype, out);
+}
+
+at::Tensor& amax_out(const at::Tensor& x, at::IntArrayRef dims, bool keepdim, at::Tensor& out) {
+    if (reduce_out("aten::amax", SPYRE_REDUCE_MAX, x, dims, keepdim, std::nullopt, out)) return out;
+    return fallback_to_cpu<ATEN_OP2(amax, out)>(x, dims, keepdim, out);
+}
+
+at::Tensor max_all(const at::Tensor& x) {
+    if (x.is_privateuseone() && is_float(x.scalar_type())) {
+        c10::DeviceGuard guard(x.device());
+        at::Tensor out = at::empty({}, x.options());
+        if (reduce_out("aten::max", SPYRE_REDUCE_MAX, x, std::nullopt, false, std::nullopt, out))
+            return out;
+    }
+    return fallback_to_cpu<ATEN_OP(max)>(x);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> max_dim_out(const at::Tensor& x, int64_t dim, bool keepdim,
+                                                 at::Tensor& values, at::Tensor& indices) {
+    const char* name = "aten::max.dim";
+    if (values.scalar_type() == x.scalar_type() && indices.scalar_type() == at::kLong) {
+        c10::DeviceGuard guard(x.device());
+        const int64_t d[1] = {dim};
+        if (auto p = plan(name, x, d, keepdim)) {
+            at::native::resize_output(values, p->out_shape);
+            at::native::resize_output(indices, p->out_shape);
+            if (reduce_into(name, SPYRE_REDUCE_MAX, *p, values) && argmax_into(name, *p, indices))
+                return {values, indices};
+        }
+    }
+    return fallback_to_cpu<ATEN_OP2(max, dim_max)>(x, dim, keepdim, values, indices);
+}
+
+at::Tensor& argmax_out(const at::Tensor& x, std::optional<int64_t> dim, bool keepdim,
+                       at::Tensor& out) {
+    const char* name = "aten::argmax";
+    if (out.scalar_type() == at::kLong) {
+        c10::DeviceGuard guard(x.device());
+        std::optional<Plan> p;
+        if (dim) {
+            const int64_t d[1] = {*dim};
+            p = plan(name, x, d, keepdim);
+        } else {
+            p = plan(name, x, std::nullopt, false);  // the flat index; keepdim keeps all dims as 1
+            if (p && keepdim) p->out_shape.assign(x.dim(), 1);
+        }
+        if (p) {
+            at::native::resize_output(out, p->out_shape);
+            if (argmax_into(name, *p, out)) return out;
+        }
+    }
+    return fallback_to_cpu<ATEN_OP2(argmax, out)>(x, dim, keepdim, out);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("sum.IntList_out", TORCH_FN(sum_out));
+    m.impl("mean.out", TORCH_FN(mean_out));
+    m.impl("amax.out", TORCH_FN(amax_out));
+    m.impl("max", TORCH_FN(max_all));
+    m.impl("max.dim_max", TORCH_FN(max_dim_out));
+    m.impl("argmax.out", TORCH_FN(argmax_out));
+}
+
+}  // namespace torch_spyre::aten

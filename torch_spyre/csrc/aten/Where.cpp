@@ -1,0 +1,58 @@
+// torch.where and masked_fill on the card (spyre_op_where): a spyre condition of any type
+// the library reads (bool masks included), values that are spyre tensors of a float type or
+// numbers, broadcasting as in torch. Other cases run on the CPU fallback.
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/Operators.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "Elementwise.h"
+#include "Fallback.h"
+#include "OpLibrary.h"
+
+namespace torch_spyre::aten {
+namespace {
+
+at::Tensor where(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other) {
+    const auto a = as_operand(self), b = as_operand(other);
+    const at::ScalarType type = at::result_type(self, other);
+    if (a && b && is_float(type) && cond.is_privateuseone()) {
+        c10::DeviceGuard guard(cond.device());
+        const auto shape =
+            at::infer_size(at::infer_size(cond.sizes(), self.sizes()), other.sizes());
+        at::Tensor out = at::empty(shape, cond.options().dtype(type));
+        if (where_into("aten::where", cond, *a, *b, out)) return out;
+    }
+    return fallback_to_cpu<ATEN_OP2(where, self)>(cond, self, other);
+}
+
+// self = mask ? value : self, mask broadcast to self's shape.
+bool masked_fill_on_card(at::Tensor& self, const at::Tensor& mask, const Operand& value) {
+    if (!is_float(self.scalar_type()) || mask.scalar_type() != at::kBool ||
+        !mask.is_privateuseone() || at::infer_size(self.sizes(), mask.sizes()) != self.sizes())
+        return false;
+    return where_into("aten::masked_fill_", mask, value, Operand{self, 0.0}, self);
+}
+
+at::Tensor& masked_fill_scalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& v) {
+    if (masked_fill_on_card(self, mask, Operand{at::Tensor(), v.toDouble()})) return self;
+    return fallback_to_cpu<ATEN_OP2(masked_fill_, Scalar)>(self, mask, v);
+}
+
+at::Tensor& masked_fill_tensor(at::Tensor& self, const at::Tensor& mask, const at::Tensor& v) {
+    const auto value = v.dim() == 0 ? as_operand(v) : std::nullopt;
+    if (value && masked_fill_on_card(self, mask, *value)) return self;
+    return fallback_to_cpu<ATEN_OP2(masked_fill_, Tensor)>(self, mask, v);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("where.self", TORCH_FN(where));
+    m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_scalar));
+    m.impl("masked_fill_.Tensor", TORCH_FN(masked_fill_tensor));
+}
+
+}  // namespace torch_spyre::aten

@@ -1,0 +1,126 @@
+"""Small transformer blocks with deterministic random weights, written with plain torch ops so
+the same module runs on the CPU and, after ``.to("spyre")``, on a Spyre card. Used by
+test_models.py and tools/decoder_demo.py.
+
+- ``TinyGranite``: token embedding, one Granite-style decoder layer (RMSNorm, grouped-query
+  attention with rotary position embedding and a KV cache, SwiGLU MLP), final RMSNorm and an
+  LM head; ``generate`` runs a prefill and greedy decode steps.
+- ``BertEncoderLayer``: post-norm self-attention and GELU MLP with LayerNorm.
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import torch_spyre
+
+
+def rope_tables(max_len, head_dim, base=10000.0):
+    """cos and sin [max_len, head_dim] for the rotate-half convention."""
+    inv = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    ang = torch.arange(max_len, dtype=torch.float64)[:, None] * inv[None, :]
+    ang = torch.cat([ang, ang], dim=-1)
+    return ang.cos().float(), ang.sin().float()
+
+
+class GraniteDecoderLayer(nn.Module):
+    def __init__(self, hidden, heads, kv_heads, intermediate, max_len, eps=1e-5):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, hidden // heads
+        d = self.head_dim
+        self.input_norm = nn.RMSNorm(hidden, eps=eps)
+        self.q_proj = nn.Linear(hidden, heads * d, bias=False)
+        self.k_proj = nn.Linear(hidden, kv_heads * d, bias=False)
+        self.v_proj = nn.Linear(hidden, kv_heads * d, bias=False)
+        self.o_proj = nn.Linear(heads * d, hidden, bias=False)
+        self.post_norm = nn.RMSNorm(hidden, eps=eps)
+        self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
+        self.up_proj = nn.Linear(hidden, intermediate, bias=False)
+        self.down_proj = nn.Linear(intermediate, hidden, bias=False)
+        cos, sin = rope_tables(max_len, d)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+        self.register_buffer("k_cache", torch.zeros(1, kv_heads, max_len, d), persistent=False)
+        self.register_buffer("v_cache", torch.zeros(1, kv_heads, max_len, d), persistent=False)
+
+    def forward(self, x, pos):
+        """x [1, L, hidden] at positions pos .. pos+L-1 (pos 0: a prefill, causal)."""
+        b, L, _ = x.shape
+        h = self.input_norm(x)
+        q = self.q_proj(h).view(b, L, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(h).view(b, L, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(h).view(b, L, self.kv_heads, self.head_dim).transpose(1, 2)
+        cos, sin = self.cos[pos:pos + L], self.sin[pos:pos + L]
+        q, k = torch_spyre.rotary(q, cos, sin), torch_spyre.rotary(k, cos, sin)
+        self.k_cache[:, :, pos:pos + L] = k
+        self.v_cache[:, :, pos:pos + L] = v
+        keys, values = self.k_cache[:, :, :pos + L], self.v_cache[:, :, :pos + L]
+        a = F.scaled_dot_product_attention(q, keys, values, is_causal=L > 1,
+                                           enable_gqa=self.heads != self.kv_heads)
+        x = x + self.o_proj(a.transpose(1, 2).reshape(b, L, self.heads * self.head_dim))
+        h = self.post_norm(x)
+        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+
+
+class TinyGranite(nn.Module):
+    def __init__(self, vocab=512, hidden=512, heads=8, kv_heads=2, intermediate=1024,
+                 max_len=64, seed=0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.embed = nn.Embedding(vocab, hidden)
+        self.layer = GraniteDecoderLayer(hidden, heads, kv_heads, intermediate, max_len)
+        self.norm = nn.RMSNorm(hidden, eps=1e-5)
+        self.lm_head = nn.Linear(hidden, vocab, bias=False)
+        with torch.no_grad():
+            for m in self.modules():
+                if isinstance(m, nn.RMSNorm):  # not all ones: the weights matter
+                    m.weight.uniform_(0.5, 1.5)
+
+    def forward(self, tokens, pos):
+        """Logits [1, L, vocab] for tokens [1, L] at positions pos.."""
+        return self.lm_head(self.norm(self.layer(self.embed(tokens), pos)))
+
+    @torch.no_grad()
+    def generate(self, prompt, steps):
+        """Greedy decoding: prefill prompt [1, L], then `steps` decode steps. Returns the
+        generated tokens [1, steps] and the logits of every step (prefill last position
+        first)."""
+        logits = self(prompt, 0)[:, -1]
+        out_logits, tokens = [logits], []
+        pos = prompt.shape[1]
+        for _ in range(steps):
+            nxt = logits.argmax(-1, keepdim=True)
+            tokens.append(nxt)
+            logits = self(nxt, pos)[:, -1]
+            out_logits.append(logits)
+            pos += 1
+        return torch.cat(tokens, 1), out_logits
+
+
+class BertEncoderLayer(nn.Module):
+    def __init__(self, hidden=256, heads=4, intermediate=1024, seed=0, eps=1e-12):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.heads, self.head_dim = heads, hidden // heads
+        self.query, self.key, self.value = (nn.Linear(hidden, hidden) for _ in range(3))
+        self.attn_out = nn.Linear(hidden, hidden)
+        self.attn_norm = nn.LayerNorm(hidden, eps=eps)
+        self.intermediate = nn.Linear(hidden, intermediate)
+        self.output = nn.Linear(intermediate, hidden)
+        self.out_norm = nn.LayerNorm(hidden, eps=eps)
+        with torch.no_grad():
+            for m in (self.attn_norm, self.out_norm):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x, mask=None):
+        """x [B, L, hidden]; mask an additive float mask broadcast to [B, heads, L, L]."""
+        b, L, hid = x.shape
+
+        def heads(t):
+            return t.view(b, L, self.heads, self.head_dim).transpose(1, 2)
+
+        a = F.scaled_dot_product_attention(heads(self.query(x)), heads(self.key(x)),
+                                           heads(self.value(x)), attn_mask=mask)
+        x = self.attn_norm(x + self.attn_out(a.transpose(1, 2).reshape(b, L, hid)))
+        return self.out_norm(x + self.output(F.gelu(self.intermediate(x))))

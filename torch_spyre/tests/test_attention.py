@@ -1,0 +1,157 @@
+"""Transformer ops on the card against CPU: scaled_dot_product_attention (causal prefill,
+non-causal, grouped-query heads, decode over a strided KV cache), rotary (torch.ops.spyre.rotary
+against its rotate-half definition), embedding, cat/stack, baddbmm; with no CPU fallback.
+Masks and layouts the library does not take still give CPU's answers."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_spyre
+from conftest import FLOATS, close, make
+
+
+def sdpa_ref(q, k, v, causal=False, gqa=False):
+    return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal,
+                                          enable_gqa=gqa).to(q.dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("hq,hkv", [(4, 4), (8, 2)])
+def test_sdpa(fallback_reset, dtype, causal, hq, hkv):
+    b, L, d = 2, 37, 64
+    q, k, v = make((b, hq, L, d), dtype), make((b, hkv, L, d), dtype, 1), make((b, hkv, L, d), dtype, 2)
+    with torch.no_grad():
+        r = F.scaled_dot_product_attention(q.to("spyre"), k.to("spyre"), v.to("spyre"),
+                                           is_causal=causal, enable_gqa=hq != hkv)
+    close(r.cpu(), sdpa_ref(q, k, v, causal, hq != hkv), dtype, scale=2)
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_sdpa_projection_layout_and_kv_cache(fallback_reset, dtype):
+    # q from a [B, L, H*D] projection viewed as [B, H, L, D] (transposed), and a decode step
+    # over the first 9 positions of a 16-position cache
+    b, h, d = 1, 4, 64
+    x = make((b, 5, h * d), dtype)
+    q = x.view(b, 5, h, d).transpose(1, 2)
+    cache_k, cache_v = make((b, h, 16, d), dtype, 1), make((b, h, 16, d), dtype, 2)
+    dq = x.to("spyre").view(b, 5, h, d).transpose(1, 2)
+    dk, dv = cache_k.to("spyre"), cache_v.to("spyre")
+    with torch.no_grad():
+        r = F.scaled_dot_product_attention(dq, dk[:, :, :9], dv[:, :, :9])
+        close(r.cpu(), sdpa_ref(q, cache_k[:, :, :9], cache_v[:, :, :9]), dtype, scale=2)
+        r = F.scaled_dot_product_attention(dq[:, :, -1:], dk[:, :, :9], dv[:, :, :9], scale=0.3)
+        ref = F.scaled_dot_product_attention(q[:, :, -1:].float(), cache_k[:, :, :9].float(),
+                                             cache_v[:, :, :9].float(), scale=0.3).to(dtype)
+        close(r.cpu(), ref, dtype, scale=2)
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_sdpa_cases_the_library_does_not_take(fallback_reset):
+    q, k, v = make((1, 2, 6, 32), torch.float16), make((1, 2, 9, 32), torch.float16, 1), \
+        make((1, 2, 9, 32), torch.float16, 2)
+    mask = make((6, 9), torch.float32, 3).half()
+    with torch.no_grad():
+        # head dim 32 in fp16 (64-byte rows) and causal with Lq != Lk: the math path
+        r = F.scaled_dot_product_attention(q.to("spyre"), k.to("spyre"), v.to("spyre"),
+                                           is_causal=True)
+        close(r.cpu(), sdpa_ref(q, k, v, True), torch.float16, scale=2)
+        r = F.scaled_dot_product_attention(q.to("spyre"), k.to("spyre"), v.to("spyre"),
+                                           attn_mask=mask.to("spyre"))
+        ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask.float())
+        close(r.cpu(), ref.half(), torch.float16, scale=2)
+
+
+def rotate_half_ref(x, cos, sin):
+    x1, x2 = x.float().chunk(2, dim=-1)
+    if cos.dim() == 3:
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    return (x.float() * cos.float() + torch.cat([-x2, x1], -1) * sin.float()).to(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("table", ["LD", "BLD", "B1LD"])
+def test_rotary(fallback_reset, dtype, table):
+    b, h, L, d = 2, 3, 11, 64
+    x = make((b, h, L, d), dtype)
+    pos = torch.arange(L).float()[:, None] * (10000 ** (-torch.arange(0, d, 2).float() / d))
+    ang = torch.cat([pos, pos], -1)
+    cos, sin = ang.cos().to(dtype), ang.sin().to(dtype)
+    if table != "LD":
+        cos, sin = cos.expand(b, L, d).contiguous(), sin.expand(b, L, d).contiguous()
+    if table == "B1LD":
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    ref = rotate_half_ref(x, cos, sin)
+    close(torch_spyre.rotary(x, cos, sin), ref, dtype)  # the CPU kernel
+    r = torch_spyre.rotary(x.to("spyre"), cos.to("spyre"), sin.to("spyre"))
+    assert r.device.type == "spyre"
+    close(r.cpu(), ref, dtype)
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_rotary_falls_back_for_unaligned_rows(fallback_reset):
+    x = make((1, 2, 5, 6), torch.float32)  # 24-byte rows
+    cos, sin = make((5, 6), torch.float32, 1), make((5, 6), torch.float32, 2)
+    r = torch_spyre.rotary(x.to("spyre"), cos.to("spyre"), sin.to("spyre"))
+    close(r.cpu(), rotate_half_ref(x, cos, sin), torch.float32)
+    assert "spyre::rotary" in torch_spyre.fallback_counts()
+    with pytest.raises(RuntimeError, match="head dim must be even"):
+        torch_spyre.rotary(make((1, 1, 2, 3), torch.float32), cos[:2, :3], sin[:2, :3])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("itype", [torch.int64, torch.int32])
+def test_embedding(fallback_reset, dtype, itype):
+    w = make((50, 64), dtype)
+    idx = torch.randint(0, 50, (3, 7), generator=torch.Generator().manual_seed(1)).to(itype)
+    emb = torch.nn.Embedding(50, 64).to(dtype)
+    with torch.no_grad():
+        emb.weight.copy_(w)
+        r = emb.to("spyre")(idx.to("spyre"))
+    assert torch.equal(r.cpu(), F.embedding(idx, w))
+    assert torch.equal(F.embedding(idx[0, 0].to("spyre"), w.to("spyre")).cpu(), w[idx[0, 0]])
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_embedding_of_unaligned_rows_falls_back(fallback_reset):
+    w = make((10, 5), torch.float32)
+    idx = torch.tensor([[1, 9], [0, 0]])
+    assert torch.equal(F.embedding(idx.to("spyre"), w.to("spyre")).cpu(), F.embedding(idx, w))
+    assert "aten::embedding" in torch_spyre.fallback_counts()
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
+def test_cat_and_stack(fallback_reset, dtype):
+    a, b, c = make((2, 3, 5), dtype), make((2, 4, 5), dtype, 1), make((2, 1, 5), dtype, 2)
+    da, db, dc = a.to("spyre"), b.to("spyre"), c.to("spyre")
+    assert torch.equal(torch.cat([da, db, dc], 1).cpu(), torch.cat([a, b, c], 1))
+    assert torch.equal(torch.cat([da, da], -1).cpu(), torch.cat([a, a], -1))
+    assert torch.equal(torch.cat([da.transpose(0, 2), da.transpose(0, 2)], 0).cpu(),
+                       torch.cat([a.transpose(0, 2), a.transpose(0, 2)], 0))
+    assert torch.equal(torch.stack([da, da], 1).cpu(), torch.stack([a, a], 1))
+    e = torch.empty(0, dtype=dtype)
+    assert torch.equal(torch.cat([e.to("spyre"), da], 0).cpu(), torch.cat([e, a], 0))
+    out = torch.empty(0, dtype=dtype, device="spyre")
+    torch.cat([da, da], 0, out=out)
+    assert torch.equal(out.cpu(), torch.cat([a, a], 0))
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_cat_of_mixed_dtypes_falls_back(fallback_reset):
+    a, b = make((2, 3), torch.float16), make((2, 3), torch.float32)
+    assert torch.equal(torch.cat([a.to("spyre"), b.to("spyre")]).cpu(), torch.cat([a, b]))
+    assert "aten::cat.out" in torch_spyre.fallback_counts()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, 2), (0, 1.5)])
+def test_baddbmm(fallback_reset, dtype, beta, alpha):
+    s, b1, b2 = make((1, 9, 20), dtype), make((3, 9, 40), dtype, 1), make((3, 40, 20), dtype, 2)
+    if beta == 0:
+        s = torch.full((1, 9, 20), float("nan"), dtype=dtype)  # not read when beta is 0
+    r = torch.baddbmm(s.to("spyre"), b1.to("spyre"), b2.to("spyre"), beta=beta, alpha=alpha)
+    ref = torch.baddbmm(s.float(), b1.float(), b2.float(), beta=beta, alpha=alpha).to(dtype)
+    close(r.cpu(), ref, dtype, scale=12)
+    assert torch_spyre.fallback_counts() == {}

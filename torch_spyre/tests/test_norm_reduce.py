@@ -1,0 +1,129 @@
+"""Norms and reductions on the card against CPU: layer_norm (with and without affine
+parameters, mean/rstd outputs), rms_norm, sum/mean/amax/max/argmax over the last dim, other
+dims, several dims and all elements, keepdim, non-contiguous and 0-dim inputs; with no CPU
+fallback. Cases the kernels do not take (integers, empty reductions) give CPU's answers."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_spyre
+from conftest import FLOATS, close, make
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [(4, 64), (2, 3, 100), (1, 1000), (5, 1)])
+@pytest.mark.parametrize("affine", [False, True])
+def test_layer_norm(fallback_reset, dtype, shape, affine):
+    x = make(shape, dtype)
+    n = shape[-1]
+    w = make((n,), dtype, seed=1) if affine else None
+    b = make((n,), dtype, seed=2) if affine else None
+    dw, db = (w.to("spyre"), b.to("spyre")) if affine else (None, None)
+    r = F.layer_norm(x.to("spyre"), (n,), dw, db, eps=1e-5)
+    ref = F.layer_norm(x.float(), (n,), w.float() if affine else None, b.float() if affine else None)
+    close(r.cpu(), ref.to(dtype), dtype, scale=4)
+    out, mean, rstd = torch.native_layer_norm(x.to("spyre"), [n], dw, db, 1e-5)
+    _, rmean, rrstd = torch.native_layer_norm(x, [n], w, b, 1e-5)
+    assert mean.shape == rmean.shape and mean.dtype == rmean.dtype
+    close(mean.cpu(), rmean, dtype)
+    close(rstd.cpu(), rrstd, dtype, scale=4)
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_layer_norm_module_two_normalized_dims_and_mixed_params(fallback_reset):
+    torch.manual_seed(0)
+    ln = torch.nn.LayerNorm((3, 40))
+    x = make((5, 3, 40), torch.float32)
+    with torch.no_grad():
+        close(ln.to("spyre")(x.to("spyre")).cpu(), ln.cpu()(x), torch.float32)
+        xb = make((6, 64), torch.bfloat16)
+        ln2 = torch.nn.LayerNorm(64)  # fp32 parameters on a bf16 input
+        ref = ln2(xb)
+        close(ln2.to("spyre")(xb.to("spyre")).cpu(), ref, torch.bfloat16)
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [(4, 64), (2, 7, 200), (3, 1)])
+def test_rms_norm(fallback_reset, dtype, shape):
+    x = make(shape, dtype)
+    w = make(shape[-1:], dtype, seed=1)
+    ref = F.rms_norm(x.float(), shape[-1:], w.float(), eps=1e-6).to(dtype)
+    close(F.rms_norm(x.to("spyre"), shape[-1:], w.to("spyre"), eps=1e-6).cpu(), ref, dtype, scale=4)
+    ref = F.rms_norm(x.float(), shape[-1:]).to(dtype)  # no weight, default eps
+    close(F.rms_norm(x.to("spyre"), shape[-1:]).cpu(), ref, dtype, scale=4)
+    m = torch.nn.RMSNorm(shape[-1], eps=1e-5).to(dtype)
+    with torch.no_grad():
+        m.weight.copy_(w)
+        ref = m(x)
+        close(m.to("spyre")(x.to("spyre")).cpu(), ref, dtype, scale=4)
+    assert torch_spyre.fallback_counts() == {}
+
+
+REDUCTIONS = [
+    ("sum", lambda x, **k: torch.sum(x, **k)),
+    ("mean", lambda x, **k: torch.mean(x, **k)),
+    ("amax", lambda x, **k: torch.amax(x, **k)),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name,fn", REDUCTIONS)
+@pytest.mark.parametrize("dim,keepdim", [(-1, False), (-1, True), (0, False), (1, True),
+                                         ((0, 2), False), ((1, 2), True)])
+def test_reductions(fallback_reset, dtype, name, fn, dim, keepdim):
+    x = make((6, 5, 70), dtype)
+    r = fn(x.to("spyre"), dim=dim, keepdim=keepdim)
+    ref = fn(x.float(), dim=dim, keepdim=keepdim).to(dtype)
+    n = x.numel() / ref.numel()
+    close(r.cpu(), ref, dtype, scale=n ** 0.5 if name == "sum" else 1)
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_full_reductions_0dim_and_non_contiguous(fallback_reset, dtype):
+    x = make((9, 31), dtype)
+    d = x.to("spyre")
+    close(d.sum().cpu(), x.float().sum().to(dtype), dtype, scale=17)
+    close(d.mean().cpu(), x.float().mean().to(dtype), dtype)
+    close(d.max().cpu(), x.max(), dtype)
+    close(d.t().sum(-1).cpu(), x.float().t().sum(-1).to(dtype), dtype, scale=3)
+    close(d[:, 3:20].mean(-1).cpu(), x.float()[:, 3:20].mean(-1).to(dtype), dtype)
+    s = torch.tensor(2.5, dtype=dtype)
+    close(s.to("spyre").sum().cpu(), s.sum(), dtype)
+    close(s.to("spyre").amax(0).cpu(), s.amax(0), dtype)
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_max_dim_and_argmax(fallback_reset, dtype):
+    # distinct values, so the index of the maximum is unique in every dtype
+    x = torch.randperm(4 * 6 * 50, generator=torch.Generator().manual_seed(0)).reshape(4, 6, 50)
+    x = (x.float() / 8).to(dtype) if dtype != torch.bfloat16 else (x % 256).to(dtype)
+    d = x.to("spyre")
+    for dim in (-1, 1, 0):
+        v, i = d.max(dim=dim)
+        rv, ri = x.max(dim=dim)
+        close(v.cpu(), rv, dtype)
+        if dtype != torch.bfloat16:
+            assert torch.equal(i.cpu(), ri)
+        else:  # ties possible after rounding: the index points at a maximum
+            assert torch.equal(x.gather(dim % 3, i.cpu().unsqueeze(dim % 3)).squeeze(dim % 3), rv)
+        assert i.dtype == torch.int64
+    y = make((3, 200), dtype)
+    assert torch.equal(y.to("spyre").argmax(-1).cpu(), y.argmax(-1))
+    assert torch.equal(y.to("spyre").argmax(-1, keepdim=True).cpu(), y.argmax(-1, keepdim=True))
+    assert torch.equal(y.to("spyre").argmax().cpu(), y.argmax())
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_what_reductions_do_not_take_falls_back(fallback_reset):
+    a = torch.arange(20).reshape(4, 5)
+    assert torch.equal(a.to("spyre").sum(-1).cpu(), a.sum(-1))
+    e = torch.empty(0, 3)
+    assert torch.equal(e.to("spyre").sum(0).cpu(), e.sum(0))
+    x = make((4, 8), torch.float16)
+    r = x.to("spyre").sum(-1, dtype=torch.float32)
+    close(r.cpu(), x.sum(-1, dtype=torch.float32), torch.float32, scale=4)
+    assert "aten::sum.IntList_out" in torch_spyre.fallback_counts()
