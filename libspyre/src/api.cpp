@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "c_boundary.hpp"
 #include "error.hpp"
 #include "program.hpp"
 #include "spyre/spyre.h"
@@ -166,26 +167,6 @@ T* to_handle(uintptr_t v) {
     return reinterpret_cast<T*>(v);
 }
 
-template <typename F>
-spyre_status guard(const char* fn, F&& body) noexcept {
-    try {
-        body();
-        return SPYRE_SUCCESS;
-    } catch (const Error& e) {
-        set_last_error(std::format("{}: {}", fn, e.what()));
-        return e.status();
-    } catch (const std::bad_alloc&) {
-        set_last_error(std::format("{}: out of host memory", fn));
-        return SPYRE_ERROR_OUT_OF_MEMORY;
-    } catch (const std::exception& e) {
-        set_last_error(std::format("{}: internal error: {}", fn, e.what()));
-        return SPYRE_ERROR_INTERNAL;
-    } catch (...) {
-        set_last_error(std::format("{}: internal error: unknown exception", fn));
-        return SPYRE_ERROR_INTERNAL;
-    }
-}
-
 void require(bool ok, const std::string& message) {
     if (!ok) fail(SPYRE_ERROR_INVALID_ARGUMENT, message);
 }
@@ -325,6 +306,8 @@ spyre_status not_ready(const char* fn, const char* what) {
 }
 
 }  // namespace
+
+std::shared_ptr<Device> device_of(spyre_device_t device) { return check_device(device)->dev; }
 }  // namespace spyre
 
 using namespace spyre;
