@@ -1,7 +1,10 @@
 """Helpers shared by the spyre-smi command-line tests (host: simulator, guest: spyre.ko)."""
+import fcntl
 import json
 import os
 import re
+import socket
+import struct
 import subprocess
 import sys
 import urllib.error
@@ -86,3 +89,14 @@ def sample(text, name, **labels):
             if n == name and all(lab.get(k) == v for k, v in labels.items()):
                 return value
     return None
+
+
+def loopback_up():
+    """Brings up the loopback interface (the test VM boots with it down; its root file system
+    has no ip(8)): SIOCGIFFLAGS, then SIOCSIFFLAGS with IFF_UP."""
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        ifr = fcntl.ioctl(s, siocgifflags, struct.pack("16sh14x", b"lo", 0))
+        flags = struct.unpack("16sh14x", ifr)[1]
+        if not flags & iff_up:
+            fcntl.ioctl(s, siocsifflags, struct.pack("16sh14x", b"lo", flags | iff_up))

@@ -15,8 +15,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../smi"))
-from smi_common import (Checks, exposition_problem, http_get, run, sample,  # noqa: E402
-                        schema_problems, start_exporter)
+from smi_common import (Checks, exposition_problem, http_get, loopback_up, run,  # noqa: E402
+                        sample, schema_problems, start_exporter)
 
 SMI = "build/cmake/tools/spyre-smi/spyre-smi"
 WORKLOAD = "build/cmake/tests/guest/smi/smi_workload"
@@ -89,6 +89,8 @@ t.check("dmon_shows_work", rc == 0 and len(rows) == 2
         and all(r[0] == "0" and r[1] == "ok" and int(r[3]) >= 64 for r in rows)
         and any(float(r[2]) > 0 for r in rows), out)
 
+# The VM boots with its loopback interface down; the exporter serves on 127.0.0.1 only.
+loopback_up()
 try:
     p, port = start_exporter(SMI, 3)
     s1, ctype, body = http_get(port, "/metrics")
