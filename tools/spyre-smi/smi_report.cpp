@@ -218,11 +218,11 @@ std::string format_query(const Report& r) {
             kv(8, "Command errors", std::to_string(k.cmd_errors));
             kv(8, "Jobs failed", std::to_string(k.jobs_failed));
             kv(8, "Launch errors", std::to_string(k.launch_errors));
-            kv(8, "Resets counted by the card", std::to_string(k.device_resets));
+            kv(8, "Resets (card's count)", std::to_string(k.device_resets));
             bool rec = k.valid & SPYRE_MGMT_HAS_RECOVERY;
             kv(8, "Jobs timed out", rec ? std::to_string(k.jobs_timed_out) : "N/A");
             kv(8, "Ring resets (driver)", rec ? std::to_string(k.ring_resets) : "N/A");
-            kv(8, "Whole-card resets (driver)", rec ? std::to_string(k.card_resets) : "N/A");
+            kv(8, "Full resets (driver)", rec ? std::to_string(k.card_resets) : "N/A");
         } else {
             kv(8, "Status", "N/A");
         }
