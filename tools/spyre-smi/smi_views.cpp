@@ -14,11 +14,14 @@ std::string fixed(bool ok, double v) { return ok ? std::format("{:.2f}", v) : "-
 }  // namespace
 
 std::string dmon_header() {
-    return std::format(
+    std::string h = std::format(
         "# {:>3} {:<9} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>5}\n"
         "# {:>3} {:<9} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>5}\n",
         "idx", "health", "util", "mem", "ddr_rd", "ddr_wr", "h2d", "d2h", "temp", "power", "procs",
         "", "", "%", "MiB", "MB/s", "MB/s", "MB/s", "MB/s", "C", "W", "");
+    // The units line has no unit for the last column: no trailing blanks.
+    while (h.size() > 1 && h[h.size() - 2] == ' ') h.erase(h.size() - 2, 1);
+    return h;
 }
 
 std::string dmon_lines(const Report& r) {
