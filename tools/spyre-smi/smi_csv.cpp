@@ -16,6 +16,22 @@ using Getter = std::function<Value(const CardReport&)>;
 Value num(double v) { return std::format("{:.2f}", v); }
 Value u64(uint64_t v) { return std::to_string(v); }
 
+// A cumulative counter of the group `bit`.
+Getter counter(uint32_t bit, uint64_t spyre_mgmt_counters::* field) {
+    return [=](const CardReport& c) -> Value {
+        if (!c.counters || !(c.counters->valid & bit)) return {};
+        return u64((*c.counters).*field);
+    };
+}
+
+// A rate of the group `bit` over the interval, in MB/s.
+Getter megabytes(uint32_t bit, double spyre_mgmt_utilization::* field) {
+    return [=](const CardReport& c) -> Value {
+        if (!c.util || !(c.util->valid & bit)) return {};
+        return num((*c.util).*field / 1e6);
+    };
+}
+
 // Field getters by name; the order and help text live in csv_fields().
 const std::map<std::string, Getter>& getters() {
     static const std::map<std::string, Getter> g = {
@@ -85,65 +101,25 @@ const std::map<std::string, Getter>& getters() {
              return c.status ? u64(c.status->mem_free_bytes >> 20) : Value();
          }},
         {"ddr.read",
-         [](const CardReport& c) -> Value {
-             if (!c.util || !(c.util->valid & SPYRE_MGMT_HAS_DDR_BYTES)) return {};
-             return num(c.util->ddr_read_bytes_per_s / 1e6);
-         }},
+         megabytes(SPYRE_MGMT_HAS_DDR_BYTES, &spyre_mgmt_utilization::ddr_read_bytes_per_s)},
         {"ddr.write",
-         [](const CardReport& c) -> Value {
-             if (!c.util || !(c.util->valid & SPYRE_MGMT_HAS_DDR_BYTES)) return {};
-             return num(c.util->ddr_write_bytes_per_s / 1e6);
-         }},
+         megabytes(SPYRE_MGMT_HAS_DDR_BYTES, &spyre_mgmt_utilization::ddr_write_bytes_per_s)},
         {"pcie.h2d",
-         [](const CardReport& c) -> Value {
-             if (!c.util || !(c.util->valid & SPYRE_MGMT_HAS_PCIE_BYTES)) return {};
-             return num(c.util->pcie_h2d_bytes_per_s / 1e6);
-         }},
+         megabytes(SPYRE_MGMT_HAS_PCIE_BYTES, &spyre_mgmt_utilization::pcie_h2d_bytes_per_s)},
         {"pcie.d2h",
-         [](const CardReport& c) -> Value {
-             if (!c.util || !(c.util->valid & SPYRE_MGMT_HAS_PCIE_BYTES)) return {};
-             return num(c.util->pcie_d2h_bytes_per_s / 1e6);
-         }},
+         megabytes(SPYRE_MGMT_HAS_PCIE_BYTES, &spyre_mgmt_utilization::pcie_d2h_bytes_per_s)},
         {"pcie.link",
          [](const CardReport& c) -> Value {
              if (!c.identity || !(c.identity->valid & SPYRE_MGMT_HAS_PCIE_LINK)) return {};
              return std::format("{} x{}", c.identity->pcie_link_speed, c.identity->pcie_link_width);
          }},
-        {"errors.cmd",
-         [](const CardReport& c) -> Value {
-             if (!c.counters || !(c.counters->valid & SPYRE_MGMT_HAS_ERRORS)) return {};
-             return u64(c.counters->cmd_errors);
-         }},
-        {"errors.jobs",
-         [](const CardReport& c) -> Value {
-             if (!c.counters || !(c.counters->valid & SPYRE_MGMT_HAS_ERRORS)) return {};
-             return u64(c.counters->jobs_failed);
-         }},
-        {"errors.launch",
-         [](const CardReport& c) -> Value {
-             if (!c.counters || !(c.counters->valid & SPYRE_MGMT_HAS_ERRORS)) return {};
-             return u64(c.counters->launch_errors);
-         }},
-        {"errors.timeout",
-         [](const CardReport& c) -> Value {
-             if (!c.counters || !(c.counters->valid & SPYRE_MGMT_HAS_RECOVERY)) return {};
-             return u64(c.counters->jobs_timed_out);
-         }},
-        {"resets.ring",
-         [](const CardReport& c) -> Value {
-             if (!c.counters || !(c.counters->valid & SPYRE_MGMT_HAS_RECOVERY)) return {};
-             return u64(c.counters->ring_resets);
-         }},
-        {"resets.card",
-         [](const CardReport& c) -> Value {
-             if (!c.counters || !(c.counters->valid & SPYRE_MGMT_HAS_RECOVERY)) return {};
-             return u64(c.counters->card_resets);
-         }},
-        {"resets.device",
-         [](const CardReport& c) -> Value {
-             if (!c.counters || !(c.counters->valid & SPYRE_MGMT_HAS_ERRORS)) return {};
-             return u64(c.counters->device_resets);
-         }},
+        {"errors.cmd", counter(SPYRE_MGMT_HAS_ERRORS, &spyre_mgmt_counters::cmd_errors)},
+        {"errors.jobs", counter(SPYRE_MGMT_HAS_ERRORS, &spyre_mgmt_counters::jobs_failed)},
+        {"errors.launch", counter(SPYRE_MGMT_HAS_ERRORS, &spyre_mgmt_counters::launch_errors)},
+        {"errors.timeout", counter(SPYRE_MGMT_HAS_RECOVERY, &spyre_mgmt_counters::jobs_timed_out)},
+        {"resets.ring", counter(SPYRE_MGMT_HAS_RECOVERY, &spyre_mgmt_counters::ring_resets)},
+        {"resets.card", counter(SPYRE_MGMT_HAS_RECOVERY, &spyre_mgmt_counters::card_resets)},
+        {"resets.device", counter(SPYRE_MGMT_HAS_ERRORS, &spyre_mgmt_counters::device_resets)},
         {"processes",
          [](const CardReport& c) -> Value { return std::to_string(c.processes.size()); }},
     };
