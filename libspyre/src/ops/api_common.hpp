@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "c_boundary.hpp"
 #include "error.hpp"
 #include "spyre/engine.h"
 #include "spyre/isa.hpp"
@@ -117,7 +116,19 @@ struct Scratch {
 // The C boundary: runs body, turns exceptions into a status and the thread's last error.
 template <typename F>
 spyre_status op_guard(const char* fn, F&& body) noexcept {
-    return spyre::guard(fn, std::forward<F>(body));
+    try {
+        body();
+        return SPYRE_SUCCESS;
+    } catch (const Error& e) {
+        set_last_error(std::format("{}: {}", fn, e.what()));
+        return e.status();
+    } catch (const std::bad_alloc&) {
+        set_last_error(std::format("{}: out of host memory", fn));
+        return SPYRE_ERROR_OUT_OF_MEMORY;
+    } catch (const std::exception& e) {
+        set_last_error(std::format("{}: internal error: {}", fn, e.what()));
+        return SPYRE_ERROR_INTERNAL;
+    }
 }
 
 }  // namespace spyre::ops
