@@ -17,5 +17,19 @@ show spyre-roundtrip
 build/cmake/libspyre/spyre-roundtrip
 show spyre-matmul 256 256 256
 build/cmake/libspyre/spyre-matmul 256 256 256
+
+# spyre-smi while work runs: a workload holding 64 MiB of card 0 and launching on all its cores.
+smi=build/cmake/tools/spyre-smi/spyre-smi
+rm -f /tmp/smi_workload.out
+exec 3> >(build/cmake/tests/guest/smi/smi_workload 0 64 120 > /tmp/smi_workload.out)
+for _ in $(seq 600); do grep -q ready /tmp/smi_workload.out 2>/dev/null && break; sleep 0.2; done
+show "spyre-smi   (while smi_workload runs on card 0)"
+$smi
+show spyre-smi dmon -c 3
+$smi dmon -c 3
+exec 3>&-  # EOF on its stdin: the workload stops
+for _ in $(seq 600); do grep -q launches /tmp/smi_workload.out && break; sleep 0.2; done
+show spyre-smi --csv --query index,health,utilization.engine,memory.used,processes
+$smi --csv --query index,health,utilization.engine,memory.used,processes
 show spyre-smi -q -i 0
-build/cmake/tools/spyre-smi/spyre-smi -q -i 0
+$smi -q -i 0

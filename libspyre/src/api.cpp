@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "c_boundary.hpp"
 #include "error.hpp"
 #include "pinned_launch.hpp"
 #include "program.hpp"
@@ -318,6 +319,8 @@ void launch_pinned_program(spyre_device_t device, const std::vector<uint8_t>& im
     LaunchRequest req = make_launch(program, &params);
     resolve_stream(stream, d->dev)->launch(req, nullptr);
 }
+
+std::shared_ptr<Device> device_of(spyre_device_t device) { return check_device(device)->dev; }
 }  // namespace spyre
 
 using namespace spyre;

@@ -144,6 +144,9 @@ class Device : public std::enable_shared_from_this<Device> {
 
     virtual drm_spyre_mem_info query_mem() = 0;
     virtual drm_spyre_telemetry query_telemetry() = 0;
+    // Per core, the modeled cycles from each launch's start to the core's halt, summed since
+    // the card came up; empty when the backend cannot see them (management.cpp).
+    virtual std::vector<uint64_t> core_active_cycles() { return {}; }
 
     // Device memory of `size` (> 0) bytes; out-of-memory errors say how much is free.
     virtual std::unique_ptr<Buffer> alloc(uint64_t size) = 0;

@@ -172,11 +172,21 @@ class SimCard {
         tele_.engine_ddr_read_bytes += res->ddr_read_bytes;
         tele_.engine_ddr_write_bytes += res->ddr_write_bytes;
         tele_.engine_ring_bytes += res->ring_bytes;
+        if (core_active_.size() < res->num_cores) core_active_.resize(res->num_cores);
+        for (uint32_t c = 0; c < res->num_cores && c < SPYRE_ENGINE_MAX_CORES; ++c)
+            core_active_[c] += res->cores[c].end_cycle;
         if (res->error) {
             tele_.jobs_failed++;
             tele_.cmd_errors++;
             tele_.launch_errors++;
         }
+    }
+
+    std::vector<uint64_t> core_active_cycles() {
+        std::lock_guard lock(mu_);
+        std::vector<uint64_t> v = core_active_;
+        v.resize(cfg_.num_cores);
+        return v;
     }
 
   private:
@@ -190,6 +200,7 @@ class SimCard {
     uint64_t used_ = 0;
     uint64_t host_bytes_ = 0;
     drm_spyre_telemetry tele_{};
+    std::vector<uint64_t> core_active_;  // per core, sum of launch end cycles
 
     std::mutex engine_mu_;
     spyre_engine* engine_ = nullptr;
@@ -448,6 +459,7 @@ class SimDevice final : public Device {
 
     drm_spyre_mem_info query_mem() override { return card_->mem_info(); }
     drm_spyre_telemetry query_telemetry() override { return card_->telemetry(); }
+    std::vector<uint64_t> core_active_cycles() override { return card_->core_active_cycles(); }
 
     std::unique_ptr<Buffer> alloc(uint64_t size) override {
         uint64_t bytes = size <= UINT64_MAX - kSimPage ? round_up(size, kSimPage) : UINT64_MAX;

@@ -82,6 +82,9 @@ gtest libspyre build/cmake/tests/guest/libspyre/libspyre_guest_test
 # The op library's C API through spyre.ko (the host suite, on the kernel backend).
 SPYRE_OPS_TEST_BACKEND=kernel gtest ops build/cmake/tests/host/libspyre_ops_api_test
 check smi build/cmake/tools/spyre-smi/spyre-smi
+# spyre-smi against a running workload: utilisation, memory, processes, --json schema, --csv,
+# dmon, topo, reset (refusals and a real one), the Prometheus exporter, no permission/driver.
+counted smi-mgmt python3 tests/guest/smi/smi_guest_test.py
 # sysfs, hwmon and fdinfo against QUERY telemetry, config space and what clients ran.
 counted observability python3 tests/guest/observability/observability.py
 # Failure containment (Documentation/driver.md "Failure handling").

@@ -1,10 +1,15 @@
-// spyre-smi rendering: table, list, query report and JSON, from a synthetic report.
+// spyre-smi rendering: table, list, query report, JSON, CSV, dmon, topo and the Prometheus
+// exposition, from a synthetic report.
 #include "smi_report.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <sstream>
+
+#include "smi_csv.hpp"
+#include "smi_prometheus.hpp"
+#include "smi_views.hpp"
 
 namespace {
 
@@ -43,7 +48,58 @@ CardReport card(int index, const char* pci) {
     t.jobs_submitted = 7;
     t.h2d_bytes = 4096;
     c.telemetry = t;
+    spyre_mgmt_identity id{};
+    id.size = sizeof id;
+    snprintf(id.name, sizeof id.name, "spyre%d", index);
+    snprintf(id.pci_address, sizeof id.pci_address, "%s", pci);
+    snprintf(id.backend, sizeof id.backend, "kernel");
+    snprintf(id.driver_version, sizeof id.driver_version, "1.0.0");
+    snprintf(id.hw_version, sizeof id.hw_version, "1.0");
+    snprintf(id.library_version, sizeof id.library_version, "0.6.0");
+    snprintf(id.pcie_link_speed, sizeof id.pcie_link_speed, "2.5 GT/s");
+    id.pcie_link_width = 1;
+    id.valid = SPYRE_MGMT_HAS_PCIE_LINK;
+    id.numa_node = -1;
+    c.identity = id;
+    spyre_mgmt_status s{};
+    s.size = sizeof s;
+    s.valid = SPYRE_MGMT_HAS_TEMPERATURE | SPYRE_MGMT_HAS_POWER;
+    s.health = SPYRE_HEALTH_OK;
+    s.temperature_mc = 45500;
+    s.power_mw = 12300;
+    s.power_cap_mw = 75000;
+    s.mem_total_bytes = 1ull << 30;
+    s.mem_used_bytes = 300ull << 20;
+    s.mem_free_bytes = (1ull << 30) - (300ull << 20);
+    c.status = s;
+    spyre_mgmt_counters k{};
+    k.size = sizeof k;
+    k.valid = SPYRE_MGMT_HAS_ENGINE_BUSY | SPYRE_MGMT_HAS_ERRORS | SPYRE_MGMT_HAS_RECOVERY |
+              SPYRE_MGMT_HAS_DDR_BYTES | SPYRE_MGMT_HAS_PCIE_BYTES;
+    k.engine_busy_ns = 2500000000;
+    k.cmd_errors = 3;
+    k.ring_resets = 2;
+    k.pcie_h2d_bytes = 4096;
+    c.counters = k;
+    spyre_mgmt_utilization u{};
+    u.size = sizeof u;
+    u.valid = SPYRE_MGMT_HAS_ENGINE_BUSY | SPYRE_MGMT_HAS_DDR_BYTES | SPYRE_MGMT_HAS_PCIE_BYTES;
+    u.interval_ns = 500000000;
+    u.engine_percent = 12.25;
+    u.ddr_read_bytes_per_s = 2.5e6;
+    c.util = u;
     return c;
+}
+
+spyre_mgmt_process process(int pid, const char* command, uint64_t device_bytes) {
+    spyre_mgmt_process p{};
+    p.size = sizeof p;
+    p.pid = pid;
+    snprintf(p.command, sizeof p.command, "%s", command);
+    p.device_memory_bytes = device_bytes;
+    p.valid = SPYRE_MGMT_HAS_ENGINE_BUSY;
+    p.compute_busy_ns = 1700;
+    return p;
 }
 
 std::vector<std::string> lines(const std::string& s) {
@@ -70,7 +126,7 @@ TEST(SmiTable, HeaderAndOneRowPerCard) {
     EXPECT_NE(ls[0].find("Hardware: 1.0"), std::string::npos) << t;
     int rows = 0;
     size_t width = ls[1].size();
-    for (size_t i = 1; i < ls.size(); ++i) {
+    for (size_t i = 1; i < ls.size() && ls[i] != "Processes:"; ++i) {  // the card table
         EXPECT_EQ(ls[i].size(), width) << "ragged table line: " << ls[i];
         if (ls[i].find("| spyre") != std::string::npos) ++rows;
     }
@@ -79,11 +135,28 @@ TEST(SmiTable, HeaderAndOneRowPerCard) {
     EXPECT_NE(t.find("300 MiB / 1024 MiB"), std::string::npos) << t;
     EXPECT_NE(t.find("45 C"), std::string::npos) << t;
     EXPECT_NE(t.find("12.3 W / 75 W"), std::string::npos) << t;
+    EXPECT_NE(t.find("| ok "), std::string::npos) << t;
+    EXPECT_NE(t.find("12.25 %"), std::string::npos) << t;
+    EXPECT_NE(t.find("No processes are using the cards."), std::string::npos) << t;
+}
+
+TEST(SmiTable, ProcessTable) {
+    Report r = two_cards();
+    r.cards[1].processes.push_back(process(4242, "llama-serve", 64ull << 20));
+    std::string t = spyre_smi::format_table(r);
+    auto at = t.find("Processes:");
+    ASSERT_NE(at, std::string::npos) << t;
+    std::string procs = t.substr(at);
+    EXPECT_NE(procs.find("| Card |  PID | Command     | Device memory |"), std::string::npos)
+        << procs;
+    EXPECT_NE(procs.find("|    1 | 4242 | llama-serve |        64 MiB |"), std::string::npos)
+        << procs;
+    EXPECT_NE(procs.find("1.7 us"), std::string::npos) << procs;
 }
 
 TEST(SmiTable, MissingTelemetryAndBrokenCard) {
     Report r = two_cards();
-    r.cards[0].telemetry.reset();
+    r.cards[0].status->valid = 0;  // no sensors
     r.cards[1].info.reset();
     r.cards[1].mem.reset();
     r.cards[1].error = "spyre_device_open: permission denied";
@@ -102,9 +175,28 @@ TEST(SmiList, OneLinePerCard) {
 
 TEST(SmiQuery, ContainsCountersAndProperties) {
     std::string q = spyre_smi::format_query(two_cards());
-    for (const char* s :
-         {"Card 1: spyre1", "Cores", "32", "Clock", "1500 MHz", "Jobs submitted", "Temperature",
-          "45.5 C", "Largest free block", "700 MiB", "DMA host->device", "4096 B", "1234:5350"})
+    for (const char* s : {"Card 1: spyre1",
+                          "Cores",
+                          "32",
+                          "Clock",
+                          "1500 MHz",
+                          "Jobs submitted",
+                          "Temperature",
+                          "45.5 C",
+                          "Largest free block",
+                          "700 MiB",
+                          "DMA host->device",
+                          "4096 B",
+                          "1234:5350",
+                          "Serial number             : N/A",
+                          "PCIe link",
+                          "2.5 GT/s x1",
+                          "Health",
+                          "Command errors",
+                          "Ring resets (driver)",
+                          "Per core (%)",
+                          "DDR read",
+                          "2.5 MB/s"})
         EXPECT_NE(q.find(s), std::string::npos) << "missing \"" << s << "\" in\n" << q;
 }
 
@@ -121,9 +213,84 @@ TEST(SmiJson, ParsesBackWithAllFields) {
     EXPECT_EQ(d0["pci_address"], "0000:00:03.0");
     EXPECT_EQ(d0["memory"]["total_bytes"], 1ull << 30);
     EXPECT_EQ(d0["memory"]["free_bytes"], (1ull << 30) - (300ull << 20));
-    EXPECT_DOUBLE_EQ(d0["telemetry"]["temperature_c"].get<double>(), 45.5);
+    EXPECT_DOUBLE_EQ(d0["sensors"]["temperature_c"].get<double>(), 45.5);
+    EXPECT_EQ(j["schema_version"], "1.0");
+    EXPECT_EQ(d0["health"], "ok");
+    EXPECT_TRUE(d0["serial"].is_null());
+    EXPECT_EQ(d0["pcie_link"]["width"], 1);
+    EXPECT_DOUBLE_EQ(d0["utilization"]["engine_percent"].get<double>(), 12.25);
+    EXPECT_TRUE(d0["utilization"]["core_percent"].is_null());  // no per-core counters
+    EXPECT_EQ(d0["errors"]["cmd_errors"], 3);
+    EXPECT_EQ(d0["resets"]["ring"], 2);
     EXPECT_TRUE(d0["error"].is_null());
     EXPECT_TRUE(j["devices"][1]["telemetry"].is_null());
+}
+
+TEST(SmiCsv, SelectedFieldsWithUnitsAndNotAvailable) {
+    Report r = two_cards();
+    r.cards[1].status->valid = 0;
+    auto fields = spyre_smi::parse_csv_query("index, memory.used,temperature,serial,name");
+    std::string csv = spyre_smi::format_csv(r, fields, true);
+    EXPECT_EQ(csv,
+              "index, memory.used [MiB], temperature [C], serial, name\n"
+              "0, 300, 45.50, N/A, spyre0\n"
+              "1, 300, N/A, N/A, spyre1\n");
+    EXPECT_EQ(spyre_smi::format_csv(r, {"index"}, false), "0\n1\n");
+    EXPECT_THROW(spyre_smi::parse_csv_query("index,bogus"), std::invalid_argument);
+    EXPECT_THROW(spyre_smi::parse_csv_query(""), std::invalid_argument);
+    // Every documented field renders.
+    std::vector<std::string> all;
+    for (const auto& f : spyre_smi::csv_fields()) all.push_back(f.name);
+    EXPECT_EQ(spyre_smi::parse_csv_query("index,pcie.link,resets.device"),
+              (std::vector<std::string>{"index", "pcie.link", "resets.device"}));
+    EXPECT_NO_THROW(spyre_smi::format_csv(r, all, true));
+}
+
+TEST(SmiCsv, QuotesTextWithCommas) {
+    Report r = two_cards();
+    snprintf(r.cards[0].info->name, sizeof r.cards[0].info->name, "a,\"b\"");
+    EXPECT_EQ(spyre_smi::format_csv(r, {"name"}, false), "\"a,\"\"b\"\"\"\nspyre1\n");
+}
+
+TEST(SmiDmon, OneLinePerCardUnderTheHeader) {
+    Report r = two_cards();
+    r.cards[1].util.reset();
+    std::string h = spyre_smi::dmon_header(), l = spyre_smi::dmon_lines(r);
+    auto hs = lines(h), ls = lines(l);
+    ASSERT_EQ(hs.size(), 2u);
+    ASSERT_EQ(ls.size(), 2u);
+    EXPECT_EQ(hs[0].size(), ls[0].size()) << h << l;  // columns line up
+    EXPECT_NE(ls[0].find("12.25"), std::string::npos) << l;
+    EXPECT_NE(ls[0].find(" 300 "), std::string::npos) << l;
+    EXPECT_NE(ls[1].find("     - "), std::string::npos) << l;  // no utilisation yet
+}
+
+TEST(SmiTopo, MatrixOfCards) {
+    std::string t = spyre_smi::format_topo(two_cards());
+    EXPECT_NE(t.find("| spyre0 | X      | HOST   | 0000:00:03.0 | 2.5 GT/s x1 | N/A       |"),
+              std::string::npos)
+        << t;
+    EXPECT_NE(t.find("| spyre1 | HOST   | X      |"), std::string::npos) << t;
+}
+
+TEST(SmiPrometheus, FamiliesOnceAndEscapedLabels) {
+    Report r = two_cards();
+    r.cards[0].processes.push_back(process(7, "we\"ird\\name\n", 1 << 20));
+    std::string m = spyre_smi::format_prometheus(r);
+    // One TYPE line per family even with two cards.
+    size_t types = 0;
+    for (size_t at = m.find("# TYPE spyre_memory_used_bytes "); at != std::string::npos;
+         at = m.find("# TYPE spyre_memory_used_bytes ", at + 1))
+        ++types;
+    EXPECT_EQ(types, 1u) << m;
+    EXPECT_NE(m.find("spyre_memory_used_bytes{card=\"1\"} 314572800\n"), std::string::npos) << m;
+    EXPECT_NE(m.find("spyre_engine_busy_seconds_total{card=\"0\"} 2.5\n"), std::string::npos) << m;
+    EXPECT_NE(m.find("spyre_health_state{card=\"0\",state=\"ok\"} 1\n"), std::string::npos) << m;
+    EXPECT_NE(m.find("spyre_health_state{card=\"0\",state=\"wedged\"} 0\n"), std::string::npos);
+    EXPECT_NE(m.find("command=\"we\\\"ird\\\\name\\n\""), std::string::npos) << m;
+    EXPECT_NE(m.find("spyre_resets_total{card=\"0\",kind=\"ring\"} 2\n"), std::string::npos) << m;
+    EXPECT_EQ(m.back(), '\n');
+    EXPECT_EQ(spyre_smi::prometheus_escape("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
 }
 
 TEST(SmiMib, RoundsDown) {

@@ -11,12 +11,21 @@
 
 namespace spyre_smi {
 
+// Version of the --json document (Documentation/spyre-smi.schema.json): the major number
+// changes when a field is removed or changes meaning, the minor one when fields are added.
+inline constexpr const char* kJsonSchemaVersion = "1.0";
+
 struct CardReport {
     int index = 0;
-    std::optional<spyre_device_info> info;     // empty if the card could not be opened
-    std::optional<spyre_mem_stats> mem;        // empty if the memory query failed
-    std::optional<spyre_telemetry> telemetry;  // empty without telemetry
-    std::string error;                         // why something above is missing
+    std::optional<spyre_device_info> info;        // empty if the card could not be opened
+    std::optional<spyre_mem_stats> mem;           // empty if the memory query failed
+    std::optional<spyre_telemetry> telemetry;     // empty without telemetry
+    std::optional<spyre_mgmt_identity> identity;  // management API (spyre.h "Management")
+    std::optional<spyre_mgmt_status> status;      // health, sensors, memory
+    std::optional<spyre_mgmt_counters> counters;  // cumulative counters, latest sample
+    std::optional<spyre_mgmt_utilization> util;   // between the last two samples
+    std::vector<spyre_mgmt_process> processes;    // clients (spyre-smi itself left out)
+    std::string error;                            // why something above is missing
 };
 
 struct Report {
@@ -25,16 +34,19 @@ struct Report {
     std::vector<CardReport> cards;
 };
 
-// The default view: a header with driver, library and hardware versions, then one row per card.
+// The default view: a header with driver, library and hardware versions, one row per card
+// (health, utilisation, memory, sensors), then the processes using the cards.
 std::string format_table(const Report& r);
 // -L: one line per card.
 std::string format_list(const Report& r);
 // -q: every property and counter of every card.
 std::string format_query(const Report& r);
-// --json.
+// --json (Documentation/spyre-smi.schema.json).
 nlohmann::json to_json(const Report& r);
 
 // "1024 MiB" style with integer MiB (rounded down), as the table uses.
 std::string mib(uint64_t bytes);
+// "12.5 MB/s" style rate with decimal units.
+std::string rate_text(double bytes_per_s);
 
 }  // namespace spyre_smi

@@ -30,7 +30,7 @@ extern "C" {
 /* Version of this API. Additions bump the minor number; incompatible changes bump the major
  * number (and the library's SONAME). */
 #define SPYRE_API_VERSION_MAJOR 0
-#define SPYRE_API_VERSION_MINOR 5
+#define SPYRE_API_VERSION_MINOR 6
 #define SPYRE_API_VERSION_PATCH 0
 #define SPYRE_API_VERSION \
     ((SPYRE_API_VERSION_MAJOR << 16) | (SPYRE_API_VERSION_MINOR << 8) | SPYRE_API_VERSION_PATCH)
@@ -452,6 +452,178 @@ SPYRE_API spyre_status spyre_launch(spyre_program_t program, const spyre_launch_
  * stream (or spyre_device_synchronize). Events recorded around it give its modeled time. */
 SPYRE_API spyre_status spyre_launch_async(spyre_program_t program,
                                           const spyre_launch_params* params, spyre_stream_t stream);
+
+/* ---- Management (Documentation/libspyre.md "Management API") ----
+ *
+ * Read-only views of a card for monitoring tools (spyre-smi is built on these alone), and a
+ * card reset. Every struct starts with `size`: the caller sets it to sizeof() of the struct
+ * it was compiled with; the library fills the fields that fit in `size` (fields are only ever
+ * appended, so older callers keep working) and refuses a size smaller than the first version
+ * of the struct (SPYRE_ERROR_INVALID_ARGUMENT). A value the backend cannot provide has its
+ * SPYRE_MGMT_HAS_* bit clear in `valid` and reads 0.
+ *
+ * Sources on the kernel backend: the driver's sysfs attributes and hwmon device
+ * (Documentation/ABI/testing/sysfs-driver-spyre), QUERY telemetry, and the fdinfo of every
+ * process's accel files (per-process usage). The simulator backend reports what it models
+ * (Documentation/libspyre.md lists what is N/A there).
+ */
+
+typedef enum spyre_health {
+    SPYRE_HEALTH_UNKNOWN = 0,
+    SPYRE_HEALTH_OK = 1,        /* ready: accepts work */
+    SPYRE_HEALTH_RESETTING = 2, /* a ring, card or PCI reset is in progress */
+    SPYRE_HEALTH_WEDGED = 3,    /* every job fails until the card is reset (spyre_mgmt_reset) */
+} spyre_health;
+
+/* "unknown", "ok", "resetting", "wedged". Static storage. */
+SPYRE_API const char* spyre_health_string(spyre_health health);
+
+/* Bits of the `valid` fields. */
+#define SPYRE_MGMT_HAS_SERIAL (1u << 0)
+#define SPYRE_MGMT_HAS_PCIE_LINK (1u << 1)
+#define SPYRE_MGMT_HAS_TEMPERATURE (1u << 2)
+#define SPYRE_MGMT_HAS_POWER (1u << 3)
+#define SPYRE_MGMT_HAS_ENGINE_BUSY (1u << 4)
+#define SPYRE_MGMT_HAS_CORE_BUSY (1u << 5)
+#define SPYRE_MGMT_HAS_DDR_BYTES (1u << 6)
+#define SPYRE_MGMT_HAS_PCIE_BYTES (1u << 7)
+#define SPYRE_MGMT_HAS_ERRORS (1u << 8)
+#define SPYRE_MGMT_HAS_RECOVERY (1u << 9) /* the driver's ring/card reset counters */
+#define SPYRE_MGMT_HAS_DMA_BUSY (1u << 10)
+
+typedef struct spyre_mgmt_identity {
+    uint32_t size;            /* in: sizeof(spyre_mgmt_identity) */
+    uint32_t valid;           /* out: SPYRE_MGMT_HAS_SERIAL, SPYRE_MGMT_HAS_PCIE_LINK */
+    char name[32];            /* "spyre0" */
+    char pci_address[32];     /* "0000:01:00.0" */
+    char serial[64];          /* the card's serial number, "" without SPYRE_MGMT_HAS_SERIAL */
+    char hw_version[16];      /* "1.1" */
+    char driver_name[32];     /* "spyre" (simulator: "spyre-sim") */
+    char driver_version[32];  /* "1.0.0" */
+    char library_version[16]; /* spyre_get_version_string() */
+    char backend[16];         /* "kernel" or "sim" */
+    char pcie_link_speed[16]; /* "2.5 GT/s"; "" without SPYRE_MGMT_HAS_PCIE_LINK */
+    uint32_t pcie_link_width; /* lanes */
+    uint32_t num_cores;
+    uint32_t clock_mhz;
+    int32_t numa_node; /* NUMA node of the PCI function, -1 if none or unknown */
+    uint64_t reserved[4];
+} spyre_mgmt_identity;
+
+SPYRE_API spyre_status spyre_mgmt_get_identity(spyre_device_t device, spyre_mgmt_identity* id);
+
+/* Instantaneous state of a card. */
+typedef struct spyre_mgmt_status {
+    uint32_t size;              /* in: sizeof(spyre_mgmt_status) */
+    uint32_t valid;             /* out: SPYRE_MGMT_HAS_TEMPERATURE, SPYRE_MGMT_HAS_POWER */
+    uint32_t health;            /* spyre_health */
+    uint32_t temperature_mc;    /* board temperature, milli-Celsius */
+    uint32_t power_mw;          /* board power draw, milliwatts */
+    uint32_t power_cap_mw;      /* board power limit, milliwatts */
+    uint64_t mem_total_bytes;   /* device memory */
+    uint64_t mem_used_bytes;    /* in device buffers of all processes */
+    uint64_t mem_free_bytes;    /* total - used */
+    uint64_t host_pinned_bytes; /* pinned host memory (host buffers) of all processes */
+    uint64_t reserved[4];
+} spyre_mgmt_status;
+
+SPYRE_API spyre_status spyre_mgmt_get_status(spyre_device_t device, spyre_mgmt_status* status);
+
+/* Cumulative counters of a card, taken at one moment. Rates come from two samples
+ * (spyre_mgmt_get_utilization). */
+typedef struct spyre_mgmt_counters {
+    uint32_t size;        /* in: sizeof(spyre_mgmt_counters) */
+    uint32_t valid;       /* out: SPYRE_MGMT_HAS_* of the groups below */
+    int64_t timestamp_ns; /* CLOCK_MONOTONIC when sampled */
+    /* SPYRE_MGMT_HAS_ENGINE_BUSY: modeled busy time of the compute engine since power on (the
+     * modeled cycles of every launch at the core clock; not wall time) */
+    uint64_t engine_busy_ns;
+    /* SPYRE_MGMT_HAS_DDR_BYTES: device memory read and written by the compute cores */
+    uint64_t ddr_read_bytes;
+    uint64_t ddr_write_bytes;
+    /* SPYRE_MGMT_HAS_PCIE_BYTES: DMA over PCIe, and device-to-device DMA */
+    uint64_t pcie_h2d_bytes;
+    uint64_t pcie_d2h_bytes;
+    uint64_t d2d_bytes;
+    /* SPYRE_MGMT_HAS_ERRORS */
+    uint64_t cmd_errors;    /* commands the card failed */
+    uint64_t jobs_failed;   /* jobs with a failed command */
+    uint64_t launch_errors; /* launches that stopped with a program fault */
+    /* SPYRE_MGMT_HAS_RECOVERY (driver, since it was loaded) */
+    uint64_t jobs_timed_out;
+    uint64_t ring_resets; /* hung rings stopped with a ring abort */
+    uint64_t card_resets; /* whole-card resets (recovery and PCI resets) */
+    /* resets the card counted since power on (with SPYRE_MGMT_HAS_ERRORS) */
+    uint64_t device_resets;
+    /* SPYRE_MGMT_HAS_CORE_BUSY: per core, modeled cycles from each launch's start to the core's
+     * halt, in ns at the core clock; num_cores entries */
+    uint32_t num_cores;
+    uint32_t reserved0;
+    uint64_t core_busy_ns[SPYRE_LAUNCH_MAX_CORES];
+    uint64_t reserved[4];
+} spyre_mgmt_counters;
+
+SPYRE_API spyre_status spyre_mgmt_get_counters(spyre_device_t device,
+                                               spyre_mgmt_counters* counters);
+
+/* Rates between two samples of one card. */
+typedef struct spyre_mgmt_utilization {
+    uint32_t size;  /* in: sizeof(spyre_mgmt_utilization) */
+    uint32_t valid; /* out: the bits valid in both samples */
+    int64_t interval_ns;
+    double engine_percent; /* SPYRE_MGMT_HAS_ENGINE_BUSY: modeled busy time / interval, 0..100 */
+    double ddr_read_bytes_per_s; /* SPYRE_MGMT_HAS_DDR_BYTES */
+    double ddr_write_bytes_per_s;
+    double pcie_h2d_bytes_per_s; /* SPYRE_MGMT_HAS_PCIE_BYTES */
+    double pcie_d2h_bytes_per_s;
+    uint32_t num_cores; /* SPYRE_MGMT_HAS_CORE_BUSY: entries of core_percent */
+    uint32_t reserved0;
+    double core_percent[SPYRE_LAUNCH_MAX_CORES];
+    uint64_t reserved[4];
+} spyre_mgmt_utilization;
+
+/* Pure arithmetic on two samples of the same card, `after` taken later than `before`
+ * (else SPYRE_ERROR_INVALID_ARGUMENT). Percentages are capped at 100. */
+SPYRE_API spyre_status spyre_mgmt_get_utilization(const spyre_mgmt_counters* before,
+                                                  const spyre_mgmt_counters* after,
+                                                  spyre_mgmt_utilization* util);
+
+/* One client of a card: an open accel file of a process (kernel backend: its fdinfo). */
+typedef struct spyre_mgmt_process {
+    uint32_t size;  /* in: sizeof(spyre_mgmt_process), set in element 0 (the array's stride) */
+    uint32_t valid; /* out: SPYRE_MGMT_HAS_ENGINE_BUSY, SPYRE_MGMT_HAS_DMA_BUSY */
+    int32_t pid;
+    uint32_t reserved0;
+    char command[64];             /* /proc/<pid>/comm */
+    uint64_t client_id;           /* the driver's client id (one per open file) */
+    uint64_t device_memory_bytes; /* device buffers the client holds */
+    uint64_t host_memory_bytes;   /* pinned host buffers the client holds */
+    uint64_t compute_busy_ns;     /* modeled time of its launches */
+    uint64_t dma_busy_ns;         /* modeled time of its copies */
+    uint64_t reserved[4];
+} spyre_mgmt_process;
+
+/*
+ * The clients of the device's card, by pid. Fills at most `capacity` entries of `procs`
+ * (procs[0].size set by the caller; may be NULL with capacity 0) and sets *count to the number
+ * of clients found (which may exceed capacity: call again with more room). The calling
+ * process is included when it has the card open. On the kernel backend, processes of other
+ * users are visible only to root (/proc/<pid>/fdinfo needs ptrace access).
+ */
+SPYRE_API spyre_status spyre_mgmt_get_processes(spyre_device_t device, spyre_mgmt_process* procs,
+                                                uint32_t capacity, uint32_t* count);
+
+/* spyre_mgmt_reset flags */
+#define SPYRE_MGMT_RESET_FORCE (1u << 0) /* reset even while other processes use the card */
+
+/*
+ * Resets card `index` (spyre_get_device_count order) through a PCI function reset, which the
+ * driver brackets (running jobs are re-run or failed; Documentation/driver.md "Failure
+ * handling"); a wedged card comes back. Needs CAP_SYS_ADMIN (SPYRE_ERROR_PERMISSION
+ * otherwise). Refuses with SPYRE_ERROR_BUSY, naming them, while other processes have the card
+ * open, unless SPYRE_MGMT_RESET_FORCE. The simulator backend returns SPYRE_ERROR_NOT_SUPPORTED.
+ */
+SPYRE_API spyre_status spyre_mgmt_reset(int index, uint32_t flags);
 
 #if defined(__cplusplus)
 }

@@ -633,7 +633,7 @@ TEST(Tools, SpyreSmiTableJsonListQuery) {
     for (int i = 0; i < n; ++i)
         rows += r.out.find("| spyre" + std::to_string(i) + " ") != std::string::npos;
     EXPECT_EQ(rows, n) << r.out;
-    EXPECT_EQ(count_lines(r.out, "|"), n + 1) << r.out;  // header row + one row per card
+    EXPECT_NE(r.out.find("Processes:"), std::string::npos) << r.out;  // then the process table
     EXPECT_NE(r.out.find("Driver: spyre"), std::string::npos) << r.out;
 
     r = run(std::string(SPYRE_SMI_PATH) + " --json");

@@ -1,0 +1,18 @@
+// The C ABI boundary shared by api.cpp and the other files that define spyre_* functions
+// (management.cpp): exceptions become a status plus the thread-local last error (guard(),
+// error.hpp), handles become backend objects.
+#pragma once
+
+#include <memory>
+
+#include "backend.hpp"
+#include "error.hpp"
+#include "spyre/spyre.h"
+
+namespace spyre {
+
+// The device of a live device handle; throws INVALID_ARGUMENT for NULL, stale or foreign
+// handles (api.cpp).
+std::shared_ptr<Device> device_of(spyre_device_t device);
+
+}  // namespace spyre

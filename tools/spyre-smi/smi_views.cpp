@@ -1,0 +1,76 @@
+#include "smi_views.hpp"
+
+#include <format>
+#include <vector>
+
+#include "smi_table.hpp"
+
+namespace spyre_smi {
+
+namespace {
+
+std::string fixed(bool ok, double v) { return ok ? std::format("{:.2f}", v) : "-"; }
+
+}  // namespace
+
+std::string dmon_header() {
+    std::string h = std::format(
+        "# {:>3} {:<9} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>5}\n"
+        "# {:>3} {:<9} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>5}\n",
+        "idx", "health", "util", "mem", "ddr_rd", "ddr_wr", "h2d", "d2h", "temp", "power", "procs",
+        "", "", "%", "MiB", "MB/s", "MB/s", "MB/s", "MB/s", "C", "W", "");
+    // The units line has no unit for the last column: no trailing blanks.
+    while (h.size() > 1 && h[h.size() - 2] == ' ') h.erase(h.size() - 2, 1);
+    return h;
+}
+
+std::string dmon_lines(const Report& r) {
+    std::string out;
+    for (const auto& c : r.cards) {
+        if (!c.status) {
+            out += std::format("  {:>3} {}\n", c.index, c.error.empty() ? "N/A" : c.error);
+            continue;
+        }
+        const auto& s = *c.status;
+        const uint32_t uv = c.util ? c.util->valid : 0;
+        const spyre_mgmt_utilization u = c.util ? *c.util : spyre_mgmt_utilization{};
+        out += std::format(
+            "  {:>3} {:<9} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>5}\n", c.index,
+            spyre_health_string(static_cast<spyre_health>(s.health)),
+            fixed(uv & SPYRE_MGMT_HAS_ENGINE_BUSY, u.engine_percent), s.mem_used_bytes >> 20,
+            fixed(uv & SPYRE_MGMT_HAS_DDR_BYTES, u.ddr_read_bytes_per_s / 1e6),
+            fixed(uv & SPYRE_MGMT_HAS_DDR_BYTES, u.ddr_write_bytes_per_s / 1e6),
+            fixed(uv & SPYRE_MGMT_HAS_PCIE_BYTES, u.pcie_h2d_bytes_per_s / 1e6),
+            fixed(uv & SPYRE_MGMT_HAS_PCIE_BYTES, u.pcie_d2h_bytes_per_s / 1e6),
+            (s.valid & SPYRE_MGMT_HAS_TEMPERATURE) ? std::to_string(s.temperature_mc / 1000) : "-",
+            (s.valid & SPYRE_MGMT_HAS_POWER) ? std::format("{:.1f}", s.power_mw / 1000.0) : "-",
+            c.processes.size());
+    }
+    return out;
+}
+
+std::string format_topo(const Report& r) {
+    std::vector<std::string> head = {""};
+    for (const auto& c : r.cards) head.push_back(std::format("spyre{}", c.index));
+    head.insert(head.end(), {"PCI address", "PCIe link", "NUMA node"});
+    std::vector<Align> align(head.size(), Align::kLeft);
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& a : r.cards) {
+        std::vector<std::string> row = {std::format("spyre{}", a.index)};
+        for (const auto& b : r.cards) row.push_back(a.index == b.index ? "X" : "HOST");
+        const auto* id = a.identity ? &*a.identity : nullptr;
+        row.push_back(id ? id->pci_address : "N/A");
+        row.push_back(id && (id->valid & SPYRE_MGMT_HAS_PCIE_LINK)
+                          ? std::format("{} x{}", id->pcie_link_speed, id->pcie_link_width)
+                          : "N/A");
+        row.push_back(id && id->numa_node >= 0 ? std::to_string(id->numa_node) : "N/A");
+        rows.push_back(std::move(row));
+    }
+    return render_table(head, align, rows) +
+           "Legend:\n"
+           "  X     the card itself\n"
+           "  HOST  no peer-to-peer path: copies between the two cards go through host memory\n"
+           "        (libspyre stages them; the card model has no peer-to-peer DMA)\n";
+}
+
+}  // namespace spyre_smi
