@@ -42,6 +42,13 @@
 /* Card resets allowed within SPYRE_CARD_RESET_WINDOW; one more wedges the card. */
 #define SPYRE_CARD_RESET_BURST	5
 #define SPYRE_CARD_RESET_WINDOW	(60 * HZ)
+/*
+ * Jobs on a hardware ring at once (job credits, spyre_job.c): jobs still waiting in the
+ * scheduler can be overtaken by higher priority ones, jobs on the ring cannot.
+ */
+#define SPYRE_RING_JOBS		4
+/* Submission priorities (DRM_SPYRE_PRIORITY_*): one scheduler entity per ring for each. */
+#define SPYRE_NUM_PRIORITIES	3
 /* Per-file limits of work in flight (submitted, not yet freed); beyond them SUBMIT -EAGAIN. */
 #define SPYRE_FILE_MAX_JOBS	DRM_SPYRE_FILE_MAX_JOBS
 #define SPYRE_FILE_MAX_CMDS	DRM_SPYRE_FILE_MAX_CMDS
@@ -195,7 +202,7 @@ struct spyre_file {
 	atomic_t jobs;				/* jobs submitted and not yet freed */
 	atomic_t cmds;				/* their commands */
 	atomic_t launches;			/* their LAUNCH commands */
-	struct drm_sched_entity entities[SPYRE_NUM_RINGS_MAX];
+	struct drm_sched_entity entities[SPYRE_NUM_RINGS_MAX][SPYRE_NUM_PRIORITIES];
 	struct mutex lock;			/* protects next_job_id and history */
 	u64 next_job_id;
 	struct spyre_result *history[DRM_SPYRE_JOB_HISTORY];

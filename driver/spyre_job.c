@@ -16,6 +16,7 @@
  *
  * Copyright (C) 2025 The Spyre open stack authors
  */
+#include <linux/capability.h>
 #include <linux/dma-fence-chain.h>
 #include <linux/moduleparam.h>
 #include <linux/slab.h>
@@ -310,6 +311,20 @@ static void spyre_ring_write_job(struct spyre_ring *ring, struct spyre_job *job)
 }
 
 /* ---- scheduler back end ---- */
+
+/*
+ * Credits of a job: its ring entries plus a fixed share of the ring, so that at most
+ * SPYRE_RING_JOBS jobs are on a ring at once whatever their size (the hardware runs a ring
+ * in order: a deep ring would make a high priority job wait for everything on it), and a
+ * job of DRM_SPYRE_MAX_CMDS commands still fits.
+ */
+static u32 spyre_job_credits(struct spyre_ring *ring, u32 cmd_count)
+{
+	return cmd_count + (ring->size - 1) / SPYRE_RING_JOBS - 1;
+}
+
+static_assert(DRM_SPYRE_MAX_CMDS + (SPYRE_RING_ENTRIES - 1) / SPYRE_RING_JOBS - 1 <=
+	      SPYRE_RING_ENTRIES - 1);
 
 /*
  * First run: check, initialise the hardware fence, write the job. Re-run after a reset
@@ -659,20 +674,34 @@ void spyre_sched_fini(struct spyre_device *sdev)
 	sdev->sched_ready = false;
 }
 
+/* drm_sched priority of each DRM_SPYRE_PRIORITY_* (the uapi values index the table). */
+static const enum drm_sched_priority spyre_sched_priority[SPYRE_NUM_PRIORITIES] = {
+	[DRM_SPYRE_PRIORITY_NORMAL] = DRM_SCHED_PRIORITY_NORMAL,
+	[DRM_SPYRE_PRIORITY_LOW] = DRM_SCHED_PRIORITY_LOW,
+	[DRM_SPYRE_PRIORITY_HIGH] = DRM_SCHED_PRIORITY_HIGH,
+};
+
+/* Entities of a file: one per user ring and priority, entity n of the flattened array. */
+static struct drm_sched_entity *spyre_file_entity(struct spyre_file *sf, unsigned int n)
+{
+	return &sf->entities[n / SPYRE_NUM_PRIORITIES][n % SPYRE_NUM_PRIORITIES];
+}
+
 int spyre_job_file_open(struct spyre_file *sf)
 {
 	struct spyre_device *sdev = sf->sdev;
-	unsigned int i;
+	unsigned int n;
 	int ret;
 
-	for (i = 0; i < sdev->user_rings; i++) {
-		struct drm_gpu_scheduler *sched = &sdev->rings[i].sched;
+	for (n = 0; n < sdev->user_rings * SPYRE_NUM_PRIORITIES; n++) {
+		struct drm_gpu_scheduler *sched = &sdev->rings[n / SPYRE_NUM_PRIORITIES].sched;
 
-		ret = drm_sched_entity_init(&sf->entities[i], DRM_SCHED_PRIORITY_NORMAL,
+		ret = drm_sched_entity_init(spyre_file_entity(sf, n),
+					    spyre_sched_priority[n % SPYRE_NUM_PRIORITIES],
 					    &sched, 1, NULL);
 		if (ret) {
-			while (i--)
-				drm_sched_entity_destroy(&sf->entities[i]);
+			while (n--)
+				drm_sched_entity_destroy(spyre_file_entity(sf, n));
 			return ret;
 		}
 	}
@@ -683,8 +712,8 @@ void spyre_job_file_close(struct spyre_file *sf)
 {
 	unsigned int i;
 
-	for (i = 0; i < sf->sdev->user_rings; i++)
-		drm_sched_entity_destroy(&sf->entities[i]);
+	for (i = 0; i < sf->sdev->user_rings * SPYRE_NUM_PRIORITIES; i++)
+		drm_sched_entity_destroy(spyre_file_entity(sf, i));
 	for (i = 0; i < DRM_SPYRE_JOB_HISTORY; i++)
 		spyre_result_put(sf->history[i]);
 }
@@ -841,7 +870,7 @@ static int spyre_job_add_in_syncs(struct spyre_job *job, struct drm_file *file,
 
 static int spyre_submit_check_args(struct spyre_device *sdev, const struct drm_spyre_submit *a)
 {
-	if (a->flags || a->pad)
+	if (a->flags || a->priority >= SPYRE_NUM_PRIORITIES)
 		return -EINVAL;
 	if (a->ring >= sdev->user_rings)
 		return -EINVAL;
@@ -856,6 +885,9 @@ static int spyre_submit_check_args(struct spyre_device *sdev, const struct drm_s
 		return -EINVAL;
 	if (!a->out_sync && a->out_point)
 		return -EINVAL;
+	/* Like a negative nice value: only for the privileged. */
+	if (a->priority == DRM_SPYRE_PRIORITY_HIGH && !capable(CAP_SYS_NICE))
+		return -EPERM;
 	return 0;
 }
 
@@ -928,8 +960,8 @@ int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file
 		}
 	}
 
-	ret = drm_sched_job_init(&job->base, &sf->entities[args->ring], job->cmd_count, sf,
-				 file->client_id);
+	ret = drm_sched_job_init(&job->base, &sf->entities[args->ring][args->priority],
+				 spyre_job_credits(job->ring, job->cmd_count), sf, file->client_id);
 	if (ret)
 		goto err_free;
 	ret = spyre_job_add_in_syncs(job, file, args);
@@ -1016,7 +1048,8 @@ int spyre_job_clear_bo(struct spyre_device *sdev, struct spyre_bo *bo)
 	cmd->dma.size = bo->shmem.base.size;
 	job->cmd_count = 1;
 
-	ret = drm_sched_job_init(&job->base, &sdev->kernel_entity, 1, sdev, 0);
+	ret = drm_sched_job_init(&job->base, &sdev->kernel_entity,
+				 spyre_job_credits(job->ring, 1), sdev, 0);
 	if (ret)
 		goto err_free;
 
