@@ -27,6 +27,7 @@
 #include <drm/drm_utils.h>
 
 #include "spyre_drv.h"
+#include "spyre_trace.h"
 
 /*
  * Smallest element sizes SUBMIT accepts: the sizes of the first published (v1) structs,
@@ -42,29 +43,6 @@ static_assert(sizeof(struct drm_spyre_sync) >= SPYRE_SYNC_SIZE_MIN);
 static unsigned int spyre_job_timeout_ms = SPYRE_JOB_TIMEOUT_MS;
 module_param_named(job_timeout_ms, spyre_job_timeout_ms, uint, 0444);
 MODULE_PARM_DESC(job_timeout_ms, "time a job may run before its ring is reset (default 30000)");
-
-struct spyre_job {
-	struct drm_sched_job base;
-	struct spyre_device *sdev;
-	struct spyre_ring *ring;
-	struct spyre_file *sf;		/* submitter (a reference); NULL for kernel jobs */
-	struct spyre_result *res;
-
-	struct spyre_hw_cmd *cmds;
-	u32 cmd_count;
-	u32 launch_count;
-	u32 charged_cmds;		/* counted in sf->cmds */
-	u32 charged_launches;		/* counted in sf->launches */
-	struct drm_gem_object **bos;
-	u32 bo_count;
-	struct list_head launches;	/* struct spyre_launch of its LAUNCH commands */
-
-	struct dma_fence *hw_fence;	/* allocated at submit, initialised by the first run_job */
-	bool hw_fence_live;
-	bool kernel;			/* driver-internal job: not counted in telemetry */
-	u64 first;			/* ring sequence number of the first command (last run) */
-	struct list_head node;		/* in ring->active while on the hardware */
-};
 
 static inline struct spyre_job *to_spyre_job(struct drm_sched_job *job)
 {
@@ -207,6 +185,7 @@ static void spyre_job_complete(struct spyre_ring *ring, struct spyre_job *job)
 			atomic64_inc(&sdev->jobs_failed);
 	}
 	list_del_init(&job->node);
+	trace_spyre_job_complete(job);
 	dma_fence_signal(job->hw_fence);
 }
 
@@ -229,6 +208,7 @@ static void spyre_job_fail(struct spyre_job *job, u32 status, int error)
 	if (status == DRM_SPYRE_JOB_TIMEOUT)
 		atomic64_inc(&sdev->jobs_timed_out);
 	list_del_init(&job->node);
+	trace_spyre_job_complete(job);
 	dma_fence_signal(job->hw_fence);
 }
 
@@ -368,6 +348,7 @@ static struct dma_fence *spyre_run_job(struct drm_sched_job *sched_job)
 		atomic64_inc(&sdev->jobs_rerun);
 	}
 	spyre_ring_write_job(ring, job);
+	trace_spyre_job_run(job);
 	spin_unlock(&ring->lock);
 
 	drm_dev_exit(idx);
@@ -471,11 +452,13 @@ static void spyre_card_reset(struct spyre_device *sdev, struct spyre_job *bad, b
 		for (i = 0; i < sdev->num_rings; i++)
 			spyre_ring_fail_all(&sdev->rings[i], bad, -EIO);
 		spyre_wedge(sdev);
+		trace_spyre_reset(sdev, bad ? bad->ring->idx : -1, "wedged");
 		return;
 	}
 	WRITE_ONCE(sdev->wedged, false);
 	spyre_hw_enable_interrupts(sdev);
 	atomic_inc(&sdev->card_resets);
+	trace_spyre_reset(sdev, bad ? bad->ring->idx : -1, "card");
 }
 
 static void spyre_sched_stop_all(struct spyre_device *sdev, struct drm_gpu_scheduler *except)
@@ -510,6 +493,8 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	struct drm_gpu_scheduler *sched = sched_job->sched;
 	struct spyre_ring *ring = job->ring;
 	struct spyre_device *sdev = job->sdev;
+	struct spyre_dump dump;
+	const char *recovery;
 	ktime_t start;
 	u32 us;
 	int idx;
@@ -528,6 +513,9 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	}
 
 	start = ktime_get();
+	trace_spyre_job_timeout(job);
+	/* The dump shows the card as the hang left it: captured before anything is reset. */
+	spyre_coredump_capture(&dump, job);
 	WRITE_ONCE(sdev->recovering, true);
 	drm_sched_stop(sched, sched_job);
 	if (!READ_ONCE(sdev->wedged) && spyre_hw_ring_abort(ring) &&
@@ -535,6 +523,8 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 		drm_warn(&sdev->drm, "job %llu on ring %u timed out; ring reset\n",
 			 job->res->job_id, ring->idx);
 		atomic_inc(&sdev->ring_resets);
+		trace_spyre_reset(sdev, ring->idx, "ring");
+		recovery = "ring reset";
 		drm_sched_resubmit_jobs(sched);
 		drm_sched_start(sched);
 	} else {
@@ -542,6 +532,7 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 			 job->res->job_id, ring->idx);
 		spyre_sched_stop_all(sdev, sched);
 		spyre_card_reset(sdev, job, false);
+		recovery = READ_ONCE(sdev->wedged) ? "wedged" : "card reset";
 		spyre_sched_restart_all(sdev);
 	}
 	WRITE_ONCE(sdev->recovering, false);
@@ -549,6 +540,7 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	sdev->last_recovery_us = us;
 	sdev->max_recovery_us = max(sdev->max_recovery_us, us);
 	mutex_unlock(&sdev->reset_lock);
+	spyre_coredump_emit(&dump, sdev, recovery);
 	drm_dev_exit(idx);
 	return DRM_GPU_SCHED_STAT_NOMINAL;
 
@@ -915,6 +907,7 @@ int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file
 		return -ENOMEM;
 	job->sdev = sdev;
 	job->ring = &sdev->rings[args->ring];
+	job->priority = args->priority;
 	INIT_LIST_HEAD(&job->node);
 	INIT_LIST_HEAD(&job->launches);
 
@@ -979,6 +972,7 @@ int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file
 	sf->history[slot] = job->res;
 	args->job_id = job->res->job_id;
 	atomic64_inc(&sdev->jobs_submitted);
+	trace_spyre_job_submit(job);
 	drm_sched_entity_push_job(&job->base);
 	mutex_unlock(&sf->lock);
 	spyre_result_put(old);
@@ -1056,6 +1050,7 @@ int spyre_job_clear_bo(struct spyre_device *sdev, struct spyre_bo *bo)
 	mutex_lock(&sdev->kernel_lock);
 	drm_sched_job_arm(&job->base);
 	done = dma_fence_get(&job->base.s_fence->finished);
+	trace_spyre_job_submit(job);
 	drm_sched_entity_push_job(&job->base);
 	mutex_unlock(&sdev->kernel_lock);
 	bo->clear_fence = done;

@@ -1352,6 +1352,48 @@ TEST_F_TIMEOUT(card, fair_progress_between_files, 120)
 	EXPECT_GE(done[1] * 3, done[0]);
 }
 
+/* ---- tracepoints (Documentation/driver.md "Tracepoints", root only) ---- */
+
+/* A job's events appear in order with its client and job ids: submit, run, complete. */
+TEST_F(card, tracepoints_of_a_job)
+{
+	long sub, run, done;
+	uint64_t job, client;
+	char *trace;
+	int ret;
+
+	if (geteuid())
+		SKIP(return, "needs root (tracefs)");
+	client = client_id(self->fd);
+	ASSERT_NE(0, client);
+	ret = spyre_trace_enable(1);
+	if (ret == -ENOENT)
+		SKIP(return, "kernel without tracepoints (no %s/events/spyre)", TRACEFS);
+	ASSERT_EQ(0, ret);
+	ASSERT_EQ(0, nop_job(self->fd, 0, &job));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	ASSERT_EQ(0, spyre_trace_enable(0));
+	trace = read_all(TRACEFS "/trace");
+	ASSERT_NE(NULL, trace);
+	sub = trace_find(trace, 0, "spyre_job_submit", client, job);
+	ASSERT_GE(sub, 0) TH_LOG("no submit event of client %llu job %llu in:\n%s",
+				 (unsigned long long)client, (unsigned long long)job, trace);
+	run = trace_find(trace, sub, "spyre_job_run", client, job);
+	ASSERT_GT(run, sub);
+	done = trace_find(trace, run, "spyre_job_complete", client, job);
+	ASSERT_GT(done, run);
+	EXPECT_EQ(0, trace_field(trace, sub, "ring="));
+	EXPECT_EQ(1, trace_field(trace, sub, "cmds="));
+	EXPECT_EQ(0, trace_field(trace, sub, "seqno="));
+	EXPECT_GT(trace_field(trace, run, "seqno="), 0);
+	EXPECT_EQ(trace_field(trace, run, "seqno="), trace_field(trace, done, "seqno="));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, trace_field(trace, done, "status="));
+	/* nothing of it before its submit, nor twice */
+	EXPECT_EQ(-1, trace_find(trace, done + 1, "spyre_job_complete", client, job));
+	EXPECT_EQ(-1, trace_find(trace, 0, "spyre_job_timeout", client, job));
+	free(trace);
+}
+
 /* ---- device errors (fault injection through BAR0, root only) ---- */
 
 TEST_F(card, device_error_reported)
