@@ -1179,7 +1179,7 @@ struct load {
 	int fd;
 	uint32_t a, b;
 	size_t len;
-	uint64_t last;
+	uint64_t first, last;
 };
 
 static int load_init(struct load *l, size_t len)
@@ -1199,8 +1199,12 @@ static int load_submit(struct load *l, uint32_t prio, int jobs)
 	struct drm_spyre_cmd c = copy_cmd(l->a, 0, l->b, 0, l->len);
 	int ret = 0;
 
-	while (jobs-- && !ret)
+	l->first = 0;
+	while (jobs-- && !ret) {
 		ret = submit_prio(l->fd, &c, prio, &l->last);
+		if (!l->first)
+			l->first = l->last;
+	}
 	return ret;
 }
 
@@ -1231,18 +1235,23 @@ static int64_t nop_latency(int fd, uint32_t prio)
 #define PRIO_LONG_JOB_NS	(20 * 1000000LL)
 /*
  * Bound on the latency of a high priority NOP while the ring is saturated: the jobs already
- * on the ring (at most 4) and the one the card runs, with margin for a loaded TCG host,
- * in long-job times, plus a fixed margin. Documented in Documentation/uapi.md.
+ * on the ring (at most 4, one of them running) take up to 4 long-job times; the bound
+ * allows 16 (a loaded TCG host stretches them unevenly) plus a fixed margin. Ignoring
+ * priorities gives PRIO_LOAD_JOBS - 1 long-job times. Documented in Documentation/uapi.md.
  */
-#define PRIO_BOUND_JOBS		10
+#define PRIO_BOUND_JOBS		16
 #define PRIO_BOUND_FIXED_NS	(100 * 1000000LL)
 
-/* Submit the load at load_prio, then time a NOP of fd at prio; the load must succeed. */
+/*
+ * Submit the load at load_prio and wait for its first job: then the ring is full of load
+ * jobs (one running) and the rest queued. Time a NOP of fd at prio; the load must succeed.
+ */
 static int64_t loaded_latency(struct load *l, uint32_t load_prio, int fd, uint32_t prio)
 {
 	int64_t t;
 
-	if (load_submit(l, load_prio, PRIO_LOAD_JOBS))
+	if (load_submit(l, load_prio, PRIO_LOAD_JOBS) ||
+	    job_status(l->fd, l->first) != DRM_SPYRE_JOB_OK)
 		return -1;
 	t = nop_latency(fd, prio);
 	return load_wait(l) == DRM_SPYRE_JOB_OK ? t : -1;
