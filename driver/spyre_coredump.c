@@ -87,7 +87,8 @@ static void spyre_dump_job(struct spyre_dump *d, struct spyre_job *job)
 	spyre_dump_printf(d, "guilty.client_id: %llu\n", sf ? sf->client_id : 0);
 	spyre_dump_printf(d, "guilty.ring: %u\n", job->ring->idx);
 	spyre_dump_printf(d, "guilty.job_id: %llu\n", job->res->job_id);
-	spyre_dump_printf(d, "guilty.priority: %s\n", spyre_dump_priority[job->priority]);
+	spyre_dump_printf(d, "guilty.priority: %s\n",
+			  job->kernel ? "kernel" : spyre_dump_priority[job->priority]);
 	spyre_dump_printf(d, "guilty.seqno: %llu\n", job->first + 1);
 	spyre_dump_printf(d, "guilty.cmd_count: %u\n", job->cmd_count);
 	/* The commands as the card got them: seqno stamped, IRQ on the last one. */
