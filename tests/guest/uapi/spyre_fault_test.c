@@ -558,7 +558,7 @@ static int devcd_of(const char *bdf, char *path, size_t len)
 /* Free the coredump at @path (any write to its data does); 0 once it is gone. */
 static int devcd_free(const char *path)
 {
-	char data[PATH_MAX];
+	char data[PATH_MAX + 8];
 	struct stat st;
 	int i;
 
@@ -615,7 +615,7 @@ static long long dump_num(const char *dump, const char *key)
  */
 TEST_F_TIMEOUT(fault, hang_devcoredump, 60)
 {
-	char bdf[64], path[PATH_MAX], data[PATH_MAX], v[256], key[32];
+	char bdf[64], path[PATH_MAX], data[PATH_MAX + 8], v[256], key[48];
 	uint64_t job, client;
 	int64_t deadline;
 	struct stat st;
@@ -686,9 +686,7 @@ TEST_F_TIMEOUT(fault, hang_tracepoints, 60)
 	char *trace;
 	int ret;
 
-	client = client_id(self->fd);
-	ASSERT_NE(0, client);
-	ret = spyre_trace_enable(1);
+	ret = trace_begin(self->fd, &client);
 	if (ret == -ENOENT)
 		SKIP(return, "kernel without tracepoints (no %s/events/spyre)", TRACEFS);
 	ASSERT_EQ(0, ret);

@@ -449,6 +449,16 @@ static uint64_t client_id(int fd)
 	return id;
 }
 
+/*
+ * Trace the jobs of the file fd: every spyre event on, the buffer emptied, fd's client id
+ * in *client. -ENOENT: the kernel has no spyre tracepoints (no tracing).
+ */
+static int trace_begin(int fd, uint64_t *client)
+{
+	*client = client_id(fd);
+	return *client ? spyre_trace_enable(1) : -EBADF;
+}
+
 /* ---- engine programs ---- */
 
 /* Program encoding (Documentation/isa.md). */

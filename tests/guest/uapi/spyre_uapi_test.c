@@ -1420,9 +1420,7 @@ TEST_F(card, tracepoints_of_a_job)
 
 	if (geteuid())
 		SKIP(return, "needs root (tracefs)");
-	client = client_id(self->fd);
-	ASSERT_NE(0, client);
-	ret = spyre_trace_enable(1);
+	ret = trace_begin(self->fd, &client);
 	if (ret == -ENOENT)
 		SKIP(return, "kernel without tracepoints (no %s/events/spyre)", TRACEFS);
 	ASSERT_EQ(0, ret);
