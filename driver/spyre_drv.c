@@ -32,6 +32,9 @@ static int spyre_open(struct drm_device *drm, struct drm_file *file)
 	}
 	kref_init(&sf->ref);
 	sf->sdev = to_spyre_dev(drm);
+	sf->pid = task_tgid_nr(current);
+	get_task_comm(sf->comm, current);
+	sf->client_id = file->client_id;
 	mutex_init(&sf->lock);
 	ret = spyre_job_file_open(sf);
 	if (ret) {

@@ -14,6 +14,7 @@
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/pci.h>
+#include <linux/sched.h>
 #include <linux/spinlock.h>
 
 #include <drm/drm_device.h>
@@ -42,6 +43,13 @@
 /* Card resets allowed within SPYRE_CARD_RESET_WINDOW; one more wedges the card. */
 #define SPYRE_CARD_RESET_BURST	5
 #define SPYRE_CARD_RESET_WINDOW	(60 * HZ)
+/*
+ * Jobs on a hardware ring at once (job credits, spyre_job.c): jobs still waiting in the
+ * scheduler can be overtaken by higher priority ones, jobs on the ring cannot.
+ */
+#define SPYRE_RING_JOBS		4
+/* Submission priorities (DRM_SPYRE_PRIORITY_*): one scheduler entity per ring for each. */
+#define SPYRE_NUM_PRIORITIES	3
 /* Per-file limits of work in flight (submitted, not yet freed); beyond them SUBMIT -EAGAIN. */
 #define SPYRE_FILE_MAX_JOBS	DRM_SPYRE_FILE_MAX_JOBS
 #define SPYRE_FILE_MAX_CMDS	DRM_SPYRE_FILE_MAX_CMDS
@@ -190,15 +198,44 @@ enum spyre_engine {
 struct spyre_file {
 	struct kref ref;
 	struct spyre_device *sdev;
+	/* Who opened it, for device coredumps and tracepoints. */
+	pid_t pid;
+	char comm[TASK_COMM_LEN];
+	u64 client_id;				/* drm_file.client_id (fdinfo drm-client-id) */
 	/* Modeled cycles of the file's completed commands, per engine (fdinfo). */
 	atomic64_t engine_cycles[SPYRE_ENGINE_COUNT];
 	atomic_t jobs;				/* jobs submitted and not yet freed */
 	atomic_t cmds;				/* their commands */
 	atomic_t launches;			/* their LAUNCH commands */
-	struct drm_sched_entity entities[SPYRE_NUM_RINGS_MAX];
+	struct drm_sched_entity entities[SPYRE_NUM_RINGS_MAX][SPYRE_NUM_PRIORITIES];
 	struct mutex lock;			/* protects next_job_id and history */
 	u64 next_job_id;
 	struct spyre_result *history[DRM_SPYRE_JOB_HISTORY];
+};
+
+/* A job: hardware commands prepared at SUBMIT, run by a ring's scheduler (spyre_job.c). */
+struct spyre_job {
+	struct drm_sched_job base;
+	struct spyre_device *sdev;
+	struct spyre_ring *ring;
+	struct spyre_file *sf;		/* submitter (a reference); NULL for kernel jobs */
+	struct spyre_result *res;
+	u32 priority;			/* DRM_SPYRE_PRIORITY_* */
+
+	struct spyre_hw_cmd *cmds;
+	u32 cmd_count;
+	u32 launch_count;
+	u32 charged_cmds;		/* counted in sf->cmds */
+	u32 charged_launches;		/* counted in sf->launches */
+	struct drm_gem_object **bos;
+	u32 bo_count;
+	struct list_head launches;	/* struct spyre_launch of its LAUNCH commands */
+
+	struct dma_fence *hw_fence;	/* allocated at submit, initialised by the first run_job */
+	bool hw_fence_live;
+	bool kernel;			/* driver-internal job: not counted in telemetry */
+	u64 first;			/* ring sequence number of the first command (last run) */
+	struct list_head node;		/* in ring->active while on the hardware */
 };
 
 /* Buffer object. DEVICE BOs use only shmem.base; HOST BOs are shmem objects. */
@@ -314,6 +351,16 @@ int spyre_launch_prepare(struct spyre_device *sdev, struct drm_file *file,
 			 struct spyre_launch **out);
 void spyre_launch_complete(struct spyre_launch *l, const struct spyre_hw_cpl *cpl);
 void spyre_launch_free(struct spyre_device *sdev, struct spyre_launch *l);
+
+/* spyre_coredump.c: the text of a device coredump, captured before a recovery. */
+struct spyre_dump {
+	char *buf;				/* vmalloc; NULL if the capture failed */
+	size_t size;
+	size_t len;
+};
+
+void spyre_coredump_capture(struct spyre_dump *d, struct spyre_job *guilty);
+void spyre_coredump_emit(struct spyre_dump *d, struct spyre_device *sdev, const char *recovery);
 
 /* spyre_debugfs.c */
 #ifdef CONFIG_DEBUG_FS

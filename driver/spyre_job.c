@@ -16,6 +16,7 @@
  *
  * Copyright (C) 2025 The Spyre open stack authors
  */
+#include <linux/capability.h>
 #include <linux/dma-fence-chain.h>
 #include <linux/moduleparam.h>
 #include <linux/slab.h>
@@ -26,6 +27,7 @@
 #include <drm/drm_utils.h>
 
 #include "spyre_drv.h"
+#include "spyre_trace.h"
 
 /*
  * Smallest element sizes SUBMIT accepts: the sizes of the first published (v1) structs,
@@ -41,29 +43,6 @@ static_assert(sizeof(struct drm_spyre_sync) >= SPYRE_SYNC_SIZE_MIN);
 static unsigned int spyre_job_timeout_ms = SPYRE_JOB_TIMEOUT_MS;
 module_param_named(job_timeout_ms, spyre_job_timeout_ms, uint, 0444);
 MODULE_PARM_DESC(job_timeout_ms, "time a job may run before its ring is reset (default 30000)");
-
-struct spyre_job {
-	struct drm_sched_job base;
-	struct spyre_device *sdev;
-	struct spyre_ring *ring;
-	struct spyre_file *sf;		/* submitter (a reference); NULL for kernel jobs */
-	struct spyre_result *res;
-
-	struct spyre_hw_cmd *cmds;
-	u32 cmd_count;
-	u32 launch_count;
-	u32 charged_cmds;		/* counted in sf->cmds */
-	u32 charged_launches;		/* counted in sf->launches */
-	struct drm_gem_object **bos;
-	u32 bo_count;
-	struct list_head launches;	/* struct spyre_launch of its LAUNCH commands */
-
-	struct dma_fence *hw_fence;	/* allocated at submit, initialised by the first run_job */
-	bool hw_fence_live;
-	bool kernel;			/* driver-internal job: not counted in telemetry */
-	u64 first;			/* ring sequence number of the first command (last run) */
-	struct list_head node;		/* in ring->active while on the hardware */
-};
 
 static inline struct spyre_job *to_spyre_job(struct drm_sched_job *job)
 {
@@ -206,6 +185,7 @@ static void spyre_job_complete(struct spyre_ring *ring, struct spyre_job *job)
 			atomic64_inc(&sdev->jobs_failed);
 	}
 	list_del_init(&job->node);
+	trace_spyre_job_complete(job);
 	dma_fence_signal(job->hw_fence);
 }
 
@@ -228,6 +208,7 @@ static void spyre_job_fail(struct spyre_job *job, u32 status, int error)
 	if (status == DRM_SPYRE_JOB_TIMEOUT)
 		atomic64_inc(&sdev->jobs_timed_out);
 	list_del_init(&job->node);
+	trace_spyre_job_complete(job);
 	dma_fence_signal(job->hw_fence);
 }
 
@@ -312,6 +293,20 @@ static void spyre_ring_write_job(struct spyre_ring *ring, struct spyre_job *job)
 /* ---- scheduler back end ---- */
 
 /*
+ * Credits of a job: its ring entries plus a fixed share of the ring, so that at most
+ * SPYRE_RING_JOBS jobs are on a ring at once whatever their size (the hardware runs a ring
+ * in order: a deep ring would make a high priority job wait for everything on it), and a
+ * job of DRM_SPYRE_MAX_CMDS commands still fits.
+ */
+static u32 spyre_job_credits(struct spyre_ring *ring, u32 cmd_count)
+{
+	return cmd_count + (ring->size - 1) / SPYRE_RING_JOBS - 1;
+}
+
+static_assert(DRM_SPYRE_MAX_CMDS + (SPYRE_RING_ENTRIES - 1) / SPYRE_RING_JOBS - 1 <=
+	      SPYRE_RING_ENTRIES - 1);
+
+/*
  * First run: check, initialise the hardware fence, write the job. Re-run after a reset
  * (drm_sched_resubmit_jobs()): a job whose fence has signalled meanwhile (it completed, or
  * it was the guilty one) returns it; the others are written to the ring again.
@@ -353,6 +348,7 @@ static struct dma_fence *spyre_run_job(struct drm_sched_job *sched_job)
 		atomic64_inc(&sdev->jobs_rerun);
 	}
 	spyre_ring_write_job(ring, job);
+	trace_spyre_job_run(job);
 	spin_unlock(&ring->lock);
 
 	drm_dev_exit(idx);
@@ -456,11 +452,13 @@ static void spyre_card_reset(struct spyre_device *sdev, struct spyre_job *bad, b
 		for (i = 0; i < sdev->num_rings; i++)
 			spyre_ring_fail_all(&sdev->rings[i], bad, -EIO);
 		spyre_wedge(sdev);
+		trace_spyre_reset(sdev, bad ? bad->ring->idx : -1, "wedged");
 		return;
 	}
 	WRITE_ONCE(sdev->wedged, false);
 	spyre_hw_enable_interrupts(sdev);
 	atomic_inc(&sdev->card_resets);
+	trace_spyre_reset(sdev, bad ? bad->ring->idx : -1, "card");
 }
 
 static void spyre_sched_stop_all(struct spyre_device *sdev, struct drm_gpu_scheduler *except)
@@ -495,6 +493,8 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	struct drm_gpu_scheduler *sched = sched_job->sched;
 	struct spyre_ring *ring = job->ring;
 	struct spyre_device *sdev = job->sdev;
+	struct spyre_dump dump;
+	const char *recovery;
 	ktime_t start;
 	u32 us;
 	int idx;
@@ -513,6 +513,9 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	}
 
 	start = ktime_get();
+	trace_spyre_job_timeout(job);
+	/* The dump shows the card as the hang left it: captured before anything is reset. */
+	spyre_coredump_capture(&dump, job);
 	WRITE_ONCE(sdev->recovering, true);
 	drm_sched_stop(sched, sched_job);
 	if (!READ_ONCE(sdev->wedged) && spyre_hw_ring_abort(ring) &&
@@ -520,6 +523,8 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 		drm_warn(&sdev->drm, "job %llu on ring %u timed out; ring reset\n",
 			 job->res->job_id, ring->idx);
 		atomic_inc(&sdev->ring_resets);
+		trace_spyre_reset(sdev, ring->idx, "ring");
+		recovery = "ring reset";
 		drm_sched_resubmit_jobs(sched);
 		drm_sched_start(sched);
 	} else {
@@ -527,6 +532,7 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 			 job->res->job_id, ring->idx);
 		spyre_sched_stop_all(sdev, sched);
 		spyre_card_reset(sdev, job, false);
+		recovery = READ_ONCE(sdev->wedged) ? "wedged" : "card reset";
 		spyre_sched_restart_all(sdev);
 	}
 	WRITE_ONCE(sdev->recovering, false);
@@ -534,6 +540,7 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	sdev->last_recovery_us = us;
 	sdev->max_recovery_us = max(sdev->max_recovery_us, us);
 	mutex_unlock(&sdev->reset_lock);
+	spyre_coredump_emit(&dump, sdev, recovery);
 	drm_dev_exit(idx);
 	return DRM_GPU_SCHED_STAT_NOMINAL;
 
@@ -659,20 +666,34 @@ void spyre_sched_fini(struct spyre_device *sdev)
 	sdev->sched_ready = false;
 }
 
+/* drm_sched priority of each DRM_SPYRE_PRIORITY_* (the uapi values index the table). */
+static const enum drm_sched_priority spyre_sched_priority[SPYRE_NUM_PRIORITIES] = {
+	[DRM_SPYRE_PRIORITY_NORMAL] = DRM_SCHED_PRIORITY_NORMAL,
+	[DRM_SPYRE_PRIORITY_LOW] = DRM_SCHED_PRIORITY_LOW,
+	[DRM_SPYRE_PRIORITY_HIGH] = DRM_SCHED_PRIORITY_HIGH,
+};
+
+/* Entities of a file: one per user ring and priority, entity n of the flattened array. */
+static struct drm_sched_entity *spyre_file_entity(struct spyre_file *sf, unsigned int n)
+{
+	return &sf->entities[n / SPYRE_NUM_PRIORITIES][n % SPYRE_NUM_PRIORITIES];
+}
+
 int spyre_job_file_open(struct spyre_file *sf)
 {
 	struct spyre_device *sdev = sf->sdev;
-	unsigned int i;
+	unsigned int n;
 	int ret;
 
-	for (i = 0; i < sdev->user_rings; i++) {
-		struct drm_gpu_scheduler *sched = &sdev->rings[i].sched;
+	for (n = 0; n < sdev->user_rings * SPYRE_NUM_PRIORITIES; n++) {
+		struct drm_gpu_scheduler *sched = &sdev->rings[n / SPYRE_NUM_PRIORITIES].sched;
 
-		ret = drm_sched_entity_init(&sf->entities[i], DRM_SCHED_PRIORITY_NORMAL,
+		ret = drm_sched_entity_init(spyre_file_entity(sf, n),
+					    spyre_sched_priority[n % SPYRE_NUM_PRIORITIES],
 					    &sched, 1, NULL);
 		if (ret) {
-			while (i--)
-				drm_sched_entity_destroy(&sf->entities[i]);
+			while (n--)
+				drm_sched_entity_destroy(spyre_file_entity(sf, n));
 			return ret;
 		}
 	}
@@ -683,8 +704,8 @@ void spyre_job_file_close(struct spyre_file *sf)
 {
 	unsigned int i;
 
-	for (i = 0; i < sf->sdev->user_rings; i++)
-		drm_sched_entity_destroy(&sf->entities[i]);
+	for (i = 0; i < sf->sdev->user_rings * SPYRE_NUM_PRIORITIES; i++)
+		drm_sched_entity_destroy(spyre_file_entity(sf, i));
 	for (i = 0; i < DRM_SPYRE_JOB_HISTORY; i++)
 		spyre_result_put(sf->history[i]);
 }
@@ -897,7 +918,7 @@ static int spyre_job_add_in_syncs(struct spyre_job *job, struct drm_file *file,
 
 static int spyre_submit_check_args(struct spyre_device *sdev, const struct drm_spyre_submit *a)
 {
-	if (a->flags || a->pad)
+	if (a->flags || a->priority >= SPYRE_NUM_PRIORITIES)
 		return -EINVAL;
 	if (a->ring >= sdev->user_rings)
 		return -EINVAL;
@@ -912,6 +933,9 @@ static int spyre_submit_check_args(struct spyre_device *sdev, const struct drm_s
 		return -EINVAL;
 	if (!a->out_sync && a->out_point)
 		return -EINVAL;
+	/* Like a negative nice value: only for the privileged. */
+	if (a->priority == DRM_SPYRE_PRIORITY_HIGH && !capable(CAP_SYS_NICE))
+		return -EPERM;
 	return 0;
 }
 
@@ -939,6 +963,7 @@ int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file
 		return -ENOMEM;
 	job->sdev = sdev;
 	job->ring = &sdev->rings[args->ring];
+	job->priority = args->priority;
 	INIT_LIST_HEAD(&job->node);
 	INIT_LIST_HEAD(&job->launches);
 
@@ -984,8 +1009,8 @@ int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file
 		}
 	}
 
-	ret = drm_sched_job_init(&job->base, &sf->entities[args->ring], job->cmd_count, sf,
-				 file->client_id);
+	ret = drm_sched_job_init(&job->base, &sf->entities[args->ring][args->priority],
+				 spyre_job_credits(job->ring, job->cmd_count), sf, file->client_id);
 	if (ret)
 		goto err_free;
 	ret = spyre_job_add_in_syncs(job, file, args);
@@ -1003,6 +1028,7 @@ int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file
 	sf->history[slot] = job->res;
 	args->job_id = job->res->job_id;
 	atomic64_inc(&sdev->jobs_submitted);
+	trace_spyre_job_submit(job);
 	drm_sched_entity_push_job(&job->base);
 	mutex_unlock(&sf->lock);
 	spyre_result_put(old);
@@ -1072,13 +1098,15 @@ int spyre_job_clear_bo(struct spyre_device *sdev, struct spyre_bo *bo)
 	cmd->dma.size = bo->shmem.base.size;
 	job->cmd_count = 1;
 
-	ret = drm_sched_job_init(&job->base, &sdev->kernel_entity, 1, sdev, 0);
+	ret = drm_sched_job_init(&job->base, &sdev->kernel_entity,
+				 spyre_job_credits(job->ring, 1), sdev, 0);
 	if (ret)
 		goto err_free;
 
 	mutex_lock(&sdev->kernel_lock);
 	drm_sched_job_arm(&job->base);
 	done = dma_fence_get(&job->base.s_fence->finished);
+	trace_spyre_job_submit(job);
 	drm_sched_entity_push_job(&job->base);
 	mutex_unlock(&sdev->kernel_lock);
 	bo->clear_fence = done;

@@ -46,7 +46,9 @@ static void spyre_kunit_submit_args(struct kunit *test)
 	b.flags = 1;
 	KUNIT_EXPECT_EQ(test, spyre_submit_check_args(sdev, &b), -EINVAL);
 	b = a;
-	b.pad = 1;
+	b.priority = DRM_SPYRE_PRIORITY_LOW;
+	KUNIT_EXPECT_EQ(test, spyre_submit_check_args(sdev, &b), 0);
+	b.priority = DRM_SPYRE_PRIORITY_HIGH + 1;
 	KUNIT_EXPECT_EQ(test, spyre_submit_check_args(sdev, &b), -EINVAL);
 	b = a;
 	b.cmd_count = 0;
@@ -117,11 +119,28 @@ static void spyre_kunit_card_reset_rate(struct kunit *test)
 	KUNIT_EXPECT_TRUE(test, spyre_card_reset_allowed(sdev));
 }
 
+/* At most SPYRE_RING_JOBS jobs on a ring, and the largest job still fits. */
+static void spyre_kunit_job_credits(struct kunit *test)
+{
+	struct spyre_ring *ring = kunit_kzalloc(test, sizeof(*ring), GFP_KERNEL);
+	u32 limit;
+
+	KUNIT_ASSERT_NOT_NULL(test, ring);
+	ring->size = SPYRE_RING_ENTRIES;
+	limit = ring->size - 1;		/* the scheduler's credit limit */
+	KUNIT_EXPECT_LE(test, SPYRE_RING_JOBS * spyre_job_credits(ring, 1), limit);
+	KUNIT_EXPECT_GT(test, (SPYRE_RING_JOBS + 1) * spyre_job_credits(ring, 1), limit);
+	KUNIT_EXPECT_LE(test, spyre_job_credits(ring, DRM_SPYRE_MAX_CMDS), limit);
+	/* credits never undercount ring entries */
+	KUNIT_EXPECT_GE(test, spyre_job_credits(ring, DRM_SPYRE_MAX_CMDS), DRM_SPYRE_MAX_CMDS);
+}
+
 static struct kunit_case spyre_job_kunit_cases[] = {
 	KUNIT_CASE(spyre_kunit_elem_size),
 	KUNIT_CASE(spyre_kunit_submit_args),
 	KUNIT_CASE(spyre_kunit_ring_entry),
 	KUNIT_CASE(spyre_kunit_card_reset_rate),
+	KUNIT_CASE(spyre_kunit_job_credits),
 	{}
 };
 

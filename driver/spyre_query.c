@@ -22,7 +22,8 @@ static void spyre_query_device_info(struct spyre_device *sdev, struct drm_spyre_
 	di->stick_bytes = sdev->stick_bytes;
 	di->clock_mhz = sdev->clock_mhz;
 	di->devmem_bytes = sdev->devmem_size;
-	di->caps = DRM_SPYRE_CAP_DMA_COPY | DRM_SPYRE_CAP_HOST_BO | DRM_SPYRE_CAP_TIMELINE;
+	di->caps = DRM_SPYRE_CAP_DMA_COPY | DRM_SPYRE_CAP_HOST_BO | DRM_SPYRE_CAP_TIMELINE |
+		   DRM_SPYRE_CAP_PRIORITY;
 	if (sdev->caps & SPYRE_CAP_TELEMETRY)
 		di->caps |= DRM_SPYRE_CAP_TELEMETRY;
 	if (sdev->caps & SPYRE_CAP_LAUNCH)

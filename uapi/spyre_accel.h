@@ -58,6 +58,7 @@ struct drm_spyre_query {
 #define DRM_SPYRE_CAP_TIMELINE		(1ull << 2)	/* timeline syncobjs in SUBMIT */
 #define DRM_SPYRE_CAP_TELEMETRY		(1ull << 3)	/* DRM_SPYRE_QUERY_TELEMETRY */
 #define DRM_SPYRE_CAP_LAUNCH		(1ull << 4)	/* DRM_SPYRE_CMD_LAUNCH */
+#define DRM_SPYRE_CAP_PRIORITY		(1ull << 5)	/* drm_spyre_submit.priority */
 #define DRM_SPYRE_CAP_COPY_2D		(1ull << 6)	/* DRM_SPYRE_CMD_COPY_2D */
 
 struct drm_spyre_device_info {
@@ -246,6 +247,14 @@ struct drm_spyre_sync {
 };
 
 /*
+ * Scheduling priority of a job (drm_spyre_submit.priority). Among the jobs waiting for a
+ * ring, those of a higher priority go to the ring first; HIGH needs CAP_SYS_NICE.
+ */
+#define DRM_SPYRE_PRIORITY_NORMAL	0
+#define DRM_SPYRE_PRIORITY_LOW		1
+#define DRM_SPYRE_PRIORITY_HIGH		2
+
+/*
  * Queue a job of cmd_count commands on ring `ring`. The job starts after every in-sync has
  * signalled; its completion signals out_sync (at out_point for a timeline syncobj) and is
  * also reported by DRM_IOCTL_SPYRE_JOB_WAIT for job_id.
@@ -261,7 +270,7 @@ struct drm_spyre_submit {
 	__u32 ring;		/* < drm_spyre_device_info.num_rings */
 	__u64 out_point;	/* timeline point, 0 for a binary syncobj */
 	__u32 flags;		/* must be zero */
-	__u32 pad;
+	__u32 priority;		/* DRM_SPYRE_PRIORITY_* (was pad: 0 is NORMAL) */
 	__u64 job_id;		/* out: per-file job number, starts at 1 */
 };
 

@@ -520,6 +520,199 @@ TEST_F_TIMEOUT(fault, pci_reset_while_bound, 60)
 	innocent_fini(&y);
 }
 
+/* ---- device coredump and recovery tracepoints (Documentation/driver.md) ---- */
+
+#define DEVCD_CLASS	"/sys/class/devcoredump"
+
+/*
+ * Path (DEVCD_CLASS/devcdN) of the device coredump of PCI device @bdf into @path; 0 if
+ * there is one, -ENOENT if not.
+ */
+static int devcd_of(const char *bdf, char *path, size_t len)
+{
+	char link[PATH_MAX], p[PATH_MAX];
+	struct dirent *de;
+	DIR *dir = opendir(DEVCD_CLASS);
+	int ret = -ENOENT;
+	ssize_t n;
+
+	if (!dir)
+		return ret;
+	while (ret && (de = readdir(dir))) {
+		if (strncmp(de->d_name, "devcd", 5))
+			continue;
+		snprintf(p, sizeof(p), DEVCD_CLASS "/%s/failing_device", de->d_name);
+		n = readlink(p, link, sizeof(link) - 1);
+		if (n < 0)
+			continue;
+		link[n] = 0;
+		if (strcmp(strrchr(link, '/') ? strrchr(link, '/') + 1 : link, bdf))
+			continue;
+		snprintf(path, len, DEVCD_CLASS "/%s", de->d_name);
+		ret = 0;
+	}
+	closedir(dir);
+	return ret;
+}
+
+/* Free the coredump at @path (any write to its data does); 0 once it is gone. */
+static int devcd_free(const char *path)
+{
+	char data[PATH_MAX + 8];
+	struct stat st;
+	int i;
+
+	snprintf(data, sizeof(data), "%s/data", path);
+	if (write_sysfs(data, "1"))
+		return -EIO;
+	for (i = 0; i < 100 && !stat(path, &st); i++)
+		usleep(10000);
+	return stat(path, &st) ? 0 : -EBUSY;
+}
+
+/* Value of the dump line "key: value" (the text after ": "), into val; 0 if found. */
+static int dump_value(const char *dump, const char *key, char *val, size_t len)
+{
+	char k[96];
+	const char *p;
+	size_t n;
+
+	snprintf(k, sizeof(k), "\n%s: ", key);
+	p = strstr(dump, k);
+	if (!p)
+		return -ENOENT;
+	p += strlen(k);
+	n = strcspn(p, "\n");
+	snprintf(val, len, "%.*s", (int)(n < len ? n : len - 1), p);
+	return 0;
+}
+
+/* The 8 bytes at hex digits @h as a little-endian number. */
+static unsigned long long hex_le64(const char *h)
+{
+	unsigned long long v = 0;
+	unsigned int b, i;
+
+	for (i = 0; i < 8; i++) {
+		if (sscanf(h + 2 * i, "%2x", &b) != 1)
+			return ~0ull;
+		v |= (unsigned long long)b << (8 * i);
+	}
+	return v;
+}
+
+static long long dump_num(const char *dump, const char *key)
+{
+	char v[64];
+
+	return dump_value(dump, key, v, sizeof(v)) ? -1 : strtoll(v, NULL, 0);
+}
+
+/*
+ * A hung job leaves a device coredump (format: driver.md "Device coredump") naming it: pid,
+ * client, ring, job id, its one command as the card got it; the card and ring registers;
+ * the recovery. Writing to its data frees it.
+ */
+TEST_F_TIMEOUT(fault, hang_devcoredump, 60)
+{
+	char bdf[64], path[PATH_MAX], data[PATH_MAX + 8], v[256], key[48];
+	uint64_t job, client;
+	int64_t deadline;
+	struct stat st;
+	char *dump;
+
+	if (stat(DEVCD_CLASS, &st))
+		SKIP(return, "kernel without CONFIG_DEV_COREDUMP (no %s)", DEVCD_CLASS);
+	ASSERT_EQ(0, card_bdf(self->fd, bdf, sizeof(bdf)));
+	/* a device keeps one dump at a time: drop what earlier hangs left */
+	while (!devcd_of(bdf, path, sizeof(path)))
+		ASSERT_EQ(0, devcd_free(path));
+	client = client_id(self->fd);
+	ASSERT_NE(0, client);
+	ASSERT_EQ(0, guilty_submit(_metadata, self, HANG_DMA, &job));
+	ASSERT_EQ(DRM_SPYRE_JOB_TIMEOUT, job_status(self->fd, job));
+	/* published right after the recovery, which ends just after the job's fence */
+	deadline = now_ns() + 5 * SEC_NS;
+	while (devcd_of(bdf, path, sizeof(path)) && now_ns() < deadline)
+		usleep(20000);
+	ASSERT_EQ(0, devcd_of(bdf, path, sizeof(path))) TH_LOG("no coredump of %s", bdf);
+	snprintf(data, sizeof(data), "%s/data", path);
+	dump = read_all(data);
+	ASSERT_NE(NULL, dump);
+
+	EXPECT_EQ(0, strncmp(dump, "spyre devcoredump\n", 18)) TH_LOG("%.200s", dump);
+	EXPECT_EQ(1, dump_num(dump, "version"));
+	ASSERT_EQ(0, dump_value(dump, "reason", v, sizeof(v)));
+	EXPECT_STREQ("job timeout", v);
+	ASSERT_EQ(0, dump_value(dump, "device", v, sizeof(v)));
+	EXPECT_STREQ(bdf, v);
+	EXPECT_GT(dump_num(dump, "time_ns"), 0);
+	EXPECT_EQ(getpid(), dump_num(dump, "guilty.pid"));
+	EXPECT_EQ(client, dump_num(dump, "guilty.client_id"));
+	EXPECT_EQ(0, dump_num(dump, "guilty.ring"));
+	EXPECT_EQ(job, dump_num(dump, "guilty.job_id"));
+	ASSERT_EQ(0, dump_value(dump, "guilty.priority", v, sizeof(v)));
+	EXPECT_STREQ("normal", v);
+	EXPECT_GT(dump_num(dump, "guilty.seqno"), 0);
+	EXPECT_EQ(1, dump_num(dump, "guilty.cmd_count"));
+	/* 64 bytes: DMA_COPY, flags SRC_HOST | IRQ, reserved, then its seqno (little endian) */
+	ASSERT_EQ(0, dump_value(dump, "guilty.cmd.0", v, sizeof(v)));
+	EXPECT_EQ(128, strlen(v));
+	EXPECT_EQ(0, strncmp(v, "0203000000000000", 16)) TH_LOG("cmd.0 %s", v);
+	EXPECT_EQ(dump_num(dump, "guilty.seqno"), hex_le64(v + 16)) TH_LOG("cmd.0 %s", v);
+	EXPECT_EQ(SPYRE_ID_MAGIC, dump_num(dump, "card.ID"));
+	EXPECT_EQ(self->info.hw_version, dump_num(dump, "card.VERSION"));
+	EXPECT_EQ(8192, dump_num(dump, "ring.0.SIZE"));
+	EXPECT_EQ(1, dump_num(dump, "ring.0.enabled"));
+	/* the kernel's ring is the card's last */
+	snprintf(key, sizeof(key), "ring.%lld.kernel", dump_num(dump, "card.NUM_RINGS") - 1);
+	EXPECT_EQ(1, dump_num(dump, key));
+	ASSERT_EQ(0, dump_value(dump, "recovery", v, sizeof(v)));
+	EXPECT_STREQ("ring reset", v);
+	EXPECT_NE(NULL, strstr(dump, "\nend\n"));
+	free(dump);
+	EXPECT_EQ(0, devcd_free(path));
+	EXPECT_EQ(-ENOENT, devcd_of(bdf, path, sizeof(path)));
+}
+
+/*
+ * The tracepoints of a hung job: submitted, run, timed out, completed with TIMEOUT, then the
+ * ring reset, in that order.
+ */
+TEST_F_TIMEOUT(fault, hang_tracepoints, 60)
+{
+	long sub, run, tmo, done, rst;
+	uint64_t job, client;
+	char *trace;
+	int ret;
+
+	ret = trace_begin(self->fd, &client);
+	if (ret == -ENOENT)
+		SKIP(return, "kernel without tracepoints (no %s/events/spyre)", TRACEFS);
+	ASSERT_EQ(0, ret);
+	ASSERT_EQ(0, guilty_submit(_metadata, self, HANG_DMA, &job));
+	ASSERT_EQ(DRM_SPYRE_JOB_TIMEOUT, job_status(self->fd, job));
+	/* the reset event follows the job's fence */
+	usleep(200000);
+	ASSERT_EQ(0, spyre_trace_enable(0));
+	trace = read_all(TRACEFS "/trace");
+	ASSERT_NE(NULL, trace);
+	sub = trace_find(trace, 0, "spyre_job_submit", client, job);
+	ASSERT_GE(sub, 0) TH_LOG("%s", trace);
+	run = trace_find(trace, sub, "spyre_job_run", client, job);
+	ASSERT_GT(run, sub);
+	tmo = trace_find(trace, run, "spyre_job_timeout", client, job);
+	ASSERT_GT(tmo, run);
+	done = trace_find(trace, tmo, "spyre_job_complete", client, job);
+	ASSERT_GT(done, tmo);
+	EXPECT_EQ(DRM_SPYRE_JOB_TIMEOUT, trace_field(trace, done, "status="));
+	ASSERT_NE(NULL, strstr(trace + done, " spyre_reset: ")) TH_LOG("%s", trace + done);
+	rst = strstr(trace + done, " spyre_reset: ") - trace;
+	EXPECT_EQ(0, trace_field(trace, rst, "ring="));
+	EXPECT_EQ(0, strncmp(strstr(trace + rst, "kind="), "kind=ring\n", 10));
+	free(trace);
+}
+
 /* ---- remove() and a wedged card (sysfs unbind/bind; these run last) ---- */
 
 static int find_accel_of(const char *bdf)

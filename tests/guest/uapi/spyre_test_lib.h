@@ -344,6 +344,121 @@ static int fault_hang(int fd, uint32_t val)
 	return debugfs_write(fd, "fault_hang", val);
 }
 
+/* ---- tracefs and fdinfo ---- */
+
+#define TRACEFS "/sys/kernel/tracing"
+
+/* Enable (1) or disable (0) every spyre tracepoint; enabling also empties the trace buffer. */
+static int spyre_trace_enable(int on)
+{
+	struct stat st;
+	int fd;
+
+	if (stat(TRACEFS "/events", &st))
+		mount("tracefs", TRACEFS, "tracefs", 0, NULL);
+	if (on) {
+		fd = open(TRACEFS "/trace", O_WRONLY | O_TRUNC | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		close(fd);
+	}
+	return write_sysfs(TRACEFS "/events/spyre/enable", on ? "1" : "0");
+}
+
+/* Whole contents of a (sysfs, tracefs) file, NUL-terminated; free() it. NULL on error. */
+static char *read_all(const char *path)
+{
+	size_t len = 0, cap = 1 << 16;
+	char *buf = malloc(cap);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0 || !buf) {
+		free(buf);
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	while ((n = read(fd, buf + len, cap - len - 1)) > 0) {
+		len += n;
+		if (len + 1 == cap) {
+			char *b = realloc(buf, cap *= 2);
+
+			if (!b)
+				break;
+			buf = b;
+		}
+	}
+	close(fd);
+	buf[len] = 0;
+	return buf;
+}
+
+/*
+ * Offset in the trace text of the first line at or after @from with event @event for job
+ * @job_id of client @client, or -1. The event's fields follow "<event>: ".
+ */
+static long trace_find(const char *trace, long from, const char *event, uint64_t client,
+		       uint64_t job_id)
+{
+	char key[128];
+	const char *p = trace + from;
+
+	snprintf(key, sizeof(key), " %s: ", event);
+	while ((p = strstr(p, key))) {
+		const char *eol = strchr(p, '\n');
+		char id[64];
+		const char *f;
+
+		snprintf(id, sizeof(id), " client=%llu job=%llu ", (unsigned long long)client,
+			 (unsigned long long)job_id);
+		f = strstr(p, id);
+		if (f && (!eol || f < eol))
+			return p - trace;
+		p += strlen(key);
+	}
+	return -1;
+}
+
+/* Value of "key=" on the trace line at @off (unsigned), or -1. */
+static long long trace_field(const char *trace, long off, const char *key)
+{
+	const char *eol = strchr(trace + off, '\n');
+	const char *f = strstr(trace + off, key);
+
+	if (!f || (eol && f > eol))
+		return -1;
+	return strtoll(f + strlen(key), NULL, 10);
+}
+
+/* drm-client-id of the open file fd (its fdinfo), or 0. */
+static uint64_t client_id(int fd)
+{
+	char path[64], line[128];
+	uint64_t id = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "drm-client-id:", 14))
+			id = strtoull(line + 14, NULL, 10);
+	fclose(f);
+	return id;
+}
+
+/*
+ * Trace the jobs of the file fd: every spyre event on, the buffer emptied, fd's client id
+ * in *client. -ENOENT: the kernel has no spyre tracepoints (no tracing).
+ */
+static int trace_begin(int fd, uint64_t *client)
+{
+	*client = client_id(fd);
+	return *client ? spyre_trace_enable(1) : -EBADF;
+}
+
 /* ---- engine programs ---- */
 
 /* Program encoding (Documentation/isa.md). */

@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Spyre accelerator driver: device coredump of a job that timed out.
+ *
+ * The timeout handler captures the card before it recovers (the guilty job with its
+ * commands, every ring, the card registers and telemetry) as "key: value" text lines, adds
+ * how the recovery ended and hands the text to devcoredump: it appears as
+ * /sys/class/devcoredump/devcdN/data until something is written to that file (or for 5
+ * minutes). The format is documented in Documentation/driver.md, "Device coredump".
+ *
+ * Copyright (C) 2025 The Spyre open stack authors
+ */
+#include <linux/devcoredump.h>
+#include <linux/timekeeping.h>
+#include <linux/vmalloc.h>
+
+#include "spyre_drv.h"
+
+#define SPYRE_DUMP_VERSION	1
+/* Room for everything but the guilty job's commands, and for each command line. */
+#define SPYRE_DUMP_BASE_BYTES	SZ_16K
+#define SPYRE_DUMP_CMD_BYTES	160
+
+struct spyre_dump_reg {
+	const char *name;
+	u32 reg;
+};
+
+static const struct spyre_dump_reg spyre_dump_card_regs[] = {
+	{ "ID", SPYRE_REG_ID },
+	{ "VERSION", SPYRE_REG_VERSION },
+	{ "CAPS", SPYRE_REG_CAPS },
+	{ "NUM_CORES", SPYRE_REG_NUM_CORES },
+	{ "NUM_RINGS", SPYRE_REG_NUM_RINGS },
+	{ "STATUS", SPYRE_REG_STATUS },
+	{ "INTR_STATUS", SPYRE_REG_INTR_STATUS },
+	{ "INTR_MASK", SPYRE_REG_INTR_MASK },
+	{ "ERROR_CODE", SPYRE_REG_ERROR_CODE },
+	{ "SCRATCH", SPYRE_REG_SCRATCH },
+};
+
+static const struct spyre_dump_reg spyre_dump_ring_regs[] = {
+	{ "CMD_BASE_LO", SPYRE_RING_CMD_BASE_LO },
+	{ "CMD_BASE_HI", SPYRE_RING_CMD_BASE_HI },
+	{ "CPL_BASE_LO", SPYRE_RING_CPL_BASE_LO },
+	{ "CPL_BASE_HI", SPYRE_RING_CPL_BASE_HI },
+	{ "SIZE", SPYRE_RING_SIZE },
+	{ "HEAD", SPYRE_RING_HEAD },
+	{ "TAIL", SPYRE_RING_TAIL },
+	{ "CTRL", SPYRE_RING_CTRL },
+	{ "STATUS", SPYRE_RING_STATUS },
+	{ "COMPLETED", SPYRE_RING_COMPLETED },
+};
+
+/* 64-bit telemetry counters (LO register named); TELE_ERRORS and TELE_RESETS are 32-bit. */
+static const struct spyre_dump_reg spyre_dump_tele64[] = {
+	{ "cmds", SPYRE_REG_TELE_CMDS_LO },
+	{ "h2d_bytes", SPYRE_REG_TELE_H2D_BYTES_LO },
+	{ "d2h_bytes", SPYRE_REG_TELE_D2H_BYTES_LO },
+	{ "d2d_bytes", SPYRE_REG_TELE_D2D_BYTES_LO },
+	{ "launches", SPYRE_REG_TELE_LAUNCHES_LO },
+	{ "engine_cycles", SPYRE_REG_TELE_ENG_CYCLES_LO },
+};
+
+static const char * const spyre_dump_priority[] = {
+	[DRM_SPYRE_PRIORITY_NORMAL] = "normal",
+	[DRM_SPYRE_PRIORITY_LOW] = "low",
+	[DRM_SPYRE_PRIORITY_HIGH] = "high",
+};
+
+static __printf(2, 3) void spyre_dump_printf(struct spyre_dump *d, const char *fmt, ...)
+{
+	va_list args;
+
+	va_start(args, fmt);
+	d->len += vscnprintf(d->buf + d->len, d->size - d->len, fmt, args);
+	va_end(args);
+}
+
+static void spyre_dump_job(struct spyre_dump *d, struct spyre_job *job)
+{
+	struct spyre_file *sf = job->sf;
+	u32 i;
+
+	spyre_dump_printf(d, "guilty.pid: %d\n", sf ? sf->pid : 0);
+	spyre_dump_printf(d, "guilty.comm: %s\n", sf ? sf->comm : "[kernel]");
+	spyre_dump_printf(d, "guilty.client_id: %llu\n", sf ? sf->client_id : 0);
+	spyre_dump_printf(d, "guilty.ring: %u\n", job->ring->idx);
+	spyre_dump_printf(d, "guilty.job_id: %llu\n", job->res->job_id);
+	spyre_dump_printf(d, "guilty.priority: %s\n",
+			  job->kernel ? "kernel" : spyre_dump_priority[job->priority]);
+	spyre_dump_printf(d, "guilty.seqno: %llu\n", job->first + 1);
+	spyre_dump_printf(d, "guilty.cmd_count: %u\n", job->cmd_count);
+	/* The commands as the card got them: seqno stamped, IRQ on the last one. */
+	for (i = 0; i < job->cmd_count; i++) {
+		struct spyre_ring *ring = job->ring;
+		u32 e = (job->first + i - ring->hw_base) & (ring->size - 1);
+
+		spyre_dump_printf(d, "guilty.cmd.%u: %*phN\n", i,
+				  (int)sizeof(ring->cmds[e]), &ring->cmds[e]);
+	}
+}
+
+static void spyre_dump_rings(struct spyre_dump *d, struct spyre_device *sdev)
+{
+	unsigned int i, r;
+
+	for (i = 0; i < sdev->num_rings; i++) {
+		struct spyre_ring *ring = &sdev->rings[i];
+		u64 submitted, done;
+		bool enabled;
+
+		spin_lock(&ring->lock);
+		submitted = ring->submitted;
+		done = ring->done;
+		enabled = ring->enabled;
+		spin_unlock(&ring->lock);
+		spyre_dump_printf(d, "ring.%u.kernel: %d\n", i, ring == sdev->kernel_ring);
+		spyre_dump_printf(d, "ring.%u.enabled: %d\n", i, enabled);
+		spyre_dump_printf(d, "ring.%u.submitted: %llu\n", i, submitted);
+		spyre_dump_printf(d, "ring.%u.done: %llu\n", i, done);
+		for (r = 0; r < ARRAY_SIZE(spyre_dump_ring_regs); r++) {
+			const struct spyre_dump_reg *reg = &spyre_dump_ring_regs[r];
+
+			spyre_dump_printf(d, "ring.%u.%s: 0x%08x\n", i, reg->name,
+					  spyre_read(sdev, SPYRE_RING_REG(i, reg->reg)));
+		}
+	}
+}
+
+static void spyre_dump_card(struct spyre_dump *d, struct spyre_device *sdev)
+{
+	unsigned int r;
+
+	for (r = 0; r < ARRAY_SIZE(spyre_dump_card_regs); r++)
+		spyre_dump_printf(d, "card.%s: 0x%08x\n", spyre_dump_card_regs[r].name,
+				  spyre_read(sdev, spyre_dump_card_regs[r].reg));
+	if (!(sdev->caps & SPYRE_CAP_TELEMETRY))
+		return;
+	for (r = 0; r < ARRAY_SIZE(spyre_dump_tele64); r++)
+		spyre_dump_printf(d, "telemetry.%s: %llu\n", spyre_dump_tele64[r].name,
+				  spyre_read64(sdev, spyre_dump_tele64[r].reg));
+	spyre_dump_printf(d, "telemetry.errors: %u\n", spyre_read(sdev, SPYRE_REG_TELE_ERRORS));
+	spyre_dump_printf(d, "telemetry.resets: %u\n", spyre_read(sdev, SPYRE_REG_TELE_RESETS));
+	spyre_dump_printf(d, "telemetry.temp_mc: %u\n", spyre_read(sdev, SPYRE_REG_TELE_TEMP_MC));
+	spyre_dump_printf(d, "telemetry.power_mw: %u\n",
+			  spyre_read(sdev, SPYRE_REG_TELE_POWER_MW));
+}
+
+/*
+ * Capture the card with @guilty on it, before any recovery touches it. Runs in the timeout
+ * handler, which must not wait for memory reclaim (reclaim may wait for the fences that
+ * the recovery signals): GFP_NOWAIT, and no dump if that fails.
+ */
+void spyre_coredump_capture(struct spyre_dump *d, struct spyre_job *guilty)
+{
+	struct spyre_device *sdev = guilty->sdev;
+
+	d->len = 0;
+	d->size = SPYRE_DUMP_BASE_BYTES + (size_t)guilty->cmd_count * SPYRE_DUMP_CMD_BYTES;
+	d->buf = __vmalloc(d->size, GFP_NOWAIT | __GFP_NOWARN);
+	if (!d->buf) {
+		drm_warn(&sdev->drm, "no memory for a device coredump\n");
+		return;
+	}
+	spyre_dump_printf(d, "spyre devcoredump\n");
+	spyre_dump_printf(d, "version: %d\n", SPYRE_DUMP_VERSION);
+	spyre_dump_printf(d, "reason: job timeout\n");
+	spyre_dump_printf(d, "device: %s\n", dev_name(sdev->drm.dev));
+	spyre_dump_printf(d, "time_ns: %llu\n", ktime_get_real_ns());
+	spyre_dump_printf(d, "boottime_ns: %llu\n", ktime_get_boottime_ns());
+	spyre_dump_job(d, guilty);
+	spyre_dump_rings(d, sdev);
+	spyre_dump_card(d, sdev);
+	spyre_dump_printf(d, "telemetry.jobs_submitted: %lld\n",
+			  atomic64_read(&sdev->jobs_submitted));
+	spyre_dump_printf(d, "telemetry.jobs_timed_out: %lld\n",
+			  atomic64_read(&sdev->jobs_timed_out));
+	spyre_dump_printf(d, "telemetry.ring_resets: %d\n", atomic_read(&sdev->ring_resets));
+	spyre_dump_printf(d, "telemetry.card_resets: %d\n", atomic_read(&sdev->card_resets));
+}
+
+/*
+ * Add how the recovery ended ("ring reset", "card reset", "wedged") and publish the dump;
+ * devcoredump owns the buffer from here (and keeps only the first of a device's dumps
+ * until that one is read out and freed).
+ */
+void spyre_coredump_emit(struct spyre_dump *d, struct spyre_device *sdev, const char *recovery)
+{
+	if (!d->buf)
+		return;
+	spyre_dump_printf(d, "recovery: %s\n", recovery);
+	spyre_dump_printf(d, "end\n");
+	dev_coredumpv(sdev->drm.dev, d->buf, d->len, GFP_KERNEL);
+	d->buf = NULL;
+}
