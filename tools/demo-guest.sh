@@ -1,6 +1,7 @@
 #!/bin/bash
 # The demo, run inside the VM by 'make demo': load the driver, show the probe, the status tool,
-# a verified host->device->host round trip and a verified matmul launch on every card.
+# a verified host->device->host round trip and a verified matmul launch on every card,
+# spyre-smi while a workload runs, and PyTorch running a small decoder on the card.
 set -e
 cd /src
 show() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
@@ -33,3 +34,8 @@ show spyre-smi --csv --query index,health,utilization.engine,memory.used,process
 $smi --csv --query index,health,utilization.engine,memory.used,processes
 show spyre-smi -q -i 0
 $smi -q -i 0
+
+# PyTorch on the card: the Granite-style decoder of torch_spyre's model tests against the CPU,
+# with the modeled device time of every operator.
+show "python3 torch_spyre/tools/decoder_demo.py --table   (import torch takes a minute under TCG)"
+PYTHONPATH=build/cmake/torch_spyre/python python3 torch_spyre/tools/decoder_demo.py --table

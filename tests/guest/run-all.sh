@@ -81,6 +81,10 @@ kselftest uapi build/cmake/tests/guest/uapi/spyre_uapi_test
 gtest libspyre build/cmake/tests/guest/libspyre/libspyre_guest_test
 # The op library's C API through spyre.ko (the host suite, on the kernel backend).
 SPYRE_OPS_TEST_BACKEND=kernel gtest ops build/cmake/tests/host/libspyre_ops_api_test
+# PyTorch through spyre.ko: a Granite-style decoder (prefill and 8 greedy decode steps) on the
+# card against the CPU, identical tokens, no CPU fallback (Documentation/torch_spyre.md).
+check torch env PYTHONPATH=build/cmake/torch_spyre/python TORCH_SPYRE_STRICT=1 \
+	python3 torch_spyre/tools/decoder_demo.py
 check smi build/cmake/tools/spyre-smi/spyre-smi
 # spyre-smi against a running workload: utilisation, memory, processes, --json schema, --csv,
 # dmon, topo, reset (refusals and a real one), the Prometheus exporter, no permission/driver.
