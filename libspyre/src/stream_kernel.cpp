@@ -336,12 +336,23 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                 dev_->wait_job(id, std::format("job at stream point {}", p));
             else
                 dev_->wait_point(sync_, p, std::format("stream work up to point {}", p));
+        } catch (const Error& e) {
+            if (lk) lk->lock();
+            if (e.status() == SPYRE_ERROR_DEVICE_LOST) abandon_pending();
+            throw;
         } catch (...) {
             if (lk) lk->lock();
             throw;
         }
         if (lk) lk->lock();
         reap(p);
+    }
+
+    // The card is gone: no pending job will finish. Their buffer references go now: a
+    // sub-allocated buffer holds the device, which holds its default stream, so kept they
+    // would keep the lost card's driver file open for the life of the process.
+    void abandon_pending() {
+        for (auto& p : pending_) p.refs.clear();
     }
 
     // Collects the outcome of finished jobs up to `done_upto` (0: ask the syncobj).
