@@ -27,7 +27,7 @@
 
 /* Hardware interface version (SPYRE_REG_VERSION). */
 #define SPYRE_HW_VERSION_MAJOR		1
-#define SPYRE_HW_VERSION_MINOR		2
+#define SPYRE_HW_VERSION_MINOR		3
 #define SPYRE_HW_VERSION(maj, min)	(((maj) << 16) | (min))
 
 /* Identification value of SPYRE_REG_ID: "SPYR". */
@@ -52,6 +52,9 @@
 #define SPYRE_REG_STICK_BYTES		0x003c	/* RO: bytes per stick (128) */
 #define SPYRE_REG_FAULT_INJECT		0x0040	/* RW: the next N commands fail with ERR_INJECTED */
 #define SPYRE_REG_FAULT_HANG		0x0044	/* RW: the next N commands hang (SPYRE_HANG_*) */
+#define SPYRE_REG_MMU_CTX_BASE_LO	0x0048	/* RW: host DMA address of the context table (1.3) */
+#define SPYRE_REG_MMU_CTX_BASE_HI	0x004c	/* RW: bits 63:32 */
+#define SPYRE_REG_MMU_INVALIDATE	0x0050	/* WO: drop cached translations (SPYRE_MMU_INV_*) */
 
 #define SPYRE_CAP_DMA			(1u << 0)	/* DMA_COPY command */
 #define SPYRE_CAP_FENCE			(1u << 1)	/* FENCE_WRITE command */
@@ -61,6 +64,7 @@
 #define SPYRE_CAP_RING_ABORT		(1u << 5)	/* CTRL.ABORT, STATUS.BUSY, async RESET */
 #define SPYRE_CAP_FAULT_INJECT		(1u << 6)	/* FAULT_INJECT and FAULT_HANG work */
 #define SPYRE_CAP_DMA_2D		(1u << 7)	/* DMA_COPY_2D command (hw 1.2) */
+#define SPYRE_CAP_MMU			(1u << 8)	/* per-context address translation (hw 1.3) */
 
 #define SPYRE_STATUS_READY		(1u << 0)	/* accepts ring configuration */
 #define SPYRE_STATUS_ERROR		(1u << 1)	/* a command failed since reset */
@@ -75,8 +79,13 @@
 #define SPYRE_HANG_COUNT_MASK		0xffffu
 #define SPYRE_HANG_STICKY		(1u << 16)	/* ring ABORT cannot end it; RESET can */
 #define SPYRE_HANG_WEDGE		(1u << 17)	/* RESET cannot end it; a PCI reset can */
+#define SPYRE_HANG_ON_RING		(1u << 18)	/* only commands of ring SPYRE_HANG_RING (1.3) */
+#define SPYRE_HANG_RING_SHIFT		24
+#define SPYRE_HANG_RING_MASK		(0xfu << SPYRE_HANG_RING_SHIFT)
+#define SPYRE_HANG_RING(n)		(SPYRE_HANG_ON_RING | ((uint32_t)(n) << SPYRE_HANG_RING_SHIFT))
 #define SPYRE_HANG_VALID_MASK		(SPYRE_HANG_COUNT_MASK | SPYRE_HANG_STICKY | \
-					 SPYRE_HANG_WEDGE)
+					 SPYRE_HANG_WEDGE | SPYRE_HANG_ON_RING | \
+					 SPYRE_HANG_RING_MASK)
 
 /* Interrupt causes: bit N for ring N completion, plus a global error cause. */
 #define SPYRE_INTR_RING(n)		(1u << (n))
@@ -119,6 +128,7 @@
 #define SPYRE_REG_TELE_ENG_DDR_WR_HI	0x0164
 #define SPYRE_REG_TELE_ENG_RING_LO	0x0168	/* bytes sent over the core ring */
 #define SPYRE_REG_TELE_ENG_RING_HI	0x016c
+#define SPYRE_REG_TELE_MMU_FAULTS	0x0170	/* commands completed with ERR_MMU_FAULT (1.3) */
 
 /*
  * Per-core telemetry (RO, 64-bit LO/HI pairs as above), cumulative over all LAUNCHes since
@@ -151,6 +161,9 @@
 #define SPYRE_RING_CTRL			0x1c	/* RW: SPYRE_RING_CTRL_* */
 #define SPYRE_RING_STATUS		0x20	/* RO: SPYRE_RING_STATUS_* */
 #define SPYRE_RING_COMPLETED		0x24	/* RO: commands completed since enable (wraps) */
+#define SPYRE_RING_FAULT_ADDR_LO	0x28	/* RO: virtual address of the latched MMU fault */
+#define SPYRE_RING_FAULT_ADDR_HI	0x2c
+#define SPYRE_RING_FAULT_INFO		0x30	/* RW1C bit 31: SPYRE_MMU_FAULT_* of the fault */
 
 #define SPYRE_RING_CTRL_ENABLE		(1u << 0)	/* 0 -> 1 latches bases, size; head = tail = 0 */
 #define SPYRE_RING_CTRL_ABORT		(1u << 1)	/* disable, drop, cancel the running command */
@@ -183,7 +196,7 @@ enum spyre_hw_opcode {
 struct spyre_hw_cmd_header {
 	uint8_t opcode;		/* enum spyre_hw_opcode */
 	uint8_t flags;		/* SPYRE_CMD_F_* */
-	uint16_t reserved0;	/* must be zero */
+	uint16_t ctx;		/* MMU context (1.3, CAP_MMU): 0 untranslated, 1 .. 255 */
 	uint32_t reserved1;	/* must be zero */
 	uint64_t seqno;		/* copied into the completion entry */
 };
@@ -325,14 +338,51 @@ enum spyre_hw_status {
 	SPYRE_STATUS_ERR_SIZE		= 6,	/* zero or overflowing size */
 	SPYRE_STATUS_ERR_INJECTED	= 7,	/* fault injection */
 	SPYRE_STATUS_ERR_PROGRAM	= 8,	/* LAUNCH: the program stopped with an error */
+	SPYRE_STATUS_ERR_MMU_FAULT	= 9,	/* translation fault (1.3): see the ring's FAULT_* */
 };
 
 struct spyre_hw_cpl {
 	uint64_t seqno;		/* header.seqno of the command */
 	uint32_t status;	/* enum spyre_hw_status */
-	uint32_t detail;	/* ERR_PROGRAM: engine error code; otherwise zero */
+	uint32_t detail;	/* ERR_PROGRAM: engine error; ERR_MMU_FAULT: FAULT_INFO; else 0 */
 	uint64_t cycles;	/* modeled device cycles the command took */
 	uint64_t done_count;	/* value of the ring's completed counter after this command */
 };
+
+/*
+ * ---- MMU (hw 1.3, CAP_MMU; Documentation/hardware.md section 15) ----
+ * A command whose header.ctx is non-zero runs in that context: its device addresses (DMA
+ * device sides, LAUNCH program, windows and every core access) are virtual addresses
+ * translated through the context's page table. Context table: SPYRE_MMU_NUM_CTX u64 entries
+ * at MMU_CTX_BASE (4 KiB aligned), entry c = SPYRE_MMU_VALID | DMA address of the context's
+ * level-1 table. Three levels of 4 KiB host pages holding 512 u64 entries each; a VA below
+ * 2^39 indexes them with bits 38:30, 29:21 and 20:12. Level-1/2 entries: VALID | DMA
+ * address of the next table. Level-3 entries (PTEs): VALID | WRITE | HOST | page address
+ * (device memory offset, or host DMA address with HOST). Bits 11:3 of every entry must be 0.
+ */
+#define SPYRE_MMU_NUM_CTX		256	/* context ids 1 .. 255; 0 = untranslated */
+#define SPYRE_MMU_PAGE_SHIFT		12
+#define SPYRE_MMU_PAGE_SIZE		(1u << SPYRE_MMU_PAGE_SHIFT)
+#define SPYRE_MMU_LEVEL_BITS		9	/* 512 entries per table */
+#define SPYRE_MMU_VA_BITS		39	/* 512 GiB of virtual addresses per context */
+#define SPYRE_MMU_VALID			(1ull << 0)
+#define SPYRE_MMU_WRITE			(1ull << 1)	/* PTE: stores and DMA writes allowed */
+#define SPYRE_MMU_HOST			(1ull << 2)	/* PTE: a host page (DMA only) */
+#define SPYRE_MMU_ADDR_MASK		(~0xfffull)
+#define SPYRE_MMU_RSVD_MASK		0xff8ull
+
+/* MMU_INVALIDATE value: a context id, or ALL. */
+#define SPYRE_MMU_INV_CTX_MASK		0xffu
+#define SPYRE_MMU_INV_ALL		(1u << 31)
+
+/* RING_FAULT_INFO, also the completion detail of ERR_MMU_FAULT. */
+#define SPYRE_MMU_FAULT_CTX_MASK	0xffu
+#define SPYRE_MMU_FAULT_ACCESS_SHIFT	8
+#define SPYRE_MMU_FAULT_ACCESS_MASK	(3u << SPYRE_MMU_FAULT_ACCESS_SHIFT)
+#define SPYRE_MMU_FAULT_READ		0u	/* access kinds */
+#define SPYRE_MMU_FAULT_WRITE		1u
+#define SPYRE_MMU_FAULT_FETCH		2u	/* LAUNCH program image */
+#define SPYRE_MMU_FAULT_ENGINE		(1u << 10)	/* a core's access, not the DMA engine's */
+#define SPYRE_MMU_FAULT_VALID		(1u << 31)
 
 #endif /* SPYRE_HW_H */

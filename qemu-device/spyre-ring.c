@@ -228,7 +228,7 @@ static void spyre_cmd_to_cpu(struct spyre_hw_cmd *c)
 {
     unsigned i;
 
-    c->hdr.reserved0 = le16_to_cpu(c->hdr.reserved0);
+    c->hdr.ctx = le16_to_cpu(c->hdr.ctx);
     c->hdr.reserved1 = le32_to_cpu(c->hdr.reserved1);
     c->hdr.seqno = le64_to_cpu(c->hdr.seqno);
     for (i = 0; i < ARRAY_SIZE(c->raw); i++) {
@@ -274,7 +274,7 @@ static uint32_t spyre_exec(SpyreState *s, unsigned n, uint32_t idx,
 
     *cycles = SPYRE_CYCLES_ERROR;
     if (c->hdr.flags & ~SPYRE_CMD_F_VALID_MASK ||
-        c->hdr.reserved0 || c->hdr.reserved1) {
+        c->hdr.ctx || c->hdr.reserved1) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: ring %u: command flags 0x%02x or reserved "
                       "header fields invalid\n", n, c->hdr.flags);
@@ -318,6 +318,18 @@ reserved:
     return SPYRE_STATUS_ERR_RESERVED;
 }
 
+/* FAULT_HANG takes the next command of any ring, or of its selected ring only. */
+static bool spyre_hang_applies(SpyreState *s, unsigned n)
+{
+    uint32_t h = s->fault_hang;
+
+    if (!(h & SPYRE_HANG_COUNT_MASK)) {
+        return false;
+    }
+    return !(h & SPYRE_HANG_ON_RING) ||
+           ((h & SPYRE_HANG_RING_MASK) >> SPYRE_HANG_RING_SHIFT) == n;
+}
+
 /*
  * Consume the command at HEAD of ring n. Returns the interrupt causes it
  * raised; *bytes gets the DMA volume (for the BH work budget).
@@ -347,7 +359,7 @@ static uint32_t spyre_ring_step(SpyreState *s, unsigned n, uint64_t *bytes)
         if (s->fault_inject) {
             s->fault_inject--;
             st = SPYRE_STATUS_ERR_INJECTED;
-        } else if (s->fault_hang & SPYRE_HANG_COUNT_MASK) {
+        } else if (spyre_hang_applies(s, n)) {
             /* Occupies the ring until an ABORT or a reset ends it. */
             r->hang = SPYRE_RING_HUNG |
                       (s->fault_hang & (SPYRE_HANG_STICKY | SPYRE_HANG_WEDGE));

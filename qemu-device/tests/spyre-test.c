@@ -1003,7 +1003,7 @@ static void test_errors(void)
     c = cmd_nop(2, 0x80);
     expect_error(s, &c, SPYRE_STATUS_ERR_RESERVED, &nerr);
     c = cmd_nop(3, 0);
-    c.hdr.reserved0 = 1;
+    c.hdr.ctx = 256;      /* context ids end at 255 */
     expect_error(s, &c, SPYRE_STATUS_ERR_RESERVED, &nerr);
     c = cmd_nop(4, 0);
     c.hdr.reserved1 = 1;
@@ -2354,7 +2354,7 @@ static void test_abort_copy(void)
     spyre_stop(s);
 }
 
-/* FAULT_HANG without flags, STICKY and WEDGE (section 10). */
+/* FAULT_HANG without flags, ON_RING, STICKY and WEDGE (section 10). */
 static void test_fault_hang(void)
 {
     Spyre *s = spyre_start(",x-fault-inject=on");
@@ -2387,6 +2387,24 @@ static void test_fault_hang(void)
     g_assert_cmphex(rd(s, SPYRE_REG_INTR_STATUS), ==, 0);
     ring_setup(s, 0, 8);
     assert_alive(s, 0);
+
+    /* ON_RING: ring 0's commands run, the first of ring 1 hangs. */
+    wr(s, SPYRE_REG_FAULT_HANG, 1 | SPYRE_HANG_RING(1));
+    g_assert_cmphex(rd(s, SPYRE_REG_FAULT_HANG), ==, 1 | SPYRE_HANG_RING(1));
+    c = cmd_nop(5, 0);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_OK);
+    g_assert_cmphex(rd(s, SPYRE_REG_FAULT_HANG), ==, 1 | SPYRE_HANG_RING(1));
+    c = cmd_nop(6, 0);
+    ring_queue(s, 1, &c);
+    rwr(s, 1, SPYRE_RING_TAIL, s->ring[1].tail);
+    qtest_clock_step(s->qts, 1000);
+    g_assert_cmphex(rd(s, SPYRE_REG_FAULT_HANG), ==, 0);
+    g_assert_cmphex(rrd(s, 1, SPYRE_RING_STATUS), ==,
+                    SPYRE_RING_STATUS_ENABLED | SPYRE_RING_STATUS_BUSY);
+    rwr(s, 1, SPYRE_RING_CTRL, SPYRE_RING_CTRL_ABORT);
+    g_assert_cmphex(rrd(s, 1, SPYRE_RING_STATUS), ==, 0);
+    ring_setup(s, 1, 8);
+    assert_alive(s, 1);
 
     /* STICKY, count 2: ABORT cannot end it, a register RESET can. */
     wr(s, SPYRE_REG_FAULT_HANG, 2 | SPYRE_HANG_STICKY);

@@ -275,7 +275,8 @@ static int guilty_submit(struct __test_metadata *_metadata, FIXTURE_DATA(fault) 
 	struct drm_spyre_cmd c;
 
 	if (k == HANG_DMA) {
-		if (fault_hang(self->fd, 1))
+		/* ring 0 only: a clear on the kernel's ring must not take the hang */
+		if (fault_hang(self->fd, 1 | SPYRE_HANG_RING(0)))
 			return -EIO;
 		c = copy_cmd(self->hbo, 0, self->dbo, 0, 4096);
 	} else {
@@ -455,7 +456,7 @@ TEST_F_TIMEOUT(fault, sticky_hang_card_reset, 60)
 	ASSERT_EQ(0, innocent_init(&x, self->fd2));
 	ASSERT_EQ(0, innocent_init(&y, self->fd2));
 	ASSERT_EQ(0, telemetry(self->fd, &t0));
-	ASSERT_EQ(0, fault_hang(self->fd, 1 | SPYRE_HANG_STICKY));
+	ASSERT_EQ(0, fault_hang(self->fd, 1 | SPYRE_HANG_STICKY | SPYRE_HANG_RING(0)));
 	c = copy_cmd(self->hbo, 0, self->dbo, 0, 4096);
 	t = now_ns();
 	ASSERT_EQ(0, submit_cmds(self->fd, &c, 1, &job));
@@ -869,7 +870,7 @@ TEST_F_TIMEOUT(fault, z_wedge_then_pci_reset, 120)
 	if (access(path, W_OK))
 		SKIP(return, "%s: the card has no PCI reset method", path);
 	ASSERT_EQ(0, innocent_init(&x, self->fd2));
-	ASSERT_EQ(0, fault_hang(self->fd, 1 | SPYRE_HANG_WEDGE));
+	ASSERT_EQ(0, fault_hang(self->fd, 1 | SPYRE_HANG_WEDGE | SPYRE_HANG_RING(0)));
 	c = copy_cmd(self->hbo, 0, self->dbo, 0, 4096);
 	t0 = now_ns();
 	ASSERT_EQ(0, submit_cmds(self->fd, &c, 1, &job));
