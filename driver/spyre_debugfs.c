@@ -83,6 +83,19 @@ static int spyre_fault_hang_set(void *data, u64 val)
 DEFINE_DEBUGFS_ATTRIBUTE(spyre_fault_hang_fops, spyre_fault_hang_get,
 			 spyre_fault_hang_set, "%#llx\n");
 
+static int spyre_fault_mmu_get(void *data, u64 *val)
+{
+	return spyre_fault_get(data, SPYRE_REG_FAULT_MMU, val);
+}
+
+static int spyre_fault_mmu_set(void *data, u64 val)
+{
+	return spyre_fault_set(data, SPYRE_REG_FAULT_MMU, val, U32_MAX);
+}
+
+DEFINE_DEBUGFS_ATTRIBUTE(spyre_fault_mmu_fops, spyre_fault_mmu_get, spyre_fault_mmu_set,
+			 "%llu\n");
+
 static int spyre_recovery_show(struct seq_file *m, void *unused)
 {
 	struct spyre_device *sdev = m->private;
@@ -134,6 +147,8 @@ void spyre_debugfs_init(struct spyre_device *sdev)
 
 	debugfs_create_file_unsafe("fault_inject", 0600, root, sdev, &spyre_fault_inject_fops);
 	debugfs_create_file_unsafe("fault_hang", 0600, root, sdev, &spyre_fault_hang_fops);
+	if (sdev->caps & SPYRE_CAP_MMU)
+		debugfs_create_file_unsafe("fault_mmu", 0600, root, sdev, &spyre_fault_mmu_fops);
 	debugfs_create_file("rings", 0400, root, sdev, &spyre_rings_fops);
 	debugfs_create_file("recovery", 0400, root, sdev, &spyre_recovery_fops);
 }

@@ -36,6 +36,15 @@ static int spyre_open(struct drm_device *drm, struct drm_file *file)
 	get_task_comm(sf->comm, current);
 	sf->client_id = file->client_id;
 	mutex_init(&sf->lock);
+	if (sf->sdev->mmu_ctx_table) {
+		sf->vm = spyre_vm_create(sf->sdev);
+		if (IS_ERR(sf->vm)) {
+			ret = PTR_ERR(sf->vm);
+			sf->vm = NULL;
+			spyre_file_put(sf);
+			goto out;
+		}
+	}
 	ret = spyre_job_file_open(sf);
 	if (ret) {
 		spyre_file_put(sf);
@@ -235,6 +244,9 @@ static int spyre_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	ret = spyre_gem_init(sdev);
 	if (ret)
 		return ret;
+	ret = spyre_mmu_init(sdev);
+	if (ret)
+		goto err_gem;
 	ret = spyre_hw_rings_alloc(sdev);
 	if (ret)
 		goto err_gem;

@@ -9,6 +9,7 @@
 
 #include <linux/atomic.h>
 #include <linux/dma-fence.h>
+#include <linux/idr.h>
 #include <linux/io.h>
 #include <linux/kref.h>
 #include <linux/list.h>
@@ -27,6 +28,7 @@
 
 #include "spyre_hw.h"
 #include "spyre_accel.h"
+#include "spyre_mmu.h"
 
 #define SPYRE_DRIVER_NAME	"spyre"
 #define SPYRE_DRIVER_DESC	"Spyre AI accelerator"
@@ -137,6 +139,11 @@ struct spyre_device {
 	struct list_head zombies;		/* freed DEVICE BOs whose clear still runs */
 	atomic64_t host_bo_bytes;
 
+	/* Card MMU (spyre_mmu.c): the context table and the context ids in use. */
+	__le64 *mmu_ctx_table;			/* NULL without CAP_MMU */
+	dma_addr_t mmu_ctx_table_dma;
+	struct ida mmu_ctx_ida;
+
 	/*
 	 * Source of the DMA copy that clears new DEVICE BOs: a host page directory whose
 	 * entries all name one page table whose entries all name one zero page.
@@ -179,6 +186,7 @@ struct spyre_result {
 	u32 hw_status;
 	u32 failed_cmd;
 	u32 hw_detail;				/* completion detail of the failed command */
+	u64 fault_addr;				/* ERR_MMU_FAULT: the faulting virtual address */
 	u64 cycles;
 };
 
@@ -202,6 +210,7 @@ struct spyre_file {
 	pid_t pid;
 	char comm[TASK_COMM_LEN];
 	u64 client_id;				/* drm_file.client_id (fdinfo drm-client-id) */
+	struct spyre_vm *vm;			/* its device address space; NULL without MMU */
 	/* Modeled cycles of the file's completed commands, per engine (fdinfo). */
 	atomic64_t engine_cycles[SPYRE_ENGINE_COUNT];
 	atomic_t jobs;				/* jobs submitted and not yet freed */
@@ -246,6 +255,8 @@ struct spyre_bo {
 	struct drm_mm_node node;
 	struct dma_fence *clear_fence;		/* the clear of BO_CREATE */
 	struct list_head zombie;		/* in sdev->zombies */
+	struct spyre_vm *vm;			/* the address space it is mapped in, at va */
+	struct drm_mm_node va;
 	/* HOST BOs: the mm their pinned pages are accounted to (RLIMIT_MEMLOCK) */
 	struct mm_struct *pin_mm;
 	/* HOST BOs: two-level page directory (spyre_hw.h) */
@@ -285,6 +296,18 @@ struct spyre_launch {
 static inline struct spyre_bo *to_spyre_bo(struct drm_gem_object *obj)
 {
 	return container_of(obj, struct spyre_bo, shmem.base);
+}
+
+/* The device address of a DEVICE BO as its file and its commands see it. */
+static inline u64 spyre_bo_dev_addr(const struct spyre_bo *bo)
+{
+	return bo->vm ? bo->va.start : bo->node.start;
+}
+
+/* The MMU context of a file's commands (0: untranslated). */
+static inline u16 spyre_file_ctx(const struct spyre_file *sf)
+{
+	return sf && sf->vm ? sf->vm->ctx : 0;
 }
 
 static inline u32 spyre_read(struct spyre_device *sdev, u32 reg)

@@ -61,6 +61,8 @@ static void spyre_dev_bo_free(struct drm_gem_object *obj)
 	struct spyre_bo *bo = to_spyre_bo(obj);
 
 	drm_gem_object_release(obj);
+	/* Out of its file's address space before its card memory can be reused. */
+	spyre_vm_unmap_bo(bo);
 	mutex_lock(&sdev->mm_lock);
 	if (bo->clear_fence && !dma_fence_is_signaled(bo->clear_fence))
 		list_add_tail(&bo->zombie, &sdev->zombies);
@@ -321,6 +323,7 @@ int spyre_ioctl_bo_create(struct drm_device *drm, void *data, struct drm_file *f
 {
 	struct spyre_device *sdev = to_spyre_dev(drm);
 	struct drm_spyre_bo_create *args = data;
+	struct spyre_file *sf = file->driver_priv;
 	u64 max = sdev->devmem_size - SPYRE_DEVMEM_RESERVED;
 	struct spyre_bo *bo;
 	u64 size;
@@ -344,6 +347,8 @@ int spyre_ioctl_bo_create(struct drm_device *drm, void *data, struct drm_file *f
 	/* Card memory may hold another client's data: clear it before anyone sees it. */
 	if (args->flags == DRM_SPYRE_BO_DEVICE) {
 		ret = spyre_job_clear_bo(sdev, bo);
+		if (!ret && sf->vm)
+			ret = spyre_vm_map_bo(sf->vm, bo);
 		if (ret) {
 			drm_gem_object_put(&bo->shmem.base);
 			return ret;
@@ -367,7 +372,7 @@ int spyre_ioctl_bo_info(struct drm_device *drm, void *data, struct drm_file *fil
 	bo = to_spyre_bo(obj);
 	args->flags = bo->flags;
 	args->size = obj->size;
-	args->dev_addr = bo->flags == DRM_SPYRE_BO_DEVICE ? bo->node.start : 0;
+	args->dev_addr = bo->flags == DRM_SPYRE_BO_DEVICE ? spyre_bo_dev_addr(bo) : 0;
 	args->mmap_offset = drm_vma_node_offset_addr(&obj->vma_node);
 	drm_gem_object_put(obj);
 	return 0;

@@ -78,6 +78,8 @@ int spyre_hw_reset(struct spyre_device *sdev)
 				 SPYRE_STATUS_READY, 1000, SPYRE_RESET_TIMEOUT_US);
 	if (ret)
 		drm_warn(&sdev->drm, "device not ready after reset (status %#x)\n", status);
+	else
+		spyre_mmu_hw_init(sdev);
 	return ret;
 }
 

@@ -123,6 +123,7 @@ static void spyre_file_release(struct kref *ref)
 {
 	struct spyre_file *sf = container_of(ref, struct spyre_file, ref);
 
+	spyre_vm_put(sf->vm);
 	mutex_destroy(&sf->lock);
 	kvfree(sf);
 }
@@ -138,6 +139,27 @@ void spyre_file_put(struct spyre_file *sf)
 static inline u32 spyre_ring_entry(struct spyre_ring *ring, u64 seq)
 {
 	return (seq - ring->hw_base) & (ring->size - 1);
+}
+
+/*
+ * A command of @job stopped on a translation fault: take the address from the ring's fault
+ * registers (they hold the ring's first fault not yet taken) and re-arm them.
+ */
+static void spyre_job_take_fault(struct spyre_ring *ring, struct spyre_job *job)
+{
+	struct spyre_device *sdev = ring->sdev;
+	u32 info = spyre_read(sdev, SPYRE_RING_REG(ring->idx, SPYRE_RING_FAULT_INFO));
+
+	if (!(info & SPYRE_MMU_FAULT_VALID))
+		return;
+	job->res->fault_addr = spyre_read64(sdev, SPYRE_RING_REG(ring->idx,
+								 SPYRE_RING_FAULT_ADDR_LO));
+	spyre_write(sdev, SPYRE_RING_REG(ring->idx, SPYRE_RING_FAULT_INFO), SPYRE_MMU_FAULT_VALID);
+	dev_info_ratelimited(sdev->drm.dev,
+			     "%s translation fault at %#llx, context %u (pid %d %s), job %llu\n",
+			     info & SPYRE_MMU_FAULT_ENGINE ? "core" : "DMA", job->res->fault_addr,
+			     info & SPYRE_MMU_FAULT_CTX_MASK, job->sf ? job->sf->pid : 0,
+			     job->sf ? job->sf->comm : "kernel", job->res->job_id);
 }
 
 /* Record the job's result from its completion entries and signal its hardware fence. */
@@ -163,6 +185,8 @@ static void spyre_job_complete(struct spyre_ring *ring, struct spyre_job *job)
 			res->hw_status = READ_ONCE(cpl->status);
 			res->hw_detail = READ_ONCE(cpl->detail);
 			res->failed_cmd = i;
+			if (res->hw_status == SPYRE_STATUS_ERR_MMU_FAULT)
+				spyre_job_take_fault(ring, job);
 		}
 	}
 	res->cycles = cycles;
@@ -745,7 +769,7 @@ static u64 spyre_dma_side(const struct spyre_bo *bo, u8 host_flag, u8 *flags)
 		*flags |= host_flag;
 		return bo->pagedir_dma;
 	}
-	return bo->node.start;
+	return spyre_bo_dev_addr(bo);
 }
 
 /* True if height rows of width bytes, pitch apart from offset, lie inside a BO of bo_size. */
@@ -887,6 +911,8 @@ static int spyre_job_prepare_cmds(struct spyre_job *job, struct drm_file *file,
 		ret = spyre_job_prepare_cmd(job, file, &uc, &job->cmds[i]);
 		if (ret)
 			return ret;
+		/* Its device addresses are the file's virtual addresses. */
+		job->cmds[i].hdr.ctx = spyre_file_ctx(job->sf);
 		job->cmd_count++;
 	}
 	return 0;
@@ -1156,6 +1182,7 @@ int spyre_ioctl_job_wait(struct drm_device *drm, void *data, struct drm_file *fi
 		args->hw_status = res->hw_status;
 		args->failed_cmd = res->failed_cmd;
 		args->hw_detail = res->hw_detail;
+		args->fault_addr = res->fault_addr;
 		args->cycles = res->cycles;
 		ret = 0;
 	}

@@ -86,9 +86,9 @@ static void spyre_launch_add_window(struct spyre_hw_launch_desc *desc, struct sp
 	u32 i;
 
 	for (i = 0; i < desc->num_windows; i++)
-		if (win[i].addr == bo->node.start)
+		if (win[i].addr == spyre_bo_dev_addr(bo))
 			return;
-	win[i].addr = bo->node.start;
+	win[i].addr = spyre_bo_dev_addr(bo);
 	win[i].size = bo->shmem.base.size;
 	desc->num_windows++;
 }
@@ -226,7 +226,7 @@ int spyre_launch_prepare(struct spyre_device *sdev, struct drm_file *file,
 
 	memset(hc, 0, sizeof(*hc));
 	hc->hdr.opcode = SPYRE_OP_LAUNCH;
-	hc->launch.prog_addr = prog->node.start + uc->src_offset;
+	hc->launch.prog_addr = spyre_bo_dev_addr(prog) + uc->src_offset;
 	hc->launch.prog_size = uc->size;
 	hc->launch.desc_addr = l->buf_dma;
 	hc->launch.result_addr = l->hw_res ? l->buf_dma + res_at : 0;

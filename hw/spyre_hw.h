@@ -55,6 +55,7 @@
 #define SPYRE_REG_MMU_CTX_BASE_LO	0x0048	/* RW: host DMA address of the context table (1.3) */
 #define SPYRE_REG_MMU_CTX_BASE_HI	0x004c	/* RW: bits 63:32 */
 #define SPYRE_REG_MMU_INVALIDATE	0x0050	/* WO: drop cached translations (SPYRE_MMU_INV_*) */
+#define SPYRE_REG_FAULT_MMU		0x0054	/* RW: the next N translated commands fault (1.3) */
 
 #define SPYRE_CAP_DMA			(1u << 0)	/* DMA_COPY command */
 #define SPYRE_CAP_FENCE			(1u << 1)	/* FENCE_WRITE command */

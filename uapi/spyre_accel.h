@@ -60,6 +60,8 @@ struct drm_spyre_query {
 #define DRM_SPYRE_CAP_LAUNCH		(1ull << 4)	/* DRM_SPYRE_CMD_LAUNCH */
 #define DRM_SPYRE_CAP_PRIORITY		(1ull << 5)	/* drm_spyre_submit.priority */
 #define DRM_SPYRE_CAP_COPY_2D		(1ull << 6)	/* DRM_SPYRE_CMD_COPY_2D */
+/* Device addresses (BO_INFO dev_addr) are the file's own virtual addresses (card MMU). */
+#define DRM_SPYRE_CAP_VM		(1ull << 7)
 
 struct drm_spyre_device_info {
 	__u16 pci_vendor;
@@ -304,8 +306,10 @@ struct drm_spyre_job_wait {
 	__u32 hw_status;	/* out: device status code of the failing command (hardware.md) */
 	__u32 failed_cmd;	/* out: index of the failing command in the job */
 	__u64 cycles;		/* out: modeled device cycles of the job */
-	__u32 hw_detail;	/* out: hw_status ERR_PROGRAM: engine error code (isa.md) */
+	__u32 hw_detail;	/* out: hw_status ERR_PROGRAM: engine error code (isa.md);
+				 * ERR_MMU_FAULT: the fault's FAULT_INFO (hardware.md section 15) */
 	__u32 pad;		/* must be zero */
+	__u64 fault_addr;	/* out: hw_status ERR_MMU_FAULT: faulting device virtual address */
 };
 
 #define DRM_SPYRE_JOB_HISTORY		1024

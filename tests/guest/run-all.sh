@@ -78,6 +78,7 @@ if [ -d /sys/kernel/debug/kunit ]; then
 	counted kunit tests/guest/kunit.sh
 fi
 kselftest uapi build/cmake/tests/guest/uapi/spyre_uapi_test
+kselftest vm build/cmake/tests/guest/uapi/spyre_vm_test
 gtest libspyre build/cmake/tests/guest/libspyre/libspyre_guest_test
 # The op library's C API through spyre.ko (the host suite, on the kernel backend).
 SPYRE_OPS_TEST_BACKEND=kernel gtest ops build/cmake/tests/host/libspyre_ops_api_test

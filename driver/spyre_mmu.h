@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Spyre accelerator driver: per-file device address spaces on the card MMU (hw 1.3).
+ *
+ * Copyright (C) 2025 The Spyre open stack authors
+ */
+#ifndef __SPYRE_MMU_H__
+#define __SPYRE_MMU_H__
+
+#include <linux/kref.h>
+#include <linux/mutex.h>
+#include <linux/types.h>
+
+#include <drm/drm_mm.h>
+
+struct spyre_device;
+struct spyre_bo;
+
+/* One page-table page of the card MMU and, above level 3, the tables it points to. */
+struct spyre_pt {
+	__le64 *entries;			/* DMA-coherent, SPYRE_MMU_PAGE_SIZE bytes */
+	dma_addr_t dma;
+	struct spyre_pt **child;		/* levels 1 and 2: 512 slots; NULL at level 3 */
+};
+
+/*
+ * The device address space of one open file: an MMU context id, its page tables and the
+ * allocator of its virtual addresses. Held by the file and by each BO mapped in it.
+ */
+struct spyre_vm {
+	struct kref ref;
+	struct spyre_device *sdev;
+	u32 ctx;				/* 1 .. SPYRE_MMU_NUM_CTX - 1 */
+	struct mutex lock;			/* va_mm and the tables */
+	struct drm_mm va_mm;
+	struct spyre_pt root;			/* level 1 */
+};
+
+int spyre_mmu_init(struct spyre_device *sdev);
+void spyre_mmu_hw_init(struct spyre_device *sdev);
+struct spyre_vm *spyre_vm_create(struct spyre_device *sdev);
+void spyre_vm_put(struct spyre_vm *vm);
+int spyre_vm_map_bo(struct spyre_vm *vm, struct spyre_bo *bo);
+void spyre_vm_unmap_bo(struct spyre_bo *bo);
+
+#endif /* __SPYRE_MMU_H__ */

@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Per-file device address spaces (card MMU, DRM_SPYRE_CAP_VM): two files see the same
+ * device addresses for their own, separate memory; neither reaches the other's by COPY,
+ * LAUNCH, mmap, a guessed address or a stale handle; a translation fault in one file is
+ * reported with its context and address while the other's jobs run on, correct.
+ *
+ * Copyright (C) 2025 The Spyre open stack authors
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <xf86drm.h>
+
+#include "spyre_accel.h"
+#include "spyre_hw.h"
+#include "spyre_test_lib.h"
+#include "kselftest_harness.h"
+
+#define VM_BYTES	65536
+
+/* One client: a program BO, a source and a destination BO, created in that order. */
+struct client {
+	int fd;
+	uint32_t prog, src, dst;
+	uint8_t *msrc, *mdst;
+	size_t plen;
+};
+
+static int client_open(struct client *c)
+{
+	struct drm_spyre_device_info info;
+	struct prog p;
+	int ret;
+
+	memset(c, 0, sizeof(*c));
+	c->fd = open_card(0);
+	if (c->fd < 0)
+		return -ENODEV;
+	ret = query(c->fd, DRM_SPYRE_QUERY_DEVICE_INFO, &info, sizeof(info));
+	if (ret)
+		return ret;
+	if (!(info.caps & DRM_SPYRE_CAP_VM) || !(info.caps & DRM_SPYRE_CAP_LAUNCH))
+		return -EOPNOTSUPP;
+	c->plen = build_copy(&p);
+	ret = prog_bo(c->fd, p.img, c->plen, 0, 4096, &c->prog);
+	if (!ret)
+		ret = bo_create(c->fd, VM_BYTES, DRM_SPYRE_BO_DEVICE, &c->src);
+	if (!ret)
+		ret = bo_create(c->fd, VM_BYTES, DRM_SPYRE_BO_DEVICE, &c->dst);
+	if (ret)
+		return ret;
+	c->msrc = bo_map(c->fd, c->src);
+	c->mdst = bo_map(c->fd, c->dst);
+	return c->msrc && c->mdst ? 0 : -ENOMEM;
+}
+
+static void client_close(struct client *c)
+{
+	if (c->msrc)
+		munmap(c->msrc, VM_BYTES);
+	if (c->mdst)
+		munmap(c->mdst, VM_BYTES);
+	if (c->fd >= 0)
+		close(c->fd);
+}
+
+/* Submit a launch of c's copy program: VM_BYTES from address @from to address @to. */
+static int client_copy(struct client *c, uint64_t from, uint64_t to, uint64_t *job)
+{
+	struct drm_spyre_launch l = { .num_cores = 1, .num_args = 3 };
+	uint32_t bos[2] = { c->src, c->dst };
+	struct drm_spyre_cmd cmd;
+
+	l.args[0] = from;
+	l.args[1] = to;
+	l.args[2] = VM_BYTES;
+	l.bo_handles = (uintptr_t)bos;
+	l.bo_count = 2;
+	cmd = launch_cmd(c->prog, 0, c->plen, &l);
+	return submit_cmds(c->fd, &cmd, 1, job);
+}
+
+static bool all_bytes(const uint8_t *p, size_t n, uint8_t v)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i] != v)
+			return false;
+	return true;
+}
+
+#define OPEN_CLIENT(c)								\
+	do {									\
+		int __r = client_open(c);					\
+		if (__r == -EOPNOTSUPP || __r == -ENODEV)			\
+			SKIP(return, "no card with DRM_SPYRE_CAP_VM and LAUNCH");	\
+		ASSERT_EQ(0, __r);						\
+	} while (0)
+
+/*
+ * Two files built the same way get the same device addresses, yet each one's program and
+ * copies reach only its own memory: the addresses are per-file virtual addresses.
+ */
+TEST(same_addresses_separate_memory)
+{
+	struct client a, b;
+	uint64_t ja, jb;
+
+	OPEN_CLIENT(&a);
+	OPEN_CLIENT(&b);
+	EXPECT_EQ(dev_addr(a.fd, a.prog), dev_addr(b.fd, b.prog));
+	EXPECT_EQ(dev_addr(a.fd, a.src), dev_addr(b.fd, b.src));
+	EXPECT_EQ(dev_addr(a.fd, a.dst), dev_addr(b.fd, b.dst));
+	EXPECT_NE(0, dev_addr(a.fd, a.dst));
+
+	memset(a.msrc, 0xa1, VM_BYTES);
+	memset(b.msrc, 0xb2, VM_BYTES);
+	memset(a.mdst, 0, VM_BYTES);
+	memset(b.mdst, 0, VM_BYTES);
+	/* Both in flight together, same addresses. */
+	ASSERT_EQ(0, client_copy(&a, dev_addr(a.fd, a.src), dev_addr(a.fd, a.dst), &ja));
+	ASSERT_EQ(0, client_copy(&b, dev_addr(b.fd, b.src), dev_addr(b.fd, b.dst), &jb));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(a.fd, ja));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(b.fd, jb));
+	EXPECT_TRUE(all_bytes(a.mdst, VM_BYTES, 0xa1));
+	EXPECT_TRUE(all_bytes(b.mdst, VM_BYTES, 0xb2));
+	EXPECT_TRUE(all_bytes(a.msrc, VM_BYTES, 0xa1));
+	EXPECT_TRUE(all_bytes(b.msrc, VM_BYTES, 0xb2));
+	client_close(&a);
+	client_close(&b);
+}
+
+/*
+ * A handle or mmap offset of one file means nothing in another, and a closed handle
+ * nothing at all: COPY, BO_INFO and mmap refuse them.
+ */
+TEST(foreign_and_stale_handles)
+{
+	struct drm_spyre_bo_info info;
+	struct drm_spyre_cmd cmd;
+	struct client a, b;
+	uint32_t only_a;
+	uint64_t job;
+	void *p;
+
+	OPEN_CLIENT(&a);
+	OPEN_CLIENT(&b);
+	/* A handle number b does not have. */
+	ASSERT_EQ(0, bo_create(a.fd, 4096, DRM_SPYRE_BO_DEVICE, &only_a));
+	ASSERT_EQ(0, bo_info(a.fd, only_a, &info));
+	EXPECT_EQ(-ENOENT, bo_info(b.fd, only_a, &info));
+	cmd = copy_cmd(only_a, 0, b.dst, 0, 4096);
+	EXPECT_EQ(-ENOENT, submit_cmds(b.fd, &cmd, 1, &job));
+	/* a's mmap offset on b's file */
+	p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, b.fd, info.mmap_offset);
+	EXPECT_EQ(MAP_FAILED, p);
+	/* a stale handle */
+	ASSERT_EQ(0, bo_close(a.fd, only_a));
+	EXPECT_EQ(-ENOENT, bo_info(a.fd, only_a, &info));
+	cmd = copy_cmd(only_a, 0, a.dst, 0, 4096);
+	EXPECT_EQ(-ENOENT, submit_cmds(a.fd, &cmd, 1, &job));
+	client_close(&a);
+	client_close(&b);
+}
+
+/*
+ * A translation fault (injected by the card: FAULT_MMU) fails only the job that took it,
+ * reported with the file's context and the faulting address; the other file's jobs,
+ * submitted around it, complete with the right data, and the faulting file works on.
+ */
+TEST(fault_reported_other_file_unaffected)
+{
+	struct drm_spyre_job_wait w;
+	struct client a, b;
+	uint64_t ja, jb, jb2;
+	int ret;
+
+	OPEN_CLIENT(&a);
+	OPEN_CLIENT(&b);
+	ret = debugfs_write(a.fd, "fault_mmu", 1);
+	if (ret == -EOPNOTSUPP || ret == -ENOENT)
+		SKIP(return, "no MMU fault injection (x-fault-inject=on, debugfs)");
+	ASSERT_EQ(0, ret);
+	memset(a.msrc, 0x3c, VM_BYTES);
+	memset(a.mdst, 0, VM_BYTES);
+	memset(b.msrc, 0x4d, VM_BYTES);
+	memset(b.mdst, 0, VM_BYTES);
+	ASSERT_EQ(0, client_copy(&a, dev_addr(a.fd, a.src), dev_addr(a.fd, a.dst), &ja));
+	ASSERT_EQ(0, client_copy(&b, dev_addr(b.fd, b.src), dev_addr(b.fd, b.dst), &jb));
+	ASSERT_EQ(0, job_wait(a.fd, ja, now_ns() + 60 * SEC_NS, &w));
+	EXPECT_EQ(DRM_SPYRE_JOB_DEVICE_ERROR, w.status);
+	EXPECT_EQ(SPYRE_STATUS_ERR_MMU_FAULT, w.hw_status);
+	EXPECT_TRUE(w.hw_detail & SPYRE_MMU_FAULT_VALID);
+	EXPECT_EQ(SPYRE_MMU_FAULT_FETCH,
+		  (w.hw_detail & SPYRE_MMU_FAULT_ACCESS_MASK) >> SPYRE_MMU_FAULT_ACCESS_SHIFT);
+	EXPECT_NE(0, w.hw_detail & SPYRE_MMU_FAULT_CTX_MASK);
+	EXPECT_EQ(dev_addr(a.fd, a.prog), w.fault_addr);
+	EXPECT_TRUE(all_bytes(a.mdst, VM_BYTES, 0));	/* the faulting launch never ran */
+	TH_LOG("fault: context %u, access %u, address %#llx",
+	       w.hw_detail & SPYRE_MMU_FAULT_CTX_MASK,
+	       (w.hw_detail & SPYRE_MMU_FAULT_ACCESS_MASK) >> SPYRE_MMU_FAULT_ACCESS_SHIFT,
+	       (unsigned long long)w.fault_addr);
+
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(b.fd, jb));
+	EXPECT_TRUE(all_bytes(b.mdst, VM_BYTES, 0x4d));
+	/* both go on: b again, and a's same launch, now without a fault */
+	memset(b.mdst, 0, VM_BYTES);
+	ASSERT_EQ(0, client_copy(&b, dev_addr(b.fd, b.src), dev_addr(b.fd, b.dst), &jb2));
+	ASSERT_EQ(0, client_copy(&a, dev_addr(a.fd, a.src), dev_addr(a.fd, a.dst), &ja));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(a.fd, ja));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(b.fd, jb2));
+	EXPECT_TRUE(all_bytes(a.mdst, VM_BYTES, 0x3c));
+	EXPECT_TRUE(all_bytes(b.mdst, VM_BYTES, 0x4d));
+	client_close(&a);
+	client_close(&b);
+}
+
+/*
+ * Memory freed by one file and given to another is unreachable through the first file's
+ * old address: a program of the first file aimed at it is stopped (its windows and its
+ * MMU context no longer include it), and the new owner's data stay intact.
+ */
+TEST(freed_memory_unreachable)
+{
+	struct drm_spyre_job_wait w;
+	struct client a, b;
+	uint64_t old_va, job;
+	uint32_t victim;
+	uint8_t *pv;
+
+	OPEN_CLIENT(&a);
+	OPEN_CLIENT(&b);
+	old_va = dev_addr(a.fd, a.dst);
+	ASSERT_EQ(0, munmap(a.mdst, VM_BYTES));
+	a.mdst = NULL;
+	ASSERT_EQ(0, bo_close(a.fd, a.dst));
+	ASSERT_EQ(0, bo_create(b.fd, VM_BYTES, DRM_SPYRE_BO_DEVICE, &victim));
+	pv = bo_map(b.fd, victim);
+	ASSERT_NE(NULL, pv);
+	memset(pv, 0x77, VM_BYTES);
+	memset(a.msrc, 0x11, VM_BYTES);
+	a.dst = a.src;		/* list only what a still has */
+	ASSERT_EQ(0, client_copy(&a, dev_addr(a.fd, a.src), old_va, &job));
+	ASSERT_EQ(0, job_wait(a.fd, job, now_ns() + 60 * SEC_NS, &w));
+	EXPECT_EQ(DRM_SPYRE_JOB_DEVICE_ERROR, w.status);
+	EXPECT_TRUE(all_bytes(pv, VM_BYTES, 0x77));
+	munmap(pv, VM_BYTES);
+	client_close(&a);
+	client_close(&b);
+}
+
+TEST_HARNESS_MAIN
