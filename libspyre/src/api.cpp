@@ -799,9 +799,10 @@ spyre_status spyre_stream_create(spyre_device_t device, int priority, spyre_stre
     return guard(__func__, [&] {
         auto d = check_device(device);
         require_out(stream, "stream");
-        require(priority == SPYRE_STREAM_PRIORITY_NORMAL || priority == SPYRE_STREAM_PRIORITY_HIGH,
-                std::format("priority {} is not SPYRE_STREAM_PRIORITY_NORMAL (0) or "
-                            "SPYRE_STREAM_PRIORITY_HIGH (-1)",
+        require(priority == SPYRE_STREAM_PRIORITY_NORMAL ||
+                    priority == SPYRE_STREAM_PRIORITY_HIGH || priority == SPYRE_STREAM_PRIORITY_LOW,
+                std::format("priority {} is not SPYRE_STREAM_PRIORITY_NORMAL (0), "
+                            "SPYRE_STREAM_PRIORITY_HIGH (-1) or SPYRE_STREAM_PRIORITY_LOW (1)",
                             priority));
         auto obj = std::make_shared<StreamObj>();
         obj->dev = d->dev;

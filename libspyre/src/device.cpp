@@ -13,6 +13,7 @@
 
 #include "enumerate.hpp"
 #include "error.hpp"
+#include "spyre_hw.h"
 
 namespace spyre {
 
@@ -21,6 +22,7 @@ static_assert(SPYRE_DEVICE_CAP_HOST_BUFFER == DRM_SPYRE_CAP_HOST_BO);
 static_assert(SPYRE_DEVICE_CAP_TIMELINE == DRM_SPYRE_CAP_TIMELINE);
 static_assert(SPYRE_DEVICE_CAP_TELEMETRY == DRM_SPYRE_CAP_TELEMETRY);
 static_assert(SPYRE_DEVICE_CAP_LAUNCH == DRM_SPYRE_CAP_LAUNCH);
+static_assert(SPYRE_DEVICE_CAP_VM == DRM_SPYRE_CAP_VM);
 
 namespace {
 
@@ -320,6 +322,14 @@ constexpr uint32_t kUnknown = UINT32_MAX;
 constexpr int kBusyRetries = 10000;
 }  // namespace
 
+uint32_t KernelDevice::submit_priority(int stream_priority) const {
+    if (!(info_.caps & DRM_SPYRE_CAP_PRIORITY)) return DRM_SPYRE_PRIORITY_NORMAL;
+    if (stream_priority > 0) return DRM_SPYRE_PRIORITY_LOW;
+    if (stream_priority < 0 && !high_priority_denied_.load(std::memory_order_relaxed))
+        return DRM_SPYRE_PRIORITY_HIGH;
+    return DRM_SPYRE_PRIORITY_NORMAL;
+}
+
 uint64_t KernelDevice::submit(drm_spyre_submit& s) {
     s.cmd_size = sizeof(drm_spyre_cmd);
     s.sync_size = sizeof(drm_spyre_sync);
@@ -343,6 +353,12 @@ uint64_t KernelDevice::submit(drm_spyre_submit& s) {
     for (int attempt = 0;; ++attempt) {
         int err = ioctl_no_eagain_retry(fd_.get(), DRM_IOCTL_SPYRE_SUBMIT, &s);
         if (!err) break;
+        if (err == EPERM && s.priority == DRM_SPYRE_PRIORITY_HIGH) {
+            // High priority needs CAP_SYS_NICE: keep the stream's own ring, normal priority.
+            high_priority_denied_ = true;
+            s.priority = DRM_SPYRE_PRIORITY_NORMAL;
+            continue;
+        }
         if ((err == EAGAIN || err == EBUSY) && attempt < kBusyRetries) {
             // Too many queued jobs: wait for the oldest of ours, then retry.
             counters_.busy_retries++;
@@ -429,9 +445,12 @@ void KernelDevice::fail_job(const drm_spyre_job_wait& w, const std::string& what
     switch (w.status) {
         case DRM_SPYRE_JOB_DEVICE_ERROR:
             fail(SPYRE_ERROR_DEVICE_ERROR,
-                 std::format("device error on {} in job {} ({}), command {}: hw status {} = {}",
+                 std::format("device error on {} in job {} ({}), command {}: hw status {} = {}{}",
                              name_, job_id, what, w.failed_cmd, w.hw_status,
-                             hw_status_text(w.hw_status)));
+                             hw_status_text(w.hw_status),
+                             w.hw_status == SPYRE_STATUS_ERR_MMU_FAULT
+                                 ? std::format(" at device address {:#x}", w.fault_addr)
+                                 : std::string()));
         case DRM_SPYRE_JOB_TIMEOUT:
             fail(SPYRE_ERROR_TIMEOUT,
                  std::format("{}: job {} ({}) hung and was aborted by the driver (hw status {} = "

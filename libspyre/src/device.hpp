@@ -4,6 +4,7 @@
 // stream_kernel.cpp. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -65,6 +66,8 @@ class KernelDevice final : public Device {
 
     // ---- used by KernelStream (stream_kernel.cpp) ----
     int64_t timeout_ns() const { return timeout_ns_; }
+    // The SUBMIT priority of a stream of libspyre priority `stream_priority`.
+    uint32_t submit_priority(int stream_priority) const;
     uint32_t create_syncobj();
     void destroy_syncobj(uint32_t h);
     // Blocks until timeline point `point` of `syncobj` has signalled (no lock held).
@@ -109,6 +112,8 @@ class KernelDevice final : public Device {
 
     UniqueFd fd_;  // first member: destroyed last, after every BO below
     int64_t timeout_ns_ = 0;
+    // The driver refused a high-priority SUBMIT (EPERM: no CAP_SYS_NICE); submit at normal.
+    std::atomic<bool> high_priority_denied_{false};
     std::atomic<uint32_t> next_ring_{0};
 
     // Unreaped jobs, so that no job falls out of the driver's result history unreaped.

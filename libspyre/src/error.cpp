@@ -135,6 +135,8 @@ std::string hw_status_text(uint32_t hw_status) {
             return "ERR_INJECTED (fault injection)";
         case SPYRE_STATUS_ERR_PROGRAM:
             return "ERR_PROGRAM (the program stopped with an error)";
+        case SPYRE_STATUS_ERR_MMU_FAULT:
+            return "ERR_MMU_FAULT (an address outside the process's device address space)";
     }
     return std::format("unknown hw status {}", hw_status);
 }

@@ -481,6 +481,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         s.cmds = reinterpret_cast<uintptr_t>(cmds.data());
         s.cmd_count = static_cast<uint32_t>(cmds.size());
         s.ring = ring_;
+        s.priority = dev_->submit_priority(priority_);
         if (!in_syncs_.empty()) {
             s.in_syncs = reinterpret_cast<uintptr_t>(in_syncs_.data());
             s.in_sync_count = static_cast<uint32_t>(in_syncs_.size());

@@ -116,6 +116,9 @@ SPYRE_API spyre_status spyre_device_close(spyre_device_t device);
 #define SPYRE_DEVICE_CAP_LAUNCH (1ull << 4) /* spyre_launch() */
 /* One DMA descriptor per strided 2-D block (spyre_memcpy_3d); without it, one per row. */
 #define SPYRE_DEVICE_CAP_COPY_2D (1ull << 6)
+/* The process has a device address space of its own (card MMU): spyre_buffer_device_address
+ * values are virtual addresses meaningful only to this process. */
+#define SPYRE_DEVICE_CAP_VM (1ull << 7)
 
 typedef struct spyre_device_info {
     int index;               /* index passed to spyre_device_open() */
@@ -289,8 +292,13 @@ typedef struct spyre_stream* spyre_stream_t;
 /* A point in a stream's work (spyre_event_record). */
 typedef struct spyre_event* spyre_event_t;
 
+/* Stream priorities. On the kernel backend a HIGH stream has a ring of its own and submits
+ * at the driver's high priority when the process may (CAP_SYS_NICE; else at normal
+ * priority, still on its own ring); a LOW stream's jobs yield to every other queued job of
+ * its ring. The simulator runs all streams alike. */
 #define SPYRE_STREAM_PRIORITY_NORMAL 0
-#define SPYRE_STREAM_PRIORITY_HIGH (-1) /* a ring of its own on the kernel backend */
+#define SPYRE_STREAM_PRIORITY_HIGH (-1)
+#define SPYRE_STREAM_PRIORITY_LOW 1
 
 SPYRE_API spyre_status spyre_stream_create(spyre_device_t device, int priority,
                                            spyre_stream_t* stream);

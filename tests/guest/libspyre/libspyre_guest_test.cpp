@@ -1,6 +1,9 @@
 // libspyre against real (emulated) Spyre cards: every test runs on every card.
 #include <gtest/gtest.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -766,6 +769,55 @@ TEST(Streams, StreamsUseSeveralRingsAndBuffersWorkAcrossHandles) {
     spyre_free(buf);
     spyre_device_close(a);
     spyre_device_close(b);
+}
+
+// Drops `cap` from this process's effective, permitted and inheritable sets.
+bool drop_capability(unsigned cap) {
+    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[2]{};
+    if (syscall(SYS_capget, &hdr, data)) return false;
+    for (auto* set :
+         {&data[cap / 32].effective, &data[cap / 32].permitted, &data[cap / 32].inheritable})
+        *set &= ~(1u << (cap % 32));
+    return syscall(SYS_capset, &hdr, data) == 0;
+}
+
+// High and low priority streams submit at the driver's priorities. A process without
+// CAP_SYS_NICE may not submit at high priority: its high-priority stream still works
+// (normal priority on its own ring) instead of failing every job.
+TEST(Streams, PriorityStreamsWorkWithAndWithoutCapSysNice) {
+    for (bool drop : {false, true}) {
+        pid_t pid = fork();
+        ASSERT_GE(pid, 0);
+        if (pid == 0) {
+            if (drop && !drop_capability(CAP_SYS_NICE)) _exit(10);
+            spyre_device_t d;
+            if (spyre_device_open(0, &d) != SPYRE_SUCCESS) _exit(11);
+            spyre_buffer_t buf;
+            if (spyre_malloc(d, 8192, &buf) != SPYRE_SUCCESS) _exit(12);
+            int code = 0;
+            for (int prio : {SPYRE_STREAM_PRIORITY_HIGH, SPYRE_STREAM_PRIORITY_LOW}) {
+                spyre_stream_t s;
+                uint8_t v = 0;
+                const uint8_t want = prio == SPYRE_STREAM_PRIORITY_HIGH ? 0x5e : 0x6f;
+                if (spyre_stream_create(d, prio, &s) != SPYRE_SUCCESS ||
+                    spyre_memset_async(buf, 0, want, 8192, s) != SPYRE_SUCCESS ||
+                    spyre_stream_synchronize(s) != SPYRE_SUCCESS ||
+                    spyre_memcpy_dtoh(&v, buf, 8191, 1) != SPYRE_SUCCESS || v != want) {
+                    std::fprintf(stderr, "priority %d: %s\n", prio, spyre_last_error());
+                    code = 13;
+                }
+                spyre_stream_destroy(s);
+            }
+            spyre_free(buf);
+            spyre_device_close(d);
+            _exit(code);
+        }
+        int st = 0;
+        ASSERT_EQ(waitpid(pid, &st, 0), pid);
+        EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+            << (drop ? "without" : "with") << " CAP_SYS_NICE: status " << st;
+    }
 }
 
 TEST(Tools, RoundtripExample) {
