@@ -94,6 +94,20 @@ SPYRE_API spyre_status spyre_op_attention(spyre_stream_t stream, const spyre_ten
                                           const spyre_tensor* out, int causal, float scale);
 
 /*
+ * spyre_op_attention with an attention mask (NULL: none), torch's attn_mask: [Lq, Lk],
+ * [B or 1, Lq, Lk] or [B or 1, Hq or 1, Lq, Lk] (a size-1 query dim broadcasts too, e.g. a
+ * [B, 1, 1, Lk] padding mask). A float mask (fp32, fp16, bf16) is added to the scaled scores;
+ * an int8 mask is boolean (torch.bool's bytes): nonzero = attend, zero = the score is -inf.
+ * Combined with causal when causal is set. Its key dim contiguous; other strides are free (rows
+ * that are not 128-byte stick rows are re-laid on the cores first, one more launch). A query
+ * that sees no key gets NaN, as softmax over nothing but -inf.
+ */
+SPYRE_API spyre_status spyre_op_attention_masked(spyre_stream_t stream, const spyre_tensor* q,
+                                                 const spyre_tensor* k, const spyre_tensor* v,
+                                                 const spyre_tensor* mask, const spyre_tensor* out,
+                                                 int causal, float scale);
+
+/*
  * Rotary position embedding, rotate-half convention (GPT-NeoX, Llama, Granite):
  * out = x * cos + rotate_half(x) * sin with rotate_half(x) = [-x2, x1] over the two halves of a
  * head row. x and out [B, H, L, D] (strides as for attention; out may be x), cos and sin

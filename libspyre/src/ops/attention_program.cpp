@@ -22,8 +22,19 @@ uint64_t up128(uint64_t x) { return (x + kStick - 1) / kStick * kStick; }
 
 // LX layout of one work unit: R = group * bq rows.
 struct Layout {
-    uint64_t q, s[2], p, o, k[2], v[2], m_old, m_new, corr, stat, l, out, total;
+    uint64_t q, s[2], p, o, k[2], v[2], mask[2], m_old, m_new, corr, stat, l, out, total;
 };
+
+// Bytes of one key block's row of the mask in LX (a whole number of sticks, see mask_fits).
+uint64_t mask_row_bytes(const AttentionShape& s, uint64_t bk) {
+    return bk * isa::dtype_size(s.mask_t);
+}
+
+// The mask's block of a key block starts at a stick boundary only if bk mask elements are
+// whole sticks (bool masks: bk >= 128).
+bool mask_fits(const AttentionShape& s, uint64_t bk) {
+    return s.mask == AttentionShape::Mask::NONE || mask_row_bytes(s, bk) % kStick == 0;
+}
 
 Layout layout(const AttentionShape& s, uint64_t bq, uint64_t bk) {
     const uint64_t es = isa::dtype_size(s.t), g = s.Hq / s.Hkv, R = g * bq;
@@ -40,6 +51,11 @@ Layout layout(const AttentionShape& s, uint64_t bq, uint64_t bk) {
     l.p = take(R * bk * es);
     l.o = take(R * s.D * 4);
     for (int i = 0; i < 2; ++i) l.k[i] = take(bk * s.D * es), l.v[i] = take(bk * s.D * es);
+    // the mask's rows of a key block, double buffered with K and V
+    const uint64_t mask_rows = (s.m_st[1] ? g : 1) * (s.m_st[2] ? bq : 1);
+    const uint64_t mask_bytes =
+        s.mask == AttentionShape::Mask::NONE ? 0 : mask_rows * up128(mask_row_bytes(s, bk));
+    for (int i = 0; i < 2; ++i) l.mask[i] = mask_bytes ? take(mask_bytes) : 0;
     l.m_old = take(R * 4);
     l.m_new = take(R * 4);
     l.corr = take(R * 4);
@@ -84,15 +100,21 @@ std::vector<uint8_t> build_attention(const AttentionShape& shape, const Attentio
     const int64_t off = s.Lk - s.Lq;
     const bool tail = s.Lk % bk != 0;
     const float scale = s.scale != 0.0f ? s.scale : 1.0f / std::sqrt(float(D));
-    if (s.Hq % s.Hkv || s.Lq % bq || Db % kStick || R > int64_t(isa::kMaxMatDim))
+    if (s.Hq % s.Hkv || s.Lq % bq || Db % kStick || R > int64_t(isa::kMaxMatDim) ||
+        !mask_fits(s, p.bk))
         throw std::invalid_argument("attention plan does not fit the shape");
+    const bool masked = s.mask != AttentionShape::Mask::NONE;
+    const int64_t mes = isa::dtype_size(s.mask_t), mrow = bk * mes;
+    // mask rows loaded per head (1: one row broadcast over the queries) and heads per group
+    // (1: one mask shared by the group's heads)
+    const int64_t mrows = s.m_st[2] ? bq : 1, mheads = s.m_st[1] ? g : 1;
     const Layout l = layout(s, p.bq, p.bk);
     const float ninf = -std::numeric_limits<float>::infinity();
 
     ProgramBuilder b;
-    // r3..r6 Q, K, V, out; r7 unit; r8 (b, kv head) index; r9 query block; r10..r12, r18, r19,
-    // r28..r31 scratch; r13/r14 K/V block addresses; r15 key block index; r16 key blocks of the
-    // unit; r17 mask offset; r20 iteration; r21..r27 descriptors.
+    // r2 the mask rows of the unit; r3..r6 Q, K, V, out; r7 unit; r8 (b, kv head) index; r9 query
+    // block; r10..r12, r18, r19, r28..r31 scratch; r13/r14 K/V block addresses; r15 key block
+    // index; r16 key blocks of the unit; r17 mask offset; r20 iteration; r21..r27 descriptors.
     b.arg(3, 0), b.arg(4, 1), b.arg(5, 2), b.arg(6, 3);
     auto vdesc = [&](std::initializer_list<int64_t> v) { b.set_regs(21, v); };
     auto lxreg = [&](ProgramBuilder::Reg r, uint64_t addr) { b.li(r, int64_t(addr)); };
@@ -122,6 +144,15 @@ std::vector<uint8_t> build_attention(const AttentionShape& shape, const Attentio
     b.li(10, int64_t(s.Hkv));
     b.alu(Alu::DIVU, 30, 8, 10);
     b.alu(Alu::REMU, 31, 8, 10);
+    if (masked) {  // r2 = mask + b*mb + kvh*g*mh + qb*bq*ml (r2 held the core count)
+        b.arg(2, 4);
+        b.muli(10, 30, int64_t(s.m_st[0]));
+        b.add(2, 2, 10);
+        b.muli(10, 31, g * int64_t(s.m_st[1]));
+        b.add(2, 2, 10);
+        b.muli(10, 9, bq * int64_t(s.m_st[2]));
+        b.add(2, 2, 10);
+    }
     // the base of head h of the group in q or out: base + b*sb + (kvh*g + h)*sh + qb*bq*sl
     auto head_rows = [&](ProgramBuilder::Reg dst, ProgramBuilder::Reg base, const uint64_t* st,
                          int64_t h) {
@@ -215,6 +246,16 @@ std::vector<uint8_t> build_attention(const AttentionShape& shape, const Attentio
         b.li(22, int64_t(s.v_st[2]));
         b.span(12);
         b.load(31, 12, 10, 21);
+        if (masked) {  // the block's mask columns of every head's query rows
+            b.muli(12, 29, int64_t(l.mask[1] - l.mask[0]));
+            b.addi(12, 12, int64_t(l.mask[0]));
+            b.muli(11, 18, mes);
+            b.add(11, 11, 2);
+            b.muli(10, 19, mes);
+            vdesc({mrows, int64_t(s.m_st[2]), mrow, mheads, int64_t(s.m_st[1]), mrows * mrow});
+            b.span(11);
+            b.load(12, 11, 10, 21);
+        }
         lxreg(29, l.q);
         vdesc({R, bk, D, Db, Db, bk * 4});
         b.matmul(s.t, 28, 29, 30, 21, false, false, true);
@@ -234,8 +275,29 @@ std::vector<uint8_t> build_attention(const AttentionShape& shape, const Attentio
         b.addi(31, 31, int64_t(l.v[0]));
         b.muli(28, 29, int64_t(l.s[1] - l.s[0]));
         b.addi(28, 28, int64_t(l.s[0]));
-        vdesc({R, bk, bk * 4, bk * 4, 0});
-        b.vbin(VBin::MUL, Bcast::IMM, DType::F32, DType::F32, 28, 28, 0, 21, scale);
+        if (masked) {
+            b.muli(30, 29, int64_t(l.mask[1] - l.mask[0]));
+            b.addi(30, 30, int64_t(l.mask[0]));
+        }
+        // S = scale * S, + mask (ADD, one fused multiply-add) or where(mask, S, -inf) (KEEP),
+        // per head's rows unless the group shares one mask row
+        const bool one_pass = mrows == 1 && mheads == 1;
+        if (s.mask != AttentionShape::Mask::ADD) {
+            vdesc({R, bk, bk * 4, bk * 4, 0});
+            b.vbin(VBin::MUL, Bcast::IMM, DType::F32, DType::F32, 28, 28, 0, 21, scale);
+        }
+        for (int64_t h = 0; masked && h < (one_pass ? 1 : g); ++h) {
+            b.addi(29, 28, h * bq * bk * 4);
+            vdesc({one_pass ? R : bq, bk, bk * 4, bk * 4, 0});
+            b.addi(26, 30, s.m_st[1] ? h * mrows * mrow : 0);
+            b.li(27, mrows > 1 ? mrow : 0);
+            if (s.mask == AttentionShape::Mask::ADD)
+                b.vfma(DType::F32, DType::F32, 29, 29, 0, 21, Bcast::IMM, Bcast::NONE, scale, 0.0f,
+                       isa::kSrcType, s.mask_t);
+            else
+                b.vsel(DType::F32, DType::F32, 29, 29, 0, 21, Bcast::IMM, ninf, false, Bcast::NONE,
+                       DType::I8);
+        }
         // masks: keys past Lk, and the causal limit of each head's rows
         if (tail) {
             // keep j <= Lk - 1 - kb*bk: v = -j + (Lk - 1 - kb*bk)
@@ -345,6 +407,10 @@ uint64_t extent(const uint64_t* st, uint64_t B, uint64_t H, uint64_t L, uint64_t
 uint64_t attention_tensor_bytes(const AttentionShape& shape, int which) {
     const AttentionShape s = shape.resolved();
     const uint64_t row = s.D * isa::dtype_size(s.t);
+    if (which == 4)
+        return s.mask == AttentionShape::Mask::NONE
+                   ? 0
+                   : extent(s.m_st, s.B, s.Hq, s.Lq, s.Lk * isa::dtype_size(s.mask_t));
     switch (which) {
         case 0:
             return extent(s.q_st, s.B, s.Hq, s.Lq, row);
@@ -359,9 +425,11 @@ uint64_t attention_tensor_bytes(const AttentionShape& shape, int which) {
 
 void price_attention(const Pricer& pricer, const AttentionShape& s, AttentionPlan& p) {
     const uint64_t q = attention_tensor_bytes(s, 0), k = attention_tensor_bytes(s, 1),
-                   v = attention_tensor_bytes(s, 2), o = attention_tensor_bytes(s, 3);
+                   v = attention_tensor_bytes(s, 2), o = attention_tensor_bytes(s, 3),
+                   m = attention_tensor_bytes(s, 4);
+    const uint64_t end = q + k + v + o;
     const auto r =
-        pricer.price(build_attention(s, p), p.cores, {0, q, q + k, q + k + v}, q + k + v + o);
+        pricer.price(build_attention(s, p), p.cores, {0, q, q + k, q + k + v, end}, end + m);
     p.cycles = r.total_cycles;
     p.stats = r;
 }
@@ -371,7 +439,7 @@ AttentionPlan plan_attention(const Pricer& pricer, const AttentionShape& s, uint
         throw std::invalid_argument(
             "attention: Hq must be a multiple of Hkv and a head row a multiple of 128 bytes");
     const AttentionShape r = s.resolved();
-    for (const uint64_t* st : {r.q_st, r.k_st, r.v_st, r.o_st})
+    for (const uint64_t* st : {r.q_st, r.k_st, r.v_st, r.o_st, r.m_st})
         for (int d = 0; d < 3; ++d)
             if (st[d] % kStick)
                 throw std::invalid_argument(
@@ -382,7 +450,7 @@ AttentionPlan plan_attention(const Pricer& pricer, const AttentionShape& s, uint
     for (uint64_t bq : {512, 256, 128, 64, 32, 16, 8, 4, 2, 1}) {
         if (bq > s.Lq || s.Lq % bq || g * bq > isa::kMaxMatDim) continue;
         for (uint64_t bk : {256, 128, 64}) {
-            if (attention_lx_bytes(s, bq, bk) > budget) continue;
+            if (!mask_fits(s, bk) || attention_lx_bytes(s, bq, bk) > budget) continue;
             const uint64_t units = s.B * s.Hkv * (s.Lq / bq);
             AttentionPlan p;
             p.bq = bq, p.bk = bk;
