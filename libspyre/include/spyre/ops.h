@@ -194,6 +194,12 @@ SPYRE_API spyre_status spyre_op_copy(spyre_stream_t stream, const spyre_tensor* 
  * fp32, statistics in fp32 inside (Documentation/ops-rowwise.md). */
 SPYRE_API spyre_status spyre_op_softmax(spyre_stream_t stream, const spyre_tensor* x, int log,
                                         const spyre_tensor* out);
+/* softmax (log: log_softmax) along dim `dim` of x (negative: counted from the end), x of any
+ * strides; out dense, x's type and shape. Along the last dim of a dense x it is
+ * spyre_op_softmax; otherwise the copy program first lays x out on the cores with `dim` last
+ * (one launch), and moves the result back into out (one more). */
+SPYRE_API spyre_status spyre_op_softmax_dim(spyre_stream_t stream, const spyre_tensor* x,
+                                            int64_t dim, int log, const spyre_tensor* out);
 /* out = (x - mean) / sqrt(var + eps) * weight + bias; weight and bias [cols] (fp32 or x's type)
  * or NULL. */
 SPYRE_API spyre_status spyre_op_layer_norm(spyre_stream_t stream, const spyre_tensor* x,
@@ -216,6 +222,12 @@ typedef enum spyre_reduce_op {
  * shape is x's without the last dim, or with it as 1); x's type (int32 for ARGMAX). */
 SPYRE_API spyre_status spyre_op_reduce(spyre_stream_t stream, spyre_reduce_op op,
                                        const spyre_tensor* x, const spyre_tensor* out);
+/* The reduction along dim `dim` of x (negative: from the end), x of any strides; out dense
+ * with x's other dims in order (keepdim or not). Off the last dim of a dense x, the copy program
+ * lays x out with `dim` last first (one more launch). */
+SPYRE_API spyre_status spyre_op_reduce_dim(spyre_stream_t stream, spyre_reduce_op op,
+                                           const spyre_tensor* x, int64_t dim,
+                                           const spyre_tensor* out);
 
 /* What the last op of the calling thread ran: its plan and the modeled device time of its
  * programs on the cycle model (known when queued: the plan was priced when it was made). */
