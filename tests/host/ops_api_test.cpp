@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -222,6 +223,23 @@ TEST_F(Ops, MlpGatedAndPlain) {
         << spyre_last_error();
 }
 
+// One query row of attention in double: softmax over score(j) (-inf: not attended) of the Lk
+// keys, then the weighted sum of value(j, d) for each of the D dims; empty if no key is seen.
+std::vector<double> attend_ref(int64_t Lk, int64_t D, const std::function<double(int64_t)>& score,
+                               const std::function<double(int64_t, int64_t)>& value) {
+    std::vector<double> p(Lk), out;
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < Lk; ++j) mx = std::max(mx, p[j] = score(j));
+    if (mx == -INFINITY) return out;
+    for (auto& x : p) sum += x = std::exp(x - mx);
+    out.assign(D, 0.0);
+    for (int64_t d = 0; d < D; ++d) {
+        for (int64_t j = 0; j < Lk; ++j) out[d] += p[j] * value(j, d);
+        out[d] /= sum;
+    }
+    return out;
+}
+
 // Attention on [B, L, H, D] buffers viewed as [B, H, L, D] (torch's transpose(1, 2)), GQA,
 // causal with a cache of earlier tokens, against a double-precision reference.
 TEST_F(Ops, AttentionOnTransposedViews) {
@@ -245,23 +263,20 @@ TEST_F(Ops, AttentionOnTransposedViews) {
         const double tol = t == SPYRE_DTYPE_FLOAT16 ? 5e-3 : 3e-2;
         for (int64_t h = 0; h < Hq; ++h)
             for (int64_t i = 0; i < Lq; ++i) {
-                std::vector<double> p(Lk);
-                double mx = -INFINITY, sum = 0;
-                for (int64_t j = 0; j < Lk; ++j) {
-                    double dot = 0;
-                    for (int64_t d = 0; d < D; ++d)
-                        dot += double(q.at((i * Hq + h) * D + d)) * k.at((j * Hkv + h / 2) * D + d);
-                    p[j] = j <= i + (Lk - Lq) ? dot / 8.0 : -INFINITY;
-                    mx = std::max(mx, p[j]);
-                }
-                for (auto& x : p) sum += x = std::exp(x - mx);
-                for (int64_t d = 0; d < D; ++d) {
-                    double want = 0;
-                    for (int64_t j = 0; j < Lk; ++j) want += p[j] * v.at((j * Hkv + h / 2) * D + d);
-                    want /= sum;
-                    ASSERT_NEAR(o.at((i * Hq + h) * D + d), want, tol * (1 + std::fabs(want)))
+                const auto want = attend_ref(
+                    Lk, D,
+                    [&](int64_t j) {
+                        double dot = 0;
+                        for (int64_t d = 0; d < D; ++d)
+                            dot += double(q.at((i * Hq + h) * D + d)) *
+                                   k.at((j * Hkv + h / 2) * D + d);
+                        return j <= i + (Lk - Lq) ? dot / 8.0 : -INFINITY;
+                    },
+                    [&](int64_t j, int64_t d) { return v.at((j * Hkv + h / 2) * D + d); });
+                ASSERT_EQ(want.size(), size_t(D));
+                for (int64_t d = 0; d < D; ++d)
+                    ASSERT_NEAR(o.at((i * Hq + h) * D + d), want[d], tol * (1 + std::fabs(want[d])))
                         << "h" << h << " q" << i << " d" << d;
-                }
             }
     }
     // what it refuses
@@ -349,35 +364,32 @@ TEST_F(Ops, AttentionWithMasks) {
         for (int64_t b = 0; b < B; ++b)
             for (int64_t h = 0; h < Hq; ++h)
                 for (int64_t i = 0; i < Lq; ++i) {
-                    std::vector<double> p(Lk);
-                    double mx = -INFINITY, sum = 0;
-                    for (int64_t j = 0; j < Lk; ++j) {
-                        double dot = 0;
-                        for (int64_t d = 0; d < D; ++d)
-                            dot += double(q.at(((b * Hq + h) * Lq + i) * D + d)) *
-                                   k.at(((b * Hkv + h / 2) * Lk + j) * D + d);
-                        dot /= 8.0;
-                        const float m = mask_at(b, h, i, j);
-                        bool keep = !mc.causal || j <= i + (Lk - Lq);
-                        if (mc.mt == SPYRE_DTYPE_INT8)
-                            keep = keep && m != 0;
-                        else
-                            dot += m;
-                        p[j] = keep ? dot : -INFINITY;
-                        mx = std::max(mx, p[j]);
-                    }
-                    for (auto& x : p) sum += x = std::exp(x - mx);
+                    const auto want = attend_ref(
+                        Lk, D,
+                        [&](int64_t j) {
+                            double dot = 0;
+                            for (int64_t d = 0; d < D; ++d)
+                                dot += double(q.at(((b * Hq + h) * Lq + i) * D + d)) *
+                                       k.at(((b * Hkv + h / 2) * Lk + j) * D + d);
+                            dot /= 8.0;
+                            const float m = mask_at(b, h, i, j);
+                            bool keep = !mc.causal || j <= i + (Lk - Lq);
+                            if (mc.mt == SPYRE_DTYPE_INT8)
+                                keep = keep && m != 0;
+                            else
+                                dot += m;
+                            return keep ? dot : -INFINITY;
+                        },
+                        [&](int64_t j, int64_t d) {
+                            return v.at(((b * Hkv + h / 2) * Lk + j) * D + d);
+                        });
                     for (int64_t d = 0; d < D; ++d) {
                         const float got = o.at(((b * Hq + h) * Lq + i) * D + d);
-                        if (mx == -INFINITY) {
+                        if (want.empty()) {  // nothing to attend to: NaN
                             ASSERT_TRUE(std::isnan(got)) << "b" << b << " h" << h << " q" << i;
                             continue;
                         }
-                        double want = 0;
-                        for (int64_t j = 0; j < Lk; ++j)
-                            want += p[j] * v.at(((b * Hkv + h / 2) * Lk + j) * D + d);
-                        want /= sum;
-                        ASSERT_NEAR(got, want, 5e-3 * (1 + std::fabs(want)))
+                        ASSERT_NEAR(got, want[d], 5e-3 * (1 + std::fabs(want[d])))
                             << "b" << b << " h" << h << " q" << i << " d" << d;
                     }
                 }

@@ -167,16 +167,17 @@ TEST(OpsAttention, MatchesReferenceForEveryBlockSize) {
                      << " D" << c.D << " t" << int(c.t) << (c.causal ? " causal" : ""));
         int n = 0;
         for (uint64_t bq : {1, 2, 4, 8, 16, 64})
-            for (uint64_t bk : {64, 128}) {
-                if (c.Lq % bq) continue;
-                AttentionPlan p;
-                p.bq = bq, p.bk = bk, p.cores = 32;
-                if (attention_lx_bytes(s, bq, bk) > pricer.lx_budget()) continue;
-                AttnRun r = run(s, p, 7);
-                check(s, r);
-                ++n;
-                if (HasFailure()) return;
-            }
+            for (uint64_t bk : {64, 128})
+                for (bool prefetch : {false, true}) {  // on 3 cores: several units per core
+                    if (c.Lq % bq) continue;
+                    AttentionPlan p;
+                    p.bq = bq, p.bk = bk, p.cores = prefetch ? 3 : 32, p.prefetch_q = prefetch;
+                    if (attention_lx_bytes(s, bq, bk, prefetch) > pricer.lx_budget()) continue;
+                    AttnRun r = run(s, p, 7);
+                    check(s, r);
+                    ++n;
+                    if (HasFailure()) return;
+                }
         EXPECT_GE(n, 2);
         const AttentionPlan best = plan_attention(pricer, s, 32);
         AttnRun r = run(s, best, 9);
@@ -240,16 +241,17 @@ TEST(OpsAttention, AdditiveAndBooleanMasksBroadcastOverBatchHeadsAndQueries) {
                      << "/" << int(c.mask_t) << " " << c.batch << c.heads << c.rows);
         int n = 0;
         for (uint64_t bq : {1, 2, 4, 8})
-            for (uint64_t bk : {64, 128, 256}) {
-                if (c.Lq % bq || (bk * isa::dtype_size(c.mask_t)) % 128) continue;
-                AttentionPlan p;
-                p.bq = bq, p.bk = bk, p.cores = 32;
-                if (attention_lx_bytes(s, bq, bk) > pricer.lx_budget()) continue;
-                AttnRun r = run(s, p, 5 + n);
-                check(s, r);
-                ++n;
-                if (HasFailure()) return;
-            }
+            for (uint64_t bk : {64, 128, 256})
+                for (bool prefetch : {false, true}) {
+                    if (c.Lq % bq || (bk * isa::dtype_size(c.mask_t)) % 128) continue;
+                    AttentionPlan p;
+                    p.bq = bq, p.bk = bk, p.cores = prefetch ? 5 : 32, p.prefetch_q = prefetch;
+                    if (attention_lx_bytes(s, bq, bk, prefetch) > pricer.lx_budget()) continue;
+                    AttnRun r = run(s, p, 5 + n);
+                    check(s, r);
+                    ++n;
+                    if (HasFailure()) return;
+                }
         EXPECT_GE(n, 2);
         const AttentionPlan best = plan_attention(pricer, s, 32);
         EXPECT_EQ((best.bk * isa::dtype_size(c.mask_t)) % 128, 0u);

@@ -35,9 +35,10 @@ struct AttentionShape {
 };
 
 struct AttentionPlan {
-    uint64_t bq = 1;     // query rows per head in one work unit (divides Lq)
-    uint64_t bk = 64;    // keys per block
-    uint32_t cores = 1;  // cores the units are spread over
+    uint64_t bq = 1;          // query rows per head in one work unit (divides Lq)
+    uint64_t bk = 64;         // keys per block
+    uint32_t cores = 1;       // cores the units are spread over
+    bool prefetch_q = false;  // load the next unit's Q rows while this unit computes
     uint64_t lx_bytes = 0;
     uint64_t cycles = 0;  // priced
     spyre_engine_result stats{};
@@ -46,7 +47,8 @@ struct AttentionPlan {
 // Launch arguments: 0 = Q, 1 = K, 2 = V, 3 = out, 4 = mask (device addresses).
 std::vector<uint8_t> build_attention(const AttentionShape& s, const AttentionPlan& p);
 // LX bytes a plan needs, or 0 if it cannot be laid out.
-uint64_t attention_lx_bytes(const AttentionShape& s, uint64_t bq, uint64_t bk);
+uint64_t attention_lx_bytes(const AttentionShape& s, uint64_t bq, uint64_t bk,
+                            bool prefetch_q = false);
 // Enumerates query/key blocks and core counts, prices the candidates exactly, returns the best.
 AttentionPlan plan_attention(const Pricer& pricer, const AttentionShape& s, uint32_t max_cores);
 // Bytes a tensor spans (0 = q, 1 = k, 2 = v, 3 = out, 4 = mask: 0 without one).
