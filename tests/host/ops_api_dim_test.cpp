@@ -80,10 +80,20 @@ View make_view(const DimCase& c, int64_t& backing) {
 }
 
 const DimCase kCases[] = {
-    {{3, 5, 7}, {}, 1},   {{1, 9, 1, 4}, {}, 1}, {{2, 130, 3}, {}, 1},
-    {{4, 64, 2}, {}, 1},  {{33}, {}, 1},         {{7, 5}, {1, 0}, 1},  // a transpose
-    {{6, 11}, {}, 2},     {{2, 3, 1}, {}, 1},    {{5, 2, 3, 2}, {2, 0, 3, 1}, 1},
+    {{3, 5, 7}, {}, 1},
+    {{1, 9, 1, 4}, {}, 1},
+    {{2, 130, 3}, {}, 1},
+    {{4, 64, 2}, {}, 1},
+    {{33}, {}, 1},
+    {{7, 5}, {1, 0}, 1},  // a transpose
+    {{6, 11}, {}, 2},
+    {{2, 3, 1}, {}, 1},
+    {{5, 2, 3, 2}, {2, 0, 3, 1}, 1},
     {{1, 1, 257}, {}, 1},
+    // inner dims of whole sticks (the column program), and one whose tiles do not fit LX
+    {{5, 37, 64}, {}, 1},
+    {{3, 2, 130, 64}, {}, 1},
+    {{1, 5000, 64}, {}, 1},
 };
 
 TEST_F(Ops, SoftmaxAlongAnyDim) {
@@ -193,7 +203,8 @@ TEST_F(Ops, ReductionsAlongAnyDim) {
             }
 }
 
-// Off the last dim the op runs as: copy (dim last) -> rows -> copy back, all on the cores.
+// Off the last dim the op runs on the cores: one column program when the inner dims are whole
+// sticks, else copy (dim last) -> rows -> copy back; trailing size-1 dims are no inner dims.
 TEST_F(Ops, AnyDimRunsOnTheCores) {
     const int64_t A = 8, R = 100, I = 64;
     DevArray x(dev, SPYRE_DTYPE_FLOAT16, A * R * I, 1), o(dev, SPYRE_DTYPE_FLOAT16, A * R * I, 2);
@@ -202,8 +213,20 @@ TEST_F(Ops, AnyDimRunsOnTheCores) {
     ASSERT_SPYRE(spyre_op_softmax_dim(nullptr, &tx, 1, 0, &to));
     spyre_op_info info;
     ASSERT_SPYRE(spyre_op_get_last_info(&info));
-    EXPECT_EQ(info.launches, 3u);
+    EXPECT_EQ(info.launches, 1u);
     EXPECT_STREQ(info.op, "softmax");
+    EXPECT_NE(std::string(info.plan).find("columns"), std::string::npos) << info.plan;
+    const spyre_tensor x1 = view(x, {A * 64, R, 1}, {R, 1, 1}),
+                       o1 = view(o, {A * 64, R, 1}, {R, 1, 1});
+    ASSERT_SPYRE(spyre_op_softmax_dim(nullptr, &x1, 1, 1, &o1));  // the rows path directly
+    ASSERT_SPYRE(spyre_op_get_last_info(&info));
+    EXPECT_EQ(info.launches, 1u);
+    EXPECT_EQ(std::string(info.plan).find("columns"), std::string::npos) << info.plan;
+    const spyre_tensor x2 = view(x, {A * 32, R, 2}, {R * 2, 2, 1}),
+                       o2 = view(o, {A * 32, R, 2}, {R * 2, 2, 1});
+    ASSERT_SPYRE(spyre_op_softmax_dim(nullptr, &x2, 1, 0, &o2));  // 4-byte inner rows: moved last
+    ASSERT_SPYRE(spyre_op_get_last_info(&info));
+    EXPECT_EQ(info.launches, 3u);
     EXPECT_NE(std::string(info.plan).find("dim 1 last"), std::string::npos) << info.plan;
     ASSERT_SPYRE(spyre_op_softmax_dim(nullptr, &tx, -1, 0, &to));  // the last dim: one launch
     ASSERT_SPYRE(spyre_op_get_last_info(&info));

@@ -196,8 +196,9 @@ SPYRE_API spyre_status spyre_op_softmax(spyre_stream_t stream, const spyre_tenso
                                         const spyre_tensor* out);
 /* softmax (log: log_softmax) along dim `dim` of x (negative: counted from the end), x of any
  * strides; out dense, x's type and shape. Along the last dim of a dense x it is
- * spyre_op_softmax; otherwise the copy program first lays x out on the cores with `dim` last
- * (one launch), and moves the result back into out (one more). */
+ * spyre_op_softmax; a dense x whose dims after `dim` are whole 128-byte sticks runs as one
+ * column program (reduced across rows in LX); otherwise the copy program first lays x out on the
+ * cores with `dim` last (one launch) and moves the result back into out (one more). */
 SPYRE_API spyre_status spyre_op_softmax_dim(spyre_stream_t stream, const spyre_tensor* x,
                                             int64_t dim, int log, const spyre_tensor* out);
 /* out = (x - mean) / sqrt(var + eps) * weight + bias; weight and bias [cols] (fp32 or x's type)
@@ -223,8 +224,9 @@ typedef enum spyre_reduce_op {
 SPYRE_API spyre_status spyre_op_reduce(spyre_stream_t stream, spyre_reduce_op op,
                                        const spyre_tensor* x, const spyre_tensor* out);
 /* The reduction along dim `dim` of x (negative: from the end), x of any strides; out dense
- * with x's other dims in order (keepdim or not). Off the last dim of a dense x, the copy program
- * lays x out with `dim` last first (one more launch). */
+ * with x's other dims in order (keepdim or not). Off the last dim: the column program as for
+ * spyre_op_softmax_dim (not ARGMAX), else the copy program lays x out with `dim` last first
+ * (one more launch). */
 SPYRE_API spyre_status spyre_op_reduce_dim(spyre_stream_t stream, spyre_reduce_op op,
                                            const spyre_tensor* x, int64_t dim,
                                            const spyre_tensor* out);

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "ops/api_common.hpp"
+#include "ops/column_program.hpp"
 #include "ops/layout_plans.hpp"
 #include "ops/pricing.hpp"
 #include "ops/rowwise_planner.hpp"
@@ -97,10 +98,47 @@ Tensor dim_last(const Tensor& t, size_t d) {
     return r;
 }
 
+// The column program for a dense x whose dims after d are whole sticks (one launch, one pass
+// over DDR); false if it does not take the shape (the caller moves the dim last instead).
+bool columns_on_cores(spyre_stream_t stream, RowwiseOp op, const Tensor& x, size_t d,
+                      const Tensor& o, const RowwiseShape& rs, const Card& c) {
+    if (op == RowwiseOp::ARGMAX || !dense_aligned(x)) return false;
+    ColumnShape s;
+    s.op = op, s.log = rs.log, s.t = x.t;
+    s.R = uint64_t(x.shape[d]);
+    s.A = s.I = 1;
+    for (size_t k = 0; k < d; ++k) s.A *= uint64_t(x.shape[k]);
+    for (size_t k = d + 1; k < x.shape.size(); ++k) s.I *= uint64_t(x.shape[k]);
+    if ((s.I * x.es) % kStick) return false;
+    const spyre_engine_config cfg = engine_config_of(c.info);
+    std::shared_ptr<const PlanEntry> plan;
+    try {
+        plan = cached_plan(std::format("col/{} {} log{} {}x{}x{} t{}", config_key(cfg), int(op),
+                                       s.log, s.A, s.R, s.I, int(s.t)),
+                           [&] {
+                               const Pricer pricer(cfg);
+                               const ColumnPlan p = plan_column(pricer, s, cfg.num_cores);
+                               PlanEntry e;
+                               e.image = build_column(s, p);
+                               e.cores = p.cores;
+                               e.cycles = p.cycles;
+                               e.plan = std::format("columns: tiles of {} x {} on {} cores", s.R,
+                                                    p.ic, p.cores);
+                               return e;
+                           });
+    } catch (const Error& e) {
+        if (e.status() != SPYRE_ERROR_NOT_SUPPORTED) throw;
+        return false;  // e.g. the reduced dim does not fit LX in one tile
+    }
+    launch(c, plan, stream, {x.addr, o.addr}, {x.buffer, o.buffer});
+    finish_info(c, *plan);
+    return true;
+}
+
 // softmax / log_softmax / a reduction along dim `dim` of x (negative: from the end), any
-// strides. The rows path takes dense rows along the last dim: otherwise the copy program makes
-// x dense with dim last in scratch (one launch), and a softmax result is moved back into `o`
-// (one more).
+// strides. The rows path takes dense rows along the last dim; a dense x whose inner dims are
+// whole sticks takes the column program; otherwise the copy program makes x dense with dim
+// last in scratch (one launch), and a softmax result is moved back into `o` (one more).
 void rowwise_dim(spyre_stream_t stream, RowwiseOp op, const Tensor& x, int64_t dim, const Tensor& o,
                  const RowwiseShape& s) {
     const char* name = rowwise_op_name(op, s.log);
@@ -110,8 +148,15 @@ void rowwise_dim(spyre_stream_t stream, RowwiseOp op, const Tensor& x, int64_t d
             std::format("{}: dim {} is out of range for {} dims", name, dim, n));
     const size_t d = size_t(dim < 0 ? dim + n : dim);
     const bool reduction = op >= RowwiseOp::SUM;
-    if (d == size_t(n - 1) && dense_aligned(x) && (reduction || dense_aligned(o))) {
-        rowwise_impl(stream, op, x, nullptr, nullptr, o, s);
+    // size-1 dims after d change nothing: then d is the last dim of x without them
+    bool last = true;
+    for (size_t k = d + 1; k < size_t(n); ++k) last = last && x.shape[k] == 1;
+    if (last && dense_aligned(x) && (reduction || dense_aligned(o))) {
+        Tensor xr = x, orows = o;
+        xr.shape.resize(d + 1), xr.strides.resize(d + 1);
+        if (!reduction && o.shape == x.shape)
+            orows.shape.resize(d + 1), orows.strides.resize(d + 1);
+        rowwise_impl(stream, op, xr, nullptr, nullptr, orows, s);
         return;
     }
     require(float_type(x.t), std::format("{}: `x` must be float32, float16 or bfloat16", name));
@@ -132,6 +177,14 @@ void rowwise_dim(spyre_stream_t stream, RowwiseOp op, const Tensor& x, int64_t d
         require(o.numel() == 0, std::format("{}: `out` must be empty like `x`", name));
         return;
     }
+    if (reduction)
+        require(o.t == x.t || op == RowwiseOp::ARGMAX,
+                std::format("{}: `out` must be {}", name, dtype_name(int(x.t))));
+    if (reduction && op != RowwiseOp::ARGMAX)
+        require(o.numel() * x.shape[d] == x.numel(),
+                std::format("{}: `out` must hold one element per reduced line ({})", name,
+                            x.numel() / x.shape[d]));
+    if (columns_on_cores(stream, op, x, d, o, s, c)) return;
     // x made dense with dim d last, on the cores
     Scratch sx, so;
     const Tensor xv = dim_last(x, d);
