@@ -10,74 +10,19 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "ops_api_util.hpp"
 #include "spyre/numerics.hpp"
 #include "spyre/ops.h"
 #include "spyre/spyre.h"
 
 namespace {
 
-using spyre::num::bf16_to_f32;
-using spyre::num::f16_to_f32;
-using spyre::num::f32_to_bf16;
-using spyre::num::f32_to_f16;
-
-#define ASSERT_SPYRE(x) ASSERT_EQ(SPYRE_SUCCESS, (x)) << spyre_last_error()
-
-size_t esize(spyre_dtype t) { return t == SPYRE_DTYPE_FLOAT32 ? 4 : 2; }
-
-void put(spyre_dtype t, std::vector<uint8_t>& bytes, size_t i, float v) {
-    if (t == SPYRE_DTYPE_FLOAT32) return (void)std::memcpy(&bytes[4 * i], &v, 4);
-    const uint16_t h = t == SPYRE_DTYPE_FLOAT16 ? f32_to_f16(v) : f32_to_bf16(v);
-    std::memcpy(&bytes[2 * i], &h, 2);
-}
-
-float get(spyre_dtype t, const std::vector<uint8_t>& bytes, size_t i) {
-    if (t == SPYRE_DTYPE_FLOAT32) {
-        float f;
-        std::memcpy(&f, &bytes[4 * i], 4);
-        return f;
-    }
-    uint16_t h;
-    std::memcpy(&h, &bytes[2 * i], 2);
-    return t == SPYRE_DTYPE_FLOAT16 ? f16_to_f32(h) : bf16_to_f32(h);
-}
-
-// A host array mirrored in a device buffer.
-struct DevArray {
-    spyre_dtype t;
-    std::vector<uint8_t> host;
-    spyre_buffer_t buf = nullptr;
-    DevArray(spyre_device_t dev, spyre_dtype dt, size_t n, uint32_t seed, size_t pad = 0) : t(dt) {
-        host.resize((n + pad) * esize(dt));
-        std::mt19937 rng(seed);
-        std::uniform_real_distribution<float> d(-1, 1);
-        for (size_t i = 0; i < n + pad; ++i) put(t, host, i, d(rng));
-        EXPECT_EQ(SPYRE_SUCCESS, spyre_malloc(dev, host.size(), &buf));
-        EXPECT_EQ(SPYRE_SUCCESS, spyre_memcpy_htod(buf, 0, host.data(), host.size()));
-    }
-    ~DevArray() { spyre_free(buf); }
-    float at(size_t i) const { return get(t, host, i); }
-    void fetch() { ASSERT_EQ(SPYRE_SUCCESS, spyre_memcpy_dtoh(host.data(), buf, 0, host.size())); }
-};
-
-spyre_tensor view(const DevArray& a, std::vector<int64_t> shape, std::vector<int64_t> strides,
-                  uint64_t offset_elems = 0) {
-    spyre_tensor t{};
-    t.buffer = a.buf;
-    t.offset = offset_elems * esize(a.t);
-    t.dtype = a.t;
-    t.ndim = static_cast<uint32_t>(shape.size());
-    for (size_t d = 0; d < shape.size(); ++d) t.shape[d] = shape[d], t.strides[d] = strides[d];
-    return t;
-}
-
-double tolerance(spyre_dtype t, double scale) {
-    return scale * (t == SPYRE_DTYPE_FLOAT32 ? 1e-5 : t == SPYRE_DTYPE_FLOAT16 ? 2e-3 : 1.6e-2);
-}
+using namespace spyre::ops_api_test;
 
 double act_ref(spyre_activation a, double x) {
     switch (a) {
@@ -93,25 +38,6 @@ double act_ref(spyre_activation a, double x) {
             return x;
     }
 }
-
-class Ops : public ::testing::Test {
-  protected:
-    spyre_device_t dev = nullptr;
-    bool sim = true;
-    void SetUp() override {
-        const char* b = std::getenv("SPYRE_OPS_TEST_BACKEND");
-        sim = !(b && std::string(b) == "kernel");
-        if (sim) setenv("SPYRE_BACKEND", "sim", 1);
-        ASSERT_SPYRE(spyre_device_open(0, &dev));
-        spyre_device_info info;
-        ASSERT_SPYRE(spyre_device_get_info(dev, &info));
-        ASSERT_EQ(info.backend, sim ? SPYRE_BACKEND_SIM : SPYRE_BACKEND_KERNEL);
-    }
-    void TearDown() override {
-        spyre_device_close(dev);
-        if (sim) unsetenv("SPYRE_BACKEND");
-    }
-};
 
 struct LinearCase {
     int64_t rows, in, out;
@@ -297,6 +223,23 @@ TEST_F(Ops, MlpGatedAndPlain) {
         << spyre_last_error();
 }
 
+// One query row of attention in double: softmax over score(j) (-inf: not attended) of the Lk
+// keys, then the weighted sum of value(j, d) for each of the D dims; empty if no key is seen.
+std::vector<double> attend_ref(int64_t Lk, int64_t D, const std::function<double(int64_t)>& score,
+                               const std::function<double(int64_t, int64_t)>& value) {
+    std::vector<double> p(Lk), out;
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < Lk; ++j) mx = std::max(mx, p[j] = score(j));
+    if (mx == -INFINITY) return out;
+    for (auto& x : p) sum += x = std::exp(x - mx);
+    out.assign(D, 0.0);
+    for (int64_t d = 0; d < D; ++d) {
+        for (int64_t j = 0; j < Lk; ++j) out[d] += p[j] * value(j, d);
+        out[d] /= sum;
+    }
+    return out;
+}
+
 // Attention on [B, L, H, D] buffers viewed as [B, H, L, D] (torch's transpose(1, 2)), GQA,
 // causal with a cache of earlier tokens, against a double-precision reference.
 TEST_F(Ops, AttentionOnTransposedViews) {
@@ -320,23 +263,20 @@ TEST_F(Ops, AttentionOnTransposedViews) {
         const double tol = t == SPYRE_DTYPE_FLOAT16 ? 5e-3 : 3e-2;
         for (int64_t h = 0; h < Hq; ++h)
             for (int64_t i = 0; i < Lq; ++i) {
-                std::vector<double> p(Lk);
-                double mx = -INFINITY, sum = 0;
-                for (int64_t j = 0; j < Lk; ++j) {
-                    double dot = 0;
-                    for (int64_t d = 0; d < D; ++d)
-                        dot += double(q.at((i * Hq + h) * D + d)) * k.at((j * Hkv + h / 2) * D + d);
-                    p[j] = j <= i + (Lk - Lq) ? dot / 8.0 : -INFINITY;
-                    mx = std::max(mx, p[j]);
-                }
-                for (auto& x : p) sum += x = std::exp(x - mx);
-                for (int64_t d = 0; d < D; ++d) {
-                    double want = 0;
-                    for (int64_t j = 0; j < Lk; ++j) want += p[j] * v.at((j * Hkv + h / 2) * D + d);
-                    want /= sum;
-                    ASSERT_NEAR(o.at((i * Hq + h) * D + d), want, tol * (1 + std::fabs(want)))
+                const auto want = attend_ref(
+                    Lk, D,
+                    [&](int64_t j) {
+                        double dot = 0;
+                        for (int64_t d = 0; d < D; ++d)
+                            dot += double(q.at((i * Hq + h) * D + d)) *
+                                   k.at((j * Hkv + h / 2) * D + d);
+                        return j <= i + (Lk - Lq) ? dot / 8.0 : -INFINITY;
+                    },
+                    [&](int64_t j, int64_t d) { return v.at((j * Hkv + h / 2) * D + d); });
+                ASSERT_EQ(want.size(), size_t(D));
+                for (int64_t d = 0; d < D; ++d)
+                    ASSERT_NEAR(o.at((i * Hq + h) * D + d), want[d], tol * (1 + std::fabs(want[d])))
                         << "h" << h << " q" << i << " d" << d;
-                }
             }
     }
     // what it refuses
@@ -349,6 +289,138 @@ TEST_F(Ops, AttentionOnTransposedViews) {
         << spyre_last_error();
     const spyre_tensor odd = view(q, {1, 1, 2, 50}, {100, 100, 50, 1});
     EXPECT_EQ(SPYRE_ERROR_NOT_SUPPORTED, spyre_op_attention(nullptr, &odd, &odd, &odd, &odd, 0, 0));
+}
+
+// Attention masks through the C API: torch's attn_mask forms ([Lq, Lk], [B, 1, Lq, Lk],
+// [B, Hq, Lq, Lk], a [B, 1, 1, Lk] padding mask), additive (fp16, fp32) and boolean (int8), with
+// and without causal, odd sizes (mask rows re-laid on the cores), a query that sees no key.
+TEST_F(Ops, AttentionWithMasks) {
+    const int64_t B = 2, Hq = 4, Hkv = 2, Lq = 5, Lk = 37, D = 64;
+    struct MaskCase {
+        std::vector<int64_t> shape;
+        spyre_dtype mt;  // FLOAT16/FLOAT32 additive, INT8 boolean
+        bool causal;
+    };
+    const MaskCase cases[] = {
+        {{Lq, Lk}, SPYRE_DTYPE_FLOAT16, false},       {{B, 1, Lq, Lk}, SPYRE_DTYPE_INT8, true},
+        {{B, Hq, Lq, Lk}, SPYRE_DTYPE_FLOAT32, true}, {{B, 1, 1, Lk}, SPYRE_DTYPE_INT8, false},
+        {{B, Hq, Lq, Lk}, SPYRE_DTYPE_INT8, false},   {{1, Lq, Lk}, SPYRE_DTYPE_FLOAT16, true},
+    };
+    const spyre_dtype t = SPYRE_DTYPE_FLOAT16;
+    DevArray q(dev, t, B * Hq * Lq * D, 1), k(dev, t, B * Hkv * Lk * D, 2);
+    DevArray v(dev, t, B * Hkv * Lk * D, 3), o(dev, t, B * Hq * Lq * D, 4);
+    auto dense = [](const DevArray& a, int64_t H, int64_t L) {
+        return view(a, {B, H, L, D}, {H * L * D, L * D, D, 1});
+    };
+    const spyre_tensor tq = dense(q, Hq, Lq), tk = dense(k, Hkv, Lk), tv = dense(v, Hkv, Lk);
+    const spyre_tensor to = dense(o, Hq, Lq);
+    std::mt19937 rng(9);
+    for (const MaskCase& mc : cases) {
+        SCOPED_TRACE(::testing::Message() << mc.shape.size() << "-D mask of type " << mc.mt
+                                          << (mc.causal ? " causal" : ""));
+        int64_t n = 1;
+        for (int64_t d : mc.shape) n *= d;
+        const size_t mes = mc.mt == SPYRE_DTYPE_INT8 ? 1 : esize(mc.mt);
+        std::vector<uint8_t> mh(n * mes);
+        std::vector<float> mv(n);
+        for (int64_t i = 0; i < n; ++i) {
+            const int c = int(rng() % 8);
+            if (mc.mt == SPYRE_DTYPE_INT8) {
+                mh[i] = c > 1, mv[i] = c > 1;
+            } else {
+                const float x = c == 0 ? -INFINITY : float(int(rng() % 9) - 4) * 0.5f;
+                put(mc.mt, mh, i, x);
+                mv[i] = get(mc.mt, mh, i);
+            }
+        }
+        // the first query row of the first mask sees nothing: NaN
+        const bool empty_row = mc.mt == SPYRE_DTYPE_INT8;
+        if (empty_row)
+            for (int64_t j = 0; j < Lk; ++j) mh[j] = 0, mv[j] = 0;
+        spyre_buffer_t mb;
+        ASSERT_SPYRE(spyre_malloc(dev, mh.size(), &mb));
+        ASSERT_SPYRE(spyre_memcpy_htod(mb, 0, mh.data(), mh.size()));
+        spyre_tensor tm{};
+        ASSERT_SPYRE(
+            spyre_tensor_init(&tm, mb, 0, mc.mt, uint32_t(mc.shape.size()), mc.shape.data()));
+        ASSERT_SPYRE(spyre_op_attention_masked(nullptr, &tq, &tk, &tv, &tm, &to, mc.causal, 0.0f));
+        spyre_op_info info;
+        ASSERT_SPYRE(spyre_op_get_last_info(&info));
+        EXPECT_NE(std::string(info.plan).find(mc.mt == SPYRE_DTYPE_INT8 ? "boolean" : "additive"),
+                  std::string::npos)
+            << info.plan;
+        EXPECT_EQ(info.launches, 2u);  // 37-element mask rows are re-laid into stick rows first
+        ASSERT_SPYRE(spyre_device_synchronize(dev));
+        spyre_free(mb);
+        o.fetch();
+        // the mask element of (b, h, i, j) under torch broadcasting
+        std::vector<int64_t> md(4 - mc.shape.size(), 1);
+        md.insert(md.end(), mc.shape.begin(), mc.shape.end());
+        auto mask_at = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+            const int64_t bi = md[0] == 1 ? 0 : b, hi = md[1] == 1 ? 0 : h;
+            const int64_t ii = md[2] == 1 ? 0 : i;
+            return mv[((bi * md[1] + hi) * md[2] + ii) * Lk + j];
+        };
+        for (int64_t b = 0; b < B; ++b)
+            for (int64_t h = 0; h < Hq; ++h)
+                for (int64_t i = 0; i < Lq; ++i) {
+                    const auto want = attend_ref(
+                        Lk, D,
+                        [&](int64_t j) {
+                            double dot = 0;
+                            for (int64_t d = 0; d < D; ++d)
+                                dot += double(q.at(((b * Hq + h) * Lq + i) * D + d)) *
+                                       k.at(((b * Hkv + h / 2) * Lk + j) * D + d);
+                            dot /= 8.0;
+                            const float m = mask_at(b, h, i, j);
+                            bool keep = !mc.causal || j <= i + (Lk - Lq);
+                            if (mc.mt == SPYRE_DTYPE_INT8)
+                                keep = keep && m != 0;
+                            else
+                                dot += m;
+                            return keep ? dot : -INFINITY;
+                        },
+                        [&](int64_t j, int64_t d) {
+                            return v.at(((b * Hkv + h / 2) * Lk + j) * D + d);
+                        });
+                    for (int64_t d = 0; d < D; ++d) {
+                        const float got = o.at(((b * Hq + h) * Lq + i) * D + d);
+                        if (want.empty()) {  // nothing to attend to: NaN
+                            ASSERT_TRUE(std::isnan(got)) << "b" << b << " h" << h << " q" << i;
+                            continue;
+                        }
+                        ASSERT_NEAR(got, want[d], 5e-3 * (1 + std::fabs(want[d])))
+                            << "b" << b << " h" << h << " q" << i << " d" << d;
+                    }
+                }
+        if (empty_row) EXPECT_TRUE(std::isnan(o.at(0)));
+    }
+    // what it refuses, with the reason
+    DevArray m(dev, SPYRE_DTYPE_FLOAT16, B * Hq * Lq * Lk, 5);
+    const spyre_tensor wrong = view(m, {Lq, Lk + 1}, {Lk + 1, 1});
+    EXPECT_EQ(SPYRE_ERROR_INVALID_ARGUMENT,
+              spyre_op_attention_masked(nullptr, &tq, &tk, &tv, &wrong, &to, 0, 0));
+    EXPECT_NE(std::string(spyre_last_error()).find("does not broadcast"), std::string::npos)
+        << spyre_last_error();
+    const spyre_tensor three_heads = view(m, {B, 3, Lq, Lk}, {3 * Lq * Lk, Lq * Lk, Lk, 1});
+    EXPECT_EQ(SPYRE_ERROR_INVALID_ARGUMENT,
+              spyre_op_attention_masked(nullptr, &tq, &tk, &tv, &three_heads, &to, 0, 0));
+    spyre_tensor ints = view(m, {Lq, Lk}, {Lk, 1});
+    ints.dtype = SPYRE_DTYPE_INT32;
+    EXPECT_EQ(SPYRE_ERROR_INVALID_ARGUMENT,
+              spyre_op_attention_masked(nullptr, &tq, &tk, &tv, &ints, &to, 0, 0));
+    EXPECT_NE(std::string(spyre_last_error()).find("int8 (a boolean"), std::string::npos)
+        << spyre_last_error();
+    const spyre_tensor strided = view(m, {Lq, Lk}, {1, Lq});  // a transposed view
+    EXPECT_EQ(SPYRE_ERROR_NOT_SUPPORTED,
+              spyre_op_attention_masked(nullptr, &tq, &tk, &tv, &strided, &to, 0, 0));
+    EXPECT_NE(std::string(spyre_last_error()).find("key dim must be contiguous"), std::string::npos)
+        << spyre_last_error();
+    // NULL mask: the plain op
+    ASSERT_SPYRE(spyre_op_attention_masked(nullptr, &tq, &tk, &tv, nullptr, &to, 1, 0.0f));
+    spyre_op_info info;
+    ASSERT_SPYRE(spyre_op_get_last_info(&info));
+    EXPECT_EQ(std::string(info.plan).find("mask"), std::string::npos) << info.plan;
 }
 
 // Operands further apart than a core's 256 MB span: every access sets its own span.

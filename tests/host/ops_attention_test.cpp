@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The op library's attention program on the engine against a double-precision reference:
 // GQA groups, causal prefill, decode over a KV cache, key counts that are not a block multiple,
-// fp16/bf16/fp32, every candidate block size; the planner's choice is priced exactly.
+// fp16/bf16/fp32, additive and boolean masks broadcast over batch, heads and queries, every
+// candidate block size; the planner's choice is priced exactly.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,7 +22,7 @@ using isa::DType;
 
 struct AttnRun {
     std::vector<uint8_t> mem;
-    uint64_t q, k, v, o;
+    uint64_t q, k, v, o, m;
     spyre_engine_result res{};
 };
 
@@ -30,7 +31,8 @@ AttnRun run(const AttentionShape& s, const AttentionPlan& p, uint32_t seed) {
     AttnRun r;
     r.q = 0, r.k = attention_tensor_bytes(s, 0), r.v = r.k + attention_tensor_bytes(s, 1);
     r.o = r.v + attention_tensor_bytes(s, 2);
-    r.mem.assign(r.o + attention_tensor_bytes(s, 3), 0);
+    r.m = r.o + attention_tensor_bytes(s, 3);
+    r.mem.assign(r.m + attention_tensor_bytes(s, 4), 0);
     const uint64_t nq = r.k / es, nkv = (r.v - r.k) / es;
     std::mt19937 rng(seed);
     std::normal_distribution<float> d(0, 1);
@@ -38,17 +40,27 @@ AttnRun run(const AttentionShape& s, const AttentionPlan& p, uint32_t seed) {
     for (uint64_t i = 0; i < nkv; ++i) test::store_elem(s.t, d(rng), &r.mem[r.k + i * es]);
     for (uint64_t i = 0; i < (r.o - r.v) / es; ++i)
         test::store_elem(s.t, d(rng), &r.mem[r.v + i * es]);
+    // masks: additive values with some -inf, or booleans keeping about 3 keys in 4
+    std::uniform_int_distribution<int> pick(0, 7);
+    const uint64_t mes = isa::dtype_size(s.mask_t);
+    for (uint64_t i = 0; i < attention_tensor_bytes(s, 4) / mes; ++i) {
+        const int c = pick(rng);
+        const float v = s.mask == AttentionShape::Mask::KEEP ? float(c > 1 ? c : 0)
+                        : c == 0                             ? -INFINITY
+                                                             : 2 * d(rng);
+        test::store_elem(s.mask_t, v, &r.mem[r.m + i * mes]);
+    }
     spyre_engine_config cfg = default_engine_config();
     cfg.num_threads = 2;
     spyre_engine* eng = spyre_engine_create(&cfg);
     const auto prog = build_attention(s, p);
-    const uint64_t args[4] = {r.q, r.k, r.v, r.o};
+    const uint64_t args[5] = {r.q, r.k, r.v, r.o, r.m};
     const spyre_engine_window w{0, r.mem.size()};
     spyre_engine_job job{};
     job.program = prog.data();
     job.program_size = prog.size();
     job.args = args;
-    job.num_args = 4;
+    job.num_args = 5;
     job.num_cores = p.cores;
     job.mem = r.mem.data();
     job.mem_size = r.mem.size();
@@ -59,8 +71,8 @@ AttnRun run(const AttentionShape& s, const AttentionPlan& p, uint32_t seed) {
     return r;
 }
 
-// Compares every output element with softmax(scale Q K^T + mask) V in double; returns the
-// worst error.
+// Compares every output element with softmax(scale Q K^T + mask) V in double (a query that
+// sees no key: NaN); returns the worst error.
 double check(const AttentionShape& shape, const AttnRun& r) {
     const AttentionShape s = shape.resolved();
     const uint64_t es = isa::dtype_size(s.t), g = s.Hq / s.Hkv;
@@ -87,13 +99,32 @@ double check(const AttentionShape& shape, const AttnRun& r) {
             for (uint64_t i = 0; i < s.Lq; ++i) {
                 double mx = -INFINITY, sum = 0;
                 for (uint64_t j = 0; j < s.Lk; ++j) {
-                    const bool keep = !s.causal || int64_t(j) <= int64_t(i) + off;
+                    bool keep = !s.causal || int64_t(j) <= int64_t(i) + off;
                     double dot = 0;
                     for (uint64_t d = 0; d < s.D; ++d) dot += double(Q(i, d)) * K(j, d);
-                    p[j] = keep ? dot * scale : -INFINITY;
+                    dot *= scale;
+                    if (s.mask != AttentionShape::Mask::NONE) {
+                        const float m = test::load_elem(
+                            s.mask_t, &r.mem[r.m + b * s.m_st[0] + h * s.m_st[1] + i * s.m_st[2] +
+                                             j * isa::dtype_size(s.mask_t)]);
+                        if (s.mask == AttentionShape::Mask::KEEP)
+                            keep = keep && m != 0;
+                        else
+                            dot += m;
+                    }
+                    p[j] = keep ? dot : -INFINITY;
                     mx = std::max(mx, p[j]);
                 }
                 for (uint64_t j = 0; j < s.Lk; ++j) sum += p[j] = std::exp(p[j] - mx);
+                if (mx == -INFINITY) {  // nothing to attend to
+                    for (uint64_t d = 0; d < s.D; ++d) {
+                        const float got = test::load_elem(
+                            s.t,
+                            &r.mem[r.o + b * s.o_st[0] + h * s.o_st[1] + i * s.o_st[2] + d * es]);
+                        EXPECT_TRUE(std::isnan(got)) << "b" << b << " h" << h << " q" << i;
+                    }
+                    continue;
+                }
                 for (uint64_t d = 0; d < s.D; ++d) {
                     double o = 0;
                     for (uint64_t j = 0; j < s.Lk; ++j) o += p[j] * V(j, d);
@@ -136,16 +167,17 @@ TEST(OpsAttention, MatchesReferenceForEveryBlockSize) {
                      << " D" << c.D << " t" << int(c.t) << (c.causal ? " causal" : ""));
         int n = 0;
         for (uint64_t bq : {1, 2, 4, 8, 16, 64})
-            for (uint64_t bk : {64, 128}) {
-                if (c.Lq % bq) continue;
-                AttentionPlan p;
-                p.bq = bq, p.bk = bk, p.cores = 32;
-                if (attention_lx_bytes(s, bq, bk) > pricer.lx_budget()) continue;
-                AttnRun r = run(s, p, 7);
-                check(s, r);
-                ++n;
-                if (HasFailure()) return;
-            }
+            for (uint64_t bk : {64, 128})
+                for (bool prefetch : {false, true}) {  // on 3 cores: several units per core
+                    if (c.Lq % bq) continue;
+                    AttentionPlan p;
+                    p.bq = bq, p.bk = bk, p.cores = prefetch ? 3 : 32, p.prefetch_q = prefetch;
+                    if (attention_lx_bytes(s, bq, bk, prefetch) > pricer.lx_budget()) continue;
+                    AttnRun r = run(s, p, 7);
+                    check(s, r);
+                    ++n;
+                    if (HasFailure()) return;
+                }
         EXPECT_GE(n, 2);
         const AttentionPlan best = plan_attention(pricer, s, 32);
         AttnRun r = run(s, best, 9);
@@ -171,6 +203,81 @@ TEST(OpsAttention, StridedHeadsAndAKvCacheWithSpareRoom) {
     check(s, r);
 }
 
+// Masks of every broadcast form with causal or not, odd query and key counts, GQA, every dtype;
+// every block size that can lay the mask out, and the planner's choice priced exactly.
+TEST(OpsAttention, AdditiveAndBooleanMasksBroadcastOverBatchHeadsAndQueries) {
+    using M = AttentionShape::Mask;
+    const Pricer pricer(default_engine_config());
+    struct MCase {
+        uint64_t B, Hq, Hkv, Lq, Lk, D;
+        DType t;
+        bool causal;
+        M mask;
+        DType mask_t;
+        bool batch, heads, rows;  // the mask has these dims (else they broadcast)
+    };
+    const MCase cases[] = {
+        {2, 4, 2, 7, 37, 64, DType::F16, false, M::ADD, DType::F16, false, false, true},  // [L,S]
+        {2, 4, 2, 7, 133, 64, DType::F16, true, M::ADD, DType::F32, true, false, true},
+        {2, 4, 1, 5, 70, 64, DType::BF16, false, M::ADD, DType::BF16, true, true, true},
+        {1, 2, 2, 1, 301, 32, DType::F32, true, M::ADD, DType::F32, true, true, true},  // decode
+        {2, 4, 2, 9, 37, 64, DType::F16, true, M::KEEP, DType::I8, false, false, true},
+        {2, 2, 1, 3, 200, 64, DType::BF16, false, M::KEEP, DType::I8, true, false, true},
+        {3, 4, 4, 6, 129, 64, DType::F16, false, M::KEEP, DType::I8, true, true, true},
+        {2, 4, 2, 5, 77, 64, DType::F16, false, M::KEEP, DType::I8, true, false, false},  // pad
+        {2, 4, 2, 4, 64, 64, DType::F16, true, M::ADD, DType::F16, false, true, false},
+    };
+    for (const MCase& c : cases) {
+        AttentionShape s;
+        s.B = c.B, s.Hq = c.Hq, s.Hkv = c.Hkv, s.Lq = c.Lq, s.Lk = c.Lk, s.D = c.D;
+        s.t = c.t, s.causal = c.causal, s.mask = c.mask, s.mask_t = c.mask_t;
+        const uint64_t row = test::up128(c.Lk * isa::dtype_size(c.mask_t));
+        s.m_st[2] = c.rows ? row : 0;
+        s.m_st[1] = c.heads ? row * (c.rows ? c.Lq : 1) : 0;
+        s.m_st[0] = c.batch ? row * (c.rows ? c.Lq : 1) * (c.heads ? c.Hq : 1) : 0;
+        SCOPED_TRACE(::testing::Message()
+                     << "B" << c.B << " H" << c.Hq << "/" << c.Hkv << " L" << c.Lq << "x" << c.Lk
+                     << " t" << int(c.t) << (c.causal ? " causal" : "") << " mask " << int(c.mask)
+                     << "/" << int(c.mask_t) << " " << c.batch << c.heads << c.rows);
+        int n = 0;
+        for (uint64_t bq : {1, 2, 4, 8})
+            for (uint64_t bk : {64, 128, 256})
+                for (bool prefetch : {false, true}) {
+                    if (c.Lq % bq || (bk * isa::dtype_size(c.mask_t)) % 128) continue;
+                    AttentionPlan p;
+                    p.bq = bq, p.bk = bk, p.cores = prefetch ? 5 : 32, p.prefetch_q = prefetch;
+                    if (attention_lx_bytes(s, bq, bk, prefetch) > pricer.lx_budget()) continue;
+                    AttnRun r = run(s, p, 5 + n);
+                    check(s, r);
+                    ++n;
+                    if (HasFailure()) return;
+                }
+        EXPECT_GE(n, 2);
+        const AttentionPlan best = plan_attention(pricer, s, 32);
+        EXPECT_EQ((best.bk * isa::dtype_size(c.mask_t)) % 128, 0u);
+        AttnRun r = run(s, best, 3);
+        check(s, r);
+        EXPECT_EQ(best.cycles, r.res.total_cycles);
+    }
+}
+
+// The mask in the program is what the reference sees: the same run without it differs.
+TEST(OpsAttention, TheMaskChangesTheResult) {
+    const Pricer pricer(default_engine_config());
+    AttentionShape s;
+    s.B = 1, s.Hq = 2, s.Hkv = 2, s.Lq = 4, s.Lk = 40, s.D = 64;
+    s.mask = AttentionShape::Mask::KEEP, s.mask_t = DType::I8;
+    s.m_st[2] = 128;
+    AttentionPlan p = plan_attention(pricer, s, 32);
+    AttnRun masked = run(s, p, 1);
+    check(s, masked);
+    AttentionShape plain = s;
+    plain.mask = AttentionShape::Mask::NONE;
+    std::fill(plain.m_st, plain.m_st + 3, 0);
+    AttnRun r = run(plain, p, 1);  // same seed: same q, k, v
+    EXPECT_NE(0, std::memcmp(&masked.mem[masked.o], &r.mem[r.o], r.m - r.o));
+}
+
 TEST(OpsAttention, PlannerRefusesWhatItCannotLayOut) {
     const Pricer pricer(default_engine_config());
     AttentionShape s;
@@ -180,6 +287,13 @@ TEST(OpsAttention, PlannerRefusesWhatItCannotLayOut) {
     EXPECT_THROW(plan_attention(pricer, s, 32), std::invalid_argument);
     s.D = 64, s.Lq = 2, s.q_st[0] = 256, s.q_st[1] = 256, s.q_st[2] = 64;  // misaligned rows
     EXPECT_THROW(plan_attention(pricer, s, 32), std::invalid_argument);
+    s.q_st[0] = s.q_st[1] = s.q_st[2] = 0;
+    s.mask = AttentionShape::Mask::KEEP, s.mask_t = DType::I8, s.m_st[2] = 200;  // mask rows
+    EXPECT_THROW(plan_attention(pricer, s, 32), std::invalid_argument);
+    AttentionPlan p;
+    p.bk = 64;  // 64 boolean mask bytes per key block: not a whole stick
+    s.m_st[2] = 128;
+    EXPECT_THROW(build_attention(s, p), std::invalid_argument);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <format>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -13,8 +14,11 @@
 #include <vector>
 
 #include "ops/attention_program.hpp"
+#include "ops/column_program.hpp"
+#include "ops/layout_program.hpp"
 #include "ops/matmul_planner.hpp"
 #include "ops/pricing.hpp"
+#include "ops/rowwise_planner.hpp"
 
 namespace {
 
@@ -29,10 +33,34 @@ struct Row {
     double plan_ms;
     double ddr_pct = 0;
     double naive_util_pct = 0;
+    std::string breakdown;  // where the cycles of the busiest program go (see unit_breakdown)
 };
 
 double us(const spyre_engine_config& cfg, uint64_t cycles) {
     return double(cycles) * 1e6 / double(cfg.clock_hz);
+}
+
+// Per-unit occupancy of a priced run, averaged over its cores, in % of the job's cycles:
+// matrix, DMA (load + store units), vector, ring, issue stalled on collectives (wait), and the
+// cycles after a core halted (idle: imbalance). The busiest matrix unit's share: 100% less it
+// is what fill, drain and stalls cost the core with the most matrix work.
+std::string unit_breakdown(const spyre_engine_result& r) {
+    double busy[SPYRE_UNIT_COUNT] = {}, wait = 0, idle = 0;
+    uint64_t mm_max = 0;
+    for (uint32_t c = 0; c < r.num_cores; ++c) {
+        for (int u = 0; u < SPYRE_UNIT_COUNT; ++u) busy[u] += double(r.cores[c].busy[u]);
+        wait += double(r.cores[c].wait_cycles), idle += double(r.cores[c].idle_cycles);
+        mm_max = std::max(mm_max, r.cores[c].busy[SPYRE_UNIT_MATRIX]);
+    }
+    const double n =
+        double(std::max(r.num_cores, 1u)) * double(std::max<uint64_t>(r.total_cycles, 1));
+    return std::format(
+        "{} cycles on {} cores: matrix {:.1f}% dma {:.1f}% vector {:.1f}% ring {:.1f}% wait "
+        "{:.1f}% idle {:.1f}%, busiest matrix unit {:.1f}%",
+        r.total_cycles, r.num_cores, 100 * busy[SPYRE_UNIT_MATRIX] / n,
+        100 * busy[SPYRE_UNIT_DMA] / n, 100 * busy[SPYRE_UNIT_VECTOR] / n,
+        100 * busy[SPYRE_UNIT_RING] / n, 100 * wait / n, 100 * idle / n,
+        100.0 * double(mm_max) / double(std::max<uint64_t>(r.total_cycles, 1)));
 }
 
 // C = X W^T (a linear layer: weight [N, K] as stored), fp16.
@@ -75,6 +103,7 @@ Row matmul_case(const MatmulPlanner& pl, const char* label, uint64_t M, uint64_t
     r.split = split_name(best.split);
     r.naive_split = split_name(naive.split);
     r.plan_ms = plan_ms;
+    r.breakdown = unit_breakdown(best.stats);
     return r;
 }
 
@@ -110,11 +139,48 @@ Row mlp_case(const MatmulPlanner& pl, uint64_t M) {
     r.naive_us = unfused * 1e6 / double(cfg.clock_hz);
     r.naive_util_pct = 100 * peak_cycles / unfused;
     r.split = "gate/up " + split_name(f.split) + "; down " + split_name(d.split);
+    r.breakdown = "gate/up " + unit_breakdown(f.stats) + "; down " + unit_breakdown(d.stats);
     return r;
 }
 
+// The unfused SDPA on the same model: S = Q K^T as a planned batched matmul (the g query heads
+// of a KV head stacked as g*Lq rows, fp16 S in DDR, the scale folded into Q for free), the
+// causal mask as one elementwise pass priced as its DDR traffic (read and write S: a lower
+// bound), the planned row softmax over [Hq*Lq, Lk], and O = P V as a planned batched matmul.
+// Every score is computed (no causal skipping), as an unfused graph does.
+struct NaiveSdpa {
+    uint64_t qk = 0, mask = 0, softmax = 0, pv = 0;
+    uint64_t total() const { return qk + mask + softmax + pv; }
+};
+
+NaiveSdpa naive_sdpa(const MatmulPlanner& pl, const Pricer& pr, const AttentionShape& a) {
+    const auto& cfg = pl.config();
+    const uint64_t g = a.Hq / a.Hkv, es = 2;
+    MatmulShape qk;
+    qk.M = g * a.Lq, qk.N = a.Lk, qk.K = a.D, qk.trans_b = true;
+    qk.lda = a.D * es, qk.ldb = a.D * es, qk.ldc = a.Lk * es;
+    qk.batch = a.B * a.Hkv, qk.batch_a = qk.M * qk.lda, qk.batch_b = a.Lk * qk.ldb;
+    qk.batch_c = qk.M * qk.ldc;
+    MatmulShape pv;
+    pv.M = g * a.Lq, pv.N = a.D, pv.K = a.Lk;
+    pv.lda = a.Lk * es, pv.ldb = a.D * es, pv.ldc = a.D * es;
+    pv.batch = qk.batch, pv.batch_a = qk.batch_c, pv.batch_b = a.Lk * pv.ldb;
+    pv.batch_c = pv.M * pv.ldc;
+    RowwiseShape sm;
+    sm.rows = a.B * a.Hq * a.Lq, sm.cols = a.Lk, sm.t = DType::F16, sm.fp32_exp = true;
+    NaiveSdpa n;
+    n.qk = pl.plan(qk).cycles;
+    n.pv = pl.plan(pv).cycles;
+    n.softmax = plan_softmax(pr, sm, cfg.num_cores).cycles;
+    if (a.causal)
+        n.mask = uint64_t(double(2 * sm.rows * sm.cols * es) /
+                          (double(cfg.ddr_bytes_per_s) / double(cfg.clock_hz)));
+    return n;
+}
+
 // Granite attention: 32 query heads, 8 KV heads of 128, fp16, causal.
-Row attention_case(const Pricer& pr, const char* label, uint64_t Lq, uint64_t Lk) {
+Row attention_case(const MatmulPlanner& pl, const Pricer& pr, const char* label, uint64_t Lq,
+                   uint64_t Lk) {
     const auto& cfg = pr.config();
     AttentionShape s;
     s.Hq = 32, s.Hkv = 8, s.Lq = Lq, s.Lk = Lk, s.D = 128, s.causal = true;
@@ -142,6 +208,49 @@ Row attention_case(const Pricer& pr, const char* label, uint64_t Lq, uint64_t Lk
               ", " + std::to_string(p.cores) + " cores";
     r.plan_ms = plan_ms;
     r.ddr_pct = 100 * ddr_cycles / double(p.cycles);
+    r.breakdown = unit_breakdown(p.stats);
+    const NaiveSdpa n = naive_sdpa(pl, pr, s);
+    r.naive_us = us(cfg, n.total());
+    r.naive_util_pct = 100 * peak_cycles / double(n.total());
+    r.naive_split = std::format("QK^T {:.1f} + mask {:.1f} + softmax {:.1f} + PV {:.1f} us",
+                                us(cfg, n.qk), us(cfg, n.mask), us(cfg, n.softmax), us(cfg, n.pv));
+    return r;
+}
+
+// softmax along dim 1 of a dense [A, R, I] fp16 tensor as spyre_op_softmax_dim runs it: the
+// column program (one pass over DDR: [R, ic] tiles reduced across rows in LX). Against the DDR
+// roofline of one read and one write of x, the same softmax along the last dim of a tensor of
+// the same size, and (naive) the path for inner dims that are not whole sticks: the copy
+// program lays x out with the dim last, the row softmax, the copy program moves it back.
+Row softmax_dim_case(const Pricer& pr, uint64_t A, uint64_t R, uint64_t I) {
+    const auto& cfg = pr.config();
+    ColumnShape cs;
+    cs.A = A, cs.R = R, cs.I = I, cs.t = DType::F16;
+    const ColumnPlan col = plan_column(pr, cs, cfg.num_cores);
+    CopyShape to_rows;  // [A, I, R] view of x: strides (R*I, 1, I)
+    to_rows.ndim = 3, to_rows.es = 2;
+    to_rows.sizes[0] = A, to_rows.sizes[1] = I, to_rows.sizes[2] = R;
+    to_rows.strides[0] = R * I, to_rows.strides[1] = 1, to_rows.strides[2] = I;
+    CopyShape back = to_rows;  // [A, R, I] view of the rows: strides (I*R, 1, R)
+    back.sizes[1] = R, back.sizes[2] = I;
+    back.strides[0] = I * R, back.strides[1] = 1, back.strides[2] = R;
+    RowwiseShape sm;
+    sm.rows = A * I, sm.cols = R, sm.t = DType::F16, sm.fp32_exp = true;
+    const LayoutPlan c1 = plan_copy(pr, to_rows, cfg.num_cores);
+    const RowwisePlan rows = plan_softmax(pr, sm, cfg.num_cores);
+    const LayoutPlan c2 = plan_copy(pr, back, cfg.num_cores);
+    const double ddr_cycles =
+        double(2 * A * R * I * 2) / (double(cfg.ddr_bytes_per_s) / double(cfg.clock_hz));
+    Row r{};
+    r.name = std::format("softmax dim 1 of [{}, {}, {}] fp16", A, R, I);
+    r.modeled_us = us(cfg, col.cycles);
+    r.roofline_pct = 100 * ddr_cycles / double(col.cycles);
+    r.pure_m_mc_us = us(cfg, rows.cycles);  // the last-dim softmax of the same size
+    r.naive_us = us(cfg, c1.cycles + rows.cycles + c2.cycles);
+    r.split = std::format("columns: tiles of {} x {} on {} cores", R, col.ic, col.cores);
+    r.naive_split =
+        std::format("copy {:.1f} us + rows {:.1f} us ({}) + copy back {:.1f} us",
+                    us(cfg, c1.cycles), us(cfg, rows.cycles), plan_name(rows), us(cfg, c2.cycles));
     return r;
 }
 
@@ -170,6 +279,7 @@ int main(int argc, char** argv) {
                 r.name.c_str(), r.modeled_us, r.peak_pct, r.roofline_pct, r.naive_us,
                 r.naive_us / r.modeled_us, r.pure_m_mc_us, r.pure_m_mc_us / r.modeled_us,
                 r.planner_gap_pct, r.split.c_str(), r.plan_ms);
+            std::printf("    units: %s\n", r.breakdown.c_str());
             std::fflush(stdout);
         }
     for (uint64_t M : {512, 2048}) {
@@ -180,19 +290,31 @@ int main(int argc, char** argv) {
             "(utilisation %5.1f%%, %.2fx)  %s\n",
             r.name.c_str(), r.modeled_us, r.utilization_pct, r.roofline_pct, r.naive_us,
             r.naive_util_pct, r.naive_us / r.modeled_us, r.split.c_str());
+        std::printf("    units: %s\n", r.breakdown.c_str());
         std::fflush(stdout);
     }
     const Pricer pr(cfg);
     for (auto [label, lq, lk] :
          {std::tuple{"prefill", 2048, 2048}, std::tuple{"prefill", 512, 512},
           std::tuple{"decode", 1, 4096}, std::tuple{"decode x32", 32, 4096}}) {
-        rows.push_back(attention_case(pr, label, lq, lk));
+        rows.push_back(attention_case(pl, pr, label, lq, lk));
         const Row& r = rows.back();
         std::printf(
             "%-46s %9.2f us  peak %5.1f%%  DDR roofline %5.1f%%  matrix busy %5.1f%%  %s  "
-            "[plan %.0f ms]\n",
+            "[plan %.0f ms]\n%-46s unfused %9.2f us (%.2fx): %s\n",
             r.name.c_str(), r.modeled_us, r.peak_pct, r.ddr_pct, r.utilization_pct, r.split.c_str(),
-            r.plan_ms);
+            r.plan_ms, "", r.naive_us, r.naive_us / r.modeled_us, r.naive_split.c_str());
+        std::printf("    units: %s\n", r.breakdown.c_str());
+        std::fflush(stdout);
+    }
+    for (auto [A, R, I] : {std::tuple{16, 1024, 128}, std::tuple{1, 4096, 256}}) {
+        rows.push_back(softmax_dim_case(pr, A, R, I));
+        const Row& r = rows.back();
+        std::printf(
+            "%-46s %9.2f us  DDR roofline %5.1f%%  last-dim softmax %9.2f us  %s\n%-46s dim moved "
+            "last %9.2f us (%.2fx): %s\n",
+            r.name.c_str(), r.modeled_us, r.roofline_pct, r.pure_m_mc_us, r.split.c_str(), "",
+            r.naive_us, r.naive_us / r.modeled_us, r.naive_split.c_str());
         std::fflush(stdout);
     }
     nlohmann::json j = nlohmann::json::array();
@@ -205,6 +327,17 @@ int main(int argc, char** argv) {
                          {"roofline_pct", r.roofline_pct},
                          {"naive_modeled_us", r.naive_us},
                          {"naive_utilization_pct", r.naive_util_pct},
+                         {"split", r.split},
+                         {"breakdown", r.breakdown}});
+            continue;
+        }
+        if (r.name.starts_with("softmax dim")) {
+            j.push_back({{"name", r.name},
+                         {"modeled_us", r.modeled_us},
+                         {"roofline_pct", r.roofline_pct},
+                         {"last_dim_softmax_us", r.pure_m_mc_us},
+                         {"naive_modeled_us", r.naive_us},
+                         {"naive_split", r.naive_split},
                          {"split", r.split}});
             continue;
         }
@@ -215,8 +348,11 @@ int main(int argc, char** argv) {
                          {"utilization_pct", r.utilization_pct},
                          {"roofline_pct", r.roofline_pct},
                          {"ddr_roofline_pct", r.ddr_pct},
-                         {"naive_modeled_us", nullptr},
-                         {"split", r.split}});
+                         {"naive_modeled_us", r.naive_us},
+                         {"naive_utilization_pct", r.naive_util_pct},
+                         {"naive_split", r.naive_split},
+                         {"split", r.split},
+                         {"breakdown", r.breakdown}});
             continue;
         }
         j.push_back({{"name", r.name},
@@ -229,7 +365,8 @@ int main(int argc, char** argv) {
                      {"pure_m_multicast_us", r.pure_m_mc_us},
                      {"exhaustive_best_us", r.exhaustive_best_us},
                      {"planner_gap_pct", r.planner_gap_pct},
-                     {"split", r.split}});
+                     {"split", r.split},
+                     {"breakdown", r.breakdown}});
     }
     std::ofstream(out) << j.dump(2) << "\n";
     std::printf("wrote %s (%zu cases)\n", out.c_str(), rows.size());

@@ -94,6 +94,20 @@ SPYRE_API spyre_status spyre_op_attention(spyre_stream_t stream, const spyre_ten
                                           const spyre_tensor* out, int causal, float scale);
 
 /*
+ * spyre_op_attention with an attention mask (NULL: none), torch's attn_mask: [Lq, Lk],
+ * [B or 1, Lq, Lk] or [B or 1, Hq or 1, Lq, Lk] (a size-1 query dim broadcasts too, e.g. a
+ * [B, 1, 1, Lk] padding mask). A float mask (fp32, fp16, bf16) is added to the scaled scores;
+ * an int8 mask is boolean (torch.bool's bytes): nonzero = attend, zero = the score is -inf.
+ * Combined with causal when causal is set. Its key dim contiguous; other strides are free (rows
+ * that are not 128-byte stick rows are re-laid on the cores first, one more launch). A query
+ * that sees no key gets NaN, as softmax over nothing but -inf.
+ */
+SPYRE_API spyre_status spyre_op_attention_masked(spyre_stream_t stream, const spyre_tensor* q,
+                                                 const spyre_tensor* k, const spyre_tensor* v,
+                                                 const spyre_tensor* mask, const spyre_tensor* out,
+                                                 int causal, float scale);
+
+/*
  * Rotary position embedding, rotate-half convention (GPT-NeoX, Llama, Granite):
  * out = x * cos + rotate_half(x) * sin with rotate_half(x) = [-x2, x1] over the two halves of a
  * head row. x and out [B, H, L, D] (strides as for attention; out may be x), cos and sin
@@ -180,6 +194,13 @@ SPYRE_API spyre_status spyre_op_copy(spyre_stream_t stream, const spyre_tensor* 
  * fp32, statistics in fp32 inside (Documentation/ops-rowwise.md). */
 SPYRE_API spyre_status spyre_op_softmax(spyre_stream_t stream, const spyre_tensor* x, int log,
                                         const spyre_tensor* out);
+/* softmax (log: log_softmax) along dim `dim` of x (negative: counted from the end), x of any
+ * strides; out dense, x's type and shape. Along the last dim of a dense x it is
+ * spyre_op_softmax; a dense x whose dims after `dim` are whole 128-byte sticks runs as one
+ * column program (reduced across rows in LX); otherwise the copy program first lays x out on the
+ * cores with `dim` last (one launch) and moves the result back into out (one more). */
+SPYRE_API spyre_status spyre_op_softmax_dim(spyre_stream_t stream, const spyre_tensor* x,
+                                            int64_t dim, int log, const spyre_tensor* out);
 /* out = (x - mean) / sqrt(var + eps) * weight + bias; weight and bias [cols] (fp32 or x's type)
  * or NULL. */
 SPYRE_API spyre_status spyre_op_layer_norm(spyre_stream_t stream, const spyre_tensor* x,
@@ -202,6 +223,13 @@ typedef enum spyre_reduce_op {
  * shape is x's without the last dim, or with it as 1); x's type (int32 for ARGMAX). */
 SPYRE_API spyre_status spyre_op_reduce(spyre_stream_t stream, spyre_reduce_op op,
                                        const spyre_tensor* x, const spyre_tensor* out);
+/* The reduction along dim `dim` of x (negative: from the end), x of any strides; out dense
+ * with x's other dims in order (keepdim or not). Off the last dim: the column program as for
+ * spyre_op_softmax_dim (not ARGMAX), else the copy program lays x out with `dim` last first
+ * (one more launch). */
+SPYRE_API spyre_status spyre_op_reduce_dim(spyre_stream_t stream, spyre_reduce_op op,
+                                           const spyre_tensor* x, int64_t dim,
+                                           const spyre_tensor* out);
 
 /* What the last op of the calling thread ran: its plan and the modeled device time of its
  * programs on the cycle model (known when queued: the plan was priced when it was made). */

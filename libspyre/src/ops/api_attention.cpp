@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: MIT
-// C API of attention (spyre_op_attention): the planned flash-attention program
-// (ops/attention_program.hpp) on strided [B, H, L, D] tensors.
+// C API of attention (spyre_op_attention, spyre_op_attention_masked): the planned
+// flash-attention program (ops/attention_program.hpp) on strided [B, H, L, D] tensors, with an
+// optional additive or boolean mask read in place or re-laid into stick rows by the pad program.
+#include <algorithm>
+#include <optional>
+
 #include "ops/api_common.hpp"
 #include "ops/attention_program.hpp"
+#include "ops/layout_plans.hpp"
 #include "ops/pricing.hpp"
 
 namespace spyre::ops {
@@ -10,9 +15,10 @@ namespace {
 
 std::shared_ptr<const PlanEntry> attention_plan(const Card& c, const AttentionShape& s) {
     const spyre_engine_config cfg = engine_config_of(c.info);
-    std::string key = std::format("attn/{} B{} H{}/{} L{}x{} D{} t{} c{} s{}", config_key(cfg), s.B,
-                                  s.Hq, s.Hkv, s.Lq, s.Lk, s.D, int(s.t), s.causal, s.scale);
-    for (const uint64_t* st : {s.q_st, s.k_st, s.v_st, s.o_st})
+    std::string key = std::format("attn/{} B{} H{}/{} L{}x{} D{} t{} c{} s{} m{}:{}",
+                                  config_key(cfg), s.B, s.Hq, s.Hkv, s.Lq, s.Lk, s.D, int(s.t),
+                                  s.causal, s.scale, int(s.mask), int(s.mask_t));
+    for (const uint64_t* st : {s.q_st, s.k_st, s.v_st, s.o_st, s.m_st})
         key += std::format(" {},{},{}", st[0], st[1], st[2]);
     return cached_plan(key, [&] {
         const Pricer pricer(cfg);
@@ -21,14 +27,88 @@ std::shared_ptr<const PlanEntry> attention_plan(const Card& c, const AttentionSh
         e.image = build_attention(s, p);
         e.cores = p.cores;
         e.cycles = p.cycles;
-        e.plan = std::format("q block {} x {} heads, key block {}, {} cores", p.bq, s.Hq / s.Hkv,
-                             p.bk, p.cores);
+        e.plan = std::format("q block {} x {} heads, key block {}, {} cores{}", p.bq, s.Hq / s.Hkv,
+                             p.bk, p.cores,
+                             s.mask == AttentionShape::Mask::NONE  ? ""
+                             : s.mask == AttentionShape::Mask::ADD ? ", additive mask"
+                                                                   : ", boolean mask");
         return e;
     });
 }
 
+// The mask as the program reads it: device address and byte strides of its batch, head and
+// query dims (0 where it broadcasts), rows of Lk contiguous and 128-byte aligned.
+struct MaskRows {
+    uint64_t addr = 0;
+    spyre_buffer_t buffer = nullptr;
+    uint64_t st[3] = {};
+};
+
+// Checks the mask against [B, Hq, Lq, Lk] (torch broadcasting: 2 to 4 dims, each leading dim 1
+// or the full size) and sets s.mask, s.mask_t. Uses its rows in place when they are stick rows,
+// else queues the pad program to copy them into `scratch` with a 128-byte row pitch.
+MaskRows attention_mask(const Card& c, const Tensor& m, AttentionShape& s, spyre_stream_t stream,
+                        Scratch& scratch) {
+    const int64_t want[4] = {int64_t(s.B), int64_t(s.Hq), int64_t(s.Lq), int64_t(s.Lk)};
+    const size_t n = m.shape.size();
+    require(n >= 2 && n <= 4, std::format("attention: the mask has {} dims; it must be [Lq, Lk], "
+                                          "[B or 1, Lq, Lk] or [B or 1, Hq or 1, Lq, Lk]",
+                                          n));
+    int64_t md[4] = {1, 1, 1, 1}, ms[4] = {0, 0, 0, 0};
+    for (size_t i = 0; i < n; ++i) md[4 - n + i] = m.shape[i], ms[4 - n + i] = m.strides[i];
+    bool fits = md[3] == want[3];
+    for (int d = 0; d < 3; ++d) fits = fits && (md[d] == 1 || md[d] == want[d]);
+    require(fits, std::format("attention: a mask [{}, {}, {}, {}] does not broadcast to [{}, {}, "
+                              "{}, {}] (only its batch, head and query dims may be 1)",
+                              md[0], md[1], md[2], md[3], want[0], want[1], want[2], want[3]));
+    if (m.t == isa::DType::I8) {
+        s.mask = AttentionShape::Mask::KEEP;
+    } else {
+        require(float_type(m.t), std::format("attention: the mask is {}; it must be int8 (a "
+                                             "boolean: nonzero = attend) or a float type (added)",
+                                             dtype_name(int(m.t))));
+        s.mask = AttentionShape::Mask::ADD;
+    }
+    s.mask_t = m.t;
+    if (md[3] > 1 && ms[3] != 1)
+        fail(SPYRE_ERROR_NOT_SUPPORTED,
+             "attention: the mask's key dim must be contiguous (make it contiguous first)");
+    const uint64_t es = m.es;
+    MaskRows r{m.addr, m.buffer, {}};
+    bool in_place = m.addr % kStick == 0;
+    for (int d = 0; d < 3; ++d) {
+        r.st[d] = md[d] == 1 ? 0 : uint64_t(ms[d]) * es;
+        in_place = in_place && r.st[d] % kStick == 0;
+    }
+    if (in_place) return r;
+    // stick rows in scratch: [md0, md1, md2] rows of ld bytes, broadcast dims kept at size 1
+    const uint64_t ld = up(uint64_t(s.Lk) * es, kStick);
+    const uint64_t rows = uint64_t(md[2]), bytes = uint64_t(md[0] * md[1]) * rows * ld;
+    call(spyre_malloc(c.dev, bytes, &scratch.buf));
+    call(spyre_buffer_device_address(scratch.buf, &r.addr));
+    r.buffer = scratch.buf;
+    r.st[2] = rows > 1 ? ld : 0;
+    r.st[1] = md[1] > 1 ? rows * ld : 0;
+    r.st[0] = md[0] > 1 ? uint64_t(md[1]) * rows * ld : 0;
+    PadShape ps;
+    ps.rows = rows, ps.cols = uint64_t(s.Lk), ps.es = static_cast<uint32_t>(es);
+    ps.src_ld = rows > 1 ? uint64_t(ms[2]) * es : ps.cols * es;
+    ps.dst_ld = ld, ps.dst_rows = rows, ps.dst_bs = rows * ld;
+    // the batch and head dims as one batch of the pad program when their strides collapse,
+    // else one launch per batch element
+    const bool both = md[0] > 1 && md[1] > 1;
+    const bool collapse = !both || ms[0] == ms[1] * md[1];
+    ps.batch = collapse ? uint64_t(md[0] * md[1]) : uint64_t(md[1]);
+    ps.src_bs = uint64_t(md[1] > 1 ? ms[1] : ms[0]) * es;
+    const auto pad = pad_plan(c, ps);
+    for (int64_t b = 0; b < (collapse ? 1 : md[0]); ++b)
+        launch(c, pad, stream, {m.addr + uint64_t(b * ms[0]) * es, r.addr + uint64_t(b) * r.st[0]},
+               {m.buffer, scratch.buf});
+    return r;
+}
+
 void attention_impl(spyre_stream_t stream, const Tensor& q, const Tensor& k, const Tensor& v,
-                    const Tensor& o, bool causal, float scale) {
+                    const Tensor* mask, const Tensor& o, bool causal, float scale) {
     for (const Tensor* t : {&q, &k, &v, &o}) {
         require(
             t->shape.size() == 4,
@@ -47,7 +127,7 @@ void attention_impl(spyre_stream_t stream, const Tensor& q, const Tensor& k, con
     require(Hkv > 0 && Hq % Hkv == 0,
             std::format("attention: {} query heads are not a multiple of {} kv heads", Hq, Hkv));
     const Card c = card_of(o.buffer);
-    require_same_card(c, {&q, &k, &v}, "attention");
+    require_same_card(c, {&q, &k, &v, mask}, "attention");
     if (B == 0 || Hq == 0 || Lq == 0 || D == 0) return;
     require(Lk > 0, "attention: no keys (Lk = 0)");
     AttentionShape s;
@@ -63,9 +143,15 @@ void attention_impl(spyre_stream_t stream, const Tensor& q, const Tensor& k, con
         for (int d = 0; d < 3; ++d) st[d] = t.dim(d) == 1 ? 0 : uint64_t(t.stride(d)) * t.es;
     };
     strides(q, s.q_st), strides(k, s.k_st), strides(v, s.v_st), strides(o, s.o_st);
+    Scratch mask_scratch;
+    MaskRows m;
+    if (mask) {
+        m = attention_mask(c, *mask, s, stream, mask_scratch);
+        std::copy(m.st, m.st + 3, s.m_st);
+    }
     auto plan = attention_plan(c, s);
-    launch(c, plan, stream, {q.addr, k.addr, v.addr, o.addr},
-           {q.buffer, k.buffer, v.buffer, o.buffer});
+    launch(c, plan, stream, {q.addr, k.addr, v.addr, o.addr, m.addr},
+           {q.buffer, k.buffer, v.buffer, o.buffer, m.buffer});
     finish_info(c, *plan);
 }
 
@@ -81,6 +167,19 @@ spyre_status spyre_op_attention(spyre_stream_t stream, const spyre_tensor* q, co
     return guard(__func__, [&] {
         begin_op("attention");
         attention_impl(stream, check_tensor(q, "q"), check_tensor(k, "k"), check_tensor(v, "v"),
-                       check_tensor(out, "out"), causal != 0, scale);
+                       nullptr, check_tensor(out, "out"), causal != 0, scale);
+    });
+}
+
+spyre_status spyre_op_attention_masked(spyre_stream_t stream, const spyre_tensor* q,
+                                       const spyre_tensor* k, const spyre_tensor* v,
+                                       const spyre_tensor* mask, const spyre_tensor* out,
+                                       int causal, float scale) {
+    return guard(__func__, [&] {
+        begin_op("attention");
+        const std::optional<Tensor> m =
+            mask ? std::optional<Tensor>(check_tensor(mask, "mask")) : std::nullopt;
+        attention_impl(stream, check_tensor(q, "q"), check_tensor(k, "k"), check_tensor(v, "v"),
+                       m ? &*m : nullptr, check_tensor(out, "out"), causal != 0, scale);
     });
 }

@@ -52,20 +52,8 @@ std::shared_ptr<const PlanEntry> unpad_plan(const Card& c, const UnpadShape& s) 
     return e;
 }
 
-namespace {
-
-void copy_impl(spyre_stream_t stream, const Tensor& src, const Tensor& dst) {
-    require(src.shape == dst.shape, "copy: `src` and `dst` must have one shape");
-    require(src.es == dst.es && (src.t == dst.t),
-            std::format("copy: `src` is {} but `dst` is {} (use spyre_op_unary CAST to convert)",
-                        dtype_name(src.t == isa::DType::COUNT ? SPYRE_DTYPE_INT64 : int(src.t)),
-                        dtype_name(dst.t == isa::DType::COUNT ? SPYRE_DTYPE_INT64 : int(dst.t))));
-    if (!is_dense(dst)) fail(SPYRE_ERROR_NOT_SUPPORTED, "copy: `dst` must be dense");
-    if (dst.addr % kStick)
-        fail(SPYRE_ERROR_NOT_SUPPORTED, "copy: `dst` must start 128-byte aligned");
-    const Card c = card_of(dst.buffer);
-    require_same_card(c, {&src}, "copy");
-    if (dst.numel() == 0) return;
+std::shared_ptr<const PlanEntry> queue_copy(const Card& c, spyre_stream_t stream, const Tensor& src,
+                                            const Tensor& dst) {
     CopyShape s;
     s.es = static_cast<uint32_t>(src.es);
     for (size_t d = 0; d < src.shape.size(); ++d)
@@ -87,7 +75,24 @@ void copy_impl(spyre_stream_t stream, const Tensor& src, const Tensor& dst) {
         return layout_entry(p, build_copy(s, p));
     });
     launch(c, plan, stream, {src.addr, dst.addr}, {src.buffer, dst.buffer});
-    finish_info(c, *plan);
+    return plan;
+}
+
+namespace {
+
+void copy_impl(spyre_stream_t stream, const Tensor& src, const Tensor& dst) {
+    require(src.shape == dst.shape, "copy: `src` and `dst` must have one shape");
+    require(src.es == dst.es && (src.t == dst.t),
+            std::format("copy: `src` is {} but `dst` is {} (use spyre_op_unary CAST to convert)",
+                        dtype_name(src.t == isa::DType::COUNT ? SPYRE_DTYPE_INT64 : int(src.t)),
+                        dtype_name(dst.t == isa::DType::COUNT ? SPYRE_DTYPE_INT64 : int(dst.t))));
+    if (!is_dense(dst)) fail(SPYRE_ERROR_NOT_SUPPORTED, "copy: `dst` must be dense");
+    if (dst.addr % kStick)
+        fail(SPYRE_ERROR_NOT_SUPPORTED, "copy: `dst` must start 128-byte aligned");
+    const Card c = card_of(dst.buffer);
+    require_same_card(c, {&src}, "copy");
+    if (dst.numel() == 0) return;
+    finish_info(c, *queue_copy(c, stream, src, dst));
 }
 
 }  // namespace

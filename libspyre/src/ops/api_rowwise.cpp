@@ -1,15 +1,22 @@
 // SPDX-License-Identifier: MIT
 // C API of the row-wise ops (spyre_op_softmax, spyre_op_layer_norm, spyre_op_rms_norm,
-// spyre_op_reduce): ops/rowwise_planner.hpp on dense tensors viewed as [rows, cols].
+// spyre_op_reduce and the _dim forms): ops/rowwise_planner.hpp on dense tensors viewed as
+// [rows, cols]; another dim, or a strided input, is moved last by the copy program on the cores.
+#include <algorithm>
+#include <cstdio>
+
 #include "ops/api_common.hpp"
+#include "ops/column_program.hpp"
+#include "ops/layout_plans.hpp"
 #include "ops/pricing.hpp"
 #include "ops/rowwise_planner.hpp"
 
 namespace spyre::ops {
 namespace {
 
-void rowwise_impl(spyre_stream_t stream, RowwiseOp op, const Tensor& x, const Tensor* w,
-                  const Tensor* b, const Tensor& o, RowwiseShape s) {
+std::shared_ptr<const PlanEntry> rowwise_impl(spyre_stream_t stream, RowwiseOp op, const Tensor& x,
+                                              const Tensor* w, const Tensor* b, const Tensor& o,
+                                              RowwiseShape s) {
     const char* name = rowwise_op_name(op, s.log);
     require(float_type(x.t), std::format("{}: `x` must be float32, float16 or bfloat16", name));
     require(!x.shape.empty(), std::format("{}: `x` needs at least one dim", name));
@@ -38,7 +45,7 @@ void rowwise_impl(spyre_stream_t stream, RowwiseOp op, const Tensor& x, const Te
         }
     const Card c = card_of(o.buffer);
     require_same_card(c, {&x, w, b}, name);
-    if (rows == 0 || cols == 0) return;
+    if (rows == 0 || cols == 0) return nullptr;
     s.rows = rows, s.cols = cols, s.t = x.t;
     s.has_weight = w != nullptr;
     if (w) s.weight_t = w->t;
@@ -63,6 +70,147 @@ void rowwise_impl(spyre_stream_t stream, RowwiseOp op, const Tensor& x, const Te
     launch(c, plan, stream, {x.addr, o.addr, w ? w->addr : 0, b ? b->addr : 0},
            {x.buffer, o.buffer, w ? w->buffer : nullptr, b ? b->buffer : nullptr});
     finish_info(c, *plan);
+    return plan;
+}
+
+bool dense_aligned(const Tensor& t) { return is_dense(t) && t.addr % kStick == 0; }
+
+// A dense tensor of `shape` in new scratch device memory on card c.
+Tensor scratch_tensor(const Card& c, const Tensor& like, std::vector<int64_t> shape,
+                      Scratch& scratch, const char* name) {
+    Tensor r = like;
+    r.name = name;
+    r.shape = std::move(shape);
+    r.strides.assign(r.shape.size(), 1);
+    for (size_t d = r.shape.size(); d-- > 1;)
+        r.strides[d - 1] = r.strides[d] * std::max<int64_t>(r.shape[d], 1);
+    call(spyre_malloc(c.dev, std::max<uint64_t>(uint64_t(r.numel()) * r.es, 1), &scratch.buf));
+    r.buffer = scratch.buf, r.offset = 0;
+    call(spyre_buffer_device_address(scratch.buf, &r.addr));
+    return r;
+}
+
+// t with dim d moved to the end (a view: same memory).
+Tensor dim_last(const Tensor& t, size_t d) {
+    Tensor r = t;
+    std::rotate(r.shape.begin() + d, r.shape.begin() + d + 1, r.shape.end());
+    std::rotate(r.strides.begin() + d, r.strides.begin() + d + 1, r.strides.end());
+    return r;
+}
+
+// The column program for a dense x whose dims after d are whole sticks (one launch, one pass
+// over DDR); false if it does not take the shape (the caller moves the dim last instead).
+bool columns_on_cores(spyre_stream_t stream, RowwiseOp op, const Tensor& x, size_t d,
+                      const Tensor& o, const RowwiseShape& rs, const Card& c) {
+    if (op == RowwiseOp::ARGMAX || !dense_aligned(x)) return false;
+    ColumnShape s;
+    s.op = op, s.log = rs.log, s.t = x.t;
+    s.R = uint64_t(x.shape[d]);
+    s.A = s.I = 1;
+    for (size_t k = 0; k < d; ++k) s.A *= uint64_t(x.shape[k]);
+    for (size_t k = d + 1; k < x.shape.size(); ++k) s.I *= uint64_t(x.shape[k]);
+    if ((s.I * x.es) % kStick) return false;
+    const spyre_engine_config cfg = engine_config_of(c.info);
+    std::shared_ptr<const PlanEntry> plan;
+    try {
+        plan = cached_plan(std::format("col/{} {} log{} {}x{}x{} t{}", config_key(cfg), int(op),
+                                       s.log, s.A, s.R, s.I, int(s.t)),
+                           [&] {
+                               const Pricer pricer(cfg);
+                               const ColumnPlan p = plan_column(pricer, s, cfg.num_cores);
+                               PlanEntry e;
+                               e.image = build_column(s, p);
+                               e.cores = p.cores;
+                               e.cycles = p.cycles;
+                               e.plan = std::format("columns: tiles of {} x {} on {} cores", s.R,
+                                                    p.ic, p.cores);
+                               return e;
+                           });
+    } catch (const Error& e) {
+        if (e.status() != SPYRE_ERROR_NOT_SUPPORTED) throw;
+        return false;  // e.g. the reduced dim does not fit LX in one tile
+    }
+    launch(c, plan, stream, {x.addr, o.addr}, {x.buffer, o.buffer});
+    finish_info(c, *plan);
+    return true;
+}
+
+// softmax / log_softmax / a reduction along dim `dim` of x (negative: from the end), any
+// strides. The rows path takes dense rows along the last dim; a dense x whose inner dims are
+// whole sticks takes the column program; otherwise the copy program makes x dense with dim
+// last in scratch (one launch), and a softmax result is moved back into `o` (one more).
+void rowwise_dim(spyre_stream_t stream, RowwiseOp op, const Tensor& x, int64_t dim, const Tensor& o,
+                 const RowwiseShape& s) {
+    const char* name = rowwise_op_name(op, s.log);
+    const int64_t n = int64_t(x.shape.size());
+    require(n >= 1, std::format("{}: `x` needs at least one dim", name));
+    require(dim >= -n && dim < n,
+            std::format("{}: dim {} is out of range for {} dims", name, dim, n));
+    const size_t d = size_t(dim < 0 ? dim + n : dim);
+    const bool reduction = op >= RowwiseOp::SUM;
+    // size-1 dims after d change nothing: then d is the last dim of x without them
+    bool last = true;
+    for (size_t k = d + 1; k < size_t(n); ++k) last = last && x.shape[k] == 1;
+    if (last && dense_aligned(x) && (reduction || dense_aligned(o))) {
+        Tensor xr = x, orows = o;
+        xr.shape.resize(d + 1), xr.strides.resize(d + 1);
+        if (!reduction && o.shape == x.shape)
+            orows.shape.resize(d + 1), orows.strides.resize(d + 1);
+        rowwise_impl(stream, op, xr, nullptr, nullptr, orows, s);
+        return;
+    }
+    require(float_type(x.t), std::format("{}: `x` must be float32, float16 or bfloat16", name));
+    if (reduction) {
+        const int64_t len = x.shape[d];
+        require(len > 0 || x.numel() == 0,
+                std::format("{}: dim {} is empty (nothing to reduce)", name, d));
+    } else {
+        require(o.t == x.t && o.shape == x.shape,
+                std::format("{}: `out` must have the type and shape of `x`", name));
+    }
+    if (!dense_aligned(o))
+        fail(SPYRE_ERROR_NOT_SUPPORTED,
+             std::format("{}: `out` must be dense and start 128-byte aligned", name));
+    const Card c = card_of(o.buffer);
+    require_same_card(c, {&x}, name);
+    if (x.numel() == 0) {
+        require(o.numel() == 0, std::format("{}: `out` must be empty like `x`", name));
+        return;
+    }
+    if (reduction)
+        require(o.t == x.t || op == RowwiseOp::ARGMAX,
+                std::format("{}: `out` must be {}", name, dtype_name(int(x.t))));
+    if (reduction && op != RowwiseOp::ARGMAX)
+        require(o.numel() * x.shape[d] == x.numel(),
+                std::format("{}: `out` must hold one element per reduced line ({})", name,
+                            x.numel() / x.shape[d]));
+    if (columns_on_cores(stream, op, x, d, o, s, c)) return;
+    // x made dense with dim d last, on the cores
+    Scratch sx, so;
+    const Tensor xv = dim_last(x, d);
+    const Tensor xt = scratch_tensor(c, x, xv.shape, sx, "x");
+    const auto to_rows = queue_copy(c, stream, xv, xt);
+    const uint64_t copy_cycles = to_rows->cycles;
+    std::shared_ptr<const PlanEntry> plan;
+    uint32_t copies = 1;
+    if (reduction) {
+        plan = rowwise_impl(stream, op, xt, nullptr, nullptr, o, s);
+    } else {
+        // the result in rows, then each row back along dim d of `o`
+        const Tensor ot = scratch_tensor(c, o, xv.shape, so, "out");
+        plan = rowwise_impl(stream, op, xt, nullptr, nullptr, ot, s);
+        Tensor back = ot;  // ot seen with o's shape: undo the rotation of the strides
+        back.shape = o.shape;
+        std::rotate(back.strides.rbegin(), back.strides.rbegin() + 1,
+                    back.strides.rbegin() + (n - int64_t(d)));
+        queue_copy(c, stream, back, o);
+        copies = 2;
+    }
+    last_info().cores = std::max(last_info().cores, to_rows->cores);
+    std::snprintf(last_info().plan, sizeof last_info().plan,
+                  "%s; dim %zu last by %u copies (%llu cycles each)", plan->plan.c_str(), d, copies,
+                  static_cast<unsigned long long>(copy_cycles));
+    finish_info_ns(c);
 }
 
 }  // namespace
@@ -80,6 +228,18 @@ spyre_status spyre_op_softmax(spyre_stream_t stream, const spyre_tensor* x, int 
         s.fp32_exp = true;  // one rounding: the closest to a float32 reference
         rowwise_impl(stream, RowwiseOp::SOFTMAX, check_tensor(x, "x"), nullptr, nullptr,
                      check_tensor(out, "out"), s);
+    });
+}
+
+spyre_status spyre_op_softmax_dim(spyre_stream_t stream, const spyre_tensor* x, int64_t dim,
+                                  int log, const spyre_tensor* out) {
+    return guard(__func__, [&] {
+        begin_op(log ? "log_softmax" : "softmax");
+        RowwiseShape s;
+        s.log = log != 0;
+        s.fp32_exp = true;
+        rowwise_dim(stream, RowwiseOp::SOFTMAX, check_tensor(x, "x"), dim, check_tensor(out, "out"),
+                    s);
     });
 }
 
@@ -120,5 +280,16 @@ spyre_status spyre_op_reduce(spyre_stream_t stream, spyre_reduce_op op, const sp
         begin_op(rowwise_op_name(r));
         rowwise_impl(stream, r, check_tensor(x, "x"), nullptr, nullptr, check_tensor(out, "out"),
                      RowwiseShape{});
+    });
+}
+
+spyre_status spyre_op_reduce_dim(spyre_stream_t stream, spyre_reduce_op op, const spyre_tensor* x,
+                                 int64_t dim, const spyre_tensor* out) {
+    return guard(__func__, [&] {
+        require(op >= SPYRE_REDUCE_SUM && op <= SPYRE_REDUCE_ARGMAX,
+                std::format("unknown reduction {}", int(op)));
+        const RowwiseOp r = static_cast<RowwiseOp>(int(RowwiseOp::SUM) + int(op));
+        begin_op(rowwise_op_name(r));
+        rowwise_dim(stream, r, check_tensor(x, "x"), dim, check_tensor(out, "out"), RowwiseShape{});
     });
 }

@@ -22,10 +22,21 @@ uint64_t up128(uint64_t x) { return (x + kStick - 1) / kStick * kStick; }
 
 // LX layout of one work unit: R = group * bq rows.
 struct Layout {
-    uint64_t q, s[2], p, o, k[2], v[2], m_old, m_new, corr, stat, l, out, total;
+    uint64_t q, q2, s[2], p, o, k[3], v[3], mask[3], m_old, m_new, corr, stat, l, out, total;
 };
 
-Layout layout(const AttentionShape& s, uint64_t bq, uint64_t bk) {
+// Bytes of one key block's row of the mask in LX (a whole number of sticks, see mask_fits).
+uint64_t mask_row_bytes(const AttentionShape& s, uint64_t bk) {
+    return bk * isa::dtype_size(s.mask_t);
+}
+
+// The mask's block of a key block starts at a stick boundary only if bk mask elements are
+// whole sticks (bool masks: bk >= 128).
+bool mask_fits(const AttentionShape& s, uint64_t bk) {
+    return s.mask == AttentionShape::Mask::NONE || mask_row_bytes(s, bk) % kStick == 0;
+}
+
+Layout layout(const AttentionShape& s, uint64_t bq, uint64_t bk, bool prefetch_q) {
     const uint64_t es = isa::dtype_size(s.t), g = s.Hq / s.Hkv, R = g * bq;
     Layout l{};
     uint64_t at = 0;
@@ -35,11 +46,17 @@ Layout layout(const AttentionShape& s, uint64_t bq, uint64_t bk) {
         return a;
     };
     l.q = take(R * s.D * es);
+    l.q2 = prefetch_q ? take(R * s.D * es) : l.q;  // the next unit's Q rows
     l.s[0] = take(R * bk * 4);
     l.s[1] = take(R * bk * 4);
     l.p = take(R * bk * es);
     l.o = take(R * s.D * 4);
-    for (int i = 0; i < 2; ++i) l.k[i] = take(bk * s.D * es), l.v[i] = take(bk * s.D * es);
+    for (int i = 0; i < 3; ++i) l.k[i] = take(bk * s.D * es), l.v[i] = take(bk * s.D * es);
+    // the mask's rows of a key block, triple buffered with K and V
+    const uint64_t mask_rows = (s.m_st[1] ? g : 1) * (s.m_st[2] ? bq : 1);
+    const uint64_t mask_bytes =
+        s.mask == AttentionShape::Mask::NONE ? 0 : mask_rows * up128(mask_row_bytes(s, bk));
+    for (int i = 0; i < 3; ++i) l.mask[i] = mask_bytes ? take(mask_bytes) : 0;
     l.m_old = take(R * 4);
     l.m_new = take(R * 4);
     l.corr = take(R * 4);
@@ -47,7 +64,8 @@ Layout layout(const AttentionShape& s, uint64_t bq, uint64_t bk) {
     l.l = take(R * 4);
     // the output tile is converted after the last block: it reuses the score buffers if they
     // are large enough (they are contiguous), which lets larger query blocks fit
-    if (up128(R * s.D * es) <= l.p - l.s[0])
+    // (not with the next unit's Q prefetched: its scores would wait for the store)
+    if (!prefetch_q && up128(R * s.D * es) <= l.p - l.s[0])
         l.out = l.s[0];
     else
         l.out = take(R * s.D * es);
@@ -71,8 +89,8 @@ AttentionShape AttentionShape::resolved() const {
     return r;
 }
 
-uint64_t attention_lx_bytes(const AttentionShape& s, uint64_t bq, uint64_t bk) {
-    return layout(s, bq, bk).total;
+uint64_t attention_lx_bytes(const AttentionShape& s, uint64_t bq, uint64_t bk, bool prefetch_q) {
+    return layout(s, bq, bk, prefetch_q).total;
 }
 
 std::vector<uint8_t> build_attention(const AttentionShape& shape, const AttentionPlan& p) {
@@ -84,15 +102,25 @@ std::vector<uint8_t> build_attention(const AttentionShape& shape, const Attentio
     const int64_t off = s.Lk - s.Lq;
     const bool tail = s.Lk % bk != 0;
     const float scale = s.scale != 0.0f ? s.scale : 1.0f / std::sqrt(float(D));
-    if (s.Hq % s.Hkv || s.Lq % bq || Db % kStick || R > int64_t(isa::kMaxMatDim))
+    if (s.Hq % s.Hkv || s.Lq % bq || Db % kStick || R > int64_t(isa::kMaxMatDim) ||
+        !mask_fits(s, p.bk))
         throw std::invalid_argument("attention plan does not fit the shape");
-    const Layout l = layout(s, p.bq, p.bk);
+    const bool masked = s.mask != AttentionShape::Mask::NONE;
+    const int64_t mes = isa::dtype_size(s.mask_t), mrow = bk * mes;
+    // mask rows loaded per head (1: one row broadcast over the queries) and heads per group
+    // (1: one mask shared by the group's heads)
+    const int64_t mrows = s.m_st[2] ? bq : 1, mheads = s.m_st[1] ? g : 1;
+    // A positive scale commutes with the row max: it is applied inside the fused multiply-add
+    // that subtracts the max instead of in a pass of its own (an additive mask already takes
+    // it in its VFMA).
+    const bool fold_scale = scale > 0 && s.mask != AttentionShape::Mask::ADD;
+    const Layout l = layout(s, p.bq, p.bk, p.prefetch_q);
     const float ninf = -std::numeric_limits<float>::infinity();
 
     ProgramBuilder b;
-    // r3..r6 Q, K, V, out; r7 unit; r8 (b, kv head) index; r9 query block; r10..r12, r18, r19,
-    // r28..r31 scratch; r13/r14 K/V block addresses; r15 key block index; r16 key blocks of the
-    // unit; r17 mask offset; r20 iteration; r21..r27 descriptors.
+    // r2 the mask rows of the unit; r3..r6 Q, K, V, out; r7 unit; r8 (b, kv head) index; r9 query
+    // block; r10..r12, r18, r19, r28..r31 scratch; r13/r14 K/V block addresses; r15 key block
+    // index; r16 key blocks of the unit; r17 mask offset; r20 iteration; r21..r27 descriptors.
     b.arg(3, 0), b.arg(4, 1), b.arg(5, 2), b.arg(6, 3);
     auto vdesc = [&](std::initializer_list<int64_t> v) { b.set_regs(21, v); };
     auto lxreg = [&](ProgramBuilder::Reg r, uint64_t addr) { b.li(r, int64_t(addr)); };
@@ -102,48 +130,85 @@ std::vector<uint8_t> build_attention(const AttentionShape& shape, const Attentio
     // position = round * ncores + (round odd ? ncores - 1 - core : core);
     // (b, kv head) = position % BH, query block = nqb - 1 - position / BH.
     const int64_t BH = s.B * s.Hkv;
+    using Reg = ProgramBuilder::Reg;
+    // unit_of: the unit of round `round` on this core: its position, (b, kv head) index, query
+    // block, b and kv head (r10, r11 scratch)
+    auto unit_of = [&](Reg round, Reg pos, Reg bh, Reg qb, Reg bi, Reg kvh) {
+        b.alu(Alu::AND, 10, round, 0, 1);
+        b.muli(11, 1, -2);
+        b.addi(11, 11, ncores - 1);
+        b.mul(11, 11, 10);
+        b.add(pos, 1, 11);
+        b.muli(10, round, ncores);
+        b.add(pos, pos, 10);
+        b.li(10, BH);
+        b.alu(Alu::REMU, bh, pos, 10);
+        b.alu(Alu::DIVU, qb, pos, 10);
+        b.li(10, nqb - 1);
+        b.sub(qb, 10, qb);
+        b.li(10, int64_t(s.Hkv));
+        b.alu(Alu::DIVU, bi, bh, 10);
+        b.alu(Alu::REMU, kvh, bh, 10);
+    };
     b.loopi((units + ncores - 1) / ncores, 20);
-    b.alu(Alu::AND, 10, 20, 0, 1);
-    b.muli(11, 1, -2);
-    b.addi(11, 11, ncores - 1);
-    b.mul(11, 11, 10);
-    b.add(7, 1, 11);
-    b.muli(10, 20, ncores);
-    b.add(7, 7, 10);
+    // r7 position, r8 (b, kv head), r9 query block, r30 = b, r31 = kv head of this unit
+    unit_of(20, 7, 8, 9, 30, 31);
     b.li(10, units);
     b.br(isa::Cond::GEU, 7, 10, next);
-    b.li(10, BH);
-    b.alu(Alu::REMU, 8, 7, 10);
-    b.alu(Alu::DIVU, 9, 7, 10);
-    b.li(10, nqb - 1);
-    b.sub(9, 10, 9);
-    // Q rows of the g heads of this kv head: head h of the group at LX rows h*bq ..
-    // r30 = b, r31 = kv head of this unit
-    b.li(10, int64_t(s.Hkv));
-    b.alu(Alu::DIVU, 30, 8, 10);
-    b.alu(Alu::REMU, 31, 8, 10);
+    if (masked) {  // r2 = mask + b*mb + kvh*g*mh + qb*bq*ml (r2 held the core count)
+        b.arg(2, 4);
+        b.muli(10, 30, int64_t(s.m_st[0]));
+        b.add(2, 2, 10);
+        b.muli(10, 31, g * int64_t(s.m_st[1]));
+        b.add(2, 2, 10);
+        b.muli(10, 9, bq * int64_t(s.m_st[2]));
+        b.add(2, 2, 10);
+    }
     // the base of head h of the group in q or out: base + b*sb + (kvh*g + h)*sh + qb*bq*sl
-    auto head_rows = [&](ProgramBuilder::Reg dst, ProgramBuilder::Reg base, const uint64_t* st,
-                         int64_t h) {
-        b.muli(dst, 30, int64_t(st[0]));
-        b.muli(10, 31, g * int64_t(st[1]));
+    // (unit registers bi, kvh, qb; r30, r31, r9 for this unit)
+    auto head_rows = [&](Reg dst, Reg base, const uint64_t* st, int64_t h, Reg bi = 30,
+                         Reg kvh = 31, Reg qb = 9) {
+        b.muli(dst, bi, int64_t(st[0]));
+        b.muli(10, kvh, g * int64_t(st[1]));
         b.add(dst, dst, 10);
-        b.muli(10, 9, bq * int64_t(st[2]));
+        b.muli(10, qb, bq * int64_t(st[2]));
         b.add(dst, dst, 10);
         b.addi(dst, dst, h * int64_t(st[1]));
         b.add(dst, dst, base);
     };
-    for (int64_t h = 0; h < g; ++h) {
-        head_rows(12, 3, s.q_st, h);
-        lxreg(28, l.q + h * bq * Db);
-        b.li(11, Db);
-        b.span(12);  // operands may lie anywhere: each access sets the span to its rows
-        if (bq > 1) {
-            vdesc({bq, int64_t(s.q_st[2]), Db, 1, 0, 0});
-            b.load(28, 12, 11, 21);
-        } else {
-            b.load(28, 12, 11);
+    // Q rows of the g heads of a unit: head h of the group at LX rows h*bq of the Q buffer
+    // (l.q, or with prefetching the buffer of the round's parity)
+    auto load_q = [&](Reg round, Reg bi, Reg kvh, Reg qb) {
+        for (int64_t h = 0; h < g; ++h) {
+            head_rows(12, 3, s.q_st, h, bi, kvh, qb);
+            b.alu(Alu::AND, 28, round, 0, 1);
+            b.muli(28, 28, int64_t(l.q2 - l.q));
+            b.addi(28, 28, int64_t(l.q + h * bq * Db));
+            b.li(11, Db);
+            b.span(12);  // operands may lie anywhere: each access sets the span to its rows
+            if (bq > 1) {
+                vdesc({bq, int64_t(s.q_st[2]), Db, 1, 0, 0});
+                b.load(28, 12, 11, 21);
+            } else {
+                b.load(28, 12, 11);
+            }
         }
+    };
+    if (!p.prefetch_q) {
+        load_q(20, 30, 31, 9);
+    } else {
+        // the first unit loads its own rows; every unit loads the next one's into the other
+        // buffer, so they arrive while this unit computes
+        ProgramBuilder::Label later = b.label(), last = b.label();
+        b.br(isa::Cond::NE, 20, 0, later);
+        load_q(20, 30, 31, 9);
+        b.bind(later);
+        b.addi(17, 20, 1);
+        unit_of(17, 18, 19, 16, 13, 14);
+        b.li(10, units);
+        b.br(isa::Cond::GEU, 18, 10, last);
+        load_q(17, 13, 14, 16);
+        b.bind(last);
     }
     // m = -inf, l = 0, O = 0
     lxreg(28, l.m_old);
@@ -176,19 +241,23 @@ std::vector<uint8_t> build_attention(const AttentionShape& shape, const Attentio
     b.muli(10, 31, int64_t(s.v_st[1]));
     b.add(14, 14, 10);
     b.add(14, 14, 5);
-    // Software-pipelined over key blocks: block kb+1 is loaded and its scores S = Q K^T are on
-    // the matrix unit while the vector unit runs block kb's softmax update (S, K and V double
-    // buffered), then P V of block kb follows. Issue is in order, so the program order is what
-    // lets the two units overlap.
-    // load_qk(blk): K/V block `blk` (register) into its parity's buffers, then its scores.
-    auto load_qk = [&](ProgramBuilder::Reg blk) {
-        b.alu(Alu::AND, 29, blk, 0, 1);  // parity
-        b.muli(30, 29, int64_t(l.k[1] - l.k[0]));
-        b.addi(30, 30, int64_t(l.k[0]));
-        b.muli(31, 29, int64_t(l.v[1] - l.v[0]));
-        b.addi(31, 31, int64_t(l.v[0]));
-        b.muli(28, 29, int64_t(l.s[1] - l.s[0]));
-        b.addi(28, 28, int64_t(l.s[0]));
+    // Software-pipelined over key blocks: while the vector unit runs block kb's softmax update,
+    // the scores S = Q K^T of block kb+1 are on the matrix unit and block kb+2 is on its way
+    // from DDR (K, V and mask triple buffered, S double buffered); then P V of block kb
+    // follows. Issue is in order, so the program order is what lets the units overlap: with the
+    // load only one block ahead, the scores' MM waited for its K block and held up the vector
+    // work issued behind it.
+    // buffer(dst, set, i): the LX address of buffer i (register) of an evenly spaced set
+    auto buffer = [&](ProgramBuilder::Reg dst, const uint64_t* set, ProgramBuilder::Reg i) {
+        b.muli(dst, i, int64_t(set[1] - set[0]));
+        b.addi(dst, dst, int64_t(set[0]));
+    };
+    // load(blk): K/V block `blk` (register) into buffers blk % 3 (r29), with its mask columns.
+    auto load = [&](ProgramBuilder::Reg blk) {
+        b.li(10, 3);
+        b.alu(Alu::REMU, 29, blk, 10);
+        buffer(30, l.k, 29);
+        buffer(31, l.v, 29);
         // rows of this block: min(bk, Lk - blk*bk)
         b.muli(18, blk, bk);
         b.li(19, int64_t(s.Lk));
@@ -215,53 +284,111 @@ std::vector<uint8_t> build_attention(const AttentionShape& shape, const Attentio
         b.li(22, int64_t(s.v_st[2]));
         b.span(12);
         b.load(31, 12, 10, 21);
-        lxreg(29, l.q);
+        if (masked) {  // the block's mask columns of every head's query rows
+            buffer(12, l.mask, 29);
+            b.muli(11, 18, mes);
+            b.add(11, 11, 2);
+            b.muli(10, 19, mes);
+            vdesc({mrows, int64_t(s.m_st[2]), mrow, mheads, int64_t(s.m_st[1]), mrows * mrow});
+            b.span(11);
+            b.load(12, 11, 10, 21);
+        }
+    };
+    // qk(blk): the scores of block blk into S buffer blk & 1.
+    auto qk = [&](ProgramBuilder::Reg blk) {
+        b.li(10, 3);
+        b.alu(Alu::REMU, 29, blk, 10);
+        buffer(30, l.k, 29);
+        b.alu(Alu::AND, 29, blk, 0, 1);
+        buffer(28, l.s, 29);
+        b.alu(Alu::AND, 29, 20, 0, 1);  // this unit's Q buffer
+        b.muli(29, 29, int64_t(l.q2 - l.q));
+        b.addi(29, 29, int64_t(l.q));
         vdesc({R, bk, D, Db, Db, bk * 4});
         b.matmul(s.t, 28, 29, 30, 21, false, false, true);
     };
-    load_qk(0);
+    // ahead(n, f): f(kb + n) if that block exists (kb = r15, 0 before the loop)
+    auto ahead = [&](int64_t n, auto&& f) {
+        ProgramBuilder::Label none = b.label();
+        b.addi(17, 15, n);
+        b.br(isa::Cond::GEU, 17, 16, none);
+        f(ProgramBuilder::Reg{17});
+        b.bind(none);
+    };
+    b.li(15, 0);
+    load(0);
+    ahead(1, load);
+    qk(0);
     b.loop(16, 0, 15);
     {
-        ProgramBuilder::Label last = b.label();
-        b.addi(18, 15, 1);
-        b.br(isa::Cond::GEU, 18, 16, last);
-        b.mov(17, 18);
-        load_qk(17);
-        b.bind(last);
+        ahead(2, load);
+        ahead(1, qk);
         // this block's buffers
+        b.li(10, 3);
+        b.alu(Alu::REMU, 29, 15, 10);
+        buffer(31, l.v, 29);
+        if (masked) buffer(30, l.mask, 29);
         b.alu(Alu::AND, 29, 15, 0, 1);
-        b.muli(31, 29, int64_t(l.v[1] - l.v[0]));
-        b.addi(31, 31, int64_t(l.v[0]));
-        b.muli(28, 29, int64_t(l.s[1] - l.s[0]));
-        b.addi(28, 28, int64_t(l.s[0]));
-        vdesc({R, bk, bk * 4, bk * 4, 0});
-        b.vbin(VBin::MUL, Bcast::IMM, DType::F32, DType::F32, 28, 28, 0, 21, scale);
-        // masks: keys past Lk, and the causal limit of each head's rows
+        buffer(28, l.s, 29);
+        // S = scale * S, + mask (ADD, one fused multiply-add) or where(mask, S, -inf) (KEEP),
+        // per head's rows unless the group shares one mask row
+        const bool one_pass = mrows == 1 && mheads == 1;
+        if (s.mask != AttentionShape::Mask::ADD && !fold_scale) {
+            vdesc({R, bk, bk * 4, bk * 4, 0});
+            b.vbin(VBin::MUL, Bcast::IMM, DType::F32, DType::F32, 28, 28, 0, 21, scale);
+        }
+        for (int64_t h = 0; masked && h < (one_pass ? 1 : g); ++h) {
+            b.addi(29, 28, h * bq * bk * 4);
+            vdesc({one_pass ? R : bq, bk, bk * 4, bk * 4, 0});
+            b.addi(26, 30, s.m_st[1] ? h * mrows * mrow : 0);
+            b.li(27, mrows > 1 ? mrow : 0);
+            if (s.mask == AttentionShape::Mask::ADD)
+                b.vfma(DType::F32, DType::F32, 29, 29, 0, 21, Bcast::IMM, Bcast::NONE, scale, 0.0f,
+                       isa::kSrcType, s.mask_t);
+            else
+                b.vsel(DType::F32, DType::F32, 29, 29, 0, 21, Bcast::IMM, ninf, false, Bcast::NONE,
+                       DType::I8);
+        }
+        // masks: keys past Lk, and the causal limit of each head's rows; each only on the
+        // blocks it changes (a mask pass costs as much as any other pass over S)
         if (tail) {
-            // keep j <= Lk - 1 - kb*bk: v = -j + (Lk - 1 - kb*bk)
+            // keep j <= Lk - 1 - kb*bk: v = -j + (Lk - 1 - kb*bk); a full block has v >= 0
+            ProgramBuilder::Label full = b.label();
             b.muli(18, 15, -bk);
             b.addi(18, 18, int64_t(s.Lk) - 1);
+            b.li(10, bk - 1);
+            b.br(isa::Cond::GE, 18, 10, full);
             b.li(21, R), b.li(22, bk), b.li(23, bk * 4), b.li(24, bk * 4);
             b.li(25, 0), b.li(26, -1), b.mov(27, 18);
             b.vmask(DType::F32, DType::F32, 28, 28, 21, ninf);
+            b.bind(full);
         }
         if (s.causal) {
-            // keep kb*bk + j <= qb*bq + i + off: v = i - j + (qb*bq + off - kb*bk)
+            // keep kb*bk + j <= qb*bq + i + off: v = i - j + (qb*bq + off - kb*bk); blocks
+            // below the diagonal (v >= 0 at i = 0, j = bk - 1) keep everything
+            ProgramBuilder::Label below = b.label();
             b.muli(17, 9, bq);
             b.addi(17, 17, off);
             b.muli(18, 15, bk);
             b.sub(17, 17, 18);
+            b.li(10, bk - 1);
+            b.br(isa::Cond::GE, 17, 10, below);
             for (int64_t h = 0; h < g; ++h) {
                 b.addi(29, 28, h * bq * bk * 4);
                 b.li(21, bq), b.li(22, bk), b.li(23, bk * 4), b.li(24, bk * 4);
                 b.li(25, 1), b.li(26, -1), b.mov(27, 17);
                 b.vmask(DType::F32, DType::F32, 29, 29, 21, ninf);
             }
+            b.bind(below);
         }
         // online softmax: m_new = max(m_old, rowmax(S)); corr = exp(m_old - m_new)
         lxreg(29, l.stat);
         vdesc({R, bk, bk * 4});
         b.vred(isa::Red::MAX, 0, DType::F32, DType::F32, 29, 28, 21);
+        if (fold_scale) {  // rowmax(scale S) = scale rowmax(S) exactly (rounding is monotonic)
+            vdesc({1, R, R * 4, R * 4, 0});
+            b.vbin(VBin::MUL, Bcast::IMM, DType::F32, DType::F32, 29, 29, 0, 21, scale);
+        }
         lxreg(10, l.m_new);
         lxreg(11, l.m_old);
         vdesc({1, R, R * 4, R * 4, R * 4});
@@ -278,9 +405,17 @@ std::vector<uint8_t> build_attention(const AttentionShape& shape, const Attentio
         b.set_regs(21, {1, R, R * 4, R * 4, 0, int64_t(l.stat), R * 4});
         b.vsel(DType::F32, DType::F32, 12, 12, 0, 21, Bcast::IMM, 0.0f);
         b.vsel(DType::F32, DType::F32, 29, 10, 0, 21, Bcast::IMM, 0.0f);
-        // S = exp(S - m_safe)
-        vdesc({R, bk, bk * 4, bk * 4, 4});
-        b.vbin(VBin::SUB, Bcast::COL, DType::F32, DType::F32, 28, 28, 29, 21);
+        // S = exp(S - m_safe), or with the scale folded in, exp(scale S - m_safe) from one
+        // fused multiply-add
+        if (fold_scale) {
+            vdesc({1, R, R * 4, R * 4});
+            b.vun(VUn::NEG, DType::F32, DType::F32, 29, 29, 21);
+            b.set_regs(21, {R, bk, bk * 4, bk * 4, 0, int64_t(l.stat), 4});
+            b.vfma(DType::F32, DType::F32, 28, 28, 0, 21, Bcast::IMM, Bcast::COL, scale);
+        } else {
+            vdesc({R, bk, bk * 4, bk * 4, 4});
+            b.vbin(VBin::SUB, Bcast::COL, DType::F32, DType::F32, 28, 28, 29, 21);
+        }
         vdesc({R, bk, bk * 4, bk * 4});
         b.vun(VUn::EXP, DType::F32, DType::F32, 28, 28, 21);
         // l = l * corr + rowsum(S)
@@ -345,6 +480,10 @@ uint64_t extent(const uint64_t* st, uint64_t B, uint64_t H, uint64_t L, uint64_t
 uint64_t attention_tensor_bytes(const AttentionShape& shape, int which) {
     const AttentionShape s = shape.resolved();
     const uint64_t row = s.D * isa::dtype_size(s.t);
+    if (which == 4)
+        return s.mask == AttentionShape::Mask::NONE
+                   ? 0
+                   : extent(s.m_st, s.B, s.Hq, s.Lq, s.Lk * isa::dtype_size(s.mask_t));
     switch (which) {
         case 0:
             return extent(s.q_st, s.B, s.Hq, s.Lq, row);
@@ -359,9 +498,11 @@ uint64_t attention_tensor_bytes(const AttentionShape& shape, int which) {
 
 void price_attention(const Pricer& pricer, const AttentionShape& s, AttentionPlan& p) {
     const uint64_t q = attention_tensor_bytes(s, 0), k = attention_tensor_bytes(s, 1),
-                   v = attention_tensor_bytes(s, 2), o = attention_tensor_bytes(s, 3);
+                   v = attention_tensor_bytes(s, 2), o = attention_tensor_bytes(s, 3),
+                   m = attention_tensor_bytes(s, 4);
+    const uint64_t end = q + k + v + o;
     const auto r =
-        pricer.price(build_attention(s, p), p.cores, {0, q, q + k, q + k + v}, q + k + v + o);
+        pricer.price(build_attention(s, p), p.cores, {0, q, q + k, q + k + v, end}, end + m);
     p.cycles = r.total_cycles;
     p.stats = r;
 }
@@ -371,7 +512,7 @@ AttentionPlan plan_attention(const Pricer& pricer, const AttentionShape& s, uint
         throw std::invalid_argument(
             "attention: Hq must be a multiple of Hkv and a head row a multiple of 128 bytes");
     const AttentionShape r = s.resolved();
-    for (const uint64_t* st : {r.q_st, r.k_st, r.v_st, r.o_st})
+    for (const uint64_t* st : {r.q_st, r.k_st, r.v_st, r.o_st, r.m_st})
         for (int d = 0; d < 3; ++d)
             if (st[d] % kStick)
                 throw std::invalid_argument(
@@ -382,14 +523,20 @@ AttentionPlan plan_attention(const Pricer& pricer, const AttentionShape& s, uint
     for (uint64_t bq : {512, 256, 128, 64, 32, 16, 8, 4, 2, 1}) {
         if (bq > s.Lq || s.Lq % bq || g * bq > isa::kMaxMatDim) continue;
         for (uint64_t bk : {256, 128, 64}) {
-            if (attention_lx_bytes(s, bq, bk) > budget) continue;
+            if (!mask_fits(s, bk) || attention_lx_bytes(s, bq, bk) > budget) continue;
             const uint64_t units = s.B * s.Hkv * (s.Lq / bq);
             AttentionPlan p;
             p.bq = bq, p.bk = bk;
             p.cores = static_cast<uint32_t>(std::min<uint64_t>(max_cores, units));
-            p.lx_bytes = attention_lx_bytes(s, bq, bk);
-            price_attention(pricer, s, p);
-            if (!best.cycles || p.cycles < best.cycles) best = p;
+            for (bool prefetch : {false, true}) {
+                // prefetching the next unit's Q needs a second unit on the core
+                if (prefetch && (units <= p.cores || attention_lx_bytes(s, bq, bk, true) > budget))
+                    continue;
+                p.prefetch_q = prefetch;
+                p.lx_bytes = attention_lx_bytes(s, bq, bk, prefetch);
+                price_attention(pricer, s, p);
+                if (!best.cycles || p.cycles < best.cycles) best = p;
+            }
         }
         if (best.cycles && s.Lq / bq >= 32) break;  // enough units; smaller blocks only reread K/V
     }

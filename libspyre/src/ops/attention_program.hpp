@@ -23,26 +23,35 @@ struct AttentionShape {
     // Byte strides of the (batch, head, position) dims of q, k, v and out; rows of D elements
     // are contiguous. All 0 = dense [B, H, L, D]. Every used stride is a multiple of 128.
     uint64_t q_st[3] = {}, k_st[3] = {}, v_st[3] = {}, o_st[3] = {};
+    // An attention mask [B or 1, Hq or 1, Lq or 1, Lk] (launch argument 4): ADD adds it to the
+    // scaled scores (fp32, fp16 or bf16: mask_t), KEEP keeps a score where it is nonzero (I8, a
+    // boolean's bytes) and sets it to -inf elsewhere. m_st: byte strides of its batch, head and
+    // query dims, 0 where it broadcasts (multiples of 128; its rows of Lk are contiguous).
+    enum class Mask : uint8_t { NONE, ADD, KEEP } mask = Mask::NONE;
+    isa::DType mask_t = isa::DType::F32;
+    uint64_t m_st[3] = {};
     // The strides with dense defaults filled in.
     AttentionShape resolved() const;
 };
 
 struct AttentionPlan {
-    uint64_t bq = 1;     // query rows per head in one work unit (divides Lq)
-    uint64_t bk = 64;    // keys per block
-    uint32_t cores = 1;  // cores the units are spread over
+    uint64_t bq = 1;          // query rows per head in one work unit (divides Lq)
+    uint64_t bk = 64;         // keys per block
+    uint32_t cores = 1;       // cores the units are spread over
+    bool prefetch_q = false;  // load the next unit's Q rows while this unit computes
     uint64_t lx_bytes = 0;
     uint64_t cycles = 0;  // priced
     spyre_engine_result stats{};
 };
 
-// Launch arguments: 0 = Q, 1 = K, 2 = V, 3 = out (device addresses).
+// Launch arguments: 0 = Q, 1 = K, 2 = V, 3 = out, 4 = mask (device addresses).
 std::vector<uint8_t> build_attention(const AttentionShape& s, const AttentionPlan& p);
 // LX bytes a plan needs, or 0 if it cannot be laid out.
-uint64_t attention_lx_bytes(const AttentionShape& s, uint64_t bq, uint64_t bk);
+uint64_t attention_lx_bytes(const AttentionShape& s, uint64_t bq, uint64_t bk,
+                            bool prefetch_q = false);
 // Enumerates query/key blocks and core counts, prices the candidates exactly, returns the best.
 AttentionPlan plan_attention(const Pricer& pricer, const AttentionShape& s, uint32_t max_cores);
-// Bytes a tensor spans (0 = q, 1 = k, 2 = v, 3 = out) with its strides.
+// Bytes a tensor spans (0 = q, 1 = k, 2 = v, 3 = out, 4 = mask: 0 without one).
 uint64_t attention_tensor_bytes(const AttentionShape& s, int which);
 // Exact cycles of one plan (timing-only run); fills p.cycles and p.stats.
 void price_attention(const Pricer& pricer, const AttentionShape& s, AttentionPlan& p);
