@@ -72,7 +72,7 @@ t.check("topo_matrix", rc == 0 and "| spyre0 | X" in out and "HOST" in out, out)
 rc, out, err = run(smi, env=env)
 t.check("table_with_processes", rc == 0 and "Processes:" in out and "Health" in out, out)
 rc, out, err = run(smi, "-q", env=env)
-t.check("details", rc == 0 and "Per core (%)" in out and "Errors and resets" in out, out[:400])
+t.check("details", rc == 0 and "Cores 24-31 (%)" in out and "Errors and resets" in out, out[:400])
 
 rc, out, err = run(smi, "reset", "-i", "0", env=env)
 t.check("reset_refused_on_simulator", rc == 1 and "cannot be reset" in err, f"rc {rc} {err}")

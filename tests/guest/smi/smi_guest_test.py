@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Guest test of spyre-smi on spyre.ko (Documentation/spyre-smi.md), the acceptance list of
-the management work: while a workload runs, utilisation and memory rise above idle and fall
-back after; the process table shows the workload's pid and memory; --json validates against
+the management work: while a workload runs, utilisation (the engine's and that of the cores
+the workload uses, no other core's) and memory rise above idle and fall back after; the process table shows the workload's pid and memory; --json validates against
 Documentation/spyre-smi.schema.json; --csv field selection; dmon; topo; reset refuses without
 root and while the card is in use, and works as root; the exporter serves metrics that the
 exposition-format checker accepts; the no-permission and no-driver messages.
@@ -22,6 +22,7 @@ SMI = "build/cmake/tools/spyre-smi/spyre-smi"
 WORKLOAD = "build/cmake/tests/guest/smi/smi_workload"
 MIB = 1 << 20
 NOBODY = "65534"
+WORK_CORES = 8  # the workload runs on cores 0..7 of card 0
 t = Checks()
 
 
@@ -44,15 +45,23 @@ def engine(d):
     return d["utilization"]["engine_percent"]
 
 
+def cores(d):
+    """Per-core utilisation (%) of the snapshot, core 0 first ([] if missing)."""
+    return d["utilization"]["core_percent"] or []
+
+
 idle = snapshot(1000)
 t.check("idle_health_ok", idle["health"] == "ok", idle["health"])
 t.check("idle_no_processes", idle["processes"] == [], idle["processes"])
 t.check("idle_sensors_from_hwmon", idle["sensors"]["temperature_c"] is not None
         and idle["sensors"]["power_cap_w"] == 75.0, idle["sensors"])
+num_cores = idle["num_cores"]
+t.check("idle_cores_reported_and_idle", len(cores(idle)) == num_cores > WORK_CORES
+        and not any(cores(idle)), cores(idle))
 t.check("identity", idle["backend"] == "kernel" and idle["pcie_link"] is not None
         and idle["serial"] is None, {k: idle.get(k) for k in ("backend", "pcie_link", "serial")})
 
-w = subprocess.Popen([WORKLOAD, "0", "64"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+w = subprocess.Popen([WORKLOAD, "0", "64", "600", str(WORK_CORES)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                      text=True)
 ready = w.stdout.readline().split()
 pid = int(ready[1]) if len(ready) == 2 and ready[0] == "ready" else -1
@@ -61,6 +70,9 @@ t.check("workload_started", pid == w.pid, ready)
 busy = snapshot(3000)
 t.check("utilisation_rises", engine(busy) > engine(idle),
         f"idle {engine(idle)} %, busy {engine(busy)} %")
+t.check("used_cores_rise_others_stay_idle", len(cores(busy)) == num_cores
+        and all(p > 0 for p in cores(busy)[:WORK_CORES])
+        and not any(cores(busy)[WORK_CORES:]), cores(busy))
 t.check("ddr_traffic_rises", busy["utilization"]["ddr_read_bytes_per_s"] > 0,
         busy["utilization"])
 t.check("memory_rises", busy["memory"]["used_bytes"] >= idle["memory"]["used_bytes"] + 64 * MIB,
@@ -74,6 +86,11 @@ rc, out, err = run(SMI, "-i", "0")
 row = [line for line in out.splitlines() if f"| {pid} | smi_workload" in line]
 t.check("table_process_row", rc == 0 and len(row) == 1, out)
 
+rc, out, err = run(SMI, "--csv", "--query", "utilization.cores", "--noheader", "-i", "0",
+                   "--window", "2000")
+per_core = [float(v) for v in out.split()] if rc == 0 else []
+t.check("csv_per_core_utilisation", len(per_core) == num_cores
+        and all(v > 0 for v in per_core[:WORK_CORES]) and not any(per_core[WORK_CORES:]), out)
 rc, out, err = run(SMI, "--csv", "--query", "index,memory.used,utilization.engine,processes",
                    "-i", "0")
 lines = out.splitlines()
@@ -86,8 +103,8 @@ t.check("csv_selected_fields",
 rc, out, err = run(SMI, "dmon", "-i", "0", "-d", "1", "-c", "2")
 rows = [line.split() for line in out.splitlines() if not line.startswith("#")]
 t.check("dmon_shows_work", rc == 0 and len(rows) == 2
-        and all(r[0] == "0" and r[1] == "ok" and int(r[3]) >= 64 for r in rows)
-        and any(float(r[2]) > 0 for r in rows), out)
+        and all(r[0] == "0" and r[1] == "ok" and int(r[4]) >= 64 for r in rows)
+        and any(float(r[2]) > 0 and r[3] == str(WORK_CORES) for r in rows), out)
 
 # The VM boots with its loopback interface down; the exporter serves on 127.0.0.1 only.
 loopback_up()
@@ -126,6 +143,8 @@ t.check("workload_ran", w.returncode == 0 and "launches" in out, f"rc {w.returnc
 after = snapshot(1000)
 t.check("utilisation_falls_back", engine(after) <= engine(idle) < engine(busy),
         f"idle {engine(idle)}, busy {engine(busy)}, after {engine(after)}")
+t.check("core_utilisation_falls_back", len(cores(after)) == num_cores and not any(cores(after)),
+        cores(after))
 t.check("memory_falls_back", after["memory"]["used_bytes"] == idle["memory"]["used_bytes"],
         f'idle {idle["memory"]["used_bytes"]}, after {after["memory"]["used_bytes"]}')
 t.check("process_gone", after["processes"] == [], after["processes"])
