@@ -3,6 +3,7 @@
 #   host    unit tests of libspyre and tools (ctest, in the sysroot)
 #   device  QEMU qtest of the card model, no guest kernel (if present)
 #   style   checkpatch --strict on the driver
+#   intree  the driver built in Debian's 6.12 kernel tree as drivers/accel/spyre, W=1 -Werror
 #   guest   one VM boot with $CHECK_CARDS cards: uapi kselftests, libspyre, spyre-smi, failure
 #           suites, unload; then the same on the debug kernel (tools/setup/kernel-debug.sh)
 #   smi     the --json documents and exporter scrapes the smi tests saved, validated on the
@@ -58,6 +59,14 @@ if make -s checkpatch > "$out/checkpatch.log" 2>&1; then
 	echo "clean"; record style 1 0
 else
 	head -n 20 "$out/checkpatch.log"; record style 0 1
+fi
+
+# About 2 minutes warm; the first run extracts and prepares the tree (cached).
+section "in-tree build (drivers/accel/spyre, W=1 -Werror)"
+if tools/intree-build.sh > "$out/intree.log" 2>&1; then
+	grep '^intree: ' "$out/intree.log"; record intree 1 0
+else
+	tail -n 30 "$out/intree.log"; record intree 0 1
 fi
 
 # guest_suites KERNEL PREFIX: one VM boot with the stock or debug kernel running every guest
