@@ -5,6 +5,9 @@
 #   make check     set up, build, run every test suite (host, device, guest); summary line
 #   make vm-shell  interactive shell in a VM with the cards
 #   make bench     benchmarks (engine throughput vs host libtorch); figures, not pass/fail
+#   make intree-check   spyre.ko built inside Debian's 6.12 kernel tree (drivers/accel/spyre)
+#   make dkms      the DKMS package built, installed and loaded in the VM
+#   make install-headers  the uapi header as <drm/spyre_accel.h> ($(DESTDIR)$(PREFIX)/include)
 SHELL := /bin/bash
 CARDS ?= 1
 export CARDS
@@ -12,7 +15,8 @@ export CARDS
 IN_SYSROOT := tools/in-sysroot
 CMAKE_DIR := build/cmake
 
-.PHONY: all setup qemu driver driver-debug user build check check-debug-net demo vm-shell bench checkpatch format clean
+.PHONY: all setup qemu driver driver-debug user build check check-debug-net demo vm-shell bench checkpatch format clean \
+	intree-check dkms install-headers
 
 all: build
 
@@ -62,6 +66,21 @@ vm-shell: build
 
 bench: user
 	@tools/bench.sh
+
+# The driver in a copy of linux-source-6.12 as drivers/accel/spyre, W=1 -Werror, and its uapi
+# header through make headers (tools/intree-build.sh; the tree is cached).
+intree-check: setup
+	@tools/intree-build.sh
+
+# DKMS on the VM's stock kernel: Debian's dkms and the staged source (tools/dkms-stage.sh),
+# dkms add/build/install, modprobe, the uapi QUERY tests, dkms remove.
+dkms: build
+	@v=$$(tools/dkms-stage.sh) && tools/vm/spyre-vm --cards 1 -- tests/guest/dkms/dkms-install.sh $$v
+
+# Installed next to the kernel's uapi DRM headers (its #include "drm.h" needs them there).
+PREFIX ?= /usr
+install-headers:
+	install -D -m 0644 uapi/spyre_accel.h $(DESTDIR)$(PREFIX)/include/drm/spyre_accel.h
 
 checkpatch: setup
 	@kt=$$(tools/setup/kernel-tools.sh) && $(IN_SYSROOT) "perl $$kt/scripts/checkpatch.pl \

@@ -104,6 +104,31 @@ static ssize_t busy_time_ns_show(struct device *dev, struct device_attribute *at
 }
 static DEVICE_ATTR_RO(busy_time_ns);
 
+/*
+ * Busy time of every core: its TELE_CORE ACTIVE counter (cycles from each launch's start to
+ * the core's halt) in ns of the core clock, one value per core, separated by spaces.
+ */
+static ssize_t core_busy_time_ns_show(struct device *dev, struct device_attribute *attr,
+				      char *buf)
+{
+	struct spyre_device *sdev = spyre_sysfs_dev(dev);
+	unsigned int n = min_t(u32, sdev->num_cores, SPYRE_LAUNCH_MAX_CORES), i;
+	int idx, len = 0;
+	u64 cycles;
+
+	if (!drm_dev_enter(&sdev->drm, &idx))
+		return -ENODEV;
+	for (i = 0; i < n; i++) {
+		cycles = spyre_read64(sdev, SPYRE_TELE_CORE_REG(i, SPYRE_TELE_CORE_ACTIVE_LO));
+		len += sysfs_emit_at(buf, len, "%s%llu", i ? " " : "",
+				     spyre_cycles_to_ns(sdev, cycles));
+	}
+	drm_dev_exit(idx);
+	len += sysfs_emit_at(buf, len, "\n");
+	return len;
+}
+static DEVICE_ATTR_RO(core_busy_time_ns);
+
 /* The current link as the PCIe capability's Link Status register reports it. */
 static int spyre_link_status(struct device *dev, u16 *lnksta)
 {
@@ -152,6 +177,7 @@ static struct attribute *spyre_attrs[] = {
 	&dev_attr_mem_total_bytes.attr,
 	&dev_attr_mem_used_bytes.attr,
 	&dev_attr_busy_time_ns.attr,
+	&dev_attr_core_busy_time_ns.attr,
 	&dev_attr_pcie_link_speed.attr,
 	&dev_attr_pcie_link_width.attr,
 	NULL
@@ -162,7 +188,7 @@ static umode_t spyre_attr_visible(struct kobject *kobj, struct attribute *attr, 
 	struct device *dev = kobj_to_dev(kobj);
 	struct spyre_device *sdev = spyre_sysfs_dev(dev);
 
-	if (attr == &dev_attr_busy_time_ns.attr &&
+	if ((attr == &dev_attr_busy_time_ns.attr || attr == &dev_attr_core_busy_time_ns.attr) &&
 	    (!(sdev->caps & SPYRE_CAP_TELEMETRY) || !(sdev->caps & SPYRE_CAP_LAUNCH)))
 		return 0;
 	if ((attr == &dev_attr_pcie_link_speed.attr || attr == &dev_attr_pcie_link_width.attr) &&

@@ -3,14 +3,18 @@
 #   host    unit tests of libspyre and tools (ctest, in the sysroot)
 #   device  QEMU qtest of the card model, no guest kernel (if present)
 #   style   checkpatch --strict on the driver
+#   intree  the driver built in Debian's 6.12 kernel tree as drivers/accel/spyre, W=1 -Werror
 #   guest   one VM boot with $CHECK_CARDS cards: uapi kselftests, libspyre, spyre-smi, failure
 #           suites, unload; then the same on the debug kernel (tools/setup/kernel-debug.sh)
+#   smi     the --json documents and exporter scrapes the smi tests saved, validated on the
+#           host with Debian's python3-jsonschema and python3-prometheus-client
 # Exit status is non-zero if any test failed or any suite could not run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=build/test-results
 mkdir -p "$out"
 rm -f "$out"/*.counts
+rm -rf "$out/smi-outputs"
 cards=${CHECK_CARDS:-2}
 start=$(date +%s)
 
@@ -57,6 +61,14 @@ else
 	head -n 20 "$out/checkpatch.log"; record style 0 1
 fi
 
+# About 2 minutes warm; the first run extracts and prepares the tree (cached).
+section "in-tree build (drivers/accel/spyre, W=1 -Werror)"
+if tools/intree-build.sh > "$out/intree.log" 2>&1; then
+	grep '^intree: ' "$out/intree.log"; record intree 1 0
+else
+	tail -n 30 "$out/intree.log"; record intree 0 1
+fi
+
 # guest_suites KERNEL PREFIX: one VM boot with the stock or debug kernel running every guest
 # suite; counts in $out/PREFIX-*.counts.
 guest_suites() {
@@ -76,6 +88,25 @@ guest_suites() {
 guest_suites stock guest
 # The same suites on the debug kernel (KASAN, lockdep, kmemleak, UBSAN, DEBUG_OBJECTS).
 guest_suites debug debug
+
+# The schema and exposition-format libraries are not in the sysroot (whose package list keys
+# the set-up cache): the tests save spyre-smi's output and the host validates it.
+section "spyre-smi output (jsonschema, prometheus_client)"
+if pylibs=$(tests/smi/fetch-pylibs.sh 2> "$out/smi-validate.log"); then
+	PYTHONPATH=$pylibs python3 -W ignore tests/smi/validate_outputs.py \
+		"$out"/smi-outputs/{host,guest,debug} >> "$out/smi-validate.log" 2>&1
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/smi-validate.log" | tail -n1)
+	echo "${line:-no summary}"
+	if [ -n "$line" ]; then
+		read -r p _ f _ <<<"${line//,/}"
+		record smi-validate "$p" "$f"
+		[ "$f" -eq 0 ] || grep '^FAIL' "$out/smi-validate.log" | head -n 20
+	else
+		tail -n 20 "$out/smi-validate.log"; record smi-validate 0 1
+	fi
+else
+	tail -n 20 "$out/smi-validate.log"; record smi-validate 0 1
+fi
 
 section "summary"
 tp=0 tf=0 ts=0

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "c_boundary.hpp"
 #include "enumerate.hpp"
@@ -87,6 +88,23 @@ std::optional<uint64_t> read_u64(const fs::path& p) {
     return v;
 }
 
+// A sysfs array attribute: unsigned decimals separated by spaces.
+std::optional<std::vector<uint64_t>> read_u64_list(const fs::path& p) {
+    auto s = read_attr(p);
+    if (!s) return std::nullopt;
+    std::vector<uint64_t> values;
+    const char* pos = s->c_str();
+    while (*pos) {
+        char* end = nullptr;
+        errno = 0;
+        unsigned long long v = std::strtoull(pos, &end, 10);
+        if (errno || end == pos || (*end && *end != ' ')) return std::nullopt;
+        values.push_back(v);
+        pos = *end ? end + 1 : end;
+    }
+    return values;
+}
+
 // The card's hwmon directory (hwmon/hwmonN), if any.
 std::optional<fs::path> hwmon_dir(const Device& d) {
     std::error_code ec;
@@ -97,6 +115,16 @@ std::optional<fs::path> hwmon_dir(const Device& d) {
 
 bool is_kernel(const Device& d) { return d.info().backend == SPYRE_BACKEND_KERNEL; }
 bool has_telemetry(const Device& d) { return d.info().caps & SPYRE_DEVICE_CAP_TELEMETRY; }
+
+// Busy time per core since power on, in ns: spyre.ko's core_busy_time_ns, or the simulated
+// card's active cycles.
+std::vector<uint64_t> core_busy_ns(Device& d) {
+    if (is_kernel(d))
+        return read_u64_list(pci_dir(d) + "/core_busy_time_ns").value_or(std::vector<uint64_t>{});
+    std::vector<uint64_t> ns = d.core_active_cycles();
+    for (uint64_t& v : ns) v = cycles_to_ns(v, d.info().clock_mhz);
+    return ns;
+}
 
 spyre_mgmt_identity identity_of(Device& d) {
     const spyre_device_info& i = d.info();
@@ -200,10 +228,10 @@ spyre_mgmt_counters counters_of(Device& d) {
             c.engine_busy_ns = *busy;
             c.valid |= SPYRE_MGMT_HAS_ENGINE_BUSY;
         }
-    auto cores = d.core_active_cycles();
+    auto cores = core_busy_ns(d);
     if (!cores.empty()) {
         c.num_cores = static_cast<uint32_t>(std::min<size_t>(cores.size(), SPYRE_LAUNCH_MAX_CORES));
-        for (uint32_t i = 0; i < c.num_cores; ++i) c.core_busy_ns[i] = cycles_to_ns(cores[i], mhz);
+        std::copy_n(cores.begin(), c.num_cores, c.core_busy_ns);
         c.valid |= SPYRE_MGMT_HAS_CORE_BUSY;
     }
     return c;

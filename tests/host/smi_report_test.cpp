@@ -265,6 +265,39 @@ TEST(SmiDmon, OneLinePerCardUnderTheHeader) {
     EXPECT_NE(ls[1].find("     - "), std::string::npos) << l;  // no utilisation yet
 }
 
+// Ten cores, two of them busy: -q wraps eight cores a line, --json lists every core, the CSV
+// field joins them, dmon counts the busy ones; a card without per-core counters shows none.
+TEST(SmiCores, PerCoreUtilisationInEveryView) {
+    Report r = two_cards();
+    auto& u = *r.cards[0].util;
+    u.valid |= SPYRE_MGMT_HAS_CORE_BUSY;
+    u.num_cores = 10;
+    u.core_percent[0] = 12.5;
+    u.core_percent[9] = 3.25;
+    std::string q = spyre_smi::format_query(r);
+    EXPECT_NE(q.find("Cores 0-7 (%)         : 12.50 0.00 0.00 0.00 0.00 0.00 0.00 0.00\n"),
+              std::string::npos)
+        << q;
+    EXPECT_NE(q.find("Cores 8-9 (%)         : 0.00 3.25\n"), std::string::npos) << q;
+    EXPECT_NE(q.find("Per core (%)          : N/A"), std::string::npos) << q;  // card 1
+    auto j = spyre_smi::to_json(r);
+    ASSERT_EQ(j["devices"][0]["utilization"]["core_percent"].size(), 10u);
+    EXPECT_DOUBLE_EQ(j["devices"][0]["utilization"]["core_percent"][9].get<double>(), 3.25);
+    EXPECT_EQ(spyre_smi::format_csv(r, {"index", "utilization.cores"}, false),
+              "0, 12.50 0.00 0.00 0.00 0.00 0.00 0.00 0.00 0.00 3.25\n1, N/A\n");
+    auto ls = lines(spyre_smi::dmon_lines(r));
+    ASSERT_EQ(ls.size(), 2u);
+    auto column = [](const std::string& line, size_t n) {
+        std::istringstream in(line);
+        std::string w;
+        for (size_t i = 0; i <= n; ++i) in >> w;
+        return w;
+    };
+    EXPECT_EQ(column(ls[0], 3), "2") << ls[0];  // cores 0 and 9 busy
+    EXPECT_EQ(column(ls[1], 3), "-") << ls[1];
+    EXPECT_EQ(column(lines(spyre_smi::dmon_header())[0], 4), "cores");
+}
+
 TEST(SmiTopo, MatrixOfCards) {
     std::string t = spyre_smi::format_topo(two_cards());
     EXPECT_NE(t.find("| spyre0 | X      | HOST   | 0000:00:03.0 | 2.5 GT/s x1 | N/A       |"),

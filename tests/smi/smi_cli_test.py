@@ -1,42 +1,30 @@
 #!/usr/bin/env python3
-"""spyre-smi's command line on two simulated cards (SPYRE_BACKEND=sim): --json against its
-schema, --csv field selection, loops, dmon, topo, reset refusal, the exporter's exposition
-format, and the no-card message. Usage: smi_cli_test.py SPYRE_SMI
+"""spyre-smi's command line on two simulated cards (SPYRE_BACKEND=sim): --json (documents
+saved for the schema check of tests/smi/validate_outputs.py), --csv field selection, loops,
+dmon, topo, reset refusal, the exporter (scrapes saved for the exposition-format check), and
+the no-card message. Usage: smi_cli_test.py SPYRE_SMI  (SMI_OUTPUT_DIR: where to save)
 """
 import json
 import os
 import sys
 
-from smi_common import (Checks, exposition_problem, http_get, run, sample, schema_problems,
-                        start_exporter)
-import json_schema_check
-import prometheus_check
+from smi_common import Checks, clear_outputs, http_get, run, sample, save_output, start_exporter
 
 smi = sys.argv[1]
 env = dict(os.environ, SPYRE_BACKEND="sim", SPYRE_SIM_DEVICES="2")
 t = Checks()
-
-# The checkers themselves reject what they claim to check.
-try:
-    json_schema_check.self_test()
-    prometheus_check.self_test()
-    t.check("validators_reject_invalid_input", True)
-except AssertionError as e:
-    t.check("validators_reject_invalid_input", False, str(e))
+clear_outputs()
 
 rc, out, err = run(smi, "--json", "--window", "50", env=env)
 doc = json.loads(out) if rc == 0 else {}
 t.check("json_exit_status", rc == 0, err)
-problems = schema_problems(doc)
-t.check("json_validates_against_schema", not problems, "; ".join(problems[:5]))
+save_output("two_cards.json", out)
 devs = doc.get("devices", [])
 t.check("json_two_sim_cards", [d.get("backend") for d in devs] == ["sim", "sim"], out[:300])
 t.check("json_schema_version", doc.get("schema_version") == "1.0", doc.get("schema_version"))
 t.check("json_utilization_and_cores",
         all(d["utilization"] and len(d["utilization"]["core_percent"]) == 32 for d in devs),
         json.dumps([d.get("utilization") for d in devs])[:300])
-bad = dict(doc, devices=[dict(devs[0], health="fine")]) if devs else {}
-t.check("json_schema_rejects_a_bad_document", bool(schema_problems(bad)))
 
 rc, out, err = run(smi, "--csv", "--query", "index,name,memory.total,health,serial", env=env)
 lines = out.splitlines()
@@ -56,8 +44,10 @@ rc, out, err = run(smi, "--csv", "-l", "0.1", "-c", "3", env=env)
 t.check("loop_repeats_csv_rows", rc == 0 and len(out.splitlines()) == 1 + 3 * 2, out)
 rc, out, err = run(smi, "-l", "0.1", "-c", "2", "--json", env=env)
 docs = [json.loads(line) for line in out.splitlines()] if rc == 0 else []
-t.check("loop_json_lines_validate",
-        len(docs) == 2 and not any(schema_problems(d) for d in docs), out[:200])
+t.check("loop_json_lines",
+        len(docs) == 2 and all(d.get("devices") for d in docs), out[:200])
+for i, line in enumerate(out.splitlines()):
+    save_output(f"loop{i}.json", line)
 
 rc, out, err = run(smi, "dmon", "-d", "0.1", "-c", "2", env=env)
 lines = out.splitlines()
@@ -72,7 +62,7 @@ t.check("topo_matrix", rc == 0 and "| spyre0 | X" in out and "HOST" in out, out)
 rc, out, err = run(smi, env=env)
 t.check("table_with_processes", rc == 0 and "Processes:" in out and "Health" in out, out)
 rc, out, err = run(smi, "-q", env=env)
-t.check("details", rc == 0 and "Per core (%)" in out and "Errors and resets" in out, out[:400])
+t.check("details", rc == 0 and "Cores 24-31 (%)" in out and "Errors and resets" in out, out[:400])
 
 rc, out, err = run(smi, "reset", "-i", "0", env=env)
 t.check("reset_refused_on_simulator", rc == 1 and "cannot be reset" in err, f"rc {rc} {err}")
@@ -87,8 +77,8 @@ try:
     p.wait(timeout=60)
     t.check("exporter_status_and_type", s1 == 200 and s2 == 200 and ctype.startswith(
         "text/plain; version=0.0.4"), f"{s1} {s2} {ctype}")
-    problem = exposition_problem(body1) or exposition_problem(body2)
-    t.check("exporter_exposition_format", problem is None, problem)
+    save_output("scrape1.prom", body1)
+    save_output("scrape2.prom", body2)
     t.check("exporter_metrics",
             sample(body1, "spyre_memory_total_bytes", card="1") == 1024 * 2**20
             and sample(body1, "spyre_up", card="0") == 1

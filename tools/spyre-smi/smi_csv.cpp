@@ -88,6 +88,14 @@ const std::map<std::string, Getter>& getters() {
              if (!c.util || !(c.util->valid & SPYRE_MGMT_HAS_ENGINE_BUSY)) return {};
              return num(c.util->engine_percent);
          }},
+        {"utilization.cores",
+         [](const CardReport& c) -> Value {
+             if (!c.util || !(c.util->valid & SPYRE_MGMT_HAS_CORE_BUSY)) return {};
+             std::string v;
+             for (uint32_t k = 0; k < c.util->num_cores; ++k)
+                 v += std::format("{}{:.2f}", k ? " " : "", c.util->core_percent[k]);
+             return v;
+         }},
         {"memory.total",
          [](const CardReport& c) -> Value {
              return c.status ? u64(c.status->mem_total_bytes >> 20) : Value();
@@ -150,6 +158,8 @@ const std::vector<CsvField>& csv_fields() {
         {"power.draw", "W", "board power draw"},
         {"power.limit", "W", "board power limit"},
         {"utilization.engine", "%", "compute engine busy (modeled time) over the interval"},
+        {"utilization.cores", "%",
+         "busy (modeled time) of each core over the interval, core 0 first, separated by spaces"},
         {"memory.total", "MiB", "device memory"},
         {"memory.used", "MiB", "device memory in buffers of all processes"},
         {"memory.free", "MiB", "device memory not in use"},

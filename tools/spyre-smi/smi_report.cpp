@@ -193,10 +193,14 @@ std::string format_query(const Report& r) {
             kv(8, "Interval", std::format("{:.3f} s", u.interval_ns / 1e9));
             kv(8, "Compute engine", util_text(c));
             if (u.valid & SPYRE_MGMT_HAS_CORE_BUSY) {
-                std::string cores;
-                for (uint32_t k = 0; k < u.num_cores; ++k)
-                    cores += std::format("{}{:.1f}", k ? " " : "", u.core_percent[k]);
-                kv(8, "Per core (%)", cores);
+                // Eight cores a line, so that 32 cores stay readable.
+                for (uint32_t first = 0; first < u.num_cores; first += 8) {
+                    const uint32_t last = std::min(first + 8, u.num_cores) - 1;
+                    std::string cores;
+                    for (uint32_t k = first; k <= last; ++k)
+                        cores += std::format("{}{:.2f}", k > first ? " " : "", u.core_percent[k]);
+                    kv(8, std::format("Cores {}-{} (%)", first, last), cores);
+                }
             } else {
                 kv(8, "Per core (%)", "N/A");
             }

@@ -11,14 +11,22 @@ namespace {
 
 std::string fixed(bool ok, double v) { return ok ? std::format("{:.2f}", v) : "-"; }
 
+// Cores with modeled busy time in the interval.
+std::string busy_cores(const spyre_mgmt_utilization& u) {
+    if (!(u.valid & SPYRE_MGMT_HAS_CORE_BUSY)) return "-";
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < u.num_cores; ++k) n += u.core_percent[k] > 0;
+    return std::to_string(n);
+}
+
 }  // namespace
 
 std::string dmon_header() {
     std::string h = std::format(
-        "# {:>3} {:<9} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>5}\n"
-        "# {:>3} {:<9} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>5}\n",
-        "idx", "health", "util", "mem", "ddr_rd", "ddr_wr", "h2d", "d2h", "temp", "power", "procs",
-        "", "", "%", "MiB", "MB/s", "MB/s", "MB/s", "MB/s", "C", "W", "");
+        "# {:>3} {:<9} {:>7} {:>5} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>5}\n"
+        "# {:>3} {:<9} {:>7} {:>5} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>5}\n",
+        "idx", "health", "util", "cores", "mem", "ddr_rd", "ddr_wr", "h2d", "d2h", "temp", "power",
+        "procs", "", "", "%", "busy", "MiB", "MB/s", "MB/s", "MB/s", "MB/s", "C", "W", "");
     // The units line has no unit for the last column: no trailing blanks.
     while (h.size() > 1 && h[h.size() - 2] == ' ') h.erase(h.size() - 2, 1);
     return h;
@@ -35,9 +43,10 @@ std::string dmon_lines(const Report& r) {
         const uint32_t uv = c.util ? c.util->valid : 0;
         const spyre_mgmt_utilization u = c.util ? *c.util : spyre_mgmt_utilization{};
         out += std::format(
-            "  {:>3} {:<9} {:>7} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>5}\n", c.index,
+            "  {:>3} {:<9} {:>7} {:>5} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>5}\n", c.index,
             spyre_health_string(static_cast<spyre_health>(s.health)),
-            fixed(uv & SPYRE_MGMT_HAS_ENGINE_BUSY, u.engine_percent), s.mem_used_bytes >> 20,
+            fixed(uv & SPYRE_MGMT_HAS_ENGINE_BUSY, u.engine_percent), busy_cores(u),
+            s.mem_used_bytes >> 20,
             fixed(uv & SPYRE_MGMT_HAS_DDR_BYTES, u.ddr_read_bytes_per_s / 1e6),
             fixed(uv & SPYRE_MGMT_HAS_DDR_BYTES, u.ddr_write_bytes_per_s / 1e6),
             fixed(uv & SPYRE_MGMT_HAS_PCIE_BYTES, u.pcie_h2d_bytes_per_s / 1e6),

@@ -136,11 +136,16 @@ def stable(card, fn):
     return q1, None
 
 
+def core_busy(bdf):
+    """core_busy_time_ns as a list of ints, core 0 first."""
+    return [int(v) for v in read(f"/sys/bus/pci/devices/{bdf}/core_busy_time_ns").split(" ")]
+
+
 def test_sysfs(idx, bdf):
     base = f"/sys/bus/pci/devices/{bdf}"
     c = f"card{idx}"
     names = ["state", "hw_version", "num_cores", "mem_total_bytes", "mem_used_bytes",
-             "busy_time_ns", "pcie_link_speed", "pcie_link_width", "resets/ring",
+             "busy_time_ns", "core_busy_time_ns", "pcie_link_speed", "pcie_link_width", "resets/ring",
              "resets/card", "resets/device", "resets/jobs_timed_out"]
     missing = [n for n in names if not os.path.isfile(f"{base}/{n}")]
     if not check(f"{c} sysfs attributes present", not missing, f"missing {missing}"):
@@ -164,6 +169,10 @@ def test_sysfs(idx, bdf):
     busy = int(q["engine_cycles"]) * 1000 // int(q["clock_mhz"])
     check(f"{c} busy_time_ns = engine cycles at the core clock", int(s["busy_time_ns"]) == busy,
           f"sysfs {s['busy_time_ns']}, QUERY {q['engine_cycles']} cycles = {busy} ns")
+    per_core = [int(v) for v in s["core_busy_time_ns"].split(" ")]
+    check(f"{c} core_busy_time_ns: one value per core, none above busy_time_ns",
+          len(per_core) == int(q["num_cores"]) and max(per_core) <= busy,
+          f"{len(per_core)} values for {q['num_cores']} cores, max {max(per_core)}, busy {busy}")
     for attr, key in (("ring", "ring_resets"), ("card", "card_resets"), ("device", "resets"),
                       ("jobs_timed_out", "jobs_timed_out")):
         check(f"{c} resets/{attr}", s[f"resets/{attr}"] == q[key],
@@ -246,11 +255,11 @@ def test_fdinfo(idx, bdf):
     idle_id = f.get("drm-client-id")
 
     # Two clients with different work at the same time, on the same card.
-    q0 = query(idx)
+    q0, cores0 = query(idx), core_busy(bdf)
     a = Client(idx, 3, 4, 4, 1 << 20)
     b = Client(idx, 5, 8, 2, 3 << 20)
     ok = a.wait_ready() & b.wait_ready()
-    q1 = query(idx)
+    q1, cores1 = query(idx), core_busy(bdf)
     if not check(f"{c} two clients ran their jobs", ok, "a client failed"):
         a.close(), b.close(), idle.close()
         return
@@ -278,6 +287,18 @@ def test_fdinfo(idx, bdf):
     check(f"{c} card engine cycles over the run = sum of the clients' drm-cycles-compute",
           delta == fa.get("drm-cycles-compute", -1) + fb.get("drm-cycles-compute", -1),
           f"card +{delta}, clients {fa.get('drm-cycles-compute')} + {fb.get('drm-cycles-compute')}")
+    # Per core: A ran on cores 0-3, B on 0-7; a core is busy at most for its launches' time
+    # (+1 ns: each cumulative value is truncated to ns on its own).
+    moved = [after - before for before, after in zip(cores0, cores1)]
+    engine_ns = delta * 1000 // clock
+    check(f"{c} core_busy_time_ns grows on the cores the clients used, only there",
+          len(moved) == int(q1["num_cores"]) and all(m > 0 for m in moved[:8])
+          and not any(moved[8:]), str(moved))
+    check(f"{c} core busy time of cores 0-3 within the card's busy time",
+          all(m <= engine_ns + 1 for m in moved[:4]), f"{moved[:4]} vs {engine_ns} ns")
+    check(f"{c} core busy time of cores 4-7 within client B's drm-engine-compute",
+          all(m <= fb.get("drm-engine-compute", 0) + 1 for m in moved[4:8]),
+          f"{moved[4:8]} vs {fb.get('drm-engine-compute')} ns")
     check(f"{c} idle file still 0 after the others ran",
           all(idle.fdinfo().get(f"drm-engine-{e}") == 0 for e in ENGINES), str(idle.fdinfo()))
 

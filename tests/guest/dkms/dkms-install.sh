@@ -1,0 +1,44 @@
+#!/bin/bash
+# Guest test of the DKMS package ('make dkms'), as root in /src on the stock kernel, spyre not
+# loaded: installs Debian's dkms (build/dkms/dkms.deb, unpacked: the guest root is a tmpfs
+# overlay) and the staged source tree (build/dkms/spyre-<version>, tools/dkms-stage.sh), then
+# dkms add, build and install against the running kernel's headers, checks that modprobe picks
+# the module DKMS installed, loads it, runs the uapi QUERY kselftests on it, unloads it and
+# removes the package. Prints "PASS name" / "FAIL name: why" and "N passed, M failed" last.
+set -u
+cd /src
+version=${1:?usage: dkms-install.sh VERSION}
+kver=$(uname -r)
+passed=0 failed=0
+check() {
+	local name=$1; shift
+	if "$@" > /tmp/dkms-step.log 2>&1; then
+		passed=$((passed + 1)); echo "PASS $name"
+	else
+		failed=$((failed + 1)); echo "FAIL $name: $*"; tail -n 30 /tmp/dkms-step.log
+	fi
+}
+done_() { echo "$passed passed, $failed failed"; exit $((failed > 0)); }
+
+check unpack_dkms dpkg -x build/dkms/dkms.deb /
+check dkms_runs dkms --version
+# spyre-vm puts the checkout's spyre.ko in updates/: without it only DKMS's copy can load.
+rm -f "/lib/modules/$kver/updates/spyre.ko" && depmod "$kver"
+check no_other_spyre_module sh -c '! modinfo -n spyre'
+rm -rf "/usr/src/spyre-$version" && cp -r "build/dkms/spyre-$version" /usr/src/
+check dkms_add dkms add -m spyre -v "$version"
+check dkms_build dkms build -m spyre -v "$version" -k "$kver"
+check dkms_install dkms install -m spyre -v "$version" -k "$kver"
+check dkms_status_installed sh -c "dkms status -m spyre -v $version -k $kver | grep -q ': installed'"
+check modinfo_is_dkms_module sh -c "modinfo -n spyre | grep -q '^/lib/modules/$kver/updates/dkms/spyre.ko'"
+[ "$failed" -eq 0 ] || done_
+check modprobe modprobe spyre
+check accel_node sh -c '[ -e /dev/accel/accel0 ]'
+# The three QUERY cases must all have run and passed (a filter that matches nothing passes).
+check uapi_query sh -c 'build/cmake/tests/guest/uapi/spyre_uapi_test -t query_device_info \
+	-t query_mem_info_tracks_bos -t query_telemetry_counts_jobs > /tmp/dkms-uapi.log 2>&1;
+	cat /tmp/dkms-uapi.log; grep -q "^# Totals: pass:3 fail:0 " /tmp/dkms-uapi.log'
+check unload modprobe -r spyre
+check dkms_remove dkms remove -m spyre -v "$version" --all
+check module_gone sh -c "! modinfo -n spyre && [ ! -e /lib/modules/$kver/updates/dkms/spyre.ko ]"
+done_
