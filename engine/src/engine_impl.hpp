@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The engine: runs one job at a time on its cores. Split by concern over several files:
 // operands.cpp (operand checks), timing.cpp (cycle model), exec_dma.cpp, exec_compute.cpp,
-// collectives.cpp (ring, barrier, all-reduce), interpreter.cpp (per-core instruction loop),
+// collectives.cpp (ring, barrier, all-reduce), translate.cpp (job address translation),
+// interpreter.cpp (per-core instruction loop),
 // scheduler.cpp (job set-up, phases, results) and api.cpp (C API).
 #pragma once
 
@@ -21,6 +22,8 @@ namespace spyre::eng {
 unsigned pool_threads(const spyre_engine_config& cfg);
 int test_throw_core();
 bool config_valid(const spyre_engine_config& c);
+// A translated job's runs are sorted, disjoint, non-empty and inside mem_size (translate.cpp).
+bool mappings_valid(const spyre_engine_job& job, Failure& f);
 
 // A vector-unit operand as an instruction names it: LX address, type, broadcast, row stride,
 // and the fp32 value of an IMM operand.
@@ -64,6 +67,9 @@ class Engine {
     bool timing_only_ = false;  // SPYRE_ENGINE_JOB_TIMING_ONLY: no data moves, no arithmetic
     uint64_t mem_size_ = 0;
     std::vector<spyre_engine_window> windows_;
+    // translated job (translate.cpp): sorted runs, nullptr = physical
+    const spyre_engine_mapping* maps_ = nullptr;
+    uint32_t nmaps_ = 0;
     uint64_t max_instr_ = 0, max_cycles_ = 0;
     uint64_t lx_usable_ = 0;  // lx_bytes less the reserve
     // cross-core events of the job, for the replay
@@ -77,6 +83,11 @@ class Engine {
     bool check_lx(Core& c, const char* what, uint64_t addr, uint64_t rows, uint64_t stride,
                   uint64_t row_bytes, Range* out);
     bool check_ddr_row(Core& c, uint64_t addr, uint64_t len);
+    // Translation (translate.cpp): the run holding va (nullptr if none), cached per core; a
+    // row's check (fails the job with MMU_FAULT); a row's copy between LX and DDR.
+    const spyre_engine_mapping* map_find(Core& c, uint64_t va) const;
+    bool check_map_row(Core& c, const char* what, uint64_t va, uint64_t len, bool write);
+    void copy_mapped_row(Core& c, uint8_t* lx, uint64_t va, uint64_t len, bool to_lx);
     // Cycle model, engine side (record.cpp): timed operations go to the core's trace, which
     // the Timeline replays after the job (timing.hpp). `latency` non-zero: the unit's start-up
     // latency is charged when it starts from idle. dep must be 0 and end_out is set to 0 (the
