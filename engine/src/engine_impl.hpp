@@ -83,9 +83,14 @@ class Engine {
     bool check_lx(Core& c, const char* what, uint64_t addr, uint64_t rows, uint64_t stride,
                   uint64_t row_bytes, Range* out);
     bool check_ddr_row(Core& c, uint64_t addr, uint64_t len);
-    // Translation (translate.cpp): the run holding va (nullptr if none), cached per core; a
-    // row's check (fails the job with MMU_FAULT); a row's copy between LX and DDR.
-    const spyre_engine_mapping* map_find(Core& c, uint64_t va) const;
+    // Translation (translate.cpp): the run holding va (nullptr if none), cached per core; the
+    // translation of a checked transfer (fails the job with MMU_FAULT); a split row's copy.
+    const spyre_engine_mapping* map_find(Core& c, uint64_t va) const {
+        const uint32_t h = c.map_hint;  // the run used last (unsigned wrap rejects va < run)
+        if (h < nmaps_ && va - maps_[h].va < maps_[h].len) return &maps_[h];
+        return map_search(c, va);
+    }
+    const spyre_engine_mapping* map_search(Core& c, uint64_t va) const;
     bool check_map_row(Core& c, const char* what, uint64_t va, uint64_t len, bool write);
     void copy_mapped_row(Core& c, uint8_t* lx, uint64_t va, uint64_t len, bool to_lx);
     // Cycle model, engine side (record.cpp): timed operations go to the core's trace, which
@@ -109,8 +114,13 @@ class Engine {
         uint64_t lx, ddr, len, n1, ds1, ls1, n2, ds2, ls2;
         Range lx_range;
         uint64_t bytes;  // DDR traffic (whole sticks); 0 = nothing to move
+        // device address = DDR address + shift (mod 2^64; 0 when physical), unless split: a
+        // translated transfer whose rows span several runs, translated row by row
+        uint64_t shift = 0;
+        bool split = false;
     };
     bool decode_dma(Core& c, const Instr& in, bool is_load, const char* what, DmaDesc& d);
+    bool translate_dma(Core& c, const char* what, bool is_load, uint64_t ddr_hi, DmaDesc& d);
     void move_dma(Core& c, const DmaDesc& d, bool is_load);
     bool exec_dma(Core& c, const Instr& in, bool is_load);
     bool exec_mm(Core& c, const Instr& in);

@@ -27,11 +27,10 @@ bool mappings_valid(const spyre_engine_job& job, Failure& f) {
     return true;
 }
 
-const spyre_engine_mapping* Engine::map_find(Core& c, uint64_t va) const {
+// map_find() missed the run used last: try the next one (rows mostly ascend), then search.
+const spyre_engine_mapping* Engine::map_search(Core& c, uint64_t va) const {
     const spyre_engine_mapping* m = maps_;
     const uint32_t h = c.map_hint;
-    // the run used last, or the next one (rows mostly ascend); unsigned wrap rejects va < run
-    if (h < nmaps_ && va - m[h].va < m[h].len) return &m[h];
     if (h + 1 < nmaps_ && va - m[h + 1].va < m[h + 1].len) {
         c.map_hint = h + 1;
         return &m[h + 1];
@@ -60,6 +59,22 @@ bool Engine::check_map_row(Core& c, const char* what, uint64_t va, uint64_t len,
         va += n;
         len -= n;
     }
+    return true;
+}
+
+// Translates a checked LOAD/STORE/MCLOAD whose DDR bounding box is [d.ddr, ddr_hi): one run
+// holds it all (d.shift), or every row is checked and the transfer is split.
+bool Engine::translate_dma(Core& c, const char* what, bool is_load, uint64_t ddr_hi, DmaDesc& d) {
+    const spyre_engine_mapping* r = map_find(c, d.ddr);
+    if (r && ddr_hi - r->va <= r->len && (is_load || (r->flags & SPYRE_ENGINE_MAP_WRITE))) {
+        d.shift = r->pa - r->va;
+        return true;
+    }
+    d.split = true;
+    for (uint64_t i2 = 0; i2 < d.n2; ++i2)
+        for (uint64_t i1 = 0; i1 < d.n1; ++i1)
+            if (!check_map_row(c, what, d.ddr + i2 * d.ds2 + i1 * d.ds1, d.len, !is_load))
+                return false;
     return true;
 }
 
