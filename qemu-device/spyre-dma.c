@@ -219,20 +219,98 @@ static uint32_t spyre_host_resolve(SpyreState *s, SpyreHostWalk *w,
 }
 
 /*
- * Copy; @cancel (worker only, else NULL) is polled between chunks of at
- * most a few MiB. Runs on the main loop or, without the BQL, on the DMA
- * worker: it touches only device memory and, through spyre_host_*, guest
- * RAM.
+ * One side of a copy: a host page directory (walk), a context's virtual
+ * addresses (map) or device memory (neither). Offsets are relative to addr.
  */
+typedef struct SpyreDmaSide {
+    uint64_t addr;
+    SpyreHostWalk *walk;
+    const SpyreMmuMap *map;
+    uint32_t hint;              /* spyre_mmu_lookup() cache */
+} SpyreDmaSide;
+
+/*
+ * Resolve byte @off of side d: *host tells host memory (DMA address) from
+ * device memory (offset) in *addr; *len (at most @max) bytes are contiguous
+ * there.
+ */
+static uint32_t spyre_dma_resolve(SpyreState *s, SpyreDmaSide *d,
+                                  uint64_t off, uint64_t max, bool *host,
+                                  uint64_t *addr, uint64_t *len)
+{
+    const SpyreMmuRun *r;
+    uint64_t va;
+
+    if (d->walk) {
+        *host = true;
+        return spyre_host_resolve(s, d->walk, off, max, addr, len);
+    }
+    *host = false;
+    *addr = d->addr + off;
+    *len = max;
+    if (!d->map) {
+        return SPYRE_STATUS_OK;
+    }
+    /* Translated: the whole extent was checked before the copy started. */
+    va = d->addr + off;
+    r = spyre_mmu_lookup(d->map, va, &d->hint);
+    if (!r) {
+        return SPYRE_STATUS_ERR_MMU_FAULT;
+    }
+    *host = r->pte & SPYRE_MMU_HOST;
+    *addr = r->pa + (va - r->va);
+    *len = MIN(max, r->len - (va - r->va));
+    return SPYRE_STATUS_OK;
+}
+
+/* Physical device-to-device row: memmove semantics, cancellable in chunks. */
+static uint32_t spyre_dma_row_d2d(SpyreState *s, uint64_t dst_off,
+                                  uint64_t src_off, uint64_t size,
+                                  const int32_t *cancel)
+{
+    uint8_t *dst = s->devmem_ptr + dst_off;
+    uint8_t *src = s->devmem_ptr + src_off;
+    uint64_t done = 0;
+
+    if (!cancel) {
+        memmove(dst, src, size);
+    } else if (dst <= src || dst >= src + size) {
+        /* Forward order is safe: front to back in chunks. */
+        while (done < size) {
+            uint64_t chunk = MIN(size - done, SPYRE_D2D_CHUNK);
+
+            if (qatomic_read(cancel)) {
+                return SPYRE_STATUS_CANCELLED;
+            }
+            memmove(dst + done, src + done, chunk);
+            done += chunk;
+        }
+    } else {
+        /* Overlap with dst above src: back to front. */
+        while (done < size) {
+            uint64_t chunk = MIN(size - done, SPYRE_D2D_CHUNK);
+
+            if (qatomic_read(cancel)) {
+                return SPYRE_STATUS_CANCELLED;
+            }
+            done += chunk;
+            memmove(dst + size - done, src + size - done, chunk);
+        }
+    }
+    return SPYRE_STATUS_OK;
+}
+
 /*
  * Copy row r of x: width bytes from source offset src_offset + r * src_pitch
- * to destination offset dst_offset + r * dst_pitch. The walkers cache the
- * page tables across rows; bounce is set for host-to-host copies.
+ * to destination offset dst_offset + r * dst_pitch, piece by piece where
+ * both sides are contiguous; bounce is the buffer of host-to-host pieces.
+ * @cancel (worker only, else NULL) is polled between pieces of at most a
+ * few MiB. Runs on the main loop or, without the BQL, on the DMA worker: it
+ * touches only device memory and, through spyre_host_*, guest RAM.
  */
 static uint32_t spyre_dma_row(SpyreState *s, const SpyreDmaXfer *x,
-                              uint64_t r, SpyreHostWalk *sw,
-                              SpyreHostWalk *dw, uint8_t *bounce,
-                              const int32_t *cancel)
+                              uint64_t r, SpyreDmaSide *sd, SpyreDmaSide *dd,
+                              uint8_t *bounce, const int32_t *cancel)
 {
     const uint64_t soff = x->src_offset + r * x->src_pitch;
     const uint64_t doff = x->dst_offset + r * x->dst_pitch;
@@ -240,77 +318,49 @@ static uint32_t spyre_dma_row(SpyreState *s, const SpyreDmaXfer *x,
     uint64_t done = 0;
     uint32_t st;
 
-    if (!sw && !dw) {
-        uint8_t *dst = s->devmem_ptr + x->dst_addr + doff;
-        uint8_t *src = s->devmem_ptr + x->src_addr + soff;
-
-        if (!cancel) {
-            memmove(dst, src, size);
-        } else if (dst <= src || dst >= src + size) {
-            /* Forward order is safe: front to back in chunks. */
-            while (done < size) {
-                uint64_t chunk = MIN(size - done, SPYRE_D2D_CHUNK);
-
-                if (qatomic_read(cancel)) {
-                    return SPYRE_STATUS_CANCELLED;
-                }
-                memmove(dst + done, src + done, chunk);
-                done += chunk;
-            }
-        } else {
-            /* Overlap with dst above src: back to front. */
-            while (done < size) {
-                uint64_t chunk = MIN(size - done, SPYRE_D2D_CHUNK);
-
-                if (qatomic_read(cancel)) {
-                    return SPYRE_STATUS_CANCELLED;
-                }
-                done += chunk;
-                memmove(dst + size - done, src + size - done, chunk);
-            }
-        }
-        return SPYRE_STATUS_OK;
+    if (!sd->walk && !sd->map && !dd->walk && !dd->map) {
+        return spyre_dma_row_d2d(s, x->dst_addr + doff, x->src_addr + soff,
+                                 size, cancel);
     }
 
     while (done < size) {
-        uint64_t chunk = size - done;
-        dma_addr_t saddr = 0, daddr = 0;
-        uint64_t len;
+        uint64_t chunk = size - done, saddr, daddr, len;
+        bool shost, dhost;
 
         if (cancel && qatomic_read(cancel)) {
             return SPYRE_STATUS_CANCELLED;
         }
-        if (sw) {
-            st = spyre_host_resolve(s, sw, soff + done, chunk, &saddr, &len);
-            if (st != SPYRE_STATUS_OK) {
-                return st;
-            }
-            chunk = len;
+        st = spyre_dma_resolve(s, sd, soff + done, chunk, &shost, &saddr,
+                               &len);
+        if (st != SPYRE_STATUS_OK) {
+            return st;
         }
-        if (dw) {
-            st = spyre_host_resolve(s, dw, doff + done, chunk, &daddr, &len);
-            if (st != SPYRE_STATUS_OK) {
-                return st;
-            }
-            chunk = len;
+        chunk = len;
+        st = spyre_dma_resolve(s, dd, doff + done, chunk, &dhost, &daddr,
+                               &len);
+        if (st != SPYRE_STATUS_OK) {
+            return st;
         }
+        chunk = len;
 
-        if (sw && dw) {
+        if (shost && dhost) {
             chunk = MIN(chunk, SPYRE_BOUNCE_SIZE);
             if (!spyre_host_read(s, saddr, bounce, chunk) ||
                 !spyre_host_write(s, daddr, bounce, chunk)) {
                 goto dma_error;
             }
-        } else if (sw) {
-            if (!spyre_host_read(s, saddr, s->devmem_ptr + x->dst_addr +
-                                 doff + done, chunk)) {
+        } else if (shost) {
+            if (!spyre_host_read(s, saddr, s->devmem_ptr + daddr, chunk)) {
+                goto dma_error;
+            }
+        } else if (dhost) {
+            if (!spyre_host_write(s, daddr, s->devmem_ptr + saddr, chunk)) {
                 goto dma_error;
             }
         } else {
-            if (!spyre_host_write(s, daddr, s->devmem_ptr + x->src_addr +
-                                  soff + done, chunk)) {
-                goto dma_error;
-            }
+            /* Translated device pages (a physical row took the fast path). */
+            chunk = MIN(chunk, SPYRE_D2D_CHUNK);
+            memmove(s->devmem_ptr + daddr, s->devmem_ptr + saddr, chunk);
         }
         done += chunk;
     }
@@ -323,32 +373,79 @@ dma_error:
     return SPYRE_STATUS_ERR_HOST_DMA;
 }
 
+/*
+ * Translate the whole extent of the virtual sides of x before any byte
+ * moves: rows in order, in each the source (read) before the destination
+ * (write). False with the first fault in *f.
+ */
+static bool spyre_dma_translate(const SpyreDmaXfer *x, bool src_virt,
+                                bool dst_virt, const int32_t *cancel,
+                                SpyreMmuFault *f, bool *cancelled)
+{
+    uint32_t sh = 0, dh = 0;
+    uint64_t r;
+
+    for (r = 0; r < x->height; r++) {
+        if (cancel && !(r & 0xffff) && qatomic_read(cancel)) {
+            *cancelled = true;
+            return false;
+        }
+        if (src_virt &&
+            !spyre_mmu_check(x->map, x->src_addr + x->src_offset +
+                             r * x->src_pitch, x->width,
+                             SPYRE_MMU_FAULT_READ, &sh, f)) {
+            return false;
+        }
+        if (dst_virt &&
+            !spyre_mmu_check(x->map, x->dst_addr + x->dst_offset +
+                             r * x->dst_pitch, x->width,
+                             SPYRE_MMU_FAULT_WRITE, &dh, f)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 static uint32_t spyre_dma_run(SpyreState *s, const SpyreDmaXfer *x,
                               bool src_host, bool dst_host,
-                              const int32_t *cancel)
+                              const int32_t *cancel, SpyreMmuFault *fault)
 {
     g_autofree SpyreHostWalk *sw = NULL;
     g_autofree SpyreHostWalk *dw = NULL;
     g_autofree uint8_t *bounce = NULL;
+    SpyreDmaSide sd = { .addr = x->src_addr };
+    SpyreDmaSide dd = { .addr = x->dst_addr };
+    bool cancelled = false;
     uint64_t r;
     uint32_t st;
 
+    if (x->map) {
+        if (!spyre_dma_translate(x, !src_host, !dst_host, cancel, fault,
+                                 &cancelled)) {
+            return cancelled ? SPYRE_STATUS_CANCELLED :
+                               SPYRE_STATUS_ERR_MMU_FAULT;
+        }
+        sd.map = src_host ? NULL : x->map;
+        dd.map = dst_host ? NULL : x->map;
+    }
     if (src_host) {
         sw = g_new0(SpyreHostWalk, 1);
         sw->dir = x->src_addr;
+        sd.walk = sw;
     }
     if (dst_host) {
         dw = g_new0(SpyreHostWalk, 1);
         dw->dir = x->dst_addr;
+        dd.walk = dw;
     }
-    if (src_host && dst_host) {
+    if (src_host || dst_host || x->map) {
         bounce = g_malloc(SPYRE_BOUNCE_SIZE);
     }
     for (r = 0; r < x->height; r++) {
         if (cancel && qatomic_read(cancel)) {
             return SPYRE_STATUS_CANCELLED;
         }
-        st = spyre_dma_row(s, x, r, sw, dw, bounce, cancel);
+        st = spyre_dma_row(s, x, r, &sd, &dd, bounce, cancel);
         if (st != SPYRE_STATUS_OK) {
             return st;
         }
@@ -356,8 +453,8 @@ static uint32_t spyre_dma_run(SpyreState *s, const SpyreDmaXfer *x,
     return SPYRE_STATUS_OK;
 }
 
-/* Check a device-side range [addr + offset, + size) against device memory. */
-static bool spyre_dev_range_ok(SpyreState *s, uint64_t addr, uint64_t offset,
+/* Check a device-side range [addr + offset, + size) against limit. */
+static bool spyre_dev_range_ok(uint64_t limit, uint64_t addr, uint64_t offset,
                                uint64_t size)
 {
     uint64_t start;
@@ -365,7 +462,7 @@ static bool spyre_dev_range_ok(SpyreState *s, uint64_t addr, uint64_t offset,
     if (uadd64_overflow(addr, offset, &start)) {
         return false;
     }
-    return start <= s->devmem_size && size <= s->devmem_size - start;
+    return start <= limit && size <= limit - start;
 }
 
 /* Bytes from the first row's start to the last row's end on one side. */
@@ -383,7 +480,12 @@ static void spyre_dma_account(SpyreState *s, const SpyreDmaXfer *x,
 {
     const uint64_t bytes = x->width * x->height;
 
-    if (!dst_host) {
+    if (!dst_host && x->map) {
+        if (st != SPYRE_STATUS_ERR_MMU_FAULT) {
+            spyre_mmu_set_dirty(s, x->map, x->dst_addr + x->dst_offset,
+                                spyre_dma_extent(x, x->dst_pitch));
+        }
+    } else if (!dst_host) {
         /* Keep dirty tracking (e.g. TCG code in BAR2) coherent. */
         memory_region_set_dirty(&s->devmem, x->dst_addr + x->dst_offset,
                                 spyre_dma_extent(x, x->dst_pitch));
@@ -404,12 +506,15 @@ static void spyre_dma_account(SpyreState *s, const SpyreDmaXfer *x,
 static void spyre_dma_job_run(SpyreState *s, SpyreWorker *w, SpyreJob *j)
 {
     j->status = spyre_dma_run(s, &j->dma, j->flags & SPYRE_CMD_F_SRC_HOST,
-                              j->flags & SPYRE_CMD_F_DST_HOST, &j->cancel);
+                              j->flags & SPYRE_CMD_F_DST_HOST, &j->cancel,
+                              &j->fault);
 }
 
 /* Main loop. */
 static uint32_t spyre_dma_job_complete(SpyreState *s, SpyreJob *j, bool live)
 {
+    uint32_t detail = 0;
+
     if (qatomic_read(&j->cancel)) {
         /* Aborted or reset: no completion, no telemetry. */
         j->status = SPYRE_STATUS_CANCELLED;
@@ -419,8 +524,11 @@ static uint32_t spyre_dma_job_complete(SpyreState *s, SpyreJob *j, bool live)
     if (!live) {
         return 0;
     }
+    if (j->status == SPYRE_STATUS_ERR_MMU_FAULT) {
+        detail = spyre_mmu_report(s, j->ring, &j->fault);
+    }
     return spyre_ring_complete(s, j->ring, j->idx, j->seqno, j->flags,
-                               j->status, 0, j->cycles);
+                               j->status, detail, j->cycles);
 }
 
 void spyre_dma_worker_init(SpyreState *s)
@@ -437,13 +545,16 @@ void spyre_dma_worker_init(SpyreState *s)
  * inline or queue it on the DMA worker (SPYRE_STATUS_QUEUED).
  */
 static uint32_t spyre_dma_start(SpyreState *s, unsigned n, uint32_t idx,
-                                const struct spyre_hw_cmd *c,
-                                const SpyreDmaXfer *x, uint64_t *cycles)
+                                const struct spyre_hw_cmd *c, SpyreDmaXfer *x,
+                                uint64_t *cycles, SpyreMmuFault *fault)
 {
     uint8_t flags = c->hdr.flags;
     bool src_host = flags & SPYRE_CMD_F_SRC_HOST;
     bool dst_host = flags & SPYRE_CMD_F_DST_HOST;
+    /* Device sides are virtual in a context: 2^39 bytes instead of devmem. */
+    uint64_t limit = c->hdr.ctx ? SPYRE_MMU_VA_LIMIT : s->devmem_size;
     uint64_t sext, dext, end, bytes;
+    SpyreMmuMap *map = NULL;
     uint32_t st;
 
     trace_spyre_dma(x->src_addr, x->src_offset, x->dst_addr, x->dst_offset,
@@ -456,7 +567,8 @@ static uint32_t spyre_dma_start(SpyreState *s, unsigned n, uint32_t idx,
         umul64_overflow(x->height - 1, x->dst_pitch, &dext) ||
         uadd64_overflow(dext, x->width, &dext) ||
         umul64_overflow(x->width, x->height, &bytes) ||
-        sext > s->devmem_size || dext > s->devmem_size ||
+        sext > (src_host ? s->devmem_size : limit) ||
+        dext > (dst_host ? s->devmem_size : limit) ||
         uadd64_overflow(x->src_offset, sext, &end) ||
         uadd64_overflow(x->dst_offset, dext, &end)) {
         qemu_log_mask(LOG_GUEST_ERROR,
@@ -465,16 +577,17 @@ static uint32_t spyre_dma_start(SpyreState *s, unsigned n, uint32_t idx,
                       x->width, x->src_pitch, x->dst_pitch);
         return SPYRE_STATUS_ERR_SIZE;
     }
-    if ((!src_host && !spyre_dev_range_ok(s, x->src_addr, x->src_offset,
+    if ((!src_host && !spyre_dev_range_ok(limit, x->src_addr, x->src_offset,
                                           sext)) ||
-        (!dst_host && !spyre_dev_range_ok(s, x->dst_addr, x->dst_offset,
+        (!dst_host && !spyre_dev_range_ok(limit, x->dst_addr, x->dst_offset,
                                           dext))) {
         qemu_log_mask(LOG_GUEST_ERROR,
-                      "spyre: DMA: device range outside device memory "
+                      "spyre: DMA: device range outside %s "
                       "(src 0x%" PRIx64 "+0x%" PRIx64 ", dst 0x%" PRIx64
                       "+0x%" PRIx64 ", extents 0x%" PRIx64 "/0x%" PRIx64 ")\n",
-                      x->src_addr, x->src_offset, x->dst_addr, x->dst_offset,
-                      sext, dext);
+                      c->hdr.ctx ? "the context's 2^39 bytes" :
+                      "device memory", x->src_addr, x->src_offset,
+                      x->dst_addr, x->dst_offset, sext, dext);
         return SPYRE_STATUS_ERR_DEV_RANGE;
     }
     if ((src_host && (x->src_addr & 7)) || (dst_host && (x->dst_addr & 7))) {
@@ -483,26 +596,37 @@ static uint32_t spyre_dma_start(SpyreState *s, unsigned n, uint32_t idx,
         return SPYRE_STATUS_ERR_ALIGN;
     }
 
+    if (c->hdr.ctx && !(src_host && dst_host)) {
+        map = spyre_mmu_get(s, c->hdr.ctx, &st);
+        if (!map) {
+            return st;
+        }
+        x->map = map;
+    }
+
     /* One descriptor: one set-up, then all its bytes. */
     *cycles = spyre_dma_cycles(s, src_host, dst_host, bytes);
     if (bytes >= SPYRE_DMA_ASYNC_MIN) {
         SpyreJob *j = spyre_job_new(s, SPYRE_JOB_DMA, n, idx, c);
 
         j->dma = *x;
+        j->map = map;           /* the job owns the reference */
         j->cycles = *cycles;
         trace_spyre_dma_queued(n, idx, bytes);
         s->rings[n].job = j;
         spyre_worker_submit(&s->dma_worker, j);
         return SPYRE_STATUS_QUEUED;
     }
-    st = spyre_dma_run(s, x, src_host, dst_host, NULL);
+    st = spyre_dma_run(s, x, src_host, dst_host, NULL, fault);
     spyre_dma_account(s, x, src_host, dst_host, st);
+    spyre_mmu_unref(map);
     return st;
 }
 
 /* DMA_COPY: one row of size bytes. */
 uint32_t spyre_dma_copy(SpyreState *s, unsigned n, uint32_t idx,
-                        const struct spyre_hw_cmd *c, uint64_t *cycles)
+                        const struct spyre_hw_cmd *c, uint64_t *cycles,
+                        SpyreMmuFault *fault)
 {
     const struct spyre_hw_cmd_dma *d = &c->dma;
     SpyreDmaXfer x = {
@@ -511,7 +635,7 @@ uint32_t spyre_dma_copy(SpyreState *s, unsigned n, uint32_t idx,
         .width = d->size, .height = 1,
     };
 
-    return spyre_dma_start(s, n, idx, c, &x, cycles);
+    return spyre_dma_start(s, n, idx, c, &x, cycles, fault);
 }
 
 /*
@@ -519,7 +643,8 @@ uint32_t spyre_dma_copy(SpyreState *s, unsigned n, uint32_t idx,
  * words they share (the command was converted word by word).
  */
 uint32_t spyre_dma_copy_2d(SpyreState *s, unsigned n, uint32_t idx,
-                           const struct spyre_hw_cmd *c, uint64_t *cycles)
+                           const struct spyre_hw_cmd *c, uint64_t *cycles,
+                           SpyreMmuFault *fault)
 {
     SpyreDmaXfer x = {
         .src_addr = c->raw[0], .src_offset = c->raw[1],
@@ -530,7 +655,7 @@ uint32_t spyre_dma_copy_2d(SpyreState *s, unsigned n, uint32_t idx,
         .dst_pitch = extract64(c->raw[5], 32, 32),
     };
 
-    return spyre_dma_start(s, n, idx, c, &x, cycles);
+    return spyre_dma_start(s, n, idx, c, &x, cycles, fault);
 }
 
 /* Bytes a DMA command moves (for the bottom half's work budget). */

@@ -7,9 +7,12 @@
  * in as a C++ library through its C API) with the device memory RAM block
  * as the engine's memory. The worker never touches guest memory or device
  * registers and needs no BQL. The completion (launch result, completion
- * entry, telemetry) is written on the main loop. An ABORT or a reset sets
- * the job's cancel flag, which the engine polls per instruction and inside
- * its kernels.
+ * entry, telemetry) is written on the main loop. A LAUNCH in an MMU
+ * context runs on the snapshot of the context's mapping taken at
+ * validation: the program is fetched through it and the engine translates
+ * every core access through its device runs (spyre-mmu.c). An ABORT or a
+ * reset sets the job's cancel flag, which the engine polls per instruction
+ * and inside its kernels.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -34,9 +37,10 @@ QEMU_BUILD_BUG_ON(SPYRE_LAUNCH_MSG_LEN != SPYRE_ENGINE_MSG_LEN);
 
 /* ---- Validation and submission (main loop) ---- */
 
-static bool spyre_devrange_ok(SpyreState *s, uint64_t addr, uint64_t size)
+/* Device memory, or a context's 2^39 virtual bytes (limit). */
+static bool spyre_devrange_ok(uint64_t limit, uint64_t addr, uint64_t size)
 {
-    return addr <= s->devmem_size && size <= s->devmem_size - addr;
+    return addr <= limit && size <= limit - addr;
 }
 
 /*
@@ -44,11 +48,15 @@ static bool spyre_devrange_ok(SpyreState *s, uint64_t addr, uint64_t size)
  * Returns SPYRE_STATUS_QUEUED, or the error status of an invalid command.
  */
 uint32_t spyre_launch_submit(SpyreState *s, unsigned n, uint32_t idx,
-                             const struct spyre_hw_cmd *c, uint64_t *cycles)
+                             const struct spyre_hw_cmd *c, uint64_t *cycles,
+                             SpyreMmuFault *fault)
 {
     const struct spyre_hw_cmd_launch *lc = &c->launch;
+    uint64_t limit = c->hdr.ctx ? SPYRE_MMU_VA_LIMIT : s->devmem_size;
     struct spyre_hw_launch_desc desc;
     g_autofree struct spyre_hw_launch_window *win = NULL;
+    SpyreMmuMap *map = NULL;
+    uint32_t hint = 0, st;
     SpyreJob *l;
     unsigned i;
 
@@ -67,11 +75,12 @@ uint32_t spyre_launch_submit(SpyreState *s, unsigned n, uint32_t idx,
                       SPYRE_LAUNCH_MAX_PROG_SIZE);
         return SPYRE_STATUS_ERR_SIZE;
     }
-    if (!spyre_devrange_ok(s, lc->prog_addr, lc->prog_size)) {
+    if (!spyre_devrange_ok(limit, lc->prog_addr, lc->prog_size)) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: ring %u: LAUNCH program 0x%" PRIx64 "+0x%"
-                      PRIx64 " outside device memory\n", n, lc->prog_addr,
-                      lc->prog_size);
+                      PRIx64 " outside %s\n", n, lc->prog_addr,
+                      lc->prog_size, c->hdr.ctx ? "the context's 2^39 bytes" :
+                      "device memory");
         return SPYRE_STATUS_ERR_DEV_RANGE;
     }
     if ((lc->desc_addr & 7) || (lc->result_addr & 7)) {
@@ -122,16 +131,30 @@ uint32_t spyre_launch_submit(SpyreState *s, unsigned n, uint32_t idx,
     for (i = 0; i < desc.num_windows; i++) {
         win[i].addr = le64_to_cpu(win[i].addr);
         win[i].size = le64_to_cpu(win[i].size);
-        if (!spyre_devrange_ok(s, win[i].addr, win[i].size)) {
+        if (!spyre_devrange_ok(limit, win[i].addr, win[i].size)) {
             qemu_log_mask(LOG_GUEST_ERROR,
                           "spyre: ring %u: LAUNCH window %u (0x%" PRIx64
-                          "+0x%" PRIx64 ") outside device memory\n", n, i,
-                          win[i].addr, win[i].size);
+                          "+0x%" PRIx64 ") outside %s\n", n, i,
+                          win[i].addr, win[i].size, c->hdr.ctx ?
+                          "the context's 2^39 bytes" : "device memory");
             return SPYRE_STATUS_ERR_DEV_RANGE;
+        }
+    }
+    if (c->hdr.ctx) {
+        /* The program image is fetched through the context's mapping. */
+        map = spyre_mmu_get(s, c->hdr.ctx, &st);
+        if (!map) {
+            return st;
+        }
+        if (!spyre_mmu_check(map, lc->prog_addr, lc->prog_size,
+                             SPYRE_MMU_FAULT_FETCH, &hint, fault)) {
+            spyre_mmu_unref(map);
+            return SPYRE_STATUS_ERR_MMU_FAULT;
         }
     }
 
     l = spyre_job_new(s, SPYRE_JOB_LAUNCH, n, idx, c);
+    l->map = map;
     l->prog_addr = lc->prog_addr;
     l->prog_size = lc->prog_size;
     l->result_addr = lc->result_addr;
@@ -162,6 +185,32 @@ static void spyre_launch_fail(SpyreJob *l, int error, const char *msg)
     l->res->error = error;
     l->res->core = -1;
     pstrcpy(l->res->message, sizeof(l->res->message), msg);
+}
+
+/* Copy the (checked) program image of a translated launch, page by page. */
+static void spyre_launch_fetch(SpyreState *s, const SpyreMmuMap *m,
+                               uint64_t va, uint64_t len, uint8_t *buf)
+{
+    uint32_t hint = 0;
+
+    while (len) {
+        const SpyreMmuRun *r = spyre_mmu_lookup(m, va, &hint);
+        uint64_t n = MIN(len, r->len - (va - r->va));
+
+        memcpy(buf, s->devmem_ptr + r->pa + (va - r->va), n);
+        buf += n;
+        va += n;
+        len -= n;
+    }
+}
+
+/* Name the context in the message of a core's translation fault. */
+static void spyre_launch_fault_message(spyre_engine_result *res, unsigned ctx)
+{
+    g_autofree char *msg = g_strdup_printf("context %u: %s", ctx,
+                                           res->message);
+
+    pstrcpy(res->message, sizeof(res->message), msg);
 }
 
 static void spyre_launch_run(SpyreState *s, SpyreWorker *w, SpyreJob *l)
@@ -203,7 +252,13 @@ static void spyre_launch_run(SpyreState *s, SpyreWorker *w, SpyreJob *l)
                           "out of host memory for the program image");
         return;
     }
-    memcpy(prog, s->devmem_ptr + l->prog_addr, l->prog_size);
+    if (l->map) {
+        spyre_launch_fetch(s, l->map, l->prog_addr, l->prog_size, prog);
+        job.mappings = l->map->dev;
+        job.num_mappings = l->map->num_dev;
+    } else {
+        memcpy(prog, s->devmem_ptr + l->prog_addr, l->prog_size);
+    }
 
     job.program = prog;
     job.program_size = l->prog_size;
@@ -216,6 +271,9 @@ static void spyre_launch_run(SpyreState *s, SpyreWorker *w, SpyreJob *l)
     job.num_windows = l->num_windows;
     job.cancel = &l->cancel;
     spyre_engine_run(eng, &job, l->res);
+    if (l->map && l->res->error == SPYRE_ENGINE_ERR_MMU_FAULT) {
+        spyre_launch_fault_message(l->res, l->map->ctx);
+    }
 }
 
 /* ---- Completion (main loop) ---- */
@@ -282,8 +340,17 @@ static uint32_t spyre_launch_complete(SpyreState *s, SpyreJob *l, bool live)
     };
     const spyre_engine_result *res = l->res ? l->res : &no_memory;
     uint32_t st = res->error ? SPYRE_STATUS_ERR_PROGRAM : SPYRE_STATUS_OK;
+    uint32_t detail = res->error;
     bool cancelled = qatomic_read(&l->cancel);
     unsigned i;
+
+    if (l->map && res->error == SPYRE_ENGINE_ERR_MMU_FAULT) {
+        st = SPYRE_STATUS_ERR_MMU_FAULT;
+        spyre_mmu_fault_set(&l->fault, l->map->ctx, res->fault_va,
+                            res->fault_access == SPYRE_ENGINE_ACCESS_WRITE ?
+                            SPYRE_MMU_FAULT_WRITE : SPYRE_MMU_FAULT_READ,
+                            true);
+    }
 
     trace_spyre_launch_done(l->ring, l->idx, cancelled ? -1 : res->error,
                             res->total_cycles);
@@ -300,7 +367,10 @@ static uint32_t spyre_launch_complete(SpyreState *s, SpyreJob *l, bool live)
     }
     /* The engine wrote device memory behind the memory API's back. */
     for (i = 0; i < l->num_windows; i++) {
-        if (l->windows[i].size) {
+        if (l->windows[i].size && l->map) {
+            spyre_mmu_set_dirty(s, l->map, l->windows[i].addr,
+                                l->windows[i].size);
+        } else if (l->windows[i].size) {
             memory_region_set_dirty(&s->devmem, l->windows[i].addr,
                                     l->windows[i].size);
         }
@@ -322,8 +392,12 @@ static uint32_t spyre_launch_complete(SpyreState *s, SpyreJob *l, bool live)
             }
         }
     }
+    if (st == SPYRE_STATUS_ERR_MMU_FAULT) {
+        detail = spyre_mmu_report(s, l->ring, &l->fault);
+    }
     return spyre_ring_complete(s, l->ring, l->idx, l->seqno, l->flags, st,
-                               st == SPYRE_STATUS_ERR_PROGRAM ? res->error : 0,
+                               st == SPYRE_STATUS_OK ||
+                               st == SPYRE_STATUS_ERR_HOST_DMA ? 0 : detail,
                                res->total_cycles);
 }
 

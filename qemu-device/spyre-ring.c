@@ -171,6 +171,11 @@ void spyre_ring_write(SpyreState *s, unsigned n, unsigned reg, uint32_t val)
     case SPYRE_RING_CTRL:
         spyre_ring_ctrl(s, n, val);
         break;
+    case SPYRE_RING_FAULT_ADDR_LO:
+    case SPYRE_RING_FAULT_ADDR_HI:
+    case SPYRE_RING_FAULT_INFO:
+        spyre_mmu_ring_write(s, n, reg, val);
+        break;
     default:
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: ring %u: write of 0x%08x to read-only or "
@@ -214,6 +219,10 @@ uint32_t spyre_ring_read(SpyreState *s, unsigned n, unsigned reg)
         return r->status | (spyre_ring_busy(r) ? SPYRE_RING_STATUS_BUSY : 0);
     case SPYRE_RING_COMPLETED:
         return r->completed;
+    case SPYRE_RING_FAULT_ADDR_LO:
+    case SPYRE_RING_FAULT_ADDR_HI:
+    case SPYRE_RING_FAULT_INFO:
+        return spyre_mmu_ring_read(s, n, reg);
     default:
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: ring %u: read of unimplemented register 0x%x\n",
@@ -267,17 +276,20 @@ static uint32_t spyre_exec_fence(SpyreState *s, unsigned n,
     return SPYRE_STATUS_OK;
 }
 
+/* A translation fault fills *fault and returns SPYRE_STATUS_ERR_MMU_FAULT. */
 static uint32_t spyre_exec(SpyreState *s, unsigned n, uint32_t idx,
-                           const struct spyre_hw_cmd *c, uint64_t *cycles)
+                           const struct spyre_hw_cmd *c, uint64_t *cycles,
+                           SpyreMmuFault *fault)
 {
     unsigned i;
 
     *cycles = SPYRE_CYCLES_ERROR;
     if (c->hdr.flags & ~SPYRE_CMD_F_VALID_MASK ||
-        c->hdr.ctx || c->hdr.reserved1) {
+        c->hdr.ctx >= SPYRE_MMU_NUM_CTX || c->hdr.reserved1) {
         qemu_log_mask(LOG_GUEST_ERROR,
-                      "spyre: ring %u: command flags 0x%02x or reserved "
-                      "header fields invalid\n", n, c->hdr.flags);
+                      "spyre: ring %u: command flags 0x%02x, context %u or "
+                      "reserved header fields invalid\n", n, c->hdr.flags,
+                      c->hdr.ctx);
         return SPYRE_STATUS_ERR_RESERVED;
     }
 
@@ -299,11 +311,11 @@ static uint32_t spyre_exec(SpyreState *s, unsigned n, uint32_t idx,
         if (c->dma.reserved) {
             goto reserved;
         }
-        return spyre_dma_copy(s, n, idx, c, cycles);
+        return spyre_dma_copy(s, n, idx, c, cycles, fault);
     case SPYRE_OP_DMA_COPY_2D:
-        return spyre_dma_copy_2d(s, n, idx, c, cycles);
+        return spyre_dma_copy_2d(s, n, idx, c, cycles, fault);
     case SPYRE_OP_LAUNCH:
-        return spyre_launch_submit(s, n, idx, c, cycles);
+        return spyre_launch_submit(s, n, idx, c, cycles, fault);
     default:
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: ring %u: unknown opcode 0x%02x\n",
@@ -343,6 +355,8 @@ static uint32_t spyre_ring_step(SpyreState *s, unsigned n, uint64_t *bytes)
     uint64_t cycles = SPYRE_CYCLES_ERROR;
     uint64_t seqno = 0;
     uint8_t flags = 0;
+    uint32_t detail = 0;
+    SpyreMmuFault fault;
 
     *bytes = 0;
     if (!spyre_host_read(s, r->l_cmd_base + (uint64_t)idx * sizeof(c), &c,
@@ -370,7 +384,7 @@ static uint32_t spyre_ring_step(SpyreState *s, unsigned n, uint64_t *bytes)
             trace_spyre_cmd_hang(n, idx, r->hang);
             return 0;
         } else {
-            st = spyre_exec(s, n, idx, &c, &cycles);
+            st = spyre_exec(s, n, idx, &c, &cycles, &fault);
             if (st == SPYRE_STATUS_QUEUED) {
                 /*
                  * A worker owns it now (r->job); completed by
@@ -381,10 +395,12 @@ static uint32_t spyre_ring_step(SpyreState *s, unsigned n, uint64_t *bytes)
             }
             if (st == SPYRE_STATUS_OK) {
                 *bytes = spyre_dma_cmd_bytes(&c);
+            } else if (st == SPYRE_STATUS_ERR_MMU_FAULT) {
+                detail = spyre_mmu_report(s, n, &fault);
             }
         }
     }
-    return spyre_ring_complete(s, n, idx, seqno, flags, st, 0, cycles);
+    return spyre_ring_complete(s, n, idx, seqno, flags, st, detail, cycles);
 }
 
 /*

@@ -46,6 +46,7 @@ SpyreJob *spyre_job_new(SpyreState *s, SpyreJobKind kind, unsigned n,
 
 void spyre_job_free(SpyreJob *j)
 {
+    spyre_mmu_unref(j->map);
     g_free(j->windows);
     g_free(j->res);
     g_free(j);

@@ -162,6 +162,7 @@ static void spyre_card_reset(SpyreState *s, bool count, bool pci)
     s->fault_inject = 0;
     s->fault_hang = 0;
     s->next_ring = 0;
+    spyre_mmu_reset(s);
     s->wedged = wedged;
     if (count) {
         s->tele_resets++;
@@ -249,7 +250,7 @@ static uint64_t spyre_regs_read(void *opaque, hwaddr addr, unsigned size)
     case SPYRE_REG_CAPS:
         val = SPYRE_CAP_DMA | SPYRE_CAP_FENCE | SPYRE_CAP_MSIX |
               SPYRE_CAP_TELEMETRY | SPYRE_CAP_LAUNCH | SPYRE_CAP_RING_ABORT |
-              SPYRE_CAP_DMA_2D;
+              SPYRE_CAP_DMA_2D | SPYRE_CAP_MMU;
         if (s->fault_inject_enabled) {
             val |= SPYRE_CAP_FAULT_INJECT;
         }
@@ -361,6 +362,13 @@ static uint64_t spyre_regs_read(void *opaque, hwaddr addr, unsigned size)
     case SPYRE_REG_TELE_ENG_RING_HI:
         val = spyre_tele64(s, s->tele_eng_ring, addr & 4);
         break;
+    case SPYRE_REG_TELE_MMU_FAULTS:
+        val = s->mmu.tele_faults;
+        break;
+    case SPYRE_REG_MMU_CTX_BASE_LO:
+    case SPYRE_REG_MMU_CTX_BASE_HI:
+        val = spyre_mmu_read_base(s, addr == SPYRE_REG_MMU_CTX_BASE_HI);
+        break;
     default:
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: read of unimplemented register 0x%" HWADDR_PRIx
@@ -401,6 +409,13 @@ static void spyre_regs_write(void *opaque, hwaddr addr, uint64_t val64,
         break;
     case SPYRE_REG_SCRATCH:
         s->scratch = val;
+        break;
+    case SPYRE_REG_MMU_CTX_BASE_LO:
+    case SPYRE_REG_MMU_CTX_BASE_HI:
+        spyre_mmu_write_base(s, addr == SPYRE_REG_MMU_CTX_BASE_HI, val);
+        break;
+    case SPYRE_REG_MMU_INVALIDATE:
+        spyre_mmu_invalidate(s, val);
         break;
     case SPYRE_REG_INTR_STATUS:
         s->intr_status &= ~val;
@@ -589,6 +604,7 @@ static void spyre_exit(PCIDevice *pdev)
      */
     spyre_launch_worker_fini(s);
     spyre_worker_fini(&s->dma_worker);
+    spyre_mmu_reset(s);
     qemu_bh_delete(s->bh);
     if (pci_bus_is_express(pci_get_bus(pdev))) {
         pcie_cap_exit(pdev);

@@ -18,6 +18,7 @@
 #include "qom/object.h"
 #include "spyre_hw.h"
 #include "spyre/engine.h"
+#include "spyre-mmu.h"
 
 #define TYPE_SPYRE "spyre"
 OBJECT_DECLARE_SIMPLE_TYPE(SpyreState, SPYRE)
@@ -67,6 +68,9 @@ typedef struct SpyreRing {
     uint32_t hang;
     /* Incremented by every enable, so a late LAUNCH completion can tell. */
     uint32_t epoch;
+    /* FAULT_ADDR / FAULT_INFO: the first MMU fault since the last clear. */
+    uint64_t fault_addr;
+    uint32_t fault_info;
 } SpyreRing;
 
 /* SpyreRing.hang: a hang occupies the ring (with its SPYRE_HANG_* flags). */
@@ -109,6 +113,8 @@ typedef struct SpyreDmaXfer {
     uint64_t height;
     uint64_t src_pitch;
     uint64_t dst_pitch;
+    /* Context snapshot for the device sides (borrowed), NULL = physical. */
+    const SpyreMmuMap *map;
 } SpyreDmaXfer;
 
 typedef struct SpyreJob {
@@ -129,6 +135,9 @@ typedef struct SpyreJob {
     uint32_t epoch;             /* ring epoch at submission */
     uint64_t seqno;
     uint8_t flags;
+    /* Translated command (ctx != 0): the snapshot it started with (a ref). */
+    SpyreMmuMap *map;
+    SpyreMmuFault fault;        /* status ERR_MMU_FAULT: filled by the worker */
     /* LAUNCH */
     uint64_t prog_addr;
     uint64_t prog_size;
@@ -217,6 +226,8 @@ struct SpyreState {
     SpyreRing rings[SPYRE_NUM_RINGS_MAX];
     unsigned next_ring;         /* round-robin start of the next BH run */
 
+    SpyreMmu mmu;
+
     /* Telemetry (survive device reset). */
     uint64_t tele_cmds;
     uint64_t tele_h2d;
@@ -271,9 +282,11 @@ bool spyre_ring_busy(const SpyreRing *r);
 
 /* spyre-dma.c */
 uint32_t spyre_dma_copy(SpyreState *s, unsigned n, uint32_t idx,
-                        const struct spyre_hw_cmd *c, uint64_t *cycles);
+                        const struct spyre_hw_cmd *c, uint64_t *cycles,
+                        SpyreMmuFault *fault);
 uint32_t spyre_dma_copy_2d(SpyreState *s, unsigned n, uint32_t idx,
-                           const struct spyre_hw_cmd *c, uint64_t *cycles);
+                           const struct spyre_hw_cmd *c, uint64_t *cycles,
+                           SpyreMmuFault *fault);
 uint64_t spyre_dma_cmd_bytes(const struct spyre_hw_cmd *c);
 uint64_t spyre_dma_cycles(SpyreState *s, bool src_host, bool dst_host,
                           uint64_t bytes);
@@ -289,7 +302,8 @@ uint32_t spyre_ring_complete(SpyreState *s, unsigned n, uint32_t idx,
 
 /* spyre-launch.c */
 uint32_t spyre_launch_submit(SpyreState *s, unsigned n, uint32_t idx,
-                             const struct spyre_hw_cmd *c, uint64_t *cycles);
+                             const struct spyre_hw_cmd *c, uint64_t *cycles,
+                             SpyreMmuFault *fault);
 void spyre_launch_worker_init(SpyreState *s);
 void spyre_launch_worker_fini(SpyreState *s);
 

@@ -194,7 +194,8 @@ const char* spyre_engine_error_name(int error) {
                                         "CYCLE_BUDGET",
                                         "TOO_LARGE",
                                         "CANCELLED",
-                                        "NO_MEMORY"};
+                                        "NO_MEMORY",
+                                        "MMU_FAULT"};
     static_assert(sizeof names / sizeof names[0] == SPYRE_ENGINE_ERR_COUNT);
     if (error < 0 || error >= SPYRE_ENGINE_ERR_COUNT) return "UNKNOWN";
     return names[error];

@@ -55,7 +55,8 @@ struct Core {
     std::vector<Msg> out[2];
     std::deque<Msg> in[2];
     uint64_t in_bytes[2] = {};
-    uint64_t group = 0;  // cores of the collective this core waits in (bit mask)
+    uint64_t group = 0;     // cores of the collective this core waits in (bit mask)
+    uint32_t map_hint = 0;  // translated job: index of the run this core used last
     Failure fail;
 };
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The engine: runs one job at a time on its cores. Split by concern over several files:
 // operands.cpp (operand checks), timing.cpp (cycle model), exec_dma.cpp, exec_compute.cpp,
-// collectives.cpp (ring, barrier, all-reduce), interpreter.cpp (per-core instruction loop),
+// collectives.cpp (ring, barrier, all-reduce), translate.cpp (job address translation),
+// interpreter.cpp (per-core instruction loop),
 // scheduler.cpp (job set-up, phases, results) and api.cpp (C API).
 #pragma once
 
@@ -21,6 +22,8 @@ namespace spyre::eng {
 unsigned pool_threads(const spyre_engine_config& cfg);
 int test_throw_core();
 bool config_valid(const spyre_engine_config& c);
+// A translated job's runs are sorted, disjoint, non-empty and inside mem_size (translate.cpp).
+bool mappings_valid(const spyre_engine_job& job, Failure& f);
 
 // A vector-unit operand as an instruction names it: LX address, type, broadcast, row stride,
 // and the fp32 value of an IMM operand.
@@ -64,6 +67,9 @@ class Engine {
     bool timing_only_ = false;  // SPYRE_ENGINE_JOB_TIMING_ONLY: no data moves, no arithmetic
     uint64_t mem_size_ = 0;
     std::vector<spyre_engine_window> windows_;
+    // translated job (translate.cpp): sorted runs, nullptr = physical
+    const spyre_engine_mapping* maps_ = nullptr;
+    uint32_t nmaps_ = 0;
     uint64_t max_instr_ = 0, max_cycles_ = 0;
     uint64_t lx_usable_ = 0;  // lx_bytes less the reserve
     // cross-core events of the job, for the replay
@@ -77,6 +83,16 @@ class Engine {
     bool check_lx(Core& c, const char* what, uint64_t addr, uint64_t rows, uint64_t stride,
                   uint64_t row_bytes, Range* out);
     bool check_ddr_row(Core& c, uint64_t addr, uint64_t len);
+    // Translation (translate.cpp): the run holding va (nullptr if none), cached per core; the
+    // translation of a checked transfer (fails the job with MMU_FAULT); a split row's copy.
+    const spyre_engine_mapping* map_find(Core& c, uint64_t va) const {
+        const uint32_t h = c.map_hint;  // the run used last (unsigned wrap rejects va < run)
+        if (h < nmaps_ && va - maps_[h].va < maps_[h].len) return &maps_[h];
+        return map_search(c, va);
+    }
+    const spyre_engine_mapping* map_search(Core& c, uint64_t va) const;
+    bool check_map_row(Core& c, const char* what, uint64_t va, uint64_t len, bool write);
+    void copy_mapped_row(Core& c, uint8_t* lx, uint64_t va, uint64_t len, bool to_lx);
     // Cycle model, engine side (record.cpp): timed operations go to the core's trace, which
     // the Timeline replays after the job (timing.hpp). `latency` non-zero: the unit's start-up
     // latency is charged when it starts from idle. dep must be 0 and end_out is set to 0 (the
@@ -98,8 +114,13 @@ class Engine {
         uint64_t lx, ddr, len, n1, ds1, ls1, n2, ds2, ls2;
         Range lx_range;
         uint64_t bytes;  // DDR traffic (whole sticks); 0 = nothing to move
+        // device address = DDR address + shift (mod 2^64; 0 when physical), unless split: a
+        // translated transfer whose rows span several runs, translated row by row
+        uint64_t shift = 0;
+        bool split = false;
     };
     bool decode_dma(Core& c, const Instr& in, bool is_load, const char* what, DmaDesc& d);
+    bool translate_dma(Core& c, const char* what, bool is_load, uint64_t ddr_hi, DmaDesc& d);
     void move_dma(Core& c, const DmaDesc& d, bool is_load);
     bool exec_dma(Core& c, const Instr& in, bool is_load);
     bool exec_mm(Core& c, const Instr& in);

@@ -51,6 +51,8 @@ bool Engine::decode_dma(Core& c, const Instr& in, bool is_load, const char* what
                 if (!check_ddr_row(c, static_cast<uint64_t>(a), len)) return false;
             }
     }
+    // translated job: the whole transfer through the mapping, before anything moves
+    if (maps_ && !translate_dma(c, what, is_load, static_cast<uint64_t>(ddr_hi), d)) return false;
     d.lx_range = {lx, static_cast<uint64_t>(lx_hi)};
     d.bytes = n1 * n2 * padded;  // the DDR moves whole sticks
     return true;
@@ -64,14 +66,20 @@ void Engine::move_dma(Core& c, const DmaDesc& d, bool is_load) {
     for (uint64_t i2 = 0; i2 < n2; ++i2)
         for (uint64_t i1 = 0; i1 < n1; ++i1) {
             uint8_t* l = c.lx + lx + i2 * ls2 + i1 * ls1;
-            uint8_t* m = mem_ + ddr + i2 * ds2 + i1 * ds1;
+            const uint64_t a = ddr + i2 * ds2 + i1 * ds1;
             if (is_load) {
                 lx_overwrite(c, l - c.lx, l - c.lx + padded);
-                std::memcpy(l, m, len);
+                if (d.split)
+                    copy_mapped_row(c, l, a, len, true);
+                else
+                    std::memcpy(l, mem_ + (a + d.shift), len);
                 if (padded != len) std::memset(l + len, 0, padded - len);
             } else {
                 lx_touch(c, l - c.lx, l - c.lx + len);
-                std::memcpy(m, l, len);
+                if (d.split)
+                    copy_mapped_row(c, l, a, len, false);
+                else
+                    std::memcpy(mem_ + (a + d.shift), l, len);
             }
         }
 }

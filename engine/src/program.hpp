@@ -41,6 +41,8 @@ struct Failure {
     int core = -1;
     uint64_t pc = 0;
     char msg[SPYRE_ENGINE_MSG_LEN] = {};
+    uint64_t fault_va = 0;  // SPYRE_ENGINE_ERR_MMU_FAULT
+    uint32_t fault_access = 0;
 };
 
 __attribute__((format(printf, 5, 6))) void set_fail(Failure& f, int code, int core, uint64_t pc,

@@ -35,6 +35,10 @@ int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
         res.pc = fl.pc;
         std::memcpy(res.message, fl.msg, sizeof res.message);
         res.message[sizeof res.message - 1] = 0;
+        if (fl.code == SPYRE_ENGINE_ERR_MMU_FAULT) {
+            res.fault_va = fl.fault_va;
+            res.fault_access = fl.fault_access;
+        }
         return fl.code;
     };
     // job arguments
@@ -49,12 +53,15 @@ int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
                  job.num_windows, job.flags);
         return finish_fail(f);
     }
+    if (!mappings_valid(job, f)) return finish_fail(f);
     windows_.clear();
     uint64_t span0 = UINT64_MAX;
     for (uint32_t i = 0; i < job.num_windows; ++i) {
         const auto& w = job.windows[i];
         if (w.size == 0) continue;
-        if (w.addr > job.mem_size || w.size > job.mem_size - w.addr) {
+        // physical windows lie in device memory; virtual ones only must not wrap
+        const uint64_t limit = job.mappings ? UINT64_MAX : job.mem_size;
+        if (w.addr > limit || w.size > limit - w.addr) {
             set_fail(f, SPYRE_ENGINE_ERR_INVALID_ARGUMENT, -1, 0,
                      "window %u (0x%llx+%llu) beyond device memory %llu", i,
                      (unsigned long long)w.addr, (unsigned long long)w.size,
@@ -72,6 +79,8 @@ int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
     job_ = &job;
     ncores_ = nc;
     mem_ = static_cast<uint8_t*>(job.mem);
+    maps_ = job.mappings;
+    nmaps_ = job.mappings ? job.num_mappings : 0;
     timing_only_ = job.flags & SPYRE_ENGINE_JOB_TIMING_ONLY;
     mem_size_ = job.mem_size;
     max_instr_ = job.max_instructions    ? job.max_instructions
@@ -184,6 +193,8 @@ int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
     }
     prog_ = nullptr;
     job_ = nullptr;
+    maps_ = nullptr;
+    nmaps_ = 0;
     if (failed) return finish_fail(f);
     return SPYRE_ENGINE_OK;
 }

@@ -419,7 +419,7 @@ static void test_identity(void)
     g_assert_cmphex(rd(s, SPYRE_REG_CAPS), ==,
                     SPYRE_CAP_DMA | SPYRE_CAP_FENCE | SPYRE_CAP_MSIX |
                     SPYRE_CAP_TELEMETRY | SPYRE_CAP_LAUNCH |
-                    SPYRE_CAP_RING_ABORT | SPYRE_CAP_DMA_2D);
+                    SPYRE_CAP_RING_ABORT | SPYRE_CAP_DMA_2D | SPYRE_CAP_MMU);
     g_assert_cmpuint(rd(s, SPYRE_REG_NUM_CORES), ==, 32);
     g_assert_cmpuint(rd64(s, SPYRE_REG_DEVMEM_SIZE_LO), ==, DEVMEM);
     g_assert_cmpuint(rd(s, SPYRE_REG_NUM_RINGS), ==, NRINGS);
@@ -1987,6 +1987,7 @@ static void test_launch_unplug(void)
 #define ISA_MM          0x20
 #define ISA_F16         1
 #define ERR_NO_MEMORY   22
+#define ERR_MMU_FAULT   23
 
 /*
  * A job of enormous instructions: MM 4096 x 4096 x 4096 fp16 with zero
@@ -2571,6 +2572,625 @@ static void test_launch_engine_exception(void)
     spyre_stop(s);
 }
 
+/* ---- MMU (hardware.md section 15) ---- */
+
+#define MMU_VA          0x4000000000ull     /* 256 GiB: far beyond devmem */
+#define MMU_L1_SHIFT    30
+#define MMU_L2_SHIFT    21
+
+/* Context table in guest memory, programmed into MMU_CTX_BASE. */
+static uint64_t mmu_init(Spyre *s)
+{
+    uint64_t table = zalloc(s, PAGE);
+
+    wr(s, SPYRE_REG_MMU_CTX_BASE_LO, (uint32_t)table);
+    wr(s, SPYRE_REG_MMU_CTX_BASE_HI, table >> 32);
+    return table;
+}
+
+/* A new, empty context: its level-1 table. */
+static uint64_t mmu_ctx(Spyre *s, uint64_t table, unsigned ctx)
+{
+    uint64_t l1 = zalloc(s, PAGE);
+
+    qtest_writeq(s->qts, table + ctx * 8, l1 | SPYRE_MMU_VALID);
+    return l1;
+}
+
+/* Address of the PTE of va, creating level-2/3 tables on the way. */
+static uint64_t mmu_pte_addr(Spyre *s, uint64_t l1, uint64_t va)
+{
+    uint64_t t = l1;
+    int shift;
+
+    for (shift = MMU_L1_SHIFT; shift >= MMU_L2_SHIFT; shift -= 9) {
+        uint64_t e = t + ((va >> shift) & 511) * 8;
+        uint64_t next = qtest_readq(s->qts, e);
+
+        if (!next) {
+            next = zalloc(s, PAGE) | SPYRE_MMU_VALID;
+            qtest_writeq(s->qts, e, next);
+        }
+        t = next & SPYRE_MMU_ADDR_MASK;
+    }
+    return t + ((va >> SPYRE_MMU_PAGE_SHIFT) & 511) * 8;
+}
+
+static void mmu_map(Spyre *s, uint64_t l1, uint64_t va, uint64_t pte)
+{
+    qtest_writeq(s->qts, mmu_pte_addr(s, l1, va), pte);
+}
+
+static struct spyre_hw_cmd in_ctx(struct spyre_hw_cmd c, unsigned ctx)
+{
+    c.hdr.ctx = ctx;
+    return c;
+}
+
+/* The completion of a faulting command and the ring's latched fault. */
+static void expect_fault(Spyre *s, int n, const struct spyre_hw_cmd *c,
+                         uint64_t va, uint32_t info, uint32_t *nfaults)
+{
+    struct spyre_hw_cpl p = submit(s, n, c);
+
+    g_assert_cmpuint(p.status, ==, SPYRE_STATUS_ERR_MMU_FAULT);
+    g_assert_cmphex(p.detail, ==, info | SPYRE_MMU_FAULT_VALID);
+    g_assert_cmpuint(rd(s, SPYRE_REG_ERROR_CODE), ==,
+                     SPYRE_STATUS_ERR_MMU_FAULT);
+    g_assert_cmphex(rrd(s, n, SPYRE_RING_FAULT_INFO), ==,
+                    info | SPYRE_MMU_FAULT_VALID);
+    g_assert_cmphex(rd64(s, SPYRE_RING_REG(n, SPYRE_RING_FAULT_ADDR_LO)), ==,
+                    va);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_MMU_FAULTS), ==, ++*nfaults);
+    /* Clear for the next case (bit 31 written). */
+    rwr(s, n, SPYRE_RING_FAULT_INFO, SPYRE_MMU_FAULT_VALID);
+}
+
+static uint32_t fault_info(unsigned ctx, unsigned access)
+{
+    return ctx | access << SPYRE_MMU_FAULT_ACCESS_SHIFT;
+}
+
+/*
+ * DMA in a context: host -> VA, VA -> host and VA -> VA across
+ * non-contiguous device pages, a 2D copy, a HOST PTE page, two contexts
+ * with the same VA on different pages, a copy large enough for the DMA
+ * worker, and context 0 still physical.
+ */
+static void test_mmu_dma(void)
+{
+    Spyre *s = spyre_start(NULL);
+    /* VA pages 0..2 -> device pages 5, 2, 9; VA2 pages 0..2 -> 12, 11, 14. */
+    static const uint64_t pg[3] = { 5, 2, 9 }, pg2[3] = { 12, 11, 14 };
+    const uint64_t va2 = MMU_VA + 0x40000000ull * 3 + 0x7000;
+    const size_t len = 3 * PAGE - 300;
+    uint64_t table, l1, l1b, host_page;
+    HostBuf *src = hostbuf_new(s, 3, true);
+    HostBuf *dst = hostbuf_new(s, 3, true);
+    g_autofree uint8_t *want = g_malloc(len);
+    g_autofree uint8_t *got = g_malloc0(len);
+    g_autofree uint8_t *big = NULL;
+    uint8_t page[PAGE], other[PAGE];
+    struct spyre_hw_cmd c;
+    size_t i, off;
+
+    ring_setup(s, 0, 16);
+    g_assert_cmphex(rd(s, SPYRE_REG_CAPS) & SPYRE_CAP_MMU, ==, SPYRE_CAP_MMU);
+    table = mmu_init(s);
+    g_assert_cmphex(rd64(s, SPYRE_REG_MMU_CTX_BASE_LO), ==, table);
+    l1 = mmu_ctx(s, table, 1);
+    for (i = 0; i < 3; i++) {
+        mmu_map(s, l1, MMU_VA + i * PAGE,
+                pg[i] * PAGE | SPYRE_MMU_WRITE | SPYRE_MMU_VALID);
+        mmu_map(s, l1, va2 + i * PAGE,
+                pg2[i] * PAGE | SPYRE_MMU_WRITE | SPYRE_MMU_VALID);
+    }
+
+    /* host -> VA + 100: lands on device pages 5, 2, 9 */
+    fill(want, len, 7);
+    hostbuf_io(s, src, 0, want, len, true);
+    c = in_ctx(cmd_dma(1, SPYRE_CMD_F_SRC_HOST, src->dir, 0, MMU_VA, 100,
+                       len), 1);
+    check_dma_ok(submit(s, 0, &c), 1);
+    for (off = 0; off < len;) {
+        uint64_t va = 100 + off;
+        size_t n = MIN(len - off, PAGE - va % PAGE);
+
+        devmem_read(s, pg[va / PAGE] * PAGE + va % PAGE, got, n);
+        g_assert(memcmp(got, want + off, n) == 0);
+        off += n;
+    }
+    /* VA -> host */
+    c = in_ctx(cmd_dma(2, SPYRE_CMD_F_DST_HOST, MMU_VA, 100, dst->dir, 0,
+                       len), 1);
+    check_dma_ok(submit(s, 0, &c), 2);
+    hostbuf_io(s, dst, 0, got, len, false);
+    g_assert(memcmp(got, want, len) == 0);
+    /* VA -> VA2 (device pages 12, 11, 14), then VA2 -> host */
+    c = in_ctx(cmd_dma(3, 0, MMU_VA, 100, va2, 50, len), 1);
+    check_dma_ok(submit(s, 0, &c), 3);
+    devmem_read(s, pg2[0] * PAGE + 50, got, PAGE - 50);
+    g_assert(memcmp(got, want, PAGE - 50) == 0);
+    memset(got, 0, len);
+    hostbuf_io(s, dst, 0, got, len, true);
+    c = in_ctx(cmd_dma(4, SPYRE_CMD_F_DST_HOST, va2, 50, dst->dir, 0, len), 1);
+    check_dma_ok(submit(s, 0, &c), 4);
+    hostbuf_io(s, dst, 0, got, len, false);
+    g_assert(memcmp(got, want, len) == 0);
+
+    /* 2D: 3 rows of 64 bytes, one per VA page, to host */
+    c = in_ctx(cmd_dma2d(5, SPYRE_CMD_F_DST_HOST, MMU_VA, 200, dst->dir, 0,
+                         64, 3, PAGE, 64), 1);
+    check_dma_ok(submit(s, 0, &c), 5);
+    hostbuf_io(s, dst, 0, got, 3 * 64, false);
+    for (i = 0; i < 3; i++) {
+        g_assert(memcmp(got + i * 64, want + i * PAGE + 100, 64) == 0);
+    }
+
+    /* A HOST PTE: VA page 3 is a host page; DMA reaches it both ways. */
+    host_page = zalloc(s, PAGE);
+    mmu_map(s, l1, MMU_VA + 3 * PAGE,
+            host_page | SPYRE_MMU_HOST | SPYRE_MMU_WRITE | SPYRE_MMU_VALID);
+    wr(s, SPYRE_REG_MMU_INVALIDATE, 1);
+    fill(page, PAGE, 9);
+    hostbuf_io(s, src, 0, page, PAGE, true);
+    c = in_ctx(cmd_dma(6, SPYRE_CMD_F_SRC_HOST, src->dir, 0, MMU_VA,
+                       3 * PAGE, PAGE), 1);
+    check_dma_ok(submit(s, 0, &c), 6);
+    qtest_memread(s->qts, host_page, other, PAGE);
+    g_assert(memcmp(page, other, PAGE) == 0);
+    /* device page 9 (VA page 2) -> host page, across the VA boundary */
+    c = in_ctx(cmd_dma(7, 0, MMU_VA, 2 * PAGE + 1000, MMU_VA,
+                       3 * PAGE + 1000, 200), 1);
+    check_dma_ok(submit(s, 0, &c), 7);
+    devmem_read(s, pg[2] * PAGE + 1000, got, 200);
+    qtest_memread(s->qts, host_page + 1000, other, 200);
+    g_assert(memcmp(got, other, 200) == 0);
+
+    /* Context 2: the same VA on device page 20; context 1 untouched. */
+    l1b = mmu_ctx(s, table, 2);
+    mmu_map(s, l1b, MMU_VA, 20 * PAGE | SPYRE_MMU_WRITE | SPYRE_MMU_VALID);
+    devmem_read(s, pg[0] * PAGE, other, PAGE);
+    fill(page, PAGE, 11);
+    hostbuf_io(s, src, 0, page, PAGE, true);
+    c = in_ctx(cmd_dma(8, SPYRE_CMD_F_SRC_HOST, src->dir, 0, MMU_VA, 0,
+                       PAGE), 2);
+    check_dma_ok(submit(s, 0, &c), 8);
+    devmem_read(s, 20 * PAGE, got, PAGE);
+    g_assert(memcmp(got, page, PAGE) == 0);
+    devmem_read(s, pg[0] * PAGE, got, PAGE);
+    g_assert(memcmp(got, other, PAGE) == 0);
+
+    /* Context 0 is physical: device offset MMU_VA is out of range. */
+    c = cmd_dma(9, SPYRE_CMD_F_SRC_HOST, src->dir, 0, MMU_VA, 0, 16);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_ERR_DEV_RANGE);
+    c = cmd_dma(10, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 20 * PAGE, 0, 16);
+    check_dma_ok(submit(s, 0, &c), 10);
+
+    /*
+     * 2 MiB in context 3 (reversed device pages 1024..1535): the DMA
+     * worker copies through the snapshot.
+     */
+    {
+        const size_t n = 512;
+        uint64_t l1c = mmu_ctx(s, table, 3);
+        HostBuf *hb = hostbuf_new(s, n, false);
+
+        big = g_malloc(n * PAGE);
+        for (i = 0; i < n; i++) {
+            mmu_map(s, l1c, MMU_VA + i * PAGE,
+                    (1535 - i) * PAGE | SPYRE_MMU_WRITE | SPYRE_MMU_VALID);
+        }
+        fill(big, n * PAGE, 13);
+        hostbuf_io(s, hb, 0, big, n * PAGE, true);
+        c = in_ctx(cmd_dma(11, SPYRE_CMD_F_SRC_HOST, hb->dir, 0, MMU_VA, 0,
+                           n * PAGE), 3);
+        check_dma_ok(submit(s, 0, &c), 11);
+        for (i = 0; i < n; i += 97) {
+            devmem_read(s, (1535 - i) * PAGE, got, PAGE);
+            g_assert(memcmp(got, big + i * PAGE, PAGE) == 0);
+        }
+        hostbuf_free(hb);
+    }
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_MMU_FAULTS), ==, 0);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_FAULT_INFO), ==, 0);
+    hostbuf_free(src);
+    hostbuf_free(dst);
+    spyre_stop(s);
+}
+
+/*
+ * Translation faults of DMA: unmapped page (nothing written), write to a
+ * read-only page, reserved bits, a page beyond device memory, an invalid
+ * context, MMU_CTX_BASE = 0, on the worker too; VA >= 2^39 is a range
+ * error; the first fault stays latched until FAULT_INFO is cleared (W1C);
+ * unreadable tables are host DMA errors.
+ */
+static void test_mmu_faults(void)
+{
+    Spyre *s = spyre_start(NULL);
+    HostBuf *src = hostbuf_new(s, 512, false);
+    uint8_t page[PAGE], before[PAGE], got[PAGE];
+    uint64_t table, l1, l1b, pte_ro, va_hole = MMU_VA + 2 * PAGE;
+    uint32_t nfaults = 0;
+    struct spyre_hw_cmd c, c2;
+    struct spyre_hw_cpl p;
+
+    ring_setup(s, 1, 16);
+    table = mmu_init(s);
+    l1 = mmu_ctx(s, table, 7);
+    /* pages 0, 1 mapped writable (device 40, 41), page 2 not, 3 read-only */
+    mmu_map(s, l1, MMU_VA, 40 * PAGE | SPYRE_MMU_WRITE | SPYRE_MMU_VALID);
+    mmu_map(s, l1, MMU_VA + PAGE,
+            41 * PAGE | SPYRE_MMU_WRITE | SPYRE_MMU_VALID);
+    pte_ro = 43 * PAGE | SPYRE_MMU_VALID;
+    mmu_map(s, l1, MMU_VA + 3 * PAGE, pte_ro);
+    fill(before, PAGE, 1);
+    devmem_write(s, 41 * PAGE, before, PAGE);
+    fill(page, PAGE, 2);
+    hostbuf_io(s, src, 0, page, PAGE, true);
+
+    /* Unmapped page 2: the copy into pages 1..2 writes nothing. */
+    c = in_ctx(cmd_dma(1, SPYRE_CMD_F_SRC_HOST, src->dir, 0, MMU_VA,
+                       PAGE + 512, PAGE), 7);
+    expect_fault(s, 1, &c, va_hole, fault_info(7, SPYRE_MMU_FAULT_WRITE),
+                 &nfaults);
+    devmem_read(s, 41 * PAGE, got, PAGE);
+    g_assert(memcmp(got, before, PAGE) == 0);
+    /* Reading it */
+    c = in_ctx(cmd_dma(2, SPYRE_CMD_F_DST_HOST, MMU_VA, 2 * PAGE + 8,
+                       src->dir, 0, 8), 7);
+    expect_fault(s, 1, &c, va_hole + 8, fault_info(7, SPYRE_MMU_FAULT_READ),
+                 &nfaults);
+    /* Read-only page: reads work, writes fault (also from the device). */
+    c = in_ctx(cmd_dma(3, SPYRE_CMD_F_DST_HOST, MMU_VA, 3 * PAGE, src->dir,
+                       0, 64), 7);
+    check_dma_ok(submit(s, 1, &c), 3);
+    c = in_ctx(cmd_dma(4, 0, MMU_VA, 0, MMU_VA, 3 * PAGE + 64, 64), 7);
+    expect_fault(s, 1, &c, MMU_VA + 3 * PAGE + 64,
+                 fault_info(7, SPYRE_MMU_FAULT_WRITE), &nfaults);
+    /* 2D: the fault is in row 2 of the destination */
+    c = in_ctx(cmd_dma2d(5, SPYRE_CMD_F_SRC_HOST, src->dir, 0, MMU_VA, 64,
+                         32, 3, 32, PAGE), 7);
+    expect_fault(s, 1, &c, va_hole + 64,
+                 fault_info(7, SPYRE_MMU_FAULT_WRITE), &nfaults);
+
+    /* The first fault stays latched; writing 0 does not clear it. */
+    c = in_ctx(cmd_dma(6, SPYRE_CMD_F_DST_HOST, MMU_VA, 2 * PAGE, src->dir,
+                       0, 8), 7);
+    c2 = in_ctx(cmd_dma(7, SPYRE_CMD_F_SRC_HOST, src->dir, 0, MMU_VA,
+                        3 * PAGE + 16, 8), 7);
+    g_assert_cmpuint(submit(s, 1, &c).status, ==, SPYRE_STATUS_ERR_MMU_FAULT);
+    p = submit(s, 1, &c2);
+    g_assert_cmpuint(p.status, ==, SPYRE_STATUS_ERR_MMU_FAULT);
+    g_assert_cmphex(p.detail, ==, fault_info(7, SPYRE_MMU_FAULT_WRITE) |
+                    SPYRE_MMU_FAULT_VALID);
+    nfaults += 2;
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_MMU_FAULTS), ==, nfaults);
+    rwr(s, 1, SPYRE_RING_FAULT_INFO, 0x7fffffff);
+    g_assert_cmphex(rrd(s, 1, SPYRE_RING_FAULT_INFO), ==,
+                    fault_info(7, SPYRE_MMU_FAULT_READ) |
+                    SPYRE_MMU_FAULT_VALID);
+    g_assert_cmphex(rd64(s, SPYRE_RING_REG(1, SPYRE_RING_FAULT_ADDR_LO)), ==,
+                    va_hole);
+    rwr(s, 1, SPYRE_RING_FAULT_INFO, SPYRE_MMU_FAULT_VALID);
+    g_assert_cmphex(rrd(s, 1, SPYRE_RING_FAULT_INFO), ==, 0);
+    g_assert_cmphex(rd64(s, SPYRE_RING_REG(1, SPYRE_RING_FAULT_ADDR_LO)), ==,
+                    0);
+    /* Other rings latch nothing. */
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_FAULT_INFO), ==, 0);
+
+    /* Reserved bits in a PTE, WRITE in a level-1 entry, page beyond devmem */
+    mmu_map(s, l1, MMU_VA + 4 * PAGE, 44 * PAGE | 0x8 | SPYRE_MMU_VALID);
+    mmu_map(s, l1, MMU_VA + 5 * PAGE, (uint64_t)DEVMEM | SPYRE_MMU_VALID);
+    mmu_map(s, l1, MMU_VA + 0x40000000ull, 45 * PAGE | SPYRE_MMU_VALID);
+    qtest_writeq(s->qts, l1 + ((MMU_VA >> MMU_L1_SHIFT) + 1) % 512 * 8,
+                 qtest_readq(s->qts, l1 + ((MMU_VA >> MMU_L1_SHIFT) + 1) %
+                             512 * 8) | SPYRE_MMU_WRITE);
+    wr(s, SPYRE_REG_MMU_INVALIDATE, 7);
+    c = in_ctx(cmd_dma(8, SPYRE_CMD_F_DST_HOST, MMU_VA, 4 * PAGE, src->dir,
+                       0, 8), 7);
+    expect_fault(s, 1, &c, MMU_VA + 4 * PAGE,
+                 fault_info(7, SPYRE_MMU_FAULT_READ), &nfaults);
+    c = in_ctx(cmd_dma(9, SPYRE_CMD_F_DST_HOST, MMU_VA, 5 * PAGE + 4,
+                       src->dir, 0, 8), 7);
+    expect_fault(s, 1, &c, MMU_VA + 5 * PAGE + 4,
+                 fault_info(7, SPYRE_MMU_FAULT_READ), &nfaults);
+    c = in_ctx(cmd_dma(10, SPYRE_CMD_F_DST_HOST, MMU_VA + 0x40000000ull, 0,
+                       src->dir, 0, 8), 7);
+    expect_fault(s, 1, &c, MMU_VA + 0x40000000ull,
+                 fault_info(7, SPYRE_MMU_FAULT_READ), &nfaults);
+
+    /* On the DMA worker (2 MiB): faults at the hole, writes nothing. */
+    c = in_ctx(cmd_dma(11, SPYRE_CMD_F_SRC_HOST, src->dir, 0, MMU_VA, 0,
+                       512 * PAGE), 7);
+    expect_fault(s, 1, &c, va_hole, fault_info(7, SPYRE_MMU_FAULT_WRITE),
+                 &nfaults);
+    devmem_read(s, 41 * PAGE, got, PAGE);
+    g_assert(memcmp(got, before, PAGE) == 0);
+
+    /* VA range beyond 2^39: a range error, not a fault. */
+    c = in_ctx(cmd_dma(12, SPYRE_CMD_F_SRC_HOST, src->dir, 0,
+                       (1ull << SPYRE_MMU_VA_BITS) - 8, 0, 16), 7);
+    g_assert_cmpuint(submit(s, 1, &c).status, ==, SPYRE_STATUS_ERR_DEV_RANGE);
+    g_assert_cmphex(rrd(s, 1, SPYRE_RING_FAULT_INFO), ==, 0);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_MMU_FAULTS), ==, nfaults);
+    /* ... but the last 16 bytes below 2^39 are a valid (unmapped) range. */
+    c = in_ctx(cmd_dma(13, SPYRE_CMD_F_SRC_HOST, src->dir, 0,
+                       (1ull << SPYRE_MMU_VA_BITS) - 16, 0, 16), 7);
+    expect_fault(s, 1, &c, (1ull << SPYRE_MMU_VA_BITS) - 16,
+                 fault_info(7, SPYRE_MMU_FAULT_WRITE), &nfaults);
+
+    /* Invalid context entry (context 9 never set up): every VA faults. */
+    c = in_ctx(cmd_dma(14, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 0, 0, 8), 9);
+    expect_fault(s, 1, &c, 0, fault_info(9, SPYRE_MMU_FAULT_WRITE),
+                 &nfaults);
+    /* Context entry without VALID */
+    l1b = mmu_ctx(s, table, 10);
+    mmu_map(s, l1b, 0, 50 * PAGE | SPYRE_MMU_WRITE | SPYRE_MMU_VALID);
+    qtest_writeq(s->qts, table + 10 * 8, l1b);
+    c = in_ctx(cmd_dma(15, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 0, 0, 8), 10);
+    expect_fault(s, 1, &c, 0, fault_info(10, SPYRE_MMU_FAULT_WRITE),
+                 &nfaults);
+    /* Made valid and invalidated: works. */
+    qtest_writeq(s->qts, table + 10 * 8, l1b | SPYRE_MMU_VALID);
+    wr(s, SPYRE_REG_MMU_INVALIDATE, 10);
+    c = in_ctx(cmd_dma(16, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 0, 0, 8), 10);
+    check_dma_ok(submit(s, 1, &c), 16);
+
+    /* MMU_CTX_BASE = 0: every context is invalid. */
+    wr(s, SPYRE_REG_MMU_CTX_BASE_LO, 0);
+    wr(s, SPYRE_REG_MMU_CTX_BASE_HI, 0);
+    c = in_ctx(cmd_dma(17, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 0, 0, 8), 10);
+    expect_fault(s, 1, &c, 0, fault_info(10, SPYRE_MMU_FAULT_WRITE),
+                 &nfaults);
+    /* Host-to-host copies and NOPs in a context are untranslated. */
+    c = in_ctx(cmd_dma(18, SPYRE_CMD_F_SRC_HOST | SPYRE_CMD_F_DST_HOST,
+                       src->dir, 0, src->dir, PAGE, 8), 10);
+    check_dma_ok(submit(s, 1, &c), 18);
+    c = in_ctx(cmd_nop(19, 0), 255);
+    check_dma_ok(submit(s, 1, &c), 19);
+
+    /* A context table outside RAM: host DMA error, no fault. */
+    wr(s, SPYRE_REG_MMU_CTX_BASE_LO, 0xfee00000u);
+    c = in_ctx(cmd_dma(20, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 0, 0, 8), 10);
+    g_assert_cmpuint(submit(s, 1, &c).status, ==, SPYRE_STATUS_ERR_HOST_DMA);
+    g_assert_cmphex(rrd(s, 1, SPYRE_RING_FAULT_INFO), ==, 0);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_MMU_FAULTS), ==, nfaults);
+    hostbuf_free(src);
+    spyre_stop(s);
+}
+
+/*
+ * The translation cache: a changed PTE is used only after MMU_INVALIDATE
+ * of its context (or ALL, or a write of MMU_CTX_BASE); reset clears the
+ * base, the fault registers and the cache.
+ */
+static void test_mmu_invalidate(void)
+{
+    Spyre *s = spyre_start(NULL);
+    HostBuf *src = hostbuf_new(s, 1, false);
+    uint64_t table, l1, pte;
+    uint32_t nfaults = 0;
+    struct spyre_hw_cmd c;
+    uint64_t seq = 1;
+    uint32_t v;
+    int i;
+
+    ring_setup(s, 0, 16);
+    table = mmu_init(s);
+    l1 = mmu_ctx(s, table, 4);
+    mmu_ctx(s, table, 5);
+    pte = mmu_pte_addr(s, l1, MMU_VA);
+
+    /*
+     * Copy 8 bytes to MMU_VA in context 4 after each change; target[i] is
+     * the device page the copy must reach (the stale one until an
+     * invalidation), newer[i] a remapped page it must not reach yet.
+     */
+    for (i = 0; i < 6; i++) {
+        static const uint32_t newer[6] = { 0, 61, 0, 62, 0, 0 };
+        static const uint32_t target[6] = { 60, 60, 61, 61, 62, 63 };
+        uint64_t want = 0x1000 + i, got;
+
+        if (i == 0) {
+            qtest_writeq(s->qts, pte, 60 * PAGE | 3);
+        } else if (i == 1) {
+            qtest_writeq(s->qts, pte, 61 * PAGE | 3);   /* not invalidated */
+        } else if (i == 2) {
+            wr(s, SPYRE_REG_MMU_INVALIDATE, 4);
+        } else if (i == 3) {
+            qtest_writeq(s->qts, pte, 62 * PAGE | 3);
+            wr(s, SPYRE_REG_MMU_INVALIDATE, 5);         /* another context */
+            wr(s, SPYRE_REG_MMU_INVALIDATE, 0);         /* no-op */
+        } else if (i == 4) {
+            wr(s, SPYRE_REG_MMU_INVALIDATE, SPYRE_MMU_INV_ALL);
+        } else {
+            qtest_writeq(s->qts, pte, 63 * PAGE | 3);
+            wr(s, SPYRE_REG_MMU_CTX_BASE_LO, (uint32_t)table);
+        }
+        qtest_writeq(s->qts, src->page[0], want);
+        c = in_ctx(cmd_dma(seq, SPYRE_CMD_F_SRC_HOST, src->dir, 0, MMU_VA, 0,
+                           8), 4);
+        check_dma_ok(submit(s, 0, &c), seq);
+        seq++;
+        devmem_read(s, target[i] * PAGE, &got, 8);
+        g_assert_cmphex(got, ==, want);
+        if (newer[i]) {
+            devmem_read(s, newer[i] * PAGE, &got, 8);
+            g_assert_cmphex(got, ==, 0);
+        }
+    }
+
+    /* Unmapped and not invalidated: still mapped; invalidated: faults. */
+    qtest_writeq(s->qts, pte, 0);
+    c = in_ctx(cmd_dma(seq++, SPYRE_CMD_F_SRC_HOST, src->dir, 0, MMU_VA, 0,
+                       8), 4);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_OK);
+    wr(s, SPYRE_REG_MMU_INVALIDATE, 4);
+    expect_fault(s, 0, &c, MMU_VA, fault_info(4, SPYRE_MMU_FAULT_WRITE),
+                 &nfaults);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_ERR_MMU_FAULT);
+    nfaults++;
+
+    /* Reset: base 0, fault registers clear, the counter stays. */
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_FAULT_INFO), !=, 0);
+    wr(s, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
+    wait_ready(s);
+    g_assert_cmphex(rd64(s, SPYRE_REG_MMU_CTX_BASE_LO), ==, 0);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_FAULT_INFO), ==, 0);
+    g_assert_cmphex(rd64(s, SPYRE_RING_REG(0, SPYRE_RING_FAULT_ADDR_LO)), ==,
+                    0);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_MMU_FAULTS), ==, nfaults);
+    /* Remapped before the reset: the cache did not survive it. */
+    qtest_writeq(s->qts, pte, 64 * PAGE | 3);
+    ring_setup(s, 0, 16);
+    wr(s, SPYRE_REG_MMU_CTX_BASE_LO, (uint32_t)table | 0xfff);
+    wr(s, SPYRE_REG_MMU_CTX_BASE_HI, table >> 32);
+    g_assert_cmphex(rd64(s, SPYRE_REG_MMU_CTX_BASE_LO), ==, table);
+    v = 0x2222;
+    qtest_writeq(s->qts, src->page[0], v);
+    c = in_ctx(cmd_dma(seq, SPYRE_CMD_F_SRC_HOST, src->dir, 0, MMU_VA, 0, 8),
+               4);
+    check_dma_ok(submit(s, 0, &c), seq);
+    {
+        uint64_t got;
+
+        devmem_read(s, 64 * PAGE, &got, 8);
+        g_assert_cmphex(got, ==, v);
+    }
+    hostbuf_free(src);
+    spyre_stop(s);
+}
+
+/*
+ * LAUNCH in a context: the program is fetched and the cores load and store
+ * through the context's mapping (inputs on two non-adjacent pages); a store
+ * to a read-only or HOST page and an unmapped program image fault.
+ */
+static void test_mmu_launch(void)
+{
+    Spyre *s = spyre_start(",x-engine-threads=1");
+    const uint64_t pv = MMU_VA + 0x100000, xv = MMU_VA;
+    const uint64_t zv = MMU_VA + 0x200000, rov = zv + 0x10000;
+    const uint64_t hostv = zv + 0x20000;
+    const struct spyre_hw_launch_window win[3] = {
+        { xv, 2 * PAGE }, { zv, L_ROWS * 128 }, { rov, 0x20000 },
+    };
+    const uint64_t args[3] = { xv, xv + PAGE, zv };
+    float x[L_ROWS * 32], y[L_ROWS * 32], z[L_ROWS * 32], got[L_ROWS * 32];
+    uint8_t before[128], after[128];
+    uint64_t table, l1, result, host_page;
+    uint32_t size, info;
+    struct spyre_hw_launch_result r;
+    struct spyre_hw_cpl cpl;
+    struct spyre_hw_cmd c;
+    char want_msg[80];
+    Prog p;
+    int i;
+
+    ring_setup(s, 0, 16);
+    table = mmu_init(s);
+    l1 = mmu_ctx(s, table, 6);
+    mmu_map(s, l1, pv, 0x80000 | SPYRE_MMU_VALID);          /* read-only */
+    mmu_map(s, l1, xv, 0x91000 | SPYRE_MMU_VALID);
+    mmu_map(s, l1, xv + PAGE, 0x90000 | SPYRE_MMU_VALID);
+    mmu_map(s, l1, zv, 0xa0000 | SPYRE_MMU_WRITE | SPYRE_MMU_VALID);
+    mmu_map(s, l1, rov, 0xb0000 | SPYRE_MMU_VALID);
+    host_page = zalloc(s, PAGE);
+    mmu_map(s, l1, hostv, host_page | SPYRE_MMU_HOST | SPYRE_MMU_WRITE |
+            SPYRE_MMU_VALID);
+    for (i = 0; i < L_ROWS * 32; i++) {
+        x[i] = (float)(i * 5 - 70) * 0.5f;
+        y[i] = (float)(300 - i * 3) * 0.25f;
+        z[i] = x[i] + y[i];
+    }
+    devmem_write(s, 0x91000, x, sizeof(x));
+    devmem_write(s, 0x90000, y, sizeof(y));
+    size = prog_add_rows(&p);
+    devmem_write(s, 0x80000, p.buf, size);
+    result = result_buf(s);
+    c = in_ctx(cmd_launch(1, 0, pv, size,
+                          launch_desc(s, L_ROWS, 3, args, 2, win), result), 6);
+    cpl = submit(s, 0, &c);
+    g_assert_cmpuint(cpl.status, ==, SPYRE_STATUS_OK);
+    g_assert_cmpuint(cpl.detail, ==, 0);
+    devmem_read(s, 0xa0000, got, sizeof(got));
+    g_assert(memcmp(got, z, sizeof(z)) == 0);
+    read_result(s, result, &r);
+    g_assert_cmpuint(r.error, ==, 0);
+    g_assert_cmpuint(r.ddr_write_bytes, ==, L_ROWS * 128);
+
+    /* A store to a read-only page: error 23, fault latched with ENGINE. */
+    fill(before, sizeof(before), 5);
+    devmem_write(s, 0xb0000, before, sizeof(before));
+    size = prog_stray_store(&p);
+    devmem_write(s, 0x80000, p.buf, size);
+    result = result_buf(s);
+    c = in_ctx(cmd_launch(2, 0, pv, size,
+                          launch_desc(s, 1, 1, &rov, 3, win), result), 6);
+    cpl = submit(s, 0, &c);
+    info = 6 | SPYRE_MMU_FAULT_WRITE << SPYRE_MMU_FAULT_ACCESS_SHIFT |
+           SPYRE_MMU_FAULT_ENGINE | SPYRE_MMU_FAULT_VALID;
+    g_assert_cmpuint(cpl.status, ==, SPYRE_STATUS_ERR_MMU_FAULT);
+    g_assert_cmphex(cpl.detail, ==, info);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_FAULT_INFO), ==, info);
+    g_assert_cmphex(rd64(s, SPYRE_RING_REG(0, SPYRE_RING_FAULT_ADDR_LO)), ==,
+                    rov);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_MMU_FAULTS), ==, 1);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_LAUNCH_ERRORS), ==, 1);
+    read_result(s, result, &r);
+    g_assert_cmpuint(r.error, ==, ERR_MMU_FAULT);
+    g_assert_cmpint(r.core, ==, 0);
+    g_assert_cmpuint(r.pc, ==, PROG_STRAY_STORE_PC);
+    snprintf(want_msg, sizeof(want_msg),
+             "context 6: STORE: MMU fault at VA 0x%" PRIx64 " (write",
+             rov);
+    g_assert(strstr(r.message, want_msg));
+    devmem_read(s, 0xb0000, after, sizeof(after));
+    g_assert(memcmp(before, after, sizeof(after)) == 0);
+    rwr(s, 0, SPYRE_RING_FAULT_INFO, SPYRE_MMU_FAULT_VALID);
+
+    /* A store to a HOST page: cores cannot reach host memory. */
+    result = result_buf(s);
+    c = in_ctx(cmd_launch(3, 0, pv, size,
+                          launch_desc(s, 1, 1, &hostv, 3, win), result), 6);
+    cpl = submit(s, 0, &c);
+    g_assert_cmpuint(cpl.status, ==, SPYRE_STATUS_ERR_MMU_FAULT);
+    g_assert_cmphex(cpl.detail, ==, info);
+    g_assert_cmphex(rd64(s, SPYRE_RING_REG(0, SPYRE_RING_FAULT_ADDR_LO)), ==,
+                    hostv);
+    g_assert_cmphex(qtest_readq(s->qts, host_page), ==, 0);
+    rwr(s, 0, SPYRE_RING_FAULT_INFO, SPYRE_MMU_FAULT_VALID);
+
+    /* An unmapped program image: a fetch fault before the engine runs. */
+    result = result_buf(s);
+    c = in_ctx(cmd_launch(4, 0, pv + PAGE - 16, size,
+                          launch_desc(s, 1, 1, &rov, 3, win), result), 6);
+    cpl = submit(s, 0, &c);
+    g_assert_cmpuint(cpl.status, ==, SPYRE_STATUS_ERR_MMU_FAULT);
+    g_assert_cmphex(cpl.detail, ==, 6 | SPYRE_MMU_FAULT_FETCH <<
+                    SPYRE_MMU_FAULT_ACCESS_SHIFT | SPYRE_MMU_FAULT_VALID);
+    g_assert_cmphex(rd64(s, SPYRE_RING_REG(0, SPYRE_RING_FAULT_ADDR_LO)), ==,
+                    pv + PAGE);
+    assert_no_result(s, result);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_MMU_FAULTS), ==, 3);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_LAUNCH_ERRORS), ==, 2);
+
+    /* Windows are checked against 2^39, not device memory. */
+    {
+        const struct spyre_hw_launch_window far = {
+            (1ull << SPYRE_MMU_VA_BITS) - 128, 256,
+        };
+
+        c = in_ctx(cmd_launch(5, 0, pv, size,
+                              launch_desc(s, 1, 1, &rov, 1, &far), result), 6);
+        g_assert_cmpuint(submit(s, 0, &c).status, ==,
+                         SPYRE_STATUS_ERR_DEV_RANGE);
+    }
+    spyre_stop(s);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -2609,6 +3229,10 @@ int main(int argc, char **argv)
     qtest_add_func("/spyre/fault-inject-off", test_fault_inject_off);
     qtest_add_func("/spyre/msix-pending-on-enable",
                    test_msix_pending_on_enable);
+    qtest_add_func("/spyre/mmu-dma", test_mmu_dma);
+    qtest_add_func("/spyre/mmu-faults", test_mmu_faults);
+    qtest_add_func("/spyre/mmu-invalidate", test_mmu_invalidate);
+    qtest_add_func("/spyre/mmu-launch", test_mmu_launch);
     qtest_add_func("/spyre/launch-engine-exception",
                    test_launch_engine_exception);
 

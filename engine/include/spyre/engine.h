@@ -65,7 +65,8 @@ enum spyre_engine_error {
     SPYRE_ENGINE_ERR_TOO_LARGE = 20,    /* operand shape beyond the instruction's limits */
     SPYRE_ENGINE_ERR_CANCELLED = 21,    /* spyre_engine_cancel() or the job's cancel flag */
     SPYRE_ENGINE_ERR_NO_MEMORY = 22,    /* host memory or another host resource failed */
-    SPYRE_ENGINE_ERR_COUNT = 23
+    SPYRE_ENGINE_ERR_MMU_FAULT = 23,    /* translated job: address unmapped or not writable */
+    SPYRE_ENGINE_ERR_COUNT = 24
 };
 
 /* Engine configuration. Defaults (spyre_engine_config_default) are faithful to Spyre. */
@@ -108,6 +109,17 @@ typedef struct spyre_engine_window {
     uint64_t size;
 } spyre_engine_window;
 
+/* A run of a translated job's address space: virtual [va, va + len) is device memory
+ * [pa, pa + len) (offsets into the job's mem). Runs are sorted by va and do not overlap. */
+#define SPYRE_ENGINE_MAP_WRITE 1u /* stores allowed (loads always are) */
+typedef struct spyre_engine_mapping {
+    uint64_t va;
+    uint64_t pa;
+    uint64_t len;
+    uint32_t flags; /* SPYRE_ENGINE_MAP_* */
+    uint32_t reserved;
+} spyre_engine_mapping;
+
 /* Job flag: price the job without computing it. The program runs through the same interpreter,
  * checks and cycle model, but no data moves and nothing is computed: DDR and LX are neither read
  * nor written (mem may be NULL; mem_size still bounds the windows), LXLD reads 0. For programs
@@ -132,6 +144,13 @@ typedef struct spyre_engine_job {
      * becomes non-zero (read atomically; may already be set when the run starts). Unlike
      * spyre_engine_cancel(), it cannot race with the start of the run. */
     const int32_t* cancel;
+    /* Optional translation (NULL = physical; isa.md section 5): windows and core accesses are
+     * virtual addresses; after the window and span checks, every LOAD, STORE and MCLOAD row is
+     * translated through these runs (a row may span several). An address in no run, or a store
+     * to a run without SPYRE_ENGINE_MAP_WRITE, stops the job with SPYRE_ENGINE_ERR_MMU_FAULT
+     * before the instruction moves data. With mappings, windows are not bounded by mem_size. */
+    const spyre_engine_mapping* mappings;
+    uint32_t num_mappings;
 } spyre_engine_job;
 
 typedef struct spyre_engine_core_stats {
@@ -175,7 +194,15 @@ typedef struct spyre_engine_result {
     uint32_t mac_peak;
     uint32_t reserved;
     spyre_engine_core_stats cores[SPYRE_ENGINE_MAX_CORES];
+    /* SPYRE_ENGINE_ERR_MMU_FAULT: the first faulting virtual byte and the access
+     * (SPYRE_ENGINE_ACCESS_*); 0 otherwise. */
+    uint64_t fault_va;
+    uint32_t fault_access;
+    uint32_t reserved2;
 } spyre_engine_result;
+
+#define SPYRE_ENGINE_ACCESS_READ 0u
+#define SPYRE_ENGINE_ACCESS_WRITE 1u
 
 typedef struct spyre_engine spyre_engine;
 
