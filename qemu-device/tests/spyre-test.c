@@ -2962,6 +2962,53 @@ static void test_mmu_faults(void)
 }
 
 /*
+ * A consumed command keeps the translations it started with: a 2 MiB copy
+ * (DMA worker) in context 8 still writes its last page to the old device
+ * page when the PTE changes and is invalidated after it was consumed; the
+ * next copy uses the new page.
+ */
+static void test_mmu_snapshot_kept(Spyre *s, uint64_t table)
+{
+    const size_t n = 512;
+    const uint64_t last = MMU_VA + (n - 1) * PAGE;
+    uint64_t l1 = mmu_ctx(s, table, 8), pte, got;
+    HostBuf *hb = hostbuf_new(s, n, false);
+    struct spyre_hw_cmd c;
+    uint32_t idx;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        mmu_map(s, l1, MMU_VA + i * PAGE,
+                (1024 + i) * PAGE | SPYRE_MMU_WRITE | SPYRE_MMU_VALID);
+    }
+    pte = mmu_pte_addr(s, l1, last);
+    hostbuf_io(s, hb, (n - 1) * PAGE, &(uint64_t){ 0x5151 }, 8, true);
+    c = in_ctx(cmd_dma(100, SPYRE_CMD_F_SRC_HOST, hb->dir, 0, MMU_VA, 0,
+                       n * PAGE), 8);
+    idx = ring_queue(s, 0, &c);
+    rwr(s, 0, SPYRE_RING_TAIL, s->ring[0].tail);
+    /* Consumed: running on the worker (BUSY) or already completed. */
+    while (!(rrd(s, 0, SPYRE_RING_STATUS) & SPYRE_RING_STATUS_BUSY) &&
+           rrd(s, 0, SPYRE_RING_HEAD) == idx) {
+        qtest_clock_step(s->qts, 100);
+    }
+    qtest_writeq(s->qts, pte, 2000 * PAGE | SPYRE_MMU_WRITE | SPYRE_MMU_VALID);
+    wr(s, SPYRE_REG_MMU_INVALIDATE, SPYRE_MMU_INV_ALL);
+    ring_kick_wait(s, 0);
+    check_dma_ok(ring_cpl(s, 0, idx), 100);
+    devmem_read(s, (1024 + n - 1) * PAGE, &got, 8);
+    g_assert_cmphex(got, ==, 0x5151);
+    devmem_read(s, 2000 * PAGE, &got, 8);
+    g_assert_cmphex(got, ==, 0);
+    c = in_ctx(cmd_dma(101, SPYRE_CMD_F_SRC_HOST, hb->dir, (n - 1) * PAGE,
+                       last, 0, 8), 8);
+    check_dma_ok(submit(s, 0, &c), 101);
+    devmem_read(s, 2000 * PAGE, &got, 8);
+    g_assert_cmphex(got, ==, 0x5151);
+    hostbuf_free(hb);
+}
+
+/*
  * The translation cache: a changed PTE is used only after MMU_INVALIDATE
  * of its context (or ALL, or a write of MMU_CTX_BASE); reset clears the
  * base, the fault registers and the cache.
@@ -3060,6 +3107,7 @@ static void test_mmu_invalidate(void)
         g_assert_cmphex(got, ==, v);
     }
     hostbuf_free(src);
+    test_mmu_snapshot_kept(s, table);
     spyre_stop(s);
 }
 
