@@ -387,9 +387,21 @@ void spyre_mmu_invalidate(SpyreState *s, uint32_t val)
     }
 }
 
+bool spyre_mmu_fault_injected(SpyreState *s, unsigned ctx, uint64_t va,
+                              unsigned access, SpyreMmuFault *f)
+{
+    if (!s->mmu.fault_next) {
+        return false;
+    }
+    s->mmu.fault_next--;
+    spyre_mmu_fault_set(f, ctx, va, access, false);
+    return true;
+}
+
 void spyre_mmu_reset(SpyreState *s)
 {
     s->mmu.ctx_base = 0;
+    s->mmu.fault_next = 0;
     spyre_mmu_drop_all(s);
 }
 

@@ -53,6 +53,7 @@ typedef struct SpyreMmu {
     uint64_t ctx_base;          /* MMU_CTX_BASE (bits 11:0 read 0) */
     SpyreMmuMap *cache[SPYRE_MMU_NUM_CTX];
     uint32_t tele_faults;       /* TELE_MMU_FAULTS (survives reset) */
+    uint32_t fault_next;        /* FAULT_MMU: translated commands to fault */
 } SpyreMmu;
 
 /* Registers and reset (main loop). */
@@ -90,6 +91,12 @@ void spyre_mmu_set_dirty(SpyreState *s, const SpyreMmuMap *m, uint64_t va,
                          uint64_t len);
 void spyre_mmu_fault_set(SpyreMmuFault *f, unsigned ctx, uint64_t va,
                          unsigned access, bool engine);
+/*
+ * Main loop: true (with the fault in *f) if FAULT_MMU makes this translated
+ * command fault at its first translated access, va with the access kind.
+ */
+bool spyre_mmu_fault_injected(SpyreState *s, unsigned ctx, uint64_t va,
+                              unsigned access, SpyreMmuFault *f);
 
 /*
  * Main loop: latch a fault in ring n's FAULT_* registers (if none is

@@ -300,6 +300,9 @@ static uint64_t spyre_regs_read(void *opaque, hwaddr addr, unsigned size)
     case SPYRE_REG_FAULT_HANG:
         val = s->fault_hang;
         break;
+    case SPYRE_REG_FAULT_MMU:
+        val = s->mmu.fault_next;
+        break;
     case SPYRE_REG_TELE_CMDS_LO:
     case SPYRE_REG_TELE_CMDS_HI:
         val = spyre_tele64(s, s->tele_cmds, addr & 4);
@@ -429,6 +432,7 @@ static void spyre_regs_write(void *opaque, hwaddr addr, uint64_t val64,
         break;
     case SPYRE_REG_FAULT_INJECT:
     case SPYRE_REG_FAULT_HANG:
+    case SPYRE_REG_FAULT_MMU:
         if (!s->fault_inject_enabled) {
             qemu_log_mask(LOG_GUEST_ERROR,
                           "spyre: write of 0x%08x to fault injection register "
@@ -436,6 +440,8 @@ static void spyre_regs_write(void *opaque, hwaddr addr, uint64_t val64,
                           "ignored\n", val, addr);
         } else if (addr == SPYRE_REG_FAULT_INJECT) {
             s->fault_inject = val;
+        } else if (addr == SPYRE_REG_FAULT_MMU) {
+            s->mmu.fault_next = val;
         } else {
             if (val & ~SPYRE_HANG_VALID_MASK) {
                 qemu_log_mask(LOG_GUEST_ERROR,

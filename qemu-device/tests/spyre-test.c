@@ -2806,6 +2806,59 @@ static void test_mmu_dma(void)
  * error; the first fault stays latched until FAULT_INFO is cleared (W1C);
  * unreadable tables are host DMA errors.
  */
+/*
+ * FAULT_MMU (section 10): the next N translated commands fault at their
+ * first translated access; untranslated ones and later ones run.
+ */
+static void test_mmu_fault_inject(void)
+{
+    Spyre *s = spyre_start(",x-fault-inject=on");
+    HostBuf *src = hostbuf_new(s, 512, false);
+    uint8_t page[PAGE], got[PAGE], zero[PAGE] = { 0 };
+    uint32_t nfaults = 0;
+    uint64_t table, l1;
+    struct spyre_hw_cmd c;
+
+    ring_setup(s, 1, 16);
+    table = mmu_init(s);
+    l1 = mmu_ctx(s, table, 9);
+    mmu_map(s, l1, MMU_VA, 40 * PAGE | SPYRE_MMU_WRITE | SPYRE_MMU_VALID);
+    fill(page, PAGE, 5);
+    hostbuf_io(s, src, 0, page, PAGE, true);
+    devmem_write(s, 40 * PAGE, zero, PAGE);
+
+    wr(s, SPYRE_REG_FAULT_MMU, 2);
+    g_assert_cmpuint(rd(s, SPYRE_REG_FAULT_MMU), ==, 2);
+    /* context 0 is not translated: not taken */
+    c = cmd_dma(1, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 44 * PAGE, 0, 64);
+    check_dma_ok(submit(s, 1, &c), 1);
+    g_assert_cmpuint(rd(s, SPYRE_REG_FAULT_MMU), ==, 2);
+    /* host -> VA: only the destination is translated; nothing written */
+    c = in_ctx(cmd_dma(2, SPYRE_CMD_F_SRC_HOST, src->dir, 0, MMU_VA, 16,
+                       PAGE - 16), 9);
+    expect_fault(s, 1, &c, MMU_VA + 16, fault_info(9, SPYRE_MMU_FAULT_WRITE),
+                 &nfaults);
+    devmem_read(s, 40 * PAGE, got, PAGE);
+    g_assert(memcmp(got, zero, PAGE) == 0);
+    /* VA -> VA: the source's first byte */
+    c = in_ctx(cmd_dma(3, 0, MMU_VA, 8, MMU_VA, 2048, 64), 9);
+    expect_fault(s, 1, &c, MMU_VA + 8, fault_info(9, SPYRE_MMU_FAULT_READ),
+                 &nfaults);
+    g_assert_cmpuint(rd(s, SPYRE_REG_FAULT_MMU), ==, 0);
+    /* the count is spent: the same copy now works */
+    c = in_ctx(cmd_dma(4, SPYRE_CMD_F_SRC_HOST, src->dir, 0, MMU_VA, 0,
+                       PAGE), 9);
+    check_dma_ok(submit(s, 1, &c), 4);
+    devmem_read(s, 40 * PAGE, got, PAGE);
+    g_assert(memcmp(got, page, PAGE) == 0);
+    /* a reset clears it */
+    wr(s, SPYRE_REG_FAULT_MMU, 3);
+    wr(s, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
+    g_assert_cmpuint(rd(s, SPYRE_REG_FAULT_MMU), ==, 0);
+    hostbuf_free(src);
+    spyre_stop(s);
+}
+
 static void test_mmu_faults(void)
 {
     Spyre *s = spyre_start(NULL);
@@ -3279,6 +3332,7 @@ int main(int argc, char **argv)
                    test_msix_pending_on_enable);
     qtest_add_func("/spyre/mmu-dma", test_mmu_dma);
     qtest_add_func("/spyre/mmu-faults", test_mmu_faults);
+    qtest_add_func("/spyre/mmu-fault-inject", test_mmu_fault_inject);
     qtest_add_func("/spyre/mmu-invalidate", test_mmu_invalidate);
     qtest_add_func("/spyre/mmu-launch", test_mmu_launch);
     qtest_add_func("/spyre/launch-engine-exception",
