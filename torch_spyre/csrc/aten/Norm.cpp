@@ -128,7 +128,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(
 }
 
 // aten::layer_norm is a composite over native_layer_norm, whose mean and 1/std outputs cost
-// five more launches; without a gradient nobody reads them, so the spyre kernel is the one
+// six more launches; without a gradient nobody reads them, so the spyre kernel is the one
 // library launch. With a gradient wanted, native_layer_norm (and its autograd) runs.
 at::Tensor layer_norm_spyre(const at::Tensor& input, at::IntArrayRef normalized,
                             const std::optional<at::Tensor>& weight,
