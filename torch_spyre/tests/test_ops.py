@@ -71,6 +71,19 @@ def test_softmax_and_log_softmax(fallback_reset, dtype, shape):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape,dim", [((6, 40), 0), ((3, 5, 64), 1), ((3, 5, 64), -3), ((), 0),
+                                       ((0, 4), 0)])
+def test_softmax_along_other_dims(fallback_reset, dtype, shape, dim):
+    x = make(shape, dtype)
+    r = torch.softmax(x.to("spyre"), dim)
+    assert r.shape == x.shape and r.is_contiguous()
+    close(r.cpu(), torch.softmax(x.float(), dim).to(dtype), dtype)
+    close(torch.log_softmax(x.to("spyre"), dim).cpu(),
+          torch.log_softmax(x.float(), dim).to(dtype), dtype, scale=4)
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
 def test_addmm_scaled_and_broadcast_self(fallback_reset, dtype):
     a, b = make((9, 70), dtype), make((70, 33), dtype, seed=1)
     da, db = a.to("spyre"), b.to("spyre")
