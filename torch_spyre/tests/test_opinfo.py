@@ -43,6 +43,7 @@ ON_CARD = {
     ("eq", ""), ("ne", ""), ("lt", ""), ("le", ""), ("gt", ""), ("ge", ""),
     ("maximum", ""), ("minimum", ""), ("max", "binary"), ("min", "binary"),
     ("clamp", ""), ("clamp_min", ""), ("clamp_max", ""),
+    ("nn.functional.max_pool2d", ""), ("nn.functional.avg_pool2d", ""),
 }
 
 # Ops none of whose OpInfo samples the card takes, with the reason. Their samples still run
