@@ -1,6 +1,7 @@
 """Shared set-up of the torch_spyre tests: the simulator backend with two cards (ctest sets the
 same environment), torch_spyre imported once per process."""
 
+import collections
 import os
 import subprocess
 import sys
@@ -66,3 +67,21 @@ def fallback_reset():
     torch_spyre.reset_fallback_counts()
     yield
     torch_spyre.reset_fallback_counts()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """test_opinfo's per-op counts: samples, on the card, handed to the CPU fallback (by op)."""
+    opinfo = sys.modules.get("test_opinfo")
+    if opinfo is None or not opinfo.SUMMARY:
+        return
+    w = terminalreporter.write_line
+    w("OpInfo samples on spyre (op, dtype: samples, on the card, CPU fallbacks by operator):")
+    total = collections.Counter()
+    for (op, dtype), c in sorted(opinfo.SUMMARY.items()):
+        falls = {k[len("fallback:"):]: v for k, v in c.items() if k.startswith("fallback:")}
+        w(f"  {op:45} {dtype:9} {c['samples']:4} {c['card']:4}  {falls or ''}")
+        total["samples"] += c["samples"]
+        total["card"] += c["card"]
+        total["fallback"] += sum(falls.values())
+    w(f"OpInfo total: {len(opinfo.SUMMARY)} op x dtype, {total['samples']} samples, "
+      f"{total['card']} on the card and equal to the CPU's, {total['fallback']} on the CPU fallback")

@@ -1,6 +1,6 @@
 """Transformer ops on the card against CPU: scaled_dot_product_attention (causal prefill,
 non-causal, grouped-query heads, decode over a strided KV cache), rotary (torch.ops.spyre.rotary
-against its rotate-half definition), embedding, cat/stack, baddbmm; with no CPU fallback.
+against its rotate-half definition), embedding, index_select along dim 0, cat/stack, baddbmm; with no CPU fallback.
 Masks and layouts the library does not take still give CPU's answers."""
 
 import pytest
@@ -120,6 +120,28 @@ def test_embedding_of_unaligned_rows_falls_back(fallback_reset):
     idx = torch.tensor([[1, 9], [0, 0]])
     assert torch.equal(F.embedding(idx.to("spyre"), w.to("spyre")).cpu(), F.embedding(idx, w))
     assert "aten::embedding" in torch_spyre.fallback_counts()
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64])
+def test_index_select_rows(fallback_reset, dtype):
+    x = make((20, 4, 32), dtype)  # rows of 128 elements: whole sticks for every dtype
+    idx = torch.tensor([19, 0, 3, 3, 7])
+    d = x.to("spyre")
+    assert torch.equal(torch.index_select(d, 0, idx.to("spyre")).cpu(), x.index_select(0, idx))
+    assert torch.equal(d.index_select(-3, idx.int().to("spyre")).cpu(), x.index_select(0, idx))
+    assert torch.equal(d.index_select(0, torch.tensor(4).to("spyre")).cpu(),
+                       x.index_select(0, torch.tensor(4)))
+    assert torch.equal(d.index_select(0, idx[:0].to("spyre")).cpu(), x.index_select(0, idx[:0]))
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_index_select_other_dims_fall_back(fallback_reset):
+    x = make((6, 40), torch.float32)
+    idx = torch.tensor([5, 1])
+    assert torch.equal(x.to("spyre").index_select(1, idx.to("spyre")).cpu(), x.index_select(1, idx))
+    assert torch.equal(x.to("spyre").t().index_select(0, idx.to("spyre")).cpu(),
+                       x.t().index_select(0, idx))
+    assert torch_spyre.fallback_counts() == {"aten::index_select": 2}
 
 
 @pytest.mark.parametrize("dtype", FLOATS + [torch.int64])

@@ -1,5 +1,5 @@
 """Norms and reductions on the card against CPU: layer_norm (with and without affine
-parameters, mean/rstd outputs), rms_norm, sum/mean/amax/max/argmax over the last dim, other
+parameters, mean/rstd outputs, one launch without a gradient, gradients, negative eps), rms_norm, sum/mean/amax/max/argmax over the last dim, other
 dims, several dims and all elements, keepdim, non-contiguous and 0-dim inputs; with no CPU
 fallback. Cases the kernels do not take (integers, empty reductions) give CPU's answers."""
 
@@ -29,6 +29,33 @@ def test_layer_norm(fallback_reset, dtype, shape, affine):
     close(mean.cpu(), rmean, dtype)
     close(rstd.cpu(), rrstd, dtype, scale=4)
     assert torch_spyre.fallback_counts() == {}
+
+
+def test_layer_norm_is_one_launch_without_a_gradient(fallback_reset):
+    x, w, b = make((6, 64), torch.float32), make((64,), torch.float32, 1), make((64,), torch.float32, 2)
+    dx, dw, db = x.to("spyre"), w.to("spyre"), b.to("spyre")
+    with torch_spyre.profiler.profile() as prof:
+        r = F.layer_norm(dx, (64,), dw, db)
+    assert [(e.aten_op, e.op) for e in prof.events] == [("aten::layer_norm", "layer_norm")]
+    close(r.cpu(), F.layer_norm(x, (64,), w, b), torch.float32, scale=4)
+    with torch_spyre.profiler.profile() as prof:
+        torch.native_layer_norm(dx, (64,), dw, db, 1e-5)  # the statistics take six more
+    assert len(prof.events) == 7
+    assert {e.aten_op for e in prof.events} == {"aten::native_layer_norm"}
+
+
+def test_layer_norm_with_a_gradient_and_negative_eps(fallback_reset):
+    x, w = make((4, 64), torch.float32), make((64,), torch.float32, 1)
+    dx, dw = x.to("spyre").requires_grad_(), w.to("spyre").requires_grad_()
+    cx, cw = x.clone().requires_grad_(), w.clone().requires_grad_()
+    F.layer_norm(dx, (64,), dw).pow(2).sum().backward()
+    F.layer_norm(cx, (64,), cw).pow(2).sum().backward()
+    close(dx.grad.cpu(), cx.grad, torch.float32, scale=8)
+    close(dw.grad.cpu(), cw.grad, torch.float32, scale=8)
+    # the library takes no negative eps: the CPU's answer (NaN where var < 0.5)
+    r = F.layer_norm(x.to("spyre"), (64,), eps=-0.5)
+    torch.testing.assert_close(r.cpu(), F.layer_norm(x, (64,), eps=-0.5), equal_nan=True)
+    assert "aten::native_layer_norm" in torch_spyre.fallback_counts()
 
 
 def test_layer_norm_module_two_normalized_dims_and_mixed_params(fallback_reset):

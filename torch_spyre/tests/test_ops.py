@@ -1,4 +1,5 @@
-"""Ops that run on the card through libspyre's op library (mm, bmm, addmm / nn.Linear, relu,
+"""Ops that run on the card through libspyre's op library (mm, bmm incl. empty operands, addmm
+/ nn.Linear and addmm with alpha/beta and a broadcast self, relu,
 gelu, silu, sigmoid, tanh, exp, softmax, log_softmax) against CPU within dtype tolerances, with
 no CPU fallback; what the library does not take still gives CPU's answer through the fallback."""
 
@@ -66,6 +67,44 @@ def test_softmax_and_log_softmax(fallback_reset, dtype, shape):
     close(torch.softmax(x.to("spyre"), -1).cpu(), torch.softmax(x.float(), -1).to(dtype), dtype)
     close(torch.log_softmax(x.to("spyre"), -1).cpu(),
           torch.log_softmax(x.float(), -1).to(dtype), dtype, scale=4)
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape,dim", [((6, 40), 0), ((3, 5, 64), 1), ((3, 5, 64), -3), ((), 0),
+                                       ((0, 4), 0)])
+def test_softmax_along_other_dims(fallback_reset, dtype, shape, dim):
+    x = make(shape, dtype)
+    r = torch.softmax(x.to("spyre"), dim)
+    assert r.shape == x.shape and r.is_contiguous()
+    close(r.cpu(), torch.softmax(x.float(), dim).to(dtype), dtype)
+    close(torch.log_softmax(x.to("spyre"), dim).cpu(),
+          torch.log_softmax(x.float(), dim).to(dtype), dtype, scale=4)
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_addmm_scaled_and_broadcast_self(fallback_reset, dtype):
+    a, b = make((9, 70), dtype), make((70, 33), dtype, seed=1)
+    da, db = a.to("spyre"), b.to("spyre")
+    ref = a.float() @ b.float()
+    for self_shape in [(9, 33), (33,), (9, 1), ()]:
+        c = make(self_shape, dtype, seed=2)
+        r = torch.addmm(c.to("spyre"), da, db, beta=0.5, alpha=-2.0)
+        close(r.cpu(), (0.5 * c.float() - 2.0 * ref).to(dtype), dtype, scale=8)
+    nan = torch.full((9, 33), float("nan"), dtype=dtype)
+    r = torch.addmm(nan.to("spyre"), da, db, beta=0)  # beta = 0: self is not read
+    close(r.cpu(), ref.to(dtype), dtype, scale=8)
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_products_of_empty_operands(fallback_reset):
+    e, b = torch.empty(0, 5), make((5, 10), torch.float32)
+    assert (e.to("spyre") @ b.to("spyre")).cpu().shape == (0, 10)
+    k0 = torch.empty(5, 0).to("spyre") @ torch.empty(0, 10).to("spyre")  # an empty sum: zeros
+    assert torch.equal(k0.cpu(), torch.zeros(5, 10))
+    kb = torch.bmm(torch.empty(2, 3, 0).to("spyre"), torch.empty(2, 0, 4).to("spyre"))
+    assert torch.equal(kb.cpu(), torch.zeros(2, 3, 4))
     assert torch_spyre.fallback_counts() == {}
 
 

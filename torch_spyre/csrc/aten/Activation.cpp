@@ -1,7 +1,8 @@
 // Activations, unary math and softmax on the card through libspyre's op library: relu, gelu
 // (exact and tanh), silu, sigmoid, tanh, exp, log, neg, abs, sqrt, rsqrt, reciprocal, sin, cos
-// (functional, in-place and out=), _softmax and _log_softmax along the last dim. Other dtypes,
-// dims and layouts run on the CPU fallback.
+// (functional, in-place and out=), _softmax and _log_softmax along any dim (the last in place,
+// others moved last by dense copies on the card). Other dtypes and layouts run on the CPU
+// fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/native/Resize.h>
@@ -90,18 +91,25 @@ at::Tensor& gelu_out(const at::Tensor& x, c10::string_view approximate, at::Tens
     return fallback_to_cpu<ATEN_OP2(gelu, out)>(x, approximate, out);
 }
 
+// Along the last dim in place; along another dim, that dim moved last by a dense copy on the
+// card and the result moved back the same way (a 0-dim input is one row of one element).
 std::optional<at::Tensor> softmax_on_card(const char* name, const at::Tensor& x, int64_t dim,
                                           bool half_to_float, bool log) {
-    if (half_to_float || !is_float(x.scalar_type()) || x.dim() == 0) return std::nullopt;
-    if (c10::maybe_wrap_dim(dim, x.dim()) != x.dim() - 1) return std::nullopt;
+    if (half_to_float || !is_float(x.scalar_type())) return std::nullopt;
     c10::DeviceGuard guard(x.device());
-    at::Tensor out = at::empty(x.sizes(), x.options());
-    if (x.numel() == 0) return out;
-    const auto dx = stick_dense(x, name);
+    if (x.dim() == 0) {
+        auto r = softmax_on_card(name, x.reshape({1}), 0, false, log);
+        return r ? std::optional(r->view(at::IntArrayRef{})) : std::nullopt;
+    }
+    const int64_t d = c10::maybe_wrap_dim(dim, x.dim());
+    const bool last = d == x.dim() - 1;
+    if (x.numel() == 0) return at::empty(x.sizes(), x.options());
+    const auto dx = stick_dense(last ? x : x.movedim(d, -1), name);
     if (!dx) return std::nullopt;
+    at::Tensor out = at::empty(dx->sizes(), x.options());
     const spyre_tensor tx = op_tensor(*dx), to = op_tensor(out);
     if (!op_ran(name, spyre_op_softmax(op_stream(out), &tx, log ? 1 : 0, &to))) return std::nullopt;
-    return out;
+    return last ? std::optional(out) : stick_dense(out.movedim(-1, d), name);
 }
 
 at::Tensor softmax(const at::Tensor& x, int64_t dim, bool half_to_float) {

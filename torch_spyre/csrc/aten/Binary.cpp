@@ -6,9 +6,7 @@
 // fallback.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
-#include <ATen/MemoryOverlap.h>
 #include <ATen/Operators.h>
-#include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -19,40 +17,25 @@
 namespace torch_spyre::aten {
 namespace {
 
-// out = self OP other on the card; false if a case the library does not take.
-bool arithmetic(const char* name, spyre_binary_op op, const at::Tensor& self,
-                const at::Tensor& other, double alpha, const at::Tensor& out) {
-    if (!out.is_privateuseone()) return false;
-    const auto a = as_operand(self), b = as_operand(other);
-    if (!a || !b) return false;
-    const at::ScalarType type = at::result_type(self, other);
-    if (!is_float(type) || out.scalar_type() != type) return false;
-    at::assert_no_internal_overlap(out);
-    at::assert_no_partial_overlap(out, self);
-    at::assert_no_partial_overlap(out, other);
-    at::native::resize_output(out, at::infer_size(self.sizes(), other.sizes()));
-    return binary_into(name, op, operand_tensor(*a, out), *b, alpha, out);
-}
-
 at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
                     at::Tensor& out) {
-    if (arithmetic("aten::add", SPYRE_BINARY_ADD, self, other, alpha.toDouble(), out)) return out;
+    if (binary_out("aten::add", SPYRE_BINARY_ADD, self, other, alpha.toDouble(), out)) return out;
     return fallback_to_cpu<ATEN_OP2(add, out)>(self, other, alpha, out);
 }
 
 at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
                     at::Tensor& out) {
-    if (arithmetic("aten::sub", SPYRE_BINARY_SUB, self, other, alpha.toDouble(), out)) return out;
+    if (binary_out("aten::sub", SPYRE_BINARY_SUB, self, other, alpha.toDouble(), out)) return out;
     return fallback_to_cpu<ATEN_OP2(sub, out)>(self, other, alpha, out);
 }
 
 at::Tensor& mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-    if (arithmetic("aten::mul", SPYRE_BINARY_MUL, self, other, 1.0, out)) return out;
+    if (binary_out("aten::mul", SPYRE_BINARY_MUL, self, other, 1.0, out)) return out;
     return fallback_to_cpu<ATEN_OP2(mul, out)>(self, other, out);
 }
 
 at::Tensor& div_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-    if (arithmetic("aten::div", SPYRE_BINARY_DIV, self, other, 1.0, out)) return out;
+    if (binary_out("aten::div", SPYRE_BINARY_DIV, self, other, 1.0, out)) return out;
     return fallback_to_cpu<ATEN_OP2(div, out)>(self, other, out);
 }
 
@@ -63,7 +46,7 @@ at::Tensor rsub(const at::Tensor& self, const at::Tensor& other, const at::Scala
         c10::DeviceGuard guard(self.device());
         at::Tensor out =
             at::empty(at::infer_size(self.sizes(), other.sizes()), self.options().dtype(type));
-        if (arithmetic("aten::rsub", SPYRE_BINARY_SUB, other, self, alpha.toDouble(), out))
+        if (binary_out("aten::rsub", SPYRE_BINARY_SUB, other, self, alpha.toDouble(), out))
             return out;
     }
     return fallback_to_cpu<ATEN_OP2(rsub, Tensor)>(self, other, alpha);

@@ -1,5 +1,8 @@
 #include "Elementwise.h"
 
+#include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 
 #include "OpLibrary.h"
@@ -76,6 +79,20 @@ bool binary_into(const char* name, spyre_binary_op op, const at::Tensor& a, cons
         return op_ran(name, spyre_op_binary(op_stream(w), op, &ta, ts[1] ? &tb : nullptr, b.number,
                                             alpha, &to));
     });
+}
+
+bool binary_out(const char* name, spyre_binary_op op, const at::Tensor& self,
+                const at::Tensor& other, double alpha, const at::Tensor& out) {
+    if (!out.is_privateuseone()) return false;
+    const auto a = as_operand(self), b = as_operand(other);
+    if (!a || !b) return false;
+    const at::ScalarType type = at::result_type(self, other);
+    if (!is_float(type) || out.scalar_type() != type) return false;
+    at::assert_no_internal_overlap(out);
+    at::assert_no_partial_overlap(out, self);
+    at::assert_no_partial_overlap(out, other);
+    at::native::resize_output(out, at::infer_size(self.sizes(), other.sizes()));
+    return binary_into(name, op, operand_tensor(*a, out), *b, alpha, out);
 }
 
 bool where_into(const char* name, const at::Tensor& cond, const Operand& a, const Operand& b,

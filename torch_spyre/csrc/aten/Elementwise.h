@@ -31,6 +31,12 @@ at::Tensor operand_tensor(const Operand& o, const at::Tensor& like);
 bool binary_into(const char* name, spyre_binary_op op, const at::Tensor& a, const Operand& b,
                  double alpha, const at::Tensor& out);
 
+// The out= kernel of an arithmetic operator: out = self OP other (ADD/SUB: self +- alpha other)
+// with torch's broadcasting and type promotion to a float type equal to out's, out resized as
+// torch does. False for a case the library does not take (the caller falls back).
+bool binary_out(const char* name, spyre_binary_op op, const at::Tensor& self,
+                const at::Tensor& other, double alpha, const at::Tensor& out);
+
 // out = cond ? a : b broadcast to out's shape; cond a spyre tensor (nonzero is true).
 bool where_into(const char* name, const at::Tensor& cond, const Operand& a, const Operand& b,
                 const at::Tensor& out);

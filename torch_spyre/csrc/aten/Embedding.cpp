@@ -1,6 +1,7 @@
-// torch.nn.Embedding / F.embedding on the card (spyre_op_embedding): int64 or int32 indices
-// of any shape gather rows of a dense [V, D] weight whose rows are whole 128-byte sticks. An
-// index outside [0, V) stops the launch (a device-side assert reported by the next
+// Row gathers on the card (spyre_op_embedding): torch.nn.Embedding / F.embedding, int64 or
+// int32 indices of any shape gathering rows of a dense [V, D] weight whose rows are whole
+// 128-byte sticks; and index_select along dim 0 (the same gather over self seen as [V, D]).
+// An index outside [0, V) stops the launch (a device-side assert reported by the next
 // synchronize, like CUDA's). Other layouts run on the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
@@ -13,29 +14,52 @@
 namespace torch_spyre::aten {
 namespace {
 
+// out [..indices.., D] = weight [V, D] rows at indices; nothing if the library cannot take it.
+std::optional<at::Tensor> gather_rows(const char* name, const at::Tensor& weight,
+                                      const at::Tensor& indices) {
+    const auto it = indices.scalar_type();
+    if (weight.dim() != 2 || !indices.is_privateuseone() || (it != at::kLong && it != at::kInt) ||
+        !op_dtype(weight.scalar_type()) || !is_stick_dense(weight))
+        return std::nullopt;
+    c10::DeviceGuard guard(weight.device());
+    std::vector<int64_t> shape(indices.sizes().begin(), indices.sizes().end());
+    shape.push_back(weight.size(1));
+    at::Tensor out = at::empty(shape, weight.options());
+    if (out.numel() == 0) return out;
+    const auto idx = stick_dense(indices, name);
+    if (!idx) return std::nullopt;
+    const spyre_tensor ti = op_tensor(*idx), tw = op_tensor(weight), to = op_tensor(out);
+    if (!op_ran(name, spyre_op_embedding(op_stream(out), &ti, &tw, &to))) return std::nullopt;
+    return out;
+}
+
 at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, int64_t padding_idx,
                      bool scale_grad_by_freq, bool sparse) {
-    const auto it = indices.scalar_type();
-    if (weight.dim() == 2 && indices.is_privateuseone() && (it == at::kLong || it == at::kInt) &&
-        op_dtype(weight.scalar_type()) && is_stick_dense(weight)) {
-        c10::DeviceGuard guard(weight.device());
-        std::vector<int64_t> shape(indices.sizes().begin(), indices.sizes().end());
-        shape.push_back(weight.size(1));
-        at::Tensor out = at::empty(shape, weight.options());
-        if (out.numel() == 0) return out;
-        const auto idx = stick_dense(indices, "aten::embedding");
-        if (idx) {
-            const spyre_tensor ti = op_tensor(*idx), tw = op_tensor(weight), to = op_tensor(out);
-            if (op_ran("aten::embedding", spyre_op_embedding(op_stream(out), &ti, &tw, &to)))
-                return out;
-        }
-    }
+    if (auto out = gather_rows("aten::embedding", weight, indices)) return *out;
     return fallback_to_cpu<ATEN_OP(embedding)>(weight, indices, padding_idx, scale_grad_by_freq,
                                                sparse);
 }
 
+// Along dim 0 of a dense self [V, ...] with a 1-D or 0-dim index: out [n, ...].
+at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+    if (self.dim() >= 1 && self.is_contiguous() && index.dim() <= 1 &&
+        at::maybe_wrap_dim(dim, self.dim()) == 0 && self.size(0) > 0) {
+        const int64_t row = self.numel() / self.size(0);
+        if (auto out = gather_rows("aten::index_select", self.view({self.size(0), row}),
+                                   index.reshape({-1}))) {
+            std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
+            shape[0] = index.numel();
+            return out->view(shape);
+        }
+    }
+    return fallback_to_cpu<ATEN_OP(index_select)>(self, dim, index);
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("embedding", TORCH_FN(embedding)); }
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("embedding", TORCH_FN(embedding));
+    m.impl("index_select", TORCH_FN(index_select));
+}
 
 }  // namespace torch_spyre::aten

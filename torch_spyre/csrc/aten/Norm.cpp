@@ -89,31 +89,68 @@ bool row_stats(const at::Tensor& x, double eps, at::ScalarType type, at::Tensor&
     return op_ran(name, spyre_op_unary(op_stream(mean), SPYRE_UNARY_CAST, &tm, &tmean));
 }
 
+// layer_norm(input) in one spyre_op_layer_norm launch: {output, input as dense [rows, cols]};
+// nothing if the library cannot take the case.
+std::optional<std::pair<at::Tensor, at::Tensor>> layer_norm_on_card(
+    const char* name, const at::Tensor& input, at::IntArrayRef normalized,
+    const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias, double eps) {
+    auto r = eps >= 0 ? rows_of(name, input, normalized, weight, bias) : std::nullopt;
+    if (!r) return std::nullopt;  // (the library takes no negative eps; the CPU gives NaN)
+    at::Tensor out = at::empty(input.sizes(), input.options());
+    spyre_tensor sw, sb;
+    const spyre_tensor tx = op_tensor(r->x), to = op_tensor(out.view(r->x.sizes()));
+    if (!op_ran(name, spyre_op_layer_norm(op_stream(out), &tx, maybe(r->weight, sw),
+                                          maybe(r->bias, sb), static_cast<float>(eps), &to)))
+        return std::nullopt;
+    return std::pair{out, r->x};
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(
     const at::Tensor& input, at::IntArrayRef normalized, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& bias, double eps) {
     const char* name = "aten::native_layer_norm";
     c10::DeviceGuard guard(input.device());
-    if (auto r = rows_of(name, input, normalized, weight, bias)) {
-        at::Tensor out = at::empty(input.sizes(), input.options());
-        spyre_tensor sw, sb;
-        const spyre_tensor tx = op_tensor(r->x), to = op_tensor(out.view(r->x.sizes()));
-        // the CPU's statistics type: fp32 when an fp32 parameter meets a 16-bit input
-        const bool mixed =
-            (weight && weight->defined() && weight->scalar_type() != input.scalar_type()) ||
-            (bias && bias->defined() && bias->scalar_type() != input.scalar_type());
-        const at::ScalarType stats = mixed ? at::kFloat : input.scalar_type();
+    // the CPU's statistics type: fp32 when an fp32 parameter meets a 16-bit input
+    const bool mixed =
+        (weight && weight->defined() && weight->scalar_type() != input.scalar_type()) ||
+        (bias && bias->defined() && bias->scalar_type() != input.scalar_type());
+    const at::ScalarType stats = mixed ? at::kFloat : input.scalar_type();
+    if (auto r = layer_norm_on_card(name, input, normalized, weight, bias, eps)) {
         at::Tensor mean, rstd;
-        if (op_ran(name, spyre_op_layer_norm(op_stream(out), &tx, maybe(r->weight, sw),
-                                             maybe(r->bias, sb), static_cast<float>(eps), &to)) &&
-            row_stats(r->x, eps, stats, mean, rstd)) {
+        if (row_stats(r->second, eps, stats, mean, rstd)) {
             std::vector<int64_t> stat_shape(input.sizes().begin(),
                                             input.sizes().end() - normalized.size());
             stat_shape.resize(input.dim(), 1);
-            return {out, mean.view(stat_shape), rstd.view(stat_shape)};
+            return {r->first, mean.view(stat_shape), rstd.view(stat_shape)};
         }
     }
     return fallback_to_cpu<ATEN_OP(native_layer_norm)>(input, normalized, weight, bias, eps);
+}
+
+// aten::layer_norm is a composite over native_layer_norm, whose mean and 1/std outputs cost
+// six more launches; without a gradient nobody reads them, so the spyre kernel is the one
+// library launch. With a gradient wanted, native_layer_norm (and its autograd) runs.
+at::Tensor layer_norm_spyre(const at::Tensor& input, at::IntArrayRef normalized,
+                            const std::optional<at::Tensor>& weight,
+                            const std::optional<at::Tensor>& bias, double eps, bool) {
+    c10::DeviceGuard guard(input.device());
+    if (auto r = layer_norm_on_card("aten::layer_norm", input, normalized, weight, bias, eps))
+        return r->first;
+    return std::get<0>(at::native_layer_norm(input, normalized, weight, bias, eps));
+}
+
+at::Tensor layer_norm_autograd(const at::Tensor& input, at::IntArrayRef normalized,
+                               const std::optional<at::Tensor>& weight,
+                               const std::optional<at::Tensor>& bias, double eps,
+                               bool cudnn_enable) {
+    const auto wants_grad = [](const std::optional<at::Tensor>& t) {
+        return t && t->defined() && t->requires_grad();
+    };
+    if (at::GradMode::is_enabled() &&
+        (input.requires_grad() || wants_grad(weight) || wants_grad(bias)))
+        return std::get<0>(at::native_layer_norm(input, normalized, weight, bias, eps));
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return layer_norm_spyre(input, normalized, weight, bias, eps, cudnn_enable);
 }
 
 double default_rms_eps(at::ScalarType t) {  // torch's: the machine epsilon of the type
@@ -129,9 +166,10 @@ at::Tensor rms_norm_spyre(const at::Tensor& input, at::IntArrayRef normalized,
     // an fp32 weight on a 16-bit input gives an fp32 result on the CPU: not this kernel's
     const bool same_type =
         !weight || !weight->defined() || weight->scalar_type() == input.scalar_type();
-    auto r = same_type ? rows_of(name, input, normalized, weight, std::nullopt) : std::nullopt;
+    const double e = eps ? *eps : default_rms_eps(input.scalar_type());
+    auto r =
+        same_type && e >= 0 ? rows_of(name, input, normalized, weight, std::nullopt) : std::nullopt;
     if (r) {
-        const double e = eps ? *eps : default_rms_eps(input.scalar_type());
         at::Tensor out = at::empty(input.sizes(), input.options());
         spyre_tensor sw;
         const spyre_tensor tx = op_tensor(r->x), to = op_tensor(out.view(r->x.sizes()));
@@ -165,10 +203,12 @@ at::Tensor rms_norm_autograd(const at::Tensor& input, at::IntArrayRef normalized
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("native_layer_norm", TORCH_FN(native_layer_norm));
+    m.impl("layer_norm", TORCH_FN(layer_norm_spyre));
     m.impl("rms_norm", TORCH_FN(rms_norm_spyre));
 }
 
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+    m.impl("layer_norm", TORCH_FN(layer_norm_autograd));
     m.impl("rms_norm", TORCH_FN(rms_norm_autograd));
 }
 
