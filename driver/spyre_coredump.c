@@ -37,6 +37,8 @@ static const struct spyre_dump_reg spyre_dump_card_regs[] = {
 	{ "INTR_MASK", SPYRE_REG_INTR_MASK },
 	{ "ERROR_CODE", SPYRE_REG_ERROR_CODE },
 	{ "SCRATCH", SPYRE_REG_SCRATCH },
+	{ "MMU_CTX_BASE_LO", SPYRE_REG_MMU_CTX_BASE_LO },
+	{ "MMU_CTX_BASE_HI", SPYRE_REG_MMU_CTX_BASE_HI },
 };
 
 static const struct spyre_dump_reg spyre_dump_ring_regs[] = {
@@ -50,6 +52,9 @@ static const struct spyre_dump_reg spyre_dump_ring_regs[] = {
 	{ "CTRL", SPYRE_RING_CTRL },
 	{ "STATUS", SPYRE_RING_STATUS },
 	{ "COMPLETED", SPYRE_RING_COMPLETED },
+	{ "FAULT_ADDR_LO", SPYRE_RING_FAULT_ADDR_LO },
+	{ "FAULT_ADDR_HI", SPYRE_RING_FAULT_ADDR_HI },
+	{ "FAULT_INFO", SPYRE_RING_FAULT_INFO },
 };
 
 /* 64-bit telemetry counters (LO register named); TELE_ERRORS and TELE_RESETS are 32-bit. */
@@ -85,6 +90,7 @@ static void spyre_dump_job(struct spyre_dump *d, struct spyre_job *job)
 	spyre_dump_printf(d, "guilty.pid: %d\n", sf ? sf->pid : 0);
 	spyre_dump_printf(d, "guilty.comm: %s\n", sf ? sf->comm : "[kernel]");
 	spyre_dump_printf(d, "guilty.client_id: %llu\n", sf ? sf->client_id : 0);
+	spyre_dump_printf(d, "guilty.mmu_context: %u\n", spyre_file_ctx(sf));
 	spyre_dump_printf(d, "guilty.ring: %u\n", job->ring->idx);
 	spyre_dump_printf(d, "guilty.job_id: %llu\n", job->res->job_id);
 	spyre_dump_printf(d, "guilty.priority: %s\n",

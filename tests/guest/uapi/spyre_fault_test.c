@@ -656,10 +656,18 @@ TEST_F_TIMEOUT(fault, hang_devcoredump, 60)
 	EXPECT_STREQ("normal", v);
 	EXPECT_GT(dump_num(dump, "guilty.seqno"), 0);
 	EXPECT_EQ(1, dump_num(dump, "guilty.cmd_count"));
-	/* 64 bytes: DMA_COPY, flags SRC_HOST | IRQ, reserved, then its seqno (little endian) */
+	/*
+	 * 64 bytes: DMA_COPY, flags SRC_HOST | IRQ, the MMU context (the file's own with
+	 * DRM_SPYRE_CAP_VM, else 0), reserved, then its seqno (little endian)
+	 */
 	ASSERT_EQ(0, dump_value(dump, "guilty.cmd.0", v, sizeof(v)));
 	EXPECT_EQ(128, strlen(v));
-	EXPECT_EQ(0, strncmp(v, "0203000000000000", 16)) TH_LOG("cmd.0 %s", v);
+	EXPECT_EQ(0, strncmp(v, "0203", 4)) TH_LOG("cmd.0 %s", v);
+	EXPECT_EQ(!(self->info.caps & DRM_SPYRE_CAP_VM), !strncmp(v + 4, "0000", 4))
+		TH_LOG("cmd.0 %s", v);
+	EXPECT_EQ(dump_num(dump, "guilty.mmu_context"), hex_le64(v + 4) & 0xffff)
+		TH_LOG("cmd.0 %s", v);
+	EXPECT_EQ(0, strncmp(v + 8, "00000000", 8)) TH_LOG("cmd.0 %s", v);
 	EXPECT_EQ(dump_num(dump, "guilty.seqno"), hex_le64(v + 16)) TH_LOG("cmd.0 %s", v);
 	EXPECT_EQ(SPYRE_ID_MAGIC, dump_num(dump, "card.ID"));
 	EXPECT_EQ(self->info.hw_version, dump_num(dump, "card.VERSION"));
