@@ -1171,8 +1171,14 @@ int spyre_ioctl_job_wait(struct drm_device *drm, void *data, struct drm_file *fi
 	if (!res)
 		return -ENOENT;
 
-	timeout = drm_timeout_abs_to_jiffies(args->timeout_ns);
-	ret = dma_fence_wait_timeout(res->done, true, timeout);
+	/*
+	 * The deadline is on CLOCK_MONOTONIC, the wait counts jiffies; where the two drift
+	 * (seen in emulated guests) a jiffy wait can end early: wait again for what is left.
+	 */
+	do {
+		timeout = drm_timeout_abs_to_jiffies(args->timeout_ns);
+		ret = dma_fence_wait_timeout(res->done, true, timeout);
+	} while (ret == 0 && timeout && (s64)ktime_get_ns() < args->timeout_ns);
 	if (ret == 0) {
 		ret = -ETIME;
 	} else if (ret > 0) {
