@@ -49,6 +49,32 @@ def test_sdpa_projection_layout_and_kv_cache(fallback_reset, dtype):
     assert torch_spyre.fallback_counts() == {}
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("kind", ["additive", "bool"])
+@pytest.mark.parametrize("shape", ["LS", "B1LS", "BHLS", "B11S"])
+def test_sdpa_with_a_mask_runs_on_the_card(fallback_reset, dtype, kind, shape):
+    b, h, lq, lk, d = 2, 4, 7, 37, 64
+    q, k, v = make((b, h, lq, d), dtype), make((b, h, lk, d), dtype, 1), make((b, h, lk, d), dtype, 2)
+    dims = {"LS": (lq, lk), "B1LS": (b, 1, lq, lk), "BHLS": (b, h, lq, lk), "B11S": (b, 1, 1, lk)}[shape]
+    if kind == "bool":
+        mask = make(dims, torch.float32, 3) > -0.5
+        mask[..., 0] = True  # every query sees a key
+    else:
+        mask = make(dims, torch.float32, 3).to(dtype)
+    with torch.no_grad(), torch_spyre.profiler.profile() as prof:
+        r = F.scaled_dot_product_attention(q.to("spyre"), k.to("spyre"), v.to("spyre"),
+                                           attn_mask=mask.to("spyre"))
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(),
+                                         attn_mask=mask if kind == "bool" else mask.float())
+    close(r.cpu(), ref.to(dtype), dtype, scale=2)
+    # the fused kernel, not the math path (torch itself turns a boolean mask into an additive
+    # one with where() before it picks a kernel)
+    ops = {e.aten_op for e in prof.events}
+    assert "aten::scaled_dot_product_attention" in ops
+    assert ops <= {"aten::scaled_dot_product_attention", "aten::where"}, ops
+    assert torch_spyre.fallback_counts() == {}
+
+
 def test_sdpa_cases_the_library_does_not_take(fallback_reset):
     q, k, v = make((1, 2, 6, 32), torch.float16), make((1, 2, 9, 32), torch.float16, 1), \
         make((1, 2, 9, 32), torch.float16, 2)

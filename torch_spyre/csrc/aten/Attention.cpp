@@ -1,10 +1,12 @@
 // torch.nn.functional.scaled_dot_product_attention on the card (spyre_op_attention: flash
 // attention, causal, grouped-query heads, strided KV caches read in place). torch 2.6 asks a
 // PrivateUse1 backend which SDPA implementation to use (_fused_sdp_choice_stub): the
-// "overrideable" fused op for the cases the library computes (no explicit mask, no dropout, no
-// gradient wanted, causal only for square attention, GQA when enable_gqa), the math
-// decomposition (other spyre ops) for the rest. The fused kernel returns only the attention
-// output (no logsumexp: it is never the choice when autograd would need one).
+// "overrideable" fused op for the cases the library computes (no dropout, no gradient wanted,
+// causal only for square attention, GQA when enable_gqa; an explicit mask, additive or
+// boolean, [L, S] or 4-D broadcastable, through spyre_op_attention_masked), the math
+// decomposition (other spyre ops) for the rest, and for masks the library refuses. The fused kernel
+// returns only the attention output (no logsumexp: it is never the choice when autograd would need
+// one).
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/SDPBackend.h>
@@ -12,6 +14,8 @@
 #include <ATen/native/transformers/attention.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
+
+#include <array>
 
 #include "OpLibrary.h"
 
@@ -23,6 +27,17 @@ bool wants_grad(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
            (q.requires_grad() || k.requires_grad() || v.requires_grad());
 }
 
+// The library's masks: [Lq, Lk] or 4-D, the key dim whole, the others 1 or whole.
+bool mask_broadcasts(const at::Tensor& m, std::array<int64_t, 4> want) {
+    const int64_t n = m.dim();
+    if (m.size(n - 1) != want[3]) return false;
+    for (int64_t i = 0; i < n - 1; ++i) {
+        const int64_t w = want[4 - n + i];
+        if (m.size(i) != 1 && m.size(i) != w) return false;
+    }
+    return true;
+}
+
 int64_t sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                    const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal,
                    std::optional<double> scale, bool enable_gqa) {
@@ -30,8 +45,12 @@ int64_t sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
     if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || !is_float(q.scalar_type()) ||
         k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type())
         return math;
-    if ((mask && mask->defined()) || dropout_p != 0.0 || (scale && *scale == 0.0) ||
-        wants_grad(q, k, v))
+    if (dropout_p != 0.0 || (scale && *scale == 0.0) || wants_grad(q, k, v)) return math;
+    if (mask && mask->defined() &&
+        (mask->device() != q.device() || (mask->dim() != 2 && mask->dim() != 4) ||
+         (mask->scalar_type() != at::kBool && !is_float(mask->scalar_type())) ||
+         (mask->requires_grad() && at::GradMode::is_enabled()) ||
+         !mask_broadcasts(*mask, {q.size(0), q.size(1), q.size(2), k.size(2)})))
         return math;
     const int64_t hq = q.size(1), hkv = k.size(1);
     if (k.sizes() != v.sizes() || k.size(0) != q.size(0) || k.size(3) != q.size(3) || hkv == 0 ||
@@ -51,15 +70,21 @@ SdpaResult sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at:
     c10::DeviceGuard guard(q.device());
     const int64_t b = q.size(0), hq = q.size(1), lq = q.size(2), d = q.size(3);
     at::Tensor out;
-    if (!(bias && bias->defined()) && dropout_p == 0.0) {
+    if (dropout_p == 0.0) {
         // [B, Lq, Hq, D] memory seen as [B, Hq, Lq, D]: the usual transpose back is a view
         out = at::empty({b, lq, hq, d}, q.options()).transpose(1, 2);
         const spyre_tensor tq = op_tensor(q), tk = op_tensor(k), tv = op_tensor(v),
                            to = op_tensor(out);
-        if (!op_ran("aten::scaled_dot_product_attention",
-                    spyre_op_attention(op_stream(out), &tq, &tk, &tv, &to, is_causal ? 1 : 0,
-                                       scale ? static_cast<float>(*scale) : 0.0f)))
-            out = at::Tensor();
+        const float s = scale ? static_cast<float>(*scale) : 0.0f;
+        spyre_status st;
+        if (bias && bias->defined()) {
+            const spyre_tensor tm = op_tensor(*bias);
+            st = spyre_op_attention_masked(op_stream(out), &tq, &tk, &tv, &tm, &to,
+                                           is_causal ? 1 : 0, s);
+        } else {
+            st = spyre_op_attention(op_stream(out), &tq, &tk, &tv, &to, is_causal ? 1 : 0, s);
+        }
+        if (!op_ran("aten::scaled_dot_product_attention", st)) out = at::Tensor();
     }
     if (!out.defined())  // a layout the library does not take: the math decomposition
         out = std::get<0>(at::_scaled_dot_product_attention_math(
