@@ -4,14 +4,15 @@
 // Handles are not pointers but (generation, type, slot) triples encoded in the pointer value:
 // a freed handle's slot gets a new generation, so a stale handle is reported as "already
 // freed" (use after free), a handle of another type as "not a ... handle", never a crash.
+#include <algorithm>
 #include <cinttypes>
+#include <cstdio>
 #include <cstring>
 #include <format>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <new>
-#include <unordered_set>
 #include <vector>
 
 #include "backend.hpp"
@@ -168,13 +169,9 @@ T* to_handle(uintptr_t v) {
     return reinterpret_cast<T*>(v);
 }
 
-void require(bool ok, const std::string& message) {
-    if (!ok) fail(SPYRE_ERROR_INVALID_ARGUMENT, message);
-}
-
 template <typename T>
 void require_out(T* p, const char* name) {
-    require(p != nullptr, std::format("output pointer `{}` is NULL", name));
+    require(p != nullptr, "output pointer `{}` is NULL", name);
 }
 
 std::shared_ptr<DeviceObj> check_device(spyre_device_t d) {
@@ -183,7 +180,7 @@ std::shared_ptr<DeviceObj> check_device(spyre_device_t d) {
 }
 
 std::shared_ptr<BufferObj> check_buffer(spyre_buffer_t b, const char* which = "buffer") {
-    require(b != nullptr, std::format("{} handle is NULL", which));
+    require(b != nullptr, "{} handle is NULL", which);
     return handles().get<BufferObj>(b, Kind::Buffer, which);
 }
 
@@ -193,8 +190,7 @@ std::shared_ptr<ProgramObj> check_program(spyre_program_t p) {
 }
 
 std::shared_ptr<EventObj> check_event(spyre_event_t e, const char* which = "event") {
-    require(e != nullptr,
-            std::format("{} handle is NULL (create one with spyre_event_create())", which));
+    require(e != nullptr, "{} handle is NULL (create one with spyre_event_create())", which);
     return handles().get<EventObj>(e, Kind::Event, which);
 }
 
@@ -208,8 +204,8 @@ std::shared_ptr<StreamObj> check_stream_handle(spyre_stream_t s) {
 StreamRef resolve_stream(spyre_stream_t s, const std::shared_ptr<Device>& dev) {
     if (!s) return dev->default_stream();
     auto so = handles().get<StreamObj>(s, Kind::Stream, "stream");
-    require(so->dev == dev, std::format("the stream belongs to {} but the work is on {}",
-                                        so->dev->name(), dev->name()));
+    require(so->dev == dev, "the stream belongs to {} but the work is on {}", so->dev->name(),
+            dev->name());
     return so->stream;
 }
 
@@ -218,10 +214,9 @@ void check_range(const BufferObj& b, uint64_t offset, uint64_t size, const char*
 }
 
 void check_host_ptr(const void* p, uint64_t size, const char* which) {
-    require(p != nullptr, std::format("{} host pointer is NULL", which));
-    require(
-        reinterpret_cast<uintptr_t>(p) <= UINTPTR_MAX - size + 1 || size == 0,
-        std::format("{} host range {} + {} bytes wraps around the address space", which, p, size));
+    require(p != nullptr, "{} host pointer is NULL", which);
+    require(reinterpret_cast<uintptr_t>(p) <= UINTPTR_MAX - size + 1 || size == 0,
+            "{} host range {} + {} bytes wraps around the address space", which, p, size);
 }
 
 // Copies between buffers of two cards: through host memory, chunk by chunk.
@@ -256,9 +251,9 @@ void do_dtod(spyre_buffer_t dst, uint64_t dst_offset, spyre_buffer_t src, uint64
     }
     if (d->buf == s->buf)
         require(dst_offset + size <= src_offset || src_offset + size <= dst_offset,
-                std::format("source range [{}, {}) and destination range [{}, {}) overlap in "
-                            "the same buffer",
-                            src_offset, src_offset + size, dst_offset, dst_offset + size));
+                "source range [{}, {}) and destination range [{}, {}) overlap in "
+                "the same buffer",
+                src_offset, src_offset + size, dst_offset, dst_offset + size);
     auto body = [&] { st->copy_dtod(d->buf, dst_offset, s->buf, src_offset, size); };
     if (sync)
         st->run_sync(body);
@@ -269,18 +264,17 @@ void do_dtod(spyre_buffer_t dst, uint64_t dst_offset, spyre_buffer_t src, uint64
 LaunchRequest make_launch(const ProgramObj& p, const spyre_launch_params* params) {
     require(params != nullptr, "params pointer is NULL");
     const Device& dev = *p.dev;
-    require(params->flags == 0, std::format("params->flags {:#x} must be 0", params->flags));
+    require(params->flags == 0, "params->flags {:#x} must be 0", params->flags);
     for (uint64_t r : params->reserved) require(r == 0, "params->reserved[] must be 0");
     const uint32_t cores = dev.info().num_cores;
-    require(params->num_cores <= cores, std::format("num_cores {} exceeds the {} cores of {}",
-                                                    params->num_cores, cores, dev.name()));
-    require(params->num_args <= SPYRE_LAUNCH_MAX_ARGS,
-            std::format("num_args {} exceeds {}", params->num_args, SPYRE_LAUNCH_MAX_ARGS));
-    require(
-        params->num_buffers <= SPYRE_LAUNCH_MAX_BUFFERS,
-        std::format("num_buffers {} exceeds {}", params->num_buffers, SPYRE_LAUNCH_MAX_BUFFERS));
+    require(params->num_cores <= cores, "num_cores {} exceeds the {} cores of {}",
+            params->num_cores, cores, dev.name());
+    require(params->num_args <= SPYRE_LAUNCH_MAX_ARGS, "num_args {} exceeds {}", params->num_args,
+            SPYRE_LAUNCH_MAX_ARGS);
+    require(params->num_buffers <= SPYRE_LAUNCH_MAX_BUFFERS, "num_buffers {} exceeds {}",
+            params->num_buffers, SPYRE_LAUNCH_MAX_BUFFERS);
     require(params->num_buffers == 0 || params->buffers != nullptr,
-            std::format("buffers is NULL but num_buffers is {}", params->num_buffers));
+            "buffers is NULL but num_buffers is {}", params->num_buffers);
 
     LaunchRequest req;
     req.program = p.image;
@@ -288,15 +282,18 @@ LaunchRequest make_launch(const ProgramObj& p, const spyre_launch_params* params
     req.num_cores = params->num_cores ? params->num_cores : cores;
     req.num_args = params->num_args;
     for (uint32_t i = 0; i < params->num_args; ++i) req.args[i] = params->args[i];
-    std::unordered_set<const Buffer*> seen;
+    req.buffers.reserve(params->num_buffers);
     for (uint32_t i = 0; i < params->num_buffers; ++i) {
-        std::string which = std::format("buffers[{}]", i);
-        auto b = check_buffer(params->buffers[i], which.c_str());
+        char which[32];
+        std::snprintf(which, sizeof which, "buffers[%u]", i);
+        auto b = check_buffer(params->buffers[i], which);
         require(b->dev == p.dev,
-                std::format("{} is on {} but the program was loaded on {}: a program reaches "
-                            "only buffers of its own card",
-                            which, b->dev->name(), dev.name()));
-        if (seen.insert(b->buf.get()).second) req.buffers.push_back(b->buf);
+                "{} is on {} but the program was loaded on {}: a program reaches "
+                "only buffers of its own card",
+                which, b->dev->name(), dev.name());
+        // a handful of buffers: a linear search beats hashing
+        if (std::ranges::find(req.buffers, b->buf) == req.buffers.end())
+            req.buffers.push_back(b->buf);
     }
     return req;
 }
@@ -533,8 +530,7 @@ spyre_status spyre_buffer_from_address(spyre_device_t device, uint64_t addr, spy
             --it;
             found = it->first.first == d->dev.get() && addr - it->first.second < it->second.second;
         }
-        require(found, std::format("no live buffer on {} contains device address {:#x}",
-                                   d->dev->name(), addr));
+        require(found, "no live buffer on {} contains device address {:#x}", d->dev->name(), addr);
         *buffer = to_handle<spyre_buffer>(it->second.first);
         if (offset) *offset = addr - it->first.second;
     });
@@ -608,7 +604,7 @@ spyre_status fill(const char* fn, spyre_buffer_t buffer, uint64_t offset, const 
         auto b = check_buffer(buffer);
         require(pattern != nullptr, "pattern pointer is NULL");
         require(psize == 1 || psize == 2 || psize == 4 || psize == 8,
-                std::format("pattern_size {} must be 1, 2, 4 or 8", psize));
+                "pattern_size {} must be 1, 2, 4 or 8", psize);
         require(count <= UINT64_MAX / psize, "count * pattern_size overflows");
         const uint64_t size = count * psize;
         check_range(*b, offset, size, "destination");
@@ -643,16 +639,15 @@ spyre_status copy3d(const char* fn, const spyre_memcpy3d_params* p, spyre_stream
         std::shared_ptr<Device> dev;
         auto side = [&](CopySide& s, spyre_buffer_t buf, uint64_t off, const void* host,
                         uint64_t pitch, uint64_t slice, const char* which) {
-            require(pitch >= c.width,
-                    std::format("{} pitch {} is smaller than the width {}", which, pitch, c.width));
+            require(pitch >= c.width, "{} pitch {} is smaller than the width {}", which, pitch,
+                    c.width);
             if (c.depth > 1)
-                require(
-                    c.height <= UINT64_MAX / pitch && slice >= pitch * c.height,
-                    std::format("{} slice pitch {} is smaller than pitch x height", which, slice));
+                require(c.height <= UINT64_MAX / pitch && slice >= pitch * c.height,
+                        "{} slice pitch {} is smaller than pitch x height", which, slice);
             // Last byte: (depth-1)*slice + (height-1)*pitch + width, overflow-checked.
             unsigned __int128 span = (unsigned __int128)(c.depth - 1) * slice +
                                      (unsigned __int128)(c.height - 1) * pitch + c.width;
-            require(span <= UINT64_MAX, std::format("{} extent overflows", which));
+            require(span <= UINT64_MAX, "{} extent overflows", which);
             s.pitch = pitch;
             s.slice_pitch = slice;
             if (buf) {
@@ -801,9 +796,9 @@ spyre_status spyre_stream_create(spyre_device_t device, int priority, spyre_stre
         require_out(stream, "stream");
         require(priority == SPYRE_STREAM_PRIORITY_NORMAL ||
                     priority == SPYRE_STREAM_PRIORITY_HIGH || priority == SPYRE_STREAM_PRIORITY_LOW,
-                std::format("priority {} is not SPYRE_STREAM_PRIORITY_NORMAL (0), "
-                            "SPYRE_STREAM_PRIORITY_HIGH (-1) or SPYRE_STREAM_PRIORITY_LOW (1)",
-                            priority));
+                "priority {} is not SPYRE_STREAM_PRIORITY_NORMAL (0), "
+                "SPYRE_STREAM_PRIORITY_HIGH (-1) or SPYRE_STREAM_PRIORITY_LOW (1)",
+                priority);
         auto obj = std::make_shared<StreamObj>();
         obj->dev = d->dev;
         obj->owner = reinterpret_cast<uintptr_t>(device);

@@ -8,6 +8,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "spyre/spyre.h"
 
@@ -26,6 +27,26 @@ class Error : public std::runtime_error {
 
 [[noreturn]] inline void fail(spyre_status status, const std::string& message) {
     throw Error(status, message);
+}
+
+// Throws SPYRE_ERROR_INVALID_ARGUMENT with `message` unless ok.
+inline void require(bool ok, const char* message) {
+    if (!ok) [[unlikely]]
+        fail(SPYRE_ERROR_INVALID_ARGUMENT, message);
+}
+inline void require(bool ok, const std::string& message) {
+    if (!ok) [[unlikely]]
+        fail(SPYRE_ERROR_INVALID_ARGUMENT, message);
+}
+
+// The same with a message formatted only when the check fails: checks run on every launch,
+// and formatting messages nobody reads was most of an op's host time (torch_spyre.md
+// "Dispatch overhead").
+template <typename... Args>
+requires(sizeof...(Args) > 0) void require(bool ok, std::format_string<Args...> fmt,
+                                           Args&&... args) {
+    if (!ok) [[unlikely]]
+        fail(SPYRE_ERROR_INVALID_ARGUMENT, std::format(fmt, std::forward<Args>(args)...));
 }
 
 // Status for a failed system call or ioctl with errno `err`.

@@ -33,14 +33,9 @@ constexpr uint32_t kCountersV1 = sizeof(spyre_mgmt_counters);
 constexpr uint32_t kUtilizationV1 = sizeof(spyre_mgmt_utilization);
 constexpr uint32_t kProcessV1 = sizeof(spyre_mgmt_process);
 
-void require(bool ok, const std::string& message) {
-    if (!ok) fail(SPYRE_ERROR_INVALID_ARGUMENT, message);
-}
-
 // Checks the caller's size of a sized struct.
 void check_size(uint32_t size, uint32_t v1, const char* what) {
-    require(size >= v1,
-            std::format("{}.size is {}: set it to sizeof({}) (at least {})", what, size, what, v1));
+    require(size >= v1, "{}.size is {}: set it to sizeof({}) (at least {})", what, size, what, v1);
 }
 
 // Copies the fields of `full` that fit in the caller's struct; size then says how many bytes.
@@ -291,7 +286,7 @@ bool has_cap_sys_admin() {
 
 void reset_card(int index, uint32_t flags) {
     require((flags & ~SPYRE_MGMT_RESET_FORCE) == 0,
-            std::format("unknown flags {:#x} (only SPYRE_MGMT_RESET_FORCE)", flags));
+            "unknown flags {:#x} (only SPYRE_MGMT_RESET_FORCE)", flags);
     if (selected_backend() == SPYRE_BACKEND_SIM)
         fail(SPYRE_ERROR_NOT_SUPPORTED, "simulated cards (SPYRE_BACKEND=sim) cannot be reset");
     auto nodes = enumerate_devices();
@@ -338,7 +333,7 @@ spyre_status get_sized(const char* fn, spyre_device_t device, T* out, uint32_t v
                        Make make) {
     return guard(fn, [&] {
         auto d = device_of(device);
-        require(out != nullptr, std::format("output pointer to {} is NULL", what));
+        require(out != nullptr, "output pointer to {} is NULL", what);
         check_size(out->size, v1, what);
         deliver(out, make(*d));
     });
@@ -394,9 +389,10 @@ spyre_status spyre_mgmt_get_utilization(const spyre_mgmt_counters* before,
         check_size(after->size, kCountersV1, "spyre_mgmt_counters");
         check_size(util->size, kUtilizationV1, "spyre_mgmt_utilization");
         const int64_t dt = after->timestamp_ns - before->timestamp_ns;
-        require(dt > 0, std::format("`after` was sampled {} ns after `before`: sample `before` "
-                                    "first",
-                                    dt));
+        require(dt > 0,
+                "`after` was sampled {} ns after `before`: sample `before` "
+                "first",
+                dt);
         spyre_mgmt_utilization u{};
         u.valid = before->valid & after->valid;
         u.interval_ns = dt;

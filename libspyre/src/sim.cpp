@@ -130,7 +130,7 @@ class SimCard {
     }
 
     // Counts one completed copy command of `bytes` in telemetry field `field`.
-    void count_copy(__u64 drm_spyre_telemetry::* field, uint64_t bytes) {
+    void count_copy(__u64 drm_spyre_telemetry::*field, uint64_t bytes) {
         std::lock_guard lock(mu_);
         tele_.*field += bytes;
         tele_.cmds_completed++;
@@ -285,7 +285,7 @@ class SimStream final : public Stream {
             std::lock_guard lock(mu_);
             stop_ = true;
         }
-        cv_.notify_all();
+        work_cv_.notify_all();
         worker_.join();
     }
 
@@ -327,7 +327,7 @@ class SimStream final : public Stream {
     }
     void synchronize() override {
         std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return done_ == enq_; });
+        wait_done(lock, enq_);
         if (sticky_) {
             Error e = *sticky_;
             sticky_.reset();
@@ -357,7 +357,7 @@ class SimStream final : public Stream {
         }
         cur = saved;
         std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return done_ >= op->last_seq; });
+        wait_done(lock, op->last_seq);
         if (op->err) throw *op->err;
     }
 
@@ -367,20 +367,33 @@ class SimStream final : public Stream {
         std::shared_ptr<OpStatus> op;
         uint64_t seq;
     };
+    // The worker is woken only when it sleeps and waiters only when there are any: a futex
+    // call per launch was a good part of an op's host time (torch_spyre.md "Dispatch overhead").
     void push(std::function<void()> fn) {
+        bool wake;
         {
             std::lock_guard lock(mu_);
             auto op = current_op();
             uint64_t seq = ++enq_;
             if (op) op->last_seq = seq;
             q_.push_back({std::move(fn), op, seq});
+            wake = worker_idle_;
         }
-        cv_.notify_all();
+        if (wake) work_cv_.notify_one();
+    }
+    void wait_done(std::unique_lock<std::mutex>& lock, uint64_t seq) {
+        ++waiters_;
+        done_cv_.wait(lock, [&] { return done_ >= seq; });
+        --waiters_;
     }
     void run() {
         std::unique_lock lock(mu_);
         for (;;) {
-            cv_.wait(lock, [&] { return stop_ || !q_.empty(); });
+            while (!stop_ && q_.empty()) {
+                worker_idle_ = true;
+                work_cv_.wait(lock);
+                worker_idle_ = false;
+            }
             if (q_.empty()) return;
             Item it = std::move(q_.front());
             q_.pop_front();
@@ -403,7 +416,7 @@ class SimStream final : public Stream {
                 }
             }
             done_ = it.seq;
-            cv_.notify_all();
+            if (waiters_) done_cv_.notify_all();
         }
     }
     std::byte* ptr(Buffer& b, uint64_t offset, uint64_t size);
@@ -413,10 +426,13 @@ class SimStream final : public Stream {
     std::shared_ptr<SimCard> card_;
     uint64_t cycles_ = 0;  // worker thread only
     std::mutex mu_;
-    std::condition_variable cv_;
+    std::condition_variable work_cv_;  // the worker waits for items
+    std::condition_variable done_cv_;  // synchronize() and run_sync() wait for done_
     std::deque<Item> q_;
     uint64_t enq_ = 0, done_ = 0;
     bool stop_ = false;
+    bool worker_idle_ = false;
+    int waiters_ = 0;
     std::optional<Error> sticky_;
     std::thread worker_;
 };

@@ -15,12 +15,11 @@ namespace {
 
 std::shared_ptr<const PlanEntry> attention_plan(const Card& c, const AttentionShape& s) {
     const spyre_engine_config cfg = engine_config_of(c.info);
-    std::string key = std::format("attn/{} B{} H{}/{} L{}x{} D{} t{} c{} s{} m{}:{}",
-                                  config_key(cfg), s.B, s.Hq, s.Hkv, s.Lq, s.Lk, s.D, int(s.t),
-                                  s.causal, s.scale, int(s.mask), int(s.mask_t));
+    PlanKey key("attn", cfg);
+    key.add(s.B, s.Hq, s.Hkv, s.Lq, s.Lk, s.D, s.t, s.causal, s.scale, s.mask, s.mask_t);
     for (const uint64_t* st : {s.q_st, s.k_st, s.v_st, s.o_st, s.m_st})
-        key += std::format(" {},{},{}", st[0], st[1], st[2]);
-    return cached_plan(key, [&] {
+        key.add(st[0], st[1], st[2]);
+    return cached_plan(key.str(), [&] {
         const Pricer pricer(cfg);
         const AttentionPlan p = plan_attention(pricer, s, cfg.num_cores);
         PlanEntry e;
@@ -51,22 +50,25 @@ MaskRows attention_mask(const Card& c, const Tensor& m, AttentionShape& s, spyre
                         Scratch& scratch) {
     const int64_t want[4] = {int64_t(s.B), int64_t(s.Hq), int64_t(s.Lq), int64_t(s.Lk)};
     const size_t n = m.shape.size();
-    require(n >= 2 && n <= 4, std::format("attention: the mask has {} dims; it must be [Lq, Lk], "
-                                          "[B or 1, Lq, Lk] or [B or 1, Hq or 1, Lq, Lk]",
-                                          n));
+    require(n >= 2 && n <= 4,
+            "attention: the mask has {} dims; it must be [Lq, Lk], "
+            "[B or 1, Lq, Lk] or [B or 1, Hq or 1, Lq, Lk]",
+            n);
     int64_t md[4] = {1, 1, 1, 1}, ms[4] = {0, 0, 0, 0};
     for (size_t i = 0; i < n; ++i) md[4 - n + i] = m.shape[i], ms[4 - n + i] = m.strides[i];
     bool fits = md[3] == want[3];
     for (int d = 0; d < 3; ++d) fits = fits && (md[d] == 1 || md[d] == want[d]);
-    require(fits, std::format("attention: a mask [{}, {}, {}, {}] does not broadcast to [{}, {}, "
-                              "{}, {}] (only its batch, head and query dims may be 1)",
-                              md[0], md[1], md[2], md[3], want[0], want[1], want[2], want[3]));
+    require(fits,
+            "attention: a mask [{}, {}, {}, {}] does not broadcast to [{}, {}, "
+            "{}, {}] (only its batch, head and query dims may be 1)",
+            md[0], md[1], md[2], md[3], want[0], want[1], want[2], want[3]);
     if (m.t == isa::DType::I8) {
         s.mask = AttentionShape::Mask::KEEP;
     } else {
-        require(float_type(m.t), std::format("attention: the mask is {}; it must be int8 (a "
-                                             "boolean: nonzero = attend) or a float type (added)",
-                                             dtype_name(int(m.t))));
+        require(float_type(m.t),
+                "attention: the mask is {}; it must be int8 (a "
+                "boolean: nonzero = attend) or a float type (added)",
+                dtype_name(int(m.t)));
         s.mask = AttentionShape::Mask::ADD;
     }
     s.mask_t = m.t;
@@ -110,22 +112,21 @@ MaskRows attention_mask(const Card& c, const Tensor& m, AttentionShape& s, spyre
 void attention_impl(spyre_stream_t stream, const Tensor& q, const Tensor& k, const Tensor& v,
                     const Tensor* mask, const Tensor& o, bool causal, float scale) {
     for (const Tensor* t : {&q, &k, &v, &o}) {
-        require(
-            t->shape.size() == 4,
-            std::format("attention: `{}` must be 4-D [batch, heads, length, head_dim]", t->name));
-        require(t->t == q.t, std::format("attention: `{}` is {} but `q` is {}", t->name,
-                                         dtype_name(int(t->t)), dtype_name(int(q.t))));
+        require(t->shape.size() == 4,
+                "attention: `{}` must be 4-D [batch, heads, length, head_dim]", t->name);
+        require(t->t == q.t, "attention: `{}` is {} but `q` is {}", t->name, dtype_name(int(t->t)),
+                dtype_name(int(q.t)));
     }
     require(float_type(q.t), "attention: float32, float16 or bfloat16 tensors");
     const int64_t B = q.dim(0), Hq = q.dim(1), Lq = q.dim(2), D = q.dim(3);
     const int64_t Hkv = k.dim(1), Lk = k.dim(2);
     require(k.dim(0) == B && v.dim(0) == B && k.dim(3) == D && v.dim(3) == D && v.dim(1) == Hkv &&
                 v.dim(2) == Lk,
-            std::format("attention: k and v must be [{}, Hkv, Lk, {}] alike", B, D));
+            "attention: k and v must be [{}, Hkv, Lk, {}] alike", B, D);
     require(o.dim(0) == B && o.dim(1) == Hq && o.dim(2) == Lq && o.dim(3) == D,
-            std::format("attention: `out` must be [{}, {}, {}, {}]", B, Hq, Lq, D));
-    require(Hkv > 0 && Hq % Hkv == 0,
-            std::format("attention: {} query heads are not a multiple of {} kv heads", Hq, Hkv));
+            "attention: `out` must be [{}, {}, {}, {}]", B, Hq, Lq, D);
+    require(Hkv > 0 && Hq % Hkv == 0, "attention: {} query heads are not a multiple of {} kv heads",
+            Hq, Hkv);
     const Card c = card_of(o.buffer);
     require_same_card(c, {&q, &k, &v, mask}, "attention");
     if (B == 0 || Hq == 0 || Lq == 0 || D == 0) return;

@@ -37,8 +37,16 @@ Card card_of(spyre_buffer_t b) {
     Card c{};
     call(spyre_buffer_get_device(b, &c.dev));
     call(spyre_device_get_info(c.dev, &c.info));
-    c.key = std::format("{}:{}", c.info.backend, c.info.index);
     return c;
+}
+
+bool on_card(const Card& c, spyre_buffer_t b) {
+    spyre_device_t d = nullptr;
+    call(spyre_buffer_get_device(b, &d));
+    if (d == c.dev) return true;  // the common case, without reading the device info
+    spyre_device_info info{};
+    call(spyre_device_get_info(d, &info));
+    return info.backend == c.info.backend && info.index == c.info.index;
 }
 
 spyre_engine_config engine_config_of(const spyre_device_info& info) {
@@ -56,10 +64,6 @@ void call(spyre_status st) {
         if (const auto p = m.find(": "); p != std::string::npos) m = m.substr(p + 2);
         fail(st, m);
     }
-}
-
-void require(bool ok, const std::string& message) {
-    if (!ok) fail(SPYRE_ERROR_INVALID_ARGUMENT, message);
 }
 
 const char* dtype_name(int32_t t) {
@@ -82,11 +86,11 @@ const char* dtype_name(int32_t t) {
 }
 
 Tensor check_tensor(const spyre_tensor* t, const char* name) {
-    require(t != nullptr, std::format("tensor `{}` is NULL", name));
+    require(t != nullptr, "tensor `{}` is NULL", name);
     require(t->dtype >= SPYRE_DTYPE_FLOAT32 && t->dtype <= SPYRE_DTYPE_INT64,
-            std::format("tensor `{}`: unknown dtype {}", name, t->dtype));
-    require(t->ndim <= SPYRE_TENSOR_MAX_DIMS,
-            std::format("tensor `{}`: {} dims, at most {}", name, t->ndim, SPYRE_TENSOR_MAX_DIMS));
+            "tensor `{}`: unknown dtype {}", name, t->dtype);
+    require(t->ndim <= SPYRE_TENSOR_MAX_DIMS, "tensor `{}`: {} dims, at most {}", name, t->ndim,
+            SPYRE_TENSOR_MAX_DIMS);
     Tensor r{name, t->buffer, 0, t->offset, static_cast<isa::DType>(t->dtype), 0, {}, {}};
     // int64 (indices only) has no ISA type: DType::COUNT with 8-byte elements
     if (t->dtype == SPYRE_DTYPE_INT64) r.t = isa::DType::COUNT;
@@ -98,8 +102,8 @@ Tensor check_tensor(const spyre_tensor* t, const char* name) {
     uint64_t last = 0;  // largest element offset
     for (uint32_t d = 0; d < t->ndim; ++d) {
         require(t->shape[d] >= 0 && t->strides[d] >= 0,
-                std::format("tensor `{}`: dim {} has size {} and stride {} (must be >= 0)", name, d,
-                            t->shape[d], t->strides[d]));
+                "tensor `{}`: dim {} has size {} and stride {} (must be >= 0)", name, d,
+                t->shape[d], t->strides[d]);
         r.shape.push_back(t->shape[d]);
         r.strides.push_back(t->strides[d]);
         if (t->shape[d] == 0)
@@ -110,8 +114,8 @@ Tensor check_tensor(const spyre_tensor* t, const char* name) {
     if (!empty) {
         const uint64_t extent = (last + 1) * r.es;
         require(t->offset <= size && extent <= size - t->offset,
-                std::format("tensor `{}`: elements reach byte {} of a {}-byte buffer (offset {})",
-                            name, t->offset + extent, size, t->offset));
+                "tensor `{}`: elements reach byte {} of a {}-byte buffer (offset {})", name,
+                t->offset + extent, size, t->offset);
     }
     r.addr = base + t->offset;
     return r;
@@ -128,8 +132,8 @@ bool is_dense(const Tensor& t) {
 }
 
 Mat as_batched_matrix(const Tensor& t) {
-    require(t.shape.size() >= 2, std::format("tensor `{}` has {} dims: a matrix needs 2 or more",
-                                             t.name, t.shape.size()));
+    require(t.shape.size() >= 2, "tensor `{}` has {} dims: a matrix needs 2 or more", t.name,
+            t.shape.size());
     Mat m{&t, uint64_t(t.dim(-2)), uint64_t(t.dim(-1)), t.stride(-2), t.stride(-1), 1, 0};
     const size_t nb = t.shape.size() - 2;
     for (size_t d = 0; d < nb; ++d) m.batch *= uint64_t(t.shape[d]);
@@ -193,8 +197,8 @@ void finish_info(const Card& c, const PlanEntry& e) {
 void require_same_card(const Card& c, std::initializer_list<const Tensor*> ts, const char* op) {
     for (const Tensor* t : ts)
         if (t)
-            require(card_of(t->buffer).key == c.key,
-                    std::format("{}: `{}` is on another card than the output", op, t->name));
+            require(on_card(c, t->buffer), "{}: `{}` is on another card than the output", op,
+                    t->name);
 }
 
 std::string config_key(const spyre_engine_config& cfg) {
@@ -232,8 +236,7 @@ spyre_status spyre_tensor_init(spyre_tensor* t, spyre_buffer_t buffer, uint64_t 
                                spyre_dtype dtype, uint32_t ndim, const int64_t* shape) {
     return guard(__func__, [&] {
         require(t != nullptr, "tensor `t` is NULL");
-        require(ndim <= SPYRE_TENSOR_MAX_DIMS,
-                std::format("{} dims, at most {}", ndim, SPYRE_TENSOR_MAX_DIMS));
+        require(ndim <= SPYRE_TENSOR_MAX_DIMS, "{} dims, at most {}", ndim, SPYRE_TENSOR_MAX_DIMS);
         require(ndim == 0 || shape != nullptr, "shape is NULL");
         spyre_tensor r{};
         r.buffer = buffer;
@@ -242,7 +245,7 @@ spyre_status spyre_tensor_init(spyre_tensor* t, spyre_buffer_t buffer, uint64_t 
         r.ndim = ndim;
         int64_t stride = 1;
         for (uint32_t d = ndim; d-- > 0;) {
-            require(shape[d] >= 0, std::format("dim {} has size {}", d, shape[d]));
+            require(shape[d] >= 0, "dim {} has size {}", d, shape[d]);
             r.shape[d] = shape[d];
             r.strides[d] = stride;
             stride *= std::max<int64_t>(shape[d], 1);

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <numeric>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "error.hpp"
@@ -26,8 +27,6 @@ inline uint64_t up(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
 
 // A public-API call inside the op library: failures keep the callee's message.
 void call(spyre_status st);
-// Throws SPYRE_ERROR_INVALID_ARGUMENT with `message` unless ok.
-void require(bool ok, const std::string& message);
 const char* dtype_name(int32_t t);
 bool float_type(isa::DType t);
 
@@ -80,15 +79,39 @@ struct PlanEntry {
 struct Card {
     spyre_device_t dev;
     spyre_device_info info;
-    std::string key;  // backend and index
 };
 
 Card card_of(spyre_buffer_t b);
+// True if buffer b lives on card c (through any device handle of that card).
+bool on_card(const Card& c, spyre_buffer_t b);
 // Every tensor on the card of `c` (the message names the first that is not).
 void require_same_card(const Card& c, std::initializer_list<const Tensor*> ts, const char* op);
 spyre_engine_config engine_config_of(const spyre_device_info& info);
-// "{cores}/{lx}/{clock}": the part of every plan key that names the card configuration.
+// "{cores}/{lx}/{clock}": the card configuration as text (the matmul planners' key).
 std::string config_key(const spyre_engine_config& cfg);
+
+// The key of a cached plan: its kind, the card configuration and every value that decides the
+// plan, as raw bytes (formatting them as text cost more than the launch they select).
+class PlanKey {
+  public:
+    PlanKey(const char* kind, const spyre_engine_config& cfg) {
+        bytes_.reserve(128);
+        bytes_.append(kind).push_back('\0');
+        add(cfg.num_cores, cfg.lx_bytes, cfg.clock_hz);
+    }
+    template <typename... T>
+    PlanKey& add(const T&... v) {
+        (put(v), ...);
+        return *this;
+    }
+    const std::string& str() const { return bytes_; }
+
+  private:
+    template <typename T>
+    requires std::is_arithmetic_v<T> || std::is_enum_v<T>
+    void put(T v) { bytes_.append(reinterpret_cast<const char*>(&v), sizeof v); }
+    std::string bytes_;
+};
 
 // The plan of `key` from the process-wide cache, or made by `make` (std::invalid_argument from
 // it becomes SPYRE_ERROR_NOT_SUPPORTED) and cached. Sets last_info().plan_cached on a hit.

@@ -41,14 +41,13 @@ struct Operand {
 void elementwise_impl(spyre_stream_t stream, EwOp op, const Operand& a, const Operand& b,
                       const Operand& cond, const Tensor& out, float alpha) {
     const char* name = ew_name(op);
-    require(out.t != isa::DType::COUNT, std::format("{}: int64 output is not supported", name));
+    require(out.t != isa::DType::COUNT, "{}: int64 output is not supported", name);
     if (!is_dense(out) || out.addr % kStick)
         fail(SPYRE_ERROR_NOT_SUPPORTED,
              std::format("{}: `{}` must be dense and start 128-byte aligned", name, out.name));
     for (const Operand* o : {&a, &b, &cond})
         if (o->t) {
-            require(o->t->t != isa::DType::COUNT,
-                    std::format("{}: int64 operands are not supported", name));
+            require(o->t->t != isa::DType::COUNT, "{}: int64 operands are not supported", name);
             if (!is_dense(*o->t))
                 fail(SPYRE_ERROR_NOT_SUPPORTED,
                      std::format("{}: `{}` must be dense (make it contiguous first)", name,
@@ -97,11 +96,10 @@ void elementwise_impl(spyre_stream_t stream, EwOp op, const Operand& a, const Op
             fail(SPYRE_ERROR_NOT_SUPPORTED,
                  std::format("{}: `{}` must start 128-byte aligned", name, o->t->name));
     const spyre_engine_config cfg = engine_config_of(c.info);
-    const std::string key =
-        std::format("ew/{} {} {}x{} o{} a{}:{}:{} b{}:{}:{} c{}:{} al{}", config_key(cfg), int(op),
-                    rows, cols, int(s.out), int(s.a.t), int(s.a.mode), s.a.imm, int(s.b.t),
-                    int(s.b.mode), s.b.imm, int(s.cond.t), int(s.cond.mode), alpha);
-    auto plan = cached_plan(key, [&] {
+    PlanKey key("ew", cfg);
+    key.add(op, rows, cols, s.out, s.a.t, s.a.mode, s.a.imm, s.b.t, s.b.mode, s.b.imm, s.cond.t,
+            s.cond.mode, alpha);
+    auto plan = cached_plan(key.str(), [&] {
         ew_validate(s);
         const Pricer pricer(cfg);
         const EwPlan p = plan_elementwise(pricer, s, cfg.num_cores);
@@ -120,14 +118,12 @@ void elementwise_impl(spyre_stream_t stream, EwOp op, const Operand& a, const Op
 }
 
 EwOp unary_op(spyre_unary_op op) {
-    require(op >= SPYRE_UNARY_RELU && op <= SPYRE_UNARY_CAST,
-            std::format("unknown unary op {}", int(op)));
+    require(op >= SPYRE_UNARY_RELU && op <= SPYRE_UNARY_CAST, "unknown unary op {}", int(op));
     return static_cast<EwOp>(int(EwOp::RELU) + int(op));
 }
 
 EwOp binary_op(spyre_binary_op op) {
-    require(op >= SPYRE_BINARY_ADD && op <= SPYRE_BINARY_GE,
-            std::format("unknown binary op {}", int(op)));
+    require(op >= SPYRE_BINARY_ADD && op <= SPYRE_BINARY_GE, "unknown binary op {}", int(op));
     return static_cast<EwOp>(int(EwOp::ADD) + int(op));
 }
 

@@ -9,8 +9,8 @@ namespace {
 
 void embedding_impl(spyre_stream_t stream, const Tensor& idx, const Tensor& w, const Tensor& o) {
     require(idx.t == isa::DType::COUNT || idx.t == isa::DType::I32,
-            std::format("embedding: `indices` must be int64 or int32, not {}",
-                        dtype_name(idx.t == isa::DType::COUNT ? SPYRE_DTYPE_INT64 : int(idx.t))));
+            "embedding: `indices` must be int64 or int32, not {}",
+            dtype_name(idx.t == isa::DType::COUNT ? SPYRE_DTYPE_INT64 : int(idx.t)));
     require(w.shape.size() == 2, "embedding: `weight` must be 2-D [num_embeddings, dim]");
     require(o.t == w.t, "embedding: `out` must have the type of `weight`");
     const int64_t V = w.dim(0), D = w.dim(1);
@@ -54,9 +54,9 @@ void embedding_impl(spyre_stream_t stream, const Tensor& idx, const Tensor& w, c
     s.n = uint64_t(n), s.V = uint64_t(V), s.row_bytes = row, s.w_stride = ws, s.o_stride = os;
     s.index_bytes = static_cast<uint32_t>(idx.es);
     const spyre_engine_config cfg = engine_config_of(c.info);
-    const std::string key = std::format("emb/{} n{} V{} row{} ws{} os{} ib{}", config_key(cfg), s.n,
-                                        s.V, s.row_bytes, s.w_stride, s.o_stride, s.index_bytes);
-    auto plan = cached_plan(key, [&] {
+    PlanKey key("emb", cfg);
+    key.add(s.n, s.V, s.row_bytes, s.w_stride, s.o_stride, s.index_bytes);
+    auto plan = cached_plan(key.str(), [&] {
         const Pricer pricer(cfg);
         const EmbeddingPlan p = plan_embedding(pricer, s, cfg.num_cores);
         PlanEntry e;

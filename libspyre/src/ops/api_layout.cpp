@@ -23,12 +23,11 @@ PlanEntry layout_entry(const LayoutPlan& p, std::vector<uint8_t> image) {
 
 std::shared_ptr<const PlanEntry> pad_plan(const Card& c, const PadShape& s) {
     const spyre_engine_config cfg = engine_config_of(c.info);
-    const std::string key =
-        std::format("pad/{} {}x{}x{} es{} ld{},{} rows{} bs{},{}", config_key(cfg), s.batch, s.rows,
-                    s.cols, s.es, s.src_ld, s.dst_ld, s.dst_rows, s.src_bs, s.dst_bs);
+    PlanKey key("pad", cfg);
+    key.add(s.batch, s.rows, s.cols, s.es, s.src_ld, s.dst_ld, s.dst_rows, s.src_bs, s.dst_bs);
     // a helper plan: info.plan_cached stays about the caller's own plan
     const uint8_t cached = last_info().plan_cached;
-    auto e = cached_plan(key, [&] {
+    auto e = cached_plan(key.str(), [&] {
         pad_validate(s);
         const Pricer pricer(cfg);
         const LayoutPlan p = plan_pad(pricer, s, cfg.num_cores);
@@ -40,10 +39,10 @@ std::shared_ptr<const PlanEntry> pad_plan(const Card& c, const PadShape& s) {
 
 std::shared_ptr<const PlanEntry> unpad_plan(const Card& c, const UnpadShape& s) {
     const spyre_engine_config cfg = engine_config_of(c.info);
-    const std::string key = std::format("unpad/{} {}x{}x{} es{} ld{} bs{}", config_key(cfg),
-                                        s.batch, s.rows, s.cols, s.es, s.src_ld, s.src_bs);
+    PlanKey key("unpad", cfg);
+    key.add(s.batch, s.rows, s.cols, s.es, s.src_ld, s.src_bs);
     const uint8_t cached = last_info().plan_cached;
-    auto e = cached_plan(key, [&] {
+    auto e = cached_plan(key.str(), [&] {
         const Pricer pricer(cfg);
         const LayoutPlan p = plan_unpad(pricer, s, cfg.num_cores);
         return layout_entry(p, build_unpad(s, p));
@@ -66,9 +65,10 @@ std::shared_ptr<const PlanEntry> queue_copy(const Card& c, spyre_stream_t stream
     // the source's element offset inside its first stick shapes the program
     const uint64_t phase = src.addr % kStick;
     const spyre_engine_config cfg = engine_config_of(c.info);
-    std::string key = std::format("copy/{} es{} p{}", config_key(cfg), s.es, phase);
-    for (uint32_t d = 0; d < s.ndim; ++d) key += std::format(" {}:{}", s.sizes[d], s.strides[d]);
-    auto plan = cached_plan(key, [&] {
+    PlanKey key("copy", cfg);
+    key.add(s.es, phase);
+    for (uint32_t d = 0; d < s.ndim; ++d) key.add(s.sizes[d], s.strides[d]);
+    auto plan = cached_plan(key.str(), [&] {
         copy_validate(s);
         const Pricer pricer(cfg);
         const LayoutPlan p = plan_copy(pricer, s, cfg.num_cores);
@@ -83,9 +83,9 @@ namespace {
 void copy_impl(spyre_stream_t stream, const Tensor& src, const Tensor& dst) {
     require(src.shape == dst.shape, "copy: `src` and `dst` must have one shape");
     require(src.es == dst.es && (src.t == dst.t),
-            std::format("copy: `src` is {} but `dst` is {} (use spyre_op_unary CAST to convert)",
-                        dtype_name(src.t == isa::DType::COUNT ? SPYRE_DTYPE_INT64 : int(src.t)),
-                        dtype_name(dst.t == isa::DType::COUNT ? SPYRE_DTYPE_INT64 : int(dst.t))));
+            "copy: `src` is {} but `dst` is {} (use spyre_op_unary CAST to convert)",
+            dtype_name(src.t == isa::DType::COUNT ? SPYRE_DTYPE_INT64 : int(src.t)),
+            dtype_name(dst.t == isa::DType::COUNT ? SPYRE_DTYPE_INT64 : int(dst.t)));
     if (!is_dense(dst)) fail(SPYRE_ERROR_NOT_SUPPORTED, "copy: `dst` must be dense");
     if (dst.addr % kStick)
         fail(SPYRE_ERROR_NOT_SUPPORTED, "copy: `dst` must start 128-byte aligned");

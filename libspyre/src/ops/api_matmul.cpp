@@ -118,12 +118,10 @@ StickMat to_stick(const Mat& m, uint64_t rows_p, uint64_t cols_p, bool allow_tra
 
 std::shared_ptr<const PlanEntry> matmul_plan(const Card& c, const MatmulShape& s) {
     const spyre_engine_config cfg = engine_config_of(c.info);
-    const std::string key =
-        std::format("mm/{} {}x{}x{} in{} out{} tb{} bias{}:{} act{}:{} g{} ld{},{},{} b{} {},{},{}",
-                    config_key(cfg), s.M, s.N, s.K, int(s.in), int(s.out), s.trans_b, s.has_bias,
-                    int(s.bias_t), s.has_act, int(s.act), s.gated, s.lda, s.ldb, s.ldc, s.batch,
-                    s.batch_a, s.batch_b, s.batch_c);
-    return cached_plan(key, [&] {
+    PlanKey key("mm", cfg);
+    key.add(s.M, s.N, s.K, s.in, s.out, s.trans_b, s.has_bias, s.bias_t, s.has_act, s.act, s.gated,
+            s.lda, s.ldb, s.ldc, s.batch, s.batch_a, s.batch_b, s.batch_c);
+    return cached_plan(key.str(), [&] {
         const PricedSplit best = planner_for(c)->plan(s);
         PlanEntry e;
         e.image = build_matmul(s, best.split);
@@ -139,34 +137,34 @@ void matmul_impl(spyre_stream_t stream, const Mat& a, const Mat& b, const Tensor
                  spyre_activation act, const Tensor& out_t, const Mat* b2 = nullptr) {
     const Mat out = as_batched_matrix(out_t);
     const isa::DType in = a.t->t;
-    require(float_type(in), std::format("matmul: {} inputs are not supported (float32, float16, "
-                                        "bfloat16)",
-                                        dtype_name(int(in))));
-    require(b.t->t == in, std::format("matmul: `{}` is {} but `{}` is {}", a.t->name,
-                                      dtype_name(int(in)), b.t->name, dtype_name(int(b.t->t))));
+    require(float_type(in),
+            "matmul: {} inputs are not supported (float32, float16, "
+            "bfloat16)",
+            dtype_name(int(in)));
+    require(b.t->t == in, "matmul: `{}` is {} but `{}` is {}", a.t->name, dtype_name(int(in)),
+            b.t->name, dtype_name(int(b.t->t)));
     require(out_t.t == in || out_t.t == isa::DType::F32,
-            std::format("matmul: output `{}` is {}; it must be {} or float32", out_t.name,
-                        dtype_name(int(out_t.t)), dtype_name(int(in))));
-    require(a.cols == b.rows, std::format("matmul: `{}` has {} columns but `{}` has {} rows",
-                                          a.t->name, a.cols, b.t->name, b.rows));
+            "matmul: output `{}` is {}; it must be {} or float32", out_t.name,
+            dtype_name(int(out_t.t)), dtype_name(int(in)));
+    require(a.cols == b.rows, "matmul: `{}` has {} columns but `{}` has {} rows", a.t->name, a.cols,
+            b.t->name, b.rows);
     require(out.rows == a.rows && out.cols == b.cols,
-            std::format("matmul: output `{}` is {}x{}, expected {}x{}", out_t.name, out.rows,
-                        out.cols, a.rows, b.cols));
+            "matmul: output `{}` is {}x{}, expected {}x{}", out_t.name, out.rows, out.cols, a.rows,
+            b.cols);
     const uint64_t batch = out.batch;
     require((a.batch == batch || a.batch == 1) && (b.batch == batch || b.batch == 1) &&
                 (a.batch == batch || b.batch == batch),
-            std::format("matmul: batch sizes {} and {} do not give the output's {}", a.batch,
-                        b.batch, batch));
+            "matmul: batch sizes {} and {} do not give the output's {}", a.batch, b.batch, batch);
     if (bias) {
         require(bias->shape.size() == 1 && uint64_t(bias->shape[0]) == out.cols,
-                std::format("linear: bias must have shape [{}]", out.cols));
+                "linear: bias must have shape [{}]", out.cols);
         require(float_type(bias->t), "linear: bias must be a floating-point tensor");
     }
     const Card c = card_of(out_t.buffer);
     for (const Tensor* t : {a.t, b.t, bias})
         if (t)
-            require(card_of(t->buffer).key == c.key,
-                    std::format("matmul: `{}` is on another card than `{}`", t->name, out_t.name));
+            require(on_card(c, t->buffer), "matmul: `{}` is on another card than `{}`", t->name,
+                    out_t.name);
     if (a.rows == 0 || b.cols == 0 || batch == 0) return;
     const uint64_t es = isa::dtype_size(in), oes = isa::dtype_size(out_t.t);
     if (a.cols == 0) {  // empty sum
@@ -184,8 +182,8 @@ void matmul_impl(spyre_stream_t stream, const Mat& a, const Mat& b, const Tensor
     StickMat B2{};
     if (b2) {  // the second weight must be laid out exactly like the first
         require(b2->t->t == in && b2->rows == b.rows && b2->cols == b.cols && b2->batch == b.batch,
-                std::format("gated matmul: `{}` must match `{}`", b2->t->name, b.t->name));
-        require(card_of(b2->t->buffer).key == card_of(b.t->buffer).key,
+                "gated matmul: `{}` must match `{}`", b2->t->name, b.t->name);
+        require(on_card(card_of(b.t->buffer), b2->t->buffer),
                 "gated matmul: weights on different cards");
         B2 = to_stick(*b2, Kp, Np, true, stream, sb2);
         if (B2.trans != B.trans || B2.ld != B.ld || B2.bs != B.bs) {
@@ -261,7 +259,7 @@ void matmul_impl(spyre_stream_t stream, const Mat& a, const Mat& b, const Tensor
             s.act = isa::VUn::SILU;
             break;
         default:
-            require(act == SPYRE_ACTIVATION_NONE, std::format("unknown activation {}", int(act)));
+            require(act == SPYRE_ACTIVATION_NONE, "unknown activation {}", int(act));
     }
     s.lda = A.ld, s.ldb = B.ld, s.ldc = C.ld;
     s.batch = batch;
@@ -292,9 +290,9 @@ void matmul_impl(spyre_stream_t stream, const Mat& a, const Mat& b, const Tensor
         p.depth = batch;
         require(out.cs == 1 && p.dst_pitch >= p.width &&
                     (batch == 1 || p.dst_slice_pitch >= p.dst_pitch * p.height),
-                std::format("matmul: output `{}` must have unit column stride and rows that do "
-                            "not overlap",
-                            out_t.name));
+                "matmul: output `{}` must have unit column stride and rows that do "
+                "not overlap",
+                out_t.name);
         if (batch == 1) p.dst_slice_pitch = p.dst_pitch * p.height;
         call(spyre_memcpy_3d_async(&p, stream));
         last_info().launches++;
@@ -340,14 +338,12 @@ spyre_status spyre_op_linear(spyre_stream_t stream, const spyre_tensor* x,
                 fail(SPYRE_ERROR_NOT_SUPPORTED,
                      "linear: the leading dims of `x` do not collapse into rows (make it "
                      "contiguous first)");
-        require(uint64_t(tw.dim(1)) == in,
-                std::format("linear: `x` has {} features but `weight` is {}x{}", in, tw.dim(0),
-                            tw.dim(1)));
+        require(uint64_t(tw.dim(1)) == in, "linear: `x` has {} features but `weight` is {}x{}", in,
+                tw.dim(0), tw.dim(1));
         uint64_t orows = 1;
         for (size_t d = 0; d + 1 < to.shape.size(); ++d) orows *= uint64_t(to.shape[d]);
-        require(
-            orows == rows && uint64_t(to.dim(-1)) == uint64_t(tw.dim(0)),
-            std::format("linear: `out` must have shape [..., {}] with the rows of `x`", tw.dim(0)));
+        require(orows == rows && uint64_t(to.dim(-1)) == uint64_t(tw.dim(0)),
+                "linear: `out` must have shape [..., {}] with the rows of `x`", tw.dim(0));
         int64_t ors = to.shape.size() >= 2 ? to.stride(-2) : to.dim(-1);
         for (size_t d = to.shape.size() - 1; d-- > 1;)
             if (to.shape[d - 1] != 1 && to.strides[d - 1] != to.strides[d] * to.shape[d])
@@ -384,9 +380,9 @@ spyre_status spyre_op_mlp(spyre_stream_t stream, const spyre_tensor* x, const sp
         const int64_t M = tx.dim(0), H = tx.dim(1), I = tu.dim(0);
         require(tu.dim(1) == H && (!w_gate || (tg.dim(0) == I && tg.dim(1) == H)) &&
                     td.dim(0) == H && td.dim(1) == I && to.dim(0) == M && to.dim(1) == H,
-                std::format("mlp: with x [{}, {}] the weights must be up/gate [I, {}] and "
-                            "down [{}, I], and out [{}, {}]",
-                            M, H, H, H, M, H));
+                "mlp: with x [{}, {}] the weights must be up/gate [I, {}] and "
+                "down [{}, I], and out [{}, {}]",
+                M, H, H, H, M, H);
         const Card c = card_of(to.buffer);
         // the hidden activations: stick rows of I elements in scratch
         const uint64_t es = tx.es, ld = up(uint64_t(I) * es, kStick);

@@ -23,9 +23,9 @@ void rotary_impl(spyre_stream_t stream, const Tensor& x, const Tensor& cs, const
         if (sh.size() == 4 && sh[1] == 1) sh.erase(sh.begin() + 1), sd.erase(sd.begin() + 1);
         if (sh.size() == 2) sh.insert(sh.begin(), 1), sd.insert(sd.begin(), 0);
         require(sh.size() == 3 && (sh[0] == B || sh[0] == 1) && sh[1] == L && sh[2] == D,
-                std::format("rotary: `{}` must be [{}, {}], [{} or 1, {}, {}] or [{} or 1, 1, "
-                            "{}, {}]",
-                            t.name, L, D, B, L, D, B, L, D));
+                "rotary: `{}` must be [{}, {}], [{} or 1, {}, {}] or [{} or 1, 1, "
+                "{}, {}]",
+                t.name, L, D, B, L, D, B, L, D);
         if (sd[2] != 1 || t.addr % kStick)
             fail(SPYRE_ERROR_NOT_SUPPORTED,
                  std::format("rotary: `{}` needs contiguous rows starting 128-byte aligned",
@@ -52,12 +52,11 @@ void rotary_impl(spyre_stream_t stream, const Tensor& x, const Tensor& cs, const
     require_same_card(c, {&x, &cs, &sn}, "rotary");
     if (B == 0 || H == 0 || L == 0 || D == 0) return;
     const spyre_engine_config cfg = engine_config_of(c.info);
-    std::string key = std::format("rope/{} {}x{}x{}x{} t{} ct{}", config_key(cfg), B, H, L, D,
-                                  int(s.t), int(s.ct));
-    for (const uint64_t* st : {s.x_st, s.o_st})
-        key += std::format(" {},{},{}", st[0], st[1], st[2]);
-    key += std::format(" {},{}", s.c_st[0], s.c_st[1]);
-    auto plan = cached_plan(key, [&] {
+    PlanKey key("rope", cfg);
+    key.add(B, H, L, D, s.t, s.ct);
+    for (const uint64_t* st : {s.x_st, s.o_st}) key.add(st[0], st[1], st[2]);
+    key.add(s.c_st[0], s.c_st[1]);
+    auto plan = cached_plan(key.str(), [&] {
         const Pricer pricer(cfg);
         const RotaryPlan p = plan_rotary(pricer, s, cfg.num_cores);
         PlanEntry e;

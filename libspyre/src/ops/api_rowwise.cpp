@@ -18,19 +18,19 @@ std::shared_ptr<const PlanEntry> rowwise_impl(spyre_stream_t stream, RowwiseOp o
                                               const Tensor* w, const Tensor* b, const Tensor& o,
                                               RowwiseShape s) {
     const char* name = rowwise_op_name(op, s.log);
-    require(float_type(x.t), std::format("{}: `x` must be float32, float16 or bfloat16", name));
-    require(!x.shape.empty(), std::format("{}: `x` needs at least one dim", name));
+    require(float_type(x.t), "{}: `x` must be float32, float16 or bfloat16", name);
+    require(!x.shape.empty(), "{}: `x` needs at least one dim", name);
     const uint64_t cols = uint64_t(x.dim(-1));
     const uint64_t rows = cols ? uint64_t(x.numel()) / cols : 0;
     const bool reduction = op >= RowwiseOp::SUM;
     if (reduction) {
         const isa::DType want = op == RowwiseOp::ARGMAX ? isa::DType::I32 : x.t;
-        require(o.t == want, std::format("{}: `out` must be {}", name, dtype_name(int(want))));
-        require(uint64_t(o.numel()) == rows,
-                std::format("{}: `out` must hold one element per row ({})", name, rows));
+        require(o.t == want, "{}: `out` must be {}", name, dtype_name(int(want)));
+        require(uint64_t(o.numel()) == rows, "{}: `out` must hold one element per row ({})", name,
+                rows);
     } else {
-        require(o.t == x.t && o.shape == x.shape,
-                std::format("{}: `out` must have the type and shape of `x`", name));
+        require(o.t == x.t && o.shape == x.shape, "{}: `out` must have the type and shape of `x`",
+                name);
     }
     for (const Tensor* t : {&x, &o, w, b})
         if (t && (!is_dense(*t) || t->addr % kStick))
@@ -40,8 +40,7 @@ std::shared_ptr<const PlanEntry> rowwise_impl(spyre_stream_t stream, RowwiseOp o
         if (t) {
             require(t->numel() == int64_t(cols) && float_type(t->t) &&
                         (t->t == x.t || t->t == isa::DType::F32),
-                    std::format("{}: `{}` must have {} elements of x's type or float32", name,
-                                t->name, cols));
+                    "{}: `{}` must have {} elements of x's type or float32", name, t->name, cols);
         }
     const Card c = card_of(o.buffer);
     require_same_card(c, {&x, w, b}, name);
@@ -53,11 +52,10 @@ std::shared_ptr<const PlanEntry> rowwise_impl(spyre_stream_t stream, RowwiseOp o
     if (b) s.bias_t = b->t;
     check_rowwise(op, s);
     const spyre_engine_config cfg = engine_config_of(c.info);
-    const std::string key =
-        std::format("row/{} {} {}x{} t{} log{} e{} eps{} w{}:{} b{}:{}", config_key(cfg), int(op),
-                    rows, cols, int(s.t), s.log, s.fp32_exp, s.eps, s.has_weight, int(s.weight_t),
-                    s.has_bias, int(s.bias_t));
-    auto plan = cached_plan(key, [&] {
+    PlanKey key("row", cfg);
+    key.add(op, rows, cols, s.t, s.log, s.fp32_exp, s.eps, s.has_weight, s.weight_t, s.has_bias,
+            s.bias_t);
+    auto plan = cached_plan(key.str(), [&] {
         const Pricer pricer(cfg);
         const RowwisePlan p = plan_rowwise(pricer, op, s, cfg.num_cores);
         PlanEntry e;
@@ -113,19 +111,16 @@ bool columns_on_cores(spyre_stream_t stream, RowwiseOp op, const Tensor& x, size
     const spyre_engine_config cfg = engine_config_of(c.info);
     std::shared_ptr<const PlanEntry> plan;
     try {
-        plan = cached_plan(std::format("col/{} {} log{} {}x{}x{} t{}", config_key(cfg), int(op),
-                                       s.log, s.A, s.R, s.I, int(s.t)),
-                           [&] {
-                               const Pricer pricer(cfg);
-                               const ColumnPlan p = plan_column(pricer, s, cfg.num_cores);
-                               PlanEntry e;
-                               e.image = build_column(s, p);
-                               e.cores = p.cores;
-                               e.cycles = p.cycles;
-                               e.plan = std::format("columns: tiles of {} x {} on {} cores", s.R,
-                                                    p.ic, p.cores);
-                               return e;
-                           });
+        plan = cached_plan(PlanKey("col", cfg).add(op, s.log, s.A, s.R, s.I, s.t).str(), [&] {
+            const Pricer pricer(cfg);
+            const ColumnPlan p = plan_column(pricer, s, cfg.num_cores);
+            PlanEntry e;
+            e.image = build_column(s, p);
+            e.cores = p.cores;
+            e.cycles = p.cycles;
+            e.plan = std::format("columns: tiles of {} x {} on {} cores", s.R, p.ic, p.cores);
+            return e;
+        });
     } catch (const Error& e) {
         if (e.status() != SPYRE_ERROR_NOT_SUPPORTED) throw;
         return false;  // e.g. the reduced dim does not fit LX in one tile
@@ -143,9 +138,8 @@ void rowwise_dim(spyre_stream_t stream, RowwiseOp op, const Tensor& x, int64_t d
                  const RowwiseShape& s) {
     const char* name = rowwise_op_name(op, s.log);
     const int64_t n = int64_t(x.shape.size());
-    require(n >= 1, std::format("{}: `x` needs at least one dim", name));
-    require(dim >= -n && dim < n,
-            std::format("{}: dim {} is out of range for {} dims", name, dim, n));
+    require(n >= 1, "{}: `x` needs at least one dim", name);
+    require(dim >= -n && dim < n, "{}: dim {} is out of range for {} dims", name, dim, n);
     const size_t d = size_t(dim < 0 ? dim + n : dim);
     const bool reduction = op >= RowwiseOp::SUM;
     // size-1 dims after d change nothing: then d is the last dim of x without them
@@ -159,14 +153,13 @@ void rowwise_dim(spyre_stream_t stream, RowwiseOp op, const Tensor& x, int64_t d
         rowwise_impl(stream, op, xr, nullptr, nullptr, orows, s);
         return;
     }
-    require(float_type(x.t), std::format("{}: `x` must be float32, float16 or bfloat16", name));
+    require(float_type(x.t), "{}: `x` must be float32, float16 or bfloat16", name);
     if (reduction) {
         const int64_t len = x.shape[d];
-        require(len > 0 || x.numel() == 0,
-                std::format("{}: dim {} is empty (nothing to reduce)", name, d));
+        require(len > 0 || x.numel() == 0, "{}: dim {} is empty (nothing to reduce)", name, d);
     } else {
-        require(o.t == x.t && o.shape == x.shape,
-                std::format("{}: `out` must have the type and shape of `x`", name));
+        require(o.t == x.t && o.shape == x.shape, "{}: `out` must have the type and shape of `x`",
+                name);
     }
     if (!dense_aligned(o))
         fail(SPYRE_ERROR_NOT_SUPPORTED,
@@ -174,16 +167,16 @@ void rowwise_dim(spyre_stream_t stream, RowwiseOp op, const Tensor& x, int64_t d
     const Card c = card_of(o.buffer);
     require_same_card(c, {&x}, name);
     if (x.numel() == 0) {
-        require(o.numel() == 0, std::format("{}: `out` must be empty like `x`", name));
+        require(o.numel() == 0, "{}: `out` must be empty like `x`", name);
         return;
     }
     if (reduction)
-        require(o.t == x.t || op == RowwiseOp::ARGMAX,
-                std::format("{}: `out` must be {}", name, dtype_name(int(x.t))));
+        require(o.t == x.t || op == RowwiseOp::ARGMAX, "{}: `out` must be {}", name,
+                dtype_name(int(x.t)));
     if (reduction && op != RowwiseOp::ARGMAX)
         require(o.numel() * x.shape[d] == x.numel(),
-                std::format("{}: `out` must hold one element per reduced line ({})", name,
-                            x.numel() / x.shape[d]));
+                "{}: `out` must hold one element per reduced line ({})", name,
+                x.numel() / x.shape[d]);
     if (columns_on_cores(stream, op, x, d, o, s, c)) return;
     // x made dense with dim d last, on the cores
     Scratch sx, so;
@@ -274,8 +267,8 @@ spyre_status spyre_op_rms_norm(spyre_stream_t stream, const spyre_tensor* x,
 spyre_status spyre_op_reduce(spyre_stream_t stream, spyre_reduce_op op, const spyre_tensor* x,
                              const spyre_tensor* out) {
     return guard(__func__, [&] {
-        require(op >= SPYRE_REDUCE_SUM && op <= SPYRE_REDUCE_ARGMAX,
-                std::format("unknown reduction {}", int(op)));
+        require(op >= SPYRE_REDUCE_SUM && op <= SPYRE_REDUCE_ARGMAX, "unknown reduction {}",
+                int(op));
         const RowwiseOp r = static_cast<RowwiseOp>(int(RowwiseOp::SUM) + int(op));
         begin_op(rowwise_op_name(r));
         rowwise_impl(stream, r, check_tensor(x, "x"), nullptr, nullptr, check_tensor(out, "out"),
@@ -286,8 +279,8 @@ spyre_status spyre_op_reduce(spyre_stream_t stream, spyre_reduce_op op, const sp
 spyre_status spyre_op_reduce_dim(spyre_stream_t stream, spyre_reduce_op op, const spyre_tensor* x,
                                  int64_t dim, const spyre_tensor* out) {
     return guard(__func__, [&] {
-        require(op >= SPYRE_REDUCE_SUM && op <= SPYRE_REDUCE_ARGMAX,
-                std::format("unknown reduction {}", int(op)));
+        require(op >= SPYRE_REDUCE_SUM && op <= SPYRE_REDUCE_ARGMAX, "unknown reduction {}",
+                int(op));
         const RowwiseOp r = static_cast<RowwiseOp>(int(RowwiseOp::SUM) + int(op));
         begin_op(rowwise_op_name(r));
         rowwise_dim(stream, r, check_tensor(x, "x"), dim, check_tensor(out, "out"), RowwiseShape{});
