@@ -74,6 +74,28 @@ def test_work_on_a_side_stream():
     assert_same(out, ref)
 
 
+def test_ops_queue_without_waiting_for_the_card():
+    # Under a hold the stream's work cannot run: ops must return at once (queued), and run,
+    # in order, once the hold ends.
+    x = torch.arange(8 * 64, dtype=torch.float32).reshape(8, 64)
+    d = x.to("spyre")
+    torch.spyre.synchronize()
+    s = torch.spyre.Stream()
+    d.record_stream(s)
+    with torch.spyre.stream(s):
+        with torch.spyre._hold_stream() as held:
+            assert held == s
+            y = d + 1
+            z = torch.relu(y * -2.0)
+            w = torch.softmax(y, -1)
+            assert not s.query()  # still queued behind the hold
+        s.synchronize()
+    assert s.query()
+    assert_same(y.cpu(), x + 1)
+    assert_same(z.cpu(), torch.relu((x + 1) * -2.0))
+    torch.testing.assert_close(w.cpu(), torch.softmax(x + 1, -1))
+
+
 def test_event_record_synchronize_query():
     s = torch.spyre.Stream()
     e = torch.spyre.Event()

@@ -4,14 +4,19 @@ against running the same op on the CPU, for tiny tensors, and a split of a decod
 Granite-style decoder (torch_spyre/tests/models.py) into host time, transfers and modeled device
 time.
 
-Per op: `queue` is the wall time per call of N calls without waiting (what the calling thread
-pays: dispatch, checks, plan-cache lookup, launch), `done` with a synchronize after the N calls
-(on the simulator this includes running the programs on the host), `cpu` the same op on CPU
-tensors (one thread); ratio = queue / cpu (target <= 5).
+Per op: `queue` is the wall time per call of N calls while the stream is held (a host function
+blocks it until the calls are timed; torch.spyre._hold_stream), so no device work runs alongside:
+on the simulator the programs run on the host's own cores and would otherwise compete with the
+calling thread. That is what the calling thread pays (Python, the dispatcher, the adapter,
+libspyre's checks, plan-cache lookup and queueing). `done` is N calls and a synchronize without a
+hold (on the simulator it includes running the programs on the host). `cpu` is the same op on
+CPU tensors (one thread); ratio = queue / cpu (target <= 5). Every figure is the median of
+ROUNDS rounds of N calls.
 
     PYTHONPATH=build/cmake/torch_spyre/python SPYRE_BACKEND=sim python3 torch_spyre/tools/dispatch_bench.py
 """
 
+import contextlib
 import copy
 import os
 import sys
@@ -25,19 +30,39 @@ import torch.nn.functional as F  # noqa: E402
 import torch_spyre  # noqa: E402
 from models import TinyGranite  # noqa: E402
 
-N = int(os.environ.get("BENCH_CALLS", "200"))
+N = int(os.environ.get("BENCH_CALLS", "100"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "9"))
 
 
-def per_call(fn, sync):
+def median(v):
+    return sorted(v)[len(v) // 2]
+
+
+def per_call(fn, hold):
+    """Median per-call wall time of ROUNDS rounds of N calls, each round inside hold()."""
     fn()  # plans cached, allocator warm
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(N):
-        fn()
-    t1 = time.perf_counter()
-    sync()
-    t2 = time.perf_counter()
-    return (t1 - t0) / N, (t2 - t0) / N
+    torch.spyre.synchronize()
+    times = []
+    for _ in range(ROUNDS):
+        with hold():
+            t0 = time.perf_counter()
+            for _ in range(N):
+                fn()
+            times.append((time.perf_counter() - t0) / N)
+        torch.spyre.synchronize()
+    return median(times)
+
+
+def per_call_done(fn):
+    """Median per-call wall time of N calls and a synchronize, nothing held."""
+    times = []
+    for _ in range(ROUNDS):
+        t0 = time.perf_counter()
+        for _ in range(N):
+            fn()
+        torch.spyre.synchronize()
+        times.append((time.perf_counter() - t0) / N)
+    return median(times)
 
 
 def ops(x, w, v):
@@ -64,13 +89,32 @@ def dispatch_table():
     v = torch.rand(8, 64, generator=g) > 0.5
     cpu_ops = ops(x, w, v)
     dev_ops = ops(x.to("spyre"), w.to("spyre"), v.to("spyre"))
-    print(f"=== per-op dispatch, [8, 64] fp32, {N} calls "
+    print(f"=== per-op dispatch, [8, 64] fp32, median of {ROUNDS} rounds of {N} calls "
           f"({torch.spyre.get_device_name(0)}) ===")
     print(f"{'op':<14} {'queue us':>9} {'done us':>9} {'cpu us':>8} {'queue/cpu':>9}")
     for name in cpu_ops:
-        q, d = per_call(dev_ops[name], torch.spyre.synchronize)
-        c, _ = per_call(cpu_ops[name], lambda: None)
+        q = per_call(dev_ops[name], torch.spyre._hold_stream)
+        d = per_call_done(dev_ops[name])
+        c = per_call(cpu_ops[name], contextlib.nullcontext)
         print(f"{name:<14} {q * 1e6:>9.1f} {d * 1e6:>9.1f} {c * 1e6:>8.1f} {q / c:>9.1f}")
+
+
+def add_layers():
+    """Where the host time of `x + x` goes: each row adds one layer to the one above, on spyre
+    (held stream) and on the CPU. libspyre's own share is in spyre-bench's "queueing cost"."""
+    x = torch.randn(8, 64)
+    rows = [
+        ("torch.empty (Python, dispatcher, allocator)", lambda t, o: torch.empty(8, 64, device=t.device)),
+        ("torch.add(x, x, out=y) (+ the op, no output)", lambda t, o: torch.add(t, t, out=o)),
+        ("x + x (+ TensorIterator meta, output)", lambda t, o: t + t),
+    ]
+    dx, dy, cy = x.to("spyre"), torch.empty(8, 64, device="spyre"), torch.empty(8, 64)
+    print(f"=== host time of an add on [8, 64] fp32, layer by layer (median of {ROUNDS} x {N}) ===")
+    print(f"{'':<46} {'spyre us':>9} {'cpu us':>8}")
+    for name, fn in rows:
+        q = per_call(lambda: fn(dx, dy), torch.spyre._hold_stream)
+        c = per_call(lambda: fn(x, cy), contextlib.nullcontext)
+        print(f"{name:<46} {q * 1e6:>9.2f} {c * 1e6:>8.2f}")
 
 
 def decoder_split():
@@ -110,4 +154,5 @@ def decoder_split():
 if __name__ == "__main__":
     torch.set_num_threads(1)  # the CPU side on one thread, like the one submitting thread
     dispatch_table()
+    add_layers()
     decoder_split()

@@ -6,6 +6,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "../../csrc/aten/Copy.h"
@@ -92,6 +96,48 @@ py::object block_of(uintptr_t ptr) {
     return py::make_tuple(reinterpret_cast<uintptr_t>(p->buffer), p->offset, p->block_size);
 }
 
+// Holds a stream: a host function queued on it blocks the stream's later work until release(),
+// or for at most 60 s (a hold never becomes a hang). Benchmarks time what queueing ops costs the
+// calling thread with no device work running alongside it (on the simulator, programs run on
+// the host's own cores); tests keep work queued.
+class StreamHold {
+  public:
+    explicit StreamHold(spyre_stream_t stream) : state_(std::make_shared<State>()) {
+        // the host function owns a reference: it may run after this object is gone
+        auto* ref = new std::shared_ptr<State>(state_);
+        const spyre_status st = spyre_launch_host_func(stream, &StreamHold::wait, ref);
+        if (st != SPYRE_SUCCESS) {
+            delete ref;
+            TORCH_CHECK(false, spyre_last_error());
+        }
+    }
+    ~StreamHold() { release(); }
+    StreamHold(const StreamHold&) = delete;
+    StreamHold& operator=(const StreamHold&) = delete;
+
+    void release() {
+        {
+            std::lock_guard lock(state_->mu);
+            state_->released = true;
+        }
+        state_->cv.notify_all();
+    }
+
+  private:
+    struct State {
+        std::mutex mu;
+        std::condition_variable cv;
+        bool released = false;
+    };
+    static void wait(void* user) {
+        std::unique_ptr<std::shared_ptr<State>> ref(static_cast<std::shared_ptr<State>*>(user));
+        State& s = **ref;
+        std::unique_lock lock(s.mu);
+        s.cv.wait_for(lock, std::chrono::seconds(60), [&] { return s.released; });
+    }
+    std::shared_ptr<State> state_;
+};
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -168,6 +214,11 @@ PYBIND11_MODULE(_C, m) {
     });
     m.def("_stream_priority", [](int64_t id, int d) {
         return stream_priority(make_stream(static_cast<c10::DeviceIndex>(d), id));
+    });
+    py::class_<StreamHold>(m, "_StreamHold").def("release", &StreamHold::release);
+    m.def("_hold_stream", [](int64_t id, int d) {
+        return std::make_unique<StreamHold>(
+            native_stream(make_stream(static_cast<c10::DeviceIndex>(d), id)));
     });
     m.def("_event_modeled_ns", [](uintptr_t start, uintptr_t end) {
         return event_modeled_ns(reinterpret_cast<void*>(start), reinterpret_cast<void*>(end));

@@ -30,6 +30,7 @@ from .streams import (
     Event,
     Stream,
     StreamContext,
+    _hold_stream,
     current_stream,
     default_stream,
     set_stream,

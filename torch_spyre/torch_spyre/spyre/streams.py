@@ -9,6 +9,7 @@ host wall-clock milliseconds between the moments the two events completed (libsp
 cycle model; on the simulator only program launches are modeled).
 """
 
+import contextlib
 from typing import Optional
 
 import torch
@@ -62,6 +63,20 @@ def _wrap(t) -> Stream:
 def current_stream(device=None) -> Stream:
     """The calling thread's current stream of the card."""
     return _wrap(_C._current_stream(_index(device)))
+
+
+@contextlib.contextmanager
+def _hold_stream(stream: Optional[Stream] = None):
+    """Holds ``stream`` (default: the current stream) for the with-block: work queued on it
+    waits until the block exits (or 60 s pass). For benchmarks that time the host cost of
+    queueing ops with no device work running alongside, and for tests that need work to stay
+    queued. Do not synchronize that stream inside the block: it waits out the 60 s."""
+    s = stream if stream is not None else current_stream()
+    hold = _C._hold_stream(s.stream_id, s.device_index)
+    try:
+        yield s
+    finally:
+        hold.release()
 
 
 def default_stream(device=None) -> Stream:
