@@ -564,6 +564,49 @@ TEST_F(Ops, ElementwiseBroadcasts) {
               spyre_op_unary(nullptr, static_cast<spyre_unary_op>(99), &ta, &ta));
 }
 
+// Clamp with both bounds in one launch: immediate bounds (with a NaN, bounds crossed), and
+// tensor bounds that broadcast (a ROW lower bound, a COL upper bound) with a mixed-type output.
+TEST_F(Ops, ClampInOnePass) {
+    const spyre_dtype h = SPYRE_DTYPE_FLOAT16, f = SPYRE_DTYPE_FLOAT32;
+    DevArray x(dev, h, 54, 21), o(dev, h, 54, 22);
+    put(h, x.host, 5, NAN);
+    ASSERT_SPYRE(spyre_memcpy_htod(x.buf, 0, x.host.data(), x.host.size()));
+    const spyre_tensor tx = view(x, {6, 9}, {9, 1}), to = view(o, {6, 9}, {9, 1});
+    auto launches = [] {
+        spyre_op_info info{};
+        EXPECT_EQ(SPYRE_SUCCESS, spyre_op_get_last_info(&info));
+        return info.launches;
+    };
+    for (auto [lo, hi] : {std::pair{-0.25, 0.5}, std::pair{0.5, -0.25}}) {
+        ASSERT_SPYRE(spyre_op_clamp(nullptr, &tx, nullptr, lo, nullptr, hi, &to));
+        EXPECT_EQ(launches(), 1u);
+        ASSERT_SPYRE(spyre_device_synchronize(dev));
+        o.fetch();
+        for (int i = 0; i < 54; ++i) {
+            if (i == 5) {
+                ASSERT_TRUE(std::isnan(o.at(i))) << "NaN must propagate";
+                continue;
+            }
+            ASSERT_EQ(o.at(i), std::min(std::max(x.at(i), float(lo)), float(hi))) << i;
+        }
+    }
+    DevArray lo(dev, f, 9, 23), hi(dev, h, 6, 24), of(dev, f, 54, 25);
+    const spyre_tensor tl = view(lo, {9}, {1}), th = view(hi, {6, 1}, {1, 1});
+    const spyre_tensor tof = view(of, {6, 9}, {9, 1});
+    ASSERT_SPYRE(spyre_op_clamp(nullptr, &tx, &tl, 0, &th, 0, &tof));
+    EXPECT_EQ(launches(), 1u);
+    ASSERT_SPYRE(spyre_device_synchronize(dev));
+    of.fetch();
+    for (int i = 0; i < 54; ++i)
+        if (i != 5)
+            ASSERT_EQ(of.at(i), std::min(std::max(x.at(i), lo.at(i % 9)), hi.at(i / 9))) << i;
+    const spyre_tensor bad = view(lo, {9}, {1});  // int bounds are refused, not misread
+    spyre_tensor tbad = bad;
+    tbad.dtype = SPYRE_DTYPE_INT32;
+    tbad.shape[0] = 9;
+    EXPECT_NE(SPYRE_SUCCESS, spyre_op_clamp(nullptr, &tx, &tbad, 0, nullptr, 1, &to));
+}
+
 // Open driver files of this process (the kernel backend holds one per card it has open).
 int open_accel_files() {
     int n = 0;

@@ -156,6 +156,18 @@ def test_clamp_out_and_errors(strict):
         torch.clamp(x.to("spyre"))
 
 
+def test_clamp_with_both_bounds_is_one_launch(strict):
+    x = make((16, 256), torch.float16)
+    lo_t, hi_t = make((256,), torch.float16, seed=3) - 1, make((16, 1), torch.float32, seed=4)
+    for lo, hi in ((-0.5, 0.5), (lo_t, hi_t)):
+        dev = [b.to("spyre") if isinstance(b, torch.Tensor) else b for b in (lo, hi)]
+        with torch_spyre.profiler.profile() as prof:
+            y = torch.clamp(x.to("spyre"), *dev)
+        clamps = [e for e in prof.events if e.aten_op == "aten::clamp"]
+        assert len(clamps) == 1 and clamps[0].op == "clamp" and clamps[0].launches == 1
+        assert_same(y.cpu(), torch.clamp(x, lo, hi))
+
+
 def test_clamp_integers_fall_back(fallback_reset):
     x = torch.arange(-5, 5)
     with pytest.warns(UserWarning, match="aten::clamp"):

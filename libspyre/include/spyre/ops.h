@@ -175,13 +175,19 @@ SPYRE_API spyre_status spyre_op_unary(spyre_stream_t stream, spyre_unary_op op,
  * of fp32, fp16, bf16 (mixed allowed); out fp32/fp16/bf16, or int8/int32 for compares.
  */
 SPYRE_API spyre_status spyre_op_binary(spyre_stream_t stream, spyre_binary_op op,
-                                       const spyre_tensor* a, const spyre_tensor* b,
-                                       double scalar, double alpha, const spyre_tensor* out);
+                                       const spyre_tensor* a, const spyre_tensor* b, double scalar,
+                                       double alpha, const spyre_tensor* out);
 /* out = cond != 0 ? a : b (torch.where), broadcasting as for spyre_op_binary; a or b NULL
  * means the scalar a_scalar / b_scalar (masked_fill is where(mask, value, x)). */
 SPYRE_API spyre_status spyre_op_where(spyre_stream_t stream, const spyre_tensor* cond,
-                                      const spyre_tensor* a, double a_scalar,
-                                      const spyre_tensor* b, double b_scalar,
+                                      const spyre_tensor* a, double a_scalar, const spyre_tensor* b,
+                                      double b_scalar, const spyre_tensor* out);
+/* out = min(max(x, lo), hi) (torch.clamp) in one pass, broadcasting as for spyre_op_binary; lo or
+ * hi NULL means the scalar lo_scalar / hi_scalar. NaN in x or a bound gives NaN; hi wins where
+ * lo > hi. Bounds are fp32, fp16 or bf16 (a one-sided clamp is spyre_op_binary MAX or MIN). */
+SPYRE_API spyre_status spyre_op_clamp(spyre_stream_t stream, const spyre_tensor* x,
+                                      const spyre_tensor* lo, double lo_scalar,
+                                      const spyre_tensor* hi, double hi_scalar,
                                       const spyre_tensor* out);
 
 /* dst = src made dense: any strided view (transposes, permutes, slices, expanded dims with
@@ -234,13 +240,13 @@ SPYRE_API spyre_status spyre_op_reduce_dim(spyre_stream_t stream, spyre_reduce_o
 /* What the last op of the calling thread ran: its plan and the modeled device time of its
  * programs on the cycle model (known when queued: the plan was priced when it was made). */
 typedef struct spyre_op_info {
-    char op[32];            /* "linear", "matmul", ... */
-    char plan[128];         /* e.g. "m4 n8 k1 (sub 128x1600, kc 64, 2 buffers, multicast)" */
-    uint32_t cores;         /* cores of the main program */
-    uint32_t launches;      /* device programs queued (padding steps included) */
+    char op[32];             /* "linear", "matmul", ... */
+    char plan[128];          /* e.g. "m4 n8 k1 (sub 128x1600, kc 64, 2 buffers, multicast)" */
+    uint32_t cores;          /* cores of the main program */
+    uint32_t launches;       /* device programs queued (padding steps included) */
     uint64_t modeled_cycles; /* sum over the launches */
     uint64_t modeled_ns;
-    uint32_t plan_cached;   /* 1 if the plan came from the plan cache */
+    uint32_t plan_cached; /* 1 if the plan came from the plan cache */
     uint32_t reserved0;
     uint64_t reserved[7];
 } spyre_op_info;

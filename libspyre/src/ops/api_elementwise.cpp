@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// C API of the elementwise ops (spyre_op_unary, spyre_op_binary, spyre_op_where): torch-style
+// C API of the elementwise ops (spyre_op_unary, spyre_op_binary, spyre_op_where,
+// spyre_op_clamp): torch-style
 // broadcasts collapsed into the [rows, cols] forms of ops/elementwise_program.hpp.
 #include <optional>
 
@@ -89,7 +90,7 @@ void elementwise_impl(spyre_stream_t stream, EwOp op, const Operand& a, const Op
     };
     s.a = operand(a, modes[0]);
     if (op >= EwOp::ADD) s.b = operand(b, modes[1]);
-    if (op == EwOp::WHERE) s.cond = operand(cond, modes[2]);
+    if (op == EwOp::WHERE || op == EwOp::CLAMP) s.cond = operand(cond, modes[2]);
     // a full operand starts on a stick
     for (const Operand* o : {&a, &b, &cond})
         if (o->t && o->t->numel() == out.numel() && o->t->addr % kStick)
@@ -169,5 +170,19 @@ spyre_status spyre_op_where(spyre_stream_t stream, const spyre_tensor* cond, con
         if (b) tb = check_tensor(b, "b");
         elementwise_impl(stream, EwOp::WHERE, {a ? &ta : nullptr, float(a_scalar)},
                          {b ? &tb : nullptr, float(b_scalar)}, {&tc, 0.0f}, to, 1.0f);
+    });
+}
+
+spyre_status spyre_op_clamp(spyre_stream_t stream, const spyre_tensor* x, const spyre_tensor* lo,
+                            double lo_scalar, const spyre_tensor* hi, double hi_scalar,
+                            const spyre_tensor* out) {
+    return guard(__func__, [&] {
+        begin_op("clamp");
+        const Tensor tx = check_tensor(x, "x"), to = check_tensor(out, "out");
+        Tensor tl{}, th{};
+        if (lo) tl = check_tensor(lo, "lo");
+        if (hi) th = check_tensor(hi, "hi");
+        elementwise_impl(stream, EwOp::CLAMP, {&tx, 0.0f}, {lo ? &tl : nullptr, float(lo_scalar)},
+                         {hi ? &th : nullptr, float(hi_scalar)}, to, 1.0f);
     });
 }

@@ -43,7 +43,7 @@ bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType
 bool valid_type(DType t) { return static_cast<uint8_t>(t) < static_cast<uint8_t>(DType::COUNT); }
 
 bool has_b(EwOp op) { return !ew_is_unary(op) && op != EwOp::AFFINE; }
-bool has_cond(EwOp op) { return op == EwOp::WHERE; }
+bool has_cond(EwOp op) { return op == EwOp::WHERE || op == EwOp::CLAMP; }
 
 Opd input(const EwShape& s, Loc l) {
     const EwOperand& o = l == Loc::A ? s.a : l == Loc::B ? s.b : s.cond;
@@ -158,6 +158,14 @@ std::vector<Step> make_steps(const EwShape& s) {
         a = T;
     }
     const bool a_full = a.mode == Bcast::NONE;
+    if (s.op == EwOp::CLAMP) {
+        // max then min in fp32, rounded once: both passes select one of their inputs, so this
+        // equals torch's clamp in the output type (NaN propagates, hi wins when lo > hi)
+        if (!a_full) st.push_back(materialize(a)), a = T;
+        st.push_back(vbin(isa::VBin::MAX, T, a, B));
+        st.push_back(vbin(isa::VBin::MIN, O, T, C));
+        return st;
+    }
     if (s.op == EwOp::WHERE) {
         if (a_full)
             st.push_back(vsel(O, a, B, C, false));
@@ -652,10 +660,10 @@ bool ew_is_unary(EwOp op) { return static_cast<uint8_t>(op) <= static_cast<uint8
 
 const char* ew_name(EwOp op) {
     static const char* const names[] = {
-        "relu", "gelu", "gelu_tanh", "silu",  "sigmoid",    "exp",     "log", "tanh",
-        "neg",  "abs",  "sqrt",      "rsqrt", "reciprocal", "sin",     "cos", "cast",
-        "add",  "sub",  "mul",       "div",   "maximum",    "minimum", "eq",  "ne",
-        "lt",   "le",   "gt",        "ge",    "where",      "affine"};
+        "relu", "gelu", "gelu_tanh", "silu",  "sigmoid",    "exp",     "log",  "tanh",
+        "neg",  "abs",  "sqrt",      "rsqrt", "reciprocal", "sin",     "cos",  "cast",
+        "add",  "sub",  "mul",       "div",   "maximum",    "minimum", "eq",   "ne",
+        "lt",   "le",   "gt",        "ge",    "where",      "affine",  "clamp"};
     static_assert(sizeof names / sizeof names[0] == static_cast<size_t>(EwOp::COUNT));
     return op < EwOp::COUNT ? names[static_cast<size_t>(op)] : "?";
 }
@@ -685,8 +693,10 @@ void ew_validate(const EwShape& s) {
         bad("a must have the output's shape");
     if (has_b(s.op) && (!valid_type(s.b.t) || (s.op != EwOp::WHERE && !is_float(s.b.t))))
         bad("b must be fp32, fp16 or bf16");
-    if (has_cond(s.op) && (!valid_type(s.cond.t) || s.cond.mode == Bcast::IMM))
+    if (s.op == EwOp::WHERE && (!valid_type(s.cond.t) || s.cond.mode == Bcast::IMM))
         bad("cond must be a tensor in device memory");
+    if (s.op == EwOp::CLAMP && (!valid_type(s.cond.t) || !is_float(s.cond.t)))
+        bad("the upper bound must be fp32, fp16 or bf16");
 }
 
 uint64_t ew_lx_bytes(const EwShape& s, uint64_t chunk, bool row_resident) {

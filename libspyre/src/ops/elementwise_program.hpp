@@ -48,6 +48,7 @@ enum class EwOp : uint8_t {
     GE,
     WHERE,   // out = cond != 0 ? a : b
     AFFINE,  // out = a * scale + shift, one fused multiply-add
+    CLAMP,   // out = min(max(a, b), cond): torch.clamp with lower bound b, upper bound cond
     COUNT
 };
 
@@ -68,7 +69,8 @@ struct EwOperand {
 // flat tensor of n elements is rows = 1, cols = n; torch-style broadcasts collapse to this).
 // a, b (binary, WHERE), cond (WHERE) per EwOperand. At least one of a and b is full for ops that
 // have b, except that both may be broadcast when the output is full anyway (e.g. a ROW + b COL).
-// cond is NONE, SCALAR, ROW or COL. Types: F32, F16, BF16 (and I8/I32 for out and cond).
+// cond is NONE, SCALAR, ROW or COL (CLAMP's upper bound: any mode, a float type). Types: F32,
+// F16, BF16 (and I8/I32 for out and cond).
 struct EwShape {
     EwOp op = EwOp::RELU;
     uint64_t rows = 1, cols = 0;

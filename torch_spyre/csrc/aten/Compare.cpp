@@ -1,6 +1,7 @@
 // Comparisons and bounds on the card through spyre_op_binary: eq/ne/lt/le/gt/ge into bool
 // (the library writes 1 / 0 bytes), maximum/minimum (NaN-propagating, as torch's), and
-// clamp/clamp_min/clamp_max with number or tensor bounds (a MAX then a MIN pass). Operands are
+// clamp/clamp_min/clamp_max with number or tensor bounds (both bounds: one spyre_op_clamp pass;
+// one bound: a MAX or a MIN). Operands are
 // float spyre tensors or numbers, broadcast as in torch; a number is first rounded to the
 // type torch compares in, so `x_fp16 == 0.1` is decided as on the CPU. Registering the out=
 // kernels of these structured operators covers their functional and in-place forms. Integer
@@ -78,6 +79,7 @@ bool clamp_on_card(const char* name, const at::Tensor& self, const at::Tensor& l
         }
     at::assert_no_partial_overlap(out, self);
     at::native::resize_output(out, shape);
+    if (olo && ohi) return clamp_into(name, self, *olo, *ohi, out);
     at::Tensor src = self;
     if (olo) {
         if (!binary_into(name, SPYRE_BINARY_MAX, self, *olo, 1.0, out)) return false;

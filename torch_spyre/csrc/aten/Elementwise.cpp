@@ -113,4 +113,19 @@ bool where_into(const char* name, const at::Tensor& cond, const Operand& a, cons
     });
 }
 
+bool clamp_into(const char* name, const at::Tensor& x, const Operand& lo, const Operand& hi,
+                const at::Tensor& out) {
+    c10::DeviceGuard guard(out.device());
+    if (out.numel() == 0) return true;
+    const Operand ox{x, 0.0};
+    return with_operands(name, out, {&ox, &lo, &hi}, [&](const auto& ts, const at::Tensor& w) {
+        const spyre_tensor tx = op_tensor(*ts[0]), to = op_tensor(w);
+        spyre_tensor tl{}, th{};
+        if (ts[1]) tl = op_tensor(*ts[1]);
+        if (ts[2]) th = op_tensor(*ts[2]);
+        return op_ran(name, spyre_op_clamp(op_stream(w), &tx, ts[1] ? &tl : nullptr, lo.number,
+                                           ts[2] ? &th : nullptr, hi.number, &to));
+    });
+}
+
 }  // namespace torch_spyre::aten

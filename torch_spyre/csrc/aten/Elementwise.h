@@ -41,4 +41,9 @@ bool binary_out(const char* name, spyre_binary_op op, const at::Tensor& self,
 bool where_into(const char* name, const at::Tensor& cond, const Operand& a, const Operand& b,
                 const at::Tensor& out);
 
+// out = min(max(x, lo), hi) broadcast to out's shape, in one launch (torch.clamp with both
+// bounds); x a spyre tensor.
+bool clamp_into(const char* name, const at::Tensor& x, const Operand& lo, const Operand& hi,
+                const at::Tensor& out);
+
 }  // namespace torch_spyre::aten
