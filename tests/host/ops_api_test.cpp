@@ -291,6 +291,48 @@ TEST_F(Ops, AttentionOnTransposedViews) {
     EXPECT_EQ(SPYRE_ERROR_NOT_SUPPORTED, spyre_op_attention(nullptr, &odd, &odd, &odd, &odd, 0, 0));
 }
 
+// Decode steps at growing key lengths from 512 on reuse the block sizes of their family's first
+// plan (ops.md "Attention plans across key lengths"): each result is still exact for its own
+// length, and the plan names the same blocks.
+TEST_F(Ops, DecodeAttentionAcrossKeyLengths) {
+    const int64_t Hq = 4, Hkv = 2, D = 64, Lmax = 720;
+    DevArray q(dev, SPYRE_DTYPE_FLOAT16, Hq * D, 31),
+        k(dev, SPYRE_DTYPE_FLOAT16, Hkv * Lmax * D, 32);
+    DevArray v(dev, SPYRE_DTYPE_FLOAT16, Hkv * Lmax * D, 33),
+        o(dev, SPYRE_DTYPE_FLOAT16, Hq * D, 34);
+    std::string first_plan;
+    for (int64_t Lk : {600, 601, 700, 720}) {
+        SCOPED_TRACE(Lk);
+        // a KV cache [1, Hkv, Lmax, D] read up to Lk, as torch's cache[:, :, :Lk]
+        const spyre_tensor tq = view(q, {1, Hq, 1, D}, {Hq * D, D, D, 1});
+        const spyre_tensor tk = view(k, {1, Hkv, Lk, D}, {Hkv * Lmax * D, Lmax * D, D, 1});
+        const spyre_tensor tv = view(v, {1, Hkv, Lk, D}, {Hkv * Lmax * D, Lmax * D, D, 1});
+        const spyre_tensor to = view(o, {1, Hq, 1, D}, {Hq * D, D, D, 1});
+        ASSERT_SPYRE(spyre_op_attention(nullptr, &tq, &tk, &tv, &to, 1, 0.0f));
+        spyre_op_info info;
+        ASSERT_SPYRE(spyre_op_get_last_info(&info));
+        if (first_plan.empty()) first_plan = info.plan;
+        EXPECT_EQ(first_plan, info.plan);
+        EXPECT_EQ(info.plan_cached, 0);  // every length is a plan of its own
+        ASSERT_SPYRE(spyre_device_synchronize(dev));
+        o.fetch();
+        for (int64_t h = 0; h < Hq; ++h) {
+            const auto want = attend_ref(
+                Lk, D,
+                [&](int64_t j) {
+                    double dot = 0;
+                    for (int64_t d = 0; d < D; ++d)
+                        dot += double(q.at(h * D + d)) * k.at(((h / 2) * Lmax + j) * D + d);
+                    return dot / 8.0;
+                },
+                [&](int64_t j, int64_t d) { return v.at(((h / 2) * Lmax + j) * D + d); });
+            for (int64_t d = 0; d < D; ++d)
+                ASSERT_NEAR(o.at(h * D + d), want[d], 5e-3 * (1 + std::fabs(want[d])))
+                    << "h" << h << " d" << d;
+        }
+    }
+}
+
 // Attention masks through the C API: torch's attn_mask forms ([Lq, Lk], [B, 1, Lq, Lk],
 // [B, Hq, Lq, Lk], a [B, 1, 1, Lk] padding mask), additive (fp16, fp32) and boolean (int8), with
 // and without causal, odd sizes (mask rows re-laid on the cores), a query that sees no key.

@@ -33,6 +33,7 @@ struct Row {
     double plan_ms;
     double ddr_pct = 0;
     double naive_util_pct = 0;
+    double reuse_worst_pct = 0, reuse_mean_pct = 0, replan_ms = 0;  // attention plan reuse
     std::string breakdown;  // where the cycles of the busiest program go (see unit_breakdown)
 };
 
@@ -307,6 +308,51 @@ int main(int argc, char** argv) {
         std::printf("    units: %s\n", r.breakdown.c_str());
         std::fflush(stdout);
     }
+    // Attention plans across key lengths: libspyre plans the first decode shape of a family
+    // (same heads and types, Lq 1, Lk within one power of two, from 512 keys) over every
+    // candidate and reuses its blocks for the rest, pricing only those (a decode step grows Lk
+    // by one). Seeds are each bucket's first length in decode order (2^(k-1) + 1); the gap is
+    // the reused plan's cycles over the best. Lq 32 and Lk < 512 show why reuse stops there.
+    for (auto [lq, from] :
+         {std::pair<uint64_t, uint64_t>{1, 512}, std::pair<uint64_t, uint64_t>{1, 64},
+          std::pair<uint64_t, uint64_t>{32, 64}}) {
+        double worst = 0, sum = 0, plan_ms = 0, replan_ms = 0;
+        int n = 0;
+        for (uint64_t top = 2 * from; top <= 4096; top *= 2) {
+            AttentionShape s;
+            s.Hq = 32, s.Hkv = 8, s.Lq = lq, s.D = 128, s.causal = true;
+            s.Lk = top / 2 + 1;
+            const AttentionPlan seed = plan_attention(pr, s, cfg.num_cores);
+            for (uint64_t lk : {top / 2 + 1 + top / 8, top / 2 + top / 4, top - top / 8 + 3, top}) {
+                s.Lk = lk;
+                auto t0 = std::chrono::steady_clock::now();
+                const AttentionPlan best = plan_attention(pr, s, cfg.num_cores);
+                auto t1 = std::chrono::steady_clock::now();
+                const auto reused = replan_attention(pr, s, seed, cfg.num_cores);
+                auto t2 = std::chrono::steady_clock::now();
+                plan_ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
+                replan_ms += std::chrono::duration<double, std::milli>(t2 - t1).count();
+                const double gap =
+                    reused ? 100.0 * (double(reused->cycles) / double(best.cycles) - 1) : 1e9;
+                worst = std::max(worst, gap), sum += gap, ++n;
+            }
+        }
+        std::printf(
+            "attention plan reuse, Lq %-3llu Lk %llu..4096%s (%d lengths): reused blocks vs every "
+            "candidate: worst %+.2f%%, mean %+.2f%%; planning %.1f ms -> %.1f ms per length\n",
+            (unsigned long long)lq, (unsigned long long)from + 1,
+            lq == 1 && from >= 512 ? " (libspyre reuses these)"
+                                   : " (why libspyre does not reuse below 512 or for Lq > 1)",
+            n, worst, sum / n, plan_ms / n, replan_ms / n);
+        Row r{};
+        r.name = std::format("attention plan reuse Lq {} Lk {}..4096", lq, from + 1);
+        r.reuse_worst_pct = worst;
+        r.reuse_mean_pct = sum / n;
+        r.plan_ms = plan_ms / n;
+        r.replan_ms = replan_ms / n;
+        rows.push_back(r);
+        std::fflush(stdout);
+    }
     for (auto [A, R, I] : {std::tuple{16, 1024, 128}, std::tuple{1, 4096, 256}}) {
         rows.push_back(softmax_dim_case(pr, A, R, I));
         const Row& r = rows.back();
@@ -339,6 +385,14 @@ int main(int argc, char** argv) {
                          {"naive_modeled_us", r.naive_us},
                          {"naive_split", r.naive_split},
                          {"split", r.split}});
+            continue;
+        }
+        if (r.name.starts_with("attention plan reuse")) {
+            j.push_back({{"name", r.name},
+                         {"worst_gap_pct", r.reuse_worst_pct},
+                         {"mean_gap_pct", r.reuse_mean_pct},
+                         {"plan_ms", r.plan_ms},
+                         {"replan_ms", r.replan_ms}});
             continue;
         }
         if (r.name.starts_with("sdpa")) {

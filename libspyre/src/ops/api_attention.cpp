@@ -3,7 +3,11 @@
 // flash-attention program (ops/attention_program.hpp) on strided [B, H, L, D] tensors, with an
 // optional additive or boolean mask read in place or re-laid into stick rows by the pad program.
 #include <algorithm>
+#include <bit>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <string>
 
 #include "ops/api_common.hpp"
 #include "ops/attention_program.hpp"
@@ -13,6 +17,42 @@
 namespace spyre::ops {
 namespace {
 
+// The block sizes chosen for a family of decode shapes (Lq 1) that differ only in Lk within one
+// power of two, Lk >= kReuseFromLk (a decode step grows Lk by one): the first of the family is
+// planned over every candidate, the others price only these blocks. Measured on the cycle model
+// (spyre-ops-bench "attention plan reuse"): no loss from 512 keys on; below, and for Lq > 1, the
+// best blocks change within a family (up to +6% and +32%), so those shapes plan in full
+// (ops.md "Attention plans across key lengths").
+constexpr uint64_t kReuseFromLk = 512;
+struct Choices {
+    std::mutex mu;
+    std::map<std::string, AttentionPlan> by_family;
+};
+Choices& choices() {
+    static Choices* c = new Choices;  // never destroyed, like the plan cache
+    return *c;
+}
+
+AttentionPlan choose_plan(const spyre_engine_config& cfg, const Pricer& pricer,
+                          const AttentionShape& s) {
+    if (s.Lq != 1 || s.Lk < kReuseFromLk) return plan_attention(pricer, s, cfg.num_cores);
+    PlanKey family("attn-family", cfg);
+    family.add(s.B, s.Hq, s.Hkv, s.Lq, std::bit_ceil(s.Lk), s.D, s.t, s.causal, s.mask, s.mask_t);
+    auto& cs = choices();
+    std::optional<AttentionPlan> chosen;
+    {
+        std::lock_guard lock(cs.mu);
+        if (auto it = cs.by_family.find(family.str()); it != cs.by_family.end())
+            chosen = it->second;
+    }
+    if (chosen)
+        if (auto p = replan_attention(pricer, s, *chosen, cfg.num_cores)) return *p;
+    const AttentionPlan best = plan_attention(pricer, s, cfg.num_cores);
+    std::lock_guard lock(cs.mu);
+    cs.by_family.try_emplace(family.str(), best);
+    return best;
+}
+
 std::shared_ptr<const PlanEntry> attention_plan(const Card& c, const AttentionShape& s) {
     const spyre_engine_config cfg = engine_config_of(c.info);
     PlanKey key("attn", cfg);
@@ -21,7 +61,7 @@ std::shared_ptr<const PlanEntry> attention_plan(const Card& c, const AttentionSh
         key.add(st[0], st[1], st[2]);
     return cached_plan(key.str(), [&] {
         const Pricer pricer(cfg);
-        const AttentionPlan p = plan_attention(pricer, s, cfg.num_cores);
+        const AttentionPlan p = choose_plan(cfg, pricer, s);
         PlanEntry e;
         e.image = build_attention(s, p);
         e.cores = p.cores;

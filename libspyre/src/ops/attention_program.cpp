@@ -507,7 +507,9 @@ void price_attention(const Pricer& pricer, const AttentionShape& s, AttentionPla
     p.stats = r;
 }
 
-AttentionPlan plan_attention(const Pricer& pricer, const AttentionShape& s, uint32_t max_cores) {
+namespace {
+
+void check_plannable(const AttentionShape& s) {
     if (s.Hkv == 0 || s.Hq % s.Hkv || s.D == 0 || (s.D * isa::dtype_size(s.t)) % kStick)
         throw std::invalid_argument(
             "attention: Hq must be a multiple of Hkv and a head row a multiple of 128 bytes");
@@ -517,6 +519,30 @@ AttentionPlan plan_attention(const Pricer& pricer, const AttentionShape& s, uint
             if (st[d] % kStick)
                 throw std::invalid_argument(
                     "attention: batch, head and position strides must be multiples of 128 bytes");
+}
+
+}  // namespace
+
+std::optional<AttentionPlan> replan_attention(const Pricer& pricer, const AttentionShape& s,
+                                              const AttentionPlan& chosen, uint32_t max_cores) {
+    check_plannable(s);
+    const uint64_t bq = chosen.bq, bk = chosen.bk;
+    if (bq == 0 || bq > s.Lq || s.Lq % bq || (s.Hq / s.Hkv) * bq > isa::kMaxMatDim ||
+        !mask_fits(s, bk))
+        return std::nullopt;
+    AttentionPlan p;
+    p.bq = bq, p.bk = bk;
+    const uint64_t units = s.B * s.Hkv * (s.Lq / bq);
+    p.cores = static_cast<uint32_t>(std::min<uint64_t>(max_cores, units));
+    p.prefetch_q = chosen.prefetch_q && units > p.cores;
+    p.lx_bytes = attention_lx_bytes(s, bq, bk, p.prefetch_q);
+    if (!p.lx_bytes || p.lx_bytes > pricer.lx_budget()) return std::nullopt;
+    price_attention(pricer, s, p);
+    return p;
+}
+
+AttentionPlan plan_attention(const Pricer& pricer, const AttentionShape& s, uint32_t max_cores) {
+    check_plannable(s);
     const uint64_t g = s.Hq / s.Hkv;
     const uint64_t budget = pricer.lx_budget();
     AttentionPlan best{};

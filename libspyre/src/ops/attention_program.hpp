@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "ops/pricing.hpp"
@@ -51,6 +52,12 @@ uint64_t attention_lx_bytes(const AttentionShape& s, uint64_t bq, uint64_t bk,
                             bool prefetch_q = false);
 // Enumerates query/key blocks and core counts, prices the candidates exactly, returns the best.
 AttentionPlan plan_attention(const Pricer& pricer, const AttentionShape& s, uint32_t max_cores);
+// The plan of s with the blocks of `chosen` (the best plan of the same heads at a nearby key
+// length), priced once instead of every candidate; nothing if those blocks do not suit s. A
+// decode step grows Lk by one, and pricing every candidate at every step was most of its host
+// time (ops.md "Attention plans across key lengths").
+std::optional<AttentionPlan> replan_attention(const Pricer& pricer, const AttentionShape& s,
+                                              const AttentionPlan& chosen, uint32_t max_cores);
 // Bytes a tensor spans (0 = q, 1 = k, 2 = v, 3 = out, 4 = mask: 0 without one).
 uint64_t attention_tensor_bytes(const AttentionShape& s, int which);
 // Exact cycles of one plan (timing-only run); fills p.cycles and p.stats.
