@@ -95,37 +95,41 @@ bool binary_out(const char* name, spyre_binary_op op, const at::Tensor& self,
     return binary_into(name, op, operand_tensor(*a, out), *b, alpha, out);
 }
 
+namespace {
+
+// The library's calls of one tensor and two operands that may be numbers (where's a and b,
+// clamp's bounds): (stream, first, b, b_number, c, c_number, out), NULL for a number.
+using TernaryCall = spyre_status (*)(spyre_stream_t, const spyre_tensor*, const spyre_tensor*,
+                                     double, const spyre_tensor*, double, const spyre_tensor*);
+
+bool ternary_into(const char* name, TernaryCall call, const at::Tensor& first, const Operand& b,
+                  const Operand& c, const at::Tensor& out) {
+    c10::DeviceGuard guard(out.device());
+    if (out.numel() == 0) return true;
+    const Operand of{first, 0.0};
+    return with_operands(name, out, {&of, &b, &c}, [&](const auto& ts, const at::Tensor& w) {
+        const spyre_tensor tf = op_tensor(*ts[0]), to = op_tensor(w);
+        spyre_tensor tb{}, tc{};
+        if (ts[1]) tb = op_tensor(*ts[1]);
+        if (ts[2]) tc = op_tensor(*ts[2]);
+        return op_ran(name, call(op_stream(w), &tf, ts[1] ? &tb : nullptr, b.number,
+                                 ts[2] ? &tc : nullptr, c.number, &to));
+    });
+}
+
+}  // namespace
+
 bool where_into(const char* name, const at::Tensor& cond, const Operand& a, const Operand& b,
                 const at::Tensor& out) {
     if (!cond.is_privateuseone() || !op_dtype(cond.scalar_type()) ||
         cond.scalar_type() == at::kLong)
         return false;
-    c10::DeviceGuard guard(out.device());
-    if (out.numel() == 0) return true;
-    const Operand oc{cond, 0.0};
-    return with_operands(name, out, {&oc, &a, &b}, [&](const auto& ts, const at::Tensor& w) {
-        const spyre_tensor tc = op_tensor(*ts[0]), to = op_tensor(w);
-        spyre_tensor ta{}, tb{};
-        if (ts[1]) ta = op_tensor(*ts[1]);
-        if (ts[2]) tb = op_tensor(*ts[2]);
-        return op_ran(name, spyre_op_where(op_stream(w), &tc, ts[1] ? &ta : nullptr, a.number,
-                                           ts[2] ? &tb : nullptr, b.number, &to));
-    });
+    return ternary_into(name, spyre_op_where, cond, a, b, out);
 }
 
 bool clamp_into(const char* name, const at::Tensor& x, const Operand& lo, const Operand& hi,
                 const at::Tensor& out) {
-    c10::DeviceGuard guard(out.device());
-    if (out.numel() == 0) return true;
-    const Operand ox{x, 0.0};
-    return with_operands(name, out, {&ox, &lo, &hi}, [&](const auto& ts, const at::Tensor& w) {
-        const spyre_tensor tx = op_tensor(*ts[0]), to = op_tensor(w);
-        spyre_tensor tl{}, th{};
-        if (ts[1]) tl = op_tensor(*ts[1]);
-        if (ts[2]) th = op_tensor(*ts[2]);
-        return op_ran(name, spyre_op_clamp(op_stream(w), &tx, ts[1] ? &tl : nullptr, lo.number,
-                                           ts[2] ? &th : nullptr, hi.number, &to));
-    });
+    return ternary_into(name, spyre_op_clamp, x, lo, hi, out);
 }
 
 }  // namespace torch_spyre::aten
