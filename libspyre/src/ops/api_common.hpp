@@ -16,13 +16,13 @@
 #include <vector>
 
 #include "error.hpp"
+#include "ops/sticks.hpp"
 #include "spyre/engine.h"
 #include "spyre/isa.hpp"
 #include "spyre/ops.h"
 
 namespace spyre::ops {
 
-inline constexpr uint64_t kStick = 128;
 inline uint64_t up(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
 
 // A public-API call inside the op library: failures keep the callee's message.

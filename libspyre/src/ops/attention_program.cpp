@@ -6,6 +6,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "ops/sticks.hpp"
 #include "spyre/program_builder.hpp"
 
 namespace spyre::ops {
@@ -16,9 +17,6 @@ using isa::Bcast;
 using isa::DType;
 using isa::VBin;
 using isa::VUn;
-
-constexpr uint64_t kStick = 128;
-uint64_t up128(uint64_t x) { return (x + kStick - 1) / kStick * kStick; }
 
 // LX layout of one work unit: R = group * bq rows.
 struct Layout {

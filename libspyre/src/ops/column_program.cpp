@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "ops/sticks.hpp"
 #include "spyre/program_builder.hpp"
 
 namespace spyre::ops {
@@ -14,9 +15,6 @@ using isa::Bcast;
 using isa::DType;
 using isa::VBin;
 using isa::VUn;
-
-constexpr uint64_t kStick = 128;
-uint64_t up128(uint64_t x) { return (x + kStick - 1) / kStick * kStick; }
 
 bool softmax(const ColumnShape& s) { return s.op == RowwiseOp::SOFTMAX; }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "ops/sticks.hpp"
 #include "spyre/program_builder.hpp"
 
 namespace spyre::ops {
@@ -14,8 +15,6 @@ using isa::Bcast;
 using isa::DType;
 using Reg = ProgramBuilder::Reg;
 
-constexpr uint64_t kStick = 128;
-uint64_t up128(uint64_t x) { return (x + kStick - 1) / kStick * kStick; }
 uint64_t es_of(DType t) { return isa::dtype_size(t); }
 
 // Where a vector operand lives. A, B, COND are the inputs (full ones in the chunk buffers,

@@ -4,15 +4,10 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "ops/sticks.hpp"
 #include "spyre/program_builder.hpp"
 
 namespace spyre::ops {
-namespace {
-
-constexpr uint64_t kStick = 128;
-uint64_t up128(uint64_t x) { return (x + kStick - 1) / kStick * kStick; }
-
-}  // namespace
 
 std::vector<uint8_t> build_embedding(const EmbeddingShape& s, const EmbeddingPlan& p) {
     using isa::Alu;

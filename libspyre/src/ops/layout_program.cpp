@@ -7,6 +7,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "ops/sticks.hpp"
 #include "spyre/isa.hpp"
 #include "spyre/program_builder.hpp"
 
@@ -17,9 +18,7 @@ using isa::Alu;
 using isa::DType;
 using Reg = ProgramBuilder::Reg;
 
-constexpr uint64_t kStick = 128;
 constexpr uint64_t kSpan = 256ull << 20;  // a core's DDR span
-uint64_t up128(uint64_t x) { return (x + kStick - 1) / kStick * kStick; }
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 DType bits_type(uint32_t es) { return es == 1 ? DType::I8 : es == 2 ? DType::F16 : DType::F32; }

@@ -4,15 +4,13 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "ops/sticks.hpp"
 #include "spyre/program_builder.hpp"
 
 namespace spyre::ops {
 namespace {
 
 using isa::DType;
-
-constexpr uint64_t kStick = 128;
-uint64_t up128(uint64_t x) { return (x + kStick - 1) / kStick * kStick; }
 
 struct Layout {
     uint64_t a_bytes, b_bytes, buf, c, c2, out, bias, total;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "ops/sticks.hpp"
 #include "spyre/program_builder.hpp"
 
 namespace spyre::ops {
@@ -13,9 +14,6 @@ using isa::Alu;
 using isa::Bcast;
 using isa::DType;
 using isa::VBin;
-
-constexpr uint64_t kStick = 128;
-uint64_t up128(uint64_t x) { return (x + kStick - 1) / kStick * kStick; }
 
 struct Layout {
     uint64_t x, c, sn, t, o, out, total;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ops/rowwise_program.hpp"
+#include "ops/sticks.hpp"
 #include "spyre/program_builder.hpp"
 
 namespace spyre::ops::rowwise_detail {
@@ -24,12 +25,10 @@ using isa::Red;
 using isa::VBin;
 using isa::VUn;
 
-constexpr uint64_t kStick = 128;
 constexpr uint64_t kMatK = isa::kMaxMatDim;  // MM K (and N) limit
 constexpr float kIotaBias = 8388608.0f;      // 2^23: j + 2^23 is exact in fp32 for j < 2^23
 constexpr float kNoIndex = 1073741824.0f;    // 2^30: above every index
 
-inline uint64_t up128(uint64_t x) { return (x + kStick - 1) / kStick * kStick; }
 inline uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 inline uint64_t es_of(DType t) { return isa::dtype_size(t); }
 // Rows whose bytes are a whole number of sticks.

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "ops/sticks.hpp"
+
 namespace spyre::ops {
 namespace {
-
-uint64_t up128(uint64_t x) { return (x + 127) / 128 * 128; }
 
 bool sums_rows(RowwiseOp op) {
     return op == RowwiseOp::SOFTMAX || op == RowwiseOp::LAYER_NORM || op == RowwiseOp::RMS_NORM;
