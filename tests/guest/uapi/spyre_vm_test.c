@@ -3,7 +3,8 @@
  * Per-file device address spaces (card MMU, DRM_SPYRE_CAP_VM): two files see the same
  * device addresses for their own, separate memory; neither reaches the other's by COPY,
  * LAUNCH, mmap, a guessed address or a stale handle; a translation fault in one file is
- * reported with its context and address while the other's jobs run on, correct.
+ * reported with its context and address while the other's jobs run on, correct; a card
+ * runs out of contexts cleanly (EBUSY) and gets every one back.
  *
  * Copyright (C) 2025 The Spyre open stack authors
  */
@@ -256,6 +257,64 @@ TEST(freed_memory_unreachable)
 	munmap(pv, VM_BYTES);
 	client_close(&a);
 	client_close(&b);
+}
+
+/*
+ * A card has 255 address-space contexts: the open that would need a 256th fails with EBUSY
+ * and takes nothing, a closed file's context is free again at once, and a file on a reused
+ * context reaches only its own memory (nothing of the context's last owner stays cached).
+ */
+TEST(contexts_run_out_and_come_back)
+{
+	int minors[MAX_CARDS], fds[SPYRE_MMU_NUM_CTX + 1];
+	struct client c;
+	int n = 0, err = 0, fd, i;
+	uint64_t job;
+
+	OPEN_CLIENT(&c);
+	client_close(&c);
+	ASSERT_LT(0, spyre_minors(minors));
+	while (n < (int)(sizeof(fds) / sizeof(fds[0]))) {
+		fd = open_minor(minors[0]);
+		if (fd < 0) {
+			err = errno;
+			break;
+		}
+		fds[n++] = fd;
+	}
+	/* other files of this card (none in this suite) would hold some of the 255 */
+	ASSERT_EQ(EBUSY, err);
+	ASSERT_LE(n, SPYRE_MMU_NUM_CTX - 1);
+	ASSERT_LE(SPYRE_MMU_NUM_CTX - 8, n);
+	/* the refused open took nothing: one close lets exactly one open in */
+	close(fds[--n]);
+	fds[n] = open_minor(minors[0]);
+	ASSERT_LE(0, fds[n]);
+	n++;
+	errno = 0;
+	fd = open_minor(minors[0]);
+	EXPECT_GT(0, fd);
+	EXPECT_EQ(EBUSY, errno);
+	if (fd >= 0)
+		close(fd);
+	/* a client on a context just given back works, on its own memory only */
+	close(fds[--n]);
+	ASSERT_EQ(0, client_open(&c));
+	memset(c.msrc, 0x5a, VM_BYTES);
+	memset(c.mdst, 0, VM_BYTES);
+	ASSERT_EQ(0, client_copy(&c, dev_addr(c.fd, c.src), dev_addr(c.fd, c.dst), &job));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(c.fd, job));
+	EXPECT_TRUE(all_bytes(c.mdst, VM_BYTES, 0x5a));
+	client_close(&c);
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+	/* every context came back */
+	for (i = 0; i < SPYRE_MMU_NUM_CTX - 8; i++) {
+		fds[i] = open_minor(minors[0]);
+		ASSERT_LE(0, fds[i]);
+	}
+	for (i = 0; i < SPYRE_MMU_NUM_CTX - 8; i++)
+		close(fds[i]);
 }
 
 TEST_HARNESS_MAIN
