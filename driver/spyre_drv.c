@@ -194,6 +194,7 @@ static int spyre_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	if (IS_ERR(sdev))
 		return PTR_ERR(sdev);
 	sdev->pdev = pdev;
+	spin_lock_init(&sdev->read64_lock);
 	pci_set_drvdata(pdev, sdev);
 
 	ret = pcim_enable_device(pdev);

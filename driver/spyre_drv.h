@@ -110,6 +110,7 @@ struct spyre_device {
 	u32 stick_bytes;
 	u32 clock_mhz;
 	u64 devmem_size;
+	spinlock_t read64_lock;			/* one LO/HI register pair at a time */
 
 	struct spyre_ring rings[SPYRE_NUM_RINGS_MAX];
 	u32 user_rings;				/* rings 0 .. user_rings - 1 take SUBMITs */
@@ -320,11 +321,21 @@ static inline void spyre_write(struct spyre_device *sdev, u32 reg, u32 val)
 	writel(val, sdev->regs + reg);
 }
 
+/*
+ * A 64-bit register as LO then HI. Reading a telemetry LO latches its HI half in the card's
+ * one latch, so two readers (sysfs, hwmon, QUERY, a coredump) must not interleave their pairs:
+ * one could get another counter's HI half.
+ */
 static inline u64 spyre_read64(struct spyre_device *sdev, u32 lo)
 {
-	u64 l = spyre_read(sdev, lo);
+	unsigned long flags;
+	u64 v;
 
-	return l | ((u64)spyre_read(sdev, lo + 4) << 32);
+	spin_lock_irqsave(&sdev->read64_lock, flags);
+	v = spyre_read(sdev, lo);
+	v |= (u64)spyre_read(sdev, lo + 4) << 32;
+	spin_unlock_irqrestore(&sdev->read64_lock, flags);
+	return v;
 }
 
 /* spyre_hw.c */

@@ -99,7 +99,8 @@
 /*
  * ---- Telemetry (RO) ----
  * 64-bit counters are read LO then HI: reading LO latches the HI half, so the pair is a
- * consistent snapshot (a 64-bit read does exactly this).
+ * consistent snapshot (a 64-bit read does exactly this). One latch serves every counter:
+ * readers must not interleave their pairs.
  */
 #define SPYRE_REG_TELE_CMDS_LO		0x0100	/* commands completed */
 #define SPYRE_REG_TELE_CMDS_HI		0x0104
