@@ -1,6 +1,8 @@
 // libspyre against real (emulated) Spyre cards: every test runs on every card.
 #include <gtest/gtest.h>
 #include <linux/capability.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,9 +12,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -785,8 +789,39 @@ bool drop_capability(unsigned cap) {
 // High and low priority streams submit at the driver's priorities. A process without
 // CAP_SYS_NICE may not submit at high priority: its high-priority stream still works
 // (normal priority on its own ring) instead of failing every job.
+// The spyre tracepoints (Documentation/driver.md "Tracepoints"): on (which empties the trace
+// buffer) or off; false if this kernel has none or tracefs is not writable.
+bool spyre_trace(bool on) {
+    const std::string tracefs = "/sys/kernel/tracing";
+    struct stat st;
+    if (stat((tracefs + "/events").c_str(), &st) != 0)
+        mount("tracefs", tracefs.c_str(), "tracefs", 0, nullptr);
+    if (on && !std::ofstream(tracefs + "/trace", std::ios::trunc)) return false;
+    std::ofstream enable(tracefs + "/events/spyre/enable");
+    return enable && (enable << (on ? "1" : "0")).flush();
+}
+
+// How many spyre_job_submit events of the trace carry each priority (prio=0..2).
+std::vector<int> submits_by_priority() {
+    std::ifstream in("/sys/kernel/tracing/trace");
+    std::vector<int> n(3, 0);
+    for (std::string line; std::getline(in, line);) {
+        if (line.find("spyre_job_submit:") == std::string::npos) continue;
+        const auto p = line.find(" prio=");
+        if (p == std::string::npos) continue;
+        const int prio = std::atoi(line.c_str() + p + 6);
+        if (prio >= 0 && prio < 3) ++n[prio];
+    }
+    return n;
+}
+
+// Each stream priority reaches the driver's jobs: HIGH as DRM_SPYRE_PRIORITY_HIGH (2) with
+// CAP_SYS_NICE, LOW as LOW (1); without CAP_SYS_NICE the driver refuses HIGH and libspyre falls
+// back to NORMAL, so no job of that run is HIGH (the tracepoint's prio field tells).
 TEST(Streams, PriorityStreamsWorkWithAndWithoutCapSysNice) {
+    const bool traced = geteuid() == 0 && spyre_trace(true);
     for (bool drop : {false, true}) {
+        if (traced) spyre_trace(true);
         pid_t pid = fork();
         ASSERT_GE(pid, 0);
         if (pid == 0) {
@@ -817,7 +852,16 @@ TEST(Streams, PriorityStreamsWorkWithAndWithoutCapSysNice) {
         ASSERT_EQ(waitpid(pid, &st, 0), pid);
         EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
             << (drop ? "without" : "with") << " CAP_SYS_NICE: status " << st;
+        if (!traced) continue;
+        spyre_trace(false);
+        const std::vector<int> n = submits_by_priority();
+        EXPECT_GE(n[1], 1) << "no LOW job " << (drop ? "without" : "with") << " CAP_SYS_NICE";
+        if (drop)
+            EXPECT_EQ(n[2], 0) << "a HIGH job without CAP_SYS_NICE";
+        else
+            EXPECT_GE(n[2], 1) << "the HIGH stream's work did not run as HIGH";
     }
+    if (!traced) GTEST_SKIP() << "no spyre tracepoints: priorities checked by results only";
 }
 
 TEST(Tools, RoundtripExample) {
