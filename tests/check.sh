@@ -6,8 +6,8 @@
 #   intree  the driver built in Debian's 6.12 kernel tree as drivers/accel/spyre, W=1 -Werror
 #   guest   one VM boot with $CHECK_CARDS cards: uapi kselftests, libspyre, spyre-smi, failure
 #           suites, unload; then the same on the debug kernel (tools/setup/kernel-debug.sh)
-#   smi     the --json documents and exporter scrapes the smi tests saved, validated on the
-#           host with Debian's python3-jsonschema and python3-prometheus-client
+#   smi     the --json documents and exporter scrapes the smi tests saved, validated in the
+#           sysroot with Debian's python3-jsonschema and python3-prometheus-client
 # Exit status is non-zero if any test failed or any suite could not run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -89,21 +89,17 @@ guest_suites stock guest
 # The same suites on the debug kernel (KASAN, lockdep, kmemleak, UBSAN, DEBUG_OBJECTS).
 guest_suites debug debug
 
-# The schema and exposition-format libraries are not in the sysroot (whose package list keys
-# the set-up cache): the tests save spyre-smi's output and the host validates it.
+# Debian's python3-jsonschema and python3-prometheus-client live in the sysroot: nothing here
+# may rely on a host tool (a fresh Debian 12 has no python3).
 section "spyre-smi output (jsonschema, prometheus_client)"
-if pylibs=$(tests/smi/fetch-pylibs.sh 2> "$out/smi-validate.log"); then
-	PYTHONPATH=$pylibs python3 -W ignore tests/smi/validate_outputs.py \
-		"$out"/smi-outputs/{host,guest,debug} >> "$out/smi-validate.log" 2>&1
-	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/smi-validate.log" | tail -n1)
-	echo "${line:-no summary}"
-	if [ -n "$line" ]; then
-		read -r p _ f _ <<<"${line//,/}"
-		record smi-validate "$p" "$f"
-		[ "$f" -eq 0 ] || grep '^FAIL' "$out/smi-validate.log" | head -n 20
-	else
-		tail -n 20 "$out/smi-validate.log"; record smi-validate 0 1
-	fi
+tools/in-sysroot "python3 -W ignore tests/smi/validate_outputs.py \
+	$out/smi-outputs/host $out/smi-outputs/guest $out/smi-outputs/debug" > "$out/smi-validate.log" 2>&1
+line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/smi-validate.log" | tail -n1)
+echo "${line:-no summary}"
+if [ -n "$line" ]; then
+	read -r p _ f _ <<<"${line//,/}"
+	record smi-validate "$p" "$f"
+	[ "$f" -eq 0 ] || grep '^FAIL' "$out/smi-validate.log" | head -n 20
 else
 	tail -n 20 "$out/smi-validate.log"; record smi-validate 0 1
 fi

@@ -1,12 +1,11 @@
 #!/usr/bin/env python3
 """Validates the spyre-smi output the smi tests saved (smi_common.save_output) with
-well-kept libraries, on the host, where they can be installed: every --json document against
+well-kept libraries (Debian's, in the sysroot): every --json document against
 Documentation/spyre-smi.schema.json with jsonschema (Draft 2020-12), every exporter scrape with
 prometheus_client's text-format parser. First checks that both libraries reject a broken
 document and a broken scrape (so that a validator that accepts everything fails here).
 Prints "PASS name" / "FAIL name: why" per file and "N passed, M failed" last.
-Usage: validate_outputs.py DIR...   (each DIR must hold at least one .json and one .prom file;
-the libraries from tests/smi/fetch-pylibs.sh on PYTHONPATH)
+Usage: validate_outputs.py DIR...   (each DIR must hold at least one .json and one .prom file)
 """
 import copy
 import json
