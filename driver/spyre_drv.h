@@ -377,6 +377,7 @@ void spyre_reset_prepare(struct spyre_device *sdev);
 void spyre_reset_done(struct spyre_device *sdev);
 int spyre_job_clear_bo(struct spyre_device *sdev, struct spyre_bo *bo);
 int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file);
+int spyre_cmd_copy_ext(void *dst, size_t ksize, size_t v1_size, const struct drm_spyre_cmd *uc);
 int spyre_ioctl_job_wait(struct drm_device *drm, void *data, struct drm_file *file);
 
 /* spyre_launch.c */

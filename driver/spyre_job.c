@@ -19,6 +19,7 @@
 #include <linux/capability.h>
 #include <linux/dma-fence-chain.h>
 #include <linux/moduleparam.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
@@ -39,6 +40,9 @@ static_assert(sizeof(struct drm_spyre_cmd) >= SPYRE_CMD_SIZE_MIN);
 static_assert(sizeof(struct drm_spyre_sync) >= SPYRE_SYNC_SIZE_MIN);
 /* Largest element size accepted; the tail beyond the known struct must be zero. */
 #define SPYRE_ELEM_SIZE_MAX	256
+/* First published (v1) size of struct drm_spyre_copy_2d, the smallest ext_size of COPY_2D. */
+#define SPYRE_COPY_2D_EXT_SIZE_MIN	32
+static_assert(sizeof(struct drm_spyre_copy_2d) >= SPYRE_COPY_2D_EXT_SIZE_MIN);
 
 static unsigned int spyre_job_timeout_ms = SPYRE_JOB_TIMEOUT_MS;
 module_param_named(job_timeout_ms, spyre_job_timeout_ms, uint, 0444);
@@ -741,6 +745,40 @@ static int spyre_elem_size_ok(u32 size, size_t min)
 	return size >= min && size <= SPYRE_ELEM_SIZE_MAX && IS_ALIGNED(size, 8);
 }
 
+static bool spyre_ext_size_ok(u32 size, size_t min)
+{
+	return size >= min && size <= DRM_SPYRE_EXT_SIZE_MAX && IS_ALIGNED(size, 8);
+}
+
+/*
+ * Copy the extension struct of command @uc into @dst (@ksize bytes). ext_size must lie
+ * between @v1_size (the struct's first published size) and DRM_SPYRE_EXT_SIZE_MAX, multiple
+ * of 8: the bytes beyond @ksize are checked to be zero, and the bound keeps that check to at
+ * most a few KiB of user memory per command (an unbounded size let one SUBMIT scan terabytes
+ * of zero pages, unkillable).
+ */
+int spyre_cmd_copy_ext(void *dst, size_t ksize, size_t v1_size, const struct drm_spyre_cmd *uc)
+{
+	int ret;
+
+	if (!uc->ext || !spyre_ext_size_ok(uc->ext_size, v1_size))
+		return -EINVAL;
+	ret = copy_struct_from_user(dst, ksize, u64_to_user_ptr(uc->ext), uc->ext_size);
+	return ret == -E2BIG ? -EINVAL : ret;
+}
+
+/*
+ * Between two commands of a SUBMIT: let others run, and give up if the caller is being
+ * killed (nothing of the SUBMIT is kept). Only fatal signals: a SUBMIT is bounded work
+ * (tens of ms at most), and restarting it on every signal would never finish under a
+ * profiling timer faster than that.
+ */
+static int spyre_submit_yield(void)
+{
+	cond_resched();
+	return fatal_signal_pending(current) ? -EINTR : 0;
+}
+
 /* Copy element @i of a user array with element size @usize into @dst (@ksize bytes). */
 static int spyre_copy_elem(void *dst, size_t ksize, u64 uptr, u32 i, u32 usize)
 {
@@ -791,11 +829,9 @@ static int spyre_job_prepare_copy_2d(struct spyre_job *job, struct drm_file *fil
 
 	if (!(job->sdev->caps & SPYRE_CAP_DMA_2D))
 		return -EOPNOTSUPP;
-	if (!uc->ext || !uc->ext_size)
-		return -EINVAL;
-	ret = copy_struct_from_user(&e, sizeof(e), u64_to_user_ptr(uc->ext), uc->ext_size);
+	ret = spyre_cmd_copy_ext(&e, sizeof(e), SPYRE_COPY_2D_EXT_SIZE_MIN, uc);
 	if (ret)
-		return ret == -E2BIG ? -EINVAL : ret;
+		return ret;
 	if (e.reserved || !uc->size || !e.height || uc->size > U32_MAX || e.height > U32_MAX ||
 	    e.src_pitch > U32_MAX || e.dst_pitch > U32_MAX)
 		return -EINVAL;
@@ -905,6 +941,9 @@ static int spyre_job_prepare_cmds(struct spyre_job *job, struct drm_file *file,
 		return -ENOMEM;
 
 	for (i = 0; i < args->cmd_count; i++) {
+		ret = spyre_submit_yield();
+		if (ret)
+			return ret;
 		ret = spyre_copy_elem(&uc, sizeof(uc), args->cmds, i, args->cmd_size);
 		if (ret)
 			return ret;

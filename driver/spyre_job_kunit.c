@@ -24,6 +24,23 @@ static void spyre_kunit_elem_size(struct kunit *test)
 	KUNIT_EXPECT_TRUE(test, spyre_elem_size_ok(16, SPYRE_SYNC_SIZE_MIN));
 }
 
+static void spyre_kunit_ext_size(struct kunit *test)
+{
+	/* Extension structs: v1 (COPY_2D 32 bytes) up to 4096, multiples of 8, nothing else. */
+	KUNIT_EXPECT_TRUE(test, spyre_ext_size_ok(32, SPYRE_COPY_2D_EXT_SIZE_MIN));
+	KUNIT_EXPECT_TRUE(test, spyre_ext_size_ok(40, SPYRE_COPY_2D_EXT_SIZE_MIN));
+	KUNIT_EXPECT_TRUE(test, spyre_ext_size_ok(DRM_SPYRE_EXT_SIZE_MAX,
+						  SPYRE_COPY_2D_EXT_SIZE_MIN));
+	KUNIT_EXPECT_FALSE(test, spyre_ext_size_ok(0, SPYRE_COPY_2D_EXT_SIZE_MIN));
+	KUNIT_EXPECT_FALSE(test, spyre_ext_size_ok(8, SPYRE_COPY_2D_EXT_SIZE_MIN));
+	KUNIT_EXPECT_FALSE(test, spyre_ext_size_ok(24, SPYRE_COPY_2D_EXT_SIZE_MIN));
+	KUNIT_EXPECT_FALSE(test, spyre_ext_size_ok(36, SPYRE_COPY_2D_EXT_SIZE_MIN));
+	KUNIT_EXPECT_FALSE(test, spyre_ext_size_ok(DRM_SPYRE_EXT_SIZE_MAX + 8,
+						   SPYRE_COPY_2D_EXT_SIZE_MIN));
+	KUNIT_EXPECT_FALSE(test, spyre_ext_size_ok(0xfffffff8u, SPYRE_COPY_2D_EXT_SIZE_MIN));
+	KUNIT_EXPECT_FALSE(test, spyre_ext_size_ok(U32_MAX, SPYRE_COPY_2D_EXT_SIZE_MIN));
+}
+
 static void spyre_kunit_submit_args(struct kunit *test)
 {
 	struct spyre_device *sdev = kunit_kzalloc(test, sizeof(*sdev), GFP_KERNEL);
@@ -137,6 +154,7 @@ static void spyre_kunit_job_credits(struct kunit *test)
 
 static struct kunit_case spyre_job_kunit_cases[] = {
 	KUNIT_CASE(spyre_kunit_elem_size),
+	KUNIT_CASE(spyre_kunit_ext_size),
 	KUNIT_CASE(spyre_kunit_submit_args),
 	KUNIT_CASE(spyre_kunit_ring_entry),
 	KUNIT_CASE(spyre_kunit_card_reset_rate),

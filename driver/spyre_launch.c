@@ -32,9 +32,8 @@ static_assert(DRM_SPYRE_LAUNCH_UNITS == SPYRE_LAUNCH_UNITS);
 static_assert(sizeof(struct drm_spyre_launch) >= 168);
 static_assert(sizeof(struct drm_spyre_launch_result) == sizeof(struct spyre_hw_launch_result));
 
-/* Sizes of drm_spyre_launch a caller may pass: v1 up to 4096 (beyond the known struct, 0). */
+/* Smallest drm_spyre_launch a caller may pass: v1 (up to DRM_SPYRE_EXT_SIZE_MAX, tail 0). */
 #define SPYRE_LAUNCH_EXT_SIZE_MIN	168
-#define SPYRE_LAUNCH_EXT_SIZE_MAX	4096
 
 static int spyre_launch_hold(struct spyre_launch *l, struct drm_file *file, u32 handle,
 			     struct spyre_bo **out)
@@ -152,13 +151,9 @@ int spyre_launch_prepare(struct spyre_device *sdev, struct drm_file *file,
 	*out = NULL;
 	if (!(sdev->caps & SPYRE_CAP_LAUNCH))
 		return -EOPNOTSUPP;
-	if (!uc->ext || uc->ext_size < SPYRE_LAUNCH_EXT_SIZE_MIN ||
-	    uc->ext_size > SPYRE_LAUNCH_EXT_SIZE_MAX ||
-	    !IS_ALIGNED(uc->ext_size, 8))
-		return -EINVAL;
-	ret = copy_struct_from_user(&a, sizeof(a), u64_to_user_ptr(uc->ext), uc->ext_size);
+	ret = spyre_cmd_copy_ext(&a, sizeof(a), SPYRE_LAUNCH_EXT_SIZE_MIN, uc);
 	if (ret)
-		return ret == -E2BIG ? -EINVAL : ret;
+		return ret;
 	ret = spyre_launch_check(sdev, uc, &a);
 	if (ret)
 		return ret;

@@ -152,8 +152,12 @@ struct drm_spyre_bo_info {
 /*
  * One command of a job. BOs are named by handle; the kernel checks every range.
  * ext points to the op's extension struct (LAUNCH: struct drm_spyre_launch; COPY_2D: struct
- * drm_spyre_copy_2d) of ext_size bytes; both must be 0 for NOP and COPY.
+ * drm_spyre_copy_2d) of ext_size bytes; both must be 0 for NOP and COPY. ext_size is at
+ * least the struct's first published (v1) size (LAUNCH 168, COPY_2D 32), at most
+ * DRM_SPYRE_EXT_SIZE_MAX and a multiple of 8; bytes beyond the kernel's struct must be zero.
  */
+#define DRM_SPYRE_EXT_SIZE_MAX		4096
+
 struct drm_spyre_cmd {
 	__u32 op;		/* DRM_SPYRE_CMD_* */
 	__u32 flags;		/* must be zero */

@@ -863,6 +863,139 @@ TEST_F(card, copy_2d_invalid)
 #undef BAD2D
 }
 
+/*
+ * COPY_2D's ext_size follows the extension rule (uapi.md): from the v1 size (32 bytes) to
+ * DRM_SPYRE_EXT_SIZE_MAX (4096), a multiple of 8. The old driver took any size: a smaller
+ * struct zero-extended, an unaligned one, and a larger one of any length as long as its tail
+ * was zero, which the kernel scanned byte by byte (issue 24, defect 1).
+ */
+TEST_F(card, copy_2d_ext_size_bounds)
+{
+	static uint64_t ext[(DRM_SPYRE_EXT_SIZE_MAX + 4096) / 8];
+	struct drm_spyre_copy_2d e = { .height = 16, .src_pitch = 512, .dst_pitch = 512 };
+	struct drm_spyre_cmd c;
+	uint32_t h, d;
+	uint64_t job;
+
+	if (!(self->info.caps & DRM_SPYRE_CAP_COPY_2D))
+		SKIP(return, "card without DMA_COPY_2D");
+	ASSERT_EQ(0, bo_create(self->fd, 8192, DRM_SPYRE_BO_HOST, &h));
+	ASSERT_EQ(0, bo_create(self->fd, 8192, DRM_SPYRE_BO_DEVICE, &d));
+	memset(ext, 0, sizeof(ext));
+	memcpy(ext, &e, sizeof(e));
+	c = copy_2d_cmd(h, 0, d, 0, 512, (struct drm_spyre_copy_2d *)ext);
+
+#define EXT2D(size, err) do {						\
+		c.ext_size = (size);					\
+		EXPECT_EQ(err, submit_cmds(self->fd, &c, 1, &job))	\
+			TH_LOG("ext_size %u", (unsigned int)(size));	\
+		if (!(err))						\
+			EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));	\
+	} while (0)
+
+	/* below the v1 struct: the old driver zero-extended 8 (pitches 0) and 24 */
+	EXT2D(8, -EINVAL);
+	EXT2D(24, -EINVAL);
+	EXT2D(sizeof(e) - 8, -EINVAL);
+	/* not a multiple of 8, even with a zero tail */
+	EXT2D(sizeof(e) + 4, -EINVAL);
+	EXT2D(sizeof(e) + 1, -EINVAL);
+	EXT2D(DRM_SPYRE_EXT_SIZE_MAX - 4, -EINVAL);
+	/* above the maximum, even with a zero tail */
+	EXT2D(DRM_SPYRE_EXT_SIZE_MAX + 8, -EINVAL);
+	EXT2D(8192, -EINVAL);
+	EXT2D(UINT32_MAX - 7, -EINVAL);
+	EXT2D(UINT32_MAX, -EINVAL);
+	/* v1, larger multiples of 8 with a zero tail, and the maximum itself still work */
+	EXT2D(sizeof(e), 0);
+	EXT2D(sizeof(e) + 8, 0);
+	EXT2D(DRM_SPYRE_EXT_SIZE_MAX, 0);
+	/* the tail is still checked inside the bound */
+	ext[DRM_SPYRE_EXT_SIZE_MAX / 8 - 1] = 1;
+	EXT2D(DRM_SPYRE_EXT_SIZE_MAX, -EINVAL);
+	EXT2D(DRM_SPYRE_EXT_SIZE_MAX - 8, 0);
+#undef EXT2D
+}
+
+/* Fastest of three SUBMITs of @c (@n commands), in ns; *@ret gets the last one's result. */
+static int64_t submit_fastest(int fd, struct drm_spyre_cmd *c, uint32_t n, int *ret)
+{
+	int64_t best = INT64_MAX, t;
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		struct drm_spyre_submit s = submit_args(c, n);
+
+		t = now_ns();
+		/* not submit(): its wrapper retries on EAGAIN */
+		*ret = ioctl(fd, DRM_IOCTL_SPYRE_SUBMIT, &s) ? -errno : 0;
+		t = now_ns() - t;
+		if (t < best)
+			best = t;
+		if (!*ret)
+			job_status(fd, s.job_id);
+	}
+	return best;
+}
+
+/*
+ * A hostile COPY_2D: a valid drm_spyre_copy_2d at the start of a 4 GiB anonymous mapping
+ * that reads as zeroes, ext_size 0xfffffff8. The old driver scanned the whole 4 GiB tail for
+ * zeroes, without a resched or a signal check, and then accepted the command (seconds per
+ * command under TCG; 4096 of them were one unkillable SUBMIT of ~16 TiB). Now the size alone
+ * is refused, at once.
+ */
+TEST_F_TIMEOUT(card, copy_2d_huge_ext_size_refused_fast, 120)
+{
+	const size_t len = 4ull << 30;
+	struct drm_spyre_copy_2d e = { .height = 16, .src_pitch = 512, .dst_pitch = 512 };
+	struct drm_spyre_cmd c[2], *cmds;
+	uint64_t job;
+	int64_t t;
+	uint32_t h, d;
+	void *zero;
+	int ret, i;
+
+	if (!(self->info.caps & DRM_SPYRE_CAP_COPY_2D))
+		SKIP(return, "card without DMA_COPY_2D");
+	ASSERT_EQ(0, bo_create(self->fd, 8192, DRM_SPYRE_BO_HOST, &h));
+	ASSERT_EQ(0, bo_create(self->fd, 8192, DRM_SPYRE_BO_DEVICE, &d));
+	zero = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		    -1, 0);
+	ASSERT_NE(MAP_FAILED, zero);
+	memcpy(zero, &e, sizeof(e));	/* the rest reads as the zero page */
+	c[0] = copy_2d_cmd(h, 0, d, 0, 512, zero);
+	c[0].ext_size = 0xfffffff8u;
+	c[1] = c[0];
+	t = submit_fastest(self->fd, c, 2, &ret);
+	TH_LOG("SUBMIT of 2 COPY_2D with ext_size %#x over a zero mapping: %d in %.3f ms",
+	       c[0].ext_size, ret, t / 1e6);
+	EXPECT_EQ(-EINVAL, ret);
+	EXPECT_LT(t, 50 * 1000000LL);
+
+	/*
+	 * The most a SUBMIT can make the kernel read of extensions now: 4096 COPY_2Ds of the
+	 * largest size, each struct at the end of a page and its zero tail on a page of its own.
+	 */
+	cmds = calloc(DRM_SPYRE_MAX_CMDS, sizeof(*cmds));
+	ASSERT_NE(NULL, cmds);
+	for (i = 0; i < DRM_SPYRE_MAX_CMDS; i++) {
+		uint8_t *at = (uint8_t *)zero + (size_t)i * 8192 + 4096 - sizeof(e);
+
+		memcpy(at, &e, sizeof(e));
+		cmds[i] = copy_2d_cmd(h, 0, d, 0, 512, (struct drm_spyre_copy_2d *)at);
+		cmds[i].ext_size = DRM_SPYRE_EXT_SIZE_MAX;
+	}
+	t = now_ns();
+	ASSERT_EQ(0, submit_cmds(self->fd, cmds, DRM_SPYRE_MAX_CMDS, &job));
+	t = now_ns() - t;
+	TH_LOG("SUBMIT of %d COPY_2D with ext_size %d (16 MiB of extensions): %.3f ms",
+	       DRM_SPYRE_MAX_CMDS, DRM_SPYRE_EXT_SIZE_MAX, t / 1e6);
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	free(cmds);
+	munmap(zero, len);
+}
+
 TEST_F(card, submit_bad_command_in_middle_of_job)
 {
 	struct drm_spyre_cmd cmds[3] = {
