@@ -43,6 +43,8 @@ static_assert(sizeof(struct drm_spyre_sync) >= SPYRE_SYNC_SIZE_MIN);
 /* First published (v1) size of struct drm_spyre_copy_2d, the smallest ext_size of COPY_2D. */
 #define SPYRE_COPY_2D_EXT_SIZE_MIN	32
 static_assert(sizeof(struct drm_spyre_copy_2d) >= SPYRE_COPY_2D_EXT_SIZE_MIN);
+/* The op of a command is its first field: SUBMIT reads it alone to count LAUNCHes. */
+static_assert(offsetof(struct drm_spyre_cmd, op) == 0);
 
 static unsigned int spyre_job_timeout_ms = SPYRE_JOB_TIMEOUT_MS;
 module_param_named(job_timeout_ms, spyre_job_timeout_ms, uint, 0444);
@@ -875,6 +877,9 @@ static int spyre_job_prepare_cmd(struct spyre_job *job, struct drm_file *file,
 		return -EINVAL;
 
 	if (uc->op == DRM_SPYRE_CMD_LAUNCH) {
+		/* More LAUNCHes than counted and charged: the array changed during SUBMIT. */
+		if (job->launch_count >= job->charged_launches)
+			return -EINVAL;
 		ret = spyre_launch_prepare(job->sdev, file, uc, job->cmd_count, hc, &l);
 		if (l) {
 			list_add_tail(&l->node, &job->launches);
@@ -957,6 +962,31 @@ static int spyre_job_prepare_cmds(struct spyre_job *job, struct drm_file *file,
 	return 0;
 }
 
+/*
+ * The LAUNCH commands of a SUBMIT, counted from the op (first field) of each command before
+ * anything is allocated, so that a job over the file's launch budget costs nothing. The
+ * commands are read again to be prepared; one that has become a LAUNCH since is refused.
+ */
+static int spyre_submit_count_launches(const struct drm_spyre_submit *args, u32 *launches)
+{
+	u32 i, op;
+	int ret;
+
+	*launches = 0;
+	for (i = 0; i < args->cmd_count; i++) {
+		ret = spyre_submit_yield();
+		if (ret)
+			return ret;
+		if (copy_from_user(&op, u64_to_user_ptr(args->cmds + (u64)i * args->cmd_size),
+				   sizeof(op)))
+			return -EFAULT;
+		if (op == DRM_SPYRE_CMD_LAUNCH)
+			++*launches;
+	}
+	/* More than a file may ever have in flight: no retry can succeed. */
+	return *launches > SPYRE_FILE_MAX_LAUNCHES ? -EINVAL : 0;
+}
+
 static int spyre_job_add_in_syncs(struct spyre_job *job, struct drm_file *file,
 				  const struct drm_spyre_submit *args)
 {
@@ -1015,13 +1045,17 @@ int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file
 	struct dma_fence *done;
 	struct spyre_job *job;
 	unsigned int slot;
-	int ret, jobs, cmds;
+	int ret, jobs, cmds, launched;
+	u32 launches;
 
 	ret = spyre_submit_check_args(sdev, args);
 	if (ret)
 		return ret;
 	if (READ_ONCE(sdev->wedged))
 		return -EIO;
+	ret = spyre_submit_count_launches(args, &launches);
+	if (ret)
+		return ret;
 
 	job = kzalloc(sizeof(*job), GFP_KERNEL_ACCOUNT);
 	if (!job)
@@ -1032,13 +1066,20 @@ int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file
 	INIT_LIST_HEAD(&job->node);
 	INIT_LIST_HEAD(&job->launches);
 
-	/* Per-file budget of work in flight, charged until the job is freed. */
+	/*
+	 * Per-file budget of work in flight, charged until the job is freed, and checked before
+	 * anything of the commands is allocated.
+	 */
 	kref_get(&sf->ref);
 	job->sf = sf;
 	job->charged_cmds = args->cmd_count;
+	job->charged_launches = launches;
 	jobs = atomic_inc_return(&sf->jobs);
 	cmds = atomic_add_return(args->cmd_count, &sf->cmds);
-	if (jobs > SPYRE_FILE_MAX_JOBS || cmds > SPYRE_FILE_MAX_CMDS) {
+	launched = atomic_add_return(launches, &sf->launches);
+	/* A job without LAUNCHes is not refused for another SUBMIT's passing excess. */
+	if (jobs > SPYRE_FILE_MAX_JOBS || cmds > SPYRE_FILE_MAX_CMDS ||
+	    (launches && launched > SPYRE_FILE_MAX_LAUNCHES)) {
 		ret = -EAGAIN;
 		goto err_free;
 	}
@@ -1053,11 +1094,6 @@ int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file
 	ret = spyre_job_prepare_cmds(job, file, args);
 	if (ret)
 		goto err_free;
-	job->charged_launches = job->launch_count;
-	if (atomic_add_return(job->launch_count, &sf->launches) > SPYRE_FILE_MAX_LAUNCHES) {
-		ret = -EAGAIN;
-		goto err_free;
-	}
 
 	if (args->out_sync) {
 		syncobj = drm_syncobj_find(file, args->out_sync);

@@ -180,7 +180,8 @@ int spyre_launch_prepare(struct spyre_device *sdev, struct drm_file *file,
 	res_at = ALIGN(sizeof(*desc) + (a.bo_count + 1) * sizeof(struct spyre_hw_launch_window),
 		       8);
 	l->buf_size = res_at + (a.result_handle ? sizeof(struct spyre_hw_launch_result) : 0);
-	l->buf = dma_alloc_coherent(sdev->drm.dev, l->buf_size, &l->buf_dma, GFP_KERNEL);
+	/* Lives as long as the job: charged to the submitter's memory cgroup. */
+	l->buf = dma_alloc_coherent(sdev->drm.dev, l->buf_size, &l->buf_dma, GFP_KERNEL_ACCOUNT);
 	if (!l->buf) {
 		ret = -ENOMEM;
 		goto out;

@@ -2266,6 +2266,266 @@ TEST_F(launch, invalid)
 #undef BADL
 }
 
+/*
+ * More LAUNCH commands in one SUBMIT than a file may have in flight
+ * (DRM_SPYRE_FILE_MAX_LAUNCHES) can never be accepted: -EINVAL, checked before anything of
+ * any command is read or allocated. The old driver prepared every launch first (a DMA
+ * descriptor buffer, a result mapping and a copy of the handle array each, up to 4096 of
+ * them) and only then found the budget used up, with -EAGAIN, which ioctl wrappers that retry
+ * on EAGAIN (libdrm's drmIoctl) retried forever (issue 24, defect 8).
+ */
+TEST_F_TIMEOUT(launch, launch_budget_checked_before_allocating, 300)
+{
+	const uint32_t n = DRM_SPYRE_FILE_MAX_LAUNCHES + 1;
+	uint32_t dprog, d, handles[DRM_SPYRE_LAUNCH_MAX_BOS];
+	struct drm_spyre_cmd *cmds = calloc(DRM_SPYRE_MAX_CMDS, sizeof(*cmds));
+	struct drm_spyre_launch l = { 0 };
+	struct prog p;
+	size_t plen = build_copy(&p);
+	uint64_t job;
+	int64_t t;
+	uint32_t i;
+	int ret;
+
+	ASSERT_NE(NULL, cmds);
+	ASSERT_EQ(0, prog_bo(self->fd, p.img, plen, 0, 4096, &dprog));
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE, &d));
+	for (i = 0; i < DRM_SPYRE_LAUNCH_MAX_BOS; i++)
+		handles[i] = d;
+	l.num_cores = 1;
+	l.num_args = 3;
+	l.args[0] = dev_addr(self->fd, d);
+	l.args[1] = l.args[0] + 2048;
+	l.args[2] = 128;
+	l.bo_handles = (uintptr_t)handles;
+	l.bo_count = DRM_SPYRE_LAUNCH_MAX_BOS;
+	l.result_handle = d;
+	l.result_offset = 3072;
+	l.result_size = 8;
+
+	/* unreadable extensions: the budget is checked before the first one is read */
+	for (i = 0; i < DRM_SPYRE_MAX_CMDS; i++) {
+		cmds[i] = launch_cmd(dprog, 0, plen, &l);
+		cmds[i].ext = 8;
+	}
+	t = submit_fastest(self->fd, cmds, n, &ret);
+	TH_LOG("%u LAUNCHes with unreadable extensions: %d in %.3f ms", n, ret, t / 1e6);
+	EXPECT_EQ(-EINVAL, ret);
+
+	/* valid launches of 255 windows and a result each: refused as fast */
+	for (i = 0; i < DRM_SPYRE_MAX_CMDS; i++)
+		cmds[i] = launch_cmd(dprog, 0, plen, &l);
+	t = submit_fastest(self->fd, cmds, n, &ret);
+	TH_LOG("%u valid LAUNCHes: %d in %.3f ms", n, ret, t / 1e6);
+	EXPECT_EQ(-EINVAL, ret);
+	EXPECT_LT(t, 50 * 1000000LL);
+	t = submit_fastest(self->fd, cmds, DRM_SPYRE_MAX_CMDS, &ret);
+	TH_LOG("%u valid LAUNCHes: %d in %.3f ms", DRM_SPYRE_MAX_CMDS, ret, t / 1e6);
+	EXPECT_EQ(-EINVAL, ret);
+	EXPECT_LT(t, 50 * 1000000LL);
+
+	/* one launch less is a job like any other */
+	cmds[0] = (struct drm_spyre_cmd){ .op = DRM_SPYRE_CMD_NOP };
+	t = now_ns();
+	ASSERT_EQ(0, submit_cmds(self->fd, cmds, n, &job));
+	TH_LOG("%u LAUNCHes and a NOP: submitted in %.3f ms", n - 1, (now_ns() - t) / 1e6);
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	free(cmds);
+}
+
+/*
+ * The launch budget in flight: a job of DRM_SPYRE_FILE_MAX_LAUNCHES LAUNCHes waiting behind
+ * a long job takes all of it; one LAUNCH more gets -EAGAIN while a job without one is still
+ * accepted, and the budget comes back once the jobs are done. (SUBMIT now charges launches
+ * before preparing any command: this checks the charge is still released on every path.)
+ */
+TEST_F_TIMEOUT(launch, launch_budget_in_flight, 300)
+{
+	const size_t chunk = 1 << 20;
+	const uint32_t n = DRM_SPYRE_FILE_MAX_LAUNCHES;
+	struct drm_spyre_cmd *cmds = calloc(DRM_SPYRE_MAX_CMDS, sizeof(*cmds));
+	struct drm_spyre_launch l = { 0 };
+	struct drm_spyre_sync in = { 0 };
+	struct drm_spyre_submit s;
+	uint32_t dprog, d, a, b, so, i;
+	uint64_t long_job, big, job;
+	int attempt, ret = 0, running;
+	struct prog p;
+	size_t plen = build_copy(&p);
+
+	ASSERT_NE(NULL, cmds);
+	ASSERT_EQ(0, prog_bo(self->fd, p.img, plen, 0, 4096, &dprog));
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE, &d));
+	ASSERT_EQ(0, bo_create(self->fd, chunk << 3, DRM_SPYRE_BO_DEVICE, &a));
+	ASSERT_EQ(0, bo_create(self->fd, chunk << 3, DRM_SPYRE_BO_DEVICE, &b));
+	ASSERT_EQ(0, drmSyncobjCreate(self->fd, 0, &so));
+	in.handle = so;
+	l.num_cores = 1;
+	l.num_args = 3;
+	l.args[0] = dev_addr(self->fd, d);
+	l.args[1] = l.args[0] + 2048;
+	l.args[2] = 128;
+	l.bo_handles = (uintptr_t)&d;
+	l.bo_count = 1;
+	/*
+	 * If the long job finishes before the budget is filled, the attempt proves nothing and
+	 * is repeated with a longer one; only a LAUNCH past the budget accepted while the long
+	 * job still runs is a failure.
+	 */
+	for (attempt = 0; attempt < 4; attempt++) {
+		for (i = 0; i < DRM_SPYRE_MAX_CMDS; i++)
+			cmds[i] = copy_cmd(i & 1 ? b : a, 0, i & 1 ? a : b, 0, chunk << attempt);
+		s = submit_args(cmds, DRM_SPYRE_MAX_CMDS);
+		s.out_sync = so;
+		ASSERT_EQ(0, submit(self->fd, &s));
+		long_job = s.job_id;
+		for (i = 0; i < n; i++)
+			cmds[i] = launch_cmd(dprog, 0, plen, &l);
+		s = submit_args(cmds, n);
+		s.in_syncs = (uintptr_t)&in;
+		s.in_sync_count = 1;
+		ASSERT_EQ(0, submit(self->fd, &s));
+		big = s.job_id;
+		s.cmd_count = 1;
+		/* not submit(): its wrapper retries on EAGAIN */
+		ret = ioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &s) ? -errno : 0;
+		running = job_wait(self->fd, long_job, now_ns(), NULL) == -ETIME;
+		if (!ret) {
+			EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, s.job_id));
+		} else if (ret == -EAGAIN) {
+			EXPECT_EQ(0, nop_job(self->fd, 0, &job));	/* other work still goes */
+		}
+		EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, long_job));
+		EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, big));
+		usleep(200000);	/* every finished job freed */
+		if (ret == -EAGAIN)
+			break;
+		EXPECT_EQ(0, ret);
+		EXPECT_FALSE(running) {
+			TH_LOG("a LAUNCH past the budget was accepted with %u in flight", n);
+		}
+		TH_LOG("the %zu MiB-copy job finished before the budget filled: retrying",
+		       (chunk << attempt) >> 20);
+	}
+	ASSERT_LT(attempt, 4);
+	EXPECT_EQ(-EAGAIN, ret);
+	/* the budget came back */
+	cmds[0] = launch_cmd(dprog, 0, plen, &l);
+	ASSERT_EQ(0, submit_cmds(self->fd, cmds, 1, &job));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	free(cmds);
+}
+
+/* This process's cgroup v2 "kernel" memory (memory.stat of @cg), or -1. */
+static long long memcg_kernel_bytes(const char *cg)
+{
+	char path[256], key[64];
+	long long v, ret = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/memory.stat", cg);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fscanf(f, "%63s %lld", key, &v) == 2)
+		if (!strcmp(key, "kernel")) {
+			ret = v;
+			break;
+		}
+	fclose(f);
+	return ret;
+}
+
+/*
+ * What the LAUNCHes of a job hold while it is in flight is charged to the submitter's
+ * memory cgroup: 1024 LAUNCHes queued behind a long job raise the cgroup's kernel memory by
+ * at least a staging result and a DMA buffer with the hardware result each. The old driver
+ * allocated the DMA buffers uncharged (+4.3 MiB measured for 1024, of the 8.3 MiB held).
+ */
+TEST_F_TIMEOUT(launch, launch_buffers_charged_to_memcg, 300)
+{
+	const size_t chunk = 4 << 20;
+	const uint32_t n = DRM_SPYRE_FILE_MAX_LAUNCHES;
+	const long long want = (long long)n * (sizeof(struct drm_spyre_launch_result) +
+					       sizeof(struct spyre_hw_launch_result));
+	struct drm_spyre_cmd *cmds = calloc(DRM_SPYRE_MAX_CMDS, sizeof(*cmds));
+	struct drm_spyre_launch l = { 0 };
+	struct drm_spyre_sync in = { 0 };
+	struct drm_spyre_submit s;
+	uint32_t dprog, d, a, b, so, i;
+	uint64_t long_job, big;
+	long long k0, k1;
+	int attempt, running;
+	char cg[64], path[128], pid[32];
+	struct prog p;
+	size_t plen = build_copy(&p);
+
+	ASSERT_NE(NULL, cmds);
+	if (access("/sys/fs/cgroup/cgroup.controllers", F_OK) &&
+	    mount("none", "/sys/fs/cgroup", "cgroup2", 0, NULL))
+		SKIP(return, "no cgroup v2 (%s)", strerror(errno));
+	write_sysfs("/sys/fs/cgroup/cgroup.subtree_control", "+memory");
+	snprintf(cg, sizeof(cg), "/sys/fs/cgroup/spyre_uapi_%d", getpid());
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	if (mkdir(cg, 0755) && errno != EEXIST)
+		SKIP(return, "cannot create a cgroup (%s)", strerror(errno));
+	snprintf(path, sizeof(path), "%s/memory.stat", cg);
+	if (access(path, F_OK)) {
+		rmdir(cg);
+		SKIP(return, "no memory controller in %s", cg);
+	}
+	snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+	ASSERT_EQ(0, write_sysfs(path, pid));
+
+	ASSERT_EQ(0, prog_bo(self->fd, p.img, plen, 0, 4096, &dprog));
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE, &d));
+	ASSERT_EQ(0, bo_create(self->fd, chunk << 2, DRM_SPYRE_BO_DEVICE, &a));
+	ASSERT_EQ(0, bo_create(self->fd, chunk << 2, DRM_SPYRE_BO_DEVICE, &b));
+	ASSERT_EQ(0, drmSyncobjCreate(self->fd, 0, &so));
+	in.handle = so;
+	l.num_cores = 1;
+	l.num_args = 3;
+	l.args[0] = dev_addr(self->fd, d);
+	l.args[1] = l.args[0] + 2048;
+	l.args[2] = 128;
+	l.bo_handles = (uintptr_t)&d;
+	l.bo_count = 1;
+	l.result_handle = d;
+	l.result_offset = 3072;
+	l.result_size = 8;
+	for (attempt = 0; attempt < 3; attempt++) {
+		for (i = 0; i < DRM_SPYRE_MAX_CMDS; i++)
+			cmds[i] = copy_cmd(i & 1 ? b : a, 0, i & 1 ? a : b, 0, chunk << attempt);
+		s = submit_args(cmds, DRM_SPYRE_MAX_CMDS);
+		s.out_sync = so;
+		ASSERT_EQ(0, submit(self->fd, &s));
+		long_job = s.job_id;
+		for (i = 0; i < n; i++)
+			cmds[i] = launch_cmd(dprog, 0, plen, &l);
+		s = submit_args(cmds, n);
+		s.in_syncs = (uintptr_t)&in;
+		s.in_sync_count = 1;
+		k0 = memcg_kernel_bytes(cg);
+		ASSERT_EQ(0, submit(self->fd, &s));
+		k1 = memcg_kernel_bytes(cg);
+		big = s.job_id;
+		running = job_wait(self->fd, long_job, now_ns(), NULL) == -ETIME;
+		EXPECT_EQ(0, job_wait(self->fd, big, now_ns() + 240 * SEC_NS, NULL));
+		usleep(200000);	/* every finished job freed */
+		if (running)
+			break;
+		TH_LOG("the long job finished before the charge was read: retrying");
+	}
+	write_sysfs("/sys/fs/cgroup/cgroup.procs", pid);
+	rmdir(cg);
+	ASSERT_LT(attempt, 3);
+	ASSERT_GE(k0, 0);
+	TH_LOG("%u LAUNCHes in flight: cgroup kernel memory +%lld KiB (at least %lld KiB)", n,
+	       (k1 - k0) >> 10, want >> 10);
+	EXPECT_GE(k1 - k0, want);
+	free(cmds);
+}
+
 /* ---- isolation between files ---- */
 
 TEST_F(card, handles_are_per_file)
