@@ -996,6 +996,57 @@ TEST_F_TIMEOUT(card, copy_2d_huge_ext_size_refused_fast, 120)
 	munmap(zero, len);
 }
 
+/*
+ * A process in a hostile SUBMIT loop dies at once on SIGKILL: a child submits, over and
+ * over, 64 COPY_2Ds with ext_size 0xfffffff8 over a 4 GiB zero mapping. The old driver
+ * scanned 4 GiB per command without a signal check (~1.7 s each under TCG), so the child
+ * lived on for up to two minutes after the SIGKILL; now each SUBMIT is refused at once.
+ */
+TEST_F_TIMEOUT(card, hostile_submit_killed_at_once, 300)
+{
+	struct drm_spyre_copy_2d e = { .height = 16, .src_pitch = 512, .dst_pitch = 512 };
+	int64_t t;
+	pid_t pid;
+	int status, reaped = 0;
+
+	if (!(self->info.caps & DRM_SPYRE_CAP_COPY_2D))
+		SKIP(return, "card without DMA_COPY_2D");
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		const size_t len = 4ull << 30;
+		struct drm_spyre_cmd c[64];
+		uint32_t h, d;
+		void *zero = mmap(NULL, len, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		unsigned int i;
+
+		if (zero == MAP_FAILED || bo_create(self->fd, 8192, DRM_SPYRE_BO_HOST, &h) ||
+		    bo_create(self->fd, 8192, DRM_SPYRE_BO_DEVICE, &d))
+			_exit(1);
+		memcpy(zero, &e, sizeof(e));
+		for (i = 0; i < 64; i++) {
+			c[i] = copy_2d_cmd(h, 0, d, 0, 512, zero);
+			c[i].ext_size = 0xfffffff8u;
+		}
+		for (;;) {
+			struct drm_spyre_submit s = submit_args(c, 64);
+
+			ioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &s);
+		}
+	}
+	usleep(500000);		/* the child is submitting */
+	t = now_ns();
+	ASSERT_EQ(0, kill(pid, SIGKILL));
+	while (!(reaped = waitpid(pid, &status, WNOHANG) == pid) && now_ns() - t < 2 * SEC_NS)
+		usleep(1000);
+	t = now_ns() - t;
+	TH_LOG("the submitting child %s %.1f ms after SIGKILL", reaped ? "was reaped" :
+	       "still ran", t / 1e6);
+	ASSERT_TRUE(reaped);
+	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
 TEST_F(card, submit_bad_command_in_middle_of_job)
 {
 	struct drm_spyre_cmd cmds[3] = {
