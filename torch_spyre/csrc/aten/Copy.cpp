@@ -453,6 +453,20 @@ void copy_(const at::Tensor& dst, const at::Tensor& self, bool non_blocking) {
         dst.copy_(src, non_blocking);
 }
 
+// copy_ resolves the conjugate and negative bits of both sides itself. Without these, the math-bit
+// fallbacks would materialise a conj/neg source by clone(), whose copy_ comes back to _copy_from
+// with the bit still set: endless recursion (torch.fft.ifft of a real spyre tensor returns a
+// conjugate view). CPU and CUDA never reach _copy_from, so core registers no such kernels.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+    m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+    m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+    m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+    m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("_copy_from", TORCH_FN(copy_from));
     m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
