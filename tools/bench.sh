@@ -43,4 +43,12 @@ if tools/in-sysroot 'ninja -C build/cmake torch_spyre_C >/dev/null 2>&1'; then
 	echo
 	tools/in-sysroot 'PYTHONPATH=build/cmake/torch_spyre/python SPYRE_BACKEND=sim \
 		python3 torch_spyre/tools/dispatch_bench.py' | tee build/bench/torch_spyre_dispatch.txt
+	# PyTorch's whole op_db on spyre against the CPU: per dtype, how many op x dtype pairs run
+	# on the card, through the fallback, or fail (Documentation/torch_spyre.md).
+	echo
+	echo "=== torch_spyre: PyTorch's OpInfo database, every op x dtype against the CPU ==="
+	tools/in-sysroot 'PYTHONPATH=build/cmake/torch_spyre/python SPYRE_BACKEND=sim \
+		python3 torch_spyre/tools/opdb_sweep.py --quiet --json build/bench/opdb.json \
+		--markdown build/bench/opdb.md' | tail -n 1 || echo "(some op x dtype failed: listed below the table)"
+	head -n 20 build/bench/opdb.md
 fi

@@ -19,13 +19,15 @@ namespace {
 
 at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
                     at::Tensor& out) {
-    if (binary_out("aten::add", SPYRE_BINARY_ADD, self, other, alpha.toDouble(), out)) return out;
+    const auto a = real_number(alpha);
+    if (a && binary_out("aten::add", SPYRE_BINARY_ADD, self, other, *a, out)) return out;
     return fallback_to_cpu<ATEN_OP2(add, out)>(self, other, alpha, out);
 }
 
 at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
                     at::Tensor& out) {
-    if (binary_out("aten::sub", SPYRE_BINARY_SUB, self, other, alpha.toDouble(), out)) return out;
+    const auto a = real_number(alpha);
+    if (a && binary_out("aten::sub", SPYRE_BINARY_SUB, self, other, *a, out)) return out;
     return fallback_to_cpu<ATEN_OP2(sub, out)>(self, other, alpha, out);
 }
 
@@ -42,11 +44,12 @@ at::Tensor& div_out(const at::Tensor& self, const at::Tensor& other, at::Tensor&
 // other - alpha * self (`1 - x` reaches it); not structured, so a kernel of its own.
 at::Tensor rsub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
     const at::ScalarType type = at::result_type(self, other);
-    if (is_float(type) && self.is_privateuseone()) {
+    const auto a = real_number(alpha);
+    if (is_float(type) && self.is_privateuseone() && a) {
         c10::DeviceGuard guard(self.device());
         at::Tensor out =
             at::empty(at::infer_size(self.sizes(), other.sizes()), self.options().dtype(type));
-        if (binary_out("aten::rsub", SPYRE_BINARY_SUB, other, self, alpha.toDouble(), out))
+        if (binary_out("aten::rsub", SPYRE_BINARY_SUB, other, self, *a, out))
             return out;
     }
     return fallback_to_cpu<ATEN_OP2(rsub, Tensor)>(self, other, alpha);

@@ -53,9 +53,14 @@ bool with_operands(const char* name, const at::Tensor& out,
 
 }  // namespace
 
+std::optional<double> real_number(const at::Scalar& s) {
+    if (s.isComplex()) return std::nullopt;
+    return s.toDouble();
+}
+
 std::optional<Operand> as_operand(const at::Tensor& t) {
     if (!t.is_privateuseone()) {
-        if (t.dim() != 0 || !t.device().is_cpu()) return std::nullopt;
+        if (t.dim() != 0 || !t.device().is_cpu() || t.is_complex()) return std::nullopt;
         return Operand{at::Tensor(), t.item<double>()};
     }
     if (!is_float(t.scalar_type())) return std::nullopt;

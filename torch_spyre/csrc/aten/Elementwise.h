@@ -18,7 +18,10 @@ struct Operand {
     bool is_number() const { return !tensor.defined(); }
 };
 
-// The operand for a kernel argument; nothing for a CPU tensor with elements or a spyre tensor
+// A number as the card's kernels take it; nothing for a complex number (the CPU's then).
+std::optional<double> real_number(const at::Scalar& s);
+
+// The operand for a kernel argument; nothing for a complex number, for a CPU tensor with elements or a spyre tensor
 // that is not fp32/fp16/bf16.
 std::optional<Operand> as_operand(const at::Tensor& t);
 

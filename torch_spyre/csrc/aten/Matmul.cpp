@@ -68,7 +68,8 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& m1, const at::Tensor&
     const bool products =
         float_pair(m1, m2) && m1.dim() == 2 && m2.dim() == 2 && m1.size(1) == m2.size(0) &&
         m1.size(1) > 0 && self.is_privateuseone() &&
-        (self.scalar_type() == m1.scalar_type() || self.scalar_type() == at::kFloat);
+        (self.scalar_type() == m1.scalar_type() || self.scalar_type() == at::kFloat) &&
+        real_number(alpha) && real_number(beta);
     if (products && m1.size(0) > 0 && m2.size(1) > 0) {
         c10::DeviceGuard guard(m1.device());
         const double a = alpha.toDouble(), b = beta.toDouble();
@@ -101,7 +102,7 @@ at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::
     if (float_pair(b1, b2) && b1.dim() == 3 && b2.dim() == 3 && b1.size(0) == b2.size(0) &&
         b1.size(2) == b2.size(1) && out.scalar_type() == b1.scalar_type() &&
         (self.scalar_type() == b1.scalar_type() || self.scalar_type() == at::kFloat) &&
-        self.is_privateuseone() && b1.size(2) > 0) {
+        self.is_privateuseone() && b1.size(2) > 0 && real_number(alpha) && real_number(beta)) {
         c10::DeviceGuard guard(b1.device());
         at::native::resize_output(out, {b1.size(0), b1.size(1), b2.size(2)});
         if (out.numel() == 0) return out;

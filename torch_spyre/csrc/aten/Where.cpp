@@ -37,7 +37,8 @@ bool masked_fill_on_card(at::Tensor& self, const at::Tensor& mask, const Operand
 }
 
 at::Tensor& masked_fill_scalar(at::Tensor& self, const at::Tensor& mask, const at::Scalar& v) {
-    if (masked_fill_on_card(self, mask, Operand{at::Tensor(), v.toDouble()})) return self;
+    const auto value = real_number(v);
+    if (value && masked_fill_on_card(self, mask, Operand{at::Tensor(), *value})) return self;
     return fallback_to_cpu<ATEN_OP2(masked_fill_, Scalar)>(self, mask, v);
 }
 
