@@ -27,12 +27,13 @@ rm -rf "$dir/root/spyre" "$dir/root/.cache/spyre"
 git clone -q "$top" "$dir/root/spyre"
 git -C "$dir/root/spyre" checkout -q "$(git -C "$top" rev-parse HEAD)"
 
-# The tree's own /proc, /sys and /dev in a private mount namespace (unshare), as on a machine.
+# The tree as / with its own /proc, /sys and /dev, in a private mount namespace.
 rc=0
 for t in "${targets[@]}"; do
 	start=$(date +%s)
 	unshare --mount --propagation private -- /bin/bash -c '
 		dir=$1; t=$2
+		mount --bind "$dir" "$dir"	# its / a mount point, as on a machine (unshare needs it)
 		mount -t proc proc "$dir/proc"
 		mount --rbind /sys "$dir/sys"
 		mount --rbind /dev "$dir/dev"

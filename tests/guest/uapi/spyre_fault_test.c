@@ -320,6 +320,13 @@ static void hang_cycles(struct __test_metadata *_metadata, FIXTURE_DATA(fault) *
 		ASSERT_EQ(0, telemetry(self->fd, &t));
 		t_sub = now_ns();
 		ASSERT_EQ(0, guilty_submit(_metadata, self, k, &job));
+		/*
+		 * The innocent job queues behind a guilty command that already holds the injected
+		 * hang: submitted earlier, the scheduler could run it first and it would take the
+		 * hang (the guilty copy then completed: an intermittent failure).
+		 */
+		if (k == HANG_DMA)
+			ASSERT_EQ(0, fault_hang_wait_taken(self->fd, 5000)) TH_LOG("cycle %d", i);
 		ASSERT_EQ(0, innocent_submit(&x, 0));
 		ASSERT_EQ(DRM_SPYRE_JOB_TIMEOUT, job_status(self->fd, job)) TH_LOG("cycle %d", i);
 		t_guilty = now_ns() - t_sub;

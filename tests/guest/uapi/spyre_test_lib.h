@@ -332,6 +332,49 @@ static int debugfs_write(int fd, const char *name, unsigned long long val)
 	return write_sysfs(path, buf);
 }
 
+/* Read debugfs file name of the card behind fd as a number (the fault_* files print %#llx). */
+static int debugfs_read(int fd, const char *name, unsigned long long *val)
+{
+	char path[160], buf[32];
+	int ret = debugfs_path(fd, name, path, sizeof(path));
+	ssize_t n;
+	int f;
+
+	if (ret)
+		return ret;
+	f = open(path, O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return -errno;
+	n = read(f, buf, sizeof(buf) - 1);
+	ret = n < 0 ? -errno : 0;
+	close(f);
+	if (ret)
+		return ret;
+	buf[n] = 0;
+	*val = strtoull(buf, NULL, 0);
+	return 0;
+}
+
+/*
+ * Wait up to ms milliseconds for the card's armed hangs to be taken (FAULT_HANG's count at 0):
+ * then the commands submitted so far hold them, and later ones cannot take them.
+ */
+static int fault_hang_wait_taken(int fd, int ms)
+{
+	unsigned long long v;
+	int i, ret;
+
+	for (i = 0; i <= ms; i++) {
+		ret = debugfs_read(fd, "fault_hang", &v);
+		if (ret)
+			return ret;
+		if (!(v & 0xffff))
+			return 0;
+		usleep(1000);
+	}
+	return -ETIMEDOUT;
+}
+
 /* Make the next n commands of the card behind fd fail (SPYRE_REG_FAULT_INJECT). */
 static int fault_inject(int fd, unsigned int n)
 {
