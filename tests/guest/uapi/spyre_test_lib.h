@@ -361,7 +361,7 @@ static int debugfs_read(int fd, const char *name, unsigned long long *val)
  */
 static int fault_hang_wait_taken(int fd, int ms)
 {
-	unsigned long long v;
+	unsigned long long v = 0;
 	int i, ret;
 
 	for (i = 0; i <= ms; i++) {
