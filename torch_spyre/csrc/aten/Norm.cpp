@@ -150,7 +150,8 @@ at::Tensor layer_norm_autograd(const at::Tensor& input, at::IntArrayRef normaliz
         (input.requires_grad() || wants_grad(weight) || wants_grad(bias)))
         return std::get<0>(at::native_layer_norm(input, normalized, weight, bias, eps));
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return layer_norm_spyre(input, normalized, weight, bias, eps, cudnn_enable);
+    // through the dispatcher, not a direct call: fake tensors (torch.compile) take the Python key
+    return at::layer_norm(input, normalized, weight, bias, eps, cudnn_enable);
 }
 
 double default_rms_eps(at::ScalarType t) {  // torch's: the machine epsilon of the type
@@ -196,7 +197,7 @@ at::Tensor rms_norm_autograd(const at::Tensor& input, at::IntArrayRef normalized
         return weight && weight->defined() ? result * *weight : result;
     }
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return rms_norm_spyre(input, normalized, weight, eps);
+    return at::rms_norm(input, normalized, weight, eps);  // through the dispatcher, as above
 }
 
 }  // namespace
