@@ -96,6 +96,10 @@ def _register_fakes():
         torch._check(x.dim() == 4, lambda: f"spyre::rotary: x must be [B, H, L, D], got {x.shape}")
         return torch.empty_like(x, memory_format=torch.contiguous_format)
 
+    @torch.library.register_fake("spyre::fused_pointwise")
+    def _fused_pointwise(kernel, n, inputs, outputs):
+        return True
+
 
 _meta_lib = None
 
