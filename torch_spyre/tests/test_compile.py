@@ -218,3 +218,24 @@ def test_transposed_inputs_and_reductions_run_eagerly(fallback_reset):
     close(s.cpu(), rs, torch.float32, scale=100)
     assert runtime.STATS["eager"] > before and "spyre::fused_pointwise" not in ops, ops
     assert torch_spyre.fallback_counts() == {}
+
+
+def test_decoder_under_inductor(decoder, monkeypatch, fallback_reset):
+    base, prompt, want = decoder
+    model = copy.deepcopy(base)
+    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")  # any CPU fallback raises
+    compiled = torch.compile(model, fullgraph=True)
+    got = greedy(compiled, prompt, 4)
+    for g, w in zip(got, want):
+        close(g.cpu(), w.cpu(), torch.float32, scale=10)
+    assert [int(g.argmax()) for g in got] == [int(w.argmax()) for w in want]
+    close(model.layer.k_cache.cpu(), base.layer.k_cache.cpu(), torch.float32, scale=10)
+    n = graphs()
+    token = torch.full((1, 1), 7, device="spyre")
+    with torch.no_grad(), torch_spyre.profiler.profile() as prof:
+        for pos in range(prompt.shape[1] + 4, prompt.shape[1] + 7):
+            compiled(token, pos)
+    assert graphs() == n <= 3, counters["stats"]
+    ops = {e.aten_op for e in prof.events}
+    assert {"aten::mm", "spyre::rotary", "aten::scaled_dot_product_attention",
+            "spyre::fused_pointwise"} <= ops, ops
