@@ -1,12 +1,36 @@
 // SPDX-License-Identifier: MIT
 // C API of fused pointwise kernels (spyre_op_fused): a kernel description compiled to one
 // program by ops/fused_program.hpp, planned and cached per description, n and card.
+#include <mutex>
+#include <unordered_map>
+
 #include "ops/api_common.hpp"
 #include "ops/fused_program.hpp"
 #include "ops/pricing.hpp"
 
 using namespace spyre;
 using namespace spyre::ops;
+
+namespace {
+
+// Parsed descriptions by text: a compiled graph calls the same few kernels over and over.
+std::shared_ptr<const FusedKernel> parsed(const char* text) {
+    static std::mutex mu;
+    static std::unordered_map<std::string, std::shared_ptr<const FusedKernel>> cache;
+    std::string key(text);
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+    std::shared_ptr<const FusedKernel> k;
+    try {
+        k = std::make_shared<const FusedKernel>(parse_fused(key));
+    } catch (const std::invalid_argument& e) {
+        fail(SPYRE_ERROR_NOT_SUPPORTED, e.what());
+    }
+    if (cache.size() > 4096) cache.clear();
+    return cache.emplace(std::move(key), k).first->second;
+}
+
+}  // namespace
 
 spyre_status spyre_op_fused(spyre_stream_t stream, const char* kernel, uint64_t n,
                             const spyre_tensor* inputs, uint32_t num_inputs,
@@ -16,12 +40,8 @@ spyre_status spyre_op_fused(spyre_stream_t stream, const char* kernel, uint64_t 
         require(kernel != nullptr, "fused: `kernel` is NULL");
         require(num_inputs == 0 || inputs, "fused: `inputs` is NULL");
         require(outputs && num_outputs, "fused: no outputs");
-        FusedKernel k;
-        try {
-            k = parse_fused(kernel);
-        } catch (const std::invalid_argument& e) {
-            fail(SPYRE_ERROR_NOT_SUPPORTED, e.what());
-        }
+        const auto kp = parsed(kernel);
+        const FusedKernel& k = *kp;
         require(k.inputs.size() == num_inputs && k.outputs.size() == num_outputs,
                 "fused: the kernel has {} inputs and {} outputs, {} and {} were given",
                 k.inputs.size(), k.outputs.size(), num_inputs, num_outputs);

@@ -15,24 +15,33 @@ namespace torch_spyre::aten {
 namespace {
 
 spyre_tensor flat(const at::Tensor& t, int64_t n) {
-    // a 1-D view of the first n (scalar: 1) elements from t's first element
-    return op_tensor(t.as_strided({n}, {1}));
+    // the first n (scalar: 1) elements from t's first element, as a 1-D descriptor
+    spyre_tensor d = op_tensor(t);
+    d.ndim = 1;
+    d.shape[0] = n;
+    d.strides[0] = 1;
+    return d;
 }
 
 bool fused_pointwise(c10::string_view kernel, int64_t n, at::TensorList inputs,
                      at::TensorList outputs) {
     TORCH_CHECK(!outputs.empty(), "spyre::fused_pointwise: no outputs");
     if (n == 0) return true;
-    for (const at::TensorList& ts : {inputs, outputs})
-        for (const at::Tensor& t : ts)
-            if (!t.is_privateuseone() || !is_float(t.scalar_type()) ||
-                t.device() != outputs[0].device())
-                return false;
+    // a scalar input is read as one element (its description says so); the others as n
+    auto count = [n](const at::Tensor& t, bool out) { return !out && t.numel() < n ? 1 : n; };
+    auto usable = [&](const at::Tensor& t, bool out) {
+        return t.is_privateuseone() && is_float(t.scalar_type()) &&
+               t.device() == outputs[0].device() &&
+               int64_t(t.storage().nbytes()) >= (t.storage_offset() + count(t, out)) * t.itemsize();
+    };
+    for (const at::Tensor& t : inputs)
+        if (!usable(t, false)) return false;
+    for (const at::Tensor& t : outputs)
+        if (!usable(t, true)) return false;
     c10::DeviceGuard guard(outputs[0].device());
-    const std::string text(kernel);
+    const std::string text(kernel);  // NUL-terminated for the C API
     std::vector<spyre_tensor> in, out;
-    // a scalar input is read as one element (its description says so); full ones as n
-    for (const at::Tensor& t : inputs) in.push_back(flat(t, t.numel() < n ? 1 : n));
+    for (const at::Tensor& t : inputs) in.push_back(flat(t, count(t, false)));
     for (const at::Tensor& t : outputs) out.push_back(flat(t, n));
     return op_ran("spyre::fused_pointwise",
                   spyre_op_fused(op_stream(outputs[0]), text.c_str(), uint64_t(n), in.data(),
