@@ -17,7 +17,7 @@ import torch
 from torch._dynamo.utils import counters
 
 import torch_spyre
-from conftest import close, make
+from conftest import close, make, run_python
 from models import TinyGranite
 from torch_spyre._inductor import runtime
 
@@ -237,5 +237,16 @@ def test_decoder_under_inductor(decoder, monkeypatch, fallback_reset):
             compiled(token, pos)
     assert graphs() == n <= 3, counters["stats"]
     ops = {e.aten_op for e in prof.events}
-    assert {"aten::mm", "spyre::rotary", "aten::scaled_dot_product_attention",
+    assert {"aten::mm", "spyre::rotary", "aten::scaled_dot_product_attention", "aten::rms_norm",
             "spyre::fused_pointwise"} <= ops, ops
+    # the RMSNorms stay the library's kernel (not decomposed): no more launches than eager
+    with torch.no_grad(), torch_spyre.profiler.profile() as eager:
+        copy.deepcopy(base)(token, prompt.shape[1] + 4)
+    assert len(prof.events) <= 3 * len(eager.events), (len(prof.events), len(eager.events))
+
+
+def test_import_leaves_dynamo_alone():
+    r = run_python("import sys, torch, torch_spyre; print('torch._dynamo' in sys.modules); "
+                   "import torch._dynamo.device_interface as di; "
+                   "print(di.get_interface_for_device('spyre').__name__)")
+    assert r.returncode == 0 and r.stdout.split() == ["False", "SpyreInterface"], r.stderr

@@ -4,8 +4,11 @@ synchronize, properties) and fake kernels of the ``spyre::`` custom operators, s
 them trace under FakeTensorMode. Installed by ``import torch_spyre``.
 """
 
+import importlib.abc
+import importlib.util
+import sys
+
 import torch
-from torch._dynamo import device_interface as di
 
 from . import spyre
 
@@ -23,7 +26,8 @@ class _Worker:
 
     @staticmethod
     def get_device_properties(device=None):
-        return SpyreInterface.get_device_properties(device)
+        di = sys.modules["torch._dynamo.device_interface"]
+        return di.get_interface_for_device("spyre").get_device_properties(device)
 
 
 class _Properties:
@@ -38,54 +42,59 @@ class _Properties:
         return f"_SpyreProperties({self.__dict__})"
 
 
-class SpyreInterface(di.DeviceInterface):
-    device = spyre.device
-    Event = spyre.Event
-    Stream = spyre.Stream
-    Worker = _Worker
+def _interface_class():
+    di = sys.modules["torch._dynamo.device_interface"]
 
-    current_device = staticmethod(spyre.current_device)
-    set_device = staticmethod(spyre.set_device)
-    device_count = staticmethod(spyre.device_count)
-    is_available = staticmethod(spyre.is_available)
-    current_stream = staticmethod(spyre.current_stream)
-    set_stream = staticmethod(spyre.set_stream)
-    synchronize = staticmethod(spyre.synchronize)
-    memory_allocated = staticmethod(spyre.memory_allocated)
+    class SpyreInterface(di.DeviceInterface):
+        device = spyre.device
+        Event = spyre.Event
+        Stream = spyre.Stream
+        Worker = _Worker
 
-    @staticmethod
-    def stream(stream):
-        return spyre.stream(stream)
+        current_device = staticmethod(spyre.current_device)
+        set_device = staticmethod(spyre.set_device)
+        device_count = staticmethod(spyre.device_count)
+        is_available = staticmethod(spyre.is_available)
+        current_stream = staticmethod(spyre.current_stream)
+        set_stream = staticmethod(spyre.set_stream)
+        synchronize = staticmethod(spyre.synchronize)
+        memory_allocated = staticmethod(spyre.memory_allocated)
 
-    @staticmethod
-    def maybe_exchange_device(device: int) -> int:
-        prev = spyre.current_device()
-        if device != prev:
-            spyre.set_device(device)
-        return prev
+        @staticmethod
+        def stream(stream):
+            return spyre.stream(stream)
 
-    exchange_device = maybe_exchange_device
+        @staticmethod
+        def maybe_exchange_device(device: int) -> int:
+            prev = spyre.current_device()
+            if device != prev:
+                spyre.set_device(device)
+            return prev
 
-    @staticmethod
-    def _set_stream_by_id(stream_id: int, device_index: int, device_type: int):
-        spyre.set_stream(spyre.Stream(stream_id=stream_id, device_index=device_index,
-                                      device_type=device_type))
+        exchange_device = maybe_exchange_device
 
-    @staticmethod
-    def get_raw_stream(device_idx: int) -> int:
-        return spyre.current_stream(device_idx).stream_id
+        @staticmethod
+        def _set_stream_by_id(stream_id: int, device_index: int, device_type: int):
+            spyre.set_stream(spyre.Stream(stream_id=stream_id, device_index=device_index,
+                                          device_type=device_type))
 
-    @classmethod
-    def get_device_properties(cls, device=None):
-        return _Properties(spyre.get_device_properties(device))
+        @staticmethod
+        def get_raw_stream(device_idx: int) -> int:
+            return spyre.current_stream(device_idx).stream_id
 
-    @staticmethod
-    def get_compute_capability(device=None):
-        return "spyre"  # no CUDA-style capability: one engine ISA (Documentation/isa.md)
+        @classmethod
+        def get_device_properties(cls, device=None):
+            return _Properties(spyre.get_device_properties(device))
 
-    @staticmethod
-    def is_bf16_supported(including_emulation: bool = False) -> bool:
-        return True
+        @staticmethod
+        def get_compute_capability(device=None):
+            return "spyre"  # no CUDA-style capability: one engine ISA (Documentation/isa.md)
+
+        @staticmethod
+        def is_bf16_supported(including_emulation: bool = False) -> bool:
+            return True
+
+    return SpyreInterface
 
 
 def _register_fakes():
@@ -94,6 +103,10 @@ def _register_fakes():
     @torch.library.register_fake("spyre::rotary")
     def _rotary(x, cos, sin):
         torch._check(x.dim() == 4, lambda: f"spyre::rotary: x must be [B, H, L, D], got {x.shape}")
+        return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+    @torch.library.register_fake("spyre::rms_norm")
+    def _rms_norm(x, normalized_shape, weight=None, eps=None):
         return torch.empty_like(x, memory_format=torch.contiguous_format)
 
     @torch.library.register_fake("spyre::fused_pointwise")
@@ -120,7 +133,63 @@ def _register_sdpa_meta():
     _meta_lib.impl("_scaled_dot_product_fused_attention_overrideable", sdpa, "Meta")
 
 
+def _keep_rms_norm(graph):
+    """Inductor pre-grad pass: rms_norm on spyre inputs in an inference graph becomes
+    spyre::rms_norm, which AOTAutograd does not decompose (aten's composite would become pow,
+    mean, rsqrt and mul: a reduction and a pointwise kernel where the library has one launch)."""
+    if torch.is_grad_enabled():
+        return  # training graphs keep the differentiable decomposition
+    for n in graph.nodes:
+        x = n.args[0] if n.op == "call_function" and n.args else None
+        v = x.meta.get("example_value") if isinstance(x, torch.fx.Node) else None
+        if n.target == torch.rms_norm and isinstance(v, torch.Tensor) and v.device.type == "spyre":
+            n.target = torch.ops.spyre.rms_norm.default
+    graph.lint()
+
+
+def _register_interface():
+    di = sys.modules["torch._dynamo.device_interface"]  # still importing: no attribute yet
+    di.register_interface_for_device("spyre", _interface_class())
+
+
+def _register_pass():
+    config = sys.modules["torch._inductor.config"]
+
+    if config.pre_grad_custom_pass is None:  # a pass of the user's own stays (and wins)
+        config.pre_grad_custom_pass = _keep_rms_norm
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs `fn` once module `name` has been imported: torch._dynamo costs ~0.5 s to import, so
+    `import torch_spyre` registers with it only when something (torch.compile) imports it."""
+
+    def __init__(self, name, fn):
+        self.name, self.fn = name, fn
+
+    def find_spec(self, name, path, target=None):
+        if name != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        exec_module, fn = spec.loader.exec_module, self.fn
+
+        def exec_then_register(module):
+            exec_module(module)
+            fn()
+
+        spec.loader.exec_module = exec_then_register
+        return spec
+
+
+def _after_import(name, fn):
+    if name in sys.modules:
+        fn()
+    else:
+        sys.meta_path.insert(0, _AfterImport(name, fn))
+
+
 def install():
-    di.register_interface_for_device("spyre", SpyreInterface)  # counts no card at import
     _register_fakes()
     _register_sdpa_meta()
+    _after_import("torch._dynamo.device_interface", _register_interface)
+    _after_import("torch._inductor.config", _register_pass)
