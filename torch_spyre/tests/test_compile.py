@@ -170,6 +170,17 @@ def test_scalars_broadcast_tensors_and_several_outputs(fallback_reset):
     assert ops == ["spyre::fused_pointwise"], ops
 
 
+def test_an_input_off_a_stick_runs_the_eager_form(fallback_reset):
+    base = make((1 + 5 * 33,), torch.float32).to("spyre")
+    x, y = base[1:].view(5, 33), make((5, 33), torch.float32, 1).to("spyre")  # x: 4 bytes in
+    g = torch.compile(chain)
+    before = dict(runtime.STATS)
+    out = g(x, y)
+    close(out.cpu(), chain(x.cpu(), y.cpu()), torch.float32, scale=4)
+    assert runtime.STATS["refused"] == before["refused"] + 1, runtime.STATS
+    assert torch_spyre.fallback_counts() == {}
+
+
 def test_an_op_the_generator_cannot_take_runs_eagerly(fallback_reset):
     def f(x, y):
         return torch.atan2(x, y).relu() + x * 2
