@@ -55,8 +55,10 @@ class GraniteDecoderLayer(nn.Module):
         self.k_cache[:, :, pos:pos + L] = k
         self.v_cache[:, :, pos:pos + L] = v
         keys, values = self.k_cache[:, :, :pos + L], self.v_cache[:, :, :pos + L]
-        a = F.scaled_dot_product_attention(q, keys, values, is_causal=L > 1,
-                                           enable_gqa=self.heads != self.kv_heads)
+        # plain bools: under torch.compile(dynamic=True) sizes and module ints are symbolic
+        causal, gqa = L > 1, self.heads != self.kv_heads
+        a = F.scaled_dot_product_attention(q, keys, values, is_causal=True if causal else False,
+                                           enable_gqa=True if gqa else False)
         x = x + self.o_proj(a.transpose(1, 2).reshape(b, L, self.heads * self.head_dim))
         h = self.post_norm(x)
         return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))

@@ -32,6 +32,9 @@ fallback_counts = spyre.fallback_counts
 reset_fallback_counts = spyre.reset_fallback_counts
 
 from . import profiler  # noqa: E402
+from . import _dynamo  # noqa: E402
+
+_dynamo.install()  # torch.compile: the device interface, fake kernels of spyre:: ops
 
 
 def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -190,6 +190,20 @@ SPYRE_API spyre_status spyre_op_clamp(spyre_stream_t stream, const spyre_tensor*
                                       const spyre_tensor* hi, double hi_scalar,
                                       const spyre_tensor* out);
 
+/*
+ * A fused pointwise kernel (torch.compile's Spyre backend): `kernel` is a kernel description
+ * (Documentation/torch_compile.md "Kernel descriptions"): typed inputs ("full": n dense
+ * elements; "scalar": one element read by every position), typed outputs and a straight-line
+ * list of fp32 ops over the n positions, compiled to ONE program (cached per description, n and
+ * card) and queued on `stream`. inputs[i] / outputs[j] follow the description's order: full
+ * inputs and outputs dense with at least n elements, starting 128-byte aligned; scalar inputs
+ * at least one element. Kernels or operands the generator cannot take give
+ * SPYRE_ERROR_NOT_SUPPORTED with the reason (the caller falls back).
+ */
+SPYRE_API spyre_status spyre_op_fused(spyre_stream_t stream, const char* kernel, uint64_t n,
+                                      const spyre_tensor* inputs, uint32_t num_inputs,
+                                      const spyre_tensor* outputs, uint32_t num_outputs);
+
 /* dst = src made dense: any strided view (transposes, permutes, slices, expanded dims with
  * stride 0) of up to 8 dims copied into the dense row-major dst of the same shape and type
  * (bytes moved unchanged). dst starts 128-byte aligned. */

@@ -1,5 +1,6 @@
 // Activations, unary math and softmax on the card through libspyre's op library: relu, gelu
-// (exact and tanh), silu, sigmoid, tanh, exp, log, neg, abs, sqrt, rsqrt, reciprocal, sin, cos
+// (exact and tanh), silu, sigmoid, tanh, exp, log, neg, abs, sqrt, rsqrt, reciprocal, sin, cos,
+// pow with the exponents 2, 0.5, -0.5, -1
 // (functional, in-place and out=), _softmax and _log_softmax along any dim (the last in place,
 // others moved last by dense copies on the card). Other dtypes and layouts run on the CPU
 // fallback.
@@ -117,6 +118,45 @@ at::Tensor softmax(const at::Tensor& x, int64_t dim, bool half_to_float) {
     return fallback_to_cpu<ATEN_OP(_softmax)>(x, dim, half_to_float);
 }
 
+// x ** e for the exponents that are one op on the card: 2 (x * x), 0.5, -0.5 and -1 (the
+// decomposed rms_norm of torch.compile squares); others run on the CPU fallback.
+bool pow_into(const at::Tensor& x, const at::Scalar& e, const at::Tensor& out) {
+    if (!e.isFloatingPoint() && !e.isIntegral(false)) return false;
+    const double v = e.toDouble();
+    if (v == 0.5) return unary_into("aten::pow", SPYRE_UNARY_SQRT, x, out);
+    if (v == -0.5) return unary_into("aten::pow", SPYRE_UNARY_RSQRT, x, out);
+    if (v == -1.0) return unary_into("aten::pow", SPYRE_UNARY_RECIPROCAL, x, out);
+    if (v != 2.0 || !is_float(x.scalar_type()) || out.scalar_type() != x.scalar_type() ||
+        out.sizes() != x.sizes())
+        return false;
+    c10::DeviceGuard guard(x.device());
+    if (x.numel() == 0) return true;
+    const auto dx = stick_dense(x, "aten::pow");
+    if (!dx) return false;
+    const at::Tensor w = writable_output(out);
+    const spyre_tensor tx = op_tensor(*dx), to = op_tensor(w);
+    if (!op_ran("aten::pow",
+                spyre_op_binary(op_stream(w), SPYRE_BINARY_MUL, &tx, &tx, 0.0, 1.0, &to)))
+        return false;
+    finish_output(out, w);
+    return true;
+}
+
+at::Tensor pow_scalar(const at::Tensor& x, const at::Scalar& e) {
+    if (is_float(x.scalar_type())) {
+        c10::DeviceGuard guard(x.device());
+        at::Tensor out = at::empty(x.sizes(), x.options());
+        if (pow_into(x, e, out)) return out;
+    }
+    return fallback_to_cpu<ATEN_OP2(pow, Tensor_Scalar)>(x, e);
+}
+
+at::Tensor& pow_scalar_out(const at::Tensor& x, const at::Scalar& e, at::Tensor& out) {
+    if (out.scalar_type() == x.scalar_type()) at::native::resize_output(out, x.sizes());
+    if (pow_into(x, e, out)) return out;
+    return fallback_to_cpu<ATEN_OP2(pow, Tensor_Scalar_out)>(x, e, out);
+}
+
 at::Tensor log_softmax(const at::Tensor& x, int64_t dim, bool half_to_float) {
     if (auto r = softmax_on_card("aten::_log_softmax", x, dim, half_to_float, true)) return *r;
     return fallback_to_cpu<ATEN_OP(_log_softmax)>(x, dim, half_to_float);
@@ -141,6 +181,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     SPYRE_REGISTER(cos);
     SPYRE_REGISTER(gelu);
 #undef SPYRE_REGISTER
+    m.impl("pow.Tensor_Scalar", TORCH_FN(pow_scalar));
+    m.impl("pow.Tensor_Scalar_out", TORCH_FN(pow_scalar_out));
     m.impl("relu", TORCH_FN(relu));
     m.impl("relu_", TORCH_FN(relu_));
     m.impl("_softmax", TORCH_FN(softmax));

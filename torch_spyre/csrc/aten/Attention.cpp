@@ -28,12 +28,12 @@ bool wants_grad(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
 }
 
 // The library's masks: [Lq, Lk] or 4-D, the key dim whole, the others 1 or whole.
-bool mask_broadcasts(const at::Tensor& m, std::array<int64_t, 4> want) {
+bool mask_broadcasts(const at::Tensor& m, const std::array<c10::SymInt, 4>& want) {
     const int64_t n = m.dim();
-    if (m.size(n - 1) != want[3]) return false;
+    if (m.sym_size(n - 1) != want[3]) return false;
     for (int64_t i = 0; i < n - 1; ++i) {
-        const int64_t w = want[4 - n + i];
-        if (m.size(i) != 1 && m.size(i) != w) return false;
+        const c10::SymInt& w = want[4 - n + i];
+        if (m.sym_size(i) != 1 && m.sym_size(i) != w) return false;
     }
     return true;
 }
@@ -50,13 +50,15 @@ int64_t sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
         (mask->device() != q.device() || (mask->dim() != 2 && mask->dim() != 4) ||
          (mask->scalar_type() != at::kBool && !is_float(mask->scalar_type())) ||
          (mask->requires_grad() && at::GradMode::is_enabled()) ||
-         !mask_broadcasts(*mask, {q.size(0), q.size(1), q.size(2), k.size(2)})))
+         !mask_broadcasts(*mask, {q.sym_size(0), q.sym_size(1), q.sym_size(2), k.sym_size(2)})))
         return math;
-    const int64_t hq = q.size(1), hkv = k.size(1);
-    if (k.sizes() != v.sizes() || k.size(0) != q.size(0) || k.size(3) != q.size(3) || hkv == 0 ||
-        (hq != hkv && !(enable_gqa && hq % hkv == 0)))
+    // symbolic sizes under torch.compile (fake tensors): comparisons guard
+    const c10::SymInt hq = q.sym_size(1), hkv = k.sym_size(1);
+    if (k.sym_sizes() != v.sym_sizes() || k.sym_size(0) != q.sym_size(0) ||
+        k.sym_size(3) != q.sym_size(3) || hkv == 0 || (hq != hkv && !(enable_gqa && hq % hkv == 0)))
         return math;
-    if (q.numel() == 0 || k.numel() == 0 || (is_causal && q.size(2) != k.size(2))) return math;
+    if (q.sym_numel() == 0 || k.sym_numel() == 0 || (is_causal && q.sym_size(2) != k.sym_size(2)))
+        return math;
     return static_cast<int64_t>(at::SDPBackend::overrideable);
 }
 

@@ -117,9 +117,33 @@ at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::
     return fallback_to_cpu<ATEN_OP2(baddbmm, out)>(self, b1, b2, beta, alpha, out);
 }
 
+// The out= forms (torch.compile's extern kernels call them): the functional kernel, then one
+// device copy into `out`.
+at::Tensor& into(const at::Tensor& r, at::Tensor& out) {
+    at::native::resize_output(out, r.sizes());
+    out.copy_(r);
+    return out;
+}
+
+at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+    return into(aten::mm(a, b), out);
+}
+
+at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+    return into(aten::bmm(a, b), out);
+}
+
+at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& m1, const at::Tensor& m2,
+                      const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+    return into(aten::addmm(self, m1, m2, beta, alpha), out);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("mm.out", TORCH_FN(mm_out));
+    m.impl("bmm.out", TORCH_FN(bmm_out));
+    m.impl("addmm.out", TORCH_FN(addmm_out));
     m.impl("mm", TORCH_FN(mm));
     m.impl("bmm", TORCH_FN(bmm));
     m.impl("addmm", TORCH_FN(addmm));

@@ -150,7 +150,8 @@ at::Tensor layer_norm_autograd(const at::Tensor& input, at::IntArrayRef normaliz
         (input.requires_grad() || wants_grad(weight) || wants_grad(bias)))
         return std::get<0>(at::native_layer_norm(input, normalized, weight, bias, eps));
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return layer_norm_spyre(input, normalized, weight, bias, eps, cudnn_enable);
+    // through the dispatcher, not a direct call: fake tensors (torch.compile) take the Python key
+    return at::layer_norm(input, normalized, weight, bias, eps, cudnn_enable);
 }
 
 double default_rms_eps(at::ScalarType t) {  // torch's: the machine epsilon of the type
@@ -196,10 +197,44 @@ at::Tensor rms_norm_autograd(const at::Tensor& input, at::IntArrayRef normalized
         return weight && weight->defined() ? result * *weight : result;
     }
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return rms_norm_spyre(input, normalized, weight, eps);
+    return at::rms_norm(input, normalized, weight, eps);  // through the dispatcher, as above
+}
+
+// spyre::rms_norm: aten's rms_norm kept whole in torch.compile graphs (AOTAutograd decomposes
+// the composite aten op; torch_spyre's Inductor backend swaps it for this one on spyre inputs
+// in inference graphs, so the graph keeps the one-launch library kernel as an extern kernel).
+at::Tensor rms_norm_op(const at::Tensor& input, at::IntArrayRef normalized,
+                       const std::optional<at::Tensor>& weight, std::optional<double> eps) {
+    return at::rms_norm(input, normalized, weight, eps);
+}
+
+at::Tensor rms_norm_below_autograd(const at::Tensor& input, at::IntArrayRef normalized,
+                                   const std::optional<at::Tensor>& weight,
+                                   std::optional<double> eps) {
+    static const auto op =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("spyre::rms_norm", "")
+            .typed<at::Tensor(const at::Tensor&, at::IntArrayRef, const std::optional<at::Tensor>&,
+                              std::optional<double>)>();
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return op.call(input, normalized, weight, eps);
 }
 
 }  // namespace
+
+TORCH_LIBRARY_FRAGMENT(spyre, m) {
+    m.def(
+        "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) "
+        "-> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(spyre, CompositeExplicitAutograd, m) {
+    m.impl("rms_norm", TORCH_FN(rms_norm_op));
+}
+
+// inference only (the pass that makes it checks that no gradient is wanted): below autograd,
+// so a traced graph (the Python key) keeps the op whole
+TORCH_LIBRARY_IMPL(spyre, Autograd, m) { m.impl("rms_norm", TORCH_FN(rms_norm_below_autograd)); }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("native_layer_norm", TORCH_FN(native_layer_norm));

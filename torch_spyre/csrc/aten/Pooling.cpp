@@ -79,7 +79,8 @@ at::Tensor max_pool2d_autograd(const at::Tensor& self, at::IntArrayRef kernel,
         return std::get<0>(
             at::max_pool2d_with_indices(self, kernel, stride, padding, dilation, ceil_mode));
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    return max_pool2d_spyre(self, kernel, stride, padding, dilation, ceil_mode);
+    // through the dispatcher, not a direct call: fake tensors (torch.compile) take the Python key
+    return at::max_pool2d(self, kernel, stride, padding, dilation, ceil_mode);
 }
 
 }  // namespace

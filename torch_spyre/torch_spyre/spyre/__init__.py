@@ -189,6 +189,16 @@ def _is_in_bad_fork() -> bool:
     return False
 
 
+def __getattr__(name: str):
+    # Inductor's registration hook for the PrivateUse1 backend asks for these when it first
+    # compiles: the backend loads then, not at import
+    if name in ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen"):
+        from torch_spyre import _inductor
+
+        return getattr(_inductor, name)
+    raise AttributeError(f"module 'torch.spyre' has no attribute {name!r}")
+
+
 def fallback_counts() -> Dict[str, int]:
     """How often each operator ran on the CPU fallback, by operator name."""
     return _C._fallback_counts()

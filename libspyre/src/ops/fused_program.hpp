@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: MIT
+// Fused pointwise kernels: a small kernel description (inputs, outputs and a straight-line list
+// of ops over one flat loop of n elements, the form torch.compile's Spyre backend emits for each
+// fused pointwise kernel) compiled to ONE engine program. Every core streams its stick-aligned
+// part of the n elements through double-buffered LX chunks; intermediates stay in LX in fp32,
+// each output is rounded once when stored. The planner prices the program on the cycle model
+// (Documentation/torch_compile.md "Kernel descriptions").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ops/pricing.hpp"
+#include "spyre/isa.hpp"
+
+namespace spyre::ops {
+
+enum class FkOp : uint8_t {
+    LOAD,   // value of input `arg` (a full input: element i; a scalar input: its one element)
+    CONST,  // the fp32 number imm
+    // unary
+    NEG,
+    ABS,
+    RELU,
+    EXP,
+    LOG,
+    SQRT,
+    RSQRT,
+    RECIP,
+    TANH,
+    SIGMOID,
+    SILU,
+    GELU,
+    SIN,
+    COS,
+    CAST,  // rounded to type t (fp32: unchanged)
+    // binary
+    ADD,
+    SUB,
+    MUL,
+    DIV,
+    MAX,  // NaN-propagating
+    MIN,
+    STORE,  // output `arg` = value a (rounded once to the output's type)
+    COUNT
+};
+
+const char* fk_name(FkOp op);
+
+struct FkInput {
+    isa::DType t = isa::DType::F32;
+    bool scalar = false;  // one element read by every position (else n dense elements)
+};
+
+// One line of the kernel. Values are numbered by their instruction's index; a and b name the
+// operand values, arg the input (LOAD) or output (STORE).
+struct FkInstr {
+    FkOp op = FkOp::CONST;
+    int32_t a = -1, b = -1, arg = -1;
+    isa::DType t = isa::DType::F32;  // CAST
+    float imm = 0.0f;                // CONST
+};
+
+struct FusedKernel {
+    std::vector<FkInput> inputs;
+    std::vector<isa::DType> outputs;
+    std::vector<FkInstr> code;
+};
+
+// The text form (one item per line, '#' comments):
+//   spyre.kernel 1
+//   in f16 full          # input 0 ...; "scalar" for a one-element input
+//   out f16              # output 0 ...
+//   %0 = load 0
+//   %1 = const 1.5
+//   %2 = mul %0 %1
+//   %3 = cast %2 bf16
+//   store 0 %2
+// Throws std::invalid_argument naming the line for anything else (unknown ops, undefined
+// values, more than 16 inputs and outputs, an output stored twice or never).
+FusedKernel parse_fused(const std::string& text);
+std::string format_fused(const FusedKernel& k);
+
+struct FusedPlan {
+    uint32_t cores = 1;
+    uint64_t chunk = 0;     // elements per core step, a multiple of fused_unit
+    uint64_t lx_bytes = 0;  // per core
+    uint32_t passes = 0;    // vector instructions per chunk
+    uint64_t cycles = 0, ddr_bytes = 0;
+};
+
+uint64_t fused_unit(const FusedKernel& k);
+uint64_t fused_lx_bytes(const FusedKernel& k, uint64_t chunk);
+// The SPMD program over n elements. Launch arguments: inputs 0..I-1, then outputs I..I+O-1
+// (device addresses; full inputs and outputs 128-byte aligned, scalar inputs element aligned).
+std::vector<uint8_t> build_fused(const FusedKernel& k, uint64_t n, const FusedPlan& p);
+FusedPlan price_fused(const Pricer& pricer, const FusedKernel& k, uint64_t n, FusedPlan p);
+FusedPlan plan_fused(const Pricer& pricer, const FusedKernel& k, uint64_t n, uint32_t max_cores);
+std::string fused_plan_name(const FusedPlan& p);
+
+}  // namespace spyre::ops

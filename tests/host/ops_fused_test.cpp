@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: MIT
+// Fused pointwise kernels (ops/fused_program.hpp, spyre_op_fused) without torch: a kernel
+// description -> parse -> plan priced on the cycle model -> ONE program -> run on the engine ->
+// compared with a host interpreter of the same description (fp32 arithmetic, functions in double
+// rounded to fp32, one rounding per store), over odd sizes, all three float types, scalar
+// inputs, constants in either operand, several outputs; the untouched bytes after every output;
+// parse errors; and the C API on the simulator (one launch, refusals as NOT_SUPPORTED).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/fused_program.hpp"
+#include "ops/pricing.hpp"
+#include "ops_test_util.hpp"
+#include "spyre/ops.h"
+#include "spyre/spyre.h"
+
+namespace spyre::ops {
+namespace {
+
+using isa::DType;
+using namespace test;
+
+const char* tname(DType t) { return t == DType::F32 ? "f32" : t == DType::F16 ? "f16" : "bf16"; }
+
+// The chain torch.compile's test runs: relu(x * y + 1.5) - exp(x).
+std::string chain(DType t) {
+    const std::string s = tname(t);
+    return "spyre.kernel 1\nin " + s + " full\nin " + s + " full\nout " + s +
+           "\n%0 = load 0\n%1 = load 1\n%2 = mul %0 %1\n%3 = const 1.5\n%4 = add %2 %3\n"
+           "%5 = relu %4\n%6 = exp %0\n%7 = sub %5 %6\nstore 0 %7\n";
+}
+
+float round_to(DType t, float v) {
+    uint8_t b[4];
+    store_elem(t, v, b);
+    return load_elem(t, b);
+}
+
+// Host interpreter of a description at position i.
+std::vector<float> reference(const FusedKernel& k, const std::vector<std::vector<uint8_t>>& in,
+                             uint64_t i) {
+    std::vector<float> v(k.code.size()), out(k.outputs.size());
+    for (size_t j = 0; j < k.code.size(); ++j) {
+        const FkInstr& c = k.code[j];
+        const float a = c.a >= 0 ? v[c.a] : 0.0f, b = c.b >= 0 ? v[c.b] : 0.0f;
+        const double d = a;
+        switch (c.op) {
+            case FkOp::LOAD: {
+                const FkInput& x = k.inputs[c.arg];
+                v[j] = load_elem(x.t, &in[c.arg][(x.scalar ? 0 : i) * isa::dtype_size(x.t)]);
+                break;
+            }
+            case FkOp::CONST:
+                v[j] = c.imm;
+                break;
+            case FkOp::NEG:
+                v[j] = -a;
+                break;
+            case FkOp::ABS:
+                v[j] = std::fabs(a);
+                break;
+            case FkOp::RELU:
+                v[j] = a < 0 ? 0.0f : a;
+                break;
+            case FkOp::EXP:
+                v[j] = static_cast<float>(std::exp(d));
+                break;
+            case FkOp::LOG:
+                v[j] = static_cast<float>(std::log(d));
+                break;
+            case FkOp::SQRT:
+                v[j] = std::sqrt(a);
+                break;
+            case FkOp::RSQRT:
+                v[j] = static_cast<float>(1.0 / std::sqrt(d));
+                break;
+            case FkOp::RECIP:
+                v[j] = 1.0f / a;
+                break;
+            case FkOp::TANH:
+                v[j] = static_cast<float>(std::tanh(d));
+                break;
+            case FkOp::SIGMOID:
+                v[j] = 1.0f / (static_cast<float>(std::exp(-d)) + 1.0f);
+                break;
+            case FkOp::SILU:
+                v[j] = static_cast<float>(d / (1.0 + std::exp(-d)));
+                break;
+            case FkOp::CAST:
+                v[j] = round_to(c.t, a);
+                break;
+            case FkOp::ADD:
+                v[j] = a + b;
+                break;
+            case FkOp::SUB:
+                v[j] = a - b;
+                break;
+            case FkOp::MUL:
+                v[j] = a * b;
+                break;
+            case FkOp::DIV:
+                v[j] = a / b;
+                break;
+            case FkOp::MAX:
+                v[j] = (a > b || a != a) ? a : b;
+                break;
+            case FkOp::MIN:
+                v[j] = (a < b || a != a) ? a : b;
+                break;
+            case FkOp::STORE:
+                out[c.arg] = round_to(k.outputs[c.arg], v[c.a]);
+                break;
+            default:
+                ADD_FAILURE() << "op not in the reference";
+                break;
+        }
+    }
+    return out;
+}
+
+double tol(DType t) { return t == DType::F32 ? 2e-6 : t == DType::F16 ? 1e-3 : 8e-3; }
+
+// Plans, builds and runs `text` over n elements on the engine and checks every output element
+// against the interpreter, and that the bytes after each output stay untouched.
+FusedPlan run_and_check(const std::string& text, uint64_t n, uint32_t max_cores = 32) {
+    const FusedKernel k = parse_fused(text);
+    const Pricer pricer(default_engine_config());
+    const FusedPlan p = plan_fused(pricer, k, n, max_cores);
+    const auto image = build_fused(k, n, p);
+    std::mt19937 rng(static_cast<uint32_t>(n));
+    std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+    std::vector<std::vector<uint8_t>> in;
+    std::vector<uint64_t> args;
+    uint64_t at = 0;
+    for (const FkInput& x : k.inputs) {
+        const uint64_t m = x.scalar ? 1 : n, es = isa::dtype_size(x.t);
+        in.emplace_back(m * es);
+        for (uint64_t i = 0; i < m; ++i) store_elem(x.t, dist(rng), &in.back()[i * es]);
+        args.push_back(at + (x.scalar ? 6 * es : 0));  // scalars at any element-aligned address
+        at += up128(m * es + 8 * es + 128);
+    }
+    std::vector<uint64_t> out_at;
+    for (DType t : k.outputs)
+        out_at.push_back(at), args.push_back(at), at += up128(n * isa::dtype_size(t) + 256);
+    std::vector<uint8_t> mem(at, 0xA5);
+    for (size_t j = 0; j < k.inputs.size(); ++j)
+        std::memcpy(&mem[args[j]], in[j].data(), in[j].size());
+    const RunResult r = run_image(image, p.cores, args, mem);
+    EXPECT_EQ(r.error, 0) << r.message;
+    EXPECT_EQ(r.stats.total_cycles, p.cycles) << "the priced run is the real run";
+    int bad = 0;
+    for (uint64_t i = 0; i < n && bad < 5; ++i) {
+        const auto want = reference(k, in, i);
+        for (size_t o = 0; o < k.outputs.size(); ++o) {
+            const DType t = k.outputs[o];
+            const float got = load_elem(t, &mem[out_at[o] + i * isa::dtype_size(t)]);
+            const bool ok = (std::isnan(got) && std::isnan(want[o])) ||
+                            std::fabs(got - want[o]) <= tol(t) * (1.0 + std::fabs(want[o]));
+            if (!ok)
+                ADD_FAILURE() << "output " << o << " [" << i << "] = " << got << ", want "
+                              << want[o],
+                    ++bad;
+        }
+    }
+    for (size_t o = 0; o < k.outputs.size(); ++o) {
+        const uint64_t end = out_at[o] + n * isa::dtype_size(k.outputs[o]);
+        for (uint64_t b = end; b < up128(end); ++b) EXPECT_EQ(mem[b], 0xA5) << "past output " << o;
+    }
+    return p;
+}
+
+class FusedSizes : public ::testing::TestWithParam<std::tuple<DType, uint64_t>> {};
+
+TEST_P(FusedSizes, ChainMatchesTheInterpreter) {
+    const auto [t, n] = GetParam();
+    const FusedPlan p = run_and_check(chain(t), n);
+    EXPECT_GE(p.cores, 1u);
+    EXPECT_EQ(p.passes, 5u) << "mul, add, relu, exp, sub: the last writes the output chunk";
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, FusedSizes,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16),
+                                            ::testing::Values(1, 7, 65, 1000, 4097, 100003)));
+
+TEST(Fused, OneCoreAndManyCoresAgree) {
+    const FusedPlan one = run_and_check(chain(DType::F16), 20000, 1);
+    const FusedPlan many = run_and_check(chain(DType::F16), 20000, 32);
+    EXPECT_EQ(one.cores, 1u);
+    EXPECT_GT(many.cores, 1u);
+    EXPECT_LT(many.cycles, one.cycles);
+}
+
+TEST(Fused, ScalarInputsConstantsFirstAndEveryFunction) {
+    // c - x, c / x, scalar * x, max/min with a scalar, and the unary functions
+    run_and_check(
+        "spyre.kernel 1\nin f32 full\nin bf16 scalar\nout f32\n"
+        "%0 = load 0\n%1 = load 1\n%2 = const 2.5\n%3 = sub %2 %0\n%4 = div %2 %0\n"
+        "%5 = mul %1 %0\n%6 = max %1 %3\n%7 = min %6 %4\n%8 = add %7 %5\n%9 = sigmoid %8\n"
+        "%10 = tanh %9\n%11 = abs %0\n%12 = sqrt %11\n%13 = rsqrt %11\n%14 = log %11\n"
+        "%15 = add %12 %13\n%16 = add %15 %14\n%17 = neg %16\n%18 = mul %17 %10\n%19 = silu %18\n"
+        "%20 = recip %1\n%21 = add %19 %20\nstore 0 %21\n",
+        3001);
+}
+
+TEST(Fused, SeveralOutputsCastsAndSharedValues) {
+    // one value stored and used further; a bf16 rounding mid-chain; outputs of three types
+    run_and_check(
+        "spyre.kernel 1\nin f16 full\nin f32 full\nout f32\nout bf16\nout f16\n"
+        "%0 = load 0\n%1 = load 1\n%2 = add %0 %1\nstore 0 %2\n%3 = cast %2 bf16\n"
+        "%4 = mul %3 %3\nstore 1 %4\n%5 = cast %0 f32\nstore 2 %5\n",
+        777);
+    // a constant and a scalar stored directly
+    run_and_check(
+        "spyre.kernel 1\nin f32 scalar\nout f16\nout f32\n%0 = load 0\n%1 = const -0.75\n"
+        "store 0 %1\nstore 1 %0\n",
+        300);
+}
+
+TEST(Fused, ParseErrorsNameTheLine) {
+    for (const char* bad :
+         {"", "spyre.kernel 2\n", "spyre.kernel 1\nin f64 full\nout f32\n",
+          "spyre.kernel 1\nin f32 full\nout f32\n%0 = load 1\nstore 0 %0\n",
+          "spyre.kernel 1\nin f32 full\nout f32\n%0 = load 0\n%1 = atan2 %0 %0\nstore 0 %1\n",
+          "spyre.kernel 1\nin f32 full\nout f32\n%0 = load 0\n%1 = add %0 %9\nstore 0 %1\n",
+          "spyre.kernel 1\nin f32 full\nout f32\n%0 = load 0\n",
+          "spyre.kernel 1\nin f32 full\nout f32\n%0 = load 0\nstore 0 %0\nstore 0 %0\n"}) {
+        EXPECT_THROW(parse_fused(bad), std::invalid_argument) << bad;
+    }
+    try {
+        parse_fused("spyre.kernel 1\nin f32 full\nout f32\n%0 = load 0\n%1 = atan2 %0 %0\n");
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("atan2"), std::string::npos) << e.what();
+    }
+    const FusedKernel k = parse_fused(chain(DType::BF16));
+    EXPECT_EQ(format_fused(parse_fused(format_fused(k))), format_fused(k));
+}
+
+// The C API on the simulator: one launch, the library's plan, refusals as NOT_SUPPORTED.
+TEST(FusedApi, OneLaunchOnTheSimulatorAndRefusals) {
+    setenv("SPYRE_BACKEND", "sim", 1);
+    spyre_device_t dev = nullptr;
+    ASSERT_EQ(spyre_device_open(0, &dev), SPYRE_SUCCESS) << spyre_last_error();
+    const uint64_t n = 1234;
+    spyre_buffer_t bx, by, bo;
+    ASSERT_EQ(spyre_malloc(dev, n * 4 + 128, &bx), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_malloc(dev, n * 4, &by), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_malloc(dev, n * 4, &bo), SPYRE_SUCCESS);
+    std::vector<float> x(n), y(n), o(n);
+    for (uint64_t i = 0; i < n; ++i) x[i] = 0.01f * float(i) - 5.0f, y[i] = std::cos(float(i));
+    ASSERT_EQ(spyre_memcpy_htod(bx, 0, x.data(), n * 4), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_memcpy_htod(by, 0, y.data(), n * 4), SPYRE_SUCCESS);
+    const int64_t shape[1] = {int64_t(n)};
+    spyre_tensor in[2], out;
+    ASSERT_EQ(spyre_tensor_init(&in[0], bx, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_tensor_init(&in[1], by, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_tensor_init(&out, bo, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
+    const std::string k = chain(DType::F32);
+    ASSERT_EQ(spyre_op_fused(nullptr, k.c_str(), n, in, 2, &out, 1), SPYRE_SUCCESS)
+        << spyre_last_error();
+    spyre_op_info info;
+    ASSERT_EQ(spyre_op_get_last_info(&info), SPYRE_SUCCESS);
+    EXPECT_STREQ(info.op, "fused");
+    EXPECT_EQ(info.launches, 1u);
+    EXPECT_GT(info.modeled_ns, 0u);
+    ASSERT_EQ(spyre_memcpy_dtoh(o.data(), bo, 0, n * 4), SPYRE_SUCCESS);
+    for (uint64_t i = 0; i < n; ++i) {
+        const float r = std::max(x[i] * y[i] + 1.5f, 0.0f) - float(std::exp(double(x[i])));
+        ASSERT_NEAR(o[i], r, 2e-6 * (1 + std::fabs(r))) << i;
+    }
+    // an input that does not start on a stick, a wrong type, a bad description
+    spyre_tensor shifted = in[0];
+    shifted.offset = 4;
+    const spyre_tensor bad_in[2] = {shifted, in[1]};
+    EXPECT_EQ(spyre_op_fused(nullptr, k.c_str(), n, bad_in, 2, &out, 1), SPYRE_ERROR_NOT_SUPPORTED);
+    const std::string k16 = chain(DType::F16);
+    EXPECT_EQ(spyre_op_fused(nullptr, k16.c_str(), n, in, 2, &out, 1), SPYRE_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(spyre_op_fused(nullptr, "spyre.kernel 1\nbogus\n", n, in, 2, &out, 1),
+              SPYRE_ERROR_NOT_SUPPORTED);
+    EXPECT_NE(std::string(spyre_last_error()).find("bogus"), std::string::npos)
+        << spyre_last_error();
+    spyre_free(bx), spyre_free(by), spyre_free(bo);
+    spyre_device_close(dev);
+    unsetenv("SPYRE_BACKEND");
+}
+
+}  // namespace
+}  // namespace spyre::ops

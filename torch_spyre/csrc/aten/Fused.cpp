@@ -1,0 +1,64 @@
+// torch.ops.spyre.fused_pointwise(kernel, n, inputs, outputs) -> bool: one fused pointwise
+// kernel of torch.compile's Spyre backend (torch_spyre/_inductor) on the card. `kernel` is the
+// kernel description (Documentation/torch_compile.md), n the positions; inputs and outputs are
+// the buffers in the description's order, read and written as flat arrays from their first
+// element (the generator checked their indexing). One spyre_op_fused launch on the outputs'
+// current stream. Returns false when the library refuses the case (an operand that does not
+// start on a stick, a kernel it cannot take): the caller then runs the kernel's eager form.
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "OpLibrary.h"
+
+namespace torch_spyre::aten {
+namespace {
+
+spyre_tensor flat(const at::Tensor& t, int64_t n) {
+    // the first n (scalar: 1) elements from t's first element, as a 1-D descriptor
+    spyre_tensor d = op_tensor(t);
+    d.ndim = 1;
+    d.shape[0] = n;
+    d.strides[0] = 1;
+    return d;
+}
+
+bool fused_pointwise(c10::string_view kernel, int64_t n, at::TensorList inputs,
+                     at::TensorList outputs) {
+    TORCH_CHECK(!outputs.empty(), "spyre::fused_pointwise: no outputs");
+    if (n == 0) return true;
+    // a scalar input is read as one element (its description says so); the others as n
+    auto count = [n](const at::Tensor& t, bool out) { return !out && t.numel() < n ? 1 : n; };
+    auto usable = [&](const at::Tensor& t, bool out) {
+        return t.is_privateuseone() && is_float(t.scalar_type()) &&
+               t.device() == outputs[0].device() &&
+               int64_t(t.storage().nbytes()) >= (t.storage_offset() + count(t, out)) * t.itemsize();
+    };
+    for (const at::Tensor& t : inputs)
+        if (!usable(t, false)) return false;
+    for (const at::Tensor& t : outputs)
+        if (!usable(t, true)) return false;
+    c10::DeviceGuard guard(outputs[0].device());
+    const std::string text(kernel);  // NUL-terminated for the C API
+    std::vector<spyre_tensor> in, out;
+    for (const at::Tensor& t : inputs) in.push_back(flat(t, count(t, false)));
+    for (const at::Tensor& t : outputs) out.push_back(flat(t, n));
+    return op_ran("spyre::fused_pointwise",
+                  spyre_op_fused(op_stream(outputs[0]), text.c_str(), uint64_t(n), in.data(),
+                                 uint32_t(in.size()), out.data(), uint32_t(out.size())));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(spyre, m) {
+    m.def("fused_pointwise(str kernel, int n, Tensor[] inputs, Tensor(a!)[] outputs) -> bool");
+}
+
+TORCH_LIBRARY_IMPL(spyre, PrivateUse1, m) { m.impl("fused_pointwise", TORCH_FN(fused_pointwise)); }
+
+// compiled graphs call it on tensors that may require grad (inference: nothing to record)
+TORCH_LIBRARY_IMPL(spyre, AutogradPrivateUse1, m) {
+    m.impl("fused_pointwise", TORCH_FN(fused_pointwise));
+}
+
+}  // namespace torch_spyre::aten

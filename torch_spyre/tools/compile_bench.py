@@ -1,0 +1,86 @@
+"""torch.compile against eager on spyre (Documentation/torch_compile.md "Measured"): launches,
+modeled device time and host time per call of a pointwise chain and of a TinyGranite decode step.
+
+    tools/in-sysroot 'SPYRE_BACKEND=sim PYTHONPATH=build/cmake/torch_spyre/python \\
+        python3 torch_spyre/tools/compile_bench.py'
+"""
+
+import copy
+import os
+import sys
+import time
+
+import torch
+
+import torch_spyre
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+from models import TinyGranite  # noqa: E402
+
+
+def chain(x, y):
+    return torch.relu(x * y + 1.5) - x.exp()
+
+
+def profile(fn, *args):
+    with torch_spyre.profiler.profile() as p:
+        fn(*args)
+    return sum(e.launches for e in p.events), p.total_modeled_ns() / 1000
+
+
+def host_us(fn, *args, n=200):
+    """Mean host time of n calls queued behind a held stream (queueing only)."""
+    fn(*args)
+    with torch.spyre._hold_stream():
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn(*args)
+        t = (time.perf_counter() - t0) / n
+    torch.spyre.synchronize()
+    return t * 1e6
+
+
+def main():
+    for shape, dt in [((64, 64), torch.float16), ((1024, 1024), torch.float16),
+                      ((1024, 1024), torch.float32)]:
+        torch.compiler.reset()
+        x, y = (torch.randn(shape).to(dt).to("spyre") for _ in range(2))
+        f = torch.compile(chain)
+        t0 = time.perf_counter()
+        f(x, y)
+        torch.spyre.synchronize()
+        first = time.perf_counter() - t0
+        (le, me), (lc, mc) = profile(chain, x, y), profile(f, x, y)
+        roof = 3 * x.numel() * x.element_size() / 204.8e9 * 1e6
+        print(f"chain {shape} {str(dt)[6:]}: launches {le} -> {lc}, modeled {me:.2f} -> {mc:.2f} us "
+              f"(DDR roofline {100 * roof / mc:.0f}%), host {host_us(chain, x, y):.1f} -> "
+              f"{host_us(f, x, y):.1f} us/call, first call {first:.2f} s")
+    torch.compiler.reset()
+    eager = TinyGranite().to("spyre")
+    model = copy.deepcopy(eager)
+    compiled = torch.compile(model)
+    prompt = torch.randint(0, 512, (1, 12), generator=torch.Generator().manual_seed(3))
+    token = torch.full((1, 1), 7, device="spyre")
+    with torch.no_grad():
+        t0 = time.perf_counter()
+        compiled(prompt.to("spyre"), 0), compiled(token, 12), compiled(token, 13)
+        torch.spyre.synchronize()
+        print(f"decoder: compile prefill + decode {time.perf_counter() - t0:.2f} s")
+        eager(prompt.to("spyre"), 0)
+        for name, fn in [("eager", eager), ("compiled", compiled)]:
+            for pos in range(14, 20):
+                fn(token, pos)  # plans warm
+            launches, modeled = profile(fn, token, 20)
+            ts = []
+            for pos in range(21, 29):  # one step per hold: the KV length grows
+                with torch.spyre._hold_stream():
+                    t0 = time.perf_counter()
+                    fn(token, pos)
+                    ts.append(time.perf_counter() - t0)
+                torch.spyre.synchronize()
+            print(f"decode step {name}: {launches} launches, {modeled:.1f} us modeled, "
+                  f"host {sorted(ts)[4] * 1e3:.2f} ms (median of 8)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""torch.compile registration of the spyre device: the Dynamo device interface (what Dynamo,
+AOTAutograd and Inductor ask of a device: count, current device, streams, events,
+synchronize, properties) and fake kernels of the ``spyre::`` custom operators, so graphs with
+them trace under FakeTensorMode. Installed by ``import torch_spyre``.
+"""
+
+import importlib.abc
+import importlib.util
+import sys
+
+import torch
+
+from . import spyre
+
+
+class _Worker:
+    """What compile workers may ask without touching a card (Dynamo calls these from threads)."""
+
+    @staticmethod
+    def set_device(device: int):
+        spyre.set_device(device)
+
+    @staticmethod
+    def current_device() -> int:
+        return spyre.current_device()
+
+    @staticmethod
+    def get_device_properties(device=None):
+        di = sys.modules["torch._dynamo.device_interface"]
+        return di.get_interface_for_device("spyre").get_device_properties(device)
+
+
+class _Properties:
+    """spyre_device_info as attributes (Inductor reads ``.name`` and ``.multi_processor_count``)."""
+
+    def __init__(self, info):
+        self.__dict__.update(info)
+        self.multi_processor_count = info.get("cores", 32)
+        self.total_memory = info.get("memory_bytes", info.get("total_memory", 0))
+
+    def __repr__(self):
+        return f"_SpyreProperties({self.__dict__})"
+
+
+def _interface_class():
+    di = sys.modules["torch._dynamo.device_interface"]
+
+    class SpyreInterface(di.DeviceInterface):
+        device = spyre.device
+        Event = spyre.Event
+        Stream = spyre.Stream
+        Worker = _Worker
+
+        current_device = staticmethod(spyre.current_device)
+        set_device = staticmethod(spyre.set_device)
+        device_count = staticmethod(spyre.device_count)
+        is_available = staticmethod(spyre.is_available)
+        current_stream = staticmethod(spyre.current_stream)
+        set_stream = staticmethod(spyre.set_stream)
+        synchronize = staticmethod(spyre.synchronize)
+        memory_allocated = staticmethod(spyre.memory_allocated)
+
+        @staticmethod
+        def stream(stream):
+            return spyre.stream(stream)
+
+        @staticmethod
+        def maybe_exchange_device(device: int) -> int:
+            prev = spyre.current_device()
+            if device != prev:
+                spyre.set_device(device)
+            return prev
+
+        exchange_device = maybe_exchange_device
+
+        @staticmethod
+        def _set_stream_by_id(stream_id: int, device_index: int, device_type: int):
+            spyre.set_stream(spyre.Stream(stream_id=stream_id, device_index=device_index,
+                                          device_type=device_type))
+
+        @staticmethod
+        def get_raw_stream(device_idx: int) -> int:
+            return spyre.current_stream(device_idx).stream_id
+
+        @classmethod
+        def get_device_properties(cls, device=None):
+            return _Properties(spyre.get_device_properties(device))
+
+        @staticmethod
+        def get_compute_capability(device=None):
+            return "spyre"  # no CUDA-style capability: one engine ISA (Documentation/isa.md)
+
+        @staticmethod
+        def is_bf16_supported(including_emulation: bool = False) -> bool:
+            return True
+
+    return SpyreInterface
+
+
+def _register_fakes():
+    """A fake (meta) kernel for every spyre:: operator: output shapes and dtypes only."""
+
+    @torch.library.register_fake("spyre::rotary")
+    def _rotary(x, cos, sin):
+        torch._check(x.dim() == 4, lambda: f"spyre::rotary: x must be [B, H, L, D], got {x.shape}")
+        return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+    @torch.library.register_fake("spyre::rms_norm")
+    def _rms_norm(x, normalized_shape, weight=None, eps=None):
+        return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+    @torch.library.register_fake("spyre::fused_pointwise")
+    def _fused_pointwise(kernel, n, inputs, outputs):
+        return True
+
+
+_meta_lib = None
+
+
+def _register_sdpa_meta():
+    """Shapes of aten's SDPA op for PrivateUse1 backends as torch_spyre's kernel returns them
+    (the output a [B, L, H, D] block seen as [B, H, L, D]; no logsumexp); aten has none."""
+    global _meta_lib
+    _meta_lib = torch.library.Library("aten", "IMPL")
+
+    def sdpa(q, k, v, attn_bias=None, dropout_p=0.0, is_causal=False, return_debug_mask=False,
+             scale=None):
+        b, h, lq, dv = q.shape[0], q.shape[1], q.shape[2], v.shape[3]
+        none = q.new_empty((0,))
+        return (q.new_empty((b, lq, h, dv)).transpose(1, 2), none, none, none, lq, k.shape[2],
+                none, none, none)
+
+    _meta_lib.impl("_scaled_dot_product_fused_attention_overrideable", sdpa, "Meta")
+
+
+def _keep_rms_norm(graph):
+    """Inductor pre-grad pass: rms_norm on spyre inputs in an inference graph becomes
+    spyre::rms_norm, which AOTAutograd does not decompose (aten's composite would become pow,
+    mean, rsqrt and mul: a reduction and a pointwise kernel where the library has one launch)."""
+    if torch.is_grad_enabled():
+        return  # training graphs keep the differentiable decomposition
+    for n in graph.nodes:
+        x = n.args[0] if n.op == "call_function" and n.args else None
+        v = x.meta.get("example_value") if isinstance(x, torch.fx.Node) else None
+        if n.target == torch.rms_norm and isinstance(v, torch.Tensor) and v.device.type == "spyre":
+            n.target = torch.ops.spyre.rms_norm.default
+    graph.lint()
+
+
+def _register_interface():
+    di = sys.modules["torch._dynamo.device_interface"]  # still importing: no attribute yet
+    di.register_interface_for_device("spyre", _interface_class())
+
+
+def _register_pass():
+    config = sys.modules["torch._inductor.config"]
+
+    if config.pre_grad_custom_pass is None:  # a pass of the user's own stays (and wins)
+        config.pre_grad_custom_pass = _keep_rms_norm
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs `fn` once module `name` has been imported: torch._dynamo costs ~0.5 s to import, so
+    `import torch_spyre` registers with it only when something (torch.compile) imports it."""
+
+    def __init__(self, name, fn):
+        self.name, self.fn = name, fn
+
+    def find_spec(self, name, path, target=None):
+        if name != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        exec_module, fn = spec.loader.exec_module, self.fn
+
+        def exec_then_register(module):
+            exec_module(module)
+            fn()
+
+        spec.loader.exec_module = exec_then_register
+        return spec
+
+
+def _after_import(name, fn):
+    if name in sys.modules:
+        fn()
+    else:
+        sys.meta_path.insert(0, _AfterImport(name, fn))
+
+
+def install():
+    _register_fakes()
+    _register_sdpa_meta()
+    _after_import("torch._dynamo.device_interface", _register_interface)
+    _after_import("torch._inductor.config", _register_pass)

@@ -1,0 +1,83 @@
+"""The Inductor backend of the spyre device (Documentation/torch_compile.md).
+
+Inductor finds it through ``torch.spyre.Scheduling`` / ``PythonWrapperCodegen`` /
+``CppWrapperCodegen`` (its registration hook for the PrivateUse1 backend); importing this module
+also registers the wrapper's device code and sends to the eager spyre kernels (extern kernels)
+the ops whose Inductor lowerings make indirect or masked loads.
+"""
+
+import torch
+import torch.utils._pytree as pytree
+from torch._inductor import ir, lowering
+from torch._inductor.codegen import common
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+
+from .scheduling import SpyreScheduling
+
+aten = torch.ops.aten
+
+
+class SpyreDeviceOpOverrides(common.DeviceOpOverrides):
+    def import_get_raw_stream_as(self, name):
+        return f"{name} = torch._dynamo.device_interface.get_interface_for_device('spyre')" \
+               ".get_raw_stream"
+
+    def set_device(self, device_idx):
+        return f"torch.spyre.set_device({device_idx})"
+
+    def synchronize(self):
+        return "torch.spyre.synchronize()"
+
+    def device_guard(self, device_idx):
+        return f"torch.spyre.device({device_idx})"
+
+
+class CppWrapperCodegen:
+    """No C++ wrapper (config.cpp_wrapper) for spyre graphs."""
+
+    @staticmethod
+    def create(*args, **kwargs):
+        raise NotImplementedError("spyre: torch.compile with cpp_wrapper is not supported")
+
+
+Scheduling = SpyreScheduling
+
+# Ops whose Inductor lowerings index indirectly or through masks: on spyre tensors they stay
+# the eager spyre kernels (extern kernels), elsewhere Inductor's lowering.
+EXTERN = [aten.embedding.default, aten.index_select.default, aten.cat.default,
+          aten.constant_pad_nd.default, aten.index.Tensor, aten.gather.default,
+          aten.scatter.src, aten.scatter.value, aten.index_put.default, aten.index_put_.default,
+          aten.slice_scatter.default, aten.select_scatter.default, aten.masked_fill.Scalar,
+          aten.masked_fill.Tensor, aten.where.self, aten.sort.default,
+          aten.topk.default, aten.cumsum.default, aten._softmax.default, aten._log_softmax.default]
+
+
+def _on_spyre(args, kwargs):
+    for a in pytree.tree_leaves((args, kwargs)):
+        if isinstance(a, ir.IRNode):
+            d = a.get_device()
+            if d is not None and d.type == "spyre":
+                return True
+    return False
+
+
+def _extern_on_spyre(op):
+    inductor = lowering.lowerings.get(op)
+    eager = lowering.fallback_handler(op, add_to_fallback_set=False)
+
+    def lower(*args, **kwargs):
+        if inductor is None or _on_spyre(args, kwargs):
+            return eager(*args, **kwargs)
+        return inductor(*args, **kwargs)
+
+    lowering.lowerings[op] = lower
+
+
+def _install():
+    common.get_device_op_overrides("cpu")  # Inductor's own first: it fills an empty table only
+    common.register_device_op_overrides("spyre", SpyreDeviceOpOverrides())
+    for op in EXTERN:
+        _extern_on_spyre(op)
+
+
+_install()

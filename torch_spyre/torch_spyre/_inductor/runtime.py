@@ -1,0 +1,162 @@
+"""What compiled spyre graphs call: one ``SpyreKernel`` per kernel Inductor generated.
+
+A call with a kernel description is one ``torch.ops.spyre.fused_pointwise`` launch (one
+program on the card). Without one, or when the library refuses the call (an operand off a
+stick), the kernel runs in its eager form: the traced ops as aten ops on spyre tensors, so
+every op behaves as in eager mode, CPU fallbacks and ``TORCH_SPYRE_STRICT=1`` included.
+Between float types ``to_dtype`` keeps the value's type there (a device-to-device conversion
+is itself a CPU fallback); stores convert to the buffer's type.
+"""
+
+import math
+
+import torch
+
+STATS = {"fused": 0, "eager": 0, "refused": 0}
+
+_FUNCS = {
+    "truediv": torch.true_divide,
+    "div": torch.true_divide,
+    "floordiv": torch.floor_divide,
+    "mod": torch.fmod,
+    "identity": lambda x: x,
+    "int_truediv": torch.true_divide,
+}
+
+
+def _dtype(name):
+    return getattr(torch, name)
+
+
+def _number(text, dt):
+    """A constant of type dt from its repr."""
+    if text in ("True", "False"):
+        text = str(int(text == "True"))
+    if dt.is_floating_point:
+        return float(text)
+    x = float(text) if any(c in text for c in ".en") else int(text)
+    return bool(x) if dt == torch.bool else int(x)
+
+
+class SpyreKernel:
+    def __init__(self, spec):
+        self.sizes, self.rsizes = spec["sizes"], spec["rsizes"]
+        self.n_inputs, self.kernel, self.prog = spec["n_inputs"], spec["kernel"], spec["eager"]
+        self.names = spec["names"]
+        self._code = {}
+        static = all(s.isdigit() for s in self.sizes)
+        self._n = math.prod(int(s) for s in self.sizes) if static else None
+
+    def _eval(self, expr, env):
+        code = self._code.get(expr)
+        if code is None:
+            code = self._code[expr] = compile(expr, "<spyre index>", "eval")
+        return eval(code, {"math": math}, env)
+
+    def __call__(self, *bufs, **syms):
+        if self.kernel is not None:
+            n = self._n if self._n is not None else math.prod(
+                int(self._eval(s, syms)) for s in self.sizes)
+            ins, outs = list(bufs[:self.n_inputs]), list(bufs[self.n_inputs:])
+            if torch.ops.spyre.fused_pointwise(self.kernel, n, ins, outs):
+                STATS["fused"] += 1
+                return
+            STATS["refused"] += 1
+        STATS["eager"] += 1
+        self.eager(bufs, syms)
+
+    # ---- the eager form ----
+
+    def _view(self, t, view, shape, env, reduced=False):
+        nr = len(self.rsizes)
+        if view[0] == "affine":
+            off = int(self._eval(view[1], env))
+            strides = [int(self._eval(s, env)) for s in view[2]]
+            if reduced:
+                shape = shape[:len(shape) - nr] + [1] * nr
+            return torch.as_strided(t, shape, strides, t.storage_offset() + off), None
+        grids = {}
+        for k, s in enumerate(shape):
+            g = [1] * len(shape)
+            g[k] = -1
+            name = f"i{k}" if k < len(shape) - nr else f"r{k - len(shape) + nr}"
+            grids[name] = torch.arange(s if not (reduced and name[0] == "r") else 1).view(g)
+        idx = torch.as_tensor(self._eval(view[1], {**env, **grids}))
+        full = t.untyped_storage().nbytes() // t.element_size() - t.storage_offset()
+        flat = torch.as_strided(t, (full,), (1,), t.storage_offset())
+        shape = shape[:len(shape) - nr] + [1] * nr if reduced else shape
+        return flat, idx.expand(shape)
+
+    def eager(self, bufs, syms):
+        env = dict(syms)
+        shape = [int(self._eval(s, env)) for s in self.sizes + self.rsizes]
+        nr, dev = len(self.rsizes), bufs[-1].device
+        outer = shape[:len(shape) - nr]
+        written = {id(bufs[op[1]]) for op in self.prog if op[0].startswith("store")}
+        vals = []
+
+        def get(o):
+            return vals[o[1]] if o[0] == "v" else float(o[1]) if o[0] == "f" else o[1]
+
+        for op in self.prog:
+            kind, v = op[0], None
+            if kind == "load":
+                t, idx = self._view(bufs[op[1]], op[2], shape, env)
+                v = t[idx] if idx is not None else t
+                if idx is None and id(bufs[op[1]]) in written:
+                    v = v.clone()  # later stores of this kernel must not show through
+            elif kind in ("store", "store_reduction"):
+                t, idx = self._view(bufs[op[1]], op[2], shape, env, kind == "store_reduction")
+                x = get(op[3])
+                if idx is not None:
+                    t[idx] = torch.as_tensor(x, device=dev).to(t.dtype).expand(idx.shape)
+                elif isinstance(x, torch.Tensor):
+                    t.copy_(x.expand(t.shape) if x.dim() <= t.dim() else x.reshape(t.shape))
+                else:
+                    t.fill_(x)
+            elif kind == "constant":
+                v = _number(op[1], _dtype(op[2]))
+            elif kind == "to_dtype":
+                x, dt = get(op[1]), _dtype(op[2])
+                if isinstance(x, torch.Tensor):
+                    v = x if (x.dtype.is_floating_point and dt.is_floating_point) else x.to(dt)
+                else:
+                    v = _number(repr(x), dt)
+            elif kind == "index_expr":
+                grids = {}
+                for k, s in enumerate(shape):
+                    g = [1] * len(shape)
+                    g[k] = -1
+                    name = f"i{k}" if k < len(outer) else f"r{k - len(outer)}"
+                    grids[name] = torch.arange(s).view(g)
+                idx = torch.as_tensor(self._eval(op[1], {**env, **grids}))
+                v = idx.to(_dtype(op[2])).to(dev)
+            elif kind == "reduction":
+                v = self._reduce(op[1], get(op[2]), shape, outer, dev)
+            elif kind == "getitem":
+                v = get(op[1])[op[2]]
+            else:
+                v = self._op(op[1], [get(a) for a in op[2]], dev)
+            vals.append(v)
+
+    @staticmethod
+    def _op(name, args, dev):
+        fn = _FUNCS.get(name) or getattr(torch, name)
+        if not any(isinstance(a, torch.Tensor) for a in args):
+            return fn(*[torch.tensor(a) for a in args]).item()
+        return fn(*args)
+
+    @staticmethod
+    def _reduce(kind, x, shape, outer, dev):
+        if not isinstance(x, torch.Tensor):
+            x = torch.full([1] * len(shape), x, device=dev)
+        x = x.expand(shape).reshape(outer + [-1])
+        keep = outer + [1] * (len(shape) - len(outer))
+        if kind == "welford_reduce":
+            mean = x.mean(-1, keepdim=True)
+            m2 = ((x - mean) * (x - mean)).sum(-1, keepdim=True)
+            weight = torch.full_like(mean, x.shape[-1])
+            return tuple(t.reshape(keep) for t in (mean, m2, weight))
+        fns = {"sum": torch.sum, "prod": torch.prod, "max": torch.amax, "min": torch.amin,
+               "argmax": torch.argmax, "argmin": torch.argmin, "any": torch.any}
+        return fns[kind](x, -1, keepdim=True).reshape(keep)

@@ -1,0 +1,310 @@
+"""Inductor scheduling of the spyre device: Inductor decides what fuses; each fused kernel's
+loop-level IR (its nodes' LoopBody) is traced into a flat program of ops, from which
+
+- a kernel description (libspyre's text form, Documentation/torch_compile.md) when every op,
+  type and index is one the generator takes: one ``spyre_op_fused`` launch, and
+- always, an eager form: the same ops as aten ops on spyre tensors (views for the loads and
+  stores), run when there is no description or the library refuses a call.
+
+The wrapper defines one ``SpyreKernel`` (runtime.py) per kernel and calls it with the buffers.
+"""
+
+import sympy
+import torch
+from torch._inductor.codegen.wrapper import pexpr
+from torch._inductor.scheduler import BaseScheduling
+from torch._inductor.utils import sympy_product
+from torch._inductor.virtualized import V
+
+# Inductor op -> description op
+UNARY = {"neg": "neg", "abs": "abs", "relu": "relu", "exp": "exp", "log": "log", "sqrt": "sqrt",
+         "rsqrt": "rsqrt", "reciprocal": "recip", "tanh": "tanh", "sigmoid": "sigmoid",
+         "sin": "sin", "cos": "cos"}
+BINARY = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "div": "div",
+          "maximum": "max", "minimum": "min"}
+TYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+MAX_ARGS = 16  # launch arguments of a program
+
+
+class Unsupported(Exception):
+    pass
+
+
+class Value:
+    """A traced value: the index of the op that made it."""
+
+    def __init__(self, trace, i):
+        self.trace, self.i = trace, i
+
+    def __repr__(self):
+        return f"%{self.i}"
+
+
+def _view(index, vars_):
+    """How a load or store indexes its buffer over the iteration space: ("affine", offset,
+    strides) for an affine index (a strided view), else ("expr", python expression)."""
+    index = sympy.expand(index)
+    zero = {v: 0 for v in vars_}
+    off = index.subs(zero)
+    strides = [index.subs({**zero, v: 1}) - off for v in vars_]
+    rest = sympy.expand(index - off - sum(s * v for s, v in zip(strides, vars_)))
+    if rest == 0 and not any(sympy.sympify(s).free_symbols & set(vars_) for s in strides):
+        return ("affine", pexpr(off), [pexpr(s) for s in strides])
+    return ("expr", pexpr(index))
+
+
+class Trace:
+    """An ops handler recording a kernel's ops (V.ops while its nodes' bodies run)."""
+
+    def __init__(self, vars_, rvars):
+        self.vars, self.rvars = list(vars_), list(rvars)
+        self.ops = []  # (kind, ...) with Value operands
+        self.loads = {}  # buffer -> [index, ...]
+        self.stored = {}  # (buffer, index) -> Value: stores forward to later loads
+        self.loaded = {}  # (buffer, index) -> Value: one load each
+        self.stores = []  # buffer names in order
+
+    def _emit(self, *op):
+        self.ops.append(op)
+        return Value(self, len(self.ops) - 1)
+
+    def load(self, name, index):
+        if (name, index) in self.stored:
+            return self.stored[(name, index)]
+        if (name, index) not in self.loaded:
+            self.loads.setdefault(name, []).append(index)
+            self.loaded[(name, index)] = self._emit("load", name, index)
+        return self.loaded[(name, index)]
+
+    def store(self, name, index, value, mode=None):
+        if mode is not None:
+            raise Unsupported(f"store mode {mode}")
+        self.stored[(name, index)] = value
+        self.loaded = {k: v for k, v in self.loaded.items() if k[0] != name}
+        self.stores.append(name)
+        self._emit("store", name, index, value)
+
+    def store_reduction(self, name, index, value):
+        self.stores.append(name)
+        self._emit("store_reduction", name, index, value)
+
+    def reduction(self, dtype, src_dtype, reduction_type, value):
+        if reduction_type == "welford_reduce":
+            t = self._emit("reduction", reduction_type, value, dtype)
+            return tuple(self._emit("getitem", t, k) for k in range(3))
+        if reduction_type not in ("sum", "prod", "max", "min", "argmax", "argmin", "any"):
+            raise Unsupported(f"reduction {reduction_type}")
+        return self._emit("reduction", reduction_type, value, dtype)
+
+    def constant(self, value, dtype):
+        return self._emit("constant", value, dtype)
+
+    def to_dtype(self, x, dtype, src_dtype=None, use_compute_types=True):
+        return self._emit("to_dtype", x, dtype)
+
+    def index_expr(self, expr, dtype):
+        return self._emit("index_expr", expr, dtype)
+
+    def indirect_indexing(self, *args, **kwargs):
+        raise Unsupported("indirect indexing")
+
+    def masked(self, *args, **kwargs):
+        raise Unsupported("masked loads")
+
+    def __getattr__(self, name):
+        if name.startswith("_") or name in ("bucketize", "scan", "sort", "check_bounds"):
+            raise Unsupported(f"op {name}")
+
+        def op(*args, **kwargs):
+            if kwargs:
+                raise Unsupported(f"op {name} with keywords")
+            return self._emit("op", name, args)
+
+        return op
+
+
+def describe(trace, inputs, outputs):
+    """The kernel description of a traced pointwise kernel, or raises Unsupported."""
+    if trace.rvars:
+        raise Unsupported("reduction")
+    if len(inputs) + len(outputs) > MAX_ARGS:
+        raise Unsupported("too many buffers")
+    sizes = trace.sizes
+    contiguous = sum(v * sympy_product(sizes[k + 1:]) for k, v in enumerate(trace.vars))
+    kinds, lines, ids = {}, [], {}
+    for name, indices in trace.loads.items():
+        if all(sympy.expand(i - contiguous) == 0 for i in indices):
+            kinds[name] = "full"
+        elif all(i == 0 for i in indices):
+            kinds[name] = "scalar"
+        else:
+            raise Unsupported(f"load of {name} is not flat")
+    for name in outputs:
+        if name in trace.loads and kinds[name] != "full":
+            raise Unsupported("an output read elsewhere")
+
+    def val(v):
+        if isinstance(v, Value):
+            return ids[v.i]
+        raise Unsupported(f"operand {v!r}")
+
+    def out(i, text):
+        ids[i] = f"%{len(ids)}"
+        lines.append(f"{ids[i]} = {text}")
+
+    for i, op in enumerate(trace.ops):
+        kind = op[0]
+        if kind == "load":
+            name = op[1]
+            if trace.dtypes[name] not in TYPES:
+                raise Unsupported(f"{name} is {trace.dtypes[name]}")
+            out(i, f"load {inputs.index(name)}")
+        elif kind == "store":
+            name, index, v = op[1:]
+            if sympy.expand(index - contiguous) != 0 or trace.dtypes[name] not in TYPES:
+                raise Unsupported(f"store to {name}")
+            lines.append(f"store {outputs.index(name)} {val(v)}")
+        elif kind == "constant":
+            value, dtype = op[1:]
+            if not dtype.is_floating_point and dtype not in (torch.int32, torch.int64):
+                raise Unsupported(f"constant of {dtype}")
+            out(i, f"const {float(value)!r}")
+        elif kind == "to_dtype":
+            x, dtype = op[1:]
+            if dtype not in TYPES:
+                raise Unsupported(f"cast to {dtype}")
+            out(i, f"cast {val(x)} {TYPES[dtype]}")
+        elif kind == "op" and op[1] in UNARY and len(op[2]) == 1:
+            out(i, f"{UNARY[op[1]]} {val(op[2][0])}")
+        elif kind == "op" and op[1] in BINARY and len(op[2]) == 2:
+            out(i, f"{BINARY[op[1]]} {val(op[2][0])} {val(op[2][1])}")
+        else:
+            raise Unsupported(f"{kind} {op[1] if len(op) > 1 else ''}")
+    head = ["spyre.kernel 1"]
+    head += [f"in {TYPES[trace.dtypes[a]]} {kinds[a]}" for a in inputs]
+    head += [f"out {TYPES[trace.dtypes[a]]}" for a in outputs]
+    return "\n".join(head + lines) + "\n"
+
+
+def eager_form(trace, inputs, outputs):
+    """The ops as data for runtime.SpyreKernel's eager path (operands: ("v", i) or ("c", x))."""
+    vars_ = trace.vars + trace.rvars
+
+    def opd(v):
+        if isinstance(v, Value):
+            return ("v", v.i)
+        if isinstance(v, (bool, int)):
+            return ("c", v)
+        if isinstance(v, float):
+            return ("f", repr(v))  # inf and nan as text: the spec is Python source
+        raise Unsupported(f"operand {v!r}")
+
+    prog = []
+    for op in trace.ops:
+        kind = op[0]
+        if kind == "load":
+            prog.append(("load", inputs.index(op[1]), _view(op[2], vars_)))
+        elif kind in ("store", "store_reduction"):
+            pos = len(inputs) + outputs.index(op[1])
+            prog.append((kind, pos, _view(op[2], vars_), opd(op[3])))
+        elif kind == "constant":
+            prog.append(("constant", repr(op[1]), str(op[2]).replace("torch.", "")))
+        elif kind == "to_dtype":
+            prog.append(("to_dtype", opd(op[1]), str(op[2]).replace("torch.", "")))
+        elif kind == "index_expr":
+            prog.append(("index_expr", pexpr(op[1]), str(op[2]).replace("torch.", "")))
+        elif kind == "reduction":
+            prog.append(("reduction", op[1], opd(op[2]), str(op[3]).replace("torch.", "")))
+        elif kind == "getitem":
+            prog.append(("getitem", opd(op[1]), op[2]))
+        else:
+            prog.append(("op", op[1], [opd(a) for a in op[2]]))
+    return prog
+
+
+class SpyreScheduling(BaseScheduling):
+    def __init__(self, scheduler):
+        super().__init__()
+        self.scheduler = scheduler
+        self.count = 0
+
+    @classmethod
+    def get_backend_features(cls, device):
+        return ()
+
+    def group_fn(self, sizes):
+        return tuple(tuple(map(V.graph.sizevars.simplify, s)) for s in sizes)
+
+    def can_fuse_vertical(self, node1, node2):
+        return node1.group == node2.group and len(node1.get_nodes()) + len(node2.get_nodes()) <= 16
+
+    can_fuse_horizontal = can_fuse_vertical
+
+    def codegen_sync(self):
+        pass
+
+    def flush(self):
+        pass
+
+    def ready_to_flush(self):
+        return False
+
+    def codegen_template(self, template_node, epilogue_nodes):
+        raise NotImplementedError("spyre: no templates")
+
+    def benchmark_fused_nodes(self, nodes):
+        raise NotImplementedError("spyre: no kernel benchmarking")
+
+    def codegen_node(self, node):
+        nodes = node.get_nodes()
+        sizes, rsizes = nodes[0]._sizes
+        vars_ = [sympy.Symbol(f"i{k}", integer=True, nonnegative=True) for k in range(len(sizes))]
+        rvars = [sympy.Symbol(f"r{k}", integer=True, nonnegative=True) for k in range(len(rsizes))]
+        trace = Trace(vars_, rvars)
+        trace.sizes = list(sizes)
+        with V.set_ops_handler(trace):
+            for n in nodes:
+                n._body(vars_, rvars)
+        for n in nodes:
+            n.mark_run()
+        real = V.graph.scheduler.mutation_real_name
+        names = {n.get_name() for n in nodes}
+        # a stored buffer disappears when only this kernel uses it and every load of it here
+        # was forwarded from its store
+        removed = {b for b in trace.stores if b not in trace.loads
+                   and V.graph.scheduler.can_buffer_be_removed_through_fusion(b, names)}
+        V.graph.removed_buffers |= removed
+        outputs = list(dict.fromkeys(b for b in trace.stores if b not in removed))
+        inputs = [b for b in trace.loads]
+        args = inputs + outputs
+        trace.dtypes = {b: V.graph.get_dtype(b) for b in args}
+        symbols = set()
+        for e in list(sizes) + list(rsizes):
+            symbols |= sympy.sympify(e).free_symbols
+        for op in trace.ops:
+            if op[0] in ("load", "store", "store_reduction", "index_expr"):
+                symbols |= sympy.sympify(op[2] if op[0] != "index_expr" else op[1]).free_symbols
+        symbols = sorted(str(s) for s in symbols - set(vars_) - set(rvars))
+        try:
+            desc = describe(trace, inputs, outputs)
+        except Unsupported as e:
+            desc, why = None, str(e)
+        else:
+            why = ""
+        spec = {
+            "sizes": [pexpr(s) for s in sizes],
+            "rsizes": [pexpr(s) for s in rsizes],
+            "n_inputs": len(inputs),
+            "kernel": desc,
+            "eager": eager_form(trace, inputs, outputs),
+            "names": args,
+        }
+        name = f"spyre_kernel_{self.count}"
+        self.count += 1
+        wrapper = V.graph.wrapper_code
+        origin = ", ".join(n.get_name() for n in nodes)
+        comment = f"# {origin}: " + ("one fused program" if desc else f"eager ops ({why})")
+        wrapper.header.splice(f"\nfrom torch_spyre._inductor.runtime import SpyreKernel\n"
+                              f"{comment}\n{name} = SpyreKernel({spec!r})\n")
+        call_args = [real.get(a, a) for a in args] + [f"{s}={s}" for s in symbols]
+        wrapper.writeline(f"{name}({', '.join(call_args)})")
