@@ -146,8 +146,8 @@ uint32_t spyre_launch_submit(SpyreState *s, unsigned n, uint32_t idx,
         if (!map) {
             return st;
         }
-        if (spyre_mmu_fault_injected(s, c->hdr.ctx, lc->prog_addr,
-                                     SPYRE_MMU_FAULT_FETCH, fault) ||
+        if (spyre_mmu_fault_first(s, map, lc->prog_addr,
+                                  SPYRE_MMU_FAULT_FETCH, fault) ||
             !spyre_mmu_check(map, lc->prog_addr, lc->prog_size,
                              SPYRE_MMU_FAULT_FETCH, &hint, fault)) {
             spyre_mmu_unref(map);

@@ -481,7 +481,8 @@ static void test_bad_properties(void)
         "devmem-size=3M", "devmem-size=0", "num-rings=0", "num-rings=17",
         "clock-mhz=0", "num-cores=0", "num-cores=65", "lx-size=100",
         "lx-size=2G", "x-engine-threads=5000", "ddr-mbps=0",
-        "ring-bytes-per-cycle=0",
+        "ring-bytes-per-cycle=0", "x-mmu-cache-runs=15",
+        "x-mmu-cache-runs=67108865",
     };
     const char *qemu = g_getenv("QTEST_QEMU_BINARY");
     size_t i;
@@ -3292,6 +3293,127 @@ static void test_mmu_launch(void)
     spyre_stop(s);
 }
 
+/*
+ * ---- Hostile guest: a bounded translation cache (issue 24, defect 2) ----
+ *
+ * The card-wide translation cache holds MMU_CACHE_RUNS runs (property
+ * x-mmu-cache-runs, hardware.md section 15), one context at most 1/16 of
+ * them. A context that does not fit faults with FAULT_INFO.CACHE.
+ */
+#define MMU_CACHE_RUNS  (1u << 21)
+#define MMU_CTX_RUNS    (MMU_CACHE_RUNS / 16)
+#define MMU_RUN_BYTES   64          /* host bytes per cached run, at most */
+
+/* Resident memory of the QEMU process under test, in bytes. */
+static uint64_t qemu_rss(Spyre *s)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/status",
+                                            (int)qtest_pid(s->qts));
+    g_autofree char *text = NULL;
+    const char *p;
+
+    g_assert(g_file_get_contents(path, &text, NULL, NULL));
+    p = strstr(text, "VmRSS:");
+    g_assert(p);
+    return g_ascii_strtoull(p + 6, NULL, 10) * 1024;
+}
+
+/*
+ * A shared chain of tables: l1[0 .. n1 - 1] -> one level-2 table,
+ * l2[0 .. n2 - 1] -> one level-3 table of 512 copies of pte. With equal
+ * physical addresses no two pages merge: n1 * n2 * 512 runs. Returns l1.
+ */
+static uint64_t mmu_chain(Spyre *s, unsigned n1, unsigned n2, uint64_t pte)
+{
+    uint64_t l1 = zalloc(s, PAGE), l2 = zalloc(s, PAGE), l3 = zalloc(s, PAGE);
+    uint64_t t[512];
+    unsigned i;
+
+    for (i = 0; i < 512; i++) {
+        t[i] = cpu_to_le64(pte);
+    }
+    qtest_memwrite(s->qts, l3, t, sizeof(t));
+    for (i = 0; i < 512; i++) {
+        t[i] = cpu_to_le64(i < n2 ? l3 | SPYRE_MMU_VALID : 0);
+    }
+    qtest_memwrite(s->qts, l2, t, sizeof(t));
+    for (i = 0; i < 512; i++) {
+        t[i] = cpu_to_le64(i < n1 ? l2 | SPYRE_MMU_VALID : 0);
+    }
+    qtest_memwrite(s->qts, l1, t, sizeof(t));
+    return l1;
+}
+
+/*
+ * 255 contexts over one chain of MMU_CTX_RUNS non-merging PTEs, one DMA
+ * through each (twice): every copy works and QEMU's memory stays within
+ * the cache's bound (the old model kept 8 MiB per context: 2 GiB); one
+ * more L3 table makes the context fault with CACHE, until the guest fixes
+ * and invalidates it.
+ */
+static void test_mmu_cache_bound(void)
+{
+    Spyre *s = spyre_start(NULL);
+    HostBuf *src = hostbuf_new(s, 1, false);
+    const uint64_t pte = SPYRE_MMU_WRITE | SPYRE_MMU_VALID;  /* device page 0 */
+    const uint64_t bound = (uint64_t)MMU_CACHE_RUNS * MMU_RUN_BYTES;
+    uint64_t table, l1, big, rss0, rss, va;
+    uint32_t nfaults = 0;
+    struct spyre_hw_cmd c;
+    unsigned ctx, pass;
+    gint64 t0;
+
+    ring_setup(s, 0, 16);
+    table = mmu_init(s);
+    l1 = mmu_chain(s, 1, MMU_CTX_RUNS / 512, pte);
+    for (ctx = 1; ctx < SPYRE_MMU_NUM_CTX; ctx++) {
+        qtest_writeq(s->qts, table + ctx * 8, l1 | SPYRE_MMU_VALID);
+    }
+    c = cmd_dma(1, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 0, 0, 8);
+    check_dma_ok(submit(s, 0, &c), 1);
+    rss0 = qemu_rss(s);
+    t0 = g_get_monotonic_time();
+    for (pass = 0; pass < 2; pass++) {
+        for (ctx = 1; ctx < SPYRE_MMU_NUM_CTX; ctx++) {
+            va = (uint64_t)(ctx * 37 % (MMU_CTX_RUNS / 512)) << MMU_L2_SHIFT;
+            c = in_ctx(cmd_dma(ctx, SPYRE_CMD_F_SRC_HOST, src->dir, 0, va,
+                               8 * pass, 8), ctx);
+            check_dma_ok(submit(s, 0, &c), ctx);
+        }
+        rss = qemu_rss(s);
+        g_test_message("pass %u: 255 contexts of %u runs: RSS %" PRIu64
+                       " -> %" PRIu64 " MiB (+%" PRId64 " MiB), %" PRId64
+                       " ms", pass, MMU_CTX_RUNS, rss0 >> 20, rss >> 20,
+                       ((int64_t)rss - (int64_t)rss0) / (1 << 20),
+                       (g_get_monotonic_time() - t0) / 1000);
+        g_assert_cmpuint(rss, <=, rss0 + bound + (32ull << 20));
+    }
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_MMU_FAULTS), ==, 0);
+
+    /* One L3 table more than a context may cache: CACHE fault. */
+    big = mmu_chain(s, 1, MMU_CTX_RUNS / 512 + 1, pte);
+    qtest_writeq(s->qts, table + 5 * 8, big | SPYRE_MMU_VALID);
+    wr(s, SPYRE_REG_MMU_INVALIDATE, 5);
+    c = in_ctx(cmd_dma(2, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 0x3000, 16, 8), 5);
+    expect_fault(s, 0, &c, 0x3010, fault_info(5, SPYRE_MMU_FAULT_WRITE) |
+                 SPYRE_MMU_FAULT_CACHE, &nfaults);
+    /* The source side's first byte, for a copy out of the context. */
+    c = in_ctx(cmd_dma(3, SPYRE_CMD_F_DST_HOST, 0x5000, 8, src->dir, 0, 8), 5);
+    expect_fault(s, 0, &c, 0x5008, fault_info(5, SPYRE_MMU_FAULT_READ) |
+                 SPYRE_MMU_FAULT_CACHE, &nfaults);
+    /* Other contexts are not affected. */
+    c = in_ctx(cmd_dma(4, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 0, 0, 8), 6);
+    check_dma_ok(submit(s, 0, &c), 4);
+    /* Fixed and invalidated, the context works again. */
+    qtest_writeq(s->qts, table + 5 * 8, l1 | SPYRE_MMU_VALID);
+    wr(s, SPYRE_REG_MMU_INVALIDATE, 5);
+    c = in_ctx(cmd_dma(5, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 0x3000, 16, 8), 5);
+    check_dma_ok(submit(s, 0, &c), 5);
+    g_assert_cmpuint(qemu_rss(s), <=, rss0 + bound + (32ull << 20));
+    hostbuf_free(src);
+    spyre_stop(s);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -3335,6 +3457,7 @@ int main(int argc, char **argv)
     qtest_add_func("/spyre/mmu-fault-inject", test_mmu_fault_inject);
     qtest_add_func("/spyre/mmu-invalidate", test_mmu_invalidate);
     qtest_add_func("/spyre/mmu-launch", test_mmu_launch);
+    qtest_add_func("/spyre/mmu-cache-bound", test_mmu_cache_bound);
     qtest_add_func("/spyre/launch-engine-exception",
                    test_launch_engine_exception);
 
