@@ -13,9 +13,9 @@
  *
  * The cache has a fixed size (x-mmu-cache-runs): a fill evicts the least
  * recently used snapshots of other contexts until every live snapshot
- * (cached, or still used by a command) fits; a walk keeps a bounded number
- * of runs, or the context faults with FAULT_INFO.CACHE until it is
- * invalidated.
+ * (cached, or still used by a command) fits; a walk reads a bounded number
+ * of tables and keeps a bounded number of runs, or the context faults with
+ * FAULT_INFO.CACHE until it is invalidated.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -62,7 +62,7 @@ typedef struct SpyreMmuWalk {
     GArray *runs;
     uint32_t max_runs;          /* a context's share of the cache */
     uint32_t tables;            /* tables read */
-    bool overflow;              /* max_runs passed */
+    bool overflow;              /* max_runs or SPYRE_MMU_WALK_TABLES passed */
     uint64_t stop_va;           /* where the walk stopped */
 } SpyreMmuWalk;
 
@@ -87,12 +87,21 @@ static void spyre_mmu_add_page(SpyreMmuWalk *w, uint64_t va, uint64_t pa,
     g_array_append_val(w->runs, r);
 }
 
-/* Read one table (512 little-endian entries) covering VA va from host memory. */
+/*
+ * Read one table (512 little-endian entries) from host memory, covering VA
+ * va, if the walk's budget allows (else w->overflow).
+ */
 static bool spyre_mmu_read_table(SpyreState *s, SpyreMmuWalk *w, uint64_t va,
                                  uint64_t addr, uint64_t *t)
 {
     unsigned i;
 
+    if (w->tables >= SPYRE_MMU_WALK_TABLES) {
+        w->overflow = true;
+        w->stop_va = va;
+        memset(t, 0, SPYRE_MMU_ENTRIES * sizeof(*t));
+        return true;
+    }
     w->tables++;
     if (!spyre_host_read(s, addr, t, SPYRE_MMU_ENTRIES * sizeof(*t))) {
         qemu_log_mask(LOG_GUEST_ERROR,
@@ -285,10 +294,10 @@ static SpyreMmuMap *spyre_mmu_build(SpyreState *s, unsigned ctx, uint32_t *st)
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: MMU: context %u does not fit the translation "
                       "cache (walk stopped at VA 0x%" PRIx64 " after %u "
-                      "tables and %u runs; limit %u runs): its commands "
-                      "fault (CACHE) until it is invalidated\n",
+                      "tables and %u runs; limits %u tables, %u runs): its "
+                      "commands fault (CACHE) until it is invalidated\n",
                       ctx, w.stop_va, w.tables, w.runs->len,
-                      spyre_mmu_ctx_runs(s));
+                      SPYRE_MMU_WALK_TABLES, spyre_mmu_ctx_runs(s));
         trace_spyre_mmu_overflow(ctx, w.stop_va, w.tables, w.runs->len);
         g_array_free(w.runs, true);
         m->overflow = true;

@@ -20,12 +20,14 @@ typedef struct SpyreState SpyreState;
  * from a snapshot's walk until the last command using it completes; one
  * context's mapping at most 1/16 of that (one per ring could be in use by
  * running commands, so a fill always fits once idle snapshots are evicted).
- * A context that does not fit faults with SPYRE_MMU_FAULT_CACHE. A run
- * costs at most SPYRE_MMU_RUN_BYTES of host memory.
+ * A walk reads at most SPYRE_MMU_WALK_TABLES tables. A context that does
+ * not fit faults with SPYRE_MMU_FAULT_CACHE. A run costs at most
+ * SPYRE_MMU_RUN_BYTES of host memory.
  */
 #define SPYRE_MMU_CACHE_RUNS    (1u << 21)
 #define SPYRE_MMU_CACHE_RUNS_MAX (1u << 26)
 #define SPYRE_MMU_CTX_SHARE     SPYRE_NUM_RINGS_MAX
+#define SPYRE_MMU_WALK_TABLES   4096
 #define SPYRE_MMU_RUN_BYTES     64
 
 /* A run of pages contiguous in both address spaces, with one permission. */

@@ -3298,10 +3298,12 @@ static void test_mmu_launch(void)
  *
  * The card-wide translation cache holds MMU_CACHE_RUNS runs (property
  * x-mmu-cache-runs, hardware.md section 15), one context at most 1/16 of
- * them. A context that does not fit faults with FAULT_INFO.CACHE.
+ * them; a walk reads at most MMU_WALK_TABLES tables. A context that does not
+ * fit faults with FAULT_INFO.CACHE.
  */
 #define MMU_CACHE_RUNS  (1u << 21)
 #define MMU_CTX_RUNS    (MMU_CACHE_RUNS / 16)
+#define MMU_WALK_TABLES 4096
 #define MMU_RUN_BYTES   64          /* host bytes per cached run, at most */
 
 /* Resident memory of the QEMU process under test, in bytes. */
@@ -3414,6 +3416,63 @@ static void test_mmu_cache_bound(void)
     spyre_stop(s);
 }
 
+/*
+ * A walk reads at most MMU_WALK_TABLES tables: every level-1 and level-2
+ * entry valid over empty level-3 tables (262,657 table reads on the old
+ * model, under the BQL) faults with CACHE after the budget; 1 + 7 + 7 * 512
+ * tables still walk (an ordinary fault: nothing is mapped), 1 + 8 + 8 * 512
+ * do not.
+ */
+static void test_mmu_walk_bound(void)
+{
+    Spyre *s = spyre_start(NULL);
+    HostBuf *src = hostbuf_new(s, 1, false);
+    uint64_t table;
+    uint32_t nfaults = 0;
+    struct spyre_hw_cmd c;
+    struct spyre_hw_cpl p;
+    gint64 t0, us;
+
+    ring_setup(s, 0, 16);
+    table = mmu_init(s);
+    qtest_writeq(s->qts, table + 3 * 8,
+                 mmu_chain(s, 512, 512, 0) | SPYRE_MMU_VALID);
+    qtest_writeq(s->qts, table + 4 * 8,
+                 mmu_chain(s, 7, 512, 0) | SPYRE_MMU_VALID);
+    qtest_writeq(s->qts, table + 5 * 8,
+                 mmu_chain(s, 8, 512, 0) | SPYRE_MMU_VALID);
+    g_assert_cmpuint(1 + 7 + 7 * 512, <=, MMU_WALK_TABLES);
+    g_assert_cmpuint(1 + 8 + 8 * 512, >, MMU_WALK_TABLES);
+
+    c = in_ctx(cmd_dma(1, SPYRE_CMD_F_SRC_HOST, src->dir, 0, MMU_VA, 8, 8), 3);
+    t0 = g_get_monotonic_time();
+    p = submit(s, 0, &c);
+    us = g_get_monotonic_time() - t0;
+    g_test_message("walk of 512 x 512 empty level-3 tables: %" PRId64 " us, "
+                   "status %u detail 0x%x", us, p.status, p.detail);
+    g_assert_cmpuint(p.status, ==, SPYRE_STATUS_ERR_MMU_FAULT);
+    g_assert_cmphex(p.detail, ==, fault_info(3, SPYRE_MMU_FAULT_WRITE) |
+                    SPYRE_MMU_FAULT_CACHE | SPYRE_MMU_FAULT_VALID);
+    g_assert_cmphex(rd64(s, SPYRE_RING_REG(0, SPYRE_RING_FAULT_ADDR_LO)), ==,
+                    MMU_VA + 8);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_MMU_FAULTS), ==, ++nfaults);
+    rwr(s, 0, SPYRE_RING_FAULT_INFO, SPYRE_MMU_FAULT_VALID);
+    g_assert_cmpint(us, <, 2 * G_USEC_PER_SEC);
+    /* The result is cached until an invalidation: no second walk. */
+    c = in_ctx(cmd_dma(2, SPYRE_CMD_F_DST_HOST, 0, 0, src->dir, 0, 8), 3);
+    expect_fault(s, 0, &c, 0, fault_info(3, SPYRE_MMU_FAULT_READ) |
+                 SPYRE_MMU_FAULT_CACHE, &nfaults);
+
+    c = in_ctx(cmd_dma(3, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 0x1000, 0, 8), 4);
+    expect_fault(s, 0, &c, 0x1000, fault_info(4, SPYRE_MMU_FAULT_WRITE),
+                 &nfaults);
+    c = in_ctx(cmd_dma(4, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 0x1000, 0, 8), 5);
+    expect_fault(s, 0, &c, 0x1000, fault_info(5, SPYRE_MMU_FAULT_WRITE) |
+                 SPYRE_MMU_FAULT_CACHE, &nfaults);
+    hostbuf_free(src);
+    spyre_stop(s);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -3458,6 +3517,7 @@ int main(int argc, char **argv)
     qtest_add_func("/spyre/mmu-invalidate", test_mmu_invalidate);
     qtest_add_func("/spyre/mmu-launch", test_mmu_launch);
     qtest_add_func("/spyre/mmu-cache-bound", test_mmu_cache_bound);
+    qtest_add_func("/spyre/mmu-walk-bound", test_mmu_walk_bound);
     qtest_add_func("/spyre/launch-engine-exception",
                    test_launch_engine_exception);
 
