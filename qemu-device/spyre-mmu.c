@@ -427,9 +427,10 @@ bool spyre_mmu_check(const SpyreMmuMap *m, uint64_t va, uint64_t len,
     return true;
 }
 
-void spyre_mmu_set_dirty(SpyreState *s, const SpyreMmuMap *m, uint64_t va,
-                         uint64_t len)
+uint64_t spyre_mmu_set_dirty(SpyreState *s, const SpyreMmuMap *m,
+                             uint64_t va, uint64_t len)
 {
+    uint64_t marked = 0;
     uint32_t i;
 
     for (i = spyre_mmu_first(m, va);
@@ -441,8 +442,50 @@ void spyre_mmu_set_dirty(SpyreState *s, const SpyreMmuMap *m, uint64_t va,
         if (!(r->pte & SPYRE_MMU_HOST)) {
             memory_region_set_dirty(&s->devmem, r->pa + (lo - r->va),
                                     hi - lo);
+            marked++;
         }
     }
+    return marked;
+}
+
+static int spyre_window_cmp(const void *a, const void *b)
+{
+    const spyre_engine_window *x = a, *y = b;
+
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+void spyre_mmu_set_dirty_windows(SpyreState *s, const SpyreMmuMap *m,
+                                 const spyre_engine_window *w, unsigned n)
+{
+    g_autofree spyre_engine_window *v = NULL;
+    uint64_t marked = 0;
+    unsigned i, j, merged = 0;
+
+    if (!n) {
+        return;
+    }
+    /* Sorted, overlapping windows merged: disjoint ranges, ascending. */
+    v = g_memdup2(w, n * sizeof(*w));
+    qsort(v, n, sizeof(*v), spyre_window_cmp);
+    for (i = 0; i < n; i = j) {
+        uint64_t lo = v[i].addr, hi = v[i].addr + v[i].size;
+
+        for (j = i + 1; j < n && v[j].addr <= hi; j++) {
+            hi = MAX(hi, v[j].addr + v[j].size);
+        }
+        if (hi == lo) {
+            continue;
+        }
+        merged++;
+        if (m) {
+            marked += spyre_mmu_set_dirty(s, m, lo, hi - lo);
+        } else {
+            memory_region_set_dirty(&s->devmem, lo, hi - lo);
+            marked++;
+        }
+    }
+    trace_spyre_mmu_dirty(m ? m->ctx : 0, n, merged, marked);
 }
 
 /* ---- Registers (main loop) ---- */

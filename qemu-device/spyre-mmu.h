@@ -107,9 +107,19 @@ uint32_t spyre_mmu_first(const SpyreMmuMap *m, uint64_t va);
  */
 bool spyre_mmu_check(const SpyreMmuMap *m, uint64_t va, uint64_t len,
                      unsigned access, uint32_t *hint, SpyreMmuFault *f);
-/* Main loop: mark the device pages of [va, va + len) dirty. */
-void spyre_mmu_set_dirty(SpyreState *s, const SpyreMmuMap *m, uint64_t va,
-                         uint64_t len);
+/*
+ * Main loop: mark the device pages of [va, va + len) dirty; returns the
+ * number of ranges marked (one per run met).
+ */
+uint64_t spyre_mmu_set_dirty(SpyreState *s, const SpyreMmuMap *m,
+                             uint64_t va, uint64_t len);
+/*
+ * Main loop: mark the device pages of n windows dirty (through m, or
+ * untranslated if m is NULL), each page once however the windows overlap:
+ * work proportional to the windows and the runs they meet.
+ */
+void spyre_mmu_set_dirty_windows(SpyreState *s, const SpyreMmuMap *m,
+                                 const spyre_engine_window *w, unsigned n);
 void spyre_mmu_fault_set(SpyreMmuFault *f, unsigned ctx, uint64_t va,
                          unsigned access, bool engine);
 /*

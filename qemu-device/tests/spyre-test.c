@@ -3473,6 +3473,78 @@ static void test_mmu_walk_bound(void)
     spyre_stop(s);
 }
 
+/*
+ * A LAUNCH of a context of MMU_CTX_RUNS runs with 256 windows of the whole
+ * 2^39 bytes: its completion marks each run's device pages dirty once, not
+ * once per window (the old model made 256 x 131,072 calls), as trace event
+ * spyre_mmu_dirty reports.
+ */
+static void test_mmu_dirty_bound(void)
+{
+    g_autofree char *trace = g_strdup_printf("/tmp/spyre-dirty-%d.log",
+                                             (int)getpid());
+    g_autofree char *opts = g_strdup_printf(
+        ",x-engine-threads=1 -trace enable=spyre_mmu_dirty,file=%s", trace);
+    g_autofree char *text = NULL;
+    Spyre *s = spyre_start(opts);
+    const char *line;
+    unsigned nwin, ranges, nlines = 0;
+    uint64_t marked;
+    g_autofree struct spyre_hw_launch_window *win =
+        g_new0(struct spyre_hw_launch_window, SPYRE_LAUNCH_MAX_WINDOWS);
+    struct spyre_hw_launch_result r;
+    struct spyre_hw_cmd c;
+    const uint64_t no_arg = 0;
+    uint64_t table, result, desc;
+    uint32_t size;
+    gint64 t0, us;
+    Prog p;
+    int i;
+
+    ring_setup(s, 0, 16);
+    table = mmu_init(s);
+    qtest_writeq(s->qts, table + 2 * 8,
+                 mmu_chain(s, 1, MMU_CTX_RUNS / 512,
+                           SPYRE_MMU_WRITE | SPYRE_MMU_VALID) |
+                 SPYRE_MMU_VALID);
+    for (i = 0; i < SPYRE_LAUNCH_MAX_WINDOWS; i++) {
+        win[i].addr = 0;
+        win[i].size = 1ull << SPYRE_MMU_VA_BITS;
+    }
+    memset(&p, 0, sizeof(p));
+    isa(&p, ISA_HALT, 0, 0, 0, 0, 0, 0, 0, 0);
+    size = isa_finish(&p);
+    devmem_write(s, 0, p.buf, size);
+    result = result_buf(s);
+    desc = launch_desc(s, 1, 1, &no_arg, SPYRE_LAUNCH_MAX_WINDOWS, win);
+    /* The first launch walks the context; the second uses the cache. */
+    for (i = 0; i < 2; i++) {
+        c = in_ctx(cmd_launch(1 + i, 0, 0, size, desc, result), 2);
+        t0 = g_get_monotonic_time();
+        g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_OK);
+        us = g_get_monotonic_time() - t0;
+        g_test_message("launch %d, 256 windows over %u runs: %" PRId64 " us",
+                       i, MMU_CTX_RUNS, us);
+        read_result(s, result, &r);
+        g_assert_cmpuint(r.error, ==, 0);
+        g_assert_cmpint(us, <, 2 * G_USEC_PER_SEC);
+    }
+    spyre_stop(s);
+    g_assert(g_file_get_contents(trace, &text, NULL, NULL));
+    unlink(trace);
+    for (line = strstr(text, "spyre_mmu_dirty "); line;
+         line = strstr(line + 1, "spyre_mmu_dirty ")) {
+        g_assert_cmpint(sscanf(line, "spyre_mmu_dirty ctx 2: %u windows as %u "
+                               "ranges, %" SCNu64, &nwin, &ranges, &marked),
+                        ==, 3);
+        g_assert_cmpuint(nwin, ==, SPYRE_LAUNCH_MAX_WINDOWS);
+        g_assert_cmpuint(ranges, ==, 1);
+        g_assert_cmpuint(marked, ==, MMU_CTX_RUNS);
+        nlines++;
+    }
+    g_assert_cmpuint(nlines, ==, 2);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -3518,6 +3590,7 @@ int main(int argc, char **argv)
     qtest_add_func("/spyre/mmu-launch", test_mmu_launch);
     qtest_add_func("/spyre/mmu-cache-bound", test_mmu_cache_bound);
     qtest_add_func("/spyre/mmu-walk-bound", test_mmu_walk_bound);
+    qtest_add_func("/spyre/mmu-dirty-bound", test_mmu_dirty_bound);
     qtest_add_func("/spyre/launch-engine-exception",
                    test_launch_engine_exception);
 
