@@ -3417,6 +3417,55 @@ static void test_mmu_cache_bound(void)
 }
 
 /*
+ * Eviction with a small cache (x-mmu-cache-runs=8192: 16 contexts of 512
+ * runs): 40 contexts, each over its own level-3 table of 512 PTEs naming
+ * one device page, are used round-robin three times (each use evicts the
+ * least recently used context); each copy lands in its context's page
+ * (refilled translations are right).
+ */
+static void test_mmu_cache_evict(void)
+{
+    Spyre *s = spyre_start(",x-mmu-cache-runs=8192");
+    HostBuf *src = hostbuf_new(s, 1, false);
+    uint8_t data[64], got[64];
+    uint64_t table, l1[41];
+    struct spyre_hw_cmd c;
+    unsigned ctx, pass, seq = 1;
+
+    ring_setup(s, 0, 16);
+    table = mmu_init(s);
+    for (ctx = 1; ctx <= 40; ctx++) {
+        l1[ctx] = mmu_chain(s, 1, 1, (uint64_t)(100 + ctx) * PAGE |
+                            SPYRE_MMU_WRITE | SPYRE_MMU_VALID);
+        qtest_writeq(s->qts, table + ctx * 8, l1[ctx] | SPYRE_MMU_VALID);
+    }
+    for (pass = 0; pass < 3; pass++) {
+        for (ctx = 1; ctx <= 40; ctx++) {
+            fill(data, sizeof(data), pass * 100 + ctx);
+            hostbuf_io(s, src, 0, data, sizeof(data), true);
+            /* VA page ctx % 512 + pass: every page maps device page 100+ctx */
+            c = in_ctx(cmd_dma(seq, SPYRE_CMD_F_SRC_HOST, src->dir, 0,
+                               (uint64_t)((ctx + pass) % 512) * PAGE, 64 * pass,
+                               sizeof(data)), ctx);
+            check_dma_ok(submit(s, 0, &c), seq++);
+            devmem_read(s, (100 + ctx) * PAGE + 64 * pass, got, sizeof(got));
+            g_assert(memcmp(got, data, sizeof(data)) == 0);
+        }
+    }
+    /* One run more than a context's share (512) faults with CACHE. */
+    qtest_writeq(s->qts, table + 7 * 8,
+                 mmu_chain(s, 1, 2, 7 * PAGE | SPYRE_MMU_VALID) |
+                 SPYRE_MMU_VALID);
+    wr(s, SPYRE_REG_MMU_INVALIDATE, 7);
+    c = in_ctx(cmd_dma(seq, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 0, 0, 8), 7);
+    g_assert_cmphex(submit(s, 0, &c).detail, ==,
+                    fault_info(7, SPYRE_MMU_FAULT_WRITE) |
+                    SPYRE_MMU_FAULT_CACHE | SPYRE_MMU_FAULT_VALID);
+    hostbuf_free(src);
+    spyre_stop(s);
+}
+
+/*
  * A walk reads at most MMU_WALK_TABLES tables: every level-1 and level-2
  * entry valid over empty level-3 tables (262,657 table reads on the old
  * model, under the BQL) faults with CACHE after the budget; 1 + 7 + 7 * 512
@@ -3589,6 +3638,7 @@ int main(int argc, char **argv)
     qtest_add_func("/spyre/mmu-invalidate", test_mmu_invalidate);
     qtest_add_func("/spyre/mmu-launch", test_mmu_launch);
     qtest_add_func("/spyre/mmu-cache-bound", test_mmu_cache_bound);
+    qtest_add_func("/spyre/mmu-cache-evict", test_mmu_cache_evict);
     qtest_add_func("/spyre/mmu-walk-bound", test_mmu_walk_bound);
     qtest_add_func("/spyre/mmu-dirty-bound", test_mmu_dirty_bound);
     qtest_add_func("/spyre/launch-engine-exception",
