@@ -62,7 +62,8 @@ typedef struct SpyreMmuWalk {
     GArray *runs;
     uint32_t max_runs;          /* a context's share of the cache */
     uint32_t tables;            /* tables read */
-    bool overflow;              /* max_runs or SPYRE_MMU_WALK_TABLES passed */
+    uint32_t max_tables;        /* spyre_mmu_walk_tables() */
+    bool overflow;              /* max_runs or max_tables passed */
     uint64_t stop_va;           /* where the walk stopped */
 } SpyreMmuWalk;
 
@@ -96,7 +97,7 @@ static bool spyre_mmu_read_table(SpyreState *s, SpyreMmuWalk *w, uint64_t va,
 {
     unsigned i;
 
-    if (w->tables >= SPYRE_MMU_WALK_TABLES) {
+    if (w->tables >= w->max_tables) {
         w->overflow = true;
         w->stop_va = va;
         memset(t, 0, SPYRE_MMU_ENTRIES * sizeof(*t));
@@ -208,6 +209,15 @@ static void spyre_mmu_build_dev(SpyreMmuMap *m)
     }
 }
 
+/*
+ * Tables a walk may read: SPYRE_MMU_WALK_TABLES, or twice the level-3
+ * tables that map all of device memory once if that is more.
+ */
+static uint32_t spyre_mmu_walk_tables(SpyreState *s)
+{
+    return MAX(SPYRE_MMU_WALK_TABLES, s->devmem_size >> 20);
+}
+
 /* A context's share of the cache: its mapping holds at most this many runs. */
 static uint32_t spyre_mmu_ctx_runs(SpyreState *s)
 {
@@ -266,6 +276,7 @@ static SpyreMmuMap *spyre_mmu_build(SpyreState *s, unsigned ctx, uint32_t *st)
     SpyreMmuWalk w = {
         .runs = g_array_new(false, false, sizeof(SpyreMmuRun)),
         .max_runs = spyre_mmu_ctx_runs(s),
+        .max_tables = spyre_mmu_walk_tables(s),
     };
     uint64_t entry = 0, addr = s->mmu.ctx_base + ctx * sizeof(uint64_t);
     SpyreMmuMap *m;
@@ -297,7 +308,7 @@ static SpyreMmuMap *spyre_mmu_build(SpyreState *s, unsigned ctx, uint32_t *st)
                       "tables and %u runs; limits %u tables, %u runs): its "
                       "commands fault (CACHE) until it is invalidated\n",
                       ctx, w.stop_va, w.tables, w.runs->len,
-                      SPYRE_MMU_WALK_TABLES, spyre_mmu_ctx_runs(s));
+                      w.max_tables, spyre_mmu_ctx_runs(s));
         trace_spyre_mmu_overflow(ctx, w.stop_va, w.tables, w.runs->len);
         g_array_free(w.runs, true);
         m->overflow = true;

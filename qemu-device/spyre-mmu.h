@@ -20,7 +20,8 @@ typedef struct SpyreState SpyreState;
  * from a snapshot's walk until the last command using it completes; one
  * context's mapping at most 1/16 of that (one per ring could be in use by
  * running commands, so a fill always fits once idle snapshots are evicted).
- * A walk reads at most SPYRE_MMU_WALK_TABLES tables. A context that does
+ * A walk reads at most SPYRE_MMU_WALK_TABLES tables (more with more than
+ * 4 GiB of device memory: devmem-size / 1 MiB). A context that does
  * not fit faults with SPYRE_MMU_FAULT_CACHE. A run costs at most
  * SPYRE_MMU_RUN_BYTES of host memory.
  */
