@@ -385,6 +385,7 @@ struct spyre_hw_cpl {
 #define SPYRE_MMU_FAULT_WRITE		1u
 #define SPYRE_MMU_FAULT_FETCH		2u	/* LAUNCH program image */
 #define SPYRE_MMU_FAULT_ENGINE		(1u << 10)	/* a core's access, not the DMA engine's */
+#define SPYRE_MMU_FAULT_CACHE		(1u << 11)	/* the context does not fit the translation cache */
 #define SPYRE_MMU_FAULT_VALID		(1u << 31)
 
 #endif /* SPYRE_HW_H */

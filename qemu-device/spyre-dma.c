@@ -602,10 +602,10 @@ static uint32_t spyre_dma_start(SpyreState *s, unsigned n, uint32_t idx,
             return st;
         }
         if (!src_host ?
-            spyre_mmu_fault_injected(s, c->hdr.ctx, x->src_addr + x->src_offset,
-                                     SPYRE_MMU_FAULT_READ, fault) :
-            spyre_mmu_fault_injected(s, c->hdr.ctx, x->dst_addr + x->dst_offset,
-                                     SPYRE_MMU_FAULT_WRITE, fault)) {
+            spyre_mmu_fault_first(s, map, x->src_addr + x->src_offset,
+                                  SPYRE_MMU_FAULT_READ, fault) :
+            spyre_mmu_fault_first(s, map, x->dst_addr + x->dst_offset,
+                                  SPYRE_MMU_FAULT_WRITE, fault)) {
             spyre_mmu_unref(map);
             return SPYRE_STATUS_ERR_MMU_FAULT;
         }

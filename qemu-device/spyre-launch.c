@@ -146,8 +146,8 @@ uint32_t spyre_launch_submit(SpyreState *s, unsigned n, uint32_t idx,
         if (!map) {
             return st;
         }
-        if (spyre_mmu_fault_injected(s, c->hdr.ctx, lc->prog_addr,
-                                     SPYRE_MMU_FAULT_FETCH, fault) ||
+        if (spyre_mmu_fault_first(s, map, lc->prog_addr,
+                                  SPYRE_MMU_FAULT_FETCH, fault) ||
             !spyre_mmu_check(map, lc->prog_addr, lc->prog_size,
                              SPYRE_MMU_FAULT_FETCH, &hint, fault)) {
             spyre_mmu_unref(map);
@@ -344,7 +344,6 @@ static uint32_t spyre_launch_complete(SpyreState *s, SpyreJob *l, bool live)
     uint32_t st = res->error ? SPYRE_STATUS_ERR_PROGRAM : SPYRE_STATUS_OK;
     uint32_t detail = res->error;
     bool cancelled = qatomic_read(&l->cancel);
-    unsigned i;
 
     if (l->map && res->error == SPYRE_ENGINE_ERR_MMU_FAULT) {
         st = SPYRE_STATUS_ERR_MMU_FAULT;
@@ -367,16 +366,12 @@ static uint32_t spyre_launch_complete(SpyreState *s, SpyreJob *l, bool live)
                       spyre_engine_error_name(res->error), res->error,
                       res->core, res->pc, res->message);
     }
-    /* The engine wrote device memory behind the memory API's back. */
-    for (i = 0; i < l->num_windows; i++) {
-        if (l->windows[i].size && l->map) {
-            spyre_mmu_set_dirty(s, l->map, l->windows[i].addr,
-                                l->windows[i].size);
-        } else if (l->windows[i].size) {
-            memory_region_set_dirty(&s->devmem, l->windows[i].addr,
-                                    l->windows[i].size);
-        }
-    }
+    /*
+     * The engine wrote device memory behind the memory API's back: each
+     * page of the windows once (work in the runs met, not the windows'
+     * sizes, however many windows overlap).
+     */
+    spyre_mmu_set_dirty_windows(s, l->map, l->windows, l->num_windows);
     if (!live) {
         return 0;
     }

@@ -13,11 +13,23 @@
 typedef struct SpyreState SpyreState;
 
 #define SPYRE_MMU_VA_LIMIT      (1ULL << SPYRE_MMU_VA_BITS)
+
 /*
- * Model limit: a context's cached mapping holds at most this many runs
- * (merged pages); pages past it are not cached and fault (LOG_UNIMP).
+ * Translation cache (hardware.md section 15): the card caches at most
+ * x-mmu-cache-runs runs (merged pages) for all contexts together, counted
+ * from a snapshot's walk until the last command using it completes; one
+ * context's mapping at most 1/16 of that (one per ring could be in use by
+ * running commands, so a fill always fits once idle snapshots are evicted).
+ * A walk reads at most SPYRE_MMU_WALK_TABLES tables (more with more than
+ * 4 GiB of device memory: devmem-size / 1 MiB). A context that does
+ * not fit faults with SPYRE_MMU_FAULT_CACHE. A run costs at most
+ * SPYRE_MMU_RUN_BYTES of host memory.
  */
-#define SPYRE_MMU_MAX_RUNS      (1u << 20)
+#define SPYRE_MMU_CACHE_RUNS    (1u << 21)
+#define SPYRE_MMU_CACHE_RUNS_MAX (1u << 26)
+#define SPYRE_MMU_CTX_SHARE     SPYRE_NUM_RINGS_MAX
+#define SPYRE_MMU_WALK_TABLES   4096
+#define SPYRE_MMU_RUN_BYTES     64
 
 /* A run of pages contiguous in both address spaces, with one permission. */
 typedef struct SpyreMmuRun {
@@ -37,6 +49,13 @@ typedef struct SpyreMmuRun {
 typedef struct SpyreMmuMap {
     int refs;
     unsigned ctx;
+    /*
+     * The context does not fit the cache (too many runs or tables): no
+     * runs, every translated command of the context faults with CACHE.
+     */
+    bool overflow;
+    uint64_t last_use;          /* main loop: LRU stamp of the cache */
+    uint64_t *live;             /* the cache's run count, for unref */
     uint32_t num_runs;
     SpyreMmuRun *runs;
     uint32_t num_dev;
@@ -52,6 +71,9 @@ typedef struct SpyreMmuFault {
 typedef struct SpyreMmu {
     uint64_t ctx_base;          /* MMU_CTX_BASE (bits 11:0 read 0) */
     SpyreMmuMap *cache[SPYRE_MMU_NUM_CTX];
+    /* Runs of every live snapshot, cached or in use (atomic). */
+    uint64_t live_runs;
+    uint64_t use_clock;         /* LRU stamps */
     uint32_t tele_faults;       /* TELE_MMU_FAULTS (survives reset) */
     uint32_t fault_next;        /* FAULT_MMU: translated commands to fault */
 } SpyreMmu;
@@ -86,17 +108,29 @@ uint32_t spyre_mmu_first(const SpyreMmuMap *m, uint64_t va);
  */
 bool spyre_mmu_check(const SpyreMmuMap *m, uint64_t va, uint64_t len,
                      unsigned access, uint32_t *hint, SpyreMmuFault *f);
-/* Main loop: mark the device pages of [va, va + len) dirty. */
-void spyre_mmu_set_dirty(SpyreState *s, const SpyreMmuMap *m, uint64_t va,
-                         uint64_t len);
+/*
+ * Main loop: mark the device pages of [va, va + len) dirty; returns the
+ * number of ranges marked (one per run met).
+ */
+uint64_t spyre_mmu_set_dirty(SpyreState *s, const SpyreMmuMap *m,
+                             uint64_t va, uint64_t len);
+/*
+ * Main loop: mark the device pages of n windows dirty (through m, or
+ * untranslated if m is NULL), each page once however the windows overlap:
+ * work proportional to the windows and the runs they meet.
+ */
+void spyre_mmu_set_dirty_windows(SpyreState *s, const SpyreMmuMap *m,
+                                 const spyre_engine_window *w, unsigned n);
 void spyre_mmu_fault_set(SpyreMmuFault *f, unsigned ctx, uint64_t va,
                          unsigned access, bool engine);
 /*
- * Main loop: true (with the fault in *f) if FAULT_MMU makes this translated
- * command fault at its first translated access, va with the access kind.
+ * Main loop: true (with the fault in *f) if this translated command faults
+ * at its first translated access (va, with the access kind) before any
+ * translation: its context does not fit the cache (m->overflow, fault with
+ * CACHE), or FAULT_MMU makes it fault.
  */
-bool spyre_mmu_fault_injected(SpyreState *s, unsigned ctx, uint64_t va,
-                              unsigned access, SpyreMmuFault *f);
+bool spyre_mmu_fault_first(SpyreState *s, const SpyreMmuMap *m, uint64_t va,
+                           unsigned access, SpyreMmuFault *f);
 
 /*
  * Main loop: latch a fault in ring n's FAULT_* registers (if none is

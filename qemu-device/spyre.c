@@ -527,6 +527,13 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
                    s->lx_size);
         return;
     }
+    if (s->mmu_cache_runs < SPYRE_MMU_CTX_SHARE ||
+        s->mmu_cache_runs > SPYRE_MMU_CACHE_RUNS_MAX) {
+        error_setg(errp, "spyre: x-mmu-cache-runs must be in [%d, %u] "
+                   "(got %u)", SPYRE_MMU_CTX_SHARE, SPYRE_MMU_CACHE_RUNS_MAX,
+                   s->mmu_cache_runs);
+        return;
+    }
     if (s->engine_threads > 1024) {
         error_setg(errp, "spyre: x-engine-threads must be in [0, 1024] "
                    "(got %u)", s->engine_threads);
@@ -641,6 +648,8 @@ static const Property spyre_props[] = {
     /* Test and debugging knobs (not a stable interface). */
     /* Host threads of the compute engine; 0 = min(host CPUs, num-cores). */
     DEFINE_PROP_UINT32("x-engine-threads", SpyreState, engine_threads, 0),
+    DEFINE_PROP_UINT32("x-mmu-cache-runs", SpyreState, mmu_cache_runs,
+                       SPYRE_MMU_CACHE_RUNS),
     DEFINE_PROP_BOOL("x-fault-inject", SpyreState, fault_inject_enabled,
                      false),
     DEFINE_PROP_UINT16("x-vendor-id", SpyreState, vendor_id,

@@ -205,6 +205,7 @@ struct SpyreState {
     uint16_t vendor_id;
     uint16_t device_id;
     uint32_t engine_threads;
+    uint32_t mmu_cache_runs;    /* x-mmu-cache-runs: translation cache size */
     bool fault_inject_enabled;  /* x-fault-inject */
 
     /* Global registers. */

@@ -481,7 +481,8 @@ static void test_bad_properties(void)
         "devmem-size=3M", "devmem-size=0", "num-rings=0", "num-rings=17",
         "clock-mhz=0", "num-cores=0", "num-cores=65", "lx-size=100",
         "lx-size=2G", "x-engine-threads=5000", "ddr-mbps=0",
-        "ring-bytes-per-cycle=0",
+        "ring-bytes-per-cycle=0", "x-mmu-cache-runs=15",
+        "x-mmu-cache-runs=67108865",
     };
     const char *qemu = g_getenv("QTEST_QEMU_BINARY");
     size_t i;
@@ -3292,6 +3293,307 @@ static void test_mmu_launch(void)
     spyre_stop(s);
 }
 
+/*
+ * ---- Hostile guest: a bounded translation cache (issue 24, defect 2) ----
+ *
+ * The card-wide translation cache holds MMU_CACHE_RUNS runs (property
+ * x-mmu-cache-runs, hardware.md section 15), one context at most 1/16 of
+ * them; a walk reads at most MMU_WALK_TABLES tables. A context that does not
+ * fit faults with FAULT_INFO.CACHE.
+ */
+#define MMU_CACHE_RUNS  (1u << 21)
+#define MMU_CTX_RUNS    (MMU_CACHE_RUNS / 16)
+#define MMU_WALK_TABLES 4096
+#define MMU_RUN_BYTES   64          /* host bytes per cached run, at most */
+
+/* Resident memory of the QEMU process under test, in bytes. */
+static uint64_t qemu_rss(Spyre *s)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/status",
+                                            (int)qtest_pid(s->qts));
+    g_autofree char *text = NULL;
+    const char *p;
+
+    g_assert(g_file_get_contents(path, &text, NULL, NULL));
+    p = strstr(text, "VmRSS:");
+    g_assert(p);
+    return g_ascii_strtoull(p + 6, NULL, 10) * 1024;
+}
+
+/*
+ * A shared chain of tables: l1[0 .. n1 - 1] -> one level-2 table,
+ * l2[0 .. n2 - 1] -> one level-3 table of 512 copies of pte. With equal
+ * physical addresses no two pages merge: n1 * n2 * 512 runs. Returns l1.
+ */
+static uint64_t mmu_chain(Spyre *s, unsigned n1, unsigned n2, uint64_t pte)
+{
+    uint64_t l1 = zalloc(s, PAGE), l2 = zalloc(s, PAGE), l3 = zalloc(s, PAGE);
+    uint64_t t[512];
+    unsigned i;
+
+    for (i = 0; i < 512; i++) {
+        t[i] = cpu_to_le64(pte);
+    }
+    qtest_memwrite(s->qts, l3, t, sizeof(t));
+    for (i = 0; i < 512; i++) {
+        t[i] = cpu_to_le64(i < n2 ? l3 | SPYRE_MMU_VALID : 0);
+    }
+    qtest_memwrite(s->qts, l2, t, sizeof(t));
+    for (i = 0; i < 512; i++) {
+        t[i] = cpu_to_le64(i < n1 ? l2 | SPYRE_MMU_VALID : 0);
+    }
+    qtest_memwrite(s->qts, l1, t, sizeof(t));
+    return l1;
+}
+
+/*
+ * 255 contexts over one chain of MMU_CTX_RUNS non-merging PTEs, one DMA
+ * through each (twice): every copy works and QEMU's memory stays within
+ * the cache's bound (the old model kept 8 MiB per context: 2 GiB); one
+ * more L3 table makes the context fault with CACHE, until the guest fixes
+ * and invalidates it.
+ */
+static void test_mmu_cache_bound(void)
+{
+    Spyre *s = spyre_start(NULL);
+    HostBuf *src = hostbuf_new(s, 1, false);
+    const uint64_t pte = SPYRE_MMU_WRITE | SPYRE_MMU_VALID;  /* device page 0 */
+    const uint64_t bound = (uint64_t)MMU_CACHE_RUNS * MMU_RUN_BYTES;
+    uint64_t table, l1, big, rss0, rss, va;
+    uint32_t nfaults = 0;
+    struct spyre_hw_cmd c;
+    unsigned ctx, pass;
+    gint64 t0;
+
+    ring_setup(s, 0, 16);
+    table = mmu_init(s);
+    l1 = mmu_chain(s, 1, MMU_CTX_RUNS / 512, pte);
+    for (ctx = 1; ctx < SPYRE_MMU_NUM_CTX; ctx++) {
+        qtest_writeq(s->qts, table + ctx * 8, l1 | SPYRE_MMU_VALID);
+    }
+    c = cmd_dma(1, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 0, 0, 8);
+    check_dma_ok(submit(s, 0, &c), 1);
+    rss0 = qemu_rss(s);
+    t0 = g_get_monotonic_time();
+    for (pass = 0; pass < 2; pass++) {
+        for (ctx = 1; ctx < SPYRE_MMU_NUM_CTX; ctx++) {
+            va = (uint64_t)(ctx * 37 % (MMU_CTX_RUNS / 512)) << MMU_L2_SHIFT;
+            c = in_ctx(cmd_dma(ctx, SPYRE_CMD_F_SRC_HOST, src->dir, 0, va,
+                               8 * pass, 8), ctx);
+            check_dma_ok(submit(s, 0, &c), ctx);
+        }
+        rss = qemu_rss(s);
+        g_test_message("pass %u: 255 contexts of %u runs: RSS %" PRIu64
+                       " -> %" PRIu64 " MiB (+%" PRId64 " MiB), %" PRId64
+                       " ms", pass, MMU_CTX_RUNS, rss0 >> 20, rss >> 20,
+                       ((int64_t)rss - (int64_t)rss0) / (1 << 20),
+                       (g_get_monotonic_time() - t0) / 1000);
+        g_assert_cmpuint(rss, <=, rss0 + bound + (32ull << 20));
+    }
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_MMU_FAULTS), ==, 0);
+
+    /* One L3 table more than a context may cache: CACHE fault. */
+    big = mmu_chain(s, 1, MMU_CTX_RUNS / 512 + 1, pte);
+    qtest_writeq(s->qts, table + 5 * 8, big | SPYRE_MMU_VALID);
+    wr(s, SPYRE_REG_MMU_INVALIDATE, 5);
+    c = in_ctx(cmd_dma(2, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 0x3000, 16, 8), 5);
+    expect_fault(s, 0, &c, 0x3010, fault_info(5, SPYRE_MMU_FAULT_WRITE) |
+                 SPYRE_MMU_FAULT_CACHE, &nfaults);
+    /* The source side's first byte, for a copy out of the context. */
+    c = in_ctx(cmd_dma(3, SPYRE_CMD_F_DST_HOST, 0x5000, 8, src->dir, 0, 8), 5);
+    expect_fault(s, 0, &c, 0x5008, fault_info(5, SPYRE_MMU_FAULT_READ) |
+                 SPYRE_MMU_FAULT_CACHE, &nfaults);
+    /* Other contexts are not affected. */
+    c = in_ctx(cmd_dma(4, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 0, 0, 8), 6);
+    check_dma_ok(submit(s, 0, &c), 4);
+    /* Fixed and invalidated, the context works again. */
+    qtest_writeq(s->qts, table + 5 * 8, l1 | SPYRE_MMU_VALID);
+    wr(s, SPYRE_REG_MMU_INVALIDATE, 5);
+    c = in_ctx(cmd_dma(5, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 0x3000, 16, 8), 5);
+    check_dma_ok(submit(s, 0, &c), 5);
+    g_assert_cmpuint(qemu_rss(s), <=, rss0 + bound + (32ull << 20));
+    hostbuf_free(src);
+    spyre_stop(s);
+}
+
+/*
+ * Eviction with a small cache (x-mmu-cache-runs=8192: 16 contexts of 512
+ * runs): 40 contexts, each over its own level-3 table of 512 PTEs naming
+ * one device page, are used round-robin three times (each use evicts the
+ * least recently used context); each copy lands in its context's page
+ * (refilled translations are right).
+ */
+static void test_mmu_cache_evict(void)
+{
+    Spyre *s = spyre_start(",x-mmu-cache-runs=8192");
+    HostBuf *src = hostbuf_new(s, 1, false);
+    uint8_t data[64], got[64];
+    uint64_t table, l1[41];
+    struct spyre_hw_cmd c;
+    unsigned ctx, pass, seq = 1;
+
+    ring_setup(s, 0, 16);
+    table = mmu_init(s);
+    for (ctx = 1; ctx <= 40; ctx++) {
+        l1[ctx] = mmu_chain(s, 1, 1, (uint64_t)(100 + ctx) * PAGE |
+                            SPYRE_MMU_WRITE | SPYRE_MMU_VALID);
+        qtest_writeq(s->qts, table + ctx * 8, l1[ctx] | SPYRE_MMU_VALID);
+    }
+    for (pass = 0; pass < 3; pass++) {
+        for (ctx = 1; ctx <= 40; ctx++) {
+            fill(data, sizeof(data), pass * 100 + ctx);
+            hostbuf_io(s, src, 0, data, sizeof(data), true);
+            /* VA page ctx % 512 + pass: every page maps device page 100+ctx */
+            c = in_ctx(cmd_dma(seq, SPYRE_CMD_F_SRC_HOST, src->dir, 0,
+                               (uint64_t)((ctx + pass) % 512) * PAGE, 64 * pass,
+                               sizeof(data)), ctx);
+            check_dma_ok(submit(s, 0, &c), seq++);
+            devmem_read(s, (100 + ctx) * PAGE + 64 * pass, got, sizeof(got));
+            g_assert(memcmp(got, data, sizeof(data)) == 0);
+        }
+    }
+    /* One run more than a context's share (512) faults with CACHE. */
+    qtest_writeq(s->qts, table + 7 * 8,
+                 mmu_chain(s, 1, 2, 7 * PAGE | SPYRE_MMU_VALID) |
+                 SPYRE_MMU_VALID);
+    wr(s, SPYRE_REG_MMU_INVALIDATE, 7);
+    c = in_ctx(cmd_dma(seq, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 0, 0, 8), 7);
+    g_assert_cmphex(submit(s, 0, &c).detail, ==,
+                    fault_info(7, SPYRE_MMU_FAULT_WRITE) |
+                    SPYRE_MMU_FAULT_CACHE | SPYRE_MMU_FAULT_VALID);
+    hostbuf_free(src);
+    spyre_stop(s);
+}
+
+/*
+ * A walk reads at most MMU_WALK_TABLES tables: every level-1 and level-2
+ * entry valid over empty level-3 tables (262,657 table reads on the old
+ * model, under the BQL) faults with CACHE after the budget; 1 + 7 + 7 * 512
+ * tables still walk (an ordinary fault: nothing is mapped), 1 + 8 + 8 * 512
+ * do not.
+ */
+static void test_mmu_walk_bound(void)
+{
+    Spyre *s = spyre_start(NULL);
+    HostBuf *src = hostbuf_new(s, 1, false);
+    uint64_t table;
+    uint32_t nfaults = 0;
+    struct spyre_hw_cmd c;
+    struct spyre_hw_cpl p;
+    gint64 t0, us;
+
+    ring_setup(s, 0, 16);
+    table = mmu_init(s);
+    qtest_writeq(s->qts, table + 3 * 8,
+                 mmu_chain(s, 512, 512, 0) | SPYRE_MMU_VALID);
+    qtest_writeq(s->qts, table + 4 * 8,
+                 mmu_chain(s, 7, 512, 0) | SPYRE_MMU_VALID);
+    qtest_writeq(s->qts, table + 5 * 8,
+                 mmu_chain(s, 8, 512, 0) | SPYRE_MMU_VALID);
+    g_assert_cmpuint(1 + 7 + 7 * 512, <=, MMU_WALK_TABLES);
+    g_assert_cmpuint(1 + 8 + 8 * 512, >, MMU_WALK_TABLES);
+
+    c = in_ctx(cmd_dma(1, SPYRE_CMD_F_SRC_HOST, src->dir, 0, MMU_VA, 8, 8), 3);
+    t0 = g_get_monotonic_time();
+    p = submit(s, 0, &c);
+    us = g_get_monotonic_time() - t0;
+    g_test_message("walk of 512 x 512 empty level-3 tables: %" PRId64 " us, "
+                   "status %u detail 0x%x", us, p.status, p.detail);
+    g_assert_cmpuint(p.status, ==, SPYRE_STATUS_ERR_MMU_FAULT);
+    g_assert_cmphex(p.detail, ==, fault_info(3, SPYRE_MMU_FAULT_WRITE) |
+                    SPYRE_MMU_FAULT_CACHE | SPYRE_MMU_FAULT_VALID);
+    g_assert_cmphex(rd64(s, SPYRE_RING_REG(0, SPYRE_RING_FAULT_ADDR_LO)), ==,
+                    MMU_VA + 8);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_MMU_FAULTS), ==, ++nfaults);
+    rwr(s, 0, SPYRE_RING_FAULT_INFO, SPYRE_MMU_FAULT_VALID);
+    g_assert_cmpint(us, <, 2 * G_USEC_PER_SEC);
+    /* The result is cached until an invalidation: no second walk. */
+    c = in_ctx(cmd_dma(2, SPYRE_CMD_F_DST_HOST, 0, 0, src->dir, 0, 8), 3);
+    expect_fault(s, 0, &c, 0, fault_info(3, SPYRE_MMU_FAULT_READ) |
+                 SPYRE_MMU_FAULT_CACHE, &nfaults);
+
+    c = in_ctx(cmd_dma(3, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 0x1000, 0, 8), 4);
+    expect_fault(s, 0, &c, 0x1000, fault_info(4, SPYRE_MMU_FAULT_WRITE),
+                 &nfaults);
+    c = in_ctx(cmd_dma(4, SPYRE_CMD_F_SRC_HOST, src->dir, 0, 0x1000, 0, 8), 5);
+    expect_fault(s, 0, &c, 0x1000, fault_info(5, SPYRE_MMU_FAULT_WRITE) |
+                 SPYRE_MMU_FAULT_CACHE, &nfaults);
+    hostbuf_free(src);
+    spyre_stop(s);
+}
+
+/*
+ * A LAUNCH of a context of MMU_CTX_RUNS runs with 256 windows of the whole
+ * 2^39 bytes: its completion marks each run's device pages dirty once, not
+ * once per window (the old model made 256 x 131,072 calls), as trace event
+ * spyre_mmu_dirty reports.
+ */
+static void test_mmu_dirty_bound(void)
+{
+    g_autofree char *trace = g_strdup_printf("/tmp/spyre-dirty-%d.log",
+                                             (int)getpid());
+    g_autofree char *opts = g_strdup_printf(
+        ",x-engine-threads=1 -trace enable=spyre_mmu_dirty,file=%s", trace);
+    g_autofree char *text = NULL;
+    Spyre *s = spyre_start(opts);
+    const char *line;
+    unsigned nwin, ranges, nlines = 0;
+    uint64_t marked;
+    g_autofree struct spyre_hw_launch_window *win =
+        g_new0(struct spyre_hw_launch_window, SPYRE_LAUNCH_MAX_WINDOWS);
+    struct spyre_hw_launch_result r;
+    struct spyre_hw_cmd c;
+    const uint64_t no_arg = 0;
+    uint64_t table, result, desc;
+    uint32_t size;
+    gint64 t0, us;
+    Prog p;
+    int i;
+
+    ring_setup(s, 0, 16);
+    table = mmu_init(s);
+    qtest_writeq(s->qts, table + 2 * 8,
+                 mmu_chain(s, 1, MMU_CTX_RUNS / 512,
+                           SPYRE_MMU_WRITE | SPYRE_MMU_VALID) |
+                 SPYRE_MMU_VALID);
+    for (i = 0; i < SPYRE_LAUNCH_MAX_WINDOWS; i++) {
+        win[i].addr = 0;
+        win[i].size = 1ull << SPYRE_MMU_VA_BITS;
+    }
+    memset(&p, 0, sizeof(p));
+    isa(&p, ISA_HALT, 0, 0, 0, 0, 0, 0, 0, 0);
+    size = isa_finish(&p);
+    devmem_write(s, 0, p.buf, size);
+    result = result_buf(s);
+    desc = launch_desc(s, 1, 1, &no_arg, SPYRE_LAUNCH_MAX_WINDOWS, win);
+    /* The first launch walks the context; the second uses the cache. */
+    for (i = 0; i < 2; i++) {
+        c = in_ctx(cmd_launch(1 + i, 0, 0, size, desc, result), 2);
+        t0 = g_get_monotonic_time();
+        g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_OK);
+        us = g_get_monotonic_time() - t0;
+        g_test_message("launch %d, 256 windows over %u runs: %" PRId64 " us",
+                       i, MMU_CTX_RUNS, us);
+        read_result(s, result, &r);
+        g_assert_cmpuint(r.error, ==, 0);
+        g_assert_cmpint(us, <, 2 * G_USEC_PER_SEC);
+    }
+    spyre_stop(s);
+    g_assert(g_file_get_contents(trace, &text, NULL, NULL));
+    unlink(trace);
+    for (line = strstr(text, "spyre_mmu_dirty "); line;
+         line = strstr(line + 1, "spyre_mmu_dirty ")) {
+        g_assert_cmpint(sscanf(line, "spyre_mmu_dirty ctx 2: %u windows as %u "
+                               "ranges, %" SCNu64, &nwin, &ranges, &marked),
+                        ==, 3);
+        g_assert_cmpuint(nwin, ==, SPYRE_LAUNCH_MAX_WINDOWS);
+        g_assert_cmpuint(ranges, ==, 1);
+        g_assert_cmpuint(marked, ==, MMU_CTX_RUNS);
+        nlines++;
+    }
+    g_assert_cmpuint(nlines, ==, 2);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -3335,6 +3637,10 @@ int main(int argc, char **argv)
     qtest_add_func("/spyre/mmu-fault-inject", test_mmu_fault_inject);
     qtest_add_func("/spyre/mmu-invalidate", test_mmu_invalidate);
     qtest_add_func("/spyre/mmu-launch", test_mmu_launch);
+    qtest_add_func("/spyre/mmu-cache-bound", test_mmu_cache_bound);
+    qtest_add_func("/spyre/mmu-cache-evict", test_mmu_cache_evict);
+    qtest_add_func("/spyre/mmu-walk-bound", test_mmu_walk_bound);
+    qtest_add_func("/spyre/mmu-dirty-bound", test_mmu_dirty_bound);
     qtest_add_func("/spyre/launch-engine-exception",
                    test_launch_engine_exception);
 
