@@ -288,9 +288,16 @@ static int guilty_submit(struct __test_metadata *_metadata, FIXTURE_DATA(fault) 
 /*
  * HANG_CYCLES times: a guilty job of self->fd hangs on ring 0 with a job of another file
  * queued behind it. The guilty job must fail with DRM_SPYRE_JOB_TIMEOUT within the timeout
- * plus 2 s, the innocent one complete with the right data, the ring-reset counter rise by
- * exactly one, the next job succeed; no card memory or kernel memory may leak.
+ * plus HANG_SLACK_MS, the innocent one complete with the right data, the ring-reset counter
+ * rise by exactly one, the next job succeed; no card memory or kernel memory may leak.
  */
+/*
+ * What a recovery may add to the timeout: it catches a timeout that does not fire or a recovery
+ * that stalls (seconds to forever), not latency. Under TCG with the debug kernel on a loaded
+ * 2-core host a normal recovery was seen at 2.51 s over a 500 ms timeout.
+ */
+#define HANG_SLACK_MS 4000
+
 static void hang_cycles(struct __test_metadata *_metadata, FIXTURE_DATA(fault) *self,
 			enum hang_kind k)
 {
@@ -330,7 +337,7 @@ static void hang_cycles(struct __test_metadata *_metadata, FIXTURE_DATA(fault) *
 		ASSERT_EQ(0, innocent_submit(&x, 0));
 		ASSERT_EQ(DRM_SPYRE_JOB_TIMEOUT, job_status(self->fd, job)) TH_LOG("cycle %d", i);
 		t_guilty = now_ns() - t_sub;
-		ASSERT_LE(t_guilty, (self->timeout_ms + 2000) * MS_NS) TH_LOG("cycle %d", i);
+		ASSERT_LE(t_guilty, (self->timeout_ms + HANG_SLACK_MS) * MS_NS) TH_LOG("cycle %d", i);
 		ASSERT_EQ(DRM_SPYRE_JOB_OK, innocent_check(&x)) TH_LOG("cycle %d", i);
 		worst_innocent = MAX64(worst_innocent, now_ns() - t_sub - t_guilty);
 		worst_guilty = MAX64(worst_guilty, t_guilty);
