@@ -18,9 +18,15 @@ rm -rf "$out/smi-outputs"
 cards=${CHECK_CARDS:-2}
 start=$(date +%s)
 
-section() { printf '\n=== %s ===\n' "$*"; }
-# record SUITE PASSED FAILED [SKIPPED]
-record() { echo "$2 $3 ${4:-0}" > "$out/$1.counts"; }
+# stage NAME: wall time of each stage (the guest stages include the VM's boot) for the summary.
+stage_names=() stage_secs=() stage_start=$start
+stage_end() { [ ${#stage_names[@]} -eq 0 ] || stage_secs+=($(( $(date +%s) - stage_start ))); }
+section() {
+	stage_end; stage_names+=("$*"); stage_start=$(date +%s)
+	printf '\n=== %s ===\n' "$*"
+}
+# record SUITE PASSED FAILED [SKIPPED]: the 4th field of .counts is the wall time in s.
+record() { echo "$2 $3 ${4:-0} $(( $(date +%s) - stage_start ))" > "$out/$1.counts"; }
 
 section "host unit tests (ctest)"
 tools/in-sysroot "ctest --test-dir build/cmake --output-on-failure" > "$out/host.log" 2>&1
@@ -107,10 +113,17 @@ fi
 section "summary"
 tp=0 tf=0 ts=0
 for c in "$out"/*.counts; do
-	read -r p f s < "$c"
-	printf '  %-18s %5d passed, %3d failed, %3d skipped\n' "$(basename "$c" .counts)" "$p" "$f" "$s"
+	read -r p f s secs < "$c"
+	printf '  %-18s %5d passed, %3d failed, %3d skipped %6s s\n' "$(basename "$c" .counts)" \
+		"$p" "$f" "$s" "${secs:-?}"
 	tp=$((tp + p)) tf=$((tf + f)) ts=$((ts + s))
 done
+# Where the time goes (issue 26: the CI budget): every stage, and the slowest host tests.
+echo "time by stage:"
+for i in "${!stage_secs[@]}"; do printf '  %6d s  %s\n' "${stage_secs[$i]}" "${stage_names[$i]}"; done
+echo "slowest host tests:"
+grep -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' "$out/host.log" | sed -E 's/.*: ([^ ]+) .* ([0-9.]+) sec$/\2 \1/' |
+	sort -rn | head -n 5 | while read -r secs name; do printf '  %6.1f s  %s\n' "$secs" "$name"; done
 echo "make check took $(( $(date +%s) - start )) s (after the build)"
 echo "$tp passed, $tf failed, $ts skipped"
 [ "$tf" -eq 0 ]

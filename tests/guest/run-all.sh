@@ -1,6 +1,6 @@
 #!/bin/bash
 # Guest test suites, run inside the VM by tests/check.sh (one boot for all of them).
-# Each suite's pass/fail/skip counts go to build/test-results/$GUEST_RESULTS_PREFIX-<suite>.counts
+# Each suite's pass/fail/skip counts and wall time go to build/test-results/$GUEST_RESULTS_PREFIX-<suite>.counts
 # (prefix default "guest"; "debug" for the debug-kernel run), and its full output to the .log
 # of the same name.
 set -u
@@ -10,8 +10,15 @@ pfx=${GUEST_RESULTS_PREFIX:-guest}
 mkdir -p "$out"
 rm -f "$out"/"$pfx"-*.counts
 
-# record SUITE PASSED FAILED [SKIPPED]
-record() { echo "$2 $3 ${4:-0}" > "$out/$pfx-$1.counts"; printf '  %-10s %d passed, %d failed, %d skipped\n' "$1" "$2" "$3" "${4:-0}"; }
+# record SUITE PASSED FAILED [SKIPPED]; the 4th field of .counts is the suite's wall time in s
+# (suites run one after another: the time since the previous record).
+t_last=$(date +%s)
+record() {
+	local now; now=$(date +%s)
+	echo "$2 $3 ${4:-0} $((now - t_last))" > "$out/$pfx-$1.counts"
+	printf '  %-10s %d passed, %d failed, %d skipped, %d s\n' "$1" "$2" "$3" "${4:-0}" $((now - t_last))
+	t_last=$now
+}
 
 # A single check counted as one test.
 check() {
