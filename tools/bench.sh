@@ -51,4 +51,10 @@ if tools/in-sysroot 'ninja -C build/cmake torch_spyre_C >/dev/null 2>&1'; then
 		python3 torch_spyre/tools/opdb_sweep.py --quiet --json build/bench/opdb.json \
 		--markdown build/bench/opdb.md' | tail -n 1 || echo "(some op x dtype failed: listed below the table)"
 	head -n 20 build/bench/opdb.md
+	# torch.compile against eager: launches, modeled device time and host time per call of a
+	# pointwise chain and of a TinyGranite decode step (Documentation/torch_compile.md).
+	echo
+	echo "=== torch.compile on spyre against eager (simulator) ==="
+	tools/in-sysroot 'PYTHONPATH=build/cmake/torch_spyre/python SPYRE_BACKEND=sim \
+		python3 torch_spyre/tools/compile_bench.py' | tee build/bench/torch_compile.txt
 fi
