@@ -148,22 +148,31 @@ static inline u32 spyre_ring_entry(struct spyre_ring *ring, u64 seq)
 }
 
 /*
- * A command of @job stopped on a translation fault: take the address from the ring's fault
- * registers (they hold the ring's first fault not yet taken) and re-arm them.
+ * Command @i of @job completed with ERR_MMU_FAULT, @detail being its FAULT_INFO. The ring's
+ * fault registers hold its first fault not yet cleared: ours (earlier jobs cleared theirs, a
+ * ring restart clears an aborted job's), or already a later command's when the ring ran on
+ * before this completion was processed. Take the address only if the latch names this
+ * command's context and fault, so that no other file's address and context is reported;
+ * leave a later fault for its own job. The address is reported if this was the job's first
+ * failing command.
  */
-static void spyre_job_take_fault(struct spyre_ring *ring, struct spyre_job *job)
+static void spyre_job_take_fault(struct spyre_ring *ring, struct spyre_job *job, u32 i,
+				 u32 detail)
 {
 	struct spyre_device *sdev = ring->sdev;
 	u32 info = spyre_read(sdev, SPYRE_RING_REG(ring->idx, SPYRE_RING_FAULT_INFO));
+	u64 addr;
 
-	if (!(info & SPYRE_MMU_FAULT_VALID))
+	if (!(info & SPYRE_MMU_FAULT_VALID) || info != detail ||
+	    (info & SPYRE_MMU_FAULT_CTX_MASK) != job->cmds[i].hdr.ctx)
 		return;
-	job->res->fault_addr = spyre_read64(sdev, SPYRE_RING_REG(ring->idx,
-								 SPYRE_RING_FAULT_ADDR_LO));
+	addr = spyre_read64(sdev, SPYRE_RING_REG(ring->idx, SPYRE_RING_FAULT_ADDR_LO));
 	spyre_write(sdev, SPYRE_RING_REG(ring->idx, SPYRE_RING_FAULT_INFO), SPYRE_MMU_FAULT_VALID);
+	if (job->res->failed_cmd == i)
+		job->res->fault_addr = addr;
 	dev_info_ratelimited(sdev->drm.dev,
 			     "%s translation fault at %#llx, context %u (pid %d %s), job %llu\n",
-			     info & SPYRE_MMU_FAULT_ENGINE ? "core" : "DMA", job->res->fault_addr,
+			     info & SPYRE_MMU_FAULT_ENGINE ? "core" : "DMA", addr,
 			     info & SPYRE_MMU_FAULT_CTX_MASK, job->sf ? job->sf->pid : 0,
 			     job->sf ? job->sf->comm : "kernel", job->res->job_id);
 }
@@ -175,9 +184,9 @@ static void spyre_job_complete(struct spyre_ring *ring, struct spyre_job *job)
 	struct spyre_result *res = job->res;
 	u64 eng[SPYRE_ENGINE_COUNT] = { 0 };
 	struct spyre_launch *l;
+	u32 i, status, fault_cmd = U32_MAX, fault_detail = 0;
 	u64 cycles = 0, c;
 	bool failed = false;
-	u32 i;
 
 	for (i = 0; i < job->cmd_count; i++) {
 		struct spyre_hw_cpl *cpl = &ring->cpls[spyre_ring_entry(ring, job->first + i)];
@@ -186,15 +195,21 @@ static void spyre_job_complete(struct spyre_ring *ring, struct spyre_job *job)
 		cycles += c;
 		eng[job->cmds[i].hdr.opcode == SPYRE_OP_LAUNCH ?
 		    SPYRE_ENGINE_COMPUTE : SPYRE_ENGINE_DMA] += c;
-		if (!failed && READ_ONCE(cpl->status) != SPYRE_STATUS_OK) {
+		status = READ_ONCE(cpl->status);
+		if (!failed && status != SPYRE_STATUS_OK) {
 			failed = true;
-			res->hw_status = READ_ONCE(cpl->status);
+			res->hw_status = status;
 			res->hw_detail = READ_ONCE(cpl->detail);
 			res->failed_cmd = i;
-			if (res->hw_status == SPYRE_STATUS_ERR_MMU_FAULT)
-				spyre_job_take_fault(ring, job);
+		}
+		/* A fault after another error latched too: it must be cleared all the same. */
+		if (status == SPYRE_STATUS_ERR_MMU_FAULT && fault_cmd == U32_MAX) {
+			fault_cmd = i;
+			fault_detail = READ_ONCE(cpl->detail);
 		}
 	}
+	if (fault_cmd != U32_MAX)
+		spyre_job_take_fault(ring, job, fault_cmd, fault_detail);
 	res->cycles = cycles;
 	/* fdinfo: what the submitting file ran (kernel jobs belong to no file). */
 	if (job->sf)

@@ -226,6 +226,55 @@ TEST(fault_reported_other_file_unaffected)
 }
 
 /*
+ * The card latches a ring's first translation fault (FAULT_ADDR/FAULT_INFO) until the driver
+ * clears it. A fault behind another error in the same job (here an injected error on its
+ * first command) latched too; left there, the next fault on the ring, another file's, was
+ * reported with the first file's address (issue 24, defect 9). Each job gets only its own.
+ */
+TEST(stale_fault_latch_not_reported_to_other_file)
+{
+	struct drm_spyre_job_wait w;
+	struct drm_spyre_cmd cmds[2];
+	struct client a, b;
+	uint64_t ja, jb;
+	int ret;
+
+	OPEN_CLIENT(&a);
+	OPEN_CLIENT(&b);
+	ret = debugfs_write(a.fd, "fault_mmu", 1);
+	if (ret == -EOPNOTSUPP || ret == -ENOENT)
+		SKIP(return, "no MMU fault injection (x-fault-inject=on, debugfs)");
+	ASSERT_EQ(0, ret);
+	/* a's first command fails (injected), its second faults at a.dst + 512 */
+	ASSERT_EQ(0, fault_inject(a.fd, 1));
+	cmds[0] = copy_cmd(a.src, 0, a.dst, 0, 4096);
+	cmds[1] = copy_cmd(a.dst, 512, a.src, 0, 4096);
+	ASSERT_EQ(0, submit_cmds(a.fd, cmds, 2, &ja));
+	ASSERT_EQ(0, job_wait(a.fd, ja, now_ns() + 60 * SEC_NS, &w));
+	EXPECT_EQ(DRM_SPYRE_JOB_DEVICE_ERROR, w.status);
+	EXPECT_EQ(SPYRE_STATUS_ERR_INJECTED, w.hw_status);
+	EXPECT_EQ(0, w.failed_cmd);
+	EXPECT_EQ(0, w.fault_addr);	/* its first failure is no fault */
+	ASSERT_EQ(0, debugfs_write(a.fd, "fault_mmu", 0));	/* taken by a's second command */
+
+	/* b's fault, on the same ring: its own address (b.src + 256), not a's */
+	ASSERT_EQ(0, debugfs_write(b.fd, "fault_mmu", 1));
+	cmds[0] = copy_cmd(b.src, 256, b.dst, 0, 4096);
+	ASSERT_EQ(0, submit_cmds(b.fd, cmds, 1, &jb));
+	ASSERT_EQ(0, job_wait(b.fd, jb, now_ns() + 60 * SEC_NS, &w));
+	EXPECT_EQ(DRM_SPYRE_JOB_DEVICE_ERROR, w.status);
+	EXPECT_EQ(SPYRE_STATUS_ERR_MMU_FAULT, w.hw_status);
+	EXPECT_EQ(SPYRE_MMU_FAULT_READ,
+		  (w.hw_detail & SPYRE_MMU_FAULT_ACCESS_MASK) >> SPYRE_MMU_FAULT_ACCESS_SHIFT);
+	EXPECT_EQ(dev_addr(b.fd, b.src) + 256, w.fault_addr)
+		TH_LOG("b's fault reported at %#llx; a's was at %#llx",
+		       (unsigned long long)w.fault_addr,
+		       (unsigned long long)(dev_addr(a.fd, a.dst) + 512));
+	client_close(&a);
+	client_close(&b);
+}
+
+/*
  * Memory freed by one file and given to another is unreachable through the first file's
  * old address: a program of the first file aimed at it is stopped (its windows and its
  * MMU context no longer include it), and the new owner's data stay intact.
