@@ -1171,6 +1171,51 @@ err_free:
 
 /* ---- kernel jobs ---- */
 
+/* A job of one command (left zero for the caller) on the kernel's own ring. */
+static struct spyre_job *spyre_kernel_job_alloc(struct spyre_device *sdev)
+{
+	struct spyre_job *job;
+
+	job = kzalloc(sizeof(*job), GFP_KERNEL_ACCOUNT);
+	if (!job)
+		return NULL;
+	job->sdev = sdev;
+	job->ring = sdev->kernel_ring;
+	job->kernel = true;
+	INIT_LIST_HEAD(&job->node);
+	INIT_LIST_HEAD(&job->launches);
+	job->res = spyre_result_alloc();
+	job->hw_fence = kzalloc(sizeof(*job->hw_fence), GFP_KERNEL_ACCOUNT);
+	job->cmds = kvzalloc(sizeof(*job->cmds), GFP_KERNEL_ACCOUNT);
+	if (!job->res || !job->hw_fence || !job->cmds) {
+		spyre_job_free(job);
+		return NULL;
+	}
+	job->cmd_count = 1;
+	return job;
+}
+
+/* Queue a kernel job; *done gets its "finished" fence. On error the job is freed. */
+static int spyre_kernel_job_push(struct spyre_job *job, struct dma_fence **done)
+{
+	struct spyre_device *sdev = job->sdev;
+	int ret;
+
+	ret = drm_sched_job_init(&job->base, &sdev->kernel_entity,
+				 spyre_job_credits(job->ring, 1), sdev, 0);
+	if (ret) {
+		spyre_job_free(job);
+		return ret;
+	}
+	mutex_lock(&sdev->kernel_lock);
+	drm_sched_job_arm(&job->base);
+	*done = dma_fence_get(&job->base.s_fence->finished);
+	trace_spyre_job_submit(job);
+	drm_sched_entity_push_job(&job->base);
+	mutex_unlock(&sdev->kernel_lock);
+	return 0;
+}
+
 /*
  * Zero a new DEVICE BO with one DMA copy from the zero source on the kernel's own ring, and
  * wait for it, interruptibly. The caller keeps its reference on @bo across the call. The BO
@@ -1186,54 +1231,90 @@ int spyre_job_clear_bo(struct spyre_device *sdev, struct spyre_bo *bo)
 
 	if (READ_ONCE(sdev->wedged))
 		return -EIO;
-	job = kzalloc(sizeof(*job), GFP_KERNEL_ACCOUNT);
+	job = spyre_kernel_job_alloc(sdev);
 	if (!job)
 		return -ENOMEM;
-	job->sdev = sdev;
-	job->ring = sdev->kernel_ring;
-	job->kernel = true;
-	INIT_LIST_HEAD(&job->node);
-	INIT_LIST_HEAD(&job->launches);
-	job->res = spyre_result_alloc();
-	job->hw_fence = kzalloc(sizeof(*job->hw_fence), GFP_KERNEL_ACCOUNT);
-	job->cmds = kvzalloc(sizeof(*job->cmds), GFP_KERNEL_ACCOUNT);
-	if (!job->res || !job->hw_fence || !job->cmds) {
-		ret = -ENOMEM;
-		goto err_free;
-	}
 	/*
 	 * No BO reference in the job: the BO holds the fence instead (see above), so closing
 	 * the new BO right after BO_CREATE returns its card memory at once.
 	 */
-
 	cmd = &job->cmds[0];
 	cmd->hdr.opcode = SPYRE_OP_DMA_COPY;
 	cmd->hdr.flags = SPYRE_CMD_F_SRC_HOST;
 	cmd->dma.src_addr = sdev->zero_dir_dma;
 	cmd->dma.dst_addr = bo->node.start;
 	cmd->dma.size = bo->shmem.base.size;
-	job->cmd_count = 1;
 
-	ret = drm_sched_job_init(&job->base, &sdev->kernel_entity,
-				 spyre_job_credits(job->ring, 1), sdev, 0);
+	ret = spyre_kernel_job_push(job, &done);
 	if (ret)
-		goto err_free;
-
-	mutex_lock(&sdev->kernel_lock);
-	drm_sched_job_arm(&job->base);
-	done = dma_fence_get(&job->base.s_fence->finished);
-	trace_spyre_job_submit(job);
-	drm_sched_entity_push_job(&job->base);
-	mutex_unlock(&sdev->kernel_lock);
+		return ret;
 	bo->clear_fence = done;
 
 	ret = dma_fence_wait(done, true);
 	if (ret)
 		return ret;
 	return done->error ? -EIO : 0;
+}
 
-err_free:
-	spyre_job_free(job);
+/*
+ * Read sizeof(p->data) bytes at virtual address @va of MMU context @ctx as that context's
+ * jobs would: a DMA copy translated by the card (its translation cache included) into a
+ * host page, on the kernel's ring. For tests (debugfs mmu_probe): the card's view of a
+ * context, which launch windows and BO handles hide from user space. The wait is not
+ * interruptible: the card writes into the page until the job is over.
+ */
+int spyre_job_probe_va(struct spyre_device *sdev, u32 ctx, u64 va, struct spyre_va_probe *p)
+{
+	struct device *dev = sdev->drm.dev;
+	struct spyre_result *res;
+	struct spyre_hw_cmd *cmd;
+	struct dma_fence *done;
+	struct spyre_job *job;
+	dma_addr_t dma;
+	__le64 *pages;
+	int ret;
+
+	if (READ_ONCE(sdev->wedged))
+		return -EIO;
+	/* page 0: the directory, page 1: its one page table, page 2: the data page */
+	pages = dma_alloc_coherent(dev, 3 * SPYRE_HOST_PAGE_SIZE, &dma, GFP_KERNEL);
+	if (!pages)
+		return -ENOMEM;
+	pages[0] = cpu_to_le64(dma + SPYRE_HOST_PAGE_SIZE);
+	pages[SPYRE_HOST_PT_ENTRIES] = cpu_to_le64(dma + 2 * SPYRE_HOST_PAGE_SIZE);
+	job = spyre_kernel_job_alloc(sdev);
+	if (!job) {
+		ret = -ENOMEM;
+		goto out_free;
+	}
+	cmd = &job->cmds[0];
+	cmd->hdr.opcode = SPYRE_OP_DMA_COPY;
+	cmd->hdr.flags = SPYRE_CMD_F_DST_HOST;
+	cmd->hdr.ctx = ctx;
+	cmd->dma.src_addr = va;
+	cmd->dma.dst_addr = dma;
+	cmd->dma.size = sizeof(p->data);
+	res = job->res;
+	kref_get(&res->ref);
+	ret = spyre_kernel_job_push(job, &done);
+	if (ret) {
+		spyre_result_put(res);
+		goto out_free;
+	}
+	dma_fence_wait(done, false);
+	if (res->status == DRM_SPYRE_JOB_OK && !done->error) {
+		p->hw_status = SPYRE_STATUS_OK;
+		memcpy(p->data, &pages[2 * SPYRE_HOST_PT_ENTRIES], sizeof(p->data));
+	} else if (res->hw_status) {
+		p->hw_status = res->hw_status;
+		p->fault_addr = res->fault_addr;
+	} else {
+		ret = -EIO;	/* timed out or aborted */
+	}
+	dma_fence_put(done);
+	spyre_result_put(res);
+out_free:
+	dma_free_coherent(dev, 3 * SPYRE_HOST_PAGE_SIZE, pages, dma);
 	return ret;
 }
 
