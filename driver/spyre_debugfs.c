@@ -4,6 +4,9 @@
  *
  *   fault_inject  RW  the next N commands fail with SPYRE_STATUS_ERR_INJECTED
  *   fault_hang    RW  the next N commands hang (count | SPYRE_HANG_STICKY / _WEDGE flags)
+ *   mmu_probe     RW  write "CLIENT VA": the card reads 8 bytes at VA of that file's context
+ *                     (CLIENT: its fdinfo drm-client-id); read: what it got (hw_status,
+ *                     fault_addr, data), for the writer's open file
  *   rings         RO  software and hardware state of every ring
  *   recovery      RO  recovery counters and state
  *
@@ -13,8 +16,11 @@
  */
 #include <linux/debugfs.h>
 #include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <linux/string.h>
 
 #include <drm/drm_drv.h>
+#include <drm/drm_file.h>
 
 #include "spyre_drv.h"
 
@@ -96,6 +102,102 @@ static int spyre_fault_mmu_set(void *data, u64 val)
 DEFINE_DEBUGFS_ATTRIBUTE(spyre_fault_mmu_fops, spyre_fault_mmu_get, spyre_fault_mmu_set,
 			 "%llu\n");
 
+/*
+ * mmu_probe: what the card reaches at a virtual address of one file's context, through its
+ * translation cache, whatever the file's BO handles and launch windows say (a stale
+ * translation after an unmap shows here). The result is kept per open of the debugfs file.
+ */
+struct spyre_probe_buf {
+	struct spyre_device *sdev;
+	char text[96];
+	size_t len;
+};
+
+static int spyre_mmu_probe_open(struct inode *inode, struct file *f)
+{
+	struct spyre_probe_buf *pb = kzalloc(sizeof(*pb), GFP_KERNEL);
+
+	if (!pb)
+		return -ENOMEM;
+	pb->sdev = inode->i_private;
+	f->private_data = pb;
+	return nonseekable_open(inode, f);
+}
+
+static int spyre_mmu_probe_release(struct inode *inode, struct file *f)
+{
+	kfree(f->private_data);
+	return 0;
+}
+
+/* The address space of the open file with drm-client-id @client, referenced, or NULL. */
+static struct spyre_vm *spyre_client_vm(struct spyre_device *sdev, u64 client)
+{
+	struct spyre_vm *vm = NULL;
+	struct drm_file *file;
+
+	mutex_lock(&sdev->drm.filelist_mutex);
+	list_for_each_entry(file, &sdev->drm.filelist, lhead) {
+		struct spyre_file *sf = file->driver_priv;
+
+		if (file->client_id == client && sf && sf->vm) {
+			vm = sf->vm;
+			kref_get(&vm->ref);	/* keeps the context id while we probe */
+			break;
+		}
+	}
+	mutex_unlock(&sdev->drm.filelist_mutex);
+	return vm;
+}
+
+static ssize_t spyre_mmu_probe_write(struct file *f, const char __user *ubuf, size_t len,
+				     loff_t *ppos)
+{
+	struct spyre_probe_buf *pb = f->private_data;
+	struct spyre_va_probe p = { 0 };
+	struct spyre_vm *vm;
+	u64 client, va;
+	char buf[64];
+	int ret;
+
+	if (len >= sizeof(buf))
+		return -EINVAL;
+	if (copy_from_user(buf, ubuf, len))
+		return -EFAULT;
+	buf[len] = 0;
+	if (sscanf(buf, "%llu %llx", &client, &va) != 2)
+		return -EINVAL;
+	vm = spyre_client_vm(pb->sdev, client);
+	if (!vm)
+		return -ENOENT;
+	/* A card gone meanwhile aborts the job (-EIO): no drm_dev_enter() across the wait. */
+	ret = spyre_job_probe_va(pb->sdev, vm->ctx, va, &p);
+	spyre_vm_put(vm);
+	if (ret)
+		return ret;
+	pb->len = scnprintf(pb->text, sizeof(pb->text),
+			    "hw_status %u fault_addr %#llx data %8phN\n",
+			    p.hw_status, p.fault_addr, p.data);
+	*ppos = 0;	/* the next read starts at this result */
+	return len;
+}
+
+static ssize_t spyre_mmu_probe_read(struct file *f, char __user *ubuf, size_t len,
+				    loff_t *ppos)
+{
+	struct spyre_probe_buf *pb = f->private_data;
+
+	return simple_read_from_buffer(ubuf, len, ppos, pb->text, pb->len);
+}
+
+static const struct file_operations spyre_mmu_probe_fops = {
+	.owner = THIS_MODULE,
+	.open = spyre_mmu_probe_open,
+	.release = spyre_mmu_probe_release,
+	.read = spyre_mmu_probe_read,
+	.write = spyre_mmu_probe_write,
+};
+
 static int spyre_recovery_show(struct seq_file *m, void *unused)
 {
 	struct spyre_device *sdev = m->private;
@@ -147,8 +249,10 @@ void spyre_debugfs_init(struct spyre_device *sdev)
 
 	debugfs_create_file_unsafe("fault_inject", 0600, root, sdev, &spyre_fault_inject_fops);
 	debugfs_create_file_unsafe("fault_hang", 0600, root, sdev, &spyre_fault_hang_fops);
-	if (sdev->caps & SPYRE_CAP_MMU)
+	if (sdev->caps & SPYRE_CAP_MMU) {
 		debugfs_create_file_unsafe("fault_mmu", 0600, root, sdev, &spyre_fault_mmu_fops);
+		debugfs_create_file("mmu_probe", 0600, root, sdev, &spyre_mmu_probe_fops);
+	}
 	debugfs_create_file("rings", 0400, root, sdev, &spyre_rings_fops);
 	debugfs_create_file("recovery", 0400, root, sdev, &spyre_recovery_fops);
 }

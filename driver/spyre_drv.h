@@ -376,6 +376,15 @@ void spyre_file_put(struct spyre_file *sf);
 void spyre_reset_prepare(struct spyre_device *sdev);
 void spyre_reset_done(struct spyre_device *sdev);
 int spyre_job_clear_bo(struct spyre_device *sdev, struct spyre_bo *bo);
+
+/* What the card read at a context's virtual address (spyre_job_probe_va(), debugfs). */
+struct spyre_va_probe {
+	u32 hw_status;				/* SPYRE_STATUS_*: OK, ERR_MMU_FAULT, ... */
+	u64 fault_addr;				/* ERR_MMU_FAULT */
+	u8 data[8];				/* OK: the bytes at the address */
+};
+
+int spyre_job_probe_va(struct spyre_device *sdev, u32 ctx, u64 va, struct spyre_va_probe *p);
 int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file);
 int spyre_cmd_copy_ext(void *dst, size_t ksize, size_t v1_size, const struct drm_spyre_cmd *uc);
 int spyre_ioctl_job_wait(struct drm_device *drm, void *data, struct drm_file *file);

@@ -150,6 +150,12 @@ int spyre_hw_ring_enable(struct spyre_ring *ring)
 	spyre_write(sdev, SPYRE_RING_REG(n, SPYRE_RING_CPL_BASE_LO), lower_32_bits(ring->cpls_dma));
 	spyre_write(sdev, SPYRE_RING_REG(n, SPYRE_RING_CPL_BASE_HI), upper_32_bits(ring->cpls_dma));
 	spyre_write(sdev, SPYRE_RING_REG(n, SPYRE_RING_SIZE), ring->size);
+	/*
+	 * No fault latched: one of a command whose job was aborted is no one's, and must not be
+	 * reported to the next job that faults here. The ring is stopped, nothing latches now.
+	 */
+	if (sdev->caps & SPYRE_CAP_MMU)
+		spyre_write(sdev, SPYRE_RING_REG(n, SPYRE_RING_FAULT_INFO), SPYRE_MMU_FAULT_VALID);
 	spyre_write(sdev, SPYRE_RING_REG(n, SPYRE_RING_CTRL), SPYRE_RING_CTRL_ENABLE);
 
 	status = spyre_read(sdev, SPYRE_RING_REG(n, SPYRE_RING_STATUS));

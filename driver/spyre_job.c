@@ -148,22 +148,31 @@ static inline u32 spyre_ring_entry(struct spyre_ring *ring, u64 seq)
 }
 
 /*
- * A command of @job stopped on a translation fault: take the address from the ring's fault
- * registers (they hold the ring's first fault not yet taken) and re-arm them.
+ * Command @i of @job completed with ERR_MMU_FAULT, @detail being its FAULT_INFO. The ring's
+ * fault registers hold its first fault not yet cleared: ours (earlier jobs cleared theirs, a
+ * ring restart clears an aborted job's), or already a later command's when the ring ran on
+ * before this completion was processed. Take the address only if the latch names this
+ * command's context and fault, so that no other file's address and context is reported;
+ * leave a later fault for its own job. The address is reported if this was the job's first
+ * failing command.
  */
-static void spyre_job_take_fault(struct spyre_ring *ring, struct spyre_job *job)
+static void spyre_job_take_fault(struct spyre_ring *ring, struct spyre_job *job, u32 i,
+				 u32 detail)
 {
 	struct spyre_device *sdev = ring->sdev;
 	u32 info = spyre_read(sdev, SPYRE_RING_REG(ring->idx, SPYRE_RING_FAULT_INFO));
+	u64 addr;
 
-	if (!(info & SPYRE_MMU_FAULT_VALID))
+	if (!(info & SPYRE_MMU_FAULT_VALID) || info != detail ||
+	    (info & SPYRE_MMU_FAULT_CTX_MASK) != job->cmds[i].hdr.ctx)
 		return;
-	job->res->fault_addr = spyre_read64(sdev, SPYRE_RING_REG(ring->idx,
-								 SPYRE_RING_FAULT_ADDR_LO));
+	addr = spyre_read64(sdev, SPYRE_RING_REG(ring->idx, SPYRE_RING_FAULT_ADDR_LO));
 	spyre_write(sdev, SPYRE_RING_REG(ring->idx, SPYRE_RING_FAULT_INFO), SPYRE_MMU_FAULT_VALID);
+	if (job->res->failed_cmd == i)
+		job->res->fault_addr = addr;
 	dev_info_ratelimited(sdev->drm.dev,
 			     "%s translation fault at %#llx, context %u (pid %d %s), job %llu\n",
-			     info & SPYRE_MMU_FAULT_ENGINE ? "core" : "DMA", job->res->fault_addr,
+			     info & SPYRE_MMU_FAULT_ENGINE ? "core" : "DMA", addr,
 			     info & SPYRE_MMU_FAULT_CTX_MASK, job->sf ? job->sf->pid : 0,
 			     job->sf ? job->sf->comm : "kernel", job->res->job_id);
 }
@@ -175,9 +184,9 @@ static void spyre_job_complete(struct spyre_ring *ring, struct spyre_job *job)
 	struct spyre_result *res = job->res;
 	u64 eng[SPYRE_ENGINE_COUNT] = { 0 };
 	struct spyre_launch *l;
+	u32 i, status, fault_cmd = U32_MAX, fault_detail = 0;
 	u64 cycles = 0, c;
 	bool failed = false;
-	u32 i;
 
 	for (i = 0; i < job->cmd_count; i++) {
 		struct spyre_hw_cpl *cpl = &ring->cpls[spyre_ring_entry(ring, job->first + i)];
@@ -186,15 +195,21 @@ static void spyre_job_complete(struct spyre_ring *ring, struct spyre_job *job)
 		cycles += c;
 		eng[job->cmds[i].hdr.opcode == SPYRE_OP_LAUNCH ?
 		    SPYRE_ENGINE_COMPUTE : SPYRE_ENGINE_DMA] += c;
-		if (!failed && READ_ONCE(cpl->status) != SPYRE_STATUS_OK) {
+		status = READ_ONCE(cpl->status);
+		if (!failed && status != SPYRE_STATUS_OK) {
 			failed = true;
-			res->hw_status = READ_ONCE(cpl->status);
+			res->hw_status = status;
 			res->hw_detail = READ_ONCE(cpl->detail);
 			res->failed_cmd = i;
-			if (res->hw_status == SPYRE_STATUS_ERR_MMU_FAULT)
-				spyre_job_take_fault(ring, job);
+		}
+		/* A fault after another error latched too: it must be cleared all the same. */
+		if (status == SPYRE_STATUS_ERR_MMU_FAULT && fault_cmd == U32_MAX) {
+			fault_cmd = i;
+			fault_detail = READ_ONCE(cpl->detail);
 		}
 	}
+	if (fault_cmd != U32_MAX)
+		spyre_job_take_fault(ring, job, fault_cmd, fault_detail);
 	res->cycles = cycles;
 	/* fdinfo: what the submitting file ran (kernel jobs belong to no file). */
 	if (job->sf)
@@ -1156,6 +1171,51 @@ err_free:
 
 /* ---- kernel jobs ---- */
 
+/* A job of one command (left zero for the caller) on the kernel's own ring. */
+static struct spyre_job *spyre_kernel_job_alloc(struct spyre_device *sdev)
+{
+	struct spyre_job *job;
+
+	job = kzalloc(sizeof(*job), GFP_KERNEL_ACCOUNT);
+	if (!job)
+		return NULL;
+	job->sdev = sdev;
+	job->ring = sdev->kernel_ring;
+	job->kernel = true;
+	INIT_LIST_HEAD(&job->node);
+	INIT_LIST_HEAD(&job->launches);
+	job->res = spyre_result_alloc();
+	job->hw_fence = kzalloc(sizeof(*job->hw_fence), GFP_KERNEL_ACCOUNT);
+	job->cmds = kvzalloc(sizeof(*job->cmds), GFP_KERNEL_ACCOUNT);
+	if (!job->res || !job->hw_fence || !job->cmds) {
+		spyre_job_free(job);
+		return NULL;
+	}
+	job->cmd_count = 1;
+	return job;
+}
+
+/* Queue a kernel job; *done gets its "finished" fence. On error the job is freed. */
+static int spyre_kernel_job_push(struct spyre_job *job, struct dma_fence **done)
+{
+	struct spyre_device *sdev = job->sdev;
+	int ret;
+
+	ret = drm_sched_job_init(&job->base, &sdev->kernel_entity,
+				 spyre_job_credits(job->ring, 1), sdev, 0);
+	if (ret) {
+		spyre_job_free(job);
+		return ret;
+	}
+	mutex_lock(&sdev->kernel_lock);
+	drm_sched_job_arm(&job->base);
+	*done = dma_fence_get(&job->base.s_fence->finished);
+	trace_spyre_job_submit(job);
+	drm_sched_entity_push_job(&job->base);
+	mutex_unlock(&sdev->kernel_lock);
+	return 0;
+}
+
 /*
  * Zero a new DEVICE BO with one DMA copy from the zero source on the kernel's own ring, and
  * wait for it, interruptibly. The caller keeps its reference on @bo across the call. The BO
@@ -1171,54 +1231,90 @@ int spyre_job_clear_bo(struct spyre_device *sdev, struct spyre_bo *bo)
 
 	if (READ_ONCE(sdev->wedged))
 		return -EIO;
-	job = kzalloc(sizeof(*job), GFP_KERNEL_ACCOUNT);
+	job = spyre_kernel_job_alloc(sdev);
 	if (!job)
 		return -ENOMEM;
-	job->sdev = sdev;
-	job->ring = sdev->kernel_ring;
-	job->kernel = true;
-	INIT_LIST_HEAD(&job->node);
-	INIT_LIST_HEAD(&job->launches);
-	job->res = spyre_result_alloc();
-	job->hw_fence = kzalloc(sizeof(*job->hw_fence), GFP_KERNEL_ACCOUNT);
-	job->cmds = kvzalloc(sizeof(*job->cmds), GFP_KERNEL_ACCOUNT);
-	if (!job->res || !job->hw_fence || !job->cmds) {
-		ret = -ENOMEM;
-		goto err_free;
-	}
 	/*
 	 * No BO reference in the job: the BO holds the fence instead (see above), so closing
 	 * the new BO right after BO_CREATE returns its card memory at once.
 	 */
-
 	cmd = &job->cmds[0];
 	cmd->hdr.opcode = SPYRE_OP_DMA_COPY;
 	cmd->hdr.flags = SPYRE_CMD_F_SRC_HOST;
 	cmd->dma.src_addr = sdev->zero_dir_dma;
 	cmd->dma.dst_addr = bo->node.start;
 	cmd->dma.size = bo->shmem.base.size;
-	job->cmd_count = 1;
 
-	ret = drm_sched_job_init(&job->base, &sdev->kernel_entity,
-				 spyre_job_credits(job->ring, 1), sdev, 0);
+	ret = spyre_kernel_job_push(job, &done);
 	if (ret)
-		goto err_free;
-
-	mutex_lock(&sdev->kernel_lock);
-	drm_sched_job_arm(&job->base);
-	done = dma_fence_get(&job->base.s_fence->finished);
-	trace_spyre_job_submit(job);
-	drm_sched_entity_push_job(&job->base);
-	mutex_unlock(&sdev->kernel_lock);
+		return ret;
 	bo->clear_fence = done;
 
 	ret = dma_fence_wait(done, true);
 	if (ret)
 		return ret;
 	return done->error ? -EIO : 0;
+}
 
-err_free:
-	spyre_job_free(job);
+/*
+ * Read sizeof(p->data) bytes at virtual address @va of MMU context @ctx as that context's
+ * jobs would: a DMA copy translated by the card (its translation cache included) into a
+ * host page, on the kernel's ring. For tests (debugfs mmu_probe): the card's view of a
+ * context, which launch windows and BO handles hide from user space. The wait is not
+ * interruptible: the card writes into the page until the job is over.
+ */
+int spyre_job_probe_va(struct spyre_device *sdev, u32 ctx, u64 va, struct spyre_va_probe *p)
+{
+	struct device *dev = sdev->drm.dev;
+	struct spyre_result *res;
+	struct spyre_hw_cmd *cmd;
+	struct dma_fence *done;
+	struct spyre_job *job;
+	dma_addr_t dma;
+	__le64 *pages;
+	int ret;
+
+	if (READ_ONCE(sdev->wedged))
+		return -EIO;
+	/* page 0: the directory, page 1: its one page table, page 2: the data page */
+	pages = dma_alloc_coherent(dev, 3 * SPYRE_HOST_PAGE_SIZE, &dma, GFP_KERNEL);
+	if (!pages)
+		return -ENOMEM;
+	pages[0] = cpu_to_le64(dma + SPYRE_HOST_PAGE_SIZE);
+	pages[SPYRE_HOST_PT_ENTRIES] = cpu_to_le64(dma + 2 * SPYRE_HOST_PAGE_SIZE);
+	job = spyre_kernel_job_alloc(sdev);
+	if (!job) {
+		ret = -ENOMEM;
+		goto out_free;
+	}
+	cmd = &job->cmds[0];
+	cmd->hdr.opcode = SPYRE_OP_DMA_COPY;
+	cmd->hdr.flags = SPYRE_CMD_F_DST_HOST;
+	cmd->hdr.ctx = ctx;
+	cmd->dma.src_addr = va;
+	cmd->dma.dst_addr = dma;
+	cmd->dma.size = sizeof(p->data);
+	res = job->res;
+	kref_get(&res->ref);
+	ret = spyre_kernel_job_push(job, &done);
+	if (ret) {
+		spyre_result_put(res);
+		goto out_free;
+	}
+	dma_fence_wait(done, false);
+	if (res->status == DRM_SPYRE_JOB_OK && !done->error) {
+		p->hw_status = SPYRE_STATUS_OK;
+		memcpy(p->data, &pages[2 * SPYRE_HOST_PT_ENTRIES], sizeof(p->data));
+	} else if (res->hw_status) {
+		p->hw_status = res->hw_status;
+		p->fault_addr = res->fault_addr;
+	} else {
+		ret = -EIO;	/* timed out or aborted */
+	}
+	dma_fence_put(done);
+	spyre_result_put(res);
+out_free:
+	dma_free_coherent(dev, 3 * SPYRE_HOST_PAGE_SIZE, pages, dma);
 	return ret;
 }
 

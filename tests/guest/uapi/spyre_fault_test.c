@@ -383,6 +383,51 @@ TEST_F_TIMEOUT(fault, hang_injected_dma, 600)
 	hang_cycles(_metadata, self, HANG_DMA);
 }
 
+/*
+ * A job's translation fault latched in the ring's fault registers, then the job hung and the
+ * ring was reset before its completion was seen: the latch belonged to no job any more. Kept
+ * over the ring restart, it was reported with the next fault on the ring, another file's
+ * (issue 24, defect 9). The restart clears it: the other file gets its own address.
+ */
+TEST_F_TIMEOUT(fault, ring_restart_clears_fault_latch, 60)
+{
+	struct drm_spyre_launch l = { .num_cores = 1 };
+	struct drm_spyre_job_wait w;
+	struct drm_spyre_cmd c[2];
+	uint32_t h2, d2;
+	uint64_t job;
+	struct prog p;
+	int ret;
+
+	if (!(self->info.caps & DRM_SPYRE_CAP_LAUNCH) || !(self->info.caps & DRM_SPYRE_CAP_VM))
+		SKIP(return, "card without LAUNCH or VM");
+	self->plen = build_spin(&p);
+	ASSERT_EQ(0, prog_bo(self->fd, p.img, self->plen, 0, 4096, &self->prog));
+	ASSERT_EQ(0, bo_create(self->fd2, 4096, DRM_SPYRE_BO_HOST, &h2));
+	ASSERT_EQ(0, bo_create(self->fd2, 4096, DRM_SPYRE_BO_DEVICE, &d2));
+	ret = debugfs_write(self->fd, "fault_mmu", 1);
+	if (ret == -EOPNOTSUPP || ret == -ENOENT)
+		SKIP(return, "no MMU fault injection");
+	ASSERT_EQ(0, ret);
+	/* faults at dbo + 128 (latched), then spins until the ring is reset */
+	c[0] = copy_cmd(self->dbo, 128, self->hbo, 0, 1024);
+	c[1] = launch_cmd(self->prog, 0, self->plen, &l);
+	ASSERT_EQ(0, submit_cmds(self->fd, c, 2, &job));
+	ASSERT_EQ(DRM_SPYRE_JOB_TIMEOUT, job_status(self->fd, job));
+
+	ASSERT_EQ(0, debugfs_write(self->fd2, "fault_mmu", 1));
+	c[0] = copy_cmd(d2, 64, h2, 0, 1024);
+	ASSERT_EQ(0, submit_cmds(self->fd2, c, 1, &job));
+	ASSERT_EQ(0, job_wait(self->fd2, job, now_ns() + 30 * SEC_NS, &w));
+	EXPECT_EQ(DRM_SPYRE_JOB_DEVICE_ERROR, w.status);
+	EXPECT_EQ(SPYRE_STATUS_ERR_MMU_FAULT, w.hw_status);
+	EXPECT_EQ(dev_addr(self->fd2, d2) + 64, w.fault_addr)
+		TH_LOG("fault reported at %#llx; the aborted job's was at %#llx",
+		       (unsigned long long)w.fault_addr,
+		       (unsigned long long)(dev_addr(self->fd, self->dbo) + 128));
+	bo_close(self->fd, self->prog);
+}
+
 static void on_alarm(int sig)
 {
 }

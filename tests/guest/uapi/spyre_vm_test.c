@@ -9,6 +9,7 @@
  * Copyright (C) 2025 The Spyre open stack authors
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -226,6 +227,55 @@ TEST(fault_reported_other_file_unaffected)
 }
 
 /*
+ * The card latches a ring's first translation fault (FAULT_ADDR/FAULT_INFO) until the driver
+ * clears it. A fault behind another error in the same job (here an injected error on its
+ * first command) latched too; left there, the next fault on the ring, another file's, was
+ * reported with the first file's address (issue 24, defect 9). Each job gets only its own.
+ */
+TEST(stale_fault_latch_not_reported_to_other_file)
+{
+	struct drm_spyre_job_wait w;
+	struct drm_spyre_cmd cmds[2];
+	struct client a, b;
+	uint64_t ja, jb;
+	int ret;
+
+	OPEN_CLIENT(&a);
+	OPEN_CLIENT(&b);
+	ret = debugfs_write(a.fd, "fault_mmu", 1);
+	if (ret == -EOPNOTSUPP || ret == -ENOENT)
+		SKIP(return, "no MMU fault injection (x-fault-inject=on, debugfs)");
+	ASSERT_EQ(0, ret);
+	/* a's first command fails (injected), its second faults at a.dst + 512 */
+	ASSERT_EQ(0, fault_inject(a.fd, 1));
+	cmds[0] = copy_cmd(a.src, 0, a.dst, 0, 4096);
+	cmds[1] = copy_cmd(a.dst, 512, a.src, 0, 4096);
+	ASSERT_EQ(0, submit_cmds(a.fd, cmds, 2, &ja));
+	ASSERT_EQ(0, job_wait(a.fd, ja, now_ns() + 60 * SEC_NS, &w));
+	EXPECT_EQ(DRM_SPYRE_JOB_DEVICE_ERROR, w.status);
+	EXPECT_EQ(SPYRE_STATUS_ERR_INJECTED, w.hw_status);
+	EXPECT_EQ(0, w.failed_cmd);
+	EXPECT_EQ(0, w.fault_addr);	/* its first failure is no fault */
+	ASSERT_EQ(0, debugfs_write(a.fd, "fault_mmu", 0));	/* taken by a's second command */
+
+	/* b's fault, on the same ring: its own address (b.src + 256), not a's */
+	ASSERT_EQ(0, debugfs_write(b.fd, "fault_mmu", 1));
+	cmds[0] = copy_cmd(b.src, 256, b.dst, 0, 4096);
+	ASSERT_EQ(0, submit_cmds(b.fd, cmds, 1, &jb));
+	ASSERT_EQ(0, job_wait(b.fd, jb, now_ns() + 60 * SEC_NS, &w));
+	EXPECT_EQ(DRM_SPYRE_JOB_DEVICE_ERROR, w.status);
+	EXPECT_EQ(SPYRE_STATUS_ERR_MMU_FAULT, w.hw_status);
+	EXPECT_EQ(SPYRE_MMU_FAULT_READ,
+		  (w.hw_detail & SPYRE_MMU_FAULT_ACCESS_MASK) >> SPYRE_MMU_FAULT_ACCESS_SHIFT);
+	EXPECT_EQ(dev_addr(b.fd, b.src) + 256, w.fault_addr)
+		TH_LOG("b's fault reported at %#llx; a's was at %#llx",
+		       (unsigned long long)w.fault_addr,
+		       (unsigned long long)(dev_addr(a.fd, a.dst) + 512));
+	client_close(&a);
+	client_close(&b);
+}
+
+/*
  * Memory freed by one file and given to another is unreachable through the first file's
  * old address: a program of the first file aimed at it is stopped (its windows and its
  * MMU context no longer include it), and the new owner's data stay intact.
@@ -253,6 +303,87 @@ TEST(freed_memory_unreachable)
 	ASSERT_EQ(0, client_copy(&a, dev_addr(a.fd, a.src), old_va, &job));
 	ASSERT_EQ(0, job_wait(a.fd, job, now_ns() + 60 * SEC_NS, &w));
 	EXPECT_EQ(DRM_SPYRE_JOB_DEVICE_ERROR, w.status);
+	EXPECT_TRUE(all_bytes(pv, VM_BYTES, 0x77));
+	munmap(pv, VM_BYTES);
+	client_close(&a);
+	client_close(&b);
+}
+
+/* What the card read at device address va of fd's context (debugfs mmu_probe). */
+struct probe {
+	unsigned int hw_status;
+	unsigned long long fault_addr, data;
+};
+
+static int mmu_probe(int fd, uint64_t va, struct probe *p)
+{
+	char path[160], buf[128];
+	int f, ret = debugfs_path(fd, "mmu_probe", path, sizeof(path));
+	ssize_t n;
+
+	if (ret)
+		return ret;
+	f = open(path, O_RDWR | O_CLOEXEC);
+	if (f < 0)
+		return -errno;
+	n = snprintf(buf, sizeof(buf), "%llu %llx", (unsigned long long)client_id(fd),
+		     (unsigned long long)va);
+	ret = write(f, buf, n) == n ? 0 : -errno;
+	if (!ret) {
+		n = read(f, buf, sizeof(buf) - 1);
+		ret = n > 0 ? 0 : -EIO;
+	}
+	close(f);
+	if (ret)
+		return ret;
+	buf[n] = 0;
+	return sscanf(buf, "hw_status %u fault_addr %llx data %llx", &p->hw_status,
+		      &p->fault_addr, &p->data) == 3 ? 0 : -EPROTO;
+}
+
+/*
+ * The MMU layer alone: once a BO is closed, its old address no longer translates on the
+ * card, though the card had cached the translation (a job of the file ran through it) and
+ * the memory went to another file. Launch windows and handles would stop a job before the
+ * MMU, so the card is asked directly (debugfs mmu_probe: a DMA read in the file's context).
+ * Without the MMU_INVALIDATE after the unmap, the probe reads the new owner's bytes.
+ */
+TEST(unmapped_address_untranslated_on_card)
+{
+	struct client a, b;
+	struct probe p;
+	uint64_t old_va, job;
+	uint32_t victim;
+	uint8_t *pv;
+	int ret;
+
+	OPEN_CLIENT(&a);
+	OPEN_CLIENT(&b);
+	memset(a.msrc, 0x5e, VM_BYTES);
+	memset(a.mdst, 0, VM_BYTES);
+	/* the card caches a's translations, a.dst's included */
+	ASSERT_EQ(0, client_copy(&a, dev_addr(a.fd, a.src), dev_addr(a.fd, a.dst), &job));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(a.fd, job));
+	old_va = dev_addr(a.fd, a.dst);
+	ret = mmu_probe(a.fd, old_va + 8, &p);
+	if (ret == -ENOENT)
+		SKIP(return, "no debugfs mmu_probe");
+	ASSERT_EQ(0, ret);
+	/* the probe reaches mapped memory: a's bytes */
+	ASSERT_EQ(SPYRE_STATUS_OK, p.hw_status);
+	ASSERT_EQ(0x5e5e5e5e5e5e5e5eull, p.data);
+
+	ASSERT_EQ(0, munmap(a.mdst, VM_BYTES));
+	a.mdst = NULL;
+	ASSERT_EQ(0, bo_close(a.fd, a.dst));
+	ASSERT_EQ(0, bo_create(b.fd, VM_BYTES, DRM_SPYRE_BO_DEVICE, &victim));
+	pv = bo_map(b.fd, victim);
+	ASSERT_NE(NULL, pv);
+	memset(pv, 0x77, VM_BYTES);
+	ASSERT_EQ(0, mmu_probe(a.fd, old_va + 8, &p));
+	EXPECT_EQ(SPYRE_STATUS_ERR_MMU_FAULT, p.hw_status)
+		TH_LOG("the card still reached a's old address: data %#llx", p.data);
+	EXPECT_EQ(old_va + 8, p.fault_addr);
 	EXPECT_TRUE(all_bytes(pv, VM_BYTES, 0x77));
 	munmap(pv, VM_BYTES);
 	client_close(&a);
