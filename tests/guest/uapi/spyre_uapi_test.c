@@ -2334,7 +2334,7 @@ TEST_F_TIMEOUT(launch, launch_budget_checked_before_allocating, 300)
 	struct prog p;
 	size_t plen = build_copy(&p);
 	uint64_t job;
-	int64_t t;
+	int64_t t, t_ok;
 	uint32_t i;
 	int ret;
 
@@ -2363,24 +2363,31 @@ TEST_F_TIMEOUT(launch, launch_budget_checked_before_allocating, 300)
 	TH_LOG("%u LAUNCHes with unreadable extensions: %d in %.3f ms", n, ret, t / 1e6);
 	EXPECT_EQ(-EINVAL, ret);
 
-	/* valid launches of 255 windows and a result each: refused as fast */
+	/*
+	 * One launch less is a job like any other; what preparing its launches costs (DMA
+	 * buffers, handle arrays) is the yardstick for the refusals below. A yardstick measured
+	 * in the same VM scales with the host's load, as an absolute bound does not (the debug
+	 * kernel on a loaded host: 65 ms for a refusal, 3.3 s for this).
+	 */
 	for (i = 0; i < DRM_SPYRE_MAX_CMDS; i++)
 		cmds[i] = launch_cmd(dprog, 0, plen, &l);
+	cmds[0] = (struct drm_spyre_cmd){ .op = DRM_SPYRE_CMD_NOP };
+	t_ok = now_ns();
+	ASSERT_EQ(0, submit_cmds(self->fd, cmds, n, &job));
+	t_ok = now_ns() - t_ok;
+	TH_LOG("%u LAUNCHes and a NOP: submitted in %.3f ms", n - 1, t_ok / 1e6);
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+
+	/* valid launches of 255 windows and a result each: refused before any is prepared */
+	cmds[0] = launch_cmd(dprog, 0, plen, &l);
 	t = submit_fastest(self->fd, cmds, n, &ret);
 	TH_LOG("%u valid LAUNCHes: %d in %.3f ms", n, ret, t / 1e6);
 	EXPECT_EQ(-EINVAL, ret);
-	EXPECT_LT(t, 50 * 1000000LL);
+	EXPECT_LT(t, t_ok / 10);
 	t = submit_fastest(self->fd, cmds, DRM_SPYRE_MAX_CMDS, &ret);
 	TH_LOG("%u valid LAUNCHes: %d in %.3f ms", DRM_SPYRE_MAX_CMDS, ret, t / 1e6);
 	EXPECT_EQ(-EINVAL, ret);
-	EXPECT_LT(t, 50 * 1000000LL);
-
-	/* one launch less is a job like any other */
-	cmds[0] = (struct drm_spyre_cmd){ .op = DRM_SPYRE_CMD_NOP };
-	t = now_ns();
-	ASSERT_EQ(0, submit_cmds(self->fd, cmds, n, &job));
-	TH_LOG("%u LAUNCHes and a NOP: submitted in %.3f ms", n - 1, (now_ns() - t) / 1e6);
-	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	EXPECT_LT(t, t_ok / 10);
 	free(cmds);
 }
 
