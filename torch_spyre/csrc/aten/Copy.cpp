@@ -347,7 +347,7 @@ void copy_d2d(const at::Tensor& dst, const at::Tensor& src, bool non_blocking);
 
 // How the cores convert between two dtypes exactly as torch does on the CPU, or why they do not.
 struct CastRule {
-    enum Kind { kNone, kConvert, kNonzero } kind = kNone;
+    enum Kind { kNone, kConvert, kNonzero, kTruncate } kind = kNone;
     const char* why = "";  // for kNone: the reason, in the fallback's name
 };
 
@@ -362,11 +362,28 @@ CastRule cast_rule(at::ScalarType from, at::ScalarType to) {
     // Float destinations: the fp32 value (exact from fp16, bf16, int8, bool; int32 rounded to
     // nearest even, as torch converts through float) rounded once to nearest even (VUN COPY).
     if (is_float(to)) return {CastRule::kConvert};
-    // Integer destinations.
-    if (is_float(from)) return {CastRule::kNone, "the cores round to nearest, torch truncates"};
+    // Integer destinations. Torch truncates toward zero, the ISA rounds to nearest: the values
+    // are truncated in fp32 first (kTruncateKernel), then converted exactly.
+    if (is_float(from)) return {CastRule::kTruncate};
     if (to == at::kInt) return {CastRule::kConvert};                        // int8, bool: exact
     if (to == at::kChar && from == at::kBool) return {CastRule::kConvert};  // 0/1
     return {CastRule::kNone, "the cores saturate, torch wraps"};
+}
+
+// trunc(x) in fp32 with the fused kernel's ops (exact, every step is): for a = |x| clamped to
+// 2^23, a + 2^23 - 2^23 is a rounded to nearest (the sum's ulp is 1); one less where that is
+// above a (the step (r - a) * 2^24 clamped to [0, 1]: r - a is exact and 0 or at least 2^-24);
+// a above 2^23 is an integer and is added back; x's sign is restored as max(min(x, F), -F). NaN
+// and values outside the integer type are undefined in torch.
+constexpr const char* kTruncateKernel =
+    "out f32\n"
+    "%0 = load 0\n%1 = abs %0\n%2 = const 8388608\n%3 = min %1 %2\n%4 = add %3 %2\n"
+    "%5 = sub %4 %2\n%6 = sub %5 %3\n%7 = relu %6\n%8 = const 16777216\n%9 = mul %7 %8\n"
+    "%10 = const 1\n%11 = min %9 %10\n%12 = sub %5 %11\n%13 = sub %1 %3\n%14 = add %12 %13\n"
+    "%15 = min %0 %14\n%16 = neg %14\n%17 = max %15 %16\nstore 0 %17\n";
+
+const char* fused_type(at::ScalarType t) {
+    return t == at::kFloat ? "f32" : t == at::kHalf ? "f16" : "bf16";
 }
 
 // dst = src converted to dst's dtype on src's card (one elementwise launch, plus a spyre_op_copy
@@ -389,8 +406,21 @@ bool cast_on_card(const at::Tensor& dst, const at::Tensor& src, const CastRule& 
     const bool in_place =
         dst.device() == src.device() && is_stick_dense(fd) && !ranges_overlap(dst, src);
     const at::Tensor out = in_place ? fd : at::empty(fd.sizes(), fd.options().device(src.device()));
-    const spyre_tensor ti = op_tensor(*in), to = op_tensor(out);
+    spyre_tensor ti = op_tensor(*in);
+    const spyre_tensor to = op_tensor(out);
     const spyre_stream_t st = op_stream(out);
+    at::Tensor truncated;  // kTruncate: trunc(src) in fp32, converted exactly by the CAST
+    if (rule.kind == CastRule::kTruncate) {
+        truncated = at::empty(in->sizes(), in->options().dtype(at::kFloat));
+        const std::string kernel = std::string("spyre.kernel 1\nin ") +
+                                   fused_type(in->scalar_type()) + " full\n" + kTruncateKernel;
+        const spyre_tensor tt = op_tensor(truncated);
+        if (!op_ran("aten::_copy_from",
+                    spyre_op_fused(st, kernel.c_str(), static_cast<uint64_t>(in->numel()), &ti, 1,
+                                   &tt, 1)))
+            return false;
+        ti = tt;
+    }
     const spyre_status status = rule.kind == CastRule::kNonzero
                                     ? spyre_op_where(st, &ti, nullptr, 1.0, nullptr, 0.0, &to)
                                     : spyre_op_unary(st, SPYRE_UNARY_CAST, &ti, &to);

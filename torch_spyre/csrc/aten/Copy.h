@@ -12,10 +12,11 @@
 // are applied on the host. A device-to-device conversion between the dtypes the cores convert
 // exactly as the CPU does (fp32/fp16/bf16 among each other, int32/int8/bool to those, anything
 // to bool, int8/bool to int32, bool to int8) is one elementwise launch on the source's card
-// (spyre_op_unary CAST or spyre_op_where(x, 1, 0)), with spyre_op_copy making a strided source
-// dense and a dense temporary for a destination it cannot write in place; the other pairs
-// (float -> integer, int32 -> int8, int64, conj/neg) run on the CPU and count as a CPU fallback
-// naming the reason ("aten::_copy_from (Long -> Float, the cores compute no int64)").
+// (spyre_op_unary CAST or spyre_op_where(x, 1, 0)); float -> int32/int8 is two (a fused kernel
+// truncating toward zero in fp32, then the exact CAST). spyre_op_copy makes a strided source
+// dense and a dense temporary serves a destination the launch cannot write in place. The other
+// pairs (int32 -> int8, int64, other dtypes, conj/neg) run on the CPU and count as a CPU
+// fallback naming the reason ("aten::_copy_from (Long -> Float, the cores compute no int64)").
 //
 // Blocking copies (non_blocking=False) return once the data is in place. With non_blocking=True
 // a copy from or to pinned memory of the card (torch_spyre's pin_memory) stays asynchronous on
