@@ -386,9 +386,10 @@ const char* fused_type(at::ScalarType t) {
     return t == at::kFloat ? "f32" : t == at::kHalf ? "f16" : "bf16";
 }
 
-// dst = src converted to dst's dtype on src's card (one elementwise launch, plus a spyre_op_copy
-// for a source that is not dense and a copy into a destination that the cast cannot write in
-// place). False if the op library does not take the layout; nothing has been written then.
+// dst = src converted to dst's dtype on src's card (one elementwise launch, preceded by the
+// truncating fused kernel for float -> integer, by a spyre_op_copy for a source that is not
+// dense, and followed by a copy into a destination that the cast cannot write in place). False
+// if the op library does not take the case; nothing but temporaries has been written then.
 bool cast_on_card(const at::Tensor& dst, const at::Tensor& src, const CastRule& rule,
                   bool non_blocking) {
     if (dst.dim() > SPYRE_TENSOR_MAX_DIMS || src.dim() > SPYRE_TENSOR_MAX_DIMS) return false;
