@@ -181,6 +181,26 @@ def test_an_input_off_a_stick_runs_the_eager_form(fallback_reset):
     assert torch_spyre.fallback_counts() == {}
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_the_eager_form_converts_on_the_card(dtype, fallback_reset):
+    # an input off a stick: the eager form runs the traced to_dtype as device-to-device
+    # conversions on the card, no CPU fallback
+    def f(x, y):
+        return torch.relu(x.float() * y.float() + 1.5).to(x.dtype)
+
+    base = make((1 + 5 * 33,), torch.float32).to(dtype).to("spyre")
+    x, y = base[1:].view(5, 33), make((5, 33), torch.float32, 1).to(dtype).to("spyre")
+    before = dict(runtime.STATS)
+    torch_spyre._C._reset_copy_stats()
+    out = torch.compile(f)(x, y)
+    assert runtime.STATS["refused"] == before["refused"] + 1, runtime.STATS
+    assert torch_spyre._C._copy_stats()["cast"] > 0
+    assert torch_spyre._C._copy_stats()["through_host"] == 0
+    assert torch_spyre.fallback_counts() == {}
+    assert out.dtype == dtype
+    close(out.cpu(), f(x.cpu(), y.cpu()), dtype)
+
+
 def test_an_op_the_generator_cannot_take_runs_eagerly(fallback_reset):
     def f(x, y):
         return torch.atan2(x, y).relu() + x * 2

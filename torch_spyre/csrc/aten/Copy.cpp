@@ -17,6 +17,7 @@
 #include "../runtime/SpyreHostAllocator.h"
 #include "../runtime/SpyreStream.h"
 #include "Fallback.h"
+#include "OpLibrary.h"
 
 namespace torch_spyre::aten {
 namespace {
@@ -26,9 +27,10 @@ constexpr int64_t kMaxStridedCalls = 256;
 
 bool is_spyre(const at::Tensor& t) { return t.is_privateuseone(); }
 
-enum Counter { kHtoD, kDtoH, kDtoD, kMemcpy3d, kStaged, kRmw, kThroughHost, kNumCounters };
+enum Counter { kHtoD, kDtoH, kDtoD, kMemcpy3d, kStaged, kRmw, kThroughHost, kCast, kNumCounters };
 constexpr const char* kCounterNames[kNumCounters] = {
-    "htod", "dtoh", "dtod", "memcpy_3d", "host_staged", "read_modify_write", "through_host"};
+    "htod",         "dtoh", "dtod", "memcpy_3d", "host_staged", "read_modify_write",
+    "through_host", "cast"};
 std::array<std::atomic<uint64_t>, kNumCounters> g_counters{};
 
 void count(Counter c) { g_counters[c].fetch_add(1, std::memory_order_relaxed); }
@@ -341,16 +343,109 @@ bool ranges_overlap(const at::Tensor& a, const at::Tensor& b) {
     return a0 < b1 && b0 < a1;
 }
 
+void copy_d2d(const at::Tensor& dst, const at::Tensor& src, bool non_blocking);
+
+// How the cores convert between two dtypes exactly as torch does on the CPU, or why they do not.
+struct CastRule {
+    enum Kind { kNone, kConvert, kNonzero, kTruncate } kind = kNone;
+    const char* why = "";  // for kNone: the reason, in the fallback's name
+};
+
+CastRule cast_rule(at::ScalarType from, at::ScalarType to) {
+    const auto f = op_dtype(from), t = op_dtype(to);
+    if (!f || !t) return {CastRule::kNone, "a dtype the cores do not compute"};
+    if (*f == SPYRE_DTYPE_INT64 || *t == SPYRE_DTYPE_INT64)
+        return {CastRule::kNone, "the cores compute no int64"};
+    // bool: any nonzero value (NaN included) is true: where(x, 1, 0) (VSEL tests x != 0 in fp32,
+    // exact for every int8/int32 and float value).
+    if (to == at::kBool) return {CastRule::kNonzero};
+    // Float destinations: the fp32 value (exact from fp16, bf16, int8, bool; int32 rounded to
+    // nearest even, as torch converts through float) rounded once to nearest even (VUN COPY).
+    if (is_float(to)) return {CastRule::kConvert};
+    // Integer destinations. Torch truncates toward zero, the ISA rounds to nearest: the values
+    // are truncated in fp32 first (kTruncateKernel), then converted exactly.
+    if (is_float(from)) return {CastRule::kTruncate};
+    if (to == at::kInt) return {CastRule::kConvert};                        // int8, bool: exact
+    if (to == at::kChar && from == at::kBool) return {CastRule::kConvert};  // 0/1
+    return {CastRule::kNone, "the cores saturate, torch wraps"};
+}
+
+// trunc(x) in fp32 with the fused kernel's ops (exact, every step is): for a = |x| clamped to
+// 2^23, a + 2^23 - 2^23 is a rounded to nearest (the sum's ulp is 1); one less where that is
+// above a (the step (r - a) * 2^24 clamped to [0, 1]: r - a is exact and 0 or at least 2^-24);
+// a above 2^23 is an integer and is added back; x's sign is restored as max(min(x, F), -F). NaN
+// and values outside the integer type are undefined in torch.
+constexpr const char* kTruncateKernel =
+    "out f32\n"
+    "%0 = load 0\n%1 = abs %0\n%2 = const 8388608\n%3 = min %1 %2\n%4 = add %3 %2\n"
+    "%5 = sub %4 %2\n%6 = sub %5 %3\n%7 = relu %6\n%8 = const 16777216\n%9 = mul %7 %8\n"
+    "%10 = const 1\n%11 = min %9 %10\n%12 = sub %5 %11\n%13 = sub %1 %3\n%14 = add %12 %13\n"
+    "%15 = min %0 %14\n%16 = neg %14\n%17 = max %15 %16\nstore 0 %17\n";
+
+const char* fused_type(at::ScalarType t) {
+    return t == at::kFloat ? "f32" : t == at::kHalf ? "f16" : "bf16";
+}
+
+// dst = src converted to dst's dtype on src's card (one elementwise launch, preceded by the
+// truncating fused kernel for float -> integer, by a spyre_op_copy for a source that is not
+// dense, and followed by a copy into a destination that the cast cannot write in place). False
+// if the op library does not take the case; nothing but temporaries has been written then.
+bool cast_on_card(const at::Tensor& dst, const at::Tensor& src, const CastRule& rule,
+                  bool non_blocking) {
+    if (dst.dim() > SPYRE_TENSOR_MAX_DIMS || src.dim() > SPYRE_TENSOR_MAX_DIMS) return false;
+    c10::DeviceGuard guard(src.device());
+    // Both sides with dst's dims in the order of its strides: a dense dst (a transposed or
+    // channels-last one too) is then row-major and written in place, and the source is made
+    // dense in that order on the card (a transpose included) when it is not already.
+    std::vector<int64_t> order(static_cast<size_t>(dst.dim()));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return dst.stride(a) > dst.stride(b); });
+    const at::Tensor fs = src.permute(order), fd = dst.permute(order);
+    const auto in = stick_dense(fs, "aten::_copy_from");
+    if (!in) return false;
+    const bool in_place =
+        dst.device() == src.device() && is_stick_dense(fd) && !ranges_overlap(dst, src);
+    const at::Tensor out = in_place ? fd : at::empty(fd.sizes(), fd.options().device(src.device()));
+    spyre_tensor ti = op_tensor(*in);
+    const spyre_tensor to = op_tensor(out);
+    const spyre_stream_t st = op_stream(out);
+    at::Tensor truncated;  // kTruncate: trunc(src) in fp32, converted exactly by the CAST
+    if (rule.kind == CastRule::kTruncate) {
+        truncated = at::empty(in->sizes(), in->options().dtype(at::kFloat));
+        const std::string kernel = std::string("spyre.kernel 1\nin ") +
+                                   fused_type(in->scalar_type()) + " full\n" + kTruncateKernel;
+        const spyre_tensor tt = op_tensor(truncated);
+        if (!op_ran("aten::_copy_from",
+                    spyre_op_fused(st, kernel.c_str(), static_cast<uint64_t>(in->numel()), &ti, 1,
+                                   &tt, 1)))
+            return false;
+        ti = tt;
+    }
+    const spyre_status status = rule.kind == CastRule::kNonzero
+                                    ? spyre_op_where(st, &ti, nullptr, 1.0, nullptr, 0.0, &to)
+                                    : spyre_op_unary(st, SPYRE_UNARY_CAST, &ti, &to);
+    if (!op_ran("aten::_copy_from", status)) return false;
+    count(kCast);
+    // Into dst's layout or onto its card: a copy of one dtype (a cross-card one blocks, so the
+    // temporary outlives it).
+    if (!in_place) copy_d2d(fd, out, non_blocking && dst.device() == src.device());
+    return true;
+}
+
 void copy_d2d(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
-    const bool convert = src.scalar_type() != dst.scalar_type() || src.is_conj() != dst.is_conj() ||
-                         src.is_neg() != dst.is_neg();
+    const bool bits = src.is_conj() != dst.is_conj() || src.is_neg() != dst.is_neg();
+    const bool convert = src.scalar_type() != dst.scalar_type() || bits;
     if (convert) {
-        // No device kernel converts yet: this is CPU work.
-        note_cpu_work(
-            std::string("aten::_copy_from (") + c10::toString(src.scalar_type()) + " -> " +
-            c10::toString(dst.scalar_type()) +
-            (src.is_conj() != dst.is_conj() || src.is_neg() != dst.is_neg() ? ", conj/neg" : "") +
-            ")");
+        CastRule rule{CastRule::kNone, "conj/neg"};
+        if (!bits) rule = cast_rule(src.scalar_type(), dst.scalar_type());
+        // The cores convert the physical values; equal neg bits commute with every rule.
+        if (rule.kind != CastRule::kNone && cast_on_card(dst, src, rule, non_blocking)) return;
+        // This is CPU work.
+        note_cpu_work(std::string("aten::_copy_from (") + c10::toString(src.scalar_type()) +
+                      " -> " + c10::toString(dst.scalar_type()) + ", " +
+                      (rule.kind == CastRule::kNone ? rule.why : "a layout the cards do not cast") +
+                      ")");
         count(kThroughHost);
         copy_h2d(dst, to_host(src), non_blocking);
         return;

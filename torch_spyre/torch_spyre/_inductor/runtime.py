@@ -4,8 +4,9 @@ A call with a kernel description is one ``torch.ops.spyre.fused_pointwise`` laun
 program on the card). Without one, or when the library refuses the call (an operand off a
 stick), the kernel runs in its eager form: the traced ops as aten ops on spyre tensors, so
 every op behaves as in eager mode, CPU fallbacks and ``TORCH_SPYRE_STRICT=1`` included.
-Between float types ``to_dtype`` keeps the value's type there (a device-to-device conversion
-is itself a CPU fallback); stores convert to the buffer's type.
+``to_dtype`` converts as the fused kernel does (device-to-device conversions between the types
+the cores convert exactly run on the card; the others are the copy's CPU fallback); stores
+convert to the buffer's type.
 """
 
 import math
@@ -119,7 +120,7 @@ class SpyreKernel:
             elif kind == "to_dtype":
                 x, dt = get(op[1]), _dtype(op[2])
                 if isinstance(x, torch.Tensor):
-                    v = x if (x.dtype.is_floating_point and dt.is_floating_point) else x.to(dt)
+                    v = x.to(dt)
                 else:
                     v = _number(repr(x), dt)
             elif kind == "index_expr":
