@@ -274,6 +274,14 @@ def test_linear_bias_activation_is_one_launch(dtype, fallback_reset):
         assert out.dtype == dtype and out.shape == (2, 7, 72)
         close(out.cpu(), eager.cpu(), dtype, scale=4)
         close(out.cpu(), want, dtype, scale=4)
+    # no activation: addmm, an extern kernel whose out= form is one spyre_op_linear into out
+    torch.compiler.reset()
+    cpu, dev = to_device(torch.nn.Linear(40, 72), dtype)
+    xc = make((2, 7, 40), torch.float32, 9).to(dtype)
+    out, ops = compiled_twice(dev, xc.to("spyre"))
+    assert ops == ["aten::addmm"], ops
+    with torch.no_grad():
+        close(out.cpu(), cpu.float()(xc.float()).to(dtype), dtype, scale=4)
     assert torch_spyre.fallback_counts() == {}
 
 
