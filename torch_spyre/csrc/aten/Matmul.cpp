@@ -139,7 +139,7 @@ at::Tensor& into(const at::Tensor& r, at::Tensor& out) {
 bool direct_out(const at::Tensor& m1, const at::Tensor& m2, at::Tensor& out) {
     if (!float_pair(m1, m2) || m1.dim() != 2 || m2.dim() != 2 || m1.size(1) != m2.size(0) ||
         m1.size(1) == 0 || !out.is_privateuseone() || out.scalar_type() != m1.scalar_type() ||
-        out.device() != m1.device())
+        out.device() != m1.device() || out.is_alias_of(m1) || out.is_alias_of(m2))
         return false;
     at::native::resize_output(out, {m1.size(0), m2.size(1)});
     return out.numel() > 0 && is_stick_dense(out);
@@ -163,7 +163,7 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& m1, const at::Te
     // the linear layer's case (see addmm): one spyre_op_linear into out
     if (real_number(alpha) && real_number(beta) && alpha.toDouble() == 1.0 &&
         beta.toDouble() == 1.0 && self.is_privateuseone() &&
-        self.scalar_type() == m1.scalar_type() && self.is_contiguous() &&
+        self.scalar_type() == m1.scalar_type() && self.is_contiguous() && !out.is_alias_of(self) &&
         (self.dim() == 1 || (self.dim() == 2 && self.size(0) == 1)) && m2.dim() == 2 &&
         self.size(-1) == m2.size(1) && direct_out(m1, m2, out)) {
         c10::DeviceGuard guard(m1.device());
