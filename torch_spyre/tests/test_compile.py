@@ -329,6 +329,32 @@ def test_swiglu_mlp_is_one_launch(dtype, fallback_reset):
     assert torch_spyre.fallback_counts() == {}
 
 
+def test_mlp_with_dynamic_tokens_and_biases(fallback_reset):
+    from torch_spyre._inductor import patterns
+
+    cpu, dev = to_device(SwiGLU(), torch.float16)
+    g = torch.compile(dev, dynamic=True, fullgraph=True)
+    before = patterns.STATS["mlp"]
+    with torch.no_grad():
+        for tokens in [3, 17, 5]:  # one graph for every token count (but 0 and 1)
+            xc = make((tokens, 64), torch.float32, tokens).half()
+            out, ops = launches(g, xc.to("spyre"))
+            assert ops == ["spyre::mlp"], ops
+            close(out.cpu(), cpu.float()(xc.float()).half(), torch.float16, scale=8)
+    assert graphs() == 1 and patterns.STATS["mlp"] == before + 1
+    # linears with biases: spyre_op_mlp has none, so no MLP; gate + silu is one spyre::linear
+    torch.compiler.reset()
+    cpu = SwiGLU()
+    cpu.gate, cpu.up = torch.nn.Linear(64, 96), torch.nn.Linear(64, 96)
+    dev = copy.deepcopy(cpu).to("spyre")
+    xc = make((4, 64), torch.float32, 11)
+    out, ops = compiled_twice(dev, xc.to("spyre"))
+    assert "spyre::mlp" not in ops and "spyre::linear" in ops, ops
+    with torch.no_grad():
+        close(out.cpu(), cpu(xc), torch.float32, scale=4)
+    assert torch_spyre.fallback_counts() == {}
+
+
 @pytest.mark.parametrize("extra", ["act", "gate"])
 def test_a_near_miss_mlp_is_not_replaced(extra, fallback_reset):
     from torch_spyre._inductor import patterns
