@@ -238,8 +238,8 @@ at::Tensor linear_spyre(const at::Tensor& x, const at::Tensor& weight,
     const spyre_activation act = checked_activation("spyre::linear", activation);
     const bool has_bias = bias && bias->defined();
     const bool takes = library_operands({&x, &weight}) && weight.dim() == 2 && x.dim() >= 1 &&
-                       x.size(-1) == weight.size(1) && x.size(-1) > 0 && x.numel() > 0 &&
-                       weight.size(0) > 0 &&
+                       x.dim() <= SPYRE_TENSOR_MAX_DIMS && x.size(-1) == weight.size(1) &&
+                       x.size(-1) > 0 && x.numel() > 0 && weight.size(0) > 0 &&
                        (!has_bias || (library_operands({&x, &*bias}) && bias->dim() == 1 &&
                                       bias->size(0) == weight.size(0) && bias->is_contiguous()));
     if (takes) {
