@@ -14,6 +14,7 @@ import copy
 
 import pytest
 import torch
+import torch.utils._pytree as pytree
 from torch._dynamo.utils import counters
 
 import torch_spyre
@@ -251,6 +252,197 @@ def test_transposed_inputs_and_reductions_run_eagerly(fallback_reset):
     assert torch_spyre.fallback_counts() == {}
 
 
+# ---- pattern replacement into the library's fused kernels ----
+
+ACTIVATIONS = {"relu": torch.relu, "gelu": torch.nn.functional.gelu,
+               "gelu_tanh": lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
+               "silu": torch.nn.functional.silu}
+
+
+def to_device(module, dtype):
+    cpu = module.to(dtype)
+    return cpu, copy.deepcopy(cpu).to("spyre")
+
+
+def compiled_twice(module, x):
+    """The compiled module's output and launches on its second call (the first compiles)."""
+    g = torch.compile(module, fullgraph=True)
+    with torch.no_grad():
+        g(x)
+        return launches(g, x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_linear_bias_activation_is_one_launch(dtype, fallback_reset):
+    from torch_spyre._inductor import patterns
+
+    for i, (name, act) in enumerate(ACTIVATIONS.items()):
+        torch.compiler.reset()
+        cpu, dev = to_device(torch.nn.Sequential(torch.nn.Linear(40, 72), torch.nn.Module()), dtype)
+        cpu[1].forward = dev[1].forward = act
+        xc = make((2, 7, 40), torch.float32, i).to(dtype)
+        x = xc.to("spyre")
+        before = patterns.STATS["linear"]
+        out, ops = compiled_twice(dev, x)
+        assert patterns.STATS["linear"] == before + 1, name
+        assert ops == ["spyre::linear"], (name, ops)
+        with torch.no_grad():
+            eager, eager_ops = launches(dev, x)
+            want = cpu.float()(xc.float()).to(dtype)
+            cpu.to(dtype)
+        assert len(eager_ops) >= 2, eager_ops  # the matmul with its bias, then the activation
+        assert out.dtype == dtype and out.shape == (2, 7, 72)
+        close(out.cpu(), eager.cpu(), dtype, scale=4)
+        close(out.cpu(), want, dtype, scale=4)
+    # no activation: addmm, an extern kernel whose out= form is one spyre_op_linear into out
+    torch.compiler.reset()
+    cpu, dev = to_device(torch.nn.Linear(40, 72), dtype)
+    xc = make((2, 7, 40), torch.float32, 9).to(dtype)
+    out, ops = compiled_twice(dev, xc.to("spyre"))
+    assert ops == ["aten::addmm"], ops
+    with torch.no_grad():
+        close(out.cpu(), cpu.float()(xc.float()).to(dtype), dtype, scale=4)
+    assert torch_spyre.fallback_counts() == {}
+
+
+class SwiGLU(torch.nn.Module):
+    def __init__(self, hidden=64, inter=96, act=torch.nn.functional.silu, extra=None):
+        super().__init__()
+        torch.manual_seed(5)
+        self.gate = torch.nn.Linear(hidden, inter, bias=False)
+        self.up = torch.nn.Linear(hidden, inter, bias=False)
+        self.down = torch.nn.Linear(inter, hidden, bias=False)
+        self.act, self.extra = act, extra
+
+    def forward(self, x):
+        g = self.gate(x)
+        a = self.act(g)
+        out = self.down(a * self.up(x))
+        if self.extra == "act":  # the activation is also an output: not the pattern
+            return out, a
+        if self.extra == "gate":  # the gate projection is also used elsewhere
+            return out + g[..., :1]
+        return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_swiglu_mlp_is_one_launch(dtype, fallback_reset):
+    from torch_spyre._inductor import patterns
+
+    for act in ["silu", "gelu_tanh"]:
+        torch.compiler.reset()
+        cpu, dev = to_device(SwiGLU(act=ACTIVATIONS[act]), dtype)
+        xc = make((1, 5, 64), torch.float32, 7).to(dtype)
+        x = xc.to("spyre")
+        before = patterns.STATS["mlp"]
+        out, ops = compiled_twice(dev, x)
+        assert patterns.STATS["mlp"] == before + 1
+        assert ops == ["spyre::mlp"], ops
+        with torch.no_grad():
+            eager, eager_ops = launches(dev, x)
+            want = cpu.float()(xc.float()).to(dtype)
+            cpu.to(dtype)
+        assert len(eager_ops) >= 5, eager_ops  # three matmuls, the activation, the product
+        assert out.dtype == dtype and out.shape == x.shape
+        close(out.cpu(), eager.cpu(), dtype, scale=8)
+        close(out.cpu(), want, dtype, scale=8)
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_mlp_with_dynamic_tokens_and_biases(fallback_reset):
+    from torch_spyre._inductor import patterns
+
+    cpu, dev = to_device(SwiGLU(), torch.float16)
+    g = torch.compile(dev, dynamic=True, fullgraph=True)
+    before = patterns.STATS["mlp"]
+    with torch.no_grad():
+        for tokens in [3, 17, 5]:  # one graph for every token count (but 0 and 1)
+            xc = make((tokens, 64), torch.float32, tokens).half()
+            out, ops = launches(g, xc.to("spyre"))
+            assert ops == ["spyre::mlp"], ops
+            close(out.cpu(), cpu.float()(xc.float()).half(), torch.float16, scale=8)
+    assert graphs() == 1 and patterns.STATS["mlp"] == before + 1
+    # linears with biases: spyre_op_mlp has none, so no MLP; gate + silu is one spyre::linear
+    torch.compiler.reset()
+    cpu = SwiGLU()
+    cpu.gate, cpu.up = torch.nn.Linear(64, 96), torch.nn.Linear(64, 96)
+    dev = copy.deepcopy(cpu).to("spyre")
+    xc = make((4, 64), torch.float32, 11)
+    out, ops = compiled_twice(dev, xc.to("spyre"))
+    assert "spyre::mlp" not in ops and "spyre::linear" in ops, ops
+    with torch.no_grad():
+        close(out.cpu(), cpu(xc), torch.float32, scale=4)
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("extra", ["act", "gate"])
+def test_a_near_miss_mlp_is_not_replaced(extra, fallback_reset):
+    from torch_spyre._inductor import patterns
+
+    cpu, dev = to_device(SwiGLU(extra=extra), torch.float32)
+    xc = make((3, 64), torch.float32, 8)
+    before = dict(patterns.STATS)
+    out, ops = compiled_twice(dev, xc.to("spyre"))
+    assert patterns.STATS["mlp"] == before["mlp"] and "spyre::mlp" not in ops, ops
+    # the activation's value is wanted: gate + silu still fuse (their linear has no other use);
+    # the gate projection's value is wanted: it stays a plain matmul
+    assert ("spyre::linear" in ops) == (extra == "act"), ops
+    with torch.no_grad():
+        want = cpu(xc)
+    for o, w in zip(pytree.tree_leaves(out), pytree.tree_leaves(want)):
+        close(o.cpu(), w, torch.float32, scale=4)
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_patterns_need_spyre_tensors_and_no_gradient(fallback_reset):
+    from torch_spyre._inductor import patterns
+
+    def targets(module, x):
+        seen = []
+
+        def backend(gm, inputs):
+            patterns.replace_fused_blocks(gm.graph)
+            seen.append({n.target for n in gm.graph.nodes})
+            gm.recompile()
+            return gm.forward
+
+        torch.compile(module, backend=backend, fullgraph=True)(x)
+        torch.compiler.reset()
+        return seen[0]
+
+    mlp, x = SwiGLU(), make((2, 64), torch.float32)
+    dev = copy.deepcopy(mlp).to("spyre")
+    assert torch.ops.spyre.mlp.default not in targets(mlp, x)  # CPU tensors
+    assert torch.ops.spyre.mlp.default in targets(dev, x.to("spyre"))
+    # a gradient wanted: Inductor's pass leaves the graph differentiable
+    xs = x.to("spyre").requires_grad_()
+    out, ops = launches(torch.compile(dev), xs)
+    assert out.requires_grad and "spyre::mlp" not in ops and "aten::mm" in ops, ops
+    close(out.detach().cpu(), mlp(x).detach(), torch.float32, scale=4)
+
+
+def test_fused_block_ops_run_their_eager_form_when_the_library_refuses(fallback_reset):
+    cpu = SwiGLU()
+    dev = copy.deepcopy(cpu).to("spyre")
+    xc = make((4, 3, 64), torch.float32, 9)
+    # x [3, 4, 64] whose leading dims do not collapse into rows: spyre_op_linear refuses it
+    x = xc.to("spyre").permute(1, 0, 2)
+    with torch.no_grad(), torch_spyre.profiler.profile() as prof:
+        lin = torch.ops.spyre.linear(x, dev.up.weight, None, "relu")
+    ops = [e.aten_op for e in prof.events]
+    assert "spyre::linear" not in ops and ops, ops
+    close(lin.cpu(), torch.relu(xc.permute(1, 0, 2) @ cpu.up.weight.detach().t()),
+          torch.float32, scale=4)
+    with torch.no_grad(), torch_spyre.profiler.profile() as prof:
+        out = torch.ops.spyre.mlp(x, dev.gate.weight, dev.up.weight, dev.down.weight, "silu")
+    assert [e.aten_op for e in prof.events][-1] == "spyre::mlp", prof.events  # x made dense
+    with torch.no_grad():
+        close(out.cpu(), cpu(xc.permute(1, 0, 2)), torch.float32, scale=4)
+    with pytest.raises(RuntimeError, match="unknown activation"):
+        torch.ops.spyre.linear(x, dev.up.weight, None, "tanh")
+    assert torch_spyre.fallback_counts() == {}
+
+
 def test_decoder_under_inductor(decoder, monkeypatch, fallback_reset):
     base, prompt, want = decoder
     model = copy.deepcopy(base)
@@ -269,11 +461,15 @@ def test_decoder_under_inductor(decoder, monkeypatch, fallback_reset):
     assert graphs() == n <= 3, counters["stats"]
     ops = {e.aten_op for e in prof.events}
     assert {"aten::mm", "spyre::rotary", "aten::scaled_dot_product_attention", "aten::rms_norm",
-            "spyre::fused_pointwise"} <= ops, ops
-    # the RMSNorms stay the library's kernel (not decomposed): no more launches than eager
+            "spyre::mlp", "spyre::fused_pointwise"} <= ops, ops
+    assert not ops & {"aten::silu", "aten::mul"}, ops  # the SwiGLU MLP is one spyre_op_mlp
+    # the RMSNorms stay the library's kernel (not decomposed), the MLP block is one call (its
+    # two programs): 16 launches per step where eager makes 19
     with torch.no_grad(), torch_spyre.profiler.profile() as eager:
         copy.deepcopy(base)(token, prompt.shape[1] + 4)
-    assert len(prof.events) <= 3 * len(eager.events), (len(prof.events), len(eager.events))
+    step = sum(e.launches for e in prof.events) / 3
+    assert step <= 16 and step < sum(e.launches for e in eager.events) - 2, (
+        step, [e.aten_op for e in eager.events])
 
 
 def test_import_leaves_dynamo_alone():

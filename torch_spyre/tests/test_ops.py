@@ -84,6 +84,31 @@ def test_softmax_along_other_dims(fallback_reset, dtype, shape, dim):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
+def test_mm_and_addmm_out(fallback_reset, dtype):
+    """The out= forms (torch.compile's extern kernels): straight into a dense out, through a
+    copy into a strided or resized one, and right when out is an input."""
+    a, w, bias = make((9, 70), dtype), make((33, 70), dtype, seed=1), make((33,), dtype, seed=2)
+    da, dw, dbias = a.to("spyre"), w.to("spyre"), bias.to("spyre")
+    ref, lin = a.float() @ w.float().t(), a.float() @ w.float().t() + bias.float()
+    for out in [torch.empty(9, 33, dtype=dtype, device="spyre"),  # dense: written directly
+                torch.empty(33, 9, dtype=dtype, device="spyre").t(),  # strided: a copy
+                torch.empty(0, dtype=dtype, device="spyre")]:  # resized
+        r = torch.mm(da, dw.t(), out=out)
+        assert r.data_ptr() == out.data_ptr() and r.shape == (9, 33)
+        close(out.cpu(), ref.to(dtype), dtype, scale=8)
+        torch.addmm(dbias, da, dw.t(), out=out)
+        close(out.cpu(), lin.to(dtype), dtype, scale=8)
+    sq = make((40, 40), dtype, seed=3)
+    dsq = sq.to("spyre")
+    torch.mm(dsq, dsq, out=dsq)  # out is an input: the product first, then the copy
+    close(dsq.cpu(), (sq.float() @ sq.float()).to(dtype), dtype, scale=8)
+    dsq = sq.to("spyre")
+    torch.addmm(dsq[0], dsq, dsq, out=dsq)
+    close(dsq.cpu(), (sq[0].float() + sq.float() @ sq.float()).to(dtype), dtype, scale=8)
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
 def test_addmm_scaled_and_broadcast_self(fallback_reset, dtype):
     a, b = make((9, 70), dtype), make((70, 33), dtype, seed=1)
     da, db = a.to("spyre"), b.to("spyre")

@@ -109,6 +109,19 @@ def _register_fakes():
     def _rms_norm(x, normalized_shape, weight=None, eps=None):
         return torch.empty_like(x, memory_format=torch.contiguous_format)
 
+    @torch.library.register_fake("spyre::linear")
+    def _linear(x, weight, bias=None, activation="none"):
+        torch._check(weight.dim() == 2 and x.dim() >= 1 and x.shape[-1] == weight.shape[1],
+                     lambda: f"spyre::linear: x {x.shape} and weight {weight.shape}")
+        return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+    @torch.library.register_fake("spyre::mlp")
+    def _mlp(x, w_gate, w_up, w_down, activation="silu"):
+        torch._check(w_up.dim() == 2 and w_down.dim() == 2 and x.shape[-1] == w_up.shape[1]
+                     and w_down.shape[1] == w_up.shape[0],
+                     lambda: f"spyre::mlp: x {x.shape}, w_up {w_up.shape}, w_down {w_down.shape}")
+        return x.new_empty((*x.shape[:-1], w_down.shape[0]))
+
     @torch.library.register_fake("spyre::fused_pointwise")
     def _fused_pointwise(kernel, n, inputs, outputs):
         return True
@@ -133,12 +146,17 @@ def _register_sdpa_meta():
     _meta_lib.impl("_scaled_dot_product_fused_attention_overrideable", sdpa, "Meta")
 
 
-def _keep_rms_norm(graph):
-    """Inductor pre-grad pass: rms_norm on spyre inputs in an inference graph becomes
-    spyre::rms_norm, which AOTAutograd does not decompose (aten's composite would become pow,
-    mean, rsqrt and mul: a reduction and a pointwise kernel where the library has one launch)."""
+def _pre_grad(graph):
+    """Inductor pre-grad pass of inference graphs: the library's fused kernels in place of the
+    patterns they compute (_inductor/patterns.py: SwiGLU MLP, linear + activation), then
+    rms_norm on spyre inputs becomes spyre::rms_norm, which AOTAutograd does not decompose
+    (aten's composite would become pow, mean, rsqrt and mul: a reduction and a pointwise kernel
+    where the library has one launch)."""
     if torch.is_grad_enabled():
-        return  # training graphs keep the differentiable decomposition
+        return  # training graphs keep the differentiable ops
+    from ._inductor.patterns import replace_fused_blocks
+
+    replace_fused_blocks(graph)
     for n in graph.nodes:
         x = n.args[0] if n.op == "call_function" and n.args else None
         v = x.meta.get("example_value") if isinstance(x, torch.fx.Node) else None
@@ -156,7 +174,7 @@ def _register_pass():
     config = sys.modules["torch._inductor.config"]
 
     if config.pre_grad_custom_pass is None:  # a pass of the user's own stays (and wins)
-        config.pre_grad_custom_pass = _keep_rms_norm
+        config.pre_grad_custom_pass = _pre_grad
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):

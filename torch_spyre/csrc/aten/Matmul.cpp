@@ -1,12 +1,22 @@
 // Matrix products on the card through libspyre's op library: mm, bmm, addmm (torch.nn.Linear's
 // x @ W^T + b is addmm with a transposed view of W, which the library reads in place), baddbmm.
 // Anything the library does not take runs on the CPU fallback.
+//
+// And the library's fused blocks as spyre:: operators, which torch.compile's Spyre backend puts
+// in place of the patterns they compute (torch_spyre/_inductor/patterns.py):
+//   spyre::linear(x, weight, bias, activation) = act(x @ weight^T + bias): one spyre_op_linear;
+//   spyre::mlp(x, w_gate, w_up, w_down, activation) = (act(x w_gate^T) * (x w_up^T)) w_down^T
+//     (w_gate None: act(x w_up^T) w_down^T): one spyre_op_mlp.
+// A case the library refuses runs as the eager spyre kernels of the pieces (their eager form).
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/Operators.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
+
+#include <optional>
+#include <vector>
 
 #include "Elementwise.h"
 #include "Fallback.h"
@@ -117,15 +127,30 @@ at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::
     return fallback_to_cpu<ATEN_OP2(baddbmm, out)>(self, b1, b2, beta, alpha, out);
 }
 
-// The out= forms (torch.compile's extern kernels call them): the functional kernel, then one
-// device copy into `out`.
+// The out= forms (torch.compile's extern kernels call them): straight into a dense `out` of the
+// product's type when the library takes the case, else the functional kernel, then one device
+// copy into `out`.
 at::Tensor& into(const at::Tensor& r, at::Tensor& out) {
     at::native::resize_output(out, r.sizes());
     out.copy_(r);
     return out;
 }
 
+bool direct_out(const at::Tensor& m1, const at::Tensor& m2, at::Tensor& out) {
+    if (!float_pair(m1, m2) || m1.dim() != 2 || m2.dim() != 2 || m1.size(1) != m2.size(0) ||
+        m1.size(1) == 0 || !out.is_privateuseone() || out.scalar_type() != m1.scalar_type() ||
+        out.device() != m1.device() || out.is_alias_of(m1) || out.is_alias_of(m2))
+        return false;
+    at::native::resize_output(out, {m1.size(0), m2.size(1)});
+    return out.numel() > 0 && is_stick_dense(out);
+}
+
 at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+    if (direct_out(a, b, out)) {
+        c10::DeviceGuard guard(a.device());
+        const spyre_tensor ta = op_tensor(a), tb = op_tensor(b), to = op_tensor(out);
+        if (op_ran("aten::mm", spyre_op_matmul(op_stream(out), &ta, &tb, &to))) return out;
+    }
     return into(aten::mm(a, b), out);
 }
 
@@ -135,10 +160,181 @@ at::Tensor& bmm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
 
 at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& m1, const at::Tensor& m2,
                       const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+    // the linear layer's case (see addmm): one spyre_op_linear into out
+    if (real_number(alpha) && real_number(beta) && alpha.toDouble() == 1.0 &&
+        beta.toDouble() == 1.0 && self.is_privateuseone() &&
+        self.scalar_type() == m1.scalar_type() && self.is_contiguous() && !out.is_alias_of(self) &&
+        (self.dim() == 1 || (self.dim() == 2 && self.size(0) == 1)) && m2.dim() == 2 &&
+        self.size(-1) == m2.size(1) && direct_out(m1, m2, out)) {
+        c10::DeviceGuard guard(m1.device());
+        const at::Tensor w = m2.t(), bias = self.reshape({self.size(-1)});
+        const spyre_tensor tx = op_tensor(m1), tw = op_tensor(w), tb = op_tensor(bias),
+                           to = op_tensor(out);
+        if (op_ran("aten::addmm",
+                   spyre_op_linear(op_stream(out), &tx, &tw, &tb, SPYRE_ACTIVATION_NONE, &to)))
+            return out;
+    }
     return into(aten::addmm(self, m1, m2, beta, alpha), out);
 }
 
+std::optional<spyre_activation> activation_of(c10::string_view a) {
+    if (a == "none") return SPYRE_ACTIVATION_NONE;
+    if (a == "relu") return SPYRE_ACTIVATION_RELU;
+    if (a == "gelu") return SPYRE_ACTIVATION_GELU;
+    if (a == "gelu_tanh") return SPYRE_ACTIVATION_GELU_TANH;
+    if (a == "silu") return SPYRE_ACTIVATION_SILU;
+    return std::nullopt;
+}
+
+spyre_activation checked_activation(const char* op, c10::string_view a) {
+    const auto act = activation_of(a);
+    TORCH_CHECK(act, op, ": unknown activation '", a, "' (none, relu, gelu, gelu_tanh, silu)");
+    return *act;
+}
+
+at::Tensor activate(const at::Tensor& y, spyre_activation act) {
+    switch (act) {
+        case SPYRE_ACTIVATION_RELU:
+            return at::relu(y);
+        case SPYRE_ACTIVATION_GELU:
+            return at::gelu(y, "none");
+        case SPYRE_ACTIVATION_GELU_TANH:
+            return at::gelu(y, "tanh");
+        case SPYRE_ACTIVATION_SILU:
+            return at::silu(y);
+        default:
+            return y;
+    }
+}
+
+// fp32/fp16/bf16 spyre tensors of one type and card
+bool library_operands(std::initializer_list<const at::Tensor*> ts) {
+    const at::Tensor& first = **ts.begin();
+    for (const at::Tensor* t : ts)
+        if (!t->is_privateuseone() || !is_float(t->scalar_type()) ||
+            t->scalar_type() != first.scalar_type() || t->device() != first.device())
+            return false;
+    return true;
+}
+
+// The eager forms: what the patterns computed, op by op (any device).
+at::Tensor linear_eager(const at::Tensor& x, const at::Tensor& weight,
+                        const std::optional<at::Tensor>& bias, c10::string_view activation) {
+    return activate(at::linear(x, weight, bias), checked_activation("spyre::linear", activation));
+}
+
+at::Tensor mlp_eager(const at::Tensor& x, const std::optional<at::Tensor>& w_gate,
+                     const at::Tensor& w_up, const at::Tensor& w_down,
+                     c10::string_view activation) {
+    const spyre_activation act = checked_activation("spyre::mlp", activation);
+    const at::Tensor h = w_gate && w_gate->defined()
+                             ? activate(at::linear(x, *w_gate), act) * at::linear(x, w_up)
+                             : activate(at::linear(x, w_up), act);
+    return at::linear(h, w_down);
+}
+
+at::Tensor linear_spyre(const at::Tensor& x, const at::Tensor& weight,
+                        const std::optional<at::Tensor>& bias, c10::string_view activation) {
+    const spyre_activation act = checked_activation("spyre::linear", activation);
+    const bool has_bias = bias && bias->defined();
+    const bool takes = library_operands({&x, &weight}) && weight.dim() == 2 && x.dim() >= 1 &&
+                       x.dim() <= SPYRE_TENSOR_MAX_DIMS && x.size(-1) == weight.size(1) &&
+                       x.size(-1) > 0 && x.numel() > 0 && weight.size(0) > 0 &&
+                       (!has_bias || (library_operands({&x, &*bias}) && bias->dim() == 1 &&
+                                      bias->size(0) == weight.size(0) && bias->is_contiguous()));
+    if (takes) {
+        c10::DeviceGuard guard(x.device());
+        std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
+        sizes.back() = weight.size(0);
+        at::Tensor out = at::empty(sizes, x.options());
+        spyre_tensor tb;
+        const spyre_tensor tx = op_tensor(x), tw = op_tensor(weight), to = op_tensor(out);
+        if (has_bias) tb = op_tensor(*bias);
+        if (op_ran("spyre::linear",
+                   spyre_op_linear(op_stream(out), &tx, &tw, has_bias ? &tb : nullptr, act, &to)))
+            return out;
+    }
+    return linear_eager(x, weight, bias, activation);
+}
+
+at::Tensor mlp_spyre(const at::Tensor& x, const std::optional<at::Tensor>& w_gate,
+                     const at::Tensor& w_up, const at::Tensor& w_down,
+                     c10::string_view activation) {
+    const spyre_activation act = checked_activation("spyre::mlp", activation);
+    const bool gated = w_gate && w_gate->defined();
+    const int64_t hidden = x.dim() >= 1 ? x.size(-1) : 0,
+                  inter = w_up.dim() == 2 ? w_up.size(0) : 0;
+    const bool takes = library_operands({&x, &w_up, &w_down}) &&
+                       (!gated || library_operands({&x, &*w_gate})) && x.dim() >= 1 &&
+                       x.numel() > 0 && hidden > 0 && inter > 0 && w_up.dim() == 2 &&
+                       w_up.size(1) == hidden && w_down.dim() == 2 &&
+                       w_down.sizes() == at::IntArrayRef{hidden, inter} &&
+                       (!gated || w_gate->sizes() == w_up.sizes());
+    if (takes) {
+        c10::DeviceGuard guard(x.device());
+        const at::Tensor x2 = x.reshape({-1, hidden});  // a view of a contiguous x
+        at::Tensor out = at::empty(x.sizes(), x.options());
+        spyre_tensor tg;
+        const spyre_tensor tx = op_tensor(x2), tu = op_tensor(w_up), td = op_tensor(w_down),
+                           to = op_tensor(out.view({-1, hidden}));
+        if (gated) tg = op_tensor(*w_gate);
+        if (op_ran("spyre::mlp",
+                   spyre_op_mlp(op_stream(out), &tx, gated ? &tg : nullptr, &tu, &td, act, &to)))
+            return out;
+    }
+    return mlp_eager(x, w_gate, w_up, w_down, activation);
+}
+
+// The Autograd kernels: inference only (torch.compile's pass makes these ops only when no
+// gradient is wanted; they have no backward), below autograd through the dispatcher, so that a
+// traced graph (the Python key) keeps the op whole.
+at::Tensor linear_below_autograd(const at::Tensor& x, const at::Tensor& weight,
+                                 const std::optional<at::Tensor>& bias,
+                                 c10::string_view activation) {
+    static const auto op =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("spyre::linear", "")
+            .typed<at::Tensor(const at::Tensor&, const at::Tensor&,
+                              const std::optional<at::Tensor>&, c10::string_view)>();
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return op.call(x, weight, bias, activation);
+}
+
+at::Tensor mlp_below_autograd(const at::Tensor& x, const std::optional<at::Tensor>& w_gate,
+                              const at::Tensor& w_up, const at::Tensor& w_down,
+                              c10::string_view activation) {
+    static const auto op =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("spyre::mlp", "")
+            .typed<at::Tensor(const at::Tensor&, const std::optional<at::Tensor>&,
+                              const at::Tensor&, const at::Tensor&, c10::string_view)>();
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return op.call(x, w_gate, w_up, w_down, activation);
+}
+
 }  // namespace
+
+TORCH_LIBRARY_FRAGMENT(spyre, m) {
+    m.def("linear(Tensor x, Tensor weight, Tensor? bias=None, str activation=\"none\") -> Tensor");
+    m.def(
+        "mlp(Tensor x, Tensor? w_gate, Tensor w_up, Tensor w_down, str activation=\"silu\") -> "
+        "Tensor");
+}
+
+TORCH_LIBRARY_IMPL(spyre, CompositeExplicitAutograd, m) {
+    m.impl("linear", TORCH_FN(linear_eager));
+    m.impl("mlp", TORCH_FN(mlp_eager));
+}
+
+TORCH_LIBRARY_IMPL(spyre, PrivateUse1, m) {
+    m.impl("linear", TORCH_FN(linear_spyre));
+    m.impl("mlp", TORCH_FN(mlp_spyre));
+}
+
+TORCH_LIBRARY_IMPL(spyre, Autograd, m) {
+    m.impl("linear", TORCH_FN(linear_below_autograd));
+    m.impl("mlp", TORCH_FN(mlp_below_autograd));
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("mm.out", TORCH_FN(mm_out));

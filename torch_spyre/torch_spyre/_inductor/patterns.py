@@ -1,0 +1,187 @@
+"""Pattern replacement into libspyre's fused kernels (Documentation/torch_compile.md).
+
+Part of the Inductor pre-grad pass of the spyre device (``torch_spyre._dynamo``): it rewrites
+the Dynamo graph (torch-level ops, ``example_value`` metadata on every node) before AOTAutograd
+decomposes it, so that each match traces as ONE ``spyre::`` operator and runs as an extern
+kernel that is one library call:
+
+- ``down(act(gate(x)) * up(x))`` (SwiGLU / GeGLU: bias-free linears, one ``x``) and
+  ``down(act(up(x)))`` -> ``spyre::mlp``: one ``spyre_op_mlp``;
+- ``act(linear(x, w, b))`` with act relu, gelu (exact or tanh) or silu -> ``spyre::linear``:
+  one ``spyre_op_linear`` with the bias and the activation in its epilogue.
+
+A match is replaced only when every tensor of it is on spyre, all of one float type the library
+computes (fp32, fp16, bf16), the weights 2-D with the sizes the kernel wants, and every
+intermediate value is used by the pattern alone (a value also used elsewhere must still be
+computed: the graph is left as it is). Inference graphs only (no gradient wanted): the spyre::
+ops have no backward.
+"""
+
+import operator
+
+import torch
+import torch.nn.functional as F
+
+_LINEAR = {torch._C._nn.linear, F.linear}
+_MUL = {operator.mul, torch.mul, torch.Tensor.mul}
+_RELU = {torch.relu, F.relu, torch.Tensor.relu}
+_GELU = {F.gelu, torch._C._nn.gelu}
+_SILU = {F.silu}
+_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+# what each replacement produced in this process (tests read it)
+STATS = {"mlp": 0, "linear": 0}
+
+
+def _arg(n, i, name, default=None):
+    if len(n.args) > i:
+        return n.args[i]
+    return n.kwargs.get(name, default)
+
+
+def _is_call(n, targets, methods=()):
+    if not isinstance(n, torch.fx.Node):
+        return False
+    if n.op == "call_function":
+        return n.target in targets
+    return n.op == "call_method" and n.target in methods
+
+
+def _linear(n):
+    """(x, weight, bias) of a linear node, else None."""
+    if not _is_call(n, _LINEAR):
+        return None
+    return _arg(n, 0, "input"), _arg(n, 1, "weight"), _arg(n, 2, "bias")
+
+
+def _activation(n):
+    """(input, the library's name of the activation) of an activation node, else None."""
+    if _is_call(n, _RELU, ("relu",)) and not _arg(n, 1, "inplace", False):
+        return _arg(n, 0, "input"), "relu"
+    if _is_call(n, _SILU) and not _arg(n, 1, "inplace", False):
+        return _arg(n, 0, "input"), "silu"
+    if _is_call(n, _GELU):
+        approximate = _arg(n, 1, "approximate", "none")
+        if approximate in ("none", "tanh"):
+            return _arg(n, 0, "input"), "gelu" if approximate == "none" else "gelu_tanh"
+    return None
+
+
+def _mul(n):
+    if _is_call(n, _MUL, ("mul",)) and len(n.args) == 2 and not n.kwargs:
+        return n.args
+    return None
+
+
+def _value(n):
+    v = n.meta.get("example_value") if isinstance(n, torch.fx.Node) else None
+    return v if isinstance(v, torch.Tensor) else None
+
+
+def _library_tensors(*nodes):
+    """The example values of nodes if all are spyre tensors of one library float type."""
+    vs = [_value(n) for n in nodes]
+    if any(v is None for v in vs):
+        return None
+    dtype = vs[0].dtype
+    if dtype not in _FLOATS or any(v.device.type != "spyre" or v.dtype != dtype for v in vs):
+        return None
+    return vs
+
+
+def _only_user(n, user):
+    return isinstance(n, torch.fx.Node) and list(n.users) == [user]
+
+
+def _bias_free(lin):
+    return lin is not None and lin[2] is None
+
+
+def _match_mlp(down):
+    """((x, w_gate or None, w_up, w_down, activation), the block's other nodes) if `down` ends
+    an MLP block, else None."""
+    d = _linear(down)
+    if not _bias_free(d):
+        return None
+    h, w_down = d[0], d[1]
+    if not _only_user(h, down):
+        return None
+    m = _mul(h)
+    if m is not None:  # gated: act(gate(x)) * up(x), either order
+        for a_node, u_node in (m, m[::-1]):
+            a = _activation(a_node)
+            if a is None or not _only_user(a_node, h) or not _only_user(u_node, h):
+                continue
+            g_node, act = a
+            g, u = _linear(g_node), _linear(u_node)
+            if not (_bias_free(g) and _bias_free(u) and _only_user(g_node, a_node)):
+                continue
+            if g[0] is not u[0] or g_node is u_node:
+                continue
+            return (g[0], g[1], u[1], w_down, act), [h, a_node, g_node, u_node]
+        return None
+    a = _activation(h)  # plain: act(up(x))
+    if a is None:
+        return None
+    u_node, act = a
+    u = _linear(u_node)
+    if not (_bias_free(u) and _only_user(u_node, h)):
+        return None
+    return (u[0], None, u[1], w_down, act), [h, u_node]
+
+
+def _mlp_fits(x, w_gate, w_up, w_down):
+    ts = _library_tensors(x, w_up, w_down, *([w_gate] if w_gate is not None else []))
+    if ts is None:
+        return False
+    xv, uv, dv = ts[:3]
+    if xv.dim() < 1 or uv.dim() != 2 or dv.dim() != 2:
+        return False
+    hidden, inter = uv.shape[1], uv.shape[0]
+    if xv.shape[-1] != hidden or tuple(dv.shape) != (hidden, inter):
+        return False
+    return w_gate is None or tuple(ts[3].shape) == tuple(uv.shape)
+
+
+def _linear_fits(x, w, b):
+    ts = _library_tensors(x, w, *([b] if b is not None else []))
+    if ts is None:
+        return False
+    xv, wv = ts[:2]
+    if wv.dim() != 2 or xv.dim() < 1 or xv.shape[-1] != wv.shape[1]:
+        return False
+    return b is None or (ts[2].dim() == 1 and ts[2].shape[0] == wv.shape[0])
+
+
+def _replace(graph, old, target, args, dead):
+    with graph.inserting_before(old):
+        new = graph.call_function(target, args)
+    new.meta.update(old.meta)
+    old.replace_all_uses_with(new)
+    for n in [old, *dead]:  # users first
+        graph.erase_node(n)
+    return new
+
+
+def replace_fused_blocks(graph):
+    """Rewrites the MLP blocks, then linear + activation, of an inference graph in place."""
+    erased = set()
+    for n in list(graph.nodes):
+        m = None if n in erased else _match_mlp(n)
+        if m is None or not _mlp_fits(*m[0][:4]):
+            continue
+        _replace(graph, n, torch.ops.spyre.mlp.default, m[0], m[1])
+        erased.update([n, *m[1]])
+        STATS["mlp"] += 1
+    for n in list(graph.nodes):
+        if n in erased:
+            continue
+        a = _activation(n)
+        if a is None or not _only_user(a[0], n):
+            continue
+        lin = _linear(a[0])
+        if lin is None or not _linear_fits(*lin):
+            continue
+        _replace(graph, n, torch.ops.spyre.linear.default, (*lin, a[1]), [a[0]])
+        erased.update([n, a[0]])
+        STATS["linear"] += 1
