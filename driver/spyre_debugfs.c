@@ -198,6 +198,17 @@ static const struct file_operations spyre_mmu_probe_fops = {
 	.write = spyre_mmu_probe_write,
 };
 
+/* Address spaces alive and the host memory of their page tables (all files together). */
+static int spyre_mmu_show(struct seq_file *m, void *unused)
+{
+	struct spyre_device *sdev = m->private;
+
+	seq_printf(m, "contexts: %d\n", atomic_read(&sdev->mmu_contexts));
+	seq_printf(m, "pagetable_bytes: %lld\n", atomic64_read(&sdev->mmu_pt_bytes));
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(spyre_mmu);
+
 static int spyre_recovery_show(struct seq_file *m, void *unused)
 {
 	struct spyre_device *sdev = m->private;
@@ -252,6 +263,7 @@ void spyre_debugfs_init(struct spyre_device *sdev)
 	if (sdev->caps & SPYRE_CAP_MMU) {
 		debugfs_create_file_unsafe("fault_mmu", 0600, root, sdev, &spyre_fault_mmu_fops);
 		debugfs_create_file("mmu_probe", 0600, root, sdev, &spyre_mmu_probe_fops);
+		debugfs_create_file("mmu", 0400, root, sdev, &spyre_mmu_fops);
 	}
 	debugfs_create_file("rings", 0400, root, sdev, &spyre_rings_fops);
 	debugfs_create_file("recovery", 0400, root, sdev, &spyre_recovery_fops);

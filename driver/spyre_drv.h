@@ -144,6 +144,8 @@ struct spyre_device {
 	__le64 *mmu_ctx_table;			/* NULL without CAP_MMU */
 	dma_addr_t mmu_ctx_table_dma;
 	struct ida mmu_ctx_ida;
+	atomic64_t mmu_pt_bytes;		/* page tables of all address spaces (debugfs) */
+	atomic_t mmu_contexts;			/* address spaces alive */
 
 	/*
 	 * Source of the DMA copy that clears new DEVICE BOs: a host page directory whose

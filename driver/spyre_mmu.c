@@ -8,10 +8,15 @@
  * or its commands use is a virtual address of that space. So one client's addresses never
  * name another client's memory, nor reveal where its own memory lies on the card.
  *
- * The page tables live in host memory (DMA-coherent pages). The card caches translations,
- * so every change is followed by an MMU_INVALIDATE of the context before anything relies
- * on it: a new mapping before BO_CREATE returns, a removed one before the BO's card memory
- * goes back to the allocator.
+ * The page tables live in host memory (DMA-coherent pages, charged to the memcg of the
+ * file's caller). The card caches translations, so every change is followed by an
+ * MMU_INVALIDATE of the context before anything relies on it: a new mapping before
+ * BO_CREATE returns, a removed one before the BO's card memory goes back to the allocator.
+ * A level-2/3 table left without a VALID entry by an unmap is unlinked and freed right
+ * after that invalidate (the card may read any table of the context until then).
+ *
+ * Locking: vm->lock covers the va allocator, every table (entries, children, counts) and
+ * pt_bytes, from a change through its invalidate to the free of what it unlinked.
  *
  * Copyright (C) 2025 The Spyre open stack authors
  */
@@ -36,44 +41,78 @@ static unsigned int spyre_mmu_index(u64 va, int level)
 	return (va >> shift) & (SPYRE_MMU_ENTRIES - 1);
 }
 
-static int spyre_pt_alloc(struct spyre_device *sdev, struct spyre_pt *pt, bool leaf)
+/* Bytes a table takes: its page and, above level 3, the array of its children. */
+static u64 spyre_pt_bytes(bool leaf)
 {
-	pt->entries = dma_alloc_coherent(sdev->drm.dev, SPYRE_MMU_PAGE_SIZE, &pt->dma,
-					 GFP_KERNEL);
+	return SPYRE_MMU_PAGE_SIZE + (leaf ? 0 : SPYRE_MMU_ENTRIES * sizeof(struct spyre_pt *));
+}
+
+static void spyre_vm_count_pt(struct spyre_vm *vm, s64 bytes)
+{
+	WRITE_ONCE(vm->pt_bytes, vm->pt_bytes + bytes);
+	atomic64_add(bytes, &vm->sdev->mmu_pt_bytes);
+}
+
+/*
+ * Tables are allocated on behalf of the file whose BO (or open) needs them: charged to the
+ * caller's memcg, like the address space itself.
+ */
+static int spyre_pt_alloc(struct spyre_vm *vm, struct spyre_pt *pt, bool leaf)
+{
+	struct device *dev = vm->sdev->drm.dev;
+
+	pt->entries = dma_alloc_coherent(dev, SPYRE_MMU_PAGE_SIZE, &pt->dma, GFP_KERNEL_ACCOUNT);
 	if (!pt->entries)
 		return -ENOMEM;
-	if (leaf)
-		return 0;
-	pt->child = kcalloc(SPYRE_MMU_ENTRIES, sizeof(*pt->child), GFP_KERNEL);
-	if (!pt->child) {
-		dma_free_coherent(sdev->drm.dev, SPYRE_MMU_PAGE_SIZE, pt->entries, pt->dma);
-		pt->entries = NULL;
-		return -ENOMEM;
+	if (!leaf) {
+		pt->child = kcalloc(SPYRE_MMU_ENTRIES, sizeof(*pt->child), GFP_KERNEL_ACCOUNT);
+		if (!pt->child) {
+			dma_free_coherent(dev, SPYRE_MMU_PAGE_SIZE, pt->entries, pt->dma);
+			pt->entries = NULL;
+			return -ENOMEM;
+		}
 	}
+	spyre_vm_count_pt(vm, spyre_pt_bytes(leaf));
 	return 0;
 }
 
-static void spyre_pt_free(struct spyre_device *sdev, struct spyre_pt *pt)
+/* Free @pt and every table below it (the card must no longer read any of them). */
+static void spyre_pt_free(struct spyre_vm *vm, struct spyre_pt *pt)
 {
+	bool leaf = !pt->child;
 	unsigned int i;
 
+	if (!pt->entries)
+		return;
 	if (pt->child) {
 		for (i = 0; i < SPYRE_MMU_ENTRIES; i++) {
 			if (!pt->child[i])
 				continue;
-			spyre_pt_free(sdev, pt->child[i]);
+			spyre_pt_free(vm, pt->child[i]);
 			kfree(pt->child[i]);
 		}
 		kfree(pt->child);
 		pt->child = NULL;
 	}
-	if (pt->entries)
-		dma_free_coherent(sdev->drm.dev, SPYRE_MMU_PAGE_SIZE, pt->entries, pt->dma);
+	dma_free_coherent(vm->sdev->drm.dev, SPYRE_MMU_PAGE_SIZE, pt->entries, pt->dma);
 	pt->entries = NULL;
+	spyre_vm_count_pt(vm, -(s64)spyre_pt_bytes(leaf));
 }
 
-/* The level-3 table covering @va, allocated (with its level-2 parent) if @create. */
-static struct spyre_pt *spyre_vm_leaf(struct spyre_vm *vm, u64 va, bool create)
+/* Free the tables unlinked by spyre_vm_set_range(), once the card cannot read them. */
+static void spyre_pt_free_stale(struct spyre_vm *vm, struct list_head *stale)
+{
+	struct spyre_pt *pt, *tmp;
+
+	list_for_each_entry_safe(pt, tmp, stale, stale) {
+		list_del(&pt->stale);
+		spyre_pt_free(vm, pt);
+		kfree(pt);
+	}
+}
+
+/* The level-3 table covering @va, allocated (with its level-2 parent) if missing. */
+static struct spyre_pt *spyre_vm_leaf(struct spyre_vm *vm, u64 va)
 {
 	struct spyre_pt *pt = &vm->root;
 	int level;
@@ -84,14 +123,13 @@ static struct spyre_pt *spyre_vm_leaf(struct spyre_vm *vm, u64 va, bool create)
 		struct spyre_pt *next = pt->child[i];
 
 		if (!next) {
-			if (!create)
-				return NULL;
-			next = kzalloc(sizeof(*next), GFP_KERNEL);
-			if (!next || spyre_pt_alloc(vm->sdev, next, level == 2)) {
+			next = kzalloc(sizeof(*next), GFP_KERNEL_ACCOUNT);
+			if (!next || spyre_pt_alloc(vm, next, level == 2)) {
 				kfree(next);
 				return NULL;
 			}
 			pt->child[i] = next;
+			pt->used++;
 			WRITE_ONCE(pt->entries[i], cpu_to_le64(next->dma | SPYRE_MMU_VALID));
 		}
 		pt = next;
@@ -99,7 +137,47 @@ static struct spyre_pt *spyre_vm_leaf(struct spyre_vm *vm, u64 va, bool create)
 	return pt;
 }
 
-/* Drop the card's cached translations of the context (after a change to its tables). */
+/*
+ * Unlink the empty table child @i of @parent: its entry is cleared now, the table goes on
+ * @stale and is freed only after the invalidate that follows (the card may read it until
+ * then). Empty: no VALID entry, so no BO is mapped through it and no job can be using a
+ * translation it gave (jobs hold their BOs, and so their mappings, until they are freed).
+ */
+static void spyre_pt_unlink(struct spyre_pt *parent, unsigned int i, struct list_head *stale)
+{
+	struct spyre_pt *pt = parent->child[i];
+
+	WRITE_ONCE(parent->entries[i], 0);
+	parent->child[i] = NULL;
+	parent->used--;
+	list_add_tail(&pt->stale, stale);
+}
+
+/* Clear the PTE of @va; tables left empty go to @stale. */
+static void spyre_vm_clear_page(struct spyre_vm *vm, u64 va, struct list_head *stale)
+{
+	unsigned int i1 = spyre_mmu_index(va, 1), i2 = spyre_mmu_index(va, 2);
+	unsigned int i3 = spyre_mmu_index(va, 3);
+	struct spyre_pt *l2 = vm->root.child[i1], *leaf;
+
+	if (!l2)
+		return;
+	leaf = l2->child[i2];
+	if (leaf && leaf->entries[i3]) {
+		WRITE_ONCE(leaf->entries[i3], 0);
+		if (!--leaf->used)
+			spyre_pt_unlink(l2, i2, stale);
+	}
+	/* Also a level-2 table left empty by a failed allocation of its level-3 table. */
+	if (!l2->used)
+		spyre_pt_unlink(&vm->root, i1, stale);
+}
+
+/*
+ * Drop the card's cached translations of the context (after a change to its tables). The
+ * read-back makes the (posted) invalidate reach the card before the caller frees a table
+ * or gives memory back: after it, the card reads the tables again from level 1 only.
+ */
 static void spyre_vm_invalidate(struct spyre_vm *vm)
 {
 	int idx;
@@ -107,27 +185,37 @@ static void spyre_vm_invalidate(struct spyre_vm *vm)
 	/* writel() orders the table writes before it; an unplugged card caches nothing. */
 	if (drm_dev_enter(&vm->sdev->drm, &idx)) {
 		spyre_write(vm->sdev, SPYRE_REG_MMU_INVALIDATE, vm->ctx);
+		spyre_read(vm->sdev, SPYRE_REG_ID);
 		drm_dev_exit(idx);
 	}
 }
 
-/* Write PTEs for [va, va + size) to device memory at @pa, or clear them (pa == U64_MAX). */
-static int spyre_vm_set_range(struct spyre_vm *vm, u64 va, u64 size, u64 pa)
+/*
+ * Write PTEs for [va, va + size) to device memory at @pa, or clear them (pa == U64_MAX):
+ * then the tables left empty are unlinked onto @stale, for the caller to free after its
+ * invalidate.
+ */
+static int spyre_vm_set_range(struct spyre_vm *vm, u64 va, u64 size, u64 pa,
+			      struct list_head *stale)
 {
 	u64 off;
 
+	lockdep_assert_held(&vm->lock);
 	for (off = 0; off < size; off += SPYRE_MMU_PAGE_SIZE) {
-		struct spyre_pt *leaf = spyre_vm_leaf(vm, va + off, pa != U64_MAX);
-		u64 pte = 0;
+		unsigned int i3 = spyre_mmu_index(va + off, 3);
+		struct spyre_pt *leaf;
 
-		if (!leaf) {
-			if (pa == U64_MAX)
-				continue;
-			return -ENOMEM;
+		if (pa == U64_MAX) {
+			spyre_vm_clear_page(vm, va + off, stale);
+			continue;
 		}
-		if (pa != U64_MAX)
-			pte = (pa + off) | SPYRE_MMU_VALID | SPYRE_MMU_WRITE;
-		WRITE_ONCE(leaf->entries[spyre_mmu_index(va + off, 3)], cpu_to_le64(pte));
+		leaf = spyre_vm_leaf(vm, va + off);
+		if (!leaf)
+			return -ENOMEM;
+		if (!leaf->entries[i3])
+			leaf->used++;
+		WRITE_ONCE(leaf->entries[i3],
+			   cpu_to_le64((pa + off) | SPYRE_MMU_VALID | SPYRE_MMU_WRITE));
 	}
 	return 0;
 }
@@ -136,6 +224,7 @@ static int spyre_vm_set_range(struct spyre_vm *vm, u64 va, u64 size, u64 pa)
 int spyre_vm_map_bo(struct spyre_vm *vm, struct spyre_bo *bo)
 {
 	u64 size = bo->shmem.base.size;
+	LIST_HEAD(stale);
 	int ret;
 
 	mutex_lock(&vm->lock);
@@ -145,30 +234,38 @@ int spyre_vm_map_bo(struct spyre_vm *vm, struct spyre_bo *bo)
 		mutex_unlock(&vm->lock);
 		return -ENOSPC;
 	}
-	ret = spyre_vm_set_range(vm, bo->va.start, size, bo->node.start);
+	ret = spyre_vm_set_range(vm, bo->va.start, size, bo->node.start, &stale);
 	if (ret) {
-		spyre_vm_set_range(vm, bo->va.start, size, U64_MAX);
+		/* Undo the part mapped, and free the tables it alone needed. */
+		spyre_vm_set_range(vm, bo->va.start, size, U64_MAX, &stale);
 		drm_mm_remove_node(&bo->va);
 	} else {
 		kref_get(&vm->ref);
 		bo->vm = vm;
 	}
 	spyre_vm_invalidate(vm);
+	spyre_pt_free_stale(vm, &stale);
 	mutex_unlock(&vm->lock);
 	return ret;
 }
 
-/* Remove @bo's mapping; afterwards the card can no longer reach its memory through @vm. */
+/*
+ * Remove @bo's mapping; afterwards the card can no longer reach its memory through @vm.
+ * Tables it leaves empty are freed after the invalidate, under the lock: the next mapping
+ * cannot reuse their slots before the card has dropped what it read from them.
+ */
 void spyre_vm_unmap_bo(struct spyre_bo *bo)
 {
 	struct spyre_vm *vm = bo->vm;
+	LIST_HEAD(stale);
 
 	if (!vm)
 		return;
 	mutex_lock(&vm->lock);
-	spyre_vm_set_range(vm, bo->va.start, bo->va.size, U64_MAX);
+	spyre_vm_set_range(vm, bo->va.start, bo->va.size, U64_MAX, &stale);
 	drm_mm_remove_node(&bo->va);
 	spyre_vm_invalidate(vm);
+	spyre_pt_free_stale(vm, &stale);
 	mutex_unlock(&vm->lock);
 	bo->vm = NULL;
 	spyre_vm_put(vm);
@@ -182,7 +279,8 @@ struct spyre_vm *spyre_vm_create(struct spyre_device *sdev)
 	vm = kzalloc(sizeof(*vm), GFP_KERNEL_ACCOUNT);
 	if (!vm)
 		return ERR_PTR(-ENOMEM);
-	ret = spyre_pt_alloc(sdev, &vm->root, false);
+	vm->sdev = sdev;
+	ret = spyre_pt_alloc(vm, &vm->root, false);
 	if (ret)
 		goto err_free;
 	ctx = ida_alloc_range(&sdev->mmu_ctx_ida, 1, SPYRE_MMU_NUM_CTX - 1, GFP_KERNEL);
@@ -191,10 +289,10 @@ struct spyre_vm *spyre_vm_create(struct spyre_device *sdev)
 		goto err_pt;
 	}
 	kref_init(&vm->ref);
-	vm->sdev = sdev;
 	vm->ctx = ctx;
 	mutex_init(&vm->lock);
 	drm_mm_init(&vm->va_mm, SPYRE_VA_START, SPYRE_VA_END - SPYRE_VA_START);
+	atomic_inc(&sdev->mmu_contexts);
 	/* The id may have been used before: nothing of its last owner may stay cached. */
 	mutex_lock(&vm->lock);
 	WRITE_ONCE(sdev->mmu_ctx_table[ctx], cpu_to_le64(vm->root.dma | SPYRE_MMU_VALID));
@@ -203,7 +301,7 @@ struct spyre_vm *spyre_vm_create(struct spyre_device *sdev)
 	return vm;
 
 err_pt:
-	spyre_pt_free(sdev, &vm->root);
+	spyre_pt_free(vm, &vm->root);
 err_free:
 	kfree(vm);
 	return ERR_PTR(ret);
@@ -221,7 +319,10 @@ static void spyre_vm_release(struct kref *ref)
 	mutex_unlock(&vm->lock);
 	ida_free(&sdev->mmu_ctx_ida, vm->ctx);
 	drm_mm_takedown(&vm->va_mm);
-	spyre_pt_free(sdev, &vm->root);
+	/* Only the level-1 table is left: unmapping freed the rest (a leak would WARN). */
+	WARN_ON(vm->pt_bytes != spyre_pt_bytes(false));
+	spyre_pt_free(vm, &vm->root);
+	atomic_dec(&sdev->mmu_contexts);
 	mutex_destroy(&vm->lock);
 	kfree(vm);
 }

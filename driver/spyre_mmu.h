@@ -8,6 +8,7 @@
 #define __SPYRE_MMU_H__
 
 #include <linux/kref.h>
+#include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/types.h>
 
@@ -21,6 +22,8 @@ struct spyre_pt {
 	__le64 *entries;			/* DMA-coherent, SPYRE_MMU_PAGE_SIZE bytes */
 	dma_addr_t dma;
 	struct spyre_pt **child;		/* levels 1 and 2: 512 slots; NULL at level 3 */
+	unsigned int used;			/* VALID entries; 0 below level 1: freed */
+	struct list_head stale;			/* unlinked, freed after the next invalidate */
 };
 
 /*
@@ -31,9 +34,10 @@ struct spyre_vm {
 	struct kref ref;
 	struct spyre_device *sdev;
 	u32 ctx;				/* 1 .. SPYRE_MMU_NUM_CTX - 1 */
-	struct mutex lock;			/* va_mm and the tables */
+	struct mutex lock;			/* va_mm, the tables and pt_bytes */
 	struct drm_mm va_mm;
 	struct spyre_pt root;			/* level 1 */
+	u64 pt_bytes;				/* table pages + child arrays (fdinfo) */
 };
 
 int spyre_mmu_init(struct spyre_device *sdev);

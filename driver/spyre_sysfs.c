@@ -345,6 +345,7 @@ void spyre_hwmon_init(struct spyre_device *sdev)
  * Engines: the modeled cycles of the file's completed commands (completion entries), per
  * engine; busy ns at the core clock. Memory: the file's BOs (its handles), card memory as
  * region "device", pinned host memory as "memory". Every BO is resident from creation.
+ * The host memory of the file's MMU page tables as region "pagetables".
  * Reads only the file's own state, so it works after the card is gone too.
  */
 void spyre_show_fdinfo(struct drm_printer *p, struct drm_file *file)
@@ -379,4 +380,12 @@ void spyre_show_fdinfo(struct drm_printer *p, struct drm_file *file)
 	spin_unlock(&file->table_lock);
 	drm_print_memory_stats(p, &dev_st, DRM_GEM_OBJECT_RESIDENT, "device");
 	drm_print_memory_stats(p, &host_st, DRM_GEM_OBJECT_RESIDENT, "memory");
+	if (sf->vm) {
+		struct drm_memory_stats pt_st = { 0 };
+
+		/* Host memory of the file's MMU tables (vm->lock not needed for one u64). */
+		pt_st.private = READ_ONCE(sf->vm->pt_bytes);
+		pt_st.resident = pt_st.private;
+		drm_print_memory_stats(p, &pt_st, DRM_GEM_OBJECT_RESIDENT, "pagetables");
+	}
 }

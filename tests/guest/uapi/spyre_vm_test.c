@@ -17,6 +17,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <xf86drm.h>
@@ -388,6 +390,199 @@ TEST(unmapped_address_untranslated_on_card)
 	munmap(pv, VM_BYTES);
 	client_close(&a);
 	client_close(&b);
+}
+
+/* The file's page-table bytes (fdinfo drm-total-pagetables), or -1 without the key. */
+static long long pt_bytes(int fd)
+{
+	char path[64], line[128], unit[16];
+	long long v = -1, n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "drm-total-pagetables:", 21))
+			continue;
+		unit[0] = 0;
+		if (sscanf(line + 21, "%lld %15s", &n, unit) < 1)
+			break;
+		v = !strcmp(unit, "KiB") ? n << 10 : !strcmp(unit, "MiB") ? n << 20 :
+		    !strcmp(unit, "GiB") ? n << 30 : n;
+	}
+	fclose(f);
+	return v;
+}
+
+/*
+ * Device BOs over the card's free memory, in 4 MiB objects with a 4 KiB one between each
+ * (so the objects straddle level-2 and level-1 boundaries at many offsets), until BO_CREATE
+ * fails; their handles in @h, their number returned.
+ */
+#define CHURN_MAX	2048
+static int fill_devmem(int fd, uint32_t *h)
+{
+	int n = 0;
+
+	while (n < CHURN_MAX &&
+	       !bo_create(fd, n & 1 ? 4096 : 4 << 20, DRM_SPYRE_BO_DEVICE, &h[n]))
+		n++;
+	return n;
+}
+
+/* A file of card 0 and room for the handles of fill_devmem(); minutes of BO churn. */
+FIXTURE(churn) {
+	int fd;
+	uint32_t *h;
+};
+
+FIXTURE_SETUP(churn)
+{
+	self->h = calloc(CHURN_MAX, sizeof(*self->h));
+	ASSERT_NE(NULL, self->h);
+	self->fd = open_card(0);
+}
+
+FIXTURE_TEARDOWN(churn)
+{
+	if (self->fd >= 0)
+		close(self->fd);
+	free(self->h);
+}
+
+/*
+ * Page tables an unmap leaves empty are freed (issue 24, defect 3): a file that maps
+ * (nearly) all of device memory and frees it again is back at its empty state (the level-1
+ * table alone), and churn does not grow it; the freed addresses fault on the card (the
+ * tables are unlinked and invalidated before they are freed). The old driver kept every
+ * level-2/3 table until close: devmem/512 bytes per file.
+ */
+TEST_F_TIMEOUT(churn, page_tables_freed_on_unmap, 300)
+{
+	struct drm_spyre_device_info info;
+	long long empty, full, peak = 0;
+	uint64_t first_va = 0, last_va = 0;
+	uint32_t *h = self->h;
+	int fd = self->fd, n, i, round, ret;
+	struct probe p;
+
+	if (fd < 0)
+		SKIP(return, "no card");
+	ASSERT_EQ(0, query(fd, DRM_SPYRE_QUERY_DEVICE_INFO, &info, sizeof(info)));
+	if (!(info.caps & DRM_SPYRE_CAP_VM))
+		SKIP(return, "no DRM_SPYRE_CAP_VM");
+	empty = pt_bytes(fd);
+	ASSERT_LT(0, empty) TH_LOG("no drm-total-pagetables in fdinfo");
+	/* the level-1 table and its array of children */
+	EXPECT_EQ(8192, empty);
+	for (round = 0; round < 3; round++) {
+		n = fill_devmem(fd, h);
+		ASSERT_LT(16, n);
+		full = pt_bytes(fd);
+		/* a level-3 table per 2 MiB mapped, at least */
+		EXPECT_LE(empty + (long long)(n / 2) * 2 * 4096, full);
+		if (!round)
+			peak = full;
+		/* the same objects need the same tables: nothing left over from last round */
+		EXPECT_EQ(peak, full);
+		first_va = dev_addr(fd, h[0]);
+		last_va = dev_addr(fd, h[n - 1]);
+		ret = mmu_probe(fd, last_va, &p);
+		if (ret != -ENOENT) {
+			ASSERT_EQ(0, ret);
+			ASSERT_EQ(SPYRE_STATUS_OK, p.hw_status);
+		}
+		for (i = 0; i < n; i++)
+			ASSERT_EQ(0, bo_close(fd, h[i]));
+		TH_LOG("round %d: %d BOs, page tables %lld -> %lld -> %lld bytes", round, n,
+		       empty, full, pt_bytes(fd));
+		EXPECT_EQ(empty, pt_bytes(fd));
+		if (ret == -ENOENT)
+			continue;
+		/* unreachable, the last-level and the upper tables gone alike */
+		ASSERT_EQ(0, mmu_probe(fd, first_va, &p));
+		EXPECT_EQ(SPYRE_STATUS_ERR_MMU_FAULT, p.hw_status);
+		EXPECT_EQ(first_va, p.fault_addr);
+		ASSERT_EQ(0, mmu_probe(fd, last_va, &p));
+		EXPECT_EQ(SPYRE_STATUS_ERR_MMU_FAULT, p.hw_status);
+		EXPECT_EQ(last_va, p.fault_addr);
+	}
+}
+
+/* This process's cgroup v2 "kernel" memory (memory.stat of @cg), or -1. */
+static long long memcg_kernel_bytes(const char *cg)
+{
+	char path[256], key[64];
+	long long v, ret = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/memory.stat", cg);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fscanf(f, "%63s %lld", key, &v) == 2)
+		if (!strcmp(key, "kernel")) {
+			ret = v;
+			break;
+		}
+	fclose(f);
+	return ret;
+}
+
+/*
+ * The page tables of a file are charged to the memory cgroup of the caller that made it
+ * need them: mapping most of device memory (a level-3 table per 2 MiB) raises the cgroup's
+ * kernel memory by at least those tables. The old driver allocated them uncharged (the
+ * cgroup grew by some 0.6 MiB of BO bookkeeping, against 2 MiB of tables per GiB mapped).
+ */
+TEST_F_TIMEOUT(churn, page_tables_charged_to_memcg, 300)
+{
+	char cg[64], path[128], pid[32];
+	long long k0, k1, t0, t1, mapped;
+	uint32_t *h = self->h;
+	int fd = self->fd, n, i;
+	struct drm_spyre_device_info info;
+
+	if (fd < 0)
+		SKIP(return, "no card");
+	ASSERT_EQ(0, query(fd, DRM_SPYRE_QUERY_DEVICE_INFO, &info, sizeof(info)));
+	if (!(info.caps & DRM_SPYRE_CAP_VM))
+		SKIP(return, "no DRM_SPYRE_CAP_VM");
+	if (access("/sys/fs/cgroup/cgroup.controllers", F_OK) &&
+	    mount("none", "/sys/fs/cgroup", "cgroup2", 0, NULL))
+		SKIP(return, "no cgroup v2 (%s)", strerror(errno));
+	write_sysfs("/sys/fs/cgroup/cgroup.subtree_control", "+memory");
+	snprintf(cg, sizeof(cg), "/sys/fs/cgroup/spyre_vm_%d", getpid());
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	if (mkdir(cg, 0755) && errno != EEXIST)
+		SKIP(return, "cannot create a cgroup (%s)", strerror(errno));
+	snprintf(path, sizeof(path), "%s/memory.stat", cg);
+	if (access(path, F_OK)) {
+		rmdir(cg);
+		SKIP(return, "no memory controller in %s", cg);
+	}
+	snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+	ASSERT_EQ(0, write_sysfs(path, pid));
+
+	k0 = memcg_kernel_bytes(cg);
+	t0 = pt_bytes(fd);
+	n = fill_devmem(fd, h);
+	k1 = memcg_kernel_bytes(cg);
+	t1 = pt_bytes(fd);
+	mapped = (long long)(n + 1) / 2 * (4 << 20) + (long long)n / 2 * 4096;
+	TH_LOG("%d BOs (%lld MiB): page tables +%lld bytes, cgroup kernel memory +%lld bytes",
+	       n, mapped >> 20, t1 - t0, k1 - k0);
+	for (i = 0; i < n; i++)
+		bo_close(fd, h[i]);
+	write_sysfs("/sys/fs/cgroup/cgroup.procs", pid);
+	rmdir(cg);
+	ASSERT_LT(16, n);
+	ASSERT_LE(0, k0);
+	EXPECT_LE(mapped / 512, k1 - k0);
+	if (t0 >= 0)
+		EXPECT_LE(t1 - t0, k1 - k0);
 }
 
 /*
