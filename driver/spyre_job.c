@@ -555,9 +555,8 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	struct drm_gpu_scheduler *sched = sched_job->sched;
 	struct spyre_ring *ring = job->ring;
 	struct spyre_device *sdev = job->sdev;
-	bool fence_cookie = dma_fence_begin_signalling();
 	const char *recovery;
-	bool dumped;
+	bool fence_cookie, dumped;
 	ktime_t start;
 	u32 us;
 	int idx;
@@ -565,12 +564,19 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	/* After remove(), teardown aborts everything. */
 	if (!drm_dev_enter(&sdev->drm, &idx))
 		goto keep;
+	/*
+	 * Begun inside drm_dev_enter(): lockdep follows no dependency through that SRCU read
+	 * lock, so dma_fence_map must come right before reset_lock for a reclaim under it to
+	 * close the cycle lockdep reports.
+	 */
+	fence_cookie = dma_fence_begin_signalling();
 	mutex_lock(&sdev->reset_lock);
 	if (job->hw_fence_live)
 		spyre_ring_process(ring);
 	/* Finished after all, never reached the ring, or a PCI reset deals with it. */
 	if (!job->hw_fence_live || dma_fence_is_signaled(job->hw_fence) || sdev->in_pci_reset) {
 		mutex_unlock(&sdev->reset_lock);
+		dma_fence_end_signalling(fence_cookie);
 		drm_dev_exit(idx);
 		goto keep;
 	}
@@ -607,15 +613,14 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	mutex_unlock(&sdev->reset_lock);
 	if (dumped)
 		spyre_coredump_emit(sdev, recovery);
-	drm_dev_exit(idx);
 	dma_fence_end_signalling(fence_cookie);
+	drm_dev_exit(idx);
 	return DRM_GPU_SCHED_STAT_NOMINAL;
 
 keep:
 	spin_lock(&sched->job_list_lock);
 	list_add(&sched_job->list, &sched->pending_list);
 	spin_unlock(&sched->job_list_lock);
-	dma_fence_end_signalling(fence_cookie);
 	return DRM_GPU_SCHED_STAT_NOMINAL;
 }
 
