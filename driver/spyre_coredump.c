@@ -4,15 +4,22 @@
  *
  * The timeout handler captures the card before it recovers (the guilty job with its
  * commands, every ring, the card registers and telemetry) as "key: value" text lines, adds
- * how the recovery ended and hands the text to devcoredump: it appears as
- * /sys/class/devcoredump/devcdN/data until something is written to that file (or for 5
+ * how the recovery ended and queues a worker that hands the text to devcoredump: it appears
+ * as /sys/class/devcoredump/devcdN/data until something is written to that file (or for 5
  * minutes). The format is documented in Documentation/driver.md, "Device coredump".
+ *
+ * The handler is in the fence-signalling critical section: it must not allocate with
+ * reclaim (reclaim may wait for the fences the recovery signals), and vmalloc() cannot do
+ * without it. So it writes into a buffer allocated at probe, big enough for the largest
+ * job, and only the worker, outside that section, allocates the copy devcoredump keeps.
  *
  * Copyright (C) 2025 The Spyre open stack authors
  */
 #include <linux/devcoredump.h>
+#include <linux/slab.h>
 #include <linux/timekeeping.h>
 #include <linux/vmalloc.h>
+#include <linux/workqueue.h>
 
 #include "spyre_drv.h"
 
@@ -20,6 +27,10 @@
 /* Room for everything but the guilty job's commands, and for each command line. */
 #define SPYRE_DUMP_BASE_BYTES	SZ_16K
 #define SPYRE_DUMP_CMD_BYTES	160
+/* The whole capture buffer: the largest job fits (a bigger dump would be truncated). */
+#define SPYRE_DUMP_BYTES	(SPYRE_DUMP_BASE_BYTES + DRM_SPYRE_MAX_CMDS * SPYRE_DUMP_CMD_BYTES)
+/* Bit of spyre_dump.busy: a capture is in the buffer until the worker has copied it. */
+#define SPYRE_DUMP_BUSY		0
 
 struct spyre_dump_reg {
 	const char *name;
@@ -78,7 +89,7 @@ static __printf(2, 3) void spyre_dump_printf(struct spyre_dump *d, const char *f
 	va_list args;
 
 	va_start(args, fmt);
-	d->len += vscnprintf(d->buf + d->len, d->size - d->len, fmt, args);
+	d->len += vscnprintf(d->buf + d->len, SPYRE_DUMP_BYTES - d->len, fmt, args);
 	va_end(args);
 }
 
@@ -154,21 +165,19 @@ static void spyre_dump_card(struct spyre_dump *d, struct spyre_device *sdev)
 }
 
 /*
- * Capture the card with @guilty on it, before any recovery touches it. Runs in the timeout
- * handler, which must not wait for memory reclaim (reclaim may wait for the fences that
- * the recovery signals): GFP_NOWAIT, and no dump if that fails.
+ * Capture the card with @guilty on it, before any recovery touches it, into the buffer
+ * allocated at probe; allocates nothing. Returns false (no dump) while the previous capture
+ * is not yet handed to devcoredump.
  */
-void spyre_coredump_capture(struct spyre_dump *d, struct spyre_job *guilty)
+bool spyre_coredump_capture(struct spyre_device *sdev, struct spyre_job *guilty)
 {
-	struct spyre_device *sdev = guilty->sdev;
+	struct spyre_dump *d = &sdev->dump;
 
-	d->len = 0;
-	d->size = SPYRE_DUMP_BASE_BYTES + (size_t)guilty->cmd_count * SPYRE_DUMP_CMD_BYTES;
-	d->buf = __vmalloc(d->size, GFP_NOWAIT | __GFP_NOWARN);
-	if (!d->buf) {
-		drm_warn(&sdev->drm, "no memory for a device coredump\n");
-		return;
+	if (test_and_set_bit_lock(SPYRE_DUMP_BUSY, &d->busy)) {
+		drm_info(&sdev->drm, "previous device coredump still being published; none taken\n");
+		return false;
 	}
+	d->len = 0;
 	spyre_dump_printf(d, "spyre devcoredump\n");
 	spyre_dump_printf(d, "version: %d\n", SPYRE_DUMP_VERSION);
 	spyre_dump_printf(d, "reason: job timeout\n");
@@ -184,19 +193,63 @@ void spyre_coredump_capture(struct spyre_dump *d, struct spyre_job *guilty)
 			  atomic64_read(&sdev->jobs_timed_out));
 	spyre_dump_printf(d, "telemetry.ring_resets: %d\n", atomic_read(&sdev->ring_resets));
 	spyre_dump_printf(d, "telemetry.card_resets: %d\n", atomic_read(&sdev->card_resets));
+	return true;
 }
 
 /*
- * Add how the recovery ended ("ring reset", "card reset", "wedged") and publish the dump;
- * devcoredump owns the buffer from here (and keeps only the first of a device's dumps
- * until that one is read out and freed).
+ * Add how the recovery ended ("ring reset", "card reset", "wedged") to a capture and queue
+ * its publication; allocates nothing.
  */
-void spyre_coredump_emit(struct spyre_dump *d, struct spyre_device *sdev, const char *recovery)
+void spyre_coredump_emit(struct spyre_device *sdev, const char *recovery)
 {
-	if (!d->buf)
-		return;
+	struct spyre_dump *d = &sdev->dump;
+
 	spyre_dump_printf(d, "recovery: %s\n", recovery);
 	spyre_dump_printf(d, "end\n");
-	dev_coredumpv(sdev->drm.dev, d->buf, d->len, GFP_KERNEL);
+	queue_work(system_unbound_wq, &d->work);
+}
+
+/*
+ * Outside the fence-signalling path: copy the capture for devcoredump, which owns (and
+ * vfree()s) the copy and keeps only the first of a device's dumps until that one is read
+ * out and freed. The capture buffer is free again once copied.
+ */
+static void spyre_coredump_work(struct work_struct *work)
+{
+	struct spyre_dump *d = container_of(work, struct spyre_dump, work);
+	struct spyre_device *sdev = container_of(d, struct spyre_device, dump);
+	size_t len = d->len;
+	void *copy;
+
+	copy = vmalloc(len);
+	if (copy)
+		memcpy(copy, d->buf, len);
+	clear_bit_unlock(SPYRE_DUMP_BUSY, &d->busy);
+	if (!copy) {
+		drm_warn(&sdev->drm, "no memory for a device coredump\n");
+		return;
+	}
+	dev_coredumpv(sdev->drm.dev, copy, len, GFP_KERNEL);
+}
+
+/* unbind: after remove() no timeout handler runs; publish a capture still queued. */
+static void spyre_coredump_fini(void *data)
+{
+	struct spyre_dump *d = data;
+
+	flush_work(&d->work);
+	kvfree(d->buf);
 	d->buf = NULL;
+}
+
+/* probe: the capture buffer, SPYRE_DUMP_BYTES, so that a timeout never allocates one. */
+int spyre_coredump_init(struct spyre_device *sdev)
+{
+	struct spyre_dump *d = &sdev->dump;
+
+	INIT_WORK(&d->work, spyre_coredump_work);
+	d->buf = kvmalloc(SPYRE_DUMP_BYTES, GFP_KERNEL);
+	if (!d->buf)
+		return -ENOMEM;
+	return devm_add_action_or_reset(&sdev->pdev->dev, spyre_coredump_fini, d);
 }

@@ -225,6 +225,9 @@ static int spyre_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	ret = devm_add_action_or_reset(&pdev->dev, spyre_destroy_wq, sdev->reset_wq);
 	if (ret)
 		return ret;
+	ret = spyre_coredump_init(sdev);
+	if (ret)
+		return ret;
 	/* The last ring is the kernel's (BO clears), unless there is only one. */
 	sdev->user_rings = sdev->num_rings > 1 ? sdev->num_rings - 1 : 1;
 	sdev->kernel_ring = &sdev->rings[sdev->num_rings - 1];

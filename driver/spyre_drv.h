@@ -13,10 +13,12 @@
 #include <linux/io.h>
 #include <linux/kref.h>
 #include <linux/list.h>
+#include <linux/llist.h>
 #include <linux/mutex.h>
 #include <linux/pci.h>
 #include <linux/sched.h>
 #include <linux/spinlock.h>
+#include <linux/workqueue.h>
 
 #include <drm/drm_device.h>
 #include <drm/drm_file.h>
@@ -94,6 +96,17 @@ struct spyre_ring {
 	char irq_name[32];
 };
 
+/*
+ * The device coredump of a timeout (spyre_coredump.c): captured by the timeout handler
+ * into buf, allocated at probe, and copied for devcoredump by work, outside the handler.
+ */
+struct spyre_dump {
+	char *buf;				/* SPYRE_DUMP_BYTES, kvmalloc */
+	size_t len;
+	unsigned long busy;			/* SPYRE_DUMP_BUSY: buf holds a capture */
+	struct work_struct work;
+};
+
 struct spyre_device {
 	struct drm_device drm;
 	struct pci_dev *pdev;
@@ -132,6 +145,16 @@ struct spyre_device {
 	bool wedged;
 	unsigned long card_reset_at[SPYRE_CARD_RESET_BURST];
 	unsigned int card_reset_next;
+	struct spyre_dump dump;
+	/*
+	 * The timeout handler's task while it recovers: jobs that drm_sched_stop() frees then
+	 * go to free_later and are freed by free_work, outside the fence-signalling section
+	 * (freeing BOs takes locks that are held while allocating).
+	 */
+	struct task_struct *recovery_task;
+	struct llist_head free_later;
+	struct work_struct free_work;
+	struct work_struct wedge_work;		/* sends the WEDGED= uevent */
 
 	/* Device memory allocator. */
 	struct mutex mm_lock;			/* protects mm and devmem_used */
@@ -248,6 +271,7 @@ struct spyre_job {
 	bool kernel;			/* driver-internal job: not counted in telemetry */
 	u64 first;			/* ring sequence number of the first command (last run) */
 	struct list_head node;		/* in ring->active while on the hardware */
+	struct llist_node free_node;	/* in sdev->free_later */
 };
 
 /* Buffer object. DEVICE BOs use only shmem.base; HOST BOs are shmem objects. */
@@ -398,15 +422,10 @@ int spyre_launch_prepare(struct spyre_device *sdev, struct drm_file *file,
 void spyre_launch_complete(struct spyre_launch *l, const struct spyre_hw_cpl *cpl);
 void spyre_launch_free(struct spyre_device *sdev, struct spyre_launch *l);
 
-/* spyre_coredump.c: the text of a device coredump, captured before a recovery. */
-struct spyre_dump {
-	char *buf;				/* vmalloc; NULL if the capture failed */
-	size_t size;
-	size_t len;
-};
-
-void spyre_coredump_capture(struct spyre_dump *d, struct spyre_job *guilty);
-void spyre_coredump_emit(struct spyre_dump *d, struct spyre_device *sdev, const char *recovery);
+/* spyre_coredump.c */
+int spyre_coredump_init(struct spyre_device *sdev);
+bool spyre_coredump_capture(struct spyre_device *sdev, struct spyre_job *guilty);
+void spyre_coredump_emit(struct spyre_device *sdev, const char *recovery);
 
 /* spyre_debugfs.c */
 #ifdef CONFIG_DEBUG_FS

@@ -452,23 +452,35 @@ static bool spyre_card_reset_allowed(struct spyre_device *sdev)
 }
 
 /*
- * The card did not come back: fail everything, keep the rings down and tell userspace.
- * Linux 6.12 has no drm_dev_wedged_event(), so the same "WEDGED=" uevent is sent by hand
- * (Documentation/gpu/drm-uapi.rst, "Device wedging"): unbind, PCI reset, bind recovers.
+ * The "WEDGED=" uevent, from a worker: kobject_uevent_env() allocates with GFP_KERNEL, which
+ * the timeout handler must not. Linux 6.12 has no drm_dev_wedged_event(), so it is sent by
+ * hand (Documentation/gpu/drm-uapi.rst, "Device wedging"): unbind, PCI reset, bind recovers.
  */
-static void spyre_wedge(struct spyre_device *sdev)
+static void spyre_wedged_uevent_work(struct work_struct *work)
 {
+	struct spyre_device *sdev = container_of(work, struct spyre_device, wedge_work);
 	char event[32], *envp[2];
+	int idx;
 
-	if (READ_ONCE(sdev->wedged))
+	/* An unplugged card's accel device is going away: no one to tell. */
+	if (!drm_dev_enter(&sdev->drm, &idx))
 		return;
-	WRITE_ONCE(sdev->wedged, true);
-	drm_err(&sdev->drm, "card wedged; to recover: unbind, reset the PCI function, bind\n");
 	strscpy(event, "WEDGED=rebind,bus-reset");
 	envp[0] = event;
 	envp[1] = NULL;
 	if (sdev->drm.accel)
 		kobject_uevent_env(&sdev->drm.accel->kdev->kobj, KOBJ_CHANGE, envp);
+	drm_dev_exit(idx);
+}
+
+/* The card did not come back: fail everything, keep the rings down and tell userspace. */
+static void spyre_wedge(struct spyre_device *sdev)
+{
+	if (READ_ONCE(sdev->wedged))
+		return;
+	WRITE_ONCE(sdev->wedged, true);
+	drm_err(&sdev->drm, "card wedged; to recover: unbind, reset the PCI function, bind\n");
+	queue_work(system_unbound_wq, &sdev->wedge_work);
 }
 
 /*
@@ -531,6 +543,11 @@ static void spyre_sched_restart_all(struct spyre_device *sdev)
  * BOs and launch buffers stay alive until then), fail it with DRM_SPYRE_JOB_TIMEOUT and
  * re-run the innocent jobs queued behind it. A ring that does not stop escalates to a card
  * reset, a card that does not come back is wedged.
+ *
+ * All of it is a fence-signalling critical section (annotated for lockdep): the fences it
+ * signals may be what memory reclaim waits for, so nothing here may allocate with reclaim
+ * or take a lock held while allocating. The coredump goes into a buffer allocated at probe,
+ * jobs freed on the way are freed later (spyre_free_job()).
  */
 static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_job)
 {
@@ -538,8 +555,8 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	struct drm_gpu_scheduler *sched = sched_job->sched;
 	struct spyre_ring *ring = job->ring;
 	struct spyre_device *sdev = job->sdev;
-	struct spyre_dump dump;
 	const char *recovery;
+	bool fence_cookie, dumped;
 	ktime_t start;
 	u32 us;
 	int idx;
@@ -547,12 +564,19 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	/* After remove(), teardown aborts everything. */
 	if (!drm_dev_enter(&sdev->drm, &idx))
 		goto keep;
+	/*
+	 * Begun inside drm_dev_enter(): lockdep follows no dependency through that SRCU read
+	 * lock, so dma_fence_map must come right before reset_lock for a reclaim under it to
+	 * close the cycle lockdep reports.
+	 */
+	fence_cookie = dma_fence_begin_signalling();
 	mutex_lock(&sdev->reset_lock);
 	if (job->hw_fence_live)
 		spyre_ring_process(ring);
 	/* Finished after all, never reached the ring, or a PCI reset deals with it. */
 	if (!job->hw_fence_live || dma_fence_is_signaled(job->hw_fence) || sdev->in_pci_reset) {
 		mutex_unlock(&sdev->reset_lock);
+		dma_fence_end_signalling(fence_cookie);
 		drm_dev_exit(idx);
 		goto keep;
 	}
@@ -560,8 +584,9 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	start = ktime_get();
 	trace_spyre_job_timeout(job);
 	/* The dump shows the card as the hang left it: captured before anything is reset. */
-	spyre_coredump_capture(&dump, job);
+	dumped = spyre_coredump_capture(sdev, job);
 	WRITE_ONCE(sdev->recovering, true);
+	WRITE_ONCE(sdev->recovery_task, current);
 	drm_sched_stop(sched, sched_job);
 	if (!READ_ONCE(sdev->wedged) && spyre_hw_ring_abort(ring) &&
 	    !spyre_ring_restart(ring, job)) {
@@ -580,12 +605,15 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 		recovery = READ_ONCE(sdev->wedged) ? "wedged" : "card reset";
 		spyre_sched_restart_all(sdev);
 	}
+	WRITE_ONCE(sdev->recovery_task, NULL);
 	WRITE_ONCE(sdev->recovering, false);
 	us = ktime_us_delta(ktime_get(), start);
 	sdev->last_recovery_us = us;
 	sdev->max_recovery_us = max(sdev->max_recovery_us, us);
 	mutex_unlock(&sdev->reset_lock);
-	spyre_coredump_emit(&dump, sdev, recovery);
+	if (dumped)
+		spyre_coredump_emit(sdev, recovery);
+	dma_fence_end_signalling(fence_cookie);
 	drm_dev_exit(idx);
 	return DRM_GPU_SCHED_STAT_NOMINAL;
 
@@ -645,13 +673,37 @@ void spyre_sched_teardown(struct spyre_device *sdev)
 		drm_sched_stop(&sdev->rings[i].sched, NULL);
 		drm_sched_start(&sdev->rings[i].sched);
 	}
+	/* Jobs a recovery left for later hold BO references too. */
+	flush_work(&sdev->free_work);
+	flush_work(&sdev->wedge_work);
+}
+
+/* Jobs that drm_sched_stop() freed during a recovery, freed outside it. */
+static void spyre_free_later_work(struct work_struct *work)
+{
+	struct spyre_device *sdev = container_of(work, struct spyre_device, free_work);
+	struct spyre_job *job, *tmp;
+
+	llist_for_each_entry_safe(job, tmp, llist_del_all(&sdev->free_later), free_node)
+		spyre_job_free(job);
 }
 
 static void spyre_free_job(struct drm_sched_job *sched_job)
 {
 	struct spyre_job *job = to_spyre_job(sched_job);
+	struct spyre_device *sdev = job->sdev;
 
 	drm_sched_job_cleanup(sched_job);
+	/*
+	 * From the timeout handler (drm_sched_stop() frees finished jobs): the last reference
+	 * to a BO or file may go, whose release takes the dma_resv and address space locks,
+	 * held elsewhere while allocating. Not in the fence-signalling section, then.
+	 */
+	if (READ_ONCE(sdev->recovery_task) == current) {
+		if (llist_add(&job->free_node, &sdev->free_later))
+			queue_work(system_unbound_wq, &sdev->free_work);
+		return;
+	}
 	spyre_job_free(job);
 }
 
@@ -667,6 +719,9 @@ int spyre_sched_init(struct spyre_device *sdev)
 	unsigned int i;
 	int ret;
 
+	init_llist_head(&sdev->free_later);
+	INIT_WORK(&sdev->free_work, spyre_free_later_work);
+	INIT_WORK(&sdev->wedge_work, spyre_wedged_uevent_work);
 	for (i = 0; i < sdev->num_rings; i++) {
 		struct spyre_ring *ring = &sdev->rings[i];
 		struct drm_sched_init_args args = {

@@ -743,6 +743,92 @@ TEST_F_TIMEOUT(fault, hang_devcoredump, 60)
 	EXPECT_EQ(-ENOENT, devcd_of(bdf, path, sizeof(path)));
 }
 
+/* The driver's coredump buffer, allocated at probe (driver.md "Device coredump"). */
+#define DUMP_MAX_BYTES	(16384 + DRM_SPYRE_MAX_CMDS * 160)
+
+/* Hang a job of @n copies (the first one hangs) and return its dump, read out and freed; NULL if none. */
+static char *hang_and_dump(struct __test_metadata *_metadata, FIXTURE_DATA(fault) *self,
+			   const char *bdf, uint32_t n, uint64_t *job, size_t *len)
+{
+	struct drm_spyre_cmd *cmds = calloc(n, sizeof(*cmds));
+	char path[PATH_MAX], data[PATH_MAX + 8];
+	int64_t deadline;
+	char *dump;
+	uint32_t i;
+
+	if (!cmds)
+		return NULL;
+	for (i = 0; i < n; i++)
+		cmds[i] = copy_cmd(self->hbo, 0, self->dbo, 0, 4096);
+	if (fault_hang(self->fd, 1 | SPYRE_HANG_RING(0)) || submit_cmds(self->fd, cmds, n, job)) {
+		free(cmds);
+		return NULL;
+	}
+	free(cmds);
+	if (job_status(self->fd, *job) != DRM_SPYRE_JOB_TIMEOUT)
+		return NULL;
+	deadline = now_ns() + 5 * SEC_NS;
+	while (devcd_of(bdf, path, sizeof(path)) && now_ns() < deadline)
+		usleep(20000);
+	if (devcd_of(bdf, path, sizeof(path)))
+		return NULL;
+	snprintf(data, sizeof(data), "%s/data", path);
+	dump = read_all(data);
+	*len = dump ? strlen(dump) : 0;
+	if (devcd_free(path)) {
+		free(dump);
+		return NULL;
+	}
+	return dump;
+}
+
+/*
+ * The dump is captured into one buffer allocated at probe (the timeout handler allocates
+ * nothing): the largest job (DRM_SPYRE_MAX_CMDS commands) fits whole in it, within its
+ * bound, and the buffer serves the next hang, whose dump holds that job and nothing stale.
+ */
+TEST_F_TIMEOUT(fault, hang_devcoredump_largest_job_then_next, 90)
+{
+	char bdf[64], path[PATH_MAX], key[48], v[256];
+	uint64_t job, job2;
+	struct stat st;
+	char *dump;
+	size_t len;
+
+	if (stat(DEVCD_CLASS, &st))
+		SKIP(return, "kernel without CONFIG_DEV_COREDUMP (no %s)", DEVCD_CLASS);
+	ASSERT_EQ(0, card_bdf(self->fd, bdf, sizeof(bdf)));
+	while (!devcd_of(bdf, path, sizeof(path)))
+		ASSERT_EQ(0, devcd_free(path));
+
+	dump = hang_and_dump(_metadata, self, bdf, DRM_SPYRE_MAX_CMDS, &job, &len);
+	ASSERT_NE(NULL, dump) TH_LOG("no coredump of the %u-command hang", DRM_SPYRE_MAX_CMDS);
+	EXPECT_LE(len, DUMP_MAX_BYTES);
+	EXPECT_GT(len, DRM_SPYRE_MAX_CMDS * 128);
+	EXPECT_EQ(job, dump_num(dump, "guilty.job_id"));
+	EXPECT_EQ(DRM_SPYRE_MAX_CMDS, dump_num(dump, "guilty.cmd_count"));
+	snprintf(key, sizeof(key), "guilty.cmd.%u", DRM_SPYRE_MAX_CMDS - 1);
+	ASSERT_EQ(0, dump_value(dump, key, v, sizeof(v))) TH_LOG("dump truncated");
+	EXPECT_EQ(128, strlen(v));
+	ASSERT_EQ(0, dump_value(dump, "recovery", v, sizeof(v)));
+	EXPECT_STREQ("ring reset", v);
+	/* complete: the last line is "end" */
+	EXPECT_GE(len, 5);
+	EXPECT_STREQ("\nend\n", dump + len - 5);
+	free(dump);
+
+	dump = hang_and_dump(_metadata, self, bdf, 1, &job2, &len);
+	ASSERT_NE(NULL, dump) TH_LOG("no coredump of the next hang");
+	EXPECT_NE(job, job2);
+	EXPECT_EQ(job2, dump_num(dump, "guilty.job_id"));
+	EXPECT_EQ(1, dump_num(dump, "guilty.cmd_count"));
+	EXPECT_EQ(0, dump_value(dump, "guilty.cmd.0", v, sizeof(v)));
+	EXPECT_EQ(-ENOENT, dump_value(dump, "guilty.cmd.1", v, sizeof(v)));
+	EXPECT_LT(len, 16384);
+	EXPECT_STREQ("\nend\n", dump + len - 5);
+	free(dump);
+}
+
 /*
  * The tracepoints of a hung job: submitted, run, timed out, completed with TIMEOUT, then the
  * ring reset, in that order.
