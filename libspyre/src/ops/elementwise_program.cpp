@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "ops/chunk_loop.hpp"
 #include "ops/sticks.hpp"
 #include "spyre/program_builder.hpp"
 
@@ -279,7 +280,7 @@ bool has_mode(const EwShape& s, Bcast m) {
 // core's end, r9 chunk elements, r10 parity offset, r11 chunk count; r16 head, r17 mid rows,
 // r18 tail, r19 c0 (column of the chunk start) of the current chunk; r12-r15, r20-r23 scratch
 // and operand addresses; r24-r30 vector descriptors.
-constexpr Reg rPos = 7, rEnd = 8, rE = 9, rPar = 10, rN = 11;
+using chunk_loop::rE, chunk_loop::rEnd, chunk_loop::rN, chunk_loop::rPar, chunk_loop::rPos;
 constexpr Reg rHead = 16, rMid = 17, rTail = 18, rC0 = 19;
 
 class Emitter {
@@ -568,30 +569,12 @@ std::vector<uint8_t> Emitter::build() {
         b_.li(12, static_cast<int64_t>(row ? l_.row[i] : l_.scalar[i]));
         dma(true, 12, 13, 14);
     }
-    // the core's elements [start, end): units of u split evenly
-    b_.muli(rPos, 1, U);
-    b_.alu(isa::Alu::DIVU, rPos, rPos, 0, P);
-    b_.muli(rPos, rPos, u);
-    b_.addi(rEnd, 1, 1);
-    b_.muli(rEnd, rEnd, U);
-    b_.alu(isa::Alu::DIVU, rEnd, rEnd, 0, P);
-    b_.muli(rEnd, rEnd, u);
-    b_.alu(isa::Alu::MINU, rEnd, rEnd, 0, n);
-    b_.sub(rN, rEnd, rPos);
-    b_.addi(rN, rN, E - 1);
-    b_.alu(isa::Alu::DIVU, rN, rN, 0, E);
-    b_.li(rPar, 0);
-    b_.sub(rE, rEnd, rPos);
-    b_.alu(isa::Alu::MINU, rE, rE, 0, E);
+    chunk_loop::emit_core_range(b_, n, u, U, P, E);
     emit_loads(rPos, rE, rPar);
     b_.loop(rN);
     {
-        // software pipelined: the next chunk's loads are queued before this chunk's passes
-        b_.add(16, rPos, rE);
-        b_.sub(17, rEnd, 16);
-        b_.alu(isa::Alu::MINU, 17, 17, 0, E);
-        b_.alu(isa::Alu::XOR, 18, rPar, 0, l_.region);
-        emit_loads(16, 17, 18);
+        chunk_loop::emit_next_chunk(b_, E, l_.region);
+        emit_loads(chunk_loop::rNextPos, chunk_loop::rNextE, chunk_loop::rNextPar);
         if (segmented()) emit_segments();
         for (const Step& st : steps_) {
             if (segmented())
@@ -605,10 +588,7 @@ std::vector<uint8_t> Emitter::build() {
         b_.add(13, 13, 4);
         b_.muli(14, rE, oes);
         dma(false, 12, 13, 14);
-        b_.add(rPos, rPos, rE);
-        b_.alu(isa::Alu::XOR, rPar, rPar, 0, l_.region);
-        b_.sub(rE, rEnd, rPos);
-        b_.alu(isa::Alu::MINU, rE, rE, 0, E);
+        chunk_loop::emit_advance(b_, E, l_.region);
     }
     b_.endloop();
     b_.halt();

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "ops/chunk_loop.hpp"
 #include "ops/sticks.hpp"
 #include "spyre/numerics.hpp"
 #include "spyre/program_builder.hpp"
@@ -246,7 +247,7 @@ Layout layout(const FusedKernel& k, const Lowered& L, uint64_t E) {
 // Registers: r7 chunk start (element), r8 the core's end, r9 chunk elements, r10 parity offset,
 // r11 chunk count; r12-r18 scratch; r20-r22 operand addresses, r24-r30 vector descriptors; r31
 // the span base.
-constexpr Reg rPos = 7, rEnd = 8, rE = 9, rPar = 10, rN = 11;
+using chunk_loop::rE, chunk_loop::rEnd, chunk_loop::rN, chunk_loop::rPar, chunk_loop::rPos;
 
 class Emitter {
   public:
@@ -350,30 +351,12 @@ std::vector<uint8_t> Emitter::build() {
         b_.li(12, static_cast<int64_t>(l_.sin[i]));
         dma(true, 12, 13, 14);
     }
-    // the core's elements [start, end): units of u split evenly
-    b_.muli(rPos, 1, U);
-    b_.alu(isa::Alu::DIVU, rPos, rPos, 0, P);
-    b_.muli(rPos, rPos, u);
-    b_.addi(rEnd, 1, 1);
-    b_.muli(rEnd, rEnd, U);
-    b_.alu(isa::Alu::DIVU, rEnd, rEnd, 0, P);
-    b_.muli(rEnd, rEnd, u);
-    b_.alu(isa::Alu::MINU, rEnd, rEnd, 0, n_);
-    b_.sub(rN, rEnd, rPos);
-    b_.addi(rN, rN, E - 1);
-    b_.alu(isa::Alu::DIVU, rN, rN, 0, E);
-    b_.li(rPar, 0);
-    b_.sub(rE, rEnd, rPos);
-    b_.alu(isa::Alu::MINU, rE, rE, 0, E);
+    chunk_loop::emit_core_range(b_, n_, u, U, P, E);
     loads(rPos, rE, rPar);
     b_.loop(rN);
     {
-        // software pipelined: the next chunk's loads are queued before this chunk's passes
-        b_.add(16, rPos, rE);
-        b_.sub(17, rEnd, 16);
-        b_.alu(isa::Alu::MINU, 17, 17, 0, E);
-        b_.alu(isa::Alu::XOR, 18, rPar, 0, l_.region);
-        loads(16, 17, 18);
+        chunk_loop::emit_next_chunk(b_, E, l_.region);
+        loads(chunk_loop::rNextPos, chunk_loop::rNextE, chunk_loop::rNextPar);
         // one row of e elements per pass (strides unused)
         b_.li(24, 1), b_.mov(25, rE), b_.li(26, 0), b_.li(27, 0), b_.li(28, 0), b_.li(30, 0);
         for (const Pass& p : L_.passes) pass(p);
@@ -386,10 +369,7 @@ std::vector<uint8_t> Emitter::build() {
             b_.muli(14, rE, es);
             dma(false, 12, 13, 14);
         }
-        b_.add(rPos, rPos, rE);
-        b_.alu(isa::Alu::XOR, rPar, rPar, 0, l_.region);
-        b_.sub(rE, rEnd, rPos);
-        b_.alu(isa::Alu::MINU, rE, rE, 0, E);
+        chunk_loop::emit_advance(b_, E, l_.region);
     }
     b_.endloop();
     b_.halt();
