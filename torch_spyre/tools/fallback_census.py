@@ -51,8 +51,9 @@ class Decoder(nn.Module):
         x = self.emb(ids)
         h = self.norm1(x)
         q, k, v = self.qkv(h).view(b, L, 3, self.heads, self.hd).permute(2, 0, 3, 1, 4)
-        self.k_cache.index_copy_(2, positions, k)
-        self.v_cache.index_copy_(2, positions, v)
+        # under autocast the projections are 16-bit: the cache keeps its own type
+        self.k_cache.index_copy_(2, positions, k.to(self.k_cache.dtype))
+        self.v_cache.index_copy_(2, positions, v.to(self.v_cache.dtype))
         n = pos + L
         keys, values = self.k_cache[:, :, :n], self.v_cache[:, :, :n]
         key_pos = torch.arange(n, device=ids.device)

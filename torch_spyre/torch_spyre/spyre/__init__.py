@@ -6,7 +6,7 @@ plus the CPU fallback's statistics.
 """
 
 import threading
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 import torch
 
@@ -50,9 +50,11 @@ __all__ = [
     "empty_cache",
     "empty_host_cache",
     "fallback_counts",
+    "get_amp_supported_dtype",
     "get_device_name",
     "get_device_properties",
     "host_memory_stats",
+    "is_bf16_supported",
     "init",
     "initial_seed",
     "is_available",
@@ -183,6 +185,18 @@ def manual_seed_all(seed: int) -> None:
 
 def initial_seed() -> int:
     return torch.default_generator.initial_seed()
+
+
+# Autocast: torch.autocast(device_type="spyre") asks the device module which low-precision
+# types it takes; the op lists are PyTorch's own (csrc/aten/Autocast.cpp).
+def get_amp_supported_dtype() -> List[torch.dtype]:
+    """The types torch.autocast("spyre", dtype=...) accepts: the matrix unit's 16-bit inputs."""
+    return [torch.bfloat16, torch.float16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """bf16 runs on the matrix and vector units of every Spyre card."""
+    return True
 
 
 def _is_in_bad_fork() -> bool:
