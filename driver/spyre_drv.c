@@ -37,7 +37,7 @@ static int spyre_open(struct drm_device *drm, struct drm_file *file)
 	sf->client_id = file->client_id;
 	mutex_init(&sf->lock);
 	if (sf->sdev->mmu_ctx_table) {
-		sf->vm = spyre_vm_create(sf->sdev);
+		sf->vm = spyre_vm_create(sf->sdev, file->client_id);
 		if (IS_ERR(sf->vm)) {
 			ret = PTR_ERR(sf->vm);
 			sf->vm = NULL;
@@ -61,6 +61,9 @@ static void spyre_postclose(struct drm_device *drm, struct drm_file *file)
 	struct spyre_file *sf = file->driver_priv;
 
 	spyre_job_file_close(sf);
+	/* An idle file's context id is free for others at once; its address space may stay. */
+	if (sf->vm)
+		spyre_vm_unbind_idle(sf->vm);
 	/* Jobs still on the card hold references; the last one frees the file state. */
 	spyre_file_put(sf);
 }

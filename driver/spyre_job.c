@@ -117,6 +117,9 @@ static void spyre_job_free(struct spyre_job *job)
 		kfree(job->hw_fence);
 	spyre_result_put(job->res);
 	if (job->sf) {
+		/* after the job is off the card for good: its context id may be taken now */
+		if (job->ctx)
+			spyre_vm_put_ctx(job->sf->vm);
 		atomic_dec(&job->sf->jobs);
 		atomic_sub(job->charged_cmds, &job->sf->cmds);
 		atomic_sub(job->charged_launches, &job->sf->launches);
@@ -1026,7 +1029,7 @@ static int spyre_job_prepare_cmds(struct spyre_job *job, struct drm_file *file,
 		if (ret)
 			return ret;
 		/* Its device addresses are the file's virtual addresses. */
-		job->cmds[i].hdr.ctx = spyre_file_ctx(job->sf);
+		job->cmds[i].hdr.ctx = job->ctx;
 		job->cmd_count++;
 	}
 	return 0;
@@ -1159,6 +1162,17 @@ int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file
 	if (!job->res || !job->hw_fence) {
 		ret = -ENOMEM;
 		goto err_free;
+	}
+
+	/*
+	 * The file's MMU context id, bound here (where we may sleep and wait for one) and held
+	 * by the job until it is freed: nothing can take it while the job is queued, runs, or is
+	 * re-run after a reset, so neither run_job nor recovery ever binds.
+	 */
+	if (sf->vm) {
+		ret = spyre_vm_get_ctx(sf->vm, &job->ctx);
+		if (ret)
+			goto err_free;
 	}
 
 	ret = spyre_job_prepare_cmds(job, file, args);
