@@ -236,7 +236,16 @@ static int spyre_recovery_show(struct seq_file *m, void *unused)
 {
 	struct spyre_device *sdev = m->private;
 
+	struct spyre_bo *bo;
+	u64 quarantined = 0;
+
+	mutex_lock(&sdev->mm_lock);
+	list_for_each_entry(bo, &sdev->zombies, zombie)
+		quarantined += bo->node.size;
+	mutex_unlock(&sdev->mm_lock);
 	seq_printf(m, "state: %s\n", READ_ONCE(sdev->wedged) ? "wedged" : "ok");
+	seq_printf(m, "bus_master: %s\n", READ_ONCE(sdev->dma_stopped) ? "stopped" : "on");
+	seq_printf(m, "zombie_bytes: %llu\n", quarantined);
 	seq_printf(m, "ring_resets: %d\n", atomic_read(&sdev->ring_resets));
 	seq_printf(m, "card_resets: %d\n", atomic_read(&sdev->card_resets));
 	seq_printf(m, "jobs_timed_out: %lld\n", atomic64_read(&sdev->jobs_timed_out));

@@ -107,7 +107,11 @@ static void spyre_drm_release(struct drm_device *drm, void *arg)
 	spyre_gem_fini(sdev);
 }
 
-/* Stop the card: no interrupt, no ring, nothing running (bounded wait). */
+/*
+ * Stop the card: no interrupt, no ring, nothing running (bounded wait). A card that does
+ * not come back from its reset may still be running commands: its bus mastering is stopped
+ * before remove() frees the rings, the jobs' memory and the page tables.
+ */
 static void spyre_hw_quiesce(struct spyre_device *sdev)
 {
 	unsigned int i;
@@ -118,7 +122,8 @@ static void spyre_hw_quiesce(struct spyre_device *sdev)
 		spyre_hw_ring_disable(&sdev->rings[i]);
 		spin_unlock(&sdev->rings[i].lock);
 	}
-	spyre_hw_reset(sdev);
+	if (spyre_hw_reset(sdev))
+		spyre_hw_stop_dma(sdev);
 }
 
 /* Quiesce the card and release what remove() must release while the device is bound. */

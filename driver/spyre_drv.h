@@ -144,6 +144,11 @@ struct spyre_device {
 	bool in_pci_reset;			/* between reset_prepare and reset_done */
 	bool recovering;			/* a timeout handler is resetting a ring/card */
 	bool wedged;
+	/*
+	 * Bus mastering stopped: the card was not confirmed idle when its jobs were failed, so
+	 * freed card memory is quarantined (kept on zombies) until a reset completes.
+	 */
+	bool dma_stopped;
 	unsigned long card_reset_at[SPYRE_CARD_RESET_BURST];
 	unsigned int card_reset_next;
 	struct spyre_dump dump;
@@ -161,7 +166,7 @@ struct spyre_device {
 	struct mutex mm_lock;			/* protects mm and devmem_used */
 	struct drm_mm mm;
 	u64 devmem_used;
-	struct list_head zombies;		/* freed DEVICE BOs whose clear still runs */
+	struct list_head zombies;		/* freed DEVICE BOs the card may still write */
 	atomic64_t host_bo_bytes;
 
 	/*
@@ -378,6 +383,8 @@ void spyre_hw_ring_disable(struct spyre_ring *ring);
 bool spyre_hw_ring_abort(struct spyre_ring *ring);
 void spyre_hw_enable_interrupts(struct spyre_device *sdev);
 void spyre_hw_disable_interrupts(struct spyre_device *sdev);
+void spyre_hw_stop_dma(struct spyre_device *sdev);
+void spyre_hw_start_dma(struct spyre_device *sdev);
 
 /* spyre_irq.c */
 int spyre_irq_init(struct spyre_device *sdev);

@@ -495,6 +495,7 @@ static void spyre_wedge(struct spyre_device *sdev)
 static void spyre_card_reset(struct spyre_device *sdev, struct spyre_job *bad, bool force)
 {
 	bool ok = force || (!READ_ONCE(sdev->wedged) && spyre_card_reset_allowed(sdev));
+	bool reset = false;
 	unsigned int i;
 
 	spyre_hw_disable_interrupts(sdev);
@@ -503,12 +504,20 @@ static void spyre_card_reset(struct spyre_device *sdev, struct spyre_job *bad, b
 		sdev->rings[i].enabled = false;
 		spin_unlock(&sdev->rings[i].lock);
 	}
-	if (ok)
-		ok = !spyre_hw_reset(sdev);
+	if (ok) {
+		reset = !spyre_hw_reset(sdev);
+		ok = reset;
+	}
 	for (i = 0; i < sdev->num_rings && ok; i++)
 		if (spyre_ring_restart(&sdev->rings[i], bad))
 			ok = false;
 	if (!ok) {
+		/*
+		 * Not reset (budget spent) or not back from it: the card may still run what it
+		 * was given. Stop its DMA before the fences let the jobs' memory be freed.
+		 */
+		if (!reset)
+			spyre_hw_stop_dma(sdev);
 		for (i = 0; i < sdev->num_rings; i++)
 			spyre_ring_fail_all(&sdev->rings[i], bad, -EIO);
 		spyre_wedge(sdev);
@@ -652,6 +661,9 @@ void spyre_reset_done(struct spyre_device *sdev)
 	if (sdev->in_pci_reset) {
 		WRITE_ONCE(sdev->wedged, false);
 		spyre_card_reset(sdev, NULL, true);
+		/* The card came back: it runs nothing, DMA and quarantined memory may resume. */
+		if (!READ_ONCE(sdev->wedged))
+			spyre_hw_start_dma(sdev);
 		sdev->in_pci_reset = false;
 		spyre_sched_restart_all(sdev);
 	}
