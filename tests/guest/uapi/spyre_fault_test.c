@@ -1018,6 +1018,48 @@ static int bus_master(const char *bdf)
 }
 
 /*
+ * Card resets are rate-limited (5 a minute): a ring that does not stop once the budget is
+ * spent wedges the card without any reset, so it may still be running everything it was
+ * given, on every ring. Its bus mastering must be off before the jobs fail (issue 24,
+ * defect 6); a PCI reset while bound brings it back.
+ */
+TEST_F_TIMEOUT(fault, reset_budget_spent_stops_dma, 120)
+{
+	struct drm_spyre_telemetry t;
+	struct drm_spyre_cmd c;
+	char bdf[64], path[160];
+	uint64_t job;
+	int i;
+
+	ASSERT_EQ(0, card_bdf(self->fd, bdf, sizeof(bdf)));
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/reset", bdf);
+	if (access(path, W_OK))
+		SKIP(return, "%s: the card has no PCI reset method", path);
+	ASSERT_EQ(1, bus_master(bdf));
+	c = copy_cmd(self->hbo, 0, self->dbo, 0, 4096);
+	/* sticky hangs: each costs a card reset, until there is none left */
+	for (i = 0; i < 8; i++) {
+		ASSERT_EQ(0, fault_hang(self->fd, 1 | SPYRE_HANG_STICKY | SPYRE_HANG_RING(0)));
+		ASSERT_EQ(0, submit_cmds(self->fd, &c, 1, &job));
+		EXPECT_EQ(DRM_SPYRE_JOB_TIMEOUT, job_status(self->fd, job));
+		ASSERT_EQ(0, telemetry(self->fd, &t));
+		if (t.state == DRM_SPYRE_STATE_WEDGED)
+			break;
+		ASSERT_EQ(1, bus_master(bdf)) TH_LOG("hang %d: card reset, still off", i);
+	}
+	ASSERT_EQ(DRM_SPYRE_STATE_WEDGED, t.state);
+	TH_LOG("wedged at sticky hang %d", i + 1);
+	EXPECT_GE(6, i + 1);
+	EXPECT_EQ(0, bus_master(bdf));
+
+	ASSERT_EQ(0, write_sysfs(path, "1"));
+	ASSERT_EQ(0, telemetry(self->fd, &t));
+	EXPECT_EQ(DRM_SPYRE_STATE_OK, t.state);
+	EXPECT_EQ(1, bus_master(bdf));
+	EXPECT_EQ(0, round_trip(self->fd2, 10000, 3, 5, 17));
+}
+
+/*
  * A hang whose card reset does not finish (issue 24, defect 6): the card is not confirmed
  * idle when every job is failed, so the driver stops its bus mastering first (no DMA into
  * host memory the failed jobs' BOs, rings and tables give back) and keeps the card memory
