@@ -11,8 +11,8 @@ import torch_spyre
 from conftest import FLOATS, close, make
 
 ON_CARD = ("aten::addcmul", "aten::addcdiv", "aten::lerp", "aten::pow", "aten::threshold_backward",
-           "aten::silu_backward", "aten::_softmax_backward_data",
-           "aten::_log_softmax_backward_data")
+           "aten::silu_backward", "aten::gelu_backward", "aten::native_layer_norm_backward",
+           "aten::_softmax_backward_data", "aten::_log_softmax_backward_data")
 
 
 def assert_on_card():
@@ -74,7 +74,8 @@ def grads(fn, x, g, device):
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("name,fn", [
-    ("relu", torch.relu), ("silu", F.silu),
+    ("relu", torch.relu), ("silu", F.silu), ("gelu", F.gelu),
+    ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh")),
     ("softmax_last", lambda x: torch.softmax(x, -1)),
     ("softmax_dim0", lambda x: torch.softmax(x, 0)),
     ("log_softmax_last", lambda x: torch.log_softmax(x, -1)),
@@ -91,6 +92,30 @@ def test_backward_kernels(fallback_reset, dtype, name, fn):
         assert torch.equal(got, want)
     else:
         close(got, want, dtype, scale=4)
+    assert_on_card()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_backward(fallback_reset, dtype, affine):
+    torch.manual_seed(0)
+    cpu = torch.nn.LayerNorm((6, 20), elementwise_affine=affine)
+    if affine:
+        with torch.no_grad():
+            cpu.weight.uniform_(0.5, 1.5)
+            cpu.bias.uniform_(-0.5, 0.5)
+    dev = torch.nn.LayerNorm((6, 20), elementwise_affine=affine)
+    dev.load_state_dict(cpu.state_dict())
+    dev = dev.to(device="spyre", dtype=dtype)
+    x, g = make((3, 6, 20), dtype) * 3 + 1, make((3, 6, 20), dtype, seed=4)
+    xs = x.to("spyre").requires_grad_()
+    dev(xs).backward(g.to("spyre"))
+    xc = x.float().requires_grad_()
+    cpu(xc).backward(g.float())
+    close(xs.grad.cpu(), xc.grad.to(dtype), dtype, scale=8)
+    if affine:
+        close(dev.weight.grad.cpu(), cpu.weight.grad.to(dtype), dtype, scale=8)
+        close(dev.bias.grad.cpu(), cpu.bias.grad.to(dtype), dtype, scale=8)
     assert_on_card()
 
 

@@ -1,13 +1,18 @@
 // Backward kernels of the activations and softmaxes on the card, composed of the device's
 // elementwise, compare, where and reduction kernels in fp32 (then rounded once to the gradient's
-// type, as the CPU's opmath does): threshold_backward (ReLU's), silu_backward,
-// _softmax_backward_data and _log_softmax_backward_data. A case they do not take (integer or
-// complex types, a half_to_float softmax) runs on the CPU fallback.
+// type, as the CPU's opmath does): threshold_backward (ReLU's), silu_backward, gelu_backward,
+// native_layer_norm_backward, _softmax_backward_data and _log_softmax_backward_data. A case they do
+// not take (integer or complex types, a half_to_float softmax) runs on the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
+
+#include <array>
+#include <cmath>
+#include <optional>
+#include <tuple>
 
 #include "Elementwise.h"
 #include "Fallback.h"
@@ -84,9 +89,76 @@ at::Tensor& log_softmax_backward_out(const at::Tensor& grad, const at::Tensor& o
                                                                       input_dtype, grad_input);
 }
 
+// d gelu(x) = Phi(x) + x phi(x). The card has GELU (x Phi(x), evaluated in double and rounded
+// once), not erf: Phi(x) = gelu(x) / x within an ulp or two, 1/2 near 0 where the quotient
+// loses its meaning. The tanh form differentiates tanh(u) directly.
+at::Tensor gelu_derivative(const at::Tensor& x, c10::string_view approximate) {
+    if (approximate == "tanh") {
+        const double beta = std::sqrt(2.0 / M_PI), kappa = 0.044715;
+        const at::Tensor x2 = x * x;
+        const at::Tensor t = at::tanh((x + x2 * x * kappa) * beta);
+        return (t + 1.0) * 0.5 + x * 0.5 * (1.0 - t * t) * ((x2 * (3.0 * kappa) + 1.0) * beta);
+    }
+    const at::Tensor cdf =
+        at::where(at::abs(x) < 1e-20, at::scalar_tensor(0.5, x.options()), at::gelu(x) / x);
+    const double inv_sqrt_2pi = 1.0 / std::sqrt(2.0 * M_PI);
+    return cdf + x * at::exp(x * x * -0.5) * inv_sqrt_2pi;
+}
+
+at::Tensor& gelu_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                              c10::string_view approximate, at::Tensor& grad_input) {
+    if (float_pair(grad, self) && grad_input.is_privateuseone() &&
+        grad_input.scalar_type() == grad.scalar_type() &&
+        (approximate == "none" || approximate == "tanh")) {
+        c10::DeviceGuard guard(grad.device());
+        return into(grad.to(at::kFloat) * gelu_derivative(self.to(at::kFloat), approximate),
+                    grad_input);
+    }
+    return fallback_to_cpu<ATEN_OP2(gelu_backward, grad_input)>(grad, self, approximate,
+                                                                grad_input);
+}
+
+// Layer norm over the trailing dims, rows of N values, xhat = (x - mean) rstd, g = dy w:
+// dx = rstd (g - mean(g) - xhat mean(g xhat)), dw = sum over rows of dy xhat, db = sum of dy.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
+    const at::Tensor& grad, const at::Tensor& input, at::IntArrayRef normalized_shape,
+    const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, std::array<bool, 3> mask) {
+    const int64_t k = int64_t(normalized_shape.size());
+    const bool has_w = weight && weight->defined(), has_b = bias && bias->defined();
+    bool ok = float_pair(grad, input) && k >= 1 && k <= input.dim() && mean.is_privateuseone() &&
+              rstd.is_privateuseone() && mean.numel() > 0 && input.numel() > 0;
+    if (ok && has_w) ok = weight->is_privateuseone() && is_float(weight->scalar_type());
+    if (ok && has_b) ok = bias->is_privateuseone() && is_float(bias->scalar_type());
+    if (ok) {
+        c10::DeviceGuard guard(input.device());
+        const int64_t cols = input.numel() / mean.numel();
+        const at::Tensor x = input.to(at::kFloat).reshape({-1, cols});
+        const at::Tensor dy = grad.to(at::kFloat).reshape({-1, cols});
+        const at::Tensor mu = mean.to(at::kFloat).reshape({-1, 1});
+        const at::Tensor rs = rstd.to(at::kFloat).reshape({-1, 1});
+        const at::Tensor xhat = (x - mu) * rs;
+        at::Tensor dx, dw, db;
+        if (mask[0]) {
+            const at::Tensor g = has_w ? dy * weight->to(at::kFloat).reshape({1, cols}) : dy;
+            dx = (rs * (g - g.mean(1, true) - xhat * (g * xhat).mean(1, true)))
+                     .view(input.sizes())
+                     .to(input.scalar_type());
+        }
+        if (mask[1] && has_w)
+            dw = (dy * xhat).sum(0).view(weight->sizes()).to(weight->scalar_type());
+        if (mask[2] && has_b) db = dy.sum(0).view(bias->sizes()).to(bias->scalar_type());
+        return {dx, dw, db};
+    }
+    return fallback_to_cpu<ATEN_OP(native_layer_norm_backward)>(grad, input, normalized_shape, mean,
+                                                                rstd, weight, bias, mask);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("gelu_backward.grad_input", TORCH_FN(gelu_backward_out));
+    m.impl("native_layer_norm_backward", TORCH_FN(native_layer_norm_backward));
     m.impl("threshold_backward.grad_input", TORCH_FN(threshold_backward_out));
     m.impl("silu_backward.grad_input", TORCH_FN(silu_backward_out));
     m.impl("_softmax_backward_data.out", TORCH_FN(softmax_backward_out));
