@@ -87,8 +87,7 @@ def test_any_nn_model_moved_to_spyre(fallback_reset):
     assert got.device.type == "spyre"
     close(got.cpu(), ref, torch.float32, scale=4)
     counts = torch_spyre.fallback_counts()
-    assert any("convolution" in op for op in counts), counts  # no conv kernel: CPU's answer
-    assert not any("addmm" in op or "layer_norm" in op for op in counts), counts
+    assert counts == {}, counts  # conv, batch norm, pooling, linear, norms all on the card
     # a training step's gradients through the convolution's backward on the fallback
     conv = nn.Conv2d(3, 4, 3)
     dconv = copy.deepcopy(conv).to("spyre")

@@ -12,7 +12,8 @@ from conftest import FLOATS, close, make
 
 ON_CARD = ("aten::addcmul", "aten::addcdiv", "aten::lerp", "aten::pow", "aten::threshold_backward",
            "aten::silu_backward", "aten::gelu_backward", "aten::native_layer_norm_backward",
-           "aten::_softmax_backward_data", "aten::_log_softmax_backward_data")
+           "aten::_softmax_backward_data", "aten::_log_softmax_backward_data",
+           "aten::mse_loss")
 
 
 def assert_on_card():
@@ -116,6 +117,23 @@ def test_layer_norm_backward(fallback_reset, dtype, affine):
     if affine:
         close(dev.weight.grad.cpu(), cpu.weight.grad.to(dtype), dtype, scale=8)
         close(dev.bias.grad.cpu(), cpu.bias.grad.to(dtype), dtype, scale=8)
+    assert_on_card()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_and_backward(fallback_reset, dtype, reduction):
+    x, y = make((5, 17), dtype), make((5, 17), dtype, seed=1)
+    xs = x.to("spyre").requires_grad_()
+    loss = F.mse_loss(xs, y.to("spyre"), reduction=reduction)
+    xc = x.float().requires_grad_()
+    ref = F.mse_loss(xc, y.float(), reduction=reduction)
+    assert loss.dtype == dtype and loss.shape == ref.shape
+    close(loss.detach().cpu(), ref.detach().to(dtype), dtype, scale=8)
+    g = make(ref.shape, dtype, seed=2)
+    loss.backward(g.to("spyre"))
+    ref.backward(g.float())
+    close(xs.grad.cpu(), xc.grad.to(dtype), dtype, scale=4)
     assert_on_card()
 
 
