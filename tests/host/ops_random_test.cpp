@@ -2,13 +2,15 @@
 // spyre_op_random: the program against the scalar generator (spyre/philox.hpp, pinned by the
 // engine's known-answer tests) on 1, 3 and 32 cores and several chunk sizes (identical bits
 // whatever the split), odd sizes and the bytes after the output untouched; then the C API on
-// the simulator: prefixes of different sizes agree, moments, Bernoulli with scalar and tensor
-// probabilities, and its argument errors.
+// the simulator (or spyre.ko, SPYRE_OPS_TEST_BACKEND=kernel): prefixes of different sizes agree,
+// moments, Bernoulli with scalar and tensor probabilities, and its argument errors.
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "ops/pricing.hpp"
@@ -101,16 +103,23 @@ TEST(RandomProgram, SameBitsOnAnySplitAndMatchesTheGenerator) {
 
 #define ASSERT_SPYRE(x) ASSERT_EQ(SPYRE_SUCCESS, (x)) << spyre_last_error()
 
+// On the simulator, or through spyre.ko with SPYRE_OPS_TEST_BACKEND=kernel (the guest suite).
 class RandomApi : public ::testing::Test {
   protected:
     spyre_device_t dev = nullptr;
+    bool sim = true;
     void SetUp() override {
-        setenv("SPYRE_BACKEND", "sim", 1);
+        const char* b = std::getenv("SPYRE_OPS_TEST_BACKEND");
+        sim = !(b && std::string(b) == "kernel");
+        if (sim) setenv("SPYRE_BACKEND", "sim", 1);
         ASSERT_SPYRE(spyre_device_open(0, &dev));
+        spyre_device_info info;
+        ASSERT_SPYRE(spyre_device_get_info(dev, &info));
+        ASSERT_EQ(info.backend, sim ? SPYRE_BACKEND_SIM : SPYRE_BACKEND_KERNEL);
     }
     void TearDown() override {
         spyre_device_close(dev);
-        unsetenv("SPYRE_BACKEND");
+        if (sim) unsetenv("SPYRE_BACKEND");
     }
     // Runs spyre_op_random into a fresh buffer of n elements and returns its bytes.
     std::vector<uint8_t> gen(spyre_random_dist d, spyre_dtype t, int64_t n, uint64_t seed,
