@@ -248,7 +248,9 @@ def set_rng_state(new_state: torch.Tensor, device: DeviceLike = "spyre") -> None
     if not isinstance(new_state, torch.Tensor):
         raise TypeError(f"spyre RNG state must be a torch.ByteTensor, got {type(new_state)}")
     if new_state.dtype != torch.uint8:
-        raise TypeError(f"spyre RNG state must be a torch.ByteTensor (uint8), got {new_state.dtype}")
+        raise TypeError(
+            f"spyre RNG state must be a torch.ByteTensor (uint8), got {new_state.dtype}"
+        )
     if new_state.numel() != _RNG_STATE_BYTES:
         raise ValueError(
             f"spyre RNG state must have {_RNG_STATE_BYTES} bytes (seed, offset), "
