@@ -51,6 +51,12 @@ if tools/in-sysroot 'ninja -C build/cmake torch_spyre_C >/dev/null 2>&1'; then
 		python3 torch_spyre/tools/opdb_sweep.py --quiet --json build/bench/opdb.json \
 		--markdown build/bench/opdb.md' | tail -n 1 || echo "(some op x dtype failed: listed below the table)"
 	head -n 20 build/bench/opdb.md
+	# Which operators of everyday programs still run on the CPU (issue 23's fallback census).
+	echo
+	echo "=== torch_spyre: fallback census of a fixed corpus of programs ==="
+	tools/in-sysroot 'PYTHONPATH=build/cmake/torch_spyre/python SPYRE_BACKEND=sim \
+		python3 torch_spyre/tools/fallback_census.py --json build/bench/fallback_census.json \
+		--markdown build/bench/fallback_census.md' || echo "(a program differs from the CPU: see above)"
 	# torch.compile against eager: launches, modeled device time and host time per call of a
 	# pointwise chain and of a TinyGranite decode step (Documentation/torch_compile.md).
 	echo

@@ -10,6 +10,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "Elementwise.h"
 #include "Fallback.h"
 #include "OpLibrary.h"
 
@@ -119,13 +120,22 @@ at::Tensor softmax(const at::Tensor& x, int64_t dim, bool half_to_float) {
 }
 
 // x ** e for the exponents that are one op on the card: 2 (x * x), 0.5, -0.5 and -1 (the
-// decomposed rms_norm of torch.compile squares); others run on the CPU fallback.
+// decomposed rms_norm of torch.compile squares), and 3 in two; others run on the CPU fallback.
 bool pow_into(const at::Tensor& x, const at::Scalar& e, const at::Tensor& out) {
     if (!e.isFloatingPoint() && !e.isIntegral(false)) return false;
     const double v = e.toDouble();
     if (v == 0.5) return unary_into("aten::pow", SPYRE_UNARY_SQRT, x, out);
     if (v == -0.5) return unary_into("aten::pow", SPYRE_UNARY_RSQRT, x, out);
     if (v == -1.0) return unary_into("aten::pow", SPYRE_UNARY_RECIPROCAL, x, out);
+    if (v == 3.0 && is_float(x.scalar_type()) && out.scalar_type() == x.scalar_type() &&
+        out.sizes() == x.sizes()) {
+        // x * x * x as the CPU's kernel computes it (RMSNorm's backward cubes 1/rms)
+        c10::DeviceGuard guard(x.device());
+        if (x.numel() == 0) return true;
+        const at::Tensor square = at::empty(x.sizes(), x.options().dtype(at::kFloat));
+        return binary_into("aten::pow", SPYRE_BINARY_MUL, x, Operand{x, 0.0}, 1.0, square) &&
+               binary_into("aten::pow", SPYRE_BINARY_MUL, square, Operand{x, 0.0}, 1.0, out);
+    }
     if (v != 2.0 || !is_float(x.scalar_type()) || out.scalar_type() != x.scalar_type() ||
         out.sizes() != x.sizes())
         return false;

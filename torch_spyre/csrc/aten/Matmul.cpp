@@ -30,15 +30,26 @@ bool float_pair(const at::Tensor& a, const at::Tensor& b) {
     return t == b.scalar_type() && (t == at::kFloat || t == at::kHalf || t == at::kBFloat16);
 }
 
+// spyre_op_matmul, and when the library refuses an operand's layout (a transposed A, as in
+// the weight gradient grad^T @ x, or rows and columns both strided) once more with the refused
+// operands made dense by a copy on the card: one extra pass over that operand instead of the
+// CPU round trip of the fallback.
+spyre_status matmul_on_card(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {
+    const spyre_tensor ta = op_tensor(a), tb = op_tensor(b), to = op_tensor(out);
+    const spyre_status st = spyre_op_matmul(op_stream(out), &ta, &tb, &to);
+    if (st != SPYRE_ERROR_NOT_SUPPORTED || (a.is_contiguous() && b.is_contiguous())) return st;
+    const at::Tensor da = a.contiguous(), db = b.is_contiguous() ? b : b.contiguous();
+    const spyre_tensor tda = op_tensor(da), tdb = op_tensor(db);
+    return spyre_op_matmul(op_stream(out), &tda, &tdb, &to);
+}
+
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
     if (!float_pair(a, b) || a.dim() != 2 || b.dim() != 2 || a.size(1) != b.size(0))
         return fallback_to_cpu<ATEN_OP(mm)>(a, b);
     c10::DeviceGuard guard(a.device());
     at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
     if (out.numel() == 0 || a.size(1) == 0) return out.zero_();  // empty, or an empty sum
-    const spyre_tensor ta = op_tensor(a), tb = op_tensor(b), to = op_tensor(out);
-    if (!op_ran("aten::mm", spyre_op_matmul(op_stream(out), &ta, &tb, &to)))
-        return fallback_to_cpu<ATEN_OP(mm)>(a, b);
+    if (!op_ran("aten::mm", matmul_on_card(a, b, out))) return fallback_to_cpu<ATEN_OP(mm)>(a, b);
     return out;
 }
 
@@ -49,9 +60,7 @@ at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
     c10::DeviceGuard guard(a.device());
     at::Tensor out = at::empty({a.size(0), a.size(1), b.size(2)}, a.options());
     if (out.numel() == 0 || a.size(2) == 0) return out.zero_();  // empty, or an empty sum
-    const spyre_tensor ta = op_tensor(a), tb = op_tensor(b), to = op_tensor(out);
-    if (!op_ran("aten::bmm", spyre_op_matmul(op_stream(out), &ta, &tb, &to)))
-        return fallback_to_cpu<ATEN_OP(bmm)>(a, b);
+    if (!op_ran("aten::bmm", matmul_on_card(a, b, out))) return fallback_to_cpu<ATEN_OP(bmm)>(a, b);
     return out;
 }
 
@@ -95,8 +104,7 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& m1, const at::Tensor&
                        spyre_op_linear(op_stream(out), &tx, &tw, &tb, SPYRE_ACTIVATION_NONE, &to)))
                 return out;
         } else if (at::is_expandable_to(self.sizes(), out.sizes())) {
-            const spyre_tensor t1 = op_tensor(m1), t2 = op_tensor(m2), to = op_tensor(out);
-            if (op_ran(name, spyre_op_matmul(op_stream(out), &t1, &t2, &to)) &&
+            if (op_ran(name, matmul_on_card(m1, m2, out)) &&
                 scale_and_add(name, out, self, b, a, out))
                 return out;
         }
@@ -119,8 +127,7 @@ at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::
         const double a = alpha.toDouble(), b = beta.toDouble();
         const at::Tensor prod =
             b == 0.0 ? writable_output(out) : at::empty(out.sizes(), out.options());
-        const spyre_tensor t1 = op_tensor(b1), t2 = op_tensor(b2), tp = op_tensor(prod);
-        if (op_ran(name, spyre_op_matmul(op_stream(prod), &t1, &t2, &tp)) &&
+        if (op_ran(name, matmul_on_card(b1, b2, prod)) &&
             scale_and_add(name, prod, self, b, a, out))
             return out;
     }
@@ -148,8 +155,7 @@ bool direct_out(const at::Tensor& m1, const at::Tensor& m2, at::Tensor& out) {
 at::Tensor& mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
     if (direct_out(a, b, out)) {
         c10::DeviceGuard guard(a.device());
-        const spyre_tensor ta = op_tensor(a), tb = op_tensor(b), to = op_tensor(out);
-        if (op_ran("aten::mm", spyre_op_matmul(op_stream(out), &ta, &tb, &to))) return out;
+        if (op_ran("aten::mm", matmul_on_card(a, b, out))) return out;
     }
     return into(aten::mm(a, b), out);
 }

@@ -28,6 +28,21 @@ at::Tensor where(const at::Tensor& cond, const at::Tensor& self, const at::Tenso
     return fallback_to_cpu<ATEN_OP2(where, self)>(cond, self, other);
 }
 
+// where(cond, self, other, out=): the _safe_softmax of torch's math attention calls it.
+at::Tensor& where_out(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other,
+                      at::Tensor& out) {
+    const auto a = as_operand(self), b = as_operand(other);
+    const at::ScalarType type = at::result_type(self, other);
+    if (a && b && is_float(type) && cond.is_privateuseone() && out.is_privateuseone() &&
+        out.scalar_type() == type) {
+        c10::DeviceGuard guard(cond.device());
+        at::native::resize_output(
+            out, at::infer_size(at::infer_size(cond.sizes(), self.sizes()), other.sizes()));
+        if (where_into("aten::where", cond, *a, *b, out)) return out;
+    }
+    return fallback_to_cpu<ATEN_OP2(where, self_out)>(cond, self, other, out);
+}
+
 // self = mask ? value : self, mask broadcast to self's shape.
 bool masked_fill_on_card(at::Tensor& self, const at::Tensor& mask, const Operand& value) {
     if (!is_float(self.scalar_type()) || mask.scalar_type() != at::kBool ||
@@ -52,6 +67,7 @@ at::Tensor& masked_fill_tensor(at::Tensor& self, const at::Tensor& mask, const a
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("where.self", TORCH_FN(where));
+    m.impl("where.self_out", TORCH_FN(where_out));
     m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill_scalar));
     m.impl("masked_fill_.Tensor", TORCH_FN(masked_fill_tensor));
 }

@@ -7,7 +7,7 @@ statistics.
 """
 
 import threading
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 import torch
 
@@ -57,6 +57,7 @@ __all__ = [
     "get_rng_state_all",
     "get_device_properties",
     "host_memory_stats",
+    "is_bf16_supported",
     "init",
     "initial_seed",
     "is_available",
@@ -269,6 +270,18 @@ def get_amp_supported_dtype() -> list:
     """The low-precision types of the cores. torch.amp.autocast asserts this exists for a
     PrivateUse1 device even when disabled, as activation checkpointing's recomputation uses it."""
     return [torch.float16, torch.bfloat16]
+
+
+# Autocast: torch.autocast(device_type="spyre") asks the device module which low-precision
+# types it takes; the op lists are PyTorch's own (csrc/aten/Autocast.cpp).
+def get_amp_supported_dtype() -> List[torch.dtype]:
+    """The types torch.autocast("spyre", dtype=...) accepts: the matrix unit's 16-bit inputs."""
+    return [torch.bfloat16, torch.float16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """bf16 runs on the matrix and vector units of every Spyre card."""
+    return True
 
 
 def _is_in_bad_fork() -> bool:

@@ -1,0 +1,121 @@
+"""Training-step kernels on the card against the CPU: the optimizers' pointwise steps (addcmul,
+addcdiv, lerp), x ** 3, and the backward kernels of ReLU, SiLU, softmax and log_softmax; then
+whole SGD-with-momentum and AdamW steps (foreach and single-tensor) that match the CPU's
+parameters without reaching the CPU fallback in those ops."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_spyre
+from conftest import FLOATS, close, make
+
+ON_CARD = ("aten::addcmul", "aten::addcdiv", "aten::lerp", "aten::pow", "aten::threshold_backward",
+           "aten::silu_backward", "aten::_softmax_backward_data",
+           "aten::_log_softmax_backward_data")
+
+
+def assert_on_card():
+    left = [k for k in torch_spyre.fallback_counts() if k.startswith(ON_CARD)]
+    assert left == [], left
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("op", [torch.addcmul, torch.addcdiv])
+def test_addcmul_addcdiv(fallback_reset, dtype, op):
+    s, a = make((5, 33), dtype), make((5, 33), dtype, seed=1)
+    b = make((5, 33), dtype, seed=2).abs() + 0.5  # away from 0 for addcdiv
+    for value in (1, -0.25, 3.5):
+        want = op(s.float(), a.float(), b.float(), value=value).to(dtype)
+        close(op(s.to("spyre"), a.to("spyre"), b.to("spyre"), value=value).cpu(), want, dtype)
+    # broadcast operands, strided views, in place and out=
+    row = make((33,), dtype, seed=3).abs() + 0.5
+    close(op(s.to("spyre").t().contiguous().t(), a.to("spyre"), row.to("spyre"), value=2).cpu(),
+          op(s.float(), a.float(), row.float(), value=2).to(dtype), dtype)
+    x = s.to("spyre")
+    getattr(x, op.__name__ + "_")(a.to("spyre"), b.to("spyre"), value=0.5)
+    close(x.cpu(), op(s.float(), a.float(), b.float(), value=0.5).to(dtype), dtype)
+    out = torch.empty(0, dtype=dtype, device="spyre")
+    op(s.to("spyre"), a.to("spyre"), b.to("spyre"), out=out)
+    close(out.cpu(), op(s.float(), a.float(), b.float()).to(dtype), dtype)
+    assert op(*(torch.empty(0, 3, dtype=dtype, device="spyre") for _ in range(3))).shape == (0, 3)
+    assert_on_card()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_lerp_with_a_number_weight(fallback_reset, dtype):
+    s, e = make((7, 40), dtype), make((7, 40), dtype, seed=1)
+    for w in (0.0, 0.1, 0.5, 0.9, 1.0, -0.5, 1.5):
+        want = torch.lerp(s.float(), e.float(), w).to(dtype)
+        got = torch.lerp(s.to("spyre"), e.to("spyre"), w).cpu()
+        close(got, want, dtype)
+        if w in (0.0, 1.0):  # exact at both ends, as torch's two-sided formula
+            assert torch.equal(got, (s if w == 0.0 else e))
+    x = s.to("spyre")
+    x.lerp_(e.to("spyre"), 0.3)
+    close(x.cpu(), torch.lerp(s.float(), e.float(), 0.3).to(dtype), dtype)
+    assert_on_card()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_cube(fallback_reset, dtype):
+    x = make((6, 50), dtype)
+    close((x.to("spyre") ** 3).cpu(), (x.float() ** 3).to(dtype), dtype)
+    if dtype == torch.float32:  # x * x * x as the CPU computes it: bit-identical
+        assert torch.equal((x.to("spyre") ** 3).cpu(), x ** 3)
+    assert_on_card()
+
+
+def grads(fn, x, g, device):
+    xd = x.to(device).requires_grad_()
+    fn(xd).backward(g.to(device))
+    return xd.grad.cpu()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name,fn", [
+    ("relu", torch.relu), ("silu", F.silu),
+    ("softmax_last", lambda x: torch.softmax(x, -1)),
+    ("softmax_dim0", lambda x: torch.softmax(x, 0)),
+    ("log_softmax_last", lambda x: torch.log_softmax(x, -1)),
+    ("log_softmax_dim1", lambda x: torch.log_softmax(x, 1)),
+])
+def test_backward_kernels(fallback_reset, dtype, name, fn):
+    x, g = make((4, 9, 21), dtype), make((4, 9, 21), dtype, seed=5)
+    if name == "relu":
+        x[0, 0, :3] = 0.0  # at the threshold: no gradient
+        x[0, 1, 0] = float("nan")  # NaN passes the gradient, as on the CPU
+    got = grads(fn, x, g, "spyre")
+    want = grads(lambda t: fn(t.float()).to(dtype), x, g, "cpu")
+    if name == "relu":
+        assert torch.equal(got, want)
+    else:
+        close(got, want, dtype, scale=4)
+    assert_on_card()
+
+
+def steps(opt_cls, device, **kw):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(24, 40), torch.nn.ReLU(), torch.nn.Linear(40, 8))
+    model = model.to(device)
+    opt = opt_cls(model.parameters(), **kw)
+    x = make((16, 24), torch.float32).to(device)
+    y = make((16, 8), torch.float32, seed=9).to(device)
+    for _ in range(3):
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+    return [p.detach().cpu() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("opt_cls,kw", [
+    (torch.optim.SGD, dict(lr=0.1, momentum=0.9, nesterov=True)),
+    (torch.optim.AdamW, dict(lr=1e-2, weight_decay=0.1, foreach=True)),
+    (torch.optim.AdamW, dict(lr=1e-2, weight_decay=0.1, foreach=False)),
+    (torch.optim.Adam, dict(lr=1e-2, amsgrad=True, foreach=False)),
+])
+def test_optimizer_steps_match_cpu(fallback_reset, opt_cls, kw):
+    got, want = steps(opt_cls, "spyre", **kw), steps(opt_cls, "cpu", **kw)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+    assert_on_card()

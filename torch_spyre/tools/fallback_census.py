@@ -1,0 +1,239 @@
+"""Fallback census (issue 23): which aten ops of everyday PyTorch programs still run on the CPU.
+
+A fixed corpus of programs written for this census, each run on spyre (simulator backend) with
+torch_spyre's fallback counters reset before and read after, and its result compared with the
+same program on the CPU. The target is zero fallbacks in every program; the table says which ops
+remain, how often each was called, and whether the program still gives the CPU's answer.
+
+    tools/in-sysroot 'SPYRE_BACKEND=sim PYTHONPATH=build/cmake/torch_spyre/python \\
+        python3 torch_spyre/tools/fallback_census.py --json build/bench/fallback_census.json'
+
+A program that raises on spyre is reported with its error (e.g. autocast before it exists);
+that is a finding, not a crash of the census.
+"""
+
+import argparse
+import json
+import os
+import sys
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import torch_spyre
+
+# --- the corpus -----------------------------------------------------------------------------
+
+
+class Decoder(nn.Module):
+    """A LLaMA-style decoder: embedding, RMSNorm, attention with a boolean causal mask and a KV
+    cache updated with index_copy_, SwiGLU MLP, LM head."""
+
+    def __init__(self, vocab=96, hidden=64, heads=4, inter=128, max_len=32):
+        super().__init__()
+        self.heads, self.hd = heads, hidden // heads
+        self.emb = nn.Embedding(vocab, hidden)
+        self.norm1, self.norm2, self.norm_f = (nn.RMSNorm(hidden) for _ in range(3))
+        self.qkv = nn.Linear(hidden, 3 * hidden, bias=False)
+        self.o = nn.Linear(hidden, hidden, bias=False)
+        self.gate = nn.Linear(hidden, inter, bias=False)
+        self.up = nn.Linear(hidden, inter, bias=False)
+        self.down = nn.Linear(inter, hidden, bias=False)
+        self.head = nn.Linear(hidden, vocab, bias=False)
+        self.register_buffer("k_cache", torch.zeros(1, heads, max_len, self.hd), persistent=False)
+        self.register_buffer("v_cache", torch.zeros(1, heads, max_len, self.hd), persistent=False)
+
+    def forward(self, ids, pos):
+        b, L = ids.shape
+        positions = torch.arange(pos, pos + L, device=ids.device)
+        x = self.emb(ids)
+        h = self.norm1(x)
+        q, k, v = self.qkv(h).view(b, L, 3, self.heads, self.hd).permute(2, 0, 3, 1, 4)
+        # under autocast the projections are 16-bit: the cache keeps its own type
+        self.k_cache.index_copy_(2, positions, k.to(self.k_cache.dtype))
+        self.v_cache.index_copy_(2, positions, v.to(self.v_cache.dtype))
+        n = pos + L
+        keys, values = self.k_cache[:, :, :n], self.v_cache[:, :, :n]
+        key_pos = torch.arange(n, device=ids.device)
+        mask = key_pos[None, :] <= positions[:, None]  # boolean causal mask
+        a = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
+        x = x + self.o(a.transpose(1, 2).reshape(b, L, -1))
+        h = self.norm2(x)
+        x = x + self.down(F.silu(self.gate(h)) * self.up(h))
+        return self.head(self.norm_f(x))
+
+
+def generate(device):
+    """Prefill then 6 decode steps: greedy argmax, and top-k sampling from a seeded generator
+    (compared only by shape and range: the CPU and the card draw different streams)."""
+    torch.manual_seed(0)
+    model = Decoder().eval().to(device)
+    ids = torch.tensor([[3, 17, 42, 8, 61]], device=device)
+    out, pos = [], 0
+    with torch.no_grad():
+        for _ in range(6):
+            logits = model(ids, pos)[:, -1]
+            pos += ids.shape[1]
+            greedy = logits.argmax(-1, keepdim=True)
+            top_v, top_i = torch.topk(logits, 5, dim=-1)
+            probs = torch.softmax(top_v / 0.8, dim=-1)
+            drawn = torch.gather(top_i, -1, torch.multinomial(probs, 1))
+            assert 0 <= int(drawn) < 96
+            out.append(greedy)
+            ids = greedy
+    return torch.cat(out, dim=-1)
+
+
+def encoder(device):
+    """nn.TransformerEncoder in eval with a key padding mask (its fast path)."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(64, 4, dim_feedforward=128, batch_first=True)
+    model = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval().to(device)
+    x = torch.randn(2, 10, 64).to(device)
+    pad = torch.zeros(2, 10, dtype=torch.bool)
+    pad[1, 7:] = True
+    with torch.no_grad():
+        y = model(x, src_key_padding_mask=pad.to(device))
+    return y[~pad.to(device)]  # padded positions are unspecified on the fast path
+
+
+def cnn(device):
+    """A small CNN in eval: conv, batch norm, ReLU, max and adaptive average pooling, linear."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, stride=2), nn.BatchNorm2d(16), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+    for m in model:
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 1.5)
+    model = model.eval().to(device)
+    x = torch.randn(4, 3, 16, 16).to(device)
+    with torch.no_grad():
+        return F.log_softmax(model(x), dim=-1)
+
+
+def train(device):
+    """Three AdamW steps of a decoder layer with dropout off (so the CPU gives the same answer):
+    forward, cross-entropy, backward, optimizer step."""
+    torch.manual_seed(0)
+    model = Decoder().train().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids = torch.randint(0, 96, (1, 12)).to(device)
+    target = torch.randint(0, 96, (12,)).to(device)
+    losses = []
+    for _ in range(3):
+        model.k_cache.detach_().zero_()  # the cache kept the last step's graph
+        model.v_cache.detach_().zero_()
+        loss = F.cross_entropy(model(ids, 0)[0], target)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    return torch.stack(losses)
+
+
+def autocast(device):
+    """Inference of the decoder's prefill under torch.autocast in bfloat16."""
+    torch.manual_seed(0)
+    model = Decoder().eval().to(device)
+    ids = torch.tensor([[3, 17, 42, 8, 61, 5, 9]], device=device)
+    with torch.no_grad(), torch.autocast(device_type=torch.device(device).type,
+                                         dtype=torch.bfloat16):
+        return model(ids, 0).float()
+
+
+def sort_scan(device):
+    """Integer and index work around sampling and data preparation."""
+    torch.manual_seed(0)
+    x = torch.randn(8, 33).to(device)
+    idx = torch.randint(0, 33, (8, 5)).to(device)
+    parts = [
+        torch.sort(x, dim=-1, stable=True).values, torch.argsort(x, dim=0).float(),
+        torch.cumsum(x, dim=1), torch.gather(x, 1, idx),
+        torch.zeros(8, 33, device=device).scatter_add(1, idx, torch.ones(8, 5, device=device)),
+        torch.index_select(x, 1, idx[0]), (x > 0).sum(dim=1).float()[:, None],
+        torch.tril(x[:, :8]).flatten()[None].expand(8, -1),
+    ]
+    return torch.cat([p.reshape(8, -1) for p in parts], dim=1)
+
+
+CORPUS = {"generate": generate, "encoder": encoder, "cnn": cnn, "train": train,
+          "autocast": autocast, "sort_scan": sort_scan}
+TOLERANCE = {"autocast": 5e-2, "train": 1e-3}
+
+# --- the census -----------------------------------------------------------------------------
+
+
+def run(name, fn):
+    """One program on spyre and on the CPU: fallback counts, error, agreement."""
+    torch_spyre.reset_fallback_counts()
+    row = {"program": name, "error": None, "matches_cpu": None}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = fn("spyre")
+            torch.spyre.synchronize()
+            got = got.cpu()
+    except Exception as e:  # a finding, reported in the table
+        row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+        got = None
+    counts = dict(torch_spyre.fallback_counts())
+    row["fallbacks"] = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    row["fallback_calls"] = sum(counts.values())
+    if got is not None:
+        try:
+            want = fn("cpu")
+            tol = TOLERANCE.get(name, 1e-4)
+            row["matches_cpu"] = bool(want.shape == got.shape and torch.allclose(
+                got.double(), want.double(), rtol=tol, atol=tol))
+        except Exception as e:
+            row["error"] = f"CPU reference failed: {type(e).__name__}: {e}"
+    return row
+
+
+def markdown(rows):
+    lines = ["| program | result | fallback calls | ops on the CPU (calls) |",
+             "|---|---|---|---|"]
+    for r in rows:
+        result = (f"error: {r['error']}" if r["error"] else
+                  "matches CPU" if r["matches_cpu"] else "DIFFERS from CPU")
+        ops = ", ".join(f"`{k}` ({v})" for k, v in r["fallbacks"].items()) or "none"
+        lines.append(f"| {r['program']} | {result} | {r['fallback_calls']} | {ops} |")
+    distinct = sorted({k for r in rows for k in r["fallbacks"]})
+    lines.append("")
+    lines.append(f"{len(distinct)} distinct ops fall back over the corpus; "
+                 f"{sum(r['fallback_calls'] for r in rows)} fallback calls in all; "
+                 f"{sum(1 for r in rows if r['error'])} programs raise on spyre; "
+                 f"{sum(1 for r in rows if r['matches_cpu'] is False)} differ from the CPU.")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--markdown", help="write the table here")
+    ap.add_argument("programs", nargs="*", help=f"some of: {' '.join(CORPUS)} (default all)")
+    args = ap.parse_args()
+    unknown = set(args.programs) - set(CORPUS)
+    if unknown:
+        ap.error(f"unknown programs: {' '.join(sorted(unknown))}")
+    rows = [run(n, CORPUS[n]) for n in (args.programs or CORPUS)]
+    table = markdown(rows)
+    print(table)
+    for path in filter(None, (args.json, args.markdown)):
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(table + "\n")
+    return 1 if any(r["matches_cpu"] is False for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
