@@ -266,12 +266,6 @@ def set_rng_state_all(new_states) -> None:
         set_rng_state(state, idx)
 
 
-def get_amp_supported_dtype() -> list:
-    """The low-precision types of the cores. torch.amp.autocast asserts this exists for a
-    PrivateUse1 device even when disabled, as activation checkpointing's recomputation uses it."""
-    return [torch.float16, torch.bfloat16]
-
-
 # Autocast: torch.autocast(device_type="spyre") asks the device module which low-precision
 # types it takes; the op lists are PyTorch's own (csrc/aten/Autocast.cpp).
 def get_amp_supported_dtype() -> List[torch.dtype]:
