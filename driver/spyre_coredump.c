@@ -101,7 +101,7 @@ static void spyre_dump_job(struct spyre_dump *d, struct spyre_job *job)
 	spyre_dump_printf(d, "guilty.pid: %d\n", sf ? sf->pid : 0);
 	spyre_dump_printf(d, "guilty.comm: %s\n", sf ? sf->comm : "[kernel]");
 	spyre_dump_printf(d, "guilty.client_id: %llu\n", sf ? sf->client_id : 0);
-	spyre_dump_printf(d, "guilty.mmu_context: %u\n", spyre_file_ctx(sf));
+	spyre_dump_printf(d, "guilty.mmu_context: %u\n", job->ctx);
 	spyre_dump_printf(d, "guilty.ring: %u\n", job->ring->idx);
 	spyre_dump_printf(d, "guilty.job_id: %llu\n", job->res->job_id);
 	spyre_dump_printf(d, "guilty.priority: %s\n",

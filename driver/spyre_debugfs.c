@@ -142,7 +142,7 @@ static struct spyre_vm *spyre_client_vm(struct spyre_device *sdev, u64 client)
 
 		if (file->client_id == client && sf && sf->vm) {
 			vm = sf->vm;
-			kref_get(&vm->ref);	/* keeps the context id while we probe */
+			kref_get(&vm->ref);	/* keeps the address space while we probe */
 			break;
 		}
 	}
@@ -158,6 +158,7 @@ static ssize_t spyre_mmu_probe_write(struct file *f, const char __user *ubuf, si
 	struct spyre_vm *vm;
 	u64 client, va;
 	char buf[64];
+	u32 ctx;
 	int ret;
 
 	if (len >= sizeof(buf))
@@ -170,8 +171,15 @@ static ssize_t spyre_mmu_probe_write(struct file *f, const char __user *ubuf, si
 	vm = spyre_client_vm(pb->sdev, client);
 	if (!vm)
 		return -ENOENT;
+	/* The space's id, bound if it has none, held like a job's until the probe is done. */
+	ret = spyre_vm_get_ctx(vm, &ctx);
+	if (ret) {
+		spyre_vm_put(vm);
+		return ret;
+	}
 	/* A card gone meanwhile aborts the job (-EIO): no drm_dev_enter() across the wait. */
-	ret = spyre_job_probe_va(pb->sdev, vm->ctx, va, &p);
+	ret = spyre_job_probe_va(pb->sdev, ctx, va, &p);
+	spyre_vm_put_ctx(vm);
 	spyre_vm_put(vm);
 	if (ret)
 		return ret;
@@ -198,13 +206,28 @@ static const struct file_operations spyre_mmu_probe_fops = {
 	.write = spyre_mmu_probe_write,
 };
 
-/* Address spaces alive and the host memory of their page tables (all files together). */
+/*
+ * Address spaces alive, the host memory of their page tables (all files together), and the
+ * context ids: how many are bound, how many were taken from idle spaces, and one line per
+ * bound id, least recently bound first (the next to be taken, if idle).
+ */
 static int spyre_mmu_show(struct seq_file *m, void *unused)
 {
 	struct spyre_device *sdev = m->private;
+	struct spyre_vm *vm;
+	unsigned int bound = 0;
 
 	seq_printf(m, "contexts: %d\n", atomic_read(&sdev->mmu_contexts));
 	seq_printf(m, "pagetable_bytes: %lld\n", atomic64_read(&sdev->mmu_pt_bytes));
+	mutex_lock(&sdev->mmu_ctx_lock);
+	list_for_each_entry(vm, &sdev->mmu_ctx_lru, lru)
+		bound++;
+	seq_printf(m, "ids_bound: %u of %u\n", bound, SPYRE_MMU_NUM_CTX - 1);
+	seq_printf(m, "ids_taken: %llu\n", sdev->mmu_ctx_steals);
+	list_for_each_entry(vm, &sdev->mmu_ctx_lru, lru)
+		seq_printf(m, "id %u: client %llu jobs %d\n", vm->ctx, vm->client_id,
+			   atomic_read(&vm->busy));
+	mutex_unlock(&sdev->mmu_ctx_lock);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(spyre_mmu);
@@ -213,7 +236,16 @@ static int spyre_recovery_show(struct seq_file *m, void *unused)
 {
 	struct spyre_device *sdev = m->private;
 
+	struct spyre_bo *bo;
+	u64 quarantined = 0;
+
+	mutex_lock(&sdev->mm_lock);
+	list_for_each_entry(bo, &sdev->zombies, zombie)
+		quarantined += bo->node.size;
+	mutex_unlock(&sdev->mm_lock);
 	seq_printf(m, "state: %s\n", READ_ONCE(sdev->wedged) ? "wedged" : "ok");
+	seq_printf(m, "bus_master: %s\n", READ_ONCE(sdev->dma_stopped) ? "stopped" : "on");
+	seq_printf(m, "zombie_bytes: %llu\n", quarantined);
 	seq_printf(m, "ring_resets: %d\n", atomic_read(&sdev->ring_resets));
 	seq_printf(m, "card_resets: %d\n", atomic_read(&sdev->card_resets));
 	seq_printf(m, "jobs_timed_out: %lld\n", atomic64_read(&sdev->jobs_timed_out));

@@ -37,7 +37,7 @@ static int spyre_open(struct drm_device *drm, struct drm_file *file)
 	sf->client_id = file->client_id;
 	mutex_init(&sf->lock);
 	if (sf->sdev->mmu_ctx_table) {
-		sf->vm = spyre_vm_create(sf->sdev);
+		sf->vm = spyre_vm_create(sf->sdev, file->client_id);
 		if (IS_ERR(sf->vm)) {
 			ret = PTR_ERR(sf->vm);
 			sf->vm = NULL;
@@ -61,6 +61,9 @@ static void spyre_postclose(struct drm_device *drm, struct drm_file *file)
 	struct spyre_file *sf = file->driver_priv;
 
 	spyre_job_file_close(sf);
+	/* An idle file's context id is free for others at once; its address space may stay. */
+	if (sf->vm)
+		spyre_vm_unbind_idle(sf->vm);
 	/* Jobs still on the card hold references; the last one frees the file state. */
 	spyre_file_put(sf);
 }
@@ -104,7 +107,11 @@ static void spyre_drm_release(struct drm_device *drm, void *arg)
 	spyre_gem_fini(sdev);
 }
 
-/* Stop the card: no interrupt, no ring, nothing running (bounded wait). */
+/*
+ * Stop the card: no interrupt, no ring, nothing running (bounded wait). A card that does
+ * not come back from its reset may still be running commands: its bus mastering is stopped
+ * before remove() frees the rings, the jobs' memory and the page tables.
+ */
 static void spyre_hw_quiesce(struct spyre_device *sdev)
 {
 	unsigned int i;
@@ -115,7 +122,8 @@ static void spyre_hw_quiesce(struct spyre_device *sdev)
 		spyre_hw_ring_disable(&sdev->rings[i]);
 		spin_unlock(&sdev->rings[i].lock);
 	}
-	spyre_hw_reset(sdev);
+	if (spyre_hw_reset(sdev))
+		spyre_hw_stop_dma(sdev);
 }
 
 /* Quiesce the card and release what remove() must release while the device is bound. */

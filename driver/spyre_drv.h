@@ -18,6 +18,7 @@
 #include <linux/pci.h>
 #include <linux/sched.h>
 #include <linux/spinlock.h>
+#include <linux/wait.h>
 #include <linux/workqueue.h>
 
 #include <drm/drm_device.h>
@@ -143,6 +144,11 @@ struct spyre_device {
 	bool in_pci_reset;			/* between reset_prepare and reset_done */
 	bool recovering;			/* a timeout handler is resetting a ring/card */
 	bool wedged;
+	/*
+	 * Bus mastering stopped: the card was not confirmed idle when its jobs were failed, so
+	 * freed card memory is quarantined (kept on zombies) until a reset completes.
+	 */
+	bool dma_stopped;
 	unsigned long card_reset_at[SPYRE_CARD_RESET_BURST];
 	unsigned int card_reset_next;
 	struct spyre_dump dump;
@@ -160,13 +166,21 @@ struct spyre_device {
 	struct mutex mm_lock;			/* protects mm and devmem_used */
 	struct drm_mm mm;
 	u64 devmem_used;
-	struct list_head zombies;		/* freed DEVICE BOs whose clear still runs */
+	struct list_head zombies;		/* freed DEVICE BOs the card may still write */
 	atomic64_t host_bo_bytes;
 
-	/* Card MMU (spyre_mmu.c): the context table and the context ids in use. */
+	/*
+	 * Card MMU (spyre_mmu.c): the context table, and which address space each context id
+	 * is bound to (bound on demand, taken back from idle ones, least recently used first).
+	 */
 	__le64 *mmu_ctx_table;			/* NULL without CAP_MMU */
 	dma_addr_t mmu_ctx_table_dma;
-	struct ida mmu_ctx_ida;
+	struct mutex mmu_ctx_lock;		/* mmu_ctx_owner, mmu_ctx_lru, every vm->ctx */
+	struct spyre_vm *mmu_ctx_owner[SPYRE_MMU_NUM_CTX];
+	struct list_head mmu_ctx_lru;		/* bound address spaces, least recent first */
+	wait_queue_head_t mmu_ctx_wq;		/* a context id may have become free */
+	atomic_t mmu_ctx_gen;			/* bumped at every such chance */
+	u64 mmu_ctx_steals;			/* ids taken from idle address spaces */
 	atomic64_t mmu_pt_bytes;		/* page tables of all address spaces (debugfs) */
 	atomic_t mmu_contexts;			/* address spaces alive */
 
@@ -256,6 +270,7 @@ struct spyre_job {
 	struct spyre_file *sf;		/* submitter (a reference); NULL for kernel jobs */
 	struct spyre_result *res;
 	u32 priority;			/* DRM_SPYRE_PRIORITY_* */
+	u32 ctx;			/* MMU context of its commands, held (busy) until freed */
 
 	struct spyre_hw_cmd *cmds;
 	u32 cmd_count;
@@ -331,12 +346,6 @@ static inline u64 spyre_bo_dev_addr(const struct spyre_bo *bo)
 	return bo->vm ? bo->va.start : bo->node.start;
 }
 
-/* The MMU context of a file's commands (0: untranslated). */
-static inline u16 spyre_file_ctx(const struct spyre_file *sf)
-{
-	return sf && sf->vm ? sf->vm->ctx : 0;
-}
-
 static inline u32 spyre_read(struct spyre_device *sdev, u32 reg)
 {
 	return readl(sdev->regs + reg);
@@ -374,6 +383,8 @@ void spyre_hw_ring_disable(struct spyre_ring *ring);
 bool spyre_hw_ring_abort(struct spyre_ring *ring);
 void spyre_hw_enable_interrupts(struct spyre_device *sdev);
 void spyre_hw_disable_interrupts(struct spyre_device *sdev);
+void spyre_hw_stop_dma(struct spyre_device *sdev);
+void spyre_hw_start_dma(struct spyre_device *sdev);
 
 /* spyre_irq.c */
 int spyre_irq_init(struct spyre_device *sdev);

@@ -40,15 +40,19 @@ static void spyre_dev_bo_release_node(struct spyre_device *sdev, struct spyre_bo
 /*
  * A DEVICE BO whose clear is still running (BO_CREATE was interrupted) keeps its card
  * memory on the zombie list until the clear's fence has signalled: the card may still be
- * writing it. Reaped at the next allocation or memory query, all of them at teardown.
+ * writing it. So does every DEVICE BO freed while bus mastering is stopped (a card that was
+ * not confirmed idle: its failed jobs may still run and write their BOs), until a reset
+ * completes. Reaped at the next allocation or memory query, all of them at teardown.
  */
 void spyre_gem_reap(struct spyre_device *sdev, bool all)
 {
 	struct spyre_bo *bo, *tmp;
 
 	lockdep_assert_held(&sdev->mm_lock);
+	if (!all && READ_ONCE(sdev->dma_stopped))
+		return;
 	list_for_each_entry_safe(bo, tmp, &sdev->zombies, zombie) {
-		if (!all && !dma_fence_is_signaled(bo->clear_fence))
+		if (!all && bo->clear_fence && !dma_fence_is_signaled(bo->clear_fence))
 			continue;
 		list_del(&bo->zombie);
 		spyre_dev_bo_release_node(sdev, bo);
@@ -64,7 +68,8 @@ static void spyre_dev_bo_free(struct drm_gem_object *obj)
 	/* Out of its file's address space before its card memory can be reused. */
 	spyre_vm_unmap_bo(bo);
 	mutex_lock(&sdev->mm_lock);
-	if (bo->clear_fence && !dma_fence_is_signaled(bo->clear_fence))
+	if (READ_ONCE(sdev->dma_stopped) ||
+	    (bo->clear_fence && !dma_fence_is_signaled(bo->clear_fence)))
 		list_add_tail(&bo->zombie, &sdev->zombies);
 	else
 		spyre_dev_bo_release_node(sdev, bo);

@@ -83,6 +83,36 @@ int spyre_hw_reset(struct spyre_device *sdev)
 	return ret;
 }
 
+/*
+ * The card could not be confirmed idle (a ring that did not stop and no reset allowed, or a
+ * reset that did not finish): it may still read or write any host memory it was given. Stop
+ * its bus mastering before the fences that let that memory be freed are signalled; the
+ * config read-back makes sure the card has the write. Card memory it may still write is
+ * quarantined instead (spyre_gem.c). Undone by a reset that completes (spyre_hw_start_dma())
+ * or by the next probe. No allocation, no sleep: called from the timeout handler.
+ */
+void spyre_hw_stop_dma(struct spyre_device *sdev)
+{
+	u16 cmd;
+
+	WRITE_ONCE(sdev->dma_stopped, true);
+	pci_clear_master(sdev->pdev);
+	pci_read_config_word(sdev->pdev, PCI_COMMAND, &cmd);
+	drm_err(&sdev->drm, "card not confirmed idle: bus mastering stopped, card memory quarantined\n");
+}
+
+/* A reset completed: the card runs nothing, DMA may resume and quarantined memory go back. */
+void spyre_hw_start_dma(struct spyre_device *sdev)
+{
+	if (!READ_ONCE(sdev->dma_stopped))
+		return;
+	pci_set_master(sdev->pdev);
+	WRITE_ONCE(sdev->dma_stopped, false);
+	mutex_lock(&sdev->mm_lock);
+	spyre_gem_reap(sdev, false);
+	mutex_unlock(&sdev->mm_lock);
+}
+
 int spyre_hw_rings_alloc(struct spyre_device *sdev)
 {
 	struct device *dev = &sdev->pdev->dev;

@@ -117,6 +117,9 @@ static void spyre_job_free(struct spyre_job *job)
 		kfree(job->hw_fence);
 	spyre_result_put(job->res);
 	if (job->sf) {
+		/* after the job is off the card for good: its context id may be taken now */
+		if (job->ctx)
+			spyre_vm_put_ctx(job->sf->vm);
 		atomic_dec(&job->sf->jobs);
 		atomic_sub(job->charged_cmds, &job->sf->cmds);
 		atomic_sub(job->charged_launches, &job->sf->launches);
@@ -492,6 +495,7 @@ static void spyre_wedge(struct spyre_device *sdev)
 static void spyre_card_reset(struct spyre_device *sdev, struct spyre_job *bad, bool force)
 {
 	bool ok = force || (!READ_ONCE(sdev->wedged) && spyre_card_reset_allowed(sdev));
+	bool reset = false;
 	unsigned int i;
 
 	spyre_hw_disable_interrupts(sdev);
@@ -500,12 +504,20 @@ static void spyre_card_reset(struct spyre_device *sdev, struct spyre_job *bad, b
 		sdev->rings[i].enabled = false;
 		spin_unlock(&sdev->rings[i].lock);
 	}
-	if (ok)
-		ok = !spyre_hw_reset(sdev);
+	if (ok) {
+		reset = !spyre_hw_reset(sdev);
+		ok = reset;
+	}
 	for (i = 0; i < sdev->num_rings && ok; i++)
 		if (spyre_ring_restart(&sdev->rings[i], bad))
 			ok = false;
 	if (!ok) {
+		/*
+		 * Not reset (budget spent) or not back from it: the card may still run what it
+		 * was given. Stop its DMA before the fences let the jobs' memory be freed.
+		 */
+		if (!reset)
+			spyre_hw_stop_dma(sdev);
 		for (i = 0; i < sdev->num_rings; i++)
 			spyre_ring_fail_all(&sdev->rings[i], bad, -EIO);
 		spyre_wedge(sdev);
@@ -649,6 +661,9 @@ void spyre_reset_done(struct spyre_device *sdev)
 	if (sdev->in_pci_reset) {
 		WRITE_ONCE(sdev->wedged, false);
 		spyre_card_reset(sdev, NULL, true);
+		/* The card came back: it runs nothing, DMA and quarantined memory may resume. */
+		if (!READ_ONCE(sdev->wedged))
+			spyre_hw_start_dma(sdev);
 		sdev->in_pci_reset = false;
 		spyre_sched_restart_all(sdev);
 	}
@@ -1026,7 +1041,7 @@ static int spyre_job_prepare_cmds(struct spyre_job *job, struct drm_file *file,
 		if (ret)
 			return ret;
 		/* Its device addresses are the file's virtual addresses. */
-		job->cmds[i].hdr.ctx = spyre_file_ctx(job->sf);
+		job->cmds[i].hdr.ctx = job->ctx;
 		job->cmd_count++;
 	}
 	return 0;
@@ -1159,6 +1174,17 @@ int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file
 	if (!job->res || !job->hw_fence) {
 		ret = -ENOMEM;
 		goto err_free;
+	}
+
+	/*
+	 * The file's MMU context id, bound here (where we may sleep and wait for one) and held
+	 * by the job until it is freed: nothing can take it while the job is queued, runs, or is
+	 * re-run after a reset, so neither run_job nor recovery ever binds.
+	 */
+	if (sf->vm) {
+		ret = spyre_vm_get_ctx(sf->vm, &job->ctx);
+		if (ret)
+			goto err_free;
 	}
 
 	ret = spyre_job_prepare_cmds(job, file, args);

@@ -3,10 +3,19 @@
  * Spyre accelerator driver: per-file device address spaces on the card MMU (hw 1.3,
  * Documentation/hardware.md section 15).
  *
- * Every open file gets an MMU context and its own virtual address space; each DEVICE BO it
- * creates is mapped there at BO_CREATE, and every device address the file sees (BO_INFO)
- * or its commands use is a virtual address of that space. So one client's addresses never
- * name another client's memory, nor reveal where its own memory lies on the card.
+ * Every open file gets its own virtual address space; each DEVICE BO it creates is mapped
+ * there at BO_CREATE, and every device address the file sees (BO_INFO) or its commands use
+ * is a virtual address of that space. So one client's addresses never name another client's
+ * memory, nor reveal where its own memory lies on the card.
+ *
+ * The card has only 255 context ids, so an address space gets one only when a job (or a
+ * debugfs probe) is to run in it, at SUBMIT, where we may sleep; the job holds it (vm->busy)
+ * until it is freed, so run_job and recovery never bind anything. When every id is bound, one
+ * is taken from the address space that has gone longest without binding and has nothing
+ * running (its context entry rewritten and the id invalidated), and that space gets an id
+ * again at its next SUBMIT; if every id is held by jobs, SUBMIT waits (bounded) for one.
+ * Opening a file, QUERY and BO_CREATE take none: tables are host memory, changed freely while
+ * no id is bound, and binding invalidates the id before any command uses it.
  *
  * The page tables live in host memory (DMA-coherent pages, charged to the memcg of the
  * file's caller). The card caches translations, so every change is followed by an
@@ -17,11 +26,15 @@
  *
  * Locking: vm->lock covers the va allocator, every table (entries, children, counts) and
  * pt_bytes, from a change through its invalidate to the free of what it unlinked.
+ * sdev->mmu_ctx_lock covers the binding of ids (taken before a vm->lock, never after):
+ * vm->ctx changes under both, so an unmap that sees 0 knows the card has dropped the
+ * space's translations (unbinding invalidated the id before it cleared vm->ctx).
  *
  * Copyright (C) 2025 The Spyre open stack authors
  */
 
 #include <linux/dma-mapping.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 
 #include <drm/drm_drv.h>
@@ -33,6 +46,8 @@
 /* Virtual addresses handed out: none below 64 KiB, so that 0 never names a BO. */
 #define SPYRE_VA_START		SZ_64K
 #define SPYRE_VA_END		BIT_ULL(SPYRE_MMU_VA_BITS)
+/* How long SUBMIT waits for a context id while jobs hold every one; then -EBUSY. */
+#define SPYRE_CTX_WAIT_MS	1000
 
 static unsigned int spyre_mmu_index(u64 va, int level)
 {
@@ -178,16 +193,24 @@ static void spyre_vm_clear_page(struct spyre_vm *vm, u64 va, struct list_head *s
  * read-back makes the (posted) invalidate reach the card before the caller frees a table
  * or gives memory back: after it, the card reads the tables again from level 1 only.
  */
-static void spyre_vm_invalidate(struct spyre_vm *vm)
+static void spyre_ctx_invalidate(struct spyre_device *sdev, u32 ctx)
 {
 	int idx;
 
 	/* writel() orders the table writes before it; an unplugged card caches nothing. */
-	if (drm_dev_enter(&vm->sdev->drm, &idx)) {
-		spyre_write(vm->sdev, SPYRE_REG_MMU_INVALIDATE, vm->ctx);
-		spyre_read(vm->sdev, SPYRE_REG_ID);
+	if (drm_dev_enter(&sdev->drm, &idx)) {
+		spyre_write(sdev, SPYRE_REG_MMU_INVALIDATE, ctx);
+		spyre_read(sdev, SPYRE_REG_ID);
 		drm_dev_exit(idx);
 	}
+}
+
+/* An address space without an id has nothing cached on the card: unbinding invalidated. */
+static void spyre_vm_invalidate(struct spyre_vm *vm)
+{
+	lockdep_assert_held(&vm->lock);
+	if (vm->ctx)
+		spyre_ctx_invalidate(vm->sdev, vm->ctx);
 }
 
 /*
@@ -271,40 +294,158 @@ void spyre_vm_unmap_bo(struct spyre_bo *bo)
 	spyre_vm_put(vm);
 }
 
-struct spyre_vm *spyre_vm_create(struct spyre_device *sdev)
+struct spyre_vm *spyre_vm_create(struct spyre_device *sdev, u64 client_id)
 {
 	struct spyre_vm *vm;
-	int ctx, ret;
+	int ret;
 
 	vm = kzalloc(sizeof(*vm), GFP_KERNEL_ACCOUNT);
 	if (!vm)
 		return ERR_PTR(-ENOMEM);
 	vm->sdev = sdev;
+	vm->client_id = client_id;
 	ret = spyre_pt_alloc(vm, &vm->root, false);
-	if (ret)
-		goto err_free;
-	ctx = ida_alloc_range(&sdev->mmu_ctx_ida, 1, SPYRE_MMU_NUM_CTX - 1, GFP_KERNEL);
-	if (ctx < 0) {
-		ret = ctx == -ENOSPC ? -EBUSY : ctx;
-		goto err_pt;
+	if (ret) {
+		kfree(vm);
+		return ERR_PTR(ret);
 	}
 	kref_init(&vm->ref);
-	vm->ctx = ctx;
+	INIT_LIST_HEAD(&vm->lru);
 	mutex_init(&vm->lock);
 	drm_mm_init(&vm->va_mm, SPYRE_VA_START, SPYRE_VA_END - SPYRE_VA_START);
 	atomic_inc(&sdev->mmu_contexts);
-	/* The id may have been used before: nothing of its last owner may stay cached. */
+	return vm;
+}
+
+/* ---- context ids ---- */
+
+/* A context id may be free to take: wake SUBMITs waiting for one. */
+static void spyre_ctx_kick(struct spyre_device *sdev)
+{
+	atomic_inc(&sdev->mmu_ctx_gen);
+	wake_up_all(&sdev->mmu_ctx_wq);
+}
+
+/*
+ * Take @vm's id away: its context entry is cleared and the id invalidated (read back), so the
+ * card no longer reaches the space's tables or cached translations through it, before
+ * vm->ctx reads 0 (after which its unmaps skip the invalidate and free tables at once).
+ * Nothing runs with the id: vm->busy is 0 (or the space is being released).
+ */
+static void spyre_vm_unbind(struct spyre_vm *vm)
+{
+	struct spyre_device *sdev = vm->sdev;
+	u32 ctx = vm->ctx;
+
+	lockdep_assert_held(&sdev->mmu_ctx_lock);
+	if (!ctx)
+		return;
+	mutex_lock(&vm->lock);
+	WRITE_ONCE(sdev->mmu_ctx_table[ctx], 0);
+	spyre_ctx_invalidate(sdev, ctx);
+	WRITE_ONCE(vm->ctx, 0);
+	mutex_unlock(&vm->lock);
+	sdev->mmu_ctx_owner[ctx] = NULL;
+	list_del_init(&vm->lru);
+	spyre_ctx_kick(sdev);
+}
+
+/*
+ * Give @vm context id @ctx (free): its entry names the space's level-1 table, and the id is
+ * invalidated before any command can use it, so nothing of a previous owner stays cached.
+ */
+static void spyre_vm_bind(struct spyre_vm *vm, u32 ctx)
+{
+	struct spyre_device *sdev = vm->sdev;
+
+	lockdep_assert_held(&sdev->mmu_ctx_lock);
 	mutex_lock(&vm->lock);
 	WRITE_ONCE(sdev->mmu_ctx_table[ctx], cpu_to_le64(vm->root.dma | SPYRE_MMU_VALID));
+	WRITE_ONCE(vm->ctx, ctx);
 	spyre_vm_invalidate(vm);
 	mutex_unlock(&vm->lock);
-	return vm;
+	sdev->mmu_ctx_owner[ctx] = vm;
+	list_add_tail(&vm->lru, &sdev->mmu_ctx_lru);
+}
 
-err_pt:
-	spyre_pt_free(vm, &vm->root);
-err_free:
-	kfree(vm);
-	return ERR_PTR(ret);
+/* A free id, or one taken from the least recently bound idle space; 0 if none. */
+static u32 spyre_ctx_find(struct spyre_device *sdev)
+{
+	struct spyre_vm *victim;
+	u32 ctx;
+
+	lockdep_assert_held(&sdev->mmu_ctx_lock);
+	for (ctx = 1; ctx < SPYRE_MMU_NUM_CTX; ctx++)
+		if (!sdev->mmu_ctx_owner[ctx])
+			return ctx;
+	/* busy only rises under mmu_ctx_lock: an idle space stays idle while we hold it */
+	list_for_each_entry(victim, &sdev->mmu_ctx_lru, lru) {
+		if (atomic_read(&victim->busy))
+			continue;
+		ctx = victim->ctx;
+		spyre_vm_unbind(victim);
+		sdev->mmu_ctx_steals++;
+		return ctx;
+	}
+	return 0;
+}
+
+/*
+ * The context id of @vm for a job (or probe) about to be queued, bound now if it has none,
+ * and held until spyre_vm_put_ctx(): while a job holds it no one can take it, so run_job,
+ * a re-run after a reset and the completion all see the id the commands were written with.
+ * May sleep: called from SUBMIT (and debugfs), never from the scheduler's paths. When jobs
+ * hold every id, waits up to SPYRE_CTX_WAIT_MS, interruptibly, for one to be given back,
+ * then fails with -EBUSY (the caller may retry once some of its own jobs are done).
+ */
+int spyre_vm_get_ctx(struct spyre_vm *vm, u32 *ctx)
+{
+	struct spyre_device *sdev = vm->sdev;
+	long left = msecs_to_jiffies(SPYRE_CTX_WAIT_MS);
+	int gen;
+	u32 c;
+
+	mutex_lock(&sdev->mmu_ctx_lock);
+	while (!vm->ctx) {
+		c = spyre_ctx_find(sdev);
+		if (c) {
+			spyre_vm_bind(vm, c);
+			break;
+		}
+		gen = atomic_read(&sdev->mmu_ctx_gen);
+		mutex_unlock(&sdev->mmu_ctx_lock);
+		if (!left)
+			return -EBUSY;
+		left = wait_event_interruptible_timeout(sdev->mmu_ctx_wq,
+							atomic_read(&sdev->mmu_ctx_gen) != gen,
+							left);
+		if (left < 0)
+			return left;
+		mutex_lock(&sdev->mmu_ctx_lock);
+	}
+	atomic_inc(&vm->busy);
+	list_move_tail(&vm->lru, &sdev->mmu_ctx_lru);
+	*ctx = vm->ctx;
+	mutex_unlock(&sdev->mmu_ctx_lock);
+	return 0;
+}
+
+/* The job (or probe) that held @vm's id is done with it: the id may be taken. */
+void spyre_vm_put_ctx(struct spyre_vm *vm)
+{
+	if (atomic_dec_and_test(&vm->busy))
+		spyre_ctx_kick(vm->sdev);
+}
+
+/* The file is closed: give its id back now, unless jobs of it still hold it. */
+void spyre_vm_unbind_idle(struct spyre_vm *vm)
+{
+	struct spyre_device *sdev = vm->sdev;
+
+	mutex_lock(&sdev->mmu_ctx_lock);
+	if (!atomic_read(&vm->busy))
+		spyre_vm_unbind(vm);
+	mutex_unlock(&sdev->mmu_ctx_lock);
 }
 
 static void spyre_vm_release(struct kref *ref)
@@ -312,12 +453,11 @@ static void spyre_vm_release(struct kref *ref)
 	struct spyre_vm *vm = container_of(ref, struct spyre_vm, ref);
 	struct spyre_device *sdev = vm->sdev;
 
-	/* No BO is mapped any more (each holds a reference): retire the context, then free. */
-	mutex_lock(&vm->lock);
-	WRITE_ONCE(sdev->mmu_ctx_table[vm->ctx], 0);
-	spyre_vm_invalidate(vm);
-	mutex_unlock(&vm->lock);
-	ida_free(&sdev->mmu_ctx_ida, vm->ctx);
+	/* No BO is mapped any more (each holds a reference), no job runs: retire the id. */
+	mutex_lock(&sdev->mmu_ctx_lock);
+	WARN_ON(atomic_read(&vm->busy));
+	spyre_vm_unbind(vm);
+	mutex_unlock(&sdev->mmu_ctx_lock);
 	drm_mm_takedown(&vm->va_mm);
 	/* Only the level-1 table is left: unmapping freed the rest (a leak would WARN). */
 	WARN_ON(vm->pt_bytes != spyre_pt_bytes(false));
@@ -351,7 +491,7 @@ static void spyre_mmu_release(struct drm_device *drm, void *data)
 		dma_free_coherent(drm->dev, SPYRE_MMU_PAGE_SIZE, sdev->mmu_ctx_table,
 				  sdev->mmu_ctx_table_dma);
 	sdev->mmu_ctx_table = NULL;
-	ida_destroy(&sdev->mmu_ctx_ida);
+	mutex_destroy(&sdev->mmu_ctx_lock);
 }
 
 /*
@@ -360,7 +500,9 @@ static void spyre_mmu_release(struct drm_device *drm, void *data)
  */
 int spyre_mmu_init(struct spyre_device *sdev)
 {
-	ida_init(&sdev->mmu_ctx_ida);
+	mutex_init(&sdev->mmu_ctx_lock);
+	INIT_LIST_HEAD(&sdev->mmu_ctx_lru);
+	init_waitqueue_head(&sdev->mmu_ctx_wq);
 	if (sdev->caps & SPYRE_CAP_MMU) {
 		sdev->mmu_ctx_table = dma_alloc_coherent(sdev->drm.dev, SPYRE_MMU_PAGE_SIZE,
 							 &sdev->mmu_ctx_table_dma, GFP_KERNEL);

@@ -7,6 +7,7 @@
 #ifndef __SPYRE_MMU_H__
 #define __SPYRE_MMU_H__
 
+#include <linux/atomic.h>
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
@@ -27,13 +28,21 @@ struct spyre_pt {
 };
 
 /*
- * The device address space of one open file: an MMU context id, its page tables and the
- * allocator of its virtual addresses. Held by the file and by each BO mapped in it.
+ * The device address space of one open file: its page tables, the allocator of its virtual
+ * addresses and, while bound, a hardware context id. Held by the file and by each BO mapped
+ * in it.
  */
 struct spyre_vm {
 	struct kref ref;
 	struct spyre_device *sdev;
-	u32 ctx;				/* 1 .. SPYRE_MMU_NUM_CTX - 1 */
+	u64 client_id;				/* of the file (debugfs) */
+	/*
+	 * 1 .. SPYRE_MMU_NUM_CTX - 1 while bound, 0 when not: written under mmu_ctx_lock and
+	 * lock both, read under either.
+	 */
+	u32 ctx;
+	atomic_t busy;				/* jobs and probes running with ctx */
+	struct list_head lru;			/* in sdev->mmu_ctx_lru while bound */
 	struct mutex lock;			/* va_mm, the tables and pt_bytes */
 	struct drm_mm va_mm;
 	struct spyre_pt root;			/* level 1 */
@@ -42,8 +51,11 @@ struct spyre_vm {
 
 int spyre_mmu_init(struct spyre_device *sdev);
 void spyre_mmu_hw_init(struct spyre_device *sdev);
-struct spyre_vm *spyre_vm_create(struct spyre_device *sdev);
+struct spyre_vm *spyre_vm_create(struct spyre_device *sdev, u64 client_id);
 void spyre_vm_put(struct spyre_vm *vm);
+int spyre_vm_get_ctx(struct spyre_vm *vm, u32 *ctx);
+void spyre_vm_put_ctx(struct spyre_vm *vm);
+void spyre_vm_unbind_idle(struct spyre_vm *vm);
 int spyre_vm_map_bo(struct spyre_vm *vm, struct spyre_bo *bo);
 void spyre_vm_unmap_bo(struct spyre_bo *bo);
 

@@ -387,5 +387,7 @@ void spyre_show_fdinfo(struct drm_printer *p, struct drm_file *file)
 		pt_st.private = READ_ONCE(sf->vm->pt_bytes);
 		pt_st.resident = pt_st.private;
 		drm_print_memory_stats(p, &pt_st, DRM_GEM_OBJECT_RESIDENT, "pagetables");
+		/* The card context id the file's jobs run with now; 0: none bound (yet). */
+		drm_printf(p, "spyre-mmu-context:\t%u\n", READ_ONCE(sf->vm->ctx));
 	}
 }

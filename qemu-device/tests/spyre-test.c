@@ -738,6 +738,65 @@ static void test_dma(void)
 
 /* Large copies over contiguous pages and more than one page table. */
 /* The ddr-mbps property drives the DMA cycle model (DDR slower than PCIe). */
+/*
+ * Bus mastering off (what the driver does to a card it cannot confirm idle): the card
+ * reaches no host memory. Commands on the ring are not even read, nothing is written (no
+ * fence, no copy to host memory, no completion entry); each such command fails with
+ * ERR_HOST_DMA in ERROR_CODE and TELE_ERRORS, and HEAD moves on. With bus mastering back
+ * the ring works again.
+ */
+static void test_bus_master_off(void)
+{
+    Spyre *s = spyre_start(NULL);
+    uint64_t fence = zalloc(s, 8);
+    HostBuf *dst = hostbuf_new(s, 1, false);
+    uint8_t want[64], got[64], zero[64] = { 0 };
+    struct spyre_hw_cmd c;
+    struct spyre_hw_cpl p;
+    uint32_t idx[2], errors;
+    uint64_t d2h, cmds;
+    uint16_t cmd;
+    int i;
+
+    ring_setup(s, 0, 4);
+    c = cmd_fence(1, fence, 0x1111);
+    check_dma_ok(submit(s, 0, &c), 1);
+    g_assert_cmphex(qtest_readq(s->qts, fence), ==, 0x1111);
+    fill(want, sizeof(want), 7);
+    devmem_write(s, 0, want, sizeof(want));
+    errors = rd(s, SPYRE_REG_TELE_ERRORS);
+    d2h = rd64(s, SPYRE_REG_TELE_D2H_BYTES_LO);
+    cmds = rd64(s, SPYRE_REG_TELE_CMDS_LO);
+
+    cmd = qpci_config_readw(s->dev, PCI_COMMAND);
+    g_assert(cmd & PCI_COMMAND_MASTER);
+    qpci_config_writew(s->dev, PCI_COMMAND, cmd & ~PCI_COMMAND_MASTER);
+    c = cmd_fence(2, fence, 0x2222);
+    idx[0] = ring_queue(s, 0, &c);
+    c = cmd_dma(3, SPYRE_CMD_F_DST_HOST, 0, 0, dst->dir, 0, sizeof(want));
+    idx[1] = ring_queue(s, 0, &c);
+    ring_kick_wait(s, 0);
+    g_assert_cmphex(qtest_readq(s->qts, fence), ==, 0x1111);
+    hostbuf_io(s, dst, 0, got, sizeof(got), false);
+    g_assert_cmpmem(got, sizeof(got), zero, sizeof(zero));
+    for (i = 0; i < 2; i++) {
+        p = ring_cpl(s, 0, idx[i]);
+        g_assert_cmphex(p.seqno, ==, 0xeeeeeeeeeeeeeeeeULL);
+    }
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_CMDS_LO), ==, cmds + 2);
+    g_assert_cmpuint(rd(s, SPYRE_REG_TELE_ERRORS), ==, errors + 2);
+    g_assert_cmpuint(rd(s, SPYRE_REG_ERROR_CODE), ==, SPYRE_STATUS_ERR_HOST_DMA);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_D2H_BYTES_LO), ==, d2h);
+
+    qpci_config_writew(s->dev, PCI_COMMAND, cmd);
+    c = cmd_dma(4, SPYRE_CMD_F_DST_HOST, 0, 0, dst->dir, 0, sizeof(want));
+    check_dma_ok(submit(s, 0, &c), 4);
+    hostbuf_io(s, dst, 0, got, sizeof(got), false);
+    g_assert_cmpmem(got, sizeof(got), want, sizeof(want));
+    hostbuf_free(dst);
+    spyre_stop(s);
+}
+
 static void test_dma_bandwidth(void)
 {
     Spyre *s = spyre_start(",ddr-mbps=51200,clock-mhz=1000");
@@ -3637,6 +3696,7 @@ int main(int argc, char **argv)
     qtest_add_func("/spyre/mmu-fault-inject", test_mmu_fault_inject);
     qtest_add_func("/spyre/mmu-invalidate", test_mmu_invalidate);
     qtest_add_func("/spyre/mmu-launch", test_mmu_launch);
+    qtest_add_func("/spyre/bus-master-off", test_bus_master_off);
     qtest_add_func("/spyre/mmu-cache-bound", test_mmu_cache_bound);
     qtest_add_func("/spyre/mmu-cache-evict", test_mmu_cache_evict);
     qtest_add_func("/spyre/mmu-walk-bound", test_mmu_walk_bound);

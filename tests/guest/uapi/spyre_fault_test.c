@@ -999,6 +999,115 @@ static int uevent_wait(int s, const char *key, char *out, size_t len, int timeou
 	return -ETIME;
 }
 
+/* The bus master bit of PCI device @bdf's command register: 1, 0, or -errno. */
+static int bus_master(const char *bdf)
+{
+	char path[160];
+	uint16_t cmd;
+	int f, n;
+
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/config", bdf);
+	f = open(path, O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return -errno;
+	n = pread(f, &cmd, sizeof(cmd), 4);
+	close(f);
+	if (n != sizeof(cmd))
+		return -EIO;
+	return !!(cmd & 0x4);
+}
+
+/*
+ * Card resets are rate-limited (5 a minute): a ring that does not stop once the budget is
+ * spent wedges the card without any reset, so it may still be running everything it was
+ * given, on every ring. Its bus mastering must be off before the jobs fail (issue 24,
+ * defect 6); a PCI reset while bound brings it back.
+ */
+TEST_F_TIMEOUT(fault, reset_budget_spent_stops_dma, 120)
+{
+	struct drm_spyre_telemetry t;
+	struct drm_spyre_cmd c;
+	char bdf[64], path[160];
+	uint64_t job;
+	int i;
+
+	ASSERT_EQ(0, card_bdf(self->fd, bdf, sizeof(bdf)));
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/reset", bdf);
+	if (access(path, W_OK))
+		SKIP(return, "%s: the card has no PCI reset method", path);
+	ASSERT_EQ(1, bus_master(bdf));
+	c = copy_cmd(self->hbo, 0, self->dbo, 0, 4096);
+	/* sticky hangs: each costs a card reset, until there is none left */
+	for (i = 0; i < 8; i++) {
+		ASSERT_EQ(0, fault_hang(self->fd, 1 | SPYRE_HANG_STICKY | SPYRE_HANG_RING(0)));
+		ASSERT_EQ(0, submit_cmds(self->fd, &c, 1, &job));
+		EXPECT_EQ(DRM_SPYRE_JOB_TIMEOUT, job_status(self->fd, job));
+		ASSERT_EQ(0, telemetry(self->fd, &t));
+		if (t.state == DRM_SPYRE_STATE_WEDGED)
+			break;
+		ASSERT_EQ(1, bus_master(bdf)) TH_LOG("hang %d: card reset, still off", i);
+	}
+	ASSERT_EQ(DRM_SPYRE_STATE_WEDGED, t.state);
+	TH_LOG("wedged at sticky hang %d", i + 1);
+	EXPECT_GE(6, i + 1);
+	EXPECT_EQ(0, bus_master(bdf));
+
+	ASSERT_EQ(0, write_sysfs(path, "1"));
+	ASSERT_EQ(0, telemetry(self->fd, &t));
+	EXPECT_EQ(DRM_SPYRE_STATE_OK, t.state);
+	EXPECT_EQ(1, bus_master(bdf));
+	EXPECT_EQ(0, round_trip(self->fd2, 10000, 3, 5, 17));
+}
+
+/*
+ * A hang whose card reset does not finish (issue 24, defect 6): the card is not confirmed
+ * idle when every job is failed, so the driver stops its bus mastering first (no DMA into
+ * host memory the failed jobs' BOs, rings and tables give back) and keeps the card memory
+ * freed from then on out of the allocator (the card may still write it). A PCI reset while
+ * bound ends the wedge: bus mastering is back, the quarantined memory returns, jobs run.
+ * The old driver left bus mastering on and gave the memory back at once.
+ */
+TEST_F_TIMEOUT(fault, wedge_stops_dma_and_quarantines, 120)
+{
+	struct drm_spyre_telemetry t;
+	struct innocent x;
+	struct drm_spyre_cmd c;
+	char bdf[64], path[160];
+	uint64_t job, used0;
+
+	ASSERT_EQ(0, card_bdf(self->fd, bdf, sizeof(bdf)));
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/reset", bdf);
+	if (access(path, W_OK))
+		SKIP(return, "%s: the card has no PCI reset method", path);
+	ASSERT_EQ(1, bus_master(bdf));
+	ASSERT_EQ(0, innocent_init(&x, self->fd2));
+	used0 = devmem_used(self->fd);
+	ASSERT_EQ(0, fault_hang(self->fd, 1 | SPYRE_HANG_WEDGE | SPYRE_HANG_RING(0)));
+	c = copy_cmd(self->hbo, 0, self->dbo, 0, 4096);
+	ASSERT_EQ(0, submit_cmds(self->fd, &c, 1, &job));
+	ASSERT_EQ(0, innocent_submit(&x, 0));
+	EXPECT_EQ(DRM_SPYRE_JOB_TIMEOUT, job_status(self->fd, job));
+	EXPECT_EQ(DRM_SPYRE_JOB_ABORTED, job_status(x.fd, x.job));
+	ASSERT_EQ(0, telemetry(self->fd, &t));
+	ASSERT_EQ(DRM_SPYRE_STATE_WEDGED, t.state);
+	/* the card can no longer reach host memory */
+	EXPECT_EQ(0, bus_master(bdf));
+	/* the failed jobs' card memory, freed, stays out of the allocator */
+	innocent_fini(&x);
+	ASSERT_EQ(0, bo_close(self->fd, self->dbo));
+	EXPECT_EQ(used0, devmem_used(self->fd));
+
+	/* the PCI reset ends the wedge: DMA back, the memory given back, the card works */
+	ASSERT_EQ(0, write_sysfs(path, "1"));
+	ASSERT_EQ(0, telemetry(self->fd, &t));
+	EXPECT_EQ(DRM_SPYRE_STATE_OK, t.state);
+	EXPECT_EQ(1, bus_master(bdf));
+	EXPECT_EQ(used0 - INNOCENT_BYTES - 4096, devmem_used(self->fd));
+	EXPECT_EQ(0, round_trip(self->fd2, 10000, 3, 5, 13));
+	ASSERT_EQ(0, nop_job(self->fd, 0, &job));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+}
+
 /*
  * A hang that only a PCI reset ends (SPYRE_HANG_WEDGE): the card reset does not complete,
  * the card is wedged. The guilty job times out, the others fail (ABORTED), a "WEDGED="

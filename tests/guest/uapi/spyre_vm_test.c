@@ -3,8 +3,8 @@
  * Per-file device address spaces (card MMU, DRM_SPYRE_CAP_VM): two files see the same
  * device addresses for their own, separate memory; neither reaches the other's by COPY,
  * LAUNCH, mmap, a guessed address or a stale handle; a translation fault in one file is
- * reported with its context and address while the other's jobs run on, correct; a card
- * runs out of contexts cleanly (EBUSY) and gets every one back.
+ * reported with its context and address while the other's jobs run on, correct; opens never
+ * run out of the card's 255 contexts, which are bound at SUBMIT and taken from idle files.
  *
  * Copyright (C) 2025 The Spyre open stack authors
  */
@@ -17,8 +17,12 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <xf86drm.h>
@@ -585,62 +589,273 @@ TEST_F_TIMEOUT(churn, page_tables_charged_to_memcg, 300)
 		EXPECT_LE(t1 - t0, k1 - k0);
 }
 
-/*
- * A card has 255 address-space contexts: the open that would need a 256th fails with EBUSY
- * and takes nothing, a closed file's context is free again at once, and a file on a reused
- * context reaches only its own memory (nothing of the context's last owner stays cached).
- */
-TEST(contexts_run_out_and_come_back)
+/* A numeric fdinfo field of fd ("key:" then the value), or -1 without it. */
+static long long fdinfo_val(int fd, const char *key)
 {
-	int minors[MAX_CARDS], fds[SPYRE_MMU_NUM_CTX + 1];
+	char path[64], line[128];
+	size_t klen = strlen(key);
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, klen) && line[klen] == ':') {
+			v = strtoll(line + klen + 1, NULL, 10);
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
+/* The card context id fd's jobs run with now (fdinfo spyre-mmu-context; 0: none). */
+static long long mmu_ctx(int fd)
+{
+	return fdinfo_val(fd, "spyre-mmu-context");
+}
+
+/* Room for @n more open files. */
+static int want_fds(int n)
+{
+	struct rlimit r;
+
+	if (getrlimit(RLIMIT_NOFILE, &r))
+		return -errno;
+	if (r.rlim_cur >= (rlim_t)n + 64)
+		return 0;
+	r.rlim_cur = n + 64;
+	if (r.rlim_max < r.rlim_cur)
+		r.rlim_max = r.rlim_cur;
+	return setrlimit(RLIMIT_NOFILE, &r) ? -errno : 0;
+}
+
+#define MANY_CLIENTS	300
+
+/* MANY_CLIENTS clients with their memory, more than the card has context ids. */
+FIXTURE(many) {
+	struct client *c;
+	int n;
+};
+
+FIXTURE_SETUP(many)
+{
+	self->c = calloc(MANY_CLIENTS, sizeof(*self->c));
+	ASSERT_NE(NULL, self->c);
+	self->n = 0;
+	ASSERT_EQ(0, want_fds(MANY_CLIENTS));
+}
+
+FIXTURE_TEARDOWN(many)
+{
+	while (self->n)
+		client_close(&self->c[--self->n]);
+	free(self->c);
+}
+
+/* Open MANY_CLIENTS clients (skips without a card with the MMU). */
+#define OPEN_MANY()								\
+	do {									\
+		int __e = 0;							\
+		OPEN_CLIENT(&self->c[0]);					\
+		for (self->n = 1; self->n < MANY_CLIENTS && !__e; self->n++)	\
+			__e = client_open(&self->c[self->n]);			\
+		ASSERT_EQ(0, __e) TH_LOG("client %d: %d", self->n - 1, __e);	\
+	} while (0)
+
+#define MANY_OPENS	1000
+
+/*
+ * Opening the card takes no hardware context (issue 24, defect 5): one user (a child
+ * process as nobody, the node opened to all for it) holds 1000 open files, each of which has
+ * also run a job (a SUBMIT binds a context id, so all 255 were taken many times over), and
+ * another user can still open the card and run a job on its own memory. The old driver gave
+ * every open a context: the 256th open failed with EBUSY, and nothing else could open.
+ */
+TEST_F_TIMEOUT(many, many_opens_leave_others_room, 600)
+{
+	int minors[MAX_CARDS], ready[2], done[2];
+	char node[64];
+	struct stat st;
 	struct client c;
-	int n = 0, err = 0, fd, i;
 	uint64_t job;
+	pid_t pid;
+	char r = 0;
+	int status;
 
 	OPEN_CLIENT(&c);
 	client_close(&c);
 	ASSERT_LT(0, spyre_minors(minors));
-	while (n < (int)(sizeof(fds) / sizeof(fds[0]))) {
-		fd = open_minor(minors[0]);
-		if (fd < 0) {
-			err = errno;
-			break;
+	ASSERT_EQ(0, want_fds(MANY_OPENS));
+	ASSERT_EQ(0, pipe(ready));
+	ASSERT_EQ(0, pipe(done));
+	/* the node open to all for this test, so that the opens are another user's */
+	snprintf(node, sizeof(node), "/dev/accel/accel%d", minors[0]);
+	ASSERT_EQ(0, stat(node, &st));
+	chmod(node, 0666);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		static int fds[MANY_OPENS];
+		struct drm_spyre_device_info info;
+		char ok = 'y';
+		int i;
+
+		/* the files go when the test does, whatever happens to it */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(ready[0]);
+		close(done[1]);
+		if (setresuid(65534, 65534, 65534))
+			fprintf(stderr, "setresuid: %s\n", strerror(errno));
+		for (i = 0; i < MANY_OPENS && ok == 'y'; i++) {
+			fds[i] = open_minor(minors[0]);
+			if (fds[i] < 0 || query(fds[i], DRM_SPYRE_QUERY_DEVICE_INFO, &info,
+						sizeof(info)) ||
+			    nop_job(fds[i], 0, &job) || job_status(fds[i], job) != DRM_SPYRE_JOB_OK) {
+				fprintf(stderr, "open %d: %s\n", i, strerror(errno));
+				ok = 'n';
+			}
 		}
-		fds[n++] = fd;
+		fprintf(stderr, "child (uid %d): %d files open\n", getuid(), i);
+		if (write(ready[1], &ok, 1) != 1 || read(done[0], &ok, 1) != 1)
+			_exit(2);
+		_exit(0);
 	}
-	/* other files of this card (none in this suite) would hold some of the 255 */
-	ASSERT_EQ(EBUSY, err);
-	ASSERT_LE(n, SPYRE_MMU_NUM_CTX - 1);
-	ASSERT_LE(SPYRE_MMU_NUM_CTX - 8, n);
-	/* the refused open took nothing: one close lets exactly one open in */
-	close(fds[--n]);
-	fds[n] = open_minor(minors[0]);
-	ASSERT_LE(0, fds[n]);
-	n++;
-	errno = 0;
-	fd = open_minor(minors[0]);
-	EXPECT_GT(0, fd);
-	EXPECT_EQ(EBUSY, errno);
-	if (fd >= 0)
-		close(fd);
-	/* a client on a context just given back works, on its own memory only */
-	close(fds[--n]);
+	close(ready[1]);
+	close(done[0]);
+	r = 0;
+	read(ready[0], &r, 1);
+	chmod(node, st.st_mode & 07777);
+	EXPECT_EQ('y', r) TH_LOG("the 1000 opens (and their jobs) did not all succeed");
+	/* the other user: opens, creates memory, runs a launch on it, correct */
 	ASSERT_EQ(0, client_open(&c));
-	memset(c.msrc, 0x5a, VM_BYTES);
+	memset(c.msrc, 0x6b, VM_BYTES);
 	memset(c.mdst, 0, VM_BYTES);
 	ASSERT_EQ(0, client_copy(&c, dev_addr(c.fd, c.src), dev_addr(c.fd, c.dst), &job));
 	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(c.fd, job));
-	EXPECT_TRUE(all_bytes(c.mdst, VM_BYTES, 0x5a));
+	EXPECT_TRUE(all_bytes(c.mdst, VM_BYTES, 0x6b));
+	EXPECT_LT(0, mmu_ctx(c.fd));
 	client_close(&c);
-	for (i = 0; i < n; i++)
-		close(fds[i]);
-	/* every context came back */
-	for (i = 0; i < SPYRE_MMU_NUM_CTX - 8; i++) {
-		fds[i] = open_minor(minors[0]);
-		ASSERT_LE(0, fds[i]);
+	ASSERT_EQ(1, write(done[1], "x", 1));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status));
+}
+
+/*
+ * More files than context ids, each with its own memory, run launches in turn, two rounds,
+ * and then all at once (SUBMITs beyond 255 wait for a job to give its id back): every one
+ * gets its own data (ids are taken from idle files and given back at their next SUBMIT).
+ */
+TEST_F_TIMEOUT(many, more_files_than_contexts, 900)
+{
+	uint64_t *jobs;
+	int i, round;
+
+	OPEN_MANY();
+	jobs = calloc(MANY_CLIENTS, sizeof(*jobs));
+	ASSERT_NE(NULL, jobs);
+	for (round = 0; round < 3; round++) {
+		for (i = 0; i < MANY_CLIENTS; i++) {
+			struct client *c = &self->c[i];
+
+			memset(c->msrc, (i * 7 + round) & 0xff, VM_BYTES);
+			memset(c->mdst, 0xff, VM_BYTES);
+			ASSERT_EQ(0, client_copy(c, dev_addr(c->fd, c->src),
+						 dev_addr(c->fd, c->dst), &jobs[i]))
+				TH_LOG("round %d client %d: %s", round, i, strerror(errno));
+			/* rounds 0 and 1 in turn, round 2 all in flight together */
+			if (round < 2)
+				ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(c->fd, jobs[i]));
+		}
+		for (i = 0; i < MANY_CLIENTS; i++) {
+			struct client *c = &self->c[i];
+
+			if (round == 2)
+				ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(c->fd, jobs[i]));
+			ASSERT_TRUE(all_bytes(c->mdst, VM_BYTES, (i * 7 + round) & 0xff))
+				TH_LOG("round %d client %d got another's data", round, i);
+		}
 	}
-	for (i = 0; i < SPYRE_MMU_NUM_CTX - 8; i++)
-		close(fds[i]);
+	free(jobs);
+}
+
+/*
+ * Isolation across a taken context id: file a's id goes to another file b once 255 other
+ * files have run jobs; b, probed by the card (debugfs mmu_probe, through its translation
+ * cache) at the address of a's secret, faults: its context entry names b's tables and the
+ * id was invalidated. a, given an id again at its next SUBMIT, runs correctly and reaches
+ * only its own memory, at addresses where the others have theirs.
+ */
+TEST_F_TIMEOUT(many, taken_context_isolated, 900)
+{
+	struct client *a;
+	uint32_t secret;
+	uint64_t job, secret_va;
+	long long a_ctx = 0;
+	uint8_t *ms;
+	struct probe p;
+	int i, b = -1, ret;
+
+	OPEN_MANY();
+	a = &self->c[0];
+	ASSERT_EQ(0, bo_create(a->fd, VM_BYTES, DRM_SPYRE_BO_DEVICE, &secret));
+	ms = bo_map(a->fd, secret);
+	ASSERT_NE(NULL, ms);
+	memset(ms, 0xa5, VM_BYTES);
+	munmap(ms, VM_BYTES);
+	secret_va = dev_addr(a->fd, secret);
+	memset(a->msrc, 0x5e, VM_BYTES);
+	ASSERT_EQ(0, client_copy(a, dev_addr(a->fd, a->src), dev_addr(a->fd, a->dst), &job));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(a->fd, job));
+	a_ctx = mmu_ctx(a->fd);
+	ASSERT_LT(0, a_ctx) TH_LOG("no spyre-mmu-context in fdinfo");
+	/* the card has a's translations cached, the secret's included */
+	ret = mmu_probe(a->fd, secret_va, &p);
+	if (ret == -ENOENT)
+		SKIP(return, "no debugfs mmu_probe");
+	ASSERT_EQ(0, ret);
+	ASSERT_EQ(SPYRE_STATUS_OK, p.hw_status);
+	ASSERT_EQ(0xa5a5a5a5a5a5a5a5ull, p.data);
+
+	/* every other file runs a job: a, least recently used and idle, loses its id */
+	for (i = 1; i < MANY_CLIENTS; i++) {
+		struct client *c = &self->c[i];
+
+		memset(c->msrc, 0x3c, VM_BYTES);
+		ASSERT_EQ(0, nop_job(c->fd, 0, &job));
+		ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(c->fd, job));
+		if (b < 0 && mmu_ctx(c->fd) == a_ctx && i > 1)
+			b = i;
+	}
+	EXPECT_EQ(0, mmu_ctx(a->fd));
+	for (i = 1; b < 0 && i < MANY_CLIENTS; i++)
+		if (mmu_ctx(self->c[i].fd) == a_ctx)
+			b = i;
+	ASSERT_LT(0, b) TH_LOG("no file holds a's old id %lld", a_ctx);
+	/* b has no memory at the secret's address: the card must not translate it */
+	ASSERT_LT(secret_va, (uint64_t)1 << 39);
+	ASSERT_EQ(0, mmu_probe(self->c[b].fd, secret_va, &p));
+	EXPECT_EQ(SPYRE_STATUS_ERR_MMU_FAULT, p.hw_status)
+		TH_LOG("file %d on a's old id %lld read %#llx at a's secret", b, a_ctx, p.data);
+	EXPECT_EQ(secret_va, p.fault_addr);
+	/* b's own memory at the address of a's source: b's bytes */
+	ASSERT_EQ(0, mmu_probe(self->c[b].fd, dev_addr(a->fd, a->src), &p));
+	EXPECT_EQ(SPYRE_STATUS_OK, p.hw_status);
+	EXPECT_EQ(0x3c3c3c3c3c3c3c3cull, p.data);
+
+	/* a runs again (a new id), correctly, and reaches its own memory only */
+	memset(a->mdst, 0, VM_BYTES);
+	ASSERT_EQ(0, client_copy(a, dev_addr(a->fd, a->src), dev_addr(a->fd, a->dst), &job));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(a->fd, job));
+	EXPECT_TRUE(all_bytes(a->mdst, VM_BYTES, 0x5e));
+	EXPECT_LT(0, mmu_ctx(a->fd));
+	ASSERT_EQ(0, mmu_probe(a->fd, secret_va, &p));
+	EXPECT_EQ(SPYRE_STATUS_OK, p.hw_status);
+	EXPECT_EQ(0xa5a5a5a5a5a5a5a5ull, p.data);
+	ASSERT_EQ(0, mmu_probe(a->fd, dev_addr(a->fd, a->src), &p));
+	EXPECT_EQ(SPYRE_STATUS_OK, p.hw_status);
+	EXPECT_EQ(0x5e5e5e5e5e5e5e5eull, p.data);
 }
 
 TEST_HARNESS_MAIN

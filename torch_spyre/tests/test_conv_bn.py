@@ -1,0 +1,107 @@
+"""Convolutions (1-D and 2-D, any stride, padding, dilation and groups) and batch norm (training
+and eval) on the card against the CPU, with no fallback; what stays on the CPU (3-D and
+transposed convolutions) still gives the CPU's answer."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_spyre
+from conftest import FLOATS, close, make
+
+CONV2D = [  # N, C, H, W, O, kernel, stride, padding, dilation, groups
+    (2, 3, 9, 11, 8, 3, 1, 1, 1, 1),
+    (1, 4, 8, 8, 8, 3, 2, 0, 1, 2),
+    (2, 6, 10, 7, 6, 3, 1, 2, 2, 6),  # depthwise, dilated
+    (1, 3, 5, 5, 4, 1, 1, 0, 1, 1),  # pointwise
+    (3, 2, 16, 16, 5, (3, 2), (2, 1), (1, 0), (1, 2), 1),
+    (1, 8, 7, 7, 16, 7, 1, 3, 1, 4),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("case", CONV2D)
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_conv2d(fallback_reset, dtype, case, with_bias):
+    n, c, h, w, o, k, s, p, d, g = case
+    k = (k, k) if isinstance(k, int) else k
+    x, wt = make((n, c, h, w), dtype), make((o, c // g, *k), dtype, seed=1)
+    b = make((o,), dtype, seed=2) if with_bias else None
+    got = F.conv2d(x.to("spyre"), wt.to("spyre"), None if b is None else b.to("spyre"),
+                   stride=s, padding=p, dilation=d, groups=g)
+    want = F.conv2d(x.float(), wt.float(), None if b is None else b.float(), stride=s,
+                    padding=p, dilation=d, groups=g).to(dtype)
+    assert got.shape == want.shape and got.dtype == dtype
+    close(got.cpu(), want, dtype, scale=(c // g * k[0] * k[1]) ** 0.5)
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_conv1d_module_and_layouts(fallback_reset, dtype):
+    torch.manual_seed(0)
+    cpu = torch.nn.Conv1d(4, 6, 5, stride=2, padding=3, groups=2).to(dtype)
+    dev = torch.nn.Conv1d(4, 6, 5, stride=2, padding=3, groups=2).to(dtype)
+    dev.load_state_dict(cpu.state_dict())
+    dev = dev.to("spyre")
+    x = make((2, 20, 4), dtype).transpose(1, 2)  # a strided view [N, C, L]
+    with torch.no_grad():
+        close(dev(x.to("spyre")).cpu(), cpu.float()(x.float()).to(dtype), dtype, scale=4)
+        assert dev(torch.empty(0, 4, 20, dtype=dtype, device="spyre")).shape == (0, 6, 11)
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_what_stays_on_the_cpu_still_answers(fallback_reset):
+    x, w = make((1, 2, 5, 5, 5), torch.float32), make((3, 2, 3, 3, 3), torch.float32, seed=1)
+    close(F.conv3d(x.to("spyre"), w.to("spyre")).cpu(), F.conv3d(x, w), torch.float32)
+    x2, w2 = make((1, 2, 5, 5), torch.float32), make((2, 3, 3, 3), torch.float32, seed=1)
+    close(F.conv_transpose2d(x2.to("spyre"), w2.to("spyre")).cpu(), F.conv_transpose2d(x2, w2),
+          torch.float32)
+    assert set(torch_spyre.fallback_counts()) == {"aten::convolution"}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [(6, 5), (4, 3, 7), (2, 4, 5, 6)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_training_and_eval(fallback_reset, dtype, shape, affine):
+    torch.manual_seed(0)
+    bn_cls = {2: torch.nn.BatchNorm1d, 3: torch.nn.BatchNorm1d, 4: torch.nn.BatchNorm2d}
+    cpu = bn_cls[len(shape)](shape[1], affine=affine, momentum=0.2)
+    if affine:
+        with torch.no_grad():
+            cpu.weight.uniform_(0.5, 1.5)
+            cpu.bias.uniform_(-0.5, 0.5)
+    dev = bn_cls[len(shape)](shape[1], affine=affine, momentum=0.2)
+    dev.load_state_dict(cpu.state_dict())
+    dev = dev.to("spyre")
+    x = make(shape, dtype) * 2 + 0.5
+    for train in (True, True, False):
+        cpu.train(train)
+        dev.train(train)
+        with torch.no_grad():
+            got = dev(x.to("spyre"))
+            want = cpu(x.float()).to(dtype)  # fp32 statistics, as torch's mixed-type kernel
+        assert got.dtype == dtype
+        close(got.cpu(), want, dtype, scale=2)
+        torch.testing.assert_close(dev.running_mean.cpu(), cpu.running_mean, rtol=1e-5,
+                                   atol=1e-6)
+        torch.testing.assert_close(dev.running_var.cpu(), cpu.running_var, rtol=1e-5, atol=1e-6)
+    assert int(dev.num_batches_tracked) == int(cpu.num_batches_tracked) == 2
+    # num_batches_tracked += 1 is an int64 add
+    assert set(torch_spyre.fallback_counts()) <= {"aten::add.out"}
+
+
+def test_batch_norm_saved_statistics(fallback_reset):
+    x = make((4, 3, 6), torch.float32)
+    rm, rv = torch.zeros(3), torch.ones(3)
+    want = torch.native_batch_norm(x, None, None, rm.clone(), rv.clone(), True, 0.1, 1e-5)
+    got = torch.native_batch_norm(x.to("spyre"), None, None, rm.to("spyre"), rv.to("spyre"),
+                                  True, 0.1, 1e-5)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.cpu(), w, rtol=1e-5, atol=1e-6)
+    want = torch.native_batch_norm(x, None, None, rm, rv, False, 0.1, 1e-5)
+    got = torch.native_batch_norm(x.to("spyre"), None, None, rm.to("spyre"), rv.to("spyre"),
+                                  False, 0.1, 1e-5)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+    torch.testing.assert_close(got[0].cpu(), want[0], rtol=1e-5, atol=1e-6)
+    assert torch_spyre.fallback_counts() == {}
