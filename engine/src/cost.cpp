@@ -55,6 +55,9 @@ uint64_t vec_compute_cycles(const spyre_engine_config& cfg, isa::Op op, uint8_t 
         if (func >= static_cast<uint8_t>(isa::VUn::EXP)) per_vec = cfg.vec_special_cycles;
     } else if (op == isa::Op::VBIN && func == static_cast<uint8_t>(isa::VBin::DIV)) {
         per_vec = cfg.vec_special_cycles;
+    } else if (op == isa::Op::VRNG) {
+        // Philox rounds at the special-function rate; NORMAL adds a log, sqrt and sin/cos
+        per_vec = cfg.vec_special_cycles * (func == static_cast<uint8_t>(isa::Rng::NORMAL) ? 2 : 1);
     }
     return ceil_div(rows * cols, lanes) * per_vec;
 }

@@ -52,6 +52,8 @@ OpInfo op_info(uint8_t op) {
             return {true, F_DT | F_A | F_B | F_D | F_FUNC | F_IMM, 7, "VIOTA"};
         case Op::VFMA:
             return {true, F_DT | F_A | F_B | F_C | F_D | F_FUNC | F_FLAGS | F_IMM, 7, "VFMA"};
+        case Op::VRNG:
+            return {true, F_DT | F_A | F_D | F_FUNC | F_IMM, 7, "VRNG"};
         case Op::SEND:
             return {true, F_A | F_C | F_FUNC, 0, "SEND"};
         case Op::RECV:
@@ -170,6 +172,16 @@ bool check_operands(const Instr& in, uint32_t pc, Failure& f) {
                 return bad("imm low half set, s2 not IMM");
             if (!is_imm(in.func) && (uimm >> 32)) return bad("imm high half set, s3 not IMM");
             if (is_imm(in.flags) && in.c) return bad("s2 is IMM: c must be r0");
+            break;
+        }
+        case Op::VRNG: {
+            if (!dtype_ok(lo) || hi) return bad("bad data type (no source type)");
+            if (in.func >= static_cast<uint8_t>(isa::Rng::COUNT)) return bad("bad function");
+            const bool bits = in.func == static_cast<uint8_t>(isa::Rng::BITS);
+            if (bits && lo != static_cast<uint8_t>(DType::I32)) return bad("BITS writes i32 only");
+            if (!bits && !float_dtype(static_cast<DType>(lo)))
+                return bad("UNIFORM/NORMAL write f32, f16 or bf16 only");
+            if (bits && in.imm) return bad("BITS: imm must be 0");
             break;
         }
         case Op::SEND:

@@ -89,6 +89,9 @@ kselftest vm build/cmake/tests/guest/uapi/spyre_vm_test
 gtest libspyre build/cmake/tests/guest/libspyre/libspyre_guest_test
 # The op library's C API through spyre.ko (the host suite, on the kernel backend).
 SPYRE_OPS_TEST_BACKEND=kernel gtest ops build/cmake/tests/host/libspyre_ops_api_test
+# Random numbers on the card through spyre.ko (spyre_op_random: prefixes, rates, errors).
+SPYRE_OPS_TEST_BACKEND=kernel GTEST_FILTER='RandomApi.*' gtest ops-random \
+	build/cmake/tests/host/libspyre_ops_random_test
 # PyTorch through spyre.ko: a Granite-style decoder (prefill and 8 greedy decode steps) on the
 # card against the CPU, identical tokens, no CPU fallback (Documentation/torch_spyre.md).
 check torch env PYTHONPATH=build/cmake/torch_spyre/python TORCH_SPYRE_STRICT=1 \

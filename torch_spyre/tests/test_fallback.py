@@ -106,10 +106,12 @@ def test_mixed_cpu_scalar_and_devices(fallback_reset):
 def test_factories_and_random_ops(fallback_reset):
     assert_same(torch.arange(5, device="spyre").cpu(), torch.arange(5))
     assert_same(torch.linspace(0, 1, 5, device="spyre").cpu(), torch.linspace(0, 1, 5))
+    # random ops the cores do not generate (float64) fall back and draw from the CPU generator
     torch.manual_seed(7)
-    r = torch.randn(3, 4, device="spyre")
+    r = torch.randn(3, 4, device="spyre", dtype=torch.float64)
     torch.manual_seed(7)
-    assert_same(r.cpu(), torch.randn(3, 4))  # random ops use the CPU generator
+    assert_same(r.cpu(), torch.randn(3, 4, dtype=torch.float64))
+    assert "aten::normal_" in torch_spyre.fallback_counts()
 
 
 def test_strict_mode_in_process(fallback_reset, monkeypatch):

@@ -46,6 +46,7 @@ enum class Op : uint8_t {
     VSEL = 0x25,
     VIOTA = 0x26,
     VFMA = 0x27,
+    VRNG = 0x29,
     SEND = 0x30,
     RECV = 0x31,
     ALLRED = 0x32,
@@ -100,6 +101,8 @@ enum class Bcast : uint8_t { NONE, SCALAR, ROW, COL, IMM, COUNT };
 enum class Red : uint8_t { SUM, MAX, MIN, COUNT };
 // VIOTA functions: IOTA writes alpha*i + beta*j + gamma; MASK keeps src where that is >= 0.
 enum class Iota : uint8_t { IOTA, MASK, COUNT };
+// VRNG functions (spyre/philox.hpp): raw Philox words (I32), uniform [0, 1), standard normal.
+enum class Rng : uint8_t { BITS, UNIFORM, NORMAL, COUNT };
 enum class Dir : uint8_t { NEXT, PREV, COUNT };
 
 inline constexpr uint8_t kMmAccumulate = 1;  // MM flags bit 0: C += A*B (else C = A*B)

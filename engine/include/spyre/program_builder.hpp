@@ -159,6 +159,17 @@ class ProgramBuilder {
                 isa::operand_mode(m3, t3), isa::operand_mode(m2, t2),
                 static_cast<int64_t>(lo | hi << 32)));
     }
+    // Random numbers (isa.md VRNG). desc (7 registers): rows, cols, dst_stride, seed, offset,
+    // base, row_step; element (i, j) is stream element base + i*row_step + j. UNIFORM/NORMAL
+    // write fma(x, scale, shift); BITS writes raw words (dst_t I32).
+    void vrng(isa::Rng f, isa::DType dst_t, Reg dst, Reg desc, float scale = 1.0f,
+              float shift = 0.0f) {
+        const bool bits = f == isa::Rng::BITS;
+        const uint64_t lo = bits ? 0 : std::bit_cast<uint32_t>(scale);
+        const uint64_t hi = bits ? 0 : std::bit_cast<uint32_t>(shift);
+        emit(mk(isa::Op::VRNG, isa::dt_pair(dst_t, isa::DType::F32), dst, 0, 0, desc,
+                static_cast<uint8_t>(f), 0, static_cast<int64_t>(lo | hi << 32)));
+    }
     // desc: rows, cols, src_stride (bytes). axis 0: reduce each row -> dst[rows];
     // axis 1: reduce across rows -> dst[cols]. Results are contiguous.
     void vred(isa::Red f, int axis, isa::DType dst_t, isa::DType src_t, Reg dst, Reg src,

@@ -204,6 +204,24 @@ SPYRE_API spyre_status spyre_op_fused(spyre_stream_t stream, const char* kernel,
                                       const spyre_tensor* inputs, uint32_t num_inputs,
                                       const spyre_tensor* outputs, uint32_t num_outputs);
 
+/* Random numbers (Documentation/ops.md "Random numbers"): counter-based Philox4x32-10 on the
+ * cores (VRNG, Documentation/isa.md). Element k of out (row-major order) is element k of the
+ * stream (seed, offset), whatever the number of cores or chunks: the same seed and offset give
+ * the same values on every card and plan, and a new offset gives an independent stream. */
+typedef enum spyre_random_dist {
+    SPYRE_RANDOM_UNIFORM = 0,   /* a + (b - a) u, u in [0, 1); out fp32/fp16/bf16 */
+    SPYRE_RANDOM_NORMAL = 1,    /* a + b z, z standard normal (Box-Muller); out fp32/fp16/bf16 */
+    SPYRE_RANDOM_BITS = 2,      /* raw 32-bit words; out int32 */
+    SPYRE_RANDOM_BERNOULLI = 3, /* 1 where u < p else 0, p = a or the tensor p; out fp32/fp16/
+                                   bf16/int8/int32 */
+} spyre_random_dist;
+
+/* Fills out (dense, starting 128-byte aligned; empty is a no-op). p: NULL, or for BERNOULLI a
+ * dense fp32/fp16/bf16 tensor of out's shape holding the probabilities (a is then unused). */
+SPYRE_API spyre_status spyre_op_random(spyre_stream_t stream, spyre_random_dist dist,
+                                       const spyre_tensor* out, uint64_t seed, uint64_t offset,
+                                       double a, double b, const spyre_tensor* p);
+
 /* dst = src made dense: any strided view (transposes, permutes, slices, expanded dims with
  * stride 0) of up to 8 dims copied into the dense row-major dst of the same shape and type
  * (bytes moved unchanged). dst starts 128-byte aligned. */

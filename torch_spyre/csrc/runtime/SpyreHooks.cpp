@@ -1,11 +1,13 @@
 // The PrivateUse1 hooks of the spyre backend: what ATen's device-generic code asks of a backend
-// (lazy init, device count and current device, pinned memory, storage resizing).
+// (lazy init, device count and current device, pinned memory, the default generators,
+// storage resizing).
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/util/Exception.h>
 
 #include "../aten/Memory.h"
 #include "SpyreAllocator.h"
 #include "SpyreFunctions.h"
+#include "SpyreGenerator.h"
 #include "SpyreHostAllocator.h"
 
 namespace torch_spyre {
@@ -38,11 +40,8 @@ struct SpyreHooks final : public at::PrivateUse1HooksInterface {
         return at::Device(c10::DeviceType::PrivateUse1, p->device);
     }
 
-    const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
-        TORCH_CHECK_NOT_IMPLEMENTED(false,
-                                    "torch_spyre has no device random number generator yet: "
-                                    "random operators run on the CPU fallback and use the CPU "
-                                    "generator (seed it with torch.manual_seed)");
+    const at::Generator& getDefaultGenerator(c10::DeviceIndex device) const override {
+        return default_generator(device);
     }
 
     void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {

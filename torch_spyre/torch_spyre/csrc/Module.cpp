@@ -1,6 +1,7 @@
 // torch_spyre._C: the Python bindings of libtorch_spyre (pybind11). Only plain values cross
 // this boundary (device indices, stream ids, event ids, dicts of statistics); tensors reach the
 // backend through PyTorch's own dispatcher.
+#include <ATen/Functions.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
@@ -8,6 +9,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,6 +19,7 @@
 #include "../../csrc/runtime/SpyreAllocator.h"
 #include "../../csrc/runtime/SpyreException.h"
 #include "../../csrc/runtime/SpyreFunctions.h"
+#include "../../csrc/runtime/SpyreGenerator.h"
 #include "../../csrc/runtime/SpyreGuard.h"
 #include "../../csrc/runtime/SpyreHostAllocator.h"
 #include "../../csrc/runtime/SpyreProfiler.h"
@@ -222,6 +225,38 @@ PYBIND11_MODULE(_C, m) {
     });
     m.def("_event_modeled_ns", [](uintptr_t start, uintptr_t end) {
         return event_modeled_ns(reinterpret_cast<void*>(start), reinterpret_cast<void*>(end));
+    });
+
+    // The default generator of each card (torch.spyre.manual_seed, get_rng_state, ...): the
+    // state crosses as 16 bytes (seed, offset), checked again by set_state.
+    m.def("_rng_manual_seed", [](int d, uint64_t seed) {
+        at::Generator g = default_generator(static_cast<c10::DeviceIndex>(d));
+        std::lock_guard<std::mutex> lock(g.mutex());
+        g.set_current_seed(seed);
+    });
+    m.def("_rng_seed", [](int d) {
+        at::Generator g = default_generator(static_cast<c10::DeviceIndex>(d));
+        std::lock_guard<std::mutex> lock(g.mutex());
+        return g.seed();
+    });
+    m.def("_rng_initial_seed", [](int d) {
+        at::Generator g = default_generator(static_cast<c10::DeviceIndex>(d));
+        std::lock_guard<std::mutex> lock(g.mutex());
+        return g.current_seed();
+    });
+    m.def("_rng_get_state", [](int d) {
+        at::Generator g = default_generator(static_cast<c10::DeviceIndex>(d));
+        std::lock_guard<std::mutex> lock(g.mutex());
+        const at::Tensor st = g.get_state();
+        return py::bytes(static_cast<const char*>(st.const_data_ptr()),
+                         static_cast<size_t>(st.numel()));
+    });
+    m.def("_rng_set_state", [](int d, const std::string& bytes) {
+        at::Generator g = default_generator(static_cast<c10::DeviceIndex>(d));
+        at::Tensor st = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+        std::memcpy(st.data_ptr(), bytes.data(), bytes.size());
+        std::lock_guard<std::mutex> lock(g.mutex());
+        g.set_state(st);
     });
 
     // CPU fallback

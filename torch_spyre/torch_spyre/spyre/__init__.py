@@ -2,7 +2,8 @@
 
 Mirrors torch.cuda where it applies: device count and selection, lazy initialization,
 synchronize, the caching allocator's statistics (memory.py), streams and events (streams.py),
-plus the CPU fallback's statistics.
+the random number generators (manual_seed, get_rng_state, ...), plus the CPU fallback's
+statistics.
 """
 
 import threading
@@ -52,6 +53,8 @@ __all__ = [
     "fallback_counts",
     "get_amp_supported_dtype",
     "get_device_name",
+    "get_rng_state",
+    "get_rng_state_all",
     "get_device_properties",
     "host_memory_stats",
     "is_bf16_supported",
@@ -71,7 +74,11 @@ __all__ = [
     "reset_accumulated_memory_stats",
     "reset_fallback_counts",
     "reset_peak_memory_stats",
+    "seed",
+    "seed_all",
     "set_device",
+    "set_rng_state",
+    "set_rng_state_all",
     "set_stream",
     "stream",
     "strict",
@@ -172,19 +179,91 @@ def get_device_name(device: DeviceLike = None) -> str:
     return get_device_properties(device)["name"]
 
 
-# Random numbers: spyre has no device generator yet; random operators run on the CPU fallback
-# and draw from the CPU's default generator, which these seed (torch.manual_seed calls
-# manual_seed_all of the device module).
+# Random numbers: every card has a default Philox generator (seed and offset, held by
+# libtorch_spyre) that the random operators on the card draw from; torch.manual_seed seeds it
+# through manual_seed_all. Its state is a 16-byte torch.uint8 tensor (seed, offset).
+_RNG_STATE_BYTES = 16
+
+
+def _rng_device(device: DeviceLike) -> int:
+    _lazy_init()
+    idx = _get_device_index(device)
+    if not 0 <= idx < device_count():
+        raise IndexError(f"spyre device {idx} does not exist ({device_count()} devices)")
+    return idx
+
+
+def _seed_value(seed: int) -> int:
+    seed = int(seed)
+    if not -0x8000_0000_0000_0000 <= seed <= 0xFFFF_FFFF_FFFF_FFFF:
+        raise RuntimeError(f"Overflow when unpacking long: seed {seed} is out of range")
+    return seed & 0xFFFF_FFFF_FFFF_FFFF
+
+
 def manual_seed(seed: int) -> None:
-    torch.default_generator.manual_seed(int(seed))
+    """Seeds the current card's generator (and restarts its offset)."""
+    _C._rng_manual_seed(_rng_device(None), _seed_value(seed))
 
 
 def manual_seed_all(seed: int) -> None:
-    torch.default_generator.manual_seed(int(seed))
+    """Seeds the generator of every card (torch.manual_seed calls this)."""
+    value = _seed_value(seed)
+    if device_count() == 0:
+        return
+    _lazy_init()
+    for idx in range(device_count()):
+        _C._rng_manual_seed(idx, value)
+
+
+def seed() -> None:
+    """Seeds the current card's generator with a non-deterministic random number."""
+    _C._rng_seed(_rng_device(None))
+
+
+def seed_all() -> None:
+    """Seeds every card's generator with one non-deterministic random number."""
+    if device_count() == 0:
+        return
+    value = _C._rng_seed(_rng_device(0))
+    for idx in range(1, device_count()):
+        _C._rng_manual_seed(idx, value)
 
 
 def initial_seed() -> int:
-    return torch.default_generator.initial_seed()
+    """The current card's seed."""
+    return _C._rng_initial_seed(_rng_device(None))
+
+
+def get_rng_state(device: DeviceLike = "spyre") -> torch.Tensor:
+    """The generator state of ``device`` as a 16-byte torch.uint8 tensor (seed, offset)."""
+    raw = _C._rng_get_state(_rng_device(device))
+    return torch.tensor(list(raw), dtype=torch.uint8)
+
+
+def get_rng_state_all() -> list:
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state(new_state: torch.Tensor, device: DeviceLike = "spyre") -> None:
+    """Restores a state from get_rng_state (a 16-byte torch.uint8 CPU tensor)."""
+    if not isinstance(new_state, torch.Tensor):
+        raise TypeError(f"spyre RNG state must be a torch.ByteTensor, got {type(new_state)}")
+    if new_state.dtype != torch.uint8:
+        raise TypeError(
+            f"spyre RNG state must be a torch.ByteTensor (uint8), got {new_state.dtype}"
+        )
+    if new_state.numel() != _RNG_STATE_BYTES:
+        raise ValueError(
+            f"spyre RNG state must have {_RNG_STATE_BYTES} bytes (seed, offset), "
+            f"got {new_state.numel()}"
+        )
+    raw = bytes(new_state.detach().cpu().contiguous().tolist())
+    _C._rng_set_state(_rng_device(device), raw)
+
+
+def set_rng_state_all(new_states) -> None:
+    for idx, state in enumerate(new_states):
+        set_rng_state(state, idx)
 
 
 # Autocast: torch.autocast(device_type="spyre") asks the device module which low-precision
@@ -204,6 +283,10 @@ def _is_in_bad_fork() -> bool:
 
 
 def __getattr__(name: str):
+    # torch.utils.checkpoint saves and restores the device RNG state only when the device module
+    # says it is initialized (as torch.cuda._initialized does)
+    if name == "_initialized":
+        return _C._is_initialized()
     # Inductor's registration hook for the PrivateUse1 backend asks for these when it first
     # compiles: the backend loads then, not at import
     if name in ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen"):

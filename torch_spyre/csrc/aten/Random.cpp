@@ -1,0 +1,152 @@
+// Random operators on the card (spyre_op_random, Philox4x32-10 in the cores' VRNG): uniform_,
+// normal_, bernoulli_ (scalar and tensor p), bernoulli, exponential_ and native_dropout, so
+// rand/randn/rand_like/randn_like/dropout run there too. Each launch takes (seed, offset) from
+// the tensor's spyre generator (csrc/runtime/SpyreGenerator.h) and advances its offset; the
+// values depend only on that state. Types the cores do not generate (float64, integers for
+// uniform_/normal_) run on the CPU fallback with the CPU generator.
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/Operators.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <optional>
+#include <tuple>
+
+#include "../runtime/SpyreGenerator.h"
+#include "Fallback.h"
+#include "OpLibrary.h"
+
+namespace torch_spyre::aten {
+namespace {
+
+using Gen = std::optional<at::Generator>;
+
+// The CPU fallback cannot use a spyre generator: it draws from the CPU's default one.
+Gen cpu_gen(const Gen& g) {
+    return g.has_value() && g->defined() && g->device().is_privateuseone() ? std::nullopt : g;
+}
+
+// Runs one spyre_op_random launch into `self` (dense, or through a dense temporary), the
+// (seed, offset) from gen. p: a dense probability tensor of self's shape for BERNOULLI, or
+// undefined.
+bool random_into(const char* aten_op, at::Tensor& self, spyre_random_dist dist, double a, double b,
+                 const Gen& gen, const at::Tensor& p = at::Tensor(),
+                 std::optional<std::pair<uint64_t, uint64_t>> stream = std::nullopt) {
+    if (self.numel() == 0) return true;
+    c10::DeviceGuard guard(self.device());
+    const auto [seed, offset] = stream ? *stream : next_stream(gen, self.device().index());
+    at::Tensor out = writable_output(self);
+    const spyre_tensor o = op_tensor(out);
+    spyre_tensor pt{};
+    if (p.defined()) pt = op_tensor(p);
+    if (!op_ran(aten_op, spyre_op_random(op_stream(out), dist, &o, seed, offset, a, b,
+                                         p.defined() ? &pt : nullptr)))
+        return false;
+    finish_output(self, out);
+    return true;
+}
+
+at::Tensor& uniform(at::Tensor& self, double from, double to, Gen gen) {
+    TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
+                " > to=", to);
+    if (is_float(self.scalar_type()) && std::isfinite(from) && std::isfinite(to) &&
+        random_into("aten::uniform_", self, SPYRE_RANDOM_UNIFORM, from, to, gen))
+        return self;
+    return fallback_to_cpu<ATEN_OP(uniform_)>(self, from, to, cpu_gen(gen));
+}
+
+at::Tensor& normal(at::Tensor& self, double mean, double std, Gen gen) {
+    TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+    if (is_float(self.scalar_type()) && std::isfinite(mean) && std::isfinite(std) &&
+        random_into("aten::normal_", self, SPYRE_RANDOM_NORMAL, mean, std, gen))
+        return self;
+    return fallback_to_cpu<ATEN_OP(normal_)>(self, mean, std, cpu_gen(gen));
+}
+
+// Float types and bool/int8/int32 masks take 1/0 from the cores.
+bool bernoulli_type(at::ScalarType t) {
+    return is_float(t) || t == at::kBool || t == at::kChar || t == at::kInt;
+}
+
+at::Tensor& bernoulli_float(at::Tensor& self, double p, Gen gen) {
+    TORCH_CHECK(0 <= p && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
+    if (bernoulli_type(self.scalar_type()) &&
+        random_into("aten::bernoulli_.float", self, SPYRE_RANDOM_BERNOULLI, p, 0, gen))
+        return self;
+    return fallback_to_cpu<ATEN_OP2(bernoulli_, float)>(self, p, cpu_gen(gen));
+}
+
+at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p, Gen gen) {
+    if (bernoulli_type(self.scalar_type()) && p.is_privateuseone() && p.device() == self.device() &&
+        is_float(p.scalar_type()) && at::infer_size(self.sizes(), p.sizes()) == self.sizes()) {
+        // p broadcast to self's shape and made dense on the card
+        const auto pd = stick_dense(p.expand(self.sizes()), "aten::bernoulli_.Tensor");
+        if (pd &&
+            random_into("aten::bernoulli_.Tensor", self, SPYRE_RANDOM_BERNOULLI, 0, 0, gen, *pd))
+            return self;
+    }
+    return fallback_to_cpu<ATEN_OP2(bernoulli_, Tensor)>(self, p, cpu_gen(gen));
+}
+
+// torch.bernoulli(p): a tensor like p of 0/1 drawn with probabilities p.
+at::Tensor bernoulli(const at::Tensor& p, Gen gen) {
+    at::Tensor out = at::empty_like(p, at::MemoryFormat::Contiguous);
+    bernoulli_tensor(out, p, gen);
+    return out;
+}
+
+// exponential(lambda) = -log(1 - u) / lambda with u uniform in [0, 1): 1 - u is in (0, 1], so
+// the log is finite. The uniform is made on the cores, the rest by the card's elementwise ops.
+at::Tensor& exponential(at::Tensor& self, double lambd, Gen gen) {
+    TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
+    if (is_float(self.scalar_type()) && std::isfinite(lambd) && self.numel() > 0) {
+        at::Tensor u = at::empty(self.sizes(), self.options());
+        if (random_into("aten::exponential_", u, SPYRE_RANDOM_UNIFORM, 0, 1, gen)) {
+            self.copy_(at::rsub(u, 1).log_().mul_(-1.0 / lambd));
+            return self;
+        }
+    }
+    if (self.numel() == 0) return self;
+    return fallback_to_cpu<ATEN_OP(exponential_)>(self, lambd, cpu_gen(gen));
+}
+
+// Dropout: keep an element with probability 1 - p and scale it by 1 / (1 - p). The mask in
+// the input's type and the bool mask are two launches of one (seed, offset): the same
+// uniforms, so they agree element by element.
+std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p,
+                                                  std::optional<bool> train) {
+    const bool training = !train.has_value() || *train;
+    if (!training || input.numel() == 0) {
+        return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
+    }
+    TORCH_CHECK(0 <= p && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
+    if (is_float(input.scalar_type())) {
+        c10::DeviceGuard guard(input.device());
+        const double keep = 1.0 - p, scale = keep == 0.0 ? 0.0 : 1.0 / keep;
+        const auto stream = next_stream(std::nullopt, input.device().index());
+        at::Tensor maskf = at::empty(input.sizes(), input.options());
+        at::Tensor mask = at::empty(input.sizes(), input.options().dtype(at::kBool));
+        if (random_into("aten::native_dropout", maskf, SPYRE_RANDOM_BERNOULLI, keep, 0,
+                        std::nullopt, at::Tensor(), stream) &&
+            random_into("aten::native_dropout", mask, SPYRE_RANDOM_BERNOULLI, keep, 0, std::nullopt,
+                        at::Tensor(), stream))
+            return {input.mul(maskf).mul_(scale), mask};
+    }
+    return fallback_to_cpu<ATEN_OP(native_dropout)>(input, p, train);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("uniform_", TORCH_FN(uniform));
+    m.impl("normal_", TORCH_FN(normal));
+    m.impl("bernoulli_.float", TORCH_FN(bernoulli_float));
+    m.impl("bernoulli_.Tensor", TORCH_FN(bernoulli_tensor));
+    m.impl("bernoulli", TORCH_FN(bernoulli));
+    m.impl("exponential_", TORCH_FN(exponential));
+    m.impl("native_dropout", TORCH_FN(native_dropout));
+}
+
+}  // namespace torch_spyre::aten
