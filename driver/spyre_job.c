@@ -913,6 +913,9 @@ static int spyre_job_prepare_copy_2d(struct spyre_job *job, struct drm_file *fil
 	ret = spyre_job_add_bo(job, file, uc->dst_handle, &dst);
 	if (ret)
 		return ret;
+	/* Pitches of 0 repeat rows: bound the bytes moved, not just the extents. */
+	if (uc->size * e.height > job->sdev->devmem_size)
+		return -EINVAL;
 	if (!spyre_rows_fit(uc->src_offset, uc->size, e.height, e.src_pitch,
 			    src->shmem.base.size) ||
 	    !spyre_rows_fit(uc->dst_offset, uc->size, e.height, e.dst_pitch,

@@ -222,8 +222,9 @@ struct spyre_hw_cmd_dma {
 /*
  * DMA_COPY_2D: height rows of width bytes; row r is read at src_offset + r * src_pitch and
  * written at dst_offset + r * dst_pitch (addresses as for DMA_COPY), rows in ascending order.
- * width and height > 0; every row of both sides inside its memory (ERR_SIZE for a zero or
- * overflowing extent, ERR_DEV_RANGE outside device memory). Pitches may be smaller than width
+ * width and height > 0, width * height <= device memory size; every row of both sides inside
+ * its memory (ERR_SIZE for a zero or overflowing extent or too many bytes, ERR_DEV_RANGE
+ * outside device memory). Pitches may be smaller than width
  * (rows overlap; a later row overwrites an earlier one's bytes).
  */
 struct spyre_hw_cmd_dma2d {

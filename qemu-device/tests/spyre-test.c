@@ -977,6 +977,12 @@ static void test_dma_2d(void)
     c = cmd_dma2d(11, SPYRE_CMD_F_SRC_HOST, h->dir + 4, 0, 0, dst, W, H, SP,
                   DP);
     expect_error(s, &c, SPYRE_STATUS_ERR_ALIGN, &nerr);
+    /* Pitches of 0: tiny extents, but more bytes than device memory holds. */
+    c = cmd_dma2d(12, 0, 0, src, 0, dst, 4096, DEVMEM / 4096 + 1, 0, 0);
+    expect_error(s, &c, SPYRE_STATUS_ERR_SIZE, &nerr);
+    c = cmd_dma2d(13, SPYRE_CMD_F_DST_HOST, 0, src, h->dir, 0, W, UINT32_MAX,
+                  0, 0);
+    expect_error(s, &c, SPYRE_STATUS_ERR_SIZE, &nerr);
 
     hostbuf_free(h);
     spyre_stop(s);
