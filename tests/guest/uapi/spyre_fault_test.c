@@ -916,15 +916,19 @@ static int count_submit(int fd, uint32_t prog, size_t plen, uint32_t r, uint64_t
 	return ret;
 }
 
-/* Nanoseconds one count launch of n iterations takes alone on ring 0, or -1. */
+/*
+ * Nanoseconds one count launch of n iterations takes alone on ring 0, or minus 1000 plus
+ * the job's status (a negative errno if the submit failed).
+ */
 static int64_t count_time(int fd, uint32_t prog, size_t plen, uint64_t n)
 {
 	int64_t t = now_ns();
 	uint64_t job;
+	int st = count_submit(fd, prog, plen, 0, n, &job);
 
-	if (count_submit(fd, prog, plen, 0, n, &job) || job_status(fd, job) != DRM_SPYRE_JOB_OK)
-		return -1;
-	return now_ns() - t;
+	if (!st)
+		st = job_status(fd, job);
+	return st ? st - 1000 : now_ns() - t;
 }
 
 /*
@@ -933,7 +937,8 @@ static int64_t count_time(int fd, uint32_t prog, size_t plen, uint64_t n)
  * then the fastest of three more runs, so that noise (TCG on a shared host) makes the jobs
  * built from it longer, not shorter, than asked.
  */
-static double count_rate(int fd, uint32_t prog, size_t plen, unsigned int timeout_ms)
+static double count_rate(struct __test_metadata *_metadata, int fd, uint32_t prog,
+			 size_t plen, unsigned int timeout_ms)
 {
 	uint64_t n = 1 << 16;
 	int64_t t, best;
@@ -941,8 +946,11 @@ static double count_rate(int fd, uint32_t prog, size_t plen, unsigned int timeou
 
 	for (;;) {
 		t = count_time(fd, prog, plen, n);
-		if (t < 0)
+		if (t < 0) {
+			TH_LOG("count launch of %llu: status %lld", (unsigned long long)n,
+			       (long long)t + 1000);
 			return 0;
+		}
 		if (t >= timeout_ms * MS_NS / 4 || n >= 1ull << 28)
 			break;
 		n *= 2;
@@ -950,8 +958,11 @@ static double count_rate(int fd, uint32_t prog, size_t plen, unsigned int timeou
 	best = t;
 	for (i = 0; i < 3; i++) {
 		t = count_time(fd, prog, plen, n);
-		if (t < 0)
+		if (t < 0) {
+			TH_LOG("count launch of %llu: status %lld", (unsigned long long)n,
+			       (long long)t + 1000);
 			return 0;
+		}
 		best = t < best ? t : best;
 	}
 	return n / (best / 1e6);
@@ -995,7 +1006,7 @@ static void fair_init(struct __test_metadata *_metadata, FIXTURE_DATA(fault) *se
 	f->plen = build_count(&p);
 	ASSERT_EQ(0, prog_bo(self->fd, p.img, f->plen, 0, 4096, &f->prog));
 	ASSERT_EQ(0, prog_bo(self->fd2, p.img, f->plen, 0, 4096, &f->prog2));
-	f->rate = count_rate(self->fd, f->prog, f->plen, self->timeout_ms);
+	f->rate = count_rate(_metadata, self->fd, f->prog, f->plen, self->timeout_ms);
 	ASSERT_GT(f->rate, 0);
 	/* what hangs left: the dump below must be this test's */
 	free(take_dump(f->bdf));
@@ -1061,7 +1072,7 @@ TEST_F_TIMEOUT(fault, fair_timeout_waiting_job_not_blamed, 300)
 		/* the host's speed now: one launch of a quarter timeout alone */
 		n = f.rate * self->timeout_ms / 4;
 		t1_ns = count_time(self->fd, f.prog, f.plen, n);
-		ASSERT_GT(t1_ns, 0);
+		ASSERT_GT(t1_ns, 0) TH_LOG("status %lld", (long long)t1_ns + 1000);
 		n = n * (self->timeout_ms * 0.35 * MS_NS) / t1_ns;
 		ASSERT_EQ(0, telemetry(self->fd, &t0));
 		t_sub = now_ns();
@@ -1130,7 +1141,7 @@ TEST_F_TIMEOUT(fault, fair_timeout_blames_engine_holder, 300)
 	for (i = 0; i < 10 && made < 3; i++) {
 		n = f.rate * self->timeout_ms / 4;
 		t1_ns = count_time(self->fd, f.prog, f.plen, n);
-		ASSERT_GT(t1_ns, 0);
+		ASSERT_GT(t1_ns, 0) TH_LOG("status %lld", (long long)t1_ns + 1000);
 		n = n * (self->timeout_ms * 0.3 * MS_NS) / t1_ns;
 		ASSERT_EQ(0, telemetry(self->fd, &t0));
 		c = launch_cmd(self->prog, 0, self->plen, &l);
