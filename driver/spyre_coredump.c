@@ -66,6 +66,8 @@ static const struct spyre_dump_reg spyre_dump_ring_regs[] = {
 	{ "FAULT_ADDR_LO", SPYRE_RING_FAULT_ADDR_LO },
 	{ "FAULT_ADDR_HI", SPYRE_RING_FAULT_ADDR_HI },
 	{ "FAULT_INFO", SPYRE_RING_FAULT_INFO },
+	{ "EXEC_SEQNO", SPYRE_RING_EXEC_SEQNO },	/* hw 1.4: what held the engine, how long */
+	{ "EXEC_TIME", SPYRE_RING_EXEC_TIME },
 };
 
 /* 64-bit telemetry counters (LO register named); TELE_ERRORS and TELE_RESETS are 32-bit. */

@@ -250,6 +250,7 @@ static int spyre_recovery_show(struct seq_file *m, void *unused)
 	seq_printf(m, "card_resets: %d\n", atomic_read(&sdev->card_resets));
 	seq_printf(m, "jobs_timed_out: %lld\n", atomic64_read(&sdev->jobs_timed_out));
 	seq_printf(m, "jobs_rerun: %lld\n", atomic64_read(&sdev->jobs_rerun));
+	seq_printf(m, "timeouts_deferred: %d\n", atomic_read(&sdev->timeouts_deferred));
 	seq_printf(m, "last_recovery_us: %u\n", READ_ONCE(sdev->last_recovery_us));
 	seq_printf(m, "max_recovery_us: %u\n", READ_ONCE(sdev->max_recovery_us));
 	return 0;

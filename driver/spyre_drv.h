@@ -206,6 +206,7 @@ struct spyre_device {
 	atomic64_t jobs_timed_out;
 	atomic64_t jobs_rerun;
 	atomic_t ring_resets;
+	atomic_t timeouts_deferred;	/* timeouts of jobs not yet over budget on the card */
 	atomic_t card_resets;
 	/* Recovery timing (debugfs 'recovery'): hang detected -> ring or card usable again. */
 	u32 last_recovery_us;
@@ -285,6 +286,9 @@ struct spyre_job {
 	bool hw_fence_live;
 	bool kernel;			/* driver-internal job: not counted in telemetry */
 	u64 first;			/* ring sequence number of the first command (last run) */
+	/* Timeout checks: since when (jiffies) it waited for the engine, at what ring->done. */
+	unsigned long wait_since;
+	u64 wait_done;
 	struct list_head node;		/* in ring->active while on the hardware */
 	struct llist_node free_node;	/* in sdev->free_later */
 };

@@ -550,7 +550,57 @@ static void spyre_sched_restart_all(struct spyre_device *sdev)
 }
 
 /*
- * A job did not finish in time. If its completion was only missed, carry on. Otherwise
+ * The ring's timer starts at run_job, but the card has one compute engine and one DMA worker
+ * for all rings: a command may wait there behind other rings' commands. With CAP_EXEC_TIME
+ * (hw 1.4) the card says which command of the ring holds its engine and for how long, so a
+ * job is charged only while it executes. It is hung when one of its commands has held the
+ * engine for 7/8 of the timeout: the rest allows for the latency between the timer's start
+ * and the card's start of the command (xe allows its scheduler 5% likewise). Returns true to
+ * keep the job: it waits for the engine, or runs within its budget. A job that waits while
+ * its ring makes no progress for longer than the other rings' commands can hold the engine
+ * (two timeouts each: the check, then the re-armed one) is not kept: the card is stuck.
+ */
+static bool spyre_job_keep(struct spyre_ring *ring, struct spyre_job *job)
+{
+	struct spyre_device *sdev = ring->sdev;
+	unsigned long timeout = ring->sched.timeout;
+	u32 budget_ms = jiffies_to_msecs(timeout);
+	u32 seq, exec, again, ms;
+	int tries = 3;
+	u64 done;
+
+	if (!(sdev->caps & SPYRE_CAP_EXEC_TIME) || READ_ONCE(sdev->wedged))
+		return false;
+	do {
+		seq = spyre_read(sdev, SPYRE_RING_REG(ring->idx, SPYRE_RING_EXEC_SEQNO));
+		exec = spyre_read(sdev, SPYRE_RING_REG(ring->idx, SPYRE_RING_EXEC_TIME));
+		again = spyre_read(sdev, SPYRE_RING_REG(ring->idx, SPYRE_RING_EXEC_SEQNO));
+	} while (seq != again && --tries);
+	/* The ring moved to another command while we read: it makes progress. */
+	if (seq != again)
+		return true;
+	if (exec & SPYRE_RING_EXEC_RUNNING) {
+		job->wait_since = 0;
+		/* Commands before the job's are complete: another seqno means it just finished. */
+		if (seq - (u32)(job->first + 1) >= job->cmd_count)
+			return true;
+		ms = exec & SPYRE_RING_EXEC_MS_MASK;
+		return ms < budget_ms - budget_ms / 8;
+	}
+	spin_lock(&ring->lock);
+	done = ring->done;
+	spin_unlock(&ring->lock);
+	if (!job->wait_since || job->wait_done != done) {
+		job->wait_since = jiffies | 1;
+		job->wait_done = done;
+		return true;
+	}
+	return time_before(jiffies, job->wait_since + 2 * sdev->num_rings * timeout);
+}
+
+/*
+ * A job did not finish in time. If its completion was only missed, or it has not used its
+ * budget on the card (spyre_job_keep()), carry on. Otherwise
  * stop its scheduler, abort its ring and wait until the card has really stopped it (its
  * BOs and launch buffers stay alive until then), fail it with DRM_SPYRE_JOB_TIMEOUT and
  * re-run the innocent jobs queued behind it. A ring that does not stop escalates to a card
@@ -587,6 +637,14 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 		spyre_ring_process(ring);
 	/* Finished after all, never reached the ring, or a PCI reset deals with it. */
 	if (!job->hw_fence_live || dma_fence_is_signaled(job->hw_fence) || sdev->in_pci_reset) {
+		mutex_unlock(&sdev->reset_lock);
+		dma_fence_end_signalling(fence_cookie);
+		drm_dev_exit(idx);
+		goto keep;
+	}
+	if (spyre_job_keep(ring, job)) {
+		atomic_inc(&sdev->timeouts_deferred);
+		trace_spyre_job_timeout_deferred(job);
 		mutex_unlock(&sdev->reset_lock);
 		dma_fence_end_signalling(fence_cookie);
 		drm_dev_exit(idx);
@@ -928,6 +986,9 @@ static int spyre_job_prepare_copy_2d(struct spyre_job *job, struct drm_file *fil
 	ret = spyre_job_add_bo(job, file, uc->dst_handle, &dst);
 	if (ret)
 		return ret;
+	/* Pitches of 0 repeat rows: bound the bytes moved, not just the extents. */
+	if (uc->size * e.height > job->sdev->devmem_size)
+		return -EINVAL;
 	if (!spyre_rows_fit(uc->src_offset, uc->size, e.height, e.src_pitch,
 			    src->shmem.base.size) ||
 	    !spyre_rows_fit(uc->dst_offset, uc->size, e.height, e.dst_pitch,

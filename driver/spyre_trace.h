@@ -65,6 +65,12 @@ DEFINE_EVENT(spyre_job, spyre_job_timeout,
 	     TP_ARGS(job)
 );
 
+/* The timer fired, but the job waits for the card's engine or is within its budget there. */
+DEFINE_EVENT(spyre_job, spyre_job_timeout_deferred,
+	     TP_PROTO(const struct spyre_job *job),
+	     TP_ARGS(job)
+);
+
 /*
  * A recovery ended: kind "ring" (ring @ring aborted and restarted), "card" (card reset) or
  * "wedged" (the card did not come back); @ring is the guilty job's ring, -1 for none.

@@ -27,7 +27,7 @@
 
 /* Hardware interface version (SPYRE_REG_VERSION). */
 #define SPYRE_HW_VERSION_MAJOR		1
-#define SPYRE_HW_VERSION_MINOR		3
+#define SPYRE_HW_VERSION_MINOR		4
 #define SPYRE_HW_VERSION(maj, min)	(((maj) << 16) | (min))
 
 /* Identification value of SPYRE_REG_ID: "SPYR". */
@@ -66,6 +66,7 @@
 #define SPYRE_CAP_FAULT_INJECT		(1u << 6)	/* FAULT_INJECT and FAULT_HANG work */
 #define SPYRE_CAP_DMA_2D		(1u << 7)	/* DMA_COPY_2D command (hw 1.2) */
 #define SPYRE_CAP_MMU			(1u << 8)	/* per-context address translation (hw 1.3) */
+#define SPYRE_CAP_EXEC_TIME		(1u << 9)	/* RING_EXEC_SEQNO / RING_EXEC_TIME (hw 1.4) */
 
 #define SPYRE_STATUS_READY		(1u << 0)	/* accepts ring configuration */
 #define SPYRE_STATUS_ERROR		(1u << 1)	/* a command failed since reset */
@@ -166,6 +167,16 @@
 #define SPYRE_RING_FAULT_ADDR_LO	0x28	/* RO: virtual address of the latched MMU fault */
 #define SPYRE_RING_FAULT_ADDR_HI	0x2c
 #define SPYRE_RING_FAULT_INFO		0x30	/* RW1C bit 31: SPYRE_MMU_FAULT_* of the fault */
+#define SPYRE_RING_EXEC_SEQNO		0x34	/* RO: seqno bits 31:0 of the executing command (1.4) */
+#define SPYRE_RING_EXEC_TIME		0x38	/* RO: SPYRE_RING_EXEC_RUNNING | ms it has executed */
+
+/*
+ * RING_EXEC_TIME: RUNNING while a command of the ring holds its engine (a worker or an
+ * injected hang); bits 30:0 the milliseconds it has held it (saturating). 0 while the ring's
+ * command waits for its worker, runs inline, or the ring is idle.
+ */
+#define SPYRE_RING_EXEC_RUNNING		(1u << 31)
+#define SPYRE_RING_EXEC_MS_MASK		0x7fffffffu
 
 #define SPYRE_RING_CTRL_ENABLE		(1u << 0)	/* 0 -> 1 latches bases, size; head = tail = 0 */
 #define SPYRE_RING_CTRL_ABORT		(1u << 1)	/* disable, drop, cancel the running command */
@@ -222,8 +233,9 @@ struct spyre_hw_cmd_dma {
 /*
  * DMA_COPY_2D: height rows of width bytes; row r is read at src_offset + r * src_pitch and
  * written at dst_offset + r * dst_pitch (addresses as for DMA_COPY), rows in ascending order.
- * width and height > 0; every row of both sides inside its memory (ERR_SIZE for a zero or
- * overflowing extent, ERR_DEV_RANGE outside device memory). Pitches may be smaller than width
+ * width and height > 0, width * height <= device memory size; every row of both sides inside
+ * its memory (ERR_SIZE for a zero or overflowing extent or too many bytes, ERR_DEV_RANGE
+ * outside device memory). Pitches may be smaller than width
  * (rows overlap; a later row overwrites an earlier one's bytes).
  */
 struct spyre_hw_cmd_dma2d {

@@ -567,13 +567,15 @@ static uint32_t spyre_dma_start(SpyreState *s, unsigned n, uint32_t idx,
         umul64_overflow(x->height - 1, x->dst_pitch, &dext) ||
         uadd64_overflow(dext, x->width, &dext) ||
         umul64_overflow(x->width, x->height, &bytes) ||
+        bytes > s->devmem_size ||
         sext > (src_host ? s->devmem_size : limit) ||
         dext > (dst_host ? s->devmem_size : limit) ||
         uadd64_overflow(x->src_offset, sext, &end) ||
         uadd64_overflow(x->dst_offset, dext, &end)) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: DMA: invalid size: %" PRIu64 " rows of %" PRIu64
-                      " bytes, pitches %" PRIu64 "/%" PRIu64 "\n", x->height,
+                      " bytes (at most device memory size in all), pitches %"
+                      PRIu64 "/%" PRIu64 "\n", x->height,
                       x->width, x->src_pitch, x->dst_pitch);
         return SPYRE_STATUS_ERR_SIZE;
     }

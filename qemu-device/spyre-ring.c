@@ -21,6 +21,7 @@
 #include "qemu/log.h"
 #include "qemu/bitops.h"
 #include "qemu/main-loop.h"
+#include "qemu/timer.h"
 #include "hw/pci/pci_device.h"
 #include "spyre.h"
 #include "trace.h"
@@ -184,8 +185,36 @@ void spyre_ring_write(SpyreState *s, unsigned n, unsigned reg, uint32_t val)
     }
 }
 
+/*
+ * EXEC_TIME of ring r (1.4): RUNNING and the milliseconds its command has
+ * held its engine, or 0 if none does; *seqno gets that command's seqno.
+ * A command waiting for a worker held by another ring's is not charged.
+ */
+static uint32_t spyre_ring_exec(SpyreRing *r, uint64_t *seqno)
+{
+    int64_t ns = -1;
+
+    *seqno = 0;
+    if (r->hang) {
+        ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) - r->hang_start_ns;
+        *seqno = r->hang_seqno;
+    } else if (r->job) {
+        ns = spyre_worker_exec_ns(r->job);
+        *seqno = r->job->seqno;
+    }
+    if (ns < 0) {
+        *seqno = 0;
+        return 0;
+    }
+    return SPYRE_RING_EXEC_RUNNING |
+           MIN(ns / SCALE_MS, (int64_t)SPYRE_RING_EXEC_MS_MASK);
+}
+
 uint32_t spyre_ring_read(SpyreState *s, unsigned n, unsigned reg)
 {
+    uint64_t seqno;
+    uint32_t exec;
+
     SpyreRing *r = &s->rings[n];
 
     if (n >= s->num_rings) {
@@ -223,6 +252,11 @@ uint32_t spyre_ring_read(SpyreState *s, unsigned n, unsigned reg)
     case SPYRE_RING_FAULT_ADDR_HI:
     case SPYRE_RING_FAULT_INFO:
         return spyre_mmu_ring_read(s, n, reg);
+    case SPYRE_RING_EXEC_SEQNO:
+    case SPYRE_RING_EXEC_TIME:
+        exec = spyre_ring_exec(r, &seqno);
+        trace_spyre_ring_exec(n, seqno, exec);
+        return reg == SPYRE_RING_EXEC_TIME ? exec : (uint32_t)seqno;
     default:
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: ring %u: read of unimplemented register 0x%x\n",
@@ -377,6 +411,8 @@ static uint32_t spyre_ring_step(SpyreState *s, unsigned n, uint64_t *bytes)
             /* Occupies the ring until an ABORT or a reset ends it. */
             r->hang = SPYRE_RING_HUNG |
                       (s->fault_hang & (SPYRE_HANG_STICKY | SPYRE_HANG_WEDGE));
+            r->hang_seqno = seqno;
+            r->hang_start_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
             s->fault_hang--;
             if (!(s->fault_hang & SPYRE_HANG_COUNT_MASK)) {
                 s->fault_hang = 0;

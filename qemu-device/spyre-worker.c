@@ -27,6 +27,7 @@
 #include "qemu/log.h"
 #include "qemu/main-loop.h"
 #include "qemu/rcu.h"
+#include "qemu/timer.h"
 #include "spyre.h"
 #include "trace.h"
 
@@ -70,6 +71,7 @@ static void *spyre_worker_thread(void *opaque)
         j = QSIMPLEQ_FIRST(&w->queue);
         QSIMPLEQ_REMOVE_HEAD(&w->queue, next);
         j->state = SPYRE_JOB_RUNNING;
+        j->run_start_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
         w->running = j;
         qemu_mutex_unlock(&w->lock);
 
@@ -79,6 +81,7 @@ static void *spyre_worker_thread(void *opaque)
 
         qemu_mutex_lock(&w->lock);
         w->running = NULL;
+        j->exec_ns += qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) - j->run_start_ns;
         j->state = SPYRE_JOB_DONE;
         QSIMPLEQ_INSERT_TAIL(&w->done, j, next);
         qemu_cond_broadcast(&w->idle_cond);
@@ -204,6 +207,24 @@ void spyre_worker_abort(SpyreState *s, SpyreJob *j)
     if (now) {
         spyre_job_reap(s, j);
     }
+}
+
+/*
+ * Main loop: nanoseconds job j has held its worker so far (EXEC_TIME), or
+ * -1 while it does not hold it (queued, or finished and not yet reaped).
+ */
+int64_t spyre_worker_exec_ns(SpyreJob *j)
+{
+    SpyreWorker *w = j->w;
+    int64_t ns = -1;
+
+    qemu_mutex_lock(&w->lock);
+    if (j->state == SPYRE_JOB_RUNNING) {
+        ns = j->exec_ns + qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) -
+             j->run_start_ns;
+    }
+    qemu_mutex_unlock(&w->lock);
+    return ns;
 }
 
 /*

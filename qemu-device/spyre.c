@@ -250,7 +250,7 @@ static uint64_t spyre_regs_read(void *opaque, hwaddr addr, unsigned size)
     case SPYRE_REG_CAPS:
         val = SPYRE_CAP_DMA | SPYRE_CAP_FENCE | SPYRE_CAP_MSIX |
               SPYRE_CAP_TELEMETRY | SPYRE_CAP_LAUNCH | SPYRE_CAP_RING_ABORT |
-              SPYRE_CAP_DMA_2D | SPYRE_CAP_MMU;
+              SPYRE_CAP_DMA_2D | SPYRE_CAP_MMU | SPYRE_CAP_EXEC_TIME;
         if (s->fault_inject_enabled) {
             val |= SPYRE_CAP_FAULT_INJECT;
         }

@@ -66,6 +66,9 @@ typedef struct SpyreRing {
      */
     struct SpyreJob *job;
     uint32_t hang;
+    /* The hung command's seqno and when it hung (EXEC_SEQNO, EXEC_TIME). */
+    uint64_t hang_seqno;
+    int64_t hang_start_ns;
     /* Incremented by every enable, so a late LAUNCH completion can tell. */
     uint32_t epoch;
     /* FAULT_ADDR / FAULT_INFO: the first MMU fault since the last clear. */
@@ -152,6 +155,12 @@ typedef struct SpyreJob {
     SpyreDmaXfer dma;
     uint32_t status;            /* filled by the worker */
     uint64_t cycles;
+    /*
+     * EXEC_TIME: QEMU_CLOCK_VIRTUAL when the worker took the job, and the
+     * time it ran before (protected by w->lock).
+     */
+    int64_t run_start_ns;
+    int64_t exec_ns;
 } SpyreJob;
 
 /*
@@ -315,6 +324,7 @@ void spyre_job_free(SpyreJob *j);
 void spyre_worker_init(SpyreState *s, SpyreWorker *w, const char *name);
 void spyre_worker_submit(SpyreWorker *w, SpyreJob *j);
 void spyre_worker_abort(SpyreState *s, SpyreJob *j);
+int64_t spyre_worker_exec_ns(SpyreJob *j);
 void spyre_worker_disown_all(SpyreWorker *w, bool wait);
 void spyre_worker_fini(SpyreWorker *w);
 

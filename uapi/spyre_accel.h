@@ -179,6 +179,7 @@ struct drm_spyre_cmd {
  * row r read at src_offset + r * src_pitch of src_handle and written at dst_offset + r *
  * dst_pitch of dst_handle, in row order. size, height and the pitches are at most U32_MAX;
  * size and height are not 0; every row lies inside its BO. A pitch below size is allowed.
+ * size * height (the bytes moved) is at most the card's device memory size.
  */
 struct drm_spyre_copy_2d {
 	__u64 height;

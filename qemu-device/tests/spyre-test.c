@@ -419,7 +419,8 @@ static void test_identity(void)
     g_assert_cmphex(rd(s, SPYRE_REG_CAPS), ==,
                     SPYRE_CAP_DMA | SPYRE_CAP_FENCE | SPYRE_CAP_MSIX |
                     SPYRE_CAP_TELEMETRY | SPYRE_CAP_LAUNCH |
-                    SPYRE_CAP_RING_ABORT | SPYRE_CAP_DMA_2D | SPYRE_CAP_MMU);
+                    SPYRE_CAP_RING_ABORT | SPYRE_CAP_DMA_2D | SPYRE_CAP_MMU |
+                    SPYRE_CAP_EXEC_TIME);
     g_assert_cmpuint(rd(s, SPYRE_REG_NUM_CORES), ==, 32);
     g_assert_cmpuint(rd64(s, SPYRE_REG_DEVMEM_SIZE_LO), ==, DEVMEM);
     g_assert_cmpuint(rd(s, SPYRE_REG_NUM_RINGS), ==, NRINGS);
@@ -1036,6 +1037,12 @@ static void test_dma_2d(void)
     c = cmd_dma2d(11, SPYRE_CMD_F_SRC_HOST, h->dir + 4, 0, 0, dst, W, H, SP,
                   DP);
     expect_error(s, &c, SPYRE_STATUS_ERR_ALIGN, &nerr);
+    /* Pitches of 0: tiny extents, but more bytes than device memory holds. */
+    c = cmd_dma2d(12, 0, 0, src, 0, dst, 4096, DEVMEM / 4096 + 1, 0, 0);
+    expect_error(s, &c, SPYRE_STATUS_ERR_SIZE, &nerr);
+    c = cmd_dma2d(13, SPYRE_CMD_F_DST_HOST, 0, src, h->dir, 0, W, UINT32_MAX,
+                  0, 0);
+    expect_error(s, &c, SPYRE_STATUS_ERR_SIZE, &nerr);
 
     hostbuf_free(h);
     spyre_stop(s);
@@ -2363,6 +2370,90 @@ static void test_abort_launch(void)
     spyre_stop(s);
 }
 
+/* Wait until ring n's command holds its engine (EXEC_TIME.RUNNING). */
+static uint32_t wait_exec_running(Spyre *s, int n)
+{
+    double t0 = now_ms();
+    uint32_t t;
+
+    while (!((t = rrd(s, n, SPYRE_RING_EXEC_TIME)) & SPYRE_RING_EXEC_RUNNING)) {
+        g_assert_cmpfloat(now_ms() - t0, <, 10000);
+        g_usleep(500);
+    }
+    return t;
+}
+
+/*
+ * EXEC_SEQNO / EXEC_TIME (1.4): a launch holding the engine reads RUNNING
+ * with its seqno and the virtual time it has held the engine; a launch of
+ * another ring queued behind it is not charged (0, though its ring is
+ * BUSY) until it gets the engine; an injected hang counts from the moment
+ * it hangs; idle and aborted rings read 0.
+ */
+static void test_exec_time(void)
+{
+    Spyre *s = spyre_start(",x-fault-inject=on,x-engine-threads=2");
+    const uint64_t ms = 1000 * 1000;
+    struct spyre_hw_cmd c;
+    uint32_t idx, t;
+
+    g_assert_cmphex(rd(s, SPYRE_REG_CAPS) & SPYRE_CAP_EXEC_TIME, ==,
+                    SPYRE_CAP_EXEC_TIME);
+    ring_setup(s, 0, 8);
+    ring_setup(s, 1, 8);
+    ring_setup(s, 2, 8);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_EXEC_TIME), ==, 0);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_EXEC_SEQNO), ==, 0);
+
+    /* Ring 0 holds the engine, ring 2 waits for it. */
+    launch_huge(s, 0, 0x100000007ULL, &idx);
+    t = wait_exec_running(s, 0);
+    g_assert_cmpuint(t & SPYRE_RING_EXEC_MS_MASK, <, 100);
+    launch_huge(s, 2, 9, &idx);
+    qtest_clock_step(s->qts, 1500 * ms);
+    t = rrd(s, 0, SPYRE_RING_EXEC_TIME);
+    g_assert_cmphex(t & SPYRE_RING_EXEC_RUNNING, ==, SPYRE_RING_EXEC_RUNNING);
+    g_assert_cmpuint(t & SPYRE_RING_EXEC_MS_MASK, >=, 1500);
+    g_assert_cmpuint(t & SPYRE_RING_EXEC_MS_MASK, <, 1600);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_EXEC_SEQNO), ==, 7);
+    g_assert_cmphex(rrd(s, 2, SPYRE_RING_STATUS) & SPYRE_RING_STATUS_BUSY, ==,
+                    SPYRE_RING_STATUS_BUSY);
+    g_assert_cmphex(rrd(s, 2, SPYRE_RING_EXEC_TIME), ==, 0);
+    g_assert_cmphex(rrd(s, 2, SPYRE_RING_EXEC_SEQNO), ==, 0);
+
+    /* Ring 0 lets go: ring 2 is charged from when it got the engine. */
+    rwr(s, 0, SPYRE_RING_CTRL, SPYRE_RING_CTRL_ABORT);
+    wait_not_busy(s, 0);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_EXEC_TIME), ==, 0);
+    t = wait_exec_running(s, 2);
+    g_assert_cmpuint(t & SPYRE_RING_EXEC_MS_MASK, <, 100);
+    g_assert_cmphex(rrd(s, 2, SPYRE_RING_EXEC_SEQNO), ==, 9);
+    qtest_clock_step(s->qts, 200 * ms);
+    t = rrd(s, 2, SPYRE_RING_EXEC_TIME) & SPYRE_RING_EXEC_MS_MASK;
+    g_assert_cmpuint(t, >=, 200);
+    g_assert_cmpuint(t, <, 300);
+    rwr(s, 2, SPYRE_RING_CTRL, SPYRE_RING_CTRL_ABORT);
+    wait_not_busy(s, 2);
+    g_assert_cmphex(rrd(s, 2, SPYRE_RING_EXEC_TIME), ==, 0);
+
+    /* An injected hang holds its ring from the moment it hangs. */
+    wr(s, SPYRE_REG_FAULT_HANG, 1);
+    c = cmd_nop(42, 0);
+    ring_queue(s, 1, &c);
+    rwr(s, 1, SPYRE_RING_TAIL, s->ring[1].tail);
+    qtest_clock_step(s->qts, 1000);
+    g_assert_cmphex(rrd(s, 1, SPYRE_RING_EXEC_SEQNO), ==, 42);
+    t = rrd(s, 1, SPYRE_RING_EXEC_TIME);
+    g_assert_cmphex(t, ==, SPYRE_RING_EXEC_RUNNING);
+    qtest_clock_step(s->qts, 2000 * ms);
+    g_assert_cmphex(rrd(s, 1, SPYRE_RING_EXEC_TIME), ==,
+                    SPYRE_RING_EXEC_RUNNING | 2000);
+    rwr(s, 1, SPYRE_RING_CTRL, SPYRE_RING_CTRL_ABORT);
+    g_assert_cmphex(rrd(s, 1, SPYRE_RING_EXEC_TIME), ==, 0);
+    g_assert_cmphex(rrd(s, 1, SPYRE_RING_EXEC_SEQNO), ==, 0);
+    spyre_stop(s);
+}
+
 /* CTRL.ABORT with large copies running and queued behind a fence. */
 static void test_abort_copy(void)
 {
@@ -3687,6 +3778,7 @@ int main(int argc, char **argv)
                    test_reset_during_huge_launch);
     qtest_add_func("/spyre/abort-launch", test_abort_launch);
     qtest_add_func("/spyre/abort-copy", test_abort_copy);
+    qtest_add_func("/spyre/exec-time", test_exec_time);
     qtest_add_func("/spyre/fault-hang", test_fault_hang);
     qtest_add_func("/spyre/fault-inject-off", test_fault_inject_off);
     qtest_add_func("/spyre/msix-pending-on-enable",

@@ -887,6 +887,329 @@ static int find_accel_of(const char *bdf)
 	return minor;
 }
 
+/* ---- fair timeouts: a job is charged only while it holds the engine (issue 24, defect 4) ---- */
+
+/* args[0] iterations of one scalar add: host time in proportion to it. */
+static size_t build_count(struct prog *p)
+{
+	memset(p, 0, sizeof(*p));
+	arg(p, 3, 0);
+	ins(p, OP_LOOP, 0, 0, 3, 0, 0, 0, 0, 0);
+	alu(p, ALU_ADD, 4, 4, 0, 1);
+	ins(p, OP_ENDLOOP, 0, 0, 0, 0, 0, 0, 0, 0);
+	ins(p, OP_HALT, 0, 0, 0, 0, 0, 0, 0, 0);
+	return prog_finish(p);
+}
+
+/* A single-core launch of prog (length plen) counting to n, on ring r of fd. */
+static int count_submit(int fd, uint32_t prog, size_t plen, uint32_t r, uint64_t n,
+			uint64_t *job)
+{
+	struct drm_spyre_launch l = { .num_cores = 1, .num_args = 1, .args = { n } };
+	struct drm_spyre_cmd c = launch_cmd(prog, 0, plen, &l);
+	struct drm_spyre_submit sub = submit_args(&c, 1);
+	int ret;
+
+	sub.ring = r;
+	ret = submit(fd, &sub);
+	*job = sub.job_id;
+	return ret;
+}
+
+/*
+ * Nanoseconds one count launch of n iterations takes alone on ring 0, or minus 1000 plus
+ * the job's status (a negative errno if the submit failed).
+ */
+static int64_t count_time(int fd, uint32_t prog, size_t plen, uint64_t n)
+{
+	int64_t t = now_ns();
+	uint64_t job;
+	int st = count_submit(fd, prog, plen, 0, n, &job);
+
+	if (!st)
+		st = job_status(fd, job);
+	return st ? st - 1000 : now_ns() - t;
+}
+
+/*
+ * Iterations of the count program per millisecond of host time, alone on the card: doubled
+ * until one launch takes an eighth of the timeout (the kernel's one-off costs then small,
+ * and 7 times that before the launch itself is over budget), then the fastest of three more
+ * runs, so that noise (TCG on a shared host) makes the jobs built from it longer, not
+ * shorter, than asked. A launch the loaded host slowed past its budget is run again.
+ */
+static double count_rate(struct __test_metadata *_metadata, int fd, uint32_t prog,
+			 size_t plen, unsigned int timeout_ms)
+{
+	uint64_t n = 1 << 16;
+	int64_t t, best = INT64_MAX;
+	int i, slow = 0;
+
+	for (i = 0; i < 4;) {
+		t = count_time(fd, prog, plen, n);
+		if (t == DRM_SPYRE_JOB_TIMEOUT - 1000 && ++slow < 5)
+			continue;
+		if (t < 0) {
+			TH_LOG("count launch of %llu: status %lld", (unsigned long long)n,
+			       (long long)t + 1000);
+			return 0;
+		}
+		if (best == INT64_MAX && t < timeout_ms * MS_NS / 8 && n < 1ull << 28) {
+			n *= 2;
+			continue;
+		}
+		best = t < best ? t : best;
+		i++;
+	}
+	return n / (best / 1e6);
+}
+
+/*
+ * Nanoseconds of a count launch of a quarter of the timeout at rate, now: the host's speed
+ * this moment (a launch slowed past its budget is run again); negative on an error.
+ */
+static int64_t count_probe(int fd, uint32_t prog, size_t plen, double rate,
+			   unsigned int timeout_ms, uint64_t *n)
+{
+	int64_t t;
+	int i;
+
+	*n = rate * timeout_ms / 4;
+	for (i = 0; i < 5; i++) {
+		t = count_time(fd, prog, plen, *n);
+		if (t != DRM_SPYRE_JOB_TIMEOUT - 1000)
+			break;
+	}
+	return t;
+}
+
+/* The file's devcoredump of bdf, read and freed: NULL if there is none. */
+static char *take_dump(const char *bdf)
+{
+	char path[PATH_MAX], data[PATH_MAX + 8];
+	char *dump;
+
+	if (devcd_of(bdf, path, sizeof(path)))
+		return NULL;
+	snprintf(data, sizeof(data), "%s/data", path);
+	dump = read_all(data);
+	devcd_free(path);
+	return dump;
+}
+
+/*
+ * Fixture state of the fairness tests: the count program in a BO of each file, its rate, the
+ * second ring.
+ */
+struct fair {
+	uint32_t prog, prog2, ring;
+	size_t plen;
+	double rate;
+	char bdf[64];
+};
+
+static void fair_init(struct __test_metadata *_metadata, FIXTURE_DATA(fault) *self,
+		      struct fair *f)
+{
+	struct prog p;
+
+	if (!(self->info.caps & DRM_SPYRE_CAP_LAUNCH))
+		SKIP(return, "card without LAUNCH");
+	ASSERT_GE(self->info.num_rings, 2);
+	f->ring = self->info.num_rings > 2 ? 2 : 1;
+	ASSERT_EQ(0, card_bdf(self->fd, f->bdf, sizeof(f->bdf)));
+	f->plen = build_count(&p);
+	ASSERT_EQ(0, prog_bo(self->fd, p.img, f->plen, 0, 4096, &f->prog));
+	ASSERT_EQ(0, prog_bo(self->fd2, p.img, f->plen, 0, 4096, &f->prog2));
+	f->rate = count_rate(_metadata, self->fd, f->prog, f->plen, self->timeout_ms);
+	ASSERT_GT(f->rate, 0);
+	/* what hangs left: the dump below must be this test's */
+	free(take_dump(f->bdf));
+}
+
+/*
+ * A job timed out in this cycle: its dump must show that it held the engine past its budget
+ * (its ring's EXEC_TIME RUNNING for 7/8 of the timeout, EXEC_SEQNO its seqno). Then the blame
+ * was deserved (the shared host slowed the launch that much) and the cycle proves nothing;
+ * returns 1. A job blamed while it waited, or ran within budget, returns -1. Without
+ * devcoredumps (the debug kernel has none) it cannot tell: 0, and the cycle is not counted.
+ */
+static int blame_deserved(const char *bdf, unsigned int timeout_ms, char **why)
+{
+	char key[48];
+	long long ring, exec, seq;
+	int64_t deadline = now_ns() + 5 * SEC_NS;
+	struct stat st;
+	char *dump;
+
+	if (stat(DEVCD_CLASS, &st)) {
+		*why = strdup("no devcoredump to tell whether it held the engine");
+		return 0;
+	}
+	while (!(dump = take_dump(bdf)) && now_ns() < deadline)
+		usleep(20000);
+	if (!dump)
+		return -1;
+	ring = dump_num(dump, "guilty.ring");
+	snprintf(key, sizeof(key), "ring.%lld.EXEC_TIME", ring);
+	exec = dump_num(dump, key);
+	snprintf(key, sizeof(key), "ring.%lld.EXEC_SEQNO", ring);
+	seq = dump_num(dump, key);
+	if (asprintf(why, "guilty job %lld of client %lld on ring %lld: EXEC_TIME %#llx EXEC_SEQNO %lld, seqno %lld",
+		     dump_num(dump, "guilty.job_id"), dump_num(dump, "guilty.client_id"), ring,
+		     exec, seq, dump_num(dump, "guilty.seqno")) < 0)
+		*why = NULL;
+	free(dump);
+	if (!(exec & SPYRE_RING_EXEC_RUNNING) ||
+	    (exec & SPYRE_RING_EXEC_MS_MASK) < timeout_ms - timeout_ms / 8)
+		return -1;
+	return 1;
+}
+
+/*
+ * The measured case: user A's legitimate launches on rings 0 and 1 and user B's on ring 2 right
+ * behind them, each alone well inside the timeout (0.45 of it at the host's speed measured
+ * just before, which includes the submission's fixed costs: less on the engine), together
+ * beyond it. The card has one engine, so B waits for A's; its ring's
+ * timer started at run_job all the same. Charged only while they hold the engine, all
+ * complete: nothing times out, nothing is reset, no devcoredump is written. A cycle in which
+ * the shared host slowed a launch past its budget (the dump shows it held the engine that
+ * long) is not counted; 3 cycles in which a ring's timer fired and the handler kept the job
+ * (timeouts_deferred rose) must pass. The old driver failed B with DRM_SPYRE_JOB_TIMEOUT
+ * and dumped it while it waited (EXEC_TIME 0).
+ */
+TEST_F_TIMEOUT(fault, fair_timeout_waiting_job_not_blamed, 300)
+{
+	struct drm_spyre_telemetry t0, t1;
+	long long deferred0, deferred1;
+	uint64_t job_a, job_a2, job_b, n;
+	int64_t t_sub, t_a, t_b, t1_ns;
+	int i, st[3], made = 0, slow = 0;
+	struct fair f;
+	char *why;
+
+	fair_init(_metadata, self, &f);
+	ASSERT_GE(self->info.num_rings, 3);
+	for (i = 0; i < 12 && made < 3; i++) {
+		/* the host's speed now */
+		t1_ns = count_probe(self->fd, f.prog, f.plen, f.rate, self->timeout_ms, &n);
+		ASSERT_GT(t1_ns, 0) TH_LOG("status %lld", (long long)t1_ns + 1000);
+		n = n * (self->timeout_ms * 0.45 * MS_NS) / t1_ns;
+		ASSERT_EQ(0, telemetry(self->fd, &t0));
+		deferred0 = recovery_stat(self->fd, "timeouts_deferred");
+		t_sub = now_ns();
+		ASSERT_EQ(0, count_submit(self->fd, f.prog, f.plen, 0, n, &job_a));
+		ASSERT_EQ(0, count_submit(self->fd, f.prog, f.plen, 1, n, &job_a2));
+		ASSERT_EQ(0, count_submit(self->fd2, f.prog2, f.plen, 2, n, &job_b));
+		st[0] = job_status(self->fd, job_a);
+		st[1] = job_status(self->fd, job_a2);
+		t_a = now_ns() - t_sub;
+		st[2] = job_status(self->fd2, job_b);
+		t_b = now_ns() - t_sub;
+		ASSERT_EQ(0, telemetry(self->fd, &t1));
+		deferred1 = recovery_stat(self->fd, "timeouts_deferred");
+		TH_LOG("cycle %d: A's done after %.0f ms, B after %.0f ms (timeout %u ms), status %d %d %d",
+		       i, t_a / 1e6, t_b / 1e6, self->timeout_ms, st[0], st[1], st[2]);
+		if (t1.jobs_timed_out != t0.jobs_timed_out) {
+			/* every timed-out job of the cycle must have held the engine that long */
+			EXPECT_LE(0, blame_deserved(f.bdf, self->timeout_ms, &why))
+				TH_LOG("cycle %d: %s", i, why);
+			TH_LOG("cycle %d not counted: %s", i, why);
+			free(why);
+			EXPECT_EQ(t0.jobs_timed_out + 1, t1.jobs_timed_out) TH_LOG("cycle %d", i);
+			slow++;
+			continue;
+		}
+		EXPECT_EQ(DRM_SPYRE_JOB_OK, st[0]) TH_LOG("cycle %d", i);
+		EXPECT_EQ(DRM_SPYRE_JOB_OK, st[1]) TH_LOG("cycle %d", i);
+		EXPECT_EQ(DRM_SPYRE_JOB_OK, st[2]) TH_LOG("cycle %d", i);
+		EXPECT_EQ(t0.ring_resets, t1.ring_resets);
+		EXPECT_EQ(t0.card_resets, t1.card_resets);
+		why = take_dump(f.bdf);
+		EXPECT_EQ(NULL, why) TH_LOG("cycle %d: %.300s", i, why);
+		free(why);
+		/* the case is made when a timer fired on a job that had not used its budget */
+		made += deferred1 > deferred0;
+	}
+	EXPECT_EQ(3, made) TH_LOG("%d cycles, %d slowed past the budget by the host", i, slow);
+	bo_close(self->fd, f.prog);
+	bo_close(self->fd2, f.prog2);
+}
+
+/*
+ * A job that alone holds the engine past the timeout is still what times out: A spins on
+ * ring 0, B (0.3 of the timeout at the host's speed measured just before) waits behind it on
+ * another ring, both timers start together. A fails with DRM_SPYRE_JOB_TIMEOUT and its
+ * devcoredump names A's client, ring and job and shows A holding the engine past 7/8 of the
+ * timeout; B completes. A cycle in which the host slowed B itself past its budget (its own
+ * dump shows it held the engine that long) is not counted; 3 cycles must pass. The old driver
+ * timed out B too while it waited (its timer fired meanwhile).
+ */
+TEST_F_TIMEOUT(fault, fair_timeout_blames_engine_holder, 300)
+{
+	struct drm_spyre_launch l = { .num_cores = 1 };
+	struct drm_spyre_telemetry t0, t1;
+	uint64_t job_a, job_b, n;
+	struct drm_spyre_cmd c;
+	int i, st, made = 0;
+	int64_t deadline, t1_ns;
+	char *dump = NULL, *why;
+	struct fair f;
+	struct prog p;
+	struct stat sb;
+	/* the debug kernel has no devcoredump: then the statuses and counters alone */
+	bool dumps = !stat(DEVCD_CLASS, &sb);
+
+	fair_init(_metadata, self, &f);
+	self->plen = build_spin(&p);
+	ASSERT_EQ(0, prog_bo(self->fd, p.img, self->plen, 0, 4096, &self->prog));
+	for (i = 0; i < 10 && made < 3; i++) {
+		t1_ns = count_probe(self->fd, f.prog, f.plen, f.rate, self->timeout_ms, &n);
+		ASSERT_GT(t1_ns, 0) TH_LOG("status %lld", (long long)t1_ns + 1000);
+		n = n * (self->timeout_ms * 0.3 * MS_NS) / t1_ns;
+		ASSERT_EQ(0, telemetry(self->fd, &t0));
+		c = launch_cmd(self->prog, 0, self->plen, &l);
+		ASSERT_EQ(0, submit_cmds(self->fd, &c, 1, &job_a));
+		ASSERT_EQ(0, count_submit(self->fd2, f.prog2, f.plen, f.ring, n, &job_b));
+		ASSERT_EQ(DRM_SPYRE_JOB_TIMEOUT, job_status(self->fd, job_a)) TH_LOG("cycle %d", i);
+		deadline = now_ns() + 5 * SEC_NS;
+		while (dumps && !(dump = take_dump(f.bdf)) && now_ns() < deadline)
+			usleep(20000);
+		if (dumps) {
+			ASSERT_NE(NULL, dump) TH_LOG("cycle %d: no devcoredump", i);
+			EXPECT_EQ(client_id(self->fd), dump_num(dump, "guilty.client_id"));
+			EXPECT_EQ(0, dump_num(dump, "guilty.ring"));
+			EXPECT_EQ(job_a, dump_num(dump, "guilty.job_id"));
+			EXPECT_EQ(SPYRE_RING_EXEC_RUNNING,
+				  dump_num(dump, "ring.0.EXEC_TIME") & SPYRE_RING_EXEC_RUNNING);
+			EXPECT_GE(dump_num(dump, "ring.0.EXEC_TIME") & SPYRE_RING_EXEC_MS_MASK,
+				  self->timeout_ms - self->timeout_ms / 8);
+			free(dump);
+		}
+		st = job_status(self->fd2, job_b);
+		ASSERT_EQ(0, telemetry(self->fd, &t1));
+		if (st == DRM_SPYRE_JOB_TIMEOUT) {
+			EXPECT_LE(0, blame_deserved(f.bdf, self->timeout_ms, &why))
+				TH_LOG("cycle %d: %s", i, why);
+			TH_LOG("cycle %d not counted: %s", i, why);
+			free(why);
+			continue;
+		}
+		EXPECT_EQ(DRM_SPYRE_JOB_OK, st) TH_LOG("cycle %d", i);
+		EXPECT_EQ(t0.jobs_timed_out + 1, t1.jobs_timed_out) TH_LOG("cycle %d", i);
+		EXPECT_EQ(t0.ring_resets + 1, t1.ring_resets) TH_LOG("cycle %d", i);
+		/* no second dump: it would be B's */
+		dump = take_dump(f.bdf);
+		EXPECT_EQ(NULL, dump) TH_LOG("cycle %d: %.300s", i, dump);
+		free(dump);
+		made++;
+	}
+	EXPECT_EQ(3, made) TH_LOG("%d cycles", i);
+	bo_close(self->fd, self->prog);
+	bo_close(self->fd, f.prog);
+	bo_close(self->fd2, f.prog2);
+}
+
 /*
  * remove() while jobs are in flight and no file is open: no BO reference may leak (the
  * old driver left the jobs to a scheduler that was already gone: "Memory manager not

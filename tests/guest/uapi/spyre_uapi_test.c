@@ -853,6 +853,10 @@ TEST_F(card, copy_2d_invalid)
 	BAD2D((e.height = UINT32_MAX, e.src_pitch = UINT32_MAX), -EINVAL);
 	BAD2D(c.dst_offset = UINT64_MAX - 100, -EINVAL);
 	BAD2D(c.dst_handle = h2, -EINVAL);		/* host -> host */
+	/* pitches of 0: rows inside the BOs, but more bytes than device memory (issue 24) */
+	BAD2D((e.height = self->info.devmem_bytes / 512 + 1, e.src_pitch = 0, e.dst_pitch = 0),
+	      -EINVAL);
+	BAD2D((e.height = UINT32_MAX, e.src_pitch = 0, e.dst_pitch = 0), -EINVAL);
 	/* exact fit, a pitch below the width (rows overlap) and a pitch of 0 are fine */
 	BAD2D((void)0, 0);
 	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
