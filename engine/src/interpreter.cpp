@@ -228,6 +228,9 @@ bool Engine::run_core(Core& c) {
             case Op::VFMA:
                 if (!exec_vfma(c, in)) return false;
                 break;
+            case Op::VINT:
+                if (!exec_vint(c, in)) return false;
+                break;
             case Op::SEND:
                 if (!exec_send(c, in)) return false;
                 break;
