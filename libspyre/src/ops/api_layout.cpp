@@ -84,8 +84,7 @@ void copy_impl(spyre_stream_t stream, const Tensor& src, const Tensor& dst) {
     require(src.shape == dst.shape, "copy: `src` and `dst` must have one shape");
     require(src.es == dst.es && (src.t == dst.t),
             "copy: `src` is {} but `dst` is {} (use spyre_op_unary CAST to convert)",
-            dtype_name(src.t == isa::DType::COUNT ? SPYRE_DTYPE_INT64 : int(src.t)),
-            dtype_name(dst.t == isa::DType::COUNT ? SPYRE_DTYPE_INT64 : int(dst.t)));
+            dtype_name(int(src.t)), dtype_name(int(dst.t)));
     if (!is_dense(dst)) fail(SPYRE_ERROR_NOT_SUPPORTED, "copy: `dst` must be dense");
     if (dst.addr % kStick)
         fail(SPYRE_ERROR_NOT_SUPPORTED, "copy: `dst` must start 128-byte aligned");
