@@ -331,4 +331,57 @@ TEST_F(Ops, IntegerUnaryAndCasts) {
               spyre_op_unary(nullptr, SPYRE_UNARY_BITWISE_NOT, &tf, &tf));
 }
 
+// spyre_op_reduce SUM / MAX / MIN on integers: exact (SUM into int64 wraps), rows that start
+// anywhere in a stick, long rows in chunks, many rows over the cores; spyre_op_reduce_dim along
+// a leading dim (moved last by a copy first).
+TEST_F(Ops, IntegerReductions) {
+    struct Case {
+        int64_t rows, cols;
+    };
+    const Case cases[] = {{1, 1}, {1, 1000003}, {7, 37}, {300, 5}, {3, 70001}, {4097, 3}};
+    uint32_t seed = 50;
+    for (spyre_dtype t : kInts)
+        for (const Case& c : cases)
+            for (spyre_reduce_op op : {SPYRE_REDUCE_SUM, SPYRE_REDUCE_MAX, SPYRE_REDUCE_MIN}) {
+                if (c.rows * c.cols > 400000 && t != SPYRE_DTYPE_INT64) continue;
+                IntArray x(dev, t, size_t(c.rows * c.cols), seed++);
+                const spyre_dtype ot = op == SPYRE_REDUCE_SUM ? SPYRE_DTYPE_INT64 : t;
+                IntArray o(dev, ot, size_t(c.rows), seed++);
+                const spyre_tensor tx = iview(x, {c.rows, c.cols}), to = iview(o, {c.rows});
+                ASSERT_SPYRE(spyre_op_reduce(nullptr, op, &tx, &to));
+                ASSERT_SPYRE(spyre_device_synchronize(dev));
+                const auto got = o.fetch();
+                for (int64_t r = 0; r < c.rows; ++r) {
+                    __int128 acc = op == SPYRE_REDUCE_SUM ? 0 : x.v[size_t(r * c.cols)];
+                    for (int64_t k = 0; k < c.cols; ++k) {
+                        const int64_t v = x.v[size_t(r * c.cols + k)];
+                        if (op == SPYRE_REDUCE_SUM) acc = wrap(SPYRE_DTYPE_INT64, acc + v);
+                        if (op == SPYRE_REDUCE_MAX) acc = std::max<__int128>(acc, v);
+                        if (op == SPYRE_REDUCE_MIN) acc = std::min<__int128>(acc, v);
+                    }
+                    ASSERT_EQ(got[size_t(r)], static_cast<int64_t>(acc))
+                        << "t " << t << " op " << op << " " << c.rows << "x" << c.cols << " r " << r;
+                }
+            }
+    // along dim 0 of [5, 33] int32 -> [33] int64
+    IntArray x(dev, SPYRE_DTYPE_INT32, 5 * 33, 7), o(dev, SPYRE_DTYPE_INT64, 33, 8);
+    const spyre_tensor tx = iview(x, {5, 33}), to = iview(o, {33});
+    ASSERT_SPYRE(spyre_op_reduce_dim(nullptr, SPYRE_REDUCE_SUM, &tx, 0, &to));
+    ASSERT_SPYRE(spyre_device_synchronize(dev));
+    const auto got = o.fetch();
+    for (int j = 0; j < 33; ++j) {
+        int64_t s = 0;
+        for (int i = 0; i < 5; ++i) s += x.v[size_t(i * 33 + j)];
+        ASSERT_EQ(got[size_t(j)], s) << j;
+    }
+    // MEAN and ARGMAX of integers are refused; an empty row has no max
+    EXPECT_NE(SPYRE_SUCCESS, spyre_op_reduce(nullptr, SPYRE_REDUCE_MEAN, &tx, &to));
+    IntArray e(dev, SPYRE_DTYPE_INT64, 0, 9), eo(dev, SPYRE_DTYPE_INT64, 3, 10);
+    const spyre_tensor te = iview(e, {3, 0}), teo = iview(eo, {3});
+    EXPECT_NE(SPYRE_SUCCESS, spyre_op_reduce(nullptr, SPYRE_REDUCE_MAX, &te, &teo));
+    ASSERT_SPYRE(spyre_op_reduce(nullptr, SPYRE_REDUCE_SUM, &te, &teo));
+    ASSERT_SPYRE(spyre_device_synchronize(dev));
+    EXPECT_EQ(eo.fetch(), (std::vector<int64_t>{0, 0, 0}));
+}
+
 }  // namespace
