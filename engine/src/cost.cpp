@@ -45,9 +45,11 @@ double mm_peak_macs_per_cycle(const spyre_engine_config& cfg, isa::DType t) {
 uint64_t vec_compute_cycles(const spyre_engine_config& cfg, isa::Op op, uint8_t func,
                             isa::DType dst, isa::DType src, uint64_t rows, uint64_t cols,
                             isa::DType src2) {
-    // lanes of both corelets; 32-bit types use the narrower lane count
-    const bool wide = isa::dtype_size(dst) == 4 || isa::dtype_size(src) == 4 ||
-                      (src2 != isa::DType::COUNT && isa::dtype_size(src2) == 4);
+    // lanes of both corelets; 32-bit types use the narrower lane count, 64-bit integers two
+    // 32-bit lanes each (twice the cycles)
+    const uint32_t s2es = src2 != isa::DType::COUNT ? isa::dtype_size(src2) : 0;
+    const uint32_t es = std::max({isa::dtype_size(dst), isa::dtype_size(src), s2es});
+    const bool wide = es >= 4;
     const uint64_t lanes =
         uint64_t{wide ? cfg.vec_lanes_32 : cfg.vec_lanes_16} * cfg.corelets_per_core;
     uint64_t per_vec = 1;
@@ -55,10 +57,14 @@ uint64_t vec_compute_cycles(const spyre_engine_config& cfg, isa::Op op, uint8_t 
         if (func >= static_cast<uint8_t>(isa::VUn::EXP)) per_vec = cfg.vec_special_cycles;
     } else if (op == isa::Op::VBIN && func == static_cast<uint8_t>(isa::VBin::DIV)) {
         per_vec = cfg.vec_special_cycles;
+    } else if (op == isa::Op::VINT && (func == static_cast<uint8_t>(isa::VInt::DIV) ||
+                                       func == static_cast<uint8_t>(isa::VInt::REM))) {
+        per_vec = cfg.vec_special_cycles;  // an iterative divider, like fp DIV
     } else if (op == isa::Op::VRNG) {
         // Philox rounds at the special-function rate; NORMAL adds a log, sqrt and sin/cos
         per_vec = cfg.vec_special_cycles * (func == static_cast<uint8_t>(isa::Rng::NORMAL) ? 2 : 1);
     }
+    if (es == 8) per_vec *= 2;
     return ceil_div(rows * cols, lanes) * per_vec;
 }
 

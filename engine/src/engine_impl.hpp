@@ -130,6 +130,7 @@ class Engine {
     bool exec_vsel(Core& c, const Instr& in);
     bool exec_viota(Core& c, const Instr& in);
     bool exec_vfma(Core& c, const Instr& in);
+    bool exec_vint(Core& c, const Instr& in);  // exec_int.cpp
     bool exec_vrng(Core& c, const Instr& in);  // exec_rng.cpp
     bool vec_shape_ok(Core& c, const char* name, uint64_t rows, uint64_t cols);
     bool check_vec_ops(Core& c, const char* name, uint64_t rows, uint64_t cols,

@@ -177,6 +177,11 @@ bool Engine::exec_vec(Core& c, const Instr& in) {
             }
             break;
         default:
+            if (vred_int_path(in.dt)) {
+                kern::vreduce_int(static_cast<isa::Red>(in.func), in.flags, dt, st, c.lx + dst,
+                                  c.lx + s1, rows, cols, s1stride, &cancel_tok_);
+                break;
+            }
             kern::vreduce(static_cast<isa::Red>(in.func), in.flags, dt, st, c.lx + dst, c.lx + s1,
                           rows, cols, s1stride, &cancel_tok_);
             break;

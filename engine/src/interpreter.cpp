@@ -228,6 +228,8 @@ bool Engine::run_core(Core& c) {
             case Op::VFMA:
                 if (!exec_vfma(c, in)) return false;
                 break;
+            case Op::VINT:
+                if (!exec_vint(c, in)) return false;
             case Op::VRNG:
                 if (!exec_vrng(c, in)) return false;
                 break;

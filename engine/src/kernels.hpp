@@ -108,4 +108,23 @@ void vfma(isa::DType dt, uint8_t* dst, uint64_t dstride, uint64_t rows, uint64_t
           const VecOperand& s1, const VecOperand& s2, const VecOperand& s3,
           const Cancel* cancel = nullptr);
 
+// ---- integer kernels (kernels_int.cpp): VINT and VRED's integer path ----
+
+// Second VINT operand: p (+ r * stride for NONE / COL rows) in the source type, or imm (IMM).
+struct IntOperand {
+    const uint8_t* p = nullptr;
+    isa::Bcast mode = isa::Bcast::NONE;
+    uint64_t stride = 0;
+    int64_t imm = 0;
+};
+// dst = s1 OP s2 (or OP s1 for the unary functions, CVT any types). Returns -1, or for DIV/REM
+// the element index (r * cols + c) of the first zero divisor: rows before it are written.
+int64_t vint(isa::VInt f, isa::DType dt, isa::DType st, uint8_t* dst, uint64_t dstride,
+             const uint8_t* s1, uint64_t s1stride, const IntOperand& s2, uint64_t rows,
+             uint64_t cols, const Cancel* cancel = nullptr);
+// VRED SUM/MAX/MIN/PROD in wrapping int64, wrapped to dt.
+void vreduce_int(isa::Red f, int axis, isa::DType dt, isa::DType st, uint8_t* dst,
+                 const uint8_t* src, uint64_t rows, uint64_t cols, uint64_t sstride,
+                 const Cancel* cancel = nullptr);
+
 }  // namespace spyre::kern

@@ -52,6 +52,8 @@ OpInfo op_info(uint8_t op) {
             return {true, F_DT | F_A | F_B | F_D | F_FUNC | F_IMM, 7, "VIOTA"};
         case Op::VFMA:
             return {true, F_DT | F_A | F_B | F_C | F_D | F_FUNC | F_FLAGS | F_IMM, 7, "VFMA"};
+        case Op::VINT:
+            return {true, F_DT | F_A | F_B | F_C | F_D | F_FUNC | F_FLAGS | F_IMM, 5, "VINT"};
         case Op::VRNG:
             return {true, F_DT | F_A | F_D | F_FUNC | F_IMM, 7, "VRNG"};
         case Op::SEND:
@@ -84,12 +86,51 @@ __attribute__((format(printf, 5, 6))) void set_fail(Failure& f, int code, int co
 static const char* operand_mode_error(uint8_t m, uint8_t max_mode) {
     const uint8_t mode = m & 15, tn = m >> 4;
     if (mode >= max_mode) return "bad broadcast mode";
-    if (tn > static_cast<uint8_t>(DType::COUNT)) return "bad operand type";
+    if (tn > isa::kVecTypes) return "bad operand type";
     if (mode == static_cast<uint8_t>(isa::Bcast::IMM) && tn) return "IMM operand with a type";
     return nullptr;
 }
 
 static bool is_imm(uint8_t m) { return (m & 15) == static_cast<uint8_t>(isa::Bcast::IMM); }
+
+// VRED on integers (an I64 or U8 type): integer source and destination, SUM/MAX/MIN/PROD.
+template <class Bad>
+static bool check_vred_int(const Instr& in, Bad& bad) {
+    const uint8_t lo = in.dt & 15, hi = in.dt >> 4;
+    if (!any_dtype_ok(lo) || !any_dtype_ok(hi) || !isa::int_type(static_cast<DType>(lo)) ||
+        !isa::int_type(static_cast<DType>(hi)))
+        return bad("integer reduction: source and destination must be I8, I32, I64 or U8");
+    if (in.func >= static_cast<uint8_t>(isa::Red::COUNT)) return bad("bad reduction function");
+    if (in.flags > 1) return bad("axis must be 0 or 1");
+    if (in.imm) return bad("reserved imm nonzero");
+    return true;
+}
+
+// VINT: integer source (any type for CVT); arithmetic keeps the source type, compares write any
+// integer type; src2 has the source type (no type nibble); unary functions take no src2.
+template <class Bad>
+static bool check_vint(const Instr& in, Bad& bad) {
+    const uint8_t lo = in.dt & 15, hi = in.dt >> 4;
+    if (!any_dtype_ok(lo) || !any_dtype_ok(hi)) return bad("bad data type");
+    if (in.func >= static_cast<uint8_t>(isa::VInt::COUNT)) return bad("bad integer function");
+    const auto f = static_cast<isa::VInt>(in.func);
+    const DType dt = static_cast<DType>(lo), st = static_cast<DType>(hi);
+    if (f != isa::VInt::CVT && !isa::int_type(st)) return bad("source must be I8, I32, I64 or U8");
+    if (isa::vint_compare(f) && !isa::int_type(dt))
+        return bad("compare destination must be I8, I32, I64 or U8");
+    if (!isa::vint_compare(f) && f != isa::VInt::CVT && dt != st)
+        return bad("destination type must equal the source type");
+    if (isa::vint_unary(f)) {
+        if (in.c || in.flags || in.imm) return bad("unary function: c, flags and imm must be 0");
+        return true;
+    }
+    if ((in.flags & 15) >= static_cast<uint8_t>(isa::Bcast::COUNT))
+        return bad("bad broadcast mode");
+    if (in.flags >> 4) return bad("src2 has the source type: type nibble must be 0");
+    if (is_imm(in.flags) && in.c) return bad("src2 is IMM: c must be r0");
+    if (!is_imm(in.flags) && in.imm) return bad("imm set but src2 is not IMM");
+    return true;
+}
 
 bool check_operands(const Instr& in, uint32_t pc, Failure& f) {
     auto bad = [&](const char* what) {
@@ -120,9 +161,11 @@ bool check_operands(const Instr& in, uint32_t pc, Failure& f) {
                 return bad("reserved flag bits set");
             break;
         }
+        case Op::VRED:
+            if (vred_int_path(in.dt)) return check_vred_int(in, bad);
+            [[fallthrough]];
         case Op::VUN:
-        case Op::VBIN:
-        case Op::VRED: {
+        case Op::VBIN: {
             if (!dtype_ok(lo) || !dtype_ok(hi)) return bad("bad data type");
             if (static_cast<uint64_t>(in.imm) >> 32) return bad("imm must be fp32 bits");
             Op op = static_cast<Op>(in.op);
@@ -134,8 +177,8 @@ bool check_operands(const Instr& in, uint32_t pc, Failure& f) {
                 if (const char* e = operand_mode_error(in.flags, kModes)) return bad(e);
             }
             if (op == Op::VRED) {
-                if (in.func >= static_cast<uint8_t>(isa::Red::COUNT))
-                    return bad("bad reduction function");
+                if (in.func >= static_cast<uint8_t>(isa::Red::PROD))
+                    return bad("bad reduction function (PROD needs an I64 or U8 type)");
                 if (in.flags > 1) return bad("axis must be 0 or 1");
             }
             break;
@@ -149,7 +192,7 @@ bool check_operands(const Instr& in, uint32_t pc, Failure& f) {
         case Op::VSEL: {
             if (!dtype_ok(lo) || !dtype_ok(hi)) return bad("bad data type");
             if (in.func & 2) return bad("reserved func bit 1 set");
-            if ((in.func >> 4) > static_cast<uint8_t>(DType::COUNT)) return bad("bad mask type");
+            if ((in.func >> 4) > isa::kVecTypes) return bad("bad mask type");
             if (const char* e = operand_mode_error(in.flags, kModes)) return bad(e);
             if (uimm >> 32) return bad("imm must be fp32 bits");
             if (!is_imm(in.flags) && in.imm) return bad("imm set but y is not IMM");
@@ -174,6 +217,8 @@ bool check_operands(const Instr& in, uint32_t pc, Failure& f) {
             if (is_imm(in.flags) && in.c) return bad("s2 is IMM: c must be r0");
             break;
         }
+        case Op::VINT:
+            return check_vint(in, bad);
         case Op::VRNG: {
             if (!dtype_ok(lo) || hi) return bad("bad data type (no source type)");
             if (in.func >= static_cast<uint8_t>(isa::Rng::COUNT)) return bad("bad function");
@@ -191,7 +236,7 @@ bool check_operands(const Instr& in, uint32_t pc, Failure& f) {
         case Op::ALLRED:
             if (!dtype_ok(in.dt) || !float_dtype(static_cast<DType>(in.dt)))
                 return bad("type must be f32, f16 or bf16");
-            if (in.func >= static_cast<uint8_t>(isa::Red::COUNT))
+            if (in.func >= static_cast<uint8_t>(isa::Red::PROD))  // SUM, MAX, MIN
                 return bad("bad reduction function");
             break;
         default:

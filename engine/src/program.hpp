@@ -48,7 +48,17 @@ struct Failure {
 __attribute__((format(printf, 5, 6))) void set_fail(Failure& f, int code, int core, uint64_t pc,
                                                     const char* fmt, ...);
 
-inline bool dtype_ok(uint8_t t) { return t < static_cast<uint8_t>(DType::COUNT); }
+// Types of the fp32 vector path (F32..I32); any_dtype_ok adds VINT's I64 and U8.
+inline bool dtype_ok(uint8_t t) { return t < isa::kVecTypes; }
+inline bool any_dtype_ok(uint8_t t) { return t < static_cast<uint8_t>(DType::COUNT); }
+// VRED reduces exactly in integers when either type is I64 or U8 (types no earlier program used).
+inline bool vred_int_path(uint8_t dt) {
+    const uint8_t lo = dt & 15, hi = dt >> 4;
+    auto wide = [](uint8_t t) {
+        return t == static_cast<uint8_t>(DType::I64) || t == static_cast<uint8_t>(DType::U8);
+    };
+    return wide(lo) || wide(hi);
+}
 inline bool float_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
 // Decodes and checks a program image; on failure fills f (core -1) and returns false.

@@ -1,8 +1,8 @@
 """Comparisons, maximum/minimum and clamp on the card against CPU: bool results of
 eq/ne/lt/le/gt/ge (tensor and number operands, broadcasting, NaN, numbers rounded to 16-bit
 types as torch does, in-place and out=), maximum/minimum (NaN-propagating), clamp with number
-and tensor bounds (lo > hi, one bound), under strict mode (no fallback); integer operands give
-the CPU's answer through the fallback."""
+and tensor bounds (lo > hi, one bound), under strict mode (no fallback); integer operands compare
+exactly on the card too."""
 
 import operator
 
@@ -93,13 +93,13 @@ def test_compare_in_place_keeps_the_float_type(fallback_reset):
 
 
 @pytest.mark.parametrize("name", ["eq", "lt"])
-def test_compare_integers_fall_back(fallback_reset, name):
-    a = torch.tensor([1, 2, 3, 2**40])
-    b = torch.tensor([2, 2, 2, 2**40])
-    with pytest.warns(UserWarning, match=f"aten::{name}"):
-        r = getattr(torch, name)(a.to("spyre"), b.to("spyre"))
+def test_compare_integers_on_card(strict, name):
+    # exact above 2^24 (test_intops.py covers every integer dtype and form)
+    a = torch.tensor([1, 2, 3, 2**40, 2**40 + 1])
+    b = torch.tensor([2, 2, 2, 2**40, 2**40])
+    r = getattr(torch, name)(a.to("spyre"), b.to("spyre"))
     assert_same(r.cpu(), getattr(torch, name)(a, b))
-    assert torch_spyre.fallback_counts() == {f"aten::{name}.Tensor_out": 1}
+    assert torch_spyre.fallback_counts() == {}
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

@@ -225,25 +225,25 @@ def test_host_dtype_conversion():
 
 
 # Device -> device dtype conversions: the pairs the cores convert exactly as the CPU does run on
-# the card (one elementwise launch: VUN COPY, or VSEL `x != 0` for bool); the others run on the
-# host and count as a CPU fallback naming the reason.
-CAST_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int8, torch.bool]
+# the card (one elementwise launch: VUN COPY, VINT CVT for int64/uint8 and integer pairs, VSEL or
+# VINT NE `x != 0` for bool); the others (dtypes the cores do not compute) run on the host and
+# count as a CPU fallback naming the reason.
+CAST_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int8, torch.bool,
+               torch.int64, torch.uint8]
 FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def host_reason(src, dst):
     """Why src -> dst is not converted on the card (None: it is)."""
-    if torch.int64 in (src, dst):
-        return "the cores compute no int64"
-    if src == torch.int32 and dst == torch.int8:
-        return "the cores saturate, torch wraps"
+    if torch.int16 in (src, dst):
+        return "a dtype the cores do not compute"
     return None
 
 
 CARD_PAIRS = [(s, d) for s in CAST_DTYPES for d in CAST_DTYPES
               if s != d and host_reason(s, d) is None]
-HOST_PAIRS = [(s, d) for s in CAST_DTYPES + [torch.int64] for d in CAST_DTYPES + [torch.int64]
-              if s != d and host_reason(s, d) is not None]
+HOST_PAIRS = [(torch.int16, torch.float32), (torch.float16, torch.int16),
+              (torch.int16, torch.int64)]
 pair_id = "{0[0]}->{0[1]}".format
 
 
@@ -256,6 +256,17 @@ def cast_values(dtype, n, seed=0):
         return torch.randint(0, 2, (n,), generator=g).bool()
     if dtype == torch.int8:
         return torch.arange(n).remainder(256).sub(128).to(torch.int8)[torch.randperm(n, generator=g)]
+    if dtype == torch.uint8:
+        return torch.arange(n).remainder(256).to(torch.uint8)[torch.randperm(n, generator=g)]
+    if dtype == torch.int64:
+        special = torch.tensor([0, 1, -1, 2**63 - 1, -2**63, 2**24 + 1, 2**53 + 1, -(2**40) - 3,
+                                65519, 65520, 127, 128, -129, 255, 256, 2**31, -2**31 - 1])
+        out = torch.randint(-2**62, 2**62, (n,), generator=g) * torch.randint(-2, 3, (n,),
+                                                                              generator=g)
+        small = torch.randint(-300, 300, (n,), generator=g)
+        out = torch.where(torch.rand(n, generator=g) < 0.5, small, out)
+        out[: len(special)] = special[: n]
+        return out
     if dtype == torch.int32:
         special = torch.tensor([0, 1, -1, 2**31 - 1, -2**31, 2**24 + 1, 2**24 + 2**16 + 1,
                                 -(2**24 + 3), 65504, 65519, 65520, 127, 128, -129], dtype=torch.int32)
@@ -295,11 +306,12 @@ def for_integer(values, dtype):
     m = min(len(cases), v.numel())
     v.view(-1)[:m] = cases[:m]
     f = v.float()
-    ok = (f > info.min - 1) & (f < info.max + 1)  # NaN is not ok
-    if dtype == torch.int8:  # and the ordinary values mostly in range
-        v = torch.where(ok, v, (f.remainder(250) - 125).to(v.dtype))
+    ok = (f > float(info.min) - 1) & (f < float(info.max) + 1)  # NaN is not ok
+    if dtype in (torch.int8, torch.uint8):  # and the ordinary values mostly in range
+        shift = 125 if dtype == torch.int8 else 0
+        v = torch.where(ok, v, (f.remainder(250) - shift).to(v.dtype))
         f = v.float()
-        ok = (f > info.min - 1) & (f < info.max + 1)
+        ok = (f > float(info.min) - 1) & (f < float(info.max) + 1)
     return torch.where(ok, v, torch.zeros_like(v))
 
 
@@ -361,7 +373,7 @@ def test_device_cast_on_card(pair, layout):
     sdt, ddt = pair
     shape, sview, dview = CAST_LAYOUTS[layout]
     host = cast_values(sdt, _numel(shape)).reshape(shape)
-    if sdt in FLOAT_TYPES and ddt in (torch.int32, torch.int8):
+    if sdt in FLOAT_TYPES and ddt in (torch.int32, torch.int8, torch.int64, torch.uint8):
         host = for_integer(host, ddt)
     src = sview(host.to("spyre"))
     expected = sview(host).to(ddt)  # the CPU's conversion
@@ -434,7 +446,8 @@ def test_device_cast_methods():
 
 
 HOST_NAMES = {torch.float32: "Float", torch.float16: "Half", torch.bfloat16: "BFloat16",
-              torch.int32: "Int", torch.int8: "Char", torch.bool: "Bool", torch.int64: "Long"}
+              torch.int32: "Int", torch.int8: "Char", torch.bool: "Bool", torch.int64: "Long",
+              torch.int16: "Short"}
 
 
 @pytest.mark.parametrize("pair", HOST_PAIRS, ids=pair_id)
@@ -443,8 +456,8 @@ def test_device_cast_through_host(pair):
     g = torch.Generator().manual_seed(3)
     if sdt.is_floating_point:  # in range: an out-of-range float -> int is undefined in torch
         host = (torch.randn(8, 9, generator=g) * 40).clamp(-127, 127).to(sdt)
-    elif sdt == torch.int64:
-        host = make((8, 9), sdt)
+    elif sdt == torch.int16:
+        host = torch.randint(-300, 300, (8, 9), generator=g).to(sdt)
     else:
         host = cast_values(sdt, 72).reshape(8, 9)
     d = host.to("spyre")

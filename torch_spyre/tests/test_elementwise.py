@@ -1,7 +1,8 @@
 """Elementwise ops on the card against CPU: add/sub/mul/div/rsub (tensors, numbers, 0-dim
 tensors, broadcasting, type promotion, in-place, out=, non-contiguous, empty), where and
 masked_fill, the unary math ops with their in-place and out= forms; with no CPU fallback.
-What the library does not take (integers) still gives CPU's answer through the fallback."""
+Integers run exactly on the card; what the library does not take (a rounding mode) gives the
+CPU's answer through the fallback."""
 
 import operator
 
@@ -121,11 +122,14 @@ def test_in_place_and_out(fallback_reset, dtype):
     assert torch_spyre.fallback_counts() == {}
 
 
-def test_integers_fall_back_with_cpu_answers(fallback_reset):
+def test_integers_on_card_rounding_modes_fall_back(fallback_reset):
     a = torch.arange(12).reshape(3, 4)
-    r = a.to("spyre") * 3 + 1
+    r = a.to("spyre") * 3 + 1  # exact integer math on the card (test_intops.py)
     assert torch.equal(r.cpu(), a * 3 + 1)
-    assert "aten::mul.out" in torch_spyre.fallback_counts()
+    assert torch_spyre.fallback_counts() == {}
+    r = torch.div(a.to("spyre"), 5, rounding_mode="trunc")
+    assert torch.equal(r.cpu(), torch.div(a, 5, rounding_mode="trunc"))
+    assert "aten::div.out_mode" in torch_spyre.fallback_counts()
 
 
 def test_overlap_errors_are_the_cpus(fallback_reset):

@@ -46,6 +46,7 @@ enum class Op : uint8_t {
     VSEL = 0x25,
     VIOTA = 0x26,
     VFMA = 0x27,
+    VINT = 0x28,  // exact integer elementwise ops and conversions
     VRNG = 0x29,
     SEND = 0x30,
     RECV = 0x31,
@@ -75,7 +76,13 @@ enum class Alu : uint8_t {
     COUNT
 };
 enum class Cond : uint8_t { ALWAYS, EQ, NE, LT, GE, LTU, GEU, COUNT };
-enum class DType : uint8_t { F32, F16, BF16, I8, I32, COUNT };
+// I64 and U8 are only valid in VINT, VRED's integer path and MM-free integer programs; the
+// other vector instructions take F32..I32 (kVecTypes).
+enum class DType : uint8_t { F32, F16, BF16, I8, I32, I64, U8, COUNT };
+inline constexpr uint8_t kVecTypes = 5;  // F32 .. I32: the types of the fp32 vector path
+inline constexpr bool int_type(DType t) {
+    return t == DType::I8 || t == DType::I32 || t == DType::I64 || t == DType::U8;
+}
 enum class VUn : uint8_t {
     COPY,
     SET,
@@ -98,7 +105,36 @@ enum class VUn : uint8_t {
 // EQ..GE compare and give 1.0 (true) or 0.0 (false) in the destination type.
 enum class VBin : uint8_t { ADD, SUB, MUL, DIV, MAX, MIN, EQ, NE, LT, LE, GT, GE, COUNT };
 enum class Bcast : uint8_t { NONE, SCALAR, ROW, COL, IMM, COUNT };
-enum class Red : uint8_t { SUM, MAX, MIN, COUNT };
+// PROD only on VRED's integer path (an I64 or U8 operand).
+enum class Red : uint8_t { SUM, MAX, MIN, PROD, COUNT };
+// VINT functions: exact integer arithmetic with two's-complement wrapping (Documentation/isa.md).
+enum class VInt : uint8_t {
+    ADD,
+    SUB,
+    MUL,
+    DIV,  // floor division (Python / torch.floor_divide)
+    REM,  // remainder with the divisor's sign (Python % / torch.remainder)
+    MAX,
+    MIN,
+    AND,
+    OR,
+    XOR,
+    SHL,
+    SHR,  // arithmetic (logical for U8)
+    EQ,   // EQ..GE write 1 / 0 in the destination type
+    NE,
+    LT,
+    LE,
+    GT,
+    GE,
+    NEG,  // unary from here on: src2 unused
+    ABS,
+    NOT,
+    CVT,  // conversion between any two types
+    COUNT
+};
+inline constexpr bool vint_unary(VInt f) { return f >= VInt::NEG; }
+inline constexpr bool vint_compare(VInt f) { return f >= VInt::EQ && f <= VInt::GE; }
 // VIOTA functions: IOTA writes alpha*i + beta*j + gamma; MASK keeps src where that is >= 0.
 enum class Iota : uint8_t { IOTA, MASK, COUNT };
 // VRNG functions (spyre/philox.hpp): raw Philox words (I32), uniform [0, 1), standard normal.
@@ -140,6 +176,10 @@ inline constexpr uint32_t dtype_size(DType t) {
             return 1;
         case DType::I32:
             return 4;
+        case DType::I64:
+            return 8;
+        case DType::U8:
+            return 1;
         default:
             return 0;
     }

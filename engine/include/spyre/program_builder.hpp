@@ -120,6 +120,14 @@ class ProgramBuilder {
                 static_cast<uint8_t>(f), isa::operand_mode(mode, src2_t),
                 std::bit_cast<uint32_t>(imm)));
     }
+    // Exact integer op (VINT): desc as vbin; src2 has src_t; imm is the 64-bit IMM operand.
+    // Unary functions (NEG, ABS, NOT, CVT) take s2 = 0 and mode IMM with imm 0.
+    void vint(isa::VInt f, isa::Bcast mode, isa::DType dst_t, isa::DType src_t, Reg dst, Reg s1,
+              Reg s2, Reg desc, int64_t imm = 0) {
+        const bool un = isa::vint_unary(f);
+        emit(mk(isa::Op::VINT, isa::dt_pair(dst_t, src_t), dst, s1, un ? 0 : s2, desc,
+                static_cast<uint8_t>(f), un ? 0 : static_cast<uint8_t>(mode), un ? 0 : imm));
+    }
     // dst = src^T: desc rows, cols (of src), dst_stride, src_stride; dst is cols x rows.
     void vtrans(isa::DType dst_t, isa::DType src_t, Reg dst, Reg src, Reg desc) {
         emit(mk(isa::Op::VTRANS, isa::dt_pair(dst_t, src_t), dst, src, 0, desc));

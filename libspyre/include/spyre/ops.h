@@ -22,7 +22,8 @@ typedef enum spyre_dtype {
     SPYRE_DTYPE_BFLOAT16 = 2,
     SPYRE_DTYPE_INT8 = 3,
     SPYRE_DTYPE_INT32 = 4,
-    SPYRE_DTYPE_INT64 = 5, /* indices only (spyre_op_embedding): the cores compute no int64 */
+    SPYRE_DTYPE_INT64 = 5, /* indices, and the integer elementwise ops (exact, VINT) */
+    SPYRE_DTYPE_UINT8 = 6, /* the integer elementwise ops */
 } spyre_dtype;
 
 #define SPYRE_TENSOR_MAX_DIMS 8
@@ -146,6 +147,7 @@ typedef enum spyre_unary_op {
     SPYRE_UNARY_SIN = 13,
     SPYRE_UNARY_COS = 14,
     SPYRE_UNARY_CAST = 15, /* copy converted to out's type */
+    SPYRE_UNARY_BITWISE_NOT = 16, /* integers only */
 } spyre_unary_op;
 
 typedef enum spyre_binary_op {
@@ -161,6 +163,14 @@ typedef enum spyre_binary_op {
     SPYRE_BINARY_LE = 9,
     SPYRE_BINARY_GT = 10,
     SPYRE_BINARY_GE = 11,
+    /* integers only (Documentation/ops-elementwise.md "Integers") */
+    SPYRE_BINARY_FLOOR_DIVIDE = 12, /* floor division; a zero divisor fails the launch */
+    SPYRE_BINARY_REMAINDER = 13,    /* the divisor's sign (torch.remainder) */
+    SPYRE_BINARY_BITWISE_AND = 14,
+    SPYRE_BINARY_BITWISE_OR = 15,
+    SPYRE_BINARY_BITWISE_XOR = 16,
+    SPYRE_BINARY_LSHIFT = 17, /* counts < 0 or >= the width give 0 */
+    SPYRE_BINARY_RSHIFT = 18, /* arithmetic; counts < 0 or >= the width give the sign fill */
 } spyre_binary_op;
 
 /* out = f(x); x and out dense and of one shape (out's type may differ for CAST). */
@@ -177,6 +187,18 @@ SPYRE_API spyre_status spyre_op_unary(spyre_stream_t stream, spyre_unary_op op,
 SPYRE_API spyre_status spyre_op_binary(spyre_stream_t stream, spyre_binary_op op,
                                        const spyre_tensor* a, const spyre_tensor* b, double scalar,
                                        double alpha, const spyre_tensor* out);
+/*
+ * spyre_op_binary on integer tensors (int8, int32, int64, uint8; a and b of one type, out of that
+ * type, or any integer type for compares) with an exact 64-bit scalar and alpha: exact, wrapping
+ * like torch (ISA VINT). ADD/SUB with alpha != 1 need a full b or the scalar. A broadcast a with
+ * the non-commutative ops (FLOOR_DIVIDE, REMAINDER, shifts), or a and b both broadcast, give
+ * SPYRE_ERROR_NOT_SUPPORTED. A zero divisor fails the queued launch with SPYRE_ERROR_PROGRAM
+ * (reported by the next synchronize; the output is then unspecified). spyre_op_binary takes
+ * integer tensors too when scalar and alpha are whole numbers within int64.
+ */
+SPYRE_API spyre_status spyre_op_binary_int(spyre_stream_t stream, spyre_binary_op op,
+                                           const spyre_tensor* a, const spyre_tensor* b,
+                                           int64_t scalar, int64_t alpha, const spyre_tensor* out);
 /* out = cond != 0 ? a : b (torch.where), broadcasting as for spyre_op_binary; a or b NULL
  * means the scalar a_scalar / b_scalar (masked_fill is where(mask, value, x)). */
 SPYRE_API spyre_status spyre_op_where(spyre_stream_t stream, const spyre_tensor* cond,

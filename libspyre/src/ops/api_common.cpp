@@ -80,6 +80,8 @@ const char* dtype_name(int32_t t) {
             return "int32";
         case SPYRE_DTYPE_INT64:
             return "int64";
+        case SPYRE_DTYPE_UINT8:
+            return "uint8";
         default:
             return "unknown";
     }
@@ -87,14 +89,12 @@ const char* dtype_name(int32_t t) {
 
 Tensor check_tensor(const spyre_tensor* t, const char* name) {
     require(t != nullptr, "tensor `{}` is NULL", name);
-    require(t->dtype >= SPYRE_DTYPE_FLOAT32 && t->dtype <= SPYRE_DTYPE_INT64,
+    require(t->dtype >= SPYRE_DTYPE_FLOAT32 && t->dtype <= SPYRE_DTYPE_UINT8,
             "tensor `{}`: unknown dtype {}", name, t->dtype);
     require(t->ndim <= SPYRE_TENSOR_MAX_DIMS, "tensor `{}`: {} dims, at most {}", name, t->ndim,
             SPYRE_TENSOR_MAX_DIMS);
     Tensor r{name, t->buffer, 0, t->offset, static_cast<isa::DType>(t->dtype), 0, {}, {}};
-    // int64 (indices only) has no ISA type: DType::COUNT with 8-byte elements
-    if (t->dtype == SPYRE_DTYPE_INT64) r.t = isa::DType::COUNT;
-    r.es = t->dtype == SPYRE_DTYPE_INT64 ? 8 : isa::dtype_size(r.t);
+    r.es = isa::dtype_size(r.t);  // spyre_dtype values are the ISA's type codes
     uint64_t size = 0, base = 0;
     call(spyre_buffer_size(t->buffer, &size));
     call(spyre_buffer_device_address(t->buffer, &base));

@@ -36,7 +36,7 @@ struct Tensor {
     spyre_buffer_t buffer;
     uint64_t addr;  // device address of element 0
     uint64_t offset;
-    isa::DType t;  // DType::COUNT for int64 (SPYRE_DTYPE_INT64)
+    isa::DType t;  // spyre_dtype and isa::DType share their codes
     uint64_t es;
     std::vector<int64_t> shape, strides;
     int64_t numel() const {

@@ -2,6 +2,7 @@
 // C API of the elementwise ops (spyre_op_unary, spyre_op_binary, spyre_op_where,
 // spyre_op_clamp): torch-style
 // broadcasts collapsed into the [rows, cols] forms of ops/elementwise_program.hpp.
+#include <cmath>
 #include <optional>
 
 #include "ops/api_common.hpp"
@@ -37,18 +38,17 @@ std::optional<isa::Bcast> fit(const Tensor& t, const std::vector<int64_t>& shape
 struct Operand {
     const Tensor* t = nullptr;  // nullptr: an immediate
     float imm = 0.0f;
+    int64_t iimm = 0;  // the immediate of integer shapes
 };
 
 void elementwise_impl(spyre_stream_t stream, EwOp op, const Operand& a, const Operand& b,
-                      const Operand& cond, const Tensor& out, float alpha) {
+                      const Operand& cond, const Tensor& out, float alpha, int64_t ialpha = 1) {
     const char* name = ew_name(op);
-    require(out.t != isa::DType::COUNT, "{}: int64 output is not supported", name);
     if (!is_dense(out) || out.addr % kStick)
         fail(SPYRE_ERROR_NOT_SUPPORTED,
              std::format("{}: `{}` must be dense and start 128-byte aligned", name, out.name));
     for (const Operand* o : {&a, &b, &cond})
         if (o->t) {
-            require(o->t->t != isa::DType::COUNT, "{}: int64 operands are not supported", name);
             if (!is_dense(*o->t))
                 fail(SPYRE_ERROR_NOT_SUPPORTED,
                      std::format("{}: `{}` must be dense (make it contiguous first)", name,
@@ -80,12 +80,13 @@ void elementwise_impl(spyre_stream_t stream, EwOp op, const Operand& a, const Op
     uint64_t rows = 1, cols = 1;
     for (size_t d = 0; d < shape.size(); ++d) (d < *split ? rows : cols) *= uint64_t(shape[d]);
     EwShape s;
-    s.op = op, s.rows = rows, s.cols = cols, s.out = out.t, s.alpha = alpha;
+    s.op = op, s.rows = rows, s.cols = cols, s.out = out.t, s.alpha = alpha, s.ialpha = ialpha;
     auto operand = [&](const Operand& o, isa::Bcast m) {
         EwOperand r;
         r.mode = o.t ? m : isa::Bcast::IMM;
         r.t = o.t ? o.t->t : isa::DType::F32;
         r.imm = o.imm;
+        r.iimm = o.iimm;
         return r;
     };
     s.a = operand(a, modes[0]);
@@ -99,7 +100,7 @@ void elementwise_impl(spyre_stream_t stream, EwOp op, const Operand& a, const Op
     const spyre_engine_config cfg = engine_config_of(c.info);
     PlanKey key("ew", cfg);
     key.add(op, rows, cols, s.out, s.a.t, s.a.mode, s.a.imm, s.b.t, s.b.mode, s.b.imm, s.cond.t,
-            s.cond.mode, alpha);
+            s.cond.mode, alpha, s.b.iimm, ialpha);
     auto plan = cached_plan(key.str(), [&] {
         ew_validate(s);
         const Pricer pricer(cfg);
@@ -123,9 +124,22 @@ EwOp unary_op(spyre_unary_op op) {
     return static_cast<EwOp>(int(EwOp::RELU) + int(op));
 }
 
+EwOp unary_op_any(spyre_unary_op op) {
+    return op == SPYRE_UNARY_BITWISE_NOT ? EwOp::NOT : unary_op(op);
+}
+
 EwOp binary_op(spyre_binary_op op) {
-    require(op >= SPYRE_BINARY_ADD && op <= SPYRE_BINARY_GE, "unknown binary op {}", int(op));
+    require(op >= SPYRE_BINARY_ADD && op <= SPYRE_BINARY_RSHIFT, "unknown binary op {}", int(op));
+    if (op >= SPYRE_BINARY_FLOOR_DIVIDE)
+        return static_cast<EwOp>(int(EwOp::FLOOR_DIV) + int(op) - int(SPYRE_BINARY_FLOOR_DIVIDE));
     return static_cast<EwOp>(int(EwOp::ADD) + int(op));
+}
+
+// A double that is a whole number within int64 (spyre_op_binary on integer tensors).
+std::optional<int64_t> whole(double v) {
+    if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0) || v != std::trunc(v))
+        return std::nullopt;
+    return static_cast<int64_t>(v);
 }
 
 }  // namespace
@@ -137,7 +151,7 @@ using namespace spyre::ops;
 spyre_status spyre_op_unary(spyre_stream_t stream, spyre_unary_op op, const spyre_tensor* x,
                             const spyre_tensor* out) {
     return guard(__func__, [&] {
-        const EwOp e = unary_op(op);
+        const EwOp e = unary_op_any(op);
         begin_op(ew_name(e));
         const Tensor tx = check_tensor(x, "x"), to = check_tensor(out, "out");
         require(tx.shape == to.shape, "unary: `x` and `out` must have one shape");
@@ -154,8 +168,33 @@ spyre_status spyre_op_binary(spyre_stream_t stream, spyre_binary_op op, const sp
         const Tensor ta = check_tensor(a, "a"), to = check_tensor(out, "out");
         Tensor tb{};
         if (b) tb = check_tensor(b, "b");
+        if (isa::int_type(ta.t)) {
+            // integer tensors: the numbers must be exact integers
+            const auto s = whole(b ? 0.0 : scalar), al = whole(alpha);
+            if (!s || !al)
+                fail(SPYRE_ERROR_NOT_SUPPORTED,
+                     std::format("{}: integer tensors take whole-number scalar and alpha",
+                                 ew_name(e)));
+            elementwise_impl(stream, e, {&ta}, {b ? &tb : nullptr, 0.0f, *s}, {}, to, 1.0f, *al);
+            return;
+        }
         elementwise_impl(stream, e, {&ta, 0.0f}, {b ? &tb : nullptr, float(scalar)}, {}, to,
                          float(alpha));
+    });
+}
+
+spyre_status spyre_op_binary_int(spyre_stream_t stream, spyre_binary_op op, const spyre_tensor* a,
+                                 const spyre_tensor* b, int64_t scalar, int64_t alpha,
+                                 const spyre_tensor* out) {
+    return guard(__func__, [&] {
+        const EwOp e = binary_op(op);
+        begin_op(ew_name(e));
+        const Tensor ta = check_tensor(a, "a"), to = check_tensor(out, "out");
+        Tensor tb{};
+        if (b) tb = check_tensor(b, "b");
+        require(isa::int_type(ta.t), "{}: `a` must be an integer tensor", ew_name(e));
+        elementwise_impl(stream, e, {&ta}, {b ? &tb : nullptr, 0.0f, b ? 0 : scalar}, {}, to, 1.0f,
+                         alpha);
     });
 }
 

@@ -8,9 +8,8 @@ namespace spyre::ops {
 namespace {
 
 void embedding_impl(spyre_stream_t stream, const Tensor& idx, const Tensor& w, const Tensor& o) {
-    require(idx.t == isa::DType::COUNT || idx.t == isa::DType::I32,
-            "embedding: `indices` must be int64 or int32, not {}",
-            dtype_name(idx.t == isa::DType::COUNT ? SPYRE_DTYPE_INT64 : int(idx.t)));
+    require(idx.t == isa::DType::I64 || idx.t == isa::DType::I32,
+            "embedding: `indices` must be int64 or int32, not {}", dtype_name(int(idx.t)));
     require(w.shape.size() == 2, "embedding: `weight` must be 2-D [num_embeddings, dim]");
     require(o.t == w.t, "embedding: `out` must have the type of `weight`");
     const int64_t V = w.dim(0), D = w.dim(1);

@@ -62,6 +62,14 @@ std::shared_ptr<const PlanEntry> queue_copy(const Card& c, spyre_stream_t stream
             ++s.ndim;
         }
     if (s.ndim == 0) s.sizes[0] = 1, s.strides[0] = 1, s.ndim = 1;
+    // 8-byte elements (int64) move as pairs of 4-byte ones: one more innermost dim of 2
+    if (s.es == 8) {
+        if (s.ndim >= std::size(s.sizes))
+            fail(SPYRE_ERROR_NOT_SUPPORTED, "copy: too many dims for 8-byte elements");
+        for (uint32_t d = 0; d < s.ndim; ++d) s.strides[d] *= 2;
+        s.sizes[s.ndim] = 2, s.strides[s.ndim] = 1, ++s.ndim;
+        s.es = 4;
+    }
     // the source's element offset inside its first stick shapes the program
     const uint64_t phase = src.addr % kStick;
     const spyre_engine_config cfg = engine_config_of(c.info);
@@ -84,8 +92,7 @@ void copy_impl(spyre_stream_t stream, const Tensor& src, const Tensor& dst) {
     require(src.shape == dst.shape, "copy: `src` and `dst` must have one shape");
     require(src.es == dst.es && (src.t == dst.t),
             "copy: `src` is {} but `dst` is {} (use spyre_op_unary CAST to convert)",
-            dtype_name(src.t == isa::DType::COUNT ? SPYRE_DTYPE_INT64 : int(src.t)),
-            dtype_name(dst.t == isa::DType::COUNT ? SPYRE_DTYPE_INT64 : int(dst.t)));
+            dtype_name(int(src.t)), dtype_name(int(dst.t)));
     if (!is_dense(dst)) fail(SPYRE_ERROR_NOT_SUPPORTED, "copy: `dst` must be dense");
     if (dst.addr % kStick)
         fail(SPYRE_ERROR_NOT_SUPPORTED, "copy: `dst` must start 128-byte aligned");

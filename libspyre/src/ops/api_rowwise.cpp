@@ -7,6 +7,7 @@
 
 #include "ops/api_common.hpp"
 #include "ops/column_program.hpp"
+#include "ops/int_reduce_program.hpp"
 #include "ops/layout_plans.hpp"
 #include "ops/pricing.hpp"
 #include "ops/rowwise_planner.hpp"
@@ -14,10 +15,40 @@
 namespace spyre::ops {
 namespace {
 
+// SUM, MAX, MIN of an integer tensor: exact (ops/int_reduce_program.hpp).
+bool int_reduction(RowwiseOp op, const Tensor& x) {
+    return isa::int_type(x.t) &&
+           (op == RowwiseOp::SUM || op == RowwiseOp::MAX || op == RowwiseOp::MIN);
+}
+
+// out[r] = reduce(x[r, :]) over the last dim of a dense x, exactly in integers; out int64 or
+// x's type for SUM (wrapped), any integer type for MAX / MIN.
+std::shared_ptr<const PlanEntry> int_rows(spyre_stream_t stream, RowwiseOp op, const Tensor& x,
+                                          const Tensor& o) {
+    const char* name = rowwise_op_name(op);
+    require(isa::int_type(o.t), "{}: `out` of an integer `x` must be an integer type", name);
+    const uint64_t cols = x.shape.empty() ? 1 : uint64_t(x.dim(-1));
+    const uint64_t rows = cols ? uint64_t(x.numel()) / cols : uint64_t(o.numel());
+    require(uint64_t(o.numel()) == rows, "{}: `out` must hold one element per row ({})", name,
+            rows);
+    require(cols > 0 || op == RowwiseOp::SUM || rows == 0, "{}: empty rows have no {}", name, name);
+    if (!is_dense(x) || !is_dense(o) || o.addr % kStick)
+        fail(SPYRE_ERROR_NOT_SUPPORTED,
+             std::format("{}: `x` must be dense, `out` dense and 128-byte aligned", name));
+    if (rows == 0) return nullptr;
+    IntReduceShape s;
+    s.f = op == RowwiseOp::SUM   ? isa::Red::SUM
+          : op == RowwiseOp::MAX ? isa::Red::MAX
+                                 : isa::Red::MIN;
+    s.t = x.t, s.out = o.t, s.rows = rows, s.cols = cols;
+    return int_reduce(stream, s, x, o);
+}
+
 std::shared_ptr<const PlanEntry> rowwise_impl(spyre_stream_t stream, RowwiseOp op, const Tensor& x,
                                               const Tensor* w, const Tensor* b, const Tensor& o,
                                               RowwiseShape s) {
     const char* name = rowwise_op_name(op, s.log);
+    if (int_reduction(op, x)) return int_rows(stream, op, x, o);
     require(float_type(x.t), "{}: `x` must be float32, float16 or bfloat16", name);
     require(!x.shape.empty(), "{}: `x` needs at least one dim", name);
     const uint64_t cols = uint64_t(x.dim(-1));
@@ -153,7 +184,8 @@ void rowwise_dim(spyre_stream_t stream, RowwiseOp op, const Tensor& x, int64_t d
         rowwise_impl(stream, op, xr, nullptr, nullptr, orows, s);
         return;
     }
-    require(float_type(x.t), "{}: `x` must be float32, float16 or bfloat16", name);
+    const bool ints = int_reduction(op, x);
+    require(ints || float_type(x.t), "{}: `x` must be float32, float16 or bfloat16", name);
     if (reduction) {
         const int64_t len = x.shape[d];
         require(len > 0 || x.numel() == 0, "{}: dim {} is empty (nothing to reduce)", name, d);
@@ -171,13 +203,13 @@ void rowwise_dim(spyre_stream_t stream, RowwiseOp op, const Tensor& x, int64_t d
         return;
     }
     if (reduction)
-        require(o.t == x.t || op == RowwiseOp::ARGMAX, "{}: `out` must be {}", name,
-                dtype_name(int(x.t)));
+        require(o.t == x.t || op == RowwiseOp::ARGMAX || (ints && isa::int_type(o.t)),
+                "{}: `out` must be {}", name, dtype_name(int(x.t)));
     if (reduction && op != RowwiseOp::ARGMAX)
         require(o.numel() * x.shape[d] == x.numel(),
                 "{}: `out` must hold one element per reduced line ({})", name,
                 x.numel() / x.shape[d]);
-    if (columns_on_cores(stream, op, x, d, o, s, c)) return;
+    if (!ints && columns_on_cores(stream, op, x, d, o, s, c)) return;
     // x made dense with dim d last, on the cores
     Scratch sx, so;
     const Tensor xv = dim_last(x, d);

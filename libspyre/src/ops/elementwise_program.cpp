@@ -28,6 +28,7 @@ struct Opd {
     DType t = DType::F32;
     Bcast mode = Bcast::IMM;
     float imm = 0.0f;
+    int64_t iimm = 0;  // VINT IMM
 };
 
 // One vector pass over the chunk. VUN: d = f(x); VBIN: d = x f y; VFMA: d = x * y + z;
@@ -40,14 +41,14 @@ struct Step {
 };
 
 bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
-bool valid_type(DType t) { return static_cast<uint8_t>(t) < static_cast<uint8_t>(DType::COUNT); }
+bool valid_type(DType t) { return static_cast<uint8_t>(t) < isa::kVecTypes; }
 
 bool has_b(EwOp op) { return !ew_is_unary(op) && op != EwOp::AFFINE; }
 bool has_cond(EwOp op) { return op == EwOp::WHERE || op == EwOp::CLAMP; }
 
 Opd input(const EwShape& s, Loc l) {
     const EwOperand& o = l == Loc::A ? s.a : l == Loc::B ? s.b : s.cond;
-    return {l, o.t, o.mode, o.imm};
+    return {l, o.t, o.mode, o.imm, o.iimm};
 }
 Opd out_opd(const EwShape& s) { return {Loc::OUT, s.out, Bcast::NONE, 0.0f}; }
 Opd tmp_opd() { return {Loc::TMP, DType::F32, Bcast::NONE, 0.0f}; }
@@ -63,6 +64,10 @@ Step vun(isa::VUn f, Opd d, Opd x) { return {isa::Op::VUN, static_cast<uint8_t>(
 Step vbin(isa::VBin f, Opd d, Opd x, Opd y) {
     return {isa::Op::VBIN, static_cast<uint8_t>(f), d, x, y, {}};
 }
+Step vint(isa::VInt f, Opd d, Opd x, Opd y = {}) {
+    return {isa::Op::VINT, static_cast<uint8_t>(f), d, x, y, {}};
+}
+Opd int_imm(int64_t v) { return {Loc::IMM, DType::I64, Bcast::IMM, 0.0f, v}; }
 Step vfma(Opd d, Opd x, Opd y, Opd z) { return {isa::Op::VFMA, 0, d, x, y, z}; }
 Step vsel(Opd d, Opd x, Opd y, Opd mask, bool invert) {
     return {isa::Op::VSEL, 0, d, x, y, mask, invert};
@@ -123,6 +128,109 @@ isa::VBin swapped(isa::VBin f) {
     }
 }
 
+isa::VInt int_func(EwOp op) {
+    switch (op) {
+        case EwOp::ADD:
+            return isa::VInt::ADD;
+        case EwOp::SUB:
+            return isa::VInt::SUB;
+        case EwOp::MUL:
+            return isa::VInt::MUL;
+        case EwOp::MAX:
+            return isa::VInt::MAX;
+        case EwOp::MIN:
+            return isa::VInt::MIN;
+        case EwOp::EQ:
+            return isa::VInt::EQ;
+        case EwOp::NE:
+            return isa::VInt::NE;
+        case EwOp::LT:
+            return isa::VInt::LT;
+        case EwOp::LE:
+            return isa::VInt::LE;
+        case EwOp::GT:
+            return isa::VInt::GT;
+        case EwOp::GE:
+            return isa::VInt::GE;
+        case EwOp::FLOOR_DIV:
+            return isa::VInt::DIV;
+        case EwOp::REM:
+            return isa::VInt::REM;
+        case EwOp::AND:
+            return isa::VInt::AND;
+        case EwOp::OR:
+            return isa::VInt::OR;
+        case EwOp::XOR:
+            return isa::VInt::XOR;
+        case EwOp::SHL:
+            return isa::VInt::SHL;
+        case EwOp::SHR:
+            return isa::VInt::SHR;
+        case EwOp::NEG:
+            return isa::VInt::NEG;
+        case EwOp::ABS:
+            return isa::VInt::ABS;
+        case EwOp::NOT:
+            return isa::VInt::NOT;
+        default:
+            return isa::VInt::CVT;
+    }
+}
+
+isa::VInt int_swapped(isa::VInt f) {
+    switch (f) {
+        case isa::VInt::LT:
+            return isa::VInt::GT;
+        case isa::VInt::LE:
+            return isa::VInt::GE;
+        case isa::VInt::GT:
+            return isa::VInt::LT;
+        case isa::VInt::GE:
+            return isa::VInt::LE;
+        default:
+            return f;
+    }
+}
+
+int64_t wrap_mul(int64_t a, int64_t b) {
+    return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+
+// The VINT passes of an integer shape (exact, so operands may be swapped or scaled freely).
+// Scratch is the full b's own chunk buffer (b * alpha in place), never a temporary.
+std::vector<Step> int_steps(const EwShape& s) {
+    const Opd A = input(s, Loc::A), B = input(s, Loc::B), O = out_opd(s);
+    const isa::VInt f = int_func(s.op);
+    if (ew_is_unary(s.op)) return {vint(f, O, A)};
+    const bool fa = A.mode == Bcast::NONE, fb = B.mode == Bcast::NONE;
+    if (!fa && !fb) throw std::invalid_argument("a and b both broadcast (make one contiguous)");
+    if (s.op == EwOp::ADD || s.op == EwOp::SUB) {
+        // a + k * b, k = alpha or -alpha (wrapping like torch's integer alpha)
+        const int64_t k = s.op == EwOp::SUB ? wrap_mul(s.ialpha, -1) : s.ialpha;
+        if (B.mode == Bcast::IMM) return {vint(isa::VInt::ADD, O, A, int_imm(wrap_mul(k, B.iimm)))};
+        if (k == 1) return {fa ? vint(isa::VInt::ADD, O, A, B) : vint(isa::VInt::ADD, O, B, A)};
+        if (k == -1 && fa) return {vint(isa::VInt::SUB, O, A, B)};
+        if (!fb) throw std::invalid_argument("alpha with a broadcast b");
+        std::vector<Step> st;
+        if (k == -1)
+            st.push_back(vint(isa::VInt::NEG, B, B));
+        else
+            st.push_back(vint(isa::VInt::MUL, B, B, int_imm(k)));
+        st.push_back(fa ? vint(isa::VInt::ADD, O, A, B) : vint(isa::VInt::ADD, O, B, A));
+        return st;
+    }
+    if (fa) return {vint(f, O, A, B)};
+    switch (f) {
+        case isa::VInt::DIV:
+        case isa::VInt::REM:
+        case isa::VInt::SHL:
+        case isa::VInt::SHR:
+            throw std::invalid_argument("a broadcast a needs a commutative op (make a contiguous)");
+        default:
+            return {vint(int_swapped(f), O, B, A)};
+    }
+}
+
 // The passes of an op. Every formula is written so that the result equals the op rounded as
 // the ISA rounds it: broadcast-first operands are swapped only where that is exact, otherwise
 // made full first (VSEL copy, exact in fp32).
@@ -130,6 +238,7 @@ std::vector<Step> make_steps(const EwShape& s) {
     const Opd A = input(s, Loc::A), B = input(s, Loc::B), C = input(s, Loc::COND);
     const Opd O = out_opd(s), T = tmp_opd();
     std::vector<Step> st;
+    if (ew_is_int(s)) return int_steps(s);
     if (ew_is_unary(s.op)) {
         if (s.op == EwOp::CAST) return {vun(isa::VUn::COPY, O, A)};
         if (s.op == EwOp::SIGMOID)  // 1 / (1 + exp(-x)): no cancellation for x << 0
@@ -528,6 +637,15 @@ void Emitter::emit_step(const Step& st, int seg) {
                      m == Bcast::IMM ? isa::kSrcType : st.y.t, 20, 21, y, 24, st.y.imm);
             break;
         }
+        case isa::Op::VINT: {
+            const Bcast m = seg_mode(st.y, seg);
+            Reg y = 0;
+            if (m != Bcast::IMM) emit_addr(22, st.y, seg), y = 22;
+            b_.li(28, stride(st.y));
+            b_.vint(static_cast<isa::VInt>(st.func), m, st.d.t, st.x.t, 20, 21, y, 24,
+                    m == Bcast::IMM ? st.y.iimm : 0);
+            break;
+        }
         case isa::Op::VFMA:
         case isa::Op::VSEL: {
             const Bcast my = seg_mode(st.y, seg), mz = seg_mode(st.z, seg);
@@ -635,14 +753,43 @@ PriceMem price_mem(const EwShape& s) {
 
 }  // namespace
 
-bool ew_is_unary(EwOp op) { return static_cast<uint8_t>(op) <= static_cast<uint8_t>(EwOp::CAST); }
+bool ew_is_unary(EwOp op) {
+    return static_cast<uint8_t>(op) <= static_cast<uint8_t>(EwOp::CAST) || op == EwOp::NOT;
+}
+
+bool ew_is_int(const EwShape& s) {
+    auto wide = [](DType t) { return t == DType::I64 || t == DType::U8; };
+    switch (s.op) {
+        case EwOp::CAST:
+            return (isa::int_type(s.a.t) && isa::int_type(s.out)) || wide(s.a.t) || wide(s.out);
+        case EwOp::NEG:
+        case EwOp::ABS:
+        case EwOp::ADD:
+        case EwOp::SUB:
+        case EwOp::MUL:
+        case EwOp::MAX:
+        case EwOp::MIN:
+        case EwOp::EQ:
+        case EwOp::NE:
+        case EwOp::LT:
+        case EwOp::LE:
+        case EwOp::GT:
+        case EwOp::GE:
+            return isa::int_type(s.a.t);
+        default:
+            return s.op >= EwOp::FLOOR_DIV && s.op < EwOp::COUNT;
+    }
+}
 
 const char* ew_name(EwOp op) {
     static const char* const names[] = {
-        "relu", "gelu", "gelu_tanh", "silu",  "sigmoid",    "exp",     "log",  "tanh",
-        "neg",  "abs",  "sqrt",      "rsqrt", "reciprocal", "sin",     "cos",  "cast",
-        "add",  "sub",  "mul",       "div",   "maximum",    "minimum", "eq",   "ne",
-        "lt",   "le",   "gt",        "ge",    "where",      "affine",  "clamp"};
+        "relu",       "gelu",         "gelu_tanh",  "silu",        "sigmoid",    "exp",
+        "log",        "tanh",         "neg",        "abs",         "sqrt",       "rsqrt",
+        "reciprocal", "sin",          "cos",        "cast",        "add",        "sub",
+        "mul",        "div",          "maximum",    "minimum",     "eq",         "ne",
+        "lt",         "le",           "gt",         "ge",          "where",      "affine",
+        "clamp",      "floor_divide", "remainder",  "bitwise_and", "bitwise_or", "bitwise_xor",
+        "lshift",     "rshift",       "bitwise_not"};
     static_assert(sizeof names / sizeof names[0] == static_cast<size_t>(EwOp::COUNT));
     return op < EwOp::COUNT ? names[static_cast<size_t>(op)] : "?";
 }
@@ -660,6 +807,26 @@ void ew_validate(const EwShape& s) {
     };
     if (s.op >= EwOp::COUNT) bad("unknown op");
     if (s.rows == 0 || s.cols == 0) bad("empty output (nothing to launch)");
+    for (const EwOperand* o : {&s.a, &s.b, &s.cond})
+        if (o->mode >= Bcast::COUNT) bad("bad broadcast mode");
+    if (ew_is_int(s)) {
+        const bool compare = s.op >= EwOp::EQ && s.op <= EwOp::GE;
+        if (s.op == EwOp::CAST) {
+            if (static_cast<uint8_t>(s.out) >= static_cast<uint8_t>(DType::COUNT) ||
+                static_cast<uint8_t>(s.a.t) >= static_cast<uint8_t>(DType::COUNT))
+                bad("bad type");
+        } else {
+            if (!isa::int_type(s.a.t)) bad("a must be int8, int32, int64 or uint8");
+            if (compare ? !isa::int_type(s.out) : s.out != s.a.t)
+                bad(compare ? "out must be an integer type" : "out must have a's type");
+            if (has_b(s.op) && s.b.mode != Bcast::IMM && s.b.t != s.a.t)
+                bad("b must have a's type");
+        }
+        if (ew_is_unary(s.op) && s.a.mode != Bcast::NONE) bad("a must have the output's shape");
+        (void)int_steps(s);  // throws for the broadcasts it does not take
+        return;
+    }
+    if (s.op >= EwOp::FLOOR_DIV) bad("integer operands only");
     const bool compare = s.op >= EwOp::EQ && s.op <= EwOp::GE;
     const bool any_out = compare || s.op == EwOp::CAST || s.op == EwOp::WHERE;
     if (!valid_type(s.out) || (!any_out && !is_float(s.out)))

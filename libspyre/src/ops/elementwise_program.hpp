@@ -49,10 +49,23 @@ enum class EwOp : uint8_t {
     WHERE,   // out = cond != 0 ? a : b
     AFFINE,  // out = a * scale + shift, one fused multiply-add
     CLAMP,   // out = min(max(a, b), cond): torch.clamp with lower bound b, upper bound cond
+    // integers only (VINT): floor division, remainder, bitwise ops, shifts, bitwise not
+    FLOOR_DIV,
+    REM,
+    AND,
+    OR,
+    XOR,
+    SHL,
+    SHR,
+    NOT,  // unary
     COUNT
 };
 
-bool ew_is_unary(EwOp op);  // RELU .. CAST
+bool ew_is_unary(EwOp op);  // RELU .. CAST, NOT
+// Whether the shape computes exactly in integers (VINT): integer operands (ADD..GE, NEG, ABS
+// and the integer-only ops), or a CAST from or to I64 / U8 or between two integer types.
+struct EwShape;
+bool ew_is_int(const EwShape& s);
 const char* ew_name(EwOp op);
 
 // One input. mode: NONE = a full rows x cols tensor; SCALAR = one element in device memory;
@@ -63,6 +76,7 @@ struct EwOperand {
     isa::DType t = isa::DType::F16;
     isa::Bcast mode = isa::Bcast::NONE;
     float imm = 0.0f;
+    int64_t iimm = 0;  // the IMM value of integer shapes (ew_is_int)
 };
 
 // What an elementwise program computes: a dense row-major output of rows x cols elements (a
@@ -70,13 +84,15 @@ struct EwOperand {
 // a, b (binary, WHERE), cond (WHERE) per EwOperand. At least one of a and b is full for ops that
 // have b, except that both may be broadcast when the output is full anyway (e.g. a ROW + b COL).
 // cond is NONE, SCALAR, ROW or COL (CLAMP's upper bound: any mode, a float type). Types: F32,
-// F16, BF16 (and I8/I32 for out and cond).
+// F16, BF16 (and I8/I32 for out and cond); integer shapes (ew_is_int): a and b of one integer
+// type (I8, I32, I64, U8), out of that type (any integer type for compares), ialpha for ADD/SUB.
 struct EwShape {
     EwOp op = EwOp::RELU;
     uint64_t rows = 1, cols = 0;
     isa::DType out = isa::DType::F16;
     EwOperand a, b, cond;
     float alpha = 1.0f;                // ADD / SUB
+    int64_t ialpha = 1;                // ADD / SUB of integer shapes
     float scale = 1.0f, shift = 0.0f;  // AFFINE
 };
 

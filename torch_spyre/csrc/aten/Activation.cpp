@@ -12,14 +12,21 @@
 
 #include "Elementwise.h"
 #include "Fallback.h"
+#include "IntOps.h"
 #include "OpLibrary.h"
 
 namespace torch_spyre::aten {
 namespace {
 
 // out = f(x) on the card into `out` (same shape and float dtype as x), false if refused.
+// The types op runs on: the float types; neg and abs also exactly on integers (not bool).
+bool takes(spyre_unary_op op, at::ScalarType t) {
+    return is_float(t) ||
+           ((op == SPYRE_UNARY_NEG || op == SPYRE_UNARY_ABS) && is_int_dtype(t) && t != at::kBool);
+}
+
 bool unary_into(const char* name, spyre_unary_op op, const at::Tensor& x, const at::Tensor& out) {
-    if (!is_float(x.scalar_type()) || out.scalar_type() != x.scalar_type() ||
+    if (!takes(op, x.scalar_type()) || out.scalar_type() != x.scalar_type() ||
         out.sizes() != x.sizes())
         return false;
     c10::DeviceGuard guard(x.device());
@@ -34,7 +41,7 @@ bool unary_into(const char* name, spyre_unary_op op, const at::Tensor& x, const 
 }
 
 std::optional<at::Tensor> unary(const char* name, spyre_unary_op op, const at::Tensor& x) {
-    if (!is_float(x.scalar_type())) return std::nullopt;
+    if (!takes(op, x.scalar_type())) return std::nullopt;
     c10::DeviceGuard guard(x.device());
     at::Tensor out = at::empty(x.sizes(), x.options());
     if (!unary_into(name, op, x, out)) return std::nullopt;

@@ -2,8 +2,8 @@
 // with torch's broadcasting and type promotion (fp32/fp16/bf16 results; mixed operand types
 // are read as they are). Registering the out= kernels of these structured operators covers
 // their functional and in-place forms (`x + y`, `x.mul_(2)`, `torch.div(x, y, out=z)`).
-// Integer and bool results, rounding modes and CPU tensors with elements run on the CPU
-// fallback.
+// Integer and bool results run exactly on the card (IntOps.h); rounding modes and CPU tensors
+// with elements run on the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/Operators.h>
@@ -12,6 +12,7 @@
 
 #include "Elementwise.h"
 #include "Fallback.h"
+#include "IntOps.h"
 #include "OpLibrary.h"
 
 namespace torch_spyre::aten {
@@ -19,6 +20,7 @@ namespace {
 
 at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
                     at::Tensor& out) {
+    if (int_binary_out("aten::add", SPYRE_BINARY_ADD, self, other, alpha, out)) return out;
     const auto a = real_number(alpha);
     if (a && binary_out("aten::add", SPYRE_BINARY_ADD, self, other, *a, out)) return out;
     return fallback_to_cpu<ATEN_OP2(add, out)>(self, other, alpha, out);
@@ -26,12 +28,14 @@ at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::S
 
 at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha,
                     at::Tensor& out) {
+    if (int_binary_out("aten::sub", SPYRE_BINARY_SUB, self, other, alpha, out)) return out;
     const auto a = real_number(alpha);
     if (a && binary_out("aten::sub", SPYRE_BINARY_SUB, self, other, *a, out)) return out;
     return fallback_to_cpu<ATEN_OP2(sub, out)>(self, other, alpha, out);
 }
 
 at::Tensor& mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+    if (int_binary_out("aten::mul", SPYRE_BINARY_MUL, self, other, 1, out)) return out;
     if (binary_out("aten::mul", SPYRE_BINARY_MUL, self, other, 1.0, out)) return out;
     return fallback_to_cpu<ATEN_OP2(mul, out)>(self, other, out);
 }
@@ -49,8 +53,7 @@ at::Tensor rsub(const at::Tensor& self, const at::Tensor& other, const at::Scala
         c10::DeviceGuard guard(self.device());
         at::Tensor out =
             at::empty(at::infer_size(self.sizes(), other.sizes()), self.options().dtype(type));
-        if (binary_out("aten::rsub", SPYRE_BINARY_SUB, other, self, *a, out))
-            return out;
+        if (binary_out("aten::rsub", SPYRE_BINARY_SUB, other, self, *a, out)) return out;
     }
     return fallback_to_cpu<ATEN_OP2(rsub, Tensor)>(self, other, alpha);
 }

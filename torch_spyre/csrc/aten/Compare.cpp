@@ -5,7 +5,8 @@
 // float spyre tensors or numbers, broadcast as in torch; a number is first rounded to the
 // type torch compares in, so `x_fp16 == 0.1` is decided as on the CPU. Registering the out=
 // kernels of these structured operators covers their functional and in-place forms. Integer
-// and bool operands, and outputs of other dtypes, run on the CPU fallback.
+// and bool operands compare exactly on the card (IntOps.h); outputs of other dtypes run on the
+// CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
@@ -16,6 +17,7 @@
 
 #include "Elementwise.h"
 #include "Fallback.h"
+#include "IntOps.h"
 #include "OpLibrary.h"
 
 namespace torch_spyre::aten {
@@ -99,12 +101,17 @@ at::Tensor undefined_or(const std::optional<at::Tensor>& t) {
 #define SPYRE_COMPARE(op, OP)                                                               \
     at::Tensor& op##_tensor_out(const at::Tensor& self, const at::Tensor& other,            \
                                 at::Tensor& out) {                                          \
-        if (compare("aten::" #op, SPYRE_BINARY_##OP, self, other, out)) return out;         \
+        if (int_binary_out("aten::" #op, SPYRE_BINARY_##OP, self, other, 1, out) ||         \
+            compare("aten::" #op, SPYRE_BINARY_##OP, self, other, out))                     \
+            return out;                                                                     \
         return fallback_to_cpu<ATEN_OP2(op, Tensor_out)>(self, other, out);                 \
     }                                                                                       \
     at::Tensor& op##_scalar_out(const at::Tensor& self, const at::Scalar& other,            \
                                 at::Tensor& out) {                                          \
-        if (compare("aten::" #op, SPYRE_BINARY_##OP, self, number(other), out)) return out; \
+        if (int_binary_out("aten::" #op, SPYRE_BINARY_##OP, self, wrapped_number(other), 1, \
+                           out) ||                                                          \
+            compare("aten::" #op, SPYRE_BINARY_##OP, self, number(other), out))             \
+            return out;                                                                     \
         return fallback_to_cpu<ATEN_OP2(op, Scalar_out)>(self, other, out);                 \
     }
 
@@ -117,12 +124,16 @@ SPYRE_COMPARE(ge, GE)
 #undef SPYRE_COMPARE
 
 at::Tensor& maximum_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-    if (binary_out("aten::maximum", SPYRE_BINARY_MAX, self, other, 1.0, out)) return out;
+    if (int_binary_out("aten::maximum", SPYRE_BINARY_MAX, self, other, 1, out) ||
+        binary_out("aten::maximum", SPYRE_BINARY_MAX, self, other, 1.0, out))
+        return out;
     return fallback_to_cpu<ATEN_OP2(maximum, out)>(self, other, out);
 }
 
 at::Tensor& minimum_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
-    if (binary_out("aten::minimum", SPYRE_BINARY_MIN, self, other, 1.0, out)) return out;
+    if (int_binary_out("aten::minimum", SPYRE_BINARY_MIN, self, other, 1, out) ||
+        binary_out("aten::minimum", SPYRE_BINARY_MIN, self, other, 1.0, out))
+        return out;
     return fallback_to_cpu<ATEN_OP2(minimum, out)>(self, other, out);
 }
 

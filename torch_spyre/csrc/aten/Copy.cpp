@@ -347,15 +347,22 @@ void copy_d2d(const at::Tensor& dst, const at::Tensor& src, bool non_blocking);
 
 // How the cores convert between two dtypes exactly as torch does on the CPU, or why they do not.
 struct CastRule {
-    enum Kind { kNone, kConvert, kNonzero, kTruncate } kind = kNone;
+    enum Kind { kNone, kConvert, kNonzero, kIntNonzero, kTruncate } kind = kNone;
     const char* why = "";  // for kNone: the reason, in the fallback's name
 };
 
 CastRule cast_rule(at::ScalarType from, at::ScalarType to) {
     const auto f = op_dtype(from), t = op_dtype(to);
     if (!f || !t) return {CastRule::kNone, "a dtype the cores do not compute"};
-    if (*f == SPYRE_DTYPE_INT64 || *t == SPYRE_DTYPE_INT64)
-        return {CastRule::kNone, "the cores compute no int64"};
+    // int64 and uint8 (and every integer pair) convert exactly in integers (VINT CVT): wrapping
+    // between integer types, truncation toward zero from floats (NaN and values outside the type
+    // are undefined in torch; the card gives 0 and saturates), int64 -> fp32 rounded once to
+    // nearest even and then to fp16/bf16, as torch converts through float.
+    const bool wide = *f == SPYRE_DTYPE_INT64 || *f == SPYRE_DTYPE_UINT8 ||
+                      *t == SPYRE_DTYPE_INT64 || *t == SPYRE_DTYPE_UINT8;
+    // bool from an integer: x != 0 exactly (VINT NE).
+    if (to == at::kBool && wide) return {CastRule::kIntNonzero};
+    if (wide) return {CastRule::kConvert};
     // bool: any nonzero value (NaN included) is true: where(x, 1, 0) (VSEL tests x != 0 in fp32,
     // exact for every int8/int32 and float value).
     if (to == at::kBool) return {CastRule::kNonzero};
@@ -367,7 +374,7 @@ CastRule cast_rule(at::ScalarType from, at::ScalarType to) {
     if (is_float(from)) return {CastRule::kTruncate};
     if (to == at::kInt) return {CastRule::kConvert};                        // int8, bool: exact
     if (to == at::kChar && from == at::kBool) return {CastRule::kConvert};  // 0/1
-    return {CastRule::kNone, "the cores saturate, torch wraps"};
+    return {CastRule::kConvert};  // int32 -> int8: VINT CVT wraps, as torch
 }
 
 // trunc(x) in fp32 with the fused kernel's ops (exact, every step is): for a = |x| clamped to
@@ -422,9 +429,11 @@ bool cast_on_card(const at::Tensor& dst, const at::Tensor& src, const CastRule& 
             return false;
         ti = tt;
     }
-    const spyre_status status = rule.kind == CastRule::kNonzero
-                                    ? spyre_op_where(st, &ti, nullptr, 1.0, nullptr, 0.0, &to)
-                                    : spyre_op_unary(st, SPYRE_UNARY_CAST, &ti, &to);
+    const spyre_status status =
+        rule.kind == CastRule::kNonzero ? spyre_op_where(st, &ti, nullptr, 1.0, nullptr, 0.0, &to)
+        : rule.kind == CastRule::kIntNonzero
+            ? spyre_op_binary_int(st, SPYRE_BINARY_NE, &ti, nullptr, 0, 1, &to)
+            : spyre_op_unary(st, SPYRE_UNARY_CAST, &ti, &to);
     if (!op_ran("aten::_copy_from", status)) return false;
     count(kCast);
     // Into dst's layout or onto its card: a copy of one dtype (a cross-card one blocks, so the

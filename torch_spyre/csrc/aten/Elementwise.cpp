@@ -8,7 +8,6 @@
 #include "OpLibrary.h"
 
 namespace torch_spyre::aten {
-namespace {
 
 // An operand as the library loads it: dense in its own shape; a full-size one also starts on
 // a stick (broadcast operands may start anywhere).
@@ -23,35 +22,6 @@ std::optional<at::Tensor> expanded(const at::Tensor& t, const at::Tensor& out, c
     if (t.sizes() == out.sizes()) return loadable(t, out, name);
     return stick_dense(t.expand(out.sizes()), name);
 }
-
-// Runs `launch(operands...)` on loadable operands, and once more on expanded ones if the
-// library refused the broadcast.
-template <class Launch>
-bool with_operands(const char* name, const at::Tensor& out,
-                   std::initializer_list<const Operand*> in, Launch launch) {
-    for (bool expand : {false, true}) {
-        std::vector<std::optional<at::Tensor>> ts;
-        bool ok = true;
-        for (const Operand* o : in) {
-            if (o->is_number()) {
-                ts.emplace_back(std::nullopt);
-                continue;
-            }
-            auto t = expand ? expanded(o->tensor, out, name) : loadable(o->tensor, out, name);
-            if (!t) ok = false;
-            ts.push_back(std::move(t));
-        }
-        if (!ok) continue;
-        const at::Tensor w = writable_output(out);
-        if (launch(ts, w)) {
-            finish_output(out, w);
-            return true;
-        }
-    }
-    return false;
-}
-
-}  // namespace
 
 std::optional<double> real_number(const at::Scalar& s) {
     if (s.isComplex()) return std::nullopt;

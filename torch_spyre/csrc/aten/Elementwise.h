@@ -7,6 +7,9 @@
 #include <spyre/ops.h>
 
 #include <optional>
+#include <vector>
+
+#include "OpLibrary.h"
 
 namespace torch_spyre::aten {
 
@@ -21,13 +24,45 @@ struct Operand {
 // A number as the card's kernels take it; nothing for a complex number (the CPU's then).
 std::optional<double> real_number(const at::Scalar& s);
 
-// The operand for a kernel argument; nothing for a complex number, for a CPU tensor with elements or a spyre tensor
-// that is not fp32/fp16/bf16.
+// The operand for a kernel argument; nothing for a complex number, for a CPU tensor with elements
+// or a spyre tensor that is not fp32/fp16/bf16.
 std::optional<Operand> as_operand(const at::Tensor& t);
 
 // A spyre tensor for an operand that must be one (a number becomes a 0-dim fp32 tensor filled
 // on `like`'s card).
 at::Tensor operand_tensor(const Operand& o, const at::Tensor& like);
+
+// An operand as the library loads it: dense in its own shape; a full-size one also starts on a
+// stick. expanded(): made out's shape first (the broadcasts the library does not take).
+std::optional<at::Tensor> loadable(const at::Tensor& t, const at::Tensor& out, const char* name);
+std::optional<at::Tensor> expanded(const at::Tensor& t, const at::Tensor& out, const char* name);
+
+// Runs `launch(operands, writable out)` on loadable operands, and once more on expanded ones if
+// the library refused the broadcast (numbers stay numbers: nullopt).
+template <class Launch>
+bool with_operands(const char* name, const at::Tensor& out,
+                   std::initializer_list<const Operand*> in, Launch launch) {
+    for (bool expand : {false, true}) {
+        std::vector<std::optional<at::Tensor>> ts;
+        bool ok = true;
+        for (const Operand* o : in) {
+            if (o->is_number()) {
+                ts.emplace_back(std::nullopt);
+                continue;
+            }
+            auto t = expand ? expanded(o->tensor, out, name) : loadable(o->tensor, out, name);
+            if (!t) ok = false;
+            ts.push_back(std::move(t));
+        }
+        if (!ok) continue;
+        const at::Tensor w = writable_output(out);
+        if (launch(ts, w)) {
+            finish_output(out, w);
+            return true;
+        }
+    }
+    return false;
+}
 
 // out = a OP b (ADD/SUB: a +- alpha b) broadcast to out's shape; out has its final shape and
 // a float dtype. False if the library refused (the caller falls back).

@@ -20,6 +20,8 @@ std::optional<spyre_dtype> op_dtype(at::ScalarType t) {
             return SPYRE_DTYPE_INT32;
         case at::kLong:
             return SPYRE_DTYPE_INT64;
+        case at::kByte:
+            return SPYRE_DTYPE_UINT8;
         case at::kBool:
         case at::kChar:
             return SPYRE_DTYPE_INT8;

@@ -3,7 +3,9 @@
 // moved to the end first (a dense copy on the card, spyre_op_copy, unless they already are
 // the trailing dims of a dense tensor) and the tensor is read as [rows, cols]. argmax's int32
 // indices are widened to int64 on the card too (a copy that interleaves them with zeros).
-// Integer inputs, dtype conversions and empty reductions run on the CPU fallback.
+// Integer and bool inputs reduce exactly on the card for sum (into int64), amax/amin, max() and
+// any/all (MAX / MIN of x != 0); other dtype conversions, prod and empty reductions run on the
+// CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/WrapDimUtilsMulti.h>
@@ -14,6 +16,7 @@
 #include <numeric>
 
 #include "Fallback.h"
+#include "IntOps.h"
 #include "OpLibrary.h"
 
 namespace torch_spyre::aten {
@@ -26,8 +29,9 @@ struct Plan {
 };
 
 std::optional<Plan> plan(const char* name, const at::Tensor& x, at::OptionalIntArrayRef dims,
-                         bool keepdim) {
-    if (!is_float(x.scalar_type()) || x.numel() == 0) return std::nullopt;
+                         bool keepdim, bool ints = false) {
+    const bool ok = is_float(x.scalar_type()) || (ints && is_int_dtype(x.scalar_type()));
+    if (!ok || x.numel() == 0) return std::nullopt;
     const int64_t n = x.dim();
     std::vector<bool> reduced(std::max<int64_t>(n, 1), !dims || dims->empty());
     if (dims && !dims->empty()) {
@@ -88,8 +92,41 @@ bool reduce_out(const char* name, spyre_reduce_op op, const at::Tensor& x,
     return reduce_into(name, op, *p, out);
 }
 
+// An integer or bool x reduced exactly into the integer out (SUM wraps in int64 like torch).
+bool int_reduce_out(const char* name, spyre_reduce_op op, const at::Tensor& x,
+                    at::OptionalIntArrayRef dims, bool keepdim, const at::Tensor& out) {
+    if (!x.is_privateuseone() || !out.is_privateuseone() || !is_int_dtype(x.scalar_type()) ||
+        !is_int_dtype(out.scalar_type()) || out.scalar_type() == at::kBool)
+        return false;
+    c10::DeviceGuard guard(x.device());
+    auto p = plan(name, x, dims, keepdim, true);
+    if (!p) return false;
+    at::native::resize_output(out, p->out_shape);
+    return reduce_into(name, op, *p, out);
+}
+
+// any / all: MAX / MIN of the bool (x != 0) into out.
+bool any_all_out(const char* name, bool any, const at::Tensor& x, at::OptionalIntArrayRef dims,
+                 bool keepdim, const at::Tensor& out) {
+    // bool out; uint8 for a uint8 x, as torch
+    const bool out_ok = out.scalar_type() == at::kBool ||
+                        (out.scalar_type() == at::kByte && x.scalar_type() == at::kByte);
+    if (!x.is_privateuseone() || !out_ok ||
+        !(is_int_dtype(x.scalar_type()) || is_float(x.scalar_type())))
+        return false;
+    c10::DeviceGuard guard(x.device());
+    const at::Tensor m = x.scalar_type() == at::kBool ? x : x.ne(0);
+    auto p = plan(name, m, dims, keepdim, true);
+    if (!p) return false;
+    at::native::resize_output(out, p->out_shape);
+    return reduce_into(name, any ? SPYRE_REDUCE_MAX : SPYRE_REDUCE_MIN, *p, out);
+}
+
 at::Tensor& sum_out(const at::Tensor& x, at::OptionalIntArrayRef dims, bool keepdim,
                     std::optional<at::ScalarType> dtype, at::Tensor& out) {
+    if ((!dtype || *dtype == out.scalar_type()) &&
+        int_reduce_out("aten::sum", SPYRE_REDUCE_SUM, x, dims, keepdim, out))
+        return out;
     if (reduce_out("aten::sum", SPYRE_REDUCE_SUM, x, dims, keepdim, dtype, out)) return out;
     return fallback_to_cpu<ATEN_OP2(sum, IntList_out)>(x, dims, keepdim, dtype, out);
 }
@@ -101,8 +138,48 @@ at::Tensor& mean_out(const at::Tensor& x, at::OptionalIntArrayRef dims, bool kee
 }
 
 at::Tensor& amax_out(const at::Tensor& x, at::IntArrayRef dims, bool keepdim, at::Tensor& out) {
-    if (reduce_out("aten::amax", SPYRE_REDUCE_MAX, x, dims, keepdim, std::nullopt, out)) return out;
+    if ((out.scalar_type() == x.scalar_type() &&
+         int_reduce_out("aten::amax", SPYRE_REDUCE_MAX, x, dims, keepdim, out)) ||
+        reduce_out("aten::amax", SPYRE_REDUCE_MAX, x, dims, keepdim, std::nullopt, out))
+        return out;
     return fallback_to_cpu<ATEN_OP2(amax, out)>(x, dims, keepdim, out);
+}
+
+at::Tensor& amin_out(const at::Tensor& x, at::IntArrayRef dims, bool keepdim, at::Tensor& out) {
+    if ((out.scalar_type() == x.scalar_type() &&
+         int_reduce_out("aten::amin", SPYRE_REDUCE_MIN, x, dims, keepdim, out)) ||
+        reduce_out("aten::amin", SPYRE_REDUCE_MIN, x, dims, keepdim, std::nullopt, out))
+        return out;
+    return fallback_to_cpu<ATEN_OP2(amin, out)>(x, dims, keepdim, out);
+}
+
+at::Tensor& any_all_dims(const at::Tensor& x, at::OptionalIntArrayRef dims, bool keepdim,
+                         at::Tensor& out) {
+    if (any_all_out("aten::any", true, x, dims, keepdim, out)) return out;
+    return fallback_to_cpu<ATEN_OP2(any, dims_out)>(x, dims, keepdim, out);
+}
+at::Tensor& any_all(const at::Tensor& x, at::Tensor& out) {
+    if (any_all_out("aten::any", true, x, std::nullopt, false, out)) return out;
+    return fallback_to_cpu<ATEN_OP2(any, all_out)>(x, out);
+}
+at::Tensor& all_dims(const at::Tensor& x, at::OptionalIntArrayRef dims, bool keepdim,
+                     at::Tensor& out) {
+    if (any_all_out("aten::all", false, x, dims, keepdim, out)) return out;
+    return fallback_to_cpu<ATEN_OP2(all, dims_out)>(x, dims, keepdim, out);
+}
+at::Tensor& any_dim(const at::Tensor& x, int64_t dim, bool keepdim, at::Tensor& out) {
+    const int64_t d[1] = {dim};
+    if (any_all_out("aten::any", true, x, d, keepdim, out)) return out;
+    return fallback_to_cpu<ATEN_OP2(any, out)>(x, dim, keepdim, out);
+}
+at::Tensor& all_dim(const at::Tensor& x, int64_t dim, bool keepdim, at::Tensor& out) {
+    const int64_t d[1] = {dim};
+    if (any_all_out("aten::all", false, x, d, keepdim, out)) return out;
+    return fallback_to_cpu<ATEN_OP2(all, out)>(x, dim, keepdim, out);
+}
+at::Tensor& all_all(const at::Tensor& x, at::Tensor& out) {
+    if (any_all_out("aten::all", false, x, std::nullopt, false, out)) return out;
+    return fallback_to_cpu<ATEN_OP2(all, all_out)>(x, out);
 }
 
 at::Tensor max_all(const at::Tensor& x) {
@@ -111,6 +188,11 @@ at::Tensor max_all(const at::Tensor& x) {
         at::Tensor out = at::empty({}, x.options());
         if (reduce_out("aten::max", SPYRE_REDUCE_MAX, x, std::nullopt, false, std::nullopt, out))
             return out;
+    }
+    if (x.is_privateuseone() && is_int_dtype(x.scalar_type()) && x.scalar_type() != at::kBool) {
+        c10::DeviceGuard guard(x.device());
+        at::Tensor out = at::empty({}, x.options());
+        if (int_reduce_out("aten::max", SPYRE_REDUCE_MAX, x, std::nullopt, false, out)) return out;
     }
     return fallback_to_cpu<ATEN_OP(max)>(x);
 }
@@ -158,6 +240,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("sum.IntList_out", TORCH_FN(sum_out));
     m.impl("mean.out", TORCH_FN(mean_out));
     m.impl("amax.out", TORCH_FN(amax_out));
+    m.impl("amin.out", TORCH_FN(amin_out));
+    m.impl("any.dims_out", TORCH_FN(any_all_dims));
+    m.impl("any.all_out", TORCH_FN(any_all));
+    m.impl("all.dims_out", TORCH_FN(all_dims));
+    m.impl("all.all_out", TORCH_FN(all_all));
+    m.impl("any.out", TORCH_FN(any_dim));
+    m.impl("all.out", TORCH_FN(all_dim));
     m.impl("max", TORCH_FN(max_all));
     m.impl("max.dim_max", TORCH_FN(max_dim_out));
     m.impl("argmax.out", TORCH_FN(argmax_out));

@@ -1,0 +1,256 @@
+"""Integer and bool math on the card against CPU, bit for bit, under strict mode (no fallback):
+add/sub (with alpha)/mul, floor_divide, remainder, bitwise and/or/xor/not, shifts, compares,
+maximum/minimum, neg/abs for int64, int32, int8, uint8 and bool, with tensor and number
+operands, odd shapes, strided views, broadcasts, empty tensors, overflow wraparound, negative
+division; casts between int64/uint8 and every other dtype on the card; zero divisors."""
+
+import operator
+
+import pytest
+import torch
+
+import torch_spyre
+from conftest import assert_same
+
+INTS = [torch.int64, torch.int32, torch.int8, torch.uint8]
+ALL = INTS + [torch.bool]
+
+SHAPES = [((5, 37), (5, 37)), ((5, 37), (37,)), ((5, 1), (5, 37)), ((2, 3, 5), (3, 1)),
+          ((), (7,)), ((0, 3), (3,))]
+
+
+def ints(shape, dtype, seed, lo=None, hi=None):
+    """Deterministic values spanning the dtype's range, with its extremes and small numbers."""
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    info = torch.iinfo(dtype)
+    lo = info.min if lo is None else lo
+    hi = info.max if hi is None else hi
+    x = torch.randint(lo, hi, shape, generator=g, dtype=torch.int64)
+    if dtype == torch.int64 and lo == info.min:  # randint stays below 2^63 - 1: widen
+        x = x * 3 + torch.randint(0, 3, shape, generator=g)
+    x = x.to(dtype)
+    special = [v for v in (0, 1, -1, 7, -7, info.min, info.max) if lo <= v <= hi]
+    flat = x.view(-1)
+    for i, v in enumerate(special[: flat.numel()]):
+        flat[(i * 5) % flat.numel()] = v
+    return x
+
+
+@pytest.fixture
+def strict(monkeypatch, fallback_reset):
+    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
+    yield
+    assert torch_spyre.fallback_counts() == {}
+
+
+def both(f, *args):
+    """f on the CPU tensors and on their spyre copies; the card's result compared exactly."""
+    dev = [a.to("spyre") if isinstance(a, torch.Tensor) else a for a in args]
+    assert_same(f(*dev).cpu(), f(*args))
+
+
+ARITH = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
+         "maximum": torch.maximum, "minimum": torch.minimum,
+         "and": operator.and_, "or": operator.or_, "xor": operator.xor}
+COMPARES = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt,
+            "le": operator.le, "gt": operator.gt, "ge": operator.ge}
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("name", list(ARITH) + list(COMPARES))
+@pytest.mark.parametrize("shapes", SHAPES)
+def test_binary_tensors(strict, dtype, name, shapes):
+    if dtype == torch.bool and name == "sub":
+        pytest.skip("torch refuses bool subtraction")
+    f = {**ARITH, **COMPARES}[name]
+    a, b = ints(shapes[0], dtype, 1), ints(shapes[1], dtype, 2)
+    both(f, a, b)
+    both(f, b, a)
+
+
+@pytest.mark.parametrize("dtype", INTS)
+@pytest.mark.parametrize("name", list(ARITH) + list(COMPARES))
+def test_binary_numbers(strict, dtype, name):
+    if name in ("maximum", "minimum"):
+        pytest.skip("torch.maximum takes tensors only")
+    f = {**ARITH, **COMPARES}[name]
+    a = ints((3, 41), dtype, 3)
+    for n in (0, 1, -1, 3, 100, -128):
+        if dtype == torch.uint8 and n < 0 and name in ARITH:
+            continue  # torch refuses a negative number with uint8 arithmetic in some versions
+        both(lambda x: f(x, n), a)
+
+
+@pytest.mark.parametrize("dtype", INTS)
+def test_alpha_and_wraparound(strict, dtype):
+    a, b = ints((4, 33), dtype, 5), ints((4, 33), dtype, 6)
+    for alpha in (1, 2, -3):
+        if dtype == torch.uint8 and alpha < 0:
+            continue
+        both(lambda x, y: torch.add(x, y, alpha=alpha), a, b)
+        both(lambda x, y: torch.sub(x, y, alpha=alpha), a, b)
+        both(lambda x: torch.add(x, 5, alpha=alpha), a)
+    info = torch.iinfo(dtype)
+    top = torch.full((5,), info.max, dtype=dtype)
+    both(lambda x: x + 1, top)
+    both(lambda x: x * x, top)
+    both(lambda x: x * 3, torch.full((5,), info.min, dtype=dtype))
+    # above 2^24: exact (no fp32 rounding)
+    if dtype in (torch.int64, torch.int32):
+        both(lambda x: x + 2, torch.tensor([2**24 + 1, 2**30 + 7], dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", INTS)
+@pytest.mark.parametrize("name", ["floor_divide", "remainder"])
+@pytest.mark.parametrize("shapes", [((5, 37), (5, 37)), ((5, 37), (37,)), ((5, 37), ()),
+                                    ((0, 3), (3,))])
+def test_floor_divide_remainder(strict, dtype, name, shapes):
+    f = getattr(torch, name)
+    a = ints(shapes[0], dtype, 7)
+    b = ints(shapes[1], dtype, 8)
+    b[b == 0] = 3
+    if dtype in (torch.int64, torch.int32, torch.int8):
+        # torch's CPU kernel traps on MIN / -1: keep it out of the comparison
+        a[a == torch.iinfo(dtype).min] = 5
+    both(f, a, b)
+    both(lambda x: f(x, 3), a)
+    if dtype != torch.uint8:
+        both(lambda x: f(x, -3), a)
+        both(lambda x: x // -2, torch.tensor([-7, 7, -1, 0, 1], dtype=dtype))
+        both(lambda x: x % -2, torch.tensor([-7, 7, -1, 0, 1], dtype=dtype))
+
+
+def test_zero_divisor():
+    x = torch.tensor([1, 2, 3]).to("spyre")
+    # a number: ZeroDivisionError at once, as on the CPU
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        x // 0
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        torch.remainder(x, 0)
+    # a tensor holding a zero: the launch fails on the card and the next synchronize says so
+    y = torch.tensor([1, 0, 1]).to("spyre")
+    with pytest.raises(RuntimeError, match="zero divisor"):
+        x // y
+        torch.spyre.synchronize()
+    # the card keeps working afterwards
+    assert_same((x // 2).cpu(), torch.tensor([0, 1, 1]))
+
+
+@pytest.mark.parametrize("dtype", INTS)
+def test_shifts(strict, dtype):
+    w = torch.iinfo(dtype).bits
+    a = ints((3, 40), dtype, 9)
+    counts = (torch.arange(120) % (w + 3)).reshape(3, 40).to(dtype)
+    both(operator.lshift, a, counts)
+    both(operator.rshift, a, counts)
+    both(torch.bitwise_left_shift, a, counts)
+    both(torch.bitwise_right_shift, a, counts)
+    for s in (0, 1, w - 1):
+        both(lambda x: x << s, a)
+        both(lambda x: x >> s, a)
+
+
+@pytest.mark.parametrize("dtype", ALL)
+def test_unary(strict, dtype):
+    a = ints((7, 19), dtype, 10)
+    both(torch.bitwise_not, a)
+    if dtype != torch.bool:
+        both(torch.neg, a)
+        both(torch.abs, a)
+        both(lambda x: -x, a)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_neg_abs_floats(strict, dtype):
+    a = torch.tensor([1.5, -0.0, 0.0, float("inf"), -3.25, float("nan")], dtype=dtype)
+    for f in (torch.neg, torch.abs):
+        got, want = f(a.to("spyre")).cpu(), f(a)
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+
+
+def test_mixed_dtypes_promote_on_card(strict):
+    a = ints((4, 9), torch.int32, 11)
+    b = ints((4, 9), torch.int64, 12)
+    c = ints((4, 9), torch.int8, 13)
+    m = ints((4, 9), torch.bool, 14)
+    both(operator.add, a, b)
+    both(operator.mul, c, a)
+    both(operator.add, m, c)
+    both(operator.lt, c, b)
+    both(lambda x: x + True, c)
+
+
+def test_strided_views_and_inplace(strict):
+    a = ints((6, 40), torch.int64, 15)
+    b = ints((40, 6), torch.int64, 16)
+    both(lambda x, y: x + y.t(), a, b)
+    both(lambda x, y: x[:, ::3] * y.t()[:, ::3], a, b)
+    both(lambda x: x[1:, 2:] == 7, a)
+    x, xs = a.clone(), a.to("spyre")
+    x.add_(5), xs.add_(5)
+    x.mul_(-2), xs.mul_(-2)
+    x.floor_divide_(3), xs.floor_divide_(3)
+    x.bitwise_and_(0xFF), xs.bitwise_and_(0xFF)
+    assert_same(xs.cpu(), x)
+    out = torch.empty(6, 40, dtype=torch.int64).to("spyre")
+    torch.add(a.to("spyre"), 1, out=out)
+    assert_same(out.cpu(), a + 1)
+
+
+CASTS = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int8,
+         torch.uint8, torch.bool]
+
+
+@pytest.mark.parametrize("src", CASTS)
+@pytest.mark.parametrize("dst", CASTS)
+def test_casts_with_int64_and_uint8(strict, src, dst):
+    if src == dst or not ({src, dst} & {torch.int64, torch.uint8}):
+        pytest.skip("covered by test_copy")
+    if src.is_floating_point:
+        x = torch.tensor([0.0, -0.0, 1.5, -1.5, 2.9, -2.9, 100.75, 250.0, 127.0, -100.0],
+                         dtype=src)
+        if dst in (torch.uint8,):
+            x = x.abs()  # negative floats to uint8 are undefined in torch
+    else:
+        x = ints((7, 13), src, 17)
+        if dst.is_floating_point and src == torch.int64:
+            x = torch.cat([x.view(-1), torch.tensor([2**24 + 1, 2**53 + 1, -(2**62) - 1,
+                                                     65519, 65520], dtype=src)])
+    both(lambda t: t.to(dst), x)
+
+
+def test_empty_and_scalar_tensors(strict):
+    for dtype in ALL:
+        e = torch.empty(0, 5, dtype=dtype)
+        both(lambda x: x | x, e)
+        s = ints((), dtype, 18)
+        both(lambda x: x ^ x, s)
+
+
+@pytest.mark.parametrize("dtype", ALL)
+@pytest.mark.parametrize("shape,dims", [((5, 37), None), ((5, 37), 1), ((5, 37), 0),
+                                        ((2, 3, 7), (0, 2)), ((129,), None), ((), None)])
+def test_reductions(strict, dtype, shape, dims):
+    x = ints(shape, dtype, 19)
+    kw = {} if dims is None else {"dim": dims}
+    both(lambda t: t.sum(**kw), x)
+    both(lambda t: t.any(**kw) if dims is None or isinstance(dims, int) else t.any(dim=dims), x)
+    both(lambda t: t.all(**kw) if dims is None or isinstance(dims, int) else t.all(dim=dims), x)
+    if dtype != torch.bool:
+        both(lambda t: torch.amax(t, **({} if dims is None else {"dim": dims})), x)
+        both(lambda t: torch.amin(t, **({} if dims is None else {"dim": dims})), x)
+    if dims is not None:
+        both(lambda t: t.sum(dim=dims, keepdim=True), x)
+
+
+def test_reductions_exact_beyond_fp32(strict):
+    x = torch.tensor([2**40 + 1, 2**40 + 3, -5, 2**62, 2**62])  # the sum wraps like torch's
+    both(torch.sum, x)
+    both(torch.amax, x)
+    both(lambda t: t.max(), x)
+    m = torch.tensor([[True, False], [True, True]])
+    both(lambda t: t.sum(), m)
+    both(lambda t: t.all(dim=1), m)
+    both(lambda t: (t == t).all(), torch.tensor([1.0, float("nan")]))
