@@ -792,6 +792,28 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         Batch b;
         std::deque<drm_spyre_copy_2d> exts2d;
         size_t part = 0;
+        // The buffers of a node: every job with a command of it holds them (a node may span
+        // two jobs).
+        const GraphNode* cur = nullptr;
+        auto add_refs = [&](const GraphNode& n) {
+            switch (n.op) {
+                case GraphNode::Op::Launch:
+                    for (const BufferRef& r : n.launch.buffers) b.refs.push_back(r);
+                    b.refs.push_back(n.launch.program);
+                    break;
+                case GraphNode::Op::CopyDtoD:
+                    b.refs.push_back(n.dst), b.refs.push_back(n.src);
+                    break;
+                case GraphNode::Op::Copy3D:
+                    b.refs.push_back(n.copy.dst.buf), b.refs.push_back(n.copy.src.buf);
+                    break;
+                case GraphNode::Op::Fill:
+                    b.refs.push_back(n.dst), b.refs.push_back(n.pattern_block);
+                    break;
+                case GraphNode::Op::Record:
+                    break;
+            }
+        };
         auto flush = [&] {
             if (b.cmds.empty()) return;
             submit(b.cmds,
@@ -801,6 +823,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
             for (int sl : b.slots) slot_point_[sl] = point_;
             b = Batch{};
             exts2d.clear();
+            if (cur) add_refs(*cur);
         };
         // Room for `cmds` more commands (and a launch) in the current job.
         auto room = [&](size_t cmds, bool launch) {
@@ -830,9 +853,11 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
             b.cmds.push_back(c);
         };
         for (const GraphNode& n : g.nodes) {
+            if (n.op == GraphNode::Op::Launch) room(1, true);
+            cur = &n;
+            add_refs(n);
             switch (n.op) {
                 case GraphNode::Op::Launch: {
-                    room(1, true);
                     const LaunchRequest& req = n.launch;
                     const uint32_t slot = static_cast<uint32_t>(launches_++ % kShortSlots);
                     if (slot_point_[slot] > reaped_) {
@@ -842,14 +867,11 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                     std::memset(result_ptr_ + slot_offset(slot), 0, slot_bytes(slot));
                     b.cmds.push_back(launch_cmd(req, slot, b.exts));
                     b.slots.push_back(static_cast<int>(slot));
-                    for (const BufferRef& r : req.buffers) b.refs.push_back(r);
-                    b.refs.push_back(req.program);
                     break;
                 }
                 case GraphNode::Op::CopyDtoD:
                     copy(root_bo(*n.dst), n.dst->root_offset() + n.dst_offset, root_bo(*n.src),
                          n.src->root_offset() + n.src_offset, n.size);
-                    b.refs.push_back(n.dst), b.refs.push_back(n.src);
                     break;
                 case GraphNode::Op::Copy3D: {
                     const Copy3D& c = n.copy;
@@ -870,7 +892,6 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                         for (uint64_t r = 0; r < c.height; ++r)
                             copy(dbo, dz + r * c.dst.pitch, sbo, sz + r * c.src.pitch, c.width);
                     }
-                    b.refs.push_back(c.dst.buf), b.refs.push_back(c.src.buf);
                     break;
                 }
                 case GraphNode::Op::Fill: {
@@ -888,13 +909,13 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                         for (uint64_t r = 0; r < rows; ++r) copy(dbo, d0 + r * blk, pbo, p0, blk);
                     }
                     if (tail) copy(dbo, d0 + rows * blk, pbo, p0, tail);
-                    b.refs.push_back(n.dst), b.refs.push_back(n.pattern_block);
                     break;
                 }
                 case GraphNode::Op::Record:
                     break;
             }
         }
+        cur = nullptr;
         flush();
     }
 
