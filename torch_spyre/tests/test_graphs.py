@@ -5,6 +5,8 @@ capture is not handed to other tensors while the graph lives; an op that falls b
 fails the capture with an error that says so.
 """
 
+import os
+
 import pytest
 import torch
 import torch.nn as nn
@@ -38,11 +40,13 @@ def test_pointwise_chain_replays_equal_eager_in_one_submission():
         assert torch.spyre.submissions() - before == 1
         want = chain(nx.to("spyre"), ny.to("spyre")).cpu()
         assert torch.equal(out.cpu(), want), step
-    # Eager takes one submission per op.
-    before = torch.spyre.submissions()
-    chain(x, y)
-    torch.spyre.synchronize()
-    assert torch.spyre.submissions() - before > 3
+    # Eager takes one submission per op on the simulator (the kernel backend batches launches
+    # queued while a job is in flight, so there it depends on timing).
+    if os.environ.get("SPYRE_BACKEND") == "sim":
+        before = torch.spyre.submissions()
+        chain(x, y)
+        torch.spyre.synchronize()
+        assert torch.spyre.submissions() - before > 3
     g.reset()
 
 
