@@ -18,6 +18,7 @@
 #include "backend.hpp"
 #include "c_boundary.hpp"
 #include "error.hpp"
+#include "graph.hpp"
 #include "pinned_launch.hpp"
 #include "program.hpp"
 #include "spyre/spyre.h"
@@ -26,7 +27,7 @@
 namespace spyre {
 namespace {
 
-enum class Kind : uint8_t { Device = 1, Buffer, Program, Stream, Event };
+enum class Kind : uint8_t { Device = 1, Buffer, Program, Stream, Event, Graph };
 
 const char* kind_name(Kind k) {
     switch (k) {
@@ -40,6 +41,8 @@ const char* kind_name(Kind k) {
             return "stream";
         case Kind::Event:
             return "event";
+        case Kind::Graph:
+            return "graph";
     }
     return "?";
 }
@@ -62,6 +65,20 @@ struct StreamObj {
     std::shared_ptr<Device> dev;
     uintptr_t owner;  // the device handle it was created through
     StreamRef stream;
+    std::mutex mu;
+    std::shared_ptr<CaptureStream> capture;  // set while the stream captures
+    // Where work queued on the stream goes: the capture, or the stream.
+    StreamRef current() {
+        std::lock_guard lock(mu);
+        return capture ? StreamRef(capture) : stream;
+    }
+    std::shared_ptr<CaptureStream> capturing() {
+        std::lock_guard lock(mu);
+        return capture;
+    }
+};
+struct GraphObj {
+    GraphRef graph;
 };
 struct EventObj {
     std::shared_ptr<Device> dev;
@@ -128,9 +145,9 @@ class Handles {
         const uint32_t i = h & 0xffffff;
         const Kind hk = static_cast<Kind>((h >> 24) & 0xff);
         const uint32_t gen = static_cast<uint32_t>(h >> 32);
-        const char* verb = k == Kind::Device                       ? "closed"
-                           : k == Kind::Stream || k == Kind::Event ? "destroyed"
-                                                                   : "freed";
+        const char* verb = k == Kind::Device                                           ? "closed"
+                           : k == Kind::Stream || k == Kind::Event || k == Kind::Graph ? "destroyed"
+                                                                                       : "freed";
         if (!i || i > slots_.size() || hk != k || (h & ~uintptr_t(0xffffffffffffull)) != 0)
             fail(SPYRE_ERROR_INVALID_ARGUMENT,
                  std::format("{} handle is invalid or already {}: {:#x} is not a {} handle", which,
@@ -206,7 +223,7 @@ StreamRef resolve_stream(spyre_stream_t s, const std::shared_ptr<Device>& dev) {
     auto so = handles().get<StreamObj>(s, Kind::Stream, "stream");
     require(so->dev == dev, "the stream belongs to {} but the work is on {}", so->dev->name(),
             dev->name());
-    return so->stream;
+    return so->current();
 }
 
 void check_range(const BufferObj& b, uint64_t offset, uint64_t size, const char* which) {
@@ -821,13 +838,14 @@ spyre_status spyre_stream_synchronize(spyre_stream_t stream) {
             fail(SPYRE_ERROR_INVALID_ARGUMENT,
                  "stream handle is NULL: synchronize a default stream with "
                  "spyre_device_synchronize()");
-        check_stream_handle(stream)->stream->synchronize();
+        check_stream_handle(stream)->current()->synchronize();
     });
 }
 
 spyre_status spyre_stream_query(spyre_stream_t stream) {
     bool done = false;
-    spyre_status st = guard(__func__, [&] { done = check_stream_handle(stream)->stream->query(); });
+    spyre_status st =
+        guard(__func__, [&] { done = check_stream_handle(stream)->current()->query(); });
     if (st == SPYRE_SUCCESS && !done) return not_ready(__func__, "the stream has work pending");
     return st;
 }
@@ -837,7 +855,9 @@ spyre_status spyre_stream_wait_event(spyre_stream_t stream, spyre_event_t event)
         auto e = check_event(event);
         // NULL: the default stream of the event's card; a stream of another card waits on the
         // host.
-        StreamRef st = stream ? check_stream_handle(stream)->stream : e->dev->default_stream();
+        StreamRef st = stream ? check_stream_handle(stream)->current() : e->dev->default_stream();
+        if (auto* cap = dynamic_cast<CaptureStream*>(st.get()); cap && cap->recorded_here(e.get()))
+            return;  // recorded in this capture: the stream's order covers it
         MarkerRef m;
         {
             std::lock_guard lock(e->mu);
@@ -851,7 +871,7 @@ spyre_status spyre_launch_host_func(spyre_stream_t stream, void (*fn)(void*), vo
     return guard(__func__, [&] {
         auto so = check_stream_handle(stream);
         require(fn != nullptr, "fn is NULL");
-        so->stream->host_func(fn, user);
+        so->current()->host_func(fn, user);
     });
 }
 
@@ -865,6 +885,74 @@ spyre_status spyre_stream_get_info(spyre_stream_t stream, spyre_device_t* device
             *device = to_handle<spyre_device>(so->owner);
         }
         if (priority) *priority = so->stream->priority();
+    });
+}
+
+// ---- stream capture and graphs ----
+
+spyre_status spyre_stream_begin_capture(spyre_stream_t stream) {
+    return guard(__func__, [&] {
+        require(stream != nullptr,
+                "stream handle is NULL: a default stream cannot be captured (create a stream "
+                "with spyre_stream_create())");
+        auto so = check_stream_handle(stream);
+        std::lock_guard lock(so->mu);
+        require(!so->capture, "the stream is already capturing");
+        so->capture = std::make_shared<CaptureStream>(so->dev, so->stream);
+    });
+}
+
+spyre_status spyre_stream_end_capture(spyre_stream_t stream, spyre_graph_t* graph) {
+    if (graph) *graph = nullptr;
+    return guard(__func__, [&] {
+        auto so = check_stream_handle(stream);
+        require_out(graph, "graph");
+        std::shared_ptr<CaptureStream> cap;
+        {
+            std::lock_guard lock(so->mu);
+            require(so->capture != nullptr,
+                    "the stream is not capturing (call spyre_stream_begin_capture() first)");
+            cap = std::move(so->capture);
+            so->capture.reset();
+        }
+        auto obj = std::make_shared<GraphObj>();
+        obj->graph = cap->finish();  // throws the error that invalidated the capture
+        *graph = to_handle<spyre_graph>(handles().add(Kind::Graph, obj));
+    });
+}
+
+spyre_status spyre_stream_is_capturing(spyre_stream_t stream, int* capturing) {
+    return guard(__func__, [&] {
+        require_out(capturing, "capturing");
+        *capturing = check_stream_handle(stream)->capturing() != nullptr;
+    });
+}
+
+spyre_status spyre_graph_launch(spyre_graph_t graph, spyre_stream_t stream) {
+    return guard(__func__, [&] {
+        require(graph != nullptr,
+                "graph handle is NULL (capture one with spyre_stream_end_capture())");
+        auto g = handles().get<GraphObj>(graph, Kind::Graph, "graph");
+        resolve_stream(stream, g->graph->dev)->replay(g->graph);
+    });
+}
+
+spyre_status spyre_graph_get_info(spyre_graph_t graph, spyre_graph_info* info) {
+    return guard(__func__, [&] {
+        require(graph != nullptr, "graph handle is NULL");
+        require_out(info, "info");
+        auto g = handles().get<GraphObj>(graph, Kind::Graph, "graph");
+        *info = spyre_graph_info{};
+        for (const GraphNode& n : g->graph->nodes)
+            if (n.op != GraphNode::Op::Record) info->operations++;
+        info->launches = g->graph->launches;
+    });
+}
+
+spyre_status spyre_graph_destroy(spyre_graph_t graph) {
+    return guard(__func__, [&] {
+        if (!graph) return;
+        handles().remove<GraphObj>(graph, Kind::Graph, "graph");  // queued replays hold it
     });
 }
 
@@ -892,6 +980,17 @@ spyre_status spyre_event_record(spyre_event_t event, spyre_stream_t stream) {
     return guard(__func__, [&] {
         auto e = check_event(event);
         StreamRef st = resolve_stream(stream, e->dev);
+        if (auto* cap = dynamic_cast<CaptureStream*>(st.get())) {
+            // Each replay of the graph records the event after the graph's work.
+            std::weak_ptr<EventObj> w = e;
+            cap->add_record(e.get(), [w](const MarkerRef& m) {
+                if (auto ev = w.lock()) {
+                    std::lock_guard lock(ev->mu);
+                    ev->marker = m;
+                }
+            });
+            return;
+        }
         MarkerRef m = st->record();
         std::lock_guard lock(e->mu);
         e->marker = std::move(m);

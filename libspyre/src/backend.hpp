@@ -78,6 +78,34 @@ class Marker {
 };
 using MarkerRef = std::shared_ptr<Marker>;
 
+class Device;
+
+// One operation of a captured graph (graph.cpp): what the stream call would have queued.
+struct GraphNode {
+    enum class Op { Launch, CopyDtoD, Copy3D, Fill, Record } op;
+    LaunchRequest launch;                               // Launch
+    BufferRef dst, src;                                 // CopyDtoD, Fill (dst)
+    uint64_t dst_offset = 0, src_offset = 0, size = 0;  // CopyDtoD, Fill
+    Copy3D copy;                                        // Copy3D (device to device)
+    uint64_t pattern = 0;                               // Fill
+    uint32_t pattern_size = 0;
+    // Fill on the kernel backend: kFillBlock bytes (or the fill's size, if smaller) of the
+    // pattern from phase 0, which a replay copies over the destination.
+    BufferRef pattern_block;
+    // Record: receives the marker of the replay (an event recorded during the capture).
+    std::function<void(const MarkerRef&)> on_record;
+};
+inline constexpr uint64_t kFillBlock = 4096;
+
+// A captured sequence of work; replayed by Stream::replay. Immutable once captured; its nodes
+// hold the programs and buffers they use.
+struct Graph {
+    std::shared_ptr<Device> dev;
+    std::vector<GraphNode> nodes;
+    uint64_t launches = 0;
+};
+using GraphRef = std::shared_ptr<const Graph>;
+
 // Status of one synchronous operation (Stream::run_sync): its own error, separate from the
 // stream's sticky error. Guarded by the stream's lock.
 struct OpStatus {
@@ -116,6 +144,11 @@ class Stream {
     // Runs body (which queues work on this stream) and waits for that work only; throws the
     // first error of that work (not of earlier asynchronous work).
     virtual void run_sync(const std::function<void()>& body) = 0;
+    // Queues the work of a captured graph, in order, as one submission where the backend can
+    // (the kernel backend: one SUBMIT per DRM_SPYRE_MAX_CMDS commands and
+    // DRM_SPYRE_FILE_MAX_LAUNCHES launches; the simulator: one work item). The events recorded
+    // during the capture get markers after all of the graph's work.
+    virtual void replay(const GraphRef& g) = 0;
     int priority() const { return priority_; }
     uint32_t ring() const { return ring_; }
 

@@ -130,7 +130,7 @@ class SimCard {
     }
 
     // Counts one completed copy command of `bytes` in telemetry field `field`.
-    void count_copy(__u64 drm_spyre_telemetry::*field, uint64_t bytes) {
+    void count_copy(__u64 drm_spyre_telemetry::* field, uint64_t bytes) {
         std::lock_guard lock(mu_);
         tele_.*field += bytes;
         tele_.cmds_completed++;
@@ -294,31 +294,23 @@ class SimStream final : public Stream {
     void copy_dtoh(void* dst, const BufferRef& src, uint64_t src_offset, uint64_t size) override;
     void copy_dtod(const BufferRef& dst, uint64_t dst_offset, const BufferRef& src,
                    uint64_t src_offset, uint64_t size) override {
-        push([=, this] {
-            std::memmove(ptr(*dst, dst_offset, size), ptr(*src, src_offset, size), size);
-            card_->count_copy(&drm_spyre_telemetry::d2d_bytes, size);
-        });
+        push([=, this] { run_dtod(dst, dst_offset, src, src_offset, size); });
     }
     void copy_3d(const Copy3D& c) override;
     void fill(const BufferRef& dst, uint64_t offset, uint64_t size, uint64_t pattern,
               uint32_t psize) override {
-        push([=, this] {
-            std::byte* p = ptr(*dst, offset, size);
-            if (psize == 1) {
-                std::memset(p, static_cast<int>(pattern & 0xff), size);
-            } else {
-                for (uint64_t i = 0; i < size; i += psize) std::memcpy(p + i, &pattern, psize);
-            }
-            card_->count_copy(&drm_spyre_telemetry::h2d_bytes, size);
-        });
+        push([=, this] { run_fill(dst, offset, size, pattern, psize); });
     }
-    void launch(const LaunchRequest& req, spyre_launch_stats* stats) override;
+    void launch(const LaunchRequest& req, spyre_launch_stats* stats) override {
+        push([=, this] { run_launch(req, stats); });
+    }
+    void replay(const GraphRef& g) override;
     void host_func(void (*fn)(void*), void* user) override {
         push([=] { fn(user); });
     }
     MarkerRef record() override {
         auto m = std::make_shared<SimMarker>(this);
-        push([=, this] { m->complete(cycles_); });
+        push([=, this] { m->complete(cycles_); }, false);
         return m;
     }
     void wait(const MarkerRef& m) override {
@@ -369,12 +361,14 @@ class SimStream final : public Stream {
     };
     // The worker is woken only when it sleeps and waiters only when there are any: a futex
     // call per launch was a good part of an op's host time (torch_spyre.md "Dispatch overhead").
-    void push(std::function<void()> fn) {
+    // Each item of work counts as a submission (spyre_runtime_stats); markers do not.
+    void push(std::function<void()> fn, bool counted = true) {
         bool wake;
         {
             std::lock_guard lock(mu_);
             auto op = current_op();
             uint64_t seq = ++enq_;
+            if (counted) dev_counters().jobs_submitted++;
             if (op) op->last_seq = seq;
             q_.push_back({std::move(fn), op, seq});
             wake = worker_idle_;
@@ -421,6 +415,25 @@ class SimStream final : public Stream {
     }
     std::byte* ptr(Buffer& b, uint64_t offset, uint64_t size);
     bool pinned(const void* p, uint64_t size);
+    // The work of one operation, on the worker thread.
+    void run_dtod(const BufferRef& dst, uint64_t dst_offset, const BufferRef& src,
+                  uint64_t src_offset, uint64_t size) {
+        std::memmove(ptr(*dst, dst_offset, size), ptr(*src, src_offset, size), size);
+        card_->count_copy(&drm_spyre_telemetry::d2d_bytes, size);
+    }
+    void run_fill(const BufferRef& dst, uint64_t offset, uint64_t size, uint64_t pattern,
+                  uint32_t psize) {
+        std::byte* p = ptr(*dst, offset, size);
+        if (psize == 1) {
+            std::memset(p, static_cast<int>(pattern & 0xff), size);
+        } else {
+            for (uint64_t i = 0; i < size; i += psize) std::memcpy(p + i, &pattern, psize);
+        }
+        card_->count_copy(&drm_spyre_telemetry::h2d_bytes, size);
+    }
+    void run_copy_3d(const Copy3D& c);
+    RuntimeCounters& dev_counters();
+    void run_launch(const LaunchRequest& req, spyre_launch_stats* stats);
 
     SimDevice* dev_;
     std::shared_ptr<SimCard> card_;
@@ -568,6 +581,8 @@ std::byte* SimStream::ptr(Buffer& b, uint64_t offset, uint64_t size) {
 
 bool SimStream::pinned(const void* p, uint64_t size) { return dev_->is_pinned(p, size); }
 
+RuntimeCounters& SimStream::dev_counters() { return dev_->counters(); }
+
 void SimStream::copy_htod(const BufferRef& dst, uint64_t dst_offset, const void* src,
                           uint64_t size) {
     if (!current_op() && !pinned(src, size)) {
@@ -613,15 +628,7 @@ void SimStream::copy_3d(const Copy3D& c) {
     }
     auto body = [=, this] {
         push([=, this] {
-            for (uint64_t r = 0; r < rows; ++r) {
-                const std::byte* from =
-                    cc.src.buf ? ptr(*cc.src.buf, cc.src.offset + row_off(cc.src, r), cc.width)
-                               : cc.src.host + row_off(cc.src, r);
-                std::byte* to = cc.dst.buf
-                                    ? ptr(*cc.dst.buf, cc.dst.offset + row_off(cc.dst, r), cc.width)
-                                    : cc.dst.host + row_off(cc.dst, r);
-                std::memmove(to, from, cc.width);
-            }
+            run_copy_3d(cc);
             (void)snap;
         });
     };
@@ -631,8 +638,56 @@ void SimStream::copy_3d(const Copy3D& c) {
         body();
 }
 
-void SimStream::launch(const LaunchRequest& req, spyre_launch_stats* stats) {
+void SimStream::run_copy_3d(const Copy3D& c) {
+    const uint64_t rows = c.height * c.depth;
+    auto row_off = [&](const CopySide& s, uint64_t r) {
+        return (r / c.height) * s.slice_pitch + (r % c.height) * s.pitch;
+    };
+    for (uint64_t r = 0; r < rows; ++r) {
+        const std::byte* from = c.src.buf
+                                    ? ptr(*c.src.buf, c.src.offset + row_off(c.src, r), c.width)
+                                    : c.src.host + row_off(c.src, r);
+        std::byte* to = c.dst.buf ? ptr(*c.dst.buf, c.dst.offset + row_off(c.dst, r), c.width)
+                                  : c.dst.host + row_off(c.dst, r);
+        std::memmove(to, from, c.width);
+    }
+}
+
+// A graph is one work item: its operations run in order on the worker; a failing one does not
+// stop the rest (as on the card), the first error is the item's.
+void SimStream::replay(const GraphRef& g) {
     push([=, this] {
+        std::optional<Error> first;
+        for (const GraphNode& n : g->nodes) {
+            try {
+                switch (n.op) {
+                    case GraphNode::Op::Launch:
+                        run_launch(n.launch, nullptr);
+                        break;
+                    case GraphNode::Op::CopyDtoD:
+                        run_dtod(n.dst, n.dst_offset, n.src, n.src_offset, n.size);
+                        break;
+                    case GraphNode::Op::Copy3D:
+                        run_copy_3d(n.copy);
+                        break;
+                    case GraphNode::Op::Fill:
+                        run_fill(n.dst, n.dst_offset, n.size, n.pattern, n.pattern_size);
+                        break;
+                    case GraphNode::Op::Record:
+                        break;
+                }
+            } catch (const Error& e) {
+                if (!first) first = e;
+            }
+        }
+        if (first) throw *first;
+    });
+    for (const GraphNode& n : g->nodes)
+        if (n.op == GraphNode::Op::Record) n.on_record(record());
+}
+
+void SimStream::run_launch(const LaunchRequest& req, spyre_launch_stats* stats) {
+    {
         std::vector<spyre_engine_window> windows;
         windows.reserve(req.buffers.size() + 1);
         // Like the card: the program's own buffer and the listed buffers (whole allocations of
@@ -658,7 +713,7 @@ void SimStream::launch(const LaunchRequest& req, spyre_launch_stats* stats) {
         cycles_ += res.total_cycles;
         if (res.error) fail_program(dev_->name(), res.error, res.core, res.pc, res.message);
         if (stats) stats_from_result(res, dev_->info().clock_mhz, stats);
-    });
+    }
 }
 
 }  // namespace

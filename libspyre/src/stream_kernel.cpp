@@ -196,6 +196,12 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         enqueue([=, this] { launch_locked(req, stats); });
     }
 
+    void replay(const GraphRef& g) override {
+        enqueue([=, this] { replay_locked(*g); });
+        for (const GraphNode& n : g->nodes)
+            if (n.op == GraphNode::Op::Record) n.on_record(record());
+    }
+
     void host_func(void (*fn)(void*), void* user) override {
         enqueue([=, this] {
             flush_batch();
@@ -745,34 +751,12 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         }
         std::memset(result_ptr_ + slot_offset(slot), 0, slot_bytes(slot));
 
-        auto lc = std::make_unique<LaunchCmd>();
-        for (const BufferRef& b : req.buffers) {
-            uint32_t h = root_bo(*b).handle();
-            if (std::find(lc->handles.begin(), lc->handles.end(), h) == lc->handles.end())
-                lc->handles.push_back(h);
-        }
-        drm_spyre_launch& l = lc->l;
-        l.num_cores = req.num_cores;
-        l.num_args = req.num_args;
-        for (uint32_t i = 0; i < req.num_args; ++i) l.args[i] = req.args[i];
-        l.bo_handles = reinterpret_cast<uintptr_t>(lc->handles.data());
-        l.bo_count = static_cast<uint32_t>(lc->handles.size());
-        l.result_handle = result_bo_->handle();
-        l.result_offset = slot_offset(slot);
-        l.result_size = static_cast<uint32_t>(
-            std::min<uint64_t>(slot_bytes(slot), sizeof(drm_spyre_launch_result)));
-
-        drm_spyre_cmd c{};
-        c.op = DRM_SPYRE_CMD_LAUNCH;
-        c.src_handle = root_bo(*req.program).handle();
-        c.src_offset = req.program->root_offset();
-        c.size = req.program_size;
-        c.ext = reinterpret_cast<uintptr_t>(&lc->l);
-        c.ext_size = sizeof lc->l;
+        std::vector<std::unique_ptr<LaunchCmd>> exts;
+        drm_spyre_cmd c = launch_cmd(req, slot, exts);
         if (to_batch) {
             batch_.cmds.push_back(c);
             batch_.slots.push_back(static_cast<int>(slot));
-            batch_.exts.push_back(std::move(lc));
+            batch_.exts.push_back(std::move(exts.back()));
             for (const BufferRef& b : req.buffers) batch_.refs.push_back(b);
             batch_.refs.push_back(req.program);
             if (batch_.cmds.size() >= kMaxBatch) flush_batch();
@@ -786,6 +770,153 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                         (req.program_size - 32) / 16, req.num_cores, req.num_cores == 1 ? "" : "s"),
             std::move(refs), static_cast<int>(slot), stats);
         slot_point_[slot] = point_;
+    }
+
+    // The commands of a graph in order, as few jobs as the driver's limits allow: at most
+    // DRM_SPYRE_MAX_CMDS commands and DRM_SPYRE_FILE_MAX_LAUNCHES launches (one result slot
+    // each) per SUBMIT. The caller holds mu_.
+    void replay_locked(const Graph& g) {
+        if (g.launches && !(dev_->info().caps & DRM_SPYRE_CAP_LAUNCH))
+            fail(SPYRE_ERROR_NOT_SUPPORTED,
+                 std::format("{}: the graph launches programs but the driver or card cannot run "
+                             "them (no DRM_SPYRE_CAP_LAUNCH)",
+                             dev_->name()));
+        if (g.launches && !result_bo_) {
+            auto bo = dev_->create_bo(kFullBase + kFullSlots * kFullSlotBytes, DRM_SPYRE_BO_HOST);
+            result_ptr_ = static_cast<std::byte*>(bo->map());
+            result_bo_ = std::move(bo);
+        }
+        flush_batch();
+        const bool has_2d = dev_->info().caps & DRM_SPYRE_CAP_COPY_2D;
+        constexpr size_t kMaxLaunches = std::min<size_t>(DRM_SPYRE_FILE_MAX_LAUNCHES, kShortSlots);
+        Batch b;
+        std::deque<drm_spyre_copy_2d> exts2d;
+        size_t part = 0;
+        // The buffers of a node: every job with a command of it holds them (a node may span
+        // two jobs).
+        const GraphNode* cur = nullptr;
+        auto add_refs = [&](const GraphNode& n) {
+            switch (n.op) {
+                case GraphNode::Op::Launch:
+                    for (const BufferRef& r : n.launch.buffers) b.refs.push_back(r);
+                    b.refs.push_back(n.launch.program);
+                    break;
+                case GraphNode::Op::CopyDtoD:
+                    b.refs.push_back(n.dst), b.refs.push_back(n.src);
+                    break;
+                case GraphNode::Op::Copy3D:
+                    b.refs.push_back(n.copy.dst.buf), b.refs.push_back(n.copy.src.buf);
+                    break;
+                case GraphNode::Op::Fill:
+                    b.refs.push_back(n.dst), b.refs.push_back(n.pattern_block);
+                    break;
+                case GraphNode::Op::Record:
+                    break;
+            }
+        };
+        auto flush = [&] {
+            if (b.cmds.empty()) return;
+            submit(b.cmds,
+                   std::format("graph replay part {} ({} commands, {} launches)", part++,
+                               b.cmds.size(), b.slots.size()),
+                   std::move(b.refs), -1, nullptr, b.slots);
+            for (int sl : b.slots) slot_point_[sl] = point_;
+            b = Batch{};
+            exts2d.clear();
+            if (cur) add_refs(*cur);
+        };
+        // Room for `cmds` more commands (and a launch) in the current job.
+        auto room = [&](size_t cmds, bool launch) {
+            if (b.cmds.size() + cmds > DRM_SPYRE_MAX_CMDS ||
+                (launch && b.slots.size() + 1 > kMaxLaunches))
+                flush();
+        };
+        auto copy = [&](Bo& dst, uint64_t doff, Bo& src, uint64_t soff, uint64_t size) {
+            for (uint64_t done = 0; done < size;) {
+                const uint64_t n = std::min(kMaxCmdBytes, size - done);
+                room(1, false);
+                b.cmds.push_back(copy_cmd(dst, doff + done, src, soff + done, n));
+                done += n;
+            }
+        };
+        auto copy_2d = [&](Bo& dst, uint64_t doff, Bo& src, uint64_t soff, uint64_t width,
+                           uint64_t height, uint64_t spitch, uint64_t dpitch) {
+            room(1, false);
+            drm_spyre_copy_2d& e = exts2d.emplace_back();
+            e.height = height;
+            e.src_pitch = spitch;
+            e.dst_pitch = dpitch;
+            drm_spyre_cmd c = copy_cmd(dst, doff, src, soff, width);
+            c.op = DRM_SPYRE_CMD_COPY_2D;
+            c.ext = reinterpret_cast<uintptr_t>(&e);
+            c.ext_size = sizeof e;
+            b.cmds.push_back(c);
+        };
+        for (const GraphNode& n : g.nodes) {
+            if (n.op == GraphNode::Op::Launch) room(1, true);
+            cur = &n;
+            add_refs(n);
+            switch (n.op) {
+                case GraphNode::Op::Launch: {
+                    const LaunchRequest& req = n.launch;
+                    const uint32_t slot = static_cast<uint32_t>(launches_++ % kShortSlots);
+                    if (slot_point_[slot] > reaped_) {
+                        dev_->counters().backpressure_waits++;
+                        wait_done(slot_point_[slot], nullptr);
+                    }
+                    std::memset(result_ptr_ + slot_offset(slot), 0, slot_bytes(slot));
+                    b.cmds.push_back(launch_cmd(req, slot, b.exts));
+                    b.slots.push_back(static_cast<int>(slot));
+                    break;
+                }
+                case GraphNode::Op::CopyDtoD:
+                    copy(root_bo(*n.dst), n.dst->root_offset() + n.dst_offset, root_bo(*n.src),
+                         n.src->root_offset() + n.src_offset, n.size);
+                    break;
+                case GraphNode::Op::Copy3D: {
+                    const Copy3D& c = n.copy;
+                    Bo& dbo = root_bo(*c.dst.buf);
+                    Bo& sbo = root_bo(*c.src.buf);
+                    const uint64_t d0 = c.dst.buf->root_offset() + c.dst.offset;
+                    const uint64_t s0 = c.src.buf->root_offset() + c.src.offset;
+                    const bool rows_2d = has_2d && c.height > 1 && c.width <= UINT32_MAX &&
+                                         c.height <= UINT32_MAX && c.src.pitch <= UINT32_MAX &&
+                                         c.dst.pitch <= UINT32_MAX;
+                    for (uint64_t z = 0; z < c.depth; ++z) {
+                        const uint64_t dz = d0 + z * c.dst.slice_pitch;
+                        const uint64_t sz = s0 + z * c.src.slice_pitch;
+                        if (rows_2d) {
+                            copy_2d(dbo, dz, sbo, sz, c.width, c.height, c.src.pitch, c.dst.pitch);
+                            continue;
+                        }
+                        for (uint64_t r = 0; r < c.height; ++r)
+                            copy(dbo, dz + r * c.dst.pitch, sbo, sz + r * c.src.pitch, c.width);
+                    }
+                    break;
+                }
+                case GraphNode::Op::Fill: {
+                    // The pattern block repeated over the destination: one COPY_2D with a
+                    // source pitch of 0, and the rest.
+                    Bo& dbo = root_bo(*n.dst);
+                    Bo& pbo = root_bo(*n.pattern_block);
+                    const uint64_t d0 = n.dst->root_offset() + n.dst_offset;
+                    const uint64_t p0 = n.pattern_block->root_offset();
+                    const uint64_t blk = n.pattern_block->size();
+                    const uint64_t rows = n.size / blk, tail = n.size % blk;
+                    if (rows > 1 && has_2d && rows <= UINT32_MAX) {
+                        copy_2d(dbo, d0, pbo, p0, blk, rows, 0, blk);
+                    } else {
+                        for (uint64_t r = 0; r < rows; ++r) copy(dbo, d0 + r * blk, pbo, p0, blk);
+                    }
+                    if (tail) copy(dbo, d0 + rows * blk, pbo, p0, tail);
+                    break;
+                }
+                case GraphNode::Op::Record:
+                    break;
+            }
+        }
+        cur = nullptr;
+        flush();
     }
 
   public:
@@ -812,6 +943,37 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         drm_spyre_launch l{};
         std::vector<uint32_t> handles;
     };
+    // The LAUNCH command of req with its result in `slot`; its extension is appended to exts
+    // (which must live until the SUBMIT).
+    drm_spyre_cmd launch_cmd(const LaunchRequest& req, uint32_t slot,
+                             std::vector<std::unique_ptr<LaunchCmd>>& exts) {
+        auto lc = std::make_unique<LaunchCmd>();
+        for (const BufferRef& b : req.buffers) {
+            uint32_t h = root_bo(*b).handle();
+            if (std::find(lc->handles.begin(), lc->handles.end(), h) == lc->handles.end())
+                lc->handles.push_back(h);
+        }
+        drm_spyre_launch& l = lc->l;
+        l.num_cores = req.num_cores;
+        l.num_args = req.num_args;
+        for (uint32_t i = 0; i < req.num_args; ++i) l.args[i] = req.args[i];
+        l.bo_handles = reinterpret_cast<uintptr_t>(lc->handles.data());
+        l.bo_count = static_cast<uint32_t>(lc->handles.size());
+        l.result_handle = result_bo_->handle();
+        l.result_offset = slot_offset(slot);
+        l.result_size = static_cast<uint32_t>(
+            std::min<uint64_t>(slot_bytes(slot), sizeof(drm_spyre_launch_result)));
+
+        drm_spyre_cmd c{};
+        c.op = DRM_SPYRE_CMD_LAUNCH;
+        c.src_handle = root_bo(*req.program).handle();
+        c.src_offset = req.program->root_offset();
+        c.size = req.program_size;
+        c.ext = reinterpret_cast<uintptr_t>(&lc->l);
+        c.ext_size = sizeof lc->l;
+        exts.push_back(std::move(lc));
+        return c;
+    }
     struct Batch {
         std::vector<drm_spyre_cmd> cmds;
         std::vector<std::unique_ptr<LaunchCmd>> exts;

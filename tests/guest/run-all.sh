@@ -96,6 +96,9 @@ SPYRE_OPS_TEST_BACKEND=kernel GTEST_FILTER='RandomApi.*' gtest ops-random \
 # card against the CPU, identical tokens, no CPU fallback (Documentation/torch_spyre.md).
 check torch env PYTHONPATH=build/cmake/torch_spyre/python TORCH_SPYRE_STRICT=1 \
 	python3 torch_spyre/tools/decoder_demo.py
+# torch.spyre.SpyreGraph and backend="spyre_graphs" through spyre.ko: a replay is one SUBMIT.
+check torch-graphs env PYTHONPATH=build/cmake/torch_spyre/python SPYRE_BACKEND=kernel \
+	PYTHONDONTWRITEBYTECODE=1 python3 -m pytest -q -p no:cacheprovider torch_spyre/tests/test_graphs.py
 check smi build/cmake/tools/spyre-smi/spyre-smi
 # spyre-smi against a running workload: utilisation, memory, processes, --json schema, --csv,
 # dmon, topo, reset (refusals and a real one), the Prometheus exporter, no permission/driver.

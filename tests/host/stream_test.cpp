@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "graph_cases.hpp"
 #include "stream_cases.hpp"
 
 namespace {
@@ -36,6 +37,9 @@ TEST_F(SimStreams, SubAllocator) { spyre_cases::suballocator(dev_, 2000); }
 TEST_F(SimStreams, ProgramCacheHit) { spyre_cases::program_cache(dev_); }
 TEST_F(SimStreams, HostFunctionRunsInStreamOrder) { spyre_cases::host_func(dev_); }
 TEST_F(SimStreams, FillsAndStridedCopies) { spyre_cases::fills_and_strided(dev_); }
+TEST_F(SimStreams, GraphReplayIsOneSubmission) { spyre_cases::graph_replay(dev_, 1); }
+TEST_F(SimStreams, GraphCaptureErrors) { spyre_cases::graph_capture_errors(dev_); }
+TEST_F(SimStreams, GraphOfManyLaunches) { spyre_cases::graph_many_launches(dev_, 1100, 1); }
 TEST_F(SimStreams, DeviceToDeviceAcrossCards) {
     spyre_device_t d1 = nullptr;
     ASSERT_EQ(spyre_device_open(1, &d1), SPYRE_SUCCESS);

@@ -86,8 +86,7 @@ def test_batch_norm_training_and_eval(fallback_reset, dtype, shape, affine):
                                    atol=1e-6)
         torch.testing.assert_close(dev.running_var.cpu(), cpu.running_var, rtol=1e-5, atol=1e-6)
     assert int(dev.num_batches_tracked) == int(cpu.num_batches_tracked) == 2
-    # num_batches_tracked += 1 is an int64 add
-    assert set(torch_spyre.fallback_counts()) <= {"aten::add.out"}
+    assert torch_spyre.fallback_counts() == {}  # num_batches_tracked += 1 included (int64)
 
 
 def test_batch_norm_saved_statistics(fallback_reset):

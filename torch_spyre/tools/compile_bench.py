@@ -1,5 +1,7 @@
 """torch.compile against eager on spyre (Documentation/torch_compile.md "Measured"): launches,
-modeled device time and host time per call of a pointwise chain and of a TinyGranite decode step.
+modeled device time and host time per call of a pointwise chain and of a TinyGranite decode step;
+the decode step also compiled with backend="spyre_graphs" (each call replayed as one captured
+graph) and the submissions of each (torch.spyre.submissions()).
 
     tools/in-sysroot 'SPYRE_BACKEND=sim PYTHONPATH=build/cmake/torch_spyre/python \\
         python3 torch_spyre/tools/compile_bench.py'
@@ -59,6 +61,7 @@ def main():
     eager = TinyGranite().to("spyre")
     model = copy.deepcopy(eager)
     compiled = torch.compile(model)
+    replayed = torch.compile(copy.deepcopy(eager), backend="spyre_graphs")
     prompt = torch.randint(0, 512, (1, 12), generator=torch.Generator().manual_seed(3))
     token = torch.full((1, 1), 7, device="spyre")
     with torch.no_grad():
@@ -73,18 +76,38 @@ def main():
         for fn in (eager, compiled):
             for pos in range(14, 29):
                 fn(token, pos)
+        # A graph is captured per signature (the position is one: the KV length), so the
+        # replayed step is measured at one position, called again and again (it rewrites the
+        # same KV cache entry): warm-up, capture, then replays.
+        replayed(prompt.to("spyre"), 0)  # the same KV cache as eager's up to position 20
+        for pos in range(14, 20):  # as eager (12 and 13 it never wrote)
+            replayed(token, pos)
+        for _ in range(3):
+            replayed(token, 20)
         torch.spyre.synchronize()
-        for name, fn in [("eager", eager), ("compiled", compiled)]:
-            launches, modeled = profile(fn, token, 20)
+        steps = [("eager", eager, list(range(21, 29))), ("compiled", compiled, list(range(21, 29))),
+                 ("compiled+replay", replayed, [20] * 8)]
+        for name, fn, positions in steps:
+            launches, modeled = profile(fn, token, positions[0])
+            torch.spyre.synchronize()
+            s0 = torch.spyre.submissions()
+            fn(token, positions[0])
+            torch.spyre.synchronize()
+            subs = torch.spyre.submissions() - s0
             ts = []
-            for pos in range(21, 29):  # one step per hold: the KV length grows
+            for pos in positions:  # one step per hold: the KV length grows (not for replay)
                 with torch.spyre._hold_stream():
                     t0 = time.perf_counter()
                     fn(token, pos)
                     ts.append(time.perf_counter() - t0)
                 torch.spyre.synchronize()
-            print(f"decode step {name}: {launches} launches, {modeled:.1f} us modeled, "
-                  f"host {sorted(ts)[4] * 1e3:.2f} ms (median of 8)")
+            print(f"decode step {name}: {launches} launches queued by ops, {subs} submissions, "
+                  f"{modeled:.1f} us modeled, host {sorted(ts)[4] * 1e3:.3f} ms (median of 8, "
+                  f"min {min(ts) * 1e3:.3f}, max {max(ts) * 1e3:.3f})")
+        want = eager(token, 20).cpu()
+        got = replayed(token, 20).cpu()
+        print(f"replayed step vs eager: max abs difference {(want - got).abs().max().item():.3g} "
+              f"(logits up to {want.abs().max().item():.3g})")
 
 
 if __name__ == "__main__":

@@ -177,6 +177,20 @@ def _register_pass():
         config.pre_grad_custom_pass = _pre_grad
 
 
+def _spyre_graphs(gm, example_inputs):
+    """backend="spyre_graphs": Inductor, each compiled call replayed as one submission
+    (_inductor/replay.py)."""
+    from ._inductor.replay import spyre_graphs
+
+    return spyre_graphs(gm, example_inputs)
+
+
+def _register_backend():
+    registry = sys.modules["torch._dynamo.backends.registry"]
+    if "spyre_graphs" not in registry._COMPILER_FNS:
+        registry.register_backend(_spyre_graphs, name="spyre_graphs")
+
+
 class _AfterImport(importlib.abc.MetaPathFinder):
     """Runs `fn` once module `name` has been imported: torch._dynamo costs ~0.5 s to import, so
     `import torch_spyre` registers with it only when something (torch.compile) imports it."""
@@ -211,3 +225,4 @@ def install():
     _register_sdpa_meta()
     _after_import("torch._dynamo.device_interface", _register_interface)
     _after_import("torch._inductor.config", _register_pass)
+    _after_import("torch._dynamo.backends.registry", _register_backend)

@@ -198,7 +198,8 @@ SPYRE_API spyre_status spyre_device_synchronize(spyre_device_t device);
 
 /* Counters of libspyre's runtime on one card (this process). */
 typedef struct spyre_runtime_stats {
-    uint64_t jobs_submitted;       /* jobs libspyre submitted (kernel backend) */
+    uint64_t jobs_submitted;       /* jobs libspyre submitted (kernel backend: SUBMITs; the
+                                    * simulator: work items queued on its streams) */
     uint64_t busy_retries;         /* submissions retried after the driver's queue was full */
     uint64_t backpressure_waits;   /* waits for older work before queueing more */
     uint64_t program_cache_hits;   /* spyre_program_load calls that reused a loaded image */
@@ -320,6 +321,38 @@ SPYRE_API spyre_status spyre_launch_host_func(spyre_stream_t stream, void (*fn)(
 /* The stream's card and priority. */
 SPYRE_API spyre_status spyre_stream_get_info(spyre_stream_t stream, spyre_device_t* device,
                                              int* priority);
+
+/* ---- Stream capture and graphs ----
+ * Between spyre_stream_begin_capture and spyre_stream_end_capture, the work queued on the
+ * stream is recorded into a graph instead of run: launches (the op library's included),
+ * device-to-device copies (spyre_memcpy_dtod_async, 3-D copies between buffers), fills and
+ * memsets, event records, and graphs launched on it. Work that cannot be replayed fails with
+ * SPYRE_ERROR_NOT_SUPPORTED and invalidates the capture (end_capture then returns that
+ * error): copies from or to host memory, synchronize and query of the stream, host
+ * functions, waits for events not recorded during the capture. Arguments are checked when the
+ * work is captured. spyre_graph_launch queues the graph's work in its order on a stream; on the
+ * kernel backend it is one SUBMIT (one job) per DRM_SPYRE_MAX_CMDS commands and 1024 launches,
+ * on the simulator one work item. The graph keeps the programs and buffers it uses alive until
+ * spyre_graph_destroy (and until its queued replays have finished). Events recorded during the
+ * capture are recorded after all of the graph's work at each replay. */
+typedef struct spyre_graph* spyre_graph_t;
+SPYRE_API spyre_status spyre_stream_begin_capture(spyre_stream_t stream);
+/* Ends the capture (also when it failed): *graph is the captured graph, or NULL and the error
+ * that invalidated the capture. */
+SPYRE_API spyre_status spyre_stream_end_capture(spyre_stream_t stream, spyre_graph_t* graph);
+/* *capturing = 1 while the stream captures, else 0. */
+SPYRE_API spyre_status spyre_stream_is_capturing(spyre_stream_t stream, int* capturing);
+/* Queues the graph's work on `stream` (NULL: the default stream of the graph's card), which
+ * must be of the graph's card; on a capturing stream the graph's work joins that capture. */
+SPYRE_API spyre_status spyre_graph_launch(spyre_graph_t graph, spyre_stream_t stream);
+typedef struct spyre_graph_info {
+    uint64_t operations; /* captured launches, copies and fills */
+    uint64_t launches;
+    uint64_t reserved[6];
+} spyre_graph_info;
+SPYRE_API spyre_status spyre_graph_get_info(spyre_graph_t graph, spyre_graph_info* info);
+/* Releases the graph; replays already queued still run. NULL is a no-op. */
+SPYRE_API spyre_status spyre_graph_destroy(spyre_graph_t graph);
 
 SPYRE_API spyre_status spyre_event_create(spyre_device_t device, spyre_event_t* event);
 SPYRE_API spyre_status spyre_event_destroy(spyre_event_t event);

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "command_util.hpp"
+#include "graph_cases.hpp"
 #include "launch_util.hpp"
 #include "spyre/spyre.h"
 #include "stream_cases.hpp"
@@ -684,6 +685,11 @@ LAUNCH_CASE(EventTimingMatchesLaunchStats, spyre_cases::event_timing(dev))
 LAUNCH_CASE(AsyncFaultReachesTheNextSynchronizeAndNothingIsLost,
             spyre_cases::async_fault_propagation(dev))
 LAUNCH_CASE(ProgramCacheHit, spyre_cases::program_cache(dev))
+// A replay is one SUBMIT; 1100 launches are two (the driver takes at most
+// DRM_SPYRE_FILE_MAX_LAUNCHES = 1024 per SUBMIT).
+LAUNCH_CASE(GraphReplayIsOneSubmit, spyre_cases::graph_replay(dev, 1))
+LAUNCH_CASE(GraphOfManyLaunchesIsSplitAtTheLaunchLimit,
+            spyre_cases::graph_many_launches(dev, 1100, 2))
 
 TEST(Streams, CrossStreamEventWait) {
     for_each_device([](spyre_device_t dev, int) { spyre_cases::cross_stream_event(dev); });
@@ -699,6 +705,9 @@ TEST(Streams, SubAllocator) {
 }
 TEST(Streams, HostFunctionRunsInStreamOrder) {
     for_each_device([](spyre_device_t dev, int) { spyre_cases::host_func(dev); });
+}
+TEST(Streams, GraphCaptureErrors) {
+    for_each_device([](spyre_device_t dev, int) { spyre_cases::graph_capture_errors(dev); });
 }
 TEST(Streams, FillsAndStridedCopies) {
     for_each_device([](spyre_device_t dev, int) { spyre_cases::fills_and_strided(dev); });

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -94,9 +95,13 @@ class CachingAllocator final : public c10::Allocator {
             return c10::DataPtr(nullptr, device);
         }
         spyre_device_t handle = device_handle(idx);
-        const c10::StreamId stream = current_stream(idx).id();
+        c10::StreamId stream = current_stream(idx).id();
         const size_t size = round_size(n);
         std::unique_lock lock(mu_);
+        // A capturing stream allocates from its graph's private pool (a pseudo stream id).
+        if (!capturing_.empty())
+            if (auto it = capturing_.find({idx, stream}); it != capturing_.end())
+                stream = it->second;
         CardPool& pool = pools_[idx];
         process_pending(pool, false);
         Block* b = nullptr;
@@ -222,6 +227,46 @@ class CachingAllocator final : public c10::Allocator {
 
     bool caching() const { return caching_; }
 
+    void begin_pool(c10::DeviceIndex idx, c10::StreamId stream, c10::StreamId pool) {
+        std::lock_guard lock(mu_);
+        TORCH_CHECK(!capturing_.count({idx, stream}),
+                    "torch_spyre: the stream is already capturing into a graph pool");
+        capturing_[{idx, stream}] = pool;
+        pool_home_[pool] = stream;
+    }
+
+    void end_pool(c10::DeviceIndex idx, c10::StreamId stream) {
+        std::lock_guard lock(mu_);
+        capturing_.erase({idx, stream});
+    }
+
+    // The graph is gone (and its replays have finished): the pool's blocks join the ordinary
+    // cache of the stream that captured it.
+    void release_pool(c10::DeviceIndex idx, c10::StreamId pool) {
+        std::lock_guard lock(mu_);
+        auto home = pool_home_.find(pool);
+        if (home == pool_home_.end()) return;
+        CardPool& cp = pools_[idx];
+        std::vector<Block*> moved;
+        for (auto it = cp.cached.begin(); it != cp.cached.end();) {
+            if ((*it)->stream == pool) {
+                moved.push_back(*it);
+                it = cp.cached.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        for (Block* b : moved) {
+            b->stream = home->second;
+            cp.cached.insert(b);
+        }
+        for (auto& [p, b] : live_)
+            if (b->stream == pool) b->stream = home->second;
+        for (auto& pf : cp.pending)
+            if (pf.block->stream == pool) pf.block->stream = home->second;
+        pool_home_.erase(home);
+    }
+
   private:
     // A new libspyre buffer; on out-of-memory, empties the card's cache and retries once.
     // Called with the lock held; may drop it while waiting for the card.
@@ -334,6 +379,10 @@ class CachingAllocator final : public c10::Allocator {
     std::mutex mu_;
     std::array<CardPool, kMaxDevices> pools_;
     std::map<uintptr_t, Block*> live_;
+    // Streams capturing into a graph's private pool: (card, stream) -> pool id; and the stream
+    // each live pool was captured on.
+    std::map<std::pair<c10::DeviceIndex, c10::StreamId>, c10::StreamId> capturing_;
+    std::map<c10::StreamId, c10::StreamId> pool_home_;
 };
 
 CachingAllocator& instance() {
@@ -394,5 +443,22 @@ void reset_accumulated_stats(c10::DeviceIndex index) {
 }
 
 bool caching_enabled() { return instance().caching(); }
+
+c10::StreamId new_graph_pool() {
+    static std::atomic<c10::StreamId> next{kGraphPoolBase};
+    return next++;
+}
+
+void begin_pool_capture(const c10::Stream& stream, c10::StreamId pool) {
+    instance().begin_pool(stream.device_index(), stream.id(), pool);
+}
+
+void end_pool_capture(const c10::Stream& stream) {
+    instance().end_pool(stream.device_index(), stream.id());
+}
+
+void release_graph_pool(c10::DeviceIndex index, c10::StreamId pool) {
+    instance().release_pool(index, pool);
+}
 
 }  // namespace torch_spyre

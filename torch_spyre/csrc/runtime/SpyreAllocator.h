@@ -52,4 +52,16 @@ void reset_peak_stats(c10::DeviceIndex index);
 void reset_accumulated_stats(c10::DeviceIndex index);
 bool caching_enabled();
 
+// Private pools of graphs (SpyreGraph.h): while a stream captures into pool P, its allocations
+// are blocks of P and blocks of P freed go back to P, so memory a graph's replays write is never
+// handed to anyone else while the graph lives. A pool is a pseudo stream id of the cache, at
+// or above kGraphPoolBase.
+constexpr c10::StreamId kGraphPoolBase = c10::StreamId(1) << 40;
+c10::StreamId new_graph_pool();
+void begin_pool_capture(const c10::Stream& stream, c10::StreamId pool);
+void end_pool_capture(const c10::Stream& stream);
+// The graph of `pool` is gone and its replays have finished: its blocks join the ordinary
+// cache of the stream that captured it.
+void release_graph_pool(c10::DeviceIndex index, c10::StreamId pool);
+
 }  // namespace torch_spyre

@@ -20,6 +20,7 @@
 #include "../../csrc/runtime/SpyreException.h"
 #include "../../csrc/runtime/SpyreFunctions.h"
 #include "../../csrc/runtime/SpyreGenerator.h"
+#include "../../csrc/runtime/SpyreGraph.h"
 #include "../../csrc/runtime/SpyreGuard.h"
 #include "../../csrc/runtime/SpyreHostAllocator.h"
 #include "../../csrc/runtime/SpyreProfiler.h"
@@ -223,6 +224,23 @@ PYBIND11_MODULE(_C, m) {
         return std::make_unique<StreamHold>(
             native_stream(make_stream(static_cast<c10::DeviceIndex>(d), id)));
     });
+    // Graphs (torch_spyre/spyre/graphs.py)
+    m.def("_graph_capture_begin", [](int64_t id, int d) {
+        return graph_capture_begin(make_stream(static_cast<c10::DeviceIndex>(d), id));
+    });
+    m.def("_graph_capture_end", [](int64_t id, int d, int64_t pool) {
+        return graph_capture_end(make_stream(static_cast<c10::DeviceIndex>(d), id), pool);
+    });
+    m.def("_graph_replay", [](uintptr_t g, int64_t id, int d) {
+        graph_replay(g, make_stream(static_cast<c10::DeviceIndex>(d), id));
+    });
+    m.def(
+        "_graph_destroy",
+        [](uintptr_t g, int d, int64_t pool) {
+            graph_destroy(g, static_cast<c10::DeviceIndex>(d), pool);
+        },
+        gil_release());
+    m.def("_submissions", [](int d) { return submissions(static_cast<c10::DeviceIndex>(d)); });
     m.def("_event_modeled_ns", [](uintptr_t start, uintptr_t end) {
         return event_modeled_ns(reinterpret_cast<void*>(start), reinterpret_cast<void*>(end));
     });

@@ -27,6 +27,7 @@ from .memory import (
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
+from .graphs import SpyreGraph, graph, submissions
 from .streams import (
     Event,
     Stream,
@@ -40,6 +41,9 @@ from .streams import (
 
 __all__ = [
     "Event",
+    "SpyreGraph",
+    "graph",
+    "submissions",
     "Stream",
     "StreamContext",
     "current_device",

@@ -1,0 +1,147 @@
+#include "graph.hpp"
+
+#include <cstring>
+#include <format>
+#include <vector>
+
+#include "error.hpp"
+
+namespace spyre {
+
+CaptureStream::CaptureStream(std::shared_ptr<Device> dev, const StreamRef& target)
+    : dev_(std::move(dev)), g_(std::make_shared<Graph>()) {
+    g_->dev = dev_;
+    priority_ = target->priority();
+    ring_ = target->ring();
+}
+
+void CaptureStream::refuse(const std::string& what) {
+    std::lock_guard lock(mu_);
+    if (invalid_)
+        fail(invalid_->status(),
+             std::format("{} on a capturing stream: the capture was already invalidated by an "
+                         "earlier error ({})",
+                         what, invalid_->what()));
+    invalid_ = Error(SPYRE_ERROR_NOT_SUPPORTED,
+                     std::format("{} cannot be captured into a graph; the stream's capture is "
+                                 "invalidated (spyre_stream_end_capture fails with this error)",
+                                 what));
+    throw *invalid_;
+}
+
+void CaptureStream::add(GraphNode n) {
+    std::lock_guard lock(mu_);
+    if (invalid_)
+        fail(invalid_->status(),
+             std::format("work on a capturing stream whose capture was invalidated by an earlier "
+                         "error ({})",
+                         invalid_->what()));
+    if (n.op == GraphNode::Op::Launch) g_->launches++;
+    g_->nodes.push_back(std::move(n));
+}
+
+void CaptureStream::copy_htod(const BufferRef&, uint64_t, const void*, uint64_t) {
+    refuse("a host-to-device copy (its source is read when it is queued)");
+}
+
+void CaptureStream::copy_dtoh(void*, const BufferRef&, uint64_t, uint64_t) {
+    refuse("a device-to-host copy");
+}
+
+void CaptureStream::copy_dtod(const BufferRef& dst, uint64_t dst_offset, const BufferRef& src,
+                              uint64_t src_offset, uint64_t size) {
+    GraphNode n{GraphNode::Op::CopyDtoD};
+    n.dst = dst, n.dst_offset = dst_offset, n.src = src, n.src_offset = src_offset, n.size = size;
+    add(std::move(n));
+}
+
+void CaptureStream::copy_3d(const Copy3D& c) {
+    if (!c.src.buf || !c.dst.buf) refuse("a 3-D copy between host and device memory");
+    GraphNode n{GraphNode::Op::Copy3D};
+    n.copy = c;
+    add(std::move(n));
+}
+
+// The kernel backend replays a fill as copies of a block holding the pattern; blocks are made
+// (on the card's default stream) once per capture and pattern.
+BufferRef CaptureStream::pattern_block(uint64_t pattern, uint32_t psize, uint64_t size) {
+    const uint64_t n = std::min(size, kFillBlock);  // a multiple of psize
+    {
+        std::lock_guard lock(mu_);
+        if (auto it = blocks_.find({pattern, psize, n}); it != blocks_.end()) return it->second;
+    }
+    std::vector<std::byte> bytes(n);
+    for (uint64_t i = 0; i < n; i += psize) std::memcpy(bytes.data() + i, &pattern, psize);
+    BufferRef b = dev_->alloc_buffer(n);
+    StreamRef s = dev_->default_stream();
+    s->run_sync([&] { s->copy_htod(b, 0, bytes.data(), n); });
+    std::lock_guard lock(mu_);
+    blocks_[{pattern, psize, n}] = b;
+    return b;
+}
+
+void CaptureStream::fill(const BufferRef& dst, uint64_t offset, uint64_t size, uint64_t pattern,
+                         uint32_t pattern_size) {
+    {
+        std::lock_guard lock(mu_);
+        if (invalid_)
+            fail(invalid_->status(),
+                 std::format("a fill on a capturing stream whose capture was invalidated by an "
+                             "earlier error ({})",
+                             invalid_->what()));
+    }
+    GraphNode n{GraphNode::Op::Fill};
+    n.dst = dst, n.dst_offset = offset, n.size = size;
+    n.pattern = pattern, n.pattern_size = pattern_size;
+    n.pattern_block = pattern_block(pattern, pattern_size, size);
+    add(std::move(n));
+}
+
+void CaptureStream::launch(const LaunchRequest& req, spyre_launch_stats* stats) {
+    if (stats) refuse("a launch that returns statistics");
+    GraphNode n{GraphNode::Op::Launch};
+    n.launch = req;
+    add(std::move(n));
+}
+
+void CaptureStream::host_func(void (*)(void*), void*) { refuse("a host function"); }
+
+MarkerRef CaptureStream::record() { refuse("an internal stream marker"); }
+
+void CaptureStream::wait(const MarkerRef&) {
+    refuse("a wait for an event not recorded during this capture");
+}
+
+void CaptureStream::synchronize() { refuse("a synchronize"); }
+
+bool CaptureStream::query() { refuse("a query"); }
+
+void CaptureStream::run_sync(const std::function<void()>&) {
+    refuse("a synchronous operation (it waits for its work)");
+}
+
+void CaptureStream::replay(const GraphRef& g) {
+    if (g->dev != dev_) refuse("a graph of another card");
+    for (const GraphNode& n : g->nodes) add(n);
+}
+
+void CaptureStream::add_record(const void* event, std::function<void(const MarkerRef&)> set) {
+    GraphNode n{GraphNode::Op::Record};
+    n.on_record = std::move(set);
+    add(std::move(n));
+    std::lock_guard lock(mu_);
+    events_.insert(event);
+}
+
+bool CaptureStream::recorded_here(const void* event) {
+    std::lock_guard lock(mu_);
+    return events_.count(event) != 0;
+}
+
+GraphRef CaptureStream::finish() {
+    std::lock_guard lock(mu_);
+    if (invalid_) throw *invalid_;
+    return g_;
+}
+
+}  // namespace spyre

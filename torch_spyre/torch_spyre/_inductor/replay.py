@@ -1,0 +1,102 @@
+"""Compiled calls replayed as one submission (Documentation/torch_compile.md "Replay").
+
+``torch.compile(f, backend="spyre_graphs")`` compiles with Inductor (the spyre backend) and
+runs the compiled call through ``Replayer``: per input signature (shapes, strides, dtypes,
+devices and the non-tensor arguments), the first call runs normally (a warm-up: plans are
+resolved and programs loaded), the second is captured into a ``torch.spyre.SpyreGraph`` and
+every later call copies its inputs into the graph's static inputs and replays it, one
+submission. The tensors of the captured call are the static inputs (kept alive by the graph): a
+later call passing the same tensor (parameters, a KV cache updated in place) uses it in place,
+another tensor is copied into it first (an input the call updates in place is then updated in
+the static tensor only). The outputs are the graph's static outputs: the next
+replay of the same signature overwrites them (clone what must outlive it), as with
+``torch.cuda`` graphs. A call that cannot be captured (an op that falls back to the CPU, a
+copy from host memory) warns once with the reason and runs normally from then on.
+"""
+
+import warnings
+
+import torch
+
+STATS = {"captures": 0, "replays": 0, "eager_calls": 0, "capture_failures": 0}
+
+
+def _key(args):
+    key = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            key.append(("T", tuple(a.shape), tuple(a.stride()), a.dtype, str(a.device),
+                        a.storage_offset()))
+        else:
+            key.append(("V", repr(a)))
+    return tuple(key)
+
+
+class _Entry:
+    def __init__(self):
+        self.state = "warm"  # warm -> graph | eager
+        self.graph = None
+        self.static = None   # per argument: the tensor the graph reads (or None)
+        self.outputs = None
+
+
+class Replayer:
+    """Wraps a compiled call (positional arguments) with capture and replay per signature."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.entries = {}
+        self.warned = False
+
+    def __call__(self, *args):
+        if not any(isinstance(a, torch.Tensor) and a.device.type == "spyre" for a in args):
+            return self.fn(*args)
+        key = _key(args)
+        e = self.entries.get(key)
+        if e is None:
+            e = self.entries[key] = _Entry()
+            STATS["eager_calls"] += 1
+            return self.fn(*args)
+        if e.state == "warm":
+            return self._capture(e, args)
+        if e.state == "eager":
+            STATS["eager_calls"] += 1
+            return self.fn(*args)
+        for s, a in zip(e.static, args):
+            if s is not None and s.data_ptr() != a.data_ptr():
+                s.copy_(a)
+        e.graph.replay()
+        STATS["replays"] += 1
+        return e.outputs
+
+    def _capture(self, e, args):
+        # The capture call's own tensors are the graph's static inputs (kept alive by the
+        # entry): a later call passing the same tensor (a parameter, a KV cache updated in
+        # place) uses it in place; another tensor is copied into it first.
+        static = [a if isinstance(a, torch.Tensor) else None for a in args]
+        g = torch.spyre.SpyreGraph()
+        try:
+            with torch.spyre.graph(g):
+                outputs = self.fn(*args)
+        except Exception as ex:  # noqa: BLE001 - any capture failure falls back
+            g.reset()
+            e.state = "eager"
+            STATS["capture_failures"] += 1
+            if not self.warned:
+                self.warned = True
+                warnings.warn(f"torch_spyre: this compiled call cannot be replayed as a graph, "
+                              f"it runs op by op: {ex}")
+            STATS["eager_calls"] += 1
+            return self.fn(*args)
+        e.graph, e.static, e.outputs, e.state = g, static, outputs, "graph"
+        STATS["captures"] += 1
+        g.replay()  # the capture ran nothing
+        STATS["replays"] += 1
+        return outputs
+
+
+def spyre_graphs(gm, example_inputs):
+    """The Dynamo backend: Inductor, then ``Replayer``."""
+    from torch._inductor.compile_fx import compile_fx
+
+    return Replayer(compile_fx(gm, example_inputs))
