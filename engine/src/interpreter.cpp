@@ -230,6 +230,7 @@ bool Engine::run_core(Core& c) {
                 break;
             case Op::VINT:
                 if (!exec_vint(c, in)) return false;
+                break;
             case Op::VRNG:
                 if (!exec_vrng(c, in)) return false;
                 break;

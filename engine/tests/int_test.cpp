@@ -498,9 +498,9 @@ TEST(Vint, Validation) {
     EXPECT_EQ(code(ar), bad);
     ar.func = uint8_t(isa::Red::MIN);
     EXPECT_EQ(code(ar), 0);
-    // opcode 0x29 stays unassigned here
+    // the opcode after VRNG (0x29) stays unassigned
     isa::Instr r;
-    r.op = 0x29;
+    r.op = 0x2a;
     EXPECT_EQ(code(r), SPYRE_ENGINE_ERR_ILLEGAL_OPCODE);
 }
 
