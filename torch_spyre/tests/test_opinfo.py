@@ -55,10 +55,6 @@ SKIPS = {
     "index_select":
         "OpInfo's inputs are [5, 5] (rows that are not whole 128-byte sticks), 1-D or 0-dim, "
         "or select along dim 1",
-    "nn.functional.scaled_dot_product_attention":
-        "OpInfo's head dim is 8 (rows of 16-32 bytes; the library needs 128-byte head rows), "
-        "so torch's math path runs, which needs tril/isneginf (no kernels) and, in fp16/bf16, "
-        "an fp32 conversion on the device (the CPU's)",
 }
 
 # Ops whose result sums over a dimension: rounding grows with its length (atol scaled).
@@ -147,6 +143,11 @@ class TestSpyreOpInfo(TestCase):
         counts = SUMMARY[key]
         for sample in op.sample_inputs("cpu", dtype, requires_grad=False):
             counts["samples"] += 1
+            if sample.kwargs.get("dropout_p", 0.0):
+                # the card draws from its own Philox generator, never the CPU's numbers:
+                # dropout is checked by test_random.py (mask, scale, rate)
+                counts["random, not compared"] += 1
+                continue
             expected = run(op, upcast(sample, dtype))
             scale = reduction_length(sample) ** 0.5 if op.name in ACCUMULATING else 1.0
             try:
