@@ -16,6 +16,19 @@ CONFIGURE_FLAGS="--target-list=x86_64-softmmu --without-default-features --enabl
 --disable-install-blobs --disable-werror"
 key=$( (echo "$QEMU_FORMAT $CONFIGURE_FLAGS $root") | sha256sum | cut -c1-12)
 qdir=qemu-$key			# relative to $SPYRE_CACHE, seen as /cache inside the sysroot
+# Two checkouts that change qemu-device/ at once would rebuild one tree with each other's
+# sources: SPYRE_QEMU_INSTANCE=NAME gives a checkout its own build tree, copied from the shared
+# one (meson's paths are all under /qemu, so a copy builds incrementally).
+if [ -n "${SPYRE_QEMU_INSTANCE:-}" ]; then
+	[[ $SPYRE_QEMU_INSTANCE =~ ^[A-Za-z0-9_-]+$ ]] || die "SPYRE_QEMU_INSTANCE: letters, digits, - and _ only"
+	shared=$qdir
+	qdir=qemu-$key.$SPYRE_QEMU_INSTANCE
+	if [ ! -f "$SPYRE_CACHE/$qdir/.configured" ] && [ -f "$SPYRE_CACHE/$shared/.configured" ]; then
+		log "copying the QEMU build tree to $SPYRE_CACHE/$qdir"
+		rm -rf "$SPYRE_CACHE/$qdir"
+		cp -a "$SPYRE_CACHE/$shared" "$SPYRE_CACHE/$qdir"
+	fi
+fi
 
 # Meson records absolute paths, so configure and build always see the tree at /qemu.
 in_qemu_tree() {
@@ -40,7 +53,7 @@ if [ ! -f "$SPYRE_CACHE/$qdir/.configured" ]; then
 	log "configuring QEMU"
 	in_qemu_tree "mkdir -p build && cd build && ../src/configure $CONFIGURE_FLAGS" >&2
 	touch "$SPYRE_CACHE/$qdir/.configured"
-	prune_cache 'qemu-*' 2
+	prune_cache 'qemu-????????????' 2
 fi
 touch "$SPYRE_CACHE/$qdir"
 
