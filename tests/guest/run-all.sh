@@ -11,7 +11,7 @@ mkdir -p "$out"
 rm -f "$out"/"$pfx"-*.counts
 
 # A suite that hangs fails alone: the later suites still run inside the VM's own time limit.
-suite_timeout=$([ -d /sys/kernel/debug/kunit ] && echo 900 || echo 480)
+suite_timeout=$([ -d /sys/kernel/debug/kunit ] && echo 900 || echo 600)
 bounded() {
 	timeout -k 10 "$suite_timeout" "$@"
 	local rc=$?
