@@ -322,14 +322,14 @@ spyre_status not_ready(const char* fn, const char* what) {
 
 }  // namespace
 
-void launch_pinned_program(spyre_device_t device, const std::vector<uint8_t>& image,
+void launch_pinned_program(spyre_device_t device, uint64_t id, const std::vector<uint8_t>& image,
                            const spyre_launch_params& params, spyre_stream_t stream) {
     auto d = check_device(device);
     ProgramObj program;
     program.dev = d->dev;
     program.size = image.size();
     program.num_instructions = check_program_image(image.data(), image.size());
-    program.image = d->dev->pinned_program(&image, image);
+    program.image = d->dev->pinned_program(id, image);
     LaunchRequest req = make_launch(program, &params);
     resolve_stream(stream, d->dev)->launch(req, nullptr);
 }
@@ -465,6 +465,8 @@ spyre_status spyre_device_get_runtime_stats(spyre_device_t device, spyre_runtime
         stats->backpressure_waits = c.backpressure_waits;
         stats->program_cache_hits = c.program_cache_hits;
         stats->program_cache_misses = c.program_cache_misses;
+        stats->pinned_programs = d->dev->pinned_program_count();
+        stats->pinned_program_evictions = c.pinned_program_evictions;
         auto& sa = d->dev->suballocator();
         auto s = sa.stats();
         stats->suballoc_slabs = s.slabs;

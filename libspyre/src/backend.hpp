@@ -9,11 +9,13 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "error.hpp"
@@ -162,6 +164,7 @@ using StreamRef = std::shared_ptr<Stream>;
 struct RuntimeCounters {
     std::atomic<uint64_t> jobs_submitted{0}, busy_retries{0}, backpressure_waits{0};
     std::atomic<uint64_t> program_cache_hits{0}, program_cache_misses{0};
+    std::atomic<uint64_t> pinned_program_evictions{0};
 };
 
 class SubAllocator;
@@ -204,10 +207,14 @@ class Device : public std::enable_shared_from_this<Device> {
     SubAllocator& suballocator();
     // Program cache: the device buffer holding an identical image, or a new one.
     BufferRef load_program_image(const void* image, size_t size);
-    // The op library's programs: `image` loaded once and kept as long as this device lives
-    // (not longer: a lost or closed card takes its programs with it). `key` identifies an
-    // image that never changes for the life of the process (a cached plan's).
-    BufferRef pinned_program(const void* key, const std::vector<uint8_t>& image);
+    // The op library's programs: `image` loaded once and kept while this device lives (not
+    // longer: a lost or closed card takes its programs with it), at most kMaxPinnedPrograms of
+    // them, the least recently launched unpinned first (a launch in flight or a captured graph
+    // holds its program's buffer itself). `id` names an image that never changes for the life
+    // of the process (a cached plan's, ops::PlanEntry::id).
+    BufferRef pinned_program(uint64_t id, const std::vector<uint8_t>& image);
+    size_t pinned_program_count();
+    static constexpr size_t kMaxPinnedPrograms = 1024;
     // False once the card is known to be gone (unplugged, driver unbound): a new open must not
     // return this device.
     virtual bool alive() { return true; }
@@ -232,7 +239,12 @@ class Device : public std::enable_shared_from_this<Device> {
         std::weak_ptr<Buffer> buf;
     };
     std::multimap<uint64_t, CachedImage> program_cache_;  // by content hash
-    std::map<const void*, BufferRef> pinned_programs_;
+    struct PinnedProgram {
+        BufferRef buf;
+        std::list<uint64_t>::iterator lru;  // in pinned_lru_, most recently launched first
+    };
+    std::unordered_map<uint64_t, PinnedProgram> pinned_programs_;
+    std::list<uint64_t> pinned_lru_;
 };
 
 // ---- backend selection (backend.cpp) ----

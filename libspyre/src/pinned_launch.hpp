@@ -12,9 +12,11 @@
 namespace spyre {
 
 // Queues program `image` on `stream` (NULL: the default stream of `device`) as
-// spyre_launch_async() would. The image is loaded on the card once and kept as long as the
-// card's device object lives; it must not change for the life of the process. Throws Error.
-void launch_pinned_program(spyre_device_t device, const std::vector<uint8_t>& image,
+// spyre_launch_async() would. The image is loaded on the card once and kept while the card's
+// device object lives and it is among the card's most recently launched op programs
+// (Device::pinned_program); `id` names it and it must not change for the life of the
+// process. Throws Error.
+void launch_pinned_program(spyre_device_t device, uint64_t id, const std::vector<uint8_t>& image,
                            const spyre_launch_params& params, spyre_stream_t stream);
 
 }  // namespace spyre

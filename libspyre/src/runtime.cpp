@@ -29,6 +29,7 @@ void Device::release_runtime() {
         sa = std::move(suballoc_);
         program_cache_.clear();
         pinned_programs_.clear();
+        pinned_lru_.clear();
     }
     if (s) {
         try {
@@ -131,17 +132,32 @@ BufferRef Device::load_program_image(const void* image, size_t size) {
     return buf;
 }
 
-BufferRef Device::pinned_program(const void* key, const std::vector<uint8_t>& image) {
+BufferRef Device::pinned_program(uint64_t id, const std::vector<uint8_t>& image) {
     {
         std::lock_guard lock(rt_mu_);
-        if (auto it = pinned_programs_.find(key); it != pinned_programs_.end()) {
+        if (auto it = pinned_programs_.find(id); it != pinned_programs_.end()) {
             counters_.program_cache_hits++;
-            return it->second;
+            pinned_lru_.splice(pinned_lru_.begin(), pinned_lru_, it->second.lru);
+            return it->second.buf;
         }
     }
     BufferRef buf = load_program_image(image.data(), image.size());
     std::lock_guard lock(rt_mu_);
-    return pinned_programs_.emplace(key, std::move(buf)).first->second;
+    if (auto it = pinned_programs_.find(id); it != pinned_programs_.end())
+        return it->second.buf;  // another thread loaded it meanwhile
+    pinned_lru_.push_front(id);
+    pinned_programs_.emplace(id, PinnedProgram{buf, pinned_lru_.begin()});
+    while (pinned_programs_.size() > kMaxPinnedPrograms) {
+        pinned_programs_.erase(pinned_lru_.back());
+        pinned_lru_.pop_back();
+        counters_.pinned_program_evictions++;
+    }
+    return buf;
+}
+
+size_t Device::pinned_program_count() {
+    std::lock_guard lock(rt_mu_);
+    return pinned_programs_.size();
 }
 
 }  // namespace spyre

@@ -690,6 +690,34 @@ TEST_F(Ops, ClosingTheCardReleasesItsOpPrograms) {
     EXPECT_GE(st.program_cache_misses, 1u);
 }
 
+// A scalar is part of an op's program, so a scalar that changes every call (an optimizer's
+// bias-corrected step size) makes a new plan and program each call. The card keeps at most
+// 1024 of them (the least recently launched go first), a program unloaded and launched again
+// is loaded again and computes the same, and every call is right on the way.
+TEST_F(Ops, ScalarsThatChangeEveryCallKeepTheCardsProgramsBounded) {
+    constexpr int kCalls = 1100, kN = 300;
+    DevArray x(dev, SPYRE_DTYPE_FLOAT32, kN, 21), y(dev, SPYRE_DTYPE_FLOAT32, kN, 22);
+    const spyre_tensor tx = view(x, {kN}, {1}), ty = view(y, {kN}, {1});
+    spyre_runtime_stats st0{}, st{};
+    ASSERT_SPYRE(spyre_device_get_runtime_stats(dev, &st0));
+    auto scaled = [&](int i) {
+        const double k = 1.0 + i / 4096.0;
+        ASSERT_SPYRE(spyre_op_binary(nullptr, SPYRE_BINARY_MUL, &tx, nullptr, k, 1.0, &ty));
+        if (i % 100 != 0) return;
+        ASSERT_SPYRE(spyre_device_synchronize(dev));
+        y.fetch();
+        for (int j = 0; j < kN; ++j) ASSERT_EQ(y.at(j), float(x.at(j) * float(k))) << i << " " << j;
+    };
+    for (int i = 0; i < kCalls; ++i) scaled(i);
+    ASSERT_SPYRE(spyre_device_get_runtime_stats(dev, &st));
+    EXPECT_LE(st.pinned_programs, 1024u);
+    EXPECT_GE(st.pinned_program_evictions - st0.pinned_program_evictions, uint64_t(kCalls - 1024));
+    // the first program was unloaded: launched again, it is loaded again and right
+    scaled(0);
+    ASSERT_SPYRE(spyre_device_get_runtime_stats(dev, &st));
+    EXPECT_LE(st.pinned_programs, 1024u);
+}
+
 // Strided views made dense through the C API: a transpose, a permute of a [B, L, H, D] buffer,
 // a slice with a step and an expanded dim, compared byte for byte.
 TEST_F(Ops, CopyMakesStridedViewsDense) {

@@ -209,7 +209,9 @@ typedef struct spyre_runtime_stats {
     uint64_t suballoc_used_bytes;  /* bytes of live sub-allocated buffers (block-rounded) */
     uint64_t suballoc_buffers;     /* live sub-allocated buffers */
     uint64_t suballoc_max_bytes;   /* largest request served from slabs (0: off) */
-    uint64_t reserved[6];
+    uint64_t pinned_programs;      /* op library programs loaded on the card (at most 1024) */
+    uint64_t pinned_program_evictions; /* ... unloaded to stay within that bound */
+    uint64_t reserved[4];
 } spyre_runtime_stats;
 
 SPYRE_API spyre_status spyre_device_get_runtime_stats(spyre_device_t device,

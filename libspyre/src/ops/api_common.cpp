@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <list>
+#include <unordered_map>
 
 #include "ops/pricing.hpp"
 #include "pinned_launch.hpp"
@@ -16,16 +18,24 @@ spyre_op_info& last_info() {
 }
 
 namespace {
-// The process-wide plan cache.
+// The process-wide plan cache: at most kMaxPlans plans, the least recently used dropped first
+// (a caller still holding one keeps it). A key holds every value baked into a program (shapes,
+// and scalars such as an optimizer's step size), so a program whose scalars change every call
+// would otherwise grow the cache, and the programs pinned on the card, without bound.
+constexpr size_t kMaxPlans = 4096;
 
 struct Caches {
     std::mutex mu;
-    std::map<std::string, std::shared_ptr<const PlanEntry>> plans;
-    uint64_t hits = 0, misses = 0;
+    struct Node {
+        std::shared_ptr<const PlanEntry> plan;
+        std::list<std::string>::iterator lru;  // in `order`, most recently used first
+    };
+    std::unordered_map<std::string, Node> plans;
+    std::list<std::string> order;
+    uint64_t hits = 0, misses = 0, next_id = 1;
 };
 
-// Never destroyed: plans live for the life of the process (their images key the programs each
-// card keeps, pinned_launch.hpp), and no destructor runs after libspyre's own statics are gone.
+// Never destroyed: no destructor runs after libspyre's own statics are gone.
 Caches& caches() {
     static Caches* c = new Caches;
     return *c;
@@ -166,7 +176,7 @@ void launch(const Card& c, const std::shared_ptr<const PlanEntry>& e, spyre_stre
     std::copy(args.begin(), args.end(), lp.args);
     lp.buffers = bufs.data();
     lp.num_buffers = static_cast<uint32_t>(bufs.size());
-    launch_pinned_program(c.dev, e->image, lp, stream);
+    launch_pinned_program(c.dev, e->id, e->image, lp, stream);
     last_info().launches++;
     last_info().modeled_cycles += e->cycles;
 }
@@ -212,8 +222,9 @@ std::shared_ptr<const PlanEntry> cached_plan(const std::string& key,
         std::lock_guard lock(cs.mu);
         if (auto it = cs.plans.find(key); it != cs.plans.end()) {
             cs.hits++;
+            cs.order.splice(cs.order.begin(), cs.order, it->second.lru);
             last_info().plan_cached = 1;
-            return it->second;
+            return it->second.plan;
         }
     }
     std::shared_ptr<PlanEntry> e;
@@ -224,7 +235,16 @@ std::shared_ptr<const PlanEntry> cached_plan(const std::string& key,
     }
     std::lock_guard lock(cs.mu);
     cs.misses++;
-    return cs.plans.emplace(key, e).first->second;
+    if (auto it = cs.plans.find(key); it != cs.plans.end())
+        return it->second.plan;  // another thread planned it meanwhile
+    e->id = cs.next_id++;
+    cs.order.push_front(key);
+    cs.plans.emplace(key, Caches::Node{e, cs.order.begin()});
+    while (cs.plans.size() > kMaxPlans) {
+        cs.plans.erase(cs.order.back());
+        cs.order.pop_back();
+    }
+    return e;
 }
 
 }  // namespace spyre::ops

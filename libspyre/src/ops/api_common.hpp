@@ -70,6 +70,7 @@ void begin_op(const char* name);
 
 // ---- plans, programs, cards ----
 struct PlanEntry {
+    uint64_t id = 0;  // unique for the life of the process (set by cached_plan)
     std::vector<uint8_t> image;
     uint32_t cores = 0;
     uint64_t cycles = 0;
