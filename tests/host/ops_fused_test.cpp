@@ -4,7 +4,10 @@
 // compared with a host interpreter of the same description (fp32 arithmetic, functions in double
 // rounded to fp32, one rounding per store), over odd sizes, all three float types, scalar
 // inputs, constants in either operand, several outputs; the untouched bytes after every output;
-// parse errors; and the C API on the simulator (one launch, refusals as NOT_SUPPORTED).
+// parse errors; and the C API on the simulator (one launch, refusals as NOT_SUPPORTED). Row
+// kernels (softmax, log_softmax, layer_norm with weight, bias and row outputs, an RMSNorm with
+// a per-row input, compares and where) over odd row lengths and row counts in the three types
+// against a row interpreter; rows split over cores; compares and where in flat kernels.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -236,19 +236,112 @@ def test_extern_matmul_with_a_fused_epilogue(fallback_reset):
     assert torch_spyre.fallback_counts() == {}
 
 
-def test_transposed_inputs_and_reductions_run_eagerly(fallback_reset):
+def test_transposed_inputs_run_eagerly_and_a_row_reduction_fuses(fallback_reset):
     def f(h, t):
         return h * t.t(), (h * h).sum(-1)
 
     h, t = make((8, 24), torch.float32, 1).to("spyre"), make((24, 8), torch.float32, 3).to("spyre")
     g = torch.compile(f)
     g(h, t)
-    before = runtime.STATS["eager"]
+    before = dict(runtime.STATS)
     (p, s), ops = launches(g, h, t)
     rp, rs = f(h.cpu(), t.cpu())
     close(p.cpu(), rp, torch.float32)
     close(s.cpu(), rs, torch.float32, scale=100)
-    assert runtime.STATS["eager"] > before and "spyre::fused_pointwise" not in ops, ops
+    # the transposed product: the eager form (one mul); the sum of squares: one row kernel
+    assert runtime.STATS["eager"] == before["eager"] + 1, runtime.STATS
+    assert runtime.STATS["fused"] == before["fused"] + 1, runtime.STATS
+    assert ops.count("spyre::fused_pointwise") == 1, ops
+    assert torch_spyre.fallback_counts() == {}
+
+
+# ---- row kernels: reductions over the innermost dim with their epilogues ----
+
+def softmax_d(x):
+    m = x.amax(-1, keepdim=True)
+    e = torch.exp(x - m)
+    return e / e.sum(-1, keepdim=True)
+
+
+def log_softmax_d(x):
+    s = x - x.amax(-1, keepdim=True)
+    return s - torch.log(torch.exp(s).sum(-1, keepdim=True))
+
+
+def layer_norm_d(x, w, b):
+    mean = x.mean(-1, keepdim=True)
+    d = x - mean
+    var = (d * d).mean(-1, keepdim=True)
+    return d * torch.rsqrt(var + 1e-5) * w + b
+
+
+def rms_norm_d(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+
+def masked_fill_d(x, limit):
+    # compares and where: a masking chain (scores below a per-row limit dropped), softmax
+    s = torch.where(x < limit, torch.full_like(x, float("-inf")), x)
+    s = torch.where(s > 2.5, s * 0.5, s)
+    return softmax_d(s)
+
+
+ROWS = {"softmax": (softmax_d, 0), "log_softmax": (log_softmax_d, 0),
+        "layer_norm": (layer_norm_d, 2), "rms_norm": (rms_norm_d, 1),
+        "masked_softmax": (masked_fill_d, -1)}
+
+
+def row_args(name, shape, dtype):
+    fn, extra = ROWS[name]
+    x = make(shape, torch.float32, 1)
+    args = [x]
+    if extra == -1:  # a per-row limit, [rows..., 1]
+        args.append(make(shape[:-1] + (1,), torch.float32, 5) - 0.5)
+    for k in range(max(extra, 0)):
+        args.append(make(shape[-1:], torch.float32, 2 + k))  # weight, bias: one per column
+    return fn, [a.to(dtype) for a in args]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name", list(ROWS))
+def test_row_reductions_are_one_launch(name, dtype, fallback_reset):
+    for shape in [(5, 37), (3, 7, 129), (33, 1000)]:
+        fn, cpu = row_args(name, shape, dtype)
+        dev = [a.to("spyre") for a in cpu]
+        g = torch.compile(fn)
+        g(*dev)
+        before = dict(runtime.STATS)
+        out, ops = launches(g, *dev)
+        assert ops == ["spyre::fused_pointwise"], (name, shape, ops)
+        assert runtime.STATS["fused"] == before["fused"] + 1, runtime.STATS
+        assert runtime.STATS["eager"] == before["eager"], runtime.STATS
+        eager, eager_ops = launches(fn, *dev)
+        assert len(eager_ops) >= 3, eager_ops
+        assert out.dtype == dtype and out.shape == shape
+        # the fused kernel computes in fp32 and rounds once: against the fp32 CPU result and
+        # eager (which rounds after every op)
+        want = fn(*[a.float() for a in cpu]).to(dtype)
+        close(out.cpu(), want, dtype, scale=2)
+        close(out.cpu(), eager.cpu(), dtype, scale=4)
+        torch.compiler.reset()
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_row_kernel_dynamic_rows_and_a_refused_long_row(fallback_reset):
+    g = torch.compile(softmax_d, dynamic=True)
+    for rows in (3, 11):
+        x = make((rows, 45), torch.float32).to("spyre")
+        out, ops = launches(g, x)
+        close(out.cpu(), torch.softmax(x.cpu(), -1), torch.float32)
+    assert ops == ["spyre::fused_pointwise"], ops
+    # rows longer than a core's scratchpad: the library refuses, the eager form runs (Inductor
+    # would split a reduction this long over two kernels for parallelism: not here)
+    x = make((2, 400000), torch.float32).to("spyre")
+    before = dict(runtime.STATS)
+    with torch._inductor.config.patch(split_reductions=False):
+        out = torch.compile(softmax_d)(x)
+    assert runtime.STATS["refused"] == before["refused"] + 1, runtime.STATS
+    close(out.cpu(), torch.softmax(x.cpu(), -1), torch.float32)
     assert torch_spyre.fallback_counts() == {}
 
 
