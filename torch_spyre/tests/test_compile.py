@@ -11,6 +11,7 @@ eager mode.
 """
 
 import copy
+import os
 
 import pytest
 import torch
@@ -253,6 +254,26 @@ def test_transposed_inputs_run_eagerly_and_a_row_reduction_fuses(fallback_reset)
     assert runtime.STATS["fused"] == before["fused"] + 1, runtime.STATS
     assert ops.count("spyre::fused_pointwise") == 1, ops
     assert torch_spyre.fallback_counts() == {}
+
+
+def test_the_backend_sources_are_in_inductors_cache_key(tmp_path):
+    # a graph compiled by an older torch_spyre must not be served from Inductor's FX graph
+    # cache: the key has a hash of the backend's sources (a no-op post-grad pass's uuid)
+    import shutil
+
+    import torch._inductor.config as config
+    from torch_spyre._cache_key import BackendKey
+
+    assert isinstance(config.post_grad_custom_post_pass, BackendKey)
+    root = os.path.dirname(torch_spyre.__file__)
+    copy = tmp_path / "torch_spyre"
+    shutil.copytree(os.path.join(root, "_inductor"), copy / "_inductor")
+    shutil.copy(os.path.join(root, "_dynamo.py"), copy / "_dynamo.py")
+    key = BackendKey(str(copy)).uuid()
+    assert key == config.post_grad_custom_post_pass.uuid()
+    with open(copy / "_inductor" / "scheduling.py", "a") as f:
+        f.write("# changed\n")
+    assert BackendKey(str(copy)).uuid() != key
 
 
 # ---- row kernels: reductions over the innermost dim with their epilogues ----
