@@ -374,6 +374,16 @@ TEST(FusedRows, RowsSplitOverCoresAndLongRows) {
     const FusedKernel huge = parse_fused(softmax(DType::F32, 1000000));
     const Pricer pricer(default_engine_config());
     EXPECT_GT(fused_lx_bytes(huge, fused_unit(huge)), pricer.lx_budget());
+    // a 32-row unit (an f32 row output) of rows too long for it, but only 4 rows: one chunk
+    const std::string partial =
+        "spyre.kernel 1\nrows 8000\nin f32 full\nout f32 row\n%0 = load 0\n%1 = rmax %0\n"
+        "store 0 %1\n";
+    const FusedKernel pk = parse_fused(partial);
+    EXPECT_EQ(fused_unit(pk), 32u);
+    EXPECT_GT(fused_lx_bytes(pk, fused_unit(pk)), pricer.lx_budget());
+    EXPECT_EQ(fused_unit(pk, 4 * 8000), 4u);
+    run_rows_and_check(partial, 4);
+    run_rows_and_check(rms_norm_masked(DType::F16, 1999), 5);
 }
 
 TEST(FusedRows, ParseErrors) {

@@ -87,7 +87,7 @@ spyre_status spyre_op_fused(spyre_stream_t stream, const char* kernel, uint64_t 
             const Pricer pricer(cfg);
             // rows that do not fit a core's scratchpad (one unit of rows with its temporaries)
             // are refused: the caller runs its eager form
-            if (k.cols && fused_lx_bytes(k, fused_unit(k)) > pricer.lx_budget())
+            if (k.cols && fused_lx_bytes(k, fused_unit(k, n)) > pricer.lx_budget())
                 fail(SPYRE_ERROR_NOT_SUPPORTED,
                      std::format("fused: rows of {} elements do not fit a core's scratchpad",
                                  k.cols));

@@ -508,7 +508,7 @@ class Emitter {
 std::vector<uint8_t> Emitter::build() {
     // work items: positions, or rows of a row kernel
     const uint64_t N = k_.cols ? n_ / k_.cols : n_;
-    const uint64_t u = fused_unit(k_), E = p_.chunk, U = (N + u - 1) / u, P = p_.cores;
+    const uint64_t u = fused_unit(k_, n_), E = p_.chunk, U = (N + u - 1) / u, P = p_.cores;
     const auto I = static_cast<uint32_t>(k_.inputs.size());
     // the zero scalar (a select mask that always picks y)
     b_.set_regs(24, {1, 1, 4, 4});
@@ -700,7 +700,11 @@ std::string format_fused(const FusedKernel& k) {
     return s;
 }
 
-uint64_t fused_unit(const FusedKernel& k) {
+uint64_t fused_unit(const FusedKernel& k, uint64_t n) {
+    if (k.cols && n) {  // fewer rows than a unit: one chunk of them all starts on a stick
+        const uint64_t g = fused_unit(k);
+        return std::max<uint64_t>(1, std::min(g, n / k.cols));
+    }
     if (k.cols) {  // rows whose every full and row operand's chunk starts on a stick
         uint64_t g = 1;
         auto need = [&](FkKind kind, DType t) {
@@ -720,13 +724,13 @@ uint64_t fused_unit(const FusedKernel& k) {
 }
 
 uint64_t fused_lx_bytes(const FusedKernel& k, uint64_t chunk) {
-    if (chunk == 0 || chunk % fused_unit(k)) return 0;
+    if (chunk == 0) return 0;
     return layout(k, lower(k), chunk).total;
 }
 
 std::vector<uint8_t> build_fused(const FusedKernel& k, uint64_t n, const FusedPlan& p) {
     if (n == 0) throw std::invalid_argument("fused kernel: empty (nothing to launch)");
-    if (p.cores == 0 || !fused_lx_bytes(k, p.chunk) || (k.cols && n % k.cols))
+    if (p.cores == 0 || !p.chunk || p.chunk % fused_unit(k, n) || (k.cols && n % k.cols))
         throw std::invalid_argument("fused kernel: plan does not suit the kernel");
     Emitter e(k, n, p);
     return e.build();
@@ -758,7 +762,7 @@ FusedPlan price_fused(const Pricer& pricer, const FusedKernel& k, uint64_t n, Fu
 FusedPlan plan_fused(const Pricer& pricer, const FusedKernel& k, uint64_t n, uint32_t max_cores) {
     if (n == 0) throw std::invalid_argument("fused kernel: empty (nothing to launch)");
     const uint64_t N = k.cols ? n / k.cols : n;  // work items: positions or rows
-    const uint64_t u = fused_unit(k), units = (N + u - 1) / u, budget = pricer.lx_budget();
+    const uint64_t u = fused_unit(k, n), units = (N + u - 1) / u, budget = pricer.lx_budget();
     // LX grows linearly in the chunk: the largest that fits, by bisection on units
     uint64_t lo = 0, hi = budget / u + 1;
     while (hi - lo > 1) {

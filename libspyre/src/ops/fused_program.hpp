@@ -118,8 +118,9 @@ struct FusedPlan {
     uint64_t cycles = 0, ddr_bytes = 0;
 };
 
-// Elements (row kernels: rows) per unit of the work split: every chunk starts on a stick.
-uint64_t fused_unit(const FusedKernel& k);
+// Elements (row kernels: rows) per unit of the work split: every chunk starts on a stick. With
+// n, a row kernel's unit is at most its n / cols rows (then one chunk holds them all).
+uint64_t fused_unit(const FusedKernel& k, uint64_t n = 0);
 uint64_t fused_lx_bytes(const FusedKernel& k, uint64_t chunk);
 // The SPMD program over n elements. Launch arguments: inputs 0..I-1, then outputs I..I+O-1
 // (device addresses; full, row and col operands 128-byte aligned, scalar inputs element
