@@ -10,6 +10,7 @@
 // against a row interpreter; rows split over cores; compares and where in flat kernels.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -512,6 +513,73 @@ TEST(FusedApi, OneLaunchOnTheSimulatorAndRefusals) {
     EXPECT_NE(std::string(spyre_last_error()).find("bogus"), std::string::npos)
         << spyre_last_error();
     spyre_free(bx), spyre_free(by), spyre_free(bo);
+    spyre_device_close(dev);
+    unsetenv("SPYRE_BACKEND");
+}
+
+// Row kernels through the C API: a softmax and a layer norm with column weight and bias and a
+// row output, one launch each; refusals: n not whole rows, a row output too small, rows too
+// long for a core.
+TEST(FusedApi, RowKernelsOnTheSimulatorAndRefusals) {
+    setenv("SPYRE_BACKEND", "sim", 1);
+    spyre_device_t dev = nullptr;
+    ASSERT_EQ(spyre_device_open(0, &dev), SPYRE_SUCCESS) << spyre_last_error();
+    const uint64_t R = 19, C = 333, n = R * C;
+    spyre_buffer_t bx, bw, bo, bm;
+    ASSERT_EQ(spyre_malloc(dev, n * 4, &bx), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_malloc(dev, C * 4, &bw), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_malloc(dev, n * 4, &bo), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_malloc(dev, R * 4, &bm), SPYRE_SUCCESS);
+    std::vector<float> x(n), w(C), o(n), m(R);
+    for (uint64_t i = 0; i < n; ++i) x[i] = std::sin(0.37f * float(i)) * 4.0f;
+    for (uint64_t c = 0; c < C; ++c) w[c] = 0.5f + 0.001f * float(c);
+    ASSERT_EQ(spyre_memcpy_htod(bx, 0, x.data(), n * 4), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_memcpy_htod(bw, 0, w.data(), C * 4), SPYRE_SUCCESS);
+    const int64_t full[2] = {int64_t(R), int64_t(C)}, col[1] = {int64_t(C)}, row[1] = {int64_t(R)};
+    spyre_tensor tx, tw, to, tm, small;
+    ASSERT_EQ(spyre_tensor_init(&tx, bx, 0, SPYRE_DTYPE_FLOAT32, 2, full), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_tensor_init(&tw, bw, 0, SPYRE_DTYPE_FLOAT32, 1, col), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_tensor_init(&to, bo, 0, SPYRE_DTYPE_FLOAT32, 2, full), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_tensor_init(&tm, bm, 0, SPYRE_DTYPE_FLOAT32, 1, row), SPYRE_SUCCESS);
+    const int64_t fewer[1] = {int64_t(R - 1)};
+    ASSERT_EQ(spyre_tensor_init(&small, bm, 0, SPYRE_DTYPE_FLOAT32, 1, fewer), SPYRE_SUCCESS);
+    // x * w / max over the row; the row max as an output
+    const std::string k = "spyre.kernel 1\nrows " + std::to_string(C) +
+                          "\nin f32 full\nin f32 col\nout f32\nout f32 row\n%0 = load 0\n"
+                          "%1 = load 1\n%2 = rmax %0\n%3 = mul %0 %1\n%4 = div %3 %2\n"
+                          "store 0 %4\nstore 1 %2\n";
+    const spyre_tensor in[2] = {tx, tw}, out[2] = {to, tm}, bad_out[2] = {to, small};
+    ASSERT_EQ(spyre_op_fused(nullptr, k.c_str(), n, in, 2, out, 2), SPYRE_SUCCESS)
+        << spyre_last_error();
+    spyre_op_info info;
+    ASSERT_EQ(spyre_op_get_last_info(&info), SPYRE_SUCCESS);
+    EXPECT_EQ(info.launches, 1u);
+    ASSERT_EQ(spyre_memcpy_dtoh(o.data(), bo, 0, n * 4), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_memcpy_dtoh(m.data(), bm, 0, R * 4), SPYRE_SUCCESS);
+    for (uint64_t r = 0; r < R; ++r) {
+        const float mx = *std::max_element(x.begin() + r * C, x.begin() + (r + 1) * C);
+        ASSERT_EQ(m[r], mx) << r;
+        for (uint64_t c = 0; c < C; ++c)
+            ASSERT_NEAR(o[r * C + c], x[r * C + c] * w[c] / mx,
+                        1e-6 * (1 + std::fabs(o[r * C + c])));
+    }
+    EXPECT_EQ(spyre_op_fused(nullptr, k.c_str(), n - 1, in, 2, out, 2), SPYRE_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(spyre_op_fused(nullptr, k.c_str(), n, in, 2, bad_out, 2), SPYRE_ERROR_NOT_SUPPORTED);
+    // 2 rows of 400,000: one row and its temporaries do not fit a core
+    const uint64_t LC = 400000;
+    spyre_buffer_t bl, bl2;
+    ASSERT_EQ(spyre_malloc(dev, 2 * LC * 4, &bl), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_malloc(dev, 2 * LC * 4, &bl2), SPYRE_SUCCESS);
+    const int64_t lshape[2] = {2, int64_t(LC)};
+    spyre_tensor tl, tl2;
+    ASSERT_EQ(spyre_tensor_init(&tl, bl, 0, SPYRE_DTYPE_FLOAT32, 2, lshape), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_tensor_init(&tl2, bl2, 0, SPYRE_DTYPE_FLOAT32, 2, lshape), SPYRE_SUCCESS);
+    const std::string longk = softmax(DType::F32, LC);
+    EXPECT_EQ(spyre_op_fused(nullptr, longk.c_str(), 2 * LC, &tl, 1, &tl2, 1),
+              SPYRE_ERROR_NOT_SUPPORTED);
+    EXPECT_NE(std::string(spyre_last_error()).find("scratchpad"), std::string::npos)
+        << spyre_last_error();
+    spyre_free(bx), spyre_free(bw), spyre_free(bo), spyre_free(bm), spyre_free(bl), spyre_free(bl2);
     spyre_device_close(dev);
     unsetenv("SPYRE_BACKEND");
 }
