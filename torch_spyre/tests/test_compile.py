@@ -301,8 +301,9 @@ def rms_norm_d(x, w):
 
 
 def masked_fill_d(x, limit):
-    # compares and where: a masking chain (scores below a per-row limit dropped), softmax
-    s = torch.where(x < limit, torch.full_like(x, float("-inf")), x)
+    # compares, masked_fill and where: a masking chain (scores below a per-row limit dropped),
+    # softmax
+    s = x.masked_fill(x < limit, float("-inf"))
     s = torch.where(s > 2.5, s * 0.5, s)
     return softmax_d(s)
 
