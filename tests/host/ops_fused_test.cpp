@@ -4,9 +4,13 @@
 // compared with a host interpreter of the same description (fp32 arithmetic, functions in double
 // rounded to fp32, one rounding per store), over odd sizes, all three float types, scalar
 // inputs, constants in either operand, several outputs; the untouched bytes after every output;
-// parse errors; and the C API on the simulator (one launch, refusals as NOT_SUPPORTED).
+// parse errors; and the C API on the simulator (one launch, refusals as NOT_SUPPORTED). Row
+// kernels (softmax, log_softmax, layer_norm with weight, bias and row outputs, an RMSNorm with
+// a per-row input, compares and where) over odd row lengths and row counts in the three types
+// against a row interpreter; rows split over cores; compares and where in flat kernels.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -41,6 +45,66 @@ float round_to(DType t, float v) {
     return load_elem(t, b);
 }
 
+// One op of a description on fp32 operands (not LOAD, CONST, STORE or the reductions).
+float apply(const FkInstr& c, float a, float b, float w) {
+    const double d = a;
+    switch (c.op) {
+        case FkOp::NEG:
+            return -a;
+        case FkOp::ABS:
+            return std::fabs(a);
+        case FkOp::RELU:
+            return a < 0 ? 0.0f : a;
+        case FkOp::EXP:
+            return static_cast<float>(std::exp(d));
+        case FkOp::LOG:
+            return static_cast<float>(std::log(d));
+        case FkOp::SQRT:
+            return std::sqrt(a);
+        case FkOp::RSQRT:
+            return static_cast<float>(1.0 / std::sqrt(d));
+        case FkOp::RECIP:
+            return 1.0f / a;
+        case FkOp::TANH:
+            return static_cast<float>(std::tanh(d));
+        case FkOp::SIGMOID:
+            return 1.0f / (static_cast<float>(std::exp(-d)) + 1.0f);
+        case FkOp::SILU:
+            return static_cast<float>(d / (1.0 + std::exp(-d)));
+        case FkOp::CAST:
+            return round_to(c.t, a);
+        case FkOp::ADD:
+            return a + b;
+        case FkOp::SUB:
+            return a - b;
+        case FkOp::MUL:
+            return a * b;
+        case FkOp::DIV:
+            return a / b;
+        case FkOp::MAX:
+            return (a > b || a != a) ? a : b;
+        case FkOp::MIN:
+            return (a < b || a != a) ? a : b;
+        case FkOp::EQ:
+            return a == b ? 1.0f : 0.0f;
+        case FkOp::NE:
+            return a != b ? 1.0f : 0.0f;
+        case FkOp::LT:
+            return a < b ? 1.0f : 0.0f;
+        case FkOp::LE:
+            return a <= b ? 1.0f : 0.0f;
+        case FkOp::GT:
+            return a > b ? 1.0f : 0.0f;
+        case FkOp::GE:
+            return a >= b ? 1.0f : 0.0f;
+        case FkOp::WHERE:
+            return a != 0.0f ? b : w;  // NaN masks are true
+        default:
+            ADD_FAILURE() << "op not in the reference";
+            return 0.0f;
+    }
+}
+
 // Host interpreter of a description at position i.
 std::vector<float> reference(const FusedKernel& k, const std::vector<std::vector<uint8_t>>& in,
                              uint64_t i) {
@@ -48,76 +112,64 @@ std::vector<float> reference(const FusedKernel& k, const std::vector<std::vector
     for (size_t j = 0; j < k.code.size(); ++j) {
         const FkInstr& c = k.code[j];
         const float a = c.a >= 0 ? v[c.a] : 0.0f, b = c.b >= 0 ? v[c.b] : 0.0f;
-        const double d = a;
-        switch (c.op) {
-            case FkOp::LOAD: {
-                const FkInput& x = k.inputs[c.arg];
-                v[j] = load_elem(x.t, &in[c.arg][(x.scalar ? 0 : i) * isa::dtype_size(x.t)]);
-                break;
+        const float w = c.c >= 0 ? v[c.c] : 0.0f;
+        if (c.op == FkOp::LOAD) {
+            const FkInput& x = k.inputs[c.arg];
+            v[j] = load_elem(x.t, &in[c.arg][(x.scalar ? 0 : i) * isa::dtype_size(x.t)]);
+        } else if (c.op == FkOp::CONST) {
+            v[j] = c.imm;
+        } else if (c.op == FkOp::STORE) {
+            out[c.arg] = round_to(k.outputs[c.arg], v[c.a]);
+        } else {
+            v[j] = apply(c, a, b, w);
+        }
+    }
+    return out;
+}
+
+// Host interpreter of a row kernel over row r: every value as a row of cols fp32 numbers
+// (per-row values repeated); reductions in double rounded once (as VRED), NaN-propagating
+// max/min. Returns each output's row (row outputs: one element).
+std::vector<std::vector<float>> reference_row(const FusedKernel& k,
+                                              const std::vector<std::vector<uint8_t>>& in,
+                                              uint64_t r) {
+    const uint64_t C = k.cols;
+    std::vector<std::vector<float>> v(k.code.size()), out(k.outputs.size());
+    for (size_t j = 0; j < k.code.size(); ++j) {
+        const FkInstr& c = k.code[j];
+        std::vector<float>& o = v[j];
+        o.assign(C, 0.0f);
+        if (c.op == FkOp::LOAD) {
+            const FkInput& x = k.inputs[c.arg];
+            const uint64_t es = isa::dtype_size(x.t);
+            for (uint64_t q = 0; q < C; ++q) {
+                const uint64_t at = x.kind == FkKind::FULL  ? r * C + q
+                                    : x.kind == FkKind::ROW ? r
+                                    : x.kind == FkKind::COL ? q
+                                                            : 0;
+                o[q] = load_elem(x.t, &in[c.arg][at * es]);
             }
-            case FkOp::CONST:
-                v[j] = c.imm;
-                break;
-            case FkOp::NEG:
-                v[j] = -a;
-                break;
-            case FkOp::ABS:
-                v[j] = std::fabs(a);
-                break;
-            case FkOp::RELU:
-                v[j] = a < 0 ? 0.0f : a;
-                break;
-            case FkOp::EXP:
-                v[j] = static_cast<float>(std::exp(d));
-                break;
-            case FkOp::LOG:
-                v[j] = static_cast<float>(std::log(d));
-                break;
-            case FkOp::SQRT:
-                v[j] = std::sqrt(a);
-                break;
-            case FkOp::RSQRT:
-                v[j] = static_cast<float>(1.0 / std::sqrt(d));
-                break;
-            case FkOp::RECIP:
-                v[j] = 1.0f / a;
-                break;
-            case FkOp::TANH:
-                v[j] = static_cast<float>(std::tanh(d));
-                break;
-            case FkOp::SIGMOID:
-                v[j] = 1.0f / (static_cast<float>(std::exp(-d)) + 1.0f);
-                break;
-            case FkOp::SILU:
-                v[j] = static_cast<float>(d / (1.0 + std::exp(-d)));
-                break;
-            case FkOp::CAST:
-                v[j] = round_to(c.t, a);
-                break;
-            case FkOp::ADD:
-                v[j] = a + b;
-                break;
-            case FkOp::SUB:
-                v[j] = a - b;
-                break;
-            case FkOp::MUL:
-                v[j] = a * b;
-                break;
-            case FkOp::DIV:
-                v[j] = a / b;
-                break;
-            case FkOp::MAX:
-                v[j] = (a > b || a != a) ? a : b;
-                break;
-            case FkOp::MIN:
-                v[j] = (a < b || a != a) ? a : b;
-                break;
-            case FkOp::STORE:
-                out[c.arg] = round_to(k.outputs[c.arg], v[c.a]);
-                break;
-            default:
-                ADD_FAILURE() << "op not in the reference";
-                break;
+        } else if (c.op == FkOp::CONST) {
+            o.assign(C, c.imm);
+        } else if (c.op == FkOp::STORE) {
+            const bool row = k.out_kinds[c.arg] == FkKind::ROW;
+            for (uint64_t q = 0; q < (row ? 1 : C); ++q)
+                out[c.arg].push_back(round_to(k.outputs[c.arg], v[c.a][q]));
+        } else if (c.op == FkOp::RSUM) {
+            double s = 0;
+            for (float x : v[c.a]) s += x;
+            o.assign(C, static_cast<float>(s));
+        } else if (c.op == FkOp::RMAX || c.op == FkOp::RMIN) {
+            float m = v[c.a][0];
+            for (float x : v[c.a]) {
+                if (m != m) break;
+                if (x != x || (c.op == FkOp::RMAX ? x > m : x < m)) m = x;
+            }
+            o.assign(C, m);
+        } else {
+            for (uint64_t q = 0; q < C; ++q)
+                o[q] = apply(c, c.a >= 0 ? v[c.a][q] : 0.0f, c.b >= 0 ? v[c.b][q] : 0.0f,
+                             c.c >= 0 ? v[c.c][q] : 0.0f);
         }
     }
     return out;
@@ -186,6 +238,183 @@ TEST_P(FusedSizes, ChainMatchesTheInterpreter) {
 INSTANTIATE_TEST_SUITE_P(Types, FusedSizes,
                          ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16),
                                             ::testing::Values(1, 7, 65, 1000, 4097, 100003)));
+
+// Plans, builds and runs the row kernel `text` over `rows` rows on the engine and checks every
+// output element against reference_row, and that the bytes after each output stay untouched.
+FusedPlan run_rows_and_check(const std::string& text, uint64_t rows, uint32_t max_cores = 32) {
+    const FusedKernel k = parse_fused(text);
+    const uint64_t C = k.cols, n = rows * C;
+    const Pricer pricer(default_engine_config());
+    const FusedPlan p = plan_fused(pricer, k, n, max_cores);
+    const auto image = build_fused(k, n, p);
+    std::mt19937 rng(static_cast<uint32_t>(n + C));
+    std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+    std::vector<std::vector<uint8_t>> in;
+    std::vector<uint64_t> args;
+    uint64_t at = 0;
+    for (const FkInput& x : k.inputs) {
+        const uint64_t m = x.kind == FkKind::FULL  ? n
+                           : x.kind == FkKind::ROW ? rows
+                           : x.kind == FkKind::COL ? C
+                                                   : 1;
+        const uint64_t es = isa::dtype_size(x.t);
+        in.emplace_back(m * es);
+        for (uint64_t i = 0; i < m; ++i) store_elem(x.t, dist(rng), &in.back()[i * es]);
+        args.push_back(at + (x.scalar ? 6 * es : 0));
+        at += up128(m * es + 8 * es + 128);
+    }
+    std::vector<uint64_t> out_at, out_n;
+    for (size_t o = 0; o < k.outputs.size(); ++o) {
+        out_n.push_back(k.out_kinds[o] == FkKind::ROW ? rows : n);
+        out_at.push_back(at), args.push_back(at);
+        at += up128(out_n.back() * isa::dtype_size(k.outputs[o]) + 256);
+    }
+    std::vector<uint8_t> mem(at, 0xA5);
+    for (size_t j = 0; j < k.inputs.size(); ++j)
+        std::memcpy(&mem[args[j]], in[j].data(), in[j].size());
+    const RunResult r = run_image(image, p.cores, args, mem);
+    EXPECT_EQ(r.error, 0) << r.message;
+    EXPECT_EQ(r.stats.total_cycles, p.cycles) << "the priced run is the real run";
+    int bad = 0;
+    for (uint64_t row = 0; row < rows && bad < 5; ++row) {
+        const auto want = reference_row(k, in, row);
+        for (size_t o = 0; o < k.outputs.size(); ++o) {
+            const DType t = k.outputs[o];
+            const uint64_t es = isa::dtype_size(t);
+            for (uint64_t q = 0; q < want[o].size() && bad < 5; ++q) {
+                const uint64_t i = want[o].size() == 1 && out_n[o] == rows ? row : row * C + q;
+                const float got = load_elem(t, &mem[out_at[o] + i * es]);
+                const float w = want[o][q];
+                const bool ok = got == w || (std::isnan(got) && std::isnan(w)) ||
+                                std::fabs(got - w) <= tol(t) * (1.0 + std::fabs(w));
+                if (!ok)
+                    ADD_FAILURE() << "output " << o << " row " << row << " [" << q << "] = " << got
+                                  << ", want " << w,
+                        ++bad;
+            }
+        }
+    }
+    for (size_t o = 0; o < k.outputs.size(); ++o) {
+        const uint64_t end = out_at[o] + out_n[o] * isa::dtype_size(k.outputs[o]);
+        for (uint64_t b = end; b < up128(end); ++b) EXPECT_EQ(mem[b], 0xA5) << "past output " << o;
+    }
+    return p;
+}
+
+// What Inductor makes of softmax, log_softmax, layer_norm (weight, bias; mean and rstd as row
+// outputs) and RMSNorm (a [rows, 1] scale and a masked fill): loads of a row, reductions, then
+// pointwise use of the reduced values.
+std::string softmax(DType t, uint64_t C) {
+    const std::string s = tname(t);
+    return "spyre.kernel 1\nrows " + std::to_string(C) + "\nin " + s + " full\nout " + s +
+           "\n%0 = load 0\n%1 = cast %0 f32\n%2 = rmax %1\n%3 = sub %1 %2\n%4 = exp %3\n"
+           "%5 = rsum %4\n%6 = div %4 %5\nstore 0 %6\n";
+}
+std::string log_softmax(DType t, uint64_t C) {
+    const std::string s = tname(t);
+    return "spyre.kernel 1\nrows " + std::to_string(C) + "\nin " + s + " full\nout " + s +
+           "\n%0 = load 0\n%1 = rmax %0\n%2 = sub %0 %1\n%3 = exp %2\n%4 = rsum %3\n"
+           "%5 = log %4\n%6 = sub %2 %5\nstore 0 %6\n";
+}
+std::string layer_norm(DType t, uint64_t C) {
+    const std::string s = tname(t);
+    return "spyre.kernel 1\nrows " + std::to_string(C) + "\nin " + s + " full\nin " + s +
+           " col\nin " + s + " col\nout " + s +
+           "\nout f32 row\nout f32 row\n"
+           "%0 = load 0\n%1 = rsum %0\n%2 = const " +
+           std::to_string(C) +
+           "\n%3 = div %1 %2\n%4 = sub %0 %3\n%5 = mul %4 %4\n%6 = rsum %5\n%7 = div %6 %2\n"
+           "%8 = const 1e-05\n%9 = add %7 %8\n%10 = rsqrt %9\n%11 = mul %4 %10\n"
+           "%12 = load 1\n%13 = mul %11 %12\n%14 = load 2\n%15 = add %13 %14\nstore 0 %15\n"
+           "store 1 %3\nstore 2 %10\n";
+}
+std::string rms_norm_masked(DType t, uint64_t C) {
+    const std::string s = tname(t);
+    return "spyre.kernel 1\nrows " + std::to_string(C) + "\nin " + s + " full\nin f32 row\nin " +
+           s + " col\nout " + s + "\nout " + s +
+           " row\n"
+           "%0 = load 0\n%1 = mul %0 %0\n%2 = rsum %1\n%3 = const " +
+           std::to_string(C) +
+           "\n%4 = div %2 %3\n%5 = const 1e-06\n%6 = add %4 %5\n%7 = rsqrt %6\n"
+           "%8 = mul %0 %7\n%9 = load 2\n%10 = mul %8 %9\n%11 = load 1\n%12 = lt %0 %11\n"
+           "%13 = const -inf\n%14 = where %12 %13 %10\n%15 = gt %11 %0\n%16 = ge %0 %9\n"
+           "%17 = mul %15 %16\n%18 = rmin %14\n%19 = where %17 %18 %14\nstore 0 %19\n"
+           "%20 = max %18 %11\nstore 1 %20\n";
+}
+
+class FusedRows : public ::testing::TestWithParam<std::tuple<DType, uint64_t>> {};
+
+TEST_P(FusedRows, SoftmaxLayerNormRmsNormMatchTheInterpreter) {
+    const auto [t, C] = GetParam();
+    for (uint64_t rows : {uint64_t{1}, uint64_t{3}, uint64_t{70}}) {
+        SCOPED_TRACE("rows " + std::to_string(rows));
+        const FusedPlan p = run_rows_and_check(softmax(t, C), rows);
+        EXPECT_EQ(p.passes, 5u) << "rmax, sub, exp, rsum, div into the output";
+        run_rows_and_check(log_softmax(t, C), rows);
+        run_rows_and_check(layer_norm(t, C), rows);
+        run_rows_and_check(rms_norm_masked(t, C), rows);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, FusedRows,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16),
+                                            ::testing::Values(1, 7, 37, 1000)));
+
+TEST(FusedRows, RowsSplitOverCoresAndLongRows) {
+    // 32 cores on many short rows; one core agrees
+    const FusedPlan many = run_rows_and_check(softmax(DType::F16, 64), 4096);
+    const FusedPlan one = run_rows_and_check(softmax(DType::F16, 64), 4096, 1);
+    EXPECT_GT(many.cores, 1u);
+    EXPECT_EQ(one.cores, 1u);
+    EXPECT_LT(many.cycles, one.cycles);
+    // rows of 4096 (one row per unit) and a long row (20000 fp16) fit a core; rows of 10^6 do
+    // not (the API refuses them)
+    run_rows_and_check(softmax(DType::F16, 4096), 40);
+    run_rows_and_check(log_softmax(DType::F32, 4096), 9);
+    run_rows_and_check(softmax(DType::F16, 20000), 5);
+    const FusedKernel huge = parse_fused(softmax(DType::F32, 1000000));
+    const Pricer pricer(default_engine_config());
+    EXPECT_GT(fused_lx_bytes(huge, fused_unit(huge)), pricer.lx_budget());
+    // a 32-row unit (an f32 row output) of rows too long for it, but only 4 rows: one chunk
+    const std::string partial =
+        "spyre.kernel 1\nrows 8000\nin f32 full\nout f32 row\n%0 = load 0\n%1 = rmax %0\n"
+        "store 0 %1\n";
+    const FusedKernel pk = parse_fused(partial);
+    EXPECT_EQ(fused_unit(pk), 32u);
+    EXPECT_GT(fused_lx_bytes(pk, fused_unit(pk)), pricer.lx_budget());
+    EXPECT_EQ(fused_unit(pk, 4 * 8000), 4u);
+    run_rows_and_check(partial, 4);
+    run_rows_and_check(rms_norm_masked(DType::F16, 1999), 5);
+}
+
+TEST(FusedRows, ParseErrors) {
+    for (const char* bad :
+         {// row/col operands and row outputs only in row kernels; reductions too
+          "spyre.kernel 1\nin f32 row\nout f32\n%0 = load 0\nstore 0 %0\n",
+          "spyre.kernel 1\nin f32 full\nout f32 row\n%0 = load 0\nstore 0 %0\n",
+          "spyre.kernel 1\nin f32 full\nout f32\n%0 = load 0\n%1 = rsum %0\nstore 0 %1\n",
+          // a reduction of a broadcast value; a full value into a row output
+          "spyre.kernel 1\nrows 8\nin f32 row\nout f32 row\n%0 = load 0\n%1 = rsum %0\n"
+          "store 0 %1\n",
+          "spyre.kernel 1\nrows 8\nin f32 full\nout f32 row\n%0 = load 0\nstore 0 %0\n",
+          "spyre.kernel 1\nrows 0\nin f32 full\nout f32\n%0 = load 0\nstore 0 %0\n",
+          "spyre.kernel 1\nrows 8\nin f32 full\nout f32\n%0 = load 0\n%1 = where %0 %0\n"
+          "store 0 %1\n"}) {
+        EXPECT_THROW(parse_fused(bad), std::invalid_argument) << bad;
+    }
+    const FusedKernel k = parse_fused(rms_norm_masked(DType::BF16, 37));
+    EXPECT_EQ(format_fused(parse_fused(format_fused(k))), format_fused(k));
+}
+
+TEST(Fused, ComparesAndWhereInFlatKernels) {
+    run_and_check(
+        "spyre.kernel 1\nin f16 full\nin f32 full\nin f32 scalar\nout f16\nout f32\n"
+        "%0 = load 0\n%1 = load 1\n%2 = load 2\n%3 = lt %0 %1\n%4 = where %3 %0 %1\n"
+        "%5 = ge %2 %0\n%6 = const 0.5\n%7 = where %5 %6 %4\n%8 = eq %0 %0\n%9 = ne %1 %2\n"
+        "%10 = add %8 %9\n%11 = le %6 %1\n%12 = gt %1 %6\n%13 = sub %11 %12\n"
+        "%14 = where %13 %2 %10\nstore 0 %7\nstore 1 %14\n",
+        1001);
+}
 
 TEST(Fused, OneCoreAndManyCoresAgree) {
     const FusedPlan one = run_and_check(chain(DType::F16), 20000, 1);
@@ -284,6 +513,73 @@ TEST(FusedApi, OneLaunchOnTheSimulatorAndRefusals) {
     EXPECT_NE(std::string(spyre_last_error()).find("bogus"), std::string::npos)
         << spyre_last_error();
     spyre_free(bx), spyre_free(by), spyre_free(bo);
+    spyre_device_close(dev);
+    unsetenv("SPYRE_BACKEND");
+}
+
+// Row kernels through the C API: a softmax and a layer norm with column weight and bias and a
+// row output, one launch each; refusals: n not whole rows, a row output too small, rows too
+// long for a core.
+TEST(FusedApi, RowKernelsOnTheSimulatorAndRefusals) {
+    setenv("SPYRE_BACKEND", "sim", 1);
+    spyre_device_t dev = nullptr;
+    ASSERT_EQ(spyre_device_open(0, &dev), SPYRE_SUCCESS) << spyre_last_error();
+    const uint64_t R = 19, C = 333, n = R * C;
+    spyre_buffer_t bx, bw, bo, bm;
+    ASSERT_EQ(spyre_malloc(dev, n * 4, &bx), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_malloc(dev, C * 4, &bw), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_malloc(dev, n * 4, &bo), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_malloc(dev, R * 4, &bm), SPYRE_SUCCESS);
+    std::vector<float> x(n), w(C), o(n), m(R);
+    for (uint64_t i = 0; i < n; ++i) x[i] = std::sin(0.37f * float(i)) * 4.0f;
+    for (uint64_t c = 0; c < C; ++c) w[c] = 0.5f + 0.001f * float(c);
+    ASSERT_EQ(spyre_memcpy_htod(bx, 0, x.data(), n * 4), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_memcpy_htod(bw, 0, w.data(), C * 4), SPYRE_SUCCESS);
+    const int64_t full[2] = {int64_t(R), int64_t(C)}, col[1] = {int64_t(C)}, row[1] = {int64_t(R)};
+    spyre_tensor tx, tw, to, tm, small;
+    ASSERT_EQ(spyre_tensor_init(&tx, bx, 0, SPYRE_DTYPE_FLOAT32, 2, full), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_tensor_init(&tw, bw, 0, SPYRE_DTYPE_FLOAT32, 1, col), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_tensor_init(&to, bo, 0, SPYRE_DTYPE_FLOAT32, 2, full), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_tensor_init(&tm, bm, 0, SPYRE_DTYPE_FLOAT32, 1, row), SPYRE_SUCCESS);
+    const int64_t fewer[1] = {int64_t(R - 1)};
+    ASSERT_EQ(spyre_tensor_init(&small, bm, 0, SPYRE_DTYPE_FLOAT32, 1, fewer), SPYRE_SUCCESS);
+    // x * w / max over the row; the row max as an output
+    const std::string k = "spyre.kernel 1\nrows " + std::to_string(C) +
+                          "\nin f32 full\nin f32 col\nout f32\nout f32 row\n%0 = load 0\n"
+                          "%1 = load 1\n%2 = rmax %0\n%3 = mul %0 %1\n%4 = div %3 %2\n"
+                          "store 0 %4\nstore 1 %2\n";
+    const spyre_tensor in[2] = {tx, tw}, out[2] = {to, tm}, bad_out[2] = {to, small};
+    ASSERT_EQ(spyre_op_fused(nullptr, k.c_str(), n, in, 2, out, 2), SPYRE_SUCCESS)
+        << spyre_last_error();
+    spyre_op_info info;
+    ASSERT_EQ(spyre_op_get_last_info(&info), SPYRE_SUCCESS);
+    EXPECT_EQ(info.launches, 1u);
+    ASSERT_EQ(spyre_memcpy_dtoh(o.data(), bo, 0, n * 4), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_memcpy_dtoh(m.data(), bm, 0, R * 4), SPYRE_SUCCESS);
+    for (uint64_t r = 0; r < R; ++r) {
+        const float mx = *std::max_element(x.begin() + r * C, x.begin() + (r + 1) * C);
+        ASSERT_EQ(m[r], mx) << r;
+        for (uint64_t c = 0; c < C; ++c)
+            ASSERT_NEAR(o[r * C + c], x[r * C + c] * w[c] / mx,
+                        1e-6 * (1 + std::fabs(o[r * C + c])));
+    }
+    EXPECT_EQ(spyre_op_fused(nullptr, k.c_str(), n - 1, in, 2, out, 2), SPYRE_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(spyre_op_fused(nullptr, k.c_str(), n, in, 2, bad_out, 2), SPYRE_ERROR_NOT_SUPPORTED);
+    // 2 rows of 400,000: one row and its temporaries do not fit a core
+    const uint64_t LC = 400000;
+    spyre_buffer_t bl, bl2;
+    ASSERT_EQ(spyre_malloc(dev, 2 * LC * 4, &bl), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_malloc(dev, 2 * LC * 4, &bl2), SPYRE_SUCCESS);
+    const int64_t lshape[2] = {2, int64_t(LC)};
+    spyre_tensor tl, tl2;
+    ASSERT_EQ(spyre_tensor_init(&tl, bl, 0, SPYRE_DTYPE_FLOAT32, 2, lshape), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_tensor_init(&tl2, bl2, 0, SPYRE_DTYPE_FLOAT32, 2, lshape), SPYRE_SUCCESS);
+    const std::string longk = softmax(DType::F32, LC);
+    EXPECT_EQ(spyre_op_fused(nullptr, longk.c_str(), 2 * LC, &tl, 1, &tl2, 1),
+              SPYRE_ERROR_NOT_SUPPORTED);
+    EXPECT_NE(std::string(spyre_last_error()).find("scratchpad"), std::string::npos)
+        << spyre_last_error();
+    spyre_free(bx), spyre_free(bw), spyre_free(bo), spyre_free(bm), spyre_free(bl), spyre_free(bl2);
     spyre_device_close(dev);
     unsetenv("SPYRE_BACKEND");
 }

@@ -7,10 +7,13 @@ Inductor (the default backend): a pointwise chain in three float types over odd 
 eager and the CPU, as ONE launch, no recompile on a second call, a new shape handled; graphs
 with an op the generator cannot take, non-contiguous inputs, a reduction and a matmul with an
 epilogue still correct; strict mode raises for a CPU fallback inside a compiled graph as in
-eager mode.
+eager mode. Row kernels: softmax, log_softmax, layer_norm, RMSNorm, a masking chain and
+var_mean (written out and F.layer_norm) as ONE launch each; Inductor's cache key holds the
+backend's sources.
 """
 
 import copy
+import os
 
 import pytest
 import torch
@@ -236,19 +239,147 @@ def test_extern_matmul_with_a_fused_epilogue(fallback_reset):
     assert torch_spyre.fallback_counts() == {}
 
 
-def test_transposed_inputs_and_reductions_run_eagerly(fallback_reset):
+def test_transposed_inputs_run_eagerly_and_a_row_reduction_fuses(fallback_reset):
     def f(h, t):
         return h * t.t(), (h * h).sum(-1)
 
     h, t = make((8, 24), torch.float32, 1).to("spyre"), make((24, 8), torch.float32, 3).to("spyre")
     g = torch.compile(f)
     g(h, t)
-    before = runtime.STATS["eager"]
+    before = dict(runtime.STATS)
     (p, s), ops = launches(g, h, t)
     rp, rs = f(h.cpu(), t.cpu())
     close(p.cpu(), rp, torch.float32)
     close(s.cpu(), rs, torch.float32, scale=100)
-    assert runtime.STATS["eager"] > before and "spyre::fused_pointwise" not in ops, ops
+    # the transposed product: the eager form (one mul); the sum of squares: one row kernel
+    assert runtime.STATS["eager"] == before["eager"] + 1, runtime.STATS
+    assert runtime.STATS["fused"] == before["fused"] + 1, runtime.STATS
+    assert ops.count("spyre::fused_pointwise") == 1, ops
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_the_backend_sources_are_in_inductors_cache_key(tmp_path):
+    # a graph compiled by an older torch_spyre must not be served from Inductor's FX graph
+    # cache: the key has a hash of the backend's sources (a no-op post-grad pass's uuid)
+    import shutil
+
+    import torch._inductor.config as config
+    from torch_spyre._cache_key import BackendKey
+
+    assert isinstance(config.post_grad_custom_post_pass, BackendKey)
+    root = os.path.dirname(torch_spyre.__file__)
+    copy = tmp_path / "torch_spyre"
+    shutil.copytree(os.path.join(root, "_inductor"), copy / "_inductor")
+    shutil.copy(os.path.join(root, "_dynamo.py"), copy / "_dynamo.py")
+    key = BackendKey(str(copy)).uuid()
+    assert key == config.post_grad_custom_post_pass.uuid()
+    with open(copy / "_inductor" / "scheduling.py", "a") as f:
+        f.write("# changed\n")
+    assert BackendKey(str(copy)).uuid() != key
+
+
+# ---- row kernels: reductions over the innermost dim with their epilogues ----
+
+def softmax_d(x):
+    m = x.amax(-1, keepdim=True)
+    e = torch.exp(x - m)
+    return e / e.sum(-1, keepdim=True)
+
+
+def log_softmax_d(x):
+    s = x - x.amax(-1, keepdim=True)
+    return s - torch.log(torch.exp(s).sum(-1, keepdim=True))
+
+
+def layer_norm_d(x, w, b):
+    mean = x.mean(-1, keepdim=True)
+    d = x - mean
+    var = (d * d).mean(-1, keepdim=True)
+    return d * torch.rsqrt(var + 1e-5) * w + b
+
+
+def rms_norm_d(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+
+def masked_fill_d(x, limit):
+    # compares, masked_fill and where: a masking chain (scores below a per-row limit dropped),
+    # softmax
+    s = x.masked_fill(x < limit, float("-inf"))
+    s = torch.where(s > 2.5, s * 0.5, s)
+    return softmax_d(s)
+
+
+def layer_norm_f(x, w, b):
+    # F.layer_norm: Inductor's decomposition makes a Welford reduction (var_mean)
+    return torch.nn.functional.layer_norm(x, x.shape[-1:], w, b)
+
+
+def var_mean_d(x):
+    v, m = torch.var_mean(x, -1, keepdim=True, correction=0)
+    return (x - m) * torch.rsqrt(v + 1e-5)
+
+
+# name -> (function, extra inputs: columns (> 0) or one per row (-1), eager launches at least)
+ROWS = {"softmax": (softmax_d, 0, 3), "log_softmax": (log_softmax_d, 0, 3),
+        "layer_norm": (layer_norm_d, 2, 3), "rms_norm": (rms_norm_d, 1, 3),
+        "masked_softmax": (masked_fill_d, -1, 3), "F.layer_norm": (layer_norm_f, 2, 1),
+        "var_mean": (var_mean_d, 0, 3)}
+
+
+def row_args(name, shape, dtype):
+    fn, extra, _ = ROWS[name]
+    x = make(shape, torch.float32, 1)
+    args = [x]
+    if extra == -1:  # a per-row limit, [rows..., 1]
+        args.append(make(shape[:-1] + (1,), torch.float32, 5) - 0.5)
+    for k in range(max(extra, 0)):
+        args.append(make(shape[-1:], torch.float32, 2 + k))  # weight, bias: one per column
+    return fn, [a.to(dtype) for a in args]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name", list(ROWS))
+def test_row_reductions_are_one_launch(name, dtype, fallback_reset):
+    for shape in [(5, 37), (3, 7, 129), (33, 1000)]:
+        fn, cpu = row_args(name, shape, dtype)
+        dev = [a.to("spyre") for a in cpu]
+        g = torch.compile(fn)
+        g(*dev)
+        before, fallbacks = dict(runtime.STATS), dict(torch_spyre.fallback_counts())
+        out, ops = launches(g, *dev)
+        assert ops == ["spyre::fused_pointwise"], (name, shape, ops)
+        assert torch_spyre.fallback_counts() == fallbacks  # (eager var_mean falls back)
+        assert runtime.STATS["fused"] == before["fused"] + 1, runtime.STATS
+        assert runtime.STATS["eager"] == before["eager"], runtime.STATS
+        eager, eager_ops = launches(fn, *dev)
+        assert len(eager_ops) >= ROWS[name][2], eager_ops
+        assert out.dtype == dtype and out.shape == shape
+        # the fused kernel computes in fp32 and rounds once: against the fp32 CPU result and
+        # eager (which rounds after every op)
+        want = fn(*[a.float() for a in cpu]).to(dtype)
+        close(out.cpu(), want, dtype, scale=2)
+        close(out.cpu(), eager.cpu(), dtype, scale=4)
+        torch.compiler.reset()
+    if name != "var_mean":
+        assert torch_spyre.fallback_counts() == {}
+
+
+def test_row_kernel_dynamic_rows_and_a_refused_long_row(fallback_reset):
+    g = torch.compile(softmax_d, dynamic=True)
+    for rows in (3, 11):
+        x = make((rows, 45), torch.float32).to("spyre")
+        out, ops = launches(g, x)
+        close(out.cpu(), torch.softmax(x.cpu(), -1), torch.float32)
+    assert ops == ["spyre::fused_pointwise"], ops
+    # rows longer than a core's scratchpad: the library refuses, the eager form runs (Inductor
+    # would split a reduction this long over two kernels for parallelism: not here)
+    x = make((2, 400000), torch.float32).to("spyre")
+    before = dict(runtime.STATS)
+    with torch._inductor.config.patch(split_reductions=False):
+        out = torch.compile(softmax_d)(x)
+    assert runtime.STATS["refused"] == before["refused"] + 1, runtime.STATS
+    close(out.cpu(), torch.softmax(x.cpu(), -1), torch.float32)
     assert torch_spyre.fallback_counts() == {}
 
 

@@ -1,10 +1,13 @@
 """torch.compile against eager on spyre (Documentation/torch_compile.md "Measured"): launches,
 modeled device time and host time per call of a pointwise chain and of a TinyGranite decode step;
 the decode step also compiled with backend="spyre_graphs" (each call replayed as one captured
-graph) and the submissions of each (torch.spyre.submissions()).
+graph) and the submissions of each (torch.spyre.submissions()); row kernels (softmax and
+layer_norm written out, [4096, 4096] fp16) against their eager ops and the library's one-launch
+kernels, with the DDR-roofline fraction of the generated kernel. `rows` as the argument runs
+only the row kernels.
 
     tools/in-sysroot 'SPYRE_BACKEND=sim PYTHONPATH=build/cmake/torch_spyre/python \\
-        python3 torch_spyre/tools/compile_bench.py'
+        python3 torch_spyre/tools/compile_bench.py [rows]'
 """
 
 import copy
@@ -42,7 +45,46 @@ def host_us(fn, *args, n=200):
     return t * 1e6
 
 
+def softmax_d(x):
+    m = x.amax(-1, keepdim=True)
+    e = torch.exp(x - m)
+    return e / e.sum(-1, keepdim=True)
+
+
+def layer_norm_d(x, w, b):
+    mean = x.mean(-1, keepdim=True)
+    d = x - mean
+    var = (d * d).mean(-1, keepdim=True)
+    return d * torch.rsqrt(var + 1e-5) * w + b
+
+
+def rows(shape=(4096, 4096), dt=torch.float16):
+    """Row kernels: launches and modeled time eager (op by op), the library's one-launch
+    kernel, compiled (one generated program); the compiled kernel's DDR-roofline fraction
+    (one read of x and one write of the result at 204.8 GB/s)."""
+    x = torch.randn(shape).to(dt).to("spyre")
+    w, b = (torch.randn(shape[-1:]).to(dt).to("spyre") for _ in range(2))
+    cases = [("softmax", softmax_d, (x,), lambda: torch.softmax(x, -1)),
+             ("layer_norm", layer_norm_d, (x, w, b),
+              lambda: torch.nn.functional.layer_norm(x, shape[-1:], w, b))]
+    for name, fn, args, library in cases:
+        torch.compiler.reset()
+        f = torch.compile(fn)
+        f(*args)
+        torch.spyre.synchronize()
+        (le, me), (ll, ml), (lc, mc) = profile(fn, *args), profile(library), profile(f, *args)
+        roof = 2 * x.numel() * x.element_size() / 204.8e9 * 1e6
+        print(f"{name} {tuple(shape)} {str(dt)[6:]}: launches eager {le}, library {ll}, "
+              f"compiled {lc}; modeled eager {me:.1f} us, library {ml:.1f} us, compiled "
+              f"{mc:.1f} us; DDR roofline {roof:.1f} us = {100 * roof / mc:.0f}% of the compiled "
+              f"kernel ({mc / roof:.2f}x)")
+
+
 def main():
+    if sys.argv[1:] == ["rows"]:
+        rows()
+        return
+    rows()
     for shape, dt in [((64, 64), torch.float16), ((1024, 1024), torch.float16),
                       ((1024, 1024), torch.float32)]:
         torch.compiler.reset()

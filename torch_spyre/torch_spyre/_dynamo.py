@@ -175,6 +175,10 @@ def _register_pass():
 
     if config.pre_grad_custom_pass is None:  # a pass of the user's own stays (and wins)
         config.pre_grad_custom_pass = _pre_grad
+    if config.post_grad_custom_post_pass is None:  # the backend's sources in the cache key
+        from torch_spyre._cache_key import BackendKey
+
+        config.post_grad_custom_post_pass = BackendKey()
 
 
 def _spyre_graphs(gm, example_inputs):

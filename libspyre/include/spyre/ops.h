@@ -217,9 +217,12 @@ SPYRE_API spyre_status spyre_op_clamp(spyre_stream_t stream, const spyre_tensor*
  * (Documentation/torch_compile.md "Kernel descriptions"): typed inputs ("full": n dense
  * elements; "scalar": one element read by every position), typed outputs and a straight-line
  * list of fp32 ops over the n positions, compiled to ONE program (cached per description, n and
- * card) and queued on `stream`. inputs[i] / outputs[j] follow the description's order: full
- * inputs and outputs dense with at least n elements, starting 128-byte aligned; scalar inputs
- * at least one element. Kernels or operands the generator cannot take give
+ * card) and queued on `stream`. A row kernel ("rows C") sees the n positions as n / C rows of C
+ * and adds reductions over each row, "row" operands and outputs (n / C elements, one per row)
+ * and "col" inputs (C elements, one per column). inputs[i] / outputs[j] follow the
+ * description's order: full, row and col operands dense with at least that many elements,
+ * starting 128-byte aligned; scalar inputs at least one element. Kernels or operands the
+ * generator cannot take (rows longer than a core's scratchpad among them) give
  * SPYRE_ERROR_NOT_SUPPORTED with the reason (the caller falls back).
  */
 SPYRE_API spyre_status spyre_op_fused(spyre_stream_t stream, const char* kernel, uint64_t n,

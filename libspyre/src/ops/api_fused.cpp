@@ -50,20 +50,32 @@ spyre_status spyre_op_fused(spyre_stream_t stream, const char* kernel, uint64_t 
         for (uint32_t i = 0; i < num_inputs; ++i) ts.push_back(check_tensor(&inputs[i], "input"));
         for (uint32_t j = 0; j < num_outputs; ++j)
             ts.push_back(check_tensor(&outputs[j], "output"));
+        if (k.cols && n % k.cols)
+            fail(SPYRE_ERROR_NOT_SUPPORTED,
+                 std::format("fused: n = {} is not a whole number of rows of {}", n, k.cols));
+        const uint64_t rows = k.cols ? n / k.cols : n;
         for (uint32_t i = 0; i < ts.size(); ++i) {
             const Tensor& t = ts[i];
             const bool out = i >= num_inputs;
-            const bool scalar = !out && k.inputs[i].scalar;
+            const FkKind kind =
+                out ? (i - num_inputs < k.out_kinds.size() ? k.out_kinds[i - num_inputs]
+                                                           : FkKind::FULL)
+                    : (k.inputs[i].scalar ? FkKind::SCALAR : k.inputs[i].kind);
             const isa::DType want = out ? k.outputs[i - num_inputs] : k.inputs[i].t;
             if (t.t != want)
                 fail(SPYRE_ERROR_NOT_SUPPORTED,
                      std::format("fused: {} {} has another type than the kernel says", t.name, i));
-            if (scalar ? t.numel() < 1
-                       : (!is_dense(t) || uint64_t(t.numel()) < n || t.addr % kStick))
+            const uint64_t need = kind == FkKind::ROW ? rows : kind == FkKind::COL ? k.cols : n;
+            if (kind == FkKind::SCALAR
+                    ? t.numel() < 1
+                    : (!is_dense(t) || uint64_t(t.numel()) < need || t.addr % kStick))
                 fail(SPYRE_ERROR_NOT_SUPPORTED,
                      std::format("fused: {} {} must be {}", t.name, i,
-                                 scalar ? "a tensor of at least one element"
-                                        : "dense, of at least n elements, 128-byte aligned"));
+                                 kind == FkKind::SCALAR
+                                     ? "a tensor of at least one element"
+                                     : std::format("dense, of at least {} elements, 128-byte "
+                                                   "aligned",
+                                                   need)));
         }
         const Card c = card_of(ts[num_inputs].buffer);
         for (const Tensor& t : ts) require_same_card(c, {&t}, "fused");
@@ -73,6 +85,12 @@ spyre_status spyre_op_fused(spyre_stream_t stream, const char* kernel, uint64_t 
         key.add(n);
         auto plan = cached_plan(key.str() + kernel, [&] {
             const Pricer pricer(cfg);
+            // rows that do not fit a core's scratchpad (one unit of rows with its temporaries)
+            // are refused: the caller runs its eager form
+            if (k.cols && fused_lx_bytes(k, fused_unit(k, n)) > pricer.lx_budget())
+                fail(SPYRE_ERROR_NOT_SUPPORTED,
+                     std::format("fused: rows of {} elements do not fit a core's scratchpad",
+                                 k.cols));
             const FusedPlan p = plan_fused(pricer, k, n, cfg.num_cores);
             PlanEntry e;
             e.image = build_fused(k, n, p);

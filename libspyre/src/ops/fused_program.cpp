@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <numeric>
 #include <sstream>
 #include <stdexcept>
 
@@ -20,13 +21,23 @@ using isa::Bcast;
 using isa::DType;
 using Reg = ProgramBuilder::Reg;
 
-constexpr const char* kNames[] = {"load", "const", "neg",   "abs",   "relu", "exp",
-                                  "log",  "sqrt",  "rsqrt", "recip", "tanh", "sigmoid",
-                                  "silu", "gelu",  "sin",   "cos",   "cast", "add",
-                                  "sub",  "mul",   "div",   "max",   "min",  "store"};
+constexpr const char* kNames[] = {"load", "const", "neg",   "abs",  "relu",    "exp",  "log",
+                                  "sqrt", "rsqrt", "recip", "tanh", "sigmoid", "silu", "gelu",
+                                  "sin",  "cos",   "cast",  "add",  "sub",     "mul",  "div",
+                                  "max",  "min",   "eq",    "ne",   "lt",      "le",   "gt",
+                                  "ge",   "rsum",  "rmax",  "rmin", "where",   "store"};
 static_assert(sizeof kNames / sizeof kNames[0] == static_cast<size_t>(FkOp::COUNT));
 
+// An input's kind (`scalar` set by hand means SCALAR).
+FkKind in_kind(const FkInput& x) { return x.scalar ? FkKind::SCALAR : x.kind; }
+
+// An output's kind (FULL unless a row kernel's description says "row").
+FkKind out_kind(const FusedKernel& k, size_t j) {
+    return j < k.out_kinds.size() ? k.out_kinds[j] : FkKind::FULL;
+}
+
 bool unary(FkOp op) { return op >= FkOp::NEG && op <= FkOp::CAST; }
+bool reduction(FkOp op) { return op >= FkOp::RSUM && op <= FkOp::RMIN; }
 uint64_t es_of(DType t) { return isa::dtype_size(t); }
 
 const char* type_name(DType t) {
@@ -43,32 +54,44 @@ DType parse_type(const std::string& s, const std::string& line) {
 // ---- lowering the description to vector passes ----
 
 // Where a value lives: an input chunk (IN, parity region), a scalar input slot (SIN), a fp32
-// temporary slot (TMP), an output chunk (OUT, parity region), the zero scalar, or an immediate.
-enum class Loc : uint8_t { IN, SIN, TMP, OUT, ZERO, IMM };
+// temporary slot (TMP), an output chunk (OUT, parity region), the zero scalar, or an immediate;
+// in row kernels also per-row values (a row input's chunk RIN, a fp32 row slot RTMP, a row
+// output's chunk ROUT) and a column input (CIN, loaded once).
+enum class Loc : uint8_t { IN, SIN, TMP, OUT, ZERO, IMM, RIN, CIN, RTMP, ROUT };
+
+// A pass runs over the chunk's rows x cols elements (FULL) or over its per-row values (ROWS).
+enum class Shape : uint8_t { FULL, ROWS };
 
 struct Opd {
     Loc loc = Loc::IMM;
     int idx = 0;
     DType t = DType::F32;
     float imm = 0.0f;
-    Bcast mode() const {
-        return loc == Loc::IMM                         ? Bcast::IMM
-               : (loc == Loc::SIN || loc == Loc::ZERO) ? Bcast::SCALAR
-                                                       : Bcast::NONE;
+    bool per_row() const { return loc == Loc::RIN || loc == Loc::RTMP || loc == Loc::ROUT; }
+    bool uniform() const { return loc == Loc::IMM || loc == Loc::SIN || loc == Loc::ZERO; }
+    Bcast mode(Shape s) const {
+        if (loc == Loc::IMM) return Bcast::IMM;
+        if (loc == Loc::SIN || loc == Loc::ZERO) return Bcast::SCALAR;
+        if (s == Shape::FULL && per_row()) return Bcast::COL;  // element r of a per-row vector
+        if (loc == Loc::CIN) return Bcast::ROW;                // element c of a column vector
+        return Bcast::NONE;
     }
-    bool full() const { return mode() == Bcast::NONE; }
+    bool full(Shape s) const { return mode(s) == Bcast::NONE; }
 };
 
-// One vector pass: VUN d = f(x); VBIN d = x f y; VFMA d = x * y + z; VSEL d = z != 0 ? x : y.
+// One vector pass: VUN d = f(x); VBIN d = x f y; VFMA d = x * y + z; VSEL d = z != 0 ? x : y
+// (inv: z != 0 ? y : x); VRED d = f over each row of x.
 struct Pass {
     isa::Op op;
     uint8_t func;
+    Shape shape;
     Opd d, x, y, z;
+    bool inv = false;
 };
 
 struct Lowered {
     std::vector<Pass> passes;
-    uint32_t tmp_slots = 0;
+    uint32_t tmp_slots = 0, row_slots = 0;
 };
 
 isa::VUn vun_of(FkOp op) {
@@ -108,13 +131,40 @@ isa::VBin vbin_of(FkOp op) {
     return static_cast<isa::VBin>(static_cast<uint8_t>(op) - static_cast<uint8_t>(FkOp::ADD));
 }
 
+// x op y == y op' x
+FkOp mirrored(FkOp op) {
+    switch (op) {
+        case FkOp::LT:
+            return FkOp::GT;
+        case FkOp::GT:
+            return FkOp::LT;
+        case FkOp::LE:
+            return FkOp::GE;
+        case FkOp::GE:
+            return FkOp::LE;
+        case FkOp::ADD:
+        case FkOp::MUL:
+        case FkOp::MAX:
+        case FkOp::MIN:
+        case FkOp::EQ:
+        case FkOp::NE:
+            return op;
+        default:
+            return FkOp::COUNT;  // not commutable
+    }
+}
+
+[[noreturn]] void unsupported(const std::string& why) {
+    throw std::invalid_argument("fused kernel: " + why);
+}
+
 Lowered lower(const FusedKernel& k) {
     const size_t n = k.code.size();
     // the last instruction reading each value, and the one output a value goes to if a single
     // store is its only use (then the producing pass writes the output chunk directly)
     std::vector<int> last(n, -1), uses(n, 0), store_of(n, -1);
     for (size_t i = 0; i < n; ++i)
-        for (int v : {k.code[i].a, k.code[i].b})
+        for (int v : {k.code[i].a, k.code[i].b, k.code[i].c})
             if (v >= 0) last[v] = static_cast<int>(i), ++uses[v];
     for (size_t i = 0; i < n; ++i)
         if (k.code[i].op == FkOp::STORE && uses[k.code[i].a] == 1)
@@ -122,29 +172,43 @@ Lowered lower(const FusedKernel& k) {
 
     Lowered L;
     std::vector<Opd> val(n);
-    std::vector<bool> free_slot;
-    auto alloc = [&]() {
-        for (size_t s = 0; s < free_slot.size(); ++s)
-            if (free_slot[s]) return free_slot[s] = false, static_cast<int>(s);
-        free_slot.push_back(false);
-        L.tmp_slots = static_cast<uint32_t>(free_slot.size());
-        return static_cast<int>(free_slot.size() - 1);
+    std::vector<bool> free_full, free_row;
+    auto alloc = [&](Shape s) {
+        auto& pool = s == Shape::FULL ? free_full : free_row;
+        for (size_t i = 0; i < pool.size(); ++i)
+            if (pool[i])
+                return pool[i] = false, Opd{s == Shape::FULL ? Loc::TMP : Loc::RTMP,
+                                            static_cast<int>(i), DType::F32, 0.0f};
+        pool.push_back(false);
+        (s == Shape::FULL ? L.tmp_slots : L.row_slots) = static_cast<uint32_t>(pool.size());
+        return Opd{s == Shape::FULL ? Loc::TMP : Loc::RTMP, static_cast<int>(pool.size() - 1),
+                   DType::F32, 0.0f};
     };
     auto release = [&](const Opd& o) {
-        if (o.loc == Loc::TMP) free_slot[o.idx] = true;
+        if (o.loc == Loc::TMP) free_full[o.idx] = true;
+        if (o.loc == Loc::RTMP) free_row[o.idx] = true;
     };
     const Opd zero{Loc::ZERO, 0, DType::F32, 0.0f};
-    // a broadcast operand as a full fp32 temporary (a select whose zero mask picks y, exact)
-    auto materialize = [&](const Opd& y) {
-        const Opd t{Loc::TMP, alloc(), DType::F32, 0.0f};
-        L.passes.push_back({isa::Op::VSEL, 0, t, t, y, zero});
+    // a broadcast operand as a full fp32 temporary of shape s (a select whose zero mask picks
+    // y, exact)
+    auto materialize = [&](const Opd& y, Shape s) {
+        const Opd t = alloc(s);
+        L.passes.push_back({isa::Op::VSEL, 0, s, t, t, y, zero});
         return t;
+    };
+    auto out_opd = [&](int o) {
+        const bool row = out_kind(k, o) == FkKind::ROW;
+        return Opd{row ? Loc::ROUT : Loc::OUT, o, k.outputs[o], 0.0f};
     };
     for (size_t i = 0; i < n; ++i) {
         const FkInstr& in = k.code[i];
         if (in.op == FkOp::LOAD) {
             const FkInput& x = k.inputs[in.arg];
-            val[i] = {x.scalar ? Loc::SIN : Loc::IN, in.arg, x.t, 0.0f};
+            const Loc loc = in_kind(x) == FkKind::SCALAR ? Loc::SIN
+                            : in_kind(x) == FkKind::ROW  ? Loc::RIN
+                            : in_kind(x) == FkKind::COL  ? Loc::CIN
+                                                         : Loc::IN;
+            val[i] = {loc, in.arg, x.t, 0.0f};
             continue;
         }
         if (in.op == FkOp::CONST) {
@@ -153,20 +217,23 @@ Lowered lower(const FusedKernel& k) {
         }
         if (in.op == FkOp::STORE) {
             const Opd& v = val[in.a];
-            const Opd o{Loc::OUT, in.arg, k.outputs[in.arg], 0.0f};
-            if (store_of[in.a] == in.arg && v.loc == Loc::OUT) continue;  // written in place
+            const Opd o = out_opd(in.arg);
+            const Shape s = o.loc == Loc::ROUT ? Shape::ROWS : Shape::FULL;
+            if (s == Shape::ROWS && (v.loc == Loc::CIN || !(v.per_row() || v.uniform())))
+                unsupported("a row output stored from a value that is not one per row");
+            if (store_of[in.a] == in.arg && v.loc == o.loc) continue;  // written in place
             if (v.loc == Loc::IMM)
                 L.passes.push_back(
-                    {isa::Op::VUN, static_cast<uint8_t>(isa::VUn::SET), o, v, {}, {}});
-            else if (!v.full())
-                L.passes.push_back({isa::Op::VSEL, 0, o, o, v, zero});
+                    {isa::Op::VUN, static_cast<uint8_t>(isa::VUn::SET), s, o, v, {}, {}});
+            else if (!v.full(s))
+                L.passes.push_back({isa::Op::VSEL, 0, s, o, o, v, zero});
             else
                 L.passes.push_back(
-                    {isa::Op::VUN, static_cast<uint8_t>(isa::VUn::COPY), o, v, {}, {}});
+                    {isa::Op::VUN, static_cast<uint8_t>(isa::VUn::COPY), s, o, v, {}, {}});
             if (last[in.a] == static_cast<int>(i)) release(v);
             continue;
         }
-        Opd x = val[in.a], y = in.b >= 0 ? val[in.b] : Opd{};
+        Opd x = val[in.a], y = in.b >= 0 ? val[in.b] : Opd{}, z = in.c >= 0 ? val[in.c] : Opd{};
         if (in.op == FkOp::CAST && (in.t == DType::F32 || x.loc == Loc::IMM)) {
             // fp32 is every value's compute type; an immediate is rounded on the host
             val[i] = x;
@@ -174,55 +241,107 @@ Lowered lower(const FusedKernel& k) {
                 val[i].imm = num::f16_to_f32(num::f32_to_f16(x.imm));
             if (x.loc == Loc::IMM && in.t == DType::BF16)
                 val[i].imm = num::bf16_to_f32(num::f32_to_bf16(x.imm));
-            if (x.loc == Loc::TMP) last[in.a] = last[i] = -1;  // the alias keeps its slot
+            if (x.loc == Loc::TMP || x.loc == Loc::RTMP)
+                last[in.a] = last[i] = -1;  // the alias keeps its slot
             continue;
         }
-        std::vector<int> scratch;
-        if (!x.full() && (unary(in.op) || !y.full() ||
-                          !(in.op == FkOp::ADD || in.op == FkOp::MUL || in.op == FkOp::MAX ||
-                            in.op == FkOp::MIN || in.op == FkOp::SUB))) {
-            x = materialize(x);
-            scratch.push_back(x.idx);
+        // the pass's shape: full if any operand is (or a per-row meets a per-column value, or
+        // all are uniform), else per row
+        bool any_full = false, any_row = false, any_col = false;
+        for (int v : {in.a, in.b, in.c}) {
+            if (v < 0) continue;
+            const Opd& o = val[v];
+            any_row |= o.per_row(), any_col |= o.loc == Loc::CIN;
+            any_full |= !o.per_row() && !o.uniform() && o.loc != Loc::CIN;
+        }
+        const Shape s = any_full || any_col || !any_row ? Shape::FULL : Shape::ROWS;
+        if (!any_full && !any_row && any_col && k.cols)
+            unsupported(std::string("'") + fk_name(in.op) + "' of column values only");
+        if (reduction(in.op) && (!k.cols || !x.full(Shape::FULL)))
+            unsupported("a reduction needs a row kernel and a full operand");
+        std::vector<Opd> scratch;
+        FkOp op = in.op;
+        bool inv = false;
+        if (op == FkOp::WHERE) {      // x the mask, y the value where it is nonzero, z the other
+            if (x.loc == Loc::IMM) {  // a constant mask: a full one
+                const Opd t = alloc(s);
+                L.passes.push_back(
+                    {isa::Op::VUN, static_cast<uint8_t>(isa::VUn::SET), s, t, x, {}, {}});
+                x = t;
+                scratch.push_back(t);
+            }
+            // VSEL's first choice must be full: else the inverted select, else a full copy
+            if (!y.full(s) && z.full(s)) {
+                std::swap(y, z);
+                inv = true;
+            } else if (!y.full(s)) {
+                y = materialize(y, s);
+                scratch.push_back(y);
+            }
+        } else if (!x.full(s) && !unary(op) && !reduction(op) && y.full(s) &&
+                   mirrored(op) != FkOp::COUNT) {
+            std::swap(x, y);  // commutative (or a mirrored compare): the full operand first
+            op = mirrored(op);
+        } else if (!x.full(s) && !(op == FkOp::SUB && y.full(s))) {
+            x = materialize(x, s);
+            scratch.push_back(x);
         }
         // operands whose last use this is free their slots first: passes may run in place
-        for (int v : {in.a, in.b})
+        for (int v : {in.a, in.b, in.c})
             if (v >= 0 && last[v] == static_cast<int>(i)) release(val[v]);
-        const bool to_out =
-            store_of[i] >= 0 && (in.op != FkOp::CAST || in.t == k.outputs[store_of[i]]);
-        Opd d = to_out ? Opd{Loc::OUT, store_of[i], k.outputs[store_of[i]], 0.0f}
-                       : Opd{Loc::TMP, alloc(), in.op == FkOp::CAST ? in.t : DType::F32, 0.0f};
-        if (in.op == FkOp::CAST) {
-            L.passes.push_back({isa::Op::VUN, static_cast<uint8_t>(isa::VUn::COPY), d, x, {}, {}});
-        } else if (in.op == FkOp::SIGMOID) {  // 1 / (1 + exp(-x)) in fp32 (ops-elementwise.md)
-            const Opd t{Loc::TMP, alloc(), DType::F32, 0.0f};
-            const Opd one{Loc::IMM, 0, DType::F32, 1.0f};
-            L.passes.push_back({isa::Op::VUN, static_cast<uint8_t>(isa::VUn::NEG), t, x, {}, {}});
-            L.passes.push_back({isa::Op::VUN, static_cast<uint8_t>(isa::VUn::EXP), t, t, {}, {}});
+        const Shape ds = reduction(op) ? Shape::ROWS : s;
+        const bool to_out = store_of[i] >= 0 &&
+                            (out_kind(k, store_of[i]) == FkKind::ROW) == (ds == Shape::ROWS) &&
+                            (op != FkOp::CAST || in.t == k.outputs[store_of[i]]);
+        Opd d = to_out ? out_opd(store_of[i]) : alloc(ds);
+        if (!to_out && op == FkOp::CAST) d.t = in.t;
+        if (op == FkOp::CAST) {
             L.passes.push_back(
-                {isa::Op::VBIN, static_cast<uint8_t>(isa::VBin::ADD), t, t, one, {}});
-            L.passes.push_back({isa::Op::VUN, static_cast<uint8_t>(isa::VUn::RECIP), d, t, {}, {}});
-            scratch.push_back(t.idx);
-        } else if (unary(in.op)) {
-            L.passes.push_back({isa::Op::VUN, static_cast<uint8_t>(vun_of(in.op)), d, x, {}, {}});
-        } else if (x.full()) {
-            L.passes.push_back({isa::Op::VBIN, static_cast<uint8_t>(vbin_of(in.op)), d, x, y, {}});
-        } else if (in.op == FkOp::SUB) {  // c - y = fma(y, -1, c): one rounding, as VBIN SUB
+                {isa::Op::VUN, static_cast<uint8_t>(isa::VUn::COPY), s, d, x, {}, {}});
+        } else if (reduction(op)) {
+            const auto f = op == FkOp::RSUM   ? isa::Red::SUM
+                           : op == FkOp::RMAX ? isa::Red::MAX
+                                              : isa::Red::MIN;
+            L.passes.push_back({isa::Op::VRED, static_cast<uint8_t>(f), s, d, x, {}, {}});
+        } else if (op == FkOp::WHERE) {  // x's mask picks y, else z: VSEL d = x != 0 ? y : z
+            L.passes.push_back({isa::Op::VSEL, 0, s, d, y, z, x, inv});
+        } else if (op == FkOp::SIGMOID) {  // 1 / (1 + exp(-x)) in fp32 (ops-elementwise.md)
+            const Opd t = alloc(s);
+            const Opd one{Loc::IMM, 0, DType::F32, 1.0f};
+            L.passes.push_back(
+                {isa::Op::VUN, static_cast<uint8_t>(isa::VUn::NEG), s, t, x, {}, {}});
+            L.passes.push_back(
+                {isa::Op::VUN, static_cast<uint8_t>(isa::VUn::EXP), s, t, t, {}, {}});
+            L.passes.push_back(
+                {isa::Op::VBIN, static_cast<uint8_t>(isa::VBin::ADD), s, t, t, one, {}});
+            L.passes.push_back(
+                {isa::Op::VUN, static_cast<uint8_t>(isa::VUn::RECIP), s, d, t, {}, {}});
+            scratch.push_back(t);
+        } else if (unary(op)) {
+            L.passes.push_back({isa::Op::VUN, static_cast<uint8_t>(vun_of(op)), s, d, x, {}, {}});
+        } else if (x.full(s)) {
+            L.passes.push_back({isa::Op::VBIN, static_cast<uint8_t>(vbin_of(op)), s, d, x, y, {}});
+        } else {  // SUB: c - y = fma(y, -1, c): one rounding, as VBIN SUB
             const Opd m1{Loc::IMM, 0, DType::F32, -1.0f};
-            L.passes.push_back({isa::Op::VFMA, 0, d, y, m1, x});
-        } else {  // commutative: the full operand first
-            L.passes.push_back({isa::Op::VBIN, static_cast<uint8_t>(vbin_of(in.op)), d, y, x, {}});
+            L.passes.push_back({isa::Op::VFMA, 0, s, d, y, m1, x});
         }
-        for (int s : scratch) free_slot[s] = true;
+        for (const Opd& t : scratch) release(t);
         val[i] = d;
     }
     return L;
 }
 
-// LX placement: stick 0 the zero scalar, two sticks per scalar input, the two parity regions
-// (a chunk buffer per full input and per output), then the fp32 temporaries.
+// Elements of an operand per unit of work: a flat kernel's position, a row kernel's row.
+uint64_t per_unit(const FusedKernel& k, FkKind kind) {
+    return kind == FkKind::FULL && k.cols ? k.cols : 1;
+}
+
+// LX placement: stick 0 the zero scalar, two sticks per scalar input, each column input, the two
+// parity regions (a chunk buffer per full or row input and per output), then the fp32
+// temporaries (full, then per row). E: the chunk's elements (row kernels: rows).
 struct Layout {
-    std::vector<uint64_t> sin, in, out;  // scalar slots; chunk buffers (parity relative)
-    uint64_t regions = 0, region = 0, tmp = 0, slot = 0, total = 0;
+    std::vector<uint64_t> sin, in, out;  // scalar and column slots; chunk buffers (parity relative)
+    uint64_t regions = 0, region = 0, tmp = 0, slot = 0, rtmp = 0, rslot = 0, total = 0;
 };
 
 Layout layout(const FusedKernel& k, const Lowered& L, uint64_t E) {
@@ -230,23 +349,32 @@ Layout layout(const FusedKernel& k, const Lowered& L, uint64_t E) {
     uint64_t at = kStick;
     l.sin.assign(k.inputs.size(), 0);
     l.in.assign(k.inputs.size(), 0);
-    for (size_t i = 0; i < k.inputs.size(); ++i)
-        if (k.inputs[i].scalar) l.sin[i] = at, at += 2 * kStick;
+    for (size_t i = 0; i < k.inputs.size(); ++i) {
+        if (in_kind(k.inputs[i]) == FkKind::SCALAR) l.sin[i] = at, at += 2 * kStick;
+        if (in_kind(k.inputs[i]) == FkKind::COL)
+            l.sin[i] = at, at += up128(k.cols * es_of(k.inputs[i].t));
+    }
     l.regions = at;
     uint64_t r = 0;
-    for (size_t i = 0; i < k.inputs.size(); ++i)
-        if (!k.inputs[i].scalar) l.in[i] = r, r += up128(E * es_of(k.inputs[i].t));
-    for (DType t : k.outputs) l.out.push_back(r), r += up128(E * es_of(t));
+    for (size_t i = 0; i < k.inputs.size(); ++i) {
+        const FkKind kind = in_kind(k.inputs[i]);
+        if (kind == FkKind::FULL || kind == FkKind::ROW)
+            l.in[i] = r, r += up128(E * per_unit(k, kind) * es_of(k.inputs[i].t));
+    }
+    for (size_t j = 0; j < k.outputs.size(); ++j)
+        l.out.push_back(r), r += up128(E * per_unit(k, out_kind(k, j)) * es_of(k.outputs[j]));
     l.region = r;
     l.tmp = l.regions + 2 * r;
-    l.slot = up128(E * 4);
-    l.total = l.tmp + L.tmp_slots * l.slot;
+    l.slot = up128(E * per_unit(k, FkKind::FULL) * 4);
+    l.rtmp = l.tmp + L.tmp_slots * l.slot;
+    l.rslot = up128(E * 4);
+    l.total = l.rtmp + L.row_slots * l.rslot;
     return l;
 }
 
-// Registers: r7 chunk start (element), r8 the core's end, r9 chunk elements, r10 parity offset,
-// r11 chunk count; r12-r18 scratch; r20-r22 operand addresses, r24-r30 vector descriptors; r31
-// the span base.
+// Registers: r7 chunk start (element; row kernels: row), r8 the core's end, r9 chunk elements
+// (rows), r10 parity offset, r11 chunk count; r12-r18 scratch; r20-r22 operand addresses,
+// r24-r30 vector descriptors; r31 the span base.
 using chunk_loop::rE, chunk_loop::rEnd, chunk_loop::rN, chunk_loop::rPar, chunk_loop::rPos;
 
 class Emitter {
@@ -271,29 +399,43 @@ class Emitter {
         else
             b_.store(lx, ddr, len);
     }
-    // loads of the full inputs' chunk [pos, pos + e) into parity region par
+    // one chunk [pos, pos + e) of operand `arg` (elements per unit `pu`) between DDR and LX
+    void chunk_dma(bool load, uint32_t arg, uint64_t lx, uint64_t bytes_per_unit, Reg pos, Reg e,
+                   Reg par) {
+        b_.addi(12, par, static_cast<int64_t>(l_.regions + lx));
+        b_.arg(13, arg);
+        b_.muli(14, pos, bytes_per_unit);
+        b_.add(13, 13, 14);
+        b_.muli(14, e, bytes_per_unit);
+        dma(load, 12, 13, 14);
+    }
+    // loads of the full and row inputs' chunk [pos, pos + e) into parity region par
     void loads(Reg pos, Reg e, Reg par) {
         for (size_t i = 0; i < k_.inputs.size(); ++i) {
-            if (k_.inputs[i].scalar) continue;
-            const uint64_t es = es_of(k_.inputs[i].t);
-            b_.addi(12, par, static_cast<int64_t>(l_.regions + l_.in[i]));
-            b_.arg(13, static_cast<uint32_t>(i));
-            b_.muli(14, pos, es);
-            b_.add(13, 13, 14);
-            b_.muli(14, e, es);
-            dma(true, 12, 13, 14);
+            const FkKind kind = in_kind(k_.inputs[i]);
+            if (kind == FkKind::FULL || kind == FkKind::ROW)
+                chunk_dma(true, static_cast<uint32_t>(i), l_.in[i],
+                          per_unit(k_, kind) * es_of(k_.inputs[i].t), pos, e, par);
         }
     }
     void addr(Reg rd, const Opd& o) {
         switch (o.loc) {
             case Loc::IN:
+            case Loc::RIN:
                 b_.addi(rd, rPar, static_cast<int64_t>(l_.regions + l_.in[o.idx]));
                 return;
             case Loc::OUT:
+            case Loc::ROUT:
                 b_.addi(rd, rPar, static_cast<int64_t>(l_.regions + l_.out[o.idx]));
                 return;
             case Loc::TMP:
                 b_.li(rd, static_cast<int64_t>(l_.tmp + o.idx * l_.slot));
+                return;
+            case Loc::RTMP:
+                b_.li(rd, static_cast<int64_t>(l_.rtmp + o.idx * l_.rslot));
+                return;
+            case Loc::CIN:
+                b_.li(rd, static_cast<int64_t>(l_.sin[o.idx]));
                 return;
             case Loc::SIN:
                 b_.arg(rd, static_cast<uint32_t>(o.idx));
@@ -306,29 +448,56 @@ class Emitter {
         }
     }
     static DType typ(const Opd& o) { return o.loc == Loc::IMM ? isa::kSrcType : o.t; }
+    // bytes from one row of an operand to the next in a full pass
+    uint64_t stride(const Opd& o, Shape s) const {
+        const Bcast m = o.mode(s);
+        return m == Bcast::NONE ? k_.cols * es_of(o.t) : m == Bcast::COL ? es_of(o.t) : 0;
+    }
+    // a row kernel's descriptor: the chunk's rows x cols, or its rows as one vector
+    void descriptor(const Pass& p) {
+        if (!k_.cols) return;  // flat: one row of e elements, set once per chunk
+        if (p.shape == Shape::ROWS) {
+            b_.li(24, 1), b_.mov(25, rE), b_.li(26, 0), b_.li(27, 0), b_.li(28, 0), b_.li(30, 0);
+            return;
+        }
+        b_.mov(24, rE), b_.li(25, static_cast<int64_t>(k_.cols));
+        if (p.op == isa::Op::VRED) {  // rows, cols, src_stride
+            b_.li(26, static_cast<int64_t>(stride(p.x, p.shape)));
+            return;
+        }
+        b_.li(26, static_cast<int64_t>(stride(p.d, p.shape)));
+        b_.li(27, static_cast<int64_t>(stride(p.x, p.shape)));
+        b_.li(28, static_cast<int64_t>(p.y.loc == Loc::IMM ? 0 : stride(p.y, p.shape)));
+        b_.li(30, static_cast<int64_t>(p.z.loc == Loc::IMM ? 0 : stride(p.z, p.shape)));
+    }
     void pass(const Pass& p) {
+        descriptor(p);
         addr(20, p.d);
         addr(21, p.x);
+        const Shape s = p.shape;
         switch (p.op) {
             case isa::Op::VUN:
                 b_.vun(static_cast<isa::VUn>(p.func), p.d.t,
                        p.x.loc == Loc::IMM ? DType::F32 : p.x.t, 20, 21, 24, p.x.imm);
                 return;
+            case isa::Op::VRED:
+                b_.vred(static_cast<isa::Red>(p.func), 0, p.d.t, p.x.t, 20, 21, 24);
+                return;
             case isa::Op::VBIN:
                 if (p.y.loc != Loc::IMM) addr(22, p.y);
-                b_.vbin2(static_cast<isa::VBin>(p.func), p.y.mode(), p.d.t, p.x.t, typ(p.y), 20, 21,
-                         p.y.loc == Loc::IMM ? 0 : 22, 24, p.y.imm);
+                b_.vbin2(static_cast<isa::VBin>(p.func), p.y.mode(s), p.d.t, p.x.t, typ(p.y), 20,
+                         21, p.y.loc == Loc::IMM ? 0 : 22, 24, p.y.imm);
                 return;
             case isa::Op::VFMA:
             case isa::Op::VSEL:
                 if (p.y.loc != Loc::IMM) addr(22, p.y);
                 addr(29, p.z);
                 if (p.op == isa::Op::VFMA)
-                    b_.vfma(p.d.t, p.x.t, 20, 21, p.y.loc == Loc::IMM ? 0 : 22, 24, p.y.mode(),
-                            p.z.mode(), p.y.imm, p.z.imm, typ(p.y), typ(p.z));
+                    b_.vfma(p.d.t, p.x.t, 20, 21, p.y.loc == Loc::IMM ? 0 : 22, 24, p.y.mode(s),
+                            p.z.mode(s), p.y.imm, p.z.imm, typ(p.y), typ(p.z));
                 else
-                    b_.vsel(p.d.t, p.x.t, 20, 21, p.y.loc == Loc::IMM ? 0 : 22, 24, p.y.mode(),
-                            p.y.imm, false, p.z.mode(), typ(p.z), typ(p.y));
+                    b_.vsel(p.d.t, p.x.t, 20, 21, p.y.loc == Loc::IMM ? 0 : 22, 24, p.y.mode(s),
+                            p.y.imm, p.inv, p.z.mode(s), typ(p.z), typ(p.y));
                 return;
             default:
                 throw std::logic_error("fused kernel: unexpected pass");
@@ -337,13 +506,21 @@ class Emitter {
 };
 
 std::vector<uint8_t> Emitter::build() {
-    const uint64_t u = fused_unit(k_), E = p_.chunk, U = (n_ + u - 1) / u, P = p_.cores;
+    // work items: positions, or rows of a row kernel
+    const uint64_t N = k_.cols ? n_ / k_.cols : n_;
+    const uint64_t u = fused_unit(k_, n_), E = p_.chunk, U = (N + u - 1) / u, P = p_.cores;
     const auto I = static_cast<uint32_t>(k_.inputs.size());
     // the zero scalar (a select mask that always picks y)
     b_.set_regs(24, {1, 1, 4, 4});
     b_.vun(isa::VUn::SET, DType::F32, DType::F32, 0, 0, 24, 0.0f);
-    for (uint32_t i = 0; i < I; ++i) {  // scalar inputs, loaded once
-        if (!k_.inputs[i].scalar) continue;
+    for (uint32_t i = 0; i < I; ++i) {  // scalar and column inputs, loaded once
+        if (in_kind(k_.inputs[i]) == FkKind::COL) {
+            b_.arg(13, i);
+            b_.li(14, static_cast<int64_t>(k_.cols * es_of(k_.inputs[i].t)));
+            b_.li(12, static_cast<int64_t>(l_.sin[i]));
+            dma(true, 12, 13, 14);
+        }
+        if (in_kind(k_.inputs[i]) != FkKind::SCALAR) continue;
         b_.arg(13, i);
         b_.alu(isa::Alu::AND, 15, 13, 0, kStick - 1);
         b_.sub(13, 13, 15);
@@ -351,24 +528,19 @@ std::vector<uint8_t> Emitter::build() {
         b_.li(12, static_cast<int64_t>(l_.sin[i]));
         dma(true, 12, 13, 14);
     }
-    chunk_loop::emit_core_range(b_, n_, u, U, P, E);
+    chunk_loop::emit_core_range(b_, N, u, U, P, E);
     loads(rPos, rE, rPar);
     b_.loop(rN);
     {
         chunk_loop::emit_next_chunk(b_, E, l_.region);
         loads(chunk_loop::rNextPos, chunk_loop::rNextE, chunk_loop::rNextPar);
-        // one row of e elements per pass (strides unused)
-        b_.li(24, 1), b_.mov(25, rE), b_.li(26, 0), b_.li(27, 0), b_.li(28, 0), b_.li(30, 0);
+        // flat kernels: one row of e elements per pass (strides unused)
+        if (!k_.cols)
+            b_.li(24, 1), b_.mov(25, rE), b_.li(26, 0), b_.li(27, 0), b_.li(28, 0), b_.li(30, 0);
         for (const Pass& p : L_.passes) pass(p);
-        for (size_t j = 0; j < k_.outputs.size(); ++j) {
-            const uint64_t es = es_of(k_.outputs[j]);
-            b_.addi(12, rPar, static_cast<int64_t>(l_.regions + l_.out[j]));
-            b_.arg(13, static_cast<uint32_t>(I + j));
-            b_.muli(14, rPos, es);
-            b_.add(13, 13, 14);
-            b_.muli(14, rE, es);
-            dma(false, 12, 13, 14);
-        }
+        for (size_t j = 0; j < k_.outputs.size(); ++j)
+            chunk_dma(false, static_cast<uint32_t>(I + j), l_.out[j],
+                      per_unit(k_, out_kind(k_, j)) * es_of(k_.outputs[j]), rPos, rE, rPar);
         chunk_loop::emit_advance(b_, E, l_.region);
     }
     b_.endloop();
@@ -402,15 +574,34 @@ FusedKernel parse_fused(const std::string& text) {
             header = true;
             continue;
         }
+        if (w[0] == "rows") {
+            char* end = nullptr;
+            const unsigned long long c = w.size() == 2 ? std::strtoull(w[1].c_str(), &end, 10) : 0;
+            if (w.size() != 2 || *end || c == 0 || c > (1ull << 32) || k.cols ||
+                !k.inputs.empty() || !k.outputs.empty())
+                bad("expected 'rows <positions per row>' before the inputs");
+            k.cols = c;
+            continue;
+        }
         if (w[0] == "in") {
-            if (w.size() != 3 || (w[2] != "full" && w[2] != "scalar") || !k.code.empty())
-                bad("expected 'in <type> full|scalar' before the ops");
-            k.inputs.push_back({parse_type(w[1], line), w[2] == "scalar"});
+            const bool rowk = k.cols != 0;
+            if (w.size() != 3 || !k.code.empty() ||
+                !(w[2] == "full" || w[2] == "scalar" || (rowk && (w[2] == "row" || w[2] == "col"))))
+                bad(rowk ? "expected 'in <type> full|scalar|row|col' before the ops"
+                         : "expected 'in <type> full|scalar' before the ops");
+            const FkKind kind = w[2] == "full"     ? FkKind::FULL
+                                : w[2] == "scalar" ? FkKind::SCALAR
+                                : w[2] == "row"    ? FkKind::ROW
+                                                   : FkKind::COL;
+            k.inputs.push_back({parse_type(w[1], line), kind == FkKind::SCALAR, kind});
             continue;
         }
         if (w[0] == "out") {
-            if (w.size() != 2 || !k.code.empty()) bad("expected 'out <type>' before the ops");
+            if (!(w.size() == 2 || (w.size() == 3 && w[2] == "row" && k.cols)) || !k.code.empty())
+                bad(k.cols ? "expected 'out <type> [row]' before the ops"
+                           : "expected 'out <type>' before the ops");
             k.outputs.push_back(parse_type(w[1], line));
+            k.out_kinds.push_back(w.size() == 3 ? FkKind::ROW : FkKind::FULL);
             continue;
         }
         auto value = [&](const std::string& s) {
@@ -454,9 +645,14 @@ FusedKernel parse_fused(const std::string& text) {
             if (nargs != 2) bad("expected 'cast <value> <type>'");
             ins.a = value(w[3]);
             ins.t = parse_type(w[4], line);
-        } else if (unary(ins.op)) {
+        } else if (unary(ins.op) || reduction(ins.op)) {
             if (nargs != 1) bad("expected one operand");
             ins.a = value(w[3]);
+        } else if (ins.op == FkOp::WHERE) {
+            if (nargs != 3) bad("expected 'where <mask> <value> <value>'");
+            ins.a = value(w[3]);
+            ins.b = value(w[4]);
+            ins.c = value(w[5]);
         } else {
             if (nargs != 2) bad("expected two operands");
             ins.a = value(w[3]);
@@ -470,14 +666,19 @@ FusedKernel parse_fused(const std::string& text) {
     if (k.outputs.empty()) bad("no output");
     if (k.inputs.size() + k.outputs.size() > 16) bad("more than 16 inputs and outputs");
     if (stored.size() != k.outputs.size()) bad("an output is never stored");
+    lower(k);  // what the generator cannot take (e.g. a reduction of a broadcast value) throws
     return k;
 }
 
 std::string format_fused(const FusedKernel& k) {
+    static const char* const kinds[] = {" full\n", " scalar\n", " row\n", " col\n"};
     std::string s = "spyre.kernel 1\n";
+    if (k.cols) s += "rows " + std::to_string(k.cols) + "\n";
     for (const FkInput& x : k.inputs)
-        s += std::string("in ") + type_name(x.t) + (x.scalar ? " scalar\n" : " full\n");
-    for (DType t : k.outputs) s += std::string("out ") + type_name(t) + "\n";
+        s += std::string("in ") + type_name(x.t) + kinds[static_cast<int>(in_kind(x))];
+    for (size_t j = 0; j < k.outputs.size(); ++j)
+        s += std::string("out ") + type_name(k.outputs[j]) +
+             (out_kind(k, j) == FkKind::ROW ? " row\n" : "\n");
     for (size_t i = 0; i < k.code.size(); ++i) {
         const FkInstr& c = k.code[i];
         if (c.op == FkOp::STORE) {
@@ -491,15 +692,30 @@ std::string format_fused(const FusedKernel& k) {
             std::snprintf(buf, sizeof buf, " %.9g", c.imm);
             s += buf;
         }
-        if (c.a >= 0) s += " %" + std::to_string(c.a);
-        if (c.b >= 0) s += " %" + std::to_string(c.b);
+        for (int v : {c.a, c.b, c.c})
+            if (v >= 0) s += " %" + std::to_string(v);
         if (c.op == FkOp::CAST) s += std::string(" ") + type_name(c.t);
         s += "\n";
     }
     return s;
 }
 
-uint64_t fused_unit(const FusedKernel& k) {
+uint64_t fused_unit(const FusedKernel& k, uint64_t n) {
+    if (k.cols && n) {  // fewer rows than a unit: one chunk of them all starts on a stick
+        const uint64_t g = fused_unit(k);
+        return std::max<uint64_t>(1, std::min(g, n / k.cols));
+    }
+    if (k.cols) {  // rows whose every full and row operand's chunk starts on a stick
+        uint64_t g = 1;
+        auto need = [&](FkKind kind, DType t) {
+            if (kind != FkKind::FULL && kind != FkKind::ROW) return;
+            const uint64_t bytes = per_unit(k, kind) * es_of(t);
+            g = std::lcm(g, kStick / std::gcd<uint64_t>(kStick, bytes));
+        };
+        for (const FkInput& x : k.inputs) need(in_kind(x), x.t);
+        for (size_t j = 0; j < k.outputs.size(); ++j) need(out_kind(k, j), k.outputs[j]);
+        return g;
+    }
     uint64_t min_es = 4;
     for (const FkInput& x : k.inputs)
         if (!x.scalar) min_es = std::min<uint64_t>(min_es, es_of(x.t));
@@ -508,13 +724,13 @@ uint64_t fused_unit(const FusedKernel& k) {
 }
 
 uint64_t fused_lx_bytes(const FusedKernel& k, uint64_t chunk) {
-    if (chunk == 0 || chunk % fused_unit(k)) return 0;
+    if (chunk == 0) return 0;
     return layout(k, lower(k), chunk).total;
 }
 
 std::vector<uint8_t> build_fused(const FusedKernel& k, uint64_t n, const FusedPlan& p) {
     if (n == 0) throw std::invalid_argument("fused kernel: empty (nothing to launch)");
-    if (p.cores == 0 || !fused_lx_bytes(k, p.chunk))
+    if (p.cores == 0 || !p.chunk || p.chunk % fused_unit(k, n) || (k.cols && n % k.cols))
         throw std::invalid_argument("fused kernel: plan does not suit the kernel");
     Emitter e(k, n, p);
     return e.build();
@@ -524,9 +740,17 @@ FusedPlan price_fused(const Pricer& pricer, const FusedKernel& k, uint64_t n, Fu
     const auto image = build_fused(k, n, p);
     std::vector<uint64_t> args;
     uint64_t at = 0;
+    const uint64_t rows = k.cols ? n / k.cols : n;
+    auto elems = [&](FkKind kind) {
+        return kind == FkKind::SCALAR ? 1
+               : kind == FkKind::ROW  ? rows
+               : kind == FkKind::COL  ? k.cols
+                                      : n;
+    };
     for (const FkInput& x : k.inputs)
-        args.push_back(at), at += up128(x.scalar ? es_of(x.t) : n * es_of(x.t));
-    for (DType t : k.outputs) args.push_back(at), at += up128(n * es_of(t));
+        args.push_back(at), at += up128(elems(in_kind(x)) * es_of(x.t));
+    for (size_t j = 0; j < k.outputs.size(); ++j)
+        args.push_back(at), at += up128(elems(out_kind(k, j)) * es_of(k.outputs[j]));
     const spyre_engine_result r = pricer.price(image, p.cores, args, at);
     p.cycles = r.total_cycles;
     p.ddr_bytes = r.ddr_read_bytes + r.ddr_write_bytes;
@@ -537,7 +761,8 @@ FusedPlan price_fused(const Pricer& pricer, const FusedKernel& k, uint64_t n, Fu
 
 FusedPlan plan_fused(const Pricer& pricer, const FusedKernel& k, uint64_t n, uint32_t max_cores) {
     if (n == 0) throw std::invalid_argument("fused kernel: empty (nothing to launch)");
-    const uint64_t u = fused_unit(k), units = (n + u - 1) / u, budget = pricer.lx_budget();
+    const uint64_t N = k.cols ? n / k.cols : n;  // work items: positions or rows
+    const uint64_t u = fused_unit(k, n), units = (N + u - 1) / u, budget = pricer.lx_budget();
     // LX grows linearly in the chunk: the largest that fits, by bisection on units
     uint64_t lo = 0, hi = budget / u + 1;
     while (hi - lo > 1) {
@@ -557,7 +782,7 @@ FusedPlan plan_fused(const Pricer& pricer, const FusedKernel& k, uint64_t n, uin
             std::sort(chunks.begin(), chunks.end());
             chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
             for (uint64_t e : chunks) {
-                if (n / e >= 50000) continue;  // the engine times at most 2M operations per job
+                if (N / e >= 50000) continue;  // the engine times at most 2M operations per job
                 FusedPlan p;
                 p.cores = c, p.chunk = e;
                 p = price_fused(pricer, k, n, p);

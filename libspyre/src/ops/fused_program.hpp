@@ -42,36 +42,64 @@ enum class FkOp : uint8_t {
     DIV,
     MAX,  // NaN-propagating
     MIN,
+    // compares (1.0 true, 0.0 false)
+    EQ,
+    NE,
+    LT,
+    LE,
+    GT,
+    GE,
+    // row reductions of a full value (row kernels): one fp32 value per row
+    RSUM,
+    RMAX,  // NaN-propagating
+    RMIN,
+    WHERE,  // a != 0 ? b : c (ternary; NaN is true)
     STORE,  // output `arg` = value a (rounded once to the output's type)
     COUNT
 };
 
 const char* fk_name(FkOp op);
 
+// How an operand is indexed: FULL n dense elements, SCALAR one element for every position,
+// ROW one element per row (index r), COL one element per column (index c). ROW and COL only in
+// row kernels; outputs are FULL or ROW.
+enum class FkKind : uint8_t { FULL, SCALAR, ROW, COL };
+
 struct FkInput {
     isa::DType t = isa::DType::F32;
-    bool scalar = false;  // one element read by every position (else n dense elements)
+    bool scalar = false;  // kind == SCALAR
+    FkKind kind = FkKind::FULL;
+};
+
+struct FkOutput {
+    isa::DType t = isa::DType::F32;
+    FkKind kind = FkKind::FULL;
 };
 
 // One line of the kernel. Values are numbered by their instruction's index; a and b name the
 // operand values, arg the input (LOAD) or output (STORE).
 struct FkInstr {
     FkOp op = FkOp::CONST;
-    int32_t a = -1, b = -1, arg = -1;
-    isa::DType t = isa::DType::F32;  // CAST
-    float imm = 0.0f;                // CONST
+    int32_t a = -1, b = -1, c = -1, arg = -1;  // c: WHERE's third operand
+    isa::DType t = isa::DType::F32;            // CAST
+    float imm = 0.0f;                          // CONST
 };
 
 struct FusedKernel {
     std::vector<FkInput> inputs;
     std::vector<isa::DType> outputs;
+    std::vector<FkKind> out_kinds;  // per output
     std::vector<FkInstr> code;
+    // 0: a flat kernel over n positions. Else a row kernel: the n positions are n / cols rows
+    // of cols contiguous positions (position r * cols + c).
+    uint64_t cols = 0;
 };
 
 // The text form (one item per line, '#' comments):
 //   spyre.kernel 1
-//   in f16 full          # input 0 ...; "scalar" for a one-element input
-//   out f16              # output 0 ...
+//   rows 4096            # optional: a row kernel, rows of 4096 positions
+//   in f16 full          # input 0 ...; "scalar", "row" or "col" (row kernels) too
+//   out f16              # output 0 ...; "out f32 row": one element per row
 //   %0 = load 0
 //   %1 = const 1.5
 //   %2 = mul %0 %1
@@ -84,16 +112,19 @@ std::string format_fused(const FusedKernel& k);
 
 struct FusedPlan {
     uint32_t cores = 1;
-    uint64_t chunk = 0;     // elements per core step, a multiple of fused_unit
+    uint64_t chunk = 0;     // elements (row kernels: rows) per core step, a multiple of fused_unit
     uint64_t lx_bytes = 0;  // per core
     uint32_t passes = 0;    // vector instructions per chunk
     uint64_t cycles = 0, ddr_bytes = 0;
 };
 
-uint64_t fused_unit(const FusedKernel& k);
+// Elements (row kernels: rows) per unit of the work split: every chunk starts on a stick. With
+// n, a row kernel's unit is at most its n / cols rows (then one chunk holds them all).
+uint64_t fused_unit(const FusedKernel& k, uint64_t n = 0);
 uint64_t fused_lx_bytes(const FusedKernel& k, uint64_t chunk);
 // The SPMD program over n elements. Launch arguments: inputs 0..I-1, then outputs I..I+O-1
-// (device addresses; full inputs and outputs 128-byte aligned, scalar inputs element aligned).
+// (device addresses; full, row and col operands 128-byte aligned, scalar inputs element
+// aligned).
 std::vector<uint8_t> build_fused(const FusedKernel& k, uint64_t n, const FusedPlan& p);
 FusedPlan price_fused(const Pricer& pricer, const FusedKernel& k, uint64_t n, FusedPlan p);
 FusedPlan plan_fused(const Pricer& pricer, const FusedKernel& k, uint64_t n, uint32_t max_cores);

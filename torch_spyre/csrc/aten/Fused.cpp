@@ -27,8 +27,11 @@ bool fused_pointwise(c10::string_view kernel, int64_t n, at::TensorList inputs,
                      at::TensorList outputs) {
     TORCH_CHECK(!outputs.empty(), "spyre::fused_pointwise: no outputs");
     if (n == 0) return true;
-    // a scalar input is read as one element (its description says so); the others as n
-    auto count = [n](const at::Tensor& t, bool out) { return !out && t.numel() < n ? 1 : n; };
+    // an operand is read as its first min(numel, n) elements: n for one by position, fewer for
+    // a scalar, one per row or per column (its description says which; the library checks)
+    auto count = [n](const at::Tensor& t, bool) {
+        return std::max<int64_t>(1, std::min(t.numel(), n));
+    };
     auto usable = [&](const at::Tensor& t, bool out) {
         return t.is_privateuseone() && is_float(t.scalar_type()) &&
                t.device() == outputs[0].device() &&
@@ -42,7 +45,7 @@ bool fused_pointwise(c10::string_view kernel, int64_t n, at::TensorList inputs,
     const std::string text(kernel);  // NUL-terminated for the C API
     std::vector<spyre_tensor> in, out;
     for (const at::Tensor& t : inputs) in.push_back(flat(t, count(t, false)));
-    for (const at::Tensor& t : outputs) out.push_back(flat(t, n));
+    for (const at::Tensor& t : outputs) out.push_back(flat(t, count(t, true)));
     return op_ran("spyre::fused_pointwise",
                   spyre_op_fused(op_stream(outputs[0]), text.c_str(), uint64_t(n), in.data(),
                                  uint32_t(in.size()), out.data(), uint32_t(out.size())));

@@ -61,12 +61,30 @@ def _on_spyre(args, kwargs):
     return False
 
 
+# where / masked_fill: the mask's argument. A mask computed in the graph (a compare Inductor has
+# not realized) is lowered by Inductor, so the compare and the select fuse into one kernel; a
+# mask that is a graph input or a buffer (bool data, which the generator does not load) keeps
+# the one-launch eager kernel.
+MASK_ARG = {aten.where.self: 0, aten.masked_fill.Scalar: 1, aten.masked_fill.Tensor: 1}
+FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _fusable_mask(op, args):
+    k = MASK_ARG.get(op)
+    if k is None or len(args) <= k:
+        return False
+    if not isinstance(getattr(getattr(args[k], "data", None), "data", None), ir.Pointwise):
+        return False
+    return all(a.get_dtype() in FLOATS for i, a in enumerate(args)
+               if i != k and isinstance(a, ir.IRNode))
+
+
 def _extern_on_spyre(op):
     inductor = lowering.lowerings.get(op)
     eager = lowering.fallback_handler(op, add_to_fallback_set=False)
 
     def lower(*args, **kwargs):
-        if inductor is None or _on_spyre(args, kwargs):
+        if inductor is None or (_on_spyre(args, kwargs) and not _fusable_mask(op, args)):
             return eager(*args, **kwargs)
         return inductor(*args, **kwargs)
 

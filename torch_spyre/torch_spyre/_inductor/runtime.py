@@ -45,8 +45,9 @@ class SpyreKernel:
         self.n_inputs, self.kernel, self.prog = spec["n_inputs"], spec["kernel"], spec["eager"]
         self.names = spec["names"]
         self._code = {}
-        static = all(s.isdigit() for s in self.sizes)
-        self._n = math.prod(int(s) for s in self.sizes) if static else None
+        static = all(s.isdigit() for s in self.sizes + self.rsizes)
+        self._n = math.prod(int(s) for s in self.sizes + self.rsizes) if static else None
+        self._kernels = {}  # row length -> description, when it is symbolic
 
     def _eval(self, expr, env):
         code = self._code.get(expr)
@@ -57,9 +58,16 @@ class SpyreKernel:
     def __call__(self, *bufs, **syms):
         if self.kernel is not None:
             n = self._n if self._n is not None else math.prod(
-                int(self._eval(s, syms)) for s in self.sizes)
+                int(self._eval(s, syms)) for s in self.sizes + self.rsizes)
+            kernel = self.kernel
+            if "@COLS@" in kernel:  # a row kernel whose row length is symbolic
+                cols = math.prod(int(self._eval(s, syms)) for s in self.rsizes)
+                kernel = self._kernels.get(cols)
+                if kernel is None:
+                    kernel = self._kernels[cols] = self.kernel.replace("@COLS@", str(cols))
             ins, outs = list(bufs[:self.n_inputs]), list(bufs[self.n_inputs:])
-            if torch.ops.spyre.fused_pointwise(self.kernel, n, ins, outs):
+            # an empty row kernel may still have rows (reductions of nothing): eager form
+            if (n or not self.rsizes) and torch.ops.spyre.fused_pointwise(kernel, n, ins, outs):
                 STATS["fused"] += 1
                 return
             STATS["refused"] += 1
@@ -101,7 +109,9 @@ class SpyreKernel:
 
         for op in self.prog:
             kind, v = op[0], None
-            if kind == "load":
+            if kind == "nop":
+                pass
+            elif kind == "load":
                 t, idx = self._view(bufs[op[1]], op[2], shape, env)
                 v = t[idx] if idx is not None else t
                 if idx is None and id(bufs[op[1]]) in written:

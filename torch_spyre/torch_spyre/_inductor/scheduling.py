@@ -21,7 +21,10 @@ UNARY = {"neg": "neg", "abs": "abs", "relu": "relu", "exp": "exp", "log": "log",
          "rsqrt": "rsqrt", "reciprocal": "recip", "tanh": "tanh", "sigmoid": "sigmoid",
          "sin": "sin", "cos": "cos"}
 BINARY = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "div": "div",
-          "maximum": "max", "minimum": "min"}
+          "maximum": "max", "minimum": "min", "eq": "eq", "ne": "ne", "lt": "lt", "le": "le",
+          "gt": "gt", "ge": "ge"}
+REDUCTIONS = {"sum": "rsum", "max": "rmax", "min": "rmin"}
+COLS = "@COLS@"  # a row kernel's row length, filled in at the call when it is symbolic
 TYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 MAX_ARGS = 16  # launch arguments of a program
 
@@ -85,6 +88,9 @@ class Trace:
         self._emit("store", name, index, value)
 
     def store_reduction(self, name, index, value):
+        # the reduced value forwards to later loads of the row (pointwise epilogues)
+        self.stored[(name, index)] = value
+        self.loaded = {k: v for k, v in self.loaded.items() if k[0] != name}
         self.stores.append(name)
         self._emit("store_reduction", name, index, value)
 
@@ -123,25 +129,40 @@ class Trace:
         return op
 
 
+def _flat(vars_, sizes):
+    return sum(v * sympy_product(sizes[k + 1:]) for k, v in enumerate(vars_))
+
+
 def describe(trace, inputs, outputs):
-    """The kernel description of a traced pointwise kernel, or raises Unsupported."""
-    if trace.rvars:
-        raise Unsupported("reduction")
+    """The kernel description of a traced kernel, or raises Unsupported. A kernel with
+    reduction variables is a row kernel: rows of the reduction's positions, the reduction over
+    the innermost (contiguous) positions of the row."""
     if len(inputs) + len(outputs) > MAX_ARGS:
         raise Unsupported("too many buffers")
-    sizes = trace.sizes
-    contiguous = sum(v * sympy_product(sizes[k + 1:]) for k, v in enumerate(trace.vars))
+    sizes, rsizes = trace.sizes, trace.rsizes
+    rows = bool(trace.rvars)
+    row_index = _flat(trace.vars, sizes)
+    col_index = _flat(trace.rvars, rsizes)
+    cols = sympy_product(rsizes)
+    contiguous = row_index * cols + col_index if rows else row_index
+
+    def same(i, j):
+        return sympy.expand(i - j) == 0
+
     kinds, lines, ids = {}, [], {}
     for name, indices in trace.loads.items():
-        if all(sympy.expand(i - contiguous) == 0 for i in indices):
-            kinds[name] = "full"
-        elif all(i == 0 for i in indices):
-            kinds[name] = "scalar"
+        for kind, want in (("full", contiguous), ("scalar", 0), ("row", row_index),
+                           ("col", col_index)):
+            if (rows or kind in ("full", "scalar")) and all(same(i, want) for i in indices):
+                kinds[name] = kind
+                break
         else:
-            raise Unsupported(f"load of {name} is not flat")
+            raise Unsupported(f"load of {name} is not flat" if not rows else
+                              f"load of {name} is not by position, row or column")
     for name in outputs:
         if name in trace.loads and kinds[name] != "full":
             raise Unsupported("an output read elsewhere")
+    out_kinds = {}
 
     def val(v):
         if isinstance(v, Value):
@@ -152,6 +173,13 @@ def describe(trace, inputs, outputs):
         ids[i] = f"%{len(ids)}"
         lines.append(f"{ids[i]} = {text}")
 
+    def new(text):  # a value of its own (no traced op)
+        k = f"%{len(ids)}"
+        ids[("x", len(ids))] = k
+        lines.append(f"{k} = {text}")
+        return k
+
+    cols_text = str(int(cols)) if sympy.sympify(cols).is_Integer else COLS
     for i, op in enumerate(trace.ops):
         kind = op[0]
         if kind == "load":
@@ -159,14 +187,39 @@ def describe(trace, inputs, outputs):
             if trace.dtypes[name] not in TYPES:
                 raise Unsupported(f"{name} is {trace.dtypes[name]}")
             out(i, f"load {inputs.index(name)}")
-        elif kind == "store":
+        elif kind in ("store", "store_reduction"):
             name, index, v = op[1:]
-            if sympy.expand(index - contiguous) != 0 or trace.dtypes[name] not in TYPES:
+            if name not in outputs:
+                continue  # a buffer only this kernel used
+            want, okind = ((contiguous, "full") if kind == "store" or not rows else
+                           (row_index, "row"))
+            if not same(index, want) or trace.dtypes[name] not in TYPES:
                 raise Unsupported(f"store to {name}")
+            if out_kinds.setdefault(name, okind) != okind:
+                raise Unsupported(f"{name} stored by position and by row")
             lines.append(f"store {outputs.index(name)} {val(v)}")
+        elif kind == "reduction":
+            rtype, v = op[1], op[2]
+            if not rows:
+                raise Unsupported("reduction")
+            if rtype in REDUCTIONS:
+                out(i, f"{REDUCTIONS[rtype]} {val(v)}")
+            elif rtype == "welford_reduce":
+                # mean, the sum of squared deviations and the count, in two passes over the
+                # row (the row is in the scratchpad): sum, then the deviations from the mean
+                x = val(v)
+                n = new(f"const {cols_text}")
+                mean = new(f"div {new(f'rsum {x}')} {n}")
+                d = new(f"sub {x} {mean}")
+                m2 = new(f"rsum {new(f'mul {d} {d}')}")
+                ids[i] = (mean, m2, n)
+            else:
+                raise Unsupported(f"reduction {rtype}")
+        elif kind == "getitem":
+            ids[i] = ids[op[1].i][op[2]]
         elif kind == "constant":
             value, dtype = op[1:]
-            if not dtype.is_floating_point and dtype not in (torch.int32, torch.int64):
+            if not dtype.is_floating_point and dtype not in (torch.int32, torch.int64, torch.bool):
                 raise Unsupported(f"constant of {dtype}")
             out(i, f"const {float(value)!r}")
         elif kind == "to_dtype":
@@ -178,11 +231,14 @@ def describe(trace, inputs, outputs):
             out(i, f"{UNARY[op[1]]} {val(op[2][0])}")
         elif kind == "op" and op[1] in BINARY and len(op[2]) == 2:
             out(i, f"{BINARY[op[1]]} {val(op[2][0])} {val(op[2][1])}")
+        elif kind == "op" and op[1] == "where" and len(op[2]) == 3:
+            out(i, f"where {' '.join(val(a) for a in op[2])}")
         else:
             raise Unsupported(f"{kind} {op[1] if len(op) > 1 else ''}")
-    head = ["spyre.kernel 1"]
+    head = ["spyre.kernel 1"] + ([f"rows {cols_text}"] if rows else [])
     head += [f"in {TYPES[trace.dtypes[a]]} {kinds[a]}" for a in inputs]
-    head += [f"out {TYPES[trace.dtypes[a]]}" for a in outputs]
+    head += [f"out {TYPES[trace.dtypes[a]]}" + (" row" if out_kinds.get(a) == "row" else "")
+             for a in outputs]
     return "\n".join(head + lines) + "\n"
 
 
@@ -205,6 +261,9 @@ def eager_form(trace, inputs, outputs):
         if kind == "load":
             prog.append(("load", inputs.index(op[1]), _view(op[2], vars_)))
         elif kind in ("store", "store_reduction"):
+            if op[1] not in outputs:
+                prog.append(("nop",))  # a buffer only this kernel used: its loads are forwarded
+                continue
             pos = len(inputs) + outputs.index(op[1])
             prog.append((kind, pos, _view(op[2], vars_), opd(op[3])))
         elif kind == "constant":
@@ -235,10 +294,23 @@ class SpyreScheduling(BaseScheduling):
     def group_fn(self, sizes):
         return tuple(tuple(map(V.graph.sizevars.simplify, s)) for s in sizes)
 
-    def can_fuse_vertical(self, node1, node2):
-        return node1.group == node2.group and len(node1.get_nodes()) + len(node2.get_nodes()) <= 16
+    @staticmethod
+    def _rows_then_pointwise(g1, g2):
+        """A pointwise group over [rows..., cols...] after a reduction group over rows with the
+        reduction over cols: the epilogue of a row kernel."""
+        (s1, r1), (s2, r2) = g1[1], g2[1]
+        return bool(r1) and not r2 and tuple(s2) == tuple(s1) + tuple(r1)
 
-    can_fuse_horizontal = can_fuse_vertical
+    def can_fuse_vertical(self, node1, node2):
+        if len(node1.get_nodes()) + len(node2.get_nodes()) > 16:
+            return False
+        return (node1.group == node2.group or self._rows_then_pointwise(node1.group, node2.group)
+                or self._rows_then_pointwise(node2.group, node1.group))
+
+    def can_fuse_horizontal(self, node1, node2):
+        # unrelated nodes only over the same loops: a pointwise node joining a row kernel for a
+        # shared read would take the row kernel to the eager form with it if it cannot lower
+        return node1.group == node2.group and len(node1.get_nodes()) + len(node2.get_nodes()) <= 16
 
     def codegen_sync(self):
         pass
@@ -257,14 +329,18 @@ class SpyreScheduling(BaseScheduling):
 
     def codegen_node(self, node):
         nodes = node.get_nodes()
-        sizes, rsizes = nodes[0]._sizes
+        # a row kernel's loops are its reductions' (rows, cols)
+        sizes, rsizes = next((n for n in nodes if n.is_reduction()), nodes[0])._sizes
         vars_ = [sympy.Symbol(f"i{k}", integer=True, nonnegative=True) for k in range(len(sizes))]
         rvars = [sympy.Symbol(f"r{k}", integer=True, nonnegative=True) for k in range(len(rsizes))]
         trace = Trace(vars_, rvars)
-        trace.sizes = list(sizes)
+        trace.sizes, trace.rsizes = list(sizes), list(rsizes)
         with V.set_ops_handler(trace):
             for n in nodes:
-                n._body(vars_, rvars)
+                if rvars and not n.is_reduction():
+                    n._body(vars_ + rvars, [])  # an epilogue over [rows..., cols...]
+                else:
+                    n._body(vars_, rvars)
         for n in nodes:
             n.mark_run()
         real = V.graph.scheduler.mutation_real_name
