@@ -159,6 +159,15 @@ SPYRE_API spyre_status spyre_op_scatter(spyre_stream_t stream, const spyre_tenso
                                         int32_t dim, const spyre_tensor* index,
                                         const spyre_tensor* rows, uint32_t flags);
 
+/*
+ * out[i] = start + i * step over the elements of a dense `out` (torch.arange with integer
+ * start and step): int64 and int32 exactly (int64 wraps like torch), fp32/fp16/bf16 as the
+ * exact value rounded once to fp32, then to the type. `out` starts 128-byte aligned; at most
+ * 2^31 - 1 elements.
+ */
+SPYRE_API spyre_status spyre_op_arange(spyre_stream_t stream, const spyre_tensor* out,
+                                       int64_t start, int64_t step);
+
 /* Elementwise operations (Documentation/ops.md "Elementwise"). */
 typedef enum spyre_unary_op {
     SPYRE_UNARY_RELU = 0,
