@@ -20,6 +20,7 @@ start=$(date +%s)
 
 # stage NAME: wall time of each stage (the guest stages include the VM's boot) for the summary.
 stage_names=() stage_secs=() stage_start=$start
+vm_failures=()
 stage_end() { [ ${#stage_names[@]} -eq 0 ] || stage_secs+=($(( $(date +%s) - stage_start ))); }
 section() {
 	stage_end; stage_names+=("$*"); stage_start=$(date +%s)
@@ -86,6 +87,9 @@ guest_suites() {
 		-- env GUEST_RESULTS_PREFIX="$pfx" tests/guest/run-all.sh > "$out/$pfx.log" 2>&1; then
 		echo "the VM run failed; serial log:"; tail -n 40 "$out/$pfx.log"
 		record "$pfx-vm" 0 1
+		# Name where it stopped in the summary's last lines (all that a CI report may keep).
+		vm_failures+=("$pfx: the VM run failed after suite '$(grep -E '^  [a-z]' "$out/$pfx.log" |
+			tail -n1 | awk '{print $1}')'")
 	else
 		grep -E '^(guest:|  )' "$out/$pfx.log"
 	fi
@@ -111,9 +115,10 @@ else
 fi
 
 section "summary"
-tp=0 tf=0 ts=0
+tp=0 tf=0 ts=0 failed_names=()
 for c in "$out"/*.counts; do
 	read -r p f s secs < "$c"
+	[ "$f" -eq 0 ] || failed_names+=("$(basename "$c" .counts)")
 	printf '  %-18s %5d passed, %3d failed, %3d skipped %6s s\n' "$(basename "$c" .counts)" \
 		"$p" "$f" "$s" "${secs:-?}"
 	tp=$((tp + p)) tf=$((tf + f)) ts=$((ts + s))
@@ -125,5 +130,7 @@ echo "slowest host tests:"
 grep -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' "$out/host.log" | sed -E 's/.*: ([^ ]+) .* ([0-9.]+) sec$/\2 \1/' |
 	sort -rn | head -n 5 | while read -r secs name; do printf '  %6.1f s  %s\n' "$secs" "$name"; done
 echo "make check took $(( $(date +%s) - start )) s (after the build)"
+for v in "${vm_failures[@]}"; do echo "$v"; done
+[ "$tf" -eq 0 ] || echo "failed: ${failed_names[*]}"
 echo "$tp passed, $tf failed, $ts skipped"
 [ "$tf" -eq 0 ]

@@ -10,6 +10,15 @@ pfx=${GUEST_RESULTS_PREFIX:-guest}
 mkdir -p "$out"
 rm -f "$out"/"$pfx"-*.counts
 
+# A suite that hangs fails alone: the later suites still run inside the VM's own time limit.
+suite_timeout=$([ -d /sys/kernel/debug/kunit ] && echo 900 || echo 600)
+bounded() {
+	timeout -k 10 "$suite_timeout" "$@"
+	local rc=$?
+	[ $rc -ne 124 ] && [ $rc -ne 137 ] || echo "  (timed out after $suite_timeout s: $*)" >&2
+	return $rc
+}
+
 # record SUITE PASSED FAILED [SKIPPED]; the 4th field of .counts is the suite's wall time in s
 # (suites run one after another: the time since the previous record).
 t_last=$(date +%s)
@@ -23,7 +32,7 @@ record() {
 # A single check counted as one test.
 check() {
 	local name=$1; shift
-	if "$@" > "$out/$pfx-$name.log" 2>&1; then record "$name" 1 0; else
+	if bounded "$@" > "$out/$pfx-$name.log" 2>&1; then record "$name" 1 0; else
 		record "$name" 0 1; echo "  --- $name failed:"; tail -n 20 "$out/$pfx-$name.log"; fi
 }
 
@@ -31,7 +40,7 @@ check() {
 kselftest() {
 	local name=$1 bin=$2
 	if [ ! -x "$bin" ]; then record "$name" 0 1; echo "  $bin is missing"; return; fi
-	"$bin" > "$out/$pfx-$name.log" 2>&1
+	bounded "$bin" > "$out/$pfx-$name.log" 2>&1
 	local rc=$? t
 	t=$(grep '^# Totals:' "$out/$pfx-$name.log" | tail -n1)
 	if [ -z "$t" ]; then record "$name" 0 1; echo "  $name crashed (rc $rc)"; tail -n 20 "$out/$pfx-$name.log"; return; fi
@@ -47,7 +56,7 @@ gtest() {
 	local name=$1 bin=$2
 	if [ ! -x "$bin" ]; then record "$name" 0 1; echo "  $bin is missing"; return; fi
 	rm -f "$out/$pfx-$name.json"
-	"$bin" --gtest_output="json:$out/$pfx-$name.json" > "$out/$pfx-$name.log" 2>&1
+	bounded "$bin" --gtest_output="json:$out/$pfx-$name.json" > "$out/$pfx-$name.log" 2>&1
 	local rc=$?
 	if [ ! -s "$out/$pfx-$name.json" ]; then record "$name" 0 1; echo "  $name crashed (rc $rc)"; tail -n 20 "$out/$pfx-$name.log"; return; fi
 	local t f skipped
@@ -66,7 +75,7 @@ PY
 # A program that prints "N passed, N failed" last: those counts.
 counted() {
 	local name=$1; shift
-	"$@" > "$out/$pfx-$name.log" 2>&1
+	bounded "$@" > "$out/$pfx-$name.log" 2>&1
 	local rc=$? line
 	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/$pfx-$name.log" | tail -n1)
 	if [ -z "$line" ]; then record "$name" 0 1; echo "  $name crashed (rc $rc)"; tail -n 20 "$out/$pfx-$name.log"; return; fi

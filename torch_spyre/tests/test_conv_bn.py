@@ -1,6 +1,8 @@
-"""Convolutions (1-D and 2-D, any stride, padding, dilation and groups) and batch norm (training
-and eval) on the card against the CPU, with no fallback; what stays on the CPU (3-D and
-transposed convolutions) still gives the CPU's answer."""
+"""Convolutions (1-D and 2-D, any stride, padding, dilation and groups; forward and backward)
+and batch norm (training and eval) on the card against the CPU, with no fallback; what stays on
+the CPU (3-D and transposed convolutions) still gives the CPU's answer."""
+
+import copy
 
 import pytest
 import torch
@@ -33,6 +35,67 @@ def test_conv2d(fallback_reset, dtype, case, with_bias):
                     padding=p, dilation=d, groups=g).to(dtype)
     assert got.shape == want.shape and got.dtype == dtype
     close(got.cpu(), want, dtype, scale=(c // g * k[0] * k[1]) ** 0.5)
+    assert torch_spyre.fallback_counts() == {}
+
+
+def conv_grads(x, w, b, upstream, **kw):
+    """(grad_input, grad_weight, grad_bias) of conv2d/conv1d at x, w, b for the given upstream
+    gradient, computed on x's device."""
+    leaves = [t.detach().clone().requires_grad_() for t in (x, w, b) if t is not None]
+    conv = F.conv2d if x.dim() == 4 else F.conv1d
+    y = conv(leaves[0], leaves[1], leaves[2] if b is not None else None, **kw)
+    y.backward(upstream)
+    return [t.grad for t in leaves]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("case", CONV2D)
+def test_conv2d_backward(fallback_reset, dtype, case):
+    n, c, h, w, o, k, s, p, d, g = case
+    k = (k, k) if isinstance(k, int) else k
+    kw = dict(stride=s, padding=p, dilation=d, groups=g)
+    x, wt = make((n, c, h, w), dtype), make((o, c // g, *k), dtype, seed=1)
+    b = make((o,), dtype, seed=2)
+    out_shape = F.conv2d(x.float(), wt.float(), **kw).shape
+    up = make(out_shape, dtype, seed=3)
+    got = conv_grads(x.to("spyre"), wt.to("spyre"), b.to("spyre"), up.to("spyre"), **kw)
+    want = conv_grads(x.float(), wt.float(), b.float(), up.float(), **kw)
+    positions = out_shape[2] * out_shape[3]
+    # grad_input sums O/groups * taps products, grad_weight and grad_bias N * positions
+    scales = ((o // g * k[0] * k[1]) ** 0.5, (n * positions) ** 0.5, (n * positions) ** 0.5)
+    for gt, wnt, scale in zip(got, want, scales):
+        assert gt.device.type == "spyre" and gt.dtype == dtype
+        close(gt.cpu(), wnt.to(dtype), dtype, scale=scale)
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_conv1d_backward_without_bias_and_training_step(fallback_reset, dtype):
+    kw = dict(stride=2, padding=3, dilation=2, groups=2)
+    x, wt = make((3, 4, 21), dtype), make((6, 2, 4), dtype, seed=1)
+    up = make(F.conv1d(x.float(), wt.float(), **kw).shape, dtype, seed=3)
+    got = conv_grads(x.to("spyre"), wt.to("spyre"), None, up.to("spyre"), **kw)
+    want = conv_grads(x.float(), wt.float(), None, up.float(), **kw)
+    for gt, wnt in zip(got, want):
+        close(gt.cpu(), wnt.to(dtype), dtype, scale=4)
+    # a small CNN's SGD steps: conv, batch norm, relu, pool, linear, cross entropy
+    torch.manual_seed(0)
+    dev = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3, stride=2),
+        torch.nn.Flatten(), torch.nn.Linear(4 * 3 * 3, 5)).to(dtype)
+    ref = copy.deepcopy(dev).float()
+    dev = dev.to("spyre")
+    xb, target = make((4, 3, 8, 8), dtype, seed=4), make((4, 5), dtype, seed=5)
+    for step in range(2):
+        for m, xx, tt in ((dev, xb.to("spyre"), target.to("spyre")),
+                          (ref, xb.float(), target.float())):
+            m.zero_grad()
+            F.mse_loss(m(xx), tt).backward()
+            with torch.no_grad():
+                for prm in m.parameters():
+                    prm -= 0.1 * prm.grad
+    for pd, pr in zip(dev.parameters(), ref.parameters()):
+        close(pd.detach().cpu(), pr.detach().to(dtype), dtype, scale=4)
     assert torch_spyre.fallback_counts() == {}
 
 

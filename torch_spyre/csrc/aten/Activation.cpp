@@ -127,10 +127,20 @@ at::Tensor softmax(const at::Tensor& x, int64_t dim, bool half_to_float) {
 }
 
 // x ** e for the exponents that are one op on the card: 2 (x * x), 0.5, -0.5 and -1 (the
-// decomposed rms_norm of torch.compile squares), and 3 in two; others run on the CPU fallback.
+// decomposed rms_norm of torch.compile squares), 1 (a copy: square's backward) and 0 (ones),
+// and 3 in two; others run on the CPU fallback.
 bool pow_into(const at::Tensor& x, const at::Scalar& e, const at::Tensor& out) {
     if (!e.isFloatingPoint() && !e.isIntegral(false)) return false;
     const double v = e.toDouble();
+    if ((v == 1.0 || v == 0.0) && is_float(x.scalar_type()) &&
+        out.scalar_type() == x.scalar_type() && out.sizes() == x.sizes()) {
+        c10::DeviceGuard guard(x.device());
+        if (v == 1.0)
+            out.copy_(x);
+        else
+            out.fill_(1);  // 0 ** 0 = 1, as the CPU's
+        return true;
+    }
     if (v == 0.5) return unary_into("aten::pow", SPYRE_UNARY_SQRT, x, out);
     if (v == -0.5) return unary_into("aten::pow", SPYRE_UNARY_RSQRT, x, out);
     if (v == -1.0) return unary_into("aten::pow", SPYRE_UNARY_RECIPROCAL, x, out);
