@@ -40,6 +40,8 @@ ON_CARD = {
     ("nn.functional.linear", ""), ("nn.functional.embedding", ""),
     ("nn.functional.scaled_dot_product_attention", ""),
     ("cat", ""), ("stack", ""), ("index_select", ""),
+    ("gather", ""), ("scatter_add", ""), ("index_copy", ""), ("take_along_dim", ""),
+    ("nn.functional.nll_loss", ""),
     ("eq", ""), ("ne", ""), ("lt", ""), ("le", ""), ("gt", ""), ("ge", ""),
     ("maximum", ""), ("minimum", ""), ("max", "binary"), ("min", "binary"),
     ("clamp", ""), ("clamp_min", ""), ("clamp_max", ""),
@@ -48,14 +50,7 @@ ON_CARD = {
 
 # Ops none of whose OpInfo samples the card takes, with the reason. Their samples still run
 # (through the fallback, checked against the CPU), then the test is skipped: counted as a skip.
-SKIPS = {
-    "nn.functional.embedding":
-        "OpInfo's weights are [5, 5]: rows of 10-20 bytes, and the library gathers whole 128-byte "
-        "stick rows; max_norm samples need embedding_renorm_ (no kernel)",
-    "index_select":
-        "OpInfo's inputs are [5, 5] (rows that are not whole 128-byte sticks), 1-D or 0-dim, "
-        "or select along dim 1",
-}
+SKIPS = {}  # (embedding and index_select left it: element gathers take every layout)
 
 # Ops whose result sums over a dimension: rounding grows with its length (atol scaled).
 ACCUMULATING = {"sum", "mean", "mm", "bmm", "addmm", "matmul", "baddbmm", "nn.functional.linear",

@@ -129,6 +129,45 @@ SPYRE_API spyre_status spyre_op_rotary(spyre_stream_t stream, const spyre_tensor
 SPYRE_API spyre_status spyre_op_embedding(spyre_stream_t stream, const spyre_tensor* indices,
                                           const spyre_tensor* weight, const spyre_tensor* out);
 
+/*
+ * Gather and scatter along one dim by device-resident indices (Documentation/ops.md "Indexing").
+ * `table` is the indexed tensor, dense, with V = table->shape[dim]; `rows` (out of a gather,
+ * source of a scatter) is dense with table's shape except N at dim; `index` (int64 or int32,
+ * dense) has rows' rank with N at dim, and either rows' sizes or 1 in the dims before dim (all
+ * of them) and likewise in the dims after it (a 1 broadcasts the index there: index_select).
+ *   spyre_op_gather:  rows[.., n, ..] = table[.., index[.., n, ..], ..]
+ *   spyre_op_scatter: table[.., index[.., n, ..], ..] = rows[.., n, ..]   (index_copy)
+ *                     with SPYRE_INDEX_ACCUMULATE: += (scatter_add; duplicate indices are
+ *                     added one by one in ascending order of n, then of the later dims: the
+ *                     result is deterministic)
+ * Any element type; the written tensor starts 128-byte aligned and does not overlap the others.
+ * SPYRE_INDEX_WRAP_NEGATIVE takes indices in [-V, 0) as index + V (advanced indexing). An
+ * index outside [0, V) (or [-V, V)) fails the queued launch with SPYRE_ERROR_PROGRAM (reported
+ * by the next synchronize, like a device-side assert); the written tensor is then unspecified.
+ * One slab of each operand for one outer index must fit a core's scratchpad (else
+ * SPYRE_ERROR_NOT_SUPPORTED).
+ */
+typedef enum spyre_index_flags {
+    SPYRE_INDEX_WRAP_NEGATIVE = 1,
+    SPYRE_INDEX_ACCUMULATE = 2, /* spyre_op_scatter only */
+} spyre_index_flags;
+
+SPYRE_API spyre_status spyre_op_gather(spyre_stream_t stream, const spyre_tensor* table,
+                                       int32_t dim, const spyre_tensor* index,
+                                       const spyre_tensor* rows, uint32_t flags);
+SPYRE_API spyre_status spyre_op_scatter(spyre_stream_t stream, const spyre_tensor* table,
+                                        int32_t dim, const spyre_tensor* index,
+                                        const spyre_tensor* rows, uint32_t flags);
+
+/*
+ * out[i] = start + i * step over the elements of a dense `out` (torch.arange with integer
+ * start and step): int64 and int32 exactly (int64 wraps like torch), fp32/fp16/bf16 as the
+ * exact value rounded once to fp32, then to the type. `out` starts 128-byte aligned; at most
+ * 2^31 - 1 elements.
+ */
+SPYRE_API spyre_status spyre_op_arange(spyre_stream_t stream, const spyre_tensor* out,
+                                       int64_t start, int64_t step);
+
 /* Elementwise operations (Documentation/ops.md "Elementwise"). */
 typedef enum spyre_unary_op {
     SPYRE_UNARY_RELU = 0,

@@ -1,8 +1,8 @@
 // Row gathers on the card (spyre_op_embedding): torch.nn.Embedding / F.embedding, int64 or
 // int32 indices of any shape gathering rows of a dense [V, D] weight whose rows are whole
-// 128-byte sticks; and index_select along dim 0 (the same gather over self seen as [V, D]).
+// 128-byte sticks (index_select and the embedding backward are in Indexing.cpp).
 // An index outside [0, V) stops the launch (a device-side assert reported by the next
-// synchronize, like CUDA's). Other layouts run on the CPU fallback.
+// synchronize, like CUDA's). Other weight layouts go through index_select's element gather.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <c10/core/DeviceGuard.h>
@@ -36,30 +36,19 @@ std::optional<at::Tensor> gather_rows(const char* name, const at::Tensor& weight
 at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, int64_t padding_idx,
                      bool scale_grad_by_freq, bool sparse) {
     if (auto out = gather_rows("aten::embedding", weight, indices)) return *out;
+    // other weight layouts: the element gather of index_select
+    if (weight.dim() == 2 && weight.is_privateuseone() && indices.is_privateuseone() &&
+        (indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt)) {
+        std::vector<int64_t> shape(indices.sizes().begin(), indices.sizes().end());
+        shape.push_back(weight.size(1));
+        return at::index_select(weight, 0, indices.reshape({-1})).view(shape);
+    }
     return fallback_to_cpu<ATEN_OP(embedding)>(weight, indices, padding_idx, scale_grad_by_freq,
                                                sparse);
 }
 
-// Along dim 0 of a dense self [V, ...] with a 1-D or 0-dim index: out [n, ...].
-at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
-    if (self.dim() >= 1 && self.is_contiguous() && index.dim() <= 1 &&
-        at::maybe_wrap_dim(dim, self.dim()) == 0 && self.size(0) > 0) {
-        const int64_t row = self.numel() / self.size(0);
-        if (auto out = gather_rows("aten::index_select", self.view({self.size(0), row}),
-                                   index.reshape({-1}))) {
-            std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
-            shape[0] = index.numel();
-            return out->view(shape);
-        }
-    }
-    return fallback_to_cpu<ATEN_OP(index_select)>(self, dim, index);
-}
-
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-    m.impl("embedding", TORCH_FN(embedding));
-    m.impl("index_select", TORCH_FN(index_select));
-}
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("embedding", TORCH_FN(embedding)); }
 
 }  // namespace torch_spyre::aten

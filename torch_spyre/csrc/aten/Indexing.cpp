@@ -1,0 +1,233 @@
+// Gathers and scatters by index tensors on the card (spyre_op_gather / spyre_op_scatter):
+// torch.gather, index_select along any dim, advanced indexing by one index tensor
+// (x[:, idx]), scatter_add and index_copy. The indexed tensor is made dense on the card when it
+// is not; int64 or int32 indices. An index out of range stops the launch (a device-side assert
+// reported by the next synchronize, like CUDA's); negative indices are taken only where torch
+// takes them (advanced indexing). Duplicate indices of scatter_add are added in ascending
+// order of the index position: the result is deterministic. Other cases (index shapes smaller
+// than the data in other dims, several index tensors, bool masks, slabs larger than a core's
+// scratchpad) run on the CPU fallback.
+#include <ATen/ATen.h>
+#include <ATen/Operators.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "Fallback.h"
+#include "OpLibrary.h"
+
+namespace torch_spyre::aten {
+namespace {
+
+bool index_type(const at::Tensor& index) {
+    return index.is_privateuseone() &&
+           (index.scalar_type() == at::kLong || index.scalar_type() == at::kInt);
+}
+
+bool data_type(const at::Tensor& t) {
+    return t.is_privateuseone() && op_dtype(t.scalar_type()) && t.dim() <= SPYRE_TENSOR_MAX_DIMS;
+}
+
+// A 1-D index seen as [1, .., n, .., 1] of rank `rank` with n at `dim`.
+at::Tensor spread(const at::Tensor& index, int64_t rank, int64_t dim) {
+    std::vector<int64_t> shape(rank, 1);
+    shape[dim] = index.numel();
+    return index.reshape(shape);
+}
+
+// rows = table gathered along dim by index (the op library's shapes); false: not taken.
+bool gather_into(const char* name, const at::Tensor& table, int64_t dim, const at::Tensor& index,
+                 const at::Tensor& rows, uint32_t flags) {
+    const auto t = stick_dense(table, name);
+    const auto i = stick_dense(index, name);
+    if (!t || !i) return false;
+    const spyre_tensor tt = op_tensor(*t), ti = op_tensor(*i), tr = op_tensor(rows);
+    return op_ran(
+        name, spyre_op_gather(op_stream(rows), &tt, static_cast<int32_t>(dim), &ti, &tr, flags));
+}
+
+// table (stick dense, written in place) scattered into along dim; false: not taken.
+bool scatter_into(const char* name, const at::Tensor& table, int64_t dim, const at::Tensor& index,
+                  const at::Tensor& rows, uint32_t flags) {
+    at::Tensor src = rows;
+    if (src.is_alias_of(table) || index.is_alias_of(table)) src = src.clone();
+    const auto r = stick_dense(src, name);
+    const auto i = stick_dense(index.is_alias_of(table) ? index.clone() : index, name);
+    if (!r || !i) return false;
+    const spyre_tensor tt = op_tensor(table), ti = op_tensor(*i), tr = op_tensor(*r);
+    return op_ran(
+        name, spyre_op_scatter(op_stream(table), &tt, static_cast<int32_t>(dim), &ti, &tr, flags));
+}
+
+at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                       bool sparse_grad, at::Tensor& out) {
+    if (data_type(self) && index_type(index) && self.dim() == index.dim() && self.dim() >= 1 &&
+        out.scalar_type() == self.scalar_type()) {
+        c10::DeviceGuard guard(self.device());
+        const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+        at::native::resize_output(out, index.sizes());
+        if (out.numel() == 0) return out;
+        // index may be smaller than self in the other dims: gather from that corner of self
+        at::Tensor table = self;
+        for (int64_t k = 0; k < self.dim(); ++k)
+            if (k != d && index.size(k) < self.size(k)) table = table.narrow(k, 0, index.size(k));
+        const at::Tensor w = writable_output(out);
+        if (gather_into("aten::gather", table, d, index, w, 0)) {
+            finish_output(out, w);
+            return out;
+        }
+    }
+    return fallback_to_cpu<ATEN_OP2(gather, out)>(self, dim, index, sparse_grad, out);
+}
+
+// Along dim 0 of rows that are whole sticks: the embedding's row copies (DMA only).
+std::optional<at::Tensor> select_rows(const at::Tensor& self, const at::Tensor& index) {
+    if (self.dim() < 1 || !self.is_contiguous() || self.size(0) == 0) return std::nullopt;
+    const int64_t row = self.numel() / self.size(0);
+    const at::Tensor w = self.view({self.size(0), row});
+    if (!is_stick_dense(w) || (row * self.element_size()) % 128) return std::nullopt;
+    const auto idx = stick_dense(index.reshape({-1}), "aten::index_select");
+    if (!idx) return std::nullopt;
+    std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
+    shape[0] = index.numel();
+    at::Tensor out = at::empty(shape, self.options());
+    const spyre_tensor ti = op_tensor(*idx), tw = op_tensor(w),
+                       to = op_tensor(out.view({index.numel(), row}));
+    if (!op_ran("aten::index_select", spyre_op_embedding(op_stream(out), &ti, &tw, &to)))
+        return std::nullopt;
+    return out;
+}
+
+at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+    if (data_type(self) && index_type(index) && index.dim() <= 1 && self.dim() >= 1) {
+        c10::DeviceGuard guard(self.device());
+        const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+        std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
+        shape[d] = index.numel();
+        if (index.numel() == 0 || (self.numel() == 0 && self.size(d) > 0))
+            return at::empty(shape, self.options());
+        if (d == 0 && self.size(0) > 0 && index.numel() > 0)
+            if (auto out = select_rows(self, index)) return *out;
+        at::Tensor out = at::empty(shape, self.options());
+        if (gather_into("aten::index_select", self, d, spread(index, self.dim(), d), out, 0))
+            return out;
+    }
+    return fallback_to_cpu<ATEN_OP(index_select)>(self, dim, index);
+}
+
+// out = self with out[.., index[n], ..] (+)= source[.., n, ..] along dim (index 1-D, or the
+// shape of source for scatter_add).
+at::Tensor& scatter_out(const char* name, const at::Tensor& self, int64_t d,
+                        const at::Tensor& index, const at::Tensor& source, at::Tensor& out,
+                        uint32_t flags, bool& ran) {
+    at::native::resize_output(out, self.sizes());
+    const at::Tensor w = writable_output(out);
+    if (!w.is_same(self)) w.copy_(self);
+    ran = index.numel() == 0 || scatter_into(name, w, d, index, source, flags);
+    if (ran) finish_output(out, w);
+    return out;
+}
+
+at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                            const at::Tensor& src, at::Tensor& out) {
+    if (data_type(self) && index_type(index) && self.scalar_type() != at::kBool &&
+        src.scalar_type() == self.scalar_type() && out.scalar_type() == self.scalar_type() &&
+        self.dim() >= 1 && index.dim() == self.dim() && src.dim() == self.dim()) {
+        c10::DeviceGuard guard(self.device());
+        const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+        bool fits = true;
+        for (int64_t k = 0; k < self.dim(); ++k) fits &= k == d || index.size(k) == self.size(k);
+        if (fits) {
+            // only the corner of src that index covers takes part
+            at::Tensor s = src;
+            for (int64_t k = 0; k < src.dim(); ++k)
+                if (index.size(k) < src.size(k)) s = s.narrow(k, 0, index.size(k));
+            bool ran = false;
+            scatter_out("aten::scatter_add", self, d, index, s, out, SPYRE_INDEX_ACCUMULATE, ran);
+            if (ran) return out;
+        }
+    }
+    return fallback_to_cpu<ATEN_OP2(scatter_add, out)>(self, dim, index, src, out);
+}
+
+at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                           const at::Tensor& source, at::Tensor& out) {
+    if (data_type(self) && index_type(index) && index.dim() <= 1 && self.dim() >= 1 &&
+        source.scalar_type() == self.scalar_type() && out.scalar_type() == self.scalar_type() &&
+        source.dim() == self.dim()) {
+        c10::DeviceGuard guard(self.device());
+        const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+        bool ran = false;
+        scatter_out("aten::index_copy", self, d, spread(index, self.dim(), d), source, out, 0, ran);
+        if (ran) return out;
+    }
+    return fallback_to_cpu<ATEN_OP2(index_copy, out)>(self, dim, index, source, out);
+}
+
+// self[.., idx, ..] with one integer index tensor at dim d (the others None): a gather along
+// d with negative indices wrapped; the result has idx's shape in place of dim d.
+at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                      at::Tensor& out) {
+    int64_t d = -1, count = 0;
+    for (size_t k = 0; k < indices.size(); ++k) {
+        const std::optional<at::Tensor> t = indices.get(k);
+        if (t && t->defined()) d = int64_t(k), ++count;
+    }
+    if (count == 1 && data_type(self) && out.scalar_type() == self.scalar_type()) {
+        const at::Tensor idx = *indices.get(d);
+        if (index_type(idx) && self.dim() >= 1 && d < self.dim() &&
+            self.dim() - 1 + idx.dim() <= SPYRE_TENSOR_MAX_DIMS) {
+            c10::DeviceGuard guard(self.device());
+            std::vector<int64_t> shape(self.sizes().begin(), self.sizes().begin() + d);
+            shape.insert(shape.end(), idx.sizes().begin(), idx.sizes().end());
+            shape.insert(shape.end(), self.sizes().begin() + d + 1, self.sizes().end());
+            at::native::resize_output(out, shape);
+            if (out.numel() == 0) return out;
+            std::vector<int64_t> flat(self.sizes().begin(), self.sizes().end());
+            flat[d] = idx.numel();
+            const at::Tensor w = writable_output(out);
+            if (gather_into("aten::index", self, d, spread(idx, self.dim(), d), w.view(flat),
+                            SPYRE_INDEX_WRAP_NEGATIVE)) {
+                finish_output(out, w);
+                return out;
+            }
+        }
+    }
+    return fallback_to_cpu<ATEN_OP2(index, Tensor_out)>(self, indices, out);
+}
+
+// grad_weight [V, D] = sum of the grad rows of each index (a scatter_add of rows; the row of
+// padding_idx stays zero).
+at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& indices,
+                                    c10::SymInt num_weights, c10::SymInt padding_idx,
+                                    bool scale_grad_by_freq) {
+    const int64_t V = num_weights.expect_int(), pad = padding_idx.expect_int();
+    if (!scale_grad_by_freq && data_type(grad) && is_float(grad.scalar_type()) &&
+        index_type(indices) && grad.dim() >= 1 && V > 0) {
+        c10::DeviceGuard guard(grad.device());
+        const int64_t D = grad.size(-1);
+        at::Tensor gw = at::zeros({V, D}, grad.options());
+        const at::Tensor rows = grad.reshape({-1, D});
+        if (rows.size(0) == 0 || D == 0 ||
+            scatter_into("aten::embedding_dense_backward", gw, 0, indices.reshape({-1, 1}), rows,
+                         SPYRE_INDEX_ACCUMULATE)) {
+            if (pad >= 0 && pad < V) gw.select(0, pad).zero_();
+            return gw;
+        }
+    }
+    return fallback_to_cpu<ATEN_OP(embedding_dense_backward)>(grad, indices, V, pad,
+                                                              scale_grad_by_freq);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("gather.out", TORCH_FN(gather_out));
+    m.impl("index_select", TORCH_FN(index_select));
+    m.impl("scatter_add.out", TORCH_FN(scatter_add_out));
+    m.impl("index_copy.out", TORCH_FN(index_copy_out));
+    m.impl("index.Tensor_out", TORCH_FN(index_out));
+    m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
+}
+
+}  // namespace torch_spyre::aten

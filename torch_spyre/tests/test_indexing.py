@@ -1,0 +1,199 @@
+"""Gathers and scatters by index tensors on the card against the CPU, with no fallback:
+torch.gather, index_select along every dim, advanced indexing by one index tensor (negative
+indices), scatter_add with duplicate indices, index_copy_ (a KV cache update), the embedding
+backward with padding_idx; every data dtype, int64 indices (int32 where torch takes them), odd shapes, strided
+views; an index out of range fails the launch and the card keeps working."""
+
+import pytest
+import torch
+
+import torch_spyre
+from conftest import FLOATS, assert_same, make
+
+DTYPES = FLOATS + [torch.int64, torch.int32, torch.int8, torch.uint8, torch.bool]
+
+
+def rand_index(shape, bound, seed, dtype=torch.int64, negative=False):
+    g = torch.Generator().manual_seed(seed)
+    lo = -bound if negative else 0
+    return torch.randint(lo, bound, shape, generator=g).to(dtype)
+
+
+def data(shape, dtype, seed=0):
+    """make() with the narrow integer types drawn from their own range."""
+    if dtype in (torch.int32, torch.int8, torch.uint8):
+        info = torch.iinfo(dtype)
+        g = torch.Generator().manual_seed(seed)
+        return torch.randint(info.min, info.max, shape, generator=g, dtype=torch.int64).to(dtype)
+    return make(shape, dtype, seed)
+
+
+def exact_floats(shape, dtype, seed):
+    """Small integers (any sum is exact, so the order of additions does not matter)."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(-8, 9, shape, generator=g).to(dtype)
+
+
+@pytest.fixture
+def no_fallback(fallback_reset):
+    yield
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+def test_gather(no_fallback, dtype, dim):
+    x = data((3, 7, 5), dtype)
+    shape = [3, 7, 5]
+    shape[dim] = 9
+    idx = rand_index(shape, x.shape[dim], seed=dim + 5)  # torch.gather takes int64 only
+    got = torch.gather(x.to("spyre"), dim, idx.to("spyre"))
+    assert_same(got.cpu(), torch.gather(x, dim, idx))
+
+
+def test_gather_index_smaller_than_input(no_fallback):
+    x = make((4, 9, 6), torch.float32)
+    idx = rand_index((2, 5, 3), 9, seed=1)
+    assert_same(torch.gather(x.to("spyre"), 1, idx.to("spyre")).cpu(), torch.gather(x, 1, idx))
+    # a strided (transposed) input
+    xt = x.transpose(0, 2)
+    idx = rand_index((6, 9, 2), 4, seed=2)
+    assert_same(torch.gather(xt.to("spyre"), 2, idx.to("spyre")).cpu(),
+                torch.gather(xt, 2, idx))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dim", [0, 1, 2, -2])
+def test_index_select(no_fallback, dtype, dim):
+    x = data((5, 6, 7), dtype)
+    idx = rand_index((11,), x.shape[dim], seed=3)
+    for itype in (torch.int64, torch.int32):
+        got = torch.index_select(x.to("spyre"), dim, idx.to(itype).to("spyre"))
+        assert_same(got.cpu(), torch.index_select(x, dim, idx))
+    # a 0-dim index and an empty one
+    i0 = torch.tensor(2)
+    assert_same(torch.index_select(x.to("spyre"), dim, i0.to("spyre")).cpu(),
+                torch.index_select(x, dim, i0))
+    ie = torch.zeros(0, dtype=torch.int64)
+    assert_same(torch.index_select(x.to("spyre"), dim, ie.to("spyre")).cpu(),
+                torch.index_select(x, dim, ie))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_advanced_index(no_fallback, dtype):
+    x = make((4, 6, 5), dtype)
+    xs = x.to("spyre")
+    idx = rand_index((3, 2), 6, seed=4, negative=True)
+    assert_same(xs[:, idx.to("spyre")].cpu(), x[:, idx])
+    i0 = rand_index((7,), 4, seed=5, negative=True)
+    assert_same(xs[i0.to("spyre")].cpu(), x[i0])
+    i2 = rand_index((2, 3), 5, seed=6, negative=True).to(torch.int32)
+    assert_same(xs[..., i2.to("spyre")].cpu(), x[..., i2])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int64,
+                                   torch.int32])
+@pytest.mark.parametrize("dim", [0, 1])
+def test_scatter_add_duplicates(no_fallback, dtype, dim):
+    base = exact_floats((5, 8), dtype, seed=7)
+    src = exact_floats((6, 8) if dim == 0 else (5, 13), dtype, seed=8)
+    idx = rand_index(src.shape, base.shape[dim], seed=9)  # many duplicates
+    got = base.to("spyre").scatter_add(dim, idx.to("spyre"), src.to("spyre"))
+    assert_same(got.cpu(), base.scatter_add(dim, idx, src))
+    # in place, with an index covering only part of src
+    b = base.to("spyre")
+    part = idx[:4] if dim == 0 else idx[:, :7]  # shorter along dim or along src's last dim
+    b.scatter_add_(dim, part.to("spyre"), src.to("spyre"))
+    assert_same(b.cpu(), base.clone().scatter_add_(dim, part, src))
+
+
+def test_scatter_add_fp32_accumulates_in_index_order(no_fallback):
+    # duplicates onto one element: the sum in ascending index order, as the CPU does
+    base = torch.zeros(3)
+    src = torch.tensor([1e8, 1.0, -1e8, 1.0, 0.5, 3.0])
+    idx = torch.tensor([1, 1, 1, 1, 0, 2])
+    got = base.to("spyre").scatter_add(0, idx.to("spyre"), src.to("spyre"))
+    assert_same(got.cpu(), base.scatter_add(0, idx, src))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])
+def test_index_copy_kv_cache(no_fallback, dtype):
+    cache = torch.zeros(2, 3, 16, 8, dtype=dtype)
+    new = make((2, 3, 4, 8), dtype)
+    pos = torch.tensor([5, 6, 7, 15])
+    c = cache.to("spyre")
+    c.index_copy_(2, pos.to("spyre"), new.to("spyre"))
+    assert_same(c.cpu(), cache.clone().index_copy_(2, pos, new))
+    # along the last dim and dim 0, out of place
+    x = make((4, 9), dtype)
+    s = make((4, 3), dtype, seed=3)
+    p = torch.tensor([8, 0, 4])
+    assert_same(x.to("spyre").index_copy(1, p.to("spyre"), s.to("spyre")).cpu(),
+                x.index_copy(1, p, s))
+    s0 = make((2, 9), dtype, seed=4)
+    p0 = torch.tensor([3, 1])
+    assert_same(x.to("spyre").index_copy(0, p0.to("spyre"), s0.to("spyre")).cpu(),
+                x.index_copy(0, p0, s0))
+
+
+@pytest.mark.parametrize("padding_idx", [None, 3])
+def test_embedding_backward(no_fallback, padding_idx):
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(20, 24, padding_idx=padding_idx)
+    idx = rand_index((3, 7), 20, seed=10)
+    idx[0, :3] = 3  # repeated, and the padding row
+    g = exact_floats((3, 7, 24), torch.float32, seed=11)
+    out = emb(idx)
+    out.backward(g)
+    emb_s = torch.nn.Embedding(20, 24, padding_idx=padding_idx).to("spyre")
+    with torch.no_grad():
+        emb_s.weight.copy_(emb.weight.to("spyre"))
+    out_s = emb_s(idx.to("spyre"))
+    assert_same(out_s.detach().cpu(), out.detach())
+    out_s.backward(g.to("spyre"))
+    assert_same(emb_s.weight.grad.cpu(), emb.weight.grad)
+
+
+def test_index_out_of_range_fails_the_launch():
+    x = make((7, 5), torch.float32).to("spyre")
+    cases = [
+        lambda: torch.index_select(x, 0, torch.tensor([0, 7, 2]).to("spyre")),
+        lambda: torch.index_select(x, 1, torch.tensor([-1]).to("spyre")),  # no negatives here
+        lambda: torch.gather(x, 1, torch.full((2, 5), 5).to("spyre")),
+        lambda: x.scatter_add(0, torch.full((1, 5), 9).to("spyre"), x[:1]),
+        lambda: x.index_copy(1, torch.tensor([5]).to("spyre"), x[:, :1]),
+        lambda: x[torch.tensor([-8]).to("spyre")],  # advanced indexing: [-7, 7) is valid
+    ]
+    for f in cases:
+        with pytest.raises(RuntimeError, match="division by zero"):
+            f()
+            torch.spyre.synchronize()
+    # the card works afterwards
+    assert_same(x[torch.tensor([-7]).to("spyre")].cpu(), x.cpu()[torch.tensor([-7])])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_loss_forward_backward(no_fallback, reduction, weighted):
+    logp = torch.log_softmax(make((6, 11), torch.float32), dim=1)
+    target = rand_index((6,), 11, seed=12)
+    target[2] = -100  # ignore_index
+    w = make((11,), torch.float32, seed=13).abs() + 0.5 if weighted else None
+    x = logp.clone().requires_grad_()
+    ref = torch.nn.functional.nll_loss(x, target, weight=w, reduction=reduction)
+    xs = logp.to("spyre").requires_grad_()
+    got = torch.nn.functional.nll_loss(xs, target.to("spyre"),
+                                       weight=None if w is None else w.to("spyre"),
+                                       reduction=reduction)
+    torch.testing.assert_close(got.detach().cpu(), ref.detach(), rtol=1e-5, atol=1e-6)
+    g = make(ref.shape, torch.float32, seed=14)
+    ref.backward(g)
+    got.backward(g.to("spyre"))
+    torch.testing.assert_close(xs.grad.cpu(), x.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_nll_loss_one_sample_and_ignore_only(no_fallback):
+    logp = torch.log_softmax(make((7,), torch.float32), dim=0)
+    t = torch.tensor(4)
+    assert_same(torch.nn.functional.nll_loss(logp.to("spyre"), t.to("spyre")).cpu(),
+                torch.nn.functional.nll_loss(logp, t))
