@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <format>
 
@@ -150,16 +151,20 @@ void Segment::check() {
                 std::format("communicator failed: {}", hdr_->reason));
 }
 
-void Segment::check_peers() {
-    for (int r = 0; r < nranks_; ++r) {
+int Segment::dead_peer(int peer) const {
+    for (int r = peer < 0 ? 0 : peer; r < (peer < 0 ? nranks_ : peer + 1); ++r) {
         const int32_t pid = hdr_->ranks[r].pid.load();
         if (r == rank_ || pid <= 0 || pid == getpid()) continue;
-        if (!alive(pid)) {
-            fail(SPYRE_ERROR_DEVICE_LOST,
-                 std::format("rank {} (pid {}) died; rank {} noticed", r, pid, rank_));
-            check();
-        }
+        if (!alive(pid)) return r;
     }
+    return -1;
+}
+
+void Segment::peer_died(int r) {
+    fail(SPYRE_ERROR_DEVICE_LOST, std::format("rank {} (pid {}) died; rank {} noticed", r,
+                                              hdr_->ranks[r].pid.load(), rank_));
+    check();
+    std::abort();  // check() throws once a failure is recorded
 }
 
 }  // namespace spyre::comm

@@ -68,7 +68,10 @@ class Segment {
 
   private:
     void wait_slice(std::atomic<uint32_t>& word, uint32_t seen, uint64_t ns);
-    void check_peers();
+    // A rank whose process has exited: `peer`, or any rank if peer < 0; -1 if none. Only the
+    // awaited peer is checked: others may have finished their part and exited legitimately.
+    int dead_peer(int peer) const;
+    [[noreturn]] void peer_died(int rank);
     uint64_t now_ms() const;
 
     std::string name_;
@@ -86,7 +89,8 @@ void Segment::wait(std::atomic<uint32_t>& word, Pred pred, const char* what, int
         const uint32_t seen = word.load(std::memory_order_acquire);
         if (pred()) return;
         check();
-        check_peers();
+        // a peer may finish its part and exit between pred() and here: look again first
+        if (const int dead = dead_peer(peer); dead >= 0 && !pred()) peer_died(dead);
         const uint64_t waited = now_ms() - start, limit = timeout_ms_.load();
         if (waited >= limit) {
             std::string who = peer >= 0 ? "rank " + std::to_string(peer) : "the other ranks";
