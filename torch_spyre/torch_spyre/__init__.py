@@ -36,6 +36,10 @@ from . import _dynamo  # noqa: E402
 
 _dynamo.install()  # torch.compile: the device interface, fake kernels of spyre:: ops
 
+from . import distributed  # noqa: E402
+
+distributed.register()  # dist.init_process_group("spyre")
+
 
 def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Rotary position embedding, rotate-half convention (GPT-NeoX, Llama, Granite).

@@ -144,6 +144,11 @@ class StreamHold {
 
 }  // namespace
 
+namespace torch_spyre {
+// Distributed.cpp: the "spyre" torch.distributed backend.
+void add_distributed_bindings(py::module_& m);
+}  // namespace torch_spyre
+
 PYBIND11_MODULE(_C, m) {
     m.doc() = "torch_spyre: the PyTorch PrivateUse1 backend over libspyre";
 
@@ -167,6 +172,8 @@ PYBIND11_MODULE(_C, m) {
     });
 
     using gil_release = py::call_guard<py::gil_scoped_release>;
+
+    torch_spyre::add_distributed_bindings(m);
 
     // Devices
     m.def("_device_count", [] { return static_cast<int>(device_count()); });

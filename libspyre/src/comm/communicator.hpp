@@ -1,0 +1,59 @@
+// A communicator: one rank's view (card, transport, device scratch) and the collectives built on
+// the ring algorithms (ring.hpp). Public handle: spyre_comm_t (api_comm.cpp).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "comm/transport.hpp"
+#include "spyre/comm.h"
+
+namespace spyre::comm {
+
+// Contents of spyre_comm_unique_id.
+struct UniqueId {
+    char magic[16];       // "spyre-comm-v1"
+    char shm_name[96];    // POSIX shm name of the segment
+    uint64_t slot_bytes;  // the transport's chunk size, the same on every rank
+    uint64_t reserved;
+};
+static_assert(sizeof(UniqueId) <= SPYRE_COMM_UNIQUE_ID_BYTES);
+
+UniqueId make_unique_id();
+
+class Communicator {
+  public:
+    Communicator(const UniqueId& id, int nranks, int rank, spyre_device_t device);
+    ~Communicator();
+
+    void all_reduce(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t recv, uint64_t recv_off,
+                    uint64_t count, spyre_dtype dtype, spyre_reduce_op op, spyre_stream_t stream);
+    void broadcast(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t recv, uint64_t recv_off,
+                   uint64_t count, spyre_dtype dtype, int root, spyre_stream_t stream);
+    void all_gather(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t recv, uint64_t recv_off,
+                    uint64_t count, spyre_dtype dtype, spyre_stream_t stream);
+    void reduce_scatter(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t recv,
+                        uint64_t recv_off, uint64_t count, spyre_dtype dtype, spyre_reduce_op op,
+                        spyre_stream_t stream);
+    void barrier(spyre_stream_t stream);
+    void abort();
+    void set_timeout_ms(uint64_t ms) { transport_->set_timeout_ms(ms); }
+    void info(spyre_comm_info* info) const;
+
+  private:
+    // Runs one collective under the lock; a failure fails the communicator for every rank.
+    template <typename F>
+    void run(F&& body);
+    spyre_buffer_t work(uint64_t bytes);
+
+    int rank_, nranks_;
+    spyre_device_t device_;
+    std::unique_ptr<Transport> transport_;
+    spyre_buffer_t rx_ = nullptr;
+    spyre_buffer_t work_ = nullptr;
+    uint64_t work_bytes_ = 0;
+    std::mutex mu_;
+};
+
+}  // namespace spyre::comm

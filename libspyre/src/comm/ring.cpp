@@ -1,0 +1,108 @@
+// Ring collectives (ring.hpp).
+#include "comm/ring.hpp"
+
+#include <algorithm>
+
+#include "error.hpp"
+
+namespace spyre::comm {
+namespace {
+
+void check_call(spyre_status s) {
+    if (s != SPYRE_SUCCESS) spyre::fail(s, spyre_last_error());
+}
+
+int mod(int a, int n) { return ((a % n) + n) % n; }
+
+spyre_tensor vec(spyre_buffer_t buf, uint64_t offset, uint64_t count, spyre_dtype dtype) {
+    spyre_tensor t{};
+    const int64_t shape[1] = {static_cast<int64_t>(count)};
+    check_call(spyre_tensor_init(&t, buf, offset, dtype, 1, shape));
+    return t;
+}
+
+spyre_binary_op binary_of(spyre_reduce_op op) {
+    switch (op) {
+        case SPYRE_REDUCE_MAX:
+            return SPYRE_BINARY_MAX;
+        case SPYRE_REDUCE_MIN:
+            return SPYRE_BINARY_MIN;
+        default:
+            return SPYRE_BINARY_ADD;  // SUM, and MEAN before its scaling
+    }
+}
+
+}  // namespace
+
+size_t dtype_bytes(spyre_dtype dtype) { return dtype == SPYRE_DTYPE_FLOAT32 ? 4 : 2; }
+
+void scale_on_card(spyre_stream_t stream, spyre_buffer_t buf, uint64_t offset, uint64_t count,
+                   spyre_dtype dtype, double scale) {
+    if (count == 0) return;
+    const spyre_tensor t = vec(buf, offset, count, dtype);
+    check_call(spyre_op_binary(stream, SPYRE_BINARY_MUL, &t, nullptr, scale, 1.0, &t));
+}
+
+void ring_reduce_scatter(const Ring& ring, spyre_buffer_t buf, const Segments& seg,
+                         spyre_dtype dtype, spyre_reduce_op op, int shift) {
+    const int n = ring.nranks, r = ring.rank;
+    const size_t es = dtype_bytes(dtype);
+    const uint64_t chunk = ring.transport.max_chunk_bytes() / es;  // elements per message
+    const int next = mod(r + 1, n), prev = mod(r - 1, n);
+    const spyre_binary_op bop = binary_of(op);
+    for (int s = 0; s < n - 1; ++s) {
+        const int sj = mod(r - s + shift, n), rj = mod(r - s - 1 + shift, n);
+        const uint64_t sc = seg.count[sj], rc = seg.count[rj];
+        for (uint64_t c = 0; c < std::max(sc, rc); c += chunk) {
+            if (c < sc)
+                ring.transport.send(next, buf, seg.offset[sj] + c * es,
+                                    std::min(chunk, sc - c) * es, ring.stream);
+            if (c < rc) {
+                const uint64_t m = std::min(chunk, rc - c);
+                ring.transport.recv(prev, ring.rx, 0, m * es, ring.stream);
+                // the reduction runs on the card's cores, queued on the stream
+                const spyre_tensor acc = vec(buf, seg.offset[rj] + c * es, m, dtype);
+                const spyre_tensor in = vec(ring.rx, 0, m, dtype);
+                check_call(spyre_op_binary(ring.stream, bop, &acc, &in, 0.0, 1.0, &acc));
+            }
+        }
+    }
+}
+
+void ring_all_gather(const Ring& ring, spyre_buffer_t buf, const Segments& seg, size_t es,
+                     int shift) {
+    const int n = ring.nranks, r = ring.rank;
+    const uint64_t chunk = ring.transport.max_chunk_bytes() / es;
+    const int next = mod(r + 1, n), prev = mod(r - 1, n);
+    for (int s = 0; s < n - 1; ++s) {
+        const int sj = mod(r - s + shift, n), rj = mod(r - s - 1 + shift, n);
+        const uint64_t sc = seg.count[sj], rc = seg.count[rj];
+        for (uint64_t c = 0; c < std::max(sc, rc); c += chunk) {
+            if (c < sc)
+                ring.transport.send(next, buf, seg.offset[sj] + c * es,
+                                    std::min(chunk, sc - c) * es, ring.stream);
+            if (c < rc)
+                ring.transport.recv(prev, buf, seg.offset[rj] + c * es,
+                                    std::min(chunk, rc - c) * es, ring.stream);
+        }
+    }
+}
+
+void ring_broadcast(const Ring& ring, spyre_buffer_t src, uint64_t src_offset, spyre_buffer_t dst,
+                    uint64_t dst_offset, uint64_t bytes, int root) {
+    const int n = ring.nranks, r = ring.rank;
+    const int next = mod(r + 1, n), prev = mod(r - 1, n);
+    const uint64_t chunk = ring.transport.max_chunk_bytes();
+    for (uint64_t c = 0; c < bytes; c += chunk) {
+        const uint64_t m = std::min(chunk, bytes - c);
+        if (r != root) ring.transport.recv(prev, dst, dst_offset + c, m, ring.stream);
+        if (next != root) {
+            if (r == root)
+                ring.transport.send(next, src, src_offset + c, m, ring.stream);
+            else
+                ring.transport.send(next, dst, dst_offset + c, m, ring.stream);
+        }
+    }
+}
+
+}  // namespace spyre::comm

@@ -1,0 +1,49 @@
+// Ring collectives over a Transport: reduce-scatter and all-gather of n segments (chunked to
+// the transport's message size), and a pipelined chunked broadcast. Reductions run on the
+// card (spyre_op_binary on the caller's stream); data moves only through the transport.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/transport.hpp"
+#include "spyre/ops.h"
+
+namespace spyre::comm {
+
+struct Ring {
+    Transport& transport;
+    int rank;
+    int nranks;
+    spyre_stream_t stream;
+    spyre_buffer_t rx;  // a device buffer of transport.max_chunk_bytes() bytes for incoming chunks
+};
+
+// Segments of a buffer: segment j is count[j] elements at byte offset[j].
+struct Segments {
+    std::vector<uint64_t> offset;
+    std::vector<uint64_t> count;
+};
+
+// Reduce-scatter in place in `buf` (offsets 128-byte aligned, as the card's elementwise ops
+// need): after it, rank r holds the reduction over all ranks of segment (r + 1 + shift) mod n.
+// MEAN is reduced as SUM (the caller scales).
+void ring_reduce_scatter(const Ring& ring, spyre_buffer_t buf, const Segments& seg,
+                         spyre_dtype dtype, spyre_reduce_op op, int shift);
+
+// All-gather in place in `buf`: rank r starts with segment (r + shift) mod n and ends with all.
+void ring_all_gather(const Ring& ring, spyre_buffer_t buf, const Segments& seg, size_t esize,
+                     int shift);
+
+// Root's `bytes` bytes of src (root) reach dst on every other rank, chunk by chunk along the
+// ring.
+void ring_broadcast(const Ring& ring, spyre_buffer_t src, uint64_t src_offset, spyre_buffer_t dst,
+                    uint64_t dst_offset, uint64_t bytes, int root);
+
+// buf[offset, +count) *= scale on the card.
+void scale_on_card(spyre_stream_t stream, spyre_buffer_t buf, uint64_t offset, uint64_t count,
+                   spyre_dtype dtype, double scale);
+
+size_t dtype_bytes(spyre_dtype dtype);
+
+}  // namespace spyre::comm

@@ -1,0 +1,107 @@
+// The POSIX shared-memory segment the ranks of a host-staged communicator share: a header
+// (who joined, per-rank mailbox counters, barrier, failure state) and one outbox slot per rank.
+// Every wait is bounded (the communicator's timeout), watches the other ranks' pids and the
+// failure state, and fails with a message that names the rank at fault.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "spyre/spyre.h"
+
+namespace spyre::comm {
+
+inline constexpr int kMaxRanks = 64;
+
+struct RankState {
+    std::atomic<int32_t> pid;        // 0 until the rank joined
+    std::atomic<uint32_t> posted;    // messages the rank put in its outbox
+    std::atomic<uint32_t> consumed;  // ... that its receiver has taken
+    uint32_t pad0;
+    uint64_t bytes;  // size of the message in the outbox
+    uint64_t pad1[5];
+};
+
+struct SegmentHeader {
+    uint32_t magic;
+    std::atomic<uint32_t> nranks;  // set by the first rank to join
+    std::atomic<uint32_t> joined;
+    std::atomic<uint32_t> failed;  // 0 ok, 1 a reason is being written, 2 failed
+    std::atomic<uint32_t> barrier_arrived;
+    std::atomic<uint32_t> barrier_generation;
+    uint32_t failed_status;  // spyre_status of the failure
+    uint32_t pad0;
+    uint64_t slot_bytes;
+    char reason[256];
+    RankState ranks[kMaxRanks];
+};
+
+class Segment {
+  public:
+    // Opens (creating if needed) segment `name` and joins it as `rank` of `nranks`; returns once
+    // all ranks joined. Throws TIMEOUT naming the missing ranks.
+    Segment(const std::string& name, int nranks, int rank, uint64_t slot_bytes,
+            uint64_t timeout_ms);
+    ~Segment();
+    Segment(const Segment&) = delete;
+    Segment& operator=(const Segment&) = delete;
+
+    SegmentHeader& header() { return *hdr_; }
+    // Outbox of `rank`: slot_bytes bytes.
+    unsigned char* slot(int rank);
+    uint64_t slot_bytes() const { return slot_bytes_; }
+    int rank() const { return rank_; }
+    int nranks() const { return nranks_; }
+    void set_timeout_ms(uint64_t ms) { timeout_ms_.store(ms); }
+
+    // Waits until pred() holds, sleeping on `word` (changed by whoever makes pred true); `what`
+    // says what is awaited and `peer` who should make it true (-1: any), for the messages.
+    template <typename Pred>
+    void wait(std::atomic<uint32_t>& word, Pred pred, const char* what, int peer);
+    static void wake(std::atomic<uint32_t>& word);
+
+    // Records the first failure for every rank and wakes nobody (waiters poll every slice).
+    void fail(spyre_status status, const std::string& reason);
+    // Throws the recorded failure, if any.
+    void check();
+
+  private:
+    void wait_slice(std::atomic<uint32_t>& word, uint32_t seen, uint64_t ns);
+    // A rank whose process has exited: `peer`, or any rank if peer < 0; -1 if none. Only the
+    // awaited peer is checked: others may have finished their part and exited legitimately.
+    int dead_peer(int peer) const;
+    [[noreturn]] void peer_died(int rank);
+    uint64_t now_ms() const;
+
+    std::string name_;
+    int nranks_, rank_;
+    uint64_t slot_bytes_;
+    std::atomic<uint64_t> timeout_ms_;
+    size_t map_bytes_ = 0;
+    SegmentHeader* hdr_ = nullptr;
+};
+
+template <typename Pred>
+void Segment::wait(std::atomic<uint32_t>& word, Pred pred, const char* what, int peer) {
+    const uint64_t start = now_ms();
+    for (;;) {
+        const uint32_t seen = word.load(std::memory_order_acquire);
+        if (pred()) return;
+        check();
+        // a peer may finish its part and exit between pred() and here: look again first
+        if (const int dead = dead_peer(peer); dead >= 0 && !pred()) peer_died(dead);
+        const uint64_t waited = now_ms() - start, limit = timeout_ms_.load();
+        if (waited >= limit) {
+            std::string who = peer >= 0 ? "rank " + std::to_string(peer) : "the other ranks";
+            std::string msg = "rank " + std::to_string(rank_) + " timed out after " +
+                              std::to_string(limit) + " ms waiting for " + who + " (" + what + ")";
+            fail(SPYRE_ERROR_TIMEOUT, msg);
+            check();
+        }
+        // short slices: a dead peer or an abort is noticed within 50 ms
+        wait_slice(word, seen, std::min<uint64_t>(limit - waited, 50) * 1000000ull);
+    }
+}
+
+}  // namespace spyre::comm

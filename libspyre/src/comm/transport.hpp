@@ -1,0 +1,37 @@
+// The transport under the collectives (ring.cpp): moves byte ranges of device buffers between
+// ranks. Host-staged today (host_staged_transport.cpp); a peer-to-peer DMA transport implements
+// the same interface.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "spyre/spyre.h"
+
+namespace spyre::comm {
+
+class Transport {
+  public:
+    virtual ~Transport() = default;
+    // "host-staged"
+    virtual const char* name() const = 0;
+    // Largest byte count of one send/recv; a multiple of 128.
+    virtual uint64_t max_chunk_bytes() const = 0;
+    // Sends bytes [offset, offset + size) of `src` to rank `peer`, after the earlier work of
+    // `stream`. May return before the peer has received them.
+    virtual void send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
+                      spyre_stream_t stream) = 0;
+    // Receives the next message of rank `peer` (exactly `size` bytes) into `dst` at `offset`,
+    // ordered on `stream`.
+    virtual void recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t size,
+                      spyre_stream_t stream) = 0;
+    // Returns once every rank has entered it.
+    virtual void barrier() = 0;
+    // Fails the communicator for every rank with `reason` (the first reason wins).
+    virtual void abort(const std::string& reason) = 0;
+    // Throws the error that failed the communicator, if any.
+    virtual void check() = 0;
+    virtual void set_timeout_ms(uint64_t ms) = 0;
+};
+
+}  // namespace spyre::comm

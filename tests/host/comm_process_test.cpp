@@ -1,0 +1,67 @@
+// Ranks in separate processes (spyre-comm-rank, one simulated card each): an all-reduce across
+// 2, 3 and 4 processes, and a rank that dies mid-run: the others get SPYRE_ERROR_DEVICE_LOST
+// naming it, quickly, not a hang and not the (long) timeout.
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "spyre/comm.h"
+
+extern char** environ;
+
+namespace {
+
+// Runs n ranks with the given modes; returns their exit codes.
+std::vector<int> run(const std::vector<std::string>& modes) {
+    setenv("SPYRE_BACKEND", "sim", 1);
+    setenv("SPYRE_SIM_DEVICES", "1", 1);
+    setenv("SPYRE_SIM_MEMORY", "134217728", 1);
+    setenv("SPYRE_COMM_TIMEOUT_MS", "60000", 1);  // a death must be noticed long before this
+    spyre_comm_unique_id id;
+    EXPECT_EQ(spyre_comm_get_unique_id(&id), SPYRE_SUCCESS);
+    std::string hex;
+    char b[3];
+    for (char c : id.internal)
+        std::snprintf(b, sizeof b, "%02x", static_cast<unsigned char>(c)), hex += b;
+    const std::string n = std::to_string(modes.size());
+    std::vector<pid_t> pids;
+    for (size_t r = 0; r < modes.size(); ++r) {
+        const std::string rank = std::to_string(r);
+        const char* argv[] = {SPYRE_COMM_RANK_PATH, hex.c_str(),      n.c_str(),
+                              rank.c_str(),         modes[r].c_str(), nullptr};
+        pid_t pid;
+        EXPECT_EQ(posix_spawn(&pid, SPYRE_COMM_RANK_PATH, nullptr, nullptr,
+                              const_cast<char**>(argv), environ),
+                  0);
+        pids.push_back(pid);
+    }
+    std::vector<int> codes;
+    for (pid_t p : pids) {
+        int st = 0;
+        waitpid(p, &st, 0);
+        codes.push_back(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+    }
+    return codes;
+}
+
+TEST(CommProcesses, AllReduceAcrossProcesses) {
+    for (int n : {2, 3, 4}) {
+        const auto codes = run(std::vector<std::string>(n, "ok"));
+        for (int r = 0; r < n; ++r) EXPECT_EQ(codes[r], 0) << n << " ranks, rank " << r;
+    }
+}
+
+TEST(CommProcesses, DeadRankGivesErrorNotHang) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto codes = run({"survive", "survive", "die", "survive"});
+    EXPECT_EQ(codes[2], 128 + SIGKILL);
+    for (int r : {0, 1, 3}) EXPECT_EQ(codes[r], 0) << "rank " << r;
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+}
+
+}  // namespace

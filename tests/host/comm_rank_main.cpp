@@ -1,0 +1,54 @@
+// One rank of a communicator in its own process, on its own simulated card, for
+// comm_process_test.cpp: spyre-comm-rank ID_HEX NRANKS RANK MODE
+//   ok:      all-reduce (sum) of 100003 fp32 values rank+1, checks n(n+1)/2; exit 0 if right
+//   die:     joins, then kills itself (SIGKILL) before the collective
+//   survive: all-reduce that must fail with SPYRE_ERROR_DEVICE_LOST naming the dead rank
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "spyre/comm.h"
+
+int main(int argc, char** argv) {
+    if (argc != 5) return 2;
+    spyre_comm_unique_id id{};
+    const char* hex = argv[1];
+    if (std::strlen(hex) != 2 * sizeof id.internal) return 2;
+    for (size_t i = 0; i < sizeof id.internal; ++i)
+        id.internal[i] = static_cast<char>(std::stoi(std::string(hex + 2 * i, 2), nullptr, 16));
+    const int n = std::atoi(argv[2]), rank = std::atoi(argv[3]);
+    const std::string mode = argv[4];
+    spyre_device_t dev;
+    spyre_comm_t comm;
+    if (spyre_device_open(0, &dev) || spyre_comm_init_rank(&comm, n, &id, rank, dev)) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, spyre_last_error());
+        return 3;
+    }
+    if (mode == "die") raise(SIGKILL);
+    const uint64_t count = 100003;
+    std::vector<float> h(count, static_cast<float>(rank + 1));
+    spyre_buffer_t b;
+    if (spyre_malloc(dev, count * 4, &b) || spyre_memcpy_htod(b, 0, h.data(), count * 4)) return 4;
+    if (mode == "survive") usleep(200000);  // the dying rank is gone by now
+    const spyre_status s = spyre_comm_all_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32,
+                                                 SPYRE_REDUCE_SUM, comm, nullptr);
+    if (mode == "survive") {
+        std::fprintf(stderr, "rank %d: %s: %s\n", rank, spyre_status_string(s), spyre_last_error());
+        return s == SPYRE_ERROR_DEVICE_LOST && std::strstr(spyre_last_error(), "died") ? 0 : 5;
+    }
+    if (s || spyre_device_synchronize(dev) || spyre_memcpy_dtoh(h.data(), b, 0, count * 4)) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, spyre_last_error());
+        return 6;
+    }
+    for (float v : h)
+        if (v != n * (n + 1) / 2.0f) return 7;
+    spyre_free(b);
+    spyre_comm_destroy(comm);
+    spyre_device_close(dev);
+    return 0;
+}

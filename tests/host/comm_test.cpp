@@ -1,0 +1,441 @@
+// Collectives (spyre/comm.h) on the simulator: each collective against a host reference on 2, 3
+// and 4 ranks (one thread and one simulated card per rank), odd sizes, fp32/fp16/bf16, chunked
+// transfers; a rank that never comes times out, an aborted communicator fails everywhere.
+// Ranks in separate processes, one of which dies: comm_process_test.cpp.
+#include "spyre/comm.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <format>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "spyre/numerics.hpp"
+#include "spyre/ops.h"
+#include "spyre/spyre.h"
+
+namespace {
+
+using spyre::num::bf16_to_f32;
+using spyre::num::f16_to_f32;
+using spyre::num::f32_to_bf16;
+using spyre::num::f32_to_f16;
+
+class SimEnv : public ::testing::Environment {
+  public:
+    void SetUp() override {
+        setenv("SPYRE_BACKEND", "sim", 1);
+        setenv("SPYRE_SIM_DEVICES", "4", 1);
+        setenv("SPYRE_SIM_MEMORY", "268435456", 1);
+    }
+};
+const auto* const env = ::testing::AddGlobalTestEnvironment(new SimEnv);
+
+size_t esize(spyre_dtype t) { return t == SPYRE_DTYPE_FLOAT32 ? 4 : 2; }
+
+// Host values <-> bytes of dtype (values are rounded to dtype first by the callers).
+std::vector<uint8_t> to_bytes(const std::vector<float>& v, spyre_dtype t) {
+    std::vector<uint8_t> b(v.size() * esize(t));
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (t == SPYRE_DTYPE_FLOAT32) {
+            std::memcpy(&b[i * 4], &v[i], 4);
+        } else {
+            uint16_t h = t == SPYRE_DTYPE_FLOAT16 ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
+            std::memcpy(&b[i * 2], &h, 2);
+        }
+    }
+    return b;
+}
+std::vector<float> from_bytes(const std::vector<uint8_t>& b, spyre_dtype t) {
+    std::vector<float> v(b.size() / esize(t));
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (t == SPYRE_DTYPE_FLOAT32) {
+            std::memcpy(&v[i], &b[i * 4], 4);
+        } else {
+            uint16_t h;
+            std::memcpy(&h, &b[i * 2], 2);
+            v[i] = t == SPYRE_DTYPE_FLOAT16 ? f16_to_f32(h) : bf16_to_f32(h);
+        }
+    }
+    return v;
+}
+
+// Rank r's input: small integers for fp16/bf16 (their sums are exact in any order), random
+// fractions for fp32.
+std::vector<float> input(int rank, size_t n, spyre_dtype t, int salt = 0) {
+    std::mt19937 g(1234 + rank * 77 + salt);
+    std::vector<float> v(n);
+    for (auto& x : v) {
+        if (t == SPYRE_DTYPE_FLOAT32)
+            x = std::uniform_real_distribution<float>(-4.0f, 4.0f)(g);
+        else
+            x = static_cast<float>(std::uniform_int_distribution<int>(-8, 8)(g));
+    }
+    return v;
+}
+
+float reduce(spyre_reduce_op op, const std::vector<float>& xs) {
+    double acc = xs[0];
+    for (size_t i = 1; i < xs.size(); ++i) {
+        if (op == SPYRE_REDUCE_MAX)
+            acc = std::max<double>(acc, xs[i]);
+        else if (op == SPYRE_REDUCE_MIN)
+            acc = std::min<double>(acc, xs[i]);
+        else
+            acc += xs[i];
+    }
+    if (op == SPYRE_REDUCE_MEAN) acc /= static_cast<double>(xs.size());
+    return static_cast<float>(acc);
+}
+
+// got == want within the rounding of t (exact for MAX/MIN and integer sums).
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, spyre_dtype t,
+                  const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    const double tol = t == SPYRE_DTYPE_FLOAT32 ? 2e-5 : (t == SPYRE_DTYPE_FLOAT16 ? 2e-3 : 1e-2);
+    size_t bad = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+        if (!(std::fabs(got[i] - want[i]) <= tol * (1.0 + std::fabs(want[i])))) {
+            if (bad++ < 3)
+                ADD_FAILURE() << what << ": element " << i << " is " << got[i] << ", want "
+                              << want[i];
+        }
+    EXPECT_EQ(bad, 0u) << what;
+}
+
+struct Rank {
+    int rank = 0, nranks = 0;
+    spyre_device_t dev = nullptr;
+    spyre_comm_t comm = nullptr;
+    spyre_stream_t stream = nullptr;
+
+    spyre_buffer_t upload(const std::vector<uint8_t>& b, uint64_t offset, uint64_t extra = 0) {
+        spyre_buffer_t buf = nullptr;
+        EXPECT_EQ(spyre_malloc(dev, offset + b.size() + extra + 1, &buf), SPYRE_SUCCESS);
+        if (!b.empty())
+            EXPECT_EQ(spyre_memcpy_htod(buf, offset, b.data(), b.size()), SPYRE_SUCCESS);
+        return buf;
+    }
+    std::vector<uint8_t> download(spyre_buffer_t buf, uint64_t offset, uint64_t bytes) {
+        EXPECT_EQ(spyre_stream_synchronize(stream), SPYRE_SUCCESS) << spyre_last_error();
+        std::vector<uint8_t> b(bytes);
+        if (bytes) EXPECT_EQ(spyre_memcpy_dtoh(b.data(), buf, offset, bytes), SPYRE_SUCCESS);
+        return b;
+    }
+};
+
+// Runs body on n threads, rank r on simulated card r with its own communicator and stream.
+void run_ranks(int n, const std::function<void(Rank&)>& body, uint64_t timeout_ms = 60000) {
+    spyre_comm_unique_id id;
+    ASSERT_EQ(spyre_comm_get_unique_id(&id), SPYRE_SUCCESS);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r)
+        threads.emplace_back([&, r] {
+            Rank k;
+            k.rank = r, k.nranks = n;
+            ASSERT_EQ(spyre_device_open(r, &k.dev), SPYRE_SUCCESS) << spyre_last_error();
+            ASSERT_EQ(spyre_comm_init_rank(&k.comm, n, &id, r, k.dev), SPYRE_SUCCESS)
+                << spyre_last_error();
+            ASSERT_EQ(spyre_comm_set_timeout(k.comm, timeout_ms), SPYRE_SUCCESS);
+            ASSERT_EQ(spyre_stream_create(k.dev, SPYRE_STREAM_PRIORITY_NORMAL, &k.stream),
+                      SPYRE_SUCCESS);
+            body(k);
+            EXPECT_EQ(spyre_stream_destroy(k.stream), SPYRE_SUCCESS);
+            EXPECT_EQ(spyre_comm_destroy(k.comm), SPYRE_SUCCESS);
+            EXPECT_EQ(spyre_device_close(k.dev), SPYRE_SUCCESS);
+        });
+    for (auto& t : threads) t.join();
+}
+
+const char* dname(spyre_dtype t) {
+    return t == SPYRE_DTYPE_FLOAT32 ? "fp32" : t == SPYRE_DTYPE_FLOAT16 ? "fp16" : "bf16";
+}
+
+struct Case {
+    int nranks;
+    spyre_dtype dtype;
+};
+
+class CommCollectives : public ::testing::TestWithParam<Case> {
+  protected:
+    void SetUp() override { setenv("SPYRE_COMM_CHUNK_BYTES", "384", 1); }  // many chunks
+    void TearDown() override { unsetenv("SPYRE_COMM_CHUNK_BYTES"); }
+};
+
+TEST_P(CommCollectives, AllReduceEveryOpOddSizes) {
+    const auto [n, t] = GetParam();
+    for (spyre_reduce_op op :
+         {SPYRE_REDUCE_SUM, SPYRE_REDUCE_MEAN, SPYRE_REDUCE_MAX, SPYRE_REDUCE_MIN})
+        for (size_t count : {size_t{1}, size_t{7}, size_t{333}, size_t{1001}})
+            for (uint64_t recv_off : {uint64_t{0}, uint64_t{6}}) {  // aligned and not
+                run_ranks(n, [&](Rank& k) {
+                    const auto in = input(k.rank, count, t);
+                    spyre_buffer_t s = k.upload(to_bytes(in, t), 2);
+                    spyre_buffer_t d = k.upload(std::vector<uint8_t>(count * esize(t)), recv_off);
+                    ASSERT_EQ(
+                        spyre_comm_all_reduce(s, 2, d, recv_off, count, t, op, k.comm, k.stream),
+                        SPYRE_SUCCESS)
+                        << spyre_last_error();
+                    std::vector<float> want(count);
+                    for (size_t i = 0; i < count; ++i) {
+                        std::vector<float> xs;
+                        for (int r = 0; r < n; ++r) xs.push_back(input(r, count, t)[i]);
+                        want[i] = reduce(op, xs);
+                    }
+                    expect_close(from_bytes(k.download(d, recv_off, count * esize(t)), t), want, t,
+                                 std::format("all_reduce op {} count {} rank {} off {}",
+                                             static_cast<int>(op), count, k.rank, recv_off));
+                    spyre_free(s);
+                    spyre_free(d);
+                });
+            }
+}
+
+TEST_P(CommCollectives, AllReduceInPlace) {
+    const auto [n, t] = GetParam();
+    const size_t count = 515;
+    run_ranks(n, [&](Rank& k) {
+        spyre_buffer_t b = k.upload(to_bytes(input(k.rank, count, t), t), 0);
+        ASSERT_EQ(spyre_comm_all_reduce(b, 0, b, 0, count, t, SPYRE_REDUCE_SUM, k.comm, k.stream),
+                  SPYRE_SUCCESS)
+            << spyre_last_error();
+        std::vector<float> want(count, 0.0f);
+        for (int r = 0; r < n; ++r) {
+            const auto in = input(r, count, t);
+            for (size_t i = 0; i < count; ++i) want[i] += in[i];
+        }
+        expect_close(from_bytes(k.download(b, 0, count * esize(t)), t), want, t, "in place");
+        spyre_free(b);
+    });
+}
+
+TEST_P(CommCollectives, Broadcast) {
+    const auto [n, t] = GetParam();
+    for (int root = 0; root < n; ++root)
+        for (size_t count : {size_t{1}, size_t{401}}) {
+            run_ranks(n, [&](Rank& k) {
+                const auto in = input(k.rank, count, t, 5);
+                spyre_buffer_t s = k.upload(to_bytes(in, t), 4);
+                spyre_buffer_t d = k.upload(std::vector<uint8_t>(count * esize(t)), 10);
+                ASSERT_EQ(spyre_comm_broadcast(k.rank == root ? s : nullptr, 4, d, 10, count, t,
+                                               root, k.comm, k.stream),
+                          SPYRE_SUCCESS)
+                    << spyre_last_error();
+                expect_close(from_bytes(k.download(d, 10, count * esize(t)), t),
+                             input(root, count, t, 5), t,
+                             std::format("broadcast root {} rank {}", root, k.rank));
+                spyre_free(s);
+                spyre_free(d);
+            });
+        }
+}
+
+TEST_P(CommCollectives, AllGather) {
+    const auto [n, t] = GetParam();
+    for (size_t count : {size_t{1}, size_t{299}}) {
+        run_ranks(n, [&](Rank& k) {
+            spyre_buffer_t s = k.upload(to_bytes(input(k.rank, count, t, 9), t), 2);
+            spyre_buffer_t d = k.upload(std::vector<uint8_t>(n * count * esize(t)), 2);
+            ASSERT_EQ(spyre_comm_all_gather(s, 2, d, 2, count, t, k.comm, k.stream), SPYRE_SUCCESS)
+                << spyre_last_error();
+            std::vector<float> want;
+            for (int r = 0; r < n; ++r) {
+                const auto in = input(r, count, t, 9);
+                want.insert(want.end(), in.begin(), in.end());
+            }
+            expect_close(from_bytes(k.download(d, 2, n * count * esize(t)), t), want, t,
+                         std::format("all_gather count {} rank {}", count, k.rank));
+            spyre_free(s);
+            spyre_free(d);
+        });
+    }
+}
+
+TEST_P(CommCollectives, ReduceScatter) {
+    const auto [n, t] = GetParam();
+    for (spyre_reduce_op op : {SPYRE_REDUCE_SUM, SPYRE_REDUCE_MEAN, SPYRE_REDUCE_MAX})
+        for (size_t count : {size_t{1}, size_t{211}}) {
+            run_ranks(n, [&](Rank& k) {
+                const auto in = input(k.rank, n * count, t, 3);
+                spyre_buffer_t s = k.upload(to_bytes(in, t), 2);
+                spyre_buffer_t d = k.upload(std::vector<uint8_t>(count * esize(t)), 6);
+                ASSERT_EQ(spyre_comm_reduce_scatter(s, 2, d, 6, count, t, op, k.comm, k.stream),
+                          SPYRE_SUCCESS)
+                    << spyre_last_error();
+                std::vector<float> want(count);
+                for (size_t i = 0; i < count; ++i) {
+                    std::vector<float> xs;
+                    for (int r = 0; r < n; ++r)
+                        xs.push_back(input(r, n * count, t, 3)[k.rank * count + i]);
+                    want[i] = reduce(op, xs);
+                }
+                expect_close(from_bytes(k.download(d, 6, count * esize(t)), t), want, t,
+                             std::format("reduce_scatter op {} count {} rank {}",
+                                         static_cast<int>(op), count, k.rank));
+                // the send buffer is left as it was
+                expect_close(from_bytes(k.download(s, 2, n * count * esize(t)), t), in, t,
+                             "reduce_scatter send buffer");
+                spyre_free(s);
+                spyre_free(d);
+            });
+        }
+}
+
+std::vector<Case> cases() {
+    std::vector<Case> v;
+    for (int n : {2, 3, 4})
+        for (spyre_dtype t : {SPYRE_DTYPE_FLOAT32, SPYRE_DTYPE_FLOAT16, SPYRE_DTYPE_BFLOAT16})
+            v.push_back({n, t});
+    return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, CommCollectives, ::testing::ValuesIn(cases()),
+                         [](const auto& info) {
+                             return std::to_string(info.param.nranks) + "ranks_" +
+                                    dname(info.param.dtype);
+                         });
+
+TEST(Comm, BarrierWaitsForEveryRank) {
+    std::atomic<int> arrived{0};
+    run_ranks(3, [&](Rank& k) {
+        if (k.rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        arrived.fetch_add(1);
+        ASSERT_EQ(spyre_comm_barrier(k.comm, k.stream), SPYRE_SUCCESS) << spyre_last_error();
+        EXPECT_EQ(arrived.load(), 3) << "rank " << k.rank << " left the barrier early";
+    });
+}
+
+TEST(Comm, DefaultChunkAndInfo) {
+    run_ranks(2, [&](Rank& k) {
+        spyre_comm_info info{};
+        ASSERT_EQ(spyre_comm_get_info(k.comm, &info), SPYRE_SUCCESS);
+        EXPECT_EQ(info.rank, k.rank);
+        EXPECT_EQ(info.nranks, 2);
+        EXPECT_EQ(info.chunk_bytes, 4u << 20);
+        EXPECT_STREQ(info.transport, "host-staged");
+        // one large fp32 all-reduce over several default-size chunks
+        const size_t count = (5u << 20) / 4 + 3;
+        spyre_buffer_t b =
+            k.upload(to_bytes(input(k.rank, count, SPYRE_DTYPE_FLOAT32), SPYRE_DTYPE_FLOAT32), 0);
+        ASSERT_EQ(spyre_comm_all_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32, SPYRE_REDUCE_MAX,
+                                        k.comm, k.stream),
+                  SPYRE_SUCCESS)
+            << spyre_last_error();
+        const auto a = input(0, count, SPYRE_DTYPE_FLOAT32),
+                   c = input(1, count, SPYRE_DTYPE_FLOAT32);
+        std::vector<float> want(count);
+        for (size_t i = 0; i < count; ++i) want[i] = std::max(a[i], c[i]);
+        expect_close(from_bytes(k.download(b, 0, count * 4), SPYRE_DTYPE_FLOAT32), want,
+                     SPYRE_DTYPE_FLOAT32, "large all_reduce");
+        spyre_free(b);
+    });
+}
+
+TEST(Comm, MissingRankTimesOutWithItsNumber) {
+    spyre_comm_unique_id id;
+    ASSERT_EQ(spyre_comm_get_unique_id(&id), SPYRE_SUCCESS);
+    setenv("SPYRE_COMM_TIMEOUT_MS", "400", 1);
+    std::vector<std::thread> th;
+    for (int r = 0; r < 2; ++r)  // rank 2 of 3 never comes
+        th.emplace_back([&, r] {
+            spyre_device_t dev;
+            ASSERT_EQ(spyre_device_open(r, &dev), SPYRE_SUCCESS);
+            spyre_comm_t comm = nullptr;
+            const auto t0 = std::chrono::steady_clock::now();
+            EXPECT_EQ(spyre_comm_init_rank(&comm, 3, &id, r, dev), SPYRE_ERROR_TIMEOUT);
+            EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+            EXPECT_NE(std::string(spyre_last_error()).find("ranks that never joined: 2"),
+                      std::string::npos)
+                << spyre_last_error();
+            EXPECT_EQ(comm, nullptr);
+            spyre_device_close(dev);
+        });
+    for (auto& t : th) t.join();
+    unsetenv("SPYRE_COMM_TIMEOUT_MS");
+}
+
+TEST(Comm, RankThatStopsCallingGivesTimeoutNotHang) {
+    run_ranks(
+        3,
+        [&](Rank& k) {
+            spyre_buffer_t b = k.upload(std::vector<uint8_t>(4096), 0);
+            if (k.rank == 1) {  // stops taking part, but stays alive (a thread cannot die alone)
+                std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+            } else {
+                const auto t0 = std::chrono::steady_clock::now();
+                const spyre_status s = spyre_comm_all_reduce(b, 0, b, 0, 1024, SPYRE_DTYPE_FLOAT32,
+                                                             SPYRE_REDUCE_SUM, k.comm, k.stream);
+                EXPECT_TRUE(s == SPYRE_ERROR_TIMEOUT) << spyre_status_string(s);
+                EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+                EXPECT_NE(std::string(spyre_last_error()).find("timed out"), std::string::npos)
+                    << spyre_last_error();
+            }
+            // the communicator is failed for everybody afterwards, the late rank included
+            EXPECT_EQ(spyre_comm_barrier(k.comm, k.stream), SPYRE_ERROR_TIMEOUT)
+                << spyre_last_error();
+            spyre_free(b);
+        },
+        500);
+}
+
+TEST(Comm, AbortFailsEveryRank) {
+    run_ranks(2, [&](Rank& k) {
+        spyre_buffer_t b = k.upload(std::vector<uint8_t>(4096), 0);
+        if (k.rank == 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            ASSERT_EQ(spyre_comm_abort(k.comm), SPYRE_SUCCESS);
+        } else {
+            EXPECT_EQ(spyre_comm_all_reduce(b, 0, b, 0, 1024, SPYRE_DTYPE_FLOAT32, SPYRE_REDUCE_SUM,
+                                            k.comm, k.stream),
+                      SPYRE_ERROR_DEVICE_LOST);
+            EXPECT_NE(std::string(spyre_last_error()).find("aborted by rank 0"), std::string::npos)
+                << spyre_last_error();
+        }
+        spyre_free(b);
+    });
+}
+
+TEST(Comm, BadArgumentsFailCleanly) {
+    spyre_comm_unique_id id;
+    ASSERT_EQ(spyre_comm_get_unique_id(&id), SPYRE_SUCCESS);
+    spyre_device_t dev;
+    ASSERT_EQ(spyre_device_open(0, &dev), SPYRE_SUCCESS);
+    spyre_comm_t comm = nullptr;
+    EXPECT_EQ(spyre_comm_init_rank(&comm, 2, &id, 2, dev), SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(spyre_comm_init_rank(&comm, 0, &id, 0, dev), SPYRE_ERROR_INVALID_ARGUMENT);
+    spyre_comm_unique_id junk{};
+    EXPECT_EQ(spyre_comm_init_rank(&comm, 1, &junk, 0, dev), SPYRE_ERROR_INVALID_ARGUMENT);
+    ASSERT_EQ(spyre_comm_init_rank(&comm, 1, &id, 0, dev), SPYRE_SUCCESS) << spyre_last_error();
+    spyre_buffer_t b;
+    ASSERT_EQ(spyre_malloc(dev, 64, &b), SPYRE_SUCCESS);
+    EXPECT_EQ(
+        spyre_comm_all_reduce(b, 0, b, 0, 4, SPYRE_DTYPE_INT32, SPYRE_REDUCE_SUM, comm, nullptr),
+        SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(spyre_last_error()).find("not float32"), std::string::npos);
+    // a failed collective fails the communicator (the peers would wait for this rank)
+    EXPECT_EQ(
+        spyre_comm_all_reduce(b, 0, b, 0, 16, SPYRE_DTYPE_FLOAT32, SPYRE_REDUCE_SUM, comm, nullptr),
+        SPYRE_ERROR_DEVICE_LOST);
+    EXPECT_NE(std::string(spyre_last_error()).find("rank 0 failed"), std::string::npos);
+    EXPECT_EQ(spyre_comm_destroy(comm), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_comm_get_unique_id(&id), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_comm_init_rank(&comm, 1, &id, 0, dev), SPYRE_SUCCESS) << spyre_last_error();
+    EXPECT_EQ(spyre_comm_all_reduce(b, 0, b, 0, 1000, SPYRE_DTYPE_FLOAT32, SPYRE_REDUCE_SUM, comm,
+                                    nullptr),
+              SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(spyre_comm_all_reduce(b, 0, b, 0, 4, SPYRE_DTYPE_FLOAT32, SPYRE_REDUCE_SUM, nullptr,
+                                    nullptr),
+              SPYRE_ERROR_INVALID_ARGUMENT);
+    spyre_free(b);
+    EXPECT_EQ(spyre_comm_destroy(comm), SPYRE_SUCCESS);
+    spyre_device_close(dev);
+}
+
+}  // namespace

@@ -1,0 +1,134 @@
+// All-reduce bus bandwidth of libspyre's collectives (spyre/comm.h), one process per rank:
+//   spyre-comm-bench [NRANKS [SIZE_BYTES...]]
+// re-runs itself once per rank (SPYRE_BACKEND=sim gives every process its own simulated card;
+// on the kernel backend rank r opens card r). busbw follows nccl-tests: algbw = bytes / time,
+// busbw = algbw * 2 (n - 1) / n. Wall-clock time on this host (the host-staged transport's
+// copies are host work), plus the modeled device time of the card-side work on the stream
+// (DMA copies and reduction programs, spyre_event_elapsed) per all-reduce.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "spyre/comm.h"
+
+extern char** environ;
+
+namespace {
+
+#define CHECK(x)                                                      \
+    do {                                                              \
+        if ((x) != SPYRE_SUCCESS) {                                   \
+            std::fprintf(stderr, "%s: %s\n", #x, spyre_last_error()); \
+            std::exit(1);                                             \
+        }                                                             \
+    } while (0)
+
+int run_rank(const std::string& hex, int n, int rank, const std::vector<uint64_t>& sizes) {
+    spyre_comm_unique_id id{};
+    for (size_t i = 0; i < sizeof id.internal; ++i)
+        id.internal[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+    const char* be = std::getenv("SPYRE_BACKEND");
+    const int index = be && std::strcmp(be, "sim") == 0 ? 0 : rank;
+    spyre_device_t dev;
+    spyre_comm_t comm;
+    spyre_stream_t stream;
+    spyre_event_t e0, e1;
+    CHECK(spyre_device_open(index, &dev));
+    CHECK(spyre_comm_init_rank(&comm, n, &id, rank, dev));
+    CHECK(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &stream));
+    CHECK(spyre_event_create(dev, &e0));
+    CHECK(spyre_event_create(dev, &e1));
+    if (rank == 0)
+        std::printf("%12s %8s %12s %12s %12s %14s\n", "bytes", "iters", "time_us", "algbw_GB/s",
+                    "busbw_GB/s", "modeled_dev_us");
+    for (uint64_t bytes : sizes) {
+        const uint64_t count = bytes / 4;
+        spyre_buffer_t b;
+        CHECK(spyre_malloc(dev, bytes, &b));
+        CHECK(spyre_memset(b, 0, 0, bytes));
+        const int iters = bytes >= (64u << 20) ? 3 : bytes >= (1u << 20) ? 10 : 50;
+        CHECK(spyre_comm_all_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32, SPYRE_REDUCE_SUM, comm,
+                                    stream));  // warm-up: plans, scratch
+        CHECK(spyre_comm_barrier(comm, stream));
+        spyre_event_timing timing{};
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < iters; ++i) {
+            CHECK(spyre_event_record(e0, stream));
+            CHECK(spyre_comm_all_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32, SPYRE_REDUCE_SUM,
+                                        comm, stream));
+            CHECK(spyre_event_record(e1, stream));
+            CHECK(spyre_event_synchronize(e1));
+            spyre_event_timing t{};
+            CHECK(spyre_event_elapsed(e0, e1, &t));
+            timing.modeled_ns += t.modeled_ns;
+        }
+        CHECK(spyre_comm_barrier(comm, stream));
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+        const double algbw = bytes / s / 1e9, busbw = algbw * 2.0 * (n - 1) / n;
+        if (rank == 0)
+            std::printf("%12llu %8d %12.1f %12.3f %12.3f %14.1f\n",
+                        static_cast<unsigned long long>(bytes), iters, s * 1e6, algbw, busbw,
+                        timing.modeled_ns / 1e3 / iters);
+        std::fflush(stdout);
+        CHECK(spyre_free(b));
+    }
+    spyre_event_destroy(e0);
+    spyre_event_destroy(e1);
+    spyre_stream_destroy(stream);
+    spyre_comm_destroy(comm);
+    spyre_device_close(dev);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc > 1 && std::strcmp(argv[1], "--rank") == 0) {  // --rank HEX N R SIZES...
+        std::vector<uint64_t> sizes;
+        for (int i = 5; i < argc; ++i) sizes.push_back(std::strtoull(argv[i], nullptr, 10));
+        return run_rank(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), sizes);
+    }
+    const int n = argc > 1 ? std::atoi(argv[1]) : 2;
+    std::vector<std::string> sizes;
+    for (int i = 2; i < argc; ++i) sizes.push_back(argv[i]);
+    if (sizes.empty())
+        for (uint64_t b : {1ull << 10, 64ull << 10, 1ull << 20, 16ull << 20, 64ull << 20})
+            sizes.push_back(std::to_string(b));
+    spyre_comm_unique_id id;
+    CHECK(spyre_comm_get_unique_id(&id));
+    std::string hex;
+    char h[3];
+    for (char c : id.internal)
+        std::snprintf(h, sizeof h, "%02x", static_cast<unsigned char>(c)), hex += h;
+    std::printf("all-reduce fp32 sum, %d ranks, one process each, transport host-staged\n", n);
+    std::fflush(stdout);
+    std::vector<pid_t> pids;
+    for (int r = 0; r < n; ++r) {
+        std::vector<std::string> args = {argv[0], "--rank", hex, std::to_string(n),
+                                         std::to_string(r)};
+        args.insert(args.end(), sizes.begin(), sizes.end());
+        std::vector<char*> cargs;
+        for (auto& a : args) cargs.push_back(a.data());
+        cargs.push_back(nullptr);
+        pid_t pid;
+        if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, cargs.data(), environ) != 0)
+            return 1;
+        pids.push_back(pid);
+    }
+    int rc = 0;
+    for (pid_t p : pids) {
+        int st = 0;
+        waitpid(p, &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st)) rc = 1;
+    }
+    return rc;
+}

@@ -1,0 +1,223 @@
+// The "spyre" torch.distributed backend (ProcessGroupSpyre.h). With the host-staged transport a
+// collective has finished its exchange when the call returns and its last device work is queued
+// on the tensors' current stream, so every Work is returned completed (wait() returns at once;
+// later work on that stream is ordered after it). Errors (a dead peer, a timeout) are raised by
+// the collective call itself.
+#include "distributed/ProcessGroupSpyre.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/ivalue.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/SpyreAllocator.h"
+#include "runtime/SpyreFunctions.h"
+#include "runtime/SpyreStream.h"
+
+namespace torch_spyre {
+namespace {
+
+// A finished collective: its future holds the output tensors (DDP's comm hooks read them).
+class CompletedWork : public c10d::Work {
+  public:
+    CompletedWork(c10d::OpType type, std::vector<at::Tensor> outputs)
+        : c10d::Work(-1, type),
+          outputs_(std::move(outputs)),
+          future_(c10::make_intrusive<at::ivalue::Future>(
+              c10::ListType::create(c10::TensorType::get()))) {
+        future_->markCompleted(c10::IValue(outputs_));
+        finish();
+    }
+    bool isCompleted() override { return true; }
+    bool isSuccess() const override { return true; }
+    bool wait(std::chrono::milliseconds) override { return true; }
+    std::vector<at::Tensor> result() override { return outputs_; }
+    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+  private:
+    std::vector<at::Tensor> outputs_;
+    c10::intrusive_ptr<at::ivalue::Future> future_;
+};
+
+void check(spyre_status s, const char* what) {
+    if (s != SPYRE_SUCCESS)
+        TORCH_CHECK(false, "spyre backend: ", what, " failed: ", spyre_last_error());
+}
+
+spyre_dtype dtype_of(const at::Tensor& t) {
+    switch (t.scalar_type()) {
+        case at::kFloat:
+            return SPYRE_DTYPE_FLOAT32;
+        case at::kHalf:
+            return SPYRE_DTYPE_FLOAT16;
+        case at::kBFloat16:
+            return SPYRE_DTYPE_BFLOAT16;
+        default:
+            TORCH_CHECK(false,
+                        "spyre backend: collectives take float32, float16 or bfloat16 "
+                        "tensors, not ",
+                        t.scalar_type());
+    }
+}
+
+spyre_reduce_op op_of(const c10d::ReduceOp& op) {
+    switch (op.op_) {
+        case c10d::ReduceOp::SUM:
+            return SPYRE_REDUCE_SUM;
+        case c10d::ReduceOp::AVG:
+            return SPYRE_REDUCE_MEAN;
+        case c10d::ReduceOp::MAX:
+            return SPYRE_REDUCE_MAX;
+        case c10d::ReduceOp::MIN:
+            return SPYRE_REDUCE_MIN;
+        default:
+            TORCH_CHECK(false, "spyre backend: reduce op ", op.op_,
+                        " is not supported "
+                        "(SUM, AVG, MAX, MIN are)");
+    }
+}
+
+// A dense spyre tensor as a libspyre buffer range.
+DevicePtr range_of(const at::Tensor& t, const char* what) {
+    TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "spyre backend: ", what,
+                " must be a spyre tensor, got ", t.device());
+    TORCH_CHECK(t.is_contiguous(), "spyre backend: ", what, " must be contiguous");
+    return lookup(t.data_ptr());
+}
+
+spyre_stream_t stream_of(const at::Tensor& t) {
+    return native_stream(current_stream(t.device().index()));
+}
+
+c10::intrusive_ptr<c10d::Work> done(c10d::OpType type, std::vector<at::Tensor> outputs) {
+    return c10::make_intrusive<CompletedWork>(type, std::move(outputs));
+}
+
+}  // namespace
+
+ProcessGroupSpyre::ProcessGroupSpyre(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                     int size, std::chrono::milliseconds timeout)
+    : c10d::Backend(rank, size), store_(store), timeout_(timeout) {}
+
+ProcessGroupSpyre::~ProcessGroupSpyre() {
+    if (comm_) spyre_comm_destroy(comm_);
+}
+
+spyre_comm_t ProcessGroupSpyre::comm_for(c10::DeviceIndex device) {
+    std::lock_guard lock(mu_);
+    if (comm_) {
+        TORCH_CHECK(device == device_,
+                    "spyre backend: one card per process: this process group "
+                    "uses spyre:",
+                    device_, ", got a tensor on spyre:", device);
+        return comm_;
+    }
+    spyre_comm_unique_id id{};
+    const std::string key = "spyre_comm_unique_id";
+    if (rank_ == 0) {
+        check(spyre_comm_get_unique_id(&id), "spyre_comm_get_unique_id");
+        store_->set(key, std::vector<uint8_t>(id.internal, id.internal + sizeof id.internal));
+    } else {
+        const std::vector<uint8_t> v = store_->get(key);
+        TORCH_CHECK(v.size() == sizeof id.internal, "spyre backend: bad unique id in the store");
+        std::memcpy(id.internal, v.data(), v.size());
+    }
+    check(spyre_comm_init_rank(&comm_, size_, &id, rank_, device_handle(device)),
+          "spyre_comm_init_rank");
+    check(spyre_comm_set_timeout(comm_,
+                                 static_cast<uint64_t>(std::max<int64_t>(1, timeout_.count()))),
+          "spyre_comm_set_timeout");
+    device_ = device;
+    return comm_;
+}
+
+void ProcessGroupSpyre::abort() {
+    std::lock_guard lock(mu_);
+    if (comm_) spyre_comm_abort(comm_);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::allreduce(std::vector<at::Tensor>& tensors,
+                                                            const c10d::AllreduceOptions& opts) {
+    TORCH_CHECK(tensors.size() == 1, "spyre backend: one tensor per process");
+    at::Tensor& t = tensors[0];
+    const DevicePtr p = range_of(t, "the tensor");
+    spyre_comm_t comm = comm_for(t.device().index());
+    check(spyre_comm_all_reduce(p.buffer, p.offset, p.buffer, p.offset, t.numel(), dtype_of(t),
+                                op_of(opts.reduceOp), comm, stream_of(t)),
+          "all_reduce");
+    return done(c10d::OpType::ALLREDUCE, tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::broadcast(std::vector<at::Tensor>& tensors,
+                                                            const c10d::BroadcastOptions& opts) {
+    TORCH_CHECK(tensors.size() == 1, "spyre backend: one tensor per process");
+    at::Tensor& t = tensors[0];
+    const DevicePtr p = range_of(t, "the tensor");
+    spyre_comm_t comm = comm_for(t.device().index());
+    check(spyre_comm_broadcast(p.buffer, p.offset, p.buffer, p.offset, t.numel(), dtype_of(t),
+                               static_cast<int>(opts.rootRank), comm, stream_of(t)),
+          "broadcast");
+    return done(c10d::OpType::BROADCAST, tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::_allgather_base(at::Tensor& output,
+                                                                  at::Tensor& input,
+                                                                  const c10d::AllgatherOptions&) {
+    TORCH_CHECK(output.numel() == input.numel() * size_ && output.dtype() == input.dtype(),
+                "spyre backend: all_gather_into_tensor needs an output of world_size x the "
+                "input's elements and the input's dtype");
+    const DevicePtr in = range_of(input, "the input"), out = range_of(output, "the output");
+    spyre_comm_t comm = comm_for(input.device().index());
+    check(spyre_comm_all_gather(in.buffer, in.offset, out.buffer, out.offset, input.numel(),
+                                dtype_of(input), comm, stream_of(input)),
+          "all_gather");
+    return done(c10d::OpType::_ALLGATHER_BASE, {output});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+    TORCH_CHECK(inputs.size() == 1 && outputs.size() == 1 &&
+                    outputs[0].size() == static_cast<size_t>(size_),
+                "spyre backend: all_gather takes one input and world_size outputs");
+    at::Tensor input = inputs[0].contiguous();
+    at::Tensor flat = at::empty({size_ * input.numel()}, input.options());
+    _allgather_base(flat, input, opts);
+    for (int r = 0; r < size_; ++r)
+        outputs[0][r].copy_(flat.narrow(0, r * input.numel(), input.numel()).view_as(input));
+    return done(c10d::OpType::ALLGATHER, outputs[0]);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+    TORCH_CHECK(input.numel() == output.numel() * size_ && output.dtype() == input.dtype(),
+                "spyre backend: reduce_scatter_tensor needs an input of world_size x the "
+                "output's elements and the output's dtype");
+    const DevicePtr in = range_of(input, "the input"), out = range_of(output, "the output");
+    spyre_comm_t comm = comm_for(input.device().index());
+    check(spyre_comm_reduce_scatter(in.buffer, in.offset, out.buffer, out.offset, output.numel(),
+                                    dtype_of(input), op_of(opts.reduceOp), comm, stream_of(input)),
+          "reduce_scatter");
+    return done(c10d::OpType::_REDUCE_SCATTER_BASE, {output});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::barrier(const c10d::BarrierOptions& opts) {
+    c10::DeviceIndex d = device_;
+    if (d < 0) d = opts.device_ids.empty() ? current_device() : opts.device_ids[0];
+    spyre_comm_t comm = comm_for(d);
+    check(spyre_comm_barrier(comm, native_stream(current_stream(d))), "barrier");
+    return done(c10d::OpType::BARRIER, {});
+}
+
+}  // namespace torch_spyre
+
+// torch registers c10d's collective ops for PrivateUse1 but gives them no autograd kernel for
+// it (only CPU/CUDA's): without these fallthroughs a spyre tensor stops at Autogradspyre.
+TORCH_LIBRARY_IMPL(c10d, AutogradPrivateUse1, m) {
+    for (const char* op : {"allreduce_", "broadcast_", "allgather_", "_allgather_base_",
+                           "reduce_scatter_", "_reduce_scatter_base_", "barrier"})
+        m.impl(op, torch::CppFunction::makeFallthrough());
+}

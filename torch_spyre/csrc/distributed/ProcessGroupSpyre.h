@@ -1,0 +1,50 @@
+// The "spyre" torch.distributed backend: a c10d::Backend over libspyre's collectives
+// (spyre/comm.h), one process per card. The communicator is created on the first collective,
+// on the card of its tensors, from a unique id rank 0 puts in the process group's store.
+#pragma once
+
+#include <spyre/comm.h>
+
+#include <chrono>
+#include <mutex>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+namespace torch_spyre {
+
+class ProcessGroupSpyre : public c10d::Backend {
+  public:
+    ProcessGroupSpyre(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                      std::chrono::milliseconds timeout);
+    ~ProcessGroupSpyre() override;
+
+    const std::string getBackendName() const override { return "spyre"; }
+
+    c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                             const c10d::AllreduceOptions& opts) override;
+    c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                             const c10d::BroadcastOptions& opts) override;
+    c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                   const c10d::AllgatherOptions& opts) override;
+    c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                             std::vector<at::Tensor>& inputs,
+                                             const c10d::AllgatherOptions& opts) override;
+    c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+        at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+    c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+    // Fails the communicator for every rank (peers blocked in a collective get an error).
+    void abort();
+
+  private:
+    // The communicator on `device` (created by the first collective).
+    spyre_comm_t comm_for(c10::DeviceIndex device);
+
+    c10::intrusive_ptr<c10d::Store> store_;
+    std::chrono::milliseconds timeout_;
+    spyre_comm_t comm_ = nullptr;
+    c10::DeviceIndex device_ = -1;
+    std::mutex mu_;
+};
+
+}  // namespace torch_spyre

@@ -1,0 +1,92 @@
+"""One rank of test_distributed.py: ``dist_worker.py MODE INIT_FILE`` with RANK and WORLD_SIZE in
+the environment. Every collective on spyre tensors is compared with the same collective on the
+CPU over gloo; exits non-zero on a mismatch."""
+
+import os
+import sys
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+import torch_spyre  # noqa: F401  (registers the "spyre" backend)
+
+mode, init_file = sys.argv[1], sys.argv[2]
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+dist.init_process_group("spyre", init_method=f"file://{init_file}", rank=rank, world_size=world,
+                        timeout=timedelta(seconds=60))
+assert dist.get_backend() == "spyre"
+gloo = dist.new_group(backend="gloo")
+dev = torch.device("spyre", 0)  # each process has its own card (SPYRE_SIM_DEVICES=1)
+
+
+def data(n, dtype, salt=0):
+    g = torch.Generator().manual_seed(100 * rank + salt)
+    if dtype == torch.float32:
+        return torch.rand(n, generator=g) * 8 - 4
+    return torch.randint(-8, 9, (n,), generator=g).to(dtype)  # exact sums in fp16/bf16
+
+
+def close(got, want, what):
+    tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}[want.dtype]
+    torch.testing.assert_close(got.cpu().float(), want.float(), rtol=tol, atol=tol, msg=what)
+
+
+if mode == "collectives":
+    ops = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "max": dist.ReduceOp.MAX,
+           "min": dist.ReduceOp.MIN}
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        for n in (1, 7, 1001):
+            x = data(n, dtype)
+            for name, op in ops.items():
+                y = x.to(dev)
+                work = dist.all_reduce(y, op=op, async_op=True)
+                assert work.wait() and work.is_completed()
+                ref = x.float().clone()
+                dist.all_reduce(ref, op=dist.ReduceOp.SUM if name == "avg" else op, group=gloo)
+                if name == "avg":
+                    ref /= world
+                close(y, ref.to(dtype), f"all_reduce {name} {dtype} n={n}")
+            for root in range(world):
+                y = data(n, dtype, 7).to(dev)
+                dist.broadcast(y, src=root)
+                ref = data(n, dtype, 7).float()
+                dist.broadcast(ref, src=root, group=gloo)
+                close(y, ref.to(dtype), f"broadcast root {root} {dtype}")
+            out = torch.empty(world * n, dtype=dtype, device=dev)
+            dist.all_gather_into_tensor(out, x.to(dev))
+            refs = [torch.empty(n) for _ in range(world)]
+            dist.all_gather(refs, x.float(), group=gloo)
+            close(out, torch.cat(refs).to(dtype), f"all_gather_into_tensor {dtype}")
+            outs = [torch.empty(n, dtype=dtype, device=dev) for _ in range(world)]
+            dist.all_gather(outs, x.to(dev))
+            close(torch.cat([o.cpu() for o in outs]), torch.cat(refs).to(dtype), "all_gather")
+            full = data(world * n, dtype, 3)
+            out = torch.empty(n, dtype=dtype, device=dev)
+            dist.reduce_scatter_tensor(out, full.to(dev), op=dist.ReduceOp.SUM)
+            ref = full.float().clone()
+            dist.all_reduce(ref, group=gloo)
+            close(out, ref[rank * n:(rank + 1) * n].to(dtype), f"reduce_scatter_tensor {dtype}")
+    dist.barrier()
+    # a 2-D tensor and a later op on the same stream see the result
+    m = torch.full((3, 5), float(rank + 1), device=dev)
+    dist.all_reduce(m)
+    assert torch.equal((m * 2).cpu(), torch.full((3, 5), float(world * (world + 1)))), m.cpu()
+    dist.destroy_process_group()
+elif mode == "peer_dies":
+    y = torch.ones(1000, device=dev)
+    dist.all_reduce(y)  # everybody is in
+    dist.barrier(group=gloo)
+    if rank == world - 1:
+        os._exit(17)  # dies without a word
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    try:
+        dist.all_reduce(y)
+    except RuntimeError as e:
+        assert "died" in str(e), str(e)
+        assert time.monotonic() - t0 < 10, "noticed too late"
+        print(f"rank {rank}: {e}".splitlines()[0], file=sys.stderr)
+        os._exit(0)  # the gloo group's teardown would wait for the dead rank
+    raise SystemExit("all_reduce succeeded with a dead peer")
