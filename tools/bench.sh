@@ -29,6 +29,14 @@ tools/in-sysroot 'ninja -C build/cmake spyre-bench >/dev/null'
 echo
 echo "=== libspyre runtime on the simulator (host) ==="
 tools/in-sysroot 'SPYRE_BACKEND=sim build/cmake/libspyre/spyre-bench' | tee build/bench/libspyre_sim.txt
+# Collectives between ranks on the simulator (issue 25): all-reduce bus bandwidth (nccl-tests'
+# busbw) on 2 and 4 ranks; the transport is host-staged, so host memory copies bound it.
+tools/in-sysroot 'ninja -C build/cmake spyre-comm-bench >/dev/null'
+echo
+echo "=== libspyre collectives on the simulator, 2 and 4 ranks (host-staged transport) ==="
+for ranks in 2 4; do
+	tools/in-sysroot "SPYRE_BACKEND=sim build/cmake/tools/bench/spyre-comm-bench $ranks"
+done | tee build/bench/comm_sim.txt
 if ls driver/spyre.ko >/dev/null 2>&1 && [ "${BENCH_VM:-1}" != 0 ]; then
 	echo
 	echo "=== libspyre runtime on the kernel path (VM, TCG; set BENCH_VM=0 to skip) ==="
