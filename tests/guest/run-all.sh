@@ -101,6 +101,9 @@ SPYRE_OPS_TEST_BACKEND=kernel gtest ops build/cmake/tests/host/libspyre_ops_api_
 # Random numbers on the card through spyre.ko (spyre_op_random: prefixes, rates, errors).
 SPYRE_OPS_TEST_BACKEND=kernel GTEST_FILTER='RandomApi.*' gtest ops-random \
 	build/cmake/tests/host/libspyre_ops_random_test
+# Collectives between processes through spyre.ko: 2, 3 and 4 ranks over the VM's cards (rank r
+# on card r mod the card count), and a rank killed mid-run (libspyre.md "Collectives").
+SPYRE_COMM_TEST_BACKEND=kernel gtest comm build/cmake/tests/host/libspyre_comm_process_test
 # PyTorch through spyre.ko: a Granite-style decoder (prefill and 8 greedy decode steps) on the
 # card against the CPU, identical tokens, no CPU fallback (Documentation/torch_spyre.md).
 check torch env PYTHONPATH=build/cmake/torch_spyre/python TORCH_SPYRE_STRICT=1 \

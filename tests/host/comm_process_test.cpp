@@ -1,12 +1,14 @@
-// Ranks in separate processes (spyre-comm-rank, one simulated card each): an all-reduce across
-// 2, 3 and 4 processes, and a rank that dies mid-run: the others get SPYRE_ERROR_DEVICE_LOST
-// naming it, quickly, not a hang and not the (long) timeout.
+// Ranks in separate processes (spyre-comm-rank, one simulated card each; with
+// SPYRE_COMM_TEST_BACKEND=kernel, the cards of spyre.ko, rank r on card r mod the card count):
+// an all-reduce across 2, 3 and 4 processes, and a rank that dies mid-run: the others get
+// SPYRE_ERROR_DEVICE_LOST naming it, quickly, not a hang and not the (long) timeout.
 #include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/wait.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -18,9 +20,12 @@ namespace {
 
 // Runs n ranks with the given modes; returns their exit codes.
 std::vector<int> run(const std::vector<std::string>& modes) {
-    setenv("SPYRE_BACKEND", "sim", 1);
-    setenv("SPYRE_SIM_DEVICES", "1", 1);
-    setenv("SPYRE_SIM_MEMORY", "134217728", 1);
+    const char* backend = std::getenv("SPYRE_COMM_TEST_BACKEND");
+    if (!backend || std::string(backend) != "kernel") {
+        setenv("SPYRE_BACKEND", "sim", 1);
+        setenv("SPYRE_SIM_DEVICES", "1", 1);
+        setenv("SPYRE_SIM_MEMORY", "134217728", 1);
+    }
     setenv("SPYRE_COMM_TIMEOUT_MS", "60000", 1);  // a death must be noticed long before this
     spyre_comm_unique_id id;
     EXPECT_EQ(spyre_comm_get_unique_id(&id), SPYRE_SUCCESS);

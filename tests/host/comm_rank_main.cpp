@@ -1,5 +1,6 @@
-// One rank of a communicator in its own process, on its own simulated card, for
-// comm_process_test.cpp: spyre-comm-rank ID_HEX NRANKS RANK MODE
+// One rank of a communicator in its own process, for comm_process_test.cpp: on its own
+// simulated card, or through spyre.ko on card RANK mod the number of cards (several ranks may
+// share a card): spyre-comm-rank ID_HEX NRANKS RANK MODE
 //   ok:      all-reduce (sum) of 100003 fp32 values rank+1, checks n(n+1)/2; exit 0 if right
 //   die:     joins, then kills itself (SIGKILL) before the collective
 //   survive: all-reduce that must fail with SPYRE_ERROR_DEVICE_LOST naming the dead rank
@@ -25,7 +26,9 @@ int main(int argc, char** argv) {
     const std::string mode = argv[4];
     spyre_device_t dev;
     spyre_comm_t comm;
-    if (spyre_device_open(0, &dev) || spyre_comm_init_rank(&comm, n, &id, rank, dev)) {
+    int cards = 0;
+    if (spyre_get_device_count(&cards) || cards < 1 || spyre_device_open(rank % cards, &dev) ||
+        spyre_comm_init_rank(&comm, n, &id, rank, dev)) {
         std::fprintf(stderr, "rank %d: %s\n", rank, spyre_last_error());
         return 3;
     }
