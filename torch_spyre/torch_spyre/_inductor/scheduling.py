@@ -205,6 +205,8 @@ def eager_form(trace, inputs, outputs):
         if kind == "load":
             prog.append(("load", inputs.index(op[1]), _view(op[2], vars_)))
         elif kind in ("store", "store_reduction"):
+            if op[1] not in outputs:  # a removed buffer: its loads here took the stored value
+                continue
             pos = len(inputs) + outputs.index(op[1])
             prog.append((kind, pos, _view(op[2], vars_), opd(op[3])))
         elif kind == "constant":
