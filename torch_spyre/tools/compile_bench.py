@@ -116,8 +116,8 @@ def main():
 def growing_kv(prompt):
     """Greedy decode steps with the KV length growing by one each step (DecodeStep: logits,
     next token and position on the card), over the bucket of 32 cache entries (positions
-    16-31): the first two steps of it warm (the replayer's warm-up and capture), then 14
-    steps measured, each on the next position."""
+    16-31): the first two steps of it warm (the replayer's warm-up and capture), then one
+    profiled, one counted, 12 timed, each on the next position."""
     base = TinyGranite().to("spyre")
     runs = [("eager", {}), ("compiled", {}), ("compiled+replay", {"backend": "spyre_graphs"}),
             ("reduce-overhead", {"mode": "reduce-overhead"})]
@@ -129,20 +129,22 @@ def growing_kv(prompt):
         pos = torch.full((1,), 12, dtype=torch.int64, device="spyre")
         for p in range(12, 18):
             step(tok, pos, kv_bucket(p))
+        launches, modeled = profile(step, tok, pos, kv_bucket(18))
         torch.spyre.synchronize()
         s0 = torch.spyre.submissions()
-        step(tok, pos, kv_bucket(18))
+        step(tok, pos, kv_bucket(19))
         torch.spyre.synchronize()
         subs = torch.spyre.submissions() - s0
         ts = []
-        for p in range(19, 32):
+        for p in range(20, 32):
             with torch.spyre._hold_stream():
                 t0 = time.perf_counter()
                 step(tok, pos, kv_bucket(p))
                 ts.append(time.perf_counter() - t0)
             torch.spyre.synchronize()
         ts.sort()
-        print(f"growing-KV decode step {name}: {subs} submissions, host {ts[len(ts) // 2] * 1e3:.3f} "
+        print(f"growing-KV decode step {name}: {launches} launches queued by ops, {subs} "
+              f"submissions, {modeled:.1f} us modeled, host {ts[len(ts) // 2] * 1e3:.3f} "
               f"ms (median of {len(ts)} positions, min {ts[0] * 1e3:.3f}, max {ts[-1] * 1e3:.3f})")
 
 
