@@ -5,7 +5,8 @@ test_models.py and tools/decoder_demo.py.
 - ``TinyGranite``: token embedding, one Granite-style decoder layer (RMSNorm, grouped-query
   attention with rotary position embedding and a KV cache, SwiGLU MLP), final RMSNorm and an
   LM head; ``generate`` runs a prefill and greedy decode steps.
-  A decode step can also take its position as a device tensor (``DecodeStep``, ``kv_bucket``, ``generate_static``):
+  A decode step can also take its position as a device tensor (``DecodeStep``, ``kv_bucket``,
+  ``generate_static``):
   the attention then runs over a fixed bucket of the cache with a mask, so one captured graph
   serves every position of the bucket (Documentation/torch_compile.md "Growing KV cache").
 - ``BertEncoderLayer``: post-norm self-attention and GELU MLP with LayerNorm.
