@@ -5,6 +5,10 @@ test_models.py and tools/decoder_demo.py.
 - ``TinyGranite``: token embedding, one Granite-style decoder layer (RMSNorm, grouped-query
   attention with rotary position embedding and a KV cache, SwiGLU MLP), final RMSNorm and an
   LM head; ``generate`` runs a prefill and greedy decode steps.
+  A decode step can also take its position as a device tensor (``DecodeStep``, ``kv_bucket``,
+  ``generate_static``):
+  the attention then runs over a fixed bucket of the cache with a mask, so one captured graph
+  serves every position of the bucket (Documentation/torch_compile.md "Growing KV cache").
 - ``BertEncoderLayer``: post-norm self-attention and GELU MLP with LayerNorm.
 """
 
@@ -42,23 +46,44 @@ class GraniteDecoderLayer(nn.Module):
         self.register_buffer("sin", sin, persistent=False)
         self.register_buffer("k_cache", torch.zeros(1, kv_heads, max_len, d), persistent=False)
         self.register_buffer("v_cache", torch.zeros(1, kv_heads, max_len, d), persistent=False)
+        # the position of each cache entry, compared with a device-side position
+        self.register_buffer("key_pos", torch.arange(max_len), persistent=False)
 
-    def forward(self, x, pos):
-        """x [1, L, hidden] at positions pos .. pos+L-1 (pos 0: a prefill, causal)."""
+    def forward(self, x, pos, kv_len=None):
+        """x [1, L, hidden] at positions pos .. pos+L-1 (pos 0: a prefill, causal).
+
+        pos may instead be an int64 tensor [1] on x's device (a one-token decode, L = 1): the
+        token's entry is written where key_pos == pos and the attention runs over the first
+        kv_len cache entries (a bucket, kv_len > pos) with the entries after pos masked out.
+        Nothing of the step then depends on the position's value on the host, so one graph
+        (Dynamo's and a captured one) serves every position of a bucket."""
         b, L, _ = x.shape
         h = self.input_norm(x)
         q = self.q_proj(h).view(b, L, self.heads, self.head_dim).transpose(1, 2)
         k = self.k_proj(h).view(b, L, self.kv_heads, self.head_dim).transpose(1, 2)
         v = self.v_proj(h).view(b, L, self.kv_heads, self.head_dim).transpose(1, 2)
-        cos, sin = self.cos[pos:pos + L], self.sin[pos:pos + L]
-        q, k = torch_spyre.rotary(q, cos, sin), torch_spyre.rotary(k, cos, sin)
-        self.k_cache[:, :, pos:pos + L] = k
-        self.v_cache[:, :, pos:pos + L] = v
-        keys, values = self.k_cache[:, :, :pos + L], self.v_cache[:, :, :pos + L]
         # plain bools: under torch.compile(dynamic=True) sizes and module ints are symbolic
         causal, gqa = L > 1, self.heads != self.kv_heads
-        a = F.scaled_dot_product_attention(q, keys, values, is_causal=True if causal else False,
-                                           enable_gqa=True if gqa else False)
+        if isinstance(pos, torch.Tensor):
+            cos, sin = F.embedding(pos, self.cos), F.embedding(pos, self.sin)
+            q, k = torch_spyre.rotary(q, cos, sin), torch_spyre.rotary(k, cos, sin)
+            entries = self.key_pos[:kv_len]
+            keys, values = self.k_cache[:, :, :kv_len], self.v_cache[:, :, :kv_len]
+            slot = (entries == pos).view(1, 1, -1, 1)
+            keys.copy_(torch.where(slot, k, keys))
+            values.copy_(torch.where(slot, v, values))
+            mask = (entries <= pos).view(1, 1, 1, -1)
+            a = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
+                                               enable_gqa=True if gqa else False)
+        else:
+            cos, sin = self.cos[pos:pos + L], self.sin[pos:pos + L]
+            q, k = torch_spyre.rotary(q, cos, sin), torch_spyre.rotary(k, cos, sin)
+            self.k_cache[:, :, pos:pos + L] = k
+            self.v_cache[:, :, pos:pos + L] = v
+            keys, values = self.k_cache[:, :, :pos + L], self.v_cache[:, :, :pos + L]
+            a = F.scaled_dot_product_attention(q, keys, values,
+                                               is_causal=True if causal else False,
+                                               enable_gqa=True if gqa else False)
         x = x + self.o_proj(a.transpose(1, 2).reshape(b, L, self.heads * self.head_dim))
         h = self.post_norm(x)
         return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
@@ -78,9 +103,10 @@ class TinyGranite(nn.Module):
                 if isinstance(m, nn.RMSNorm):  # not all ones: the weights matter
                     m.weight.uniform_(0.5, 1.5)
 
-    def forward(self, tokens, pos):
-        """Logits [1, L, vocab] for tokens [1, L] at positions pos.."""
-        return self.lm_head(self.norm(self.layer(self.embed(tokens), pos)))
+    def forward(self, tokens, pos, kv_len=None):
+        """Logits [1, L, vocab] for tokens [1, L] at positions pos.. (pos and kv_len: see
+        GraniteDecoderLayer.forward)."""
+        return self.lm_head(self.norm(self.layer(self.embed(tokens), pos, kv_len)))
 
     @torch.no_grad()
     def generate(self, prompt, steps):
@@ -97,6 +123,43 @@ class TinyGranite(nn.Module):
             out_logits.append(logits)
             pos += 1
         return torch.cat(tokens, 1), out_logits
+
+
+def kv_bucket(pos, bucket=16, max_len=64):
+    """The cache length a decode at position pos attends over: pos + 1 rounded up to a multiple
+    of bucket (one graph per bucket), at most max_len."""
+    return min(max_len, (pos // bucket + 1) * bucket)
+
+
+class DecodeStep(nn.Module):
+    """One greedy decode step whose state stays on the card: the logits of tok [1, 1] at the
+    position pos (int64 [1]), then the next token written into tok and pos advanced by one.
+    The host picks kv_len (kv_bucket) from the position it counts itself, never reading the
+    card, so a loop of steps is a loop of replays of one graph per bucket."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, tok, pos, kv_len):
+        logits = self.model(tok, pos, kv_len)[:, -1]
+        tok.copy_(logits.argmax(-1, keepdim=True))
+        pos.add_(1)
+        return logits
+
+
+@torch.no_grad()
+def generate_static(model, step, prompt, steps, bucket=16):
+    """Greedy decoding as TinyGranite.generate, the decode steps through step (a DecodeStep,
+    compiled or not) with device-side token and position. Returns the same as generate."""
+    logits = model(prompt, 0)[:, -1]
+    tok = logits.argmax(-1, keepdim=True)
+    pos = torch.full((1,), prompt.shape[1], dtype=torch.int64, device=prompt.device)
+    out_logits, tokens = [logits], []
+    for p in range(prompt.shape[1], prompt.shape[1] + steps):
+        tokens.append(tok.clone())
+        out_logits.append(step(tok, pos, kv_bucket(p, bucket)).clone())
+    return torch.cat(tokens, 1), out_logits
 
 
 class BertEncoderLayer(nn.Module):

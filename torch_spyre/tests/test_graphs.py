@@ -2,7 +2,9 @@
 submission (Documentation/torch_spyre.md "Graphs"). Replays equal eager for a pointwise chain
 and an MLP with inputs changing in place; a replay is one submission; memory freed during the
 capture is not handed to other tensors while the graph lives; an op that falls back to the CPU
-fails the capture with an error that says so.
+fails the capture with an error that says so. Compiled calls (backend="spyre_graphs",
+mode="reduce-overhead") replay; a decode whose KV cache grows by one each step replays one
+captured graph per bucket of the cache length.
 """
 
 import os
@@ -183,6 +185,97 @@ def test_a_compiled_call_that_cannot_be_captured_warns_once_and_runs(fresh_dynam
         r = f(x)
     assert torch.equal(r.cpu(), want)
     assert fresh_dynamo["capture_failures"] == 1 and fresh_dynamo["replays"] == 0
+
+
+def test_reduce_overhead_mode_replays_in_one_submission(fresh_dynamo):
+    # mode="reduce-overhead" (Inductor's cudagraphs, CUDA only) replays spyre graphs instead
+    f = torch.compile(chain, mode="reduce-overhead")
+    x = make((33, 70), torch.float32).to("spyre")
+    y = make((33, 70), torch.float32, seed=1).to("spyre")
+    f(x, y)
+    f(x, y)
+    for step in range(2):
+        x.copy_(make((33, 70), torch.float32, seed=80 + step))
+        torch.spyre.synchronize()
+        before = torch.spyre.submissions()
+        (r,) = pytree_leaves(f(x, y))
+        torch.spyre.synchronize()
+        assert torch.spyre.submissions() - before == 1, step
+        assert torch.equal(r.cpu(), chain(x, y).cpu()), step
+    assert fresh_dynamo["captures"] == 1 and fresh_dynamo["replays"] == 3
+
+
+# ---- a decode whose KV cache grows (models.py: DecodeStep, the position on the card, the
+# attention over a bucket of the cache with a mask) ----
+
+PROMPT, STEPS = 12, 22  # positions 12 .. 33: the buckets of 16, 32 and 48 cache entries
+
+
+@pytest.mark.parametrize("how", ["spyre_graphs", "reduce-overhead"])
+def test_growing_kv_decode_replays_one_graph_per_bucket(fresh_dynamo, how):
+    from torch._dynamo.utils import counters
+
+    from models import DecodeStep, TinyGranite, generate_static
+
+    cpu = TinyGranite().eval()
+    prompt = torch.randint(0, 512, (1, PROMPT), generator=torch.Generator().manual_seed(3))
+    want_tokens, want_logits = cpu.generate(prompt, STEPS)  # the CPU, positions as ints
+    eager = TinyGranite().to("spyre").eval()
+    eager_tokens, eager_logits = generate_static(eager, DecodeStep(eager), prompt.to("spyre"),
+                                                 STEPS)
+    model = TinyGranite().to("spyre").eval()
+    kw = {"backend": "spyre_graphs"} if how == "spyre_graphs" else {"mode": "reduce-overhead"}
+    compiled = torch.compile(DecodeStep(model), **kw)
+    counters.clear()
+    subs = []
+
+    def step(tok, pos, kv_len):
+        torch.spyre.synchronize()
+        before, replays = torch.spyre.submissions(), fresh_dynamo["replays"]
+        logits = compiled(tok, pos, kv_len)
+        torch.spyre.synchronize()
+        subs.append((torch.spyre.submissions() - before, fresh_dynamo["replays"] - replays))
+        return logits
+
+    tokens, logits = generate_static(model, step, prompt.to("spyre"), STEPS)
+    assert torch.equal(tokens.cpu(), want_tokens) and torch.equal(eager_tokens.cpu(), want_tokens)
+    for i, (g, e, w) in enumerate(zip(logits, eager_logits, want_logits)):
+        assert torch.allclose(g.cpu(), e.cpu(), atol=1e-5, rtol=1e-5), i
+        assert torch.allclose(g.cpu(), w, atol=1e-3, rtol=1e-3), i
+    # one capture per bucket, the first call of each bucket its warm-up, every other step a
+    # replay of one submission; Dynamo compiles the first bucket and once more with the length
+    # dynamic (no graph per step, none for the third bucket)
+    assert fresh_dynamo["captures"] == 3, fresh_dynamo
+    assert fresh_dynamo["replays"] == STEPS - 3 and fresh_dynamo["eager_calls"] == 3, fresh_dynamo
+    assert counters["stats"]["unique_graphs"] == 2, counters["stats"]
+    warmups = [0, 16 - PROMPT, 32 - PROMPT]  # then the capture (its replay included)
+    for i, (n, replayed) in enumerate(subs):
+        assert replayed == (0 if i in warmups else 1), (i, subs)
+        if i not in warmups and i - 1 not in warmups:
+            assert n == 1, (i, subs)
+
+
+def test_static_kv_decode_plans_once_per_bucket():
+    # eager, the library side: a step at a new position of a bucket finds every plan cached
+    # (the attention's plan is keyed by the key length: the bucket, not the position)
+    from models import DecodeStep, TinyGranite
+
+    model = TinyGranite().to("spyre").eval()
+    step = DecodeStep(model)
+    tok = torch.full((1, 1), 7, device="spyre")
+    with torch.no_grad():
+        model(torch.arange(12).view(1, 12).to("spyre"), 0)
+        pos = torch.full((1,), 12, dtype=torch.int64, device="spyre")
+        step(tok, pos, 16)
+        for _ in range(3):  # positions 13, 14, 15
+            with torch_spyre.profiler.profile() as p:
+                step(tok, pos, 16)
+            attn = [e for e in p.events if e.op == "attention"]
+            assert attn and all(e.plan_cached for e in p.events if e.launches), p.events
+        # the position-as-int step builds an attention plan per new key length
+        with torch_spyre.profiler.profile() as p:
+            model(tok, 40)
+        assert not all(e.plan_cached for e in p.events if e.op == "attention")
 
 
 def pytree_leaves(out):

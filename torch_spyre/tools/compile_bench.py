@@ -1,10 +1,11 @@
 """torch.compile against eager on spyre (Documentation/torch_compile.md "Measured"): launches,
 modeled device time and host time per call of a pointwise chain and of a TinyGranite decode step;
 the decode step also compiled with backend="spyre_graphs" (each call replayed as one captured
-graph) and the submissions of each (torch.spyre.submissions()); row kernels (softmax and
-layer_norm written out, [4096, 4096] fp16) against their eager ops and the library's one-launch
-kernels, with the DDR-roofline fraction of the generated kernel. `rows` as the argument runs
-only the row kernels.
+graph) and the submissions of each (torch.spyre.submissions()); a decode whose KV cache grows
+by one each step (models.DecodeStep: the position on the card, the attention over a bucket of
+the cache) eager, compiled and replayed; row kernels (softmax and layer_norm written out,
+[4096, 4096] fp16) against their eager ops and the library's one-launch kernels, with the
+DDR-roofline fraction of the generated kernel. `rows` as the argument runs only the row kernels.
 
     tools/in-sysroot 'SPYRE_BACKEND=sim PYTHONPATH=build/cmake/torch_spyre/python \\
         python3 torch_spyre/tools/compile_bench.py [rows]'
@@ -20,7 +21,7 @@ import torch
 import torch_spyre
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-from models import TinyGranite  # noqa: E402
+from models import DecodeStep, TinyGranite, kv_bucket  # noqa: E402
 
 
 def chain(x, y):
@@ -150,6 +151,42 @@ def main():
         got = replayed(token, 20).cpu()
         print(f"replayed step vs eager: max abs difference {(want - got).abs().max().item():.3g} "
               f"(logits up to {want.abs().max().item():.3g})")
+        growing_kv(prompt)
+
+
+def growing_kv(prompt):
+    """Greedy decode steps with the KV length growing by one each step (DecodeStep: logits,
+    next token and position on the card), over the bucket of 32 cache entries (positions
+    16-31): the first two steps of it warm (the replayer's warm-up and capture), then one
+    profiled, one counted, 12 timed, each on the next position."""
+    base = TinyGranite().to("spyre")
+    runs = [("eager", {}), ("compiled", {}), ("compiled+replay", {"backend": "spyre_graphs"}),
+            ("reduce-overhead", {"mode": "reduce-overhead"})]
+    for name, kw in runs:
+        torch.compiler.reset()
+        step = DecodeStep(base) if name == "eager" else torch.compile(DecodeStep(base), **kw)
+        base(prompt.to("spyre"), 0)
+        tok = torch.full((1, 1), 7, device="spyre")
+        pos = torch.full((1,), 12, dtype=torch.int64, device="spyre")
+        for p in range(12, 18):
+            step(tok, pos, kv_bucket(p))
+        launches, modeled = profile(step, tok, pos, kv_bucket(18))
+        torch.spyre.synchronize()
+        s0 = torch.spyre.submissions()
+        step(tok, pos, kv_bucket(19))
+        torch.spyre.synchronize()
+        subs = torch.spyre.submissions() - s0
+        ts = []
+        for p in range(20, 32):
+            with torch.spyre._hold_stream():
+                t0 = time.perf_counter()
+                step(tok, pos, kv_bucket(p))
+                ts.append(time.perf_counter() - t0)
+            torch.spyre.synchronize()
+        ts.sort()
+        print(f"growing-KV decode step {name}: {launches} launches queued by ops, {subs} "
+              f"submissions, {modeled:.1f} us modeled, host {ts[len(ts) // 2] * 1e3:.3f} "
+              f"ms (median of {len(ts)} positions, min {ts[0] * 1e3:.3f}, max {ts[-1] * 1e3:.3f})")
 
 
 if __name__ == "__main__":

@@ -195,6 +195,34 @@ def _register_backend():
         registry.register_backend(_spyre_graphs, name="spyre_graphs")
 
 
+def _on_spyre(inputs):
+    return any(isinstance(t, torch.Tensor) and t.device.type == "spyre" for t in inputs)
+
+
+def _reduce_overhead_replays():
+    """mode="reduce-overhead" sets Inductor's `triton.cudagraphs`, which Inductor honours for
+    CUDA only (a spyre graph is compiled and run op by op, with a "skipping cudagraphs" log). For
+    a graph with spyre inputs torch.compile's Inductor wrapper instead compiles without it and
+    replays each call as a spyre graph: the same as backend="spyre_graphs"."""
+    cls = torch._TorchCompileInductorWrapper
+    if getattr(cls.__call__, "_spyre", False):
+        return
+    call = cls.__call__
+
+    def __call__(self, model_, inputs_):
+        if not (self.config.get("triton.cudagraphs") and _on_spyre(inputs_)):
+            return call(self, model_, inputs_)
+        from torch._inductor.compile_fx import compile_fx
+
+        from ._inductor.replay import Replayer
+
+        patches = {k: v for k, v in self.config.items() if k != "triton.cudagraphs"}
+        return Replayer(compile_fx(model_, inputs_, config_patches=patches))
+
+    __call__._spyre = True
+    cls.__call__ = __call__
+
+
 class _AfterImport(importlib.abc.MetaPathFinder):
     """Runs `fn` once module `name` has been imported: torch._dynamo costs ~0.5 s to import, so
     `import torch_spyre` registers with it only when something (torch.compile) imports it."""
@@ -230,3 +258,4 @@ def install():
     _after_import("torch._dynamo.device_interface", _register_interface)
     _after_import("torch._inductor.config", _register_pass)
     _after_import("torch._dynamo.backends.registry", _register_backend)
+    _reduce_overhead_replays()

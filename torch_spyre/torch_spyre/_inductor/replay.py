@@ -12,6 +12,11 @@ the static tensor only). The outputs are the graph's static outputs: the next
 replay of the same signature overwrites them (clone what must outlive it), as with
 ``torch.cuda`` graphs. A call that cannot be captured (an op that falls back to the CPU, a
 copy from host memory) warns once with the reason and runs normally from then on.
+
+``mode="reduce-overhead"`` on spyre inputs runs through ``Replayer`` too (_dynamo.py). A decode
+step replays across positions only when no host value of it changes with the position: the
+decoder's bucketed form (tests/models.py ``DecodeStep``) keeps the position on the card and
+passes the cache length as a bucket, so the signature (and the capture) changes per bucket.
 """
 
 import warnings
