@@ -3794,7 +3794,7 @@ static unsigned fuzz_int(Fuzz *f, unsigned n)
     return g_rand_int_range(f->rnd, 0, n);
 }
 
-/* A value a hostile driver might try: an edge, a pool address, a device page. */
+/* A value a hostile driver might try: an edge, a pool address, a page. */
 static uint64_t fuzz_value(Fuzz *f)
 {
     static const uint64_t vals[] = {
@@ -3889,13 +3889,15 @@ static void fuzz_register(Fuzz *f)
         break;
     case 1:
     case 2:
-        off = SPYRE_RING_REG(fuzz_int(f, NRINGS + 1), fuzz_int(f, 0x40 / 4) * 4);
+        off = SPYRE_RING_REG(fuzz_int(f, NRINGS + 1),
+                             fuzz_int(f, 0x40 / 4) * 4);
         if ((off & 0xff) == SPYRE_RING_CTRL) {
             val = fuzz_int(f, 4);
         }
         break;
     case 3:
-        off = fuzz_int(f, 2) ? SPYRE_REG_MMU_INVALIDATE : SPYRE_REG_MMU_CTX_BASE_LO;
+        off = fuzz_int(f, 2) ? SPYRE_REG_MMU_INVALIDATE :
+                               SPYRE_REG_MMU_CTX_BASE_LO;
         val = off == SPYRE_REG_MMU_INVALIDATE ?
               (fuzz_int(f, 4) ? fuzz_int(f, 256) : SPYRE_MMU_INV_ALL) :
               (uint32_t)f->pool[fuzz_int(f, FUZZ_POOL)];
@@ -3960,7 +3962,8 @@ static void fuzz_plausible(Fuzz *f, struct spyre_hw_cmd *c)
         c->launch.prog_addr = dev;
         c->launch.prog_size = 32 + 16 * fuzz_int(f, 64);
         c->launch.desc_addr = host;
-        c->launch.result_addr = fuzz_int(f, 2) ? 0 : f->pool[fuzz_int(f, FUZZ_POOL)];
+        c->launch.result_addr = fuzz_int(f, 2) ? 0 :
+                                f->pool[fuzz_int(f, FUZZ_POOL)];
         break;
     }
 }
@@ -3985,8 +3988,8 @@ static void fuzz_commands(Fuzz *f)
         }
         c.hdr.opcode = fuzz_int(f, 8) ? fuzz_int(f, 5) : fuzz_int(f, 256);
         c.hdr.flags = fuzz_int(f, 4) ? fuzz_int(f, 8) : fuzz_int(f, 256);
-        c.hdr.ctx = fuzz_int(f, 2) ? 0 : (fuzz_int(f, 8) ? 1 + fuzz_int(f, 255) :
-                                          fuzz_int(f, 65536));
+        c.hdr.ctx = fuzz_int(f, 2) ? 0 :
+                    fuzz_int(f, 8) ? 1 + fuzz_int(f, 255) : fuzz_int(f, 65536);
         c.hdr.reserved1 = fuzz_int(f, 16) ? 0 : g_rand_int(f->rnd);
         c.hdr.seqno = FUZZ_TAG | ++f->seqno;
         for (idx = 0; idx < ARRAY_SIZE(c.raw); idx++) {
@@ -4026,9 +4029,10 @@ static void fuzz_seed(unsigned seed, unsigned ops, unsigned budget_ms)
 {
     g_autofree char *log = g_strdup_printf("/tmp/spyre-fuzz-%d-%u.log",
                                            (int)getpid(), seed);
-    g_autofree char *extra = g_strdup_printf(",num-cores=%d,x-mmu-cache-runs=%d "
-                                             "-d guest_errors -D %s",
-                                             FUZZ_CORES, FUZZ_CACHE_RUNS, log);
+    g_autofree char *extra =
+        g_strdup_printf(",num-cores=%d,x-mmu-cache-runs=%d "
+                        "-d guest_errors -D %s",
+                        FUZZ_CORES, FUZZ_CACHE_RUNS, log);
     g_autofree char *text = NULL;
     Fuzz f = { .s = spyre_start(extra), .rnd = g_rand_new_with_seed(seed) };
     gint64 t0 = g_get_monotonic_time();
@@ -4046,7 +4050,7 @@ static void fuzz_seed(unsigned seed, unsigned ops, unsigned budget_ms)
         f.cpl[n] = zalloc(f.s, FUZZ_RING_SIZE * sizeof(struct spyre_hw_cpl));
         ring_program(f.s, n, f.cmd[n], f.cpl[n], FUZZ_RING_SIZE);
     }
-    /* contexts 1..4 start at pool pages 1..4, which the fuzz fills with tables */
+    /* contexts 1..4 start at pool pages 1..4, filled with tables by the fuzz */
     for (i = 1; i <= 4; i++) {
         qtest_writeq(f.s->qts, f.pool[0] + i * 8, f.pool[i] | SPYRE_MMU_VALID);
     }
