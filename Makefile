@@ -16,7 +16,7 @@ IN_SYSROOT := tools/in-sysroot
 CMAKE_DIR := build/cmake
 
 .PHONY: all setup qemu driver driver-debug user build check check-debug-net demo vm-shell bench checkpatch format clean \
-	intree-check dkms install-headers
+	intree-check dkms install-headers fuzz fuzz-asan
 
 all: build
 
@@ -81,6 +81,27 @@ dkms: build
 PREFIX ?= /usr
 install-headers:
 	install -D -m 0644 uapi/spyre_accel.h $(DESTDIR)$(PREFIX)/include/drm/spyre_accel.h
+
+# The card model's random fuzz at length (make check runs its 8 fixed seeds): FUZZ_SEEDS seeds
+# of FUZZ_OPS operations, each stopped after FUZZ_MS ms.
+FUZZ_SEEDS ?= 64
+FUZZ_OPS ?= 20000
+FUZZ_MS ?= 30000
+fuzz: qemu
+	@qb=$$(dirname "$$(tools/setup/qemu.sh 2>/dev/null)") && $(IN_SYSROOT) "QEMU_BUILD=$$qb \
+		SPYRE_FUZZ_SEEDS=$(FUZZ_SEEDS) SPYRE_FUZZ_OPS=$(FUZZ_OPS) SPYRE_FUZZ_MS=$(FUZZ_MS) \
+		SPYRE_QTEST_FILTER=/spyre/fuzz-seeds SPYRE_QTEST_TIMEOUT=86400 \
+		qemu-device/tests/run-qtest.sh"
+
+# QEMU built with ASan and UBSan (its own cache key; a cold build takes far longer than the
+# normal one, so this is not part of make check): every qtest case, then the long fuzz.
+SAN_ENV := ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+fuzz-asan: setup
+	@qb=$$(dirname "$$(SPYRE_QEMU_SANITIZE=1 tools/setup/qemu.sh)") && $(IN_SYSROOT) "QEMU_BUILD=$$qb \
+		$(SAN_ENV) qemu-device/tests/run-qtest.sh && QEMU_BUILD=$$qb $(SAN_ENV) \
+		SPYRE_FUZZ_SEEDS=$(FUZZ_SEEDS) SPYRE_FUZZ_OPS=$(FUZZ_OPS) SPYRE_FUZZ_MS=$(FUZZ_MS) \
+		SPYRE_QTEST_FILTER=/spyre/fuzz-seeds SPYRE_QTEST_TIMEOUT=86400 \
+		qemu-device/tests/run-qtest.sh"
 
 checkpatch: setup
 	@kt=$$(tools/setup/kernel-tools.sh) && $(IN_SYSROOT) "perl $$kt/scripts/checkpatch.pl \

@@ -225,8 +225,8 @@ static int spyre_mmu_show(struct seq_file *m, void *unused)
 	seq_printf(m, "ids_bound: %u of %u\n", bound, SPYRE_MMU_NUM_CTX - 1);
 	seq_printf(m, "ids_taken: %llu\n", sdev->mmu_ctx_steals);
 	list_for_each_entry(vm, &sdev->mmu_ctx_lru, lru)
-		seq_printf(m, "id %u: client %llu jobs %d\n", vm->ctx, vm->client_id,
-			   atomic_read(&vm->busy));
+		seq_printf(m, "id %u: client %llu uid %u jobs %d\n", vm->ctx, vm->client_id,
+			   from_kuid(&init_user_ns, vm->uid), atomic_read(&vm->busy));
 	mutex_unlock(&sdev->mmu_ctx_lock);
 	return 0;
 }

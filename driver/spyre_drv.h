@@ -55,10 +55,16 @@
 #define SPYRE_RING_JOBS		4
 /* Submission priorities (DRM_SPYRE_PRIORITY_*): one scheduler entity per ring for each. */
 #define SPYRE_NUM_PRIORITIES	3
-/* Per-file limits of work in flight (submitted, not yet freed); beyond them SUBMIT -EAGAIN. */
-#define SPYRE_FILE_MAX_JOBS	DRM_SPYRE_FILE_MAX_JOBS
-#define SPYRE_FILE_MAX_CMDS	DRM_SPYRE_FILE_MAX_CMDS
-#define SPYRE_FILE_MAX_LAUNCHES	DRM_SPYRE_FILE_MAX_LAUNCHES
+/*
+ * Per-file limits of work in flight (submitted, not yet freed); beyond them SUBMIT -EAGAIN.
+ * Policy of this driver, reported by QUERY (drm_spyre_device_info.file_max_*); never below
+ * the uapi header's DRM_SPYRE_FILE_MAX_* that callers were built with.
+ */
+#define SPYRE_FILE_MAX_JOBS	256
+#define SPYRE_FILE_MAX_CMDS	16384
+#define SPYRE_FILE_MAX_LAUNCHES	1024
+/* Results JOB_WAIT keeps per file (drm_spyre_device_info.job_history). */
+#define SPYRE_JOB_HISTORY	1024
 
 struct spyre_device;
 struct spyre_job;
@@ -260,7 +266,7 @@ struct spyre_file {
 	struct drm_sched_entity entities[SPYRE_NUM_RINGS_MAX][SPYRE_NUM_PRIORITIES];
 	struct mutex lock;			/* protects next_job_id and history */
 	u64 next_job_id;
-	struct spyre_result *history[DRM_SPYRE_JOB_HISTORY];
+	struct spyre_result *history[SPYRE_JOB_HISTORY];
 };
 
 /* A job: hardware commands prepared at SUBMIT, run by a ring's scheduler (spyre_job.c). */

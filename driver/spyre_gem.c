@@ -371,6 +371,8 @@ int spyre_ioctl_bo_info(struct drm_device *drm, void *data, struct drm_file *fil
 	struct drm_gem_object *obj;
 	struct spyre_bo *bo;
 
+	if (args->in_flags || args->pad)
+		return -EINVAL;
 	obj = drm_gem_object_lookup(file, args->handle);
 	if (!obj)
 		return -ENOENT;

@@ -879,7 +879,7 @@ void spyre_job_file_close(struct spyre_file *sf)
 
 	for (i = 0; i < sf->sdev->user_rings * SPYRE_NUM_PRIORITIES; i++)
 		drm_sched_entity_destroy(spyre_file_entity(sf, i));
-	for (i = 0; i < DRM_SPYRE_JOB_HISTORY; i++)
+	for (i = 0; i < SPYRE_JOB_HISTORY; i++)
 		spyre_result_put(sf->history[i]);
 }
 
@@ -1281,7 +1281,7 @@ int spyre_ioctl_submit(struct drm_device *drm, void *data, struct drm_file *file
 	job->res->job_id = ++sf->next_job_id;
 	job->res->done = dma_fence_get(done);
 	kref_get(&job->res->ref);
-	slot = job->res->job_id % DRM_SPYRE_JOB_HISTORY;
+	slot = job->res->job_id % SPYRE_JOB_HISTORY;
 	old = sf->history[slot];
 	sf->history[slot] = job->res;
 	args->job_id = job->res->job_id;
@@ -1474,7 +1474,7 @@ int spyre_ioctl_job_wait(struct drm_device *drm, void *data, struct drm_file *fi
 
 	mutex_lock(&sf->lock);
 	if (args->job_id && args->job_id <= sf->next_job_id) {
-		res = sf->history[args->job_id % DRM_SPYRE_JOB_HISTORY];
+		res = sf->history[args->job_id % SPYRE_JOB_HISTORY];
 		if (res && res->job_id == args->job_id)
 			kref_get(&res->ref);
 		else

@@ -14,6 +14,8 @@
  * is taken from the address space that has gone longest without binding and has nothing
  * running (its context entry rewritten and the id invalidated), and that space gets an id
  * again at its next SUBMIT; if every id is held by jobs, SUBMIT waits (bounded) for one.
+ * One user's jobs may hold at most ctx_per_user ids (counted over the files that user
+ * opened), so whatever one user runs, the others find an id free or idle to take.
  * Opening a file, QUERY and BO_CREATE take none: tables are host memory, changed freely while
  * no id is bound, and binding invalidates the id before any command uses it.
  *
@@ -33,7 +35,9 @@
  * Copyright (C) 2025 The Spyre open stack authors
  */
 
+#include <linux/cred.h>
 #include <linux/dma-mapping.h>
+#include <linux/moduleparam.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 
@@ -48,6 +52,15 @@
 #define SPYRE_VA_END		BIT_ULL(SPYRE_MMU_VA_BITS)
 /* How long SUBMIT waits for a context id while jobs hold every one; then -EBUSY. */
 #define SPYRE_CTX_WAIT_MS	1000
+
+/*
+ * Ids one user (the euid that opened the files) may keep busy at once, so that one user's
+ * jobs never hold every id: the others always find one free or idle to take.
+ */
+static unsigned int spyre_ctx_per_user = 64;
+module_param_named(ctx_per_user, spyre_ctx_per_user, uint, 0444);
+MODULE_PARM_DESC(ctx_per_user,
+		 "MMU context ids one user's jobs may hold at once (1..254, default 64)");
 
 static unsigned int spyre_mmu_index(u64 va, int level)
 {
@@ -304,6 +317,7 @@ struct spyre_vm *spyre_vm_create(struct spyre_device *sdev, u64 client_id)
 		return ERR_PTR(-ENOMEM);
 	vm->sdev = sdev;
 	vm->client_id = client_id;
+	vm->uid = current_euid();
 	ret = spyre_pt_alloc(vm, &vm->root, false);
 	if (ret) {
 		kfree(vm);
@@ -390,13 +404,33 @@ static u32 spyre_ctx_find(struct spyre_device *sdev)
 	return 0;
 }
 
+/* The user of @vm already holds its share of busy ids: it may not make one more busy. */
+static bool spyre_ctx_over_share(struct spyre_vm *vm)
+{
+	struct spyre_device *sdev = vm->sdev;
+	unsigned int n = 0, max = clamp(spyre_ctx_per_user, 1U, SPYRE_MMU_NUM_CTX - 2);
+	struct spyre_vm *o;
+	u32 ctx;
+
+	lockdep_assert_held(&sdev->mmu_ctx_lock);
+	if (atomic_read(&vm->busy))
+		return false;
+	for (ctx = 1; ctx < SPYRE_MMU_NUM_CTX; ctx++) {
+		o = sdev->mmu_ctx_owner[ctx];
+		if (o && atomic_read(&o->busy) && uid_eq(o->uid, vm->uid))
+			n++;
+	}
+	return n >= max;
+}
+
 /*
  * The context id of @vm for a job (or probe) about to be queued, bound now if it has none,
  * and held until spyre_vm_put_ctx(): while a job holds it no one can take it, so run_job,
  * a re-run after a reset and the completion all see the id the commands were written with.
  * May sleep: called from SUBMIT (and debugfs), never from the scheduler's paths. When jobs
- * hold every id, waits up to SPYRE_CTX_WAIT_MS, interruptibly, for one to be given back,
- * then fails with -EBUSY (the caller may retry once some of its own jobs are done).
+ * hold every id, or the user's jobs already hold ctx_per_user of them, waits up to
+ * SPYRE_CTX_WAIT_MS, interruptibly, for one to be given back, then fails with -EBUSY (the
+ * caller may retry once some of its own jobs are done).
  */
 int spyre_vm_get_ctx(struct spyre_vm *vm, u32 *ctx)
 {
@@ -406,11 +440,15 @@ int spyre_vm_get_ctx(struct spyre_vm *vm, u32 *ctx)
 	u32 c;
 
 	mutex_lock(&sdev->mmu_ctx_lock);
-	while (!vm->ctx) {
-		c = spyre_ctx_find(sdev);
-		if (c) {
-			spyre_vm_bind(vm, c);
-			break;
+	for (;;) {
+		if (!spyre_ctx_over_share(vm)) {
+			if (vm->ctx)
+				break;
+			c = spyre_ctx_find(sdev);
+			if (c) {
+				spyre_vm_bind(vm, c);
+				break;
+			}
 		}
 		gen = atomic_read(&sdev->mmu_ctx_gen);
 		mutex_unlock(&sdev->mmu_ctx_lock);

@@ -12,6 +12,7 @@
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/types.h>
+#include <linux/uidgid.h>
 
 #include <drm/drm_mm.h>
 
@@ -36,6 +37,7 @@ struct spyre_vm {
 	struct kref ref;
 	struct spyre_device *sdev;
 	u64 client_id;				/* of the file (debugfs) */
+	kuid_t uid;				/* who opened it: ctx_per_user */
 	/*
 	 * 1 .. SPYRE_MMU_NUM_CTX - 1 while bound, 0 when not: written under mmu_ctx_lock and
 	 * lock both, read under either.

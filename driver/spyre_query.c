@@ -33,6 +33,10 @@ static void spyre_query_device_info(struct spyre_device *sdev, struct drm_spyre_
 	if (sdev->mmu_ctx_table)
 		di->caps |= DRM_SPYRE_CAP_VM;
 	di->max_bo_bytes = sdev->devmem_size - SPYRE_DEVMEM_RESERVED;
+	di->file_max_jobs = SPYRE_FILE_MAX_JOBS;
+	di->file_max_cmds = SPYRE_FILE_MAX_CMDS;
+	di->file_max_launches = SPYRE_FILE_MAX_LAUNCHES;
+	di->job_history = SPYRE_JOB_HISTORY;
 }
 
 /* Device memory in BOs of all clients (freed BOs whose clear has ended are reaped first). */

@@ -77,6 +77,14 @@ struct drm_spyre_device_info {
 	__u64 devmem_bytes;	/* total device memory */
 	__u64 caps;		/* DRM_SPYRE_CAP_* */
 	__u64 max_bo_bytes;	/* largest single BO */
+	/*
+	 * This driver's policy limits (0 from a driver older than these fields: then the
+	 * DRM_SPYRE_FILE_MAX_* and DRM_SPYRE_JOB_HISTORY values below apply).
+	 */
+	__u32 file_max_jobs;	/* jobs one file may have in flight */
+	__u32 file_max_cmds;	/* commands one file may have in flight */
+	__u32 file_max_launches; /* LAUNCHes one file may have in flight, and in one SUBMIT */
+	__u32 job_history;	/* results JOB_WAIT keeps per file */
 };
 
 struct drm_spyre_mem_info {
@@ -134,12 +142,18 @@ struct drm_spyre_bo_create {
 	__u32 handle;		/* out: GEM handle */
 };
 
+/*
+ * The struct grew by in_flags and pad (an older, 32-byte caller's are zero: DRM fills what
+ * it did not pass with zeroes); both must be zero, so later versions can give them meaning.
+ */
 struct drm_spyre_bo_info {
 	__u32 handle;		/* in */
 	__u32 flags;		/* out: DRM_SPYRE_BO_* of the BO */
 	__u64 size;		/* out: bytes */
 	__u64 dev_addr;		/* out: device address (DEVICE BOs), 0 for HOST BOs */
 	__u64 mmap_offset;	/* out: offset to mmap() on the accel fd */
+	__u32 in_flags;		/* in: must be zero (none defined) */
+	__u32 pad;		/* must be zero */
 };
 
 /* ---- Submission ---- */
@@ -286,7 +300,9 @@ struct drm_spyre_submit {
 
 /*
  * Work one open file may have in flight (submitted and not yet finished and freed);
- * a SUBMIT beyond any of these fails with -EAGAIN.
+ * a SUBMIT beyond any of these fails with -EAGAIN. These are driver policy, not ABI: the
+ * values a driver enforces are in drm_spyre_device_info.file_max_*; the macros stay, with
+ * the values every driver so far has enforced, for callers built against them.
  */
 #define DRM_SPYRE_FILE_MAX_JOBS		256
 #define DRM_SPYRE_FILE_MAX_CMDS		16384
@@ -317,6 +333,7 @@ struct drm_spyre_job_wait {
 	__u64 fault_addr;	/* out: hw_status ERR_MMU_FAULT: faulting device virtual address */
 };
 
+/* Driver policy too: the driver's value is drm_spyre_device_info.job_history. */
 #define DRM_SPYRE_JOB_HISTORY		1024
 
 #if defined(__cplusplus)

@@ -4,7 +4,8 @@
 #   tools/in-sysroot qemu-device/tests/run-qtest.sh
 # Each test case runs in its own process, so one crash does not hide the others.
 # Environment: QEMU_BUILD (default: the newest /cache/qemu-*/build with a spyre-test binary),
-# QTEST_QEMU_BINARY (default: $QEMU_BUILD/qemu-system-x86_64), SPYRE_QTEST_FILTER (substring).
+# QTEST_QEMU_BINARY (default: $QEMU_BUILD/qemu-system-x86_64), SPYRE_QTEST_FILTER (substring),
+# SPYRE_QTEST_TIMEOUT (seconds a case may take, default 120).
 # Prints one line per case and a final line "N passed, M failed"; exits non-zero on failure.
 set -uo pipefail
 
@@ -26,7 +27,7 @@ passed=0
 failed=0
 cases=$("$test_bin" -l 2>/dev/null | sed -n 's|^[# ]*\(/.*\)$|\1|p' | grep -F -- "${SPYRE_QTEST_FILTER:-/}")
 for c in $cases; do
-	if timeout -k 5 120 "$test_bin" -p "$c" >"$log/out" 2>&1; then
+	if timeout -k 5 "${SPYRE_QTEST_TIMEOUT:-120}" "$test_bin" -p "$c" >"$log/out" 2>&1; then
 		passed=$((passed + 1))
 		echo "PASS $c"
 	else

@@ -3744,6 +3744,375 @@ static void test_mmu_dirty_bound(void)
     g_assert_cmpuint(nlines, ==, 2);
 }
 
+/*
+ * ---- Bounded random fuzz of the card model (issue 24) ----
+ *
+ * A malicious guest driver: random register writes (rings, MMU, reset and
+ * read-only ones), ring entries with random opcodes, flags, contexts and
+ * fields, and MMU page tables, host page directories and launch descriptors
+ * of random entries, from fixed seeds. Each seed runs in its own QEMU a fixed
+ * sequence of FUZZ_OPS operations (SPYRE_FUZZ_OPS), stopping early at a
+ * wall-clock budget (SPYRE_FUZZ_MS), then resets the card: QEMU must be alive,
+ * the card READY and working (a NOP completes OK), every completion of a fuzzed
+ * command carry a defined status, the guest errors be logged (-d guest_errors),
+ * and QEMU's resident memory grow by at most FUZZ_RSS_BOUND (hardware.md
+ * section 14). SPYRE_FUZZ_SEEDS sets the number of seeds (make fuzz: many).
+ */
+#define FUZZ_SEEDS      8
+#define FUZZ_OPS        2000
+#define FUZZ_MS         4000
+#define FUZZ_POOL       16          /* guest pages of tables and descriptors */
+#define FUZZ_RING_SIZE  64
+#define FUZZ_CORES      4
+#define FUZZ_CACHE_RUNS 65536
+#define FUZZ_TAG        0x5eed000000000000ull
+/*
+ * Device memory (all of it may be touched), the engine's scratchpads, the
+ * translation cache (64 bytes a run) and its fill in progress, plus 32 MiB.
+ */
+#define FUZZ_RSS_BOUND  ((uint64_t)DEVMEM + FUZZ_CORES * (2ull << 20) + \
+                         FUZZ_CACHE_RUNS * 64ull + (4ull << 20) + (32ull << 20))
+
+typedef struct Fuzz {
+    Spyre *s;
+    GRand *rnd;
+    uint64_t pool[FUZZ_POOL];
+    uint64_t cmd[NRINGS], cpl[NRINGS];
+    uint64_t seqno;
+    unsigned completions, errors;
+} Fuzz;
+
+static unsigned fuzz_env(const char *name, unsigned dflt)
+{
+    const char *v = g_getenv(name);
+
+    return v && *v ? (unsigned)g_ascii_strtoull(v, NULL, 0) : dflt;
+}
+
+static unsigned fuzz_int(Fuzz *f, unsigned n)
+{
+    return g_rand_int_range(f->rnd, 0, n);
+}
+
+/* A value a hostile driver might try: an edge, a pool address, a page. */
+static uint64_t fuzz_value(Fuzz *f)
+{
+    static const uint64_t vals[] = {
+        0, 1, 2, 7, 8, 63, 64, PAGE - 1, PAGE, PAGE + 1, DEVMEM / 2,
+        DEVMEM - 8, DEVMEM, DEVMEM + PAGE, 1ull << 21, 1ull << 30, 1ull << 39,
+        UINT32_MAX, (uint64_t)UINT32_MAX + 1, INT64_MAX, UINT64_MAX,
+        UINT64_MAX - 63,
+    };
+
+    switch (fuzz_int(f, 4)) {
+    case 0:
+        return vals[fuzz_int(f, ARRAY_SIZE(vals))];
+    case 1:
+        return f->pool[fuzz_int(f, FUZZ_POOL)] + (fuzz_int(f, 2) ? 0 :
+                                                  fuzz_int(f, 512) * 8);
+    case 2:
+        return (uint64_t)fuzz_int(f, DEVMEM / PAGE) * PAGE;
+    default:
+        return (uint64_t)g_rand_int(f->rnd) << 32 | g_rand_int(f->rnd);
+    }
+}
+
+/* A table entry: the next table, a device or host page, or garbage. */
+static uint64_t fuzz_entry(Fuzz *f)
+{
+    uint64_t e;
+
+    switch (fuzz_int(f, 5)) {
+    case 0:
+    case 1:
+        e = f->pool[fuzz_int(f, FUZZ_POOL)] | SPYRE_MMU_VALID;
+        break;
+    case 2:
+        e = (uint64_t)fuzz_int(f, DEVMEM / PAGE) * PAGE | SPYRE_MMU_VALID |
+            SPYRE_MMU_WRITE;
+        break;
+    case 3:
+        e = 0;
+        break;
+    default:
+        e = fuzz_value(f);
+        break;
+    }
+    if (!fuzz_int(f, 8)) {
+        e |= SPYRE_MMU_HOST;
+    }
+    if (!fuzz_int(f, 16)) {
+        e |= (uint64_t)fuzz_int(f, 512) << 3;   /* reserved bits */
+    }
+    return e;
+}
+
+static void fuzz_tables(Fuzz *f)
+{
+    uint64_t page = f->pool[fuzz_int(f, FUZZ_POOL)];
+    unsigned i, n = 1 + fuzz_int(f, 64);
+
+    for (i = 0; i < n; i++) {
+        qtest_writeq(f->s->qts, page + fuzz_int(f, 512) * 8, fuzz_entry(f));
+    }
+}
+
+static void fuzz_bytes(Fuzz *f)
+{
+    uint8_t buf[64];
+    unsigned i, n = 1 + fuzz_int(f, sizeof(buf));
+    uint64_t off;
+
+    for (i = 0; i < n; i++) {
+        buf[i] = fuzz_int(f, 256);
+    }
+    if (fuzz_int(f, 2)) {
+        off = fuzz_int(f, DEVMEM - sizeof(buf));
+        devmem_write(f->s, off, buf, n);
+    } else {
+        off = f->pool[fuzz_int(f, FUZZ_POOL)] + fuzz_int(f, PAGE - sizeof(buf));
+        qtest_memwrite(f->s->qts, off, buf, n);
+    }
+}
+
+static void fuzz_register(Fuzz *f)
+{
+    uint64_t off;
+    uint32_t val = fuzz_value(f);
+
+    switch (fuzz_int(f, 6)) {
+    case 0:
+        off = fuzz_int(f, 0x60 / 4) * 4;
+        if (off == SPYRE_REG_RESET && fuzz_int(f, 4)) {
+            val = SPYRE_RESET_MAGIC;
+        }
+        break;
+    case 1:
+    case 2:
+        off = SPYRE_RING_REG(fuzz_int(f, NRINGS + 1),
+                             fuzz_int(f, 0x40 / 4) * 4);
+        if ((off & 0xff) == SPYRE_RING_CTRL) {
+            val = fuzz_int(f, 4);
+        }
+        break;
+    case 3:
+        off = fuzz_int(f, 2) ? SPYRE_REG_MMU_INVALIDATE :
+                               SPYRE_REG_MMU_CTX_BASE_LO;
+        val = off == SPYRE_REG_MMU_INVALIDATE ?
+              (fuzz_int(f, 4) ? fuzz_int(f, 256) : SPYRE_MMU_INV_ALL) :
+              (uint32_t)f->pool[fuzz_int(f, FUZZ_POOL)];
+        break;
+    case 4:
+        off = 0x100 + fuzz_int(f, 0x80 / 4) * 4;    /* telemetry: read-only */
+        break;
+    default:
+        off = fuzz_int(f, SPYRE_REGS_SIZE / 4) * 4;
+        break;
+    }
+    wr(f->s, off, val);
+}
+
+/* Ring n enabled on the fuzz's arrays, if something disabled it. */
+static void fuzz_ring_enable(Fuzz *f, int n)
+{
+    if (!(rrd(f->s, n, SPYRE_RING_STATUS) & SPYRE_RING_STATUS_ENABLED)) {
+        rwr(f->s, n, SPYRE_RING_CTRL, 0);
+        ring_program(f->s, n, f->cmd[n], f->cpl[n], FUZZ_RING_SIZE);
+    }
+}
+
+/* A well-formed command of random kind over the pool and device memory. */
+static void fuzz_plausible(Fuzz *f, struct spyre_hw_cmd *c)
+{
+    static const uint64_t sizes[] = {
+        8, 64, 100, PAGE, 3 * PAGE + 5, 1 << 20, 2 << 20,
+    };
+    uint64_t dev = (uint64_t)fuzz_int(f, DEVMEM / PAGE) * PAGE;
+    uint64_t dev2 = (uint64_t)fuzz_int(f, DEVMEM / PAGE) * PAGE;
+    uint64_t host = f->pool[fuzz_int(f, FUZZ_POOL)];
+    uint64_t size = sizes[fuzz_int(f, ARRAY_SIZE(sizes))];
+
+    c->hdr.opcode = fuzz_int(f, 5);
+    c->hdr.flags = fuzz_int(f, 2) ? SPYRE_CMD_F_IRQ : 0;
+    c->hdr.ctx = fuzz_int(f, 2) ? 0 : 1 + fuzz_int(f, 4);
+    c->hdr.reserved1 = 0;
+    memset(c->raw, 0, sizeof(c->raw));
+    switch (c->hdr.opcode) {
+    case SPYRE_OP_FENCE_WRITE:
+        c->fence.addr = host + fuzz_int(f, 512) * 8;
+        c->fence.value = fuzz_value(f);
+        break;
+    case SPYRE_OP_DMA_COPY:
+    case SPYRE_OP_DMA_COPY_2D:
+        c->hdr.flags |= fuzz_int(f, 4) << 1;    /* SRC_HOST, DST_HOST */
+        c->dma.src_addr = c->hdr.flags & SPYRE_CMD_F_SRC_HOST ? host : dev;
+        c->dma.dst_addr = c->hdr.flags & SPYRE_CMD_F_DST_HOST ? host : dev2;
+        c->dma.src_offset = fuzz_int(f, 2) ? 0 : fuzz_int(f, PAGE);
+        c->dma.dst_offset = fuzz_int(f, 2) ? 0 : fuzz_int(f, PAGE);
+        if (c->hdr.opcode == SPYRE_OP_DMA_COPY) {
+            c->dma.size = size;
+        } else {
+            c->dma2d.width = 1 + fuzz_int(f, 256);
+            c->dma2d.height = 1 + fuzz_int(f, 64);
+            c->dma2d.src_pitch = fuzz_int(f, 1024);
+            c->dma2d.dst_pitch = fuzz_int(f, 1024);
+        }
+        break;
+    case SPYRE_OP_LAUNCH:
+        c->launch.prog_addr = dev;
+        c->launch.prog_size = 32 + 16 * fuzz_int(f, 64);
+        c->launch.desc_addr = host;
+        c->launch.result_addr = fuzz_int(f, 2) ? 0 :
+                                f->pool[fuzz_int(f, FUZZ_POOL)];
+        break;
+    }
+}
+
+static void fuzz_commands(Fuzz *f)
+{
+    Spyre *s = f->s;
+    int n = fuzz_int(f, NRINGS);
+    unsigned i, k = 1 + fuzz_int(f, 8);
+    uint32_t tail, idx, head;
+    struct spyre_hw_cmd c;
+    struct spyre_hw_cpl p;
+
+    fuzz_ring_enable(f, n);
+    tail = rrd(s, n, SPYRE_RING_TAIL) % FUZZ_RING_SIZE;
+    for (i = 0; i < k; i++) {
+        memset(&c, 0, sizeof(c));
+        if (fuzz_int(f, 2)) {
+            fuzz_plausible(f, &c);
+            c.hdr.seqno = FUZZ_TAG | ++f->seqno;
+            goto queue;
+        }
+        c.hdr.opcode = fuzz_int(f, 8) ? fuzz_int(f, 5) : fuzz_int(f, 256);
+        c.hdr.flags = fuzz_int(f, 4) ? fuzz_int(f, 8) : fuzz_int(f, 256);
+        c.hdr.ctx = fuzz_int(f, 2) ? 0 :
+                    fuzz_int(f, 8) ? 1 + fuzz_int(f, 255) : fuzz_int(f, 65536);
+        c.hdr.reserved1 = fuzz_int(f, 16) ? 0 : g_rand_int(f->rnd);
+        c.hdr.seqno = FUZZ_TAG | ++f->seqno;
+        for (idx = 0; idx < ARRAY_SIZE(c.raw); idx++) {
+            c.raw[idx] = fuzz_int(f, 3) ? fuzz_value(f) : 0;
+        }
+queue:
+        idx = (tail + i) % FUZZ_RING_SIZE;
+        qtest_memwrite(s->qts, f->cmd[n] + idx * sizeof(c), &c, sizeof(c));
+        qtest_memset(s->qts, f->cpl[n] + idx * sizeof(p), 0, sizeof(p));
+    }
+    rwr(s, n, SPYRE_RING_TAIL, (tail + k) % FUZZ_RING_SIZE);
+    /* virtual time for the main loop, real time for the workers: bounded */
+    for (i = 0; i < 2000; i++) {
+        head = rrd(s, n, SPYRE_RING_HEAD);
+        if (head == (tail + k) % FUZZ_RING_SIZE &&
+            !(rrd(s, n, SPYRE_RING_STATUS) & SPYRE_RING_STATUS_BUSY)) {
+            break;
+        }
+        qtest_clock_step(s->qts, 1000);
+        if (i >= 1000) {
+            g_usleep(100);
+        }
+    }
+    for (i = 0; i < k; i++) {
+        idx = (tail + i) % FUZZ_RING_SIZE;
+        qtest_memread(s->qts, f->cpl[n] + idx * sizeof(p), &p, sizeof(p));
+        if ((p.seqno & ~0xffffffffull) != FUZZ_TAG) {
+            continue;
+        }
+        g_assert_cmpuint(p.status, <=, SPYRE_STATUS_ERR_MMU_FAULT);
+        f->completions++;
+        f->errors += p.status != SPYRE_STATUS_OK;
+    }
+}
+
+static void fuzz_seed(unsigned seed, unsigned ops, unsigned budget_ms)
+{
+    g_autofree char *log = g_strdup_printf("/tmp/spyre-fuzz-%d-%u.log",
+                                           (int)getpid(), seed);
+    g_autofree char *extra =
+        g_strdup_printf(",num-cores=%d,x-mmu-cache-runs=%d "
+                        "-d guest_errors -D %s",
+                        FUZZ_CORES, FUZZ_CACHE_RUNS, log);
+    g_autofree char *text = NULL;
+    Fuzz f = { .s = spyre_start(extra), .rnd = g_rand_new_with_seed(seed) };
+    gint64 t0 = g_get_monotonic_time();
+    uint64_t rss0, rss;
+    struct spyre_hw_cmd c;
+    unsigned i, done;
+    int n;
+
+    g_test_message("seed %u", seed);    /* names the seed if QEMU dies */
+    for (i = 0; i < FUZZ_POOL; i++) {
+        f.pool[i] = zalloc(f.s, PAGE);
+    }
+    for (n = 0; n < NRINGS; n++) {
+        f.cmd[n] = zalloc(f.s, FUZZ_RING_SIZE * sizeof(struct spyre_hw_cmd));
+        f.cpl[n] = zalloc(f.s, FUZZ_RING_SIZE * sizeof(struct spyre_hw_cpl));
+        ring_program(f.s, n, f.cmd[n], f.cpl[n], FUZZ_RING_SIZE);
+    }
+    /* contexts 1..4 start at pool pages 1..4, filled with tables by the fuzz */
+    for (i = 1; i <= 4; i++) {
+        qtest_writeq(f.s->qts, f.pool[0] + i * 8, f.pool[i] | SPYRE_MMU_VALID);
+    }
+    wr(f.s, SPYRE_REG_MMU_CTX_BASE_LO, (uint32_t)f.pool[0]);
+    wr(f.s, SPYRE_REG_MMU_CTX_BASE_HI, f.pool[0] >> 32);
+    rss0 = qemu_rss(f.s);
+    for (done = 0; done < ops; done++) {
+        if (g_get_monotonic_time() - t0 > budget_ms * 1000ll) {
+            break;
+        }
+        switch (fuzz_int(&f, 8)) {
+        case 0:
+        case 1:
+            fuzz_register(&f);
+            break;
+        case 2:
+        case 3:
+            fuzz_tables(&f);
+            break;
+        case 4:
+            fuzz_bytes(&f);
+            break;
+        default:
+            fuzz_commands(&f);
+            break;
+        }
+    }
+    /* whatever the guest did: a reset brings back a working card */
+    wr(f.s, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
+    wait_ready(f.s);
+    g_assert(qtest_probe_child(f.s->qts));
+    g_assert_cmphex(rd(f.s, SPYRE_REG_ID), ==, SPYRE_ID_MAGIC);
+    ring_setup(f.s, 0, 16);
+    c = cmd_nop(7, 0);
+    g_assert_cmpuint(submit(f.s, 0, &c).status, ==, SPYRE_STATUS_OK);
+    rss = qemu_rss(f.s);
+    g_test_message("seed %u: %u of %u operations in %" PRId64 " ms, %u "
+                   "completions (%u errors), RSS %" PRIu64 " -> %" PRIu64
+                   " MiB", seed, done, ops,
+                   (g_get_monotonic_time() - t0) / 1000, f.completions,
+                   f.errors, rss0 >> 20, rss >> 20);
+    g_assert_cmpuint(rss, <=, rss0 + FUZZ_RSS_BOUND);
+    spyre_stop(f.s);
+    /* malformed writes and commands were reported, not silently taken */
+    g_assert(g_file_get_contents(log, &text, NULL, NULL));
+    g_assert(strstr(text, "spyre"));
+    unlink(log);
+    g_rand_free(f.rnd);
+}
+
+static void test_fuzz_seeds(void)
+{
+    unsigned seeds = fuzz_env("SPYRE_FUZZ_SEEDS", FUZZ_SEEDS);
+    unsigned ops = fuzz_env("SPYRE_FUZZ_OPS", FUZZ_OPS);
+    unsigned ms = fuzz_env("SPYRE_FUZZ_MS", FUZZ_MS);
+    unsigned i;
+
+    for (i = 0; i < seeds; i++) {
+        fuzz_seed(1 + i * 7919, ops, ms);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -3762,6 +4131,7 @@ int main(int argc, char **argv)
     qtest_add_func("/spyre/errors", test_errors);
     qtest_add_func("/spyre/interrupts", test_interrupts);
     qtest_add_func("/spyre/fuzz", test_fuzz);
+    qtest_add_func("/spyre/fuzz-seeds", test_fuzz_seeds);
     qtest_add_func("/spyre/intx", test_intx);
     qtest_add_func("/spyre/reset", test_reset);
     qtest_add_func("/spyre/launch", test_launch);

@@ -14,6 +14,11 @@ QEMU_FORMAT=1
 CONFIGURE_FLAGS="--target-list=x86_64-softmmu --without-default-features --enable-kvm \
 --enable-virtfs --enable-attr --enable-cap-ng --enable-fdt=system --disable-docs \
 --disable-install-blobs --disable-werror"
+# SPYRE_QEMU_SANITIZE=1: the same QEMU with AddressSanitizer and UBSan (make fuzz-asan), cached
+# under its own key beside the normal build.
+if [ -n "${SPYRE_QEMU_SANITIZE:-}" ]; then
+	CONFIGURE_FLAGS="$CONFIGURE_FLAGS --enable-asan --enable-ubsan"
+fi
 key=$( (echo "$QEMU_FORMAT $CONFIGURE_FLAGS $root") | sha256sum | cut -c1-12)
 qdir=qemu-$key			# relative to $SPYRE_CACHE, seen as /cache inside the sysroot
 # Two checkouts that change qemu-device/ at once would rebuild one tree with each other's

@@ -189,7 +189,7 @@ static void innocent_fini(struct innocent *x)
 
 /* ---- guilty programs ---- */
 
-enum { OP_BR = 0x05, OP_LOOP = 0x06, OP_ENDLOOP = 0x07, OP_MM = 0x20 };
+enum { OP_BR = 0x05, OP_MM = 0x20 };
 enum { DT_F16 = 1 };
 
 /* Spins forever: pc 0 branches to itself (until the engine's instruction budget). */
@@ -888,33 +888,6 @@ static int find_accel_of(const char *bdf)
 }
 
 /* ---- fair timeouts: a job is charged only while it holds the engine (issue 24, defect 4) ---- */
-
-/* args[0] iterations of one scalar add: host time in proportion to it. */
-static size_t build_count(struct prog *p)
-{
-	memset(p, 0, sizeof(*p));
-	arg(p, 3, 0);
-	ins(p, OP_LOOP, 0, 0, 3, 0, 0, 0, 0, 0);
-	alu(p, ALU_ADD, 4, 4, 0, 1);
-	ins(p, OP_ENDLOOP, 0, 0, 0, 0, 0, 0, 0, 0);
-	ins(p, OP_HALT, 0, 0, 0, 0, 0, 0, 0, 0);
-	return prog_finish(p);
-}
-
-/* A single-core launch of prog (length plen) counting to n, on ring r of fd. */
-static int count_submit(int fd, uint32_t prog, size_t plen, uint32_t r, uint64_t n,
-			uint64_t *job)
-{
-	struct drm_spyre_launch l = { .num_cores = 1, .num_args = 1, .args = { n } };
-	struct drm_spyre_cmd c = launch_cmd(prog, 0, plen, &l);
-	struct drm_spyre_submit sub = submit_args(&c, 1);
-	int ret;
-
-	sub.ring = r;
-	ret = submit(fd, &sub);
-	*job = sub.job_id;
-	return ret;
-}
 
 /*
  * Nanoseconds one count launch of n iterations takes alone on ring 0, or minus 1000 plus

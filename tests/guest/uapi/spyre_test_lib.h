@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * Helpers shared by the guest kselftest suites of the spyre driver (spyre_uapi_test.c,
- * spyre_fault_test.c): device nodes, ioctl wrappers, data round trips, debugfs fault
- * injection, and a tiny encoder for engine programs (Documentation/isa.md).
+ * spyre_fault_test.c, spyre_vm_test.c): device nodes, ioctl wrappers, data round trips,
+ * debugfs fault injection, and a tiny encoder for engine programs (Documentation/isa.md).
  */
 #ifndef SPYRE_TEST_LIB_H
 #define SPYRE_TEST_LIB_H
@@ -510,8 +510,8 @@ static int trace_begin(int fd, uint64_t *client)
 #define ISA_INSTR	16
 #define ISA_MAX		64
 
-enum { OP_HALT = 0x01, OP_LI = 0x02, OP_ARG = 0x03, OP_ALU = 0x04, OP_SPAN = 0x0a,
-       OP_LOAD = 0x10, OP_STORE = 0x11, OP_VBIN = 0x22 };
+enum { OP_HALT = 0x01, OP_LI = 0x02, OP_ARG = 0x03, OP_ALU = 0x04, OP_LOOP = 0x06,
+       OP_ENDLOOP = 0x07, OP_SPAN = 0x0a, OP_LOAD = 0x10, OP_STORE = 0x11, OP_VBIN = 0x22 };
 enum { ALU_ADD = 0, ALU_MUL = 2, ALU_SHR = 9 };
 enum { DT_F32 = 0 };
 enum { VBIN_ADD = 0 };
@@ -664,6 +664,33 @@ static struct drm_spyre_cmd launch_cmd(uint32_t prog, uint64_t off, uint64_t siz
 		.size = size, .ext = (uintptr_t)l, .ext_size = sizeof(*l),
 	};
 	return c;
+}
+
+/* args[0] iterations of one scalar add: host time in proportion to it. */
+static size_t build_count(struct prog *p)
+{
+	memset(p, 0, sizeof(*p));
+	arg(p, 3, 0);
+	ins(p, OP_LOOP, 0, 0, 3, 0, 0, 0, 0, 0);
+	alu(p, ALU_ADD, 4, 4, 0, 1);
+	ins(p, OP_ENDLOOP, 0, 0, 0, 0, 0, 0, 0, 0);
+	ins(p, OP_HALT, 0, 0, 0, 0, 0, 0, 0, 0);
+	return prog_finish(p);
+}
+
+/* A single-core launch of prog (length plen) counting to n, on ring r of fd. */
+static int count_submit(int fd, uint32_t prog, size_t plen, uint32_t r, uint64_t n,
+			uint64_t *job)
+{
+	struct drm_spyre_launch l = { .num_cores = 1, .num_args = 1, .args = { n } };
+	struct drm_spyre_cmd c = launch_cmd(prog, 0, plen, &l);
+	struct drm_spyre_submit sub = submit_args(&c, 1);
+	int ret;
+
+	sub.ring = r;
+	ret = submit(fd, &sub);
+	*job = sub.job_id;
+	return ret;
 }
 
 #endif /* SPYRE_TEST_LIB_H */

@@ -84,6 +84,24 @@ TEST_F(card, query_device_info)
 	       (unsigned long long)i->devmem_bytes >> 20, (unsigned long long)i->caps);
 }
 
+/*
+ * The per-file limits are driver policy, reported by QUERY (issue 24, defect 10), never
+ * below the values the uapi header still names for callers built against it. The driver
+ * before these fields reported a shorter struct: they read 0.
+ */
+TEST_F(card, query_policy_limits)
+{
+	struct drm_spyre_device_info *i = &self->info;
+
+	EXPECT_LE(DRM_SPYRE_FILE_MAX_JOBS, i->file_max_jobs);
+	EXPECT_LE(DRM_SPYRE_FILE_MAX_CMDS, i->file_max_cmds);
+	EXPECT_LE(DRM_SPYRE_FILE_MAX_LAUNCHES, i->file_max_launches);
+	EXPECT_LE(DRM_SPYRE_JOB_HISTORY, i->job_history);
+	EXPECT_LE(i->file_max_jobs, i->job_history);
+	TH_LOG("per file: %u jobs, %u commands, %u launches; %u results kept", i->file_max_jobs,
+	       i->file_max_cmds, i->file_max_launches, i->job_history);
+}
+
 TEST_F(card, query_size_probe)
 {
 	struct drm_spyre_query q = { .param = DRM_SPYRE_QUERY_DEVICE_INFO };
@@ -247,6 +265,50 @@ TEST_F(card, bo_info_and_close_invalid)
 	EXPECT_EQ(-EINVAL, bo_close(self->fd, h));
 	EXPECT_EQ(-EFAULT, xioctl(self->fd, DRM_IOCTL_SPYRE_BO_INFO, NULL));
 	EXPECT_EQ(-EFAULT, xioctl(self->fd, DRM_IOCTL_SPYRE_BO_CREATE, NULL));
+}
+
+/* BO_INFO as its callers before in_flags and pad built it: 32 bytes. */
+struct bo_info_v1 {
+	uint32_t handle, flags;
+	uint64_t size, dev_addr, mmap_offset;
+};
+
+#define DRM_IOCTL_SPYRE_BO_INFO_V1 \
+	DRM_IOWR(DRM_COMMAND_BASE + DRM_SPYRE_BO_INFO, struct bo_info_v1)
+
+/*
+ * BO_INFO can grow (issue 24, defect 10): its in_flags and pad must be zero (-EINVAL
+ * otherwise, so that a later driver can give them meaning), and a caller built before them
+ * (the 32-byte struct) still gets its answer. The old driver ignored both fields.
+ */
+TEST_F(card, bo_info_flags_and_pad_must_be_zero)
+{
+	struct drm_spyre_bo_info info;
+	struct bo_info_v1 v1 = { 0 };
+	uint32_t h;
+
+	ASSERT_EQ(0, bo_create(self->fd, 8192, DRM_SPYRE_BO_DEVICE, &h));
+	memset(&info, 0, sizeof(info));
+	info.handle = h;
+	info.in_flags = 1;
+	EXPECT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_BO_INFO, &info));
+	info.in_flags = 1u << 31;
+	EXPECT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_BO_INFO, &info));
+	info.in_flags = 0;
+	info.pad = 1;
+	EXPECT_EQ(-EINVAL, xioctl(self->fd, DRM_IOCTL_SPYRE_BO_INFO, &info));
+	info.pad = 0;
+	ASSERT_EQ(0, xioctl(self->fd, DRM_IOCTL_SPYRE_BO_INFO, &info));
+	EXPECT_EQ(8192, info.size);
+	EXPECT_EQ(0, info.in_flags);
+	EXPECT_EQ(0, info.pad);
+	v1.handle = h;
+	ASSERT_EQ(0, xioctl(self->fd, DRM_IOCTL_SPYRE_BO_INFO_V1, &v1));
+	EXPECT_EQ(DRM_SPYRE_BO_DEVICE, v1.flags);
+	EXPECT_EQ(8192, v1.size);
+	EXPECT_EQ(info.dev_addr, v1.dev_addr);
+	EXPECT_EQ(info.mmap_offset, v1.mmap_offset);
+	ASSERT_EQ(0, bo_close(self->fd, h));
 }
 
 TEST_F(card, bo_mmap_device_and_host)
@@ -1253,9 +1315,10 @@ TEST_F_TIMEOUT(card, job_wait_history, 300)
 	uint64_t job = 0;
 	int i;
 
-	for (i = 0; i < DRM_SPYRE_JOB_HISTORY + 1; i++)
+	/* the history QUERY reports is the one kept */
+	for (i = 0; i < self->info.job_history + 1; i++)
 		ASSERT_EQ(0, nop_job(self->fd, i % self->info.num_rings, &job));
-	EXPECT_EQ(DRM_SPYRE_JOB_HISTORY + 1, job);
+	EXPECT_EQ(self->info.job_history + 1, job);
 	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
 	EXPECT_EQ(-ENOENT, job_wait(self->fd, 1, now_ns() + SEC_NS, NULL));
 	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, 2));
@@ -1342,7 +1405,7 @@ TEST_F_TIMEOUT(card, submit_flood_gets_eagain, 300)
 		s = submit_args(&nop, 1);
 		s.in_syncs = (uintptr_t)&in;
 		s.in_sync_count = 1;
-		for (n = 0; n <= DRM_SPYRE_FILE_MAX_JOBS; n++) {
+		for (n = 0; n <= self->info.file_max_jobs; n++) {
 			/* not submit(): its ioctl wrapper retries on EAGAIN */
 			ret = ioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &s) ? -errno : 0;
 			if (ret)
@@ -1361,7 +1424,7 @@ TEST_F_TIMEOUT(card, submit_flood_gets_eagain, 300)
 	}
 	ASSERT_LT(attempt, 4);
 	EXPECT_EQ(-EAGAIN, ret);
-	EXPECT_EQ(DRM_SPYRE_FILE_MAX_JOBS - 1, n);
+	EXPECT_EQ(self->info.file_max_jobs - 1, n);
 	s = submit_args(&nop, 1);
 	EXPECT_EQ(-1, ioctl(self->fd, DRM_IOCTL_SPYRE_SUBMIT, &s));
 	EXPECT_EQ(EAGAIN, errno);

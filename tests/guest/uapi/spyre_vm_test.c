@@ -4,7 +4,8 @@
  * device addresses for their own, separate memory; neither reaches the other's by COPY,
  * LAUNCH, mmap, a guessed address or a stale handle; a translation fault in one file is
  * reported with its context and address while the other's jobs run on, correct; opens never
- * run out of the card's 255 contexts, which are bound at SUBMIT and taken from idle files.
+ * run out of the card's 255 contexts, which are bound at SUBMIT and taken from idle files;
+ * one user's jobs hold at most its share of them (ctx_per_user), so others always get one.
  *
  * Copyright (C) 2025 The Spyre open stack authors
  */
@@ -21,6 +22,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -856,6 +858,249 @@ TEST_F_TIMEOUT(many, taken_context_isolated, 900)
 	ASSERT_EQ(0, mmu_probe(a->fd, dev_addr(a->fd, a->src), &p));
 	EXPECT_EQ(SPYRE_STATUS_OK, p.hw_status);
 	EXPECT_EQ(0x5e5e5e5e5e5e5e5eull, p.data);
+}
+
+/* ---- one user's share of the context ids (issue 24: ctx_per_user) ---- */
+
+#define CTX_IDS		255	/* ids a job can hold: 1 .. SPYRE_MMU_NUM_CTX - 1 */
+
+/* The ids one user's jobs may hold (module parameter), or all of them without the limit. */
+static int ctx_share(void)
+{
+	char buf[32] = "";
+	int f = open("/sys/module/spyre/parameters/ctx_per_user", O_RDONLY);
+	int n = 0;
+
+	if (f >= 0) {
+		if (read(f, buf, sizeof(buf) - 1) > 0)
+			n = atoi(buf);
+		close(f);
+	}
+	return n > 0 && n < CTX_IDS ? n : CTX_IDS;
+}
+
+/* The driver's job timeout in ms (module parameter), 30 s without it. */
+static long long job_timeout_ms(void)
+{
+	char buf[32] = "";
+	int f = open("/sys/module/spyre/parameters/job_timeout_ms", O_RDONLY);
+	long long v = 0;
+
+	if (f >= 0) {
+		if (read(f, buf, sizeof(buf) - 1) > 0)
+			v = atoll(buf);
+		close(f);
+	}
+	return v > 0 ? v : 30000;
+}
+
+/*
+ * This user's files: files[0] runs one launch of at least 4 s on ring 0, the others a NOP each
+ * queued behind it, so every one of them holds a context id until that launch is over.
+ */
+FIXTURE(share) {
+	int fds[CTX_IDS + 2];
+	int n;
+	uint64_t long_job;
+};
+
+FIXTURE_SETUP(share)
+{
+	struct drm_spyre_device_info info;
+	uint64_t iters = 1 << 16, job;
+	int64_t t = 0, t0, want, cap;
+	int i;
+	uint32_t prog;
+	struct prog p;
+	size_t plen;
+
+	self->n = 0;
+	ASSERT_EQ(0, want_fds(CTX_IDS + 2));
+	self->fds[0] = open_card(0);
+	if (self->fds[0] < 0)
+		SKIP(return, "no card");
+	self->n = 1;
+	ASSERT_EQ(0, query(self->fds[0], DRM_SPYRE_QUERY_DEVICE_INFO, &info, sizeof(info)));
+	if (!(info.caps & DRM_SPYRE_CAP_VM) || !(info.caps & DRM_SPYRE_CAP_LAUNCH))
+		SKIP(return, "no card with DRM_SPYRE_CAP_VM and LAUNCH");
+	plen = build_count(&p);
+	ASSERT_EQ(0, prog_bo(self->fds[0], p.img, plen, 0, 4096, &prog));
+	/* iterations per 250 ms of this host */
+	while (t < 250 * 1000000LL && iters < 1ull << 34) {
+		int64_t t0 = now_ns();
+
+		ASSERT_EQ(0, count_submit(self->fds[0], prog, plen, 0, iters, &job));
+		ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fds[0], job));
+		t = now_ns() - t0;
+		if (t < 250 * 1000000LL)
+			iters *= 2;
+	}
+	/*
+	 * One more busy file costs an open and a SUBMIT (some 150 ms on the debug kernel): the
+	 * launch lasts the filling of every file the tests may fill, 3 times over, plus 4 s
+	 * for the refused SUBMIT's second and what they check then, within 0.6 of the job
+	 * timeout.
+	 */
+	t0 = now_ns();
+	for (i = 0; i < 4; i++) {
+		int fd = open_card(0);
+
+		ASSERT_LE(0, fd);
+		ASSERT_EQ(0, nop_job(fd, 0, &job));
+		close(fd);
+	}
+	want = 4 * SEC_NS + (ctx_share() + 2) * ((now_ns() - t0) / 4) * 3;
+	cap = job_timeout_ms() * 1000000LL * 6 / 10;
+	want = want > cap ? cap : want;
+	/* twice the iterations: the difference is the launch's own time, without SUBMIT's */
+	t0 = now_ns();
+	ASSERT_EQ(0, count_submit(self->fds[0], prog, plen, 0, iters * 2, &job));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fds[0], job));
+	t = now_ns() - t0 - t;
+	t = t < 1000000 ? 1000000 : t;
+	ASSERT_EQ(0, count_submit(self->fds[0], prog, plen, 0, iters * (want / (t / 16)) / 16,
+				  &self->long_job));
+}
+
+FIXTURE_TEARDOWN(share)
+{
+	if (self->n)
+		job_status(self->fds[0], self->long_job);
+	while (self->n)
+		close(self->fds[--self->n]);
+}
+
+/* The long launch is still running: whatever was measured was measured under it. */
+static bool long_job_running(FIXTURE_DATA(share) *self)
+{
+	return job_wait(self->fds[0], self->long_job, now_ns(), NULL) == -ETIME;
+}
+
+/*
+ * Open files of this user and queue a NOP behind the long launch on each, up to @max files
+ * with work (the launch's included) or the first SUBMIT that fails: its -errno, 0 if none.
+ * *ns is how long the failing SUBMIT took.
+ */
+static int share_fill(FIXTURE_DATA(share) *self, int max, int64_t *ns)
+{
+	uint64_t job;
+	int64_t t;
+	int ret;
+
+	while (self->n < max) {
+		self->fds[self->n] = open_card(0);
+		if (self->fds[self->n] < 0)
+			return -errno;
+		self->n++;
+		t = now_ns();
+		ret = nop_job(self->fds[self->n - 1], 0, &job);
+		*ns = now_ns() - t;
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static void on_alarm(int sig)
+{
+}
+
+/*
+ * One user (root here) with its share of ids busy (ctx_per_user files with work queued) is
+ * refused one more: the SUBMIT waits its bounded second for one of its own jobs to end, then
+ * fails with -EBUSY, though the card has ids free; a signal ends that wait at once (-EINTR,
+ * the handler installed without SA_RESTART). The old driver let one user's jobs hold all 255
+ * ids, each of its SUBMITs succeeding.
+ */
+TEST_F_TIMEOUT(share, own_share_exhausted_ebusy, 120)
+{
+	struct sigaction sa = { .sa_handler = on_alarm };
+	/* every 50 ms: one lands in the wait however late the SUBMIT starts */
+	struct itimerval it = { .it_value = { .tv_usec = 50000 },
+				.it_interval = { .tv_usec = 50000 } };
+	struct itimerval off = { 0 };
+	struct drm_spyre_cmd nop = { .op = DRM_SPYRE_CMD_NOP };
+	struct drm_spyre_submit sub = submit_args(&nop, 1);
+	int share = ctx_share(), ret;
+	uint64_t job;
+	int64_t t;
+
+	ret = share_fill(self, CTX_IDS + 1, &t);
+	ASSERT_TRUE(long_job_running(self)) TH_LOG("the launch ended before the files were busy");
+	ASSERT_EQ(-EBUSY, ret) TH_LOG("%d files of one user ran jobs at once", self->n);
+	EXPECT_EQ(share + 1, self->n) TH_LOG("refused at file %d, share %d", self->n, share);
+	EXPECT_LT(share, CTX_IDS);
+	TH_LOG("share %d ids, file %d refused after %lld ms", share, self->n,
+	       (long long)(t / 1000000));
+	EXPECT_LE(900 * 1000000LL, t) TH_LOG("refused without the bounded wait");
+	EXPECT_GE(5 * SEC_NS, t);
+	/* the wait is interruptible: a signal ends it well before its second */
+	ASSERT_EQ(0, sigaction(SIGALRM, &sa, NULL));
+	ASSERT_EQ(0, setitimer(ITIMER_REAL, &it, NULL));
+	t = now_ns();
+	/* not xioctl(), which restarts on EINTR */
+	ret = ioctl(self->fds[self->n - 1], DRM_IOCTL_SPYRE_SUBMIT, &sub) ? -errno : 0;
+	t = now_ns() - t;
+	setitimer(ITIMER_REAL, &off, NULL);
+	signal(SIGALRM, SIG_DFL);
+	EXPECT_EQ(-EINTR, ret) TH_LOG("signals every 50 ms did not end the wait");
+	TH_LOG("interrupted SUBMIT: %d after %lld ms", ret, (long long)(t / 1000000));
+	EXPECT_TRUE(long_job_running(self));
+	/* once the user's jobs are done (the launch may time out on a loaded host), it runs */
+	ASSERT_LE(0, job_status(self->fds[0], self->long_job));
+	ASSERT_EQ(0, nop_job(self->fds[self->n - 1], 0, &job));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fds[self->n - 1], job));
+}
+
+/*
+ * While one user's jobs hold its full share of ids, another user (a child as nobody, the
+ * node opened to all for it) submits at once and its job completes. On the old driver the
+ * first user's jobs held all 255 ids and the other's SUBMIT failed with -EBUSY after 1 s.
+ */
+TEST_F_TIMEOUT(share, other_user_submits_beside_full_share, 120)
+{
+	int minors[MAX_CARDS], res[2];
+	int64_t r[2] = { -1, -1 }, t;
+	char node[64];
+	struct stat st;
+	int status;
+	pid_t pid;
+
+	ASSERT_EQ(0, share_fill(self, ctx_share(), &t));
+	ASSERT_LT(0, spyre_minors(minors));
+	snprintf(node, sizeof(node), "/dev/accel/accel%d", minors[0]);
+	ASSERT_EQ(0, stat(node, &st));
+	chmod(node, 0666);
+	ASSERT_EQ(0, pipe(res));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		int64_t out[2];
+		uint64_t job;
+		int fd;
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(res[0]);
+		if (setresuid(65534, 65534, 65534))
+			_exit(3);
+		fd = open_minor(minors[0]);
+		out[1] = now_ns();
+		out[0] = fd < 0 ? -errno : nop_job(fd, 0, &job);
+		out[1] = now_ns() - out[1];
+		if (write(res[1], out, sizeof(out)) != sizeof(out))
+			_exit(2);
+		_exit(!out[0] && job_status(fd, job) == DRM_SPYRE_JOB_OK ? 0 : 1);
+	}
+	close(res[1]);
+	ASSERT_EQ(sizeof(r), read(res[0], r, sizeof(r)));
+	chmod(node, st.st_mode & 07777);
+	EXPECT_TRUE(long_job_running(self)) TH_LOG("the launch ended before the other user ran");
+	TH_LOG("%d files of root busy; nobody's SUBMIT: %lld after %lld ms", self->n,
+	       (long long)r[0], (long long)(r[1] / 1000000));
+	EXPECT_EQ(0, r[0]);
+	EXPECT_GT(500 * 1000000LL, r[1]);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status));
 }
 
 TEST_HARNESS_MAIN
