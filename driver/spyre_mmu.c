@@ -55,10 +55,11 @@
 
 /*
  * Ids one user (the euid that opened the files) may keep busy at once, so that one user's
- * jobs never hold every id: the others always find one free or idle to take.
+ * jobs never hold every id: the others always find one free or idle to take. Root may change
+ * it at run time; it applies to the next SUBMIT.
  */
 static unsigned int spyre_ctx_per_user = 64;
-module_param_named(ctx_per_user, spyre_ctx_per_user, uint, 0444);
+module_param_named(ctx_per_user, spyre_ctx_per_user, uint, 0644);
 MODULE_PARM_DESC(ctx_per_user,
 		 "MMU context ids one user's jobs may hold at once (1..254, default 64)");
 
@@ -408,7 +409,7 @@ static u32 spyre_ctx_find(struct spyre_device *sdev)
 static bool spyre_ctx_over_share(struct spyre_vm *vm)
 {
 	struct spyre_device *sdev = vm->sdev;
-	unsigned int n = 0, max = clamp(spyre_ctx_per_user, 1U, SPYRE_MMU_NUM_CTX - 2);
+	unsigned int n = 0, max = clamp(READ_ONCE(spyre_ctx_per_user), 1U, SPYRE_MMU_NUM_CTX - 2);
 	struct spyre_vm *o;
 	u32 ctx;
 
