@@ -13,46 +13,11 @@
 namespace spyre::kern {
 
 using isa::DType;
+using isa::load_int;
+using isa::store_int;
 using isa::VInt;
 
 namespace {
-
-int64_t load_int(DType t, const uint8_t* p) {
-    switch (t) {
-        case DType::I8:
-            return static_cast<int8_t>(*p);
-        case DType::U8:
-            return *p;
-        case DType::I32: {
-            int32_t v;
-            std::memcpy(&v, p, 4);
-            return v;
-        }
-        default: {
-            int64_t v;
-            std::memcpy(&v, p, 8);
-            return v;
-        }
-    }
-}
-
-// Stores the low bits of v (two's-complement wrapping).
-void store_int(DType t, uint8_t* p, int64_t v) {
-    switch (t) {
-        case DType::I8:
-        case DType::U8:
-            *p = static_cast<uint8_t>(v);
-            break;
-        case DType::I32: {
-            const auto w = static_cast<int32_t>(static_cast<uint32_t>(v));
-            std::memcpy(p, &w, 4);
-            break;
-        }
-        default:
-            std::memcpy(p, &v, 8);
-            break;
-    }
-}
 
 // Bits of a type (shift counts at or beyond it give 0 / the sign fill).
 int width(DType t) { return static_cast<int>(isa::dtype_size(t)) * 8; }

@@ -17,34 +17,13 @@ namespace {
 using isa::Bcast;
 using isa::VInt;
 
-constexpr uint64_t kIn = 0x100000, kOut = 0x400000;
+constexpr uint64_t kIn = kLxIn, kOut = kLxOut;
 constexpr int64_t kMin64 = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMax64 = std::numeric_limits<int64_t>::max();
 
 const DType kInts[] = {DType::I8, DType::I32, DType::I64, DType::U8};
 
 uint64_t es(DType t) { return isa::dtype_size(t); }
-
-// Integer element i of type t at p.
-int64_t get_int(DType t, const uint8_t* p) {
-    switch (t) {
-        case DType::I8:
-            return static_cast<int8_t>(*p);
-        case DType::U8:
-            return *p;
-        case DType::I32: {
-            int32_t v;
-            std::memcpy(&v, p, 4);
-            return v;
-        }
-        default: {
-            int64_t v;
-            std::memcpy(&v, p, 8);
-            return v;
-        }
-    }
-}
-void put_int(DType t, uint8_t* p, int64_t v) { std::memcpy(p, &v, es(t)); }  // little endian
 
 // The value v wrapped to type t (two's complement), independent of the kernel's code path.
 int64_t wrap(DType t, __int128 v) {
@@ -139,29 +118,17 @@ std::vector<int64_t> values(DType t, size_t n, uint32_t seed) {
 }
 
 // LX image staged at kIn, loaded to LX 0; the body runs; LX [0, bytes) stored to kOut.
-struct LxRun {
-    Rig& rig;
-    uint64_t bytes;
-    LxRun(Rig& r, uint64_t n) : rig(r), bytes(n) {
-        std::fill(rig.mem.begin() + kIn, rig.mem.begin() + kIn + n, 0);
-        std::fill(rig.mem.begin() + kOut, rig.mem.begin() + kOut + n, 0xee);
-    }
+struct LxRun : LxImageRun {
+    using LxImageRun::LxImageRun;
     void put(DType t, uint64_t off, uint64_t stride, uint64_t rows, uint64_t cols,
              const std::vector<int64_t>& v) {
         for (uint64_t r = 0; r < rows; ++r)
             for (uint64_t c = 0; c < cols; ++c)
-                put_int(t, rig.mem.data() + kIn + off + r * stride + c * es(t), v[r * cols + c]);
+                isa::store_int(t, rig.mem.data() + kIn + off + r * stride + c * es(t),
+                               v[r * cols + c]);
     }
-    int64_t out(DType t, uint64_t off) const { return get_int(t, rig.mem.data() + kOut + off); }
-    int run(const std::function<void(PB&)>& body) {
-        PB b;
-        b.li(10, 0), b.li(11, kIn), b.li(12, static_cast<int64_t>(bytes));
-        b.load(10, 11, 12);
-        body(b);
-        b.li(10, 0), b.li(11, kOut), b.li(12, static_cast<int64_t>(bytes));
-        b.store(10, 11, 12);
-        b.halt();
-        return rig.run(b.finish());
+    int64_t out(DType t, uint64_t off) const {
+        return isa::load_int(t, rig.mem.data() + kOut + off);
     }
 };
 
@@ -224,7 +191,7 @@ TEST_P(VintBinary, MatchesReference) {
     if (mode == Bcast::ROW) run.put(t, o2, 0, 1, cols, b);
     if (mode == Bcast::COL)
         for (uint64_t r = 0; r < rows; ++r)
-            put_int(t, rig.mem.data() + kIn + o2 + r * s2s, b_at(r, 0));
+            isa::store_int(t, rig.mem.data() + kIn + o2 + r * s2s, b_at(r, 0));
     ASSERT_EQ(run.run([&](PB& p) {
         p.li(3, od), p.li(4, o1), p.li(5, mode == Bcast::IMM ? 0 : o2);
         p.set_regs(20, {int64_t(rows), int64_t(cols), int64_t(ds), int64_t(s1s), int64_t(s2s)});

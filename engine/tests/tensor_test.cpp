@@ -21,17 +21,11 @@ using isa::Bcast;
 using isa::VBin;
 using isa::VUn;
 
-// An LX image is staged in DDR at kIn, loaded to LX 0, the body runs, and LX [0, bytes) is
-// stored to kOut: tests place typed data at LX offsets and read results back.
-constexpr uint64_t kIn = 0x100000, kOut = 0x400000;
+// LX images as in LxImageRun (test_util.hpp).
+constexpr uint64_t kIn = kLxIn, kOut = kLxOut;
 
-struct LxRun {
-    Rig& rig;
-    uint64_t bytes;
-    LxRun(Rig& r, uint64_t n) : rig(r), bytes(n) {
-        std::fill(rig.mem.begin() + kIn, rig.mem.begin() + kIn + n, 0);
-        std::fill(rig.mem.begin() + kOut, rig.mem.begin() + kOut + n, 0xee);
-    }
+struct LxRun : LxImageRun {
+    using LxImageRun::LxImageRun;
     void put(DType t, uint64_t off, const std::vector<float>& v) { rig.put_as(t, kIn + off, v); }
     std::vector<float> in(DType t, uint64_t off, size_t n) const {
         return rig.get_as(t, kIn + off, n);
@@ -41,16 +35,6 @@ struct LxRun {
     }
     float out1(DType t, uint64_t off) const { return out(t, off, 1)[0]; }
     float in1(DType t, uint64_t off) const { return in(t, off, 1)[0]; }
-    int run(const std::function<void(PB&)>& body) {
-        PB b;
-        b.li(10, 0), b.li(11, kIn), b.li(12, static_cast<int64_t>(bytes));
-        b.load(10, 11, 12);
-        body(b);
-        b.li(10, 0), b.li(11, kOut), b.li(12, static_cast<int64_t>(bytes));
-        b.store(10, 11, 12);
-        b.halt();
-        return rig.run(b.finish());
-    }
 };
 
 std::vector<float> specials_in(size_t n, uint32_t seed, float lo = -6, float hi = 6) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "test_util.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <stdexcept>
 
@@ -119,5 +120,21 @@ float round_to(DType t, float v) {
 
 uint32_t f32_bits(float f) { return std::bit_cast<uint32_t>(f); }
 bool same_float(float a, float b) { return (a != a && b != b) || f32_bits(a) == f32_bits(b); }
+
+LxImageRun::LxImageRun(Rig& r, uint64_t n) : rig(r), bytes(n) {
+    std::fill(rig.mem.begin() + kLxIn, rig.mem.begin() + kLxIn + n, 0);
+    std::fill(rig.mem.begin() + kLxOut, rig.mem.begin() + kLxOut + n, 0xee);
+}
+
+int LxImageRun::run(const std::function<void(PB&)>& body) {
+    PB b;
+    b.li(10, 0), b.li(11, kLxIn), b.li(12, static_cast<int64_t>(bytes));
+    b.load(10, 11, 12);
+    body(b);
+    b.li(10, 0), b.li(11, kLxOut), b.li(12, static_cast<int64_t>(bytes));
+    b.store(10, 11, 12);
+    b.halt();
+    return rig.run(b.finish());
+}
 
 }  // namespace spyre::test

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "spyre/engine.h"
@@ -46,6 +47,16 @@ struct Rig {
     // Typed values as floats: write/read n elements of dtype t.
     void put_as(DType t, uint64_t addr, const std::vector<float>& v);
     std::vector<float> get_as(DType t, uint64_t addr, size_t n) const;
+};
+
+// An LX image staged in DDR at kLxIn is loaded to LX 0, the body runs, and LX [0, bytes) is
+// stored to kLxOut: tests place typed data at LX offsets and read results back.
+inline constexpr uint64_t kLxIn = 0x100000, kLxOut = 0x400000;
+struct LxImageRun {
+    Rig& rig;
+    uint64_t bytes;
+    LxImageRun(Rig& r, uint64_t n);  // the image zeroed, the output area filled with 0xee
+    int run(const std::function<void(PB&)>& body);
 };
 
 // Stores a float as type t (engine rounding rules) and reads it back.

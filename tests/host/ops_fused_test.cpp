@@ -177,6 +177,20 @@ std::vector<std::vector<float>> reference_row(const FusedKernel& k,
 
 double tol(DType t) { return t == DType::F32 ? 2e-6 : t == DType::F16 ? 1e-3 : 8e-3; }
 
+// Runs `image` on the plan's cores over a memory of `size` bytes (0xA5 where nothing is put)
+// holding the inputs at their addresses (the first args); the run must succeed and take exactly
+// the priced cycles. Returns the memory after the run.
+std::vector<uint8_t> run_priced(const std::vector<uint8_t>& image, const FusedPlan& p,
+                                const std::vector<uint64_t>& args,
+                                const std::vector<std::vector<uint8_t>>& in, uint64_t size) {
+    std::vector<uint8_t> mem(size, 0xA5);
+    for (size_t j = 0; j < in.size(); ++j) std::memcpy(&mem[args[j]], in[j].data(), in[j].size());
+    const RunResult r = run_image(image, p.cores, args, mem);
+    EXPECT_EQ(r.error, 0) << r.message;
+    EXPECT_EQ(r.stats.total_cycles, p.cycles) << "the priced run is the real run";
+    return mem;
+}
+
 // Plans, builds and runs `text` over n elements on the engine and checks every output element
 // against the interpreter, and that the bytes after each output stay untouched.
 FusedPlan run_and_check(const std::string& text, uint64_t n, uint32_t max_cores = 32) {
@@ -199,12 +213,7 @@ FusedPlan run_and_check(const std::string& text, uint64_t n, uint32_t max_cores 
     std::vector<uint64_t> out_at;
     for (DType t : k.outputs)
         out_at.push_back(at), args.push_back(at), at += up128(n * isa::dtype_size(t) + 256);
-    std::vector<uint8_t> mem(at, 0xA5);
-    for (size_t j = 0; j < k.inputs.size(); ++j)
-        std::memcpy(&mem[args[j]], in[j].data(), in[j].size());
-    const RunResult r = run_image(image, p.cores, args, mem);
-    EXPECT_EQ(r.error, 0) << r.message;
-    EXPECT_EQ(r.stats.total_cycles, p.cycles) << "the priced run is the real run";
+    const std::vector<uint8_t> mem = run_priced(image, p, args, in, at);
     int bad = 0;
     for (uint64_t i = 0; i < n && bad < 5; ++i) {
         const auto want = reference(k, in, i);
@@ -269,12 +278,7 @@ FusedPlan run_rows_and_check(const std::string& text, uint64_t rows, uint32_t ma
         out_at.push_back(at), args.push_back(at);
         at += up128(out_n.back() * isa::dtype_size(k.outputs[o]) + 256);
     }
-    std::vector<uint8_t> mem(at, 0xA5);
-    for (size_t j = 0; j < k.inputs.size(); ++j)
-        std::memcpy(&mem[args[j]], in[j].data(), in[j].size());
-    const RunResult r = run_image(image, p.cores, args, mem);
-    EXPECT_EQ(r.error, 0) << r.message;
-    EXPECT_EQ(r.stats.total_cycles, p.cycles) << "the priced run is the real run";
+    const std::vector<uint8_t> mem = run_priced(image, p, args, in, at);
     int bad = 0;
     for (uint64_t row = 0; row < rows && bad < 5; ++row) {
         const auto want = reference_row(k, in, row);

@@ -15,6 +15,7 @@
 
 #include "ops/pricing.hpp"
 #include "ops/random_program.hpp"
+#include "ops_api_util.hpp"
 #include "ops_test_util.hpp"
 #include "spyre/ops.h"
 #include "spyre/philox.hpp"
@@ -101,26 +102,9 @@ TEST(RandomProgram, SameBitsOnAnySplitAndMatchesTheGenerator) {
 
 // ---- the C API on the simulator ----
 
-#define ASSERT_SPYRE(x) ASSERT_EQ(SPYRE_SUCCESS, (x)) << spyre_last_error()
-
 // On the simulator, or through spyre.ko with SPYRE_OPS_TEST_BACKEND=kernel (the guest suite).
-class RandomApi : public ::testing::Test {
+class RandomApi : public ops_api_test::Ops {
   protected:
-    spyre_device_t dev = nullptr;
-    bool sim = true;
-    void SetUp() override {
-        const char* b = std::getenv("SPYRE_OPS_TEST_BACKEND");
-        sim = !(b && std::string(b) == "kernel");
-        if (sim) setenv("SPYRE_BACKEND", "sim", 1);
-        ASSERT_SPYRE(spyre_device_open(0, &dev));
-        spyre_device_info info;
-        ASSERT_SPYRE(spyre_device_get_info(dev, &info));
-        ASSERT_EQ(info.backend, sim ? SPYRE_BACKEND_SIM : SPYRE_BACKEND_KERNEL);
-    }
-    void TearDown() override {
-        spyre_device_close(dev);
-        if (sim) unsetenv("SPYRE_BACKEND");
-    }
     // Runs spyre_op_random into a fresh buffer of n elements and returns its bytes.
     std::vector<uint8_t> gen(spyre_random_dist d, spyre_dtype t, int64_t n, uint64_t seed,
                              uint64_t off, double a, double b, const spyre_tensor* p = nullptr) {

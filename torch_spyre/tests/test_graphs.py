@@ -21,6 +21,22 @@ def chain(x, y):
     return ((x * 2.0 + y).relu() - y * 0.5).sigmoid() * x
 
 
+def replays_chain_in_one_submission(x, y, run, seed):
+    """Three times: new values into the static inputs x and y, then run() (a replay returning
+    the output) must take exactly one submission and equal chain() run eagerly."""
+    for step in range(3):
+        nx = make((33, 70), torch.float32, seed=seed + step)
+        ny = make((33, 70), torch.float32, seed=seed + 10 + step)
+        x.copy_(nx)
+        y.copy_(ny)
+        torch.spyre.synchronize()
+        before = torch.spyre.submissions()
+        r = run()
+        torch.spyre.synchronize()
+        assert torch.spyre.submissions() - before == 1, step
+        assert torch.equal(r.cpu(), chain(nx.to("spyre"), ny.to("spyre")).cpu()), step
+
+
 def test_pointwise_chain_replays_equal_eager_in_one_submission():
     x = make((33, 70), torch.float32).to("spyre")
     y = make((33, 70), torch.float32, seed=1).to("spyre")
@@ -30,18 +46,7 @@ def test_pointwise_chain_replays_equal_eager_in_one_submission():
     with torch.spyre.graph(g):
         out = chain(x, y)
     torch.spyre.synchronize()
-    for step in range(3):
-        nx, ny = make((33, 70), torch.float32, seed=10 + step), make((33, 70), torch.float32,
-                                                                      seed=20 + step)
-        x.copy_(nx)
-        y.copy_(ny)
-        torch.spyre.synchronize()
-        before = torch.spyre.submissions()
-        g.replay()
-        torch.spyre.synchronize()
-        assert torch.spyre.submissions() - before == 1
-        want = chain(nx.to("spyre"), ny.to("spyre")).cpu()
-        assert torch.equal(out.cpu(), want), step
+    replays_chain_in_one_submission(x, y, lambda: (g.replay(), out)[1], seed=10)
     # Eager takes one submission per op on the simulator (the kernel backend batches launches
     # queued while a job is in flight, so there it depends on timing).
     if os.environ.get("SPYRE_BACKEND") == "sim":
@@ -134,17 +139,7 @@ def test_compiled_chain_replays_in_one_submission(fresh_dynamo):
     f(x, y)  # warm-up
     f(x, y)  # captured, replayed
     assert fresh_dynamo["captures"] == 1
-    for step in range(3):
-        nx, ny = make((33, 70), torch.float32, seed=40 + step), make((33, 70), torch.float32,
-                                                                      seed=50 + step)
-        x.copy_(nx)
-        y.copy_(ny)
-        torch.spyre.synchronize()
-        before = torch.spyre.submissions()
-        (r,) = pytree_leaves(f(x, y))
-        torch.spyre.synchronize()
-        assert torch.spyre.submissions() - before == 1, step
-        assert torch.equal(r.cpu(), chain(nx.to("spyre"), ny.to("spyre")).cpu()), step
+    replays_chain_in_one_submission(x, y, lambda: pytree_leaves(f(x, y))[0], seed=40)
     # Other tensors of the same signature are copied into the static inputs first.
     nx, ny = make((33, 70), torch.float32, seed=60), make((33, 70), torch.float32, seed=61)
     (r,) = pytree_leaves(f(nx.to("spyre"), ny.to("spyre")))

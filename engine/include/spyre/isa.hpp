@@ -185,6 +185,44 @@ inline constexpr uint32_t dtype_size(DType t) {
     }
 }
 
+// Integer element of type t at p, widened (signed types sign-extend; floats are not integers).
+inline int64_t load_int(DType t, const uint8_t* p) {
+    switch (t) {
+        case DType::I8:
+            return static_cast<int8_t>(*p);
+        case DType::U8:
+            return *p;
+        case DType::I32: {
+            int32_t v;
+            std::memcpy(&v, p, 4);
+            return v;
+        }
+        default: {
+            int64_t v;
+            std::memcpy(&v, p, 8);
+            return v;
+        }
+    }
+}
+
+// Stores the low bits of v as type t (two's-complement wrapping).
+inline void store_int(DType t, uint8_t* p, int64_t v) {
+    switch (t) {
+        case DType::I8:
+        case DType::U8:
+            *p = static_cast<uint8_t>(v);
+            break;
+        case DType::I32: {
+            const auto w = static_cast<int32_t>(static_cast<uint32_t>(v));
+            std::memcpy(p, &w, 4);
+            break;
+        }
+        default:
+            std::memcpy(p, &v, 8);
+            break;
+    }
+}
+
 // dt byte of VUN/VBIN/VRED: source type in the high nibble, destination type in the low one.
 inline constexpr uint8_t dt_pair(DType dst, DType src) {
     return static_cast<uint8_t>((static_cast<uint8_t>(src) << 4) | static_cast<uint8_t>(dst));

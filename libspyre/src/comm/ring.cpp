@@ -43,13 +43,17 @@ void scale_on_card(spyre_stream_t stream, spyre_buffer_t buf, uint64_t offset, u
     check_call(spyre_op_binary(stream, SPYRE_BINARY_MUL, &t, nullptr, scale, 1.0, &t));
 }
 
-void ring_reduce_scatter(const Ring& ring, spyre_buffer_t buf, const Segments& seg,
-                         spyre_dtype dtype, spyre_reduce_op op, int shift) {
+namespace {
+
+// The n - 1 steps of a ring pass: at step s this rank sends segment sj to the next rank while
+// `take(rj, c, m)` receives m elements at element c of segment rj from the previous one, both
+// chunked to one transport message.
+template <typename Take>
+void ring_pass(const Ring& ring, spyre_buffer_t buf, const Segments& seg, size_t es, int shift,
+               Take&& take) {
     const int n = ring.nranks, r = ring.rank;
-    const size_t es = dtype_bytes(dtype);
     const uint64_t chunk = ring.transport.max_chunk_bytes() / es;  // elements per message
-    const int next = mod(r + 1, n), prev = mod(r - 1, n);
-    const spyre_binary_op bop = binary_of(op);
+    const int next = mod(r + 1, n);
     for (int s = 0; s < n - 1; ++s) {
         const int sj = mod(r - s + shift, n), rj = mod(r - s - 1 + shift, n);
         const uint64_t sc = seg.count[sj], rc = seg.count[rj];
@@ -57,35 +61,33 @@ void ring_reduce_scatter(const Ring& ring, spyre_buffer_t buf, const Segments& s
             if (c < sc)
                 ring.transport.send(next, buf, seg.offset[sj] + c * es,
                                     std::min(chunk, sc - c) * es, ring.stream);
-            if (c < rc) {
-                const uint64_t m = std::min(chunk, rc - c);
-                ring.transport.recv(prev, ring.rx, 0, m * es, ring.stream);
-                // the reduction runs on the card's cores, queued on the stream
-                const spyre_tensor acc = vec(buf, seg.offset[rj] + c * es, m, dtype);
-                const spyre_tensor in = vec(ring.rx, 0, m, dtype);
-                check_call(spyre_op_binary(ring.stream, bop, &acc, &in, 0.0, 1.0, &acc));
-            }
+            if (c < rc) take(rj, c, std::min(chunk, rc - c));
         }
     }
 }
 
+}  // namespace
+
+void ring_reduce_scatter(const Ring& ring, spyre_buffer_t buf, const Segments& seg,
+                         spyre_dtype dtype, spyre_reduce_op op, int shift) {
+    const size_t es = dtype_bytes(dtype);
+    const int prev = mod(ring.rank - 1, ring.nranks);
+    const spyre_binary_op bop = binary_of(op);
+    ring_pass(ring, buf, seg, es, shift, [&](int rj, uint64_t c, uint64_t m) {
+        ring.transport.recv(prev, ring.rx, 0, m * es, ring.stream);
+        // the reduction runs on the card's cores, queued on the stream
+        const spyre_tensor acc = vec(buf, seg.offset[rj] + c * es, m, dtype);
+        const spyre_tensor in = vec(ring.rx, 0, m, dtype);
+        check_call(spyre_op_binary(ring.stream, bop, &acc, &in, 0.0, 1.0, &acc));
+    });
+}
+
 void ring_all_gather(const Ring& ring, spyre_buffer_t buf, const Segments& seg, size_t es,
                      int shift) {
-    const int n = ring.nranks, r = ring.rank;
-    const uint64_t chunk = ring.transport.max_chunk_bytes() / es;
-    const int next = mod(r + 1, n), prev = mod(r - 1, n);
-    for (int s = 0; s < n - 1; ++s) {
-        const int sj = mod(r - s + shift, n), rj = mod(r - s - 1 + shift, n);
-        const uint64_t sc = seg.count[sj], rc = seg.count[rj];
-        for (uint64_t c = 0; c < std::max(sc, rc); c += chunk) {
-            if (c < sc)
-                ring.transport.send(next, buf, seg.offset[sj] + c * es,
-                                    std::min(chunk, sc - c) * es, ring.stream);
-            if (c < rc)
-                ring.transport.recv(prev, buf, seg.offset[rj] + c * es,
-                                    std::min(chunk, rc - c) * es, ring.stream);
-        }
-    }
+    const int prev = mod(ring.rank - 1, ring.nranks);
+    ring_pass(ring, buf, seg, es, shift, [&](int rj, uint64_t c, uint64_t m) {
+        ring.transport.recv(prev, buf, seg.offset[rj] + c * es, m * es, ring.stream);
+    });
 }
 
 void ring_broadcast(const Ring& ring, spyre_buffer_t src, uint64_t src_offset, spyre_buffer_t dst,

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "aten/OpLibrary.h"
 #include "runtime/SpyreAllocator.h"
 #include "runtime/SpyreFunctions.h"
 #include "runtime/SpyreStream.h"
@@ -48,19 +49,10 @@ void check(spyre_status s, const char* what) {
 }
 
 spyre_dtype dtype_of(const at::Tensor& t) {
-    switch (t.scalar_type()) {
-        case at::kFloat:
-            return SPYRE_DTYPE_FLOAT32;
-        case at::kHalf:
-            return SPYRE_DTYPE_FLOAT16;
-        case at::kBFloat16:
-            return SPYRE_DTYPE_BFLOAT16;
-        default:
-            TORCH_CHECK(false,
-                        "spyre backend: collectives take float32, float16 or bfloat16 "
-                        "tensors, not ",
-                        t.scalar_type());
-    }
+    TORCH_CHECK(aten::is_float(t.scalar_type()),
+                "spyre backend: collectives take float32, float16 or bfloat16 tensors, not ",
+                t.scalar_type());
+    return *aten::op_dtype(t.scalar_type());
 }
 
 spyre_reduce_op op_of(const c10d::ReduceOp& op) {
