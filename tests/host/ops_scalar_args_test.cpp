@@ -191,8 +191,9 @@ TEST_F(Ops, FloatAlphaSharesOneProgram) {
         const spyre_tensor tx = view(x, {n}, {1}), ty = view(y, {n}, {1});
         for (spyre_binary_op op : {SPYRE_BINARY_ADD, SPYRE_BINARY_SUB})
             for (bool number_b : {false, true}) {
-                // alpha 1 is the plain add's program: left out here, so one program serves all
-                auto alpha = [&](int i) { return s[i] == 1.0 ? 0.75 : s[i]; };
+                // alpha 1 (rounded to fp32: 1 + 1e-9 too) is the plain add's program: left
+                // out here, so one program serves all
+                auto alpha = [&](int i) { return f32(s[i]) == 1.0f ? 0.75 : s[i]; };
                 Family f{t, n,
                          [&](int i, const spyre_tensor& to) {
                              return spyre_op_binary(nullptr, op, &tx, number_b ? nullptr : &ty,
