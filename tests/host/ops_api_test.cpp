@@ -690,32 +690,61 @@ TEST_F(Ops, ClosingTheCardReleasesItsOpPrograms) {
     EXPECT_GE(st.program_cache_misses, 1u);
 }
 
-// A scalar is part of an op's program, so a scalar that changes every call (an optimizer's
-// bias-corrected step size) makes a new plan and program each call. The card keeps at most
-// 1024 of them (the least recently launched go first), a program unloaded and launched again
-// is loaded again and computes the same, and every call is right on the way.
-TEST_F(Ops, ScalarsThatChangeEveryCallKeepTheCardsProgramsBounded) {
+// A scalar is a launch argument of its op's program, not part of it: a scalar that changes every
+// call (an optimizer's bias-corrected step size) reuses one plan and one program on the card.
+TEST_F(Ops, ScalarsThatChangeEveryCallShareOneProgram) {
     constexpr int kCalls = 1100, kN = 300;
     DevArray x(dev, SPYRE_DTYPE_FLOAT32, kN, 21), y(dev, SPYRE_DTYPE_FLOAT32, kN, 22);
     const spyre_tensor tx = view(x, {kN}, {1}), ty = view(y, {kN}, {1});
     spyre_runtime_stats st0{}, st{};
     ASSERT_SPYRE(spyre_device_get_runtime_stats(dev, &st0));
-    auto scaled = [&](int i) {
+    uint64_t h0 = 0, m0 = 0, h1 = 0, m1 = 0;
+    ASSERT_SPYRE(spyre_op_get_cache_stats(&h0, &m0));
+    for (int i = 0; i < kCalls; ++i) {
         const double k = 1.0 + i / 4096.0;
         ASSERT_SPYRE(spyre_op_binary(nullptr, SPYRE_BINARY_MUL, &tx, nullptr, k, 1.0, &ty));
-        if (i % 100 != 0) return;
+        if (i % 100 != 0) continue;
         ASSERT_SPYRE(spyre_device_synchronize(dev));
         y.fetch();
         for (int j = 0; j < kN; ++j) ASSERT_EQ(y.at(j), float(x.at(j) * float(k))) << i << " " << j;
-    };
-    for (int i = 0; i < kCalls; ++i) scaled(i);
+    }
     ASSERT_SPYRE(spyre_device_get_runtime_stats(dev, &st));
-    EXPECT_LE(st.pinned_programs, 1024u);
+    ASSERT_SPYRE(spyre_op_get_cache_stats(&h1, &m1));
+    EXPECT_LE(m1 - m0, 1u) << "plans made";
+    EXPECT_GE(h1 - h0, uint64_t(kCalls - 1)) << "plans reused";
+    EXPECT_EQ(st.pinned_programs - st0.pinned_programs, 1u);
+    EXPECT_EQ(st.pinned_program_evictions, st0.pinned_program_evictions);
+}
+
+// Ops that do need a program each (here 1100 distinct shapes) stay within the card's bound: it
+// keeps at most 1024 programs (the least recently launched go first), a program unloaded and
+// launched again is loaded again and computes the same, and every call is right on the way.
+TEST_F(Ops, DistinctShapesKeepTheCardsProgramsBounded) {
+    constexpr int kCalls = 1100, kMax = kCalls;
+    DevArray x(dev, SPYRE_DTYPE_FLOAT32, kMax, 23), y(dev, SPYRE_DTYPE_FLOAT32, kMax, 24);
+    spyre_runtime_stats st0{}, st{};
+    ASSERT_SPYRE(spyre_device_get_runtime_stats(dev, &st0));
+    auto relu = [&](int n, bool check) {
+        const spyre_tensor tx = view(x, {n}, {1}), ty = view(y, {n}, {1});
+        ASSERT_SPYRE(spyre_op_unary(nullptr, SPYRE_UNARY_RELU, &tx, &ty));
+        if (!check) return;
+        ASSERT_SPYRE(spyre_device_synchronize(dev));
+        y.fetch();
+        for (int j = 0; j < n; ++j) ASSERT_EQ(y.at(j), std::max(x.at(j), 0.0f)) << n << " " << j;
+    };
+    for (int i = 1; i <= kCalls; ++i) {
+        relu(i, i % 100 == 1);
+        if (HasFatalFailure()) return;
+    }
+    ASSERT_SPYRE(spyre_device_get_runtime_stats(dev, &st));
+    EXPECT_EQ(st.pinned_programs, 1024u);
     EXPECT_GE(st.pinned_program_evictions - st0.pinned_program_evictions, uint64_t(kCalls - 1024));
     // the first program was unloaded: launched again, it is loaded again and right
-    scaled(0);
+    const uint64_t misses = st.program_cache_misses;
+    relu(1, true);
     ASSERT_SPYRE(spyre_device_get_runtime_stats(dev, &st));
-    EXPECT_LE(st.pinned_programs, 1024u);
+    EXPECT_EQ(st.program_cache_misses, misses + 1);
+    EXPECT_EQ(st.pinned_programs, 1024u);
 }
 
 // Strided views made dense through the C API: a transpose, a permute of a [B, L, H, D] buffer,

@@ -106,6 +106,8 @@ float reference(const EwShape& s, float a, float b, float c) {
             return c != 0.0f || std::isnan(c) ? a : b;
         case EwOp::AFFINE:
             return std::fma(a, s.scale, s.shift);
+        case EwOp::CLAMP:
+            return fmin_nan(fmax_nan(a, b), c);
         default:
             return NAN;
     }
@@ -197,6 +199,7 @@ float operand_value(const EwShape& s, const EwOperand& o, const uint8_t* base, u
 }
 
 bool has_b(EwOp op) { return !ew_is_unary(op) && op != EwOp::AFFINE; }
+bool has_cond(EwOp op) { return op == EwOp::WHERE || op == EwOp::CLAMP; }
 
 // Runs s with the plan (cores, chunk) and checks every output element and the bytes after it.
 // Broadcast operands start `skew` elements past a stick boundary.
@@ -224,19 +227,22 @@ void check(const EwShape& s, uint32_t cores, uint64_t chunk = 0, uint32_t seed =
     args[1] = at;
     at = up128(at + n * oes) + 256;
     if (has_b(s.op)) args[2] = place(s.b);
-    if (s.op == EwOp::WHERE) args[3] = place(s.cond);
+    if (has_cond(s.op)) args[3] = place(s.cond);
     std::vector<uint8_t> mem(at, kSentinel);
     fill(s.a.t, &mem[args[0]], operand_elems(s, s.a), rng, r.lo, r.hi);
     if (has_b(s.op)) fill(s.b.t, &mem[args[2]], operand_elems(s, s.b), rng, r.lo, r.hi);
     if (s.op == EwOp::WHERE) fill(s.cond.t, &mem[args[3]], operand_elems(s, s.cond), rng, -1, 1);
+    if (s.op == EwOp::CLAMP) fill(s.cond.t, &mem[args[3]], operand_elems(s, s.cond), rng, 0, 9);
     const std::vector<uint8_t> before = mem;
-    const RunResult res = run_image(image, p.cores, args, mem);
+    // the program serves every value of s's scalars: they are launch arguments 4, 5, ...
+    const RunResult res =
+        run_image(image, p.cores, ew_launch_args(s, args[0], args[1], args[2], args[3]), mem);
     ASSERT_EQ(res.error, 0) << res.message;
     uint64_t inexact = 0;
     for (uint64_t i = 0; i < n; ++i) {
         const float a = operand_value(s, s.a, &before[args[0]], i);
         const float b = has_b(s.op) ? operand_value(s, s.b, &before[args[2]], i) : 0.0f;
-        const float c = s.op == EwOp::WHERE ? operand_value(s, s.cond, &before[args[3]], i) : 0;
+        const float c = has_cond(s.op) ? operand_value(s, s.cond, &before[args[3]], i) : 0;
         uint8_t want[4];
         store_elem(s.out, reference(s, a, b, c), want);
         const uint8_t* got = &mem[args[1] + i * oes];
@@ -475,6 +481,105 @@ TEST(OpsElementwise, WhereSelect) {
             }
 }
 
+// Host values (a number operand, alpha, scale and shift) are launch arguments: shapes that
+// differ only in their values build one program, and it computes every value exactly as the
+// old immediate did: the value rounded to fp32, then the op in fp32 rounded once to the output
+// type (NaN, infinities, -0, values the output type overflows or flushes, fp32 subnormals).
+TEST(OpsElementwise, ScalarsAreLaunchArguments) {
+    const float inf = std::numeric_limits<float>::infinity();
+    const float values[] = {0.375f,   -0.0f,    0.0f,    NAN,         inf,      -inf,
+                            65520.0f, 65504.0f, 3.0e-8f, 1.00390625f, -3.4e38f, 1e-45f,
+                            -7.25f,   1e10f,    0.1f,    2.0f};
+    // alpha 1 with a full a is one plain pass, a program of its own (every other alpha shares one)
+    auto value_shape = [](EwShape s, float v) {
+        s.a.imm = v, s.b.imm = -v, s.cond.imm = v * 0.5f;
+        if (s.op == EwOp::ADD || s.op == EwOp::SUB) s.alpha = v == 1.0f ? 3.0f : v;
+        s.scale = v, s.shift = 1.0f - v;
+        return s;
+    };
+    for (DType t : kFloats) {
+        std::vector<EwShape> shapes;
+        for (EwOp op : kBinary) {
+            EwShape s = flat(op, 999, t, t);
+            s.b.mode = Bcast::IMM;
+            shapes.push_back(s);
+        }
+        for (EwOp op : {EwOp::ADD, EwOp::SUB}) {
+            EwShape s = flat(op, 999, t, t);
+            shapes.push_back(s);  // alpha with a full b
+            s.b.mode = Bcast::IMM;
+            shapes.push_back(s);  // alpha and a number b
+            s.b.mode = Bcast::COL, s.rows = 37, s.cols = 27;
+            shapes.push_back(s);  // alpha with a broadcast b
+        }
+        shapes.push_back(flat(EwOp::AFFINE, 999, t, t));
+        EwShape w = flat(EwOp::WHERE, 999, t, t);
+        w.cond.t = DType::I8;
+        for (Bcast am : {Bcast::NONE, Bcast::IMM})
+            for (Bcast bm : {Bcast::NONE, Bcast::IMM})
+                if (am == Bcast::IMM || bm == Bcast::IMM) {
+                    w.a.mode = am, w.b.mode = bm;
+                    shapes.push_back(w);
+                }
+        EwShape c = flat(EwOp::CLAMP, 999, t, t);
+        c.cond.t = DType::F32;
+        for (Bcast lo : {Bcast::NONE, Bcast::IMM})
+            for (Bcast hi : {Bcast::NONE, Bcast::IMM}) {
+                c.b.mode = lo, c.cond.mode = hi;
+                shapes.push_back(c);
+            }
+        for (const EwShape& base : shapes) {
+            const EwPlan p = ew_make_plan(base, 3, kLxBudget);
+            std::vector<uint8_t> first;
+            for (float v : values) {
+                const EwShape s = value_shape(base, v);
+                ASSERT_EQ(ew_scalar_args(s).size(), ew_scalar_args(ew_structure(s)).size());
+                const auto image = build_elementwise(s, p);
+                if (first.empty())
+                    first = image;
+                else
+                    ASSERT_EQ(image, first) << ew_name(s.op) << " " << v;
+                check(s, 3, p.chunk);
+                if (HasFatalFailure()) return;
+            }
+        }
+    }
+    // float alpha 1 (a plain add) and every other alpha: two programs, both right
+    EwShape s = flat(EwOp::SUB, 999, DType::F16, DType::F16);
+    const EwPlan p = ew_make_plan(s, 3, kLxBudget);
+    s.alpha = 1.0f;
+    const auto plain = build_elementwise(s, p);
+    check(s, 3);
+    s.alpha = 0.5f;
+    EXPECT_NE(build_elementwise(s, p), plain);
+    check(s, 3);
+    // integers: one program for every scalar the op takes in a's type; the wrapping ops take
+    // any int64, the others keep a value outside the type as an immediate
+    EwShape i = flat(EwOp::LT, 999, DType::I8, DType::I8);
+    i.b.mode = Bcast::IMM;
+    const EwPlan ip = ew_make_plan(i, 3, kLxBudget);
+    i.b.iimm = 5;
+    const auto lt5 = build_elementwise(i, ip);
+    i.b.iimm = -128;
+    EXPECT_EQ(build_elementwise(i, ip), lt5);
+    i.b.iimm = 300;
+    EXPECT_NE(build_elementwise(i, ip), lt5);
+    EXPECT_EQ(ew_structure(i).b.iimm, 300);
+    i.op = EwOp::MUL;
+    i.b.iimm = 300;
+    const auto mul = build_elementwise(i, ip);
+    i.b.iimm = -7;
+    EXPECT_EQ(build_elementwise(i, ip), mul);
+    EXPECT_EQ(ew_scalar_args(i), std::vector<uint64_t>{uint64_t(-7)});
+    // integer alpha with a full b: 1, -1 and one program for every other alpha
+    i.op = EwOp::ADD, i.b.mode = Bcast::NONE, i.ialpha = 3;
+    const auto add3 = build_elementwise(i, ip);
+    i.ialpha = -100;
+    EXPECT_EQ(build_elementwise(i, ip), add3);
+    i.ialpha = -1;
+    EXPECT_NE(build_elementwise(i, ip), add3);
+}
+
 // Many small chunks per core (the double-buffer parity alternates, the last chunk is partial).
 TEST(OpsElementwise, SmallChunks) {
     for (DType t : kFloats)
@@ -486,15 +591,17 @@ TEST(OpsElementwise, SmallChunks) {
 
 TEST(OpsElementwise, PlannerPriceEqualsTheRealRun) {
     Pricer pricer(default_engine_config());
-    for (EwOp op : {EwOp::RELU, EwOp::SIGMOID, EwOp::ADD})
+    for (EwOp op : {EwOp::RELU, EwOp::SIGMOID, EwOp::ADD, EwOp::MUL})
         for (uint64_t n : {65ull, 100003ull}) {
             EwShape s = flat(op, n, DType::F16, DType::F16);
+            if (op == EwOp::MUL) s.b.mode = Bcast::IMM, s.b.imm = 0.7f;  // a launch-arg scalar
             const EwPlan p = plan_elementwise(pricer, s, 32);
             ASSERT_GT(p.cycles, 0u);
             ASSERT_LE(p.cores, 32u);
             std::vector<uint8_t> mem(up128(n * 2) * 3, 0);
-            const RunResult r = run_image(build_elementwise(s, p), p.cores,
-                                          {0, up128(n * 2), 2 * up128(n * 2), 0}, mem);
+            const RunResult r =
+                run_image(build_elementwise(s, p), p.cores,
+                          ew_launch_args(s, 0, up128(n * 2), 2 * up128(n * 2), 0), mem);
             ASSERT_EQ(r.error, 0) << r.message;
             EXPECT_EQ(r.stats.total_cycles, p.cycles) << ew_plan_name(p);
             // the chosen plan is no slower than every fixed alternative
@@ -512,7 +619,8 @@ TEST(OpsElementwise, OperandsFarApart) {
     const uint64_t gib = 1ull << 30;
     std::vector<uint8_t> none;
     const RunResult r =
-        run_image(build_elementwise(s, p), 32, {0, 3 * gib, gib + 4096, 0}, none, true, 4 * gib);
+        run_image(build_elementwise(s, p), 32, ew_launch_args(s, 0, 3 * gib, gib + 4096, 0), none,
+                  true, 4 * gib);
     EXPECT_EQ(r.error, 0) << r.message;
     EXPECT_EQ(r.stats.ddr_read_bytes, 2 * up128(100000 * 4));
 }

@@ -5,6 +5,8 @@
 // casts to and from int64/uint8, a zero divisor failing the launch, and what is refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -265,6 +267,137 @@ TEST_F(Ops, IntegerAlphaWrapAndLargeTensors) {
               spyre_op_binary_int(nullptr, SPYRE_BINARY_ADD, &strided, nullptr, 1, 1, &strided));
 }
 
+// A number is a launch argument: 1000 numbers per op and type through spyre_op_binary_int make
+// one plan and load one program each, and so do 1000 alphas of ADD/SUB with a tensor b (alpha 1
+// and -1 are programs of their own). Numbers outside a's type are taken by the wrapping ops
+// (ADD, SUB, MUL, AND, OR, XOR) like any other; for the others such a number (int8 < 300) stays
+// an immediate, a program per value. Every call is checked against the 128-bit reference.
+TEST_F(Ops, IntegerScalarsShareOneProgram) {
+    constexpr int64_t n = 433;  // a size no other test plans
+    constexpr int kCalls = 1000;
+    const spyre_binary_op ops[] = {
+        SPYRE_BINARY_ADD,          SPYRE_BINARY_SUB,         SPYRE_BINARY_MUL,
+        SPYRE_BINARY_FLOOR_DIVIDE, SPYRE_BINARY_REMAINDER,   SPYRE_BINARY_BITWISE_AND,
+        SPYRE_BINARY_BITWISE_OR,   SPYRE_BINARY_BITWISE_XOR, SPYRE_BINARY_LSHIFT,
+        SPYRE_BINARY_RSHIFT,       SPYRE_BINARY_MAX,         SPYRE_BINARY_MIN,
+        SPYRE_BINARY_EQ,           SPYRE_BINARY_LT,          SPYRE_BINARY_GE};
+    auto stats = [&] {
+        uint64_t hits = 0, misses = 0;
+        EXPECT_EQ(SPYRE_SUCCESS, spyre_op_get_cache_stats(&hits, &misses));
+        spyre_runtime_stats st{};
+        EXPECT_EQ(SPYRE_SUCCESS, spyre_device_get_runtime_stats(dev, &st));
+        return std::array<uint64_t, 3>{misses, st.pinned_programs, st.pinned_program_evictions};
+    };
+    // runs calls i = 0 .. count-1 of `call` into slices of one output and checks them
+    auto run = [&](spyre_dtype t, int count, const auto& call, const auto& want) {
+        const int64_t slice = int64_t((uint64_t(n) * isize(t) + 127) / 128 * 128 / isize(t));
+        IntArray out(dev, t, size_t(slice * count), 99);
+        for (int i = 0; i < count; ++i) {
+            spyre_tensor to = iview(out, {n});
+            to.offset = uint64_t(slice * i) * isize(t);
+            ASSERT_EQ(SPYRE_SUCCESS, call(i, to)) << spyre_last_error() << " call " << i;
+        }
+        ASSERT_SPYRE(spyre_device_synchronize(dev));
+        const auto got = out.fetch();
+        for (int i = 0; i < count; ++i)
+            for (int64_t k = 0; k < n; ++k)
+                ASSERT_EQ(got[size_t(slice * i + k)], want(i, k))
+                    << "t " << t << " call " << i << " element " << k;
+    };
+    const auto s0 = stats();
+    int classes = 0;
+    for (spyre_dtype t : kInts) {
+        IntArray a(dev, t, n, 21), b(dev, t, n, 22);
+        const spyre_tensor ta = iview(a, {n}), tb = iview(b, {n});
+        const int w = int(isize(t)) * 8;
+        const int64_t lo = t == SPYRE_DTYPE_UINT8 ? 0 : wrap(t, __int128(1) << (w - 1));
+        const int64_t hi = t == SPYRE_DTYPE_UINT8 ? 255 : wrap(t, (__int128(1) << (w - 1)) - 1);
+        for (spyre_binary_op op : ops) {
+            const bool wraps = op == SPYRE_BINARY_ADD || op == SPYRE_BINARY_SUB ||
+                               op == SPYRE_BINARY_MUL || op == SPYRE_BINARY_BITWISE_AND ||
+                               op == SPYRE_BINARY_BITWISE_OR || op == SPYRE_BINARY_BITWISE_XOR;
+            const bool shift = op == SPYRE_BINARY_LSHIFT || op == SPYRE_BINARY_RSHIFT;
+            const bool div = op == SPYRE_BINARY_FLOOR_DIVIDE || op == SPYRE_BINARY_REMAINDER;
+            std::mt19937_64 rng(uint64_t(op) * 31 + uint64_t(t));
+            std::vector<int64_t> v(kCalls);
+            const int64_t sp[] = {0, 1, -1, lo, hi, 300, -129, std::numeric_limits<int64_t>::min()};
+            for (int i = 0; i < kCalls; ++i) {
+                int64_t x;
+                if (wraps) {  // any int64
+                    x = i < int(std::size(sp)) ? sp[i] : int64_t(rng()) >> (rng() % 64);
+                } else if (shift && i % 2) {  // counts around the width, inside the type
+                    x = std::clamp<int64_t>(int64_t(rng() % uint64_t(w + 6)) - 2, lo, hi);
+                } else {                                                // anything inside the type
+                    const uint64_t span = uint64_t(hi) - uint64_t(lo);  // all of int64: ~0
+                    x = span == ~uint64_t{0} ? int64_t(rng()) : lo + int64_t(rng() % (span + 1));
+                    if (i < 5) x = std::array<int64_t, 5>{lo, hi, 0, 1, -1}[i];
+                    x = std::clamp(x, lo, hi);
+                }
+                if (div && x == 0) x = 3;
+                v[size_t(i)] = x;
+            }
+            run(
+                t, kCalls,
+                [&](int i, const spyre_tensor& to) {
+                    return spyre_op_binary_int(nullptr, op, &ta, nullptr, v[size_t(i)], 1, &to);
+                },
+                [&](int i, int64_t k) {
+                    return wrap(t, ref(op, t, a.v[size_t(k)], v[size_t(i)]));
+                });
+            if (HasFatalFailure()) return;
+            ++classes;
+        }
+        // alpha with a tensor b (not 1 or -1: those are programs of their own)
+        for (spyre_binary_op op : {SPYRE_BINARY_ADD, SPYRE_BINARY_SUB}) {
+            std::mt19937_64 rng(uint64_t(op) * 7 + uint64_t(t));
+            std::vector<int64_t> al(kCalls);
+            for (auto& x : al) {
+                x = int64_t(rng()) >> (rng() % 64);
+                if (x == 1 || x == -1) x = 2;
+            }
+            run(
+                t, kCalls,
+                [&](int i, const spyre_tensor& to) {
+                    return spyre_op_binary_int(nullptr, op, &ta, &tb, 0, al[size_t(i)], &to);
+                },
+                [&](int i, int64_t k) {
+                    const __int128 p = __int128(al[size_t(i)]) * b.v[size_t(k)];
+                    return wrap(t,
+                                op == SPYRE_BINARY_ADD ? a.v[size_t(k)] + p : a.v[size_t(k)] - p);
+                });
+            if (HasFatalFailure()) return;
+            ++classes;
+        }
+    }
+    const auto s1 = stats();
+    EXPECT_EQ(s1[0] - s0[0], uint64_t(classes)) << "plans";
+    EXPECT_EQ(s1[1] - s0[1], uint64_t(classes)) << "programs on the card";
+    EXPECT_EQ(s1[2], s0[2]) << "evictions";
+    // numbers outside the type for the non-wrapping ops: right, an immediate each
+    struct Outside {
+        spyre_dtype t;
+        spyre_binary_op op;
+        int64_t v;
+    } outside[] = {{SPYRE_DTYPE_INT8, SPYRE_BINARY_LT, 300},
+                   {SPYRE_DTYPE_INT8, SPYRE_BINARY_LT, 301},
+                   {SPYRE_DTYPE_UINT8, SPYRE_BINARY_GE, -1},
+                   {SPYRE_DTYPE_INT8, SPYRE_BINARY_MAX, 1000},
+                   {SPYRE_DTYPE_INT32, SPYRE_BINARY_FLOOR_DIVIDE, int64_t(1) << 40},
+                   {SPYRE_DTYPE_UINT8, SPYRE_BINARY_RSHIFT, 256}};
+    for (const Outside& o : outside) {
+        IntArray a(dev, o.t, n, 23);
+        const spyre_tensor ta = iview(a, {n});
+        run(
+            o.t, 1,
+            [&](int, const spyre_tensor& to) {
+                return spyre_op_binary_int(nullptr, o.op, &ta, nullptr, o.v, 1, &to);
+            },
+            [&](int, int64_t k) { return wrap(o.t, ref(o.op, o.t, a.v[size_t(k)], o.v)); });
+        if (HasFatalFailure()) return;
+    }
+    EXPECT_EQ(stats()[0] - s1[0], std::size(outside)) << "plans";
+}
+
 TEST_F(Ops, IntegerZeroDivisorFailsTheLaunch) {
     IntArray a(dev, SPYRE_DTYPE_INT64, 100, 1), b(dev, SPYRE_DTYPE_INT64, 100, 2),
         o(dev, SPYRE_DTYPE_INT64, 100, 3);
@@ -360,7 +493,8 @@ TEST_F(Ops, IntegerReductions) {
                         if (op == SPYRE_REDUCE_MIN) acc = std::min<__int128>(acc, v);
                     }
                     ASSERT_EQ(got[size_t(r)], static_cast<int64_t>(acc))
-                        << "t " << t << " op " << op << " " << c.rows << "x" << c.cols << " r " << r;
+                        << "t " << t << " op " << op << " " << c.rows << "x" << c.cols << " r "
+                        << r;
                 }
             }
     // along dim 0 of [5, 33] int32 -> [33] int64

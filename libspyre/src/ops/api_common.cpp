@@ -20,8 +20,9 @@ spyre_op_info& last_info() {
 namespace {
 // The process-wide plan cache: at most kMaxPlans plans, the least recently used dropped first
 // (a caller still holding one keeps it). A key holds every value baked into a program (shapes,
-// and scalars such as an optimizer's step size), so a program whose scalars change every call
-// would otherwise grow the cache, and the programs pinned on the card, without bound.
+// types, layouts; the elementwise ops' scalars are launch arguments, not part of it), so a
+// stream of ever new shapes would otherwise grow the cache, and the programs pinned on the
+// card, without bound.
 constexpr size_t kMaxPlans = 4096;
 
 struct Caches {

@@ -98,15 +98,18 @@ void elementwise_impl(spyre_stream_t stream, EwOp op, const Operand& a, const Op
             fail(SPYRE_ERROR_NOT_SUPPORTED,
                  std::format("{}: `{}` must start 128-byte aligned", name, o->t->name));
     const spyre_engine_config cfg = engine_config_of(c.info);
+    // the plan and its program depend on the structure only: every value of a scalar (an
+    // optimizer's step size that changes every call) reuses them, the value is a launch argument
+    const EwShape n = ew_structure(s);
     PlanKey key("ew", cfg);
-    key.add(op, rows, cols, s.out, s.a.t, s.a.mode, s.a.imm, s.b.t, s.b.mode, s.b.imm, s.cond.t,
-            s.cond.mode, alpha, s.b.iimm, ialpha);
+    key.add(op, rows, cols, n.out, n.a.t, n.a.mode, n.b.t, n.b.mode, n.cond.t, n.cond.mode, n.alpha,
+            n.b.iimm, n.ialpha);
     auto plan = cached_plan(key.str(), [&] {
-        ew_validate(s);
+        ew_validate(n);
         const Pricer pricer(cfg);
-        const EwPlan p = plan_elementwise(pricer, s, cfg.num_cores);
+        const EwPlan p = plan_elementwise(pricer, n, cfg.num_cores);
         PlanEntry e;
-        e.image = build_elementwise(s, p);
+        e.image = build_elementwise(n, p);
         e.cores = p.cores;
         e.cycles = p.cycles;
         e.plan = ew_plan_name(p);
@@ -114,7 +117,7 @@ void elementwise_impl(spyre_stream_t stream, EwOp op, const Operand& a, const Op
     });
     auto addr = [](const Operand& o) { return o.t ? o.t->addr : uint64_t{0}; };
     auto buf = [](const Operand& o) { return o.t ? o.t->buffer : nullptr; };
-    launch(c, plan, stream, {addr(a), out.addr, addr(b), addr(cond)},
+    launch(c, plan, stream, ew_launch_args(s, addr(a), out.addr, addr(b), addr(cond)),
            {buf(a), out.buffer, buf(b), buf(cond)});
     finish_info(c, *plan);
 }

@@ -2,6 +2,8 @@
 #include "ops/elementwise_program.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cstdio>
 #include <stdexcept>
 
@@ -20,8 +22,9 @@ uint64_t es_of(DType t) { return isa::dtype_size(t); }
 
 // Where a vector operand lives. A, B, COND are the inputs (full ones in the chunk buffers,
 // broadcast ones wherever their mode puts them); OUT is the output chunk; TMP an fp32 chunk for
-// multi-pass ops; ZERO an fp32 zero at LX 0 (a mask that selects y); IMM has no storage.
-enum class Loc : uint8_t { A, B, COND, OUT, TMP, ZERO, IMM };
+// multi-pass ops; ZERO an fp32 zero at LX 0 (a mask that selects y); ARG a scalar the caller
+// gives at launch (LX stick 0, see kArgLx); IMM a constant of the program itself (no storage).
+enum class Loc : uint8_t { A, B, COND, OUT, TMP, ZERO, ARG, IMM };
 
 struct Opd {
     Loc loc = Loc::IMM;
@@ -29,6 +32,30 @@ struct Opd {
     Bcast mode = Bcast::IMM;
     float imm = 0.0f;
     int64_t iimm = 0;  // VINT IMM
+    uint8_t slot = 0;  // ARG: launch argument kFirstScalarArg + slot
+};
+
+// Scalars are launch arguments, not immediates, so that one program serves every value (an
+// optimizer's step size changes every call): the program reads argument kFirstScalarArg + i with
+// ARG and stores it with LXST at kArgLx + 8 i, in stick 0 beside the zero scalar, where the
+// vector instructions read it as a SCALAR operand (fp32 for the float ops: the fp32 value the
+// immediate had, bit for bit; the source type for VINT: its low bytes).
+constexpr uint32_t kFirstScalarArg = 4;
+constexpr uint64_t kArgLx = 8;
+constexpr size_t kMaxScalars = 16 - kFirstScalarArg;  // a launch takes 16 arguments
+static_assert(kArgLx + 8 * kMaxScalars <= kStick, "the numbers share stick 0");
+
+// The scalars of one shape in slot order, collected while its passes are made.
+struct Scalars {
+    std::vector<uint64_t> bits;
+    Opd slot(uint64_t v, DType t) {
+        if (bits.size() >= kMaxScalars) throw std::logic_error("elementwise: too many scalars");
+        bits.push_back(v);
+        Opd o{Loc::ARG, t, Bcast::SCALAR, 0.0f, 0, static_cast<uint8_t>(bits.size() - 1)};
+        return o;
+    }
+    Opd f32(float v) { return slot(std::bit_cast<uint32_t>(v), DType::F32); }
+    Opd integer(int64_t v, DType t) { return slot(static_cast<uint64_t>(v), t); }
 };
 
 // One vector pass over the chunk. VUN: d = f(x); VBIN: d = x f y; VFMA: d = x * y + z;
@@ -46,8 +73,43 @@ bool valid_type(DType t) { return static_cast<uint8_t>(t) < isa::kVecTypes; }
 bool has_b(EwOp op) { return !ew_is_unary(op) && op != EwOp::AFFINE; }
 bool has_cond(EwOp op) { return op == EwOp::WHERE || op == EwOp::CLAMP; }
 
-Opd input(const EwShape& s, Loc l) {
+bool fits(int64_t v, DType t) {
+    switch (t) {
+        case DType::I8:
+            return v >= -128 && v <= 127;
+        case DType::U8:
+            return v >= 0 && v <= 255;
+        case DType::I32:
+            return v >= INT32_MIN && v <= INT32_MAX;
+        default:
+            return true;
+    }
+}
+
+// Whether the integer scalar b goes in as a launch argument: VINT reads a SCALAR operand in the
+// source type, so a value outside a's type would be wrapped first. That changes nothing for the
+// wrapping ops; the others (compares, division, shifts, max/min) keep such a value (which torch
+// refuses for most ops anyway) as an immediate of their program.
+bool int_scalar_is_arg(const EwShape& s) {
+    switch (s.op) {
+        case EwOp::ADD:
+        case EwOp::SUB:
+        case EwOp::MUL:
+        case EwOp::AND:
+        case EwOp::OR:
+        case EwOp::XOR:
+            return true;
+        default:
+            return fits(s.b.iimm, s.a.t);
+    }
+}
+
+// An input as a pass operand; a host value (IMM mode) becomes a launch-argument scalar.
+Opd input(const EwShape& s, Loc l, Scalars& sc) {
     const EwOperand& o = l == Loc::A ? s.a : l == Loc::B ? s.b : s.cond;
+    if (o.mode != Bcast::IMM) return {l, o.t, o.mode, o.imm, o.iimm};
+    if (!ew_is_int(s)) return sc.f32(o.imm);
+    if (int_scalar_is_arg(s)) return sc.integer(o.iimm, s.a.t);
     return {l, o.t, o.mode, o.imm, o.iimm};
 }
 Opd out_opd(const EwShape& s) { return {Loc::OUT, s.out, Bcast::NONE, 0.0f}; }
@@ -67,7 +129,6 @@ Step vbin(isa::VBin f, Opd d, Opd x, Opd y) {
 Step vint(isa::VInt f, Opd d, Opd x, Opd y = {}) {
     return {isa::Op::VINT, static_cast<uint8_t>(f), d, x, y, {}};
 }
-Opd int_imm(int64_t v) { return {Loc::IMM, DType::I64, Bcast::IMM, 0.0f, v}; }
 Step vfma(Opd d, Opd x, Opd y, Opd z) { return {isa::Op::VFMA, 0, d, x, y, z}; }
 Step vsel(Opd d, Opd x, Opd y, Opd mask, bool invert) {
     return {isa::Op::VSEL, 0, d, x, y, mask, invert};
@@ -198,16 +259,20 @@ int64_t wrap_mul(int64_t a, int64_t b) {
 
 // The VINT passes of an integer shape (exact, so operands may be swapped or scaled freely).
 // Scratch is the full b's own chunk buffer (b * alpha in place), never a temporary.
-std::vector<Step> int_steps(const EwShape& s) {
-    const Opd A = input(s, Loc::A), B = input(s, Loc::B), O = out_opd(s);
+std::vector<Step> int_steps(const EwShape& s, Scalars& sc) {
+    const Opd A = input(s, Loc::A, sc), O = out_opd(s);
     const isa::VInt f = int_func(s.op);
     if (ew_is_unary(s.op)) return {vint(f, O, A)};
-    const bool fa = A.mode == Bcast::NONE, fb = B.mode == Bcast::NONE;
-    if (!fa && !fb) throw std::invalid_argument("a and b both broadcast (make one contiguous)");
+    const bool fa = A.mode == Bcast::NONE, fb = s.b.mode == Bcast::NONE;
     if (s.op == EwOp::ADD || s.op == EwOp::SUB) {
         // a + k * b, k = alpha or -alpha (wrapping like torch's integer alpha)
         const int64_t k = s.op == EwOp::SUB ? wrap_mul(s.ialpha, -1) : s.ialpha;
-        if (B.mode == Bcast::IMM) return {vint(isa::VInt::ADD, O, A, int_imm(wrap_mul(k, B.iimm)))};
+        if (s.b.mode == Bcast::IMM) {  // k * b folded into one scalar
+            if (!fa) throw std::invalid_argument("a and b both broadcast (make one contiguous)");
+            return {vint(isa::VInt::ADD, O, A, sc.integer(wrap_mul(k, s.b.iimm), s.a.t))};
+        }
+        const Opd B = input(s, Loc::B, sc);
+        if (!fa && !fb) throw std::invalid_argument("a and b both broadcast (make one contiguous)");
         if (k == 1) return {fa ? vint(isa::VInt::ADD, O, A, B) : vint(isa::VInt::ADD, O, B, A)};
         if (k == -1 && fa) return {vint(isa::VInt::SUB, O, A, B)};
         if (!fb) throw std::invalid_argument("alpha with a broadcast b");
@@ -215,10 +280,12 @@ std::vector<Step> int_steps(const EwShape& s) {
         if (k == -1)
             st.push_back(vint(isa::VInt::NEG, B, B));
         else
-            st.push_back(vint(isa::VInt::MUL, B, B, int_imm(k)));
+            st.push_back(vint(isa::VInt::MUL, B, B, sc.integer(k, s.a.t)));
         st.push_back(fa ? vint(isa::VInt::ADD, O, A, B) : vint(isa::VInt::ADD, O, B, A));
         return st;
     }
+    const Opd B = input(s, Loc::B, sc);
+    if (!fa && !fb) throw std::invalid_argument("a and b both broadcast (make one contiguous)");
     if (fa) return {vint(f, O, A, B)};
     switch (f) {
         case isa::VInt::DIV:
@@ -234,30 +301,41 @@ std::vector<Step> int_steps(const EwShape& s) {
 // The passes of an op. Every formula is written so that the result equals the op rounded as
 // the ISA rounds it: broadcast-first operands are swapped only where that is exact, otherwise
 // made full first (VSEL copy, exact in fp32).
-std::vector<Step> make_steps(const EwShape& s) {
-    const Opd A = input(s, Loc::A), B = input(s, Loc::B), C = input(s, Loc::COND);
+// Host values become launch-argument scalars in sc, in the order the passes name them.
+std::vector<Step> make_steps(const EwShape& s, Scalars& sc) {
+    if (ew_is_int(s)) return int_steps(s, sc);
     const Opd O = out_opd(s), T = tmp_opd();
     std::vector<Step> st;
-    if (ew_is_int(s)) return int_steps(s);
     if (ew_is_unary(s.op)) {
+        const Opd A = input(s, Loc::A, sc);
         if (s.op == EwOp::CAST) return {vun(isa::VUn::COPY, O, A)};
         if (s.op == EwOp::SIGMOID)  // 1 / (1 + exp(-x)): no cancellation for x << 0
             return {vun(isa::VUn::NEG, T, A), vun(isa::VUn::EXP, T, T),
                     vbin(isa::VBin::ADD, T, T, imm_opd(1.0f)), vun(isa::VUn::RECIP, O, T)};
         return {vun(native_unary(s.op), O, A)};
     }
-    if (s.op == EwOp::AFFINE) return {vfma(O, A, imm_opd(s.scale), imm_opd(s.shift))};
+    const Opd A = input(s, Loc::A, sc);
+    if (s.op == EwOp::AFFINE) {
+        const Opd scale = sc.f32(s.scale);
+        return {vfma(O, A, scale, sc.f32(s.shift))};
+    }
+    const Opd B = input(s, Loc::B, sc);
+    const Opd C = has_cond(s.op) ? input(s, Loc::COND, sc) : Opd{};
     const bool fa = A.mode == Bcast::NONE, fb = B.mode == Bcast::NONE;
     const isa::VBin f = binary_func(s.op);
     if (s.op == EwOp::ADD || s.op == EwOp::SUB) {
-        const float k = s.op == EwOp::SUB ? -s.alpha : s.alpha;
+        // alpha == 1 with a full a is one plain pass (a program of its own); any other alpha
+        // is the scalar k of a fused multiply-add
         if (fa && s.alpha == 1.0f) {
             st.push_back(vbin(f, O, A, B));
-        } else if (fb) {  // a + k*b as one fused multiply-add (exact for any k), a any mode
-            st.push_back(vfma(O, B, imm_opd(k), A));
+            return st;
+        }
+        const Opd k = sc.f32(s.op == EwOp::SUB ? -s.alpha : s.alpha);
+        if (fb) {  // a + k*b as one fused multiply-add (exact for any k), a any mode
+            st.push_back(vfma(O, B, k, A));
         } else {  // b broadcast: made full first
             st.push_back(materialize(B));
-            st.push_back(vfma(O, T, imm_opd(k), A));
+            st.push_back(vfma(O, T, k, A));
         }
         return st;
     }
@@ -373,7 +451,8 @@ Layout layout(const EwShape& s, uint64_t E, bool row_resident) {
     }
     l.region = r;
     l.tmp = l.regions + 2 * r;
-    l.total = l.tmp + (uses_tmp(make_steps(s)) ? up128(E * 4) : 0);
+    Scalars sc;
+    l.total = l.tmp + (uses_tmp(make_steps(s, sc)) ? up128(E * 4) : 0);
     return l;
 }
 
@@ -399,7 +478,7 @@ class Emitter {
           p_(p),
           in_(inputs(s)),
           l_(layout(s, p.chunk, p.row_resident)),
-          steps_(make_steps(s)) {}
+          steps_(make_steps(s, scalars_)) {}
 
     std::vector<uint8_t> build();
 
@@ -408,6 +487,7 @@ class Emitter {
     const EwPlan& p_;
     std::vector<Input> in_;
     Layout l_;
+    Scalars scalars_;
     std::vector<Step> steps_;
     ProgramBuilder b_;
 
@@ -524,6 +604,9 @@ void Emitter::emit_addr(Reg rd, const Opd& o, int seg) {
         case Loc::IMM:
         case Loc::ZERO:
             b_.li(rd, 0);
+            return;
+        case Loc::ARG:
+            b_.li(rd, static_cast<int64_t>(kArgLx + 8 * o.slot));
             return;
         case Loc::TMP:
             chunk_buf(l_.tmp, 4, false);
@@ -673,6 +756,11 @@ std::vector<uint8_t> Emitter::build() {
     b_.arg(3, 0), b_.arg(4, 1);
     if (in_[1].present && in_[1].mode != Bcast::IMM) b_.arg(5, 2);
     if (in_[2].present && in_[2].mode != Bcast::IMM) b_.arg(6, 3);
+    // the scalars of this call
+    for (size_t i = 0; i < scalars_.bits.size(); ++i) {
+        b_.arg(12, kFirstScalarArg + static_cast<uint32_t>(i));
+        b_.lxst(0, 12, static_cast<int64_t>(kArgLx + 8 * i));
+    }
     // the zero scalar (a select mask that always picks y)
     b_.set_regs(24, {1, 1, 4, 4});
     b_.vun(isa::VUn::SET, DType::F32, DType::F32, 0, 0, 24, 0.0f);
@@ -721,7 +809,9 @@ struct PriceMem {
 
 PriceMem price_mem(const EwShape& s) {
     PriceMem m;
-    m.args.assign(4, 0);
+    Scalars sc;
+    (void)make_steps(s, sc);
+    m.args.assign(kFirstScalarArg + sc.bits.size(), 0);
     uint64_t at = 0;
     auto place = [&](uint64_t bytes) {
         const uint64_t a = at;
@@ -823,7 +913,8 @@ void ew_validate(const EwShape& s) {
                 bad("b must have a's type");
         }
         if (ew_is_unary(s.op) && s.a.mode != Bcast::NONE) bad("a must have the output's shape");
-        (void)int_steps(s);  // throws for the broadcasts it does not take
+        Scalars sc;
+        (void)int_steps(s, sc);  // throws for the broadcasts it does not take
         return;
     }
     if (s.op >= EwOp::FLOOR_DIV) bad("integer operands only");
@@ -868,11 +959,46 @@ uint64_t ew_max_chunk(const EwShape& s, uint64_t lx_budget, bool row_resident) {
     return lo * u;
 }
 
+EwShape ew_structure(const EwShape& s) {
+    EwShape n = s;
+    const bool add_sub = s.op == EwOp::ADD || s.op == EwOp::SUB;
+    for (EwOperand* o : {&n.a, &n.b, &n.cond}) {
+        o->imm = 0.0f;
+        o->iimm = 0;
+    }
+    n.scale = n.shift = 0.0f;
+    n.alpha = 1.0f, n.ialpha = 1;
+    if (ew_is_int(s)) {
+        if (s.b.mode == Bcast::IMM && !int_scalar_is_arg(s)) n.b.iimm = s.b.iimm;  // baked
+        // k = +-alpha decides the passes when b is a tensor: 1, -1 or any other (a scalar)
+        if (add_sub && s.b.mode != Bcast::IMM)
+            n.ialpha = s.ialpha == 1 || s.ialpha == -1 ? s.ialpha : 2;
+    } else if (add_sub && !(s.a.mode == Bcast::NONE && s.alpha == 1.0f)) {
+        n.alpha = 2.0f;  // a fused multiply-add with the scalar k
+    }
+    return n;
+}
+
+std::vector<uint64_t> ew_scalar_args(const EwShape& s) {
+    Scalars sc;
+    (void)make_steps(s, sc);
+    return std::move(sc.bits);
+}
+
+std::vector<uint64_t> ew_launch_args(const EwShape& s, uint64_t a, uint64_t out, uint64_t b,
+                                     uint64_t cond) {
+    std::vector<uint64_t> args{a, out, b, cond};
+    const std::vector<uint64_t> scalars = ew_scalar_args(s);
+    args.insert(args.end(), scalars.begin(), scalars.end());
+    return args;
+}
+
 std::vector<uint8_t> build_elementwise(const EwShape& s, const EwPlan& p) {
     ew_validate(s);
-    if (p.cores == 0 || !ew_lx_bytes(s, p.chunk, p.row_resident))
+    const EwShape n = ew_structure(s);
+    if (p.cores == 0 || !ew_lx_bytes(n, p.chunk, p.row_resident))
         throw std::invalid_argument("elementwise: plan does not suit the shape");
-    Emitter e(s, p);
+    Emitter e(n, p);
     return e.build();
 }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The op library's elementwise programs: unary functions, casts, binary arithmetic and compares,
 // where/select and fused multiply-adds over dense tensors, with the broadcasts the vector unit
-// does natively (scalar, immediate, row, column). Every core streams its own stick-aligned part
+// does natively (scalar, host value, row, column). Every core streams its own stick-aligned part
 // of the output through double-buffered LX chunks; the planner picks the core count and the
 // chunk size by pricing the very program on the cycle model (Documentation/ops-elementwise.md).
 #pragma once
@@ -69,9 +69,10 @@ bool ew_is_int(const EwShape& s);
 const char* ew_name(EwOp op);
 
 // One input. mode: NONE = a full rows x cols tensor; SCALAR = one element in device memory;
-// IMM = the host value `imm` (no device memory); ROW = a [cols] vector (the same for every
-// row); COL = a [rows] vector (one element per row). Full operands start 128-byte aligned;
-// broadcast ones may start at any element-aligned address.
+// IMM = the host value `imm` (no device memory; a launch argument of the program, see
+// ew_launch_args); ROW = a [cols] vector (the same for every row); COL = a [rows] vector (one
+// element per row). Full operands start 128-byte aligned; broadcast ones may start at any
+// element-aligned address.
 struct EwOperand {
     isa::DType t = isa::DType::F16;
     isa::Bcast mode = isa::Bcast::NONE;
@@ -124,8 +125,24 @@ bool ew_row_resident(const EwShape& s, uint64_t lx_budget);
 // capped by LX), rounded to the unit.
 EwPlan ew_make_plan(const EwShape& s, uint32_t cores, uint64_t lx_budget, uint64_t chunk = 0);
 
-// The SPMD program. Launch arguments (device addresses): 0 = a, 1 = out, 2 = b, 3 = cond; args
-// of IMM or absent operands are not read (pass 0). Runs on plan.cores cores.
+// What a program depends on: s with its host values (IMM operands, alpha, scale, shift) taken
+// out, except for what decides the passes: whether a float ADD/SUB with a full a has alpha 1
+// (one plain pass) or not (a fused multiply-add), the class of an integer ADD/SUB's alpha with
+// a tensor b (1, -1, other), and an integer scalar that a non-wrapping op cannot take in a's type
+// (e.g. int8 < 300), which stays an immediate. Shapes with equal structures share one program;
+// the values are its launch arguments. (A plan key holds the structure, never a value.)
+EwShape ew_structure(const EwShape& s);
+
+// The scalars of s in the order the program reads them (arguments 4, 5, ...): fp32 bits for the
+// float ops (the value rounded to fp32 as the immediate was), the int64 value for VINT.
+std::vector<uint64_t> ew_scalar_args(const EwShape& s);
+// All launch arguments: 0 = a, 1 = out, 2 = b, 3 = cond (device addresses; pass 0 for IMM or
+// absent operands, they are not read), then ew_scalar_args(s).
+std::vector<uint64_t> ew_launch_args(const EwShape& s, uint64_t a, uint64_t out, uint64_t b,
+                                     uint64_t cond);
+
+// The SPMD program of ew_structure(s), launched with ew_launch_args(s, ...). Runs on
+// plan.cores cores.
 std::vector<uint8_t> build_elementwise(const EwShape& s, const EwPlan& p);
 
 // Prices every candidate (core counts up to max_cores, several chunk sizes) on the cycle model

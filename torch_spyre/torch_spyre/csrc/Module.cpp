@@ -6,6 +6,8 @@
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <spyre/ops.h>
+#include <spyre/spyre.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -60,6 +62,32 @@ py::dict memory_stats(c10::DeviceIndex device) {
     d["num_sync_all_streams"] = s.num_sync_all_streams;
     d["num_device_alloc"] = s.num_device_alloc;
     d["num_device_free"] = s.num_device_free;
+    return d;
+}
+
+// libspyre's runtime counters of one card (spyre_runtime_stats: submissions, the programs
+// loaded on it) and the op library's plan cache of the process (spyre_op_get_cache_stats).
+py::dict runtime_stats(c10::DeviceIndex device) {
+    check_device_index(device);
+    spyre_runtime_stats rs{};
+    SPYRE_CHECK(spyre_device_get_runtime_stats(device_handle(device), &rs));
+    uint64_t hits = 0, misses = 0;
+    SPYRE_CHECK(spyre_op_get_cache_stats(&hits, &misses));
+    py::dict d;
+    d["jobs_submitted"] = rs.jobs_submitted;
+    d["busy_retries"] = rs.busy_retries;
+    d["backpressure_waits"] = rs.backpressure_waits;
+    d["program_cache_hits"] = rs.program_cache_hits;
+    d["program_cache_misses"] = rs.program_cache_misses;
+    d["suballoc_slabs"] = rs.suballoc_slabs;
+    d["suballoc_slab_bytes"] = rs.suballoc_slab_bytes;
+    d["suballoc_used_bytes"] = rs.suballoc_used_bytes;
+    d["suballoc_buffers"] = rs.suballoc_buffers;
+    d["suballoc_max_bytes"] = rs.suballoc_max_bytes;
+    d["pinned_programs"] = rs.pinned_programs;
+    d["pinned_program_evictions"] = rs.pinned_program_evictions;
+    d["op_plan_cache_hits"] = hits;
+    d["op_plan_cache_misses"] = misses;
     return d;
 }
 
@@ -248,6 +276,7 @@ PYBIND11_MODULE(_C, m) {
         },
         gil_release());
     m.def("_submissions", [](int d) { return submissions(static_cast<c10::DeviceIndex>(d)); });
+    m.def("_runtime_stats", [](int d) { return runtime_stats(static_cast<c10::DeviceIndex>(d)); });
     m.def("_event_modeled_ns", [](uintptr_t start, uintptr_t end) {
         return event_modeled_ns(reinterpret_cast<void*>(start), reinterpret_cast<void*>(end));
     });

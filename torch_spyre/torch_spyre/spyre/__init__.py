@@ -78,6 +78,7 @@ __all__ = [
     "reset_accumulated_memory_stats",
     "reset_fallback_counts",
     "reset_peak_memory_stats",
+    "runtime_stats",
     "seed",
     "seed_all",
     "set_device",
@@ -298,6 +299,16 @@ def __getattr__(name: str):
 
         return getattr(_inductor, name)
     raise AttributeError(f"module 'torch.spyre' has no attribute {name!r}")
+
+
+def runtime_stats(device: DeviceLike = None) -> Dict[str, int]:
+    """libspyre's counters of the card (spyre_runtime_stats): "jobs_submitted", the programs
+    the op library keeps loaded on it ("pinned_programs", at most 1024, and
+    "pinned_program_evictions"), "program_cache_hits"/"_misses" (program loads), the
+    sub-allocator's; plus the op library's plan cache of this process ("op_plan_cache_hits",
+    "op_plan_cache_misses": a miss plans and builds a program)."""
+    _lazy_init()
+    return dict(sorted(_C._runtime_stats(_get_device_index(device)).items()))
 
 
 def fallback_counts() -> Dict[str, int]:
