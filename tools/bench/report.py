@@ -20,6 +20,7 @@ import datetime
 import html
 import io
 import json
+import math
 import os
 import platform
 import socket
@@ -116,7 +117,9 @@ def roofs(m):
     """(label, FLOP/s) of each distinct matrix peak (dtypes of one rate share a line), and the
     vector units' rate."""
     by_rate = {}
-    for dt, rate in m["matrix_peak_flops_per_s"].items():
+    order = ["fp16", "bf16", "int8", "fp32"]
+    for dt, rate in sorted(m["matrix_peak_flops_per_s"].items(),
+                           key=lambda kv: order.index(kv[0]) if kv[0] in order else 9):
         by_rate.setdefault(rate, []).append(dt)
     out = [("/".join(dts), rate) for rate, dts in sorted(by_rate.items(), reverse=True)]
     return out, m["vector_peak_ops_per_s"]
@@ -136,7 +139,7 @@ def roofline_section(path):
     bw = m["ddr_bytes_per_s"]
     ai = [c["flops"] / c["bytes"] for c in cases]
     lo, hi = min(ai + [1.0]) / 2, max(ai + [1e3]) * 2
-    fig, ax = plt.subplots(figsize=(9, 6))
+    fig, ax = plt.subplots(figsize=(10, 6.5))
     ax.set_xscale("log")
     ax.set_yscale("log")
     # Each compute roof runs flat from its ridge point (where DDR stops bounding) to the right;
@@ -152,7 +155,8 @@ def roofline_section(path):
         unit = "TFLOP/s" if label.startswith("matrix") else "Tops/s"
         ax.plot([rate / bw, hi], [rate / 1e12] * 2, color=color, ls=ls, lw=1.2,
                 gid=f"roof-{label.replace(' ', '-')}", label=f"{label} {rate / 1e12:.3g} {unit}")
-        ax.annotate(f"{label} {rate / 1e12:.3g}", (hi, rate / 1e12), xytext=(-3, 2),
+        # named left of its ridge point, above the DDR line: no case can be there
+        ax.annotate(f"{label} {rate / 1e12:.3g}", (rate / bw, rate / 1e12), xytext=(-6, -3),
                     textcoords="offset points", ha="right", fontsize=7, color=color)
     colors = dict(FAMILIES)
     shown = set()
@@ -164,7 +168,6 @@ def roofline_section(path):
         label = None if fam in shown else f"{fam}: plan"
         shown.add(fam)
         ax.plot([x], [y], "o", color=color, ms=6, gid=f"plan-{i}", label=label)
-        ax.annotate(str(i + 1), (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
         naive_y = None
         if c.get("naive_modeled_us"):
             naive_y = c["flops"] / (c["naive_modeled_us"] * 1e-6) / 1e12
@@ -177,6 +180,16 @@ def roofline_section(path):
                      fmt(c.get("naive_modeled_us")), fmt(naive_y),
                      fmt(c["naive_modeled_us"] / c["modeled_us"]) if naive_y else "-",
                      fmt(100 * y / (roof / 1e12))])
+    # case numbers beside the plan markers; cases that land on the same spot share one label
+    spots = {}
+    for i, (c, x) in enumerate(zip(cases, ai)):
+        y = c["flops"] / (c["modeled_us"] * 1e-6) / 1e12
+        spots.setdefault((round(math.log10(x) * 8), round(math.log10(y) * 8)), []).append(
+            (i + 1, x, y))
+    for group in spots.values():
+        _, x, y = group[0]
+        ax.annotate(",".join(str(n) for n, _, _ in group), (x, y), textcoords="offset points",
+                    xytext=(4, 3), fontsize=7)
     ax.set_xlim(lo, hi)
     ax.set_xlabel("arithmetic intensity (FLOP / byte of least DDR traffic)")
     ax.set_ylabel("achieved TFLOP/s (modeled device time)")
