@@ -229,6 +229,7 @@ def speed_section(path):
         ax.barh(y, r if r is not None else 0, color="tab:green" if met else "tab:red",
                 gid=f"ratio-{lab.replace(' ', '-')}")
         ax.annotate("failed" if r is None else f"{r:.2f}", (r or 0, y), xytext=(3, -3),
+                    bbox=dict(fc="white", ec="none", pad=0.3),
                     textcoords="offset points", fontsize=7)
     ax.axvline(target, color="black", ls="--", lw=1, gid="target",
                label=f"target {target:g}x (engine <= {target:g} x libtorch)")
