@@ -138,6 +138,7 @@ def roofline_section(path):
     matrix_roofs, vector_roof = roofs(m)
     bw = m["ddr_bytes_per_s"]
     ai = [c["flops"] / c["bytes"] for c in cases]
+    tflops = [c["flops"] / (c["modeled_us"] * 1e-6) / 1e12 for c in cases]
     lo, hi = min(ai + [1.0]) / 2, max(ai + [1e3]) * 2
     fig, ax = plt.subplots(figsize=(10, 6.5))
     ax.set_xscale("log")
@@ -161,10 +162,9 @@ def roofline_section(path):
     colors = dict(FAMILIES)
     shown = set()
     rows = []
-    for i, (c, x) in enumerate(zip(cases, ai)):
+    for i, (c, x, y) in enumerate(zip(cases, ai, tflops)):
         fam = family(c)
         color = colors.get(fam, "tab:gray")
-        y = c["flops"] / (c["modeled_us"] * 1e-6) / 1e12
         label = None if fam in shown else f"{fam}: plan"
         shown.add(fam)
         ax.plot([x], [y], "o", color=color, ms=6, gid=f"plan-{i}", label=label)
@@ -182,8 +182,7 @@ def roofline_section(path):
                      fmt(100 * y / (roof / 1e12))])
     # case numbers beside the plan markers; cases that land on the same spot share one label
     spots = {}
-    for i, (c, x) in enumerate(zip(cases, ai)):
-        y = c["flops"] / (c["modeled_us"] * 1e-6) / 1e12
+    for i, (x, y) in enumerate(zip(ai, tflops)):
         spots.setdefault((round(math.log10(x) * 8), round(math.log10(y) * 8)), []).append(
             (i + 1, x, y))
     for group in spots.values():
