@@ -271,28 +271,45 @@ def compile_section(path):
     panels = [("modeled_us", "modeled device time (us)")]
     if any(r.get("host_us") for r in recs):
         panels.append(("host_us", "host time per call (us)"))
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 0.5 * len(cases) *
-                                                      max(2, len(modes)) / 2 + 1.6),
+    # one bar slot per (case, mode) the file has, cases top down with a gap between them
+    slot, ticks, y = {}, [], 0.0
+    for case in cases:
+        present = [m for m in modes if (case, m) in by]
+        for m in present:
+            slot[(case, m)] = y
+            y -= 1
+        ticks.append(y + 1 + (len(present) - 1) / 2)
+        y -= 0.7
+    height = 0.2 * -y + 1.5
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), height),
                              sharey=True, squeeze=False)
-    h = 0.8 / len(modes)
+    fig.subplots_adjust(top=1 - 0.75 / height)  # room for the title and the legend
     colors = plt.get_cmap("tab10")
     for ax, (key, title) in zip(axes[0], panels):
         for j, mode in enumerate(modes):
-            ys, vs = [], []
-            for i, case in enumerate(cases):
-                v = by.get((case, mode), {}).get(key)
-                if v:
-                    ys.append(len(cases) - 1 - i + 0.4 - (j + 0.5) * h)
-                    vs.append(v)
-            if vs:
-                ax.barh(ys, vs, height=h, color=colors(j), label=mode, gid=f"{key}-{mode}")
+            bars = [(slot[k], by[k].get(key)) for k in slot if k[1] == mode]
+            drawn = [(yy, v) for yy, v in bars if v]
+            if drawn:
+                ax.barh([yy for yy, _ in drawn], [v for _, v in drawn], height=0.85,
+                        color=colors(j), label=mode, gid=f"{key}-{mode}")
+            for yy, v in bars:
+                ax.annotate(fmt(v) if v else "none recorded", (v or 0, yy), xytext=(3, 0),
+                            xycoords=("data" if v else "axes fraction", "data"),
+                            textcoords="offset points", va="center", fontsize=6,
+                            color="black" if v else "gray")
         ax.set_xscale("log")
         ax.set_xlabel(title)
         ax.grid(True, axis="x", alpha=0.3)
-    axes[0][0].set_yticks(range(len(cases))[::-1], cases)
-    axes[0][-1].legend(loc="lower right", fontsize=7)
-    fig.suptitle("torch.compile against eager on the simulator, per model")
-    return svg(fig) + table(
+    axes[0][0].set_yticks(ticks, cases)
+    handles = {h.get_label(): h for ax in axes[0] for h in ax.get_legend_handles_labels()[0]}
+    fig.legend([handles[m] for m in modes if m in handles], [m for m in modes if m in handles],
+               loc="upper center", ncol=len(modes), fontsize=7,
+               bbox_to_anchor=(0.5, 1 - 0.3 / height))
+    fig.suptitle("torch.compile against eager on the simulator, per model", y=1 - 0.05 / height)
+    note = ("<p>Bars per model and mode; <i>none recorded</i>: the file has no figure there "
+            "(the op profiler does not see a replayed graph's launches; the row kernels are not "
+            "timed on the host).</p>")
+    return svg(fig) + note + table(
         ["case", "mode", "launches", "submissions", "modeled us", "host us"],
         [[r["case"], r["mode"], fmt(r.get("launches")), fmt(r.get("submissions")),
           fmt(r.get("modeled_us")), fmt(r.get("host_us"))] for r in recs])
