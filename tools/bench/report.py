@@ -244,7 +244,7 @@ def speed_section(path):
             f"{html.escape(str(d.get('load_average_start', '?')))} at start, "
             f"{html.escape(str(d.get('load_average_end', '?')))} at end.</p>")
     return svg(fig) + info + table(
-        ["size", "dtype", "engine ms", "libtorch ms", "ratio", "target", "wall ratio",
+        ["size", "dtype", "engine CPU ms", "libtorch CPU ms", "ratio", "target", "wall ratio",
          "modeled us", "max |d|"],
         [[r["size"], r["dtype"], fmt(r.get("engine_1thread_cpu_ms")),
           fmt(r.get("torch_1thread_cpu_ms")), fmt(r["ratio_1thread_cpu"]),
@@ -363,7 +363,11 @@ def report(bench_dir):
         path = os.path.join(bench_dir, name)
         parts.append(f"<h2>{html.escape(title)}</h2>")
         try:
-            parts.append(section(path))
+            body = section(path)
+            written = datetime.datetime.fromtimestamp(os.path.getmtime(path),
+                                                      datetime.timezone.utc)
+            parts.append(f"<p>From {html.escape(path)}, written "
+                         f"{written.strftime('%Y-%m-%d %H:%M UTC')}.</p>" + body)
         except LeftOut as e:
             parts.append(f"<p class='left-out'>Left out: {html.escape(str(e))}.</p>")
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
