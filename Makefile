@@ -4,7 +4,8 @@
 #   make demo      set up, build, boot a VM with $(CARDS) card(s), show the stack working
 #   make check     set up, build, run every test suite (host, device, guest); summary line
 #   make vm-shell  interactive shell in a VM with the cards
-#   make bench     benchmarks (engine throughput vs host libtorch); figures, not pass/fail
+#   make bench     benchmarks (engine throughput vs host libtorch); figures, not pass/fail,
+#                  drawn in build/bench/report.html
 #   make intree-check   spyre.ko built inside Debian's 6.12 kernel tree (drivers/accel/spyre)
 #   make dkms      the DKMS package built, installed and loaded in the VM
 #   make install-headers  the uapi header as <drm/spyre_accel.h> ($(DESTDIR)$(PREFIX)/include)

@@ -8,6 +8,8 @@
 #           suites, unload; then the same on the debug kernel (tools/setup/kernel-debug.sh)
 #   smi     the --json documents and exporter scrapes the smi tests saved, validated in the
 #           sysroot with Debian's python3-jsonschema and python3-prometheus-client
+#   bench-report  make bench's HTML report (tools/bench/report.py) on fixture inputs, on the
+#           host's python3 with python3-matplotlib (installed if missing)
 # Exit status is non-zero if any test failed or any suite could not run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -112,6 +114,24 @@ if [ -n "$line" ]; then
 	[ "$f" -eq 0 ] || grep '^FAIL' "$out/smi-validate.log" | head -n 20
 else
 	tail -n 20 "$out/smi-validate.log"; record smi-validate 0 1
+fi
+
+# make bench's report is drawn on the host (Debian 12's python3-matplotlib, never in the
+# sysroot): tools/setup/host-matplotlib.sh installs it when missing, so a fresh machine runs this
+# too; failing to install counts as a failed suite, not a skip.
+section "bench report (host python3, matplotlib)"
+if py=$(tools/setup/host-matplotlib.sh 2> "$out/bench-report.log"); then
+	"$py" -m unittest discover -s tests/bench-report -v >> "$out/bench-report.log" 2>&1
+	ran=$(sed -nE 's/^Ran ([0-9]+) tests? in .*/\1/p' "$out/bench-report.log")
+	bad=$(grep -cE '^(FAIL|ERROR):' "$out/bench-report.log" || true)
+	if [ -n "$ran" ]; then
+		echo "$((ran - bad)) passed, $bad failed"; record bench-report $((ran - bad)) "$bad"
+		[ "$bad" -eq 0 ] || grep -E '^(FAIL|ERROR):' "$out/bench-report.log"
+	else
+		tail -n 20 "$out/bench-report.log"; record bench-report 0 1
+	fi
+else
+	tail -n 5 "$out/bench-report.log"; record bench-report 0 1
 fi
 
 section "summary"

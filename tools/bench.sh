@@ -3,10 +3,13 @@
 #  - modeled device time from the engine's cycle model (deterministic);
 #  - host wall-clock of the functional engine, as a ratio to host libtorch measured in the
 #    same process on the same shapes (BENCH_REPS repetitions, default 5, median).
-# Results are printed and kept in build/bench/.
+# Results are printed and kept in build/bench/; build/bench/report.html draws them (plots and
+# tables in one file, tools/bench/report.py on the host's python3-matplotlib).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p build/bench
+# The report's inputs: none left from an earlier run (a section this run cannot fill is left out).
+rm -f build/bench/model.json build/bench/torch_compare.json build/bench/torch_compile.json
 tools/in-sysroot 'ninja -C build/cmake spyre_engine_bench spyre_engine_torch_compare spyre_engine_model_bench >/dev/null'
 echo "=== cycle model calibration (modeled device time vs IBM's measurement) ==="
 tools/in-sysroot 'build/cmake/engine/spyre_engine_model_bench' | tee build/bench/model_calibration.txt
@@ -21,7 +24,8 @@ tools/in-sysroot 'build/cmake/engine/spyre_engine_bench --benchmark_repetitions=
 	tee build/bench/engine.txt
 echo
 echo "=== functional speed: engine vs host libtorch CPU matmul (same process, same shapes; target: engine <= 1.5x libtorch, one thread each) ==="
-tools/in-sysroot "build/cmake/engine/spyre_engine_torch_compare ${BENCH_REPS:-5}" | tee build/bench/torch_compare.txt
+tools/in-sysroot "build/cmake/engine/spyre_engine_torch_compare --json /src/build/bench/torch_compare.json \
+	${BENCH_REPS:-5}" | tee build/bench/torch_compare.txt
 
 # libspyre runtime (streams, async submission, copy bandwidth, overlap): on the simulator on
 # the host, and on the kernel path in a VM when the driver and QEMU are built (make build).
@@ -70,5 +74,14 @@ if tools/in-sysroot 'ninja -C build/cmake torch_spyre_C >/dev/null 2>&1'; then
 	echo
 	echo "=== torch.compile on spyre against eager (simulator) ==="
 	tools/in-sysroot 'PYTHONPATH=build/cmake/torch_spyre/python SPYRE_BACKEND=sim \
-		python3 torch_spyre/tools/compile_bench.py' | tee build/bench/torch_compile.txt
+		python3 torch_spyre/tools/compile_bench.py --json build/bench/torch_compile.json' |
+		tee build/bench/torch_compile.txt
 fi
+
+# The HTML report: the op library on the roofline, the engine against libtorch, eager against
+# torch.compile (Documentation/user-guide.md "Benchmarks").
+echo
+echo "=== report ==="
+py=$(tools/setup/host-matplotlib.sh)
+"$py" tools/bench/report.py --bench-dir build/bench --out build/bench/report.html
+echo "report: $PWD/build/bench/report.html"

@@ -9,7 +9,10 @@
 // processes), with the wall-clock times and ratios beside it; the time the same MM instructions
 // take in the matmul kernels alone (cache-warm, no engine around them) and the rest of the engine
 // time; the modeled device time and the max difference of the results.
-//   spyre_engine_torch_compare [repetitions=5] [dtypes=fp16,bf16,fp32,int8] [sizes=256,512,1024]
+//   spyre_engine_torch_compare [--json FILE] [repetitions=5] [dtypes=fp16,bf16,fp32,int8]
+//                              [sizes=256,512,1024]
+// --json also writes the table as JSON (times in ms, null where a run failed) for
+// tools/bench/report.py.
 // The kernel implementation is the engine's default (SPYRE_ENGINE_KERNELS=portable|avx2|avx512
 // forces one, see Documentation/isa.md).
 // int8: the engine accumulates in int32; libtorch's int8 matmul returns int8, so results are
@@ -28,6 +31,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -184,11 +188,25 @@ std::vector<std::string> split(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    const int reps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
-    const std::vector<std::string> dtypes = split(argc > 2 ? argv[2] : "fp16,bf16,fp32,int8");
+    std::string json_path;
+    std::vector<std::string> args;  // the positional arguments
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--json") != 0) {
+            args.emplace_back(argv[i]);
+        } else if (i + 1 < argc) {
+            json_path = argv[++i];
+        } else {
+            std::fprintf(stderr, "--json needs a file name\n");
+            return 2;
+        }
+    }
+    const int reps = args.size() > 0 ? std::max(1, std::atoi(args[0].c_str())) : 5;
+    const std::vector<std::string> dtypes =
+        split(args.size() > 1 ? args[1] : "fp16,bf16,fp32,int8");
     std::vector<uint64_t> sizes;
-    for (const std::string& s : split(argc > 3 ? argv[3] : "256,512,1024"))
+    for (const std::string& s : split(args.size() > 2 ? args[2] : "256,512,1024"))
         sizes.push_back(std::strtoull(s.c_str(), nullptr, 10));
+    nlohmann::json json_rows = nlohmann::json::array();
     const int torch_default_threads = at::get_num_threads();
     std::string impls;
     for (const char* n : {"portable", "avx2", "avx512"})
@@ -200,7 +218,8 @@ int main(int argc, char** argv) {
                 dlsym(RTLD_DEFAULT, "openblas_set_num_threads") ? "OpenBLAS, pinned with it"
                                                                 : "not OpenBLAS",
                 reps);
-    std::printf("load average at start: %s\n", load_average().c_str());
+    const std::string load_start = load_average();
+    std::printf("load average at start: %s\n", load_start.c_str());
     std::printf(
         "target: engine on 1 host thread <= %.1fx the time of libtorch on 1 thread, judged on the "
         "CPU time of the\n  calling thread (both run there; it leaves out time given to other "
@@ -235,11 +254,11 @@ int main(int argc, char** argv) {
             double maxd = NAN;
             try {
                 set_threads(1);
-                std::tie(e1, t1) =
-                    paired_median_time(reps, [&] { one.run(); }, [&] { C = at::matmul(A, B); });
+                std::tie(e1, t1) = paired_median_time(
+                    reps, [&] { one.run(); }, [&] { C = at::matmul(A, B); });
                 set_threads(torch_default_threads);
-                std::tie(en, tn) =
-                    paired_median_time(reps, [&] { all.run(); }, [&] { C = at::matmul(A, B); });
+                std::tie(en, tn) = paired_median_time(
+                    reps, [&] { all.run(); }, [&] { C = at::matmul(A, B); });
                 at::Tensor Cd = C.to(at::kDouble).contiguous();
                 const double* cp = Cd.data_ptr<double>();
                 maxd = 0;
@@ -272,10 +291,44 @@ int main(int argc, char** argv) {
                 tn.wall * 1e3, en.wall / tn.wall, mm.cpu * 1e3, (e1.cpu - mm.cpu) * 1e3,
                 one.modeled_seconds() * 1e6, maxd);
             std::fflush(stdout);
+            json_rows.push_back({{"size", n},
+                                 {"dtype", ti->name},
+                                 {"engine_1thread_cpu_ms", e1.cpu * 1e3},
+                                 {"torch_1thread_cpu_ms", t1.cpu * 1e3},
+                                 {"ratio_1thread_cpu", r1},
+                                 {"target_met", ok},
+                                 {"engine_1thread_wall_ms", e1.wall * 1e3},
+                                 {"torch_1thread_wall_ms", t1.wall * 1e3},
+                                 {"engine_all_threads_wall_ms", en.wall * 1e3},
+                                 {"torch_all_threads_wall_ms", tn.wall * 1e3},
+                                 {"mm_kernels_cpu_ms", mm.cpu * 1e3},
+                                 {"modeled_us", one.modeled_seconds() * 1e6},
+                                 {"max_abs_diff", maxd}});
         }
     }
     std::printf("\nfunctional speed (eng1 <= %.1f x torch1, CPU time): %d of %d met%s%s\n", kTarget,
                 met, total, missed.empty() ? "" : "; missed: ", missed.c_str());
-    std::printf("load average at end: %s\n", load_average().c_str());
+    const std::string load_end = load_average();
+    std::printf("load average at end: %s\n", load_end.c_str());
+    if (!json_path.empty()) {
+        const nlohmann::json j = {{"target_ratio", kTarget},
+                                  {"judged_on", "CPU time of the calling thread, 1 thread each"},
+                                  {"engine_kernels", spyre::kern::kernels_name()},
+                                  {"libtorch", TORCH_VERSION},
+                                  {"torch_default_threads", torch_default_threads},
+                                  {"repetitions", reps},
+                                  {"load_average_start", load_start},
+                                  {"load_average_end", load_end},
+                                  {"met", met},
+                                  {"total", total},
+                                  {"rows", json_rows}};
+        std::ofstream f(json_path);
+        f << j.dump(2) << "\n";
+        if (!f) {
+            std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
+            return 1;
+        }
+        std::printf("wrote %s\n", json_path.c_str());
+    }
     return 0;
 }

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 // 'make bench' op-library figures from the cycle model (deterministic, no host timing): every
 // case against the naive plan on the same model, against the modeled peak and the roofline, and
-// the planner's split against the exhaustive best of all splits. Writes build/bench/model.json.
+// the planner's split against the exhaustive best of all splits. Writes build/bench/model.json:
+// one object per case (its modeled times, and for the roofline its useful FLOPs and the bytes it
+// must move between DDR and the cores at least), then one object "machine": the roofs, per dtype,
+// from the engine's default configuration (tools/bench/report.py draws them).
 //   spyre-ops-bench [output.json]
 #include <algorithm>
 #include <chrono>
@@ -19,6 +22,7 @@
 #include "ops/matmul_planner.hpp"
 #include "ops/pricing.hpp"
 #include "ops/rowwise_planner.hpp"
+#include "spyre/cost.hpp"
 
 namespace {
 
@@ -35,6 +39,10 @@ struct Row {
     double naive_util_pct = 0;
     double reuse_worst_pct = 0, reuse_mean_pct = 0, replan_ms = 0;  // attention plan reuse
     std::string breakdown;  // where the cycles of the busiest program go (see unit_breakdown)
+    // roofline: useful FLOPs (2 per MAC; vector cases: the elementwise operations), the least
+    // DDR traffic (every input read and every output written once), the operands' type
+    double flops = 0, bytes = 0;
+    std::string dtype = "fp16";
 };
 
 double us(const spyre_engine_config& cfg, uint64_t cycles) {
@@ -91,6 +99,7 @@ Row matmul_case(const MatmulPlanner& pl, const char* label, uint64_t M, uint64_t
     const double ddr_cycles = bytes / (double(cfg.ddr_bytes_per_s) / double(cfg.clock_hz));
     const double roof = std::max(peak_cycles, ddr_cycles);
     Row r;
+    r.flops = 2 * macs, r.bytes = bytes;
     r.name = std::string("matmul ") + label + " " + std::to_string(M) + "x" + std::to_string(N) +
              "x" + std::to_string(K) + " fp16";
     r.modeled_us = us(cfg, best.cycles);
@@ -132,6 +141,7 @@ Row mlp_case(const MatmulPlanner& pl, uint64_t M) {
     const double bytes = double(M * H * 2 + 3 * H * I + M * H) * 2;
     const double ddr_cycles = bytes / (double(cfg.ddr_bytes_per_s) / double(cfg.clock_hz));
     Row r{};
+    r.flops = 2 * macs, r.bytes = bytes;
     r.name = "mlp swiglu " + std::to_string(M) + "x4096 I 12800 fp16";
     r.modeled_us = us(cfg, fused_cycles);
     r.peak_pct = 100 * peak_cycles / double(fused_cycles);
@@ -199,6 +209,7 @@ Row attention_case(const MatmulPlanner& pl, const Pricer& pr, const char* label,
     uint64_t mm = 0;
     for (uint32_t c = 0; c < p.cores; ++c) mm += p.stats.cores[c].busy[SPYRE_UNIT_MATRIX];
     Row r{};
+    r.flops = 2 * macs, r.bytes = bytes;
     r.name = std::string("sdpa ") + label + " Lq " + std::to_string(Lq) + " Lk " +
              std::to_string(Lk) + " 32/8 heads fp16 causal";
     r.modeled_us = us(cfg, p.cycles);
@@ -243,6 +254,8 @@ Row softmax_dim_case(const Pricer& pr, uint64_t A, uint64_t R, uint64_t I) {
     const double ddr_cycles =
         double(2 * A * R * I * 2) / (double(cfg.ddr_bytes_per_s) / double(cfg.clock_hz));
     Row r{};
+    // max, subtract, exp, sum and divide: 5 vector operations per element
+    r.flops = 5.0 * double(A * R * I), r.bytes = double(2 * A * R * I * 2);
     r.name = std::format("softmax dim 1 of [{}, {}, {}] fp16", A, R, I);
     r.modeled_us = us(cfg, col.cycles);
     r.roofline_pct = 100 * ddr_cycles / double(col.cycles);
@@ -253,6 +266,29 @@ Row softmax_dim_case(const Pricer& pr, uint64_t A, uint64_t R, uint64_t I) {
         std::format("copy {:.1f} us + rows {:.1f} us ({}) + copy back {:.1f} us",
                     us(cfg, c1.cycles), us(cfg, rows.cycles), plan_name(rows), us(cfg, c2.cycles));
     return r;
+}
+
+// The roofs of the roofline chart, from the engine's default configuration: the matrix units' peak
+// per input type (spyre::cost::mm_peak_macs_per_cycle) x cores x clock x 2 FLOPs per MAC, the
+// vector units' rate (16-bit lanes, one operation per lane per cycle), and DDR bandwidth.
+nlohmann::json machine_roofs(const spyre_engine_config& cfg) {
+    nlohmann::json peaks;
+    for (auto [t, name] : {std::pair{DType::F16, "fp16"}, std::pair{DType::BF16, "bf16"},
+                           std::pair{DType::I8, "int8"}, std::pair{DType::F32, "fp32"}})
+        peaks[name] =
+            2 * spyre::cost::mm_peak_macs_per_cycle(cfg, t) * cfg.num_cores * double(cfg.clock_hz);
+    return {{"name", "machine"},
+            {"num_cores", cfg.num_cores},
+            {"clock_hz", cfg.clock_hz},
+            {"ddr_bytes_per_s", cfg.ddr_bytes_per_s},
+            {"matrix_peak_flops_per_s", peaks},
+            {"vector_peak_ops_per_s", double(cfg.vec_lanes_16) * cfg.corelets_per_core *
+                                          cfg.num_cores * double(cfg.clock_hz)},
+            {"source",
+             "spyre_engine_config_default() (engine/src/api.cpp): num_cores, clock_hz, "
+             "ddr_bytes_per_s, vec_lanes_16, corelets_per_core; "
+             "spyre::cost::mm_peak_macs_per_cycle() (engine/src/cost.cpp); "
+             "Documentation/isa.md 1 and 6.2 name their origin"}};
 }
 
 }  // namespace
@@ -365,63 +401,61 @@ int main(int argc, char** argv) {
     }
     nlohmann::json j = nlohmann::json::array();
     for (const Row& r : rows) {
+        nlohmann::json o;
         if (r.name.starts_with("mlp")) {
-            j.push_back({{"name", r.name},
-                         {"modeled_us", r.modeled_us},
-                         {"peak_pct", r.peak_pct},
-                         {"utilization_pct", r.utilization_pct},
-                         {"roofline_pct", r.roofline_pct},
-                         {"naive_modeled_us", r.naive_us},
-                         {"naive_utilization_pct", r.naive_util_pct},
-                         {"split", r.split},
-                         {"breakdown", r.breakdown}});
-            continue;
+            o = nlohmann::json({{"name", r.name},
+                                {"modeled_us", r.modeled_us},
+                                {"peak_pct", r.peak_pct},
+                                {"utilization_pct", r.utilization_pct},
+                                {"roofline_pct", r.roofline_pct},
+                                {"naive_modeled_us", r.naive_us},
+                                {"naive_utilization_pct", r.naive_util_pct},
+                                {"split", r.split},
+                                {"breakdown", r.breakdown}});
+        } else if (r.name.starts_with("softmax dim")) {
+            o = nlohmann::json({{"name", r.name},
+                                {"modeled_us", r.modeled_us},
+                                {"roofline_pct", r.roofline_pct},
+                                {"last_dim_softmax_us", r.pure_m_mc_us},
+                                {"naive_modeled_us", r.naive_us},
+                                {"naive_split", r.naive_split},
+                                {"split", r.split}});
+        } else if (r.name.starts_with("attention plan reuse")) {
+            o = nlohmann::json({{"name", r.name},
+                                {"worst_gap_pct", r.reuse_worst_pct},
+                                {"mean_gap_pct", r.reuse_mean_pct},
+                                {"plan_ms", r.plan_ms},
+                                {"replan_ms", r.replan_ms}});
+        } else if (r.name.starts_with("sdpa")) {
+            o = nlohmann::json({{"name", r.name},
+                                {"modeled_us", r.modeled_us},
+                                {"peak_pct", r.peak_pct},
+                                {"utilization_pct", r.utilization_pct},
+                                {"roofline_pct", r.roofline_pct},
+                                {"ddr_roofline_pct", r.ddr_pct},
+                                {"naive_modeled_us", r.naive_us},
+                                {"naive_utilization_pct", r.naive_util_pct},
+                                {"naive_split", r.naive_split},
+                                {"split", r.split},
+                                {"breakdown", r.breakdown}});
+        } else {
+            o = nlohmann::json({{"name", r.name},
+                                {"modeled_us", r.modeled_us},
+                                {"peak_pct", r.peak_pct},
+                                {"utilization_pct", r.utilization_pct},
+                                {"roofline_pct", r.roofline_pct},
+                                {"naive_modeled_us", r.naive_us},
+                                {"naive_split", r.naive_split},
+                                {"pure_m_multicast_us", r.pure_m_mc_us},
+                                {"exhaustive_best_us", r.exhaustive_best_us},
+                                {"planner_gap_pct", r.planner_gap_pct},
+                                {"split", r.split},
+                                {"breakdown", r.breakdown}});
         }
-        if (r.name.starts_with("softmax dim")) {
-            j.push_back({{"name", r.name},
-                         {"modeled_us", r.modeled_us},
-                         {"roofline_pct", r.roofline_pct},
-                         {"last_dim_softmax_us", r.pure_m_mc_us},
-                         {"naive_modeled_us", r.naive_us},
-                         {"naive_split", r.naive_split},
-                         {"split", r.split}});
-            continue;
-        }
-        if (r.name.starts_with("attention plan reuse")) {
-            j.push_back({{"name", r.name},
-                         {"worst_gap_pct", r.reuse_worst_pct},
-                         {"mean_gap_pct", r.reuse_mean_pct},
-                         {"plan_ms", r.plan_ms},
-                         {"replan_ms", r.replan_ms}});
-            continue;
-        }
-        if (r.name.starts_with("sdpa")) {
-            j.push_back({{"name", r.name},
-                         {"modeled_us", r.modeled_us},
-                         {"peak_pct", r.peak_pct},
-                         {"utilization_pct", r.utilization_pct},
-                         {"roofline_pct", r.roofline_pct},
-                         {"ddr_roofline_pct", r.ddr_pct},
-                         {"naive_modeled_us", r.naive_us},
-                         {"naive_utilization_pct", r.naive_util_pct},
-                         {"naive_split", r.naive_split},
-                         {"split", r.split},
-                         {"breakdown", r.breakdown}});
-            continue;
-        }
-        j.push_back({{"name", r.name},
-                     {"modeled_us", r.modeled_us},
-                     {"peak_pct", r.peak_pct},
-                     {"utilization_pct", r.utilization_pct},
-                     {"roofline_pct", r.roofline_pct},
-                     {"naive_modeled_us", r.naive_us},
-                     {"naive_split", r.naive_split},
-                     {"pure_m_multicast_us", r.pure_m_mc_us},
-                     {"exhaustive_best_us", r.exhaustive_best_us},
-                     {"planner_gap_pct", r.planner_gap_pct},
-                     {"split", r.split},
-                     {"breakdown", r.breakdown}});
+        if (r.flops > 0) o.update({{"flops", r.flops}, {"bytes", r.bytes}, {"dtype", r.dtype}});
+        j.push_back(o);
     }
+    j.push_back(machine_roofs(cfg));
     std::ofstream(out) << j.dump(2) << "\n";
     std::printf("wrote %s (%zu cases)\n", out.c_str(), rows.size());
 }

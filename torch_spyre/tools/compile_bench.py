@@ -6,12 +6,16 @@ by one each step (models.DecodeStep: the position on the card, the attention ove
 the cache) eager, compiled and replayed; row kernels (softmax and layer_norm written out,
 [4096, 4096] fp16) against their eager ops and the library's one-launch kernels, with the
 DDR-roofline fraction of the generated kernel. `rows` as the argument runs only the row kernels.
+--json FILE also writes every figure printed as JSON records (case, mode, launches, submissions,
+modeled_us, host_us) for tools/bench/report.py.
 
     tools/in-sysroot 'SPYRE_BACKEND=sim PYTHONPATH=build/cmake/torch_spyre/python \\
-        python3 torch_spyre/tools/compile_bench.py [rows]'
+        python3 torch_spyre/tools/compile_bench.py [rows] [--json build/bench/torch_compile.json]'
 """
 
+import argparse
 import copy
+import json
 import os
 import sys
 import time
@@ -22,6 +26,14 @@ import torch_spyre
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from models import DecodeStep, TinyGranite, kv_bucket  # noqa: E402
+
+
+RECORDS = []  # what --json writes: one record per case and mode, in the order printed
+
+
+def record(case, mode, launches, modeled_us, host_us=None, submissions=None, **extra):
+    RECORDS.append(dict(case=case, mode=mode, launches=launches, submissions=submissions,
+                        modeled_us=modeled_us, host_us=host_us, **extra))
 
 
 def chain(x, y):
@@ -75,6 +87,10 @@ def rows(shape=(4096, 4096), dt=torch.float16):
         torch.spyre.synchronize()
         (le, me), (ll, ml), (lc, mc) = profile(fn, *args), profile(library), profile(f, *args)
         roof = 2 * x.numel() * x.element_size() / 204.8e9 * 1e6
+        case = f"{name} {tuple(shape)} {str(dt)[6:]}"
+        for mode, launches, modeled in [("eager", le, me), ("library", ll, ml),
+                                        ("compiled", lc, mc)]:
+            record(case, mode, launches, modeled, ddr_roofline_us=roof)
         print(f"{name} {tuple(shape)} {str(dt)[6:]}: launches eager {le}, library {ll}, "
               f"compiled {lc}; modeled eager {me:.1f} us, library {ml:.1f} us, compiled "
               f"{mc:.1f} us; DDR roofline {roof:.1f} us = {100 * roof / mc:.0f}% of the compiled "
@@ -82,9 +98,22 @@ def rows(shape=(4096, 4096), dt=torch.float16):
 
 
 def main():
-    if sys.argv[1:] == ["rows"]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("only", nargs="?", choices=["rows"], help="run only the row kernels")
+    ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON records")
+    args = ap.parse_args()
+    if args.only == "rows":
         rows()
-        return
+    else:
+        everything()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"records": RECORDS}, f, indent=1)
+            f.write("\n")
+        print(f"wrote {args.json} ({len(RECORDS)} records)")
+
+
+def everything():
     rows()
     for shape, dt in [((64, 64), torch.float16), ((1024, 1024), torch.float16),
                       ((1024, 1024), torch.float32)]:
@@ -97,9 +126,13 @@ def main():
         first = time.perf_counter() - t0
         (le, me), (lc, mc) = profile(chain, x, y), profile(f, x, y)
         roof = 3 * x.numel() * x.element_size() / 204.8e9 * 1e6
+        he, hc = host_us(chain, x, y), host_us(f, x, y)
+        case = f"chain {shape} {str(dt)[6:]}"
+        record(case, "eager", le, me, he, ddr_roofline_us=roof)
+        record(case, "compiled", lc, mc, hc, ddr_roofline_us=roof, first_call_s=first)
         print(f"chain {shape} {str(dt)[6:]}: launches {le} -> {lc}, modeled {me:.2f} -> {mc:.2f} us "
-              f"(DDR roofline {100 * roof / mc:.0f}%), host {host_us(chain, x, y):.1f} -> "
-              f"{host_us(f, x, y):.1f} us/call, first call {first:.2f} s")
+              f"(DDR roofline {100 * roof / mc:.0f}%), host {he:.1f} -> "
+              f"{hc:.1f} us/call, first call {first:.2f} s")
     torch.compiler.reset()
     eager = TinyGranite().to("spyre")
     model = copy.deepcopy(eager)
@@ -144,6 +177,8 @@ def main():
                     fn(token, pos)
                     ts.append(time.perf_counter() - t0)
                 torch.spyre.synchronize()
+            record("TinyGranite decode step", name, launches, modeled, sorted(ts)[4] * 1e6,
+                   subs)
             print(f"decode step {name}: {launches} launches queued by ops, {subs} submissions, "
                   f"{modeled:.1f} us modeled, host {sorted(ts)[4] * 1e3:.3f} ms (median of 8, "
                   f"min {min(ts) * 1e3:.3f}, max {max(ts) * 1e3:.3f})")
@@ -184,6 +219,8 @@ def growing_kv(prompt):
                 ts.append(time.perf_counter() - t0)
             torch.spyre.synchronize()
         ts.sort()
+        record("TinyGranite growing-KV decode step", name, launches, modeled,
+               ts[len(ts) // 2] * 1e6, subs)
         print(f"growing-KV decode step {name}: {launches} launches queued by ops, {subs} "
               f"submissions, {modeled:.1f} us modeled, host {ts[len(ts) // 2] * 1e3:.3f} "
               f"ms (median of {len(ts)} positions, min {ts[0] * 1e3:.3f}, max {ts[-1] * 1e3:.3f})")
