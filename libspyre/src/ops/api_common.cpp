@@ -11,6 +11,7 @@
 
 #include "ops/pricing.hpp"
 #include "ops/program_store.hpp"
+#include "spyre/program_cache.h"
 #include "pinned_launch.hpp"
 
 namespace spyre::ops {

@@ -25,7 +25,7 @@
 #include "../../csrc/runtime/SpyreHostAllocator.h"
 #include "../../csrc/runtime/SpyreProfiler.h"
 #include "../../csrc/runtime/SpyreStream.h"
-#include "spyre/ops.h"
+#include "spyre/program_cache.h"
 
 namespace py = pybind11;
 using namespace torch_spyre;
@@ -302,7 +302,7 @@ PYBIND11_MODULE(_C, m) {
     m.def("_reset_copy_stats", &aten::reset_copy_stats);
     m.def("_strict", &aten::strict_mode);
 
-    // The op library's plan cache and program cache on disk (spyre/ops.h)
+    // The op library's plan cache and program cache on disk (spyre/program_cache.h)
     m.def("_program_cache_stats", [] {
         spyre_program_cache_stats s{};
         SPYRE_CHECK(spyre_op_get_program_cache_stats(&s));
