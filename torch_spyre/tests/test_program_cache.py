@@ -1,8 +1,8 @@
 """The op library's program cache on disk across processes (Documentation/torch_spyre.md
 "Program cache"): a compiled graph (a fused pointwise kernel, a row kernel and a matmul) run in
 a new process with empty caches generates and stores its programs; a second process with the
-same directories generates nothing (Inductor's FX graph cache and the program cache both hit)
-and computes the same bytes; a libspyre of another build (a copy of the library with another
+same directories generates nothing (AOTAutograd's and Inductor's FX graph caches and the
+program cache all hit) and computes the same bytes; a libspyre of another build (a copy of the library with another
 ELF build id, preloaded) finds none of them and regenerates all; a damaged file is rejected and
 regenerated; SPYRE_PROGRAM_CACHE=0 and an unsafe directory turn the cache off, the results stay
 right.
@@ -33,6 +33,7 @@ out = torch.compile(f)(x, y, w).cpu()
 from torch._dynamo.utils import counters
 s = torch.spyre.program_cache_stats()
 s["fxgraph_hits"] = counters["inductor"]["fxgraph_cache_hit"]
+s["aot_hits"] = counters["aot_autograd"]["autograd_cache_hit"]
 s["digest"] = hashlib.sha256(out.view(torch.int16).numpy().tobytes()).hexdigest()
 s["maps"] = [l.split()[-1] for l in open("/proc/self/maps") if "libspyre.so" in l][:1]
 print("RESULT " + json.dumps(s))
@@ -72,13 +73,14 @@ def test_cold_process_generates_and_stores(first):
     assert r["disk_writes"] == r["generated"] and r["disk_rejected"] == 0
     assert len(program_files(tmp)) == r["generated"]
     assert r["version"].startswith("libspyre ") and " build " in r["version"]
-    assert r["fxgraph_hits"] == 0
+    assert r["fxgraph_hits"] == 0 and r["aot_hits"] == 0
 
 
 def test_warm_process_generates_nothing(first):
     tmp, cold = first
     warm = run(tmp)
     assert warm["fxgraph_hits"] >= 1  # Inductor's cache on disk served the graph
+    assert warm["aot_hits"] >= 1  # and AOTAutograd's (torch_spyre turns it on): no retrace
     assert warm["generated"] == 0 and warm["disk_writes"] == 0
     assert warm["disk_hits"] == cold["generated"] and warm["disk_rejected"] == 0
     assert warm["digest"] == cold["digest"]  # the programs from disk compute the same bytes

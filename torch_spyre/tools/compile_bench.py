@@ -120,6 +120,7 @@ def first_token_child():
                       "dynamo": dyn, "backend": backend,
                       "fxgraph_hits": counters["inductor"]["fxgraph_cache_hit"],
                       "fxgraph_misses": counters["inductor"]["fxgraph_cache_miss"],
+                      "aot_hits": counters["aot_autograd"]["autograd_cache_hit"],
                       "total": time.perf_counter() - T_START, "cache": after, "first_call": d}))
 
 
@@ -144,11 +145,13 @@ def startup():
             f = r["first_call"]
             gen, rd = f["generate_ns"] / 1e9, f["disk_read_ns"] / 1e9
             run = r["first"] - r["dynamo"]
-            print(f"startup {name}: first token {wall:.2f} s after exec: import "
-                  f"{r['import']:.2f} s, model set-up {r['model']:.2f} s, first compiled call "
-                  f"{r['first']:.2f} s = Dynamo {r['dynamo']:.2f} s (of which AOTAutograd+Inductor "
-                  f"{r['backend']:.2f} s, FX graph cache {r['fxgraph_hits']} hits "
-                  f"{r['fxgraph_misses']} misses) + running {run:.2f} s (of which {f['generated']} "
+            to_first = r["import"] + r["model"] + r["first"]
+            print(f"startup {name}: first token {to_first:.2f} s after start (the process ended "
+                  f"after {wall:.2f} s): import {r['import']:.2f} s, model set-up "
+                  f"{r['model']:.2f} s, first compiled call {r['first']:.2f} s = Dynamo "
+                  f"{r['dynamo']:.2f} s (of which AOTAutograd+Inductor {r['backend']:.2f} s; "
+                  f"AOTAutograd cache hits {r['aot_hits']}, FX graph cache hits "
+                  f"{r['fxgraph_hits']}, misses {r['fxgraph_misses']}) + running {run:.2f} s (of which {f['generated']} "
                   f"programs planned and generated {gen:.2f} s, {f['disk_hits']} read from disk "
                   f"{rd:.3f} s, written {f['disk_write_ns'] / 1e9:.3f} s); whole process "
                   f"{r['cache']['generated']} generated, {r['cache']['disk_hits']} read")
