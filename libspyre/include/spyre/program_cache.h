@@ -31,7 +31,7 @@ typedef struct spyre_program_cache_stats {
     uint64_t generate_ns;   /* host time planning and generating (the `generated` plans) */
     uint64_t disk_read_ns;  /* host time reading and checking files (hits and misses) */
     uint64_t disk_write_ns; /* host time writing files */
-    uint32_t enabled; /* 1 if the disk cache is in use */
+    uint32_t enabled;       /* 1 if the disk cache is in use */
     uint32_t reserved0;
     char dir[512];     /* its directory ("" when off) */
     char version[160]; /* the version part of every key: library build, ISA, file format */

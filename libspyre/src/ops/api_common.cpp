@@ -11,8 +11,8 @@
 
 #include "ops/pricing.hpp"
 #include "ops/program_store.hpp"
-#include "spyre/program_cache.h"
 #include "pinned_launch.hpp"
+#include "spyre/program_cache.h"
 
 namespace spyre::ops {
 
