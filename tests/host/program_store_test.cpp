@@ -255,12 +255,16 @@ TEST_F(ProgramStoreTest, UnsafeDirectoriesAreRefused) {
     for (const fs::perms extra : {fs::perms::group_write, fs::perms::others_write}) {
         fs::permissions(dir_, fs::perms::owner_all | extra);
         why.clear();
-        EXPECT_FALSE(ProgramStore::open({dir_, "v1", 1 << 20}, &why));
+        bool report = false;
+        EXPECT_FALSE(ProgramStore::open({dir_, "v1", 1 << 20}, &why, &report));
         EXPECT_NE(why.find("writable by group or others"), std::string::npos) << why;
+        EXPECT_TRUE(report);  // the user hears of it
     }
     fs::permissions(dir_, fs::perms::owner_all);
     { std::ofstream(root_ + "/file") << "x"; }
-    EXPECT_FALSE(ProgramStore::open({root_ + "/file", "v1", 1 << 20}, &why));
+    bool report = true;
+    EXPECT_FALSE(ProgramStore::open({root_ + "/file", "v1", 1 << 20}, &why, &report));
+    EXPECT_FALSE(report);    // cannot be opened (as a read-only home): off without a warning
     if (::geteuid() == 0) {  // another user's directory (root can make one)
         ASSERT_EQ(::chown(dir_.c_str(), 4242, 4242), 0);
         why.clear();

@@ -83,12 +83,15 @@ void make_dirs(const std::string& path) {
 
 }  // namespace
 
-std::unique_ptr<ProgramStore> ProgramStore::open(const Config& c, std::string* why) {
-    auto refuse = [&](std::string reason) {
+std::unique_ptr<ProgramStore> ProgramStore::open(const Config& c, std::string* why, bool* report) {
+    if (report) *report = false;
+    auto refuse = [&](std::string reason, bool to_report = false) {
         if (why) *why = std::move(reason);
+        if (report) *report = to_report;
         return std::unique_ptr<ProgramStore>();
     };
-    if (c.dir.empty() || c.dir[0] != '/') return refuse("the directory is not an absolute path");
+    if (c.dir.empty() || c.dir[0] != '/')
+        return refuse("the directory is not an absolute path", true);
     if (c.version.empty()) return refuse("libspyre's build cannot be identified");
     make_dirs(c.dir);
     const int fd = ::open(c.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -101,12 +104,14 @@ std::unique_ptr<ProgramStore> ProgramStore::open(const Config& c, std::string* w
     if (st.st_uid != ::geteuid()) {
         ::close(fd);
         return refuse(std::format("{} belongs to uid {}, not to this user ({})", c.dir, st.st_uid,
-                                  ::geteuid()));
+                                  ::geteuid()),
+                      true);
     }
     if (st.st_mode & (S_IWGRP | S_IWOTH)) {
         ::close(fd);
-        return refuse(std::format("{} is writable by group or others (mode {:o})", c.dir,
-                                  st.st_mode & 07777));
+        return refuse(
+            std::format("{} is writable by group or others (mode {:o})", c.dir, st.st_mode & 07777),
+            true);
     }
     return std::unique_ptr<ProgramStore>(new ProgramStore(fd, c));
 }
@@ -425,11 +430,13 @@ ProgramStore* process_program_store(std::string* status) {
         if (c.dir.empty() && !env("HOME").empty()) c.dir = env("HOME") + "/.cache/spyre/programs";
         const std::string mb = env("SPYRE_PROGRAM_CACHE_MAX_MB");
         std::string why;
+        bool warn = false;  // an unsafe directory or a bad setting; not a missing or read-only one
         if (!mb.empty()) {
             char* end = nullptr;
             errno = 0;
             const unsigned long long v = std::strtoull(mb.c_str(), &end, 10);
-            if (errno || *end || mb[0] == '-' || v < 1 || v > (ProgramStore::kMaxMaxBytes >> 20))
+            warn = errno || *end || mb[0] == '-' || v < 1 || v > (ProgramStore::kMaxMaxBytes >> 20);
+            if (warn)
                 why = std::format(
                     "SPYRE_PROGRAM_CACHE_MAX_MB={} is not a number of MiB from 1 "
                     "to {}",
@@ -441,12 +448,11 @@ ProgramStore* process_program_store(std::string* status) {
             if (c.dir.empty())
                 why = "no directory (neither SPYRE_PROGRAM_CACHE_DIR, XDG_CACHE_HOME nor HOME)";
             else
-                p->store = ProgramStore::open(c, &why);
+                p->store = ProgramStore::open(c, &why, &warn);
         }
         if (!p->store) {
             p->status = "off: " + why;
-            // a refused directory or a bad setting is reported; no home directory is not
-            if (!c.dir.empty())
+            if (warn)
                 std::fprintf(stderr, "libspyre: program cache on disk off: %s\n", why.c_str());
         }
         return p;

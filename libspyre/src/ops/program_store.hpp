@@ -46,9 +46,11 @@ class ProgramStore {
         uint64_t writes = 0, write_failures = 0, evictions = 0;
     };
 
-    // The store in c.dir, or nullptr with the reason in *why (the directory cannot be made or
-    // opened, is not the user's, or is writable by group or others).
-    static std::unique_ptr<ProgramStore> open(const Config& c, std::string* why);
+    // The store in c.dir, or nullptr with the reason in *why. *report: the user should hear of
+    // it (a relative path, another user's directory, one writable by group or others), not a
+    // directory that cannot be made or opened (a read-only home).
+    static std::unique_ptr<ProgramStore> open(const Config& c, std::string* why,
+                                              bool* report = nullptr);
     ~ProgramStore();
     ProgramStore(const ProgramStore&) = delete;
     ProgramStore& operator=(const ProgramStore&) = delete;
