@@ -5,20 +5,29 @@ graph) and the submissions of each (torch.spyre.submissions()); a decode whose K
 by one each step (models.DecodeStep: the position on the card, the attention over a bucket of
 the cache) eager, compiled and replayed; row kernels (softmax and layer_norm written out,
 [4096, 4096] fp16) against their eager ops and the library's one-launch kernels, with the
-DDR-roofline fraction of the generated kernel. `rows` as the argument runs only the row kernels.
+DDR-roofline fraction of the generated kernel. `rows` as the argument runs only the row kernels;
+`startup` only the compile time cold and warm: the time to the first token of a compiled
+TinyGranite in a new process with empty caches (cold), again with Inductor's cache on disk but
+no program cache (warm, programs regenerated) and with both (warm), each split into import,
+model set-up, Dynamo and Inductor, the op library's planning and generating, program cache
+reads and the rest of the first call (Documentation/torch_spyre.md "Program cache").
 --json FILE also writes every figure printed as JSON records (case, mode, launches, submissions,
 modeled_us, host_us) for tools/bench/report.py.
 
     tools/in-sysroot 'SPYRE_BACKEND=sim PYTHONPATH=build/cmake/torch_spyre/python \\
-        python3 torch_spyre/tools/compile_bench.py [rows] [--json build/bench/torch_compile.json]'
+        python3 torch_spyre/tools/compile_bench.py [rows | startup] [--json build/bench/torch_compile.json]'
 """
 
 import argparse
 import copy
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
+
+T_START = time.perf_counter()
 
 import torch
 
@@ -97,14 +106,88 @@ def rows(shape=(4096, 4096), dt=torch.float16):
               f"kernel ({mc / roof:.2f}x)")
 
 
+def first_token_child():
+    """One new process: times to the first token of a compiled TinyGranite, as JSON."""
+    t_import = time.perf_counter() - T_START
+    t0 = time.perf_counter()
+    torch.manual_seed(0)
+    model = TinyGranite().to("spyre")
+    prompt = torch.randint(0, 512, (1, 12), generator=torch.Generator().manual_seed(3))
+    prompt = prompt.to("spyre")
+    torch.spyre.synchronize()
+    t_model = time.perf_counter() - t0
+    before = torch.spyre.program_cache_stats()
+    compiled = torch.compile(model)
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        token = compiled(prompt, 0)[0, -1].argmax().item()
+    t_first = time.perf_counter() - t0
+    after = torch.spyre.program_cache_stats()
+    from torch._dynamo.utils import counters
+    # Dynamo's time on the call (tracing, guards, the backend) and the backend's part of it
+    # (AOTAutograd and Inductor, a cache hit or a compile)
+    m = torch._dynamo.utils.compilation_time_metrics
+    dyn = sum(m.get("_compile.compile_inner", []))
+    backend = sum(m.get("OutputGraph.call_user_compiler", []))
+    d = {k: after[k] - before[k] for k in ("generated", "disk_hits", "generate_ns",
+                                           "disk_read_ns", "disk_write_ns")}
+    print(json.dumps({"token": token, "import": t_import, "model": t_model, "first": t_first,
+                      "dynamo": dyn, "backend": backend,
+                      "fxgraph_hits": counters["inductor"]["fxgraph_cache_hit"],
+                      "fxgraph_misses": counters["inductor"]["fxgraph_cache_miss"],
+                      "aot_hits": counters["aot_autograd"]["autograd_cache_hit"],
+                      "total": time.perf_counter() - T_START, "cache": after, "first_call": d}))
+
+
+def startup():
+    """Time to the first token in new processes: cold, warm without and with the program
+    cache on disk (each run reads what the earlier ones left in the same directories)."""
+    with tempfile.TemporaryDirectory(prefix="spyre-startup-") as tmp:
+        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"),
+                   SPYRE_PROGRAM_CACHE_DIR=os.path.join(tmp, "programs"))
+        runs = [("cold (empty caches)", {}),
+                ("warm, no program cache (SPYRE_PROGRAM_CACHE=0)", {"SPYRE_PROGRAM_CACHE": "0"}),
+                ("warm (Inductor and program caches)", {})]
+        tokens = set()
+        for name, extra in runs:
+            t0 = time.perf_counter()
+            out = subprocess.run([sys.executable, __file__, "first-token-child"],
+                                 env=dict(env, **extra), check=True, capture_output=True,
+                                 text=True).stdout
+            wall = time.perf_counter() - t0
+            r = json.loads(out.strip().splitlines()[-1])
+            tokens.add(r["token"])
+            f = r["first_call"]
+            gen, rd = f["generate_ns"] / 1e9, f["disk_read_ns"] / 1e9
+            run = r["first"] - r["dynamo"]
+            to_first = r["import"] + r["model"] + r["first"]
+            print(f"startup {name}: first token {to_first:.2f} s after start (the process ended "
+                  f"after {wall:.2f} s): import {r['import']:.2f} s, model set-up "
+                  f"{r['model']:.2f} s, first compiled call {r['first']:.2f} s = Dynamo "
+                  f"{r['dynamo']:.2f} s (of which AOTAutograd+Inductor {r['backend']:.2f} s; "
+                  f"AOTAutograd cache hits {r['aot_hits']}, FX graph cache hits "
+                  f"{r['fxgraph_hits']}, misses {r['fxgraph_misses']}) + running {run:.2f} s (of which {f['generated']} "
+                  f"programs planned and generated {gen:.2f} s, {f['disk_hits']} read from disk "
+                  f"{rd:.3f} s, written {f['disk_write_ns'] / 1e9:.3f} s); whole process "
+                  f"{r['cache']['generated']} generated, {r['cache']['disk_hits']} read")
+        print(f"startup: first tokens {'agree' if len(tokens) == 1 else 'DIFFER'} ({tokens})")
+
+
 def main():
+    if sys.argv[1:] == ["first-token-child"]:
+        first_token_child()
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("only", nargs="?", choices=["rows"], help="run only the row kernels")
+    ap.add_argument("only", nargs="?", choices=["rows", "startup"],
+                    help="run only the row kernels, or only the cold and warm start")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON records")
     args = ap.parse_args()
     if args.only == "rows":
         rows()
+    elif args.only == "startup":
+        startup()
     else:
+        startup()
         everything()
     if args.json:
         with open(args.json, "w") as f:

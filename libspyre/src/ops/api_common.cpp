@@ -2,13 +2,17 @@
 #include "ops/api_common.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <list>
+#include <optional>
 #include <unordered_map>
 
 #include "ops/pricing.hpp"
+#include "ops/program_store.hpp"
 #include "pinned_launch.hpp"
+#include "spyre/program_cache.h"
 
 namespace spyre::ops {
 
@@ -34,6 +38,8 @@ struct Caches {
     std::unordered_map<std::string, Node> plans;
     std::list<std::string> order;
     uint64_t hits = 0, misses = 0, next_id = 1;
+    uint64_t generated = 0;  // plans made by this process (not read from disk)
+    uint64_t generate_ns = 0, read_ns = 0, write_ns = 0;
 };
 
 // Never destroyed: no destructor runs after libspyre's own statics are gone.
@@ -228,11 +234,50 @@ std::shared_ptr<const PlanEntry> cached_plan(const std::string& key,
             return it->second.plan;
         }
     }
+    // planning, generating and the disk run without the cache lock
     std::shared_ptr<PlanEntry> e;
-    try {
-        e = std::make_shared<PlanEntry>(make());  // planning runs without the cache lock
-    } catch (const std::invalid_argument& ex) {
-        fail(SPYRE_ERROR_NOT_SUPPORTED, ex.what());
+    ProgramStore* store = process_program_store();
+    using clock = std::chrono::steady_clock;
+    auto ns_since = [](clock::time_point t0) {
+        return uint64_t(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - t0).count());
+    };
+    if (store) {
+        const auto t0 = clock::now();
+        std::optional<StoredPlan> s = store->load(key);
+        const uint64_t ns = ns_since(t0);
+        {
+            std::lock_guard lock(cs.mu);
+            cs.read_ns += ns;
+        }
+        if (s) {
+            e = std::make_shared<PlanEntry>();
+            e->image = std::move(s->image);
+            e->cores = s->cores;
+            e->cycles = s->cycles;
+            e->plan = std::move(s->plan);
+        }
+    }
+    if (!e) {
+        const auto t0 = clock::now();
+        try {
+            e = std::make_shared<PlanEntry>(make());
+        } catch (const std::invalid_argument& ex) {
+            fail(SPYRE_ERROR_NOT_SUPPORTED, ex.what());
+        }
+        const uint64_t ns = ns_since(t0);
+        {
+            std::lock_guard lock(cs.mu);
+            cs.generated++;
+            cs.generate_ns += ns;
+        }
+        if (store) {
+            const auto t1 = clock::now();
+            store->save(key, StoredPlan{e->image, e->cores, e->cycles, e->plan});
+            const uint64_t wns = ns_since(t1);
+            std::lock_guard lock(cs.mu);
+            cs.write_ns += wns;
+        }
     }
     std::lock_guard lock(cs.mu);
     cs.misses++;
@@ -288,5 +333,39 @@ spyre_status spyre_op_get_cache_stats(uint64_t* hits, uint64_t* misses) {
         std::lock_guard lock(cs.mu);
         if (hits) *hits = cs.hits;
         if (misses) *misses = cs.misses;
+    });
+}
+
+spyre_status spyre_op_get_program_cache_stats(spyre_program_cache_stats* stats) {
+    return guard(__func__, [&] {
+        require(stats != nullptr, "output pointer `stats` is NULL");
+        spyre_program_cache_stats r{};
+        std::string status;
+        const ProgramStore* store = process_program_store(&status);
+        {
+            auto& cs = caches();
+            std::lock_guard lock(cs.mu);
+            r.memory_hits = cs.hits;
+            r.memory_misses = cs.misses;
+            r.generated = cs.generated;
+            r.generate_ns = cs.generate_ns;
+            r.disk_read_ns = cs.read_ns;
+            r.disk_write_ns = cs.write_ns;
+        }
+        if (store) {
+            const ProgramStore::Stats s = store->stats();
+            r.disk_hits = s.hits;
+            r.disk_misses = s.misses;
+            r.disk_writes = s.writes;
+            r.disk_rejected = s.rejected;
+            r.disk_evictions = s.evictions;
+            r.disk_write_failures = s.write_failures;
+            r.enabled = 1;
+            std::snprintf(r.dir, sizeof r.dir, "%s", store->dir().c_str());
+            status = "on";
+        }
+        std::snprintf(r.version, sizeof r.version, "%s", program_version_key().c_str());
+        std::snprintf(r.status, sizeof r.status, "%s", status.c_str());
+        *stats = r;
     });
 }

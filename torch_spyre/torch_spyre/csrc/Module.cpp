@@ -27,6 +27,7 @@
 #include "../../csrc/runtime/SpyreHostAllocator.h"
 #include "../../csrc/runtime/SpyreProfiler.h"
 #include "../../csrc/runtime/SpyreStream.h"
+#include "spyre/program_cache.h"
 
 namespace py = pybind11;
 using namespace torch_spyre;
@@ -329,6 +330,30 @@ PYBIND11_MODULE(_C, m) {
     });
     m.def("_reset_copy_stats", &aten::reset_copy_stats);
     m.def("_strict", &aten::strict_mode);
+
+    // The op library's plan cache and program cache on disk (spyre/program_cache.h)
+    m.def("_program_cache_stats", [] {
+        spyre_program_cache_stats s{};
+        SPYRE_CHECK(spyre_op_get_program_cache_stats(&s));
+        py::dict d;
+        d["memory_hits"] = s.memory_hits;
+        d["memory_misses"] = s.memory_misses;
+        d["disk_hits"] = s.disk_hits;
+        d["disk_misses"] = s.disk_misses;
+        d["generated"] = s.generated;
+        d["disk_writes"] = s.disk_writes;
+        d["disk_rejected"] = s.disk_rejected;
+        d["disk_evictions"] = s.disk_evictions;
+        d["disk_write_failures"] = s.disk_write_failures;
+        d["generate_ns"] = s.generate_ns;
+        d["disk_read_ns"] = s.disk_read_ns;
+        d["disk_write_ns"] = s.disk_write_ns;
+        d["enabled"] = s.enabled != 0;
+        d["dir"] = std::string(s.dir);
+        d["version"] = std::string(s.version);
+        d["status"] = std::string(s.status);
+        return d;
+    });
 
     // Per-op device time (torch_spyre/profiler.py)
     m.def("_profiler_start", &profiler::start);

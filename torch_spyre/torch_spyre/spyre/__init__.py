@@ -56,6 +56,7 @@ __all__ = [
     "empty_host_cache",
     "fallback_counts",
     "get_amp_supported_dtype",
+    "program_cache_stats",
     "get_device_name",
     "get_rng_state",
     "get_rng_state_all",
@@ -324,3 +325,12 @@ def reset_fallback_counts() -> None:
 def strict() -> bool:
     """Whether TORCH_SPYRE_STRICT is set (CPU fallbacks raise NotImplementedError)."""
     return _C._strict()
+
+
+def program_cache_stats() -> Dict[str, Any]:
+    """The op library's caches of this process (Documentation/torch_spyre.md "Program cache"):
+    plans found in the process's plan cache (memory_hits / memory_misses), programs read from
+    the disk cache (disk_hits / disk_misses), ``generated`` (planned and generated here),
+    disk_writes, disk_rejected (files that failed their checks), disk_evictions; ``enabled``,
+    ``dir``, ``version`` (the version part of every key) and ``status`` (why it is off)."""
+    return _C._program_cache_stats()
