@@ -8,6 +8,7 @@
 #include <link.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
@@ -18,7 +19,6 @@
 #include <ctime>
 #include <format>
 
-#include "sha256.hpp"
 #include "spyre/isa.hpp"
 #include "spyre/spyre.h"
 
@@ -36,15 +36,42 @@ struct FileHeader {
     uint32_t header_bytes;
     uint64_t key_bytes;
     uint64_t body_bytes;
-    uint8_t name_hash[32];  // the file's name: SHA-256 of the full key
-    uint8_t checksum[32];   // SHA-256 of full key and body
+    uint64_t name_hash;  // the file's name: name_hash() of the full key
+    uint32_t checksum;   // CRC-32 of full key and body (damage, not tampering: files of others
+    uint32_t pad;        // are refused by owner and mode)
 };
-static_assert(sizeof(FileHeader) == 96);
+static_assert(sizeof(FileHeader) == 48);
 constexpr size_t kBodyFixed = 16;
 constexpr const char* kSuffix = ".sprog";
 constexpr const char* kTmpPrefix = ".tmp-";
 // A temporary file this old is left over from a process that died while writing it.
 constexpr time_t kStaleTmpSeconds = 600;
+
+uint32_t crc32_of(uint32_t crc, const void* p, size_t n) {
+    auto* b = static_cast<const Bytef*>(p);
+    while (n) {  // zlib takes uInt lengths
+        const uInt k = uInt(std::min<size_t>(n, 1u << 30));
+        crc = uint32_t(::crc32(crc, b, k));
+        b += k, n -= k;
+    }
+    return crc;
+}
+
+// 64 bits of the key for the file's name (the header holds the whole key, so two keys that
+// share a name only replace each other's file, never read it): CRC-32 and Adler-32 side by side.
+uint64_t name_hash(std::string_view key) {
+    uint64_t adler = ::adler32(0, Z_NULL, 0);
+    adler = ::adler32_z(adler, reinterpret_cast<const Bytef*>(key.data()), key.size());
+    return uint64_t(crc32_of(0, key.data(), key.size())) << 32 | (adler & 0xffffffffu);
+}
+
+std::string to_hex(const uint8_t* p, size_t n) {
+    std::string s;
+    for (size_t i = 0; i < n; ++i) s += std::format("{:02x}", p[i]);
+    return s;
+}
+
+std::string name_of(uint64_t hash) { return std::format("{:016x}", hash); }
 
 bool full_write(int fd, const void* p, size_t n) {
     auto* b = static_cast<const uint8_t*>(p);
@@ -68,10 +95,13 @@ bool full_read(int fd, void* p, size_t n) {
     return true;
 }
 
+constexpr size_t kNameDigits = 16;  // name_of(): 64 bits in hex
+
 bool is_store_file(const char* name) {
     const size_t n = std::strlen(name);
-    return n == 64 + std::strlen(kSuffix) && std::strcmp(name + 64, kSuffix) == 0 &&
-           std::all_of(name, name + 64,
+    return n == kNameDigits + std::strlen(kSuffix) &&
+           std::strcmp(name + kNameDigits, kSuffix) == 0 &&
+           std::all_of(name, name + kNameDigits,
                        [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
@@ -132,8 +162,7 @@ std::string ProgramStore::full_key(std::string_view key) const {
 }
 
 std::string ProgramStore::file_name(std::string_view key) const {
-    const auto h = Sha256().update(full_key(key)).digest();
-    return to_hex(h.data(), h.size()) + kSuffix;
+    return name_of(name_hash(full_key(key))) + kSuffix;
 }
 
 ProgramStore::Stats ProgramStore::stats() const {
@@ -150,8 +179,8 @@ void ProgramStore::reject(const std::string& name) {
 
 std::optional<StoredPlan> ProgramStore::load(std::string_view key) {
     const std::string fk = full_key(key);
-    const auto name_hash = Sha256().update(fk).digest();
-    const std::string name = to_hex(name_hash.data(), name_hash.size()) + kSuffix;
+    const uint64_t hash = name_hash(fk);
+    const std::string name = name_of(hash) + kSuffix;
     // O_NOFOLLOW: a symlink is not ours (ELOOP: rejected); O_NONBLOCK: a FIFO must not block
     const int fd = ::openat(dir_fd_, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
@@ -187,14 +216,12 @@ std::optional<StoredPlan> ProgramStore::load(std::string_view key) {
     if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.format != kFormat ||
         h.header_bytes != sizeof h || h.key_bytes != fk.size() ||
         bytes.size() < sizeof h + fk.size() + kBodyFixed ||
-        h.body_bytes != bytes.size() - sizeof h - fk.size() ||
-        std::memcmp(h.name_hash, name_hash.data(), 32) != 0 ||
+        h.body_bytes != bytes.size() - sizeof h - fk.size() || h.name_hash != hash ||
         std::memcmp(key_p, fk.data(), fk.size()) != 0) {
         reject(name);
         return std::nullopt;
     }
-    const auto sum = Sha256().update(key_p, bytes.size() - sizeof h).digest();
-    if (std::memcmp(h.checksum, sum.data(), 32) != 0) {
+    if (h.checksum != crc32_of(0, key_p, bytes.size() - sizeof h)) {
         reject(name);
         return std::nullopt;
     }
@@ -218,8 +245,8 @@ std::optional<StoredPlan> ProgramStore::load(std::string_view key) {
 
 void ProgramStore::save(std::string_view key, const StoredPlan& p) {
     const std::string fk = full_key(key);
-    const auto name_hash = Sha256().update(fk).digest();
-    const std::string name = to_hex(name_hash.data(), name_hash.size()) + kSuffix;
+    const uint64_t hash = name_hash(fk);
+    const std::string name = name_of(hash) + kSuffix;
     std::vector<uint8_t> body(kBodyFixed);
     const uint32_t plan_len = uint32_t(p.plan.size());
     std::memcpy(body.data(), &p.cores, 4);
@@ -233,9 +260,8 @@ void ProgramStore::save(std::string_view key, const StoredPlan& p) {
     h.header_bytes = sizeof h;
     h.key_bytes = fk.size();
     h.body_bytes = body.size();
-    std::memcpy(h.name_hash, name_hash.data(), 32);
-    const auto sum = Sha256().update(fk).update(body.data(), body.size()).digest();
-    std::memcpy(h.checksum, sum.data(), 32);
+    h.name_hash = hash;
+    h.checksum = crc32_of(crc32_of(0, fk.data(), fk.size()), body.data(), body.size());
     const uint64_t total = sizeof h + fk.size() + body.size();
     auto failed = [&] {
         std::lock_guard lock(mu_);
@@ -379,19 +405,19 @@ std::string own_build_id() {
         },
         &s);
     if (!s.id.empty()) return s.id;
-    // no build id: the SHA-256 of the file itself
+    // no build id: the CRC-32 and size of the file itself
     Dl_info dl{};
     if (!::dladdr(reinterpret_cast<void*>(&own_build_id), &dl) || !dl.dli_fname) return {};
     const int fd = ::open(dl.dli_fname, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return {};
-    Sha256 h;
+    uint32_t crc = 0;
+    uint64_t size = 0;
     uint8_t buf[1 << 16];
     ssize_t r;
-    while ((r = ::read(fd, buf, sizeof buf)) > 0) h.update(buf, size_t(r));
+    while ((r = ::read(fd, buf, sizeof buf)) > 0) crc = crc32_of(crc, buf, size_t(r)), size += r;
     ::close(fd);
     if (r < 0) return {};
-    const auto d = h.digest();
-    return "sha256:" + to_hex(d.data(), d.size());
+    return std::format("crc32:{:08x}:{}", crc, size);
 }
 
 std::string env(const char* name) {

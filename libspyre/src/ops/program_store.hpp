@@ -4,7 +4,7 @@
 // that decides its bytes (libspyre's build, the ISA, this file format), so a second process
 // reads it instead of planning and generating it again. One file per program, written to a
 // temporary name and renamed into place (readers see a whole file or none); every file is
-// checked (header, full key, SHA-256 of its contents, owner and mode) and one that fails is
+// checked (header, full key, CRC-32 of its contents, owner and mode) and one that fails is
 // removed and regenerated, never used. The directory must belong to the user and not be
 // writable by group or others; its total size is bounded, least recently used files go first.
 #pragma once
@@ -30,7 +30,7 @@ struct StoredPlan {
 
 class ProgramStore {
   public:
-    static constexpr uint32_t kFormat = 1;  // the file layout below; a new one is a new key
+    static constexpr uint32_t kFormat = 2;  // the file layout below; a new one is a new key
     static constexpr uint64_t kDefaultMaxBytes = 512ull << 20;
     static constexpr uint64_t kMinMaxBytes = 1ull << 20;
     static constexpr uint64_t kMaxMaxBytes = 1ull << 40;
@@ -63,7 +63,7 @@ class ProgramStore {
     Stats stats() const;
     const std::string& dir() const { return dir_; }
     const std::string& version() const { return version_; }
-    // The file name of `key`: hex SHA-256 of format, version and key, ".sprog".
+    // The file name of `key`: 64 hex bits (CRC-32, Adler-32) of version and key, ".sprog".
     std::string file_name(std::string_view key) const;
     // Total bytes of the store's files now (a directory scan).
     uint64_t disk_bytes() const;
