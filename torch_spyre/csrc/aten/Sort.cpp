@@ -66,6 +66,15 @@ std::tuple<at::Tensor&, at::Tensor&> sort_values_stable(const at::Tensor& self,
                                                           indices);
 }
 
+std::tuple<at::Tensor&, at::Tensor&> sort_values(const at::Tensor& self, int64_t dim,
+                                                 bool descending, at::Tensor& values,
+                                                 at::Tensor& indices) {
+    const int64_t n = self.dim() ? self.size(at::maybe_wrap_dim(dim, self.dim())) : 1;
+    if (sort_into("aten::sort", self, dim, n, descending, values, indices))
+        return {values, indices};
+    return fallback_to_cpu<ATEN_OP2(sort, values)>(self, dim, descending, values, indices);
+}
+
 std::tuple<at::Tensor&, at::Tensor&> topk_values(const at::Tensor& self, c10::SymInt k, int64_t dim,
                                                  bool largest, bool sorted, at::Tensor& values,
                                                  at::Tensor& indices) {
@@ -80,6 +89,7 @@ std::tuple<at::Tensor&, at::Tensor&> topk_values(const at::Tensor& self, c10::Sy
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("sort.values_stable", TORCH_FN(sort_values_stable));
+    m.impl("sort.values", TORCH_FN(sort_values));
     m.impl("topk.values", TORCH_FN(topk_values));
 }
 
