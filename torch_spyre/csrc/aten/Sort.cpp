@@ -82,7 +82,8 @@ std::tuple<at::Tensor&, at::Tensor&> topk_values(const at::Tensor& self, c10::Sy
     if (auto kk = k.maybe_as_int())
         if (sort_into("aten::topk", self, dim, *kk, largest, values, indices))
             return {values, indices};
-    return fallback_to_cpu<ATEN_OP2(topk, values)>(self, k, dim, largest, sorted, values, indices);
+    return fallback_to_cpu<ATEN_OP2(topk, values)>(self, k.expect_int(), dim, largest, sorted,
+                                                   values, indices);
 }
 
 }  // namespace
