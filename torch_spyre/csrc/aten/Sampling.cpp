@@ -12,6 +12,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <limits>
+
 #include "Fallback.h"
 #include "OpLibrary.h"
 
@@ -30,12 +32,12 @@ at::Tensor multinomial(const at::Tensor& self, int64_t n, bool replacement,
         const int64_t C = p.size(1);
         const at::Tensor cdf = p.cumsum(1);
         const at::Tensor total = cdf.narrow(1, C - 1, 1);
-        const at::Tensor bad = p.lt(0)
-                                   .any()
-                                   .logical_or(p.isnan().any())
-                                   .logical_or(p.isinf().any())
-                                   .logical_or(total.le(0).any());
-        if (!bad.item<bool>()) {
+        // finite and non-negative (false for NaN), and a positive total per row
+        const at::Tensor ok = p.ge(0)
+                                  .bitwise_and(p.lt(std::numeric_limits<double>::infinity()))
+                                  .all()
+                                  .bitwise_and(total.gt(0).all());
+        if (ok.item<bool>()) {
             // every draw against its own copy of its row's cumulative sums: [B * n, C] against
             // a column of draws (one broadcast compare, one count)
             const int64_t B = p.size(0);
