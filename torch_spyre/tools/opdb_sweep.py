@@ -50,7 +50,8 @@ DEFAULT_TOL = 1e-3
 # Random operators whose float samples draw from the spyre generator on the card (Philox,
 # Documentation/torch_spyre.md "Random numbers"), not from the CPU generator.
 DEVICE_RANDOM = {
-    "bernoulli", "exponential", "normal", "rand_like", "randn", "randn_like", "uniform",
+    "bernoulli", "exponential", "multinomial", "normal", "rand_like", "randn", "randn_like",
+    "uniform",
     "nn.functional.dropout", "nn.functional.dropout2d", "nn.functional.dropout3d",
     "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout",
 }
