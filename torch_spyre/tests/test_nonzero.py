@@ -1,7 +1,8 @@
 """nonzero on the card (flags, a cumulative sum for the rows, one scatter) against the CPU with
 no fallback: bool, fp32 (NaN counts, -0.0 does not), fp16, int64 and int8 of ranks 1 to 4,
-transposed inputs, no and all elements nonzero, empty and 0-d tensors, `as_tuple`, and a 1-D
-boolean mask index (`x[mask]`: nonzero, then one index tensor)."""
+transposed inputs, no and all elements nonzero, empty and 0-d tensors, `as_tuple`, and boolean
+mask indices (`x[mask]` over one or several dims: nonzero of the flat mask, then one index
+tensor)."""
 
 import pytest
 import torch
@@ -54,3 +55,16 @@ def test_boolean_mask_index_along_dim_0(no_fallback):
     x = torch.randn(10, 6)
     mask = torch.tensor([True, False, True, True, False, False, True, False, False, True])
     assert_same(x.to("spyre")[mask.to("spyre")].cpu(), x[mask])
+
+
+def test_boolean_mask_over_several_dims(no_fallback):
+    # the encoder's y[~pad]: a [2, 10] mask over the first two dims of [2, 10, 8]
+    x = torch.randn(2, 10, 8)
+    pad = torch.zeros(2, 10, dtype=torch.bool)
+    pad[1, 7:] = True
+    d, dp = x.to("spyre"), pad.to("spyre")
+    assert_same(d[~dp].cpu(), x[~pad])
+    m = torch.rand(10, 8) < 0.4  # over the last two dims
+    assert_same(d[:, m.to("spyre")].cpu(), x[:, m])
+    assert_same(d[torch.zeros(2, 10, dtype=torch.bool).to("spyre")].cpu(),
+                x[torch.zeros(2, 10, dtype=torch.bool)])
