@@ -18,7 +18,8 @@ def no_fallback(fallback_reset):
 
 
 def test_shapes_ranges_and_zero_probabilities(no_fallback):
-    p = torch.tensor([[0.0, 0.3, 0.0, 0.7, 0.0], [1.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 2.0]])
+    p = torch.tensor([[0.0, 0.3, 0.0, 0.7, 0.0], [1.0, 0.0, 0.0, 0.0, 0.0],
+                      [0.0, 0.0, 0.0, 0.0, 2.0]])
     d = p.to("spyre")
     for _ in range(20):
         s = torch.multinomial(d, 1).cpu()

@@ -174,8 +174,8 @@ typedef enum spyre_scan_op {
     SPYRE_SCAN_PROD = 1, /* torch.cumprod */
 } spyre_scan_op;
 
-SPYRE_API spyre_status spyre_op_scan(spyre_stream_t stream, spyre_scan_op op,
-                                     const spyre_tensor* x, int32_t dim, const spyre_tensor* out);
+SPYRE_API spyre_status spyre_op_scan(spyre_stream_t stream, spyre_scan_op op, const spyre_tensor* x,
+                                     int32_t dim, const spyre_tensor* out);
 
 /*
  * Sort and top-k along dim `dim` (negative: from the end) of a dense fp32/fp16/bf16 x whose dims
