@@ -22,6 +22,8 @@
 #include "ops/matmul_planner.hpp"
 #include "ops/pricing.hpp"
 #include "ops/rowwise_planner.hpp"
+#include "ops/scan_program.hpp"
+#include "ops/sort_program.hpp"
 #include "spyre/cost.hpp"
 
 namespace {
@@ -399,6 +401,45 @@ int main(int argc, char** argv) {
             r.naive_us, r.naive_us / r.modeled_us, r.naive_split.c_str());
         std::fflush(stdout);
     }
+    // Scans (cumsum: fp32 sums read N^2 / 2 elements per line, exact double accumulation) and
+    // sorts (a stable bitonic network over rows padded to a power of two), as planned.
+    for (auto [t, O, N, I] :
+         {std::tuple{DType::F32, 8, 33, 1}, std::tuple{DType::I64, 8, 33, 1},
+          std::tuple{DType::F32, 64, 1024, 1}, std::tuple{DType::F16, 64, 1024, 1},
+          std::tuple{DType::F32, 1, 4096, 1}, std::tuple{DType::F16, 1, 4096, 1},
+          std::tuple{DType::I64, 1, 4096, 1}, std::tuple{DType::F32, 1024, 64, 1},
+          std::tuple{DType::F32, 1, 1024, 64}, std::tuple{DType::F16, 1, 1024, 64}}) {
+        ScanShape s;
+        s.t = t, s.es = t == DType::F16 ? 2 : t == DType::I64 ? 8 : 4;
+        s.O = uint64_t(O), s.N = uint64_t(N), s.I = uint64_t(I);
+        const ScanPlan p = plan_scan(pr, s, cfg.num_cores);
+        Row r{};
+        r.name = std::format("cumsum {} [{}, {}, {}] along dim 1",
+                             t == DType::F32   ? "fp32"
+                             : t == DType::F16 ? "fp16"
+                                               : "int64",
+                             O, N, I);
+        r.modeled_us = us(cfg, p.cycles);
+        r.split = std::format("{} cores, chunks of {}", p.cores, p.chunk);
+        std::printf("%-46s %9.2f us  %s\n", r.name.c_str(), r.modeled_us, r.split.c_str());
+        rows.push_back(r);
+    }
+    for (auto [O, N, K] :
+         {std::tuple{8, 33, 33}, std::tuple{1, 96, 5}, std::tuple{1, 1024, 1024},
+          std::tuple{1, 4096, 4096}, std::tuple{1, 32000, 50}, std::tuple{64, 1024, 1024},
+          std::tuple{1024, 64, 64}, std::tuple{32, 4096, 4096}}) {
+        SortShape s;
+        s.t = DType::F32, s.es = 4, s.descending = true;
+        s.O = uint64_t(O), s.N = uint64_t(N), s.K = uint64_t(K);
+        const SortPlan p = plan_sort(pr, s, cfg.num_cores);
+        Row r{};
+        r.name = std::format("sort fp32 [{}, {}] top {}", O, N, K);
+        r.modeled_us = us(cfg, p.cycles);
+        r.split = std::format("{} cores, chunks of {}", p.cores, p.chunk);
+        std::printf("%-46s %9.2f us  %s\n", r.name.c_str(), r.modeled_us, r.split.c_str());
+        rows.push_back(r);
+    }
+    std::fflush(stdout);
     nlohmann::json j = nlohmann::json::array();
     for (const Row& r : rows) {
         nlohmann::json o;
@@ -420,6 +461,8 @@ int main(int argc, char** argv) {
                                 {"naive_modeled_us", r.naive_us},
                                 {"naive_split", r.naive_split},
                                 {"split", r.split}});
+        } else if (r.name.starts_with("cumsum") || r.name.starts_with("sort")) {
+            o = nlohmann::json({{"name", r.name}, {"modeled_us", r.modeled_us}, {"split", r.split}});
         } else if (r.name.starts_with("attention plan reuse")) {
             o = nlohmann::json({{"name", r.name},
                                 {"worst_gap_pct", r.reuse_worst_pct},

@@ -19,7 +19,10 @@ op x dtype that PyTorch marks as not comparable there (non-deterministic or unde
 is `unchecked`: it must still run without an error or a crash. Random operators are compared
 after seeding the CPU generator (the fallback draws from it) alike for both runs, except the
 float samples of those that draw from the spyre generator on the card (DEVICE_RANDOM): their
-values are not the CPU's, so they are `unchecked` (tests/test_random.py checks them).
+values are not the CPU's, so they are `unchecked` (tests/test_random.py checks them). Sorts that
+leave the order of ties open (TIES_OPEN: `sort` and `argsort` without stable=True, `topk`) may
+order tied elements differently from the CPU: there the values must match and the indices must
+be distinct positions that pick those values from the input.
 
 Each op family runs in a worker process; when a worker dies, the op it was running is
 recorded as a crash and a new worker takes the rest, so one crash fails one op, not the sweep.
@@ -50,10 +53,15 @@ DEFAULT_TOL = 1e-3
 # Random operators whose float samples draw from the spyre generator on the card (Philox,
 # Documentation/torch_spyre.md "Random numbers"), not from the CPU generator.
 DEVICE_RANDOM = {
-    "bernoulli", "exponential", "normal", "rand_like", "randn", "randn_like", "uniform",
+    "bernoulli", "exponential", "multinomial", "normal", "rand_like", "randn", "randn_like",
+    "uniform",
     "nn.functional.dropout", "nn.functional.dropout2d", "nn.functional.dropout3d",
     "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout",
 }
+
+# Ops whose order of equal elements is unspecified (unless stable=True): compared by values and
+# by indices that pick them (tests/test_sort.py).
+TIES_OPEN = {"sort", "argsort", "topk"}
 
 
 def uncomparable(op, dtype):
@@ -154,6 +162,32 @@ def worker(samples):
                 return "values differ"
         return None
 
+    def ties_open(op, sample, actual, expected, on_spyre):
+        """None if a sort whose order of ties is open matches the CPU up to that order."""
+        pos = 1 if op.name == "topk" else 0
+        dim = sample.kwargs.get("dim", sample.args[pos] if len(sample.args) > pos else -1)
+        x = sample.input
+        if op.name == "argsort":
+            idx, want_idx = actual, expected
+        else:
+            (values, idx), (want_values, want_idx) = actual, expected
+            why = compare(values, want_values, on_spyre)
+            if why is not None:
+                return why
+        idx = idx.cpu()
+        if idx.shape != want_idx.shape or idx.dtype != want_idx.dtype:
+            return f"indices {tuple(idx.shape)} {idx.dtype}"
+        if x.dim() == 0:
+            return None if torch.equal(idx, want_idx) else "indices differ"
+        picked, ref = x.gather(dim, idx), x.gather(dim, want_idx)
+        if not torch.equal(picked.isnan(), ref.isnan()) or not torch.equal(
+                picked.nan_to_num(), ref.nan_to_num()):
+            return "indices pick other values"
+        s = idx.sort(dim=dim).values
+        if s.shape[dim] > 1 and not (s.diff(dim=dim) > 0).all():
+            return "indices repeat a position"
+        return None
+
     def run(key, dtype_name):
         op = by_key[key]
         dtype = getattr(torch, dtype_name)
@@ -181,6 +215,11 @@ def worker(samples):
                 continue
             fallback_ops.update(used)
             why = compare(actual, expected, on_spyre)
+            if why is not None and op.name in TIES_OPEN and not dev.kwargs.get("stable"):
+                try:
+                    why = ties_open(op, sample, actual, expected, on_spyre)
+                except Exception as e:  # noqa: BLE001
+                    why = f"{why} (ties check: {type(e).__name__}: {e})"
             if why is not None and unchecked is None:
                 return {"outcome": "wrong", "why": why[:400], "samples": counted}
             card_runs += not used

@@ -160,6 +160,43 @@ SPYRE_API spyre_status spyre_op_scatter(spyre_stream_t stream, const spyre_tenso
                                         const spyre_tensor* rows, uint32_t flags);
 
 /*
+ * Cumulative sum or product along dim `dim` (negative: counted from the end) of a dense x into
+ * the dense out of x's shape and type (out may be x: in place; otherwise no overlap), with
+ * PyTorch's CPU numerics (Documentation/ops.md "Scans"): int8, int32, int64, uint8 exactly
+ * (wrapping like torch); fp16 and bf16 accumulated in fp32 and rounded once per element; fp32
+ * sums accumulated in double in index order (each output is one double sum rounded once, as
+ * torch's double accumulator). fp32 products give SPYRE_ERROR_NOT_SUPPORTED (torch accumulates
+ * them in double, which the cores have no product for), as do x or out not starting 128-byte
+ * aligned and slabs (the dims from `dim` on) too large for a core's scratchpad.
+ */
+typedef enum spyre_scan_op {
+    SPYRE_SCAN_SUM = 0,  /* torch.cumsum */
+    SPYRE_SCAN_PROD = 1, /* torch.cumprod */
+} spyre_scan_op;
+
+SPYRE_API spyre_status spyre_op_scan(spyre_stream_t stream, spyre_scan_op op, const spyre_tensor* x,
+                                     int32_t dim, const spyre_tensor* out);
+
+/*
+ * Sort and top-k along dim `dim` (negative: from the end) of a dense fp32/fp16/bf16 x whose dims
+ * after `dim` have size 1 (others: SPYRE_ERROR_NOT_SUPPORTED, move `dim` last first):
+ * `values` (x's type) and `indices` (int64), dense, of x's shape with k <= n at dim, get the
+ * first k elements of each row's sorted order and their positions in the row (k = n: torch.sort;
+ * descending with k < n: torch.topk). The order is stable (ties in ascending index order) with
+ * NaN largest, as torch's stable sort; NaN values come out as the canonical quiet NaN and
+ * -0.0 / +0.0 tie and keep their signs. Rows longer than a core's scratchpad takes (padded to a
+ * power of two: about 32768 elements) and tensors not starting 128-byte aligned give
+ * SPYRE_ERROR_NOT_SUPPORTED (Documentation/ops.md "Sort and top-k").
+ */
+typedef enum spyre_sort_flags {
+    SPYRE_SORT_DESCENDING = 1,
+} spyre_sort_flags;
+
+SPYRE_API spyre_status spyre_op_sort(spyre_stream_t stream, const spyre_tensor* x, int32_t dim,
+                                     uint32_t flags, const spyre_tensor* values,
+                                     const spyre_tensor* indices);
+
+/*
  * out[i] = start + i * step over the elements of a dense `out` (torch.arange with integer
  * start and step): int64 and int32 exactly (int64 wraps like torch), fp32/fp16/bf16 as the
  * exact value rounded once to fp32, then to the type. `out` starts 128-byte aligned; at most

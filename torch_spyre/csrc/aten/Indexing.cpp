@@ -165,7 +165,8 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
 }
 
 // self[.., idx, ..] with one integer index tensor at dim d (the others None): a gather along
-// d with negative indices wrapped; the result has idx's shape in place of dim d.
+// d with negative indices wrapped; the result has idx's shape in place of dim d. A boolean mask
+// becomes the flat positions of its true elements (nonzero) over the dims it covers.
 at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                       at::Tensor& out) {
     int64_t d = -1, count = 0;
@@ -175,6 +176,18 @@ at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::
     }
     if (count == 1 && data_type(self) && out.scalar_type() == self.scalar_type()) {
         const at::Tensor idx = *indices.get(d);
+        // a boolean mask over dims d .. d + k - 1: the flat positions of its true elements
+        // (nonzero on the card) index those dims flattened into one
+        const int64_t k = idx.dim();
+        if (idx.is_privateuseone() && idx.scalar_type() == at::kBool && k >= 1 &&
+            d + k <= self.dim() && idx.sizes() == self.sizes().slice(d, k)) {
+            c10::DeviceGuard guard(self.device());
+            const at::Tensor pos = at::nonzero(idx.reshape({-1})).squeeze(1);
+            c10::List<std::optional<at::Tensor>> one;
+            for (int64_t i = 0; i < d; ++i) one.push_back(std::nullopt);
+            one.push_back(pos);
+            return index_out(self.flatten(d, d + k - 1), one, out);
+        }
         if (index_type(idx) && self.dim() >= 1 && d < self.dim() &&
             self.dim() - 1 + idx.dim() <= SPYRE_TENSOR_MAX_DIMS) {
             c10::DeviceGuard guard(self.device());

@@ -1,0 +1,51 @@
+// nonzero on the card, composed of device ops: the elements' nonzero flags (x != 0: NaN counts,
+// as on the CPU) as int64, their inclusive cumulative sum (spyre_op_scan) giving each nonzero
+// element its row of the result, one host read of the count (the result's size depends on the
+// data, as on every device), the flat positions scattered to those rows (index_copy; the zero
+// elements all go to one spare row that is dropped) and split into coordinates with integer
+// floor division and remainder. Tensors of 2^31 elements or more run on the CPU fallback.
+#include <ATen/ATen.h>
+#include <ATen/Operators.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "Fallback.h"
+#include "OpLibrary.h"
+
+namespace torch_spyre::aten {
+namespace {
+
+at::Tensor nonzero(const at::Tensor& self) {
+    if (self.is_privateuseone() && op_dtype(self.scalar_type()) &&
+        self.dim() <= SPYRE_TENSOR_MAX_DIMS && self.numel() < (int64_t(1) << 31)) {
+        c10::DeviceGuard guard(self.device());
+        const int64_t N = self.numel(), R = self.dim();
+        const auto opts = self.options().dtype(at::kLong);
+        if (N == 0) return at::empty({0, R}, opts);
+        const at::Tensor m = self.reshape({N}).ne(0).to(at::kLong);
+        const at::Tensor rank = m.cumsum(0);  // inclusive: row + 1 of each nonzero element
+        const int64_t count = rank.narrow(0, N - 1, 1).item<int64_t>();
+        if (count == 0 || R == 0) return at::empty({count, R}, opts);
+        // row of each element: rank - 1 where nonzero, else the spare row `count`
+        const at::Tensor row = rank.sub(1).mul(m).add(m.neg().add(1).mul(count));
+        at::Tensor flat = at::zeros({count + 1}, opts);
+        flat.index_copy_(0, row, at::arange(N, opts));
+        flat = flat.narrow(0, 0, count);
+        std::vector<at::Tensor> coords(R);
+        int64_t stride = 1;
+        for (int64_t d = R - 1; d >= 0; --d) {
+            const at::Tensor q =
+                stride == 1 ? flat : at::floor_divide(flat, at::full({}, stride, opts));
+            coords[d] = at::remainder(q, at::full({}, self.size(d), opts));
+            stride *= self.size(d);
+        }
+        return at::stack(coords, 1);
+    }
+    return fallback_to_cpu<ATEN_OP(nonzero)>(self);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("nonzero", TORCH_FN(nonzero)); }
+
+}  // namespace torch_spyre::aten

@@ -1,0 +1,66 @@
+// cumsum and cumprod on the card (spyre_op_scan) with the CPU's numerics: the input is cast to
+// the output's dtype on the card first (torch promotes integers and bool to int64), then
+// scanned along the dim in one launch. fp32 cumprod (torch multiplies in double), dtypes the
+// library has no scan for and slabs too large for a core's scratchpad run on the CPU fallback.
+#include <ATen/ATen.h>
+#include <ATen/Operators.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "Fallback.h"
+#include "OpLibrary.h"
+
+namespace torch_spyre::aten {
+namespace {
+
+bool scan_type(at::ScalarType t) {
+    return t == at::kFloat || t == at::kHalf || t == at::kBFloat16 || t == at::kLong ||
+           t == at::kInt || t == at::kChar || t == at::kByte;
+}
+
+// out = the scan of self along dim; false: not taken (the caller falls back).
+bool scan_into(const char* name, spyre_scan_op op, const at::Tensor& self, int64_t dim,
+               at::Tensor& out) {
+    const auto t = out.scalar_type();
+    if (!self.is_privateuseone() || !out.is_privateuseone() || self.device() != out.device() ||
+        !scan_type(t) || !op_dtype(self.scalar_type()) || self.dim() > SPYRE_TENSOR_MAX_DIMS)
+        return false;
+    c10::DeviceGuard guard(self.device());
+    const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+    at::Tensor x = self.scalar_type() == t ? self : self.to(t);
+    if (x.is_alias_of(out) && !x.is_same(out)) x = x.clone();
+    at::native::resize_output(out, self.sizes());
+    if (out.numel() == 0) return true;
+    const auto xd = stick_dense(x, name);
+    if (!xd) return false;
+    const at::Tensor w = writable_output(out);
+    // a 0-d tensor is its own scan: seen as one element along dim 0
+    const at::Tensor xs = xd->dim() ? *xd : xd->view({1}), ws = w.dim() ? w : w.view({1});
+    const spyre_tensor tx = op_tensor(xs), tw = op_tensor(ws);
+    if (!op_ran(name, spyre_op_scan(op_stream(w), op, &tx, static_cast<int32_t>(d), &tw)))
+        return false;
+    finish_output(out, w);
+    return true;
+}
+
+at::Tensor& cumsum_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype,
+                       at::Tensor& out) {
+    if (scan_into("aten::cumsum", SPYRE_SCAN_SUM, self, dim, out)) return out;
+    return fallback_to_cpu<ATEN_OP2(cumsum, out)>(self, dim, dtype, out);
+}
+
+at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype,
+                        at::Tensor& out) {
+    if (scan_into("aten::cumprod", SPYRE_SCAN_PROD, self, dim, out)) return out;
+    return fallback_to_cpu<ATEN_OP2(cumprod, out)>(self, dim, dtype, out);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("cumsum.out", TORCH_FN(cumsum_out));
+    m.impl("cumprod.out", TORCH_FN(cumprod_out));
+}
+
+}  // namespace torch_spyre::aten

@@ -1,0 +1,112 @@
+"""cumsum and cumprod on the card (spyre_op_scan) against the CPU, bit for bit and with no
+fallback: every dtype the card scans (bool and narrow integers promoted to int64 as torch does),
+every dim and negative dims, dims of size 1, empty and 0-d tensors, transposed inputs, `out=`,
+in place, `dtype=`, fp32 sums that need torch's double accumulator and fp16 sums that need its
+float accumulator. fp32 cumprod (torch multiplies in double) runs on the CPU fallback."""
+
+import pytest
+import torch
+
+import torch_spyre
+from conftest import FLOATS, assert_same, make
+
+INTS = [torch.int64, torch.int32, torch.int8, torch.uint8]
+
+
+def data(shape, dtype, seed=0, prod=False):
+    """Values whose fp32 sums round and integers that overflow the narrow types."""
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype.is_floating_point:
+        if prod:
+            return (0.5 + torch.rand(shape, generator=g) * 1.5).to(dtype)
+        return (torch.randn(shape, generator=g) * 100).to(dtype)
+    info = torch.iinfo(dtype)
+    lo, hi = max(info.min, -(2**40)), min(info.max, 2**40)
+    return torch.randint(lo, hi, shape, generator=g, dtype=torch.int64).to(dtype)
+
+
+def same(actual, expected):
+    """assert_same, NaN equal to NaN."""
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    assert torch.equal(actual, expected) or torch.allclose(
+        actual.double(), expected.double(), rtol=0, atol=0, equal_nan=True), (
+        f"\n{actual}\n!=\n{expected}")
+
+
+@pytest.fixture
+def no_fallback(fallback_reset):
+    yield
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", FLOATS + INTS + [torch.bool])
+@pytest.mark.parametrize("dim", [0, 1, 2, -1, -3])
+def test_cumsum(no_fallback, dtype, dim):
+    x = data((3, 7, 5), dtype, seed=dim + 3)
+    assert_same(torch.cumsum(x.to("spyre"), dim).cpu(), torch.cumsum(x, dim))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16] + INTS)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cumprod(no_fallback, dtype, dim):
+    x = data((4, 9, 3), dtype, seed=dim + 11, prod=True)
+    assert_same(torch.cumprod(x.to("spyre"), dim).cpu(), torch.cumprod(x, dim))
+
+
+def test_sort_scan_shape_and_long_rows(no_fallback):
+    x = make((8, 33), torch.float32)
+    assert_same(torch.cumsum(x.to("spyre"), dim=1).cpu(), torch.cumsum(x, dim=1))
+    for dtype in FLOATS:
+        y = data((3, 1000), dtype, seed=5)
+        assert_same(torch.cumsum(y.to("spyre"), -1).cpu(), torch.cumsum(y, -1))
+
+
+def test_accumulator_types_are_torchs(no_fallback):
+    # fp32: torch accumulates in double (a float accumulator ends at 0, not 1)
+    x = torch.tensor([1e8, 1.0, -1e8, 0.5])
+    assert_same(torch.cumsum(x.to("spyre"), 0).cpu(), torch.cumsum(x, 0))
+    assert torch.cumsum(x, 0)[2] == 1.0
+    # fp16: in float (an fp16 accumulator stays at 2048)
+    h = torch.tensor([2048.0, 1.0, 1.0], dtype=torch.float16)
+    assert_same(torch.cumsum(h.to("spyre"), 0).cpu(), torch.cumsum(h, 0))
+    assert torch.cumsum(h, 0)[2] == 2050
+    # -0.0, infinities and NaN
+    s = torch.tensor([-0.0, 2.0, float("inf"), float("-inf"), 1.0, float("nan"), 3.0])
+    for dtype in FLOATS:
+        got = torch.cumsum(s.to(dtype).to("spyre"), 0).cpu()
+        want = torch.cumsum(s.to(dtype), 0)
+        same(got, want)
+        assert not torch.signbit(got[0])
+
+
+def test_edge_shapes_and_layouts(no_fallback):
+    x = make((5, 6, 4), torch.float32)
+    d = x.to("spyre")
+    for shape, dim in [((0, 3), 1), ((3, 0), 1), ((4, 1), 1), ((1, 4), 0)]:
+        e = make(shape, torch.float32)
+        assert_same(torch.cumsum(e.to("spyre"), dim).cpu(), torch.cumsum(e, dim))
+    z = torch.tensor(2.5)
+    assert_same(torch.cumsum(z.to("spyre"), 0).cpu(), torch.cumsum(z, 0))
+    # a transposed (non-contiguous) input and a slice
+    assert_same(torch.cumsum(d.transpose(0, 2), 1).cpu(), torch.cumsum(x.transpose(0, 2), 1))
+    assert_same(torch.cumsum(d[:, 1:5], 1).cpu(), torch.cumsum(x[:, 1:5], 1))
+    # out=, in place, and dtype=
+    out = torch.empty(0, device="spyre")
+    torch.cumsum(d, -2, out=out)
+    assert_same(out.cpu(), torch.cumsum(x, -2))
+    e = d.clone()
+    e.cumsum_(0)
+    assert_same(e.cpu(), torch.cumsum(x, 0))
+    i = data((6, 5), torch.int32, seed=2)
+    assert_same(torch.cumsum(i.to("spyre"), 0, dtype=torch.float32).cpu(),
+                torch.cumsum(i, 0, dtype=torch.float32))
+    assert_same(torch.cumsum(i.to("spyre"), 1, dtype=torch.int32).cpu(),
+                torch.cumsum(i, 1, dtype=torch.int32))
+
+
+def test_fp32_cumprod_falls_back(fallback_reset):
+    x = data((4, 5), torch.float32, prod=True)
+    assert_same(torch.cumprod(x.to("spyre"), 1).cpu(), torch.cumprod(x, 1))
+    assert torch_spyre.fallback_counts() == {"aten::cumprod.out": 1}
