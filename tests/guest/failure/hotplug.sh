@@ -58,6 +58,14 @@ if [ -n "$other" ]; then
 	opid=$!
 fi
 sleep 3	# the processes have their buffers and are running jobs
+# and the op-library process has run its first op (planned, program loaded, verified)
+for ((i = 0; i < 600; i++)); do
+	grep -q 'first op verified' /tmp/hotplug-replug.log && break
+	kill -0 $rpid 2>/dev/null || break
+	sleep 0.1
+done
+grep -q 'first op verified' /tmp/hotplug-replug.log ||
+	echo "hotplug: the op-library process ran no op in 60 s before the unplug" >&2
 $qmp hmp "device_del $id"
 # pciehp powers the slot off after its 5 s attention-button delay; the driver's remove() runs.
 $qmp wait-event DEVICE_DELETED 60 $((${deleted:-0} + 1))

@@ -97,7 +97,12 @@ int main(int argc, char** argv) {
     int rounds = 0;
     spyre_status st = SPYRE_SUCCESS;
     while ((st = relu_round_trip(dev, rounds)) == SPYRE_SUCCESS) {
-        ++rounds;
+        if (++rounds == 1) {
+            // hotplug.sh unplugs the card only after this line: the first op plans and loads
+            // its program, which under TCG with the stress load can take seconds
+            std::printf("ops_replug: first op verified\n");
+            std::fflush(stdout);
+        }
         if (Clock::now() > deadline) die("the card never went away");
     }
     std::printf("ops_replug: %d ops verified, then %s: %s\n", rounds, spyre_status_string(st),
