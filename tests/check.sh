@@ -31,8 +31,10 @@ section() {
 # record SUITE PASSED FAILED [SKIPPED]: the 4th field of .counts is the wall time in s.
 record() { echo "$2 $3 ${4:-0} $(( $(date +%s) - stage_start ))" > "$out/$1.counts"; }
 
+# The op library's program cache on disk lives in the build tree, not in the (shared, cached)
+# sysroot's home: the host's tests fill it and the guest suites read it (run-all.sh).
 section "host unit tests (ctest)"
-tools/in-sysroot "ctest --test-dir build/cmake --output-on-failure" > "$out/host.log" 2>&1
+tools/in-sysroot "SPYRE_PROGRAM_CACHE_DIR=/src/build/program-cache ctest --test-dir build/cmake --output-on-failure" > "$out/host.log" 2>&1
 # "100% tests passed, 0 tests failed out of 12", then "(Skipped)" rows for skipped tests.
 line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$out/host.log" | tail -n1)
 if [ -n "$line" ]; then

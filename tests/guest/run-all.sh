@@ -5,11 +5,9 @@
 # of the same name.
 set -u
 cd /src
-# The guest's root is the read-only sysroot, whose /root/.cache/spyre/programs holds the program
-# cache the host's tests wrote (thousands of files over 9p): with it, a process's first op took
-# over a minute under TCG and the hot-unplug window closed before it ran (an open defect of the
-# program store, Documentation/ops.md "Program cache on disk"). Off in the guest suites.
-export SPYRE_PROGRAM_CACHE=0
+# The program cache on disk the host's tests filled (tests/check.sh): the same test binaries and
+# libspyre here, so the guest reads their programs instead of generating them under TCG.
+export SPYRE_PROGRAM_CACHE_DIR=/src/build/program-cache
 out=build/test-results
 pfx=${GUEST_RESULTS_PREFIX:-guest}
 mkdir -p "$out"

@@ -108,7 +108,8 @@ TEST_F(ProgramStoreTest, HitIsByteIdenticalAcrossStores) {
     EXPECT_EQ(st.hits, 2u);
     EXPECT_EQ(st.misses, 2u);
     EXPECT_EQ(st.rejected, 0u);
-    for (const auto& f : files()) EXPECT_EQ(f.size(), 16u + 6u) << f;  // no temporary files
+    for (const auto& f : files())  // no temporary files: programs and the ledger
+        if (f != ProgramStore::kLedgerName) EXPECT_EQ(f.size(), 16u + 6u) << f;
     EXPECT_EQ(fs::status(dir_).permissions() & fs::perms::all, fs::perms::owner_all);
 }
 
@@ -221,6 +222,53 @@ TEST_F(ProgramStoreTest, BoundEvictsLeastRecentlyUsed) {
     EXPECT_TRUE(s->load(key(13)));  // the newest: kept
     EXPECT_FALSE(s->load(key(1)));  // the least recently used: gone
     EXPECT_EQ(s->stats().rejected, 0u);
+}
+
+// A save lists the directory only when the ledger is missing or passes the bound: a process's
+// first save into a directory of thousands of files over 9p under TCG took over a minute.
+TEST_F(ProgramStoreTest, SavesKeepTheLedgerAndListTheDirectoryOnlyWhenNeeded) {
+    auto key = [](int i) { return "k" + std::to_string(i); };
+    {
+        auto first = open();
+        first->save(key(0), filler(1000, 0));  // no ledger yet: one listing makes it
+        EXPECT_EQ(first->stats().scans, 1u);
+        EXPECT_EQ(first->ledger_bytes(), first->disk_bytes());
+    }
+    auto s = open();  // the next process: the ledger has room, no listing
+    for (int i = 1; i < 40; ++i) s->save(key(i), filler(1000 + i, uint8_t(i)));
+    s->save(key(3), filler(1000 + 3, 3));  // the same program again: replaced, not added
+    EXPECT_EQ(s->stats().writes, 40u);
+    EXPECT_EQ(s->stats().scans, 0u);
+    EXPECT_EQ(s->ledger_bytes(), s->disk_bytes());
+    // removed: the next save lists once and records the truth
+    fs::remove(dir_ + "/" + ProgramStore::kLedgerName);
+    EXPECT_FALSE(s->ledger_bytes());
+    s->save(key(40), filler(1000, 40));
+    EXPECT_EQ(s->stats().scans, 1u);
+    EXPECT_EQ(s->ledger_bytes(), s->disk_bytes());
+    // a ledger that overstates (files removed by hand) lists once, evicts nothing it need not
+    {
+        std::ofstream(dir_ + "/" + ProgramStore::kLedgerName, std::ios::binary)
+            << "\xff\xff\xff\xff\xff\xff\xff\x7f";
+    }
+    s->save(key(41), filler(1000, 41));
+    EXPECT_EQ(s->stats().scans, 2u);
+    EXPECT_EQ(s->stats().evictions, 0u);
+    EXPECT_EQ(s->ledger_bytes(), s->disk_bytes());
+    for (int i = 0; i < 42; ++i) EXPECT_TRUE(s->load(key(i))) << i;
+}
+
+TEST_F(ProgramStoreTest, LedgerThatIsNotARegularFileOfOursIsNotUsed) {
+    auto s = open();
+    const std::string ledger = dir_ + "/" + ProgramStore::kLedgerName;
+    const std::string elsewhere = root_ + "/elsewhere";
+    { std::ofstream(elsewhere, std::ios::binary) << "12345678"; }
+    fs::create_symlink(elsewhere, ledger);
+    s->save("k", filler(1000, 1));
+    EXPECT_EQ(*s->load("k"), filler(1000, 1));  // the program is stored all the same
+    std::ifstream in(elsewhere, std::ios::binary);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "12345678");  // not written
+    EXPECT_EQ(s->stats().scans, 0u);  // and no listing without a ledger to record it
 }
 
 TEST_F(ProgramStoreTest, UnsafeDirectoriesAreRefused) {

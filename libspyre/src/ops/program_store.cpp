@@ -6,6 +6,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -276,6 +277,12 @@ void ProgramStore::save(std::string_view key, const StoredPlan& p) {
     if (fd < 0) return failed();
     const bool ok = full_write(fd, &h, sizeof h) && full_write(fd, fk.data(), fk.size()) &&
                     full_write(fd, body.data(), body.size());
+    // a file it replaces (another process stored the same program) leaves the ledger's count
+    struct stat old {};
+    const uint64_t replaced =
+        ::fstatat(dir_fd_, name.c_str(), &old, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(old.st_mode)
+            ? uint64_t(old.st_size)
+            : 0;
     // the rename publishes a whole file: readers see it complete or not at all
     if (::close(fd) != 0 || !ok || ::renameat(dir_fd_, tmp.c_str(), dir_fd_, name.c_str()) != 0) {
         ::unlinkat(dir_fd_, tmp.c_str(), 0);
@@ -285,7 +292,7 @@ void ProgramStore::save(std::string_view key, const StoredPlan& p) {
         std::lock_guard lock(mu_);
         stats_.writes++;
     }
-    evict_if_needed(total);
+    account(int64_t(total) - int64_t(replaced));
 }
 
 namespace {
@@ -332,22 +339,69 @@ uint64_t ProgramStore::disk_bytes() const {
     return total;
 }
 
-void ProgramStore::evict_if_needed(uint64_t written) {
-    {
-        std::lock_guard lock(mu_);
-        approx_bytes_ += written;
-        // other processes write too: rescan now and then, not only when this one's count is full
-        if (scanned_ && approx_bytes_ <= max_bytes_ && ++saves_since_scan_ < 256) return;
-        saves_since_scan_ = 0;
-        scanned_ = true;
+namespace {
+
+// The ledger, opened for update: a regular file of ours (O_NOFOLLOW: a symlink is refused).
+int open_ledger(int dir_fd) {
+    const int fd = ::openat(dir_fd, ProgramStore::kLedgerName,
+                            O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+    if (fd < 0) return -1;
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+        ::close(fd);
+        return -1;
     }
+    return fd;
+}
+
+// Reads and rewrites the ledger under an exclusive lock; `update` gets the recorded total (none
+// if the ledger is new or damaged) and returns the one to record (none: leave it as it is).
+template <typename Update>
+void update_ledger(int fd, Update update) {
+    if (::flock(fd, LOCK_EX) != 0) return;
+    uint64_t v = 0;
+    const std::optional<uint64_t> now =
+        ::pread(fd, &v, sizeof v, 0) == ssize_t(sizeof v) ? std::optional(v) : std::nullopt;
+    if (const std::optional<uint64_t> next = update(now)) {
+        v = *next;
+        if (::pwrite(fd, &v, sizeof v, 0) != ssize_t(sizeof v)) ::ftruncate(fd, 0);  // unknown
+    }
+    ::flock(fd, LOCK_UN);
+}
+
+}  // namespace
+
+std::optional<uint64_t> ProgramStore::ledger_bytes() const {
+    const int fd = ::openat(dir_fd_, kLedgerName, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return std::nullopt;
+    uint64_t v = 0;
+    const bool ok = ::pread(fd, &v, sizeof v, 0) == ssize_t(sizeof v);
+    ::close(fd);
+    return ok ? std::optional(v) : std::nullopt;
+}
+
+void ProgramStore::account(int64_t written) {
+    const int fd = open_ledger(dir_fd_);
+    if (fd < 0) return;  // a directory we cannot write holds no new files either
+    bool full = true;
+    update_ledger(fd, [&](std::optional<uint64_t> total) -> std::optional<uint64_t> {
+        if (!total) return std::nullopt;
+        const uint64_t next = written < 0 && uint64_t(-written) > *total ? 0 : *total + written;
+        full = next > max_bytes_;
+        return next;
+    });
+    ::close(fd);
+    if (full) evict_and_record();
+}
+
+void ProgramStore::evict_and_record() {
     std::vector<FileInfo> files = scan(dir_fd_);
     uint64_t total = 0;
     for (const FileInfo& f : files) total += f.bytes;
     uint64_t evicted = 0;
     if (total > max_bytes_) {
         // least recently used first (a hit touches its file), down to 3/4 of the bound so the
-        // next writes do not scan again at once
+        // next writes do not list the directory again at once
         std::sort(files.begin(), files.end(), [](const FileInfo& a, const FileInfo& b) {
             return a.mtime.tv_sec != b.mtime.tv_sec ? a.mtime.tv_sec < b.mtime.tv_sec
                                                     : a.mtime.tv_nsec < b.mtime.tv_nsec;
@@ -360,8 +414,14 @@ void ProgramStore::evict_if_needed(uint64_t written) {
             }
         }
     }
+    // What other processes saved while this one listed is lost from the count (the ledger then
+    // runs low by that much until the next listing, which it corrects).
+    if (const int fd = open_ledger(dir_fd_); fd >= 0) {
+        update_ledger(fd, [&](std::optional<uint64_t>) { return std::optional(total); });
+        ::close(fd);
+    }
     std::lock_guard lock(mu_);
-    approx_bytes_ = total;
+    stats_.scans++;
     stats_.evictions += evicted;
 }
 

@@ -7,6 +7,9 @@
 // checked (header, full key, CRC-32 of its contents, owner and mode) and one that fails is
 // removed and regenerated, never used. The directory must belong to the user and not be
 // writable by group or others; its total size is bounded, least recently used files go first.
+// The total is kept in a ledger file beside the programs, so a save never lists the directory
+// unless the ledger says the bound is passed (a listing of thousands of files over a network or
+// emulated file system takes seconds).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +37,9 @@ class ProgramStore {
     static constexpr uint64_t kDefaultMaxBytes = 512ull << 20;
     static constexpr uint64_t kMinMaxBytes = 1ull << 20;
     static constexpr uint64_t kMaxMaxBytes = 1ull << 40;
+    // The ledger: the store's bytes as of the last listing plus every save since (8 bytes in
+    // the host's byte order, updated under flock by every process that writes).
+    static constexpr const char* kLedgerName = "usage";
 
     struct Config {
         std::string dir;      // created (0700) if missing
@@ -44,6 +50,8 @@ class ProgramStore {
         uint64_t hits = 0, misses = 0;
         uint64_t rejected = 0;  // files found corrupt, truncated, foreign or unsafe (removed)
         uint64_t writes = 0, write_failures = 0, evictions = 0;
+        uint64_t scans =
+            0;  // directory listings to size the store (the ledger was missing or full)
     };
 
     // The store in c.dir, or nullptr with the reason in *why. *report: the user should hear of
@@ -67,21 +75,23 @@ class ProgramStore {
     std::string file_name(std::string_view key) const;
     // Total bytes of the store's files now (a directory scan).
     uint64_t disk_bytes() const;
+    // What the ledger records (none if it is missing or damaged).
+    std::optional<uint64_t> ledger_bytes() const;
 
   private:
     ProgramStore(int dir_fd, const Config& c);
     std::string full_key(std::string_view key) const;
     void reject(const std::string& name);
-    void evict_if_needed(uint64_t written);
+    // Adds `written` bytes (less what a replaced file held) to the ledger; lists the directory
+    // and evicts only when the ledger is missing or passes the bound.
+    void account(int64_t written);
+    void evict_and_record();
 
     int dir_fd_;
     std::string dir_, version_;
     uint64_t max_bytes_;
     mutable std::mutex mu_;
     Stats stats_;
-    uint64_t approx_bytes_ = 0;  // total as of the last scan plus this process's writes since
-    uint64_t saves_since_scan_ = 0;
-    bool scanned_ = false;
 };
 
 // "libspyre <version> build <ELF build id> isa <ISA version> store <format>": what decides a
