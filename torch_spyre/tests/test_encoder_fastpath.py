@@ -3,7 +3,8 @@
 TORCH_SPYRE_STRICT=1, against the same modules' fast paths on the CPU: norm_first, relu and
 gelu, key padding masks (a batch row fully padded: torch's masked softmax gives its queries NaN
 probabilities on the CPU, and so does the card), attention masks and both together, batch_first
-or not, fp32/fp16/bf16, the attention weights (averaged or per head)."""
+or not (torch takes the fast path only with batch_first; the other layout checks its composite
+path on the card), fp32/fp16/bf16, the attention weights (averaged or per head)."""
 
 import copy
 
