@@ -1,12 +1,13 @@
 // Gathers and scatters by index tensors on the card (spyre_op_gather / spyre_op_scatter):
 // torch.gather, index_select along any dim, advanced indexing by one index tensor
-// (x[:, idx]), scatter_add and index_copy. The indexed tensor is made dense on the card when it
+// (x[:, idx]), scatter_add, index_copy, index_put_ (x[idx] = v, x[idx] += v) and
+// masked_scatter_. The indexed tensor is made dense on the card when it
 // is not; int64 or int32 indices. An index out of range stops the launch (a device-side assert
 // reported by the next synchronize, like CUDA's); negative indices are taken only where torch
 // takes them (advanced indexing). Duplicate indices of scatter_add are added in ascending
 // order of the index position: the result is deterministic. Other cases (index shapes smaller
-// than the data in other dims, several index tensors, bool masks, slabs larger than a core's
-// scratchpad) run on the CPU fallback.
+// than the data in other dims, several index tensors in reads, index tensors on dims that are
+// not adjacent in writes, slabs larger than a core's scratchpad) run on the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/native/Resize.h>
