@@ -1,8 +1,9 @@
 """The rest of the index family on the card with TORCH_SPYRE_STRICT=1 against the CPU: index_put_
 (x[idx] = v, x[idx] += v with accumulate=True: one index tensor on any dim, several on adjacent
 dims, negative positions, boolean masks, duplicates summed as torch sums them, broadcast values),
-masked_scatter, isin and scatter_reduce ("sum", "mean"; include_self True and False) on odd
-shapes, every dtype claimed, empty tensors and strided inputs."""
+masked_scatter, isin and scatter_reduce ("sum", "mean" for floats and integers, "amax", "amin" for
+floats; include_self True and False) on odd shapes, every dtype claimed, empty tensors and
+strided inputs."""
 
 import pytest
 import torch
@@ -168,3 +169,34 @@ def test_scatter_reduce_dim0_strided_and_empty(strict):
     empty = torch.zeros(5, 0, dtype=torch.long)
     got = x.to("spyre").scatter_reduce(1, empty.to("spyre"), src.to("spyre")[:5], "sum")
     assert torch.equal(got.cpu(), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_extremes(strict, dtype, reduce, include_self):
+    """Many duplicate targets, ties, a NaN (it wins, as torch propagates it) and infinities."""
+    x = small((5, 9), dtype, 19)
+    x[0, 0] = float("-inf")
+    index = torch.randint(0, 9, (5, 11), generator=torch.Generator().manual_seed(4))
+    src = small((5, 12), dtype, 20)
+    src[1, 3] = float("nan")
+    src[2, 0] = float("inf")
+    want = x.scatter_reduce(1, index, src, reduce, include_self=include_self)
+    dev = x.to("spyre")
+    got = dev.scatter_reduce(1, index.to("spyre"), src.to("spyre"), reduce,
+                             include_self=include_self)
+    assert torch.equal(dev.cpu(), x)  # the input is not written
+    assert torch.equal(got.cpu().isnan(), want.isnan())
+    assert torch.equal(got.cpu().nan_to_num(), want.nan_to_num()), f"\n{got.cpu()}\n!=\n{want}"
+
+
+def test_scatter_reduce_extremes_dim0_corner(strict):
+    x = small((7, 6), torch.float32, 21)
+    index = torch.randint(0, 7, (4, 6), generator=torch.Generator().manual_seed(5))[:, :4]
+    src = small((5, 6), torch.float32, 22).t()  # strided, larger than the index
+    for reduce in ["amax", "amin"]:
+        want = x.scatter_reduce(0, index, src, reduce, include_self=False)
+        got = x.to("spyre").scatter_reduce(0, index.to("spyre"), src.to("spyre"), reduce,
+                                           include_self=False)
+        assert torch.equal(got.cpu(), want)

@@ -1,15 +1,22 @@
-// Tensor.scatter_reduce with "sum" and "mean" on the card, composed as torch's CPU kernel
-// computes them: the base is self, or (include_self=False) self with every position the index
-// reaches set to 0 (`touched`: a scatter_add of ones); the values are added with scatter_add
+// Tensor.scatter_reduce on the card, composed as torch's CPU kernel computes it. "sum" and
+// "mean": the base is self, or (include_self=False) self with every position the index reaches
+// set to 0 (`untouched`: a scatter_add of ones); the values are added with scatter_add
 // (spyre_op_scatter, duplicates summed in ascending order); "mean" divides by the count of
 // values each position received (1 more with include_self, at least 1), in self's dtype
-// (floor division for integers, as torch). "prod", "amax" and "amin" have no scatter program
-// in the op library yet: they run on the CPU fallback.
+// (floor division for integers, as torch). "amax" and "amin" of floats: the values are sorted
+// ascending along dim (stable, NaN largest; "amin" sorts the negated values) with their
+// indices, and scattered without accumulation: the scatter applies a slab's positions in
+// ascending order and a repeated target keeps the last write, which is the largest value (NaN
+// if any, as torch propagates it); with include_self the result is maximum/minimum with self.
+// "prod", and "amax"/"amin" of integers (the op library sorts floats only), run on the CPU
+// fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
+
+#include <optional>
 
 #include "Fallback.h"
 #include "OpLibrary.h"
@@ -35,6 +42,43 @@ at::Tensor scatter_add_corner(const at::Tensor& base, int64_t d, const at::Tenso
     at::Tensor out = base.clone();
     corner_of(out, index, d).copy_(corner.scatter_add(d, index, src));
     return out;
+}
+
+// table (stick dense, written in place) [.., index[.., n, ..], ..] = rows[.., n, ..], the
+// positions of a slab in ascending order; false: the library does not take the case.
+bool scatter_last_write(const at::Tensor& table, int64_t d, const at::Tensor& index,
+                        const at::Tensor& rows) {
+    const auto i = stick_dense(index, "aten::scatter_reduce");
+    const auto r = stick_dense(rows, "aten::scatter_reduce");
+    if (!i || !r) return false;
+    const spyre_tensor tt = op_tensor(table), ti = op_tensor(*i), tr = op_tensor(*r);
+    return op_ran("aten::scatter_reduce",
+                  spyre_op_scatter(op_stream(table), &tt, static_cast<int32_t>(d), &ti, &tr, 0));
+}
+
+// "amax" (or "amin" as the amax of the negated values) of floats; nothing if not taken.
+std::optional<at::Tensor> scatter_extreme(const at::Tensor& self, int64_t d,
+                                          const at::Tensor& index, const at::Tensor& src, bool amin,
+                                          bool include_self) {
+    if (index.numel() == 0) return self.clone();
+    at::Tensor v = src;
+    for (int64_t k = 0; k < src.dim(); ++k)
+        if (index.size(k) < src.size(k)) v = v.narrow(k, 0, index.size(k));
+    if (amin) v = -v;
+    const at::Tensor order = at::argsort(v, /*stable=*/true, d, /*descending=*/false);
+    const at::Tensor rows = v.gather(d, order), targets = index.gather(d, order);
+    // a fresh dense copy: the scatter writes it in place (self must stay as it is)
+    at::Tensor table = corner_of(amin ? -self : self, index, d).clone(at::MemoryFormat::Contiguous);
+    if (!scatter_last_write(table, d, targets, rows)) return std::nullopt;
+    if (amin) table = -table;
+    at::Tensor scat = self.clone();
+    corner_of(scat, index, d).copy_(table);
+    const at::Tensor untouched =
+        scatter_add_corner(at::zeros(self.sizes(), self.options().dtype(at::kInt)), d, index,
+                           at::ones(index.sizes(), index.options().dtype(at::kInt)))
+            .eq(0);
+    if (include_self) scat = amin ? at::minimum(self, scat) : at::maximum(self, scat);
+    return at::where(untouched, self, scat);
 }
 
 at::Tensor& scatter_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
@@ -74,6 +118,20 @@ at::Tensor& scatter_reduce_out(const at::Tensor& self, int64_t dim, const at::Te
         at::native::resize_output(out, self.sizes());
         out.copy_(result);
         return out;
+    }
+    const bool extreme = reduce == "amax" || reduce == "amin";
+    if (extreme && self.is_privateuseone() && index.is_privateuseone() && src.is_privateuseone() &&
+        is_float(self.scalar_type()) && src.scalar_type() == self.scalar_type() &&
+        out.scalar_type() == self.scalar_type() && self.dim() >= 1 && index.dim() == self.dim() &&
+        src.dim() == self.dim() &&
+        (index.scalar_type() == at::kLong || index.scalar_type() == at::kInt)) {
+        c10::DeviceGuard guard(self.device());
+        const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+        if (auto r = scatter_extreme(self, d, index, src, reduce == "amin", include_self)) {
+            at::native::resize_output(out, self.sizes());
+            out.copy_(*r);
+            return out;
+        }
     }
     return fallback_to_cpu<ATEN_OP2(scatter_reduce, two_out)>(self, dim, index, src, reduce,
                                                               include_self, out);
