@@ -192,11 +192,12 @@ def test_tensor_list_arguments(fallback_reset):
         assert_same(x.cpu(), (y + 1.5) * 0.5)
     assert found.item() == 0.0
     assert "aten::_amp_foreach_non_finite_check_and_unscale_" in torch_spyre.fallback_counts()
-    # Tensor?[] indices (index_put_), a boolean mask and integer indices on spyre
-    t = torch.zeros(4, 5).to("spyre")
-    t[torch.tensor([0, 2]).to("spyre"), torch.tensor([1, 4]).to("spyre")] = 7.0
-    ref = torch.zeros(4, 5)
-    ref[torch.tensor([0, 2]), torch.tensor([1, 4])] = 7.0
+    # Tensor?[] indices (index_put_ on dims that are not adjacent: the CPU fallback), integer
+    # indices on spyre
+    t = torch.zeros(4, 3, 5).to("spyre")
+    t[torch.tensor([0, 2]).to("spyre"), :, torch.tensor([1, 4]).to("spyre")] = 7.0
+    ref = torch.zeros(4, 3, 5)
+    ref[torch.tensor([0, 2]), :, torch.tensor([1, 4])] = 7.0
     assert_same(t.cpu(), ref)
     assert "aten::_index_put_impl_" in torch_spyre.fallback_counts()
 

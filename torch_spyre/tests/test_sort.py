@@ -2,7 +2,8 @@
 fp16 and bf16 along every dim (negative dims, moved last on the card), ascending and
 descending, stable sorts bit for bit (values and indices), unstable sorts and topk by values and
 valid indices (their order of ties is open), NaN largest, infinities and signed zeros, dims of
-size 1, empty and 0-d tensors, transposed inputs and `out=`. Integer sorts run on the CPU
+size 1, empty and 0-d tensors, transposed inputs and `out=`. Integer keys (int64, int32, int8,
+uint8) through the radix of float sorts, bit-exact; `torch.unique`; bool sorts run on the CPU
 fallback."""
 
 import pytest
@@ -113,8 +114,66 @@ def test_edge_shapes_and_layouts(no_fallback):
     assert_same(i.cpu(), want.indices)
 
 
-def test_integer_sort_falls_back(fallback_reset):
-    x = torch.randint(-50, 50, (4, 9))
+INTS = [torch.int64, torch.int32, torch.int8, torch.uint8]
+
+
+def int_data(shape, dtype, seed=0):
+    """Many ties and the type's extremes (int64: beyond 2^53, where a float key would tie)."""
+    g = torch.Generator().manual_seed(seed)
+    info = torch.iinfo(dtype)
+    x = torch.randint(-6, 7, shape, generator=g) if info.min < 0 else torch.randint(0, 9, shape,
+                                                                                   generator=g)
+    x = x.to(dtype)
+    big = torch.tensor([info.min, info.max, info.max - 1, info.min + 1]).to(dtype)
+    pick = torch.randint(0, 6, shape, generator=g)
+    return torch.where(pick < 4, big[pick.clamp(max=3)], x)
+
+
+@pytest.mark.parametrize("dtype", INTS)
+@pytest.mark.parametrize("dim", [0, -1])
+@pytest.mark.parametrize("descending", [False, True])
+def test_integer_stable_sort(no_fallback, dtype, dim, descending):
+    """An LSD radix of stable float sorts: bit-exact values and indices (the stable order)."""
+    x = int_data((7, 37), dtype, seed=5)
+    got = torch.sort(x.to("spyre"), dim=dim, descending=descending, stable=True)
+    want = torch.sort(x, dim=dim, descending=descending, stable=True)
+    assert_same(got.values.cpu(), want.values)
+    assert_same(got.indices.cpu(), want.indices)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_integer_argsort_topk_and_strided(no_fallback, dtype):
+    x = int_data((6, 40), dtype, seed=6)
+    d = x.to("spyre")
+    assert_same(torch.argsort(d, dim=1, stable=True).cpu(), torch.argsort(x, dim=1, stable=True))
+    v, i = torch.topk(d, 5, dim=1)
+    valid_indices(x, 1, v.cpu(), i.cpu())
+    same_values(v.cpu(), torch.topk(x, 5, dim=1).values)
+    got = torch.sort(d.t(), dim=1, stable=True)  # a transposed input
+    want = torch.sort(x.t(), dim=1, stable=True)
+    assert_same(got.values.cpu(), want.values)
+    assert_same(got.indices.cpu(), want.indices)
+    e = torch.sort(torch.zeros(0, 3, dtype=dtype, device="spyre"), dim=0)
+    assert e.values.shape == (0, 3)
+
+
+def test_bool_sort_falls_back(fallback_reset):
+    x = torch.rand(4, 9) > 0.5
     got = torch.sort(x.to("spyre"), stable=True)
     assert_same(got.values.cpu(), torch.sort(x, stable=True).values)
     assert torch_spyre.fallback_counts() == {"aten::sort.values_stable": 1}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.int32])
+def test_unique(no_fallback, dtype):
+    """torch.unique(sorted, return_inverse, return_counts) of the flattened input (one host read
+    of the number of values, as on CUDA); NaN each its own value."""
+    x = int_data((5, 13), dtype, seed=7) if not dtype.is_floating_point else data((5, 13), dtype)
+    got = torch.unique(x.to("spyre"), sorted=True, return_inverse=True, return_counts=True)
+    want = torch.unique(x, sorted=True, return_inverse=True, return_counts=True)
+    same_values(got[0].cpu(), want[0])
+    assert_same(got[1].cpu(), want[1])
+    assert_same(got[2].cpu(), want[2])
+    same_values(torch.unique(x.to("spyre").t()).cpu(), torch.unique(x.t()))
+    e = torch.unique(torch.zeros(0, dtype=dtype, device="spyre"), return_counts=True)
+    assert e[0].shape == (0,) and e[1].shape == (0,)

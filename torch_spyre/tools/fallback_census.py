@@ -161,8 +161,28 @@ def sort_scan(device):
     return torch.cat([p.reshape(8, -1) for p in parts], dim=1)
 
 
+def indexing(device):
+    """The rest of the index family: histogram-style accumulation, masked writes, membership,
+    reductions by index, vocabulary building, integer keys."""
+    torch.manual_seed(0)
+    x = torch.randn(6, 12).to(device)
+    ids = torch.randint(0, 12, (20,)).to(device)
+    hist = torch.zeros(12, device=device).index_put_((ids,), torch.ones(20, device=device),
+                                                     accumulate=True)
+    scattered = x.masked_scatter(x > 0, torch.arange(72.0, device=device))
+    member = torch.isin(ids, torch.tensor([1, 4, 7], device=device)).float()
+    group = torch.zeros(6, 4, device=device).scatter_reduce(
+        1, ids[:12].view(6, 2) % 4, x[:, :2], "amax", include_self=False)
+    vocab, inverse, counts = torch.unique(ids, sorted=True, return_inverse=True,
+                                          return_counts=True)
+    keys = torch.sort(ids, stable=True).values
+    parts = [hist, scattered.flatten(), member, group.flatten(), vocab.float(), inverse.float(),
+             counts.float(), keys.float()]
+    return torch.cat(parts)
+
+
 CORPUS = {"generate": generate, "encoder": encoder, "cnn": cnn, "train": train,
-          "autocast": autocast, "sort_scan": sort_scan}
+          "autocast": autocast, "sort_scan": sort_scan, "indexing": indexing}
 TOLERANCE = {"autocast": 5e-2, "train": 1e-3}
 
 # --- the census -----------------------------------------------------------------------------

@@ -1,12 +1,13 @@
 // Gathers and scatters by index tensors on the card (spyre_op_gather / spyre_op_scatter):
 // torch.gather, index_select along any dim, advanced indexing by one index tensor
-// (x[:, idx]), scatter_add and index_copy. The indexed tensor is made dense on the card when it
+// (x[:, idx]), scatter_add, index_copy, index_put_ (x[idx] = v, x[idx] += v) and
+// masked_scatter_. The indexed tensor is made dense on the card when it
 // is not; int64 or int32 indices. An index out of range stops the launch (a device-side assert
 // reported by the next synchronize, like CUDA's); negative indices are taken only where torch
 // takes them (advanced indexing). Duplicate indices of scatter_add are added in ascending
 // order of the index position: the result is deterministic. Other cases (index shapes smaller
-// than the data in other dims, several index tensors, bool masks, slabs larger than a core's
-// scratchpad) run on the CPU fallback.
+// than the data in other dims, several index tensors in reads, index tensors on dims that are
+// not adjacent in writes, slabs larger than a core's scratchpad) run on the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/native/Resize.h>
@@ -209,6 +210,115 @@ at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::
     return fallback_to_cpu<ATEN_OP2(index, Tensor_out)>(self, indices, out);
 }
 
+// self[.., idx, ..] = values (accumulate: +=, duplicate indices summed in ascending order of
+// their position) with one integer index tensor at dim d, or several on adjacent dims (their
+// positions, negative ones wrapped, combined into one flat index on the card), or a boolean
+// mask (nonzero). values broadcast to the indexed shape. A scatter along d of the flattened
+// indices; other index patterns run on the CPU fallback.
+at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                           const at::Tensor& values, bool accumulate, bool unsafe) {
+    int64_t first = -1, last = -1, count = 0;
+    for (size_t k = 0; k < indices.size(); ++k) {
+        const std::optional<at::Tensor> t = indices.get(k);
+        if (!t || !t->defined()) continue;
+        if (first < 0) first = int64_t(k);
+        last = int64_t(k), ++count;
+    }
+    const bool on_card = data_type(self) && values.is_privateuseone() &&
+                         values.scalar_type() == self.scalar_type() && count >= 1 &&
+                         last - first + 1 == count && last < self.dim() &&
+                         !(accumulate && self.scalar_type() == at::kBool);
+    if (on_card) {
+        c10::DeviceGuard guard(self.device());
+        const int64_t d = first;
+        const at::Tensor idx0 = *indices.get(d);
+        if (count == 1 && idx0.is_privateuseone() && idx0.scalar_type() == at::kBool &&
+            idx0.dim() >= 1 && d + idx0.dim() <= self.dim() &&
+            idx0.sizes() == self.sizes().slice(d, idx0.dim()) && self.is_contiguous()) {
+            // a mask over dims d .. d + k - 1: the flat positions of its true elements
+            const at::Tensor pos = at::nonzero(idx0.reshape({-1})).squeeze(1);
+            c10::List<std::optional<at::Tensor>> one;
+            for (int64_t i = 0; i < d; ++i) one.push_back(std::nullopt);
+            one.push_back(pos);
+            at::Tensor flat = self.flatten(d, d + idx0.dim() - 1);
+            index_put_impl(flat, one, values, accumulate, unsafe);
+            return self;
+        }
+        bool ints = true;
+        std::vector<at::Tensor> idx;
+        for (int64_t k = first; k <= last; ++k) {
+            idx.push_back(*indices.get(k));
+            ints &= index_type(idx.back());
+        }
+        if (ints && (count == 1 || self.is_contiguous())) {
+            at::Tensor target = self, lin = idx[0];
+            if (count > 1) {  // one flat index over dims first .. last, row-major
+                const auto b = at::broadcast_tensors(idx);
+                lin = at::zeros(b[0].sizes(), b[0].options().dtype(at::kLong));
+                at::Tensor bad = at::zeros_like(lin);
+                for (int64_t j = 0; j < count; ++j) {
+                    const int64_t size = self.size(first + j);
+                    const at::Tensor i = b[j].to(at::kLong);
+                    lin = lin * size + i + i.lt(0).to(at::kLong) * size;
+                    bad = bad + i.lt(-size).to(at::kLong) + i.ge(size).to(at::kLong);
+                }
+                target = self.flatten(first, last);
+                // a position outside its dim must not land on another element: it becomes one
+                // outside the flat dim, which stops the scatter (a device-side assert)
+                const at::Tensor off = bad.gt(0).to(at::kLong);
+                lin = lin - lin * off + off * target.size(d);
+            }
+            std::vector<int64_t> shape(target.sizes().begin(), target.sizes().begin() + d);
+            shape.insert(shape.end(), lin.sizes().begin(), lin.sizes().end());
+            shape.insert(shape.end(), target.sizes().begin() + d + 1, target.sizes().end());
+            if (at::infer_size(values.sizes(), shape) == at::IntArrayRef(shape) &&
+                target.dim() - 1 + lin.dim() <= SPYRE_TENSOR_MAX_DIMS) {
+                if (lin.numel() == 0 || c10::multiply_integers(shape) == 0) return self;
+                std::vector<int64_t> flat(target.sizes().begin(), target.sizes().end());
+                flat[d] = lin.numel();
+                const at::Tensor rows = values.expand(shape).reshape(flat);
+                const uint32_t flags =
+                    SPYRE_INDEX_WRAP_NEGATIVE | (accumulate ? SPYRE_INDEX_ACCUMULATE : 0);
+                bool ran = false;
+                scatter_out(accumulate ? "aten::index_put_ (accumulate)" : "aten::index_put_",
+                            target, d, spread(lin.reshape({-1}), target.dim(), d), rows, target,
+                            flags, ran);
+                if (ran) return self;
+            }
+        }
+    }
+    return fallback_to_cpu<ATEN_OP(_index_put_impl_)>(self, indices, values, accumulate, unsafe);
+}
+
+// self.masked_scatter_(mask, source): the positions of mask's true elements (broadcast to
+// self; nonzero on the card, which synchronizes as on CUDA) take source's first elements in
+// row-major order: an index_put_ of the flattened self.
+at::Tensor& masked_scatter_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& source) {
+    TORCH_CHECK(self.scalar_type() == source.scalar_type(),
+                "masked_scatter_: expected self and source to have same dtypes but got",
+                self.scalar_type(), " and ", source.scalar_type());
+    TORCH_CHECK(mask.scalar_type() == at::kBool,
+                "masked_scatter_ only supports boolean masks, but got mask with dtype ",
+                mask.scalar_type());
+    if (data_type(self) && mask.is_privateuseone() && source.is_privateuseone() &&
+        self.is_contiguous()) {
+        c10::DeviceGuard guard(self.device());
+        const at::Tensor pos = at::nonzero(mask.expand(self.sizes()).reshape({-1})).squeeze(1);
+        const int64_t n = pos.numel();
+        TORCH_CHECK(source.numel() >= n,
+                    "masked_scatter: expected source to have at least as many elements as "
+                    "the ones in mask (",
+                    n, "), got ", source.numel());
+        if (n == 0) return self;
+        at::Tensor flat = self.view({-1});
+        c10::List<std::optional<at::Tensor>> one;
+        one.push_back(pos);
+        index_put_impl(flat, one, source.reshape({-1}).narrow(0, 0, n), false, false);
+        return self;
+    }
+    return fallback_to_cpu<ATEN_OP(masked_scatter_)>(self, mask, source);
+}
+
 // grad_weight [V, D] = sum of the grad rows of each index (a scatter_add of rows; the row of
 // padding_idx stays zero).
 at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& indices,
@@ -241,6 +351,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("index_copy.out", TORCH_FN(index_copy_out));
     m.impl("index.Tensor_out", TORCH_FN(index_out));
     m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
+    m.impl("_index_put_impl_", TORCH_FN(index_put_impl));
+    m.impl("masked_scatter_", TORCH_FN(masked_scatter_));
 }
 
 }  // namespace torch_spyre::aten

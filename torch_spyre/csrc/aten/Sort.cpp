@@ -1,9 +1,13 @@
 // sort (argsort, msort) and topk on the card (spyre_op_sort): fp32/fp16/bf16 rows in the stable
 // order with NaN largest, int64 indices. The library sorts along the last dim, so another dim is
-// moved last by a dense copy on the card and the results moved back the same way. Other dtypes,
-// rows too long for a core's scratchpad (about 32768 elements) and k out of range (the CPU's
-// error) run on the CPU fallback. The stable order is also a valid answer of the unstable sort
-// and of topk (which leave the order of ties open).
+// moved last by a dense copy on the card and the results moved back the same way. Integer keys
+// (int64, int32, int8, uint8; the library sorts floats) are an LSD radix sort of stable float
+// sorts: the key split into 22-bit digits (each exact in fp32; the top one signed), sorted by
+// the least significant digit first, each later digit gathered in the order so far and sorted
+// stably, so equal keys keep their index order (the stable order, ascending or descending).
+// Other dtypes, rows too long for a core's scratchpad (about 32768 elements) and k out of range
+// (the CPU's error) run on the CPU fallback. The stable order is also a valid answer of the
+// unstable sort and of topk (which leave the order of ties open).
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/native/Resize.h>
@@ -55,12 +59,59 @@ bool sort_into(const char* name, const at::Tensor& self, int64_t dim, int64_t k,
     return true;
 }
 
+// The integer keys sort_into takes: a radix sort of float sorts.
+bool radix_key(at::ScalarType t) {
+    return t == at::kLong || t == at::kInt || t == at::kChar || t == at::kByte;
+}
+
+// values, indices = the first k of the integer rows of self along dim in the stable order;
+// false: not taken.
+bool int_sort_into(const at::Tensor& self, int64_t dim, int64_t k, bool descending,
+                   at::Tensor& values, at::Tensor& indices) {
+    if (!self.is_privateuseone() || !values.is_privateuseone() || !indices.is_privateuseone() ||
+        !radix_key(self.scalar_type()) || values.scalar_type() != self.scalar_type() ||
+        indices.scalar_type() != at::kLong || self.dim() > SPYRE_TENSOR_MAX_DIMS)
+        return false;
+    c10::DeviceGuard guard(self.device());
+    const at::Tensor x = self.dim() ? self : self.view({1});
+    const int64_t d = at::maybe_wrap_dim(dim, x.dim());
+    if (k < 0 || k > x.size(d)) return false;
+    std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+    shape[d] = k;
+    at::native::resize_output(values, self.dim() ? at::IntArrayRef(shape) : self.sizes());
+    at::native::resize_output(indices, self.dim() ? at::IntArrayRef(shape) : self.sizes());
+    if (values.numel() == 0) return true;
+    const at::Tensor row = x.movedim(d, -1);
+    constexpr int64_t kDigit = (int64_t{1} << 22) - 1;
+    std::vector<at::Tensor> digits;  // least significant first; the last one signed
+    if (self.scalar_type() == at::kLong)
+        digits = {row.bitwise_and(kDigit), row.__rshift__(22).bitwise_and(kDigit),
+                  row.__rshift__(44)};
+    else if (self.scalar_type() == at::kInt)
+        digits = {row.bitwise_and(kDigit), row.__rshift__(22)};
+    else
+        digits = {row};
+    at::Tensor perm;
+    for (const at::Tensor& digit : digits) {
+        const at::Tensor key = (perm.defined() ? digit.gather(-1, perm) : digit).to(at::kFloat);
+        const at::Tensor order = std::get<1>(at::sort(key, /*stable=*/true, -1, descending));
+        perm = perm.defined() ? perm.gather(-1, order) : order;
+    }
+    perm = perm.narrow(-1, 0, k);
+    const at::Tensor v = values.dim() ? values : values.view({1});
+    const at::Tensor i = indices.dim() ? indices : indices.view({1});
+    v.copy_(row.gather(-1, perm).movedim(-1, d));
+    i.copy_(perm.movedim(-1, d));
+    return true;
+}
+
 std::tuple<at::Tensor&, at::Tensor&> sort_values_stable(const at::Tensor& self,
                                                         std::optional<bool> stable, int64_t dim,
                                                         bool descending, at::Tensor& values,
                                                         at::Tensor& indices) {
     const int64_t n = self.dim() ? self.size(at::maybe_wrap_dim(dim, self.dim())) : 1;
-    if (sort_into("aten::sort", self, dim, n, descending, values, indices))
+    if (sort_into("aten::sort", self, dim, n, descending, values, indices) ||
+        int_sort_into(self, dim, n, descending, values, indices))
         return {values, indices};
     return fallback_to_cpu<ATEN_OP2(sort, values_stable)>(self, stable, dim, descending, values,
                                                           indices);
@@ -70,7 +121,8 @@ std::tuple<at::Tensor&, at::Tensor&> sort_values(const at::Tensor& self, int64_t
                                                  bool descending, at::Tensor& values,
                                                  at::Tensor& indices) {
     const int64_t n = self.dim() ? self.size(at::maybe_wrap_dim(dim, self.dim())) : 1;
-    if (sort_into("aten::sort", self, dim, n, descending, values, indices))
+    if (sort_into("aten::sort", self, dim, n, descending, values, indices) ||
+        int_sort_into(self, dim, n, descending, values, indices))
         return {values, indices};
     return fallback_to_cpu<ATEN_OP2(sort, values)>(self, dim, descending, values, indices);
 }
@@ -80,7 +132,8 @@ std::tuple<at::Tensor&, at::Tensor&> topk_values(const at::Tensor& self, c10::Sy
                                                  at::Tensor& indices) {
     // largest: the first k of the descending order; else of the ascending one (sorted either way)
     if (auto kk = k.maybe_as_int())
-        if (sort_into("aten::topk", self, dim, *kk, largest, values, indices))
+        if (sort_into("aten::topk", self, dim, *kk, largest, values, indices) ||
+            int_sort_into(self, dim, *kk, largest, values, indices))
             return {values, indices};
     return fallback_to_cpu<ATEN_OP2(topk, values)>(self, k.expect_int(), dim, largest, sorted,
                                                    values, indices);

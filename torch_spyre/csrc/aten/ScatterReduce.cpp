@@ -1,0 +1,146 @@
+// Tensor.scatter_reduce on the card, composed as torch's CPU kernel computes it. "sum" and
+// "mean": the base is self, or (include_self=False) self with every position the index reaches
+// set to 0 (`untouched`: a scatter_add of ones); the values are added with scatter_add
+// (spyre_op_scatter, duplicates summed in ascending order); "mean" divides by the count of
+// values each position received (1 more with include_self, at least 1), in self's dtype
+// (floor division for integers, as torch). "amax" and "amin" of floats: the values are sorted
+// ascending along dim (stable, NaN largest; "amin" sorts the negated values) with their
+// indices, and scattered without accumulation: the scatter applies a slab's positions in
+// ascending order and a repeated target keeps the last write, which is the largest value (NaN
+// if any, as torch propagates it); with include_self the result is maximum/minimum with self.
+// "prod", and "amax"/"amin" of integers (the op library sorts floats only), run on the CPU
+// fallback.
+#include <ATen/ATen.h>
+#include <ATen/Operators.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <optional>
+
+#include "Fallback.h"
+#include "OpLibrary.h"
+
+namespace torch_spyre::aten {
+namespace {
+
+// t narrowed to the index's extent in every dim but d.
+at::Tensor corner_of(const at::Tensor& t, const at::Tensor& index, int64_t d) {
+    at::Tensor c = t;
+    for (int64_t k = 0; k < t.dim(); ++k)
+        if (k != d && index.size(k) < t.size(k)) c = c.narrow(k, 0, index.size(k));
+    return c;
+}
+
+// base.scatter_add(d, index, src) for an index smaller than base in the other dims too (the
+// card's scatter_add takes only an index of base's extent there): the corner the index
+// covers is scattered into, the rest of base copied.
+at::Tensor scatter_add_corner(const at::Tensor& base, int64_t d, const at::Tensor& index,
+                              const at::Tensor& src) {
+    const at::Tensor corner = corner_of(base, index, d);
+    if (corner.sizes() == base.sizes()) return base.scatter_add(d, index, src);
+    at::Tensor out = base.clone();
+    corner_of(out, index, d).copy_(corner.scatter_add(d, index, src));
+    return out;
+}
+
+// table (stick dense, written in place) [.., index[.., n, ..], ..] = rows[.., n, ..], the
+// positions of a slab in ascending order; false: the library does not take the case.
+bool scatter_last_write(const at::Tensor& table, int64_t d, const at::Tensor& index,
+                        const at::Tensor& rows) {
+    const auto i = stick_dense(index, "aten::scatter_reduce");
+    const auto r = stick_dense(rows, "aten::scatter_reduce");
+    if (!i || !r) return false;
+    const spyre_tensor tt = op_tensor(table), ti = op_tensor(*i), tr = op_tensor(*r);
+    return op_ran("aten::scatter_reduce",
+                  spyre_op_scatter(op_stream(table), &tt, static_cast<int32_t>(d), &ti, &tr, 0));
+}
+
+// "amax" (or "amin" as the amax of the negated values) of floats; nothing if not taken.
+std::optional<at::Tensor> scatter_extreme(const at::Tensor& self, int64_t d,
+                                          const at::Tensor& index, const at::Tensor& src, bool amin,
+                                          bool include_self) {
+    if (index.numel() == 0) return self.clone();
+    at::Tensor v = src;
+    for (int64_t k = 0; k < src.dim(); ++k)
+        if (index.size(k) < src.size(k)) v = v.narrow(k, 0, index.size(k));
+    if (amin) v = -v;
+    const at::Tensor order = at::argsort(v, /*stable=*/true, d, /*descending=*/false);
+    const at::Tensor rows = v.gather(d, order), targets = index.gather(d, order);
+    // a fresh dense copy: the scatter writes it in place (self must stay as it is)
+    at::Tensor table = corner_of(amin ? -self : self, index, d).clone(at::MemoryFormat::Contiguous);
+    if (!scatter_last_write(table, d, targets, rows)) return std::nullopt;
+    if (amin) table = -table;
+    at::Tensor scat = self.clone();
+    corner_of(scat, index, d).copy_(table);
+    const at::Tensor untouched =
+        scatter_add_corner(at::zeros(self.sizes(), self.options().dtype(at::kInt)), d, index,
+                           at::ones(index.sizes(), index.options().dtype(at::kInt)))
+            .eq(0);
+    if (include_self) scat = amin ? at::minimum(self, scat) : at::maximum(self, scat);
+    return at::where(untouched, self, scat);
+}
+
+at::Tensor& scatter_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                               const at::Tensor& src, c10::string_view reduce, bool include_self,
+                               at::Tensor& out) {
+    const bool sum = reduce == "sum", mean = reduce == "mean";
+    if ((sum || mean) && self.is_privateuseone() && index.is_privateuseone() &&
+        src.is_privateuseone() && op_dtype(self.scalar_type()) && self.scalar_type() != at::kBool &&
+        src.scalar_type() == self.scalar_type() && out.scalar_type() == self.scalar_type() &&
+        self.dim() >= 1 && index.dim() == self.dim() && src.dim() == self.dim() &&
+        (index.scalar_type() == at::kLong || index.scalar_type() == at::kInt)) {
+        c10::DeviceGuard guard(self.device());
+        const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+        at::Tensor base = self;
+        if (!include_self && index.numel() > 0) {
+            const at::Tensor untouched =
+                scatter_add_corner(at::zeros(self.sizes(), self.options().dtype(at::kInt)), d,
+                                   index, at::ones(index.sizes(), index.options().dtype(at::kInt)))
+                    .eq(0);
+            // floats: where (a NaN or inf of self must not survive as NaN); integers: a product
+            base = at::isFloatingType(self.scalar_type())
+                       ? at::where(untouched, self, at::zeros({}, self.options()))
+                       : self * untouched;
+        }
+        at::Tensor result =
+            index.numel() == 0 ? base.clone() : scatter_add_corner(base, d, index, src);
+        if (mean && index.numel() > 0) {
+            at::Tensor count = include_self ? at::ones_like(self) : at::zeros_like(self);
+            count = scatter_add_corner(count, d, index, at::ones(index.sizes(), self.options()));
+            if (at::isFloatingType(self.scalar_type())) {  // at least 1
+                count = at::where(count.eq(0), at::ones({}, self.options()), count);
+                result = result / count;
+            } else {
+                result = at::floor_divide(result, count + count.eq(0));
+            }
+        }
+        at::native::resize_output(out, self.sizes());
+        out.copy_(result);
+        return out;
+    }
+    const bool extreme = reduce == "amax" || reduce == "amin";
+    if (extreme && self.is_privateuseone() && index.is_privateuseone() && src.is_privateuseone() &&
+        is_float(self.scalar_type()) && src.scalar_type() == self.scalar_type() &&
+        out.scalar_type() == self.scalar_type() && self.dim() >= 1 && index.dim() == self.dim() &&
+        src.dim() == self.dim() &&
+        (index.scalar_type() == at::kLong || index.scalar_type() == at::kInt)) {
+        c10::DeviceGuard guard(self.device());
+        const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+        if (auto r = scatter_extreme(self, d, index, src, reduce == "amin", include_self)) {
+            at::native::resize_output(out, self.sizes());
+            out.copy_(*r);
+            return out;
+        }
+    }
+    return fallback_to_cpu<ATEN_OP2(scatter_reduce, two_out)>(self, dim, index, src, reduce,
+                                                              include_self, out);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("scatter_reduce.two_out", TORCH_FN(scatter_reduce_out));
+}
+
+}  // namespace torch_spyre::aten

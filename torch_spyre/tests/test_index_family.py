@@ -1,0 +1,202 @@
+"""The rest of the index family on the card with TORCH_SPYRE_STRICT=1 against the CPU: index_put_
+(x[idx] = v, x[idx] += v with accumulate=True: one index tensor on any dim, several on adjacent
+dims, negative positions, boolean masks, duplicates summed as torch sums them, broadcast values),
+masked_scatter, isin and scatter_reduce ("sum", "mean" for floats and integers, "amax", "amin" for
+floats; include_self True and False) on odd shapes, every dtype claimed, empty tensors and
+strided inputs."""
+
+import pytest
+import torch
+
+import torch_spyre
+from conftest import make
+
+ACC_TYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32]
+
+
+@pytest.fixture
+def strict(monkeypatch, fallback_reset):
+    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
+    yield
+    assert torch_spyre.fallback_counts() == {}
+
+
+def small(shape, dtype, seed):
+    """Small integers in every dtype: sums of duplicates are exact, so compared bit for bit."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(-8, 9, shape, generator=g).to(dtype)
+
+
+def check(x, indices, v, accumulate):
+    put = torch.ops.aten.index_put_  # takes None entries (a whole dim) in the index list
+    want = put(x.clone(), list(indices), v, accumulate)
+    dev = x.to("spyre")
+    got = put(dev, [None if i is None else i.to("spyre") for i in indices], v.to("spyre"),
+              accumulate)
+    assert got is dev
+    assert torch.equal(dev.cpu(), want), f"\n{dev.cpu()}\n!=\n{want}"
+
+
+@pytest.mark.parametrize("dtype", ACC_TYPES)
+def test_accumulate_duplicates_dim0(strict, dtype):
+    x = small((7, 5), dtype, 1)
+    idx = torch.tensor([3, 0, 3, 6, 3, -1])  # 3 three times, -1 is 6
+    check(x, (idx,), small((6, 5), dtype, 2), True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_put_without_accumulate(strict, dtype):
+    x = make((9, 3, 5), dtype, 3)
+    idx = torch.tensor([[4, 0], [8, 2]])
+    check(x, (idx,), make((2, 2, 3, 5), dtype, 4), False)
+
+
+def test_index_on_a_later_dim_and_broadcast_values(strict):
+    x = small((4, 11, 3), torch.float32, 5)
+    idx = torch.tensor([10, 2, 2, 0])
+    check(x, (None, idx), torch.tensor([1.0, 2.0, 3.0]), True)  # [4, 4, 3] <- [3]
+    check(x, (None, idx), torch.tensor(2.5), False)
+
+
+def test_several_index_tensors(strict):
+    x = small((5, 6, 3), torch.float32, 6)
+    rows = torch.tensor([0, 4, 4, -5, 2])
+    cols = torch.tensor([[1], [5]])  # broadcasts with rows to [2, 5]
+    check(x, (rows, cols), small((2, 5, 3), torch.float32, 7), True)
+    check(x, (None, torch.tensor([0, 5, -1]), torch.tensor([2, 0, 1])),
+          torch.tensor(9.0), True)
+
+
+def test_boolean_mask(strict):
+    x = small((6, 7), torch.float32, 8)
+    mask = torch.rand(6, 7, generator=torch.Generator().manual_seed(0)) > 0.5
+    check(x, (mask,), torch.tensor(-3.0), False)
+    check(x, (mask,), small((int(mask.sum()),), torch.float32, 9), True)
+
+
+def test_strided_target_and_empty_index(strict):
+    base = small((8, 10), torch.float32, 10)
+    want = base.clone()
+    want.t().index_put_((torch.tensor([1, 1, 9]),), torch.ones(3, 8), accumulate=True)
+    dev = base.to("spyre")
+    dev.t().index_put_((torch.tensor([1, 1, 9]).to("spyre"),), torch.ones(3, 8).to("spyre"),
+                       accumulate=True)
+    assert torch.equal(dev.cpu(), want)
+    check(base, (torch.zeros(0, dtype=torch.long),), torch.zeros(0, 10), True)
+
+
+def test_out_of_range_is_an_error(strict):
+    """Column 5 of 5 with row 1 would be element 10 (row 2) in the flat index: the launch fails
+    instead (the scatter's bounds check, reported at the synchronize)."""
+    dev = torch.zeros(4, 5, device="spyre")
+    with pytest.raises(RuntimeError, match="division by zero"):
+        dev.index_put_((torch.tensor([1]).to("spyre"), torch.tensor([5]).to("spyre")),
+                       torch.tensor(1.0).to("spyre"), accumulate=True)
+        torch.spyre.synchronize()
+    assert dev.cpu().sum() == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_masked_scatter(strict, dtype):
+    x = make((5, 7), dtype, 11)
+    mask = torch.rand(5, 7, generator=torch.Generator().manual_seed(1)) > 0.4
+    source = make((6, 7), dtype, 12)  # more elements than the mask's ones
+    want = x.clone().masked_scatter_(mask, source)
+    got = x.to("spyre").masked_scatter_(mask.to("spyre"), source.to("spyre"))
+    assert torch.equal(got.cpu(), want)
+    row = mask[2]  # [7] broadcast over the rows; the out-of-place form
+    want = torch.masked_scatter(x, row, source)
+    got = torch.masked_scatter(x.to("spyre"), row.to("spyre"), source.to("spyre"))
+    assert torch.equal(got.cpu(), want)
+    empty = torch.zeros(0, 7, dtype=dtype)
+    got = empty.to("spyre").masked_scatter_(torch.zeros(0, 7, dtype=torch.bool).to("spyre"),
+                                           source.to("spyre"))
+    assert got.shape == (0, 7)
+
+
+def test_masked_scatter_short_source(strict):
+    x = torch.zeros(3, 4, device="spyre")
+    with pytest.raises(RuntimeError, match="at least as many elements"):
+        x.masked_scatter_(torch.ones(3, 4, dtype=torch.bool, device="spyre"),
+                          torch.ones(5, device="spyre"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.int32])
+@pytest.mark.parametrize("invert", [False, True])
+def test_isin(strict, dtype, invert):
+    elements = small((6, 13), dtype, 13)
+    test = small((9,), dtype, 14)
+    want = torch.isin(elements, test, invert=invert)
+    got = torch.isin(elements.to("spyre"), test.to("spyre"), invert=invert)
+    assert torch.equal(got.cpu(), want)
+    strided = elements.t()
+    assert torch.equal(torch.isin(strided.to("spyre"), test.to("spyre")).cpu(),
+                       torch.isin(strided, test))
+
+
+def test_isin_nan_and_empty(strict):
+    elements = torch.tensor([1.0, float("nan"), 2.0, -0.0])
+    test = torch.tensor([float("nan"), 0.0, 2.0])
+    assert torch.equal(torch.isin(elements.to("spyre"), test.to("spyre")).cpu(),
+                       torch.isin(elements, test))
+    assert torch.isin(elements.to("spyre"), test[:0].to("spyre")).cpu().sum() == 0
+    assert torch.isin(elements[:0].to("spyre"), test.to("spyre")).shape == (0,)
+
+
+@pytest.mark.parametrize("dtype", ACC_TYPES)
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce(strict, dtype, reduce, include_self):
+    x = small((5, 9), dtype, 15)
+    index = torch.randint(0, 9, (5, 6), generator=torch.Generator().manual_seed(2))
+    src = small((5, 7), dtype, 16)  # wider than the index: only its corner takes part
+    want = x.scatter_reduce(1, index, src, reduce, include_self=include_self)
+    got = x.to("spyre").scatter_reduce(1, index.to("spyre"), src.to("spyre"), reduce,
+                                       include_self=include_self)
+    assert torch.equal(got.cpu(), want), f"\n{got.cpu()}\n!=\n{want}"
+
+
+def test_scatter_reduce_dim0_strided_and_empty(strict):
+    x = small((9, 4), torch.float32, 17)
+    index = torch.randint(0, 4, (4, 6), generator=torch.Generator().manual_seed(3)).t()
+    src = small((6, 4), torch.float32, 18)
+    for reduce in ["sum", "mean"]:
+        want = x[:, :4].t().scatter_reduce(0, index[:, :4], src, reduce, include_self=False)
+        got = x.to("spyre")[:, :4].t().scatter_reduce(0, index[:, :4].to("spyre"),
+                                                      src.to("spyre"), reduce,
+                                                      include_self=False)
+        assert torch.equal(got.cpu(), want)
+    empty = torch.zeros(5, 0, dtype=torch.long)
+    got = x.to("spyre").scatter_reduce(1, empty.to("spyre"), src.to("spyre")[:5], "sum")
+    assert torch.equal(got.cpu(), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_extremes(strict, dtype, reduce, include_self):
+    """Many duplicate targets, ties, a NaN (it wins, as torch propagates it) and infinities."""
+    x = small((5, 9), dtype, 19)
+    x[0, 0] = float("-inf")
+    index = torch.randint(0, 9, (5, 11), generator=torch.Generator().manual_seed(4))
+    src = small((5, 12), dtype, 20)
+    src[1, 3] = float("nan")
+    src[2, 0] = float("inf")
+    want = x.scatter_reduce(1, index, src, reduce, include_self=include_self)
+    dev = x.to("spyre")
+    got = dev.scatter_reduce(1, index.to("spyre"), src.to("spyre"), reduce,
+                             include_self=include_self)
+    assert torch.equal(dev.cpu(), x)  # the input is not written
+    assert torch.equal(got.cpu().isnan(), want.isnan())
+    assert torch.equal(got.cpu().nan_to_num(), want.nan_to_num()), f"\n{got.cpu()}\n!=\n{want}"
+
+
+def test_scatter_reduce_extremes_dim0_corner(strict):
+    x = small((7, 6), torch.float32, 21)
+    index = torch.randint(0, 7, (4, 6), generator=torch.Generator().manual_seed(5))[:, :4]
+    src = small((5, 6), torch.float32, 22).t()  # strided, larger than the index
+    for reduce in ["amax", "amin"]:
+        want = x.scatter_reduce(0, index, src, reduce, include_self=False)
+        got = x.to("spyre").scatter_reduce(0, index.to("spyre"), src.to("spyre"), reduce,
+                                           include_self=False)
+        assert torch.equal(got.cpu(), want)
