@@ -11,6 +11,7 @@ The wrapper defines one ``SpyreKernel`` (runtime.py) per kernel and calls it wit
 
 import sympy
 import torch
+from torch._inductor.codegen.common import BackendFeature
 from torch._inductor.codegen.wrapper import pexpr
 from torch._inductor.scheduler import BaseScheduling
 from torch._inductor.utils import sympy_product
@@ -289,7 +290,12 @@ class SpyreScheduling(BaseScheduling):
 
     @classmethod
     def get_backend_features(cls, device):
-        return ()
+        # A row kernel reduces a whole row in one launch (rows too long for a core's
+        # scratchpad are streamed in column chunks over all cores, the partial results
+        # combined with ALLRED), so Inductor must not split a long reduction into partial
+        # reductions (one launch each): this feature turns config.split_reductions off for
+        # spyre (ir.Reduction.num_splits).
+        return (BackendFeature.REDUCE_TO_SINGLE_ELEMENT,)
 
     def group_fn(self, sizes):
         return tuple(tuple(map(V.graph.sizevars.simplify, s)) for s in sizes)
