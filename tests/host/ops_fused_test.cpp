@@ -391,6 +391,44 @@ TEST(FusedRows, RowsSplitOverCoresAndLongRows) {
     run_rows_and_check(rms_norm_masked(DType::F16, 1999), 5);
 }
 
+// Rows longer than a core's scratchpad (or few long rows on many cores): every core streams
+// its share of each row's columns, a pass over the row per level of reductions, the partial
+// reductions combined by ALLRED.
+TEST(FusedRows, LongRowsMatchTheInterpreter) {
+    const Pricer pricer(default_engine_config());
+    struct Case {
+        std::string text;
+        uint64_t rows;
+        bool must_be_long;
+    };
+    const std::vector<Case> cases = {
+        {softmax(DType::F32, 100000), 2, true},         {log_softmax(DType::F16, 131072), 2, true},
+        {layer_norm(DType::BF16, 160000), 2, true},      // column inputs, row outputs
+        {rms_norm_masked(DType::F32, 100001), 1, true},  // a row input; one odd row
+        {softmax(DType::F16, 32000), 1, false},          // fits: the planner's choice
+        {layer_norm(DType::F32, 16384), 3, false}};
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.text.substr(0, 40));
+        const FusedKernel k = parse_fused(c.text);
+        const uint64_t n = c.rows * k.cols;
+        EXPECT_TRUE(fused_long_rows_ok(k, n, pricer.lx_budget()));
+        const FusedPlan p = run_rows_and_check(c.text, c.rows);
+        if (c.must_be_long) {
+            EXPECT_GT(p.col_chunk, 0u) << fused_plan_name(p);
+            EXPECT_GT(p.cores, 1u) << fused_plan_name(p);
+        }
+        EXPECT_LE(p.lx_bytes, pricer.lx_budget()) << fused_plan_name(p);
+    }
+    // one row of 32,000 fp16 logits: long rows on many cores beat the one core of the row path
+    const FusedPlan one = plan_fused(pricer, parse_fused(softmax(DType::F16, 32000)), 32000, 32);
+    EXPECT_GT(one.col_chunk, 0u) << fused_plan_name(one);
+    // odd rows that do not start on a stick cannot be streamed (but one such row can)
+    EXPECT_FALSE(fused_long_rows_ok(parse_fused(softmax(DType::F16, 100001)), 2 * 100001,
+                                    pricer.lx_budget()));
+    EXPECT_THROW(plan_fused(pricer, parse_fused(softmax(DType::F16, 300001)), 2 * 300001, 32),
+                 std::invalid_argument);
+}
+
 TEST(FusedRows, ParseErrors) {
     for (const char* bad :
          {// row/col operands and row outputs only in row kernels; reductions too
@@ -569,8 +607,9 @@ TEST(FusedApi, RowKernelsOnTheSimulatorAndRefusals) {
     }
     EXPECT_EQ(spyre_op_fused(nullptr, k.c_str(), n - 1, in, 2, out, 2), SPYRE_ERROR_NOT_SUPPORTED);
     EXPECT_EQ(spyre_op_fused(nullptr, k.c_str(), n, in, 2, bad_out, 2), SPYRE_ERROR_NOT_SUPPORTED);
-    // 2 rows of 400,000: one row and its temporaries do not fit a core
-    const uint64_t LC = 400000;
+    // 2 rows of 400,001: one row and its temporaries do not fit a core, and the second row
+    // does not start on a stick, so they cannot be streamed as long rows either
+    const uint64_t LC = 400001;
     spyre_buffer_t bl, bl2;
     ASSERT_EQ(spyre_malloc(dev, 2 * LC * 4, &bl), SPYRE_SUCCESS);
     ASSERT_EQ(spyre_malloc(dev, 2 * LC * 4, &bl2), SPYRE_SUCCESS);
