@@ -774,9 +774,17 @@ std::vector<uint8_t> Emitter::build_long() {
         b_.muli(14, e, es_of(t));
         dma(load, 12, 13, 14);
     };
+    // a core whose share of a row is one chunk keeps its input chunks across the phases: each
+    // input is read from DDR once per row (the next-chunk loads are empty, parity stays 0)
+    const bool resident = (U + P - 1) / P * u <= E;
+    auto loaded_before = [&](uint32_t q, uint32_t i) {
+        for (uint32_t r = 0; r < q; ++r)
+            if (ph.in[r][i]) return true;
+        return false;
+    };
     auto loads = [&](uint32_t q, Reg pos, Reg e, Reg par) {
         for (uint32_t i = 0; i < I; ++i)
-            if (ph.in[q][i])
+            if (ph.in[q][i] && !(resident && loaded_before(q, i)))
                 chunk(true, i, in_kind(k_.inputs[i]) == FkKind::COL, l_.in[i], k_.inputs[i].t, pos,
                       e, par);
     };
@@ -1062,7 +1070,7 @@ FusedPlan price_fused(const Pricer& pricer, const FusedKernel& k, uint64_t n, Fu
     p.passes = static_cast<uint32_t>(L.passes.size());
     if (p.col_chunk) {
         p.lx_bytes = layout_long(k, L, p.col_chunk, n / k.cols).total;
-        p.reads = phases_of(k, L).streams;
+        p.phases = phases_of(k, L).streams;
     } else {
         p.lx_bytes = fused_lx_bytes(k, p.chunk);
     }
@@ -1160,8 +1168,8 @@ std::string fused_plan_name(const FusedPlan& p) {
     char buf[128];
     if (p.col_chunk) {
         std::snprintf(buf, sizeof buf,
-                      "%u cores, long rows: chunks of %llu columns, %u reads, %u passes", p.cores,
-                      static_cast<unsigned long long>(p.col_chunk), p.reads, p.passes);
+                      "%u cores, long rows: chunks of %llu columns, %u phases, %u passes", p.cores,
+                      static_cast<unsigned long long>(p.col_chunk), p.phases, p.passes);
         return buf;
     }
     std::snprintf(buf, sizeof buf, "%u cores, chunk %llu, %u passes", p.cores,

@@ -121,7 +121,7 @@ struct FusedPlan {
     // level of reductions, the partial reductions combined over the cores by ALLRED); chunk is
     // then unused. Rows longer than a core's scratchpad run so, and few long rows on many cores.
     uint64_t col_chunk = 0;
-    uint32_t reads = 0;  // long rows: streaming passes over each row
+    uint32_t phases = 0;  // long rows: streaming passes over each row (reductions nested)
 };
 
 // Elements (row kernels: rows) per unit of the work split: every chunk starts on a stick. With
