@@ -250,11 +250,14 @@ INSTANTIATE_TEST_SUITE_P(Types, FusedSizes,
 
 // Plans, builds and runs the row kernel `text` over `rows` rows on the engine and checks every
 // output element against reference_row, and that the bytes after each output stay untouched.
-FusedPlan run_rows_and_check(const std::string& text, uint64_t rows, uint32_t max_cores = 32) {
+// A given long-row plan (cores, groups, col_chunk) is priced and run instead of the planner's.
+FusedPlan run_rows_and_check(const std::string& text, uint64_t rows, uint32_t max_cores = 32,
+                             const FusedPlan* given = nullptr) {
     const FusedKernel k = parse_fused(text);
     const uint64_t C = k.cols, n = rows * C;
     const Pricer pricer(default_engine_config());
-    const FusedPlan p = plan_fused(pricer, k, n, max_cores);
+    const FusedPlan p =
+        given ? price_fused(pricer, k, n, *given) : plan_fused(pricer, k, n, max_cores);
     const auto image = build_fused(k, n, p);
     std::mt19937 rng(static_cast<uint32_t>(n + C));
     std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
@@ -418,6 +421,15 @@ TEST(FusedRows, LongRowsMatchTheInterpreter) {
             EXPECT_GT(p.cores, 1u) << fused_plan_name(p);
         }
         EXPECT_LE(p.lx_bytes, pricer.lx_budget()) << fused_plan_name(p);
+    }
+    // rows dealt to groups of cores (2 x 4, 4 x 2, 3 x 1 cores; 5 rows: groups with fewer rows),
+    // row outputs gathered from the groups
+    for (const auto& [g, c] : {std::pair{2u, 4u}, {4u, 2u}, {3u, 1u}}) {
+        SCOPED_TRACE("groups " + std::to_string(g));
+        FusedPlan given;
+        given.cores = g * c, given.groups = g, given.col_chunk = 2048;
+        run_rows_and_check(layer_norm(DType::F16, 8192), 5, 32, &given);
+        run_rows_and_check(rms_norm_masked(DType::F32, 8192), 5, 32, &given);
     }
     // one row of 32,000 fp16 logits: long rows on many cores beat the one core of the row path
     const FusedPlan one = plan_fused(pricer, parse_fused(softmax(DType::F16, 32000)), 32000, 32);

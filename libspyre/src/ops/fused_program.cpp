@@ -738,7 +738,7 @@ std::vector<uint8_t> Emitter::build() {
 // the start, row outputs kept in LX and stored by core 0 at the end.
 std::vector<uint8_t> Emitter::build_long() {
     const uint64_t C = k_.cols, N = n_ / C, u = long_unit(k_), E = p_.col_chunk;
-    const uint64_t U = (C + u - 1) / u, P = p_.cores;
+    const uint64_t G = p_.groups, P = p_.cores / G, U = (C + u - 1) / u;  // P: cores per row
     const auto I = static_cast<uint32_t>(k_.inputs.size());
     const Phases ph = phases_of(k_, L_);
     b_.set_regs(24, {1, 1, 4, 4});
@@ -794,8 +794,29 @@ std::vector<uint8_t> Emitter::build_long() {
                 (ph.lvl[p.instr] == level || (and_above && ph.lvl[p.instr] > level)))
                 pass(p);
     };
-    b_.loopi(static_cast<int64_t>(N), 19);
+    // r3 the core's group, r4 its index in the group, r5 the group's core mask; the group's
+    // rows are r3, r3 + G, ... (r19), r2 the row's first position
+    b_.alu(isa::Alu::DIVU, 3, 1, 0, static_cast<int64_t>(P));
+    b_.alu(isa::Alu::REMU, 4, 1, 0, static_cast<int64_t>(P));
+    b_.li(5, 0);
+    if (G > 1) {
+        b_.li(5, static_cast<int64_t>((1ull << P) - 1));
+        b_.muli(6, 3, P);
+        b_.alu(isa::Alu::SHL, 5, 5, 6, 0);
+        for (size_t j = 0; j < k_.outputs.size(); ++j) {  // rows of other groups stay 0
+            if (out_kind(k_, j) != FkKind::ROW) continue;
+            b_.set_regs(24, {1, static_cast<int64_t>(N), 0, 0, 0});
+            b_.li(20, static_cast<int64_t>(l_.rows[I + j]));
+            b_.vun(isa::VUn::SET, k_.outputs[j], DType::F32, 20, 0, 24, 0.0f);
+        }
+    }
+    b_.li(6, static_cast<int64_t>(N + G - 1));
+    b_.sub(6, 6, 3);
+    b_.alu(isa::Alu::DIVU, 6, 6, 0, static_cast<int64_t>(G));
+    b_.loop(6, 0, 23);
     {
+        b_.muli(19, 23, G);
+        b_.add(19, 19, 3);
         b_.muli(2, 19, C);
         for (uint32_t q = 0; q < ph.streams; ++q) {
             row_passes(static_cast<int>(q), false);
@@ -811,7 +832,7 @@ std::vector<uint8_t> Emitter::build_long() {
                 addr(20, r->d);
                 b_.vun(isa::VUn::SET, DType::F32, DType::F32, 20, 0, 24, id);
             }
-            chunk_loop::emit_core_range(b_, C, u, U, P, E);
+            chunk_loop::emit_core_range(b_, C, u, U, P, E, 4);
             loads(q, rPos, rE, rPar);
             b_.loop(rN);
             {
@@ -830,12 +851,29 @@ std::vector<uint8_t> Emitter::build_long() {
                 for (const Pass* r : reds) {
                     b_.li(12, 1);
                     addr(20, r->d);
-                    b_.allreduce(static_cast<isa::Red>(r->func), DType::F32, 20, 20, 12);
+                    b_.allreduce(static_cast<isa::Red>(r->func), DType::F32, 20, 20, 12, 5);
                 }
         }
         row_passes(static_cast<int>(ph.streams), true);
     }
     b_.endloop();
+    if (G > 1) {  // every group's rows to every core: the other cores' rows are 0 (exact sums)
+        const auto leader = b_.label();
+        b_.br(isa::Cond::EQ, 4, 0, leader);
+        for (size_t j = 0; j < k_.outputs.size(); ++j) {
+            if (out_kind(k_, j) != FkKind::ROW) continue;
+            b_.set_regs(24, {1, static_cast<int64_t>(N), 0, 0, 0});
+            b_.li(20, static_cast<int64_t>(l_.rows[I + j]));
+            b_.vun(isa::VUn::SET, k_.outputs[j], DType::F32, 20, 0, 24, 0.0f);
+        }
+        b_.bind(leader);
+        for (size_t j = 0; j < k_.outputs.size(); ++j) {
+            if (out_kind(k_, j) != FkKind::ROW) continue;
+            b_.li(12, static_cast<int64_t>(N));
+            b_.li(20, static_cast<int64_t>(l_.rows[I + j]));
+            b_.allreduce(isa::Red::SUM, k_.outputs[j], 20, 20, 12);
+        }
+    }
     const auto done = b_.label();
     b_.br(isa::Cond::NE, 1, 0, done);  // core 0 stores the row outputs
     for (size_t j = 0; j < k_.outputs.size(); ++j) {
@@ -1037,7 +1075,8 @@ bool fused_long_rows_ok(const FusedKernel& k, uint64_t n, uint64_t lx_budget) {
 std::vector<uint8_t> build_fused(const FusedKernel& k, uint64_t n, const FusedPlan& p) {
     if (n == 0) throw std::invalid_argument("fused kernel: empty (nothing to launch)");
     if (p.col_chunk) {
-        if (p.cores == 0 || p.col_chunk % long_unit(k) || !long_rows_ok(k, n, ~0ull))
+        if (p.cores == 0 || p.groups == 0 || p.cores % p.groups || p.groups > n / k.cols ||
+            p.col_chunk % long_unit(k) || !long_rows_ok(k, n, ~0ull))
             throw std::invalid_argument("fused kernel: plan does not suit the kernel");
         Emitter e(k, n, p);
         return e.build();
@@ -1093,9 +1132,11 @@ FusedPlan plan_long(const Pricer& pricer, const FusedKernel& k, uint64_t n, uint
         (layout_long(k, L, mid * u, N).total <= budget ? lo : hi) = mid;
     }
     if (lo == 0) return best;
-    for (uint32_t c = 1;; c = std::min(2 * c, max_cores)) {
-        if (c <= units || c == 1) {
-            const uint64_t per_core = (units + c - 1) / c * u;
+    // g groups of c cores: the rows dealt to the groups, each row's columns over its group
+    for (uint32_t g = 1; g <= N && g <= max_cores; g *= 2)
+        for (uint32_t c = 1; g * c <= max_cores; c *= 2) {
+            if (c > units && c > 1) break;
+            const uint64_t per_core = (units + c - 1) / c * u, rows = (N + g - 1) / g;
             std::vector<uint64_t> chunks;
             for (uint64_t s : {1, 2, 4})
                 chunks.push_back(std::min(lo * u, ((per_core + s - 1) / s + u - 1) / u * u));
@@ -1103,15 +1144,13 @@ FusedPlan plan_long(const Pricer& pricer, const FusedKernel& k, uint64_t n, uint
             chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
             for (uint64_t e : chunks) {
                 // the engine times at most 2M operations per job
-                if (N * streams * ((per_core + e - 1) / e) * c >= 50000) continue;
+                if (rows * streams * ((per_core + e - 1) / e) * g * c >= 50000) continue;
                 FusedPlan p;
-                p.cores = c, p.col_chunk = e;
+                p.cores = g * c, p.groups = g, p.col_chunk = e;
                 p = price_fused(pricer, k, n, p);
                 if (!best.cycles || p.cycles < best.cycles) best = p;
             }
         }
-        if (c == max_cores) break;
-    }
     return best;
 }
 
@@ -1168,7 +1207,9 @@ std::string fused_plan_name(const FusedPlan& p) {
     char buf[128];
     if (p.col_chunk) {
         std::snprintf(buf, sizeof buf,
-                      "%u cores, long rows: chunks of %llu columns, %u phases, %u passes", p.cores,
+                      "%u cores (%u per row), long rows: chunks of %llu columns, %u phases, %u "
+                      "passes",
+                      p.cores, p.cores / std::max<uint32_t>(1, p.groups),
                       static_cast<unsigned long long>(p.col_chunk), p.phases, p.passes);
         return buf;
     }

@@ -121,6 +121,8 @@ struct FusedPlan {
     // level of reductions, the partial reductions combined over the cores by ALLRED); chunk is
     // then unused. Rows longer than a core's scratchpad run so, and few long rows on many cores.
     uint64_t col_chunk = 0;
+    // long rows: the cores in groups of cores / groups, rows dealt to the groups in turn
+    uint32_t groups = 1;
     uint32_t phases = 0;  // long rows: streaming passes over each row (reductions nested)
 };
 
