@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "ops/fused_program.hpp"
 #include "ops/pricing.hpp"
 #include "ops_test_util.hpp"
+#include "spyre/numerics.hpp"
 #include "spyre/ops.h"
 #include "spyre/spyre.h"
 
@@ -438,6 +440,58 @@ TEST(FusedRows, LongRowsMatchTheInterpreter) {
     EXPECT_FALSE(fused_long_rows_ok(parse_fused(softmax(DType::F16, 100001)), 2 * 100001,
                                     pricer.lx_budget()));
     EXPECT_THROW(plan_fused(pricer, parse_fused(softmax(DType::F16, 300001)), 2 * 300001, 32),
+                 std::invalid_argument);
+}
+
+// argmax / argmin of each row as int64 (rargmax expands to rmax, a mask of the max or NaN,
+// iota, where and rmin): ties give the first column, a NaN wins, in rows that fit and in long
+// rows (the column index offset by the chunk's first column).
+TEST(FusedRows, ArgMaxArgMin) {
+    const Pricer pricer(default_engine_config());
+    for (const uint64_t C : {uint64_t{37}, uint64_t{1000}, uint64_t{32000}, uint64_t{131072}}) {
+        for (const uint64_t rows : {uint64_t{1}, uint64_t{3}}) {
+            SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(C));
+            const std::string text = "spyre.kernel 1\nrows " + std::to_string(C) +
+                                     "\nin f16 full\nout i64 row\nout i64 row\n%0 = load 0\n"
+                                     "%1 = rargmax %0\n%2 = rargmin %0\nstore 0 %1\nstore 1 %2\n";
+            const FusedKernel k = parse_fused(text);
+            const uint64_t n = rows * C;
+            const FusedPlan p = plan_fused(pricer, k, n, 32);
+            if (C == 131072) {
+                EXPECT_GT(p.col_chunk, 0u) << fused_plan_name(p);
+            }
+            std::vector<std::vector<uint8_t>> in(1, std::vector<uint8_t>(n * 2));
+            std::vector<float> x(n);
+            for (uint64_t i = 0; i < n; ++i) x[i] = float(int((i * 7919) % 2001) - 1000) / 8;
+            // ties: the max and the min twice in row 0; a NaN in row 2 (it wins both)
+            x[C / 3] = 500, x[C - 1] = 500, x[C / 5] = -500, x[C / 2] = -500;
+            if (rows == 3) x[2 * C + C / 4] = std::numeric_limits<float>::quiet_NaN();
+            for (uint64_t i = 0; i < n; ++i) store_elem(DType::F16, x[i], &in[0][i * 2]);
+            const uint64_t o0 = up128(n * 2 + 128), o1 = o0 + up128(rows * 8 + 128);
+            const std::vector<uint64_t> args = {0, o0, o1};
+            const auto mem = run_priced(build_fused(k, n, p), p, args, in, o1 + up128(rows * 8));
+            for (uint64_t r = 0; r < rows; ++r) {
+                int64_t amax = 0, amin = 0;
+                for (uint64_t c = 0; c < C; ++c) {  // torch: the first extreme, NaN first
+                    const float v = num::f16_to_f32(num::f32_to_f16(x[r * C + c]));
+                    const float bm = num::f16_to_f32(num::f32_to_f16(x[r * C + amax]));
+                    const float bn = num::f16_to_f32(num::f32_to_f16(x[r * C + amin]));
+                    if (!std::isnan(bm) && (std::isnan(v) || v > bm)) amax = int64_t(c);
+                    if (!std::isnan(bn) && (std::isnan(v) || v < bn)) amin = int64_t(c);
+                }
+                int64_t got_max, got_min;
+                std::memcpy(&got_max, &mem[o0 + r * 8], 8);
+                std::memcpy(&got_min, &mem[o1 + r * 8], 8);
+                EXPECT_EQ(got_max, amax) << "row " << r;
+                EXPECT_EQ(got_min, amin) << "row " << r;
+            }
+        }
+    }
+    // an i64 output must be a row output; iota needs a row kernel
+    EXPECT_THROW(parse_fused("spyre.kernel 1\nrows 8\nin f32 full\nout i64\n%0 = load 0\n"
+                             "store 0 %0\n"),
+                 std::invalid_argument);
+    EXPECT_THROW(parse_fused("spyre.kernel 1\nin f32 full\nout f32\n%0 = iota\nstore 0 %0\n"),
                  std::invalid_argument);
 }
 

@@ -26,7 +26,7 @@ constexpr const char* kNames[] = {"load", "const", "neg",   "abs",  "relu",    "
                                   "sqrt", "rsqrt", "recip", "tanh", "sigmoid", "silu", "gelu",
                                   "sin",  "cos",   "cast",  "add",  "sub",     "mul",  "div",
                                   "max",  "min",   "eq",    "ne",   "lt",      "le",   "gt",
-                                  "ge",   "rsum",  "rmax",  "rmin", "where",   "store"};
+                                  "ge",   "rsum",  "rmax",  "rmin", "where",   "iota", "store"};
 static_assert(sizeof kNames / sizeof kNames[0] == static_cast<size_t>(FkOp::COUNT));
 
 // An input's kind (`scalar` set by hand means SCALAR).
@@ -42,7 +42,7 @@ bool reduction(FkOp op) { return op >= FkOp::RSUM && op <= FkOp::RMIN; }
 uint64_t es_of(DType t) { return isa::dtype_size(t); }
 
 const char* type_name(DType t) {
-    return t == DType::F32 ? "f32" : t == DType::F16 ? "f16" : "bf16";
+    return t == DType::F32 ? "f32" : t == DType::F16 ? "f16" : t == DType::I64 ? "i64" : "bf16";
 }
 
 DType parse_type(const std::string& s, const std::string& line) {
@@ -226,6 +226,12 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
             val[i] = {Loc::IMM, 0, DType::F32, in.imm};
             continue;
         }
+        if (in.op == FkOp::IOTA) {  // VIOTA: the column index (plus the chunk's first column)
+            if (!k.cols) unsupported("'iota' needs a row kernel");
+            val[i] = alloc(Shape::FULL);
+            L.passes.push_back({isa::Op::VIOTA, 0, Shape::FULL, val[i], {}, {}, {}});
+            continue;
+        }
         if (in.op == FkOp::STORE) {
             const Opd& v = val[in.a];
             const Opd o = out_opd(in.arg);
@@ -233,7 +239,11 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
             if (s == Shape::ROWS && (v.loc == Loc::CIN || !(v.per_row() || v.uniform())))
                 unsupported("a row output stored from a value that is not one per row");
             if (store_of[in.a] == in.arg && v.loc == o.loc) continue;  // written in place
-            if (v.loc == Loc::IMM)
+            if (o.t == DType::I64) {  // an index: VINT CVT of the fp32 per-row value
+                if (v.loc != Loc::RTMP) unsupported("an i64 output stored from a constant");
+                L.passes.push_back(
+                    {isa::Op::VINT, static_cast<uint8_t>(isa::VInt::CVT), s, o, v, {}, {}});
+            } else if (v.loc == Loc::IMM)
                 L.passes.push_back(
                     {isa::Op::VUN, static_cast<uint8_t>(isa::VUn::SET), s, o, v, {}, {}});
             else if (!v.full(s))
@@ -302,6 +312,7 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
             if (v >= 0 && last[v] == static_cast<int>(i)) release(val[v]);
         const Shape ds = reduction(op) ? Shape::ROWS : s;
         const bool to_out = store_of[i] >= 0 && !(long_rows && reduction(op)) &&
+                            k.outputs[store_of[i]] != DType::I64 &&
                             (out_kind(k, store_of[i]) == FkKind::ROW) == (ds == Shape::ROWS) &&
                             (op != FkOp::CAST || in.t == k.outputs[store_of[i]]);
         Opd d = to_out ? out_opd(store_of[i]) : alloc(ds);
@@ -645,6 +656,17 @@ class Emitter {
         b_.li(30, static_cast<int64_t>(p.z.loc == Loc::IMM ? 0 : stride(p.z, p.shape)));
     }
     void pass(const Pass& p) {
+        if (p.op == isa::Op::VIOTA) {  // rows, cols, dst_stride, src_stride, alpha, beta, gamma
+            if (long_)
+                b_.li(24, 1), b_.mov(25, rE), b_.li(26, 0), b_.mov(30, rPos);
+            else
+                b_.mov(24, rE), b_.li(25, static_cast<int64_t>(k_.cols)),
+                    b_.li(26, static_cast<int64_t>(k_.cols * 4)), b_.li(30, 0);
+            b_.li(27, 0), b_.li(28, 0), b_.li(29, 1);
+            addr(20, p.d);
+            b_.viota(DType::F32, 20, 24);
+            return;
+        }
         descriptor(p);
         addr(20, p.d);
         addr(21, p.x);
@@ -680,6 +702,9 @@ class Emitter {
                 else
                     b_.vsel(p.d.t, p.x.t, 20, 21, p.y.loc == Loc::IMM ? 0 : 22, 24, p.y.mode(s),
                             p.y.imm, p.inv, p.z.mode(s), typ(p.z), typ(p.y));
+                return;
+            case isa::Op::VINT:
+                b_.vint(isa::VInt::CVT, Bcast::NONE, p.d.t, p.x.t, 20, 21, 0, 24);
                 return;
             default:
                 throw std::logic_error("fused kernel: unexpected pass");
@@ -940,7 +965,8 @@ FusedKernel parse_fused(const std::string& text) {
             if (!(w.size() == 2 || (w.size() == 3 && w[2] == "row" && k.cols)) || !k.code.empty())
                 bad(k.cols ? "expected 'out <type> [row]' before the ops"
                            : "expected 'out <type>' before the ops");
-            k.outputs.push_back(parse_type(w[1], line));
+            if (w[1] == "i64" && w.size() != 3) bad("an i64 output must be a row output");
+            k.outputs.push_back(w[1] == "i64" ? DType::I64 : parse_type(w[1], line));
             k.out_kinds.push_back(w.size() == 3 ? FkKind::ROW : FkKind::FULL);
             continue;
         }
@@ -968,8 +994,34 @@ FusedKernel parse_fused(const std::string& text) {
             k.code.push_back(ins);
             continue;
         }
+        if (w.size() == 3 && w[1] == "=" && w[2] == "iota" && w[0][0] == '%' &&
+            !values.count(w[0])) {
+            if (!k.cols || k.cols > (1u << 24)) bad("'iota' needs rows of at most 2^24 positions");
+            ins.op = FkOp::IOTA;
+            values[w[0]] = static_cast<int>(k.code.size());
+            k.code.push_back(ins);
+            continue;
+        }
         if (w.size() < 4 || w[1] != "=" || w[0][0] != '%' || values.count(w[0]))
             bad("expected '%v = <op> ...'");
+        if (w[2] == "rargmax" || w[2] == "rargmin") {
+            // the first column holding the row's max (min), or its first NaN: rmin over the
+            // columns where x equals the extreme or is NaN, +inf elsewhere
+            if (w.size() != 4) bad("expected one operand");
+            if (!k.cols || k.cols > (1u << 24)) bad("an arg reduction needs rows of at most 2^24");
+            const int x = value(w[3]);
+            auto add = [&](FkOp op, int a = -1, int b = -1, int c = -1, float imm = 0.0f) {
+                FkInstr e;
+                e.op = op, e.a = a, e.b = b, e.c = c, e.imm = imm;
+                k.code.push_back(e);
+                return static_cast<int>(k.code.size() - 1);
+            };
+            const int m = add(w[2] == "rargmax" ? FkOp::RMAX : FkOp::RMIN, x);
+            const int mask = add(FkOp::MAX, add(FkOp::EQ, x, m), add(FkOp::NE, x, x));
+            const int inf = add(FkOp::CONST, -1, -1, -1, std::numeric_limits<float>::infinity());
+            values[w[0]] = add(FkOp::RMIN, add(FkOp::WHERE, mask, add(FkOp::IOTA), inf));
+            continue;
+        }
         const auto it = std::find(std::begin(kNames), std::end(kNames), w[2]);
         if (it == std::end(kNames) || *it == std::string("store")) bad("unknown op " + w[2]);
         ins.op = static_cast<FkOp>(it - std::begin(kNames));
@@ -1075,8 +1127,10 @@ bool fused_long_rows_ok(const FusedKernel& k, uint64_t n, uint64_t lx_budget) {
 std::vector<uint8_t> build_fused(const FusedKernel& k, uint64_t n, const FusedPlan& p) {
     if (n == 0) throw std::invalid_argument("fused kernel: empty (nothing to launch)");
     if (p.col_chunk) {
+        const bool i64 =
+            std::find(k.outputs.begin(), k.outputs.end(), DType::I64) != k.outputs.end();
         if (p.cores == 0 || p.groups == 0 || p.cores % p.groups || p.groups > n / k.cols ||
-            p.col_chunk % long_unit(k) || !long_rows_ok(k, n, ~0ull))
+            (i64 && p.groups > 1) || p.col_chunk % long_unit(k) || !long_rows_ok(k, n, ~0ull))
             throw std::invalid_argument("fused kernel: plan does not suit the kernel");
         Emitter e(k, n, p);
         return e.build();
@@ -1132,8 +1186,10 @@ FusedPlan plan_long(const Pricer& pricer, const FusedKernel& k, uint64_t n, uint
         (layout_long(k, L, mid * u, N).total <= budget ? lo : hi) = mid;
     }
     if (lo == 0) return best;
-    // g groups of c cores: the rows dealt to the groups, each row's columns over its group
-    for (uint32_t g = 1; g <= N && g <= max_cores; g *= 2)
+    // g groups of c cores: the rows dealt to the groups, each row's columns over its group (not
+    // with i64 row outputs: the gather of the groups' rows is an fp32 ALLRED)
+    const bool i64 = std::find(k.outputs.begin(), k.outputs.end(), DType::I64) != k.outputs.end();
+    for (uint32_t g = 1; g <= N && g <= max_cores && (g == 1 || !i64); g *= 2)
         for (uint32_t c = 1; g * c <= max_cores; c *= 2) {
             if (c > units && c > 1) break;
             const uint64_t per_core = (units + c - 1) / c * u, rows = (N + g - 1) / g;

@@ -54,6 +54,7 @@ enum class FkOp : uint8_t {
     RMAX,  // NaN-propagating
     RMIN,
     WHERE,  // a != 0 ? b : c (ternary; NaN is true)
+    IOTA,   // row kernels: the position's column index c (fp32, exact: at most 2^24 columns)
     STORE,  // output `arg` = value a (rounded once to the output's type)
     COUNT
 };
