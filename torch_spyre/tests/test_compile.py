@@ -426,6 +426,29 @@ def test_long_rows_are_one_launch(dtype, fallback_reset):
     assert torch_spyre.fallback_counts() == {}
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_argmax_argmin_are_one_launch(dtype, fallback_reset):
+    # greedy decode's argmax over the logits: one row kernel (an int64 row output), ties to the
+    # first index and NaN first as torch, rows that fit a core and long rows
+    for shape in [(5, 37), (3, 32000), (1, 128256)]:
+        x = make(shape, torch.float32, 1).to(dtype)
+        r = shape[0] - 1
+        x[0, 3], x[0, shape[1] - 2] = 9.0, 9.0  # a tied max, a tied min
+        x[0, 5], x[0, shape[1] - 1] = -9.0, -9.0
+        if shape[0] > 1:
+            x[r, shape[1] // 2] = float("nan")
+        d = x.to("spyre")
+        for fn in (lambda t: t.argmax(-1), lambda t: t.argmin(-1, keepdim=True)):
+            g = torch.compile(fn)
+            g(d)
+            out, ops = launches(g, d)
+            assert ops == ["spyre::fused_pointwise"], (shape, ops)
+            want = fn(x)
+            assert out.dtype == torch.int64 and torch.equal(out.cpu(), want), (shape, out, want)
+            torch.compiler.reset()
+    assert torch_spyre.fallback_counts() == {}
+
+
 # ---- pattern replacement into the library's fused kernels ----
 
 ACTIVATIONS = {"relu": torch.relu, "gelu": torch.nn.functional.gelu,
