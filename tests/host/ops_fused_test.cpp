@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "ops/fused_program.hpp"
 #include "ops/pricing.hpp"
 #include "ops_test_util.hpp"
+#include "spyre/numerics.hpp"
 #include "spyre/ops.h"
 #include "spyre/spyre.h"
 
@@ -250,11 +252,14 @@ INSTANTIATE_TEST_SUITE_P(Types, FusedSizes,
 
 // Plans, builds and runs the row kernel `text` over `rows` rows on the engine and checks every
 // output element against reference_row, and that the bytes after each output stay untouched.
-FusedPlan run_rows_and_check(const std::string& text, uint64_t rows, uint32_t max_cores = 32) {
+// A given long-row plan (cores, groups, col_chunk) is priced and run instead of the planner's.
+FusedPlan run_rows_and_check(const std::string& text, uint64_t rows, uint32_t max_cores = 32,
+                             const FusedPlan* given = nullptr) {
     const FusedKernel k = parse_fused(text);
     const uint64_t C = k.cols, n = rows * C;
     const Pricer pricer(default_engine_config());
-    const FusedPlan p = plan_fused(pricer, k, n, max_cores);
+    const FusedPlan p =
+        given ? price_fused(pricer, k, n, *given) : plan_fused(pricer, k, n, max_cores);
     const auto image = build_fused(k, n, p);
     std::mt19937 rng(static_cast<uint32_t>(n + C));
     std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
@@ -389,6 +394,105 @@ TEST(FusedRows, RowsSplitOverCoresAndLongRows) {
     EXPECT_EQ(fused_unit(pk, 4 * 8000), 4u);
     run_rows_and_check(partial, 4);
     run_rows_and_check(rms_norm_masked(DType::F16, 1999), 5);
+}
+
+// Rows longer than a core's scratchpad (or few long rows on many cores): every core streams
+// its share of each row's columns, a pass over the row per level of reductions, the partial
+// reductions combined by ALLRED.
+TEST(FusedRows, LongRowsMatchTheInterpreter) {
+    const Pricer pricer(default_engine_config());
+    struct Case {
+        std::string text;
+        uint64_t rows;
+        bool must_be_long;
+    };
+    const std::vector<Case> cases = {
+        {softmax(DType::F32, 100000), 2, true},         {log_softmax(DType::F16, 131072), 2, true},
+        {layer_norm(DType::BF16, 160000), 2, true},      // column inputs, row outputs
+        {rms_norm_masked(DType::F32, 100001), 1, true},  // a row input; one odd row
+        {softmax(DType::F16, 32000), 1, false},          // fits: the planner's choice
+        {layer_norm(DType::F32, 16384), 3, false}};
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.text.substr(0, 40));
+        const FusedKernel k = parse_fused(c.text);
+        const uint64_t n = c.rows * k.cols;
+        EXPECT_TRUE(fused_long_rows_ok(k, n, pricer.lx_budget()));
+        const FusedPlan p = run_rows_and_check(c.text, c.rows);
+        if (c.must_be_long) {
+            EXPECT_GT(p.col_chunk, 0u) << fused_plan_name(p);
+            EXPECT_GT(p.cores, 1u) << fused_plan_name(p);
+        }
+        EXPECT_LE(p.lx_bytes, pricer.lx_budget()) << fused_plan_name(p);
+    }
+    // rows dealt to groups of cores (2 x 4, 4 x 2, 3 x 1 cores; 5 rows: groups with fewer rows),
+    // row outputs gathered from the groups
+    for (const auto& [g, c] : {std::pair{2u, 4u}, {4u, 2u}, {3u, 1u}}) {
+        SCOPED_TRACE("groups " + std::to_string(g));
+        FusedPlan given;
+        given.cores = g * c, given.groups = g, given.col_chunk = 2048;
+        run_rows_and_check(layer_norm(DType::F16, 8192), 5, 32, &given);
+        run_rows_and_check(rms_norm_masked(DType::F32, 8192), 5, 32, &given);
+    }
+    // one row of 32,000 fp16 logits: long rows on many cores beat the one core of the row path
+    const FusedPlan one = plan_fused(pricer, parse_fused(softmax(DType::F16, 32000)), 32000, 32);
+    EXPECT_GT(one.col_chunk, 0u) << fused_plan_name(one);
+    // odd rows that do not start on a stick cannot be streamed (but one such row can)
+    EXPECT_FALSE(fused_long_rows_ok(parse_fused(softmax(DType::F16, 100001)), 2 * 100001,
+                                    pricer.lx_budget()));
+    EXPECT_THROW(plan_fused(pricer, parse_fused(softmax(DType::F16, 300001)), 2 * 300001, 32),
+                 std::invalid_argument);
+}
+
+// argmax / argmin of each row as int64 (rargmax expands to rmax, a mask of the max or NaN,
+// iota, where and rmin): ties give the first column, a NaN wins, in rows that fit and in long
+// rows (the column index offset by the chunk's first column).
+TEST(FusedRows, ArgMaxArgMin) {
+    const Pricer pricer(default_engine_config());
+    for (const uint64_t C : {uint64_t{37}, uint64_t{1000}, uint64_t{32000}, uint64_t{131072}}) {
+        for (const uint64_t rows : {uint64_t{1}, uint64_t{3}}) {
+            SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(C));
+            const std::string text = "spyre.kernel 1\nrows " + std::to_string(C) +
+                                     "\nin f16 full\nout i64 row\nout i64 row\n%0 = load 0\n"
+                                     "%1 = rargmax %0\n%2 = rargmin %0\nstore 0 %1\nstore 1 %2\n";
+            const FusedKernel k = parse_fused(text);
+            const uint64_t n = rows * C;
+            const FusedPlan p = plan_fused(pricer, k, n, 32);
+            if (C == 131072) {
+                EXPECT_GT(p.col_chunk, 0u) << fused_plan_name(p);
+            }
+            std::vector<std::vector<uint8_t>> in(1, std::vector<uint8_t>(n * 2));
+            std::vector<float> x(n);
+            for (uint64_t i = 0; i < n; ++i) x[i] = float(int((i * 7919) % 2001) - 1000) / 8;
+            // ties: the max and the min twice in row 0; a NaN in row 2 (it wins both)
+            x[C / 3] = 500, x[C - 1] = 500, x[C / 5] = -500, x[C / 2] = -500;
+            if (rows == 3) x[2 * C + C / 4] = std::numeric_limits<float>::quiet_NaN();
+            for (uint64_t i = 0; i < n; ++i) store_elem(DType::F16, x[i], &in[0][i * 2]);
+            const uint64_t o0 = up128(n * 2 + 128), o1 = o0 + up128(rows * 8 + 128);
+            const std::vector<uint64_t> args = {0, o0, o1};
+            const auto mem = run_priced(build_fused(k, n, p), p, args, in, o1 + up128(rows * 8));
+            for (uint64_t r = 0; r < rows; ++r) {
+                int64_t amax = 0, amin = 0;
+                for (uint64_t c = 0; c < C; ++c) {  // torch: the first extreme, NaN first
+                    const float v = num::f16_to_f32(num::f32_to_f16(x[r * C + c]));
+                    const float bm = num::f16_to_f32(num::f32_to_f16(x[r * C + amax]));
+                    const float bn = num::f16_to_f32(num::f32_to_f16(x[r * C + amin]));
+                    if (!std::isnan(bm) && (std::isnan(v) || v > bm)) amax = int64_t(c);
+                    if (!std::isnan(bn) && (std::isnan(v) || v < bn)) amin = int64_t(c);
+                }
+                int64_t got_max, got_min;
+                std::memcpy(&got_max, &mem[o0 + r * 8], 8);
+                std::memcpy(&got_min, &mem[o1 + r * 8], 8);
+                EXPECT_EQ(got_max, amax) << "row " << r;
+                EXPECT_EQ(got_min, amin) << "row " << r;
+            }
+        }
+    }
+    // an i64 output must be a row output; iota needs a row kernel
+    EXPECT_THROW(parse_fused("spyre.kernel 1\nrows 8\nin f32 full\nout i64\n%0 = load 0\n"
+                             "store 0 %0\n"),
+                 std::invalid_argument);
+    EXPECT_THROW(parse_fused("spyre.kernel 1\nin f32 full\nout f32\n%0 = iota\nstore 0 %0\n"),
+                 std::invalid_argument);
 }
 
 TEST(FusedRows, ParseErrors) {
@@ -569,8 +673,9 @@ TEST(FusedApi, RowKernelsOnTheSimulatorAndRefusals) {
     }
     EXPECT_EQ(spyre_op_fused(nullptr, k.c_str(), n - 1, in, 2, out, 2), SPYRE_ERROR_NOT_SUPPORTED);
     EXPECT_EQ(spyre_op_fused(nullptr, k.c_str(), n, in, 2, bad_out, 2), SPYRE_ERROR_NOT_SUPPORTED);
-    // 2 rows of 400,000: one row and its temporaries do not fit a core
-    const uint64_t LC = 400000;
+    // 2 rows of 400,001: one row and its temporaries do not fit a core, and the second row
+    // does not start on a stick, so they cannot be streamed as long rows either
+    const uint64_t LC = 400001;
     spyre_buffer_t bl, bl2;
     ASSERT_EQ(spyre_malloc(dev, 2 * LC * 4, &bl), SPYRE_SUCCESS);
     ASSERT_EQ(spyre_malloc(dev, 2 * LC * 4, &bl2), SPYRE_SUCCESS);

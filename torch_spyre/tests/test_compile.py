@@ -372,14 +372,80 @@ def test_row_kernel_dynamic_rows_and_a_refused_long_row(fallback_reset):
         out, ops = launches(g, x)
         close(out.cpu(), torch.softmax(x.cpu(), -1), torch.float32)
     assert ops == ["spyre::fused_pointwise"], ops
-    # rows longer than a core's scratchpad: the library refuses, the eager form runs (Inductor
-    # would split a reduction this long over two kernels for parallelism: not here)
-    x = make((2, 400000), torch.float32).to("spyre")
+    # rows longer than a core's scratchpad whose rows do not start on a stick (2 x 100,001
+    # fp16: long rows need stick-aligned rows unless there is one): the library refuses, the
+    # eager form runs
+    x = make((2, 100001), torch.float16).to("spyre")
     before = dict(runtime.STATS)
-    with torch._inductor.config.patch(split_reductions=False):
-        out = torch.compile(softmax_d)(x)
+    out = torch.compile(softmax_d)(x)
     assert runtime.STATS["refused"] == before["refused"] + 1, runtime.STATS
-    close(out.cpu(), torch.softmax(x.cpu(), -1), torch.float32)
+    close(out.cpu(), torch.softmax(x.cpu().float(), -1).half(), torch.float16)
+    assert torch_spyre.fallback_counts() == {}
+
+
+def sum_d(x):
+    return x.sum(-1)
+
+
+def amax_d(x):
+    return x.amax(-1)
+
+
+# long rows (an LM head's logits, rows longer than a core's scratchpad): name -> (function,
+# columns inputs)
+LONG = {"softmax": (softmax_d, 0), "log_softmax": (log_softmax_d, 0),
+        "layer_norm": (layer_norm_d, 2), "sum": (sum_d, 0), "amax": (amax_d, 0)}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_long_rows_are_one_launch(dtype, fallback_reset):
+    # one row of 32,000 (Inductor would split it into partial reductions: 3-5 launches) and
+    # rows of 100,000 (too long for a core's scratchpad with their temporaries: the rows
+    # streamed in column chunks over all cores); 16-bit rows of 100,000 do not start on a
+    # stick, so one of them
+    long_rows = 2 if dtype == torch.float32 else 1
+    for name, (fn, cols) in LONG.items():
+        for shape in [(1, 32000), (long_rows, 100000)]:
+            cpu = [make(shape, torch.float32, 1) * 3] + [
+                make(shape[-1:], torch.float32, 2 + k) for k in range(cols)]
+            cpu = [a.to(dtype) for a in cpu]
+            dev = [a.to("spyre") for a in cpu]
+            g = torch.compile(fn)
+            g(*dev)
+            before = dict(runtime.STATS)
+            out, ops = launches(g, *dev)
+            assert ops == ["spyre::fused_pointwise"], (name, shape, ops)
+            assert runtime.STATS["fused"] == before["fused"] + 1, (name, shape, runtime.STATS)
+            want = fn(*[a.float() for a in cpu]).to(dtype)
+            eager = fn(*dev).cpu()
+            # a sum of 100,000 values near 3 in size: fp32 partial sums per chunk and core
+            scale = 20 if name == "sum" else 4
+            close(out.cpu(), want, dtype, scale=scale)
+            close(out.cpu(), eager, dtype, scale=2 * scale)
+            torch.compiler.reset()
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_argmax_argmin_are_one_launch(dtype, fallback_reset):
+    # greedy decode's argmax over the logits: one row kernel (an int64 row output), ties to the
+    # first index and NaN first as torch, rows that fit a core and long rows
+    for shape in [(5, 37), (3, 32000), (1, 128256)]:
+        x = make(shape, torch.float32, 1).to(dtype)
+        r = shape[0] - 1
+        x[0, 3], x[0, shape[1] - 2] = 9.0, 9.0  # a tied max, a tied min
+        x[0, 5], x[0, shape[1] - 1] = -9.0, -9.0
+        if shape[0] > 1:
+            x[r, shape[1] // 2] = float("nan")
+        d = x.to("spyre")
+        for fn in (lambda t: t.argmax(-1), lambda t: t.argmin(-1, keepdim=True)):
+            g = torch.compile(fn)
+            g(d)
+            out, ops = launches(g, d)
+            assert ops == ["spyre::fused_pointwise"], (shape, ops)
+            want = fn(x)
+            assert out.dtype == torch.int64 and torch.equal(out.cpu(), want), (shape, out, want)
+            torch.compiler.reset()
     assert torch_spyre.fallback_counts() == {}
 
 

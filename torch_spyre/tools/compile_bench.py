@@ -6,6 +6,9 @@ by one each step (models.DecodeStep: the position on the card, the attention ove
 the cache) eager, compiled and replayed; row kernels (softmax and layer_norm written out,
 [4096, 4096] fp16) against their eager ops and the library's one-launch kernels, with the
 DDR-roofline fraction of the generated kernel. `rows` as the argument runs only the row kernels;
+`longrows` only the long rows of an LM head's logits (softmax and argmax over [8, 32000] and
+[1, 128256] fp16: launches, modeled time and plan eager, library and compiled, against the DDR
+roofline);
 `startup` only the compile time cold and warm: the time to the first token of a compiled
 TinyGranite in a new process with empty caches (cold), again with Inductor's cache on disk but
 no program cache (warm, programs regenerated) and with both (warm), each split into import,
@@ -15,7 +18,7 @@ reads and the rest of the first call (Documentation/torch_spyre.md "Program cach
 modeled_us, host_us) for tools/bench/report.py.
 
     tools/in-sysroot 'SPYRE_BACKEND=sim PYTHONPATH=build/cmake/torch_spyre/python \\
-        python3 torch_spyre/tools/compile_bench.py [rows | startup] [--json build/bench/torch_compile.json]'
+        python3 torch_spyre/tools/compile_bench.py [rows | longrows | startup] [--json build/bench/torch_compile.json]'
 """
 
 import argparse
@@ -80,6 +83,44 @@ def layer_norm_d(x, w, b):
     return d * torch.rsqrt(var + 1e-5) * w + b
 
 
+# The card's DDR bandwidth (spyre_engine_config's ddr_bytes_per_s, hardware.md): a kernel that
+# reads and writes B bytes takes at least B / DDR_BYTES_PER_S.
+DDR_BYTES_PER_S = 204.8e9
+
+
+def argmax_d(x):
+    return x.argmax(-1)
+
+
+def long_rows():
+    """Long rows (an LM head's logits): softmax and argmax over [8, 32000] and [1, 128256] fp16,
+    eager (op by op), the library's one-launch kernel and compiled; the compiled kernel's plan
+    and its DDR roofline (softmax: one read of x and one write of the result; argmax: one read
+    of x)."""
+    for shape in [(8, 32000), (1, 128256)]:
+        dt = torch.float16
+        x = (torch.randn(shape) * 3).to(dt).to("spyre")
+        cases = [("softmax", softmax_d, lambda: torch.softmax(x, -1), 2),
+                 ("argmax", argmax_d, lambda: torch.argmax(x, -1), 1)]
+        for name, fn, library, passes in cases:
+            torch.compiler.reset()
+            f = torch.compile(fn)
+            f(x)
+            torch.spyre.synchronize()
+            (le, me), (ll, ml), (lc, mc) = profile(fn, x), profile(library), profile(f, x)
+            with torch_spyre.profiler.profile() as p:
+                f(x)
+            plans = "; ".join(f"{e.aten_op}: {e.plan}" for e in p.events)
+            roof = passes * x.numel() * x.element_size() / DDR_BYTES_PER_S * 1e6
+            case = f"{name} {tuple(shape)} fp16"
+            for mode, launches, modeled in [("eager", le, me), ("library", ll, ml),
+                                            ("compiled", lc, mc)]:
+                record(case, mode, launches, modeled, ddr_roofline_us=roof)
+            print(f"{case}: launches eager {le}, library {ll}, compiled {lc}; modeled eager "
+                  f"{me:.2f} us, library {ml:.2f} us, compiled {mc:.2f} us; DDR roofline "
+                  f"{roof:.2f} us ({mc / roof:.2f}x); compiled plan: {plans}")
+
+
 def rows(shape=(4096, 4096), dt=torch.float16):
     """Row kernels: launches and modeled time eager (op by op), the library's one-launch
     kernel, compiled (one generated program); the compiled kernel's DDR-roofline fraction
@@ -95,7 +136,7 @@ def rows(shape=(4096, 4096), dt=torch.float16):
         f(*args)
         torch.spyre.synchronize()
         (le, me), (ll, ml), (lc, mc) = profile(fn, *args), profile(library), profile(f, *args)
-        roof = 2 * x.numel() * x.element_size() / 204.8e9 * 1e6
+        roof = 2 * x.numel() * x.element_size() / DDR_BYTES_PER_S * 1e6
         case = f"{name} {tuple(shape)} {str(dt)[6:]}"
         for mode, launches, modeled in [("eager", le, me), ("library", ll, ml),
                                         ("compiled", lc, mc)]:
@@ -178,12 +219,15 @@ def main():
         first_token_child()
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("only", nargs="?", choices=["rows", "startup"],
-                    help="run only the row kernels, or only the cold and warm start")
+    ap.add_argument("only", nargs="?", choices=["rows", "longrows", "startup"],
+                    help="run only the row kernels, only the long rows, or only the cold and "
+                    "warm start")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON records")
     args = ap.parse_args()
     if args.only == "rows":
         rows()
+    elif args.only == "longrows":
+        long_rows()
     elif args.only == "startup":
         startup()
     else:
@@ -198,6 +242,7 @@ def main():
 
 def everything():
     rows()
+    long_rows()
     for shape, dt in [((64, 64), torch.float16), ((1024, 1024), torch.float16),
                       ((1024, 1024), torch.float32)]:
         torch.compiler.reset()
@@ -208,7 +253,7 @@ def everything():
         torch.spyre.synchronize()
         first = time.perf_counter() - t0
         (le, me), (lc, mc) = profile(chain, x, y), profile(f, x, y)
-        roof = 3 * x.numel() * x.element_size() / 204.8e9 * 1e6
+        roof = 3 * x.numel() * x.element_size() / DDR_BYTES_PER_S * 1e6
         he, hc = host_us(chain, x, y), host_us(f, x, y)
         case = f"chain {shape} {str(dt)[6:]}"
         record(case, "eager", le, me, he, ddr_roofline_us=roof)

@@ -85,13 +85,15 @@ spyre_status spyre_op_fused(spyre_stream_t stream, const char* kernel, uint64_t 
         key.add(n);
         auto plan = cached_plan(key.str() + kernel, [&] {
             const Pricer pricer(cfg);
-            // rows that do not fit a core's scratchpad (one unit of rows with its temporaries)
-            // are refused: the caller runs its eager form
-            if (k.cols && fused_lx_bytes(k, fused_unit(k, n)) > pricer.lx_budget())
-                fail(SPYRE_ERROR_NOT_SUPPORTED,
-                     std::format("fused: rows of {} elements do not fit a core's scratchpad",
-                                 k.cols));
-            const FusedPlan p = plan_fused(pricer, k, n, cfg.num_cores);
+            // rows that do not fit a core's scratchpad run as long rows (column chunks on
+            // every core); rows that cannot (their rows do not start on sticks) are refused:
+            // the caller runs its eager form
+            FusedPlan p;
+            try {
+                p = plan_fused(pricer, k, n, cfg.num_cores);
+            } catch (const std::invalid_argument& e) {
+                fail(SPYRE_ERROR_NOT_SUPPORTED, std::format("fused: {}", e.what()));
+            }
             PlanEntry e;
             e.image = build_fused(k, n, p);
             e.cores = p.cores;

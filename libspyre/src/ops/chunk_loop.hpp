@@ -19,13 +19,14 @@ inline constexpr Reg rPos = 7, rEnd = 8, rE = 9, rPar = 10, rN = 11;
 inline constexpr Reg rNextPos = 16, rNextE = 17, rNextPar = 18;
 
 // The core's elements [rPos, rEnd): `units` units of `unit` split evenly over `cores`; rN
-// chunks, the first of rE elements, parity 0.
+// chunks, the first of rE elements, parity 0. `core` holds the core's index among `cores`
+// (r1: its id in the job).
 inline void emit_core_range(ProgramBuilder& b, uint64_t n, uint64_t unit, uint64_t units,
-                            uint64_t cores, uint64_t chunk) {
-    b.muli(rPos, 1, units);
+                            uint64_t cores, uint64_t chunk, Reg core = 1) {
+    b.muli(rPos, core, units);
     b.alu(isa::Alu::DIVU, rPos, rPos, 0, cores);
     b.muli(rPos, rPos, unit);
-    b.addi(rEnd, 1, 1);
+    b.addi(rEnd, core, 1);
     b.muli(rEnd, rEnd, units);
     b.alu(isa::Alu::DIVU, rEnd, rEnd, 0, cores);
     b.muli(rEnd, rEnd, unit);

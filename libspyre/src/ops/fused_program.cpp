@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <sstream>
@@ -25,7 +26,7 @@ constexpr const char* kNames[] = {"load", "const", "neg",   "abs",  "relu",    "
                                   "sqrt", "rsqrt", "recip", "tanh", "sigmoid", "silu", "gelu",
                                   "sin",  "cos",   "cast",  "add",  "sub",     "mul",  "div",
                                   "max",  "min",   "eq",    "ne",   "lt",      "le",   "gt",
-                                  "ge",   "rsum",  "rmax",  "rmin", "where",   "store"};
+                                  "ge",   "rsum",  "rmax",  "rmin", "where",   "iota", "store"};
 static_assert(sizeof kNames / sizeof kNames[0] == static_cast<size_t>(FkOp::COUNT));
 
 // An input's kind (`scalar` set by hand means SCALAR).
@@ -41,7 +42,7 @@ bool reduction(FkOp op) { return op >= FkOp::RSUM && op <= FkOp::RMIN; }
 uint64_t es_of(DType t) { return isa::dtype_size(t); }
 
 const char* type_name(DType t) {
-    return t == DType::F32 ? "f32" : t == DType::F16 ? "f16" : "bf16";
+    return t == DType::F32 ? "f32" : t == DType::F16 ? "f16" : t == DType::I64 ? "i64" : "bf16";
 }
 
 DType parse_type(const std::string& s, const std::string& line) {
@@ -87,11 +88,13 @@ struct Pass {
     Shape shape;
     Opd d, x, y, z;
     bool inv = false;
+    int instr = -1;  // the description's instruction it computes (long rows: its phase)
 };
 
 struct Lowered {
     std::vector<Pass> passes;
     uint32_t tmp_slots = 0, row_slots = 0;
+    std::vector<Opd> val;  // where each instruction's value lives
 };
 
 isa::VUn vun_of(FkOp op) {
@@ -158,7 +161,10 @@ FkOp mirrored(FkOp op) {
     throw std::invalid_argument("fused kernel: " + why);
 }
 
-Lowered lower(const FusedKernel& k) {
+// long_rows: the lowering of the column-chunked program (rows longer than a chunk): per-row
+// slots are never shared (a per-row value lives across the phases over the row) and reductions
+// go to fp32 row slots (their accumulators), never straight into a row output.
+Lowered lower(const FusedKernel& k, bool long_rows = false) {
     const size_t n = k.code.size();
     // the last instruction reading each value, and the one output a value goes to if a single
     // store is its only use (then the producing pass writes the output chunk directly)
@@ -186,7 +192,7 @@ Lowered lower(const FusedKernel& k) {
     };
     auto release = [&](const Opd& o) {
         if (o.loc == Loc::TMP) free_full[o.idx] = true;
-        if (o.loc == Loc::RTMP) free_row[o.idx] = true;
+        if (o.loc == Loc::RTMP && !long_rows) free_row[o.idx] = true;  // long: one per value
     };
     const Opd zero{Loc::ZERO, 0, DType::F32, 0.0f};
     // a broadcast operand as a full fp32 temporary of shape s (a select whose zero mask picks
@@ -200,7 +206,12 @@ Lowered lower(const FusedKernel& k) {
         const bool row = out_kind(k, o) == FkKind::ROW;
         return Opd{row ? Loc::ROUT : Loc::OUT, o, k.outputs[o], 0.0f};
     };
+    size_t tagged = 0;
+    auto tag = [&](size_t i) {  // the passes pushed since the last tag compute instruction i
+        for (; tagged < L.passes.size(); ++tagged) L.passes[tagged].instr = static_cast<int>(i);
+    };
     for (size_t i = 0; i < n; ++i) {
+        if (i) tag(i - 1);
         const FkInstr& in = k.code[i];
         if (in.op == FkOp::LOAD) {
             const FkInput& x = k.inputs[in.arg];
@@ -215,6 +226,12 @@ Lowered lower(const FusedKernel& k) {
             val[i] = {Loc::IMM, 0, DType::F32, in.imm};
             continue;
         }
+        if (in.op == FkOp::IOTA) {  // VIOTA: the column index (plus the chunk's first column)
+            if (!k.cols) unsupported("'iota' needs a row kernel");
+            val[i] = alloc(Shape::FULL);
+            L.passes.push_back({isa::Op::VIOTA, 0, Shape::FULL, val[i], {}, {}, {}});
+            continue;
+        }
         if (in.op == FkOp::STORE) {
             const Opd& v = val[in.a];
             const Opd o = out_opd(in.arg);
@@ -222,7 +239,11 @@ Lowered lower(const FusedKernel& k) {
             if (s == Shape::ROWS && (v.loc == Loc::CIN || !(v.per_row() || v.uniform())))
                 unsupported("a row output stored from a value that is not one per row");
             if (store_of[in.a] == in.arg && v.loc == o.loc) continue;  // written in place
-            if (v.loc == Loc::IMM)
+            if (o.t == DType::I64) {  // an index: VINT CVT of the fp32 per-row value
+                if (v.loc != Loc::RTMP) unsupported("an i64 output stored from a constant");
+                L.passes.push_back(
+                    {isa::Op::VINT, static_cast<uint8_t>(isa::VInt::CVT), s, o, v, {}, {}});
+            } else if (v.loc == Loc::IMM)
                 L.passes.push_back(
                     {isa::Op::VUN, static_cast<uint8_t>(isa::VUn::SET), s, o, v, {}, {}});
             else if (!v.full(s))
@@ -290,7 +311,8 @@ Lowered lower(const FusedKernel& k) {
         for (int v : {in.a, in.b, in.c})
             if (v >= 0 && last[v] == static_cast<int>(i)) release(val[v]);
         const Shape ds = reduction(op) ? Shape::ROWS : s;
-        const bool to_out = store_of[i] >= 0 &&
+        const bool to_out = store_of[i] >= 0 && !(long_rows && reduction(op)) &&
+                            k.outputs[store_of[i]] != DType::I64 &&
                             (out_kind(k, store_of[i]) == FkKind::ROW) == (ds == Shape::ROWS) &&
                             (op != FkOp::CAST || in.t == k.outputs[store_of[i]]);
         Opd d = to_out ? out_opd(store_of[i]) : alloc(ds);
@@ -328,6 +350,8 @@ Lowered lower(const FusedKernel& k) {
         for (const Opd& t : scratch) release(t);
         val[i] = d;
     }
+    if (n) tag(n - 1);
+    L.val = std::move(val);
     return L;
 }
 
@@ -342,6 +366,10 @@ uint64_t per_unit(const FusedKernel& k, FkKind kind) {
 struct Layout {
     std::vector<uint64_t> sin, in, out;  // scalar and column slots; chunk buffers (parity relative)
     uint64_t regions = 0, region = 0, tmp = 0, slot = 0, rtmp = 0, rslot = 0, total = 0;
+    // long rows: every row input's and row output's values for all rows (inputs, then
+    // outputs), and the stick a chunk's partial reduction goes to
+    std::vector<uint64_t> rows;
+    uint64_t part = 0;
 };
 
 Layout layout(const FusedKernel& k, const Lowered& L, uint64_t E) {
@@ -372,6 +400,132 @@ Layout layout(const FusedKernel& k, const Lowered& L, uint64_t E) {
     return l;
 }
 
+// ---- long rows: all cores on one row at a time, the row streamed in column chunks ----
+
+// The phases of a long-row program. A value's level is the number of reductions it waits for
+// (a reduction's result is ready after the streaming pass over the row that accumulates it):
+// streaming pass q over the row runs the full passes the reductions of level-q operands and
+// the stores of level-q full outputs need (full values of lower levels are computed again:
+// nothing full outlives a chunk); per-row passes of level q run before it, once per row.
+struct Phases {
+    std::vector<int> lvl;                    // per instruction
+    std::vector<std::vector<bool>> run;      // per streaming pass: the instructions it computes
+    std::vector<std::vector<bool>> in, out;  // per streaming pass: inputs loaded, outputs stored
+    uint32_t streams = 0;
+};
+
+bool streamed(const Opd& o) {
+    return o.loc == Loc::IN || o.loc == Loc::TMP || o.loc == Loc::OUT || o.loc == Loc::CIN;
+}
+
+Phases phases_of(const FusedKernel& k, const Lowered& L) {
+    const size_t n = k.code.size();
+    Phases ph;
+    ph.lvl.assign(n, 0);
+    int top = -1;  // the highest level streamed
+    for (size_t i = 0; i < n; ++i) {
+        const FkInstr& in = k.code[i];
+        int l = 0;
+        for (int v : {in.a, in.b, in.c})
+            if (v >= 0) l = std::max(l, ph.lvl[v]);
+        if (reduction(in.op)) top = std::max(top, l), ++l;
+        if (in.op == FkOp::STORE && out_kind(k, in.arg) == FkKind::FULL) top = std::max(top, l);
+        ph.lvl[i] = l;
+    }
+    ph.streams = static_cast<uint32_t>(top + 1);
+    for (uint32_t q = 0; q < ph.streams; ++q) {
+        std::vector<bool> run(n, false), ins(k.inputs.size(), false), outs(k.outputs.size(), false);
+        std::vector<int> todo;
+        for (size_t i = 0; i < n; ++i) {
+            const FkInstr& in = k.code[i];
+            const bool target = (reduction(in.op) && ph.lvl[in.a] == static_cast<int>(q)) ||
+                                (in.op == FkOp::STORE && out_kind(k, in.arg) == FkKind::FULL &&
+                                 ph.lvl[i] == static_cast<int>(q));
+            if (target) todo.push_back(static_cast<int>(i));
+            if (target && in.op == FkOp::STORE) outs[in.arg] = true;
+        }
+        while (!todo.empty()) {  // the full values the targets need, back to the loads
+            const int i = todo.back();
+            todo.pop_back();
+            if (run[i]) continue;
+            run[i] = true;
+            const FkInstr& in = k.code[i];
+            if (in.op == FkOp::LOAD) ins[in.arg] = true;
+            for (int v : {in.a, in.b, in.c})
+                if (v >= 0 && streamed(L.val[v])) todo.push_back(v);
+        }
+        ph.run.push_back(std::move(run));
+        ph.in.push_back(std::move(ins));
+        ph.out.push_back(std::move(outs));
+    }
+    return ph;
+}
+
+// Columns per unit of a long row's work split: every chunk of every full and column operand
+// starts on a stick (from a stick-aligned row start).
+uint64_t long_unit(const FusedKernel& k) {
+    uint64_t u = 1;
+    auto need = [&](FkKind kind, DType t) {
+        if (kind == FkKind::FULL || kind == FkKind::COL) u = std::lcm(u, kStick / es_of(t));
+    };
+    for (const FkInput& x : k.inputs) need(in_kind(x), x.t);
+    for (size_t j = 0; j < k.outputs.size(); ++j) need(out_kind(k, j), k.outputs[j]);
+    return u;
+}
+
+// Whether the n positions can run as long rows: every full operand's rows start on a stick (or
+// there is one row), and the row operands of all rows fit a small part of LX.
+bool long_rows_ok(const FusedKernel& k, uint64_t n, uint64_t budget) {
+    if (!k.cols || n % k.cols) return false;
+    const uint64_t N = n / k.cols;
+    uint64_t row_bytes = 0;
+    auto check = [&](FkKind kind, DType t) {
+        if (kind == FkKind::FULL && N > 1 && (k.cols * es_of(t)) % kStick) return false;
+        if (kind == FkKind::ROW) row_bytes += up128(N * es_of(t));
+        return true;
+    };
+    for (const FkInput& x : k.inputs)
+        if (!check(in_kind(x), x.t)) return false;
+    for (size_t j = 0; j < k.outputs.size(); ++j)
+        if (!check(out_kind(k, j), k.outputs[j])) return false;
+    return row_bytes <= budget / 8;
+}
+
+// E: columns per chunk; N: rows.
+Layout layout_long(const FusedKernel& k, const Lowered& L, uint64_t E, uint64_t N) {
+    Layout l;
+    const size_t I = k.inputs.size(), O = k.outputs.size();
+    uint64_t at = kStick;
+    l.sin.assign(I, 0);
+    l.in.assign(I, 0);
+    l.out.assign(O, 0);
+    l.rows.assign(I + O, 0);
+    for (size_t i = 0; i < I; ++i) {
+        if (in_kind(k.inputs[i]) == FkKind::SCALAR) l.sin[i] = at, at += 2 * kStick;
+        if (in_kind(k.inputs[i]) == FkKind::ROW)
+            l.rows[i] = at, at += up128(N * es_of(k.inputs[i].t));
+    }
+    for (size_t j = 0; j < O; ++j)
+        if (out_kind(k, j) == FkKind::ROW) l.rows[I + j] = at, at += up128(N * es_of(k.outputs[j]));
+    l.part = at, at += kStick;
+    l.regions = at;
+    uint64_t r = 0;
+    for (size_t i = 0; i < I; ++i) {
+        const FkKind kind = in_kind(k.inputs[i]);
+        if (kind == FkKind::FULL || kind == FkKind::COL)
+            l.in[i] = r, r += up128(E * es_of(k.inputs[i].t));
+    }
+    for (size_t j = 0; j < O; ++j)
+        if (out_kind(k, j) == FkKind::FULL) l.out[j] = r, r += up128(E * es_of(k.outputs[j]));
+    l.region = r;
+    l.tmp = l.regions + 2 * r;
+    l.slot = up128(E * 4);
+    l.rtmp = l.tmp + L.tmp_slots * l.slot;
+    l.rslot = kStick;
+    l.total = l.rtmp + L.row_slots * l.rslot;
+    return l;
+}
+
 // Registers: r7 chunk start (element; row kernels: row), r8 the core's end, r9 chunk elements
 // (rows), r10 parity offset, r11 chunk count; r12-r18 scratch; r20-r22 operand addresses,
 // r24-r30 vector descriptors; r31 the span base.
@@ -380,13 +534,20 @@ using chunk_loop::rE, chunk_loop::rEnd, chunk_loop::rN, chunk_loop::rPar, chunk_
 class Emitter {
   public:
     Emitter(const FusedKernel& k, uint64_t n, const FusedPlan& p)
-        : k_(k), n_(n), p_(p), L_(lower(k)), l_(layout(k, L_, p.chunk)) {}
+        : k_(k),
+          n_(n),
+          p_(p),
+          long_(p.col_chunk != 0),
+          L_(lower(k, long_)),
+          l_(long_ ? layout_long(k, L_, p.col_chunk, n / k.cols) : layout(k, L_, p.chunk)) {}
     std::vector<uint8_t> build();
+    std::vector<uint8_t> build_long();
 
   private:
     const FusedKernel& k_;
     uint64_t n_;
     const FusedPlan& p_;
+    bool long_;  // long rows: r19 the row, r2 its first position
     Lowered L_;
     Layout l_;
     ProgramBuilder b_;
@@ -419,6 +580,16 @@ class Emitter {
         }
     }
     void addr(Reg rd, const Opd& o) {
+        if (long_ && (o.loc == Loc::RIN || o.loc == Loc::ROUT)) {  // element r of all rows
+            const size_t at = o.loc == Loc::RIN ? o.idx : k_.inputs.size() + o.idx;
+            b_.muli(rd, 19, es_of(o.t));
+            b_.addi(rd, rd, static_cast<int64_t>(l_.rows[at]));
+            return;
+        }
+        if (long_ && o.loc == Loc::CIN) {  // a column input's chunk
+            b_.addi(rd, rPar, static_cast<int64_t>(l_.regions + l_.in[o.idx]));
+            return;
+        }
         switch (o.loc) {
             case Loc::IN:
             case Loc::RIN:
@@ -447,6 +618,12 @@ class Emitter {
                 return;
         }
     }
+    static isa::VBin fold_of(uint8_t red) {
+        const auto f = static_cast<isa::Red>(red);
+        return f == isa::Red::SUM   ? isa::VBin::ADD
+               : f == isa::Red::MAX ? isa::VBin::MAX
+                                    : isa::VBin::MIN;
+    }
     static DType typ(const Opd& o) { return o.loc == Loc::IMM ? isa::kSrcType : o.t; }
     // bytes from one row of an operand to the next in a full pass
     uint64_t stride(const Opd& o, Shape s) const {
@@ -456,6 +633,14 @@ class Emitter {
     // a row kernel's descriptor: the chunk's rows x cols, or its rows as one vector
     void descriptor(const Pass& p) {
         if (!k_.cols) return;  // flat: one row of e elements, set once per chunk
+        if (long_) {           // one row: the chunk's columns, or the row's one value
+            b_.li(24, 1), b_.li(26, 0), b_.li(27, 0), b_.li(28, 0), b_.li(30, 0);
+            if (p.shape == Shape::ROWS)
+                b_.li(25, 1);
+            else
+                b_.mov(25, rE);
+            return;
+        }
         if (p.shape == Shape::ROWS) {
             b_.li(24, 1), b_.mov(25, rE), b_.li(26, 0), b_.li(27, 0), b_.li(28, 0), b_.li(30, 0);
             return;
@@ -471,6 +656,17 @@ class Emitter {
         b_.li(30, static_cast<int64_t>(p.z.loc == Loc::IMM ? 0 : stride(p.z, p.shape)));
     }
     void pass(const Pass& p) {
+        if (p.op == isa::Op::VIOTA) {  // rows, cols, dst_stride, src_stride, alpha, beta, gamma
+            if (long_)
+                b_.li(24, 1), b_.mov(25, rE), b_.li(26, 0), b_.mov(30, rPos);
+            else
+                b_.mov(24, rE), b_.li(25, static_cast<int64_t>(k_.cols)),
+                    b_.li(26, static_cast<int64_t>(k_.cols * 4)), b_.li(30, 0);
+            b_.li(27, 0), b_.li(28, 0), b_.li(29, 1);
+            addr(20, p.d);
+            b_.viota(DType::F32, 20, 24);
+            return;
+        }
         descriptor(p);
         addr(20, p.d);
         addr(21, p.x);
@@ -481,6 +677,14 @@ class Emitter {
                        p.x.loc == Loc::IMM ? DType::F32 : p.x.t, 20, 21, 24, p.x.imm);
                 return;
             case isa::Op::VRED:
+                if (long_) {  // the chunk's partial, then folded into the row's accumulator
+                    b_.li(22, static_cast<int64_t>(l_.part));
+                    b_.vred(static_cast<isa::Red>(p.func), 0, DType::F32, p.x.t, 22, 21, 24);
+                    b_.li(25, 1);
+                    b_.vbin2(fold_of(p.func), Bcast::NONE, DType::F32, DType::F32, DType::F32, 20,
+                             20, 22, 24, 0.0f);
+                    return;
+                }
                 b_.vred(static_cast<isa::Red>(p.func), 0, p.d.t, p.x.t, 20, 21, 24);
                 return;
             case isa::Op::VBIN:
@@ -499,6 +703,9 @@ class Emitter {
                     b_.vsel(p.d.t, p.x.t, 20, 21, p.y.loc == Loc::IMM ? 0 : 22, 24, p.y.mode(s),
                             p.y.imm, p.inv, p.z.mode(s), typ(p.z), typ(p.y));
                 return;
+            case isa::Op::VINT:
+                b_.vint(isa::VInt::CVT, Bcast::NONE, p.d.t, p.x.t, 20, 21, 0, 24);
+                return;
             default:
                 throw std::logic_error("fused kernel: unexpected pass");
         }
@@ -506,6 +713,7 @@ class Emitter {
 };
 
 std::vector<uint8_t> Emitter::build() {
+    if (long_) return build_long();
     // work items: positions, or rows of a row kernel
     const uint64_t N = k_.cols ? n_ / k_.cols : n_;
     const uint64_t u = fused_unit(k_, n_), E = p_.chunk, U = (N + u - 1) / u, P = p_.cores;
@@ -544,6 +752,163 @@ std::vector<uint8_t> Emitter::build() {
         chunk_loop::emit_advance(b_, E, l_.region);
     }
     b_.endloop();
+    b_.halt();
+    return b_.finish();
+}
+
+// Long rows: every core takes an even share of each row's columns (in long_unit units) and
+// streams it in double-buffered chunks of p.col_chunk columns, once per phase; after a phase
+// the per-core partial reductions are combined by ALLRED (fp32, core order), so every core
+// holds the row's reduced values for the next phase. Row inputs are loaded for all rows at
+// the start, row outputs kept in LX and stored by core 0 at the end.
+std::vector<uint8_t> Emitter::build_long() {
+    const uint64_t C = k_.cols, N = n_ / C, u = long_unit(k_), E = p_.col_chunk;
+    const uint64_t G = p_.groups, P = p_.cores / G, U = (C + u - 1) / u;  // P: cores per row
+    const auto I = static_cast<uint32_t>(k_.inputs.size());
+    const Phases ph = phases_of(k_, L_);
+    b_.set_regs(24, {1, 1, 4, 4});
+    b_.vun(isa::VUn::SET, DType::F32, DType::F32, 0, 0, 24, 0.0f);
+    for (uint32_t i = 0; i < I; ++i) {  // scalar inputs, and row inputs of all rows
+        const FkInput& x = k_.inputs[i];
+        if (in_kind(x) == FkKind::ROW) {
+            b_.arg(13, i);
+            b_.li(14, static_cast<int64_t>(N * es_of(x.t)));
+            b_.li(12, static_cast<int64_t>(l_.rows[i]));
+            dma(true, 12, 13, 14);
+        }
+        if (in_kind(x) != FkKind::SCALAR) continue;
+        b_.arg(13, i);
+        b_.alu(isa::Alu::AND, 15, 13, 0, kStick - 1);
+        b_.sub(13, 13, 15);
+        b_.addi(14, 15, static_cast<int64_t>(es_of(x.t)));
+        b_.li(12, static_cast<int64_t>(l_.sin[i]));
+        dma(true, 12, 13, 14);
+    }
+    // a chunk [pos, pos + e) of the row's columns for operand arg (a full one at the row's
+    // position r2, a column input from column 0)
+    auto chunk = [&](bool load, uint32_t arg, bool col, uint64_t lx, DType t, Reg pos, Reg e,
+                     Reg par) {
+        b_.addi(12, par, static_cast<int64_t>(l_.regions + lx));
+        b_.arg(13, arg);
+        if (col)
+            b_.mov(14, pos);
+        else
+            b_.add(14, 2, pos);
+        b_.muli(14, 14, es_of(t));
+        b_.add(13, 13, 14);
+        b_.muli(14, e, es_of(t));
+        dma(load, 12, 13, 14);
+    };
+    // a core whose share of a row is one chunk keeps its input chunks across the phases: each
+    // input is read from DDR once per row (the next-chunk loads are empty, parity stays 0)
+    const bool resident = (U + P - 1) / P * u <= E;
+    auto loaded_before = [&](uint32_t q, uint32_t i) {
+        for (uint32_t r = 0; r < q; ++r)
+            if (ph.in[r][i]) return true;
+        return false;
+    };
+    auto loads = [&](uint32_t q, Reg pos, Reg e, Reg par) {
+        for (uint32_t i = 0; i < I; ++i)
+            if (ph.in[q][i] && !(resident && loaded_before(q, i)))
+                chunk(true, i, in_kind(k_.inputs[i]) == FkKind::COL, l_.in[i], k_.inputs[i].t, pos,
+                      e, par);
+    };
+    auto row_passes = [&](int level, bool and_above) {
+        for (const Pass& p : L_.passes)
+            if (p.shape == Shape::ROWS && p.op != isa::Op::VRED &&
+                (ph.lvl[p.instr] == level || (and_above && ph.lvl[p.instr] > level)))
+                pass(p);
+    };
+    // r3 the core's group, r4 its index in the group, r5 the group's core mask; the group's
+    // rows are r3, r3 + G, ... (r19), r2 the row's first position
+    b_.alu(isa::Alu::DIVU, 3, 1, 0, static_cast<int64_t>(P));
+    b_.alu(isa::Alu::REMU, 4, 1, 0, static_cast<int64_t>(P));
+    b_.li(5, 0);
+    if (G > 1) {
+        b_.li(5, static_cast<int64_t>((1ull << P) - 1));
+        b_.muli(6, 3, P);
+        b_.alu(isa::Alu::SHL, 5, 5, 6, 0);
+        for (size_t j = 0; j < k_.outputs.size(); ++j) {  // rows of other groups stay 0
+            if (out_kind(k_, j) != FkKind::ROW) continue;
+            b_.set_regs(24, {1, static_cast<int64_t>(N), 0, 0, 0});
+            b_.li(20, static_cast<int64_t>(l_.rows[I + j]));
+            b_.vun(isa::VUn::SET, k_.outputs[j], DType::F32, 20, 0, 24, 0.0f);
+        }
+    }
+    b_.li(6, static_cast<int64_t>(N + G - 1));
+    b_.sub(6, 6, 3);
+    b_.alu(isa::Alu::DIVU, 6, 6, 0, static_cast<int64_t>(G));
+    b_.loop(6, 0, 23);
+    {
+        b_.muli(19, 23, G);
+        b_.add(19, 19, 3);
+        b_.muli(2, 19, C);
+        for (uint32_t q = 0; q < ph.streams; ++q) {
+            row_passes(static_cast<int>(q), false);
+            std::vector<const Pass*> reds;
+            for (const Pass& p : L_.passes)
+                if (p.op == isa::Op::VRED && ph.run[q][p.instr]) reds.push_back(&p);
+            for (const Pass* r : reds) {  // the accumulators start at the reduction's identity
+                const auto f = static_cast<isa::Red>(r->func);
+                const float id = f == isa::Red::SUM   ? 0.0f
+                                 : f == isa::Red::MAX ? -std::numeric_limits<float>::infinity()
+                                                      : std::numeric_limits<float>::infinity();
+                b_.set_regs(24, {1, 1, 0, 0, 0});
+                addr(20, r->d);
+                b_.vun(isa::VUn::SET, DType::F32, DType::F32, 20, 0, 24, id);
+            }
+            chunk_loop::emit_core_range(b_, C, u, U, P, E, 4);
+            loads(q, rPos, rE, rPar);
+            b_.loop(rN);
+            {
+                chunk_loop::emit_next_chunk(b_, E, l_.region);
+                loads(q, chunk_loop::rNextPos, chunk_loop::rNextE, chunk_loop::rNextPar);
+                for (const Pass& p : L_.passes)
+                    if (p.shape == Shape::FULL && ph.run[q][p.instr]) pass(p);
+                for (size_t j = 0; j < k_.outputs.size(); ++j)
+                    if (ph.out[q][j])
+                        chunk(false, static_cast<uint32_t>(I + j), false, l_.out[j], k_.outputs[j],
+                              rPos, rE, rPar);
+                chunk_loop::emit_advance(b_, E, l_.region);
+            }
+            b_.endloop();
+            if (P > 1)
+                for (const Pass* r : reds) {
+                    b_.li(12, 1);
+                    addr(20, r->d);
+                    b_.allreduce(static_cast<isa::Red>(r->func), DType::F32, 20, 20, 12, 5);
+                }
+        }
+        row_passes(static_cast<int>(ph.streams), true);
+    }
+    b_.endloop();
+    if (G > 1) {  // every group's rows to every core: the other cores' rows are 0 (exact sums)
+        const auto leader = b_.label();
+        b_.br(isa::Cond::EQ, 4, 0, leader);
+        for (size_t j = 0; j < k_.outputs.size(); ++j) {
+            if (out_kind(k_, j) != FkKind::ROW) continue;
+            b_.set_regs(24, {1, static_cast<int64_t>(N), 0, 0, 0});
+            b_.li(20, static_cast<int64_t>(l_.rows[I + j]));
+            b_.vun(isa::VUn::SET, k_.outputs[j], DType::F32, 20, 0, 24, 0.0f);
+        }
+        b_.bind(leader);
+        for (size_t j = 0; j < k_.outputs.size(); ++j) {
+            if (out_kind(k_, j) != FkKind::ROW) continue;
+            b_.li(12, static_cast<int64_t>(N));
+            b_.li(20, static_cast<int64_t>(l_.rows[I + j]));
+            b_.allreduce(isa::Red::SUM, k_.outputs[j], 20, 20, 12);
+        }
+    }
+    const auto done = b_.label();
+    b_.br(isa::Cond::NE, 1, 0, done);  // core 0 stores the row outputs
+    for (size_t j = 0; j < k_.outputs.size(); ++j) {
+        if (out_kind(k_, j) != FkKind::ROW) continue;
+        b_.arg(13, static_cast<uint32_t>(I + j));
+        b_.li(14, static_cast<int64_t>(N * es_of(k_.outputs[j])));
+        b_.li(12, static_cast<int64_t>(l_.rows[I + j]));
+        dma(false, 12, 13, 14);
+    }
+    b_.bind(done);
     b_.halt();
     return b_.finish();
 }
@@ -600,7 +965,8 @@ FusedKernel parse_fused(const std::string& text) {
             if (!(w.size() == 2 || (w.size() == 3 && w[2] == "row" && k.cols)) || !k.code.empty())
                 bad(k.cols ? "expected 'out <type> [row]' before the ops"
                            : "expected 'out <type>' before the ops");
-            k.outputs.push_back(parse_type(w[1], line));
+            if (w[1] == "i64" && w.size() != 3) bad("an i64 output must be a row output");
+            k.outputs.push_back(w[1] == "i64" ? DType::I64 : parse_type(w[1], line));
             k.out_kinds.push_back(w.size() == 3 ? FkKind::ROW : FkKind::FULL);
             continue;
         }
@@ -628,8 +994,34 @@ FusedKernel parse_fused(const std::string& text) {
             k.code.push_back(ins);
             continue;
         }
+        if (w.size() == 3 && w[1] == "=" && w[2] == "iota" && w[0][0] == '%' &&
+            !values.count(w[0])) {
+            if (!k.cols || k.cols > (1u << 24)) bad("'iota' needs rows of at most 2^24 positions");
+            ins.op = FkOp::IOTA;
+            values[w[0]] = static_cast<int>(k.code.size());
+            k.code.push_back(ins);
+            continue;
+        }
         if (w.size() < 4 || w[1] != "=" || w[0][0] != '%' || values.count(w[0]))
             bad("expected '%v = <op> ...'");
+        if (w[2] == "rargmax" || w[2] == "rargmin") {
+            // the first column holding the row's max (min), or its first NaN: rmin over the
+            // columns where x equals the extreme or is NaN, +inf elsewhere
+            if (w.size() != 4) bad("expected one operand");
+            if (!k.cols || k.cols > (1u << 24)) bad("an arg reduction needs rows of at most 2^24");
+            const int x = value(w[3]);
+            auto add = [&](FkOp op, int a = -1, int b = -1, int c = -1, float imm = 0.0f) {
+                FkInstr e;
+                e.op = op, e.a = a, e.b = b, e.c = c, e.imm = imm;
+                k.code.push_back(e);
+                return static_cast<int>(k.code.size() - 1);
+            };
+            const int m = add(w[2] == "rargmax" ? FkOp::RMAX : FkOp::RMIN, x);
+            const int mask = add(FkOp::MAX, add(FkOp::EQ, x, m), add(FkOp::NE, x, x));
+            const int inf = add(FkOp::CONST, -1, -1, -1, std::numeric_limits<float>::infinity());
+            values[w[0]] = add(FkOp::RMIN, add(FkOp::WHERE, mask, add(FkOp::IOTA), inf));
+            continue;
+        }
         const auto it = std::find(std::begin(kNames), std::end(kNames), w[2]);
         if (it == std::end(kNames) || *it == std::string("store")) bad("unknown op " + w[2]);
         ins.op = static_cast<FkOp>(it - std::begin(kNames));
@@ -728,8 +1120,21 @@ uint64_t fused_lx_bytes(const FusedKernel& k, uint64_t chunk) {
     return layout(k, lower(k), chunk).total;
 }
 
+bool fused_long_rows_ok(const FusedKernel& k, uint64_t n, uint64_t lx_budget) {
+    return long_rows_ok(k, n, lx_budget);
+}
+
 std::vector<uint8_t> build_fused(const FusedKernel& k, uint64_t n, const FusedPlan& p) {
     if (n == 0) throw std::invalid_argument("fused kernel: empty (nothing to launch)");
+    if (p.col_chunk) {
+        const bool i64 =
+            std::find(k.outputs.begin(), k.outputs.end(), DType::I64) != k.outputs.end();
+        if (p.cores == 0 || p.groups == 0 || p.cores % p.groups || p.groups > n / k.cols ||
+            (i64 && p.groups > 1) || p.col_chunk % long_unit(k) || !long_rows_ok(k, n, ~0ull))
+            throw std::invalid_argument("fused kernel: plan does not suit the kernel");
+        Emitter e(k, n, p);
+        return e.build();
+    }
     if (p.cores == 0 || !p.chunk || p.chunk % fused_unit(k, n) || (k.cols && n % k.cols))
         throw std::invalid_argument("fused kernel: plan does not suit the kernel");
     Emitter e(k, n, p);
@@ -754,15 +1159,74 @@ FusedPlan price_fused(const Pricer& pricer, const FusedKernel& k, uint64_t n, Fu
     const spyre_engine_result r = pricer.price(image, p.cores, args, at);
     p.cycles = r.total_cycles;
     p.ddr_bytes = r.ddr_read_bytes + r.ddr_write_bytes;
-    p.lx_bytes = fused_lx_bytes(k, p.chunk);
-    p.passes = static_cast<uint32_t>(lower(k).passes.size());
+    const Lowered L = lower(k, p.col_chunk != 0);
+    p.passes = static_cast<uint32_t>(L.passes.size());
+    if (p.col_chunk) {
+        p.lx_bytes = layout_long(k, L, p.col_chunk, n / k.cols).total;
+        p.phases = phases_of(k, L).streams;
+    } else {
+        p.lx_bytes = fused_lx_bytes(k, p.chunk);
+    }
     return p;
 }
 
+namespace {
+
+// The fastest long-row plan (all cores on each row, column chunks), or none (cycles 0).
+FusedPlan plan_long(const Pricer& pricer, const FusedKernel& k, uint64_t n, uint32_t max_cores) {
+    FusedPlan best{};
+    const uint64_t budget = pricer.lx_budget();
+    if (!long_rows_ok(k, n, budget)) return best;
+    const uint64_t C = k.cols, N = n / C, u = long_unit(k), units = (C + u - 1) / u;
+    const Lowered L = lower(k, true);
+    const uint32_t streams = phases_of(k, L).streams;
+    uint64_t lo = 0, hi = budget / u + 1;  // the largest chunk (in units) that fits LX
+    while (hi - lo > 1) {
+        const uint64_t mid = (lo + hi) / 2;
+        (layout_long(k, L, mid * u, N).total <= budget ? lo : hi) = mid;
+    }
+    if (lo == 0) return best;
+    // g groups of c cores: the rows dealt to the groups, each row's columns over its group (not
+    // with i64 row outputs: the gather of the groups' rows is an fp32 ALLRED)
+    const bool i64 = std::find(k.outputs.begin(), k.outputs.end(), DType::I64) != k.outputs.end();
+    for (uint32_t g = 1; g <= N && g <= max_cores && (g == 1 || !i64); g *= 2)
+        for (uint32_t c = 1; g * c <= max_cores; c *= 2) {
+            if (c > units && c > 1) break;
+            const uint64_t per_core = (units + c - 1) / c * u, rows = (N + g - 1) / g;
+            std::vector<uint64_t> chunks;
+            for (uint64_t s : {1, 2, 4})
+                chunks.push_back(std::min(lo * u, ((per_core + s - 1) / s + u - 1) / u * u));
+            std::sort(chunks.begin(), chunks.end());
+            chunks.erase(std::unique(chunks.begin(), chunks.end()), chunks.end());
+            for (uint64_t e : chunks) {
+                // the engine times at most 2M operations per job
+                if (rows * streams * ((per_core + e - 1) / e) * g * c >= 50000) continue;
+                FusedPlan p;
+                p.cores = g * c, p.groups = g, p.col_chunk = e;
+                p = price_fused(pricer, k, n, p);
+                if (!best.cycles || p.cycles < best.cycles) best = p;
+            }
+        }
+    return best;
+}
+
+}  // namespace
+
 FusedPlan plan_fused(const Pricer& pricer, const FusedKernel& k, uint64_t n, uint32_t max_cores) {
     if (n == 0) throw std::invalid_argument("fused kernel: empty (nothing to launch)");
+    max_cores = std::max<uint32_t>(1, std::min<uint32_t>(max_cores, pricer.config().num_cores));
     const uint64_t N = k.cols ? n / k.cols : n;  // work items: positions or rows
     const uint64_t u = fused_unit(k, n), units = (N + u - 1) / u, budget = pricer.lx_budget();
+    // rows that do not fit a core's scratchpad, or fewer rows than cores: long rows too
+    const bool rows_fit = !k.cols || fused_lx_bytes(k, u) <= budget;
+    const FusedPlan lp =
+        k.cols && (!rows_fit || N < max_cores) ? plan_long(pricer, k, n, max_cores) : FusedPlan{};
+    if (!rows_fit) {
+        if (!lp.cycles)
+            throw std::invalid_argument("fused kernel: rows of " + std::to_string(k.cols) +
+                                        " elements do not fit a core's scratchpad");
+        return lp;
+    }
     // LX grows linearly in the chunk: the largest that fits, by bisection on units
     uint64_t lo = 0, hi = budget / u + 1;
     while (hi - lo > 1) {
@@ -771,8 +1235,7 @@ FusedPlan plan_fused(const Pricer& pricer, const FusedKernel& k, uint64_t n, uin
     }
     const uint64_t emax = lo * u;
     if (emax == 0) throw std::invalid_argument("fused kernel: no chunk fits LX");
-    max_cores = std::max<uint32_t>(1, std::min<uint32_t>(max_cores, pricer.config().num_cores));
-    FusedPlan best{};
+    FusedPlan best = lp;
     for (uint32_t c = 1;; c = std::min(2 * c, max_cores)) {
         if (c <= units || c == 1) {
             const uint64_t per_core = (units + c - 1) / c * u;
@@ -797,7 +1260,15 @@ FusedPlan plan_fused(const Pricer& pricer, const FusedKernel& k, uint64_t n, uin
 }
 
 std::string fused_plan_name(const FusedPlan& p) {
-    char buf[96];
+    char buf[128];
+    if (p.col_chunk) {
+        std::snprintf(buf, sizeof buf,
+                      "%u cores (%u per row), long rows: chunks of %llu columns, %u phases, %u "
+                      "passes",
+                      p.cores, p.cores / std::max<uint32_t>(1, p.groups),
+                      static_cast<unsigned long long>(p.col_chunk), p.phases, p.passes);
+        return buf;
+    }
     std::snprintf(buf, sizeof buf, "%u cores, chunk %llu, %u passes", p.cores,
                   static_cast<unsigned long long>(p.chunk), p.passes);
     return buf;

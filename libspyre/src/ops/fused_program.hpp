@@ -54,6 +54,7 @@ enum class FkOp : uint8_t {
     RMAX,  // NaN-propagating
     RMIN,
     WHERE,  // a != 0 ? b : c (ternary; NaN is true)
+    IOTA,   // row kernels: the position's column index c (fp32, exact: at most 2^24 columns)
     STORE,  // output `arg` = value a (rounded once to the output's type)
     COUNT
 };
@@ -116,12 +117,23 @@ struct FusedPlan {
     uint64_t lx_bytes = 0;  // per core
     uint32_t passes = 0;    // vector instructions per chunk
     uint64_t cycles = 0, ddr_bytes = 0;
+    // long rows (row kernels only): not 0 means every core takes a share of each row's columns
+    // and streams it in chunks of col_chunk columns, once per phase (a pass over the row per
+    // level of reductions, the partial reductions combined over the cores by ALLRED); chunk is
+    // then unused. Rows longer than a core's scratchpad run so, and few long rows on many cores.
+    uint64_t col_chunk = 0;
+    // long rows: the cores in groups of cores / groups, rows dealt to the groups in turn
+    uint32_t groups = 1;
+    uint32_t phases = 0;  // long rows: streaming passes over each row (reductions nested)
 };
 
 // Elements (row kernels: rows) per unit of the work split: every chunk starts on a stick. With
 // n, a row kernel's unit is at most its n / cols rows (then one chunk holds them all).
 uint64_t fused_unit(const FusedKernel& k, uint64_t n = 0);
 uint64_t fused_lx_bytes(const FusedKernel& k, uint64_t chunk);
+// Whether the row kernel can run as long rows over n positions (full operands' rows start on a
+// stick, or one row; the row operands of all rows fit a small part of LX).
+bool fused_long_rows_ok(const FusedKernel& k, uint64_t n, uint64_t lx_budget);
 // The SPMD program over n elements. Launch arguments: inputs 0..I-1, then outputs I..I+O-1
 // (device addresses; full, row and col operands 128-byte aligned, scalar inputs element
 // aligned).

@@ -11,6 +11,7 @@ The wrapper defines one ``SpyreKernel`` (runtime.py) per kernel and calls it wit
 
 import sympy
 import torch
+from torch._inductor.codegen.common import BackendFeature
 from torch._inductor.codegen.wrapper import pexpr
 from torch._inductor.scheduler import BaseScheduling
 from torch._inductor.utils import sympy_product
@@ -24,6 +25,8 @@ BINARY = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "div": "di
           "maximum": "max", "minimum": "min", "eq": "eq", "ne": "ne", "lt": "lt", "le": "le",
           "gt": "gt", "ge": "ge"}
 REDUCTIONS = {"sum": "rsum", "max": "rmax", "min": "rmin"}
+# the first index of the row's extreme (NaN first, as torch), stored as an int64 row output
+ARG_REDUCTIONS = {"argmax": "rargmax", "argmin": "rargmin"}
 COLS = "@COLS@"  # a row kernel's row length, filled in at the call when it is symbolic
 TYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 MAX_ARGS = 16  # launch arguments of a program
@@ -150,6 +153,8 @@ def describe(trace, inputs, outputs):
         return sympy.expand(i - j) == 0
 
     kinds, lines, ids = {}, [], {}
+    arg_values = set()  # values of arg reductions: stored to int64 row outputs only
+    out_types = {}
     for name, indices in trace.loads.items():
         for kind, want in (("full", contiguous), ("scalar", 0), ("row", row_index),
                            ("col", col_index)):
@@ -193,8 +198,12 @@ def describe(trace, inputs, outputs):
                 continue  # a buffer only this kernel used
             want, okind = ((contiguous, "full") if kind == "store" or not rows else
                            (row_index, "row"))
-            if not same(index, want) or trace.dtypes[name] not in TYPES:
+            index_store = okind == "row" and isinstance(v, Value) and v.i in arg_values
+            if index_store != (trace.dtypes[name] == torch.int64):
                 raise Unsupported(f"store to {name}")
+            if not same(index, want) or (trace.dtypes[name] not in TYPES and not index_store):
+                raise Unsupported(f"store to {name}")
+            out_types[name] = "i64" if index_store else TYPES[trace.dtypes[name]]
             if out_kinds.setdefault(name, okind) != okind:
                 raise Unsupported(f"{name} stored by position and by row")
             lines.append(f"store {outputs.index(name)} {val(v)}")
@@ -204,6 +213,9 @@ def describe(trace, inputs, outputs):
                 raise Unsupported("reduction")
             if rtype in REDUCTIONS:
                 out(i, f"{REDUCTIONS[rtype]} {val(v)}")
+            elif rtype in ARG_REDUCTIONS:
+                out(i, f"{ARG_REDUCTIONS[rtype]} {val(v)}")
+                arg_values.add(i)
             elif rtype == "welford_reduce":
                 # mean, the sum of squared deviations and the count, in two passes over the
                 # row (the row is in the scratchpad): sum, then the deviations from the mean
@@ -237,8 +249,8 @@ def describe(trace, inputs, outputs):
             raise Unsupported(f"{kind} {op[1] if len(op) > 1 else ''}")
     head = ["spyre.kernel 1"] + ([f"rows {cols_text}"] if rows else [])
     head += [f"in {TYPES[trace.dtypes[a]]} {kinds[a]}" for a in inputs]
-    head += [f"out {TYPES[trace.dtypes[a]]}" + (" row" if out_kinds.get(a) == "row" else "")
-             for a in outputs]
+    head += [f"out {out_types.get(a) or TYPES[trace.dtypes[a]]}" +
+             (" row" if out_kinds.get(a) == "row" else "") for a in outputs]
     return "\n".join(head + lines) + "\n"
 
 
@@ -289,7 +301,12 @@ class SpyreScheduling(BaseScheduling):
 
     @classmethod
     def get_backend_features(cls, device):
-        return ()
+        # A row kernel reduces a whole row in one launch (rows too long for a core's
+        # scratchpad are streamed in column chunks over all cores, the partial results
+        # combined with ALLRED), so Inductor must not split a long reduction into partial
+        # reductions (one launch each): this feature turns config.split_reductions off for
+        # spyre (ir.Reduction.num_splits).
+        return (BackendFeature.REDUCE_TO_SINGLE_ELEMENT,)
 
     def group_fn(self, sizes):
         return tuple(tuple(map(V.graph.sizevars.simplify, s)) for s in sizes)
