@@ -86,8 +86,10 @@ guest_suites() {
 	local kernel=$1 pfx=$2
 	section "guest suites ($kernel kernel, $cards cards, one VM boot)"
 	rm -f "$out/$pfx"-*.counts
-	# The failure tests inject faults and hangs: the cards need the model's test knob.
-	if ! SPYRE_DEVICE_PROPS=x-fault-inject=on tools/vm/spyre-vm --kernel "$kernel" --cards "$cards" \
+	# The failure tests inject faults and hangs: the cards need the model's test knob. The debug
+	# kernel's boot may take longer (every suite there is slower; each one is bounded itself).
+	local vm_timeout=$([ "$kernel" = debug ] && echo 2700 || echo 1800)
+	if ! VM_TIMEOUT=$vm_timeout SPYRE_DEVICE_PROPS=x-fault-inject=on tools/vm/spyre-vm --kernel "$kernel" --cards "$cards" \
 		-- env GUEST_RESULTS_PREFIX="$pfx" tests/guest/run-all.sh > "$out/$pfx.log" 2>&1; then
 		echo "the VM run failed; serial log:"; tail -n 40 "$out/$pfx.log"
 		record "$pfx-vm" 0 1
