@@ -42,10 +42,15 @@ driver-debug: setup
 	ln -sfn ../../uapi build/kdebug/uapi && ln -sfn ../../hw build/kdebug/hw && \
 	$(IN_SYSROOT) "make -s -C build/kdebug/driver KDIR=$$kd"
 
+# Compiles through ccache (tools/setup/ccache.sh) when it can be had: its cache outlives the
+# checkout, so a clean clone recompiles only what changed.
 user: setup
 	@mkdir -p build
-	@kt=$$(tools/setup/kernel-tools.sh) && $(IN_SYSROOT) "cmake -S . -B $(CMAKE_DIR) -G Ninja -Wno-dev \
-		-DKSELFTEST_DIR=$$kt > build/cmake-configure.log 2>&1 \
+	@kt=$$(tools/setup/kernel-tools.sh) && cc=$$(tools/setup/ccache.sh) && \
+	launcher=$${cc:+env;CCACHE_DIR=/cache/ccache;$$cc} && \
+	$(IN_SYSROOT) "cmake -S . -B $(CMAKE_DIR) -G Ninja -Wno-dev \
+		-DKSELFTEST_DIR=$$kt '-DCMAKE_C_COMPILER_LAUNCHER=$$launcher' \
+		'-DCMAKE_CXX_COMPILER_LAUNCHER=$$launcher' > build/cmake-configure.log 2>&1 \
 		|| { cat build/cmake-configure.log; exit 1; }; \
 		if ninja -C $(CMAKE_DIR) > build/ninja.log 2>&1; then tail -n1 build/ninja.log; \
 		else grep -E -A8 '^FAILED|error:' build/ninja.log | head -n 80; exit 1; fi"
