@@ -5,7 +5,8 @@
 #   style   checkpatch --strict on the driver
 #   intree  the driver built in Debian's 6.12 kernel tree as drivers/accel/spyre, W=1 -Werror
 #   guest   one VM boot with $CHECK_CARDS cards: uapi kselftests, libspyre, spyre-smi, failure
-#           suites, unload; then the same on the debug kernel (tools/setup/kernel-debug.sh)
+#           suites, unload; the same on the debug kernel (tools/setup/kernel-debug.sh) in a
+#           second VM that runs beside the device, style, intree and stock-guest stages
 #   smi     the --json documents and exporter scrapes the smi tests saved, validated in the
 #           sysroot with Debian's python3-jsonschema and python3-prometheus-client
 #   bench-report  make bench's HTML report (tools/bench/report.py) on fixture inputs, on the
@@ -34,7 +35,10 @@ record() { echo "$2 $3 ${4:-0} $(( $(date +%s) - stage_start ))" > "$out/$1.coun
 # The op library's program cache on disk lives in the build tree, not in the (shared, cached)
 # sysroot's home: the host's tests fill it and the guest suites read it (run-all.sh).
 section "host unit tests (ctest)"
-tools/in-sysroot "SPYRE_PROGRAM_CACHE_DIR=/src/build/program-cache ctest --test-dir build/cmake --output-on-failure" > "$out/host.log" 2>&1
+# One test per host core: the tests are single-threaded processes (the simulator's cores run in the
+# calling thread) with their own temporary files.
+tools/in-sysroot "SPYRE_PROGRAM_CACHE_DIR=/src/build/program-cache ctest --test-dir build/cmake \
+	-j$(nproc) --output-on-failure" > "$out/host.log" 2>&1
 # "100% tests passed, 0 tests failed out of 12", then "(Skipped)" rows for skipped tests.
 line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$out/host.log" | tail -n1)
 if [ -n "$line" ]; then
@@ -47,6 +51,42 @@ if [ -n "$line" ]; then
 else
 	tail -n 20 "$out/host.log"; record host 0 1
 fi
+
+# guest_suites KERNEL PREFIX: one VM boot with the stock or debug kernel running every guest
+# suite; counts in $out/PREFIX-*.counts.
+guest_suites() {
+	local kernel=$1 pfx=$2
+	rm -f "$out/$pfx"-*.counts "$out/$pfx.failure"
+	# The failure tests inject faults and hangs: the cards need the model's test knob. The debug
+	# kernel's boot may take longer (every suite there is slower; each one is bounded itself).
+	local vm_timeout=$([ "$kernel" = debug ] && echo 2700 || echo 1800)
+	if ! VM_TIMEOUT=$vm_timeout SPYRE_DEVICE_PROPS=x-fault-inject=on tools/vm/spyre-vm --kernel "$kernel" --cards "$cards" \
+		-- env GUEST_RESULTS_PREFIX="$pfx" tests/guest/run-all.sh > "$out/$pfx.log" 2>&1; then
+		echo "the VM run failed; serial log:"; tail -n 40 "$out/$pfx.log"
+		record "$pfx-vm" 0 1
+		# Name where it stopped in the summary's last lines (all that a CI report may keep).
+		echo "$pfx: the VM run failed after suite '$(grep -E '^  [a-z]' "$out/$pfx.log" |
+			tail -n1 | awk '{print $1}')'" > "$out/$pfx.failure"
+	else
+		grep -E '^(guest:|  )' "$out/$pfx.log"
+	fi
+	[ -n "$(ls "$out/$pfx"-*.counts 2>/dev/null)" ] || record "$pfx-vm" 0 1
+}
+
+# The debug-kernel run (KASAN, lockdep, kmemleak, UBSAN, DEBUG_OBJECTS: the same suites) is the
+# longest stage. Its guest keeps about one host core busy (TCG; the suites are mostly one process
+# at a time), so it boots now, beside the stages below and the stock run; it starts after the
+# host's tests because it reads the programs they left in build/program-cache.
+debug_start=$(date +%s)
+guest_suites debug debug > "$out/debug-stage.log" 2>&1 &
+debug_pid=$!
+wait_debug_guest() {
+	section "guest suites (debug kernel, $cards cards, one VM boot, beside the stages above)"
+	stage_start=$debug_start  # its row in the time table is the VM's whole run
+	wait "$debug_pid"
+	cat "$out/debug-stage.log"
+	[ ! -s "$out/debug.failure" ] || vm_failures+=("$(cat "$out/debug.failure")")
+}
 
 if [ -x qemu-device/tests/run-qtest.sh ]; then
 	section "device model (QEMU qtest)"
@@ -80,30 +120,10 @@ else
 	tail -n 30 "$out/intree.log"; record intree 0 1
 fi
 
-# guest_suites KERNEL PREFIX: one VM boot with the stock or debug kernel running every guest
-# suite; counts in $out/PREFIX-*.counts.
-guest_suites() {
-	local kernel=$1 pfx=$2
-	section "guest suites ($kernel kernel, $cards cards, one VM boot)"
-	rm -f "$out/$pfx"-*.counts
-	# The failure tests inject faults and hangs: the cards need the model's test knob. The debug
-	# kernel's boot may take longer (every suite there is slower; each one is bounded itself).
-	local vm_timeout=$([ "$kernel" = debug ] && echo 2700 || echo 1800)
-	if ! VM_TIMEOUT=$vm_timeout SPYRE_DEVICE_PROPS=x-fault-inject=on tools/vm/spyre-vm --kernel "$kernel" --cards "$cards" \
-		-- env GUEST_RESULTS_PREFIX="$pfx" tests/guest/run-all.sh > "$out/$pfx.log" 2>&1; then
-		echo "the VM run failed; serial log:"; tail -n 40 "$out/$pfx.log"
-		record "$pfx-vm" 0 1
-		# Name where it stopped in the summary's last lines (all that a CI report may keep).
-		vm_failures+=("$pfx: the VM run failed after suite '$(grep -E '^  [a-z]' "$out/$pfx.log" |
-			tail -n1 | awk '{print $1}')'")
-	else
-		grep -E '^(guest:|  )' "$out/$pfx.log"
-	fi
-	[ -n "$(ls "$out/$pfx"-*.counts 2>/dev/null)" ] || record "$pfx-vm" 0 1
-}
+section "guest suites (stock kernel, $cards cards, one VM boot)"
 guest_suites stock guest
-# The same suites on the debug kernel (KASAN, lockdep, kmemleak, UBSAN, DEBUG_OBJECTS).
-guest_suites debug debug
+[ ! -s "$out/guest.failure" ] || vm_failures+=("$(cat "$out/guest.failure")")
+wait_debug_guest
 
 # Debian's python3-jsonschema and python3-prometheus-client live in the sysroot: nothing here
 # may rely on a host tool (a fresh Debian 12 has no python3).
