@@ -6,7 +6,8 @@
 #   intree  the driver built in Debian's 6.12 kernel tree as drivers/accel/spyre, W=1 -Werror
 #   guest   one VM boot with $CHECK_CARDS cards: uapi kselftests, libspyre, spyre-smi, failure
 #           suites, unload; the same on the debug kernel (tools/setup/kernel-debug.sh) in a
-#           second VM that runs beside the device, style, intree and stock-guest stages
+#           second VM that runs beside the device, style, intree, stock-guest and dkms stages
+#   dkms    the DKMS package installed, loaded and removed in a VM (make dkms)
 #   smi     the --json documents and exporter scrapes the smi tests saved, validated in the
 #           sysroot with Debian's python3-jsonschema and python3-prometheus-client
 #   bench-report  make bench's HTML report (tools/bench/report.py) on fixture inputs, on the
@@ -123,6 +124,22 @@ fi
 section "guest suites (stock kernel, $cards cards, one VM boot)"
 guest_suites stock guest
 [ ! -s "$out/guest.failure" ] || vm_failures+=("$(cat "$out/guest.failure")")
+
+# The DKMS package on the stock kernel (make dkms: dkms add/build/install, modprobe, the uapi
+# QUERY tests, dkms remove), in the core the debug run leaves free.
+section "DKMS package (stock kernel, 1 card, one VM boot)"
+if v=$(tools/dkms-stage.sh 2> "$out/dkms.log") &&
+	tools/vm/spyre-vm --cards 1 -- tests/guest/dkms/dkms-install.sh "$v" >> "$out/dkms.log" 2>&1; then :; fi
+line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/dkms.log" | tail -n1)
+echo "${line:-no summary}"
+if [ -n "$line" ]; then
+	read -r p _ f _ <<<"${line//,/}"
+	record dkms "$p" "$f"
+	[ "$f" -eq 0 ] || grep '^FAIL' "$out/dkms.log" | head -n 20
+else
+	tail -n 20 "$out/dkms.log"; record dkms 0 1
+fi
+
 wait_debug_guest
 
 # Debian's python3-jsonschema and python3-prometheus-client live in the sysroot: nothing here

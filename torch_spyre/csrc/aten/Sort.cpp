@@ -14,28 +14,46 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <optional>
+#include <vector>
+
 #include "Fallback.h"
 #include "OpLibrary.h"
 
 namespace torch_spyre::aten {
 namespace {
 
-// values, indices = the first k of self's rows along dim in the stable order; false: not taken.
-bool sort_into(const char* name, const at::Tensor& self, int64_t dim, int64_t k, bool descending,
-               at::Tensor& values, at::Tensor& indices) {
+// What both sorts share: self's rows along dim and that dim (a 0-d self as one row), with values
+// and indices resized to k along it; nullopt when not taken (devices, dtypes, k). key_ok says
+// whether self's type is one the caller sorts.
+struct SortRows {
+    at::Tensor x;  // self, at least 1-d
+    int64_t d;     // the sorted dim of x
+};
+std::optional<SortRows> sort_rows(const at::Tensor& self, bool key_ok, int64_t dim, int64_t k,
+                                  at::Tensor& values, at::Tensor& indices) {
     if (!self.is_privateuseone() || !values.is_privateuseone() || !indices.is_privateuseone() ||
-        !is_float(self.scalar_type()) || values.scalar_type() != self.scalar_type() ||
+        !key_ok || values.scalar_type() != self.scalar_type() ||
         indices.scalar_type() != at::kLong || self.dim() > SPYRE_TENSOR_MAX_DIMS)
-        return false;
-    c10::DeviceGuard guard(self.device());
+        return std::nullopt;
     const at::Tensor x = self.dim() ? self : self.view({1});
     const int64_t d = at::maybe_wrap_dim(dim, x.dim());
-    if (k < 0 || k > x.size(d)) return false;
+    if (k < 0 || k > x.size(d)) return std::nullopt;
     std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
     shape[d] = k;
     at::native::resize_output(values, self.dim() ? at::IntArrayRef(shape) : self.sizes());
     at::native::resize_output(indices, self.dim() ? at::IntArrayRef(shape) : self.sizes());
+    return SortRows{x, d};
+}
+
+// values, indices = the first k of self's rows along dim in the stable order; false: not taken.
+bool sort_into(const char* name, const at::Tensor& self, int64_t dim, int64_t k, bool descending,
+               at::Tensor& values, at::Tensor& indices) {
+    c10::DeviceGuard guard(self.device());
+    const auto rows = sort_rows(self, is_float(self.scalar_type()), dim, k, values, indices);
+    if (!rows) return false;
     if (values.numel() == 0) return true;
+    const auto& [x, d] = *rows;
     const bool last = d == x.dim() - 1;
     const auto xd = stick_dense(last ? x : x.movedim(d, -1), name);
     if (!xd) return false;
@@ -68,19 +86,11 @@ bool radix_key(at::ScalarType t) {
 // false: not taken.
 bool int_sort_into(const at::Tensor& self, int64_t dim, int64_t k, bool descending,
                    at::Tensor& values, at::Tensor& indices) {
-    if (!self.is_privateuseone() || !values.is_privateuseone() || !indices.is_privateuseone() ||
-        !radix_key(self.scalar_type()) || values.scalar_type() != self.scalar_type() ||
-        indices.scalar_type() != at::kLong || self.dim() > SPYRE_TENSOR_MAX_DIMS)
-        return false;
     c10::DeviceGuard guard(self.device());
-    const at::Tensor x = self.dim() ? self : self.view({1});
-    const int64_t d = at::maybe_wrap_dim(dim, x.dim());
-    if (k < 0 || k > x.size(d)) return false;
-    std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
-    shape[d] = k;
-    at::native::resize_output(values, self.dim() ? at::IntArrayRef(shape) : self.sizes());
-    at::native::resize_output(indices, self.dim() ? at::IntArrayRef(shape) : self.sizes());
+    const auto rows = sort_rows(self, radix_key(self.scalar_type()), dim, k, values, indices);
+    if (!rows) return false;
     if (values.numel() == 0) return true;
+    const auto& [x, d] = *rows;
     const at::Tensor row = x.movedim(d, -1);
     constexpr int64_t kDigit = (int64_t{1} << 22) - 1;
     std::vector<at::Tensor> digits;  // least significant first; the last one signed
