@@ -114,3 +114,12 @@ def test_nothing_recorded_outside_the_profile(tmp_path):
         x @ x
     assert device_rows(cpu_only) == {}
     assert "aten::mm" in {e.key for e in cpu_only.key_averages()}
+
+
+def test_autograd_profiler_on_kineto():
+    x = torch.ones(128, 128, device="spyre")
+    x @ x
+    with torch.autograd.profiler.profile(use_device="spyre", use_kineto=True) as prof:
+        x @ x
+    count, us = device_rows(prof)["spyre::matmul"]
+    assert count == 1 and us > 0
