@@ -52,4 +52,10 @@ def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return torch.ops.spyre.rotary(x, cos, sin)
 
 
+def _autoload() -> None:
+    """The ``torch.backends`` entry point of the installed package: ``import torch`` imports
+    torch_spyre (which registers the backend on import), so ``torch.ones(2, device="spyre")``
+    works without ``import torch_spyre``. TORCH_DEVICE_BACKEND_AUTOLOAD=0 turns it off."""
+
+
 __all__ = ["spyre", "fallback_counts", "reset_fallback_counts", "profiler", "rotary"]

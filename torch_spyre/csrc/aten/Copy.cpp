@@ -16,6 +16,7 @@
 #include "../runtime/SpyreException.h"
 #include "../runtime/SpyreHostAllocator.h"
 #include "../runtime/SpyreStream.h"
+#include "../runtime/SpyreTrace.h"
 #include "Fallback.h"
 #include "OpLibrary.h"
 
@@ -64,8 +65,14 @@ Side advance(Side s, int64_t bytes) {
     return s;
 }
 
+// The direction of a copy, as torch.profiler's device track names it.
+const char* copy_kind(const Side& dst, const Side& src) {
+    return dst.device ? (src.device ? "DtoD" : "HtoD") : "DtoH";
+}
+
 void linear(const Side& dst, const Side& src, uint64_t bytes, spyre_stream_t st) {
     if (bytes == 0) return;
+    trace::CopyScope traced(st, copy_kind(dst, src), bytes);
     if (dst.device && src.device) {
         SPYRE_CHECK(spyre_memcpy_dtod_async(dst.buf, dst.off, src.buf, src.off, bytes, st));
         count(kDtoD);
@@ -166,6 +173,7 @@ bool strided(const Side& dst, const Side& src, const std::vector<Dim>& dims, int
         p.width = static_cast<uint64_t>(width);
         p.height = static_cast<uint64_t>(rows.size);
         p.depth = static_cast<uint64_t>(depth);
+        trace::CopyScope traced(st, copy_kind(d, s), p.width * p.height * p.depth);
         SPYRE_CHECK(spyre_memcpy_3d_async(&p, st));
         count(kMemcpy3d);
         for (size_t i = outer; i-- > 0;) {
@@ -466,9 +474,10 @@ void copy_d2d(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
             wait(src);
             c10::DeviceGuard guard(dst.device());
             const DeviceSpan d = device_span(dst), s = device_span(src);
-            SPYRE_CHECK(spyre_memcpy_dtod_async(
-                d.buffer, d.offset, s.buffer, s.offset,
-                static_cast<uint64_t>(dst.numel() * dst.element_size()), stream_of(dst)));
+            const uint64_t bytes = static_cast<uint64_t>(dst.numel() * dst.element_size());
+            trace::CopyScope traced(stream_of(dst), "DtoD", bytes);
+            SPYRE_CHECK(spyre_memcpy_dtod_async(d.buffer, d.offset, s.buffer, s.offset, bytes,
+                                                stream_of(dst)));
             count(kDtoD);
             if (!non_blocking) wait(dst);
         } else {

@@ -1,6 +1,7 @@
 #include "Fallback.h"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -147,7 +148,11 @@ void reset_fallback_counts() {
 }
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-    note_cpu_work(c10::toString(op.schema().operator_name()));
+    const std::string name = c10::toString(op.schema().operator_name());
+    note_cpu_work(name);
+    // A range of its own in torch.profiler, around the copies and the CPU kernel.
+    at::RecordFunction range(at::RecordScope::USER_SCOPE);
+    if (range.isActive()) range.before("spyre::cpu_fallback " + name);
     run_on_cpu(op, stack);
 }
 

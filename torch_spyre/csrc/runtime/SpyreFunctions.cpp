@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "SpyreException.h"
+#include "SpyreFork.h"
 
 namespace torch_spyre {
 namespace {
@@ -81,6 +82,7 @@ c10::DeviceIndex resolve_device(c10::DeviceIndex index) {
 }
 
 void init() {
+    check_not_forked();
     if (g_initialized.load()) return;
     TORCH_CHECK(device_count() > 0, "torch_spyre: no Spyre device: ", device_count_error());
     g_initialized = true;
@@ -89,6 +91,7 @@ void init() {
 bool is_initialized() noexcept { return g_initialized.load(); }
 
 spyre_device_t device_handle(c10::DeviceIndex index) {
+    check_not_forked();
     check_device_index(index);
     Card& c = cards()[index];
     if (!c.open.load(std::memory_order_acquire)) {
@@ -103,6 +106,7 @@ spyre_device_t device_handle(c10::DeviceIndex index) {
                 throw_spyre_error(st, "spyre_device_get_info");
             }
             c.handle = h;
+            note_initialized();
             c.open.store(true, std::memory_order_release);
             g_initialized = true;
         });

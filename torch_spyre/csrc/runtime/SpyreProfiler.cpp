@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "SpyreException.h"
+#include "SpyreTrace.h"
 
 namespace torch_spyre::profiler {
 namespace {
@@ -31,9 +32,12 @@ std::vector<OpRecord> stop() {
 bool active() { return g_active; }
 
 void record_last_op(const char* aten_op) {
-    if (!g_active) return;
+    const bool traced = trace::active();
+    if (!g_active && !traced) return;
     spyre_op_info info{};
     SPYRE_CHECK(spyre_op_get_last_info(&info));
+    if (traced) trace::kernel(aten_op, info);  // torch.profiler's device track
+    if (!g_active) return;
     OpRecord r;
     r.aten_op = aten_op;
     r.op = info.op;

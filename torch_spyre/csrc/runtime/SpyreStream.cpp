@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "SpyreException.h"
+#include "SpyreFork.h"
 #include "SpyreFunctions.h"
 
 namespace torch_spyre {
@@ -55,6 +56,7 @@ int stream_priority(const c10::Stream& stream) {
 }
 
 spyre_stream_t native_stream(const c10::Stream& stream) {
+    check_not_forked();
     check_stream(stream);
     CardStreams& cs = card_streams()[stream.device_index()];
     const auto id = static_cast<size_t>(stream.id());

@@ -20,6 +20,7 @@
 #include "../../csrc/aten/Fallback.h"
 #include "../../csrc/runtime/SpyreAllocator.h"
 #include "../../csrc/runtime/SpyreException.h"
+#include "../../csrc/runtime/SpyreFork.h"
 #include "../../csrc/runtime/SpyreFunctions.h"
 #include "../../csrc/runtime/SpyreGenerator.h"
 #include "../../csrc/runtime/SpyreGraph.h"
@@ -208,6 +209,7 @@ PYBIND11_MODULE(_C, m) {
     m.def("_device_count", [] { return static_cast<int>(device_count()); });
     m.def("_device_count_error", [] { return device_count_error(); });
     m.def("_init", &init);
+    m.def("_is_in_bad_fork", &in_bad_fork);
     m.def("_is_initialized", &is_initialized);
     m.def("_current_device", [] { return static_cast<int>(current_device()); });
     m.def("_set_device", [](int d) { set_device(static_cast<c10::DeviceIndex>(d)); });

@@ -285,7 +285,8 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """True in a child forked after the parent used spyre: spyre is unusable there (as CUDA)."""
+    return _C._is_in_bad_fork()
 
 
 def __getattr__(name: str):
