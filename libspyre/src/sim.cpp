@@ -151,7 +151,7 @@ class SimCard {
     }
 
     // Counts one completed copy command of `bytes` in telemetry field `field`.
-    void count_copy(__u64 drm_spyre_telemetry::*field, uint64_t bytes) {
+    void count_copy(__u64 drm_spyre_telemetry::* field, uint64_t bytes) {
         std::lock_guard lock(mu_);
         tele_.*field += bytes;
         tele_.cmds_completed++;
@@ -466,6 +466,7 @@ class SimStream final : public Stream {
                   uint32_t psize) {
         std::byte* p = ptr(*dst, offset, size);
         if (card_->timing_only()) {
+            // no data moves
         } else if (psize == 1) {
             std::memset(p, static_cast<int>(pattern & 0xff), size);
         } else {
