@@ -76,6 +76,14 @@ if tools/in-sysroot 'ninja -C build/cmake torch_spyre_C >/dev/null 2>&1'; then
 	tools/in-sysroot 'PYTHONPATH=build/cmake/torch_spyre/python SPYRE_BACKEND=sim \
 		python3 torch_spyre/tools/compile_bench.py --json build/bench/torch_compile.json' |
 		tee build/bench/torch_compile.txt
+	# Granite sizes (a Granite-shaped layer, a Granite-8B-shaped model) on a timing-only
+	# simulated card: modeled times exact, nothing computed (Documentation/torch_compile.md
+	# "Granite sizes"); its records are added to torch_compile.json.
+	echo
+	echo "=== torch.compile on spyre: Granite sizes (timing-only simulator) ==="
+	tools/in-sysroot 'PYTHONPATH=build/cmake/torch_spyre/python SPYRE_BACKEND=sim SPYRE_SIM_TIMING_ONLY=1 \
+		python3 torch_spyre/tools/compile_bench.py granite --json build/bench/torch_compile.json' |
+		tee -a build/bench/torch_compile.txt
 fi
 
 # The HTML report: the op library on the roofline, the engine against libtorch, eager against

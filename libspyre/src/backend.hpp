@@ -207,6 +207,9 @@ class Device : public std::enable_shared_from_this<Device> {
     SubAllocator& suballocator();
     // Program cache: the device buffer holding an identical image, or a new one.
     BufferRef load_program_image(const void* image, size_t size);
+    // Puts a program image into its new buffer (load_program_image): a copy to the card; the
+    // simulator's timing-only mode keeps it on the host (its device memory is never written).
+    virtual void write_program(const BufferRef& buf, const void* image, size_t size);
     // The op library's programs: `image` loaded once and kept while this device lives (not
     // longer: a lost or closed card takes its programs with it), at most kMaxPinnedPrograms of
     // them, the least recently launched unpinned first (a launch in flight or a captured graph

@@ -123,13 +123,17 @@ BufferRef Device::load_program_image(const void* image, size_t size) {
     // Programs get a buffer of their own (not a slab block): the launch window is the whole
     // buffer.
     BufferRef buf(alloc(size));
-    default_stream()->run_sync([&] { default_stream()->copy_htod(buf, 0, image, size); });
+    write_program(buf, image, size);
     std::lock_guard lock(rt_mu_);
     CachedImage c;
     c.bytes.assign(static_cast<const uint8_t*>(image), static_cast<const uint8_t*>(image) + size);
     c.buf = buf;
     program_cache_.emplace(h, std::move(c));
     return buf;
+}
+
+void Device::write_program(const BufferRef& buf, const void* image, size_t size) {
+    default_stream()->run_sync([&] { default_stream()->copy_htod(buf, 0, image, size); });
 }
 
 BufferRef Device::pinned_program(uint64_t id, const std::vector<uint8_t>& image) {

@@ -3,12 +3,19 @@
 // by a sparse anonymous mapping (MAP_NORESERVE: pages materialise on first touch and are given
 // back when a buffer is freed). Copies are memcpy; launches run the compute engine with the
 // listed buffers as the job's memory windows.
+//
+// Timing-only cards (SPYRE_SIM_TIMING_ONLY=1, Documentation/libspyre.md "Timing-only
+// simulator"): every launch runs as a SPYRE_ENGINE_JOB_TIMING_ONLY job (the same cycle model,
+// nothing computed), copies and fills move no data (reads from the card give zeros) and the
+// device memory is address space that is never touched, so a card can be far larger than the
+// host's memory. Program images stay on the host, with their buffers.
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -33,13 +40,25 @@ namespace {
 
 constexpr uint64_t kSimPage = 4096;
 constexpr uint64_t kDefaultSimMemory = 1ull << 30;
+// A timing-only card holds no data: room for an 8B-parameter fp16 model and its KV caches.
+constexpr uint64_t kDefaultTimingOnlyMemory = 256ull << 30;
 constexpr int kMaxSimDevices = 64;
 
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-uint64_t sim_memory_from_env() {
+bool sim_timing_only_from_env() {
+    const char* s = std::getenv("SPYRE_SIM_TIMING_ONLY");
+    if (!s || !*s || std::strcmp(s, "0") == 0) return false;
+    if (std::strcmp(s, "1") == 0) return true;
+    fail(SPYRE_ERROR_INVALID_ARGUMENT,
+         std::format("SPYRE_SIM_TIMING_ONLY=\"{}\" is neither 1 (timing-only simulated cards) nor "
+                     "0 (computing ones)",
+                     s));
+}
+
+uint64_t sim_memory_from_env(bool timing_only) {
     const char* s = std::getenv("SPYRE_SIM_MEMORY");
-    if (!s || !*s) return kDefaultSimMemory;
+    if (!s || !*s) return timing_only ? kDefaultTimingOnlyMemory : kDefaultSimMemory;
     uint64_t v = 0;
     if (!parse_bytes(s, &v) || v < (1ull << 20) || v > (1ull << 47))
         fail(SPYRE_ERROR_INVALID_ARGUMENT,
@@ -52,7 +71,8 @@ uint64_t sim_memory_from_env() {
 // One simulated card.
 class SimCard {
   public:
-    SimCard(int index, uint64_t mem_size) : index_(index), size_(mem_size) {
+    SimCard(int index, uint64_t mem_size, bool timing_only)
+        : index_(index), size_(mem_size), timing_only_(timing_only) {
         void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE,
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p == MAP_FAILED)
@@ -71,6 +91,7 @@ class SimCard {
 
     int index() const { return index_; }
     uint64_t size() const { return size_; }
+    bool timing_only() const { return timing_only_; }
     std::byte* base() const { return base_; }
     const spyre_engine_config& config() const { return cfg_; }
 
@@ -192,6 +213,7 @@ class SimCard {
   private:
     const int index_;
     const uint64_t size_;
+    const bool timing_only_;
     std::byte* base_ = nullptr;
     spyre_engine_config cfg_{};
 
@@ -212,8 +234,15 @@ std::shared_ptr<SimCard> get_card(int index) {
     static std::map<int, std::weak_ptr<SimCard>>* cards = new std::map<int, std::weak_ptr<SimCard>>;
     std::lock_guard lock(mu);
     if (auto c = (*cards)[index].lock()) return c;
-    auto c = std::make_shared<SimCard>(index, sim_memory_from_env());
+    const bool timing_only = sim_timing_only_from_env();
+    auto c = std::make_shared<SimCard>(index, sim_memory_from_env(timing_only), timing_only);
     (*cards)[index] = c;
+    if (timing_only)  // results of this card are not computed: never let them pass for real ones
+        std::fprintf(stderr,
+                     "libspyre: spyre-sim%d is TIMING-ONLY (SPYRE_SIM_TIMING_ONLY=1): modeled "
+                     "times are exact, results are not computed (reads give zeros); %s of "
+                     "address space as device memory\n",
+                     index, format_bytes(c->size()).c_str());
     return c;
 }
 
@@ -225,12 +254,22 @@ class SimBuffer final : public Buffer {
     uint64_t size() const override { return size_; }
     uint64_t alloc_size() const override { return alloc_; }
     uint64_t dev_addr() const override { return addr_; }
-    void* map() override { return card_->base() + addr_; }
+    void* map() override {
+        if (card_->timing_only())
+            fail(SPYRE_ERROR_NOT_SUPPORTED,
+                 std::format("spyre-sim{} is a timing-only simulated card "
+                             "(SPYRE_SIM_TIMING_ONLY=1): its memory holds no data to map",
+                             card_->index()));
+        return card_->base() + addr_;
+    }
     std::byte* ptr(uint64_t offset) const { return card_->base() + addr_ + offset; }
+    // Timing-only cards: the program image of a program buffer (Device::write_program).
+    std::vector<std::byte>& host_program() { return host_program_; }
 
   private:
     std::shared_ptr<SimCard> card_;
     uint64_t addr_, size_, alloc_;
+    std::vector<std::byte> host_program_;
 };
 
 class SimMarker final : public Marker {
@@ -418,13 +457,17 @@ class SimStream final : public Stream {
     // The work of one operation, on the worker thread.
     void run_dtod(const BufferRef& dst, uint64_t dst_offset, const BufferRef& src,
                   uint64_t src_offset, uint64_t size) {
-        std::memmove(ptr(*dst, dst_offset, size), ptr(*src, src_offset, size), size);
+        std::byte* to = ptr(*dst, dst_offset, size);
+        const std::byte* from = ptr(*src, src_offset, size);
+        if (!card_->timing_only()) std::memmove(to, from, size);
         card_->count_copy(&drm_spyre_telemetry::d2d_bytes, size);
     }
     void run_fill(const BufferRef& dst, uint64_t offset, uint64_t size, uint64_t pattern,
                   uint32_t psize) {
         std::byte* p = ptr(*dst, offset, size);
-        if (psize == 1) {
+        if (card_->timing_only()) {
+            // no data moves
+        } else if (psize == 1) {
             std::memset(p, static_cast<int>(pattern & 0xff), size);
         } else {
             for (uint64_t i = 0; i < size; i += psize) std::memcpy(p + i, &pattern, psize);
@@ -458,9 +501,13 @@ class SimDevice final : public Device {
         spyre_device_info& i = info_;
         i.index = index;
         std::snprintf(i.name, sizeof i.name, "%s", name_.c_str());
-        std::snprintf(i.accel_path, sizeof i.accel_path, "(none: in-process simulator)");
+        const bool t = card_->timing_only();
+        std::snprintf(i.accel_path, sizeof i.accel_path, "%s",
+                      t ? "(none: in-process simulator, TIMING-ONLY, no results)"
+                        : "(none: in-process simulator)");
         std::snprintf(i.pci_address, sizeof i.pci_address, "sim:%04x:00:00.0", index);
-        std::snprintf(i.driver_name, sizeof i.driver_name, "spyre-sim");
+        std::snprintf(i.driver_name, sizeof i.driver_name, "%s",
+                      t ? "spyre-sim (timing-only)" : "spyre-sim");
         std::snprintf(i.driver_version, sizeof i.driver_version, "%s", spyre_get_version_string());
         i.pci_vendor = SPYRE_PCI_VENDOR_ID;
         i.pci_device = SPYRE_PCI_DEVICE_ID;
@@ -532,6 +579,13 @@ class SimDevice final : public Device {
         host_allocs_.erase(it);
     }
 
+    void write_program(const BufferRef& buf, const void* image, size_t size) override {
+        if (!card_->timing_only()) return Device::write_program(buf, image, size);
+        auto& keep = static_cast<SimBuffer&>(buf->root()).host_program();
+        const auto* p = static_cast<const std::byte*>(image);
+        keep.assign(p, p + size);
+    }
+
     StreamRef create_stream(int priority, bool is_default) override {
         auto st = std::make_shared<SimStream>(this, card_, priority);
         if (!is_default) register_stream(st);
@@ -585,6 +639,13 @@ RuntimeCounters& SimStream::dev_counters() { return dev_->counters(); }
 
 void SimStream::copy_htod(const BufferRef& dst, uint64_t dst_offset, const void* src,
                           uint64_t size) {
+    if (card_->timing_only()) {  // nothing to keep: no data moves
+        push([=, this] {
+            ptr(*dst, dst_offset, size);  // the range checks of the real copy
+            card_->count_copy(&drm_spyre_telemetry::h2d_bytes, size);
+        });
+        return;
+    }
     if (!current_op() && !pinned(src, size)) {
         // Pageable memory: copied before the call returns, so the caller may reuse it.
         auto snap = std::make_shared<std::vector<std::byte>>(
@@ -604,7 +665,11 @@ void SimStream::copy_htod(const BufferRef& dst, uint64_t dst_offset, const void*
 void SimStream::copy_dtoh(void* dst, const BufferRef& src, uint64_t src_offset, uint64_t size) {
     auto body = [=, this] {
         push([=, this] {
-            std::memcpy(dst, ptr(*src, src_offset, size), size);
+            const std::byte* from = ptr(*src, src_offset, size);
+            if (card_->timing_only())
+                std::memset(dst, 0, size);  // the card holds no data: reads give zeros
+            else
+                std::memcpy(dst, from, size);
             card_->count_copy(&drm_spyre_telemetry::d2h_bytes, size);
         });
     };
@@ -622,7 +687,7 @@ void SimStream::copy_3d(const Copy3D& c) {
     auto span = [&](const CopySide& s) { return row_off(s, rows - 1) + c.width; };
     Copy3D cc = c;
     std::shared_ptr<std::vector<std::byte>> snap;
-    if (!c.src.buf && !current_op() && !pinned(c.src.host, span(c.src))) {
+    if (!c.src.buf && !current_op() && !pinned(c.src.host, span(c.src)) && !card_->timing_only()) {
         snap = std::make_shared<std::vector<std::byte>>(c.src.host, c.src.host + span(c.src));
         cc.src.host = snap->data();
     }
@@ -649,7 +714,10 @@ void SimStream::run_copy_3d(const Copy3D& c) {
                                     : c.src.host + row_off(c.src, r);
         std::byte* to = c.dst.buf ? ptr(*c.dst.buf, c.dst.offset + row_off(c.dst, r), c.width)
                                   : c.dst.host + row_off(c.dst, r);
-        std::memmove(to, from, c.width);
+        if (!card_->timing_only())
+            std::memmove(to, from, c.width);
+        else if (!c.dst.buf)
+            std::memset(to, 0, c.width);  // a read from the card: zeros
     }
 }
 
@@ -700,11 +768,23 @@ void SimStream::run_launch(const LaunchRequest& req, spyre_launch_stats* stats) 
         for (const BufferRef& b : req.buffers) window(*b);
         spyre_engine_job job{};
         job.program = card_->base() + req.program->dev_addr();
+        if (card_->timing_only()) {
+            // The same program through the same cycle model, nothing computed; its image is
+            // on the host, the card's memory is never touched (job.mem NULL).
+            auto& image = static_cast<SimBuffer&>(req.program->root()).host_program();
+            if (image.size() < req.program_size)
+                fail(SPYRE_ERROR_INTERNAL,
+                     std::format("{}: timing-only launch of a buffer that holds no program "
+                                 "image",
+                                 dev_->name()));
+            job.program = image.data();
+            job.flags = SPYRE_ENGINE_JOB_TIMING_ONLY;
+        }
         job.program_size = req.program_size;
         job.args = req.args;
         job.num_args = req.num_args;
         job.num_cores = req.num_cores;
-        job.mem = card_->base();
+        job.mem = card_->timing_only() ? nullptr : card_->base();
         job.mem_size = card_->size();
         job.windows = windows.data();
         job.num_windows = static_cast<uint32_t>(windows.size());

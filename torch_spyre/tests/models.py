@@ -28,7 +28,7 @@ def rope_tables(max_len, head_dim, base=10000.0):
 
 
 class GraniteDecoderLayer(nn.Module):
-    def __init__(self, hidden, heads, kv_heads, intermediate, max_len, eps=1e-5):
+    def __init__(self, hidden, heads, kv_heads, intermediate, max_len, eps=1e-5, batch=1):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, hidden // heads
         d = self.head_dim
@@ -44,8 +44,11 @@ class GraniteDecoderLayer(nn.Module):
         cos, sin = rope_tables(max_len, d)
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
-        self.register_buffer("k_cache", torch.zeros(1, kv_heads, max_len, d), persistent=False)
-        self.register_buffer("v_cache", torch.zeros(1, kv_heads, max_len, d), persistent=False)
+        # the KV cache of `batch` sequences (the tensor-position form below takes batch 1)
+        self.register_buffer("k_cache", torch.zeros(batch, kv_heads, max_len, d),
+                             persistent=False)
+        self.register_buffer("v_cache", torch.zeros(batch, kv_heads, max_len, d),
+                             persistent=False)
         # the position of each cache entry, compared with a device-side position
         self.register_buffer("key_pos", torch.arange(max_len), persistent=False)
 
@@ -123,6 +126,28 @@ class TinyGranite(nn.Module):
             out_logits.append(logits)
             pos += 1
         return torch.cat(tokens, 1), out_logits
+
+
+class Granite(nn.Module):
+    """A Granite-shaped decoder-only model: `layers` GraniteDecoderLayers, final RMSNorm and an
+    untied LM head; KV caches for `batch` sequences. The weights are not initialised here: build
+    it on the meta device and move it with ``to_empty`` (compile_bench.py granite, timing-only)."""
+
+    def __init__(self, vocab, hidden, heads, kv_heads, intermediate, layers, max_len, batch=1):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, hidden)
+        self.layers = nn.ModuleList(
+            GraniteDecoderLayer(hidden, heads, kv_heads, intermediate, max_len, batch=batch)
+            for _ in range(layers))
+        self.norm = nn.RMSNorm(hidden, eps=1e-5)
+        self.lm_head = nn.Linear(hidden, vocab, bias=False)
+
+    def forward(self, tokens, pos):
+        """Logits [B, L, vocab] for tokens [B, L] at host positions pos .. pos + L - 1."""
+        x = self.embed(tokens)
+        for layer in self.layers:
+            x = layer(x, pos)
+        return self.lm_head(self.norm(x))
 
 
 def kv_bucket(pos, bucket=16, max_len=64):

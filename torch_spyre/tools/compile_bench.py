@@ -14,11 +14,18 @@ TinyGranite in a new process with empty caches (cold), again with Inductor's cac
 no program cache (warm, programs regenerated) and with both (warm), each split into import,
 model set-up, Dynamo and Inductor, the op library's planning and generating, program cache
 reads and the rest of the first call (Documentation/torch_spyre.md "Program cache").
+`granite` (Documentation/torch_compile.md "Granite sizes"): on a timing-only simulated card
+(SPYRE_SIM_TIMING_ONLY=1, set here if unset; results are not computed, modeled times are exact)
+a Granite-shaped decoder layer, prefill 512 and 2048 tokens, eager against compiled with every
+generated kernel against its DDR roofline (`granite-layer` runs only that), then a
+Granite-8B-shaped model compiled whole: prefill tokens/s at 512 and 2048 and decode tokens/s at
+batch 1, 8 and 32 with the KV cache at 512 and 2048, each beside its roofline; its records are added
+to the --json file if it exists.
 --json FILE also writes every figure printed as JSON records (case, mode, launches, submissions,
 modeled_us, host_us) for tools/bench/report.py.
 
     tools/in-sysroot 'SPYRE_BACKEND=sim PYTHONPATH=build/cmake/torch_spyre/python \\
-        python3 torch_spyre/tools/compile_bench.py [rows | longrows | startup] [--json build/bench/torch_compile.json]'
+        python3 torch_spyre/tools/compile_bench.py [rows | longrows | startup | granite | granite-layer] [--json build/bench/torch_compile.json]'
 """
 
 import argparse
@@ -214,12 +221,198 @@ def startup():
         print(f"startup: first tokens {'agree' if len(tokens) == 1 else 'DIFFER'} ({tokens})")
 
 
+# ---- Granite sizes on the timing-only simulator (SPYRE_SIM_TIMING_ONLY=1) ----
+
+GRANITE = dict(hidden=4096, heads=32, kv_heads=8, intermediate=12800)
+GRANITE_VOCAB = 49152  # Granite 3's 49155 rounded to whole 64-element sticks
+PEAK_FLOPS = 2 * 1024 * 32 * 1.5e9  # fp16: 1024 MACs per cycle and core, 32 cores, 1.5 GHz
+
+
+def timing_only_card():
+    """Sets SPYRE_SIM_TIMING_ONLY=1 before the card is created and checks that it took."""
+    os.environ.setdefault("SPYRE_SIM_TIMING_ONLY", "1")
+    props = torch.spyre.get_device_properties()
+    if props["driver_name"] != "spyre-sim (timing-only)":
+        sys.exit(f"granite: needs SPYRE_BACKEND=sim with SPYRE_SIM_TIMING_ONLY=1 (a {props['driver_name']!r} "
+                 "card would compute 8B parameters)")
+
+
+def on_card(make):
+    """A module built on the meta device (no host data) and moved to an empty fp16 spyre copy."""
+    with torch.device("meta"):
+        m = make()
+    return m.to(torch.float16).to_empty(device="spyre").eval()
+
+
+class KernelBytes:
+    """Records the bytes each generated kernel (SpyreKernel that ran as one fused program) reads
+    and writes: every buffer it is given once, whole (its DDR roofline's traffic)."""
+
+    def __init__(self):
+        from torch_spyre._inductor import runtime
+        self.runtime, self.calls = runtime, []
+
+    def __enter__(self):
+        rt, calls = self.runtime, self.calls
+        self.orig = orig = rt.SpyreKernel.__call__
+
+        def call(kernel, *bufs, **syms):
+            before = rt.STATS["fused"]
+            orig(kernel, *bufs, **syms)
+            if rt.STATS["fused"] > before:
+                nbytes = sum(b.numel() * b.element_size() for b in bufs)
+                shape = "x".join(str(d) for d in bufs[-1].shape)
+                calls.append((kernel.names if hasattr(kernel, "names") else "?", shape, nbytes))
+        rt.SpyreKernel.__call__ = call
+        return self
+
+    def __exit__(self, *exc):
+        self.runtime.SpyreKernel.__call__ = self.orig
+        return False
+
+
+def profile_events(fn, *args):
+    with torch.no_grad(), torch_spyre.profiler.profile() as p:
+        fn(*args)
+    torch.spyre.synchronize()
+    return p.events
+
+
+def granite_layer(lengths=(512, 2048)):
+    """One Granite-shaped decoder layer (hidden 4096, 32/8 heads of 128, SwiGLU MLP 12800,
+    RMSNorm, rotary; fp16), prefill of L tokens: modeled device time eager vs compiled, and every
+    generated kernel against its DDR roofline (its buffers read or written once at 204.8 GB/s)."""
+    from models import GraniteDecoderLayer
+    for L in lengths:
+        torch.compiler.reset()
+        layer = on_card(lambda: GraniteDecoderLayer(**GRANITE, max_len=L))
+        x = torch.empty(1, L, GRANITE["hidden"], dtype=torch.float16, device="spyre")
+        compiled = torch.compile(layer, dynamic=False)
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            compiled(x, 0)
+            layer(x, 0)
+        torch.spyre.synchronize()
+        first = time.perf_counter() - t0
+        eager_ev = profile_events(layer, x, 0)
+        with KernelBytes() as kb:
+            comp_ev = profile_events(compiled, x, 0)
+        me = sum(e.modeled_ns for e in eager_ev) / 1e3
+        mc = sum(e.modeled_ns for e in comp_ev) / 1e3
+        le, lc = sum(e.launches for e in eager_ev), sum(e.launches for e in comp_ev)
+        case = f"Granite layer prefill {L}"
+        record(case, "eager", le, me)
+        record(case, "compiled", lc, mc, first_call_s=first)
+        print(f"{case} fp16: launches eager {le}, compiled {lc}; modeled eager {me:.1f} us, "
+              f"compiled {mc:.1f} us: compiled {me / mc:.3f}x better (target 1.15x); first "
+              f"calls (compile + both) {first:.1f} s")
+        for name, evs in (("eager", eager_ev), ("compiled", comp_ev)):
+            print(f"  {name} by op: " + "; ".join(
+                f"{op} {s['calls']} calls {s['launches']} launches {s['modeled_ns'] / 1e3:.1f} us"
+                for op, s in by_op(evs).items()))
+        fused = [e for e in comp_ev if "fused" in e.aten_op]
+        if len(fused) != len(kb.calls):
+            print(f"  (generated kernels: {len(fused)} profiled, {len(kb.calls)} recorded: "
+                  "per-kernel rooflines not paired)")
+            continue
+        for k, (e, (names, shape, nbytes)) in enumerate(zip(fused, kb.calls)):
+            roof = nbytes / DDR_BYTES_PER_S * 1e6
+            us = e.modeled_ns / 1e3
+            record(f"{case}: generated kernel {k} [{shape}]", "compiled", e.launches, us,
+                   ddr_roofline_us=roof, buffers=list(names), plan=e.plan)
+            print(f"  generated kernel {names} -> [{shape}]: {e.launches} launch(es), "
+                  f"{us:.1f} us modeled, DDR roofline {roof:.1f} us ({nbytes / 2**20:.1f} MiB): "
+                  f"{us / roof:.2f}x; plan {e.plan}")
+
+
+def by_op(events):
+    out = {}
+    for e in events:
+        s = out.setdefault(e.aten_op, {"calls": 0, "launches": 0, "modeled_ns": 0})
+        s["calls"] += 1
+        s["launches"] += e.launches
+        s["modeled_ns"] += e.modeled_ns
+    return out
+
+
+def granite_model(lengths=(512, 2048), batches=(1, 8, 32), layers=32):
+    """A Granite-8B-shaped model (32 layers as above, vocab GRANITE_VOCAB, untied LM head) compiled
+    whole: modeled prefill tokens/s at each length and decode tokens/s at each batch with the KV
+    cache at each length, each beside its roofline: max(bytes / 204.8 GB/s, FLOPs / fp16
+    peak), the bytes the weights once (and in decode the KV cache read), the FLOPs the matmuls
+    and the causal attention."""
+    from models import Granite
+    h, kvh, inter = GRANITE["hidden"], GRANITE["kv_heads"], GRANITE["intermediate"]
+    d = h // GRANITE["heads"]
+    layer_params = h * h * 2 + 2 * h * kvh * d + 3 * h * inter  # q, o, k, v, gate/up/down
+    matmul_params = layers * layer_params + GRANITE_VOCAB * h  # the LM head too
+    weight_bytes = 2 * (matmul_params + layers * 2 * h + h)
+    kv_max = max(lengths)
+
+    def attention_flops(q_len, kv_len):  # QK^T and PV over the keys each query sees
+        seen = q_len * kv_len - q_len * (q_len - 1) / 2
+        return layers * 2 * 2 * GRANITE["heads"] * d * seen
+
+    def run(case, mode, model, tokens, pos, n_tokens, bytes_, flops):
+        torch.compiler.reset()
+        compiled = torch.compile(model, dynamic=False)
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            compiled(tokens, pos)
+        torch.spyre.synchronize()
+        first = time.perf_counter() - t0
+        evs = profile_events(compiled, tokens, pos)
+        us = sum(e.modeled_ns for e in evs) / 1e3
+        launches = sum(e.launches for e in evs)
+        roof_us = max(bytes_ / DDR_BYTES_PER_S, flops / PEAK_FLOPS) * 1e6
+        bound = "DDR" if bytes_ / DDR_BYTES_PER_S >= flops / PEAK_FLOPS else "compute"
+        tps, roof_tps = n_tokens / us * 1e6, n_tokens / roof_us * 1e6
+        record(case, mode, launches, us, roofline_us=roof_us, tokens_per_s=tps,
+               roofline_tokens_per_s=roof_tps, first_call_s=first)
+        print(f"{case}: {launches} launches, modeled {us / 1e3:.2f} ms = {tps:.1f} tokens/s; "
+              f"roofline ({bound}) {roof_us / 1e3:.2f} ms = {roof_tps:.1f} tokens/s: "
+              f"{100 * roof_us / us:.1f}% of it; compile + first call {first:.0f} s")
+        top = sorted(by_op(evs).items(), key=lambda kv: -kv[1]["modeled_ns"])[:6]
+        print("  by op: " + "; ".join(f"{op} {s['calls']} calls {s['modeled_ns'] / 1e3:.0f} us"
+                                      for op, s in top))
+        return compiled
+
+    model = on_card(lambda: Granite(GRANITE_VOCAB, **GRANITE, layers=layers,
+                                    max_len=kv_max + 1, batch=1))
+    for L in lengths:
+        tokens = torch.zeros(1, L, dtype=torch.int64, device="spyre")
+        flops = 2 * L * matmul_params + attention_flops(L, L)
+        run(f"Granite-8B prefill {L}", "compiled", model, tokens, 0, L, weight_bytes, flops)
+    del model
+    weights_only = weight_bytes / DDR_BYTES_PER_S * 1e6
+    print(f"Granite-8B weights streamed once: {weight_bytes / 1e9:.2f} GB = "
+          f"{weights_only / 1e3:.2f} ms at 204.8 GB/s")
+    for B in batches:
+        model = on_card(lambda: Granite(GRANITE_VOCAB, **GRANITE, layers=layers,
+                                        max_len=kv_max + 1, batch=B))
+        tokens = torch.zeros(B, 1, dtype=torch.int64, device="spyre")
+        for kv in lengths:  # the token at position kv attends over kv + 1 cache entries
+            kv_bytes = layers * 2 * B * (kv + 1) * kvh * d * 2
+            flops = B * (2 * matmul_params + attention_flops(1, kv + 1))
+            run(f"Granite-8B decode batch {B}, KV {kv}", "compiled", model, tokens, kv, B,
+                weight_bytes + kv_bytes, flops)
+            print(f"  weight-streaming roofline alone: {B / weights_only * 1e6:.1f} tokens/s")
+        del model
+
+
+def granite():
+    timing_only_card()
+    granite_layer()
+    granite_model()
+
+
 def main():
     if sys.argv[1:] == ["first-token-child"]:
         first_token_child()
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("only", nargs="?", choices=["rows", "longrows", "startup"],
+    ap.add_argument("only", nargs="?", choices=["rows", "longrows", "startup", "granite",
+                                                "granite-layer"],
                     help="run only the row kernels, only the long rows, or only the cold and "
                     "warm start")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON records")
@@ -230,10 +423,18 @@ def main():
         long_rows()
     elif args.only == "startup":
         startup()
+    elif args.only == "granite-layer":
+        timing_only_card()
+        granite_layer()
+    elif args.only == "granite":
+        granite()
     else:
         startup()
         everything()
     if args.json:
+        if args.only in ("granite", "granite-layer") and os.path.exists(args.json):
+            with open(args.json) as f:  # a run of its own (timing-only): add to the others
+                RECORDS[:0] = json.load(f)["records"]
         with open(args.json, "w") as f:
             json.dump({"records": RECORDS}, f, indent=1)
             f.write("\n")
