@@ -46,7 +46,7 @@ driver-debug: setup
 # checkout, so a clean clone recompiles only what changed.
 user: setup
 	@mkdir -p build
-	@kt=$$(tools/setup/kernel-tools.sh) && cc=$$(tools/setup/ccache.sh) && \
+	@kt=$$(tools/setup/kernel-tools.sh) && cc=$$(tools/setup/ccache.sh || true) && \
 	launcher=$${cc:+env;CCACHE_DIR=/cache/ccache;$$cc} && \
 	$(IN_SYSROOT) "cmake -S . -B $(CMAKE_DIR) -G Ninja -Wno-dev \
 		-DKSELFTEST_DIR=$$kt '-DCMAKE_C_COMPILER_LAUNCHER=$$launcher' \

@@ -224,9 +224,6 @@ static int spyre_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	spyre_hw_reset(sdev);
 	pci_save_state(pdev);
 
-	ret = drmm_mutex_init(&sdev->drm, &sdev->reset_lock);
-	if (ret)
-		return ret;
 	sdev->reset_wq = alloc_ordered_workqueue("spyre-reset-%s", 0, pci_name(pdev));
 	if (!sdev->reset_wq)
 		return -ENOMEM;

@@ -142,11 +142,13 @@ struct spyre_device {
 	int wc_cookie;
 
 	/*
-	 * Recovery (spyre_job.c): timeout handlers of all rings run on one ordered workqueue,
-	 * and reset_lock serialises them with PCI resets. A wedged card fails every job.
+	 * Recovery (spyre_job.c): the timeout handlers of all rings and both halves of a PCI
+	 * reset run on one ordered workqueue, so they never overlap. A wedged card fails every
+	 * job.
 	 */
 	struct workqueue_struct *reset_wq;
-	struct mutex reset_lock;		/* recovery vs. PCI reset */
+	struct work_struct reset_prepare_work;
+	struct work_struct reset_done_work;
 	bool in_pci_reset;			/* between reset_prepare and reset_done */
 	bool recovering;			/* a timeout handler is resetting a ring/card */
 	bool wedged;

@@ -628,16 +628,15 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 		goto keep;
 	/*
 	 * Begun inside drm_dev_enter(): lockdep follows no dependency through that SRCU read
-	 * lock, so dma_fence_map must come right before reset_lock for a reclaim under it to
-	 * close the cycle lockdep reports.
+	 * lock, so begun before it a reclaim in the section would close no cycle. No lock is
+	 * needed: every recovery and both halves of a PCI reset run on one ordered workqueue.
 	 */
 	fence_cookie = dma_fence_begin_signalling();
-	mutex_lock(&sdev->reset_lock);
 	if (job->hw_fence_live)
 		spyre_ring_process(ring);
 	/* Finished after all, never reached the ring, or a PCI reset deals with it. */
-	if (!job->hw_fence_live || dma_fence_is_signaled(job->hw_fence) || sdev->in_pci_reset) {
-		mutex_unlock(&sdev->reset_lock);
+	if (!job->hw_fence_live || dma_fence_is_signaled(job->hw_fence) ||
+	    READ_ONCE(sdev->in_pci_reset)) {
 		dma_fence_end_signalling(fence_cookie);
 		drm_dev_exit(idx);
 		goto keep;
@@ -645,7 +644,6 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	if (spyre_job_keep(ring, job)) {
 		atomic_inc(&sdev->timeouts_deferred);
 		trace_spyre_job_timeout_deferred(job);
-		mutex_unlock(&sdev->reset_lock);
 		dma_fence_end_signalling(fence_cookie);
 		drm_dev_exit(idx);
 		goto keep;
@@ -680,7 +678,6 @@ static enum drm_gpu_sched_stat spyre_timedout_job(struct drm_sched_job *sched_jo
 	us = ktime_us_delta(ktime_get(), start);
 	sdev->last_recovery_us = us;
 	sdev->max_recovery_us = max(sdev->max_recovery_us, us);
-	mutex_unlock(&sdev->reset_lock);
 	if (dumped)
 		spyre_coredump_emit(sdev, recovery);
 	dma_fence_end_signalling(fence_cookie);
@@ -695,37 +692,53 @@ keep:
 }
 
 /*
- * PCI function reset while bound (sysfs reset, AER): stop every scheduler before it, and
- * after it bring the card back (a PCI reset also ends a wedge) and re-run what was queued.
+ * PCI function reset while bound (sysfs reset, AER): every scheduler stops before it, and
+ * after it the card comes back (a PCI reset also ends a wedge) and what was queued re-runs.
+ * Both halves run on reset_wq, the ordered workqueue of the timeout handlers, so they never
+ * overlap a recovery, and no lock is held while drm_sched_stop() waits for the finished
+ * fences of completed jobs: a timeout handler takes every lock inside its fence-signalling
+ * section, so such a wait under one of them would close a cycle (lockdep reports it).
  */
+static void spyre_reset_prepare_work(struct work_struct *work)
+{
+	struct spyre_device *sdev = container_of(work, struct spyre_device, reset_prepare_work);
+
+	if (sdev->in_pci_reset)
+		return;
+	WRITE_ONCE(sdev->in_pci_reset, true);
+	spyre_sched_stop_all(sdev, NULL);
+	spyre_hw_disable_interrupts(sdev);
+}
+
+static void spyre_reset_done_work(struct work_struct *work)
+{
+	struct spyre_device *sdev = container_of(work, struct spyre_device, reset_done_work);
+
+	if (!sdev->in_pci_reset)
+		return;
+	WRITE_ONCE(sdev->wedged, false);
+	spyre_card_reset(sdev, NULL, true);
+	/* The card came back: it runs nothing, DMA and quarantined memory may resume. */
+	if (!READ_ONCE(sdev->wedged))
+		spyre_hw_start_dma(sdev);
+	WRITE_ONCE(sdev->in_pci_reset, false);
+	spyre_sched_restart_all(sdev);
+}
+
 void spyre_reset_prepare(struct spyre_device *sdev)
 {
 	if (!sdev->sched_ready)
 		return;
-	mutex_lock(&sdev->reset_lock);
-	if (!sdev->in_pci_reset) {
-		sdev->in_pci_reset = true;
-		spyre_sched_stop_all(sdev, NULL);
-		spyre_hw_disable_interrupts(sdev);
-	}
-	mutex_unlock(&sdev->reset_lock);
+	queue_work(sdev->reset_wq, &sdev->reset_prepare_work);
+	flush_work(&sdev->reset_prepare_work);
 }
 
 void spyre_reset_done(struct spyre_device *sdev)
 {
 	if (!sdev->sched_ready)
 		return;
-	mutex_lock(&sdev->reset_lock);
-	if (sdev->in_pci_reset) {
-		WRITE_ONCE(sdev->wedged, false);
-		spyre_card_reset(sdev, NULL, true);
-		/* The card came back: it runs nothing, DMA and quarantined memory may resume. */
-		if (!READ_ONCE(sdev->wedged))
-			spyre_hw_start_dma(sdev);
-		sdev->in_pci_reset = false;
-		spyre_sched_restart_all(sdev);
-	}
-	mutex_unlock(&sdev->reset_lock);
+	queue_work(sdev->reset_wq, &sdev->reset_done_work);
+	flush_work(&sdev->reset_done_work);
 }
 
 /*
@@ -795,6 +808,8 @@ int spyre_sched_init(struct spyre_device *sdev)
 	init_llist_head(&sdev->free_later);
 	INIT_WORK(&sdev->free_work, spyre_free_later_work);
 	INIT_WORK(&sdev->wedge_work, spyre_wedged_uevent_work);
+	INIT_WORK(&sdev->reset_prepare_work, spyre_reset_prepare_work);
+	INIT_WORK(&sdev->reset_done_work, spyre_reset_done_work);
 	for (i = 0; i < sdev->num_rings; i++) {
 		struct spyre_ring *ring = &sdev->rings[i];
 		struct drm_sched_init_args args = {

@@ -184,5 +184,11 @@ grep -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' "$out/host.log" | sed -E 's/.*: ([^ ]
 echo "make check took $(( $(date +%s) - start )) s (after the build)"
 for v in "${vm_failures[@]}"; do echo "$v"; done
 [ "$tf" -eq 0 ] || echo "failed: ${failed_names[*]}"
+# The end of each failed row's log, here at the end: CI keeps only the tail of the output.
+for name in "${failed_names[@]:0:4}"; do
+	[ -f "$out/$name.log" ] || continue
+	echo "--- end of $out/$name.log:"
+	tail -n 12 "$out/$name.log" | cut -c1-200
+done
 echo "$tp passed, $tf failed, $ts skipped"
 [ "$tf" -eq 0 ]

@@ -9,7 +9,7 @@ set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
 root=$("$SPYRE_TOP/tools/setup/sysroot.sh")
-version=$(chroot "$root" apt-cache policy ccache | sed -n 's/^ *Candidate: //p')
+version=$(chroot "$root" apt-cache policy ccache 2>/dev/null | sed -n 's/^ *Candidate: //p') || version=
 [ -n "$version" ] && [ "$version" != "(none)" ] || exit 0
 take_lock ccache-bin
 dir=ccache-bin-$version

@@ -7,7 +7,6 @@ set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
 root=$("$(dirname "$0")/sysroot.sh")
-take_lock qemu
 # The build is keyed by the sysroot and the configure line; bump QEMU_FORMAT when a change here
 # needs a fresh source tree (e.g. a new hook into QEMU's build files).
 QEMU_FORMAT=1
@@ -28,11 +27,15 @@ if [ -n "${SPYRE_QEMU_INSTANCE:-}" ]; then
 	[[ $SPYRE_QEMU_INSTANCE =~ ^[A-Za-z0-9_-]+$ ]] || die "SPYRE_QEMU_INSTANCE: letters, digits, - and _ only"
 	shared=$qdir
 	qdir=qemu-$key.$SPYRE_QEMU_INSTANCE
+	take_lock "$qdir"
 	if [ ! -f "$SPYRE_CACHE/$qdir/.configured" ] && [ -f "$SPYRE_CACHE/$shared/.configured" ]; then
 		log "copying the QEMU build tree to $SPYRE_CACHE/$qdir"
 		rm -rf "$SPYRE_CACHE/$qdir"
-		cp -a "$SPYRE_CACHE/$shared" "$SPYRE_CACHE/$qdir"
+		(flock 8 && cp -a "$SPYRE_CACHE/$shared" "$SPYRE_CACHE/$qdir") 8>"$SPYRE_CACHE/$shared.lock"
 	fi
+else
+	# One lock per build tree: the sanitizer build (long when cold) does not hold up the others.
+	take_lock "$qdir"
 fi
 
 # Meson records absolute paths, so configure and build always see the tree at /qemu.
