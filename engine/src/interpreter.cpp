@@ -24,7 +24,8 @@ bool Engine::run_core(Core& c) {
         // every instruction (a few ns): long instructions also poll inside their kernels
         if (cancelled()) return fail(c, SPYRE_ENGINE_ERR_CANCELLED, "job cancelled");
         // time slice used up: stop at this instruction boundary (run_slice)
-        if (c.stats.instructions >= c.slice_end) {
+        if (c.stats.instructions >= c.slice_end ||
+            (job_->preempt && __atomic_load_n(job_->preempt, __ATOMIC_RELAXED))) {
             c.sliced = true;
             return true;
         }

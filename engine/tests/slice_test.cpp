@@ -151,6 +151,28 @@ TEST(Slice, PreemptedJobKeepsItsScratchpadAndCanBeDiscarded) {
     EXPECT_EQ(rc, 0) << rig.res.message;
 }
 
+// The preempt flag stops the job at the next instruction boundary of every core, whatever the
+// slice; the job resumes once it is cleared and ends as if never stopped.
+TEST(Slice, PreemptFlag) {
+    const Case c = collective_case();
+    Rig whole(2, 4u << 20);
+    whole.mem = c.mem;
+    const spyre_engine_job wjob = make_job(whole, c);
+    ASSERT_EQ(spyre_engine_run(whole.eng, &wjob, &whole.res), 0) << whole.res.message;
+
+    Rig rig(2, 4u << 20);
+    rig.mem = c.mem;
+    int32_t preempt = 1;
+    spyre_engine_job job = make_job(rig, c);
+    job.preempt = &preempt;
+    EXPECT_EQ(spyre_engine_run_slice(rig.eng, &job, 0, &rig.res), SPYRE_ENGINE_PREEMPTED);
+    EXPECT_EQ(spyre_engine_run_slice(rig.eng, nullptr, 0, &rig.res), SPYRE_ENGINE_PREEMPTED);
+    preempt = 0;
+    ASSERT_EQ(spyre_engine_run_slice(rig.eng, nullptr, 0, &rig.res), 0) << rig.res.message;
+    EXPECT_EQ(rig.mem, whole.mem);
+    EXPECT_EQ(std::memcmp(&rig.res, &whole.res, sizeof rig.res), 0);
+}
+
 TEST(Slice, CancelledWhilePreempted) {
     const Case c = collective_case();
     Rig rig(2, 4u << 20);

@@ -151,6 +151,10 @@ typedef struct spyre_engine_job {
      * before the instruction moves data. With mappings, windows are not bounded by mem_size. */
     const spyre_engine_mapping* mappings;
     uint32_t num_mappings;
+    /* Optional (NULL = none), for spyre_engine_run_slice(): once *preempt is non-zero (read
+     * atomically), every core stops before its next instruction and the call returns
+     * SPYRE_ENGINE_PREEMPTED, as when the slice is used up. The caller clears it to resume. */
+    const int32_t* preempt;
 } spyre_engine_job;
 
 typedef struct spyre_engine_core_stats {
@@ -216,7 +220,8 @@ int spyre_engine_run(spyre_engine* eng, const spyre_engine_job* job, spyre_engin
 /*
  * Time slicing (the card model's engine shared between rings, hardware.md section 12):
  * spyre_engine_run_slice(eng, job, slice, res) runs job like spyre_engine_run(), but a core
- * that has executed `slice` instructions in this call stops before its next one (0 = no limit).
+ * that has executed `slice` instructions in this call stops before its next one (0 = no limit),
+ * and so does every core once the job's preempt flag is set.
  * Once every core stands at an instruction boundary (its ring messages delivered), the call
  * returns SPYRE_ENGINE_PREEMPTED and leaves *res untouched: the job's whole state (registers,
  * loops, scratchpads, ring buffers, cycle record) stays in the engine, and
