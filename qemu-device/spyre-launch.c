@@ -12,7 +12,10 @@
  * validation: the program is fetched through it and the engine translates
  * every core access through its device runs (spyre-mmu.c). An ABORT or a
  * reset sets the job's cancel flag, which the engine polls per instruction
- * and inside its kernels.
+ * and inside its kernels. With time slicing (hw 1.5) a timer ends the
+ * running launch's slice while others wait: it is preempted at an
+ * instruction boundary and keeps its state in its own engine context
+ * (SpyreState.engines) until it runs again, ends or is dropped.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

@@ -9,6 +9,11 @@
  * and schedules a bottom half, which completes the command on the main loop
  * (completion entry, interrupts, telemetry) and ends the ring's BUSY.
  *
+ * A job the worker could not finish in one turn (a LAUNCH preempted by time
+ * slicing: its run returned false) goes back to the tail of the queue in
+ * state QUEUED with preempted set, so the waiting jobs run round-robin;
+ * every path that drops queued jobs drops it the same way.
+ *
  * Fault containment: a worker touches only device memory and, through
  * spyre_host_read/write, guest RAM that is mapped directly; it never
  * dispatches MMIO, so it never needs the BQL. A ring ABORT or a reset sets
@@ -87,7 +92,11 @@ static void *spyre_worker_thread(void *opaque)
         qemu_mutex_lock(&w->lock);
         w->running = NULL;
         j->exec_ns += qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) - j->run_start_ns;
-        if (done) {
+        /*
+         * A job cancelled meanwhile is done, preempted or not: a reset or
+         * unrealize waiting for the running job reaps it from the done list.
+         */
+        if (done || qatomic_read(&j->cancel)) {
             j->state = SPYRE_JOB_DONE;
             QSIMPLEQ_INSERT_TAIL(&w->done, j, next);
             qemu_bh_schedule(w->bh);
