@@ -228,7 +228,8 @@ int spyre_engine_run(spyre_engine* eng, const spyre_engine_job* job, spyre_engin
  * spyre_engine_run_slice(eng, NULL, slice, res) resumes it where it stopped. The job and
  * everything it points to must stay valid until the job ends (any other return value, *res
  * filled as by spyre_engine_run) or spyre_engine_discard() drops it. Results, statistics and
- * cycles are the same however the job was sliced. Resuming with no preempted job fails with
+ * cycles are the same however the job was sliced (except that ring_max_bytes is checked per
+ * phase: an overrun within one phase may not happen when the phase is cut short). Resuming with no preempted job fails with
  * SPYRE_ENGINE_ERR_INVALID_ARGUMENT; starting a job drops a preempted one.
  */
 #define SPYRE_ENGINE_PREEMPTED (-1)
