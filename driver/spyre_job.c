@@ -559,6 +559,9 @@ static void spyre_sched_restart_all(struct spyre_device *sdev)
  * keep the job: it waits for the engine, or runs within its budget. A job that waits while
  * its ring makes no progress for longer than the other rings' commands can hold the engine
  * (two timeouts each: the check, then the re-armed one) is not kept: the card is stuck.
+ * With CAP_TIMESLICE (hw 1.5) rings share the engine in slices: a command preempted between
+ * its slices reads its seqno without RUNNING and the time it has held the engine so far; it
+ * is charged that time like a running one (it gets the engine back in its turn).
  */
 static bool spyre_job_keep(struct spyre_ring *ring, struct spyre_job *job)
 {
@@ -579,7 +582,8 @@ static bool spyre_job_keep(struct spyre_ring *ring, struct spyre_job *job)
 	/* The ring moved to another command while we read: it makes progress. */
 	if (seq != again)
 		return true;
-	if (exec & SPYRE_RING_EXEC_RUNNING) {
+	if ((exec & SPYRE_RING_EXEC_RUNNING) ||
+	    (seq && (sdev->caps & SPYRE_CAP_TIMESLICE))) {
 		job->wait_since = 0;
 		/* Commands before the job's are complete: another seqno means it just finished. */
 		if (seq - (u32)(job->first + 1) >= job->cmd_count)

@@ -27,7 +27,7 @@
 
 /* Hardware interface version (SPYRE_REG_VERSION). */
 #define SPYRE_HW_VERSION_MAJOR		1
-#define SPYRE_HW_VERSION_MINOR		4
+#define SPYRE_HW_VERSION_MINOR		5
 #define SPYRE_HW_VERSION(maj, min)	(((maj) << 16) | (min))
 
 /* Identification value of SPYRE_REG_ID: "SPYR". */
@@ -67,6 +67,7 @@
 #define SPYRE_CAP_DMA_2D		(1u << 7)	/* DMA_COPY_2D command (hw 1.2) */
 #define SPYRE_CAP_MMU			(1u << 8)	/* per-context address translation (hw 1.3) */
 #define SPYRE_CAP_EXEC_TIME		(1u << 9)	/* RING_EXEC_SEQNO / RING_EXEC_TIME (hw 1.4) */
+#define SPYRE_CAP_TIMESLICE		(1u << 10)	/* engine time-sliced between rings (hw 1.5) */
 
 #define SPYRE_STATUS_READY		(1u << 0)	/* accepts ring configuration */
 #define SPYRE_STATUS_ERROR		(1u << 1)	/* a command failed since reset */
@@ -132,6 +133,10 @@
 #define SPYRE_REG_TELE_ENG_RING_LO	0x0168	/* bytes sent over the core ring */
 #define SPYRE_REG_TELE_ENG_RING_HI	0x016c
 #define SPYRE_REG_TELE_MMU_FAULTS	0x0170	/* commands completed with ERR_MMU_FAULT (1.3) */
+#define SPYRE_REG_TELE_ENG_SWITCHES_LO	0x0178	/* engine context switches between launches (1.5) */
+#define SPYRE_REG_TELE_ENG_SWITCHES_HI	0x017c
+#define SPYRE_REG_TELE_ENG_SWITCH_CYCLES_LO 0x0180	/* their modeled cost, in TELE_ENG_CYCLES too */
+#define SPYRE_REG_TELE_ENG_SWITCH_CYCLES_HI 0x0184
 
 /*
  * Per-core telemetry (RO, 64-bit LO/HI pairs as above), cumulative over all LAUNCHes since
@@ -173,7 +178,8 @@
 /*
  * RING_EXEC_TIME: RUNNING while a command of the ring holds its engine (a worker or an
  * injected hang); bits 30:0 the milliseconds it has held it (saturating). 0 while the ring's
- * command waits for its worker, runs inline, or the ring is idle.
+ * command waits for its worker, runs inline, or the ring is idle. A LAUNCH preempted by time
+ * slicing (hw 1.5) reads RUNNING 0 with its seqno and the milliseconds it held the engine.
  */
 #define SPYRE_RING_EXEC_RUNNING		(1u << 31)
 #define SPYRE_RING_EXEC_MS_MASK		0x7fffffffu

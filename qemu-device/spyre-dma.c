@@ -503,11 +503,12 @@ static void spyre_dma_account(SpyreState *s, const SpyreDmaXfer *x,
 }
 
 /* DMA worker thread. */
-static void spyre_dma_job_run(SpyreState *s, SpyreWorker *w, SpyreJob *j)
+static bool spyre_dma_job_run(SpyreState *s, SpyreWorker *w, SpyreJob *j)
 {
     j->status = spyre_dma_run(s, &j->dma, j->flags & SPYRE_CMD_F_SRC_HOST,
                               j->flags & SPYRE_CMD_F_DST_HOST, &j->cancel,
                               &j->fault);
+    return true;
 }
 
 /* Main loop. */

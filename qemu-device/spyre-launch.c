@@ -12,7 +12,10 @@
  * validation: the program is fetched through it and the engine translates
  * every core access through its device runs (spyre-mmu.c). An ABORT or a
  * reset sets the job's cancel flag, which the engine polls per instruction
- * and inside its kernels.
+ * and inside its kernels. With time slicing (hw 1.5) a timer ends the
+ * running launch's slice while others wait: it is preempted at an
+ * instruction boundary and keeps its state in its own engine context
+ * (SpyreState.engines) until it runs again, ends or is dropped.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -22,6 +25,7 @@
 #include "qemu/cutils.h"
 #include "qemu/log.h"
 #include "qemu/main-loop.h"
+#include "qemu/timer.h"
 #include "hw/pci/pci_device.h"
 #include "spyre.h"
 #include "trace.h"
@@ -176,6 +180,7 @@ uint32_t spyre_launch_submit(SpyreState *s, unsigned n, uint32_t idx,
 
     s->rings[n].job = l;
     spyre_worker_submit(&s->engine_worker, l);
+    spyre_launch_slice_kick(s);
     return SPYRE_STATUS_QUEUED;
 }
 
@@ -215,66 +220,225 @@ static void spyre_launch_fault_message(spyre_engine_result *res, unsigned ctx)
     pstrcpy(res->message, sizeof(res->message), msg);
 }
 
-static void spyre_launch_run(SpyreState *s, SpyreWorker *w, SpyreJob *l)
+/*
+ * Worker: an engine context for launch l (its own from the first slice until
+ * it ends), created when none is free. At most one launch per ring is in
+ * progress, so there are at most num_rings contexts. NULL: out of memory.
+ */
+static spyre_engine *spyre_launch_context(SpyreState *s, SpyreWorker *w,
+                                          SpyreJob *l)
 {
-    spyre_engine_job job = { 0 };
-    g_autofree uint8_t *prog = NULL;
     spyre_engine *eng;
+    int slot = -1;
+    unsigned i;
 
-    l->res = g_try_new0(spyre_engine_result, 1);
-    if (!l->res) {
-        return;     /* completed as NO_MEMORY */
-    }
     qemu_mutex_lock(&w->lock);
-    eng = s->engine;
+    /* The first free context, preferring one that exists. */
+    for (i = 0; i < s->num_rings; i++) {
+        if (!s->engine_owner[i] &&
+            (slot < 0 || (s->engines[i] && !s->engines[slot]))) {
+            slot = i;
+        }
+    }
+    assert(slot >= 0);
+    s->engine_owner[slot] = l;
+    l->eng_slot = slot;
+    eng = s->engines[slot];
     qemu_mutex_unlock(&w->lock);
     if (!eng) {
         /*
          * Created on first use: its scratchpads and threads cost nothing
-         * until the guest launches something.
+         * until the guest launches something (a second context only once
+         * two rings' launches share the engine).
          */
         eng = spyre_engine_create(&s->engine_cfg);
-        if (!eng) {
-            spyre_launch_fail(l, SPYRE_ENGINE_ERR_NO_MEMORY,
-                              "cannot create the compute engine");
-            return;
-        }
         qemu_mutex_lock(&w->lock);
-        s->engine = eng;
+        s->engines[slot] = eng;
+        if (!eng) {
+            s->engine_owner[slot] = NULL;
+            l->eng_slot = -1;
+        }
         qemu_mutex_unlock(&w->lock);
     }
+    return eng;
+}
 
+/*
+ * Give back l's engine context (worker when l ends, main loop when a
+ * preempted l is dropped: its context is idle then). A preempted job's
+ * state is discarded.
+ */
+static void spyre_launch_release(SpyreState *s, SpyreJob *l)
+{
+    SpyreWorker *w = &s->engine_worker;
+    int slot = l->eng_slot;
+
+    if (slot < 0) {
+        return;
+    }
+    spyre_engine_discard(s->engines[slot]);
+    qemu_mutex_lock(&w->lock);
+    assert(s->engine_owner[slot] == l);
+    s->engine_owner[slot] = NULL;
+    l->eng_slot = -1;
+    qemu_mutex_unlock(&w->lock);
+}
+
+/*
+ * Modeled cycles of one context switch of a launch whose cores wrote
+ * bytes of scratchpad: the fixed part, then the save (LX -> DDR) and the
+ * restore (DDR -> LX) of those bytes at the device memory bandwidth.
+ */
+static uint64_t spyre_launch_switch_cycles(SpyreState *s, uint64_t bytes)
+{
+    uint64_t one_way = (bytes * s->clock_mhz + s->ddr_mbps - 1) / s->ddr_mbps;
+
+    return SPYRE_CYCLES_CTX_SWITCH + 2 * one_way;
+}
+
+/* Another launch waits for the engine (time slicing round-robins to it). */
+static bool spyre_launch_others_wait(SpyreWorker *w)
+{
+    bool wait;
+
+    qemu_mutex_lock(&w->lock);
+    wait = !QSIMPLEQ_EMPTY(&w->queue);
+    qemu_mutex_unlock(&w->lock);
+    return wait;
+}
+
+/* Worker: start launch l on an engine context. false: it ended already. */
+static bool spyre_launch_start(SpyreState *s, SpyreWorker *w, SpyreJob *l)
+{
+    spyre_engine_job *job = &l->ejob;
+
+    l->res = g_try_new0(spyre_engine_result, 1);
+    if (!l->res) {
+        return false;     /* completed as NO_MEMORY */
+    }
     /*
      * Snapshot the program: the guest may rewrite device memory while the
      * job runs, and the engine must execute exactly what it validated.
      */
-    prog = g_try_malloc(l->prog_size);
-    if (!prog) {
+    l->prog = g_try_malloc(l->prog_size);
+    if (!l->prog) {
         spyre_launch_fail(l, SPYRE_ENGINE_ERR_NO_MEMORY,
                           "out of host memory for the program image");
-        return;
+        return false;
     }
+    if (!spyre_launch_context(s, w, l)) {
+        spyre_launch_fail(l, SPYRE_ENGINE_ERR_NO_MEMORY,
+                          "cannot create the compute engine");
+        return false;
+    }
+    memset(job, 0, sizeof(*job));
     if (l->map) {
-        spyre_launch_fetch(s, l->map, l->prog_addr, l->prog_size, prog);
-        job.mappings = l->map->dev;
-        job.num_mappings = l->map->num_dev;
+        spyre_launch_fetch(s, l->map, l->prog_addr, l->prog_size, l->prog);
+        job->mappings = l->map->dev;
+        job->num_mappings = l->map->num_dev;
     } else {
-        memcpy(prog, s->devmem_ptr + l->prog_addr, l->prog_size);
+        memcpy(l->prog, s->devmem_ptr + l->prog_addr, l->prog_size);
     }
+    job->program = l->prog;
+    job->program_size = l->prog_size;
+    job->args = l->args;
+    job->num_args = l->num_args;
+    job->num_cores = l->num_cores;
+    job->mem = s->devmem_ptr;
+    job->mem_size = s->devmem_size;
+    job->windows = l->windows;
+    job->num_windows = l->num_windows;
+    job->cancel = &l->cancel;
+    return true;
+}
 
-    job.program = prog;
-    job.program_size = l->prog_size;
-    job.args = l->args;
-    job.num_args = l->num_args;
-    job.num_cores = l->num_cores;
-    job.mem = s->devmem_ptr;
-    job.mem_size = s->devmem_size;
-    job.windows = l->windows;
-    job.num_windows = l->num_windows;
-    job.cancel = &l->cancel;
-    spyre_engine_run(eng, &job, l->res);
+/*
+ * Worker: run launch l for one turn on the engine. With time slicing, the
+ * slice timer sets l->preempt once l held the engine for timeslice-ms while
+ * another launch waits; the engine then stops at the next instruction
+ * boundary of all cores and l is preempted (returns false, its state stays
+ * in its engine context and it pays a context switch). Returns true once
+ * it ended.
+ */
+static bool spyre_launch_run(SpyreState *s, SpyreWorker *w, SpyreJob *l)
+{
+    const spyre_engine_job *job = NULL;
+    spyre_engine *eng;
+    int rc;
+
+    if (l->eng_slot < 0) {
+        if (!spyre_launch_start(s, w, l)) {
+            spyre_launch_release(s, l);
+            return true;
+        }
+        job = &l->ejob;
+        if (s->timeslice) {
+            l->ejob.preempt = &l->preempt;
+        }
+    }
+    eng = s->engines[l->eng_slot];
+    for (;;) {
+        qatomic_set(&l->preempt, 0);
+        rc = spyre_engine_run_slice(eng, job, 0, l->res);
+        job = NULL;
+        if (rc != SPYRE_ENGINE_PREEMPTED) {
+            break;
+        }
+        /* Preempted, but the launches that waited were dropped: go on. */
+        if (spyre_launch_others_wait(w)) {
+            uint64_t bytes = spyre_engine_context_bytes(eng);
+
+            l->switches++;
+            l->switch_cycles += spyre_launch_switch_cycles(s, bytes);
+            trace_spyre_launch_preempted(l->ring, l->idx, bytes, l->switches);
+            return false;
+        }
+    }
+    spyre_launch_release(s, l);
     if (l->map && l->res->error == SPYRE_ENGINE_ERR_MMU_FAULT) {
         spyre_launch_fault_message(l->res, l->map->ctx);
+    }
+    return true;
+}
+
+/* ---- Time slicing (main loop) ---- */
+
+/*
+ * The slice timer: while launches wait for the engine, end the running
+ * one's slice once it has held the engine for timeslice-ms (it is then
+ * preempted at the next instruction boundary of all its cores), and check
+ * again at the end of the next slice. Stops when nothing waits.
+ */
+static void spyre_launch_slice_timer(void *opaque)
+{
+    SpyreState *s = opaque;
+    SpyreWorker *w = &s->engine_worker;
+    int64_t quantum = (int64_t)s->timeslice_ms * SCALE_MS;
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+    int64_t next = -1;
+    SpyreJob *j;
+
+    qemu_mutex_lock(&w->lock);
+    if (!QSIMPLEQ_EMPTY(&w->queue)) {
+        j = w->running;
+        next = now + quantum;
+        if (j && now - j->run_start_ns >= quantum) {
+            qatomic_set(&j->preempt, 1);
+        } else if (j) {
+            next = j->run_start_ns + quantum;
+        }
+    }
+    qemu_mutex_unlock(&w->lock);
+    if (next >= 0) {
+        timer_mod(s->slice_timer, next);
+    }
+}
+
+/* A launch was queued: make sure the slice timer watches the engine. */
+void spyre_launch_slice_kick(SpyreState *s)
+{
+    if (s->timeslice && !timer_pending(s->slice_timer)) {
+        timer_mod(s->slice_timer, qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL));
     }
 }
 
@@ -308,7 +472,8 @@ static void spyre_launch_result_to_hw(const spyre_engine_result *r,
     }
 }
 
-static void spyre_launch_account(SpyreState *s, const spyre_engine_result *r)
+static void spyre_launch_account(SpyreState *s, const SpyreJob *l,
+                                 const spyre_engine_result *r)
 {
     unsigned i, u;
     unsigned nc = MIN(r->num_cores, MIN(s->num_cores, SPYRE_LAUNCH_MAX_CORES));
@@ -317,7 +482,9 @@ static void spyre_launch_account(SpyreState *s, const spyre_engine_result *r)
     if (r->error) {
         s->tele_launch_errors++;
     }
-    s->tele_eng_cycles += r->total_cycles;
+    s->tele_eng_cycles += r->total_cycles + l->switch_cycles;
+    s->tele_eng_switches += l->switches;
+    s->tele_eng_switch_cycles += l->switch_cycles;
     s->tele_eng_instrs += r->instructions;
     s->tele_eng_macs += r->macs;
     s->tele_eng_ddr_rd += r->ddr_read_bytes;
@@ -345,6 +512,8 @@ static uint32_t spyre_launch_complete(SpyreState *s, SpyreJob *l, bool live)
     uint32_t detail = res->error;
     bool cancelled = qatomic_read(&l->cancel);
 
+    /* Dropped while preempted: its saved context goes. */
+    spyre_launch_release(s, l);
     if (l->map && res->error == SPYRE_ENGINE_ERR_MMU_FAULT) {
         st = SPYRE_STATUS_ERR_MMU_FAULT;
         spyre_mmu_fault_set(&l->fault, l->map->ctx, res->fault_va,
@@ -357,7 +526,7 @@ static uint32_t spyre_launch_complete(SpyreState *s, SpyreJob *l, bool live)
                             res->total_cycles);
     if (!cancelled) {
         /* An aborted or reset launch is not accounted. */
-        spyre_launch_account(s, res);
+        spyre_launch_account(s, l, res);
     }
     if (res->error && !cancelled) {
         qemu_log_mask(LOG_GUEST_ERROR,
@@ -395,7 +564,7 @@ static uint32_t spyre_launch_complete(SpyreState *s, SpyreJob *l, bool live)
     return spyre_ring_complete(s, l->ring, l->idx, l->seqno, l->flags, st,
                                st == SPYRE_STATUS_OK ||
                                st == SPYRE_STATUS_ERR_HOST_DMA ? 0 : detail,
-                               res->total_cycles);
+                               res->total_cycles + l->switch_cycles);
 }
 
 /* ---- Life cycle ---- */
@@ -413,18 +582,28 @@ void spyre_launch_worker_init(SpyreState *s)
     s->engine_cfg.dma_setup_cycles = SPYRE_CYCLES_DMA_SETUP;
     s->engine_cfg.ring_bytes_per_cycle = s->ring_bytes_per_cycle;
     s->engine_cfg.num_threads = s->engine_threads;
-    s->engine = NULL;
+    memset(s->engines, 0, sizeof(s->engines));
+    memset(s->engine_owner, 0, sizeof(s->engine_owner));
 
     w->run = spyre_launch_run;
     w->complete = spyre_launch_complete;
     spyre_worker_init(s, w, "spyre-engine");
+    s->slice_timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, spyre_launch_slice_timer,
+                                  s);
 }
 
 void spyre_launch_worker_fini(SpyreState *s)
 {
+    unsigned i;
+
+    timer_free(s->slice_timer);
+    s->slice_timer = NULL;
     spyre_worker_fini(&s->engine_worker);
-    if (s->engine) {
-        spyre_engine_destroy(s->engine);
-        s->engine = NULL;
+    for (i = 0; i < ARRAY_SIZE(s->engines); i++) {
+        assert(!s->engine_owner[i]);
+        if (s->engines[i]) {
+            spyre_engine_destroy(s->engines[i]);
+            s->engines[i] = NULL;
+        }
     }
 }

@@ -193,20 +193,22 @@ void spyre_ring_write(SpyreState *s, unsigned n, unsigned reg, uint32_t val)
 static uint32_t spyre_ring_exec(SpyreRing *r, uint64_t *seqno)
 {
     int64_t ns = -1;
+    bool running = true;
 
     *seqno = 0;
     if (r->hang) {
         ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) - r->hang_start_ns;
         *seqno = r->hang_seqno;
     } else if (r->job) {
-        ns = spyre_worker_exec_ns(r->job);
+        ns = spyre_worker_exec_ns(r->job, &running);
         *seqno = r->job->seqno;
     }
     if (ns < 0) {
         *seqno = 0;
         return 0;
     }
-    return SPYRE_RING_EXEC_RUNNING |
+    /* A preempted LAUNCH (1.5): its seqno and time so far, not RUNNING. */
+    return (running ? SPYRE_RING_EXEC_RUNNING : 0) |
            MIN(ns / SCALE_MS, (int64_t)SPYRE_RING_EXEC_MS_MASK);
 }
 

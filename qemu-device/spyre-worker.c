@@ -9,6 +9,11 @@
  * and schedules a bottom half, which completes the command on the main loop
  * (completion entry, interrupts, telemetry) and ends the ring's BUSY.
  *
+ * A job the worker could not finish in one turn (a LAUNCH preempted by time
+ * slicing: its run returned false) goes back to the tail of the queue in
+ * state QUEUED with preempted set, so the waiting jobs run round-robin;
+ * every path that drops queued jobs drops it the same way.
+ *
  * Fault containment: a worker touches only device memory and, through
  * spyre_host_read/write, guest RAM that is mapped directly; it never
  * dispatches MMIO, so it never needs the BQL. A ring ABORT or a reset sets
@@ -42,6 +47,7 @@ SpyreJob *spyre_job_new(SpyreState *s, SpyreJobKind kind, unsigned n,
     j->epoch = s->rings[n].epoch;
     j->seqno = c->hdr.seqno;
     j->flags = c->hdr.flags;
+    j->eng_slot = -1;
     return j;
 }
 
@@ -50,6 +56,7 @@ void spyre_job_free(SpyreJob *j)
     spyre_mmu_unref(j->map);
     g_free(j->windows);
     g_free(j->res);
+    g_free(j->prog);
     g_free(j);
 }
 
@@ -57,6 +64,7 @@ static void *spyre_worker_thread(void *opaque)
 {
     SpyreWorker *w = opaque;
     SpyreJob *j;
+    bool done;
 
     /* Host DMA translates guest addresses under RCU. */
     rcu_register_thread();
@@ -71,21 +79,34 @@ static void *spyre_worker_thread(void *opaque)
         j = QSIMPLEQ_FIRST(&w->queue);
         QSIMPLEQ_REMOVE_HEAD(&w->queue, next);
         j->state = SPYRE_JOB_RUNNING;
+        j->preempted = false;
         j->run_start_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
         w->running = j;
         qemu_mutex_unlock(&w->lock);
 
+        done = true;
         if (!qatomic_read(&j->cancel)) {
-            w->run(w->s, w, j);
+            done = w->run(w->s, w, j);
         }
 
         qemu_mutex_lock(&w->lock);
         w->running = NULL;
         j->exec_ns += qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) - j->run_start_ns;
-        j->state = SPYRE_JOB_DONE;
-        QSIMPLEQ_INSERT_TAIL(&w->done, j, next);
+        /*
+         * A job cancelled meanwhile is done, preempted or not: a reset or
+         * unrealize waiting for the running job reaps it from the done list.
+         */
+        if (done || qatomic_read(&j->cancel)) {
+            j->state = SPYRE_JOB_DONE;
+            QSIMPLEQ_INSERT_TAIL(&w->done, j, next);
+            qemu_bh_schedule(w->bh);
+        } else {
+            /* Preempted: behind the jobs that wait (round-robin). */
+            j->state = SPYRE_JOB_QUEUED;
+            j->preempted = true;
+            QSIMPLEQ_INSERT_TAIL(&w->queue, j, next);
+        }
         qemu_cond_broadcast(&w->idle_cond);
-        qemu_bh_schedule(w->bh);
     }
     qemu_mutex_unlock(&w->lock);
     rcu_unregister_thread();
@@ -211,17 +232,23 @@ void spyre_worker_abort(SpyreState *s, SpyreJob *j)
 
 /*
  * Main loop: nanoseconds job j has held its worker so far (EXEC_TIME), or
- * -1 while it does not hold it (queued, or finished and not yet reaped).
+ * -1 while it is not in progress (queued and never started, or finished
+ * and not yet reaped). *running tells whether it holds the worker now; a
+ * job preempted by time slicing is in progress without holding it.
  */
-int64_t spyre_worker_exec_ns(SpyreJob *j)
+int64_t spyre_worker_exec_ns(SpyreJob *j, bool *running)
 {
     SpyreWorker *w = j->w;
     int64_t ns = -1;
 
+    *running = false;
     qemu_mutex_lock(&w->lock);
     if (j->state == SPYRE_JOB_RUNNING) {
         ns = j->exec_ns + qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) -
              j->run_start_ns;
+        *running = true;
+    } else if (j->state == SPYRE_JOB_QUEUED && j->preempted) {
+        ns = j->exec_ns;
     }
     qemu_mutex_unlock(&w->lock);
     return ns;

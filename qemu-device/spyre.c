@@ -251,6 +251,9 @@ static uint64_t spyre_regs_read(void *opaque, hwaddr addr, unsigned size)
         val = SPYRE_CAP_DMA | SPYRE_CAP_FENCE | SPYRE_CAP_MSIX |
               SPYRE_CAP_TELEMETRY | SPYRE_CAP_LAUNCH | SPYRE_CAP_RING_ABORT |
               SPYRE_CAP_DMA_2D | SPYRE_CAP_MMU | SPYRE_CAP_EXEC_TIME;
+        if (s->timeslice) {
+            val |= SPYRE_CAP_TIMESLICE;
+        }
         if (s->fault_inject_enabled) {
             val |= SPYRE_CAP_FAULT_INJECT;
         }
@@ -367,6 +370,14 @@ static uint64_t spyre_regs_read(void *opaque, hwaddr addr, unsigned size)
         break;
     case SPYRE_REG_TELE_MMU_FAULTS:
         val = s->mmu.tele_faults;
+        break;
+    case SPYRE_REG_TELE_ENG_SWITCHES_LO:
+    case SPYRE_REG_TELE_ENG_SWITCHES_HI:
+        val = spyre_tele64(s, s->tele_eng_switches, addr & 4);
+        break;
+    case SPYRE_REG_TELE_ENG_SWITCH_CYCLES_LO:
+    case SPYRE_REG_TELE_ENG_SWITCH_CYCLES_HI:
+        val = spyre_tele64(s, s->tele_eng_switch_cycles, addr & 4);
         break;
     case SPYRE_REG_MMU_CTX_BASE_LO:
     case SPYRE_REG_MMU_CTX_BASE_HI:
@@ -534,6 +545,11 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
                    s->mmu_cache_runs);
         return;
     }
+    if (s->timeslice_ms < 1 || s->timeslice_ms > 10000) {
+        error_setg(errp, "spyre: timeslice-ms must be in [1, 10000] (got %u)",
+                   s->timeslice_ms);
+        return;
+    }
     if (s->engine_threads > 1024) {
         error_setg(errp, "spyre: x-engine-threads must be in [0, 1024] "
                    "(got %u)", s->engine_threads);
@@ -645,6 +661,10 @@ static const Property spyre_props[] = {
     DEFINE_PROP_UINT32("ring-bytes-per-cycle", SpyreState, ring_bytes_per_cycle,
                        128),
     DEFINE_PROP_UINT32("power-cap-mw", SpyreState, power_cap_mw, 75000),
+    /* Time-slice the engine between rings' launches (off: run to the end). */
+    DEFINE_PROP_BOOL("timeslice", SpyreState, timeslice, true),
+    DEFINE_PROP_UINT32("timeslice-ms", SpyreState, timeslice_ms,
+                       SPYRE_TIMESLICE_MS),
     /* Test and debugging knobs (not a stable interface). */
     /* Host threads of the compute engine; 0 = min(host CPUs, num-cores). */
     DEFINE_PROP_UINT32("x-engine-threads", SpyreState, engine_threads, 0),
@@ -652,6 +672,7 @@ static const Property spyre_props[] = {
                        SPYRE_MMU_CACHE_RUNS),
     DEFINE_PROP_BOOL("x-fault-inject", SpyreState, fault_inject_enabled,
                      false),
+
     DEFINE_PROP_UINT16("x-vendor-id", SpyreState, vendor_id,
                        SPYRE_PCI_VENDOR_ID),
     DEFINE_PROP_UINT16("x-device-id", SpyreState, device_id,

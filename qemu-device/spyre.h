@@ -28,6 +28,19 @@ OBJECT_DECLARE_SIMPLE_TYPE(SpyreState, SPYRE)
 #define SPYRE_CYCLES_FENCE          32
 #define SPYRE_CYCLES_DMA_SETUP      256
 #define SPYRE_CYCLES_ERROR          16
+/*
+ * Engine context switch (time slicing, hw 1.5): fixed part, on top of the
+ * scratchpad save and restore at ddr-mbps. Drains the units' queues
+ * (queue depth 4) and moves each core's registers and loop state (32 x 8 +
+ * 8 x 32 bytes) over the 150-cycle DMA path: a model choice, not a
+ * measurement (hardware.md section 12).
+ */
+#define SPYRE_CYCLES_CTX_SWITCH     2048
+/*
+ * Default time slice (timeslice-ms) of QEMU_CLOCK_VIRTUAL: a switch of a
+ * launch using all 64 MiB of scratchpad costs ~0.66 ms, under 7% of it.
+ */
+#define SPYRE_TIMESLICE_MS          10
 /* LPDDR5 aggregate bandwidth, in MB/s (204.8 GB/s). */
 #define SPYRE_DDR_MBPS              204800ULL
 /* PCIe Gen5 x16 effective: 32 GT/s x 16 x 128/130 = 63.0 GB/s less TLP overhead */
@@ -138,6 +151,13 @@ typedef struct SpyreJob {
     uint32_t epoch;             /* ring epoch at submission */
     uint64_t seqno;
     uint8_t flags;
+    /*
+     * Set by the worker when it put the started job back into its queue
+     * (time slicing: preempted); cleared when it runs again.
+     */
+    bool preempted;
+    /* Set (atomically) by the slice timer: stop at the next instruction. */
+    int32_t preempt;
     /* Translated command (ctx != 0): the snapshot it started with (a ref). */
     SpyreMmuMap *map;
     SpyreMmuFault fault;        /* status ERR_MMU_FAULT: filled by the worker */
@@ -151,6 +171,17 @@ typedef struct SpyreJob {
     uint64_t args[SPYRE_LAUNCH_MAX_ARGS];
     spyre_engine_window *windows;
     spyre_engine_result *res;   /* filled by the worker */
+    /*
+     * Worker (time slicing): the program snapshot and the engine job it
+     * runs on its engine context eng (an entry of SpyreState.engines,
+     * owned from the first slice until the job ends or is dropped), the
+     * context switches it paid and their modeled cycles.
+     */
+    uint8_t *prog;
+    spyre_engine_job ejob;
+    int eng_slot;               /* -1: none */
+    uint64_t switches;
+    uint64_t switch_cycles;
     /* DMA_COPY, DMA_COPY_2D */
     SpyreDmaXfer dma;
     uint32_t status;            /* filled by the worker */
@@ -173,8 +204,11 @@ typedef struct SpyreJob {
 struct SpyreWorker {
     SpyreState *s;
     const char *name;
-    /* Worker thread, no BQL: execute the job. */
-    void (*run)(SpyreState *s, SpyreWorker *w, SpyreJob *j);
+    /*
+     * Worker thread, no BQL: execute the job. false: it is not finished
+     * (preempted); the worker queues it again behind the others.
+     */
+    bool (*run)(SpyreState *s, SpyreWorker *w, SpyreJob *j);
     /*
      * Main loop: account the job and, if live, complete its command
      * (a cancelled job is never live).
@@ -216,6 +250,9 @@ struct SpyreState {
     uint32_t engine_threads;
     uint32_t mmu_cache_runs;    /* x-mmu-cache-runs: translation cache size */
     bool fault_inject_enabled;  /* x-fault-inject */
+    bool timeslice;             /* timeslice: share the engine between rings */
+    uint32_t timeslice_ms;      /* timeslice-ms: the quantum */
+    QEMUTimer *slice_timer;     /* main loop: ends the running launch's slice */
 
     /* Global registers. */
     uint32_t status;
@@ -256,16 +293,22 @@ struct SpyreState {
     uint64_t tele_eng_ddr_rd;
     uint64_t tele_eng_ddr_wr;
     uint64_t tele_eng_ring;
+    uint64_t tele_eng_switches;
+    uint64_t tele_eng_switch_cycles;
     SpyreCoreTele tele_core[SPYRE_LAUNCH_MAX_CORES];
 
     /*
      * Worker threads: the compute engine runs LAUNCHes, the DMA worker runs
-     * large DMA_COPYs. engine is created by the engine worker on first use
-     * and protected by engine_worker.lock.
+     * large DMA_COPYs. engines are the compute engine's contexts: a started
+     * launch owns one (engine_owner) until it ends, so a preempted launch
+     * keeps its cores' state and scratchpads there (at most one per ring).
+     * Created by the engine worker when needed; engine_owner is protected
+     * by engine_worker.lock.
      */
     SpyreWorker engine_worker;
     SpyreWorker dma_worker;
-    spyre_engine *engine;
+    spyre_engine *engines[SPYRE_NUM_RINGS_MAX];
+    SpyreJob *engine_owner[SPYRE_NUM_RINGS_MAX];
     spyre_engine_config engine_cfg;
 
     /* Thermal/power model: decaying busy time, see spyre_update_load(). */
@@ -316,6 +359,7 @@ uint32_t spyre_launch_submit(SpyreState *s, unsigned n, uint32_t idx,
                              SpyreMmuFault *fault);
 void spyre_launch_worker_init(SpyreState *s);
 void spyre_launch_worker_fini(SpyreState *s);
+void spyre_launch_slice_kick(SpyreState *s);
 
 /* spyre-worker.c */
 SpyreJob *spyre_job_new(SpyreState *s, SpyreJobKind kind, unsigned n,
@@ -324,7 +368,7 @@ void spyre_job_free(SpyreJob *j);
 void spyre_worker_init(SpyreState *s, SpyreWorker *w, const char *name);
 void spyre_worker_submit(SpyreWorker *w, SpyreJob *j);
 void spyre_worker_abort(SpyreState *s, SpyreJob *j);
-int64_t spyre_worker_exec_ns(SpyreJob *j);
+int64_t spyre_worker_exec_ns(SpyreJob *j, bool *running);
 void spyre_worker_disown_all(SpyreWorker *w, bool wait);
 void spyre_worker_fini(SpyreWorker *w);
 

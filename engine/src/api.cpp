@@ -132,9 +132,15 @@ static void finish_mac_stats(const spyre_engine_config& cfg, spyre_engine_result
 }
 
 int spyre_engine_run(spyre_engine* e, const spyre_engine_job* job, spyre_engine_result* res) {
+    if (!job) e = nullptr;  // resuming is spyre_engine_run_slice's
+    return spyre_engine_run_slice(e, job, 0, res);
+}
+
+int spyre_engine_run_slice(spyre_engine* e, const spyre_engine_job* job, uint64_t slice,
+                           spyre_engine_result* res) {
     spyre_engine_result local;
     spyre_engine_result* r = res ? res : &local;
-    if (!e || !job) {
+    if (!e) {
         std::memset(r, 0, sizeof *r);
         r->status = -1;
         r->error = SPYRE_ENGINE_ERR_INVALID_ARGUMENT;
@@ -153,8 +159,8 @@ int spyre_engine_run(spyre_engine* e, const spyre_engine_job* job, spyre_engine_
         return r->error;
     };
     try {
-        const int rc = e->impl.run(*job, *r);
-        finish_mac_stats(e->impl.config(), *r);
+        const int rc = e->impl.run_slice(job, slice, *r);
+        if (rc != SPYRE_ENGINE_PREEMPTED) finish_mac_stats(e->impl.config(), *r);
         return rc;
     } catch (const std::bad_alloc&) {
         return host_fail("out of host memory");
@@ -165,6 +171,14 @@ int spyre_engine_run(spyre_engine* e, const spyre_engine_job* job, spyre_engine_
     } catch (...) {
         return host_fail("host error in the engine");
     }
+}
+
+void spyre_engine_discard(spyre_engine* e) {
+    if (e) e->impl.discard();
+}
+
+uint64_t spyre_engine_context_bytes(const spyre_engine* e) {
+    return e ? e->impl.context_bytes() : 0;
 }
 
 void spyre_engine_cancel(spyre_engine* e) {

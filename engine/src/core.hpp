@@ -57,6 +57,9 @@ struct Core {
     uint64_t in_bytes[2] = {};
     uint64_t group = 0;     // cores of the collective this core waits in (bit mask)
     uint32_t map_hint = 0;  // translated job: index of the run this core used last
+    // time slice (Engine::run_slice): the core stops before instruction number slice_end
+    uint64_t slice_end = UINT64_MAX;
+    bool sliced = false;  // it did, in the phase that just ran
     Failure fail;
 };
 

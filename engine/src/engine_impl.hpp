@@ -57,6 +57,11 @@ class Engine {
     const spyre_engine_config& config() const { return cfg_; }
     void cancel() { cancel_.store(true, std::memory_order_relaxed); }
     int run(const spyre_engine_job& job, spyre_engine_result& res);
+    // Time slicing (spyre_engine_run_slice): job == nullptr resumes the preempted job.
+    static constexpr int kPreempted = SPYRE_ENGINE_PREEMPTED;
+    int run_slice(const spyre_engine_job* job, uint64_t slice, spyre_engine_result& res);
+    void discard();
+    uint64_t context_bytes() const;
 
   private:
     // job state
@@ -77,6 +82,14 @@ class Engine {
     std::atomic<uint64_t> job_records_{0};
     std::vector<CollectiveInfo> colls_;
     std::vector<MulticastInfo> mcasts_;
+
+    // run_slice's steps: start (checks, core reset), loop (phases; false = preempted), finish
+    static constexpr int kStarted = -2;
+    int start(const spyre_engine_job& job, spyre_engine_result& res);
+    bool loop(Failure& f, bool& failed);
+    int finish(spyre_engine_result& res, Failure& f, bool failed);
+    Program prog_store_;      // the running (or preempted) job's validated program
+    bool suspended_ = false;  // a preempted job waits in the cores for run_slice(nullptr)
 
     bool run_core(Core& c);
     bool fail(Core& c, int code, const char* fmt, ...) __attribute__((format(printf, 4, 5)));

@@ -23,6 +23,12 @@ bool Engine::run_core(Core& c) {
                         (unsigned long long)kMaxJobRecords);
         // every instruction (a few ns): long instructions also poll inside their kernels
         if (cancelled()) return fail(c, SPYRE_ENGINE_ERR_CANCELLED, "job cancelled");
+        // time slice used up: stop at this instruction boundary (run_slice)
+        if (c.stats.instructions >= c.slice_end ||
+            (job_->preempt && __atomic_load_n(job_->preempt, __ATOMIC_RELAXED))) {
+            c.sliced = true;
+            return true;
+        }
         const Instr& in = code[c.pc];
         const Op op = static_cast<Op>(in.op);
         if (op == Op::RECV) {

@@ -22,25 +22,97 @@ int test_throw_core() {
     return v && *v ? std::atoi(v) : -1;
 }
 
+// Fills the result of a job that stopped with failure fl; returns its code.
+static int finish_fail(spyre_engine_result& res, const Failure& fl) {
+    res.status = -1;
+    res.error = fl.code;
+    res.core = fl.core;
+    res.pc = fl.pc;
+    std::memcpy(res.message, fl.msg, sizeof res.message);
+    res.message[sizeof res.message - 1] = 0;
+    if (fl.code == SPYRE_ENGINE_ERR_MMU_FAULT) {
+        res.fault_va = fl.fault_va;
+        res.fault_access = fl.fault_access;
+    }
+    return fl.code;
+}
+
 int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
+    return run_slice(&job, 0, res);
+}
+
+int Engine::run_slice(const spyre_engine_job* job, uint64_t slice, spyre_engine_result& res) {
     std::lock_guard<std::mutex> lk(run_mu_);
+    const bool resume = !job;
+    if (resume && !suspended_) {
+        Failure f;
+        std::memset(&res, 0, sizeof res);
+        set_fail(f, SPYRE_ENGINE_ERR_INVALID_ARGUMENT, -1, 0, "no preempted job to resume");
+        return finish_fail(res, f);
+    }
+    // a host failure (exception) below leaves no job to resume
+    suspended_ = false;
+    if (!resume) {
+        const int rc = start(*job, res);
+        if (rc != kStarted) return rc;
+    }
+    // the slice: at most `slice` more instructions per core
+    for (uint32_t i = 0; i < ncores_; ++i) {
+        Core& c = cores_[i];
+        c.slice_end = slice && c.stats.instructions <= UINT64_MAX - slice
+                          ? c.stats.instructions + slice
+                          : UINT64_MAX;
+        c.sliced = false;
+    }
+    Failure f;
+    bool failed = false;
+    if (!loop(f, failed)) {
+        suspended_ = true;
+        return kPreempted;
+    }
+    return finish(res, f, failed);
+}
+
+// Drops a preempted job: its cores' registers, loops, traces and messages. The scratchpads keep
+// their bytes, which the next job sees as stale (zero).
+void Engine::discard() {
+    std::lock_guard<std::mutex> lk(run_mu_);
+    suspended_ = false;
+    for (Core& c : cores_) {
+        uint8_t* lx = c.lx;
+        uint64_t* stale = c.stale;
+        const uint64_t hw = c.lx_hw;
+        c.~Core();
+        new (&c) Core();
+        c.lx = lx;
+        c.stale = stale;
+        c.lx_hw = hw;
+        c.st = St::Halted;
+    }
+    colls_ = {};
+    mcasts_ = {};
+    prog_store_ = Program{};
+    prog_ = nullptr;
+    job_ = nullptr;
+    maps_ = nullptr;
+    nmaps_ = 0;
+}
+
+// Scratchpad bytes the job's cores have written so far (whole sticks): what a context switch
+// saves and restores.
+uint64_t Engine::context_bytes() const {
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < ncores_ && i < cores_.size(); ++i)
+        n += ceil_div(std::min(cores_[i].lx_hw, cfg_.lx_bytes), kS) * kS;
+    return n;
+}
+
+// Checks the job and resets the cores; kStarted, or the job's error (result filled).
+int Engine::start(const spyre_engine_job& job, spyre_engine_result& res) {
     cancel_.store(false, std::memory_order_relaxed);
     cancel_tok_.job = job.cancel;
     std::memset(&res, 0, sizeof res);
     Failure f;
-    auto finish_fail = [&](const Failure& fl) {
-        res.status = -1;
-        res.error = fl.code;
-        res.core = fl.core;
-        res.pc = fl.pc;
-        std::memcpy(res.message, fl.msg, sizeof res.message);
-        res.message[sizeof res.message - 1] = 0;
-        if (fl.code == SPYRE_ENGINE_ERR_MMU_FAULT) {
-            res.fault_va = fl.fault_va;
-            res.fault_access = fl.fault_access;
-        }
-        return fl.code;
-    };
     // job arguments
     const uint32_t nc = job.num_cores ? job.num_cores : cfg_.num_cores;
     res.num_cores = nc;
@@ -51,9 +123,9 @@ int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
         set_fail(f, SPYRE_ENGINE_ERR_INVALID_ARGUMENT, -1, 0,
                  "invalid job (cores %u, args %u, windows %u, flags 0x%x)", nc, job.num_args,
                  job.num_windows, job.flags);
-        return finish_fail(f);
+        return finish_fail(res, f);
     }
-    if (!mappings_valid(job, f)) return finish_fail(f);
+    if (!mappings_valid(job, f)) return finish_fail(res, f);
     windows_.clear();
     uint64_t span0 = UINT64_MAX;
     for (uint32_t i = 0; i < job.num_windows; ++i) {
@@ -66,16 +138,17 @@ int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
                      "window %u (0x%llx+%llu) beyond device memory %llu", i,
                      (unsigned long long)w.addr, (unsigned long long)w.size,
                      (unsigned long long)job.mem_size);
-            return finish_fail(f);
+            return finish_fail(res, f);
         }
         windows_.push_back(w);
         span0 = std::min(span0, w.addr & ~uint64_t{kS - 1});
     }
     if (span0 == UINT64_MAX) span0 = 0;
-    Program prog;
-    if (!validate(static_cast<const uint8_t*>(job.program), job.program_size, prog, f))
-        return finish_fail(f);
-    prog_ = &prog;
+    prog_store_ = Program{};
+    prog_ = nullptr;
+    if (!validate(static_cast<const uint8_t*>(job.program), job.program_size, prog_store_, f))
+        return finish_fail(res, f);
+    prog_ = &prog_store_;
     job_ = &job;
     ncores_ = nc;
     mem_ = static_cast<uint8_t*>(job.mem);
@@ -112,10 +185,15 @@ int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
         c.trace.reset(cfg_.queue_depth, &job_records_);
         c.st = i < nc ? St::Running : St::Halted;
     }
+    return kStarted;
+}
 
+// Runs phases until the job ends (returns true; f and failed tell how) or a core used up its
+// slice (returns false: every core stands at an instruction boundary, its messages delivered).
+bool Engine::loop(Failure& f, bool& failed) {
+    const uint32_t nc = ncores_;
+    const Program& prog = *prog_;
     std::vector<uint32_t> runnable;
-    std::vector<Core*> live;
-    bool failed = false;
     for (;;) {
         runnable.clear();
         for (uint32_t i = 0; i < nc; ++i)
@@ -158,6 +236,9 @@ int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
                 if (c.st == St::BlockedRecv && !c.in[prog.code[c.pc].func].empty())
                     c.st = St::Running;
             }
+            bool sliced = false;
+            for (uint32_t i : runnable) sliced |= cores_[i].sliced;
+            if (sliced && !cancelled()) return false;
             continue;
         }
         if (cancelled()) {
@@ -171,7 +252,14 @@ int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
         if (failed) break;
         break;  // every core has halted
     }
+    return true;
+}
 
+// Fills the result of the ended job; returns its error.
+int Engine::finish(spyre_engine_result& res, Failure& f, bool failed) {
+    const uint32_t nc = ncores_;
+    std::memset(&res, 0, sizeof res);
+    res.num_cores = nc;
     // results (also filled for failed jobs: statistics up to the failure); the timing comes
     // from the replay of the cores' traces
     replay(res);
@@ -195,7 +283,7 @@ int Engine::run(const spyre_engine_job& job, spyre_engine_result& res) {
     job_ = nullptr;
     maps_ = nullptr;
     nmaps_ = 0;
-    if (failed) return finish_fail(f);
+    if (failed) return finish_fail(res, f);
     return SPYRE_ENGINE_OK;
 }
 

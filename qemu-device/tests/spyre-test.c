@@ -420,7 +420,7 @@ static void test_identity(void)
                     SPYRE_CAP_DMA | SPYRE_CAP_FENCE | SPYRE_CAP_MSIX |
                     SPYRE_CAP_TELEMETRY | SPYRE_CAP_LAUNCH |
                     SPYRE_CAP_RING_ABORT | SPYRE_CAP_DMA_2D | SPYRE_CAP_MMU |
-                    SPYRE_CAP_EXEC_TIME);
+                    SPYRE_CAP_EXEC_TIME | SPYRE_CAP_TIMESLICE);
     g_assert_cmpuint(rd(s, SPYRE_REG_NUM_CORES), ==, 32);
     g_assert_cmpuint(rd64(s, SPYRE_REG_DEVMEM_SIZE_LO), ==, DEVMEM);
     g_assert_cmpuint(rd(s, SPYRE_REG_NUM_RINGS), ==, NRINGS);
@@ -483,7 +483,7 @@ static void test_bad_properties(void)
         "clock-mhz=0", "num-cores=0", "num-cores=65", "lx-size=100",
         "lx-size=2G", "x-engine-threads=5000", "ddr-mbps=0",
         "ring-bytes-per-cycle=0", "x-mmu-cache-runs=15",
-        "x-mmu-cache-runs=67108865",
+        "x-mmu-cache-runs=67108865", "timeslice-ms=0", "timeslice-ms=10001",
     };
     const char *qemu = g_getenv("QTEST_QEMU_BINARY");
     size_t i;
@@ -2392,7 +2392,9 @@ static uint32_t wait_exec_running(Spyre *s, int n)
  */
 static void test_exec_time(void)
 {
-    Spyre *s = spyre_start(",x-fault-inject=on,x-engine-threads=2");
+    /* Without time slicing (1.4 behaviour): ring 2 waits for ring 0's end. */
+    Spyre *s = spyre_start(",x-fault-inject=on,x-engine-threads=2,"
+                           "timeslice=off");
     const uint64_t ms = 1000 * 1000;
     struct spyre_hw_cmd c;
     uint32_t idx, t;
@@ -2451,6 +2453,362 @@ static void test_exec_time(void)
     rwr(s, 1, SPYRE_RING_CTRL, SPYRE_RING_CTRL_ABORT);
     g_assert_cmphex(rrd(s, 1, SPYRE_RING_EXEC_TIME), ==, 0);
     g_assert_cmphex(rrd(s, 1, SPYRE_RING_EXEC_SEQNO), ==, 0);
+    spyre_stop(s);
+}
+
+/* ---- Time slicing (1.5) ---- */
+
+#define ISA_LXLD        0x08
+#define ISA_LXST        0x09
+#define TS_OUT          0x40000     /* launch n writes its rows at + n * 0x1000 */
+#define TS_CORES        2
+#define TS_QUANTUM_MS   10          /* timeslice-ms default */
+/* One switch of a prog_lx_sum launch: 2048 + save and restore of one stick per core. */
+#define TS_SWITCH_CYCLES \
+    (2048 + 2 * ((TS_CORES * 128 * 1500 + 204800 - 1) / 204800))
+
+/*
+ * A long computation kept in scratchpad: LX[0] of each core accumulates
+ * i + args[1] + core for i = 0 .. args[2] - 1, then goes to device memory
+ * at args[0] + core * 128: n (n - 1) / 2 + n (args[1] + core).
+ */
+static uint32_t prog_lx_sum(Prog *p)
+{
+    memset(p, 0, sizeof(*p));
+    isa(p, ISA_ARG, 0, 14, 0, 0, 0, 0, 0, 1);
+    isa(p, ISA_ALU, 0, 15, 14, 1, 0, ISA_ALU_ADD, 0, 0);   /* r15 = a1 + core */
+    isa(p, ISA_ARG, 0, 16, 0, 0, 0, 0, 0, 2);
+    isa_li(p, 3, 0);
+    isa(p, ISA_LOOP, 0, 13, 16, 0, 0, 0, 0, 0);
+    isa(p, ISA_LXLD, 0, 12, 3, 0, 0, 0, 0, 0);
+    isa(p, ISA_ALU, 0, 12, 12, 13, 0, ISA_ALU_ADD, 0, 0);
+    isa(p, ISA_ALU, 0, 12, 12, 15, 0, ISA_ALU_ADD, 0, 0);
+    isa(p, ISA_LXST, 0, 0, 3, 12, 0, 0, 0, 0);
+    isa(p, ISA_ENDLOOP, 0, 0, 0, 0, 0, 0, 0, 0);
+    isa(p, ISA_ARG, 0, 5, 0, 0, 0, 0, 0, 0);
+    isa(p, ISA_ALU, 0, 6, 1, 0, 0, ISA_ALU_MUL, 0, 128);
+    isa(p, ISA_ALU, 0, 5, 5, 6, 0, ISA_ALU_ADD, 0, 0);
+    isa_li(p, 7, 128);
+    isa(p, ISA_STORE, 0, 3, 5, 7, 0, 0, 0, 0);
+    isa(p, ISA_HALT, 0, 0, 0, 0, 0, 0, 0, 0);
+    return isa_finish(p);
+}
+
+/* Queue prog_lx_sum on ring n with add and iters; returns its entry. */
+static uint32_t ts_launch(Spyre *s, int n, uint64_t seqno, uint64_t add,
+                          uint64_t iters)
+{
+    const uint64_t out = TS_OUT + n * 0x1000;
+    const uint64_t args[3] = { out, add, iters };
+    const struct spyre_hw_launch_window win = { out, TS_CORES * 128 };
+    Prog p;
+    uint32_t size = prog_lx_sum(&p);
+    struct spyre_hw_cmd c;
+    uint32_t idx;
+
+    devmem_write(s, 0x8000, p.buf, size);
+    devmem_write(s, out, "\xff", 1);
+    c = cmd_launch(seqno, SPYRE_CMD_F_IRQ, 0x8000, size,
+                   launch_desc(s, TS_CORES, 3, args, 1, &win), 0);
+    idx = ring_queue(s, n, &c);
+    rwr(s, n, SPYRE_RING_TAIL, s->ring[n].tail);
+    return idx;
+}
+
+/* Ring n's prog_lx_sum launch wrote its sums. */
+static void ts_check(Spyre *s, int n, uint64_t add, uint64_t iters)
+{
+    uint64_t got[TS_CORES * 16];
+    int c;
+
+    devmem_read(s, TS_OUT + n * 0x1000, got, sizeof(got));
+    for (c = 0; c < TS_CORES; c++) {
+        g_assert_cmpuint(got[c * 16], ==,
+                         iters * (iters - 1) / 2 + iters * (add + c));
+    }
+}
+
+/* Until ring n's command completed: its completion entry. */
+static struct spyre_hw_cpl ts_wait(Spyre *s, int n, uint32_t idx)
+{
+    double t0 = now_ms();
+
+    while (rrd(s, n, SPYRE_RING_HEAD) == idx) {
+        g_assert_cmpfloat(now_ms() - t0, <, 60000);
+        qtest_clock_step(s->qts, 100 * 1000);
+        g_usleep(200);
+    }
+    return ring_cpl(s, n, idx);
+}
+
+/* Until ring n holds the engine, stepping the virtual clock by the quantum. */
+static uint32_t ts_wait_running(Spyre *s, int n)
+{
+    double t0 = now_ms();
+    uint32_t t;
+
+    while (!((t = rrd(s, n, SPYRE_RING_EXEC_TIME)) & SPYRE_RING_EXEC_RUNNING)) {
+        g_assert_cmpfloat(now_ms() - t0, <, 10000);
+        qtest_clock_step(s->qts, TS_QUANTUM_MS * 1000 * 1000);
+        g_usleep(500);
+    }
+    return t;
+}
+
+/* Wall milliseconds one prog_lx_sum launch of iters takes alone. */
+static double ts_alone(Spyre *s, int n, uint64_t iters, uint64_t *cycles)
+{
+    double t0 = now_ms();
+    uint32_t idx = ts_launch(s, n, 99, 5, iters);
+    struct spyre_hw_cpl cpl = ts_wait(s, n, idx);
+
+    g_assert_cmpuint(cpl.status, ==, SPYRE_STATUS_OK);
+    ts_check(s, n, 5, iters);
+    *cycles = cpl.cycles;
+    return now_ms() - t0;
+}
+
+/*
+ * Two rings' long launches share the engine (1.5): after a quantum of
+ * virtual time the running one is preempted at an instruction boundary
+ * and the other runs; they alternate, both compute the right sums (the
+ * scratchpad and registers survived every switch), EXEC_TIME charges each
+ * only the time it held the engine and reads a preempted launch's seqno
+ * without RUNNING, and each switch costs the modeled cycles.
+ */
+static void test_timeslice(void)
+{
+    Spyre *s = spyre_start(",x-engine-threads=2");
+    const int64_t ms = 1000 * 1000;
+    uint64_t iters = 2000000, alone_cycles, sw0, swc0, sw, swc;
+    int64_t v0, v;
+    struct spyre_hw_cpl c0, c1;
+    uint32_t i0, i1, t, switches_seen = 0;
+    double alone;
+    int turn;
+
+    g_assert_cmphex(rd(s, SPYRE_REG_CAPS) & SPYRE_CAP_TIMESLICE, ==,
+                    SPYRE_CAP_TIMESLICE);
+    ring_setup(s, 0, 8);
+    ring_setup(s, 1, 8);
+    /* Long enough to see several switches: >= 1 s of host time alone. */
+    alone = ts_alone(s, 0, iters, &alone_cycles);
+    while (alone < 1000) {
+        iters *= 2;
+        alone = ts_alone(s, 0, iters, &alone_cycles);
+    }
+    g_test_message("%" PRIu64 " iterations alone: %.0f ms, %" PRIu64
+                   " cycles", iters, alone, alone_cycles);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_ENG_SWITCHES_LO), ==, 0);
+
+    v0 = qtest_clock_step(s->qts, 1000);
+    i0 = ts_launch(s, 0, 10, 1000, iters);
+    wait_exec_running(s, 0);
+    i1 = ts_launch(s, 1, 11, 2000, iters);
+    qtest_clock_step(s->qts, 1000);
+    /* Ring 1 waits: consumed, not started. */
+    g_assert_cmphex(rrd(s, 1, SPYRE_RING_EXEC_SEQNO), ==, 0);
+    g_assert_cmphex(rrd(s, 1, SPYRE_RING_EXEC_TIME), ==, 0);
+
+    /* Alternate a few times, each ring preempted while the other runs. */
+    for (turn = 0; turn < 4; turn++) {
+        int on = (turn + 1) % 2, off = turn % 2;
+
+        t = ts_wait_running(s, on);
+        g_assert_cmpuint(rrd(s, off, SPYRE_RING_HEAD), ==, off ? i1 : i0);
+        g_assert_cmpuint(rrd(s, on, SPYRE_RING_HEAD), ==, on ? i1 : i0);
+        /* The preempted one: its seqno, the time it held the engine. */
+        g_assert_cmphex(rrd(s, off, SPYRE_RING_EXEC_SEQNO), ==, 10 + off);
+        t = rrd(s, off, SPYRE_RING_EXEC_TIME);
+        g_assert_cmphex(t & SPYRE_RING_EXEC_RUNNING, ==, 0);
+        g_assert_cmpuint(t & SPYRE_RING_EXEC_MS_MASK, >=, TS_QUANTUM_MS);
+        g_assert_cmphex(rrd(s, off, SPYRE_RING_STATUS) & SPYRE_RING_STATUS_BUSY,
+                        ==, SPYRE_RING_STATUS_BUSY);
+        switches_seen++;
+    }
+    /*
+     * Charged only while held: the virtual time since it began less ring
+     * 1's two slices (a quantum at least each).
+     */
+    v = qtest_clock_step(s->qts, 1000);
+    t = rrd(s, 0, SPYRE_RING_EXEC_TIME) & SPYRE_RING_EXEC_MS_MASK;
+    g_test_message("ring 0 held the engine %u ms of %" PRId64 " ms", t,
+                   (v - v0) / ms);
+    g_assert_cmpint(t, <=, (v - v0) / ms - 2 * TS_QUANTUM_MS);
+    g_assert_cmpuint(t, >=, 2 * TS_QUANTUM_MS);
+
+    c0 = ts_wait(s, 0, i0);
+    c1 = ts_wait(s, 1, i1);
+    g_assert_cmpuint(c0.status, ==, SPYRE_STATUS_OK);
+    g_assert_cmpuint(c1.status, ==, SPYRE_STATUS_OK);
+    ts_check(s, 0, 1000, iters);
+    ts_check(s, 1, 2000, iters);
+    sw = rd64(s, SPYRE_REG_TELE_ENG_SWITCHES_LO);
+    swc = rd64(s, SPYRE_REG_TELE_ENG_SWITCH_CYCLES_LO);
+    g_test_message("%" PRIu64 " switches, %" PRIu64 " cycles", sw, swc);
+    g_assert_cmpuint(sw, >=, switches_seen);
+    /* Each costs the fixed part, plus the sticks written if any. */
+    g_assert_cmpuint(swc, >=, sw * 2048);
+    g_assert_cmpuint(swc, <=, sw * TS_SWITCH_CYCLES);
+    /* The switches are charged to the launches' cycles, nothing else. */
+    g_assert_cmpuint(c0.cycles + c1.cycles, ==, 2 * alone_cycles + swc);
+
+    /* A launch alone again: no switch, no cost. */
+    sw0 = sw, swc0 = swc;
+    ts_alone(s, 1, iters / 4, &alone_cycles);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_ENG_SWITCHES_LO), ==, sw0);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_ENG_SWITCH_CYCLES_LO), ==, swc0);
+    spyre_stop(s);
+}
+
+/*
+ * timeslice=off: today's behaviour, the second ring's launch waits for the
+ * first one's end however long it runs; CAP_TIMESLICE reads 0.
+ */
+static void test_timeslice_off(void)
+{
+    Spyre *s = spyre_start(",x-engine-threads=2,timeslice=off");
+    uint64_t iters = 2000000, cycles;
+    struct spyre_hw_cpl c0, c1;
+    uint32_t i0, i1;
+    int k;
+
+    g_assert_cmphex(rd(s, SPYRE_REG_CAPS) & SPYRE_CAP_TIMESLICE, ==, 0);
+    ring_setup(s, 0, 8);
+    ring_setup(s, 1, 8);
+    while (ts_alone(s, 0, iters, &cycles) < 1000) {
+        iters *= 2;
+    }
+    i0 = ts_launch(s, 0, 10, 1000, iters);
+    wait_exec_running(s, 0);
+    i1 = ts_launch(s, 1, 11, 2000, iters);
+    for (k = 0; k < 20; k++) {
+        qtest_clock_step(s->qts, TS_QUANTUM_MS * 1000 * 1000);
+        g_usleep(5000);
+        g_assert_cmphex(rrd(s, 1, SPYRE_RING_EXEC_TIME), ==, 0);
+        g_assert_cmphex(rrd(s, 1, SPYRE_RING_EXEC_SEQNO), ==, 0);
+        if (rrd(s, 0, SPYRE_RING_HEAD) != i0) {
+            break;
+        }
+        g_assert_cmphex(rrd(s, 0, SPYRE_RING_EXEC_TIME) &
+                        SPYRE_RING_EXEC_RUNNING, ==, SPYRE_RING_EXEC_RUNNING);
+    }
+    c0 = ts_wait(s, 0, i0);
+    c1 = ts_wait(s, 1, i1);
+    g_assert_cmpuint(c0.status, ==, SPYRE_STATUS_OK);
+    g_assert_cmpuint(c1.status, ==, SPYRE_STATUS_OK);
+    g_assert_cmpuint(c0.cycles, ==, cycles);
+    g_assert_cmpuint(c1.cycles, ==, cycles);
+    ts_check(s, 0, 1000, iters);
+    ts_check(s, 1, 2000, iters);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_ENG_SWITCHES_LO), ==, 0);
+    spyre_stop(s);
+}
+
+/*
+ * The preempted launch's ring is aborted: BUSY drops at once (it holds no
+ * engine), nothing is written for it, its saved context is released, and
+ * the other ring's launch completes correctly; then a register reset with
+ * a launch preempted, and launches on every ring contending afterwards
+ * (every context was given back).
+ */
+static void test_timeslice_abort(void)
+{
+    Spyre *s = spyre_start(",x-engine-threads=2");
+    uint64_t iters = 1000000, cycles;
+    struct spyre_hw_cpl c1;
+    uint32_t i0, i1, idx[NRINGS];
+    uint16_t devctl;
+    int n;
+
+    for (n = 0; n < NRINGS; n++) {
+        ring_setup(s, n, 8);
+    }
+    while (ts_alone(s, 0, iters, &cycles) < 500) {
+        iters *= 2;
+    }
+    g_test_message("%" PRIu64 " iterations", iters);
+    i0 = ts_launch(s, 0, 10, 1000, iters);
+    wait_exec_running(s, 0);
+    i1 = ts_launch(s, 1, 11, 2000, iters);
+    ts_wait_running(s, 1);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_EXEC_SEQNO), ==, 10);
+    rwr(s, 0, SPYRE_RING_CTRL, SPYRE_RING_CTRL_ABORT);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS), ==, 0);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_EXEC_TIME), ==, 0);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_EXEC_SEQNO), ==, 0);
+    c1 = ts_wait(s, 1, i1);
+    g_assert_cmpuint(c1.status, ==, SPYRE_STATUS_OK);
+    ts_check(s, 1, 2000, iters);
+    assert_no_cpl(s, 0, i0);
+
+    /* A register reset with one launch preempted and one running. */
+    ring_setup(s, 0, 8);
+    i0 = ts_launch(s, 0, 20, 1000, iters);
+    wait_exec_running(s, 0);
+    i1 = ts_launch(s, 1, 21, 2000, iters);
+    ts_wait_running(s, 1);
+    wr(s, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
+    wait_ready(s);
+    assert_no_cpl(s, 0, i0);
+
+    /* The same with a function-level reset (it waits for the running one). */
+    ring_setup(s, 0, 8);
+    ring_setup(s, 1, 8);
+    i0 = ts_launch(s, 0, 40, 1000, iters);
+    wait_exec_running(s, 0);
+    i1 = ts_launch(s, 1, 41, 2000, iters);
+    ts_wait_running(s, 1);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_EXEC_SEQNO), ==, 40);
+    devctl = qpci_find_capability(s->dev, PCI_CAP_ID_EXP, 0);
+    qpci_config_writew(s->dev, devctl + PCI_EXP_DEVCTL,
+                       qpci_config_readw(s->dev, devctl + PCI_EXP_DEVCTL) |
+                       PCI_EXP_DEVCTL_BCR_FLR);
+    qpci_device_enable(s->dev);
+    s->bar0 = qpci_iomap(s->dev, SPYRE_BAR_REGS, NULL);
+    s->bar2 = qpci_iomap(s->dev, SPYRE_BAR_DEVMEM, NULL);
+    g_assert_cmphex(rd(s, SPYRE_REG_STATUS), ==, SPYRE_STATUS_READY);
+    assert_no_cpl(s, 0, i0);
+    assert_no_cpl(s, 1, i1);
+
+    /*
+     * Every ring contends now, which needs every engine context (one
+     * kept by a dropped launch would be missing): all complete exactly.
+     */
+    for (n = 0; n < NRINGS; n++) {
+        ring_setup(s, n, 8);
+        idx[n] = ts_launch(s, n, 30 + n, 100 * n, iters);
+    }
+    for (n = 0; n < NRINGS; n++) {
+        c1 = ts_wait(s, n, idx[n]);
+        g_assert_cmpuint(c1.status, ==, SPYRE_STATUS_OK);
+        ts_check(s, n, 100 * n, iters);
+        g_test_message("ring %d done, %" PRIu64 " switches", n,
+                       rd64(s, SPYRE_REG_TELE_ENG_SWITCHES_LO));
+    }
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_ENG_SWITCHES_LO), >, 0);
+    spyre_stop(s);
+}
+
+/* Hot-unplug with one launch preempted and one running. */
+static void test_timeslice_unplug(void)
+{
+    Spyre *s = spyre_start_on("pc", ",x-engine-threads=2");
+    uint64_t iters = 1000000, cycles;
+
+    ring_setup(s, 0, 8);
+    ring_setup(s, 1, 8);
+    while (ts_alone(s, 0, iters, &cycles) < 500) {
+        iters *= 2;
+    }
+    ts_launch(s, 0, 10, 1000, iters * 8);
+    wait_exec_running(s, 0);
+    ts_launch(s, 1, 11, 2000, iters * 8);
+    ts_wait_running(s, 1);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_EXEC_SEQNO), ==, 10);
+    qpci_unplug_acpi_device_test(s->qts, "spyre0", SLOT);
+    qtest_qmp_assert_success(s->qts, "{ 'execute': 'query-status' }");
+    g_assert(!qpci_device_find(s->bus, QPCI_DEVFN(SLOT, 0)));
     spyre_stop(s);
 }
 
@@ -4149,6 +4507,10 @@ int main(int argc, char **argv)
     qtest_add_func("/spyre/abort-launch", test_abort_launch);
     qtest_add_func("/spyre/abort-copy", test_abort_copy);
     qtest_add_func("/spyre/exec-time", test_exec_time);
+    qtest_add_func("/spyre/timeslice", test_timeslice);
+    qtest_add_func("/spyre/timeslice-off", test_timeslice_off);
+    qtest_add_func("/spyre/timeslice-abort", test_timeslice_abort);
+    qtest_add_func("/spyre/timeslice-unplug", test_timeslice_unplug);
     qtest_add_func("/spyre/fault-hang", test_fault_hang);
     qtest_add_func("/spyre/fault-inject-off", test_fault_inject_off);
     qtest_add_func("/spyre/msix-pending-on-enable",

@@ -151,6 +151,10 @@ typedef struct spyre_engine_job {
      * before the instruction moves data. With mappings, windows are not bounded by mem_size. */
     const spyre_engine_mapping* mappings;
     uint32_t num_mappings;
+    /* Optional (NULL = none), for spyre_engine_run_slice(): once *preempt is non-zero (read
+     * atomically), every core stops before its next instruction and the call returns
+     * SPYRE_ENGINE_PREEMPTED, as when the slice is used up. The caller clears it to resume. */
+    const int32_t* preempt;
 } spyre_engine_job;
 
 typedef struct spyre_engine_core_stats {
@@ -213,6 +217,30 @@ void spyre_engine_destroy(spyre_engine* eng);
 const spyre_engine_config* spyre_engine_get_config(const spyre_engine* eng);
 /* Runs a job to completion. Fills *res (always, if res != NULL) and returns res->error. */
 int spyre_engine_run(spyre_engine* eng, const spyre_engine_job* job, spyre_engine_result* res);
+/*
+ * Time slicing (the card model's engine shared between rings, hardware.md section 12):
+ * spyre_engine_run_slice(eng, job, slice, res) runs job like spyre_engine_run(), but a core
+ * that has executed `slice` instructions in this call stops before its next one (0 = no limit),
+ * and so does every core once the job's preempt flag is set.
+ * Once every core stands at an instruction boundary (its ring messages delivered), the call
+ * returns SPYRE_ENGINE_PREEMPTED and leaves *res untouched: the job's whole state (registers,
+ * loops, scratchpads, ring buffers, cycle record) stays in the engine, and
+ * spyre_engine_run_slice(eng, NULL, slice, res) resumes it where it stopped. The job and
+ * everything it points to must stay valid until the job ends (any other return value, *res
+ * filled as by spyre_engine_run) or spyre_engine_discard() drops it. Results, statistics and
+ * cycles are the same however the job was sliced (except that ring_max_bytes is checked per
+ * phase: an overrun within one phase may not happen when the phase is cut short). Resuming with no preempted job fails with
+ * SPYRE_ENGINE_ERR_INVALID_ARGUMENT; starting a job drops a preempted one.
+ */
+#define SPYRE_ENGINE_PREEMPTED (-1)
+int spyre_engine_run_slice(spyre_engine* eng, const spyre_engine_job* job, uint64_t slice,
+                           spyre_engine_result* res);
+/* Drops the preempted job, if any (its memory is released; the scratchpads read as zero to the
+ * next job). Not concurrently with a run on the same engine. */
+void spyre_engine_discard(spyre_engine* eng);
+/* Scratchpad bytes (whole 128-byte sticks, all cores) the current or preempted job has
+ * written: what a context switch must save and restore. */
+uint64_t spyre_engine_context_bytes(const spyre_engine* eng);
 /* Makes the job currently running stop with SPYRE_ENGINE_ERR_CANCELLED (a later run starts
  * afresh). */
 void spyre_engine_cancel(spyre_engine* eng);

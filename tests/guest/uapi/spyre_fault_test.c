@@ -1205,6 +1205,130 @@ TEST_F_TIMEOUT(fault, fair_timeout_blames_engine_holder, 300)
 }
 
 /*
+ * Issue 24's acceptance for a spinning user: A runs a launch branching to itself on every
+ * ring it can reach, B a count job of 0.1 of the timeout on one of them (a different one
+ * each cycle, queued behind A's spinner there). Over 50 cycles every one of A's jobs ends
+ * with DRM_SPYRE_JOB_TIMEOUT, B's always completes and is never blamed: exactly one timeout
+ * per ring per cycle, and every devcoredump names A's client. With the engine time-sliced
+ * (hw 1.5) A's spinners share it in slices and each is charged only its own turns.
+ */
+TEST_F_TIMEOUT(fault, fair_spinner_on_every_ring, 900)
+{
+	struct drm_spyre_launch l = { .num_cores = 1 };
+	unsigned int nr = self->info.num_rings, r, dumps = 0;
+	struct drm_spyre_telemetry t0, t1;
+	uint64_t job_a[16], job_b, n;
+	struct drm_spyre_submit sub;
+	struct drm_spyre_cmd c;
+	int64_t t_cycle;
+	char *dump;
+	struct fair f;
+	struct prog p;
+	int i, st;
+
+	fair_init(_metadata, self, &f);
+	ASSERT_LE(nr, 16);
+	self->plen = build_spin(&p);
+	ASSERT_EQ(0, prog_bo(self->fd, p.img, self->plen, 0, 4096, &self->prog));
+	n = f.rate * self->timeout_ms / 10;
+	for (i = 0; i < 50; i++) {
+		ASSERT_EQ(0, telemetry(self->fd, &t0));
+		t_cycle = now_ns();
+		for (r = 0; r < nr; r++) {
+			c = launch_cmd(self->prog, 0, self->plen, &l);
+			sub = submit_args(&c, 1);
+			sub.ring = r;
+			ASSERT_EQ(0, submit(self->fd, &sub)) TH_LOG("cycle %d ring %u", i, r);
+			job_a[r] = sub.job_id;
+		}
+		ASSERT_EQ(0, count_submit(self->fd2, f.prog2, f.plen, i % nr, n, &job_b));
+		for (r = 0; r < nr; r++)
+			EXPECT_EQ(DRM_SPYRE_JOB_TIMEOUT, job_status(self->fd, job_a[r]))
+				TH_LOG("cycle %d: A's spinner on ring %u", i, r);
+		st = job_status(self->fd2, job_b);
+		EXPECT_EQ(DRM_SPYRE_JOB_OK, st) TH_LOG("cycle %d: B's job on ring %u", i, i % nr);
+		ASSERT_EQ(0, telemetry(self->fd, &t1));
+		EXPECT_EQ(t0.jobs_timed_out + nr, t1.jobs_timed_out) TH_LOG("cycle %d", i);
+		EXPECT_EQ(t0.card_resets, t1.card_resets) TH_LOG("cycle %d", i);
+		/* whatever devcoredumps were kept, they are A's */
+		while ((dump = take_dump(f.bdf))) {
+			EXPECT_EQ(client_id(self->fd), dump_num(dump, "guilty.client_id"))
+				TH_LOG("cycle %d: %.300s", i, dump);
+			free(dump);
+			dumps++;
+		}
+		if (i % 10 == 0)
+			TH_LOG("cycle %d: %.0f ms", i, (now_ns() - t_cycle) / 1e6);
+		if (st != DRM_SPYRE_JOB_OK)
+			break;
+	}
+	TH_LOG("%d cycles, %u devcoredumps read", i, dumps);
+	bo_close(self->fd, self->prog);
+	bo_close(self->fd, f.prog);
+	bo_close(self->fd2, f.prog2);
+}
+
+/*
+ * The engine is shared, not held (hw 1.5, time slicing): A spins on every ring but the last,
+ * B runs a count job of 0.1 of the timeout on the last one. B gets its slices while A's
+ * spinners run, so it completes before the first of them has used its budget (no timeout
+ * yet); then every one of A's spinners times out, B is never blamed. 10 cycles. Without time
+ * slicing B waits until the spinners have timed out one after the other.
+ */
+TEST_F_TIMEOUT(fault, fair_spinners_share_engine, 600)
+{
+	struct drm_spyre_launch l = { .num_cores = 1 };
+	unsigned int nr = self->info.num_rings, r;
+	struct drm_spyre_telemetry t0, t1, t2;
+	uint64_t job_a[16], job_b, n;
+	struct drm_spyre_submit sub;
+	struct drm_spyre_cmd c;
+	int64_t t_sub, t_b;
+	struct fair f;
+	struct prog p;
+	char *dump;
+	int i, st;
+
+	fair_init(_metadata, self, &f);
+	ASSERT_LE(nr, 16);
+	self->plen = build_spin(&p);
+	ASSERT_EQ(0, prog_bo(self->fd, p.img, self->plen, 0, 4096, &self->prog));
+	n = f.rate * self->timeout_ms / 10;
+	for (i = 0; i < 10; i++) {
+		ASSERT_EQ(0, telemetry(self->fd, &t0));
+		t_sub = now_ns();
+		for (r = 0; r + 1 < nr; r++) {
+			c = launch_cmd(self->prog, 0, self->plen, &l);
+			sub = submit_args(&c, 1);
+			sub.ring = r;
+			ASSERT_EQ(0, submit(self->fd, &sub)) TH_LOG("cycle %d ring %u", i, r);
+			job_a[r] = sub.job_id;
+		}
+		ASSERT_EQ(0, count_submit(self->fd2, f.prog2, f.plen, nr - 1, n, &job_b));
+		st = job_status(self->fd2, job_b);
+		t_b = now_ns() - t_sub;
+		ASSERT_EQ(0, telemetry(self->fd, &t1));
+		TH_LOG("cycle %d: B done after %.0f ms, %llu of A's spinners timed out by then", i,
+		       t_b / 1e6, (unsigned long long)(t1.jobs_timed_out - t0.jobs_timed_out));
+		EXPECT_EQ(DRM_SPYRE_JOB_OK, st) TH_LOG("cycle %d", i);
+		EXPECT_EQ(t0.jobs_timed_out, t1.jobs_timed_out) TH_LOG("cycle %d", i);
+		for (r = 0; r + 1 < nr; r++)
+			EXPECT_EQ(DRM_SPYRE_JOB_TIMEOUT, job_status(self->fd, job_a[r]))
+				TH_LOG("cycle %d: A's spinner on ring %u", i, r);
+		ASSERT_EQ(0, telemetry(self->fd, &t2));
+		EXPECT_EQ(t0.jobs_timed_out + nr - 1, t2.jobs_timed_out) TH_LOG("cycle %d", i);
+		while ((dump = take_dump(f.bdf))) {
+			EXPECT_EQ(client_id(self->fd), dump_num(dump, "guilty.client_id"))
+				TH_LOG("cycle %d: %.300s", i, dump);
+			free(dump);
+		}
+	}
+	bo_close(self->fd, self->prog);
+	bo_close(self->fd, f.prog);
+	bo_close(self->fd2, f.prog2);
+}
+
+/*
  * remove() while jobs are in flight and no file is open: no BO reference may leak (the
  * old driver left the jobs to a scheduler that was already gone: "Memory manager not
  * clean"), no warning, and the card comes back on bind.
