@@ -87,7 +87,8 @@ def test_residual_add_rms_norm_is_one_launch(dtype, form, fallback_reset):
 
     cpu = PreNorm(200, form).to(dtype)
     dev = copy.deepcopy(cpu).to("spyre")
-    xc, rc = make((3, 7, 200), torch.float32, 1).to(dtype), make((3, 7, 200), torch.float32, 2).to(dtype)
+    xc = make((3, 7, 200), torch.float32, 1).to(dtype)
+    rc = make((3, 7, 200), torch.float32, 2).to(dtype)
     x, r = xc.to("spyre"), rc.to("spyre")
     before = patterns.STATS["add_rms_norm"]
     (y, h), ops, n = compiled_twice(dev, x, r)
