@@ -406,6 +406,76 @@ TEST(OpsRowwise, EveryBlockPlanGivesTheSameBits) {
         }
 }
 
+// rms_norm with add_residual (spyre_op_add_rms_norm) under every block plan: h = x + residual
+// bit-exact (rounded to the type), and the output bit-identical to rms_norm's under the same
+// plan run on h; rows that split sticks (blocks and cores meet inside them), 1, 3 and 32 cores.
+TEST(OpsRowwise, AddResidualEveryBlockPlanMatchesRmsNormOfTheSum) {
+    for (DType t : {DType::F16, DType::BF16, DType::F32}) {
+        RowwiseShape s = shape(130, 200, t);
+        s.has_weight = true, s.weight_t = t;
+        const Case base = make_case(RowwiseOp::RMS_NORM, s, 11);
+        const uint64_t es = es_of(t), n = s.rows * s.cols, bytes = n * es;
+        // residual and h behind the case's memory; h starts as NaN
+        const uint64_t res = up(base.mem.size()) + 128, h = res + up(bytes) + 128;
+        std::vector<uint8_t> mem = base.mem;
+        mem.resize(h + up(bytes) + 128, 0);
+        std::memset(&mem[h], 0xff, bytes);
+        std::mt19937 rng(12);
+        std::uniform_real_distribution<double> u(-4, 4);
+        Case sum = base;  // the same case with x = the rounded sum
+        for (uint64_t i = 0; i < n; ++i) {
+            test::store_elem(t, u(rng), &mem[res + i * es]);
+            const double v = base.x[i] + test::load_elem(t, &mem[res + i * es]);
+            test::store_elem(t, v, &sum.mem[sum.in + i * es]);
+            sum.x[i] = test::load_elem(t, &sum.mem[sum.in + i * es]);
+        }
+        RowwiseShape sr = s;
+        sr.add_residual = true;
+        int plans = 0;
+        for (uint32_t cores : {1u, 3u, 32u})
+            for (uint64_t bk : {1, 2, 8, 64, 130})
+                for (uint32_t sl : {1u, 2u, 3u})
+                    for (int m = 0; m < 2; ++m) {
+                        const auto p = fit_rowwise_block(RowwiseOp::RMS_NORM, sr, cores, bk, sl,
+                                                         sl == 3, m, pricer().lx_budget());
+                        if (!p) continue;
+                        ++plans;
+                        std::vector<uint8_t> run = mem;
+                        const std::vector<uint8_t> prog = build_rowwise(sr, *p);
+                        std::vector<spyre_engine_window> w = {{base.in, bytes},
+                                                              {base.out, bytes},
+                                                              {base.w, s.cols * es},
+                                                              {res, bytes},
+                                                              {h, bytes}};
+                        const uint64_t args[7] = {base.in, base.out, base.w, 0, 0, res, h};
+                        spyre_engine_job job{};
+                        job.program = prog.data();
+                        job.program_size = prog.size();
+                        job.args = args;
+                        job.num_args = 7;
+                        job.num_cores = p->cores;
+                        job.mem = run.data();
+                        job.mem_size = run.size();
+                        job.windows = w.data();
+                        job.num_windows = static_cast<uint32_t>(w.size());
+                        spyre_engine_result r{};
+                        spyre_engine_run(engine(), &job, &r);
+                        const std::string what = std::string(tname(t)) + " " + plan_name(*p);
+                        ASSERT_EQ(r.status, 0) << what << ": " << r.message;
+                        ASSERT_EQ(0, std::memcmp(&run[h], &sum.mem[sum.in], bytes)) << what;
+                        RowwisePlan plain = *p;  // rms_norm of the sum under the same plan
+                        Case c = sum;
+                        c.s = s;
+                        const spyre_engine_result rr = run_plan(c, plain);
+                        ASSERT_EQ(rr.status, 0) << what << ": " << rr.message;
+                        ASSERT_EQ(0, std::memcmp(&run[base.out], &c.mem[c.out], bytes)) << what;
+                        // and correct: the plain plan against the double reference
+                        check_output(c, reference(c), what);
+                    }
+        EXPECT_GE(plans, 12) << tname(t);
+    }
+}
+
 // Row sums on the matrix unit over rows longer than one MM (K chunks of 4096, accumulated).
 TEST(OpsRowwise, MatrixSumsOverLongRows) {
     for (const OpVariant& v : {OpVariant{RowwiseOp::SOFTMAX}, OpVariant{RowwiseOp::SOFTMAX, true},

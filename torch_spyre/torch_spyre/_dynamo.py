@@ -110,6 +110,15 @@ def _register_fakes():
     def _rms_norm(x, normalized_shape, weight=None, eps=None):
         return torch.empty_like(x, memory_format=torch.contiguous_format)
 
+    @torch.library.register_fake("spyre::add_rms_norm")
+    def _add_rms_norm(x, residual, normalized_shape, weight=None, eps=None):
+        torch._check(x.shape == residual.shape,
+                     lambda: f"spyre::add_rms_norm: x {x.shape} and residual {residual.shape}")
+        h = torch.empty_like(x, dtype=torch.result_type(x, residual),
+                             memory_format=torch.contiguous_format)
+        dtype = h.dtype if weight is None else torch.promote_types(h.dtype, weight.dtype)
+        return torch.empty_like(h, dtype=dtype), h
+
     @torch.library.register_fake("spyre::linear")
     def _linear(x, weight, bias=None, activation="none"):
         torch._check(weight.dim() == 2 and x.dim() >= 1 and x.shape[-1] == weight.shape[1],
@@ -149,8 +158,9 @@ def _register_sdpa_meta():
 
 def _pre_grad(graph):
     """Inductor pre-grad pass of inference graphs: the library's fused kernels in place of the
-    patterns they compute (_inductor/patterns.py: SwiGLU MLP, linear + activation), then
-    rms_norm on spyre inputs becomes spyre::rms_norm, which AOTAutograd does not decompose
+    patterns they compute (_inductor/patterns.py: SwiGLU MLP, linear + activation, residual
+    add + RMSNorm), then rms_norm on spyre inputs becomes spyre::rms_norm, which AOTAutograd
+    does not decompose
     (aten's composite would become pow, mean, rsqrt and mul: a reduction and a pointwise kernel
     where the library has one launch)."""
     if torch.is_grad_enabled():

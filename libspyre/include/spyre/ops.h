@@ -222,7 +222,7 @@ typedef enum spyre_unary_op {
     SPYRE_UNARY_RECIPROCAL = 12,
     SPYRE_UNARY_SIN = 13,
     SPYRE_UNARY_COS = 14,
-    SPYRE_UNARY_CAST = 15, /* copy converted to out's type */
+    SPYRE_UNARY_CAST = 15,        /* copy converted to out's type */
     SPYRE_UNARY_BITWISE_NOT = 16, /* integers only */
 } spyre_unary_op;
 
@@ -349,6 +349,19 @@ SPYRE_API spyre_status spyre_op_layer_norm(spyre_stream_t stream, const spyre_te
 SPYRE_API spyre_status spyre_op_rms_norm(spyre_stream_t stream, const spyre_tensor* x,
                                          const spyre_tensor* weight, float eps,
                                          const spyre_tensor* out);
+/* The residual add of a pre-norm decoder fused with the RMSNorm that follows it, in one
+ * program (one read of x and residual, two writes): out_residual = x + residual (rounded to x's
+ * type) and out = out_residual / sqrt(mean(out_residual^2) + eps) * weight. x, residual, out and
+ * out_residual of one type and shape, dense and 128-byte aligned; weight [cols] or NULL as for
+ * spyre_op_rms_norm. out and out_residual may each be x or residual itself (in place), must not
+ * overlap each other, and must not overlap anything else partially. Rows so long that
+ * spyre_op_rms_norm runs them in chunks are SPYRE_ERROR_NOT_SUPPORTED (add, then rms_norm).
+ * (0.13) */
+SPYRE_API spyre_status spyre_op_add_rms_norm(spyre_stream_t stream, const spyre_tensor* x,
+                                             const spyre_tensor* residual,
+                                             const spyre_tensor* weight, float eps,
+                                             const spyre_tensor* out,
+                                             const spyre_tensor* out_residual);
 
 typedef enum spyre_reduce_op {
     SPYRE_REDUCE_SUM = 0,

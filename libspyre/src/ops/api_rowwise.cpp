@@ -46,7 +46,8 @@ std::shared_ptr<const PlanEntry> int_rows(spyre_stream_t stream, RowwiseOp op, c
 
 std::shared_ptr<const PlanEntry> rowwise_impl(spyre_stream_t stream, RowwiseOp op, const Tensor& x,
                                               const Tensor* w, const Tensor* b, const Tensor& o,
-                                              RowwiseShape s) {
+                                              RowwiseShape s, const Tensor* res = nullptr,
+                                              const Tensor* hout = nullptr) {
     const char* name = rowwise_op_name(op, s.log);
     if (int_reduction(op, x)) return int_rows(stream, op, x, o);
     require(float_type(x.t), "{}: `x` must be float32, float16 or bfloat16", name);
@@ -63,7 +64,7 @@ std::shared_ptr<const PlanEntry> rowwise_impl(spyre_stream_t stream, RowwiseOp o
         require(o.t == x.t && o.shape == x.shape, "{}: `out` must have the type and shape of `x`",
                 name);
     }
-    for (const Tensor* t : {&x, &o, w, b})
+    for (const Tensor* t : {&x, &o, w, b, res, hout})
         if (t && (!is_dense(*t) || t->addr % kStick))
             fail(SPYRE_ERROR_NOT_SUPPORTED,
                  std::format("{}: `{}` must be dense and start 128-byte aligned", name, t->name));
@@ -74,18 +75,19 @@ std::shared_ptr<const PlanEntry> rowwise_impl(spyre_stream_t stream, RowwiseOp o
                     "{}: `{}` must have {} elements of x's type or float32", name, t->name, cols);
         }
     const Card c = card_of(o.buffer);
-    require_same_card(c, {&x, w, b}, name);
+    require_same_card(c, {&x, w, b, res, hout}, name);
     if (rows == 0 || cols == 0) return nullptr;
     s.rows = rows, s.cols = cols, s.t = x.t;
     s.has_weight = w != nullptr;
     if (w) s.weight_t = w->t;
     s.has_bias = b != nullptr;
     if (b) s.bias_t = b->t;
+    s.add_residual = res != nullptr;
     check_rowwise(op, s);
     const spyre_engine_config cfg = engine_config_of(c.info);
     PlanKey key("row", cfg);
     key.add(op, rows, cols, s.t, s.log, s.fp32_exp, s.eps, s.has_weight, s.weight_t, s.has_bias,
-            s.bias_t);
+            s.bias_t, s.add_residual);
     auto plan = cached_plan(key.str(), [&] {
         const Pricer pricer(cfg);
         const RowwisePlan p = plan_rowwise(pricer, op, s, cfg.num_cores);
@@ -96,10 +98,46 @@ std::shared_ptr<const PlanEntry> rowwise_impl(spyre_stream_t stream, RowwiseOp o
         e.plan = plan_name(p);
         return e;
     });
-    launch(c, plan, stream, {x.addr, o.addr, w ? w->addr : 0, b ? b->addr : 0},
-           {x.buffer, o.buffer, w ? w->buffer : nullptr, b ? b->buffer : nullptr});
+    std::vector<uint64_t> args = {x.addr, o.addr, w ? w->addr : 0, b ? b->addr : 0};
+    if (res) args.insert(args.end(), {0, res->addr, hout->addr});  // kArgResidual, kArgOutResidual
+    launch(c, plan, stream, args,
+           {x.buffer, o.buffer, w ? w->buffer : nullptr, b ? b->buffer : nullptr,
+            res ? res->buffer : nullptr, hout ? hout->buffer : nullptr});
     finish_info(c, *plan);
     return plan;
+}
+
+// Device bytes [first, end) of a dense tensor.
+std::pair<uint64_t, uint64_t> extent(const Tensor& t) {
+    return {t.addr, t.addr + uint64_t(t.numel()) * t.es};
+}
+bool overlap(const Tensor& a, const Tensor& b) {
+    const auto [a0, a1] = extent(a);
+    const auto [b0, b1] = extent(b);
+    return a0 < b1 && b0 < a1 && on_card(card_of(a.buffer), b.buffer);
+}
+
+// out = rms_norm(h) * weight and out_residual = h = x + residual in one program. Every row is
+// read before anything of it is written, so out and out_residual may each be x or residual
+// exactly (in place); they may not overlap each other, nor anything else partially.
+void add_rms_norm_impl(spyre_stream_t stream, const Tensor& x, const Tensor& res, const Tensor* w,
+                       const Tensor& o, const Tensor& h, float eps) {
+    const char* name = "add_rms_norm";
+    require(res.t == x.t && res.shape == x.shape,
+            "{}: `residual` must have the type and shape of `x`", name);
+    require(h.t == x.t && h.shape == x.shape,
+            "{}: `out_residual` must have the type and shape of `x`", name);
+    require(!overlap(o, h), "{}: `out` and `out_residual` must not overlap", name);
+    for (const Tensor* out : {&o, &h})
+        for (const Tensor* in : {&x, &res})
+            require(!overlap(*out, *in) || out->addr == in->addr,
+                    "{}: `{}` overlaps `{}` without being it (in place means the same tensor)",
+                    name, out->name, in->name);
+    if (w) require(!overlap(o, *w) && !overlap(h, *w), "{}: an output overlaps `weight`", name);
+    require(eps >= 0.0f, "{}: eps must be >= 0 (got {})", name, eps);
+    RowwiseShape s;
+    s.eps = eps;
+    rowwise_impl(stream, RowwiseOp::RMS_NORM, x, w, nullptr, o, s, &res, &h);
 }
 
 bool dense_aligned(const Tensor& t) { return is_dense(t) && t.addr % kStick == 0; }
@@ -293,6 +331,20 @@ spyre_status spyre_op_rms_norm(spyre_stream_t stream, const spyre_tensor* x,
         s.eps = eps;
         rowwise_impl(stream, RowwiseOp::RMS_NORM, check_tensor(x, "x"), weight ? &tw : nullptr,
                      nullptr, check_tensor(out, "out"), s);
+    });
+}
+
+spyre_status spyre_op_add_rms_norm(spyre_stream_t stream, const spyre_tensor* x,
+                                   const spyre_tensor* residual, const spyre_tensor* weight,
+                                   float eps, const spyre_tensor* out,
+                                   const spyre_tensor* out_residual) {
+    return guard(__func__, [&] {
+        begin_op("add_rms_norm");
+        Tensor tw{};
+        if (weight) tw = check_tensor(weight, "weight");
+        add_rms_norm_impl(stream, check_tensor(x, "x"), check_tensor(residual, "residual"),
+                          weight ? &tw : nullptr, check_tensor(out, "out"),
+                          check_tensor(out_residual, "out_residual"), eps);
     });
 }
 

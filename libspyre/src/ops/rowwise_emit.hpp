@@ -198,6 +198,7 @@ struct Bufs {
     Buf ONES, ONES32, IOTA;  // constants
     Buf W, B;                // affine parameters
     Buf CARRY;               // the previous block's last partial output stick
+    Buf RES, CARRY_RES;      // add_residual: residual in, then h = x + residual; h's carry
 };
 
 // Arguments, the core's row range; then the constants of a block kernel (ones rows for the

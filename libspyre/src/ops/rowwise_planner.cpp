@@ -80,6 +80,13 @@ std::vector<RowwisePlan> rowwise_candidates(RowwiseOp op, const RowwiseShape& s,
     uint64_t most_rows = 0;
     for (const RowwisePlan& p : out) most_rows = std::max(most_rows, p.block_rows);
     if (most_rows > 2) return out;
+    if (s.add_residual) {  // the long-row path has no residual stream
+        if (out.empty())
+            throw std::invalid_argument(
+                "rowwise add_rms_norm: a row does not fit LX beside its residual (the rms_norm "
+                "of rows this long runs as long rows, which add no residual)");
+        return out;
+    }
     // long rows: chunks of sticks, from the largest that fits down to 1/16 of it (the cores
     // split whole sticks of rows)
     const uint64_t lu = rowwise_row_unit(op, s, false, true);
@@ -116,12 +123,18 @@ RowwisePlan price_rowwise(const Pricer& pricer, const RowwiseShape& s, RowwisePl
     } else {
         images.push_back(build_rowwise(s, p));
     }
-    const std::vector<uint64_t> args = {0, out0, w0, b0, scr0};
+    std::vector<uint64_t> args = {0, out0, w0, b0, scr0};
+    uint64_t end = scr0 + up128(scratch);
+    if (s.add_residual) {  // residual in, h out (kArgResidual, kArgOutResidual)
+        args.push_back(end);
+        args.push_back(end + in_b);
+        end += 2 * in_b;
+    }
     p.cycles = 0;
     p.kernel_cycles.clear();
     for (const auto& img : images) {
         try {
-            p.stats = pricer.price(img, p.cores, args, scr0 + up128(scratch) + 128);
+            p.stats = pricer.price(img, p.cores, args, end + 128);
         } catch (const std::runtime_error& e) {
             throw std::runtime_error(std::string("rowwise plan ") + plan_name(p) + ": " + e.what());
         }
@@ -181,6 +194,8 @@ uint64_t rowwise_roofline_cycles(const spyre_engine_config& cfg, RowwiseOp op,
         bytes += double(s.cols) * isa::dtype_size(s.weight_t);
     if (op == RowwiseOp::LAYER_NORM && s.has_bias)
         bytes += double(s.cols) * isa::dtype_size(s.bias_t);
+    if (s.add_residual)  // the residual read and h written
+        bytes += 2.0 * double(s.rows) * double(s.cols) * isa::dtype_size(s.t);
     return static_cast<uint64_t>(
         std::ceil(bytes * double(cfg.clock_hz) / double(cfg.ddr_bytes_per_s)));
 }

@@ -29,6 +29,12 @@ void xaddr(Ctx& c, uint8_t reg) {
     c.e.addr(reg, c.u.X);
     if (c.mis) c.e.b.add(reg, reg, rOff);
 }
+// reg = the block's first element of what is normalized: x, or h = x + residual
+void haddr(Ctx& c, uint8_t reg) {
+    if (!c.s.add_residual) return xaddr(c, reg);
+    c.e.addr(reg, c.u.RES);
+    if (c.mis) c.e.b.add(reg, reg, rOff);
+}
 
 // ---- block-path pieces: rRows rows of the block; rSlot = slot base ----
 
@@ -170,30 +176,39 @@ void ln_out(Ctx& c) {  // X = (D [* W]) * RS [+ B]
     }
 }
 
-void rms_stats(Ctx& c) {  // Q = X * X; RS = rsqrt(rowsum(Q) / C + eps)
+void rms_add(Ctx& c) {  // RES = X + RES in the input type (h, rounded as torch rounds it)
+    Em& e = c.e;
+    xaddr(c, rA1);
+    haddr(c, rA2);
+    e.vbin(VBin::ADD, Bcast::NONE, c.t, c.t, c.t, rA2, rA1, rA2, R(rRows), I(c.C), I(c.rb), I(c.rb),
+           I(c.rb));
+}
+void rms_stats(Ctx& c) {  // Q = H * H; RS = rsqrt(rowsum(Q) / C + eps)
     Em& e = c.e;
     const int64_t C = c.C;
-    xaddr(c, rA1);
+    haddr(c, rA1);
     e.addr(rA2, c.u.Q);
     e.vbin(VBin::MUL, Bcast::NONE, DType::F32, c.t, c.t, rA2, rA1, rA1, R(rRows), I(C), I(4 * C),
            I(c.rb), I(c.rb));
     sum_rows(c, c.u.S, rA2, DType::F32, 4 * C);
     rstd(c, c.u.S, c.u.RS);
 }
-void rms_out(Ctx& c) {  // X = X [* W] * RS
+void rms_out(Ctx& c) {  // X = H [* W] * RS (H: X itself, or RES with add_residual)
     Em& e = c.e;
     const int64_t C = c.C;
-    xaddr(c, rA1);
+    haddr(c, rA1);
     e.addr(rA3, c.u.RS);
     if (c.s.has_weight) {
         e.addr(rA0, c.u.W);
         e.addr(rA2, c.u.T);
         e.vbin(VBin::MUL, Bcast::ROW, DType::F32, c.t, c.s.weight_t, rA2, rA1, rA0, R(rRows), I(C),
                I(4 * C), I(c.rb), I(0));
+        xaddr(c, rA1);
         e.vbin(VBin::MUL, Bcast::COL, c.t, DType::F32, DType::F32, rA1, rA2, rA3, R(rRows), I(C),
                I(c.rb), I(4 * C), I(4));
     } else {
-        e.vbin(VBin::MUL, Bcast::COL, c.t, c.t, DType::F32, rA1, rA1, rA3, R(rRows), I(C), I(c.rb),
+        xaddr(c, rA0);
+        e.vbin(VBin::MUL, Bcast::COL, c.t, c.t, DType::F32, rA0, rA1, rA3, R(rRows), I(C), I(c.rb),
                I(c.rb), I(4));
     }
 }
@@ -285,6 +300,10 @@ Layout block_layout(RowwiseOp op, const RowwiseShape& s, uint64_t bk, bool matri
             u.RS = L.per_slot(stat);
             u.Q = L.shared(bk * C * 4);
             if (s.has_weight) u.T = L.shared(bk * C * 4);
+            if (s.add_residual) {
+                u.RES = L.per_slot(bk * rb + (mis ? kStick : 0));
+                if (mis) u.CARRY_RES = L.shared(kStick);
+            }
             break;
         default:
             // outputs staged in two groups of out_group rows (stores start on sticks)
@@ -316,6 +335,8 @@ struct Stream {
     uint64_t base_imm;
     uint64_t bpr;
     bool offset = false;  // rows of the tensor: blocks may start inside a stick
+    int arg = -1;         // >= 0: the base is this launch argument (read into rT0), not base_reg
+    Buf carry{};          // an offset output's carry stick (default: u.CARRY)
 };
 
 // One kernel of the block path: the streams it loads and stores per block and its steps.
@@ -396,8 +417,14 @@ void block_dma(Ctx& c, const std::vector<Stream>& ss, bool load) {
     Em& e = c.e;
     for (const Stream& st : ss) {
         const bool off = st.offset && c.mis;
+        const Buf& carry = st.carry.valid ? st.carry : c.u.CARRY;
         e.b.muli(rT1, rStart, static_cast<int64_t>(st.bpr));
-        e.b.add(rT1, rT1, st.base_reg);
+        if (st.arg >= 0) {
+            e.b.arg(rT0, static_cast<uint32_t>(st.arg));
+            e.b.add(rT1, rT1, rT0);
+        } else {
+            e.b.add(rT1, rT1, st.base_reg);
+        }
         if (st.base_imm) e.b.addi(rT1, rT1, static_cast<int64_t>(st.base_imm));
         e.b.muli(rT2, rRows, static_cast<int64_t>(st.bpr));
         e.addr(rT3, st.buf);
@@ -407,7 +434,7 @@ void block_dma(Ctx& c, const std::vector<Stream>& ss, bool load) {
         }
         if (off && !load) {
             e.b.alu(Alu::DIVU, rA1, rOff, 0, c.es);
-            e.addr(rA0, c.u.CARRY);
+            e.addr(rA0, carry);
             e.copy(c.t, rT3, rA0, R(rA1));
         }
         if (off && !load && c.xchg) {
@@ -450,6 +477,7 @@ void block_dma(Ctx& c, const std::vector<Stream>& ss, bool load) {
             e.b.alu(Alu::DIVU, rA1, rA1, 0, c.es);
             e.b.alu(Alu::AND, rA2, rT2, 0, ~int64_t(kStick - 1));
             e.b.add(rA2, rA2, rT3);
+            e.addr(rA0, carry);
             e.copy(c.t, rA0, rA2, R(rA1));
         }
     }
@@ -605,6 +633,11 @@ Kernel planned_kernel(RowwiseOp op, const RowwiseShape& s, const Bufs& u) {
             k.head = {{rms_stats}};
             k.tail = {{rms_out}};
             k.outs.push_back({u.X, rOut, 0, rb, true});
+            if (s.add_residual) {  // h = x + residual first; h is stored beside the output
+                k.ins.push_back({u.RES, 0, 0, rb, true, kArgResidual});
+                k.head.insert(k.head.begin(), {rms_add});
+                k.outs.push_back({u.RES, 0, 0, rb, true, kArgOutResidual, u.CARRY_RES});
+            }
             break;
         default:
             k.head = {{reduce_stat}, {reduce_final}};
@@ -806,6 +839,8 @@ void check_rowwise(RowwiseOp op, const RowwiseShape& s) {
         throw std::invalid_argument("rowwise: bias must have the input type or float32");
     if (op == RowwiseOp::RMS_NORM && s.has_bias)
         throw std::invalid_argument("rowwise: rms_norm has no bias");
+    if (op != RowwiseOp::RMS_NORM && s.add_residual)
+        throw std::invalid_argument("rowwise: only rms_norm adds a residual");
     if (norm && !(s.eps >= 0.0f)) throw std::invalid_argument("rowwise: eps must be >= 0");
 }
 
@@ -844,7 +879,7 @@ std::optional<RowwisePlan> fit_rowwise_block(RowwiseOp op, const RowwiseShape& s
     // fp32 sums of fp32 values: VRED (the matrix unit runs fp32 at 1/4 and accumulates in fp32)
     const bool f32_sums = s.t == DType::F32 || (op == RowwiseOp::SOFTMAX && s.fp32_exp);
     if (sum_on_matrix && (!has_row_sums(op) || f32_sums || block_rows > kMatK)) return std::nullopt;
-    if (naive && (slots != 2 || skew)) return std::nullopt;
+    if (naive && (slots != 2 || skew || s.add_residual)) return std::nullopt;
     const uint64_t lx = block_lx(op, s, block_rows, slots, sum_on_matrix, naive);
     if (lx > lx_budget) return std::nullopt;
     RowwisePlan p;
@@ -875,7 +910,11 @@ std::vector<uint8_t> build_rowwise(const RowwiseShape& s, const RowwisePlan& p) 
     check_plan(s, p);
     if (p.naive)
         throw std::invalid_argument("rowwise: a naive plan builds with build_rowwise_naive");
-    if (!p.block_rows) return build_long_rows(p.op, s, p);
+    if (!p.block_rows) {
+        if (s.add_residual)
+            throw std::invalid_argument("rowwise: the long-row path does not add a residual");
+        return build_long_rows(p.op, s, p);
+    }
     Bufs u;
     const Layout L =
         block_layout(p.op, s, p.block_rows, p.sum_on_matrix, misaligned_blocks(s, p), u);

@@ -11,6 +11,8 @@
 //   2 = weight [cols] (layer_norm, rms_norm; when has_weight), 3 = bias [cols] (layer_norm;
 //       when has_bias)
 //   4 = scratch (naive programs only: RowwiseNaive::scratch_bytes of device memory)
+//   5 = residual [rows, cols] of type t, 6 = out_residual [rows, cols] of type t (rms_norm
+//       with add_residual: h = input + residual is written to 6 and normalized into 1)
 // Launch exactly plan.cores cores.
 #pragma once
 
@@ -50,7 +52,13 @@ struct RowwiseShape {
     isa::DType weight_t = isa::DType::F16;  // t or F32
     bool has_bias = false;                  // layer_norm: + bias
     isa::DType bias_t = isa::DType::F16;    // t or F32
+    // rms_norm: normalize h = input + residual (rounded to t, as torch does) and write h too,
+    // in the same pass (block plans only: rows that need the long-row path are refused)
+    bool add_residual = false;
 };
+
+// Launch arguments of add_residual (see the top of this file).
+inline constexpr int kArgResidual = 5, kArgOutResidual = 6;
 
 // Largest supported row length: indices and element counts stay exact in fp32.
 inline constexpr uint64_t kRowwiseMaxCols = uint64_t{1} << 23;

@@ -220,21 +220,83 @@ at::Tensor rms_norm_below_autograd(const at::Tensor& input, at::IntArrayRef norm
     return op.call(input, normalized, weight, eps);
 }
 
+// spyre::add_rms_norm: h = x + residual and (rms_norm(h, normalized_shape, weight, eps), h),
+// the residual add of a pre-norm decoder and the RMSNorm after it in one op-library launch
+// (spyre_op_add_rms_norm: one read of x and residual, two writes). torch.compile's pattern pass
+// (_inductor/patterns.py) makes it of an add whose result feeds an RMSNorm and is used again.
+// Any case the library does not take runs as the add and rms_norm it stands for.
+std::tuple<at::Tensor, at::Tensor> add_rms_norm_op(const at::Tensor& x, const at::Tensor& residual,
+                                                   at::IntArrayRef normalized,
+                                                   const std::optional<at::Tensor>& weight,
+                                                   std::optional<double> eps) {
+    at::Tensor h = at::add(x, residual);
+    return {at::rms_norm(h, normalized, weight, eps), h};
+}
+
+std::tuple<at::Tensor, at::Tensor> add_rms_norm_spyre(const at::Tensor& x,
+                                                      const at::Tensor& residual,
+                                                      at::IntArrayRef normalized,
+                                                      const std::optional<at::Tensor>& weight,
+                                                      std::optional<double> eps) {
+    const char* name = "spyre::add_rms_norm";
+    c10::DeviceGuard guard(x.device());
+    const bool same_type =
+        residual.is_privateuseone() && residual.scalar_type() == x.scalar_type() &&
+        residual.sizes() == x.sizes() &&
+        (!weight || !weight->defined() || weight->scalar_type() == x.scalar_type());
+    const double e = eps ? *eps : default_rms_eps(x.scalar_type());
+    auto r =
+        same_type && e >= 0 ? rows_of(name, x, normalized, weight, std::nullopt) : std::nullopt;
+    auto res = r ? stick_dense(residual, name) : std::nullopt;
+    if (r && res) {
+        at::Tensor out = at::empty(x.sizes(), x.options()), h = at::empty(x.sizes(), x.options());
+        const auto rows = r->x.sizes();
+        spyre_tensor sw;
+        const spyre_tensor tx = op_tensor(r->x), tr = op_tensor(res->view(rows)),
+                           to = op_tensor(out.view(rows)), th = op_tensor(h.view(rows));
+        if (op_ran(name, spyre_op_add_rms_norm(op_stream(out), &tx, &tr, maybe(r->weight, sw),
+                                               static_cast<float>(e), &to, &th)))
+            return {out, h};
+    }
+    return add_rms_norm_op(x, residual, normalized, weight, eps);
+}
+
+std::tuple<at::Tensor, at::Tensor> add_rms_norm_below_autograd(
+    const at::Tensor& x, const at::Tensor& residual, at::IntArrayRef normalized,
+    const std::optional<at::Tensor>& weight, std::optional<double> eps) {
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("spyre::add_rms_norm", "")
+                               .typed<std::tuple<at::Tensor, at::Tensor>(
+                                   const at::Tensor&, const at::Tensor&, at::IntArrayRef,
+                                   const std::optional<at::Tensor>&, std::optional<double>)>();
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return op.call(x, residual, normalized, weight, eps);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(spyre, m) {
     m.def(
         "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) "
         "-> Tensor");
+    m.def(
+        "add_rms_norm(Tensor x, Tensor residual, int[] normalized_shape, Tensor? weight=None, "
+        "float? eps=None) -> (Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(spyre, CompositeExplicitAutograd, m) {
     m.impl("rms_norm", TORCH_FN(rms_norm_op));
+    m.impl("add_rms_norm", TORCH_FN(add_rms_norm_op));
 }
 
 // inference only (the pass that makes it checks that no gradient is wanted): below autograd,
 // so a traced graph (the Python key) keeps the op whole
-TORCH_LIBRARY_IMPL(spyre, Autograd, m) { m.impl("rms_norm", TORCH_FN(rms_norm_below_autograd)); }
+TORCH_LIBRARY_IMPL(spyre, Autograd, m) {
+    m.impl("rms_norm", TORCH_FN(rms_norm_below_autograd));
+    m.impl("add_rms_norm", TORCH_FN(add_rms_norm_below_autograd));
+}
+
+TORCH_LIBRARY_IMPL(spyre, PrivateUse1, m) { m.impl("add_rms_norm", TORCH_FN(add_rms_norm_spyre)); }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("native_layer_norm", TORCH_FN(native_layer_norm));

@@ -8,12 +8,17 @@ kernel that is one library call:
 - ``down(act(gate(x)) * up(x))`` (SwiGLU / GeGLU: bias-free linears, one ``x``) and
   ``down(act(up(x)))`` -> ``spyre::mlp``: one ``spyre_op_mlp``;
 - ``act(linear(x, w, b))`` with act relu, gelu (exact or tanh) or silu -> ``spyre::linear``:
-  one ``spyre_op_linear`` with the bias and the activation in its epilogue.
+  one ``spyre_op_linear`` with the bias and the activation in its epilogue;
+- ``h = x + r; y = rms_norm(h) * w`` (``torch.rms_norm`` as nn.RMSNorm and F.rms_norm trace,
+  or written out: ``h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * w``) ->
+  ``spyre::add_rms_norm``: one ``spyre_op_add_rms_norm`` that writes y and h (h may have other
+  users: the residual stream of a pre-norm decoder goes on with it).
 
 A match is replaced only when every tensor of it is on spyre, all of one float type the library
 computes (fp32, fp16, bf16), the weights 2-D with the sizes the kernel wants, and every
 intermediate value is used by the pattern alone (a value also used elsewhere must still be
-computed: the graph is left as it is). Inference graphs only (no gradient wanted): the spyre::
+computed: the graph is left as it is; the add's h is the exception, the fused op returns it).
+Inference graphs only (no gradient wanted): the spyre::
 ops have no backward.
 """
 
@@ -27,10 +32,15 @@ _MUL = {operator.mul, torch.mul, torch.Tensor.mul}
 _RELU = {torch.relu, F.relu, torch.Tensor.relu}
 _GELU = {F.gelu, torch._C._nn.gelu}
 _SILU = {F.silu}
+_ADD = {operator.add, torch.add, torch.Tensor.add}
+_RMS_NORM = {torch.rms_norm, F.rms_norm}
+_POW = {operator.pow, torch.pow, torch.Tensor.pow}
+_MEAN = {torch.mean, torch.Tensor.mean}
+_RSQRT = {torch.rsqrt, torch.Tensor.rsqrt}
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 # what each replacement produced in this process (tests read it)
-STATS = {"mlp": 0, "linear": 0}
+STATS = {"mlp": 0, "linear": 0, "add_rms_norm": 0}
 
 
 def _arg(n, i, name, default=None):
@@ -153,6 +163,96 @@ def _linear_fits(x, w, b):
     return b is None or (ts[2].dim() == 1 and ts[2].shape[0] == wv.shape[0])
 
 
+def _add(n):
+    """(a, b) of a tensor + tensor node (no alpha), else None."""
+    if not _is_call(n, _ADD, ("add",)) or len(n.args) != 2 or n.kwargs:
+        return None
+    a, b = n.args
+    return (a, b) if isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node) else None
+
+
+def _rms_norm(n):
+    """(h, normalized_shape, weight, eps, the pattern's other nodes) of an RMSNorm node, else
+    None: torch.rms_norm, or h * rsqrt(mean(h ** 2, -1, keepdim=True) + eps) [* w] written out
+    (both products either way round) with every intermediate used by the pattern alone."""
+    if _is_call(n, _RMS_NORM):
+        return (_arg(n, 0, "input"), _arg(n, 1, "normalized_shape"), _arg(n, 2, "weight"),
+                _arg(n, 3, "eps"), [])
+    m = _mul(n)
+    if m is None:
+        return None
+    for inner, w in (m, m[::-1]):  # (h * rsqrt(...)) * w
+        r = _rms_core(inner)
+        if r is not None and _only_user(inner, n) and isinstance(w, torch.fx.Node):
+            return r[0], r[1], w, r[3], [inner, *r[4]]
+    return _rms_core(n)  # no weight
+
+
+def _rms_core(n):
+    """(h, normalized_shape, weight None, eps, other nodes) of h * rsqrt(mean(h^2) + eps)."""
+    m = _mul(n)
+    if m is None:
+        return None
+    for h, rs in (m, m[::-1]):
+        if not (_is_call(rs, _RSQRT, ("rsqrt",)) and len(rs.args) == 1 and _only_user(rs, n)):
+            continue
+        s = rs.args[0]
+        if not (_is_call(s, {operator.add}) and _only_user(s, rs)) or \
+                not isinstance(s.args[1], (int, float)):
+            continue
+        mean, eps = s.args
+        if not (_is_call(mean, _MEAN, ("mean",)) and _only_user(mean, s)):
+            continue
+        dims = _arg(mean, 1, "dim")
+        if dims not in (-1, [-1], (-1,)) or not _arg(mean, 2, "keepdim", False) or \
+                _arg(mean, 3, "dtype") is not None:
+            continue
+        sq = mean.args[0]
+        if not (_is_call(sq, _POW, ("pow",)) and _only_user(sq, mean) and len(sq.args) == 2
+                and sq.args[0] is h and sq.args[1] == 2 and not sq.kwargs):
+            continue
+        hv = _value(h)
+        if hv is None or hv.dim() < 1:
+            return None
+        return h, [hv.shape[-1]], None, float(eps), [rs, s, mean, sq]
+    return None
+
+
+def _add_rms_norm_fits(a, b, h, w):
+    ts = _library_tensors(a, b, h, *([w] if w is not None else []))
+    if ts is None:
+        return False
+    av, bv, hv = ts[:3]
+    if av.shape != hv.shape or bv.shape != hv.shape or hv.dim() < 1:
+        return False
+    return w is None or (ts[3].dim() == 1 and ts[3].shape[0] == hv.shape[-1])
+
+
+def _replace_add_rms_norm(graph, norm, m):
+    """norm (an RMSNorm of the add h = a + b) -> spyre::add_rms_norm: its result replaces
+    norm, its h every other use of the add."""
+    h, shape, w, eps, inner = m
+    a, b = _add(h)
+    if isinstance(w, torch.fx.Node) and w.op not in ("get_attr", "placeholder"):
+        return False  # computed weights stay where they are computed
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    if isinstance(w, torch.fx.Node) and order[w] > order[h]:
+        h.prepend(w)  # a parameter read after the add: read it before, where the fused op goes
+    with graph.inserting_before(h):
+        fused = graph.call_function(torch.ops.spyre.add_rms_norm.default, (a, b, shape, w, eps))
+        y = graph.call_function(operator.getitem, (fused, 0))
+        h_new = graph.call_function(operator.getitem, (fused, 1))
+    y.meta.update(norm.meta)
+    h_new.meta.update(h.meta)
+    fused.meta["example_value"] = (_value(norm), _value(h))
+    norm.replace_all_uses_with(y)
+    for n in [norm, *inner]:  # users first
+        graph.erase_node(n)
+    h.replace_all_uses_with(h_new)
+    graph.erase_node(h)
+    return True
+
+
 def _replace(graph, old, target, args, dead):
     with graph.inserting_before(old):
         new = graph.call_function(target, args)
@@ -164,7 +264,8 @@ def _replace(graph, old, target, args, dead):
 
 
 def replace_fused_blocks(graph):
-    """Rewrites the MLP blocks, then linear + activation, of an inference graph in place."""
+    """Rewrites the MLP blocks, then linear + activation, then residual add + RMSNorm, of an
+    inference graph in place."""
     erased = set()
     for n in list(graph.nodes):
         m = None if n in erased else _match_mlp(n)
@@ -185,3 +286,15 @@ def replace_fused_blocks(graph):
         _replace(graph, n, torch.ops.spyre.linear.default, (*lin, a[1]), [a[0]])
         erased.update([n, a[0]])
         STATS["linear"] += 1
+    for n in reversed(list(graph.nodes)):  # users first: the weighted form before its core
+        if n in erased:
+            continue
+        m = _rms_norm(n)
+        add = _add(m[0]) if m is not None else None
+        if add is None or not _add_rms_norm_fits(*add, m[0], m[2]):
+            continue
+        if _value(n) is None or _value(n).dtype != _value(m[0]).dtype:
+            continue
+        if _replace_add_rms_norm(graph, n, m):
+            erased.update([n, m[0], *m[4]])
+            STATS["add_rms_norm"] += 1
