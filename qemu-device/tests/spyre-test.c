@@ -4125,10 +4125,11 @@ static void test_mmu_dirty_bound(void)
 #define FUZZ_CACHE_RUNS 65536
 #define FUZZ_TAG        0x5eed000000000000ull
 /*
- * Device memory (all of it may be touched), the engine's scratchpads, the
+ * Device memory (all of it may be touched), the scratchpads of up to one
+ * engine context per ring (time slicing keeps a preempted launch's), the
  * translation cache (64 bytes a run) and its fill in progress, plus 32 MiB.
  */
-#define FUZZ_RSS_BOUND  ((uint64_t)DEVMEM + FUZZ_CORES * (2ull << 20) + \
+#define FUZZ_RSS_BOUND  ((uint64_t)DEVMEM + NRINGS * FUZZ_CORES * (2ull << 20) + \
                          FUZZ_CACHE_RUNS * 64ull + (4ull << 20) + (32ull << 20))
 
 typedef struct Fuzz {
