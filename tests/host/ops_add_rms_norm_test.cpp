@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // spyre_op_add_rms_norm through the C API: h = x + residual and rms_norm(h) * weight against a
 // host reference on odd shapes and all float types, one launch cheaper than add + rms_norm,
-// in place, and the argument errors.
+// in place, and the argument errors (eps of every norm).
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -164,6 +164,30 @@ TEST_F(Ops, AddRmsNormArgumentErrors) {
     const spyre_tensor x_strided = view(o, {R, C}, {2 * C, 1});
     fails(SPYRE_ERROR_NOT_SUPPORTED, &x_strided, &tr, nullptr, 1e-5f, &to, &th,
           "must be dense and start 128-byte aligned");
+}
+
+// A negative or NaN eps is the caller's error for every norm, named as such (not INTERNAL).
+TEST_F(Ops, NormsRefuseNegativeOrNanEps) {
+    const int64_t R = 4, C = 64;
+    const spyre_dtype t = SPYRE_DTYPE_FLOAT32;
+    DevArray x(dev, t, R * C, 1), r(dev, t, R * C, 2), o(dev, t, R * C, 3), h(dev, t, R * C, 4);
+    const spyre_tensor tx = view(x, {R, C}, {C, 1}), tr = view(r, {R, C}, {C, 1});
+    const spyre_tensor to = view(o, {R, C}, {C, 1}), th = view(h, {R, C}, {C, 1});
+    for (float eps : {-1e-5f, std::nanf("")}) {
+        EXPECT_EQ(SPYRE_ERROR_INVALID_ARGUMENT, spyre_op_rms_norm(nullptr, &tx, nullptr, eps, &to));
+        EXPECT_NE(std::string(spyre_last_error()).find("rms_norm: eps must be >= 0"),
+                  std::string::npos)
+            << spyre_last_error();
+        EXPECT_EQ(SPYRE_ERROR_INVALID_ARGUMENT,
+                  spyre_op_layer_norm(nullptr, &tx, nullptr, nullptr, eps, &to));
+        EXPECT_NE(std::string(spyre_last_error()).find("layer_norm: eps must be >= 0"),
+                  std::string::npos)
+            << spyre_last_error();
+        EXPECT_EQ(SPYRE_ERROR_INVALID_ARGUMENT,
+                  spyre_op_add_rms_norm(nullptr, &tx, &tr, nullptr, eps, &to, &th));
+    }
+    EXPECT_EQ(SPYRE_SUCCESS, spyre_op_rms_norm(nullptr, &tx, nullptr, 0.0f, &to))
+        << spyre_last_error();
 }
 
 // Rows too long for a block beside their residual: refused clearly (the library's rms_norm

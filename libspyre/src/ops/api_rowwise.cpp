@@ -311,6 +311,7 @@ spyre_status spyre_op_layer_norm(spyre_stream_t stream, const spyre_tensor* x,
                                  const spyre_tensor* out) {
     return guard(__func__, [&] {
         begin_op("layer_norm");
+        require(eps >= 0.0f, "layer_norm: eps must be >= 0 (got {})", eps);
         Tensor tw{}, tb{};
         if (weight) tw = check_tensor(weight, "weight");
         if (bias) tb = check_tensor(bias, "bias");
@@ -325,6 +326,7 @@ spyre_status spyre_op_rms_norm(spyre_stream_t stream, const spyre_tensor* x,
                                const spyre_tensor* weight, float eps, const spyre_tensor* out) {
     return guard(__func__, [&] {
         begin_op("rms_norm");
+        require(eps >= 0.0f, "rms_norm: eps must be >= 0 (got {})", eps);
         Tensor tw{};
         if (weight) tw = check_tensor(weight, "weight");
         RowwiseShape s;
