@@ -1,9 +1,10 @@
 """Residual add + RMSNorm under torch.compile (Documentation/torch_compile.md "Pattern
 replacement"): ``h = x + r; y = rms_norm(h) * w`` in the nn.RMSNorm / F.rms_norm form and
-written out becomes ONE ``spyre::add_rms_norm`` launch that also returns h, in three float types,
-equal to eager and the CPU; near misses stay as they are; the decoder's residual stream fuses
-(TinyGranite: the post-attention norm and the final norm); the eager op itself, its fallback
-when the library refuses, and its CPU form.
+written out (also in HF's form that computes in fp32 and casts back) becomes ONE
+``spyre::add_rms_norm`` launch that also returns h, in three float types, equal to eager and
+the CPU; near misses stay as they are; the decoder's residual stream fuses (TinyGranite: the
+post-attention norm and the final norm); the eager op itself, its fallback when the library
+refuses, and its CPU form.
 """
 
 import copy
@@ -57,6 +58,12 @@ class PreNorm(torch.nn.Module):
             y = F.rms_norm(h, h.shape[-1:])
         elif self.form == "written":
             y = written(h, w)
+        elif self.form == "hf":  # HF's LlamaRMSNorm: in fp32, cast back, then the weight
+            h32 = h.to(torch.float32)
+            y = w * (h32 * torch.rsqrt(h32.pow(2).mean(-1, keepdim=True) + 1e-6)).to(h.dtype)
+        elif self.form == "hf_float_no_weight":
+            h32 = h.float()
+            y = (h32 * torch.rsqrt(h32.pow(2).mean(-1, keepdim=True) + 1e-6)).to(dtype=h.dtype)
         else:  # written, weight first
             y = w * (torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * h)
         return y, h
@@ -68,6 +75,8 @@ def reference(x, r, w, form, dtype):
     hf = h.float()
     if form == "functional":
         y = F.rms_norm(hf, hf.shape[-1:], eps=torch.finfo(dtype).eps)
+    elif form == "hf_float_no_weight":
+        y = F.rms_norm(hf, hf.shape[-1:], eps=1e-6)
     else:
         y = F.rms_norm(hf, hf.shape[-1:], w.float(), eps=1e-6)
     return y.to(dtype), h
@@ -81,7 +90,8 @@ def compiled_twice(module, *args):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("form", ["module", "functional", "written", "written_w_first"])
+@pytest.mark.parametrize("form", ["module", "functional", "written", "written_w_first", "hf",
+                                  "hf_float_no_weight"])
 def test_residual_add_rms_norm_is_one_launch(dtype, form, fallback_reset):
     from torch_spyre._inductor import patterns
 
@@ -119,12 +129,19 @@ class NearMiss(torch.nn.Module):
         if self.kind == "mean_dim0":  # not a norm over the last dim
             h = x + r
             return h * torch.rsqrt(h.pow(2).mean(0, keepdim=True) + 1e-6) * self.w
+        if self.kind in ("hf_h32_used", "hf_back_to_fp32"):
+            h32 = (x + r).float()
+            n = h32 * torch.rsqrt(h32.pow(2).mean(-1, keepdim=True) + 1e-6)
+            if self.kind == "hf_back_to_fp32":  # cast back to a type other than h's: fp32 out
+                return self.w.float() * n.to(torch.float32)
+            return self.w * n.to(x.dtype), h32  # the fp32 copy of h is also an output
         h = x + r  # "inner_used": the unweighted norm is also an output
         n = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
         return n * self.w, n
 
 
-@pytest.mark.parametrize("kind", ["broadcast", "fp32_weight", "mean_dim0", "inner_used"])
+@pytest.mark.parametrize("kind", ["broadcast", "fp32_weight", "mean_dim0", "inner_used",
+                                  "hf_h32_used", "hf_back_to_fp32"])
 def test_a_near_miss_is_not_replaced(kind, fallback_reset):
     from torch_spyre._inductor import patterns
 

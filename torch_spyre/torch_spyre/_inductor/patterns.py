@@ -10,7 +10,8 @@ kernel that is one library call:
 - ``act(linear(x, w, b))`` with act relu, gelu (exact or tanh) or silu -> ``spyre::linear``:
   one ``spyre_op_linear`` with the bias and the activation in its epilogue;
 - ``h = x + r; y = rms_norm(h) * w`` (``torch.rms_norm`` as nn.RMSNorm and F.rms_norm trace,
-  or written out: ``h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * w``) ->
+  or written out: ``h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * w``, also in
+  HF's form that computes in fp32 and casts back: ``w * (h32 * rsqrt(...)).to(h.dtype)``) ->
   ``spyre::add_rms_norm``: one ``spyre_op_add_rms_norm`` that writes y and h (h may have other
   users: the residual stream of a pre-norm decoder goes on with it).
 
@@ -179,13 +180,48 @@ def _rms_norm(n):
         return (_arg(n, 0, "input"), _arg(n, 1, "normalized_shape"), _arg(n, 2, "weight"),
                 _arg(n, 3, "eps"), [])
     m = _mul(n)
-    if m is None:
-        return None
-    for inner, w in (m, m[::-1]):  # (h * rsqrt(...)) * w
-        r = _rms_core(inner)
+    for inner, w in (m, m[::-1]) if m is not None else ():  # (h * rsqrt(...)) * w
+        r = _rms_unit(inner)
         if r is not None and _only_user(inner, n) and isinstance(w, torch.fx.Node):
             return r[0], r[1], w, r[3], [inner, *r[4]]
-    return _rms_core(n)  # no weight
+    return _rms_unit(n)  # no weight
+
+
+def _cast(n):
+    """(source, dtype) of x.to(dtype) or x.float() with nothing else asked, else None."""
+    if not isinstance(n, torch.fx.Node) or n.op != "call_method" or not n.args:
+        return None
+    if n.target == "float" and len(n.args) == 1 and not n.kwargs:
+        return n.args[0], torch.float32
+    if n.target != "to":
+        return None
+    if len(n.args) == 2 and not n.kwargs:
+        dtype = n.args[1]
+    elif len(n.args) == 1 and list(n.kwargs) == ["dtype"]:
+        dtype = n.kwargs["dtype"]
+    else:
+        return None
+    return (n.args[0], dtype) if isinstance(dtype, torch.dtype) else None
+
+
+def _rms_unit(n):
+    """_rms_core(n), or the same computed in fp32 and cast back as HF's Llama/Granite RMSNorm
+    writes it: h.to(float32) * rsqrt(...), then .to(h.dtype). The fused op computes the norm in
+    fp32 too and rounds once (after the weight) where that form rounds before and after it."""
+    back = _cast(n)
+    if back is None:
+        return _rms_core(n)
+    core, dtype = back
+    r = _rms_core(core)
+    if r is None or not _only_user(core, n):
+        return None
+    up = _cast(r[0])
+    h = up[0] if up is not None else None
+    hv = _value(h)
+    if up is None or up[1] != torch.float32 or hv is None or hv.dtype != dtype or \
+            set(r[0].users) != {core, r[4][-1]}:  # the cast feeds the product and the square
+        return None
+    return h, r[1], None, r[3], [core, *r[4], r[0]]
 
 
 def _rms_core(n):
