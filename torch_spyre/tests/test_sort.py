@@ -3,8 +3,7 @@ fp16 and bf16 along every dim (negative dims, moved last on the card), ascending
 descending, stable sorts bit for bit (values and indices), unstable sorts and topk by values and
 valid indices (their order of ties is open), NaN largest, infinities and signed zeros, dims of
 size 1, empty and 0-d tensors, transposed inputs and `out=`. Integer keys (int64, int32, int8,
-uint8) through the radix of float sorts, bit-exact; `torch.unique`; bool sorts run on the CPU
-fallback."""
+uint8) and bool keys through the radix of float sorts, bit-exact; `torch.unique`."""
 
 import pytest
 import torch
@@ -157,11 +156,23 @@ def test_integer_argsort_topk_and_strided(no_fallback, dtype):
     assert e.values.shape == (0, 3)
 
 
-def test_bool_sort_falls_back(fallback_reset):
-    x = torch.rand(4, 9) > 0.5
-    got = torch.sort(x.to("spyre"), stable=True)
-    assert_same(got.values.cpu(), torch.sort(x, stable=True).values)
-    assert torch_spyre.fallback_counts() == {"aten::sort.values_stable": 1}
+@pytest.mark.parametrize("descending", [False, True])
+def test_bool_sort_on_the_card(no_fallback, descending):
+    """bool keys as 0/1 (one float digit): the stable order bit for bit, along either dim, and
+    argsort; topk of bool is torch's error, as on the CPU."""
+    x = torch.rand(6, 33, generator=torch.Generator().manual_seed(8)) > 0.5
+    d = x.to("spyre")
+    for dim in (0, -1):
+        got = torch.sort(d, dim=dim, descending=descending, stable=True)
+        want = torch.sort(x, dim=dim, descending=descending, stable=True)
+        assert_same(got.values.cpu(), want.values)
+        assert_same(got.indices.cpu(), want.indices)
+    assert_same(torch.argsort(d, dim=1, descending=descending, stable=True).cpu(),
+                torch.argsort(x, dim=1, descending=descending, stable=True))
+    assert torch_spyre.fallback_counts() == {}
+    with pytest.raises(RuntimeError, match="not implemented for 'Bool'"):
+        torch.topk(d, 4, dim=1, largest=descending)
+    torch_spyre.reset_fallback_counts()  # the CPU's error came through its fallback
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.int32])

@@ -1,10 +1,10 @@
 // sort (argsort, msort) and topk on the card (spyre_op_sort): fp32/fp16/bf16 rows in the stable
 // order with NaN largest, int64 indices. The library sorts along the last dim, so another dim is
-// moved last by a dense copy on the card and the results moved back the same way. Integer keys
-// (int64, int32, int8, uint8; the library sorts floats) are an LSD radix sort of stable float
-// sorts: the key split into 22-bit digits (each exact in fp32; the top one signed), sorted by
-// the least significant digit first, each later digit gathered in the order so far and sorted
-// stably, so equal keys keep their index order (the stable order, ascending or descending).
+// moved last by a dense copy on the card and the results moved back the same way. Integer and
+// bool keys (int64, int32, int8, uint8, bool; the library sorts floats) are an LSD radix sort of
+// stable float sorts: the key split into 22-bit digits (each exact in fp32; the top one signed),
+// sorted by the least significant digit first, each later digit gathered in the order so far and
+// sorted stably, so equal keys keep their index order (the stable order, ascending or descending).
 // Other dtypes, rows too long for a core's scratchpad (about 32768 elements) and k out of range
 // (the CPU's error) run on the CPU fallback. The stable order is also a valid answer of the
 // unstable sort and of topk (which leave the order of ties open).
@@ -77,9 +77,9 @@ bool sort_into(const char* name, const at::Tensor& self, int64_t dim, int64_t k,
     return true;
 }
 
-// The integer keys sort_into takes: a radix sort of float sorts.
+// The integer keys int_sort_into takes: a radix sort of float sorts (bool as 0/1, one digit).
 bool radix_key(at::ScalarType t) {
-    return t == at::kLong || t == at::kInt || t == at::kChar || t == at::kByte;
+    return t == at::kLong || t == at::kInt || t == at::kChar || t == at::kByte || t == at::kBool;
 }
 
 // values, indices = the first k of the integer rows of self along dim in the stable order;
@@ -140,8 +140,9 @@ std::tuple<at::Tensor&, at::Tensor&> sort_values(const at::Tensor& self, int64_t
 std::tuple<at::Tensor&, at::Tensor&> topk_values(const at::Tensor& self, c10::SymInt k, int64_t dim,
                                                  bool largest, bool sorted, at::Tensor& values,
                                                  at::Tensor& indices) {
-    // largest: the first k of the descending order; else of the ascending one (sorted either way)
-    if (auto kk = k.maybe_as_int())
+    // largest: the first k of the descending order; else of the ascending one (sorted either way).
+    // torch has no bool topk: the CPU fallback raises its error.
+    if (auto kk = k.maybe_as_int(); kk && self.scalar_type() != at::kBool)
         if (sort_into("aten::topk", self, dim, *kk, largest, values, indices) ||
             int_sort_into(self, dim, *kk, largest, values, indices))
             return {values, indices};
