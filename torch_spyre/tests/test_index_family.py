@@ -1,8 +1,8 @@
 """The rest of the index family on the card with TORCH_SPYRE_STRICT=1 against the CPU: index_put_
 (x[idx] = v, x[idx] += v with accumulate=True: one index tensor on any dim, several on adjacent
 dims, negative positions, boolean masks, duplicates summed as torch sums them, broadcast values),
-masked_scatter, isin and scatter_reduce ("sum", "mean" for floats and integers, "amax", "amin" for
-floats; include_self True and False) on odd shapes, every dtype claimed, empty tensors and
+masked_scatter, isin and scatter_reduce ("sum", "mean", "amax", "amin" for floats and
+integers; include_self True and False) on odd shapes, every dtype claimed, empty tensors and
 strided inputs."""
 
 import pytest
@@ -189,6 +189,26 @@ def test_scatter_reduce_extremes(strict, dtype, reduce, include_self):
     assert torch.equal(dev.cpu(), x)  # the input is not written
     assert torch.equal(got.cpu().isnan(), want.isnan())
     assert torch.equal(got.cpu().nan_to_num(), want.nan_to_num()), f"\n{got.cpu()}\n!=\n{want}"
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8])
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_integer_extremes(strict, dtype, reduce, include_self):
+    """Duplicate targets, ties and the type's extremes (amin of the smallest value: negating
+    it would wrap)."""
+    g = torch.Generator().manual_seed(6)
+    info = torch.iinfo(dtype)
+    x = torch.randint(-5 if info.min < 0 else 0, 6, (5, 9), generator=g).to(dtype)
+    src = torch.randint(-5 if info.min < 0 else 0, 6, (5, 12), generator=g).to(dtype)
+    src[1, 3], src[2, 0], x[3, 4] = info.min, info.max, info.min
+    index = torch.randint(0, 9, (5, 11), generator=g)
+    want = x.scatter_reduce(1, index, src, reduce, include_self=include_self)
+    dev = x.to("spyre")
+    got = dev.scatter_reduce(1, index.to("spyre"), src.to("spyre"), reduce,
+                             include_self=include_self)
+    assert torch.equal(dev.cpu(), x)  # the input is not written
+    assert got.dtype == dtype and torch.equal(got.cpu(), want), f"\n{got.cpu()}\n!=\n{want}"
 
 
 def test_scatter_reduce_extremes_dim0_corner(strict):

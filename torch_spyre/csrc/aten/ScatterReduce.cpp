@@ -8,8 +8,9 @@
 // indices, and scattered without accumulation: the scatter applies a slab's positions in
 // ascending order and a repeated target keeps the last write, which is the largest value (NaN
 // if any, as torch propagates it); with include_self the result is maximum/minimum with self.
-// "prod", and "amax"/"amin" of integers (the op library sorts floats only), run on the CPU
-// fallback.
+// Integers (int64, int32, int8, uint8: sorted by the radix of float sorts, aten/Sort.cpp) take
+// the same path, "amin" sorting descending instead of negating (-INT_MIN wraps; integers have
+// no NaN to keep last). "prod" runs on the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/native/Resize.h>
@@ -56,28 +57,35 @@ bool scatter_last_write(const at::Tensor& table, int64_t d, const at::Tensor& in
                   spyre_op_scatter(op_stream(table), &tt, static_cast<int32_t>(d), &ti, &tr, 0));
 }
 
-// "amax" (or "amin" as the amax of the negated values) of floats; nothing if not taken.
+// "amax" or "amin" (floats: the amax of the negated values; integers: the values sorted
+// descending); nothing if not taken.
 std::optional<at::Tensor> scatter_extreme(const at::Tensor& self, int64_t d,
                                           const at::Tensor& index, const at::Tensor& src, bool amin,
                                           bool include_self) {
     if (index.numel() == 0) return self.clone();
+    const bool negate = amin && is_float(self.scalar_type());
     at::Tensor v = src;
     for (int64_t k = 0; k < src.dim(); ++k)
         if (index.size(k) < src.size(k)) v = v.narrow(k, 0, index.size(k));
-    if (amin) v = -v;
-    const at::Tensor order = at::argsort(v, /*stable=*/true, d, /*descending=*/false);
+    if (negate) v = -v;
+    const at::Tensor order = at::argsort(v, /*stable=*/true, d, /*descending=*/amin && !negate);
     const at::Tensor rows = v.gather(d, order), targets = index.gather(d, order);
     // a fresh dense copy: the scatter writes it in place (self must stay as it is)
-    at::Tensor table = corner_of(amin ? -self : self, index, d).clone(at::MemoryFormat::Contiguous);
+    at::Tensor table =
+        corner_of(negate ? -self : self, index, d).clone(at::MemoryFormat::Contiguous);
     if (!scatter_last_write(table, d, targets, rows)) return std::nullopt;
-    if (amin) table = -table;
+    if (negate) table = -table;
     at::Tensor scat = self.clone();
     corner_of(scat, index, d).copy_(table);
+    if (include_self) scat = amin ? at::minimum(self, scat) : at::maximum(self, scat);
+    // the table started as self's corner: where no index points scat holds self already (the
+    // floats' negation round trip keeps every bit too, but torch's where is kept for them; the
+    // card's where takes float values only)
+    if (!is_float(self.scalar_type())) return scat;
     const at::Tensor untouched =
         scatter_add_corner(at::zeros(self.sizes(), self.options().dtype(at::kInt)), d, index,
                            at::ones(index.sizes(), index.options().dtype(at::kInt)))
             .eq(0);
-    if (include_self) scat = amin ? at::minimum(self, scat) : at::maximum(self, scat);
     return at::where(untouched, self, scat);
 }
 
@@ -120,8 +128,11 @@ at::Tensor& scatter_reduce_out(const at::Tensor& self, int64_t dim, const at::Te
         return out;
     }
     const bool extreme = reduce == "amax" || reduce == "amin";
+    const at::ScalarType t = self.scalar_type();
+    const bool sortable =
+        is_float(t) || t == at::kLong || t == at::kInt || t == at::kChar || t == at::kByte;
     if (extreme && self.is_privateuseone() && index.is_privateuseone() && src.is_privateuseone() &&
-        is_float(self.scalar_type()) && src.scalar_type() == self.scalar_type() &&
+        sortable && src.scalar_type() == self.scalar_type() &&
         out.scalar_type() == self.scalar_type() && self.dim() >= 1 && index.dim() == self.dim() &&
         src.dim() == self.dim() &&
         (index.scalar_type() == at::kLong || index.scalar_type() == at::kInt)) {
