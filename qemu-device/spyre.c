@@ -575,6 +575,10 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
         error_setg(errp, "spyre: ddr-mbps must not be zero");
         return;
     }
+    if (s->pcie_mbps == 0) {
+        error_setg(errp, "spyre: pcie-mbps must not be zero");
+        return;
+    }
     if (s->p2p_mbps == 0) {
         error_setg(errp, "spyre: p2p-mbps must not be zero");
         return;

@@ -485,7 +485,7 @@ static void test_bad_properties(void)
         "lx-size=2G", "x-engine-threads=5000", "ddr-mbps=0",
         "ring-bytes-per-cycle=0", "x-mmu-cache-runs=15",
         "x-mmu-cache-runs=67108865", "timeslice-ms=0", "timeslice-ms=10001",
-        "p2p-mbps=0",
+        "p2p-mbps=0", "pcie-mbps=0",
     };
     const char *qemu = g_getenv("QTEST_QEMU_BINARY");
     size_t i;
@@ -4659,6 +4659,22 @@ static void test_p2p_copy(void)
     g_assert_cmpuint(p.cycles, ==, 256 + peer_cycles(big, 60000));
     g_assert_cmpuint(rd64(b, SPYRE_REG_TELE_P2P_WR_BYTES_LO), ==, big);
 
+    /* host RAM -> B's BAR2 (both sides host) */
+    {
+        HostBuf *hb = hostbuf_new(a, 2, true);
+
+        fill(want, 2 * PAGE, 5);
+        hostbuf_io(a, hb, 0, want, 2 * PAGE, true);
+        c = cmd_dma(6, SPYRE_CMD_F_SRC_HOST | SPYRE_CMD_F_DST_HOST, hb->dir,
+                    0, dir_linear(a, b->bar2.addr + 0x6a0000, 2), 0,
+                    2 * PAGE);
+        p = submit(a, 0, &c);
+        check_dma_ok(p, 6);
+        assert_devmem(b, 0x6a0000, want, 2 * PAGE);
+        g_assert_cmpuint(p.cycles, ==, 256 + peer_cycles(2 * PAGE, 60000));
+        hostbuf_free(hb);
+    }
+
     /* 2D: 5 rows of 100 bytes, pitch 128 -> pitch 1000 in B; gaps kept */
     qtest_bufwrite(a->qts, b->bar2.addr + 0x500000, zero, PAGE);
     devmem_fill(a, 0x600000, 5 * 128, 3, want);
@@ -4693,7 +4709,7 @@ static void test_p2p_copy(void)
     /* device -> device pricing for the device bytes (none), peer for all */
     g_assert_cmpuint(p.cycles, ==, 256 + peer_cycles(PAGE - 16, 60000));
     g_assert_cmpuint(rd64(a, SPYRE_REG_TELE_P2P_WR_BYTES_LO), ==,
-                     len + 500 + PAGE - 16);
+                     len + 2 * PAGE + 500 + PAGE - 16);
     pair_stop(a, b);
 }
 
@@ -4970,11 +4986,11 @@ static void test_p2p_concurrent(void)
 }
 
 /*
- * Fill A's four rings with 16 MiB copies into B's BAR2 (the DMA worker runs
- * them one after the other: 28 copies, 448 MiB) and ring the doorbells;
- * returns once the first one runs.
+ * Queue seven 16 MiB copies into B's BAR2 on each of A's four rings and
+ * start the first of each (the DMA worker runs them one after the other);
+ * returns once one runs or is done. peer_copies_rest() starts the others.
  */
-static void queue_peer_copies(Spyre *a, Spyre *b, uint64_t b_bar2)
+static void queue_peer_copies(Spyre *a, uint64_t b_bar2)
 {
     uint64_t dir = dir_linear(a, b_bar2, DEVMEM / PAGE);
     struct spyre_hw_cmd c;
@@ -4989,23 +5005,32 @@ static void queue_peer_copies(Spyre *a, Spyre *b, uint64_t b_bar2)
                         DEVMEM);
             ring_queue(a, n, &c);
         }
-    }
-    for (n = 0; n < NRINGS; n++) {
-        rwr(a, n, SPYRE_RING_TAIL, a->ring[n].tail);
+        rwr(a, n, SPYRE_RING_TAIL, 1);
     }
     t0 = now_ms();
-    while (!(rrd(a, 0, SPYRE_RING_EXEC_TIME) & SPYRE_RING_EXEC_RUNNING)) {
+    while (!(rrd(a, 0, SPYRE_RING_EXEC_TIME) & SPYRE_RING_EXEC_RUNNING) &&
+           rrd(a, 0, SPYRE_RING_HEAD) == 0) {
         g_assert_cmpfloat(now_ms() - t0, <, 10000);
         qtest_clock_step(a->qts, 100);
     }
 }
 
+static void peer_copies_rest(Spyre *a)
+{
+    int n;
+
+    for (n = 0; n < NRINGS; n++) {
+        rwr(a, n, SPYRE_RING_TAIL, a->ring[n].tail);
+    }
+}
+
 /*
- * Wait for A's queued peer copies; each ends OK or ERR_HOST_DMA (none
- * cancelled, none other). Returns how many failed; the last one of every
- * ring must have failed if @last_fails.
+ * Wait for A's peer copies; each ends OK or ERR_HOST_DMA (none cancelled,
+ * none other). With @later_fail, those started after the peer went away
+ * (all but the first of each ring) must have failed. Returns how many of
+ * the first ones, which ran while it went, failed.
  */
-static int wait_peer_copies(Spyre *a, bool last_fails)
+static int wait_peer_copies(Spyre *a, bool later_fail)
 {
     int n, k, failed = 0;
 
@@ -5017,9 +5042,12 @@ static int wait_peer_copies(Spyre *a, bool last_fails)
             g_assert_cmpuint(p.seqno, ==, 100 + n * 10 + k);
             g_assert(p.status == SPYRE_STATUS_OK ||
                      p.status == SPYRE_STATUS_ERR_HOST_DMA);
-            failed += p.status != SPYRE_STATUS_OK;
-            if (k == 6 && last_fails) {
+            if (k == 0) {
+                failed += p.status != SPYRE_STATUS_OK;
+            } else if (later_fail) {
                 g_assert_cmpuint(p.status, ==, SPYRE_STATUS_ERR_HOST_DMA);
+            } else {
+                g_assert_cmpuint(p.status, ==, SPYRE_STATUS_OK);
             }
         }
     }
@@ -5029,9 +5057,9 @@ static int wait_peer_copies(Spyre *a, bool last_fails)
 /*
  * The peer is reset while copies into its BAR2 run. A register RESET keeps
  * its BARs and device memory: every copy completes OK with its data. A
- * function-level reset clears its BARs: the running copy fails with
- * ERR_HOST_DMA at its next piece and the later ones at their first; once
- * the peer is enabled again copies reach it again.
+ * function-level reset clears its BARs: the copies running then end OK or
+ * with ERR_HOST_DMA at their next piece, the later ones fail at their
+ * first; once the peer is enabled again copies reach it again.
  */
 static void test_p2p_peer_reset(void)
 {
@@ -5043,21 +5071,24 @@ static void test_p2p_peer_reset(void)
 
     pair_start("q35", NULL, NULL, NULL, &a, &b);
     devmem_fill(a, 0, DEVMEM, 30, want);
-    queue_peer_copies(a, b, b->bar2.addr);
+    queue_peer_copies(a, b->bar2.addr);
     wr(b, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
+    peer_copies_rest(a);
     wait_ready(b);
     failed = wait_peer_copies(a, false);
     g_assert_cmpint(failed, ==, 0);
     assert_devmem(b, 0, want, DEVMEM);
     g_assert_cmpuint(rd(b, SPYRE_REG_TELE_RESETS), ==, 1);
 
-    queue_peer_copies(a, b, b->bar2.addr);
+    queue_peer_copies(a, b->bar2.addr);
     exp = qpci_find_capability(b->dev, PCI_CAP_ID_EXP, 0);
     qpci_config_writew(b->dev, exp + PCI_EXP_DEVCTL,
                        qpci_config_readw(b->dev, exp + PCI_EXP_DEVCTL) |
                        PCI_EXP_DEVCTL_BCR_FLR);
+    peer_copies_rest(a);
     failed = wait_peer_copies(a, true);
-    g_test_message("%d of 28 copies failed after the peer's FLR", failed);
+    g_test_message("%d of the 4 copies running at the peer's FLR failed",
+                   failed);
     assert_alive(a, 0);
     qpci_device_enable(b->dev);
     b->bar0 = qpci_iomap(b->dev, SPYRE_BAR_REGS, NULL);
@@ -5074,8 +5105,9 @@ static void test_p2p_peer_reset(void)
 
 /*
  * The peer is hot-unplugged while copies into its BAR2 run: QEMU survives,
- * each copy ends OK or ERR_HOST_DMA (the later ones: the address no longer
- * translates), the card works on.
+ * the copies running then end OK or with ERR_HOST_DMA, the later ones and
+ * a new one to its old address fail (it no longer translates), the card
+ * works on.
  */
 static void test_p2p_peer_unplug(void)
 {
@@ -5091,14 +5123,16 @@ static void test_p2p_peer_unplug(void)
     c = cmd_dma(1, SPYRE_CMD_F_DST_HOST, 0, 0, dir_linear(a, b_bar2, 1), 0,
                 PAGE);
     check_dma_ok(submit(a, 0, &c), 1);
-    queue_peer_copies(a, b, b_bar2);
+    queue_peer_copies(a, b_bar2);
     qpci_unplug_acpi_device_test(a->qts, "spyre1", SLOT_B);
     g_assert(!qpci_device_find(a->bus, QPCI_DEVFN(SLOT_B, 0)));
+    peer_copies_rest(a);
     failed = wait_peer_copies(a, true);
-    g_test_message("%d of 28 copies failed after the peer's unplug", failed);
+    g_test_message("%d of the 4 copies running at the peer's unplug failed",
+                   failed);
     qtest_qmp_assert_success(a->qts, "{ 'execute': 'query-status' }");
     assert_alive(a, 0);
-    c = cmd_dma(1, SPYRE_CMD_F_DST_HOST, 0, 0, dir_linear(a, b_bar2, 1), 0,
+    c = cmd_dma(2, SPYRE_CMD_F_DST_HOST, 0, 0, dir_linear(a, b_bar2, 1), 0,
                 PAGE);
     g_assert_cmpuint(submit(a, 0, &c).status, ==, SPYRE_STATUS_ERR_HOST_DMA);
     pair_stop(a, b);
