@@ -4795,7 +4795,8 @@ static void test_p2p_cycles(void)
  * registers and BAR4 MSI-X table, the card's own BAR2 through the host
  * path, a RAM BAR of another device type (bochs-display's VRAM), a page
  * directory or a fence in the peer's BAR2 (only data pages may be peer
- * memory).
+ * memory), a run past the end of the peer's BAR2 (after writing its part),
+ * the peer's BAR2 while its Memory Space Enable is clear.
  */
 static void test_p2p_refused(void)
 {
@@ -4867,12 +4868,32 @@ static void test_p2p_refused(void)
     c = cmd_fence(9, b->bar2.addr + 0x3000, 0x1122334455667788ull);
     expect_error(a, &c, SPYRE_STATUS_ERR_HOST_DMA, &nerr);
     g_assert_cmphex(qtest_readq(a->qts, b->bar2.addr + 0x3000), ==, 0);
+    /*
+     * A contiguous run from the peer's last page past the end of its BAR2:
+     * the peer page is written, then the copy fails.
+     */
+    qtest_memset(a->qts, b->bar2.addr + DEVMEM - PAGE, 0, PAGE);
+    c = cmd_dma(10, SPYRE_CMD_F_DST_HOST, 0, 0,
+                dir_linear(a, b->bar2.addr + DEVMEM - PAGE, 2), 0, 2 * PAGE);
+    expect_error(a, &c, SPYRE_STATUS_ERR_HOST_DMA, &nerr);
+    assert_devmem(b, DEVMEM - PAGE, page, PAGE);
+    /* The peer's Memory Space Enable clear: its BAR2 does not decode */
+    qpci_config_writew(b->dev, PCI_COMMAND,
+                       qpci_config_readw(b->dev, PCI_COMMAND) &
+                       ~PCI_COMMAND_MEMORY);
+    c = cmd_dma(11, SPYRE_CMD_F_DST_HOST, 0, 0,
+                dir_linear(a, b->bar2.addr + 0x10000, 1), 0, PAGE);
+    expect_error(a, &c, SPYRE_STATUS_ERR_HOST_DMA, &nerr);
+    qpci_device_enable(b->dev);
+    devmem_read(b, 0x10000, got, PAGE);
+    g_assert(memcmp(got, page, PAGE) != 0);
+    /* Failed copies count no peer bytes. */
     g_assert_cmpuint(rd64(a, SPYRE_REG_TELE_P2P_WR_BYTES_LO), ==, 0);
     g_assert_cmpuint(rd64(a, SPYRE_REG_TELE_P2P_RD_BYTES_LO), ==, 0);
     /* A peer copy still works */
-    c = cmd_dma(10, SPYRE_CMD_F_DST_HOST, 0, 0,
+    c = cmd_dma(12, SPYRE_CMD_F_DST_HOST, 0, 0,
                 dir_linear(a, b->bar2.addr + 0x10000, 1), 0, PAGE);
-    check_dma_ok(submit(a, 0, &c), 10);
+    check_dma_ok(submit(a, 0, &c), 12);
     assert_devmem(b, 0x10000, page, PAGE);
     g_free(vga);
     pair_stop(a, b);
