@@ -27,7 +27,7 @@
 
 /* Hardware interface version (SPYRE_REG_VERSION). */
 #define SPYRE_HW_VERSION_MAJOR		1
-#define SPYRE_HW_VERSION_MINOR		5
+#define SPYRE_HW_VERSION_MINOR		6
 #define SPYRE_HW_VERSION(maj, min)	(((maj) << 16) | (min))
 
 /* Identification value of SPYRE_REG_ID: "SPYR". */
@@ -68,6 +68,7 @@
 #define SPYRE_CAP_MMU			(1u << 8)	/* per-context address translation (hw 1.3) */
 #define SPYRE_CAP_EXEC_TIME		(1u << 9)	/* RING_EXEC_SEQNO / RING_EXEC_TIME (hw 1.4) */
 #define SPYRE_CAP_TIMESLICE		(1u << 10)	/* engine time-sliced between rings (hw 1.5) */
+#define SPYRE_CAP_P2P			(1u << 11)	/* copies reach peer cards' BAR2 (hw 1.6) */
 
 #define SPYRE_STATUS_READY		(1u << 0)	/* accepts ring configuration */
 #define SPYRE_STATUS_ERROR		(1u << 1)	/* a command failed since reset */
@@ -137,6 +138,10 @@
 #define SPYRE_REG_TELE_ENG_SWITCHES_HI	0x017c
 #define SPYRE_REG_TELE_ENG_SWITCH_CYCLES_LO 0x0180	/* their modeled cost, in TELE_ENG_CYCLES too */
 #define SPYRE_REG_TELE_ENG_SWITCH_CYCLES_HI 0x0184
+#define SPYRE_REG_TELE_P2P_RD_BYTES_LO	0x0188	/* bytes copies read from peer cards' memory (1.6) */
+#define SPYRE_REG_TELE_P2P_RD_BYTES_HI	0x018c
+#define SPYRE_REG_TELE_P2P_WR_BYTES_LO	0x0190	/* bytes copies wrote into peer cards' memory (1.6) */
+#define SPYRE_REG_TELE_P2P_WR_BYTES_HI	0x0194
 
 /*
  * Per-core telemetry (RO, 64-bit LO/HI pairs as above), cumulative over all LAUNCHes since
@@ -336,6 +341,8 @@ struct spyre_hw_cmd {
 
 /*
  * Host page directory: host memory is reached through a two-level table of 4 KiB pages.
+ * With CAP_P2P (hw 1.6) a data page (not the directory or a page table) may also be in a
+ * peer spyre card's BAR2: the copy then moves data card to card.
  * The directory is an array of 64-bit DMA addresses of page tables; each page table is one
  * 4 KiB page holding 512 64-bit DMA addresses of 4 KiB data pages. Byte offset o is at
  * table = dir[o >> 21], page = table[(o >> 12) & 511], byte (o & 4095).

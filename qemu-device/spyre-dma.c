@@ -16,6 +16,9 @@
  * directories, data, fences, launch descriptors and results) goes through
  * spyre_host_read/write: guest RAM only, never MMIO (not even the card's own
  * BARs), so it is safe without the BQL and cannot re-enter the device.
+ * The data pages of a copy may also be a peer spyre card's device memory
+ * (hw 1.6, property p2p): that is RAM too, reached the same way, so two
+ * cards copying to each other never wait for one another.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -43,11 +46,29 @@
 /* ---- Host memory access (bus master DMA) ---- */
 
 /*
- * Guest RAM the card may reach: directly accessible RAM that is not a
- * device's BAR (peer-to-peer DMA is not modelled; the card's own device
- * memory included).
+ * The peer card whose device memory (BAR2) mr is, if this card may reach
+ * it: p2p on, another spyre's RAM block. Anything else a PCI device owns
+ * (registers, MSI-X, ROM, other device types, the card's own BAR2) is not.
  */
-static bool spyre_host_ram(SpyreState *s, MemoryRegion *mr, bool is_write)
+static SpyreState *spyre_peer_devmem(SpyreState *s, MemoryRegion *mr)
+{
+    Object *owner = memory_region_owner(mr);
+    SpyreState *peer;
+
+    if (!s->p2p || !owner) {
+        return NULL;
+    }
+    peer = (SpyreState *)object_dynamic_cast(owner, TYPE_SPYRE);
+    return peer && peer != s && mr == &peer->devmem ? peer : NULL;
+}
+
+/*
+ * Memory the card may reach: directly accessible RAM that is not a
+ * device's BAR (the card's own device memory included) or, if @peer is
+ * not NULL (data pages of a copy), a peer card's device memory (*peer set).
+ */
+static bool spyre_host_ram(SpyreState *s, MemoryRegion *mr, bool is_write,
+                           SpyreState **peer)
 {
     Object *owner;
 
@@ -59,18 +80,34 @@ static bool spyre_host_ram(SpyreState *s, MemoryRegion *mr, bool is_write)
         return false;
     }
     owner = memory_region_owner(mr);
-    return !owner || !object_dynamic_cast(owner, TYPE_PCI_DEVICE);
+    if (!owner || !object_dynamic_cast(owner, TYPE_PCI_DEVICE)) {
+        return true;
+    }
+    if (peer) {
+        *peer = spyre_peer_devmem(s, mr);
+        return *peer != NULL;
+    }
+    return false;
 }
 
 /*
  * Copy between buf and the card's bus master address space at addr. Works
  * with or without the BQL (main loop and workers): the whole range must be
- * guest RAM (spyre_host_ram), which is accessed through its host mapping
- * under RCU; MMIO is never dispatched. Stops at the first piece that is not
- * RAM and returns false (a write may have been partly done).
+ * guest RAM or, with @pp (a copy's data pages), a peer's device memory
+ * (spyre_host_ram); it is accessed through its host mapping under RCU, MMIO
+ * is never dispatched. Stops at the first piece that is neither and returns
+ * false (a write may have been partly done). Bytes moved to or from peers
+ * are added to *pp.
+ *
+ * A peer's RAM stays alive during one access: the flat view the address
+ * was translated through holds a reference to its region (and so to the
+ * peer) until the RCU grace period after our read section, and
+ * memory_region_ref() holds another until address_space_unmap(); a peer
+ * unplugged or reset (BARs cleared) meanwhile no longer translates at the
+ * next piece, which fails.
  */
 static bool spyre_host_rw(SpyreState *s, uint64_t addr, void *buf,
-                          uint64_t len, bool is_write)
+                          uint64_t len, bool is_write, SpyreDmaPeer *pp)
 {
     AddressSpace *as = pci_get_address_space(PCI_DEVICE(s));
     uint8_t *p = buf;
@@ -80,13 +117,14 @@ static bool spyre_host_rw(SpyreState *s, uint64_t addr, void *buf,
     }
     while (len) {
         hwaddr xlat, l = len;
+        SpyreState *peer = NULL;
         MemoryRegion *mr;
         uint8_t *host;
 
         WITH_RCU_READ_LOCK_GUARD() {
             mr = address_space_translate(as, addr, &xlat, &l, is_write,
                                          MEMTXATTRS_UNSPECIFIED);
-            if (!l || !spyre_host_ram(s, mr, is_write)) {
+            if (!l || !spyre_host_ram(s, mr, is_write, pp ? &peer : NULL)) {
                 trace_spyre_host_dma_denied(addr, len, is_write,
                                             memory_region_name(mr));
                 return false;
@@ -100,6 +138,16 @@ static bool spyre_host_rw(SpyreState *s, uint64_t addr, void *buf,
                 memcpy(p, host, l);
             }
             address_space_unmap(as, host, l, is_write, l);
+            if (peer) {
+                trace_spyre_p2p(addr, l, is_write,
+                                DEVICE(peer)->id ? DEVICE(peer)->id : "");
+                if (is_write) {
+                    pp->wr += l;
+                } else {
+                    pp->rd += l;
+                }
+                pp->ddr_mbps = MIN(pp->ddr_mbps, peer->ddr_mbps);
+            }
         }
         p += l;
         addr += l;
@@ -110,13 +158,13 @@ static bool spyre_host_rw(SpyreState *s, uint64_t addr, void *buf,
 
 bool spyre_host_read(SpyreState *s, uint64_t addr, void *buf, uint64_t len)
 {
-    return spyre_host_rw(s, addr, buf, len, false);
+    return spyre_host_rw(s, addr, buf, len, false, NULL);
 }
 
 bool spyre_host_write(SpyreState *s, uint64_t addr, const void *buf,
                       uint64_t len)
 {
-    return spyre_host_rw(s, addr, (void *)buf, len, true);
+    return spyre_host_rw(s, addr, (void *)buf, len, true, NULL);
 }
 
 /*
@@ -133,6 +181,29 @@ uint64_t spyre_dma_cycles(SpyreState *s, bool src_host, bool dst_host,
                           SPYRE_COPY_DEVICE_TO_DEVICE;
 
     return spyre_engine_copy_cycles(&s->engine_cfg, kind, bytes);
+}
+
+/*
+ * Modeled cycles of a copy of @bytes of which P = min(rd + wr, bytes) went
+ * to or from peer cards (hw 1.6, hardware.md section 11): the other bytes
+ * as spyre_dma_cycles(), the P bytes at the slowest of the peer link
+ * (p2p-mbps) and the two cards' device memory (ddr-mbps), plus one peer
+ * latency. A copy that touched no peer costs exactly spyre_dma_cycles().
+ */
+uint64_t spyre_dma_peer_cycles(SpyreState *s, bool src_host, bool dst_host,
+                               uint64_t bytes, const SpyreDmaPeer *pp)
+{
+    uint64_t peer = MIN(pp->rd + pp->wr, bytes);
+    uint64_t cycles = spyre_dma_cycles(s, src_host, dst_host, bytes - peer);
+    uint64_t mbps;
+
+    if (!peer) {
+        return cycles;
+    }
+    mbps = MIN(MIN(s->p2p_mbps, s->ddr_mbps), pp->ddr_mbps);
+    /* peer <= 1 TiB and clock-mhz <= 100000: no overflow */
+    return cycles + SPYRE_CYCLES_P2P_LATENCY +
+           DIV_ROUND_UP(peer * s->clock_mhz, mbps);
 }
 
 /* Walker over one host page directory. */
@@ -310,7 +381,8 @@ static uint32_t spyre_dma_row_d2d(SpyreState *s, uint64_t dst_off,
  */
 static uint32_t spyre_dma_row(SpyreState *s, const SpyreDmaXfer *x,
                               uint64_t r, SpyreDmaSide *sd, SpyreDmaSide *dd,
-                              uint8_t *bounce, const int32_t *cancel)
+                              uint8_t *bounce, const int32_t *cancel,
+                              SpyreDmaPeer *pp)
 {
     const uint64_t soff = x->src_offset + r * x->src_pitch;
     const uint64_t doff = x->dst_offset + r * x->dst_pitch;
@@ -345,16 +417,18 @@ static uint32_t spyre_dma_row(SpyreState *s, const SpyreDmaXfer *x,
 
         if (shost && dhost) {
             chunk = MIN(chunk, SPYRE_BOUNCE_SIZE);
-            if (!spyre_host_read(s, saddr, bounce, chunk) ||
-                !spyre_host_write(s, daddr, bounce, chunk)) {
+            if (!spyre_host_rw(s, saddr, bounce, chunk, false, pp) ||
+                !spyre_host_rw(s, daddr, bounce, chunk, true, pp)) {
                 goto dma_error;
             }
         } else if (shost) {
-            if (!spyre_host_read(s, saddr, s->devmem_ptr + daddr, chunk)) {
+            if (!spyre_host_rw(s, saddr, s->devmem_ptr + daddr, chunk, false,
+                               pp)) {
                 goto dma_error;
             }
         } else if (dhost) {
-            if (!spyre_host_write(s, daddr, s->devmem_ptr + saddr, chunk)) {
+            if (!spyre_host_rw(s, daddr, s->devmem_ptr + saddr, chunk, true,
+                               pp)) {
                 goto dma_error;
             }
         } else {
@@ -408,7 +482,8 @@ static bool spyre_dma_translate(const SpyreDmaXfer *x, bool src_virt,
 
 static uint32_t spyre_dma_run(SpyreState *s, const SpyreDmaXfer *x,
                               bool src_host, bool dst_host,
-                              const int32_t *cancel, SpyreMmuFault *fault)
+                              const int32_t *cancel, SpyreMmuFault *fault,
+                              SpyreDmaPeer *pp)
 {
     g_autofree SpyreHostWalk *sw = NULL;
     g_autofree SpyreHostWalk *dw = NULL;
@@ -419,6 +494,7 @@ static uint32_t spyre_dma_run(SpyreState *s, const SpyreDmaXfer *x,
     uint64_t r;
     uint32_t st;
 
+    *pp = (SpyreDmaPeer) { .ddr_mbps = UINT32_MAX };
     if (x->map) {
         if (!spyre_dma_translate(x, !src_host, !dst_host, cancel, fault,
                                  &cancelled)) {
@@ -445,7 +521,7 @@ static uint32_t spyre_dma_run(SpyreState *s, const SpyreDmaXfer *x,
         if (cancel && qatomic_read(cancel)) {
             return SPYRE_STATUS_CANCELLED;
         }
-        st = spyre_dma_row(s, x, r, &sd, &dd, bounce, cancel);
+        st = spyre_dma_row(s, x, r, &sd, &dd, bounce, cancel, pp);
         if (st != SPYRE_STATUS_OK) {
             return st;
         }
@@ -476,7 +552,8 @@ static uint64_t spyre_dma_extent(const SpyreDmaXfer *x, uint64_t pitch)
  * device memory it may have written.
  */
 static void spyre_dma_account(SpyreState *s, const SpyreDmaXfer *x,
-                              bool src_host, bool dst_host, uint32_t st)
+                              bool src_host, bool dst_host, uint32_t st,
+                              const SpyreDmaPeer *pp)
 {
     const uint64_t bytes = x->width * x->height;
 
@@ -493,6 +570,8 @@ static void spyre_dma_account(SpyreState *s, const SpyreDmaXfer *x,
     if (st != SPYRE_STATUS_OK) {
         return;
     }
+    s->tele_p2p_rd += pp->rd;
+    s->tele_p2p_wr += pp->wr;
     if (src_host && !dst_host) {
         s->tele_h2d += bytes;
     } else if (!src_host && dst_host) {
@@ -507,24 +586,27 @@ static bool spyre_dma_job_run(SpyreState *s, SpyreWorker *w, SpyreJob *j)
 {
     j->status = spyre_dma_run(s, &j->dma, j->flags & SPYRE_CMD_F_SRC_HOST,
                               j->flags & SPYRE_CMD_F_DST_HOST, &j->cancel,
-                              &j->fault);
+                              &j->fault, &j->peer);
     return true;
 }
 
 /* Main loop. */
 static uint32_t spyre_dma_job_complete(SpyreState *s, SpyreJob *j, bool live)
 {
+    bool src_host = j->flags & SPYRE_CMD_F_SRC_HOST;
+    bool dst_host = j->flags & SPYRE_CMD_F_DST_HOST;
     uint32_t detail = 0;
 
     if (qatomic_read(&j->cancel)) {
         /* Aborted or reset: no completion, no telemetry. */
         j->status = SPYRE_STATUS_CANCELLED;
     }
-    spyre_dma_account(s, &j->dma, j->flags & SPYRE_CMD_F_SRC_HOST,
-                      j->flags & SPYRE_CMD_F_DST_HOST, j->status);
+    spyre_dma_account(s, &j->dma, src_host, dst_host, j->status, &j->peer);
     if (!live) {
         return 0;
     }
+    j->cycles = spyre_dma_peer_cycles(s, src_host, dst_host,
+                                      j->dma.width * j->dma.height, &j->peer);
     if (j->status == SPYRE_STATUS_ERR_MMU_FAULT) {
         detail = spyre_mmu_report(s, j->ring, &j->fault);
     }
@@ -556,6 +638,7 @@ static uint32_t spyre_dma_start(SpyreState *s, unsigned n, uint32_t idx,
     uint64_t limit = c->hdr.ctx ? SPYRE_MMU_VA_LIMIT : s->devmem_size;
     uint64_t sext, dext, end, bytes;
     SpyreMmuMap *map = NULL;
+    SpyreDmaPeer peer;
     uint32_t st;
 
     trace_spyre_dma(x->src_addr, x->src_offset, x->dst_addr, x->dst_offset,
@@ -615,7 +698,10 @@ static uint32_t spyre_dma_start(SpyreState *s, unsigned n, uint32_t idx,
         x->map = map;
     }
 
-    /* One descriptor: one set-up, then all its bytes. */
+    /*
+     * One descriptor: one set-up, then all its bytes (priced again when it
+     * is done, if bytes went to or from a peer).
+     */
     *cycles = spyre_dma_cycles(s, src_host, dst_host, bytes);
     if (bytes >= SPYRE_DMA_ASYNC_MIN) {
         SpyreJob *j = spyre_job_new(s, SPYRE_JOB_DMA, n, idx, c);
@@ -628,8 +714,9 @@ static uint32_t spyre_dma_start(SpyreState *s, unsigned n, uint32_t idx,
         spyre_worker_submit(&s->dma_worker, j);
         return SPYRE_STATUS_QUEUED;
     }
-    st = spyre_dma_run(s, x, src_host, dst_host, NULL, fault);
-    spyre_dma_account(s, x, src_host, dst_host, st);
+    st = spyre_dma_run(s, x, src_host, dst_host, NULL, fault, &peer);
+    spyre_dma_account(s, x, src_host, dst_host, st, &peer);
+    *cycles = spyre_dma_peer_cycles(s, src_host, dst_host, bytes, &peer);
     spyre_mmu_unref(map);
     return st;
 }

@@ -254,6 +254,9 @@ static uint64_t spyre_regs_read(void *opaque, hwaddr addr, unsigned size)
         if (s->timeslice) {
             val |= SPYRE_CAP_TIMESLICE;
         }
+        if (s->p2p) {
+            val |= SPYRE_CAP_P2P;
+        }
         if (s->fault_inject_enabled) {
             val |= SPYRE_CAP_FAULT_INJECT;
         }
@@ -378,6 +381,14 @@ static uint64_t spyre_regs_read(void *opaque, hwaddr addr, unsigned size)
     case SPYRE_REG_TELE_ENG_SWITCH_CYCLES_LO:
     case SPYRE_REG_TELE_ENG_SWITCH_CYCLES_HI:
         val = spyre_tele64(s, s->tele_eng_switch_cycles, addr & 4);
+        break;
+    case SPYRE_REG_TELE_P2P_RD_BYTES_LO:
+    case SPYRE_REG_TELE_P2P_RD_BYTES_HI:
+        val = spyre_tele64(s, s->tele_p2p_rd, addr & 4);
+        break;
+    case SPYRE_REG_TELE_P2P_WR_BYTES_LO:
+    case SPYRE_REG_TELE_P2P_WR_BYTES_HI:
+        val = spyre_tele64(s, s->tele_p2p_wr, addr & 4);
         break;
     case SPYRE_REG_MMU_CTX_BASE_LO:
     case SPYRE_REG_MMU_CTX_BASE_HI:
@@ -564,6 +575,14 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
         error_setg(errp, "spyre: ddr-mbps must not be zero");
         return;
     }
+    if (s->pcie_mbps == 0) {
+        error_setg(errp, "spyre: pcie-mbps must not be zero");
+        return;
+    }
+    if (s->p2p_mbps == 0) {
+        error_setg(errp, "spyre: p2p-mbps must not be zero");
+        return;
+    }
     if (s->ring_bytes_per_cycle == 0 || s->ring_bytes_per_cycle > 65536) {
         error_setg(errp, "spyre: ring-bytes-per-cycle must be in [1, 65536] "
                    "(got %u)", s->ring_bytes_per_cycle);
@@ -613,6 +632,13 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
             return;
         }
         pcie_cap_flr_init(pdev);
+        /*
+         * The card's link is PCIe Gen5 x16 (LNKCAP, LNKCAP2, LNKSTA), not
+         * QEMU's default 2.5 GT/s x1; as an RCiEP on pcie.0 (no link) the
+         * registers read the same.
+         */
+        pcie_cap_fill_link_ep_usp(pdev, QEMU_PCI_EXP_LNK_X16,
+                                  QEMU_PCI_EXP_LNK_32GT);
     }
 
     s->bh = qemu_bh_new_guarded(spyre_ring_bh, s,
@@ -658,6 +684,9 @@ static const Property spyre_props[] = {
     DEFINE_PROP_UINT32("clock-mhz", SpyreState, clock_mhz, 1500),
     DEFINE_PROP_UINT32("ddr-mbps", SpyreState, ddr_mbps, SPYRE_DDR_MBPS),
     DEFINE_PROP_UINT32("pcie-mbps", SpyreState, pcie_mbps, SPYRE_PCIE_MBPS),
+    /* Copies may reach peer cards' device memory (hw 1.6, CAP_P2P). */
+    DEFINE_PROP_BOOL("p2p", SpyreState, p2p, true),
+    DEFINE_PROP_UINT32("p2p-mbps", SpyreState, p2p_mbps, SPYRE_P2P_MBPS),
     DEFINE_PROP_UINT32("ring-bytes-per-cycle", SpyreState, ring_bytes_per_cycle,
                        128),
     DEFINE_PROP_UINT32("power-cap-mw", SpyreState, power_cap_mw, 75000),

@@ -45,6 +45,18 @@ OBJECT_DECLARE_SIMPLE_TYPE(SpyreState, SPYRE)
 #define SPYRE_DDR_MBPS              204800ULL
 /* PCIe Gen5 x16 effective: 32 GT/s x 16 x 128/130 = 63.0 GB/s less TLP overhead */
 #define SPYRE_PCIE_MBPS             60000ULL
+/*
+ * Peer-to-peer (hw 1.6): a copy to or from a peer card crosses this card's
+ * Gen5 x16 link, a PCIe switch and the peer's link; the link rate is the
+ * same effective 60 GB/s per direction as host DMA (p2p-mbps). On top of it
+ * each copy that touches a peer pays a fixed latency: two traversals of a
+ * Gen5 switch (~150 ns each, the order of published cut-through latencies
+ * of Gen5 switches) and the read completion round trip through the peer's
+ * memory controller (~700 ns): ~1 us, 1500 cycles at 1.5 GHz. A model
+ * choice, not a measurement (hardware.md section 11).
+ */
+#define SPYRE_P2P_MBPS              60000ULL
+#define SPYRE_CYCLES_P2P_LATENCY    1500
 
 /* Work bounds of one bottom-half run before it yields to the main loop. */
 #define SPYRE_BH_MAX_CMDS           64
@@ -133,6 +145,17 @@ typedef struct SpyreDmaXfer {
     const SpyreMmuMap *map;
 } SpyreDmaXfer;
 
+/*
+ * Peer-to-peer traffic of one copy (hw 1.6), counted by whoever runs it:
+ * bytes read from and written to peer cards' device memory, and the
+ * slowest device memory bandwidth (ddr-mbps) among the peers touched.
+ */
+typedef struct SpyreDmaPeer {
+    uint64_t rd;
+    uint64_t wr;
+    uint32_t ddr_mbps;          /* UINT32_MAX: no peer touched */
+} SpyreDmaPeer;
+
 typedef struct SpyreJob {
     QSIMPLEQ_ENTRY(SpyreJob) next;
     SpyreJobKind kind;
@@ -184,6 +207,7 @@ typedef struct SpyreJob {
     uint64_t switch_cycles;
     /* DMA_COPY, DMA_COPY_2D */
     SpyreDmaXfer dma;
+    SpyreDmaPeer peer;          /* filled by the worker */
     uint32_t status;            /* filled by the worker */
     uint64_t cycles;
     /*
@@ -243,6 +267,8 @@ struct SpyreState {
     uint32_t clock_mhz;
     uint32_t ddr_mbps;          /* device memory bandwidth, MB/s */
     uint32_t pcie_mbps;         /* host <-> card DMA bandwidth, MB/s */
+    bool p2p;                   /* p2p: copies may reach peer cards' BAR2 */
+    uint32_t p2p_mbps;          /* peer link bandwidth, MB/s */
     uint32_t ring_bytes_per_cycle;
     uint32_t power_cap_mw;
     uint16_t vendor_id;
@@ -280,6 +306,8 @@ struct SpyreState {
     uint64_t tele_h2d;
     uint64_t tele_d2h;
     uint64_t tele_d2d;
+    uint64_t tele_p2p_rd;
+    uint64_t tele_p2p_wr;
     uint32_t tele_errors;
     uint32_t tele_resets;
     uint32_t tele_hi_latch;     /* HI half latched by the last LO read */
@@ -343,6 +371,8 @@ uint32_t spyre_dma_copy_2d(SpyreState *s, unsigned n, uint32_t idx,
 uint64_t spyre_dma_cmd_bytes(const struct spyre_hw_cmd *c);
 uint64_t spyre_dma_cycles(SpyreState *s, bool src_host, bool dst_host,
                           uint64_t bytes);
+uint64_t spyre_dma_peer_cycles(SpyreState *s, bool src_host, bool dst_host,
+                               uint64_t bytes, const SpyreDmaPeer *pp);
 void spyre_dma_worker_init(SpyreState *s);
 bool spyre_host_read(SpyreState *s, uint64_t addr, void *buf, uint64_t len);
 bool spyre_host_write(SpyreState *s, uint64_t addr, const void *buf,

@@ -420,7 +420,8 @@ static void test_identity(void)
                     SPYRE_CAP_DMA | SPYRE_CAP_FENCE | SPYRE_CAP_MSIX |
                     SPYRE_CAP_TELEMETRY | SPYRE_CAP_LAUNCH |
                     SPYRE_CAP_RING_ABORT | SPYRE_CAP_DMA_2D | SPYRE_CAP_MMU |
-                    SPYRE_CAP_EXEC_TIME | SPYRE_CAP_TIMESLICE);
+                    SPYRE_CAP_EXEC_TIME | SPYRE_CAP_TIMESLICE |
+                    SPYRE_CAP_P2P);
     g_assert_cmpuint(rd(s, SPYRE_REG_NUM_CORES), ==, 32);
     g_assert_cmpuint(rd64(s, SPYRE_REG_DEVMEM_SIZE_LO), ==, DEVMEM);
     g_assert_cmpuint(rd(s, SPYRE_REG_NUM_RINGS), ==, NRINGS);
@@ -484,6 +485,7 @@ static void test_bad_properties(void)
         "lx-size=2G", "x-engine-threads=5000", "ddr-mbps=0",
         "ring-bytes-per-cycle=0", "x-mmu-cache-runs=15",
         "x-mmu-cache-runs=67108865", "timeslice-ms=0", "timeslice-ms=10001",
+        "p2p-mbps=0", "pcie-mbps=0",
     };
     const char *qemu = g_getenv("QTEST_QEMU_BINARY");
     size_t i;
@@ -4472,6 +4474,722 @@ static void test_fuzz_seeds(void)
     }
 }
 
+/* ---- Peer-to-peer between cards (hw 1.6, CAP_P2P) ---- */
+
+#define SLOT_B          5
+#define P2P_LAT         1500    /* SPYRE_CYCLES_P2P_LATENCY */
+
+static void card_map(Spyre *s, int devfn)
+{
+    uint64_t size;
+
+    s->dev = qpci_device_find(s->bus, devfn);
+    g_assert(s->dev);
+    qpci_device_enable(s->dev);
+    s->bar0 = qpci_iomap(s->dev, SPYRE_BAR_REGS, &size);
+    g_assert_cmpuint(size, ==, SPYRE_REGS_SIZE);
+    s->bar2 = qpci_iomap(s->dev, SPYRE_BAR_DEVMEM, &size);
+    g_assert_cmpuint(size, ==, DEVMEM);
+}
+
+/*
+ * Two cards in one QEMU on the machine's root bus (q35: pcie.0), spyre0 (a)
+ * at SLOT and spyre1 (b) at SLOT_B, sharing the QTest connection and the
+ * PCI bus; each allocates from its own half of guest RAM. more: further
+ * -device options.
+ */
+static void pair_start(const char *machine, const char *extra_a,
+                       const char *extra_b, const char *more, Spyre **pa,
+                       Spyre **pb)
+{
+    Spyre *a = g_new0(Spyre, 1), *b = g_new0(Spyre, 1);
+
+    a->qts = qtest_initf("%s -nodefaults -machine %s -m 256M "
+                         "-device spyre,id=spyre0,addr=%02x.0,devmem-size=%d%s "
+                         "-device spyre,id=spyre1,addr=%02x.0,devmem-size=%d%s "
+                         "%s", firmware_args(), machine, SLOT, DEVMEM,
+                         extra_a ? extra_a : "", SLOT_B, DEVMEM,
+                         extra_b ? extra_b : "", more ? more : "");
+    b->qts = a->qts;
+    alloc_init(&a->alloc, ALLOC_NO_FLAGS, 1 << 20, 128 << 20, PAGE);
+    alloc_init(&b->alloc, ALLOC_NO_FLAGS, 128 << 20, 256 << 20, PAGE);
+    a->bus = qpci_new_pc(a->qts, &a->alloc);
+    b->bus = a->bus;
+    card_map(a, QPCI_DEVFN(SLOT, 0));
+    card_map(b, QPCI_DEVFN(SLOT_B, 0));
+    *pa = a;
+    *pb = b;
+}
+
+static void pair_stop(Spyre *a, Spyre *b)
+{
+    g_free(b->dev);
+    alloc_destroy(&b->alloc);
+    g_free(b);
+    b = NULL;
+    spyre_stop(a);
+}
+
+/* A host page directory of npages consecutive pages from addr on. */
+static uint64_t dir_linear(Spyre *s, uint64_t addr, size_t npages)
+{
+    size_t ntables = DIV_ROUND_UP(npages, SPYRE_HOST_PT_ENTRIES);
+    uint64_t dir = zalloc(s, ntables * 8);
+    size_t i, j;
+
+    for (i = 0; i < ntables; i++) {
+        uint64_t pt = zalloc(s, PAGE);
+
+        qtest_writeq(s->qts, dir + i * 8, pt);
+        for (j = 0; j < SPYRE_HOST_PT_ENTRIES &&
+             i * SPYRE_HOST_PT_ENTRIES + j < npages; j++) {
+            qtest_writeq(s->qts, pt + j * 8,
+                         addr + (i * SPYRE_HOST_PT_ENTRIES + j) * PAGE);
+        }
+    }
+    return dir;
+}
+
+/* Cycles of a copy of host <-> device bytes at the default 60 GB/s. */
+static uint64_t host_cycles(uint64_t bytes)
+{
+    return 256 + DIV_ROUND_UP(bytes * 1500, 60000);
+}
+
+/* ... and of peer bytes at rate MB/s (hardware.md section 11). */
+static uint64_t peer_cycles(uint64_t bytes, uint64_t mbps)
+{
+    return P2P_LAT + DIV_ROUND_UP(bytes * 1500, mbps);
+}
+
+/*
+ * Bulk transfers through QTest in pieces: one command line of many MiB is
+ * far slower than the same bytes in lines of 64 KiB.
+ */
+#define QTEST_PIECE     (64 * 1024)
+
+static void bulk_io(QTestState *qts, uint64_t addr, uint8_t *buf, size_t len,
+                    bool write)
+{
+    size_t done, n;
+
+    for (done = 0; done < len; done += n) {
+        n = MIN(len - done, QTEST_PIECE);
+        if (write) {
+            qtest_bufwrite(qts, addr + done, buf + done, n);
+        } else {
+            qtest_bufread(qts, addr + done, buf + done, n);
+        }
+    }
+}
+
+static void assert_devmem(Spyre *s, uint64_t off, const uint8_t *want,
+                          size_t len)
+{
+    g_autofree uint8_t *got = g_malloc(len);
+
+    bulk_io(s->qts, s->bar2.addr + off, got, len, false);
+    g_assert(memcmp(got, want, len) == 0);
+}
+
+static void devmem_fill(Spyre *s, uint64_t off, size_t len, uint32_t seed,
+                        uint8_t *buf)
+{
+    fill(buf, len, seed);
+    bulk_io(s->qts, s->bar2.addr + off, buf, len, true);
+}
+
+/*
+ * Copies whose host side is the peer's BAR2 move the bytes card to card:
+ * A pushes to B, A pulls from B, B pushes to A (inline and on the DMA
+ * worker), DMA_COPY_2D with pitches, and a translated copy through a HOST
+ * PTE that names a page of the peer's BAR2. The telemetry counts them, the
+ * cycles are the documented formula.
+ */
+static void test_p2p_copy(void)
+{
+    Spyre *a, *b;
+    const size_t len = 3 * PAGE + 123, big = 4 * 1024 * 1024;
+    g_autofree uint8_t *want = g_malloc(big);
+    g_autofree uint8_t *got = g_malloc(big);
+    uint8_t zero[PAGE] = { 0 };
+    struct spyre_hw_cmd c;
+    struct spyre_hw_cpl p;
+    uint64_t table, l1;
+    size_t i;
+
+    pair_start("q35", NULL, NULL, NULL, &a, &b);
+    g_assert_cmphex(rd(a, SPYRE_REG_VERSION), ==, SPYRE_HW_VERSION(1, 6));
+    g_assert_cmphex(rd(a, SPYRE_REG_CAPS) & SPYRE_CAP_P2P, ==, SPYRE_CAP_P2P);
+    g_assert_cmphex(rd(b, SPYRE_REG_CAPS) & SPYRE_CAP_P2P, ==, SPYRE_CAP_P2P);
+    ring_setup(a, 0, 16);
+    ring_setup(b, 0, 16);
+
+    /* A device -> B's BAR2 at 0x200000 + 77 (inline) */
+    devmem_fill(a, 0x100000, len, 1, want);
+    c = cmd_dma(1, SPYRE_CMD_F_DST_HOST, 0x100000, 0,
+                dir_linear(a, b->bar2.addr + 0x200000, 5), 77, len);
+    p = submit(a, 0, &c);
+    check_dma_ok(p, 1);
+    assert_devmem(b, 0x200000 + 77, want, len);
+    g_assert_cmpuint(p.cycles, ==, 256 + peer_cycles(len, 60000));
+    g_assert_cmpuint(rd64(a, SPYRE_REG_TELE_P2P_WR_BYTES_LO), ==, len);
+    g_assert_cmpuint(rd64(a, SPYRE_REG_TELE_P2P_RD_BYTES_LO), ==, 0);
+    g_assert_cmpuint(rd64(a, SPYRE_REG_TELE_D2H_BYTES_LO), ==, len);
+    /* The target card does nothing: no command, no counter. */
+    g_assert_cmpuint(rd64(b, SPYRE_REG_TELE_CMDS_LO), ==, 0);
+    g_assert_cmpuint(rd64(b, SPYRE_REG_TELE_P2P_WR_BYTES_LO), ==, 0);
+
+    /* A pulls B's 0x200000 + 77 back into its 0x300000 */
+    c = cmd_dma(2, SPYRE_CMD_F_SRC_HOST,
+                dir_linear(a, b->bar2.addr + 0x200000, 5), 77, 0x300000, 0,
+                len);
+    p = submit(a, 0, &c);
+    check_dma_ok(p, 2);
+    assert_devmem(a, 0x300000, want, len);
+    g_assert_cmpuint(p.cycles, ==, 256 + peer_cycles(len, 60000));
+    g_assert_cmpuint(rd64(a, SPYRE_REG_TELE_P2P_RD_BYTES_LO), ==, len);
+
+    /* B pushes 4 MiB to A's BAR2 (DMA worker) */
+    devmem_fill(b, 0x400000, big, 2, want);
+    c = cmd_dma(3, SPYRE_CMD_F_DST_HOST, 0x400000, 0,
+                dir_linear(b, a->bar2.addr + 0x800000, big / PAGE), 0, big);
+    p = submit(b, 0, &c);
+    check_dma_ok(p, 3);
+    assert_devmem(a, 0x800000, want, big);
+    g_assert_cmpuint(p.cycles, ==, 256 + peer_cycles(big, 60000));
+    g_assert_cmpuint(rd64(b, SPYRE_REG_TELE_P2P_WR_BYTES_LO), ==, big);
+
+    /* host RAM -> B's BAR2 (both sides host) */
+    {
+        HostBuf *hb = hostbuf_new(a, 2, true);
+
+        fill(want, 2 * PAGE, 5);
+        hostbuf_io(a, hb, 0, want, 2 * PAGE, true);
+        c = cmd_dma(6, SPYRE_CMD_F_SRC_HOST | SPYRE_CMD_F_DST_HOST, hb->dir,
+                    0, dir_linear(a, b->bar2.addr + 0x6a0000, 2), 0,
+                    2 * PAGE);
+        p = submit(a, 0, &c);
+        check_dma_ok(p, 6);
+        assert_devmem(b, 0x6a0000, want, 2 * PAGE);
+        g_assert_cmpuint(p.cycles, ==, 256 + peer_cycles(2 * PAGE, 60000));
+        hostbuf_free(hb);
+    }
+
+    /* 2D: 5 rows of 100 bytes, pitch 128 -> pitch 1000 in B; gaps kept */
+    qtest_bufwrite(a->qts, b->bar2.addr + 0x500000, zero, PAGE);
+    devmem_fill(a, 0x600000, 5 * 128, 3, want);
+    c = cmd_dma2d(4, SPYRE_CMD_F_DST_HOST, 0x600000, 0,
+                  dir_linear(a, b->bar2.addr + 0x500000, 2), 10, 100, 5, 128,
+                  1000);
+    p = submit(a, 0, &c);
+    check_dma_ok(p, 4);
+    g_assert_cmpuint(p.cycles, ==, 256 + peer_cycles(500, 60000));
+    qtest_bufread(a->qts, b->bar2.addr + 0x500000, got, PAGE);
+    for (i = 0; i < PAGE; i++) {
+        size_t r = (i - 10) / 1000, col = (i - 10) % 1000;
+        bool in = i >= 10 && r < 5 && col < 100;
+
+        g_assert_cmphex(got[i], ==, in ? want[r * 128 + col] : 0);
+    }
+
+    /*
+     * Context 1 of A: VA page 0 -> device page 0x700, VA page 1 -> a HOST
+     * PTE naming B's BAR2 page 0x680 (a peer aperture in A's MMU).
+     */
+    table = mmu_init(a);
+    l1 = mmu_ctx(a, table, 1);
+    mmu_map(a, l1, MMU_VA, 0x700 * PAGE | SPYRE_MMU_WRITE | SPYRE_MMU_VALID);
+    mmu_map(a, l1, MMU_VA + PAGE, (b->bar2.addr + 0x680 * PAGE) |
+            SPYRE_MMU_HOST | SPYRE_MMU_WRITE | SPYRE_MMU_VALID);
+    devmem_fill(a, 0x700 * PAGE, PAGE, 4, want);
+    c = in_ctx(cmd_dma(5, 0, MMU_VA, 0, MMU_VA, PAGE + 16, PAGE - 16), 1);
+    p = submit(a, 0, &c);
+    check_dma_ok(p, 5);
+    assert_devmem(b, 0x680 * PAGE + 16, want, PAGE - 16);
+    /* device -> device pricing for the device bytes (none), peer for all */
+    g_assert_cmpuint(p.cycles, ==, 256 + peer_cycles(PAGE - 16, 60000));
+    g_assert_cmpuint(rd64(a, SPYRE_REG_TELE_P2P_WR_BYTES_LO), ==,
+                     len + 2 * PAGE + 500 + PAGE - 16);
+    pair_stop(a, b);
+}
+
+/*
+ * The cycles of a peer copy: the slowest of the link (p2p-mbps) and both
+ * cards' device memory, plus one latency; the bytes of a mixed copy that
+ * stay in host RAM are priced as before, copies without peer bytes exactly
+ * as before.
+ */
+static void test_p2p_cycles(void)
+{
+    Spyre *a, *b;
+    const size_t len = 64 * PAGE;
+    g_autofree uint8_t *wa = g_malloc(len);
+    g_autofree uint8_t *wb = g_malloc(len);
+    uint8_t got[PAGE];
+    HostBuf *hb;
+    uint64_t dir, pt;
+    struct spyre_hw_cmd c;
+    struct spyre_hw_cpl p;
+    size_t i;
+
+    pair_start("q35", ",p2p-mbps=20000", ",ddr-mbps=51200", NULL, &a, &b);
+    ring_setup(a, 0, 16);
+    ring_setup(b, 0, 16);
+    devmem_fill(a, 0, len, 5, wa);
+    devmem_fill(b, 0, len, 6, wb);
+
+    /* A -> B: A's link (20 GB/s) is the slowest */
+    c = cmd_dma(1, SPYRE_CMD_F_DST_HOST, 0, 0,
+                dir_linear(a, b->bar2.addr + 0x100000, len / PAGE), 0, len);
+    p = submit(a, 0, &c);
+    check_dma_ok(p, 1);
+    g_assert_cmpuint(p.cycles, ==, 256 + peer_cycles(len, 20000));
+    /* B -> A: B's device memory (51.2 GB/s) is */
+    c = cmd_dma(2, SPYRE_CMD_F_DST_HOST, 0, 0,
+                dir_linear(b, a->bar2.addr + 0x100000, len / PAGE), 0, len);
+    p = submit(b, 0, &c);
+    check_dma_ok(p, 2);
+    g_assert_cmpuint(p.cycles, ==, 256 + peer_cycles(len, 51200));
+    /* A reads B: B's device memory again */
+    c = cmd_dma(3, SPYRE_CMD_F_SRC_HOST,
+                dir_linear(a, b->bar2.addr, len / PAGE), 0, 0x200000, 0, len);
+    p = submit(a, 0, &c);
+    check_dma_ok(p, 3);
+    g_assert_cmpuint(p.cycles, ==, 256 + peer_cycles(len, 20000));
+    assert_devmem(a, 0x200000, wb, len);
+
+    /* Host RAM only: as before */
+    hb = hostbuf_new(a, len / PAGE, true);
+    c = cmd_dma(4, SPYRE_CMD_F_DST_HOST, 0, 0, hb->dir, 0, len);
+    p = submit(a, 0, &c);
+    check_dma_ok(p, 4);
+    g_assert_cmpuint(p.cycles, ==, host_cycles(len));
+
+    /* Every other page of the directory in B's BAR2: half the bytes peer */
+    dir = hb->dir;
+    pt = qtest_readq(a->qts, dir);
+    for (i = 0; i < len / PAGE; i += 2) {
+        qtest_writeq(a->qts, pt + i * 8, b->bar2.addr + 0x400000 + i * PAGE);
+    }
+    c = cmd_dma(5, SPYRE_CMD_F_DST_HOST, 0, 0, dir, 0, len);
+    p = submit(a, 0, &c);
+    check_dma_ok(p, 5);
+    g_assert_cmpuint(p.cycles, ==,
+                     host_cycles(len / 2) + peer_cycles(len / 2, 20000));
+    for (i = 0; i < len / PAGE; i++) {
+        if (i % 2) {
+            qtest_memread(a->qts, hb->page[i], got, PAGE);
+            g_assert(memcmp(got, wa + i * PAGE, PAGE) == 0);
+        } else {
+            assert_devmem(b, 0x400000 + i * PAGE, wa + i * PAGE, PAGE);
+        }
+    }
+    g_assert_cmpuint(rd64(a, SPYRE_REG_TELE_P2P_WR_BYTES_LO), ==,
+                     len + len / 2);
+    hostbuf_free(hb);
+    pair_stop(a, b);
+}
+
+/*
+ * What stays refused with ERR_HOST_DMA, writing nothing: the peer's BAR0
+ * registers and BAR4 MSI-X table, the card's own BAR2 through the host
+ * path, a RAM BAR of another device type (bochs-display's VRAM), a page
+ * directory or a fence in the peer's BAR2 (only data pages may be peer
+ * memory).
+ */
+static void test_p2p_refused(void)
+{
+    Spyre *a, *b;
+    QPCIDevice *vga;
+    static const uint8_t zero[PAGE];
+    QPCIBar b4, vram;
+    uint8_t page[PAGE], got[PAGE], msix[64];
+    uint64_t hostpage, dir;
+    struct spyre_hw_cmd c;
+    uint32_t nerr = 0;
+
+    pair_start("q35", NULL, NULL, "-device bochs-display,addr=06.0", &a, &b);
+    ring_setup(a, 0, 16);
+    vga = qpci_device_find(a->bus, QPCI_DEVFN(6, 0));
+    g_assert(vga);
+    qpci_device_enable(vga);
+    vram = qpci_iomap(vga, 0, NULL);
+    b4 = qpci_iomap(b->dev, SPYRE_BAR_MSIX, NULL);
+    fill(page, PAGE, 7);
+    devmem_write(a, 0, page, PAGE);
+    hostpage = zalloc(a, PAGE);
+
+    /* Peer BAR0: data landing on SCRATCH and RESET */
+    c = cmd_dma(1, SPYRE_CMD_F_DST_HOST, 0, 0, dir_linear(a, b->bar0.addr, 1),
+                0, PAGE);
+    expect_error(a, &c, SPYRE_STATUS_ERR_HOST_DMA, &nerr);
+    c = cmd_dma(2, SPYRE_CMD_F_SRC_HOST, dir_linear(a, b->bar0.addr, 1), 0,
+                0, 0, 64);
+    expect_error(a, &c, SPYRE_STATUS_ERR_HOST_DMA, &nerr);
+    g_assert_cmphex(rd(b, SPYRE_REG_SCRATCH), ==, 0);
+    g_assert_cmpuint(rd(b, SPYRE_REG_TELE_RESETS), ==, 0);
+    /* Peer BAR4 (MSI-X table) both ways */
+    qtest_memread(a->qts, b4.addr, msix, sizeof(msix));
+    c = cmd_dma(3, SPYRE_CMD_F_DST_HOST, 0, 0, dir_linear(a, b4.addr, 1), 0,
+                64);
+    expect_error(a, &c, SPYRE_STATUS_ERR_HOST_DMA, &nerr);
+    c = cmd_dma(4, SPYRE_CMD_F_SRC_HOST, dir_linear(a, b4.addr, 1), 0, 0, 0,
+                64);
+    expect_error(a, &c, SPYRE_STATUS_ERR_HOST_DMA, &nerr);
+    qtest_memread(a->qts, b4.addr, got, sizeof(msix));
+    g_assert(memcmp(got, msix, sizeof(msix)) == 0);
+    /* Own BAR2 through the host path */
+    c = cmd_dma(5, SPYRE_CMD_F_DST_HOST, 0, 0,
+                dir_linear(a, a->bar2.addr + 0x10000, 1), 0, PAGE);
+    expect_error(a, &c, SPYRE_STATUS_ERR_HOST_DMA, &nerr);
+    devmem_read(a, 0x10000, got, PAGE);
+    g_assert(memcmp(got, page, PAGE) != 0);
+    /* Another device type's RAM BAR */
+    qtest_memset(a->qts, vram.addr, 0, PAGE);
+    c = cmd_dma(6, SPYRE_CMD_F_DST_HOST, 0, 0, dir_linear(a, vram.addr, 1), 0,
+                PAGE);
+    expect_error(a, &c, SPYRE_STATUS_ERR_HOST_DMA, &nerr);
+    qtest_memread(a->qts, vram.addr, got, PAGE);
+    g_assert(!memcmp(got, zero, PAGE));
+    /* The directory itself in the peer's BAR2 (naming a host RAM page) */
+    qtest_writeq(a->qts, b->bar2.addr + 0x1000, b->bar2.addr + 0x2000);
+    qtest_writeq(a->qts, b->bar2.addr + 0x2000, hostpage);
+    c = cmd_dma(7, SPYRE_CMD_F_DST_HOST, 0, 0, b->bar2.addr + 0x1000, 0, 64);
+    expect_error(a, &c, SPYRE_STATUS_ERR_HOST_DMA, &nerr);
+    /* ... or a page table there */
+    dir = zalloc(a, 8);
+    qtest_writeq(a->qts, dir, b->bar2.addr + 0x2000);
+    c = cmd_dma(8, SPYRE_CMD_F_DST_HOST, 0, 0, dir, 0, 64);
+    expect_error(a, &c, SPYRE_STATUS_ERR_HOST_DMA, &nerr);
+    qtest_memread(a->qts, hostpage, got, 64);
+    g_assert(!memcmp(got, zero, 64));
+    /* A fence into the peer's BAR2 */
+    c = cmd_fence(9, b->bar2.addr + 0x3000, 0x1122334455667788ull);
+    expect_error(a, &c, SPYRE_STATUS_ERR_HOST_DMA, &nerr);
+    g_assert_cmphex(qtest_readq(a->qts, b->bar2.addr + 0x3000), ==, 0);
+    g_assert_cmpuint(rd64(a, SPYRE_REG_TELE_P2P_WR_BYTES_LO), ==, 0);
+    g_assert_cmpuint(rd64(a, SPYRE_REG_TELE_P2P_RD_BYTES_LO), ==, 0);
+    /* A peer copy still works */
+    c = cmd_dma(10, SPYRE_CMD_F_DST_HOST, 0, 0,
+                dir_linear(a, b->bar2.addr + 0x10000, 1), 0, PAGE);
+    check_dma_ok(submit(a, 0, &c), 10);
+    assert_devmem(b, 0x10000, page, PAGE);
+    g_free(vga);
+    pair_stop(a, b);
+}
+
+/*
+ * p2p=off: CAP_P2P clear, copies to or from a peer's BAR2 fail with
+ * ERR_HOST_DMA without writing (1.5's behaviour); the peer, p2p on, still
+ * reaches this card's BAR2.
+ */
+static void test_p2p_off(void)
+{
+    Spyre *a, *b;
+    uint8_t page[PAGE], got[PAGE];
+    struct spyre_hw_cmd c;
+    uint32_t nerr = 0;
+
+    pair_start("q35", ",p2p=off", NULL, NULL, &a, &b);
+    g_assert_cmphex(rd(a, SPYRE_REG_CAPS) & SPYRE_CAP_P2P, ==, 0);
+    g_assert_cmphex(rd(b, SPYRE_REG_CAPS) & SPYRE_CAP_P2P, ==, SPYRE_CAP_P2P);
+    ring_setup(a, 0, 8);
+    ring_setup(b, 0, 8);
+    fill(page, PAGE, 8);
+    devmem_write(a, 0, page, PAGE);
+    c = cmd_dma(1, SPYRE_CMD_F_DST_HOST, 0, 0,
+                dir_linear(a, b->bar2.addr + 0x10000, 1), 0, PAGE);
+    expect_error(a, &c, SPYRE_STATUS_ERR_HOST_DMA, &nerr);
+    devmem_read(b, 0x10000, got, PAGE);
+    g_assert(memcmp(got, page, PAGE) != 0);
+    c = cmd_dma(2, SPYRE_CMD_F_SRC_HOST,
+                dir_linear(a, b->bar2.addr + 0x10000, 1), 0, 0x20000, 0, PAGE);
+    expect_error(a, &c, SPYRE_STATUS_ERR_HOST_DMA, &nerr);
+    g_assert_cmpuint(rd64(a, SPYRE_REG_TELE_P2P_RD_BYTES_LO), ==, 0);
+    /* b pulls a's page */
+    c = cmd_dma(3, SPYRE_CMD_F_SRC_HOST, dir_linear(b, a->bar2.addr, 1), 0,
+                0x10000, 0, PAGE);
+    check_dma_ok(submit(b, 0, &c), 3);
+    assert_devmem(b, 0x10000, page, PAGE);
+    pair_stop(a, b);
+}
+
+/* Wait until ring n of s consumed everything (worker copies included). */
+static void ring_wait(Spyre *s, int n)
+{
+    double t0 = now_ms();
+
+    while (rrd(s, n, SPYRE_RING_HEAD) != s->ring[n].tail) {
+        g_assert_cmpfloat(now_ms() - t0, <, 60000);
+        qtest_clock_step(s->qts, 1000);
+        g_usleep(1000);
+    }
+}
+
+/*
+ * Both cards copy 8 MiB to each other at the same time, on their DMA
+ * workers, three rounds on two rings each: every byte lands, nothing waits
+ * for the other card.
+ */
+static void test_p2p_concurrent(void)
+{
+    const size_t half = 4 * 1024 * 1024;
+    g_autofree uint8_t *wa = g_malloc(2 * half);
+    g_autofree uint8_t *wb = g_malloc(2 * half);
+    Spyre *a, *b;
+    uint64_t da, db;
+    struct spyre_hw_cmd c;
+    int round, n;
+    double t0;
+
+    pair_start("q35", NULL, NULL, NULL, &a, &b);
+    for (n = 0; n < 2; n++) {
+        ring_setup(a, n, 8);
+        ring_setup(b, n, 8);
+    }
+    da = dir_linear(a, b->bar2.addr + 2 * half, 2 * half / PAGE);
+    db = dir_linear(b, a->bar2.addr + 2 * half, 2 * half / PAGE);
+    for (round = 0; round < 3; round++) {
+        devmem_fill(a, 0, 2 * half, 10 + round, wa);
+        devmem_fill(b, 0, 2 * half, 20 + round, wb);
+        t0 = now_ms();
+        for (n = 0; n < 2; n++) {
+            c = cmd_dma(round * 2 + n, SPYRE_CMD_F_DST_HOST, n * half, 0, da,
+                        n * half, half);
+            ring_queue(a, n, &c);
+            c = cmd_dma(round * 2 + n, SPYRE_CMD_F_DST_HOST, n * half, 0, db,
+                        n * half, half);
+            ring_queue(b, n, &c);
+        }
+        for (n = 0; n < 2; n++) {
+            rwr(a, n, SPYRE_RING_TAIL, a->ring[n].tail);
+            rwr(b, n, SPYRE_RING_TAIL, b->ring[n].tail);
+        }
+        for (n = 0; n < 2; n++) {
+            ring_wait(a, n);
+            ring_wait(b, n);
+            check_dma_ok(ring_cpl(a, n, (a->ring[n].tail + 7) % 8),
+                         round * 2 + n);
+            check_dma_ok(ring_cpl(b, n, (b->ring[n].tail + 7) % 8),
+                         round * 2 + n);
+        }
+        g_test_message("round %d: 2 x 8 MiB crossing in %.1f ms", round,
+                       now_ms() - t0);
+        assert_devmem(b, 2 * half, wa, 2 * half);
+        assert_devmem(a, 2 * half, wb, 2 * half);
+    }
+    g_assert_cmpuint(rd64(a, SPYRE_REG_TELE_P2P_WR_BYTES_LO), ==, 6 * half);
+    g_assert_cmpuint(rd64(b, SPYRE_REG_TELE_P2P_WR_BYTES_LO), ==, 6 * half);
+    assert_alive(a, 0);
+    assert_alive(b, 0);
+    pair_stop(a, b);
+}
+
+/*
+ * Queue seven 16 MiB copies into B's BAR2 on each of A's four rings and
+ * start the first of each (the DMA worker runs them one after the other);
+ * returns once one runs or is done. peer_copies_rest() starts the others.
+ */
+static void queue_peer_copies(Spyre *a, uint64_t b_bar2)
+{
+    uint64_t dir = dir_linear(a, b_bar2, DEVMEM / PAGE);
+    struct spyre_hw_cmd c;
+    double t0;
+    int n, k;
+
+    for (n = 0; n < NRINGS; n++) {
+        rwr(a, n, SPYRE_RING_CTRL, 0);
+        ring_setup(a, n, 8);
+        for (k = 0; k < 7; k++) {
+            c = cmd_dma(100 + n * 10 + k, SPYRE_CMD_F_DST_HOST, 0, 0, dir, 0,
+                        DEVMEM);
+            ring_queue(a, n, &c);
+        }
+        rwr(a, n, SPYRE_RING_TAIL, 1);
+    }
+    t0 = now_ms();
+    while (!(rrd(a, 0, SPYRE_RING_EXEC_TIME) & SPYRE_RING_EXEC_RUNNING) &&
+           rrd(a, 0, SPYRE_RING_HEAD) == 0) {
+        g_assert_cmpfloat(now_ms() - t0, <, 10000);
+        qtest_clock_step(a->qts, 100);
+    }
+}
+
+static void peer_copies_rest(Spyre *a)
+{
+    int n;
+
+    for (n = 0; n < NRINGS; n++) {
+        rwr(a, n, SPYRE_RING_TAIL, a->ring[n].tail);
+    }
+}
+
+/*
+ * Wait for A's peer copies; each ends OK or ERR_HOST_DMA (none cancelled,
+ * none other). With @later_fail, those started after the peer went away
+ * (all but the first of each ring) must have failed. Returns how many of
+ * the first ones, which ran while it went, failed.
+ */
+static int wait_peer_copies(Spyre *a, bool later_fail)
+{
+    int n, k, failed = 0;
+
+    for (n = 0; n < NRINGS; n++) {
+        ring_wait(a, n);
+        for (k = 0; k < 7; k++) {
+            struct spyre_hw_cpl p = ring_cpl(a, n, k);
+
+            g_assert_cmpuint(p.seqno, ==, 100 + n * 10 + k);
+            g_assert(p.status == SPYRE_STATUS_OK ||
+                     p.status == SPYRE_STATUS_ERR_HOST_DMA);
+            if (k == 0) {
+                failed += p.status != SPYRE_STATUS_OK;
+            } else if (later_fail) {
+                g_assert_cmpuint(p.status, ==, SPYRE_STATUS_ERR_HOST_DMA);
+            } else {
+                g_assert_cmpuint(p.status, ==, SPYRE_STATUS_OK);
+            }
+        }
+    }
+    return failed;
+}
+
+/*
+ * The peer is reset while copies into its BAR2 run. A register RESET keeps
+ * its BARs and device memory: every copy completes OK with its data. A
+ * function-level reset clears its BARs: the copies running then end OK or
+ * with ERR_HOST_DMA at their next piece, the later ones fail at their
+ * first; once the peer is enabled again copies reach it again.
+ */
+static void test_p2p_peer_reset(void)
+{
+    g_autofree uint8_t *want = g_malloc(DEVMEM);
+    Spyre *a, *b;
+    struct spyre_hw_cmd c;
+    uint16_t exp;
+    int failed;
+
+    pair_start("q35", NULL, NULL, NULL, &a, &b);
+    devmem_fill(a, 0, DEVMEM, 30, want);
+    queue_peer_copies(a, b->bar2.addr);
+    wr(b, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
+    peer_copies_rest(a);
+    wait_ready(b);
+    failed = wait_peer_copies(a, false);
+    g_assert_cmpint(failed, ==, 0);
+    assert_devmem(b, 0, want, DEVMEM);
+    g_assert_cmpuint(rd(b, SPYRE_REG_TELE_RESETS), ==, 1);
+
+    queue_peer_copies(a, b->bar2.addr);
+    exp = qpci_find_capability(b->dev, PCI_CAP_ID_EXP, 0);
+    qpci_config_writew(b->dev, exp + PCI_EXP_DEVCTL,
+                       qpci_config_readw(b->dev, exp + PCI_EXP_DEVCTL) |
+                       PCI_EXP_DEVCTL_BCR_FLR);
+    peer_copies_rest(a);
+    failed = wait_peer_copies(a, true);
+    g_test_message("%d of the 4 copies running at the peer's FLR failed",
+                   failed);
+    assert_alive(a, 0);
+    qpci_device_enable(b->dev);
+    b->bar0 = qpci_iomap(b->dev, SPYRE_BAR_REGS, NULL);
+    b->bar2 = qpci_iomap(b->dev, SPYRE_BAR_DEVMEM, NULL);
+    g_assert_cmphex(rd(b, SPYRE_REG_STATUS), ==, SPYRE_STATUS_READY);
+    ring_setup(b, 0, 8);
+    assert_alive(b, 0);
+    c = cmd_dma(1, SPYRE_CMD_F_DST_HOST, 0, 0,
+                dir_linear(a, b->bar2.addr, 4), 0, 4 * PAGE);
+    check_dma_ok(submit(a, 0, &c), 1);
+    assert_devmem(b, 0, want, 4 * PAGE);
+    pair_stop(a, b);
+}
+
+/*
+ * The peer is hot-unplugged while copies into its BAR2 run: QEMU survives,
+ * the copies running then end OK or with ERR_HOST_DMA, the later ones and
+ * a new one to its old address fail (it no longer translates), the card
+ * works on.
+ */
+static void test_p2p_peer_unplug(void)
+{
+    Spyre *a, *b;
+    uint64_t b_bar2;
+    struct spyre_hw_cmd c;
+    int failed;
+
+    pair_start("pc", NULL, NULL, NULL, &a, &b);
+    b_bar2 = b->bar2.addr;
+    /* Peer copies work on a conventional PCI bus too. */
+    ring_setup(a, 0, 8);
+    c = cmd_dma(1, SPYRE_CMD_F_DST_HOST, 0, 0, dir_linear(a, b_bar2, 1), 0,
+                PAGE);
+    check_dma_ok(submit(a, 0, &c), 1);
+    queue_peer_copies(a, b_bar2);
+    qpci_unplug_acpi_device_test(a->qts, "spyre1", SLOT_B);
+    g_assert(!qpci_device_find(a->bus, QPCI_DEVFN(SLOT_B, 0)));
+    peer_copies_rest(a);
+    failed = wait_peer_copies(a, true);
+    g_test_message("%d of the 4 copies running at the peer's unplug failed",
+                   failed);
+    qtest_qmp_assert_success(a->qts, "{ 'execute': 'query-status' }");
+    assert_alive(a, 0);
+    c = cmd_dma(2, SPYRE_CMD_F_DST_HOST, 0, 0, dir_linear(a, b_bar2, 1), 0,
+                PAGE);
+    g_assert_cmpuint(submit(a, 0, &c).status, ==, SPYRE_STATUS_ERR_HOST_DMA);
+    pair_stop(a, b);
+}
+
+/*
+ * The link says what the card is: PCIe Gen5 (32 GT/s) x16 in LNKCAP,
+ * LNKCAP2 and LNKSTA (what lspci -vv shows), behind a root port (bus 1,
+ * reached by numbering the port's secondary bus) and on pcie.0.
+ */
+static void check_link(QPCIDevice *d)
+{
+    uint8_t exp = qpci_find_capability(d, PCI_CAP_ID_EXP, 0);
+    uint32_t cap, cap2;
+    uint16_t sta;
+
+    g_assert_cmpuint(exp, !=, 0);
+    cap = qpci_config_readl(d, exp + PCI_EXP_LNKCAP);
+    cap2 = qpci_config_readl(d, exp + PCI_EXP_LNKCAP2);
+    sta = qpci_config_readw(d, exp + PCI_EXP_LNKSTA);
+    g_assert_cmphex(cap & PCI_EXP_LNKCAP_SLS, ==, PCI_EXP_LNKCAP_SLS_32_0GB);
+    g_assert_cmphex((cap & PCI_EXP_LNKCAP_MLW) >> 4, ==, 16);
+    g_assert_cmphex(cap2 & PCI_EXP_LNKCAP2_SLS_32_0GB, ==,
+                    PCI_EXP_LNKCAP2_SLS_32_0GB);
+    g_assert_cmphex(sta & PCI_EXP_LNKSTA_CLS, ==, PCI_EXP_LNKSTA_CLS_32_0GB);
+    g_assert_cmphex((sta & PCI_EXP_LNKSTA_NLW) >> PCI_EXP_LNKSTA_NLW_SHIFT,
+                    ==, 16);
+}
+
+static void test_pcie_link(void)
+{
+    Spyre *s = spyre_start(" -device pcie-root-port,id=rp0,bus=pcie.0,"
+                           "chassis=1,slot=1,addr=06.0 "
+                           "-device spyre,id=spyre1,bus=rp0,devmem-size=1M");
+    QPCIDevice *rp = qpci_device_find(s->bus, QPCI_DEVFN(6, 0));
+    QPCIDevice *ep;
+    uint8_t exp;
+
+    g_assert(rp);
+    qpci_config_writeb(rp, PCI_SECONDARY_BUS, 1);
+    qpci_config_writeb(rp, PCI_SUBORDINATE_BUS, 1);
+    /* The config address's bus number is devfn's bits 15:8. */
+    ep = qpci_device_find(s->bus, 1 << 8 | QPCI_DEVFN(0, 0));
+    g_assert(ep);
+    g_assert_cmphex(qpci_config_readw(ep, PCI_DEVICE_ID), ==,
+                    SPYRE_PCI_DEVICE_ID);
+    exp = qpci_find_capability(ep, PCI_CAP_ID_EXP, 0);
+    g_assert_cmphex((qpci_config_readw(ep, exp + PCI_EXP_FLAGS) &
+                     PCI_EXP_FLAGS_TYPE) >> 4, ==, PCI_EXP_TYPE_ENDPOINT);
+    check_link(ep);
+    check_link(s->dev);
+    g_free(ep);
+    g_free(rp);
+    spyre_stop(s);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -4528,6 +5246,14 @@ int main(int argc, char **argv)
     qtest_add_func("/spyre/mmu-dirty-bound", test_mmu_dirty_bound);
     qtest_add_func("/spyre/launch-engine-exception",
                    test_launch_engine_exception);
+    qtest_add_func("/spyre/p2p-copy", test_p2p_copy);
+    qtest_add_func("/spyre/p2p-cycles", test_p2p_cycles);
+    qtest_add_func("/spyre/p2p-refused", test_p2p_refused);
+    qtest_add_func("/spyre/p2p-off", test_p2p_off);
+    qtest_add_func("/spyre/p2p-concurrent", test_p2p_concurrent);
+    qtest_add_func("/spyre/p2p-peer-reset", test_p2p_peer_reset);
+    qtest_add_func("/spyre/p2p-peer-unplug", test_p2p_peer_unplug);
+    qtest_add_func("/spyre/pcie-link", test_pcie_link);
 
     return g_test_run();
 }
