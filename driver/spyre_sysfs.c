@@ -370,6 +370,9 @@ void spyre_show_fdinfo(struct drm_printer *p, struct drm_file *file)
 
 	spin_lock(&file->table_lock);
 	idr_for_each_entry(&file->object_idr, obj, id) {
+		/* A peer's BO is neither this card's memory nor host memory. */
+		if (to_spyre_bo(obj)->flags == DRM_SPYRE_BO_PEER)
+			continue;
 		st = to_spyre_bo(obj)->flags == DRM_SPYRE_BO_HOST ? &host_st : &dev_st;
 		if (drm_gem_object_is_shared_for_memory_stats(obj))
 			st->shared += obj->size;
