@@ -141,9 +141,12 @@ static void spyre_dmabuf_release(struct dma_buf *dmabuf)
 	struct spyre_bo *bo = to_spyre_bo(obj);
 
 	mutex_lock(&sdev->exports_lock);
-	list_del(&bo->export_node);
-	bo->export_dmabuf = NULL;
+	list_del_init(&bo->export_node);
 	mutex_unlock(&sdev->exports_lock);
+	/* A revocation looks at export_dmabuf under the lock: it never sees a freed one. */
+	dma_resv_lock(obj->resv, NULL);
+	bo->export_dmabuf = NULL;
+	dma_resv_unlock(obj->resv);
 	drm_gem_dmabuf_release(dmabuf);
 }
 
@@ -189,25 +192,34 @@ struct dma_buf *spyre_dmabuf_export(struct drm_gem_object *obj, int flags)
 }
 
 /*
- * The exporter is going away (remove/unbind, after drm_dev_unplug()): revoke every
- * attachment of every exported BO while its card memory is still there. A dma-buf being
- * released waits for exports_lock in spyre_dmabuf_release(), so the ones on the list are
- * still valid here.
+ * The exporter is going away (remove/unbind, after drm_dev_unplug(): no new export): revoke
+ * every attachment of every exported BO while its card memory is still there. One BO at a
+ * time, holding the BO and its reservation lock but not exports_lock: the importers' wait
+ * for their jobs must not hold up the release of other dma-bufs (a job's end may drop one).
  */
 void spyre_dmabuf_revoke_all(struct spyre_device *sdev)
 {
+	struct drm_gem_object *obj;
 	struct spyre_bo *bo;
 
-	mutex_lock(&sdev->exports_lock);
-	list_for_each_entry(bo, &sdev->exports, export_node) {
-		struct dma_buf *dmabuf = bo->export_dmabuf;
-
-		dma_resv_lock(dmabuf->resv, NULL);
+	for (;;) {
+		mutex_lock(&sdev->exports_lock);
+		bo = list_first_entry_or_null(&sdev->exports, struct spyre_bo, export_node);
+		if (bo) {
+			list_del_init(&bo->export_node);
+			drm_gem_object_get(&bo->shmem.base);
+		}
+		mutex_unlock(&sdev->exports_lock);
+		if (!bo)
+			return;
+		obj = &bo->shmem.base;
+		dma_resv_lock(obj->resv, NULL);
 		bo->p2p_revoked = true;
-		dma_buf_move_notify(dmabuf);
-		dma_resv_unlock(dmabuf->resv);
+		if (bo->export_dmabuf)
+			dma_buf_move_notify(bo->export_dmabuf);
+		dma_resv_unlock(obj->resv);
+		drm_gem_object_put(obj);
 	}
-	mutex_unlock(&sdev->exports_lock);
 }
 
 void spyre_dmabuf_init(struct spyre_device *sdev)

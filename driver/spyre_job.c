@@ -107,11 +107,12 @@ static void spyre_job_free(struct spyre_job *job)
 		list_del(&l->node);
 		spyre_launch_free(job->sdev, l);
 	}
-	for (i = 0; i < job->bo_count; i++) {
+	/* First every PEER BO's count: a revocation may wait for it, and a put may block. */
+	for (i = 0; i < job->bo_count; i++)
 		if (to_spyre_bo(job->bos[i])->flags == DRM_SPYRE_BO_PEER)
 			spyre_peer_job_release(to_spyre_bo(job->bos[i]));
+	for (i = 0; i < job->bo_count; i++)
 		drm_gem_object_put(job->bos[i]);
-	}
 	kvfree(job->bos);
 	kvfree(job->cmds);
 	if (job->hw_fence_live)
