@@ -39,6 +39,10 @@ MODULE_IMPORT_NS(DMA_BUF);
 static const struct dma_buf_attach_ops spyre_peer_attach_ops;
 static const struct dma_buf_ops spyre_dmabuf_ops;
 
+/* Registered cards of this driver, for the p2p_peers attribute (spyre_sysfs.c). */
+DEFINE_MUTEX(spyre_cards_lock);
+LIST_HEAD(spyre_cards);
+
 /* ---- exporter ---- */
 
 /*
@@ -226,6 +230,7 @@ void spyre_dmabuf_init(struct spyre_device *sdev)
 {
 	mutex_init(&sdev->exports_lock);
 	INIT_LIST_HEAD(&sdev->exports);
+	INIT_LIST_HEAD(&sdev->card_node);
 }
 
 /* ---- importer ---- */

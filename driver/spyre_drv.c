@@ -288,6 +288,9 @@ static int spyre_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		goto err_teardown_managed;
 	spyre_debugfs_init(sdev);
 	spyre_hwmon_init(sdev);
+	mutex_lock(&spyre_cards_lock);
+	list_add_tail(&sdev->card_node, &spyre_cards);
+	mutex_unlock(&spyre_cards_lock);
 
 	dev_info(&pdev->dev, "Spyre card: %u cores, %llu MiB device memory, %u rings, hw %u.%u, accel%d\n",
 		 sdev->num_cores, sdev->devmem_size >> 20, sdev->num_rings,
@@ -308,6 +311,9 @@ static void spyre_remove(struct pci_dev *pdev)
 {
 	struct spyre_device *sdev = pci_get_drvdata(pdev);
 
+	mutex_lock(&spyre_cards_lock);
+	list_del_init(&sdev->card_node);
+	mutex_unlock(&spyre_cards_lock);
 	drm_dev_unplug(&sdev->drm);
 	/* Peer cards stop using our memory while it is still there. */
 	spyre_dmabuf_revoke_all(sdev);

@@ -178,6 +178,7 @@ struct spyre_device {
 	/* DEVICE BOs exported as dma-bufs (spyre_dmabuf.c), revoked at remove() */
 	struct mutex exports_lock;
 	struct list_head exports;
+	struct list_head card_node;		/* in spyre_cards while bound and registered */
 	atomic64_t host_bo_bytes;
 
 	/*
@@ -450,6 +451,8 @@ static inline bool spyre_bo_in_file_vm(const struct spyre_bo *bo, struct drm_fil
 }
 
 /* spyre_dmabuf.c */
+extern struct mutex spyre_cards_lock;
+extern struct list_head spyre_cards;
 void spyre_dmabuf_init(struct spyre_device *sdev);
 struct dma_buf *spyre_dmabuf_export(struct drm_gem_object *obj, int flags);
 void spyre_dmabuf_revoke_all(struct spyre_device *sdev);

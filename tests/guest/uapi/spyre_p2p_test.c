@@ -94,6 +94,38 @@ TEST_F(p2p, cap_reported)
 	EXPECT_TRUE(self->caps1 & DRM_SPYRE_CAP_P2P);
 }
 
+static int accel_minor(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) ? -1 : (int)minor(st.st_rdev);
+}
+
+/* sysfs p2p_peers of each card names the other card's accel minor, not its own. */
+TEST_F(p2p, sysfs_p2p_peers)
+{
+	int fds[2] = { self->fd0, self->fd1 }, k;
+
+	for (k = 0; k < 2; k++) {
+		char path[128], want[16], *peers, *tok, *save;
+		int own = accel_minor(fds[k]), other = accel_minor(fds[1 - k]);
+		int seen_other = 0, seen_own = 0;
+
+		snprintf(path, sizeof(path), "/sys/class/accel/accel%d/device/p2p_peers", own);
+		peers = read_all(path);
+		ASSERT_NE(NULL, peers) TH_LOG("no %s", path);
+		for (tok = strtok_r(peers, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
+			snprintf(want, sizeof(want), "%d", other);
+			seen_other |= !strcmp(tok, want);
+			snprintf(want, sizeof(want), "%d", own);
+			seen_own |= !strcmp(tok, want);
+		}
+		free(peers);
+		EXPECT_TRUE(seen_other);
+		EXPECT_FALSE(seen_own);
+	}
+}
+
 /*
  * Export on card 0, import on card 1: a PEER BO of the same size, no device address, no
  * mmap offset (not CPU-mappable through card 1); importing again gives the same handle;
