@@ -29,6 +29,22 @@ static uint64_t devmem_used(int fd)
 	return query(fd, DRM_SPYRE_QUERY_MEM_INFO, &mi, sizeof(mi)) ? ~0ull : mi.devmem_used;
 }
 
+/*
+ * devmem_used of fd once it equals want, waiting up to 5 s: a finished job's BOs are put
+ * when the driver frees the job, shortly after JOB_WAIT returns.
+ */
+static uint64_t used_settles_at(int fd, uint64_t want)
+{
+	uint64_t used = devmem_used(fd);
+	int i;
+
+	for (i = 0; i < 100 && used != want; i++) {
+		usleep(50000);
+		used = devmem_used(fd);
+	}
+	return used;
+}
+
 /* Run one COPY (or COPY_2D with ext) on fd and return the job status or -errno. */
 static int run_copy(int fd, struct drm_spyre_cmd *c)
 {
@@ -397,7 +413,7 @@ TEST_F(p2p, close_orders)
 	uint32_t da, db, dx, pa;
 	struct drm_spyre_cmd c;
 	uint8_t *b;
-	int fdx, dmabuf, i;
+	int fdx, dmabuf;
 
 	/* exporter first */
 	fdx = open_card(0);
@@ -423,7 +439,7 @@ TEST_F(p2p, close_orders)
 	EXPECT_EQ(0x3c, b[65535]);
 	munmap(b, 65536);
 	EXPECT_EQ(0, bo_close(self->fd1, pa));
-	EXPECT_EQ(base0, devmem_used(self->fd0));
+	EXPECT_EQ(base0, used_settles_at(self->fd0, base0));
 
 	/* importer first: its file closes with a copy submitted, maybe still running */
 	ASSERT_EQ(0, bo_create(self->fd0, 65536, DRM_SPYRE_BO_DEVICE, &da));
@@ -439,13 +455,9 @@ TEST_F(p2p, close_orders)
 	close(fdx);		/* the job keeps the PEER BO until it ends */
 	EXPECT_EQ(0, bo_close(self->fd0, da));
 	/* the in-flight job ends on its own; then everything is back */
-	for (i = 0; i < 100 && devmem_used(self->fd0) != base0; i++)
-		usleep(50000);
-	EXPECT_EQ(base0, devmem_used(self->fd0));
+	EXPECT_EQ(base0, used_settles_at(self->fd0, base0));
 	EXPECT_EQ(0, bo_close(self->fd1, db));
-	for (i = 0; i < 100 && devmem_used(self->fd1) != base1; i++)
-		usleep(50000);
-	EXPECT_EQ(base1, devmem_used(self->fd1));
+	EXPECT_EQ(base1, used_settles_at(self->fd1, base1));
 }
 
 static int card_sh(const char *cmd, const char *id, char *out, size_t len)
@@ -515,7 +527,7 @@ TEST_F(p2p, exporter_unplugged)
 	close(e);
 	ASSERT_EQ(0, round_trip(i, 65536 + 17, 3, 5, 41));
 	EXPECT_EQ(0, bo_close(i, db));
-	EXPECT_EQ(base, devmem_used(i));
+	EXPECT_EQ(base, used_settles_at(i, base));
 	close(i);
 	ASSERT_EQ(0, card_sh("replug", "spyre1", NULL, 0));
 }
