@@ -49,7 +49,8 @@ LIST_HEAD(spyre_cards);
  * Only a spyre importer on another PCI function: it is the one whose DMA engine reaches a
  * peer's BAR2 (CAP_P2P, checked by the importer for its own card). pci_p2pdma_distance()
  * is not used: it judges the path by the host bridge (an allowlist of root complexes that
- * route peer traffic), which says nothing about the emulated fabric the card model uses.
+ * route peer traffic), which says nothing about the emulated fabric the card model uses,
+ * and the guest kernel is built without CONFIG_PCI_P2PDMA (it would always refuse).
  */
 static int spyre_dmabuf_attach(struct dma_buf *dmabuf, struct dma_buf_attachment *attach)
 {
