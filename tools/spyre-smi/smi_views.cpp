@@ -78,8 +78,8 @@ std::string format_topo(const Report& r) {
     return render_table(head, align, rows) +
            "Legend:\n"
            "  X     the card itself\n"
-           "  HOST  no peer-to-peer path: copies between the two cards go through host memory\n"
-           "        (libspyre stages them; the card model has no peer-to-peer DMA)\n";
+           "  HOST  libspyre copies between the two cards through host memory (the driver's\n"
+           "        peer-to-peer dma-bufs, sysfs p2p_peers, are not used by libspyre yet)\n";
 }
 
 }  // namespace spyre_smi
