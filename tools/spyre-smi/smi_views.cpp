@@ -78,8 +78,8 @@ std::string format_topo(const Report& r) {
     return render_table(head, align, rows) +
            "Legend:\n"
            "  X     the card itself\n"
-           "  HOST  libspyre copies between the two cards through host memory (the driver's\n"
-           "        peer-to-peer dma-bufs, sysfs p2p_peers, are not used by libspyre yet)\n";
+           "  HOST  libspyre copies between the two cards through host memory (the card\n"
+           "        model can copy card to card, hw 1.6; the driver does not offer it yet)\n";
 }
 
 }  // namespace spyre_smi
