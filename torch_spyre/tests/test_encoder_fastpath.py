@@ -142,3 +142,90 @@ def test_empty_batch(strict):
     with torch.no_grad():
         got = dev(x.to("spyre"))
     assert got.shape == (0, L, D)
+
+
+# nn.TransformerEncoder's nested-tensor path (enable_nested_tensor, the default): with a key
+# padding mask it packs the input into a nested tensor, runs the layers on it and pads the
+# result with zeros, on the CPU and on the card alike.
+def encoder(norm=True):
+    layer = nn.TransformerEncoderLayer(D, H, dim_feedforward=96, batch_first=True)
+    return nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(D) if norm else None)
+
+
+@pytest.mark.parametrize("pad", ["tails", "full_row"])
+@pytest.mark.parametrize("norm", [False, True])
+def test_encoder_nested_path(strict, pad, norm):
+    dev, ref = pair(encoder(norm), torch.float32)
+    x, mask = torch.randn(B, L, D), padding(pad)
+    with torch.no_grad():
+        want = ref(x, src_key_padding_mask=mask)
+        got = dev(x.to("spyre"), src_key_padding_mask=mask.to("spyre"))
+    got = got.cpu()
+    if not norm:  # the nested path's mark: padded positions come out exactly 0 (here and on the CPU)
+        assert torch.equal(want[mask], torch.zeros_like(want[mask]))
+        assert torch.equal(got[mask], torch.zeros_like(got[mask]))
+    compare(got, want, torch.float32)
+
+
+@pytest.mark.parametrize("dtype", FLOATS[1:])
+def test_encoder_nested_path_16_bit(strict, dtype):
+    dev, ref = pair(encoder(), dtype)
+    x, mask = torch.randn(B, L, D).to(dtype), padding("tails")
+    with torch.no_grad():
+        want = ref(x.float(), src_key_padding_mask=mask)
+        got = dev(x.to("spyre"), src_key_padding_mask=mask.to("spyre"))
+    assert got.dtype == dtype
+    compare(got.cpu(), want, dtype)
+
+
+def test_encoder_mask_not_left_aligned_takes_the_dense_path(strict):
+    """A mask with padding before tokens fails the encoder's left-alignment check (a card
+    kernel here): both devices run the layers densely, padded positions are computed."""
+    dev, ref = pair(encoder(norm=False), torch.float32)
+    x, mask = torch.randn(B, L, D), padding("tails")
+    mask[0, 0] = True
+    with torch.no_grad():
+        want = ref(x, src_key_padding_mask=mask)
+        got = dev(x.to("spyre"), src_key_padding_mask=mask.to("spyre"))
+    assert not torch.equal(want[0, 0], torch.zeros(D))
+    compare(got.cpu(), want, torch.float32)
+
+
+def test_encoder_nested_path_empty_batch_is_refused_as_on_the_cpu(strict):
+    dev, ref = pair(encoder(), torch.float32)
+    x, mask = torch.randn(0, L, D), torch.zeros(0, L, dtype=torch.bool)
+    with torch.no_grad():
+        with pytest.raises(RuntimeError):
+            ref(x, src_key_padding_mask=mask)
+        with pytest.raises(RuntimeError, match="empty batch"):
+            dev(x.to("spyre"), src_key_padding_mask=mask.to("spyre"))
+
+
+def test_nested_tensor_from_mask_and_to_padded_tensor(strict):
+    t = torch.randn(B, L, D)
+    keep = padding("full_row").logical_not()
+    nt = torch._nested_tensor_from_mask(t.to("spyre"), keep.to("spyre"))
+    want = torch._nested_tensor_from_mask(t, keep)
+    assert nt.is_nested and nt.device.type == "spyre"
+    parts = nt.unbind()
+    assert len(parts) == B and all(p.device.type == "spyre" for p in parts)
+    assert all(torch.equal(p.cpu(), w) for p, w in zip(parts, want.unbind()))
+    assert torch.equal(nt.to_padded_tensor(-1.0).cpu(), want.to_padded_tensor(-1.0))
+    assert torch.equal(nt.to_padded_tensor(2.5, (B, L + 3, D)).cpu(),
+                       want.to_padded_tensor(2.5, (B, L + 3, D)))
+    assert torch._nested_tensor_from_mask_left_aligned(t.to("spyre"), keep.to("spyre"))
+    with pytest.raises(RuntimeError, match="Truncation"):
+        nt.to_padded_tensor(0.0, (B, 2, D))
+
+
+def test_nested_tensor_from_mask_refuses_bad_masks(strict):
+    t = torch.randn(B, L, D).to("spyre")
+    keep = padding("tails").logical_not()
+    keep[1, 0] = False  # a hole before the tokens
+    assert not torch._nested_tensor_from_mask_left_aligned(t, keep.to("spyre"))
+    with pytest.raises(RuntimeError, match="left-aligned"):
+        torch._nested_tensor_from_mask(t, keep.to("spyre"))
+    with pytest.raises(RuntimeError, match="Bool"):
+        torch._nested_tensor_from_mask(t, keep.float().to("spyre"))
+    with pytest.raises(RuntimeError, match="does not match"):
+        torch._nested_tensor_from_mask(t, keep[:, :4].to("spyre"))

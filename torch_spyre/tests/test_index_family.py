@@ -1,7 +1,7 @@
 """The rest of the index family on the card with TORCH_SPYRE_STRICT=1 against the CPU: index_put_
 (x[idx] = v, x[idx] += v with accumulate=True: one index tensor on any dim, several on adjacent
 dims, negative positions, boolean masks, duplicates summed as torch sums them, broadcast values),
-masked_scatter, isin and scatter_reduce ("sum", "mean", "amax", "amin" for floats and
+masked_scatter, isin and scatter_reduce ("sum", "mean", "amax", "amin", "prod" for floats and
 integers; include_self True and False) on odd shapes, every dtype claimed, empty tensors and
 strided inputs."""
 
@@ -220,3 +220,41 @@ def test_scatter_reduce_extremes_dim0_corner(strict):
         got = x.to("spyre").scatter_reduce(0, index.to("spyre"), src.to("spyre"), reduce,
                                            include_self=False)
         assert torch.equal(got.cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_prod(strict, dtype, include_self):
+    """Runs of 1 to 11 duplicate targets (the segmented scan's rounds), a zero, a NaN and an
+    infinity; values near 1 so a long run's product stays in range. The card multiplies in a
+    tree order, the CPU in sequence: equal up to rounding."""
+    g = torch.Generator().manual_seed(7)
+    x = (1 + (torch.rand(5, 9, generator=g) - 0.5) / 2).to(dtype)
+    src = (1 + (torch.rand(5, 12, generator=g) - 0.5) / 2).to(dtype)
+    src[1, 3], src[2, 0], src[3, 5] = float("nan"), float("inf"), 0.0
+    index = torch.randint(0, 9, (5, 11), generator=g)
+    index[4] = 2  # one target 11 times
+    want = x.float().scatter_reduce(1, index, src.float(), "prod", include_self=include_self)
+    dev = x.to("spyre")
+    got = dev.scatter_reduce(1, index.to("spyre"), src.to("spyre"), "prod",
+                             include_self=include_self)
+    assert torch.equal(dev.cpu(), x)  # the input is not written
+    assert got.dtype == dtype
+    tol = {torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 6e-2}[dtype]
+    torch.testing.assert_close(got.cpu().float(), want, rtol=tol, atol=tol, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_integer_prod(strict, dtype, include_self):
+    """Exact, wrapping as the CPU's products wrap; strided dim-0 operands larger than the
+    index."""
+    g = torch.Generator().manual_seed(8)
+    lo = -4 if torch.iinfo(dtype).min < 0 else 0
+    x = torch.randint(lo, 5, (7, 6), generator=g).to(dtype)
+    src = torch.randint(lo, 5, (9, 8), generator=g).to(dtype).t()
+    index = torch.randint(0, 7, (6, 6), generator=g)[:, :5]
+    want = x.scatter_reduce(0, index, src, "prod", include_self=include_self)
+    got = x.to("spyre").scatter_reduce(0, index.to("spyre"), src.to("spyre"), "prod",
+                                       include_self=include_self)
+    assert got.dtype == dtype and torch.equal(got.cpu(), want), f"\n{got.cpu()}\n!=\n{want}"

@@ -254,3 +254,28 @@ def test_reductions_exact_beyond_fp32(strict):
     both(lambda t: t.sum(), m)
     both(lambda t: t.all(dim=1), m)
     both(lambda t: (t == t).all(), torch.tensor([1.0, float("nan")]))
+
+
+LOGICAL = [torch.logical_and, torch.logical_or, torch.logical_xor]
+
+
+@pytest.mark.parametrize("dtype", ALL + [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("shapes", SHAPES)
+def test_logical_ops(strict, dtype, shapes):
+    """logical_not/and/or/xor of every dtype (nonzero is true; a float NaN too), broadcast, and
+    into a float output (out=, in place)."""
+    a = ints(shapes[0], dtype, 31) if not dtype.is_floating_point else \
+        torch.randn(shapes[0]).round().to(dtype)
+    b = ints(shapes[1], torch.int32, 32, -1, 2).to(dtype)
+    if dtype.is_floating_point and a.numel():
+        a.view(-1)[0] = float("nan")
+    assert_same(torch.logical_not(a.to("spyre")).cpu(), torch.logical_not(a))
+    for op in LOGICAL:
+        assert_same(op(a.to("spyre"), b.to("spyre")).cpu(), op(a, b))
+        assert_same(op(a.to("spyre"), torch.tensor(0).to(dtype)).cpu(),
+                    op(a, torch.tensor(0).to(dtype)))  # a 0-d CPU operand
+    out = torch.empty(0, dtype=torch.float32)
+    want = torch.logical_or(a, b, out=out.clone())
+    assert_same(torch.logical_or(a.to("spyre"), b.to("spyre"), out=out.to("spyre")).cpu(), want)
+    x = a.clone()
+    assert_same(x.to("spyre").logical_not_().cpu(), x.logical_not_())

@@ -10,7 +10,13 @@
 // if any, as torch propagates it); with include_self the result is maximum/minimum with self.
 // Integers (int64, int32, int8, uint8: sorted by the radix of float sorts, aten/Sort.cpp) take
 // the same path, "amin" sorting descending instead of negating (-INT_MIN wraps; integers have
-// no NaN to keep last). "prod" runs on the CPU fallback.
+// no NaN to keep last). "prod": the values are sorted by their target along dim (stable), a
+// segmented inclusive product scan over each run of equal targets (log2(n) rounds of
+// multiplying by the value 2^k places back where the target is the same: the targets are
+// sorted, so equal there means one run) leaves each run's product at its last position, which
+// the last-write scatter puts in a table of ones; include_self multiplies self by it, without
+// it the touched positions take the products. Floats multiply in a tree order, not the CPU's
+// sequential one (a rounding difference, not a different answer); integers wrap alike.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/native/Resize.h>
@@ -89,6 +95,48 @@ std::optional<at::Tensor> scatter_extreme(const at::Tensor& self, int64_t d,
     return at::where(untouched, self, scat);
 }
 
+// The inclusive product of each run of equal keys along d (keys sorted along d).
+at::Tensor segmented_prod(at::Tensor v, const at::Tensor& keys, int64_t d) {
+    const int64_t n = v.size(d);
+    for (int64_t k = 1; k < n; k *= 2) {
+        const at::Tensor same = keys.narrow(d, k, n - k).eq(keys.narrow(d, 0, n - k));
+        const at::Tensor head = v.narrow(d, k, n - k), back = v.narrow(d, 0, n - k);
+        at::Tensor next = v.clone();
+        if (is_float(v.scalar_type())) {
+            next.narrow(d, k, n - k).copy_(at::where(same, head * back, head));
+        } else {  // the card's where takes float values: a select by arithmetic
+            const at::Tensor s = same.to(v.scalar_type());
+            next.narrow(d, k, n - k).copy_(head * (back * s + (1 - s)));
+        }
+        v = next;
+    }
+    return v;
+}
+
+// "prod"; nothing if not taken.
+std::optional<at::Tensor> scatter_prod(const at::Tensor& self, int64_t d, const at::Tensor& index,
+                                       const at::Tensor& src, bool include_self) {
+    if (index.numel() == 0) return self.clone();
+    at::Tensor v = src;
+    for (int64_t k = 0; k < src.dim(); ++k)
+        if (index.size(k) < src.size(k)) v = v.narrow(k, 0, index.size(k));
+    const at::Tensor order = at::argsort(index, /*stable=*/true, d, /*descending=*/false);
+    const at::Tensor targets = index.gather(d, order);
+    const at::Tensor rows = segmented_prod(v.gather(d, order), targets, d);
+    at::Tensor table = at::ones(corner_of(self, index, d).sizes(), self.options());
+    if (!scatter_last_write(table, d, targets, rows)) return std::nullopt;
+    at::Tensor products = at::ones_like(self);
+    corner_of(products, index, d).copy_(table);
+    if (include_self) return self * products;
+    const at::Tensor untouched =
+        scatter_add_corner(at::zeros(self.sizes(), self.options().dtype(at::kInt)), d, index,
+                           at::ones(index.sizes(), index.options().dtype(at::kInt)))
+            .eq(0);
+    if (is_float(self.scalar_type())) return at::where(untouched, self, products);
+    const at::Tensor u = untouched.to(self.scalar_type());
+    return products * (self * u + (1 - u));
+}
+
 at::Tensor& scatter_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                                const at::Tensor& src, c10::string_view reduce, bool include_self,
                                at::Tensor& out) {
@@ -127,18 +175,19 @@ at::Tensor& scatter_reduce_out(const at::Tensor& self, int64_t dim, const at::Te
         out.copy_(result);
         return out;
     }
-    const bool extreme = reduce == "amax" || reduce == "amin";
+    const bool extreme = reduce == "amax" || reduce == "amin", prod = reduce == "prod";
     const at::ScalarType t = self.scalar_type();
     const bool sortable =
         is_float(t) || t == at::kLong || t == at::kInt || t == at::kChar || t == at::kByte;
-    if (extreme && self.is_privateuseone() && index.is_privateuseone() && src.is_privateuseone() &&
-        sortable && src.scalar_type() == self.scalar_type() &&
+    if ((extreme || prod) && self.is_privateuseone() && index.is_privateuseone() &&
+        src.is_privateuseone() && sortable && src.scalar_type() == self.scalar_type() &&
         out.scalar_type() == self.scalar_type() && self.dim() >= 1 && index.dim() == self.dim() &&
         src.dim() == self.dim() &&
         (index.scalar_type() == at::kLong || index.scalar_type() == at::kInt)) {
         c10::DeviceGuard guard(self.device());
         const int64_t d = at::maybe_wrap_dim(dim, self.dim());
-        if (auto r = scatter_extreme(self, d, index, src, reduce == "amin", include_self)) {
+        if (auto r = prod ? scatter_prod(self, d, index, src, include_self)
+                          : scatter_extreme(self, d, index, src, reduce == "amin", include_self)) {
             at::native::resize_output(out, self.sizes());
             out.copy_(*r);
             return out;
