@@ -173,3 +173,16 @@ def test_clamp_integers_fall_back(fallback_reset):
     with pytest.warns(UserWarning, match="aten::clamp"):
         r = torch.clamp(x.to("spyre"), -2, 3)
     assert_same(r.cpu(), torch.clamp(x, -2, 3))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_zero_dim_tensor_with_numbers(strict, dtype):
+    """A 0-dim spyre tensor against a number keeps its dtype (the number is a wrapped number,
+    as torch types it): compares and clamp run on the card (they fell back before)."""
+    for v in (0.1, -2.0, float("nan")):
+        x = torch.tensor(v).to(dtype)
+        for name, f in COMPARES.items():
+            assert_same(f(x.to("spyre"), 0.1).cpu(), f(x, 0.1))
+        assert_same(x.to("spyre").clamp(-1, 0.05).cpu(), x.clamp(-1, 0.05))
+        assert_same(x.to("spyre").clamp_min(0).cpu(), x.clamp_min(0))
+        assert_same(x.to("spyre").clamp_max(-3).cpu(), x.clamp_max(-3))

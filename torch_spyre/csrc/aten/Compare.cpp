@@ -57,7 +57,13 @@ bool compare(const char* name, spyre_binary_op op, const at::Tensor& self, const
     return binary_into(name, op, operand_tensor(*a, out), *b, 1.0, out);
 }
 
-at::Tensor number(const at::Scalar& s) { return at::scalar_tensor(s, at::kDouble); }
+// A Scalar argument as torch types it: a wrapped number, so a 0-dim tensor compared with it
+// keeps its own dtype (an unwrapped 0-dim double would promote a 0-dim float to double).
+at::Tensor number(const at::Scalar& s) {
+    at::Tensor t = at::scalar_tensor(s, at::kDouble);
+    t.unsafeGetTensorImpl()->set_wrapped_number(true);
+    return t;
+}
 
 // out = min(max(self, lo), hi) with either bound absent; torch's clamp (hi wins when lo > hi).
 bool clamp_on_card(const char* name, const at::Tensor& self, const at::Tensor& lo,
