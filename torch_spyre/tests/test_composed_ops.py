@@ -1,0 +1,123 @@
+"""Ops composed of device ops under strict mode (no fallback) against the CPU: var/std/
+var_mean/std_mean with a correction (all dims, one, several, keepdim, fp16/bf16), prod (all and
+along a dim, floats to rounding, integers exact and wrapping, empty dims), count_nonzero, argmin
+(NaN first, ties keep the first index, integer extremes), isnan, nan_to_num (defaults and
+given values), flip and roll (several dims, negative shifts, no dims, empty tensors)."""
+
+import pytest
+import torch
+
+import torch_spyre
+from conftest import FLOATS, assert_same, tol
+
+
+@pytest.fixture
+def strict(monkeypatch, fallback_reset):
+    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
+    yield
+    assert torch_spyre.fallback_counts() == {}
+
+
+def close(got, want, dtype):
+    assert got.device.type == "cpu" and got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got.float(), want.float(), rtol=tol(dtype), atol=tol(dtype),
+                               equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_var_std(strict, dtype):
+    x = (torch.randn(4, 7, 5, generator=torch.Generator().manual_seed(1)) * 3 + 1).to(dtype)
+    d = x.to("spyre")
+    for kw in [{}, {"dim": 1}, {"dim": (0, 2), "keepdim": True}, {"dim": -1, "correction": 0},
+               {"dim": (1,), "correction": 1.3}, {"dim": 0, "correction": 4}]:
+        close(torch.var(d, **kw).cpu(), torch.var(x.float(), **kw).to(dtype), dtype)
+        close(torch.std(d, **kw).cpu(), torch.std(x.float(), **kw).to(dtype), dtype)
+        for f in (torch.var_mean, torch.std_mean):
+            got, want = f(d, **kw), f(x.float(), **kw)
+            close(got[0].cpu(), want[0].to(dtype), dtype)
+            close(got[1].cpu(), want[1].to(dtype), dtype)
+    # fewer elements than the correction: inf / NaN as the CPU
+    close(torch.var(d[:1], dim=0).cpu(), torch.var(x[:1].float(), dim=0).to(dtype), dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64, torch.int32, torch.int8, torch.bool])
+def test_prod(strict, dtype):
+    g = torch.Generator().manual_seed(2)
+    if dtype.is_floating_point:
+        x = (1 + (torch.rand(3, 11, 5, generator=g) - 0.5) / 2).to(dtype)
+    else:
+        x = torch.randint(-3 if dtype != torch.bool else 0, 4, (3, 11, 5), generator=g).to(dtype)
+    d = x.to("spyre")
+    want_all = torch.prod(x.float() if dtype.is_floating_point else x)
+    got_all = torch.prod(d).cpu()
+    for dim in (0, 1, -1):
+        for keepdim in (False, True):
+            want = torch.prod(x.float() if dtype.is_floating_point else x, dim, keepdim=keepdim)
+            got = torch.prod(d, dim, keepdim=keepdim).cpu()
+            if dtype.is_floating_point:
+                close(got, want.to(dtype), dtype)
+            else:
+                assert_same(got, want)  # int64 products wrap alike
+    if dtype.is_floating_point:
+        close(got_all, want_all.to(dtype), dtype)
+    else:
+        assert_same(got_all, want_all)
+    e = torch.zeros(3, 0, dtype=dtype)
+    assert_same(torch.prod(e.to("spyre"), 1).cpu(), torch.prod(e, 1))
+
+
+def test_count_nonzero_and_isnan(strict):
+    x = torch.tensor([[0.0, float("nan"), -0.0, 2.0], [1.0, 0.0, float("inf"), float("nan")]])
+    for t in (x, x.to(torch.bfloat16), (x.nan_to_num() * 2).long(), x.bool()):
+        assert_same(torch.count_nonzero(t.to("spyre")).cpu(), torch.count_nonzero(t))
+        assert_same(torch.count_nonzero(t.to("spyre"), dim=1).cpu(), torch.count_nonzero(t, dim=1))
+        assert_same(torch.isnan(t.to("spyre")).cpu(), torch.isnan(t))
+        assert_same(torch.isnan(t.to("spyre").t()).cpu(), torch.isnan(t.t()))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.int32,
+                                   torch.int8, torch.uint8])
+def test_argmin(strict, dtype):
+    g = torch.Generator().manual_seed(3)
+    if dtype.is_floating_point:
+        x = torch.randint(-3, 4, (4, 9), generator=g).to(dtype)
+        x[1, 5] = float("nan")  # NaN wins, as torch
+        x[3, 2] = float("-inf")
+    else:
+        info = torch.iinfo(dtype)
+        x = torch.randint(0, 5, (4, 9), generator=g).to(dtype)
+        x[0, 7], x[2, 1] = info.min, info.max
+    d = x.to("spyre")
+    assert_same(torch.argmin(d).cpu(), torch.argmin(x))
+    for dim in (0, 1):
+        for keepdim in (False, True):
+            assert_same(torch.argmin(d, dim, keepdim).cpu(), torch.argmin(x, dim, keepdim))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_nan_to_num(strict, dtype):
+    x = torch.tensor([float("nan"), float("inf"), float("-inf"), -1.5, 0.0, 3.0]).to(dtype)
+    d = x.to("spyre")
+    assert_same(torch.nan_to_num(d).cpu(), torch.nan_to_num(x))
+    assert_same(torch.nan_to_num(d, nan=7.0, posinf=1.0, neginf=-2.0).cpu(),
+                torch.nan_to_num(x, nan=7.0, posinf=1.0, neginf=-2.0))
+    y = d.clone()
+    y.nan_to_num_(0.5)
+    assert_same(y.cpu(), torch.nan_to_num(x, 0.5))
+    i = torch.tensor([3, -4])
+    assert_same(torch.nan_to_num(i.to("spyre")).cpu(), i)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_flip_and_roll(strict, dtype):
+    x = torch.arange(2 * 5 * 3).view(2, 5, 3).to(dtype)
+    d = x.to("spyre")
+    for dims in [(0,), (1, 2), (-1,), (0, 1, 2), ()]:
+        assert_same(torch.flip(d, dims).cpu(), torch.flip(x, dims))
+    assert_same(torch.flip(d.transpose(0, 2), (0,)).cpu(), torch.flip(x.transpose(0, 2), (0,)))
+    assert_same(torch.fliplr(d).cpu(), torch.fliplr(x))
+    for shifts, dims in [(1, 0), (-2, 1), ((1, 7), (0, 2)), (4, None), (-11, None), (0, 1)]:
+        assert_same(torch.roll(d, shifts, dims).cpu(), torch.roll(x, shifts, dims))
+    e = torch.zeros(0, 3, dtype=dtype)
+    assert_same(torch.flip(e.to("spyre"), (0, 1)).cpu(), torch.flip(e, (0, 1)))
+    assert_same(torch.roll(e.to("spyre"), 2, 1).cpu(), torch.roll(e, 2, 1))
