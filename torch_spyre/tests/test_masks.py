@@ -47,3 +47,34 @@ def test_math_attention_with_a_boolean_mask(fallback_reset):
     close(got.cpu(), want, torch.float32)
     left = {k for k in torch_spyre.fallback_counts() if not k.startswith("aten::all")}
     assert left == set(), left  # all() over a bool mask: integer reductions are not on the card
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8, torch.bool])
+def test_where_and_masked_fill_of_integers(fallback_reset, dtype):
+    """Exact selects of integer and bool values (the types' extremes: the wrapping difference
+    must wrap back), broadcasts, a 0-dim CPU value, out=, masked_fill with a number and a
+    0-dim tensor."""
+    g = torch.Generator().manual_seed(5)
+    if dtype == torch.bool:
+        a = torch.randint(0, 2, (5, 7), generator=g).bool()
+        b = torch.tensor([True, False, True, False, False, True, True])
+    else:
+        info = torch.iinfo(dtype)
+        a = torch.randint(0, 9, (5, 7), generator=g).to(dtype)
+        a[0, 0], a[1, 1] = info.min, info.max
+        b = torch.full((7,), info.max, dtype=dtype)
+        b[3] = info.min
+    cond = torch.randint(0, 2, (5, 1, 7), generator=g).bool()
+    on = lambda t: t.to("spyre")
+    assert_same(torch.where(on(cond), on(a), on(b)).cpu(), torch.where(cond, a, b))
+    assert_same(torch.where(on(cond), on(a), b[0]).cpu(), torch.where(cond, a, b[0]))
+    assert_same(torch.where(on(cond[0, 0, 0]), on(b[0]), on(a[1, 1])).cpu(),
+                torch.where(cond[0, 0, 0], b[0], a[1, 1]))  # all 0-dim
+    out = torch.empty(0, dtype=dtype, device="spyre")
+    torch.where(on(cond), on(b), on(a), out=out)
+    assert_same(out.cpu(), torch.where(cond, b, a))
+    mask = cond[:, 0]
+    fill = True if dtype == torch.bool else 3
+    assert_same(on(a).masked_fill(on(mask), fill).cpu(), a.masked_fill(mask, fill))
+    assert_same(on(a).masked_fill(on(mask), b[3]).cpu(), a.masked_fill(mask, b[3]))
+    assert torch_spyre.fallback_counts() == {}
