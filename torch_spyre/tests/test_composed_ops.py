@@ -121,3 +121,45 @@ def test_flip_and_roll(strict, dtype):
     e = torch.zeros(0, 3, dtype=dtype)
     assert_same(torch.flip(e.to("spyre"), (0, 1)).cpu(), torch.flip(e, (0, 1)))
     assert_same(torch.roll(e.to("spyre"), 2, 1).cpu(), torch.roll(e, 2, 1))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8, torch.bool])
+def test_integer_operands_of_float_results(strict, dtype):
+    """True division of integers, integers times / plus a float number, an integer tensor with a
+    float tensor: converted on the card, computed in the float result type as torch does."""
+    g = torch.Generator().manual_seed(6)
+    a = torch.randint(0, 50, (4, 9), generator=g).to(dtype)
+    b = torch.randint(1, 7, (9,), generator=g).to(dtype)
+    f = torch.randn(4, 9, generator=g)
+    on = lambda t: t.to("spyre")
+    if dtype != torch.bool:
+        assert_same(torch.div(on(a), on(b)).cpu(), torch.div(a, b))
+        assert_same((on(a) / 3).cpu(), a / 3)
+    assert_same((on(a) * 0.5).cpu(), a * 0.5)
+    assert_same((on(a) + 1.25).cpu(), a + 1.25)
+    assert_same((on(a) * on(f)).cpu(), a * f)
+    if dtype != torch.bool:  # torch refuses bool subtraction
+        assert_same((on(f) - on(a)).cpu(), f - a)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.int8,
+                                   torch.bool])
+def test_equal_and_min(strict, dtype):
+    g = torch.Generator().manual_seed(7)
+    x = torch.randint(0, 5, (3, 8), generator=g).to(dtype)
+    d = x.to("spyre")
+    assert torch.equal(d, x.clone().to("spyre"))
+    y = x.clone()
+    y[2, 7] = not bool(y[2, 7]) if dtype == torch.bool else y[2, 7] + 1
+    assert not torch.equal(d, y.to("spyre"))
+    assert not torch.equal(d, d[:2])  # sizes differ
+    if dtype.is_floating_point:
+        n = x.clone()
+        n[1, 1] = float("nan")
+        assert not torch.equal(n.to("spyre"), n.to("spyre"))  # NaN differs from itself
+    if dtype != torch.bool:  # min of bool: the CPU's kernels, through the fallback
+        assert_same(torch.min(d).cpu(), torch.min(x))
+        for dim in (0, 1):
+            got, want = torch.min(d, dim, keepdim=dim == 1), torch.min(x, dim, keepdim=dim == 1)
+            assert_same(got.values.cpu(), want.values)
+            assert_same(got.indices.cpu(), want.indices)

@@ -42,6 +42,12 @@ at::Tensor& mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor&
 
 at::Tensor& div_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
     if (binary_out("aten::div", SPYRE_BINARY_DIV, self, other, 1.0, out)) return out;
+    // true division of integers (or bool): torch divides in the float output's type; the
+    // dividend converted on the card first makes the result type that float
+    if (self.is_privateuseone() && is_float(out.scalar_type()) &&
+        at::isIntegralType(at::result_type(self, other), /*includeBool=*/true) &&
+        binary_out("aten::div", SPYRE_BINARY_DIV, self.to(out.scalar_type()), other, 1.0, out))
+        return out;
     return fallback_to_cpu<ATEN_OP2(div, out)>(self, other, out);
 }
 

@@ -175,9 +175,22 @@ at::Tensor& clamp_max_tensor_out(const at::Tensor& self, const at::Tensor& hi, a
     return fallback_to_cpu<ATEN_OP2(clamp_max, Tensor_out)>(self, hi, out);
 }
 
+// torch.equal: same size and every element equal (NaN differs from itself), one host read of
+// the card's all(); different dtypes or devices take the CPU's error through the fallback.
+bool equal(const at::Tensor& self, const at::Tensor& other) {
+    if (!self.is_privateuseone() || self.device() != other.device() ||
+        self.scalar_type() != other.scalar_type() || self.is_complex())
+        return fallback_to_cpu<ATEN_OP(equal)>(self, other);
+    if (!self.is_same_size(other)) return false;
+    if (self.numel() == 0 || (self.is_same(other) && !is_float(self.scalar_type()))) return true;
+    c10::DeviceGuard guard(self.device());
+    return self.eq(other).all().item<bool>();
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("equal", TORCH_FN(equal));
     m.impl("eq.Tensor_out", TORCH_FN(eq_tensor_out));
     m.impl("eq.Scalar_out", TORCH_FN(eq_scalar_out));
     m.impl("ne.Tensor_out", TORCH_FN(ne_tensor_out));

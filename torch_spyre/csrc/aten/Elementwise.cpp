@@ -59,10 +59,17 @@ bool binary_into(const char* name, spyre_binary_op op, const at::Tensor& a, cons
 bool binary_out(const char* name, spyre_binary_op op, const at::Tensor& self,
                 const at::Tensor& other, double alpha, const at::Tensor& out) {
     if (!out.is_privateuseone()) return false;
-    const auto a = as_operand(self), b = as_operand(other);
-    if (!a || !b) return false;
     const at::ScalarType type = at::result_type(self, other);
     if (!is_float(type) || out.scalar_type() != type) return false;
+    // an integer or bool spyre operand of a float result (`int_tensor * 0.5`, true division of
+    // integers) is converted on the card first, as torch computes in the result type
+    auto promoted = [&](const at::Tensor& t) {
+        if (t.is_privateuseone() && at::isIntegralType(t.scalar_type(), /*includeBool=*/true))
+            return std::optional<Operand>(Operand{t.to(type), 0.0});
+        return as_operand(t);
+    };
+    const auto a = promoted(self), b = promoted(other);
+    if (!a || !b) return false;
     at::assert_no_internal_overlap(out);
     at::assert_no_partial_overlap(out, self);
     at::assert_no_partial_overlap(out, other);

@@ -182,19 +182,27 @@ at::Tensor& all_all(const at::Tensor& x, at::Tensor& out) {
     return fallback_to_cpu<ATEN_OP2(all, all_out)>(x, out);
 }
 
+// max() / min() of all elements into a 0-dim tensor; false: not taken.
+bool extreme_all(const char* name, spyre_reduce_op op, const at::Tensor& x, at::Tensor& out) {
+    if (!x.is_privateuseone()) return false;
+    c10::DeviceGuard guard(x.device());
+    out = at::empty({}, x.options());
+    if (is_float(x.scalar_type()))
+        return reduce_out(name, op, x, std::nullopt, false, std::nullopt, out);
+    return is_int_dtype(x.scalar_type()) && x.scalar_type() != at::kBool &&
+           int_reduce_out(name, op, x, std::nullopt, false, out);
+}
+
 at::Tensor max_all(const at::Tensor& x) {
-    if (x.is_privateuseone() && is_float(x.scalar_type())) {
-        c10::DeviceGuard guard(x.device());
-        at::Tensor out = at::empty({}, x.options());
-        if (reduce_out("aten::max", SPYRE_REDUCE_MAX, x, std::nullopt, false, std::nullopt, out))
-            return out;
-    }
-    if (x.is_privateuseone() && is_int_dtype(x.scalar_type()) && x.scalar_type() != at::kBool) {
-        c10::DeviceGuard guard(x.device());
-        at::Tensor out = at::empty({}, x.options());
-        if (int_reduce_out("aten::max", SPYRE_REDUCE_MAX, x, std::nullopt, false, out)) return out;
-    }
+    at::Tensor out;
+    if (extreme_all("aten::max", SPYRE_REDUCE_MAX, x, out)) return out;
     return fallback_to_cpu<ATEN_OP(max)>(x);
+}
+
+at::Tensor min_all(const at::Tensor& x) {
+    at::Tensor out;
+    if (extreme_all("aten::min", SPYRE_REDUCE_MIN, x, out)) return out;
+    return fallback_to_cpu<ATEN_OP(min)>(x);
 }
 
 std::tuple<at::Tensor&, at::Tensor&> max_dim_out(const at::Tensor& x, int64_t dim, bool keepdim,
@@ -248,6 +256,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("any.out", TORCH_FN(any_dim));
     m.impl("all.out", TORCH_FN(all_dim));
     m.impl("max", TORCH_FN(max_all));
+    m.impl("min", TORCH_FN(min_all));
     m.impl("max.dim_max", TORCH_FN(max_dim_out));
     m.impl("argmax.out", TORCH_FN(argmax_out));
 }

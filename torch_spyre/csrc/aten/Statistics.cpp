@@ -4,7 +4,8 @@
 // - prod (all, or along a dim): a tree of multiplications of the two halves, log2(n) launches;
 //   floats round in the tree's order, not the CPU's sequential one; integers wrap alike;
 // - count_nonzero: a compare and an integer sum;
-// - argmin: floats as the argmax of -x (NaN stays NaN and wins, as in torch; ties keep the
+// - argmin (and min along a dim: amin and argmin): floats as the argmax of -x (NaN stays NaN and
+// wins, as in torch; ties keep the
 //   first index); integers as the smallest position holding the minimum (amin of the
 //   positions, the others pushed past the end), exact.
 #include <ATen/ATen.h>
@@ -186,9 +187,27 @@ at::Tensor& argmin_out(const at::Tensor& self, std::optional<int64_t> dim, bool 
     return out;
 }
 
+// torch.min(x, dim): amin and argmin along the dim (the value and index of the first NaN, as
+// torch gives them).
+std::tuple<at::Tensor&, at::Tensor&> min_dim_out(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                 at::Tensor& values, at::Tensor& indices) {
+    const at::ScalarType t = self.scalar_type();
+    if (!self.is_privateuseone() || !(is_float(t) || at::isIntegralType(t, false)) ||
+        self.numel() == 0 || values.scalar_type() != t || indices.scalar_type() != at::kLong)
+        return fallback_to_cpu<ATEN_OP2(min, dim_min)>(self, dim, keepdim, values, indices);
+    c10::DeviceGuard guard(self.device());
+    const int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+    const at::Tensor v = self.dim() ? self.amin(d, keepdim) : self.clone();
+    at::native::resize_output(values, v.sizes());
+    values.copy_(v);
+    argmin_out(self, d, keepdim, indices);
+    return {values, indices};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("min.dim_min", TORCH_FN(min_dim_out));
     m.impl("var.correction", TORCH_FN(var));
     m.impl("std.correction", TORCH_FN(std_));
     m.impl("var_mean.correction", TORCH_FN(var_mean));
