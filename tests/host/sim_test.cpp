@@ -547,6 +547,11 @@ TEST_F(Sim, InjectedFaultsAndLaunchLabels) {
 
     EXPECT_EQ(spyre_pop_launch_label(), SPYRE_ERROR_INVALID_ARGUMENT);
     EXPECT_EQ(spyre_sim_inject_fault(2, SPYRE_SIM_FAULT_LOST, 0), SPYRE_ERROR_NO_DEVICE);
+    EXPECT_EQ(spyre_sim_inject_fault(0, static_cast<spyre_sim_fault>(3), 0),
+              SPYRE_ERROR_INVALID_ARGUMENT);
+    setenv("SPYRE_BACKEND", "kernel", 1);  // a test hook of the simulator only
+    EXPECT_EQ(spyre_sim_inject_fault(0, SPYRE_SIM_FAULT_LOST, 0), SPYRE_ERROR_NOT_SUPPORTED);
+    setenv("SPYRE_BACKEND", "sim", 1);
     ASSERT_SPYRE(spyre_sim_inject_fault(0, SPYRE_SIM_FAULT_PROGRAM, 1));
     ASSERT_SPYRE(spyre_push_launch_label("kernel 7 of graph 0/0"));
     ASSERT_SPYRE(spyre_launch_async(add, &lp, nullptr));  // runs
