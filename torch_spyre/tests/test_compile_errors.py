@@ -33,7 +33,12 @@ def matmul_epilogue(a, b):
 
 
 @pytest.fixture(autouse=True)
-def fresh_dynamo():
+def fresh_dynamo(monkeypatch):
+    # the labels are made when a graph is compiled: a wrapper from Inductor's FX graph cache
+    # would name the source lines of the run that compiled it (torch_compile.md "Errors")
+    import torch._inductor.config
+
+    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", False)
     torch.compiler.reset()
     yield
     torch.compiler.reset()
