@@ -278,6 +278,12 @@ void do_dtod(spyre_buffer_t dst, uint64_t dst_offset, spyre_buffer_t src, uint64
         body();
 }
 
+// The calling thread's launch labels (spyre_push_launch_label), innermost last.
+std::vector<std::shared_ptr<const std::string>>& launch_labels() {
+    thread_local std::vector<std::shared_ptr<const std::string>> labels;
+    return labels;
+}
+
 LaunchRequest make_launch(const ProgramObj& p, const spyre_launch_params* params) {
     require(params != nullptr, "params pointer is NULL");
     const Device& dev = *p.dev;
@@ -296,6 +302,7 @@ LaunchRequest make_launch(const ProgramObj& p, const spyre_launch_params* params
     LaunchRequest req;
     req.program = p.image;
     req.program_size = p.size;
+    if (!launch_labels().empty()) req.label = launch_labels().back();
     req.num_cores = params->num_cores ? params->num_cores : cores;
     req.num_args = params->num_args;
     for (uint32_t i = 0; i < params->num_args; ++i) req.args[i] = params->args[i];
@@ -794,6 +801,32 @@ spyre_status spyre_launch(spyre_program_t program, const spyre_launch_params* pa
         StreamRef st = p->dev->default_stream();
         st->run_sync([&] { st->launch(req, stats ? &s : nullptr); });
         if (stats) *stats = s;
+    });
+}
+
+spyre_status spyre_push_launch_label(const char* label) {
+    return guard(__func__, [&] {
+        require(label != nullptr, "label is NULL");
+        launch_labels().push_back(std::make_shared<const std::string>(label));
+    });
+}
+
+spyre_status spyre_pop_launch_label(void) {
+    return guard(__func__, [&] {
+        require(!launch_labels().empty(), "no launch label was pushed on this thread");
+        launch_labels().pop_back();
+    });
+}
+
+spyre_status spyre_sim_inject_fault(int index, spyre_sim_fault fault, uint64_t after_launches) {
+    return guard(__func__, [&] {
+        if (selected_backend() != SPYRE_BACKEND_SIM)
+            fail(SPYRE_ERROR_NOT_SUPPORTED,
+                 "simulated faults need the simulator backend (SPYRE_BACKEND=sim)");
+        require(fault == SPYRE_SIM_FAULT_NONE || fault == SPYRE_SIM_FAULT_PROGRAM ||
+                    fault == SPYRE_SIM_FAULT_LOST,
+                "fault {} is not a spyre_sim_fault", static_cast<int>(fault));
+        sim_inject_fault(index, fault, after_launches);
     });
 }
 

@@ -87,7 +87,7 @@ void finish_stats(spyre_launch_stats* s, uint32_t clock_mhz, uint32_t mac_peak) 
 }
 
 void fail_program(const std::string& device, int engine_error, int core, uint64_t pc,
-                  const char* message) {
+                  const char* message, const std::string* label) {
     const char* name = spyre_engine_error_name(engine_error);
     std::string reason = message && *message ? message : "no detail";
     std::string where =
@@ -96,6 +96,7 @@ void fail_program(const std::string& device, int engine_error, int core, uint64_
     if (engine_error == SPYRE_ENGINE_ERR_BAD_PROGRAM)
         where = std::format("program rejected by {}", device);
     std::string text = std::format("{}: {} ({})", where, reason, name ? name : "unknown error");
+    if (label) text += "; launched by " + *label;
     switch (engine_error) {
         case SPYRE_ENGINE_ERR_INSTR_BUDGET:
         case SPYRE_ENGINE_ERR_CYCLE_BUDGET:

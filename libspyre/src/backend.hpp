@@ -49,6 +49,8 @@ struct LaunchRequest {
     uint32_t num_args = 0;
     uint64_t args[SPYRE_LAUNCH_MAX_ARGS] = {};
     std::vector<BufferRef> buffers;
+    // who queued it (spyre_push_launch_label), named by its errors; null when unlabeled
+    std::shared_ptr<const std::string> label;
 };
 
 // One side of a strided copy: a device buffer (buf != nullptr) or host memory.
@@ -221,6 +223,9 @@ class Device : public std::enable_shared_from_this<Device> {
     // False once the card is known to be gone (unplugged, driver unbound): a new open must not
     // return this device.
     virtual bool alive() { return true; }
+    // Throws SPYRE_ERROR_DEVICE_LOST for a card known to be gone without asking the driver
+    // (the simulator's simulated loss); every allocation asks, the sub-allocator's too.
+    virtual void check_present() {}
     RuntimeCounters& counters() { return counters_; }
 
   protected:
@@ -265,6 +270,7 @@ std::shared_ptr<Device> open_device(int index);
 std::shared_ptr<Device> open_kernel_device(int index);
 int sim_device_count();  // from $SPYRE_SIM_DEVICES; throws INVALID_ARGUMENT on a bad value
 std::shared_ptr<Device> open_sim_device(int index);
+void sim_inject_fault(int index, spyre_sim_fault fault, uint64_t after_launches);
 
 // ---- helpers shared by the backends (backend.cpp) ----
 
@@ -297,9 +303,10 @@ void stats_from_result(const Result& r, uint32_t clock_mhz, spyre_launch_stats* 
 }
 
 // The error of a faulted launch: SPYRE_ERROR_PROGRAM (or another status for budget/memory
-// errors) with "program fault on spyre0: core 3 at instruction 12: <reason> (DDR_WINDOW)".
+// errors) with "program fault on spyre0: core 3 at instruction 12: <reason> (DDR_WINDOW)",
+// and "; launched by <label>" for a labeled launch.
 [[noreturn]] void fail_program(const std::string& device, int engine_error, int core, uint64_t pc,
-                               const char* message);
+                               const char* message, const std::string* label = nullptr);
 
 // The error of spyre_host_free() for a pointer the device did not hand out.
 [[noreturn]] void fail_unknown_host_pointer(const void* ptr, const std::string& device);

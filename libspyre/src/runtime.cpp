@@ -79,6 +79,7 @@ SubAllocator& Device::suballocator() {
 }
 
 BufferRef Device::alloc_buffer(uint64_t size) {
+    check_present();
     SubAllocator& sa = suballocator();
     if (size <= sa.max_bytes()) {
         // A slab that cannot be created (device full) falls back to a buffer of its own.

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdio>
@@ -68,11 +69,63 @@ uint64_t sim_memory_from_env(bool timing_only) {
     return round_up(v, kSimPage);
 }
 
+// The simulated faults of one card index (spyre_sim_inject_fault, Documentation/libspyre.md
+// "Simulated faults"), apart from the card so that a fault armed before the card is opened
+// holds. Atomics first: every launch and copy asks.
+class SimFaults {
+  public:
+    void arm(spyre_sim_fault fault, uint64_t after_launches) {
+        std::lock_guard lock(mu_);
+        if (fault == SPYRE_SIM_FAULT_NONE) lost_ = false;
+        armed_fault_ = fault;
+        after_ = after_launches;
+        armed_ = fault != SPYRE_SIM_FAULT_NONE;
+    }
+    bool lost() const { return lost_; }
+    // The fault the launch about to run takes: NONE but for the armed one.
+    spyre_sim_fault take_launch() {
+        if (!armed_ && !lost_) return SPYRE_SIM_FAULT_NONE;
+        std::lock_guard lock(mu_);
+        if (lost_) return SPYRE_SIM_FAULT_LOST;
+        if (!armed_) return SPYRE_SIM_FAULT_NONE;
+        if (after_ > 0) {
+            --after_;
+            return SPYRE_SIM_FAULT_NONE;
+        }
+        armed_ = false;
+        if (armed_fault_ == SPYRE_SIM_FAULT_LOST) lost_ = true;
+        return armed_fault_;
+    }
+
+  private:
+    std::mutex mu_;
+    std::atomic<bool> armed_{false}, lost_{false};
+    spyre_sim_fault armed_fault_ = SPYRE_SIM_FAULT_NONE;
+    uint64_t after_ = 0;
+};
+
+SimFaults& sim_faults(int index) {
+    static std::mutex mu;
+    static auto* faults = new std::map<int, std::unique_ptr<SimFaults>>;
+    std::lock_guard lock(mu);
+    auto& f = (*faults)[index];
+    if (!f) f = std::make_unique<SimFaults>();
+    return *f;
+}
+
+// The error of every command on a lost simulated card.
+[[noreturn]] void fail_lost(const std::string& device, const std::string* label = nullptr) {
+    std::string text =
+        std::format("{} was removed (a simulated loss: spyre_sim_inject_fault)", device);
+    if (label) text += "; launched by " + *label;
+    fail(SPYRE_ERROR_DEVICE_LOST, text);
+}
+
 // One simulated card.
 class SimCard {
   public:
     SimCard(int index, uint64_t mem_size, bool timing_only)
-        : index_(index), size_(mem_size), timing_only_(timing_only) {
+        : index_(index), size_(mem_size), timing_only_(timing_only), faults_(sim_faults(index)) {
         void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE,
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p == MAP_FAILED)
@@ -94,6 +147,7 @@ class SimCard {
     bool timing_only() const { return timing_only_; }
     std::byte* base() const { return base_; }
     const spyre_engine_config& config() const { return cfg_; }
+    SimFaults& faults() const { return faults_; }
 
     // First-fit range allocation of `bytes` (a multiple of kSimPage). Returns false if no
     // free range is large enough.
@@ -214,6 +268,7 @@ class SimCard {
     const int index_;
     const uint64_t size_;
     const bool timing_only_;
+    SimFaults& faults_;
     std::byte* base_ = nullptr;
     spyre_engine_config cfg_{};
 
@@ -333,14 +388,17 @@ class SimStream final : public Stream {
     void copy_dtoh(void* dst, const BufferRef& src, uint64_t src_offset, uint64_t size) override;
     void copy_dtod(const BufferRef& dst, uint64_t dst_offset, const BufferRef& src,
                    uint64_t src_offset, uint64_t size) override {
+        refuse_if_lost();
         push([=, this] { run_dtod(dst, dst_offset, src, src_offset, size); });
     }
     void copy_3d(const Copy3D& c) override;
     void fill(const BufferRef& dst, uint64_t offset, uint64_t size, uint64_t pattern,
               uint32_t psize) override {
+        refuse_if_lost();
         push([=, this] { run_fill(dst, offset, size, pattern, psize); });
     }
     void launch(const LaunchRequest& req, spyre_launch_stats* stats) override {
+        refuse_if_lost();
         push([=, this] { run_launch(req, stats); });
     }
     void replay(const GraphRef& g) override;
@@ -393,6 +451,8 @@ class SimStream final : public Stream {
     }
 
   private:
+    // Work for a lost card is refused at once, as the driver refuses a job for a removed card.
+    void refuse_if_lost();
     struct Item {
         std::function<void()> fn;
         std::shared_ptr<OpStatus> op;
@@ -533,6 +593,9 @@ class SimDevice final : public Device {
         }
     }
 
+    void check_present() override {
+        if (card_->faults().lost()) fail_lost(name_);
+    }
     drm_spyre_mem_info query_mem() override { return card_->mem_info(); }
     drm_spyre_telemetry query_telemetry() override { return card_->telemetry(); }
     std::vector<uint64_t> core_active_cycles() override { return card_->core_active_cycles(); }
@@ -540,6 +603,7 @@ class SimDevice final : public Device {
     std::unique_ptr<Buffer> alloc(uint64_t size) override {
         uint64_t bytes = size <= UINT64_MAX - kSimPage ? round_up(size, kSimPage) : UINT64_MAX;
         uint64_t addr = 0;
+        if (card_->faults().lost()) fail_lost(name_);
         if (bytes > card_->size() || !card_->allocate(bytes, &addr)) {
             auto m = card_->mem_info();
             uint64_t free = m.devmem_total - m.devmem_used;
@@ -606,6 +670,7 @@ class SimDevice final : public Device {
     // Pointer to [offset, offset + size) of a buffer, checked against the card like the
     // device's DMA engine checks its commands.
     std::byte* checked(Buffer& b, uint64_t offset, uint64_t size) {
+        if (card_->faults().lost()) fail_lost(name_);
         auto& sb = static_cast<SimBuffer&>(b.root());
         offset += b.root_offset();
         uint64_t addr = sb.dev_addr() + offset;
@@ -637,8 +702,13 @@ bool SimStream::pinned(const void* p, uint64_t size) { return dev_->is_pinned(p,
 
 RuntimeCounters& SimStream::dev_counters() { return dev_->counters(); }
 
+void SimStream::refuse_if_lost() {
+    if (card_->faults().lost()) fail_lost(dev_->name());
+}
+
 void SimStream::copy_htod(const BufferRef& dst, uint64_t dst_offset, const void* src,
                           uint64_t size) {
+    refuse_if_lost();
     if (card_->timing_only()) {  // nothing to keep: no data moves
         push([=, this] {
             ptr(*dst, dst_offset, size);  // the range checks of the real copy
@@ -663,6 +733,7 @@ void SimStream::copy_htod(const BufferRef& dst, uint64_t dst_offset, const void*
 }
 
 void SimStream::copy_dtoh(void* dst, const BufferRef& src, uint64_t src_offset, uint64_t size) {
+    refuse_if_lost();
     auto body = [=, this] {
         push([=, this] {
             const std::byte* from = ptr(*src, src_offset, size);
@@ -680,6 +751,7 @@ void SimStream::copy_dtoh(void* dst, const BufferRef& src, uint64_t src_offset, 
 }
 
 void SimStream::copy_3d(const Copy3D& c) {
+    refuse_if_lost();
     const uint64_t rows = c.height * c.depth;
     auto row_off = [=](const CopySide& s, uint64_t r) {
         return (r / c.height) * s.slice_pitch + (r % c.height) * s.pitch;
@@ -724,6 +796,7 @@ void SimStream::run_copy_3d(const Copy3D& c) {
 // A graph is one work item: its operations run in order on the worker; a failing one does not
 // stop the rest (as on the card), the first error is the item's.
 void SimStream::replay(const GraphRef& g) {
+    refuse_if_lost();
     push([=, this] {
         std::optional<Error> first;
         for (const GraphNode& n : g->nodes) {
@@ -755,6 +828,15 @@ void SimStream::replay(const GraphRef& g) {
 }
 
 void SimStream::run_launch(const LaunchRequest& req, spyre_launch_stats* stats) {
+    switch (card_->faults().take_launch()) {
+        case SPYRE_SIM_FAULT_LOST:
+            fail_lost(dev_->name(), req.label.get());
+        case SPYRE_SIM_FAULT_PROGRAM:
+            fail_program(dev_->name(), SPYRE_ENGINE_ERR_DDR_WINDOW, 0, 0,
+                         "a simulated fault (spyre_sim_inject_fault)", req.label.get());
+        case SPYRE_SIM_FAULT_NONE:
+            break;
+    }
     {
         std::vector<spyre_engine_window> windows;
         windows.reserve(req.buffers.size() + 1);
@@ -791,7 +873,8 @@ void SimStream::run_launch(const LaunchRequest& req, spyre_launch_stats* stats) 
         spyre_engine_result res{};
         card_->run(job, &res);
         cycles_ += res.total_cycles;
-        if (res.error) fail_program(dev_->name(), res.error, res.core, res.pc, res.message);
+        if (res.error)
+            fail_program(dev_->name(), res.error, res.core, res.pc, res.message, req.label.get());
         if (stats) stats_from_result(res, dev_->info().clock_mhz, stats);
     }
 }
@@ -809,6 +892,15 @@ int sim_device_count() {
                          "(0..{})",
                          s, kMaxSimDevices));
     return static_cast<int>(v);
+}
+
+void sim_inject_fault(int index, spyre_sim_fault fault, uint64_t after_launches) {
+    const int n = sim_device_count();
+    if (index < 0 || index >= n)
+        fail(SPYRE_ERROR_NO_DEVICE,
+             std::format("device index {} out of range: {} simulated Spyre device{}", index, n,
+                         n == 1 ? "" : "s"));
+    sim_faults(index).arm(fault, after_launches);
 }
 
 std::shared_ptr<Device> open_sim_device(int index) {

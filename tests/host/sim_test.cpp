@@ -530,6 +530,60 @@ TEST_F(Sim, FaultyProgramReportsCoreAndInstructionThenDeviceWorks) {
     EXPECT_GE(t2.engine_ddr_write_bytes - t1.engine_ddr_write_bytes, 2048u);
 }
 
+// spyre_sim_inject_fault: a one-shot program fault that names the launch's label, then a lost
+// card (every command fails, frees work), then the card back with its memory.
+TEST_F(Sim, InjectedFaultsAndLaunchLabels) {
+    open();
+    std::vector<uint16_t> x = spyre_test::random_f16(1024, 7);
+    spyre_buffer_t X = upload(x), Z = alloc(2048);
+    spyre_program_t add = load(spyre_test::build_add_program(1024));
+    spyre_buffer_t bufs[] = {X, Z};
+    spyre_launch_params lp{};
+    lp.num_cores = 1;
+    lp.num_args = 3;
+    lp.args[0] = addr(X), lp.args[1] = addr(X), lp.args[2] = addr(Z);
+    lp.buffers = bufs;
+    lp.num_buffers = 2;
+
+    EXPECT_EQ(spyre_pop_launch_label(), SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(spyre_sim_inject_fault(2, SPYRE_SIM_FAULT_LOST, 0), SPYRE_ERROR_NO_DEVICE);
+    EXPECT_EQ(spyre_sim_inject_fault(0, static_cast<spyre_sim_fault>(3), 0),
+              SPYRE_ERROR_INVALID_ARGUMENT);
+    setenv("SPYRE_BACKEND", "kernel", 1);  // a test hook of the simulator only
+    EXPECT_EQ(spyre_sim_inject_fault(0, SPYRE_SIM_FAULT_LOST, 0), SPYRE_ERROR_NOT_SUPPORTED);
+    setenv("SPYRE_BACKEND", "sim", 1);
+    ASSERT_SPYRE(spyre_sim_inject_fault(0, SPYRE_SIM_FAULT_PROGRAM, 1));
+    ASSERT_SPYRE(spyre_push_launch_label("kernel 7 of graph 0/0"));
+    ASSERT_SPYRE(spyre_launch_async(add, &lp, nullptr));  // runs
+    ASSERT_SPYRE(spyre_launch_async(add, &lp, nullptr));  // faults, reported by the sync
+    ASSERT_SPYRE(spyre_pop_launch_label());
+    EXPECT_EQ(spyre_device_synchronize(dev_), SPYRE_ERROR_PROGRAM);
+    EXPECT_MSG(
+        "program fault on spyre-sim0: core 0 at instruction 0: a simulated fault "
+        "(spyre_sim_inject_fault) (DDR_WINDOW); launched by kernel 7 of graph 0/0");
+    spyre_launch_stats st;
+    ASSERT_SPYRE(spyre_launch(add, &lp, &st));  // one-shot, and unlabeled launches say nothing
+    EXPECT_EQ(download<uint16_t>(Z, 1024), spyre_test::add_ref(x, x));
+
+    ASSERT_SPYRE(spyre_sim_inject_fault(0, SPYRE_SIM_FAULT_LOST, 0));
+    ASSERT_SPYRE(spyre_launch_async(add, &lp, nullptr));  // queued before the card went
+    EXPECT_EQ(spyre_device_synchronize(dev_), SPYRE_ERROR_DEVICE_LOST);
+    EXPECT_MSG("spyre-sim0 was removed (a simulated loss: spyre_sim_inject_fault)");
+    spyre_buffer_t b = nullptr;
+    EXPECT_EQ(spyre_malloc(dev_, 4096, &b), SPYRE_ERROR_DEVICE_LOST);
+    EXPECT_MSG("spyre_malloc: spyre-sim0 was removed");
+    EXPECT_EQ(spyre_launch_async(add, &lp, nullptr), SPYRE_ERROR_DEVICE_LOST);
+    EXPECT_EQ(spyre_launch(add, &lp, nullptr), SPYRE_ERROR_DEVICE_LOST);
+    EXPECT_EQ(spyre_memcpy_htod(X, 0, x.data(), 2048), SPYRE_ERROR_DEVICE_LOST);
+    std::vector<uint16_t> back(1024);
+    EXPECT_EQ(spyre_memcpy_dtoh(back.data(), Z, 0, 2048), SPYRE_ERROR_DEVICE_LOST);
+    EXPECT_SPYRE(spyre_device_synchronize(dev_));  // nothing queued: nothing to report
+
+    ASSERT_SPYRE(spyre_sim_inject_fault(0, SPYRE_SIM_FAULT_NONE, 0));  // back, memory kept
+    EXPECT_EQ(download<uint16_t>(Z, 1024), spyre_test::add_ref(x, x));
+    ASSERT_SPYRE(spyre_launch(add, &lp, nullptr));
+}
+
 TEST_F(Sim, ProgramErrorsFoundBeforeRunningAndBadArguments) {
     open();
     // Valid header, illegal opcode: rejected before any core starts (no core in the message).

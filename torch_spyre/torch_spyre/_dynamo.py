@@ -133,7 +133,7 @@ def _register_fakes():
         return x.new_empty((*x.shape[:-1], w_down.shape[0]))
 
     @torch.library.register_fake("spyre::fused_pointwise")
-    def _fused_pointwise(kernel, n, inputs, outputs):
+    def _fused_pointwise(kernel, n, inputs, outputs, label=""):
         return True
 
 
@@ -235,10 +235,10 @@ def _reduce_overhead_replays():
             return call(self, model_, inputs_)
         from torch._inductor.compile_fx import compile_fx
 
-        from ._inductor.replay import Replayer
+        from ._inductor.replay import Replayer, graph_label
 
         patches = {k: v for k, v in self.config.items() if k != "triton.cudagraphs"}
-        return Replayer(compile_fx(model_, inputs_, config_patches=patches))
+        return Replayer(compile_fx(model_, inputs_, config_patches=patches), graph_label())
 
     __call__._spyre = True
     cls.__call__ = __call__

@@ -30,7 +30,7 @@ extern "C" {
 /* Version of this API. Additions bump the minor number; incompatible changes bump the major
  * number (and the library's SONAME). */
 #define SPYRE_API_VERSION_MAJOR 0
-#define SPYRE_API_VERSION_MINOR 13
+#define SPYRE_API_VERSION_MINOR 14
 #define SPYRE_API_VERSION_PATCH 0
 #define SPYRE_API_VERSION \
     ((SPYRE_API_VERSION_MAJOR << 16) | (SPYRE_API_VERSION_MINOR << 8) | SPYRE_API_VERSION_PATCH)
@@ -496,6 +496,18 @@ SPYRE_API spyre_status spyre_launch(spyre_program_t program, const spyre_launch_
 SPYRE_API spyre_status spyre_launch_async(spyre_program_t program,
                                           const spyre_launch_params* params, spyre_stream_t stream);
 
+/*
+ * Launch labels (0.14): a label names the launches the calling thread queues while it is the
+ * innermost pushed one (op-library launches and captured graph nodes included); a launch that
+ * fails on the card then says who queued it ("...; launched by <label>"), also when the error
+ * is reported later by a synchronize or comes from a replay of a graph that captured it. For
+ * the callers of generated programs (torch.compile names the kernel and its graph nodes).
+ * The simulator backend reports labels; the kernel backend does not yet. Push copies the text;
+ * pop with nothing pushed is SPYRE_ERROR_INVALID_ARGUMENT.
+ */
+SPYRE_API spyre_status spyre_push_launch_label(const char* label);
+SPYRE_API spyre_status spyre_pop_launch_label(void);
+
 /* ---- Management (Documentation/libspyre.md "Management API") ----
  *
  * Read-only views of a card for monitoring tools (spyre-smi is built on these alone), and a
@@ -667,6 +679,28 @@ SPYRE_API spyre_status spyre_mgmt_get_processes(spyre_device_t device, spyre_mgm
  * open, unless SPYRE_MGMT_RESET_FORCE. The simulator backend returns SPYRE_ERROR_NOT_SUPPORTED.
  */
 SPYRE_API spyre_status spyre_mgmt_reset(int index, uint32_t flags);
+
+/* ---- Simulated faults: a test hook of the simulator backend (0.14) ----
+ *
+ * Documentation/libspyre.md "Simulated faults". Only for tests of what users see when a card
+ * fails; other backends return SPYRE_ERROR_NOT_SUPPORTED.
+ */
+typedef enum spyre_sim_fault {
+    SPYRE_SIM_FAULT_NONE = 0,    /* disarm, and a lost card is back (its memory as it was) */
+    SPYRE_SIM_FAULT_PROGRAM = 1, /* one launch faults as a bad program: SPYRE_ERROR_PROGRAM */
+    SPYRE_SIM_FAULT_LOST = 2,    /* the card is removed: SPYRE_ERROR_DEVICE_LOST from then on */
+} spyre_sim_fault;
+
+/*
+ * Arms `fault` on simulated card `index` (this process's card, open or not): the launch after
+ * the next `after_launches` launches on the card takes it. A program fault is one-shot (the
+ * launch fails as the card reports a program that accessed memory outside its windows). A
+ * lost card fails that launch and, from then on, every allocation, copy, fill, launch and
+ * replay on it with SPYRE_ERROR_DEVICE_LOST ("spyre-sim0 was removed ..."), at the call when
+ * the card was already lost, else at the next synchronize. SPYRE_SIM_FAULT_NONE undoes both.
+ */
+SPYRE_API spyre_status spyre_sim_inject_fault(int index, spyre_sim_fault fault,
+                                              uint64_t after_launches);
 
 #if defined(__cplusplus)
 }

@@ -5,10 +5,12 @@
 // element (the generator checked their indexing). One spyre_op_fused launch on the outputs'
 // current stream. Returns false when the library refuses the case (an operand that does not
 // start on a stick, a kernel it cannot take): the caller then runs the kernel's eager form.
+// `label` (may be empty) names the launch: a failure on the card says "launched by <label>".
 #include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "../runtime/SpyreException.h"
 #include "OpLibrary.h"
 
 namespace torch_spyre::aten {
@@ -23,8 +25,24 @@ spyre_tensor flat(const at::Tensor& t, int64_t n) {
     return d;
 }
 
+// Names the launches queued in its scope (their errors say who queued them).
+class LaunchLabel {
+  public:
+    explicit LaunchLabel(c10::string_view label) : on_(!label.empty()) {
+        if (on_) SPYRE_CHECK(spyre_push_launch_label(std::string(label).c_str()));
+    }
+    ~LaunchLabel() {
+        if (on_) spyre_pop_launch_label();
+    }
+    LaunchLabel(const LaunchLabel&) = delete;
+    LaunchLabel& operator=(const LaunchLabel&) = delete;
+
+  private:
+    bool on_;
+};
+
 bool fused_pointwise(c10::string_view kernel, int64_t n, at::TensorList inputs,
-                     at::TensorList outputs) {
+                     at::TensorList outputs, c10::string_view label) {
     TORCH_CHECK(!outputs.empty(), "spyre::fused_pointwise: no outputs");
     if (n == 0) return true;
     // an operand is read as its first min(numel, n) elements: n for one by position, fewer for
@@ -45,6 +63,7 @@ bool fused_pointwise(c10::string_view kernel, int64_t n, at::TensorList inputs,
         if (!usable(t, true)) return false;
     c10::DeviceGuard guard(outputs[0].device());
     const std::string text(kernel);  // NUL-terminated for the C API
+    const LaunchLabel named(label);
     std::vector<spyre_tensor> in, out;
     for (const at::Tensor& t : inputs) in.push_back(flat(t, count(t, false)));
     for (const at::Tensor& t : outputs) out.push_back(flat(t, count(t, true)));
@@ -56,7 +75,9 @@ bool fused_pointwise(c10::string_view kernel, int64_t n, at::TensorList inputs,
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(spyre, m) {
-    m.def("fused_pointwise(str kernel, int n, Tensor[] inputs, Tensor(a!)[] outputs) -> bool");
+    m.def(
+        "fused_pointwise(str kernel, int n, Tensor[] inputs, Tensor(a!)[] outputs, "
+        "str label=\"\") -> bool");
 }
 
 TORCH_LIBRARY_IMPL(spyre, PrivateUse1, m) { m.impl("fused_pointwise", TORCH_FN(fused_pointwise)); }

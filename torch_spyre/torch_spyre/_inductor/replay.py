@@ -22,6 +22,9 @@ passes the cache length as a bucket, so the signature (and the capture) changes 
 import warnings
 
 import torch
+import torch._guards
+
+import torch_spyre
 
 STATS = {"captures": 0, "replays": 0, "eager_calls": 0, "capture_failures": 0}
 
@@ -46,10 +49,13 @@ class _Entry:
 
 
 class Replayer:
-    """Wraps a compiled call (positional arguments) with capture and replay per signature."""
+    """Wraps a compiled call (positional arguments) with capture and replay per signature.
+    ``label`` names the graph in errors: its launches captured outside a compiled kernel (extern
+    kernels) are labeled with it, and an exception raised by a replay gets it as a note."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, label="a replayed spyre graph"):
         self.fn = fn
+        self.label = label
         self.entries = {}
         self.warned = False
 
@@ -70,7 +76,11 @@ class Replayer:
         for s, a in zip(e.static, args):
             if s is not None and s.data_ptr() != a.data_ptr():
                 s.copy_(a)
-        e.graph.replay()
+        try:
+            e.graph.replay()
+        except Exception as ex:
+            ex.add_note(f"torch_spyre: raised by the replay of {self.label}")
+            raise
         STATS["replays"] += 1
         return e.outputs
 
@@ -81,8 +91,12 @@ class Replayer:
         static = [a if isinstance(a, torch.Tensor) else None for a in args]
         g = torch.spyre.SpyreGraph()
         try:
-            with torch.spyre.graph(g):
-                outputs = self.fn(*args)
+            torch_spyre._C._push_launch_label(self.label)
+            try:
+                with torch.spyre.graph(g):
+                    outputs = self.fn(*args)
+            finally:
+                torch_spyre._C._pop_launch_label()
         except Exception as ex:  # noqa: BLE001 - any capture failure falls back
             g.reset()
             e.state = "eager"
@@ -95,7 +109,11 @@ class Replayer:
             return self.fn(*args)
         e.graph, e.static, e.outputs, e.state = g, static, outputs, "graph"
         STATS["captures"] += 1
-        g.replay()  # the capture ran nothing
+        try:
+            g.replay()  # the capture ran nothing
+        except Exception as ex:
+            ex.add_note(f"torch_spyre: raised by the replay of {self.label}")
+            raise
         STATS["replays"] += 1
         return outputs
 
@@ -104,4 +122,10 @@ def spyre_graphs(gm, example_inputs):
     """The Dynamo backend: Inductor, then ``Replayer``."""
     from torch._inductor.compile_fx import compile_fx
 
-    return Replayer(compile_fx(gm, example_inputs))
+    return Replayer(compile_fx(gm, example_inputs), graph_label())
+
+
+def graph_label():
+    """The compiled graph being compiled, by Dynamo's compile id: "compiled graph [0/0]"."""
+    cid = torch._guards.CompileContext.current_compile_id()
+    return f"compiled graph [{cid}] (replayed)" if cid is not None else "a replayed spyre graph"

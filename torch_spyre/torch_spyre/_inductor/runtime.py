@@ -7,11 +7,18 @@ every op behaves as in eager mode, CPU fallbacks and ``TORCH_SPYRE_STRICT=1`` in
 ``to_dtype`` converts as the fused kernel does (device-to-device conversions between the types
 the cores convert exactly run on the card; the others are the copy's CPU fallback); stores
 convert to the buffer's type.
+
+Errors name the kernel (Documentation/torch_compile.md "Errors"): its label (the kernel, the
+compiled graph, the FX nodes and the user's source lines) labels its launches, so a failure the
+card reports later, at a synchronize, says "launched by <label>", and an exception raised
+during the call gets the label as a note.
 """
 
 import math
 
 import torch
+
+import torch_spyre
 
 STATS = {"fused": 0, "eager": 0, "refused": 0}
 
@@ -44,6 +51,7 @@ class SpyreKernel:
         self.sizes, self.rsizes = spec["sizes"], spec["rsizes"]
         self.n_inputs, self.kernel, self.prog = spec["n_inputs"], spec["kernel"], spec["eager"]
         self.names = spec["names"]
+        self.label = spec.get("label") or "a compiled spyre kernel"
         self._code = {}
         static = all(s.isdigit() for s in self.sizes + self.rsizes)
         self._n = math.prod(int(s) for s in self.sizes + self.rsizes) if static else None
@@ -56,6 +64,13 @@ class SpyreKernel:
         return eval(code, {"math": math}, env)
 
     def __call__(self, *bufs, **syms):
+        try:
+            self._run(bufs, syms)
+        except Exception as e:
+            e.add_note(f"torch_spyre: raised by {self.label}")
+            raise
+
+    def _run(self, bufs, syms):
         if self.kernel is not None:
             n = self._n if self._n is not None else math.prod(
                 int(self._eval(s, syms)) for s in self.sizes + self.rsizes)
@@ -67,12 +82,17 @@ class SpyreKernel:
                     kernel = self._kernels[cols] = self.kernel.replace("@COLS@", str(cols))
             ins, outs = list(bufs[:self.n_inputs]), list(bufs[self.n_inputs:])
             # an empty row kernel may still have rows (reductions of nothing): eager form
-            if (n or not self.rsizes) and torch.ops.spyre.fused_pointwise(kernel, n, ins, outs):
+            if (n or not self.rsizes) and torch.ops.spyre.fused_pointwise(kernel, n, ins, outs,
+                                                                          self.label):
                 STATS["fused"] += 1
                 return
             STATS["refused"] += 1
         STATS["eager"] += 1
-        self.eager(bufs, syms)
+        torch_spyre._C._push_launch_label(self.label)
+        try:
+            self.eager(bufs, syms)
+        finally:
+            torch_spyre._C._pop_launch_label()
 
     # ---- the eager form ----
 

@@ -331,6 +331,14 @@ PYBIND11_MODULE(_C, m) {
         return d;
     });
     m.def("_reset_copy_stats", &aten::reset_copy_stats);
+    // launch labels: a launch that fails on the card names its label (spyre_push_launch_label)
+    m.def("_push_launch_label",
+          [](const std::string& label) { SPYRE_CHECK(spyre_push_launch_label(label.c_str())); });
+    m.def("_pop_launch_label", [] { SPYRE_CHECK(spyre_pop_launch_label()); });
+    // a test hook of the simulator backend (torch_spyre/testing.py)
+    m.def("_sim_inject_fault", [](int d, int fault, uint64_t after_launches) {
+        SPYRE_CHECK(spyre_sim_inject_fault(d, static_cast<spyre_sim_fault>(fault), after_launches));
+    });
     m.def("_strict", &aten::strict_mode);
 
     // The op library's plan cache and program cache on disk (spyre/program_cache.h)
