@@ -138,3 +138,23 @@ def test_round_halfway_cases_go_to_even():
     check("round", r, torch.round(x))
     assert r[7].item() == 0.0 and r[7].signbit()  # round(-0.5) = -0
     assert r[10].item() == 2.0  # round(2.5) = 2
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_round_decimals_as_the_cpu_computes_it(dtype):
+    x = (make((6, 35), torch.float32, seed=7) * 50).to(dtype)
+    d = x.to("spyre")
+    for decimals in [-2, -1, 0, 1, 2, 3]:
+        check("round", torch.round(d, decimals=decimals).cpu(), torch.round(x, decimals=decimals))
+        check("round", torch.round(d.t(), decimals=decimals).cpu(),
+              torch.round(x.t(), decimals=decimals))
+    out = torch.empty(6, 35, dtype=dtype, device="spyre")
+    torch.round(d, decimals=2, out=out)
+    check("round", out.cpu(), torch.round(x, decimals=2))
+    v = x.to("spyre")
+    v[:, 3:9].round_(decimals=1)
+    ref = x.clone()
+    ref[:, 3:9].round_(decimals=1)
+    check("round", v.cpu(), ref)
+    s = torch.tensor(SPECIALS, dtype=dtype)
+    check("round", torch.round(s.to("spyre"), decimals=1).cpu(), torch.round(s, decimals=1))
