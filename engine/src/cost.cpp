@@ -42,6 +42,31 @@ double mm_peak_macs_per_cycle(const spyre_engine_config& cfg, isa::DType t) {
                                   : base;
 }
 
+namespace {
+
+// The unary functions the special-function unit evaluates (transcendentals, square roots,
+// reciprocals); the rest (copies, sign tricks, roundings) take one pass like an add.
+bool vun_is_special(isa::VUn f) {
+    using isa::VUn;
+    switch (f) {
+        case VUn::COPY:
+        case VUn::SET:
+        case VUn::NEG:
+        case VUn::ABS:
+        case VUn::RELU:
+        case VUn::FLOOR:
+        case VUn::CEIL:
+        case VUn::TRUNC:
+        case VUn::ROUND:
+        case VUn::SIGN:
+            return false;
+        default:
+            return true;
+    }
+}
+
+}  // namespace
+
 uint64_t vec_compute_cycles(const spyre_engine_config& cfg, isa::Op op, uint8_t func,
                             isa::DType dst, isa::DType src, uint64_t rows, uint64_t cols,
                             isa::DType src2) {
@@ -54,7 +79,7 @@ uint64_t vec_compute_cycles(const spyre_engine_config& cfg, isa::Op op, uint8_t 
         uint64_t{wide ? cfg.vec_lanes_32 : cfg.vec_lanes_16} * cfg.corelets_per_core;
     uint64_t per_vec = 1;
     if (op == isa::Op::VUN) {
-        if (func >= static_cast<uint8_t>(isa::VUn::EXP)) per_vec = cfg.vec_special_cycles;
+        if (vun_is_special(static_cast<isa::VUn>(func))) per_vec = cfg.vec_special_cycles;
     } else if (op == isa::Op::VBIN && func == static_cast<uint8_t>(isa::VBin::DIV)) {
         per_vec = cfg.vec_special_cycles;
     } else if (op == isa::Op::VINT && (func == static_cast<uint8_t>(isa::VInt::DIV) ||

@@ -741,6 +741,70 @@ void apply_unary(isa::VUn f, float* y, const float* x, size_t n, float imm) {
                 return float(d / (1.0 + std::exp(-2.0 * u)));
             });
             break;
+        // Exact: the rounding functions keep -0, +-inf and NaN; ROUND ties to even (torch.round)
+        case VUn::FLOOR:
+            map1(y, x, n, [](float v) { return std::floor(v); });
+            break;
+        case VUn::CEIL:
+            map1(y, x, n, [](float v) { return std::ceil(v); });
+            break;
+        case VUn::TRUNC:
+            map1(y, x, n, [](float v) { return std::trunc(v); });
+            break;
+        case VUn::ROUND:
+            map1(y, x, n, [](float v) { return std::nearbyint(v); });
+            break;
+        case VUn::SIGN:  // torch.sign: NaN -> 0, -0 -> +0
+            map1(y, x, n, [](float v) { return float((v > 0.0f) - (v < 0.0f)); });
+            break;
+        case VUn::ERF:
+            map1(y, x, n, [](float v) { return float(std::erf(double(v))); });
+            break;
+        case VUn::ERFC:
+            map1(y, x, n, [](float v) { return float(std::erfc(double(v))); });
+            break;
+        case VUn::LOG1P:
+            map1(y, x, n, [](float v) { return float(std::log1p(double(v))); });
+            break;
+        case VUn::EXPM1:
+            map1(y, x, n, [](float v) { return float(std::expm1(double(v))); });
+            break;
+        case VUn::EXP2:
+            map1(y, x, n, [](float v) { return float(std::exp2(double(v))); });
+            break;
+        case VUn::LOG2:
+            map1(y, x, n, [](float v) { return float(std::log2(double(v))); });
+            break;
+        case VUn::LOG10:
+            map1(y, x, n, [](float v) { return float(std::log10(double(v))); });
+            break;
+        case VUn::TAN:
+            map1(y, x, n, [](float v) { return float(std::tan(double(v))); });
+            break;
+        case VUn::ASIN:
+            map1(y, x, n, [](float v) { return float(std::asin(double(v))); });
+            break;
+        case VUn::ACOS:
+            map1(y, x, n, [](float v) { return float(std::acos(double(v))); });
+            break;
+        case VUn::ATAN:
+            map1(y, x, n, [](float v) { return float(std::atan(double(v))); });
+            break;
+        case VUn::SINH:
+            map1(y, x, n, [](float v) { return float(std::sinh(double(v))); });
+            break;
+        case VUn::COSH:
+            map1(y, x, n, [](float v) { return float(std::cosh(double(v))); });
+            break;
+        case VUn::ASINH:
+            map1(y, x, n, [](float v) { return float(std::asinh(double(v))); });
+            break;
+        case VUn::ACOSH:
+            map1(y, x, n, [](float v) { return float(std::acosh(double(v))); });
+            break;
+        case VUn::ATANH:
+            map1(y, x, n, [](float v) { return float(std::atanh(double(v))); });
+            break;
         default:
             break;
     }

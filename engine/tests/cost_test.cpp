@@ -39,6 +39,24 @@ TEST(Cost, InstructionFormulasMatchTheEngine) {
     EXPECT_EQ(cost::ring_span(32, 1), 0u);
 }
 
+// Roundings and SIGN take one pass like NEG; the transcendentals the special-function rate.
+TEST(Cost, UnaryFunctionRates) {
+    Rig rig;
+    const auto& cfg = rig.cfg;
+    auto cycles = [&](isa::VUn f) {
+        return cost::vec_compute_cycles(cfg, isa::Op::VUN, uint8_t(f), DType::F16, DType::F16, 1,
+                                        4096);
+    };
+    const uint64_t one = cycles(isa::VUn::NEG);
+    EXPECT_EQ(one, 4096u / (64 * 2));
+    for (isa::VUn f : {isa::VUn::FLOOR, isa::VUn::CEIL, isa::VUn::TRUNC, isa::VUn::ROUND,
+                       isa::VUn::SIGN, isa::VUn::ABS, isa::VUn::RELU, isa::VUn::COPY})
+        EXPECT_EQ(cycles(f), one) << int(f);
+    for (isa::VUn f : {isa::VUn::EXP, isa::VUn::SIN, isa::VUn::GELU_TANH, isa::VUn::ERF,
+                       isa::VUn::LOG1P, isa::VUn::EXPM1, isa::VUn::TAN, isa::VUn::ATANH})
+        EXPECT_EQ(cycles(f), one * cfg.vec_special_cycles) << int(f);
+}
+
 // The same four-core job run by the engine and described as a cost::Phase: identical cycles,
 // per-core busy, wait and end cycles.
 TEST(Cost, PhaseEqualsTheEngineOnTheSameWork) {

@@ -392,6 +392,52 @@ double ref_unary(VUn f, double x, double imm) {
                                       (lx + 0.044715L * lx * lx * lx);
                 return static_cast<double>(lx / (1 + std::exp(-2 * u)));
             }
+        case VUn::FLOOR:
+            return std::floor(x);
+        case VUn::CEIL:
+            return std::ceil(x);
+        case VUn::TRUNC:
+            return std::trunc(x);
+        case VUn::ROUND: {
+            // half to even, written without rint: round half up, then step back from odd ties
+            double r = std::floor(x + 0.5);
+            if (r - x == 0.5 && std::fmod(r, 2.0) != 0) r -= 1;
+            return std::isfinite(x) ? std::copysign(r, x) : x;
+        }
+        case VUn::SIGN:
+            return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0;
+        case VUn::ERF:
+            return std::erf(x);
+        case VUn::ERFC:
+            return std::erfc(x);
+        case VUn::LOG1P:
+            return std::log1p(x);
+        case VUn::EXPM1:
+            return std::expm1(x);
+        case VUn::EXP2:
+            return std::exp2(x);
+        case VUn::LOG2:
+            return std::log2(x);
+        case VUn::LOG10:
+            return std::log10(x);
+        case VUn::TAN:
+            return std::tan(x);
+        case VUn::ASIN:
+            return std::asin(x);
+        case VUn::ACOS:
+            return std::acos(x);
+        case VUn::ATAN:
+            return std::atan(x);
+        case VUn::SINH:
+            return std::sinh(x);
+        case VUn::COSH:
+            return std::cosh(x);
+        case VUn::ASINH:
+            return std::asinh(x);
+        case VUn::ACOSH:
+            return std::acosh(x);
+        case VUn::ATANH:
+            return std::atanh(x);
         default:
             return NAN;
     }
@@ -455,7 +501,9 @@ TEST(Vector, UnaryAllFunctionsAndTypes) {
                 ASSERT_EQ(rig.run(b.finish()), 0) << rig.res.message;
                 auto out = rig.get_as(dt, 0x20000, g.rows * (g.cols + g.dpad));
                 const bool exact = f == VUn::COPY || f == VUn::SET || f == VUn::NEG ||
-                                   f == VUn::ABS || f == VUn::RELU;
+                                   f == VUn::ABS || f == VUn::RELU || f == VUn::FLOOR ||
+                                   f == VUn::CEIL || f == VUn::TRUNC || f == VUn::ROUND ||
+                                   f == VUn::SIGN;
                 for (uint64_t r = 0; r < g.rows; ++r)
                     for (uint64_t c = 0; c < g.cols; ++c) {
                         double x = round_to(st, in[r * (g.cols + g.spad) + c]);

@@ -654,6 +654,38 @@ long double ref_fn(VUn f, long double x) {
             return std::sin(x);
         case VUn::COS:
             return std::cos(x);
+        case VUn::ERF:
+            return std::erf(x);
+        case VUn::ERFC:
+            return std::erfc(x);
+        case VUn::LOG1P:
+            return std::log1p(x);
+        case VUn::EXPM1:
+            return std::expm1(x);
+        case VUn::EXP2:
+            return std::exp2(x);
+        case VUn::LOG2:
+            return std::log2(x);
+        case VUn::LOG10:
+            return std::log10(x);
+        case VUn::TAN:
+            return std::tan(x);
+        case VUn::ASIN:
+            return std::asin(x);
+        case VUn::ACOS:
+            return std::acos(x);
+        case VUn::ATAN:
+            return std::atan(x);
+        case VUn::SINH:
+            return std::sinh(x);
+        case VUn::COSH:
+            return std::cosh(x);
+        case VUn::ASINH:
+            return std::asinh(x);
+        case VUn::ACOSH:
+            return std::acosh(x);
+        case VUn::ATANH:
+            return std::atanh(x);
         default: {  // GELU_TANH = x / (1 + e^-2u), u = sqrt(2/pi) (x + 0.044715 x^3)
             if (std::isinf(x)) return x > 0 ? x : -0.0L;
             const long double u = std::sqrt(2.0L / 3.14159265358979323846264338327950288L) *
@@ -694,7 +726,44 @@ std::vector<float> unary_inputs(VUn f) {
             for (int k = 1; k < 200; ++k) v.push_back(static_cast<float>(k * M_PI / 2));
             for (float x = 1e-30f; x < 1e30f; x *= 3.1f) v.push_back(x), v.push_back(-x);
             break;
-        default:
+        case VUn::LOG2:
+        case VUn::LOG10:
+        case VUn::ACOSH:  // log-like: the whole positive range (NaN below 1 for ACOSH)
+            for (float x = 1e-45f; x < 3e38f; x = std::max(x * 1.37f, std::nextafter(x, 1.0f)))
+                v.push_back(x);
+            uni(0.5f, 2.0f, 1500), uni(0, 100, 500);
+            for (int k = 1; k < 300; ++k) v.push_back(1.0f + k * 0x1p-23f);
+            break;
+        case VUn::LOG1P:
+            uni(-1, 1, 1500), uni(0, 100, 300);
+            for (float x = 1e-38f; x < 3e38f; x *= 2.3f) v.push_back(x);
+            for (float x = 1e-38f; x < 1; x *= 2.3f) v.push_back(-x), v.push_back(x - 1);
+            break;
+        case VUn::EXPM1:
+        case VUn::EXP2:
+        case VUn::SINH:
+        case VUn::COSH:  // overflow at the top and underflow (or -1) at the bottom
+            uni(-1, 1, 1000), uni(-160, 130, 1000);
+            for (float x = 1e-38f; x < 200; x *= 2.3f) v.push_back(x), v.push_back(-x);
+            break;
+        case VUn::TAN:
+            uni(-10, 10, 1500), uni(-1e4f, 1e4f, 500);
+            for (int k = 1; k < 200; ++k) v.push_back(static_cast<float>(k * M_PI / 4));
+            for (float x = 1e-30f; x < 1e30f; x *= 3.1f) v.push_back(x), v.push_back(-x);
+            break;
+        case VUn::ASIN:
+        case VUn::ACOS:
+        case VUn::ATANH:  // [-1, 1] and the edges (NaN outside)
+            uni(-1, 1, 2000), uni(-3, 3, 200);
+            for (float x = 1e-38f; x < 1; x *= 2.3f)
+                v.push_back(x), v.push_back(-x), v.push_back(1 - x), v.push_back(x - 1);
+            break;
+        case VUn::ATAN:
+        case VUn::ASINH:
+            uni(-10, 10, 1500);
+            for (float x = 1e-38f; x < 3e38f; x *= 2.3f) v.push_back(x), v.push_back(-x);
+            break;
+        default:  // GELU_TANH, ERF, ERFC
             uni(-6, 6, 1500), uni(-20, -5, 300), uni(5, 50, 100);
             for (float x = 1e-38f; x < 1e10f; x *= 2.3f) v.push_back(x), v.push_back(-x);
             break;
@@ -702,9 +771,12 @@ std::vector<float> unary_inputs(VUn f) {
     return v;
 }
 
-TEST(UnaryAccuracy, LogSinCosGeluTanhWithinOneUlp) {
+TEST(UnaryAccuracy, TranscendentalsWithinOneUlp) {
     Rig rig(1, 8u << 20, 1);
-    for (VUn f : {VUn::LOG, VUn::SIN, VUn::COS, VUn::GELU_TANH}) {
+    for (VUn f :
+         {VUn::LOG,   VUn::SIN,  VUn::COS,  VUn::GELU_TANH, VUn::ERF,   VUn::ERFC, VUn::LOG1P,
+          VUn::EXPM1, VUn::EXP2, VUn::LOG2, VUn::LOG10,     VUn::TAN,   VUn::ASIN, VUn::ACOS,
+          VUn::ATAN,  VUn::SINH, VUn::COSH, VUn::ASINH,     VUn::ACOSH, VUn::ATANH}) {
         auto x = unary_inputs(f);
         const uint64_t n = x.size();
         for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
@@ -766,6 +838,103 @@ TEST(UnaryAccuracy, SpecialValues) {
         for (uint64_t i = 0; i < n; ++i)
             EXPECT_TRUE(same_float(got[i], w[i]))
                 << int(f) << " x=" << x[i] << " got " << got[i] << " want " << w[i];
+    }
+}
+
+// The new functions at the edges of their domains, as C's libm and torch's CPU kernels define
+// them: poles give +-inf, arguments outside the domain NaN, zeros keep their sign.
+TEST(UnaryAccuracy, SpecialValuesOfTheTorchSet) {
+    Rig rig(1, 8u << 20, 1);
+    const float inf = INFINITY, nan = NAN;
+    struct Case {
+        VUn f;
+        float x, want;
+    };
+    const Case cases[] = {
+        {VUn::FLOOR, -0.0f, -0.0f},
+        {VUn::FLOOR, -0.5f, -1.0f},
+        {VUn::FLOOR, inf, inf},
+        {VUn::FLOOR, nan, nan},
+        {VUn::FLOOR, 0x1p23f + 1, 0x1p23f + 1},
+        {VUn::CEIL, -0.5f, -0.0f},
+        {VUn::CEIL, 0.25f, 1.0f},
+        {VUn::CEIL, -inf, -inf},
+        {VUn::TRUNC, -1.75f, -1.0f},
+        {VUn::TRUNC, -0.25f, -0.0f},
+        {VUn::TRUNC, nan, nan},
+        {VUn::ROUND, 0.5f, 0.0f},
+        {VUn::ROUND, 1.5f, 2.0f},
+        {VUn::ROUND, 2.5f, 2.0f},
+        {VUn::ROUND, -0.5f, -0.0f},
+        {VUn::ROUND, -2.5f, -2.0f},
+        {VUn::ROUND, -3.5f, -4.0f},
+        {VUn::ROUND, 0.49999997f, 0.0f},
+        {VUn::ROUND, inf, inf},
+        {VUn::ROUND, nan, nan},
+        {VUn::SIGN, nan, 0.0f},
+        {VUn::SIGN, -0.0f, 0.0f},
+        {VUn::SIGN, -inf, -1.0f},
+        {VUn::SIGN, 1e-45f, 1.0f},
+        {VUn::SIGN, -3.0f, -1.0f},
+        {VUn::ERF, -0.0f, -0.0f},
+        {VUn::ERF, inf, 1.0f},
+        {VUn::ERF, -inf, -1.0f},
+        {VUn::ERFC, inf, 0.0f},
+        {VUn::ERFC, -inf, 2.0f},
+        {VUn::ERFC, 0.0f, 1.0f},
+        {VUn::LOG1P, -1.0f, -inf},
+        {VUn::LOG1P, -2.0f, nan},
+        {VUn::LOG1P, -0.0f, -0.0f},
+        {VUn::LOG1P, inf, inf},
+        {VUn::EXPM1, -inf, -1.0f},
+        {VUn::EXPM1, -0.0f, -0.0f},
+        {VUn::EXPM1, 100.0f, inf},
+        {VUn::EXP2, -inf, 0.0f},
+        {VUn::EXP2, 128.0f, inf},
+        {VUn::EXP2, -149.0f, 1e-45f},
+        {VUn::EXP2, 10.0f, 1024.0f},
+        {VUn::LOG2, 0.0f, -inf},
+        {VUn::LOG2, -1.0f, nan},
+        {VUn::LOG2, 0x1p-149f, -149},
+        {VUn::LOG10, 1000.0f, 3.0f},
+        {VUn::LOG10, -0.0f, -inf},
+        {VUn::TAN, -0.0f, -0.0f},
+        {VUn::TAN, inf, nan},
+        {VUn::ASIN, 2.0f, nan},
+        {VUn::ASIN, -1.0f, -1.5707964f},
+        {VUn::ASIN, -0.0f, -0.0f},
+        {VUn::ACOS, 1.0f, 0.0f},
+        {VUn::ACOS, -1.0f, 3.1415927f},
+        {VUn::ACOS, 1.5f, nan},
+        {VUn::ATAN, inf, 1.5707964f},
+        {VUn::ATAN, -0.0f, -0.0f},
+        {VUn::SINH, -inf, -inf},
+        {VUn::SINH, -0.0f, -0.0f},
+        {VUn::SINH, 90.0f, inf},
+        {VUn::COSH, -inf, inf},
+        {VUn::COSH, -0.0f, 1.0f},
+        {VUn::ASINH, -inf, -inf},
+        {VUn::ASINH, -0.0f, -0.0f},
+        {VUn::ACOSH, 0.5f, nan},
+        {VUn::ACOSH, 1.0f, 0.0f},
+        {VUn::ACOSH, inf, inf},
+        {VUn::ATANH, 1.0f, inf},
+        {VUn::ATANH, -1.0f, -inf},
+        {VUn::ATANH, 2.0f, nan},
+        {VUn::ATANH, -0.0f, -0.0f},
+    };
+    for (const Case& c : cases) {
+        LxRun lx(rig, 256);
+        lx.put(DType::F32, 0, {c.x});
+        ASSERT_EQ(lx.run([&](PB& b) {
+            b.li(3, 128), b.li(4, 0);
+            b.set_regs(20, {1, 1, 0, 0});
+            b.vun(c.f, DType::F32, DType::F32, 3, 4, 20);
+        }),
+                  0);
+        const float got = lx.out(DType::F32, 128, 1)[0];
+        EXPECT_TRUE(same_float(got, c.want))
+            << int(c.f) << " x=" << c.x << " got " << got << " want " << c.want;
     }
 }
 
@@ -840,7 +1009,7 @@ TEST(TensorFaults, EveryFaultReportsItsCode) {
         {"VBIN src2 type", raw(Op::VBIN, f16, 3, 4, 5, 20, 0, 0x60, 0), BADOP, false},
         {"VBIN IMM typed", raw(Op::VBIN, f16, 3, 4, 5, 20, 0, 0x14, 0), BADOP, false},
         {"VBIN func", raw(Op::VBIN, f16, 3, 4, 5, 20, 12, 0, 0), BADOP, false},
-        {"VUN func", raw(Op::VUN, f16, 3, 4, 0, 20, 16, 0, 0), BADOP, false},
+        {"VUN func", raw(Op::VUN, f16, 3, 4, 0, 20, uint8_t(VUn::COUNT), 0, 0), BADOP, false},
         {"MM flag bit 3", raw(Op::MM, 1, 3, 4, 5, 20, 0, 8, 0), BADOP, false},
         // runtime: shapes
         {"VTRANS too large",

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -604,6 +605,88 @@ TEST_F(Ops, ElementwiseBroadcasts) {
               spyre_op_binary(nullptr, SPYRE_BINARY_ADD, &ta, &tb, 0, 1, &to));
     EXPECT_EQ(SPYRE_ERROR_INVALID_ARGUMENT,
               spyre_op_unary(nullptr, static_cast<spyre_unary_op>(99), &ta, &ta));
+}
+
+// Roundings, sign and the transcendentals added in 0.14 through the C API, every float type, on
+// an odd [5, 13] shape, against a double reference rounded to the type (the roundings and sign
+// exactly, the rest within an ulp of the type); each op's input range covers its domain's edges.
+TEST_F(Ops, UnaryRoundingSignAndTranscendentals) {
+    struct Fn {
+        spyre_unary_op op;
+        double (*ref)(double);
+        float lo, hi;
+        bool exact;
+    };
+    const Fn fns[] = {
+        {SPYRE_UNARY_FLOOR, [](double x) { return std::floor(x); }, -5, 5, true},
+        {SPYRE_UNARY_CEIL, [](double x) { return std::ceil(x); }, -5, 5, true},
+        {SPYRE_UNARY_TRUNC, [](double x) { return std::trunc(x); }, -5, 5, true},
+        {SPYRE_UNARY_ROUND, [](double x) { return std::nearbyint(x); }, -5, 5, true},
+        {SPYRE_UNARY_SIGN, [](double x) { return double((x > 0) - (x < 0)); }, -2, 2, true},
+        {SPYRE_UNARY_ERF, [](double x) { return std::erf(x); }, -4, 4, false},
+        {SPYRE_UNARY_ERFC, [](double x) { return std::erfc(x); }, -4, 9, false},
+        {SPYRE_UNARY_LOG1P, [](double x) { return std::log1p(x); }, -1.5f, 10, false},
+        {SPYRE_UNARY_EXPM1, [](double x) { return std::expm1(x); }, -10, 10, false},
+        {SPYRE_UNARY_EXP2, [](double x) { return std::exp2(x); }, -20, 20, false},
+        {SPYRE_UNARY_LOG2, [](double x) { return std::log2(x); }, -1, 100, false},
+        {SPYRE_UNARY_LOG10, [](double x) { return std::log10(x); }, -1, 100, false},
+        {SPYRE_UNARY_TAN, [](double x) { return std::tan(x); }, -3, 3, false},
+        {SPYRE_UNARY_ASIN, [](double x) { return std::asin(x); }, -1.2f, 1.2f, false},
+        {SPYRE_UNARY_ACOS, [](double x) { return std::acos(x); }, -1.2f, 1.2f, false},
+        {SPYRE_UNARY_ATAN, [](double x) { return std::atan(x); }, -50, 50, false},
+        {SPYRE_UNARY_SINH, [](double x) { return std::sinh(x); }, -10, 10, false},
+        {SPYRE_UNARY_COSH, [](double x) { return std::cosh(x); }, -10, 10, false},
+        {SPYRE_UNARY_ASINH, [](double x) { return std::asinh(x); }, -50, 50, false},
+        {SPYRE_UNARY_ACOSH, [](double x) { return std::acosh(x); }, 0.5f, 50, false},
+        {SPYRE_UNARY_ATANH, [](double x) { return std::atanh(x); }, -1.2f, 1.2f, false},
+    };
+    const int64_t n = 65;
+    const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN,
+                              0.5f, -0.5f, 2.5f,     -1.0f,     1.0f};
+    for (const Fn& fn : fns)
+        for (spyre_dtype t : {SPYRE_DTYPE_FLOAT32, SPYRE_DTYPE_FLOAT16, SPYRE_DTYPE_BFLOAT16}) {
+            DevArray x(dev, t, n, 1), y(dev, t, n, 2);
+            std::mt19937 rng(uint32_t(fn.op) * 7 + uint32_t(t));
+            std::uniform_real_distribution<float> d(fn.lo, fn.hi);
+            for (int64_t i = 0; i < n; ++i)
+                put(t, x.host, i, i < int64_t(std::size(specials)) ? specials[i] : d(rng));
+            ASSERT_SPYRE(spyre_memcpy_htod(x.buf, 0, x.host.data(), x.host.size()));
+            const spyre_tensor tx = view(x, {5, 13}, {13, 1}), ty = view(y, {5, 13}, {13, 1});
+            ASSERT_SPYRE(spyre_op_unary(nullptr, fn.op, &tx, &ty));
+            ASSERT_SPYRE(spyre_device_synchronize(dev));
+            y.fetch();
+            for (int64_t i = 0; i < n; ++i) {
+                const double r = fn.ref(x.at(i));
+                std::vector<uint8_t> rb(4);
+                put(t, rb, 0, float(r));
+                const float want = get(t, rb, 0), got = y.at(i);
+                if (std::isnan(want) || std::isinf(want) || fn.exact) {
+                    ASSERT_TRUE(std::isnan(want)
+                                    ? std::isnan(got)
+                                    : std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(want))
+                        << fn.op << " dtype " << t << " x=" << x.at(i) << " got " << got << " want "
+                        << want;
+                    continue;
+                }
+                // one ulp of the type at the reference, at least the smallest normal's
+                const double ulp = t == SPYRE_DTYPE_FLOAT32   ? 0x1p-23
+                                   : t == SPYRE_DTYPE_FLOAT16 ? 0x1p-10
+                                                              : 0x1p-7;
+                const double floor = t == SPYRE_DTYPE_FLOAT16 ? 0x1p-14 : 0x1p-126;
+                ASSERT_NEAR(got, r, ulp * std::max(std::fabs(r), floor))
+                    << fn.op << " dtype " << t << " x=" << x.at(i);
+            }
+        }
+    // the float set only: an integer input is refused
+    DevArray xi(dev, SPYRE_DTYPE_INT32, 8, 3);
+    const spyre_tensor ti = view(xi, {8}, {1});
+    EXPECT_NE(SPYRE_SUCCESS, spyre_op_unary(nullptr, SPYRE_UNARY_FLOOR, &ti, &ti));
+    DevArray xf(dev, SPYRE_DTYPE_FLOAT32, 8, 4);
+    const spyre_tensor tf = view(xf, {8}, {1});
+    EXPECT_EQ(
+        SPYRE_ERROR_INVALID_ARGUMENT,
+        spyre_op_unary(nullptr, static_cast<spyre_unary_op>(SPYRE_UNARY_ATANH + 1), &tf, &tf));
+    ASSERT_SPYRE(spyre_op_unary(nullptr, SPYRE_UNARY_CAST, &tf, &tf));  // CAST still maps
 }
 
 // Clamp with both bounds in one launch: immediate bounds (with a NaN, bounds crossed), and

@@ -76,6 +76,48 @@ float reference(const EwShape& s, float a, float b, float c) {
             return static_cast<float>(std::sin(d));
         case EwOp::COS:
             return static_cast<float>(std::cos(d));
+        case EwOp::FLOOR:
+            return std::floor(a);
+        case EwOp::CEIL:
+            return std::ceil(a);
+        case EwOp::TRUNC:
+            return std::trunc(a);
+        case EwOp::ROUND:
+            return std::nearbyint(a);  // the default rounding mode: half to even
+        case EwOp::SIGN:
+            return a > 0 ? 1.0f : a < 0 ? -1.0f : 0.0f;
+        case EwOp::ERF:
+            return static_cast<float>(std::erf(d));
+        case EwOp::ERFC:
+            return static_cast<float>(std::erfc(d));
+        case EwOp::LOG1P:
+            return static_cast<float>(std::log1p(d));
+        case EwOp::EXPM1:
+            return static_cast<float>(std::expm1(d));
+        case EwOp::EXP2:
+            return static_cast<float>(std::exp2(d));
+        case EwOp::LOG2:
+            return static_cast<float>(std::log2(d));
+        case EwOp::LOG10:
+            return static_cast<float>(std::log10(d));
+        case EwOp::TAN:
+            return static_cast<float>(std::tan(d));
+        case EwOp::ASIN:
+            return static_cast<float>(std::asin(d));
+        case EwOp::ACOS:
+            return static_cast<float>(std::acos(d));
+        case EwOp::ATAN:
+            return static_cast<float>(std::atan(d));
+        case EwOp::SINH:
+            return static_cast<float>(std::sinh(d));
+        case EwOp::COSH:
+            return static_cast<float>(std::cosh(d));
+        case EwOp::ASINH:
+            return static_cast<float>(std::asinh(d));
+        case EwOp::ACOSH:
+            return static_cast<float>(std::acosh(d));
+        case EwOp::ATANH:
+            return static_cast<float>(std::atanh(d));
         case EwOp::CAST:
             return a;
         case EwOp::ADD:
@@ -128,7 +170,7 @@ bool double_evaluated(EwOp op) {
         case EwOp::COS:
             return true;
         default:
-            return false;
+            return op >= EwOp::ERF && op <= EwOp::ATANH;
     }
 }
 
@@ -161,7 +203,25 @@ Range input_range(EwOp op) {
             return {-2, 1000};
         case EwOp::SIN:
         case EwOp::COS:
+        case EwOp::TAN:
             return {-300, 300};
+        case EwOp::LOG2:
+        case EwOp::LOG10:
+            return {-2, 1000};
+        case EwOp::LOG1P:
+            return {-1.5f, 100};
+        case EwOp::ASIN:
+        case EwOp::ACOS:
+        case EwOp::ATANH:
+            return {-1.2f, 1.2f};
+        case EwOp::ACOSH:
+            return {0.5f, 100};
+        case EwOp::EXPM1:
+        case EwOp::SINH:
+        case EwOp::COSH:
+            return {-100, 100};
+        case EwOp::EXP2:
+            return {-150, 130};
         default:
             return {-8, 8};
     }

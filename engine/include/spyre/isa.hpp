@@ -100,6 +100,28 @@ enum class VUn : uint8_t {
     SIN,
     COS,
     GELU_TANH,
+    // 16.. (function codes that were invalid before: the program format stays version 1)
+    FLOOR,
+    CEIL,
+    TRUNC,
+    ROUND,  // half to even
+    SIGN,   // (x > 0) - (x < 0): NaN and -0 give +0
+    ERF,
+    ERFC,
+    LOG1P,
+    EXPM1,
+    EXP2,
+    LOG2,
+    LOG10,
+    TAN,
+    ASIN,
+    ACOS,
+    ATAN,
+    SINH,
+    COSH,
+    ASINH,
+    ACOSH,
+    ATANH,
     COUNT
 };
 // EQ..GE compare and give 1.0 (true) or 0.0 (false) in the destination type.

@@ -224,6 +224,28 @@ typedef enum spyre_unary_op {
     SPYRE_UNARY_COS = 14,
     SPYRE_UNARY_CAST = 15,        /* copy converted to out's type */
     SPYRE_UNARY_BITWISE_NOT = 16, /* integers only */
+    /* 0.15: rounding, sign and the rest of torch's float unary set (float types only) */
+    SPYRE_UNARY_FLOOR = 17,
+    SPYRE_UNARY_CEIL = 18,
+    SPYRE_UNARY_TRUNC = 19,
+    SPYRE_UNARY_ROUND = 20, /* half to even (torch.round) */
+    SPYRE_UNARY_SIGN = 21,  /* -1, 0 or 1; NaN gives 0 (torch.sign) */
+    SPYRE_UNARY_ERF = 22,
+    SPYRE_UNARY_ERFC = 23,
+    SPYRE_UNARY_LOG1P = 24,
+    SPYRE_UNARY_EXPM1 = 25,
+    SPYRE_UNARY_EXP2 = 26,
+    SPYRE_UNARY_LOG2 = 27,
+    SPYRE_UNARY_LOG10 = 28,
+    SPYRE_UNARY_TAN = 29,
+    SPYRE_UNARY_ASIN = 30,
+    SPYRE_UNARY_ACOS = 31,
+    SPYRE_UNARY_ATAN = 32,
+    SPYRE_UNARY_SINH = 33,
+    SPYRE_UNARY_COSH = 34,
+    SPYRE_UNARY_ASINH = 35,
+    SPYRE_UNARY_ACOSH = 36,
+    SPYRE_UNARY_ATANH = 37,
 } spyre_unary_op;
 
 typedef enum spyre_binary_op {

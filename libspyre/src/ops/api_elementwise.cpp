@@ -122,8 +122,14 @@ void elementwise_impl(spyre_stream_t stream, EwOp op, const Operand& a, const Op
     finish_info(c, *plan);
 }
 
+// The float ops: RELU .. COS and FLOOR .. ATANH are positional, CAST is placed explicitly.
+static_assert(int(EwOp::COS) - int(EwOp::RELU) == SPYRE_UNARY_COS - SPYRE_UNARY_RELU);
+static_assert(int(EwOp::ATANH) - int(EwOp::FLOOR) == SPYRE_UNARY_ATANH - SPYRE_UNARY_FLOOR);
 EwOp unary_op(spyre_unary_op op) {
-    require(op >= SPYRE_UNARY_RELU && op <= SPYRE_UNARY_CAST, "unknown unary op {}", int(op));
+    if (op == SPYRE_UNARY_CAST) return EwOp::CAST;
+    if (op >= SPYRE_UNARY_FLOOR && op <= SPYRE_UNARY_ATANH)
+        return static_cast<EwOp>(int(EwOp::FLOOR) + int(op) - int(SPYRE_UNARY_FLOOR));
+    require(op >= SPYRE_UNARY_RELU && op <= SPYRE_UNARY_COS, "unknown unary op {}", int(op));
     return static_cast<EwOp>(int(EwOp::RELU) + int(op));
 }
 

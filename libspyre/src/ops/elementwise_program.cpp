@@ -134,6 +134,7 @@ Step vsel(Opd d, Opd x, Opd y, Opd mask, bool invert) {
     return {isa::Op::VSEL, 0, d, x, y, mask, invert};
 }
 
+static_assert(int(EwOp::ATANH) - int(EwOp::FLOOR) == int(isa::VUn::ATANH) - int(isa::VUn::FLOOR));
 isa::VUn native_unary(EwOp op) {
     switch (op) {
         case EwOp::RELU:
@@ -165,6 +166,11 @@ isa::VUn native_unary(EwOp op) {
         case EwOp::COS:
             return isa::VUn::COS;
         default:
+            // FLOOR .. ATANH are the ISA's FLOOR .. ATANH in the same order
+            if (op >= EwOp::FLOOR && op <= EwOp::ATANH)
+                return static_cast<isa::VUn>(static_cast<uint8_t>(isa::VUn::FLOOR) +
+                                             static_cast<uint8_t>(op) -
+                                             static_cast<uint8_t>(EwOp::FLOOR));
             return isa::VUn::COPY;
     }
 }
@@ -873,13 +879,16 @@ bool ew_is_int(const EwShape& s) {
 
 const char* ew_name(EwOp op) {
     static const char* const names[] = {
-        "relu",       "gelu",         "gelu_tanh",  "silu",        "sigmoid",    "exp",
-        "log",        "tanh",         "neg",        "abs",         "sqrt",       "rsqrt",
-        "reciprocal", "sin",          "cos",        "cast",        "add",        "sub",
-        "mul",        "div",          "maximum",    "minimum",     "eq",         "ne",
-        "lt",         "le",           "gt",         "ge",          "where",      "affine",
-        "clamp",      "floor_divide", "remainder",  "bitwise_and", "bitwise_or", "bitwise_xor",
-        "lshift",     "rshift",       "bitwise_not"};
+        "relu",        "gelu",       "gelu_tanh",   "silu",   "sigmoid",      "exp",
+        "log",         "tanh",       "neg",         "abs",    "sqrt",         "rsqrt",
+        "reciprocal",  "sin",        "cos",         "floor",  "ceil",         "trunc",
+        "round",       "sign",       "erf",         "erfc",   "log1p",        "expm1",
+        "exp2",        "log2",       "log10",       "tan",    "asin",         "acos",
+        "atan",        "sinh",       "cosh",        "asinh",  "acosh",        "atanh",
+        "cast",        "add",        "sub",         "mul",    "div",          "maximum",
+        "minimum",     "eq",         "ne",          "lt",     "le",           "gt",
+        "ge",          "where",      "affine",      "clamp",  "floor_divide", "remainder",
+        "bitwise_and", "bitwise_or", "bitwise_xor", "lshift", "rshift",       "bitwise_not"};
     static_assert(sizeof names / sizeof names[0] == static_cast<size_t>(EwOp::COUNT));
     return op < EwOp::COUNT ? names[static_cast<size_t>(op)] : "?";
 }

@@ -1,14 +1,17 @@
 // Activations, unary math and softmax on the card through libspyre's op library: relu, gelu
 // (exact and tanh), silu, sigmoid, tanh, exp, log, neg, abs, sqrt, rsqrt, reciprocal, sin, cos,
-// pow with the exponents 2, 0.5, -0.5, -1
-// (functional, in-place and out=), _softmax and _log_softmax along any dim (the last in place,
-// others moved last by dense copies on the card). Other dtypes and layouts run on the CPU
-// fallback.
+// floor, ceil, trunc, round (also with decimals; integers: a copy), sign, sgn, erf, erfc, log1p,
+// expm1, exp2, log2, log10, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh, pow with the
+// exponents 2, 0.5, -0.5, -1 (functional, in-place and out=), _softmax and _log_softmax along any
+// dim (the last in place, others moved last by dense copies on the card). Other dtypes and layouts
+// run on the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
+
+#include <cmath>
 
 #include "Elementwise.h"
 #include "Fallback.h"
@@ -72,7 +75,90 @@ SPYRE_UNARY(rsqrt, SPYRE_UNARY_RSQRT)
 SPYRE_UNARY(reciprocal, SPYRE_UNARY_RECIPROCAL)
 SPYRE_UNARY(sin, SPYRE_UNARY_SIN)
 SPYRE_UNARY(cos, SPYRE_UNARY_COS)
+SPYRE_UNARY(sign, SPYRE_UNARY_SIGN)
+SPYRE_UNARY(sgn, SPYRE_UNARY_SIGN)  // real types only: complex is not a spyre dtype
+SPYRE_UNARY(erf, SPYRE_UNARY_ERF)
+SPYRE_UNARY(erfc, SPYRE_UNARY_ERFC)
+SPYRE_UNARY(log1p, SPYRE_UNARY_LOG1P)
+SPYRE_UNARY(expm1, SPYRE_UNARY_EXPM1)
+SPYRE_UNARY(exp2, SPYRE_UNARY_EXP2)
+SPYRE_UNARY(log2, SPYRE_UNARY_LOG2)
+SPYRE_UNARY(log10, SPYRE_UNARY_LOG10)
+SPYRE_UNARY(tan, SPYRE_UNARY_TAN)
+SPYRE_UNARY(asin, SPYRE_UNARY_ASIN)
+SPYRE_UNARY(acos, SPYRE_UNARY_ACOS)
+SPYRE_UNARY(atan, SPYRE_UNARY_ATAN)
+SPYRE_UNARY(sinh, SPYRE_UNARY_SINH)
+SPYRE_UNARY(cosh, SPYRE_UNARY_COSH)
+SPYRE_UNARY(asinh, SPYRE_UNARY_ASINH)
+SPYRE_UNARY(acosh, SPYRE_UNARY_ACOSH)
+SPYRE_UNARY(atanh, SPYRE_UNARY_ATANH)
 #undef SPYRE_UNARY
+
+// floor, ceil, trunc and round of an integer tensor are the tensor itself: torch copies it, so
+// does the card (a device copy). Bool runs on the CPU fallback (torch refuses some of these).
+bool integer_rounding_into(const at::Tensor& x, const at::Tensor& out) {
+    if (!is_int_dtype(x.scalar_type()) || x.scalar_type() == at::kBool ||
+        out.scalar_type() != x.scalar_type() || out.sizes() != x.sizes())
+        return false;
+    c10::DeviceGuard guard(x.device());
+    if (!out.is_same(x)) out.copy_(x);
+    return true;
+}
+
+#define SPYRE_ROUNDING(name, op)                                                                 \
+    at::Tensor name(const at::Tensor& x) {                                                       \
+        if (auto r = unary("aten::" #name, op, x)) return *r;                                    \
+        if (is_int_dtype(x.scalar_type()) && x.scalar_type() != at::kBool) {                     \
+            c10::DeviceGuard guard(x.device());                                                  \
+            return x.clone();                                                                    \
+        }                                                                                        \
+        return fallback_to_cpu<ATEN_OP(name)>(x);                                                \
+    }                                                                                            \
+    at::Tensor& name##_out(const at::Tensor& x, at::Tensor& out) {                               \
+        if (out.scalar_type() == x.scalar_type()) at::native::resize_output(out, x.sizes());     \
+        if (unary_into("aten::" #name, op, x, out) || integer_rounding_into(x, out)) return out; \
+        return fallback_to_cpu<ATEN_OP2(name, out)>(x, out);                                     \
+    }
+SPYRE_ROUNDING(floor, SPYRE_UNARY_FLOOR)
+SPYRE_ROUNDING(ceil, SPYRE_UNARY_CEIL)
+SPYRE_ROUNDING(trunc, SPYRE_UNARY_TRUNC)
+SPYRE_ROUNDING(round, SPYRE_UNARY_ROUND)
+#undef SPYRE_ROUNDING
+
+// round(x, decimals=d) as the CPU's kernel computes it in fp32 (also fp16/bf16's opmath):
+// rint(x * 10^d) / 10^d, for d < 0 rint(x / 10^-d) * 10^-d, each pass rounded to fp32 on the
+// card, then to x's type; d = 0 is round.
+bool round_decimals_into(const at::Tensor& x, int64_t decimals, const at::Tensor& out) {
+    if (!is_float(x.scalar_type()) || out.scalar_type() != x.scalar_type() ||
+        out.sizes() != x.sizes())
+        return false;
+    if (decimals == 0) return unary_into("aten::round", SPYRE_UNARY_ROUND, x, out);
+    c10::DeviceGuard guard(x.device());
+    if (x.numel() == 0) return true;
+    const double ten = static_cast<float>(std::pow(10.0, static_cast<double>(std::abs(decimals))));
+    const at::Tensor xf = x.to(at::kFloat);
+    at::Tensor t = decimals < 0 ? at::div(xf, ten) : at::mul(xf, ten);
+    if (!unary_into("aten::round", SPYRE_UNARY_ROUND, t, t)) return false;
+    decimals < 0 ? t.mul_(ten) : t.div_(ten);
+    out.copy_(t);
+    return true;
+}
+
+at::Tensor round_decimals(const at::Tensor& x, int64_t decimals) {
+    if (is_float(x.scalar_type())) {
+        c10::DeviceGuard guard(x.device());
+        at::Tensor out = at::empty(x.sizes(), x.options());
+        if (round_decimals_into(x, decimals, out)) return out;
+    }
+    return fallback_to_cpu<ATEN_OP2(round, decimals)>(x, decimals);
+}
+
+at::Tensor& round_decimals_out(const at::Tensor& x, int64_t decimals, at::Tensor& out) {
+    if (out.scalar_type() == x.scalar_type()) at::native::resize_output(out, x.sizes());
+    if (round_decimals_into(x, decimals, out)) return out;
+    return fallback_to_cpu<ATEN_OP2(round, decimals_out)>(x, decimals, out);
+}
 
 // relu is not structured: its functional and in-place forms are separate operators.
 at::Tensor relu(const at::Tensor& x) {
@@ -206,6 +292,30 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     SPYRE_REGISTER(reciprocal);
     SPYRE_REGISTER(sin);
     SPYRE_REGISTER(cos);
+    SPYRE_REGISTER(sign);
+    SPYRE_REGISTER(sgn);
+    SPYRE_REGISTER(erf);
+    SPYRE_REGISTER(erfc);
+    SPYRE_REGISTER(log1p);
+    SPYRE_REGISTER(expm1);
+    SPYRE_REGISTER(exp2);
+    SPYRE_REGISTER(log2);
+    SPYRE_REGISTER(log10);
+    SPYRE_REGISTER(tan);
+    SPYRE_REGISTER(asin);
+    SPYRE_REGISTER(acos);
+    SPYRE_REGISTER(atan);
+    SPYRE_REGISTER(sinh);
+    SPYRE_REGISTER(cosh);
+    SPYRE_REGISTER(asinh);
+    SPYRE_REGISTER(acosh);
+    SPYRE_REGISTER(atanh);
+    SPYRE_REGISTER(floor);
+    SPYRE_REGISTER(ceil);
+    SPYRE_REGISTER(trunc);
+    SPYRE_REGISTER(round);
+    m.impl("round.decimals", TORCH_FN(round_decimals));
+    m.impl("round.decimals_out", TORCH_FN(round_decimals_out));
     SPYRE_REGISTER(gelu);
 #undef SPYRE_REGISTER
     m.impl("pow.Tensor_Scalar", TORCH_FN(pow_scalar));
