@@ -61,7 +61,7 @@ def test_whole_op_db_matches_the_cpu(tmp_path):
     ops = {r["op"] for r in results}
     outcomes = [r["outcome"] for r in results]
     assert len(ops) > 600 and len(results) > 5000, (len(ops), len(results))
-    assert outcomes.count("card") > 1000 and outcomes.count("fallback") > 3000
+    assert outcomes.count("card") > 2000 and outcomes.count("fallback") > 1000
     for dtype in ("float32", "float16", "bfloat16", "int64", "bool", "complex64"):
         assert sum(r["dtype"] == dtype and r["outcome"] == "card" for r in results) > 50, dtype
     # The ops that once killed the process now give the CPU's answer.
