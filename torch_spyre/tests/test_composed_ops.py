@@ -1,8 +1,9 @@
 """Ops composed of device ops under strict mode (no fallback) against the CPU: var/std/
 var_mean/std_mean with a correction (all dims, one, several, keepdim, fp16/bf16), prod (all and
-along a dim, floats to rounding, integers exact and wrapping, empty dims), count_nonzero, argmin
-(NaN first, ties keep the first index, integer extremes), isnan, nan_to_num (defaults and
-given values), flip and roll (several dims, negative shifts, no dims, empty tensors)."""
+along a dim, floats to rounding, integers exact and wrapping, empty dims), count_nonzero,
+argmin, argmax and max along a dim (NaN first, ties keep the first index, integer extremes),
+isnan, nan_to_num (defaults and given values), flip and roll (several dims, negative shifts, no
+dims, empty tensors)."""
 
 import pytest
 import torch
@@ -89,9 +90,16 @@ def test_argmin(strict, dtype):
         x[0, 7], x[2, 1] = info.min, info.max
     d = x.to("spyre")
     assert_same(torch.argmin(d).cpu(), torch.argmin(x))
+    assert_same(torch.argmax(d).cpu(), torch.argmax(x))
+    assert_same(torch.argmax(d, keepdim=True).cpu(), torch.argmax(x, keepdim=True))
     for dim in (0, 1):
         for keepdim in (False, True):
             assert_same(torch.argmin(d, dim, keepdim).cpu(), torch.argmin(x, dim, keepdim))
+            assert_same(torch.argmax(d, dim, keepdim).cpu(), torch.argmax(x, dim, keepdim))
+            got, want = torch.max(d, dim, keepdim), torch.max(x, dim, keepdim)
+            torch.testing.assert_close(got.values.cpu(), want.values, rtol=0, atol=0,
+                                       equal_nan=True)
+            assert_same(got.indices.cpu(), want.indices)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

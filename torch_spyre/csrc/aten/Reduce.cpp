@@ -18,6 +18,7 @@
 #include "Fallback.h"
 #include "IntOps.h"
 #include "OpLibrary.h"
+#include "Statistics.h"
 
 namespace torch_spyre::aten {
 namespace {
@@ -218,6 +219,16 @@ std::tuple<at::Tensor&, at::Tensor&> max_dim_out(const at::Tensor& x, int64_t di
                 return {values, indices};
         }
     }
+    // integers: amax and the first index holding it
+    if (values.scalar_type() == x.scalar_type() && x.is_privateuseone() &&
+        is_int_dtype(x.scalar_type()) && x.scalar_type() != at::kBool && x.numel() > 0 &&
+        x.dim() > 0 && int_arg_extreme(x, dim, keepdim, /*largest=*/true, indices)) {
+        c10::DeviceGuard guard(x.device());
+        const at::Tensor v = x.amax(dim, keepdim);
+        at::native::resize_output(values, v.sizes());
+        values.copy_(v);
+        return {values, indices};
+    }
     return fallback_to_cpu<ATEN_OP2(max, dim_max)>(x, dim, keepdim, values, indices);
 }
 
@@ -239,6 +250,7 @@ at::Tensor& argmax_out(const at::Tensor& x, std::optional<int64_t> dim, bool kee
             if (argmax_into(name, *p, out)) return out;
         }
     }
+    if (int_arg_extreme(x, dim, keepdim, /*largest=*/true, out)) return out;
     return fallback_to_cpu<ATEN_OP2(argmax, out)>(x, dim, keepdim, out);
 }
 

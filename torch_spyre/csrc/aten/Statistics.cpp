@@ -8,6 +8,8 @@
 // wins, as in torch; ties keep the
 //   first index); integers as the smallest position holding the minimum (amin of the
 //   positions, the others pushed past the end), exact.
+#include "Statistics.h"
+
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/WrapDimUtils.h>
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "Fallback.h"
+#include "IntOps.h"
 #include "OpLibrary.h"
 
 namespace torch_spyre::aten {
@@ -165,26 +168,8 @@ at::Tensor& argmin_out(const at::Tensor& self, std::optional<int64_t> dim, bool 
         return fallback_to_cpu<ATEN_OP2(argmin, out)>(self, dim, keepdim, out);
     c10::DeviceGuard guard(self.device());
     if (is_float(t)) return at::argmax_out(out, self.neg(), dim, keepdim);
-    // integers (the card's argmax takes floats): the smallest position holding the minimum,
-    // all in exact integer ops
-    const at::Tensor& x = self;
-    const at::Tensor flat = dim ? x : x.reshape({-1});
-    const int64_t d = dim ? at::maybe_wrap_dim(*dim, std::max<int64_t>(x.dim(), 1)) : 0;
-    if (flat.dim() == 0) return out.resize_({}).zero_();
-    const int64_t n = flat.size(d);
-    std::vector<int64_t> view(flat.dim(), 1);
-    view[d] = n;
-    const at::Tensor pos = at::arange(n, flat.options().dtype(at::kLong)).view(view);
-    const at::Tensor other = flat.ne(flat.amin(d, /*keepdim=*/true)).to(at::kLong);
-    at::Tensor r = (pos + other * n).amin(d, /*keepdim=*/true);
-    if (!keepdim) {
-        r = r.squeeze(d);
-    } else if (!dim) {
-        r = r.view(std::vector<int64_t>(self.dim(), 1));
-    }
-    at::native::resize_output(out, r.sizes());
-    out.copy_(r);
-    return out;
+    if (int_arg_extreme(self, dim, keepdim, /*largest=*/false, out)) return out;
+    return fallback_to_cpu<ATEN_OP2(argmin, out)>(self, dim, keepdim, out);
 }
 
 // torch.min(x, dim): amin and argmin along the dim (the value and index of the first NaN, as
@@ -205,6 +190,36 @@ std::tuple<at::Tensor&, at::Tensor&> min_dim_out(const at::Tensor& self, int64_t
 }
 
 }  // namespace
+
+bool int_arg_extreme(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, bool largest,
+                     at::Tensor& out) {
+    if (!self.is_privateuseone() || !is_int_dtype(self.scalar_type()) ||
+        self.scalar_type() == at::kBool || self.numel() == 0 || out.scalar_type() != at::kLong)
+        return false;
+    c10::DeviceGuard guard(self.device());
+    const at::Tensor flat = dim ? self : self.reshape({-1});
+    if (flat.dim() == 0) {
+        out.resize_({}).zero_();
+        return true;
+    }
+    const int64_t d = dim ? at::maybe_wrap_dim(*dim, flat.dim()) : 0;
+    const int64_t n = flat.size(d);
+    std::vector<int64_t> view(flat.dim(), 1);
+    view[d] = n;
+    const at::Tensor pos = at::arange(n, flat.options().dtype(at::kLong)).view(view);
+    const at::Tensor extreme =
+        largest ? flat.amax(d, /*keepdim=*/true) : flat.amin(d, /*keepdim=*/true);
+    // the positions of the others pushed past the end: the smallest left is the first extreme
+    at::Tensor r = (pos + flat.ne(extreme).to(at::kLong) * n).amin(d, /*keepdim=*/true);
+    if (!keepdim) {
+        r = r.squeeze(d);
+    } else if (!dim) {
+        r = r.view(std::vector<int64_t>(self.dim(), 1));
+    }
+    at::native::resize_output(out, r.sizes());
+    out.copy_(r);
+    return true;
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("min.dim_min", TORCH_FN(min_dim_out));
