@@ -23,14 +23,14 @@ def test_fallback_matches_cpu_and_warns_once(fallback_reset):
     # (arithmetic, norms, reductions, ... have kernels on the op library: tests/test_*.py)
     a, b = make((7, 9), torch.float32), make((7, 9), torch.float32, seed=1)
     da, db = a.to("spyre"), b.to("spyre")
-    r, msgs = fallback_warnings(lambda: torch.atan2(da, db))
+    r, msgs = fallback_warnings(lambda: torch.nextafter(da, db))
     assert r.device == da.device
-    assert_same(r.cpu(), torch.atan2(a, b))
-    assert len(msgs) == 1 and "aten::atan2" in msgs[0] and "TORCH_SPYRE_STRICT" in msgs[0]
-    r2, msgs2 = fallback_warnings(lambda: torch.atan2(db, da))
-    assert_same(r2.cpu(), torch.atan2(b, a))
+    assert_same(r.cpu(), torch.nextafter(a, b))
+    assert len(msgs) == 1 and "aten::nextafter" in msgs[0] and "TORCH_SPYRE_STRICT" in msgs[0]
+    r2, msgs2 = fallback_warnings(lambda: torch.nextafter(db, da))
+    assert_same(r2.cpu(), torch.nextafter(b, a))
     assert msgs2 == []  # once per op
-    assert torch_spyre.fallback_counts() == {"aten::atan2.out": 2}
+    assert torch_spyre.fallback_counts() == {"aten::nextafter.out": 2}
 
 
 def test_ops_without_a_spyre_kernel(fallback_reset):
@@ -57,15 +57,15 @@ def test_in_place_and_views(fallback_reset):
     d = a.to("spyre")
     ptr = d.data_ptr()
     e = make((6, 8), torch.float32, seed=1)
-    r, msgs = fallback_warnings(lambda: d.atan2_(e.to("spyre")))
+    r, msgs = fallback_warnings(lambda: d.nextafter_(e.to("spyre")))
     assert r is d and d.data_ptr() == ptr  # in place: the same spyre tensor
-    # atan2_ is structured: its in-place kernel is atan2.out with out=self
-    assert len(msgs) == 1 and "aten::atan2.out" in msgs[0]
-    assert torch_spyre.fallback_counts() == {"aten::atan2.out": 1}
-    ref = torch.atan2(a, e)
+    # nextafter_ is structured: its in-place kernel is nextafter.out with out=self
+    assert len(msgs) == 1 and "aten::nextafter.out" in msgs[0]
+    assert torch_spyre.fallback_counts() == {"aten::nextafter.out": 1}
+    ref = torch.nextafter(a, e)
     assert_same(d.cpu(), ref)
-    d[1:4, ::3].atan2_(d[1:4, 1::3])  # in place on a strided view: the base changes there only
-    ref[1:4, ::3].atan2_(ref[1:4, 1::3])
+    d[1:4, ::3].nextafter_(d[1:4, 1::3])  # in place on a strided view: the base changes there only
+    ref[1:4, ::3].nextafter_(ref[1:4, 1::3])
     assert_same(d.cpu(), ref)
     f = make((6,), torch.float32, seed=2)
     d.t()[2].sub_(f.to("spyre"))
@@ -118,8 +118,8 @@ def test_strict_mode_in_process(fallback_reset, monkeypatch):
     d = make((3, 3), torch.float32).to("spyre")
     monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
     assert torch.spyre.strict()
-    with pytest.raises(NotImplementedError, match=r"aten::atan2\.out .*TORCH_SPYRE_STRICT=1"):
-        torch.atan2(d, d)
+    with pytest.raises(NotImplementedError, match=r"aten::nextafter\.out .*TORCH_SPYRE_STRICT=1"):
+        torch.nextafter(d, d)
     d.fill_(2.0)  # native ops still work
     assert_same(d.cpu(), torch.full((3, 3), 2.0))
     monkeypatch.setenv("TORCH_SPYRE_STRICT", "0")

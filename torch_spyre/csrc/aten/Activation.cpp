@@ -13,6 +13,7 @@
 
 #include <cmath>
 
+#include "Composed.h"
 #include "Elementwise.h"
 #include "Fallback.h"
 #include "IntOps.h"
@@ -214,7 +215,7 @@ at::Tensor softmax(const at::Tensor& x, int64_t dim, bool half_to_float) {
 
 // x ** e for the exponents that are one op on the card: 2 (x * x), 0.5, -0.5 and -1 (the
 // decomposed rms_norm of torch.compile squares), 1 (a copy: square's backward) and 0 (ones),
-// and 3 in two; others run on the CPU fallback.
+// and 3 in two; any other exponent of a float tensor is composed (pow_composed).
 bool pow_into(const at::Tensor& x, const at::Scalar& e, const at::Tensor& out) {
     if (!e.isFloatingPoint() && !e.isIntegral(false)) return false;
     const double v = e.toDouble();
@@ -239,9 +240,14 @@ bool pow_into(const at::Tensor& x, const at::Scalar& e, const at::Tensor& out) {
         return binary_into("aten::pow", SPYRE_BINARY_MUL, x, Operand{x, 0.0}, 1.0, square) &&
                binary_into("aten::pow", SPYRE_BINARY_MUL, square, Operand{x, 0.0}, 1.0, out);
     }
-    if (v != 2.0 || !is_float(x.scalar_type()) || out.scalar_type() != x.scalar_type() ||
-        out.sizes() != x.sizes())
+    if (!is_float(x.scalar_type()) || !is_float(out.scalar_type()) || out.sizes() != x.sizes())
         return false;
+    if (v != 2.0) {  // any other exponent: squarings, or exp2(e log2 |x|) (BinaryMath.cpp)
+        c10::DeviceGuard guard(x.device());
+        out.copy_(pow_composed(x, v));
+        return true;
+    }
+    if (out.scalar_type() != x.scalar_type()) return false;
     c10::DeviceGuard guard(x.device());
     if (x.numel() == 0) return true;
     const auto dx = stick_dense(x, "aten::pow");

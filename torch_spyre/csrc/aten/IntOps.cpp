@@ -1,5 +1,6 @@
 // Integer elementwise kernels (IntOps.h) and the operators that only integers have on the card:
-// floor_divide, remainder, bitwise and/or/xor/not, shifts (neg and abs: Activation.cpp).
+// floor_divide, remainder, bitwise and/or/xor/not, shifts (neg and abs: Activation.cpp); the
+// float forms of floor_divide and remainder are compositions (BinaryMath.cpp).
 // Registering the out= kernels of structured operators covers their functional and in-place
 // forms. Bool arithmetic is logical (+ is or, * is and), as torch computes it.
 #include "IntOps.h"
@@ -11,6 +12,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "Composed.h"
 #include "Elementwise.h"
 #include "Fallback.h"
 #include "OpLibrary.h"
@@ -137,10 +139,12 @@ bool unary_out(const char* name, spyre_unary_op f, const at::Tensor& self, const
     });
 }
 
-#define SPYRE_INT_BINARY(fn, OP, aten_name, fallback_op)                                   \
-    at::Tensor& fn(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {     \
-        if (int_binary_out(aten_name, SPYRE_BINARY_##OP, self, other, 1, out)) return out; \
-        return fallback_to_cpu<fallback_op>(self, other, out);                             \
+#define SPYRE_INT_BINARY(fn, OP, aten_name, fallback_op)                               \
+    at::Tensor& fn(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) { \
+        if (int_binary_out(aten_name, SPYRE_BINARY_##OP, self, other, 1, out) ||       \
+            float_binary_composed(SPYRE_BINARY_##OP, self, other, out))                \
+            return out;                                                                \
+        return fallback_to_cpu<fallback_op>(self, other, out);                         \
     }
 
 SPYRE_INT_BINARY(remainder_out, REMAINDER, "aten::remainder", ATEN_OP2(remainder, Tensor_out))
@@ -157,14 +161,16 @@ SPYRE_INT_BINARY(floor_divide_out, FLOOR_DIVIDE, "aten::floor_divide", ATEN_OP2(
 // floor_divide and the shift operators are not structured: functional and in-place forms.
 at::Tensor floor_divide(const at::Tensor& self, const at::Tensor& other) {
     at::Tensor out = at::empty({0}, self.options().dtype(at::result_type(self, other)));
-    if (int_binary_out("aten::floor_divide", SPYRE_BINARY_FLOOR_DIVIDE, self, other, 1, out))
+    if (int_binary_out("aten::floor_divide", SPYRE_BINARY_FLOOR_DIVIDE, self, other, 1, out) ||
+        float_binary_composed(SPYRE_BINARY_FLOOR_DIVIDE, self, other, out))
         return out;
     return fallback_to_cpu<ATEN_OP(floor_divide)>(self, other);
 }
 
 at::Tensor& floor_divide_(at::Tensor& self, const at::Tensor& other) {
     if (at::result_type(self, other) == self.scalar_type() &&
-        int_binary_out("aten::floor_divide_", SPYRE_BINARY_FLOOR_DIVIDE, self, other, 1, self))
+        (int_binary_out("aten::floor_divide_", SPYRE_BINARY_FLOOR_DIVIDE, self, other, 1, self) ||
+         float_binary_composed(SPYRE_BINARY_FLOOR_DIVIDE, self, other, self)))
         return self;
     return fallback_to_cpu<ATEN_OP2(floor_divide_, Tensor)>(self, other);
 }

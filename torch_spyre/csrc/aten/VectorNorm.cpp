@@ -1,0 +1,152 @@
+// Vector norms and NaN-aware sums composed of card ops (they were CPU fallbacks; F.normalize,
+// cosine_similarity, clip_grad_norm_ and torch.norm call them): linalg_vector_norm and the
+// legacy norm for every order (2: sqrt of the sum of squares; 1: sum of |x|; +-inf: amax/amin
+// of |x|; 0: the count of nonzeros; any other p: (sum |x|^p)^(1/p)), nansum (NaN as 0) and
+// aminmax. 16-bit inputs reduce in fp32 as the CPU does and round once.
+#include <ATen/ATen.h>
+#include <ATen/Operators.h>
+#include <ATen/WrapDimUtils.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "Composed.h"
+#include "Fallback.h"
+#include "OpLibrary.h"
+
+namespace torch_spyre::aten {
+namespace {
+
+// The reduced dims: all for none or an empty list.
+std::vector<int64_t> dims_of(const at::Tensor& x, at::OptionalIntArrayRef dim) {
+    std::vector<int64_t> dims;
+    if (dim && !dim->empty()) {
+        for (int64_t d : *dim) dims.push_back(at::maybe_wrap_dim(d, x.dim()));
+    } else {
+        for (int64_t d = 0; d < x.dim(); ++d) dims.push_back(d);
+    }
+    return dims;
+}
+
+// ||x||_ord over dims in fp32 (keepdim as asked); nullopt where the CPU's answer or error is
+// the CPU's to give (an empty reduction).
+std::optional<at::Tensor> vector_norm(const at::Tensor& x, double ord, at::OptionalIntArrayRef dim,
+                                      bool keepdim) {
+    if (x.numel() == 0) return std::nullopt;  // 0 or the CPU's error for +-inf
+    const at::Tensor w = x.dim() ? widened(x) : widened(x).reshape({1});
+    const std::vector<int64_t> dims = dims_of(w, x.dim() ? dim : at::OptionalIntArrayRef{});
+    const bool keep = keepdim && x.dim();
+    const at::Tensor a = at::abs(w);
+    if (ord == 2) return at::sqrt(at::sum(w * w, dims, keep));
+    if (ord == 1) return at::sum(a, dims, keep);
+    if (std::isinf(ord)) return ord > 0 ? at::amax(a, dims, keep) : at::amin(a, dims, keep);
+    if (ord == 0) return at::sum((w != 0).to(at::kFloat), dims, keep);
+    return at::pow(at::sum(pow_composed(a, ord), dims, keep), 1.0 / ord);
+}
+
+bool norm_on_card(const at::Tensor& x, at::ScalarType result, const at::Tensor& out) {
+    return x.is_privateuseone() && out.is_privateuseone() && !x.is_complex() &&
+           is_float(x.scalar_type()) && is_float(result);
+}
+
+at::Tensor& linalg_vector_norm_out(const at::Tensor& x, const at::Scalar& ord,
+                                   at::OptionalIntArrayRef dim, bool keepdim,
+                                   std::optional<at::ScalarType> dtype, at::Tensor& out) {
+    const at::ScalarType t = dtype.value_or(x.scalar_type());
+    if (norm_on_card(x, t, out) && !ord.isComplex()) {
+        c10::DeviceGuard guard(x.device());
+        if (auto r = vector_norm(x, ord.toDouble(), dim, keepdim)) return assign(out, r->to(t));
+    }
+    return fallback_to_cpu<ATEN_OP2(linalg_vector_norm, out)>(x, ord, dim, keepdim, dtype, out);
+}
+
+std::optional<at::Tensor> legacy_norm(const at::Tensor& x, const std::optional<at::Scalar>& p,
+                                      at::IntArrayRef dim, bool keepdim, at::ScalarType t,
+                                      const at::Tensor& out) {
+    if (!norm_on_card(x, t, out) || (p && p->isComplex())) return std::nullopt;
+    c10::DeviceGuard guard(x.device());
+    auto r = vector_norm(x, p ? p->toDouble() : 2.0, dim, keepdim);
+    if (r) return r->to(t);
+    return std::nullopt;
+}
+
+at::Tensor& norm_out(const at::Tensor& x, const std::optional<at::Scalar>& p, at::IntArrayRef dim,
+                     bool keepdim, at::Tensor& out) {
+    if (auto r = legacy_norm(x, p, dim, keepdim, x.scalar_type(), out)) return assign(out, *r);
+    return fallback_to_cpu<ATEN_OP2(norm, out)>(x, p, dim, keepdim, out);
+}
+
+at::Tensor& norm_dtype_out(const at::Tensor& x, const std::optional<at::Scalar>& p,
+                           at::IntArrayRef dim, bool keepdim, at::ScalarType dtype,
+                           at::Tensor& out) {
+    if (auto r = legacy_norm(x, p, dim, keepdim, dtype, out)) return assign(out, *r);
+    return fallback_to_cpu<ATEN_OP2(norm, dtype_out)>(x, p, dim, keepdim, dtype, out);
+}
+
+// The sum with NaN counted as 0; integers have no NaN (their sum, as torch).
+std::optional<at::Tensor> nansum_of(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
+                                    std::optional<at::ScalarType> dtype) {
+    if (!x.is_privateuseone() || !is_float(x.scalar_type())) return std::nullopt;
+    const at::ScalarType t = dtype.value_or(x.scalar_type());
+    if (!is_float(t)) return std::nullopt;
+    c10::DeviceGuard guard(x.device());
+    const at::Tensor w = widened(x);
+    const at::Tensor clean = at::where(at::isnan(w), 0.0, w);
+    const std::vector<int64_t> dims = dims_of(w, dim);
+    return (x.dim() ? at::sum(clean, dims, keepdim) : clean).to(t);
+}
+
+at::Tensor nansum(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
+                  std::optional<at::ScalarType> dtype) {
+    if (auto r = nansum_of(x, dim, keepdim, dtype)) return *r;
+    return fallback_to_cpu<ATEN_OP(nansum)>(x, dim, keepdim, dtype);
+}
+
+at::Tensor& nansum_out(const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
+                       std::optional<at::ScalarType> dtype, at::Tensor& out) {
+    if (out.is_privateuseone())
+        if (auto r = nansum_of(x, dim, keepdim, dtype)) return assign(out, *r);
+    return fallback_to_cpu<ATEN_OP2(nansum, out)>(x, dim, keepdim, dtype, out);
+}
+
+// amin and amax (NaN propagates in both, as torch); an empty reduction is the CPU's error
+std::tuple<at::Tensor&, at::Tensor&> aminmax_out(const at::Tensor& x, std::optional<int64_t> dim,
+                                                 bool keepdim, at::Tensor& min, at::Tensor& max) {
+    if (!x.is_privateuseone() || !min.is_privateuseone() || !max.is_privateuseone() ||
+        !is_float(x.scalar_type()) || x.numel() == 0)
+        return fallback_to_cpu<ATEN_OP2(aminmax, out)>(x, dim, keepdim, min, max);
+    c10::DeviceGuard guard(x.device());
+    if (dim) {
+        assign(min, at::amin(x, {*dim}, keepdim));
+        assign(max, at::amax(x, {*dim}, keepdim));
+    } else {
+        // all elements: a 0-dim result, or 1 x ... x 1 with keepdim
+        const at::Tensor flat = x.reshape({-1});
+        at::Tensor lo = at::amin(flat, {0}), hi = at::amax(flat, {0});
+        if (keepdim && x.dim()) {
+            const std::vector<int64_t> ones(x.dim(), 1);
+            lo = lo.reshape(ones);
+            hi = hi.reshape(ones);
+        }
+        assign(min, lo);
+        assign(max, hi);
+    }
+    return {min, max};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("linalg_vector_norm.out", TORCH_FN(linalg_vector_norm_out));
+    m.impl("norm.out", TORCH_FN(norm_out));
+    m.impl("norm.dtype_out", TORCH_FN(norm_dtype_out));
+    m.impl("nansum", TORCH_FN(nansum));
+    m.impl("nansum.out", TORCH_FN(nansum_out));
+    m.impl("aminmax.out", TORCH_FN(aminmax_out));
+}
+
+}  // namespace torch_spyre::aten

@@ -1,0 +1,305 @@
+"""Operators composed of card ops, under strict mode (no CPU fallback), against the CPU:
+activations (hardtanh/relu6, elu/celu/selu, leaky_relu, hardsigmoid, hardswish, softplus,
+softshrink, hardshrink, threshold, mish, glu, logit, logsigmoid and its backward), float binary
+math (div rounding modes, floor_divide, remainder, fmod, atan2, copysign, fmax/fmin,
+logaddexp(2), xlogy, heaviside, signbit, sinc, hypot, frac, lerp with a weight tensor, pow by a
+tensor and by any number), vector norms (linalg.vector_norm of every order, torch.norm,
+F.normalize, cosine_similarity, clip_grad_norm_), nansum, aminmax, and matrix-vector products
+(mv, addmv, dot, vdot, 1-D matmul). Inputs include zeros of both signs, infinities and NaN where
+the CPU's answer depends on them."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_spyre
+from conftest import FLOATS, tol
+
+INF, NAN = float("inf"), float("nan")
+
+
+@pytest.fixture
+def strict(monkeypatch, fallback_reset):
+    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
+    yield
+    assert torch_spyre.fallback_counts() == {}
+
+
+def same(got, want, dtype, scale=1.0):
+    assert got.device.type == "cpu" and got.dtype == want.dtype, (got.dtype, want.dtype)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    torch.testing.assert_close(got.float(), want.float(), rtol=tol(dtype),
+                               atol=tol(dtype) * scale, equal_nan=True)
+
+
+def values(dtype, n=64, seed=0, scale=4.0):
+    """Random values with the special ones appended: +-0, +-inf, NaN, +-1."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, generator=g) * scale
+    special = torch.tensor([0.0, -0.0, INF, -INF, NAN, 1.0, -1.0, 0.25])
+    return torch.cat([x, special]).to(dtype)
+
+
+def check_unary(f, x, dtype, **kw):
+    """f on the card against f on the CPU in fp32 rounded to dtype (the CPU's own 16-bit kernels
+    compute in fp32)."""
+    same(f(x.to("spyre"), **kw).cpu(), f(x.float(), **kw).to(dtype), dtype)
+
+
+ACTIVATIONS = [
+    (F.hardtanh, {}), (F.hardtanh, {"min_val": -0.5, "max_val": 2.0}), (F.relu6, {}),
+    (F.elu, {}), (F.elu, {"alpha": 0.3}), (F.celu, {"alpha": 1.7}), (F.selu, {}),
+    (F.leaky_relu, {}), (F.leaky_relu, {"negative_slope": 0.2}), (F.hardsigmoid, {}),
+    (F.hardswish, {}), (F.softplus, {}), (F.softplus, {"beta": 2.0, "threshold": 5.0}),
+    (F.softshrink, {}), (F.softshrink, {"lambd": 1.5}), (F.hardshrink, {}),
+    (F.hardshrink, {"lambd": 1.5}), (F.threshold, {"threshold": 0.1, "value": -2.0}),
+    (F.mish, {}), (F.logsigmoid, {}), (torch.logit, {}), (torch.logit, {"eps": 0.1}),
+    (torch.logit, {"eps": -1.0}),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("f,kw", ACTIVATIONS, ids=lambda v: getattr(v, "__name__", str(v)))
+def test_activation(strict, dtype, f, kw):
+    x = values(dtype)
+    if f is torch.logit:
+        x = torch.cat([torch.rand(67, generator=torch.Generator().manual_seed(3)),
+                       torch.tensor([0.0, 1.0, 0.05, 0.95, NAN])]).to(dtype)
+    check_unary(f, x, dtype, **kw)
+    check_unary(f, x.reshape(8, 9)[:, 1:7].t(), dtype, **kw)  # a strided view
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_activation_inplace_and_out(strict, dtype):
+    x = values(dtype)
+    for f, kw in [(F.hardtanh, {}), (F.relu6, {}), (F.elu, {}), (F.leaky_relu, {}),
+                  (F.hardswish, {}), (F.hardsigmoid, {}), (F.threshold, {"threshold": 0.0,
+                                                                          "value": 3.0})]:
+        d = x.to("spyre")
+        r = f(d, inplace=True, **kw)
+        assert r.data_ptr() == d.data_ptr()
+        same(d.cpu(), f(x.float(), **kw).to(dtype), dtype)
+    d = x.to("spyre")
+    d.logit_(0.2)
+    same(d.cpu(), torch.logit(x.float(), 0.2).to(dtype), dtype)
+    out = torch.empty(0, dtype=dtype, device="spyre")
+    torch._C._nn.hardtanh(x.to("spyre"), -0.3, 0.3, out=out)
+    same(out.cpu(), F.hardtanh(x.float(), -0.3, 0.3).to(dtype), dtype)
+    torch._C._nn.softplus(x.to("spyre"), 1.0, 20.0, out=out)
+    same(out.cpu(), F.softplus(x.float()).to(dtype), dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_glu(strict, dtype):
+    x = torch.randn(4, 6, 10, generator=torch.Generator().manual_seed(4)).to(dtype)
+    for dim in (-1, 1, 0):
+        check_unary(F.glu, x, dtype, dim=dim)
+
+
+def test_glu_odd_dimension_is_refused_as_on_the_cpu(fallback_reset):
+    with pytest.raises(RuntimeError, match="even"):
+        F.glu(torch.ones(3, 5, device="spyre"))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_logsigmoid_backward_and_bce_with_logits(strict, dtype):
+    x = values(dtype)[:64]
+    d = x.to("spyre").requires_grad_()
+    c = x.float().requires_grad_()
+    F.logsigmoid(d).sum().backward()
+    F.logsigmoid(c).sum().backward()
+    same(d.grad.cpu(), c.grad.to(dtype), dtype)
+    t = (torch.rand(64, generator=torch.Generator().manual_seed(5)) > 0.5).to(dtype)
+    got = F.binary_cross_entropy_with_logits(x.to("spyre"), t.to("spyre"))
+    same(got.cpu(), F.binary_cross_entropy_with_logits(x.float(), t.float()).to(dtype), dtype)
+
+
+def pair(dtype, seed=1):
+    """(a, b) covering every pairing of the special values, plus random ones."""
+    s = torch.tensor([0.0, -0.0, INF, -INF, NAN, 1.0, -1.0, 2.5, -3.0])
+    a, b = torch.cartesian_prod(s, s).t()
+    g = torch.Generator().manual_seed(seed)
+    ra, rb = torch.randn(2, 200, generator=g) * 5
+    return torch.cat([a, ra]).to(dtype), torch.cat([b, rb]).to(dtype)
+
+
+BINARY = [
+    lambda a, b: torch.div(a, b, rounding_mode="floor"),
+    lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    lambda a, b: torch.div(a, b, rounding_mode=None),
+    torch.floor_divide, torch.remainder, torch.fmod, torch.atan2, torch.copysign, torch.fmax,
+    torch.fmin, torch.logaddexp, torch.logaddexp2, torch.xlogy, torch.hypot, torch.pow,
+]
+NAMES = ["div_floor", "div_trunc", "div", "floor_divide", "remainder", "fmod", "atan2",
+         "copysign", "fmax", "fmin", "logaddexp", "logaddexp2", "xlogy", "hypot", "pow"]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("f", BINARY, ids=NAMES)
+def test_binary_math(strict, dtype, f):
+    a, b = pair(dtype)
+    if f is torch.pow:  # exponents where the sign of a negative base shows
+        b = torch.cat([b[:-50], torch.randint(-4, 5, (50,)).to(dtype)])
+    want = f(a.float(), b.float()).to(dtype)
+    got = f(a.to("spyre"), b.to("spyre")).cpu()
+    # the quotient's rounding: a floor that lands one off is an error of |b|; a remainder near b
+    same(got, want, dtype, scale=8.0)
+    if f in (torch.copysign, torch.atan2):  # the signs of zeros, exactly
+        z = want == 0
+        assert torch.equal(torch.signbit(got[z]), torch.signbit(want[z]))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_binary_math_broadcasts_numbers_and_out(strict, dtype):
+    a = torch.randn(3, 1, 5, generator=torch.Generator().manual_seed(6)).to(dtype) * 4
+    b = torch.randn(4, 1, generator=torch.Generator().manual_seed(7)).to(dtype) + 2
+    da, db = a.to("spyre"), b.to("spyre")
+    for f in (torch.remainder, torch.fmod, torch.atan2, torch.fmax, torch.logaddexp,
+              torch.copysign, torch.floor_divide):
+        same(f(da, db).cpu(), f(a.float(), b.float()).to(dtype), dtype, scale=8.0)
+    same((da % 1.5).cpu(), (a.float() % 1.5).to(dtype), dtype)
+    same((da // 0.7).cpu(), (a.float() // 0.7).to(dtype), dtype, scale=8.0)
+    same(torch.fmod(da, -2).cpu(), torch.fmod(a.float(), -2).to(dtype), dtype)
+    same(torch.xlogy(da, 3.0).cpu(), torch.xlogy(a.float(), 3.0).to(dtype), dtype)
+    out = torch.empty(0, dtype=dtype, device="spyre")
+    torch.atan2(da, db, out=out)
+    same(out.cpu(), torch.atan2(a.float(), b.float()).to(dtype), dtype)
+    c = da.clone()
+    c.fmod_(db[:1, :1])
+    same(c.cpu(), torch.fmod(a.float(), b.float()[:1, :1]).to(dtype), dtype)
+
+
+def test_integer_operands_of_float_results(strict):
+    a = torch.arange(-6, 6, dtype=torch.int64)
+    b = torch.tensor([3, -2, 5, 7, -1, 4, 2, -3, 6, 1, 9, -5])
+    for f in (torch.atan2, torch.copysign, torch.xlogy):
+        got = f(a.to("spyre"), b.to("spyre")).cpu()
+        same(got, f(a, b), torch.float32)
+    same(torch.sinc(a.to("spyre")).cpu(), torch.sinc(a), torch.float32)
+    # integer floor division stays exact
+    assert torch.equal(torch.div(a.to("spyre"), b.to("spyre"), rounding_mode="floor").cpu(),
+                       torch.div(a, b, rounding_mode="floor"))
+    assert torch.equal(torch.signbit(a.to("spyre")).cpu(), torch.signbit(a))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_unary_math(strict, dtype):
+    x = values(dtype)
+    for f in (torch.sinc, torch.frac):
+        check_unary(f, x, dtype)
+    assert torch.equal(torch.signbit(x.to("spyre")).cpu(), torch.signbit(x))
+    v = torch.randn(20).to(dtype)
+    h = torch.heaviside(x[:20].to("spyre"), v.to("spyre")).cpu()
+    same(h, torch.heaviside(x[:20].float(), v.float()).to(dtype), dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_lerp_with_weight_tensor(strict, dtype):
+    g = torch.Generator().manual_seed(8)
+    a, b = torch.randn(2, 5, 7, generator=g).to(dtype)
+    w = (torch.rand(5, 7, generator=g) * 2 - 0.5).to(dtype)
+    same(torch.lerp(a.to("spyre"), b.to("spyre"), w.to("spyre")).cpu(),
+         torch.lerp(a.float(), b.float(), w.float()).to(dtype), dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("e", [2.5, -3, 7, 1 / 3, -0.7, 20, 17, -1.5, 4])
+def test_pow_any_number(strict, dtype, e):
+    x = values(dtype, scale=1.5)
+    got = torch.pow(x.to("spyre"), e).cpu()
+    want = torch.pow(x.float(), e).to(dtype)
+    torch.testing.assert_close(got.float(), want.float(), rtol=4 * tol(dtype), atol=tol(dtype),
+                               equal_nan=True)
+
+
+NORM_CASES = [(2, None, False), (1, 1, False), (INF, (0, 2), True), (-INF, -1, False),
+              (0, None, True), (3, 1, True), (0.5, (1, 2), False), (-1, 0, False), (2, (), False)]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("ord,dim,keepdim", NORM_CASES)
+def test_vector_norm(strict, dtype, ord, dim, keepdim):
+    x = torch.randn(3, 5, 4, generator=torch.Generator().manual_seed(9)).to(dtype)
+    x[0, 1, 2] = 0
+    got = torch.linalg.vector_norm(x.to("spyre"), ord, dim, keepdim).cpu()
+    want = torch.linalg.vector_norm(x.float(), ord, dim, keepdim).to(dtype)
+    same(got, want, dtype)
+    if dim is not None and dim != ():
+        got = torch.norm(x.to("spyre"), p=ord, dim=dim, keepdim=keepdim).cpu()
+        want = torch.norm(x.float(), p=ord, dim=dim, keepdim=keepdim).to(dtype)
+        same(got, want, dtype)
+
+
+def test_vector_norm_dtype_and_special_values(strict):
+    x = torch.tensor([[3.0, -4.0, 0.0], [NAN, 1.0, 2.0]], dtype=torch.float16)
+    got = torch.linalg.vector_norm(x.to("spyre"), dim=1, dtype=torch.float32).cpu()
+    same(got, torch.linalg.vector_norm(x, dim=1, dtype=torch.float32), torch.float32)
+    s = torch.tensor(-2.5)  # a 0-dim tensor
+    same(torch.linalg.vector_norm(s.to("spyre"), 3).cpu(), torch.linalg.vector_norm(s, 3),
+         torch.float32)
+    same(torch.norm(torch.ones(4, 4).to("spyre")).cpu(), torch.norm(torch.ones(4, 4)),
+         torch.float32)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_normalize_cosine_similarity_and_clip_grad_norm(strict, dtype):
+    g = torch.Generator().manual_seed(10)
+    a, b = torch.randn(2, 6, 16, generator=g).to(dtype)
+    same(F.normalize(a.to("spyre"), dim=-1).cpu(), F.normalize(a.float(), dim=-1).to(dtype),
+         dtype)
+    same(F.cosine_similarity(a.to("spyre"), b.to("spyre")).cpu(),
+         F.cosine_similarity(a.float(), b.float()).to(dtype), dtype)
+    if dtype == torch.float32:
+        ws = [torch.randn(5, 3, generator=g) * 4, torch.randn(7, generator=g)]
+        ds = [w.to("spyre").requires_grad_() for w in ws]
+        cs = [w.clone().requires_grad_() for w in ws]
+        for p, q in zip(ds, cs):
+            p.grad, q.grad = (p.detach() * 3), (q.detach() * 3)
+        n_got = torch.nn.utils.clip_grad_norm_(ds, 1.0)
+        n_want = torch.nn.utils.clip_grad_norm_(cs, 1.0)
+        same(n_got.cpu(), n_want, dtype)
+        for p, q in zip(ds, cs):
+            same(p.grad.cpu(), q.grad, dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_nansum_and_aminmax(strict, dtype):
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(11)).to(dtype)
+    x[1, 2] = x[3, 0] = NAN
+    d = x.to("spyre")
+    same(torch.nansum(d).cpu(), torch.nansum(x.float()).to(dtype), dtype, scale=4)
+    same(torch.nansum(d, 1, keepdim=True).cpu(), torch.nansum(x.float(), 1, True).to(dtype),
+         dtype, scale=4)
+    same(torch.nanmean(d, 0).cpu(), torch.nanmean(x.float(), 0).to(dtype), dtype)
+    y = x.nan_to_num()
+    for kw in [{}, {"dim": 1}, {"dim": 0, "keepdim": True}]:
+        lo, hi = torch.aminmax(y.to("spyre"), **kw)
+        want = torch.aminmax(y, **kw)
+        same(lo.cpu(), want.min, dtype)
+        same(hi.cpu(), want.max, dtype)
+    lo, hi = torch.aminmax(x.to("spyre"))  # NaN propagates
+    assert math.isnan(lo.item()) and math.isnan(hi.item())
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_matrix_vector_products(strict, dtype):
+    g = torch.Generator().manual_seed(12)
+    m, v, w = torch.randn(9, 13, generator=g), torch.randn(13, generator=g), torch.randn(9, generator=g)
+    m, v, w = m.to(dtype), v.to(dtype), w.to(dtype)
+    dm, dv, dw = m.to("spyre"), v.to("spyre"), w.to("spyre")
+    s = 4.0  # sums of 13 products
+    same(torch.mv(dm, dv).cpu(), torch.mv(m.float(), v.float()).to(dtype), dtype, s)
+    same((dm @ dv).cpu(), (m.float() @ v.float()).to(dtype), dtype, s)
+    same((dw @ dm).cpu(), (w.float() @ m.float()).to(dtype), dtype, s)
+    same(torch.mv(dm.t().contiguous().t(), dv).cpu(), torch.mv(m.float(), v.float()).to(dtype),
+         dtype, s)
+    same(torch.addmv(dw, dm, dv, beta=0.5, alpha=2).cpu(),
+         torch.addmv(w.float(), m.float(), v.float(), beta=0.5, alpha=2).to(dtype), dtype, s)
+    nan = torch.full((9,), NAN, dtype=dtype)
+    same(torch.addmv(nan.to("spyre"), dm, dv, beta=0).cpu(),
+         torch.addmv(nan.float(), m.float(), v.float(), beta=0).to(dtype), dtype, s)
+    same(torch.dot(dv, dv).cpu(), torch.dot(v.float(), v.float()).to(dtype), dtype, s)
+    same(torch.vdot(dv, dv * 2).cpu(), torch.vdot(v.float(), v.float() * 2).to(dtype), dtype, s)
+    same(torch.inner(dv, dv).cpu(), torch.inner(v.float(), v.float()).to(dtype), dtype, s)
