@@ -4,8 +4,9 @@ cosh, asinh, acosh, atanh compiled with Inductor in fp32/fp16/bf16, each with th
 that maps its input to its domain, as ONE fused launch (not the eager form), under
 TORCH_SPYRE_STRICT=1, against the CPU computing the same chain in fp32 and rounding once (as
 Inductor does), with the tolerances of test_unary_math.py; the special values through the op
-alone; the exact gelu (erf) and a row kernel with rounding; `any` of a compare as one row
-kernel with a bool row output; `prod` still runs its eager form."""
+alone; the exact gelu (erf) and a row kernel with rounding; isnan, isinf and the logical ops as
+masks; `any` of a compare as one row kernel with a bool row output; `prod` still runs its eager
+form."""
 
 import pytest
 import torch
@@ -107,6 +108,25 @@ def test_any_of_a_compare_is_one_row_kernel(dtype):
         assert torch.equal(a.cpu(), wa) and torch.equal(b.cpu(), wb), (a, wa, b, wb)
         assert not bool(wa.all()) and bool(wa.any())  # both outcomes occur
         torch.compiler.reset()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_logical_ops_and_nan_inf_tests_are_one_launch(dtype):
+    # masks from isnan / isinf / logical_* used by where and as numbers
+    def f(x, y):
+        bad = torch.isnan(x) | torch.isinf(y)
+        keep = torch.logical_and(x > -1, ~(y > 1)) ^ (x < -2)
+        return torch.where(bad, 0.0, x * y), keep.to(x.dtype) + torch.logical_or(x > 2, y < -2)
+
+    x, y = make((7, 45), torch.float32, 5).to(dtype), make((7, 45), torch.float32, 6).to(dtype)
+    x[0, :4] = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0])
+    y[1, :4] = torch.tensor([float("inf"), -float("inf"), float("nan"), 3.0])
+    a, b = one_fused_launch(torch.compile(f), x.to("spyre"), y.to("spyre"))
+    wa, wb = f(x.float(), y.float())
+    torch.testing.assert_close(a.cpu(), wa.to(dtype), equal_nan=True,
+                               rtol={torch.float32: 2.5e-7, torch.float16: 1e-3,
+                                     torch.bfloat16: 8e-3}[dtype], atol=0.0)
+    assert torch.equal(b.cpu(), wb.to(dtype))
 
 
 def test_prod_runs_the_eager_form():

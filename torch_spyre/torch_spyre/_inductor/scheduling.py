@@ -38,6 +38,11 @@ ARG_REDUCTIONS = {"argmax": "rargmax", "argmin": "rargmin"}
 # whether any of the row is nonzero, stored as a bool row output
 BOOL_REDUCTIONS = {"any": "rany"}
 COMPARES = {"eq", "ne", "lt", "le", "gt", "ge"}
+# op -> operands; the binary ones combine their operands' (x != 0) as
+MASK_OPS = {"isnan": 1, "isinf": 1, "logical_not": 1, "logical_and": 2, "logical_or": 2,
+            "logical_xor": 2, "bitwise_not": 1, "bitwise_and": 2, "bitwise_or": 2,
+            "bitwise_xor": 2}
+MASK_OPS_BINARY = {"logical_and": "mul", "logical_or": "max", "logical_xor": "ne"}
 INTEGERS = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64}
 COLS = "@COLS@"  # a row kernel's row length, filled in at the call when it is symbolic
 TYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
@@ -273,6 +278,24 @@ def describe(trace, inputs, outputs):
             out(i, f"{BINARY[op[1]]} {val(op[2][0])} {val(op[2][1])}")
             if op[1] in COMPARES:
                 masks.add(i)
+        elif kind == "op" and op[1] in MASK_OPS and len(op[2]) == MASK_OPS[op[1]]:
+            # logical ops and NaN/inf tests as compares: 0/1 values (masks); the bitwise ops
+            # only of masks (bools), where they are the logical ones
+            name = op[1].replace("bitwise_", "logical_")
+            if name != op[1] and not all(isinstance(x, Value) and x.i in masks for x in op[2]):
+                raise Unsupported(f"op {op[1]} of integers")
+            a = [val(x) for x in op[2]]
+            if name == "isnan":
+                out(i, f"ne {a[0]} {a[0]}")
+            elif name == "isinf":
+                out(i, f"eq {new(f'abs {a[0]}')} {new('const inf')}")
+            elif name == "logical_not":
+                out(i, f"eq {a[0]} {new('const 0.0')}")
+            else:
+                zero = new("const 0.0")
+                nz = [new(f"ne {x} {zero}") for x in a]
+                out(i, f"{MASK_OPS_BINARY[name]} {nz[0]} {nz[1]}")
+            masks.add(i)
         elif kind == "op" and op[1] == "where" and len(op[2]) == 3:
             out(i, f"where {' '.join(val(a) for a in op[2])}")
         else:
