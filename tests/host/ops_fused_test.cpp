@@ -7,7 +7,8 @@
 // parse errors; and the C API on the simulator (one launch, refusals as NOT_SUPPORTED). Row
 // kernels (softmax, log_softmax, layer_norm with weight, bias and row outputs, an RMSNorm with
 // a per-row input, compares and where) over odd row lengths and row counts in the three types
-// against a row interpreter; rows split over cores; compares and where in flat kernels.
+// against a row interpreter; rows split over cores; compares and where in flat kernels; every
+// VUN function (floor..atanh, sin, cos) in the three types; rany to bool row outputs.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -38,7 +38,7 @@ ARG_REDUCTIONS = {"argmax": "rargmax", "argmin": "rargmin"}
 # whether any of the row is nonzero, stored as a bool row output
 BOOL_REDUCTIONS = {"any": "rany"}
 COMPARES = {"eq", "ne", "lt", "le", "gt", "ge"}
-# op -> operands; the binary ones combine their operands' (x != 0) as
+# ops made of compares (0/1 results) -> operands; how the binary ones combine (x != 0) of theirs
 MASK_OPS = {"isnan": 1, "isinf": 1, "logical_not": 1, "logical_and": 2, "logical_or": 2,
             "logical_xor": 2, "bitwise_not": 1, "bitwise_and": 2, "bitwise_or": 2,
             "bitwise_xor": 2}
