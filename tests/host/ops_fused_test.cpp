@@ -7,7 +7,8 @@
 // parse errors; and the C API on the simulator (one launch, refusals as NOT_SUPPORTED). Row
 // kernels (softmax, log_softmax, layer_norm with weight, bias and row outputs, an RMSNorm with
 // a per-row input, compares and where) over odd row lengths and row counts in the three types
-// against a row interpreter; rows split over cores; compares and where in flat kernels.
+// against a row interpreter; rows split over cores; compares and where in flat kernels; every
+// VUN function (floor..atanh, sin, cos) in the three types; rany to bool row outputs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -73,6 +74,52 @@ float apply(const FkInstr& c, float a, float b, float w) {
             return 1.0f / (static_cast<float>(std::exp(-d)) + 1.0f);
         case FkOp::SILU:
             return static_cast<float>(d / (1.0 + std::exp(-d)));
+        case FkOp::SIN:
+            return static_cast<float>(std::sin(d));
+        case FkOp::COS:
+            return static_cast<float>(std::cos(d));
+        case FkOp::FLOOR:
+            return std::floor(a);
+        case FkOp::CEIL:
+            return std::ceil(a);
+        case FkOp::TRUNC:
+            return std::trunc(a);
+        case FkOp::ROUND:
+            return std::nearbyint(a);  // half to even
+        case FkOp::SIGN:
+            return static_cast<float>((a > 0.0f) - (a < 0.0f));
+        case FkOp::ERF:
+            return static_cast<float>(std::erf(d));
+        case FkOp::ERFC:
+            return static_cast<float>(std::erfc(d));
+        case FkOp::LOG1P:
+            return static_cast<float>(std::log1p(d));
+        case FkOp::EXPM1:
+            return static_cast<float>(std::expm1(d));
+        case FkOp::EXP2:
+            return static_cast<float>(std::exp2(d));
+        case FkOp::LOG2:
+            return static_cast<float>(std::log2(d));
+        case FkOp::LOG10:
+            return static_cast<float>(std::log10(d));
+        case FkOp::TAN:
+            return static_cast<float>(std::tan(d));
+        case FkOp::ASIN:
+            return static_cast<float>(std::asin(d));
+        case FkOp::ACOS:
+            return static_cast<float>(std::acos(d));
+        case FkOp::ATAN:
+            return static_cast<float>(std::atan(d));
+        case FkOp::SINH:
+            return static_cast<float>(std::sinh(d));
+        case FkOp::COSH:
+            return static_cast<float>(std::cosh(d));
+        case FkOp::ASINH:
+            return static_cast<float>(std::asinh(d));
+        case FkOp::ACOSH:
+            return static_cast<float>(std::acosh(d));
+        case FkOp::ATANH:
+            return static_cast<float>(std::atanh(d));
         case FkOp::CAST:
             return round_to(c.t, a);
         case FkOp::ADD:
@@ -495,6 +542,48 @@ TEST(FusedRows, ArgMaxArgMin) {
                  std::invalid_argument);
 }
 
+// any of each row as a bool (0/1 bytes): rany expands to rmax of (x != 0), NaN counting as
+// nonzero; a mask made in the kernel and a raw value, in rows that fit and in long rows.
+TEST(FusedRows, AnyToBoolRowOutputs) {
+    const Pricer pricer(default_engine_config());
+    for (const uint64_t C : {uint64_t{37}, uint64_t{1000}, uint64_t{131072}}) {
+        const uint64_t rows = 5, n = rows * C;
+        SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(C));
+        const std::string text = "spyre.kernel 1\nrows " + std::to_string(C) +
+                                 "\nin f16 full\nout bool row\nout bool row\n%0 = load 0\n"
+                                 "%1 = const 2\n%2 = gt %0 %1\n%3 = rany %2\n%4 = rany %0\n"
+                                 "store 0 %3\nstore 1 %4\n";
+        const FusedKernel k = parse_fused(text);
+        EXPECT_EQ(format_fused(parse_fused(format_fused(k))), format_fused(k));
+        const FusedPlan p = plan_fused(pricer, k, n, 32);
+        if (C == 131072) EXPECT_GT(p.col_chunk, 0u) << fused_plan_name(p);
+        // row 0: one value above 2 at the end; row 1: zeros; row 2: zeros and a NaN; row 3: all
+        // below 2 but nonzero; row 4: zeros and one 3 in the middle
+        std::vector<float> x(n, 0.0f);
+        for (uint64_t c = 0; c < C; ++c) x[c] = x[3 * C + c] = -1.5f + float(c % 7) / 4;
+        x[C - 1] = 2.5f;
+        x[2 * C + C / 3] = std::numeric_limits<float>::quiet_NaN();
+        x[4 * C + C / 2] = 3.0f;
+        std::vector<std::vector<uint8_t>> in(1, std::vector<uint8_t>(n * 2));
+        for (uint64_t i = 0; i < n; ++i) store_elem(DType::F16, x[i], &in[0][i * 2]);
+        const uint64_t o0 = up128(n * 2 + 128), o1 = o0 + up128(rows + 128);
+        const auto mem = run_priced(build_fused(k, n, p), p, {0, o0, o1}, in, o1 + up128(rows));
+        const uint8_t above[] = {1, 0, 0, 0, 1}, nonzero[] = {1, 0, 1, 1, 1};
+        for (uint64_t r = 0; r < rows; ++r) {
+            EXPECT_EQ(mem[o0 + r], above[r]) << "row " << r;
+            EXPECT_EQ(mem[o1 + r], nonzero[r]) << "row " << r;
+        }
+        EXPECT_EQ(mem[o0 + rows], 0xA5) << "past the row output";
+    }
+    // bool outputs are row outputs; rany needs a row kernel
+    EXPECT_THROW(parse_fused("spyre.kernel 1\nrows 8\nin f32 full\nout bool\n%0 = load 0\n"
+                             "store 0 %0\n"),
+                 std::invalid_argument);
+    EXPECT_THROW(parse_fused("spyre.kernel 1\nin f32 full\nout f32\n%0 = load 0\n"
+                             "%1 = rany %0\nstore 0 %1\n"),
+                 std::invalid_argument);
+}
+
 TEST(FusedRows, ParseErrors) {
     for (const char* bad :
          {// row/col operands and row outputs only in row kernels; reductions too
@@ -542,6 +631,34 @@ TEST(Fused, ScalarInputsConstantsFirstAndEveryFunction) {
         "%15 = add %12 %13\n%16 = add %15 %14\n%17 = neg %16\n%18 = mul %17 %10\n%19 = silu %18\n"
         "%20 = recip %1\n%21 = add %19 %20\nstore 0 %21\n",
         3001);
+}
+
+// Every unary function of the engine's VUN FLOOR..ATANH set (and sin/cos) in a flat kernel, on
+// a scaled input that covers each domain (and some outside it: NaN where torch gives NaN), in
+// the three types; each result then goes through an add so the function is not the store's
+// pass. The parser names them as the printer does.
+TEST(Fused, EveryVunFunction) {
+    const char* fns[] = {"sin",  "cos",   "floor", "ceil", "trunc", "round", "sign", "erf",
+                         "erfc", "log1p", "expm1", "exp2", "log2",  "log10", "tan",  "asin",
+                         "acos", "atan",  "sinh",  "cosh", "asinh", "acosh", "atanh"};
+    for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+        for (const char* fn : fns) {
+            SCOPED_TRACE(std::string(fn) + " " + tname(t));
+            // x in [-3, 3): x * 0.3 covers asin/acos/atanh's (-1, 1); |x| + 1 acosh's [1, inf)
+            const std::string scale = std::string(fn) == "acosh"
+                                          ? "%2 = abs %0\n%3 = add %2 %1\n"
+                                          : "%2 = mul %0 %1\n%3 = add %2 %2\n";
+            const std::string s = tname(t);
+            const std::string text =
+                "spyre.kernel 1\nin " + s + " full\nout " + s + "\nout f32\n" +
+                "%0 = load 0\n%1 = const " + (std::string(fn) == "acosh" ? "1" : "0.3") + "\n" +
+                scale + "%4 = " + fn + " %3\n%5 = add %4 %1\nstore 0 %4\n" + "store 1 %5\n";
+            const FusedKernel k = parse_fused(text);
+            EXPECT_EQ(fk_name(k.code[4].op), std::string(fn));
+            EXPECT_EQ(format_fused(parse_fused(format_fused(k))), format_fused(k));
+            run_and_check(text, 1001);
+        }
+    }
 }
 
 TEST(Fused, SeveralOutputsCastsAndSharedValues) {

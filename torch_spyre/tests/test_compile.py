@@ -185,6 +185,21 @@ def test_an_input_off_a_stick_runs_the_eager_form(fallback_reset):
     assert torch_spyre.fallback_counts() == {}
 
 
+def test_the_eager_form_takes_constant_clamp_bounds(fallback_reset):
+    # clamp is maximum/minimum with a constant: torch.maximum takes tensors only (the eager
+    # form raised TypeError before)
+    def f(x):
+        return torch.clamp(torch.round(x / 0.05), -12, 12) * 0.05
+
+    base = make((1 + 5 * 33,), torch.float32).to("spyre")
+    x = base[1:].view(5, 33)  # off a stick: the library refuses, the eager form runs
+    before = dict(runtime.STATS)
+    out = torch.compile(f)(x)
+    assert runtime.STATS["refused"] == before["refused"] + 1, runtime.STATS
+    assert torch.equal(out.cpu(), f(x.cpu()))
+    assert torch_spyre.fallback_counts() == {}
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_the_eager_form_converts_on_the_card(dtype, fallback_reset):
     # an input off a stick: the eager form runs the traced to_dtype as device-to-device

@@ -22,11 +22,13 @@ using isa::Bcast;
 using isa::DType;
 using Reg = ProgramBuilder::Reg;
 
-constexpr const char* kNames[] = {"load", "const", "neg",   "abs",  "relu",    "exp",  "log",
-                                  "sqrt", "rsqrt", "recip", "tanh", "sigmoid", "silu", "gelu",
-                                  "sin",  "cos",   "cast",  "add",  "sub",     "mul",  "div",
-                                  "max",  "min",   "eq",    "ne",   "lt",      "le",   "gt",
-                                  "ge",   "rsum",  "rmax",  "rmin", "where",   "iota", "store"};
+constexpr const char* kNames[] = {
+    "load", "const",   "neg",  "abs",   "relu",  "exp",   "log",   "sqrt",  "rsqrt", "recip",
+    "tanh", "sigmoid", "silu", "gelu",  "sin",   "cos",   "floor", "ceil",  "trunc", "round",
+    "sign", "erf",     "erfc", "log1p", "expm1", "exp2",  "log2",  "log10", "tan",   "asin",
+    "acos", "atan",    "sinh", "cosh",  "asinh", "acosh", "atanh", "cast",  "add",   "sub",
+    "mul",  "div",     "max",  "min",   "eq",    "ne",    "lt",    "le",    "gt",    "ge",
+    "rsum", "rmax",    "rmin", "where", "iota",  "store"};
 static_assert(sizeof kNames / sizeof kNames[0] == static_cast<size_t>(FkOp::COUNT));
 
 // An input's kind (`scalar` set by hand means SCALAR).
@@ -42,7 +44,11 @@ bool reduction(FkOp op) { return op >= FkOp::RSUM && op <= FkOp::RMIN; }
 uint64_t es_of(DType t) { return isa::dtype_size(t); }
 
 const char* type_name(DType t) {
-    return t == DType::F32 ? "f32" : t == DType::F16 ? "f16" : t == DType::I64 ? "i64" : "bf16";
+    return t == DType::F32   ? "f32"
+           : t == DType::F16 ? "f16"
+           : t == DType::I64 ? "i64"
+           : t == DType::I8  ? "bool"
+                             : "bf16";
 }
 
 DType parse_type(const std::string& s, const std::string& line) {
@@ -97,6 +103,8 @@ struct Lowered {
     std::vector<Opd> val;  // where each instruction's value lives
 };
 
+static_assert(int(FkOp::ATANH) - int(FkOp::FLOOR) == int(isa::VUn::ATANH) - int(isa::VUn::FLOOR));
+
 isa::VUn vun_of(FkOp op) {
     switch (op) {
         case FkOp::NEG:
@@ -126,6 +134,10 @@ isa::VUn vun_of(FkOp op) {
         case FkOp::COS:
             return isa::VUn::COS;
         default:
+            if (op >= FkOp::FLOOR && op <= FkOp::ATANH)
+                return static_cast<isa::VUn>(static_cast<uint8_t>(isa::VUn::FLOOR) +
+                                             static_cast<uint8_t>(op) -
+                                             static_cast<uint8_t>(FkOp::FLOOR));
             return isa::VUn::COPY;
     }
 }
@@ -239,8 +251,8 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
             if (s == Shape::ROWS && (v.loc == Loc::CIN || !(v.per_row() || v.uniform())))
                 unsupported("a row output stored from a value that is not one per row");
             if (store_of[in.a] == in.arg && v.loc == o.loc) continue;  // written in place
-            if (o.t == DType::I64) {  // an index: VINT CVT of the fp32 per-row value
-                if (v.loc != Loc::RTMP) unsupported("an i64 output stored from a constant");
+            if (isa::int_type(o.t)) {  // an index or a bool: VINT CVT of the fp32 per-row value
+                if (v.loc != Loc::RTMP) unsupported("an i64 or bool output stored from a constant");
                 L.passes.push_back(
                     {isa::Op::VINT, static_cast<uint8_t>(isa::VInt::CVT), s, o, v, {}, {}});
             } else if (v.loc == Loc::IMM)
@@ -312,7 +324,7 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
             if (v >= 0 && last[v] == static_cast<int>(i)) release(val[v]);
         const Shape ds = reduction(op) ? Shape::ROWS : s;
         const bool to_out = store_of[i] >= 0 && !(long_rows && reduction(op)) &&
-                            k.outputs[store_of[i]] != DType::I64 &&
+                            !isa::int_type(k.outputs[store_of[i]]) &&
                             (out_kind(k, store_of[i]) == FkKind::ROW) == (ds == Shape::ROWS) &&
                             (op != FkOp::CAST || in.t == k.outputs[store_of[i]]);
         Opd d = to_out ? out_opd(store_of[i]) : alloc(ds);
@@ -965,8 +977,11 @@ FusedKernel parse_fused(const std::string& text) {
             if (!(w.size() == 2 || (w.size() == 3 && w[2] == "row" && k.cols)) || !k.code.empty())
                 bad(k.cols ? "expected 'out <type> [row]' before the ops"
                            : "expected 'out <type>' before the ops");
-            if (w[1] == "i64" && w.size() != 3) bad("an i64 output must be a row output");
-            k.outputs.push_back(w[1] == "i64" ? DType::I64 : parse_type(w[1], line));
+            if ((w[1] == "i64" || w[1] == "bool") && w.size() != 3)
+                bad("an i64 or bool output must be a row output");
+            k.outputs.push_back(w[1] == "i64"    ? DType::I64
+                                : w[1] == "bool" ? DType::I8  // torch_spyre's bool: 0/1 bytes
+                                                 : parse_type(w[1], line));
             k.out_kinds.push_back(w.size() == 3 ? FkKind::ROW : FkKind::FULL);
             continue;
         }
@@ -1004,18 +1019,25 @@ FusedKernel parse_fused(const std::string& text) {
         }
         if (w.size() < 4 || w[1] != "=" || w[0][0] != '%' || values.count(w[0]))
             bad("expected '%v = <op> ...'");
+        auto add = [&](FkOp op, int a = -1, int b = -1, int c = -1, float imm = 0.0f) {
+            FkInstr e;
+            e.op = op, e.a = a, e.b = b, e.c = c, e.imm = imm;
+            k.code.push_back(e);
+            return static_cast<int>(k.code.size() - 1);
+        };
+        if (w[2] == "rany") {  // 1 if any of the row is nonzero (NaN counts), else 0
+            if (w.size() != 4) bad("expected one operand");
+            if (!k.cols) bad("'rany' needs a row kernel");
+            const int x = value(w[3]);
+            values[w[0]] = add(FkOp::RMAX, add(FkOp::NE, x, add(FkOp::CONST)));
+            continue;
+        }
         if (w[2] == "rargmax" || w[2] == "rargmin") {
             // the first column holding the row's max (min), or its first NaN: rmin over the
             // columns where x equals the extreme or is NaN, +inf elsewhere
             if (w.size() != 4) bad("expected one operand");
             if (!k.cols || k.cols > (1u << 24)) bad("an arg reduction needs rows of at most 2^24");
             const int x = value(w[3]);
-            auto add = [&](FkOp op, int a = -1, int b = -1, int c = -1, float imm = 0.0f) {
-                FkInstr e;
-                e.op = op, e.a = a, e.b = b, e.c = c, e.imm = imm;
-                k.code.push_back(e);
-                return static_cast<int>(k.code.size() - 1);
-            };
             const int m = add(w[2] == "rargmax" ? FkOp::RMAX : FkOp::RMIN, x);
             const int mask = add(FkOp::MAX, add(FkOp::EQ, x, m), add(FkOp::NE, x, x));
             const int inf = add(FkOp::CONST, -1, -1, -1, std::numeric_limits<float>::infinity());
@@ -1127,8 +1149,7 @@ bool fused_long_rows_ok(const FusedKernel& k, uint64_t n, uint64_t lx_budget) {
 std::vector<uint8_t> build_fused(const FusedKernel& k, uint64_t n, const FusedPlan& p) {
     if (n == 0) throw std::invalid_argument("fused kernel: empty (nothing to launch)");
     if (p.col_chunk) {
-        const bool i64 =
-            std::find(k.outputs.begin(), k.outputs.end(), DType::I64) != k.outputs.end();
+        const bool i64 = std::any_of(k.outputs.begin(), k.outputs.end(), isa::int_type);
         if (p.cores == 0 || p.groups == 0 || p.cores % p.groups || p.groups > n / k.cols ||
             (i64 && p.groups > 1) || p.col_chunk % long_unit(k) || !long_rows_ok(k, n, ~0ull))
             throw std::invalid_argument("fused kernel: plan does not suit the kernel");
@@ -1187,8 +1208,8 @@ FusedPlan plan_long(const Pricer& pricer, const FusedKernel& k, uint64_t n, uint
     }
     if (lo == 0) return best;
     // g groups of c cores: the rows dealt to the groups, each row's columns over its group (not
-    // with i64 row outputs: the gather of the groups' rows is an fp32 ALLRED)
-    const bool i64 = std::find(k.outputs.begin(), k.outputs.end(), DType::I64) != k.outputs.end();
+    // with i64 or bool row outputs: the gather of the groups' rows is an fp32 ALLRED)
+    const bool i64 = std::any_of(k.outputs.begin(), k.outputs.end(), isa::int_type);
     for (uint32_t g = 1; g <= N && g <= max_cores && (g == 1 || !i64); g *= 2)
         for (uint32_t c = 1; g * c <= max_cores; c *= 2) {
             if (c > units && c > 1) break;

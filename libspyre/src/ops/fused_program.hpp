@@ -34,6 +34,29 @@ enum class FkOp : uint8_t {
     GELU,
     SIN,
     COS,
+    // FLOOR..ATANH: the engine's VUN FLOOR..ATANH, in the same order (rounding exact, the
+    // functions the double value rounded once to fp32)
+    FLOOR,
+    CEIL,
+    TRUNC,
+    ROUND,  // half to even
+    SIGN,   // -1, 0 or 1; NaN gives 0 (torch.sign)
+    ERF,
+    ERFC,
+    LOG1P,
+    EXPM1,
+    EXP2,
+    LOG2,
+    LOG10,
+    TAN,
+    ASIN,
+    ACOS,
+    ATAN,
+    SINH,
+    COSH,
+    ASINH,
+    ACOSH,
+    ATANH,
     CAST,  // rounded to type t (fp32: unchanged)
     // binary
     ADD,
@@ -100,7 +123,8 @@ struct FusedKernel {
 //   spyre.kernel 1
 //   rows 4096            # optional: a row kernel, rows of 4096 positions
 //   in f16 full          # input 0 ...; "scalar", "row" or "col" (row kernels) too
-//   out f16              # output 0 ...; "out f32 row": one element per row
+//   out f16              # output 0 ...; "out f32 row": one element per row; "out i64 row" and
+//                        # "out bool row" (0/1 bytes) from a per-row value (rargmax, rany)
 //   %0 = load 0
 //   %1 = const 1.5
 //   %2 = mul %0 %1

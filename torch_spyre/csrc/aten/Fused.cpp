@@ -51,9 +51,11 @@ bool fused_pointwise(c10::string_view kernel, int64_t n, at::TensorList inputs,
         return std::max<int64_t>(1, std::min(t.numel(), n));
     };
     auto usable = [&](const at::Tensor& t, bool out) {
-        // int64 outputs: the indices of arg reductions (the library checks they are row outputs)
+        // int64 and bool outputs: the indices of arg reductions, any (the library checks they
+        // are row outputs)
         return t.is_privateuseone() &&
-               (is_float(t.scalar_type()) || (out && t.scalar_type() == at::kLong)) &&
+               (is_float(t.scalar_type()) ||
+                (out && (t.scalar_type() == at::kLong || t.scalar_type() == at::kBool))) &&
                t.device() == outputs[0].device() &&
                int64_t(t.storage().nbytes()) >= (t.storage_offset() + count(t, out)) * t.itemsize();
     };

@@ -31,6 +31,9 @@ _FUNCS = {
     "int_truediv": torch.true_divide,
 }
 
+# binary torch functions without a Python number overload
+_TENSORS_ONLY = {"maximum", "minimum", "atan2", "copysign", "hypot", "nextafter", "fmod"}
+
 
 def _dtype(name):
     return getattr(torch, name)
@@ -175,6 +178,9 @@ class SpyreKernel:
         fn = _FUNCS.get(name) or getattr(torch, name)
         if not any(isinstance(a, torch.Tensor) for a in args):
             return fn(*[torch.tensor(a) for a in args]).item()
+        if name in _TENSORS_ONLY:  # a constant operand (clamp's bounds) as a 0-dim tensor
+            args = [a if isinstance(a, torch.Tensor) else torch.tensor(a, device=dev)
+                    for a in args]
         return fn(*args)
 
     @staticmethod

@@ -25,12 +25,25 @@ from torch._inductor.virtualized import V
 UNARY = {"neg": "neg", "abs": "abs", "relu": "relu", "exp": "exp", "log": "log", "sqrt": "sqrt",
          "rsqrt": "rsqrt", "reciprocal": "recip", "tanh": "tanh", "sigmoid": "sigmoid",
          "sin": "sin", "cos": "cos"}
+# the engine's VUN FLOOR..ATANH (Inductor's op names are the description's)
+UNARY.update({n: n for n in ("floor", "ceil", "trunc", "round", "sign", "erf", "erfc", "log1p",
+                             "expm1", "exp2", "log2", "log10", "tan", "asin", "acos", "atan",
+                             "sinh", "cosh", "asinh", "acosh", "atanh")})
 BINARY = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "div": "div",
           "maximum": "max", "minimum": "min", "eq": "eq", "ne": "ne", "lt": "lt", "le": "le",
           "gt": "gt", "ge": "ge"}
 REDUCTIONS = {"sum": "rsum", "max": "rmax", "min": "rmin"}
 # the first index of the row's extreme (NaN first, as torch), stored as an int64 row output
 ARG_REDUCTIONS = {"argmax": "rargmax", "argmin": "rargmin"}
+# whether any of the row is nonzero, stored as a bool row output
+BOOL_REDUCTIONS = {"any": "rany"}
+COMPARES = {"eq", "ne", "lt", "le", "gt", "ge"}
+# ops made of compares (0/1 results) -> operands; how the binary ones combine (x != 0) of theirs
+MASK_OPS = {"isnan": 1, "isinf": 1, "logical_not": 1, "logical_and": 2, "logical_or": 2,
+            "logical_xor": 2, "bitwise_not": 1, "bitwise_and": 2, "bitwise_or": 2,
+            "bitwise_xor": 2}
+MASK_OPS_BINARY = {"logical_and": "mul", "logical_or": "max", "logical_xor": "ne"}
+INTEGERS = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64}
 COLS = "@COLS@"  # a row kernel's row length, filled in at the call when it is symbolic
 TYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 MAX_ARGS = 16  # launch arguments of a program
@@ -158,6 +171,8 @@ def describe(trace, inputs, outputs):
 
     kinds, lines, ids = {}, [], {}
     arg_values = set()  # values of arg reductions: stored to int64 row outputs only
+    bool_values = set()  # values of any: stored to bool row outputs only
+    masks = set()  # values that are 0 or 1 (compares): integer and bool casts keep them
     out_types = {}
     for name, indices in trace.loads.items():
         for kind, want in (("full", contiguous), ("scalar", 0), ("row", row_index),
@@ -203,11 +218,15 @@ def describe(trace, inputs, outputs):
             want, okind = ((contiguous, "full") if kind == "store" or not rows else
                            (row_index, "row"))
             index_store = okind == "row" and isinstance(v, Value) and v.i in arg_values
-            if index_store != (trace.dtypes[name] == torch.int64):
+            bool_store = okind == "row" and isinstance(v, Value) and v.i in bool_values
+            if (index_store != (trace.dtypes[name] == torch.int64) or
+                    bool_store != (trace.dtypes[name] == torch.bool)):
                 raise Unsupported(f"store to {name}")
-            if not same(index, want) or (trace.dtypes[name] not in TYPES and not index_store):
+            if not same(index, want) or (trace.dtypes[name] not in TYPES and not index_store
+                                         and not bool_store):
                 raise Unsupported(f"store to {name}")
-            out_types[name] = "i64" if index_store else TYPES[trace.dtypes[name]]
+            out_types[name] = ("i64" if index_store else "bool" if bool_store else
+                               TYPES[trace.dtypes[name]])
             if out_kinds.setdefault(name, okind) != okind:
                 raise Unsupported(f"{name} stored by position and by row")
             lines.append(f"store {outputs.index(name)} {val(v)}")
@@ -220,6 +239,9 @@ def describe(trace, inputs, outputs):
             elif rtype in ARG_REDUCTIONS:
                 out(i, f"{ARG_REDUCTIONS[rtype]} {val(v)}")
                 arg_values.add(i)
+            elif rtype in BOOL_REDUCTIONS:
+                out(i, f"{BOOL_REDUCTIONS[rtype]} {val(v)}")
+                bool_values.add(i)
             elif rtype == "welford_reduce":
                 # mean, the sum of squared deviations and the count, in two passes over the
                 # row (the row is in the scratchpad): sum, then the deviations from the mean
@@ -240,13 +262,40 @@ def describe(trace, inputs, outputs):
             out(i, f"const {float(value)!r}")
         elif kind == "to_dtype":
             x, dtype = op[1:]
-            if dtype not in TYPES:
+            if dtype in TYPES:
+                out(i, f"cast {val(x)} {TYPES[dtype]}")
+            elif dtype in INTEGERS and isinstance(x, Value) and x.i in masks:
+                ids[i] = val(x)  # 0 and 1 in every integer type (Inductor's bool -> int64 -> bool)
+                masks.add(i)
+            elif dtype == torch.bool:
+                out(i, f"ne {val(x)} {new('const 0.0')}")  # NaN is true, as torch's bool()
+                masks.add(i)
+            else:
                 raise Unsupported(f"cast to {dtype}")
-            out(i, f"cast {val(x)} {TYPES[dtype]}")
         elif kind == "op" and op[1] in UNARY and len(op[2]) == 1:
             out(i, f"{UNARY[op[1]]} {val(op[2][0])}")
         elif kind == "op" and op[1] in BINARY and len(op[2]) == 2:
             out(i, f"{BINARY[op[1]]} {val(op[2][0])} {val(op[2][1])}")
+            if op[1] in COMPARES:
+                masks.add(i)
+        elif kind == "op" and op[1] in MASK_OPS and len(op[2]) == MASK_OPS[op[1]]:
+            # logical ops and NaN/inf tests as compares: 0/1 values (masks); the bitwise ops
+            # only of masks (bools), where they are the logical ones
+            name = op[1].replace("bitwise_", "logical_")
+            if name != op[1] and not all(isinstance(x, Value) and x.i in masks for x in op[2]):
+                raise Unsupported(f"op {op[1]} of integers")
+            a = [val(x) for x in op[2]]
+            if name == "isnan":
+                out(i, f"ne {a[0]} {a[0]}")
+            elif name == "isinf":
+                out(i, f"eq {new(f'abs {a[0]}')} {new('const inf')}")
+            elif name == "logical_not":
+                out(i, f"eq {a[0]} {new('const 0.0')}")
+            else:
+                zero = new("const 0.0")
+                nz = [new(f"ne {x} {zero}") for x in a]
+                out(i, f"{MASK_OPS_BINARY[name]} {nz[0]} {nz[1]}")
+            masks.add(i)
         elif kind == "op" and op[1] == "where" and len(op[2]) == 3:
             out(i, f"where {' '.join(val(a) for a in op[2])}")
         else:
