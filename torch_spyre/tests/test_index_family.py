@@ -1,7 +1,7 @@
 """The rest of the index family on the card with TORCH_SPYRE_STRICT=1 against the CPU: index_put_
 (x[idx] = v, x[idx] += v with accumulate=True: one index tensor on any dim, several on adjacent
 dims, negative positions, boolean masks, duplicates summed as torch sums them, broadcast values),
-masked_scatter, isin and scatter_reduce ("sum", "mean", "amax", "amin", "prod" for floats and
+masked_scatter, index_add (any dim, alpha, duplicates), isin and scatter_reduce ("sum", "mean", "amax", "amin", "prod" for floats and
 integers; include_self True and False) on odd shapes, every dtype claimed, empty tensors and
 strided inputs."""
 
@@ -258,3 +258,20 @@ def test_scatter_reduce_integer_prod(strict, dtype, include_self):
     got = x.to("spyre").scatter_reduce(0, index.to("spyre"), src.to("spyre"), "prod",
                                        include_self=include_self)
     assert got.dtype == dtype and torch.equal(got.cpu(), want), f"\n{got.cpu()}\n!=\n{want}"
+
+
+@pytest.mark.parametrize("dtype", ACC_TYPES + [torch.int8])
+def test_index_add(strict, dtype):
+    x = small((5, 7, 3), dtype, 20)
+    for dim, n in ((0, 6), (1, 9), (2, 4), (-1, 2)):
+        idx = torch.randint(0, x.size(dim), (n,), generator=torch.Generator().manual_seed(n))
+        shape = list(x.shape)
+        shape[dim] = n
+        src = small(tuple(shape), dtype, 21 + n)
+        for alpha in (1, 3):
+            want = x.index_add(dim, idx, src, alpha=alpha)
+            got = x.to("spyre").index_add(dim, idx.to("spyre"), src.to("spyre"), alpha=alpha)
+            assert torch.equal(got.cpu(), want), (dim, alpha)
+        d = x.to("spyre")
+        d.index_add_(dim, idx.to("spyre"), src.to("spyre"))  # in place, duplicates summed
+        assert torch.equal(d.cpu(), x.index_add(dim, idx, src))

@@ -1,7 +1,10 @@
 """2-D pooling on the card against CPU: max_pool2d and avg_pool2d over non-overlapping windows
 (3-D and 4-D inputs, square and rectangular kernels, sizes that leave a remainder, NaN,
-non-contiguous inputs, out=), nn.MaxPool2d / nn.AvgPool2d in eval under strict mode; other
-pools, and max_pool2d with a gradient, give the CPU's answers through the fallback."""
+non-contiguous inputs, out=), nn.MaxPool2d / nn.AvgPool2d in eval under strict mode; and every
+window torch takes (overlapping, padded, dilated, ceil_mode, count_include_pad,
+divisor_override), max_pool2d's indices (NaN, windows of -inf), adaptive average and max pools,
+the gradients of all of them, a ResNet stem and head trained on the card; invalid pools keep
+the CPU's errors."""
 
 import pytest
 import torch
@@ -53,18 +56,108 @@ def test_modules_views_and_out(strict):
     assert torch_spyre.fallback_counts() == {}
 
 
-def test_overlapping_padded_and_training_pools_fall_back(fallback_reset):
-    x = make((1, 2, 7, 7), torch.float32)
-    d = x.to("spyre")
-    close(F.max_pool2d(d, 3, 2, 1).cpu(), F.max_pool2d(x, 3, 2, 1), torch.float32)
-    close(F.avg_pool2d(d, 3, 1, ceil_mode=True).cpu(), F.avg_pool2d(x, 3, 1, ceil_mode=True),
-          torch.float32)
-    counts = torch_spyre.fallback_counts()
-    assert counts["aten::max_pool2d_with_indices.out"] == 1
-    assert counts["aten::avg_pool2d.out"] == 1
-    g = d.clone().requires_grad_()
-    F.max_pool2d(g, 2).sum().backward()  # with a gradient: the indices are needed
-    c = x.clone().requires_grad_()
-    F.max_pool2d(c, 2).sum().backward()
-    assert torch.equal(g.grad.cpu(), c.grad)
-    assert torch_spyre.fallback_counts()["aten::max_pool2d_with_indices.out"] == 2
+GENERAL = [  # kernel, stride, padding, dilation, ceil_mode
+    (3, 2, 1, 1, False), (3, 2, 1, 1, True), (2, 1, 0, 1, False), ((3, 2), (2, 1), (1, 0), 1, True),
+    (3, 1, 1, 1, False), (3, 2, 1, 2, False), ((2, 3), (3, 2), (1, 1), (2, 1), True),
+    (5, 3, 2, 1, True),
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("k,s,p,d,ceil", GENERAL)
+def test_max_pool2d_any_window_with_indices(strict, dtype, k, s, p, d, ceil):
+    x = make((2, 3, 9, 11), dtype)
+    x.view(-1)[5] = float("nan")
+    kw = dict(kernel_size=k, stride=s, padding=p, dilation=d, ceil_mode=ceil)
+    got = F.max_pool2d(x.to("spyre"), **kw)
+    torch.testing.assert_close(got.cpu(), F.max_pool2d(x, **kw), rtol=0, atol=0, equal_nan=True)
+    y = make((3, 10, 7), dtype)  # 3-D, no NaN: the positions of the maxima are the CPU's
+    v, i = F.max_pool2d(y.to("spyre"), return_indices=True, **kw)
+    v2, i2 = F.max_pool2d(y, return_indices=True, **kw)
+    assert torch.equal(v.cpu(), v2) and torch.equal(i.cpu(), i2)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("k,s,p,d,ceil", [c for c in GENERAL if c[3] == 1])
+@pytest.mark.parametrize("count_include_pad", [True, False])
+def test_avg_pool2d_any_window(strict, dtype, k, s, p, d, ceil, count_include_pad):
+    x = make((2, 3, 9, 11), dtype)
+    kw = dict(kernel_size=k, stride=s, padding=p, ceil_mode=ceil,
+              count_include_pad=count_include_pad)
+    close(F.avg_pool2d(x.to("spyre"), **kw).cpu(), F.avg_pool2d(x.float(), **kw).to(dtype), dtype)
+    kw["divisor_override"] = 5
+    close(F.avg_pool2d(x.to("spyre"), **kw).cpu(), F.avg_pool2d(x.float(), **kw).to(dtype), dtype)
+
+
+def test_max_pool2d_index_of_a_window_of_minus_infinity(strict):
+    x = torch.full((1, 1, 5, 5), float("-inf"))
+    x[0, 0, 4, 4] = 1.0
+    for kw in [dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=2, stride=1, padding=1,
+                                                               dilation=2)]:
+        v, i = F.max_pool2d(x.to("spyre"), return_indices=True, **kw)
+        v2, i2 = F.max_pool2d(x, return_indices=True, **kw)
+        assert torch.equal(v.cpu(), v2) and torch.equal(i.cpu(), i2), (i.cpu(), i2)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("size", [(1, 1), (4, 5), (3, 3), (9, 11), (7, 4), (2, 8)])
+def test_adaptive_pools(strict, dtype, size):
+    x = make((2, 3, 9, 11), dtype)
+    close(F.adaptive_avg_pool2d(x.to("spyre"), size).cpu(),
+          F.adaptive_avg_pool2d(x.float(), size).to(dtype), dtype)
+    v, i = F.adaptive_max_pool2d(x.to("spyre"), size, return_indices=True)
+    v2, i2 = F.adaptive_max_pool2d(x, size, return_indices=True)
+    assert torch.equal(v.cpu(), v2) and torch.equal(i.cpu(), i2)
+    y = make((3, 6, 5), dtype)  # 3-D, and 1-D pools through the 2-D ones
+    close(F.adaptive_avg_pool1d(y.to("spyre"), 4).cpu(), F.adaptive_avg_pool1d(y.float(), 4).to(dtype),
+          dtype)
+    close(F.adaptive_max_pool1d(y.to("spyre"), 3).cpu(), F.adaptive_max_pool1d(y, 3), dtype)
+
+
+POOLS = [
+    lambda t: F.max_pool2d(t, 3, 2, 1), lambda t: F.max_pool2d(t, 2),
+    lambda t: F.max_pool2d(t, (3, 2), (1, 2), (1, 0), dilation=(1, 2), ceil_mode=True),
+    lambda t: F.avg_pool2d(t, 3, 2, 1, ceil_mode=True),
+    lambda t: F.avg_pool2d(t, 3, 2, 1, count_include_pad=False), lambda t: F.avg_pool2d(t, 2),
+    lambda t: F.adaptive_avg_pool2d(t, (4, 5)), lambda t: F.adaptive_avg_pool2d(t, 1),
+    lambda t: F.adaptive_max_pool2d(t, (4, 5)),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("pool", POOLS, ids=range(len(POOLS)))
+def test_pool_gradients(strict, dtype, pool):
+    x = make((2, 3, 9, 11), dtype)
+    g, c = x.to("spyre").requires_grad_(), x.float().requires_grad_()
+    w = torch.randn(pool(c).shape, generator=torch.Generator().manual_seed(3))
+    (pool(g) * w.to(dtype).to("spyre")).sum().backward()
+    (pool(c) * w.to(dtype).float()).sum().backward()
+    close(g.grad.cpu(), c.grad.to(dtype), dtype, scale=4.0)
+
+
+def test_resnet_stem_and_head_train_on_the_card(strict):
+    torch.manual_seed(0)
+    stem = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 7, 2, 3), torch.nn.ReLU(),
+                               torch.nn.MaxPool2d(3, 2, 1), torch.nn.AdaptiveAvgPool2d(1),
+                               torch.nn.Flatten(), torch.nn.Linear(8, 4))
+    ref = [p.detach().clone() for p in stem.parameters()]
+    x = torch.randn(2, 3, 32, 32)
+    want = stem(x)
+    want.sum().backward()
+    grads = [p.grad.clone() for p in stem.parameters()]
+    stem.zero_grad()
+    dev = stem.to("spyre")
+    got = dev(x.to("spyre"))
+    close(got.cpu(), want.detach(), torch.float32, scale=10.0)
+    got.sum().backward()
+    for p, gref, r in zip(dev.parameters(), grads, ref):
+        close(p.grad.cpu(), gref, torch.float32, scale=50.0)
+        assert torch.equal(p.detach().cpu(), r)
+
+
+def test_invalid_pools_keep_the_cpu_errors(fallback_reset):
+    d = make((1, 2, 7, 7), torch.float32).to("spyre")
+    with pytest.raises(RuntimeError, match="pad should be"):
+        F.max_pool2d(d, 2, 1, 2)
+    with pytest.raises(RuntimeError):
+        F.avg_pool2d(d, 3, 1, divisor_override=0)

@@ -1,6 +1,6 @@
 // Gathers and scatters by index tensors on the card (spyre_op_gather / spyre_op_scatter):
 // torch.gather, index_select along any dim, advanced indexing by one index tensor
-// (x[:, idx]), scatter_add, index_copy, index_put_ (x[idx] = v, x[idx] += v) and
+// (x[:, idx]), scatter_add, index_copy, index_add, index_put_ (x[idx] = v, x[idx] += v) and
 // masked_scatter_. The indexed tensor is made dense on the card when it
 // is not; int64 or int32 indices. An index out of range stops the launch (a device-side assert
 // reported by the next synchronize, like CUDA's); negative indices are taken only where torch
@@ -163,6 +163,25 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
         if (ran) return out;
     }
     return fallback_to_cpu<ATEN_OP2(index_copy, out)>(self, dim, index, source, out);
+}
+
+// out = self with alpha * source's slices added at index along dim (duplicates accumulate in
+// ascending order of their position): index_copy's scatter with accumulation.
+at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                          const at::Tensor& source, const at::Scalar& alpha, at::Tensor& out) {
+    if (data_type(self) && index_type(index) && index.dim() <= 1 && self.dim() >= 1 &&
+        self.scalar_type() != at::kBool && source.scalar_type() == self.scalar_type() &&
+        out.scalar_type() == self.scalar_type() && source.dim() == self.dim() &&
+        source.is_privateuseone() && !alpha.isComplex()) {
+        c10::DeviceGuard guard(self.device());
+        const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+        const at::Tensor src = alpha.equal(1) ? source : source * alpha;
+        bool ran = false;
+        scatter_out("aten::index_add", self, d, spread(index, self.dim(), d), src, out,
+                    SPYRE_INDEX_ACCUMULATE, ran);
+        if (ran) return out;
+    }
+    return fallback_to_cpu<ATEN_OP2(index_add, out)>(self, dim, index, source, alpha, out);
 }
 
 // self[.., idx, ..] with one integer index tensor at dim d (the others None): a gather along
@@ -349,6 +368,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("index_select", TORCH_FN(index_select));
     m.impl("scatter_add.out", TORCH_FN(scatter_add_out));
     m.impl("index_copy.out", TORCH_FN(index_copy_out));
+    m.impl("index_add.out", TORCH_FN(index_add_out));
     m.impl("index.Tensor_out", TORCH_FN(index_out));
     m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
     m.impl("_index_put_impl_", TORCH_FN(index_put_impl));

@@ -1,15 +1,36 @@
-// 2-D pooling on the card for non-overlapping windows (stride = kernel, no padding, no
-// dilation, as nn.MaxPool2d(k) / nn.AvgPool2d(k) by default): the windows are dims of a view
-// [..., Ho, kh, Wo, kw], reduced by the amax / mean kernels (their dims moved last by a dense
-// copy on the card). avg_pool2d is an ordinary operator; max_pool2d is a composite over
-// max_pool2d_with_indices in torch 2.6, so, as for layer_norm, the spyre kernel replaces it when
-// no gradient is wanted (nobody reads the indices). Other pools run on the CPU fallback.
+// 2-D pooling on the card, composed of device ops, for every window torch allows: kernel,
+// stride, padding, dilation (max), ceil_mode, count_include_pad and divisor_override (avg),
+// 3-D and 4-D inputs; forward, indices and backward; and adaptive average / max pooling.
+//
+// A window reduction is separable: first over each row's kw taps, then over the kh rows. The
+// input, padded (-inf for max, 0 for avg) to cover every window, is read through a strided
+// view [..., Hp, Wo, kw] made dense by one copy on the card and reduced (amax / sum) over the
+// taps, then the same over [..., Ho, Wo, kh]: two passes whose copies are kw/sw and kh/sh times
+// the data, instead of one kh*kw/(sh*sw) times as large. max_pool2d's indices come from the
+// same passes: argmax over a row's taps (first of equal values, as the CPU's scan), then over
+// the rows, the column of the winning row gathered; a window that is all -inf gets the CPU's
+// index (its first in-bounds element). The backward of max scatters the gradient to the
+// indices (scatter_add); the backward of avg adds each tap's share onto the padded input
+// through strided views, one accumulation per tap. Adaptive windows vary in size: each output
+// row gathers the kmax input rows its window may hold (index_select, the unused ones masked),
+// then the same along the columns.
+//
+// max_pool2d is a composite over max_pool2d_with_indices in torch 2.6, so, as for layer_norm,
+// its spyre kernel replaces it when no gradient is wanted (nobody reads the indices).
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "Composed.h"
 #include "Fallback.h"
 #include "OpLibrary.h"
 
@@ -19,57 +40,379 @@ namespace {
 // Element i of a 1- or 2-element pooling argument (one value stands for both dims).
 int64_t pick(at::IntArrayRef a, size_t i) { return a.size() == 1 ? a[0] : a[i]; }
 
-// x [..., H, W] as [..., Ho, kh, Wo, kw] (floor division, the rest cropped); nothing for a
-// pooling that is not non-overlapping windows of a float spyre tensor.
-std::optional<at::Tensor> windows(const at::Tensor& x, at::IntArrayRef kernel,
-                                  at::IntArrayRef stride, at::IntArrayRef padding,
-                                  at::IntArrayRef dilation, bool ceil_mode) {
+// One spatial dim of a pooling: input size, kernel, stride, padding, dilation, output size,
+// and the padding after the input that the last window needs.
+struct PoolDim {
+    int64_t in = 0, k = 0, s = 0, p = 0, d = 1, out = 0, p_after = 0;
+
+    int64_t padded() const { return p + in + p_after; }
+};
+
+// torch's output size (pooling_output_shape); 0 for a window that does not fit.
+int64_t pooled_size(int64_t in, int64_t k, int64_t p, int64_t s, int64_t d, bool ceil_mode) {
+    const int64_t span = in + 2 * p - d * (k - 1) - 1;
+    if (span < 0) return 0;
+    int64_t out = (span + (ceil_mode ? s - 1 : 0)) / s + 1;
+    if (ceil_mode && (out - 1) * s >= in + p) --out;
+    return out;
+}
+
+struct Pool2d {
+    PoolDim h, w;
+};
+
+// The pooling of a float spyre tensor of 3 or 4 dims with arguments torch accepts; nothing
+// otherwise (the CPU fallback then gives torch's answer or error).
+std::optional<Pool2d> geometry(const at::Tensor& x, at::IntArrayRef kernel, at::IntArrayRef stride,
+                               at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
     const auto sized = [](at::IntArrayRef a) { return a.size() == 1 || a.size() == 2; };
     if (!x.is_privateuseone() || !is_float(x.scalar_type()) || (x.dim() != 3 && x.dim() != 4) ||
         !sized(kernel) || (!stride.empty() && !sized(stride)) || !sized(padding) ||
-        (!dilation.empty() && !sized(dilation)))
+        (!dilation.empty() && !sized(dilation)) || x.numel() == 0)
         return std::nullopt;
-    const int64_t kh = pick(kernel, 0), kw = pick(kernel, 1);
-    for (size_t i = 0; i < 2; ++i)
-        if ((!stride.empty() && pick(stride, i) != pick(kernel, i)) || pick(padding, i) != 0 ||
-            (!dilation.empty() && pick(dilation, i) != 1))
+    Pool2d g;
+    for (size_t i = 0; i < 2; ++i) {
+        PoolDim& dim = i == 0 ? g.h : g.w;
+        dim.in = x.size(x.dim() - 2 + static_cast<int64_t>(i));
+        dim.k = pick(kernel, i);
+        dim.s = stride.empty() ? dim.k : pick(stride, i);
+        dim.p = pick(padding, i);
+        dim.d = dilation.empty() ? 1 : pick(dilation, i);
+        if (dim.k <= 0 || dim.s <= 0 || dim.d <= 0 || dim.p < 0 || dim.p > dim.k / 2)
             return std::nullopt;
-    const int64_t h = x.size(-2), w = x.size(-1);
-    if (kh <= 0 || kw <= 0 || h < kh || w < kw || (ceil_mode && (h % kh || w % kw)))
-        return std::nullopt;
-    const int64_t ho = h / kh, wo = w / kw;
-    std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end() - 2);
-    std::vector<int64_t> strides(x.strides().begin(), x.strides().end() - 2);
-    const int64_t sh = x.stride(-2), sw = x.stride(-1);
-    sizes.insert(sizes.end(), {ho, kh, wo, kw});
-    strides.insert(strides.end(), {sh * kh, sh, sw * kw, sw});
-    return x.as_strided(sizes, strides, x.storage_offset());
+        dim.out = pooled_size(dim.in, dim.k, dim.p, dim.s, dim.d, ceil_mode);
+        if (dim.out < 1) return std::nullopt;
+        const int64_t need = (dim.out - 1) * dim.s + (dim.k - 1) * dim.d + 1;
+        dim.p_after = std::max<int64_t>(0, need - dim.p - dim.in);
+    }
+    return g;
+}
+
+// x padded with `value` to [..., Hp, Wp], contiguous.
+at::Tensor padded(const at::Tensor& x, const Pool2d& g, double value) {
+    if (!g.h.p && !g.h.p_after && !g.w.p && !g.w.p_after) return x.contiguous();
+    return at::constant_pad_nd(x, {g.w.p, g.w.p_after, g.h.p, g.h.p_after}, value).contiguous();
+}
+
+// The taps of the windows along the last dim of a contiguous t [..., n]: [..., out, k], dense.
+at::Tensor taps_last(const at::Tensor& t, const PoolDim& dim) {
+    std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end() - 1);
+    std::vector<int64_t> strides(t.strides().begin(), t.strides().end() - 1);
+    sizes.insert(sizes.end(), {dim.out, dim.k});
+    strides.insert(strides.end(), {dim.s, dim.d});
+    return t.as_strided(sizes, strides, t.storage_offset()).contiguous();
+}
+
+// The taps of the windows along the second-to-last dim of a contiguous t [..., n, m]:
+// [..., out, m, k], dense.
+at::Tensor taps_rows(const at::Tensor& t, const PoolDim& dim) {
+    const int64_t m = t.size(-1);
+    std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end() - 2);
+    std::vector<int64_t> strides(t.strides().begin(), t.strides().end() - 2);
+    sizes.insert(sizes.end(), {dim.out, m, dim.k});
+    strides.insert(strides.end(), {dim.s * m, 1, dim.d * m});
+    return t.as_strided(sizes, strides, t.storage_offset()).contiguous();
+}
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// max pooling: values, and with `indices` the flat h * W + w position of each window's max.
+std::tuple<at::Tensor, at::Tensor> max_pool(const at::Tensor& x, const Pool2d& g, bool indices) {
+    c10::DeviceGuard guard(x.device());
+    const at::Tensor xp = padded(x, g, kNegInf);
+    const at::Tensor row_taps = taps_last(xp, g.w);       // [..., Hp, Wo, kw]
+    const at::Tensor row_max = at::amax(row_taps, {-1});  // [..., Hp, Wo]
+    const at::Tensor col_taps = taps_rows(row_max, g.h);  // [..., Ho, Wo, kh]
+    const at::Tensor values = at::amax(col_taps, {-1});   // [..., Ho, Wo]
+    if (!indices) return {values, at::Tensor()};
+    const auto opts = x.options().dtype(at::kLong);
+    const at::Tensor kj = at::argmax(row_taps, -1);                // [..., Hp, Wo]
+    const at::Tensor ki = at::argmax(col_taps, -1);                // [..., Ho, Wo]
+    const at::Tensor ho = at::arange(g.h.out, opts).unsqueeze(1);  // [Ho, 1]
+    const at::Tensor wo = at::arange(g.w.out, opts);               // [Wo]
+    const at::Tensor prow = ho * g.h.s + ki * g.h.d;               // the winning padded row
+    const at::Tensor kcol = at::gather(kj, -2, prow);              // its winning tap
+    const at::Tensor row = prow - g.h.p, col = wo * g.w.s - g.w.p + kcol * g.w.d;
+    at::Tensor index = row * g.w.in + col;
+    // a window of -inf only: its first in-bounds element, as the CPU's scan leaves it
+    const auto first = [](const PoolDim& dim, int64_t o) {
+        int64_t start = o * dim.s - dim.p;
+        while (start < 0) start += dim.d;
+        return start;
+    };
+    std::vector<int64_t> first_row(g.h.out), first_col(g.w.out);
+    for (int64_t i = 0; i < g.h.out; ++i) first_row[i] = first(g.h, i);
+    for (int64_t j = 0; j < g.w.out; ++j) first_col[j] = first(g.w, j);
+    const at::Tensor fr = at::tensor(first_row, at::kLong).to(x.device()).unsqueeze(1);
+    const at::Tensor fc = at::tensor(first_col, at::kLong).to(x.device());
+    const at::Tensor outside =
+        (row < 0).logical_or(row >= g.h.in).logical_or(col < 0).logical_or(col >= g.w.in);
+    index = at::where(outside, fr * g.w.in + fc, index);
+    return {values, index};
+}
+
+at::Tensor max_pool2d_spyre(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
+                            at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
+    if (auto g = geometry(self, kernel, stride, padding, dilation, ceil_mode))
+        return std::get<0>(max_pool(self, *g, false));
+    return std::get<0>(
+        at::max_pool2d_with_indices(self, kernel, stride, padding, dilation, ceil_mode));
+}
+
+std::tuple<at::Tensor&, at::Tensor&> max_pool2d_with_indices_out(
+    const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride, at::IntArrayRef padding,
+    at::IntArrayRef dilation, bool ceil_mode, at::Tensor& out, at::Tensor& indices) {
+    const auto g = geometry(self, kernel, stride, padding, dilation, ceil_mode);
+    if (!g || !out.is_privateuseone() || !indices.is_privateuseone() ||
+        indices.scalar_type() != at::kLong)
+        return fallback_to_cpu<ATEN_OP2(max_pool2d_with_indices, out)>(
+            self, kernel, stride, padding, dilation, ceil_mode, out, indices);
+    auto [values, index] = max_pool(self, *g, true);
+    assign(out, values);
+    assign(indices, index);
+    return {out, indices};
+}
+
+// The gradient of a max pooling: each output's gradient added at its max's position.
+at::Tensor scatter_to_indices(const at::Tensor& grad, const at::Tensor& self,
+                              const at::Tensor& indices) {
+    c10::DeviceGuard guard(self.device());
+    const int64_t lead = self.dim() - 2, hw = self.size(-2) * self.size(-1);
+    std::vector<int64_t> flat(self.sizes().begin(), self.sizes().begin() + lead);
+    flat.push_back(hw);
+    const at::Tensor g = widened(grad).flatten(lead);
+    at::Tensor gi = at::zeros(flat, g.options());
+    gi.scatter_add_(lead, indices.flatten(lead), g);
+    return gi.view(self.sizes()).to(grad.scalar_type());
+}
+
+bool grad_on_card(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& out) {
+    return grad.is_privateuseone() && self.is_privateuseone() && out.is_privateuseone() &&
+           is_float(grad.scalar_type()) && grad.scalar_type() == self.scalar_type() &&
+           (self.dim() == 3 || self.dim() == 4);
+}
+
+at::Tensor& max_pool2d_with_indices_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                                                 at::IntArrayRef kernel, at::IntArrayRef stride,
+                                                 at::IntArrayRef padding, at::IntArrayRef dilation,
+                                                 bool ceil_mode, const at::Tensor& indices,
+                                                 at::Tensor& grad_input) {
+    if (!grad_on_card(grad, self, grad_input) || !indices.is_privateuseone() ||
+        indices.sizes() != grad.sizes())
+        return fallback_to_cpu<ATEN_OP2(max_pool2d_with_indices_backward, grad_input)>(
+            grad, self, kernel, stride, padding, dilation, ceil_mode, indices, grad_input);
+    return assign(grad_input, scatter_to_indices(grad, self, indices));
+}
+
+// The divisor of each window of an average pooling [Ho, Wo] (CPU values as torch computes
+// them: the window clipped to the padded input, or to the input itself without
+// count_include_pad; divisor_override wins).
+at::Tensor avg_divisors(const Pool2d& g, bool count_include_pad, std::optional<int64_t> divisor,
+                        at::Device device) {
+    std::vector<float> d(static_cast<size_t>(g.h.out * g.w.out));
+    for (int64_t i = 0; i < g.h.out; ++i) {
+        for (int64_t j = 0; j < g.w.out; ++j) {
+            int64_t h0 = i * g.h.s - g.h.p, w0 = j * g.w.s - g.w.p;
+            int64_t h1 = std::min(h0 + g.h.k, g.h.in + g.h.p);
+            int64_t w1 = std::min(w0 + g.w.k, g.w.in + g.w.p);
+            const int64_t pool = (h1 - h0) * (w1 - w0);
+            h0 = std::max<int64_t>(h0, 0);
+            w0 = std::max<int64_t>(w0, 0);
+            h1 = std::min(h1, g.h.in);
+            w1 = std::min(w1, g.w.in);
+            const int64_t n = divisor ? *divisor : count_include_pad ? pool : (h1 - h0) * (w1 - w0);
+            d[static_cast<size_t>(i * g.w.out + j)] = static_cast<float>(n);
+        }
+    }
+    return at::tensor(d, at::kFloat).view({g.h.out, g.w.out}).to(device);
+}
+
+std::optional<Pool2d> avg_geometry(const at::Tensor& x, at::IntArrayRef kernel,
+                                   at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
+                                   std::optional<int64_t> divisor) {
+    if (divisor && *divisor == 0) return std::nullopt;  // the CPU's error
+    return geometry(x, kernel, stride, padding, {}, ceil_mode);
 }
 
 at::Tensor& avg_pool2d_out(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
                            at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                            std::optional<int64_t> divisor, at::Tensor& out) {
-    if (!divisor && out.is_privateuseone() && out.scalar_type() == self.scalar_type()) {
-        if (auto v = windows(self, kernel, stride, padding, {}, ceil_mode)) {
-            c10::DeviceGuard guard(self.device());
-            const at::Tensor r = at::mean(*v, {-3, -1});
-            at::native::resize_output(out, r.sizes());
-            out.copy_(r);
-            return out;
-        }
-    }
-    return fallback_to_cpu<ATEN_OP2(avg_pool2d, out)>(self, kernel, stride, padding, ceil_mode,
-                                                      count_include_pad, divisor, out);
+    const auto g = avg_geometry(self, kernel, stride, padding, ceil_mode, divisor);
+    if (!g || !out.is_privateuseone())
+        return fallback_to_cpu<ATEN_OP2(avg_pool2d, out)>(self, kernel, stride, padding, ceil_mode,
+                                                          count_include_pad, divisor, out);
+    c10::DeviceGuard guard(self.device());
+    const at::Tensor xp = padded(widened(self), *g, 0.0);
+    const at::Tensor rows = at::sum(taps_last(xp, g->w), {-1});
+    const at::Tensor sums = at::sum(taps_rows(rows, g->h), {-1});
+    const at::Tensor r = sums / avg_divisors(*g, count_include_pad, divisor, self.device());
+    return assign(out, r.to(self.scalar_type()));
 }
 
-at::Tensor max_pool2d_spyre(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
-                            at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
-    if (auto v = windows(self, kernel, stride, padding, dilation, ceil_mode)) {
-        c10::DeviceGuard guard(self.device());
-        return at::amax(*v, {-3, -1});
+// Each window's share of the gradient added onto the padded input, one strided view per tap.
+at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                                    at::IntArrayRef kernel, at::IntArrayRef stride,
+                                    at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                                    std::optional<int64_t> divisor, at::Tensor& grad_input) {
+    const auto g = avg_geometry(self, kernel, stride, padding, ceil_mode, divisor);
+    if (!g || !grad_on_card(grad, self, grad_input) || grad.size(-2) != g->h.out ||
+        grad.size(-1) != g->w.out)
+        return fallback_to_cpu<ATEN_OP2(avg_pool2d_backward, grad_input)>(
+            grad, self, kernel, stride, padding, ceil_mode, count_include_pad, divisor, grad_input);
+    c10::DeviceGuard guard(self.device());
+    const at::Tensor share =
+        widened(grad) / avg_divisors(*g, count_include_pad, divisor, self.device());
+    std::vector<int64_t> psize(self.sizes().begin(), self.sizes().end() - 2);
+    psize.insert(psize.end(), {g->h.padded(), g->w.padded()});
+    at::Tensor gp = at::zeros(psize, share.options());
+    std::vector<int64_t> sizes(gp.sizes().begin(), gp.sizes().end() - 2);
+    std::vector<int64_t> strides(gp.strides().begin(), gp.strides().end() - 2);
+    const int64_t wp = g->w.padded();
+    sizes.insert(sizes.end(), {g->h.out, g->w.out});
+    strides.insert(strides.end(), {g->h.s * wp, g->w.s});
+    for (int64_t a = 0; a < g->h.k; ++a)
+        for (int64_t b = 0; b < g->w.k; ++b) gp.as_strided(sizes, strides, a * wp + b).add_(share);
+    const at::Tensor gi = gp.narrow(-2, g->h.p, g->h.in).narrow(-1, g->w.p, g->w.in);
+    return assign(grad_input, gi.to(grad.scalar_type()));
+}
+
+// Adaptive windows along one dim: output o reads [floor(o * in / out), ceil((o + 1) * in /
+// out)). Returns the kmax positions each output gathers (the last one repeated past the
+// window's end), whether each is inside the window, and each window's length.
+struct AdaptiveDim {
+    int64_t kmax = 0;
+    std::vector<int64_t> index;
+    std::vector<uint8_t> inside;
+    std::vector<int64_t> length;
+};
+
+AdaptiveDim adaptive_dim(int64_t in, int64_t out) {
+    AdaptiveDim a;
+    a.length.resize(out);
+    std::vector<int64_t> start(out);
+    for (int64_t o = 0; o < out; ++o) {
+        start[o] = (o * in) / out;
+        const int64_t end = ((o + 1) * in + out - 1) / out;
+        a.length[o] = end - start[o];
+        a.kmax = std::max(a.kmax, a.length[o]);
     }
-    return std::get<0>(
-        at::max_pool2d_with_indices(self, kernel, stride, padding, dilation, ceil_mode));
+    for (int64_t o = 0; o < out; ++o) {
+        for (int64_t k = 0; k < a.kmax; ++k) {
+            a.index.push_back(start[o] + std::min(k, a.length[o] - 1));
+            a.inside.push_back(k < a.length[o]);
+        }
+    }
+    return a;
+}
+
+bool adaptive_on_card(const at::Tensor& x, at::IntArrayRef output_size) {
+    return x.is_privateuseone() && is_float(x.scalar_type()) && (x.dim() == 3 || x.dim() == 4) &&
+           output_size.size() == 2 && output_size[0] > 0 && output_size[1] > 0 && x.size(-2) > 0 &&
+           x.size(-1) > 0 && x.numel() > 0;
+}
+
+// x [..., n, m] -> [..., out, kmax, m] (dim -2) gathered rows, or [..., n, out, kmax] (dim -1)
+at::Tensor gather_windows(const at::Tensor& x, const AdaptiveDim& a, int64_t dim, int64_t out) {
+    const at::Tensor idx = at::tensor(a.index, at::kLong).to(x.device());
+    const at::Tensor g = x.index_select(dim, idx);
+    std::vector<int64_t> sizes(g.sizes().begin(), g.sizes().end());
+    const auto d = static_cast<size_t>(g.dim() + dim);
+    sizes[d] = a.kmax;
+    sizes.insert(sizes.begin() + static_cast<int64_t>(d), out);
+    return g.view(sizes);
+}
+
+at::Tensor inside_mask(const AdaptiveDim& a, int64_t out, at::Device device, bool rows) {
+    at::Tensor m = at::tensor(a.inside).to(at::kBool).view({out, a.kmax}).to(device);
+    return rows ? m.unsqueeze(-1) : m;  // [out, kmax, 1] against [..., out, kmax, m]
+}
+
+at::Tensor adaptive_avg_pool2d(const at::Tensor& self, at::IntArrayRef output_size) {
+    if (!adaptive_on_card(self, output_size))
+        return fallback_to_cpu<ATEN_OP(_adaptive_avg_pool2d)>(self, output_size);
+    c10::DeviceGuard guard(self.device());
+    const int64_t oh = output_size[0], ow = output_size[1];
+    const AdaptiveDim ah = adaptive_dim(self.size(-2), oh), aw = adaptive_dim(self.size(-1), ow);
+    const at::Tensor w = widened(self);
+    // rows: [..., oh, kh, W] summed over kh (the repeated positions masked to 0)
+    at::Tensor r = gather_windows(w, ah, -2, oh);
+    r = at::where(inside_mask(ah, oh, self.device(), true), r, 0.0).sum(-2);  // [..., oh, W]
+    at::Tensor c = gather_windows(r, aw, -1, ow);                             // [..., oh, ow, kw]
+    c = at::where(inside_mask(aw, ow, self.device(), false), c, 0.0).sum(-1);
+    std::vector<float> area(static_cast<size_t>(oh * ow));
+    for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j)
+            area[static_cast<size_t>(i * ow + j)] = static_cast<float>(ah.length[i] * aw.length[j]);
+    const at::Tensor div = at::tensor(area, at::kFloat).view({oh, ow}).to(self.device());
+    return (c / div).to(self.scalar_type());
+}
+
+// The gradient of an adaptive average: each output's share added over its window, along the
+// columns then the rows (index_add of the masked shares onto the gathered positions).
+at::Tensor adaptive_avg_pool2d_backward(const at::Tensor& grad, const at::Tensor& self) {
+    if (!grad.is_privateuseone() || !adaptive_on_card(self, grad.sizes().slice(grad.dim() - 2)) ||
+        grad.scalar_type() != self.scalar_type() || grad.dim() != self.dim())
+        return fallback_to_cpu<ATEN_OP(_adaptive_avg_pool2d_backward)>(grad, self);
+    c10::DeviceGuard guard(self.device());
+    const int64_t oh = grad.size(-2), ow = grad.size(-1), h = self.size(-2), w = self.size(-1);
+    const AdaptiveDim ah = adaptive_dim(h, oh), aw = adaptive_dim(w, ow);
+    std::vector<float> area(static_cast<size_t>(oh * ow));
+    for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j)
+            area[static_cast<size_t>(i * ow + j)] = static_cast<float>(ah.length[i] * aw.length[j]);
+    const at::Tensor share =
+        widened(grad) / at::tensor(area, at::kFloat).view({oh, ow}).to(self.device());
+    // columns: [..., oh, ow] -> [..., oh, ow, kw] masked -> added onto [..., oh, W]
+    const at::Tensor cmask = inside_mask(aw, ow, self.device(), false).to(at::kFloat);
+    const at::Tensor cs = (share.unsqueeze(-1) * cmask).flatten(-2);  // [..., oh, ow * kw]
+    std::vector<int64_t> rsize(grad.sizes().begin(), grad.sizes().end() - 1);
+    rsize.push_back(w);
+    at::Tensor rows = at::zeros(rsize, share.options());
+    rows.index_add_(-1, at::tensor(aw.index, at::kLong).to(self.device()), cs);
+    // rows: [..., oh, W] -> [..., oh, kh, W] masked -> added onto [..., H, W]
+    const at::Tensor rmask = inside_mask(ah, oh, self.device(), true).to(at::kFloat);
+    const at::Tensor rs = (rows.unsqueeze(-2) * rmask).flatten(-3, -2);  // [..., oh * kh, W]
+    std::vector<int64_t> gsize(self.sizes().begin(), self.sizes().end());
+    at::Tensor gi = at::zeros(gsize, share.options());
+    gi.index_add_(-2, at::tensor(ah.index, at::kLong).to(self.device()), rs);
+    return gi.to(grad.scalar_type());
+}
+
+// Adaptive max: the window maxima (repeated positions do not change a max) and their
+// positions, as for max_pool: per row, then over the rows.
+std::tuple<at::Tensor&, at::Tensor&> adaptive_max_pool2d_out(const at::Tensor& self,
+                                                             at::IntArrayRef output_size,
+                                                             at::Tensor& out, at::Tensor& indices) {
+    if (!adaptive_on_card(self, output_size) || !out.is_privateuseone() ||
+        !indices.is_privateuseone())
+        return fallback_to_cpu<ATEN_OP2(adaptive_max_pool2d, out)>(self, output_size, out, indices);
+    c10::DeviceGuard guard(self.device());
+    const int64_t oh = output_size[0], ow = output_size[1], w = self.size(-1);
+    const AdaptiveDim ah = adaptive_dim(self.size(-2), oh), aw = adaptive_dim(w, ow);
+    const at::Tensor cols = gather_windows(self, aw, -1, ow);  // [..., H, ow, kw]
+    const at::Tensor row_max = at::amax(cols, {-1});           // [..., H, ow]
+    const at::Tensor kj = at::argmax(cols, -1);                // [..., H, ow]
+    at::Tensor rows = gather_windows(row_max, ah, -2, oh);     // [..., oh, kh, ow]
+    const at::Tensor values = at::amax(rows, {-2});            // [..., oh, ow]
+    const at::Tensor ki = at::argmax(rows, -2);                // [..., oh, ow]
+    std::vector<int64_t> row_start(oh), col_start(ow);
+    for (int64_t i = 0; i < oh; ++i) row_start[i] = ah.index[static_cast<size_t>(i * ah.kmax)];
+    for (int64_t j = 0; j < ow; ++j) col_start[j] = aw.index[static_cast<size_t>(j * aw.kmax)];
+    const at::Tensor row = at::tensor(row_start, at::kLong).to(self.device()).unsqueeze(1) + ki;
+    const at::Tensor kcol = at::gather(kj, -2, row);
+    const at::Tensor col = at::tensor(col_start, at::kLong).to(self.device()) + kcol;
+    assign(out, values);
+    assign(indices, row * w + col);
+    return {out, indices};
+}
+
+at::Tensor& adaptive_max_pool2d_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                                             const at::Tensor& indices, at::Tensor& grad_input) {
+    if (!grad_on_card(grad, self, grad_input) || !indices.is_privateuseone() ||
+        indices.sizes() != grad.sizes())
+        return fallback_to_cpu<ATEN_OP2(adaptive_max_pool2d_backward, grad_input)>(
+            grad, self, indices, grad_input);
+    return assign(grad_input, scatter_to_indices(grad, self, indices));
 }
 
 at::Tensor max_pool2d_autograd(const at::Tensor& self, at::IntArrayRef kernel,
@@ -87,7 +430,15 @@ at::Tensor max_pool2d_autograd(const at::Tensor& self, at::IntArrayRef kernel,
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("avg_pool2d.out", TORCH_FN(avg_pool2d_out));
+    m.impl("avg_pool2d_backward.grad_input", TORCH_FN(avg_pool2d_backward_out));
     m.impl("max_pool2d", TORCH_FN(max_pool2d_spyre));
+    m.impl("max_pool2d_with_indices.out", TORCH_FN(max_pool2d_with_indices_out));
+    m.impl("max_pool2d_with_indices_backward.grad_input",
+           TORCH_FN(max_pool2d_with_indices_backward_out));
+    m.impl("_adaptive_avg_pool2d", TORCH_FN(adaptive_avg_pool2d));
+    m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(adaptive_avg_pool2d_backward));
+    m.impl("adaptive_max_pool2d.out", TORCH_FN(adaptive_max_pool2d_out));
+    m.impl("adaptive_max_pool2d_backward.grad_input", TORCH_FN(adaptive_max_pool2d_backward_out));
 }
 
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
