@@ -1,0 +1,254 @@
+// Upsampling (F.interpolate, nn.Upsample) on the card, composed of device ops: nearest and
+// nearest-exact (1-D, 2-D, 3-D), linear, bilinear and trilinear with and without
+// align_corners, forward and backward. Interpolation is separable: along each spatial dim
+// (the last first, as the CPU's kernels nest their loops) the output gathers its source
+// positions with index_select, and the linear modes blend the two neighbours with their
+// weights, x[i0] * l0 + x[i1] * l1. The positions and weights are computed on the host in fp32
+// exactly as the CPU's kernels compute them (nearest_idx and its 2x shortcut,
+// area_pixel_compute_source_index, the clamps at the edges), so nearest results are the CPU's
+// bit for bit and linear ones agree to rounding. Backwards add each output's gradient (times
+// its weight) onto its source positions with index_add, dim by dim.
+#include <ATen/ATen.h>
+#include <ATen/Operators.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <vector>
+
+#include "Composed.h"
+#include "Fallback.h"
+#include "OpLibrary.h"
+
+namespace torch_spyre::aten {
+namespace {
+
+enum class Mode { Nearest, NearestExact, Linear };
+
+// One spatial dim's interpolation: the source position(s) of each output and the weights.
+struct Axis {
+    std::vector<int64_t> i0, i1;
+    std::vector<float> l0, l1;
+};
+
+// torch's compute_scales_value: 1 / scale when one is given, else in / out (fp32).
+float scale_of(std::optional<double> scale, int64_t in, int64_t out) {
+    return scale && *scale > 0 ? static_cast<float>(1.0 / *scale)
+                               : static_cast<float>(in) / static_cast<float>(out);
+}
+
+Axis axis_of(Mode mode, int64_t in, int64_t out, bool align_corners, std::optional<double> s) {
+    Axis a;
+    for (int64_t o = 0; o < out; ++o) {
+        if (mode == Mode::Nearest) {
+            int64_t src = o;
+            if (out == 2 * in) {
+                src = o >> 1;
+            } else if (out != in) {
+                src = std::min(
+                    static_cast<int64_t>(std::floor(static_cast<float>(o) * scale_of(s, in, out))),
+                    in - 1);
+            }
+            a.i0.push_back(src);
+            continue;
+        }
+        if (mode == Mode::NearestExact) {
+            const float src = std::floor((static_cast<float>(o) + 0.5f) * scale_of(s, in, out));
+            a.i0.push_back(std::min(static_cast<int64_t>(src), in - 1));
+            continue;
+        }
+        float scale;
+        if (align_corners)
+            scale = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
+        else
+            scale = scale_of(s, in, out);
+        float real = align_corners ? scale * static_cast<float>(o)
+                                   : std::max(scale * (static_cast<float>(o) + 0.5f) - 0.5f, 0.0f);
+        const int64_t i = std::min(static_cast<int64_t>(std::floor(real)), in - 1);
+        const float lambda = std::min(std::max(real - static_cast<float>(i), 0.0f), 1.0f);
+        a.i0.push_back(i);
+        a.i1.push_back(i + (i < in - 1 ? 1 : 0));
+        a.l0.push_back(1.0f - lambda);
+        a.l1.push_back(lambda);
+    }
+    return a;
+}
+
+// A per-output vector along dim d (negative) shaped to broadcast against [..., out, rest...].
+at::Tensor along(const std::vector<float>& v, int64_t d, at::Device device) {
+    std::vector<int64_t> shape{static_cast<int64_t>(v.size())};
+    for (int64_t k = d + 1; k < 0; ++k) shape.push_back(1);
+    return at::tensor(v, at::kFloat).view(shape).to(device);
+}
+
+at::Tensor indices(const std::vector<int64_t>& v, at::Device device) {
+    return at::tensor(v, at::kLong).to(device);
+}
+
+bool on_card(const at::Tensor& x, size_t dims) {
+    return x.is_privateuseone() && is_float(x.scalar_type()) &&
+           x.dim() == static_cast<int64_t>(dims) + 2 && x.numel() > 0;
+}
+
+at::Tensor upsample(const at::Tensor& x, Mode mode, at::IntArrayRef out_size, bool align_corners,
+                    const std::vector<std::optional<double>>& scales) {
+    c10::DeviceGuard guard(x.device());
+    const int64_t n = static_cast<int64_t>(out_size.size());
+    at::Tensor y = mode == Mode::Linear ? widened(x) : x;
+    for (int64_t k = n - 1; k >= 0; --k) {  // the last dim first
+        const int64_t d = k - n;            // negative dim
+        const Axis a = axis_of(mode, x.size(d), out_size[k], align_corners, scales[k]);
+        if (mode != Mode::Linear) {
+            y = y.index_select(d, indices(a.i0, x.device()));
+            continue;
+        }
+        y = y.index_select(d, indices(a.i0, x.device())) * along(a.l0, d, x.device()) +
+            y.index_select(d, indices(a.i1, x.device())) * along(a.l1, d, x.device());
+    }
+    return y.to(x.scalar_type());
+}
+
+at::Tensor upsample_backward(const at::Tensor& grad, Mode mode, at::IntArrayRef out_size,
+                             at::IntArrayRef in_size, bool align_corners,
+                             const std::vector<std::optional<double>>& scales) {
+    c10::DeviceGuard guard(grad.device());
+    const int64_t n = static_cast<int64_t>(out_size.size());
+    const int64_t lead = static_cast<int64_t>(in_size.size()) - n;
+    at::Tensor g = widened(grad);
+    for (int64_t k = 0; k < n; ++k) {  // the transposes, in the reverse order
+        const int64_t d = k - n;
+        const int64_t in = in_size[static_cast<size_t>(lead + k)];
+        const Axis a = axis_of(mode, in, out_size[k], align_corners, scales[k]);
+        std::vector<int64_t> shape(g.sizes().begin(), g.sizes().end());
+        shape[static_cast<size_t>(g.dim() + d)] = in;
+        at::Tensor gi = at::zeros(shape, g.options());
+        if (mode != Mode::Linear) {
+            gi.index_add_(d, indices(a.i0, grad.device()), g);
+        } else {
+            gi.index_add_(d, indices(a.i0, grad.device()), g * along(a.l0, d, grad.device()));
+            gi.index_add_(d, indices(a.i1, grad.device()), g * along(a.l1, d, grad.device()));
+        }
+        g = gi;
+    }
+    return g.to(grad.scalar_type());
+}
+
+bool sizes_ok(at::IntArrayRef out_size, size_t dims) {
+    if (out_size.size() != dims) return false;
+    return std::all_of(out_size.begin(), out_size.end(), [](int64_t s) { return s > 0; });
+}
+
+bool backward_on_card(const at::Tensor& grad, at::IntArrayRef out_size, at::IntArrayRef in_size,
+                      const at::Tensor& grad_input, size_t dims) {
+    if (!on_card(grad, dims) || !grad_input.is_privateuseone() || !sizes_ok(out_size, dims) ||
+        in_size.size() != dims + 2)
+        return false;
+    for (size_t k = 0; k < dims; ++k)
+        if (grad.size(static_cast<int64_t>(k + 2)) != out_size[k] || in_size[k + 2] <= 0)
+            return false;
+    return grad.size(0) == in_size[0] && grad.size(1) == in_size[1];
+}
+
+using Scale = std::optional<double>;
+
+// The out= kernels: nearest (and exact) of 1, 2, 3 dims, linear of 1, 2, 3 dims, and their
+// backwards. Anything else (other dtypes, sizes torch refuses) is the CPU's.
+#define SPYRE_NEAREST(fn, aten_op, MODE, dims)                                               \
+    at::Tensor& fn(const at::Tensor& x, at::IntArrayRef size, SPYRE_SCALE_PARAMS_##dims,     \
+                   at::Tensor& out) {                                                        \
+        if (!on_card(x, dims) || !sizes_ok(size, dims) || !out.is_privateuseone())           \
+            return fallback_to_cpu<ATEN_OP2 aten_op>(x, size, SPYRE_SCALE_ARGS_##dims, out); \
+        return assign(out, upsample(x, Mode::MODE, size, false, {SPYRE_SCALE_ARGS_##dims})); \
+    }
+#define SPYRE_SCALE_PARAMS_1 Scale s0
+#define SPYRE_SCALE_PARAMS_2 Scale s0, Scale s1
+#define SPYRE_SCALE_PARAMS_3 Scale s0, Scale s1, Scale s2
+#define SPYRE_SCALE_ARGS_1 s0
+#define SPYRE_SCALE_ARGS_2 s0, s1
+#define SPYRE_SCALE_ARGS_3 s0, s1, s2
+
+SPYRE_NEAREST(nearest1d_out, (upsample_nearest1d, out), Nearest, 1)
+SPYRE_NEAREST(nearest2d_out, (upsample_nearest2d, out), Nearest, 2)
+SPYRE_NEAREST(nearest3d_out, (upsample_nearest3d, out), Nearest, 3)
+SPYRE_NEAREST(nearest_exact1d_out, (_upsample_nearest_exact1d, out), NearestExact, 1)
+SPYRE_NEAREST(nearest_exact2d_out, (_upsample_nearest_exact2d, out), NearestExact, 2)
+SPYRE_NEAREST(nearest_exact3d_out, (_upsample_nearest_exact3d, out), NearestExact, 3)
+#undef SPYRE_NEAREST
+
+#define SPYRE_NEAREST_BACKWARD(fn, aten_op, MODE, dims)                                            \
+    at::Tensor& fn(const at::Tensor& grad, at::IntArrayRef size, at::IntArrayRef in_size,          \
+                   SPYRE_SCALE_PARAMS_##dims, at::Tensor& grad_input) {                            \
+        if (!backward_on_card(grad, size, in_size, grad_input, dims))                              \
+            return fallback_to_cpu<ATEN_OP2 aten_op>(grad, size, in_size, SPYRE_SCALE_ARGS_##dims, \
+                                                     grad_input);                                  \
+        return assign(grad_input, upsample_backward(grad, Mode::MODE, size, in_size, false,        \
+                                                    {SPYRE_SCALE_ARGS_##dims}));                   \
+    }
+
+SPYRE_NEAREST_BACKWARD(nearest1d_backward, (upsample_nearest1d_backward, grad_input), Nearest, 1)
+SPYRE_NEAREST_BACKWARD(nearest2d_backward, (upsample_nearest2d_backward, grad_input), Nearest, 2)
+SPYRE_NEAREST_BACKWARD(nearest3d_backward, (upsample_nearest3d_backward, grad_input), Nearest, 3)
+SPYRE_NEAREST_BACKWARD(nearest_exact1d_backward, (_upsample_nearest_exact1d_backward, grad_input),
+                       NearestExact, 1)
+SPYRE_NEAREST_BACKWARD(nearest_exact2d_backward, (_upsample_nearest_exact2d_backward, grad_input),
+                       NearestExact, 2)
+SPYRE_NEAREST_BACKWARD(nearest_exact3d_backward, (_upsample_nearest_exact3d_backward, grad_input),
+                       NearestExact, 3)
+#undef SPYRE_NEAREST_BACKWARD
+
+#define SPYRE_LINEAR(fn, aten_op, dims)                                                           \
+    at::Tensor& fn(const at::Tensor& x, at::IntArrayRef size, bool align_corners,                 \
+                   SPYRE_SCALE_PARAMS_##dims, at::Tensor& out) {                                  \
+        if (!on_card(x, dims) || !sizes_ok(size, dims) || !out.is_privateuseone())                \
+            return fallback_to_cpu<ATEN_OP2 aten_op>(x, size, align_corners,                      \
+                                                     SPYRE_SCALE_ARGS_##dims, out);               \
+        return assign(out,                                                                        \
+                      upsample(x, Mode::Linear, size, align_corners, {SPYRE_SCALE_ARGS_##dims})); \
+    }
+
+SPYRE_LINEAR(linear1d_out, (upsample_linear1d, out), 1)
+SPYRE_LINEAR(bilinear2d_out, (upsample_bilinear2d, out), 2)
+SPYRE_LINEAR(trilinear3d_out, (upsample_trilinear3d, out), 3)
+#undef SPYRE_LINEAR
+
+#define SPYRE_LINEAR_BACKWARD(fn, aten_op, dims)                                                \
+    at::Tensor& fn(const at::Tensor& grad, at::IntArrayRef size, at::IntArrayRef in_size,       \
+                   bool align_corners, SPYRE_SCALE_PARAMS_##dims, at::Tensor& grad_input) {     \
+        if (!backward_on_card(grad, size, in_size, grad_input, dims))                           \
+            return fallback_to_cpu<ATEN_OP2 aten_op>(grad, size, in_size, align_corners,        \
+                                                     SPYRE_SCALE_ARGS_##dims, grad_input);      \
+        return assign(grad_input, upsample_backward(grad, Mode::Linear, size, in_size,          \
+                                                    align_corners, {SPYRE_SCALE_ARGS_##dims})); \
+    }
+
+SPYRE_LINEAR_BACKWARD(linear1d_backward, (upsample_linear1d_backward, grad_input), 1)
+SPYRE_LINEAR_BACKWARD(bilinear2d_backward, (upsample_bilinear2d_backward, grad_input), 2)
+SPYRE_LINEAR_BACKWARD(trilinear3d_backward, (upsample_trilinear3d_backward, grad_input), 3)
+#undef SPYRE_LINEAR_BACKWARD
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("upsample_nearest1d.out", TORCH_FN(nearest1d_out));
+    m.impl("upsample_nearest2d.out", TORCH_FN(nearest2d_out));
+    m.impl("upsample_nearest3d.out", TORCH_FN(nearest3d_out));
+    m.impl("_upsample_nearest_exact1d.out", TORCH_FN(nearest_exact1d_out));
+    m.impl("_upsample_nearest_exact2d.out", TORCH_FN(nearest_exact2d_out));
+    m.impl("_upsample_nearest_exact3d.out", TORCH_FN(nearest_exact3d_out));
+    m.impl("upsample_nearest1d_backward.grad_input", TORCH_FN(nearest1d_backward));
+    m.impl("upsample_nearest2d_backward.grad_input", TORCH_FN(nearest2d_backward));
+    m.impl("upsample_nearest3d_backward.grad_input", TORCH_FN(nearest3d_backward));
+    m.impl("_upsample_nearest_exact1d_backward.grad_input", TORCH_FN(nearest_exact1d_backward));
+    m.impl("_upsample_nearest_exact2d_backward.grad_input", TORCH_FN(nearest_exact2d_backward));
+    m.impl("_upsample_nearest_exact3d_backward.grad_input", TORCH_FN(nearest_exact3d_backward));
+    m.impl("upsample_linear1d.out", TORCH_FN(linear1d_out));
+    m.impl("upsample_bilinear2d.out", TORCH_FN(bilinear2d_out));
+    m.impl("upsample_trilinear3d.out", TORCH_FN(trilinear3d_out));
+    m.impl("upsample_linear1d_backward.grad_input", TORCH_FN(linear1d_backward));
+    m.impl("upsample_bilinear2d_backward.grad_input", TORCH_FN(bilinear2d_backward));
+    m.impl("upsample_trilinear3d_backward.grad_input", TORCH_FN(trilinear3d_backward));
+}
+
+}  // namespace torch_spyre::aten

@@ -1,0 +1,83 @@
+"""F.interpolate / nn.Upsample on the card under strict mode against the CPU: nearest and
+nearest-exact (1-D, 2-D, 3-D; up, down, non-integer factors, the 2x shortcut, given scale
+factors) bit for bit; linear, bilinear and trilinear with and without align_corners (to
+rounding, fp32/fp16/bf16); the gradients of every mode; a U-Net-style decoder step."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_spyre
+from conftest import FLOATS, close, make
+
+
+@pytest.fixture
+def strict(monkeypatch, fallback_reset):
+    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
+    yield
+    assert torch_spyre.fallback_counts() == {}
+
+
+SHAPES = {1: (2, 3, 7), 2: (2, 3, 5, 7), 3: (1, 2, 3, 4, 5)}
+SIZES = {1: [(14,), (3,), (10,), (7,)], 2: [(10, 14), (3, 4), (8, 11), (5, 7)],
+         3: [(6, 8, 10), (2, 3, 3), (4, 7, 6)]}
+LINEAR = {1: "linear", 2: "bilinear", 3: "trilinear"}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("dims", [1, 2, 3])
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+def test_nearest(strict, dtype, dims, mode):
+    x = make(SHAPES[dims], dtype)
+    for size in SIZES[dims]:
+        got = F.interpolate(x.to("spyre"), size=size, mode=mode)
+        assert torch.equal(got.cpu(), F.interpolate(x, size=size, mode=mode)), size
+    for factor in (2, 1.5, 0.6, 3):
+        got = F.interpolate(x.to("spyre"), scale_factor=factor, mode=mode)
+        assert torch.equal(got.cpu(), F.interpolate(x, scale_factor=factor, mode=mode)), factor
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("dims", [1, 2, 3])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_linear_modes(strict, dtype, dims, align_corners):
+    x = make(SHAPES[dims], dtype)
+    mode = LINEAR[dims]
+    for size in SIZES[dims]:
+        got = F.interpolate(x.to("spyre"), size=size, mode=mode, align_corners=align_corners)
+        want = F.interpolate(x.float(), size=size, mode=mode, align_corners=align_corners)
+        close(got.cpu(), want.to(dtype), dtype)
+    for factor in (2, 1.7, 0.5):
+        got = F.interpolate(x.to("spyre"), scale_factor=factor, mode=mode,
+                            align_corners=align_corners)
+        want = F.interpolate(x.float(), scale_factor=factor, mode=mode,
+                             align_corners=align_corners)
+        close(got.cpu(), want.to(dtype), dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dims,mode,kw", [
+    (1, "nearest", {}), (2, "nearest", {}), (3, "nearest", {}), (2, "nearest-exact", {}),
+    (1, "linear", {"align_corners": False}), (2, "bilinear", {"align_corners": False}),
+    (2, "bilinear", {"align_corners": True}), (3, "trilinear", {"align_corners": False}),
+])
+def test_gradients(strict, dtype, dims, mode, kw):
+    x = make(SHAPES[dims], dtype)
+    size = SIZES[dims][2]
+    g, c = x.to("spyre").requires_grad_(), x.float().requires_grad_()
+    w = torch.randn(F.interpolate(c, size=size, mode=mode, **kw).shape,
+                    generator=torch.Generator().manual_seed(4)).to(dtype)
+    (F.interpolate(g, size=size, mode=mode, **kw) * w.to("spyre")).sum().backward()
+    (F.interpolate(c, size=size, mode=mode, **kw) * w.float()).sum().backward()
+    close(g.grad.cpu(), c.grad.to(dtype), dtype, scale=4.0)
+
+
+def test_decoder_step(strict):
+    torch.manual_seed(0)
+    up = torch.nn.Sequential(torch.nn.Upsample(scale_factor=2, mode="bilinear"),
+                             torch.nn.Conv2d(4, 2, 3, padding=1), torch.nn.ReLU(),
+                             torch.nn.Upsample(scale_factor=2, mode="nearest"))
+    x = torch.randn(2, 4, 6, 5)
+    want = up(x)
+    got = up.to("spyre")(x.to("spyre"))
+    close(got.cpu(), want.detach(), torch.float32, scale=10.0)
