@@ -1,6 +1,7 @@
 """Operators composed of card ops, under strict mode (no CPU fallback), against the CPU:
 activations (hardtanh/relu6, elu/celu/selu, leaky_relu, hardsigmoid, hardswish, softplus,
-softshrink, hardshrink, threshold, mish, glu, logit, logsigmoid and its backward), float binary
+softshrink, hardshrink, threshold, mish, glu, logit, logsigmoid, and the gradients of 16 forms),
+float binary
 math (div rounding modes, floor_divide, remainder, fmod, atan2, copysign, fmax/fmin,
 logaddexp(2), xlogy, heaviside, signbit, sinc, hypot, frac, lerp with a weight tensor, pow by a
 tensor and by any number), vector norms (linalg.vector_norm of every order, torch.norm,
@@ -303,3 +304,31 @@ def test_matrix_vector_products(strict, dtype):
     same(torch.dot(dv, dv).cpu(), torch.dot(v.float(), v.float()).to(dtype), dtype, s)
     same(torch.vdot(dv, dv * 2).cpu(), torch.vdot(v.float(), v.float() * 2).to(dtype), dtype, s)
     same(torch.inner(dv, dv).cpu(), torch.inner(v.float(), v.float()).to(dtype), dtype, s)
+
+
+GRADS = [(F.hardtanh, {}), (F.relu6, {}), (F.elu, {}), (F.elu, {"alpha": 0.5}), (F.celu, {}),
+         (F.selu, {}), (F.leaky_relu, {"negative_slope": 0.2}), (F.hardsigmoid, {}),
+         (F.hardswish, {}), (F.softplus, {"beta": 2.0, "threshold": 3.0}),
+         (F.softshrink, {"lambd": 0.7}), (F.hardshrink, {"lambd": 0.7}), (F.mish, {}),
+         (F.glu, {}), (torch.logit, {}), (torch.logit, {"eps": 0.2})]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("f,kw", GRADS, ids=lambda v: getattr(v, "__name__", str(v)))
+def test_activation_gradients(strict, dtype, f, kw):
+    g = torch.Generator().manual_seed(13)
+    x = torch.randn(6, 8, generator=g) * 3
+    if f is torch.logit:
+        x = torch.rand(6, 8, generator=g) * 1.2 - 0.1  # outside [0, 1] too
+    x = x.to(dtype)
+    d, c = x.to("spyre").requires_grad_(), x.float().clone().requires_grad_()
+    w = torch.randn(f(c, **kw).shape, generator=g).to(dtype)
+    (f(d, **kw) * w.to("spyre")).sum().backward()
+    (f(c, **kw) * w.float()).sum().backward()
+    same(d.grad.cpu(), c.grad.to(dtype), dtype)
+    # from the result: elu's backward with is_result (inplace forms save the output)
+    if f is F.elu:
+        d2, c2 = x.to("spyre").requires_grad_(), x.float().clone().requires_grad_()
+        (F.elu(d2.clone(), inplace=True, **kw) * w.to("spyre")).sum().backward()
+        (F.elu(c2.clone(), inplace=True, **kw) * w.float()).sum().backward()
+        same(d2.grad.cpu(), c2.grad.to(dtype), dtype)

@@ -1,5 +1,5 @@
 """Convolutions (1-D and 2-D, any stride, padding, dilation and groups; forward and backward)
-and batch norm (training and eval) on the card against the CPU, with no fallback; what stays on
+and batch norm (training and eval, forward and backward) on the card against the CPU, with no fallback; what stays on
 the CPU (3-D and transposed convolutions) still gives the CPU's answer."""
 
 import copy
@@ -18,6 +18,7 @@ CONV2D = [  # N, C, H, W, O, kernel, stride, padding, dilation, groups
     (1, 3, 5, 5, 4, 1, 1, 0, 1, 1),  # pointwise
     (3, 2, 16, 16, 5, (3, 2), (2, 1), (1, 0), (1, 2), 1),
     (1, 8, 7, 7, 16, 7, 1, 3, 1, 4),
+    (2, 11, 6, 6, 1, 1, 1, 0, 1, 1),  # one output channel: gradient rows with a stride-odd dim
 ]
 
 
@@ -166,4 +167,32 @@ def test_batch_norm_saved_statistics(fallback_reset):
     for g, w in zip(got, want):
         assert g.shape == w.shape
     torch.testing.assert_close(got[0].cpu(), want[0], rtol=1e-5, atol=1e-6)
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [(6, 5), (4, 3, 7), (2, 4, 5, 6)])
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("train", [True, False])
+def test_batch_norm_backward(fallback_reset, dtype, shape, affine, train):
+    torch.manual_seed(1)
+    bn_cls = {2: torch.nn.BatchNorm1d, 3: torch.nn.BatchNorm1d, 4: torch.nn.BatchNorm2d}
+    cpu = bn_cls[len(shape)](shape[1], affine=affine).train(train)
+    with torch.no_grad():
+        cpu.running_mean.uniform_(-0.5, 0.5)
+        cpu.running_var.uniform_(0.5, 1.5)
+        if affine:
+            cpu.weight.uniform_(0.5, 1.5)
+            cpu.bias.uniform_(-0.5, 0.5)
+    dev = copy.deepcopy(cpu).to("spyre")
+    x = make(shape, dtype) * 2 + 0.5
+    up = make(shape, dtype, seed=4)
+    xd, xc = x.to("spyre").requires_grad_(), x.float().requires_grad_()
+    (dev(xd) * up.to("spyre")).sum().backward()
+    (cpu(xc) * up.float()).sum().backward()
+    n = x.numel() // shape[1]
+    close(xd.grad.cpu(), xc.grad.to(dtype), dtype, scale=4)
+    if affine:
+        close(dev.weight.grad.cpu(), cpu.weight.grad, dtype, scale=n ** 0.5)
+        close(dev.bias.grad.cpu(), cpu.bias.grad, dtype, scale=n ** 0.5)
     assert torch_spyre.fallback_counts() == {}

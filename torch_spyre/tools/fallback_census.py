@@ -182,9 +182,74 @@ def indexing(device):
     return torch.cat(parts)
 
 
+def cnn_train(device):
+    """Two SGD steps (momentum, weight decay) of a small ResNet: a 7x7 stem, batch norm in
+    training mode, an overlapping padded max pool, a residual block, global average pooling,
+    cross-entropy; the gradients clipped by their norm."""
+    torch.manual_seed(0)
+
+    class Block(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.c1, self.b1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+            self.c2, self.b2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+
+        def forward(self, x):
+            return F.relu(x + self.b2(self.c2(F.relu(self.b1(self.c1(x))))))
+
+    model = nn.Sequential(nn.Conv2d(3, 8, 7, 2, 3, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.MaxPool2d(3, 2, 1), Block(8), nn.AdaptiveAvgPool2d(1),
+                          nn.Flatten(), nn.Linear(8, 5)).train().to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
+    x = torch.randn(4, 3, 32, 32).to(device)
+    y = torch.tensor([0, 3, 1, 4]).to(device)
+    losses = []
+    for _ in range(2):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.detach())
+    return torch.stack(losses)
+
+
+def segmentation(device):
+    """A U-Net-style step: strided convs down, bilinear and nearest upsampling, skip
+    concatenation, a per-pixel binary loss with logits, backward."""
+    torch.manual_seed(0)
+    down = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1), nn.LeakyReLU(0.1)).to(device)
+    mid = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.Hardswish()).to(device)
+    up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+    head = nn.Conv2d(11, 1, 1).to(device)
+    x = torch.randn(2, 3, 16, 16).to(device)
+    target = (torch.rand(2, 1, 16, 16) > 0.5).float().to(device)
+    h = mid(down(x))
+    logits = head(torch.cat([up(h), F.interpolate(x, scale_factor=1.0, mode="nearest")], 1))
+    loss = F.binary_cross_entropy_with_logits(logits, target)
+    loss.backward()
+    return torch.stack([loss.detach(), down[0].weight.grad.norm(), head.weight.grad.norm()])
+
+
+def embeddings(device):
+    """Retrieval-style math: normalized embeddings, cosine similarities, a margin ranking with
+    softplus, vector norms of several orders, a matrix-vector score."""
+    torch.manual_seed(0)
+    q, d = torch.randn(4, 32).to(device), torch.randn(10, 32).to(device)
+    qn, dn = F.normalize(q, dim=-1), F.normalize(d, dim=-1)
+    sim = qn @ dn.t()
+    cos = F.cosine_similarity(q[:, None], d[None], dim=-1)
+    margin = F.softplus(sim[:, :5] - sim[:, 5:] + 0.2).mean(dim=1)
+    norms = torch.stack([torch.linalg.vector_norm(d, o, dim=1) for o in (1, 2, 3, float("inf"))])
+    score = torch.mv(d, q[0])
+    return torch.cat([sim.flatten(), cos.flatten(), margin, norms.flatten(), score,
+                      torch.logaddexp(sim[0], sim[1]), torch.atan2(q[0], q[1])])
+
+
 CORPUS = {"generate": generate, "encoder": encoder, "cnn": cnn, "train": train,
-          "autocast": autocast, "sort_scan": sort_scan, "indexing": indexing}
-TOLERANCE = {"autocast": 5e-2, "train": 1e-3}
+          "autocast": autocast, "sort_scan": sort_scan, "indexing": indexing,
+          "cnn_train": cnn_train, "segmentation": segmentation, "embeddings": embeddings}
+TOLERANCE = {"autocast": 5e-2, "train": 1e-3, "cnn_train": 1e-3, "segmentation": 1e-3}
 
 # --- the census -----------------------------------------------------------------------------
 

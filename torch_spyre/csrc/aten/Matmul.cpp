@@ -31,14 +31,24 @@ bool float_pair(const at::Tensor& a, const at::Tensor& b) {
 }
 
 // spyre_op_matmul, and when the library refuses an operand's layout (a transposed A, as in
-// the weight gradient grad^T @ x, or rows and columns both strided) once more with the refused
-// operands made dense by a copy on the card: one extra pass over that operand instead of the
+// the weight gradient grad^T @ x, or rows and columns both strided, or a dense one whose size-1
+// dims carry odd strides) once more with the operands made dense row-major (a copy on the card
+// where they are not dense): one extra pass over that operand instead of the
 // CPU round trip of the fallback.
+// A dense operand with row-major strides: torch calls a tensor contiguous whatever the strides
+// of its size-1 dims are (a permuted gradient [.., 1] keeps its old stride there), the library
+// reads the strides as given.
+at::Tensor dense_row_major(const at::Tensor& t) {
+    if (!t.is_contiguous()) return t.contiguous();
+    return t.as_strided(t.sizes(), c10::contiguous_strides(t.sizes()), t.storage_offset());
+}
+
 spyre_status matmul_on_card(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {
     const spyre_tensor ta = op_tensor(a), tb = op_tensor(b), to = op_tensor(out);
     const spyre_status st = spyre_op_matmul(op_stream(out), &ta, &tb, &to);
-    if (st != SPYRE_ERROR_NOT_SUPPORTED || (a.is_contiguous() && b.is_contiguous())) return st;
-    const at::Tensor da = a.contiguous(), db = b.is_contiguous() ? b : b.contiguous();
+    if (st != SPYRE_ERROR_NOT_SUPPORTED) return st;
+    const at::Tensor da = dense_row_major(a), db = dense_row_major(b);
+    if (da.strides() == a.strides() && db.strides() == b.strides()) return st;
     const spyre_tensor tda = op_tensor(da), tdb = op_tensor(db);
     return spyre_op_matmul(op_stream(out), &tda, &tdb, &to);
 }

@@ -3,12 +3,15 @@
 // element its row of the result, one host read of the count (the result's size depends on the
 // data, as on every device), the flat positions scattered to those rows (index_copy; the zero
 // elements all go to one spare row that is dropped) and split into coordinates with integer
-// floor division and remainder. Tensors of 2^31 elements or more run on the CPU fallback.
+// floor division and remainder. Tensors of 2^31 elements or more run on the CPU fallback. And
+// masked_select on top of it.
 #include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/Operators.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "Composed.h"
 #include "Fallback.h"
 #include "OpLibrary.h"
 
@@ -44,8 +47,39 @@ at::Tensor nonzero(const at::Tensor& self) {
     return fallback_to_cpu<ATEN_OP(nonzero)>(self);
 }
 
+// masked_select: self and the mask broadcast together and flattened, the elements at the
+// mask's nonzero positions (one index_select of the flat positions nonzero gives).
+bool masked_select_on_card(const at::Tensor& self, const at::Tensor& mask) {
+    return self.is_privateuseone() && mask.is_privateuseone() && op_dtype(self.scalar_type()) &&
+           mask.scalar_type() == at::kBool && self.device() == mask.device();
+}
+
+at::Tensor masked_select_of(const at::Tensor& self, const at::Tensor& mask) {
+    c10::DeviceGuard guard(self.device());
+    const std::vector<int64_t> shape = at::infer_size(self.sizes(), mask.sizes());
+    const at::Tensor flat = self.expand(shape).reshape({-1});
+    return flat.index_select(0, at::nonzero(mask.expand(shape).reshape({-1})).squeeze(1));
+}
+
+at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
+    if (!masked_select_on_card(self, mask))
+        return fallback_to_cpu<ATEN_OP(masked_select)>(self, mask);
+    return masked_select_of(self, mask);
+}
+
+at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+    if (!masked_select_on_card(self, mask) || !out.is_privateuseone() ||
+        out.scalar_type() != self.scalar_type())
+        return fallback_to_cpu<ATEN_OP2(masked_select, out)>(self, mask, out);
+    return assign(out, masked_select_of(self, mask));
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("nonzero", TORCH_FN(nonzero)); }
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("nonzero", TORCH_FN(nonzero));
+    m.impl("masked_select", TORCH_FN(masked_select));
+    m.impl("masked_select.out", TORCH_FN(masked_select_out));
+}
 
 }  // namespace torch_spyre::aten

@@ -1,6 +1,7 @@
 // Activations composed of card ops (they were CPU fallbacks): hardtanh/relu6, elu (celu and
 // selu through it), leaky_relu, hardsigmoid, hardswish, softplus, softshrink, hardshrink,
-// threshold, mish, glu, logit and log_sigmoid with its backward. Each follows the CPU kernel's
+// threshold, mish, glu, logit and log_sigmoid, and the backwards of all but threshold's and mish's
+// (threshold_backward: Backward.cpp; mish's is a composite). Each follows the CPU kernel's
 // formula and branch conditions (so NaN takes the same branch); 16-bit inputs compute in fp32
 // as the CPU's kernels do, and round once at the end.
 #include <ATen/ATen.h>
@@ -9,6 +10,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <optional>
 #include <tuple>
 
@@ -228,6 +230,154 @@ at::Tensor& log_sigmoid_backward_out(const at::Tensor& grad, const at::Tensor& x
     return assign(grad_input, log_sigmoid_grad(grad, x));
 }
 
+// The backwards: grad_input = f(grad, x) in fp32 with the CPU kernel's branch conditions.
+template <class F>
+at::Tensor backward_of(const at::Tensor& grad, const at::Tensor& x, F f) {
+    c10::DeviceGuard guard(x.device());
+    const at::Tensor r = f(card_operand(grad, x.device()), card_operand(x, x.device()));
+    return r.reshape(at::infer_size(grad.sizes(), x.sizes())).to(grad.scalar_type());
+}
+
+// A structured backward's out= kernel: f(grad, x) on the card, else the CPU's kernel with the
+// operator's own arguments (grad, x, args..., grad_input).
+template <class Op, class F, class... Args>
+at::Tensor& grad_into(F f, const at::Tensor& grad, const at::Tensor& x, at::Tensor& grad_input,
+                      const Args&... args) {
+    if (!backward_on_card(grad, x) || !grad_input.is_privateuseone())
+        return fallback_to_cpu<Op>(grad, x, args..., grad_input);
+    return assign(grad_input, backward_of(grad, x, f));
+}
+
+at::Tensor& leaky_relu_backward_out(const at::Tensor& grad, const at::Tensor& x,
+                                    const at::Scalar& slope, bool self_is_result,
+                                    at::Tensor& grad_input) {
+    return grad_into<ATEN_OP2(leaky_relu_backward, grad_input)>(
+        [&](const at::Tensor& g, const at::Tensor& w) { return at::where(w > 0, g, g * slope); },
+        grad, x, grad_input, slope, self_is_result);
+}
+
+at::Tensor& hardsigmoid_backward_out(const at::Tensor& grad, const at::Tensor& x,
+                                     at::Tensor& grad_input) {
+    return grad_into<ATEN_OP2(hardsigmoid_backward, grad_input)>(
+        [](const at::Tensor& g, const at::Tensor& w) {
+            return at::where((w > -3).logical_and(w < 3), g / 6, 0.0);
+        },
+        grad, x, grad_input);
+}
+
+at::Tensor& hardtanh_backward_out(const at::Tensor& grad, const at::Tensor& x, const at::Scalar& lo,
+                                  const at::Scalar& hi, at::Tensor& grad_input) {
+    return grad_into<ATEN_OP2(hardtanh_backward, grad_input)>(
+        [&](const at::Tensor& g, const at::Tensor& w) {
+            return at::where((w <= lo).logical_or(w >= hi), 0.0, g);
+        },
+        grad, x, grad_input, lo, hi);
+}
+
+at::Tensor& softplus_backward_out(const at::Tensor& grad, const at::Tensor& x,
+                                  const at::Scalar& beta, const at::Scalar& threshold,
+                                  at::Tensor& grad_input) {
+    return grad_into<ATEN_OP2(softplus_backward, grad_input)>(
+        [&](const at::Tensor& g, const at::Tensor& w) {
+            const at::Tensor scaled = w * beta;
+            const at::Tensor z = at::exp(scaled);
+            return at::where(scaled > threshold, g, g * z / (z + 1));
+        },
+        grad, x, grad_input, beta, threshold);
+}
+
+// softshrink's and hardshrink's: 0 inside [-lambd, lambd]
+at::Tensor shrink_grad(const at::Tensor& g, const at::Tensor& w, double l) {
+    return at::where((w >= -l).logical_and(w <= l), 0.0, g);
+}
+
+at::Tensor& softshrink_backward_out(const at::Tensor& grad, const at::Tensor& x,
+                                    const at::Scalar& lambd, at::Tensor& grad_input) {
+    return grad_into<ATEN_OP2(softshrink_backward, grad_input)>(
+        [&](const at::Tensor& g, const at::Tensor& w) {
+            return shrink_grad(g, w, lambd.toDouble());
+        },
+        grad, x, grad_input, lambd);
+}
+
+at::Tensor& hardshrink_backward_out(const at::Tensor& grad, const at::Tensor& x,
+                                    const at::Scalar& lambd, at::Tensor& grad_input) {
+    return grad_into<ATEN_OP2(hardshrink_backward, grad_input)>(
+        [&](const at::Tensor& g, const at::Tensor& w) {
+            return shrink_grad(g, w, lambd.toDouble());
+        },
+        grad, x, grad_input, lambd);
+}
+
+// outside [eps, 1 - eps] the gradient is 0; without eps, NaN outside [0, 1]
+at::Tensor& logit_backward_out(const at::Tensor& grad, const at::Tensor& x,
+                               std::optional<double> eps, at::Tensor& grad_input) {
+    return grad_into<ATEN_OP2(logit_backward, grad_input)>(
+        [&](const at::Tensor& g, const at::Tensor& w) {
+            const at::Tensor r = g / (w * (1 - w));
+            if (!eps || *eps < 0) return at::where((w < 0).logical_or(w > 1), std::nan(""), r);
+            return at::where((w < *eps).logical_or(w > 1 - *eps), 0.0, r);
+        },
+        grad, x, grad_input, eps);
+}
+
+// x < -3: 0; x <= 3: g (x / 3 + 1/2); else g
+at::Tensor hardswish_backward(const at::Tensor& grad, const at::Tensor& x) {
+    if (!backward_on_card(grad, x)) return fallback_to_cpu<ATEN_OP(hardswish_backward)>(grad, x);
+    return backward_of(grad, x, [](const at::Tensor& g, const at::Tensor& w) {
+        return at::where(w < -3, 0.0, at::where(w <= 3, g * (w / 3 + 0.5), g));
+    });
+}
+
+// from the input: x <= 0: g input_scale alpha scale e^(x input_scale); from the result y:
+// g input_scale (y + alpha scale); x > 0 (y > 0): g scale
+at::Tensor& elu_backward_out(const at::Tensor& grad, const at::Scalar& alpha,
+                             const at::Scalar& scale, const at::Scalar& input_scale, bool is_result,
+                             const at::Tensor& self_or_result, at::Tensor& grad_input) {
+    if (!backward_on_card(grad, self_or_result) || !grad_input.is_privateuseone())
+        return fallback_to_cpu<ATEN_OP2(elu_backward, grad_input)>(
+            grad, alpha, scale, input_scale, is_result, self_or_result, grad_input);
+    const double negcoef = alpha.toDouble() * scale.toDouble(), poscoef = scale.toDouble(),
+                 negiptcoef = input_scale.toDouble();
+    return assign(grad_input,
+                  backward_of(grad, self_or_result, [&](const at::Tensor& g, const at::Tensor& v) {
+                      const at::Tensor neg =
+                          is_result ? g * negiptcoef * (v + negcoef)
+                                    : g * (negiptcoef * negcoef) * at::exp(v * negiptcoef);
+                      return at::where(v <= 0, neg, g * poscoef);
+                  }));
+}
+
+// the halves a, b along dim: (g sigmoid(b), g a sigmoid(b) (1 - sigmoid(b)))
+at::Tensor& glu_backward_out(const at::Tensor& grad, const at::Tensor& x, int64_t dim,
+                             at::Tensor& grad_input) {
+    const int64_t d = x.dim() ? at::maybe_wrap_dim(dim, x.dim()) : 0;
+    if (!backward_on_card(grad, x) || !grad_input.is_privateuseone() || x.dim() == 0 ||
+        x.size(d) % 2 || grad.dim() != x.dim())
+        return fallback_to_cpu<ATEN_OP2(glu_backward, grad_input)>(grad, x, dim, grad_input);
+    c10::DeviceGuard guard(x.device());
+    const int64_t h = x.size(d) / 2;
+    const at::Tensor w = widened(x), g = widened(grad);
+    const at::Tensor a = w.narrow(d, 0, h), sig = at::sigmoid(w.narrow(d, h, h));
+    const at::Tensor ga = g * sig, gb = g * a * sig * (1 - sig);
+    return assign(grad_input, at::cat({ga, gb}, d).to(grad.scalar_type()));
+}
+
+// hardtanh's and glu's backwards are not structured: their functional forms are separate
+at::Tensor hardtanh_backward(const at::Tensor& grad, const at::Tensor& x, const at::Scalar& lo,
+                             const at::Scalar& hi) {
+    at::Tensor out = at::empty({0}, grad.options());
+    if (!backward_on_card(grad, x))
+        return fallback_to_cpu<ATEN_OP(hardtanh_backward)>(grad, x, lo, hi);
+    return hardtanh_backward_out(grad, x, lo, hi, out);
+}
+
+at::Tensor glu_backward(const at::Tensor& grad, const at::Tensor& x, int64_t dim) {
+    at::Tensor out = at::empty({0}, grad.options());
+    if (!backward_on_card(grad, x)) return fallback_to_cpu<ATEN_OP(glu_backward)>(grad, x, dim);
+    return glu_backward_out(grad, x, dim, out);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -253,6 +403,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("log_sigmoid_forward.output", TORCH_FN(log_sigmoid_forward_out));
     m.impl("log_sigmoid_backward", TORCH_FN(log_sigmoid_backward));
     m.impl("log_sigmoid_backward.grad_input", TORCH_FN(log_sigmoid_backward_out));
+    m.impl("leaky_relu_backward.grad_input", TORCH_FN(leaky_relu_backward_out));
+    m.impl("hardsigmoid_backward.grad_input", TORCH_FN(hardsigmoid_backward_out));
+    m.impl("hardtanh_backward.grad_input", TORCH_FN(hardtanh_backward_out));
+    m.impl("softplus_backward.grad_input", TORCH_FN(softplus_backward_out));
+    m.impl("softshrink_backward.grad_input", TORCH_FN(softshrink_backward_out));
+    m.impl("hardshrink_backward.grad_input", TORCH_FN(hardshrink_backward_out));
+    m.impl("logit_backward.grad_input", TORCH_FN(logit_backward_out));
+    m.impl("hardswish_backward", TORCH_FN(hardswish_backward));
+    m.impl("elu_backward.grad_input", TORCH_FN(elu_backward_out));
+    m.impl("glu_backward.grad_input", TORCH_FN(glu_backward_out));
+    m.impl("glu_backward", TORCH_FN(glu_backward));
+    m.impl("hardtanh_backward", TORCH_FN(hardtanh_backward));
 }
 
 }  // namespace torch_spyre::aten
