@@ -1,12 +1,15 @@
 // Losses on the card, composed of the device's elementwise and reduction kernels in fp32:
-// mse_loss and its backward (reductions none, mean, sum), the result rounded once to the input's
-// type. Other types and mixed operands run on the CPU fallback.
+// mse_loss, binary_cross_entropy (weights; the CPU's log clamp at -100 and its [0, 1] check),
+// smooth_l1_loss and huber_loss, and their backwards (reductions none, mean, sum), the result
+// rounded once to the input's type. Other types and mixed operands run on the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/core/Reduction.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
+
+#include <optional>
 
 #include "Fallback.h"
 #include "OpLibrary.h"
@@ -55,11 +58,216 @@ at::Tensor mse_loss_backward(const at::Tensor& grad, const at::Tensor& self,
     return fallback_to_cpu<ATEN_OP(mse_loss_backward)>(grad, self, target, reduction);
 }
 
+// The reduction of an elementwise loss, in fp32.
+at::Tensor reduced(const at::Tensor& loss, int64_t reduction) {
+    if (reduction == at::Reduction::Mean) return loss.mean();
+    if (reduction == at::Reduction::Sum) return loss.sum();
+    return loss;
+}
+
+// d(reduction)/d(loss): grad as given (none, sum), divided by the count (mean)
+at::Tensor reduced_grad(const at::Tensor& grad, const at::Tensor& self, int64_t reduction) {
+    const at::Tensor g = grad.to(at::kFloat);
+    return reduction == at::Reduction::Mean && self.numel() > 0 ? g / double(self.numel()) : g;
+}
+
+bool loss_on_card(const at::Tensor& self, const at::Tensor& target, int64_t reduction,
+                  const at::Tensor& out) {
+    return same_float(self, target) && known_reduction(reduction) && out.is_privateuseone() &&
+           self.sizes() == target.sizes();
+}
+
+bool loss_grad_on_card(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                       int64_t reduction, const at::Tensor& grad_input) {
+    return loss_on_card(self, target, reduction, grad_input) && grad.is_privateuseone() &&
+           is_float(grad.scalar_type());
+}
+
+at::Tensor& store(at::Tensor& out, const at::Tensor& r, const at::Tensor& self) {
+    at::native::resize_output(out, r.sizes());
+    out.copy_(r.to(self.scalar_type()));
+    return out;
+}
+
+// -w (t max(log x, -100) + (1 - t) max(log(1 - x), -100)), the CPU's clamp of the logs; an
+// input outside [0, 1] is the CPU's error (one host read of a flag)
+std::optional<at::Tensor> bce_of(const at::Tensor& self, const at::Tensor& target,
+                                 const std::optional<at::Tensor>& weight, int64_t reduction) {
+    const bool weighted = weight && weight->defined();
+    if (!same_float(self, target) || !known_reduction(reduction) ||
+        self.sizes() != target.sizes() ||
+        (weighted && (!weight->is_privateuseone() || !is_float(weight->scalar_type()))))
+        return std::nullopt;
+    c10::DeviceGuard guard(self.device());
+    const at::Tensor x = self.to(at::kFloat), t = target.to(at::kFloat);
+    TORCH_CHECK(!((x < 0).logical_or(x > 1)).any().item<bool>(),
+                "all elements of input should be between 0 and 1");
+    at::Tensor loss =
+        -(t * at::clamp_min(at::log(x), -100) + (1 - t) * at::clamp_min(at::log(1 - x), -100));
+    if (weighted) loss = loss * weight->to(at::kFloat);
+    return reduced(loss, reduction).to(self.scalar_type());
+}
+
+at::Tensor binary_cross_entropy(const at::Tensor& self, const at::Tensor& target,
+                                const std::optional<at::Tensor>& weight, int64_t reduction) {
+    if (auto r = bce_of(self, target, weight, reduction)) return *r;
+    return fallback_to_cpu<ATEN_OP(binary_cross_entropy)>(self, target, weight, reduction);
+}
+
+at::Tensor& binary_cross_entropy_out(const at::Tensor& self, const at::Tensor& target,
+                                     const std::optional<at::Tensor>& weight, int64_t reduction,
+                                     at::Tensor& out) {
+    if (out.is_privateuseone())
+        if (auto r = bce_of(self, target, weight, reduction)) return store(out, *r, self);
+    return fallback_to_cpu<ATEN_OP2(binary_cross_entropy, out)>(self, target, weight, reduction,
+                                                                out);
+}
+
+// g w (x - t) / max(x (1 - x), 1e-12), the CPU's epsilon
+std::optional<at::Tensor> bce_grad(const at::Tensor& grad, const at::Tensor& self,
+                                   const at::Tensor& target,
+                                   const std::optional<at::Tensor>& weight, int64_t reduction) {
+    const bool weighted = weight && weight->defined();
+    if (!same_float(self, target) || !known_reduction(reduction) || !grad.is_privateuseone() ||
+        !is_float(grad.scalar_type()) || self.sizes() != target.sizes() ||
+        (weighted && (!weight->is_privateuseone() || !is_float(weight->scalar_type()))))
+        return std::nullopt;
+    c10::DeviceGuard guard(self.device());
+    const at::Tensor x = self.to(at::kFloat), t = target.to(at::kFloat);
+    at::Tensor gi =
+        reduced_grad(grad, self, reduction) * (x - t) / at::clamp_min(x * (1 - x), 1e-12);
+    if (weighted) gi = gi * weight->to(at::kFloat);
+    return gi.to(self.scalar_type());
+}
+
+at::Tensor binary_cross_entropy_backward(const at::Tensor& grad, const at::Tensor& self,
+                                         const at::Tensor& target,
+                                         const std::optional<at::Tensor>& weight,
+                                         int64_t reduction) {
+    if (auto r = bce_grad(grad, self, target, weight, reduction)) return *r;
+    return fallback_to_cpu<ATEN_OP(binary_cross_entropy_backward)>(grad, self, target, weight,
+                                                                   reduction);
+}
+
+at::Tensor& binary_cross_entropy_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                                              const at::Tensor& target,
+                                              const std::optional<at::Tensor>& weight,
+                                              int64_t reduction, at::Tensor& grad_input) {
+    if (grad_input.is_privateuseone())
+        if (auto r = bce_grad(grad, self, target, weight, reduction))
+            return store(grad_input, *r, self);
+    return fallback_to_cpu<ATEN_OP2(binary_cross_entropy_backward, grad_input)>(
+        grad, self, target, weight, reduction, grad_input);
+}
+
+// |d| < beta: d^2 / (2 beta), else |d| - beta / 2 (beta 0: the L1 loss)
+at::Tensor& smooth_l1_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction,
+                               double beta, at::Tensor& out) {
+    if (!loss_on_card(self, target, reduction, out) || beta < 0)
+        return fallback_to_cpu<ATEN_OP2(smooth_l1_loss, out)>(self, target, reduction, beta, out);
+    c10::DeviceGuard guard(self.device());
+    const at::Tensor z = at::abs(self.to(at::kFloat) - target.to(at::kFloat));
+    const at::Tensor loss = beta == 0 ? z : at::where(z < beta, 0.5 * z * z / beta, z - 0.5 * beta);
+    return store(out, reduced(loss, reduction), self);
+}
+
+// d < -beta: -g; d > beta: g; else g d / beta (beta 0: g sign(d))
+at::Tensor smooth_l1_grad(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                          int64_t reduction, double beta) {
+    c10::DeviceGuard guard(self.device());
+    const at::Tensor g = reduced_grad(grad, self, reduction);
+    const at::Tensor d = self.to(at::kFloat) - target.to(at::kFloat);
+    if (beta == 0) return (g * at::sign(d)).to(self.scalar_type());
+    return at::where(d < -beta, -g, at::where(d > beta, g, g * d / beta)).to(self.scalar_type());
+}
+
+at::Tensor smooth_l1_loss_backward(const at::Tensor& grad, const at::Tensor& self,
+                                   const at::Tensor& target, int64_t reduction, double beta) {
+    at::Tensor probe = at::empty({0}, self.options());
+    if (!loss_grad_on_card(grad, self, target, reduction, probe) || beta < 0)
+        return fallback_to_cpu<ATEN_OP(smooth_l1_loss_backward)>(grad, self, target, reduction,
+                                                                 beta);
+    return smooth_l1_grad(grad, self, target, reduction, beta);
+}
+
+at::Tensor& smooth_l1_loss_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                                        const at::Tensor& target, int64_t reduction, double beta,
+                                        at::Tensor& grad_input) {
+    if (!loss_grad_on_card(grad, self, target, reduction, grad_input) || beta < 0)
+        return fallback_to_cpu<ATEN_OP2(smooth_l1_loss_backward, grad_input)>(
+            grad, self, target, reduction, beta, grad_input);
+    return store(grad_input, smooth_l1_grad(grad, self, target, reduction, beta), self);
+}
+
+// |d| < delta: d^2 / 2, else delta (|d| - delta / 2)
+std::optional<at::Tensor> huber_of(const at::Tensor& self, const at::Tensor& target,
+                                   int64_t reduction, double delta) {
+    at::Tensor probe = at::empty({0}, self.options());
+    if (!loss_on_card(self, target, reduction, probe) || !(delta > 0)) return std::nullopt;
+    c10::DeviceGuard guard(self.device());
+    const at::Tensor z = at::abs(self.to(at::kFloat) - target.to(at::kFloat));
+    const at::Tensor loss = at::where(z < delta, 0.5 * z * z, delta * (z - 0.5 * delta));
+    return reduced(loss, reduction).to(self.scalar_type());
+}
+
+at::Tensor huber_loss(const at::Tensor& self, const at::Tensor& target, int64_t reduction,
+                      double delta) {
+    if (auto r = huber_of(self, target, reduction, delta)) return *r;
+    return fallback_to_cpu<ATEN_OP(huber_loss)>(self, target, reduction, delta);
+}
+
+at::Tensor& huber_loss_out(const at::Tensor& self, const at::Tensor& target, int64_t reduction,
+                           double delta, at::Tensor& out) {
+    if (out.is_privateuseone())
+        if (auto r = huber_of(self, target, reduction, delta)) return store(out, *r, self);
+    return fallback_to_cpu<ATEN_OP2(huber_loss, out)>(self, target, reduction, delta, out);
+}
+
+// d < -delta: -g delta; d > delta: g delta; else g d
+std::optional<at::Tensor> huber_grad(const at::Tensor& grad, const at::Tensor& self,
+                                     const at::Tensor& target, int64_t reduction, double delta) {
+    at::Tensor probe = at::empty({0}, self.options());
+    if (!loss_grad_on_card(grad, self, target, reduction, probe) || !(delta > 0))
+        return std::nullopt;
+    c10::DeviceGuard guard(self.device());
+    const at::Tensor g = reduced_grad(grad, self, reduction);
+    const at::Tensor d = self.to(at::kFloat) - target.to(at::kFloat);
+    const at::Tensor r = at::where(d < -delta, -g * delta, at::where(d > delta, g * delta, g * d));
+    return r.to(self.scalar_type());
+}
+
+at::Tensor huber_loss_backward(const at::Tensor& grad, const at::Tensor& self,
+                               const at::Tensor& target, int64_t reduction, double delta) {
+    if (auto r = huber_grad(grad, self, target, reduction, delta)) return *r;
+    return fallback_to_cpu<ATEN_OP(huber_loss_backward)>(grad, self, target, reduction, delta);
+}
+
+at::Tensor& huber_loss_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                                    const at::Tensor& target, int64_t reduction, double delta,
+                                    at::Tensor& grad_input) {
+    if (grad_input.is_privateuseone())
+        if (auto r = huber_grad(grad, self, target, reduction, delta))
+            return store(grad_input, *r, self);
+    return fallback_to_cpu<ATEN_OP2(huber_loss_backward, out)>(grad, self, target, reduction, delta,
+                                                               grad_input);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("mse_loss.out", TORCH_FN(mse_loss_out));
     m.impl("mse_loss_backward", TORCH_FN(mse_loss_backward));
+    m.impl("binary_cross_entropy", TORCH_FN(binary_cross_entropy));
+    m.impl("binary_cross_entropy.out", TORCH_FN(binary_cross_entropy_out));
+    m.impl("binary_cross_entropy_backward", TORCH_FN(binary_cross_entropy_backward));
+    m.impl("binary_cross_entropy_backward.grad_input", TORCH_FN(binary_cross_entropy_backward_out));
+    m.impl("smooth_l1_loss.out", TORCH_FN(smooth_l1_loss_out));
+    m.impl("smooth_l1_loss_backward", TORCH_FN(smooth_l1_loss_backward));
+    m.impl("smooth_l1_loss_backward.grad_input", TORCH_FN(smooth_l1_loss_backward_out));
+    m.impl("huber_loss", TORCH_FN(huber_loss));
+    m.impl("huber_loss.out", TORCH_FN(huber_loss_out));
+    m.impl("huber_loss_backward", TORCH_FN(huber_loss_backward));
+    m.impl("huber_loss_backward.out", TORCH_FN(huber_loss_backward_out));
 }
 
 }  // namespace torch_spyre::aten

@@ -105,11 +105,87 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
         grad_input);
 }
 
+// nll_loss2d (F.cross_entropy of [N, C, H, W] logits, segmentation): the 1-D loss over the
+// pixels, [N * H * W, C] rows of the channels-last view, reshaped back.
+bool takes_2d(const at::Tensor& self, const at::Tensor& target) {
+    return self.is_privateuseone() && self.dim() == 4 && target.is_privateuseone() &&
+           target.dim() == 3 && target.size(0) == self.size(0) && target.size(1) == self.size(2) &&
+           target.size(2) == self.size(3);
+}
+
+at::Tensor pixel_rows(const at::Tensor& self) {
+    return self.permute({0, 2, 3, 1}).reshape({-1, self.size(1)});
+}
+
+std::tuple<at::Tensor&, at::Tensor&> nll_loss2d_forward_out(
+    const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight,
+    int64_t reduction, c10::SymInt ignore_index, at::Tensor& output, at::Tensor& total_weight) {
+    const at::Tensor rows = takes_2d(self, target) ? pixel_rows(self) : at::Tensor();
+    if (rows.defined() && takes(rows, target.reshape({-1}), weight)) {
+        c10::DeviceGuard guard(self.device());
+        at::Tensor out1 = at::empty({0}, self.options());
+        nll_loss_forward_out(rows, target.reshape({-1}), weight, reduction, ignore_index, out1,
+                             total_weight);
+        at::native::resize_output(output, reduction == kNone ? target.sizes() : at::IntArrayRef{});
+        output.copy_(reduction == kNone ? out1.view(target.sizes()) : out1);
+        return {output, total_weight};
+    }
+    return fallback_to_cpu<ATEN_OP2(nll_loss2d_forward, output)>(
+        self, target, weight, reduction, ignore_index.expect_int(), output, total_weight);
+}
+
+at::Tensor& nll_loss2d_backward_out(const at::Tensor& grad_output, const at::Tensor& self,
+                                    const at::Tensor& target,
+                                    const std::optional<at::Tensor>& weight, int64_t reduction,
+                                    c10::SymInt ignore_index, const at::Tensor& total_weight,
+                                    at::Tensor& grad_input) {
+    const at::Tensor rows = takes_2d(self, target) ? pixel_rows(self) : at::Tensor();
+    if (rows.defined() && takes(rows, target.reshape({-1}), weight) &&
+        grad_output.is_privateuseone() && grad_input.is_privateuseone()) {
+        c10::DeviceGuard guard(self.device());
+        const at::Tensor g = reduction == kNone ? grad_output.reshape({-1}) : grad_output;
+        at::Tensor gi = at::empty(rows.sizes(), self.options());
+        nll_loss_backward_out(g, rows, target.reshape({-1}), weight, reduction, ignore_index,
+                              total_weight, gi);
+        const at::Tensor back =
+            gi.view({self.size(0), self.size(2), self.size(3), self.size(1)}).permute({0, 3, 1, 2});
+        at::native::resize_output(grad_input, self.sizes());
+        grad_input.copy_(back);
+        return grad_input;
+    }
+    return fallback_to_cpu<ATEN_OP2(nll_loss2d_backward, grad_input)>(
+        grad_output, self, target, weight, reduction, ignore_index.expect_int(), total_weight,
+        grad_input);
+}
+
+// nll_loss2d's functional forms are separate operators (not structured)
+std::tuple<at::Tensor, at::Tensor> nll_loss2d_forward(const at::Tensor& self,
+                                                      const at::Tensor& target,
+                                                      const std::optional<at::Tensor>& weight,
+                                                      int64_t reduction, c10::SymInt ignore_index) {
+    at::Tensor output = at::empty({0}, self.options()), total = at::empty({0}, self.options());
+    nll_loss2d_forward_out(self, target, weight, reduction, ignore_index, output, total);
+    return {output, total};
+}
+
+at::Tensor nll_loss2d_backward(const at::Tensor& grad_output, const at::Tensor& self,
+                               const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                               int64_t reduction, c10::SymInt ignore_index,
+                               const at::Tensor& total_weight) {
+    at::Tensor grad_input = at::empty({0}, self.options());
+    return nll_loss2d_backward_out(grad_output, self, target, weight, reduction, ignore_index,
+                                   total_weight, grad_input);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("nll_loss_forward.output", TORCH_FN(nll_loss_forward_out));
     m.impl("nll_loss_backward.grad_input", TORCH_FN(nll_loss_backward_out));
+    m.impl("nll_loss2d_forward.output", TORCH_FN(nll_loss2d_forward_out));
+    m.impl("nll_loss2d_backward.grad_input", TORCH_FN(nll_loss2d_backward_out));
+    m.impl("nll_loss2d_forward", TORCH_FN(nll_loss2d_forward));
+    m.impl("nll_loss2d_backward", TORCH_FN(nll_loss2d_backward));
 }
 
 }  // namespace torch_spyre::aten
