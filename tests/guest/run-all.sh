@@ -159,6 +159,13 @@ if [ "$(ls /dev/accel | wc -l)" -ge 2 ]; then
 else
 	check hotplug tests/guest/failure/hotplug.sh spyre0
 fi
+# Card spyre1's BARs come and go while every vCPU reads spyre0's registers: QEMU's TCG must route
+# every read to spyre0 (qemu-device/patches/0001). Needs two cards.
+if [ "$(ls /dev/accel | wc -l)" -ge 2 ]; then
+	check unplug-mmio tests/guest/failure/unplug-mmio.sh
+else
+	record unplug-mmio 0 0 1
+fi
 # Debug kernel: allocation failures injected into spyre.ko.
 if [ -d /sys/kernel/debug/failslab ]; then
 	check failslab tests/guest/failslab.sh
