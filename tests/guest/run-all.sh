@@ -154,6 +154,9 @@ counted smi-mgmt python3 tests/guest/smi/smi_guest_test.py
 counted observability python3 tests/guest/observability/observability.py
 # Failure containment (Documentation/driver.md "Failure handling").
 counted stress build/cmake/tests/guest/stress/spyre_stress --procs 8 --jobs 1000
+# DEVICE BOs shared between two cards as dma-bufs (skips with a reason on one card); its last
+# case hot-unplugs the exporting card spyre1 and plugs it back before the hotplug row.
+kselftest p2p build/cmake/tests/guest/uapi/spyre_p2p_test
 if [ "$(ls /dev/accel | wc -l)" -ge 2 ]; then
 	check hotplug tests/guest/failure/hotplug.sh spyre1 spyre0
 else
