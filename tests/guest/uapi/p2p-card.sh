@@ -3,7 +3,6 @@
 #   p2p-card.sh node ID      the accel node of card ID (e.g. spyre1), waiting up to 60 s
 #   p2p-card.sh unplug ID    device_del ID and wait until QEMU has removed it
 #   p2p-card.sh replug ID    device_add ID again (its spyre-vm arguments) and wait for its node
-#   p2p-card.sh p2p-off      exit 0 if a card of the VM runs with the property p2p=off
 # Exit status 0 on success; 2 outside a spyre-vm guest (no SPYRE_VM_DIR).
 set -euo pipefail
 [ -n "${SPYRE_VM_DIR:-}" ] || { echo "p2p-card.sh: not in a spyre-vm guest" >&2; exit 2; }
@@ -46,11 +45,5 @@ unplug)
 replug)
 	$qmp hmp "device_add $($qmp card-args "$2")"
 	wait_node "$2" > /dev/null ;;
-p2p-off)
-	for id in $(sed -n 's/.*id=\(spyre[0-9]*\),.*/\1/p' "$SPYRE_VM_DIR/cards"); do
-		$qmp qmp '{"execute": "qom-get", "arguments": {"path": "/machine/peripheral/'"$id"'", "property": "p2p"}}' |
-			grep -q '"return": false' && exit 0
-	done
-	exit 1 ;;
 *) echo "usage: $0 node|unplug|replug ID" >&2; exit 1 ;;
 esac
