@@ -89,6 +89,7 @@ static const struct drm_driver spyre_drm_driver = {
 	.postclose = spyre_postclose,
 	.show_fdinfo = spyre_show_fdinfo,
 	.gem_create_object = spyre_gem_create_object,
+	.gem_prime_import = spyre_gem_prime_import,
 	.ioctls = spyre_ioctls,
 	.num_ioctls = ARRAY_SIZE(spyre_ioctls),
 	.fops = &spyre_accel_fops,
@@ -250,6 +251,7 @@ static int spyre_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	}
 	sdev->err_irq = -1;
 
+	spyre_dmabuf_init(sdev);
 	ret = spyre_gem_init(sdev);
 	if (ret)
 		return ret;
@@ -286,6 +288,9 @@ static int spyre_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		goto err_teardown_managed;
 	spyre_debugfs_init(sdev);
 	spyre_hwmon_init(sdev);
+	mutex_lock(&spyre_cards_lock);
+	list_add_tail(&sdev->card_node, &spyre_cards);
+	mutex_unlock(&spyre_cards_lock);
 
 	dev_info(&pdev->dev, "Spyre card: %u cores, %llu MiB device memory, %u rings, hw %u.%u, accel%d\n",
 		 sdev->num_cores, sdev->devmem_size >> 20, sdev->num_rings,
@@ -306,7 +311,12 @@ static void spyre_remove(struct pci_dev *pdev)
 {
 	struct spyre_device *sdev = pci_get_drvdata(pdev);
 
+	mutex_lock(&spyre_cards_lock);
+	list_del_init(&sdev->card_node);
+	mutex_unlock(&spyre_cards_lock);
 	drm_dev_unplug(&sdev->drm);
+	/* Peer cards stop using our memory while it is still there. */
+	spyre_dmabuf_revoke_all(sdev);
 	spyre_gem_unmap_all(sdev);
 	spyre_hw_teardown(sdev);
 }

@@ -175,6 +175,10 @@ struct spyre_device {
 	struct drm_mm mm;
 	u64 devmem_used;
 	struct list_head zombies;		/* freed DEVICE BOs the card may still write */
+	/* DEVICE BOs exported as dma-bufs (spyre_dmabuf.c), revoked at remove() */
+	struct mutex exports_lock;
+	struct list_head exports;
+	struct list_head card_node;		/* in spyre_cards while bound and registered */
 	atomic64_t host_bo_bytes;
 
 	/*
@@ -301,7 +305,11 @@ struct spyre_job {
 	struct llist_node free_node;	/* in sdev->free_later */
 };
 
-/* Buffer object. DEVICE BOs use only shmem.base; HOST BOs are shmem objects. */
+/*
+ * Buffer object. DEVICE BOs use only shmem.base; HOST BOs are shmem objects; PEER BOs
+ * (a peer card's DEVICE BO imported as a dma-buf) use shmem.base (import_attach) and a host
+ * page directory.
+ */
 struct spyre_bo {
 	struct drm_gem_shmem_object shmem;
 	u32 flags;				/* DRM_SPYRE_BO_* */
@@ -311,9 +319,18 @@ struct spyre_bo {
 	struct list_head zombie;		/* in sdev->zombies */
 	struct spyre_vm *vm;			/* the address space it is mapped in, at va */
 	struct drm_mm_node va;
+	/* DEVICE BOs exported to peers: in sdev->exports while export_dmabuf exists */
+	struct list_head export_node;
+	struct dma_buf *export_dmabuf;
+	/* Exported DEVICE BOs and PEER BOs: the exporter went away (under the dma-buf's resv) */
+	bool p2p_revoked;
+	/* PEER BOs: the mapped attachment (NULL once revoked) and the jobs that use the BO */
+	struct sg_table *peer_sgt;
+	atomic_t peer_busy;
+	wait_queue_head_t peer_idle;
 	/* HOST BOs: the mm their pinned pages are accounted to (RLIMIT_MEMLOCK) */
 	struct mm_struct *pin_mm;
-	/* HOST BOs: two-level page directory (spyre_hw.h) */
+	/* HOST and PEER BOs: two-level page directory (spyre_hw.h) */
 	u64 *pagedir;
 	dma_addr_t pagedir_dma;
 	size_t pagedir_bytes;
@@ -413,6 +430,35 @@ int spyre_ioctl_bo_create(struct drm_device *drm, void *data, struct drm_file *f
 int spyre_ioctl_bo_info(struct drm_device *drm, void *data, struct drm_file *file);
 u64 spyre_gem_largest_free(struct spyre_device *sdev);
 void spyre_gem_reap(struct spyre_device *sdev, bool all);
+int spyre_bo_build_pagedir(struct spyre_device *sdev, struct spyre_bo *bo, struct sg_table *sgt);
+void spyre_bo_free_pagedir(struct spyre_device *sdev, struct spyre_bo *bo);
+
+/* The DMA engine reaches a HOST or PEER BO through its host page directory. */
+static inline bool spyre_bo_is_host_side(const struct spyre_bo *bo)
+{
+	return bo->flags == DRM_SPYRE_BO_HOST || bo->flags == DRM_SPYRE_BO_PEER;
+}
+
+/*
+ * A DEVICE BO of this card imported into another file (PRIME) is mapped only in its
+ * creator's address space: with the card MMU other files' commands cannot name it.
+ */
+static inline bool spyre_bo_in_file_vm(const struct spyre_bo *bo, struct drm_file *file)
+{
+	struct spyre_file *sf = file->driver_priv;
+
+	return bo->flags != DRM_SPYRE_BO_DEVICE || bo->vm == sf->vm;
+}
+
+/* spyre_dmabuf.c */
+extern struct mutex spyre_cards_lock;
+extern struct list_head spyre_cards;
+void spyre_dmabuf_init(struct spyre_device *sdev);
+struct dma_buf *spyre_dmabuf_export(struct drm_gem_object *obj, int flags);
+void spyre_dmabuf_revoke_all(struct spyre_device *sdev);
+struct drm_gem_object *spyre_gem_prime_import(struct drm_device *drm, struct dma_buf *dmabuf);
+int spyre_peer_job_hold(struct spyre_bo *bo);
+void spyre_peer_job_release(struct spyre_bo *bo);
 
 /* spyre_job.c */
 int spyre_sched_init(struct spyre_device *sdev);

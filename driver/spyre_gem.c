@@ -3,10 +3,11 @@
  * Spyre accelerator driver: buffer objects.
  *
  * DEVICE BOs are ranges of card memory handed out by a drm_mm; the CPU maps them through
- * BAR2, write-combined (shared mappings only; they cannot be exported as dma-bufs). HOST BOs
- * are shmem objects, pinned and DMA-mapped at creation (the pinned pages count in the
- * creator's pinned_vm, against its RLIMIT_MEMLOCK) and described to the DMA engine by a
- * two-level host page directory (spyre_hw.h).
+ * BAR2, write-combined (shared mappings only); with CAP_P2P they export as dma-bufs that
+ * only peer spyre cards import (spyre_dmabuf.c). HOST BOs are shmem objects, pinned and
+ * DMA-mapped at creation (the pinned pages count in the creator's pinned_vm, against its
+ * RLIMIT_MEMLOCK) and described to the DMA engine by a two-level host page directory
+ * (spyre_hw.h), as are PEER BOs (a peer's DEVICE BO, spyre_dmabuf.c).
  *
  * Copyright (C) 2025 The Spyre open stack authors
  */
@@ -117,18 +118,9 @@ static int spyre_dev_bo_mmap(struct drm_gem_object *obj, struct vm_area_struct *
 	return 0;
 }
 
-/*
- * Card memory has no struct pages and peer-to-peer DMA is not supported: a DEVICE BO cannot
- * be shared as a dma-buf (PRIME export fails with -EOPNOTSUPP).
- */
-static struct dma_buf *spyre_dev_bo_export(struct drm_gem_object *obj, int flags)
-{
-	return ERR_PTR(-EOPNOTSUPP);
-}
-
 static const struct drm_gem_object_funcs spyre_dev_bo_funcs = {
 	.free = spyre_dev_bo_free,
-	.export = spyre_dev_bo_export,
+	.export = spyre_dmabuf_export,
 	.mmap = spyre_dev_bo_mmap,
 	.vm_ops = &spyre_dev_bo_vm_ops,
 };
@@ -144,6 +136,7 @@ static struct spyre_bo *spyre_dev_bo_create(struct spyre_device *sdev, u64 size)
 	bo->flags = DRM_SPYRE_BO_DEVICE;
 	bo->shmem.base.funcs = &spyre_dev_bo_funcs;
 	INIT_LIST_HEAD(&bo->zombie);
+	INIT_LIST_HEAD(&bo->export_node);
 	drm_gem_private_object_init(&sdev->drm, &bo->shmem.base, size);
 
 	mutex_lock(&sdev->mm_lock);
@@ -170,7 +163,7 @@ err:
 
 /* ---- HOST BOs ---- */
 
-static void spyre_host_bo_free_pagedir(struct spyre_device *sdev, struct spyre_bo *bo)
+void spyre_bo_free_pagedir(struct spyre_device *sdev, struct spyre_bo *bo)
 {
 	struct device *dev = sdev->drm.dev;
 	unsigned int i;
@@ -202,7 +195,7 @@ static void spyre_host_bo_free(struct drm_gem_object *obj)
 		atomic64_sub(obj->size >> PAGE_SHIFT, &bo->pin_mm->pinned_vm);
 		mmdrop(bo->pin_mm);
 	}
-	spyre_host_bo_free_pagedir(sdev, bo);
+	spyre_bo_free_pagedir(sdev, bo);
 	drm_gem_shmem_free(&bo->shmem);
 }
 
@@ -230,20 +223,15 @@ struct drm_gem_object *spyre_gem_create_object(struct drm_device *drm, size_t si
 	return &bo->shmem.base;
 }
 
-/* Pin the pages, map them for the device and build the page directory. */
-static int spyre_host_bo_build_pagedir(struct spyre_device *sdev, struct spyre_bo *bo)
+/* Build the page directory of a HOST or PEER BO from the DMA addresses of @sgt. */
+int spyre_bo_build_pagedir(struct spyre_device *sdev, struct spyre_bo *bo, struct sg_table *sgt)
 {
 	struct device *dev = sdev->drm.dev;
 	u64 npages = bo->shmem.base.size >> SPYRE_HOST_PAGE_SHIFT;
 	struct sg_dma_page_iter iter;
-	struct sg_table *sgt;
 	__le64 *dir, *table;
 	u64 n = 0;
 	unsigned int i;
-
-	sgt = drm_gem_shmem_get_pages_sgt(&bo->shmem);
-	if (IS_ERR(sgt))
-		return PTR_ERR(sgt);
 
 	bo->num_tables = DIV_ROUND_UP(npages, SPYRE_HOST_PT_ENTRIES);
 	bo->tables = kvcalloc(bo->num_tables, sizeof(*bo->tables), GFP_KERNEL_ACCOUNT);
@@ -279,13 +267,14 @@ static int spyre_host_bo_build_pagedir(struct spyre_device *sdev, struct spyre_b
 	return 0;
 
 err:
-	spyre_host_bo_free_pagedir(sdev, bo);
+	spyre_bo_free_pagedir(sdev, bo);
 	return -ENOMEM;
 }
 
 static struct spyre_bo *spyre_host_bo_create(struct spyre_device *sdev, u64 size)
 {
 	struct drm_gem_shmem_object *shmem;
+	struct sg_table *sgt;
 	struct spyre_bo *bo;
 	s64 npages, pinned;
 	int ret;
@@ -310,7 +299,9 @@ static struct spyre_bo *spyre_host_bo_create(struct spyre_device *sdev, u64 size
 	bo->pin_mm = current->mm;
 	mmgrab(bo->pin_mm);
 
-	ret = spyre_host_bo_build_pagedir(sdev, bo);
+	/* Pin the pages, map them for the device and build the page directory. */
+	sgt = drm_gem_shmem_get_pages_sgt(&bo->shmem);
+	ret = IS_ERR(sgt) ? PTR_ERR(sgt) : spyre_bo_build_pagedir(sdev, bo, sgt);
 	if (!ret) {
 		atomic64_add(size, &sdev->host_bo_bytes);
 		ret = drm_gem_create_mmap_offset(&shmem->base);

@@ -107,6 +107,10 @@ static void spyre_job_free(struct spyre_job *job)
 		list_del(&l->node);
 		spyre_launch_free(job->sdev, l);
 	}
+	/* First every PEER BO's count: a revocation may wait for it, and a put may block. */
+	for (i = 0; i < job->bo_count; i++)
+		if (to_spyre_bo(job->bos[i])->flags == DRM_SPYRE_BO_PEER)
+			spyre_peer_job_release(to_spyre_bo(job->bos[i]));
 	for (i = 0; i < job->bo_count; i++)
 		drm_gem_object_put(job->bos[i]);
 	kvfree(job->bos);
@@ -956,18 +960,22 @@ static int spyre_job_add_bo(struct spyre_job *job, struct drm_file *file, u32 ha
 			    struct spyre_bo **out)
 {
 	struct drm_gem_object *obj = drm_gem_object_lookup(file, handle);
+	struct spyre_bo *bo;
 
 	if (!obj)
 		return -ENOENT;
 	job->bos[job->bo_count++] = obj;
-	*out = to_spyre_bo(obj);
-	return 0;
+	*out = bo = to_spyre_bo(obj);
+	/* A peer's BO: counted until the job is freed; refused once its exporter is gone. */
+	if (bo->flags == DRM_SPYRE_BO_PEER)
+		return spyre_peer_job_hold(bo);
+	return spyre_bo_in_file_vm(bo, file) ? 0 : -EINVAL;
 }
 
 /* The hardware address of one side of a DMA and the flag that says it is host memory. */
 static u64 spyre_dma_side(const struct spyre_bo *bo, u8 host_flag, u8 *flags)
 {
-	if (bo->flags == DRM_SPYRE_BO_HOST) {
+	if (spyre_bo_is_host_side(bo)) {
 		*flags |= host_flag;
 		return bo->pagedir_dma;
 	}
@@ -1013,7 +1021,7 @@ static int spyre_job_prepare_copy_2d(struct spyre_job *job, struct drm_file *fil
 	    !spyre_rows_fit(uc->dst_offset, uc->size, e.height, e.dst_pitch,
 			    dst->shmem.base.size))
 		return -EINVAL;
-	if (src->flags == DRM_SPYRE_BO_HOST && dst->flags == DRM_SPYRE_BO_HOST)
+	if (spyre_bo_is_host_side(src) && spyre_bo_is_host_side(dst))
 		return -EINVAL;
 
 	memset(hc, 0, sizeof(*hc));
@@ -1086,7 +1094,7 @@ static int spyre_job_prepare_cmd(struct spyre_job *job, struct drm_file *file,
 	if (check_add_overflow(uc->dst_offset, uc->size, &end) ||
 	    end > dst->shmem.base.size)
 		return -EINVAL;
-	if (src->flags == DRM_SPYRE_BO_HOST && dst->flags == DRM_SPYRE_BO_HOST)
+	if (spyre_bo_is_host_side(src) && spyre_bo_is_host_side(dst))
 		return -EINVAL;
 
 	hc->hdr.opcode = SPYRE_OP_DMA_COPY;

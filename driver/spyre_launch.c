@@ -44,6 +44,9 @@ static int spyre_launch_hold(struct spyre_launch *l, struct drm_file *file, u32 
 		return -ENOENT;
 	l->bos[l->bo_count++] = obj;
 	*out = to_spyre_bo(obj);
+	/* Windows and results are this card's memory or host pages, never a peer's. */
+	if ((*out)->flags == DRM_SPYRE_BO_PEER || !spyre_bo_in_file_vm(*out, file))
+		return -EINVAL;
 	return 0;
 }
 

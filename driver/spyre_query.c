@@ -30,6 +30,8 @@ static void spyre_query_device_info(struct spyre_device *sdev, struct drm_spyre_
 		di->caps |= DRM_SPYRE_CAP_LAUNCH;
 	if (sdev->caps & SPYRE_CAP_DMA_2D)
 		di->caps |= DRM_SPYRE_CAP_COPY_2D;
+	if (sdev->caps & SPYRE_CAP_P2P)
+		di->caps |= DRM_SPYRE_CAP_P2P;
 	if (sdev->mmu_ctx_table)
 		di->caps |= DRM_SPYRE_CAP_VM;
 	di->max_bo_bytes = sdev->devmem_size - SPYRE_DEVMEM_RESERVED;

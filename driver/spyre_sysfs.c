@@ -170,6 +170,26 @@ static ssize_t pcie_link_width_show(struct device *dev, struct device_attribute 
 }
 static DEVICE_ATTR_RO(pcie_link_width);
 
+/*
+ * The accel minors of the other cards this one shares DEVICE BOs with (both CAP_P2P), in
+ * probe order, separated by spaces.
+ */
+static ssize_t p2p_peers_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	struct spyre_device *sdev = spyre_sysfs_dev(dev), *peer;
+	ssize_t len = 0;
+
+	mutex_lock(&spyre_cards_lock);
+	list_for_each_entry(peer, &spyre_cards, card_node)
+		if (peer != sdev && (peer->caps & SPYRE_CAP_P2P))
+			len += sysfs_emit_at(buf, len, "%s%d", len ? " " : "",
+					     peer->drm.accel->index);
+	mutex_unlock(&spyre_cards_lock);
+	len += sysfs_emit_at(buf, len, "\n");
+	return len;
+}
+static DEVICE_ATTR_RO(p2p_peers);
+
 static struct attribute *spyre_attrs[] = {
 	&dev_attr_state.attr,
 	&dev_attr_hw_version.attr,
@@ -180,6 +200,7 @@ static struct attribute *spyre_attrs[] = {
 	&dev_attr_core_busy_time_ns.attr,
 	&dev_attr_pcie_link_speed.attr,
 	&dev_attr_pcie_link_width.attr,
+	&dev_attr_p2p_peers.attr,
 	NULL
 };
 
@@ -193,6 +214,8 @@ static umode_t spyre_attr_visible(struct kobject *kobj, struct attribute *attr, 
 		return 0;
 	if ((attr == &dev_attr_pcie_link_speed.attr || attr == &dev_attr_pcie_link_width.attr) &&
 	    !pci_is_pcie(to_pci_dev(dev)))
+		return 0;
+	if (attr == &dev_attr_p2p_peers.attr && !(sdev->caps & SPYRE_CAP_P2P))
 		return 0;
 	return attr->mode;
 }
@@ -370,6 +393,9 @@ void spyre_show_fdinfo(struct drm_printer *p, struct drm_file *file)
 
 	spin_lock(&file->table_lock);
 	idr_for_each_entry(&file->object_idr, obj, id) {
+		/* A peer's BO is neither this card's memory nor host memory. */
+		if (to_spyre_bo(obj)->flags == DRM_SPYRE_BO_PEER)
+			continue;
 		st = to_spyre_bo(obj)->flags == DRM_SPYRE_BO_HOST ? &host_st : &dev_st;
 		if (drm_gem_object_is_shared_for_memory_stats(obj))
 			st->shared += obj->size;

@@ -62,6 +62,8 @@ struct drm_spyre_query {
 #define DRM_SPYRE_CAP_COPY_2D		(1ull << 6)	/* DRM_SPYRE_CMD_COPY_2D */
 /* Device addresses (BO_INFO dev_addr) are the file's own virtual addresses (card MMU). */
 #define DRM_SPYRE_CAP_VM		(1ull << 7)
+/* DEVICE BOs export as dma-bufs that peer spyre cards import as DRM_SPYRE_BO_PEER (hw 1.6). */
+#define DRM_SPYRE_CAP_P2P		(1ull << 8)
 
 struct drm_spyre_device_info {
 	__u16 pci_vendor;
@@ -135,6 +137,11 @@ struct drm_spyre_telemetry {
 /* BO placement (drm_spyre_bo_create.flags). Exactly one of DEVICE or HOST. */
 #define DRM_SPYRE_BO_DEVICE		(1u << 0)	/* in card memory, CPU-mapped through BAR2 */
 #define DRM_SPYRE_BO_HOST		(1u << 1)	/* in system memory, reachable by the DMA engine */
+/*
+ * BO_INFO only: a peer card's DEVICE BO imported through PRIME (DRM_SPYRE_CAP_P2P); the host
+ * side of COPY/COPY_2D, never a LAUNCH BO, not mmap()able through this card.
+ */
+#define DRM_SPYRE_BO_PEER		(1u << 2)
 
 struct drm_spyre_bo_create {
 	__u64 size;		/* in: bytes, > 0; rounded up to the page size */

@@ -154,10 +154,20 @@ counted smi-mgmt python3 tests/guest/smi/smi_guest_test.py
 counted observability python3 tests/guest/observability/observability.py
 # Failure containment (Documentation/driver.md "Failure handling").
 counted stress build/cmake/tests/guest/stress/spyre_stress --procs 8 --jobs 1000
+# DEVICE BOs shared between two cards as dma-bufs (skips with a reason on one card); its last
+# case hot-unplugs the exporting card spyre1 and plugs it back before the hotplug row.
+kselftest p2p build/cmake/tests/guest/uapi/spyre_p2p_test
 if [ "$(ls /dev/accel | wc -l)" -ge 2 ]; then
 	check hotplug tests/guest/failure/hotplug.sh spyre1 spyre0
 else
 	check hotplug tests/guest/failure/hotplug.sh spyre0
+fi
+# Card spyre1's BARs come and go while every vCPU reads spyre0's registers: QEMU's TCG must route
+# every read to spyre0 (qemu-device/patches/0001). Needs two cards.
+if [ "$(ls /dev/accel | wc -l)" -ge 2 ]; then
+	check unplug-mmio tests/guest/failure/unplug-mmio.sh
+else
+	record unplug-mmio 0 0 1
 fi
 # Debug kernel: allocation failures injected into spyre.ko.
 if [ -d /sys/kernel/debug/failslab ]; then

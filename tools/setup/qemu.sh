@@ -7,9 +7,13 @@ set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
 root=$("$(dirname "$0")/sysroot.sh")
-# The build is keyed by the sysroot and the configure line; bump QEMU_FORMAT when a change here
-# needs a fresh source tree (e.g. a new hook into QEMU's build files).
-QEMU_FORMAT=1
+# The build is keyed by the sysroot, the configure line and the patches carried against QEMU
+# (qemu-device/patches/*.patch, applied in order to the unpacked source); bump QEMU_FORMAT when a
+# change here needs a fresh source tree (e.g. a new hook into QEMU's build files).
+QEMU_FORMAT=2
+shopt -s nullglob
+patches=("$SPYRE_TOP"/qemu-device/patches/*.patch)
+shopt -u nullglob
 CONFIGURE_FLAGS="--target-list=x86_64-softmmu --without-default-features --enable-kvm \
 --enable-virtfs --enable-attr --enable-cap-ng --enable-fdt=system --disable-docs \
 --disable-install-blobs --disable-werror"
@@ -18,7 +22,7 @@ CONFIGURE_FLAGS="--target-list=x86_64-softmmu --without-default-features --enabl
 if [ -n "${SPYRE_QEMU_SANITIZE:-}" ]; then
 	CONFIGURE_FLAGS="$CONFIGURE_FLAGS --enable-asan --enable-ubsan"
 fi
-key=$( (echo "$QEMU_FORMAT $CONFIGURE_FLAGS $root") | sha256sum | cut -c1-12)
+key=$( (echo "$QEMU_FORMAT $CONFIGURE_FLAGS $root"; cat "${patches[@]}" /dev/null) | sha256sum | cut -c1-12)
 qdir=qemu-$key			# relative to $SPYRE_CACHE, seen as /cache inside the sysroot
 # Two checkouts that change qemu-device/ at once would rebuild one tree with each other's
 # sources: SPYRE_QEMU_INSTANCE=NAME gives a checkout its own build tree, copied from the shared
@@ -48,6 +52,13 @@ if [ ! -f "$SPYRE_CACHE/$qdir/.configured" ]; then
 	rm -rf "$SPYRE_CACHE/$qdir"
 	mkdir -p "$SPYRE_CACHE/$qdir"
 	in_qemu_tree "apt-get source -q qemu >/dev/null && mv qemu-*/ src" >&2
+	# Fixes to QEMU itself (Documentation/hardware.md "The model's QEMU build"): each must apply
+	# exactly, or the build stops here.
+	for p in "${patches[@]}"; do
+		log "applying $(basename "$p")"
+		patch -d "$SPYRE_CACHE/$qdir/src" -p1 --forward --batch --fuzz=0 --quiet < "$p" >&2 ||
+			die "$(basename "$p") does not apply to Debian's QEMU source"
+	done
 	# Hook the device directory into QEMU's build: hw/misc/spyre with its own meson.build,
 	# Kconfig symbol and trace events.
 	src=$SPYRE_CACHE/$qdir/src

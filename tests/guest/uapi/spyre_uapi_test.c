@@ -417,22 +417,25 @@ TEST_F(card, bo_mmap_private_rejected)
 }
 
 /*
- * PRIME (uapi.md "Sharing BOs"): a DEVICE BO cannot be exported (-EOPNOTSUPP; the old driver
- * exported it and a MAP_PRIVATE mmap of the dma-buf crashed the kernel); a HOST BO exports
+ * PRIME (uapi.md "Sharing BOs"): a DEVICE BO exports only with DRM_SPYRE_CAP_P2P (for peer
+ * cards, spyre_p2p_test), otherwise -EOPNOTSUPP (an old driver exported it and a MAP_PRIVATE
+ * mmap of the dma-buf crashed the kernel: now refused, see spyre_p2p_test); a HOST BO exports
  * as a dma-buf whose shared mapping shows the BO's pages, refuses private mappings, and
  * imports into another file of the same card as the same BO.
  */
 TEST_F(card, prime_export)
 {
+	struct drm_spyre_device_info di;
 	struct drm_spyre_bo_info info;
 	uint32_t d, h, h2;
 	uint8_t *ph, *pb;
 	int fd2, dmabuf = -1;
 	void *p;
 
+	ASSERT_EQ(0, query(self->fd, DRM_SPYRE_QUERY_DEVICE_INFO, &di, sizeof(di)));
 	ASSERT_EQ(0, bo_create(self->fd, 8192, DRM_SPYRE_BO_DEVICE, &d));
-	EXPECT_EQ(-EOPNOTSUPP, drmPrimeHandleToFD(self->fd, d, DRM_CLOEXEC | DRM_RDWR, &dmabuf)
-		  ? -errno : 0);
+	EXPECT_EQ(di.caps & DRM_SPYRE_CAP_P2P ? 0 : -EOPNOTSUPP,
+		  drmPrimeHandleToFD(self->fd, d, DRM_CLOEXEC | DRM_RDWR, &dmabuf) ? -errno : 0);
 	if (dmabuf >= 0) {
 		close(dmabuf);
 		dmabuf = -1;
