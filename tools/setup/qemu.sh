@@ -54,10 +54,12 @@ if [ ! -f "$SPYRE_CACHE/$qdir/.configured" ]; then
 	in_qemu_tree "apt-get source -q qemu >/dev/null && mv qemu-*/ src" >&2
 	# Fixes to QEMU itself (Documentation/hardware.md "The model's QEMU build"): each must apply
 	# exactly, or the build stops here.
+	# The sysroot's patch (the host may not have one); the checkout is /src there.
 	for p in "${patches[@]}"; do
-		log "applying $(basename "$p")"
-		patch -d "$SPYRE_CACHE/$qdir/src" -p1 --forward --batch --fuzz=0 --quiet < "$p" >&2 ||
-			die "$(basename "$p") does not apply to Debian's QEMU source"
+		name=$(basename "$p")
+		log "applying $name"
+		in_qemu_tree "patch -d src -p1 --forward --batch --fuzz=0 --quiet < /src/qemu-device/patches/$name" >&2 ||
+			die "$name does not apply to Debian's QEMU source"
 	done
 	# Hook the device directory into QEMU's build: hw/misc/spyre with its own meson.build,
 	# Kconfig symbol and trace events.
