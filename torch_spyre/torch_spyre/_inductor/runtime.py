@@ -54,6 +54,7 @@ class SpyreKernel:
         self.sizes, self.rsizes = spec["sizes"], spec["rsizes"]
         self.n_inputs, self.kernel, self.prog = spec["n_inputs"], spec["kernel"], spec["eager"]
         self.names = spec["names"]
+        self.moved = spec.get("moved") or {}
         self.label = spec.get("label") or "a compiled spyre kernel"
         self._code = {}
         static = all(s.isdigit() for s in self.sizes + self.rsizes)
@@ -83,7 +84,13 @@ class SpyreKernel:
                 kernel = self._kernels.get(cols)
                 if kernel is None:
                     kernel = self._kernels[cols] = self.kernel.replace("@COLS@", str(cols))
-            ins, outs = list(bufs[:self.n_inputs]), list(bufs[self.n_inputs:])
+            args = list(bufs)
+            for k, off in self.moved.items():  # a view at a symbolic offset starts there
+                t = args[k]
+                start = t.storage_offset() + int(self._eval(off, syms))
+                tail = t.untyped_storage().nbytes() // t.element_size() - start
+                args[k] = torch.as_strided(t, (max(tail, 0),), (1,), start)
+            ins, outs = args[:self.n_inputs], args[self.n_inputs:]
             # an empty row kernel may still have rows (reductions of nothing): eager form
             if (n or not self.rsizes) and torch.ops.spyre.fused_pointwise(kernel, n, ins, outs,
                                                                           self.label):

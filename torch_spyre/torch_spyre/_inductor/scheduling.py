@@ -149,6 +149,51 @@ class Trace:
         return op
 
 
+STICK = 128  # bytes: the DMA's unit, where every row a program moves starts
+
+
+def _strided_view(name, index, trace, output=False):
+    """The description's "view <offset> <size>:<stride> ..." of a flat kernel's operand indexed
+    by an affine index that is not the position, or raises Unsupported: the position's element
+    is offset + sum_k i_k * stride_k. The library moves it as rows (the last dim after merging
+    runs) of whole sticks, so a transposed last dim or rows off a stick are refused here as they
+    are in parse_fused."""
+    what = f"{name}'s index {index}"
+    view = _view(index, trace.vars)
+    nums = [view[1], *view[2]] if view[0] == "affine" else []
+    sizes = [sympy.sympify(s) for s in trace.sizes]
+    if not nums or not all(sympy.sympify(x).is_Integer for x in nums[1:] + sizes):
+        raise Unsupported(f"{what} is not affine with static strides")
+    # a symbolic part of the offset (a slice at a dynamic position: a KV cache's write) moves
+    # into the call's operand (SpyreKernel starts the tensor there); the library checks that
+    # it starts on a stick
+    off, moved = sympy.sympify(nums[0]).as_coeff_Add()
+    if not off.is_Integer:
+        off, moved = 0, sympy.sympify(nums[0])
+    if moved != 0:
+        trace.moved[name] = pexpr(moved)
+    off, strides = int(off), [int(sympy.sympify(x)) for x in nums[1:]]
+    if off < 0 or min(strides, default=0) < 0:
+        raise Unsupported(f"{what} steps backwards")
+    dims = []  # normalized as parse_fused does: size-1 dims dropped, runs merged
+    for size, stride in zip(map(int, sizes), strides):
+        if size == 1:
+            continue
+        if dims and dims[-1][1] == stride * size:
+            dims[-1] = (dims[-1][0] * size, stride)
+        else:
+            dims.append((size, stride))
+    dims = dims or [(1, 1)]
+    es = trace.dtypes[name].itemsize
+    if dims[-1][1] != 1:
+        raise Unsupported(f"{what} is transposed (its last dim is not contiguous)")
+    if dims[-1][0] * es % STICK or off * es % STICK or any(t * es % STICK for _, t in dims[:-1]):
+        raise Unsupported(f"{what} is not in rows of whole sticks")
+    if output and any(t == 0 for _, t in dims):
+        raise Unsupported(f"{what} stores to one element from several positions")
+    return f"view {off} " + " ".join(f"{size}:{stride}" for size, stride in dims)
+
+
 def _flat(vars_, sizes):
     return sum(v * sympy_product(sizes[k + 1:]) for k, v in enumerate(vars_))
 
@@ -169,6 +214,7 @@ def describe(trace, inputs, outputs):
     def same(i, j):
         return sympy.expand(i - j) == 0
 
+    trace.moved = {}  # buffer -> the symbolic offset of its view, applied by the call
     kinds, lines, ids = {}, [], {}
     arg_values = set()  # values of arg reductions: stored to int64 row outputs only
     bool_values = set()  # values of any: stored to bool row outputs only
@@ -181,12 +227,16 @@ def describe(trace, inputs, outputs):
                 kinds[name] = kind
                 break
         else:
-            raise Unsupported(f"load of {name} is not flat" if not rows else
-                              f"load of {name} is not by position, row or column")
+            if rows:
+                raise Unsupported(f"load of {name} is not by position, row or column")
+            if len(indices) > 1:
+                raise Unsupported(f"load of {name} at several places")
+            kinds[name] = _strided_view(name, indices[0], trace)  # one operand per buffer
     for name in outputs:
         if name in trace.loads and kinds[name] != "full":
             raise Unsupported("an output read elsewhere")
     out_kinds = {}
+    out_views = {}  # outputs of a flat kernel stored through a view
 
     def val(v):
         if isinstance(v, Value):
@@ -222,9 +272,12 @@ def describe(trace, inputs, outputs):
             if (index_store != (trace.dtypes[name] == torch.int64) or
                     bool_store != (trace.dtypes[name] == torch.bool)):
                 raise Unsupported(f"store to {name}")
-            if not same(index, want) or (trace.dtypes[name] not in TYPES and not index_store
-                                         and not bool_store):
+            if trace.dtypes[name] not in TYPES and not index_store and not bool_store:
                 raise Unsupported(f"store to {name}")
+            if not same(index, want):
+                if rows or name in trace.loads:  # read and written: a view could overlap
+                    raise Unsupported(f"store to {name} is not by position")
+                out_views[name] = _strided_view(name, index, trace, output=True)
             out_types[name] = ("i64" if index_store else "bool" if bool_store else
                                TYPES[trace.dtypes[name]])
             if out_kinds.setdefault(name, okind) != okind:
@@ -300,10 +353,18 @@ def describe(trace, inputs, outputs):
             out(i, f"where {' '.join(val(a) for a in op[2])}")
         else:
             raise Unsupported(f"{kind} {op[1] if len(op) > 1 else ''}")
+    if (out_views or any(k.startswith("view") for k in kinds.values())) and all(
+            op[0] == "load" or (op[0] == "store" and trace.ops[op[3].i][0] == "load" and
+                                trace.dtypes[trace.ops[op[3].i][1]] == trace.dtypes[op[1]])
+            for op in trace.ops):
+        # a strided copy (q/k/v head transposes, a KV cache's write): the eager form's copy_ is
+        # the DMA engine's strided copy, no program launch
+        raise Unsupported("a strided copy (the eager form's DMA copy)")
     head = ["spyre.kernel 1"] + ([f"rows {cols_text}"] if rows else [])
     head += [f"in {TYPES[trace.dtypes[a]]} {kinds[a]}" for a in inputs]
     head += [f"out {out_types.get(a) or TYPES[trace.dtypes[a]]}" +
-             (" row" if out_kinds.get(a) == "row" else "") for a in outputs]
+             (" row" if out_kinds.get(a) == "row" else "") +
+             (f" {out_views[a]}" if a in out_views else "") for a in outputs]
     return "\n".join(head + lines) + "\n"
 
 
@@ -470,6 +531,7 @@ class SpyreScheduling(BaseScheduling):
             desc, why = None, str(e)
         else:
             why = ""
+        moved = {args.index(b): e for b, e in trace.moved.items()} if desc else {}
         spec = {
             "sizes": [pexpr(s) for s in sizes],
             "rsizes": [pexpr(s) for s in rsizes],
@@ -477,6 +539,7 @@ class SpyreScheduling(BaseScheduling):
             "kernel": desc,
             "eager": eager_form(trace, inputs, outputs),
             "names": args,
+            "moved": moved,  # argument -> elements its view starts after its first
         }
         name = f"spyre_kernel_{self.count}"
         self.count += 1
