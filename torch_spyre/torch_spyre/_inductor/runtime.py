@@ -1,7 +1,8 @@
 """What compiled spyre graphs call: one ``SpyreKernel`` per kernel Inductor generated.
 
 A call with a kernel description is one ``torch.ops.spyre.fused_pointwise`` launch (one
-program on the card). Without one, or when the library refuses the call (an operand off a
+program on the card); an operand whose view has a symbolic offset (``spec["moved"]``) is passed
+starting at that offset. Without one, or when the library refuses the call (an operand off a
 stick), the kernel runs in its eager form: the traced ops as aten ops on spyre tensors, so
 every op behaves as in eager mode, CPU fallbacks and ``TORCH_SPYRE_STRICT=1`` included.
 ``to_dtype`` converts as the fused kernel does (device-to-device conversions between the types
