@@ -152,7 +152,7 @@ class Trace:
 STICK = 128  # bytes: the DMA's unit, where every row a program moves starts
 
 
-def _strided_view(name, index, trace, output=False):
+def _strided_view(name, index, trace, slot, output=False):
     """The description's "view <offset> <size>:<stride> ..." of a flat kernel's operand indexed
     by an affine index that is not the position, or raises Unsupported: the position's element
     is offset + sum_k i_k * stride_k. The library moves it as rows (the last dim after merging
@@ -171,7 +171,7 @@ def _strided_view(name, index, trace, output=False):
     if not off.is_Integer:
         off, moved = 0, sympy.sympify(nums[0])
     if moved != 0:
-        trace.moved[name] = pexpr(moved)
+        trace.moved[slot] = pexpr(moved)
     off, strides = int(off), [int(sympy.sympify(x)) for x in nums[1:]]
     if off < 0 or min(strides, default=0) < 0:
         raise Unsupported(f"{what} steps backwards")
@@ -204,6 +204,8 @@ def describe(trace, inputs, outputs):
     the innermost (contiguous) positions of the row."""
     if len(inputs) + len(outputs) > MAX_ARGS:
         raise Unsupported("too many buffers")
+    trace.slots = []  # the description's inputs: a buffer once, or once per index it is read at
+    trace.moved = {}  # description argument -> the symbolic offset of its view, for the call
     sizes, rsizes = trace.sizes, trace.rsizes
     rows = bool(trace.rvars)
     row_index = _flat(trace.vars, sizes)
@@ -214,8 +216,8 @@ def describe(trace, inputs, outputs):
     def same(i, j):
         return sympy.expand(i - j) == 0
 
-    trace.moved = {}  # buffer -> the symbolic offset of its view, applied by the call
     kinds, lines, ids = {}, [], {}
+    slot_of = {}  # (buffer, index) -> its input of the description
     arg_values = set()  # values of arg reductions: stored to int64 row outputs only
     bool_values = set()  # values of any: stored to bool row outputs only
     masks = set()  # values that are 0 or 1 (compares): integer and bool casts keep them
@@ -225,13 +227,18 @@ def describe(trace, inputs, outputs):
                            ("col", col_index)):
             if (rows or kind in ("full", "scalar")) and all(same(i, want) for i in indices):
                 kinds[name] = kind
+                slot_of.update({(name, i): len(trace.slots) for i in indices})
+                trace.slots.append((name, kind))
                 break
         else:
             if rows:
                 raise Unsupported(f"load of {name} is not by position, row or column")
-            if len(indices) > 1:
-                raise Unsupported(f"load of {name} at several places")
-            kinds[name] = _strided_view(name, indices[0], trace)  # one operand per buffer
+            kinds[name] = "view"
+            for i in dict.fromkeys(indices):  # each place (rotary's halves) an operand
+                slot_of[(name, i)] = len(trace.slots)
+                trace.slots.append((name, _strided_view(name, i, trace, len(trace.slots))))
+    if len(trace.slots) + len(outputs) > MAX_ARGS:
+        raise Unsupported("too many operands")
     for name in outputs:
         if name in trace.loads and kinds[name] != "full":
             raise Unsupported("an output read elsewhere")
@@ -260,7 +267,7 @@ def describe(trace, inputs, outputs):
             name = op[1]
             if trace.dtypes[name] not in TYPES:
                 raise Unsupported(f"{name} is {trace.dtypes[name]}")
-            out(i, f"load {inputs.index(name)}")
+            out(i, f"load {slot_of[(name, op[2])]}")
         elif kind in ("store", "store_reduction"):
             name, index, v = op[1:]
             if name not in outputs:
@@ -277,7 +284,8 @@ def describe(trace, inputs, outputs):
             if not same(index, want):
                 if rows or name in trace.loads:  # read and written: a view could overlap
                     raise Unsupported(f"store to {name} is not by position")
-                out_views[name] = _strided_view(name, index, trace, output=True)
+                out_views[name] = _strided_view(name, index, trace,
+                                                len(trace.slots) + outputs.index(name), output=True)
             out_types[name] = ("i64" if index_store else "bool" if bool_store else
                                TYPES[trace.dtypes[name]])
             if out_kinds.setdefault(name, okind) != okind:
@@ -353,7 +361,7 @@ def describe(trace, inputs, outputs):
             out(i, f"where {' '.join(val(a) for a in op[2])}")
         else:
             raise Unsupported(f"{kind} {op[1] if len(op) > 1 else ''}")
-    if (out_views or any(k.startswith("view") for k in kinds.values())) and all(
+    if (out_views or "view" in kinds.values()) and all(
             op[0] == "load" or (op[0] == "store" and trace.ops[op[3].i][0] == "load" and
                                 trace.dtypes[trace.ops[op[3].i][1]] == trace.dtypes[op[1]])
             for op in trace.ops):
@@ -361,7 +369,7 @@ def describe(trace, inputs, outputs):
         # the DMA engine's strided copy, no program launch
         raise Unsupported("a strided copy (the eager form's DMA copy)")
     head = ["spyre.kernel 1"] + ([f"rows {cols_text}"] if rows else [])
-    head += [f"in {TYPES[trace.dtypes[a]]} {kinds[a]}" for a in inputs]
+    head += [f"in {TYPES[trace.dtypes[a]]} {kind}" for a, kind in trace.slots]
     head += [f"out {out_types.get(a) or TYPES[trace.dtypes[a]]}" +
              (" row" if out_kinds.get(a) == "row" else "") +
              (f" {out_views[a]}" if a in out_views else "") for a in outputs]
@@ -531,7 +539,8 @@ class SpyreScheduling(BaseScheduling):
             desc, why = None, str(e)
         else:
             why = ""
-        moved = {args.index(b): e for b, e in trace.moved.items()} if desc else {}
+        # the description's operands: each input once per slot, then the outputs
+        slots = [inputs.index(b) for b, _ in trace.slots] if desc else None
         spec = {
             "sizes": [pexpr(s) for s in sizes],
             "rsizes": [pexpr(s) for s in rsizes],
@@ -539,7 +548,8 @@ class SpyreScheduling(BaseScheduling):
             "kernel": desc,
             "eager": eager_form(trace, inputs, outputs),
             "names": args,
-            "moved": moved,  # argument -> elements its view starts after its first
+            "slots": slots if slots != list(range(len(inputs))) else None,
+            "moved": trace.moved if desc else {},  # operand -> its view's symbolic offset
         }
         name = f"spyre_kernel_{self.count}"
         self.count += 1
