@@ -762,6 +762,28 @@ TEST(Fused, ViewsMatchTheInterpreter) {
                 40 * 50 * L, cores);
         }
     }
+    // transposed blocks (x.t(): a dense [Q, P] read as [P, Q]), alone and under an outer dim,
+    // odd sizes, many blocks per chunk and blocks over several chunks and cores
+    for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+        const std::string s = tname(t);
+        auto kernel = [&](const std::string& in_view) {
+            return "spyre.kernel 1\nin " + s + " " + in_view + "\nin " + s + " full\nout " + s +
+                   "\n%0 = load 0\n%1 = load 1\n%2 = add %0 %1\nstore 0 %2\n";
+        };
+        for (uint32_t cores : {1u, 32u}) {
+            run_and_check(kernel("view 0 32:1 64:32"), 32 * 64, cores);
+            run_and_check(kernel("view 0 37:256 8:1 24:8"), 37 * 8 * 24, cores);
+            run_and_check(kernel("view 128 5:768 7:1 33:7"), 5 * 7 * 33, cores);
+        }
+    }
+    {  // a block larger than a core's scratchpad is refused by the planner (the eager form)
+        const FusedKernel big = parse_fused(
+            "spyre.kernel 1\nin f32 view 0 4096:1 4096:4096\nout f32\n%0 = load 0\n"
+            "store 0 %0\n");
+        EXPECT_TRUE(big.inputs[0].view.transposed);
+        EXPECT_THROW(plan_fused(Pricer(default_engine_config()), big, 4096 * 4096, 32),
+                     std::invalid_argument);
+    }
     // dims that are one run are merged, size-1 dims dropped; a dense view is "full"
     const FusedKernel k = parse_fused(
         "spyre.kernel 1\nin f32 view 64 4:1024 1:7 8:128 128:1\nin f32 view 0 2:256 256:1\n"
@@ -783,11 +805,12 @@ TEST(Fused, ViewRefusals) {
                "\n%0 = load 0\n%1 = neg %0\nstore 0 %1\n";
     };
     for (const std::string& bad :
-         {with("f32 view 0 8:1 32:8", "f32"), with("f32 view 0 8:40 16:1", "f32"),
-          with("f32 view 0 8:48 32:1", "f32"), with("f32 view 16 8:32 32:1", "f32"),
-          with("f16 view 0 8:64 32:1", "f16"), with("f32 full", "f32 view 0 8:0 32:1"),
-          with("f32 view 0 8:32 32:x", "f32"), with("f32 view 0 8:32 0:1", "f32"),
-          with("f32 view 0", "f32"),
+         {with("f32 view 0 8:1 32:16", "f32"), with("f32 full", "f32 view 0 8:1 32:8"),
+          with("f32 view 4 8:1 32:8", "f32"), with("f32 view 0 3:100 8:1 32:8", "f32"),
+          with("f32 view 0 8:40 16:1", "f32"), with("f32 view 0 8:48 32:1", "f32"),
+          with("f32 view 16 8:32 32:1", "f32"), with("f16 view 0 8:64 32:1", "f16"),
+          with("f32 full", "f32 view 0 8:0 32:1"), with("f32 view 0 8:32 32:x", "f32"),
+          with("f32 view 0 8:32 0:1", "f32"), with("f32 view 0", "f32"),
           std::string("spyre.kernel 1\nrows 32\nin f32 view 0 8:32 32:1\nout f32\n"
                       "%0 = load 0\nstore 0 %0\n")})
         EXPECT_THROW(parse_fused(bad), std::invalid_argument) << bad;

@@ -79,6 +79,15 @@ FkView parse_view(const std::vector<std::string>& w, size_t from, uint64_t es, b
         v.sizes.push_back(size), v.strides.push_back(stride);
     }
     if (v.sizes.empty()) v.sizes.push_back(1), v.strides.push_back(1);
+    const size_t D = v.sizes.size();
+    // a transposed block: [P, Q] positions of a dense [Q, P] matrix
+    v.transposed = !output && D >= 2 && v.strides[D - 2] == 1 && v.strides[D - 1] == v.sizes[D - 2];
+    if (v.transposed) {
+        if ((v.offset * es) % kStick) bad("the view's blocks do not start on sticks");
+        for (size_t d = 0; d + 2 < D; ++d)
+            if ((v.strides[d] * es) % kStick) bad("the view's blocks do not start on sticks");
+        return v;
+    }
     if (v.strides.back() != 1) bad("the view's last dim is not contiguous");
     if ((v.row() * es) % kStick || (v.offset * es) % kStick)
         bad("the view's rows are not whole sticks");
@@ -435,6 +444,7 @@ uint64_t per_unit(const FusedKernel& k, FkKind kind) {
 // temporaries (full, then per row). E: the chunk's elements (row kernels: rows).
 struct Layout {
     std::vector<uint64_t> sin, in, out;  // scalar and column slots; chunk buffers (parity relative)
+    std::vector<uint64_t> tin;           // transposed view inputs' blocks as loaded (parity rel.)
     uint64_t regions = 0, region = 0, tmp = 0, slot = 0, rtmp = 0, rslot = 0, total = 0;
     // long rows: every row input's and row output's values for all rows (inputs, then
     // outputs), and the stick a chunk's partial reduction goes to
@@ -461,6 +471,12 @@ Layout layout(const FusedKernel& k, const Lowered& L, uint64_t E) {
     }
     for (size_t j = 0; j < k.outputs.size(); ++j)
         l.out.push_back(r), r += up128(E * per_unit(k, out_kind(k, j)) * es_of(k.outputs[j]));
+    l.tin.assign(k.inputs.size(), 0);
+    for (size_t i = 0; i < k.inputs.size(); ++i) {  // transposed blocks as loaded, each on a stick
+        const FkView& v = k.inputs[i].view;
+        if (v.transposed)
+            l.tin[i] = r, r += E / v.block() * up128(v.block() * es_of(k.inputs[i].t));
+    }
     l.region = r;
     l.tmp = l.regions + 2 * r;
     l.slot = up128(E * per_unit(k, FkKind::FULL) * 4);
@@ -646,6 +662,7 @@ class Emitter {
     // offset + sum_d idx_d * stride_d (idx_d of the row index, innermost outer dim last)
     void view_dma(bool load, uint32_t arg, uint64_t lx, uint64_t es, Reg pos, Reg e, Reg par,
                   const FkView& v) {
+        if (v.transposed) return block_load(arg, lx, es, pos, e, par, v);
         const uint64_t L = v.row();
         b_.alu(isa::Alu::DIVU, 2, pos, 0, static_cast<int64_t>(L));
         b_.alu(isa::Alu::DIVU, 3, e, 0, static_cast<int64_t>(L));
@@ -669,6 +686,46 @@ class Emitter {
             b_.addi(12, 12, static_cast<int64_t>(l_.regions + lx));
             b_.li(14, static_cast<int64_t>(L * es));
             dma(load, 12, 6, 14);
+        }
+        b_.endloop();
+    }
+    // a chunk of a transposed view input (pos and e whole blocks): block q of the chunk, the
+    // dense [Q, P] matrix at the block's element offset + sum_d idx_d * stride_d (the outer
+    // dims), is one LOAD into its stick-aligned slot of the input's block area, then a VTRANS
+    // into the chunk buffer as [P, Q] (the positions' order)
+    void block_load(uint32_t arg, uint64_t lx, uint64_t es, Reg pos, Reg e, Reg par,
+                    const FkView& v) {
+        const size_t D = v.sizes.size();
+        const uint64_t P = v.sizes[D - 2], Q = v.sizes[D - 1], PQ = P * Q;
+        const size_t i = arg;
+        b_.alu(isa::Alu::DIVU, 2, pos, 0, static_cast<int64_t>(PQ));
+        b_.alu(isa::Alu::DIVU, 3, e, 0, static_cast<int64_t>(PQ));
+        b_.loop(3, 0, 4);
+        {
+            b_.add(5, 2, 4);  // the block of the view
+            b_.arg(6, arg);
+            b_.addi(6, 6, static_cast<int64_t>(v.offset * es));
+            for (size_t d = D - 2; d-- > 0;) {
+                if (d) {
+                    b_.alu(isa::Alu::REMU, 13, 5, 0, static_cast<int64_t>(v.sizes[d]));
+                    b_.alu(isa::Alu::DIVU, 5, 5, 0, static_cast<int64_t>(v.sizes[d]));
+                } else {
+                    b_.mov(13, 5);
+                }
+                b_.muli(13, 13, v.strides[d] * es);
+                b_.add(6, 6, 13);
+            }
+            b_.muli(12, 4, up128(PQ * es));
+            b_.add(12, 12, par);
+            b_.addi(12, 12, static_cast<int64_t>(l_.regions + l_.tin[i]));
+            b_.li(14, static_cast<int64_t>(PQ * es));
+            dma(true, 12, 6, 14);
+            b_.muli(13, 4, PQ * es);
+            b_.add(13, 13, par);
+            b_.addi(13, 13, static_cast<int64_t>(l_.regions + lx));
+            b_.set_regs(24, {static_cast<int64_t>(Q), static_cast<int64_t>(P),
+                             static_cast<int64_t>(Q * es), static_cast<int64_t>(P * es)});
+            b_.vtrans(k_.inputs[i].t, k_.inputs[i].t, 13, 12, 24);
         }
         b_.endloop();
     }
@@ -1245,7 +1302,7 @@ uint64_t fused_unit(const FusedKernel& k, uint64_t n) {
     uint64_t min_es = 4, rows = 1;  // chunks of whole rows of every view
     auto need = [&](DType t, const FkView& v) {
         min_es = std::min<uint64_t>(min_es, es_of(t));
-        rows = std::lcm(rows, std::max<uint64_t>(1, v.row()));
+        rows = std::lcm(rows, std::max<uint64_t>(1, v.block()));
     };
     for (const FkInput& x : k.inputs)
         if (!x.scalar) need(x.t, x.view);

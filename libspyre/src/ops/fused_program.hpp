@@ -94,12 +94,17 @@ enum class FkKind : uint8_t { FULL, SCALAR, ROW, COL };
 // strides[k] of the tensor. parse_fused normalizes it (size-1 dims dropped, dims that are one
 // run merged) and takes it only when the last dim is contiguous, every row (the last dim) and
 // every row start is whole sticks: the program moves it as rows of sizes.back() elements, one
-// LOAD/STORE per row, into the chunk's dense LX buffer. Empty: the operand is dense.
+// LOAD/STORE per row, into the chunk's dense LX buffer. Inputs may instead end in a transposed
+// block (the last two dims P:1 Q:P, a [Q, P] matrix read as [P, Q]: x.t()): one LOAD per
+// block into LX, then a VTRANS into the chunk; the block starts on a stick. Empty: dense.
 struct FkView {
     uint64_t offset = 0;
     std::vector<uint64_t> sizes, strides;  // elements
+    bool transposed = false;               // the last two dims are a transposed block
     bool empty() const { return sizes.empty(); }
     uint64_t row() const { return sizes.empty() ? 0 : sizes.back(); }
+    // positions moved together: a row, or a transposed block's P * Q
+    uint64_t block() const { return transposed ? sizes.back() * sizes[sizes.size() - 2] : row(); }
     // elements of the tensor the view reaches: offset + sum (size - 1) * stride + 1
     uint64_t extent() const;
 };

@@ -185,13 +185,19 @@ def _strided_view(name, index, trace, slot, output=False):
             dims.append((size, stride))
     dims = dims or [(1, 1)]
     es = trace.dtypes[name].itemsize
+    view = f"view {off} " + " ".join(f"{size}:{stride}" for size, stride in dims)
+    if (not output and len(dims) >= 2 and dims[-2][1] == 1 and dims[-1][1] == dims[-2][0]):
+        # a transposed block (x.t()): loaded whole, then transposed in the scratchpad
+        if off * es % STICK or any(t * es % STICK for _, t in dims[:-2]):
+            raise Unsupported(f"{what} is a transposed block off a stick")
+        return view
     if dims[-1][1] != 1:
         raise Unsupported(f"{what} is transposed (its last dim is not contiguous)")
     if dims[-1][0] * es % STICK or off * es % STICK or any(t * es % STICK for _, t in dims[:-1]):
         raise Unsupported(f"{what} is not in rows of whole sticks")
     if output and any(t == 0 for _, t in dims):
         raise Unsupported(f"{what} stores to one element from several positions")
-    return f"view {off} " + " ".join(f"{size}:{stride}" for size, stride in dims)
+    return view
 
 
 def _flat(vars_, sizes):
