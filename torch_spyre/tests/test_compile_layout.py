@@ -128,6 +128,21 @@ def test_transposed_inputs_are_one_launch(dtype):
     close(out.cpu(), (b.float().transpose(1, 2) * 3.0).relu().to(dtype), dtype)
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_reductions_over_other_dims_are_row_kernels(dtype):
+    # the reduced dim is not the last: the row kernel reads x as transposed blocks (rows of
+    # the kernel = columns of x), so softmax over dim 0 or a middle dim is a row kernel then
+    # a fused epilogue (2 launches, none the eager form)
+    x = make((24, 64), torch.float32).to(dtype)  # rows of the epilogue's broadcasts: sticks
+    out, ops, stats = launches(torch.compile(lambda x: x.softmax(0)), x.to("spyre"))
+    assert ops == ["spyre::fused_pointwise"] * 2 and stats["eager"] == 0, (ops, stats)
+    close(out.cpu(), x.float().softmax(0).to(dtype), dtype)
+    x3 = make((4, 33, 128 // dtype.itemsize), torch.float32).to(dtype)
+    out, ops, stats = launches(torch.compile(lambda x: x.softmax(1)), x3.to("spyre"))
+    assert ops == ["spyre::fused_pointwise"] * 2 and stats["eager"] == 0, (ops, stats)
+    close(out.cpu(), x3.float().softmax(1).to(dtype), dtype)
+
+
 def test_store_into_a_slice_is_one_launch():
     x = make((8, 64), torch.float32)
     base = make((8, 128), torch.float32, 1)
@@ -168,7 +183,7 @@ NOT_TAKEN = {
     "transposed_slice": (lambda x, y: x[:, 1:].t() + y, [(24, 41), (40, 24)]),
     "rows_off_a_stick": (lambda x: (x[:, :8] * 3.0).contiguous(), [(16, 40)]),
     "read_at_two_places_off_a_stick": (lambda x: x[:, :16] * x[:, 16:], [(8, 32)]),
-    "softmax_over_dim0": (lambda x: x.softmax(0), [(16, 32)]),
+    "softmax_over_a_sliced_dim0": (lambda x: x[:, 1:].softmax(0), [(16, 41)]),
 }
 
 

@@ -474,8 +474,9 @@ Layout layout(const FusedKernel& k, const Lowered& L, uint64_t E) {
     l.tin.assign(k.inputs.size(), 0);
     for (size_t i = 0; i < k.inputs.size(); ++i) {  // transposed blocks as loaded, each on a stick
         const FkView& v = k.inputs[i].view;
-        if (v.transposed)
-            l.tin[i] = r, r += E / v.block() * up128(v.block() * es_of(k.inputs[i].t));
+        if (v.transposed)  // E positions (row kernels: E rows of cols) in whole blocks
+            l.tin[i] = r, r += E * per_unit(k, FkKind::FULL) / v.block() *
+                               up128(v.block() * es_of(k.inputs[i].t));
     }
     l.region = r;
     l.tmp = l.regions + 2 * r;
@@ -571,7 +572,7 @@ bool long_rows_ok(const FusedKernel& k, uint64_t n, uint64_t budget) {
         return true;
     };
     for (const FkInput& x : k.inputs)
-        if (!check(in_kind(x), x.t)) return false;
+        if (!check(in_kind(x), x.t) || !x.view.empty()) return false;  // views: rows in LX only
     for (size_t j = 0; j < k.outputs.size(); ++j)
         if (!check(out_kind(k, j), k.outputs[j])) return false;
     return row_bytes <= budget / 8;
@@ -649,6 +650,11 @@ class Emitter {
     // one chunk [pos, pos + e) of operand `arg` (elements per unit `pu`) between DDR and LX
     void chunk_dma(bool load, uint32_t arg, uint64_t lx, uint64_t bytes_per_unit, Reg pos, Reg e,
                    Reg par, const FkView& view = {}) {
+        if (!view.empty() && k_.cols) {  // a row kernel's chunk of rows: its positions
+            b_.muli(15, pos, k_.cols);
+            b_.muli(19, e, k_.cols);
+            return view_dma(load, arg, lx, bytes_per_unit / k_.cols, 15, 19, par, view);
+        }
         if (!view.empty()) return view_dma(load, arg, lx, bytes_per_unit, pos, e, par, view);
         b_.addi(12, par, static_cast<int64_t>(l_.regions + lx));
         b_.arg(13, arg);
@@ -1110,10 +1116,12 @@ FusedKernel parse_fused(const std::string& text) {
             continue;
         }
         if (w[0] == "in" && w.size() > 2 && w[2] == "view") {
-            if (k.cols || !k.code.empty())
-                bad("a view input is one of a flat kernel, before the ops");
+            if (!k.code.empty()) bad("a view input before the ops");
             FkInput x{parse_type(w[1], line), false, FkKind::FULL, {}};
             x.view = parse_view(w, 3, es_of(x.t), false, line);
+            // row kernels: each row or block of the view is whole rows of the kernel
+            if (k.cols && !x.view.empty() && x.view.block() % k.cols)
+                bad("a view's rows or blocks are not whole rows of the kernel");
             k.inputs.push_back(x);
             continue;
         }
@@ -1295,7 +1303,10 @@ uint64_t fused_unit(const FusedKernel& k, uint64_t n) {
             const uint64_t bytes = per_unit(k, kind) * es_of(t);
             g = std::lcm(g, kStick / std::gcd<uint64_t>(kStick, bytes));
         };
-        for (const FkInput& x : k.inputs) need(in_kind(x), x.t);
+        for (const FkInput& x : k.inputs) {
+            need(in_kind(x), x.t);
+            if (!x.view.empty()) g = std::lcm(g, x.view.block() / k.cols);  // whole blocks
+        }
         for (size_t j = 0; j < k.outputs.size(); ++j) need(out_kind(k, j), k.outputs[j]);
         return g;
     }

@@ -89,7 +89,8 @@ const char* fk_name(FkOp op);
 // row kernels; outputs are FULL or ROW.
 enum class FkKind : uint8_t { FULL, SCALAR, ROW, COL };
 
-// A FULL operand of a flat kernel read or written through a strided view instead of densely:
+// A FULL operand read (flat and row kernels) or written (flat kernels) through a strided view
+// instead of densely (in a row kernel each row or block of the view is whole rows):
 // position p (row-major over `sizes`, whose product is n) is element offset + sum_k idx_k(p) *
 // strides[k] of the tensor. parse_fused normalizes it (size-1 dims dropped, dims that are one
 // run merged) and takes it only when the last dim is contiguous, every row (the last dim) and
@@ -113,7 +114,7 @@ struct FkInput {
     isa::DType t = isa::DType::F32;
     bool scalar = false;  // kind == SCALAR
     FkKind kind = FkKind::FULL;
-    FkView view;  // FULL inputs of flat kernels ("in f16 view ...")
+    FkView view;  // FULL inputs ("in f16 view ...")
 };
 
 struct FkOutput {

@@ -153,15 +153,17 @@ STICK = 128  # bytes: the DMA's unit, where every row a program moves starts
 
 
 def _strided_view(name, index, trace, slot, output=False):
-    """The description's "view <offset> <size>:<stride> ..." of a flat kernel's operand indexed
-    by an affine index that is not the position, or raises Unsupported: the position's element
-    is offset + sum_k i_k * stride_k. The library moves it as rows (the last dim after merging
-    runs) of whole sticks, so a transposed last dim or rows off a stick are refused here as they
-    are in parse_fused."""
+    """The description's "view <offset> <size>:<stride> ..." of an operand indexed by an affine
+    index that is not the position, or raises Unsupported: the position's element is offset +
+    sum_k i_k * stride_k (a row kernel's positions: its rows, then its columns). The library
+    moves it as rows (the last dim after merging runs) of whole sticks, or an input as
+    transposed dense blocks, so the other layouts are refused here as they are in
+    parse_fused; in a row kernel each row or block must be whole rows of the kernel."""
     what = f"{name}'s index {index}"
-    view = _view(index, trace.vars)
+    vars_, sizes = trace.vars + trace.rvars, trace.sizes + trace.rsizes
+    view = _view(index, vars_)
     nums = [view[1], *view[2]] if view[0] == "affine" else []
-    sizes = [sympy.sympify(s) for s in trace.sizes]
+    sizes = [sympy.sympify(s) for s in sizes]
     if not nums or not all(sympy.sympify(x).is_Integer for x in nums[1:] + sizes):
         raise Unsupported(f"{what} is not affine with static strides")
     # a symbolic part of the offset (a slice at a dynamic position: a KV cache's write) moves
@@ -190,6 +192,8 @@ def _strided_view(name, index, trace, slot, output=False):
         # a transposed block (x.t()): loaded whole, then transposed in the scratchpad
         if off * es % STICK or any(t * es % STICK for _, t in dims[:-2]):
             raise Unsupported(f"{what} is a transposed block off a stick")
+        if trace.rvars and dims[-1][0] * dims[-2][0] % int(sympy_product(trace.rsizes)):
+            raise Unsupported(f"{what} is in blocks that are not whole rows")
         return view
     if dims[-1][1] != 1:
         raise Unsupported(f"{what} is transposed (its last dim is not contiguous)")
@@ -197,6 +201,8 @@ def _strided_view(name, index, trace, slot, output=False):
         raise Unsupported(f"{what} is not in rows of whole sticks")
     if output and any(t == 0 for _, t in dims):
         raise Unsupported(f"{what} stores to one element from several positions")
+    if trace.rvars and dims[-1][0] % int(sympy_product(trace.rsizes)):
+        raise Unsupported(f"{what} is in rows that are not whole rows of the kernel")
     return view
 
 
@@ -237,7 +243,7 @@ def describe(trace, inputs, outputs):
                 trace.slots.append((name, kind))
                 break
         else:
-            if rows:
+            if rows and not sympy.sympify(cols).is_Integer:
                 raise Unsupported(f"load of {name} is not by position, row or column")
             kinds[name] = "view"
             for i in dict.fromkeys(indices):  # each place (rotary's halves) an operand
