@@ -800,12 +800,30 @@ TEST(Fused, ViewsMatchTheInterpreter) {
             run_and_check(kernel("view 128 5:768 7:1 33:7"), 5 * 7 * 33, cores);
         }
     }
-    {  // a block larger than a core's scratchpad is refused by the planner (the eager form)
+    // matrices whose rows are whole sticks move in tiles of one stick's columns (a LOAD of Q
+    // rows of a stick, a VTRANS of [Q, tile]): a matrix larger than a core's scratchpad too
+    for (DType t : {DType::F32, DType::F16}) {
+        const std::string s = tname(t);
+        const std::string text = "spyre.kernel 1\nin " + s + " view 0 3:10240 256:1 40:256\nin " +
+                                 s + " full\nout " + s +
+                                 "\n%0 = load 0\n%1 = load 1\n%2 = sub %0 %1\nstore 0 %2\n";
+        EXPECT_EQ(parse_fused(text).inputs[0].view.tile, 128 / isa::dtype_size(t));
+        run_and_check(text, 3 * 256 * 40, 1);
+        run_and_check(text, 3 * 256 * 40, 32);
+        const FusedPlan p =
+            run_and_check("spyre.kernel 1\nin " + s + " view 0 1024:1 700:1024\nout " + s +
+                              "\n%0 = load 0\n%1 = neg %0\nstore 0 %1\n",
+                          1024 * 700, 32);
+        EXPECT_GT(1024u * 700 * isa::dtype_size(t), p.lx_bytes) << "the matrix is not in LX";
+    }
+    {  // a block larger than a core's scratchpad whose rows are not sticks is refused by the
+       // planner (the eager form)
         const FusedKernel big = parse_fused(
-            "spyre.kernel 1\nin f32 view 0 4096:1 4096:4096\nout f32\n%0 = load 0\n"
+            "spyre.kernel 1\nin f32 view 0 4097:1 4096:4097\nout f32\n%0 = load 0\n"
             "store 0 %0\n");
         EXPECT_TRUE(big.inputs[0].view.transposed);
-        EXPECT_THROW(plan_fused(Pricer(default_engine_config()), big, 4096 * 4096, 32),
+        EXPECT_EQ(big.inputs[0].view.tile, 4097u);
+        EXPECT_THROW(plan_fused(Pricer(default_engine_config()), big, 4097 * 4096, 32),
                      std::invalid_argument);
     }
     // dims that are one run are merged, size-1 dims dropped; a dense view is "full"

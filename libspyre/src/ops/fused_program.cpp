@@ -83,6 +83,9 @@ FkView parse_view(const std::vector<std::string>& w, size_t from, uint64_t es, b
     // a transposed block: [P, Q] positions of a dense [Q, P] matrix
     v.transposed = !output && D >= 2 && v.strides[D - 2] == 1 && v.strides[D - 1] == v.sizes[D - 2];
     if (v.transposed) {
+        // tiles of one stick's columns when the matrix's rows are whole sticks, else whole
+        const uint64_t P = v.sizes[D - 2];
+        v.tile = (P * es) % kStick ? P : kStick / es;
         if ((v.offset * es) % kStick) bad("the view's blocks do not start on sticks");
         for (size_t d = 0; d + 2 < D; ++d)
             if ((v.strides[d] * es) % kStick) bad("the view's blocks do not start on sticks");
@@ -699,18 +702,27 @@ class Emitter {
     // dense [Q, P] matrix at the block's element offset + sum_d idx_d * stride_d (the outer
     // dims), is one LOAD into its stick-aligned slot of the input's block area, then a VTRANS
     // into the chunk buffer as [P, Q] (the positions' order)
+    // A tiled block (v.tile < P: the matrix's rows are whole sticks) is moved a tile of
+    // `tile` of its P columns at a time: one LOAD of Q rows of tile elements (a descriptor
+    // with the matrix's row stride) and a VTRANS of [Q, tile], so a block need not fit LX.
     void block_load(uint32_t arg, uint64_t lx, uint64_t es, Reg pos, Reg e, Reg par,
                     const FkView& v) {
         const size_t D = v.sizes.size();
-        const uint64_t P = v.sizes[D - 2], Q = v.sizes[D - 1], PQ = P * Q;
+        const uint64_t P = v.sizes[D - 2], Q = v.sizes[D - 1], T = v.tile, TQ = T * Q;
         const size_t i = arg;
-        b_.alu(isa::Alu::DIVU, 2, pos, 0, static_cast<int64_t>(PQ));
-        b_.alu(isa::Alu::DIVU, 3, e, 0, static_cast<int64_t>(PQ));
+        b_.alu(isa::Alu::DIVU, 2, pos, 0, static_cast<int64_t>(TQ));
+        b_.alu(isa::Alu::DIVU, 3, e, 0, static_cast<int64_t>(TQ));
         b_.loop(3, 0, 4);
         {
-            b_.add(5, 2, 4);  // the block of the view
+            b_.add(5, 2, 4);  // the tile of the view
             b_.arg(6, arg);
             b_.addi(6, 6, static_cast<int64_t>(v.offset * es));
+            if (T < P) {  // the tile's first column, then the block of the view
+                b_.alu(isa::Alu::REMU, 13, 5, 0, static_cast<int64_t>(P / T));
+                b_.muli(13, 13, T * es);
+                b_.add(6, 6, 13);
+                b_.alu(isa::Alu::DIVU, 5, 5, 0, static_cast<int64_t>(P / T));
+            }
             for (size_t d = D - 2; d-- > 0;) {
                 if (d) {
                     b_.alu(isa::Alu::REMU, 13, 5, 0, static_cast<int64_t>(v.sizes[d]));
@@ -721,16 +733,25 @@ class Emitter {
                 b_.muli(13, 13, v.strides[d] * es);
                 b_.add(6, 6, 13);
             }
-            b_.muli(12, 4, up128(PQ * es));
+            b_.muli(12, 4, up128(TQ * es));
             b_.add(12, 12, par);
             b_.addi(12, 12, static_cast<int64_t>(l_.regions + l_.tin[i]));
-            b_.li(14, static_cast<int64_t>(PQ * es));
-            dma(true, 12, 6, 14);
-            b_.muli(13, 4, PQ * es);
+            if (T < P) {  // Q rows of T elements, the matrix's row stride apart
+                b_.li(14, static_cast<int64_t>(T * es));
+                b_.set_regs(24, {static_cast<int64_t>(Q), static_cast<int64_t>(P * es),
+                                 static_cast<int64_t>(T * es), 1, 0, 0});
+                b_.alu(isa::Alu::AND, 31, 6, 0, -static_cast<int64_t>(kStick));
+                b_.span(31);
+                b_.load(12, 6, 14, 24);
+            } else {
+                b_.li(14, static_cast<int64_t>(TQ * es));
+                dma(true, 12, 6, 14);
+            }
+            b_.muli(13, 4, TQ * es);
             b_.add(13, 13, par);
             b_.addi(13, 13, static_cast<int64_t>(l_.regions + lx));
-            b_.set_regs(24, {static_cast<int64_t>(Q), static_cast<int64_t>(P),
-                             static_cast<int64_t>(Q * es), static_cast<int64_t>(P * es)});
+            b_.set_regs(24, {static_cast<int64_t>(Q), static_cast<int64_t>(T),
+                             static_cast<int64_t>(Q * es), static_cast<int64_t>(T * es)});
             b_.vtrans(k_.inputs[i].t, k_.inputs[i].t, 13, 12, 24);
         }
         b_.endloop();

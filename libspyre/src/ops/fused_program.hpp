@@ -97,15 +97,17 @@ enum class FkKind : uint8_t { FULL, SCALAR, ROW, COL };
 // every row start is whole sticks: the program moves it as rows of sizes.back() elements, one
 // LOAD/STORE per row, into the chunk's dense LX buffer. Inputs may instead end in a transposed
 // block (the last two dims P:1 Q:P, a [Q, P] matrix read as [P, Q]: x.t()): one LOAD per
-// block into LX, then a VTRANS into the chunk; the block starts on a stick. Empty: dense.
+// block (per tile of a stick's columns when the rows are whole sticks) into LX, then a VTRANS
+// into the chunk; the block starts on a stick. Empty: dense.
 struct FkView {
     uint64_t offset = 0;
     std::vector<uint64_t> sizes, strides;  // elements
     bool transposed = false;               // the last two dims are a transposed block
+    uint64_t tile = 0;  // transposed: its P columns moved `tile` at a time (P, or a stick's)
     bool empty() const { return sizes.empty(); }
     uint64_t row() const { return sizes.empty() ? 0 : sizes.back(); }
-    // positions moved together: a row, or a transposed block's P * Q
-    uint64_t block() const { return transposed ? sizes.back() * sizes[sizes.size() - 2] : row(); }
+    // positions moved together: a row, or a transposed block's tile * Q
+    uint64_t block() const { return transposed ? sizes.back() * tile : row(); }
     // elements of the tensor the view reaches: offset + sum (size - 1) * stride + 1
     uint64_t extent() const;
 };
