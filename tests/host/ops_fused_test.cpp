@@ -8,7 +8,8 @@
 // kernels (softmax, log_softmax, layer_norm with weight, bias and row outputs, an RMSNorm with
 // a per-row input, compares and where) over odd row lengths and row counts in the three types
 // against a row interpreter; rows split over cores; compares and where in flat kernels; every
-// VUN function (floor..atanh, sin, cos) in the three types; rany to bool row outputs.
+// VUN function (floor..atanh, sin, cos) in the three types; rany to bool row outputs; view
+// operands (strided rows of whole sticks) in and out, and the views refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -154,6 +155,20 @@ float apply(const FkInstr& c, float a, float b, float w) {
     }
 }
 
+// The element of a viewed operand at position i (dense operands: i).
+uint64_t view_at(const FkView& v, uint64_t i) {
+    if (v.empty()) return i;
+    uint64_t at = v.offset;
+    for (size_t d = v.sizes.size(); d-- > 0;)
+        at += (i % v.sizes[d]) * v.strides[d], i /= v.sizes[d];
+    return at;
+}
+
+const FkView& view_of_output(const FusedKernel& k, size_t o) {
+    static const FkView dense;
+    return o < k.out_views.size() ? k.out_views[o] : dense;
+}
+
 // Host interpreter of a description at position i.
 std::vector<float> reference(const FusedKernel& k, const std::vector<std::vector<uint8_t>>& in,
                              uint64_t i) {
@@ -164,7 +179,8 @@ std::vector<float> reference(const FusedKernel& k, const std::vector<std::vector
         const float w = c.c >= 0 ? v[c.c] : 0.0f;
         if (c.op == FkOp::LOAD) {
             const FkInput& x = k.inputs[c.arg];
-            v[j] = load_elem(x.t, &in[c.arg][(x.scalar ? 0 : i) * isa::dtype_size(x.t)]);
+            v[j] = load_elem(
+                x.t, &in[c.arg][(x.scalar ? 0 : view_at(x.view, i)) * isa::dtype_size(x.t)]);
         } else if (c.op == FkOp::CONST) {
             v[j] = c.imm;
         } else if (c.op == FkOp::STORE) {
@@ -192,7 +208,7 @@ std::vector<std::vector<float>> reference_row(const FusedKernel& k,
             const FkInput& x = k.inputs[c.arg];
             const uint64_t es = isa::dtype_size(x.t);
             for (uint64_t q = 0; q < C; ++q) {
-                const uint64_t at = x.kind == FkKind::FULL  ? r * C + q
+                const uint64_t at = x.kind == FkKind::FULL  ? view_at(x.view, r * C + q)
                                     : x.kind == FkKind::ROW ? r
                                     : x.kind == FkKind::COL ? q
                                                             : 0;
@@ -253,22 +269,31 @@ FusedPlan run_and_check(const std::string& text, uint64_t n, uint32_t max_cores 
     std::vector<uint64_t> args;
     uint64_t at = 0;
     for (const FkInput& x : k.inputs) {
-        const uint64_t m = x.scalar ? 1 : n, es = isa::dtype_size(x.t);
+        const uint64_t m = x.scalar ? 1 : x.view.empty() ? n : x.view.extent();
+        const uint64_t es = isa::dtype_size(x.t);
         in.emplace_back(m * es);
         for (uint64_t i = 0; i < m; ++i) store_elem(x.t, dist(rng), &in.back()[i * es]);
         args.push_back(at + (x.scalar ? 6 * es : 0));  // scalars at any element-aligned address
         at += up128(m * es + 8 * es + 128);
     }
-    std::vector<uint64_t> out_at;
-    for (DType t : k.outputs)
-        out_at.push_back(at), args.push_back(at), at += up128(n * isa::dtype_size(t) + 256);
+    std::vector<uint64_t> out_at, out_elems;
+    for (size_t o = 0; o < k.outputs.size(); ++o) {
+        const FkView& v = view_of_output(k, o);
+        out_elems.push_back(v.empty() ? n : v.extent());
+        out_at.push_back(at), args.push_back(at);
+        at += up128(out_elems.back() * isa::dtype_size(k.outputs[o]) + 256);
+    }
     const std::vector<uint8_t> mem = run_priced(image, p, args, in, at);
     int bad = 0;
+    std::vector<std::vector<bool>> written(k.outputs.size());
+    for (size_t o = 0; o < k.outputs.size(); ++o) written[o].assign(out_elems[o], false);
     for (uint64_t i = 0; i < n && bad < 5; ++i) {
         const auto want = reference(k, in, i);
         for (size_t o = 0; o < k.outputs.size(); ++o) {
             const DType t = k.outputs[o];
-            const float got = load_elem(t, &mem[out_at[o] + i * isa::dtype_size(t)]);
+            const uint64_t e = view_at(view_of_output(k, o), i);
+            written[o][e] = true;
+            const float got = load_elem(t, &mem[out_at[o] + e * isa::dtype_size(t)]);
             const bool ok = (std::isnan(got) && std::isnan(want[o])) ||
                             std::fabs(got - want[o]) <= tol(t) * (1.0 + std::fabs(want[o]));
             if (!ok)
@@ -278,8 +303,16 @@ FusedPlan run_and_check(const std::string& text, uint64_t n, uint32_t max_cores 
         }
     }
     for (size_t o = 0; o < k.outputs.size(); ++o) {
-        const uint64_t end = out_at[o] + n * isa::dtype_size(k.outputs[o]);
+        const uint64_t es = isa::dtype_size(k.outputs[o]);
+        const uint64_t end = out_at[o] + out_elems[o] * es;
         for (uint64_t b = end; b < up128(end); ++b) EXPECT_EQ(mem[b], 0xA5) << "past output " << o;
+        // a view's gaps (elements no position maps to) are untouched too
+        uint64_t touched = 0;
+        for (uint64_t e = 0; e < out_elems[o] && bad < 5; ++e)
+            if (!written[o][e] && mem[out_at[o] + e * es] != 0xA5)
+                ADD_FAILURE() << "output " << o << " element " << e << " is in no position",
+                    ++touched, ++bad;
+        EXPECT_EQ(touched, 0u);
     }
     return p;
 }
@@ -314,10 +347,11 @@ FusedPlan run_rows_and_check(const std::string& text, uint64_t rows, uint32_t ma
     std::vector<uint64_t> args;
     uint64_t at = 0;
     for (const FkInput& x : k.inputs) {
-        const uint64_t m = x.kind == FkKind::FULL  ? n
-                           : x.kind == FkKind::ROW ? rows
-                           : x.kind == FkKind::COL ? C
-                                                   : 1;
+        const uint64_t m = !x.view.empty()          ? x.view.extent()
+                           : x.kind == FkKind::FULL ? n
+                           : x.kind == FkKind::ROW  ? rows
+                           : x.kind == FkKind::COL  ? C
+                                                    : 1;
         const uint64_t es = isa::dtype_size(x.t);
         in.emplace_back(m * es);
         for (uint64_t i = 0; i < m; ++i) store_elem(x.t, dist(rng), &in.back()[i * es]);
@@ -415,6 +449,29 @@ TEST_P(FusedRows, SoftmaxLayerNormRmsNormMatchTheInterpreter) {
 INSTANTIATE_TEST_SUITE_P(Types, FusedRows,
                          ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16),
                                             ::testing::Values(1, 7, 37, 1000)));
+
+// Row kernels over view inputs: softmax over dim 0 of a [C, P] matrix (a transposed block of
+// P rows of C), the same under a batch dim (softmax over a middle dim), and rows of a permuted
+// input (whole rows of the kernel per view row), in the three types on 1 and 32 cores.
+TEST(FusedRows, ViewInputsMatchTheInterpreter) {
+    for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+        const std::string s = tname(t);
+        auto over = [&](uint64_t C, const std::string& view) {
+            std::string text = softmax(t, C);
+            const std::string full = "in " + s + " full";
+            text.replace(text.find(full), full.size(), "in " + s + " " + view);
+            return text;
+        };
+        const uint64_t L = 128 / isa::dtype_size(t);
+        for (uint32_t cores : {1u, 32u}) {
+            run_rows_and_check(over(8, "view 0 256:1 8:256"), 256, cores);
+            run_rows_and_check(over(37, "view 0 4:2048 32:1 37:32"), 4 * 32, cores);
+            run_rows_and_check(over(L, "view 0 6:" + std::to_string(5 * L) + " 5:" +
+                                           std::to_string(6 * L) + " " + std::to_string(L) + ":1"),
+                               30, cores);
+        }
+    }
+}
 
 TEST(FusedRows, RowsSplitOverCoresAndLongRows) {
     // 32 cores on many short rows; one core agrees
@@ -692,6 +749,121 @@ TEST(Fused, ParseErrorsNameTheLine) {
     }
     const FusedKernel k = parse_fused(chain(DType::BF16));
     EXPECT_EQ(format_fused(parse_fused(format_fused(k))), format_fused(k));
+}
+
+// Views (torch.compile's permuted, sliced and broadcast operands): inputs and outputs read and
+// written through "view <offset> <size>:<stride> ..." in rows of whole sticks, in the three
+// types, on one core and on many, against the interpreter reading the same elements; the
+// gaps of an output view stay untouched.
+TEST(Fused, ViewsMatchTheInterpreter) {
+    for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+        const std::string s = tname(t);
+        const uint64_t L = 128 / isa::dtype_size(t);  // a row of one stick
+        const std::string l = std::to_string(L), l2 = std::to_string(2 * L);
+        auto kernel = [&](const std::string& in_view, const std::string& out_view) {
+            return "spyre.kernel 1\nin " + s + " " + in_view + "\nin " + s + " full\nout " + s +
+                   out_view + "\n%0 = load 0\n%1 = load 1\n%2 = mul %0 %1\n%3 = const 0.5\n" +
+                   "%4 = add %2 %3\nstore 0 %4\n";
+        };
+        // q of a packed qkv, heads to the front: [B, S, 3, H, L] read as [B, H, S, L]
+        const std::string heads = "view " + std::to_string(L) + " 2:" + std::to_string(30 * L) +
+                                  " 5:" + l + " 3:" + std::to_string(15 * L) + " " + l + ":1";
+        for (uint32_t cores : {1u, 32u}) {
+            run_and_check(kernel(heads, ""), 2 * 5 * 3 * L, cores);
+            // a broadcast along the outer dim (a bias of one row) and along a middle dim
+            run_and_check(kernel("view 0 37:0 " + l2 + ":1", ""), 37 * 2 * L, cores);
+            run_and_check(kernel("view 0 3:" + l2 + " 11:0 " + l2 + ":1", ""), 3 * 11 * 2 * L,
+                          cores);
+            // a store into every other row of a wider buffer (a slice of a cat's output), from
+            // an offset
+            run_and_check(
+                kernel("full", " view " + l + " 23:" + std::to_string(4 * L) + " " + l2 + ":1"),
+                23 * 2 * L, cores);
+            // both at once, many chunks: a transposed pair of outer dims in and a slice out
+            run_and_check(
+                kernel("view 0 40:" + l + " 50:" + std::to_string(40 * L) + " " + l + ":1",
+                       " view 0 40:" + std::to_string(100 * L) + " 50:" + l2 + " " + l + ":1"),
+                40 * 50 * L, cores);
+        }
+    }
+    // transposed blocks (x.t(): a dense [Q, P] read as [P, Q]), alone and under an outer dim,
+    // odd sizes, many blocks per chunk and blocks over several chunks and cores
+    for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+        const std::string s = tname(t);
+        auto kernel = [&](const std::string& in_view) {
+            return "spyre.kernel 1\nin " + s + " " + in_view + "\nin " + s + " full\nout " + s +
+                   "\n%0 = load 0\n%1 = load 1\n%2 = add %0 %1\nstore 0 %2\n";
+        };
+        for (uint32_t cores : {1u, 32u}) {
+            run_and_check(kernel("view 0 32:1 64:32"), 32 * 64, cores);
+            run_and_check(kernel("view 0 37:256 8:1 24:8"), 37 * 8 * 24, cores);
+            run_and_check(kernel("view 128 5:768 7:1 33:7"), 5 * 7 * 33, cores);
+        }
+    }
+    // matrices whose rows are whole sticks move in tiles of one stick's columns (a LOAD of Q
+    // rows of a stick, a VTRANS of [Q, tile]): a matrix larger than a core's scratchpad too
+    for (DType t : {DType::F32, DType::F16}) {
+        const std::string s = tname(t);
+        const std::string text = "spyre.kernel 1\nin " + s + " view 0 3:10240 256:1 40:256\nin " +
+                                 s + " full\nout " + s +
+                                 "\n%0 = load 0\n%1 = load 1\n%2 = sub %0 %1\nstore 0 %2\n";
+        EXPECT_EQ(parse_fused(text).inputs[0].view.tile, 128 / isa::dtype_size(t));
+        run_and_check(text, 3 * 256 * 40, 1);
+        run_and_check(text, 3 * 256 * 40, 32);
+        const FusedPlan p =
+            run_and_check("spyre.kernel 1\nin " + s + " view 0 1024:1 700:1024\nout " + s +
+                              "\n%0 = load 0\n%1 = neg %0\nstore 0 %1\n",
+                          1024 * 700, 32);
+        EXPECT_GT(1024u * 700 * isa::dtype_size(t), p.lx_bytes) << "the matrix is not in LX";
+    }
+    {  // a block larger than a core's scratchpad whose rows are not sticks is refused by the
+       // planner (the eager form)
+        const FusedKernel big = parse_fused(
+            "spyre.kernel 1\nin f32 view 0 4097:1 4096:4097\nout f32\n%0 = load 0\n"
+            "store 0 %0\n");
+        EXPECT_TRUE(big.inputs[0].view.transposed);
+        EXPECT_EQ(big.inputs[0].view.tile, 4097u);
+        EXPECT_THROW(plan_fused(Pricer(default_engine_config()), big, 4097 * 4096, 32),
+                     std::invalid_argument);
+    }
+    // dims that are one run are merged, size-1 dims dropped; a dense view is "full"
+    const FusedKernel k = parse_fused(
+        "spyre.kernel 1\nin f32 view 64 4:1024 1:7 8:128 128:1\nin f32 view 0 2:256 256:1\n"
+        "out f32\n%0 = load 0\n%1 = load 1\n%2 = add %0 %1\nstore 0 %2\n");
+    EXPECT_EQ(k.inputs[0].view.sizes, (std::vector<uint64_t>{4096}));
+    EXPECT_EQ(k.inputs[0].view.strides, (std::vector<uint64_t>{1}));
+    EXPECT_EQ(k.inputs[0].view.offset, 64u);
+    EXPECT_TRUE(k.inputs[1].view.empty());
+    EXPECT_EQ(format_fused(parse_fused(format_fused(k))), format_fused(k));
+    EXPECT_NE(format_fused(k).find("in f32 view 64 4096:1"), std::string::npos) << format_fused(k);
+}
+
+// Views the program cannot move as rows of whole sticks are refused at parse (the caller runs
+// its eager form): a transposed last dim, rows or row starts off a stick, an output view with
+// a broadcast, a view in a row kernel; and a call whose n is not the view's positions.
+TEST(Fused, ViewRefusals) {
+    auto with = [](const std::string& in, const std::string& out) {
+        return "spyre.kernel 1\nin " + in + "\nout " + out +
+               "\n%0 = load 0\n%1 = neg %0\nstore 0 %1\n";
+    };
+    for (const std::string& bad :
+         {with("f32 view 0 8:1 32:16", "f32"), with("f32 full", "f32 view 0 8:1 32:8"),
+          with("f32 view 4 8:1 32:8", "f32"), with("f32 view 0 3:100 8:1 32:8", "f32"),
+          with("f32 view 0 8:40 16:1", "f32"), with("f32 view 0 8:48 32:1", "f32"),
+          with("f32 view 16 8:32 32:1", "f32"), with("f16 view 0 8:64 32:1", "f16"),
+          with("f32 full", "f32 view 0 8:0 32:1"), with("f32 view 0 8:32 32:x", "f32"),
+          with("f32 view 0 8:32 0:1", "f32"), with("f32 view 0", "f32"),
+          std::string("spyre.kernel 1\nrows 64\nin f32 view 0 8:64 32:1\nout f32\n"
+                      "%0 = load 0\nstore 0 %0\n"),
+          std::string("spyre.kernel 1\nrows 32\nin f32 full\nout f32 view 0 8:64 32:1\n"
+                      "%0 = load 0\nstore 0 %0\n")})
+        EXPECT_THROW(parse_fused(bad), std::invalid_argument) << bad;
+    const FusedKernel k = parse_fused(with("f32 view 0 8:64 32:1", "f32"));
+    const Pricer pricer(default_engine_config());
+    EXPECT_NO_THROW(plan_fused(pricer, k, 256, 4));
+    EXPECT_THROW(plan_fused(pricer, k, 128, 4), std::invalid_argument);
+    EXPECT_FALSE(fused_views_fit(k, 128));
+    EXPECT_EQ(fused_operand_elems(k, 256, FkKind::FULL, k.inputs[0].view), 7u * 64 + 32);
 }
 
 // The C API on the simulator: one launch, the library's plan, refusals as NOT_SUPPORTED.

@@ -53,7 +53,9 @@ spyre_status spyre_op_fused(spyre_stream_t stream, const char* kernel, uint64_t 
         if (k.cols && n % k.cols)
             fail(SPYRE_ERROR_NOT_SUPPORTED,
                  std::format("fused: n = {} is not a whole number of rows of {}", n, k.cols));
-        const uint64_t rows = k.cols ? n / k.cols : n;
+        if (!fused_views_fit(k, n))
+            fail(SPYRE_ERROR_NOT_SUPPORTED,
+                 std::format("fused: a view of the kernel is not of n = {} positions", n));
         for (uint32_t i = 0; i < ts.size(); ++i) {
             const Tensor& t = ts[i];
             const bool out = i >= num_inputs;
@@ -65,7 +67,12 @@ spyre_status spyre_op_fused(spyre_stream_t stream, const char* kernel, uint64_t 
             if (t.t != want)
                 fail(SPYRE_ERROR_NOT_SUPPORTED,
                      std::format("fused: {} {} has another type than the kernel says", t.name, i));
-            const uint64_t need = kind == FkKind::ROW ? rows : kind == FkKind::COL ? k.cols : n;
+            static const FkView dense;
+            const FkView& view =
+                out ? (i - num_inputs < k.out_views.size() ? k.out_views[i - num_inputs] : dense)
+                    : k.inputs[i].view;
+            // a view reaches its extent, which may be more or fewer elements than n
+            const uint64_t need = fused_operand_elems(k, n, kind, view);
             if (kind == FkKind::SCALAR
                     ? t.numel() < 1
                     : (!is_dense(t) || uint64_t(t.numel()) < need || t.addr % kStick))

@@ -39,6 +39,76 @@ FkKind out_kind(const FusedKernel& k, size_t j) {
     return j < k.out_kinds.size() ? k.out_kinds[j] : FkKind::FULL;
 }
 
+// An output's view (empty: dense).
+const FkView& out_view(const FusedKernel& k, size_t j) {
+    static const FkView dense;
+    return j < k.out_views.size() ? k.out_views[j] : dense;
+}
+
+// The view as given by the description ("<offset> <size>:<stride> ..."), normalized: size-1
+// dims dropped, a dim merged into the next when they are one run; refused (the caller runs the
+// eager form) unless the last dim is contiguous and the rows (the last dim) and every row start
+// are whole sticks, so that each row is one LOAD/STORE into the chunk's dense buffer. Outputs
+// take no stride 0 (positions storing to one element). One contiguous dim from 0 is dense.
+FkView parse_view(const std::vector<std::string>& w, size_t from, uint64_t es, bool output,
+                  const std::string& line) {
+    auto bad = [&](const std::string& why) {
+        throw std::invalid_argument("fused kernel: " + why + " in '" + line + "'");
+    };
+    auto number = [&](const std::string& t) {
+        char* end = nullptr;
+        const unsigned long long v = std::strtoull(t.c_str(), &end, 10);
+        if (t.empty() || *end || t[0] == '-' || v >= (1ull << 48)) bad("bad view number " + t);
+        return static_cast<uint64_t>(v);
+    };
+    if (w.size() < from + 2) bad("expected 'view <offset> <size>:<stride> ...'");
+    FkView v;
+    v.offset = number(w[from]);
+    for (size_t i = from + 1; i < w.size(); ++i) {
+        const size_t colon = w[i].find(':');
+        if (colon == std::string::npos) bad("expected <size>:<stride>, not " + w[i]);
+        const uint64_t size = number(w[i].substr(0, colon)),
+                       stride = number(w[i].substr(colon + 1));
+        if (size == 0) bad("a view of no elements");
+        if (size == 1) continue;
+        if (!v.sizes.empty() && v.strides.back() == stride * size) {  // one run with the next
+            v.sizes.back() *= size;
+            v.strides.back() = stride;
+            continue;
+        }
+        v.sizes.push_back(size), v.strides.push_back(stride);
+    }
+    if (v.sizes.empty()) v.sizes.push_back(1), v.strides.push_back(1);
+    const size_t D = v.sizes.size();
+    // a transposed block: [P, Q] positions of a dense [Q, P] matrix
+    v.transposed = !output && D >= 2 && v.strides[D - 2] == 1 && v.strides[D - 1] == v.sizes[D - 2];
+    if (v.transposed) {
+        // tiles of one stick's columns when the matrix's rows are whole sticks, else whole
+        const uint64_t P = v.sizes[D - 2];
+        v.tile = (P * es) % kStick ? P : kStick / es;
+        if ((v.offset * es) % kStick) bad("the view's blocks do not start on sticks");
+        for (size_t d = 0; d + 2 < D; ++d)
+            if ((v.strides[d] * es) % kStick) bad("the view's blocks do not start on sticks");
+        return v;
+    }
+    if (v.strides.back() != 1) bad("the view's last dim is not contiguous");
+    if ((v.row() * es) % kStick || (v.offset * es) % kStick)
+        bad("the view's rows are not whole sticks");
+    for (size_t d = 0; d + 1 < v.sizes.size(); ++d) {
+        if ((v.strides[d] * es) % kStick) bad("the view's rows do not start on sticks");
+        if (output && v.strides[d] == 0) bad("an output view stores one element twice");
+    }
+    if (v.sizes.size() == 1 && v.offset == 0) return {};
+    return v;
+}
+
+std::string format_view(const FkView& v) {
+    std::string s = " view " + std::to_string(v.offset);
+    for (size_t d = 0; d < v.sizes.size(); ++d)
+        s += " " + std::to_string(v.sizes[d]) + ":" + std::to_string(v.strides[d]);
+    return s;
+}
+
 bool unary(FkOp op) { return op >= FkOp::NEG && op <= FkOp::CAST; }
 bool reduction(FkOp op) { return op >= FkOp::RSUM && op <= FkOp::RMIN; }
 uint64_t es_of(DType t) { return isa::dtype_size(t); }
@@ -377,6 +447,7 @@ uint64_t per_unit(const FusedKernel& k, FkKind kind) {
 // temporaries (full, then per row). E: the chunk's elements (row kernels: rows).
 struct Layout {
     std::vector<uint64_t> sin, in, out;  // scalar and column slots; chunk buffers (parity relative)
+    std::vector<uint64_t> tin;           // transposed view inputs' blocks as loaded (parity rel.)
     uint64_t regions = 0, region = 0, tmp = 0, slot = 0, rtmp = 0, rslot = 0, total = 0;
     // long rows: every row input's and row output's values for all rows (inputs, then
     // outputs), and the stick a chunk's partial reduction goes to
@@ -403,6 +474,13 @@ Layout layout(const FusedKernel& k, const Lowered& L, uint64_t E) {
     }
     for (size_t j = 0; j < k.outputs.size(); ++j)
         l.out.push_back(r), r += up128(E * per_unit(k, out_kind(k, j)) * es_of(k.outputs[j]));
+    l.tin.assign(k.inputs.size(), 0);
+    for (size_t i = 0; i < k.inputs.size(); ++i) {  // transposed blocks as loaded, each on a stick
+        const FkView& v = k.inputs[i].view;
+        if (v.transposed)  // E positions (row kernels: E rows of cols) in whole blocks
+            l.tin[i] = r, r += E * per_unit(k, FkKind::FULL) / v.block() *
+                               up128(v.block() * es_of(k.inputs[i].t));
+    }
     l.region = r;
     l.tmp = l.regions + 2 * r;
     l.slot = up128(E * per_unit(k, FkKind::FULL) * 4);
@@ -497,7 +575,7 @@ bool long_rows_ok(const FusedKernel& k, uint64_t n, uint64_t budget) {
         return true;
     };
     for (const FkInput& x : k.inputs)
-        if (!check(in_kind(x), x.t)) return false;
+        if (!check(in_kind(x), x.t) || !x.view.empty()) return false;  // views: rows in LX only
     for (size_t j = 0; j < k.outputs.size(); ++j)
         if (!check(out_kind(k, j), k.outputs[j])) return false;
     return row_bytes <= budget / 8;
@@ -574,7 +652,13 @@ class Emitter {
     }
     // one chunk [pos, pos + e) of operand `arg` (elements per unit `pu`) between DDR and LX
     void chunk_dma(bool load, uint32_t arg, uint64_t lx, uint64_t bytes_per_unit, Reg pos, Reg e,
-                   Reg par) {
+                   Reg par, const FkView& view = {}) {
+        if (!view.empty() && k_.cols) {  // a row kernel's chunk of rows: its positions
+            b_.muli(15, pos, k_.cols);
+            b_.muli(19, e, k_.cols);
+            return view_dma(load, arg, lx, bytes_per_unit / k_.cols, 15, 19, par, view);
+        }
+        if (!view.empty()) return view_dma(load, arg, lx, bytes_per_unit, pos, e, par, view);
         b_.addi(12, par, static_cast<int64_t>(l_.regions + lx));
         b_.arg(13, arg);
         b_.muli(14, pos, bytes_per_unit);
@@ -582,13 +666,104 @@ class Emitter {
         b_.muli(14, e, bytes_per_unit);
         dma(load, 12, 13, 14);
     }
+    // a chunk of a viewed operand (flat kernels; pos and e whole rows): row q of the chunk,
+    // row pos / L + q of the view, goes between LX lx + q * L * es and DDR at the row's element
+    // offset + sum_d idx_d * stride_d (idx_d of the row index, innermost outer dim last)
+    void view_dma(bool load, uint32_t arg, uint64_t lx, uint64_t es, Reg pos, Reg e, Reg par,
+                  const FkView& v) {
+        if (v.transposed) return block_load(arg, lx, es, pos, e, par, v);
+        const uint64_t L = v.row();
+        b_.alu(isa::Alu::DIVU, 2, pos, 0, static_cast<int64_t>(L));
+        b_.alu(isa::Alu::DIVU, 3, e, 0, static_cast<int64_t>(L));
+        b_.loop(3, 0, 4);
+        {
+            b_.add(5, 2, 4);  // the row of the view
+            b_.arg(6, arg);
+            b_.addi(6, 6, static_cast<int64_t>(v.offset * es));
+            for (size_t d = v.sizes.size() - 1; d-- > 0;) {
+                if (d) {
+                    b_.alu(isa::Alu::REMU, 13, 5, 0, static_cast<int64_t>(v.sizes[d]));
+                    b_.alu(isa::Alu::DIVU, 5, 5, 0, static_cast<int64_t>(v.sizes[d]));
+                } else {
+                    b_.mov(13, 5);  // the outermost dim's index is what is left
+                }
+                b_.muli(13, 13, v.strides[d] * es);
+                b_.add(6, 6, 13);
+            }
+            b_.muli(12, 4, L * es);
+            b_.add(12, 12, par);
+            b_.addi(12, 12, static_cast<int64_t>(l_.regions + lx));
+            b_.li(14, static_cast<int64_t>(L * es));
+            dma(load, 12, 6, 14);
+        }
+        b_.endloop();
+    }
+    // a chunk of a transposed view input (pos and e whole blocks): block q of the chunk, the
+    // dense [Q, P] matrix at the block's element offset + sum_d idx_d * stride_d (the outer
+    // dims), is one LOAD into its stick-aligned slot of the input's block area, then a VTRANS
+    // into the chunk buffer as [P, Q] (the positions' order)
+    // A tiled block (v.tile < P: the matrix's rows are whole sticks) is moved a tile of
+    // `tile` of its P columns at a time: one LOAD of Q rows of tile elements (a descriptor
+    // with the matrix's row stride) and a VTRANS of [Q, tile], so a block need not fit LX.
+    void block_load(uint32_t arg, uint64_t lx, uint64_t es, Reg pos, Reg e, Reg par,
+                    const FkView& v) {
+        const size_t D = v.sizes.size();
+        const uint64_t P = v.sizes[D - 2], Q = v.sizes[D - 1], T = v.tile, TQ = T * Q;
+        const size_t i = arg;
+        b_.alu(isa::Alu::DIVU, 2, pos, 0, static_cast<int64_t>(TQ));
+        b_.alu(isa::Alu::DIVU, 3, e, 0, static_cast<int64_t>(TQ));
+        b_.loop(3, 0, 4);
+        {
+            b_.add(5, 2, 4);  // the tile of the view
+            b_.arg(6, arg);
+            b_.addi(6, 6, static_cast<int64_t>(v.offset * es));
+            if (T < P) {  // the tile's first column, then the block of the view
+                b_.alu(isa::Alu::REMU, 13, 5, 0, static_cast<int64_t>(P / T));
+                b_.muli(13, 13, T * es);
+                b_.add(6, 6, 13);
+                b_.alu(isa::Alu::DIVU, 5, 5, 0, static_cast<int64_t>(P / T));
+            }
+            for (size_t d = D - 2; d-- > 0;) {
+                if (d) {
+                    b_.alu(isa::Alu::REMU, 13, 5, 0, static_cast<int64_t>(v.sizes[d]));
+                    b_.alu(isa::Alu::DIVU, 5, 5, 0, static_cast<int64_t>(v.sizes[d]));
+                } else {
+                    b_.mov(13, 5);
+                }
+                b_.muli(13, 13, v.strides[d] * es);
+                b_.add(6, 6, 13);
+            }
+            b_.muli(12, 4, up128(TQ * es));
+            b_.add(12, 12, par);
+            b_.addi(12, 12, static_cast<int64_t>(l_.regions + l_.tin[i]));
+            if (T < P) {  // Q rows of T elements, the matrix's row stride apart
+                b_.li(14, static_cast<int64_t>(T * es));
+                b_.set_regs(24, {static_cast<int64_t>(Q), static_cast<int64_t>(P * es),
+                                 static_cast<int64_t>(T * es), 1, 0, 0});
+                b_.alu(isa::Alu::AND, 31, 6, 0, -static_cast<int64_t>(kStick));
+                b_.span(31);
+                b_.load(12, 6, 14, 24);
+            } else {
+                b_.li(14, static_cast<int64_t>(TQ * es));
+                dma(true, 12, 6, 14);
+            }
+            b_.muli(13, 4, TQ * es);
+            b_.add(13, 13, par);
+            b_.addi(13, 13, static_cast<int64_t>(l_.regions + lx));
+            b_.set_regs(24, {static_cast<int64_t>(Q), static_cast<int64_t>(T),
+                             static_cast<int64_t>(Q * es), static_cast<int64_t>(T * es)});
+            b_.vtrans(k_.inputs[i].t, k_.inputs[i].t, 13, 12, 24);
+        }
+        b_.endloop();
+    }
     // loads of the full and row inputs' chunk [pos, pos + e) into parity region par
     void loads(Reg pos, Reg e, Reg par) {
         for (size_t i = 0; i < k_.inputs.size(); ++i) {
             const FkKind kind = in_kind(k_.inputs[i]);
             if (kind == FkKind::FULL || kind == FkKind::ROW)
                 chunk_dma(true, static_cast<uint32_t>(i), l_.in[i],
-                          per_unit(k_, kind) * es_of(k_.inputs[i].t), pos, e, par);
+                          per_unit(k_, kind) * es_of(k_.inputs[i].t), pos, e, par,
+                          k_.inputs[i].view);
         }
     }
     void addr(Reg rd, const Opd& o) {
@@ -760,7 +935,8 @@ std::vector<uint8_t> Emitter::build() {
         for (const Pass& p : L_.passes) pass(p);
         for (size_t j = 0; j < k_.outputs.size(); ++j)
             chunk_dma(false, static_cast<uint32_t>(I + j), l_.out[j],
-                      per_unit(k_, out_kind(k_, j)) * es_of(k_.outputs[j]), rPos, rE, rPar);
+                      per_unit(k_, out_kind(k_, j)) * es_of(k_.outputs[j]), rPos, rE, rPar,
+                      out_view(k_, j));
         chunk_loop::emit_advance(b_, E, l_.region);
     }
     b_.endloop();
@@ -960,6 +1136,25 @@ FusedKernel parse_fused(const std::string& text) {
             k.cols = c;
             continue;
         }
+        if (w[0] == "in" && w.size() > 2 && w[2] == "view") {
+            if (!k.code.empty()) bad("a view input before the ops");
+            FkInput x{parse_type(w[1], line), false, FkKind::FULL, {}};
+            x.view = parse_view(w, 3, es_of(x.t), false, line);
+            // row kernels: each row or block of the view is whole rows of the kernel
+            if (k.cols && !x.view.empty() && x.view.block() % k.cols)
+                bad("a view's rows or blocks are not whole rows of the kernel");
+            k.inputs.push_back(x);
+            continue;
+        }
+        if (w[0] == "out" && w.size() > 2 && w[2] == "view") {
+            if (k.cols || !k.code.empty())
+                bad("a view output is one of a flat kernel, before the ops");
+            k.outputs.push_back(parse_type(w[1], line));
+            k.out_kinds.push_back(FkKind::FULL);
+            k.out_views.resize(k.outputs.size());
+            k.out_views.back() = parse_view(w, 3, es_of(k.outputs.back()), true, line);
+            continue;
+        }
         if (w[0] == "in") {
             const bool rowk = k.cols != 0;
             if (w.size() != 3 || !k.code.empty() ||
@@ -970,7 +1165,7 @@ FusedKernel parse_fused(const std::string& text) {
                                 : w[2] == "scalar" ? FkKind::SCALAR
                                 : w[2] == "row"    ? FkKind::ROW
                                                    : FkKind::COL;
-            k.inputs.push_back({parse_type(w[1], line), kind == FkKind::SCALAR, kind});
+            k.inputs.push_back({parse_type(w[1], line), kind == FkKind::SCALAR, kind, {}});
             continue;
         }
         if (w[0] == "out") {
@@ -1089,10 +1284,13 @@ std::string format_fused(const FusedKernel& k) {
     std::string s = "spyre.kernel 1\n";
     if (k.cols) s += "rows " + std::to_string(k.cols) + "\n";
     for (const FkInput& x : k.inputs)
-        s += std::string("in ") + type_name(x.t) + kinds[static_cast<int>(in_kind(x))];
+        s += std::string("in ") + type_name(x.t) +
+             (x.view.empty() ? kinds[static_cast<int>(in_kind(x))] : format_view(x.view) + "\n");
     for (size_t j = 0; j < k.outputs.size(); ++j)
         s += std::string("out ") + type_name(k.outputs[j]) +
-             (out_kind(k, j) == FkKind::ROW ? " row\n" : "\n");
+             (out_kind(k, j) == FkKind::ROW ? " row\n"
+              : out_view(k, j).empty()      ? "\n"
+                                            : format_view(out_view(k, j)) + "\n");
     for (size_t i = 0; i < k.code.size(); ++i) {
         const FkInstr& c = k.code[i];
         if (c.op == FkOp::STORE) {
@@ -1126,15 +1324,22 @@ uint64_t fused_unit(const FusedKernel& k, uint64_t n) {
             const uint64_t bytes = per_unit(k, kind) * es_of(t);
             g = std::lcm(g, kStick / std::gcd<uint64_t>(kStick, bytes));
         };
-        for (const FkInput& x : k.inputs) need(in_kind(x), x.t);
+        for (const FkInput& x : k.inputs) {
+            need(in_kind(x), x.t);
+            if (!x.view.empty()) g = std::lcm(g, x.view.block() / k.cols);  // whole blocks
+        }
         for (size_t j = 0; j < k.outputs.size(); ++j) need(out_kind(k, j), k.outputs[j]);
         return g;
     }
-    uint64_t min_es = 4;
+    uint64_t min_es = 4, rows = 1;  // chunks of whole rows of every view
+    auto need = [&](DType t, const FkView& v) {
+        min_es = std::min<uint64_t>(min_es, es_of(t));
+        rows = std::lcm(rows, std::max<uint64_t>(1, v.block()));
+    };
     for (const FkInput& x : k.inputs)
-        if (!x.scalar) min_es = std::min<uint64_t>(min_es, es_of(x.t));
-    for (DType t : k.outputs) min_es = std::min<uint64_t>(min_es, es_of(t));
-    return kStick / min_es;
+        if (!x.scalar) need(x.t, x.view);
+    for (size_t j = 0; j < k.outputs.size(); ++j) need(k.outputs[j], out_view(k, j));
+    return std::lcm(kStick / min_es, rows);
 }
 
 uint64_t fused_lx_bytes(const FusedKernel& k, uint64_t chunk) {
@@ -1146,8 +1351,36 @@ bool fused_long_rows_ok(const FusedKernel& k, uint64_t n, uint64_t lx_budget) {
     return long_rows_ok(k, n, lx_budget);
 }
 
+uint64_t FkView::extent() const {
+    uint64_t e = offset + 1;
+    for (size_t d = 0; d < sizes.size(); ++d) e += (sizes[d] - 1) * strides[d];
+    return e;
+}
+
+uint64_t fused_operand_elems(const FusedKernel& k, uint64_t n, FkKind kind, const FkView& view) {
+    if (!view.empty()) return view.extent();
+    return kind == FkKind::SCALAR ? 1
+           : kind == FkKind::ROW  ? (k.cols ? n / k.cols : n)
+           : kind == FkKind::COL  ? k.cols
+                                  : n;
+}
+
+bool fused_views_fit(const FusedKernel& k, uint64_t n) {
+    auto fits = [n](const FkView& v) {
+        return v.empty() || std::accumulate(v.sizes.begin(), v.sizes.end(), uint64_t{1},
+                                            std::multiplies<>()) == n;
+    };
+    for (const FkInput& x : k.inputs)
+        if (!fits(x.view)) return false;
+    for (const FkView& v : k.out_views)
+        if (!fits(v)) return false;
+    return true;
+}
+
 std::vector<uint8_t> build_fused(const FusedKernel& k, uint64_t n, const FusedPlan& p) {
     if (n == 0) throw std::invalid_argument("fused kernel: empty (nothing to launch)");
+    if (!fused_views_fit(k, n))
+        throw std::invalid_argument("fused kernel: a view is not of n positions");
     if (p.col_chunk) {
         const bool i64 = std::any_of(k.outputs.begin(), k.outputs.end(), isa::int_type);
         if (p.cores == 0 || p.groups == 0 || p.cores % p.groups || p.groups > n / k.cols ||
@@ -1166,17 +1399,11 @@ FusedPlan price_fused(const Pricer& pricer, const FusedKernel& k, uint64_t n, Fu
     const auto image = build_fused(k, n, p);
     std::vector<uint64_t> args;
     uint64_t at = 0;
-    const uint64_t rows = k.cols ? n / k.cols : n;
-    auto elems = [&](FkKind kind) {
-        return kind == FkKind::SCALAR ? 1
-               : kind == FkKind::ROW  ? rows
-               : kind == FkKind::COL  ? k.cols
-                                      : n;
-    };
     for (const FkInput& x : k.inputs)
-        args.push_back(at), at += up128(elems(in_kind(x)) * es_of(x.t));
+        args.push_back(at), at += up128(fused_operand_elems(k, n, in_kind(x), x.view) * es_of(x.t));
     for (size_t j = 0; j < k.outputs.size(); ++j)
-        args.push_back(at), at += up128(elems(out_kind(k, j)) * es_of(k.outputs[j]));
+        args.push_back(at), at += up128(fused_operand_elems(k, n, out_kind(k, j), out_view(k, j)) *
+                                        es_of(k.outputs[j]));
     const spyre_engine_result r = pricer.price(image, p.cores, args, at);
     p.cycles = r.total_cycles;
     p.ddr_bytes = r.ddr_read_bytes + r.ddr_write_bytes;
@@ -1235,6 +1462,8 @@ FusedPlan plan_long(const Pricer& pricer, const FusedKernel& k, uint64_t n, uint
 
 FusedPlan plan_fused(const Pricer& pricer, const FusedKernel& k, uint64_t n, uint32_t max_cores) {
     if (n == 0) throw std::invalid_argument("fused kernel: empty (nothing to launch)");
+    if (!fused_views_fit(k, n))
+        throw std::invalid_argument("fused kernel: a view is not of n positions");
     max_cores = std::max<uint32_t>(1, std::min<uint32_t>(max_cores, pricer.config().num_cores));
     const uint64_t N = k.cols ? n / k.cols : n;  // work items: positions or rows
     const uint64_t u = fused_unit(k, n), units = (N + u - 1) / u, budget = pricer.lx_budget();

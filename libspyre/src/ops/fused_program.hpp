@@ -89,10 +89,34 @@ const char* fk_name(FkOp op);
 // row kernels; outputs are FULL or ROW.
 enum class FkKind : uint8_t { FULL, SCALAR, ROW, COL };
 
+// A FULL operand read (flat and row kernels) or written (flat kernels) through a strided view
+// instead of densely (in a row kernel each row or block of the view is whole rows):
+// position p (row-major over `sizes`, whose product is n) is element offset + sum_k idx_k(p) *
+// strides[k] of the tensor. parse_fused normalizes it (size-1 dims dropped, dims that are one
+// run merged) and takes it only when the last dim is contiguous, every row (the last dim) and
+// every row start is whole sticks: the program moves it as rows of sizes.back() elements, one
+// LOAD/STORE per row, into the chunk's dense LX buffer. Inputs may instead end in a transposed
+// block (the last two dims P:1 Q:P, a [Q, P] matrix read as [P, Q]: x.t()): one LOAD per
+// block (per tile of a stick's columns when the rows are whole sticks) into LX, then a VTRANS
+// into the chunk; the block starts on a stick. Empty: dense.
+struct FkView {
+    uint64_t offset = 0;
+    std::vector<uint64_t> sizes, strides;  // elements
+    bool transposed = false;               // the last two dims are a transposed block
+    uint64_t tile = 0;  // transposed: its P columns moved `tile` at a time (P, or a stick's)
+    bool empty() const { return sizes.empty(); }
+    uint64_t row() const { return sizes.empty() ? 0 : sizes.back(); }
+    // positions moved together: a row, or a transposed block's tile * Q
+    uint64_t block() const { return transposed ? sizes.back() * tile : row(); }
+    // elements of the tensor the view reaches: offset + sum (size - 1) * stride + 1
+    uint64_t extent() const;
+};
+
 struct FkInput {
     isa::DType t = isa::DType::F32;
     bool scalar = false;  // kind == SCALAR
     FkKind kind = FkKind::FULL;
+    FkView view;  // FULL inputs ("in f16 view ...")
 };
 
 struct FkOutput {
@@ -113,6 +137,7 @@ struct FusedKernel {
     std::vector<FkInput> inputs;
     std::vector<isa::DType> outputs;
     std::vector<FkKind> out_kinds;  // per output
+    std::vector<FkView> out_views;  // per output (empty: dense); FULL outputs of flat kernels
     std::vector<FkInstr> code;
     // 0: a flat kernel over n positions. Else a row kernel: the n positions are n / cols rows
     // of cols contiguous positions (position r * cols + c).
@@ -123,7 +148,9 @@ struct FusedKernel {
 //   spyre.kernel 1
 //   rows 4096            # optional: a row kernel, rows of 4096 positions
 //   in f16 full          # input 0 ...; "scalar", "row" or "col" (row kernels) too
-//   out f16              # output 0 ...; "out f32 row": one element per row; "out i64 row" and
+//   in f32 view 512 2:6144 16:384 32:1   # flat kernels: a strided view, "offset size:stride.."
+//   out f16              # output 0 ...; "out f32 view ...": a strided view (flat kernels, no
+//                        # stride 0); "out f32 row": one element per row; "out i64 row" and
 //                        # "out bool row" (0/1 bytes) from a per-row value (rargmax, rany)
 //   %0 = load 0
 //   %1 = const 1.5
@@ -157,6 +184,10 @@ uint64_t fused_unit(const FusedKernel& k, uint64_t n = 0);
 uint64_t fused_lx_bytes(const FusedKernel& k, uint64_t chunk);
 // Whether the row kernel can run as long rows over n positions (full operands' rows start on a
 // stick, or one row; the row operands of all rows fit a small part of LX).
+// Elements of the tensor an operand of that kind (and view) reaches in a call over n positions.
+uint64_t fused_operand_elems(const FusedKernel& k, uint64_t n, FkKind kind, const FkView& view);
+// Whether every view of the kernel is of n positions (the product of its sizes).
+bool fused_views_fit(const FusedKernel& k, uint64_t n);
 bool fused_long_rows_ok(const FusedKernel& k, uint64_t n, uint64_t lx_budget);
 // The SPMD program over n elements. Launch arguments: inputs 0..I-1, then outputs I..I+O-1
 // (device addresses; full, row and col operands 128-byte aligned, scalar inputs element

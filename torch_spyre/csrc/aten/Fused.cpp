@@ -2,7 +2,8 @@
 // kernel of torch.compile's Spyre backend (torch_spyre/_inductor) on the card. `kernel` is the
 // kernel description (Documentation/torch_compile.md), n the positions; inputs and outputs are
 // the buffers in the description's order, read and written as flat arrays from their first
-// element (the generator checked their indexing). One spyre_op_fused launch on the outputs'
+// element (the generator checked their indexing; a "view" operand reaches any element up to
+// its storage's end). One spyre_op_fused launch on the outputs'
 // current stream. Returns false when the library refuses the case (an operand that does not
 // start on a stick, a kernel it cannot take): the caller then runs the kernel's eager form.
 // `label` (may be empty) names the launch: a failure on the card says "launched by <label>".
@@ -45,10 +46,12 @@ bool fused_pointwise(c10::string_view kernel, int64_t n, at::TensorList inputs,
                      at::TensorList outputs, c10::string_view label) {
     TORCH_CHECK(!outputs.empty(), "spyre::fused_pointwise: no outputs");
     if (n == 0) return true;
-    // an operand is read as its first min(numel, n) elements: n for one by position, fewer for
-    // a scalar, one per row or per column (its description says which; the library checks)
-    auto count = [n](const at::Tensor& t, bool) {
-        return std::max<int64_t>(1, std::min(t.numel(), n));
+    // an operand is given as the elements from its first to its storage's end: the library
+    // checks that each reaches what its description says (n by position, one, one per row or
+    // per column, a view's extent, which may pass n: a slice of a wider buffer)
+    auto count = [](const at::Tensor& t, bool) {
+        const int64_t tail = int64_t(t.storage().nbytes()) / t.itemsize() - t.storage_offset();
+        return std::max<int64_t>(1, tail);
     };
     auto usable = [&](const at::Tensor& t, bool out) {
         // int64 and bool outputs: the indices of arg reductions, any (the library checks they

@@ -1,7 +1,9 @@
 """What compiled spyre graphs call: one ``SpyreKernel`` per kernel Inductor generated.
 
 A call with a kernel description is one ``torch.ops.spyre.fused_pointwise`` launch (one
-program on the card). Without one, or when the library refuses the call (an operand off a
+program on the card); an input read at several places is passed once per place
+(``spec["slots"]``), an operand whose view has a symbolic offset (``spec["moved"]``) starting at
+that offset. Without one, or when the library refuses the call (an operand off a
 stick), the kernel runs in its eager form: the traced ops as aten ops on spyre tensors, so
 every op behaves as in eager mode, CPU fallbacks and ``TORCH_SPYRE_STRICT=1`` included.
 ``to_dtype`` converts as the fused kernel does (device-to-device conversions between the types
@@ -54,6 +56,8 @@ class SpyreKernel:
         self.sizes, self.rsizes = spec["sizes"], spec["rsizes"]
         self.n_inputs, self.kernel, self.prog = spec["n_inputs"], spec["kernel"], spec["eager"]
         self.names = spec["names"]
+        self.slots = spec.get("slots")  # the description's inputs, when not the buffers
+        self.moved = spec.get("moved") or {}
         self.label = spec.get("label") or "a compiled spyre kernel"
         self._code = {}
         static = all(s.isdigit() for s in self.sizes + self.rsizes)
@@ -83,7 +87,15 @@ class SpyreKernel:
                 kernel = self._kernels.get(cols)
                 if kernel is None:
                     kernel = self._kernels[cols] = self.kernel.replace("@COLS@", str(cols))
-            ins, outs = list(bufs[:self.n_inputs]), list(bufs[self.n_inputs:])
+            ins = ([bufs[k] for k in self.slots] if self.slots is not None else
+                   list(bufs[:self.n_inputs]))
+            args = ins + list(bufs[self.n_inputs:])
+            for k, off in self.moved.items():  # a view at a symbolic offset starts there
+                t = args[k]
+                start = t.storage_offset() + int(self._eval(off, syms))
+                tail = t.untyped_storage().nbytes() // t.element_size() - start
+                args[k] = torch.as_strided(t, (max(tail, 0),), (1,), start)
+            ins, outs = args[:len(ins)], args[len(ins):]
             # an empty row kernel may still have rows (reductions of nothing): eager form
             if (n or not self.rsizes) and torch.ops.spyre.fused_pointwise(kernel, n, ins, outs,
                                                                           self.label):

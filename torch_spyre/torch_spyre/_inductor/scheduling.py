@@ -149,6 +149,63 @@ class Trace:
         return op
 
 
+STICK = 128  # bytes: the DMA's unit, where every row a program moves starts
+
+
+def _strided_view(name, index, trace, slot, output=False):
+    """The description's "view <offset> <size>:<stride> ..." of an operand indexed by an affine
+    index that is not the position, or raises Unsupported: the position's element is offset +
+    sum_k i_k * stride_k (a row kernel's positions: its rows, then its columns). The library
+    moves it as rows (the last dim after merging runs) of whole sticks, or an input as
+    transposed dense blocks, so the other layouts are refused here as they are in
+    parse_fused; in a row kernel each row or block must be whole rows of the kernel."""
+    what = f"{name}'s index {index}"
+    vars_, sizes = trace.vars + trace.rvars, trace.sizes + trace.rsizes
+    view = _view(index, vars_)
+    nums = [view[1], *view[2]] if view[0] == "affine" else []
+    sizes = [sympy.sympify(s) for s in sizes]
+    if not nums or not all(sympy.sympify(x).is_Integer for x in nums[1:] + sizes):
+        raise Unsupported(f"{what} is not affine with static strides")
+    # a symbolic part of the offset (a slice at a dynamic position: a KV cache's write) moves
+    # into the call's operand (SpyreKernel starts the tensor there); the library checks that
+    # it starts on a stick
+    off, moved = sympy.sympify(nums[0]).as_coeff_Add()
+    if not off.is_Integer:
+        off, moved = 0, sympy.sympify(nums[0])
+    if moved != 0:
+        trace.moved[slot] = pexpr(moved)
+    off, strides = int(off), [int(sympy.sympify(x)) for x in nums[1:]]
+    if off < 0 or min(strides, default=0) < 0:
+        raise Unsupported(f"{what} steps backwards")
+    dims = []  # normalized as parse_fused does: size-1 dims dropped, runs merged
+    for size, stride in zip(map(int, sizes), strides):
+        if size == 1:
+            continue
+        if dims and dims[-1][1] == stride * size:
+            dims[-1] = (dims[-1][0] * size, stride)
+        else:
+            dims.append((size, stride))
+    dims = dims or [(1, 1)]
+    es = trace.dtypes[name].itemsize
+    view = f"view {off} " + " ".join(f"{size}:{stride}" for size, stride in dims)
+    if (not output and len(dims) >= 2 and dims[-2][1] == 1 and dims[-1][1] == dims[-2][0]):
+        # a transposed block (x.t()): loaded whole, then transposed in the scratchpad
+        if off * es % STICK or any(t * es % STICK for _, t in dims[:-2]):
+            raise Unsupported(f"{what} is a transposed block off a stick")
+        if trace.rvars and dims[-1][0] * dims[-2][0] % int(sympy_product(trace.rsizes)):
+            raise Unsupported(f"{what} is in blocks that are not whole rows")
+        return view
+    if dims[-1][1] != 1:
+        raise Unsupported(f"{what} is transposed (its last dim is not contiguous)")
+    if dims[-1][0] * es % STICK or off * es % STICK or any(t * es % STICK for _, t in dims[:-1]):
+        raise Unsupported(f"{what} is not in rows of whole sticks")
+    if output and any(t == 0 for _, t in dims):
+        raise Unsupported(f"{what} stores to one element from several positions")
+    if trace.rvars and dims[-1][0] % int(sympy_product(trace.rsizes)):
+        raise Unsupported(f"{what} is in rows that are not whole rows of the kernel")
+    return view
+
+
 def _flat(vars_, sizes):
     return sum(v * sympy_product(sizes[k + 1:]) for k, v in enumerate(vars_))
 
@@ -159,6 +216,8 @@ def describe(trace, inputs, outputs):
     the innermost (contiguous) positions of the row."""
     if len(inputs) + len(outputs) > MAX_ARGS:
         raise Unsupported("too many buffers")
+    trace.slots = []  # the description's inputs: a buffer once, or once per index it is read at
+    trace.moved = {}  # description argument -> the symbolic offset of its view, for the call
     sizes, rsizes = trace.sizes, trace.rsizes
     rows = bool(trace.rvars)
     row_index = _flat(trace.vars, sizes)
@@ -170,6 +229,7 @@ def describe(trace, inputs, outputs):
         return sympy.expand(i - j) == 0
 
     kinds, lines, ids = {}, [], {}
+    slot_of = {}  # (buffer, index) -> its input of the description
     arg_values = set()  # values of arg reductions: stored to int64 row outputs only
     bool_values = set()  # values of any: stored to bool row outputs only
     masks = set()  # values that are 0 or 1 (compares): integer and bool casts keep them
@@ -179,14 +239,23 @@ def describe(trace, inputs, outputs):
                            ("col", col_index)):
             if (rows or kind in ("full", "scalar")) and all(same(i, want) for i in indices):
                 kinds[name] = kind
+                slot_of.update({(name, i): len(trace.slots) for i in indices})
+                trace.slots.append((name, kind))
                 break
         else:
-            raise Unsupported(f"load of {name} is not flat" if not rows else
-                              f"load of {name} is not by position, row or column")
+            if rows and not sympy.sympify(cols).is_Integer:
+                raise Unsupported(f"load of {name} is not by position, row or column")
+            kinds[name] = "view"
+            for i in dict.fromkeys(indices):  # each place (rotary's halves) an operand
+                slot_of[(name, i)] = len(trace.slots)
+                trace.slots.append((name, _strided_view(name, i, trace, len(trace.slots))))
+    if len(trace.slots) + len(outputs) > MAX_ARGS:
+        raise Unsupported("too many operands")
     for name in outputs:
         if name in trace.loads and kinds[name] != "full":
             raise Unsupported("an output read elsewhere")
     out_kinds = {}
+    out_views = {}  # outputs of a flat kernel stored through a view
 
     def val(v):
         if isinstance(v, Value):
@@ -210,7 +279,7 @@ def describe(trace, inputs, outputs):
             name = op[1]
             if trace.dtypes[name] not in TYPES:
                 raise Unsupported(f"{name} is {trace.dtypes[name]}")
-            out(i, f"load {inputs.index(name)}")
+            out(i, f"load {slot_of[(name, op[2])]}")
         elif kind in ("store", "store_reduction"):
             name, index, v = op[1:]
             if name not in outputs:
@@ -222,9 +291,13 @@ def describe(trace, inputs, outputs):
             if (index_store != (trace.dtypes[name] == torch.int64) or
                     bool_store != (trace.dtypes[name] == torch.bool)):
                 raise Unsupported(f"store to {name}")
-            if not same(index, want) or (trace.dtypes[name] not in TYPES and not index_store
-                                         and not bool_store):
+            if trace.dtypes[name] not in TYPES and not index_store and not bool_store:
                 raise Unsupported(f"store to {name}")
+            if not same(index, want):
+                if rows or name in trace.loads:  # read and written: a view could overlap
+                    raise Unsupported(f"store to {name} is not by position")
+                out_views[name] = _strided_view(name, index, trace,
+                                                len(trace.slots) + outputs.index(name), output=True)
             out_types[name] = ("i64" if index_store else "bool" if bool_store else
                                TYPES[trace.dtypes[name]])
             if out_kinds.setdefault(name, okind) != okind:
@@ -300,10 +373,18 @@ def describe(trace, inputs, outputs):
             out(i, f"where {' '.join(val(a) for a in op[2])}")
         else:
             raise Unsupported(f"{kind} {op[1] if len(op) > 1 else ''}")
+    if (out_views or "view" in kinds.values()) and all(
+            op[0] == "load" or (op[0] == "store" and trace.ops[op[3].i][0] == "load" and
+                                trace.dtypes[trace.ops[op[3].i][1]] == trace.dtypes[op[1]])
+            for op in trace.ops):
+        # a strided copy (q/k/v head transposes, a KV cache's write): the eager form's copy_ is
+        # the DMA engine's strided copy, no program launch
+        raise Unsupported("a strided copy (the eager form's DMA copy)")
     head = ["spyre.kernel 1"] + ([f"rows {cols_text}"] if rows else [])
-    head += [f"in {TYPES[trace.dtypes[a]]} {kinds[a]}" for a in inputs]
+    head += [f"in {TYPES[trace.dtypes[a]]} {kind}" for a, kind in trace.slots]
     head += [f"out {out_types.get(a) or TYPES[trace.dtypes[a]]}" +
-             (" row" if out_kinds.get(a) == "row" else "") for a in outputs]
+             (" row" if out_kinds.get(a) == "row" else "") +
+             (f" {out_views[a]}" if a in out_views else "") for a in outputs]
     return "\n".join(head + lines) + "\n"
 
 
@@ -470,6 +551,8 @@ class SpyreScheduling(BaseScheduling):
             desc, why = None, str(e)
         else:
             why = ""
+        # the description's operands: each input once per slot, then the outputs
+        slots = [inputs.index(b) for b, _ in trace.slots] if desc else None
         spec = {
             "sizes": [pexpr(s) for s in sizes],
             "rsizes": [pexpr(s) for s in rsizes],
@@ -477,6 +560,8 @@ class SpyreScheduling(BaseScheduling):
             "kernel": desc,
             "eager": eager_form(trace, inputs, outputs),
             "names": args,
+            "slots": slots if slots != list(range(len(inputs))) else None,
+            "moved": trace.moved if desc else {},  # operand -> its view's symbolic offset
         }
         name = f"spyre_kernel_{self.count}"
         self.count += 1
