@@ -62,6 +62,14 @@ def run_python(code, **env):
 
 
 @pytest.fixture
+def strict(monkeypatch, fallback_reset):
+    """TORCH_SPYRE_STRICT=1 for the test (a CPU fallback raises), and nothing fell back."""
+    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
+    yield
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.fixture
 def fallback_reset():
     """Fresh fallback counts and warnings for the test."""
     torch_spyre.reset_fallback_counts()

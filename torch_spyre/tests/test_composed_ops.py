@@ -8,15 +8,7 @@ dims, empty tensors)."""
 import pytest
 import torch
 
-import torch_spyre
 from conftest import FLOATS, assert_same, tol
-
-
-@pytest.fixture
-def strict(monkeypatch, fallback_reset):
-    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
-    yield
-    assert torch_spyre.fallback_counts() == {}
 
 
 def close(got, want, dtype):

@@ -12,17 +12,9 @@ import pytest
 import torch
 from torch import nn
 
-import torch_spyre
 from conftest import FLOATS, tol
 
 B, L, D, H = 3, 10, 64, 4
-
-
-@pytest.fixture
-def strict(monkeypatch, fallback_reset):
-    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
-    yield
-    assert torch_spyre.fallback_counts() == {}
 
 
 def padding(kind):

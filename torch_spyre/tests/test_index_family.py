@@ -8,17 +8,9 @@ strided inputs."""
 import pytest
 import torch
 
-import torch_spyre
 from conftest import make
 
 ACC_TYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32]
-
-
-@pytest.fixture
-def strict(monkeypatch, fallback_reset):
-    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
-    yield
-    assert torch_spyre.fallback_counts() == {}
 
 
 def small(shape, dtype, seed):

@@ -9,7 +9,6 @@ import operator
 import pytest
 import torch
 
-import torch_spyre
 from conftest import assert_same
 
 INTS = [torch.int64, torch.int32, torch.int8, torch.uint8]
@@ -36,13 +35,6 @@ def ints(shape, dtype, seed, lo=None, hi=None):
     for i, v in enumerate(special[: flat.numel()]):
         flat[(i * 5) % flat.numel()] = v
     return x
-
-
-@pytest.fixture
-def strict(monkeypatch, fallback_reset):
-    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
-    yield
-    assert torch_spyre.fallback_counts() == {}
 
 
 def both(f, *args):

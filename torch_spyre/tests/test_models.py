@@ -15,13 +15,6 @@ from conftest import close, make
 from models import BertEncoderLayer, TinyGranite
 
 
-@pytest.fixture
-def strict(monkeypatch, fallback_reset):
-    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
-    yield
-    assert torch_spyre.fallback_counts() == {}
-
-
 def test_decoder_prefill_and_greedy_decode(strict):
     cpu = TinyGranite()
     dev = copy.deepcopy(cpu).to("spyre")

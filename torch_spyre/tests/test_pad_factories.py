@@ -6,15 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import torch_spyre
 from conftest import FLOATS, close, make
-
-
-@pytest.fixture
-def strict(monkeypatch, fallback_reset):
-    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
-    yield
-    assert torch_spyre.fallback_counts() == {}
 
 
 PADS = {1: [(2, 3), (0, 1), (4, 0)], 2: [(1, 2, 3, 0), (2, 2, 2, 2), (0, 0, 1, 4)],

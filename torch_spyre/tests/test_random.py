@@ -11,7 +11,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import torch_spyre
 
 DEV = "spyre"
 M32 = 0xFFFFFFFF
@@ -45,13 +44,6 @@ def ref_uniform(seed, offset, n):
         w = philox((g & M32, g >> 32, offset & M32, offset >> 32), (seed & M32, seed >> 32))
         out.append((w[k & 3] >> 8) * 2.0**-24)
     return torch.tensor(out, dtype=torch.float32)
-
-
-@pytest.fixture
-def strict(monkeypatch, fallback_reset):
-    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
-    yield
-    assert torch_spyre.fallback_counts() == {}
 
 
 # ---- the generator ----

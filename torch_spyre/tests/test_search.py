@@ -6,16 +6,8 @@ stay."""
 import pytest
 import torch
 
-import torch_spyre
 
 NAN = float("nan")
-
-
-@pytest.fixture
-def strict(monkeypatch, fallback_reset):
-    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
-    yield
-    assert torch_spyre.fallback_counts() == {}
 
 
 def same(got, want):

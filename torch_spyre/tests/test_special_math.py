@@ -9,17 +9,9 @@ import math
 import pytest
 import torch
 
-import torch_spyre
 from conftest import FLOATS, tol
 
 INF, NAN = float("inf"), float("nan")
-
-
-@pytest.fixture
-def strict(monkeypatch, fallback_reset):
-    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
-    yield
-    assert torch_spyre.fallback_counts() == {}
 
 
 def check(f, x, dtype, rtol, atol):

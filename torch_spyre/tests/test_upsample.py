@@ -7,15 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import torch_spyre
 from conftest import FLOATS, close, make
-
-
-@pytest.fixture
-def strict(monkeypatch, fallback_reset):
-    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
-    yield
-    assert torch_spyre.fallback_counts() == {}
 
 
 SHAPES = {1: (2, 3, 7), 2: (2, 3, 5, 7), 3: (1, 2, 3, 4, 5)}
