@@ -100,7 +100,8 @@ fuzz: qemu
 		qemu-device/tests/run-qtest.sh"
 
 # QEMU built with ASan and UBSan (its own cache key; a cold build takes far longer than the
-# normal one, so this is not part of make check): every qtest case, then the long fuzz.
+# normal one, so this is not part of make check, which runs the qtests against a build with
+# the card model alone sanitized): every qtest case, then the long fuzz.
 SAN_ENV := ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 fuzz-asan: setup
 	@qb=$$(dirname "$$(SPYRE_QEMU_SANITIZE=1 tools/setup/qemu.sh)") && $(IN_SYSROOT) "QEMU_BUILD=$$qb \

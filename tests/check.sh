@@ -2,6 +2,7 @@
 # 'make check': every test suite of the stack, with one summary line at the end.
 #   host    unit tests of libspyre and tools (ctest, in the sysroot)
 #   device  QEMU qtest of the card model, no guest kernel (if present)
+#   device-asan  the same against the QEMU build whose card model has ASan and UBSan compiled in
 #   style   checkpatch --strict on the driver
 #   intree  the driver built in Debian's 6.12 kernel tree as drivers/accel/spyre, W=1 -Werror
 #   guest   one VM boot with $CHECK_CARDS cards: uapi kselftests, libspyre, spyre-smi, failure
@@ -90,21 +91,39 @@ wait_debug_guest() {
 	[ ! -s "$out/debug.failure" ] || vm_failures+=("$(cat "$out/debug.failure")")
 }
 
-if [ -x qemu-device/tests/run-qtest.sh ]; then
-	section "device model (QEMU qtest)"
+# qtests SUITE [ENV...]: every qtest case of the card model (8 fixed fuzz seeds among them)
+# against the QEMU build that tools/setup/qemu.sh makes with ENV.
+qtests() {
+	local suite=$1 qemu_build rc line p f
+	shift
 	# The QEMU build of this checkout (the cache may hold others).
-	qemu_build=$(dirname "$(tools/setup/qemu.sh 2>/dev/null)")
-	tools/in-sysroot "QEMU_BUILD=$qemu_build qemu-device/tests/run-qtest.sh" > "$out/device.log" 2>&1
+	if ! qemu_build=$(dirname "$(env "$@" tools/setup/qemu.sh 2>"$out/$suite-build.log")"); then
+		tail -n 20 "$out/$suite-build.log"; record "$suite" 0 1; return
+	fi
+	tools/in-sysroot "QEMU_BUILD=$qemu_build $SAN_ENV qemu-device/tests/run-qtest.sh" \
+		> "$out/$suite.log" 2>&1
 	rc=$?
-	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/device.log" | tail -n1)
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/$suite.log" | tail -n1)
 	echo "${line:-no summary (exit $rc)}"
 	if [ -n "$line" ]; then
 		read -r p _ f _ <<<"${line//,/}"
 		[ $rc -eq 0 ] || [ "$f" -gt 0 ] || f=1
-		record device "$p" "$f"
+		record "$suite" "$p" "$f"
+		[ "$f" -eq 0 ] || grep -E '^FAIL|ERROR: AddressSanitizer|runtime error:' "$out/$suite.log" | head -n 20
 	else
-		tail -n 20 "$out/device.log"; record device 0 1
+		tail -n 20 "$out/$suite.log"; record "$suite" 0 1
 	fi
+}
+# A sanitizer report ends the QEMU under test (and with it the case); leaks are not errors
+# (QEMU frees little at exit).
+SAN_ENV="ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1"
+if [ -x qemu-device/tests/run-qtest.sh ]; then
+	section "device model (QEMU qtest)"
+	qtests device
+	# The same cases with the model's code (device and engine) under ASan and UBSan: what a
+	# malicious guest driver reaches (make fuzz-asan: all of QEMU, and the long fuzz).
+	section "device model under ASan + UBSan (QEMU qtest)"
+	qtests device-asan SPYRE_QEMU_SANITIZE=model
 fi
 
 section "driver style (checkpatch --strict)"

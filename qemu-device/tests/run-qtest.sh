@@ -33,6 +33,8 @@ for c in $cases; do
 	else
 		failed=$((failed + 1))
 		echo "FAIL $c"
+		# A sanitizer's report starts far above its tail: name it first.
+		grep -m3 -E 'ERROR: AddressSanitizer|runtime error:|SUMMARY: ' "$log/out" | sed 's/^/    /'
 		sed 's/^/    /' "$log/out" | tail -20
 	fi
 done

@@ -17,20 +17,30 @@ shopt -u nullglob
 CONFIGURE_FLAGS="--target-list=x86_64-softmmu --without-default-features --enable-kvm \
 --enable-virtfs --enable-attr --enable-cap-ng --enable-fdt=system --disable-docs \
 --disable-install-blobs --disable-werror"
-# SPYRE_QEMU_SANITIZE=1: the same QEMU with AddressSanitizer and UBSan (make fuzz-asan), cached
-# under its own key beside the normal build.
-if [ -n "${SPYRE_QEMU_SANITIZE:-}" ]; then
-	CONFIGURE_FLAGS="$CONFIGURE_FLAGS --enable-asan --enable-ubsan"
-fi
+# SPYRE_QEMU_SANITIZE=1: the same QEMU with AddressSanitizer and UBSan everywhere (make
+# fuzz-asan), cached under its own key beside the normal build (a cold build: 20-40 minutes).
+# SPYRE_QEMU_SANITIZE=model: the normal build with only the card model (qemu-device/ and the
+# engine) compiled with both sanitizers and their runtimes linked in (make check): a copy of the
+# normal tree that recompiles the model's sources alone, so it costs minutes, not a QEMU build.
+case "${SPYRE_QEMU_SANITIZE:-}" in
+"") ;;
+model) export SPYRE_MODEL_SANITIZE=1 ;;
+1) CONFIGURE_FLAGS="$CONFIGURE_FLAGS --enable-asan --enable-ubsan" ;;
+*) die "SPYRE_QEMU_SANITIZE: 1 (all of QEMU) or model (the card model only)" ;;
+esac
 key=$( (echo "$QEMU_FORMAT $CONFIGURE_FLAGS $root"; cat "${patches[@]}" /dev/null) | sha256sum | cut -c1-12)
 qdir=qemu-$key			# relative to $SPYRE_CACHE, seen as /cache inside the sysroot
 # Two checkouts that change qemu-device/ at once would rebuild one tree with each other's
 # sources: SPYRE_QEMU_INSTANCE=NAME gives a checkout its own build tree, copied from the shared
 # one (meson's paths are all under /qemu, so a copy builds incrementally).
-if [ -n "${SPYRE_QEMU_INSTANCE:-}" ]; then
-	[[ $SPYRE_QEMU_INSTANCE =~ ^[A-Za-z0-9_-]+$ ]] || die "SPYRE_QEMU_INSTANCE: letters, digits, - and _ only"
+# The model-sanitizer tree is made the same way (suffix .model-san).
+if [ -n "${SPYRE_QEMU_INSTANCE:-}" ] || [ -n "${SPYRE_MODEL_SANITIZE:-}" ]; then
+	[[ ${SPYRE_QEMU_INSTANCE:-} =~ ^[A-Za-z0-9_-]*$ ]] || die "SPYRE_QEMU_INSTANCE: letters, digits, - and _ only"
 	shared=$qdir
-	qdir=qemu-$key.$SPYRE_QEMU_INSTANCE
+	qdir=qemu-$key${SPYRE_QEMU_INSTANCE:+.$SPYRE_QEMU_INSTANCE}${SPYRE_MODEL_SANITIZE:+.model-san}
+	# The shared tree must exist (configured and built) before it can be copied.
+	[ -f "$SPYRE_CACHE/$shared/.configured" ] || SPYRE_QEMU_INSTANCE= SPYRE_MODEL_SANITIZE= \
+		SPYRE_QEMU_SANITIZE= "$0" >/dev/null
 	take_lock "$qdir"
 	if [ ! -f "$SPYRE_CACHE/$qdir/.configured" ] && [ -f "$SPYRE_CACHE/$shared/.configured" ]; then
 		log "copying the QEMU build tree to $SPYRE_CACHE/$qdir"
