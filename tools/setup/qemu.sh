@@ -85,6 +85,13 @@ if [ ! -f "$SPYRE_CACHE/$qdir/.configured" ]; then
 	in_qemu_tree "mkdir -p build && cd build && ../src/configure $CONFIGURE_FLAGS" >&2
 	touch "$SPYRE_CACHE/$qdir/.configured"
 	prune_cache 'qemu-????????????' 2
+	# Instance and model-sanitizer copies of trees that are gone go with them.
+	for d in "$SPYRE_CACHE"/qemu-????????????.*; do
+		b=${d##*/}
+		[ -d "$d" ] && [ ! -d "$SPYRE_CACHE/${b%%.*}" ] || continue
+		log "removing stale cache entry $b"
+		rm -rf "$d" "$d.lock"
+	done
 fi
 touch "$SPYRE_CACHE/$qdir"
 
