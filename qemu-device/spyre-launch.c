@@ -483,8 +483,6 @@ static void spyre_launch_account(SpyreState *s, const SpyreJob *l,
         s->tele_launch_errors++;
     }
     s->tele_eng_cycles += r->total_cycles + l->switch_cycles;
-    s->tele_eng_switches += l->switches;
-    s->tele_eng_switch_cycles += l->switch_cycles;
     s->tele_eng_instrs += r->instructions;
     s->tele_eng_macs += r->macs;
     s->tele_eng_ddr_rd += r->ddr_read_bytes;
@@ -524,8 +522,11 @@ static uint32_t spyre_launch_complete(SpyreState *s, SpyreJob *l, bool live)
 
     trace_spyre_launch_done(l->ring, l->idx, cancelled ? -1 : res->error,
                             res->total_cycles);
+    /* The switches happened, whatever becomes of the launch. */
+    s->tele_eng_switches += l->switches;
+    s->tele_eng_switch_cycles += l->switch_cycles;
     if (!cancelled) {
-        /* An aborted or reset launch is not accounted. */
+        /* An aborted or reset launch is not accounted otherwise. */
         spyre_launch_account(s, l, res);
     }
     if (res->error && !cancelled) {

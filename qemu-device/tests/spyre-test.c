@@ -2717,7 +2717,7 @@ static void test_timeslice_off(void)
 static void test_timeslice_abort(void)
 {
     Spyre *s = spyre_start(",x-engine-threads=2");
-    uint64_t iters = 1000000, cycles;
+    uint64_t iters = 1000000, cycles, switches, switch_cycles;
     struct spyre_hw_cpl c1;
     uint32_t i0, i1, idx[NRINGS];
     uint16_t devctl;
@@ -2744,15 +2744,28 @@ static void test_timeslice_abort(void)
     ts_check(s, 1, 2000, iters);
     assert_no_cpl(s, 0, i0);
 
-    /* A register reset with one launch preempted and one running. */
+    /*
+     * A register reset with one launch preempted and one running. The
+     * preempted one was switched away from: that switch counts though the
+     * launch never completes.
+     */
     ring_setup(s, 0, 8);
     i0 = ts_launch(s, 0, 20, 1000, iters);
     wait_exec_running(s, 0);
+    switches = rd64(s, SPYRE_REG_TELE_ENG_SWITCHES_LO);
+    switch_cycles = rd64(s, SPYRE_REG_TELE_ENG_SWITCH_CYCLES_LO);
     i1 = ts_launch(s, 1, 21, 2000, iters);
     ts_wait_running(s, 1);
     wr(s, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
     wait_ready(s);
     assert_no_cpl(s, 0, i0);
+    for (n = 0; n < 5000 &&
+         rd64(s, SPYRE_REG_TELE_ENG_SWITCHES_LO) == switches; n++) {
+        g_usleep(1000);
+    }
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_ENG_SWITCHES_LO), >, switches);
+    g_assert_cmpuint(rd64(s, SPYRE_REG_TELE_ENG_SWITCH_CYCLES_LO), >,
+                     switch_cycles);
 
     /* The same with a function-level reset (it waits for the running one). */
     ring_setup(s, 0, 8);
