@@ -18,6 +18,7 @@
 #include <optional>
 #include <vector>
 
+#include "Composed.h"
 #include "Elementwise.h"
 #include "Fallback.h"
 #include "OpLibrary.h"
@@ -142,6 +143,44 @@ at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::
             return out;
     }
     return fallback_to_cpu<ATEN_OP2(baddbmm, out)>(self, b1, b2, beta, alpha, out);
+}
+
+// out = beta * self + alpha * sum over the batch of b1[i] @ b2[i]: the products on the matrix
+// unit, their sum over the batch and the scaling as card ops (self not read when beta = 0).
+at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
+                       const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
+    if (float_pair(b1, b2) && b1.dim() == 3 && b2.dim() == 3 && b1.size(0) == b2.size(0) &&
+        b1.size(2) == b2.size(1) && b1.size(0) > 0 && b1.size(2) > 0 && out.is_privateuseone() &&
+        out.scalar_type() == b1.scalar_type() && self.is_privateuseone() &&
+        self.scalar_type() == b1.scalar_type() &&
+        at::is_expandable_to(self.sizes(), {b1.size(1), b2.size(2)}) && real_number(alpha) &&
+        real_number(beta) && !out.is_alias_of(b1) && !out.is_alias_of(b2)) {
+        c10::DeviceGuard guard(b1.device());
+        // 16-bit: the products and their sum in fp32, rounded once
+        at::Tensor r = at::bmm(widened(b1), widened(b2)).sum(0);
+        if (alpha.toDouble() != 1.0) r = r * alpha;
+        if (beta.toDouble() != 0.0)
+            r = r + (beta.toDouble() == 1.0 ? widened(self) : widened(self) * beta);
+        at::native::resize_output(out, r.sizes());
+        out.copy_(r);
+        return out;
+    }
+    return fallback_to_cpu<ATEN_OP2(addbmm, out)>(self, b1, b2, beta, alpha, out);
+}
+
+at::Tensor addbmm(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
+                  const c10::Scalar& beta, const c10::Scalar& alpha) {
+    at::Tensor out = at::empty({0}, b1.options());
+    return addbmm_out(self, b1, b2, beta, alpha, out);
+}
+
+at::Tensor& addbmm_(at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
+                    const c10::Scalar& beta, const c10::Scalar& alpha) {
+    // a self of another shape keeps torch's error (in place, it cannot be resized)
+    if (b1.dim() != 3 || b2.dim() != 3 || self.dim() != 2 || self.size(0) != b1.size(1) ||
+        self.size(1) != b2.size(2))
+        return fallback_to_cpu<ATEN_OP(addbmm_)>(self, b1, b2, beta, alpha);
+    return addbmm_out(self, b1, b2, beta, alpha, self);  // self is read before it is written
 }
 
 // The out= forms (torch.compile's extern kernels call them): straight into a dense `out` of the
@@ -360,6 +399,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("bmm", TORCH_FN(bmm));
     m.impl("addmm", TORCH_FN(addmm));
     m.impl("baddbmm.out", TORCH_FN(baddbmm_out));
+    m.impl("addbmm.out", TORCH_FN(addbmm_out));
+    m.impl("addbmm", TORCH_FN(addbmm));
+    m.impl("addbmm_", TORCH_FN(addbmm_));
 }
 
 }  // namespace torch_spyre::aten
