@@ -70,6 +70,17 @@ def strict(monkeypatch, fallback_reset):
 
 
 @pytest.fixture
+def compile_strict(strict):
+    """strict, with Dynamo's caches and counters fresh before and its caches dropped after."""
+    from torch._dynamo.utils import counters
+
+    torch.compiler.reset()
+    counters.clear()
+    yield
+    torch.compiler.reset()
+
+
+@pytest.fixture
 def fallback_reset():
     """Fresh fallback counts and warnings for the test."""
     torch_spyre.reset_fallback_counts()

@@ -12,19 +12,11 @@ import torch
 
 import torch_spyre
 from conftest import FLOATS, close, make
-from torch._dynamo.utils import counters
 from torch_spyre._inductor import runtime
 
 
-@pytest.fixture(autouse=True)
-def strict(monkeypatch, fallback_reset):
-    """A CPU fallback raises; nothing falls back."""
-    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
-    torch.compiler.reset()
-    counters.clear()
-    yield
-    torch.compiler.reset()
-    assert torch_spyre.fallback_counts() == {}
+# A CPU fallback raises; nothing falls back; Dynamo fresh for every test.
+pytestmark = pytest.mark.usefixtures("compile_strict")
 
 
 def launches(fn, *args):

@@ -10,7 +10,6 @@ form."""
 
 import pytest
 import torch
-from torch._dynamo.utils import counters
 
 import torch_spyre
 from conftest import FLOATS, make
@@ -20,15 +19,8 @@ from torch_spyre._inductor import runtime
 NAMES = sorted(n for n in DOMAIN if n != "sgn")  # sgn is sign for real types
 
 
-@pytest.fixture(autouse=True)
-def strict(monkeypatch, fallback_reset):
-    """A CPU fallback raises; nothing falls back."""
-    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
-    torch.compiler.reset()
-    counters.clear()
-    yield
-    torch.compiler.reset()
-    assert torch_spyre.fallback_counts() == {}
+# A CPU fallback raises; nothing falls back; Dynamo fresh for every test.
+pytestmark = pytest.mark.usefixtures("compile_strict")
 
 
 def one_fused_launch(fn, *args):
