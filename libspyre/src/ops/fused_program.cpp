@@ -666,6 +666,20 @@ class Emitter {
         b_.muli(14, e, bytes_per_unit);
         dma(load, 12, 13, 14);
     }
+    // r6 += the element offset (bytes of es) of index r5 over the view's outer `dims` dims:
+    // sum_d idx_d * stride_d, idx_d from r5 innermost first (r5 and r13 clobbered)
+    void view_offset(const FkView& v, size_t dims, uint64_t es) {
+        for (size_t d = dims; d-- > 0;) {
+            if (d) {
+                b_.alu(isa::Alu::REMU, 13, 5, 0, static_cast<int64_t>(v.sizes[d]));
+                b_.alu(isa::Alu::DIVU, 5, 5, 0, static_cast<int64_t>(v.sizes[d]));
+            } else {
+                b_.mov(13, 5);  // the outermost dim's index is what is left
+            }
+            b_.muli(13, 13, v.strides[d] * es);
+            b_.add(6, 6, 13);
+        }
+    }
     // a chunk of a viewed operand (flat kernels; pos and e whole rows): row q of the chunk,
     // row pos / L + q of the view, goes between LX lx + q * L * es and DDR at the row's element
     // offset + sum_d idx_d * stride_d (idx_d of the row index, innermost outer dim last)
@@ -680,16 +694,7 @@ class Emitter {
             b_.add(5, 2, 4);  // the row of the view
             b_.arg(6, arg);
             b_.addi(6, 6, static_cast<int64_t>(v.offset * es));
-            for (size_t d = v.sizes.size() - 1; d-- > 0;) {
-                if (d) {
-                    b_.alu(isa::Alu::REMU, 13, 5, 0, static_cast<int64_t>(v.sizes[d]));
-                    b_.alu(isa::Alu::DIVU, 5, 5, 0, static_cast<int64_t>(v.sizes[d]));
-                } else {
-                    b_.mov(13, 5);  // the outermost dim's index is what is left
-                }
-                b_.muli(13, 13, v.strides[d] * es);
-                b_.add(6, 6, 13);
-            }
+            view_offset(v, v.sizes.size() - 1, es);
             b_.muli(12, 4, L * es);
             b_.add(12, 12, par);
             b_.addi(12, 12, static_cast<int64_t>(l_.regions + lx));
@@ -723,16 +728,7 @@ class Emitter {
                 b_.add(6, 6, 13);
                 b_.alu(isa::Alu::DIVU, 5, 5, 0, static_cast<int64_t>(P / T));
             }
-            for (size_t d = D - 2; d-- > 0;) {
-                if (d) {
-                    b_.alu(isa::Alu::REMU, 13, 5, 0, static_cast<int64_t>(v.sizes[d]));
-                    b_.alu(isa::Alu::DIVU, 5, 5, 0, static_cast<int64_t>(v.sizes[d]));
-                } else {
-                    b_.mov(13, 5);
-                }
-                b_.muli(13, 13, v.strides[d] * es);
-                b_.add(6, 6, 13);
-            }
+            view_offset(v, D - 2, es);
             b_.muli(12, 4, up128(TQ * es));
             b_.add(12, 12, par);
             b_.addi(12, 12, static_cast<int64_t>(l_.regions + l_.tin[i]));
