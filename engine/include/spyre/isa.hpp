@@ -54,6 +54,21 @@ enum class Op : uint8_t {
     BAR = 0x33,
 };
 
+// The VUN functions FLOOR..ATANH (function codes 16..36) in code order, as X(ENUMERATOR,
+// name): VUn and libspyre's op lists that map onto them one to one (its elementwise and fused
+// kernel ops) expand this one list, so their orders cannot drift apart. ROUND is half to even;
+// SIGN is (x > 0) - (x < 0): NaN and -0 give +0.
+// clang-format off
+#define SPYRE_ISA_VUN_FUNCTIONS(X)                                                                \
+    X(FLOOR, floor) X(CEIL, ceil) X(TRUNC, trunc) X(ROUND, round) X(SIGN, sign) X(ERF, erf)       \
+    X(ERFC, erfc) X(LOG1P, log1p) X(EXPM1, expm1) X(EXP2, exp2) X(LOG2, log2) X(LOG10, log10)     \
+    X(TAN, tan) X(ASIN, asin) X(ACOS, acos) X(ATAN, atan) X(SINH, sinh) X(COSH, cosh)             \
+    X(ASINH, asinh) X(ACOSH, acosh) X(ATANH, atanh)
+// clang-format on
+// Expanders for it: the enumerators of an enum, and their names.
+#define SPYRE_ISA_ENUMERATOR(e, name) e,
+#define SPYRE_ISA_NAME(e, name) #name,
+
 enum class Alu : uint8_t {
     ADD,
     SUB,
@@ -101,27 +116,9 @@ enum class VUn : uint8_t {
     COS,
     GELU_TANH,
     // 16.. (function codes that were invalid before: the program format stays version 1)
-    FLOOR,
-    CEIL,
-    TRUNC,
-    ROUND,  // half to even
-    SIGN,   // (x > 0) - (x < 0): NaN and -0 give +0
-    ERF,
-    ERFC,
-    LOG1P,
-    EXPM1,
-    EXP2,
-    LOG2,
-    LOG10,
-    TAN,
-    ASIN,
-    ACOS,
-    ATAN,
-    SINH,
-    COSH,
-    ASINH,
-    ACOSH,
-    ATANH,
+    // clang-format off
+    SPYRE_ISA_VUN_FUNCTIONS(SPYRE_ISA_ENUMERATOR)
+    // clang-format on
     COUNT
 };
 // EQ..GE compare and give 1.0 (true) or 0.0 (false) in the destination type.

@@ -878,17 +878,15 @@ bool ew_is_int(const EwShape& s) {
 }
 
 const char* ew_name(EwOp op) {
+    // clang-format off
     static const char* const names[] = {
-        "relu",        "gelu",       "gelu_tanh",   "silu",   "sigmoid",      "exp",
-        "log",         "tanh",       "neg",         "abs",    "sqrt",         "rsqrt",
-        "reciprocal",  "sin",        "cos",         "floor",  "ceil",         "trunc",
-        "round",       "sign",       "erf",         "erfc",   "log1p",        "expm1",
-        "exp2",        "log2",       "log10",       "tan",    "asin",         "acos",
-        "atan",        "sinh",       "cosh",        "asinh",  "acosh",        "atanh",
-        "cast",        "add",        "sub",         "mul",    "div",          "maximum",
-        "minimum",     "eq",         "ne",          "lt",     "le",           "gt",
-        "ge",          "where",      "affine",      "clamp",  "floor_divide", "remainder",
-        "bitwise_and", "bitwise_or", "bitwise_xor", "lshift", "rshift",       "bitwise_not"};
+        "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "exp", "log", "tanh", "neg", "abs",
+        "sqrt", "rsqrt", "reciprocal", "sin", "cos",
+        SPYRE_ISA_VUN_FUNCTIONS(SPYRE_ISA_NAME)
+        "cast", "add", "sub", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "le", "gt",
+        "ge", "where", "affine", "clamp", "floor_divide", "remainder", "bitwise_and",
+        "bitwise_or", "bitwise_xor", "lshift", "rshift", "bitwise_not"};
+    // clang-format on
     static_assert(sizeof names / sizeof names[0] == static_cast<size_t>(EwOp::COUNT));
     return op < EwOp::COUNT ? names[static_cast<size_t>(op)] : "?";
 }

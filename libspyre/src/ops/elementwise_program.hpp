@@ -32,27 +32,10 @@ enum class EwOp : uint8_t {
     RECIP,
     SIN,
     COS,
-    FLOOR,  // FLOOR .. ATANH: one VUN each (the public SPYRE_UNARY_FLOOR .. ATANH in order)
-    CEIL,
-    TRUNC,
-    ROUND,
-    SIGN,
-    ERF,
-    ERFC,
-    LOG1P,
-    EXPM1,
-    EXP2,
-    LOG2,
-    LOG10,
-    TAN,
-    ASIN,
-    ACOS,
-    ATAN,
-    SINH,
-    COSH,
-    ASINH,
-    ACOSH,
-    ATANH,
+    // FLOOR .. ATANH: one VUN each (the public SPYRE_UNARY_FLOOR .. ATANH in order)
+    // clang-format off
+    SPYRE_ISA_VUN_FUNCTIONS(SPYRE_ISA_ENUMERATOR)
+    // clang-format on
     CAST,  // copy converted to the output type
     // binary: out = a OP b; ADD/SUB compute a + alpha*b and a - alpha*b
     ADD,

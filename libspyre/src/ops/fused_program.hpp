@@ -36,27 +36,9 @@ enum class FkOp : uint8_t {
     COS,
     // FLOOR..ATANH: the engine's VUN FLOOR..ATANH, in the same order (rounding exact, the
     // functions the double value rounded once to fp32)
-    FLOOR,
-    CEIL,
-    TRUNC,
-    ROUND,  // half to even
-    SIGN,   // -1, 0 or 1; NaN gives 0 (torch.sign)
-    ERF,
-    ERFC,
-    LOG1P,
-    EXPM1,
-    EXP2,
-    LOG2,
-    LOG10,
-    TAN,
-    ASIN,
-    ACOS,
-    ATAN,
-    SINH,
-    COSH,
-    ASINH,
-    ACOSH,
-    ATANH,
+    // clang-format off
+    SPYRE_ISA_VUN_FUNCTIONS(SPYRE_ISA_ENUMERATOR)
+    // clang-format on
     CAST,  // rounded to type t (fp32: unchanged)
     // binary
     ADD,
