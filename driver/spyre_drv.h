@@ -505,6 +505,7 @@ static inline void spyre_debugfs_init(struct spyre_device *sdev) { }
 
 /* spyre_query.c */
 int spyre_ioctl_query(struct drm_device *drm, void *data, struct drm_file *file);
+u32 spyre_peer_distance(struct spyre_device *a, struct spyre_device *b, bool *shared);
 u64 spyre_devmem_used(struct spyre_device *sdev);
 
 /* spyre_sysfs.c */

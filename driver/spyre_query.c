@@ -4,6 +4,10 @@
  *
  * Copyright (C) 2025 The Spyre open stack authors
  */
+#include <linux/bitfield.h>
+#include <linux/pci.h>
+#include <linux/slab.h>
+#include <linux/sort.h>
 #include <linux/uaccess.h>
 
 #include <drm/drm_drv.h>
@@ -95,6 +99,118 @@ static void spyre_query_telemetry(struct spyre_device *sdev, struct drm_spyre_te
 	t->engine_ring_bytes = spyre_read64(sdev, SPYRE_REG_TELE_ENG_RING_LO);
 }
 
+/*
+ * PCI bridges between cards @a and @b (drm_spyre_peer.distance): up from @a to the nearest
+ * bridge the two share, and down to @b; without a shared bridge the root complex counts as one.
+ */
+u32 spyre_peer_distance(struct spyre_device *a, struct spyre_device *b, bool *shared)
+{
+	struct pci_dev *up_a, *up_b;
+	u32 da = 0, db;
+
+	for (up_a = pci_upstream_bridge(a->pdev); up_a; up_a = pci_upstream_bridge(up_a)) {
+		da++;
+		db = 0;
+		for (up_b = pci_upstream_bridge(b->pdev); up_b; up_b = pci_upstream_bridge(up_b)) {
+			db++;
+			if (up_a == up_b) {
+				*shared = true;
+				return da + db - 1;
+			}
+		}
+	}
+	db = 0;
+	for (up_b = pci_upstream_bridge(b->pdev); up_b; up_b = pci_upstream_bridge(up_b))
+		db++;
+	*shared = false;
+	return da + db + 1;
+}
+
+static int spyre_peer_cmp(const void *a, const void *b)
+{
+	const struct drm_spyre_peer *pa = a, *pb = b;
+
+	return pa->accel_minor < pb->accel_minor ? -1 : pa->accel_minor > pb->accel_minor;
+}
+
+static void spyre_query_link(struct spyre_device *sdev, struct drm_spyre_topology *t)
+{
+	static const u32 mts[] = { [1] = 2500, [2] = 5000, [3] = 8000, [4] = 16000,
+				   [5] = 32000, [6] = 64000 };
+	unsigned int cls;
+	u16 lnksta;
+
+	if (!pci_is_pcie(sdev->pdev) ||
+	    pcie_capability_read_word(sdev->pdev, PCI_EXP_LNKSTA, &lnksta))
+		return;
+	cls = FIELD_GET(PCI_EXP_LNKSTA_CLS, lnksta);
+	t->link_speed_mts = cls < ARRAY_SIZE(mts) ? mts[cls] : 0;
+	t->link_width = FIELD_GET(PCI_EXP_LNKSTA_NLW, lnksta);
+}
+
+/*
+ * DRM_SPYRE_QUERY_TOPOLOGY: the header and one entry per other bound card, sized under
+ * spyre_cards_lock so that the answer is one consistent view of the cards.
+ */
+static int spyre_query_topology(struct spyre_device *sdev, struct drm_spyre_query *args)
+{
+	struct drm_spyre_topology *t = NULL;
+	struct drm_spyre_peer *p;
+	struct spyre_device *peer;
+	u32 n = 0, full;
+	bool shared;
+	int idx, ret = 0;
+
+	/* Config space is gone once the device is unplugged. */
+	if (!drm_dev_enter(&sdev->drm, &idx))
+		return -ENODEV;
+	mutex_lock(&spyre_cards_lock);
+	list_for_each_entry(peer, &spyre_cards, card_node)
+		n += peer != sdev;
+	full = sizeof(*t) + n * sizeof(*p);
+	if (args->size == 0) {
+		args->size = full;
+		goto unlock;
+	}
+	if (!args->data) {
+		ret = -EFAULT;
+		goto unlock;
+	}
+	t = kzalloc(full, GFP_KERNEL);
+	if (!t) {
+		ret = -ENOMEM;
+		goto unlock;
+	}
+	t->pci_domain = pci_domain_nr(sdev->pdev->bus);
+	t->pci_bus = sdev->pdev->bus->number;
+	t->pci_devfn = sdev->pdev->devfn;
+	spyre_query_link(sdev, t);
+	t->num_peers = n;
+	p = (struct drm_spyre_peer *)(t + 1);
+	list_for_each_entry(peer, &spyre_cards, card_node) {
+		if (peer == sdev)
+			continue;
+		p->accel_minor = peer->drm.accel->index;
+		p->distance = spyre_peer_distance(sdev, peer, &shared);
+		if (shared)
+			p->flags |= DRM_SPYRE_PEER_SHARED_BRIDGE;
+		if ((sdev->caps & SPYRE_CAP_P2P) && (peer->caps & SPYRE_CAP_P2P))
+			p->flags |= DRM_SPYRE_PEER_P2P;
+		p++;
+	}
+	sort(t + 1, n, sizeof(*p), spyre_peer_cmp, NULL);
+unlock:
+	mutex_unlock(&spyre_cards_lock);
+	drm_dev_exit(idx);
+	if (t) {
+		args->size = min(args->size, full);
+		if (copy_to_user(u64_to_user_ptr(args->data), t, args->size))
+			ret = -EFAULT;
+		kfree(t);
+	}
+	return ret;
+}
+
 int spyre_ioctl_query(struct drm_device *drm, void *data, struct drm_file *file)
 {
 	struct spyre_device *sdev = to_spyre_dev(drm);
@@ -109,6 +225,8 @@ int spyre_ioctl_query(struct drm_device *drm, void *data, struct drm_file *file)
 
 	if (args->flags || args->pad)
 		return -EINVAL;
+	if (args->param == DRM_SPYRE_QUERY_TOPOLOGY)
+		return spyre_query_topology(sdev, args);
 
 	memset(&u, 0, sizeof(u));
 	switch (args->param) {

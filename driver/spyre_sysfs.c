@@ -190,6 +190,25 @@ static ssize_t p2p_peers_show(struct device *dev, struct device_attribute *attr,
 }
 static DEVICE_ATTR_RO(p2p_peers);
 
+/* Every other bound card as MINOR:DISTANCE (drm_spyre_peer.distance: PCI bridges between). */
+static ssize_t peer_distances_show(struct device *dev, struct device_attribute *attr, char *buf)
+{
+	struct spyre_device *sdev = spyre_sysfs_dev(dev), *peer;
+	ssize_t len = 0;
+	bool shared;
+
+	mutex_lock(&spyre_cards_lock);
+	list_for_each_entry(peer, &spyre_cards, card_node)
+		if (peer != sdev)
+			len += sysfs_emit_at(buf, len, "%s%d:%u", len ? " " : "",
+					     peer->drm.accel->index,
+					     spyre_peer_distance(sdev, peer, &shared));
+	mutex_unlock(&spyre_cards_lock);
+	len += sysfs_emit_at(buf, len, "\n");
+	return len;
+}
+static DEVICE_ATTR_RO(peer_distances);
+
 static struct attribute *spyre_attrs[] = {
 	&dev_attr_state.attr,
 	&dev_attr_hw_version.attr,
@@ -201,6 +220,7 @@ static struct attribute *spyre_attrs[] = {
 	&dev_attr_pcie_link_speed.attr,
 	&dev_attr_pcie_link_width.attr,
 	&dev_attr_p2p_peers.attr,
+	&dev_attr_peer_distances.attr,
 	NULL
 };
 

@@ -39,6 +39,7 @@ extern "C" {
 #define DRM_SPYRE_QUERY_DEVICE_INFO	0	/* struct drm_spyre_device_info */
 #define DRM_SPYRE_QUERY_MEM_INFO	1	/* struct drm_spyre_mem_info */
 #define DRM_SPYRE_QUERY_TELEMETRY	2	/* struct drm_spyre_telemetry */
+#define DRM_SPYRE_QUERY_TOPOLOGY	3	/* struct drm_spyre_topology, then its peers */
 
 /*
  * Sized query. With size == 0 the kernel only stores the full size of the answer in size.
@@ -127,6 +128,40 @@ struct drm_spyre_telemetry {
 	__u32 state;		/* DRM_SPYRE_STATE_* */
 	__u32 pad2;
 };
+
+/*
+ * DRM_SPYRE_QUERY_TOPOLOGY: this card's PCI address and link, then one drm_spyre_peer per other
+ * card of the driver (num_peers of them, in accel minor order). The answer's full size is
+ * sizeof(struct drm_spyre_topology) + num_peers * sizeof(struct drm_spyre_peer); cards come and
+ * go, so a caller sizes its buffer with a size-0 query and reads num_peers from the answer.
+ */
+struct drm_spyre_topology {
+	__u32 pci_domain;
+	__u32 pci_bus;
+	__u32 pci_devfn;
+	__u32 link_speed_mts;	/* current PCIe link speed in MT/s (2500 .. 64000), 0 if unknown */
+	__u32 link_width;	/* current PCIe link width in lanes, 0 if unknown */
+	__u32 num_peers;
+	__u64 reserved;		/* zero */
+};
+
+struct drm_spyre_peer {
+	__u32 accel_minor;	/* /dev/accel/accelN of the peer */
+	__u32 flags;		/* DRM_SPYRE_PEER_* */
+	/*
+	 * PCI bridges between the two cards: those on the way up from this card to the nearest
+	 * upstream bridge the two share, that one, and those down to the peer. With no shared
+	 * bridge (each card below its own root port) the path crosses the root complex, counted
+	 * as one more.
+	 */
+	__u32 distance;
+	__u32 pad;
+};
+
+/* The peer's device memory can be a copy's side on this card (both have DRM_SPYRE_CAP_P2P). */
+#define DRM_SPYRE_PEER_P2P		(1u << 0)
+/* The cards share an upstream bridge: peer traffic need not cross the root complex. */
+#define DRM_SPYRE_PEER_SHARED_BRIDGE	(1u << 1)
 
 /* drm_spyre_telemetry.state */
 #define DRM_SPYRE_STATE_OK		0

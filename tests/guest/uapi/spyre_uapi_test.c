@@ -149,6 +149,136 @@ TEST_F(card, query_invalid)
 	EXPECT_EQ(-EFAULT, query(self->fd, DRM_SPYRE_QUERY_DEVICE_INFO, (void *)8, sizeof(di)));
 }
 
+/* The topology answer of fd: header and peers in one malloc'd block (free it). */
+static struct drm_spyre_topology *query_topology(int fd, uint32_t *bytes)
+{
+	struct drm_spyre_query q = { .param = DRM_SPYRE_QUERY_TOPOLOGY };
+	struct drm_spyre_topology *t;
+
+	if (xioctl(fd, DRM_IOCTL_SPYRE_QUERY, &q))
+		return NULL;
+	t = malloc(q.size);
+	if (!t)
+		return NULL;
+	q.data = (uintptr_t)t;
+	if (xioctl(fd, DRM_IOCTL_SPYRE_QUERY, &q)) {
+		free(t);
+		return NULL;
+	}
+	*bytes = q.size;
+	return t;
+}
+
+static int card_minor(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) ? -1 : (int)minor(st.st_rdev);
+}
+
+/* A sysfs attribute of the card behind fd, read into buf. */
+static int card_attr(int fd, const char *name, char *buf, size_t len)
+{
+	char path[128];
+	FILE *f;
+	int ok;
+
+	snprintf(path, sizeof(path), "/sys/class/accel/accel%d/device/%s", card_minor(fd), name);
+	f = fopen(path, "r");
+	if (!f)
+		return -errno;
+	ok = fgets(buf, len, f) != NULL;
+	fclose(f);
+	return ok ? 0 : -EIO;
+}
+
+/*
+ * DRM_SPYRE_QUERY_TOPOLOGY (issue 25): this card's PCI address and link as sysfs shows them,
+ * one entry per other spyre card in minor order with the distance sysfs peer_distances gives,
+ * P2P between CAP_P2P cards, the same distance seen from the peer; sized like every query.
+ */
+TEST_F(card, query_topology)
+{
+	int minors[MAX_CARDS], n = spyre_minors(minors), i, j, found;
+	char bdf[64], want[64], attr[256];
+	struct drm_spyre_topology *t, *back;
+	struct drm_spyre_peer *p, *bp;
+	struct drm_spyre_query q = { .param = DRM_SPYRE_QUERY_TOPOLOGY };
+	uint32_t bytes, back_bytes;
+	unsigned int speed_whole, speed_frac, width;
+	uint8_t small[8];
+
+	ASSERT_EQ(0, xioctl(self->fd, DRM_IOCTL_SPYRE_QUERY, &q));
+	EXPECT_EQ(sizeof(*t) + (n - 1) * sizeof(*p), q.size);
+	t = query_topology(self->fd, &bytes);
+	ASSERT_NE(NULL, t);
+	EXPECT_EQ(q.size, bytes);
+	EXPECT_EQ(n - 1, t->num_peers);
+	EXPECT_EQ(0, t->reserved);
+
+	ASSERT_EQ(0, card_bdf(self->fd, bdf, sizeof(bdf)));
+	snprintf(want, sizeof(want), "%04x:%02x:%02x.%x", t->pci_domain, t->pci_bus,
+		 t->pci_devfn >> 3, t->pci_devfn & 7);
+	EXPECT_STREQ(bdf, want);
+	ASSERT_EQ(0, card_attr(self->fd, "pcie_link_speed", attr, sizeof(attr)));
+	ASSERT_EQ(2, sscanf(attr, "%u.%u GT/s", &speed_whole, &speed_frac));
+	EXPECT_EQ(speed_whole * 1000 + speed_frac * 100, t->link_speed_mts);
+	ASSERT_EQ(0, card_attr(self->fd, "pcie_link_width", attr, sizeof(attr)));
+	ASSERT_EQ(1, sscanf(attr, "%u", &width));
+	EXPECT_EQ(width, t->link_width);
+	TH_LOG("%s: %u MT/s x%u, %u peers", bdf, t->link_speed_mts, t->link_width,
+	       t->num_peers);
+
+	ASSERT_EQ(0, card_attr(self->fd, "peer_distances", attr, sizeof(attr)));
+	p = (struct drm_spyre_peer *)(t + 1);
+	for (i = 0, j = 0; i < n; i++) {
+		char entry[32];
+		int fd;
+
+		if (minors[i] == card_minor(self->fd))
+			continue;
+		ASSERT_LT(j, (int)t->num_peers);
+		EXPECT_EQ(minors[i], p[j].accel_minor);
+		EXPECT_EQ(0, p[j].pad);
+		EXPECT_GE(p[j].distance, 1);
+		snprintf(entry, sizeof(entry), "%u:%u", p[j].accel_minor, p[j].distance);
+		EXPECT_NE(NULL, strstr(attr, entry));
+		if (self->info.caps & DRM_SPYRE_CAP_P2P)
+			EXPECT_TRUE(p[j].flags & DRM_SPYRE_PEER_P2P);
+		EXPECT_EQ(0, p[j].flags & ~(DRM_SPYRE_PEER_P2P | DRM_SPYRE_PEER_SHARED_BRIDGE));
+		TH_LOG("peer accel%u: distance %u, flags %#x", p[j].accel_minor, p[j].distance,
+		       p[j].flags);
+
+		/* Symmetric: the peer sees this card at the same distance. */
+		fd = open_minor(minors[i]);
+		ASSERT_GE(fd, 0);
+		back = query_topology(fd, &back_bytes);
+		ASSERT_NE(NULL, back);
+		bp = (struct drm_spyre_peer *)(back + 1);
+		for (found = 0; found < (int)back->num_peers; found++)
+			if (bp[found].accel_minor == (uint32_t)card_minor(self->fd))
+				break;
+		ASSERT_LT(found, (int)back->num_peers);
+		EXPECT_EQ(p[j].distance, bp[found].distance);
+		EXPECT_EQ(p[j].flags, bp[found].flags);
+		free(back);
+		close(fd);
+		j++;
+	}
+	EXPECT_EQ(j, (int)t->num_peers);
+
+	/* A short buffer gets the first bytes; NULL data with a size is -EFAULT. */
+	memset(small, 0xa5, sizeof(small));
+	q.size = 4;
+	q.data = (uintptr_t)small;
+	ASSERT_EQ(0, xioctl(self->fd, DRM_IOCTL_SPYRE_QUERY, &q));
+	EXPECT_EQ(4, q.size);
+	EXPECT_EQ(0, memcmp(small, &t->pci_domain, 4));
+	EXPECT_EQ(0xa5, small[4]);
+	EXPECT_EQ(-EFAULT, query(self->fd, DRM_SPYRE_QUERY_TOPOLOGY, NULL, sizeof(*t)));
+	free(t);
+}
+
 TEST_F(card, query_mem_info_tracks_bos)
 {
 	struct drm_spyre_mem_info a, b, c;
