@@ -4,7 +4,7 @@ softshrink, hardshrink, threshold, mish, glu, logit, logsigmoid, and the gradien
 float binary
 math (div rounding modes, floor_divide, remainder, fmod, atan2, copysign, fmax/fmin,
 logaddexp(2), xlogy, heaviside, signbit, sinc, hypot, frac, lerp with a weight tensor, pow by a
-tensor and by any number), vector norms (linalg.vector_norm of every order, torch.norm,
+tensor and by any number, 2 ** tensor and ldexp, frexp), vector norms (linalg.vector_norm of every order, torch.norm,
 F.normalize, cosine_similarity, clip_grad_norm_), nansum, aminmax, and matrix-vector products
 (mv, addmv, dot, vdot, 1-D matmul). Inputs include zeros of both signs, infinities and NaN where
 the CPU's answer depends on them."""
@@ -205,6 +205,41 @@ def test_pow_any_number(strict, dtype, e):
     want = torch.pow(x.float(), e).to(dtype)
     torch.testing.assert_close(got.float(), want.float(), rtol=4 * tol(dtype), atol=tol(dtype),
                                equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_frexp_exact(strict, dtype):
+    """Mantissa and exponent bit for bit: normals, subnormals (fp32's too), signed zeros,
+    powers of two (mantissa 0.5), infinities and NaN."""
+    x = values(dtype, scale=1e3)
+    extra = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0 ** 20, 3.0 * 2.0 ** -20, INF, -INF, NAN]
+    if dtype == torch.float32:
+        extra += [1e-40, -3e-42, 2.0 ** -149, 2.0 ** -126, 3.4e38]
+    x = torch.cat([x, torch.tensor(extra).to(dtype)])
+    m, e = torch.frexp(x.to("spyre"))
+    cm, ce = torch.frexp(x)
+    assert m.dtype == cm.dtype and e.dtype == ce.dtype == torch.int32
+    bits = torch.int16 if dtype != torch.float32 else torch.int32
+    nan = torch.isnan(x)
+    assert torch.equal(torch.isnan(m.cpu()), nan)
+    assert torch.equal(m.cpu()[~nan].view(bits), cm[~nan].view(bits)), (m, cm)  # -0.0 too
+    finite = torch.isfinite(x)
+    assert torch.equal(e.cpu()[finite], ce[finite]), (e, ce)
+    m0, e0 = torch.frexp(torch.tensor(-0.375, dtype=dtype).to("spyre"))  # 0-dim
+    assert m0.shape == () and m0.item() == -0.75 and e0.item() == -1
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_ldexp_and_powers_of_two(strict, dtype):
+    x = values(dtype)
+    k = (torch.arange(x.numel()) % 64 - 20).to(torch.int32)
+    got = torch.ldexp(x.to("spyre"), k.to("spyre")).cpu()
+    torch.testing.assert_close(got, torch.ldexp(x, k), rtol=0, atol=0, equal_nan=True)
+    ef = torch.linspace(-10, 10, 64).to(dtype)  # non-integral exponents too
+    same(torch.pow(2.0, ef.to("spyre")).cpu(), torch.pow(2.0, ef), dtype)
+    same(torch.pow(1, ef.to("spyre")).cpu(), torch.pow(1, ef), dtype)
+    same(torch.pow(2, torch.tensor(3.0, dtype=dtype).to("spyre")).cpu(),
+         torch.pow(2, torch.tensor(3.0, dtype=dtype)), dtype)  # 0-dim
 
 
 NORM_CASES = [(2, None, False), (1, 1, False), (INF, (0, 2), True), (-INF, -1, False),

@@ -256,6 +256,47 @@ at::Tensor& signbit_out(const at::Tensor& x, at::Tensor& out) {
     return assign(out, x < 0);
 }
 
+// 2 ** e (torch.ldexp is x * 2 ** e) and 1 ** e = 1 for a float result: exp2 on the card,
+// exact for integral e; other bases stay with the CPU (exp2(e log2 b) would round e log2 b).
+at::Tensor& pow_scalar_base_out(const at::Scalar& base, const at::Tensor& exponent,
+                                at::Tensor& out) {
+    const at::ScalarType t = at::result_type(base, exponent);
+    const bool ok = !base.isComplex() && (base.toDouble() == 2.0 || base.toDouble() == 1.0) &&
+                    composable({exponent}, t) && exponent.is_privateuseone() &&
+                    out.is_privateuseone();
+    if (!ok) return fallback_to_cpu<ATEN_OP2(pow, Scalar_out)>(base, exponent, out);
+    c10::DeviceGuard guard(exponent.device());
+    const at::Tensor e = card_operand(exponent, exponent.device());
+    const at::Tensor r = base.toDouble() == 1.0 ? at::ones_like(e) : at::exp2(e);
+    return assign(out, r.reshape(exponent.sizes()).to(t));
+}
+
+// x = mantissa * 2 ** exponent with |mantissa| in [0.5, 1) (std::frexp): the fields of the
+// fp32 bits through an int32 view, subnormals scaled by 2 ** 24 first; zeros, infinities and
+// NaN keep x with exponent 0, as glibc's frexp gives them. 16-bit inputs widen exactly.
+std::tuple<at::Tensor&, at::Tensor&> frexp_out(const at::Tensor& self, at::Tensor& mantissa,
+                                               at::Tensor& exponent) {
+    const bool ok = self.is_privateuseone() && is_float(self.scalar_type()) &&
+                    mantissa.is_privateuseone() && exponent.is_privateuseone() &&
+                    mantissa.scalar_type() == self.scalar_type() &&
+                    exponent.scalar_type() == at::kInt;
+    if (!ok) return fallback_to_cpu<ATEN_OP2(frexp, Tensor_out)>(self, mantissa, exponent);
+    c10::DeviceGuard guard(self.device());
+    const at::Tensor x = card_operand(self, self.device());  // fp32, at least one dim
+    const at::Tensor sub = at::logical_and(at::abs(x) < 0x1p-126, x != 0);
+    const at::Tensor scaled = at::where(sub, x * 0x1p24, x).contiguous();
+    const at::Tensor bits = scaled.view(at::kInt);
+    const at::Tensor biased = at::bitwise_and(at::bitwise_right_shift(bits, 23), 0xff);
+    const at::Tensor special = at::logical_or(x == 0, biased == 0xff);
+    const at::Tensor e = biased - 126 - at::where(sub, 24, 0).to(at::kInt);
+    const at::Tensor m =
+        at::bitwise_or(at::bitwise_and(bits, static_cast<int32_t>(0x807fffff)), 0x3f000000)
+            .view(at::kFloat);
+    assign(mantissa, at::where(special, x, m).reshape(self.sizes()).to(self.scalar_type()));
+    assign(exponent, at::where(special, 0, e).reshape(self.sizes()).to(at::kInt));
+    return {mantissa, exponent};
+}
+
 }  // namespace
 
 bool float_binary_composed(spyre_binary_op op, const at::Tensor& self, const at::Tensor& other,
@@ -309,6 +350,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("frac.out", TORCH_FN(frac_out));
     m.impl("signbit.out", TORCH_FN(signbit_out));
     m.impl("pow.Tensor_Tensor_out", TORCH_FN(pow_tensor_out));
+    m.impl("pow.Scalar_out", TORCH_FN(pow_scalar_base_out));
+    m.impl("frexp.Tensor_out", TORCH_FN(frexp_out));
 }
 
 }  // namespace torch_spyre::aten
