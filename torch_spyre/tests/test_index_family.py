@@ -267,3 +267,54 @@ def test_index_add(strict, dtype):
         d = x.to("spyre")
         d.index_add_(dim, idx.to("spyre"), src.to("spyre"))  # in place, duplicates summed
         assert torch.equal(d.cpu(), x.index_add(dim, idx, src))
+
+
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_index_reduce(strict, reduce, include_self, dtype):
+    g = torch.Generator().manual_seed(7)
+    self_ = (torch.randn(6, 5, 4, generator=g) * 4).to(dtype)
+    src = (torch.randn(6, 7, 4, generator=g) * 4).to(dtype)
+    if dtype.is_floating_point:
+        src[2, 3, 1] = float("nan")
+    index = torch.tensor([0, 4, 4, 1, 0, 4, 2])  # repeats; index 3 never reached
+    got = self_.to("spyre").index_reduce(1, index.to("spyre"), src.to("spyre"), reduce,
+                                         include_self=include_self).cpu()
+    want = self_.index_reduce(1, index, src, reduce, include_self=include_self)
+    torch.testing.assert_close(got, want, equal_nan=True, rtol=1e-5, atol=1e-5)
+    t = self_.to("spyre")
+    t.index_reduce_(0, index[:3].to("spyre"), src[:3, :5].to("spyre"), reduce,
+                    include_self=include_self)
+    torch.testing.assert_close(
+        t.cpu(), self_.clone().index_reduce_(0, index[:3], src[:3, :5], reduce,
+                                             include_self=include_self),
+        equal_nan=True, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_max_unpool_round_trip(strict, dtype):
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(2, 3, 8, 10, generator=g).to(dtype)
+    for kw in ({"kernel_size": 2}, {"kernel_size": 3, "stride": 1, "padding": 1}):
+        # overlapping windows (stride 1) repeat indices: the same value lands there
+        p, i = torch.nn.functional.max_pool2d(x, return_indices=True, **kw)
+        got = torch.nn.functional.max_unpool2d(p.to("spyre"), i.to("spyre"),
+                                               output_size=x.shape[-2:], **kw).cpu()
+        assert torch.equal(got, torch.nn.functional.max_unpool2d(p, i, output_size=x.shape[-2:],
+                                                                 **kw))
+    # without the batch dim, and 3-D
+    p, i = torch.nn.functional.max_pool2d(x[0], 2, return_indices=True)
+    assert torch.equal(torch.nn.functional.max_unpool2d(p.to("spyre"), i.to("spyre"), 2).cpu(),
+                       torch.nn.functional.max_unpool2d(p, i, 2))
+    v = torch.randn(1, 2, 4, 6, 6, generator=g).to(dtype)
+    p, i = torch.nn.functional.max_pool3d(v, 2, return_indices=True)
+    assert torch.equal(torch.nn.functional.max_unpool3d(p.to("spyre"), i.to("spyre"), 2).cpu(),
+                       torch.nn.functional.max_unpool3d(p, i, 2))
+
+
+def test_max_unpool_bad_index_keeps_the_cpu_error(fallback_reset):
+    p = torch.ones(1, 1, 2, 2)
+    i = torch.tensor([[[[0, 1], [2, 99]]]])
+    with pytest.raises(RuntimeError, match="invalid max index"):
+        torch.nn.functional.max_unpool2d(p.to("spyre"), i.to("spyre"), 2)

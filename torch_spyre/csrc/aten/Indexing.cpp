@@ -184,6 +184,43 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
     return fallback_to_cpu<ATEN_OP2(index_add, out)>(self, dim, index, source, alpha, out);
 }
 
+// self.index_reduce(dim, index, source, reduce, include_self): the scatter_reduce of source
+// with the 1-D index spread over source's shape along dim (one target per source slice), the
+// same reductions with the same include_self rule ("prod", "mean", "amax", "amin").
+at::Tensor& index_reduce_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                             const at::Tensor& source, c10::string_view reduce, bool include_self,
+                             at::Tensor& out) {
+    // 0-dim self and source: as one-element vectors (the card's kernels take no 0-dim operand)
+    if (self.dim() == 0 && source.dim() == 0 && index.numel() == 1 && (dim == 0 || dim == -1) &&
+        data_type(self) && !out.is_alias_of(source) && !out.is_alias_of(index)) {
+        const at::Tensor r = at::index_reduce(self.reshape({1}), 0, index.reshape({1}),
+                                              source.reshape({1}), reduce, include_self);
+        at::native::resize_output(out, {});
+        out.copy_(r.reshape({}));
+        return out;
+    }
+    if (data_type(self) && index_type(index) && index.dim() <= 1 && self.dim() >= 1 &&
+        self.scalar_type() != at::kBool && source.scalar_type() == self.scalar_type() &&
+        out.scalar_type() == self.scalar_type() && source.dim() == self.dim() &&
+        source.is_privateuseone() && !out.is_alias_of(source) && !out.is_alias_of(index)) {
+        const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+        bool same_slices = source.size(d) == index.numel();
+        for (int64_t k = 0; k < self.dim(); ++k)
+            same_slices &= k == d || source.size(k) == self.size(k);
+        if (same_slices) {
+            c10::DeviceGuard guard(self.device());
+            const at::Tensor targets =
+                spread(index.to(at::kLong), self.dim(), d).expand(source.sizes()).contiguous();
+            const at::Tensor r = at::scatter_reduce(self, d, targets, source, reduce, include_self);
+            at::native::resize_output(out, r.sizes());
+            out.copy_(r);
+            return out;
+        }
+    }
+    return fallback_to_cpu<ATEN_OP2(index_reduce, out)>(self, dim, index, source, reduce,
+                                                        include_self, out);
+}
+
 // self[.., idx, ..] with one integer index tensor at dim d (the others None): a gather along
 // d with negative indices wrapped; the result has idx's shape in place of dim d. A boolean mask
 // becomes the flat positions of its true elements (nonzero) over the dims it covers.
@@ -369,6 +406,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("scatter_add.out", TORCH_FN(scatter_add_out));
     m.impl("index_copy.out", TORCH_FN(index_copy_out));
     m.impl("index_add.out", TORCH_FN(index_add_out));
+    m.impl("index_reduce.out", TORCH_FN(index_reduce_out));
     m.impl("index.Tensor_out", TORCH_FN(index_out));
     m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
     m.impl("_index_put_impl_", TORCH_FN(index_put_impl));

@@ -37,6 +37,12 @@ bool is_stick_dense(const at::Tensor& t);
 // slices, expanded dims); nothing if the library cannot copy that layout.
 std::optional<at::Tensor> stick_dense(const at::Tensor& t, const char* aten_op);
 
+// table (stick dense, written in place) [.., index[.., n, ..], ..] = rows[.., n, ..] along d
+// (spyre_op_scatter), the positions of a slab in ascending order, so a repeated target keeps
+// the last write; false: the library does not take the case (csrc/aten/ScatterReduce.cpp).
+bool scatter_last_write(const char* name, const at::Tensor& table, int64_t d,
+                        const at::Tensor& index, const at::Tensor& rows);
+
 // An output for `like`'s shape and dtype that ops can write: `out` itself if it is stick
 // dense, else a fresh dense tensor that finish_output() copies into `out`.
 at::Tensor writable_output(const at::Tensor& out);

@@ -29,6 +29,17 @@
 #include "OpLibrary.h"
 
 namespace torch_spyre::aten {
+
+bool scatter_last_write(const char* name, const at::Tensor& table, int64_t d,
+                        const at::Tensor& index, const at::Tensor& rows) {
+    const auto i = stick_dense(index, name);
+    const auto r = stick_dense(rows, name);
+    if (!i || !r) return false;
+    const spyre_tensor tt = op_tensor(table), ti = op_tensor(*i), tr = op_tensor(*r);
+    return op_ran(name,
+                  spyre_op_scatter(op_stream(table), &tt, static_cast<int32_t>(d), &ti, &tr, 0));
+}
+
 namespace {
 
 // t narrowed to the index's extent in every dim but d.
@@ -51,18 +62,6 @@ at::Tensor scatter_add_corner(const at::Tensor& base, int64_t d, const at::Tenso
     return out;
 }
 
-// table (stick dense, written in place) [.., index[.., n, ..], ..] = rows[.., n, ..], the
-// positions of a slab in ascending order; false: the library does not take the case.
-bool scatter_last_write(const at::Tensor& table, int64_t d, const at::Tensor& index,
-                        const at::Tensor& rows) {
-    const auto i = stick_dense(index, "aten::scatter_reduce");
-    const auto r = stick_dense(rows, "aten::scatter_reduce");
-    if (!i || !r) return false;
-    const spyre_tensor tt = op_tensor(table), ti = op_tensor(*i), tr = op_tensor(*r);
-    return op_ran("aten::scatter_reduce",
-                  spyre_op_scatter(op_stream(table), &tt, static_cast<int32_t>(d), &ti, &tr, 0));
-}
-
 // "amax" or "amin" (floats: the amax of the negated values; integers: the values sorted
 // descending); nothing if not taken.
 std::optional<at::Tensor> scatter_extreme(const at::Tensor& self, int64_t d,
@@ -79,7 +78,7 @@ std::optional<at::Tensor> scatter_extreme(const at::Tensor& self, int64_t d,
     // a fresh dense copy: the scatter writes it in place (self must stay as it is)
     at::Tensor table =
         corner_of(negate ? -self : self, index, d).clone(at::MemoryFormat::Contiguous);
-    if (!scatter_last_write(table, d, targets, rows)) return std::nullopt;
+    if (!scatter_last_write("aten::scatter_reduce", table, d, targets, rows)) return std::nullopt;
     if (negate) table = -table;
     at::Tensor scat = self.clone();
     corner_of(scat, index, d).copy_(table);
@@ -124,7 +123,7 @@ std::optional<at::Tensor> scatter_prod(const at::Tensor& self, int64_t d, const 
     const at::Tensor targets = index.gather(d, order);
     const at::Tensor rows = segmented_prod(v.gather(d, order), targets, d);
     at::Tensor table = at::ones(corner_of(self, index, d).sizes(), self.options());
-    if (!scatter_last_write(table, d, targets, rows)) return std::nullopt;
+    if (!scatter_last_write("aten::scatter_reduce", table, d, targets, rows)) return std::nullopt;
     at::Tensor products = at::ones_like(self);
     corner_of(products, index, d).copy_(table);
     if (include_self) return self * products;
