@@ -123,6 +123,12 @@ SPYRE_OPS_TEST_BACKEND=kernel GTEST_FILTER='RandomApi.*' gtest ops-random \
 # Collectives between processes through spyre.ko: 2, 3 and 4 ranks over the VM's cards (rank r
 # on card r mod the card count), and a rank killed mid-run (libspyre.md "Collectives").
 SPYRE_COMM_TEST_BACKEND=kernel gtest comm build/cmake/tests/host/libspyre_comm_process_test
+# Collectives between threads of one process, one card each: the p2p transport (chunks card to
+# card through spyre.ko's dma-bufs, counted in the cards' TELE_P2P registers); the 2-rank cases
+# of every collective and dtype, all-reduce on 3 and 4 ranks (two ranks per card), Comm.*.
+SPYRE_COMM_TEST_BACKEND=kernel \
+	GTEST_FILTER='Comm.*:Ranks/CommCollectives.*/2ranks_*:Ranks/CommCollectives.AllReduceEveryOpOddSizes/*' \
+	gtest comm-p2p build/cmake/tests/host/libspyre_comm_test
 # PyTorch through spyre.ko, one Python process (an `import torch` takes minutes on the debug
 # kernel): a Granite-style decoder (prefill and 8 greedy decode steps) on the card against the
 # CPU, identical tokens, no CPU fallback (torch_spyre/tools/decoder_demo.py, Documentation/
