@@ -82,9 +82,10 @@ std::string format_topo(const Report& r) {
     return render_table(head, align, rows) +
            "Legend:\n"
            "  X     the card itself\n"
-           "  P2P   peer-to-peer DMA (hw 1.6): libspyre's spyre_memcpy_peer copies card to\n"
-           "        card through the driver's dma-bufs; spyre_memcpy_dtod and the collectives\n"
-           "        (spyre/comm.h) still go through host memory\n"
+           "  P2P   peer-to-peer DMA (hw 1.6): libspyre's spyre_memcpy_peer and the collectives\n"
+           "        of ranks in one process (transport p2p) copy card to card through the\n"
+           "        driver's dma-bufs; spyre_memcpy_dtod and collectives between processes go\n"
+           "        through host memory\n"
            "  HOST  copies between the two cards go through host memory (a card without\n"
            "        peer-to-peer DMA: older than hw 1.6, or p2p off)\n";
 }
