@@ -87,6 +87,10 @@ static void spyre_query_telemetry(struct spyre_device *sdev, struct drm_spyre_te
 	t->ring_resets = atomic_read(&sdev->ring_resets);
 	t->card_resets = atomic_read(&sdev->card_resets);
 	t->state = READ_ONCE(sdev->wedged) ? DRM_SPYRE_STATE_WEDGED : DRM_SPYRE_STATE_OK;
+	if (sdev->caps & SPYRE_CAP_P2P) {
+		t->p2p_rd_bytes = spyre_read64(sdev, SPYRE_REG_TELE_P2P_RD_BYTES_LO);
+		t->p2p_wr_bytes = spyre_read64(sdev, SPYRE_REG_TELE_P2P_WR_BYTES_LO);
+	}
 	if (!(sdev->caps & SPYRE_CAP_LAUNCH))
 		return;
 	t->launches = spyre_read64(sdev, SPYRE_REG_TELE_LAUNCHES_LO);

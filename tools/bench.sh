@@ -34,12 +34,15 @@ echo
 echo "=== libspyre runtime on the simulator (host) ==="
 tools/in-sysroot 'SPYRE_BACKEND=sim build/cmake/libspyre/spyre-bench' | tee build/bench/libspyre_sim.txt
 # Collectives between ranks on the simulator (issue 25): all-reduce bus bandwidth (nccl-tests'
-# busbw) on 2 and 4 ranks; the transport is host-staged, so host memory copies bound it.
+# busbw) on 2 and 4 ranks: one process per rank (host-staged), then one thread per rank (the
+# p2p transport, card to card) and the same threads forced host-staged.
 tools/in-sysroot 'ninja -C build/cmake spyre-comm-bench >/dev/null'
 echo
-echo "=== libspyre collectives on the simulator, 2 and 4 ranks (host-staged transport) ==="
+echo "=== libspyre collectives on the simulator, 2 and 4 ranks (processes, threads p2p/host-staged) ==="
 for ranks in 2 4; do
 	tools/in-sysroot "SPYRE_BACKEND=sim build/cmake/tools/bench/spyre-comm-bench $ranks"
+	tools/in-sysroot "SPYRE_BACKEND=sim build/cmake/tools/bench/spyre-comm-bench --threads $ranks"
+	tools/in-sysroot "SPYRE_BACKEND=sim SPYRE_COMM_TRANSPORT=host-staged build/cmake/tools/bench/spyre-comm-bench --threads $ranks"
 done | tee build/bench/comm_sim.txt
 if ls driver/spyre.ko >/dev/null 2>&1 && [ "${BENCH_VM:-1}" != 0 ]; then
 	echo

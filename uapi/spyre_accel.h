@@ -127,6 +127,12 @@ struct drm_spyre_telemetry {
 	__u32 card_resets;	/* whole-card resets that brought the card back */
 	__u32 state;		/* DRM_SPYRE_STATE_* */
 	__u32 pad2;
+	/*
+	 * Peer-to-peer (DRM_SPYRE_CAP_P2P, hw 1.6), since power-on: bytes this card's copies read
+	 * from / wrote into peer cards' memory (a subset of h2d_bytes / d2h_bytes).
+	 */
+	__u64 p2p_rd_bytes;
+	__u64 p2p_wr_bytes;
 };
 
 /*

@@ -327,6 +327,63 @@ spyre_status not_ready(const char* fn, const char* what) {
     return SPYRE_ERROR_NOT_READY;
 }
 
+// Why `dev` cannot copy to or from `peer`'s memory, or "" if it can.
+std::string peer_refusal(Device& dev, Device& peer) {
+    if (&dev == &peer) return "";
+    auto lacks = [](Device& d) { return !(d.info().caps & SPYRE_DEVICE_CAP_P2P); };
+    if (lacks(dev) || lacks(peer))
+        return std::format(
+            "{} has no peer-to-peer DMA (SPYRE_DEVICE_CAP_P2P: hw 1.6 with the card's p2p on, "
+            "and a driver that shares device buffers between cards)",
+            lacks(dev) ? dev.name() : peer.name());
+    if (!dev.can_access_peer(peer))
+        return std::format("{} cannot reach {}'s memory (cards of different backends)", dev.name(),
+                           peer.name());
+    return "";
+}
+
+// A peer copy on `st` of card `via` (the source's or the destination's card).
+void do_peer(spyre_buffer_t dst, uint64_t dst_offset, spyre_buffer_t src, uint64_t src_offset,
+             uint64_t size, spyre_stream_t stream, bool sync) {
+    auto d = check_buffer(dst, "destination");
+    auto s = check_buffer(src, "source");
+    check_range(*d, dst_offset, size, "destination");
+    check_range(*s, src_offset, size, "source");
+    if (d->dev == s->dev) return do_dtod(dst, dst_offset, src, src_offset, size, stream, sync);
+    // The synchronous form pushes: the source card writes into the destination (posted writes
+    // cross PCIe without waiting for completions). A stream names the card that copies.
+    std::shared_ptr<Device> via = s->dev;
+    if (stream) {
+        auto so = check_stream_handle(stream);
+        require(so->dev == d->dev || so->dev == s->dev,
+                "the stream belongs to {} but the peer copy is between {} and {}: use a stream "
+                "of either card",
+                so->dev->name(), s->dev->name(), d->dev->name());
+        via = so->dev;
+    }
+    const bool to_peer = via == s->dev;
+    const std::shared_ptr<Device>& other = to_peer ? d->dev : s->dev;
+    if (auto why = peer_refusal(*via, *other); !why.empty()) fail(SPYRE_ERROR_NOT_SUPPORTED, why);
+    require(via->peer_access_enabled(*other),
+            "peer access from {} to {} is not enabled: call spyre_device_enable_peer_access({}, "
+            "{}) first",
+            via->name(), other->name(), via->name(), other->name());
+    StreamRef st = resolve_stream(stream, via);
+    if (size == 0) return;
+    PeerCopy c;
+    c.local = to_peer ? s->buf : d->buf;
+    c.local_offset = to_peer ? src_offset : dst_offset;
+    c.peer = to_peer ? d->buf : s->buf;
+    c.peer_offset = to_peer ? dst_offset : src_offset;
+    c.size = size;
+    c.peer_dev = other;
+    c.to_peer = to_peer;
+    if (sync)
+        st->run_sync([&] { st->copy_peer(c); });
+    else
+        st->copy_peer(c);
+}
+
 }  // namespace
 
 void launch_pinned_program(spyre_device_t device, uint64_t id, const std::vector<uint8_t>& image,
@@ -454,6 +511,8 @@ spyre_status spyre_device_get_telemetry(spyre_device_t device, spyre_telemetry* 
         t->engine_ddr_read_bytes = k.engine_ddr_read_bytes;
         t->engine_ddr_write_bytes = k.engine_ddr_write_bytes;
         t->engine_ring_bytes = k.engine_ring_bytes;
+        t->p2p_read_bytes = k.p2p_rd_bytes;
+        t->p2p_write_bytes = k.p2p_wr_bytes;
     });
 }
 
@@ -739,6 +798,44 @@ spyre_status spyre_memcpy_dtoh_async(void* dst, spyre_buffer_t src, uint64_t src
 spyre_status spyre_memcpy_dtod_async(spyre_buffer_t dst, uint64_t dst_offset, spyre_buffer_t src,
                                      uint64_t src_offset, uint64_t size, spyre_stream_t stream) {
     return guard(__func__, [&] { do_dtod(dst, dst_offset, src, src_offset, size, stream, false); });
+}
+
+spyre_status spyre_device_can_access_peer(spyre_device_t device, spyre_device_t peer,
+                                          int* can_access) {
+    return guard(__func__, [&] {
+        auto d = check_device(device);
+        auto p = check_device(peer);
+        require_out(can_access, "can_access");
+        *can_access = d->dev != p->dev && peer_refusal(*d->dev, *p->dev).empty();
+    });
+}
+
+spyre_status spyre_device_enable_peer_access(spyre_device_t device, spyre_device_t peer) {
+    return guard(__func__, [&] {
+        auto d = check_device(device);
+        auto p = check_device(peer);
+        require(d->dev != p->dev,
+                "{} cannot be its own peer (copies within one card need no "
+                "peer access)",
+                d->dev->name());
+        p->dev->check_present();
+        if (!p->dev->alive())
+            fail(SPYRE_ERROR_DEVICE_LOST,
+                 std::format("peer {} was removed or its driver unbound", p->dev->name()));
+        if (auto why = peer_refusal(*d->dev, *p->dev); !why.empty())
+            fail(SPYRE_ERROR_NOT_SUPPORTED, why);
+        d->dev->enable_peer_access(p->dev);
+    });
+}
+
+spyre_status spyre_memcpy_peer(spyre_buffer_t dst, uint64_t dst_offset, spyre_buffer_t src,
+                               uint64_t src_offset, uint64_t size) {
+    return guard(__func__, [&] { do_peer(dst, dst_offset, src, src_offset, size, nullptr, true); });
+}
+
+spyre_status spyre_memcpy_peer_async(spyre_buffer_t dst, uint64_t dst_offset, spyre_buffer_t src,
+                                     uint64_t src_offset, uint64_t size, spyre_stream_t stream) {
+    return guard(__func__, [&] { do_peer(dst, dst_offset, src, src_offset, size, stream, false); });
 }
 
 spyre_status spyre_memset(spyre_buffer_t buffer, uint64_t offset, int value, uint64_t size) {

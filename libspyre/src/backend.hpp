@@ -68,6 +68,18 @@ struct Copy3D {
     uint64_t width = 0, height = 0, depth = 0;  // bytes per row, rows, slices
 };
 
+class Device;
+
+// A copy between a buffer of the stream's card and one of a peer card, done by the stream's
+// card's DMA engine (api.cpp checked the ranges, the capability and that peer access is
+// enabled from the stream's card to the peer).
+struct PeerCopy {
+    BufferRef local, peer;  // `local` on the stream's card, `peer` on peer_dev
+    uint64_t local_offset = 0, peer_offset = 0, size = 0;
+    std::shared_ptr<Device> peer_dev;
+    bool to_peer = true;  // local -> peer (a write into the peer), else peer -> local
+};
+
 // The completion point of an event record: all work its stream had queued before it.
 class Marker {
   public:
@@ -133,6 +145,8 @@ class Stream {
     virtual void copy_dtod(const BufferRef& dst, uint64_t dst_offset, const BufferRef& src,
                            uint64_t src_offset, uint64_t size) = 0;
     virtual void copy_3d(const Copy3D& c) = 0;
+    // Card to card (hw 1.6); backends without peer-to-peer DMA refuse it.
+    virtual void copy_peer(const PeerCopy& c);
     // Fills size bytes with a repeated pattern of pattern_size (1, 2, 4 or 8) bytes.
     virtual void fill(const BufferRef& dst, uint64_t offset, uint64_t size, uint64_t pattern,
                       uint32_t pattern_size) = 0;
@@ -196,6 +210,15 @@ class Device : public std::enable_shared_from_this<Device> {
     // is_default (ring 0).
     virtual StreamRef create_stream(int priority, bool is_default = false) = 0;
 
+    // ---- peer-to-peer (hw 1.6) ----
+    // Whether this card's DMA engine can reach `peer`'s memory (both CAP_P2P, distinct cards
+    // of one backend).
+    virtual bool can_access_peer(Device& /*peer*/) { return false; }
+    // Records that copies issued on this card may reach `peer` (checked by can_access_peer
+    // first, api.cpp); peer_access_enabled answers for a copy.
+    void enable_peer_access(const std::shared_ptr<Device>& peer);
+    bool peer_access_enabled(const Device& peer);
+
     // Waits for all work queued on the device's streams (not thrown: errors stay with them).
     void synchronize();
 
@@ -239,6 +262,7 @@ class Device : public std::enable_shared_from_this<Device> {
 
   private:
     std::mutex rt_mu_;
+    std::vector<std::weak_ptr<Device>> peers_;  // peer access enabled (under rt_mu_)
     StreamRef default_stream_;
     std::vector<std::weak_ptr<Stream>> streams_;
     std::unique_ptr<SubAllocator> suballoc_;

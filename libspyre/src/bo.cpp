@@ -14,7 +14,8 @@ Bo::Bo(int fd, uint32_t handle, const drm_spyre_bo_info& info, uint64_t requeste
     : fd_(fd), handle_(handle), info_(info), requested_(requested) {}
 
 Bo::~Bo() {
-    map_.reset();  // unmap before the handle goes away
+    peer_imports_.clear();  // the peers' handles go before the exported BO
+    map_.reset();           // unmap before the handle goes away
     drmCloseBufferHandle(fd_, handle_);
 }
 
@@ -36,6 +37,14 @@ void* Bo::map() {
         map_ = Mapping(p, info_.size);
     }
     return map_.get();
+}
+
+std::shared_ptr<Bo> Bo::peer_import(const void* importer,
+                                    const std::function<std::shared_ptr<Bo>()>& make) {
+    std::lock_guard lock(peer_mu_);
+    auto& imp = peer_imports_[importer];
+    if (!imp) imp = make();
+    return imp;
 }
 
 }  // namespace spyre

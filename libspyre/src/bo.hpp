@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 
 #include "backend.hpp"
@@ -29,6 +32,14 @@ class Bo final : public Buffer {
     // CPU pointer to the whole BO (mmap of mmap_offset on the accel fd), mapped once.
     void* map() override;
 
+    // Peer-to-peer (hw 1.6): this DEVICE BO as a PEER BO of card `importer` (a KernelDevice),
+    // made by `make` on first use and kept until this BO is freed, so that copies of one
+    // buffer pair export and import it once.
+    std::shared_ptr<Bo> peer_import(const void* importer,
+                                    const std::function<std::shared_ptr<Bo>()>& make);
+    // An imported PEER BO keeps its importing device (whose fd holds the handle) alive.
+    void keep_alive(std::shared_ptr<void> owner) { owner_ = std::move(owner); }
+
   private:
     int fd_;
     uint32_t handle_;
@@ -36,6 +47,9 @@ class Bo final : public Buffer {
     uint64_t requested_;
     std::mutex map_mu_;
     Mapping map_;
+    std::mutex peer_mu_;
+    std::map<const void*, std::shared_ptr<Bo>> peer_imports_;  // by importing device
+    std::shared_ptr<void> owner_;
 };
 
 }  // namespace spyre

@@ -64,6 +64,12 @@ class KernelDevice final : public Device {
 
     StreamRef create_stream(int priority, bool is_default) override;
 
+    // Peer-to-peer (hw 1.6): another kernel-backend card, both with DRM_SPYRE_CAP_P2P.
+    bool can_access_peer(Device& peer) override;
+    // `bo` of card `exporter` as a PEER BO of this card: exported as a dma-buf (PRIME) on the
+    // exporter and imported here on first use, then cached on `bo` (Bo::peer_import).
+    std::shared_ptr<Bo> import_peer(Bo& bo, KernelDevice& exporter);
+
     // ---- used by KernelStream (stream_kernel.cpp) ----
     int64_t timeout_ns() const { return timeout_ns_; }
     // The SUBMIT priority of a stream of libspyre priority `stream_priority`.

@@ -51,6 +51,28 @@ void Device::register_stream(const StreamRef& s) {
     streams_.push_back(s);
 }
 
+void Device::enable_peer_access(const std::shared_ptr<Device>& peer) {
+    std::lock_guard lock(rt_mu_);
+    std::erase_if(peers_, [](const std::weak_ptr<Device>& w) { return w.expired(); });
+    for (auto& w : peers_)
+        if (w.lock() == peer) return;
+    peers_.push_back(peer);
+}
+
+bool Device::peer_access_enabled(const Device& peer) {
+    std::lock_guard lock(rt_mu_);
+    for (auto& w : peers_)
+        if (w.lock().get() == &peer) return true;
+    return false;
+}
+
+void Stream::copy_peer(const PeerCopy& c) {
+    fail(SPYRE_ERROR_NOT_SUPPORTED,
+         std::format("peer-to-peer copies ({} to or from {}) cannot be queued here (a stream "
+                     "being captured into a graph records no peer copies)",
+                     format_bytes(c.size), c.peer_dev->name()));
+}
+
 void Device::synchronize() {
     std::vector<StreamRef> all;
     {

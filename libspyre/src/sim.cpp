@@ -29,6 +29,7 @@
 
 #include "backend.hpp"
 #include "error.hpp"
+#include "peer_link.hpp"
 #include "spyre/engine.h"
 
 extern "C" {
@@ -213,6 +214,15 @@ class SimCard {
         tele_.jobs_completed++;
     }
 
+    // A peer copy issued by this card: counted in the direction of the peer side (a peer is
+    // "host" to the DMA engine) and in the P2P counters; the peer's card counts nothing.
+    void count_peer_copy(bool to_peer, uint64_t bytes) {
+        count_copy(to_peer ? &drm_spyre_telemetry::d2h_bytes : &drm_spyre_telemetry::h2d_bytes,
+                   bytes);
+        std::lock_guard lock(mu_);
+        (to_peer ? tele_.p2p_wr_bytes : tele_.p2p_rd_bytes) += bytes;
+    }
+
     drm_spyre_telemetry telemetry() {
         std::lock_guard lock(mu_);
         drm_spyre_telemetry t = tele_;
@@ -392,6 +402,7 @@ class SimStream final : public Stream {
         push([=, this] { run_dtod(dst, dst_offset, src, src_offset, size); });
     }
     void copy_3d(const Copy3D& c) override;
+    void copy_peer(const PeerCopy& c) override;
     void fill(const BufferRef& dst, uint64_t offset, uint64_t size, uint64_t pattern,
               uint32_t psize) override {
         refuse_if_lost();
@@ -582,6 +593,9 @@ class SimDevice final : public Device {
         i.max_buffer_bytes = card_->size();
         i.caps = SPYRE_DEVICE_CAP_DMA_COPY | SPYRE_DEVICE_CAP_HOST_BUFFER |
                  SPYRE_DEVICE_CAP_TELEMETRY | SPYRE_DEVICE_CAP_LAUNCH;
+        // Simulated cards copy card to card unless SPYRE_SIM_P2P=0 (a card without CAP_P2P).
+        if (const char* p2p = std::getenv("SPYRE_SIM_P2P"); !p2p || std::strcmp(p2p, "0") != 0)
+            i.caps |= SPYRE_DEVICE_CAP_P2P;
         i.backend = SPYRE_BACKEND_SIM;
     }
 
@@ -657,6 +671,13 @@ class SimDevice final : public Device {
     }
 
     const std::shared_ptr<SimCard>& card() const { return card_; }
+
+    // Another simulated card of this process, both with CAP_P2P.
+    bool can_access_peer(Device& peer) override {
+        auto* p = dynamic_cast<SimDevice*>(&peer);
+        return p && p->card_ != card_ && (info_.caps & SPYRE_DEVICE_CAP_P2P) &&
+               (p->info_.caps & SPYRE_DEVICE_CAP_P2P);
+    }
 
     bool is_pinned(const void* ptr, uint64_t size) {
         std::lock_guard lock(host_mu_);
@@ -748,6 +769,30 @@ void SimStream::copy_dtoh(void* dst, const BufferRef& src, uint64_t src_offset, 
         body();
     else
         run_sync(body);  // into pageable memory: synchronous
+}
+
+void SimStream::copy_peer(const PeerCopy& c) {
+    refuse_if_lost();
+    auto peer = std::static_pointer_cast<SimDevice>(c.peer_dev);  // api.cpp: can_access_peer
+    auto peer_lost = [peer, c, this] {
+        if (peer->card()->faults().lost())
+            fail(SPYRE_ERROR_DEVICE_LOST,
+                 std::format("peer {} was removed (a simulated loss: spyre_sim_inject_fault): {} "
+                             "cannot copy {} {} its memory",
+                             peer->name(), dev_->name(), format_bytes(c.size),
+                             c.to_peer ? "into" : "from"));
+    };
+    peer_lost();
+    push([=, this] {
+        peer_lost();
+        std::byte* local = ptr(*c.local, c.local_offset, c.size);
+        std::byte* remote = peer->checked(*c.peer, c.peer_offset, c.size);
+        if (!card_->timing_only() && !peer->card()->timing_only())
+            std::memcpy(c.to_peer ? remote : local, c.to_peer ? local : remote, c.size);
+        // The issuing card's DMA engine moves the bytes over the peer link (hardware.md 11).
+        cycles_ += peer_copy_cycles(card_->config(), peer->card()->config(), c.size);
+        card_->count_peer_copy(c.to_peer, c.size);
+    });
 }
 
 void SimStream::copy_3d(const Copy3D& c) {

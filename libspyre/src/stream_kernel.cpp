@@ -181,6 +181,38 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
 
     void copy_3d(const Copy3D& c) override;
 
+    // Card to card: the other card's buffer is this card's PEER BO (imported once, kept with
+    // the buffer); this card's DMA engine moves the bytes.
+    void copy_peer(const PeerCopy& c) override {
+        auto& peer = static_cast<KernelDevice&>(*c.peer_dev);  // api.cpp: can_access_peer
+        auto fail_peer_lost = [dev = dev_, name = peer.name(), c](const std::string& why) {
+            fail(SPYRE_ERROR_DEVICE_LOST,
+                 std::format("peer {} was removed or its driver unbound: {} cannot copy {} {} "
+                             "its memory ({})",
+                             name, dev->name(), format_bytes(c.size), c.to_peer ? "into" : "from",
+                             why));
+        };
+        if (!peer.alive()) fail_peer_lost("it no longer answers");
+        std::shared_ptr<Bo> imp = dev_->import_peer(root_bo(*c.peer), peer);
+        const uint64_t poff = c.peer->root_offset() + c.peer_offset;
+        const uint64_t loff = c.local->root_offset() + c.local_offset;
+        enqueue([=, this] {
+            try {
+                if (c.to_peer)
+                    copy_direct(*imp, poff, root_bo(*c.local), loff, c.size, "device->peer",
+                                {c.local, c.peer, imp});
+                else
+                    copy_direct(root_bo(*c.local), loff, *imp, poff, c.size, "peer->device",
+                                {c.local, c.peer, imp});
+            } catch (const Error& e) {
+                // The driver refuses jobs naming a revoked PEER BO with -ENODEV: the peer went.
+                if (e.status() == SPYRE_ERROR_DEVICE_LOST && dev_->alive())
+                    fail_peer_lost(e.what());
+                throw;
+            }
+        });
+    }
+
     void fill(const BufferRef& dst, uint64_t offset, uint64_t size, uint64_t pattern,
               uint32_t psize) override {
         // Large fills run a fill program on the cores (measured faster than DMA replication

@@ -102,7 +102,11 @@ if [ -d /sys/kernel/debug/kunit ]; then
 fi
 kselftest uapi build/cmake/tests/guest/uapi/spyre_uapi_test
 kselftest vm build/cmake/tests/guest/uapi/spyre_vm_test
-gtest libspyre build/cmake/tests/guest/libspyre/libspyre_guest_test
+GTEST_FILTER='-Peer.*' gtest libspyre build/cmake/tests/guest/libspyre/libspyre_guest_test
+# libspyre's peer copies between the two cards through spyre.ko's dma-bufs: data both ways,
+# the copying card's TELE_P2P counters, the peer link's modeled cycles, the import released
+# with its buffer, the peer hot-unplugged (QEMU spyre1, re-plugged after).
+GTEST_FILTER='Peer.*' gtest libspyre-p2p build/cmake/tests/guest/libspyre/libspyre_guest_test
 # The op library's C API through spyre.ko (the host suite, on the kernel backend). On the debug
 # kernel without its numeric sweeps: they repeat the same ioctls (BO create/free, SUBMIT, wait)
 # hundreds of times to check results that only the user-space code decides, and took 340 of the
@@ -119,6 +123,12 @@ SPYRE_OPS_TEST_BACKEND=kernel GTEST_FILTER='RandomApi.*' gtest ops-random \
 # Collectives between processes through spyre.ko: 2, 3 and 4 ranks over the VM's cards (rank r
 # on card r mod the card count), and a rank killed mid-run (libspyre.md "Collectives").
 SPYRE_COMM_TEST_BACKEND=kernel gtest comm build/cmake/tests/host/libspyre_comm_process_test
+# Collectives between threads of one process, one card each: the p2p transport (chunks card to
+# card through spyre.ko's dma-bufs, counted in the cards' TELE_P2P registers); the 2-rank cases
+# of every collective and dtype, all-reduce on 3 and 4 ranks (two ranks per card), Comm.*.
+SPYRE_COMM_TEST_BACKEND=kernel \
+	GTEST_FILTER='Comm.*:Ranks/CommCollectives.*/2ranks_*:Ranks/CommCollectives.AllReduceEveryOpOddSizes/*' \
+	gtest comm-p2p build/cmake/tests/host/libspyre_comm_test
 # PyTorch through spyre.ko, one Python process (an `import torch` takes minutes on the debug
 # kernel): a Granite-style decoder (prefill and 8 greedy decode steps) on the card against the
 # CPU, identical tokens, no CPU fallback (torch_spyre/tools/decoder_demo.py, Documentation/

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -28,14 +29,29 @@ using spyre::num::f16_to_f32;
 using spyre::num::f32_to_bf16;
 using spyre::num::f32_to_f16;
 
+// The simulator with 4 cards; SPYRE_COMM_TEST_BACKEND=kernel: the machine's cards (the guest
+// row comm-p2p), rank r on card r mod the card count.
+bool on_kernel() {
+    const char* b = std::getenv("SPYRE_COMM_TEST_BACKEND");
+    return b && std::string(b) == "kernel";
+}
 class SimEnv : public ::testing::Environment {
   public:
     void SetUp() override {
+        if (on_kernel()) {
+            setenv("SPYRE_BACKEND", "kernel", 1);
+            return;
+        }
         setenv("SPYRE_BACKEND", "sim", 1);
         setenv("SPYRE_SIM_DEVICES", "4", 1);
         setenv("SPYRE_SIM_MEMORY", "268435456", 1);
     }
 };
+int card_of(int rank) {
+    int n = 1;
+    spyre_get_device_count(&n);
+    return rank % std::max(n, 1);
+}
 const auto* const env = ::testing::AddGlobalTestEnvironment(new SimEnv);
 
 size_t esize(spyre_dtype t) { return t == SPYRE_DTYPE_FLOAT32 ? 4 : 2; }
@@ -140,7 +156,7 @@ void run_ranks(int n, const std::function<void(Rank&)>& body, uint64_t timeout_m
         threads.emplace_back([&, r] {
             Rank k;
             k.rank = r, k.nranks = n;
-            ASSERT_EQ(spyre_device_open(r, &k.dev), SPYRE_SUCCESS) << spyre_last_error();
+            ASSERT_EQ(spyre_device_open(card_of(r), &k.dev), SPYRE_SUCCESS) << spyre_last_error();
             ASSERT_EQ(spyre_comm_init_rank(&k.comm, n, &id, r, k.dev), SPYRE_SUCCESS)
                 << spyre_last_error();
             ASSERT_EQ(spyre_comm_set_timeout(k.comm, timeout_ms), SPYRE_SUCCESS);
@@ -312,6 +328,90 @@ TEST(Comm, BarrierWaitsForEveryRank) {
     });
 }
 
+// Ranks of one process on cards with peer-to-peer DMA move their chunks card to card (the
+// copying cards count the bytes in their TELE_P2P counters); SPYRE_COMM_TRANSPORT=host-staged
+// or cards without the capability stage through host memory; SPYRE_COMM_TRANSPORT=p2p fails
+// where p2p cannot serve.
+TEST(Comm, TransportChoice) {
+    const char* saved = std::getenv("SPYRE_COMM_TRANSPORT");
+    const std::string keep = saved ? saved : "";
+    auto p2p_bytes = [] {
+        uint64_t sum = 0;
+        for (int i = 0; i < 2; ++i) {
+            spyre_device_t d = nullptr;
+            EXPECT_EQ(spyre_device_open(i, &d), SPYRE_SUCCESS);
+            spyre_telemetry t{};
+            EXPECT_EQ(spyre_device_get_telemetry(d, &t), SPYRE_SUCCESS);
+            sum += t.p2p_write_bytes + t.p2p_read_bytes;
+            spyre_device_close(d);
+        }
+        return sum;
+    };
+    auto run = [&](const char* want, bool moves_p2p) {
+        SCOPED_TRACE(want);
+        const size_t count = 1000;
+        run_ranks(2, [&](Rank& k) {
+            spyre_comm_info info{};
+            ASSERT_EQ(spyre_comm_get_info(k.comm, &info), SPYRE_SUCCESS);
+            EXPECT_STREQ(info.transport, want);
+            spyre_device_t d = nullptr;
+            spyre_telemetry t0{}, t1{};
+            ASSERT_EQ(spyre_device_open(card_of(k.rank), &d), SPYRE_SUCCESS);
+            ASSERT_EQ(spyre_device_get_telemetry(d, &t0), SPYRE_SUCCESS);
+            auto x = input(k.rank, count, SPYRE_DTYPE_FLOAT32);
+            spyre_buffer_t b = k.upload(to_bytes(x, SPYRE_DTYPE_FLOAT32), 0);
+            ASSERT_EQ(spyre_comm_all_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32,
+                                            SPYRE_REDUCE_SUM, k.comm, k.stream),
+                      SPYRE_SUCCESS)
+                << spyre_last_error();
+            auto got = from_bytes(k.download(b, 0, count * 4), SPYRE_DTYPE_FLOAT32);
+            auto y = input(1 - k.rank, count, SPYRE_DTYPE_FLOAT32);
+            std::vector<float> want(count);
+            for (size_t i = 0; i < count; ++i) want[i] = reduce(SPYRE_REDUCE_SUM, {x[i], y[i]});
+            expect_close(got, want, SPYRE_DTYPE_FLOAT32, "all_reduce");
+            ASSERT_EQ(spyre_device_get_telemetry(d, &t1), SPYRE_SUCCESS);
+            // each rank's card pushed its chunks into the other's inbox: 2 ring steps
+            if (moves_p2p)
+                EXPECT_EQ(t1.p2p_write_bytes - t0.p2p_write_bytes, count * 4);
+            else
+                EXPECT_EQ(t1.p2p_write_bytes, t0.p2p_write_bytes);
+            spyre_free(b);
+            spyre_device_close(d);
+        });
+    };
+    unsetenv("SPYRE_COMM_TRANSPORT");
+    run("p2p", true);
+    setenv("SPYRE_COMM_TRANSPORT", "host-staged", 1);
+    const uint64_t before = p2p_bytes();
+    run("host-staged", false);
+    EXPECT_EQ(p2p_bytes(), before);
+    unsetenv("SPYRE_COMM_TRANSPORT");
+    if (on_kernel()) return;  // the rest needs simulated cards without the capability
+    setenv("SPYRE_SIM_P2P", "0", 1);
+    run("host-staged", false);
+    setenv("SPYRE_COMM_TRANSPORT", "p2p", 1);
+    spyre_comm_unique_id id;
+    ASSERT_EQ(spyre_comm_get_unique_id(&id), SPYRE_SUCCESS);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r)
+        threads.emplace_back([&, r] {
+            spyre_device_t d = nullptr;
+            ASSERT_EQ(spyre_device_open(r, &d), SPYRE_SUCCESS);
+            spyre_comm_t c = nullptr;
+            EXPECT_EQ(spyre_comm_init_rank(&c, 2, &id, r, d), SPYRE_ERROR_NOT_SUPPORTED);
+            EXPECT_NE(std::string(spyre_last_error()).find("SPYRE_COMM_TRANSPORT=p2p"),
+                      std::string::npos)
+                << spyre_last_error();
+            spyre_device_close(d);
+        });
+    for (auto& t : threads) t.join();
+    unsetenv("SPYRE_SIM_P2P");
+    if (saved)
+        setenv("SPYRE_COMM_TRANSPORT", keep.c_str(), 1);
+    else
+        unsetenv("SPYRE_COMM_TRANSPORT");
+}
+
 TEST(Comm, DefaultChunkAndInfo) {
     run_ranks(2, [&](Rank& k) {
         spyre_comm_info info{};
@@ -319,7 +419,8 @@ TEST(Comm, DefaultChunkAndInfo) {
         EXPECT_EQ(info.rank, k.rank);
         EXPECT_EQ(info.nranks, 2);
         EXPECT_EQ(info.chunk_bytes, 4u << 20);
-        EXPECT_STREQ(info.transport, "host-staged");
+        const char* forced = std::getenv("SPYRE_COMM_TRANSPORT");  // ctest runs both
+        EXPECT_STREQ(info.transport, forced && *forced ? forced : "p2p");
         // one large fp32 all-reduce over several default-size chunks
         const size_t count = (5u << 20) / 4 + 3;
         spyre_buffer_t b =

@@ -304,6 +304,16 @@ TEST(SmiTopo, MatrixOfCards) {
               std::string::npos)
         << t;
     EXPECT_NE(t.find("| spyre1 | HOST   | X      |"), std::string::npos) << t;
+    // Both cards with peer-to-peer DMA: P2P; one without: HOST both ways.
+    Report r = two_cards();
+    for (auto& c : r.cards) c.info->caps |= SPYRE_DEVICE_CAP_P2P;
+    t = spyre_smi::format_topo(r);
+    EXPECT_NE(t.find("| spyre0 | X      | P2P    |"), std::string::npos) << t;
+    EXPECT_NE(t.find("| spyre1 | P2P    | X      |"), std::string::npos) << t;
+    r.cards[1].info->caps &= ~SPYRE_DEVICE_CAP_P2P;
+    t = spyre_smi::format_topo(r);
+    EXPECT_NE(t.find("| spyre0 | X      | HOST   |"), std::string::npos) << t;
+    EXPECT_NE(t.find("| spyre1 | HOST   | X      |"), std::string::npos) << t;
 }
 
 TEST(SmiPrometheus, FamiliesOnceAndEscapedLabels) {

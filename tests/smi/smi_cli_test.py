@@ -57,7 +57,9 @@ rc, out, err = run(smi, "dmon", "-i", "1", "-d", "0.1", "-c", "1", env=env)
 t.check("dmon_card_filter", rc == 0 and [l.split()[0] for l in out.splitlines()[2:]] == ["1"], out)
 
 rc, out, err = run(smi, "topo", env=env)
-t.check("topo_matrix", rc == 0 and "| spyre0 | X" in out and "HOST" in out, out)
+t.check("topo_matrix", rc == 0 and "| spyre0 | X" in out and "P2P" in out and "| HOST" not in out, out)
+rc, out, err = run(smi, "topo", env={**env, "SPYRE_SIM_P2P": "0"})
+t.check("topo_matrix_without_p2p", rc == 0 and "| spyre0 | X      | HOST" in out, out)
 
 rc, out, err = run(smi, env=env)
 t.check("table_with_processes", rc == 0 and "Processes:" in out and "Health" in out, out)

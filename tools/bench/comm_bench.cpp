@@ -1,10 +1,13 @@
-// All-reduce bus bandwidth of libspyre's collectives (spyre/comm.h), one process per rank:
-//   spyre-comm-bench [NRANKS [SIZE_BYTES...]]
-// re-runs itself once per rank (SPYRE_BACKEND=sim gives every process its own simulated card;
-// on the kernel backend rank r opens card r). busbw follows nccl-tests: algbw = bytes / time,
-// busbw = algbw * 2 (n - 1) / n. Wall-clock time on this host (the host-staged transport's
-// copies are host work), plus the modeled device time of the card-side work on the stream
-// (DMA copies and reduction programs, spyre_event_elapsed) per all-reduce.
+// All-reduce bus bandwidth of libspyre's collectives (spyre/comm.h):
+//   spyre-comm-bench [--threads] [NRANKS [SIZE_BYTES...]]
+// One process per rank (it re-runs itself once per rank; SPYRE_BACKEND=sim gives every process
+// its own simulated card; on the kernel backend rank r opens card r): the host-staged
+// transport. --threads: one thread per rank in this process, rank r on card r (simulator:
+// SPYRE_SIM_DEVICES defaults to NRANKS), where the communicator picks the p2p transport
+// (SPYRE_COMM_TRANSPORT=host-staged for comparison). busbw follows nccl-tests: algbw = bytes /
+// time, busbw = algbw * 2 (n - 1) / n. Wall-clock time on this host, plus the modeled device
+// time of rank 0's card-side work on its stream (DMA copies, peer copies and reduction
+// programs, spyre_event_elapsed) per all-reduce and the busbw that time gives.
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "spyre/comm.h"
@@ -31,12 +35,8 @@ namespace {
         }                                                             \
     } while (0)
 
-int run_rank(const std::string& hex, int n, int rank, const std::vector<uint64_t>& sizes) {
-    spyre_comm_unique_id id{};
-    for (size_t i = 0; i < sizeof id.internal; ++i)
-        id.internal[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
-    const char* be = std::getenv("SPYRE_BACKEND");
-    const int index = be && std::strcmp(be, "sim") == 0 ? 0 : rank;
+int run_rank(const spyre_comm_unique_id& id, int n, int rank, int index,
+             const std::vector<uint64_t>& sizes) {
     spyre_device_t dev;
     spyre_comm_t comm;
     spyre_stream_t stream;
@@ -46,9 +46,13 @@ int run_rank(const std::string& hex, int n, int rank, const std::vector<uint64_t
     CHECK(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &stream));
     CHECK(spyre_event_create(dev, &e0));
     CHECK(spyre_event_create(dev, &e1));
-    if (rank == 0)
-        std::printf("%12s %8s %12s %12s %12s %14s\n", "bytes", "iters", "time_us", "algbw_GB/s",
-                    "busbw_GB/s", "modeled_dev_us");
+    if (rank == 0) {
+        spyre_comm_info info{};
+        CHECK(spyre_comm_get_info(comm, &info));
+        std::printf("all-reduce fp32 sum, %d ranks, transport %s\n", n, info.transport);
+        std::printf("%12s %8s %12s %12s %12s %14s %16s\n", "bytes", "iters", "time_us",
+                    "algbw_GB/s", "busbw_GB/s", "modeled_dev_us", "modeled_busbw");
+    }
     for (uint64_t bytes : sizes) {
         const uint64_t count = bytes / 4;
         spyre_buffer_t b;
@@ -74,10 +78,13 @@ int run_rank(const std::string& hex, int n, int rank, const std::vector<uint64_t
         const double s =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
         const double algbw = bytes / s / 1e9, busbw = algbw * 2.0 * (n - 1) / n;
+        const double modeled_s = timing.modeled_ns / 1e9 / iters;
+        const double modeled_busbw =
+            modeled_s > 0 ? bytes / modeled_s / 1e9 * 2.0 * (n - 1) / n : 0;
         if (rank == 0)
-            std::printf("%12llu %8d %12.1f %12.3f %12.3f %14.1f\n",
+            std::printf("%12llu %8d %12.1f %12.3f %12.3f %14.1f %16.3f\n",
                         static_cast<unsigned long long>(bytes), iters, s * 1e6, algbw, busbw,
-                        timing.modeled_ns / 1e3 / iters);
+                        modeled_s * 1e6, modeled_busbw);
         std::fflush(stdout);
         CHECK(spyre_free(b));
     }
@@ -92,11 +99,20 @@ int run_rank(const std::string& hex, int n, int rank, const std::vector<uint64_t
 }  // namespace
 
 int main(int argc, char** argv) {
+    const char* be = std::getenv("SPYRE_BACKEND");
+    const bool sim = be && std::strcmp(be, "sim") == 0;
     if (argc > 1 && std::strcmp(argv[1], "--rank") == 0) {  // --rank HEX N R SIZES...
         std::vector<uint64_t> sizes;
         for (int i = 5; i < argc; ++i) sizes.push_back(std::strtoull(argv[i], nullptr, 10));
-        return run_rank(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), sizes);
+        const std::string hex = argv[2];
+        spyre_comm_unique_id id{};
+        for (size_t i = 0; i < sizeof id.internal; ++i)
+            id.internal[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+        const int rank = std::atoi(argv[4]);
+        return run_rank(id, std::atoi(argv[3]), rank, sim ? 0 : rank, sizes);
     }
+    const bool threads = argc > 1 && std::strcmp(argv[1], "--threads") == 0;
+    if (threads) --argc, ++argv;
     const int n = argc > 1 ? std::atoi(argv[1]) : 2;
     std::vector<std::string> sizes;
     for (int i = 2; i < argc; ++i) sizes.push_back(argv[i]);
@@ -109,7 +125,17 @@ int main(int argc, char** argv) {
     char h[3];
     for (char c : id.internal)
         std::snprintf(h, sizeof h, "%02x", static_cast<unsigned char>(c)), hex += h;
-    std::printf("all-reduce fp32 sum, %d ranks, one process each, transport host-staged\n", n);
+    if (threads) {  // one process: every rank's card here, the p2p transport where it can
+        if (sim) setenv("SPYRE_SIM_DEVICES", std::to_string(n).c_str(), 0);
+        std::vector<uint64_t> bytes;
+        for (auto& z : sizes) bytes.push_back(std::strtoull(z.c_str(), nullptr, 10));
+        std::printf("one thread per rank, rank r on card r\n");
+        std::vector<std::thread> ts;
+        for (int r = 0; r < n; ++r) ts.emplace_back([&, r] { run_rank(id, n, r, r, bytes); });
+        for (auto& t : ts) t.join();
+        return 0;
+    }
+    std::printf("one process per rank\n");
     std::fflush(stdout);
     std::vector<pid_t> pids;
     for (int r = 0; r < n; ++r) {

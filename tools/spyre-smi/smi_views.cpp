@@ -66,7 +66,11 @@ std::string format_topo(const Report& r) {
     std::vector<std::vector<std::string>> rows;
     for (const auto& a : r.cards) {
         std::vector<std::string> row = {std::format("spyre{}", a.index)};
-        for (const auto& b : r.cards) row.push_back(a.index == b.index ? "X" : "HOST");
+        auto p2p = [](const CardReport& c) {
+            return c.info && (c.info->caps & SPYRE_DEVICE_CAP_P2P);
+        };
+        for (const auto& b : r.cards)
+            row.push_back(a.index == b.index ? "X" : p2p(a) && p2p(b) ? "P2P" : "HOST");
         const auto* id = a.identity ? &*a.identity : nullptr;
         row.push_back(id ? id->pci_address : "N/A");
         row.push_back(id && (id->valid & SPYRE_MGMT_HAS_PCIE_LINK)
@@ -78,8 +82,12 @@ std::string format_topo(const Report& r) {
     return render_table(head, align, rows) +
            "Legend:\n"
            "  X     the card itself\n"
-           "  HOST  libspyre copies between the two cards through host memory (the card\n"
-           "        model can copy card to card, hw 1.6; the driver does not offer it yet)\n";
+           "  P2P   peer-to-peer DMA (hw 1.6): libspyre's spyre_memcpy_peer and the collectives\n"
+           "        of ranks in one process (transport p2p) copy card to card through the\n"
+           "        driver's dma-bufs; spyre_memcpy_dtod and collectives between processes go\n"
+           "        through host memory\n"
+           "  HOST  copies between the two cards go through host memory (a card without\n"
+           "        peer-to-peer DMA: older than hw 1.6, or p2p off)\n";
 }
 
 }  // namespace spyre_smi

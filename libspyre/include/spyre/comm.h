@@ -5,8 +5,9 @@
  * cores (the op library's elementwise ops). Same library as spyre.h (libspyre.so);
  * Documentation/libspyre.md "Collectives" is the reference.
  *
- * Transport: host-staged. Data moves card -> host -> POSIX shared memory -> host -> card; a
- * peer-to-peer DMA transport will replace it behind the same calls.
+ * Transport: "p2p" when every rank is a thread of one process and the cards reach each other
+ * (hw 1.6, spyre_memcpy_peer: card to card), else "host-staged" (card -> host -> POSIX shared
+ * memory -> host -> card); SPYRE_COMM_TRANSPORT=host-staged forces the latter.
  */
 #ifndef SPYRE_COMM_H_
 #define SPYRE_COMM_H_
@@ -58,7 +59,7 @@ typedef struct spyre_comm_info {
     int32_t nranks;
     spyre_device_t device; /* no new reference */
     uint64_t chunk_bytes;  /* bytes one transfer step moves at most */
-    char transport[16];    /* "host-staged" */
+    char transport[16];    /* "p2p" or "host-staged" */
     uint64_t reserved[4];
 } spyre_comm_info;
 
@@ -68,7 +69,7 @@ SPYRE_API spyre_status spyre_comm_get_info(spyre_comm_t comm, spyre_comm_info* i
  * The collectives. Each side is a device buffer of the communicator's card plus a byte offset;
  * `count` elements of `dtype` (SPYRE_DTYPE_FLOAT32, FLOAT16 or BFLOAT16). Work is ordered after
  * the earlier work of `stream` (NULL: the card's default stream) and the reductions run on it;
- * with the host-staged transport each call returns once the collective has finished on this rank
+ * with either transport each call returns once the collective has finished on this rank
  * (the stream is then idle). Every rank calls the same collectives in the same order with the
  * same count, dtype and op. A peer that dies gives SPYRE_ERROR_DEVICE_LOST, a peer that does not
  * come within the timeout SPYRE_ERROR_TIMEOUT; the communicator is then failed for all ranks.

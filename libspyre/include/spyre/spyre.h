@@ -30,7 +30,7 @@ extern "C" {
 /* Version of this API. Additions bump the minor number; incompatible changes bump the major
  * number (and the library's SONAME). */
 #define SPYRE_API_VERSION_MAJOR 0
-#define SPYRE_API_VERSION_MINOR 15
+#define SPYRE_API_VERSION_MINOR 16
 #define SPYRE_API_VERSION_PATCH 0
 #define SPYRE_API_VERSION \
     ((SPYRE_API_VERSION_MAJOR << 16) | (SPYRE_API_VERSION_MINOR << 8) | SPYRE_API_VERSION_PATCH)
@@ -119,6 +119,9 @@ SPYRE_API spyre_status spyre_device_close(spyre_device_t device);
 /* The process has a device address space of its own (card MMU): spyre_buffer_device_address
  * values are virtual addresses meaningful only to this process. */
 #define SPYRE_DEVICE_CAP_VM (1ull << 7)
+/* Peer-to-peer DMA (hw 1.6): this card's DMA engine reaches other cards' device memory
+ * (spyre_memcpy_peer). */
+#define SPYRE_DEVICE_CAP_P2P (1ull << 8)
 
 typedef struct spyre_device_info {
     int index;               /* index passed to spyre_device_open() */
@@ -186,7 +189,12 @@ typedef struct spyre_telemetry {
     uint64_t engine_ddr_read_bytes;
     uint64_t engine_ddr_write_bytes;
     uint64_t engine_ring_bytes;
-    uint64_t reserved[4];
+    /* Peer-to-peer (hw 1.6): bytes this card's copies read from / wrote into other cards'
+     * memory; a subset of h2d_bytes / d2h_bytes. The card whose memory is the target counts
+     * nothing. Zero without SPYRE_DEVICE_CAP_P2P or on a driver that does not report them. */
+    uint64_t p2p_read_bytes;
+    uint64_t p2p_write_bytes;
+    uint64_t reserved[2];
 } spyre_telemetry;
 
 /* SPYRE_ERROR_NOT_SUPPORTED if the card has no telemetry. */
@@ -394,6 +402,34 @@ SPYRE_API spyre_status spyre_memcpy_dtoh_async(void* dst, spyre_buffer_t src, ui
  * returns once the data has left the source card; the write is ordered on `stream`, which
  * must be on the destination's card. */
 SPYRE_API spyre_status spyre_memcpy_dtod_async(spyre_buffer_t dst, uint64_t dst_offset,
+                                               spyre_buffer_t src, uint64_t src_offset,
+                                               uint64_t size, spyre_stream_t stream);
+
+/* ---- Peer-to-peer copies (hw 1.6, Documentation/libspyre.md "Peer-to-peer copies") ---- */
+
+/* *can_access = 1 if `device`'s DMA engine can copy to and from `peer`'s memory: both cards
+ * have SPYRE_DEVICE_CAP_P2P and are distinct cards of one backend; else 0. */
+SPYRE_API spyre_status spyre_device_can_access_peer(spyre_device_t device, spyre_device_t peer,
+                                                    int* can_access);
+
+/* Lets copies issued on `device` reach `peer`'s buffers (one direction: enable both ways for
+ * copies issued on either card). Enabling again is a no-op. SPYRE_ERROR_NOT_SUPPORTED, naming
+ * the card, when either card lacks SPYRE_DEVICE_CAP_P2P; SPYRE_ERROR_INVALID_ARGUMENT for the
+ * same card. Buffers of the peer are shared with the device lazily, at their first copy, and
+ * stay shared until the buffer is freed. */
+SPYRE_API spyre_status spyre_device_enable_peer_access(spyre_device_t device, spyre_device_t peer);
+
+/* Copies `size` bytes between buffers of two cards, card to card (no host memory). The
+ * synchronous form uses the source card's DMA engine (it writes into the destination card's
+ * memory) on its default stream, and needs peer access from the source's card to the
+ * destination's; it returns once the data has arrived. The asynchronous form runs on
+ * `stream`, which must belong to the source's or the destination's card: that card's DMA
+ * engine moves the bytes, and peer access must be enabled from it to the other card. Buffers
+ * of one card are copied as spyre_memcpy_dtod. A peer card that was removed (unplugged,
+ * driver unbound, a simulated loss) gives SPYRE_ERROR_DEVICE_LOST naming it. */
+SPYRE_API spyre_status spyre_memcpy_peer(spyre_buffer_t dst, uint64_t dst_offset,
+                                         spyre_buffer_t src, uint64_t src_offset, uint64_t size);
+SPYRE_API spyre_status spyre_memcpy_peer_async(spyre_buffer_t dst, uint64_t dst_offset,
                                                spyre_buffer_t src, uint64_t src_offset,
                                                uint64_t size, spyre_stream_t stream);
 

@@ -10,6 +10,7 @@
 #include <format>
 
 #include "comm/host_staged_transport.hpp"
+#include "comm/peer_transport.hpp"
 #include "comm/ring.hpp"
 #include "error.hpp"
 
@@ -85,8 +86,15 @@ Communicator::Communicator(const UniqueId& id, int nranks, int rank, spyre_devic
     const uint64_t timeout = env_u64("SPYRE_COMM_TIMEOUT_MS", kDefaultTimeoutMs, 1);
     check_call(spyre_malloc(device, id.slot_bytes, &rx_));
     try {
-        transport_ = std::make_unique<HostStagedTransport>(id.shm_name, nranks, rank, id.slot_bytes,
-                                                           timeout);
+        // SPYRE_COMM_TRANSPORT: unset or "" picks p2p where every rank can use it, else
+        // host-staged; "host-staged" forces host staging (comparisons), "p2p" requires p2p.
+        const char* want = std::getenv("SPYRE_COMM_TRANSPORT");
+        const std::string w = want ? want : "";
+        require(w.empty() || w == "p2p" || w == "host-staged",
+                "SPYRE_COMM_TRANSPORT=\"{}\" is not p2p or host-staged", w);
+        auto seg = std::make_unique<Segment>(id.shm_name, nranks, rank, id.slot_bytes, timeout);
+        transport_ = PeerTransport::try_create(seg, device, w == "host-staged", w == "p2p");
+        if (!transport_) transport_ = std::make_unique<HostStagedTransport>(std::move(seg));
     } catch (...) {
         spyre_free(rx_);
         throw;

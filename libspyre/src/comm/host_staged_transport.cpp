@@ -14,23 +14,22 @@ void check_call(spyre_status s) {
 
 }  // namespace
 
-HostStagedTransport::HostStagedTransport(const std::string& shm_name, int nranks, int rank,
-                                         uint64_t slot_bytes, uint64_t timeout_ms)
-    : seg_(shm_name, nranks, rank, slot_bytes, timeout_ms), received_(nranks, 0) {}
+HostStagedTransport::HostStagedTransport(std::unique_ptr<Segment> seg)
+    : seg_(std::move(seg)), received_(seg_->nranks(), 0) {}
 
 void HostStagedTransport::send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
                                spyre_stream_t stream) {
-    require(size <= seg_.slot_bytes(), "host-staged send larger than a slot");
+    require(size <= seg_->slot_bytes(), "host-staged send larger than a slot");
     if (send_peer_ < 0) send_peer_ = peer;
     require(peer == send_peer_, "host-staged transport: one outbox serves one peer");
-    RankState& me = seg_.header().ranks[seg_.rank()];
+    RankState& me = seg_->header().ranks[seg_->rank()];
     const uint32_t n = me.posted.load();
     // the receiver must have taken the previous message
-    seg_.wait(
+    seg_->wait(
         me.consumed, [&] { return me.consumed.load(std::memory_order_acquire) == n; },
         "to take the previous message", peer);
     // device -> host; returns once the data is in the slot (ordered after stream's work)
-    check_call(spyre_memcpy_dtoh_async(seg_.slot(seg_.rank()), src, offset, size, stream));
+    check_call(spyre_memcpy_dtoh_async(seg_->slot(seg_->rank()), src, offset, size, stream));
     me.bytes = size;
     me.posted.store(n + 1, std::memory_order_release);
     Segment::wake(me.posted);
@@ -38,43 +37,30 @@ void HostStagedTransport::send(int peer, spyre_buffer_t src, uint64_t offset, ui
 
 void HostStagedTransport::recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t size,
                                spyre_stream_t stream) {
-    RankState& from = seg_.header().ranks[peer];
+    RankState& from = seg_->header().ranks[peer];
     const uint32_t want = received_[peer] + 1;
-    seg_.wait(
+    seg_->wait(
         from.posted, [&] { return from.posted.load(std::memory_order_acquire) >= want; },
         "to send its data", peer);
     if (from.bytes != size) {
         std::string msg = std::format(
             "rank {} sent {} bytes, rank {} expected {}: the ranks "
             "called different collectives or counts",
-            peer, from.bytes, seg_.rank(), size);
-        seg_.fail(SPYRE_ERROR_INVALID_ARGUMENT, msg);
-        seg_.check();
+            peer, from.bytes, seg_->rank(), size);
+        seg_->fail(SPYRE_ERROR_INVALID_ARGUMENT, msg);
+        seg_->check();
     }
     // host -> device; a pageable source is taken before the call returns, so the slot is free
-    check_call(spyre_memcpy_htod_async(dst, offset, seg_.slot(peer), size, stream));
+    check_call(spyre_memcpy_htod_async(dst, offset, seg_->slot(peer), size, stream));
     received_[peer] = want;
     from.consumed.store(want, std::memory_order_release);
     Segment::wake(from.consumed);
 }
 
-void HostStagedTransport::barrier() {
-    SegmentHeader& h = seg_.header();
-    const uint32_t gen = h.barrier_generation.load(std::memory_order_acquire);
-    if (h.barrier_arrived.fetch_add(1) + 1 == static_cast<uint32_t>(seg_.nranks())) {
-        h.barrier_arrived.store(0);
-        h.barrier_generation.store(gen + 1, std::memory_order_release);
-        Segment::wake(h.barrier_generation);
-        return;
-    }
-    seg_.wait(
-        h.barrier_generation,
-        [&] { return h.barrier_generation.load(std::memory_order_acquire) != gen; },
-        "at the barrier", -1);
-}
+void HostStagedTransport::barrier() { seg_->barrier(); }
 
 void HostStagedTransport::abort(const std::string& reason) {
-    seg_.fail(SPYRE_ERROR_DEVICE_LOST, reason);
+    seg_->fail(SPYRE_ERROR_DEVICE_LOST, reason);
 }
 
 }  // namespace spyre::comm

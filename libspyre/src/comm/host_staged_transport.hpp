@@ -15,21 +15,20 @@ namespace spyre::comm {
 
 class HostStagedTransport final : public Transport {
   public:
-    HostStagedTransport(const std::string& shm_name, int nranks, int rank, uint64_t slot_bytes,
-                        uint64_t timeout_ms);
+    explicit HostStagedTransport(std::unique_ptr<Segment> seg);
     const char* name() const override { return "host-staged"; }
-    uint64_t max_chunk_bytes() const override { return seg_.slot_bytes(); }
+    uint64_t max_chunk_bytes() const override { return seg_->slot_bytes(); }
     void send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
               spyre_stream_t stream) override;
     void recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t size,
               spyre_stream_t stream) override;
     void barrier() override;
     void abort(const std::string& reason) override;
-    void check() override { seg_.check(); }
-    void set_timeout_ms(uint64_t ms) override { seg_.set_timeout_ms(ms); }
+    void check() override { seg_->check(); }
+    void set_timeout_ms(uint64_t ms) override { seg_->set_timeout_ms(ms); }
 
   private:
-    Segment seg_;
+    std::unique_ptr<Segment> seg_;
     int send_peer_ = -1;              // the one peer this rank's outbox serves
     std::vector<uint32_t> received_;  // messages taken from each peer's outbox
 };

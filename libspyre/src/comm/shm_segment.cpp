@@ -167,4 +167,19 @@ void Segment::peer_died(int r) {
     std::abort();  // check() throws once a failure is recorded
 }
 
+void Segment::barrier() {
+    SegmentHeader& h = header();
+    const uint32_t gen = h.barrier_generation.load(std::memory_order_acquire);
+    if (h.barrier_arrived.fetch_add(1) + 1 == static_cast<uint32_t>(nranks_)) {
+        h.barrier_arrived.store(0);
+        h.barrier_generation.store(gen + 1, std::memory_order_release);
+        wake(h.barrier_generation);
+        return;
+    }
+    wait(
+        h.barrier_generation,
+        [&] { return h.barrier_generation.load(std::memory_order_acquire) != gen; },
+        "at the barrier", -1);
+}
+
 }  // namespace spyre::comm

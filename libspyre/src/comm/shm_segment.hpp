@@ -20,7 +20,12 @@ struct RankState {
     std::atomic<uint32_t> consumed;  // ... that its receiver has taken
     uint32_t pad0;
     uint64_t bytes;  // size of the message in the outbox
-    uint64_t pad1[5];
+    // Peer transport (peer_transport.cpp), ranks of one process only: the rank's inbox (a
+    // spyre_buffer_t on its card) and whether its card reaches every other rank's card.
+    uint64_t inbox;
+    uint32_t p2p_ok;
+    uint32_t pad2;
+    uint64_t pad1[3];
 };
 
 struct SegmentHeader {
@@ -54,6 +59,8 @@ class Segment {
     int rank() const { return rank_; }
     int nranks() const { return nranks_; }
     void set_timeout_ms(uint64_t ms) { timeout_ms_.store(ms); }
+    // Returns once every rank has entered it.
+    void barrier();
 
     // Waits until pred() holds, sleeping on `word` (changed by whoever makes pred true); `what`
     // says what is awaited and `peer` who should make it true (-1: any), for the messages.

@@ -1,6 +1,5 @@
 // The transport under the collectives (ring.cpp): moves byte ranges of device buffers between
-// ranks. Host-staged today (host_staged_transport.cpp); a peer-to-peer DMA transport implements
-// the same interface.
+// ranks: host-staged (host_staged_transport.cpp) or card to card (peer_transport.cpp).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +12,7 @@ namespace spyre::comm {
 class Transport {
   public:
     virtual ~Transport() = default;
-    // "host-staged"
+    // "host-staged" or "p2p"
     virtual const char* name() const = 0;
     // Largest byte count of one send/recv; a multiple of 128.
     virtual uint64_t max_chunk_bytes() const = 0;

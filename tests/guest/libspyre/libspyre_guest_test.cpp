@@ -441,6 +441,189 @@ TEST(Device, TelemetryCountsCopies) {
     });
 }
 
+// ---- Peer-to-peer copies (hw 1.6: PRIME export/import through spyre.ko) ----
+
+// Opens cards 0 and 1 with peer access both ways, or skips (one card, or a card without
+// SPYRE_DEVICE_CAP_P2P: older than hw 1.6 or run with p2p=off).
+struct PeerPair {
+    spyre_device_t d[2] = {nullptr, nullptr};
+    ~PeerPair() {
+        for (auto* x : d)
+            if (x) spyre_device_close(x);
+    }
+};
+#define OPEN_PEERS(p)                                                                           \
+    do {                                                                                        \
+        if (device_count() < 2) GTEST_SKIP() << "needs two cards";                              \
+        for (int i_ = 0; i_ < 2; ++i_) ASSERT_SPYRE(spyre_device_open(i_, &(p).d[i_]));         \
+        int can_ = 0;                                                                           \
+        ASSERT_SPYRE(spyre_device_can_access_peer((p).d[0], (p).d[1], &can_));                  \
+        if (!can_) GTEST_SKIP() << "the cards have no peer-to-peer DMA (SPYRE_DEVICE_CAP_P2P)"; \
+        ASSERT_SPYRE(spyre_device_enable_peer_access((p).d[0], (p).d[1]));                      \
+        ASSERT_SPYRE(spyre_device_enable_peer_access((p).d[1], (p).d[0]));                      \
+    } while (0)
+
+// Card 0 -> card 1 and back, both engines, at odd offsets and with copies larger than one
+// command, checked byte by byte; the card whose engine copied counts the peer bytes in its
+// TELE_P2P registers (QUERY telemetry), the other counts nothing.
+TEST(Peer, Card0ToCard1AndBackCountedByTheCopyingCard) {
+    PeerPair p;
+    OPEN_PEERS(p);
+    const uint64_t n = 65 * MiB + 4097;  // two COPY commands (at most 64 MiB each)
+    spyre_buffer_t a = nullptr, b = nullptr, a2 = nullptr;
+    ASSERT_SPYRE(spyre_malloc(p.d[0], n + 8192, &a));
+    ASSERT_SPYRE(spyre_malloc(p.d[1], n + 8192, &b));
+    ASSERT_SPYRE(spyre_malloc(p.d[0], n + 8192, &a2));
+    std::vector<char> src(n), zero(n + 8192, 0), got(n + 8192);
+    fill(src.data(), n, 25);
+    ASSERT_SPYRE(spyre_memcpy_htod(a, 3, src.data(), n));
+    ASSERT_SPYRE(spyre_memcpy_htod(b, 0, zero.data(), n + 8192));
+    ASSERT_SPYRE(spyre_memcpy_htod(a2, 0, zero.data(), n + 8192));
+    spyre_telemetry t0[2], t1[2], t2[2];
+    for (int i = 0; i < 2; ++i) ASSERT_SPYRE(spyre_device_get_telemetry(p.d[i], &t0[i]));
+
+    ASSERT_SPYRE(spyre_memcpy_peer(b, 4099, a, 3, n));  // card 0's engine writes into card 1
+    ASSERT_SPYRE(spyre_memcpy_dtoh(got.data(), b, 0, n + 8192));
+    EXPECT_SAME(src.data(), got.data() + 4099, n);
+    EXPECT_SAME(zero.data(), got.data(), 4099);
+    EXPECT_SAME(zero.data(), got.data() + 4099 + n, 8192 - 4099);
+    for (int i = 0; i < 2; ++i) ASSERT_SPYRE(spyre_device_get_telemetry(p.d[i], &t1[i]));
+    EXPECT_EQ(t1[0].p2p_write_bytes - t0[0].p2p_write_bytes, n);
+    EXPECT_EQ(t1[0].p2p_read_bytes - t0[0].p2p_read_bytes, 0u);
+    EXPECT_EQ(t1[1].p2p_write_bytes, t0[1].p2p_write_bytes);  // the target counts nothing
+    EXPECT_EQ(t1[1].p2p_read_bytes, t0[1].p2p_read_bytes);
+
+    // Back: card 0's stream pulls from card 1 (reads), then again on card 1's stream (writes),
+    // into a second buffer; the same buffer pair a second time reuses its import.
+    spyre_stream_t s0 = nullptr, s1 = nullptr;
+    ASSERT_SPYRE(spyre_stream_create(p.d[0], 0, &s0));
+    ASSERT_SPYRE(spyre_stream_create(p.d[1], 0, &s1));
+    ASSERT_SPYRE(spyre_memcpy_peer_async(a2, 1, b, 4099, n, s0));
+    ASSERT_SPYRE(spyre_stream_synchronize(s0));
+    ASSERT_SPYRE(spyre_memcpy_dtoh(got.data(), a2, 1, n));
+    EXPECT_SAME(src.data(), got.data(), n);
+    ASSERT_SPYRE(spyre_memcpy_htod(a2, 0, zero.data(), n + 8192));
+    ASSERT_SPYRE(spyre_memcpy_peer_async(a2, 8191, b, 4099, n, s1));
+    ASSERT_SPYRE(spyre_memcpy_peer_async(a2, 8191, b, 4099, n, s1));
+    ASSERT_SPYRE(spyre_stream_synchronize(s1));
+    ASSERT_SPYRE(spyre_memcpy_dtoh(got.data(), a2, 8191, n));
+    EXPECT_SAME(src.data(), got.data(), n);
+    for (int i = 0; i < 2; ++i) ASSERT_SPYRE(spyre_device_get_telemetry(p.d[i], &t2[i]));
+    EXPECT_EQ(t2[0].p2p_read_bytes - t1[0].p2p_read_bytes, n);
+    EXPECT_EQ(t2[0].p2p_write_bytes, t1[0].p2p_write_bytes);
+    EXPECT_EQ(t2[1].p2p_write_bytes - t1[1].p2p_write_bytes, 2 * n);
+    EXPECT_EQ(t2[1].p2p_read_bytes, t1[1].p2p_read_bytes);
+    EXPECT_SPYRE(spyre_stream_destroy(s0));
+    EXPECT_SPYRE(spyre_stream_destroy(s1));
+    for (auto* x : {a, b, a2}) EXPECT_SPYRE(spyre_free(x));
+}
+
+// The card model's peer price (hardware.md section 11) as the events of the copying stream
+// see it: 1 MiB into the peer costs 256 + 1500 + 26215 cycles at 1.5 GHz, not the 26471 of a
+// copy to host memory: the bytes really went card to card.
+TEST(Peer, ModeledCyclesAreThePeerLinks) {
+    PeerPair p;
+    OPEN_PEERS(p);
+    spyre_device_info info{};
+    ASSERT_SPYRE(spyre_device_get_info(p.d[0], &info));
+    if (info.clock_mhz != 1500) GTEST_SKIP() << "the figures are for a 1500 MHz card";
+    spyre_buffer_t a = nullptr, b = nullptr;
+    ASSERT_SPYRE(spyre_malloc(p.d[0], MiB, &a));
+    ASSERT_SPYRE(spyre_malloc(p.d[1], MiB, &b));
+    spyre_stream_t s = nullptr;
+    ASSERT_SPYRE(spyre_stream_create(p.d[0], 0, &s));
+    spyre_event_t e0 = nullptr, e1 = nullptr;
+    ASSERT_SPYRE(spyre_event_create(p.d[0], &e0));
+    ASSERT_SPYRE(spyre_event_create(p.d[0], &e1));
+    ASSERT_SPYRE(spyre_memcpy_peer_async(b, 0, a, 0, 4096, s));  // the import, outside the timing
+    ASSERT_SPYRE(spyre_event_record(e0, s));
+    ASSERT_SPYRE(spyre_memcpy_peer_async(b, 0, a, 0, MiB, s));
+    ASSERT_SPYRE(spyre_event_record(e1, s));
+    ASSERT_SPYRE(spyre_event_synchronize(e1));
+    spyre_event_timing t{};
+    ASSERT_SPYRE(spyre_event_elapsed(e0, e1, &t));
+    EXPECT_EQ(t.modeled_cycles, 256u + 1500 + 26215);
+    EXPECT_SPYRE(spyre_event_destroy(e0));
+    EXPECT_SPYRE(spyre_event_destroy(e1));
+    EXPECT_SPYRE(spyre_stream_destroy(s));
+    EXPECT_SPYRE(spyre_free(a));
+    EXPECT_SPYRE(spyre_free(b));
+}
+
+// The import goes with the buffer: after many copies of one pair and the free of the peer's
+// buffer, the exporting card's memory is back where it was (a PEER BO left open on the other
+// card would hold it).
+TEST(Peer, ImportReleasedWithTheBuffer) {
+    PeerPair p;
+    OPEN_PEERS(p);
+    ASSERT_SPYRE(spyre_device_synchronize(p.d[1]));
+    spyre_mem_stats m0{}, m1{};
+    ASSERT_SPYRE(spyre_device_get_mem_stats(p.d[1], &m0));
+    spyre_buffer_t a = nullptr, b = nullptr;
+    ASSERT_SPYRE(spyre_malloc(p.d[0], 2 * MiB, &a));
+    ASSERT_SPYRE(spyre_malloc(p.d[1], 2 * MiB, &b));
+    std::vector<char> src(2 * MiB), got(2 * MiB);
+    for (int i = 0; i < 8; ++i) {
+        fill(src.data(), src.size(), 40 + i);
+        ASSERT_SPYRE(spyre_memcpy_htod(a, 0, src.data(), src.size()));
+        ASSERT_SPYRE(spyre_memcpy_peer(b, 0, a, 0, src.size()));
+        ASSERT_SPYRE(spyre_memcpy_dtoh(got.data(), b, 0, got.size()));
+        ASSERT_TRUE(std::memcmp(src.data(), got.data(), src.size()) == 0) << "copy " << i;
+    }
+    EXPECT_SPYRE(spyre_free(b));
+    EXPECT_SPYRE(spyre_free(a));
+    ASSERT_SPYRE(spyre_device_get_mem_stats(p.d[1], &m1));
+    EXPECT_EQ(m1.devmem_used, m0.devmem_used);
+}
+
+// The peer (QEMU card spyre1) hot-unplugged while this process holds an import of its
+// buffer: copies into and from it fail with DEVICE_LOST naming it, the other card keeps
+// working; spyre1 is plugged back in afterwards (tests/guest/uapi/p2p-card.sh).
+TEST(Peer, UnpluggedPeerIsDeviceLost) {
+    const char* card_sh = "tests/guest/uapi/p2p-card.sh";
+    if (!getenv("SPYRE_VM_DIR") || access(card_sh, X_OK))
+        GTEST_SKIP() << "needs a spyre-vm guest with tools/vm/guest-qmp, run from /src";
+    PeerPair p;
+    OPEN_PEERS(p);
+    auto node = run(std::string(card_sh) + " node spyre1");
+    ASSERT_EQ(node.status, 0);
+    node.out.erase(node.out.find_last_not_of('\n') + 1);
+    int gone = -1;  // the libspyre index of QEMU's spyre1
+    for (int i = 0; i < 2; ++i) {
+        spyre_device_info info{};
+        ASSERT_SPYRE(spyre_device_get_info(p.d[i], &info));
+        if (node.out == info.accel_path) gone = i;
+    }
+    ASSERT_GE(gone, 0) << "no open card is " << node.out;
+    spyre_device_t peer = p.d[gone], self = p.d[1 - gone];
+    spyre_buffer_t a = nullptr, b = nullptr;
+    ASSERT_SPYRE(spyre_malloc(self, 65536, &a));
+    ASSERT_SPYRE(spyre_malloc(peer, 65536, &b));
+    ASSERT_SPYRE(spyre_memcpy_peer(b, 0, a, 0, 65536));  // imported on `self`
+    ASSERT_SPYRE(spyre_device_synchronize(peer));
+
+    ASSERT_EQ(run(std::string(card_sh) + " unplug spyre1").status, 0);
+    EXPECT_EQ(spyre_memcpy_peer(b, 0, a, 0, 4096), SPYRE_ERROR_DEVICE_LOST);
+    EXPECT_NE(std::string(spyre_last_error()).find("was removed or its driver unbound"),
+              std::string::npos)
+        << spyre_last_error();
+    EXPECT_NE(std::string(spyre_last_error()).find("peer spyre" + std::to_string(gone)),
+              std::string::npos)
+        << spyre_last_error();
+    spyre_stream_t s = nullptr;
+    ASSERT_SPYRE(spyre_stream_create(self, 0, &s));
+    EXPECT_EQ(spyre_memcpy_peer_async(a, 0, b, 0, 4096, s), SPYRE_ERROR_DEVICE_LOST);
+    EXPECT_NE(std::string(spyre_last_error()).find("from its memory"), std::string::npos)
+        << spyre_last_error();
+    EXPECT_SPYRE(spyre_stream_synchronize(s));
+    // The other card goes on.
+    EXPECT_SPYRE(spyre_memcpy_dtod(a, 32768, a, 0, 32768));
+    EXPECT_SPYRE(spyre_stream_destroy(s));
+    EXPECT_SPYRE(spyre_free(b));
+    EXPECT_SPYRE(spyre_free(a));
+    ASSERT_EQ(run(std::string(card_sh) + " replug spyre1").status, 0);
+}
+
 // ---- Programs (kernel LAUNCH path) ----
 
 // Skips the test unless the card runs programs.
