@@ -1,7 +1,8 @@
 """One rank of test_ddp.py: ``ddp_worker.py INIT_FILE`` with RANK and WORLD_SIZE in the
 environment. Trains each model twice side by side, with DistributedDataParallel on the "spyre"
 backend (model on the card) and on gloo (the same model on the CPU), on rank-dependent data, and
-checks that the parameters agree after every step. Prints "CASE ok SECONDS" per case and the
+checks that the parameters agree after every step (and that DDP's runtime statistics were
+taken). Prints "CASE ok SECONDS" per case and the
 CPU fallbacks seen ("fallbacks {...}"); exits non-zero on a mismatch."""
 
 import copy
@@ -14,6 +15,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import torch_spyre
@@ -75,9 +77,11 @@ def same(spyre_model, cpu_model, what, tol=2e-4):
                                    msg=lambda m: f"{what}: buffer {name}: {m}")
 
 
-def train(name, make_model, shape, micro_batches=1, forward_kw=None, **ddp_kw):
+def train(name, make_model, shape, micro_batches=1, forward_kw=None, hook=None, tol=2e-4,
+          **ddp_kw):
     """STEPS optimizer steps of DDP on spyre and DDP on gloo/CPU; micro_batches > 1 accumulates
-    gradients under no_sync() for all but the last micro-batch."""
+    gradients under no_sync() for all but the last micro-batch; hook: a comm hook for both.
+    Returns the spyre DDP module."""
     t0 = time.monotonic()
     torch.manual_seed(rank)  # different initial weights per rank: DDP broadcasts rank 0's
     base = make_model()
@@ -85,6 +89,9 @@ def train(name, make_model, shape, micro_batches=1, forward_kw=None, **ddp_kw):
     ref = DDP(ref_model, process_group=gloo, **ddp_kw)
     ddp = DDP(dev_model, **ddp_kw)
     same(dev_model, ref_model, f"{name} after construction")
+    if hook is not None:
+        ref.register_comm_hook(gloo, hook)
+        ddp.register_comm_hook(None, hook)
     opts = [torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9) for m in (ref, ddp)]
     for step in range(STEPS):
         kw = (forward_kw or (lambda s: {}))(step)
@@ -97,8 +104,9 @@ def train(name, make_model, shape, micro_batches=1, forward_kw=None, **ddp_kw):
         for o in opts:
             o.step()
             o.zero_grad()
-        same(dev_model, ref_model, f"{name} step {step}")
+        same(dev_model, ref_model, f"{name} step {step}", tol)
     print(f"{name} ok {time.monotonic() - t0:.1f}", flush=True)
+    return ddp
 
 
 class _nullctx:
@@ -110,10 +118,14 @@ class _nullctx:
 
 
 torch_spyre.reset_fallback_counts()
-cases = sys.argv[2].split(",") if len(sys.argv) > 2 else ["mlp", "no_sync", "unused", "conv_bn"]
-for case in cases:
+CASES = ["mlp", "no_sync", "unused", "conv_bn", "bucket_view", "hooks"]
+for case in sys.argv[2].split(",") if len(sys.argv) > 2 else CASES:
     if case == "mlp":  # small buckets: several all_reduces a step
-        train("mlp", Mlp, (6, 12), bucket_cap_mb=0.002)
+        ddp = train("mlp", Mlp, (6, 12), bucket_cap_mb=0.002)
+        stats = ddp._get_ddp_logging_data()  # the spyre timer (ReducerTimer.cpp) took them
+        for key in ("avg_forward_compute_time", "avg_backward_compute_time",
+                    "avg_backward_comm_time"):
+            assert stats.get(key, 0) > 0, f"DDP runtime stats: {key}: {stats.get(key)}"
     elif case == "no_sync":
         train("no_sync", Mlp, (6, 12), micro_batches=3)
     elif case == "unused":  # the side branch runs on odd steps only
@@ -121,5 +133,10 @@ for case in cases:
               find_unused_parameters=True)
     elif case == "conv_bn":
         train("conv_bn", ConvBn, (4, 3, 6, 6))
+    elif case == "bucket_view":  # gradients are views of the buckets; the graph is static
+        train("bucket_view", Mlp, (6, 12), gradient_as_bucket_view=True, static_graph=True)
+    elif case == "hooks":  # Python comm hooks: Work.get_future().then(...)
+        train("hook_allreduce", Mlp, (6, 12), hook=default_hooks.allreduce_hook)
+        train("hook_fp16", Mlp, (6, 12), hook=default_hooks.fp16_compress_hook, tol=2e-3)
 print("fallbacks", dict(torch_spyre.fallback_counts()), flush=True)
 dist.destroy_process_group()

@@ -2,9 +2,10 @@
 card) trains a model with DDP on spyre and the same model with DDP on gloo on the CPU, on
 rank-dependent data, and the parameters must agree after construction (rank 0's broadcast) and
 after every optimizer step (the gradient all-reduce through the Reducer's buckets): an MLP with
-small buckets, gradient accumulation under no_sync(), find_unused_parameters=True, and conv +
-batch norm (buffers, one int64, broadcast every forward). Strict mode: nothing falls back to the
-CPU (ddp_worker.py)."""
+small buckets (and DDP's runtime statistics taken), gradient accumulation under no_sync(),
+find_unused_parameters=True, conv + batch norm (buffers, one int64, broadcast every forward),
+gradient_as_bucket_view with static_graph, and the allreduce and fp16-compression comm hooks.
+Strict mode: nothing falls back to the CPU (ddp_worker.py)."""
 
 import os
 import tempfile
@@ -13,7 +14,7 @@ import pytest
 
 from conftest import run_ranks
 
-CASES = ["mlp", "no_sync", "unused", "conv_bn"]
+CASES = ["mlp", "no_sync", "unused", "conv_bn", "bucket_view", "hook_allreduce", "hook_fp16"]
 
 
 @pytest.mark.parametrize("world", [2, 4])
