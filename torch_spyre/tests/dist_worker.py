@@ -5,6 +5,7 @@ CPU over gloo; exits non-zero on a mismatch."""
 import os
 import sys
 import time
+import warnings
 from datetime import timedelta
 
 import torch
@@ -91,6 +92,16 @@ if mode == "collectives":
                 ref = x.to(torch.int64) if dtype == torch.bool else x.clone()
                 dist.all_reduce(ref, op=op, group=gloo)
                 assert torch.equal(y.cpu(), ref.to(dtype)), f"all_reduce {op} {dtype} n={n}"
+    # allreduce_coalesced: several tensors of one dtype in one all_reduce
+    xs = [data(n, torch.float32, 11 + n).view(-1, 1) for n in (3, 130, 1)]
+    ys = [x.to(dev) for x in xs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch deprecates the Python wrapper
+        dist.all_reduce_coalesced(ys)
+    for x, y in zip(xs, ys):
+        ref = x.clone()
+        dist.all_reduce(ref, group=gloo)
+        close(y, ref, "all_reduce_coalesced")
     try:
         dist.all_reduce(torch.full((3,), 2**24, dtype=torch.int32, device=dev))
         raise SystemExit("an int32 all_reduce past 2^24 was not refused")

@@ -3,7 +3,8 @@ the environment. Rank 0 decodes greedily with the whole TinyGranite on its card 
 reference, shared with the others over gloo); then every rank decodes with the model sharded
 over the ranks (models.tensor_parallel), LM head replicated and vocab-parallel: the tokens must
 be the reference's, the logits close (and the tokens of generate_static, whose decode steps take
-the position as a device tensor over a bucket of the cache). And one training step of a column- then row-parallel MLP:
+the position as a device tensor over a bucket of the cache). A two-layer Granite's prefill
+logits likewise, and a KV head count the ranks do not divide is refused. And one training step of a column- then row-parallel MLP:
 its gradients are the blocks of the one-card gradients. Prints "CASE ok SECONDS" per case and
 the CPU fallbacks seen; exits non-zero on a mismatch."""
 
@@ -18,7 +19,7 @@ import torch.distributed as dist
 from torch import nn
 
 import torch_spyre
-from models import DecodeStep, TinyGranite, generate_static, tensor_parallel
+from models import DecodeStep, Granite, TinyGranite, generate_static, tensor_parallel
 from torch_spyre.tensor_parallel import parallelize, shard
 
 init_file = sys.argv[1]
@@ -59,6 +60,23 @@ for vocab_parallel in (False, True):
         tokens, _ = generate_static(model, DecodeStep(model), PROMPT.to(dev), STEPS)
         assert torch.equal(tokens.cpu(), ref_tokens), f"{name} static: {tokens.cpu()}"
     print(f"{name} ok {time.monotonic() - t0:.1f}", flush=True)
+
+# a two-layer Granite (the "layers.i" plan): the prefill logits of the sharded model are the
+# one-card logits; and a head count the ranks do not divide is refused
+t0 = time.monotonic()
+GRANITE = dict(vocab=128, hidden=128, heads=4, kv_heads=world, intermediate=256, layers=2,
+               max_len=16)
+torch.manual_seed(2)
+granite = Granite(**GRANITE)
+want = copy.deepcopy(granite).to(dev)(PROMPT.to(dev) % 128, 0).cpu()
+got = tensor_parallel(granite).to(dev)(PROMPT.to(dev) % 128, 0).cpu()
+torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3, msg=lambda m: f"granite: {m}")
+try:
+    tensor_parallel(TinyGranite(**dict(CONFIG, kv_heads=1)))
+    raise SystemExit("1 KV head was split over the ranks")
+except ValueError as e:
+    assert "do not split" in str(e), e
+print(f"granite ok {time.monotonic() - t0:.1f}", flush=True)
 
 # training: x -> up (column) -> gelu -> down (row) -> loss; gradients of the weights and input
 t0 = time.monotonic()
