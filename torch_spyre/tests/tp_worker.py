@@ -4,9 +4,9 @@ reference, shared with the others over gloo); then every rank decodes with the m
 over the ranks (models.tensor_parallel), LM head replicated and vocab-parallel: the tokens must
 be the reference's, the logits close (and the tokens of generate_static, whose decode steps take
 the position as a device tensor over a bucket of the cache). A two-layer Granite's prefill
-logits likewise, and a KV head count the ranks do not divide is refused. And one training step of a column- then row-parallel MLP:
-its gradients are the blocks of the one-card gradients. Prints "CASE ok SECONDS" per case and
-the CPU fallbacks seen; exits non-zero on a mismatch."""
+logits likewise, and a KV head count the ranks do not divide is refused. And one training step
+of a column- then row-parallel MLP: its gradients are the blocks of the one-card gradients.
+Prints "CASE ok SECONDS" per case and the CPU fallbacks seen; exits non-zero on a mismatch."""
 
 import copy
 import os
