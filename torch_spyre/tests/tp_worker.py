@@ -27,7 +27,10 @@ rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 dist.init_process_group("spyre", init_method=f"file://{init_file}", rank=rank, world_size=world,
                         timeout=timedelta(seconds=120))
 gloo = dist.new_group(backend="gloo")
-dev = torch.device("spyre", 0)  # each process has its own card (SPYRE_SIM_DEVICES=1)
+# the tests give each process its own simulated card (SPYRE_SIM_DEVICES=1); under the launcher on
+# the kernel backend rank r uses card LOCAL_RANK
+dev = torch.device("spyre", int(os.environ.get("LOCAL_RANK", "0")))
+torch.spyre.set_device(dev.index)
 CONFIG = dict(vocab=256, hidden=256, heads=8, kv_heads=4, intermediate=512, max_len=32)
 PROMPT = torch.tensor([[3, 141, 59, 26, 5, 35]])
 STEPS = 6
