@@ -5,6 +5,7 @@ checks that the parameters agree after every step (and that DDP's runtime statis
 taken). Prints "CASE ok SECONDS" per case and the
 CPU fallbacks seen ("fallbacks {...}"); exits non-zero on a mismatch."""
 
+import contextlib
 import copy
 import os
 import sys
@@ -101,23 +102,19 @@ def train(name, make_model, shape, micro_batches=1, forward_kw=None, hook=None, 
         for m in range(micro_batches):
             x, y = batch(step, shape, m)
             for model, xs, ys in ((ref, x, y), (ddp, x.to(dev), y.to(dev))):
-                ctx = model.no_sync() if m < micro_batches - 1 else _nullctx()
+                ctx = model.no_sync() if m < micro_batches - 1 else contextlib.nullcontext()
                 with ctx:
                     F.mse_loss(model(xs, **kw), ys).backward()
+            if m < micro_batches - 1:  # not reduced yet: each rank's own accumulated gradients
+                for (pname, p), q in zip(dev_model.named_parameters(), ref_model.parameters()):
+                    torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=tol, atol=tol,
+                                               msg=lambda e: f"{name} no_sync {pname}: {e}")
         for o in opts:
             o.step()
             o.zero_grad()
         same(dev_model, ref_model, f"{name} step {step}", tol)
     print(f"{name} ok {time.monotonic() - t0:.1f}", flush=True)
     return ddp
-
-
-class _nullctx:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
 
 
 torch_spyre.reset_fallback_counts()
