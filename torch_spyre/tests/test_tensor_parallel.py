@@ -1,9 +1,10 @@
 """Tensor-parallel TinyGranite on the "spyre" backend (torch_spyre.tensor_parallel,
 models.tensor_parallel): on 2 and 4 ranks, each its own process and simulated card, greedy decode
 (prefill + decode steps with the sharded KV cache) gives the one-card tokens and logits, with
-the LM head replicated and vocab-parallel; a two-layer Granite's prefill logits are one card's;
-and a column- then row-parallel MLP's gradients are
-the blocks of the one-card gradients. Strict mode: nothing falls back to the CPU (tp_worker.py)."""
+the LM head replicated and vocab-parallel, and with the decode step under torch.compile (no graph
+break at the collectives); a two-layer Granite's prefill logits are one card's; and a column-
+then row-parallel MLP's gradients are the blocks of the one-card gradients. Strict mode: nothing
+falls back to the CPU (tp_worker.py)."""
 
 import os
 import tempfile
@@ -12,7 +13,7 @@ import pytest
 
 from conftest import run_ranks
 
-CASES = ["reference", "replicated_head", "vocab_parallel", "granite", "training"]
+CASES = ["reference", "replicated_head", "vocab_parallel", "compiled", "granite", "training"]
 
 
 @pytest.mark.parametrize("world", [2, 4])

@@ -4,7 +4,8 @@ reference, shared with the others over gloo); then every rank decodes with the m
 over the ranks (models.tensor_parallel), LM head replicated and vocab-parallel: the tokens must
 be the reference's, the logits close (and the tokens of generate_static, whose decode steps take
 the position as a device tensor over a bucket of the cache). A two-layer Granite's prefill
-logits likewise, and a KV head count the ranks do not divide is refused. And one training step
+logits likewise, and a KV head count the ranks do not divide is refused. The decode step under
+torch.compile: the same tokens, no graph break at the collectives. And one training step
 of a column- then row-parallel MLP: its gradients are the blocks of the one-card gradients.
 Prints "CASE ok SECONDS" per case and the CPU fallbacks seen; exits non-zero on a mismatch."""
 
@@ -63,6 +64,18 @@ for vocab_parallel in (False, True):
         tokens, _ = generate_static(model, DecodeStep(model), PROMPT.to(dev), STEPS)
         assert torch.equal(tokens.cpu(), ref_tokens), f"{name} static: {tokens.cpu()}"
     print(f"{name} ok {time.monotonic() - t0:.1f}", flush=True)
+
+# torch.compile of the sharded decode step: Dynamo traces the all_reduces as functional
+# collectives, one graph per bucket with no break, the tokens still the reference's
+t0 = time.monotonic()
+model = tensor_parallel(TinyGranite(**CONFIG)).to(dev)
+torch._dynamo.reset()
+step = torch.compile(DecodeStep(model), dynamic=False)
+tokens, _ = generate_static(model, step, PROMPT.to(dev), STEPS)
+assert torch.equal(tokens.cpu(), ref_tokens), f"compiled: {tokens.cpu()} != {ref_tokens}"
+breaks = dict(torch._dynamo.utils.counters["graph_break"])
+assert not breaks, f"compiled: graph breaks {breaks}"
+print(f"compiled ok {time.monotonic() - t0:.1f}", flush=True)
 
 # a two-layer Granite (the "layers.i" plan): the prefill logits of the sharded model are the
 # one-card logits; and a head count the ranks do not divide is refused

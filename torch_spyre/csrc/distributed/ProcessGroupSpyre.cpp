@@ -310,3 +310,14 @@ TORCH_LIBRARY_IMPL(c10d, AutogradPrivateUse1, m) {
           "reduce_scatter_", "_reduce_scatter_base_", "barrier"})
         m.impl(op, torch::CppFunction::makeFallthrough());
 }
+// The same for the functional collectives (torch.distributed._functional_collectives), which
+// torch.compile traces dist.all_reduce & co. into: without them Dynamo breaks the graph at every
+// collective ("could not find kernel ... at dispatch key AutogradPrivateUse1").
+TORCH_LIBRARY_IMPL(_c10d_functional, AutogradPrivateUse1, m) {
+    for (const char* op : {"all_reduce", "all_reduce_", "all_reduce_coalesced",
+                           "all_reduce_coalesced_", "all_gather_into_tensor",
+                           "all_gather_into_tensor_out", "all_gather_into_tensor_coalesced",
+                           "reduce_scatter_tensor", "reduce_scatter_tensor_coalesced",
+                           "all_to_all_single", "broadcast", "broadcast_", "wait_tensor"})
+        m.impl(op, torch::CppFunction::makeFallthrough());
+}
