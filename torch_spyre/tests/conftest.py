@@ -61,6 +61,28 @@ def run_python(code, **env):
     )
 
 
+def run_ranks(script, world, *args, timeout=400, **env):
+    """Runs `script` (a file beside this one) as `world` ranks, each its own process with its
+    own simulated card and RANK, WORLD_SIZE in the environment (plus `env`); returns
+    [(exit code, output)] in rank order. A rank that hangs past `timeout` kills them all."""
+    e = dict(os.environ, WORLD_SIZE=str(world), SPYRE_SIM_DEVICES="1", SPYRE_BACKEND="sim",
+             USE_LIBUV="0", **env)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), script)
+    procs = [subprocess.Popen([sys.executable, path, *args], env=dict(e, RANK=str(r)),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in range(world)]
+    outs = []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise
+        outs.append((p.returncode, out))
+    return outs
+
+
 @pytest.fixture
 def strict(monkeypatch, fallback_reset):
     """TORCH_SPYRE_STRICT=1 for the test (a CPU fallback raises), and nothing fell back."""

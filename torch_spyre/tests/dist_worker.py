@@ -5,6 +5,7 @@ CPU over gloo; exits non-zero on a mismatch."""
 import os
 import sys
 import time
+import warnings
 from datetime import timedelta
 
 import torch
@@ -68,6 +69,44 @@ if mode == "collectives":
             ref = full.float().clone()
             dist.all_reduce(ref, group=gloo)
             close(out, ref[rank * n:(rank + 1) * n].to(dtype), f"reduce_scatter_tensor {dtype}")
+    # other dtypes: broadcast and all_gather move their bytes (odd byte counts too), all_reduce
+    # reduces integers exactly through float32 and refuses values past 2^24
+    for dtype in (torch.int64, torch.int32, torch.uint8, torch.bool):
+        for n in (1, 6, 1001):
+            x = torch.randint(0, 2 if dtype == torch.bool else 100, (n,),
+                              generator=torch.Generator().manual_seed(rank)).to(dtype)
+            big = x.to(torch.int64) * 1000003 if dtype == torch.int64 else x
+            y = big.to(dev)
+            dist.broadcast(y, src=world - 1)
+            ref = big.clone()
+            dist.broadcast(ref, src=world - 1, group=gloo)
+            assert torch.equal(y.cpu(), ref), f"broadcast {dtype} n={n}"
+            out = torch.empty(world * n, dtype=dtype, device=dev)
+            dist.all_gather_into_tensor(out, big.to(dev))
+            refs = [torch.empty_like(big) for _ in range(world)]
+            dist.all_gather(refs, big, group=gloo)
+            assert torch.equal(out.cpu(), torch.cat(refs)), f"all_gather {dtype} n={n}"
+            for op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX, dist.ReduceOp.MIN):
+                y = x.to(dev)
+                dist.all_reduce(y, op=op)
+                ref = x.to(torch.int64) if dtype == torch.bool else x.clone()
+                dist.all_reduce(ref, op=op, group=gloo)
+                assert torch.equal(y.cpu(), ref.to(dtype)), f"all_reduce {op} {dtype} n={n}"
+    # allreduce_coalesced: several tensors of one dtype in one all_reduce
+    xs = [data(n, torch.float32, 11 + n).view(-1, 1) for n in (3, 130, 1)]
+    ys = [x.to(dev) for x in xs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch deprecates the Python wrapper
+        dist.all_reduce_coalesced(ys)
+    for x, y in zip(xs, ys):
+        ref = x.clone()
+        dist.all_reduce(ref, group=gloo)
+        close(y, ref, "all_reduce_coalesced")
+    try:
+        dist.all_reduce(torch.full((3,), 2**24, dtype=torch.int32, device=dev))
+        raise SystemExit("an int32 all_reduce past 2^24 was not refused")
+    except RuntimeError as e:
+        assert "2^24" in str(e) or "exact" in str(e), str(e)
     dist.barrier()
     # a 2-D tensor and a later op on the same stream see the result
     m = torch.full((3, 5), float(rank + 1), device=dev)

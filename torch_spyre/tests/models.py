@@ -9,6 +9,8 @@ test_models.py and tools/decoder_demo.py.
   ``generate_static``):
   the attention then runs over a fixed bucket of the cache with a mask, so one captured graph
   serves every position of the bucket (Documentation/torch_compile.md "Growing KV cache").
+- ``tensor_parallel``: TinyGranite or Granite sharded Megatron-style over a process group
+  (torch_spyre.tensor_parallel's linears; heads, KV heads and KV caches split over the ranks).
 - ``BertEncoderLayer``: post-norm self-attention and GELU MLP with LayerNorm.
 """
 
@@ -17,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import torch_spyre
+from torch_spyre.tensor_parallel import parallelize, shard
 
 
 def rope_tables(max_len, head_dim, base=10000.0):
@@ -148,6 +151,32 @@ class Granite(nn.Module):
         for layer in self.layers:
             x = layer(x, pos)
         return self.lm_head(self.norm(x))
+
+
+def tensor_parallel(model, group=None, vocab_parallel=False):
+    """Shards a TinyGranite or Granite in place over the ranks of group (world size dividing
+    its heads and KV heads): q/k/v and gate/up column-parallel, o and down row-parallel (one
+    all_reduce each), each rank keeping heads/size query heads and the kv_heads/size KV heads
+    they read (contiguous blocks keep the grouped-query pairing) with their KV caches; embedding
+    and norms replicated, the LM head replicated or, with vocab_parallel, column-parallel with
+    its logits all-gathered. Build the model on the CPU (the same seed on every rank), shard,
+    then move it to the card. Returns model."""
+    size = torch.distributed.get_world_size(group)
+    layers = {"layer": model.layer} if hasattr(model, "layer") else {
+        f"layers.{i}": layer for i, layer in enumerate(model.layers)}
+    plan = {"lm_head": "colwise_gather"} if vocab_parallel else {}
+    for prefix, layer in layers.items():
+        if layer.heads % size or layer.kv_heads % size:
+            raise ValueError(f"{layer.heads} heads and {layer.kv_heads} KV heads do not split "
+                             f"over {size} ranks")
+        plan.update({f"{prefix}.{n}": "colwise"
+                     for n in ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")})
+        plan.update({f"{prefix}.o_proj": "rowwise", f"{prefix}.down_proj": "rowwise"})
+        layer.heads //= size
+        layer.kv_heads //= size
+        layer.k_cache = shard(layer.k_cache, 1, group)
+        layer.v_cache = shard(layer.v_cache, 1, group)
+    return parallelize(model, plan, group)
 
 
 def kv_bucket(pos, bucket=16, max_len=64):

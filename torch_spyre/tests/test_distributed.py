@@ -10,29 +10,13 @@ import tempfile
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from conftest import run_ranks
 
 
 def _run(world, mode, timeout=400):
     with tempfile.TemporaryDirectory() as d:
-        init = os.path.join(d, "store")
-        procs = []
-        for r in range(world):
-            env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(world), SPYRE_SIM_DEVICES="1",
-                       SPYRE_BACKEND="sim", USE_LIBUV="0")
-            procs.append(subprocess.Popen(
-                [sys.executable, os.path.join(HERE, "dist_worker.py"), mode, init], env=env,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-        outs = []
-        for p in procs:
-            try:
-                out, _ = p.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                for q in procs:
-                    q.kill()
-                raise
-            outs.append((p.returncode, out))
-        return outs
+        return run_ranks("dist_worker.py", world, mode, os.path.join(d, "store"),
+                         timeout=timeout)
 
 
 @pytest.mark.parametrize("world", [2, 4])

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "aten/OpLibrary.h"
 #include "runtime/SpyreAllocator.h"
@@ -135,23 +136,108 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::allreduce(std::vector<at::Tens
                                                             const c10d::AllreduceOptions& opts) {
     TORCH_CHECK(tensors.size() == 1, "spyre backend: one tensor per process");
     at::Tensor& t = tensors[0];
+    if (!aten::is_float(t.scalar_type()))
+        allreduce_integers(t, opts.reduceOp);
+    else
+        allreduce_float(t, opts.reduceOp);
+    return done(c10d::OpType::ALLREDUCE, tensors);
+}
+
+void ProcessGroupSpyre::allreduce_float(at::Tensor& t, const c10d::ReduceOp& op) {
     const DevicePtr p = range_of(t, "the tensor");
     spyre_comm_t comm = comm_for(t.device().index());
     check(spyre_comm_all_reduce(p.buffer, p.offset, p.buffer, p.offset, t.numel(), dtype_of(t),
-                                op_of(opts.reduceOp), comm, stream_of(t)),
+                                op_of(op), comm, stream_of(t)),
           "all_reduce");
-    return done(c10d::OpType::ALLREDUCE, tensors);
 }
+
+// The cores reduce floats only: integers (and bools: SUM/MAX is any, MIN all) are reduced as
+// float32 on the card, which is exact while every partial sum stays within 2^24; larger values
+// are an error on every rank (the largest magnitude is agreed first), not a rounded result.
+// DDP's find_unused_parameters reduces an int32 map this way.
+void ProcessGroupSpyre::allreduce_integers(at::Tensor& t, const c10d::ReduceOp& op) {
+    TORCH_CHECK(at::isIntegralType(t.scalar_type(), /*includeBool=*/true),
+                "spyre backend: all_reduce takes float or integer tensors, not ", t.scalar_type());
+    TORCH_CHECK(op.op_ == c10d::ReduceOp::SUM || op.op_ == c10d::ReduceOp::MAX ||
+                    op.op_ == c10d::ReduceOp::MIN,
+                "spyre backend: all_reduce of ", t.scalar_type(), " tensors takes SUM, MAX or MIN");
+    if (t.numel() == 0) return;
+    at::Tensor f = t.to(at::kFloat).contiguous();
+    at::Tensor largest = f.abs().max().reshape({1});
+    allreduce_float(largest, c10d::ReduceOp::MAX);
+    const double exact = 16777216.0 / (op.op_ == c10d::ReduceOp::SUM ? size_ : 1);
+    const double seen = largest.item<double>();
+    TORCH_CHECK(seen <= exact, "spyre backend: all_reduce of ", t.scalar_type(),
+                " runs in float32 on the card, exact for |values| up to ", exact,
+                " (2^24 / ranks for SUM); got ", seen);
+    allreduce_float(f, op);
+    // through int64: a sum past a narrow type's range wraps as the integer sum would
+    t.copy_(t.scalar_type() == at::kBool ? f : f.to(at::kLong));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+    TORCH_CHECK(!tensors.empty(), "spyre backend: allreduce_coalesced of no tensors");
+    std::vector<at::Tensor> flat;
+    for (const at::Tensor& t : tensors) {
+        TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(),
+                    "spyre backend: allreduce_coalesced takes tensors of one dtype");
+        flat.push_back(t.reshape(-1));
+    }
+    at::Tensor all = at::cat(flat);
+    std::vector<at::Tensor> one{all};
+    allreduce(one, opts);
+    int64_t at = 0;
+    for (at::Tensor& t : tensors) {
+        t.copy_(all.narrow(0, at, t.numel()).view(t.sizes()));
+        at += t.numel();
+    }
+    return done(c10d::OpType::ALLREDUCE_COALESCED, tensors);
+}
+
+namespace {
+
+// broadcast and all_gather only move bytes: a tensor of any dtype goes through them as 4- or
+// 2-byte words (libspyre takes float dtypes only); a 1-byte dtype of odd length through a copy
+// padded by one byte.
+struct Words {
+    spyre_dtype dtype;
+    uint64_t count;
+};
+
+std::optional<Words> words_of(const at::Tensor& t) {
+    const uint64_t bytes = t.nbytes();
+    if (bytes % 4 == 0) return Words{SPYRE_DTYPE_FLOAT32, bytes / 4};
+    if (bytes % 2 == 0) return Words{SPYRE_DTYPE_FLOAT16, bytes / 2};
+    return std::nullopt;
+}
+
+// t's bytes as a flat byte tensor (a view; t contiguous).
+at::Tensor bytes_of(const at::Tensor& t) { return t.view({-1}).view(at::kByte); }
+
+// t copied into a byte tensor one byte longer (an even length).
+at::Tensor padded(const at::Tensor& t) {
+    at::Tensor p = at::zeros({static_cast<int64_t>(t.nbytes()) + 1}, t.options().dtype(at::kByte));
+    p.narrow(0, 0, t.numel()).copy_(bytes_of(t));
+    return p;
+}
+
+}  // namespace
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::broadcast(std::vector<at::Tensor>& tensors,
                                                             const c10d::BroadcastOptions& opts) {
     TORCH_CHECK(tensors.size() == 1, "spyre backend: one tensor per process");
     at::Tensor& t = tensors[0];
-    const DevicePtr p = range_of(t, "the tensor");
+    range_of(t, "the tensor");
+    const std::optional<Words> w = words_of(t);
+    at::Tensor moved = w ? t : padded(t);
+    const Words mw = w ? *w : *words_of(moved);
+    const DevicePtr p = range_of(moved, "the tensor");
     spyre_comm_t comm = comm_for(t.device().index());
-    check(spyre_comm_broadcast(p.buffer, p.offset, p.buffer, p.offset, t.numel(), dtype_of(t),
+    check(spyre_comm_broadcast(p.buffer, p.offset, p.buffer, p.offset, mw.count, mw.dtype,
                                static_cast<int>(opts.rootRank), comm, stream_of(t)),
           "broadcast");
+    if (!w) bytes_of(t).copy_(moved.narrow(0, 0, t.numel()));
     return done(c10d::OpType::BROADCAST, tensors);
 }
 
@@ -161,11 +247,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::_allgather_base(at::Tensor& ou
     TORCH_CHECK(output.numel() == input.numel() * size_ && output.dtype() == input.dtype(),
                 "spyre backend: all_gather_into_tensor needs an output of world_size x the "
                 "input's elements and the input's dtype");
-    const DevicePtr in = range_of(input, "the input"), out = range_of(output, "the output");
+    range_of(input, "the input");
+    range_of(output, "the output");
+    const std::optional<Words> w = words_of(input);
+    at::Tensor in = w ? input : padded(input);
+    const Words iw = w ? *w : *words_of(in);
+    at::Tensor out = w ? output : at::empty({size_ * in.numel()}, in.options());
+    const DevicePtr ip = range_of(in, "the input"), op = range_of(out, "the output");
     spyre_comm_t comm = comm_for(input.device().index());
-    check(spyre_comm_all_gather(in.buffer, in.offset, out.buffer, out.offset, input.numel(),
-                                dtype_of(input), comm, stream_of(input)),
+    check(spyre_comm_all_gather(ip.buffer, ip.offset, op.buffer, op.offset, iw.count, iw.dtype,
+                                comm, stream_of(input)),
           "all_gather");
+    if (!w)
+        bytes_of(output)
+            .view({size_, input.numel()})
+            .copy_(out.view({size_, in.numel()}).narrow(1, 0, input.numel()));
     return done(c10d::OpType::_ALLGATHER_BASE, {output});
 }
 
@@ -209,7 +305,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::barrier(const c10d::BarrierOpt
 // torch registers c10d's collective ops for PrivateUse1 but gives them no autograd kernel for
 // it (only CPU/CUDA's): without these fallthroughs a spyre tensor stops at Autogradspyre.
 TORCH_LIBRARY_IMPL(c10d, AutogradPrivateUse1, m) {
-    for (const char* op : {"allreduce_", "broadcast_", "allgather_", "_allgather_base_",
-                           "reduce_scatter_", "_reduce_scatter_base_", "barrier"})
+    for (const char* op :
+         {"allreduce_", "allreduce_coalesced_", "broadcast_", "allgather_", "_allgather_base_",
+          "reduce_scatter_", "_reduce_scatter_base_", "barrier"})
+        m.impl(op, torch::CppFunction::makeFallthrough());
+}
+// The same for the functional collectives (torch.distributed._functional_collectives), which
+// torch.compile traces dist.all_reduce & co. into: without them Dynamo breaks the graph at every
+// collective ("could not find kernel ... at dispatch key AutogradPrivateUse1").
+TORCH_LIBRARY_IMPL(_c10d_functional, AutogradPrivateUse1, m) {
+    for (const char* op : {"all_reduce", "all_reduce_", "all_reduce_coalesced",
+                           "all_reduce_coalesced_", "all_gather_into_tensor",
+                           "all_gather_into_tensor_out", "all_gather_into_tensor_coalesced",
+                           "reduce_scatter_tensor", "reduce_scatter_tensor_coalesced",
+                           "all_to_all_single", "broadcast", "broadcast_", "wait_tensor"})
         m.impl(op, torch::CppFunction::makeFallthrough());
 }

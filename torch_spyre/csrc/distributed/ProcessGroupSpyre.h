@@ -22,6 +22,8 @@ class ProcessGroupSpyre : public c10d::Backend {
 
     c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                              const c10d::AllreduceOptions& opts) override;
+    c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+        std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
     c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                              const c10d::BroadcastOptions& opts) override;
     c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
@@ -39,6 +41,8 @@ class ProcessGroupSpyre : public c10d::Backend {
   private:
     // The communicator on `device` (created by the first collective).
     spyre_comm_t comm_for(c10::DeviceIndex device);
+    void allreduce_float(at::Tensor& t, const c10d::ReduceOp& op);
+    void allreduce_integers(at::Tensor& t, const c10d::ReduceOp& op);
 
     c10::intrusive_ptr<c10d::Store> store_;
     std::chrono::milliseconds timeout_;
