@@ -156,6 +156,23 @@ pytest_counted() {
 SPYRE_BACKEND=kernel pytest_counted torch tests/guest/torch/test_decoder_demo.py \
 	${debug_kernel:+-k "not compiled and not reduce_overhead and not kv_decode"} \
 	torch_spyre/tests/test_graphs.py
+# torch.distributed's "spyre" backend through spyre.ko, one process per card (python3 -m
+# torch_spyre.launch, rank r on card r): DistributedDataParallel trained beside DDP on gloo (CPU)
+# with equal parameters after every step, and the tensor-parallel decoder's tokens against one
+# card's, strict (no CPU fallback; torch_spyre.md "DistributedDataParallel", "Tensor parallel").
+# Stock kernel only: every rank imports torch, which takes minutes on the debug kernel.
+torch_dist() {
+	local name=$1 worker=$2
+	rm -f "/tmp/$name-store"
+	check "$name" env PYTHONPATH=build/cmake/torch_spyre/python PYTHONDONTWRITEBYTECODE=1 \
+		SPYRE_BACKEND=kernel TORCH_SPYRE_STRICT=1 python3 -m torch_spyre.launch --nproc 2 \
+		"torch_spyre/tests/$worker" "/tmp/$name-store"
+}
+if [ -z "$debug_kernel" ] && [ "$(ls /dev/accel | wc -l)" -ge 2 ]; then
+	busybox ip link set lo up	# gloo, DDP's reference, talks over loopback
+	torch_dist torch-ddp ddp_worker.py
+	torch_dist torch-tp tp_worker.py
+fi
 check smi build/cmake/tools/spyre-smi/spyre-smi
 # spyre-smi against a running workload: utilisation, memory, processes, --json schema, --csv,
 # dmon, topo, reset (refusals and a real one), the Prometheus exporter, no permission/driver.
