@@ -98,7 +98,7 @@ class Device;
 
 // One operation of a captured graph (graph.cpp): what the stream call would have queued.
 struct GraphNode {
-    enum class Op { Launch, CopyDtoD, Copy3D, Fill, Record } op;
+    enum class Op { Launch, CopyDtoD, Copy3D, Fill, Record } op = Op::Launch;
     LaunchRequest launch;                               // Launch
     BufferRef dst, src;                                 // CopyDtoD, Fill (dst)
     uint64_t dst_offset = 0, src_offset = 0, size = 0;  // CopyDtoD, Fill
@@ -199,6 +199,9 @@ class Device : public std::enable_shared_from_this<Device> {
     // Per core, the modeled cycles from each launch's start to the core's halt, summed since
     // the card came up; empty when the backend cannot see them (management.cpp).
     virtual std::vector<uint64_t> core_active_cycles() { return {}; }
+    // Every other card of the backend as DRM_SPYRE_QUERY_TOPOLOGY describes it (accel_minor:
+    // the simulator's device index there); empty when the backend cannot tell.
+    virtual std::vector<drm_spyre_peer> query_peers() { return {}; }
 
     // Device memory of `size` (> 0) bytes; out-of-memory errors say how much is free.
     virtual std::unique_ptr<Buffer> alloc(uint64_t size) = 0;

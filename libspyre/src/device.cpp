@@ -195,6 +195,30 @@ drm_spyre_telemetry KernelDevice::query_telemetry() {
     return query<drm_spyre_telemetry>(DRM_SPYRE_QUERY_TELEMETRY, "telemetry");
 }
 
+std::vector<drm_spyre_peer> KernelDevice::query_peers() {
+    // Cards come and go between the sizing query and the answer: retry until it fits.
+    for (int attempt = 0; attempt < 8; ++attempt) {
+        const auto head = query<drm_spyre_topology>(DRM_SPYRE_QUERY_TOPOLOGY, "topology");
+        std::vector<std::byte> buf(sizeof(drm_spyre_topology) +
+                                   (head.num_peers + 1) * sizeof(drm_spyre_peer));
+        drm_spyre_query q{};
+        q.param = DRM_SPYRE_QUERY_TOPOLOGY;
+        q.size = static_cast<uint32_t>(buf.size());
+        q.data = reinterpret_cast<uintptr_t>(buf.data());
+        if (int err = xioctl(fd_.get(), DRM_IOCTL_SPYRE_QUERY, &q))
+            fail(status_from_errno(err),
+                 std::format("{}: topology query failed ({})", name_, errno_text(err)));
+        drm_spyre_topology t;
+        std::memcpy(&t, buf.data(), sizeof t);
+        if (t.num_peers > head.num_peers + 1) continue;  // a card came meanwhile
+        std::vector<drm_spyre_peer> peers(t.num_peers);
+        std::memcpy(peers.data(), buf.data() + sizeof t, t.num_peers * sizeof(drm_spyre_peer));
+        return peers;
+    }
+    fail(SPYRE_ERROR_BUSY,
+         std::format("{}: the cards kept changing during the topology query", name_));
+}
+
 std::unique_ptr<Bo> KernelDevice::create_bo(uint64_t size, uint32_t placement) {
     const bool host = placement == DRM_SPYRE_BO_HOST;
     drm_spyre_bo_create c{};

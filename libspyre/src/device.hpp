@@ -49,6 +49,7 @@ class KernelDevice final : public Device {
 
     drm_spyre_mem_info query_mem() override;
     drm_spyre_telemetry query_telemetry() override;
+    std::vector<drm_spyre_peer> query_peers() override;
     bool alive() override;
 
     std::unique_ptr<Buffer> alloc(uint64_t size) override {

@@ -50,14 +50,16 @@ void CaptureStream::copy_dtoh(void*, const BufferRef&, uint64_t, uint64_t) {
 
 void CaptureStream::copy_dtod(const BufferRef& dst, uint64_t dst_offset, const BufferRef& src,
                               uint64_t src_offset, uint64_t size) {
-    GraphNode n{GraphNode::Op::CopyDtoD};
+    GraphNode n;
+    n.op = GraphNode::Op::CopyDtoD;
     n.dst = dst, n.dst_offset = dst_offset, n.src = src, n.src_offset = src_offset, n.size = size;
     add(std::move(n));
 }
 
 void CaptureStream::copy_3d(const Copy3D& c) {
     if (!c.src.buf || !c.dst.buf) refuse("a 3-D copy between host and device memory");
-    GraphNode n{GraphNode::Op::Copy3D};
+    GraphNode n;
+    n.op = GraphNode::Op::Copy3D;
     n.copy = c;
     add(std::move(n));
 }
@@ -90,7 +92,8 @@ void CaptureStream::fill(const BufferRef& dst, uint64_t offset, uint64_t size, u
                              "earlier error ({})",
                              invalid_->what()));
     }
-    GraphNode n{GraphNode::Op::Fill};
+    GraphNode n;
+    n.op = GraphNode::Op::Fill;
     n.dst = dst, n.dst_offset = offset, n.size = size;
     n.pattern = pattern, n.pattern_size = pattern_size;
     n.pattern_block = pattern_block(pattern, pattern_size, size);
@@ -99,7 +102,8 @@ void CaptureStream::fill(const BufferRef& dst, uint64_t offset, uint64_t size, u
 
 void CaptureStream::launch(const LaunchRequest& req, spyre_launch_stats* stats) {
     if (stats) refuse("a launch that returns statistics");
-    GraphNode n{GraphNode::Op::Launch};
+    GraphNode n;
+    n.op = GraphNode::Op::Launch;
     n.launch = req;
     add(std::move(n));
 }
@@ -126,7 +130,8 @@ void CaptureStream::replay(const GraphRef& g) {
 }
 
 void CaptureStream::add_record(const void* event, std::function<void(const MarkerRef&)> set) {
-    GraphNode n{GraphNode::Op::Record};
+    GraphNode n;
+    n.op = GraphNode::Op::Record;
     n.on_record = std::move(set);
     add(std::move(n));
     std::lock_guard lock(mu_);

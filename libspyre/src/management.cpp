@@ -32,6 +32,7 @@ constexpr uint32_t kStatusV1 = sizeof(spyre_mgmt_status);
 constexpr uint32_t kCountersV1 = sizeof(spyre_mgmt_counters);
 constexpr uint32_t kUtilizationV1 = sizeof(spyre_mgmt_utilization);
 constexpr uint32_t kProcessV1 = sizeof(spyre_mgmt_process);
+constexpr uint32_t kPeerV1 = sizeof(spyre_mgmt_peer);
 
 // Checks the caller's size of a sized struct.
 void check_size(uint32_t size, uint32_t v1, const char* what) {
@@ -44,6 +45,23 @@ void deliver(T* out, T full) {
     const uint32_t n = std::min<uint32_t>(out->size, sizeof(T));
     full.size = n;
     std::memcpy(static_cast<void*>(out), &full, n);
+}
+
+// Fills at most `capacity` entries of the caller's array, whose stride is out[0].size (the
+// struct size the caller was built with), and sets *count to the number there are.
+template <typename T>
+void deliver_array(T* out, uint32_t capacity, uint32_t* count, uint32_t v1, const char* arg,
+                   const char* type, const std::vector<T>& list) {
+    require(out != nullptr || capacity == 0, "`{}` is NULL but `capacity` is not 0", arg);
+    const uint32_t stride = out ? out[0].size : 0;
+    if (out) check_size(stride, v1, type);
+    auto* base = reinterpret_cast<unsigned char*>(out);
+    for (uint32_t i = 0; i < capacity && i < list.size(); ++i) {
+        auto* slot = reinterpret_cast<T*>(base + size_t{i} * stride);
+        slot->size = stride;
+        deliver(slot, list[i]);
+    }
+    *count = static_cast<uint32_t>(list.size());
 }
 
 template <size_t N>
@@ -207,6 +225,11 @@ spyre_mgmt_counters counters_of(Device& d) {
         c.launch_errors = t.launch_errors;
         c.device_resets = t.resets;
         c.valid |= SPYRE_MGMT_HAS_PCIE_BYTES | SPYRE_MGMT_HAS_ERRORS;
+        if (d.info().caps & SPYRE_DEVICE_CAP_P2P) {
+            c.p2p_read_bytes = t.p2p_rd_bytes;
+            c.p2p_write_bytes = t.p2p_wr_bytes;
+            c.valid |= SPYRE_MGMT_HAS_P2P_BYTES;
+        }
         if (d.info().caps & SPYRE_DEVICE_CAP_LAUNCH) {
             c.engine_busy_ns = cycles_to_ns(t.engine_cycles, mhz);
             c.valid |= SPYRE_MGMT_HAS_ENGINE_BUSY | SPYRE_MGMT_HAS_DDR_BYTES;
@@ -230,6 +253,32 @@ spyre_mgmt_counters counters_of(Device& d) {
         c.valid |= SPYRE_MGMT_HAS_CORE_BUSY;
     }
     return c;
+}
+
+// The other cards, in device index order. The driver names a peer by its accel minor;
+// libspyre's index is the card's place in enumerate_devices() (minor order).
+std::vector<spyre_mgmt_peer> peers_of(Device& d) {
+    std::vector<spyre_mgmt_peer> out;
+    const auto raw = d.query_peers();
+    const auto nodes = is_kernel(d) ? enumerate_devices() : std::vector<DeviceNode>{};
+    for (const drm_spyre_peer& p : raw) {
+        spyre_mgmt_peer m{};
+        m.flags = ((p.flags & DRM_SPYRE_PEER_P2P) ? SPYRE_MGMT_PEER_P2P : 0) |
+                  ((p.flags & DRM_SPYRE_PEER_SHARED_BRIDGE) ? SPYRE_MGMT_PEER_SHARED_BRIDGE : 0);
+        m.distance = p.distance;
+        m.index = static_cast<int32_t>(p.accel_minor);
+        if (is_kernel(d)) {
+            auto it = std::find_if(nodes.begin(), nodes.end(),
+                                   [&](const DeviceNode& n) { return n.minor == p.accel_minor; });
+            if (it == nodes.end()) continue;  // not (or no longer) a spyre card we can open
+            m.index = static_cast<int32_t>(it - nodes.begin());
+            copy_str(m.pci_address, it->pci_address);
+        }
+        out.push_back(m);
+    }
+    std::sort(out.begin(), out.end(),
+              [](const auto& a, const auto& b) { return a.index < b.index; });
+    return out;
 }
 
 std::string read_comm(pid_t pid) {
@@ -401,6 +450,8 @@ spyre_status spyre_mgmt_get_utilization(const spyre_mgmt_counters* before,
         u.ddr_write_bytes_per_s = rate(before->ddr_write_bytes, after->ddr_write_bytes, dt);
         u.pcie_h2d_bytes_per_s = rate(before->pcie_h2d_bytes, after->pcie_h2d_bytes, dt);
         u.pcie_d2h_bytes_per_s = rate(before->pcie_d2h_bytes, after->pcie_d2h_bytes, dt);
+        u.p2p_read_bytes_per_s = rate(before->p2p_read_bytes, after->p2p_read_bytes, dt);
+        u.p2p_write_bytes_per_s = rate(before->p2p_write_bytes, after->p2p_write_bytes, dt);
         if (u.valid & SPYRE_MGMT_HAS_CORE_BUSY) {
             u.num_cores = std::min({before->num_cores, after->num_cores,
                                     static_cast<uint32_t>(SPYRE_LAUNCH_MAX_CORES)});
@@ -417,17 +468,18 @@ spyre_status spyre_mgmt_get_processes(spyre_device_t device, spyre_mgmt_process*
     return guard(__func__, [&] {
         auto d = device_of(device);
         require(count != nullptr, "output pointer `count` is NULL");
-        require(procs != nullptr || capacity == 0, "`procs` is NULL but `capacity` is not 0");
-        const uint32_t stride = procs ? procs[0].size : 0;
-        if (procs) check_size(stride, kProcessV1, "spyre_mgmt_process");
-        auto list = processes_of(*d);
-        auto* base = reinterpret_cast<unsigned char*>(procs);
-        for (uint32_t i = 0; i < capacity && i < list.size(); ++i) {
-            auto* slot = reinterpret_cast<spyre_mgmt_process*>(base + size_t{i} * stride);
-            slot->size = stride;
-            deliver(slot, list[i]);
-        }
-        *count = static_cast<uint32_t>(list.size());
+        deliver_array(procs, capacity, count, kProcessV1, "procs", "spyre_mgmt_process",
+                      processes_of(*d));
+    });
+}
+
+spyre_status spyre_mgmt_get_peers(spyre_device_t device, spyre_mgmt_peer* peers, uint32_t capacity,
+                                  uint32_t* count) {
+    if (count) *count = 0;
+    return guard(__func__, [&] {
+        auto d = device_of(device);
+        require(count != nullptr, "output pointer `count` is NULL");
+        deliver_array(peers, capacity, count, kPeerV1, "peers", "spyre_mgmt_peer", peers_of(*d));
     });
 }
 

@@ -613,6 +613,18 @@ class SimDevice final : public Device {
     drm_spyre_mem_info query_mem() override { return card_->mem_info(); }
     drm_spyre_telemetry query_telemetry() override { return card_->telemetry(); }
     std::vector<uint64_t> core_active_cycles() override { return card_->core_active_cycles(); }
+    // The other simulated cards: one modeled peer link each (peer_link.hpp), no PCI path.
+    std::vector<drm_spyre_peer> query_peers() override {
+        std::vector<drm_spyre_peer> peers;
+        for (int j = 0; j < sim_device_count(); ++j) {
+            if (j == info_.index) continue;
+            drm_spyre_peer p{};
+            p.accel_minor = static_cast<uint32_t>(j);
+            if (info_.caps & SPYRE_DEVICE_CAP_P2P) p.flags = DRM_SPYRE_PEER_P2P;
+            peers.push_back(p);
+        }
+        return peers;
+    }
 
     std::unique_ptr<Buffer> alloc(uint64_t size) override {
         uint64_t bytes = size <= UINT64_MAX - kSimPage ? round_up(size, kSimPage) : UINT64_MAX;

@@ -221,6 +221,52 @@ TEST_F(Mgmt, TheSimulatorsOnlyClientIsThisProcess) {
     EXPECT_EQ(spyre_mgmt_get_processes(dev_, nullptr, 3, &n), SPYRE_ERROR_INVALID_ARGUMENT);
 }
 
+TEST(MgmtPeers, EveryOtherSimulatedCardInIndexOrder) {
+    setenv("SPYRE_BACKEND", "sim", 1);
+    setenv("SPYRE_SIM_DEVICES", "3", 1);
+    spyre_device_t dev = nullptr;
+    ASSERT_SPYRE(spyre_device_open(1, &dev));
+    uint32_t count = 99;
+    ASSERT_SPYRE(spyre_mgmt_get_peers(dev, nullptr, 0, &count));  // counting only
+    EXPECT_EQ(count, 2u);
+    std::vector<spyre_mgmt_peer> peers(4);
+    peers[0].size = sizeof(spyre_mgmt_peer);
+    ASSERT_SPYRE(spyre_mgmt_get_peers(dev, peers.data(), 4, &count));
+    ASSERT_EQ(count, 2u);
+    EXPECT_EQ(peers[0].index, 0);
+    EXPECT_EQ(peers[1].index, 2);
+    for (uint32_t i = 0; i < count; ++i) {
+        EXPECT_EQ(peers[i].flags, SPYRE_MGMT_PEER_P2P) << i;
+        EXPECT_EQ(peers[i].distance, 0u) << i;  // no PCI path on the simulator
+        EXPECT_EQ(peers[i].size, sizeof(spyre_mgmt_peer)) << i;
+    }
+    // Room for one: one filled, the count still says two.
+    spyre_mgmt_peer one{};
+    one.size = sizeof one;
+    ASSERT_SPYRE(spyre_mgmt_get_peers(dev, &one, 1, &count));
+    EXPECT_EQ(count, 2u);
+    EXPECT_EQ(one.index, 0);
+    // Refusals: a size from no version, a NULL array with room, a NULL count.
+    one.size = 4;
+    EXPECT_EQ(spyre_mgmt_get_peers(dev, &one, 1, &count), SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(spyre_last_error()).find("spyre_mgmt_peer.size is 4"), std::string::npos)
+        << spyre_last_error();
+    EXPECT_EQ(spyre_mgmt_get_peers(dev, nullptr, 1, &count), SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(spyre_mgmt_get_peers(dev, &one, 0, nullptr), SPYRE_ERROR_INVALID_ARGUMENT);
+    spyre_device_close(dev);
+    // Cards without peer-to-peer DMA: peers still listed, without the P2P flag.
+    setenv("SPYRE_SIM_P2P", "0", 1);
+    ASSERT_SPYRE(spyre_device_open(0, &dev));
+    peers[0].size = sizeof(spyre_mgmt_peer);
+    ASSERT_SPYRE(spyre_mgmt_get_peers(dev, peers.data(), 4, &count));
+    ASSERT_EQ(count, 2u);
+    EXPECT_EQ(peers[0].flags, 0u);
+    spyre_device_close(dev);
+    unsetenv("SPYRE_SIM_P2P");
+    unsetenv("SPYRE_SIM_DEVICES");
+    unsetenv("SPYRE_BACKEND");
+}
+
 TEST_F(Mgmt, ResetIsRefusedOnTheSimulatorAndForBadFlags) {
     EXPECT_EQ(spyre_mgmt_reset(0, 0), SPYRE_ERROR_NOT_SUPPORTED);
     EXPECT_NE(last().find("cannot be reset"), std::string::npos) << last();

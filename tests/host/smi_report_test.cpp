@@ -214,7 +214,7 @@ TEST(SmiJson, ParsesBackWithAllFields) {
     EXPECT_EQ(d0["memory"]["total_bytes"], 1ull << 30);
     EXPECT_EQ(d0["memory"]["free_bytes"], (1ull << 30) - (300ull << 20));
     EXPECT_DOUBLE_EQ(d0["sensors"]["temperature_c"].get<double>(), 45.5);
-    EXPECT_EQ(j["schema_version"], "1.0");
+    EXPECT_EQ(j["schema_version"], "1.1");
     EXPECT_EQ(d0["health"], "ok");
     EXPECT_TRUE(d0["serial"].is_null());
     EXPECT_EQ(d0["pcie_link"]["width"], 1);
@@ -298,22 +298,80 @@ TEST(SmiCores, PerCoreUtilisationInEveryView) {
     EXPECT_EQ(column(lines(spyre_smi::dmon_header())[0], 4), "cores");
 }
 
+spyre_mgmt_peer peer(int index, uint32_t flags, uint32_t distance) {
+    spyre_mgmt_peer p{};
+    p.size = sizeof p;
+    p.index = index;
+    p.flags = flags;
+    p.distance = distance;
+    return p;
+}
+
 TEST(SmiTopo, MatrixOfCards) {
-    std::string t = spyre_smi::format_topo(two_cards());
-    EXPECT_NE(t.find("| spyre0 | X      | HOST   | 0000:00:03.0 | 2.5 GT/s x1 | N/A       |"),
+    // As the VMs have them: each card on a root port of its own (3 bridges, no shared one).
+    Report r = two_cards();
+    r.cards[0].peers = {peer(1, SPYRE_MGMT_PEER_P2P, 3)};
+    r.cards[1].peers = {peer(0, SPYRE_MGMT_PEER_P2P, 3)};
+    std::string t = spyre_smi::format_topo(r);
+    EXPECT_NE(t.find("| spyre0 | X       | P2P PHB | 0000:00:03.0 | 2.5 GT/s x1 | N/A       |"),
               std::string::npos)
         << t;
-    EXPECT_NE(t.find("| spyre1 | HOST   | X      |"), std::string::npos) << t;
-    // Both cards with peer-to-peer DMA: P2P; one without: HOST both ways.
+    EXPECT_NE(t.find("| spyre1 | P2P PHB | X       |"), std::string::npos) << t;
+    // Below one switch: PIX (its bridge alone) or PXB (more bridges); without P2P: HOST.
+    r.cards[0].peers = {peer(1, SPYRE_MGMT_PEER_SHARED_BRIDGE, 1)};
+    r.cards[1].peers = {peer(0, SPYRE_MGMT_PEER_P2P | SPYRE_MGMT_PEER_SHARED_BRIDGE, 3)};
+    t = spyre_smi::format_topo(r);
+    EXPECT_NE(t.find("| spyre0 | X       | HOST PIX |"), std::string::npos) << t;
+    EXPECT_NE(t.find("| spyre1 | P2P PXB | X        |"), std::string::npos) << t;
+    // A peer the card did not report (it came after the query), and an unknown path.
+    r.cards[0].peers.clear();
+    r.cards[1].peers = {peer(0, SPYRE_MGMT_PEER_P2P, 0)};
+    t = spyre_smi::format_topo(r);
+    EXPECT_NE(t.find("| spyre0 | X       | N/A    |"), std::string::npos) << t;
+    EXPECT_NE(t.find("| spyre1 | P2P N/A | X      |"), std::string::npos) << t;
+}
+
+TEST(SmiPeers, QueryJsonAndPrometheusShowPeersAndTheirTraffic) {
     Report r = two_cards();
-    for (auto& c : r.cards) c.info->caps |= SPYRE_DEVICE_CAP_P2P;
-    t = spyre_smi::format_topo(r);
-    EXPECT_NE(t.find("| spyre0 | X      | P2P    |"), std::string::npos) << t;
-    EXPECT_NE(t.find("| spyre1 | P2P    | X      |"), std::string::npos) << t;
-    r.cards[1].info->caps &= ~SPYRE_DEVICE_CAP_P2P;
-    t = spyre_smi::format_topo(r);
-    EXPECT_NE(t.find("| spyre0 | X      | HOST   |"), std::string::npos) << t;
-    EXPECT_NE(t.find("| spyre1 | HOST   | X      |"), std::string::npos) << t;
+    for (auto& c : r.cards) {
+        c.info->caps |= SPYRE_DEVICE_CAP_P2P;
+        c.telemetry = spyre_telemetry{};
+        c.telemetry->p2p_read_bytes = 1234;
+        c.telemetry->p2p_write_bytes = 5678;
+        c.counters->valid |= SPYRE_MGMT_HAS_P2P_BYTES;
+        c.counters->p2p_read_bytes = 1234;
+        c.counters->p2p_write_bytes = 5678;
+        c.util->valid |= SPYRE_MGMT_HAS_P2P_BYTES;
+        c.util->p2p_write_bytes_per_s = 2.5e9;
+    }
+    r.cards[0].peers = {peer(1, SPYRE_MGMT_PEER_P2P, 3)};
+    const std::string q = spyre_smi::format_query(r);
+    EXPECT_NE(q.find("P2P written to peers"), std::string::npos) << q;
+    EXPECT_NE(q.find("P2P written to peers  : 2.5 GB/s"), std::string::npos) << q;
+    EXPECT_NE(q.find("5678 B"), std::string::npos) << q;
+    EXPECT_NE(q.find("spyre1 "), std::string::npos) << q;
+    EXPECT_NE(q.find("P2P, PHB (3 PCI bridges)"), std::string::npos) << q;
+
+    const auto j = spyre_smi::to_json(r);
+    EXPECT_EQ(j["schema_version"], "1.1");
+    const auto& d0 = j["devices"][0];
+    ASSERT_EQ(d0["peers"].size(), 1u) << d0.dump();
+    EXPECT_EQ(d0["peers"][0]["index"], 1);
+    EXPECT_EQ(d0["peers"][0]["p2p"], true);
+    EXPECT_EQ(d0["peers"][0]["link"], "PHB");
+    EXPECT_EQ(d0["peers"][0]["pci_bridges"], 3);
+    EXPECT_EQ(d0["telemetry"]["p2p_write_bytes"], 5678);
+    EXPECT_EQ(d0["utilization"]["p2p_write_bytes_per_s"], 2.5e9);
+    EXPECT_TRUE(j["devices"][1]["peers"].empty());
+
+    const std::string m = spyre_smi::format_prometheus(r);
+    EXPECT_NE(m.find("spyre_p2p_bytes_total{card=\"1\",direction=\"write\"} 5678\n"),
+              std::string::npos)
+        << m;
+    // A card without the counters has no sample of the family.
+    r.cards[1].counters->valid &= ~SPYRE_MGMT_HAS_P2P_BYTES;
+    EXPECT_EQ(spyre_smi::format_prometheus(r).find("spyre_p2p_bytes_total{card=\"1\""),
+              std::string::npos);
 }
 
 TEST(SmiPrometheus, FamiliesOnceAndEscapedLabels) {

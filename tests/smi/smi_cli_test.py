@@ -21,7 +21,7 @@ t.check("json_exit_status", rc == 0, err)
 save_output("two_cards.json", out)
 devs = doc.get("devices", [])
 t.check("json_two_sim_cards", [d.get("backend") for d in devs] == ["sim", "sim"], out[:300])
-t.check("json_schema_version", doc.get("schema_version") == "1.0", doc.get("schema_version"))
+t.check("json_schema_version", doc.get("schema_version") == "1.1", doc.get("schema_version"))
 t.check("json_utilization_and_cores",
         all(d["utilization"] and len(d["utilization"]["core_percent"]) == 32 for d in devs),
         json.dumps([d.get("utilization") for d in devs])[:300])
@@ -56,10 +56,11 @@ t.check("dmon_lines", rc == 0 and len(lines) == 2 + 2 * 2 and lines[0].startswit
 rc, out, err = run(smi, "dmon", "-i", "1", "-d", "0.1", "-c", "1", env=env)
 t.check("dmon_card_filter", rc == 0 and [l.split()[0] for l in out.splitlines()[2:]] == ["1"], out)
 
-rc, out, err = run(smi, "topo", env=env)
-t.check("topo_matrix", rc == 0 and "| spyre0 | X" in out and "P2P" in out and "| HOST" not in out, out)
+rc, out, err = run(smi, "topo", "-m", env=env)
+t.check("topo_matrix", rc == 0 and "| spyre0 | X       | P2P N/A |" in out
+        and "| spyre1 | P2P N/A | X       |" in out and "HOST N/A |" not in out, out)
 rc, out, err = run(smi, "topo", env={**env, "SPYRE_SIM_P2P": "0"})
-t.check("topo_matrix_without_p2p", rc == 0 and "| spyre0 | X      | HOST" in out, out)
+t.check("topo_matrix_without_p2p", rc == 0 and "| spyre0 | X        | HOST N/A |" in out, out)
 
 rc, out, err = run(smi, env=env)
 t.check("table_with_processes", rc == 0 and "Processes:" in out and "Health" in out, out)

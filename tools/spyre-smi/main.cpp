@@ -97,6 +97,8 @@ int main(int argc, char** argv) {
     double delay = 1;
     dmon->add_option("-d,--delay", delay, "Interval in seconds")->check(CLI::PositiveNumber);
     auto* topo = app.add_subcommand("topo", "How the cards connect to each other");
+    bool matrix = false;  // nvidia-smi's spelling; the matrix is the only view
+    topo->add_flag("-m,--matrix", matrix, "The card-to-card matrix (the default)");
     auto* reset = app.add_subcommand("reset", "Reset a card (root; refuses while it is in use)");
     bool force = false;
     reset->add_flag("-f,--force", force, "Reset even while other processes use the card");

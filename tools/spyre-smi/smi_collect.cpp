@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace spyre_smi {
 
 namespace {
@@ -11,6 +13,24 @@ T sized() {
     T v{};
     v.size = sizeof(T);
     return v;
+}
+
+// A spyre_mgmt_get_processes-style list (entries sized by element 0, *count says how many
+// there are): asks again with more room when the first answer did not fit.
+template <typename T>
+bool get_list(spyre_device_t dev, spyre_status (*get)(spyre_device_t, T*, uint32_t, uint32_t*),
+              std::vector<T>& out) {
+    uint32_t n = 0;
+    std::vector<T> v(16);
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        v[0].size = sizeof(T);
+        if (get(dev, v.data(), static_cast<uint32_t>(v.size()), &n) != SPYRE_SUCCESS) return false;
+        if (n <= v.size()) break;
+        v.resize(n + 16);
+    }
+    v.resize(std::min<size_t>(n, v.size()));
+    out = std::move(v);
+    return true;
 }
 
 // Keeps the first failure's message as the card's error.
@@ -81,17 +101,8 @@ CardReport Collector::collect_card(int index) {
     } else {
         note(c);
     }
-    uint32_t n = 0;
-    std::vector<spyre_mgmt_process> procs(16);
-    procs[0].size = sizeof(spyre_mgmt_process);
-    st = spyre_mgmt_get_processes(dev, procs.data(), static_cast<uint32_t>(procs.size()), &n);
-    if (st == SPYRE_SUCCESS && n > procs.size()) {  // more clients than room: ask again
-        procs.resize(n + 16);
-        procs[0].size = sizeof(spyre_mgmt_process);
-        st = spyre_mgmt_get_processes(dev, procs.data(), static_cast<uint32_t>(procs.size()), &n);
-    }
-    if (st == SPYRE_SUCCESS) {
-        procs.resize(std::min<size_t>(n, procs.size()));
+    std::vector<spyre_mgmt_process> procs;
+    if (get_list(dev, spyre_mgmt_get_processes, procs)) {
         // spyre-smi's own file is not a workload (on the simulator the card lives in this
         // process, so its single client is kept).
         const bool sim = c.info && c.info->backend == SPYRE_BACKEND_SIM;
@@ -100,6 +111,7 @@ CardReport Collector::collect_card(int index) {
     } else {
         note(c);
     }
+    if (!get_list(dev, spyre_mgmt_get_peers, c.peers)) note(c);
     return c;
 }
 

@@ -81,6 +81,10 @@ std::string format_prometheus(const Report& r) {
          {}},
         {"spyre_ddr_bytes_total", "counter", "Device memory traffic of the compute cores.", {}},
         {"spyre_pcie_bytes_total", "counter", "DMA bytes between host and device.", {}},
+        {"spyre_p2p_bytes_total",
+         "counter",
+         "Bytes this card's copies read from (read) or wrote into (write) peer cards.",
+         {}},
         {"spyre_errors_total", "counter", "Failures by kind (cmd, job, launch, timeout).", {}},
         {"spyre_resets_total",
          "counter",
@@ -154,6 +158,12 @@ std::string format_prometheus(const Report& r) {
                     .add({{"card", card}, {"direction", "h2d"}}, value(k.pcie_h2d_bytes));
                 fam("spyre_pcie_bytes_total")
                     .add({{"card", card}, {"direction", "d2h"}}, value(k.pcie_d2h_bytes));
+            }
+            if (k.valid & SPYRE_MGMT_HAS_P2P_BYTES) {
+                fam("spyre_p2p_bytes_total")
+                    .add({{"card", card}, {"direction", "read"}}, value(k.p2p_read_bytes));
+                fam("spyre_p2p_bytes_total")
+                    .add({{"card", card}, {"direction", "write"}}, value(k.p2p_write_bytes));
             }
             if (k.valid & SPYRE_MGMT_HAS_ERRORS) {
                 fam("spyre_errors_total")

@@ -50,6 +50,12 @@ std::string util_text(const CardReport& c) {
 
 }  // namespace
 
+std::string link_type(const spyre_mgmt_peer& p) {
+    if (p.distance == 0) return "N/A";
+    if (!(p.flags & SPYRE_MGMT_PEER_SHARED_BRIDGE)) return "PHB";
+    return p.distance == 1 ? "PIX" : "PXB";
+}
+
 std::string mib(uint64_t bytes) { return std::format("{} MiB", bytes >> 20); }
 
 std::string rate_text(double bytes_per_s) {
@@ -213,6 +219,10 @@ std::string format_query(const Report& r) {
                rate_or_na(SPYRE_MGMT_HAS_PCIE_BYTES, u.pcie_h2d_bytes_per_s));
             kv(8, "PCIe device->host",
                rate_or_na(SPYRE_MGMT_HAS_PCIE_BYTES, u.pcie_d2h_bytes_per_s));
+            kv(8, "P2P read from peers",
+               rate_or_na(SPYRE_MGMT_HAS_P2P_BYTES, u.p2p_read_bytes_per_s));
+            kv(8, "P2P written to peers",
+               rate_or_na(SPYRE_MGMT_HAS_P2P_BYTES, u.p2p_write_bytes_per_s));
         } else {
             kv(8, "Status", "N/A");
         }
@@ -239,6 +249,9 @@ std::string format_query(const Report& r) {
             kv(8, "DMA host->device", std::format("{} B", t.h2d_bytes));
             kv(8, "DMA device->host", std::format("{} B", t.d2h_bytes));
             kv(8, "DMA device->device", std::format("{} B", t.d2d_bytes));
+            const bool p2p = c.info && (c.info->caps & SPYRE_DEVICE_CAP_P2P);
+            kv(8, "P2P read from peers", p2p ? std::format("{} B", t.p2p_read_bytes) : "N/A");
+            kv(8, "P2P written to peers", p2p ? std::format("{} B", t.p2p_write_bytes) : "N/A");
             kv(8, "Launches", std::to_string(t.launches));
             kv(8, "Engine cycles", std::to_string(t.engine_cycles));
             kv(8, "Engine MACs", std::to_string(t.engine_macs));
@@ -247,6 +260,15 @@ std::string format_query(const Report& r) {
         } else {
             kv(8, "Status", "N/A");
         }
+        o << "    Peers\n";
+        if (c.peers.empty()) kv(8, "Status", "none");
+        for (const auto& p : c.peers)
+            kv(8, std::format("spyre{}", p.index),
+               std::format("{}, {}{}", (p.flags & SPYRE_MGMT_PEER_P2P) ? "P2P" : "through host",
+                           link_type(p),
+                           p.distance ? std::format(" ({} PCI bridge{})", p.distance,
+                                                    p.distance == 1 ? "" : "s")
+                                      : ""));
         o << "    Processes\n";
         if (c.processes.empty()) kv(8, "Status", "none");
         for (const auto& p : c.processes)
@@ -334,7 +356,11 @@ nlohmann::json to_json(const Report& r) {
                 {"ddr_read_bytes_per_s", opt(ddr, u.ddr_read_bytes_per_s)},
                 {"ddr_write_bytes_per_s", opt(ddr, u.ddr_write_bytes_per_s)},
                 {"pcie_h2d_bytes_per_s", opt(pcie, u.pcie_h2d_bytes_per_s)},
-                {"pcie_d2h_bytes_per_s", opt(pcie, u.pcie_d2h_bytes_per_s)}};
+                {"pcie_d2h_bytes_per_s", opt(pcie, u.pcie_d2h_bytes_per_s)},
+                {"p2p_read_bytes_per_s",
+                 opt(u.valid & SPYRE_MGMT_HAS_P2P_BYTES, u.p2p_read_bytes_per_s)},
+                {"p2p_write_bytes_per_s",
+                 opt(u.valid & SPYRE_MGMT_HAS_P2P_BYTES, u.p2p_write_bytes_per_s)}};
         } else {
             d["utilization"] = json();
         }
@@ -371,7 +397,9 @@ nlohmann::json to_json(const Report& r) {
                               {"engine_macs", t.engine_macs},
                               {"engine_ddr_read_bytes", t.engine_ddr_read_bytes},
                               {"engine_ddr_write_bytes", t.engine_ddr_write_bytes},
-                              {"engine_ring_bytes", t.engine_ring_bytes}};
+                              {"engine_ring_bytes", t.engine_ring_bytes},
+                              {"p2p_read_bytes", t.p2p_read_bytes},
+                              {"p2p_write_bytes", t.p2p_write_bytes}};
         } else {
             d["telemetry"] = json();
         }
@@ -384,6 +412,12 @@ nlohmann::json to_json(const Report& r) {
                  {"host_memory_bytes", p.host_memory_bytes},
                  {"compute_busy_ns", opt(p.valid & SPYRE_MGMT_HAS_ENGINE_BUSY, p.compute_busy_ns)},
                  {"dma_busy_ns", opt(p.valid & SPYRE_MGMT_HAS_DMA_BUSY, p.dma_busy_ns)}});
+        d["peers"] = json::array();
+        for (const auto& p : c.peers)
+            d["peers"].push_back({{"index", p.index},
+                                  {"p2p", (p.flags & SPYRE_MGMT_PEER_P2P) != 0},
+                                  {"link", link_type(p)},
+                                  {"pci_bridges", opt(p.distance != 0, p.distance)}});
         j["devices"].push_back(std::move(d));
     }
     return j;

@@ -13,7 +13,7 @@ namespace spyre_smi {
 
 // Version of the --json document (Documentation/spyre-smi.schema.json): the major number
 // changes when a field is removed or changes meaning, the minor one when fields are added.
-inline constexpr const char* kJsonSchemaVersion = "1.0";
+inline constexpr const char* kJsonSchemaVersion = "1.1";
 
 struct CardReport {
     int index = 0;
@@ -25,6 +25,7 @@ struct CardReport {
     std::optional<spyre_mgmt_counters> counters;  // cumulative counters, latest sample
     std::optional<spyre_mgmt_utilization> util;   // between the last two samples
     std::vector<spyre_mgmt_process> processes;    // clients (spyre-smi itself left out)
+    std::vector<spyre_mgmt_peer> peers;           // the other cards as this card sees them
     std::string error;                            // why something above is missing
 };
 
@@ -43,6 +44,10 @@ std::string format_list(const Report& r);
 std::string format_query(const Report& r);
 // --json (Documentation/spyre-smi.schema.json).
 nlohmann::json to_json(const Report& r);
+
+// The PCI path between two cards, as `topo` names it: "PIX" (one shared bridge), "PXB"
+// (several bridges below a shared one), "PHB" (through the root complex), "N/A" (unknown).
+std::string link_type(const spyre_mgmt_peer& p);
 
 // "1024 MiB" style with integer MiB (rounded down), as the table uses.
 std::string mib(uint64_t bytes);

@@ -1,5 +1,6 @@
 #include "smi_views.hpp"
 
+#include <algorithm>
 #include <format>
 #include <vector>
 
@@ -66,11 +67,20 @@ std::string format_topo(const Report& r) {
     std::vector<std::vector<std::string>> rows;
     for (const auto& a : r.cards) {
         std::vector<std::string> row = {std::format("spyre{}", a.index)};
-        auto p2p = [](const CardReport& c) {
-            return c.info && (c.info->caps & SPYRE_DEVICE_CAP_P2P);
-        };
-        for (const auto& b : r.cards)
-            row.push_back(a.index == b.index ? "X" : p2p(a) && p2p(b) ? "P2P" : "HOST");
+        for (const auto& b : r.cards) {
+            if (a.index == b.index) {
+                row.push_back("X");
+                continue;
+            }
+            auto p = std::find_if(a.peers.begin(), a.peers.end(),
+                                  [&](const spyre_mgmt_peer& q) { return q.index == b.index; });
+            if (p == a.peers.end()) {
+                row.push_back("N/A");
+                continue;
+            }
+            row.push_back(std::format("{} {}", (p->flags & SPYRE_MGMT_PEER_P2P) ? "P2P" : "HOST",
+                                      link_type(*p)));
+        }
         const auto* id = a.identity ? &*a.identity : nullptr;
         row.push_back(id ? id->pci_address : "N/A");
         row.push_back(id && (id->valid & SPYRE_MGMT_HAS_PCIE_LINK)
@@ -82,12 +92,15 @@ std::string format_topo(const Report& r) {
     return render_table(head, align, rows) +
            "Legend:\n"
            "  X     the card itself\n"
-           "  P2P   peer-to-peer DMA (hw 1.6): libspyre's spyre_memcpy_peer and the collectives\n"
-           "        of ranks in one process (transport p2p) copy card to card through the\n"
-           "        driver's dma-bufs; spyre_memcpy_dtod and collectives between processes go\n"
-           "        through host memory\n"
+           "  P2P   copies between the two cards go card to card (hw 1.6 peer-to-peer DMA\n"
+           "        through the driver's dma-bufs): spyre_memcpy_peer and the collectives\n"
+           "        whose transport is p2p; spyre_memcpy_dtod goes through host memory\n"
            "  HOST  copies between the two cards go through host memory (a card without\n"
-           "        peer-to-peer DMA: older than hw 1.6, or p2p off)\n";
+           "        peer-to-peer DMA: older than hw 1.6, or p2p off)\n"
+           "  PIX   the cards share one PCIe bridge (a switch) and no other\n"
+           "  PXB   the cards sit below one shared bridge, across several bridges\n"
+           "  PHB   the path crosses the root complex (each card on a root port of its own)\n"
+           "  N/A   the path is not known (the simulator: one modeled peer link per pair)\n";
 }
 
 }  // namespace spyre_smi

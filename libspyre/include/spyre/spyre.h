@@ -30,7 +30,7 @@ extern "C" {
 /* Version of this API. Additions bump the minor number; incompatible changes bump the major
  * number (and the library's SONAME). */
 #define SPYRE_API_VERSION_MAJOR 0
-#define SPYRE_API_VERSION_MINOR 16
+#define SPYRE_API_VERSION_MINOR 17
 #define SPYRE_API_VERSION_PATCH 0
 #define SPYRE_API_VERSION \
     ((SPYRE_API_VERSION_MAJOR << 16) | (SPYRE_API_VERSION_MINOR << 8) | SPYRE_API_VERSION_PATCH)
@@ -581,6 +581,7 @@ SPYRE_API const char* spyre_health_string(spyre_health health);
 #define SPYRE_MGMT_HAS_ERRORS (1u << 8)
 #define SPYRE_MGMT_HAS_RECOVERY (1u << 9) /* the driver's ring/card reset counters */
 #define SPYRE_MGMT_HAS_DMA_BUSY (1u << 10)
+#define SPYRE_MGMT_HAS_P2P_BYTES (1u << 11) /* peer-to-peer DMA bytes (0.17) */
 
 typedef struct spyre_mgmt_identity {
     uint32_t size;            /* in: sizeof(spyre_mgmt_identity) */
@@ -651,7 +652,11 @@ typedef struct spyre_mgmt_counters {
     uint32_t num_cores;
     uint32_t reserved0;
     uint64_t core_busy_ns[SPYRE_LAUNCH_MAX_CORES];
-    uint64_t reserved[4];
+    /* SPYRE_MGMT_HAS_P2P_BYTES (0.17): bytes this card's copies read from / wrote into peer
+     * cards' memory since power on (part of pcie_h2d_bytes / pcie_d2h_bytes) */
+    uint64_t p2p_read_bytes;
+    uint64_t p2p_write_bytes;
+    uint64_t reserved[2];
 } spyre_mgmt_counters;
 
 SPYRE_API spyre_status spyre_mgmt_get_counters(spyre_device_t device,
@@ -670,7 +675,9 @@ typedef struct spyre_mgmt_utilization {
     uint32_t num_cores; /* SPYRE_MGMT_HAS_CORE_BUSY: entries of core_percent */
     uint32_t reserved0;
     double core_percent[SPYRE_LAUNCH_MAX_CORES];
-    uint64_t reserved[4];
+    double p2p_read_bytes_per_s; /* SPYRE_MGMT_HAS_P2P_BYTES (0.17) */
+    double p2p_write_bytes_per_s;
+    uint64_t reserved[2];
 } spyre_mgmt_utilization;
 
 /* Pure arithmetic on two samples of the same card, `after` taken later than `before`
@@ -703,6 +710,33 @@ typedef struct spyre_mgmt_process {
  */
 SPYRE_API spyre_status spyre_mgmt_get_processes(spyre_device_t device, spyre_mgmt_process* procs,
                                                 uint32_t capacity, uint32_t* count);
+
+/* spyre_mgmt_peer.flags */
+#define SPYRE_MGMT_PEER_P2P (1u << 0) /* copies between the two cards can go card to card */
+/* The cards sit below one upstream PCI bridge (a switch): peer traffic need not cross the root
+ * complex. */
+#define SPYRE_MGMT_PEER_SHARED_BRIDGE (1u << 1)
+
+/* Another card as seen from one card (0.17). */
+typedef struct spyre_mgmt_peer {
+    uint32_t size;      /* in: sizeof(spyre_mgmt_peer), set in element 0 (the array's stride) */
+    uint32_t flags;     /* SPYRE_MGMT_PEER_* */
+    int32_t index;      /* the peer's device index (spyre_get_device_count order) */
+    uint32_t distance;  /* PCI bridges between the two cards (the root complex counts as one
+                         * when they share none); 0 when unknown (simulator: one modeled link) */
+    char pci_address[16]; /* the peer's "0000:01:00.0"; "" when it has none (simulator) */
+    uint64_t reserved[2];
+} spyre_mgmt_peer;
+
+/*
+ * The device's card's view of every other card of its backend: the P2P path and the PCI
+ * distance (kernel backend: DRM_SPYRE_QUERY_TOPOLOGY; simulator: every other simulated card,
+ * P2P over the modeled peer link when both have SPYRE_DEVICE_CAP_P2P). Fills at most `capacity`
+ * entries (peers[0].size set by the caller; NULL with capacity 0 counts) in device index order
+ * and sets *count to the number of peers found.
+ */
+SPYRE_API spyre_status spyre_mgmt_get_peers(spyre_device_t device, spyre_mgmt_peer* peers,
+                                            uint32_t capacity, uint32_t* count);
 
 /* spyre_mgmt_reset flags */
 #define SPYRE_MGMT_RESET_FORCE (1u << 0) /* reset even while other processes use the card */
