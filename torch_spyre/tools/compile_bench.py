@@ -412,9 +412,9 @@ def main():
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("only", nargs="?", choices=["rows", "longrows", "startup", "granite",
-                                                "granite-layer"],
-                    help="run only the row kernels, only the long rows, or only the cold and "
-                    "warm start")
+                                                "granite-layer", "decode"],
+                    help="run only the row kernels, only the long rows, only the cold and "
+                    "warm start, the Granite sizes or the TinyGranite decode steps")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON records")
     args = ap.parse_args()
     if args.only == "rows":
@@ -428,6 +428,8 @@ def main():
         granite_layer()
     elif args.only == "granite":
         granite()
+    elif args.only == "decode":
+        decode()
     else:
         startup()
         everything()
@@ -462,6 +464,12 @@ def everything():
         print(f"chain {shape} {str(dt)[6:]}: launches {le} -> {lc}, modeled {me:.2f} -> {mc:.2f} us "
               f"(DDR roofline {100 * roof / mc:.0f}%), host {he:.1f} -> "
               f"{hc:.1f} us/call, first call {first:.2f} s")
+    decode()
+
+
+def decode():
+    """TinyGranite decode steps: eager, compiled and replayed at one position, then with the
+    KV length growing (growing_kv)."""
     torch.compiler.reset()
     eager = TinyGranite().to("spyre")
     model = copy.deepcopy(eager)

@@ -30,14 +30,9 @@ STATS = {"captures": 0, "replays": 0, "eager_calls": 0, "capture_failures": 0}
 
 
 def _key(args):
-    key = []
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            key.append(("T", tuple(a.shape), tuple(a.stride()), a.dtype, str(a.device),
-                        a.storage_offset()))
-        else:
-            key.append(("V", repr(a)))
-    return tuple(key)
+    # Runs on every call: torch.Size and torch.device hash as they are (no conversions).
+    return tuple((a.shape, a.stride(), a.dtype, a.device, a.storage_offset())
+                 if isinstance(a, torch.Tensor) else ("V", repr(a)) for a in args)
 
 
 class _Entry:
