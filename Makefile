@@ -16,7 +16,8 @@ export CARDS
 IN_SYSROOT := tools/in-sysroot
 CMAKE_DIR := build/cmake
 
-.PHONY: all setup qemu driver driver-debug user build check check-debug-net demo vm-shell bench checkpatch format clean \
+.PHONY: all setup qemu driver driver-debug user build check check-debug-net check-multinode demo vm-shell bench \
+	checkpatch format clean \
 	intree-check dkms install-headers fuzz fuzz-asan
 
 all: build
@@ -63,6 +64,10 @@ check: build driver-debug
 # Checks the debug kernel itself: it must catch a planted leak, lock inversion and use-after-free.
 check-debug-net: build driver-debug
 	@tests/debug-net/run.sh
+
+# Two VMs joined by an emulated network, the spyre backend across them (tests/multinode/run.sh).
+check-multinode: build
+	@tests/multinode/run.sh
 
 demo: build
 	@tools/vm/spyre-vm --cards $(CARDS) -- tools/demo-guest.sh

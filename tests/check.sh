@@ -9,6 +9,7 @@
 #           suites, unload; the same on the debug kernel (tools/setup/kernel-debug.sh) in a
 #           second VM that runs beside the device, style, intree, stock-guest and dkms stages
 #   dkms    the DKMS package installed, loaded and removed in a VM (make dkms)
+#   multinode  two VMs joined by an emulated network, torch.distributed across them
 #   smi     the --json documents and exporter scrapes the smi tests saved, validated in the
 #           sysroot with Debian's python3-jsonschema and python3-prometheus-client
 #   bench-report  make bench's HTML report (tools/bench/report.py) on fixture inputs, on the
@@ -158,6 +159,20 @@ if [ -n "$line" ]; then
 	[ "$f" -eq 0 ] || grep '^FAIL' "$out/dkms.log" | head -n 20
 else
 	tail -n 20 "$out/dkms.log"; record dkms 0 1
+fi
+
+# Two VMs joined by an emulated network, the spyre backend across them (make check-multinode).
+section "two VMs, torch.distributed across them (stock kernel, 2 cards each)"
+tests/multinode/run.sh > "$out/multinode.log" 2>&1
+line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/multinode.log" | tail -n1)
+grep '^two VMs' "$out/multinode.log"
+echo "${line:-no summary}"
+if [ -n "$line" ]; then
+	read -r p _ f _ <<<"${line//,/}"
+	record multinode "$p" "$f"
+	[ "$f" -eq 0 ] || grep -A30 '^FAIL' "$out/multinode.log" | head -n 60
+else
+	tail -n 20 "$out/multinode.log"; record multinode 0 1
 fi
 
 wait_debug_guest

@@ -15,12 +15,24 @@ mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm
 hostname spyre-vm
-ip link set lo up 2>/dev/null
+busybox ip link set lo up 2>/dev/null
 
 run=
+netip=
 for arg in $(cat /proc/cmdline); do
-	case $arg in spyrevm.run=*) run=${arg#spyrevm.run=} ;; esac
+	case $arg in
+	spyrevm.run=*) run=${arg#spyrevm.run=} ;;
+	spyrevm.ip=*) netip=${arg#spyrevm.ip=} ;;
+	esac
 done
+# spyre-vm --net: the emulated network to the other VM.
+if [ -n "$netip" ]; then
+	modprobe virtio_net
+	busybox ip addr add "$netip" dev eth0
+	busybox ip link set eth0 up
+	last=${netip%/*}
+	hostname "spyre-vm-${last##*.}"
+fi
 dir=/src/build/vm/$run
 export SPYRE_VM_DIR=$dir	# for tools/vm/guest-qmp
 stty -F /dev/console sane 2>/dev/null

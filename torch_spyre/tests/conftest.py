@@ -62,14 +62,16 @@ def run_python(code, **env):
     )
 
 
-def run_ranks(script, world, *args, timeout=400, **env):
+def run_ranks(script, world, *args, timeout=400, rank_env=None, **env):
     """Runs `script` (a file beside this one) as `world` ranks, each its own process with its
-    own simulated card and RANK, WORLD_SIZE in the environment (plus `env`); returns
-    [(exit code, output)] in rank order. A rank that hangs past `timeout` kills them all."""
+    own simulated card and RANK, WORLD_SIZE in the environment (plus `env`, and rank_env(rank)
+    when given); returns [(exit code, output)] in rank order. A rank that hangs past `timeout`
+    kills them all."""
     e = dict(os.environ, WORLD_SIZE=str(world), SPYRE_SIM_DEVICES="1", SPYRE_BACKEND="sim",
              USE_LIBUV="0", **env)
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), script)
-    procs = [subprocess.Popen([sys.executable, path, *args], env=dict(e, RANK=str(r)),
+    procs = [subprocess.Popen([sys.executable, path, *args],
+                              env=dict(e, RANK=str(r), **(rank_env(r) if rank_env else {})),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for r in range(world)]
     outs = []

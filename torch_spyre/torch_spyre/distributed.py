@@ -9,13 +9,15 @@ communicator's unique id in the process group's store. Documentation/torch_spyre
 
 import torch.distributed as dist
 
-from . import _C
+from . import _C, hierarchical
 
 BACKEND = "spyre"
 
 
 def _create_backend(store, rank, size, timeout):
-    return _C.ProcessGroupSpyre(store, rank, size, timeout)
+    # One node: ProcessGroupSpyre; several (machines or VMs): on-card collectives inside each
+    # node and gloo between them (hierarchical.py).
+    return hierarchical.create(store, rank, size, timeout)
 
 
 def register():

@@ -1,0 +1,118 @@
+"""One rank of a job over several nodes (hierarchical.py): ``multinode_worker.py NODES [INIT_FILE]``
+with RANK, WORLD_SIZE (and LOCAL_RANK) in the environment; env:// init (MASTER_ADDR, MASTER_PORT)
+without INIT_FILE. Checks that the backend is the hierarchical one over NODES nodes, compares
+every collective on spyre tensors with gloo on the CPU, then trains DistributedDataParallel on
+spyre for three steps against one process training the whole batch on the CPU. Prints
+"CASE ok SECONDS" per case; exits non-zero on a mismatch. Run by test_multinode.py (the host, a
+node id per rank) and tests/multinode/run.sh (two VMs joined by an emulated network)."""
+
+import os
+import sys
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+import torch_spyre  # noqa: F401  (registers the "spyre" backend)
+from torch_spyre.hierarchical import HierarchicalProcessGroup
+
+nodes = int(sys.argv[1])
+init = f"file://{sys.argv[2]}" if len(sys.argv) > 2 else "env://"
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+dist.init_process_group("spyre", init_method=init, rank=rank, world_size=world,
+                        timeout=timedelta(seconds=300))
+pg = dist.distributed_c10d._get_default_group()
+dev = torch.device("spyre", int(os.environ.get("LOCAL_RANK", "0")))
+if nodes > 1:
+    assert isinstance(pg, HierarchicalProcessGroup), type(pg)
+    assert len(pg._leaders) == nodes, (pg._leaders, nodes)
+else:  # one node: the C++ backend alone
+    assert type(pg._get_backend(dev)).__name__ == "ProcessGroupSpyre", pg._get_backend(dev)
+gloo = dist.new_group(backend="gloo")
+torch.spyre.set_device(dev.index)
+
+
+def case(name, fn):
+    t0 = time.perf_counter()
+    fn()
+    print(f"{name} ok {time.perf_counter() - t0:.1f}", flush=True)
+
+
+def data(n, dtype, salt=0):
+    g = torch.Generator().manual_seed(100 * rank + salt)
+    if dtype == torch.float32:
+        return torch.rand(n, generator=g) * 8 - 4
+    return torch.randint(-8, 9, (n,), generator=g).to(dtype)  # exact sums in fp16/bf16
+
+
+def close(got, want, what):
+    tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}[want.dtype]
+    torch.testing.assert_close(got.cpu().float(), want.float(), rtol=tol, atol=tol, msg=what)
+
+
+def all_reduce():
+    ops = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "max": dist.ReduceOp.MAX,
+           "min": dist.ReduceOp.MIN}
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        for n in (1, 1001):
+            x = data(n, dtype)
+            for name, op in ops.items():
+                y = x.to(dev)
+                assert dist.all_reduce(y, op=op, async_op=True).wait()
+                ref = x.float().clone()
+                dist.all_reduce(ref, op=dist.ReduceOp.SUM if name == "avg" else op, group=gloo)
+                if name == "avg":
+                    ref /= world
+                close(y, ref.to(dtype), f"all_reduce {name} {dtype} n={n}")
+
+
+def broadcast_and_gather():
+    for root in range(world):
+        y = data(33, torch.float32, 7).to(dev)
+        dist.broadcast(y, src=root)
+        ref = data(33, torch.float32, 7)
+        dist.broadcast(ref, src=root, group=gloo)
+        close(y, ref, f"broadcast root {root}")
+    x = data(5, torch.bfloat16)
+    outs = [torch.empty(5, dtype=torch.bfloat16, device=dev) for _ in range(world)]
+    dist.all_gather(outs, x.to(dev))
+    refs = [torch.empty(5) for _ in range(world)]
+    dist.all_gather(refs, x.float(), group=gloo)
+    for r in range(world):
+        close(outs[r], refs[r].to(torch.bfloat16), f"all_gather from rank {r}")
+    dist.barrier()
+
+
+def ddp():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
+    reference = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(),
+                                    torch.nn.Linear(32, 4))
+    reference.load_state_dict(model.state_dict())
+    if rank != 0:  # DDP must broadcast rank 0's parameters
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(1.0)
+    ddp_model = torch.nn.parallel.DistributedDataParallel(model.to(dev))
+    opt = torch.optim.SGD(ddp_model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(5)
+    for step in range(3):
+        x, target = torch.randn(4 * world, 16, generator=g), torch.randn(4 * world, 4, generator=g)
+        mine = slice(4 * rank, 4 * rank + 4)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(ddp_model(x[mine].to(dev)), target[mine].to(dev)).backward()
+        opt.step()
+        ref_opt.zero_grad()
+        torch.nn.functional.mse_loss(reference(x), target).backward()
+        ref_opt.step()
+        for (name, p), q in zip(ddp_model.module.named_parameters(), reference.parameters()):
+            torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=2e-4, atol=2e-5,
+                                       msg=f"step {step} {name}")
+
+
+case("all_reduce", all_reduce)
+case("broadcast_all_gather_barrier", broadcast_and_gather)
+case("ddp", ddp)
+dist.destroy_process_group()

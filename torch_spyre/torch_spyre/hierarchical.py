@@ -1,0 +1,181 @@
+"""The ``spyre`` backend across machines: on-card collectives inside a node, gloo between nodes.
+
+``init_process_group("spyre")`` groups the ranks by node (a node is one OS instance: its host
+name and boot id, or ``TORCH_SPYRE_NODE_ID`` when set). When all ranks share one node the backend
+is the C++ ``ProcessGroupSpyre`` alone; otherwise it is ``HierarchicalProcessGroup``:
+
+- the ranks of a node form a ``ProcessGroupSpyre`` of their own (libspyre's collectives, card to
+  card where the cards reach each other);
+- the first rank of each node (its leader) is in a gloo group of the leaders, over the network
+  (``GLOO_SOCKET_IFNAME`` picks the interface);
+- every rank is also in a gloo group of all ranks, for the collectives that are not worth a
+  hierarchy (all_gather, barrier).
+
+all_reduce: reduce inside the node on the cards, the leaders all-reduce the node results on the
+host (fp32 for 16-bit tensors, so one rounding at the end), then the leader broadcasts inside the
+node. broadcast: inside the root's node to its leader, between the leaders, inside the other
+nodes. Every call finishes before it returns (the work is complete). Documentation/torch_spyre.md
+"Across machines".
+"""
+
+import datetime
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+
+from torch._C._distributed_c10d import _create_work_from_future
+
+from . import _C
+
+_ReduceOp = dist.ReduceOp
+
+
+def node_identity():
+    """What tells one node from another: TORCH_SPYRE_NODE_ID, else host name and boot id (VMs
+    cloned from one image share a host name, never a boot id)."""
+    forced = os.environ.get("TORCH_SPYRE_NODE_ID")
+    if forced:
+        return forced
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = ""
+    return f"{socket.gethostname()}/{boot}"
+
+
+def nodes_of_ranks(store, rank, size):
+    """Every rank's node identity, through the process group's store (one key per rank)."""
+    store.set(f"spyre_node/{rank}", node_identity())
+    return [store.get(f"spyre_node/{r}").decode() for r in range(size)]
+
+
+def _done(result):
+    """A finished collective's Work. A C++ Work over a completed future, not a Python Work
+    subclass: C++ callers (DDP) keep the Work after Python dropped it, and a Python subclass's
+    overrides die with its Python object (a plain Work would then wait forever)."""
+    fut = torch.futures.Future()
+    fut.set_result(result)
+    return _create_work_from_future(fut)
+
+
+class HierarchicalProcessGroup(dist.ProcessGroup):
+    def __init__(self, store, rank, size, timeout, nodes):
+        super().__init__(rank, size)
+        order = list(dict.fromkeys(nodes))  # nodes by their first rank
+        node_of = [order.index(n) for n in nodes]
+        me = node_of[rank]
+        self._local = [r for r in range(size) if node_of[r] == me]
+        self._leaders = [node_of.index(k) for k in range(len(order))]
+        self._node_of = node_of
+        self._local_rank = self._local.index(rank)
+        self._timeout = timeout
+        self._intra = (_C.ProcessGroupSpyre(dist.PrefixStore(f"spyre_intra/{me}/", store),
+                                            self._local_rank, len(self._local), timeout)
+                       if len(self._local) > 1 else None)
+        self._inter = (dist.ProcessGroupGloo(dist.PrefixStore("spyre_inter/", store), me,
+                                             len(order), timeout)
+                       if rank in self._leaders and len(order) > 1 else None)
+        self._flat = dist.ProcessGroupGloo(dist.PrefixStore("spyre_flat/", store), rank, size,
+                                           timeout)
+
+    def getBackendName(self):
+        return "spyre"
+
+    def name(self):
+        return "spyre"
+
+    # ---- helpers ----
+    def _intra_call(self, method, *args):
+        if self._intra is not None:
+            getattr(self._intra, method)(*args).wait()
+
+    def _intra_broadcast(self, tensors, local_root):
+        if self._intra is not None:
+            opts = dist.BroadcastOptions()
+            opts.rootRank = local_root
+            self._intra.broadcast(tensors, opts).wait()
+
+    def _inter_on_host(self, tensor, fn):
+        """Runs fn(host copy) among the leaders and copies the result back (leaders only)."""
+        host = tensor.to("cpu", torch.float32 if tensor.dtype in (torch.float16, torch.bfloat16)
+                         else tensor.dtype)
+        fn(host)
+        tensor.copy_(host)
+
+    # ---- collectives ----
+    def allreduce(self, tensors, opts=None):
+        op = opts.reduceOp if opts is not None else _ReduceOp.SUM
+        avg = op == _ReduceOp.AVG
+        inner = _ReduceOp.SUM if avg else op
+        for t in tensors:
+            self._check(t)
+            o = dist.AllreduceOptions()
+            o.reduceOp = inner
+            self._intra_call("allreduce", [t], o)
+            if self._inter is not None:
+                def across(host, inner=inner):
+                    io = dist.AllreduceOptions()
+                    io.reduceOp = inner
+                    self._inter.allreduce([host], io).wait()
+                    if avg:
+                        host.div_(self.size())
+                self._inter_on_host(t, across)
+            self._intra_broadcast([t], 0)
+        return _done(tensors)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        o = dist.AllreduceOptions()
+        o.reduceOp = opts.reduceOp if opts is not None else _ReduceOp.SUM
+        return self.allreduce(tensors, o)
+
+    def broadcast(self, tensors, opts):
+        root = opts.rootRank
+        root_node = self._node_of[root]
+        for t in tensors:
+            self._check(t)
+            # 1. inside the root's node: root -> every rank there (its leader among them)
+            if self._node_of[self.rank()] == root_node:
+                self._intra_broadcast([t], self._local.index(root))
+            # 2. between the leaders
+            if self._inter is not None:
+                def across(host):
+                    bo = dist.BroadcastOptions()
+                    bo.rootRank = root_node
+                    self._inter.broadcast([host], bo).wait()
+                self._inter_on_host(t, across)
+            # 3. inside the other nodes: leader -> the rest
+            if self._node_of[self.rank()] != root_node:
+                self._intra_broadcast([t], 0)
+        return _done(tensors)
+
+    def allgather(self, output_lists, inputs, opts=None):
+        for outs, t in zip(output_lists, inputs):
+            self._check(t)
+            host_outs = [torch.empty_like(o, device="cpu") for o in outs]
+            self._flat.allgather([host_outs], [t.cpu()]).wait()
+            for o, h in zip(outs, host_outs):
+                o.copy_(h)
+        return _done(output_lists)
+
+    def barrier(self, opts=None):
+        if self._intra is not None:
+            torch.spyre.synchronize()
+        self._flat.barrier().wait()
+        return _done([])
+
+    def _check(self, t):
+        if t.device.type != "spyre":
+            raise RuntimeError(f"spyre backend: expected a spyre tensor, got one on {t.device}")
+
+
+def create(store, rank, size, timeout):
+    """The backend for one process group: ProcessGroupSpyre on one node, else hierarchical."""
+    if not isinstance(timeout, datetime.timedelta):
+        timeout = datetime.timedelta(milliseconds=timeout)
+    nodes = nodes_of_ranks(store, rank, size)
+    if len(set(nodes)) == 1:
+        return _C.ProcessGroupSpyre(store, rank, size, timeout)
+    return HierarchicalProcessGroup(store, rank, size, timeout, nodes)
