@@ -317,9 +317,10 @@ TEST(SmiTopo, MatrixOfCards) {
               std::string::npos)
         << t;
     EXPECT_NE(t.find("| spyre1 | P2P PHB | X       |"), std::string::npos) << t;
-    // Below one switch: PIX (its bridge alone) or PXB (more bridges); without P2P: HOST.
-    r.cards[0].peers = {peer(1, SPYRE_MGMT_PEER_SHARED_BRIDGE, 1)};
-    r.cards[1].peers = {peer(0, SPYRE_MGMT_PEER_P2P | SPYRE_MGMT_PEER_SHARED_BRIDGE, 3)};
+    // Below one switch (3 bridges: down, up, down): PIX; across two switches below a shared
+    // one: PXB; without P2P: HOST.
+    r.cards[0].peers = {peer(1, SPYRE_MGMT_PEER_SHARED_BRIDGE, 3)};
+    r.cards[1].peers = {peer(0, SPYRE_MGMT_PEER_P2P | SPYRE_MGMT_PEER_SHARED_BRIDGE, 5)};
     t = spyre_smi::format_topo(r);
     EXPECT_NE(t.find("| spyre0 | X       | HOST PIX |"), std::string::npos) << t;
     EXPECT_NE(t.find("| spyre1 | P2P PXB | X        |"), std::string::npos) << t;

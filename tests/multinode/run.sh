@@ -3,7 +3,9 @@
 # netdev over the host's loopback), CARDS cards each, one process per card: the spyre backend
 # across nodes (torch_spyre/hierarchical.py: on-card collectives inside each VM, gloo between
 # them over eth0) runs torch_spyre/tests/multinode_worker.py on both (every collective against
-# gloo, DDP against one process on the CPU). `make check-multinode`; Documentation/testing.md.
+# gloo, DDP against one process on the CPU), after checking each VM's card topology against its
+# PCI hierarchy (tests/guest/smi/topo_check.py; node 1's cards sit below a PCIe switch).
+# `make check-multinode`; Documentation/testing.md.
 # Prints "N passed, M failed" last (one test per node); exit status 0 when both passed.
 set -u
 cd "$(dirname "$0")/../.."
@@ -14,9 +16,10 @@ rm -f "$out"/node*.log
 # A free port for the VMs' link, and the store's port on node 0's address.
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
 	echo $((20000 + RANDOM % 20000)))
-job() {	# NODE_RANK
+job() {	# NODE_RANK EXPECTED_LINK
 	cat <<JOB
 modprobe spyre || exit 1
+python3 tests/guest/smi/topo_check.py $2 || exit 1
 export PYTHONPATH=build/cmake/torch_spyre/python PYTHONDONTWRITEBYTECODE=1 SPYRE_BACKEND=kernel
 export TORCH_SPYRE_STRICT=1 GLOO_SOCKET_IFNAME=eth0
 python3 -m torch_spyre.launch --nnodes 2 --node-rank $1 --nproc $cards --master-addr 10.77.0.1 \
@@ -27,8 +30,10 @@ listening() {	# is 127.0.0.1:$port in LISTEN (/proc/net/tcp: local address hex, 
 	grep -qi "0100007F:$(printf %04X "$port") 00000000:0000 0A" /proc/net/tcp
 }
 t0=$(date +%s)
+# node 0: each card on a root port of its own (peers through the root complex: PHB); node 1:
+# its cards below one PCIe switch (PIX), so the card-to-card path there crosses a switch.
 tools/vm/spyre-vm --cards "$cards" --net "listen:$port" --ip 10.77.0.1/24 -- \
-	bash -c "$(job 0)" > "$out/node0.log" 2>&1 &
+	bash -c "$(job 0 PHB)" > "$out/node0.log" 2>&1 &
 pid0=$!
 # The second VM connects to the first one's netdev: wait until QEMU listens (bounded).
 for _ in $(seq 600); do
@@ -37,8 +42,8 @@ for _ in $(seq 600); do
 	sleep 0.5
 done
 listening || echo "node0's QEMU never listened on 127.0.0.1:$port" >> "$out/node0.log"
-tools/vm/spyre-vm --cards "$cards" --net "connect:$port" --ip 10.77.0.2/24 -- \
-	bash -c "$(job 1)" > "$out/node1.log" 2>&1 &
+tools/vm/spyre-vm --cards "$cards" --switch --net "connect:$port" --ip 10.77.0.2/24 -- \
+	bash -c "$(job 1 PIX)" > "$out/node1.log" 2>&1 &
 pid1=$!
 pass=0 fail=0
 for n in 0 1; do

@@ -53,7 +53,9 @@ std::string util_text(const CardReport& c) {
 std::string link_type(const spyre_mgmt_peer& p) {
     if (p.distance == 0) return "N/A";
     if (!(p.flags & SPYRE_MGMT_PEER_SHARED_BRIDGE)) return "PHB";
-    return p.distance == 1 ? "PIX" : "PXB";
+    // One switch is three bridges on the path: the card's downstream port, the switch's
+    // upstream port, the peer's downstream port.
+    return p.distance <= 3 ? "PIX" : "PXB";
 }
 
 std::string mib(uint64_t bytes) { return std::format("{} MiB", bytes >> 20); }

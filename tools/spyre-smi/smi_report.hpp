@@ -45,8 +45,9 @@ std::string format_query(const Report& r);
 // --json (Documentation/spyre-smi.schema.json).
 nlohmann::json to_json(const Report& r);
 
-// The PCI path between two cards, as `topo` names it: "PIX" (one shared bridge), "PXB"
-// (several bridges below a shared one), "PHB" (through the root complex), "N/A" (unknown).
+// The PCI path between two cards, as `topo` names it: "PIX" (below one switch or bridge: at
+// most 3 bridges on the path), "PXB" (across several switches below a shared one), "PHB"
+// (through the root complex), "N/A" (unknown).
 std::string link_type(const spyre_mgmt_peer& p);
 
 // "1024 MiB" style with integer MiB (rounded down), as the table uses.

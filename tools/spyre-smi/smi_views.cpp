@@ -97,8 +97,8 @@ std::string format_topo(const Report& r) {
            "        whose transport is p2p; spyre_memcpy_dtod goes through host memory\n"
            "  HOST  copies between the two cards go through host memory (a card without\n"
            "        peer-to-peer DMA: older than hw 1.6, or p2p off)\n"
-           "  PIX   the cards share one PCIe bridge (a switch) and no other\n"
-           "  PXB   the cards sit below one shared bridge, across several bridges\n"
+           "  PIX   the cards sit below one PCIe switch (or bridge): no root complex\n"
+           "  PXB   the path crosses several switches below a shared one\n"
            "  PHB   the path crosses the root complex (each card on a root port of its own)\n"
            "  N/A   the path is not known (the simulator: one modeled peer link per pair)\n";
 }
