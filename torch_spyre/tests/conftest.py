@@ -5,6 +5,7 @@ import collections
 import os
 import subprocess
 import sys
+import tempfile
 
 os.environ.setdefault("SPYRE_BACKEND", "sim")
 os.environ.setdefault("SPYRE_SIM_DEVICES", "2")
@@ -81,6 +82,19 @@ def run_ranks(script, world, *args, timeout=400, **env):
             raise
         outs.append((p.returncode, out))
     return outs
+
+
+def run_worker_cases(script, world, cases):
+    """Runs a strict worker (ddp_worker.py, tp_worker.py: "CASE ok SECONDS" per case, then
+    "fallbacks {...}") as `world` ranks with a FileStore; asserts every rank ran every case
+    with no CPU fallback."""
+    with tempfile.TemporaryDirectory() as d:
+        outs = run_ranks(script, world, os.path.join(d, "store"), TORCH_SPYRE_STRICT="1")
+    for r, (code, out) in enumerate(outs):
+        assert code == 0, f"rank {r} failed:\n{out[-3000:]}"
+        for case in cases:
+            assert f"\n{case} ok " in "\n" + out, f"rank {r}: {case} did not run:\n{out[-2000:]}"
+        assert "fallbacks {}" in out, f"rank {r} fell back to the CPU:\n{out[-2000:]}"
 
 
 @pytest.fixture

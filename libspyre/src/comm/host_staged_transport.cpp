@@ -1,7 +1,6 @@
 // The host-staged transport (host_staged_transport.hpp).
 #include "comm/host_staged_transport.hpp"
 
-#include <format>
 
 #include "error.hpp"
 
@@ -37,24 +36,12 @@ void HostStagedTransport::send(int peer, spyre_buffer_t src, uint64_t offset, ui
 
 void HostStagedTransport::recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t size,
                                spyre_stream_t stream) {
-    RankState& from = seg_->header().ranks[peer];
     const uint32_t want = received_[peer] + 1;
-    seg_->wait(
-        from.posted, [&] { return from.posted.load(std::memory_order_acquire) >= want; },
-        "to send its data", peer);
-    if (from.bytes != size) {
-        std::string msg = std::format(
-            "rank {} sent {} bytes, rank {} expected {}: the ranks "
-            "called different collectives or counts",
-            peer, from.bytes, seg_->rank(), size);
-        seg_->fail(SPYRE_ERROR_INVALID_ARGUMENT, msg);
-        seg_->check();
-    }
+    RankState& from = seg_->await_post(peer, want, size);
     // host -> device; a pageable source is taken before the call returns, so the slot is free
     check_call(spyre_memcpy_htod_async(dst, offset, seg_->slot(peer), size, stream));
     received_[peer] = want;
-    from.consumed.store(want, std::memory_order_release);
-    Segment::wake(from.consumed);
+    seg_->consumed(from, want);
 }
 
 void HostStagedTransport::barrier() { seg_->barrier(); }

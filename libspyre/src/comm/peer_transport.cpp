@@ -3,7 +3,6 @@
 
 #include <unistd.h>
 
-#include <format>
 
 #include "error.hpp"
 
@@ -105,19 +104,8 @@ void PeerTransport::recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t
                          spyre_stream_t stream) {
     if (recv_peer_ < 0) recv_peer_ = peer;
     require(peer == recv_peer_, "p2p transport: each rank receives from one peer");
-    RankState& from = seg_->header().ranks[peer];
     const uint32_t want = received_[peer] + 1;
-    seg_->wait(
-        from.posted, [&] { return from.posted.load(std::memory_order_acquire) >= want; },
-        "to send its data", peer);
-    if (from.bytes != size) {
-        std::string msg = std::format(
-            "rank {} sent {} bytes, rank {} expected {}: the ranks "
-            "called different collectives or counts",
-            peer, from.bytes, seg_->rank(), size);
-        seg_->fail(SPYRE_ERROR_INVALID_ARGUMENT, msg);
-        seg_->check();
-    }
+    RankState& from = seg_->await_post(peer, want, size);
     // out of the inbox on this card; the inbox is free again once that copy has finished
     if (stream) {
         check_call(spyre_memcpy_dtod_async(dst, offset, inbox_, 0, size, stream));
@@ -126,8 +114,7 @@ void PeerTransport::recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t
         check_call(spyre_memcpy_dtod(dst, offset, inbox_, 0, size));
     }
     received_[peer] = want;
-    from.consumed.store(want, std::memory_order_release);
-    Segment::wake(from.consumed);
+    seg_->consumed(from, want);
 }
 
 void PeerTransport::abort(const std::string& reason) {

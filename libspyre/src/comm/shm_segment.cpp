@@ -167,6 +167,26 @@ void Segment::peer_died(int r) {
     std::abort();  // check() throws once a failure is recorded
 }
 
+RankState& Segment::await_post(int peer, uint32_t seq, uint64_t bytes) {
+    RankState& from = hdr_->ranks[peer];
+    wait(
+        from.posted, [&] { return from.posted.load(std::memory_order_acquire) >= seq; },
+        "to send its data", peer);
+    if (from.bytes != bytes) {
+        fail(SPYRE_ERROR_INVALID_ARGUMENT,
+             std::format("rank {} sent {} bytes, rank {} expected {}: the ranks called "
+                         "different collectives or counts",
+                         peer, from.bytes, rank_, bytes));
+        check();
+    }
+    return from;
+}
+
+void Segment::consumed(RankState& from, uint32_t seq) {
+    from.consumed.store(seq, std::memory_order_release);
+    wake(from.consumed);
+}
+
 void Segment::barrier() {
     SegmentHeader& h = header();
     const uint32_t gen = h.barrier_generation.load(std::memory_order_acquire);

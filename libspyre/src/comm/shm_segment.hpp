@@ -68,6 +68,12 @@ class Segment {
     void wait(std::atomic<uint32_t>& word, Pred pred, const char* what, int peer);
     static void wake(std::atomic<uint32_t>& word);
 
+    // A transport's receive: waits until `peer` has posted its message number `seq` and
+    // returns its state; a posted size other than `bytes` fails the communicator (the ranks
+    // called different collectives or counts). Then, once the message is taken, consumed().
+    RankState& await_post(int peer, uint32_t seq, uint64_t bytes);
+    void consumed(RankState& from, uint32_t seq);
+
     // Records the first failure for every rank and wakes nobody (waiters poll every slice).
     void fail(spyre_status status, const std::string& reason);
     // Throws the recorded failure, if any.
