@@ -2,8 +2,8 @@
 // _embedding_bag_forward_only, the dense _embedding_bag_backward, and the per_sample_weights
 // gradient), for fp32/fp16/bf16 weights and int64/int32 indices (F.embedding_bag flattens a 2-D
 // input and makes its offsets before calling these):
-// - each index's bag (offset2bag) is searchsorted(offsets, position, right) - 1 (the CPU counts the
-//   offsets at or before the position: the same, empty bags included);
+// - each index's bag (offset2bag) is the number of offsets at or before its position, less one
+//   (an index_add of ones at the offsets and a cumsum, as the CPU computes it);
 // - sum/mean: the gathered rows (times per_sample_weights), the padding_idx rows replaced by 0,
 //   added per bag by one index_add in fp32 and rounded once; mean divides by the bag's size less
 //   its padding indices (at least 1, as the CPU); with include_last_offset and no padding_idx
@@ -11,10 +11,9 @@
 //   path computes them;
 // - max: the CPU keeps the first value of a bag and replaces it by a strictly greater one, so
 //   the result is the first position holding the maximum (or the first entry when that is NaN;
-//   a later NaN never wins): the maximum by scatter_reduce amax over the entries other than
-//   padding and other than a NaN after a bag's first entry, then the first position equal to it
-//   (scatter_reduce amin of positions), whose row value and index are gathered: bit for bit;
-//   empty bags give 0 and index 0.
+//   a later NaN never wins): a segmented scan over the bags' consecutive entries applies that
+//   rule to (value, position) pairs (padding and NaN after a bag's first entry left out), and
+//   each bag's last entry holds the answer: bit for bit; empty bags give 0 and index 0.
 // The secondary outputs are the CPU's: offset2bag (empty for the sum without padding_idx, where
 // the CPU skips it), bag_size (zeros for sum) and max_indices. Offsets whose first value is not 0
 // or whose last is past the indices are the CPU's errors (read with one small device-to-host
@@ -44,11 +43,13 @@ bool index_dtype(const at::Tensor& t) {
 
 bool defined(const std::optional<at::Tensor>& t) { return t && t->defined(); }
 
-// The bag of every index: [n] int64.
+// The bag of every index: [n] int64, the number of bag starts at or before it, less one (the
+// CPU's offset2bag: one index_add of the starts and a cumsum, so empty bags are skipped).
 at::Tensor bag_of_each(const at::Tensor& offsets, int64_t num_bags, int64_t n) {
-    const at::Tensor starts = offsets.narrow(0, 0, num_bags).to(at::kLong).contiguous();
-    const at::Tensor positions = at::arange(n, starts.options());
-    return at::searchsorted(starts, positions, /*out_int32=*/false, /*right=*/true) - 1;
+    const at::Tensor starts = offsets.narrow(0, 0, num_bags).to(at::kLong);
+    at::Tensor count = at::zeros({n + 1}, starts.options());
+    count.index_add_(0, starts, at::ones_like(starts));
+    return at::cumsum(count.narrow(0, 0, n), 0) - 1;
 }
 
 // The number of indices of every bag, from the offsets (the last bag runs to the end): [bags].
@@ -151,28 +152,37 @@ Bags embedding_bag_on_card(const at::Tensor& weight, const at::Tensor& indices,
     const at::Tensor start = at::index_select(offsets.to(at::kLong), 0, bag);
     const at::Tensor before = at::index_select(counted - keep.to(at::kLong), 0, start);
     const at::Tensor first = at::logical_and(keep, at::eq(counted - before, 1));  // [n]
-    const at::Tensor part = at::logical_and(
+    at::Tensor part = at::logical_and(
         keep.unsqueeze(1), at::logical_or(first.unsqueeze(1), at::logical_not(at::isnan(rows))));
-    const double inf = std::numeric_limits<double>::infinity();
-    const at::Tensor candidates = at::where(part, rows, -inf);
-    const at::Tensor index2d = bag.unsqueeze(1).expand({n, D});
-    const at::Tensor best = at::zeros({num_bags, D}, rows.options())
-                                .scatter_reduce(0, index2d, candidates, "amax", false);
-    // the first position whose value is the maximum (a NaN maximum is its bag's first entry)
-    const at::Tensor bestg = at::gather(best, 0, index2d);
-    const at::Tensor hit = at::logical_and(
-        part,
-        at::logical_or(at::eq(rows, bestg), at::logical_and(at::isnan(rows), at::isnan(bestg))));
-    const at::Tensor positions = at::arange(n, bag.options()).unsqueeze(1).expand({n, D});
-    const at::Tensor pos =
-        at::full({num_bags, D}, n, bag.options())
-            .scatter_reduce(0, index2d, at::where(hit, positions, n), "amin", true);
-    const at::Tensor found = at::lt(pos, n);  // a bag with an entry
-    const at::Tensor safe = at::where(found, pos, 0);
-    const at::Tensor value = at::gather(rows, 0, safe);
+    // A segmented scan over the positions (each bag's entries are consecutive) of (value,
+    // position, taking part) pairs: the later pair replaces the earlier one only when it takes
+    // part and is strictly greater (or the earlier one does not take part), the CPU's rule, so
+    // each bag's last entry ends up with its first maximum. log2(n) rounds.
+    at::Tensor value = rows, pos = at::arange(n, bag.options()).unsqueeze(1).expand({n, D});
+    for (int64_t shift = 1; shift < n; shift *= 2) {
+        const int64_t m = n - shift;
+        const at::Tensor same = at::eq(bag.narrow(0, 0, m), bag.narrow(0, shift, m)).unsqueeze(1);
+        const at::Tensor lv = value.narrow(0, 0, m), rv = value.narrow(0, shift, m);
+        const at::Tensor lp = part.narrow(0, 0, m), rp = part.narrow(0, shift, m);
+        const at::Tensor keep_left = at::logical_and(
+            at::logical_and(same, lp),
+            at::logical_or(at::logical_not(rp), at::le(rv, lv).logical_or(at::isnan(lv))));
+        value = at::cat({value.narrow(0, 0, shift), at::where(keep_left, lv, rv)});
+        pos = at::cat({pos.narrow(0, 0, shift),
+                       at::where(keep_left, pos.narrow(0, 0, m), pos.narrow(0, shift, m))});
+        part = at::cat({part.narrow(0, 0, shift), at::logical_or(rp, at::logical_and(same, lp))});
+    }
+    // each bag's last entry (a bag with none, or with only padding, gives 0 and index 0)
+    const at::Tensor lengths = bag_lengths(offsets, num_bags, n);
+    const at::Tensor has = at::gt(lengths, 0);
+    const at::Tensor last =
+        at::where(has, offsets.narrow(0, 0, num_bags).to(at::kLong) + lengths - 1, 0);
+    const at::Tensor found = at::logical_and(has.unsqueeze(1), at::index_select(part, 0, last));
+    const at::Tensor best = at::index_select(value, 0, last);
+    const at::Tensor where_best = at::where(found, at::index_select(pos, 0, last), 0);
     const at::Tensor word =
-        at::index_select(indices.to(at::kLong), 0, safe.reshape({-1})).view({num_bags, D});
-    return {at::where(found, value, 0).to(weight.scalar_type()), offset2bag, bag_size,
+        at::index_select(indices.to(at::kLong), 0, where_best.reshape({-1})).view({num_bags, D});
+    return {at::where(found, best, 0).to(weight.scalar_type()), offset2bag, bag_size,
             at::where(found, word, 0).to(iopt)};
 }
 
