@@ -130,3 +130,19 @@ def test_what_stays_on_the_cpu(fallback_reset):
     with pytest.raises(RuntimeError, match="offsets\\[0\\] has to be 0"):
         F.embedding_bag(INDICES.to("spyre"), w.float().to("spyre"),
                         torch.tensor([1, 3]).to("spyre"))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_many_bags(strict, mode):
+    g = torch.Generator().manual_seed(3)
+    n, bags, v = 20000, 2000, 500
+    idx = torch.randint(0, v, (n,), generator=g)
+    offsets = torch.sort(torch.randint(0, n, (bags,), generator=g)).values
+    offsets[0] = 0
+    w = make((v, 16), torch.float32)
+    got = F.embedding_bag(idx.to("spyre"), w.to("spyre"), offsets.to("spyre"), mode=mode)
+    want = F.embedding_bag(idx, w, offsets, mode=mode)
+    if mode == "max":
+        assert_same(got.cpu(), want)
+    else:
+        close(got.cpu(), want, torch.float32, scale=8)
