@@ -60,3 +60,49 @@ def test_16_bit_counts_are_exact_then_rounded(strict, dtype):
     c = torch.full((3000,), 0.5, dtype=dtype)
     got = torch.histc(c.to("spyre"), 2, 0, 1).cpu()
     assert_same(got, torch.tensor([0.0, 3000.0]).to(dtype))
+
+
+@pytest.mark.parametrize("bins", [1, 8, 37])
+@pytest.mark.parametrize("range_", [None, (-1.0, 1.0), (0.1, 0.3), (2.0, 2.0)])
+@pytest.mark.parametrize("density", [False, True])
+def test_histogram_bin_count(strict, bins, range_, density):
+    x = edge_data(torch.float32)
+    if range_ is None:
+        x = x[x.isfinite()]  # the data's own range must be finite (the CPU's error)
+    want = torch.histogram(x, bins, range=range_, density=density)
+    got = torch.histogram(x.to("spyre"), bins, range=range_, density=density)
+    assert_same(got.bin_edges.cpu(), want.bin_edges)
+    torch.testing.assert_close(got.hist.cpu(), want.hist, rtol=0 if not density else 1e-6,
+                               atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("density", [False, True])
+def test_histogram_weights_and_bin_tensor(strict, density):
+    x = edge_data(torch.float32).view(-1)
+    w = make(x.shape, torch.float32, seed=1).abs()
+    want = torch.histogram(x, 8, range=(-1.0, 1.0), weight=w, density=density)
+    got = torch.histogram(x.to("spyre"), 8, range=(-1.0, 1.0), weight=w.to("spyre"),
+                          density=density)
+    torch.testing.assert_close(got.hist.cpu(), want.hist, rtol=1e-5, atol=1e-5)
+    edges = torch.tensor([-1.0, -0.5, -0.1, 0.0, 0.25, 0.999, 1.0])
+    for weight in (None, w):
+        want = torch.histogram(x, edges, weight=weight, density=density)
+        got = torch.histogram(x.to("spyre"), edges.to("spyre"),
+                              weight=None if weight is None else weight.to("spyre"),
+                              density=density)
+        assert_same(got.bin_edges.cpu(), want.bin_edges)
+        torch.testing.assert_close(got.hist.cpu(), want.hist, rtol=1e-5, atol=1e-5)
+
+
+def test_histogram_empty_and_fallback(fallback_reset):
+    e = torch.empty(0)
+    for density in (False, True):
+        want = torch.histogram(e, 4, density=density)
+        got = torch.histogram(e.to("spyre"), 4, density=density)
+        torch.testing.assert_close(got.hist.cpu(), want.hist, equal_nan=True)
+        assert_same(got.bin_edges.cpu(), want.bin_edges)
+    assert torch_spyre.fallback_counts() == {}
+    d = make((40,), torch.float64)
+    torch.testing.assert_close(torch.histogram(d.to("spyre"), 5).hist.cpu(),
+                               torch.histogram(d, 5).hist)
+    assert set(torch_spyre.fallback_counts()) == {"aten::histogram.bin_ct"}
