@@ -105,7 +105,6 @@ Bags embedding_bag_on_card(const at::Tensor& weight, const at::Tensor& indices,
     const int64_t num_bags = offsets.size(0) - (include_last_offset ? 1 : 0);
     check_offsets(offsets, n);
     const at::TensorOptions iopt = offsets.options();
-    const at::Tensor wide = weight.to(at::kFloat);                  // 16-bit rows summed in fp32
     const bool skips_offset2bag = mode == kSum && padding_idx < 0;  // the CPU's fast path
     if (num_bags == 0 || n == 0) {  // nothing to gather: zeros, as the CPU
         at::Tensor bag_size =
@@ -120,7 +119,8 @@ Bags embedding_bag_on_card(const at::Tensor& weight, const at::Tensor& indices,
     }
     const at::Tensor bag = bag_of_each(offsets, num_bags, n);
     const at::Tensor keep = not_padding(indices, padding_idx);
-    at::Tensor rows = at::index_select(wide, 0, indices);  // [n, D] fp32
+    at::Tensor rows =
+        at::index_select(weight, 0, indices).to(at::kFloat);  // [n, D], summed in fp32
     // bag_size: the offsets' lengths less the padding indices of each bag (mean, max, gradients)
     at::Tensor bag_size;
     if (requires_grad || mode != kSum) {
