@@ -139,3 +139,25 @@ def test_unet_decoder_trains(strict, dtype):
     torch.manual_seed(0)
     sgd_step_matches(Decoder(), make((2, 12, 6, 6), dtype, seed=4),
                      make((2, 1, 12, 12), dtype, seed=5), dtype)
+
+
+@pytest.mark.parametrize("case", [
+    (F.conv2d, (2, 4, 8, 8), (6, 4, 3, 3), dict(padding=1)),
+    (F.conv2d, (2, 4, 9, 9), (6, 2, 3, 3), dict(stride=2, groups=2, dilation=2)),
+    (F.conv3d, (1, 2, 6, 6, 6), (3, 2, 3, 3, 3), dict(padding=1, stride=(1, 2, 2))),
+    (F.conv_transpose2d, (2, 4, 5, 5), (4, 3, 4, 4), dict(stride=2, padding=1)),
+    (F.conv_transpose1d, (2, 4, 9), (4, 3, 4), dict(stride=3, output_padding=2)),
+], ids=lambda c: c[0].__name__ + str(c[3]))
+def test_no_copy_through_the_host(strict, case):
+    """The patches, the output permute and the per-tap accumulations of the input gradient (a
+    transposed convolution's output) are device copies: nothing goes through the host."""
+    conv, xs, ws, kw = case
+    x = make(xs, torch.float32).to("spyre").requires_grad_()
+    w = make(ws, torch.float32, seed=1).to("spyre").requires_grad_()
+    up = make(conv(x.detach().cpu(), w.detach().cpu(), **kw).shape, torch.float32,
+              seed=2).to("spyre")
+    torch_spyre._C._reset_copy_stats()
+    conv(x, w, **kw).backward(up)
+    torch.spyre.synchronize()
+    assert torch_spyre._C._copy_stats()["through_host"] == 0
+    assert x.grad is not None and w.grad is not None

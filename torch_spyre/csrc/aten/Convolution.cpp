@@ -99,7 +99,7 @@ at::Tensor conv_forward(const at::Tensor& input, const at::Tensor& weight, const
     ysizes.push_back(g.og);
     std::vector<int64_t> yperm{1, 0, 2 + g.d};
     for (int64_t i = 0; i < g.d; ++i) yperm.push_back(2 + i);
-    return y.view(ysizes).permute(yperm).contiguous().view(g.out_shape());
+    return dense(y.view(ysizes).permute(yperm)).view(g.out_shape());
 }
 
 // The convolution's input gradient [N, C, in...] for the gradient `grad` [N, O, out...]: the

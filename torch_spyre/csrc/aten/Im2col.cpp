@@ -69,6 +69,20 @@ std::optional<ConvGeometry> conv_geometry(at::IntArrayRef in_shape, int64_t out_
     return g;
 }
 
+at::Tensor dense(const at::Tensor& t) {
+    if (t.is_contiguous()) return t;
+    std::vector<int64_t> sizes, strides;  // without the dims of size 1
+    for (int64_t i = 0; i < t.dim(); ++i)
+        if (t.size(i) != 1) {
+            sizes.push_back(t.size(i));
+            strides.push_back(t.stride(i));
+        }
+    if (int64_t(sizes.size()) <= SPYRE_TENSOR_MAX_DIMS)
+        if (const auto d = stick_dense(t.as_strided(sizes, strides), "aten::convolution"))
+            return d->view(t.sizes());
+    return t.contiguous();
+}
+
 namespace {
 
 // The patches of the dense padded input x as [N, groups, C/groups, k..., out...] (a view).
@@ -87,7 +101,7 @@ at::Tensor patches_view(const at::Tensor& x, const ConvGeometry& g) {
 }
 
 at::Tensor padded_dense(const at::Tensor& input, const ConvGeometry& g) {
-    return (g.padded() ? at::constant_pad_nd(input, g.pads, 0) : input).contiguous();
+    return dense(g.padded() ? at::constant_pad_nd(input, g.pads, 0) : input);
 }
 
 }  // namespace
@@ -98,43 +112,54 @@ at::Tensor im2col_rows(const at::Tensor& input, const ConvGeometry& g) {
     for (int64_t i = 0; i < g.d; ++i) perm.push_back(3 + g.d + i);
     perm.push_back(2);
     for (int64_t i = 0; i < g.d; ++i) perm.push_back(3 + i);
-    return patches_view(padded_dense(input, g), g)
-        .permute(perm)
-        .contiguous()
+    return dense(patches_view(padded_dense(input, g), g).permute(perm))
         .view({g.groups, g.n * g.positions, g.cg * g.taps});
 }
 
 at::Tensor fold_patches(const at::Tensor& patches, const ConvGeometry& g,
                         const at::TensorOptions& options) {
-    std::vector<int64_t> padded_shape{g.n, g.c};
-    for (int64_t i = 0; i < g.d; ++i) padded_shape.push_back(g.in_sp[i] + 2 * g.padding[i]);
-    at::Tensor gx = at::zeros(padded_shape, options);
-    // one tap's positions in gx, in the patches' order [groups, N, out..., C/groups]
-    std::vector<int64_t> sizes{g.groups, g.n}, strides{g.cg * gx.stride(1), gx.stride(0)};
+    // The padded input's positions split by phase: p = q * stride + r along each spatial dim,
+    // held as [r..., N, C, q...]. A kernel tap's output positions o * stride + k * dilation are
+    // then one phase r = (k * dilation) % stride and the consecutive q = o + (k * dilation) /
+    // stride: a slice whose last dim is unit-strided, which the copy engine writes on the card.
+    std::vector<int64_t> phase_shape(g.stride.begin(), g.stride.end()), quot(g.d);
+    phase_shape.insert(phase_shape.end(), {g.n, g.c});
     for (int64_t i = 0; i < g.d; ++i) {
-        sizes.push_back(g.out_sp[i]);
-        strides.push_back(g.stride[i] * gx.stride(2 + i));
+        const int64_t padded = g.in_sp[i] + 2 * g.padding[i];
+        quot[i] = (padded + g.stride[i] - 1) / g.stride[i];
+        phase_shape.push_back(quot[i]);
     }
-    sizes.push_back(g.cg);
-    strides.push_back(gx.stride(1));
+    const at::Tensor ph = at::zeros(phase_shape, options);
+    // a tap's values [groups, N, out..., C/groups] as [N, C, out...]
+    std::vector<int64_t> perm{1, 0, 2 + g.d};
+    for (int64_t i = 0; i < g.d; ++i) perm.push_back(2 + i);
     std::vector<int64_t> tap(g.d, 0);  // the kernel tap, an odometer over k...
     for (int64_t t = 0; t < g.taps; ++t) {
-        int64_t offset = 0;
-        at::Tensor values = patches;
+        at::Tensor dst = ph, values = patches;
         for (int64_t i = 0; i < g.d; ++i) {
-            offset += tap[i] * g.dilation[i] * gx.stride(2 + i);
+            const int64_t at = tap[i] * g.dilation[i];
+            dst = dst.select(0, at % g.stride[i]);
             values = values.select(-g.d + i, tap[i]);  // the kernel dims come last
         }
-        gx.as_strided(sizes, strides, offset).add_(values);
+        for (int64_t i = 0; i < g.d; ++i)
+            dst = dst.narrow(2 + i, tap[i] * g.dilation[i] / g.stride[i], g.out_sp[i]);
+        std::vector<int64_t> split{g.n, g.groups, g.cg};
+        split.insert(split.end(), g.out_sp.begin(), g.out_sp.end());
+        dst.view(split).add_(values.permute(perm));
         for (int64_t i = g.d; i-- > 0;) {
             if (++tap[i] < g.kernel[i]) break;
             tap[i] = 0;
         }
     }
-    if (!g.padded()) return gx;
-    at::Tensor inner = gx;
-    for (int64_t i = 0; i < g.d; ++i) inner = inner.narrow(2 + i, g.padding[i], g.in_sp[i]);
-    return inner.contiguous();
+    // [r..., N, C, q...] -> [N, C, q0, r0, q1, r1, ...] -> [N, C, padded...], then the padding cut
+    std::vector<int64_t> back{g.d, g.d + 1}, merged{g.n, g.c};
+    for (int64_t i = 0; i < g.d; ++i) {
+        back.insert(back.end(), {g.d + 2 + i, i});
+        merged.push_back(quot[i] * g.stride[i]);
+    }
+    at::Tensor gx = dense(ph.permute(back)).view(merged);
+    for (int64_t i = 0; i < g.d; ++i) gx = gx.narrow(2 + i, g.padding[i], g.in_sp[i]);
+    return dense(gx);
 }
 
 at::Tensor channel_rows(const at::Tensor& t, const ConvGeometry& g) {
@@ -144,7 +169,7 @@ at::Tensor channel_rows(const at::Tensor& t, const ConvGeometry& g) {
     std::vector<int64_t> perm{1, 0};  // [groups, N, out..., K/groups]
     for (int64_t i = 0; i < g.d; ++i) perm.push_back(3 + i);
     perm.push_back(2);
-    return t.reshape(sizes).permute(perm).contiguous().view({g.groups, g.n * g.positions, k});
+    return dense(t.reshape(sizes).permute(perm)).view({g.groups, g.n * g.positions, k});
 }
 
 at::Tensor channel_cols(const at::Tensor& t, const ConvGeometry& g) {
@@ -153,7 +178,7 @@ at::Tensor channel_cols(const at::Tensor& t, const ConvGeometry& g) {
     sizes.insert(sizes.end(), g.out_sp.begin(), g.out_sp.end());
     std::vector<int64_t> perm{1, 2, 0};  // [groups, K/groups, N, out...]
     for (int64_t i = 0; i < g.d; ++i) perm.push_back(3 + i);
-    return t.reshape(sizes).permute(perm).contiguous().view({g.groups, k, g.n * g.positions});
+    return dense(t.reshape(sizes).permute(perm)).view({g.groups, k, g.n * g.positions});
 }
 
 namespace {
@@ -177,7 +202,7 @@ at::Tensor im2col(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntAr
     if (g.n == 0) return at::empty({0, g.c * g.taps, g.positions}, self.options());
     // [N, 1, C, k..., out...] is already the order of F.unfold's rows and columns
     at::Tensor cols =
-        patches_view(padded_dense(x, g), g).contiguous().view({g.n, g.c * g.taps, g.positions});
+        dense(patches_view(padded_dense(x, g), g)).view({g.n, g.c * g.taps, g.positions});
     return batched ? cols : cols.squeeze(0);
 }
 

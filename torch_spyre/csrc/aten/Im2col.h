@@ -1,10 +1,12 @@
 // The patches of a convolution on the card, shared by the convolutions (Convolution.cpp) and
 // aten::im2col / aten::col2im (F.unfold / F.fold, Im2col.cpp):
 // - im2col: the zero-padded input seen through a strided view as [N, groups, C/groups, k...,
-//   out...] patches and made dense on the card (device copies);
-// - fold: the inverse's sum: each kernel tap's slice of per-patch values added (one strided
-//   add_ per tap; taps overlap when the stride is smaller than the kernel) onto the positions of
-//   the padded input it was read from, the padding cut off.
+//   out...] patches and made dense on the card (one spyre_op_copy);
+// - fold: the inverse's sum: each kernel tap's slice of per-patch values added (one add_ per
+//   tap; taps overlap when the stride is smaller than the kernel) onto the positions of the
+//   padded input it was read from, held split by stride phase so that each tap's positions are
+//   a unit-strided slice the copy engine writes on the card; then the phases interleaved back
+//   (one spyre_op_copy) and the padding cut off. Nothing goes through the host.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -41,6 +43,11 @@ at::Tensor im2col_rows(const at::Tensor& input, const ConvGeometry& g);
 // dims [groups, N, out..., C/groups, k...], summed onto the input position each was read from.
 at::Tensor fold_patches(const at::Tensor& patches, const ConvGeometry& g,
                         const at::TensorOptions& options);
+
+// t made dense on the card: one spyre_op_copy of t's non-trivial dims when they are at most
+// 8 (any strides; the copy engine's memcpy_3d needs unit inner strides and would go through
+// the host otherwise), else contiguous().
+at::Tensor dense(const at::Tensor& t);
 
 // t [N, K, out...] as rows [groups, N * positions, K/groups] (made dense on the card).
 at::Tensor channel_rows(const at::Tensor& t, const ConvGeometry& g);
