@@ -148,13 +148,14 @@ def test_unet_decoder_trains(strict, dtype):
     (F.conv_transpose2d, (2, 4, 5, 5), (4, 3, 4, 4), dict(stride=2, padding=1)),
     (F.conv_transpose1d, (2, 4, 9), (4, 3, 4), dict(stride=3, output_padding=2)),
 ], ids=lambda c: c[0].__name__ + str(c[3]))
-def test_no_copy_through_the_host(strict, case):
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_no_copy_through_the_host(strict, case, dtype):
     """The patches, the output permute and the per-tap accumulations of the input gradient (a
     transposed convolution's output) are device copies: nothing goes through the host."""
     conv, xs, ws, kw = case
-    x = make(xs, torch.float32).to("spyre").requires_grad_()
-    w = make(ws, torch.float32, seed=1).to("spyre").requires_grad_()
-    up = make(conv(x.detach().cpu(), w.detach().cpu(), **kw).shape, torch.float32,
+    x = make(xs, dtype).to("spyre").requires_grad_()
+    w = make(ws, dtype, seed=1).to("spyre").requires_grad_()
+    up = make(conv(x.detach().cpu().float(), w.detach().cpu().float(), **kw).shape, dtype,
               seed=2).to("spyre")
     torch_spyre._C._reset_copy_stats()
     conv(x, w, **kw).backward(up)

@@ -1,8 +1,8 @@
 // Convolution patches on the card (Im2col.h), and aten::im2col / aten::col2im (F.unfold,
 // nn.Unfold, F.fold, nn.Fold; each is the other's backward) of fp32/fp16/bf16 spyre tensors
 // built on them: im2col is the patches of a one-group convolution made dense as [N, C * k...,
-// out...], col2im the fold of such patches. 16-bit values are moved, and folded by adds in their
-// own type, as the CPU kernels add them. Other dtypes run on the CPU fallback.
+// out...], col2im the fold of such patches (16-bit values summed in fp32, rounded once). Other
+// dtypes run on the CPU fallback.
 #include "Im2col.h"
 
 #include <ATen/ATen.h>
@@ -129,7 +129,8 @@ at::Tensor fold_patches(const at::Tensor& patches, const ConvGeometry& g,
         quot[i] = (padded + g.stride[i] - 1) / g.stride[i];
         phase_shape.push_back(quot[i]);
     }
-    const at::Tensor ph = at::zeros(phase_shape, options);
+    const at::Tensor ph =
+        at::zeros(phase_shape, options.dtype(at::kFloat));  // 16-bit: one rounding
     // a tap's values [groups, N, out..., C/groups] as [N, C, out...]
     std::vector<int64_t> perm{1, 0, 2 + g.d};
     for (int64_t i = 0; i < g.d; ++i) perm.push_back(2 + i);
@@ -159,7 +160,7 @@ at::Tensor fold_patches(const at::Tensor& patches, const ConvGeometry& g,
     }
     at::Tensor gx = dense(ph.permute(back)).view(merged);
     for (int64_t i = 0; i < g.d; ++i) gx = gx.narrow(2 + i, g.padding[i], g.in_sp[i]);
-    return dense(gx);
+    return dense(gx).to(options.dtype());
 }
 
 at::Tensor channel_rows(const at::Tensor& t, const ConvGeometry& g) {
