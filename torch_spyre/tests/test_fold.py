@@ -65,6 +65,12 @@ def test_modules_and_round_trip(strict):
     assert_same(fold(cols).cpu(), x)  # non-overlapping patches fold back exactly
 
 
+def test_unfold_of_bool(strict):
+    x = make((2, 3, 6, 5), torch.bool)
+    assert_same(F.unfold(x.to("spyre"), (2, 3), padding=1, stride=(2, 1)).cpu(),
+                F.unfold(x, (2, 3), padding=1, stride=(2, 1)))
+
+
 def test_other_dtypes_stay_on_the_cpu(fallback_reset):
     x = make((2, 3, 4, 4), torch.float64)
     assert_same(F.unfold(x.to("spyre"), 2).cpu(), F.unfold(x, 2))

@@ -1,8 +1,8 @@
 // Convolution patches on the card (Im2col.h), and aten::im2col / aten::col2im (F.unfold,
 // nn.Unfold, F.fold, nn.Fold; each is the other's backward) of fp32/fp16/bf16 spyre tensors
 // built on them: im2col is the patches of a one-group convolution made dense as [N, C * k...,
-// out...], col2im the fold of such patches (16-bit values summed in fp32, rounded once). Other
-// dtypes run on the CPU fallback.
+// out...] (bool too), col2im the fold of such patches (16-bit values summed in fp32, rounded
+// once). Other dtypes run on the CPU fallback.
 #include "Im2col.h"
 
 #include <ATen/ATen.h>
@@ -186,12 +186,17 @@ namespace {
 
 bool takes(const at::Tensor& t) { return t.is_privateuseone() && is_float(t.scalar_type()); }
 
+// im2col only moves values: bool too (the CPU's other im2col type besides floats and complex).
+bool moves(const at::Tensor& t) {
+    return takes(t) || (t.is_privateuseone() && t.scalar_type() == at::kBool);
+}
+
 // F.unfold: [N, C, H, W] (or [C, H, W]) -> [N, C * kh * kw, L], rows ordered (c, kh, kw).
 at::Tensor im2col(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef dilation,
                   at::IntArrayRef padding, at::IntArrayRef stride) {
     const bool batched = self.dim() == 4;
     std::optional<ConvGeometry> geom;
-    if (takes(self) && (self.dim() == 3 || batched)) {
+    if (moves(self) && (self.dim() == 3 || batched)) {
         const at::Tensor x = batched ? self : self.unsqueeze(0);
         geom = conv_geometry(x.sizes(), 1, kernel_size, stride, padding, dilation, 1);
     }
