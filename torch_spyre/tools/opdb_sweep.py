@@ -22,9 +22,10 @@ float samples of those that draw from the spyre generator on the card (DEVICE_RA
 values are not the CPU's, so they are `unchecked` (tests/test_random.py checks them). Sorts that
 leave the order of ties open (TIES_OPEN: `sort` and `argsort` without stable=True, `topk`) may
 order tied elements differently from the CPU: there the values must match and the indices must
-be distinct positions that pick those values from the input. kthvalue, median, nanmedian and mode along a
-dim (INDEX_AMONG_TIES) take the CPU's index among equal values from nth_element or an unstable
-sort: there the values must match and the indices must pick equal values from the input.
+be distinct positions that pick those values from the input. kthvalue, median, nanmedian and
+mode along a dim (INDEX_AMONG_TIES) take the CPU's index among equal values from nth_element or
+an unstable sort: there the values must match and the indices must pick equal values from the
+input.
 
 Each op family runs in a worker process; when a worker dies, the op it was running is
 recorded as a crash and a new worker takes the rest, so one crash fails one op, not the sweep.
