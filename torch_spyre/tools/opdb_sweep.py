@@ -22,7 +22,10 @@ float samples of those that draw from the spyre generator on the card (DEVICE_RA
 values are not the CPU's, so they are `unchecked` (tests/test_random.py checks them). Sorts that
 leave the order of ties open (TIES_OPEN: `sort` and `argsort` without stable=True, `topk`) may
 order tied elements differently from the CPU: there the values must match and the indices must
-be distinct positions that pick those values from the input.
+be distinct positions that pick those values from the input. kthvalue, median, nanmedian and
+mode along a dim (INDEX_AMONG_TIES) take the CPU's index among equal values from nth_element or
+an unstable sort: there the values must match and the indices must pick equal values from the
+input.
 
 Each op family runs in a worker process; when a worker dies, the op it was running is
 recorded as a crash and a new worker takes the rest, so one crash fails one op, not the sweep.
@@ -62,6 +65,10 @@ DEVICE_RANDOM = {
 # Ops whose order of equal elements is unspecified (unless stable=True): compared by values and
 # by indices that pick them (tests/test_sort.py).
 TIES_OPEN = {"sort", "argsort", "topk"}
+# Reductions along a dim returning (values, indices) whose index among equal values the CPU
+# takes from nth_element or an unstable sort: compared by values and by indices that pick
+# equal values (tests/test_order_statistics.py).
+INDEX_AMONG_TIES = {"kthvalue", "median", "nanmedian", "mode"}
 
 
 def uncomparable(op, dtype):
@@ -188,6 +195,31 @@ def worker(samples):
             return "indices repeat a position"
         return None
 
+    def index_among_ties(op, sample, actual, expected, on_spyre):
+        """None if a (values, indices) reduction along a dim matches the CPU up to which of
+        equal values its indices point at."""
+        if not isinstance(expected, tuple) or len(expected) != 2:
+            return compare(actual, expected, on_spyre)
+        (values, idx), (want_values, want_idx) = actual, expected
+        why = compare(values, want_values, on_spyre)
+        if why is not None:
+            return why
+        pos = 1 if op.name == "kthvalue" else 0
+        args, kw = sample.args, sample.kwargs
+        dim = kw.get("dim", args[pos] if len(args) > pos else -1)
+        keepdim = kw.get("keepdim", args[pos + 1] if len(args) > pos + 1 else False)
+        x, idx = sample.input, idx.cpu()
+        if idx.shape != want_idx.shape or idx.dtype != want_idx.dtype:
+            return f"indices {tuple(idx.shape)} {idx.dtype}"
+        if x.dim() == 0:
+            return None if torch.equal(idx, want_idx) else "indices differ"
+        picked = x.gather(dim, idx if keepdim else idx.unsqueeze(dim))
+        ref = want_values if keepdim else want_values.unsqueeze(dim)
+        if not torch.equal(picked.isnan(), ref.isnan()) or not torch.equal(
+                picked.nan_to_num(), ref.nan_to_num()):
+            return "indices pick other values"
+        return None
+
     def run(key, dtype_name):
         op = by_key[key]
         dtype = getattr(torch, dtype_name)
@@ -218,6 +250,11 @@ def worker(samples):
             if why is not None and op.name in TIES_OPEN and not dev.kwargs.get("stable"):
                 try:
                     why = ties_open(op, sample, actual, expected, on_spyre)
+                except Exception as e:  # noqa: BLE001
+                    why = f"{why} (ties check: {type(e).__name__}: {e})"
+            elif why is not None and op.name in INDEX_AMONG_TIES:
+                try:
+                    why = index_among_ties(op, sample, actual, expected, on_spyre)
                 except Exception as e:  # noqa: BLE001
                     why = f"{why} (ties check: {type(e).__name__}: {e})"
             if why is not None and unchecked is None:

@@ -1,8 +1,8 @@
 // median and nanmedian of a whole tensor on the card: one sort of the flattened values (the
-// card's sort puts NaN last), then the element at the lower middle. median is NaN when any
-// element is (the last sorted one); nanmedian takes the lower middle of the m non-NaN values,
-// index (m - 1) / 2 computed on the card, so nothing waits for the host. With a dim (values and
-// indices) they stay on the CPU: its index among equal values comes from nth_element.
+// card's sort puts NaN last; int64/int32/int8/uint8 sort exactly), then the element at the
+// lower middle. median is NaN when any element is (the last sorted one); nanmedian takes the
+// lower middle of the m non-NaN values, index (m - 1) / 2 computed on the card, so nothing waits
+// for the host. With a dim (values and indices): OrderStatistics.cpp.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <c10/core/DeviceGuard.h>
@@ -16,8 +16,11 @@
 namespace torch_spyre::aten {
 namespace {
 
+// Floats, and the integers the card sorts exactly (aten/Sort.cpp's radix sort; no NaN there).
 bool on_card(const at::Tensor& self) {
-    return self.is_privateuseone() && is_float(self.scalar_type()) && self.numel() > 0;
+    const at::ScalarType t = self.scalar_type();
+    return self.is_privateuseone() && self.numel() > 0 &&
+           (is_float(t) || t == at::kLong || t == at::kInt || t == at::kChar || t == at::kByte);
 }
 
 at::Tensor sorted_values(const at::Tensor& self) {
@@ -29,6 +32,7 @@ at::Tensor median(const at::Tensor& self) {
     c10::DeviceGuard guard(self.device());
     const int64_t n = self.numel();
     const at::Tensor s = sorted_values(self);
+    if (!is_float(self.scalar_type())) return s.narrow(0, (n - 1) / 2, 1).reshape({});
     const at::Tensor last = s.narrow(0, n - 1, 1);
     return at::where(at::isnan(last), last, s.narrow(0, (n - 1) / 2, 1)).reshape({});
 }
@@ -37,6 +41,7 @@ at::Tensor nanmedian(const at::Tensor& self) {
     if (!on_card(self)) return fallback_to_cpu<ATEN_OP(nanmedian)>(self);
     c10::DeviceGuard guard(self.device());
     const at::Tensor s = sorted_values(self);
+    if (!is_float(self.scalar_type())) return s.narrow(0, (self.numel() - 1) / 2, 1).reshape({});
     // m non-NaN values sort first; all NaN (m = 0) picks index 0, a NaN, as the CPU returns
     const at::Tensor m = at::logical_not(at::isnan(s)).sum().reshape({1});
     const at::Tensor k = at::where(at::gt(m, 0), at::div(m - 1, 2, "floor"), m);
