@@ -86,12 +86,13 @@ def run_ranks(script, world, *args, timeout=400, rank_env=None, **env):
     return outs
 
 
-def run_worker_cases(script, world, cases):
+def run_worker_cases(script, world, cases, select=None):
     """Runs a strict worker (ddp_worker.py, tp_worker.py: "CASE ok SECONDS" per case, then
     "fallbacks {...}") as `world` ranks with a FileStore; asserts every rank ran every case
-    with no CPU fallback."""
+    with no CPU fallback. `select` (comma-separated) picks the worker's cases to run."""
     with tempfile.TemporaryDirectory() as d:
-        outs = run_ranks(script, world, os.path.join(d, "store"), TORCH_SPYRE_STRICT="1")
+        outs = run_ranks(script, world, os.path.join(d, "store"), *([select] if select else []),
+                         TORCH_SPYRE_STRICT="1")
     for r, (code, out) in enumerate(outs):
         assert code == 0, f"rank {r} failed:\n{out[-3000:]}"
         for case in cases:

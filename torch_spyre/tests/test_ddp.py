@@ -4,8 +4,8 @@ rank-dependent data, and the parameters must agree after construction (rank 0's 
 after every optimizer step (the gradient all-reduce through the Reducer's buckets): an MLP with
 small buckets (and DDP's runtime statistics taken), gradient accumulation under no_sync(),
 find_unused_parameters=True, conv + batch norm (buffers, one int64, broadcast every forward),
-gradient_as_bucket_view with static_graph, and the allreduce and fp16-compression comm hooks.
-Strict mode: nothing falls back to the CPU (ddp_worker.py)."""
+gradient_as_bucket_view with static_graph, the allreduce and fp16-compression comm hooks, and
+the DDP module under torch.compile (Dynamo's DDPOptimizer). Strict mode: nothing falls back to the CPU (ddp_worker.py)."""
 
 
 import pytest
@@ -18,3 +18,7 @@ CASES = ["mlp", "no_sync", "unused", "conv_bn", "bucket_view", "hook_allreduce",
 @pytest.mark.parametrize("world", [2, 4])
 def test_ddp_matches_gloo(world):
     run_worker_cases("ddp_worker.py", world, CASES)
+
+
+def test_compiled_ddp_matches_gloo():
+    run_worker_cases("ddp_worker.py", 2, ["compiled"], select="compiled")
