@@ -1,7 +1,7 @@
 // Ranks in separate processes (spyre-comm-rank, one simulated card each; with
 // SPYRE_COMM_TEST_BACKEND=kernel, the cards of spyre.ko, rank r on card r mod the card count):
-// an all-reduce across 2, 3 and 4 processes, and a rank that dies mid-run: the others get
-// SPYRE_ERROR_DEVICE_LOST naming it, quickly, not a hang and not the (long) timeout.
+// an all-reduce, a reduce and send/recv across 2, 3 and 4 processes, and a rank that dies mid-run:
+// the others get SPYRE_ERROR_DEVICE_LOST naming it, quickly, not a hang and not the (long) timeout.
 #include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -59,6 +59,15 @@ TEST(CommProcesses, AllReduceAcrossProcesses) {
         const auto codes = run(std::vector<std::string>(n, "ok"));
         for (int r = 0; r < n; ++r) EXPECT_EQ(codes[r], 0) << n << " ranks, rank " << r;
     }
+}
+
+TEST(CommProcesses, ReduceAndSendRecvAcrossProcesses) {
+    setenv("SPYRE_COMM_CHUNK_BYTES", "65536", 1);  // several chunks per message
+    for (int n : {2, 3, 4}) {
+        const auto codes = run(std::vector<std::string>(n, "p2p"));
+        for (int r = 0; r < n; ++r) EXPECT_EQ(codes[r], 0) << n << " ranks, rank " << r;
+    }
+    unsetenv("SPYRE_COMM_CHUNK_BYTES");
 }
 
 TEST(CommProcesses, DeadRankGivesErrorNotHang) {

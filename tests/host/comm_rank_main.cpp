@@ -2,6 +2,8 @@
 // simulated card, or through spyre.ko on card RANK mod the number of cards (several ranks may
 // share a card): spyre-comm-rank ID_HEX NRANKS RANK MODE
 //   ok:      all-reduce (sum) of 100003 fp32 values rank+1, checks n(n+1)/2; exit 0 if right
+//   p2p:     reduce (sum) of them to rank n-1, then a relay: rank r sends its values to r+1
+//            (rank 0 first, then receives from n-1); checks both
 //   die:     joins, then kills itself (SIGKILL) before the collective
 //   survive: all-reduce that must fail with SPYRE_ERROR_DEVICE_LOST naming the dead rank
 #include <signal.h>
@@ -37,6 +39,38 @@ int main(int argc, char** argv) {
     std::vector<float> h(count, static_cast<float>(rank + 1));
     spyre_buffer_t b;
     if (spyre_malloc(dev, count * 4, &b) || spyre_memcpy_htod(b, 0, h.data(), count * 4)) return 4;
+    if (mode == "p2p") {
+        const int root = n - 1, next = (rank + 1) % n, prev = (rank + n - 1) % n;
+        spyre_buffer_t r, x;
+        auto fail = [&](int code) {
+            std::fprintf(stderr, "rank %d: %s\n", rank, spyre_last_error());
+            return code;
+        };
+        if (spyre_malloc(dev, count * 4, &r) || spyre_malloc(dev, count * 4, &x)) return fail(8);
+        if (spyre_comm_reduce(b, 0, rank == root ? r : nullptr, 0, count, SPYRE_DTYPE_FLOAT32,
+                              SPYRE_REDUCE_SUM, root, comm, nullptr))
+            return fail(9);
+        if (rank == 0 && spyre_comm_send(b, 0, count, SPYRE_DTYPE_FLOAT32, next, comm, nullptr))
+            return fail(10);
+        if (spyre_comm_recv(x, 0, count, SPYRE_DTYPE_FLOAT32, prev, comm, nullptr)) return fail(11);
+        if (rank != 0 && spyre_comm_send(b, 0, count, SPYRE_DTYPE_FLOAT32, next, comm, nullptr))
+            return fail(12);
+        if (spyre_device_synchronize(dev) || spyre_memcpy_dtoh(h.data(), x, 0, count * 4))
+            return fail(13);
+        for (float v : h)
+            if (v != prev + 1.0f) return 14;
+        if (rank == root) {
+            if (spyre_memcpy_dtoh(h.data(), r, 0, count * 4)) return fail(15);
+            for (float v : h)
+                if (v != n * (n + 1) / 2.0f) return 16;
+        }
+        spyre_free(r);
+        spyre_free(x);
+        spyre_free(b);
+        spyre_comm_destroy(comm);
+        spyre_device_close(dev);
+        return 0;
+    }
     if (mode == "survive") usleep(200000);  // the dying rank is gone by now
     const spyre_status s = spyre_comm_all_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32,
                                                  SPYRE_REDUCE_SUM, comm, nullptr);

@@ -1,9 +1,10 @@
 // The peer-to-peer transport (hw 1.6): for ranks whose cards are all in this process and reach
-// each other (spyre_device_can_access_peer). Every rank has an inbox, a device buffer of one
-// chunk on its own card; a send pushes the range into the receiver's inbox with a peer copy on
-// the sender's card (posted writes over the peer link), the receiver copies it from its inbox
-// on its card. The shared segment (shm_segment.hpp) carries the counters as for the
-// host-staged transport: one message in flight per sender, each rank sends to one peer.
+// each other (spyre_device_can_access_peer). Every (sender, receiver) pair that talks has an
+// inbox, a device buffer of one chunk on the receiver's card, made by the sender on its first
+// message to that peer; a send pushes the range into it with a peer copy on the sender's card
+// (posted writes over the peer link), the receiver copies it from there on its card. The
+// shared segment (shm_segment.hpp) carries the counters as for the host-staged transport: one
+// message in flight per sender, so one sender never has two messages in one inbox.
 #pragma once
 
 #include <memory>
@@ -37,11 +38,11 @@ class PeerTransport final : public Transport {
     void set_timeout_ms(uint64_t ms) override { seg_->set_timeout_ms(ms); }
 
   private:
-    PeerTransport(std::unique_ptr<Segment> seg, spyre_buffer_t inbox);
+    explicit PeerTransport(std::unique_ptr<Segment> seg);
+    // This rank's inbox on `peer`'s card (made on first use).
+    spyre_buffer_t inbox_at(int peer);
     std::unique_ptr<Segment> seg_;
-    spyre_buffer_t inbox_;            // on this rank's card; the one sender pushes into it
-    int send_peer_ = -1;              // the one peer this rank sends to
-    int recv_peer_ = -1;              // the one peer that pushes into the inbox
+    std::vector<uint32_t> sent_;      // messages sent to each peer
     std::vector<uint32_t> received_;  // messages taken from each peer
 };
 
