@@ -35,6 +35,12 @@ def close(got, want, what):
 
 
 if mode == "collectives":
+    # processes on simulated cards cannot share card memory: host staging (spyre.ko's cards
+    # push card to card, the guest rows check that)
+    spyre_pg = dist.distributed_c10d._get_default_group()._get_backend(dev)
+    assert spyre_pg.transport() == "", "no communicator before the first collective"
+    dist.all_reduce(torch.ones(1, device=dev))
+    assert spyre_pg.transport() == "host-staged", spyre_pg.transport()
     ops = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "max": dist.ReduceOp.MAX,
            "min": dist.ReduceOp.MIN}
     for dtype in (torch.float32, torch.float16, torch.bfloat16):

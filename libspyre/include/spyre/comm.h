@@ -5,9 +5,11 @@
  * cores (the op library's elementwise ops). Same library as spyre.h (libspyre.so);
  * Documentation/libspyre.md "Collectives" is the reference.
  *
- * Transport: "p2p" when every rank is a thread of one process and the cards reach each other
- * (hw 1.6, spyre_memcpy_peer: card to card), else "host-staged" (card -> host -> POSIX shared
- * memory -> host -> card); SPYRE_COMM_TRANSPORT=host-staged forces the latter.
+ * Transport: "p2p" (hw 1.6: card to card) when every rank is a thread of one process and the
+ * cards reach each other (spyre_memcpy_peer), or every rank is in its own process on its own
+ * card of spyre.ko with peer-to-peer DMA (card buffers shared as dma-bufs); else "host-staged"
+ * (card -> host -> POSIX shared memory -> host -> card), always so between processes on the
+ * simulator. SPYRE_COMM_TRANSPORT=host-staged forces the latter.
  */
 #ifndef SPYRE_COMM_H_
 #define SPYRE_COMM_H_

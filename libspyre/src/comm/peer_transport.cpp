@@ -3,9 +3,12 @@
 
 #include <unistd.h>
 
+#include <format>
 #include <utility>
 
+#include "comm/fd_exchange.hpp"
 #include "error.hpp"
+#include "peer_fd.hpp"
 
 namespace spyre::comm {
 namespace {
@@ -24,36 +27,129 @@ spyre_device_t device_of_rank(Segment& seg, int r) {
     return reinterpret_cast<spyre_device_t>(st.device);
 }
 
+enum class Layout { Threads, Processes, None };
+
+// From what every rank published: all ranks threads of this process, all in separate
+// processes on distinct p2p cards of spyre.ko, or neither (host staging). The same answer on
+// every rank.
+Layout layout_of(Segment& seg) {
+    const SegmentHeader& h = seg.header();
+    const int n = seg.nranks();
+    bool one_process = true, apart = true;
+    for (int r = 0; r < n; ++r) {
+        const RankState& a = h.ranks[r];
+        one_process = one_process && a.pid.load() == h.ranks[0].pid.load();
+        apart = apart && a.card_kernel && a.card_p2p;
+        for (int q = 0; q < r; ++q)
+            apart = apart && a.pid.load() != h.ranks[q].pid.load() &&
+                    a.card_index != h.ranks[q].card_index;
+    }
+    return one_process ? Layout::Threads : apart ? Layout::Processes : Layout::None;
+}
+
+// Threads: whether this rank's card reaches every other rank's card.
+bool threads_reach_all(Segment& s, spyre_device_t device, const spyre_device_info& mine) {
+    if (!s.header().ranks[s.rank()].card_p2p) return false;
+    for (int r = 0; r < s.nranks(); ++r) {
+        if (r == s.rank()) continue;
+        spyre_device_t d = device_of_rank(s, r);
+        int can = 0;
+        spyre_device_info other{};
+        if (d && spyre_device_get_info(d, &other) == SPYRE_SUCCESS && other.index == mine.index &&
+            other.backend == mine.backend)
+            continue;  // ranks on one card copy within it
+        if (!d || spyre_device_can_access_peer(device, d, &can) != SPYRE_SUCCESS || !can ||
+            spyre_device_enable_peer_access(device, d) != SPYRE_SUCCESS)
+            return false;
+    }
+    return true;
+}
+
+// Processes: an inbox on this card for every other rank, exported and handed over; the
+// others' inboxes for this rank imported. Whether all of it worked (each rank takes part in
+// the exchange even when its own part failed, so that nobody waits for it).
+bool share_inboxes(Segment& s, FdExchange& ex, spyre_device_t device, PeerTransport::Shared& sh) {
+    const int n = s.nranks(), me = s.rank();
+    bool ok = true;
+    std::vector<int> peers;
+    std::vector<FdExchange::Item> give(n);
+    sh.local.assign(n, nullptr);
+    sh.remote.assign(n, nullptr);
+    sh.remote_offset.assign(n, 0);
+    for (int r = 0; r < n; ++r) {
+        if (r == me) continue;
+        peers.push_back(r);
+        try {
+            check_call(spyre_malloc(device, s.slot_bytes(), &sh.local[r]));
+            const ExportedBuffer e = export_buffer_fd(sh.local[r]);
+            give[r].fd.reset(e.fd);
+            give[r].value = e.offset;
+        } catch (const Error&) {
+            ok = false;  // this rank gives nothing; the peer sees it and declines too
+        }
+    }
+    std::vector<FdExchange::Item> got = ex.exchange(peers, give);
+    for (int r : peers) {
+        if (!got[r].fd) {
+            ok = false;
+            continue;
+        }
+        try {
+            sh.remote[r] = import_buffer_fd(device, got[r].fd.get(), got[r].value + s.slot_bytes(),
+                                            std::format("rank {}", r));
+            sh.remote_offset[r] = got[r].value;
+        } catch (const Error&) {
+            ok = false;
+        }
+    }
+    return ok;  // the received fds close here: the imports hold the dma-bufs
+}
+
 }  // namespace
+
+PeerTransport::Shared::~Shared() {
+    for (spyre_buffer_t b : local) spyre_free(b);
+}
 
 std::unique_ptr<PeerTransport> PeerTransport::try_create(std::unique_ptr<Segment>& seg,
                                                          spyre_device_t device, bool host_only,
                                                          bool require_p2p) {
     Segment& s = *seg;
     RankState& me = s.header().ranks[s.rank()];
-    int can_all = 0;
     spyre_device_info mine{};
     check_call(spyre_device_get_info(device, &mine));
-    const bool candidate = !host_only && (mine.caps & SPYRE_DEVICE_CAP_P2P);
-    // 1: every candidate rank publishes its device; 2: each says whether it reaches all others.
-    me.device = candidate ? reinterpret_cast<uint64_t>(device) : 0;
-    s.barrier();
-    if (candidate) {
-        can_all = 1;
-        for (int r = 0; r < s.nranks() && can_all; ++r) {
-            if (r == s.rank()) continue;
-            spyre_device_t d = device_of_rank(s, r);
-            int can = 0;
-            spyre_device_info other{};
-            if (d && spyre_device_get_info(d, &other) == SPYRE_SUCCESS &&
-                other.index == mine.index && other.backend == mine.backend)
-                continue;  // ranks on one card copy within it
-            if (!d || spyre_device_can_access_peer(device, d, &can) != SPYRE_SUCCESS || !can ||
-                spyre_device_enable_peer_access(device, d) != SPYRE_SUCCESS)
-                can_all = 0;
+    bool candidate = !host_only && (mine.caps & SPYRE_DEVICE_CAP_P2P);
+    // ranks in other processes may hand this one their inboxes: listen before the barrier
+    std::unique_ptr<FdExchange> ex;
+    if (candidate && mine.backend == SPYRE_BACKEND_KERNEL) {
+        try {
+            ex = std::make_unique<FdExchange>(s);
+        } catch (const Error&) {
+            candidate = false;
         }
     }
-    me.p2p_ok = static_cast<uint32_t>(can_all);
+    // 1: every rank publishes its card (and device handle, for ranks of this process)
+    me.device = candidate ? reinterpret_cast<uint64_t>(device) : 0;
+    me.card_index = mine.index;
+    me.card_kernel = mine.backend == SPYRE_BACKEND_KERNEL;
+    me.card_p2p = candidate;
+    s.barrier();
+    // 2: each says whether its part worked
+    const Layout layout = layout_of(s);
+    auto shared = std::make_unique<Shared>();
+    bool ok = false;
+    if (layout == Layout::Threads) {
+        ok = threads_reach_all(s, device, mine);
+    } else if (layout == Layout::Processes) {
+        try {
+            ok = share_inboxes(s, *ex, device, *shared);
+        } catch (const Error& e) {
+            s.fail(e.status(),
+                   std::format("rank {} handing over its p2p inboxes: {}", s.rank(), e.what()));
+            throw;
+        }
+    }
+    me.p2p_ok = ok;
     s.barrier();  // after it nobody reads another rank's device handle for the decision
     bool all = true;
     for (int r = 0; r < s.nranks(); ++r) all = all && s.header().ranks[r].p2p_ok;
@@ -61,19 +157,25 @@ std::unique_ptr<PeerTransport> PeerTransport::try_create(std::unique_ptr<Segment
         if (require_p2p)
             spyre::fail(SPYRE_ERROR_NOT_SUPPORTED,
                         "SPYRE_COMM_TRANSPORT=p2p, but the ranks' cards cannot all reach each "
-                        "other card to card (every rank in one process, cards with "
+                        "other card to card (every rank in one process, or every rank in its "
+                        "own process on its own card of spyre.ko; cards with "
                         "SPYRE_DEVICE_CAP_P2P)");
         return nullptr;
     }
-    return std::unique_ptr<PeerTransport>(new PeerTransport(std::move(seg)));
+    if (layout == Layout::Threads) shared.reset();
+    return std::unique_ptr<PeerTransport>(new PeerTransport(std::move(seg), std::move(shared)));
 }
 
-PeerTransport::PeerTransport(std::unique_ptr<Segment> seg)
-    : seg_(std::move(seg)), sent_(seg_->nranks(), 0), received_(seg_->nranks(), 0) {}
+PeerTransport::PeerTransport(std::unique_ptr<Segment> seg, std::unique_ptr<Shared> shared)
+    : seg_(std::move(seg)),
+      shared_(std::move(shared)),
+      sent_(seg_->nranks(), 0),
+      received_(seg_->nranks(), 0) {}
 
 PeerTransport::~PeerTransport() {
-    // this rank owns the inboxes on its card (every sender has finished pushing into them once
-    // this rank took its messages)
+    // threads: this rank owns the inboxes on its card (every sender has finished pushing into
+    // them once this rank took its messages); processes: shared_ frees them
+    if (shared_) return;
     for (int r = 0; r < seg_->nranks(); ++r)
         spyre_free(as_buffer(std::exchange(seg_->header().inbox[r][seg_->rank()], 0)));
 }
@@ -91,11 +193,14 @@ spyre_buffer_t PeerTransport::inbox_at(int peer) {
 void PeerTransport::send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
                          spyre_stream_t stream) {
     require(size <= seg_->slot_bytes(), "p2p send larger than an inbox");
-    spyre_buffer_t to = inbox_at(peer);
+    spyre_buffer_t to = shared_ ? nullptr : inbox_at(peer);
     // the previous message (in this inbox or another) must have been taken
     RankState& me = seg_->begin_post(peer, sent_[peer] + 1, size);
     // this card's engine pushes into the peer's inbox, after the earlier work of `stream`
-    if (stream) {
+    if (shared_) {
+        copy_to_imported(shared_->remote[peer], shared_->remote_offset[peer], src, offset, size,
+                         stream);
+    } else if (stream) {
         check_call(spyre_memcpy_peer_async(to, 0, src, offset, size, stream));
         check_call(spyre_stream_synchronize(stream));
     } else {
@@ -110,7 +215,8 @@ void PeerTransport::recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t
     const uint32_t want = received_[peer] + 1;
     RankState& from = seg_->await_post(peer, want, size);
     // out of the pair's inbox on this card; free again once that copy has finished
-    spyre_buffer_t inbox = as_buffer(seg_->header().inbox[peer][seg_->rank()]);
+    spyre_buffer_t inbox =
+        shared_ ? shared_->local[peer] : as_buffer(seg_->header().inbox[peer][seg_->rank()]);
     if (stream) {
         check_call(spyre_memcpy_dtod_async(dst, offset, inbox, 0, size, stream));
         check_call(spyre_stream_synchronize(stream));

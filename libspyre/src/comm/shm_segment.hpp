@@ -27,7 +27,14 @@ struct RankState {
     // Peer transport (peer_transport.cpp), ranks of one process only: the rank's device handle
     // (a spyre_device_t; 0 if its card has no peer-to-peer DMA).
     uint64_t device;
-    uint64_t pad1[4];
+    // The rank's card, for the p2p choice between processes: its index, whether it is a card
+    // of spyre.ko (whose memory other processes can import) and whether it offers p2p
+    // (SPYRE_DEVICE_CAP_P2P, not declined with SPYRE_COMM_TRANSPORT=host-staged).
+    uint32_t card_index;
+    uint32_t card_kernel;
+    uint32_t card_p2p;
+    uint32_t pad2;
+    uint64_t pad1[2];
 };
 
 struct SegmentHeader {
@@ -40,6 +47,8 @@ struct SegmentHeader {
     uint32_t failed_status;  // spyre_status of the failure
     uint32_t pad0;
     uint64_t slot_bytes;
+    std::atomic<uint32_t> fd_senders_done;  // fd_exchange.cpp: ranks that have sent theirs
+    uint32_t pad1;
     char reason[256];
     RankState ranks[kMaxRanks];
     // Peer transport, ranks of one process only: inbox[s][d] is a spyre_buffer_t on rank d's card
@@ -61,6 +70,7 @@ class Segment {
     // Outbox of `rank`: slot_bytes bytes.
     unsigned char* slot(int rank);
     uint64_t slot_bytes() const { return slot_bytes_; }
+    const std::string& name() const { return name_; }
     int rank() const { return rank_; }
     int nranks() const { return nranks_; }
     void set_timeout_ms(uint64_t ms) { timeout_ms_.store(ms); }

@@ -1,4 +1,4 @@
-// The "spyre" torch.distributed backend (ProcessGroupSpyre.h). With the host-staged transport a
+// The "spyre" torch.distributed backend (ProcessGroupSpyre.h). With either transport a
 // collective has finished its exchange when the call returns and its last device work is queued
 // on the tensors' current stream, so every Work is returned completed (wait() returns at once;
 // later work on that stream is ordered after it). Errors (a dead peer, a timeout) are raised by
@@ -130,6 +130,14 @@ spyre_comm_t ProcessGroupSpyre::comm_for(c10::DeviceIndex device) {
 void ProcessGroupSpyre::abort() {
     std::lock_guard lock(mu_);
     if (comm_) spyre_comm_abort(comm_);
+}
+
+std::string ProcessGroupSpyre::transport() {
+    std::lock_guard lock(mu_);
+    spyre_comm_info info{};
+    if (!comm_) return "";
+    check(spyre_comm_get_info(comm_, &info), "spyre_comm_get_info");
+    return info.transport;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::allreduce(std::vector<at::Tensor>& tensors,

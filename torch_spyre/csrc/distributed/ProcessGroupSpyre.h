@@ -53,6 +53,8 @@ class ProcessGroupSpyre : public c10d::Backend {
 
     // Fails the communicator for every rank (peers blocked in a collective get an error).
     void abort();
+    // The communicator's transport ("p2p" or "host-staged"; "" before the first collective).
+    std::string transport();
 
   private:
     // The communicator on `device` (created by the first collective).
