@@ -214,6 +214,37 @@ TEST_P(CommCollectives, AllReduceEveryOpOddSizes) {
             }
 }
 
+// The binomial tree (SPYRE_COMM_ALGO=tree; by default it serves small messages on 4+ ranks).
+TEST_P(CommCollectives, AllReduceTreeEveryOp) {
+    const auto [n, t] = GetParam();
+    setenv("SPYRE_COMM_ALGO", "tree", 1);
+    for (spyre_reduce_op op :
+         {SPYRE_REDUCE_SUM, SPYRE_REDUCE_MEAN, SPYRE_REDUCE_MAX, SPYRE_REDUCE_MIN})
+        for (size_t count : {size_t{1}, size_t{333}, size_t{1001}}) {
+            const uint64_t recv_off = count % 2 ? 6 : 0;
+            run_ranks(n, [&](Rank& k) {
+                const auto in = input(k.rank, count, t, 13);
+                spyre_buffer_t s = k.upload(to_bytes(in, t), 2);
+                spyre_buffer_t d = k.upload(std::vector<uint8_t>(count * esize(t)), recv_off);
+                ASSERT_EQ(spyre_comm_all_reduce(s, 2, d, recv_off, count, t, op, k.comm, k.stream),
+                          SPYRE_SUCCESS)
+                    << spyre_last_error();
+                std::vector<float> want(count);
+                for (size_t i = 0; i < count; ++i) {
+                    std::vector<float> xs;
+                    for (int r = 0; r < n; ++r) xs.push_back(input(r, count, t, 13)[i]);
+                    want[i] = reduce(op, xs);
+                }
+                expect_close(from_bytes(k.download(d, recv_off, count * esize(t)), t), want, t,
+                             std::format("tree all_reduce op {} count {} rank {}",
+                                         static_cast<int>(op), count, k.rank));
+                spyre_free(s);
+                spyre_free(d);
+            });
+        }
+    unsetenv("SPYRE_COMM_ALGO");
+}
+
 TEST_P(CommCollectives, AllReduceInPlace) {
     const auto [n, t] = GetParam();
     const size_t count = 515;
@@ -445,6 +476,56 @@ TEST(Comm, SendRecvRelayAnyDtypeBetweenCollectives) {
         spyre_free(f);
     });
     unsetenv("SPYRE_COMM_CHUNK_BYTES");
+}
+
+// Which algorithm ran shows in the bytes each card pushed to its peers (p2p transport): the
+// ring sends 2 (n - 1) / n of the message from every rank; the tree of 4 ranks sends the whole
+// message once from ranks 1 and 3 (reduce), twice from rank 0 (broadcast to 2 and 1) and
+// twice from rank 2 (reduce to 0, broadcast to 3). By default a 4 KiB all-reduce on 4 ranks is
+// a tree, a 4 MiB one a ring (tree_is_faster). A bad SPYRE_COMM_ALGO is refused.
+TEST(Comm, AlgorithmChoiceShowsInPeerBytes) {
+    const char* forced = std::getenv("SPYRE_COMM_TRANSPORT");
+    if (forced && std::string(forced) == "host-staged") GTEST_SKIP() << "no peer bytes to count";
+    if (on_kernel()) GTEST_SKIP() << "4 ranks on 2 cards share cards";
+    auto pushed = [&](const char* algo, size_t count) {
+        if (algo)
+            setenv("SPYRE_COMM_ALGO", algo, 1);
+        else
+            unsetenv("SPYRE_COMM_ALGO");
+        std::vector<uint64_t> bytes(4);
+        run_ranks(4, [&](Rank& k) {
+            spyre_buffer_t b = k.upload(
+                to_bytes(input(k.rank, count, SPYRE_DTYPE_FLOAT32), SPYRE_DTYPE_FLOAT32), 0);
+            spyre_telemetry t0{}, t1{};
+            ASSERT_EQ(spyre_device_get_telemetry(k.dev, &t0), SPYRE_SUCCESS);
+            ASSERT_EQ(spyre_comm_all_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32,
+                                            SPYRE_REDUCE_SUM, k.comm, k.stream),
+                      SPYRE_SUCCESS)
+                << spyre_last_error();
+            ASSERT_EQ(spyre_stream_synchronize(k.stream), SPYRE_SUCCESS);
+            ASSERT_EQ(spyre_device_get_telemetry(k.dev, &t1), SPYRE_SUCCESS);
+            bytes[k.rank] = t1.p2p_write_bytes - t0.p2p_write_bytes;
+            spyre_free(b);
+        });
+        unsetenv("SPYRE_COMM_ALGO");
+        return bytes;
+    };
+    const uint64_t s = 4096;
+    EXPECT_EQ(pushed("tree", s / 4), (std::vector<uint64_t>{2 * s, s, 2 * s, s}));
+    EXPECT_EQ(pushed("ring", s / 4), (std::vector<uint64_t>(4, 3 * s / 2)));
+    EXPECT_EQ(pushed(nullptr, s / 4), (std::vector<uint64_t>{2 * s, s, 2 * s, s}));
+    const uint64_t big = 4u << 20;
+    EXPECT_EQ(pushed(nullptr, big / 4), (std::vector<uint64_t>(4, 3 * big / 2)));
+    setenv("SPYRE_COMM_ALGO", "bush", 1);
+    spyre_comm_unique_id id;
+    ASSERT_EQ(spyre_comm_get_unique_id(&id), SPYRE_SUCCESS);
+    spyre_device_t dev;
+    ASSERT_EQ(spyre_device_open(0, &dev), SPYRE_SUCCESS);
+    spyre_comm_t comm = nullptr;
+    EXPECT_EQ(spyre_comm_init_rank(&comm, 1, &id, 0, dev), SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(spyre_last_error()).find("SPYRE_COMM_ALGO"), std::string::npos);
+    unsetenv("SPYRE_COMM_ALGO");
+    spyre_device_close(dev);
 }
 
 TEST(Comm, SendRecvBadPeerRefused) {

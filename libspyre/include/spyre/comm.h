@@ -81,7 +81,8 @@ SPYRE_API spyre_status spyre_comm_get_info(spyre_comm_t comm, spyre_comm_info* i
  * op: SPYRE_REDUCE_SUM, SPYRE_REDUCE_MEAN (the sum times 1/nranks), SPYRE_REDUCE_MAX, _MIN.
  */
 
-/* recv = op over ranks of send; count elements each. */
+/* recv = op over ranks of send; count elements each. A ring, or for small messages on 4+ ranks
+ * a binomial tree (by a cost model; SPYRE_COMM_ALGO=ring|tree forces one). */
 SPYRE_API spyre_status spyre_comm_all_reduce(spyre_buffer_t send, uint64_t send_offset,
                                              spyre_buffer_t recv, uint64_t recv_offset,
                                              uint64_t count, spyre_dtype dtype, spyre_reduce_op op,

@@ -13,6 +13,7 @@
 #include "comm/host_staged_transport.hpp"
 #include "comm/peer_transport.hpp"
 #include "comm/ring.hpp"
+#include "comm/tree.hpp"
 #include "error.hpp"
 
 namespace spyre::comm {
@@ -75,18 +76,6 @@ uint64_t any_dtype_bytes(spyre_dtype dtype) {
                 std::format("dtype {} is not a spyre_dtype", static_cast<int>(dtype)));
 }
 
-// bytes [off, off + bytes) of buf to / from `peer`, one transport message per chunk.
-void send_range(Transport& t, int peer, spyre_buffer_t buf, uint64_t off, uint64_t bytes,
-                spyre_stream_t stream) {
-    for (uint64_t c = 0; c < bytes; c += t.max_chunk_bytes())
-        t.send(peer, buf, off + c, std::min(t.max_chunk_bytes(), bytes - c), stream);
-}
-void recv_range(Transport& t, int peer, spyre_buffer_t buf, uint64_t off, uint64_t bytes,
-                spyre_stream_t stream) {
-    for (uint64_t c = 0; c < bytes; c += t.max_chunk_bytes())
-        t.recv(peer, buf, off + c, std::min(t.max_chunk_bytes(), bytes - c), stream);
-}
-
 void copy(spyre_buffer_t dst, uint64_t doff, spyre_buffer_t src, uint64_t soff, uint64_t bytes,
           spyre_stream_t stream) {
     if (bytes == 0 || (dst == src && doff == soff)) return;
@@ -116,6 +105,12 @@ Communicator::Communicator(const UniqueId& id, int nranks, int rank, spyre_devic
                 id.slot_bytes <= (1ull << 30),
             "not a unique id from spyre_comm_get_unique_id");
     const uint64_t timeout = env_u64("SPYRE_COMM_TIMEOUT_MS", kDefaultTimeoutMs, 1);
+    // SPYRE_COMM_ALGO: all-reduce's algorithm; unset or "" picks by size (tree.hpp's model)
+    const char* algo = std::getenv("SPYRE_COMM_ALGO");
+    const std::string a = algo ? algo : "";
+    require(a.empty() || a == "ring" || a == "tree", "SPYRE_COMM_ALGO=\"{}\" is not ring or tree",
+            a);
+    algo_ = a == "ring" ? Algo::Ring : a == "tree" ? Algo::Tree : Algo::Auto;
     check_call(spyre_malloc(device, id.slot_bytes, &rx_));
     try {
         // SPYRE_COMM_TRANSPORT: unset or "" picks p2p where every rank can use it, else
@@ -178,13 +173,17 @@ void Communicator::all_reduce(spyre_buffer_t send, uint64_t send_off, spyre_buff
         uint64_t base = recv_off;
         if (recv_off % kStick) buf = work(align_up(bytes, kStick) + kStick), base = 0;
         copy(buf, base, send, send_off, bytes, stream);
-        const Segments seg = segments(base, count, es);
         const Ring ring{*transport_, rank_, nranks_, stream, rx_};
-        ring_reduce_scatter(ring, buf, seg, dtype, op, 0);
-        const int own = (rank_ + 1) % nranks_;
-        if (op == SPYRE_REDUCE_MEAN)
-            scale_on_card(stream, buf, seg.offset[own], seg.count[own], dtype, 1.0 / nranks_);
-        ring_all_gather(ring, buf, seg, es, 1);
+        if (algo_ == Algo::Tree || (algo_ == Algo::Auto && tree_is_faster(nranks_, bytes))) {
+            tree_all_reduce(ring, buf, base, count, dtype, op);
+        } else {
+            const Segments seg = segments(base, count, es);
+            ring_reduce_scatter(ring, buf, seg, dtype, op, 0);
+            const int own = (rank_ + 1) % nranks_;
+            if (op == SPYRE_REDUCE_MEAN)
+                scale_on_card(stream, buf, seg.offset[own], seg.count[own], dtype, 1.0 / nranks_);
+            ring_all_gather(ring, buf, seg, es, 1);
+        }
         if (buf != recv) copy(recv, recv_off, buf, base, bytes, stream);
     });
 }

@@ -58,6 +58,8 @@ class Communicator {
     Segments segments(uint64_t base, uint64_t count, uint64_t es) const;
     void check_peer(int peer, const char* what) const;
 
+    enum class Algo { Auto, Ring, Tree };  // all-reduce's (SPYRE_COMM_ALGO)
+    Algo algo_ = Algo::Auto;
     int rank_, nranks_;
     spyre_device_t device_;
     std::unique_ptr<Transport> transport_;
