@@ -19,6 +19,7 @@
 #include "c_boundary.hpp"
 #include "error.hpp"
 #include "graph.hpp"
+#include "peer_fd.hpp"
 #include "pinned_launch.hpp"
 #include "program.hpp"
 #include "spyre/spyre.h"
@@ -385,6 +386,33 @@ void do_peer(spyre_buffer_t dst, uint64_t dst_offset, spyre_buffer_t src, uint64
 }
 
 }  // namespace
+
+ExportedBuffer export_buffer_fd(spyre_buffer_t buf) {
+    auto b = check_buffer(buf);
+    return ExportedBuffer{b->dev->export_buffer(*b->buf), b->buf->root_offset()};
+}
+
+std::shared_ptr<Buffer> import_buffer_fd(spyre_device_t device, int fd, uint64_t min_bytes,
+                                         const std::string& from) {
+    return check_device(device)->dev->import_buffer(fd, min_bytes, from);
+}
+
+void copy_to_imported(const std::shared_ptr<Buffer>& imported, uint64_t dst_offset,
+                      spyre_buffer_t src, uint64_t src_offset, uint64_t size,
+                      spyre_stream_t stream) {
+    auto s = check_buffer(src, "source");
+    check_range(*s, src_offset, size, "source");
+    check_buffer_range(imported->size(), dst_offset, size, "destination");
+    StreamRef st = resolve_stream(stream, s->dev);
+    if (size == 0) return;
+    PeerCopy c;
+    c.local = s->buf;
+    c.local_offset = src_offset;
+    c.peer_offset = dst_offset;
+    c.size = size;
+    c.imported = imported;
+    st->run_sync([&] { st->copy_peer(c); });
+}
 
 void launch_pinned_program(spyre_device_t device, uint64_t id, const std::vector<uint8_t>& image,
                            const spyre_launch_params& params, spyre_stream_t stream) {

@@ -78,6 +78,9 @@ struct PeerCopy {
     uint64_t local_offset = 0, peer_offset = 0, size = 0;
     std::shared_ptr<Device> peer_dev;
     bool to_peer = true;  // local -> peer (a write into the peer), else peer -> local
+    // Instead of peer/peer_dev: a PEER buffer of this card imported from another process's
+    // dma-buf (peer_fd.hpp; kernel backend, to_peer only).
+    BufferRef imported;
 };
 
 // The completion point of an event record: all work its stream had queued before it.
@@ -221,6 +224,12 @@ class Device : public std::enable_shared_from_this<Device> {
     // first, api.cpp); peer_access_enabled answers for a copy.
     void enable_peer_access(const std::shared_ptr<Device>& peer);
     bool peer_access_enabled(const Device& peer);
+    // Buffers shared with another process (peer_fd.hpp; the kernel backend, else
+    // NOT_SUPPORTED): the root of `buf` (a device buffer of this card) as a new dma-buf fd the
+    // caller owns; and another card's dma-buf as a PEER buffer of this card (the fd stays the
+    // caller's; `from` names its owner in errors).
+    virtual int export_buffer(Buffer& buf);
+    virtual BufferRef import_buffer(int dmabuf, uint64_t min_bytes, const std::string& from);
 
     // Waits for all work queued on the device's streams (not thrown: errors stay with them).
     void synchronize();

@@ -274,46 +274,54 @@ bool KernelDevice::can_access_peer(Device& peer) {
 
 std::shared_ptr<Bo> KernelDevice::import_peer(Bo& bo, KernelDevice& exporter) {
     return bo.peer_import(this, [&] {
-        int dmabuf = -1;
-        if (drmPrimeHandleToFD(exporter.fd(), bo.handle(), DRM_CLOEXEC | DRM_RDWR, &dmabuf) != 0) {
-            const int err = errno;
-            if (status_from_errno(err) == SPYRE_ERROR_DEVICE_LOST)
-                fail(SPYRE_ERROR_DEVICE_LOST,
-                     std::format("peer {} was removed or its driver unbound: its {} buffer "
-                                 "cannot be shared with {} ({})",
-                                 exporter.name(), format_bytes(bo.alloc_size()), name_,
-                                 errno_text(err)));
-            fail(err == EOPNOTSUPP ? SPYRE_ERROR_NOT_SUPPORTED : status_from_errno(err),
-                 std::format("{}: exporting a {} buffer to peer {} failed ({})", exporter.name(),
-                             format_bytes(bo.alloc_size()), name_, errno_text(err)));
-        }
-        UniqueFd dmabuf_fd(dmabuf);  // the import holds its own reference on the dma-buf
-        uint32_t handle = 0;
-        if (drmPrimeFDToHandle(fd_.get(), dmabuf, &handle) != 0) {
-            const int err = errno;
-            fail(status_from_errno(err),
-                 std::format("{}: importing a {} buffer of peer {} failed ({})", name_,
-                             format_bytes(bo.alloc_size()), exporter.name(), errno_text(err)));
-        }
-        drm_spyre_bo_info bi{};
-        bi.handle = handle;
-        if (int err = xioctl(fd_.get(), DRM_IOCTL_SPYRE_BO_INFO, &bi)) {
-            drmCloseBufferHandle(fd_.get(), handle);
-            fail(status_from_errno(err),
-                 std::format("{}: BO_INFO failed for a buffer of peer {} ({})", name_,
-                             exporter.name(), errno_text(err)));
-        }
-        if (!(bi.flags & DRM_SPYRE_BO_PEER) || bi.size < bo.alloc_size()) {
-            drmCloseBufferHandle(fd_.get(), handle);
-            fail(SPYRE_ERROR_INTERNAL,
-                 std::format("{}: a buffer imported from peer {} is not a PEER BO of its size "
-                             "(flags {:#x}, {} bytes)",
-                             name_, exporter.name(), bi.flags, bi.size));
-        }
-        auto imp = std::make_shared<Bo>(fd_.get(), handle, bi, bi.size);
-        imp->keep_alive(shared_from_this());
-        return imp;
+        UniqueFd dmabuf_fd(exporter.export_dmabuf(bo));  // the import holds its own reference
+        std::string from = std::format("peer {}", exporter.name());
+        return import_dmabuf(dmabuf_fd.get(), bo.alloc_size(), from);
     });
+}
+
+int KernelDevice::export_dmabuf(Bo& bo) {
+    int dmabuf = -1;
+    if (drmPrimeHandleToFD(fd_.get(), bo.handle(), DRM_CLOEXEC | DRM_RDWR, &dmabuf) != 0) {
+        const int err = errno;
+        if (status_from_errno(err) == SPYRE_ERROR_DEVICE_LOST)
+            fail(SPYRE_ERROR_DEVICE_LOST,
+                 std::format("{} was removed or its driver unbound: its {} buffer cannot be "
+                             "shared with another card ({})",
+                             name_, format_bytes(bo.alloc_size()), errno_text(err)));
+        fail(err == EOPNOTSUPP ? SPYRE_ERROR_NOT_SUPPORTED : status_from_errno(err),
+             std::format("{}: exporting a {} buffer as a dma-buf failed ({})", name_,
+                         format_bytes(bo.alloc_size()), errno_text(err)));
+    }
+    return dmabuf;
+}
+
+std::shared_ptr<Bo> KernelDevice::import_dmabuf(int dmabuf, uint64_t min_bytes,
+                                                const std::string& from) {
+    uint32_t handle = 0;
+    if (drmPrimeFDToHandle(fd_.get(), dmabuf, &handle) != 0) {
+        const int err = errno;
+        fail(status_from_errno(err),
+             std::format("{}: importing a {} buffer of {} failed ({})", name_,
+                         format_bytes(min_bytes), from, errno_text(err)));
+    }
+    drm_spyre_bo_info bi{};
+    bi.handle = handle;
+    if (int err = xioctl(fd_.get(), DRM_IOCTL_SPYRE_BO_INFO, &bi)) {
+        drmCloseBufferHandle(fd_.get(), handle);
+        fail(status_from_errno(err), std::format("{}: BO_INFO failed for a buffer of {} ({})",
+                                                 name_, from, errno_text(err)));
+    }
+    if (!(bi.flags & DRM_SPYRE_BO_PEER) || bi.size < min_bytes) {
+        drmCloseBufferHandle(fd_.get(), handle);
+        fail(SPYRE_ERROR_INTERNAL,
+             std::format("{}: a buffer imported from {} is not a PEER BO of {} (flags {:#x}, {} "
+                         "bytes)",
+                         name_, from, format_bytes(min_bytes), bi.flags, bi.size));
+    }
+    auto imp = std::make_shared<Bo>(fd_.get(), handle, bi, bi.size);
+    imp->keep_alive(shared_from_this());
+    return imp;
 }
 
 void* KernelDevice::host_alloc(uint64_t size) {

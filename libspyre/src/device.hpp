@@ -70,6 +70,15 @@ class KernelDevice final : public Device {
     // `bo` of card `exporter` as a PEER BO of this card: exported as a dma-buf (PRIME) on the
     // exporter and imported here on first use, then cached on `bo` (Bo::peer_import).
     std::shared_ptr<Bo> import_peer(Bo& bo, KernelDevice& exporter);
+    int export_buffer(Buffer& buf) override { return export_dmabuf(static_cast<Bo&>(buf.root())); }
+    BufferRef import_buffer(int dmabuf, uint64_t min_bytes, const std::string& from) override {
+        return import_dmabuf(dmabuf, min_bytes, from);
+    }
+    // `bo` (a DEVICE BO of this card) as a new dma-buf fd (PRIME export; the caller owns it).
+    int export_dmabuf(Bo& bo);
+    // A dma-buf of another card (`from` names it in errors) as a PEER BO of this card of at
+    // least `min_bytes`; the fd stays the caller's.
+    std::shared_ptr<Bo> import_dmabuf(int dmabuf, uint64_t min_bytes, const std::string& from);
 
     // ---- used by KernelStream (stream_kernel.cpp) ----
     int64_t timeout_ns() const { return timeout_ns_; }

@@ -66,11 +66,24 @@ bool Device::peer_access_enabled(const Device& peer) {
     return false;
 }
 
+int Device::export_buffer(Buffer&) {
+    fail(SPYRE_ERROR_NOT_SUPPORTED,
+         std::format("{} cannot share its memory with other processes (dma-bufs of spyre.ko's "
+                     "cards only)",
+                     name()));
+}
+
+BufferRef Device::import_buffer(int, uint64_t, const std::string& from) {
+    fail(SPYRE_ERROR_NOT_SUPPORTED,
+         std::format("{} cannot import memory of {} (dma-bufs of spyre.ko's cards only)", name(),
+                     from));
+}
+
 void Stream::copy_peer(const PeerCopy& c) {
     fail(SPYRE_ERROR_NOT_SUPPORTED,
          std::format("peer-to-peer copies ({} to or from {}) cannot be queued here (a stream "
                      "being captured into a graph records no peer copies)",
-                     format_bytes(c.size), c.peer_dev->name()));
+                     format_bytes(c.size), c.peer_dev ? c.peer_dev->name() : "another process"));
 }
 
 void Device::synchronize() {

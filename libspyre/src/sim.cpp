@@ -206,7 +206,7 @@ class SimCard {
     }
 
     // Counts one completed copy command of `bytes` in telemetry field `field`.
-    void count_copy(__u64 drm_spyre_telemetry::* field, uint64_t bytes) {
+    void count_copy(__u64 drm_spyre_telemetry::*field, uint64_t bytes) {
         std::lock_guard lock(mu_);
         tele_.*field += bytes;
         tele_.cmds_completed++;
@@ -785,6 +785,8 @@ void SimStream::copy_dtoh(void* dst, const BufferRef& src, uint64_t src_offset, 
 
 void SimStream::copy_peer(const PeerCopy& c) {
     refuse_if_lost();
+    if (c.imported)  // never made: simulated cards export no dma-bufs
+        fail(SPYRE_ERROR_NOT_SUPPORTED, "simulated cards share no memory with other processes");
     auto peer = std::static_pointer_cast<SimDevice>(c.peer_dev);  // api.cpp: can_access_peer
     auto peer_lost = [peer, c, this] {
         if (peer->card()->faults().lost())

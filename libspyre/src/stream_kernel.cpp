@@ -184,6 +184,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
     // Card to card: the other card's buffer is this card's PEER BO (imported once, kept with
     // the buffer); this card's DMA engine moves the bytes.
     void copy_peer(const PeerCopy& c) override {
+        if (c.imported) return copy_to_import(c);
         auto& peer = static_cast<KernelDevice&>(*c.peer_dev);  // api.cpp: can_access_peer
         auto fail_peer_lost = [dev = dev_, name = peer.name(), c](const std::string& why) {
             fail(SPYRE_ERROR_DEVICE_LOST,
@@ -208,6 +209,26 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                 // The driver refuses jobs naming a revoked PEER BO with -ENODEV: the peer went.
                 if (e.status() == SPYRE_ERROR_DEVICE_LOST && dev_->alive())
                     fail_peer_lost(e.what());
+                throw;
+            }
+        });
+    }
+
+    // Into a PEER BO imported from another process's dma-buf: the driver refuses a job
+    // naming it with -ENODEV once the exporting card has gone (revoked).
+    void copy_to_import(const PeerCopy& c) {
+        std::shared_ptr<Bo> imp = std::static_pointer_cast<Bo>(c.imported);
+        const uint64_t loff = c.local->root_offset() + c.local_offset;
+        enqueue([=, this] {
+            try {
+                copy_direct(*imp, c.peer_offset, root_bo(*c.local), loff, c.size,
+                            "device->peer (another process)", {c.local, imp});
+            } catch (const Error& e) {
+                if (e.status() == SPYRE_ERROR_DEVICE_LOST && dev_->alive())
+                    fail(SPYRE_ERROR_DEVICE_LOST,
+                         std::format("the peer card of a buffer shared by another process was "
+                                     "removed or its driver unbound: {}",
+                                     e.what()));
                 throw;
             }
         });

@@ -121,7 +121,9 @@ fi
 SPYRE_OPS_TEST_BACKEND=kernel GTEST_FILTER='RandomApi.*' gtest ops-random \
 	build/cmake/tests/host/libspyre_ops_random_test
 # Collectives between processes through spyre.ko: 2, 3 and 4 ranks over the VM's cards (rank r
-# on card r mod the card count), and a rank killed mid-run (libspyre.md "Collectives").
+# on card r mod the card count), and a rank killed mid-run (libspyre.md "Collectives"); one
+# process per card: every collective and dtype through the p2p transport (inboxes shared as
+# dma-bufs between the processes), and a rank killed mid-collective.
 SPYRE_COMM_TEST_BACKEND=kernel gtest comm build/cmake/tests/host/libspyre_comm_process_test
 # Collectives between threads of one process, one card each: the p2p transport (chunks card to
 # card through spyre.ko's dma-bufs, counted in the cards' TELE_P2P registers); the 2-rank cases
@@ -159,13 +161,15 @@ SPYRE_BACKEND=kernel pytest_counted torch tests/guest/torch/test_decoder_demo.py
 # torch.distributed's "spyre" backend through spyre.ko, one process per card (python3 -m
 # torch_spyre.launch, rank r on card r): DistributedDataParallel trained beside DDP on gloo (CPU)
 # with equal parameters after every step, and the tensor-parallel decoder's tokens against one
-# card's, strict (no CPU fallback; torch_spyre.md "DistributedDataParallel", "Tensor parallel").
+# card's, strict (no CPU fallback; torch_spyre.md "DistributedDataParallel", "Tensor parallel");
+# the communicator must have chosen the p2p transport (one process per card, dma-bufs).
 # Stock kernel only: every rank imports torch, which takes minutes on the debug kernel.
 torch_dist() {
 	local name=$1 worker=$2
 	rm -f "/tmp/$name-store"
 	check "$name" env PYTHONPATH=build/cmake/torch_spyre/python PYTHONDONTWRITEBYTECODE=1 \
-		SPYRE_BACKEND=kernel TORCH_SPYRE_STRICT=1 python3 -m torch_spyre.launch --nproc 2 \
+		SPYRE_BACKEND=kernel TORCH_SPYRE_STRICT=1 SPYRE_COMM_EXPECT_TRANSPORT=p2p \
+		python3 -m torch_spyre.launch --nproc 2 \
 		"torch_spyre/tests/$worker" "/tmp/$name-store"
 }
 if [ -z "$debug_kernel" ] && [ "$(ls /dev/accel | wc -l)" -ge 2 ]; then

@@ -1,11 +1,12 @@
 // Ranks in separate processes (spyre-comm-rank, one simulated card each; with
 // SPYRE_COMM_TEST_BACKEND=kernel, the cards of spyre.ko, rank r on card r mod the card count):
-// an all-reduce across 2, 3 and 4 processes, and a rank that dies mid-run: the others get
-// SPYRE_ERROR_DEVICE_LOST naming it, quickly, not a hang and not the (long) timeout.
+// an all-reduce, a reduce and send/recv across 2, 3 and 4 processes, and a rank that dies mid-run:
+// the others get SPYRE_ERROR_DEVICE_LOST naming it, quickly, not a hang and not the (long) timeout.
 #include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -59,6 +60,56 @@ TEST(CommProcesses, AllReduceAcrossProcesses) {
         const auto codes = run(std::vector<std::string>(n, "ok"));
         for (int r = 0; r < n; ++r) EXPECT_EQ(codes[r], 0) << n << " ranks, rank " << r;
     }
+}
+
+TEST(CommProcesses, ReduceAndSendRecvAcrossProcesses) {
+    setenv("SPYRE_COMM_CHUNK_BYTES", "65536", 1);  // several chunks per message
+    for (int n : {2, 3, 4}) {
+        const auto codes = run(std::vector<std::string>(n, "p2p"));
+        for (int r = 0; r < n; ++r) EXPECT_EQ(codes[r], 0) << n << " ranks, rank " << r;
+    }
+    unsetenv("SPYRE_COMM_CHUNK_BYTES");
+}
+
+bool on_kernel() {
+    const char* b = std::getenv("SPYRE_COMM_TEST_BACKEND");
+    return b && std::string(b) == "kernel";
+}
+
+// One process per card: every collective, dtype and odd size against a host reference. Through
+// spyre.ko the ranks' cards push to each other (the p2p transport between processes: inboxes
+// shared as dma-bufs); simulated cards cannot share memory between processes (host-staged).
+TEST(CommProcesses, EveryCollectiveOneProcessPerCard) {
+    int cards = 0;
+    if (on_kernel()) {
+        ASSERT_EQ(spyre_get_device_count(&cards), SPYRE_SUCCESS);
+        ASSERT_GE(cards, 2) << "the comm rows boot two cards";
+        spyre_device_t d;
+        spyre_device_info info{};
+        ASSERT_EQ(spyre_device_open(0, &d), SPYRE_SUCCESS);
+        ASSERT_EQ(spyre_device_get_info(d, &info), SPYRE_SUCCESS);
+        spyre_device_close(d);
+        setenv("SPYRE_COMM_EXPECT_TRANSPORT",
+               info.caps & SPYRE_DEVICE_CAP_P2P ? "p2p" : "host-staged", 1);
+    } else {
+        setenv("SPYRE_COMM_EXPECT_TRANSPORT", "host-staged", 1);
+    }
+    for (int n : {2, std::max(cards, 3)}) {
+        if (on_kernel() && n > cards) continue;  // one process per card
+        const auto codes = run(std::vector<std::string>(n, "all"));
+        for (int r = 0; r < n; ++r) EXPECT_EQ(codes[r], 0) << n << " ranks, rank " << r;
+    }
+    unsetenv("SPYRE_COMM_EXPECT_TRANSPORT");
+}
+
+// A rank killed in the middle of a 16 MiB all-reduce: the others get DEVICE_LOST naming it,
+// not a hang (with either transport).
+TEST(CommProcesses, RankKilledMidCollective) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto codes = run({"survive_mid", "die_mid"});
+    EXPECT_EQ(codes[1], 128 + SIGKILL);
+    EXPECT_EQ(codes[0], 0);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(40));
 }
 
 TEST(CommProcesses, DeadRankGivesErrorNotHang) {

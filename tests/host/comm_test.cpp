@@ -1,7 +1,7 @@
-// Collectives (spyre/comm.h) on the simulator: each collective against a host reference on 2, 3
-// and 4 ranks (one thread and one simulated card per rank), odd sizes, fp32/fp16/bf16, chunked
-// transfers; a rank that never comes times out, an aborted communicator fails everywhere.
-// Ranks in separate processes, one of which dies: comm_process_test.cpp.
+// Collectives (spyre/comm.h) on the simulator: each collective, reduce and send/recv against a
+// host reference on 2, 3 and 4 ranks (one thread and one simulated card per rank), odd sizes,
+// fp32/fp16/bf16, chunked transfers; a rank that never comes times out, an aborted communicator
+// fails everywhere. Ranks in separate processes, one of which dies: comm_process_test.cpp.
 #include "spyre/comm.h"
 
 #include <gtest/gtest.h>
@@ -214,6 +214,37 @@ TEST_P(CommCollectives, AllReduceEveryOpOddSizes) {
             }
 }
 
+// The binomial tree (SPYRE_COMM_ALGO=tree; by default it serves small messages on 4+ ranks).
+TEST_P(CommCollectives, AllReduceTreeEveryOp) {
+    const auto [n, t] = GetParam();
+    setenv("SPYRE_COMM_ALGO", "tree", 1);
+    for (spyre_reduce_op op :
+         {SPYRE_REDUCE_SUM, SPYRE_REDUCE_MEAN, SPYRE_REDUCE_MAX, SPYRE_REDUCE_MIN})
+        for (size_t count : {size_t{1}, size_t{333}, size_t{1001}}) {
+            const uint64_t recv_off = count % 2 ? 6 : 0;
+            run_ranks(n, [&](Rank& k) {
+                const auto in = input(k.rank, count, t, 13);
+                spyre_buffer_t s = k.upload(to_bytes(in, t), 2);
+                spyre_buffer_t d = k.upload(std::vector<uint8_t>(count * esize(t)), recv_off);
+                ASSERT_EQ(spyre_comm_all_reduce(s, 2, d, recv_off, count, t, op, k.comm, k.stream),
+                          SPYRE_SUCCESS)
+                    << spyre_last_error();
+                std::vector<float> want(count);
+                for (size_t i = 0; i < count; ++i) {
+                    std::vector<float> xs;
+                    for (int r = 0; r < n; ++r) xs.push_back(input(r, count, t, 13)[i]);
+                    want[i] = reduce(op, xs);
+                }
+                expect_close(from_bytes(k.download(d, recv_off, count * esize(t)), t), want, t,
+                             std::format("tree all_reduce op {} count {} rank {}",
+                                         static_cast<int>(op), count, k.rank));
+                spyre_free(s);
+                spyre_free(d);
+            });
+        }
+    unsetenv("SPYRE_COMM_ALGO");
+}
+
 TEST_P(CommCollectives, AllReduceInPlace) {
     const auto [n, t] = GetParam();
     const size_t count = 515;
@@ -304,6 +335,81 @@ TEST_P(CommCollectives, ReduceScatter) {
         }
 }
 
+TEST_P(CommCollectives, ReduceEveryOpEveryRoot) {
+    const auto [n, t] = GetParam();
+    for (spyre_reduce_op op :
+         {SPYRE_REDUCE_SUM, SPYRE_REDUCE_MEAN, SPYRE_REDUCE_MAX, SPYRE_REDUCE_MIN})
+        for (int root = 0; root < n; ++root)
+            for (size_t count : {size_t{1}, size_t{333}, size_t{1001}}) {
+                const uint64_t recv_off = root % 2 ? 6 : 0;  // aligned and not
+                run_ranks(n, [&](Rank& k) {
+                    const auto in = input(k.rank, count, t, 11);
+                    spyre_buffer_t s = k.upload(to_bytes(in, t), 2);
+                    spyre_buffer_t d =
+                        k.rank == root ? k.upload(std::vector<uint8_t>(count * esize(t)), recv_off)
+                                       : nullptr;
+                    ASSERT_EQ(
+                        spyre_comm_reduce(s, 2, d, recv_off, count, t, op, root, k.comm, k.stream),
+                        SPYRE_SUCCESS)
+                        << spyre_last_error();
+                    const std::string what = std::format("reduce op {} root {} count {} rank {}",
+                                                         static_cast<int>(op), root, count, k.rank);
+                    // the send buffer is left as it was on every rank
+                    expect_close(from_bytes(k.download(s, 2, count * esize(t)), t), in, t,
+                                 what + " send buffer");
+                    if (k.rank == root) {
+                        std::vector<float> want(count);
+                        for (size_t i = 0; i < count; ++i) {
+                            std::vector<float> xs;
+                            for (int r = 0; r < n; ++r) xs.push_back(input(r, count, t, 11)[i]);
+                            want[i] = reduce(op, xs);
+                        }
+                        expect_close(from_bytes(k.download(d, recv_off, count * esize(t)), t), want,
+                                     t, what);
+                    }
+                    spyre_free(s);
+                    spyre_free(d);
+                });
+            }
+}
+
+// Rank 0 sends two messages to every other rank (each several chunks), then receives one from
+// each; the others receive theirs, then answer. Messages of a pair arrive in order.
+TEST_P(CommCollectives, SendRecvInOrder) {
+    const auto [n, t] = GetParam();
+    for (size_t count : {size_t{1}, size_t{7}, size_t{1001}}) {
+        run_ranks(n, [&](Rank& k) {
+            const uint64_t bytes = count * esize(t);
+            auto payload = [&](int from, int to, int which) {
+                return input(from, count, t, 100 + 10 * to + which);
+            };
+            auto check_recv = [&](int from, int which) {
+                spyre_buffer_t d = k.upload(std::vector<uint8_t>(bytes), 3);
+                ASSERT_EQ(spyre_comm_recv(d, 3, count, t, from, k.comm, k.stream), SPYRE_SUCCESS)
+                    << spyre_last_error();
+                expect_close(
+                    from_bytes(k.download(d, 3, bytes), t), payload(from, k.rank, which), t,
+                    std::format("recv count {} rank {} from {} #{}", count, k.rank, from, which));
+                spyre_free(d);
+            };
+            auto send = [&](int to, int which) {
+                spyre_buffer_t s = k.upload(to_bytes(payload(k.rank, to, which), t), 5);
+                ASSERT_EQ(spyre_comm_send(s, 5, count, t, to, k.comm, k.stream), SPYRE_SUCCESS)
+                    << spyre_last_error();
+                spyre_free(s);  // the send has left the buffer when it returns
+            };
+            if (k.rank == 0) {
+                for (int p = 1; p < n; ++p) send(p, 0), send(p, 1);
+                for (int p = 1; p < n; ++p) check_recv(p, 0);
+            } else {
+                check_recv(0, 0);
+                check_recv(0, 1);
+                send(0, 0);
+            }
+        });
+    }
+}
+
 std::vector<Case> cases() {
     std::vector<Case> v;
     for (int n : {2, 3, 4})
@@ -317,6 +423,132 @@ INSTANTIATE_TEST_SUITE_P(Ranks, CommCollectives, ::testing::ValuesIn(cases()),
                              return std::to_string(info.param.nranks) + "ranks_" +
                                     dname(info.param.dtype);
                          });
+
+// Bytes of any dtype pass along a relay (rank r receives from r - 1, then sends to r + 1; rank 0
+// starts it and receives last), mixed with collectives, on one communicator.
+TEST(Comm, SendRecvRelayAnyDtypeBetweenCollectives) {
+    setenv("SPYRE_COMM_CHUNK_BYTES", "256", 1);
+    const size_t bytes = 1001;  // odd: int8 elements, several chunks
+    std::vector<uint8_t> msg(bytes);
+    for (size_t i = 0; i < bytes; ++i) msg[i] = static_cast<uint8_t>(i * 7 + 3);
+    run_ranks(3, [&](Rank& k) {
+        spyre_buffer_t b = k.upload(std::vector<uint8_t>(bytes), 0);
+        spyre_buffer_t f = k.upload(to_bytes({1.0f, 2.0f}, SPYRE_DTYPE_FLOAT32), 0);
+        const int next = (k.rank + 1) % 3, prev = (k.rank + 2) % 3;
+        for (int round = 0; round < 2; ++round) {
+            if (k.rank == 0) {
+                ASSERT_EQ(spyre_memcpy_htod(b, 0, msg.data(), bytes), SPYRE_SUCCESS);
+                ASSERT_EQ(spyre_comm_send(b, 0, bytes, SPYRE_DTYPE_INT8, next, k.comm, k.stream),
+                          SPYRE_SUCCESS)
+                    << spyre_last_error();
+                ASSERT_EQ(spyre_comm_recv(b, 0, bytes, SPYRE_DTYPE_INT8, prev, k.comm, k.stream),
+                          SPYRE_SUCCESS)
+                    << spyre_last_error();
+            } else {
+                ASSERT_EQ(spyre_comm_recv(b, 0, bytes, SPYRE_DTYPE_UINT8, prev, k.comm, k.stream),
+                          SPYRE_SUCCESS)
+                    << spyre_last_error();
+                ASSERT_EQ(spyre_comm_send(b, 0, bytes, SPYRE_DTYPE_UINT8, next, k.comm, k.stream),
+                          SPYRE_SUCCESS)
+                    << spyre_last_error();
+            }
+            EXPECT_EQ(k.download(b, 0, bytes), msg) << "rank " << k.rank << " round " << round;
+            ASSERT_EQ(spyre_comm_all_reduce(f, 0, f, 0, 2, SPYRE_DTYPE_FLOAT32, SPYRE_REDUCE_SUM,
+                                            k.comm, k.stream),
+                      SPYRE_SUCCESS)
+                << spyre_last_error();
+        }
+        const float w = 9.0f;  // 1 * 3 * 3 after two all-reduces over 3 ranks
+        expect_close(from_bytes(k.download(f, 0, 8), SPYRE_DTYPE_FLOAT32), {w, 2 * w},
+                     SPYRE_DTYPE_FLOAT32, "all_reduce between sends");
+        // a count that differs from the sender's fails the communicator, not a hang
+        spyre_status st =
+            k.rank == 0   ? spyre_comm_send(b, 0, 8, SPYRE_DTYPE_INT8, 1, k.comm, k.stream)
+            : k.rank == 1 ? spyre_comm_recv(b, 0, 4, SPYRE_DTYPE_INT8, 0, k.comm, k.stream)
+                          : SPYRE_SUCCESS;
+        if (k.rank == 1) {
+            EXPECT_EQ(st, SPYRE_ERROR_INVALID_ARGUMENT) << spyre_last_error();
+            EXPECT_NE(std::string(spyre_last_error()).find("rank 0 sent 8 bytes"),
+                      std::string::npos)
+                << spyre_last_error();
+        }
+        spyre_free(b);
+        spyre_free(f);
+    });
+    unsetenv("SPYRE_COMM_CHUNK_BYTES");
+}
+
+// Which algorithm ran shows in the bytes each card pushed to its peers (p2p transport): the
+// ring sends 2 (n - 1) / n of the message from every rank; the tree of 4 ranks sends the whole
+// message once from ranks 1 and 3 (reduce), twice from rank 0 (broadcast to 2 and 1) and
+// twice from rank 2 (reduce to 0, broadcast to 3). By default a 4 KiB all-reduce on 4 ranks is
+// a tree, a 4 MiB one a ring (tree_is_faster). A bad SPYRE_COMM_ALGO is refused.
+TEST(Comm, AlgorithmChoiceShowsInPeerBytes) {
+    const char* forced = std::getenv("SPYRE_COMM_TRANSPORT");
+    if (forced && std::string(forced) == "host-staged") GTEST_SKIP() << "no peer bytes to count";
+    if (on_kernel()) GTEST_SKIP() << "4 ranks on 2 cards share cards";
+    auto pushed = [&](const char* algo, size_t count) {
+        if (algo)
+            setenv("SPYRE_COMM_ALGO", algo, 1);
+        else
+            unsetenv("SPYRE_COMM_ALGO");
+        std::vector<uint64_t> bytes(4);
+        run_ranks(4, [&](Rank& k) {
+            spyre_buffer_t b = k.upload(
+                to_bytes(input(k.rank, count, SPYRE_DTYPE_FLOAT32), SPYRE_DTYPE_FLOAT32), 0);
+            spyre_telemetry t0{}, t1{};
+            ASSERT_EQ(spyre_device_get_telemetry(k.dev, &t0), SPYRE_SUCCESS);
+            ASSERT_EQ(spyre_comm_all_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32,
+                                            SPYRE_REDUCE_SUM, k.comm, k.stream),
+                      SPYRE_SUCCESS)
+                << spyre_last_error();
+            ASSERT_EQ(spyre_stream_synchronize(k.stream), SPYRE_SUCCESS);
+            ASSERT_EQ(spyre_device_get_telemetry(k.dev, &t1), SPYRE_SUCCESS);
+            bytes[k.rank] = t1.p2p_write_bytes - t0.p2p_write_bytes;
+            spyre_free(b);
+        });
+        unsetenv("SPYRE_COMM_ALGO");
+        return bytes;
+    };
+    const uint64_t s = 4096;
+    EXPECT_EQ(pushed("tree", s / 4), (std::vector<uint64_t>{2 * s, s, 2 * s, s}));
+    EXPECT_EQ(pushed("ring", s / 4), (std::vector<uint64_t>(4, 3 * s / 2)));
+    EXPECT_EQ(pushed(nullptr, s / 4), (std::vector<uint64_t>{2 * s, s, 2 * s, s}));
+    const uint64_t big = 4u << 20;
+    EXPECT_EQ(pushed(nullptr, big / 4), (std::vector<uint64_t>(4, 3 * big / 2)));
+    setenv("SPYRE_COMM_ALGO", "bush", 1);
+    spyre_comm_unique_id id;
+    ASSERT_EQ(spyre_comm_get_unique_id(&id), SPYRE_SUCCESS);
+    spyre_device_t dev;
+    ASSERT_EQ(spyre_device_open(0, &dev), SPYRE_SUCCESS);
+    spyre_comm_t comm = nullptr;
+    EXPECT_EQ(spyre_comm_init_rank(&comm, 1, &id, 0, dev), SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(spyre_last_error()).find("SPYRE_COMM_ALGO"), std::string::npos);
+    unsetenv("SPYRE_COMM_ALGO");
+    spyre_device_close(dev);
+}
+
+TEST(Comm, SendRecvBadPeerRefused) {
+    for (int peer : {-1, 1, 0}) {  // 0: itself
+        spyre_comm_unique_id id;
+        ASSERT_EQ(spyre_comm_get_unique_id(&id), SPYRE_SUCCESS);
+        spyre_device_t dev;
+        ASSERT_EQ(spyre_device_open(0, &dev), SPYRE_SUCCESS);
+        spyre_comm_t comm = nullptr;
+        ASSERT_EQ(spyre_comm_init_rank(&comm, 1, &id, 0, dev), SPYRE_SUCCESS) << spyre_last_error();
+        spyre_buffer_t b;
+        ASSERT_EQ(spyre_malloc(dev, 64, &b), SPYRE_SUCCESS);
+        EXPECT_EQ(spyre_comm_send(b, 0, 4, SPYRE_DTYPE_INT32, peer, comm, nullptr),
+                  SPYRE_ERROR_INVALID_ARGUMENT)
+            << peer;
+        EXPECT_NE(std::string(spyre_last_error()).find(peer ? "is not a rank" : "itself"),
+                  std::string::npos)
+            << spyre_last_error();
+        spyre_free(b);
+        EXPECT_EQ(spyre_comm_destroy(comm), SPYRE_SUCCESS);
+        spyre_device_close(dev);
+    }
+}
 
 TEST(Comm, BarrierWaitsForEveryRank) {
     std::atomic<int> arrived{0};

@@ -1,13 +1,14 @@
 // All-reduce bus bandwidth of libspyre's collectives (spyre/comm.h):
 //   spyre-comm-bench [--threads] [NRANKS [SIZE_BYTES...]]
 // One process per rank (it re-runs itself once per rank; SPYRE_BACKEND=sim gives every process
-// its own simulated card; on the kernel backend rank r opens card r): the host-staged
-// transport. --threads: one thread per rank in this process, rank r on card r (simulator:
-// SPYRE_SIM_DEVICES defaults to NRANKS), where the communicator picks the p2p transport
-// (SPYRE_COMM_TRANSPORT=host-staged for comparison). busbw follows nccl-tests: algbw = bytes /
-// time, busbw = algbw * 2 (n - 1) / n. Wall-clock time on this host, plus the modeled device
-// time of rank 0's card-side work on its stream (DMA copies, peer copies and reduction
-// programs, spyre_event_elapsed) per all-reduce and the busbw that time gives.
+// its own simulated card: the host-staged transport; on the kernel backend rank r opens card
+// r: the p2p transport between processes, SPYRE_COMM_TRANSPORT=host-staged to compare). --threads:
+// one thread per rank in this process, rank r on card r (simulator: SPYRE_SIM_DEVICES defaults to
+// NRANKS), where the communicator picks the p2p transport (SPYRE_COMM_TRANSPORT=host-staged for
+// comparison). busbw follows nccl-tests: algbw = bytes / time, busbw = algbw * 2 (n - 1) / n.
+// Wall-clock time on this host, plus the modeled device time of rank 0's card-side work on its
+// stream (DMA copies, peer copies and reduction programs, spyre_event_elapsed) per all-reduce and
+// the busbw that time gives.
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -35,6 +35,12 @@ def close(got, want, what):
 
 
 if mode == "collectives":
+    # processes on simulated cards cannot share card memory: host staging (spyre.ko's cards
+    # push card to card, the guest rows check that)
+    spyre_pg = dist.distributed_c10d._get_default_group()._get_backend(dev)
+    assert spyre_pg.transport() == "", "no communicator before the first collective"
+    dist.all_reduce(torch.ones(1, device=dev))
+    assert spyre_pg.transport() == "host-staged", spyre_pg.transport()
     ops = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "max": dist.ReduceOp.MAX,
            "min": dist.ReduceOp.MIN}
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
@@ -69,6 +75,59 @@ if mode == "collectives":
             ref = full.float().clone()
             dist.all_reduce(ref, group=gloo)
             close(out, ref[rank * n:(rank + 1) * n].to(dtype), f"reduce_scatter_tensor {dtype}")
+            # reduce to every root (the root's tensor only is defined afterwards)
+            for root in range(world):
+                for name in ("sum", "max"):
+                    y = x.to(dev)
+                    dist.reduce(y, dst=root, op=ops[name])
+                    ref = x.float().clone()
+                    dist.reduce(ref, dst=root, op=ops[name], group=gloo)
+                    if rank == root:
+                        close(y, ref.to(dtype), f"reduce {name} root {root} {dtype} n={n}")
+            # gather and scatter through send/recv
+            root = world - 1
+            gathered = [torch.empty(n, dtype=dtype, device=dev) for _ in range(world)]
+            dist.gather(x.to(dev), gathered if rank == root else None, dst=root)
+            refs = [torch.empty(n) for _ in range(world)] if rank == root else None
+            dist.gather(x.float(), refs, dst=root, group=gloo)
+            if rank == root:
+                close(torch.cat([g.cpu() for g in gathered]), torch.cat(refs).to(dtype), "gather")
+            parts = [data(n, dtype, 20 + r) for r in range(world)]
+            got = torch.empty(n, dtype=dtype, device=dev)
+            dist.scatter(got, [p.to(dev) for p in parts] if rank == 0 else None, src=0)
+            want = torch.empty(n)
+            dist.scatter(want, [p.float() for p in parts] if rank == 0 else None, src=0,
+                         group=gloo)
+            close(got, want.to(dtype), f"scatter {dtype} n={n}")
+    # send/recv (and isend/irecv: complete when they return) of any dtype: a relay from rank 0
+    # around the ring; in call order per pair
+    for dtype in (torch.float32, torch.bfloat16, torch.int64, torch.uint8, torch.bool):
+        for n in (1, 1001, 600001):  # 600001 int64s: one message in two 4 MiB chunks
+            msg = torch.arange(n, dtype=torch.int64).remainder(2 if dtype == torch.bool else 97)
+            msg = msg.to(dtype)
+            nxt, prv = (rank + 1) % world, (rank - 1) % world
+            buf = torch.empty(n, dtype=dtype, device=dev)
+            if rank == 0:
+                dist.send(msg.to(dev), dst=nxt)
+                dist.irecv(buf, src=prv).wait()
+            else:
+                dist.recv(buf, src=prv)
+                dist.isend(buf, dst=nxt).wait()
+            assert torch.equal(buf.cpu(), msg), f"send/recv relay {dtype} n={n} rank {rank}"
+    if world >= 2:  # two messages from one rank to another arrive in order
+        if rank == 0:
+            dist.send(torch.full((5,), 1.0, device=dev), dst=1)
+            dist.send(torch.full((5,), 2.0, device=dev), dst=1)
+        elif rank == 1:
+            a, b = torch.empty(5, device=dev), torch.empty(5, device=dev)
+            dist.recv(a, src=0)
+            dist.recv(b, src=0)
+            assert a.cpu().tolist() == [1.0] * 5 and b.cpu().tolist() == [2.0] * 5, (a, b)
+    try:
+        dist.recv(torch.empty(1, device=dev))  # no src: any source
+        raise SystemExit("recv from any source was not refused")
+    except RuntimeError as e:
+        assert "any source" in str(e), str(e)
     # other dtypes: broadcast and all_gather move their bytes (odd byte counts too), all_reduce
     # reduces integers exactly through float32 and refuses values past 2^24
     for dtype in (torch.int64, torch.int32, torch.uint8, torch.bool):

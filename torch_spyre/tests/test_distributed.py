@@ -1,6 +1,6 @@
 """torch.distributed on the "spyre" backend: one process per card (each its own simulated card),
-started as subprocesses with a FileStore (file:// init_method), every collective compared with
-gloo on the CPU; a peer that dies gives the others an error, not a hang. And the launcher
+started as subprocesses with a FileStore (file:// init_method), every collective (reduce, gather
+and scatter included) compared with gloo on the CPU, send/recv/isend/irecv of any dtype; a peer that dies gives the others an error, not a hang. And the launcher
 (python3 -m torch_spyre.launch) with init_method="env://"."""
 
 import os

@@ -113,5 +113,10 @@ for got, want, what in ((tp[0].weight.grad, shard(whole[0].weight.grad, 0), "up 
     torch.testing.assert_close(got.cpu(), want.cpu(), rtol=1e-4, atol=1e-5,
                                msg=lambda m: f"training: {what} gradient: {m}")
 print(f"training ok {time.monotonic() - t0:.1f}", flush=True)
+# the communicator's transport: p2p between spyre.ko's cards (the guest rows ask for it)
+transport = dist.distributed_c10d._get_default_group()._get_backend(dev).transport()
+print("transport", transport, flush=True)
+expected = os.environ.get("SPYRE_COMM_EXPECT_TRANSPORT")
+assert not expected or transport == expected, f"transport {transport}, expected {expected}"
 print("fallbacks", dict(torch_spyre.fallback_counts()), flush=True)
 dist.destroy_process_group()

@@ -5,9 +5,11 @@
  * cores (the op library's elementwise ops). Same library as spyre.h (libspyre.so);
  * Documentation/libspyre.md "Collectives" is the reference.
  *
- * Transport: "p2p" when every rank is a thread of one process and the cards reach each other
- * (hw 1.6, spyre_memcpy_peer: card to card), else "host-staged" (card -> host -> POSIX shared
- * memory -> host -> card); SPYRE_COMM_TRANSPORT=host-staged forces the latter.
+ * Transport: "p2p" (hw 1.6: card to card) when every rank is a thread of one process and the
+ * cards reach each other (spyre_memcpy_peer), or every rank is in its own process on its own
+ * card of spyre.ko with peer-to-peer DMA (card buffers shared as dma-bufs); else "host-staged"
+ * (card -> host -> POSIX shared memory -> host -> card), always so between processes on the
+ * simulator. SPYRE_COMM_TRANSPORT=host-staged forces the latter.
  */
 #ifndef SPYRE_COMM_H_
 #define SPYRE_COMM_H_
@@ -66,19 +68,21 @@ typedef struct spyre_comm_info {
 SPYRE_API spyre_status spyre_comm_get_info(spyre_comm_t comm, spyre_comm_info* info);
 
 /*
- * The collectives. Each side is a device buffer of the communicator's card plus a byte offset;
- * `count` elements of `dtype` (SPYRE_DTYPE_FLOAT32, FLOAT16 or BFLOAT16). Work is ordered after
- * the earlier work of `stream` (NULL: the card's default stream) and the reductions run on it;
- * with either transport each call returns once the collective has finished on this rank
- * (the stream is then idle). Every rank calls the same collectives in the same order with the
- * same count, dtype and op. A peer that dies gives SPYRE_ERROR_DEVICE_LOST, a peer that does not
- * come within the timeout SPYRE_ERROR_TIMEOUT; the communicator is then failed for all ranks.
- * Send and receive ranges may be the same (in place) but must not otherwise overlap.
+ * The collectives (API version 0.17 added reduce, send and recv). Each side is a device buffer of
+ * the communicator's card plus a byte offset; `count` elements of `dtype` (SPYRE_DTYPE_FLOAT32,
+ * FLOAT16 or BFLOAT16). Work is ordered after the earlier work of `stream` (NULL: the card's
+ * default stream) and the reductions run on it; with either transport each call returns once the
+ * collective has finished on this rank (the stream is then idle). Every rank calls the same
+ * collectives in the same order with the same count, dtype and op. A peer that dies gives
+ * SPYRE_ERROR_DEVICE_LOST, a peer that does not come within the timeout SPYRE_ERROR_TIMEOUT; the
+ * communicator is then failed for all ranks. Send and receive ranges may be the same (in place) but
+ * must not otherwise overlap.
  *
  * op: SPYRE_REDUCE_SUM, SPYRE_REDUCE_MEAN (the sum times 1/nranks), SPYRE_REDUCE_MAX, _MIN.
  */
 
-/* recv = op over ranks of send; count elements each. */
+/* recv = op over ranks of send; count elements each. A ring, or for small messages on 4+ ranks
+ * a binomial tree (by a cost model; SPYRE_COMM_ALGO=ring|tree forces one). */
 SPYRE_API spyre_status spyre_comm_all_reduce(spyre_buffer_t send, uint64_t send_offset,
                                              spyre_buffer_t recv, uint64_t recv_offset,
                                              uint64_t count, spyre_dtype dtype, spyre_reduce_op op,
@@ -103,6 +107,30 @@ SPYRE_API spyre_status spyre_comm_reduce_scatter(spyre_buffer_t send, uint64_t s
                                                  uint64_t count, spyre_dtype dtype,
                                                  spyre_reduce_op op, spyre_comm_t comm,
                                                  spyre_stream_t stream);
+
+/* root's recv (count elements) = op over ranks of send; recv is written on root only (on the
+ * other ranks it may be NULL, and their send is left as it was). A ring reduce-scatter, then
+ * every rank's reduced block to root. */
+SPYRE_API spyre_status spyre_comm_reduce(spyre_buffer_t send, uint64_t send_offset,
+                                         spyre_buffer_t recv, uint64_t recv_offset, uint64_t count,
+                                         spyre_dtype dtype, spyre_reduce_op op, int root,
+                                         spyre_comm_t comm, spyre_stream_t stream);
+
+/*
+ * Point to point: `count` elements of `dtype` (any dtype; only bytes move) from this rank's
+ * buffer to rank `peer`'s, which calls spyre_comm_recv with this rank as its peer and the same
+ * count and dtype. The sends of one rank to one peer are received in the order they were sent.
+ * A send returns once its last chunk (spyre_comm_info.chunk_bytes) has left the buffer, which may
+ * be before the peer has received it; a send longer than one chunk waits for the peer to take
+ * the earlier chunks, so two ranks that both send more than a chunk to each other must not both
+ * send first (one of them receives first). peer != this rank.
+ */
+SPYRE_API spyre_status spyre_comm_send(spyre_buffer_t buf, uint64_t offset, uint64_t count,
+                                       spyre_dtype dtype, int peer, spyre_comm_t comm,
+                                       spyre_stream_t stream);
+SPYRE_API spyre_status spyre_comm_recv(spyre_buffer_t buf, uint64_t offset, uint64_t count,
+                                       spyre_dtype dtype, int peer, spyre_comm_t comm,
+                                       spyre_stream_t stream);
 
 /* Returns once every rank has called it (after `stream`'s earlier work on this rank). */
 SPYRE_API spyre_status spyre_comm_barrier(spyre_comm_t comm, spyre_stream_t stream);

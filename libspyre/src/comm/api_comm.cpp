@@ -101,6 +101,25 @@ spyre_status spyre_comm_reduce_scatter(spyre_buffer_t send, uint64_t send_offset
     });
 }
 
+spyre_status spyre_comm_reduce(spyre_buffer_t send, uint64_t send_offset, spyre_buffer_t recv,
+                               uint64_t recv_offset, uint64_t count, spyre_dtype dtype,
+                               spyre_reduce_op op, int root, spyre_comm_t comm,
+                               spyre_stream_t stream) {
+    return guard(__func__, [&] {
+        of(comm).reduce(send, send_offset, recv, recv_offset, count, dtype, op, root, stream);
+    });
+}
+
+spyre_status spyre_comm_send(spyre_buffer_t buf, uint64_t offset, uint64_t count, spyre_dtype dtype,
+                             int peer, spyre_comm_t comm, spyre_stream_t stream) {
+    return guard(__func__, [&] { of(comm).send(buf, offset, count, dtype, peer, stream); });
+}
+
+spyre_status spyre_comm_recv(spyre_buffer_t buf, uint64_t offset, uint64_t count, spyre_dtype dtype,
+                             int peer, spyre_comm_t comm, spyre_stream_t stream) {
+    return guard(__func__, [&] { of(comm).recv(buf, offset, count, dtype, peer, stream); });
+}
+
 spyre_status spyre_comm_barrier(spyre_comm_t comm, spyre_stream_t stream) {
     return guard(__func__, [&] { of(comm).barrier(stream); });
 }

@@ -5,6 +5,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <format>
@@ -12,6 +13,7 @@
 #include "comm/host_staged_transport.hpp"
 #include "comm/peer_transport.hpp"
 #include "comm/ring.hpp"
+#include "comm/tree.hpp"
 #include "error.hpp"
 
 namespace spyre::comm {
@@ -55,6 +57,25 @@ void check_range(spyre_buffer_t b, uint64_t off, uint64_t bytes, const char* whi
     check_buffer_range(size, off, bytes, which);
 }
 
+// Element size of any dtype: send and recv move bytes only.
+uint64_t any_dtype_bytes(spyre_dtype dtype) {
+    switch (dtype) {
+        case SPYRE_DTYPE_FLOAT32:
+        case SPYRE_DTYPE_INT32:
+            return 4;
+        case SPYRE_DTYPE_FLOAT16:
+        case SPYRE_DTYPE_BFLOAT16:
+            return 2;
+        case SPYRE_DTYPE_INT8:
+        case SPYRE_DTYPE_UINT8:
+            return 1;
+        case SPYRE_DTYPE_INT64:
+            return 8;
+    }
+    spyre::fail(SPYRE_ERROR_INVALID_ARGUMENT,
+                std::format("dtype {} is not a spyre_dtype", static_cast<int>(dtype)));
+}
+
 void copy(spyre_buffer_t dst, uint64_t doff, spyre_buffer_t src, uint64_t soff, uint64_t bytes,
           spyre_stream_t stream) {
     if (bytes == 0 || (dst == src && doff == soff)) return;
@@ -84,6 +105,12 @@ Communicator::Communicator(const UniqueId& id, int nranks, int rank, spyre_devic
                 id.slot_bytes <= (1ull << 30),
             "not a unique id from spyre_comm_get_unique_id");
     const uint64_t timeout = env_u64("SPYRE_COMM_TIMEOUT_MS", kDefaultTimeoutMs, 1);
+    // SPYRE_COMM_ALGO: all-reduce's algorithm; unset or "" picks by size (tree.hpp's model)
+    const char* algo = std::getenv("SPYRE_COMM_ALGO");
+    const std::string a = algo ? algo : "";
+    require(a.empty() || a == "ring" || a == "tree", "SPYRE_COMM_ALGO=\"{}\" is not ring or tree",
+            a);
+    algo_ = a == "ring" ? Algo::Ring : a == "tree" ? Algo::Tree : Algo::Auto;
     check_call(spyre_malloc(device, id.slot_bytes, &rx_));
     try {
         // SPYRE_COMM_TRANSPORT: unset or "" picks p2p where every rank can use it, else
@@ -146,21 +173,92 @@ void Communicator::all_reduce(spyre_buffer_t send, uint64_t send_off, spyre_buff
         uint64_t base = recv_off;
         if (recv_off % kStick) buf = work(align_up(bytes, kStick) + kStick), base = 0;
         copy(buf, base, send, send_off, bytes, stream);
-        // n segments starting on sticks
-        const uint64_t per = align_up((count + nranks_ - 1) / nranks_, kStick / es);
-        Segments seg;
-        for (int j = 0; j < nranks_; ++j) {
-            const uint64_t first = std::min<uint64_t>(count, j * per);
-            seg.offset.push_back(base + first * es);
-            seg.count.push_back(std::min<uint64_t>(count - first, per));
-        }
         const Ring ring{*transport_, rank_, nranks_, stream, rx_};
-        ring_reduce_scatter(ring, buf, seg, dtype, op, 0);
+        if (algo_ == Algo::Tree || (algo_ == Algo::Auto && tree_is_faster(nranks_, bytes))) {
+            tree_all_reduce(ring, buf, base, count, dtype, op);
+        } else {
+            const Segments seg = segments(base, count, es);
+            ring_reduce_scatter(ring, buf, seg, dtype, op, 0);
+            const int own = (rank_ + 1) % nranks_;
+            if (op == SPYRE_REDUCE_MEAN)
+                scale_on_card(stream, buf, seg.offset[own], seg.count[own], dtype, 1.0 / nranks_);
+            ring_all_gather(ring, buf, seg, es, 1);
+        }
+        if (buf != recv) copy(recv, recv_off, buf, base, bytes, stream);
+    });
+}
+
+Segments Communicator::segments(uint64_t base, uint64_t count, uint64_t es) const {
+    const uint64_t per = align_up((count + nranks_ - 1) / nranks_, kStick / es);
+    Segments seg;
+    for (int j = 0; j < nranks_; ++j) {
+        const uint64_t first = std::min<uint64_t>(count, j * per);
+        seg.offset.push_back(base + first * es);
+        seg.count.push_back(std::min<uint64_t>(count - first, per));
+    }
+    return seg;
+}
+
+void Communicator::check_peer(int peer, const char* what) const {
+    require(peer >= 0 && peer < nranks_, "{} {} is not a rank of 0..{}", what, peer, nranks_ - 1);
+}
+
+void Communicator::reduce(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t recv,
+                          uint64_t recv_off, uint64_t count, spyre_dtype dtype, spyre_reduce_op op,
+                          int root, spyre_stream_t stream) {
+    run([&] {
+        check_dtype(dtype);
+        check_op(op);
+        check_peer(root, "root");
+        const uint64_t es = dtype_bytes(dtype), bytes = count * es;
+        check_range(send, send_off, bytes, "send");
+        if (rank_ == root) check_range(recv, recv_off, bytes, "recv");
+        if (count == 0) return;
+        if (nranks_ == 1) return copy(recv, recv_off, send, send_off, bytes, stream);
+        // reduce in root's recv if 128-byte aligned, else (and on the other ranks) in scratch
+        spyre_buffer_t buf = recv;
+        uint64_t base = recv_off;
+        if (rank_ != root || recv_off % kStick)
+            buf = work(align_up(bytes, kStick) + kStick), base = 0;
+        copy(buf, base, send, send_off, bytes, stream);
+        const Segments seg = segments(base, count, es);
+        const Ring ring{*transport_, rank_, nranks_, stream, rx_};
+        ring_reduce_scatter(ring, buf, seg, dtype, op, 0);  // rank r holds segment r + 1
         const int own = (rank_ + 1) % nranks_;
         if (op == SPYRE_REDUCE_MEAN)
             scale_on_card(stream, buf, seg.offset[own], seg.count[own], dtype, 1.0 / nranks_);
-        ring_all_gather(ring, buf, seg, es, 1);
+        if (rank_ != root) {
+            send_range(*transport_, root, buf, seg.offset[own], seg.count[own] * es, stream);
+            return;
+        }
+        for (int p = 0; p < nranks_; ++p) {
+            const int j = (p + 1) % nranks_;
+            if (p != root)
+                recv_range(*transport_, p, buf, seg.offset[j], seg.count[j] * es, stream);
+        }
         if (buf != recv) copy(recv, recv_off, buf, base, bytes, stream);
+    });
+}
+
+void Communicator::send(spyre_buffer_t buf, uint64_t off, uint64_t count, spyre_dtype dtype,
+                        int peer, spyre_stream_t stream) {
+    run([&] {
+        check_peer(peer, "peer");
+        require(peer != rank_, "rank {} sends to itself", rank_);
+        const uint64_t bytes = count * any_dtype_bytes(dtype);
+        check_range(buf, off, bytes, "send");
+        send_range(*transport_, peer, buf, off, bytes, stream);
+    });
+}
+
+void Communicator::recv(spyre_buffer_t buf, uint64_t off, uint64_t count, spyre_dtype dtype,
+                        int peer, spyre_stream_t stream) {
+    run([&] {
+        check_peer(peer, "peer");
+        require(peer != rank_, "rank {} receives from itself", rank_);
+        const uint64_t bytes = count * any_dtype_bytes(dtype);
+        check_range(buf, off, bytes, "recv");
+        recv_range(*transport_, peer, buf, off, bytes, stream);
     });
 }
 
@@ -217,7 +315,7 @@ void Communicator::broadcast(spyre_buffer_t send, uint64_t send_off, spyre_buffe
                              spyre_stream_t stream) {
     run([&] {
         check_dtype(dtype);
-        require(root >= 0 && root < nranks_, "root {} is not a rank of 0..{}", root, nranks_ - 1);
+        check_peer(root, "root");
         const uint64_t bytes = count * dtype_bytes(dtype);
         if (rank_ == root) check_range(send, send_off, bytes, "send");
         check_range(recv, recv_off, bytes, "recv");

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 
+#include "comm/ring.hpp"
 #include "comm/transport.hpp"
 #include "spyre/comm.h"
 
@@ -36,6 +37,13 @@ class Communicator {
     void reduce_scatter(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t recv,
                         uint64_t recv_off, uint64_t count, spyre_dtype dtype, spyre_reduce_op op,
                         spyre_stream_t stream);
+    void reduce(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t recv, uint64_t recv_off,
+                uint64_t count, spyre_dtype dtype, spyre_reduce_op op, int root,
+                spyre_stream_t stream);
+    void send(spyre_buffer_t buf, uint64_t off, uint64_t count, spyre_dtype dtype, int peer,
+              spyre_stream_t stream);
+    void recv(spyre_buffer_t buf, uint64_t off, uint64_t count, spyre_dtype dtype, int peer,
+              spyre_stream_t stream);
     void barrier(spyre_stream_t stream);
     void abort();
     void set_timeout_ms(uint64_t ms) { transport_->set_timeout_ms(ms); }
@@ -46,7 +54,12 @@ class Communicator {
     template <typename F>
     void run(F&& body);
     spyre_buffer_t work(uint64_t bytes);
+    // n segments of `count` elements of es bytes from byte `base`, starting on sticks.
+    Segments segments(uint64_t base, uint64_t count, uint64_t es) const;
+    void check_peer(int peer, const char* what) const;
 
+    enum class Algo { Auto, Ring, Tree };  // all-reduce's (SPYRE_COMM_ALGO)
+    Algo algo_ = Algo::Auto;
     int rank_, nranks_;
     spyre_device_t device_;
     std::unique_ptr<Transport> transport_;

@@ -1,7 +1,6 @@
 // The host-staged transport (host_staged_transport.hpp).
 #include "comm/host_staged_transport.hpp"
 
-
 #include "error.hpp"
 
 namespace spyre::comm {
@@ -14,24 +13,16 @@ void check_call(spyre_status s) {
 }  // namespace
 
 HostStagedTransport::HostStagedTransport(std::unique_ptr<Segment> seg)
-    : seg_(std::move(seg)), received_(seg_->nranks(), 0) {}
+    : seg_(std::move(seg)), sent_(seg_->nranks(), 0), received_(seg_->nranks(), 0) {}
 
 void HostStagedTransport::send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
                                spyre_stream_t stream) {
     require(size <= seg_->slot_bytes(), "host-staged send larger than a slot");
-    if (send_peer_ < 0) send_peer_ = peer;
-    require(peer == send_peer_, "host-staged transport: one outbox serves one peer");
-    RankState& me = seg_->header().ranks[seg_->rank()];
-    const uint32_t n = me.posted.load();
-    // the receiver must have taken the previous message
-    seg_->wait(
-        me.consumed, [&] { return me.consumed.load(std::memory_order_acquire) == n; },
-        "to take the previous message", peer);
+    RankState& me = seg_->begin_post(peer, sent_[peer] + 1, size);
     // device -> host; returns once the data is in the slot (ordered after stream's work)
     check_call(spyre_memcpy_dtoh_async(seg_->slot(seg_->rank()), src, offset, size, stream));
-    me.bytes = size;
-    me.posted.store(n + 1, std::memory_order_release);
-    Segment::wake(me.posted);
+    ++sent_[peer];
+    seg_->post(me);
 }
 
 void HostStagedTransport::recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t size,
@@ -41,7 +32,7 @@ void HostStagedTransport::recv(int peer, spyre_buffer_t dst, uint64_t offset, ui
     // host -> device; a pageable source is taken before the call returns, so the slot is free
     check_call(spyre_memcpy_htod_async(dst, offset, seg_->slot(peer), size, stream));
     received_[peer] = want;
-    seg_->consumed(from, want);
+    seg_->consumed(from);
 }
 
 void HostStagedTransport::barrier() { seg_->barrier(); }

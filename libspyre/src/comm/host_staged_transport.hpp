@@ -1,7 +1,7 @@
 // The host-staged transport: a send copies the device range into the rank's outbox slot in the
 // shared segment (device -> host), the receiver copies it from there onto its card
-// (host -> device). One outbox per rank, one message in flight: enough for rings, where each
-// rank sends to one peer only.
+// (host -> device). One outbox per rank, one message in flight (to any peer; the messages of
+// a pair are taken in the order they were sent).
 #pragma once
 
 #include <memory>
@@ -29,7 +29,7 @@ class HostStagedTransport final : public Transport {
 
   private:
     std::unique_ptr<Segment> seg_;
-    int send_peer_ = -1;              // the one peer this rank's outbox serves
+    std::vector<uint32_t> sent_;      // messages sent to each peer
     std::vector<uint32_t> received_;  // messages taken from each peer's outbox
 };
 

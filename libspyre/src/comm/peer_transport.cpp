@@ -3,8 +3,12 @@
 
 #include <unistd.h>
 
+#include <format>
+#include <utility>
 
+#include "comm/fd_exchange.hpp"
 #include "error.hpp"
+#include "peer_fd.hpp"
 
 namespace spyre::comm {
 namespace {
@@ -15,106 +19,212 @@ void check_call(spyre_status s) {
 
 spyre_buffer_t as_buffer(uint64_t v) { return reinterpret_cast<spyre_buffer_t>(v); }
 
-// The device handle rank `r` joined with (its inbox's), or null if that rank is not in this
-// process (its handle would mean nothing here).
+// The device handle rank `r` joined with, or null if that rank is not in this process (its
+// handle would mean nothing here) or its card has no peer-to-peer DMA.
 spyre_device_t device_of_rank(Segment& seg, int r) {
     RankState& st = seg.header().ranks[r];
-    if (st.pid.load() != getpid() || !st.inbox) return nullptr;
-    spyre_device_t d = nullptr;
-    return spyre_buffer_get_device(as_buffer(st.inbox), &d) == SPYRE_SUCCESS ? d : nullptr;
+    if (st.pid.load() != getpid()) return nullptr;
+    return reinterpret_cast<spyre_device_t>(st.device);
+}
+
+enum class Layout { Threads, Processes, None };
+
+// From what every rank published: all ranks threads of this process, all in separate
+// processes on distinct p2p cards of spyre.ko, or neither (host staging). The same answer on
+// every rank.
+Layout layout_of(Segment& seg) {
+    const SegmentHeader& h = seg.header();
+    const int n = seg.nranks();
+    bool one_process = true, apart = true;
+    for (int r = 0; r < n; ++r) {
+        const RankState& a = h.ranks[r];
+        one_process = one_process && a.pid.load() == h.ranks[0].pid.load();
+        apart = apart && a.card_kernel && a.card_p2p;
+        for (int q = 0; q < r; ++q)
+            apart = apart && a.pid.load() != h.ranks[q].pid.load() &&
+                    a.card_index != h.ranks[q].card_index;
+    }
+    return one_process ? Layout::Threads : apart ? Layout::Processes : Layout::None;
+}
+
+// Threads: whether this rank's card reaches every other rank's card.
+bool threads_reach_all(Segment& s, spyre_device_t device, const spyre_device_info& mine) {
+    if (!s.header().ranks[s.rank()].card_p2p) return false;
+    for (int r = 0; r < s.nranks(); ++r) {
+        if (r == s.rank()) continue;
+        spyre_device_t d = device_of_rank(s, r);
+        int can = 0;
+        spyre_device_info other{};
+        if (d && spyre_device_get_info(d, &other) == SPYRE_SUCCESS && other.index == mine.index &&
+            other.backend == mine.backend)
+            continue;  // ranks on one card copy within it
+        if (!d || spyre_device_can_access_peer(device, d, &can) != SPYRE_SUCCESS || !can ||
+            spyre_device_enable_peer_access(device, d) != SPYRE_SUCCESS)
+            return false;
+    }
+    return true;
+}
+
+// Processes: an inbox on this card for every other rank, exported and handed over; the
+// others' inboxes for this rank imported. Whether all of it worked (each rank takes part in
+// the exchange even when its own part failed, so that nobody waits for it).
+bool share_inboxes(Segment& s, FdExchange& ex, spyre_device_t device, PeerTransport::Shared& sh) {
+    const int n = s.nranks(), me = s.rank();
+    bool ok = true;
+    std::vector<int> peers;
+    std::vector<FdExchange::Item> give(n);
+    sh.local.assign(n, nullptr);
+    sh.remote.assign(n, nullptr);
+    sh.remote_offset.assign(n, 0);
+    for (int r = 0; r < n; ++r) {
+        if (r == me) continue;
+        peers.push_back(r);
+        try {
+            check_call(spyre_malloc(device, s.slot_bytes(), &sh.local[r]));
+            const ExportedBuffer e = export_buffer_fd(sh.local[r]);
+            give[r].fd.reset(e.fd);
+            give[r].value = e.offset;
+        } catch (const Error&) {
+            ok = false;  // this rank gives nothing; the peer sees it and declines too
+        }
+    }
+    std::vector<FdExchange::Item> got = ex.exchange(peers, give);
+    for (int r : peers) {
+        if (!got[r].fd) {
+            ok = false;
+            continue;
+        }
+        try {
+            sh.remote[r] = import_buffer_fd(device, got[r].fd.get(), got[r].value + s.slot_bytes(),
+                                            std::format("rank {}", r));
+            sh.remote_offset[r] = got[r].value;
+        } catch (const Error&) {
+            ok = false;
+        }
+    }
+    return ok;  // the received fds close here: the imports hold the dma-bufs
 }
 
 }  // namespace
+
+PeerTransport::Shared::~Shared() {
+    for (spyre_buffer_t b : local) spyre_free(b);
+}
 
 std::unique_ptr<PeerTransport> PeerTransport::try_create(std::unique_ptr<Segment>& seg,
                                                          spyre_device_t device, bool host_only,
                                                          bool require_p2p) {
     Segment& s = *seg;
     RankState& me = s.header().ranks[s.rank()];
-    spyre_buffer_t inbox = nullptr;
-    int can_all = 0;
     spyre_device_info mine{};
     check_call(spyre_device_get_info(device, &mine));
-    if (!host_only && (mine.caps & SPYRE_DEVICE_CAP_P2P))
-        check_call(spyre_malloc(device, s.slot_bytes(), &inbox));
-    // 1: every rank publishes its inbox; 2: each says whether it reaches all the others.
-    me.inbox = reinterpret_cast<uint64_t>(inbox);
-    s.barrier();
-    if (inbox) {
-        can_all = 1;
-        for (int r = 0; r < s.nranks() && can_all; ++r) {
-            if (r == s.rank()) continue;
-            spyre_device_t d = device_of_rank(s, r);
-            int can = 0;
-            spyre_device_info other{};
-            if (d && spyre_device_get_info(d, &other) == SPYRE_SUCCESS &&
-                other.index == mine.index && other.backend == mine.backend)
-                continue;  // ranks on one card copy within it
-            if (!d || spyre_device_can_access_peer(device, d, &can) != SPYRE_SUCCESS || !can ||
-                spyre_device_enable_peer_access(device, d) != SPYRE_SUCCESS)
-                can_all = 0;
+    bool candidate = !host_only && (mine.caps & SPYRE_DEVICE_CAP_P2P);
+    // ranks in other processes may hand this one their inboxes: listen before the barrier
+    std::unique_ptr<FdExchange> ex;
+    if (candidate && mine.backend == SPYRE_BACKEND_KERNEL) {
+        try {
+            ex = std::make_unique<FdExchange>(s);
+        } catch (const Error&) {
+            candidate = false;
         }
     }
-    me.p2p_ok = static_cast<uint32_t>(can_all);
-    s.barrier();  // after it nobody reads another rank's inbox handle for the decision
+    // 1: every rank publishes its card (and device handle, for ranks of this process)
+    me.device = candidate ? reinterpret_cast<uint64_t>(device) : 0;
+    me.card_index = mine.index;
+    me.card_kernel = mine.backend == SPYRE_BACKEND_KERNEL;
+    me.card_p2p = candidate;
+    s.barrier();
+    // 2: each says whether its part worked
+    const Layout layout = layout_of(s);
+    auto shared = std::make_unique<Shared>();
+    bool ok = false;
+    if (layout == Layout::Threads) {
+        ok = threads_reach_all(s, device, mine);
+    } else if (layout == Layout::Processes) {
+        try {
+            ok = share_inboxes(s, *ex, device, *shared);
+        } catch (const Error& e) {
+            s.fail(e.status(),
+                   std::format("rank {} handing over its p2p inboxes: {}", s.rank(), e.what()));
+            throw;
+        }
+    }
+    me.p2p_ok = ok;
+    s.barrier();  // after it nobody reads another rank's device handle for the decision
     bool all = true;
     for (int r = 0; r < s.nranks(); ++r) all = all && s.header().ranks[r].p2p_ok;
     if (!all) {
-        spyre_free(inbox);
         if (require_p2p)
             spyre::fail(SPYRE_ERROR_NOT_SUPPORTED,
                         "SPYRE_COMM_TRANSPORT=p2p, but the ranks' cards cannot all reach each "
-                        "other card to card (every rank in one process, cards with "
+                        "other card to card (every rank in one process, or every rank in its "
+                        "own process on its own card of spyre.ko; cards with "
                         "SPYRE_DEVICE_CAP_P2P)");
         return nullptr;
     }
-    return std::unique_ptr<PeerTransport>(new PeerTransport(std::move(seg), inbox));
+    if (layout == Layout::Threads) shared.reset();
+    return std::unique_ptr<PeerTransport>(new PeerTransport(std::move(seg), std::move(shared)));
 }
 
-PeerTransport::PeerTransport(std::unique_ptr<Segment> seg, spyre_buffer_t inbox)
-    : seg_(std::move(seg)), inbox_(inbox), received_(seg_->nranks(), 0) {}
+PeerTransport::PeerTransport(std::unique_ptr<Segment> seg, std::unique_ptr<Shared> shared)
+    : seg_(std::move(seg)),
+      shared_(std::move(shared)),
+      sent_(seg_->nranks(), 0),
+      received_(seg_->nranks(), 0) {}
 
-PeerTransport::~PeerTransport() { spyre_free(inbox_); }
+PeerTransport::~PeerTransport() {
+    // threads: this rank owns the inboxes on its card (every sender has finished pushing into
+    // them once this rank took its messages); processes: shared_ frees them
+    if (shared_) return;
+    for (int r = 0; r < seg_->nranks(); ++r)
+        spyre_free(as_buffer(std::exchange(seg_->header().inbox[r][seg_->rank()], 0)));
+}
+
+spyre_buffer_t PeerTransport::inbox_at(int peer) {
+    uint64_t& slot = seg_->header().inbox[seg_->rank()][peer];
+    if (!slot) {
+        spyre_buffer_t b = nullptr;
+        check_call(spyre_malloc(device_of_rank(*seg_, peer), seg_->slot_bytes(), &b));
+        slot = reinterpret_cast<uint64_t>(b);
+    }
+    return as_buffer(slot);
+}
 
 void PeerTransport::send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
                          spyre_stream_t stream) {
     require(size <= seg_->slot_bytes(), "p2p send larger than an inbox");
-    if (send_peer_ < 0) send_peer_ = peer;
-    require(peer == send_peer_, "p2p transport: each rank sends to one peer");
-    RankState& me = seg_->header().ranks[seg_->rank()];
-    const uint32_t n = me.posted.load();
-    // the receiver must have taken the previous message out of its inbox
-    seg_->wait(
-        me.consumed, [&] { return me.consumed.load(std::memory_order_acquire) == n; },
-        "to take the previous message", peer);
+    spyre_buffer_t to = shared_ ? nullptr : inbox_at(peer);
+    // the previous message (in this inbox or another) must have been taken
+    RankState& me = seg_->begin_post(peer, sent_[peer] + 1, size);
     // this card's engine pushes into the peer's inbox, after the earlier work of `stream`
-    spyre_buffer_t to = as_buffer(seg_->header().ranks[peer].inbox);
-    if (stream) {
+    if (shared_) {
+        copy_to_imported(shared_->remote[peer], shared_->remote_offset[peer], src, offset, size,
+                         stream);
+    } else if (stream) {
         check_call(spyre_memcpy_peer_async(to, 0, src, offset, size, stream));
         check_call(spyre_stream_synchronize(stream));
     } else {
         check_call(spyre_memcpy_peer(to, 0, src, offset, size));
     }
-    me.bytes = size;
-    me.posted.store(n + 1, std::memory_order_release);
-    Segment::wake(me.posted);
+    ++sent_[peer];
+    seg_->post(me);
 }
 
 void PeerTransport::recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t size,
                          spyre_stream_t stream) {
-    if (recv_peer_ < 0) recv_peer_ = peer;
-    require(peer == recv_peer_, "p2p transport: each rank receives from one peer");
     const uint32_t want = received_[peer] + 1;
     RankState& from = seg_->await_post(peer, want, size);
-    // out of the inbox on this card; the inbox is free again once that copy has finished
+    // out of the pair's inbox on this card; free again once that copy has finished
+    spyre_buffer_t inbox =
+        shared_ ? shared_->local[peer] : as_buffer(seg_->header().inbox[peer][seg_->rank()]);
     if (stream) {
-        check_call(spyre_memcpy_dtod_async(dst, offset, inbox_, 0, size, stream));
+        check_call(spyre_memcpy_dtod_async(dst, offset, inbox, 0, size, stream));
         check_call(spyre_stream_synchronize(stream));
     } else {
-        check_call(spyre_memcpy_dtod(dst, offset, inbox_, 0, size));
+        check_call(spyre_memcpy_dtod(dst, offset, inbox, 0, size));
     }
     received_[peer] = want;
-    seg_->consumed(from, want);
+    seg_->consumed(from);
 }
 
 void PeerTransport::abort(const std::string& reason) {

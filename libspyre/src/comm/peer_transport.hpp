@@ -1,9 +1,16 @@
-// The peer-to-peer transport (hw 1.6): for ranks whose cards are all in this process and reach
-// each other (spyre_device_can_access_peer). Every rank has an inbox, a device buffer of one
-// chunk on its own card; a send pushes the range into the receiver's inbox with a peer copy on
-// the sender's card (posted writes over the peer link), the receiver copies it from its inbox
-// on its card. The shared segment (shm_segment.hpp) carries the counters as for the
-// host-staged transport: one message in flight per sender, each rank sends to one peer.
+// The peer-to-peer transport (hw 1.6): for ranks whose cards reach each other card to card,
+// either all threads of this process (spyre_device_can_access_peer) or all in separate
+// processes on distinct cards of spyre.ko. Every (sender, receiver) pair has an inbox, a
+// device buffer of one chunk on the receiver's card; a send pushes the range into it with a
+// peer copy on the sender's card (posted writes over the peer link), the receiver copies it
+// from there on its card. The shared segment (shm_segment.hpp) carries the counters as for the
+// host-staged transport: one message in flight per sender, so one sender never has two
+// messages in one inbox.
+//
+// Threads: the sender makes the inbox on its first message to that peer, through the
+// receiver's device handle (the segment's inbox table), and the receiver frees it. Processes:
+// at init each rank makes an inbox for every other rank on its card, exports it as a dma-buf
+// and hands the fd over (fd_exchange.hpp); the sender imports it as a PEER buffer of its card.
 #pragma once
 
 #include <memory>
@@ -13,14 +20,18 @@
 #include "comm/shm_segment.hpp"
 #include "comm/transport.hpp"
 
+namespace spyre {
+class Buffer;
+}
+
 namespace spyre::comm {
 
 class PeerTransport final : public Transport {
   public:
-    // Collective (every rank calls it with its joined segment): the peer transport if every
-    // rank is in this process, its card reaches every other rank's card (or is the same card)
-    // and none asked for host staging; else null, and `seg` stays with the caller.
-    // `require`: fail instead of returning null (SPYRE_COMM_TRANSPORT=p2p).
+    // Collective (every rank calls it with its joined segment): the peer transport if the
+    // ranks' layout allows it (above) and none asked for host staging; else null, and `seg`
+    // stays with the caller. `require`: fail instead of returning null
+    // (SPYRE_COMM_TRANSPORT=p2p).
     static std::unique_ptr<PeerTransport> try_create(std::unique_ptr<Segment>& seg,
                                                      spyre_device_t device, bool host_only,
                                                      bool require);
@@ -36,12 +47,22 @@ class PeerTransport final : public Transport {
     void check() override { seg_->check(); }
     void set_timeout_ms(uint64_t ms) override { seg_->set_timeout_ms(ms); }
 
+    // Ranks in separate processes: the inboxes on this card (by sender) and this rank's
+    // inboxes on the other cards (imported, by receiver, with their offsets in the import).
+    struct Shared {
+        std::vector<spyre_buffer_t> local;
+        std::vector<std::shared_ptr<Buffer>> remote;
+        std::vector<uint64_t> remote_offset;
+        ~Shared();
+    };
+
   private:
-    PeerTransport(std::unique_ptr<Segment> seg, spyre_buffer_t inbox);
+    PeerTransport(std::unique_ptr<Segment> seg, std::unique_ptr<Shared> shared);
+    // This rank's inbox on `peer`'s card, threads of one process (made on first use).
+    spyre_buffer_t inbox_at(int peer);
     std::unique_ptr<Segment> seg_;
-    spyre_buffer_t inbox_;            // on this rank's card; the one sender pushes into it
-    int send_peer_ = -1;              // the one peer this rank sends to
-    int recv_peer_ = -1;              // the one peer that pushes into the inbox
+    std::unique_ptr<Shared> shared_;  // null: threads of one process
+    std::vector<uint32_t> sent_;      // messages sent to each peer
     std::vector<uint32_t> received_;  // messages taken from each peer
 };
 

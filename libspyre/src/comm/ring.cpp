@@ -36,6 +36,14 @@ spyre_binary_op binary_of(spyre_reduce_op op) {
 
 size_t dtype_bytes(spyre_dtype dtype) { return dtype == SPYRE_DTYPE_FLOAT32 ? 4 : 2; }
 
+void reduce_on_card(spyre_stream_t stream, spyre_buffer_t acc, uint64_t acc_off, spyre_buffer_t in,
+                    uint64_t in_off, uint64_t count, spyre_dtype dtype, spyre_reduce_op op) {
+    // the reduction runs on the card's cores, queued on the stream
+    const spyre_tensor a = vec(acc, acc_off, count, dtype);
+    const spyre_tensor b = vec(in, in_off, count, dtype);
+    check_call(spyre_op_binary(stream, binary_of(op), &a, &b, 0.0, 1.0, &a));
+}
+
 void scale_on_card(spyre_stream_t stream, spyre_buffer_t buf, uint64_t offset, uint64_t count,
                    spyre_dtype dtype, double scale) {
     if (count == 0) return;
@@ -72,13 +80,9 @@ void ring_reduce_scatter(const Ring& ring, spyre_buffer_t buf, const Segments& s
                          spyre_dtype dtype, spyre_reduce_op op, int shift) {
     const size_t es = dtype_bytes(dtype);
     const int prev = mod(ring.rank - 1, ring.nranks);
-    const spyre_binary_op bop = binary_of(op);
     ring_pass(ring, buf, seg, es, shift, [&](int rj, uint64_t c, uint64_t m) {
         ring.transport.recv(prev, ring.rx, 0, m * es, ring.stream);
-        // the reduction runs on the card's cores, queued on the stream
-        const spyre_tensor acc = vec(buf, seg.offset[rj] + c * es, m, dtype);
-        const spyre_tensor in = vec(ring.rx, 0, m, dtype);
-        check_call(spyre_op_binary(ring.stream, bop, &acc, &in, 0.0, 1.0, &acc));
+        reduce_on_card(ring.stream, buf, seg.offset[rj] + c * es, ring.rx, 0, m, dtype, op);
     });
 }
 

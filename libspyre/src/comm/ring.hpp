@@ -40,6 +40,10 @@ void ring_all_gather(const Ring& ring, spyre_buffer_t buf, const Segments& seg, 
 void ring_broadcast(const Ring& ring, spyre_buffer_t src, uint64_t src_offset, spyre_buffer_t dst,
                     uint64_t dst_offset, uint64_t bytes, int root);
 
+// acc[acc_off, +count) = op(acc, in[in_off, +count)) on the card (MEAN as SUM).
+void reduce_on_card(spyre_stream_t stream, spyre_buffer_t acc, uint64_t acc_off, spyre_buffer_t in,
+                    uint64_t in_off, uint64_t count, spyre_dtype dtype, spyre_reduce_op op);
+
 // buf[offset, +count) *= scale on the card.
 void scale_on_card(spyre_stream_t stream, spyre_buffer_t buf, uint64_t offset, uint64_t count,
                    spyre_dtype dtype, double scale);

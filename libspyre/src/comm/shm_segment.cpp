@@ -48,7 +48,7 @@ Segment::Segment(const std::string& name, int nranks, int rank, uint64_t slot_by
     int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
     if (fd < 0)
         fail(status_from_errno(errno), std::format("shm_open({}): {}", name, errno_text(errno)));
-    struct stat st{};
+    struct stat st {};
     if (fstat(fd, &st) == 0 && st.st_size != 0 && static_cast<size_t>(st.st_size) != map_bytes_) {
         close(fd);
         spyre::fail(SPYRE_ERROR_INVALID_ARGUMENT,
@@ -167,11 +167,40 @@ void Segment::peer_died(int r) {
     std::abort();  // check() throws once a failure is recorded
 }
 
+RankState& Segment::begin_post(int peer, uint32_t seq, uint64_t bytes) {
+    RankState& me = hdr_->ranks[rank_];
+    const uint32_t n = me.posted.load();
+    // the receiver of the previous message must have taken it
+    if (me.consumed.load(std::memory_order_acquire) != n)
+        wait(
+            me.consumed, [&] { return me.consumed.load(std::memory_order_acquire) == n; },
+            "to take the previous message", me.to.load());
+    me.to.store(peer, std::memory_order_relaxed);
+    me.seq.store(seq, std::memory_order_relaxed);
+    me.bytes = bytes;
+    return me;
+}
+
+void Segment::post(RankState& me) {
+    me.posted.fetch_add(1, std::memory_order_release);
+    wake(me.posted);
+}
+
 RankState& Segment::await_post(int peer, uint32_t seq, uint64_t bytes) {
     RankState& from = hdr_->ranks[peer];
-    wait(
-        from.posted, [&] { return from.posted.load(std::memory_order_acquire) >= seq; },
-        "to send its data", peer);
+    // A message pending (posted != consumed), for this rank, the next one of the pair. `to` and
+    // `seq` are rewritten for the sender's next message once another receiver took this one:
+    // they are only believed if `consumed` did not move while they were read.
+    auto mine = [&] {
+        const uint32_t p = from.posted.load(std::memory_order_acquire);
+        const uint32_t c = from.consumed.load(std::memory_order_acquire);
+        if (p == c) return false;
+        const bool match = from.to.load(std::memory_order_relaxed) == rank_ &&
+                           from.seq.load(std::memory_order_relaxed) == seq;
+        std::atomic_thread_fence(std::memory_order_acquire);
+        return match && from.consumed.load(std::memory_order_relaxed) == c;
+    };
+    wait(from.posted, mine, "to send its data", peer);
     if (from.bytes != bytes) {
         fail(SPYRE_ERROR_INVALID_ARGUMENT,
              std::format("rank {} sent {} bytes, rank {} expected {}: the ranks called "
@@ -182,8 +211,8 @@ RankState& Segment::await_post(int peer, uint32_t seq, uint64_t bytes) {
     return from;
 }
 
-void Segment::consumed(RankState& from, uint32_t seq) {
-    from.consumed.store(seq, std::memory_order_release);
+void Segment::consumed(RankState& from) {
+    from.consumed.store(from.posted.load(std::memory_order_relaxed), std::memory_order_release);
     wake(from.consumed);
 }
 

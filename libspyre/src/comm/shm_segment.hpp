@@ -14,18 +14,27 @@ namespace spyre::comm {
 
 inline constexpr int kMaxRanks = 64;
 
+// One message in flight per sender: while posted != consumed the outbox holds message number
+// `seq` of this rank to rank `to` (seq counts per (sender, receiver) pair, from 1), `bytes` long.
 struct RankState {
     std::atomic<int32_t> pid;        // 0 until the rank joined
     std::atomic<uint32_t> posted;    // messages the rank put in its outbox
-    std::atomic<uint32_t> consumed;  // ... that its receiver has taken
-    uint32_t pad0;
-    uint64_t bytes;  // size of the message in the outbox
-    // Peer transport (peer_transport.cpp), ranks of one process only: the rank's inbox (a
-    // spyre_buffer_t on its card) and whether its card reaches every other rank's card.
-    uint64_t inbox;
-    uint32_t p2p_ok;
+    std::atomic<uint32_t> consumed;  // ... that their receivers have taken
+    std::atomic<int32_t> to;         // receiver of the pending message
+    std::atomic<uint32_t> seq;       // its number among this rank's messages to `to`
+    uint32_t p2p_ok;                 // peer transport: this rank's card reaches all the others
+    uint64_t bytes;                  // size of the pending message
+    // Peer transport (peer_transport.cpp), ranks of one process only: the rank's device handle
+    // (a spyre_device_t; 0 if its card has no peer-to-peer DMA).
+    uint64_t device;
+    // The rank's card, for the p2p choice between processes: its index, whether it is a card
+    // of spyre.ko (whose memory other processes can import) and whether it offers p2p
+    // (SPYRE_DEVICE_CAP_P2P, not declined with SPYRE_COMM_TRANSPORT=host-staged).
+    uint32_t card_index;
+    uint32_t card_kernel;
+    uint32_t card_p2p;
     uint32_t pad2;
-    uint64_t pad1[3];
+    uint64_t pad1[2];
 };
 
 struct SegmentHeader {
@@ -38,8 +47,13 @@ struct SegmentHeader {
     uint32_t failed_status;  // spyre_status of the failure
     uint32_t pad0;
     uint64_t slot_bytes;
+    std::atomic<uint32_t> fd_senders_done;  // fd_exchange.cpp: ranks that have sent theirs
+    uint32_t pad1;
     char reason[256];
     RankState ranks[kMaxRanks];
+    // Peer transport, ranks of one process only: inbox[s][d] is a spyre_buffer_t on rank d's card
+    // that only rank s pushes into, made by s on its first send to d and freed by d.
+    uint64_t inbox[kMaxRanks][kMaxRanks];
 };
 
 class Segment {
@@ -56,6 +70,7 @@ class Segment {
     // Outbox of `rank`: slot_bytes bytes.
     unsigned char* slot(int rank);
     uint64_t slot_bytes() const { return slot_bytes_; }
+    const std::string& name() const { return name_; }
     int rank() const { return rank_; }
     int nranks() const { return nranks_; }
     void set_timeout_ms(uint64_t ms) { timeout_ms_.store(ms); }
@@ -68,11 +83,16 @@ class Segment {
     void wait(std::atomic<uint32_t>& word, Pred pred, const char* what, int peer);
     static void wake(std::atomic<uint32_t>& word);
 
-    // A transport's receive: waits until `peer` has posted its message number `seq` and
-    // returns its state; a posted size other than `bytes` fails the communicator (the ranks
-    // called different collectives or counts). Then, once the message is taken, consumed().
+    // A transport's send: waits until this rank's previous message was taken, then numbers
+    // the next one (to `peer`, `bytes` long) and returns this rank's state; the caller puts the
+    // data in place, then post().
+    RankState& begin_post(int peer, uint32_t seq, uint64_t bytes);
+    void post(RankState& me);
+    // A transport's receive: waits until `peer` has posted its message number `seq` to this
+    // rank and returns its state; a posted size other than `bytes` fails the communicator (the
+    // ranks called different collectives or counts). Then, once the message is taken, consumed().
     RankState& await_post(int peer, uint32_t seq, uint64_t bytes);
-    void consumed(RankState& from, uint32_t seq);
+    void consumed(RankState& from);
 
     // Records the first failure for every rank and wakes nobody (waiters poll every slice).
     void fail(spyre_status status, const std::string& reason);

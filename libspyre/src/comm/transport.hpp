@@ -2,6 +2,7 @@
 // ranks: host-staged (host_staged_transport.cpp) or card to card (peer_transport.cpp).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -32,5 +33,17 @@ class Transport {
     virtual void check() = 0;
     virtual void set_timeout_ms(uint64_t ms) = 0;
 };
+
+// bytes [off, off + bytes) of buf to / from `peer`, one message per max_chunk_bytes().
+inline void send_range(Transport& t, int peer, spyre_buffer_t buf, uint64_t off, uint64_t bytes,
+                       spyre_stream_t stream) {
+    for (uint64_t c = 0; c < bytes; c += t.max_chunk_bytes())
+        t.send(peer, buf, off + c, std::min(t.max_chunk_bytes(), bytes - c), stream);
+}
+inline void recv_range(Transport& t, int peer, spyre_buffer_t buf, uint64_t off, uint64_t bytes,
+                       spyre_stream_t stream) {
+    for (uint64_t c = 0; c < bytes; c += t.max_chunk_bytes())
+        t.recv(peer, buf, off + c, std::min(t.max_chunk_bytes(), bytes - c), stream);
+}
 
 }  // namespace spyre::comm

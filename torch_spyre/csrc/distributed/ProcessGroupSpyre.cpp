@@ -1,4 +1,4 @@
-// The "spyre" torch.distributed backend (ProcessGroupSpyre.h). With the host-staged transport a
+// The "spyre" torch.distributed backend (ProcessGroupSpyre.h). With either transport a
 // collective has finished its exchange when the call returns and its last device work is queued
 // on the tensors' current stream, so every Work is returned completed (wait() returns at once;
 // later work on that stream is ordered after it). Errors (a dead peer, a timeout) are raised by
@@ -130,6 +130,14 @@ spyre_comm_t ProcessGroupSpyre::comm_for(c10::DeviceIndex device) {
 void ProcessGroupSpyre::abort() {
     std::lock_guard lock(mu_);
     if (comm_) spyre_comm_abort(comm_);
+}
+
+std::string ProcessGroupSpyre::transport() {
+    std::lock_guard lock(mu_);
+    spyre_comm_info info{};
+    if (!comm_) return "";
+    check(spyre_comm_get_info(comm_, &info), "spyre_comm_get_info");
+    return info.transport;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::allreduce(std::vector<at::Tensor>& tensors,
@@ -292,6 +300,118 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::_reduce_scatter_base(
     return done(c10d::OpType::_REDUCE_SCATTER_BASE, {output});
 }
 
+// Floats reduce on the cards to root (recv written on root only); integers as all_reduce does
+// (every rank gets the result, which c10d allows: non-root tensors are unspecified after it).
+c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::reduce(std::vector<at::Tensor>& tensors,
+                                                         const c10d::ReduceOptions& opts) {
+    TORCH_CHECK(tensors.size() == 1, "spyre backend: one tensor per process");
+    at::Tensor& t = tensors[0];
+    if (!aten::is_float(t.scalar_type())) {
+        allreduce_integers(t, opts.reduceOp);
+        return done(c10d::OpType::REDUCE, tensors);
+    }
+    const DevicePtr p = range_of(t, "the tensor");
+    spyre_comm_t comm = comm_for(t.device().index());
+    const int root = static_cast<int>(opts.rootRank);
+    check(spyre_comm_reduce(p.buffer, p.offset, rank_ == root ? p.buffer : nullptr, p.offset,
+                            t.numel(), dtype_of(t), op_of(opts.reduceOp), root, comm, stream_of(t)),
+          "reduce");
+    return done(c10d::OpType::REDUCE, tensors);
+}
+
+void ProcessGroupSpyre::send_bytes(const at::Tensor& t, int peer) {
+    const DevicePtr p = range_of(t, "the tensor");
+    spyre_comm_t comm = comm_for(t.device().index());
+    check(spyre_comm_send(p.buffer, p.offset, t.nbytes(), SPYRE_DTYPE_UINT8, peer, comm,
+                          stream_of(t)),
+          "send");
+}
+
+void ProcessGroupSpyre::recv_bytes(at::Tensor& t, int peer) {
+    const DevicePtr p = range_of(t, "the tensor");
+    spyre_comm_t comm = comm_for(t.device().index());
+    check(spyre_comm_recv(p.buffer, p.offset, t.nbytes(), SPYRE_DTYPE_UINT8, peer, comm,
+                          stream_of(t)),
+          "recv");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::send(std::vector<at::Tensor>& tensors,
+                                                       int dst_rank, int) {
+    TORCH_CHECK(tensors.size() == 1, "spyre backend: one tensor per process");
+    send_bytes(tensors[0], dst_rank);
+    return done(c10d::OpType::SEND, tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::recv(std::vector<at::Tensor>& tensors,
+                                                       int src_rank, int) {
+    TORCH_CHECK(tensors.size() == 1, "spyre backend: one tensor per process");
+    recv_bytes(tensors[0], src_rank);
+    return done(c10d::OpType::RECV, tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::recvAnysource(std::vector<at::Tensor>&, int) {
+    TORCH_CHECK(false,
+                "spyre backend: recv from any source is not supported (libspyre matches "
+                "send and recv per rank pair): pass src");
+}
+
+// gather and scatter: root receives / sends each rank's tensor in rank order (send/recv).
+c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+    TORCH_CHECK(inputs.size() == 1, "spyre backend: one tensor per process");
+    const int root = static_cast<int>(opts.rootRank);
+    at::Tensor in = inputs[0].contiguous();
+    if (rank_ != root) {
+        TORCH_CHECK(outputs.empty() || outputs[0].empty(),
+                    "spyre backend: gather takes output tensors on the root only");
+        send_bytes(in, root);
+        return done(c10d::OpType::GATHER, {});
+    }
+    TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_),
+                "spyre backend: gather takes world_size output tensors on the root");
+    for (int r = 0; r < size_; ++r) {
+        at::Tensor& out = outputs[0][r];
+        TORCH_CHECK(out.numel() == in.numel() && out.dtype() == in.dtype(),
+                    "spyre backend: gather's outputs must match the input's size and dtype");
+        at::Tensor dst = out.is_contiguous() ? out : at::empty_like(in);
+        if (r == root)
+            dst.copy_(in);
+        else
+            recv_bytes(dst, r);
+        if (!dst.is_same(out)) out.copy_(dst);
+    }
+    return done(c10d::OpType::GATHER, outputs[0]);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+    TORCH_CHECK(outputs.size() == 1, "spyre backend: one tensor per process");
+    const int root = static_cast<int>(opts.rootRank);
+    at::Tensor& out = outputs[0];
+    at::Tensor dst = out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
+    if (rank_ != root) {
+        TORCH_CHECK(inputs.empty() || inputs[0].empty(),
+                    "spyre backend: scatter takes input tensors on the root only");
+        recv_bytes(dst, root);
+    } else {
+        TORCH_CHECK(inputs.size() == 1 && inputs[0].size() == static_cast<size_t>(size_),
+                    "spyre backend: scatter takes world_size input tensors on the root");
+        for (int r = 0; r < size_; ++r) {
+            const at::Tensor in = inputs[0][r].contiguous();
+            TORCH_CHECK(in.numel() == out.numel() && in.dtype() == out.dtype(),
+                        "spyre backend: scatter's inputs must match the output's size and dtype");
+            if (r == root)
+                dst.copy_(in);
+            else
+                send_bytes(in, r);
+        }
+    }
+    if (!dst.is_same(out)) out.copy_(dst);
+    return done(c10d::OpType::SCATTER, outputs);
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::barrier(const c10d::BarrierOptions& opts) {
     c10::DeviceIndex d = device_;
     if (d < 0) d = opts.device_ids.empty() ? current_device() : opts.device_ids[0];
@@ -307,7 +427,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::barrier(const c10d::BarrierOpt
 TORCH_LIBRARY_IMPL(c10d, AutogradPrivateUse1, m) {
     for (const char* op :
          {"allreduce_", "allreduce_coalesced_", "broadcast_", "allgather_", "_allgather_base_",
-          "reduce_scatter_", "_reduce_scatter_base_", "barrier"})
+          "reduce_scatter_", "_reduce_scatter_base_", "reduce_", "gather_", "scatter_", "send",
+          "recv_", "recv_any_source_", "barrier"})
         m.impl(op, torch::CppFunction::makeFallthrough());
 }
 // The same for the functional collectives (torch.distributed._functional_collectives), which

@@ -33,16 +33,37 @@ class ProcessGroupSpyre : public c10d::Backend {
                                              const c10d::AllgatherOptions& opts) override;
     c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
         at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+    c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                          const c10d::ReduceOptions& opts) override;
+    c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::GatherOptions& opts) override;
+    c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                           std::vector<std::vector<at::Tensor>>& inputs,
+                                           const c10d::ScatterOptions& opts) override;
+    // Point to point, matched in call order per pair (tags are not used); the Work is complete
+    // when the call returns, so isend/irecv block like send/recv.
+    c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank,
+                                        int tag) override;
+    c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
+                                        int tag) override;
+    c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                                 int tag) override;
     c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
     // Fails the communicator for every rank (peers blocked in a collective get an error).
     void abort();
+    // The communicator's transport ("p2p" or "host-staged"; "" before the first collective).
+    std::string transport();
 
   private:
     // The communicator on `device` (created by the first collective).
     spyre_comm_t comm_for(c10::DeviceIndex device);
     void allreduce_float(at::Tensor& t, const c10d::ReduceOp& op);
     void allreduce_integers(at::Tensor& t, const c10d::ReduceOp& op);
+    // t's bytes to / from rank `peer` (any dtype, contiguous).
+    void send_bytes(const at::Tensor& t, int peer);
+    void recv_bytes(at::Tensor& t, int peer);
 
     c10::intrusive_ptr<c10d::Store> store_;
     std::chrono::milliseconds timeout_;

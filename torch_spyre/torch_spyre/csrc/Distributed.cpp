@@ -22,7 +22,9 @@ void add_distributed_bindings(py::module_& m) {
                  }),
                  py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
                  py::call_guard<py::gil_scoped_release>())
-            .def("abort", &ProcessGroupSpyre::abort, py::call_guard<py::gil_scoped_release>());
+            .def("abort", &ProcessGroupSpyre::abort, py::call_guard<py::gil_scoped_release>())
+            .def("transport", &ProcessGroupSpyre::transport,
+                 py::call_guard<py::gil_scoped_release>());
     });
 }
 

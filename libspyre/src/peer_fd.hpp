@@ -1,0 +1,36 @@
+// Card buffers shared between processes (the collectives' p2p transport between processes,
+// comm/peer_transport.cpp): a device buffer as a dma-buf fd another process can receive
+// (SCM_RIGHTS), that fd imported on this process's card as a PEER buffer, and a copy into it.
+// Internal to libspyre: no public API until a second user needs one (it would fix the
+// import's lifetime rules and which copies take a peer buffer). Kernel backend only; the
+// simulator's cards are memory of one process and give SPYRE_ERROR_NOT_SUPPORTED.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "spyre/spyre.h"
+
+namespace spyre {
+
+class Buffer;
+
+struct ExportedBuffer {
+    int fd = -1;          // a new dma-buf fd; the caller owns it
+    uint64_t offset = 0;  // of the buffer's first byte in the dma-buf (sub-allocated buffers)
+};
+ExportedBuffer export_buffer_fd(spyre_buffer_t buf);
+
+// The dma-buf `fd` (of `min_bytes` at least; the fd stays the caller's) as a PEER buffer of
+// `device`'s card.
+std::shared_ptr<Buffer> import_buffer_fd(spyre_device_t device, int fd, uint64_t min_bytes,
+                                         const std::string& from);
+
+// imported[dst_offset, +size) = src[src_offset, +size), copied by src's card on `stream` (NULL:
+// its default stream); returns once the copy has finished.
+void copy_to_imported(const std::shared_ptr<Buffer>& imported, uint64_t dst_offset,
+                      spyre_buffer_t src, uint64_t src_offset, uint64_t size,
+                      spyre_stream_t stream);
+
+}  // namespace spyre
