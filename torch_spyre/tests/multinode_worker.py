@@ -1,7 +1,7 @@
 """One rank of a job over several nodes (hierarchical.py): ``multinode_worker.py NODES [INIT_FILE]``
 with RANK, WORLD_SIZE (and LOCAL_RANK) in the environment; env:// init (MASTER_ADDR, MASTER_PORT)
 without INIT_FILE. Checks that the backend is the hierarchical one over NODES nodes, compares
-every collective on spyre tensors with gloo on the CPU, then trains DistributedDataParallel on
+every collective on spyre tensors (and reduce, gather, scatter, isend/irecv) with gloo on the CPU, then trains DistributedDataParallel on
 spyre for three steps against one process training the whole batch on the CPU. Prints
 "CASE ok SECONDS" per case; exits non-zero on a mismatch. Run by test_multinode.py (the host, a
 node id per rank) and tests/multinode/run.sh (two VMs joined by an emulated network)."""
@@ -84,6 +84,44 @@ def broadcast_and_gather():
     dist.barrier()
 
 
+def the_rest():
+    """all_gather_into_tensor, reduce_scatter_tensor, reduce, gather, scatter, send/recv."""
+    x = data(6, torch.float32, 3)
+    out = torch.empty(6 * world, device=dev)
+    dist.all_gather_into_tensor(out, x.to(dev))
+    refs = [torch.empty(6) for _ in range(world)]
+    dist.all_gather(refs, x, group=gloo)
+    close(out, torch.cat(refs), "all_gather_into_tensor")
+    full = data(4 * world, torch.float32, 4)
+    mine = torch.empty(4, device=dev)
+    dist.reduce_scatter_tensor(mine, full.to(dev))
+    ref = full.clone()
+    dist.all_reduce(ref, group=gloo)
+    close(mine, ref[4 * rank:4 * rank + 4], "reduce_scatter_tensor")
+    y = x.to(dev)
+    dist.reduce(y, dst=world - 1, op=dist.ReduceOp.MAX)
+    ref = x.clone()
+    dist.all_reduce(ref, op=dist.ReduceOp.MAX, group=gloo)
+    if rank == world - 1:
+        close(y, ref, "reduce to the last rank")
+    got = [torch.empty(6, device=dev) for _ in range(world)] if rank == 0 else None
+    dist.gather(x.to(dev), got, dst=0)
+    if rank == 0:
+        close(torch.cat(got), torch.cat(refs), "gather")
+    part = torch.empty(3, device=dev)
+    chunks = [torch.arange(3.0, device=dev) + 10 * r for r in range(world)] if rank == 1 else None
+    dist.scatter(part, chunks, src=1)
+    close(part, torch.arange(3.0) + 10 * rank, "scatter from rank 1")
+    # a ring of isend/irecv: each rank sends its rank to the next
+    to, frm = (rank + 1) % world, (rank - 1) % world
+    box = torch.empty(2, device=dev)
+    reqs = [dist.isend(torch.full((2,), float(rank), device=dev), to),
+            dist.irecv(box, frm)]
+    for r in reqs:
+        r.wait()
+    close(box, torch.full((2,), float(frm)), "isend/irecv ring")
+
+
 def ddp():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
@@ -114,5 +152,6 @@ def ddp():
 
 case("all_reduce", all_reduce)
 case("broadcast_all_gather_barrier", broadcast_and_gather)
+case("the_rest", the_rest)
 case("ddp", ddp)
 dist.destroy_process_group()

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import run_ranks
 
-CASES = ("all_reduce", "broadcast_all_gather_barrier", "ddp")
+CASES = ("all_reduce", "broadcast_all_gather_barrier", "the_rest", "ddp")
 
 
 @pytest.mark.parametrize("world,per_node", [(4, 2), (3, 1), (2, 2)])

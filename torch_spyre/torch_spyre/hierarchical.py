@@ -9,7 +9,7 @@ is the C++ ``ProcessGroupSpyre`` alone; otherwise it is ``HierarchicalProcessGro
 - the first rank of each node (its leader) is in a gloo group of the leaders, over the network
   (``GLOO_SOCKET_IFNAME`` picks the interface);
 - every rank is also in a gloo group of all ranks, for the collectives that are not worth a
-  hierarchy (all_gather, barrier).
+  hierarchy (all_gather, gather, scatter, send/recv, barrier), through host copies.
 
 all_reduce: reduce inside the node on the cards, the leaders all-reduce the node results on the
 host (fp32 for 16-bit tensors, so one rounding at the end), then the leader broadcasts inside the
@@ -159,6 +159,66 @@ class HierarchicalProcessGroup(dist.ProcessGroup):
             for o, h in zip(outs, host_outs):
                 o.copy_(h)
         return _done(output_lists)
+
+    def _allgather_base(self, output, input, opts=None):
+        # all_gather_into_tensor: torch calls it from Python, so this method is found first
+        return self.allgather([list(output.view(-1).chunk(self.size()))], [input.view(-1)])
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        return self.reduce_scatter([output], [list(input.view(-1).chunk(self.size()))], opts)
+
+    def reduce_scatter(self, outputs, input_lists, opts=None):
+        for out, ins in zip(outputs, input_lists):
+            full = torch.cat([i.reshape(-1) for i in ins])
+            o = dist.AllreduceOptions()
+            o.reduceOp = opts.reduceOp if opts is not None else _ReduceOp.SUM
+            self.allreduce([full], o)
+            out.copy_(full.chunk(self.size())[self.rank()].view_as(out))
+        return _done(outputs)
+
+    def reduce(self, tensors, opts):
+        # An all_reduce: the root's tensor holds the result (the others' too, which reduce
+        # leaves unspecified).
+        o = dist.AllreduceOptions()
+        o.reduceOp = opts.reduceOp
+        return self.allreduce(tensors, o)
+
+    def send(self, tensors, dst, tag):
+        for t in tensors:
+            self._check(t)
+        # gloo's Work keeps the host copies until they are sent: isend stays asynchronous
+        return self._flat.send([t.cpu() for t in tensors], dst, tag)
+
+    def recv(self, tensors, src, tag):
+        host = [torch.empty_like(t, device="cpu") for t in tensors]
+        self._flat.recv(host, src, tag).wait()
+        for t, h in zip(tensors, host):
+            t.copy_(h)
+        return _done(tensors)
+
+    def gather(self, output_lists, inputs, opts):
+        root = opts.rootRank
+        host = [[torch.empty_like(o, device="cpu") for o in outs] for outs in output_lists]
+        go = dist.GatherOptions()
+        go.rootRank = root
+        self._flat.gather(host if self.rank() == root else [], [t.cpu() for t in inputs],
+                          go).wait()
+        if self.rank() == root:
+            for outs, hs in zip(output_lists, host):
+                for o, h in zip(outs, hs):
+                    o.copy_(h)
+        return _done(output_lists)
+
+    def scatter(self, outputs, input_lists, opts):
+        root = opts.rootRank
+        host = [torch.empty_like(o, device="cpu") for o in outputs]
+        so = dist.ScatterOptions()
+        so.rootRank = root
+        ins = [[t.cpu() for t in ts] for ts in input_lists] if self.rank() == root else []
+        self._flat.scatter(host, ins, so).wait()
+        for o, h in zip(outputs, host):
+            o.copy_(h)
+        return _done(outputs)
 
     def barrier(self, opts=None):
         if self._intra is not None:
