@@ -2,6 +2,7 @@
 the environment. Every collective on spyre tensors is compared with the same collective on the
 CPU over gloo; exits non-zero on a mismatch."""
 
+import functools
 import os
 import sys
 import time
@@ -12,6 +13,7 @@ import torch
 import torch.distributed as dist
 
 import torch_spyre  # noqa: F401  (registers the "spyre" backend)
+from dist_checks import close, rank_data
 
 mode, init_file = sys.argv[1], sys.argv[2]
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -22,16 +24,7 @@ gloo = dist.new_group(backend="gloo")
 dev = torch.device("spyre", 0)  # each process has its own card (SPYRE_SIM_DEVICES=1)
 
 
-def data(n, dtype, salt=0):
-    g = torch.Generator().manual_seed(100 * rank + salt)
-    if dtype == torch.float32:
-        return torch.rand(n, generator=g) * 8 - 4
-    return torch.randint(-8, 9, (n,), generator=g).to(dtype)  # exact sums in fp16/bf16
-
-
-def close(got, want, what):
-    tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}[want.dtype]
-    torch.testing.assert_close(got.cpu().float(), want.float(), rtol=tol, atol=tol, msg=what)
+data = functools.partial(rank_data, rank)
 
 
 if mode == "collectives":

@@ -6,6 +6,7 @@ spyre for three steps against one process training the whole batch on the CPU. P
 "CASE ok SECONDS" per case; exits non-zero on a mismatch. Run by test_multinode.py (the host, a
 node id per rank) and tests/multinode/run.sh (two VMs joined by an emulated network)."""
 
+import functools
 import os
 import sys
 import time
@@ -15,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 import torch_spyre  # noqa: F401  (registers the "spyre" backend)
+from dist_checks import close, rank_data
 from torch_spyre.hierarchical import HierarchicalProcessGroup
 
 nodes = int(sys.argv[1])
@@ -39,16 +41,7 @@ def case(name, fn):
     print(f"{name} ok {time.perf_counter() - t0:.1f}", flush=True)
 
 
-def data(n, dtype, salt=0):
-    g = torch.Generator().manual_seed(100 * rank + salt)
-    if dtype == torch.float32:
-        return torch.rand(n, generator=g) * 8 - 4
-    return torch.randint(-8, 9, (n,), generator=g).to(dtype)  # exact sums in fp16/bf16
-
-
-def close(got, want, what):
-    tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}[want.dtype]
-    torch.testing.assert_close(got.cpu().float(), want.float(), rtol=tol, atol=tol, msg=what)
+data = functools.partial(rank_data, rank)
 
 
 def all_reduce():

@@ -11,18 +11,12 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../smi"))
+from smi_common import Checks  # noqa: E402
+
 SMI = "build/cmake/tools/spyre-smi/spyre-smi"
-passed = failed = 0
-
-
-def check(name, ok, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"PASS {name}")
-    else:
-        failed += 1
-        print(f"FAIL {name}: {detail}")
+t = Checks()
+check = t.check
 
 
 def bridges(minor):
@@ -65,5 +59,4 @@ topo = subprocess.run([SMI, "topo", "-m"], capture_output=True, text=True).stdou
 rows = [r for r in topo.splitlines() if r.startswith("| spyre")]
 check("topo_matrix_cells", len(rows) == len(minors)
       and all(sum(r.count(f" {lk} ") for lk in links) == len(minors) - 1 for r in rows), topo)
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.exit(t.done())

@@ -302,6 +302,26 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::_reduce_scatter_base(
 
 // Floats reduce on the cards to root (recv written on root only); integers as all_reduce does
 // (every rank gets the result, which c10d allows: non-root tensors are unspecified after it).
+c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+    TORCH_CHECK(outputs.size() == inputs.size(),
+                "spyre backend: allgather_into_tensor_coalesced: ", outputs.size(), " outputs for ",
+                inputs.size(), " inputs");
+    for (size_t i = 0; i < inputs.size(); ++i) _allgather_base(outputs[i], inputs[i], opts);
+    return done(c10d::OpType::COALESCED, outputs);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+    TORCH_CHECK(outputs.size() == inputs.size(),
+                "spyre backend: reduce_scatter_tensor_coalesced: ", outputs.size(), " outputs for ",
+                inputs.size(), " inputs");
+    for (size_t i = 0; i < inputs.size(); ++i) _reduce_scatter_base(outputs[i], inputs[i], opts);
+    return done(c10d::OpType::COALESCED, outputs);
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::reduce(std::vector<at::Tensor>& tensors,
                                                          const c10d::ReduceOptions& opts) {
     TORCH_CHECK(tensors.size() == 1, "spyre backend: one tensor per process");
@@ -428,7 +448,8 @@ TORCH_LIBRARY_IMPL(c10d, AutogradPrivateUse1, m) {
     for (const char* op :
          {"allreduce_", "allreduce_coalesced_", "broadcast_", "allgather_", "_allgather_base_",
           "reduce_scatter_", "_reduce_scatter_base_", "reduce_", "gather_", "scatter_", "send",
-          "recv_", "recv_any_source_", "barrier"})
+          "recv_", "recv_any_source_", "barrier", "allgather_into_tensor_coalesced_",
+          "reduce_scatter_tensor_coalesced_"})
         m.impl(op, torch::CppFunction::makeFallthrough());
 }
 // The same for the functional collectives (torch.distributed._functional_collectives), which

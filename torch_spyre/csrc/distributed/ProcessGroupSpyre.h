@@ -33,6 +33,13 @@ class ProcessGroupSpyre : public c10d::Backend {
                                              const c10d::AllgatherOptions& opts) override;
     c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
         at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+    // One collective per pair, in order (DTensor's redistributions ask for these).
+    c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+        std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+        const c10d::AllgatherOptions& opts) override;
+    c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+        std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+        const c10d::ReduceScatterOptions& opts) override;
     c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
                                           const c10d::ReduceOptions& opts) override;
     c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
