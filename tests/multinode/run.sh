@@ -21,7 +21,7 @@ job() {	# NODE_RANK EXPECTED_LINK
 modprobe spyre || exit 1
 python3 tests/guest/smi/topo_check.py $2 || exit 1
 export PYTHONPATH=build/cmake/torch_spyre/python PYTHONDONTWRITEBYTECODE=1 SPYRE_BACKEND=kernel
-export TORCH_SPYRE_STRICT=1 GLOO_SOCKET_IFNAME=eth0
+export TORCH_SPYRE_STRICT=1 GLOO_SOCKET_IFNAME=eth0 TORCH_SPYRE_EXPECT_TRANSPORT=p2p
 python3 -m torch_spyre.launch --nnodes 2 --node-rank $1 --nproc $cards --master-addr 10.77.0.1 \
 	--master-port 29500 torch_spyre/tests/multinode_worker.py 2
 JOB

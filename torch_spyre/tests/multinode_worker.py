@@ -144,6 +144,10 @@ def ddp():
 
 
 case("all_reduce", all_reduce)
+# tests/multinode/run.sh: the cards of a VM reach each other, so the node's ranks go card to card
+want = os.environ.get("TORCH_SPYRE_EXPECT_TRANSPORT")
+if want and nodes > 1 and pg._intra is not None:
+    assert pg._intra.transport() == want, f"intra-node transport {pg._intra.transport()}"
 case("broadcast_all_gather_barrier", broadcast_and_gather)
 case("the_rest", the_rest)
 case("ddp", ddp)
