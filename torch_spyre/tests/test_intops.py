@@ -9,7 +9,7 @@ import operator
 import pytest
 import torch
 
-from conftest import assert_same
+from conftest import assert_same, close
 
 INTS = [torch.int64, torch.int32, torch.int8, torch.uint8]
 ALL = INTS + [torch.bool]
@@ -246,6 +246,44 @@ def test_reductions_exact_beyond_fp32(strict):
     both(lambda t: t.sum(), m)
     both(lambda t: t.all(dim=1), m)
     both(lambda t: (t == t).all(), torch.tensor([1.0, float("nan")]))
+
+
+@pytest.mark.parametrize("dtype", INTS)
+def test_clamp(strict, dtype):
+    """clamp/clamp_min/clamp_max of integers with number and tensor bounds (broadcast, lo > hi:
+    hi wins), in place and out=: exact, on the card."""
+    x = ints((5, 37), dtype, 41)
+    lo, hi = ints((37,), dtype, 42), ints((5, 1), dtype, 43)
+    small = 0 if dtype == torch.uint8 else -3
+    both(lambda t: torch.clamp(t, small, 5), x)
+    both(lambda t: torch.clamp(t, 9, 2), x)  # lo > hi
+    both(lambda t: torch.clamp_min(t, small), x)
+    both(lambda t: torch.clamp_max(t, 4), x)
+    both(lambda t, a, b: torch.clamp(t, a, b), x, lo, hi)
+    both(lambda t, a: torch.clamp(t, min=a), x, lo)
+    both(lambda t, b: torch.clamp_max(t, b), x, hi)
+    both(lambda t: t[:, ::3].clone().clamp_(small, 2), x)
+    both(lambda t: torch.clamp(t, 2, 6, out=torch.empty_like(t)), x)
+
+
+@pytest.mark.parametrize("src", ALL + [torch.float16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16])
+def test_sum_mean_with_dtype(strict, src, dtype):
+    """sum/mean(x, dtype=D) = x.to(D) reduced, the cast on the card: bool or integer counts in
+    a float, fp16 accumulated as fp32."""
+    wide = src in (torch.int64, torch.int32) and dtype.is_floating_point
+    x = ints((6, 37), src, 44, *((-200, 200) if wide else ())) if not src.is_floating_point \
+        else torch.randn(6, 37).to(src)  # integers a bf16 holds exactly
+    for kw in ({}, {"dim": 1}, {"dim": 0, "keepdim": True}):
+        fs = [lambda t: t.sum(dtype=dtype, **kw)]
+        if dtype.is_floating_point:
+            fs.append(lambda t: t.mean(dtype=dtype, **kw))
+        for f in fs:
+            r, ref = f(x.to("spyre")).cpu(), f(x)
+            if dtype.is_floating_point:  # float sums: the card's order, not the CPU's
+                close(r, ref.float().to(dtype), dtype, scale=4)
+            else:
+                assert_same(r, ref)
 
 
 LOGICAL = [torch.logical_and, torch.logical_or, torch.logical_xor]

@@ -6,7 +6,7 @@
 // type torch compares in, so `x_fp16 == 0.1` is decided as on the CPU. Registering the out=
 // kernels of these structured operators covers their functional and in-place forms. Integer
 // and bool operands compare exactly on the card (IntOps.h); outputs of other dtypes run on the
-// CPU fallback.
+// CPU fallback. Integer clamps run exactly on the card too.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
@@ -65,6 +65,16 @@ at::Tensor number(const at::Scalar& s) {
     return t;
 }
 
+// Integer clamp, exact: a MAX into out of the whole broadcast shape, then a MIN in place.
+bool int_clamp(const char* name, const at::Tensor& self, const at::Tensor& lo, const at::Tensor& hi,
+               const at::Tensor& out) {
+    if (!hi.defined()) return int_binary_out(name, SPYRE_BINARY_MAX, self, lo, 1, out);
+    if (!lo.defined()) return int_binary_out(name, SPYRE_BINARY_MIN, self, hi, 1, out);
+    const auto shape = at::infer_size(at::infer_size(self.sizes(), lo.sizes()), hi.sizes());
+    return int_binary_out(name, SPYRE_BINARY_MAX, self.expand(shape), lo, 1, out) &&
+           int_binary_out(name, SPYRE_BINARY_MIN, out, hi, 1, out);
+}
+
 // out = min(max(self, lo), hi) with either bound absent; torch's clamp (hi wins when lo > hi).
 bool clamp_on_card(const char* name, const at::Tensor& self, const at::Tensor& lo,
                    const at::Tensor& hi, const at::Tensor& out) {
@@ -74,7 +84,9 @@ bool clamp_on_card(const char* name, const at::Tensor& self, const at::Tensor& l
     at::ScalarType common = self.scalar_type();
     for (const at::Tensor& b : {lo, hi})
         if (b.defined()) common = at::promote_types(common, at::result_type(self, b));
-    if (!is_float(common) || out.scalar_type() != common) return false;
+    if (out.scalar_type() != common) return false;
+    if (is_int_dtype(common) && common != at::kBool) return int_clamp(name, self, lo, hi, out);
+    if (!is_float(common)) return false;
     std::optional<Operand> olo, ohi;
     if (lo.defined() && !(olo = operand_in(lo, common))) return false;
     if (hi.defined() && !(ohi = operand_in(hi, common))) return false;
@@ -97,7 +109,7 @@ bool clamp_on_card(const char* name, const at::Tensor& self, const at::Tensor& l
 }
 
 at::Tensor undefined_or(const std::optional<at::Scalar>& s) {
-    return s ? number(*s) : at::Tensor();
+    return s ? wrapped_number(*s) : at::Tensor();
 }
 
 at::Tensor undefined_or(const std::optional<at::Tensor>& t) {
@@ -156,7 +168,7 @@ at::Tensor& clamp_tensor_out(const at::Tensor& self, const std::optional<at::Ten
 }
 
 at::Tensor& clamp_min_out(const at::Tensor& self, const at::Scalar& lo, at::Tensor& out) {
-    if (clamp_on_card("aten::clamp_min", self, number(lo), at::Tensor(), out)) return out;
+    if (clamp_on_card("aten::clamp_min", self, wrapped_number(lo), at::Tensor(), out)) return out;
     return fallback_to_cpu<ATEN_OP2(clamp_min, out)>(self, lo, out);
 }
 
@@ -166,7 +178,7 @@ at::Tensor& clamp_min_tensor_out(const at::Tensor& self, const at::Tensor& lo, a
 }
 
 at::Tensor& clamp_max_out(const at::Tensor& self, const at::Scalar& hi, at::Tensor& out) {
-    if (clamp_on_card("aten::clamp_max", self, at::Tensor(), number(hi), out)) return out;
+    if (clamp_on_card("aten::clamp_max", self, at::Tensor(), wrapped_number(hi), out)) return out;
     return fallback_to_cpu<ATEN_OP2(clamp_max, out)>(self, hi, out);
 }
 

@@ -4,8 +4,8 @@
 // the trailing dims of a dense tensor) and the tensor is read as [rows, cols]. argmax's int32
 // indices are widened to int64 on the card too (a copy that interleaves them with zeros).
 // Integer and bool inputs reduce exactly on the card for sum (into int64), amax/amin, max() and
-// any/all (MAX / MIN of x != 0); other dtype conversions, prod and empty reductions run on the
-// CPU fallback.
+// any/all (MAX / MIN of x != 0); sum/mean with a dtype reduce x cast to it on the card; prod
+// and empty reductions run on the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/WrapDimUtilsMulti.h>
@@ -123,8 +123,19 @@ bool any_all_out(const char* name, bool any, const at::Tensor& x, at::OptionalIn
     return reduce_into(name, any ? SPYRE_REDUCE_MAX : SPYRE_REDUCE_MIN, *p, out);
 }
 
+// sum/mean(x, dtype=D) reduce x.to(D) (torch's definition): the cast, when D differs from x's
+// type, on the card.
+std::optional<at::Tensor> cast_for(const at::Tensor& x, std::optional<at::ScalarType> dtype) {
+    if (!dtype || *dtype == x.scalar_type() || !x.is_privateuseone() || *dtype == at::kBool ||
+        !(is_float(*dtype) || is_int_dtype(*dtype)))
+        return std::nullopt;
+    c10::DeviceGuard guard(x.device());
+    return x.to(*dtype);
+}
+
 at::Tensor& sum_out(const at::Tensor& x, at::OptionalIntArrayRef dims, bool keepdim,
                     std::optional<at::ScalarType> dtype, at::Tensor& out) {
+    if (const auto cast = cast_for(x, dtype)) return sum_out(*cast, dims, keepdim, dtype, out);
     if ((!dtype || *dtype == out.scalar_type()) &&
         int_reduce_out("aten::sum", SPYRE_REDUCE_SUM, x, dims, keepdim, out))
         return out;
@@ -134,6 +145,7 @@ at::Tensor& sum_out(const at::Tensor& x, at::OptionalIntArrayRef dims, bool keep
 
 at::Tensor& mean_out(const at::Tensor& x, at::OptionalIntArrayRef dims, bool keepdim,
                      std::optional<at::ScalarType> dtype, at::Tensor& out) {
+    if (const auto cast = cast_for(x, dtype)) return mean_out(*cast, dims, keepdim, dtype, out);
     if (reduce_out("aten::mean", SPYRE_REDUCE_MEAN, x, dims, keepdim, dtype, out)) return out;
     return fallback_to_cpu<ATEN_OP2(mean, out)>(x, dims, keepdim, dtype, out);
 }
