@@ -2,7 +2,8 @@
 // The op library's gather and scatter by indices (spyre_op_gather, spyre_op_scatter) against a
 // host reference: every element type, int64 and int32 indices, every dim of a rank-3 tensor with
 // odd sizes, full and broadcast index shapes, negative indices with WRAP_NEGATIVE, duplicate
-// indices accumulating in order, one and many cores, and bad indices failing the launch.
+// indices accumulating in order, one and many cores, operands larger than a scratchpad (tiles
+// along N), and bad indices failing the launch.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -263,6 +264,45 @@ TEST_F(Ops, IndexSplitsSlabsOverCores) {
         want[(i / 32) * 32 + iv[i]] += float(value(SPYRE_DTYPE_FLOAT32, tab.host, i));
     for (size_t i = 0; i < 64 * 32; ++i)
         ASSERT_EQ(float(value(SPYRE_DTYPE_FLOAT32, acc.host, i)), want[i]) << i;
+}
+
+TEST_F(Ops, IndexTilesOperandsLargerThanTheScratchpad) {
+    // [20001, 16] fp32 gathered along dim 0 by a full int64 index: table 1.28 MB, index 2.56 MB
+    // (more than a core's 2 MB with the rows): the index and rows pass in tiles, spread over the
+    // cores although O = 1, and a last partial tile (20001 is odd) in a second launch
+    constexpr int64_t V = 20001, I = 16;
+    Buf tab(dev, SPYRE_DTYPE_FLOAT32, V * I), out(dev, SPYRE_DTYPE_FLOAT32, V * I),
+        ix(dev, SPYRE_DTYPE_INT64, V * I);
+    tab.random(5);
+    fill_index(ix, V, 6, false);
+    const spyre_tensor tt = tab.tensor({V, I}), to = out.tensor({V, I}), ti = ix.tensor({V, I});
+    ASSERT_SPYRE(spyre_op_gather(nullptr, &tt, 0, &ti, &to, 0));
+    spyre_op_info info;
+    ASSERT_SPYRE(spyre_op_get_last_info(&info));
+    EXPECT_GT(info.cores, 1u) << info.plan;
+    EXPECT_EQ(info.launches, 2u) << info.plan;
+    ASSERT_SPYRE(spyre_device_synchronize(dev));
+    out.fetch();
+    const auto iv = index_values(ix);
+    for (int64_t i = 0; i < V * I; ++i)
+        ASSERT_EQ(value(out.t, out.host, i), value(tab.t, tab.host, iv[i] * I + i % I)) << i;
+    // scatter_add of the same into zeros: one core per slab, its tiles in order (duplicates add
+    // in (n, i) order: the sums equal a sequential host loop's bit for bit)
+    Buf acc(dev, SPYRE_DTYPE_FLOAT32, V * I);
+    for (int64_t i = 0; i < V * I; ++i) store(acc.t, acc.host, i, 0);
+    acc.upload();
+    const spyre_tensor ta = acc.tensor({V, I});
+    ASSERT_SPYRE(spyre_op_scatter(nullptr, &ta, 0, &ti, &tt, SPYRE_INDEX_ACCUMULATE));
+    ASSERT_SPYRE(spyre_device_synchronize(dev));
+    acc.fetch();
+    std::vector<float> want(V * I, 0.0f);
+    for (int64_t i = 0; i < V * I; ++i) want[iv[i] * I + i % I] += float(value(tab.t, tab.host, i));
+    for (int64_t i = 0; i < V * I; ++i) ASSERT_EQ(float(value(acc.t, acc.host, i)), want[i]) << i;
+    // a table slab that cannot fit is refused with NOT_SUPPORTED, not a fault
+    Buf big(dev, SPYRE_DTYPE_FLOAT32, 600000), few(dev, SPYRE_DTYPE_FLOAT32, 4),
+        fi(dev, SPYRE_DTYPE_INT64, 4);
+    const spyre_tensor tb = big.tensor({600000}), tf = few.tensor({4}), tfi = fi.tensor({4});
+    EXPECT_EQ(SPYRE_ERROR_NOT_SUPPORTED, spyre_op_gather(nullptr, &tb, 0, &tfi, &tf, 0));
 }
 
 TEST_F(Ops, IndexOutOfRangeFailsTheLaunch) {

@@ -116,6 +116,19 @@ def test_scatter_add_fp32_accumulates_in_index_order(no_fallback):
     assert_same(got.cpu(), base.scatter_add(0, idx, src))
 
 
+def test_large_dim0_gather_and_scatter_add(no_fallback):
+    """Index tensors and rows larger than a core's scratchpad (a [20001, 16] int64 index is
+    2.56 MB) pass in tiles on the card: gather along dim 0 (the int64 gather scatter_reduce
+    amax makes of its index, too) and scatter_add along dim 0 with duplicates."""
+    x = make((20001, 16), torch.float32)
+    idx = torch.randint(0, 20001, (20001, 16), generator=torch.Generator().manual_seed(3))
+    dx, di = x.to("spyre"), idx.to("spyre")
+    assert_same(torch.gather(dx, 0, di).cpu(), torch.gather(x, 0, idx))
+    assert_same(torch.gather(di, 0, di).cpu(), torch.gather(idx, 0, idx))
+    want = torch.zeros(20001, 16).scatter_add_(0, idx, x)
+    assert_same(torch.zeros(20001, 16).to("spyre").scatter_add_(0, di, dx).cpu(), want)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])
 def test_index_copy_kv_cache(no_fallback, dtype):
     cache = torch.zeros(2, 3, 16, 8, dtype=dtype)

@@ -144,8 +144,8 @@ SPYRE_API spyre_status spyre_op_embedding(spyre_stream_t stream, const spyre_ten
  * SPYRE_INDEX_WRAP_NEGATIVE takes indices in [-V, 0) as index + V (advanced indexing). An
  * index outside [0, V) (or [-V, V)) fails the queued launch with SPYRE_ERROR_PROGRAM (reported
  * by the next synchronize, like a device-side assert); the written tensor is then unspecified.
- * One slab of each operand for one outer index must fit a core's scratchpad (else
- * SPYRE_ERROR_NOT_SUPPORTED).
+ * The table's slab for one outer index (its dims from `dim` on) must fit a core's scratchpad
+ * (else SPYRE_ERROR_NOT_SUPPORTED); index and rows of any length pass in tiles.
  */
 typedef enum spyre_index_flags {
     SPYRE_INDEX_WRAP_NEGATIVE = 1,

@@ -67,22 +67,36 @@ void index_impl(const char* op, spyre_stream_t stream, IndexMode mode, const Ten
         fail(SPYRE_ERROR_NOT_SUPPORTED,
              std::format("{}: the written tensor must start 128-byte aligned", op));
     const spyre_engine_config cfg = engine_config_of(c.info);
-    PlanKey key("index", cfg);
-    key.add(s.mode, s.t, s.es, s.O, s.V, s.N, s.I, s.idx_outer, s.idx_inner, s.index_bytes,
-            s.wrap_negative);
-    auto plan = cached_plan(key.str(), [&] {
-        const Pricer pricer(cfg);
-        const IndexPlan p = plan_index(pricer, s, cfg.num_cores);
-        PlanEntry e;
-        e.image = build_index(s, p);
-        e.cores = p.cores;
-        e.cycles = p.cycles;
-        e.plan = std::format("{} slabs per core, {} cores", p.per_core, p.cores);
-        return e;
-    });
-    launch(c, plan, stream, {table.addr, idx.addr, rows.addr},
-           {table.buffer, idx.buffer, rows.buffer});
-    finish_info(c, *plan);
+    std::vector<IndexLaunch> parts;
+    try {
+        parts = split_index(s, spyre_engine_lx_usable(&cfg), cfg.num_cores);
+    } catch (const std::invalid_argument& ex) {
+        fail(SPYRE_ERROR_NOT_SUPPORTED, std::format("{}: {}", op, ex.what()));
+    }
+    std::shared_ptr<const PlanEntry> main_plan;  // the info reports the tiles' launch
+    for (const IndexLaunch& part : parts) {
+        const IndexShape& ps = part.s;
+        PlanKey key("index", cfg);
+        key.add(ps.mode, ps.t, ps.es, ps.O, ps.V, ps.N, ps.I, ps.idx_outer, ps.idx_inner,
+                ps.index_bytes, ps.wrap_negative, ps.n_tile, ps.n_tiles);
+        const auto plan = cached_plan(key.str(), [&] {
+            const Pricer pricer(cfg);
+            const IndexPlan p = plan_index(pricer, ps, cfg.num_cores);
+            PlanEntry e;
+            e.image = build_index(ps, p);
+            e.cores = p.cores;
+            e.cycles = p.cycles;
+            e.plan = std::format("{} units per core, {} cores, tiles of {} of {} positions",
+                                 p.per_core, p.cores, ps.tile(), ps.N);
+            return e;
+        });
+        launch(c, plan, stream,
+               {table.addr, idx.addr + part.first * ps.id() * ps.index_bytes,
+                rows.addr + part.first * ps.I * ps.es},
+               {table.buffer, idx.buffer, rows.buffer});
+        if (!main_plan) main_plan = plan;
+    }
+    finish_info(c, *main_plan);
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 #include "ops/index_program.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <stdexcept>
+#include <string>
 
 #include "ops/sticks.hpp"
 #include "spyre/program_builder.hpp"
@@ -15,13 +17,23 @@ struct Layout {
 };
 
 Layout layout(const IndexShape& s) {
-    const uint64_t id = s.idx_inner ? s.I : 1;
     Layout l;
     l.rows = up128(s.V * s.I * s.es + kStick);
-    l.idx = l.rows + up128(s.N * s.I * s.es + kStick);
-    l.end = l.idx + up128(s.N * id * s.index_bytes + kStick);
+    l.idx = l.rows + up128(s.tile() * s.I * s.es + kStick);
+    l.end = l.idx + up128(s.tile() * s.id() * s.index_bytes + kStick);
     return l;
 }
+
+// Whether units of work write disjoint sticks (else one core takes them all): a gather's
+// units start at o * N + t * n_tile positions of rows, a scatter's at o * V of the table.
+bool units_on_whole_sticks(const IndexShape& s) {
+    const uint64_t pos = s.I * s.es;
+    if (s.mode != IndexMode::GATHER) return s.V * pos % kStick == 0;
+    return (s.O == 1 || s.N * pos % kStick == 0) &&
+           (s.n_tiles == 1 || s.tile() * pos % kStick == 0);
+}
+
+uint64_t units(const IndexShape& s) { return s.mode == IndexMode::GATHER ? s.O * s.n_tiles : s.O; }
 
 // Loads the slab of `bytes` at DDR r[ddr] into LX from `lx_base`; r[lx] = the LX address of
 // its first byte (the slab keeps its offset inside the stick). r[al] = the aligned DDR start.
@@ -54,44 +66,54 @@ std::vector<uint8_t> build_index(const IndexShape& s, const IndexPlan& p) {
     using isa::DType;
     const Layout l = layout(s);
     const int64_t es = int64_t(s.es), ib = s.index_bytes, I = int64_t(s.I);
-    const int64_t id = s.idx_inner ? I : 1, run = s.idx_inner ? 1 : I;
-    const uint64_t table_bytes = s.V * s.I * s.es, rows_bytes = s.N * s.I * s.es;
-    const uint64_t idx_bytes = s.N * uint64_t(id) * ib;
+    const int64_t id = int64_t(s.id()), run = s.idx_inner ? 1 : I;
+    const bool gather = s.mode == IndexMode::GATHER;
+    const uint64_t table_bytes = s.V * s.I * s.es;
+    // per slab o (strides) and per tile (loads)
+    const uint64_t rows_stride = s.N * s.I * s.es, idx_stride = s.N * uint64_t(id) * ib;
+    const uint64_t rows_tile = s.tile() * s.I * s.es, idx_tile = s.tile() * uint64_t(id) * ib;
     ProgramBuilder b;
-    // r3 table, r4 idx, r5 rows (DDR); r6 first slab of this core, r7 its slab count; r8 the
-    // index value; r9..r15 scratch; r16 slab loop, r17 o; r18/r19 table aligned DDR / LX,
-    // r20/r21 rows, r12/r22 idx; r23 n, r24 i; r26.. descriptor.
+    // r3 table, r4 idx, r5 rows (DDR); r6 first unit of this core, r7 its unit count; r8 the
+    // index value; r9..r15 scratch; r16 unit loop, r17 unit; r25 slab o, r31 tile t, r2 the
+    // slab whose table is in LX (gather); r18/r19 table aligned DDR / LX, r20/r21 rows,
+    // r12/r22 idx; r23 n, r24 i; r26.. descriptor.
     b.arg(3, 0), b.arg(4, 1), b.arg(5, 2);
     b.muli(6, 1, int64_t(p.per_core));
-    b.li(9, int64_t(s.O));
+    b.li(9, int64_t(units(s)));
     b.sub(7, 9, 6);
     b.li(9, int64_t(p.per_core));
     b.alu(Alu::MIN, 7, 7, 9);
     ProgramBuilder::Label done = b.label();
-    b.br(isa::Cond::GE, 0, 7, done);  // no slabs for this core
+    b.br(isa::Cond::GE, 0, 7, done);  // no units for this core
+    b.li(2, -1);
     const bool float_t = s.t == DType::F32 || s.t == DType::F16 || s.t == DType::BF16;
     // one row of `run` elements: rows, cols, dst_stride, src(1)_stride, src2_stride
     if (s.mode != IndexMode::SCATTER_ADD && float_t)
         b.set_regs(26, {1, run, es, run * es});  // VTRANS 1 x run -> run x 1: a bit copy
     else
         b.set_regs(26, {1, run, run * es, run * es, run * es});
-    b.loop(7, 0, 16);
-    {
-        b.add(17, 6, 16);
-        b.muli(9, 17, int64_t(table_bytes));
+    auto load_table = [&] {
+        b.muli(9, 25, int64_t(table_bytes));
         b.add(13, 3, 9);
         load_slab(b, 13, 18, 19, int64_t(0), table_bytes);
-        b.muli(9, 17, int64_t(rows_bytes));
+    };
+    // rows and idx tile t of slab o into LX, then every index of the tile applied
+    auto tile = [&] {
+        b.muli(9, 25, int64_t(rows_stride));
+        b.muli(10, 31, int64_t(rows_tile));
+        b.add(9, 9, 10);
         b.add(13, 5, 9);
-        load_slab(b, 13, 20, 21, int64_t(l.rows), rows_bytes);
+        load_slab(b, 13, 20, 21, int64_t(l.rows), rows_tile);
         if (s.idx_outer) {
-            b.muli(9, 17, int64_t(idx_bytes));
-            b.add(13, 4, 9);
+            b.muli(9, 25, int64_t(idx_stride));
         } else {
-            b.mov(13, 4);
+            b.li(9, 0);
         }
-        load_slab(b, 13, 12, 22, int64_t(l.idx), idx_bytes);
-        b.loopi(int64_t(s.N), 23);
+        b.muli(10, 31, int64_t(idx_tile));
+        b.add(9, 9, 10);
+        b.add(13, 4, 9);
+        load_slab(b, 13, 12, 22, int64_t(l.idx), idx_tile);
+        b.loopi(int64_t(s.tile()), 23);
         {
             b.loopi(id, 24);
             {
@@ -136,8 +158,8 @@ std::vector<uint8_t> build_index(const IndexShape& s, const IndexPlan& p) {
                 b.add(15, 15, 24);
                 b.muli(15, 15, es);
                 b.add(15, 15, 21);
-                const int dst = s.mode == IndexMode::GATHER ? 15 : 14;
-                const int src = s.mode == IndexMode::GATHER ? 14 : 15;
+                const int dst = gather ? 15 : 14;
+                const int src = gather ? 14 : 15;
                 if (s.mode == IndexMode::SCATTER_ADD) {
                     if (float_t)
                         b.vbin(isa::VBin::ADD, isa::Bcast::NONE, s.t, s.t, 14, 14, 15, 26);
@@ -152,10 +174,28 @@ std::vector<uint8_t> build_index(const IndexShape& s, const IndexPlan& p) {
             b.endloop();
         }
         b.endloop();
-        if (s.mode == IndexMode::GATHER)
-            store_slab(b, 20, 21, rows_bytes);
-        else
+    };
+    b.loop(7, 0, 16);
+    {
+        b.add(17, 6, 16);
+        if (gather) {
+            b.alu(Alu::DIVU, 25, 17, 0, int64_t(s.n_tiles));
+            b.alu(Alu::REMU, 31, 17, 0, int64_t(s.n_tiles));
+            ProgramBuilder::Label loaded = b.label();
+            b.br(isa::Cond::EQ, 25, 2, loaded);
+            load_table();
+            b.mov(2, 25);
+            b.bind(loaded);
+            tile();
+            store_slab(b, 20, 21, rows_tile);
+        } else {
+            b.mov(25, 17);
+            load_table();
+            b.loopi(int64_t(s.n_tiles), 31);
+            tile();
+            b.endloop();
             store_slab(b, 18, 19, table_bytes);
+        }
     }
     b.endloop();
     b.bind(done);
@@ -168,25 +208,53 @@ IndexPlan plan_index(const Pricer& pricer, const IndexShape& s, uint32_t max_cor
         throw std::invalid_argument("index: indices must be int32 or int64");
     if (index_lx_bytes(s) > pricer.lx_budget())
         throw std::invalid_argument("index: one slab of the operands does not fit in LX");
-    // Cores write whole slabs; more than one core only when every written slab starts on a stick
-    // (else two cores would store the same stick).
-    const uint64_t written = s.mode == IndexMode::GATHER ? s.N * s.I * s.es : s.V * s.I * s.es;
-    const uint32_t most = written % kStick ? 1u : max_cores;
+    const uint32_t most = units_on_whole_sticks(s) ? max_cores : 1u;
     IndexPlan best{};
-    const uint64_t id = s.idx_inner ? s.I : 1;
     const uint64_t tb = up128(s.O * s.V * s.I * s.es), rb = up128(s.O * s.N * s.I * s.es);
-    const uint64_t xb = up128((s.idx_outer ? s.O : 1) * s.N * id * s.index_bytes);
+    const uint64_t xb = up128((s.idx_outer ? s.O : 1) * s.N * s.id() * s.index_bytes);
+    const uint64_t n = units(s);
     for (uint32_t cores : {most, most / 2, most / 4, 1u}) {
         if (!cores) continue;
         IndexPlan p;
-        p.per_core = std::max<uint64_t>(1, (s.O + cores - 1) / cores);
+        p.per_core = std::max<uint64_t>(1, (n + cores - 1) / cores);
         p.cores =
-            static_cast<uint32_t>(std::min<uint64_t>(cores, (s.O + p.per_core - 1) / p.per_core));
+            static_cast<uint32_t>(std::min<uint64_t>(cores, (n + p.per_core - 1) / p.per_core));
         p.cycles =
             pricer.price(build_index(s, p), p.cores, {0, tb, tb + xb}, tb + xb + rb).total_cycles;
         if (!best.cycles || p.cycles < best.cycles) best = p;
     }
     return best;
+}
+
+std::vector<IndexLaunch> split_index(const IndexShape& s, uint64_t lx_budget, uint32_t max_cores) {
+    IndexShape one = s;
+    one.n_tile = 1;
+    if (index_lx_bytes(one) > lx_budget)
+        throw std::invalid_argument("index: the indexed dim of the table (one slab of " +
+                                    std::to_string(s.V * s.I * s.es) +
+                                    " bytes) does not fit in a core's scratchpad");
+    const uint64_t per_n = s.I * s.es + s.id() * s.index_bytes;
+    const uint64_t fit = std::min<uint64_t>(s.N, (lx_budget - index_lx_bytes(one)) / per_n + 1);
+    uint64_t tile = fit;
+    if (s.mode == IndexMode::GATHER && s.O < max_cores) {
+        // enough (o, tile) units for every core, each tile on whole sticks of rows if it can be
+        const uint64_t per_slab = (max_cores + s.O - 1) / s.O;
+        tile = std::min(fit, (s.N + per_slab - 1) / per_slab);
+        const uint64_t step = kStick / std::gcd<uint64_t>(kStick, s.I * s.es);
+        if (tile < s.N && tile >= step) tile -= tile % step;
+    }
+    std::vector<IndexLaunch> out;
+    IndexLaunch whole{s, 0};
+    whole.s.n_tile = tile;
+    whole.s.n_tiles = s.N / tile;
+    out.push_back(whole);
+    if (const uint64_t rest = s.N % tile) {
+        IndexLaunch last{s, s.N - rest};
+        last.s.n_tile = rest;
+        last.s.n_tiles = 1;
+        out.push_back(last);
+    }
+    return out;
 }
 
 }  // namespace spyre::ops

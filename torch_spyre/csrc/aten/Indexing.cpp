@@ -7,7 +7,8 @@
 // takes them (advanced indexing). Duplicate indices of scatter_add are added in ascending
 // order of the index position: the result is deterministic. Other cases (index shapes smaller
 // than the data in other dims, several index tensors in reads, index tensors on dims that are
-// not adjacent in writes, slabs larger than a core's scratchpad) run on the CPU fallback.
+// not adjacent in writes, table slabs larger than a core's scratchpad) run on the CPU
+// fallback; a gather's too-large table slab is first tried in chunks of its last dim.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/native/Resize.h>
@@ -60,6 +61,29 @@ bool scatter_into(const char* name, const at::Tensor& table, int64_t dim, const 
         name, spyre_op_scatter(op_stream(table), &tt, static_cast<int32_t>(dim), &ti, &tr, flags));
 }
 
+// A gather whose table slab (the dims from d on) is too large for a core's scratchpad, in
+// chunks of the last dim (each chunk's table made dense, about 1 MiB of slab); false: not
+// taken (d is the last dim, or one column is still too large).
+bool gather_by_columns(const char* name, const at::Tensor& table, int64_t d,
+                       const at::Tensor& index, const at::Tensor& out) {
+    const int64_t last = table.dim() - 1;
+    if (d == last || index.size(last) < 2) return false;
+    constexpr int64_t kSlabBytes = int64_t{1} << 20;
+    int64_t column_bytes = table.element_size();
+    for (int64_t k = d; k < last; ++k) column_bytes *= table.size(k);
+    const int64_t width = std::max<int64_t>(1, kSlabBytes / column_bytes);
+    const int64_t cols = index.size(last);
+    if (width >= cols) return false;  // the whole slab was tried
+    for (int64_t c0 = 0; c0 < cols; c0 += width) {
+        const int64_t w = std::min(width, cols - c0);
+        const at::Tensor part = at::empty(index.narrow(last, c0, w).sizes(), out.options());
+        if (!gather_into(name, table.narrow(last, c0, w), d, index.narrow(last, c0, w), part, 0))
+            return false;
+        out.narrow(last, c0, w).copy_(part);
+    }
+    return true;
+}
+
 at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                        bool sparse_grad, at::Tensor& out) {
     if (data_type(self) && index_type(index) && self.dim() == index.dim() && self.dim() >= 1 &&
@@ -73,7 +97,8 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
         for (int64_t k = 0; k < self.dim(); ++k)
             if (k != d && index.size(k) < self.size(k)) table = table.narrow(k, 0, index.size(k));
         const at::Tensor w = writable_output(out);
-        if (gather_into("aten::gather", table, d, index, w, 0)) {
+        if (gather_into("aten::gather", table, d, index, w, 0) ||
+            gather_by_columns("aten::gather", table, d, index, w)) {
             finish_output(out, w);
             return out;
         }
