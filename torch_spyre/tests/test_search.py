@@ -44,6 +44,36 @@ def test_searchsorted_and_bucketize(strict, dtype):
     same(out.cpu(), torch.searchsorted(b, v))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_large_searches_are_a_binary_search_on_the_card(strict, dtype):
+    """Beyond 2^24 compares the card runs a binary search (each boundary fetched from its
+    128-byte row): 1-D boundaries of 4.8M elements (more than a core's scratchpad), batched
+    boundaries with a sorter, NaN boundaries and values, both sides, out_int32."""
+    g = torch.Generator().manual_seed(5)
+    if dtype == torch.int64:
+        b = torch.arange(0, 2**25, 7)
+        v = torch.randint(-5, 2**25 + 10, (1000,), generator=g)
+    else:
+        b = torch.sort(torch.randn(300001, generator=g)).values
+        b[-3:] = NAN
+        v = torch.cat([torch.randn(100, generator=g), torch.tensor([NAN, float("inf"),
+                                                                    -float("inf")]), b[:60]])
+    db, dv = b.to("spyre"), v.to("spyre")
+    for right in (False, True):
+        same(torch.searchsorted(db, dv, right=right).cpu(), torch.searchsorted(b, v, right=right))
+    same(torch.searchsorted(db, dv, out_int32=True).cpu(), torch.searchsorted(b, v, out_int32=True))
+    same(torch.bucketize(dv, db, right=True).cpu(), torch.bucketize(v, b, right=True))
+    u = torch.randn(3, 70001, generator=g).to(dtype) if dtype.is_floating_point else \
+        torch.randint(-1000, 1000, (3, 70001), generator=g)
+    q = u[:, :100].clone()
+    order = torch.argsort(u, dim=-1)
+    same(torch.searchsorted(u.to("spyre"), q.to("spyre"), sorter=order.to("spyre")).cpu(),
+         torch.searchsorted(u, q, sorter=order))
+    s = torch.sort(u, dim=-1).values
+    same(torch.searchsorted(s.to("spyre"), q.to("spyre"), side="right").cpu(),
+         torch.searchsorted(s, q, side="right"))
+
+
 def test_repeat_interleave(strict):
     for reps in ([2, 1, 3], [0, 4, 0, 1], [5], [1, 1, 1, 1]):
         r = torch.tensor(reps)

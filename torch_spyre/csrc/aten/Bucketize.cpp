@@ -2,7 +2,8 @@
 // device ops: the position of each value among the sorted boundaries is a count, of the
 // boundaries b with !(b >= v) ("left", the CPU's lower_bound predicate, so NaN values land
 // past the end) or !(b > v) ("right"), over a broadcast compare [..., n, m] summed along the
-// boundaries: exact, and bounded to 2^24 compares per call (larger ones run on the CPU).
+// boundaries: exact, up to 2^24 compares per call; larger searches are a binary search of
+// device ops (log2 m rounds, each boundary fetched as its 128-byte row and picked from it).
 // repeat_interleave(repeats) is the count of the repeats' cumulative sums at or below each
 // output position (one host read of the total, as CUDA does, unless output_size is given).
 #include <ATen/ATen.h>
@@ -10,7 +11,9 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <bit>
 #include <optional>
+#include <vector>
 
 #include "Composed.h"
 #include "Fallback.h"
@@ -46,12 +49,64 @@ bool search_on_card(const at::Tensor& seq, const at::Tensor& values,
         for (int64_t d = 0; d + 1 < seq.dim(); ++d)
             if (seq.size(d) != values.size(d)) return false;
     }
-    return values.numel() * seq.size(-1) <= kMaxCompares;
+    return true;
+}
+
+// Element fetch that works for tables of any size: flat[pos] for int64 positions of any shape,
+// read as the 128-byte row holding it (index_select of whole-stick rows: DMA row copies) and
+// the element picked from that row (a gather whose table slab is one row).
+struct ElementFetch {
+    at::Tensor rows;  // [sticks, per]: flat, zero-padded to whole rows
+    int64_t per;
+
+    explicit ElementFetch(const at::Tensor& flat) : per(128 / flat.element_size()) {
+        const int64_t n = flat.numel();
+        const int64_t pad = (per - n % per) % per;
+        rows = (pad ? at::constant_pad_nd(flat, {0, pad}, 0) : flat.contiguous()).view({-1, per});
+    }
+    at::Tensor operator()(const at::Tensor& pos) const {
+        const at::Tensor p = pos.reshape({-1});
+        const at::Tensor row = rows.index_select(0, p.div(per, "floor"));
+        return row.gather(1, p.remainder(per).unsqueeze(1)).view(pos.sizes());
+    }
+};
+
+// Binary search on the card, for searches beyond kMaxCompares: bit_width(m) rounds of
+// lower_bound over [lo, hi) per value, the CPU's predicate (b < v for "left", b <= v for
+// "right", as !(b >= v) / !(b > v), so NaN values land past the end).
+at::Tensor binary_search(const at::Tensor& seq, const at::Tensor& values,
+                         const std::optional<at::Tensor>& sorter, bool right, bool out_int32) {
+    const int64_t m = seq.size(-1);
+    const auto longs = values.options().dtype(at::kLong);
+    // the boundaries of each value's row in the flat seq: base + [0, m)
+    at::Tensor base = at::zeros({}, longs);
+    if (seq.dim() > 1) {
+        std::vector<int64_t> shape(values.sizes().begin(), values.sizes().end());
+        shape.back() = 1;
+        base = at::arange(0, seq.numel(), m, longs).view(shape);
+    }
+    const ElementFetch boundary(seq.reshape({-1}));
+    std::optional<ElementFetch> order;
+    if (sorter && sorter->defined()) order.emplace(sorter->reshape({-1}));
+    at::Tensor lo = at::zeros(values.sizes(), longs), hi = at::full(values.sizes(), m, longs);
+    for (int64_t r = std::bit_width(uint64_t(m)); r > 0; --r) {
+        const at::Tensor active = lo.lt(hi);
+        const at::Tensor mid = lo.add(hi).div_(2, "floor");
+        at::Tensor pos = mid.clamp_max(m - 1).add_(base);
+        if (order) pos = (*order)(pos).add_(base);
+        const at::Tensor b = boundary(pos);
+        const at::Tensor go = (right ? b.gt(values) : b.ge(values)).logical_not_();
+        lo = at::where(active.logical_and(go), mid.add(1), lo);
+        hi = at::where(active.logical_and(go.logical_not()), mid, hi);
+    }
+    return out_int32 ? lo.to(at::kInt) : lo;
 }
 
 at::Tensor search(const at::Tensor& seq_in, const at::Tensor& values,
                   const std::optional<at::Tensor>& sorter, bool right, bool out_int32) {
     c10::DeviceGuard guard(values.device());
+    if (values.numel() * seq_in.size(-1) > kMaxCompares)
+        return binary_search(seq_in, values, sorter, right, out_int32);
     const at::Tensor seq = sorter && sorter->defined() ? seq_in.gather(-1, *sorter) : seq_in;
     const at::Tensor v = values.unsqueeze(-1);                      // [..., n, 1]
     const at::Tensor b = seq.dim() == 1 ? seq : seq.unsqueeze(-2);  // [..., 1, m]
