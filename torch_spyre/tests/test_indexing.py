@@ -116,6 +116,36 @@ def test_scatter_add_fp32_accumulates_in_index_order(no_fallback):
     assert_same(got.cpu(), base.scatter_add(0, idx, src))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_scatter_src_and_value(strict, dtype, dim):
+    """scatter with a src tensor (an index covering part of src) and with a number (F.one_hot),
+    functional, in place, out=; each target once (torch leaves the order of repeats open)."""
+    base = make((6, 9), torch.float32).to(dtype) if dtype != torch.bool else \
+        make((6, 9), torch.float32) > 0
+    src = make((6, 9), torch.float32, seed=2).to(dtype) if dtype != torch.bool else \
+        make((6, 9), torch.float32, seed=2) > 0
+    n = base.shape[dim]
+    g = torch.Generator().manual_seed(7)
+    perm = torch.stack([torch.randperm(n, generator=g) for _ in range(base.shape[1 - dim % 2])])
+    idx = perm if dim % 2 == 1 else perm.t()  # a permutation along dim: no repeated target
+    idx = idx.narrow(dim, 0, n - 2).contiguous()
+    d = dict(base=base.to("spyre"), idx=idx.to("spyre"), src=src.to("spyre"))
+    assert_same(d["base"].scatter(dim, d["idx"], d["src"]).cpu(), base.scatter(dim, idx, src))
+    value = True if dtype == torch.bool else 3
+    assert_same(d["base"].scatter(dim, d["idx"], value).cpu(), base.scatter(dim, idx, value))
+    b = d["base"].clone()
+    b.scatter_(dim, d["idx"], d["src"])
+    assert_same(b.cpu(), base.clone().scatter_(dim, idx, src))
+    out = torch.empty(0, dtype=dtype, device="spyre")
+    torch.scatter(d["base"], dim, d["idx"], d["src"], out=out)
+    assert_same(out.cpu(), base.scatter(dim, idx, src))
+    if dtype == torch.int64:
+        labels = torch.tensor([3, 0, 4, 4, 1])
+        assert_same(torch.nn.functional.one_hot(labels.to("spyre"), 6).cpu(),
+                    torch.nn.functional.one_hot(labels, 6))
+
+
 def test_large_dim0_gather_and_scatter_add(no_fallback):
     """Index tensors and rows larger than a core's scratchpad (a [20001, 16] int64 index is
     2.56 MB) pass in tiles on the card: gather along dim 0 (the int64 gather scatter_reduce

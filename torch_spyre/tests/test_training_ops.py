@@ -1,5 +1,6 @@
 """Training-step kernels on the card against the CPU: the optimizers' pointwise steps (addcmul,
-addcdiv, lerp), x ** 3, and the backward kernels of ReLU, SiLU, softmax and log_softmax; then
+addcdiv, lerp), x ** 3, and the backward kernels of ReLU, SiLU, softmax, log_softmax, layer
+and group norm and dropout; then
 whole SGD-with-momentum and AdamW steps (foreach and single-tensor) that match the CPU's
 parameters without reaching the CPU fallback in those ops."""
 
@@ -13,7 +14,7 @@ from conftest import FLOATS, close, make
 ON_CARD = ("aten::addcmul", "aten::addcdiv", "aten::lerp", "aten::pow", "aten::threshold_backward",
            "aten::silu_backward", "aten::gelu_backward", "aten::native_layer_norm_backward",
            "aten::_softmax_backward_data", "aten::_log_softmax_backward_data",
-           "aten::mse_loss")
+           "aten::mse_loss", "aten::native_group_norm_backward", "aten::native_dropout_backward")
 
 
 def assert_on_card():
@@ -118,6 +119,48 @@ def test_layer_norm_backward(fallback_reset, dtype, affine):
         close(dev.weight.grad.cpu(), cpu.weight.grad.to(dtype), dtype, scale=8)
         close(dev.bias.grad.cpu(), cpu.bias.grad.to(dtype), dtype, scale=8)
     assert_on_card()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("affine", [True, False])
+def test_group_norm_backward(strict, dtype, affine):
+    """nn.GroupNorm's input, weight and bias gradients on the card (4-D and 3-D inputs)."""
+    torch.manual_seed(0)
+    for shape, groups in (((3, 12, 5, 7), 4), ((2, 6, 9), 3), ((2, 6, 1, 1), 6)):
+        cpu = torch.nn.GroupNorm(groups, shape[1], affine=affine)
+        if affine:
+            with torch.no_grad():
+                cpu.weight.uniform_(0.5, 1.5)
+                cpu.bias.uniform_(-0.5, 0.5)
+        dev = torch.nn.GroupNorm(groups, shape[1], affine=affine)
+        dev.load_state_dict(cpu.state_dict())
+        dev = dev.to(device="spyre", dtype=dtype)
+        x, g = make(shape, dtype) * 3 + 1, make(shape, dtype, seed=4)
+        xs = x.to("spyre").requires_grad_()
+        dev(xs).backward(g.to("spyre"))
+        xc = x.float().requires_grad_()
+        cpu(xc).backward(g.float())
+        close(xs.grad.cpu(), xc.grad.to(dtype), dtype, scale=8)
+        if affine:
+            close(dev.weight.grad.cpu(), cpu.weight.grad.to(dtype), dtype, scale=16)
+            close(dev.bias.grad.cpu(), cpu.bias.grad.to(dtype), dtype, scale=16)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_dropout_backward(strict, dtype):
+    """The gradient of a training-mode dropout is grad * mask / (1 - p), the forward's own mask
+    (checked against the kept elements), on the card."""
+    x = make((7, 65), dtype).abs() + 0.5  # nonzero: the output shows the mask
+    xs = x.to("spyre").requires_grad_()
+    y = torch.nn.functional.dropout(xs, p=0.3, training=True)
+    g = make((7, 65), dtype, seed=2)
+    y.backward(g.to("spyre"))
+    kept = (y.detach().cpu() != 0).to(dtype)
+    assert 0 < kept.float().mean() < 1
+    close(xs.grad.cpu(), (g.float() * kept.float() / 0.7).to(dtype), dtype)
+    out, mask = torch.native_dropout(xs.detach(), 0.5, True)
+    got = torch.ops.aten.native_dropout_backward(g.to("spyre"), mask, 2.0)
+    close(got.cpu(), (g.float() * mask.cpu().float() * 2).to(dtype), dtype)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

@@ -1,7 +1,8 @@
 // Backward kernels of the activations and softmaxes on the card, composed of the device's
 // elementwise, compare, where and reduction kernels in fp32 (then rounded once to the gradient's
 // type, as the CPU's opmath does): threshold_backward (ReLU's), silu_backward, gelu_backward,
-// native_layer_norm_backward, _softmax_backward_data and _log_softmax_backward_data. A case they do
+// native_layer_norm_backward, native_group_norm_backward, _softmax_backward_data and
+// _log_softmax_backward_data. A case they do
 // not take (integer or complex types, a half_to_float softmax) runs on the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
@@ -154,9 +155,48 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
                                                                 rstd, weight, bias, mask);
 }
 
+// GroupNorm's gradients (nn.GroupNorm's forward is torch's math_group_norm, already device
+// ops): x [N, C, *] in G groups of D = C / G * HxW elements with their mean and rstd [N, G];
+// with g = dy * weight, dx = rstd (g - mean(g) - xhat mean(g xhat)) over each group, as the
+// layer norm's; dweight / dbias sum dy xhat / dy per channel over N and the positions.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
+    const at::Tensor& grad, const at::Tensor& input, const at::Tensor& mean, const at::Tensor& rstd,
+    const std::optional<at::Tensor>& weight, int64_t N, int64_t C, int64_t HxW, int64_t group,
+    std::array<bool, 3> mask) {
+    const bool has_w = weight && weight->defined();
+    bool ok = float_pair(grad, input) && mean.is_privateuseone() && rstd.is_privateuseone() &&
+              group > 0 && C % group == 0 && N * C * HxW == input.numel() && input.numel() > 0;
+    if (ok && has_w) ok = weight->is_privateuseone() && is_float(weight->scalar_type());
+    if (ok) {
+        c10::DeviceGuard guard(input.device());
+        const at::Tensor x = input.to(at::kFloat).reshape({N, group, C / group, HxW});
+        const at::Tensor dy = grad.to(at::kFloat).reshape({N, group, C / group, HxW});
+        const at::Tensor mu = mean.to(at::kFloat).reshape({N, group, 1, 1});
+        const at::Tensor rs = rstd.to(at::kFloat).reshape({N, group, 1, 1});
+        const at::Tensor xhat = (x - mu) * rs;
+        at::Tensor dx, dw, db;
+        if (mask[0]) {
+            const at::Tensor g =
+                has_w ? dy * weight->to(at::kFloat).reshape({1, group, C / group, 1}) : dy;
+            const std::array<int64_t, 2> in_group = {2, 3};
+            dx = (rs * (g - g.mean(in_group, true) - xhat * (g * xhat).mean(in_group, true)))
+                     .view(input.sizes())
+                     .to(input.scalar_type());
+        }
+        const std::array<int64_t, 2> per_channel = {0, 3};
+        if (mask[1] && has_w)
+            dw = (dy * xhat).sum(per_channel).view(weight->sizes()).to(weight->scalar_type());
+        if (mask[2]) db = dy.sum(per_channel).reshape({C}).to(grad.scalar_type());
+        return {dx, dw, db};
+    }
+    return fallback_to_cpu<ATEN_OP(native_group_norm_backward)>(grad, input, mean, rstd, weight, N,
+                                                                C, HxW, group, mask);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("native_group_norm_backward", TORCH_FN(native_group_norm_backward));
     m.impl("gelu_backward.grad_input", TORCH_FN(gelu_backward_out));
     m.impl("native_layer_norm_backward", TORCH_FN(native_layer_norm_backward));
     m.impl("threshold_backward.grad_input", TORCH_FN(threshold_backward_out));

@@ -45,7 +45,8 @@ std::optional<Result> batch_norm_on_card(const at::Tensor& input,
     if (!training && (!has_running || !running_var || !running_var->defined())) return std::nullopt;
     const int64_t channels = input.size(1);
     const int64_t count = input.numel() / std::max<int64_t>(channels, 1);
-    if (training && count <= 1) return std::nullopt;  // the CPU raises its own error
+    // count 1 in training (GroupNorm's one element per group): variance 0, as on the CPU
+    // (F.batch_norm refuses it before reaching here; the running variance's 0 / 0 is NaN there too)
     if (input.numel() == 0) return std::nullopt;
     c10::DeviceGuard guard(input.device());
     std::vector<int64_t> dims{0}, per_channel(input.dim(), 1);

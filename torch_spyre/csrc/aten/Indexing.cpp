@@ -1,8 +1,8 @@
 // Gathers and scatters by index tensors on the card (spyre_op_gather / spyre_op_scatter):
 // torch.gather, index_select along any dim, advanced indexing by one index tensor
-// (x[:, idx]), scatter_add, index_copy, index_add, index_put_ (x[idx] = v, x[idx] += v) and
-// masked_scatter_. The indexed tensor is made dense on the card when it
-// is not; int64 or int32 indices. An index out of range stops the launch (a device-side assert
+// (x[:, idx]), scatter (a tensor or a number), scatter_add, index_copy, index_add, index_put_
+// (x[idx] = v, x[idx] += v) and masked_scatter_. The indexed tensor is made dense on the card when
+// it is not; int64 or int32 indices. An index out of range stops the launch (a device-side assert
 // reported by the next synchronize, like CUDA's); negative indices are taken only where torch
 // takes them (advanced indexing). Duplicate indices of scatter_add are added in ascending
 // order of the index position: the result is deterministic. Other cases (index shapes smaller
@@ -154,26 +154,52 @@ at::Tensor& scatter_out(const char* name, const at::Tensor& self, int64_t d,
     return out;
 }
 
+// scatter / scatter_add with a src tensor: false when the card does not take the case.
+// flags: SPYRE_INDEX_ACCUMULATE for scatter_add; a scatter's repeated target keeps the last
+// write in index order, as the CPU's loop.
+bool scatter_src(const char* name, const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                 const at::Tensor& src, at::Tensor& out, uint32_t flags) {
+    if (!(data_type(self) && index_type(index) &&
+          (self.scalar_type() != at::kBool || !(flags & SPYRE_INDEX_ACCUMULATE)) &&
+          src.scalar_type() == self.scalar_type() && out.scalar_type() == self.scalar_type() &&
+          self.dim() >= 1 && index.dim() == self.dim() && src.dim() == self.dim()))
+        return false;
+    c10::DeviceGuard guard(self.device());
+    const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+    for (int64_t k = 0; k < self.dim(); ++k)
+        if (k != d && index.size(k) != self.size(k)) return false;
+    // only the corner of src that index covers takes part
+    at::Tensor s = src;
+    for (int64_t k = 0; k < src.dim(); ++k)
+        if (index.size(k) < src.size(k)) s = s.narrow(k, 0, index.size(k));
+    bool ran = false;
+    scatter_out(name, self, d, index, s, out, flags, ran);
+    return ran;
+}
+
 at::Tensor& scatter_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                             const at::Tensor& src, at::Tensor& out) {
-    if (data_type(self) && index_type(index) && self.scalar_type() != at::kBool &&
-        src.scalar_type() == self.scalar_type() && out.scalar_type() == self.scalar_type() &&
-        self.dim() >= 1 && index.dim() == self.dim() && src.dim() == self.dim()) {
-        c10::DeviceGuard guard(self.device());
-        const int64_t d = at::maybe_wrap_dim(dim, self.dim());
-        bool fits = true;
-        for (int64_t k = 0; k < self.dim(); ++k) fits &= k == d || index.size(k) == self.size(k);
-        if (fits) {
-            // only the corner of src that index covers takes part
-            at::Tensor s = src;
-            for (int64_t k = 0; k < src.dim(); ++k)
-                if (index.size(k) < src.size(k)) s = s.narrow(k, 0, index.size(k));
-            bool ran = false;
-            scatter_out("aten::scatter_add", self, d, index, s, out, SPYRE_INDEX_ACCUMULATE, ran);
-            if (ran) return out;
-        }
-    }
+    if (scatter_src("aten::scatter_add", self, dim, index, src, out, SPYRE_INDEX_ACCUMULATE))
+        return out;
     return fallback_to_cpu<ATEN_OP2(scatter_add, out)>(self, dim, index, src, out);
+}
+
+at::Tensor& scatter_src_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                            const at::Tensor& src, at::Tensor& out) {
+    if (scatter_src("aten::scatter", self, dim, index, src, out, 0)) return out;
+    return fallback_to_cpu<ATEN_OP2(scatter, src_out)>(self, dim, index, src, out);
+}
+
+// scatter with a number (F.one_hot's zeros().scatter_(-1, idx, 1)): src is the number filled
+// to index's shape on the card.
+at::Tensor& scatter_value_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                              const at::Scalar& value, at::Tensor& out) {
+    if (self.is_privateuseone() && index.is_privateuseone()) {
+        c10::DeviceGuard guard(self.device());
+        const at::Tensor src = at::full(index.sizes(), value, self.options());
+        if (scatter_src("aten::scatter", self, dim, index, src, out, 0)) return out;
+    }
+    return fallback_to_cpu<ATEN_OP2(scatter, value_out)>(self, dim, index, value, out);
 }
 
 at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
@@ -429,6 +455,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("gather.out", TORCH_FN(gather_out));
     m.impl("index_select", TORCH_FN(index_select));
     m.impl("scatter_add.out", TORCH_FN(scatter_add_out));
+    m.impl("scatter.src_out", TORCH_FN(scatter_src_out));
+    m.impl("scatter.value_out", TORCH_FN(scatter_value_out));
     m.impl("index_copy.out", TORCH_FN(index_copy_out));
     m.impl("index_add.out", TORCH_FN(index_add_out));
     m.impl("index_reduce.out", TORCH_FN(index_reduce_out));

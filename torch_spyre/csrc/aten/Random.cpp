@@ -1,5 +1,6 @@
 // Random operators on the card (spyre_op_random, Philox4x32-10 in the cores' VRNG): uniform_,
-// normal_, bernoulli_ (scalar and tensor p), bernoulli, exponential_ and native_dropout, so
+// normal_, bernoulli_ (scalar and tensor p), bernoulli, exponential_ and native_dropout (and its
+// backward), so
 // rand/randn/rand_like/randn_like/dropout run there too. Each launch takes (seed, offset) from
 // the tensor's spyre generator (csrc/runtime/SpyreGenerator.h) and advances its offset; the
 // values depend only on that state. Types the cores do not generate (float64, integers for
@@ -137,9 +138,20 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
     return fallback_to_cpu<ATEN_OP(native_dropout)>(input, p, train);
 }
 
+// Dropout's gradient: grad * mask * scale (the bool mask converted to grad's type on the card).
+at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
+    if (grad.is_privateuseone() && mask.is_privateuseone() && is_float(grad.scalar_type()) &&
+        mask.scalar_type() == at::kBool) {
+        c10::DeviceGuard guard(grad.device());
+        return grad.mul(mask.to(grad.scalar_type())).mul_(scale);
+    }
+    return fallback_to_cpu<ATEN_OP(native_dropout_backward)>(grad, mask, scale);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("native_dropout_backward", TORCH_FN(native_dropout_backward));
     m.impl("uniform_", TORCH_FN(uniform));
     m.impl("normal_", TORCH_FN(normal));
     m.impl("bernoulli_.float", TORCH_FN(bernoulli_float));
