@@ -246,10 +246,66 @@ def embeddings(device):
                       torch.logaddexp(sim[0], sim[1]), torch.atan2(q[0], q[1])])
 
 
+def recurrent(device):
+    """Two Adam steps of a sequence classifier: an embedding, a 2-layer LSTM and a GRU over its
+    output, the last step's state into a linear head, cross-entropy."""
+    torch.manual_seed(0)
+    emb = nn.Embedding(50, 16)
+    lstm = nn.LSTM(16, 24, num_layers=2, batch_first=True)
+    gru = nn.GRU(24, 24, batch_first=True)
+    head = nn.Linear(24, 4)
+    mods = nn.ModuleList([emb, lstm, gru, head]).to(device)
+    opt = torch.optim.Adam(mods.parameters(), lr=1e-2)
+    ids = torch.randint(0, 50, (3, 9)).to(device)
+    y = torch.tensor([1, 3, 0]).to(device)
+    losses = []
+    for _ in range(2):
+        out, _ = lstm(emb(ids))
+        _, h = gru(out)
+        loss = F.cross_entropy(head(h[-1]), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+    return torch.cat([torch.stack(losses), head.weight.detach().flatten()])
+
+
+def vision_train(device):
+    """Two AdamW steps (a cosine schedule) of a small vision transformer: a patch convolution,
+    GroupNorm, a class token, a pre-norm encoder layer with GELU, label smoothing against
+    one-hot mixed targets (mixup-style soft labels)."""
+    torch.manual_seed(0)
+    patch = nn.Conv2d(3, 32, 4, 4)
+    norm = nn.GroupNorm(4, 32)
+    layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, activation="gelu",
+                                       batch_first=True, norm_first=True)
+    head = nn.Linear(32, 5)
+    mods = nn.ModuleList([patch, norm, layer, head]).to(device)
+    cls = nn.Parameter(torch.zeros(1, 1, 32).to(device))
+    opt = torch.optim.AdamW(list(mods.parameters()) + [cls], lr=1e-3)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, 4)
+    x = torch.randn(2, 3, 16, 16).to(device)
+    a, b = torch.tensor([1, 4]).to(device), torch.tensor([0, 2]).to(device)
+    target = 0.7 * F.one_hot(a, 5).float() + 0.3 * F.one_hot(b, 5).float()
+    losses = []
+    for _ in range(2):
+        t = norm(patch(x)).flatten(2).transpose(1, 2)
+        t = layer(torch.cat([cls.expand(2, 1, 32), t], 1))
+        loss = F.cross_entropy(head(t[:, 0]), target, label_smoothing=0.1)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        losses.append(loss.detach())
+    return torch.cat([torch.stack(losses), head.weight.detach().flatten()])
+
+
 CORPUS = {"generate": generate, "encoder": encoder, "cnn": cnn, "train": train,
           "autocast": autocast, "sort_scan": sort_scan, "indexing": indexing,
-          "cnn_train": cnn_train, "segmentation": segmentation, "embeddings": embeddings}
-TOLERANCE = {"autocast": 5e-2, "train": 1e-3, "cnn_train": 1e-3, "segmentation": 1e-3}
+          "cnn_train": cnn_train, "segmentation": segmentation, "embeddings": embeddings,
+          "recurrent": recurrent, "vision_train": vision_train}
+TOLERANCE = {"autocast": 5e-2, "train": 1e-3, "cnn_train": 1e-3, "segmentation": 1e-3,
+             "recurrent": 1e-3, "vision_train": 1e-3}
 
 # --- the census -----------------------------------------------------------------------------
 
