@@ -249,6 +249,19 @@ def test_reductions_exact_beyond_fp32(strict):
 
 
 @pytest.mark.parametrize("dtype", INTS)
+def test_number_first(strict, dtype):
+    """A number as the first operand (C++'s `t.mul_(k)` reaches mul.out as `k * t`; `1 - t`,
+    `5 < t`): on the card, exact."""
+    x = ints((5, 37), dtype, 45)
+    both(lambda t: torch.ops.aten.mul_.Scalar(t.clone(), 3), x)
+    both(lambda t: 1 - t, x)
+    both(lambda t: torch.rsub(t, 7, alpha=2), x)
+    both(lambda t: torch.ops.aten.lt.Tensor(torch.tensor(5, dtype=dtype), t), x)
+    both(lambda t: torch.ops.aten.maximum(torch.tensor(3, dtype=dtype), t), x)
+    both(lambda t: torch.ops.aten.bitwise_and.Tensor(torch.tensor(6, dtype=dtype), t), x)
+
+
+@pytest.mark.parametrize("dtype", INTS)
 def test_clamp(strict, dtype):
     """clamp/clamp_min/clamp_max of integers with number and tensor bounds (broadcast, lo > hi:
     hi wins), in place and out=: exact, on the card."""

@@ -11,6 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import torch_spyre
+
 
 DEV = "spyre"
 M32 = 0xFFFFFFFF
@@ -316,3 +318,52 @@ def test_dropout_in_a_module(strict):
     assert len(vals) == 2 and vals[0] == 0 and abs(vals[1] - 1 / 0.75) < 1e-3
     layer.eval()
     assert torch.equal(layer(x).cpu(), x.cpu())
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.float32])
+def test_randint_range_uniformity_and_seeds(strict, dtype):
+    """random_(from, to) / randint on the card: every value in [low, high), each as likely
+    (chi-square over the buckets), one seed one answer, a larger draw starts with the smaller."""
+    low, high = (0, 256) if dtype == torch.uint8 else (-7, 13)
+    torch.spyre.manual_seed(31)
+    x = torch.randint(low, high, (N,), device=DEV, dtype=dtype).cpu()
+    assert x.dtype == dtype and int(x.min()) == low and int(x.max()) == high - 1
+    counts = torch.bincount((x.long() - low), minlength=high - low).double()
+    expected = N / (high - low)
+    chi2 = ((counts - expected) ** 2 / expected).sum().item()
+    dof = high - low - 1
+    assert chi2 < dof + 5 * math.sqrt(2 * dof), chi2
+    g = torch.Generator(DEV)
+    g.manual_seed(5)
+    a = torch.randint(low, high, (1000,), device=DEV, dtype=dtype, generator=g).cpu()
+    g.manual_seed(5)
+    b = torch.randint(low, high, (3000,), device=DEV, dtype=dtype, generator=g).cpu()
+    assert torch.equal(a, b[:1000])
+    g.manual_seed(6)
+    assert not torch.equal(a, torch.randint(low, high, (1000,), device=DEV, dtype=dtype,
+                                            generator=g).cpu())
+    y = torch.empty(5, 9, device=DEV, dtype=dtype).t()  # a strided output
+    y.random_(3)
+    assert y.cpu().min() >= 0 and y.cpu().max() < 3
+    big = torch.randint(0, 2**24, (N,), device=DEV).cpu()  # the widest range on the card
+    assert big.min() >= 0 and big.max() < 2**24 and abs(big.double().mean() / 2**23 - 1) < 0.01
+
+
+def test_randperm(fallback_reset):
+    """randperm on the card: a permutation, one seed one answer, every position as likely to
+    come first; beyond the card's sort rows (about 32768) only the sort falls back."""
+    g = torch.Generator(DEV)
+    for n in (1, 10, 1000, 20000):
+        g.manual_seed(n)
+        p = torch.randperm(n, device=DEV, generator=g).cpu()
+        assert p.dtype == torch.int64 and torch.equal(torch.sort(p).values, torch.arange(n))
+        g.manual_seed(n)
+        assert torch.equal(p, torch.randperm(n, device=DEV, generator=g).cpu())
+    assert torch_spyre.fallback_counts() == {}
+    firsts = torch.stack([torch.randperm(8, device=DEV).cpu()[0] for _ in range(800)])
+    counts = torch.bincount(firsts, minlength=8).double()
+    assert ((counts - 100) ** 2 / 100).sum().item() < 7 + 5 * math.sqrt(14)
+    p = torch.randperm(40000, device=DEV, dtype=torch.int32).cpu()
+    assert p.dtype == torch.int32 and torch.equal(torch.sort(p).values, torch.arange(40000,
+                                                                                     dtype=torch.int32))
+    assert set(torch_spyre.fallback_counts()) <= {"aten::sort.values_stable"}

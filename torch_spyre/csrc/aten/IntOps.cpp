@@ -70,10 +70,46 @@ std::optional<spyre_binary_op> bool_op(spyre_binary_op op, int64_t alpha) {
     }
 }
 
+// The operation with its operands swapped (a OP b == b OP' a), if there is one.
+std::optional<spyre_binary_op> swapped(spyre_binary_op op) {
+    switch (op) {
+        case SPYRE_BINARY_MUL:
+        case SPYRE_BINARY_MAX:
+        case SPYRE_BINARY_MIN:
+        case SPYRE_BINARY_BITWISE_AND:
+        case SPYRE_BINARY_BITWISE_OR:
+        case SPYRE_BINARY_BITWISE_XOR:
+        case SPYRE_BINARY_EQ:
+        case SPYRE_BINARY_NE:
+            return op;
+        case SPYRE_BINARY_LT:
+            return SPYRE_BINARY_GT;
+        case SPYRE_BINARY_GT:
+            return SPYRE_BINARY_LT;
+        case SPYRE_BINARY_LE:
+            return SPYRE_BINARY_GE;
+        case SPYRE_BINARY_GE:
+            return SPYRE_BINARY_LE;
+        default:
+            return std::nullopt;
+    }
+}
+
 }  // namespace
 
 bool int_binary_out(const char* name, spyre_binary_op op, const at::Tensor& self,
                     const at::Tensor& other, const at::Scalar& alpha, const at::Tensor& out) {
+    // a number first (C++'s `t.mul_(2)` reaches mul.out as `2 * t`): the tensor first
+    if (!self.is_privateuseone() && other.is_privateuseone() && self.dim() == 0) {
+        if (const auto op2 = swapped(op))
+            return int_binary_out(name, *op2, other, self, alpha, out);
+        // n - alpha t (`1 - t`): -alpha t, then + n, in out
+        if (op == SPYRE_BINARY_SUB && other.scalar_type() != at::kBool &&
+            is_int_dtype(self.scalar_type()) && alpha.isIntegral(false))
+            return int_binary_out(name, SPYRE_BINARY_MUL, other, wrapped_number(-alpha.toLong()), 1,
+                                  out) &&
+                   int_binary_out(name, SPYRE_BINARY_ADD, out, self, 1, out);
+    }
     if (!out.is_privateuseone() || !self.is_privateuseone()) return false;
     const at::ScalarType common = at::result_type(self, other);
     if (!is_int_dtype(common) || out.scalar_type() != (is_compare(op) ? at::kBool : common))

@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/Operators.h>
+#include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -138,6 +139,66 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
     return fallback_to_cpu<ATEN_OP(native_dropout)>(input, p, train);
 }
 
+// 24 random bits per element as int64 in [0, 2^24): a uniform fp32 draw (VRNG: the top 24 bits
+// of a Philox word times 2^-24) scaled back, exactly.
+std::optional<at::Tensor> random_bits24(const char* aten_op, at::IntArrayRef shape,
+                                        const at::TensorOptions& opts, const Gen& gen) {
+    at::Tensor u = at::empty(shape, opts.dtype(at::kFloat));
+    if (!random_into(aten_op, u, SPYRE_RANDOM_UNIFORM, 0.0, 1.0, gen)) return std::nullopt;
+    return u.mul_(double(int64_t{1} << 24)).to(at::kLong);
+}
+
+constexpr int64_t kMaxRandomRange = int64_t{1} << 24;
+
+// random_(from, to): from + floor(k * range / 2^24) for 24 random bits k (multiply-shift in int64
+// on the card, exact), so each value of [from, to) has probability 1/range to within
+// range / 2^24 (the CPU's `random() % range` is biased likewise). Ranges above 2^24 and types
+// the card does not hold run on the CPU fallback.
+bool random_range(const char* aten_op, at::Tensor& self, int64_t from, int64_t range,
+                  const Gen& gen) {
+    const at::ScalarType t = self.scalar_type();
+    if (!self.is_privateuseone() || range <= 0 || range > kMaxRandomRange ||
+        !(is_float(t) || t == at::kLong || t == at::kInt || t == at::kChar || t == at::kByte))
+        return false;
+    if (self.numel() == 0) return true;
+    c10::DeviceGuard guard(self.device());
+    const auto k = random_bits24(aten_op, self.sizes(), self.options(), gen);
+    if (!k) return false;
+    const at::Tensor v = k->mul_(range).bitwise_right_shift_(24).add_(from);
+    self.copy_(v);
+    return true;
+}
+
+at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to, Gen gen) {
+    if (to && *to > from && random_range("aten::random_.from", self, from, *to - from, gen))
+        return self;
+    return fallback_to_cpu<ATEN_OP2(random_, from)>(self, from, to, cpu_gen(gen));
+}
+
+at::Tensor& random_to(at::Tensor& self, int64_t to, Gen gen) {
+    if (to > 0 && random_range("aten::random_.to", self, 0, to, gen)) return self;
+    return fallback_to_cpu<ATEN_OP2(random_, to)>(self, to, cpu_gen(gen));
+}
+
+// randperm(n): the positions sorted by 48-bit random keys (two 24-bit draws; a stable sort,
+// so the rare equal keys keep their order) on the card.
+at::Tensor& randperm_out(int64_t n, Gen gen, at::Tensor& out) {
+    TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+    if (out.is_privateuseone() && n > 0 && n <= kMaxRandomRange &&
+        (out.scalar_type() == at::kLong || out.scalar_type() == at::kInt)) {
+        c10::DeviceGuard guard(out.device());
+        const auto hi = random_bits24("aten::randperm", {n}, out.options(), gen);
+        const auto lo = hi ? random_bits24("aten::randperm", {n}, out.options(), gen) : hi;
+        if (lo) {
+            const at::Tensor keys = hi->bitwise_left_shift_(24).bitwise_or_(*lo);
+            at::native::resize_output(out, {n});
+            out.copy_(at::argsort(keys, /*stable=*/true));
+            return out;
+        }
+    }
+    return fallback_to_cpu<ATEN_OP2(randperm, generator_out)>(n, cpu_gen(gen), out);
+}
+
 // Dropout's gradient: grad * mask * scale (the bool mask converted to grad's type on the card).
 at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
     if (grad.is_privateuseone() && mask.is_privateuseone() && is_float(grad.scalar_type()) &&
@@ -152,6 +213,9 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("native_dropout_backward", TORCH_FN(native_dropout_backward));
+    m.impl("random_.from", TORCH_FN(random_from));
+    m.impl("random_.to", TORCH_FN(random_to));
+    m.impl("randperm.generator_out", TORCH_FN(randperm_out));
     m.impl("uniform_", TORCH_FN(uniform));
     m.impl("normal_", TORCH_FN(normal));
     m.impl("bernoulli_.float", TORCH_FN(bernoulli_float));
