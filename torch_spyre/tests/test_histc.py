@@ -106,3 +106,23 @@ def test_histogram_empty_and_fallback(fallback_reset):
     torch.testing.assert_close(torch.histogram(d.to("spyre"), 5).hist.cpu(),
                                torch.histogram(d, 5).hist)
     assert set(torch_spyre.fallback_counts()) == {"aten::histogram.bin_ct"}
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
+def test_bincount(strict, dtype):
+    """bincount on the card: counts and float32 weights, minlength above and below the data's
+    range, empty input; a negative value is the CPU's error."""
+    g = torch.Generator().manual_seed(9)
+    x = torch.randint(0, 37, (500,), generator=g).to(dtype)
+    w = torch.randn(500, generator=g)
+    for kw in ({}, {"minlength": 50}, {"minlength": 3}):
+        got = torch.bincount(x.to("spyre"), **kw).cpu()
+        assert got.dtype == torch.int64 and torch.equal(got, torch.bincount(x, **kw))
+        got = torch.bincount(x.to("spyre"), weights=w.to("spyre"), **kw).cpu()
+        torch.testing.assert_close(got, torch.bincount(x, weights=w, **kw), rtol=1e-5, atol=1e-5)
+    empty = torch.empty(0, dtype=dtype)
+    assert torch.equal(torch.bincount(empty.to("spyre"), minlength=4).cpu(),
+                       torch.bincount(empty, minlength=4))
+    if dtype != torch.uint8:
+        with pytest.raises(RuntimeError, match="non-negative"):
+            torch.bincount(torch.tensor([1, -2, 3], dtype=dtype).to("spyre"))

@@ -116,6 +116,25 @@ def test_scatter_add_fp32_accumulates_in_index_order(no_fallback):
     assert_same(got.cpu(), base.scatter_add(0, idx, src))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_several_index_tensors_in_a_read(strict, dtype):
+    """x[i, j] and x[:, i, j] with integer index tensors on adjacent dims (broadcast shapes,
+    negative positions): one flat index over those dims on the card (MoE routing's
+    w[tok, slot])."""
+    x = make((5, 6, 7), torch.float32).to(dtype) if dtype != torch.int64 else \
+        torch.arange(210).view(5, 6, 7)
+    i = torch.tensor([[0, 4], [-1, 2]])
+    j = torch.tensor([5, -6])
+    d = x.to("spyre")
+    assert_same(d[i.to("spyre"), j.to("spyre")].cpu(), x[i, j])
+    assert_same(d[:, i.to("spyre"), j.to("spyre")].cpu(), x[:, i, j])
+    a, b, c = torch.tensor([4]), torch.tensor([[1], [-2]]), torch.tensor([6, 0, 3])
+    assert_same(d[a.to("spyre"), b.to("spyre"), c.to("spyre")].cpu(), x[a, b, c])
+    tok, slot = torch.where(torch.tensor([[True, False], [False, True], [True, True]]))
+    w = torch.randn(3, 2)
+    assert_same(w.to("spyre")[tok.to("spyre"), slot.to("spyre"), None].cpu(), w[tok, slot, None])
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_scatter_src_and_value(strict, dtype, dim):

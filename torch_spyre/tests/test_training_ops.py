@@ -14,7 +14,8 @@ from conftest import FLOATS, close, make
 ON_CARD = ("aten::addcmul", "aten::addcdiv", "aten::lerp", "aten::pow", "aten::threshold_backward",
            "aten::silu_backward", "aten::gelu_backward", "aten::native_layer_norm_backward",
            "aten::_softmax_backward_data", "aten::_log_softmax_backward_data",
-           "aten::mse_loss", "aten::native_group_norm_backward", "aten::native_dropout_backward")
+           "aten::mse_loss", "aten::native_group_norm_backward", "aten::native_dropout_backward",
+           "aten::sigmoid_backward", "aten::tanh_backward")
 
 
 def assert_on_card():
@@ -76,7 +77,8 @@ def grads(fn, x, g, device):
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("name,fn", [
-    ("relu", torch.relu), ("silu", F.silu), ("gelu", F.gelu),
+    ("relu", torch.relu), ("silu", F.silu), ("gelu", F.gelu), ("sigmoid", torch.sigmoid),
+    ("tanh", torch.tanh),
     ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh")),
     ("softmax_last", lambda x: torch.softmax(x, -1)),
     ("softmax_dim0", lambda x: torch.softmax(x, 0)),

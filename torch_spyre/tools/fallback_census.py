@@ -300,12 +300,47 @@ def vision_train(device):
     return torch.cat([torch.stack(losses), head.weight.detach().flatten()])
 
 
+def moe(device):
+    """Mixture-of-experts routing: top-2 of the gate's softmax, renormalized weights, the tokens
+    of each expert found with where, gathered with x[tok] and w[tok, slot], the expert outputs
+    added back with index_add_, the load-balancing loss from bincount."""
+    torch.manual_seed(0)
+    x = torch.randn(16, 8).to(device)
+    gate = nn.Linear(8, 4).to(device)
+    experts = nn.ModuleList([nn.Linear(8, 8) for _ in range(4)]).to(device)
+    probs = F.softmax(gate(x), -1)
+    w, idx = torch.topk(probs, 2, dim=-1)
+    w = w / w.sum(-1, keepdim=True)
+    out = torch.zeros_like(x)
+    for e in range(4):
+        tok, slot = torch.where(idx == e)
+        out.index_add_(0, tok, experts[e](x[tok]) * w[tok, slot, None])
+    counts = torch.bincount(idx.flatten(), minlength=4)
+    aux = (counts.float() / counts.sum() * probs.mean(0)).sum()
+    return torch.cat([out.flatten(), aux[None]])
+
+
+def vae(device):
+    """A VAE step: a tanh encoder, the reparameterized latent (a fixed noise), a sigmoid
+    decoder, binary cross-entropy plus the KL term, backward."""
+    torch.manual_seed(0)
+    enc, dec = nn.Linear(20, 8).to(device), nn.Linear(4, 20).to(device)
+    x = torch.rand(5, 20).to(device)
+    mu, logvar = torch.tanh(enc(x)).chunk(2, -1)
+    z = mu + torch.exp(0.5 * logvar) * 0.1
+    rec = torch.sigmoid(dec(z))
+    kl = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
+    loss = F.binary_cross_entropy(rec, x, reduction="sum") + kl
+    loss.backward()
+    return torch.cat([loss.detach()[None], enc.weight.grad.flatten(), dec.bias.grad])
+
+
 CORPUS = {"generate": generate, "encoder": encoder, "cnn": cnn, "train": train,
           "autocast": autocast, "sort_scan": sort_scan, "indexing": indexing,
           "cnn_train": cnn_train, "segmentation": segmentation, "embeddings": embeddings,
-          "recurrent": recurrent, "vision_train": vision_train}
+          "recurrent": recurrent, "vision_train": vision_train, "moe": moe, "vae": vae}
 TOLERANCE = {"autocast": 5e-2, "train": 1e-3, "cnn_train": 1e-3, "segmentation": 1e-3,
-             "recurrent": 1e-3, "vision_train": 1e-3}
+             "recurrent": 1e-3, "vision_train": 1e-3, "moe": 1e-4, "vae": 1e-3}
 
 # --- the census -----------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 // Backward kernels of the activations and softmaxes on the card, composed of the device's
 // elementwise, compare, where and reduction kernels in fp32 (then rounded once to the gradient's
-// type, as the CPU's opmath does): threshold_backward (ReLU's), silu_backward, gelu_backward,
+// type, as the CPU's opmath does): threshold_backward (ReLU's), silu_backward, sigmoid_backward,
+// tanh_backward, gelu_backward,
 // native_layer_norm_backward, native_group_norm_backward, _softmax_backward_data and
 // _log_softmax_backward_data. A case they do
 // not take (integer or complex types, a half_to_float softmax) runs on the CPU fallback.
@@ -63,6 +64,28 @@ at::Tensor& silu_backward_out(const at::Tensor& grad, const at::Tensor& self,
         return into(grad.to(at::kFloat) * (s * (x * (1.0 - s) + 1.0)), grad_input);
     }
     return fallback_to_cpu<ATEN_OP2(silu_backward, grad_input)>(grad, self, grad_input);
+}
+
+// sigmoid and tanh from their outputs y: g (1 - y) y and g (1 - y^2), in the CPU kernels' order.
+at::Tensor& sigmoid_backward_out(const at::Tensor& grad, const at::Tensor& y,
+                                 at::Tensor& grad_input) {
+    if (float_pair(grad, y) && grad_input.is_privateuseone() &&
+        grad_input.scalar_type() == grad.scalar_type()) {
+        c10::DeviceGuard guard(grad.device());
+        const at::Tensor yf = y.to(at::kFloat);
+        return into(grad.to(at::kFloat) * (1.0 - yf) * yf, grad_input);
+    }
+    return fallback_to_cpu<ATEN_OP2(sigmoid_backward, grad_input)>(grad, y, grad_input);
+}
+
+at::Tensor& tanh_backward_out(const at::Tensor& grad, const at::Tensor& y, at::Tensor& grad_input) {
+    if (float_pair(grad, y) && grad_input.is_privateuseone() &&
+        grad_input.scalar_type() == grad.scalar_type()) {
+        c10::DeviceGuard guard(grad.device());
+        const at::Tensor yf = y.to(at::kFloat);
+        return into(grad.to(at::kFloat) * (1.0 - yf * yf), grad_input);
+    }
+    return fallback_to_cpu<ATEN_OP2(tanh_backward, grad_input)>(grad, y, grad_input);
 }
 
 // softmax: dx = y (g - sum(g y)); log_softmax: dx = g - exp(y) sum(g), along dim.
@@ -201,6 +224,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("native_layer_norm_backward", TORCH_FN(native_layer_norm_backward));
     m.impl("threshold_backward.grad_input", TORCH_FN(threshold_backward_out));
     m.impl("silu_backward.grad_input", TORCH_FN(silu_backward_out));
+    m.impl("sigmoid_backward.grad_input", TORCH_FN(sigmoid_backward_out));
+    m.impl("tanh_backward.grad_input", TORCH_FN(tanh_backward_out));
     m.impl("_softmax_backward_data.out", TORCH_FN(softmax_backward_out));
     m.impl("_log_softmax_backward_data.out", TORCH_FN(log_softmax_backward_out));
 }

@@ -28,6 +28,7 @@
 
 #include "Composed.h"
 #include "Fallback.h"
+#include "IntOps.h"
 #include "OpLibrary.h"
 
 namespace torch_spyre::aten {
@@ -207,9 +208,35 @@ std::tuple<at::Tensor, at::Tensor> histogram_bins_tensor(const at::Tensor& self,
             edges.clone()};
 }
 
+// torch.bincount of a 1-D integer tensor: the counts (int64) or the sums of float32 weights per
+// value, an index_add into zeros on the card (each bin's additions in input order, as the
+// CPU's loop). The number of bins, max(input) + 1 or minlength, needs the input's minimum and
+// maximum on the host: one small read, as CUDA's. Other weight types (the CPU returns double
+// for them) run on the CPU fallback.
+at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights,
+                    int64_t minlength) {
+    const bool has_w = weights && weights->defined();
+    if (self.is_privateuseone() && self.dim() == 1 && is_int_dtype(self.scalar_type()) &&
+        self.scalar_type() != at::kBool && minlength >= 0 &&
+        (!has_w || (weights->is_privateuseone() && weights->scalar_type() == at::kFloat &&
+                    weights->sizes() == self.sizes()))) {
+        c10::DeviceGuard guard(self.device());
+        const auto type = has_w ? at::kFloat : at::kLong;
+        if (self.numel() == 0) return at::zeros({minlength}, self.options().dtype(type));
+        const at::Tensor ends = at::stack({self.min(), self.max()}).to(at::kLong).cpu();
+        const int64_t lo = ends[0].item<int64_t>(), hi = ends[1].item<int64_t>();
+        TORCH_CHECK(lo >= 0, "bincount only supports 1-d non-negative integral inputs.");
+        at::Tensor out = at::zeros({std::max(hi + 1, minlength)}, self.options().dtype(type));
+        const at::Tensor index = self.scalar_type() == at::kInt ? self : self.to(at::kLong);
+        return out.index_add_(0, index, has_w ? *weights : at::ones_like(self, out.options()));
+    }
+    return fallback_to_cpu<ATEN_OP(bincount)>(self, weights, minlength);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("bincount", TORCH_FN(bincount));
     m.impl("histc", TORCH_FN(histc));
     m.impl("histc.out", TORCH_FN(histc_out));
     m.impl("histogram.bin_ct", TORCH_FN(histogram_bin_ct));

@@ -6,9 +6,9 @@
 // reported by the next synchronize, like CUDA's); negative indices are taken only where torch
 // takes them (advanced indexing). Duplicate indices of scatter_add are added in ascending
 // order of the index position: the result is deterministic. Other cases (index shapes smaller
-// than the data in other dims, several index tensors in reads, index tensors on dims that are
-// not adjacent in writes, table slabs larger than a core's scratchpad) run on the CPU
-// fallback; a gather's too-large table slab is first tried in chunks of its last dim.
+// than the data in other dims, index tensors on dims that are not adjacent, table slabs larger than
+// a core's scratchpad) run on the CPU fallback; a gather's too-large table slab is first tried in
+// chunks of its last dim.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/native/Resize.h>
@@ -272,15 +272,54 @@ at::Tensor& index_reduce_out(const at::Tensor& self, int64_t dim, const at::Tens
                                                         include_self, out);
 }
 
+// One flat index over the adjacent dims first .. first + idx.size() - 1 of self (row-major) from
+// their integer index tensors (broadcast together), negative positions wrapped. A position
+// outside its dim must not land on another element: it becomes one outside the flat dim,
+// which stops the gather or scatter (a device-side assert).
+at::Tensor flat_index(const at::Tensor& self, const std::vector<at::Tensor>& idx, int64_t first) {
+    const auto b = at::broadcast_tensors(idx);
+    at::Tensor lin = at::zeros(b[0].sizes(), b[0].options().dtype(at::kLong));
+    at::Tensor bad = at::zeros_like(lin);
+    int64_t flat = 1;
+    for (size_t j = 0; j < b.size(); ++j) {
+        const int64_t size = self.size(first + int64_t(j));
+        const at::Tensor i = b[j].to(at::kLong);
+        lin = lin * size + i + i.lt(0).to(at::kLong) * size;
+        bad = bad + i.lt(-size).to(at::kLong) + i.ge(size).to(at::kLong);
+        flat *= size;
+    }
+    const at::Tensor off = bad.gt(0).to(at::kLong);
+    return lin - lin * off + off * flat;
+}
+
 // self[.., idx, ..] with one integer index tensor at dim d (the others None): a gather along
 // d with negative indices wrapped; the result has idx's shape in place of dim d. A boolean mask
-// becomes the flat positions of its true elements (nonzero) over the dims it covers.
+// becomes the flat positions of its true elements (nonzero) over the dims it covers; several
+// integer index tensors on adjacent dims (x[i, j]) one flat index over those dims.
 at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                       at::Tensor& out) {
     int64_t d = -1, count = 0;
     for (size_t k = 0; k < indices.size(); ++k) {
         const std::optional<at::Tensor> t = indices.get(k);
         if (t && t->defined()) d = int64_t(k), ++count;
+    }
+    // several integer index tensors on adjacent dims: one flat index over those dims
+    int64_t first = -1;
+    for (size_t k = 0; k < indices.size() && first < 0; ++k)
+        if (const auto t = indices.get(k); t && t->defined()) first = int64_t(k);
+    if (count > 1 && d - first + 1 == count && d < self.dim() && data_type(self) &&
+        out.scalar_type() == self.scalar_type()) {
+        std::vector<at::Tensor> idx;
+        for (int64_t k = first; k <= d; ++k)
+            if (const auto t = indices.get(k); t && t->defined() && index_type(*t))
+                idx.push_back(*t);
+        if (int64_t(idx.size()) == count) {
+            c10::DeviceGuard guard(self.device());
+            c10::List<std::optional<at::Tensor>> one;
+            for (int64_t i = 0; i < first; ++i) one.push_back(std::nullopt);
+            one.push_back(flat_index(self, idx, first));
+            return index_out(self.flatten(first, d), one, out);
+        }
     }
     if (count == 1 && data_type(self) && out.scalar_type() == self.scalar_type()) {
         const at::Tensor idx = *indices.get(d);
@@ -359,21 +398,9 @@ at::Tensor& index_put_impl(at::Tensor& self, const c10::List<std::optional<at::T
         }
         if (ints && (count == 1 || self.is_contiguous())) {
             at::Tensor target = self, lin = idx[0];
-            if (count > 1) {  // one flat index over dims first .. last, row-major
-                const auto b = at::broadcast_tensors(idx);
-                lin = at::zeros(b[0].sizes(), b[0].options().dtype(at::kLong));
-                at::Tensor bad = at::zeros_like(lin);
-                for (int64_t j = 0; j < count; ++j) {
-                    const int64_t size = self.size(first + j);
-                    const at::Tensor i = b[j].to(at::kLong);
-                    lin = lin * size + i + i.lt(0).to(at::kLong) * size;
-                    bad = bad + i.lt(-size).to(at::kLong) + i.ge(size).to(at::kLong);
-                }
+            if (count > 1) {
+                lin = flat_index(self, idx, first);
                 target = self.flatten(first, last);
-                // a position outside its dim must not land on another element: it becomes one
-                // outside the flat dim, which stops the scatter (a device-side assert)
-                const at::Tensor off = bad.gt(0).to(at::kLong);
-                lin = lin - lin * off + off * target.size(d);
             }
             std::vector<int64_t> shape(target.sizes().begin(), target.sizes().begin() + d);
             shape.insert(shape.end(), lin.sizes().begin(), lin.sizes().end());
