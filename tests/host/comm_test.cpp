@@ -528,6 +528,32 @@ TEST(Comm, AlgorithmChoiceShowsInPeerBytes) {
     spyre_device_close(dev);
 }
 
+// Two ranks each send 16 MiB (four default chunks) to the other before receiving: the sends
+// go into free outbox slots without waiting for the receiver (one message in flight per rank
+// deadlocked here until the timeout).
+TEST(Comm, MutualSendBeforeRecvCompletes) {
+    const size_t count = 4u << 20;  // fp32
+    run_ranks(
+        2,
+        [&](Rank& k) {
+            const int other = 1 - k.rank;
+            spyre_buffer_t s = k.upload(
+                to_bytes(input(k.rank, count, SPYRE_DTYPE_FLOAT32, 21), SPYRE_DTYPE_FLOAT32), 0);
+            spyre_buffer_t d = k.upload(std::vector<uint8_t>(count * 4), 0);
+            ASSERT_EQ(spyre_comm_send(s, 0, count, SPYRE_DTYPE_FLOAT32, other, k.comm, k.stream),
+                      SPYRE_SUCCESS)
+                << spyre_last_error();
+            ASSERT_EQ(spyre_comm_recv(d, 0, count, SPYRE_DTYPE_FLOAT32, other, k.comm, k.stream),
+                      SPYRE_SUCCESS)
+                << spyre_last_error();
+            EXPECT_EQ(from_bytes(k.download(d, 0, count * 4), SPYRE_DTYPE_FLOAT32),
+                      input(other, count, SPYRE_DTYPE_FLOAT32, 21));
+            spyre_free(s);
+            spyre_free(d);
+        },
+        20000);
+}
+
 TEST(Comm, SendRecvBadPeerRefused) {
     for (int peer : {-1, 1, 0}) {  // 0: itself
         spyre_comm_unique_id id;

@@ -21,6 +21,7 @@ namespace {
 
 constexpr uint64_t kStick = 128;
 constexpr uint64_t kDefaultSlotBytes = 4ull << 20;
+constexpr uint64_t kDefaultSlots = 4;
 constexpr uint64_t kDefaultTimeoutMs = 300000;
 
 void check_call(spyre_status s) {
@@ -94,6 +95,9 @@ UniqueId make_unique_id() {
                   static_cast<int>(getpid()), static_cast<unsigned long long>(rnd[0]),
                   static_cast<unsigned long long>(rnd[1]));
     id.slot_bytes = align_up(env_u64("SPYRE_COMM_CHUNK_BYTES", kDefaultSlotBytes, 1), kStick);
+    id.slots = env_u64("SPYRE_COMM_SLOTS", kDefaultSlots, 1);
+    require(id.slots <= static_cast<uint64_t>(kMaxSlots), "SPYRE_COMM_SLOTS={} is more than {}",
+            id.slots, kMaxSlots);
     return id;
 }
 
@@ -102,7 +106,8 @@ Communicator::Communicator(const UniqueId& id, int nranks, int rank, spyre_devic
     require(std::strncmp(id.magic, "spyre-comm-v1", sizeof id.magic) == 0 &&
                 id.shm_name[0] == '/' && std::memchr(id.shm_name, 0, sizeof id.shm_name) &&
                 id.slot_bytes >= kStick && id.slot_bytes % kStick == 0 &&
-                id.slot_bytes <= (1ull << 30),
+                id.slot_bytes <= (1ull << 30) && id.slots >= 1 &&
+                id.slots <= static_cast<uint64_t>(kMaxSlots),
             "not a unique id from spyre_comm_get_unique_id");
     const uint64_t timeout = env_u64("SPYRE_COMM_TIMEOUT_MS", kDefaultTimeoutMs, 1);
     // SPYRE_COMM_ALGO: all-reduce's algorithm; unset or "" picks by size (tree.hpp's model)
@@ -119,7 +124,8 @@ Communicator::Communicator(const UniqueId& id, int nranks, int rank, spyre_devic
         const std::string w = want ? want : "";
         require(w.empty() || w == "p2p" || w == "host-staged",
                 "SPYRE_COMM_TRANSPORT=\"{}\" is not p2p or host-staged", w);
-        auto seg = std::make_unique<Segment>(id.shm_name, nranks, rank, id.slot_bytes, timeout);
+        auto seg = std::make_unique<Segment>(id.shm_name, nranks, rank, id.slot_bytes,
+                                             static_cast<int>(id.slots), timeout);
         transport_ = PeerTransport::try_create(seg, device, w == "host-staged", w == "p2p");
         if (!transport_) transport_ = std::make_unique<HostStagedTransport>(std::move(seg));
     } catch (...) {
@@ -248,6 +254,8 @@ void Communicator::send(spyre_buffer_t buf, uint64_t off, uint64_t count, spyre_
         const uint64_t bytes = count * any_dtype_bytes(dtype);
         check_range(buf, off, bytes, "send");
         send_range(*transport_, peer, buf, off, bytes, stream);
+        // the promise of spyre_comm_send: the data has left buf (not: the peer took it)
+        if (stream) check_call(spyre_stream_synchronize(stream));
     });
 }
 

@@ -17,7 +17,7 @@ struct UniqueId {
     char magic[16];       // "spyre-comm-v1"
     char shm_name[96];    // POSIX shm name of the segment
     uint64_t slot_bytes;  // the transport's chunk size, the same on every rank
-    uint64_t reserved;
+    uint64_t slots;       // messages in flight per rank (outbox slots), the same on every rank
 };
 static_assert(sizeof(UniqueId) <= SPYRE_COMM_UNIQUE_ID_BYTES);
 

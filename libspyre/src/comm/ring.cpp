@@ -81,8 +81,8 @@ void ring_reduce_scatter(const Ring& ring, spyre_buffer_t buf, const Segments& s
     const size_t es = dtype_bytes(dtype);
     const int prev = mod(ring.rank - 1, ring.nranks);
     ring_pass(ring, buf, seg, es, shift, [&](int rj, uint64_t c, uint64_t m) {
-        ring.transport.recv(prev, ring.rx, 0, m * es, ring.stream);
-        reduce_on_card(ring.stream, buf, seg.offset[rj] + c * es, ring.rx, 0, m, dtype, op);
+        ring.transport.recv_reduce(prev, buf, seg.offset[rj] + c * es, m, dtype, op, ring.rx,
+                                   ring.stream);
     });
 }
 
