@@ -36,6 +36,22 @@ void run_slot_event(void* p) {
         e->seg->consumed(e->m);
 }
 
+// A window's publication (open_window), once the stream's earlier work on it is done.
+struct WindowEvent {
+    std::shared_ptr<Segment> seg;
+    uint64_t buf, base;
+    uint32_t seq;
+};
+
+void publish_window(void* p) {
+    const std::unique_ptr<WindowEvent> e(static_cast<WindowEvent*>(p));
+    RankState& me = e->seg->header().ranks[e->seg->rank()];
+    me.window_buf = e->buf;
+    me.window_base = e->base;
+    me.window_seq.store(e->seq, std::memory_order_release);
+    Segment::wake(me.window_seq);
+}
+
 void after_stream(spyre_stream_t stream, const std::shared_ptr<Segment>& seg,
                   const Segment::Message& m, bool post) {
     auto e = std::make_unique<SlotEvent>(SlotEvent{seg, m, post});
@@ -276,6 +292,46 @@ void PeerTransport::recv_reduce(int peer, spyre_buffer_t acc, uint64_t acc_offse
     // the card's reduction reads the inbox chunk in place (no copy into scratch first)
     reduce_on_card(stream, acc, acc_offset, inbox, at, count, dtype, op);
     after_stream(stream, seg_, m, false);
+}
+
+void PeerTransport::open_window(spyre_buffer_t buf, uint64_t base, spyre_stream_t stream) {
+    auto e = std::make_unique<WindowEvent>(
+        WindowEvent{seg_, reinterpret_cast<uint64_t>(buf), base, ++windows_});
+    if (stream) {
+        check_call(spyre_launch_host_func(stream, publish_window, e.get()));
+        e.release();  // publish_window owns it
+        return;
+    }
+    // the NULL stream takes no host functions: wait for the card's earlier work instead
+    check_call(spyre_device_synchronize(device_of_rank(*seg_, seg_->rank())));
+    publish_window(e.release());
+}
+
+void PeerTransport::send_into(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
+                              uint64_t window_offset, spyre_stream_t stream) {
+    // the peer's window of this all-gather (every rank opens one per all-gather, in order)
+    RankState& to = seg_->header().ranks[peer];
+    const uint32_t want = windows_;
+    auto open = [&] { return to.window_seq.load(std::memory_order_acquire) == want; };
+    if (!open()) seg_->wait(to.window_seq, open, "to open its all-gather destination", peer);
+    spyre_buffer_t dst = as_buffer(to.window_buf);
+    const uint64_t at = to.window_base + window_offset;
+    // numbered like any message (the pair's order, flow control); no inbox chunk is used
+    const Segment::Message m = seg_->begin_post(peer, sent_[peer] + 1, size);
+    ++sent_[peer];
+    if (stream) {
+        check_call(spyre_memcpy_peer_async(dst, at, src, offset, size, stream));
+        after_stream(stream, seg_, m, true);
+    } else {
+        check_call(spyre_memcpy_peer(dst, at, src, offset, size));
+        seg_->post(m);
+    }
+}
+
+void PeerTransport::recv_in_place(int peer, uint64_t size) {
+    spyre_buffer_t inbox = nullptr;
+    uint64_t at = 0;
+    seg_->consumed(take(peer, size, &inbox, &at));  // landed; nothing to copy out
 }
 
 void PeerTransport::abort(const std::string& reason) {

@@ -47,6 +47,13 @@ class PeerTransport final : public Transport {
     void recv_reduce(int peer, spyre_buffer_t acc, uint64_t acc_offset, uint64_t count,
                      spyre_dtype dtype, spyre_reduce_op op, spyre_buffer_t scratch,
                      spyre_stream_t stream) override;
+    // Threads of one process: buffer handles mean the same to every rank, so an all-gather
+    // pushes straight into the successor's destination.
+    bool direct() const override { return !shared_; }
+    void open_window(spyre_buffer_t buf, uint64_t base, spyre_stream_t stream) override;
+    void send_into(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
+                   uint64_t window_offset, spyre_stream_t stream) override;
+    void recv_in_place(int peer, uint64_t size) override;
     void barrier() override { seg_->barrier(); }
     void abort(const std::string& reason) override;
     void check() override { seg_->check(); }
@@ -73,6 +80,7 @@ class PeerTransport final : public Transport {
     std::unique_ptr<Shared> shared_;  // null: threads of one process
     std::vector<uint32_t> sent_;      // messages sent to each peer
     std::vector<uint32_t> received_;  // messages taken from each peer
+    uint32_t windows_ = 0;            // windows this rank opened
 };
 
 }  // namespace spyre::comm

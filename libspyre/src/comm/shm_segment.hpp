@@ -43,7 +43,12 @@ struct RankState {
     uint32_t card_index;
     uint32_t card_kernel;
     uint32_t card_p2p;
-    uint32_t pad2;
+    // Peer transport, ranks of one process only: the destination of this rank's
+    // window_seq-th all-gather (a spyre_buffer_t and the byte offset of its first segment),
+    // published once the rank's stream reached the all-gather; its predecessor pushes into it.
+    std::atomic<uint32_t> window_seq;
+    uint64_t window_buf;
+    uint64_t window_base;
     Mailbox box[kMaxSlots];
 };
 
