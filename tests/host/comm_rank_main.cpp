@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm_test_util.hpp"
 #include "spyre/comm.h"
 
 int run_suite(spyre_device_t dev, spyre_comm_t comm, int n, int rank);
@@ -35,11 +36,9 @@ int main(int argc, char** argv) {
         id.internal[i] = static_cast<char>(std::stoi(std::string(hex + 2 * i, 2), nullptr, 16));
     const int n = std::atoi(argv[2]), rank = std::atoi(argv[3]);
     const std::string mode = argv[4];
-    spyre_device_t dev;
-    spyre_comm_t comm;
-    int cards = 0;
-    if (spyre_get_device_count(&cards) || cards < 1 || spyre_device_open(rank % cards, &dev) ||
-        spyre_comm_init_rank(&comm, n, &id, rank, dev)) {
+    spyre_device_t dev = nullptr;
+    spyre_comm_t comm = nullptr;
+    if (comm_test::join_rank(id, n, rank, &dev, &comm)) {
         std::fprintf(stderr, "rank %d: %s\n", rank, spyre_last_error());
         return 3;
     }
