@@ -16,6 +16,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "comm_test_util.hpp"
@@ -498,6 +499,47 @@ TEST(Comm, MutualSendBeforeRecvCompletes) {
             spyre_free(d);
         },
         20000);
+}
+
+// The NULL stream (no host functions there): the p2p transport waits for its copies instead,
+// and the all-gather between threads publishes its destination after the card's earlier work.
+TEST(Comm, NullStreamCollectives) {
+    setenv("SPYRE_COMM_CHUNK_BYTES", "384", 1);  // many chunks
+    for (int n : {2, 3}) {
+        const size_t count = 1001;
+        run_ranks(n, [&](Rank& k) {
+            spyre_stream_t own = std::exchange(k.stream, nullptr);  // downloads sync the device
+            const auto in = input(k.rank, count, SPYRE_DTYPE_FLOAT32, 31);
+            spyre_buffer_t b = k.upload(to_bytes(in, SPYRE_DTYPE_FLOAT32), 0);
+            spyre_buffer_t g = k.upload(std::vector<uint8_t>(n * count * 4), 0);
+            ASSERT_EQ(spyre_comm_all_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32,
+                                            SPYRE_REDUCE_SUM, k.comm, nullptr),
+                      SPYRE_SUCCESS)
+                << spyre_last_error();
+            ASSERT_EQ(
+                spyre_comm_all_gather(b, 0, g, 0, count, SPYRE_DTYPE_FLOAT32, k.comm, nullptr),
+                SPYRE_SUCCESS)
+                << spyre_last_error();
+            std::vector<float> sum(count);
+            for (size_t i = 0; i < count; ++i) {
+                std::vector<float> xs;
+                for (int r = 0; r < n; ++r)
+                    xs.push_back(input(r, count, SPYRE_DTYPE_FLOAT32, 31)[i]);
+                sum[i] = reduce(SPYRE_REDUCE_SUM, xs);
+            }
+            const auto got = from_bytes(k.download(b, 0, count * 4), SPYRE_DTYPE_FLOAT32);
+            expect_close(got, sum, SPYRE_DTYPE_FLOAT32,
+                         std::format("null stream all_reduce {}", n));
+            std::vector<float> all;
+            for (int r = 0; r < n; ++r) all.insert(all.end(), got.begin(), got.end());
+            expect_close(from_bytes(k.download(g, 0, n * count * 4), SPYRE_DTYPE_FLOAT32), all,
+                         SPYRE_DTYPE_FLOAT32, std::format("null stream all_gather {}", n));
+            spyre_free(b);
+            spyre_free(g);
+            k.stream = own;
+        });
+    }
+    unsetenv("SPYRE_COMM_CHUNK_BYTES");
 }
 
 TEST(Comm, SendRecvBadPeerRefused) {
