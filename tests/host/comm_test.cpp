@@ -542,6 +542,39 @@ TEST(Comm, NullStreamCollectives) {
     unsetenv("SPYRE_COMM_CHUNK_BYTES");
 }
 
+// The p2p transport reduces out of its inbox and lands the all-gather in place; host staging
+// receives into scratch first. Both run the same reductions in the same order: the fp32
+// results (random fractions, so the order shows) are equal bit for bit.
+TEST(Comm, TransportsGiveBitIdenticalResults) {
+    const char* saved = std::getenv("SPYRE_COMM_TRANSPORT");
+    const std::string keep = saved ? saved : "";
+    setenv("SPYRE_COMM_CHUNK_BYTES", "1024", 1);
+    const size_t count = 3001;
+    auto run = [&](const char* transport) {
+        setenv("SPYRE_COMM_TRANSPORT", transport, 1);
+        std::vector<std::vector<uint8_t>> out(3);
+        run_ranks(3, [&](Rank& k) {
+            spyre_buffer_t b = k.upload(
+                to_bytes(input(k.rank, count, SPYRE_DTYPE_FLOAT32, 41), SPYRE_DTYPE_FLOAT32), 0);
+            ASSERT_EQ(spyre_comm_all_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32,
+                                            SPYRE_REDUCE_SUM, k.comm, k.stream),
+                      SPYRE_SUCCESS)
+                << spyre_last_error();
+            out[k.rank] = k.download(b, 0, count * 4);
+            spyre_free(b);
+        });
+        return out;
+    };
+    const auto p2p = run("p2p"), staged = run("host-staged");
+    for (int r = 0; r < 3; ++r) EXPECT_TRUE(p2p[r] == staged[r]) << "rank " << r;
+    EXPECT_TRUE(p2p[0] == p2p[1] && p2p[1] == p2p[2]) << "the ranks disagree";
+    unsetenv("SPYRE_COMM_CHUNK_BYTES");
+    if (saved)
+        setenv("SPYRE_COMM_TRANSPORT", keep.c_str(), 1);
+    else
+        unsetenv("SPYRE_COMM_TRANSPORT");
+}
+
 TEST(Comm, SendRecvBadPeerRefused) {
     for (int peer : {-1, 1, 0}) {  // 0: itself
         spyre_comm_unique_id id;
