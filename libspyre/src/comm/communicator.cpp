@@ -140,11 +140,14 @@ Communicator::~Communicator() {
 }
 
 template <typename F>
-void Communicator::run(F&& body) {
+void Communicator::run(spyre_stream_t stream, F&& body) {
     std::lock_guard lock(mu_);
     try {
         transport_->check();
         body();
+        // within the call nothing waits for its own card (pushes, reductions and the host
+        // functions that hand slots over are queued); the caller gets an idle stream
+        if (stream) check_call(spyre_stream_synchronize(stream));
     } catch (const Error& e) {
         // the other ranks would otherwise wait for this one until their timeout
         transport_->abort(std::format("rank {} failed: {}", rank_, e.what()));
@@ -166,7 +169,7 @@ spyre_buffer_t Communicator::work(uint64_t bytes) {
 void Communicator::all_reduce(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t recv,
                               uint64_t recv_off, uint64_t count, spyre_dtype dtype,
                               spyre_reduce_op op, spyre_stream_t stream) {
-    run([&] {
+    run(stream, [&] {
         check_dtype(dtype);
         check_op(op);
         const uint64_t es = dtype_bytes(dtype), bytes = count * es;
@@ -212,7 +215,7 @@ void Communicator::check_peer(int peer, const char* what) const {
 void Communicator::reduce(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t recv,
                           uint64_t recv_off, uint64_t count, spyre_dtype dtype, spyre_reduce_op op,
                           int root, spyre_stream_t stream) {
-    run([&] {
+    run(stream, [&] {
         check_dtype(dtype);
         check_op(op);
         check_peer(root, "root");
@@ -248,20 +251,18 @@ void Communicator::reduce(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t
 
 void Communicator::send(spyre_buffer_t buf, uint64_t off, uint64_t count, spyre_dtype dtype,
                         int peer, spyre_stream_t stream) {
-    run([&] {
+    run(stream, [&] {
         check_peer(peer, "peer");
         require(peer != rank_, "rank {} sends to itself", rank_);
         const uint64_t bytes = count * any_dtype_bytes(dtype);
         check_range(buf, off, bytes, "send");
         send_range(*transport_, peer, buf, off, bytes, stream);
-        // the promise of spyre_comm_send: the data has left buf (not: the peer took it)
-        if (stream) check_call(spyre_stream_synchronize(stream));
     });
 }
 
 void Communicator::recv(spyre_buffer_t buf, uint64_t off, uint64_t count, spyre_dtype dtype,
                         int peer, spyre_stream_t stream) {
-    run([&] {
+    run(stream, [&] {
         check_peer(peer, "peer");
         require(peer != rank_, "rank {} receives from itself", rank_);
         const uint64_t bytes = count * any_dtype_bytes(dtype);
@@ -273,7 +274,7 @@ void Communicator::recv(spyre_buffer_t buf, uint64_t off, uint64_t count, spyre_
 void Communicator::reduce_scatter(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t recv,
                                   uint64_t recv_off, uint64_t count, spyre_dtype dtype,
                                   spyre_reduce_op op, spyre_stream_t stream) {
-    run([&] {
+    run(stream, [&] {
         check_dtype(dtype);
         check_op(op);
         const uint64_t es = dtype_bytes(dtype), bytes = count * es;
@@ -301,7 +302,7 @@ void Communicator::reduce_scatter(spyre_buffer_t send, uint64_t send_off, spyre_
 void Communicator::all_gather(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t recv,
                               uint64_t recv_off, uint64_t count, spyre_dtype dtype,
                               spyre_stream_t stream) {
-    run([&] {
+    run(stream, [&] {
         check_dtype(dtype);
         const uint64_t es = dtype_bytes(dtype), bytes = count * es;
         check_range(send, send_off, bytes, "send");
@@ -321,7 +322,7 @@ void Communicator::all_gather(spyre_buffer_t send, uint64_t send_off, spyre_buff
 void Communicator::broadcast(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t recv,
                              uint64_t recv_off, uint64_t count, spyre_dtype dtype, int root,
                              spyre_stream_t stream) {
-    run([&] {
+    run(stream, [&] {
         check_dtype(dtype);
         check_peer(root, "root");
         const uint64_t bytes = count * dtype_bytes(dtype);
@@ -335,7 +336,7 @@ void Communicator::broadcast(spyre_buffer_t send, uint64_t send_off, spyre_buffe
 }
 
 void Communicator::barrier(spyre_stream_t stream) {
-    run([&] {
+    run(stream, [&] {
         check_call(spyre_stream_synchronize(stream));
         transport_->barrier();
     });
