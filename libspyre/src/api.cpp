@@ -398,8 +398,8 @@ std::shared_ptr<Buffer> import_buffer_fd(spyre_device_t device, int fd, uint64_t
 }
 
 void copy_to_imported(const std::shared_ptr<Buffer>& imported, uint64_t dst_offset,
-                      spyre_buffer_t src, uint64_t src_offset, uint64_t size,
-                      spyre_stream_t stream) {
+                      spyre_buffer_t src, uint64_t src_offset, uint64_t size, spyre_stream_t stream,
+                      bool wait) {
     auto s = check_buffer(src, "source");
     check_range(*s, src_offset, size, "source");
     check_buffer_range(imported->size(), dst_offset, size, "destination");
@@ -411,7 +411,10 @@ void copy_to_imported(const std::shared_ptr<Buffer>& imported, uint64_t dst_offs
     c.peer_offset = dst_offset;
     c.size = size;
     c.imported = imported;
-    st->run_sync([&] { st->copy_peer(c); });
+    if (wait)
+        st->run_sync([&] { st->copy_peer(c); });
+    else
+        st->copy_peer(c);
 }
 
 void launch_pinned_program(spyre_device_t device, uint64_t id, const std::vector<uint8_t>& image,

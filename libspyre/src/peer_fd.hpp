@@ -28,9 +28,10 @@ std::shared_ptr<Buffer> import_buffer_fd(spyre_device_t device, int fd, uint64_t
                                          const std::string& from);
 
 // imported[dst_offset, +size) = src[src_offset, +size), copied by src's card on `stream` (NULL:
-// its default stream); returns once the copy has finished.
+// its default stream); returns once the copy has finished, or with `wait` false once it is
+// queued.
 void copy_to_imported(const std::shared_ptr<Buffer>& imported, uint64_t dst_offset,
-                      spyre_buffer_t src, uint64_t src_offset, uint64_t size,
-                      spyre_stream_t stream);
+                      spyre_buffer_t src, uint64_t src_offset, uint64_t size, spyre_stream_t stream,
+                      bool wait = true);
 
 }  // namespace spyre

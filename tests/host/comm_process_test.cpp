@@ -1,6 +1,7 @@
 // Ranks in separate processes (spyre-comm-rank, one simulated card each; with
 // SPYRE_COMM_TEST_BACKEND=kernel, the cards of spyre.ko, rank r on card r mod the card count):
-// an all-reduce, a reduce and send/recv across 2, 3 and 4 processes, and a rank that dies mid-run:
+// an all-reduce, a reduce and send/recv across 2, 3 and 4 processes, two ranks sending to each
+// other before receiving, and a rank that dies mid-run:
 // the others get SPYRE_ERROR_DEVICE_LOST naming it, quickly, not a hang and not the (long) timeout.
 #include <gtest/gtest.h>
 #include <spawn.h>
@@ -69,6 +70,15 @@ TEST(CommProcesses, ReduceAndSendRecvAcrossProcesses) {
         for (int r = 0; r < n; ++r) EXPECT_EQ(codes[r], 0) << n << " ranks, rank " << r;
     }
     unsetenv("SPYRE_COMM_CHUNK_BYTES");
+}
+
+// Both ranks send 16 MiB (four default chunks) to each other before receiving: the sends
+// queue into free outbox slots instead of waiting for the receiver (which would deadlock).
+TEST(CommProcesses, MutualSendBeforeRecv) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto codes = run({"mutual", "mutual"});
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(50));
 }
 
 bool on_kernel() {

@@ -7,6 +7,8 @@
 //   all:     every collective, reduce and send/recv, every dtype, odd sizes, against a host
 //            reference (comm_rank_suite.cpp); SPYRE_COMM_EXPECT_TRANSPORT: the transport the
 //            communicator must have chosen
+//   mutual:  2 ranks each send 16 MiB (4 default chunks) to the other on a stream, then
+//            receive; checks the data (sends must not wait for the receiver to take them)
 //   die_mid: kills itself (SIGKILL) while all-reducing 16 MiB in a loop
 //   die:     joins, then kills itself (SIGKILL) before the collective
 //   survive: all-reduce that must fail with SPYRE_ERROR_DEVICE_LOST naming the dead rank
@@ -20,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm_test_util.hpp"
 #include "spyre/comm.h"
 
 int run_suite(spyre_device_t dev, spyre_comm_t comm, int n, int rank);
@@ -33,11 +36,9 @@ int main(int argc, char** argv) {
         id.internal[i] = static_cast<char>(std::stoi(std::string(hex + 2 * i, 2), nullptr, 16));
     const int n = std::atoi(argv[2]), rank = std::atoi(argv[3]);
     const std::string mode = argv[4];
-    spyre_device_t dev;
-    spyre_comm_t comm;
-    int cards = 0;
-    if (spyre_get_device_count(&cards) || cards < 1 || spyre_device_open(rank % cards, &dev) ||
-        spyre_comm_init_rank(&comm, n, &id, rank, dev)) {
+    spyre_device_t dev = nullptr;
+    spyre_comm_t comm = nullptr;
+    if (comm_test::join_rank(id, n, rank, &dev, &comm)) {
         std::fprintf(stderr, "rank %d: %s\n", rank, spyre_last_error());
         return 3;
     }
@@ -74,6 +75,34 @@ int main(int argc, char** argv) {
             return s == SPYRE_ERROR_DEVICE_LOST && std::strstr(spyre_last_error(), "died") ? 0 : 5;
         }
         return 6;
+    }
+    if (mode == "mutual") {
+        const uint64_t count = 4u << 20;  // 16 MiB of fp32
+        const int other = 1 - rank;
+        std::vector<float> mine(count), got(count);
+        for (uint64_t i = 0; i < count; ++i) mine[i] = static_cast<float>(i % 1000 + rank * 1000);
+        spyre_buffer_t s, d;
+        spyre_stream_t st;
+        auto fail = [&](int code) {
+            std::fprintf(stderr, "rank %d: %s\n", rank, spyre_last_error());
+            return code;
+        };
+        if (n != 2 || spyre_malloc(dev, count * 4, &s) || spyre_malloc(dev, count * 4, &d) ||
+            spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &st) ||
+            spyre_memcpy_htod(s, 0, mine.data(), count * 4))
+            return fail(30);
+        if (spyre_comm_send(s, 0, count, SPYRE_DTYPE_FLOAT32, other, comm, st)) return fail(31);
+        if (spyre_comm_recv(d, 0, count, SPYRE_DTYPE_FLOAT32, other, comm, st)) return fail(32);
+        if (spyre_stream_synchronize(st) || spyre_memcpy_dtoh(got.data(), d, 0, count * 4))
+            return fail(33);
+        for (uint64_t i = 0; i < count; ++i)
+            if (got[i] != static_cast<float>(i % 1000 + other * 1000)) return 34;
+        spyre_stream_destroy(st);
+        spyre_free(s);
+        spyre_free(d);
+        spyre_comm_destroy(comm);
+        spyre_device_close(dev);
+        return 0;
     }
     const uint64_t count = 100003;
     std::vector<float> h(count, static_cast<float>(rank + 1));

@@ -4,45 +4,17 @@
 // small integers, so every dtype and every summation order gives the exact result.
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "comm_test_util.hpp"
 #include "spyre/comm.h"
-#include "spyre/numerics.hpp"
 
 namespace {
 
-size_t esize(spyre_dtype t) { return t == SPYRE_DTYPE_FLOAT32 ? 4 : 2; }
-
-std::vector<uint8_t> to_bytes(const std::vector<float>& v, spyre_dtype t) {
-    std::vector<uint8_t> b(v.size() * esize(t));
-    for (size_t i = 0; i < v.size(); ++i) {
-        if (t == SPYRE_DTYPE_FLOAT32) {
-            std::memcpy(&b[i * 4], &v[i], 4);
-        } else {
-            const uint16_t h = t == SPYRE_DTYPE_FLOAT16 ? spyre::num::f32_to_f16(v[i])
-                                                        : spyre::num::f32_to_bf16(v[i]);
-            std::memcpy(&b[i * 2], &h, 2);
-        }
-    }
-    return b;
-}
-
-std::vector<float> from_bytes(const std::vector<uint8_t>& b, spyre_dtype t) {
-    std::vector<float> v(b.size() / esize(t));
-    for (size_t i = 0; i < v.size(); ++i) {
-        if (t == SPYRE_DTYPE_FLOAT32) {
-            std::memcpy(&v[i], &b[i * 4], 4);
-        } else {
-            uint16_t h;
-            std::memcpy(&h, &b[i * 2], 2);
-            v[i] =
-                t == SPYRE_DTYPE_FLOAT16 ? spyre::num::f16_to_f32(h) : spyre::num::bf16_to_f32(h);
-        }
-    }
-    return v;
-}
+using comm_test::esize;
+using comm_test::from_bytes;
+using comm_test::to_bytes;
 
 // Rank r's input number `salt`: integers in -8..8.
 std::vector<float> input(int rank, size_t n, int salt) {
@@ -65,17 +37,13 @@ struct Suite {
     int failures = 0;
 
     spyre_buffer_t upload(const std::vector<float>& v, spyre_dtype t, uint64_t off) {
-        spyre_buffer_t b = nullptr;
-        const auto bytes = to_bytes(v, t);
-        if (spyre_malloc(dev, off + bytes.size() + 1, &b) ||
-            spyre_memcpy_htod(b, off, bytes.data(), bytes.size()))
-            fail("upload", spyre_last_error());
+        spyre_buffer_t b = comm_test::upload(dev, to_bytes(v, t), off);
+        if (!b) fail("upload", spyre_last_error());
         return b;
     }
     std::vector<float> download(spyre_buffer_t b, uint64_t off, size_t count, spyre_dtype t) {
         std::vector<uint8_t> bytes(count * esize(t));
-        if (spyre_device_synchronize(dev) || spyre_memcpy_dtoh(bytes.data(), b, off, bytes.size()))
-            fail("download", spyre_last_error());
+        if (comm_test::download(dev, nullptr, b, off, bytes)) fail("download", spyre_last_error());
         return from_bytes(bytes, t);
     }
     void fail(const std::string& what, const std::string& why) {

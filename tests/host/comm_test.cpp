@@ -16,18 +16,14 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
-#include "spyre/numerics.hpp"
+#include "comm_test_util.hpp"
 #include "spyre/ops.h"
 #include "spyre/spyre.h"
 
 namespace {
-
-using spyre::num::bf16_to_f32;
-using spyre::num::f16_to_f32;
-using spyre::num::f32_to_bf16;
-using spyre::num::f32_to_f16;
 
 // The simulator with 4 cards; SPYRE_COMM_TEST_BACKEND=kernel: the machine's cards (the guest
 // row comm-p2p), rank r on card r mod the card count.
@@ -47,41 +43,11 @@ class SimEnv : public ::testing::Environment {
         setenv("SPYRE_SIM_MEMORY", "268435456", 1);
     }
 };
-int card_of(int rank) {
-    int n = 1;
-    spyre_get_device_count(&n);
-    return rank % std::max(n, 1);
-}
 const auto* const env = ::testing::AddGlobalTestEnvironment(new SimEnv);
 
-size_t esize(spyre_dtype t) { return t == SPYRE_DTYPE_FLOAT32 ? 4 : 2; }
-
-// Host values <-> bytes of dtype (values are rounded to dtype first by the callers).
-std::vector<uint8_t> to_bytes(const std::vector<float>& v, spyre_dtype t) {
-    std::vector<uint8_t> b(v.size() * esize(t));
-    for (size_t i = 0; i < v.size(); ++i) {
-        if (t == SPYRE_DTYPE_FLOAT32) {
-            std::memcpy(&b[i * 4], &v[i], 4);
-        } else {
-            uint16_t h = t == SPYRE_DTYPE_FLOAT16 ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
-            std::memcpy(&b[i * 2], &h, 2);
-        }
-    }
-    return b;
-}
-std::vector<float> from_bytes(const std::vector<uint8_t>& b, spyre_dtype t) {
-    std::vector<float> v(b.size() / esize(t));
-    for (size_t i = 0; i < v.size(); ++i) {
-        if (t == SPYRE_DTYPE_FLOAT32) {
-            std::memcpy(&v[i], &b[i * 4], 4);
-        } else {
-            uint16_t h;
-            std::memcpy(&h, &b[i * 2], 2);
-            v[i] = t == SPYRE_DTYPE_FLOAT16 ? f16_to_f32(h) : bf16_to_f32(h);
-        }
-    }
-    return v;
-}
+using comm_test::esize;
+using comm_test::from_bytes;
+using comm_test::to_bytes;
 
 // Rank r's input: small integers for fp16/bf16 (their sums are exact in any order), random
 // fractions for fp32.
@@ -133,16 +99,14 @@ struct Rank {
     spyre_stream_t stream = nullptr;
 
     spyre_buffer_t upload(const std::vector<uint8_t>& b, uint64_t offset, uint64_t extra = 0) {
-        spyre_buffer_t buf = nullptr;
-        EXPECT_EQ(spyre_malloc(dev, offset + b.size() + extra + 1, &buf), SPYRE_SUCCESS);
-        if (!b.empty())
-            EXPECT_EQ(spyre_memcpy_htod(buf, offset, b.data(), b.size()), SPYRE_SUCCESS);
+        spyre_buffer_t buf = comm_test::upload(dev, b, offset, extra);
+        EXPECT_NE(buf, nullptr) << spyre_last_error();
         return buf;
     }
     std::vector<uint8_t> download(spyre_buffer_t buf, uint64_t offset, uint64_t bytes) {
-        EXPECT_EQ(spyre_stream_synchronize(stream), SPYRE_SUCCESS) << spyre_last_error();
         std::vector<uint8_t> b(bytes);
-        if (bytes) EXPECT_EQ(spyre_memcpy_dtoh(b.data(), buf, offset, bytes), SPYRE_SUCCESS);
+        EXPECT_EQ(comm_test::download(dev, stream, buf, offset, b), SPYRE_SUCCESS)
+            << spyre_last_error();
         return b;
     }
 };
@@ -156,8 +120,7 @@ void run_ranks(int n, const std::function<void(Rank&)>& body, uint64_t timeout_m
         threads.emplace_back([&, r] {
             Rank k;
             k.rank = r, k.nranks = n;
-            ASSERT_EQ(spyre_device_open(card_of(r), &k.dev), SPYRE_SUCCESS) << spyre_last_error();
-            ASSERT_EQ(spyre_comm_init_rank(&k.comm, n, &id, r, k.dev), SPYRE_SUCCESS)
+            ASSERT_EQ(comm_test::join_rank(id, n, r, &k.dev, &k.comm), SPYRE_SUCCESS)
                 << spyre_last_error();
             ASSERT_EQ(spyre_comm_set_timeout(k.comm, timeout_ms), SPYRE_SUCCESS);
             ASSERT_EQ(spyre_stream_create(k.dev, SPYRE_STREAM_PRIORITY_NORMAL, &k.stream),
@@ -185,14 +148,16 @@ class CommCollectives : public ::testing::TestWithParam<Case> {
     void TearDown() override { unsetenv("SPYRE_COMM_CHUNK_BYTES"); }
 };
 
-TEST_P(CommCollectives, AllReduceEveryOpOddSizes) {
-    const auto [n, t] = GetParam();
+// Every op on each count against a host reduction, into each receive offset, on n
+// ranks; `salt` picks the inputs.
+void check_all_reduce(int n, spyre_dtype t, const std::vector<size_t>& counts,
+                      const std::vector<uint64_t>& offsets, int salt, const std::string& what) {
     for (spyre_reduce_op op :
          {SPYRE_REDUCE_SUM, SPYRE_REDUCE_MEAN, SPYRE_REDUCE_MAX, SPYRE_REDUCE_MIN})
-        for (size_t count : {size_t{1}, size_t{7}, size_t{333}, size_t{1001}})
-            for (uint64_t recv_off : {uint64_t{0}, uint64_t{6}}) {  // aligned and not
+        for (size_t count : counts)
+            for (uint64_t recv_off : offsets) {
                 run_ranks(n, [&](Rank& k) {
-                    const auto in = input(k.rank, count, t);
+                    const auto in = input(k.rank, count, t, salt);
                     spyre_buffer_t s = k.upload(to_bytes(in, t), 2);
                     spyre_buffer_t d = k.upload(std::vector<uint8_t>(count * esize(t)), recv_off);
                     ASSERT_EQ(
@@ -202,11 +167,11 @@ TEST_P(CommCollectives, AllReduceEveryOpOddSizes) {
                     std::vector<float> want(count);
                     for (size_t i = 0; i < count; ++i) {
                         std::vector<float> xs;
-                        for (int r = 0; r < n; ++r) xs.push_back(input(r, count, t)[i]);
+                        for (int r = 0; r < n; ++r) xs.push_back(input(r, count, t, salt)[i]);
                         want[i] = reduce(op, xs);
                     }
                     expect_close(from_bytes(k.download(d, recv_off, count * esize(t)), t), want, t,
-                                 std::format("all_reduce op {} count {} rank {} off {}",
+                                 std::format("{} op {} count {} rank {} off {}", what,
                                              static_cast<int>(op), count, k.rank, recv_off));
                     spyre_free(s);
                     spyre_free(d);
@@ -214,34 +179,16 @@ TEST_P(CommCollectives, AllReduceEveryOpOddSizes) {
             }
 }
 
+TEST_P(CommCollectives, AllReduceEveryOpOddSizes) {
+    const auto [n, t] = GetParam();
+    check_all_reduce(n, t, {1, 7, 333, 1001}, {0, 6}, 0, "all_reduce");  // aligned and not
+}
+
 // The binomial tree (SPYRE_COMM_ALGO=tree; by default it serves small messages on 4+ ranks).
 TEST_P(CommCollectives, AllReduceTreeEveryOp) {
     const auto [n, t] = GetParam();
     setenv("SPYRE_COMM_ALGO", "tree", 1);
-    for (spyre_reduce_op op :
-         {SPYRE_REDUCE_SUM, SPYRE_REDUCE_MEAN, SPYRE_REDUCE_MAX, SPYRE_REDUCE_MIN})
-        for (size_t count : {size_t{1}, size_t{333}, size_t{1001}}) {
-            const uint64_t recv_off = count % 2 ? 6 : 0;
-            run_ranks(n, [&](Rank& k) {
-                const auto in = input(k.rank, count, t, 13);
-                spyre_buffer_t s = k.upload(to_bytes(in, t), 2);
-                spyre_buffer_t d = k.upload(std::vector<uint8_t>(count * esize(t)), recv_off);
-                ASSERT_EQ(spyre_comm_all_reduce(s, 2, d, recv_off, count, t, op, k.comm, k.stream),
-                          SPYRE_SUCCESS)
-                    << spyre_last_error();
-                std::vector<float> want(count);
-                for (size_t i = 0; i < count; ++i) {
-                    std::vector<float> xs;
-                    for (int r = 0; r < n; ++r) xs.push_back(input(r, count, t, 13)[i]);
-                    want[i] = reduce(op, xs);
-                }
-                expect_close(from_bytes(k.download(d, recv_off, count * esize(t)), t), want, t,
-                             std::format("tree all_reduce op {} count {} rank {}",
-                                         static_cast<int>(op), count, k.rank));
-                spyre_free(s);
-                spyre_free(d);
-            });
-        }
+    check_all_reduce(n, t, {1, 333, 1001}, {6}, 13, "tree all_reduce");
     unsetenv("SPYRE_COMM_ALGO");
 }
 
@@ -528,6 +475,106 @@ TEST(Comm, AlgorithmChoiceShowsInPeerBytes) {
     spyre_device_close(dev);
 }
 
+// Two ranks each send 16 MiB (four default chunks) to the other before receiving: the sends
+// go into free outbox slots without waiting for the receiver (one message in flight per rank
+// deadlocked here until the timeout).
+TEST(Comm, MutualSendBeforeRecvCompletes) {
+    const size_t count = 4u << 20;  // fp32
+    run_ranks(
+        2,
+        [&](Rank& k) {
+            const int other = 1 - k.rank;
+            spyre_buffer_t s = k.upload(
+                to_bytes(input(k.rank, count, SPYRE_DTYPE_FLOAT32, 21), SPYRE_DTYPE_FLOAT32), 0);
+            spyre_buffer_t d = k.upload(std::vector<uint8_t>(count * 4), 0);
+            ASSERT_EQ(spyre_comm_send(s, 0, count, SPYRE_DTYPE_FLOAT32, other, k.comm, k.stream),
+                      SPYRE_SUCCESS)
+                << spyre_last_error();
+            ASSERT_EQ(spyre_comm_recv(d, 0, count, SPYRE_DTYPE_FLOAT32, other, k.comm, k.stream),
+                      SPYRE_SUCCESS)
+                << spyre_last_error();
+            EXPECT_EQ(from_bytes(k.download(d, 0, count * 4), SPYRE_DTYPE_FLOAT32),
+                      input(other, count, SPYRE_DTYPE_FLOAT32, 21));
+            spyre_free(s);
+            spyre_free(d);
+        },
+        20000);
+}
+
+// The NULL stream (no host functions there): the p2p transport waits for its copies instead,
+// and the all-gather between threads publishes its destination after the card's earlier work.
+TEST(Comm, NullStreamCollectives) {
+    setenv("SPYRE_COMM_CHUNK_BYTES", "384", 1);  // many chunks
+    for (int n : {2, 3}) {
+        const size_t count = 1001;
+        run_ranks(n, [&](Rank& k) {
+            spyre_stream_t own = std::exchange(k.stream, nullptr);  // downloads sync the device
+            const auto in = input(k.rank, count, SPYRE_DTYPE_FLOAT32, 31);
+            spyre_buffer_t b = k.upload(to_bytes(in, SPYRE_DTYPE_FLOAT32), 0);
+            spyre_buffer_t g = k.upload(std::vector<uint8_t>(n * count * 4), 0);
+            ASSERT_EQ(spyre_comm_all_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32,
+                                            SPYRE_REDUCE_SUM, k.comm, nullptr),
+                      SPYRE_SUCCESS)
+                << spyre_last_error();
+            ASSERT_EQ(
+                spyre_comm_all_gather(b, 0, g, 0, count, SPYRE_DTYPE_FLOAT32, k.comm, nullptr),
+                SPYRE_SUCCESS)
+                << spyre_last_error();
+            std::vector<float> sum(count);
+            for (size_t i = 0; i < count; ++i) {
+                std::vector<float> xs;
+                for (int r = 0; r < n; ++r)
+                    xs.push_back(input(r, count, SPYRE_DTYPE_FLOAT32, 31)[i]);
+                sum[i] = reduce(SPYRE_REDUCE_SUM, xs);
+            }
+            const auto got = from_bytes(k.download(b, 0, count * 4), SPYRE_DTYPE_FLOAT32);
+            expect_close(got, sum, SPYRE_DTYPE_FLOAT32,
+                         std::format("null stream all_reduce {}", n));
+            std::vector<float> all;
+            for (int r = 0; r < n; ++r) all.insert(all.end(), got.begin(), got.end());
+            expect_close(from_bytes(k.download(g, 0, n * count * 4), SPYRE_DTYPE_FLOAT32), all,
+                         SPYRE_DTYPE_FLOAT32, std::format("null stream all_gather {}", n));
+            spyre_free(b);
+            spyre_free(g);
+            k.stream = own;
+        });
+    }
+    unsetenv("SPYRE_COMM_CHUNK_BYTES");
+}
+
+// The p2p transport reduces out of its inbox and lands the all-gather in place; host staging
+// receives into scratch first. Both run the same reductions in the same order: the fp32
+// results (random fractions, so the order shows) are equal bit for bit.
+TEST(Comm, TransportsGiveBitIdenticalResults) {
+    const char* saved = std::getenv("SPYRE_COMM_TRANSPORT");
+    const std::string keep = saved ? saved : "";
+    setenv("SPYRE_COMM_CHUNK_BYTES", "1024", 1);
+    const size_t count = 3001;
+    auto run = [&](const char* transport) {
+        setenv("SPYRE_COMM_TRANSPORT", transport, 1);
+        std::vector<std::vector<uint8_t>> out(3);
+        run_ranks(3, [&](Rank& k) {
+            spyre_buffer_t b = k.upload(
+                to_bytes(input(k.rank, count, SPYRE_DTYPE_FLOAT32, 41), SPYRE_DTYPE_FLOAT32), 0);
+            ASSERT_EQ(spyre_comm_all_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32,
+                                            SPYRE_REDUCE_SUM, k.comm, k.stream),
+                      SPYRE_SUCCESS)
+                << spyre_last_error();
+            out[k.rank] = k.download(b, 0, count * 4);
+            spyre_free(b);
+        });
+        return out;
+    };
+    const auto p2p = run("p2p"), staged = run("host-staged");
+    for (int r = 0; r < 3; ++r) EXPECT_TRUE(p2p[r] == staged[r]) << "rank " << r;
+    EXPECT_TRUE(p2p[0] == p2p[1] && p2p[1] == p2p[2]) << "the ranks disagree";
+    unsetenv("SPYRE_COMM_CHUNK_BYTES");
+    if (saved)
+        setenv("SPYRE_COMM_TRANSPORT", keep.c_str(), 1);
+    else
+        unsetenv("SPYRE_COMM_TRANSPORT");
+}
+
 TEST(Comm, SendRecvBadPeerRefused) {
     for (int peer : {-1, 1, 0}) {  // 0: itself
         spyre_comm_unique_id id;
@@ -586,10 +633,8 @@ TEST(Comm, TransportChoice) {
             spyre_comm_info info{};
             ASSERT_EQ(spyre_comm_get_info(k.comm, &info), SPYRE_SUCCESS);
             EXPECT_STREQ(info.transport, want);
-            spyre_device_t d = nullptr;
             spyre_telemetry t0{}, t1{};
-            ASSERT_EQ(spyre_device_open(card_of(k.rank), &d), SPYRE_SUCCESS);
-            ASSERT_EQ(spyre_device_get_telemetry(d, &t0), SPYRE_SUCCESS);
+            ASSERT_EQ(spyre_device_get_telemetry(k.dev, &t0), SPYRE_SUCCESS);
             auto x = input(k.rank, count, SPYRE_DTYPE_FLOAT32);
             spyre_buffer_t b = k.upload(to_bytes(x, SPYRE_DTYPE_FLOAT32), 0);
             ASSERT_EQ(spyre_comm_all_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32,
@@ -601,14 +646,13 @@ TEST(Comm, TransportChoice) {
             std::vector<float> want(count);
             for (size_t i = 0; i < count; ++i) want[i] = reduce(SPYRE_REDUCE_SUM, {x[i], y[i]});
             expect_close(got, want, SPYRE_DTYPE_FLOAT32, "all_reduce");
-            ASSERT_EQ(spyre_device_get_telemetry(d, &t1), SPYRE_SUCCESS);
-            // each rank's card pushed its chunks into the other's inbox: 2 ring steps
+            ASSERT_EQ(spyre_device_get_telemetry(k.dev, &t1), SPYRE_SUCCESS);
+            // each rank's card pushed its chunks to the other: 2 ring steps
             if (moves_p2p)
                 EXPECT_EQ(t1.p2p_write_bytes - t0.p2p_write_bytes, count * 4);
             else
                 EXPECT_EQ(t1.p2p_write_bytes, t0.p2p_write_bytes);
             spyre_free(b);
-            spyre_device_close(d);
         });
     };
     unsetenv("SPYRE_COMM_TRANSPORT");

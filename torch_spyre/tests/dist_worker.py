@@ -107,6 +107,18 @@ if mode == "collectives":
                 dist.recv(buf, src=prv)
                 dist.isend(buf, dst=nxt).wait()
             assert torch.equal(buf.cpu(), msg), f"send/recv relay {dtype} n={n} rank {rank}"
+    # both ranks of a pair isend 16 MiB (four 4 MiB chunks) to each other, then irecv, then
+    # wait: the sends go into free outbox slots instead of waiting for the receiver (with one
+    # message in flight per rank this deadlocked until the timeout)
+    peer = rank ^ 1
+    if peer < world:
+        def pattern(r):
+            return torch.arange(4 << 20, dtype=torch.float32).remainder(1000) + 1000 * r
+        got = torch.empty(4 << 20, device=dev)
+        works = [dist.isend(pattern(rank).to(dev), dst=peer), dist.irecv(got, src=peer)]
+        for w in works:
+            w.wait()
+        assert torch.equal(got.cpu(), pattern(peer)), f"mutual isend rank {rank}"
     if world >= 2:  # two messages from one rank to another arrive in order
         if rank == 0:
             dist.send(torch.full((5,), 1.0, device=dev), dst=1)

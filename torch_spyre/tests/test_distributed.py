@@ -1,6 +1,8 @@
 """torch.distributed on the "spyre" backend: one process per card (each its own simulated card),
 started as subprocesses with a FileStore (file:// init_method), every collective (reduce, gather
-and scatter included) compared with gloo on the CPU, send/recv/isend/irecv of any dtype; a peer that dies gives the others an error, not a hang. And the launcher
+and scatter included) compared with gloo on the CPU, send/recv/isend/irecv of any dtype, the ranks
+of a pair isending 16 MiB to each other before receiving; a peer that dies gives the others an
+error, not a hang. And the launcher
 (python3 -m torch_spyre.launch) with init_method="env://"."""
 
 import os

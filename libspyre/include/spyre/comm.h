@@ -121,9 +121,10 @@ SPYRE_API spyre_status spyre_comm_reduce(spyre_buffer_t send, uint64_t send_offs
  * buffer to rank `peer`'s, which calls spyre_comm_recv with this rank as its peer and the same
  * count and dtype. The sends of one rank to one peer are received in the order they were sent.
  * A send returns once its last chunk (spyre_comm_info.chunk_bytes) has left the buffer, which may
- * be before the peer has received it; a send longer than one chunk waits for the peer to take
- * the earlier chunks, so two ranks that both send more than a chunk to each other must not both
- * send first (one of them receives first). peer != this rank.
+ * be before the peer has received it. Each rank has SPYRE_COMM_SLOTS (default 4) chunks in
+ * flight: a send waits for the peer only beyond them, so two ranks may both send up to that many
+ * chunks to each other before receiving; two that both send more must not both send first (one
+ * of them receives first). peer != this rank.
  */
 SPYRE_API spyre_status spyre_comm_send(spyre_buffer_t buf, uint64_t offset, uint64_t count,
                                        spyre_dtype dtype, int peer, spyre_comm_t comm,

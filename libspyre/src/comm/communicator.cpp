@@ -21,6 +21,7 @@ namespace {
 
 constexpr uint64_t kStick = 128;
 constexpr uint64_t kDefaultSlotBytes = 4ull << 20;
+constexpr uint64_t kDefaultSlots = 4;
 constexpr uint64_t kDefaultTimeoutMs = 300000;
 
 void check_call(spyre_status s) {
@@ -94,6 +95,9 @@ UniqueId make_unique_id() {
                   static_cast<int>(getpid()), static_cast<unsigned long long>(rnd[0]),
                   static_cast<unsigned long long>(rnd[1]));
     id.slot_bytes = align_up(env_u64("SPYRE_COMM_CHUNK_BYTES", kDefaultSlotBytes, 1), kStick);
+    id.slots = env_u64("SPYRE_COMM_SLOTS", kDefaultSlots, 1);
+    require(id.slots <= static_cast<uint64_t>(kMaxSlots), "SPYRE_COMM_SLOTS={} is more than {}",
+            id.slots, kMaxSlots);
     return id;
 }
 
@@ -102,7 +106,8 @@ Communicator::Communicator(const UniqueId& id, int nranks, int rank, spyre_devic
     require(std::strncmp(id.magic, "spyre-comm-v1", sizeof id.magic) == 0 &&
                 id.shm_name[0] == '/' && std::memchr(id.shm_name, 0, sizeof id.shm_name) &&
                 id.slot_bytes >= kStick && id.slot_bytes % kStick == 0 &&
-                id.slot_bytes <= (1ull << 30),
+                id.slot_bytes <= (1ull << 30) && id.slots >= 1 &&
+                id.slots <= static_cast<uint64_t>(kMaxSlots),
             "not a unique id from spyre_comm_get_unique_id");
     const uint64_t timeout = env_u64("SPYRE_COMM_TIMEOUT_MS", kDefaultTimeoutMs, 1);
     // SPYRE_COMM_ALGO: all-reduce's algorithm; unset or "" picks by size (tree.hpp's model)
@@ -119,7 +124,8 @@ Communicator::Communicator(const UniqueId& id, int nranks, int rank, spyre_devic
         const std::string w = want ? want : "";
         require(w.empty() || w == "p2p" || w == "host-staged",
                 "SPYRE_COMM_TRANSPORT=\"{}\" is not p2p or host-staged", w);
-        auto seg = std::make_unique<Segment>(id.shm_name, nranks, rank, id.slot_bytes, timeout);
+        auto seg = std::make_unique<Segment>(id.shm_name, nranks, rank, id.slot_bytes,
+                                             static_cast<int>(id.slots), timeout);
         transport_ = PeerTransport::try_create(seg, device, w == "host-staged", w == "p2p");
         if (!transport_) transport_ = std::make_unique<HostStagedTransport>(std::move(seg));
     } catch (...) {
@@ -134,11 +140,14 @@ Communicator::~Communicator() {
 }
 
 template <typename F>
-void Communicator::run(F&& body) {
+void Communicator::run(spyre_stream_t stream, F&& body) {
     std::lock_guard lock(mu_);
     try {
         transport_->check();
         body();
+        // within the call nothing waits for its own card (pushes, reductions and the host
+        // functions that hand slots over are queued); the caller gets an idle stream
+        if (stream) check_call(spyre_stream_synchronize(stream));
     } catch (const Error& e) {
         // the other ranks would otherwise wait for this one until their timeout
         transport_->abort(std::format("rank {} failed: {}", rank_, e.what()));
@@ -160,7 +169,7 @@ spyre_buffer_t Communicator::work(uint64_t bytes) {
 void Communicator::all_reduce(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t recv,
                               uint64_t recv_off, uint64_t count, spyre_dtype dtype,
                               spyre_reduce_op op, spyre_stream_t stream) {
-    run([&] {
+    run(stream, [&] {
         check_dtype(dtype);
         check_op(op);
         const uint64_t es = dtype_bytes(dtype), bytes = count * es;
@@ -206,7 +215,7 @@ void Communicator::check_peer(int peer, const char* what) const {
 void Communicator::reduce(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t recv,
                           uint64_t recv_off, uint64_t count, spyre_dtype dtype, spyre_reduce_op op,
                           int root, spyre_stream_t stream) {
-    run([&] {
+    run(stream, [&] {
         check_dtype(dtype);
         check_op(op);
         check_peer(root, "root");
@@ -242,7 +251,7 @@ void Communicator::reduce(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t
 
 void Communicator::send(spyre_buffer_t buf, uint64_t off, uint64_t count, spyre_dtype dtype,
                         int peer, spyre_stream_t stream) {
-    run([&] {
+    run(stream, [&] {
         check_peer(peer, "peer");
         require(peer != rank_, "rank {} sends to itself", rank_);
         const uint64_t bytes = count * any_dtype_bytes(dtype);
@@ -253,7 +262,7 @@ void Communicator::send(spyre_buffer_t buf, uint64_t off, uint64_t count, spyre_
 
 void Communicator::recv(spyre_buffer_t buf, uint64_t off, uint64_t count, spyre_dtype dtype,
                         int peer, spyre_stream_t stream) {
-    run([&] {
+    run(stream, [&] {
         check_peer(peer, "peer");
         require(peer != rank_, "rank {} receives from itself", rank_);
         const uint64_t bytes = count * any_dtype_bytes(dtype);
@@ -265,7 +274,7 @@ void Communicator::recv(spyre_buffer_t buf, uint64_t off, uint64_t count, spyre_
 void Communicator::reduce_scatter(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t recv,
                                   uint64_t recv_off, uint64_t count, spyre_dtype dtype,
                                   spyre_reduce_op op, spyre_stream_t stream) {
-    run([&] {
+    run(stream, [&] {
         check_dtype(dtype);
         check_op(op);
         const uint64_t es = dtype_bytes(dtype), bytes = count * es;
@@ -293,7 +302,7 @@ void Communicator::reduce_scatter(spyre_buffer_t send, uint64_t send_off, spyre_
 void Communicator::all_gather(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t recv,
                               uint64_t recv_off, uint64_t count, spyre_dtype dtype,
                               spyre_stream_t stream) {
-    run([&] {
+    run(stream, [&] {
         check_dtype(dtype);
         const uint64_t es = dtype_bytes(dtype), bytes = count * es;
         check_range(send, send_off, bytes, "send");
@@ -313,7 +322,7 @@ void Communicator::all_gather(spyre_buffer_t send, uint64_t send_off, spyre_buff
 void Communicator::broadcast(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t recv,
                              uint64_t recv_off, uint64_t count, spyre_dtype dtype, int root,
                              spyre_stream_t stream) {
-    run([&] {
+    run(stream, [&] {
         check_dtype(dtype);
         check_peer(root, "root");
         const uint64_t bytes = count * dtype_bytes(dtype);
@@ -327,7 +336,7 @@ void Communicator::broadcast(spyre_buffer_t send, uint64_t send_off, spyre_buffe
 }
 
 void Communicator::barrier(spyre_stream_t stream) {
-    run([&] {
+    run(stream, [&] {
         check_call(spyre_stream_synchronize(stream));
         transport_->barrier();
     });

@@ -17,7 +17,7 @@ struct UniqueId {
     char magic[16];       // "spyre-comm-v1"
     char shm_name[96];    // POSIX shm name of the segment
     uint64_t slot_bytes;  // the transport's chunk size, the same on every rank
-    uint64_t reserved;
+    uint64_t slots;       // messages in flight per rank (outbox slots), the same on every rank
 };
 static_assert(sizeof(UniqueId) <= SPYRE_COMM_UNIQUE_ID_BYTES);
 
@@ -50,9 +50,11 @@ class Communicator {
     void info(spyre_comm_info* info) const;
 
   private:
-    // Runs one collective under the lock; a failure fails the communicator for every rank.
+    // Runs one collective under the lock, then waits for its work on `stream` (the calls
+    // return with the stream idle, spyre/comm.h); a failure fails the communicator for every
+    // rank.
     template <typename F>
-    void run(F&& body);
+    void run(spyre_stream_t stream, F&& body);
     spyre_buffer_t work(uint64_t bytes);
     // n segments of `count` elements of es bytes from byte `base`, starting on sticks.
     Segments segments(uint64_t base, uint64_t count, uint64_t es) const;

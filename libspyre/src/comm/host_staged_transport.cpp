@@ -1,6 +1,7 @@
 // The host-staged transport (host_staged_transport.hpp).
 #include "comm/host_staged_transport.hpp"
 
+#include "comm/ring.hpp"
 #include "error.hpp"
 
 namespace spyre::comm {
@@ -18,21 +19,29 @@ HostStagedTransport::HostStagedTransport(std::unique_ptr<Segment> seg)
 void HostStagedTransport::send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
                                spyre_stream_t stream) {
     require(size <= seg_->slot_bytes(), "host-staged send larger than a slot");
-    RankState& me = seg_->begin_post(peer, sent_[peer] + 1, size);
+    const Segment::Message m = seg_->begin_post(peer, sent_[peer] + 1, size);
     // device -> host; returns once the data is in the slot (ordered after stream's work)
-    check_call(spyre_memcpy_dtoh_async(seg_->slot(seg_->rank()), src, offset, size, stream));
+    check_call(
+        spyre_memcpy_dtoh_async(seg_->slot(seg_->rank(), m.slot), src, offset, size, stream));
     ++sent_[peer];
-    seg_->post(me);
+    seg_->post(m);
 }
 
 void HostStagedTransport::recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t size,
                                spyre_stream_t stream) {
     const uint32_t want = received_[peer] + 1;
-    RankState& from = seg_->await_post(peer, want, size);
+    const Segment::Message m = seg_->await_post(peer, want, size);
     // host -> device; a pageable source is taken before the call returns, so the slot is free
-    check_call(spyre_memcpy_htod_async(dst, offset, seg_->slot(peer), size, stream));
+    check_call(spyre_memcpy_htod_async(dst, offset, seg_->slot(peer, m.slot), size, stream));
     received_[peer] = want;
-    seg_->consumed(from);
+    seg_->consumed(m);
+}
+
+void HostStagedTransport::recv_reduce(int peer, spyre_buffer_t acc, uint64_t acc_offset,
+                                      uint64_t count, spyre_dtype dtype, spyre_reduce_op op,
+                                      spyre_buffer_t scratch, spyre_stream_t stream) {
+    recv(peer, scratch, 0, count * dtype_bytes(dtype), stream);
+    reduce_on_card(stream, acc, acc_offset, scratch, 0, count, dtype, op);
 }
 
 void HostStagedTransport::barrier() { seg_->barrier(); }

@@ -1,7 +1,7 @@
 // The host-staged transport: a send copies the device range into the rank's outbox slot in the
 // shared segment (device -> host), the receiver copies it from there onto its card
-// (host -> device). One outbox per rank, one message in flight (to any peer; the messages of
-// a pair are taken in the order they were sent).
+// (host -> device). Each rank's outbox is a ring of slots (SPYRE_COMM_SLOTS messages in flight,
+// to any peers; the messages of a pair are taken in the order they were sent).
 #pragma once
 
 #include <memory>
@@ -22,6 +22,9 @@ class HostStagedTransport final : public Transport {
               spyre_stream_t stream) override;
     void recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t size,
               spyre_stream_t stream) override;
+    void recv_reduce(int peer, spyre_buffer_t acc, uint64_t acc_offset, uint64_t count,
+                     spyre_dtype dtype, spyre_reduce_op op, spyre_buffer_t scratch,
+                     spyre_stream_t stream) override;
     void barrier() override;
     void abort(const std::string& reason) override;
     void check() override { seg_->check(); }

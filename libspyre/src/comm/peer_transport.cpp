@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "comm/fd_exchange.hpp"
+#include "comm/ring.hpp"
 #include "error.hpp"
 #include "peer_fd.hpp"
 
@@ -18,6 +19,45 @@ void check_call(spyre_status s) {
 }
 
 spyre_buffer_t as_buffer(uint64_t v) { return reinterpret_cast<spyre_buffer_t>(v); }
+
+// A slot's post (the push has landed) or release (the receiver's card is done with the inbox
+// chunk), run by a host function once `stream` reaches it, so neither side waits for its card.
+struct SlotEvent {
+    std::shared_ptr<Segment> seg;
+    Segment::Message m;
+    bool post;  // else consumed
+};
+
+void run_slot_event(void* p) {
+    const std::unique_ptr<SlotEvent> e(static_cast<SlotEvent*>(p));
+    if (e->post)
+        e->seg->post(e->m);
+    else
+        e->seg->consumed(e->m);
+}
+
+// A window's publication (open_window), once the stream's earlier work on it is done.
+struct WindowEvent {
+    std::shared_ptr<Segment> seg;
+    uint64_t buf, base;
+    uint32_t seq;
+};
+
+void publish_window(void* p) {
+    const std::unique_ptr<WindowEvent> e(static_cast<WindowEvent*>(p));
+    RankState& me = e->seg->header().ranks[e->seg->rank()];
+    me.window_buf = e->buf;
+    me.window_base = e->base;
+    me.window_seq.store(e->seq, std::memory_order_release);
+    Segment::wake(me.window_seq);
+}
+
+void after_stream(spyre_stream_t stream, const std::shared_ptr<Segment>& seg,
+                  const Segment::Message& m, bool post) {
+    auto e = std::make_unique<SlotEvent>(SlotEvent{seg, m, post});
+    check_call(spyre_launch_host_func(stream, run_slot_event, e.get()));
+    e.release();  // run_slot_event owns it
+}
 
 // The device handle rank `r` joined with, or null if that rank is not in this process (its
 // handle would mean nothing here) or its card has no peer-to-peer DMA.
@@ -80,7 +120,7 @@ bool share_inboxes(Segment& s, FdExchange& ex, spyre_device_t device, PeerTransp
         if (r == me) continue;
         peers.push_back(r);
         try {
-            check_call(spyre_malloc(device, s.slot_bytes(), &sh.local[r]));
+            check_call(spyre_malloc(device, s.slots() * s.slot_bytes(), &sh.local[r]));
             const ExportedBuffer e = export_buffer_fd(sh.local[r]);
             give[r].fd.reset(e.fd);
             give[r].value = e.offset;
@@ -95,8 +135,9 @@ bool share_inboxes(Segment& s, FdExchange& ex, spyre_device_t device, PeerTransp
             continue;
         }
         try {
-            sh.remote[r] = import_buffer_fd(device, got[r].fd.get(), got[r].value + s.slot_bytes(),
-                                            std::format("rank {}", r));
+            sh.remote[r] =
+                import_buffer_fd(device, got[r].fd.get(), got[r].value + s.slots() * s.slot_bytes(),
+                                 std::format("rank {}", r));
             sh.remote_offset[r] = got[r].value;
         } catch (const Error&) {
             ok = false;
@@ -184,7 +225,8 @@ spyre_buffer_t PeerTransport::inbox_at(int peer) {
     uint64_t& slot = seg_->header().inbox[seg_->rank()][peer];
     if (!slot) {
         spyre_buffer_t b = nullptr;
-        check_call(spyre_malloc(device_of_rank(*seg_, peer), seg_->slot_bytes(), &b));
+        check_call(
+            spyre_malloc(device_of_rank(*seg_, peer), seg_->slots() * seg_->slot_bytes(), &b));
         slot = reinterpret_cast<uint64_t>(b);
     }
     return as_buffer(slot);
@@ -192,39 +234,104 @@ spyre_buffer_t PeerTransport::inbox_at(int peer) {
 
 void PeerTransport::send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
                          spyre_stream_t stream) {
-    require(size <= seg_->slot_bytes(), "p2p send larger than an inbox");
+    require(size <= seg_->slot_bytes(), "p2p send larger than an inbox chunk");
     spyre_buffer_t to = shared_ ? nullptr : inbox_at(peer);
-    // the previous message (in this inbox or another) must have been taken
-    RankState& me = seg_->begin_post(peer, sent_[peer] + 1, size);
+    // the message this slot held before must have been taken
+    const Segment::Message m = seg_->begin_post(peer, sent_[peer] + 1, size);
+    const uint64_t at = m.slot * seg_->slot_bytes();
+    ++sent_[peer];
     // this card's engine pushes into the peer's inbox, after the earlier work of `stream`
     if (shared_) {
-        copy_to_imported(shared_->remote[peer], shared_->remote_offset[peer], src, offset, size,
-                         stream);
+        copy_to_imported(shared_->remote[peer], shared_->remote_offset[peer] + at, src, offset,
+                         size, stream, !stream);
     } else if (stream) {
-        check_call(spyre_memcpy_peer_async(to, 0, src, offset, size, stream));
-        check_call(spyre_stream_synchronize(stream));
+        check_call(spyre_memcpy_peer_async(to, at, src, offset, size, stream));
     } else {
-        check_call(spyre_memcpy_peer(to, 0, src, offset, size));
+        check_call(spyre_memcpy_peer(to, at, src, offset, size));
     }
-    ++sent_[peer];
-    seg_->post(me);
+    if (stream)
+        after_stream(stream, seg_, m, true);
+    else
+        seg_->post(m);
+}
+
+Segment::Message PeerTransport::take(int peer, uint64_t size, spyre_buffer_t* inbox, uint64_t* at) {
+    const uint32_t want = received_[peer] + 1;
+    const Segment::Message m = seg_->await_post(peer, want, size);
+    received_[peer] = want;
+    *inbox = shared_ ? shared_->local[peer] : as_buffer(seg_->header().inbox[peer][seg_->rank()]);
+    *at = m.slot * seg_->slot_bytes();
+    return m;
 }
 
 void PeerTransport::recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t size,
                          spyre_stream_t stream) {
-    const uint32_t want = received_[peer] + 1;
-    RankState& from = seg_->await_post(peer, want, size);
-    // out of the pair's inbox on this card; free again once that copy has finished
-    spyre_buffer_t inbox =
-        shared_ ? shared_->local[peer] : as_buffer(seg_->header().inbox[peer][seg_->rank()]);
+    spyre_buffer_t inbox = nullptr;
+    uint64_t at = 0;
+    const Segment::Message m = take(peer, size, &inbox, &at);
+    // out of the pair's inbox on this card; the slot is free once that copy has run
     if (stream) {
-        check_call(spyre_memcpy_dtod_async(dst, offset, inbox, 0, size, stream));
-        check_call(spyre_stream_synchronize(stream));
+        check_call(spyre_memcpy_dtod_async(dst, offset, inbox, at, size, stream));
+        after_stream(stream, seg_, m, false);
     } else {
-        check_call(spyre_memcpy_dtod(dst, offset, inbox, 0, size));
+        check_call(spyre_memcpy_dtod(dst, offset, inbox, at, size));
+        seg_->consumed(m);
     }
-    received_[peer] = want;
-    seg_->consumed(from);
+}
+
+void PeerTransport::recv_reduce(int peer, spyre_buffer_t acc, uint64_t acc_offset, uint64_t count,
+                                spyre_dtype dtype, spyre_reduce_op op, spyre_buffer_t scratch,
+                                spyre_stream_t stream) {
+    if (!stream) {  // no host functions on the NULL stream: through scratch, as host staging
+        recv(peer, scratch, 0, count * dtype_bytes(dtype), stream);
+        return reduce_on_card(stream, acc, acc_offset, scratch, 0, count, dtype, op);
+    }
+    spyre_buffer_t inbox = nullptr;
+    uint64_t at = 0;
+    const Segment::Message m = take(peer, count * dtype_bytes(dtype), &inbox, &at);
+    // the card's reduction reads the inbox chunk in place (no copy into scratch first)
+    reduce_on_card(stream, acc, acc_offset, inbox, at, count, dtype, op);
+    after_stream(stream, seg_, m, false);
+}
+
+void PeerTransport::open_window(spyre_buffer_t buf, uint64_t base, spyre_stream_t stream) {
+    auto e = std::make_unique<WindowEvent>(
+        WindowEvent{seg_, reinterpret_cast<uint64_t>(buf), base, ++windows_});
+    if (stream) {
+        check_call(spyre_launch_host_func(stream, publish_window, e.get()));
+        e.release();  // publish_window owns it
+        return;
+    }
+    // the NULL stream takes no host functions: wait for the card's earlier work instead
+    check_call(spyre_device_synchronize(device_of_rank(*seg_, seg_->rank())));
+    publish_window(e.release());
+}
+
+void PeerTransport::send_into(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
+                              uint64_t window_offset, spyre_stream_t stream) {
+    // the peer's window of this all-gather (every rank opens one per all-gather, in order)
+    RankState& to = seg_->header().ranks[peer];
+    const uint32_t want = windows_;
+    auto open = [&] { return to.window_seq.load(std::memory_order_acquire) == want; };
+    if (!open()) seg_->wait(to.window_seq, open, "to open its all-gather destination", peer);
+    spyre_buffer_t dst = as_buffer(to.window_buf);
+    const uint64_t at = to.window_base + window_offset;
+    // numbered like any message (the pair's order, flow control); no inbox chunk is used
+    const Segment::Message m = seg_->begin_post(peer, sent_[peer] + 1, size);
+    ++sent_[peer];
+    if (stream) {
+        check_call(spyre_memcpy_peer_async(dst, at, src, offset, size, stream));
+        after_stream(stream, seg_, m, true);
+    } else {
+        check_call(spyre_memcpy_peer(dst, at, src, offset, size));
+        seg_->post(m);
+    }
+}
+
+void PeerTransport::recv_in_place(int peer, uint64_t size) {
+    spyre_buffer_t inbox = nullptr;
+    uint64_t at = 0;
+    seg_->consumed(take(peer, size, &inbox, &at));  // landed; nothing to copy out
 }
 
 void PeerTransport::abort(const std::string& reason) {

@@ -1,11 +1,13 @@
 // The peer-to-peer transport (hw 1.6): for ranks whose cards reach each other card to card,
 // either all threads of this process (spyre_device_can_access_peer) or all in separate
-// processes on distinct cards of spyre.ko. Every (sender, receiver) pair has an inbox, a
-// device buffer of one chunk on the receiver's card; a send pushes the range into it with a
-// peer copy on the sender's card (posted writes over the peer link), the receiver copies it
-// from there on its card. The shared segment (shm_segment.hpp) carries the counters as for the
-// host-staged transport: one message in flight per sender, so one sender never has two
-// messages in one inbox.
+// processes on distinct cards of spyre.ko. Every (sender, receiver) pair has an inbox on the
+// receiver's card, one chunk for each of the sender's outbox slots (shm_segment.hpp): a send
+// pushes the range into the slot's chunk with a peer copy on the sender's card (posted writes
+// over the peer link) and posts it from a host function of the stream once the push has
+// landed, without waiting for it; the receiver reduces straight out of the inbox
+// (recv_reduce) or copies it into place (recv) on its card, and frees the slot from a host
+// function once that work has run. So up to `slots` messages of a sender are in flight, and a
+// send waits only for a free slot. On the NULL stream both sides wait for their copies instead.
 //
 // Threads: the sender makes the inbox on its first message to that peer, through the
 // receiver's device handle (the segment's inbox table), and the receiver frees it. Processes:
@@ -42,13 +44,24 @@ class PeerTransport final : public Transport {
               spyre_stream_t stream) override;
     void recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t size,
               spyre_stream_t stream) override;
+    void recv_reduce(int peer, spyre_buffer_t acc, uint64_t acc_offset, uint64_t count,
+                     spyre_dtype dtype, spyre_reduce_op op, spyre_buffer_t scratch,
+                     spyre_stream_t stream) override;
+    // Threads of one process: buffer handles mean the same to every rank, so an all-gather
+    // pushes straight into the successor's destination.
+    bool direct() const override { return !shared_; }
+    void open_window(spyre_buffer_t buf, uint64_t base, spyre_stream_t stream) override;
+    void send_into(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
+                   uint64_t window_offset, spyre_stream_t stream) override;
+    void recv_in_place(int peer, uint64_t size) override;
     void barrier() override { seg_->barrier(); }
     void abort(const std::string& reason) override;
     void check() override { seg_->check(); }
     void set_timeout_ms(uint64_t ms) override { seg_->set_timeout_ms(ms); }
 
     // Ranks in separate processes: the inboxes on this card (by sender) and this rank's
-    // inboxes on the other cards (imported, by receiver, with their offsets in the import).
+    // inboxes on the other cards (imported, by receiver, with their offsets in the import);
+    // slots x chunk bytes each.
     struct Shared {
         std::vector<spyre_buffer_t> local;
         std::vector<std::shared_ptr<Buffer>> remote;
@@ -60,10 +73,14 @@ class PeerTransport final : public Transport {
     PeerTransport(std::unique_ptr<Segment> seg, std::unique_ptr<Shared> shared);
     // This rank's inbox on `peer`'s card, threads of one process (made on first use).
     spyre_buffer_t inbox_at(int peer);
-    std::unique_ptr<Segment> seg_;
+    // Waits for `peer`'s next message of `size` bytes; its inbox and the offset of its chunk.
+    Segment::Message take(int peer, uint64_t size, spyre_buffer_t* inbox, uint64_t* at);
+    // Shared with the host functions that post and free slots once the stream reaches them.
+    std::shared_ptr<Segment> seg_;
     std::unique_ptr<Shared> shared_;  // null: threads of one process
     std::vector<uint32_t> sent_;      // messages sent to each peer
     std::vector<uint32_t> received_;  // messages taken from each peer
+    uint32_t windows_ = 0;            // windows this rank opened
 };
 
 }  // namespace spyre::comm

@@ -53,22 +53,19 @@ void scale_on_card(spyre_stream_t stream, spyre_buffer_t buf, uint64_t offset, u
 
 namespace {
 
-// The n - 1 steps of a ring pass: at step s this rank sends segment sj to the next rank while
-// `take(rj, c, m)` receives m elements at element c of segment rj from the previous one, both
-// chunked to one transport message.
-template <typename Take>
-void ring_pass(const Ring& ring, spyre_buffer_t buf, const Segments& seg, size_t es, int shift,
+// The n - 1 steps of a ring pass: at step s this rank sends segment sj to the next rank
+// (`give(sj, c, m)`: m elements at element c of it) while `take(rj, c, m)` receives m elements
+// at element c of segment rj from the previous one, both chunked to one transport message.
+template <typename Give, typename Take>
+void ring_pass(const Ring& ring, const Segments& seg, size_t es, int shift, Give&& give,
                Take&& take) {
     const int n = ring.nranks, r = ring.rank;
     const uint64_t chunk = ring.transport.max_chunk_bytes() / es;  // elements per message
-    const int next = mod(r + 1, n);
     for (int s = 0; s < n - 1; ++s) {
         const int sj = mod(r - s + shift, n), rj = mod(r - s - 1 + shift, n);
         const uint64_t sc = seg.count[sj], rc = seg.count[rj];
         for (uint64_t c = 0; c < std::max(sc, rc); c += chunk) {
-            if (c < sc)
-                ring.transport.send(next, buf, seg.offset[sj] + c * es,
-                                    std::min(chunk, sc - c) * es, ring.stream);
+            if (c < sc) give(sj, c, std::min(chunk, sc - c));
             if (c < rc) take(rj, c, std::min(chunk, rc - c));
         }
     }
@@ -79,19 +76,45 @@ void ring_pass(const Ring& ring, spyre_buffer_t buf, const Segments& seg, size_t
 void ring_reduce_scatter(const Ring& ring, spyre_buffer_t buf, const Segments& seg,
                          spyre_dtype dtype, spyre_reduce_op op, int shift) {
     const size_t es = dtype_bytes(dtype);
-    const int prev = mod(ring.rank - 1, ring.nranks);
-    ring_pass(ring, buf, seg, es, shift, [&](int rj, uint64_t c, uint64_t m) {
-        ring.transport.recv(prev, ring.rx, 0, m * es, ring.stream);
-        reduce_on_card(ring.stream, buf, seg.offset[rj] + c * es, ring.rx, 0, m, dtype, op);
-    });
+    const int prev = mod(ring.rank - 1, ring.nranks), next = mod(ring.rank + 1, ring.nranks);
+    ring_pass(
+        ring, seg, es, shift,
+        [&](int sj, uint64_t c, uint64_t m) {
+            ring.transport.send(next, buf, seg.offset[sj] + c * es, m * es, ring.stream);
+        },
+        [&](int rj, uint64_t c, uint64_t m) {
+            ring.transport.recv_reduce(prev, buf, seg.offset[rj] + c * es, m, dtype, op, ring.rx,
+                                       ring.stream);
+        });
 }
 
 void ring_all_gather(const Ring& ring, spyre_buffer_t buf, const Segments& seg, size_t es,
                      int shift) {
-    const int prev = mod(ring.rank - 1, ring.nranks);
-    ring_pass(ring, buf, seg, es, shift, [&](int rj, uint64_t c, uint64_t m) {
-        ring.transport.recv(prev, buf, seg.offset[rj] + c * es, m * es, ring.stream);
-    });
+    Transport& t = ring.transport;
+    const int prev = mod(ring.rank - 1, ring.nranks), next = mod(ring.rank + 1, ring.nranks);
+    if (t.direct()) {
+        // each rank's predecessor pushes straight into its buffer: no inbox -> place copy. The
+        // segments it overwrites are the ones this rank pushed out in the same step of a
+        // reduce-scatter before, which the predecessor has taken by now.
+        const uint64_t base = seg.offset[0];
+        t.open_window(buf, base, ring.stream);
+        ring_pass(
+            ring, seg, es, shift,
+            [&](int sj, uint64_t c, uint64_t m) {
+                const uint64_t off = seg.offset[sj] + c * es;
+                t.send_into(next, buf, off, m * es, off - base, ring.stream);
+            },
+            [&](int, uint64_t, uint64_t m) { t.recv_in_place(prev, m * es); });
+        return;
+    }
+    ring_pass(
+        ring, seg, es, shift,
+        [&](int sj, uint64_t c, uint64_t m) {
+            t.send(next, buf, seg.offset[sj] + c * es, m * es, ring.stream);
+        },
+        [&](int rj, uint64_t c, uint64_t m) {
+            t.recv(prev, buf, seg.offset[rj] + c * es, m * es, ring.stream);
+        });
 }
 
 void ring_broadcast(const Ring& ring, spyre_buffer_t src, uint64_t src_offset, spyre_buffer_t dst,

@@ -16,7 +16,9 @@ struct Ring {
     int rank;
     int nranks;
     spyre_stream_t stream;
-    spyre_buffer_t rx;  // a device buffer of transport.max_chunk_bytes() bytes for incoming chunks
+    // A device buffer of transport.max_chunk_bytes() bytes for incoming chunks of a transport
+    // that cannot reduce out of its inbox (Transport::recv_reduce).
+    spyre_buffer_t rx;
 };
 
 // Segments of a buffer: segment j is count[j] elements at byte offset[j].

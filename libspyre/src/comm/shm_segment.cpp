@@ -41,10 +41,16 @@ bool alive(int32_t pid) {
 
 }  // namespace
 
-Segment::Segment(const std::string& name, int nranks, int rank, uint64_t slot_bytes,
+Segment::Segment(const std::string& name, int nranks, int rank, uint64_t slot_bytes, int slots,
                  uint64_t timeout_ms)
-    : name_(name), nranks_(nranks), rank_(rank), slot_bytes_(slot_bytes), timeout_ms_(timeout_ms) {
-    map_bytes_ = kHeaderBytes + static_cast<size_t>(nranks) * slot_bytes;
+    : name_(name),
+      nranks_(nranks),
+      rank_(rank),
+      slot_bytes_(slot_bytes),
+      slots_(slots),
+      timeout_ms_(timeout_ms) {
+    require(slots >= 1 && slots <= kMaxSlots, "{} outbox slots is not in 1..{}", slots, kMaxSlots);
+    map_bytes_ = kHeaderBytes + static_cast<size_t>(nranks) * slots * slot_bytes;
     int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
     if (fd < 0)
         fail(status_from_errno(errno), std::format("shm_open({}): {}", name, errno_text(errno)));
@@ -52,8 +58,8 @@ Segment::Segment(const std::string& name, int nranks, int rank, uint64_t slot_by
     if (fstat(fd, &st) == 0 && st.st_size != 0 && static_cast<size_t>(st.st_size) != map_bytes_) {
         close(fd);
         spyre::fail(SPYRE_ERROR_INVALID_ARGUMENT,
-                    std::format("communicator {} was created for another number of ranks or "
-                                "chunk size ({} bytes, this rank expects {})",
+                    std::format("communicator {} was created for another number of ranks, "
+                                "chunk size or slot count ({} bytes, this rank expects {})",
                                 name, st.st_size, map_bytes_));
     }
     if (ftruncate(fd, static_cast<off_t>(map_bytes_)) != 0) {
@@ -111,9 +117,9 @@ Segment::~Segment() {
     if (hdr_) munmap(hdr_, map_bytes_);
 }
 
-unsigned char* Segment::slot(int rank) {
+unsigned char* Segment::slot(int rank, int k) {
     return reinterpret_cast<unsigned char*>(hdr_) + kHeaderBytes +
-           static_cast<size_t>(rank) * slot_bytes_;
+           (static_cast<size_t>(rank) * slots_ + k) * slot_bytes_;
 }
 
 void Segment::wake(std::atomic<uint32_t>& word) {
@@ -167,53 +173,68 @@ void Segment::peer_died(int r) {
     std::abort();  // check() throws once a failure is recorded
 }
 
-RankState& Segment::begin_post(int peer, uint32_t seq, uint64_t bytes) {
+Segment::Message Segment::begin_post(int peer, uint32_t seq, uint64_t bytes) {
     RankState& me = hdr_->ranks[rank_];
-    const uint32_t n = me.posted.load();
-    // the receiver of the previous message must have taken it
-    if (me.consumed.load(std::memory_order_acquire) != n)
-        wait(
-            me.consumed, [&] { return me.consumed.load(std::memory_order_acquire) == n; },
-            "to take the previous message", me.to.load());
-    me.to.store(peer, std::memory_order_relaxed);
-    me.seq.store(seq, std::memory_order_relaxed);
-    me.bytes = bytes;
-    return me;
+    const Message m{rank_, sent_ + 1, static_cast<int>(sent_ % slots_)};
+    Mailbox& b = me.box[m.slot];
+    // the slot's previous message (number - slots, to whichever rank) must have been taken
+    if (m.number > static_cast<uint32_t>(slots_)) {
+        const uint32_t prev = m.number - slots_;
+        auto taken = [&] { return b.consumed.load(std::memory_order_acquire) == prev; };
+        if (!taken()) wait(me.takes, taken, "to take an earlier message", b.to.load());
+    }
+    ++sent_;
+    b.to.store(peer, std::memory_order_relaxed);
+    b.seq.store(seq, std::memory_order_relaxed);
+    b.bytes = bytes;
+    return m;
 }
 
-void Segment::post(RankState& me) {
-    me.posted.fetch_add(1, std::memory_order_release);
-    wake(me.posted);
+void Segment::post(const Message& m) {
+    RankState& me = hdr_->ranks[m.sender];
+    me.box[m.slot].posted.store(m.number, std::memory_order_release);
+    me.posts.fetch_add(1, std::memory_order_release);
+    wake(me.posts);
 }
 
-RankState& Segment::await_post(int peer, uint32_t seq, uint64_t bytes) {
+Segment::Message Segment::await_post(int peer, uint32_t seq, uint64_t bytes) {
     RankState& from = hdr_->ranks[peer];
-    // A message pending (posted != consumed), for this rank, the next one of the pair. `to` and
-    // `seq` are rewritten for the sender's next message once another receiver took this one:
-    // they are only believed if `consumed` did not move while they were read.
+    Message found{peer, 0, 0};
+    // A slot holds a message while posted != consumed. Its `to`, `seq` and `bytes` are
+    // rewritten for the sender's next message in the slot only once this one was taken: they
+    // are believed only if the slot was not taken while they were read.
     auto mine = [&] {
-        const uint32_t p = from.posted.load(std::memory_order_acquire);
-        const uint32_t c = from.consumed.load(std::memory_order_acquire);
-        if (p == c) return false;
-        const bool match = from.to.load(std::memory_order_relaxed) == rank_ &&
-                           from.seq.load(std::memory_order_relaxed) == seq;
-        std::atomic_thread_fence(std::memory_order_acquire);
-        return match && from.consumed.load(std::memory_order_relaxed) == c;
+        for (int k = 0; k < slots_; ++k) {
+            Mailbox& b = from.box[k];
+            const uint32_t p = b.posted.load(std::memory_order_acquire);
+            if (p == 0 || b.consumed.load(std::memory_order_acquire) == p) continue;
+            const bool match = b.to.load(std::memory_order_relaxed) == rank_ &&
+                               b.seq.load(std::memory_order_relaxed) == seq;
+            std::atomic_thread_fence(std::memory_order_acquire);
+            if (match && b.consumed.load(std::memory_order_relaxed) != p) {
+                found = Message{peer, p, k};
+                return true;
+            }
+        }
+        return false;
     };
-    wait(from.posted, mine, "to send its data", peer);
-    if (from.bytes != bytes) {
+    wait(from.posts, mine, "to send its data", peer);
+    const uint64_t sent = from.box[found.slot].bytes;
+    if (sent != bytes) {
         fail(SPYRE_ERROR_INVALID_ARGUMENT,
              std::format("rank {} sent {} bytes, rank {} expected {}: the ranks called "
                          "different collectives or counts",
-                         peer, from.bytes, rank_, bytes));
+                         peer, sent, rank_, bytes));
         check();
     }
-    return from;
+    return found;
 }
 
-void Segment::consumed(RankState& from) {
-    from.consumed.store(from.posted.load(std::memory_order_relaxed), std::memory_order_release);
-    wake(from.consumed);
+void Segment::consumed(const Message& m) {
+    RankState& from = hdr_->ranks[m.sender];
+    from.box[m.slot].consumed.store(m.number, std::memory_order_release);
+    from.takes.fetch_add(1, std::memory_order_release);
+    wake(from.takes);
 }
 
 void Segment::barrier() {

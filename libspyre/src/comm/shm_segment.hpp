@@ -1,5 +1,6 @@
-// The POSIX shared-memory segment the ranks of a host-staged communicator share: a header
-// (who joined, per-rank mailbox counters, barrier, failure state) and one outbox slot per rank.
+// The POSIX shared-memory segment the ranks of a communicator share: a header (who joined,
+// per-rank outbox rings of message slots, barrier, failure state) and, for the host-staged
+// transport, the data of every rank's slots.
 // Every wait is bounded (the communicator's timeout), watches the other ranks' pids and the
 // failure state, and fails with a message that names the rank at fault.
 #pragma once
@@ -13,17 +14,26 @@
 namespace spyre::comm {
 
 inline constexpr int kMaxRanks = 64;
+inline constexpr int kMaxSlots = 8;  // messages in flight per sender (SPYRE_COMM_SLOTS)
 
-// One message in flight per sender: while posted != consumed the outbox holds message number
-// `seq` of this rank to rank `to` (seq counts per (sender, receiver) pair, from 1), `bytes` long.
+// One slot of a sender's outbox ring. The sender's messages are numbered from 1 (all
+// receivers together); message g goes in slot (g - 1) mod slots, once message g - slots (the
+// slot's previous one, whoever received it) has been taken. While posted != consumed the slot
+// holds message `posted`, for rank `to`, number `seq` among the sender's messages to `to`
+// (from 1), `bytes` long.
+struct Mailbox {
+    std::atomic<uint32_t> posted;    // the message number in the slot (0: none yet)
+    std::atomic<uint32_t> consumed;  // the number of the last message taken out of it
+    std::atomic<int32_t> to;
+    std::atomic<uint32_t> seq;
+    uint64_t bytes;
+};
+
 struct RankState {
-    std::atomic<int32_t> pid;        // 0 until the rank joined
-    std::atomic<uint32_t> posted;    // messages the rank put in its outbox
-    std::atomic<uint32_t> consumed;  // ... that their receivers have taken
-    std::atomic<int32_t> to;         // receiver of the pending message
-    std::atomic<uint32_t> seq;       // its number among this rank's messages to `to`
-    uint32_t p2p_ok;                 // peer transport: this rank's card reaches all the others
-    uint64_t bytes;                  // size of the pending message
+    std::atomic<int32_t> pid;     // 0 until the rank joined
+    std::atomic<uint32_t> posts;  // messages this rank posted (receivers sleep on it)
+    std::atomic<uint32_t> takes;  // ... its receivers took (this rank sleeps on it)
+    uint32_t p2p_ok;              // peer transport: this rank's card reaches all the others
     // Peer transport (peer_transport.cpp), ranks of one process only: the rank's device handle
     // (a spyre_device_t; 0 if its card has no peer-to-peer DMA).
     uint64_t device;
@@ -33,8 +43,13 @@ struct RankState {
     uint32_t card_index;
     uint32_t card_kernel;
     uint32_t card_p2p;
-    uint32_t pad2;
-    uint64_t pad1[2];
+    // Peer transport, ranks of one process only: the destination of this rank's
+    // window_seq-th all-gather (a spyre_buffer_t and the byte offset of its first segment),
+    // published once the rank's stream reached the all-gather; its predecessor pushes into it.
+    std::atomic<uint32_t> window_seq;
+    uint64_t window_buf;
+    uint64_t window_base;
+    Mailbox box[kMaxSlots];
 };
 
 struct SegmentHeader {
@@ -52,24 +67,27 @@ struct SegmentHeader {
     char reason[256];
     RankState ranks[kMaxRanks];
     // Peer transport, ranks of one process only: inbox[s][d] is a spyre_buffer_t on rank d's card
-    // that only rank s pushes into, made by s on its first send to d and freed by d.
+    // (one chunk per outbox slot) that only rank s pushes into, made by s on its first send to
+    // d and freed by d.
     uint64_t inbox[kMaxRanks][kMaxRanks];
 };
 
 class Segment {
   public:
-    // Opens (creating if needed) segment `name` and joins it as `rank` of `nranks`; returns once
-    // all ranks joined. Throws TIMEOUT naming the missing ranks.
-    Segment(const std::string& name, int nranks, int rank, uint64_t slot_bytes,
+    // Opens (creating if needed) segment `name` and joins it as `rank` of `nranks`, with
+    // `slots` outbox slots of `slot_bytes` per rank; returns once all ranks joined. Throws
+    // TIMEOUT naming the missing ranks.
+    Segment(const std::string& name, int nranks, int rank, uint64_t slot_bytes, int slots,
             uint64_t timeout_ms);
     ~Segment();
     Segment(const Segment&) = delete;
     Segment& operator=(const Segment&) = delete;
 
     SegmentHeader& header() { return *hdr_; }
-    // Outbox of `rank`: slot_bytes bytes.
-    unsigned char* slot(int rank);
+    // Data of outbox slot `k` of `rank` (host-staged transport): slot_bytes bytes.
+    unsigned char* slot(int rank, int k);
     uint64_t slot_bytes() const { return slot_bytes_; }
+    int slots() const { return slots_; }
     const std::string& name() const { return name_; }
     int rank() const { return rank_; }
     int nranks() const { return nranks_; }
@@ -83,16 +101,25 @@ class Segment {
     void wait(std::atomic<uint32_t>& word, Pred pred, const char* what, int peer);
     static void wake(std::atomic<uint32_t>& word);
 
-    // A transport's send: waits until this rank's previous message was taken, then numbers
-    // the next one (to `peer`, `bytes` long) and returns this rank's state; the caller puts the
-    // data in place, then post().
-    RankState& begin_post(int peer, uint32_t seq, uint64_t bytes);
-    void post(RankState& me);
+    // A message in an outbox slot: the sender's number for it and the slot.
+    struct Message {
+        int sender = 0;
+        uint32_t number = 0;
+        int slot = 0;
+    };
+    // A transport's send: waits until the outbox slot of this rank's next message is free (its
+    // previous message taken), numbers the message (to `peer`, number `seq` of the pair,
+    // `bytes` long) and returns it; the caller puts the data in place, then post().
+    Message begin_post(int peer, uint32_t seq, uint64_t bytes);
+    // Makes the message visible to its receiver; safe from any thread (a stream's host
+    // function, once the data has landed).
+    void post(const Message& m);
     // A transport's receive: waits until `peer` has posted its message number `seq` to this
-    // rank and returns its state; a posted size other than `bytes` fails the communicator (the
-    // ranks called different collectives or counts). Then, once the message is taken, consumed().
-    RankState& await_post(int peer, uint32_t seq, uint64_t bytes);
-    void consumed(RankState& from);
+    // rank and returns it; a posted size other than `bytes` fails the communicator (the ranks
+    // called different collectives or counts). Then, once the data is out of the slot,
+    // consumed() (safe from any thread).
+    Message await_post(int peer, uint32_t seq, uint64_t bytes);
+    void consumed(const Message& m);
 
     // Records the first failure for every rank and wakes nobody (waiters poll every slice).
     void fail(spyre_status status, const std::string& reason);
@@ -110,6 +137,8 @@ class Segment {
     std::string name_;
     int nranks_, rank_;
     uint64_t slot_bytes_;
+    int slots_;
+    uint32_t sent_ = 0;  // messages this rank has numbered (begin_post)
     std::atomic<uint64_t> timeout_ms_;
     size_t map_bytes_ = 0;
     SegmentHeader* hdr_ = nullptr;

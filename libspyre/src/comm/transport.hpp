@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "spyre/comm.h"
 #include "spyre/spyre.h"
 
 namespace spyre::comm {
@@ -18,13 +19,35 @@ class Transport {
     // Largest byte count of one send/recv; a multiple of 128.
     virtual uint64_t max_chunk_bytes() const = 0;
     // Sends bytes [offset, offset + size) of `src` to rank `peer`, after the earlier work of
-    // `stream`. May return before the peer has received them.
+    // `stream`. Waits only for an outbox slot (shm_segment.hpp), not for the receiver to take
+    // the message; may return before the data has left `src` (it leaves in stream order).
     virtual void send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
                       spyre_stream_t stream) = 0;
     // Receives the next message of rank `peer` (exactly `size` bytes) into `dst` at `offset`,
     // ordered on `stream`.
     virtual void recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t size,
                       spyre_stream_t stream) = 0;
+    // Receives the next message of `peer` (count elements of dtype) and reduces it into
+    // acc[acc_offset, +count) on the card, ordered on `stream` (reduce_on_card, ring.hpp);
+    // `scratch` (max_chunk_bytes()) is where a transport that cannot reduce in place of the
+    // message receives it first.
+    virtual void recv_reduce(int peer, spyre_buffer_t acc, uint64_t acc_offset, uint64_t count,
+                             spyre_dtype dtype, spyre_reduce_op op, spyre_buffer_t scratch,
+                             spyre_stream_t stream) = 0;
+    // Straight into place (an all-gather's destination, no inbox): whether this transport
+    // can; then every rank opens its window, sends with send_into and takes with
+    // recv_in_place, in the same order on every rank.
+    virtual bool direct() const { return false; }
+    // Publishes buf (from byte `base`) as this rank's window once `stream` has reached this
+    // point (its earlier work on buf is done).
+    virtual void open_window(spyre_buffer_t /*buf*/, uint64_t /*base*/, spyre_stream_t /*stream*/) {
+    }
+    // Sends src[offset, +size) into `peer`'s open window at window_offset (from its base).
+    virtual void send_into(int /*peer*/, spyre_buffer_t /*src*/, uint64_t /*offset*/,
+                           uint64_t /*size*/, uint64_t /*window_offset*/,
+                           spyre_stream_t /*stream*/) {}
+    // Waits until `peer`'s next message (`size` bytes, sent with send_into) has landed.
+    virtual void recv_in_place(int /*peer*/, uint64_t /*size*/) {}
     // Returns once every rank has entered it.
     virtual void barrier() = 0;
     // Fails the communicator for every rank with `reason` (the first reason wins).

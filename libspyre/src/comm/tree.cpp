@@ -9,10 +9,6 @@
 namespace spyre::comm {
 namespace {
 
-void check_call(spyre_status s) {
-    if (s != SPYRE_SUCCESS) spyre::fail(s, spyre_last_error());
-}
-
 int lowbit(int r) { return r & -r; }
 
 int log2_ceil(int n) {
@@ -29,7 +25,7 @@ void tree_all_reduce(const Ring& ring, spyre_buffer_t buf, uint64_t base, uint64
     const uint64_t es = dtype_bytes(dtype), bytes = count * es;
     const uint64_t chunk = ring.transport.max_chunk_bytes();
     // reduce: at step `mask` a rank with that bit sends its partial sum to rank - mask and is
-    // done; the others add rank + mask's (chunk by chunk through rx)
+    // done; the others add rank + mask's (chunk by chunk, out of the transport's inbox)
     for (int mask = 1; mask < n; mask <<= 1) {
         if (r & mask) {
             send_range(ring.transport, r - mask, buf, base, bytes, ring.stream);
@@ -38,8 +34,8 @@ void tree_all_reduce(const Ring& ring, spyre_buffer_t buf, uint64_t base, uint64
         if (r + mask >= n) continue;
         for (uint64_t c = 0; c < bytes; c += chunk) {
             const uint64_t m = std::min(chunk, bytes - c);
-            ring.transport.recv(r + mask, ring.rx, 0, m, ring.stream);
-            reduce_on_card(ring.stream, buf, base + c, ring.rx, 0, m / es, dtype, op);
+            ring.transport.recv_reduce(r + mask, buf, base + c, m / es, dtype, op, ring.rx,
+                                       ring.stream);
         }
     }
     if (r == 0 && op == SPYRE_REDUCE_MEAN)
