@@ -691,10 +691,14 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
             b.li(9, kFillLx), b.li(10, 0);
             b.alu(spyre::isa::Alu::DIVU, 11, 4, 9);
             b.alu(spyre::isa::Alu::REMU, 12, 4, 9);
+            // a core addresses 256 MiB from its span base (isa.md): the span follows the
+            // stores, so any slice of any buffer is in reach
             b.loop(11);
+            b.span(3);
             b.store(10, 3, 9);
             b.add(3, 3, 9);
             b.endloop();
+            b.span(3);
             b.store(10, 3, 12);  // the rest (len 0 is a no-op)
             b.halt();
             return b.finish();

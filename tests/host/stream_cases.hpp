@@ -471,6 +471,25 @@ inline void fills_and_strided(spyre_device_t dev) {
         EXPECT_TRUE(ok) << "large 4-byte fill at an odd offset";
         spyre_free(lb);
     }
+    // A fill more than 256 MiB (a core's DDR span) into a buffer: the fill program's stores
+    // move their span along (they faulted with DDR_SPAN past the first 256 MiB)
+    {
+        const uint64_t huge = 320ull << 20, tail = 64ull << 20;
+        spyre_buffer_t hb;
+        SC_ASSERT(spyre_malloc(dev, huge, &hb));
+        SC_ASSERT(spyre_memset(hb, 0, 0x22, huge));
+        SC_ASSERT(spyre_memset(hb, huge - tail, 0x5a, tail));
+        std::vector<uint8_t> edge(8192);
+        SC_ASSERT(spyre_memcpy_dtoh(edge.data(), hb, huge - tail - 4096, 8192));
+        EXPECT_TRUE(
+            std::all_of(edge.begin(), edge.begin() + 4096, [](uint8_t v) { return v == 0x22; }));
+        EXPECT_TRUE(
+            std::all_of(edge.begin() + 4096, edge.end(), [](uint8_t v) { return v == 0x5a; }));
+        SC_ASSERT(spyre_memcpy_dtoh(edge.data(), hb, huge - 8192, 8192));
+        EXPECT_TRUE(std::all_of(edge.begin(), edge.end(), [](uint8_t v) { return v == 0x5a; }))
+            << "the end of a fill past 256 MiB";
+        spyre_free(hb);
+    }
     uint64_t bad = 1;
     EXPECT_EQ(spyre_fill_async(b, 0, &bad, 3, 1, nullptr), SPYRE_ERROR_INVALID_ARGUMENT);
     EXPECT_EQ(spyre_fill_async(b, n - 4, &bad, 8, 1, nullptr), SPYRE_ERROR_INVALID_ARGUMENT);
