@@ -19,7 +19,8 @@ op x dtype that PyTorch marks as not comparable there (non-deterministic or unde
 is `unchecked`: it must still run without an error or a crash. Random operators are compared
 after seeding the CPU generator (the fallback draws from it) alike for both runs, except the
 float samples of those that draw from the spyre generator on the card (DEVICE_RANDOM): their
-values are not the CPU's, so they are `unchecked` (tests/test_random.py checks them). Sorts that
+values are not the CPU's, so they are `unchecked` (tests/test_random.py checks them), as are
+every sample of randint (DEVICE_RANDOM_EVERY_DTYPE: its integer samples draw on the card too). Sorts that
 leave the order of ties open (TIES_OPEN: `sort` and `argsort` without stable=True, `topk`) may
 order tied elements differently from the CPU: there the values must match and the indices must
 be distinct positions that pick those values from the input. kthvalue, median, nanmedian and
@@ -62,6 +63,11 @@ DEVICE_RANDOM = {
     "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout",
 }
 
+# Random operators that draw from the spyre generator on the card for integer types too
+# (random_ / randint up to 2^24 values): unchecked for every dtype, since the samples that
+# still draw from the CPU generator (float64, int16) see its state moved by fewer draws.
+DEVICE_RANDOM_EVERY_DTYPE = {"randint", "randint_like"}
+
 # Ops whose order of equal elements is unspecified (unless stable=True): compared by values and
 # by indices that pick them (tests/test_sort.py).
 TIES_OPEN = {"sort", "argsort", "topk"}
@@ -78,6 +84,8 @@ def uncomparable(op, dtype):
     import torch
     if op.name in DEVICE_RANDOM and dtype in (torch.float32, torch.float16, torch.bfloat16):
         return "draws from the spyre generator on the card, not the CPU's"
+    if op.name in DEVICE_RANDOM_EVERY_DTYPE:
+        return "draws from the spyre generator on the card (integers too), not the CPU's"
     for d in op.decorators:
         if not hasattr(d, "is_active"):
             continue
