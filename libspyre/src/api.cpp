@@ -417,6 +417,13 @@ void copy_to_imported(const std::shared_ptr<Buffer>& imported, uint64_t dst_offs
         st->copy_peer(c);
 }
 
+spyre_status stream_failure(spyre_stream_t stream, spyre_buffer_t on, std::string* what) {
+    const auto e = resolve_stream(stream, check_buffer(on)->dev)->failure();
+    if (!e) return SPYRE_SUCCESS;
+    if (what) *what = e->what();
+    return e->status();
+}
+
 void launch_pinned_program(spyre_device_t device, uint64_t id, const std::vector<uint8_t>& image,
                            const spyre_launch_params& params, spyre_stream_t stream) {
     auto d = check_device(device);

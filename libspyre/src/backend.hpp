@@ -162,6 +162,10 @@ class Stream {
     virtual void synchronize() = 0;
     // true if all queued work finished; throws like synchronize() when it did and failed.
     virtual bool query() = 0;
+    // The first failure of the stream's finished work since the last synchronize(), left for
+    // synchronize() to throw. Safe in a host function of the stream (the collectives ask it
+    // before they tell a peer that data sent on the stream is there).
+    virtual std::optional<Error> failure() = 0;
     // Runs body (which queues work on this stream) and waits for that work only; throws the
     // first error of that work (not of earlier asynchronous work).
     virtual void run_sync(const std::function<void()>& body) = 0;

@@ -33,6 +33,7 @@ class CaptureStream final : public Stream {
     void wait(const MarkerRef& m) override;
     void synchronize() override;
     bool query() override;
+    std::optional<Error> failure() override { return std::nullopt; }  // nothing runs in a capture
     void run_sync(const std::function<void()>& body) override;
     void replay(const GraphRef& g) override;  // the graph's work joins this capture
 

@@ -34,4 +34,11 @@ void copy_to_imported(const std::shared_ptr<Buffer>& imported, uint64_t dst_offs
                       spyre_buffer_t src, uint64_t src_offset, uint64_t size, spyre_stream_t stream,
                       bool wait = true);
 
+// The first failure of `stream`'s finished work since its last synchronize (NULL: the default
+// stream of `on`'s card), left for that synchronize to report; SPYRE_SUCCESS if none. For the
+// collectives: data sent on a stream whose earlier work failed (a reduction, the push itself)
+// is not what the peer expects, so they fail the communicator instead of posting it. Safe in
+// a host function of the stream.
+spyre_status stream_failure(spyre_stream_t stream, spyre_buffer_t on, std::string* what);
+
 }  // namespace spyre

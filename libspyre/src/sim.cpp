@@ -206,7 +206,7 @@ class SimCard {
     }
 
     // Counts one completed copy command of `bytes` in telemetry field `field`.
-    void count_copy(__u64 drm_spyre_telemetry::*field, uint64_t bytes) {
+    void count_copy(__u64 drm_spyre_telemetry::* field, uint64_t bytes) {
         std::lock_guard lock(mu_);
         tele_.*field += bytes;
         tele_.cmds_completed++;
@@ -433,6 +433,10 @@ class SimStream final : public Stream {
             sticky_.reset();
             throw e;
         }
+    }
+    std::optional<Error> failure() override {
+        std::lock_guard lock(mu_);
+        return sticky_;
     }
     bool query() override {
         std::lock_guard lock(mu_);

@@ -312,6 +312,12 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         }
     }
 
+    std::optional<Error> failure() override {
+        std::lock_guard lock(mu_);
+        reap(0);  // the finished jobs' errors into sticky_
+        return sticky_;
+    }
+
     bool query() override {
         std::lock_guard lock(mu_);
         if (blocked_ || !deferred_.empty()) return false;

@@ -21,6 +21,7 @@
 
 #include "comm_test_util.hpp"
 #include "spyre/ops.h"
+#include "spyre/program_builder.hpp"
 #include "spyre/spyre.h"
 
 namespace {
@@ -777,6 +778,81 @@ TEST(Comm, AbortFailsEveryRank) {
         }
         spyre_free(b);
     });
+}
+
+// A rank whose card fails a reduction mid-collective (a simulated program fault on card 0's
+// next launch) sends on an accumulator that is not the sum: every rank must fail, not hand the
+// others a wrong result with SPYRE_SUCCESS (host functions that post messages run after
+// failed work too). Both transports, stream and NULL stream.
+TEST(Comm, FailedCardWorkFailsEveryRank) {
+    if (spyre_sim_inject_fault(0, SPYRE_SIM_FAULT_NONE, 0) == SPYRE_ERROR_NOT_SUPPORTED)
+        GTEST_SKIP() << "simulated faults: the simulator backend only";
+    for (const char* transport : {"p2p", "host-staged"})
+        for (bool null_stream : {false, true}) {
+            SCOPED_TRACE(::testing::Message() << transport << (null_stream ? " NULL stream" : ""));
+            setenv("SPYRE_COMM_TRANSPORT", transport, 1);
+            ASSERT_EQ(spyre_sim_inject_fault(0, SPYRE_SIM_FAULT_PROGRAM, 0), SPYRE_SUCCESS);
+            const size_t count = 1u << 20;  // fp32, 4 MiB: both ranks reduce on their cards
+            run_ranks(
+                2,
+                [&](Rank& k) {
+                    spyre_buffer_t b = k.upload(
+                        to_bytes(input(k.rank, count, SPYRE_DTYPE_FLOAT32, 5), SPYRE_DTYPE_FLOAT32),
+                        0);
+                    const spyre_status s = spyre_comm_all_reduce(
+                        b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32, SPYRE_REDUCE_SUM, k.comm,
+                        null_stream ? nullptr : k.stream);
+                    EXPECT_NE(s, SPYRE_SUCCESS) << "rank " << k.rank << " returned a sum";
+                    if (k.rank == 1)  // told by the communicator, naming rank 0's failed work
+                        EXPECT_NE(std::string(spyre_last_error()).find("rank 0"), std::string::npos)
+                            << spyre_last_error();
+                    spyre_stream_synchronize(k.stream);
+                    spyre_device_synchronize(k.dev);
+                    spyre_free(b);
+                },
+                5000);
+            unsetenv("SPYRE_COMM_TRANSPORT");
+        }
+    ASSERT_EQ(spyre_sim_inject_fault(0, SPYRE_SIM_FAULT_NONE, 0), SPYRE_SUCCESS);
+}
+
+// Work that failed on a rank's stream before a collective (a program that divides by zero,
+// not yet synchronized): that rank's messages are not to be trusted, so the communicator
+// fails on every rank (its own call reports the program's fault). Any backend: through
+// spyre.ko it is the kernel stream's failure() the collectives ask from their host functions.
+TEST(Comm, EarlierFailedWorkOnTheStreamFailsEveryRank) {
+    spyre::ProgramBuilder pb;
+    pb.li(3, 1);
+    pb.alu(spyre::isa::Alu::DIVU, 4, 3, 0);  // DIV_ZERO
+    pb.halt();
+    const std::vector<uint8_t> image = pb.finish();
+    const size_t count = 1u << 18;
+    run_ranks(
+        2,
+        [&](Rank& k) {
+            spyre_buffer_t b = k.upload(
+                to_bytes(input(k.rank, count, SPYRE_DTYPE_FLOAT32, 6), SPYRE_DTYPE_FLOAT32), 0);
+            spyre_program_t prog = nullptr;
+            if (k.rank == 0) {
+                ASSERT_EQ(spyre_program_load(k.dev, image.data(), image.size(), &prog),
+                          SPYRE_SUCCESS);
+                spyre_launch_params lp{};
+                lp.num_cores = 1;
+                ASSERT_EQ(spyre_launch_async(prog, &lp, k.stream), SPYRE_SUCCESS);
+            }
+            const spyre_status s = spyre_comm_all_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32,
+                                                         SPYRE_REDUCE_SUM, k.comm, k.stream);
+            EXPECT_NE(s, SPYRE_SUCCESS) << "rank " << k.rank << " returned a sum";
+            const std::string err = spyre_last_error();
+            if (k.rank == 0)
+                EXPECT_NE(err.find("division by zero"), std::string::npos) << err;
+            else
+                EXPECT_NE(err.find("rank 0's card work"), std::string::npos) << err;
+            spyre_stream_synchronize(k.stream);
+            spyre_program_free(prog);
+            spyre_free(b);
+        },
+        10000);
 }
 
 TEST(Comm, BadArgumentsFailCleanly) {

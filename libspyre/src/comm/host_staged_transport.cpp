@@ -24,7 +24,7 @@ void HostStagedTransport::send(int peer, spyre_buffer_t src, uint64_t offset, ui
     check_call(
         spyre_memcpy_dtoh_async(seg_->slot(seg_->rank(), m.slot), src, offset, size, stream));
     ++sent_[peer];
-    seg_->post(m);
+    if (!seg_->post_unless_failed(m, stream, src, peer)) seg_->check();
 }
 
 void HostStagedTransport::recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t size,

@@ -26,14 +26,17 @@ struct SlotEvent {
     std::shared_ptr<Segment> seg;
     Segment::Message m;
     bool post;  // else consumed
+    spyre_stream_t stream;
+    spyre_buffer_t src;  // post: the sent data (its card's stream did the work)
+    int peer;
 };
 
 void run_slot_event(void* p) {
     const std::unique_ptr<SlotEvent> e(static_cast<SlotEvent*>(p));
-    if (e->post)
-        e->seg->post(e->m);
-    else
-        e->seg->consumed(e->m);
+    if (!e->post) return e->seg->consumed(e->m);
+    // host functions run after failed work too: a failed push or an earlier failed reduction
+    // means the peer would take data that is not the sum, so fail the communicator instead
+    e->seg->post_unless_failed(e->m, e->stream, e->src, e->peer);
 }
 
 // A window's publication (open_window), once the stream's earlier work on it is done.
@@ -53,8 +56,9 @@ void publish_window(void* p) {
 }
 
 void after_stream(spyre_stream_t stream, const std::shared_ptr<Segment>& seg,
-                  const Segment::Message& m, bool post) {
-    auto e = std::make_unique<SlotEvent>(SlotEvent{seg, m, post});
+                  const Segment::Message& m, bool post, spyre_buffer_t src = nullptr,
+                  int peer = -1) {
+    auto e = std::make_unique<SlotEvent>(SlotEvent{seg, m, post, stream, src, peer});
     check_call(spyre_launch_host_func(stream, run_slot_event, e.get()));
     e.release();  // run_slot_event owns it
 }
@@ -250,9 +254,9 @@ void PeerTransport::send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t
         check_call(spyre_memcpy_peer(to, at, src, offset, size));
     }
     if (stream)
-        after_stream(stream, seg_, m, true);
-    else
-        seg_->post(m);
+        after_stream(stream, seg_, m, true, src, peer);
+    else if (!seg_->post_unless_failed(m, stream, src, peer))
+        seg_->check();  // throws the failure just recorded
 }
 
 Segment::Message PeerTransport::take(int peer, uint64_t size, spyre_buffer_t* inbox, uint64_t* at) {
@@ -321,10 +325,10 @@ void PeerTransport::send_into(int peer, spyre_buffer_t src, uint64_t offset, uin
     ++sent_[peer];
     if (stream) {
         check_call(spyre_memcpy_peer_async(dst, at, src, offset, size, stream));
-        after_stream(stream, seg_, m, true);
+        after_stream(stream, seg_, m, true, src, peer);
     } else {
         check_call(spyre_memcpy_peer(dst, at, src, offset, size));
-        seg_->post(m);
+        if (!seg_->post_unless_failed(m, stream, src, peer)) seg_->check();
     }
 }
 

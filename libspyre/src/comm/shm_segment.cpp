@@ -17,6 +17,7 @@
 #include <format>
 
 #include "error.hpp"
+#include "peer_fd.hpp"
 
 namespace spyre::comm {
 namespace {
@@ -54,7 +55,7 @@ Segment::Segment(const std::string& name, int nranks, int rank, uint64_t slot_by
     int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
     if (fd < 0)
         fail(status_from_errno(errno), std::format("shm_open({}): {}", name, errno_text(errno)));
-    struct stat st {};
+    struct stat st{};
     if (fstat(fd, &st) == 0 && st.st_size != 0 && static_cast<size_t>(st.st_size) != map_bytes_) {
         close(fd);
         spyre::fail(SPYRE_ERROR_INVALID_ARGUMENT,
@@ -195,6 +196,24 @@ void Segment::post(const Message& m) {
     me.box[m.slot].posted.store(m.number, std::memory_order_release);
     me.posts.fetch_add(1, std::memory_order_release);
     wake(me.posts);
+}
+
+bool Segment::post_unless_failed(const Message& m, spyre_stream_t stream, spyre_buffer_t src,
+                                 int peer) {
+    std::string what;
+    spyre_status st = SPYRE_SUCCESS;
+    try {
+        st = stream_failure(stream, src, &what);
+    } catch (const Error& e) {  // the stream or the buffer is gone: as good as failed
+        st = e.status(), what = e.what();
+    }
+    if (st == SPYRE_SUCCESS) {
+        post(m);
+        return true;
+    }
+    fail(st, std::format("rank {}'s card work before its message to rank {} failed: {}", m.sender,
+                         peer, what));
+    return false;
 }
 
 Segment::Message Segment::await_post(int peer, uint32_t seq, uint64_t bytes) {

@@ -114,6 +114,11 @@ class Segment {
     // Makes the message visible to its receiver; safe from any thread (a stream's host
     // function, once the data has landed).
     void post(const Message& m);
+    // post(m) if the sender's `stream` (NULL: the default stream of `src`'s card) has had no
+    // failure since its last synchronize, else fail() the communicator with it and return
+    // false: data sent after a failed push or reduction is not what the receiver expects
+    // (host functions run after failed work too). Safe from a host function of `stream`.
+    bool post_unless_failed(const Message& m, spyre_stream_t stream, spyre_buffer_t src, int peer);
     // A transport's receive: waits until `peer` has posted its message number `seq` to this
     // rank and returns it; a posted size other than `bytes` fails the communicator (the ranks
     // called different collectives or counts). Then, once the data is out of the slot,
