@@ -551,7 +551,7 @@ void check_grad_plannable(const AttentionGradShape& gs) {
 }  // namespace
 
 AttentionGradPlan plan_attention_grad(const Pricer& pricer, const AttentionGradShape& s,
-                                      uint32_t max_cores) {
+                                      uint32_t max_cores, int passes) {
     check_grad_plannable(s);
     const AttentionShape& a = s.a;
     const uint64_t budget = pricer.lx_budget();
@@ -559,7 +559,7 @@ AttentionGradPlan plan_attention_grad(const Pricer& pricer, const AttentionGradS
     if (std::find(bqs.begin(), bqs.end(), a.Lq) == bqs.end()) bqs.insert(bqs.begin(), a.Lq);
     AttentionGradPlan best;
     // dQ pass: units (b, kv head, query block)
-    for (uint64_t bq : bqs)
+    for (uint64_t bq : passes & 1 ? bqs : std::vector<uint64_t>{})
         for (uint64_t bk : {64, 128}) {
             const uint64_t lxb = attention_dq_lx_bytes(s, bq, bk);
             if (!lxb || lxb > budget) continue;
@@ -572,7 +572,7 @@ AttentionGradPlan plan_attention_grad(const Pricer& pricer, const AttentionGradS
                 best.dq_cycles = c;
         }
     // dK/dV pass: units (b, kv head, key block)
-    for (uint64_t kq : bqs)
+    for (uint64_t kq : passes & 2 ? bqs : std::vector<uint64_t>{})
         for (uint64_t kk : {32, 64, 128}) {
             const uint64_t lxb = attention_dkv_lx_bytes(s, kq, kk);
             if (!lxb || lxb > budget) continue;
@@ -585,7 +585,7 @@ AttentionGradPlan plan_attention_grad(const Pricer& pricer, const AttentionGradS
                 best.kq = kq, best.kk = kk, best.dkv_lx = lxb, best.dkv_cores = p.dkv_cores,
                 best.dkv_cycles = c;
         }
-    if (!best.dq_cycles || !best.dkv_cycles)
+    if (((passes & 1) && !best.dq_cycles) || ((passes & 2) && !best.dkv_cycles))
         throw std::invalid_argument("attention backward: no block sizes fit the scratchpad");
     return best;
 }

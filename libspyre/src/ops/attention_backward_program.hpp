@@ -58,8 +58,9 @@ uint64_t attention_dq_lx_bytes(const AttentionGradShape& s, uint64_t bq, uint64_
 uint64_t attention_dkv_lx_bytes(const AttentionGradShape& s, uint64_t kq, uint64_t kk);
 // Bytes a launch argument's tensor spans (kGradQ .. kGradDv).
 uint64_t attention_grad_tensor_bytes(const AttentionGradShape& s, int which);
-// Prices the candidate blocks of each pass exactly and returns the best of each.
+// Prices the candidate blocks of each pass exactly and returns the best of each (passes: bit 0
+// the dQ pass, bit 1 the dK/dV pass; the other pass's fields stay default).
 AttentionGradPlan plan_attention_grad(const Pricer& pricer, const AttentionGradShape& s,
-                                      uint32_t max_cores);
+                                      uint32_t max_cores, int passes = 3);
 
 }  // namespace spyre::ops
