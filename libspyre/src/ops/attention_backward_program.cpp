@@ -21,9 +21,13 @@ using Reg = ProgramBuilder::Reg;
 
 // LX of one unit of either pass: R = g * (query rows per head of a tile) rows, bk keys a tile.
 // dq pass: acc = dQ [R, D], out = the rounded dQ (the O rows before it); dK/dV pass: acc = dK and
-// acc2 = dV [bk, D], out = one of them rounded.
+// acc2 = dV [bk, D], out = one of them rounded. The operands that change from tile to tile are
+// double buffered (the next tile's arrive while this one computes): K, V and the mask in the dQ
+// pass; Q, dO, the mask and the row statistics (stage: lse, dstage: delta) in the dK/dV pass.
+// Single-buffered sets have [1] == [0].
 struct Layout {
-    uint64_t q, dout, o, k, v, mask, s, dp, p16, ds, stage, nlse, delta, acc, acc2, out, total;
+    uint64_t q[2], dout[2], o, k[2], v[2], mask[2], s, dp, p16, ds, stage[2], dstage[2], nlse,
+        delta, acc, acc2, out, total;
 };
 
 uint64_t mask_row_bytes(const AttentionShape& s, uint64_t bk) {
@@ -47,18 +51,24 @@ Layout layout(const AttentionGradShape& gs, bool dkv, uint64_t bq, uint64_t bk) 
         at += up128(bytes);
         return a;
     };
-    l.q = take(R * Db);
-    l.dout = take(R * Db);
+    auto pair = [&](uint64_t* set, uint64_t bytes, bool twice) {
+        set[0] = take(bytes);
+        set[1] = twice ? take(bytes) : set[0];
+    };
+    pair(l.q, R * Db, dkv);
+    pair(l.dout, R * Db, dkv);
     l.o = dkv ? 0 : take(R * Db);
-    l.k = take(bk * Db);
-    l.v = take(bk * Db);
+    pair(l.k, bk * Db, !dkv);
+    pair(l.v, bk * Db, !dkv);
     const uint64_t mrows = (s.m_st[1] ? g : 1) * (s.m_st[2] ? bq : 1);
-    l.mask = s.mask == AttentionShape::Mask::NONE ? 0 : take(mrows * up128(mask_row_bytes(s, bk)));
+    if (s.mask != AttentionShape::Mask::NONE)
+        pair(l.mask, mrows * up128(mask_row_bytes(s, bk)), true);
     l.s = take(R * bk * 4);
     l.dp = take(R * bk * 4);
     l.p16 = s.t == DType::F32 ? l.s : take(R * bk * es);
     l.ds = take(R * bk * es);
-    l.stage = take(g * up128(bq * 4));
+    pair(l.stage, g * up128(bq * 4), dkv);
+    pair(l.dstage, g * up128(bq * 4), dkv);
     l.nlse = take(R * 4);
     l.delta = take(R * 4);
     if (dkv) {
@@ -122,6 +132,29 @@ class GradBuilder {
 
   private:
     void vdesc(std::initializer_list<int64_t> v) { b_.set_regs(21, v); }
+    // dst = buffer `parity` (a register, r0: buffer 0) of a double-buffered set
+    void sel(Reg dst, const uint64_t* set, Reg parity) {
+        if (parity == 0 || set[1] == set[0]) {
+            b_.li(dst, int64_t(set[0]));
+            return;
+        }
+        b_.muli(dst, parity, int64_t(set[1] - set[0]));
+        b_.addi(dst, dst, int64_t(set[0]));
+    }
+    // The tile's operands: fixed buffers, or (double buffered) the registers the pass set before
+    // the tile: dQ pass r2 = K, r5 = V; dK/dV pass r2 = Q, r5 = dO; r6 = the mask in both.
+    void q_at(Reg dst) { dkv_ ? b_.mov(dst, 2) : lx(dst, l_.q[0]); }
+    void dout_at(Reg dst) { dkv_ ? b_.mov(dst, 5) : lx(dst, l_.dout[0]); }
+    void k_at(Reg dst) { dkv_ ? lx(dst, l_.k[0]) : b_.mov(dst, 2); }
+    void v_at(Reg dst) { dkv_ ? lx(dst, l_.v[0]) : b_.mov(dst, 5); }
+    void operands(Reg parity) {
+        if (dkv_) {
+            sel(2, l_.q, parity), sel(5, l_.dout, parity);
+        } else {
+            sel(2, l_.k, parity), sel(5, l_.v, parity);
+        }
+        if (s_.mask != AttentionShape::Mask::NONE) sel(6, l_.mask, parity);
+    }
     void lx(Reg r, uint64_t addr) { b_.li(r, int64_t(addr)); }
 
     // The unit of round `round` on this core: r7 position, r8 (b, kv head), r9 block, r30 b,
@@ -162,9 +195,10 @@ class GradBuilder {
 
     // The g heads' bq rows of query block `qb` of a [B, Hq, Lq, D] tensor <-> LX (head h at
     // rows h*bq), one DMA.
-    void head_rows(bool store, uint64_t lxa, int arg, const uint64_t* st, Reg qb) {
+    void head_rows(bool store, const uint64_t* set, Reg parity, int arg, const uint64_t* st,
+                   Reg qb) {
         rows_addr(12, arg, st, qb, bq_, g_);
-        lx(28, lxa);
+        sel(28, set, parity);
         b_.li(11, Db_);
         b_.span(12);
         vdesc({bq_, int64_t(st[2]), Db_, g_, int64_t(st[1]), bq_ * Db_});
@@ -176,10 +210,11 @@ class GradBuilder {
 
     // The g heads' bq values of query block qb of an fp32 [B, Hq, Lq] statistic <-> the stage
     // buffer (a stick per head).
-    void stat_rows(bool store, int arg, const uint64_t* st, Reg qb) {
+    void stat_rows(bool store, const uint64_t* set, Reg parity, int arg, const uint64_t* st,
+                   Reg qb) {
         const uint64_t st3[3] = {st[0], st[1], 4};
         rows_addr(12, arg, st3, qb, bq_, g_);
-        lx(28, l_.stage);
+        sel(28, set, parity);
         b_.li(11, bq_ * 4);
         b_.span(12);
         vdesc({g_, int64_t(st[1]), int64_t(LP_), 1, 0, 0});
@@ -188,24 +223,24 @@ class GradBuilder {
         else
             b_.load(28, 12, 11, 21);
     }
-    // stage (a stick per head) -> R contiguous values, negated or not
-    void unstage(uint64_t dst, VUn f) {
+    // a stage buffer (a stick per head) -> R contiguous values, negated or not
+    void unstage(uint64_t dst, const uint64_t* set, Reg parity, VUn f) {
         lx(10, dst);
-        lx(11, l_.stage);
+        sel(11, set, parity);
         vdesc({g_, bq_, bq_ * 4, int64_t(LP_)});
         b_.vun(f, DType::F32, DType::F32, 10, 11, 21);
     }
 
     // The K and V rows of key block kb (r18 = rows in it; a short last block is zeroed first so
     // the rows past Lk are finite).
-    void load_kv(Reg kb) {
+    void load_kv(Reg kb, Reg parity) {
         b_.muli(19, kb, bk_);
         b_.li(18, int64_t(s_.Lk));
         b_.sub(18, 18, 19);
         b_.li(10, bk_);
         b_.alu(Alu::MINU, 18, 18, 10);
-        lx(28, l_.k);
-        lx(29, l_.v);
+        sel(28, l_.k, parity);
+        sel(29, l_.v, parity);
         if (s_.Lk % bk_) {
             ProgramBuilder::Label full = b_.label();
             b_.br(isa::Cond::EQ, 18, 10, full);
@@ -228,14 +263,14 @@ class GradBuilder {
 
     // One tile: query block qb (the g heads' R rows in l.q, l.dout, l.nlse, l.delta) against key
     // block kb (l.k, l.v): P, dP, dS, and the pass's matmuls into its accumulators.
-    void tile(Reg qb, Reg kb) {
+    // The mask rows of tile (qb, kb) into mask buffer `parity`: + kb*bk*mes, min(bk, Lk - kb*bk)
+    // columns.
+    void load_mask(Reg qb, Reg kb, Reg parity) {
         const AttentionShape& s = s_;
-        const float ninf = -std::numeric_limits<float>::infinity();
-        const bool masked = s.mask != AttentionShape::Mask::NONE;
-        const int64_t mes = isa::dtype_size(s.mask_t), mrow = bk_ * mes;
+        if (s.mask == AttentionShape::Mask::NONE) return;
+        const int64_t mes = isa::dtype_size(s.mask_t), mrow = bk_ * mes, bk = bk_;
         const int64_t mrows = s.m_st[2] ? bq_ : 1, mheads = s.m_st[1] ? g_ : 1;
-        const int64_t R = R_, bk = bk_, D = D_, Db = Db_, es = es_;
-        if (masked) {  // the tile's mask rows: + kb*bk*mes, min(bk, Lk - kb*bk) columns
+        {
             rows_addr(12, kGradMask, s.m_st, qb, bq_, g_);
             b_.muli(10, kb, bk * mes);
             b_.add(12, 12, 10);
@@ -244,15 +279,26 @@ class GradBuilder {
             b_.li(10, bk);
             b_.alu(Alu::MINU, 19, 19, 10);
             b_.muli(11, 19, mes);
-            lx(28, l_.mask);
+            sel(28, l_.mask, parity);
             vdesc({mrows, int64_t(s.m_st[2]), mrow, mheads, int64_t(s.m_st[1]), mrows * mrow});
             b_.span(12);
             b_.load(28, 12, 11, 21);
         }
+    }
+
+    // One tile: query block qb (the g heads' R rows of Q and dO, l.nlse, l.delta) against key
+    // block kb (K, V), the operands where operands() put them: P, dP, dS, and the pass's matmuls
+    // into its accumulators.
+    void tile(Reg qb, Reg kb) {
+        const AttentionShape& s = s_;
+        const float ninf = -std::numeric_limits<float>::infinity();
+        const int64_t mes = isa::dtype_size(s.mask_t), mrow = bk_ * mes;
+        const int64_t mrows = s.m_st[2] ? bq_ : 1, mheads = s.m_st[1] ? g_ : 1;
+        const int64_t R = R_, bk = bk_, D = D_, Db = Db_, es = es_;
         // S = Q K^T
         lx(28, l_.s);
-        lx(29, l_.q);
-        lx(10, l_.k);
+        q_at(29);
+        k_at(10);
         vdesc({R, bk, D, Db, Db, bk * 4});
         b_.matmul(s.t, 28, 29, 10, 21, false, false, true);
         // S = scale S + mask - lse (the exponent of P)
@@ -261,7 +307,7 @@ class GradBuilder {
             for (int64_t h = 0; h < (one_pass ? 1 : g_); ++h) {
                 b_.addi(29, 28, h * bq_ * bk * 4);
                 vdesc({one_pass ? R : bq_, bk, bk * 4, bk * 4, 0});
-                b_.li(26, int64_t(l_.mask + (s.m_st[1] ? h * mrows * mrow : 0)));
+                b_.addi(26, 6, s.m_st[1] ? h * mrows * mrow : 0);
                 b_.li(27, mrows > 1 ? mrow : 0);
                 b_.vfma(DType::F32, DType::F32, 29, 29, 0, 21, Bcast::IMM, Bcast::NONE, scale_,
                         0.0f, isa::kSrcType, s.mask_t);
@@ -277,7 +323,7 @@ class GradBuilder {
             for (int64_t h = 0; h < g_; ++h) {
                 b_.addi(29, 28, h * bq_ * bk * 4);
                 vdesc({bq_, bk, bk * 4, bk * 4, 0});
-                b_.li(26, int64_t(l_.mask + (s.m_st[1] ? h * mrows * mrow : 0)));
+                b_.addi(26, 6, s.m_st[1] ? h * mrows * mrow : 0);
                 b_.li(27, mrows > 1 ? mrow : 0);
                 b_.vsel(DType::F32, DType::F32, 29, 29, 0, 21, Bcast::IMM, ninf, false, Bcast::NONE,
                         DType::I8);
@@ -321,14 +367,14 @@ class GradBuilder {
         if (dkv_) {  // dV += P^T dO
             lx(11, l_.acc2);
             lx(29, l_.p16);
-            lx(12, l_.dout);
+            dout_at(12);
             vdesc({bk, D, R, bk * es, Db, D * 4});
             b_.matmul(s.t, 11, 29, 12, 21, true, true);
         }
         // dP = dO V^T - delta; dS = P dP in the input type
         lx(11, l_.dp);
-        lx(12, l_.dout);
-        lx(3, l_.v);
+        dout_at(12);
+        v_at(3);
         vdesc({R, bk, D, Db, Db, bk * 4});
         b_.matmul(s.t, 11, 12, 3, 21, false, false, true);
         lx(12, l_.delta);
@@ -339,11 +385,11 @@ class GradBuilder {
         b_.vbin(VBin::MUL, Bcast::NONE, s.t, DType::F32, 12, 28, 11, 21);
         lx(11, l_.acc);
         if (dkv_) {  // dK += dS^T Q
-            lx(3, l_.q);
+            q_at(3);
             vdesc({bk, D, R, bk * es, Db, D * 4});
             b_.matmul(s.t, 11, 12, 3, 21, true, true);
         } else {  // dQ += dS K
-            lx(3, l_.k);
+            k_at(3);
             vdesc({R, D, bk, bk * es, Db, D * 4});
             b_.matmul(s.t, 11, 12, 3, 21, true);
         }
@@ -360,24 +406,25 @@ class GradBuilder {
     void dq_unit() {
         const AttentionGradShape& gs = gs_;
         const int64_t R = R_, D = D_, Db = Db_;
-        head_rows(false, l_.q, kGradQ, gs.a.q_st, 9);
-        head_rows(false, l_.dout, kGradDout, gs.do_st, 9);
-        head_rows(false, l_.o, kGradOut, gs.a.o_st, 9);
+        const uint64_t o2[2] = {l_.o, l_.o};
+        head_rows(false, l_.q, 0, kGradQ, gs.a.q_st, 9);
+        head_rows(false, l_.dout, 0, kGradDout, gs.do_st, 9);
+        head_rows(false, o2, 0, kGradOut, gs.a.o_st, 9);
         // delta = rowsum(dO * O), to DDR for the dK/dV pass
         lx(10, l_.acc);
-        lx(11, l_.dout);
+        lx(11, l_.dout[0]);
         lx(12, l_.o);
         vdesc({R, D, D * 4, Db, Db});
         b_.vbin(VBin::MUL, Bcast::NONE, DType::F32, s_.t, 10, 11, 12, 21);
         lx(11, l_.delta);
         vdesc({R, D, D * 4});
         b_.vred(isa::Red::SUM, 0, DType::F32, DType::F32, 11, 10, 21);
-        lx(10, l_.stage);
+        lx(10, l_.stage[0]);
         vdesc({g_, bq_, int64_t(LP_), bq_ * 4});
         b_.vun(VUn::COPY, DType::F32, DType::F32, 10, 11, 21);
-        stat_rows(true, kGradDelta, gs.d_st, 9);
-        stat_rows(false, kGradLse, gs.a.l_st, 9);
-        unstage(l_.nlse, VUn::NEG);
+        stat_rows(true, l_.stage, 0, kGradDelta, gs.d_st, 9);
+        stat_rows(false, l_.stage, 0, kGradLse, gs.a.l_st, 9);
+        unstage(l_.nlse, l_.stage, 0, VUn::NEG);
         lx(10, l_.acc);
         vdesc({R, D, D * 4, D * 4});
         b_.vun(VUn::SET, DType::F32, DType::F32, 10, 0, 21, 0.0f);
@@ -393,17 +440,33 @@ class GradBuilder {
         } else {
             b_.li(16, nkb_);
         }
+        // key block kb + 1 (with its mask) loads while block kb computes
+        b_.li(17, 0);
+        load_kv(17, 0);
+        load_mask(9, 17, 0);
         b_.loop(16, 0, 15);
-        load_kv(15);
-        tile(9, 15);
+        {
+            ProgramBuilder::Label last = b_.label();
+            b_.addi(17, 15, 1);
+            b_.br(isa::Cond::GEU, 17, 16, last);
+            b_.alu(Alu::AND, 3, 17, 0, 1);
+            load_kv(17, 3);
+            b_.alu(Alu::AND, 3, 17, 0, 1);
+            load_mask(9, 17, 3);
+            b_.bind(last);
+            b_.alu(Alu::AND, 3, 15, 0, 1);
+            operands(3);
+            tile(9, 15);
+        }
         b_.endloop();
         round_out(l_.acc, R, scale_);
-        head_rows(true, l_.out, kGradDq, gs.dq_st, 9);
+        const uint64_t out2[2] = {l_.out, l_.out};
+        head_rows(true, out2, 0, kGradDq, gs.dq_st, 9);
     }
 
     void dkv_unit() {
         const AttentionGradShape& gs = gs_;
-        load_kv(9);
+        load_kv(9, 0);
         b_.mov(4, 18);  // rows of this key block, for the stores
         lx(10, l_.acc);
         vdesc({bk_, D_, D_ * 4, D_ * 4});
@@ -422,15 +485,31 @@ class GradBuilder {
         }
         b_.li(16, nqb_);
         b_.sub(16, 16, 13);
+        // query block qb + 1's rows, statistics and mask load while block qb computes
+        auto prefetch = [&](Reg qb, Reg parity) {
+            head_rows(false, l_.q, parity, kGradQ, gs.a.q_st, qb);
+            head_rows(false, l_.dout, parity, kGradDout, gs.do_st, qb);
+            stat_rows(false, l_.stage, parity, kGradLse, gs.a.l_st, qb);
+            stat_rows(false, l_.dstage, parity, kGradDelta, gs.d_st, qb);
+            load_mask(qb, 9, parity);
+        };
+        prefetch(13, 0);
         b_.loop(16, 0, 15);
-        b_.add(14, 13, 15);
-        head_rows(false, l_.q, kGradQ, gs.a.q_st, 14);
-        head_rows(false, l_.dout, kGradDout, gs.do_st, 14);
-        stat_rows(false, kGradLse, gs.a.l_st, 14);
-        unstage(l_.nlse, VUn::NEG);
-        stat_rows(false, kGradDelta, gs.d_st, 14);
-        unstage(l_.delta, VUn::COPY);
-        tile(14, 9);
+        {
+            ProgramBuilder::Label last = b_.label();
+            b_.addi(17, 15, 1);
+            b_.br(isa::Cond::GEU, 17, 16, last);
+            b_.alu(Alu::AND, 3, 17, 0, 1);
+            b_.add(17, 13, 17);
+            prefetch(17, 3);
+            b_.bind(last);
+            b_.add(14, 13, 15);
+            b_.alu(Alu::AND, 3, 15, 0, 1);
+            unstage(l_.nlse, l_.stage, 3, VUn::NEG);
+            unstage(l_.delta, l_.dstage, 3, VUn::COPY);
+            operands(3);
+            tile(14, 9);
+        }
         b_.endloop();
         // dK = scale acc, dV = acc2, rounded, the block's rows
         for (int kv = 0; kv < 2; ++kv) {
@@ -573,7 +652,7 @@ AttentionGradPlan plan_attention_grad(const Pricer& pricer, const AttentionGradS
         }
     // dK/dV pass: units (b, kv head, key block)
     for (uint64_t kq : passes & 2 ? bqs : std::vector<uint64_t>{})
-        for (uint64_t kk : {32, 64, 128}) {
+        for (uint64_t kk : {32, 64, 128, 256}) {
             const uint64_t lxb = attention_dkv_lx_bytes(s, kq, kk);
             if (!lxb || lxb > budget) continue;
             AttentionGradPlan p = best;
