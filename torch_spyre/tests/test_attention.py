@@ -284,3 +284,24 @@ def test_sdpa_with_a_mask_that_wants_a_gradient_keeps_the_math_path(fallback_res
     ops = {e.aten_op for e in prof.events}
     assert "aten::_scaled_dot_product_fused_attention_overrideable_backward" not in ops
     assert torch_spyre.fallback_counts() == {}
+
+
+def test_sdpa_backward_under_torch_compile(strict):
+    # a compiled training step: the compiled forward runs under no_grad, so the fused kernel
+    # returns no logsumexp (as its meta says) and the flash backward recomputes it
+    def loss(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).square().sum()
+
+    torch.compiler.reset()
+    q, k, v = make((1, 4, 40, 64), torch.float32), make((1, 2, 40, 64), torch.float32, 1), \
+        make((1, 2, 40, 64), torch.float32, 2)
+    ref = [t.clone().requires_grad_() for t in (q, k, v)]
+    loss(*ref).backward()
+    dev = [t.to("spyre").requires_grad_() for t in (q, k, v)]
+    with torch_spyre.profiler.profile() as prof:
+        torch.compile(loss)(*dev).backward()
+    for d, r in zip(dev, ref):
+        close(d.grad.cpu(), r.grad, torch.float32, scale=float(r.grad.abs().max()))
+    ops = {e.aten_op for e in prof.events}
+    assert "aten::_scaled_dot_product_fused_attention_overrideable_backward" in ops, ops
+    torch.compiler.reset()

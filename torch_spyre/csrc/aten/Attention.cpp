@@ -163,8 +163,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_bac
     TORCH_CHECK(dropout_p == 0.0, "spyre: the attention backward takes no dropout");
     TORCH_CHECK(!grad_input_mask[3],
                 "spyre: the fused attention backward computes no gradient of the mask");
-    TORCH_CHECK(lse.defined() && lse.dim() == 3,
-                "spyre: the attention backward needs the forward's logsumexp");
+    // A forward that ran without gradients gives no logsumexp (a compiled training graph's
+    // forward runs under no_grad and Inductor keeps the op's meta, which has none): recompute it.
+    at::Tensor l = lse;
+    if (!l.defined() || l.dim() != 3) {
+        l = attention_with_lse(q, k, v, bias.defined() ? std::optional(bias) : std::nullopt,
+                               is_causal, scale ? static_cast<float>(*scale) : 0.0f)
+                .second;
+        TORCH_CHECK(l.defined(), "spyre: the attention backward refused these shapes (q ",
+                    q.sizes(), ", k ", k.sizes(), ")");
+    }
     // gradients as [B, L, H, D] blocks seen as [B, H, L, D], like the forward's output
     auto grad_like = [](const at::Tensor& t) {
         return at::empty({t.size(0), t.size(2), t.size(1), t.size(3)}, t.options()).transpose(1, 2);
@@ -175,7 +183,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_bac
         auto lay = [&](const at::Tensor& t) { return attempt ? t.contiguous() : t; };
         const at::Tensor qq = lay(q), kk = lay(k), vv = lay(v), oo = lay(out), gg = lay(grad_out);
         const spyre_tensor tq = op_tensor(qq), tk = op_tensor(kk), tv = op_tensor(vv),
-                           to = op_tensor(oo), tdo = op_tensor(gg), tl = op_tensor(lse),
+                           to = op_tensor(oo), tdo = op_tensor(gg), tl = op_tensor(l),
                            tdq = op_tensor(dq), tdk = op_tensor(dk), tdv = op_tensor(dv);
         std::optional<spyre_tensor> tm;
         const at::Tensor mask = bias.defined() ? lay(bias) : at::Tensor();
