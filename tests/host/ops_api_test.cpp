@@ -292,6 +292,83 @@ TEST_F(Ops, AttentionOnTransposedViews) {
     EXPECT_EQ(SPYRE_ERROR_NOT_SUPPORTED, spyre_op_attention(nullptr, &odd, &odd, &odd, &odd, 0, 0));
 }
 
+// spyre_op_attention_lse then spyre_op_attention_backward on torch's [B, L, H, D] transposed
+// views, GQA 4:2, causal, 40 positions (one query block of all rows), fp32: lse, dq, dk and dv
+// against a double reference; two launches for the backward; what the two refuse.
+TEST_F(Ops, AttentionBackwardOnTransposedViews) {
+    const int64_t B = 1, Hq = 4, Hkv = 2, L = 40, D = 64, P = 64;  // lse rows padded to 64
+    const spyre_dtype t = SPYRE_DTYPE_FLOAT32;
+    DevArray q(dev, t, B * L * Hq * D, 1), k(dev, t, B * L * Hkv * D, 2);
+    DevArray v(dev, t, B * L * Hkv * D, 3), o(dev, t, B * L * Hq * D, 4);
+    DevArray dout(dev, t, B * L * Hq * D, 5), dq(dev, t, B * L * Hq * D, 6);
+    DevArray dk(dev, t, B * L * Hkv * D, 7), dv(dev, t, B * L * Hkv * D, 8);
+    DevArray lse(dev, t, B * Hq * P, 9);
+    auto bhld = [](const DevArray& a, int64_t H) {
+        return view(a, {B, H, L, D}, {L * H * D, D, H * D, 1});
+    };
+    const spyre_tensor tq = bhld(q, Hq), tk = bhld(k, Hkv), tv = bhld(v, Hkv), to = bhld(o, Hq);
+    const spyre_tensor tdo = bhld(dout, Hq), tdq = bhld(dq, Hq), tdk = bhld(dk, Hkv),
+                       tdv = bhld(dv, Hkv);
+    const spyre_tensor tl = view(lse, {B, Hq, L}, {Hq * P, P, 1});
+    ASSERT_SPYRE(spyre_op_attention_lse(nullptr, &tq, &tk, &tv, nullptr, &to, &tl, 1, 0.0f));
+    ASSERT_SPYRE(spyre_op_attention_backward(nullptr, &tq, &tk, &tv, nullptr, &to, &tdo, &tl, &tdq,
+                                             &tdk, &tdv, 1, 0.0f));
+    spyre_op_info info;
+    ASSERT_SPYRE(spyre_op_get_last_info(&info));
+    EXPECT_STREQ(info.op, "attention_backward");
+    EXPECT_EQ(info.launches, 2u);  // the dQ pass, then the dK/dV pass
+    EXPECT_NE(std::string(info.plan).find("dK/dV"), std::string::npos) << info.plan;
+    ASSERT_SPYRE(spyre_device_synchronize(dev));
+    for (DevArray* a : {&o, &lse, &dq, &dk, &dv}) a->fetch();
+    // reference: P = softmax(q k^T / 8) causal; dS = P (dO v^T - rowsum(P dO v^T))
+    std::vector<double> rq(L * Hq * D), rk(L * Hkv * D), rv(L * Hkv * D);
+    auto at = [&](const DevArray& a, int64_t H, int64_t i, int64_t h, int64_t d) {
+        return double(a.at((i * H + h) * D + d));
+    };
+    for (int64_t h = 0; h < Hq; ++h) {
+        const int64_t kh = h / (Hq / Hkv);
+        for (int64_t i = 0; i < L; ++i) {
+            std::vector<double> p(L, 0.0), dp(L, 0.0);
+            double mx = -INFINITY, sum = 0, delta = 0;
+            for (int64_t j = 0; j <= i; ++j) {
+                for (int64_t d = 0; d < D; ++d) p[j] += at(q, Hq, i, h, d) * at(k, Hkv, j, kh, d);
+                p[j] /= 8.0;
+                mx = std::max(mx, p[j]);
+            }
+            for (int64_t j = 0; j <= i; ++j) sum += std::exp(p[j] - mx);
+            EXPECT_NEAR(lse.at(h * P + i), mx + std::log(sum), 1e-5 * (1 + std::fabs(mx)));
+            for (int64_t j = 0; j <= i; ++j) {
+                p[j] = std::exp(p[j] - mx) / sum;
+                for (int64_t d = 0; d < D; ++d)
+                    dp[j] += at(dout, Hq, i, h, d) * at(v, Hkv, j, kh, d);
+                delta += p[j] * dp[j];
+            }
+            for (int64_t j = 0; j <= i; ++j)
+                for (int64_t d = 0; d < D; ++d) {
+                    const double ds = p[j] * (dp[j] - delta) / 8.0;
+                    rq[(i * Hq + h) * D + d] += ds * at(k, Hkv, j, kh, d);
+                    rk[(j * Hkv + kh) * D + d] += ds * at(q, Hq, i, h, d);
+                    rv[(j * Hkv + kh) * D + d] += p[j] * at(dout, Hq, i, h, d);
+                }
+        }
+    }
+    for (auto [name, got, want] :
+         {std::tuple{"dq", &dq, &rq}, std::tuple{"dk", &dk, &rk}, std::tuple{"dv", &dv, &rv}})
+        for (size_t e = 0; e < want->size(); ++e)
+            ASSERT_NEAR(got->at(e), (*want)[e], 1e-4 * (1 + std::fabs((*want)[e])))
+                << name << " element " << e;
+    // what they refuse: lse rows that do not start on sticks, gradients of the wrong shape
+    const spyre_tensor unpadded = view(lse, {B, Hq, L}, {Hq * L, L, 1});
+    EXPECT_EQ(SPYRE_ERROR_NOT_SUPPORTED,
+              spyre_op_attention_lse(nullptr, &tq, &tk, &tv, nullptr, &to, &unpadded, 1, 0.0f));
+    EXPECT_EQ(SPYRE_ERROR_INVALID_ARGUMENT,
+              spyre_op_attention_backward(nullptr, &tq, &tk, &tv, nullptr, &to, &tdo, &tl, &tdq,
+                                          &tdq, &tdv, 1, 0.0f));
+    EXPECT_NE(std::string(spyre_last_error()).find("`dk` must have the shape of `k`"),
+              std::string::npos)
+        << spyre_last_error();
+}
+
 // Decode steps at growing key lengths from 512 on reuse the block sizes of their family's first
 // plan (ops.md "Attention plans across key lengths"): each result is still exact for its own
 // length, and the plan names the same blocks.

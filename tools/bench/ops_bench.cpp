@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "ops/attention_backward_program.hpp"
 #include "ops/attention_program.hpp"
 #include "ops/column_program.hpp"
 #include "ops/layout_program.hpp"
@@ -231,6 +232,63 @@ Row attention_case(const MatmulPlanner& pl, const Pricer& pr, const char* label,
     return r;
 }
 
+// The backward of the same Granite attention (causal, fp16, D 128): the flash-style dQ and dK/dV
+// passes (attention_backward_program.hpp) against the math path's backward on the same model:
+// dV = P^T dO, dP = dO V^T, dQ = dS K and dK = dS^T Q as planned batched matmuls over the Hq
+// heads (every score, [Lq, Lk] fp16 operands in DDR; the transposed operands priced as plain
+// ones, and the sum of dK/dV over a KV head's query heads left out: a lower bound), and the
+// softmax backward dS = P (dP - rowsum(P dP)) priced as its DDR traffic (read P and dP, write
+// dS). Useful MACs: the four gradient products over the scores each query sees.
+Row attention_backward_case(const MatmulPlanner& pl, const Pricer& pr, uint64_t L) {
+    const auto& cfg = pr.config();
+    AttentionGradShape g;
+    AttentionShape& s = g.a;
+    s.Hq = 32, s.Hkv = 8, s.Lq = L, s.Lk = L, s.D = 128, s.causal = true, s.lse = true;
+    const auto t0 = std::chrono::steady_clock::now();
+    const AttentionGradPlan p = plan_attention_grad(pr, g, cfg.num_cores);
+    const double plan_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const uint64_t cycles = p.dq_cycles + p.dkv_cycles;
+    const double seen = double(L) * double(L + 1) / 2;
+    const double macs = 4.0 * s.Hq * seen * s.D;
+    const double peak_cycles = macs / (double(cfg.num_cores) * 1024);
+    // q, k, v, out, dO read, dQ, dK, dV written, lse and delta
+    const double bytes =
+        2.0 * (4 * s.Hq * L * s.D + 4 * s.Hkv * L * s.D) + 4.0 * 3 * s.Hq * L;
+    const double ddr_cycles = bytes / (double(cfg.ddr_bytes_per_s) / double(cfg.clock_hz));
+    // the math path
+    const uint64_t es = 2;
+    MatmulShape dv;  // [Lk, Lq] x [Lq, D] per head
+    dv.M = L, dv.N = s.D, dv.K = L, dv.lda = L * es, dv.ldb = s.D * es, dv.ldc = s.D * es;
+    dv.batch = s.Hq, dv.batch_a = L * L * es, dv.batch_b = L * s.D * es;
+    dv.batch_c = L * s.D * es;
+    MatmulShape dp;  // [Lq, D] x [Lk, D]^T per head
+    dp.M = L, dp.N = L, dp.K = s.D, dp.trans_b = true;
+    dp.lda = s.D * es, dp.ldb = s.D * es, dp.ldc = L * es;
+    dp.batch = s.Hq, dp.batch_a = L * s.D * es, dp.batch_b = L * s.D * es;
+    dp.batch_c = L * L * es;
+    const uint64_t mm = 3 * pl.plan(dv).cycles + pl.plan(dp).cycles;  // dV, dQ, dK alike
+    const uint64_t smb = uint64_t(double(3 * s.Hq * L * L * es) /
+                                  (double(cfg.ddr_bytes_per_s) / double(cfg.clock_hz)));
+    Row r{};
+    r.flops = 2 * macs, r.bytes = bytes;
+    r.name = std::format("sdpa backward Lq {} Lk {} 32/8 heads fp16 causal", L, L);
+    r.modeled_us = us(cfg, cycles);
+    r.peak_pct = 100 * peak_cycles / double(cycles);
+    r.roofline_pct = 100 * std::max(peak_cycles, ddr_cycles) / double(cycles);
+    r.ddr_pct = 100 * ddr_cycles / double(cycles);
+    r.split = std::format("dQ {:.1f} us (q block {} x 4 heads, key block {}, {} cores) + dK/dV "
+                          "{:.1f} us (key block {}, q block {} x 4 heads, {} cores)",
+                          us(cfg, p.dq_cycles), p.bq, p.bk, p.dq_cores, us(cfg, p.dkv_cycles),
+                          p.kk, p.kq, p.dkv_cores);
+    r.plan_ms = plan_ms;
+    r.naive_us = us(cfg, mm + smb);
+    r.naive_util_pct = 100 * peak_cycles / double(mm + smb);
+    r.naive_split = std::format("4 matmuls {:.1f} + softmax backward {:.1f} us", us(cfg, mm),
+                                us(cfg, smb));
+    return r;
+}
+
 // softmax along dim 1 of a dense [A, R, I] fp16 tensor as spyre_op_softmax_dim runs it: the
 // column program (one pass over DDR: [R, ic] tiles reduced across rows in LX). Against the DDR
 // roofline of one read and one write of x, the same softmax along the last dim of a tensor of
@@ -438,6 +496,15 @@ int main(int argc, char** argv) {
         r.split = std::format("{} cores, chunks of {}", p.cores, p.chunk);
         std::printf("%-46s %9.2f us  %s\n", r.name.c_str(), r.modeled_us, r.split.c_str());
         rows.push_back(r);
+    }
+    for (uint64_t L : {512, 2048}) {
+        rows.push_back(attention_backward_case(pl, pr, L));
+        const Row& r = rows.back();
+        std::printf(
+            "%-46s %9.2f us  peak %5.1f%%  DDR roofline %5.1f%%  roof %5.1f%%  %s  [plan %.0f "
+            "ms]\n%-46s math path %9.2f us (%.2fx): %s\n",
+            r.name.c_str(), r.modeled_us, r.peak_pct, r.ddr_pct, r.roofline_pct, r.split.c_str(),
+            r.plan_ms, "", r.naive_us, r.naive_us / r.modeled_us, r.naive_split.c_str());
     }
     std::fflush(stdout);
     nlohmann::json j = nlohmann::json::array();

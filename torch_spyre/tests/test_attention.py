@@ -204,3 +204,104 @@ def test_baddbmm(fallback_reset, dtype, beta, alpha):
     ref = torch.baddbmm(s.float(), b1.float(), b2.float(), beta=beta, alpha=alpha).to(dtype)
     close(r.cpu(), ref, dtype, scale=12)
     assert torch_spyre.fallback_counts() == {}
+
+
+def sdpa_grads(q, k, v, dout, **kw):
+    """SDPA's output and the gradients of q, k and v for the output gradient dout."""
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    out = F.scaled_dot_product_attention(q, k, v, **kw)
+    out.backward(dout)
+    return out, q.grad, k.grad, v.grad
+
+
+# the math decomposition's kernels: none of them may run when the fused kernels are chosen
+MATH_OPS = {"aten::_softmax", "aten::bmm", "aten::_softmax_backward_data", "aten::matmul"}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("case", ["plain", "causal", "gqa", "odd", "additive", "bool"])
+def test_sdpa_backward_runs_the_flash_kernels(strict, dtype, case):
+    # odd: 37 positions (not a stick multiple: one query block of all rows) and head dim 128
+    b, hq, hkv, L, d = 2, 4, 4, 64, 64
+    kw, mask = {}, None
+    if case == "causal":
+        kw["is_causal"] = True
+    elif case == "gqa":
+        hq, hkv, kw = 8, 2, {"enable_gqa": True, "is_causal": True}
+    elif case == "odd":
+        L, d = 37, 128
+    elif case == "additive":
+        mask = make((b, 1, L, L), torch.float32, 4).to(dtype)
+    elif case == "bool":
+        mask = make((L, L), torch.float32, 4) > -0.5
+        mask[:, 0] = True  # every query sees a key
+    q, k, v = make((b, hq, L, d), dtype), make((b, hkv, L, d), dtype, 1), \
+        make((b, hkv, L, d), dtype, 2)
+    dout = make((b, hq, L, d), dtype, 3)
+    ref_mask = None if mask is None else mask if mask.dtype == torch.bool else mask.float()
+    ref = sdpa_grads(q.float(), k.float(), v.float(), dout.float(), attn_mask=ref_mask, **kw)
+    dev = [t.to("spyre") for t in (q, k, v, dout)]
+    with torch_spyre.profiler.profile() as prof:
+        got = sdpa_grads(*dev, attn_mask=None if mask is None else mask.to("spyre"), **kw)
+    for name, g, r in zip(["out", "dq", "dk", "dv"], got, ref):
+        assert g.device.type == "spyre" and g.shape == r.shape, name
+        close(g.cpu(), r.to(dtype), dtype, scale=2)
+    ops = {e.aten_op for e in prof.events}
+    assert "aten::_scaled_dot_product_fused_attention_overrideable_backward" in ops, ops
+    assert "aten::scaled_dot_product_attention" in ops, ops
+    assert not ops & MATH_OPS, ops
+
+
+def test_sdpa_backward_of_projected_heads_in_a_decoder_layer(strict):
+    # a Granite-style layer (GQA 4:2, rotary, causal prefill of 40 tokens): every parameter's
+    # gradient against the CPU, the attention's through the flash backward
+    from models import GraniteDecoderLayer
+    torch.manual_seed(0)
+    layer = GraniteDecoderLayer(256, 4, 2, 256, 64)
+    x = make((1, 40, 256), torch.float32, 5)
+    layer(x, 0).square().mean().backward()
+    dev_layer = GraniteDecoderLayer(256, 4, 2, 256, 64)
+    dev_layer.load_state_dict(layer.state_dict())
+    dev_layer = dev_layer.to("spyre")
+    with torch_spyre.profiler.profile() as prof:
+        dev_layer(x.to("spyre"), 0).square().mean().backward()
+    for (name, p), dp in zip(layer.named_parameters(), dev_layer.parameters()):
+        close(dp.grad.cpu(), p.grad, torch.float32, scale=float(p.grad.abs().max()))
+    ops = {e.aten_op for e in prof.events}
+    assert "aten::_scaled_dot_product_fused_attention_overrideable_backward" in ops
+
+
+def test_sdpa_with_a_mask_that_wants_a_gradient_keeps_the_math_path(fallback_reset):
+    q, k, v = (make((1, 2, 8, 64), torch.float32, s) for s in range(3))
+    mask = make((8, 8), torch.float32, 4)
+    ref = [t.detach().requires_grad_() for t in (q, k, v, mask)]
+    F.scaled_dot_product_attention(*ref[:3], attn_mask=ref[3]).sum().backward()
+    dev = [t.to("spyre").requires_grad_() for t in (q, k, v, mask)]
+    with torch_spyre.profiler.profile() as prof:
+        F.scaled_dot_product_attention(*dev[:3], attn_mask=dev[3]).sum().backward()
+    for g, r in zip(dev, ref):
+        close(g.grad.cpu(), r.grad, torch.float32)
+    ops = {e.aten_op for e in prof.events}
+    assert "aten::_scaled_dot_product_fused_attention_overrideable_backward" not in ops
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_sdpa_backward_under_torch_compile(strict):
+    # a compiled training step: the compiled forward runs under no_grad, so the fused kernel
+    # returns no logsumexp (as its meta says) and the flash backward recomputes it
+    def loss(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).square().sum()
+
+    torch.compiler.reset()
+    q, k, v = make((1, 4, 40, 64), torch.float32), make((1, 2, 40, 64), torch.float32, 1), \
+        make((1, 2, 40, 64), torch.float32, 2)
+    ref = [t.clone().requires_grad_() for t in (q, k, v)]
+    loss(*ref).backward()
+    dev = [t.to("spyre").requires_grad_() for t in (q, k, v)]
+    with torch_spyre.profiler.profile() as prof:
+        torch.compile(loss)(*dev).backward()
+    for d, r in zip(dev, ref):
+        close(d.grad.cpu(), r.grad, torch.float32, scale=float(r.grad.abs().max()))
+    ops = {e.aten_op for e in prof.events}
+    assert "aten::_scaled_dot_product_fused_attention_overrideable_backward" in ops, ops
+    torch.compiler.reset()

@@ -141,8 +141,9 @@ _meta_lib = None
 
 
 def _register_sdpa_meta():
-    """Shapes of aten's SDPA op for PrivateUse1 backends as torch_spyre's kernel returns them
-    (the output a [B, L, H, D] block seen as [B, H, L, D]; no logsumexp); aten has none."""
+    """Shapes of aten's SDPA op and its backward for PrivateUse1 backends as torch_spyre's
+    kernels return them (the output and the gradients [B, L, H, D] blocks seen as [B, H, L, D];
+    no logsumexp: the backward recomputes it when it gets none); aten has none."""
     global _meta_lib
     _meta_lib = torch.library.Library("aten", "IMPL")
 
@@ -153,7 +154,17 @@ def _register_sdpa_meta():
         return (q.new_empty((b, lq, h, dv)).transpose(1, 2), none, none, none, lq, k.shape[2],
                 none, none, none)
 
+    def sdpa_backward(grad_out, q, k, v, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q,
+                      cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset,
+                      scale=None):
+        def like(t):
+            return t.new_empty((t.shape[0], t.shape[2], t.shape[1], t.shape[3])).transpose(1, 2)
+
+        return like(q), like(k), like(v), None
+
     _meta_lib.impl("_scaled_dot_product_fused_attention_overrideable", sdpa, "Meta")
+    _meta_lib.impl("_scaled_dot_product_fused_attention_overrideable_backward", sdpa_backward,
+                   "Meta")
 
 
 def _pre_grad(graph):

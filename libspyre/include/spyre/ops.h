@@ -109,6 +109,32 @@ SPYRE_API spyre_status spyre_op_attention_masked(spyre_stream_t stream, const sp
                                                  int causal, float scale);
 
 /*
+ * spyre_op_attention_masked (mask NULL: none) that also writes each query row's logsumexp of
+ * the scaled, masked scores to lse, float32 [B, Hq, Lq]: the statistic
+ * spyre_op_attention_backward recomputes the probabilities from. lse's Lq values contiguous from
+ * a 128-byte aligned start, its batch and head strides multiples of 128 bytes (e.g. a
+ * [B, Hq, up(Lq, 32)] buffer seen as [B, Hq, Lq]). A row that sees no key gets -inf.
+ */
+SPYRE_API spyre_status spyre_op_attention_lse(spyre_stream_t stream, const spyre_tensor* q,
+                                              const spyre_tensor* k, const spyre_tensor* v,
+                                              const spyre_tensor* mask, const spyre_tensor* out,
+                                              const spyre_tensor* lse, int causal, float scale);
+
+/*
+ * The gradients of spyre_op_attention_lse: given its inputs q, k, v, mask (NULL: none; it gets
+ * no gradient), causal and scale, its out and lse, and dout (the gradient of out, like q),
+ * writes dq (like q), dk and dv (like k; summed over the query heads of each kv head), flash
+ * style: the [Lq, Lk] probabilities are recomputed in tiles on the cores, never stored. Tensors
+ * as for spyre_op_attention (any 128-byte multiple strides, contiguous head rows); fp32, fp16,
+ * bf16, accumulated in fp32. Two launches (dQ, then dK/dV) and an fp32 [B, Hq, Lq] scratch.
+ */
+SPYRE_API spyre_status spyre_op_attention_backward(
+    spyre_stream_t stream, const spyre_tensor* q, const spyre_tensor* k, const spyre_tensor* v,
+    const spyre_tensor* mask, const spyre_tensor* out, const spyre_tensor* dout,
+    const spyre_tensor* lse, const spyre_tensor* dq, const spyre_tensor* dk, const spyre_tensor* dv,
+    int causal, float scale);
+
+/*
  * Rotary position embedding, rotate-half convention (GPT-NeoX, Llama, Granite):
  * out = x * cos + rotate_half(x) * sin with rotate_half(x) = [-x2, x1] over the two halves of a
  * head row. x and out [B, H, L, D] (strides as for attention; out may be x), cos and sin

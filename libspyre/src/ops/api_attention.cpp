@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
-// C API of attention (spyre_op_attention, spyre_op_attention_masked): the planned
-// flash-attention program (ops/attention_program.hpp) on strided [B, H, L, D] tensors, with an
-// optional additive or boolean mask read in place or re-laid into stick rows by the pad program.
+// C API of attention (spyre_op_attention, spyre_op_attention_masked, spyre_op_attention_lse,
+// spyre_op_attention_backward): the planned flash-attention program
+// (ops/attention_program.hpp) on strided [B, H, L, D] tensors, with an optional additive or
+// boolean mask read in place or re-laid into stick rows by the pad program, and its backward
+// (ops/attention_backward_program.hpp) from the forward's logsumexp.
 #include <algorithm>
 #include <bit>
 #include <map>
@@ -10,6 +12,7 @@
 #include <string>
 
 #include "ops/api_common.hpp"
+#include "ops/attention_backward_program.hpp"
 #include "ops/attention_program.hpp"
 #include "ops/layout_plans.hpp"
 #include "ops/pricing.hpp"
@@ -59,6 +62,7 @@ std::shared_ptr<const PlanEntry> attention_plan(const Card& c, const AttentionSh
     key.add(s.B, s.Hq, s.Hkv, s.Lq, s.Lk, s.D, s.t, s.causal, s.scale, s.mask, s.mask_t);
     for (const uint64_t* st : {s.q_st, s.k_st, s.v_st, s.o_st, s.m_st})
         key.add(st[0], st[1], st[2]);
+    key.add(s.lse, s.l_st[0], s.l_st[1]);
     return cached_plan(key.str(), [&] {
         const Pricer pricer(cfg);
         const AttentionPlan p = choose_plan(cfg, pricer, s);
@@ -66,11 +70,12 @@ std::shared_ptr<const PlanEntry> attention_plan(const Card& c, const AttentionSh
         e.image = build_attention(s, p);
         e.cores = p.cores;
         e.cycles = p.cycles;
-        e.plan = std::format("q block {} x {} heads, key block {}, {} cores{}", p.bq, s.Hq / s.Hkv,
-                             p.bk, p.cores,
+        e.plan = std::format("q block {} x {} heads, key block {}, {} cores{}{}", p.bq,
+                             s.Hq / s.Hkv, p.bk, p.cores,
                              s.mask == AttentionShape::Mask::NONE  ? ""
                              : s.mask == AttentionShape::Mask::ADD ? ", additive mask"
-                                                                   : ", boolean mask");
+                                                                   : ", boolean mask",
+                             s.lse ? ", logsumexp" : "");
         return e;
     });
 }
@@ -149,8 +154,42 @@ MaskRows attention_mask(const Card& c, const Tensor& m, AttentionShape& s, spyre
     return r;
 }
 
-void attention_impl(spyre_stream_t stream, const Tensor& q, const Tensor& k, const Tensor& v,
-                    const Tensor* mask, const Tensor& o, bool causal, float scale) {
+// Byte strides of a [B, H, L, D] tensor's batch, head and position dims (a size-1 dim's stride
+// is never used: 0), which needs contiguous head rows starting 128-byte aligned.
+void head_strides(const Tensor& t, uint64_t* st) {
+    if (t.stride(3) != 1 || t.addr % kStick)
+        fail(SPYRE_ERROR_NOT_SUPPORTED,
+             std::format("attention: `{}` needs contiguous head rows starting 128-byte "
+                         "aligned (make it contiguous first)",
+                         t.name));
+    for (int d = 0; d < 3; ++d) st[d] = t.dim(d) == 1 ? 0 : uint64_t(t.stride(d)) * t.es;
+}
+
+// The logsumexp [B, Hq, Lq] fp32: its batch and head strides (multiples of 128 bytes), Lq
+// values contiguous from a 128-byte aligned start.
+void lse_strides(const Tensor& l, const AttentionShape& s, uint64_t* st) {
+    require(l.shape.size() == 3 && l.dim(0) == int64_t(s.B) && l.dim(1) == int64_t(s.Hq) &&
+                l.dim(2) == int64_t(s.Lq),
+            "attention: `lse` must be [{}, {}, {}]", s.B, s.Hq, s.Lq);
+    require(l.t == isa::DType::F32, "attention: `lse` must be float32");
+    bool ok = l.addr % kStick == 0 && (l.dim(2) == 1 || l.stride(2) == 1);
+    for (int d = 0; d < 2; ++d) {
+        st[d] = l.dim(d) == 1 ? 0 : uint64_t(l.stride(d)) * 4;
+        ok = ok && st[d] % kStick == 0;
+    }
+    // a size-1 dim gets the stride the program may step by anyway (never used: index 0)
+    if (ok && !st[1]) st[1] = kStick * ((s.Lq * 4 + kStick - 1) / kStick);
+    if (ok && !st[0]) st[0] = st[1] * s.Hq;
+    if (!ok)
+        fail(SPYRE_ERROR_NOT_SUPPORTED,
+             "attention: `lse` needs its Lq values contiguous from a 128-byte aligned start and "
+             "batch and head strides that are multiples of 128 bytes (e.g. [B, Hq, Lq] rows "
+             "padded to 32 values)");
+}
+
+// Checks q, k, v and out (the shapes of attention) and fills the shape of the program.
+AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
+                               bool causal, float scale) {
     for (const Tensor* t : {&q, &k, &v, &o}) {
         require(t->shape.size() == 4,
                 "attention: `{}` must be 4-D [batch, heads, length, head_dim]", t->name);
@@ -167,23 +206,23 @@ void attention_impl(spyre_stream_t stream, const Tensor& q, const Tensor& k, con
             "attention: `out` must be [{}, {}, {}, {}]", B, Hq, Lq, D);
     require(Hkv > 0 && Hq % Hkv == 0, "attention: {} query heads are not a multiple of {} kv heads",
             Hq, Hkv);
-    const Card c = card_of(o.buffer);
-    require_same_card(c, {&q, &k, &v, mask}, "attention");
-    if (B == 0 || Hq == 0 || Lq == 0 || D == 0) return;
-    require(Lk > 0, "attention: no keys (Lk = 0)");
     AttentionShape s;
     s.B = B, s.Hq = Hq, s.Hkv = Hkv, s.Lq = Lq, s.Lk = Lk, s.D = D;
     s.t = q.t, s.causal = causal, s.scale = scale;
-    auto strides = [&](const Tensor& t, uint64_t* st) {
-        if (t.stride(3) != 1 || t.addr % kStick)
-            fail(SPYRE_ERROR_NOT_SUPPORTED,
-                 std::format("attention: `{}` needs contiguous head rows starting 128-byte "
-                             "aligned (make it contiguous first)",
-                             t.name));
-        // a size-1 dim's stride is never used (its index is 0)
-        for (int d = 0; d < 3; ++d) st[d] = t.dim(d) == 1 ? 0 : uint64_t(t.stride(d)) * t.es;
-    };
-    strides(q, s.q_st), strides(k, s.k_st), strides(v, s.v_st), strides(o, s.o_st);
+    return s;
+}
+
+void attention_impl(spyre_stream_t stream, const Tensor& q, const Tensor& k, const Tensor& v,
+                    const Tensor* mask, const Tensor& o, const Tensor* lse, bool causal,
+                    float scale) {
+    AttentionShape s = attention_shape(q, k, v, o, causal, scale);
+    const Card c = card_of(o.buffer);
+    require_same_card(c, {&q, &k, &v, mask, lse}, "attention");
+    if (s.B == 0 || s.Hq == 0 || s.Lq == 0 || s.D == 0) return;
+    require(s.Lk > 0, "attention: no keys (Lk = 0)");
+    head_strides(q, s.q_st), head_strides(k, s.k_st), head_strides(v, s.v_st);
+    head_strides(o, s.o_st);
+    if (lse) s.lse = true, lse_strides(*lse, s, s.l_st);
     Scratch mask_scratch;
     MaskRows m;
     if (mask) {
@@ -191,9 +230,85 @@ void attention_impl(spyre_stream_t stream, const Tensor& q, const Tensor& k, con
         std::copy(m.st, m.st + 3, s.m_st);
     }
     auto plan = attention_plan(c, s);
-    launch(c, plan, stream, {q.addr, k.addr, v.addr, o.addr, m.addr},
-           {q.buffer, k.buffer, v.buffer, o.buffer, m.buffer});
+    launch(c, plan, stream, {q.addr, k.addr, v.addr, o.addr, m.addr, lse ? lse->addr : 0},
+           {q.buffer, k.buffer, v.buffer, o.buffer, m.buffer, lse ? lse->buffer : nullptr});
     finish_info(c, *plan);
+}
+
+// One pass of the backward (passes 1: dQ, 2: dK/dV), planned once per shape and strides.
+std::shared_ptr<const PlanEntry> attention_grad_plan(const Card& c, const AttentionGradShape& g,
+                                                     int pass) {
+    const spyre_engine_config cfg = engine_config_of(c.info);
+    const AttentionShape& s = g.a;
+    PlanKey key(pass == 1 ? "attn-bwd-dq" : "attn-bwd-dkv", cfg);
+    key.add(s.B, s.Hq, s.Hkv, s.Lq, s.Lk, s.D, s.t, s.causal, s.scale, s.mask, s.mask_t);
+    for (const uint64_t* st :
+         {s.q_st, s.k_st, s.v_st, s.o_st, s.m_st, g.do_st, g.dq_st, g.dk_st, g.dv_st})
+        key.add(st[0], st[1], st[2]);
+    key.add(s.l_st[0], s.l_st[1], g.d_st[0], g.d_st[1]);
+    return cached_plan(key.str(), [&] {
+        const Pricer pricer(cfg);
+        const AttentionGradPlan p = plan_attention_grad(pricer, g, cfg.num_cores, pass);
+        PlanEntry e;
+        if (pass == 1) {
+            e.image = build_attention_dq(g, p), e.cores = p.dq_cores, e.cycles = p.dq_cycles;
+            e.plan = std::format("dQ: q block {} x {} heads, key block {}, {} cores", p.bq,
+                                 s.Hq / s.Hkv, p.bk, p.dq_cores);
+        } else {
+            e.image = build_attention_dkv(g, p), e.cores = p.dkv_cores, e.cycles = p.dkv_cycles;
+            e.plan = std::format("dK/dV: key block {}, q block {} x {} heads, {} cores", p.kk, p.kq,
+                                 s.Hq / s.Hkv, p.dkv_cores);
+        }
+        return e;
+    });
+}
+
+void attention_backward_impl(spyre_stream_t stream, const Tensor& q, const Tensor& k,
+                             const Tensor& v, const Tensor* mask, const Tensor& o,
+                             const Tensor& dout, const Tensor& lse, const Tensor& dq,
+                             const Tensor& dk, const Tensor& dv, bool causal, float scale) {
+    AttentionGradShape g;
+    g.a = attention_shape(q, k, v, o, causal, scale);
+    AttentionShape& s = g.a;
+    for (const Tensor* t : {&dout, &dq, &dk, &dv}) {
+        require(t->shape.size() == 4 && t->t == q.t,
+                "attention backward: `{}` must be a 4-D {} tensor", t->name, dtype_name(int(q.t)));
+        const Tensor& like = t == &dk || t == &dv ? k : q;
+        require(t->shape == like.shape, "attention backward: `{}` must have the shape of `{}`",
+                t->name, like.name);
+    }
+    const Card c = card_of(dq.buffer);
+    require_same_card(c, {&q, &k, &v, mask, &o, &dout, &lse, &dk, &dv}, "attention backward");
+    if (s.B == 0 || s.Hq == 0 || s.Lq == 0 || s.D == 0) return;
+    require(s.Lk > 0, "attention backward: no keys (Lk = 0)");
+    head_strides(q, s.q_st), head_strides(k, s.k_st), head_strides(v, s.v_st);
+    head_strides(o, s.o_st), head_strides(dout, g.do_st), head_strides(dq, g.dq_st);
+    head_strides(dk, g.dk_st), head_strides(dv, g.dv_st);
+    s.lse = true;
+    lse_strides(lse, s, s.l_st);
+    Scratch mask_scratch, delta;
+    MaskRows m;
+    if (mask) {
+        m = attention_mask(c, *mask, s, stream, mask_scratch);
+        std::copy(m.st, m.st + 3, s.m_st);
+    }
+    // delta = rowsum(dO * O): written by the dQ pass, read by the dK/dV pass
+    dense_row_stat_strides(s.Hq, s.Lq, g.d_st);
+    uint64_t delta_addr = 0;
+    call(spyre_malloc(c.dev, s.B * g.d_st[0], &delta.buf));
+    call(spyre_buffer_device_address(delta.buf, &delta_addr));
+    const std::vector<uint64_t> args = {q.addr,    k.addr,     v.addr,  o.addr,  m.addr, lse.addr,
+                                        dout.addr, delta_addr, dq.addr, dk.addr, dv.addr};
+    const std::vector<spyre_buffer_t> bufs = {q.buffer,  k.buffer,   v.buffer,    o.buffer,
+                                              m.buffer,  lse.buffer, dout.buffer, delta.buf,
+                                              dq.buffer, dk.buffer,  dv.buffer};
+    const auto pdq = attention_grad_plan(c, g, 1), pdkv = attention_grad_plan(c, g, 2);
+    launch(c, pdq, stream, args, bufs);
+    launch(c, pdkv, stream, args, bufs);
+    PlanEntry both = *pdkv;
+    both.plan = pdq->plan + "; " + pdkv->plan;
+    both.cores = std::max(pdq->cores, pdkv->cores);
+    finish_info(c, both);
 }
 
 }  // namespace
@@ -208,7 +323,7 @@ spyre_status spyre_op_attention(spyre_stream_t stream, const spyre_tensor* q, co
     return guard(__func__, [&] {
         begin_op("attention");
         attention_impl(stream, check_tensor(q, "q"), check_tensor(k, "k"), check_tensor(v, "v"),
-                       nullptr, check_tensor(out, "out"), causal != 0, scale);
+                       nullptr, check_tensor(out, "out"), nullptr, causal != 0, scale);
     });
 }
 
@@ -221,6 +336,38 @@ spyre_status spyre_op_attention_masked(spyre_stream_t stream, const spyre_tensor
         const std::optional<Tensor> m =
             mask ? std::optional<Tensor>(check_tensor(mask, "mask")) : std::nullopt;
         attention_impl(stream, check_tensor(q, "q"), check_tensor(k, "k"), check_tensor(v, "v"),
-                       m ? &*m : nullptr, check_tensor(out, "out"), causal != 0, scale);
+                       m ? &*m : nullptr, check_tensor(out, "out"), nullptr, causal != 0, scale);
+    });
+}
+
+spyre_status spyre_op_attention_lse(spyre_stream_t stream, const spyre_tensor* q,
+                                    const spyre_tensor* k, const spyre_tensor* v,
+                                    const spyre_tensor* mask, const spyre_tensor* out,
+                                    const spyre_tensor* lse, int causal, float scale) {
+    return guard(__func__, [&] {
+        begin_op("attention");
+        const std::optional<Tensor> m =
+            mask ? std::optional<Tensor>(check_tensor(mask, "mask")) : std::nullopt;
+        const Tensor l = check_tensor(lse, "lse");
+        attention_impl(stream, check_tensor(q, "q"), check_tensor(k, "k"), check_tensor(v, "v"),
+                       m ? &*m : nullptr, check_tensor(out, "out"), &l, causal != 0, scale);
+    });
+}
+
+spyre_status spyre_op_attention_backward(spyre_stream_t stream, const spyre_tensor* q,
+                                         const spyre_tensor* k, const spyre_tensor* v,
+                                         const spyre_tensor* mask, const spyre_tensor* out,
+                                         const spyre_tensor* dout, const spyre_tensor* lse,
+                                         const spyre_tensor* dq, const spyre_tensor* dk,
+                                         const spyre_tensor* dv, int causal, float scale) {
+    return guard(__func__, [&] {
+        begin_op("attention_backward");
+        const std::optional<Tensor> m =
+            mask ? std::optional<Tensor>(check_tensor(mask, "mask")) : std::nullopt;
+        attention_backward_impl(stream, check_tensor(q, "q"), check_tensor(k, "k"),
+                                check_tensor(v, "v"), m ? &*m : nullptr, check_tensor(out, "out"),
+                                check_tensor(dout, "dout"), check_tensor(lse, "lse"),
+                                check_tensor(dq, "dq"), check_tensor(dk, "dk"),
+                                check_tensor(dv, "dv"), causal != 0, scale);
     });
 }

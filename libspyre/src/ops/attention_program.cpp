@@ -20,7 +20,7 @@ using isa::VUn;
 
 // LX layout of one work unit: R = group * bq rows.
 struct Layout {
-    uint64_t q, q2, s[2], p, o, k[3], v[3], mask[3], m_old, m_new, corr, stat, l, out, total;
+    uint64_t q, q2, s[2], p, o, k[3], v[3], mask[3], m_old, m_new, corr, stat, l, out, lse, total;
 };
 
 // Bytes of one key block's row of the mask in LX (a whole number of sticks, see mask_fits).
@@ -60,6 +60,8 @@ Layout layout(const AttentionShape& s, uint64_t bq, uint64_t bk, bool prefetch_q
     l.corr = take(R * 4);
     l.stat = take(R * 4);
     l.l = take(R * 4);
+    // the g heads' logsumexp rows, each starting on a stick (one store for the group)
+    l.lse = s.lse ? take(g * up128(bq * 4)) : 0;
     // the output tile is converted after the last block: it reuses the score buffers if they
     // are large enough (they are contiguous), which lets larger query blocks fit
     // (not with the next unit's Q prefetched: its scores would wait for the store)
@@ -84,6 +86,7 @@ AttentionShape AttentionShape::resolved() const {
     fill(r.k_st, Hkv, Lk);
     fill(r.v_st, Hkv, Lk);
     fill(r.o_st, Hq, Lq);
+    if (lse && !l_st[0] && !l_st[1]) dense_row_stat_strides(Hq, Lq, r.l_st);
     return r;
 }
 
@@ -101,7 +104,7 @@ std::vector<uint8_t> build_attention(const AttentionShape& shape, const Attentio
     const bool tail = s.Lk % bk != 0;
     const float scale = s.scale != 0.0f ? s.scale : 1.0f / std::sqrt(float(D));
     if (s.Hq % s.Hkv || s.Lq % bq || Db % kStick || R > int64_t(isa::kMaxMatDim) ||
-        !mask_fits(s, p.bk))
+        !mask_fits(s, p.bk) || (s.lse && !lse_block_fits(s.Lq, p.bq)))
         throw std::invalid_argument("attention plan does not fit the shape");
     const bool masked = s.mask != AttentionShape::Mask::NONE;
     const int64_t mes = isa::dtype_size(s.mask_t), mrow = bk * mes;
@@ -462,6 +465,28 @@ std::vector<uint8_t> build_attention(const AttentionShape& shape, const Attentio
             b.store(28, 12, 11);
         }
     }
+    if (s.lse) {  // lse = m + log(l) of the g heads' rows: lse + b*lb + kvh*g*lh + qb*bq*4
+        const int64_t LP = int64_t(up128(bq * 4));
+        lxreg(10, l.stat);
+        lxreg(11, l.l);
+        vdesc({1, R, R * 4, R * 4});
+        b.vun(VUn::LOG, DType::F32, DType::F32, 10, 11, 21);
+        lxreg(11, l.m_old);
+        lxreg(12, l.lse);
+        vdesc({g, bq, LP, bq * 4, bq * 4});
+        b.vbin(VBin::ADD, Bcast::NONE, DType::F32, DType::F32, 12, 10, 11, 21);
+        b.arg(11, 5);
+        b.muli(10, 30, int64_t(s.l_st[0]));
+        b.add(11, 11, 10);
+        b.muli(10, 31, g * int64_t(s.l_st[1]));
+        b.add(11, 11, 10);
+        b.muli(10, 9, bq * 4);
+        b.add(11, 11, 10);
+        b.li(10, bq * 4);
+        b.span(11);
+        vdesc({g, int64_t(s.l_st[1]), LP, 1, 0, 0});
+        b.store(12, 11, 10, 21);
+    }
     b.bind(next);
     b.endloop();
     b.halt();
@@ -478,6 +503,7 @@ uint64_t extent(const uint64_t* st, uint64_t B, uint64_t H, uint64_t L, uint64_t
 uint64_t attention_tensor_bytes(const AttentionShape& shape, int which) {
     const AttentionShape s = shape.resolved();
     const uint64_t row = s.D * isa::dtype_size(s.t);
+    if (which == 5) return s.lse ? extent(s.l_st, s.B, s.Hq, 1, s.Lq * 4) : 0;
     if (which == 4)
         return s.mask == AttentionShape::Mask::NONE
                    ? 0
@@ -497,10 +523,10 @@ uint64_t attention_tensor_bytes(const AttentionShape& shape, int which) {
 void price_attention(const Pricer& pricer, const AttentionShape& s, AttentionPlan& p) {
     const uint64_t q = attention_tensor_bytes(s, 0), k = attention_tensor_bytes(s, 1),
                    v = attention_tensor_bytes(s, 2), o = attention_tensor_bytes(s, 3),
-                   m = attention_tensor_bytes(s, 4);
+                   m = attention_tensor_bytes(s, 4), lse = attention_tensor_bytes(s, 5);
     const uint64_t end = q + k + v + o;
-    const auto r =
-        pricer.price(build_attention(s, p), p.cores, {0, q, q + k, q + k + v, end}, end + m);
+    const auto r = pricer.price(build_attention(s, p), p.cores,
+                                {0, q, q + k, q + k + v, end, end + m}, end + m + lse);
     p.cycles = r.total_cycles;
     p.stats = r;
 }
@@ -512,6 +538,11 @@ void check_plannable(const AttentionShape& s) {
         throw std::invalid_argument(
             "attention: Hq must be a multiple of Hkv and a head row a multiple of 128 bytes");
     const AttentionShape r = s.resolved();
+    for (int d = 0; d < 2; ++d)
+        if (r.l_st[d] % kStick)
+            throw std::invalid_argument(
+                "attention: the logsumexp's batch and head strides must be multiples of 128 "
+                "bytes");
     for (const uint64_t* st : {r.q_st, r.k_st, r.v_st, r.o_st, r.m_st})
         for (int d = 0; d < 3; ++d)
             if (st[d] % kStick)
@@ -526,7 +557,7 @@ std::optional<AttentionPlan> replan_attention(const Pricer& pricer, const Attent
     check_plannable(s);
     const uint64_t bq = chosen.bq, bk = chosen.bk;
     if (bq == 0 || bq > s.Lq || s.Lq % bq || (s.Hq / s.Hkv) * bq > isa::kMaxMatDim ||
-        !mask_fits(s, bk))
+        !mask_fits(s, bk) || (s.lse && !lse_block_fits(s.Lq, bq)))
         return std::nullopt;
     AttentionPlan p;
     p.bq = bq, p.bk = bk;
@@ -544,8 +575,13 @@ AttentionPlan plan_attention(const Pricer& pricer, const AttentionShape& s, uint
     const uint64_t g = s.Hq / s.Hkv;
     const uint64_t budget = pricer.lx_budget();
     AttentionPlan best{};
-    for (uint64_t bq : {512, 256, 128, 64, 32, 16, 8, 4, 2, 1}) {
+    std::vector<uint64_t> bqs = {512, 256, 128, 64, 32, 16, 8, 4, 2, 1};
+    // with the logsumexp, blocks start on its sticks: also one block of every query (any Lq)
+    if (s.lse && std::find(bqs.begin(), bqs.end(), s.Lq) == bqs.end())
+        bqs.insert(bqs.begin(), s.Lq);
+    for (uint64_t bq : bqs) {
         if (bq > s.Lq || s.Lq % bq || g * bq > isa::kMaxMatDim) continue;
+        if (s.lse && !lse_block_fits(s.Lq, bq)) continue;
         for (uint64_t bk : {256, 128, 64}) {
             if (!mask_fits(s, bk) || attention_lx_bytes(s, bq, bk) > budget) continue;
             const uint64_t units = s.B * s.Hkv * (s.Lq / bq);

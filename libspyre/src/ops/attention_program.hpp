@@ -31,6 +31,12 @@ struct AttentionShape {
     enum class Mask : uint8_t { NONE, ADD, KEEP } mask = Mask::NONE;
     isa::DType mask_t = isa::DType::F32;
     uint64_t m_st[3] = {};
+    // lse: also write each query row's logsumexp of the scaled, masked scores (fp32, launch
+    // argument 5), the statistic the backward pass recomputes the probabilities from. l_st: byte
+    // strides of its batch and head dims (multiples of 128; its Lq values contiguous). A plan
+    // then needs whole sticks per query block (lse_fits).
+    bool lse = false;
+    uint64_t l_st[2] = {};
     // The strides with dense defaults filled in.
     AttentionShape resolved() const;
 };
@@ -45,7 +51,7 @@ struct AttentionPlan {
     spyre_engine_result stats{};
 };
 
-// Launch arguments: 0 = Q, 1 = K, 2 = V, 3 = out, 4 = mask (device addresses).
+// Launch arguments: 0 = Q, 1 = K, 2 = V, 3 = out, 4 = mask, 5 = lse (device addresses).
 std::vector<uint8_t> build_attention(const AttentionShape& s, const AttentionPlan& p);
 // LX bytes a plan needs, or 0 if it cannot be laid out.
 uint64_t attention_lx_bytes(const AttentionShape& s, uint64_t bq, uint64_t bk,
@@ -58,7 +64,15 @@ AttentionPlan plan_attention(const Pricer& pricer, const AttentionShape& s, uint
 // time (ops.md "Attention plans across key lengths").
 std::optional<AttentionPlan> replan_attention(const Pricer& pricer, const AttentionShape& s,
                                               const AttentionPlan& chosen, uint32_t max_cores);
-// Bytes a tensor spans (0 = q, 1 = k, 2 = v, 3 = out, 4 = mask: 0 without one).
+// Whether query blocks of bq rows start on a stick of an fp32 [.., Lq] row (every block
+// stores its rows of the logsumexp, or of the backward's row statistics, with one DMA).
+inline bool lse_block_fits(uint64_t Lq, uint64_t bq) { return bq == Lq || (bq * 4) % 128 == 0; }
+// The dense byte strides (batch, head) of an fp32 [B, H, Lq] row statistic with 128-byte rows.
+inline void dense_row_stat_strides(uint64_t H, uint64_t Lq, uint64_t* st) {
+    st[1] = (Lq * 4 + 127) / 128 * 128, st[0] = H * st[1];
+}
+// Bytes a tensor spans (0 = q, 1 = k, 2 = v, 3 = out, 4 = mask: 0 without one, 5 = lse: 0
+// without).
 uint64_t attention_tensor_bytes(const AttentionShape& s, int which);
 // Exact cycles of one plan (timing-only run); fills p.cycles and p.stats.
 void price_attention(const Pricer& pricer, const AttentionShape& s, AttentionPlan& p);

@@ -47,8 +47,10 @@ int64_t emit_scan(ProgramBuilder& b, const ScanShape& s, uint64_t chunk) {
         b.endloop();
         return 0;
     }
-    if (s.t != DType::F32) {
-        // fp32 copy, the recurrence in fp32 (torch's float accumulator), one rounding back
+    if (s.t != DType::F32 || s.op == ScanOp::PROD) {
+        // fp32 copy, the recurrence in fp32 (torch's float accumulator), one rounding back; fp32
+        // products the same recurrence (an fp32 accumulator, as torch's CUDA kernel: the CPU
+        // multiplies in double, ops.md "Scans")
         const int64_t S4 = N * I * 4;
         b.li(24, 1);
         b.muli(25, 10, N * I);
@@ -116,7 +118,7 @@ int64_t emit_scan(ProgramBuilder& b, const ScanShape& s, uint64_t chunk) {
 bool scan_supported(const ScanShape& s) {
     if (is_int(s.t)) return true;
     if (s.t == DType::F16 || s.t == DType::BF16) return true;
-    return s.t == DType::F32 && s.op == ScanOp::SUM;
+    return s.t == DType::F32;
 }
 
 uint64_t scan_lx_bytes(const ScanShape& s, uint64_t chunk) {

@@ -9,8 +9,9 @@
 //       once to the type at the end;
 //   fp32 sum: torch accumulates in double, which the fp32 vector unit cannot carry from step to
 //       step; VRED SUM adds in double in index order from +0.0 and rounds once, so output j is
-//       one VRED over x[.., 0..j, ..] (O(N^2) element reads per slab, exact). fp32 products are
-//       not offered (no double product).
+//       one VRED over x[.., 0..j, ..] (O(N^2) element reads per slab, exact);
+//   fp32 product: the fp16 recurrence in fp32 (an fp32 accumulator like torch's CUDA kernel;
+//       the CPU's double accumulator has no vector form: within N fp32 roundings of it).
 #pragma once
 
 #include <cstdint>
@@ -37,7 +38,7 @@ struct ScanPlan {
     uint64_t cycles = 0;
 };
 
-// False if the op and type are not offered (fp32 products).
+// False if the op and type are not offered.
 bool scan_supported(const ScanShape& s);
 // Bytes of LX a chunk of `chunk` slabs needs.
 uint64_t scan_lx_bytes(const ScanShape& s, uint64_t chunk);

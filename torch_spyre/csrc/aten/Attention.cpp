@@ -1,12 +1,13 @@
 // torch.nn.functional.scaled_dot_product_attention on the card (spyre_op_attention: flash
 // attention, causal, grouped-query heads, strided KV caches read in place). torch 2.6 asks a
 // PrivateUse1 backend which SDPA implementation to use (_fused_sdp_choice_stub): the
-// "overrideable" fused op for the cases the library computes (no dropout, no gradient wanted,
-// causal only for square attention, GQA when enable_gqa; an explicit mask, additive or
-// boolean, [L, S] or 4-D broadcastable, through spyre_op_attention_masked), the math
-// decomposition (other spyre ops) for the rest, and for masks the library refuses. The fused kernel
-// returns only the attention output (no logsumexp: it is never the choice when autograd would need
-// one).
+// "overrideable" fused op for the cases the library computes (no dropout, causal only for
+// square attention, GQA when enable_gqa; an explicit mask, additive or boolean, [L, S] or 4-D
+// broadcastable, through spyre_op_attention_masked), the math decomposition (other spyre ops)
+// for the rest, and for masks the library refuses. When autograd wants gradients of q, k or v the
+// fused kernel also returns the logsumexp (spyre_op_attention_lse) and its backward
+// (_scaled_dot_product_fused_attention_overrideable_backward) is the library's flash-style
+// backward (spyre_op_attention_backward); a mask that wants a gradient keeps the math path.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/SDPBackend.h>
@@ -38,6 +39,17 @@ bool mask_broadcasts(const at::Tensor& m, const std::array<c10::SymInt, 4>& want
     return true;
 }
 
+// The cases the library's backward takes (spyre_op_attention_backward; the layouts of q, k, v
+// and dO it refuses are made contiguous first): head rows of whole 128-byte sticks, and query
+// blocks that start on a stick of the fp32 logsumexp, Lq a multiple of 32 or one block of all
+// the group's rows small enough for the scratchpad (ops.md "Attention backward").
+bool backward_fits(const at::Tensor& q, const at::Tensor& k) {
+    const c10::SymInt d = q.sym_size(3), lq = q.sym_size(2), hq = q.sym_size(1);
+    const c10::SymInt hkv = k.sym_size(1);
+    if ((d * static_cast<int64_t>(q.element_size())) % 128 != 0) return false;
+    return lq % 32 == 0 || (hkv != 0 && (hq / hkv) * lq <= 512);
+}
+
 int64_t sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                    const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal,
                    std::optional<double> scale, bool enable_gqa) {
@@ -45,7 +57,8 @@ int64_t sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
     if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || !is_float(q.scalar_type()) ||
         k.scalar_type() != q.scalar_type() || v.scalar_type() != q.scalar_type())
         return math;
-    if (dropout_p != 0.0 || (scale && *scale == 0.0) || wants_grad(q, k, v)) return math;
+    if (dropout_p != 0.0 || (scale && *scale == 0.0)) return math;
+    if (wants_grad(q, k, v) && !backward_fits(q, k)) return math;
     if (mask && mask->defined() &&
         (mask->device() != q.device() || (mask->dim() != 2 && mask->dim() != 4) ||
          (mask->scalar_type() != at::kBool && !is_float(mask->scalar_type())) ||
@@ -65,6 +78,39 @@ int64_t sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
 using SdpaResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt,
                               c10::SymInt, at::Tensor, at::Tensor, at::Tensor>;
 
+// A dense [B, Hq, Lq] fp32 logsumexp whose rows start on sticks (the library's layout): a
+// [B, Hq, up(Lq, 32)] block seen as [B, Hq, Lq].
+at::Tensor lse_like(const at::Tensor& q) {
+    const int64_t lq = q.size(2), padded = (lq + 31) / 32 * 32;
+    return at::empty({q.size(0), q.size(1), padded}, q.options().dtype(at::kFloat))
+        .narrow(2, 0, lq);
+}
+
+// The forward with the logsumexp (autograd will call the backward below): q, k, v as they are,
+// or made contiguous when the library refuses their layout. Undefined tensors if it refuses.
+std::pair<at::Tensor, at::Tensor> attention_with_lse(const at::Tensor& q, const at::Tensor& k,
+                                                     const at::Tensor& v,
+                                                     const std::optional<at::Tensor>& bias,
+                                                     bool is_causal, float s) {
+    const int64_t b = q.size(0), hq = q.size(1), lq = q.size(2), d = q.size(3);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        const at::Tensor qq = attempt ? q.contiguous() : q, kk = attempt ? k.contiguous() : k,
+                         vv = attempt ? v.contiguous() : v;
+        at::Tensor out = at::empty({b, lq, hq, d}, q.options()).transpose(1, 2);
+        at::Tensor lse = lse_like(q);
+        const spyre_tensor tq = op_tensor(qq), tk = op_tensor(kk), tv = op_tensor(vv),
+                           to = op_tensor(out), tl = op_tensor(lse);
+        std::optional<spyre_tensor> tm;
+        const at::Tensor mask =
+            bias && bias->defined() ? (attempt ? bias->contiguous() : *bias) : at::Tensor();
+        if (mask.defined()) tm = op_tensor(mask);
+        const spyre_status st = spyre_op_attention_lse(
+            op_stream(out), &tq, &tk, &tv, tm ? &*tm : nullptr, &to, &tl, is_causal ? 1 : 0, s);
+        if (op_ran("aten::scaled_dot_product_attention", st)) return {out, lse};
+    }
+    return {};
+}
+
 SdpaResult sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                              const std::optional<at::Tensor>& bias, double dropout_p,
                              bool is_causal, bool /*return_debug_mask*/,
@@ -72,6 +118,16 @@ SdpaResult sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at:
     c10::DeviceGuard guard(q.device());
     const int64_t b = q.size(0), hq = q.size(1), lq = q.size(2), d = q.size(3);
     at::Tensor out;
+    const at::Tensor none = at::empty({0}, q.options());
+    if (dropout_p == 0.0 && wants_grad(q, k, v)) {
+        auto [o, lse] =
+            attention_with_lse(q, k, v, bias, is_causal, scale ? static_cast<float>(*scale) : 0.0f);
+        TORCH_CHECK(o.defined(),
+                    "spyre: scaled_dot_product_attention with gradients: the library refused "
+                    "these shapes (q ",
+                    q.sizes(), ", k ", k.sizes(), ")");
+        return {o, lse, none, none, c10::SymInt(lq), c10::SymInt(k.size(2)), none, none, none};
+    }
     if (dropout_p == 0.0) {
         // [B, Lq, Hq, D] memory seen as [B, Hq, Lq, D]: the usual transpose back is a view
         out = at::empty({b, lq, hq, d}, q.options()).transpose(1, 2);
@@ -91,14 +147,63 @@ SdpaResult sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at:
     if (!out.defined())  // a layout the library does not take: the math decomposition
         out = std::get<0>(at::_scaled_dot_product_attention_math(
             q, k, v, bias, dropout_p, is_causal, std::nullopt, scale, hq != k.size(1)));
-    const at::Tensor none = at::empty({0}, q.options());
     return {out, none, none, none, c10::SymInt(lq), c10::SymInt(k.size(2)), none, none, none};
+}
+
+// dQ, dK, dV from the forward's output and logsumexp (spyre_op_attention_backward); the mask
+// gets no gradient (sdp_choice keeps the math path for a mask that wants one).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_backward(
+    const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& bias, std::array<bool, 4> grad_input_mask, const at::Tensor& out,
+    const at::Tensor& lse, const at::Tensor& /*cum_seq_q*/, const at::Tensor& /*cum_seq_k*/,
+    c10::SymInt /*max_q*/, c10::SymInt /*max_k*/, double dropout_p, bool is_causal,
+    const at::Tensor& /*philox_seed*/, const at::Tensor& /*philox_offset*/,
+    std::optional<double> scale) {
+    c10::DeviceGuard guard(q.device());
+    TORCH_CHECK(dropout_p == 0.0, "spyre: the attention backward takes no dropout");
+    TORCH_CHECK(!grad_input_mask[3],
+                "spyre: the fused attention backward computes no gradient of the mask");
+    // A forward that ran without gradients gives no logsumexp (a compiled training graph's
+    // forward runs under no_grad and Inductor keeps the op's meta, which has none): recompute it.
+    at::Tensor l = lse;
+    if (!l.defined() || l.dim() != 3) {
+        l = attention_with_lse(q, k, v, bias.defined() ? std::optional(bias) : std::nullopt,
+                               is_causal, scale ? static_cast<float>(*scale) : 0.0f)
+                .second;
+        TORCH_CHECK(l.defined(), "spyre: the attention backward refused these shapes (q ",
+                    q.sizes(), ", k ", k.sizes(), ")");
+    }
+    // gradients as [B, L, H, D] blocks seen as [B, H, L, D], like the forward's output
+    auto grad_like = [](const at::Tensor& t) {
+        return at::empty({t.size(0), t.size(2), t.size(1), t.size(3)}, t.options()).transpose(1, 2);
+    };
+    at::Tensor dq = grad_like(q), dk = grad_like(k), dv = grad_like(v);
+    const float s = scale ? static_cast<float>(*scale) : 0.0f;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        auto lay = [&](const at::Tensor& t) { return attempt ? t.contiguous() : t; };
+        const at::Tensor qq = lay(q), kk = lay(k), vv = lay(v), oo = lay(out), gg = lay(grad_out);
+        const spyre_tensor tq = op_tensor(qq), tk = op_tensor(kk), tv = op_tensor(vv),
+                           to = op_tensor(oo), tdo = op_tensor(gg), tl = op_tensor(l),
+                           tdq = op_tensor(dq), tdk = op_tensor(dk), tdv = op_tensor(dv);
+        std::optional<spyre_tensor> tm;
+        const at::Tensor mask = bias.defined() ? lay(bias) : at::Tensor();
+        if (mask.defined()) tm = op_tensor(mask);
+        const spyre_status st =
+            spyre_op_attention_backward(op_stream(dq), &tq, &tk, &tv, tm ? &*tm : nullptr, &to,
+                                        &tdo, &tl, &tdq, &tdk, &tdv, is_causal ? 1 : 0, s);
+        if (op_ran("aten::_scaled_dot_product_fused_attention_overrideable_backward", st))
+            return {dq, dk, dv, at::Tensor()};
+    }
+    TORCH_CHECK(false, "spyre: the attention backward refused these shapes (q ", q.sizes(), ", k ",
+                k.sizes(), ")");
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(sdpa_overrideable));
+    m.impl("_scaled_dot_product_fused_attention_overrideable_backward",
+           TORCH_FN(sdpa_overrideable_backward));
 }
 
 }  // namespace torch_spyre::aten

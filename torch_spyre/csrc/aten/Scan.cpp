@@ -1,7 +1,8 @@
 // cumsum and cumprod on the card (spyre_op_scan) with the CPU's numerics: the input is cast to
 // the output's dtype on the card first (torch promotes integers and bool to int64), then
-// scanned along the dim in one launch. fp32 cumprod (torch multiplies in double), dtypes the
-// library has no scan for and slabs too large for a core's scratchpad run on the CPU fallback.
+// scanned along the dim in one launch. fp32 cumprod multiplies in fp32 (as CUDA does; the CPU
+// multiplies in double: within N fp32 roundings of it, ops.md "Scans"). Dtypes the library has
+// no scan for and slabs too large for a core's scratchpad run on the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/native/Resize.h>
