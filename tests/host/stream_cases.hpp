@@ -174,11 +174,12 @@ inline void async_fault_propagation(spyre_device_t dev) {
     auto img = spyre_test::build_fault_program(2, &fault_pc);
     spyre_program_t prog;
     SC_ASSERT(spyre_program_load(dev, img.data(), img.size(), &prog));
-    spyre_buffer_t ok, other, after, g;
+    spyre_buffer_t ok, other, after, g, busy;
     SC_ASSERT(spyre_malloc(dev, 1 << 20, &ok));
     SC_ASSERT(spyre_malloc(dev, 1 << 20, &other));
     SC_ASSERT(spyre_malloc(dev, 4096, &after));
     SC_ASSERT(spyre_malloc(dev, 1 << 20, &g));
+    SC_ASSERT(spyre_malloc(dev, 1 << 20, &busy));
     spyre_launch_params p{};
     p.num_cores = 4;
     p.num_args = 2;
@@ -202,7 +203,8 @@ inline void async_fault_propagation(spyre_device_t dev) {
     ap.args[0] = addr_of(ok), ap.args[1] = addr_of(ok) + 4096, ap.args[2] = addr_of(ok) + 8192;
     ap.buffers = &ok;
     ap.num_buffers = 1;
-    SC_ASSERT(spyre_memset_async(g, 0, 0, 1 << 20, bad));  // keeps the stream busy
+    // keeps the stream busy (its own buffer: `good` writes g, unordered with `bad`)
+    SC_ASSERT(spyre_memset_async(busy, 0, 0, 1 << 20, bad));
     for (int i = 0; i < 3; ++i) SC_ASSERT(spyre_launch_async(add, &ap, bad));
     SC_ASSERT(spyre_launch_async(prog, &p, bad));
     ap.args[2] = addr_of(ok) + 12288;
@@ -232,7 +234,7 @@ inline void async_fault_propagation(spyre_device_t dev) {
     SC_EXPECT(spyre_memset(after, 0, 1, 16));
     SC_EXPECT(spyre_stream_destroy(bad));
     SC_EXPECT(spyre_stream_destroy(good));
-    for (auto* q : {ok, other, after, g}) spyre_free(q);
+    for (auto* q : {ok, other, after, g, busy}) spyre_free(q);
     spyre_program_free(prog);
 }
 
