@@ -6,6 +6,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "ops/attention_emit.hpp"
 #include "ops/sticks.hpp"
 #include "spyre/program_builder.hpp"
 
@@ -329,33 +330,8 @@ class GradBuilder {
                         DType::I8);
             }
         }
-        if (s.Lk % bk) {  // keys past Lk: keep j <= Lk - 1 - kb*bk
-            ProgramBuilder::Label full = b_.label();
-            b_.muli(18, kb, -bk);
-            b_.addi(18, 18, int64_t(s.Lk) - 1);
-            b_.li(10, bk - 1);
-            b_.br(isa::Cond::GE, 18, 10, full);
-            b_.li(21, R), b_.li(22, bk), b_.li(23, bk * 4), b_.li(24, bk * 4);
-            b_.li(25, 0), b_.li(26, -1), b_.mov(27, 18);
-            b_.vmask(DType::F32, DType::F32, 28, 28, 21, ninf);
-            b_.bind(full);
-        }
-        if (s.causal) {  // keep kb*bk + j <= qb*bq + i + off, only on tiles crossing the diagonal
-            ProgramBuilder::Label below = b_.label();
-            b_.muli(17, qb, bq_);
-            b_.addi(17, 17, off_);
-            b_.muli(18, kb, bk);
-            b_.sub(17, 17, 18);
-            b_.li(10, bk - 1);
-            b_.br(isa::Cond::GE, 17, 10, below);
-            for (int64_t h = 0; h < g_; ++h) {
-                b_.addi(29, 28, h * bq_ * bk * 4);
-                b_.li(21, bq_), b_.li(22, bk), b_.li(23, bk * 4), b_.li(24, bk * 4);
-                b_.li(25, 1), b_.li(26, -1), b_.mov(27, 17);
-                b_.vmask(DType::F32, DType::F32, 29, 29, 21, ninf);
-            }
-            b_.bind(below);
-        }
+        if (s.Lk % bk) attention_emit::mask_key_tail(b_, kb, R, bk, s.Lk);
+        if (s.causal) attention_emit::mask_causal(b_, qb, kb, g_, bq_, bk, off_);
         // P = exp(S), and P in the input type for the matrix unit
         vdesc({R, bk, bk * 4, bk * 4});
         b_.vun(VUn::EXP, DType::F32, DType::F32, 28, 28, 21);
@@ -428,18 +404,7 @@ class GradBuilder {
         lx(10, l_.acc);
         vdesc({R, D, D * 4, D * 4});
         b_.vun(VUn::SET, DType::F32, DType::F32, 10, 0, 21, 0.0f);
-        // key blocks: all, or up to the causal limit qb*bq + bq - 1 + off
-        if (s_.causal) {
-            b_.muli(16, 9, bq_);
-            b_.addi(16, 16, bq_ - 1 + off_);
-            b_.li(10, bk_);
-            b_.alu(Alu::DIVU, 16, 16, 10);
-            b_.addi(16, 16, 1);
-            b_.li(10, nkb_);
-            b_.alu(Alu::MINU, 16, 16, 10);
-        } else {
-            b_.li(16, nkb_);
-        }
+        attention_emit::key_block_count(b_, s_.causal, 9, bq_, bk_, off_, nkb_);
         // key block kb + 1 (with its mask) loads while block kb computes
         b_.li(17, 0);
         load_kv(17, 0);

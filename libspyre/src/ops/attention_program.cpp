@@ -6,6 +6,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "ops/attention_emit.hpp"
 #include "ops/sticks.hpp"
 #include "spyre/program_builder.hpp"
 
@@ -220,19 +221,7 @@ std::vector<uint8_t> build_attention(const AttentionShape& shape, const Attentio
     lxreg(28, l.o);
     vdesc({R, D, D * 4, D * 4});
     b.vun(VUn::SET, DType::F32, DType::F32, 28, 0, 21, 0.0f);
-    // key blocks of this unit: all, or up to the causal limit
-    if (s.causal) {
-        // last key a query of the block sees: qb*bq + bq - 1 + off
-        b.muli(16, 9, bq);
-        b.addi(16, 16, bq - 1 + off);
-        b.li(10, bk);
-        b.alu(Alu::DIVU, 16, 16, 10);
-        b.addi(16, 16, 1);
-        b.li(10, nkb);
-        b.alu(Alu::MINU, 16, 16, 10);
-    } else {
-        b.li(16, nkb);
-    }
+    attention_emit::key_block_count(b, s.causal, 9, bq, bk, off, nkb);
     // K/V of (b, kv head): + bkv * Lk * Db
     b.muli(13, 30, int64_t(s.k_st[0]));
     b.muli(10, 31, int64_t(s.k_st[1]));
@@ -352,36 +341,8 @@ std::vector<uint8_t> build_attention(const AttentionShape& shape, const Attentio
         }
         // masks: keys past Lk, and the causal limit of each head's rows; each only on the
         // blocks it changes (a mask pass costs as much as any other pass over S)
-        if (tail) {
-            // keep j <= Lk - 1 - kb*bk: v = -j + (Lk - 1 - kb*bk); a full block has v >= 0
-            ProgramBuilder::Label full = b.label();
-            b.muli(18, 15, -bk);
-            b.addi(18, 18, int64_t(s.Lk) - 1);
-            b.li(10, bk - 1);
-            b.br(isa::Cond::GE, 18, 10, full);
-            b.li(21, R), b.li(22, bk), b.li(23, bk * 4), b.li(24, bk * 4);
-            b.li(25, 0), b.li(26, -1), b.mov(27, 18);
-            b.vmask(DType::F32, DType::F32, 28, 28, 21, ninf);
-            b.bind(full);
-        }
-        if (s.causal) {
-            // keep kb*bk + j <= qb*bq + i + off: v = i - j + (qb*bq + off - kb*bk); blocks
-            // below the diagonal (v >= 0 at i = 0, j = bk - 1) keep everything
-            ProgramBuilder::Label below = b.label();
-            b.muli(17, 9, bq);
-            b.addi(17, 17, off);
-            b.muli(18, 15, bk);
-            b.sub(17, 17, 18);
-            b.li(10, bk - 1);
-            b.br(isa::Cond::GE, 17, 10, below);
-            for (int64_t h = 0; h < g; ++h) {
-                b.addi(29, 28, h * bq * bk * 4);
-                b.li(21, bq), b.li(22, bk), b.li(23, bk * 4), b.li(24, bk * 4);
-                b.li(25, 1), b.li(26, -1), b.mov(27, 17);
-                b.vmask(DType::F32, DType::F32, 29, 29, 21, ninf);
-            }
-            b.bind(below);
-        }
+        if (tail) attention_emit::mask_key_tail(b, 15, R, bk, s.Lk);
+        if (s.causal) attention_emit::mask_causal(b, 9, 15, g, bq, bk, off);
         // online softmax: m_new = max(m_old, rowmax(S)); corr = exp(m_old - m_new)
         lxreg(29, l.stat);
         vdesc({R, bk, bk * 4});
