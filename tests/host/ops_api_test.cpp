@@ -1015,6 +1015,63 @@ TEST_F(Ops, RowwiseOps) {
               spyre_op_reduce(nullptr, SPYRE_REDUCE_ARGMAX, &tx, &tr));
 }
 
+// Rows longer than the row program takes (2^23 elements) reduce in two stages (equal blocks,
+// then the blocks' results): sum, mean, max, min of fp32 rows against a double reference, and
+// of one fp16 row; argmax and a row whose length has no fitting divisor are NOT_SUPPORTED.
+TEST_F(Ops, ReductionsOfRowsLongerThan2To23) {
+    const int64_t R = 2, C = (int64_t{1} << 23) + (int64_t{1} << 20);
+    DevArray x(dev, SPYRE_DTYPE_FLOAT32, R * C, 7);
+    DevArray r(dev, SPYRE_DTYPE_FLOAT32, 32, 8);
+    const spyre_tensor tx = view(x, {R, C}, {C, 1}), tr = view(r, {R}, {1});
+    std::vector<double> sum(R, 0), mx(R, -INFINITY), mn(R, INFINITY);
+    for (int64_t i = 0; i < R; ++i)
+        for (int64_t j = 0; j < C; ++j) {
+            const double v = x.at(i * C + j);
+            sum[i] += v, mx[i] = std::max(mx[i], v), mn[i] = std::min(mn[i], v);
+        }
+    for (spyre_reduce_op op :
+         {SPYRE_REDUCE_SUM, SPYRE_REDUCE_MEAN, SPYRE_REDUCE_MAX, SPYRE_REDUCE_MIN}) {
+        ASSERT_SPYRE(spyre_op_reduce(nullptr, op, &tx, &tr));
+        spyre_op_info info;
+        ASSERT_SPYRE(spyre_op_get_last_info(&info));
+        EXPECT_EQ(info.launches, 2u) << op;
+        EXPECT_NE(std::string(info.plan).find("blocks of"), std::string::npos) << info.plan;
+        ASSERT_SPYRE(spyre_device_synchronize(dev));
+        r.fetch();
+        for (int64_t i = 0; i < R; ++i) {
+            const double want = op == SPYRE_REDUCE_SUM    ? sum[i]
+                                : op == SPYRE_REDUCE_MEAN ? sum[i] / C
+                                : op == SPYRE_REDUCE_MAX  ? mx[i]
+                                                          : mn[i];
+            // the sum of 9.4M values in [-1, 1] is ~1e3: a few fp32 roundings of the partials
+            EXPECT_NEAR(r.at(i), want,
+                        1e-5 * (1 + std::fabs(want)) + (op == SPYRE_REDUCE_SUM) * 1e-3)
+                << op << " row " << i;
+        }
+    }
+    DevArray h(dev, SPYRE_DTYPE_FLOAT16, C, 9), hr(dev, SPYRE_DTYPE_FLOAT16, 64, 10);
+    const spyre_tensor th = view(h, {1, C}, {C, 1}), thr = view(hr, {1}, {1});
+    double hs = 0;
+    for (int64_t j = 0; j < C; ++j) hs += h.at(j);
+    ASSERT_SPYRE(spyre_op_reduce(nullptr, SPYRE_REDUCE_SUM, &th, &thr));
+    ASSERT_SPYRE(spyre_device_synchronize(dev));
+    hr.fetch();
+    EXPECT_NEAR(hr.at(0), hs, 2e-3 * (1 + std::fabs(hs)));  // partials rounded to fp16 too
+    spyre_buffer_t ab;
+    ASSERT_SPYRE(spyre_malloc(dev, 128, &ab));
+    spyre_tensor ta{};
+    ta.buffer = ab, ta.dtype = SPYRE_DTYPE_INT32, ta.ndim = 1, ta.shape[0] = R, ta.strides[0] = 1;
+    EXPECT_EQ(SPYRE_ERROR_NOT_SUPPORTED, spyre_op_reduce(nullptr, SPYRE_REDUCE_ARGMAX, &tx, &ta));
+    EXPECT_NE(std::string(spyre_last_error()).find("2^23"), std::string::npos)
+        << spyre_last_error();
+    spyre_free(ab);
+    const int64_t prime = 8388617;  // no divisor splits it into rows of 32 .. 2^23 elements
+    const spyre_tensor tp = view(h, {1, prime}, {prime, 1});
+    EXPECT_EQ(SPYRE_ERROR_NOT_SUPPORTED, spyre_op_reduce(nullptr, SPYRE_REDUCE_SUM, &tp, &thr));
+    EXPECT_NE(std::string(spyre_last_error()).find("no divisor"), std::string::npos)
+        << spyre_last_error();
+}
+
 TEST_F(Ops, ArgumentErrorsSayWhatIsWrong) {
     DevArray a(dev, SPYRE_DTYPE_FLOAT16, 64 * 64, 1), b(dev, SPYRE_DTYPE_FLOAT16, 64 * 64, 2);
     DevArray f(dev, SPYRE_DTYPE_FLOAT32, 64 * 64, 3);

@@ -154,3 +154,25 @@ def test_what_reductions_do_not_take_falls_back(fallback_reset):
     r = x.to("spyre").sum(-1, dtype=torch.float32)
     close(r.cpu(), x.sum(-1, dtype=torch.float32), torch.float32, scale=4)
     assert "aten::sum.IntList_out" in torch_spyre.fallback_counts()
+
+
+def test_reductions_over_more_than_2_to_23_elements(fallback_reset):
+    # the library's rows hold at most 2^23 elements: longer ones reduce in two stages on the
+    # card (a loss or a gradient norm over a big tensor); the references in float64
+    n = (1 << 23) + (1 << 20)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, n, generator=g)
+    x[0, 3] = x[0, n - 1] = x[1, n - 5] = 100.0  # ties: the first index wins
+    d = x.to("spyre")
+    ref = x.double()
+    torch.testing.assert_close(d.sum().cpu().double(), ref.sum(), rtol=1e-5, atol=1e-2)
+    torch.testing.assert_close(d.mean(-1).cpu().double(), ref.mean(-1), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(torch.linalg.vector_norm(d).cpu().double(), ref.norm(), rtol=1e-5, atol=0)
+    assert torch.equal(d.amin(-1).cpu(), x.amin(-1))
+    v, i = d.max(-1)
+    assert torch.equal(v.cpu(), x.max(-1).values) and i.tolist() == [3, n - 5]
+    assert d.argmax().item() == 3
+    h = x[1].half().to("spyre")
+    h[7] = float("nan")
+    assert h.argmax().item() == 7 and torch.isnan(h.max())
+    assert torch_spyre.fallback_counts() == {}

@@ -420,7 +420,9 @@ typedef enum spyre_reduce_op {
 } spyre_reduce_op;
 
 /* out[r] = reduce(x[r, :]) over the last dim; out has x's leading dims (keepdim or not: out's
- * shape is x's without the last dim, or with it as 1); x's type (int32 for ARGMAX). */
+ * shape is x's without the last dim, or with it as 1); x's type (int32 for ARGMAX). Rows of
+ * more than 2^23 elements reduce in two launches (equal blocks of at most 2^23, then the
+ * blocks' results) when their length has such a divisor; ARGMAX of them is NOT_SUPPORTED. */
 SPYRE_API spyre_status spyre_op_reduce(spyre_stream_t stream, spyre_reduce_op op,
                                        const spyre_tensor* x, const spyre_tensor* out);
 /* The reduction along dim `dim` of x (negative: from the end), x of any strides; out dense

@@ -44,6 +44,9 @@ std::shared_ptr<const PlanEntry> int_rows(spyre_stream_t stream, RowwiseOp op, c
     return int_reduce(stream, s, x, o);
 }
 
+std::shared_ptr<const PlanEntry> long_rows(spyre_stream_t stream, RowwiseOp op, const Tensor& x,
+                                           const Tensor& o, const RowwiseShape& s);
+
 std::shared_ptr<const PlanEntry> rowwise_impl(spyre_stream_t stream, RowwiseOp op, const Tensor& x,
                                               const Tensor* w, const Tensor* b, const Tensor& o,
                                               RowwiseShape s, const Tensor* res = nullptr,
@@ -77,6 +80,7 @@ std::shared_ptr<const PlanEntry> rowwise_impl(spyre_stream_t stream, RowwiseOp o
     const Card c = card_of(o.buffer);
     require_same_card(c, {&x, w, b, res, hout}, name);
     if (rows == 0 || cols == 0) return nullptr;
+    if (cols > kRowwiseMaxCols) return long_rows(stream, op, x, o, s);
     s.rows = rows, s.cols = cols, s.t = x.t;
     s.has_weight = w != nullptr;
     if (w) s.weight_t = w->t;
@@ -155,6 +159,48 @@ Tensor scratch_tensor(const Card& c, const Tensor& like, std::vector<int64_t> sh
     r.buffer = scratch.buf, r.offset = 0;
     call(spyre_buffer_device_address(scratch.buf, &r.addr));
     return r;
+}
+
+// The number of equal blocks a row of `cols` elements splits into so that each block is a row
+// the row program takes: the least divisor k of cols with cols / k <= kRowwiseMaxCols, or 0 if
+// there is none worth taking (blocks of fewer than a stick of fp32 elements).
+uint64_t long_row_blocks(uint64_t cols) {
+    for (uint64_t k = (cols + kRowwiseMaxCols - 1) / kRowwiseMaxCols; cols / k >= 32; ++k)
+        if (cols % k == 0) return k;
+    return 0;
+}
+
+// Rows longer than the row program takes (2^23 elements: its counts and indices are fp32):
+// x [rows, cols] read as [rows * k, cols / k] (equal blocks, long_row_blocks), each block
+// reduced into scratch [rows, k], those rows then into out. SUM, MEAN (the mean of equal
+// blocks' means), MAX and MIN; a 16-bit sum rounds its partial sums to x's type too.
+std::shared_ptr<const PlanEntry> long_rows(spyre_stream_t stream, RowwiseOp op, const Tensor& x,
+                                           const Tensor& o, const RowwiseShape& s) {
+    const char* name = rowwise_op_name(op, s.log);
+    const uint64_t cols = uint64_t(x.dim(-1)), rows = uint64_t(x.numel()) / cols;
+    const bool two_stage = op == RowwiseOp::SUM || op == RowwiseOp::MEAN || op == RowwiseOp::MAX ||
+                           op == RowwiseOp::MIN;
+    const uint64_t k = two_stage ? long_row_blocks(cols) : 0;
+    if (!k)
+        fail(SPYRE_ERROR_NOT_SUPPORTED,
+             std::format("{}: rows of more than 8388608 (2^23) elements{}", name,
+                         two_stage ? " whose length has no divisor that splits them into rows "
+                                     "of at most 2^23"
+                                   : " (fp32 element counts and indices)"));
+    const Card c = card_of(o.buffer);
+    Scratch sp;
+    const Tensor part = scratch_tensor(c, x, {int64_t(rows), int64_t(k)}, sp, "partial");
+    Tensor blocks = x;
+    blocks.shape = {int64_t(rows * k), int64_t(cols / k)};
+    blocks.strides = {int64_t(cols / k), 1};
+    const auto first = rowwise_impl(stream, op, blocks, nullptr, nullptr, part, s);
+    const auto plan = rowwise_impl(stream, op, part, nullptr, nullptr, o, s);
+    std::snprintf(last_info().plan, sizeof last_info().plan,
+                  "%llu blocks of %llu a row (%s), then %s", static_cast<unsigned long long>(k),
+                  static_cast<unsigned long long>(cols / k), first->plan.c_str(),
+                  plan->plan.c_str());
+    last_info().cores = std::max(last_info().cores, first->cores);
+    return plan;
 }
 
 // t with dim d moved to the end (a view: same memory).

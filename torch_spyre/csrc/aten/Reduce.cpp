@@ -3,6 +3,8 @@
 // moved to the end first (a dense copy on the card, spyre_op_copy, unless they already are
 // the trailing dims of a dense tensor) and the tensor is read as [rows, cols]. argmax's int32
 // indices are widened to int64 on the card too (a copy that interleaves them with zeros).
+// Rows of more than 2^23 elements: the library reduces them in two stages; argmax takes the
+// blocks' maxima and indices, then the first block holding the maximum (long_argmax_into).
 // Integer and bool inputs reduce exactly on the card for sum (into int64), amax/amin, max() and
 // any/all (MAX / MIN of x != 0); sum/mean with a dtype reduce x cast to it on the card; prod
 // and empty reductions run on the CPU fallback.
@@ -61,9 +63,39 @@ bool reduce_into(const char* name, spyre_reduce_op op, const Plan& p, const at::
     return true;
 }
 
+// The library's rows hold at most 2^23 elements for ARGMAX (fp32 indices); longer rows split
+// into k equal blocks of at most that (the least such k; 0 if none: the CPU then answers).
+constexpr int64_t kLongRow = int64_t{1} << 23;
+int64_t long_row_blocks(int64_t cols) {
+    for (int64_t k = (cols + kLongRow - 1) / kLongRow; cols / k >= 32; ++k)
+        if (cols % k == 0) return k;
+    return 0;
+}
+
+bool argmax_into(const char* name, const Plan& p, const at::Tensor& out);
+
+// argmax of rows longer than 2^23: each block's maximum and its first index (max.dim on the
+// card), the first block holding the row's maximum, and its index there plus the block's start.
+// NaN wins as in torch: a block's max is its first NaN, and so is the row's.
+bool long_argmax_into(const char* name, const Plan& p, const at::Tensor& out) {
+    const int64_t rows = p.rows.size(0), cols = p.rows.size(1), k = long_row_blocks(cols);
+    if (!k) return false;
+    const at::Tensor blocks = p.rows.view({rows, k, cols / k});
+    at::Tensor bv = at::empty({rows, k}, blocks.options()),
+               bi = at::empty({rows, k}, blocks.options().dtype(at::kLong));
+    const Plan bp{blocks.reshape({rows * k, cols / k}), {rows, k}};
+    if (!reduce_into(name, SPYRE_REDUCE_MAX, bp, bv) || !argmax_into(name, bp, bi)) return false;
+    const at::Tensor first = at::empty({rows}, out.options());
+    if (!argmax_into(name, Plan{bv, {rows}}, first)) return false;
+    const at::Tensor sel = first.unsqueeze(1);
+    out.copy_((sel * (cols / k) + bi.gather(1, sel)).view(out.sizes()));
+    return true;
+}
+
 // int64 argmax indices into out: the library's int32 indices, then a copy on the card that
 // writes each as the low word of an int64 with a zero high word (indices are >= 0).
 bool argmax_into(const char* name, const Plan& p, const at::Tensor& out) {
+    if (p.rows.size(1) > kLongRow) return long_argmax_into(name, p, out);
     const int64_t rows = p.rows.size(0);
     const at::Tensor idx = at::empty({2 * rows}, p.rows.options().dtype(at::kInt));
     idx.narrow(0, rows, rows).zero_();
