@@ -296,5 +296,18 @@ TEST(OpsAttention, PlannerRefusesWhatItCannotLayOut) {
     EXPECT_THROW(build_attention(s, p), std::invalid_argument);
 }
 
+// Candidates past the engine's budget of timed operations for one job (small blocks over long
+// sequences) are skipped, not fatal: a long causal prefill plans with larger blocks (a shape
+// past the budget with every block size is refused as too much work for one launch: NOT_SUPPORTED,
+// and torch_spyre takes the math path; not run here, its candidates take ~30 s to price).
+TEST(OpsAttention, PlannerSkipsBlocksThatAreTooMuchWorkForOneJob) {
+    const Pricer pricer(default_engine_config());
+    AttentionShape s;
+    s.Hq = s.Hkv = 8, s.Lq = s.Lk = 32768, s.D = 128, s.causal = true;
+    const AttentionPlan p = plan_attention(pricer, s, 32);
+    EXPECT_GT(p.cycles, 0u);
+    EXPECT_GE(p.bq * p.bk, 128u * 128u) << p.bq << " x " << p.bk;
+}
+
 }  // namespace
 }  // namespace spyre::ops

@@ -271,6 +271,39 @@ def test_sdpa_backward_of_projected_heads_in_a_decoder_layer(strict):
     assert "aten::_scaled_dot_product_fused_attention_overrideable_backward" in ops
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("case", ["causal", "gqa_bool", "additive"])
+def test_sdpa_backward_of_shapes_the_library_refuses_takes_the_math_path_on_the_card(
+        strict, dtype, case):
+    # head dims of 1024 / 2048 elements: no block fits the scratchpad, so the fused op (which
+    # sdp_choice took) computes its forward, logsumexp and backward by the math path's ops on
+    # the card instead of raising
+    b, hq, hkv, L, d = 1, 2, 2, 48, 1024 if dtype == torch.float32 else 2048
+    kw, mask = {}, None
+    if case == "causal":
+        kw["is_causal"] = True
+    elif case == "gqa_bool":
+        hq, kw = 4, {"enable_gqa": True}
+        mask = make((L, L), torch.float32, 4) > -0.5
+        mask[:, 0] = True
+    else:
+        b, mask = 2, make((2, 1, L, L), torch.float32, 4).to(dtype)
+    q, k, v = make((b, hq, L, d), dtype), make((b, hkv, L, d), dtype, 1), \
+        make((b, hkv, L, d), dtype, 2)
+    dout = make((b, hq, L, d), dtype, 3)
+    ref_mask = None if mask is None else mask if mask.dtype == torch.bool else mask.float()
+    ref = sdpa_grads(q.float(), k.float(), v.float(), dout.float(), attn_mask=ref_mask, **kw)
+    dev = [t.to("spyre") for t in (q, k, v, dout)]
+    with torch_spyre.profiler.profile() as prof:
+        got = sdpa_grads(*dev, attn_mask=None if mask is None else mask.to("spyre"), **kw)
+    for name, g, r in zip(["out", "dq", "dk", "dv"], got, ref):
+        assert g.device.type == "spyre" and g.shape == r.shape and g.dtype == dtype, name
+        close(g.cpu(), r.to(dtype), dtype, scale=2)
+    # the fused op's own math (logsumexp, exp, bmm), not torch's decomposition (softmax)
+    ops = {e.aten_op for e in prof.events}
+    assert "aten::bmm" in ops and "aten::_softmax" not in ops, ops
+
+
 def test_sdpa_with_a_mask_that_wants_a_gradient_keeps_the_math_path(fallback_reset):
     q, k, v = (make((1, 2, 8, 64), torch.float32, s) for s in range(3))
     mask = make((8, 8), torch.float32, 4)

@@ -264,6 +264,8 @@ std::shared_ptr<const PlanEntry> cached_plan(const std::string& key,
             e = std::make_shared<PlanEntry>(make());
         } catch (const std::invalid_argument& ex) {
             fail(SPYRE_ERROR_NOT_SUPPORTED, ex.what());
+        } catch (const JobTooLarge& ex) {
+            fail(SPYRE_ERROR_NOT_SUPPORTED, ex.what());
         }
         const uint64_t ns = ns_since(t0);
         {

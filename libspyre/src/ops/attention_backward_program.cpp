@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <format>
 #include <limits>
 #include <stdexcept>
 
@@ -562,12 +563,17 @@ uint64_t attention_grad_tensor_bytes(const AttentionGradShape& shape, int which)
 
 namespace {
 
+// The modeled cycles of one pass's program, 0 if it is more work than one job may do.
 uint64_t price(const Pricer& pricer, const AttentionGradShape& s, const std::vector<uint8_t>& img,
                uint32_t cores) {
     std::vector<uint64_t> args(kGradArgs);
     uint64_t at = 0;
     for (int i = 0; i < kGradArgs; ++i) args[i] = at, at += attention_grad_tensor_bytes(s, i);
-    return pricer.price(img, cores, args, at).total_cycles;
+    try {
+        return pricer.price(img, cores, args, at).total_cycles;
+    } catch (const JobTooLarge&) {
+        return 0;
+    }
 }
 
 void check_grad_plannable(const AttentionGradShape& gs) {
@@ -602,6 +608,7 @@ AttentionGradPlan plan_attention_grad(const Pricer& pricer, const AttentionGradS
     std::vector<uint64_t> bqs = {256, 128, 64, 32};
     if (std::find(bqs.begin(), bqs.end(), a.Lq) == bqs.end()) bqs.insert(bqs.begin(), a.Lq);
     AttentionGradPlan best;
+    bool too_large = false;
     // dQ pass: units (b, kv head, query block)
     for (uint64_t bq : passes & 1 ? bqs : std::vector<uint64_t>{})
         for (uint64_t bk : {64, 128}) {
@@ -611,7 +618,8 @@ AttentionGradPlan plan_attention_grad(const Pricer& pricer, const AttentionGradS
             p.bq = bq, p.bk = bk, p.dq_lx = lxb;
             p.dq_cores = uint32_t(std::min<uint64_t>(max_cores, a.B * a.Hkv * (a.Lq / bq)));
             const uint64_t c = price(pricer, s, build_attention_dq(s, p), p.dq_cores);
-            if (!best.dq_cycles || c < best.dq_cycles)
+            too_large = too_large || !c;
+            if (c && (!best.dq_cycles || c < best.dq_cycles))
                 best.bq = bq, best.bk = bk, best.dq_lx = lxb, best.dq_cores = p.dq_cores,
                 best.dq_cycles = c;
         }
@@ -625,12 +633,18 @@ AttentionGradPlan plan_attention_grad(const Pricer& pricer, const AttentionGradS
             p.dkv_cores =
                 uint32_t(std::min<uint64_t>(max_cores, a.B * a.Hkv * ((a.Lk + kk - 1) / kk)));
             const uint64_t c = price(pricer, s, build_attention_dkv(s, p), p.dkv_cores);
-            if (!best.dkv_cycles || c < best.dkv_cycles)
+            too_large = too_large || !c;
+            if (c && (!best.dkv_cycles || c < best.dkv_cycles))
                 best.kq = kq, best.kk = kk, best.dkv_lx = lxb, best.dkv_cores = p.dkv_cores,
                 best.dkv_cycles = c;
         }
     if (((passes & 1) && !best.dq_cycles) || ((passes & 2) && !best.dkv_cycles))
-        throw std::invalid_argument("attention backward: no block sizes fit the scratchpad");
+        throw std::invalid_argument(
+            too_large ? std::format("attention backward: {} x {} positions over {} kv heads are "
+                                    "more work than one launch may do (the engine's budget of "
+                                    "timed operations per job)",
+                                    a.Lq, a.Lk, a.B * a.Hkv)
+                      : std::string("attention backward: no block sizes fit the scratchpad"));
     return best;
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <format>
 #include <limits>
 #include <stdexcept>
 
@@ -536,6 +537,7 @@ AttentionPlan plan_attention(const Pricer& pricer, const AttentionShape& s, uint
     const uint64_t g = s.Hq / s.Hkv;
     const uint64_t budget = pricer.lx_budget();
     AttentionPlan best{};
+    bool too_large = false;
     std::vector<uint64_t> bqs = {512, 256, 128, 64, 32, 16, 8, 4, 2, 1};
     // with the logsumexp, blocks start on its sticks: also one block of every query (any Lq)
     if (s.lse && std::find(bqs.begin(), bqs.end(), s.Lq) == bqs.end())
@@ -555,12 +557,22 @@ AttentionPlan plan_attention(const Pricer& pricer, const AttentionShape& s, uint
                     continue;
                 p.prefetch_q = prefetch;
                 p.lx_bytes = attention_lx_bytes(s, bq, bk, prefetch);
-                price_attention(pricer, s, p);
+                try {
+                    price_attention(pricer, s, p);
+                } catch (const JobTooLarge&) {
+                    too_large = true;  // smaller blocks only add work; larger ones may fit
+                    continue;
+                }
                 if (!best.cycles || p.cycles < best.cycles) best = p;
             }
         }
         if (best.cycles && s.Lq / bq >= 32) break;  // enough units; smaller blocks only reread K/V
     }
+    if (!best.cycles && too_large)
+        throw std::invalid_argument(std::format(
+            "attention: {} x {} positions over {} kv heads are more work than one launch may do "
+            "(the engine's budget of timed operations per job); split the queries or the batch",
+            s.Lq, s.Lk, s.B * s.Hkv));
     if (!best.cycles) throw std::invalid_argument("attention: no block sizes fit the scratchpad");
     return best;
 }

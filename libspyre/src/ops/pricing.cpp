@@ -34,7 +34,10 @@ spyre_engine_result Pricer::price(const std::vector<uint8_t>& image, uint32_t co
     job.num_windows = 1;
     job.flags = SPYRE_ENGINE_JOB_TIMING_ONLY;
     spyre_engine_result r{};
-    if (spyre_engine_run(eng_, &job, &r) != SPYRE_ENGINE_OK)
+    const int rc = spyre_engine_run(eng_, &job, &r);
+    if (rc == SPYRE_ENGINE_ERR_INSTR_BUDGET || rc == SPYRE_ENGINE_ERR_CYCLE_BUDGET)
+        throw JobTooLarge(std::string("more work than one launch may do: ") + r.message);
+    if (rc != SPYRE_ENGINE_OK)
         throw std::runtime_error(std::string("program faults when priced: ") + r.message);
     return r;
 }

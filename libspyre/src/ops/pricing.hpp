@@ -5,11 +5,19 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "spyre/engine.h"
 
 namespace spyre::ops {
+
+// A program that needs more than one job may do: more timed operations than the engine records
+// for one job's cycle model, or more instructions or modeled cycles than its budgets. Planners
+// skip such candidates; a plan with none left is refused (cached_plan: NOT_SUPPORTED).
+struct JobTooLarge : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
 
 class Pricer {
   public:
@@ -20,8 +28,9 @@ class Pricer {
 
     const spyre_engine_config& config() const { return cfg_; }
     uint64_t lx_budget() const { return spyre_engine_lx_usable(&cfg_); }
-    // Runs `image` on `cores` cores with `args`, one window [0, mem_size). Throws
-    // std::runtime_error (with the engine's message) if the program faults.
+    // Runs `image` on `cores` cores with `args`, one window [0, mem_size). Throws JobTooLarge
+    // past the engine's budgets for one job, std::runtime_error (with the engine's message) if
+    // the program faults.
     spyre_engine_result price(const std::vector<uint8_t>& image, uint32_t cores,
                               const std::vector<uint64_t>& args, uint64_t mem_size) const;
 

@@ -8,6 +8,8 @@
 // fused kernel also returns the logsumexp (spyre_op_attention_lse) and its backward
 // (_scaled_dot_product_fused_attention_overrideable_backward) is the library's flash-style
 // backward (spyre_op_attention_backward); a mask that wants a gradient keeps the math path.
+// Shapes the library then refuses (head dims or lengths its plans cannot hold) take the math
+// path's forward and backward on the card (math_attention_with_lse / _backward).
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/SDPBackend.h>
@@ -17,6 +19,9 @@
 #include <torch/library.h>
 
 #include <array>
+#include <cmath>
+#include <limits>
+#include <tuple>
 
 #include "OpLibrary.h"
 
@@ -111,6 +116,67 @@ std::pair<at::Tensor, at::Tensor> attention_with_lse(const at::Tensor& q, const 
     return {};
 }
 
+// The math path on the card for what the library refuses once sdp_choice took the fused op
+// (head dims or lengths its plans cannot hold): fp32 scores scale q k^T + mask, -inf where a
+// boolean mask or causality hides a key; GQA by repeating the kv heads.
+float scale_of(const at::Tensor& q, std::optional<double> scale) {
+    return scale ? static_cast<float>(*scale) : 1.0f / std::sqrt(static_cast<float>(q.size(3)));
+}
+
+at::Tensor repeat_kv(const at::Tensor& t, int64_t heads) {
+    return heads == t.size(1) ? t : t.repeat_interleave(heads / t.size(1), 1);
+}
+
+at::Tensor math_scores(const at::Tensor& q, const at::Tensor& k, const at::Tensor& bias,
+                       bool is_causal, float s) {
+    const at::Tensor kk = repeat_kv(k, q.size(1)).to(at::kFloat);
+    at::Tensor S = at::matmul(q.to(at::kFloat), kk.transpose(-2, -1)).mul_(s);
+    const double ninf = -std::numeric_limits<double>::infinity();
+    if (bias.defined())
+        S = bias.scalar_type() == at::kBool ? S.masked_fill(bias.logical_not(), ninf)
+                                            : S.add(bias.to(at::kFloat));
+    if (is_causal) {  // query i sees keys j <= i + (Lk - Lq)
+        const int64_t lq = q.size(2), lk = k.size(2);
+        const auto ix = q.options().dtype(at::kLong);
+        S = S.masked_fill(
+            at::arange(lk, ix).unsqueeze(0) > at::arange(lq, ix).unsqueeze(1).add(lk - lq), ninf);
+    }
+    return S;
+}
+
+// The output and its fp32 logsumexp [B, Hq, Lq] by the math path.
+std::pair<at::Tensor, at::Tensor> math_attention_with_lse(const at::Tensor& q, const at::Tensor& k,
+                                                          const at::Tensor& v,
+                                                          const at::Tensor& bias, bool is_causal,
+                                                          float s) {
+    const at::Tensor S = math_scores(q, k, bias, is_causal, s);
+    const at::Tensor lse = at::logsumexp(S, -1);
+    const at::Tensor P = at::exp(S - lse.unsqueeze(-1));
+    const at::Tensor out = at::matmul(P, repeat_kv(v, q.size(1)).to(at::kFloat));
+    return {out.to(q.scalar_type()), lse};
+}
+
+// dQ, dK, dV by the math path from the logsumexp: P = exp(S - lse), dV = P^T dO,
+// dS = P (dO V^T - rowsum(dO O)), dQ = s dS K, dK = s dS^T Q; GQA sums over each kv head's group.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> math_attention_backward(
+    const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& bias, const at::Tensor& out, const at::Tensor& lse, bool is_causal, float s) {
+    const int64_t hq = q.size(1), hkv = k.size(1);
+    const at::Tensor P = at::exp(math_scores(q, k, bias, is_causal, s) - lse.unsqueeze(-1));
+    const at::Tensor dO = grad_out.to(at::kFloat);
+    const at::Tensor delta = (dO * out.to(at::kFloat)).sum(-1, /*keepdim=*/true);
+    const at::Tensor dP = at::matmul(dO, repeat_kv(v, hq).to(at::kFloat).transpose(-2, -1));
+    const at::Tensor dS = P * (dP - delta);
+    const at::Tensor dq = at::matmul(dS, repeat_kv(k, hq).to(at::kFloat)).mul_(s);
+    auto per_kv_head = [&](const at::Tensor& g) {
+        if (hq == hkv) return g;
+        return g.view({g.size(0), hkv, hq / hkv, g.size(2), g.size(3)}).sum(2);
+    };
+    const at::Tensor dk = per_kv_head(at::matmul(dS.transpose(-2, -1), q.to(at::kFloat)).mul_(s));
+    const at::Tensor dv = per_kv_head(at::matmul(P.transpose(-2, -1), dO));
+    return {dq.to(q.scalar_type()), dk.to(k.scalar_type()), dv.to(v.scalar_type())};
+}
+
 SdpaResult sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                              const std::optional<at::Tensor>& bias, double dropout_p,
                              bool is_causal, bool /*return_debug_mask*/,
@@ -122,10 +188,9 @@ SdpaResult sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at:
     if (dropout_p == 0.0 && wants_grad(q, k, v)) {
         auto [o, lse] =
             attention_with_lse(q, k, v, bias, is_causal, scale ? static_cast<float>(*scale) : 0.0f);
-        TORCH_CHECK(o.defined(),
-                    "spyre: scaled_dot_product_attention with gradients: the library refused "
-                    "these shapes (q ",
-                    q.sizes(), ", k ", k.sizes(), ")");
+        if (!o.defined())
+            std::tie(o, lse) = math_attention_with_lse(q, k, v, bias ? *bias : at::Tensor(),
+                                                       is_causal, scale_of(q, scale));
         return {o, lse, none, none, c10::SymInt(lq), c10::SymInt(k.size(2)), none, none, none};
     }
     if (dropout_p == 0.0) {
@@ -170,8 +235,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_bac
         l = attention_with_lse(q, k, v, bias.defined() ? std::optional(bias) : std::nullopt,
                                is_causal, scale ? static_cast<float>(*scale) : 0.0f)
                 .second;
-        TORCH_CHECK(l.defined(), "spyre: the attention backward refused these shapes (q ",
-                    q.sizes(), ", k ", k.sizes(), ")");
+        if (!l.defined())
+            l = math_attention_with_lse(q, k, v, bias, is_causal, scale_of(q, scale)).second;
     }
     // gradients as [B, L, H, D] blocks seen as [B, H, L, D], like the forward's output
     auto grad_like = [](const at::Tensor& t) {
@@ -194,8 +259,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_bac
         if (op_ran("aten::_scaled_dot_product_fused_attention_overrideable_backward", st))
             return {dq, dk, dv, at::Tensor()};
     }
-    TORCH_CHECK(false, "spyre: the attention backward refused these shapes (q ", q.sizes(), ", k ",
-                k.sizes(), ")");
+    auto [mq, mk, mv] =
+        math_attention_backward(grad_out, q, k, v, bias, out, l, is_causal, scale_of(q, scale));
+    return {mq, mk, mv, at::Tensor()};
 }
 
 }  // namespace
