@@ -3,7 +3,8 @@ fp16 and bf16 along every dim (negative dims, moved last on the card), ascending
 descending, stable sorts bit for bit (values and indices), unstable sorts and topk by values and
 valid indices (their order of ties is open), NaN largest, infinities and signed zeros, dims of
 size 1, empty and 0-d tensors, transposed inputs and `out=`. Integer keys (int64, int32, int8,
-uint8) and bool keys through the radix of float sorts, bit-exact; `torch.unique`."""
+uint8) and bool keys through the radix of float sorts, bit-exact; rows longer than one sort
+program takes (blocks); `torch.unique`."""
 
 import pytest
 import torch
@@ -86,6 +87,27 @@ def test_generate_top_k_sampling_step(no_fallback):
     v, i = torch.topk(logits.to("spyre"), 5, dim=-1)
     assert_same(v.cpu(), torch.topk(logits, 5, dim=-1).values)
     assert_same(i.cpu(), torch.topk(logits, 5, dim=-1).indices)  # distinct values: one answer
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rows_longer_than_one_sort_program(no_fallback, dtype):
+    """Rows past the library's ~32768 elements (a vocabulary's logits: top-p sorts them, top-k
+    picks from them) sort in blocks on the card: stable sorts bit for bit, with ties, NaN and
+    infinities (a merge-split over 8192-element blocks, the last one padded), top-k from the
+    blocks' candidates; along dim 0 too (moved last)."""
+    x = data((2, 40001), dtype, seed=11)
+    d = x.to("spyre")
+    for descending in (True, False):
+        got = torch.sort(d, dim=-1, descending=descending, stable=True)
+        want = torch.sort(x, dim=-1, descending=descending, stable=True)
+        same_values(got.values.cpu(), want.values)
+        assert_same(got.indices.cpu(), want.indices)
+        v, i = torch.topk(d, 50, dim=-1, largest=descending)
+        same_values(v.cpu(), torch.topk(x, 50, dim=-1, largest=descending).values)
+        valid_indices(x, -1, v.cpu(), i.cpu())
+    col = x[0].unsqueeze(1)  # [40001, 1], sorted along dim 0
+    assert_same(torch.argsort(col.to("spyre"), dim=0, stable=True).cpu(),
+                torch.argsort(col, dim=0, stable=True))
 
 
 def test_edge_shapes_and_layouts(no_fallback):

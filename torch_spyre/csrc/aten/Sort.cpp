@@ -5,16 +5,18 @@
 // stable float sorts: the key split into 22-bit digits (each exact in fp32; the top one signed),
 // sorted by the least significant digit first, each later digit gathered in the order so far and
 // sorted stably, so equal keys keep their index order (the stable order, ascending or descending).
-// Other dtypes, rows too long for a core's scratchpad (about 32768 elements) and k out of range
-// (the CPU's error) run on the CPU fallback. The stable order is also a valid answer of the
-// unstable sort and of topk (which leave the order of ties open).
+// Rows too long for one sort program (about 32768 elements) sort in blocks (long_sort); other
+// dtypes and k out of range (the CPU's error) run on the CPU fallback. The stable order is also a
+// valid answer of the unstable sort and of topk (which leave the order of ties open).
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <limits>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "Fallback.h"
@@ -46,6 +48,77 @@ std::optional<SortRows> sort_rows(const at::Tensor& self, bool key_ok, int64_t d
     return SortRows{x, d};
 }
 
+// The library's sort of dense rows x [M, L] (L within what one program takes): the first k of
+// each row's stable order, values and int64 indices; nullopt if it refuses.
+std::optional<std::pair<at::Tensor, at::Tensor>> card_sort(const char* name, const at::Tensor& x,
+                                                           int64_t k, bool descending) {
+    const at::Tensor xd = x.is_contiguous() ? x : x.contiguous();
+    at::Tensor v = at::empty({x.size(0), k}, x.options());
+    at::Tensor i = at::empty({x.size(0), k}, x.options().dtype(at::kLong));
+    const spyre_tensor tx = op_tensor(xd), tv = op_tensor(v), ti = op_tensor(i);
+    if (!op_ran(name, spyre_op_sort(op_stream(v), &tx, -1, descending ? SPYRE_SORT_DESCENDING : 0,
+                                    &tv, &ti)))
+        return std::nullopt;
+    return std::pair{v, i};
+}
+
+// Rows longer than one sort program takes (about 32768 elements) in blocks of kBlock elements
+// (kTopBlock for the candidates)
+// (the row padded to whole blocks with a value that sorts after every element: -inf descending,
+// NaN ascending, and after the real ones of equal value by position, so never among the first k):
+// - a small k (every block's first k fit one program): each block's first k, then the first k
+//   of those candidates (in block order, so equal values stay in position order);
+// - else a merge-split sort (Baudet and Stevenson): every block sorted, then one round per block,
+//   alternately sorting the pairs of blocks (0, 1), (2, 3), ... and (1, 2), (3, 4), ...; each
+//   pair sort is stable, so equal values keep their position order throughout.
+// x dense [R, n]; the first k values and their int64 positions; nullopt if not taken.
+constexpr int64_t kBlock = 8192, kTopBlock = 4096;
+constexpr int64_t kMaxBlocks = 512;
+
+std::optional<std::pair<at::Tensor, at::Tensor>> long_sort(const char* name, const at::Tensor& x,
+                                                           int64_t k, bool descending) {
+    const int64_t R = x.size(0), n = x.size(1);
+    // the candidates' blocks are smaller: the library's top-k of a row takes less than its sort;
+    // a block's candidates are whole sticks (else the library's chunks hold several rows)
+    const int64_t per_stick = 128 / static_cast<int64_t>(x.element_size());
+    const int64_t kc = (k + per_stick - 1) / per_stick * per_stick;
+    const bool candidates = kc <= kTopBlock && ((n + kTopBlock - 1) / kTopBlock) * kc <= kBlock;
+    const int64_t block = candidates ? kTopBlock : kBlock, C = (n + block - 1) / block;
+    if (C > kMaxBlocks) return std::nullopt;
+    at::Tensor v = at::empty({R, C * block}, x.options());
+    v.narrow(1, 0, n).copy_(x);
+    if (C * block > n)
+        v.narrow(1, n, C * block - n)
+            .fill_(descending ? -std::numeric_limits<double>::infinity()
+                              : std::numeric_limits<double>::quiet_NaN());
+    const at::Tensor starts = at::arange(C, x.options().dtype(at::kLong)).mul_(block);
+    auto sorted_blocks =
+        card_sort(name, v.view({R * C, block}), candidates ? kc : block, descending);
+    if (!sorted_blocks) return std::nullopt;
+    auto [bv, bi] = *sorted_blocks;
+    const int64_t kb = bv.size(1);
+    // positions in the row: a block's first position plus the position in the block
+    at::Tensor pos = bi.view({R, C, kb}).add_(starts.view({1, C, 1})).view({R, C * kb});
+    if (candidates) {  // the first k of the blocks' first k
+        auto best = card_sort(name, bv.view({R, C * kb}), k, descending);
+        if (!best) return std::nullopt;
+        return std::pair{best->first, pos.gather(1, best->second)};
+    }
+    v = bv.view({R, C * block});
+    for (int64_t round = 0; round < C; ++round) {
+        const int64_t first = round % 2 ? block : 0, pairs = (C * block - first) / (2 * block);
+        if (pairs == 0) continue;
+        const at::Tensor vs = v.narrow(1, first, pairs * 2 * block);
+        const at::Tensor ps = pos.narrow(1, first, pairs * 2 * block);
+        auto merged = card_sort(name, vs.reshape({R * pairs, 2 * block}), 2 * block, descending);
+        if (!merged) return std::nullopt;
+        const at::Tensor moved = ps.reshape({R * pairs, 2 * block}).gather(1, merged->second);
+        vs.copy_(merged->first.view({R, pairs * 2 * block}));
+        ps.copy_(moved.view({R, pairs * 2 * block}));
+    }
+    return std::pair{v.narrow(1, 0, k), pos.narrow(1, 0, k)};
+}
+
 // values, indices = the first k of self's rows along dim in the stable order; false: not taken.
 bool sort_into(const char* name, const at::Tensor& self, int64_t dim, int64_t k, bool descending,
                at::Tensor& values, at::Tensor& indices) {
@@ -65,8 +138,14 @@ bool sort_into(const char* name, const at::Tensor& self, int64_t dim, int64_t k,
     const at::Tensor wi = last ? writable_output(i) : at::empty(lshape, indices.options());
     const spyre_tensor tx = op_tensor(*xd), tv = op_tensor(wv), ti = op_tensor(wi);
     if (!op_ran(name, spyre_op_sort(op_stream(wv), &tx, -1, descending ? SPYRE_SORT_DESCENDING : 0,
-                                    &tv, &ti)))
-        return false;
+                                    &tv, &ti))) {
+        const int64_t n = xd->size(-1);
+        if (n <= kBlock) return false;
+        auto r = long_sort(name, xd->reshape({-1, n}), k, descending);
+        if (!r) return false;
+        wv.copy_(r->first.view(wv.sizes()));
+        wi.copy_(r->second.view(wi.sizes()));
+    }
     if (last) {
         finish_output(v, wv);
         finish_output(i, wi);
