@@ -259,3 +259,20 @@ def test_nll_loss_one_sample_and_ignore_only(no_fallback):
     t = torch.tensor(4)
     assert_same(torch.nn.functional.nll_loss(logp.to("spyre"), t.to("spyre")).cpu(),
                 torch.nn.functional.nll_loss(logp, t))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_reads_from_a_vector_larger_than_the_scratchpad(no_fallback, dtype):
+    """index_select, gather and x[idx] of a 1-D table of 4 MiB and more (the index programs keep
+    a table's slab in a core's 2 MiB): each element read from its 128-byte row."""
+    n = 1 << 21
+    x = make((n,), dtype)
+    g = torch.Generator().manual_seed(6)
+    idx = torch.randint(0, n, (300,), generator=g)
+    idx[0], idx[1] = 0, n - 1
+    d, di = x.to("spyre"), idx.to("spyre")
+    assert_same(d.index_select(0, di).cpu(), x.index_select(0, idx))
+    assert_same(d.gather(0, di).cpu(), x.gather(0, idx))
+    neg = idx - n  # x[idx] wraps negative indices
+    assert_same(d[neg.to("spyre")].cpu(), x[neg])
+    assert_same(d[di.view(3, 100)].cpu(), x[idx.view(3, 100)])

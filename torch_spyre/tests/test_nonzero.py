@@ -68,3 +68,14 @@ def test_boolean_mask_over_several_dims(no_fallback):
     assert_same(d[:, m.to("spyre")].cpu(), x[:, m])
     assert_same(d[torch.zeros(2, 10, dtype=torch.bool).to("spyre")].cpu(),
                 x[torch.zeros(2, 10, dtype=torch.bool)])
+
+
+def test_nonzero_of_a_mask_past_2_to_24_elements(no_fallback):
+    """Past 2^24 elements the result rows come from a binary search of the ranks (the scatter of
+    every position took ~1 GB of int64 temporaries and ran on the CPU)."""
+    n = (1 << 24) + 4096
+    g = torch.Generator().manual_seed(3)
+    mask = torch.zeros(n, dtype=torch.bool)
+    mask[torch.randint(0, n, (700,), generator=g)] = True
+    mask[0] = mask[n - 1] = True
+    assert_same(mask.to("spyre").nonzero().cpu(), mask.nonzero())

@@ -123,3 +123,14 @@ def test_fp32_cumprod_on_the_card(no_fallback, shape, dim):
     torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-3)
     n = torch.arange(1, x.shape[dim] + 1).view([-1 if d == dim else 1 for d in range(x.dim())])
     assert ((got - want).abs() <= want.abs() * n * 2.0**-23 + 1e-30).all()
+
+
+def test_integer_cumsum_of_a_line_longer_than_one_program(no_fallback):
+    """Integer lines too long for one scan program scan in blocks of 8192 and add the blocks'
+    running totals: exact (integer sums wrap alike in any order)."""
+    n = (1 << 24) + 4096
+    x = torch.randint(-1000, 1000, (n,), generator=torch.Generator().manual_seed(4))
+    with torch_spyre.profiler.profile() as prof:
+        r = x.to("spyre").cumsum(0)
+    assert_same(r.cpu(), x.cumsum(0))
+    assert [e.op for e in prof.events].count("cumsum") == 2, prof.events  # blocks, totals

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "Composed.h"
+#include "ElementFetch.h"
 #include "Fallback.h"
 #include "IntOps.h"
 #include "OpLibrary.h"
@@ -51,25 +52,6 @@ bool search_on_card(const at::Tensor& seq, const at::Tensor& values,
     }
     return true;
 }
-
-// Element fetch that works for tables of any size: flat[pos] for int64 positions of any shape,
-// read as the 128-byte row holding it (index_select of whole-stick rows: DMA row copies) and
-// the element picked from that row (a gather whose table slab is one row).
-struct ElementFetch {
-    at::Tensor rows;  // [sticks, per]: flat, zero-padded to whole rows
-    int64_t per;
-
-    explicit ElementFetch(const at::Tensor& flat) : per(128 / flat.element_size()) {
-        const int64_t n = flat.numel();
-        const int64_t pad = (per - n % per) % per;
-        rows = (pad ? at::constant_pad_nd(flat, {0, pad}, 0) : flat.contiguous()).view({-1, per});
-    }
-    at::Tensor operator()(const at::Tensor& pos) const {
-        const at::Tensor p = pos.reshape({-1});
-        const at::Tensor row = rows.index_select(0, p.div(per, "floor"));
-        return row.gather(1, p.remainder(per).unsqueeze(1)).view(pos.sizes());
-    }
-};
 
 // Binary search on the card, for searches beyond kMaxCompares: bit_width(m) rounds of
 // lower_bound over [lo, hi) per value, the CPU's predicate (b < v for "left", b <= v for

@@ -15,6 +15,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "ElementFetch.h"
 #include "Fallback.h"
 #include "OpLibrary.h"
 
@@ -102,6 +103,10 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
             finish_output(out, w);
             return out;
         }
+        if (self.dim() == 1 && ElementFetch::exact_for(self)) {  // beyond the scratchpad
+            out.copy_(ElementFetch(self)(index.to(at::kLong)));
+            return out;
+        }
     }
     return fallback_to_cpu<ATEN_OP2(gather, out)>(self, dim, index, sparse_grad, out);
 }
@@ -137,6 +142,8 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
         at::Tensor out = at::empty(shape, self.options());
         if (gather_into("aten::index_select", self, d, spread(index, self.dim(), d), out, 0))
             return out;
+        if (self.dim() == 1 && ElementFetch::exact_for(self))  // beyond the scratchpad
+            return ElementFetch(self)(index.reshape({-1}).to(at::kLong));
     }
     return fallback_to_cpu<ATEN_OP(index_select)>(self, dim, index);
 }
@@ -349,6 +356,11 @@ at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::
             if (gather_into("aten::index", self, d, spread(idx, self.dim(), d), w.view(flat),
                             SPYRE_INDEX_WRAP_NEGATIVE)) {
                 finish_output(out, w);
+                return out;
+            }
+            if (self.dim() == 1 && ElementFetch::exact_for(self)) {  // beyond the scratchpad
+                const at::Tensor pos = idx.to(at::kLong);
+                out.copy_(ElementFetch(self)(at::where(pos < 0, pos + self.numel(), pos)));
                 return out;
             }
         }

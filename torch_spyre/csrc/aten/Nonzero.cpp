@@ -2,9 +2,10 @@
 // as on the CPU) as int64, their inclusive cumulative sum (spyre_op_scan) giving each nonzero
 // element its row of the result, one host read of the count (the result's size depends on the
 // data, as on every device), the flat positions scattered to those rows (index_copy; the zero
-// elements all go to one spare row that is dropped) and split into coordinates with integer
-// floor division and remainder. Tensors of 2^31 elements or more run on the CPU fallback. And
-// masked_select on top of it.
+// elements all go to one spare row that is dropped; past 2^24 elements a binary search of the
+// ranks per result row instead) and split into coordinates with integer floor division and
+// remainder. Tensors of 2^31 elements or more run on the CPU fallback. And masked_select on
+// top of it.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/Operators.h>
@@ -18,6 +19,9 @@
 namespace torch_spyre::aten {
 namespace {
 
+// The scatter of every element's position (index_copy) runs on the card up to 2^24 elements.
+constexpr int64_t kScatterMax = int64_t{1} << 24;
+
 at::Tensor nonzero(const at::Tensor& self) {
     if (self.is_privateuseone() && op_dtype(self.scalar_type()) &&
         self.dim() <= SPYRE_TENSOR_MAX_DIMS && self.numel() < (int64_t(1) << 31)) {
@@ -25,15 +29,23 @@ at::Tensor nonzero(const at::Tensor& self) {
         const int64_t N = self.numel(), R = self.dim();
         const auto opts = self.options().dtype(at::kLong);
         if (N == 0) return at::empty({0, R}, opts);
-        const at::Tensor m = self.reshape({N}).ne(0).to(at::kLong);
-        const at::Tensor rank = m.cumsum(0);  // inclusive: row + 1 of each nonzero element
+        // few N-element temporaries (a 16M-element mask needed ~1 GB of int64 ones before)
+        const at::Tensor m = self.reshape({N}).ne(0);
+        at::Tensor rank = m.cumsum(0, at::kLong);  // inclusive: row + 1 of each nonzero element
         const int64_t count = rank.narrow(0, N - 1, 1).item<int64_t>();
         if (count == 0 || R == 0) return at::empty({count, R}, opts);
-        // row of each element: rank - 1 where nonzero, else the spare row `count`
-        const at::Tensor row = rank.sub(1).mul(m).add(m.neg().add(1).mul(count));
-        at::Tensor flat = at::zeros({count + 1}, opts);
-        flat.index_copy_(0, row, at::arange(N, opts));
-        flat = flat.narrow(0, 0, count);
+        at::Tensor flat;
+        if (N <= kScatterMax) {
+            // row of each element: rank - 1 where nonzero, else the spare row `count`
+            const at::Tensor row = rank.sub_(1).masked_fill_(m.logical_not(), count);
+            flat = at::zeros({count + 1}, opts);
+            flat.index_copy_(0, row, at::arange(N, opts));
+            flat = flat.narrow(0, 0, count);
+        } else {
+            // the j-th nonzero element is the first whose rank reaches j + 1 (rank never
+            // decreases): a binary search per result row instead of a scatter of every element
+            flat = at::searchsorted(rank, at::arange(1, count + 1, opts));
+        }
         std::vector<at::Tensor> coords(R);
         int64_t stride = 1;
         for (int64_t d = R - 1; d >= 0; --d) {

@@ -1,8 +1,9 @@
 // cumsum and cumprod on the card (spyre_op_scan) with the CPU's numerics: the input is cast to
 // the output's dtype on the card first (torch promotes integers and bool to int64), then
 // scanned along the dim in one launch. fp32 cumprod multiplies in fp32 (as CUDA does; the CPU
-// multiplies in double: within N fp32 roundings of it, ops.md "Scans"). Dtypes the library has
-// no scan for and slabs too large for a core's scratchpad run on the CPU fallback.
+// multiplies in double: within N fp32 roundings of it, ops.md "Scans"). Integer cumsums of lines
+// too long for one program scan in blocks (long_int_cumsum). Dtypes the library has no scan for
+// and other slabs too large for a core's scratchpad run on the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/native/Resize.h>
@@ -18,6 +19,26 @@ namespace {
 bool scan_type(at::ScalarType t) {
     return t == at::kFloat || t == at::kHalf || t == at::kBFloat16 || t == at::kLong ||
            t == at::kInt || t == at::kChar || t == at::kByte;
+}
+
+// An integer cumsum along lines too long for one scan program: the lines in blocks of kBlock
+// (the last padded with zeros) scanned together, then each block's total added to the blocks
+// after it (the scan of the totals). Exact: integer sums wrap alike in any order.
+// x dense [R, n]; out [R, n]; false: not taken.
+bool long_int_cumsum(const char* name, const at::Tensor& x, const at::Tensor& out) {
+    constexpr int64_t kBlock = 8192;
+    const int64_t R = x.size(0), n = x.size(1), C = (n + kBlock - 1) / kBlock;
+    if (C < 2) return false;
+    at::Tensor padded = at::zeros({R, C * kBlock}, x.options());
+    padded.narrow(1, 0, n).copy_(x);
+    const at::Tensor blocks = at::empty({R * C, kBlock}, x.options());
+    const spyre_tensor tx = op_tensor(padded.view({R * C, kBlock})), tb = op_tensor(blocks);
+    if (!op_ran(name, spyre_op_scan(op_stream(blocks), SPYRE_SCAN_SUM, &tx, 1, &tb))) return false;
+    const at::Tensor scanned = blocks.view({R, C, kBlock});
+    const at::Tensor totals = scanned.select(2, kBlock - 1);
+    scanned.add_((totals.cumsum(1) - totals).unsqueeze(2));  // the blocks before each block
+    out.copy_(scanned.view({R, C * kBlock}).narrow(1, 0, n));
+    return true;
 }
 
 // out = the scan of self along dim; false: not taken (the caller falls back).
@@ -39,8 +60,16 @@ bool scan_into(const char* name, spyre_scan_op op, const at::Tensor& self, int64
     // a 0-d tensor is its own scan: seen as one element along dim 0
     const at::Tensor xs = xd->dim() ? *xd : xd->view({1}), ws = w.dim() ? w : w.view({1});
     const spyre_tensor tx = op_tensor(xs), tw = op_tensor(ws);
-    if (!op_ran(name, spyre_op_scan(op_stream(w), op, &tx, static_cast<int32_t>(d), &tw)))
-        return false;
+    if (!op_ran(name, spyre_op_scan(op_stream(w), op, &tx, static_cast<int32_t>(d), &tw))) {
+        if (op != SPYRE_SCAN_SUM || is_float(t) || !xs.dim()) return false;
+        const at::Tensor lines = xs.movedim(d, -1).contiguous();
+        const at::Tensor result = at::empty(lines.sizes(), lines.options());
+        if (!long_int_cumsum(name, lines.reshape({-1, lines.size(-1)}),
+                             result.view({-1, lines.size(-1)})))
+            return false;
+        out.copy_(result.movedim(-1, d));
+        return true;
+    }
     finish_output(out, w);
     return true;
 }
