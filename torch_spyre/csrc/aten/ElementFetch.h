@@ -7,6 +7,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 namespace torch_spyre::aten {
 
 struct ElementFetch {
@@ -23,10 +25,21 @@ struct ElementFetch {
     static bool exact_for(const at::Tensor& flat) {
         return flat.is_contiguous() && (flat.numel() * flat.element_size()) % 128 == 0;
     }
+    // At most kMaxPositions positions (a caller with more takes another path): each position's
+    // whole row is copied, 128 bytes a position (16 MiB a chunk), and the index program takes
+    // the one-row gather of 262,144 rows but not of 1M in one launch.
+    static constexpr int64_t kMaxPositions = int64_t{1} << 20;
     at::Tensor operator()(const at::Tensor& pos) const {
+        constexpr int64_t kChunk = int64_t{1} << 17;
         const at::Tensor p = pos.reshape({-1});
-        const at::Tensor row = rows.index_select(0, p.div(per, "floor"));
-        return row.gather(1, p.remainder(per).unsqueeze(1)).view(pos.sizes());
+        at::Tensor out = at::empty({p.numel()}, rows.options());
+        for (int64_t at = 0; at < p.numel(); at += kChunk) {
+            const at::Tensor c = p.narrow(0, at, std::min(kChunk, p.numel() - at));
+            const at::Tensor row = rows.index_select(0, c.div(per, "floor"));
+            out.narrow(0, at, c.numel())
+                .copy_(row.gather(1, c.remainder(per).unsqueeze(1)).view(-1));
+        }
+        return out.view(pos.sizes());
     }
 };
 

@@ -103,7 +103,8 @@ at::Tensor& gather_out(const at::Tensor& self, int64_t dim, const at::Tensor& in
             finish_output(out, w);
             return out;
         }
-        if (self.dim() == 1 && ElementFetch::exact_for(self)) {  // beyond the scratchpad
+        if (self.dim() == 1 && ElementFetch::exact_for(self) &&
+            index.numel() <= ElementFetch::kMaxPositions) {  // beyond the scratchpad
             out.copy_(ElementFetch(self)(index.to(at::kLong)));
             return out;
         }
@@ -142,7 +143,8 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
         at::Tensor out = at::empty(shape, self.options());
         if (gather_into("aten::index_select", self, d, spread(index, self.dim(), d), out, 0))
             return out;
-        if (self.dim() == 1 && ElementFetch::exact_for(self))  // beyond the scratchpad
+        if (self.dim() == 1 && ElementFetch::exact_for(self) &&
+            index.numel() <= ElementFetch::kMaxPositions)  // beyond the scratchpad
             return ElementFetch(self)(index.reshape({-1}).to(at::kLong));
     }
     return fallback_to_cpu<ATEN_OP(index_select)>(self, dim, index);
@@ -358,7 +360,8 @@ at::Tensor& index_out(const at::Tensor& self, const c10::List<std::optional<at::
                 finish_output(out, w);
                 return out;
             }
-            if (self.dim() == 1 && ElementFetch::exact_for(self)) {  // beyond the scratchpad
+            if (self.dim() == 1 && ElementFetch::exact_for(self) &&
+                idx.numel() <= ElementFetch::kMaxPositions) {  // beyond the scratchpad
                 const at::Tensor pos = idx.to(at::kLong);
                 out.copy_(ElementFetch(self)(at::where(pos < 0, pos + self.numel(), pos)));
                 return out;
