@@ -243,6 +243,11 @@ TEST(OpsMatmul, RotaryEpilogueOnEverySplit) {
         {48, 48, 256, 256, 64, DType::F16, DType::F32, false},
         {48, 16, 256, 256, 128, DType::BF16, DType::BF16, true},
         {24, 8, 128, 128, 32, DType::F32, DType::F32, true},
+        // decode steps: one position of each of 32 sequences, shared and own tables
+        {32, 1, 256, 256, 64, DType::F16, DType::F16, false},
+        {32, 1, 256, 128, 128, DType::F16, DType::F32, true},
+        // sub-tiles of whole sequences of 2 positions, or of parts of one
+        {32, 2, 128, 128, 64, DType::BF16, DType::BF16, true},
     };
     for (const R& r : cases) {
         SCOPED_TRACE(::testing::Message() << "M " << r.M << " L " << r.L << " N " << r.N << " D "

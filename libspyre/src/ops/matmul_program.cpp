@@ -19,6 +19,15 @@ struct Layout {
 // The rounded (or rotated) result needs its own LX rows unless it is the fp32 sub-tile itself.
 bool staged_out(const MatmulShape& s) { return s.out != DType::F32 || s.rotary; }
 
+// The rows a core stores of each sm-row sub-tile (a K split shares them out when they divide).
+uint64_t stored_rows(uint64_t sm, uint64_t gk) { return gk > 1 && sm % gk == 0 ? sm / gk : sm; }
+
+// Rotary: the cos/sin rows of a block of `rows` stored rows (starting at a multiple of rows)
+// load as one strided run of positions of one sequence, or as whole sequences.
+bool rotary_rows_load(const MatmulShape& s, uint64_t rows) {
+    return s.M == s.rot_l || s.rot_l % rows == 0 || rows % s.rot_l == 0;
+}
+
 Layout layout(const MatmulShape& s, uint64_t sm, uint64_t sn, uint64_t kc, uint64_t nb) {
     const uint64_t es = isa::dtype_size(s.in), oes = isa::dtype_size(s.out);
     Layout l{};
@@ -70,7 +79,7 @@ std::optional<MatmulSplit> fit_matmul_split(const MatmulShape& s, uint32_t gm, u
         for (uint64_t sn = n_unit; sn <= std::min(tn, max_dim); sn += n_unit) {
             if (tn % sn) continue;
             // rotary: whole heads, and the rows of one sub-tile in one sequence
-            if (s.rotary && (sn % s.rot_d || (s.M != s.rot_l && s.rot_l % sm))) continue;
+            if (s.rotary && (sn % s.rot_d || !rotary_rows_load(s, stored_rows(sm, gk)))) continue;
             for (uint64_t nb : {2, 1}) {
                 uint64_t kc = 0;
                 for (uint64_t c = std::min(kt, max_dim) / k_unit * k_unit; c >= k_unit;
@@ -116,11 +125,11 @@ std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
     const bool convert = s.out != DType::F32;
     if (s.rotary &&
         (s.has_bias || s.has_act || s.gated || s.batch != 1 || !s.rot_d || s.rot_d % 2 ||
-         sn % int64_t(s.rot_d) || tn % sn || (s.M != s.rot_l && s.rot_l % uint64_t(sm))))
+         sn % int64_t(s.rot_d) || tn % sn || !rotary_rows_load(s, stored_rows(sm, gk))))
         throw std::invalid_argument("rotary matmul: the split does not hold whole heads");
     // K-split: the gk cores of a tile share its store row-wise when the rows divide
     const bool split_store = gk > 1 && sm % gk == 0;
-    const int64_t rows_st = split_store ? sm / gk : sm;
+    const int64_t rows_st = int64_t(stored_rows(sm, gk));
 
     ProgramBuilder b;
     // r3..r6 A, B, C, bias; r7..r9 mi, ni, ki; r10..r12 scratch; r13..r16 the core's A, B, C,
@@ -255,7 +264,12 @@ std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
         b.muli(12, 12, int64_t(s.rot_cl));
         b.add(18, 18, 12);
         b.li(11, rd * res);
-        b.set_regs(22, {rows_st, int64_t(s.rot_cl), crow, 1, 0, 0});
+        const int64_t rl = int64_t(s.rot_l);
+        if (s.M == s.rot_l || rl % rows_st == 0)  // consecutive positions of one sequence
+            b.set_regs(22, {rows_st, int64_t(s.rot_cl), crow, 1, 0, 0});
+        else  // whole sequences (e.g. a decode step's one position of each)
+            b.set_regs(22,
+                       {rl, int64_t(s.rot_cl), crow, rows_st / rl, int64_t(s.rot_cb), rl * crow});
         for (const auto& [lx, base] : {std::pair{l.cos, 6}, std::pair{l.sin, 16}}) {
             b.add(19, 18, static_cast<uint8_t>(base));
             b.li(10, int64_t(lx));
