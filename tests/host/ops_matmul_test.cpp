@@ -24,7 +24,7 @@ using isa::DType;
 struct Case {
     MatmulShape s;
     std::vector<uint8_t> mem;
-    uint64_t a = 0, b = 0, c = 0, bias = 0, b2 = 0;
+    uint64_t a = 0, b = 0, c = 0, bias = 0, b2 = 0, cos = 0, sin = 0;
 };
 
 uint64_t up(uint64_t x) { return (x + 127) / 128 * 128; }
@@ -43,7 +43,11 @@ Case make_case(MatmulShape s, uint32_t seed) {
     c.c = c.b + up(s.batch * brows * s.ldb);
     c.bias = c.c + up(s.batch * s.M * s.ldc);
     c.b2 = c.bias + up(s.N * 4);
-    c.mem.assign(c.b2 + up(s.batch * brows * s.ldb), 0);
+    c.cos = c.b2 + up(s.batch * brows * s.ldb);
+    // rotary tables: rows of every sequence (rot_cb apart, 0 = shared) and position
+    const uint64_t table = s.rotary ? up((s.M / s.rot_l - 1) * s.rot_cb + s.rot_l * s.rot_cl) : 0;
+    c.sin = c.cos + table;
+    c.mem.assign(c.sin + table, 0);
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> d(-1, 1);
     for (uint64_t bi = 0; bi < s.batch; ++bi) {
@@ -58,6 +62,10 @@ Case make_case(MatmulShape s, uint32_t seed) {
     }
     for (uint64_t j = 0; j < s.N; ++j)
         test::store_elem(s.bias_t, d(rng), &c.mem[c.bias + j * isa::dtype_size(s.bias_t)]);
+    for (uint64_t o = 0; s.rotary && o < table; o += isa::dtype_size(s.rot_t)) {
+        test::store_elem(s.rot_t, d(rng), &c.mem[c.cos + o]);
+        test::store_elem(s.rot_t, d(rng), &c.mem[c.sin + o]);
+    }
     return c;
 }
 
@@ -80,13 +88,13 @@ void run_and_check(Case& c, const MatmulSplit& p, uint64_t* cycles = nullptr) {
     cfg.num_threads = 2;
     spyre_engine* eng = spyre_engine_create(&cfg);
     const auto prog = build_matmul(s, p);
-    const uint64_t args[5] = {c.a, c.b, c.c, c.bias, c.b2};
+    const uint64_t args[7] = {c.a, c.b, c.c, c.bias, c.b2, c.cos, c.sin};
     const spyre_engine_window w{0, c.mem.size()};
     spyre_engine_job job{};
     job.program = prog.data();
     job.program_size = prog.size();
     job.args = args;
-    job.num_args = 5;
+    job.num_args = 7;
     job.num_cores = static_cast<uint32_t>(matmul_cores(p));
     job.mem = c.mem.data();
     job.mem_size = c.mem.size();
@@ -98,8 +106,9 @@ void run_and_check(Case& c, const MatmulSplit& p, uint64_t* cycles = nullptr) {
     if (cycles) *cycles = r.total_cycles;
     EXPECT_EQ(r.macs, (s.gated ? 2 : 1) * s.batch * s.M * s.N * s.K);
     const uint64_t es = isa::dtype_size(s.in), oes = isa::dtype_size(s.out);
+    std::vector<float> row(s.N);
     for (uint64_t bi = 0; bi < s.batch; ++bi)
-        for (uint64_t i = 0; i < s.M; ++i)
+        for (uint64_t i = 0; i < s.M; ++i) {
             for (uint64_t j = 0; j < s.N; ++j) {
                 // the normative sum over K, in K slices added in core order when split
                 auto dot = [&](uint64_t bbase) {
@@ -125,13 +134,31 @@ void run_and_check(Case& c, const MatmulSplit& p, uint64_t* cycles = nullptr) {
                         test::load_elem(s.bias_t, &c.mem[c.bias + j * isa::dtype_size(s.bias_t)]);
                 if (s.has_act) acc = act(s.act, acc);
                 if (s.gated) acc = acc * dot(c.b2);
+                row[j] = acc;
+            }
+            for (uint64_t j = 0; j < s.N; ++j) {
+                float val = row[j];
+                if (s.rotary) {  // as the epilogue: fp32 products, one fma, then the rounding
+                    const uint64_t d = s.rot_d, h = d / 2, jj = j % d, head = j - jj;
+                    const uint64_t t0 = (i / s.rot_l) * s.rot_cb + (i % s.rot_l) * s.rot_cl +
+                                        jj * isa::dtype_size(s.rot_t);
+                    const float cv = test::load_elem(s.rot_t, &c.mem[c.cos + t0]);
+                    const float sv = test::load_elem(s.rot_t, &c.mem[c.sin + t0]);
+                    if (jj < h) {
+                        const float t = row[head + jj + h] * sv, u = row[j] * cv;
+                        val = u - t;
+                    } else {
+                        val = std::fma(row[j], cv, row[head + jj - h] * sv);
+                    }
+                }
                 uint8_t want[4];
-                test::store_elem(s.out, acc, want);
+                test::store_elem(s.out, val, want);
                 const uint8_t* got = &c.mem[c.c + bi * s.batch_c + i * s.ldc + j * oes];
                 ASSERT_EQ(0, std::memcmp(got, want, oes))
                     << split_name(p) << " b" << bi << " (" << i << "," << j << ") got "
                     << test::load_elem(s.out, got) << " want " << test::load_elem(s.out, want);
             }
+        }
 }
 
 spyre_engine_config default_cfg() {
@@ -196,6 +223,53 @@ TEST(OpsMatmul, GatedProductOfTwoWeights) {
             ++n;
         }
         EXPECT_GT(n, 5);
+        Case cc = c;
+        uint64_t real = 0;
+        const PricedSplit best = pl.plan(c.s);
+        run_and_check(cc, best.split, &real);
+        EXPECT_EQ(best.cycles, real);
+    }
+}
+
+// Rotary in the epilogue (spyre_op_linear_rotary): every split of 1, 4, 8 and 32 cores that
+// holds whole heads (K splits with shared and unshared stores among them), fp32 and fp16
+// tables, one sequence and three sequences with their own tables; pricing equals the real run.
+TEST(OpsMatmul, RotaryEpilogueOnEverySplit) {
+    struct R {
+        uint64_t M, L, N, K, D;
+        DType t, ct;
+        bool per_sequence;
+    } cases[] = {
+        {48, 48, 256, 256, 64, DType::F16, DType::F32, false},
+        {48, 16, 256, 256, 128, DType::BF16, DType::BF16, true},
+        {24, 8, 128, 128, 32, DType::F32, DType::F32, true},
+        // decode steps: one position of each of 32 sequences, shared and own tables
+        {32, 1, 256, 256, 64, DType::F16, DType::F16, false},
+        {32, 1, 256, 128, 128, DType::F16, DType::F32, true},
+        // sub-tiles of whole sequences of 2 positions, or of parts of one
+        {32, 2, 128, 128, 64, DType::BF16, DType::BF16, true},
+    };
+    for (const R& r : cases) {
+        SCOPED_TRACE(::testing::Message() << "M " << r.M << " L " << r.L << " N " << r.N << " D "
+                                          << r.D << " t " << int(r.t));
+        MatmulShape s;
+        s.M = r.M, s.N = r.N, s.K = r.K, s.in = s.out = r.t, s.trans_b = true;
+        s.rotary = true, s.rot_d = r.D, s.rot_l = r.L, s.rot_t = r.ct;
+        s.rot_cl = up(r.D * isa::dtype_size(r.ct));
+        s.rot_cb = r.per_sequence ? r.L * s.rot_cl : 0;
+        MatmulPlanner pl(default_cfg());
+        Case c = make_case(s, 7);
+        int n = 0, ksplit = 0;
+        for (const auto& cand : pl.candidates(c.s)) {
+            const uint64_t cores = matmul_cores(cand.split);
+            if (cores != 32 && cores != 8 && cores != 4 && cores != 1) continue;
+            EXPECT_EQ(cand.split.sn % r.D, 0u) << split_name(cand.split);
+            Case cc = c;
+            run_and_check(cc, cand.split);
+            ++n, ksplit += cand.split.gk > 1;
+        }
+        EXPECT_GT(n, 5);
+        EXPECT_GT(ksplit, 0);
         Case cc = c;
         uint64_t real = 0;
         const PricedSplit best = pl.plan(c.s);

@@ -22,6 +22,7 @@
 #include "ops/layout_program.hpp"
 #include "ops/matmul_planner.hpp"
 #include "ops/pricing.hpp"
+#include "ops/rotary_program.hpp"
 #include "ops/rowwise_planner.hpp"
 #include "ops/scan_program.hpp"
 #include "ops/sort_program.hpp"
@@ -157,6 +158,36 @@ Row mlp_case(const MatmulPlanner& pl, uint64_t M) {
     return r;
 }
 
+// Granite's q (32 heads) or k (8 heads) projection with rotary, x [M, 4096] -> [M, H * 128],
+// fp16, cos/sin [M, 128] fp16: the rotation in the matmul's epilogue (spyre_op_linear_rotary)
+// against the planned linear, then spyre_op_rotary over its [1, H, M, 128] transposed view.
+Row linear_rotary_case(const MatmulPlanner& pl, const Pricer& pr, const char* label, uint64_t M,
+                       uint64_t heads) {
+    const auto& cfg = pl.config();
+    const uint64_t D = 128, N = heads * D, K = 4096;
+    MatmulShape lin;
+    lin.M = M, lin.N = N, lin.K = K, lin.trans_b = true;
+    lin.lda = K * 2, lin.ldb = K * 2, lin.ldc = N * 2;
+    MatmulShape fused = lin;
+    fused.rotary = true, fused.rot_d = D, fused.rot_l = M, fused.rot_cl = D * 2;
+    RotaryShape rs;
+    rs.B = 1, rs.H = heads, rs.L = M, rs.D = D;
+    rs.x_st[0] = M * N * 2, rs.x_st[1] = D * 2, rs.x_st[2] = N * 2;  // view(1, M, H, D).transpose
+    const PricedSplit f = pl.plan(fused), l = pl.plan(lin);
+    const RotaryPlan rp = plan_rotary(pr, rs, cfg.num_cores);
+    Row r{};
+    r.name = std::format("linear_rotary {} {}x4096 -> {} heads fp16", label, M, heads);
+    r.modeled_us = us(cfg, f.cycles);
+    r.naive_us = us(cfg, l.cycles + rp.cycles);
+    r.pure_m_mc_us = us(cfg, l.cycles);  // the linear alone: what the epilogue costs over it
+    r.peak_pct = 100 * double(M * N * K) / (double(cfg.num_cores) * 1024) / double(f.cycles);
+    r.split = split_name(f.split);
+    r.naive_split = std::format("linear {}; rotary {}", split_name(l.split),
+                                std::format("{} positions per unit, {} cores", rp.bl, rp.cores));
+    r.breakdown = unit_breakdown(f.stats);
+    return r;
+}
+
 // The unfused SDPA on the same model: S = Q K^T as a planned batched matmul (the g query heads
 // of a KV head stacked as g*Lq rows, fp16 S in DDR, the scale folded into Q for free), the
 // causal mask as one elementwise pass priced as its DDR traffic (read and write S: a lower
@@ -253,8 +284,7 @@ Row attention_backward_case(const MatmulPlanner& pl, const Pricer& pr, uint64_t 
     const double macs = 4.0 * s.Hq * seen * s.D;
     const double peak_cycles = macs / (double(cfg.num_cores) * 1024);
     // q, k, v, out, dO read, dQ, dK, dV written, lse and delta
-    const double bytes =
-        2.0 * (4 * s.Hq * L * s.D + 4 * s.Hkv * L * s.D) + 4.0 * 3 * s.Hq * L;
+    const double bytes = 2.0 * (4 * s.Hq * L * s.D + 4 * s.Hkv * L * s.D) + 4.0 * 3 * s.Hq * L;
     const double ddr_cycles = bytes / (double(cfg.ddr_bytes_per_s) / double(cfg.clock_hz));
     // the math path
     const uint64_t es = 2;
@@ -277,15 +307,16 @@ Row attention_backward_case(const MatmulPlanner& pl, const Pricer& pr, uint64_t 
     r.peak_pct = 100 * peak_cycles / double(cycles);
     r.roofline_pct = 100 * std::max(peak_cycles, ddr_cycles) / double(cycles);
     r.ddr_pct = 100 * ddr_cycles / double(cycles);
-    r.split = std::format("dQ {:.1f} us (q block {} x 4 heads, key block {}, {} cores) + dK/dV "
-                          "{:.1f} us (key block {}, q block {} x 4 heads, {} cores)",
-                          us(cfg, p.dq_cycles), p.bq, p.bk, p.dq_cores, us(cfg, p.dkv_cycles),
-                          p.kk, p.kq, p.dkv_cores);
+    r.split = std::format(
+        "dQ {:.1f} us (q block {} x 4 heads, key block {}, {} cores) + dK/dV "
+        "{:.1f} us (key block {}, q block {} x 4 heads, {} cores)",
+        us(cfg, p.dq_cycles), p.bq, p.bk, p.dq_cores, us(cfg, p.dkv_cycles), p.kk, p.kq,
+        p.dkv_cores);
     r.plan_ms = plan_ms;
     r.naive_us = us(cfg, mm + smb);
     r.naive_util_pct = 100 * peak_cycles / double(mm + smb);
-    r.naive_split = std::format("4 matmuls {:.1f} + softmax backward {:.1f} us", us(cfg, mm),
-                                us(cfg, smb));
+    r.naive_split =
+        std::format("4 matmuls {:.1f} + softmax backward {:.1f} us", us(cfg, mm), us(cfg, smb));
     return r;
 }
 
@@ -391,6 +422,19 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
     }
     const Pricer pr(cfg);
+    for (uint64_t M : {512, 2048})
+        for (auto [label, heads] : {std::pair{"q_proj", 32}, std::pair{"k_proj", 8}}) {
+            rows.push_back(linear_rotary_case(pl, pr, label, M, heads));
+            const Row& r = rows.back();
+            std::printf(
+                "%-46s %9.2f us  peak %5.1f%%  linear %9.2f us (+%.1f%%)  linear + rotary "
+                "%9.2f us (%.3fx)  %s\n",
+                r.name.c_str(), r.modeled_us, r.peak_pct, r.pure_m_mc_us,
+                100 * (r.modeled_us / r.pure_m_mc_us - 1), r.naive_us, r.naive_us / r.modeled_us,
+                r.split.c_str());
+            std::printf("    units: %s\n", r.breakdown.c_str());
+            std::fflush(stdout);
+        }
     for (auto [label, lq, lk] :
          {std::tuple{"prefill", 2048, 2048}, std::tuple{"prefill", 512, 512},
           std::tuple{"decode", 1, 4096}, std::tuple{"decode x32", 32, 4096}}) {
@@ -520,6 +564,15 @@ int main(int argc, char** argv) {
                                 {"naive_utilization_pct", r.naive_util_pct},
                                 {"split", r.split},
                                 {"breakdown", r.breakdown}});
+        } else if (r.name.starts_with("linear_rotary")) {
+            o = nlohmann::json({{"name", r.name},
+                                {"modeled_us", r.modeled_us},
+                                {"peak_pct", r.peak_pct},
+                                {"linear_modeled_us", r.pure_m_mc_us},
+                                {"linear_plus_rotary_modeled_us", r.naive_us},
+                                {"split", r.split},
+                                {"unfused_split", r.naive_split},
+                                {"breakdown", r.breakdown}});
         } else if (r.name.starts_with("softmax dim")) {
             o = nlohmann::json({{"name", r.name},
                                 {"modeled_us", r.modeled_us},
@@ -529,7 +582,8 @@ int main(int argc, char** argv) {
                                 {"naive_split", r.naive_split},
                                 {"split", r.split}});
         } else if (r.name.starts_with("cumsum") || r.name.starts_with("sort")) {
-            o = nlohmann::json({{"name", r.name}, {"modeled_us", r.modeled_us}, {"split", r.split}});
+            o = nlohmann::json(
+                {{"name", r.name}, {"modeled_us", r.modeled_us}, {"split", r.split}});
         } else if (r.name.starts_with("attention plan reuse")) {
             o = nlohmann::json({{"name", r.name},
                                 {"worst_gap_pct", r.reuse_worst_pct},

@@ -125,6 +125,12 @@ def _register_fakes():
                      lambda: f"spyre::linear: x {x.shape} and weight {weight.shape}")
         return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
+    @torch.library.register_fake("spyre::linear_rotary")
+    def _linear_rotary(x, weight, cos, sin):
+        torch._check(x.dim() == 3 and weight.dim() == 2 and x.shape[-1] == weight.shape[1],
+                     lambda: f"spyre::linear_rotary: x {x.shape} and weight {weight.shape}")
+        return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
     @torch.library.register_fake("spyre::mlp")
     def _mlp(x, w_gate, w_up, w_down, activation="silu"):
         torch._check(w_up.dim() == 2 and w_down.dim() == 2 and x.shape[-1] == w_up.shape[1]

@@ -70,6 +70,21 @@ SPYRE_API spyre_status spyre_op_linear(spyre_stream_t stream, const spyre_tensor
                                        spyre_activation activation, const spyre_tensor* out);
 
 /*
+ * The q/k projection of a rotary-embedding attention in one pass:
+ * out = rotary(x @ weight^T) per head, i.e. spyre_op_linear (no bias, no activation) whose
+ * epilogue applies spyre_op_rotary to the fp32 result (rounded once). x [..., L, in] (rows: the
+ * leading dims' sequences of L positions each), weight [H * D, in], out [..., L, H * D] with the
+ * rows of x (its own type or float32); cos and sin [L, D], [B or 1, L, D] or [B or 1, 1, L, D]
+ * (B: the sequences) with contiguous rows, 128-byte aligned rows and strides; D (cos's last dim)
+ * even. Row (b, l), head h of out is rotated with position l of sequence b. Shapes the planner
+ * cannot split into whole heads give SPYRE_ERROR_NOT_SUPPORTED (run spyre_op_linear and
+ * spyre_op_rotary instead).
+ */
+SPYRE_API spyre_status spyre_op_linear_rotary(spyre_stream_t stream, const spyre_tensor* x,
+                                              const spyre_tensor* weight, const spyre_tensor* cos,
+                                              const spyre_tensor* sin, const spyre_tensor* out);
+
+/*
  * A transformer MLP block, x [M, H] -> out [M, H], weights as torch.nn.Linear stores them:
  *   gated (w_gate non-NULL, SwiGLU / GeGLU): out = (act(x w_gate^T) * (x w_up^T)) w_down^T;
  *   plain (w_gate NULL):                    out = act(x w_up^T) w_down^T.

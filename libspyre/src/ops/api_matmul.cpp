@@ -121,6 +121,7 @@ std::shared_ptr<const PlanEntry> matmul_plan(const Card& c, const MatmulShape& s
     PlanKey key("mm", cfg);
     key.add(s.M, s.N, s.K, s.in, s.out, s.trans_b, s.has_bias, s.bias_t, s.has_act, s.act, s.gated,
             s.lda, s.ldb, s.ldc, s.batch, s.batch_a, s.batch_b, s.batch_c);
+    if (s.rotary) key.add(s.rot_d, s.rot_l, s.rot_cb, s.rot_cl, s.rot_t);
     return cached_plan(key.str(), [&] {
         const PricedSplit best = planner_for(c)->plan(s);
         PlanEntry e;
@@ -132,9 +133,18 @@ std::shared_ptr<const PlanEntry> matmul_plan(const Card& c, const MatmulShape& s
     });
 }
 
-// out = act(a @ b + bias), or with b2 (gated): out = act(a @ b) * (a @ b2).
+// The rotary epilogue of spyre_op_linear_rotary: cos/sin rows (checked by the caller) of head
+// dim d, row m of the product at position m % l of sequence m / l.
+struct RotaryTables {
+    const Tensor *cos, *sin;
+    uint64_t d, l, cb, cl;  // byte strides of sequence and position (cb 0: shared)
+};
+
+// out = act(a @ b + bias), or with b2 (gated): out = act(a @ b) * (a @ b2), or with rot:
+// rotary(a @ b).
 void matmul_impl(spyre_stream_t stream, const Mat& a, const Mat& b, const Tensor* bias,
-                 spyre_activation act, const Tensor& out_t, const Mat* b2 = nullptr) {
+                 spyre_activation act, const Tensor& out_t, const Mat* b2 = nullptr,
+                 const RotaryTables* rot = nullptr) {
     const Mat out = as_batched_matrix(out_t);
     const isa::DType in = a.t->t;
     require(float_type(in),
@@ -266,9 +276,17 @@ void matmul_impl(spyre_stream_t stream, const Mat& a, const Mat& b, const Tensor
     s.batch_a = a.batch == 1 ? 0 : A.bs;
     s.batch_b = b.batch == 1 ? 0 : B.bs;
     s.batch_c = C.bs;
+    if (rot) {
+        s.rotary = true;
+        s.rot_d = rot->d, s.rot_l = rot->l, s.rot_cb = rot->cb, s.rot_cl = rot->cl;
+        s.rot_t = rot->cos->t;
+    }
     auto plan = matmul_plan(c, s);
-    launch(c, plan, stream, {A.addr, B.addr, C.addr, bias_addr, b2 ? B2.addr : 0},
-           {A.buf, B.buf, C.buf, bias_buf ? bias_buf : A.buf, b2 ? B2.buf : A.buf});
+    launch(c, plan, stream,
+           {A.addr, B.addr, C.addr, bias_addr, b2 ? B2.addr : 0, rot ? rot->cos->addr : 0,
+            rot ? rot->sin->addr : 0},
+           {A.buf, B.buf, C.buf, bias_buf ? bias_buf : A.buf, b2 ? B2.buf : A.buf,
+            rot ? rot->cos->buffer : A.buf, rot ? rot->sin->buffer : A.buf});
     // drop the padding columns into the caller's output: on the cores if it is dense
     UnpadShape us;
     us.rows = out.rows, us.cols = out.cols, us.es = static_cast<uint32_t>(oes);
@@ -317,6 +335,49 @@ spyre_status spyre_op_matmul(spyre_stream_t stream, const spyre_tensor* a, const
     });
 }
 
+namespace {
+
+// x [..., in] and out [..., out_features] as row matrices and weight^T as a K x N view.
+struct LinearOperands {
+    Tensor x2, wt, o2;
+};
+
+LinearOperands linear_operands(const Tensor& tx, const Tensor& tw, const Tensor& to) {
+    require(tw.shape.size() == 2, "linear: `weight` must be 2-D [out_features, in]");
+    require(!tx.shape.empty() && !to.shape.empty(), "linear: `x` and `out` need a dim");
+    // x [..., in] as an M x in matrix: its leading dims must collapse into rows
+    const uint64_t in = uint64_t(tx.dim(-1));
+    uint64_t rows = 1;
+    for (size_t d = 0; d + 1 < tx.shape.size(); ++d) rows *= uint64_t(tx.shape[d]);
+    int64_t rs = tx.shape.size() >= 2 ? tx.stride(-2) : int64_t(in);
+    for (size_t d = tx.shape.size() - 1; d-- > 1;)
+        if (tx.shape[d - 1] != 1 && tx.strides[d - 1] != tx.strides[d] * tx.shape[d])
+            fail(SPYRE_ERROR_NOT_SUPPORTED,
+                 "linear: the leading dims of `x` do not collapse into rows (make it "
+                 "contiguous first)");
+    require(uint64_t(tw.dim(1)) == in, "linear: `x` has {} features but `weight` is {}x{}", in,
+            tw.dim(0), tw.dim(1));
+    uint64_t orows = 1;
+    for (size_t d = 0; d + 1 < to.shape.size(); ++d) orows *= uint64_t(to.shape[d]);
+    require(orows == rows && uint64_t(to.dim(-1)) == uint64_t(tw.dim(0)),
+            "linear: `out` must have shape [..., {}] with the rows of `x`", tw.dim(0));
+    int64_t ors = to.shape.size() >= 2 ? to.stride(-2) : to.dim(-1);
+    for (size_t d = to.shape.size() - 1; d-- > 1;)
+        if (to.shape[d - 1] != 1 && to.strides[d - 1] != to.strides[d] * to.shape[d])
+            fail(SPYRE_ERROR_NOT_SUPPORTED,
+                 "linear: the leading dims of `out` do not collapse into rows");
+    LinearOperands r{tx, tw, to};
+    r.x2.shape = {int64_t(rows), int64_t(in)};
+    r.x2.strides = {rs, tx.stride(-1)};
+    r.o2.shape = {int64_t(rows), to.dim(-1)};
+    r.o2.strides = {ors, to.stride(-1)};
+    r.wt.shape = {tw.dim(1), tw.dim(0)};
+    r.wt.strides = {tw.stride(1), tw.stride(0)};
+    return r;
+}
+
+}  // namespace
+
 spyre_status spyre_op_linear(spyre_stream_t stream, const spyre_tensor* x,
                              const spyre_tensor* weight, const spyre_tensor* bias,
                              spyre_activation activation, const spyre_tensor* out) {
@@ -326,41 +387,59 @@ spyre_status spyre_op_linear(spyre_stream_t stream, const spyre_tensor* x,
                      to = check_tensor(out, "out");
         Tensor tbias{};
         if (bias) tbias = check_tensor(bias, "bias");
-        require(tw.shape.size() == 2, "linear: `weight` must be 2-D [out_features, in]");
-        require(!tx.shape.empty() && !to.shape.empty(), "linear: `x` and `out` need a dim");
-        // x [..., in] as an M x in matrix: its leading dims must collapse into rows
-        const uint64_t in = uint64_t(tx.dim(-1));
-        uint64_t rows = 1;
-        for (size_t d = 0; d + 1 < tx.shape.size(); ++d) rows *= uint64_t(tx.shape[d]);
-        int64_t rs = tx.shape.size() >= 2 ? tx.stride(-2) : int64_t(in);
-        for (size_t d = tx.shape.size() - 1; d-- > 1;)
-            if (tx.shape[d - 1] != 1 && tx.strides[d - 1] != tx.strides[d] * tx.shape[d])
+        const LinearOperands o = linear_operands(tx, tw, to);
+        matmul_impl(stream, as_batched_matrix(o.x2), as_batched_matrix(o.wt),
+                    bias ? &tbias : nullptr, activation, o.o2);
+    });
+}
+
+spyre_status spyre_op_linear_rotary(spyre_stream_t stream, const spyre_tensor* x,
+                                    const spyre_tensor* weight, const spyre_tensor* cos,
+                                    const spyre_tensor* sin, const spyre_tensor* out) {
+    return guard(__func__, [&] {
+        begin_op("linear_rotary");
+        const Tensor tx = check_tensor(x, "x"), tw = check_tensor(weight, "weight"),
+                     tc = check_tensor(cos, "cos"), ts = check_tensor(sin, "sin"),
+                     to = check_tensor(out, "out");
+        const LinearOperands o = linear_operands(tx, tw, to);
+        // rows of x: B sequences of L positions ([..., L, in]; a 1-D x is one position)
+        const int64_t L = tx.shape.size() >= 2 ? tx.dim(-2) : 1;
+        const int64_t rows = o.x2.dim(0), B = L ? rows / L : 0;
+        require(!tc.shape.empty() && tc.shape == ts.shape && tc.t == ts.t && float_type(tc.t),
+                "linear_rotary: `cos` and `sin` must be one floating type and shape");
+        const int64_t D = tc.dim(-1), N = tw.dim(0);
+        require(D > 0 && D % 2 == 0 && N % D == 0,
+                "linear_rotary: the head dim ({}, cos's last) must be even and divide the {} "
+                "output features",
+                D, N);
+        // cos/sin [L, D], [B or 1, L, D] or [B or 1, 1, L, D] (batch 1 = shared)
+        RotaryTables rt{&tc, &ts, uint64_t(D), uint64_t(L), 0, 0};
+        uint64_t st[2][2];
+        int i = 0;
+        for (const Tensor* t : {&tc, &ts}) {
+            std::vector<int64_t> sh = t->shape, sd = t->strides;
+            if (sh.size() == 4 && sh[1] == 1) sh.erase(sh.begin() + 1), sd.erase(sd.begin() + 1);
+            if (sh.size() == 2) sh.insert(sh.begin(), 1), sd.insert(sd.begin(), 0);
+            require(sh.size() == 3 && (sh[0] == B || sh[0] == 1) && sh[1] == L && sh[2] == D,
+                    "linear_rotary: `{}` must be [{}, {}], [{} or 1, {}, {}] or [{} or 1, 1, {}, "
+                    "{}]",
+                    t->name, L, D, B, L, D, B, L, D);
+            st[i][0] = sh[0] == 1 ? 0 : uint64_t(sd[0]) * t->es;
+            st[i][1] = L == 1 ? up(uint64_t(D) * t->es, kStick) : uint64_t(sd[1]) * t->es;
+            if (sd[2] != 1 || t->addr % kStick || st[i][0] % kStick || st[i][1] % kStick)
                 fail(SPYRE_ERROR_NOT_SUPPORTED,
-                     "linear: the leading dims of `x` do not collapse into rows (make it "
-                     "contiguous first)");
-        require(uint64_t(tw.dim(1)) == in, "linear: `x` has {} features but `weight` is {}x{}", in,
-                tw.dim(0), tw.dim(1));
-        uint64_t orows = 1;
-        for (size_t d = 0; d + 1 < to.shape.size(); ++d) orows *= uint64_t(to.shape[d]);
-        require(orows == rows && uint64_t(to.dim(-1)) == uint64_t(tw.dim(0)),
-                "linear: `out` must have shape [..., {}] with the rows of `x`", tw.dim(0));
-        int64_t ors = to.shape.size() >= 2 ? to.stride(-2) : to.dim(-1);
-        for (size_t d = to.shape.size() - 1; d-- > 1;)
-            if (to.shape[d - 1] != 1 && to.strides[d - 1] != to.strides[d] * to.shape[d])
-                fail(SPYRE_ERROR_NOT_SUPPORTED,
-                     "linear: the leading dims of `out` do not collapse into rows");
-        Tensor x2 = tx;
-        x2.shape = {int64_t(rows), int64_t(in)};
-        x2.strides = {rs, tx.stride(-1)};
-        Tensor o2 = to;
-        o2.shape = {int64_t(rows), to.dim(-1)};
-        o2.strides = {ors, to.stride(-1)};
-        // weight^T as a K x N view
-        Tensor wt = tw;
-        wt.shape = {tw.dim(1), tw.dim(0)};
-        wt.strides = {tw.stride(1), tw.stride(0)};
-        matmul_impl(stream, as_batched_matrix(x2), as_batched_matrix(wt), bias ? &tbias : nullptr,
-                    activation, o2);
+                     std::format("linear_rotary: `{}` needs contiguous rows starting 128-byte "
+                                 "aligned, 128-byte multiple strides",
+                                 t->name));
+            ++i;
+        }
+        require(st[0][0] == st[1][0] && st[0][1] == st[1][1],
+                "linear_rotary: `cos` and `sin` must have the same strides");
+        rt.cb = st[0][0], rt.cl = st[0][1];
+        require(on_card(card_of(to.buffer), tc.buffer) && on_card(card_of(to.buffer), ts.buffer),
+                "linear_rotary: `cos` and `sin` must be on the card of `out`");
+        matmul_impl(stream, as_batched_matrix(o.x2), as_batched_matrix(o.wt), nullptr,
+                    SPYRE_ACTIVATION_NONE, o.o2, nullptr, &rt);
     });
 }
 

@@ -71,10 +71,16 @@ PricedSplit MatmulPlanner::price(const MatmulShape& s, const MatmulSplit& p) con
     const uint64_t c_size = extent(s.M, s.ldc, s.batch, s.batch_c);
     const uint64_t bias_size = s.has_bias ? (s.N * isa::dtype_size(s.bias_t) + 127) / 128 * 128 : 0;
     const uint64_t c0 = a_size + b_size, bias0 = c0 + c_size, b2 = bias0 + bias_size;
+    const uint64_t cos0 = b2 + (s.gated ? b_size : 0);
+    uint64_t table = 0;  // rotary: the cos (and sin) rows of every sequence and position
+    if (s.rotary)
+        table = ((s.M / s.rot_l - 1) * s.rot_cb + (s.rot_l - 1) * s.rot_cl +
+                 s.rot_d * isa::dtype_size(s.rot_t) + 127) /
+                128 * 128;
     PricedSplit r{p, estimate(s, p), 0, {}};
     try {
         r.stats = pricer_.price(prog, static_cast<uint32_t>(matmul_cores(p)),
-                                {0, a_size, c0, bias0, b2}, b2 + (s.gated ? b_size : 0));
+                                {0, a_size, c0, bias0, b2, cos0, cos0 + table}, cos0 + 2 * table);
     } catch (const std::runtime_error& e) {
         throw std::runtime_error("matmul plan " + split_name(p) + ": " + e.what());
     }

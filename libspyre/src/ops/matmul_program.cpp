@@ -13,8 +13,20 @@ namespace {
 using isa::DType;
 
 struct Layout {
-    uint64_t a_bytes, b_bytes, buf, c, c2, out, bias, total;
+    uint64_t a_bytes, b_bytes, buf, c, c2, out, bias, cos, sin, t, u, total;
 };
+
+// The rounded (or rotated) result needs its own LX rows unless it is the fp32 sub-tile itself.
+bool staged_out(const MatmulShape& s) { return s.out != DType::F32 || s.rotary; }
+
+// The rows a core stores of each sm-row sub-tile (a K split shares them out when they divide).
+uint64_t stored_rows(uint64_t sm, uint64_t gk) { return gk > 1 && sm % gk == 0 ? sm / gk : sm; }
+
+// Rotary: the cos/sin rows of a block of `rows` stored rows (starting at a multiple of rows)
+// load as one strided run of positions of one sequence, or as whole sequences.
+bool rotary_rows_load(const MatmulShape& s, uint64_t rows) {
+    return s.M == s.rot_l || s.rot_l % rows == 0 || rows % s.rot_l == 0;
+}
 
 Layout layout(const MatmulShape& s, uint64_t sm, uint64_t sn, uint64_t kc, uint64_t nb) {
     const uint64_t es = isa::dtype_size(s.in), oes = isa::dtype_size(s.out);
@@ -25,8 +37,15 @@ Layout layout(const MatmulShape& s, uint64_t sm, uint64_t sn, uint64_t kc, uint6
     l.c = nb * l.buf;
     l.c2 = l.c + up128(sm * sn * 4);
     l.out = l.c2 + (s.gated ? up128(sm * sn * 4) : 0);
-    l.bias = l.out + (s.out != DType::F32 ? up128(sm * sn * oes) : 0);
-    l.total = l.bias + (s.has_bias ? up128(sn * isa::dtype_size(s.bias_t)) : 0);
+    l.bias = l.out + (staged_out(s) ? up128(sm * sn * oes) : 0);
+    l.cos = l.bias + (s.has_bias ? up128(sn * isa::dtype_size(s.bias_t)) : 0);
+    // rotary: the sub-tile rows' cos and sin rows, and two fp32 half-head temporaries
+    const uint64_t crow = s.rotary ? up128(s.rot_d * isa::dtype_size(s.rot_t)) : 0;
+    const uint64_t half = s.rotary ? up128(sm * s.rot_d / 2 * 4) : 0;
+    l.sin = l.cos + sm * crow;
+    l.t = l.sin + sm * crow;
+    l.u = l.t + half;
+    l.total = l.u + half;
     return l;
 }
 
@@ -42,6 +61,8 @@ std::optional<MatmulSplit> fit_matmul_split(const MatmulShape& s, uint32_t gm, u
     const uint64_t n_unit = std::max(col_unit, b_unit);
     const uint64_t k_unit = kStick / es;  // A (and B^T) rows are loaded in whole sticks
     if (tn % n_unit || kt % k_unit) return std::nullopt;
+    // rotary: a core's columns and each sub-tile are whole heads
+    if (s.rotary && (!s.rot_d || tn % s.rot_d)) return std::nullopt;
     std::optional<MatmulSplit> best;
     auto better = [&](const MatmulSplit& g) {
         if (!best) return true;
@@ -57,6 +78,8 @@ std::optional<MatmulSplit> fit_matmul_split(const MatmulShape& s, uint32_t gm, u
         // a K-split store shares the rows of a sub-tile among the gk cores
         for (uint64_t sn = n_unit; sn <= std::min(tn, max_dim); sn += n_unit) {
             if (tn % sn) continue;
+            // rotary: whole heads, and the rows of one sub-tile in one sequence
+            if (s.rotary && (sn % s.rot_d || !rotary_rows_load(s, stored_rows(sm, gk)))) continue;
             for (uint64_t nb : {2, 1}) {
                 uint64_t kc = 0;
                 for (uint64_t c = std::min(kt, max_dim) / k_unit * k_unit; c >= k_unit;
@@ -100,9 +123,13 @@ std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
     const Layout l = layout(s, p.sm, p.sn, p.kc, p.double_buffered ? 2 : 1);
     const bool mc_a = p.multicast && gn > 1, mc_b = p.multicast && gm > 1;
     const bool convert = s.out != DType::F32;
+    if (s.rotary &&
+        (s.has_bias || s.has_act || s.gated || s.batch != 1 || !s.rot_d || s.rot_d % 2 ||
+         sn % int64_t(s.rot_d) || tn % sn || !rotary_rows_load(s, stored_rows(sm, gk))))
+        throw std::invalid_argument("rotary matmul: the split does not hold whole heads");
     // K-split: the gk cores of a tile share its store row-wise when the rows divide
     const bool split_store = gk > 1 && sm % gk == 0;
-    const int64_t rows_st = split_store ? sm / gk : sm;
+    const int64_t rows_st = int64_t(stored_rows(sm, gk));
 
     ProgramBuilder b;
     // r3..r6 A, B, C, bias; r7..r9 mi, ni, ki; r10..r12 scratch; r13..r16 the core's A, B, C,
@@ -114,6 +141,10 @@ std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
     if (s.gated) {  // r6 = B2 - B: a B2 chunk is at the B chunk's address + r6
         b.arg(6, 4);
         b.sub(6, 6, 4);
+    }
+    if (s.rotary) {  // r6 cos, r16 sin (no bias, no B2)
+        b.arg(6, 5);
+        b.arg(16, 6);
     }
     b.li(10, gk);
     b.alu(Alu::REMU, 9, 1, 10);  // ki
@@ -215,7 +246,37 @@ std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
         b.addi(17, 17, 1);
     };
 
+    const int64_t rd = int64_t(s.rot_d), rh = rd / 2, res = isa::dtype_size(s.rot_t);
+    const int64_t crow = up128(rd * res);
     b.loopi(tm / sm, 20);
+    if (s.rotary) {  // cos and sin rows of the sub-tile rows this core stores
+        b.muli(10, 7, tm);
+        b.muli(11, 20, sm);
+        b.add(10, 10, 11);
+        if (split_store) {
+            b.muli(11, 9, rows_st);
+            b.add(10, 10, 11);
+        }
+        b.li(11, int64_t(s.rot_l));
+        b.alu(Alu::REMU, 12, 10, 11);  // position
+        b.alu(Alu::DIVU, 10, 10, 11);  // sequence
+        b.muli(18, 10, int64_t(s.rot_cb));
+        b.muli(12, 12, int64_t(s.rot_cl));
+        b.add(18, 18, 12);
+        b.li(11, rd * res);
+        const int64_t rl = int64_t(s.rot_l);
+        if (s.M == s.rot_l || rl % rows_st == 0)  // consecutive positions of one sequence
+            b.set_regs(22, {rows_st, int64_t(s.rot_cl), crow, 1, 0, 0});
+        else  // whole sequences (e.g. a decode step's one position of each)
+            b.set_regs(22,
+                       {rl, int64_t(s.rot_cl), crow, rows_st / rl, int64_t(s.rot_cb), rl * crow});
+        for (const auto& [lx, base] : {std::pair{l.cos, 6}, std::pair{l.sin, 16}}) {
+            b.add(19, 18, static_cast<uint8_t>(base));
+            b.li(10, int64_t(lx));
+            b.span(19);
+            b.load(10, 19, 11, 22);
+        }
+    }
     b.loopi(tn / sn, 21);
     b.muli(18, 20, sm * lda);
     b.add(18, 18, 13);
@@ -266,7 +327,35 @@ std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
         b.vbin(isa::VBin::MUL, isa::Bcast::NONE, DType::F32, DType::F32, 10, 10, 11, 24);
     }
     int64_t row_lx = sn * 4;
-    if (convert) {
+    if (s.rotary) {
+        // per head: o1 = c1 * cos1 - c2 * sin1, o2 = c2 * cos2 + c1 * sin2 from the fp32 rows
+        // (r18 the head's c1), rounded once into the staged rows (r19)
+        b.muli(19, 9, split_store ? rows_st * sn * oes : 0);
+        b.addi(19, 19, l.out);
+        b.mov(18, 10);
+        b.loopi(sn / rd);
+        b.set_regs(22, {rows_st, rh, rh * 4, sn * 4, crow});
+        b.li(10, l.t), b.addi(11, 18, rh * 4), b.li(12, l.sin);
+        b.vbin2(isa::VBin::MUL, isa::Bcast::NONE, DType::F32, DType::F32, s.rot_t, 10, 11, 12, 22);
+        b.li(10, l.u), b.li(12, l.cos);
+        b.vbin2(isa::VBin::MUL, isa::Bcast::NONE, DType::F32, DType::F32, s.rot_t, 10, 18, 12, 22);
+        b.li(11, l.t);
+        b.set_regs(22, {rows_st, rh, sn * oes, rh * 4, rh * 4});
+        b.vbin2(isa::VBin::SUB, isa::Bcast::NONE, s.out, DType::F32, DType::F32, 19, 10, 11, 22);
+        b.li(10, l.t), b.li(12, l.sin + rh * res);
+        b.set_regs(22, {rows_st, rh, rh * 4, sn * 4, crow});
+        b.vbin2(isa::VBin::MUL, isa::Bcast::NONE, DType::F32, DType::F32, s.rot_t, 10, 18, 12, 22);
+        b.addi(10, 19, rh * oes), b.addi(11, 18, rh * 4), b.li(12, l.cos + rh * res);
+        b.set_regs(22, {rows_st, rh, sn * oes, sn * 4, crow, int64_t(l.t), rh * 4});
+        b.vfma(s.out, DType::F32, 10, 11, 12, 22, isa::Bcast::NONE, isa::Bcast::NONE, 0.0f, 0.0f,
+               s.rot_t, DType::F32);
+        b.addi(18, 18, rd * 4);
+        b.addi(19, 19, rd * oes);
+        b.endloop();
+        b.muli(10, 9, split_store ? rows_st * sn * oes : 0);
+        b.addi(10, 10, l.out);
+        row_lx = sn * oes;
+    } else if (convert) {
         b.muli(11, 9, split_store ? rows_st * sn * oes : 0);
         b.addi(11, 11, l.out);
         b.set_regs(24, {rows_st, sn, sn * oes, sn * 4});

@@ -29,6 +29,14 @@ struct MatmulShape {
     // Gated (GLU) product: C = act(A x B) * (A x B2), B2 shaped and strided like B (launch
     // argument 4), e.g. SwiGLU's gate and up projections in one pass over A. No bias.
     bool gated = false;
+    // Rotary epilogue (rotate-half, as spyre_op_rotary): C's columns are heads of rot_d, each
+    // row m is position m % rot_l of sequence m / rot_l, and every head row becomes
+    // c * cos + rotate_half(c) * sin on the fp32 result (cos/sin rows of rot_t at launch
+    // arguments 5/6 + sequence * rot_cb + position * rot_cl; rot_cb 0 = shared). No bias, no
+    // activation, no gating, batch 1. Sub-tiles then hold whole heads.
+    bool rotary = false;
+    uint64_t rot_d = 0, rot_l = 0, rot_cb = 0, rot_cl = 0;
+    isa::DType rot_t = isa::DType::F16;
     uint64_t lda = 0, ldb = 0, ldc = 0;
     uint64_t batch = 1, batch_a = 0, batch_b = 0, batch_c = 0;
 };
@@ -50,7 +58,8 @@ inline uint64_t matmul_cores(const MatmulSplit& s) { return uint64_t{s.gm} * s.g
 std::optional<MatmulSplit> fit_matmul_split(const MatmulShape& s, uint32_t gm, uint32_t gn,
                                             uint32_t gk, uint64_t lx_budget, bool multicast);
 
-// The SPMD program (launch arguments: 0 = A, 1 = B, 2 = C, 3 = bias, 4 = B2 device addresses).
+// The SPMD program (launch arguments: 0 = A, 1 = B, 2 = C, 3 = bias, 4 = B2, 5 = cos, 6 = sin
+// device addresses).
 std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p);
 
 }  // namespace spyre::ops

@@ -9,6 +9,10 @@ kernel that is one library call:
   ``down(act(up(x)))`` -> ``spyre::mlp``: one ``spyre_op_mlp``;
 - ``act(linear(x, w, b))`` with act relu, gelu (exact or tanh) or silu -> ``spyre::linear``:
   one ``spyre_op_linear`` with the bias and the activation in its epilogue;
+- ``rotary(linear(x, w).view(B, L, H, D).transpose(1, 2), cos, sin)`` (a q or k projection
+  of a rotary-embedding attention, bias-free, ``torch_spyre.rotary``) -> ``spyre::linear_rotary``
+  and the same view and transpose of its [B, L, H * D] result: one ``spyre_op_linear_rotary``,
+  the rotation in the matmul's epilogue (q and k are not read and written again);
 - ``h = x + r; y = rms_norm(h) * w`` (``torch.rms_norm`` as nn.RMSNorm and F.rms_norm trace,
   or written out: ``h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * w``, also in
   HF's form that computes in fp32 and casts back: ``w * (h32 * rsqrt(...)).to(h.dtype)``) ->
@@ -41,7 +45,7 @@ _RSQRT = {torch.rsqrt, torch.Tensor.rsqrt}
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 # what each replacement produced in this process (tests read it)
-STATS = {"mlp": 0, "linear": 0, "add_rms_norm": 0}
+STATS = {"mlp": 0, "linear": 0, "linear_rotary": 0, "add_rms_norm": 0}
 
 
 def _arg(n, i, name, default=None):
@@ -162,6 +166,78 @@ def _linear_fits(x, w, b):
     if wv.dim() != 2 or xv.dim() < 1 or xv.shape[-1] != wv.shape[1]:
         return False
     return b is None or (ts[2].dim() == 1 and ts[2].shape[0] == wv.shape[0])
+
+
+def _rotary(n):
+    """(x, cos, sin) of a spyre::rotary node, else None."""
+    if not _is_call(n, {torch.ops.spyre.rotary, torch.ops.spyre.rotary.default}) or \
+            len(n.args) + len(n.kwargs) != 3:
+        return None
+    return _arg(n, 0, "x"), _arg(n, 1, "cos"), _arg(n, 2, "sin")
+
+
+def _match_linear_rotary(rot):
+    """(x, w, cos, sin, the view node, the transpose node, the linear node) if `rot` is
+    rotary(linear(x, w).view(B, L, H, D).transpose(1, 2), cos, sin) with the projection's output
+    used by that chain alone, else None."""
+    r = _rotary(rot)
+    if r is None:
+        return None
+    t, cos, sin = r
+    if not (isinstance(t, torch.fx.Node) and t.op == "call_method" and t.target == "transpose"
+            and tuple(t.args[1:]) in ((1, 2), (2, 1)) and not t.kwargs and _only_user(t, rot)):
+        return None
+    v = t.args[0]
+    if not (isinstance(v, torch.fx.Node) and v.op == "call_method" and v.target == "view"
+            and not v.kwargs and _only_user(v, t)):
+        return None
+    lin_node = v.args[0]
+    lin = _linear(lin_node)
+    if not (_bias_free(lin) and _only_user(lin_node, v)):
+        return None
+    return lin[0], lin[1], cos, sin, v, t, lin_node
+
+
+def _linear_rotary_fits(x, w, cos, sin, view):
+    """The library's conditions: x [B, L, in] and w [H * D, in] of one float type, the view
+    [B, L, H, D], cos and sin alike with D-wide rows a whole number of 128-byte sticks, and
+    the projection's columns (sticks of the output type) a whole number of heads."""
+    ts = _library_tensors(x, w)
+    cv, sv, vv = _value(cos), _value(sin), _value(view)
+    if ts is None or cv is None or sv is None or vv is None:
+        return False
+    xv, wv = ts
+    if xv.dim() != 3 or wv.dim() != 2 or vv.dim() != 4 or xv.shape[-1] != wv.shape[1]:
+        return False
+    B, L, H, D = vv.shape
+    if (B, L) != tuple(xv.shape[:2]) or H * D != wv.shape[0] or D % 2:
+        return False
+    if cv.device.type != "spyre" or cv.dtype not in _FLOATS or sv.dtype != cv.dtype or \
+            cv.shape != sv.shape or cv.stride() != sv.stride() or cv.shape[-1] != D or \
+            cv.stride(-1) != 1 or (D * cv.element_size()) % 128:
+        return False
+    table = [s for i, s in enumerate(cv.shape) if not (cv.dim() == 4 and i == 1 and s == 1)]
+    if len(table) == 2:
+        table.insert(0, 1)
+    if len(table) != 3 or table[0] not in (1, B) or table[1] != L:
+        return False
+    per_stick = 128 // xv.element_size()  # the product's columns come in whole sticks
+    return -(-wv.shape[0] // per_stick) * per_stick % D == 0
+
+
+def _replace_linear_rotary(graph, rot, m):
+    """rot -> spyre::linear_rotary(x, w, cos, sin) viewed and transposed as before."""
+    x, w, cos, sin, view, t, lin = m
+    with graph.inserting_before(rot):
+        fused = graph.call_function(torch.ops.spyre.linear_rotary.default, (x, w, cos, sin))
+        v_new = graph.call_method("view", (fused, *view.args[1:]))
+        t_new = graph.call_method("transpose", (v_new, *t.args[1:]))
+    fused.meta.update(lin.meta)
+    v_new.meta.update(view.meta)
+    t_new.meta.update(t.meta)
+    rot.replace_all_uses_with(t_new)
+    for n in (rot, t, view, lin):  # users first
+        graph.erase_node(n)
 
 
 def _add(n):
@@ -300,8 +376,8 @@ def _replace(graph, old, target, args, dead):
 
 
 def replace_fused_blocks(graph):
-    """Rewrites the MLP blocks, then linear + activation, then residual add + RMSNorm, of an
-    inference graph in place."""
+    """Rewrites the MLP blocks, then linear + rotary, then linear + activation, then residual
+    add + RMSNorm, of an inference graph in place."""
     erased = set()
     for n in list(graph.nodes):
         m = None if n in erased else _match_mlp(n)
@@ -310,6 +386,13 @@ def replace_fused_blocks(graph):
         _replace(graph, n, torch.ops.spyre.mlp.default, m[0], m[1])
         erased.update([n, *m[1]])
         STATS["mlp"] += 1
+    for n in list(graph.nodes):
+        m = _match_linear_rotary(n)
+        if m is None or not _linear_rotary_fits(*m[:5]):
+            continue
+        _replace_linear_rotary(graph, n, m)
+        erased.update([n, *m[4:]])
+        STATS["linear_rotary"] += 1
     for n in list(graph.nodes):
         if n in erased:
             continue
