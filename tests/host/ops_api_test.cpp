@@ -631,6 +631,31 @@ TEST_F(Ops, EmbeddingAndItsDeviceSideBoundsCheck) {
     spyre_free(ib);
 }
 
+// The row scatter writes the indexed rows and nothing else, and checks its indices on the card.
+TEST_F(Ops, ScatterRowsWritesTheIndexedRowsOnly) {
+    const int64_t V = 50, D = 64;
+    DevArray w(dev, SPYRE_DTYPE_FLOAT32, V * D, 3), r(dev, SPYRE_DTYPE_FLOAT32, 4 * D, 4);
+    const std::vector<int64_t> idx = {49, 0, 7, 13};
+    spyre_buffer_t ib;
+    ASSERT_SPYRE(spyre_malloc(dev, idx.size() * 8, &ib));
+    ASSERT_SPYRE(spyre_memcpy_htod(ib, 0, idx.data(), idx.size() * 8));
+    spyre_tensor ti{};
+    ti.buffer = ib, ti.dtype = SPYRE_DTYPE_INT64, ti.ndim = 1, ti.shape[0] = 4, ti.strides[0] = 1;
+    const spyre_tensor tw = view(w, {V, D}, {D, 1}), tr = view(r, {4, D}, {D, 1});
+    std::vector<uint8_t> want = w.host;
+    for (size_t i = 0; i < idx.size(); ++i)
+        std::memcpy(&want[idx[i] * D * 4], &r.host[i * D * 4], D * 4);
+    ASSERT_SPYRE(spyre_op_scatter_rows(nullptr, &ti, &tr, &tw));
+    ASSERT_SPYRE(spyre_device_synchronize(dev));
+    w.fetch();
+    EXPECT_EQ(want, w.host);
+    const int64_t bad[4] = {1, -1, 2, 3};
+    ASSERT_SPYRE(spyre_memcpy_htod(ib, 0, bad, sizeof bad));
+    ASSERT_SPYRE(spyre_op_scatter_rows(nullptr, &ti, &tr, &tw));
+    EXPECT_EQ(SPYRE_ERROR_PROGRAM, spyre_device_synchronize(dev)) << spyre_last_error();
+    spyre_free(ib);
+}
+
 // Elementwise ops with torch-style broadcasting through the C API.
 TEST_F(Ops, ElementwiseBroadcasts) {
     const spyre_dtype h = SPYRE_DTYPE_FLOAT16, f = SPYRE_DTYPE_FLOAT32;

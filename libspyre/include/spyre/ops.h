@@ -171,6 +171,15 @@ SPYRE_API spyre_status spyre_op_embedding(spyre_stream_t stream, const spyre_ten
                                           const spyre_tensor* weight, const spyre_tensor* out);
 
 /*
+ * The embedding's other direction, a row scatter: table[indices[i], :] = rows[i, :]; shapes,
+ * layouts and the device-side bounds check as spyre_op_embedding (rows as its out). Rows move
+ * by DMA only, so the table may be any size (the scatter ops keep a table's slab in a core's
+ * scratchpad). With repeated indices, which of their rows lands is unspecified.
+ */
+SPYRE_API spyre_status spyre_op_scatter_rows(spyre_stream_t stream, const spyre_tensor* indices,
+                                             const spyre_tensor* rows, const spyre_tensor* table);
+
+/*
  * Gather and scatter along one dim by device-resident indices (Documentation/ops.md "Indexing").
  * `table` is the indexed tensor, dense, with V = table->shape[dim]; `rows` (out of a gather,
  * source of a scatter) is dense with table's shape except N at dim; `index` (int64 or int32,

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// C API of the embedding lookup (spyre_op_embedding): ops/embedding_program.hpp.
+// C API of the embedding lookup (spyre_op_embedding) and of its other direction, the row
+// scatter (spyre_op_scatter_rows): ops/embedding_program.hpp.
 #include "ops/api_common.hpp"
 #include "ops/embedding_program.hpp"
 #include "ops/pricing.hpp"
@@ -7,7 +8,9 @@
 namespace spyre::ops {
 namespace {
 
-void embedding_impl(spyre_stream_t stream, const Tensor& idx, const Tensor& w, const Tensor& o) {
+// The gather out[i] = w[idx[i]], or (scatter) the row scatter w[idx[i]] = o[i].
+void embedding_impl(spyre_stream_t stream, const Tensor& idx, const Tensor& w, const Tensor& o,
+                    bool scatter) {
     require(idx.t == isa::DType::I64 || idx.t == isa::DType::I32,
             "embedding: `indices` must be int64 or int32, not {}", dtype_name(int(idx.t)));
     require(w.shape.size() == 2, "embedding: `weight` must be 2-D [num_embeddings, dim]");
@@ -52,9 +55,10 @@ void embedding_impl(spyre_stream_t stream, const Tensor& idx, const Tensor& w, c
     EmbeddingShape s;
     s.n = uint64_t(n), s.V = uint64_t(V), s.row_bytes = row, s.w_stride = ws, s.o_stride = os;
     s.index_bytes = static_cast<uint32_t>(idx.es);
+    s.scatter = scatter;
     const spyre_engine_config cfg = engine_config_of(c.info);
     PlanKey key("emb", cfg);
-    key.add(s.n, s.V, s.row_bytes, s.w_stride, s.o_stride, s.index_bytes);
+    key.add(s.n, s.V, s.row_bytes, s.w_stride, s.o_stride, s.index_bytes, s.scatter);
     auto plan = cached_plan(key.str(), [&] {
         const Pricer pricer(cfg);
         const EmbeddingPlan p = plan_embedding(pricer, s, cfg.num_cores);
@@ -80,6 +84,15 @@ spyre_status spyre_op_embedding(spyre_stream_t stream, const spyre_tensor* indic
     return guard(__func__, [&] {
         begin_op("embedding");
         embedding_impl(stream, check_tensor(indices, "indices"), check_tensor(weight, "weight"),
-                       check_tensor(out, "out"));
+                       check_tensor(out, "out"), false);
+    });
+}
+
+spyre_status spyre_op_scatter_rows(spyre_stream_t stream, const spyre_tensor* indices,
+                                   const spyre_tensor* rows, const spyre_tensor* table) {
+    return guard(__func__, [&] {
+        begin_op("scatter_rows");
+        embedding_impl(stream, check_tensor(indices, "indices"), check_tensor(table, "table"),
+                       check_tensor(rows, "rows"), true);
     });
 }

@@ -66,18 +66,19 @@ std::vector<uint8_t> build_embedding(const EmbeddingShape& s, const EmbeddingPla
         b.alu(Alu::DIVU, 13, 13, 0);
         b.bind(ok);
         b.muli(9, 8, int64_t(s.w_stride));
-        b.add(9, 9, 4);
+        b.add(9, 9, 4);  // the indexed row
         b.alu(Alu::AND, 14, 12, 0, 1);
         b.muli(14, 14, rb);
         b.addi(14, 14, rows_lx);
         b.li(10, int64_t(s.row_bytes));
-        b.span(9);
-        b.load(14, 9, 10);
         b.add(11, 6, 12);
         b.muli(11, 11, int64_t(s.o_stride));
-        b.add(11, 11, 5);
-        b.span(11);
-        b.store(14, 11, 10);
+        b.add(11, 11, 5);  // row i of out (the gather) or of the rows (the scatter)
+        const uint8_t from = s.scatter ? 11 : 9, to = s.scatter ? 9 : 11;
+        b.span(from);
+        b.load(14, from, 10);
+        b.span(to);
+        b.store(14, to, 10);
     }
     b.endloop();
     b.bind(done);

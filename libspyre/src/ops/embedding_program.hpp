@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Embedding lookup (a row gather by device-resident indices): out[i] = weight[idx[i]]. Each core
-// loads its slice of the indices into LX, reads them one by one (LXLD) and moves the rows.
+// Embedding lookup (a row gather by device-resident indices): out[i] = weight[idx[i]], and the
+// row scatter weight[idx[i]] = rows[i]. Each core loads its slice of the indices into LX, reads
+// them one by one (LXLD) and moves the rows (DMA only: any number of rows of any table).
 #pragma once
 
 #include <cstdint>
@@ -13,9 +14,12 @@ namespace spyre::ops {
 // idx: n int64 (or int32) indices, dense, 128-byte aligned; weight: V rows of `row_bytes` with
 // a byte stride `w_stride`; out: n rows with a byte stride `o_stride`. Strides and row starts
 // multiples of 128 bytes.
+// scatter: the other direction, weight[idx[i]] = out[i] (argument 2 is then the rows read);
+// with repeated indices which of their rows lands is unspecified (cores run concurrently).
 struct EmbeddingShape {
     uint64_t n = 0, V = 0, row_bytes = 0, w_stride = 0, o_stride = 0;
     uint32_t index_bytes = 8;  // 8 (int64) or 4 (int32)
+    bool scatter = false;
 };
 
 struct EmbeddingPlan {
