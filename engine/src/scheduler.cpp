@@ -91,7 +91,6 @@ void Engine::discard() {
     }
     colls_ = {};
     mcasts_ = {};
-    prog_store_ = Program{};
     prog_ = nullptr;
     job_ = nullptr;
     maps_ = nullptr;
@@ -144,11 +143,8 @@ int Engine::start(const spyre_engine_job& job, spyre_engine_result& res) {
         span0 = std::min(span0, w.addr & ~uint64_t{kS - 1});
     }
     if (span0 == UINT64_MAX) span0 = 0;
-    prog_store_ = Program{};
-    prog_ = nullptr;
-    if (!validate(static_cast<const uint8_t*>(job.program), job.program_size, prog_store_, f))
-        return finish_fail(res, f);
-    prog_ = &prog_store_;
+    prog_ = programs_.get(static_cast<const uint8_t*>(job.program), job.program_size, f);
+    if (!prog_) return finish_fail(res, f);
     job_ = &job;
     ncores_ = nc;
     mem_ = static_cast<uint8_t*>(job.mem);
@@ -169,21 +165,19 @@ int Engine::start(const spyre_engine_job& job, spyre_engine_result& res) {
     // reset cores (what the previous job wrote becomes stale: it reads as zero)
     for (uint32_t i = 0; i < cfg_.num_cores; ++i) {
         Core& c = cores_[i];
-        uint8_t* lx = c.lx;
         uint64_t* stale = c.stale;
         const uint64_t sticks = ceil_div(std::min(c.lx_hw, cfg_.lx_bytes), kS);
         for (uint64_t w = 0; w < sticks / 64; ++w) stale[w] = ~uint64_t{0};
         if (sticks % 64) stale[sticks / 64] |= ~(~uint64_t{0} << (sticks % 64));
-        c.~Core();
-        new (&c) Core();
-        c.id = i;
-        c.lx = lx;
-        c.stale = stale;
+        if (i >= nc) {  // idle in this job: nothing more to reset
+            c.park(i);
+            continue;
+        }
+        c.reset(i);
         c.r[isa::kRegCoreId] = i;
         c.r[isa::kRegNumCores] = nc;
         c.span_base = span0;
         c.trace.reset(cfg_.queue_depth, &job_records_);
-        c.st = i < nc ? St::Running : St::Halted;
     }
     return kStarted;
 }
