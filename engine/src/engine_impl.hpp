@@ -90,7 +90,12 @@ class Engine {
     int start(const spyre_engine_job& job, spyre_engine_result& res);
     bool loop(Failure& f, bool& failed);
     int finish(spyre_engine_result& res, Failure& f, bool failed);
-    ProgramCache programs_;   // holds the running (or preempted) job's validated program
+    ProgramCache programs_;    // holds the running (or preempted) job's validated program
+    RunHint* hint_ = nullptr;  // the running program's host time
+    bool inline_ = false;      // the job runs on the calling thread alone
+    // A program runs on the calling thread alone if its last run took less host time than this
+    // on the pool (twice this if it ran alone): about what waking pool threads costs.
+    static constexpr uint64_t kInlineNs = 20000;
     bool suspended_ = false;  // a preempted job waits in the cores for run_slice(nullptr)
 
     bool run_core(Core& c);
