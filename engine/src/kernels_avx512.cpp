@@ -294,7 +294,19 @@ SPYRE_AVX512 void mm_float_avx512(const MatmulArgs& g) {
             const size_t kc = std::min(kKC, k - pc);
             const bool zero = !g.accumulate && pc == 0;
             // B rows pc .. pc + kc, columns jc .. jc + nc: panel jp at pb + jp * 32 * kc
-            for (size_t kk = 0; kk < kc; ++kk) {
+            if (g.b_trans) {  // F32 stored N x K: a panel is the transpose of its rows of B^T
+                for (size_t jp = 0; jp < npan; ++jp) {
+                    const size_t cols = std::min(kNR, nc - jp * kNR);
+                    const size_t w = cols > 16 ? 32 : 16;
+                    float* dst = pb + jp * kNR * kc;
+                    transpose(DType::F32, DType::F32, reinterpret_cast<uint8_t*>(dst),
+                              g.b + (jc + jp * kNR) * g.ldb + pc * 4, cols, kc, w * 4, g.ldb);
+                    if (cols < w)
+                        for (size_t kk = 0; kk < kc; ++kk)
+                            std::memset(dst + kk * w + cols, 0, (w - cols) * 4);
+                }
+            }
+            for (size_t kk = 0; kk < kc && !g.b_trans; ++kk) {
                 const uint8_t* row = g.b + (pc + kk) * g.ldb + jc * es;
                 for (size_t jp = 0; jp < npan; ++jp) {
                     const size_t cols = std::min(kNR, nc - jp * kNR);
@@ -746,6 +758,7 @@ void avx512_fill(Impl& im) {
     im.i32f = i32f_avx512;
     im.fi32 = fi32_avx512;
     im.mm_float = mm_float_avx512;
+    im.mm_f32_b_trans = true;  // also through mm_float_or_dp: F32 goes to mm_float_avx512
     if (avx512_bf16_supported()) {
         static const bool ok = dpbf16_selftest();
         g_dpbf16_ok = ok;
