@@ -278,6 +278,51 @@ SPYRE_AVX512 inline void pack_b_row(DType t, const uint8_t* p, size_t cols, size
     }
 }
 
+// 16 x 16 fp32 transposition in registers: on return r[j] holds column j of the rows r[0..15].
+SPYRE_AVX512 inline void transpose16(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {  // per 128-bit lane L: columns 4L, 4L+1 / 4L+2, 4L+3
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {  // u[i + c], lane L: rows i .. i+3 of column 4L + c
+        u[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int c = 0; c < 4; ++c) {  // column 4L + c: lane L of u[c], u[4 + c], u[8 + c], u[12 + c]
+        const __m512 a0 = _mm512_shuffle_f32x4(u[c], u[4 + c], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512 a1 = _mm512_shuffle_f32x4(u[c], u[4 + c], _MM_SHUFFLE(3, 1, 3, 1));
+        const __m512 b0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512 b1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], _MM_SHUFFLE(3, 1, 3, 1));
+        r[c] = _mm512_shuffle_f32x4(a0, b0, _MM_SHUFFLE(2, 0, 2, 0));
+        r[4 + c] = _mm512_shuffle_f32x4(a1, b1, _MM_SHUFFLE(2, 0, 2, 0));
+        r[8 + c] = _mm512_shuffle_f32x4(a0, b0, _MM_SHUFFLE(3, 1, 3, 1));
+        r[12 + c] = _mm512_shuffle_f32x4(a1, b1, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+// A B panel from B stored transposed (fp32, N x K, row stride ldb bytes): dst[kk * w + jj] =
+// bt[jj][kk] for jj < cols, zero for cols <= jj < w (w = 16 or 32), kk < kc. Pure data movement.
+SPYRE_AVX512 void pack_bt_f32(const uint8_t* bt, size_t ldb, size_t cols, size_t kc, size_t w,
+                              float* dst) {
+    for (size_t j0 = 0; j0 < w; j0 += 16) {
+        const size_t rows = cols > j0 ? std::min<size_t>(16, cols - j0) : 0;
+        for (size_t k0 = 0; k0 < kc; k0 += 16) {
+            const size_t n = std::min<size_t>(16, kc - k0);
+            const __mmask16 mk = mask16(n);
+            __m512 r[16];
+            for (size_t i = 0; i < 16; ++i)
+                r[i] = i < rows ? _mm512_maskz_loadu_ps(
+                                      mk, reinterpret_cast<const float*>(bt + (j0 + i) * ldb) + k0)
+                                : _mm512_setzero_ps();
+            transpose16(r);
+            for (size_t kk = 0; kk < n; ++kk) _mm512_store_ps(dst + (k0 + kk) * w + j0, r[kk]);
+        }
+    }
+}
+
 SPYRE_AVX512 void mm_float_avx512(const MatmulArgs& g) {
     const size_t m = g.m, n = g.n, k = g.k;
     const DType t = g.in;
@@ -298,12 +343,8 @@ SPYRE_AVX512 void mm_float_avx512(const MatmulArgs& g) {
                 for (size_t jp = 0; jp < npan; ++jp) {
                     const size_t cols = std::min(kNR, nc - jp * kNR);
                     const size_t w = cols > 16 ? 32 : 16;
-                    float* dst = pb + jp * kNR * kc;
-                    transpose(DType::F32, DType::F32, reinterpret_cast<uint8_t*>(dst),
-                              g.b + (jc + jp * kNR) * g.ldb + pc * 4, cols, kc, w * 4, g.ldb);
-                    if (cols < w)
-                        for (size_t kk = 0; kk < kc; ++kk)
-                            std::memset(dst + kk * w + cols, 0, (w - cols) * 4);
+                    pack_bt_f32(g.b + (jc + jp * kNR) * g.ldb + pc * 4, g.ldb, cols, kc, w,
+                                pb + jp * kNR * kc);
                 }
             }
             for (size_t kk = 0; kk < kc && !g.b_trans; ++kk) {
