@@ -278,6 +278,30 @@ SPYRE_AVX512 inline void pack_b_row(DType t, const uint8_t* p, size_t cols, size
     }
 }
 
+// One row of C over P full panels (32 P columns): 2 P independent accumulators where the 1-row
+// micro-kernel has 2, whose FMA latency bounds it (a decode step's MMs are all one row). The
+// same FMAs per element in the same order.
+template <int P>
+SPYRE_AVX512 void ukr_row(size_t kc, const float* a, const float* b, size_t pstride, uint8_t* c,
+                          bool zero) {
+    float* ci = reinterpret_cast<float*>(c);
+    __m512 acc[2 * P];
+#pragma GCC unroll 8
+    for (int v = 0; v < 2 * P; ++v)
+        acc[v] = zero ? _mm512_setzero_ps() : _mm512_loadu_ps(ci + 16 * v);
+    for (size_t k = 0; k < kc; ++k) {
+        const __m512 ai = _mm512_set1_ps(a[k]);
+#pragma GCC unroll 4
+        for (int p = 0; p < P; ++p) {
+            const float* bp = b + p * pstride + k * kNR;
+            acc[2 * p] = _mm512_fmadd_ps(ai, _mm512_load_ps(bp), acc[2 * p]);
+            acc[2 * p + 1] = _mm512_fmadd_ps(ai, _mm512_load_ps(bp + 16), acc[2 * p + 1]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < 2 * P; ++v) _mm512_storeu_ps(ci + 16 * v, acc[v]);
+}
+
 // 16 x 16 fp32 transposition in registers: on return r[j] holds column j of the rows r[0..15].
 SPYRE_AVX512 inline void transpose16(__m512 r[16]) {
     __m512 t[16], u[16];
@@ -370,7 +394,18 @@ SPYRE_AVX512 void mm_float_avx512(const MatmulArgs& g) {
                     a = pa;
                     lda = kcp;
                 }
-                for (size_t jp = 0; jp < npan; ++jp) {
+                size_t jp = 0;
+                if (mc == 1) {  // one row: four or two full panels at a time
+                    auto row = [&](auto ukr, size_t panels) {
+                        for (; (jp + panels) * kNR <= nc; jp += panels)
+                            ukr(kc, a, pb + jp * kNR * kc, kNR * kc,
+                                g.c + ic * g.ldc + (jc + jp * kNR) * 4, zero);
+                    };
+                    if (cancelled(g.cancel)) return;
+                    row(ukr_row<4>, 4);
+                    row(ukr_row<2>, 2);
+                }
+                for (; jp < npan; ++jp) {
                     if (cancelled(g.cancel)) return;
                     const size_t cols = std::min(kNR, nc - jp * kNR);
                     const size_t nv = cols > 16 ? 2 : 1;

@@ -214,6 +214,7 @@ INSTANTIATE_TEST_SUITE_P(Flags, MatmulTransposeTest,
                                            MmtCase{DType::F32, 1, 1, 1, false, true, false},
                                            MmtCase{DType::F32, 1, 40, 130, false, true, false},
                                            MmtCase{DType::F32, 9, 600, 300, false, true, true},
+                                           MmtCase{DType::F32, 1, 300, 270, false, true, true},
                                            MmtCase{DType::I8, 13, 67, 45, false, true, true},
                                            MmtCase{DType::I8, 6, 16, 7, true, false, false},
                                            MmtCase{DType::F16, 9, 130, 0, true, true, true}));
