@@ -76,8 +76,9 @@ struct Core {
     }
 
     // The state of a core at a job start, keeping the scratchpad (lx, stale) and the storage of
-    // the containers: every job start resets all cores, and constructing a Core allocates (its
-    // deques). Every member above is set here.
+    // the containers: every job start resets the job's cores, and constructing a Core allocates
+    // (its deques). Every member above is set here but lx, stale and trace (the caller resets
+    // the trace).
     void reset(uint32_t core_id) {
         id = core_id;
         std::fill(std::begin(r), std::end(r), 0);
