@@ -28,8 +28,9 @@ class ProgramCache {
     const Program* get(const uint8_t* bytes, uint64_t size, Failure& f, RunHint** hint) {
         ++clock_;
         if (bytes && size <= kMaxImage) {
-            for (Entry& e : entries_)
-                if (e.image.size() == size && std::memcmp(e.image.data(), bytes, size) == 0) {
+            for (Entry& e : entries_)  // (an empty image: no program, never a match)
+                if (!e.image.empty() && e.image.size() == size &&
+                    std::memcmp(e.image.data(), bytes, size) == 0) {
                     e.used = clock_;
                     *hint = &e.hint;
                     return &e.prog;

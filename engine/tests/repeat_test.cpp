@@ -93,5 +93,29 @@ TEST(Repeat, ARewrittenImageAtTheSameAddressRunsTheNewProgram) {
     }
 }
 
+TEST(Repeat, AnImageThatFailedValidationIsNeverReused) {
+    Rig rig;
+    PB b;
+    b.halt();
+    const auto good = b.finish();
+    auto bad = good;
+    bad[0] ^= 0xff;  // magic
+    ASSERT_EQ(rig.run(good), 0) << rig.res.message;
+    for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(rig.run(bad), SPYRE_ENGINE_ERR_BAD_PROGRAM);
+        // an empty image at a valid address is not the failed image's (emptied) entry
+        spyre_engine_job job{};
+        job.program = good.data();
+        job.program_size = 0;
+        job.num_cores = 1;
+        job.mem = rig.mem.data();
+        job.mem_size = rig.mem.size();
+        job.windows = rig.windows.data();
+        job.num_windows = 1;
+        EXPECT_EQ(spyre_engine_run(rig.eng, &job, &rig.res), SPYRE_ENGINE_ERR_BAD_PROGRAM);
+        EXPECT_EQ(rig.run(good), 0) << rig.res.message;
+    }
+}
+
 }  // namespace
 }  // namespace spyre::test
