@@ -51,7 +51,7 @@ class ProgramCache {
 
   private:
     static constexpr size_t kEntries = 32;
-    static constexpr uint64_t kMaxImage = 256 << 10;  // larger programs are decoded every time
+    static constexpr uint64_t kMaxImage = 64 << 10;  // larger programs are decoded every time
     struct Entry {
         std::vector<uint8_t> image;  // empty: no program
         Program prog;

@@ -74,7 +74,7 @@ class ReplayCache {
 
   private:
     static constexpr size_t kEntries = 64;
-    static constexpr size_t kMaxRecords = 1 << 14;  // per job, all cores
+    static constexpr size_t kMaxRecords = 4096;  // per job, all cores (at most 8 MiB kept)
 
     struct Entry {
         uint64_t hash = 0, used = 0, msg_count = 0, total = 0;
