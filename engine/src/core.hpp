@@ -61,6 +61,46 @@ struct Core {
     uint64_t slice_end = UINT64_MAX;
     bool sliced = false;  // it did, in the phase that just ran
     Failure fail;
+
+    // A core the job does not use: halted, its scratchpad marked stale by the caller.
+    void park(uint32_t core_id) {
+        id = core_id;
+        st = St::Halted;
+        lx_hw = 0;
+        trace.trim();
+        for (int d = 0; d < 2; ++d) {
+            out[d].clear();
+            in[d].clear();
+            in_bytes[d] = 0;
+        }
+    }
+
+    // The state of a core at a job start, keeping the scratchpad (lx, stale) and the storage of
+    // the containers: every job start resets the job's cores, and constructing a Core allocates
+    // (its deques). Every member above is set here but lx, stale and trace (the caller resets
+    // the trace).
+    void reset(uint32_t core_id) {
+        id = core_id;
+        std::fill(std::begin(r), std::end(r), 0);
+        pc = 0;
+        st = St::Running;
+        std::fill(std::begin(loops), std::end(loops), LoopFrame{});
+        depth = 0;
+        span_base = 0;
+        lx_hw = 0;
+        std::fill(std::begin(unit_cost), std::end(unit_cost), 0);
+        stats = {};
+        for (int d = 0; d < 2; ++d) {
+            out[d].clear();
+            in[d].clear();
+            in_bytes[d] = 0;
+        }
+        group = 0;
+        map_hint = 0;
+        slice_end = UINT64_MAX;
+        sliced = false;
+        fail = Failure{};
+    }
 };
 
 using Range = LxRange;

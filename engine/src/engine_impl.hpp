@@ -14,6 +14,8 @@
 
 #include "core.hpp"
 #include "kernels.hpp"
+#include "program_cache.hpp"
+#include "replay_cache.hpp"
 #include "thread_pool.hpp"
 
 namespace spyre::eng {
@@ -88,7 +90,12 @@ class Engine {
     int start(const spyre_engine_job& job, spyre_engine_result& res);
     bool loop(Failure& f, bool& failed);
     int finish(spyre_engine_result& res, Failure& f, bool failed);
-    Program prog_store_;      // the running (or preempted) job's validated program
+    ProgramCache programs_;    // holds the running (or preempted) job's validated program
+    RunHint* hint_ = nullptr;  // the running program's host time
+    bool inline_ = false;      // the job runs on the calling thread alone
+    // A program runs on the calling thread alone if its last run took less host time than this
+    // on the pool (twice this if it ran alone): about what waking pool threads costs.
+    static constexpr uint64_t kInlineNs = 20000;
     bool suspended_ = false;  // a preempted job waits in the cores for run_slice(nullptr)
 
     bool run_core(Core& c);
@@ -181,6 +188,7 @@ class Engine {
 
     bool cancelled() const { return cancel_tok_(); }
     Timeline timeline_{cfg_};
+    ReplayCache replays_;  // timings of recent jobs (replay_cache.hpp)
 };
 
 }  // namespace spyre::eng

@@ -48,11 +48,10 @@ bool Engine::exec_mm(Core& c, const Instr& in) {
     const uint8_t* a = c.lx + aa;
     const uint8_t* bm = c.lx + ba;
     uint64_t la = lda, lb = ldb;
-    // the kernel takes row-major A and B: transposed operands are copied (read before C is
-    // written, so C may still overlap them)
+    // the kernel takes row-major A: a transposed A is copied (read before C is written, so C may
+    // still overlap it); a transposed B is transposed by the kernel (kernels.hpp)
     if (ta && k) a = kern::transposed_copy(0, es, a, k, m, lda), la = k * es;
-    if (tb && k) bm = kern::transposed_copy(1, es, bm, n, k, ldb), lb = n * es;
-    kern::matmul({t, c.lx + ca, a, bm, m, n, k, la, lb, ldc, acc, &cancel_tok_});
+    kern::matmul({t, c.lx + ca, a, bm, m, n, k, la, lb, ldc, acc, &cancel_tok_, tb});
     return true;
 }
 

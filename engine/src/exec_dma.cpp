@@ -58,11 +58,22 @@ bool Engine::decode_dma(Core& c, const Instr& in, bool is_load, const char* what
     return true;
 }
 
-// Moves the data of a checked transfer.
+// Moves the data of a checked transfer. Rows that follow each other without gaps on both sides
+// (whole sticks, strides equal to the row) move as one: the same bytes, fewer calls.
 void Engine::move_dma(Core& c, const DmaDesc& d, bool is_load) {
-    const uint64_t lx = d.lx, ddr = d.ddr, len = d.len, padded = round_up(len, kS);
-    const uint64_t n1 = d.n1, ds1 = d.ds1, ls1 = d.ls1, n2 = d.n2, ds2 = d.ds2, ls2 = d.ls2;
+    const uint64_t lx = d.lx, ddr = d.ddr;
+    uint64_t len = d.len, padded = round_up(len, kS);
+    uint64_t n1 = d.n1, ds1 = d.ds1, ls1 = d.ls1, n2 = d.n2, ds2 = d.ds2, ls2 = d.ls2;
     if (timing_only_) return;
+    if (!d.split && padded == len && (n1 == 1 || (ds1 == len && ls1 == len))) {
+        len *= n1;
+        n1 = 1;
+        if (n2 > 1 && ds2 == len && ls2 == len) {
+            len *= n2;
+            n2 = 1;
+        }
+        padded = len;
+    }
     for (uint64_t i2 = 0; i2 < n2; ++i2)
         for (uint64_t i1 = 0; i1 < n1; ++i1) {
             uint8_t* l = c.lx + lx + i2 * ls2 + i1 * ls1;

@@ -541,6 +541,19 @@ void matmul(const MatmulArgs& g) {
             const uintptr_t p0 = reinterpret_cast<uintptr_t>(p), p1 = p0 + (rows - 1) * ld + bytes;
             return p0 < c1 && c0 < p1;
         };
+        if (g.b_trans) {
+            // transposed while packed where the implementation can; else copied transposed
+            // (the copy is read before C is written, so C may overlap the stored B)
+            const Impl& im = impl();
+            if (g.in == DType::F32 && im.mm_f32_b_trans && !overlaps(g.a, m, g.lda, k * es) &&
+                !overlaps(g.b, n, g.ldb, k * es))
+                return im.mm_float(g);
+            MatmulArgs r = g;
+            r.b = transposed_copy(1, static_cast<uint32_t>(es), g.b, n, k, g.ldb);
+            r.ldb = n * es;
+            r.b_trans = false;
+            return matmul(r);
+        }
         if (overlaps(g.a, m, g.lda, k * es) || overlaps(g.b, k, g.ldb, n * es)) {
             uint8_t* sa = reinterpret_cast<uint8_t*>(grow(tl_f2, (m * k * es + 3) / 4));
             uint8_t* sb = reinterpret_cast<uint8_t*>(grow(tl_f3, (k * n * es + 3) / 4));

@@ -37,10 +37,12 @@ struct MatmulArgs {
     uint64_t m, n, k, lda, ldb, ldc;  // strides in bytes
     bool accumulate;
     const Cancel* cancel = nullptr;  // polled between micro-kernel tiles
+    bool b_trans = false;            // B stored transposed: N x K, row stride ldb
 };
 // C[i][j] = fma(A[i][k], B[k][j], C[i][j]) for k ascending (fp32 accumulation, one rounding per
 // step), or wrapping int32 accumulation for I8. A and B are read completely (converted and
-// packed) before C is written, so C may overlap them.
+// packed) before C is written, so C may overlap them. A transposed B is transposed while it is
+// packed where the implementation can (fp32 on avx512), else copied transposed first.
 void matmul(const MatmulArgs& args);
 
 // Kernel implementations (Documentation/isa.md "Kernel implementations"): "portable" (plain

@@ -278,6 +278,75 @@ SPYRE_AVX512 inline void pack_b_row(DType t, const uint8_t* p, size_t cols, size
     }
 }
 
+// One row of C over P full panels (32 P columns): 2 P independent accumulators where the 1-row
+// micro-kernel has 2, whose FMA latency bounds it (a decode step's MMs are all one row). The
+// same FMAs per element in the same order.
+template <int P>
+SPYRE_AVX512 void ukr_row(size_t kc, const float* a, const float* b, size_t pstride, uint8_t* c,
+                          bool zero) {
+    float* ci = reinterpret_cast<float*>(c);
+    __m512 acc[2 * P];
+#pragma GCC unroll 8
+    for (int v = 0; v < 2 * P; ++v)
+        acc[v] = zero ? _mm512_setzero_ps() : _mm512_loadu_ps(ci + 16 * v);
+    for (size_t k = 0; k < kc; ++k) {
+        const __m512 ai = _mm512_set1_ps(a[k]);
+#pragma GCC unroll 4
+        for (int p = 0; p < P; ++p) {
+            const float* bp = b + p * pstride + k * kNR;
+            acc[2 * p] = _mm512_fmadd_ps(ai, _mm512_load_ps(bp), acc[2 * p]);
+            acc[2 * p + 1] = _mm512_fmadd_ps(ai, _mm512_load_ps(bp + 16), acc[2 * p + 1]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < 2 * P; ++v) _mm512_storeu_ps(ci + 16 * v, acc[v]);
+}
+
+// 16 x 16 fp32 transposition in registers: on return r[j] holds column j of the rows r[0..15].
+SPYRE_AVX512 inline void transpose16(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {  // per 128-bit lane L: columns 4L, 4L+1 / 4L+2, 4L+3
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {  // u[i + c], lane L: rows i .. i+3 of column 4L + c
+        u[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int c = 0; c < 4; ++c) {  // column 4L + c: lane L of u[c], u[4 + c], u[8 + c], u[12 + c]
+        const __m512 a0 = _mm512_shuffle_f32x4(u[c], u[4 + c], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512 a1 = _mm512_shuffle_f32x4(u[c], u[4 + c], _MM_SHUFFLE(3, 1, 3, 1));
+        const __m512 b0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512 b1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], _MM_SHUFFLE(3, 1, 3, 1));
+        r[c] = _mm512_shuffle_f32x4(a0, b0, _MM_SHUFFLE(2, 0, 2, 0));
+        r[4 + c] = _mm512_shuffle_f32x4(a1, b1, _MM_SHUFFLE(2, 0, 2, 0));
+        r[8 + c] = _mm512_shuffle_f32x4(a0, b0, _MM_SHUFFLE(3, 1, 3, 1));
+        r[12 + c] = _mm512_shuffle_f32x4(a1, b1, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+// A B panel from B stored transposed (fp32, N x K, row stride ldb bytes): dst[kk * w + jj] =
+// bt[jj][kk] for jj < cols, zero for cols <= jj < w (w = 16 or 32), kk < kc. Pure data movement.
+SPYRE_AVX512 void pack_bt_f32(const uint8_t* bt, size_t ldb, size_t cols, size_t kc, size_t w,
+                              float* dst) {
+    for (size_t j0 = 0; j0 < w; j0 += 16) {
+        const size_t rows = cols > j0 ? std::min<size_t>(16, cols - j0) : 0;
+        for (size_t k0 = 0; k0 < kc; k0 += 16) {
+            const size_t n = std::min<size_t>(16, kc - k0);
+            const __mmask16 mk = mask16(n);
+            __m512 r[16];
+            for (size_t i = 0; i < 16; ++i)
+                r[i] = i < rows ? _mm512_maskz_loadu_ps(
+                                      mk, reinterpret_cast<const float*>(bt + (j0 + i) * ldb) + k0)
+                                : _mm512_setzero_ps();
+            transpose16(r);
+            for (size_t kk = 0; kk < n; ++kk) _mm512_store_ps(dst + (k0 + kk) * w + j0, r[kk]);
+        }
+    }
+}
+
 SPYRE_AVX512 void mm_float_avx512(const MatmulArgs& g) {
     const size_t m = g.m, n = g.n, k = g.k;
     const DType t = g.in;
@@ -294,7 +363,15 @@ SPYRE_AVX512 void mm_float_avx512(const MatmulArgs& g) {
             const size_t kc = std::min(kKC, k - pc);
             const bool zero = !g.accumulate && pc == 0;
             // B rows pc .. pc + kc, columns jc .. jc + nc: panel jp at pb + jp * 32 * kc
-            for (size_t kk = 0; kk < kc; ++kk) {
+            if (g.b_trans) {  // F32 stored N x K: a panel is the transpose of its rows of B^T
+                for (size_t jp = 0; jp < npan; ++jp) {
+                    const size_t cols = std::min(kNR, nc - jp * kNR);
+                    const size_t w = cols > 16 ? 32 : 16;
+                    pack_bt_f32(g.b + (jc + jp * kNR) * g.ldb + pc * 4, g.ldb, cols, kc, w,
+                                pb + jp * kNR * kc);
+                }
+            }
+            for (size_t kk = 0; kk < kc && !g.b_trans; ++kk) {
                 const uint8_t* row = g.b + (pc + kk) * g.ldb + jc * es;
                 for (size_t jp = 0; jp < npan; ++jp) {
                     const size_t cols = std::min(kNR, nc - jp * kNR);
@@ -317,7 +394,18 @@ SPYRE_AVX512 void mm_float_avx512(const MatmulArgs& g) {
                     a = pa;
                     lda = kcp;
                 }
-                for (size_t jp = 0; jp < npan; ++jp) {
+                size_t jp = 0;
+                if (mc == 1) {  // one row: four or two full panels at a time
+                    auto row = [&](auto ukr, size_t panels) {
+                        for (; (jp + panels) * kNR <= nc; jp += panels)
+                            ukr(kc, a, pb + jp * kNR * kc, kNR * kc,
+                                g.c + ic * g.ldc + (jc + jp * kNR) * 4, zero);
+                    };
+                    if (cancelled(g.cancel)) return;
+                    row(ukr_row<4>, 4);
+                    row(ukr_row<2>, 2);
+                }
+                for (; jp < npan; ++jp) {
                     if (cancelled(g.cancel)) return;
                     const size_t cols = std::min(kNR, nc - jp * kNR);
                     const size_t nv = cols > 16 ? 2 : 1;
@@ -746,6 +834,7 @@ void avx512_fill(Impl& im) {
     im.i32f = i32f_avx512;
     im.fi32 = fi32_avx512;
     im.mm_float = mm_float_avx512;
+    im.mm_f32_b_trans = true;  // also through mm_float_or_dp: F32 goes to mm_float_avx512
     if (avx512_bf16_supported()) {
         static const bool ok = dpbf16_selftest();
         g_dpbf16_ok = ok;

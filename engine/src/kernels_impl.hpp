@@ -39,6 +39,7 @@ struct Impl {
     // not overlapping A or B (kern::matmul copies them aside first).
     void (*mm_float)(const MatmulArgs&);  // F16, BF16, F32
     void (*mm_i8)(const MatmulArgs&);     // I8
+    bool mm_f32_b_trans = false;          // mm_float takes F32 with b_trans (else never set)
 };
 
 // Scalar conversions (spyre/numerics.hpp), shared by the implementations for their row tails.

@@ -69,16 +69,105 @@ struct RowSrc {
     }
 };
 
+// 8 x 8 tiles of the transposition: dst row j = src column j. Pure data movement (no
+// arithmetic), so the bits are the same whichever version runs.
+void tile8_generic_u32(uint8_t* dst, const uint8_t* src, uint64_t dstride, uint64_t sstride) {
+    for (int i = 0; i < 8; ++i)
+        for (int j = 0; j < 8; ++j)
+            std::memcpy(dst + j * dstride + i * 4, src + i * sstride + j * 4, 4);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) void tile8_avx2_u32(uint8_t* dst, const uint8_t* src,
+                                                    uint64_t dstride, uint64_t sstride) {
+    __m256 r[8], t[8], s[8];
+    for (int i = 0; i < 8; ++i)
+        r[i] = _mm256_loadu_ps(reinterpret_cast<const float*>(src + i * sstride));
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int h = 0; h < 8; h += 4) {
+        s[h] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        s[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        s[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        s[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int j = 0; j < 4; ++j) {
+        _mm256_storeu_ps(reinterpret_cast<float*>(dst + j * dstride),
+                         _mm256_permute2f128_ps(s[j], s[j + 4], 0x20));
+        _mm256_storeu_ps(reinterpret_cast<float*>(dst + (j + 4) * dstride),
+                         _mm256_permute2f128_ps(s[j], s[j + 4], 0x31));
+    }
+}
+
+// SSE2 (every x86-64): 8 x 8 of 16-bit elements.
+void tile8_sse2_u16(uint8_t* dst, const uint8_t* src, uint64_t dstride, uint64_t sstride) {
+    __m128i r[8], a[8], b[8];
+    for (int i = 0; i < 8; ++i)
+        r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i * sstride));
+    for (int i = 0; i < 8; i += 2) {
+        a[i] = _mm_unpacklo_epi16(r[i], r[i + 1]);      // columns 0-3 of rows i, i + 1
+        a[i + 1] = _mm_unpackhi_epi16(r[i], r[i + 1]);  // columns 4-7
+    }
+    for (int h = 0; h < 8; h += 4) {
+        b[h] = _mm_unpacklo_epi32(a[h], a[h + 2]);          // columns 0-1 of 4 rows
+        b[h + 1] = _mm_unpackhi_epi32(a[h], a[h + 2]);      // 2-3
+        b[h + 2] = _mm_unpacklo_epi32(a[h + 1], a[h + 3]);  // 4-5
+        b[h + 3] = _mm_unpackhi_epi32(a[h + 1], a[h + 3]);  // 6-7
+    }
+    for (int j = 0; j < 4; ++j) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * j * dstride),
+                         _mm_unpacklo_epi64(b[j], b[j + 4]));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (2 * j + 1) * dstride),
+                         _mm_unpackhi_epi64(b[j], b[j + 4]));
+    }
+}
+#endif
+
+using Tile8 = void (*)(uint8_t*, const uint8_t*, uint64_t, uint64_t);
+Tile8 pick_tile8_u32() {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) return tile8_avx2_u32;
+#endif
+    return tile8_generic_u32;
+}
+Tile8 pick_tile8_u16() {
+#if defined(__x86_64__) && defined(__GNUC__)
+    return tile8_sse2_u16;
+#else
+    return [](uint8_t* dst, const uint8_t* src, uint64_t dstride, uint64_t sstride) {
+        for (int i = 0; i < 8; ++i)
+            for (int j = 0; j < 8; ++j)
+                std::memcpy(dst + j * dstride + i * 2, src + i * sstride + j * 2, 2);
+    };
+#endif
+}
+const Tile8 tile8_u32 = pick_tile8_u32();
+const Tile8 tile8_u16 = pick_tile8_u16();
+
 template <typename T>
 void transpose_bits(uint8_t* dst, const uint8_t* src, uint64_t rows, uint64_t cols,
                     uint64_t dstride, uint64_t sstride) {
     constexpr uint64_t kB = 32;  // square blocks: both sides stay in cache
+    // whole 8 x 8 tiles of 2- and 4-byte elements in SIMD registers, the edges element-wise
+    const Tile8 tile = sizeof(T) == 4 ? tile8_u32 : sizeof(T) == 2 ? tile8_u16 : nullptr;
     for (uint64_t i0 = 0; i0 < rows; i0 += kB) {
         const uint64_t i1 = std::min(rows, i0 + kB);
         for (uint64_t j0 = 0; j0 < cols; j0 += kB) {
             const uint64_t j1 = std::min(cols, j0 + kB);
+            uint64_t ti = i0, tj = j0;  // [i0, ti) x [j0, tj): done by tiles
+            if (tile) {
+                ti = i0 + (i1 - i0) / 8 * 8;
+                tj = j0 + (j1 - j0) / 8 * 8;
+                for (uint64_t i = i0; i < ti; i += 8)
+                    for (uint64_t j = j0; j < tj; j += 8)
+                        tile(dst + j * dstride + i * sizeof(T), src + i * sstride + j * sizeof(T),
+                             dstride, sstride);
+            }
             for (uint64_t i = i0; i < i1; ++i)
-                for (uint64_t j = j0; j < j1; ++j) {
+                for (uint64_t j = i < ti ? tj : j0; j < j1; ++j) {
                     T v;
                     std::memcpy(&v, src + i * sstride + j * sizeof(T), sizeof(T));
                     std::memcpy(dst + j * dstride + i * sizeof(T), &v, sizeof(T));

@@ -56,8 +56,12 @@ uint64_t Engine::replay(spyre_engine_result& res) {
     std::vector<const Trace*> traces(ncores_);
     for (uint32_t i = 0; i < ncores_; ++i) traces[i] = &cores_[i].trace;
     std::vector<CoreTiming> t;
-    const uint64_t total =
-        timeline_.run(traces, msg_count_, colls_, mcasts_, cfg_.launch_overhead_cycles, t);
+    uint64_t total = 0;
+    const ReplayCache::Inputs in{traces, msg_count_, colls_, mcasts_};
+    if (!replays_.find(in, t, total)) {
+        total = timeline_.run(traces, msg_count_, colls_, mcasts_, cfg_.launch_overhead_cycles, t);
+        replays_.store(in, t, total);
+    }
     for (uint32_t i = 0; i < ncores_; ++i) {
         spyre_engine_core_stats& s = cores_[i].stats;
         s.busy[SPYRE_UNIT_SCALAR] = t[i].busy[kUnitScalar];

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Job scheduler: job checks, core reset, phases of parallel core execution separated by
 // ring deliveries and collective releases, deadlock detection, results.
+#include <chrono>
 #include <cstdlib>
 #include <thread>
 
@@ -66,9 +67,17 @@ int Engine::run_slice(const spyre_engine_job* job, uint64_t slice, spyre_engine_
     }
     Failure f;
     bool failed = false;
+    const auto t0 = std::chrono::steady_clock::now();
     if (!loop(f, failed)) {
         suspended_ = true;
         return kPreempted;
+    }
+    if (!resume && !slice) {  // a whole run: how long it took decides how the next one runs
+        hint_->known = true;
+        hint_->inline_run = inline_;
+        hint_->ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                              std::chrono::steady_clock::now() - t0)
+                                              .count());
     }
     return finish(res, f, failed);
 }
@@ -91,7 +100,6 @@ void Engine::discard() {
     }
     colls_ = {};
     mcasts_ = {};
-    prog_store_ = Program{};
     prog_ = nullptr;
     job_ = nullptr;
     maps_ = nullptr;
@@ -144,11 +152,11 @@ int Engine::start(const spyre_engine_job& job, spyre_engine_result& res) {
         span0 = std::min(span0, w.addr & ~uint64_t{kS - 1});
     }
     if (span0 == UINT64_MAX) span0 = 0;
-    prog_store_ = Program{};
-    prog_ = nullptr;
-    if (!validate(static_cast<const uint8_t*>(job.program), job.program_size, prog_store_, f))
-        return finish_fail(res, f);
-    prog_ = &prog_store_;
+    prog_ = programs_.get(static_cast<const uint8_t*>(job.program), job.program_size, f, &hint_);
+    if (!prog_) return finish_fail(res, f);
+    // A program whose last run was short runs on the calling thread alone: waking pool threads
+    // would cost more than they save. Results never depend on it (section 7 of isa.md).
+    inline_ = hint_->known && hint_->ns < (hint_->inline_run ? kInlineNs * 2 : kInlineNs);
     job_ = &job;
     ncores_ = nc;
     mem_ = static_cast<uint8_t*>(job.mem);
@@ -169,21 +177,19 @@ int Engine::start(const spyre_engine_job& job, spyre_engine_result& res) {
     // reset cores (what the previous job wrote becomes stale: it reads as zero)
     for (uint32_t i = 0; i < cfg_.num_cores; ++i) {
         Core& c = cores_[i];
-        uint8_t* lx = c.lx;
         uint64_t* stale = c.stale;
         const uint64_t sticks = ceil_div(std::min(c.lx_hw, cfg_.lx_bytes), kS);
         for (uint64_t w = 0; w < sticks / 64; ++w) stale[w] = ~uint64_t{0};
         if (sticks % 64) stale[sticks / 64] |= ~(~uint64_t{0} << (sticks % 64));
-        c.~Core();
-        new (&c) Core();
-        c.id = i;
-        c.lx = lx;
-        c.stale = stale;
+        if (i >= nc) {  // idle in this job: nothing more to reset
+            c.park(i);
+            continue;
+        }
+        c.reset(i);
         c.r[isa::kRegCoreId] = i;
         c.r[isa::kRegNumCores] = nc;
         c.span_base = span0;
         c.trace.reset(cfg_.queue_depth, &job_records_);
-        c.st = i < nc ? St::Running : St::Halted;
     }
     return kStarted;
 }
@@ -199,7 +205,11 @@ bool Engine::loop(Failure& f, bool& failed) {
         for (uint32_t i = 0; i < nc; ++i)
             if (cores_[i].st == St::Running) runnable.push_back(i);
         if (!runnable.empty()) {
-            pool_.parallel_for(runnable.size(), [&](size_t k) { run_core(cores_[runnable[k]]); });
+            if (inline_)
+                for (uint32_t i : runnable) run_core(cores_[i]);
+            else
+                pool_.parallel_for(runnable.size(),
+                                   [&](size_t k) { run_core(cores_[runnable[k]]); });
             for (uint32_t i : runnable)
                 if (cores_[i].st == St::Failed) {
                     f = cores_[i].fail;

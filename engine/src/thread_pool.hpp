@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Minimal fork-join pool: parallel_for(count, fn) runs fn(0..count-1) on the workers and the
-// calling thread and returns when all calls finished. An exception thrown by fn (on any thread)
+// calling thread and returns when all calls finished. The caller never waits for a worker that
+// has not joined yet: once every index is taken it waits only for the workers running one, so a
+// short call (a tiny job) does not pay a sleeping worker's wake-up on a busy host; a worker that
+// wakes after the call ended finds nothing to do. An exception thrown by fn (on any thread)
 // never escapes a pool thread: the first one is kept, the remaining indices are skipped, and
 // parallel_for rethrows it in the calling thread once every call has returned.
 #pragma once
@@ -46,15 +49,16 @@ class ThreadPool {
             count_ = count;
             error_ = nullptr;
             next_.store(0, std::memory_order_relaxed);
-            active_ = workers_.size();
             ++gen_;
         }
         cv_.notify_all();
         drain(fn, count);
         std::exception_ptr err;
         {
+            // every index is taken: wait for the workers still running one, then close the
+            // call (fn_ cleared: a worker waking later joins nothing)
             std::unique_lock<std::mutex> lk(m_);
-            done_cv_.wait(lk, [this] { return active_ == 0; });
+            done_cv_.wait(lk, [this] { return busy_ == 0; });
             fn_ = nullptr;
             err = std::move(error_);
             error_ = nullptr;
@@ -83,12 +87,14 @@ class ThreadPool {
             cv_.wait(lk, [&] { return stop_ || gen_ != seen; });
             if (stop_) return;
             seen = gen_;
+            if (!fn_) continue;  // that call has ended
             const auto* fn = fn_;
             size_t count = count_;
+            ++busy_;
             lk.unlock();
             drain(*fn, count);
             lk.lock();
-            if (--active_ == 0) done_cv_.notify_one();
+            if (--busy_ == 0) done_cv_.notify_one();
         }
     }
 
@@ -98,7 +104,7 @@ class ThreadPool {
     const std::function<void(size_t)>* fn_ = nullptr;
     size_t count_ = 0;
     std::atomic<size_t> next_{0};
-    size_t active_ = 0;
+    size_t busy_ = 0;  // workers inside the current call
     uint64_t gen_ = 0;
     bool stop_ = false;
     std::exception_ptr error_;

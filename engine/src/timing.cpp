@@ -21,13 +21,19 @@ inline bool overlap(const LxRange& a, const LxRange& b) { return a.lo < b.hi && 
 
 void Trace::reset(uint32_t queue_depth, std::atomic<uint64_t>* job_records) {
     ops_.clear();
-    ops_.shrink_to_fit();  // a big job's records are not kept past the next one
+    // a big job's records are not kept past the next one; a small job's storage is reused
+    if (ops_.capacity() > kKeptRecords) ops_.shrink_to_fit();
     job_records_ = job_records;
     for (auto& unit : slots_)
-        for (auto& s : unit) s = Slot{};
+        for (auto& s : unit) s.used = false;  // add() fills a slot completely
     for (auto& h : head_) h = 0;
     qd_ = std::clamp(queue_depth, 1u, kMaxQueueDepth);
     pending_issue_ = 0;
+}
+
+void Trace::trim() {
+    ops_.clear();
+    if (ops_.capacity() > kKeptRecords) ops_.shrink_to_fit();
 }
 
 uint64_t Trace::hazards(const LxRange* reads, int nr, const LxRange* writes, int nw) const {

@@ -68,6 +68,8 @@ class Trace {
   public:
     // `job_records`, if set, counts the records of all cores of the job (shared).
     void reset(uint32_t queue_depth, std::atomic<uint64_t>* job_records = nullptr);
+    // Drops the records (a core the next job does not use), keeping a small job's storage.
+    void trim();
     bool over_budget() const {
         return job_records_ && job_records_->load(std::memory_order_relaxed) > kMaxJobRecords;
     }
@@ -83,6 +85,7 @@ class Trace {
     uint64_t trailing_issue() const { return pending_issue_; }
 
   private:
+    static constexpr size_t kKeptRecords = 4096;  // storage kept from one job to the next
     struct Slot {
         LxRange r[3];
         LxRange w;

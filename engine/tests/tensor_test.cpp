@@ -102,14 +102,16 @@ TEST_P(TransposeTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, TransposeTest,
-    ::testing::Values(
-        TrCase{DType::F16, DType::F16, 1, 1}, TrCase{DType::F16, DType::F16, 1, 37},
-        TrCase{DType::F16, DType::F16, 37, 1}, TrCase{DType::F16, DType::F16, 67, 130},
-        TrCase{DType::BF16, DType::BF16, 33, 65}, TrCase{DType::F32, DType::F32, 5, 70},
-        TrCase{DType::F32, DType::F32, 64, 64}, TrCase{DType::I8, DType::I8, 129, 3},
-        TrCase{DType::I32, DType::I32, 9, 41}, TrCase{DType::F32, DType::F16, 17, 40},
-        TrCase{DType::BF16, DType::F32, 40, 17}, TrCase{DType::F16, DType::BF16, 3, 3},
-        TrCase{DType::F32, DType::I8, 7, 9}, TrCase{DType::I8, DType::F32, 9, 7}));
+    ::testing::Values(TrCase{DType::F16, DType::F16, 1, 1}, TrCase{DType::F16, DType::F16, 1, 37},
+                      TrCase{DType::F16, DType::F16, 37, 1},
+                      TrCase{DType::F16, DType::F16, 67, 130},
+                      TrCase{DType::BF16, DType::BF16, 33, 65},
+                      TrCase{DType::F32, DType::F32, 5, 70}, TrCase{DType::F32, DType::F32, 64, 64},
+                      TrCase{DType::F32, DType::F32, 37, 100}, TrCase{DType::I8, DType::I8, 129, 3},
+                      TrCase{DType::I32, DType::I32, 9, 41}, TrCase{DType::F32, DType::F16, 17, 40},
+                      TrCase{DType::BF16, DType::F32, 40, 17},
+                      TrCase{DType::F16, DType::BF16, 3, 3}, TrCase{DType::F32, DType::I8, 7, 9},
+                      TrCase{DType::I8, DType::F32, 9, 7}));
 
 TEST(Transpose, InPlaceAndOverlapping) {
     Rig rig(1, 8u << 20, 1);
@@ -210,6 +212,9 @@ INSTANTIATE_TEST_SUITE_P(Flags, MatmulTransposeTest,
                                            MmtCase{DType::BF16, 64, 64, 64, false, true, true},
                                            MmtCase{DType::F32, 7, 19, 23, true, true, true},
                                            MmtCase{DType::F32, 1, 1, 1, false, true, false},
+                                           MmtCase{DType::F32, 1, 40, 130, false, true, false},
+                                           MmtCase{DType::F32, 9, 600, 300, false, true, true},
+                                           MmtCase{DType::F32, 1, 300, 270, false, true, true},
                                            MmtCase{DType::I8, 13, 67, 45, false, true, true},
                                            MmtCase{DType::I8, 6, 16, 7, true, false, false},
                                            MmtCase{DType::F16, 9, 130, 0, true, true, true}));

@@ -1,8 +1,8 @@
 // The backend abstraction of libspyre: a Device (one card, shared by every open of it in the
 // process), its Buffers and Streams (ordered queues of work, with Markers for events),
-// implemented by the kernel backend (device.{hpp,cpp}, stream_kernel.cpp: the spyre driver's
-// ioctls) and by the in-process simulator backend (sim.cpp: simulated cards running the compute
-// engine). api.cpp only talks to these interfaces.
+// implemented by the kernel backend (src/kernel/: the spyre driver's ioctls) and by the
+// in-process simulator backend (src/sim/: simulated cards running the compute engine). api.cpp
+// only talks to these interfaces.
 #pragma once
 
 #include <algorithm>

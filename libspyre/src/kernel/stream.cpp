@@ -16,8 +16,8 @@
 #include <span>
 #include <vector>
 
-#include "device.hpp"
 #include "error.hpp"
+#include "kernel/device.hpp"
 #include "spyre/program_builder.hpp"
 
 extern "C" {

@@ -1,7 +1,7 @@
 // The kernel backend: one Spyre card through the spyre driver (one accel fd per card and
 // process): its properties, buffer creation, job submission and reaping, pinned host
 // allocations, the staging slots and the host-function thread. Streams are in
-// stream_kernel.cpp. Thread-safe.
+// kernel/stream.cpp. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -80,7 +80,7 @@ class KernelDevice final : public Device {
     // least `min_bytes`; the fd stays the caller's.
     std::shared_ptr<Bo> import_dmabuf(int dmabuf, uint64_t min_bytes, const std::string& from);
 
-    // ---- used by KernelStream (stream_kernel.cpp) ----
+    // ---- used by KernelStream (kernel/stream.cpp) ----
     int64_t timeout_ns() const { return timeout_ns_; }
     // The SUBMIT priority of a stream of libspyre priority `stream_priority`.
     uint32_t submit_priority(int stream_priority) const;

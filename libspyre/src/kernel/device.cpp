@@ -1,4 +1,4 @@
-#include "device.hpp"
+#include "kernel/device.hpp"
 
 #include <fcntl.h>
 #include <sys/ioctl.h>
