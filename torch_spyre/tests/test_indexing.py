@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import torch_spyre
-from conftest import FLOATS, assert_same, make
+from conftest import FLOATS, assert_same, close, make
 
 DTYPES = FLOATS + [torch.int64, torch.int32, torch.int8, torch.uint8, torch.bool]
 
@@ -276,3 +276,34 @@ def test_reads_from_a_vector_larger_than_the_scratchpad(no_fallback, dtype):
     neg = idx - n  # x[idx] wraps negative indices
     assert_same(d[neg.to("spyre")].cpu(), x[neg])
     assert_same(d[di.view(3, 100)].cpu(), x[idx.view(3, 100)])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_index_add_and_embedding_backward_into_a_table_larger_than_the_scratchpad(no_fallback,
+                                                                                   dtype):
+    """index_add along dim 0 and the embedding gradient of a table too large for the scatter
+    program (a real vocabulary): the distinct rows gathered, each index's rows added in order
+    of position and written back by row copies (fp32 bit for bit the CPU's sums; fp16 as the
+    card's index_add of a small table, within fp16 rounding of the CPU)."""
+    V, D = 20000, 64
+    g = torch.Generator().manual_seed(8)
+    table = torch.randn(V, D, generator=g).to(dtype)
+    idx = torch.cat([torch.randint(0, 40, (150,), generator=g),
+                     torch.randint(0, V, (50,), generator=g), torch.tensor([V - 1, 0, V - 1])])
+    src = torch.randn(idx.numel(), D, generator=g).to(dtype)
+    got = table.to("spyre").index_add_(0, idx.to("spyre"), src.to("spyre"))
+    if dtype == torch.float32:
+        assert_same(got.cpu(), table.index_add(0, idx, src))
+    else:
+        close(got.cpu(), table.float().index_add(0, idx, src.float()).to(dtype), dtype, scale=8)
+    emb = torch.nn.Embedding(V, D, padding_idx=3).to(dtype)
+    dev = torch.nn.Embedding(V, D, padding_idx=3).to(dtype).to("spyre")
+    dev.load_state_dict(emb.state_dict())
+    tokens = torch.cat([idx, torch.tensor([3, 3])]).view(5, -1)
+    grad = torch.randn(5, tokens.size(1), D, generator=g).to(dtype)
+    emb(tokens).backward(grad)
+    dev(tokens.to("spyre")).backward(grad.to("spyre"))
+    if dtype == torch.float32:
+        assert_same(dev.weight.grad.cpu(), emb.weight.grad)
+    else:
+        close(dev.weight.grad.cpu(), emb.weight.grad, dtype, scale=4)

@@ -225,6 +225,45 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
     return fallback_to_cpu<ATEN_OP2(index_copy, out)>(self, dim, index, source, out);
 }
 
+// table[idx[i]] += rows[i] for a table [V, D] of whole-stick rows too large for the scatter
+// program (it keeps a table's slab in a core's scratchpad: an embedding gradient of a real
+// vocabulary): the distinct indices' rows gathered (row copies), the rows of each index added
+// to its gathered row in ascending order of position, as the CPU adds them (the rows sorted
+// stably by index, then an index_add into the gathered rows: a table of at most n rows, in
+// column chunks that fit), and the distinct rows written back (spyre_op_scatter_rows).
+// false: not taken.
+bool add_rows_by_sorting(const char* name, const at::Tensor& table, const at::Tensor& idx,
+                         const at::Tensor& rows) {
+    const int64_t n = idx.numel(), D = table.size(1), es = table.element_size();
+    const int64_t per = 128 / es;
+    constexpr int64_t kSlabBytes = int64_t{1} << 20;
+    if (table.dim() != 2 || !is_stick_dense(table) || (D * es) % 128 || n == 0 ||
+        n * per * es > kSlabBytes)
+        return false;
+    const at::Tensor keys = idx.reshape({-1}).to(at::kLong);
+    const at::Tensor order = std::get<1>(at::sort(keys, /*stable=*/true, 0, false));
+    const at::Tensor sorted = keys.index_select(0, order);
+    at::Tensor first = at::ones({n}, keys.options().dtype(at::kBool));
+    if (n > 1)
+        first.narrow(0, 1, n - 1).copy_(sorted.narrow(0, 1, n - 1) != sorted.narrow(0, 0, n - 1));
+    const at::Tensor segment = at::cumsum(first, 0, at::kLong).sub_(1).view({n, 1});
+    const at::Tensor distinct = sorted.masked_select(first);
+    const int64_t U = distinct.numel();
+    const at::Tensor acc = table.index_select(0, distinct);
+    const at::Tensor moved = rows.reshape({n, D}).index_select(0, order);
+    const int64_t width = std::min(D, std::max(per, kSlabBytes / (U * es) / per * per));
+    for (int64_t c0 = 0; c0 < D; c0 += width) {
+        const int64_t w = std::min(width, D - c0);
+        const at::Tensor part = acc.narrow(1, c0, w).contiguous();
+        if (!scatter_into(name, part, 0, segment, moved.narrow(1, c0, w).contiguous(),
+                          SPYRE_INDEX_ACCUMULATE))
+            return false;
+        if (!part.is_same(acc)) acc.narrow(1, c0, w).copy_(part);
+    }
+    const spyre_tensor ti = op_tensor(distinct), tr = op_tensor(acc), tt = op_tensor(table);
+    return op_ran(name, spyre_op_scatter_rows(op_stream(table), &ti, &tr, &tt));
+}
+
 // out = self with alpha * source's slices added at index along dim (duplicates accumulate in
 // ascending order of their position): index_copy's scatter with accumulation.
 at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor& index,
@@ -240,6 +279,11 @@ at::Tensor& index_add_out(const at::Tensor& self, int64_t dim, const at::Tensor&
         scatter_out("aten::index_add", self, d, spread(index, self.dim(), d), src, out,
                     SPYRE_INDEX_ACCUMULATE, ran);
         if (ran) return out;
+        // along dim 0 of a table too large for the scatter program (out holds self by now)
+        if (d == 0 && self.size(0) > 0 && is_stick_dense(out) && src.size(0) == index.numel() &&
+            add_rows_by_sorting("aten::index_add", out.view({out.size(0), -1}), index,
+                                src.reshape({index.numel(), -1})))
+            return out;
     }
     return fallback_to_cpu<ATEN_OP2(index_add, out)>(self, dim, index, source, alpha, out);
 }
@@ -483,6 +527,10 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad, const at::Tensor& in
         if (rows.size(0) == 0 || D == 0 ||
             scatter_into("aten::embedding_dense_backward", gw, 0, indices.reshape({-1, 1}), rows,
                          SPYRE_INDEX_ACCUMULATE)) {
+            if (pad >= 0 && pad < V) gw.select(0, pad).zero_();
+            return gw;
+        }
+        if (add_rows_by_sorting("aten::embedding_dense_backward", gw, indices, rows)) {
             if (pad >= 0 && pad < V) gw.select(0, pad).zero_();
             return gw;
         }
