@@ -1,7 +1,7 @@
 """The fallback census's corpus of everyday programs (torch_spyre/tools/fallback_census.py:
 decoder generation and training, the encoder's fast path, CNN inference and training,
 autocast, sorting and indexing, segmentation, embedding math, a recurrent classifier, a vision
-transformer's training steps) runs on the card without one
+transformer's training steps, a language model with a real vocabulary) runs on the card without one
 CPU fallback and gives the CPU's answer: a new op that silently falls back in any of them
 fails here, not only in the benchmark table."""
 

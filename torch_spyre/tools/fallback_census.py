@@ -335,12 +335,41 @@ def vae(device):
     return torch.cat([loss.detach()[None], enc.weight.grad.flatten(), dec.bias.grad])
 
 
+def vocab_train(device):
+    """Two AdamW steps of a small language model with a real vocabulary (49,152 tokens, as
+    Granite 3): the embedding and LM head past a core's scratchpad (the embedding gradient's
+    scatter), cross-entropy over the vocabulary, clip_grad_norm_, then top-p over the last
+    position's probabilities (a sort of 49,152 values and its cumulative sum)."""
+    torch.manual_seed(0)
+    V, H = 49152, 64
+    emb, head = nn.Embedding(V, H).to(device), nn.Linear(H, V, bias=False).to(device)
+    norm = nn.RMSNorm(H).to(device)
+    params = [*emb.parameters(), *head.parameters(), *norm.parameters()]
+    opt = torch.optim.AdamW(params, lr=1e-2)
+    ids = torch.randint(0, V, (2, 17)).to(device)
+    out = []
+    for _ in range(2):
+        logits = head(norm(emb(ids[:, :-1])))
+        loss = F.cross_entropy(logits.reshape(-1, V), ids[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        out.append(torch.nn.utils.clip_grad_norm_(params, 1.0)[None])
+        opt.step()
+        out.append(loss.detach()[None])
+    probs, order = logits[:, -1].detach().softmax(-1).sort(-1, descending=True)
+    keep = probs.cumsum(-1) <= 0.9
+    out += [probs[:, :8].flatten(), order[:, :8].flatten().float(), keep.sum(-1).float()]
+    return torch.cat(out)
+
+
 CORPUS = {"generate": generate, "encoder": encoder, "cnn": cnn, "train": train,
           "autocast": autocast, "sort_scan": sort_scan, "indexing": indexing,
           "cnn_train": cnn_train, "segmentation": segmentation, "embeddings": embeddings,
-          "recurrent": recurrent, "vision_train": vision_train, "moe": moe, "vae": vae}
+          "recurrent": recurrent, "vision_train": vision_train, "moe": moe, "vae": vae,
+          "vocab_train": vocab_train}
 TOLERANCE = {"autocast": 5e-2, "train": 1e-3, "cnn_train": 1e-3, "segmentation": 1e-3,
-             "recurrent": 1e-3, "vision_train": 1e-3, "moe": 1e-4, "vae": 1e-3}
+             "recurrent": 1e-3, "vision_train": 1e-3, "moe": 1e-4, "vae": 1e-3,
+             "vocab_train": 1e-3}
 
 # --- the census -----------------------------------------------------------------------------
 
