@@ -109,14 +109,27 @@ def strict(monkeypatch, fallback_reset):
 
 
 @pytest.fixture
-def compile_strict(strict):
-    """strict, with Dynamo's caches and counters fresh before and its caches dropped after."""
+def clean_dynamo():
+    """Dynamo's caches and counters fresh before the test and its caches dropped after."""
     from torch._dynamo.utils import counters
 
     torch.compiler.reset()
     counters.clear()
     yield
     torch.compiler.reset()
+
+
+@pytest.fixture
+def compile_strict(strict, clean_dynamo):
+    """strict, with Dynamo's caches and counters fresh before and its caches dropped after."""
+    yield
+
+
+def profiled_launches(fn, *args):
+    """fn's result, the ops it ran and their launches (device programs)."""
+    with torch_spyre.profiler.profile() as prof:
+        out = fn(*args)
+    return out, [e.aten_op for e in prof.events], sum(e.launches for e in prof.events)
 
 
 @pytest.fixture

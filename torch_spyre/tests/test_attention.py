@@ -214,6 +214,24 @@ def sdpa_grads(q, k, v, dout, **kw):
     return out, q.grad, k.grad, v.grad
 
 
+def sdpa_grads_match_cpu(dtype, shape, mask, kw):
+    """SDPA's output and q/k/v gradients on the card within dtype tolerance of the CPU's in
+    fp32, for q [b, hq, L, d] and k, v [b, hkv, L, d]; the ops the card ran."""
+    b, hq, hkv, L, d = shape
+    q, k, v = make((b, hq, L, d), dtype), make((b, hkv, L, d), dtype, 1), \
+        make((b, hkv, L, d), dtype, 2)
+    dout = make((b, hq, L, d), dtype, 3)
+    ref_mask = None if mask is None else mask if mask.dtype == torch.bool else mask.float()
+    ref = sdpa_grads(q.float(), k.float(), v.float(), dout.float(), attn_mask=ref_mask, **kw)
+    dev = [t.to("spyre") for t in (q, k, v, dout)]
+    with torch_spyre.profiler.profile() as prof:
+        got = sdpa_grads(*dev, attn_mask=None if mask is None else mask.to("spyre"), **kw)
+    for name, g, r in zip(["out", "dq", "dk", "dv"], got, ref):
+        assert g.device.type == "spyre" and g.shape == r.shape and g.dtype == dtype, name
+        close(g.cpu(), r.to(dtype), dtype, scale=2)
+    return {e.aten_op for e in prof.events}
+
+
 # the math decomposition's kernels: none of them may run when the fused kernels are chosen
 MATH_OPS = {"aten::_softmax", "aten::bmm", "aten::_softmax_backward_data", "aten::matmul"}
 
@@ -235,18 +253,7 @@ def test_sdpa_backward_runs_the_flash_kernels(strict, dtype, case):
     elif case == "bool":
         mask = make((L, L), torch.float32, 4) > -0.5
         mask[:, 0] = True  # every query sees a key
-    q, k, v = make((b, hq, L, d), dtype), make((b, hkv, L, d), dtype, 1), \
-        make((b, hkv, L, d), dtype, 2)
-    dout = make((b, hq, L, d), dtype, 3)
-    ref_mask = None if mask is None else mask if mask.dtype == torch.bool else mask.float()
-    ref = sdpa_grads(q.float(), k.float(), v.float(), dout.float(), attn_mask=ref_mask, **kw)
-    dev = [t.to("spyre") for t in (q, k, v, dout)]
-    with torch_spyre.profiler.profile() as prof:
-        got = sdpa_grads(*dev, attn_mask=None if mask is None else mask.to("spyre"), **kw)
-    for name, g, r in zip(["out", "dq", "dk", "dv"], got, ref):
-        assert g.device.type == "spyre" and g.shape == r.shape, name
-        close(g.cpu(), r.to(dtype), dtype, scale=2)
-    ops = {e.aten_op for e in prof.events}
+    ops = sdpa_grads_match_cpu(dtype, (b, hq, hkv, L, d), mask, kw)
     assert "aten::_scaled_dot_product_fused_attention_overrideable_backward" in ops, ops
     assert "aten::scaled_dot_product_attention" in ops, ops
     assert not ops & MATH_OPS, ops
@@ -288,19 +295,8 @@ def test_sdpa_backward_of_shapes_the_library_refuses_takes_the_math_path_on_the_
         mask[:, 0] = True
     else:
         b, mask = 2, make((2, 1, L, L), torch.float32, 4).to(dtype)
-    q, k, v = make((b, hq, L, d), dtype), make((b, hkv, L, d), dtype, 1), \
-        make((b, hkv, L, d), dtype, 2)
-    dout = make((b, hq, L, d), dtype, 3)
-    ref_mask = None if mask is None else mask if mask.dtype == torch.bool else mask.float()
-    ref = sdpa_grads(q.float(), k.float(), v.float(), dout.float(), attn_mask=ref_mask, **kw)
-    dev = [t.to("spyre") for t in (q, k, v, dout)]
-    with torch_spyre.profiler.profile() as prof:
-        got = sdpa_grads(*dev, attn_mask=None if mask is None else mask.to("spyre"), **kw)
-    for name, g, r in zip(["out", "dq", "dk", "dv"], got, ref):
-        assert g.device.type == "spyre" and g.shape == r.shape and g.dtype == dtype, name
-        close(g.cpu(), r.to(dtype), dtype, scale=2)
+    ops = sdpa_grads_match_cpu(dtype, (b, hq, hkv, L, d), mask, kw)
     # the fused op's own math (logsumexp, exp, bmm), not torch's decomposition (softmax)
-    ops = {e.aten_op for e in prof.events}
     assert "aten::bmm" in ops and "aten::_softmax" not in ops, ops
 
 

@@ -26,12 +26,7 @@ from models import TinyGranite
 from torch_spyre._inductor import runtime
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch.compiler.reset()
-    counters.clear()
-    yield
-    torch.compiler.reset()
+pytestmark = pytest.mark.usefixtures("clean_dynamo")
 
 
 def graphs():

@@ -12,26 +12,13 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
-from torch._dynamo.utils import counters
 
 import torch_spyre
-from conftest import close, make
+from conftest import profiled_launches as launches, close, make
 from models import TinyGranite
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch.compiler.reset()
-    counters.clear()
-    yield
-    torch.compiler.reset()
-
-
-def launches(fn, *args):
-    """fn's result, the ops it ran and their launches (device programs)."""
-    with torch_spyre.profiler.profile() as prof:
-        out = fn(*args)
-    return out, [e.aten_op for e in prof.events], sum(e.launches for e in prof.events)
+pytestmark = pytest.mark.usefixtures("clean_dynamo")
 
 
 def written(h, w, eps=1e-6):  # models written after HF's Llama/Granite RMSNorm, without casts

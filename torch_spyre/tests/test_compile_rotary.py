@@ -11,26 +11,13 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
-from torch._dynamo.utils import counters
 
 import torch_spyre
-from conftest import FLOATS, close, make
+from conftest import profiled_launches as launches, FLOATS, close, make
 from models import GraniteDecoderLayer, rope_tables
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch.compiler.reset()
-    counters.clear()
-    yield
-    torch.compiler.reset()
-
-
-def launches(fn, *args):
-    """fn's result, the ops it ran and their launches (device programs)."""
-    with torch_spyre.profiler.profile() as prof:
-        out = fn(*args)
-    return out, [e.aten_op for e in prof.events], sum(e.launches for e in prof.events)
+pytestmark = pytest.mark.usefixtures("clean_dynamo")
 
 
 def reference(x, w, cos, sin, heads):
