@@ -278,6 +278,21 @@ def test_reads_from_a_vector_larger_than_the_scratchpad(no_fallback, dtype):
     assert_same(d[di.view(3, 100)].cpu(), x[idx.view(3, 100)])
 
 
+@pytest.mark.parametrize("n", [(1 << 17) + 3, (1 << 22) + 1000])
+def test_flip_and_index_select_of_long_dims(no_fallback, n):
+    """A flipped dim past 2^16 is reversed in blocks of 4096 (padded; one index_select of n
+    positions left the index program's reach past 2^20), and index_select along a later dim
+    whose spread index is too large for one gather runs in chunks of the leading dim."""
+    x = make((n,), torch.float32)
+    d = x.to("spyre")
+    assert_same(d.flip(0).cpu(), x.flip(0))
+    m = make((3, n // 64, 2), torch.float16)
+    assert_same(m.to("spyre").flip(1).cpu(), m.flip(1))
+    t = make((300, 4096), torch.float32)
+    r = torch.randperm(4096, generator=torch.Generator().manual_seed(2))[:4000]
+    assert_same(t.to("spyre").index_select(1, r.to("spyre")).cpu(), t.index_select(1, r))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_index_add_and_embedding_backward_into_a_table_larger_than_the_scratchpad(no_fallback,
                                                                                    dtype):

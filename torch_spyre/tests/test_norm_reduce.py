@@ -176,3 +176,24 @@ def test_reductions_over_more_than_2_to_23_elements(fallback_reset):
     h[7] = float("nan")
     assert h.argmax().item() == 7 and torch.isnan(h.max())
     assert torch_spyre.fallback_counts() == {}
+
+
+def test_softmax_of_rows_longer_than_2_to_23(fallback_reset):
+    # the row program keeps fp32 counts: longer rows are the card's two-stage max and sum with
+    # elementwise ops (a softmax over a flattened 4096 x 4097 map); references in float64
+    n = (1 << 23) + 4096
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(n, generator=g) * 4
+    x[5] = 60.0  # one large logit: exp(x - max) must not overflow
+    d = x.to("spyre")
+    ref = torch.softmax(x.double(), 0)
+    got = torch.softmax(d, 0).cpu()
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got.double(), ref, rtol=1e-5, atol=1e-12)
+    torch.testing.assert_close(torch.log_softmax(d, -1).cpu().double(),
+                               torch.log_softmax(x.double(), 0), rtol=1e-6, atol=1e-4)
+    h = x.view(1, n).bfloat16().to("spyre")  # 16-bit: computed in fp32, rounded once
+    torch.testing.assert_close(torch.softmax(h, 1).cpu(),
+                               torch.softmax(x.view(1, n).bfloat16().double(), 1).bfloat16(),
+                               rtol=1.6e-2, atol=1e-12)
+    assert torch_spyre.fallback_counts() == {}

@@ -187,6 +187,24 @@ at::Tensor& gelu_out(const at::Tensor& x, c10::string_view approximate, at::Tens
     return fallback_to_cpu<ATEN_OP2(gelu, out)>(x, approximate, out);
 }
 
+// The row program keeps fp32 counts: rows longer than 2^23 elements are composed of the card's
+// two-stage max and sum (Reduce.cpp) and elementwise ops, in fp32: exp(x - max) / sum, or
+// x - max - log(sum) (torch's CPU kernel computes the same; the sum's order differs).
+constexpr int64_t kLongestSoftmaxRow = int64_t{1} << 23;
+
+at::Tensor long_row_softmax(const at::Tensor& x, bool log) {
+    const at::Tensor xf = x.scalar_type() == at::kFloat ? x : x.to(at::kFloat);
+    const at::Tensor z = xf - at::amax(xf, {-1}, true);
+    at::Tensor r;
+    if (log) {
+        r = z - at::log(at::sum(at::exp(z), {-1}, true));
+    } else {
+        r = at::exp(z);
+        r.div_(at::sum(r, {-1}, true));
+    }
+    return r.scalar_type() == x.scalar_type() ? r : r.to(x.scalar_type());
+}
+
 // Along the last dim in place; along another dim, that dim moved last by a dense copy on the
 // card and the result moved back the same way (a 0-dim input is one row of one element).
 std::optional<at::Tensor> softmax_on_card(const char* name, const at::Tensor& x, int64_t dim,
@@ -202,6 +220,10 @@ std::optional<at::Tensor> softmax_on_card(const char* name, const at::Tensor& x,
     if (x.numel() == 0) return at::empty(x.sizes(), x.options());
     const auto dx = stick_dense(last ? x : x.movedim(d, -1), name);
     if (!dx) return std::nullopt;
+    if (dx->size(-1) > kLongestSoftmaxRow) {
+        const at::Tensor r = long_row_softmax(*dx, log);
+        return last ? r : r.movedim(-1, d).contiguous();
+    }
     at::Tensor out = at::empty(dx->sizes(), x.options());
     const spyre_tensor tx = op_tensor(*dx), to = op_tensor(out);
     if (!op_ran(name, spyre_op_softmax(op_stream(out), &tx, log ? 1 : 0, &to))) return std::nullopt;

@@ -130,6 +130,26 @@ std::optional<at::Tensor> select_rows(const at::Tensor& self, const at::Tensor& 
     return out;
 }
 
+// index_select along d > 0 whose spread index (one int64 per output element) is too large for
+// one gather: in chunks of the leading dim of about 2^18 output elements each. false: not taken
+// (a chunk of one leading index is still refused; out then holds garbage, the caller falls
+// back and writes a new tensor).
+bool select_by_leading_chunks(const at::Tensor& self, int64_t d, const at::Tensor& index,
+                              const at::Tensor& out) {
+    constexpr int64_t kChunkElements = int64_t{1} << 18;
+    const int64_t lead = out.size(0), per_lead = out.numel() / std::max<int64_t>(lead, 1);
+    const int64_t step = std::max<int64_t>(1, kChunkElements / std::max<int64_t>(per_lead, 1));
+    if (d == 0 || lead < 2 || step >= lead) return false;
+    for (int64_t r0 = 0; r0 < lead; r0 += step) {
+        const int64_t n = std::min(step, lead - r0);
+        const at::Tensor part = self.narrow(0, r0, n);
+        if (!gather_into("aten::index_select", part, d, spread(index, part.dim(), d),
+                         out.narrow(0, r0, n), 0))
+            return false;
+    }
+    return true;
+}
+
 at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
     if (data_type(self) && index_type(index) && index.dim() <= 1 && self.dim() >= 1) {
         c10::DeviceGuard guard(self.device());
@@ -141,7 +161,8 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
         if (d == 0 && self.size(0) > 0 && index.numel() > 0)
             if (auto out = select_rows(self, index)) return *out;
         at::Tensor out = at::empty(shape, self.options());
-        if (gather_into("aten::index_select", self, d, spread(index, self.dim(), d), out, 0))
+        if (gather_into("aten::index_select", self, d, spread(index, self.dim(), d), out, 0) ||
+            select_by_leading_chunks(self, d, index, out))
             return out;
         if (self.dim() == 1 && ElementFetch::exact_for(self) &&
             index.numel() <= ElementFetch::kMaxPositions)  // beyond the scratchpad
