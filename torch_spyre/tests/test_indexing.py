@@ -293,6 +293,47 @@ def test_flip_and_index_select_of_long_dims(no_fallback, n):
     assert_same(t.to("spyre").index_select(1, r.to("spyre")).cpu(), t.index_select(1, r))
 
 
+@pytest.mark.parametrize("n", [(1 << 20) + 64, (1 << 19) + 7])
+def test_scatters_into_a_vector_larger_than_the_scratchpad(no_fallback, n):
+    """scatter_add, index_add, index_put_ (set and accumulate, negative positions) and scatter
+    into a 1-D table past the scratchpad: the touched 128-byte rows gathered, written and copied
+    back (a length off a whole row through a padded copy); repeated targets add in order of
+    position (fp32 bit for bit the CPU's) or keep the last write; a position past the end
+    raises."""
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(n, generator=g)
+    idx = torch.cat([torch.randint(0, n, (9000,), generator=g), torch.randint(0, 50, (400,), generator=g),
+                     torch.tensor([n - 1, 0, n - 1])])
+    v = torch.randn(idx.numel(), generator=g)
+    d, di, dv = x.to("spyre"), idx.to("spyre"), v.to("spyre")
+    assert_same(d.scatter_add(0, di, dv).cpu(), x.scatter_add(0, idx, v))
+    assert_same(d.index_add(0, di, dv, alpha=2).cpu(), x.index_add(0, idx, v, alpha=2))
+    assert_same(d.clone().index_put_((di,), dv, accumulate=True).cpu(),
+                x.clone().index_put_((idx,), v, accumulate=True))
+    uniq = torch.randperm(n, generator=g)[:3000] - n // 2  # negative ones count from the end
+    u = torch.randn(3000, generator=g)
+    assert_same(d.clone().index_put_((uniq.to("spyre"),), u.to("spyre")).cpu(),
+                x.clone().index_put_((uniq,), u))
+    rep = torch.tensor([5, 9, 5, 5, n - 2])  # the CPU's loop: the last write of 5 wins
+    assert_same(d.scatter(0, rep.to("spyre"), dv[:5]).cpu(), x.scatter(0, rep, v[:5]))
+    with pytest.raises(RuntimeError):
+        d.clone().index_add_(0, torch.tensor([3, n]).to("spyre"), dv[:2])
+        torch.spyre.synchronize()
+
+
+def test_scatter_of_more_positions_than_one_program(no_fallback):
+    """histc / bincount of millions of inputs: their index_add runs in chunks of 2^20 positions
+    in order (fp32 sums of repeated targets in order of position, as the CPU's)."""
+    m = (1 << 21) + 5
+    g = torch.Generator().manual_seed(12)
+    idx = torch.randint(0, 300, (m,), generator=g)
+    v = torch.randn(m, generator=g)
+    t = torch.zeros(300)
+    assert_same(t.to("spyre").index_add(0, idx.to("spyre"), v.to("spyre")).cpu(),
+                t.index_add(0, idx, v))
+    assert_same(idx.to("spyre").bincount(minlength=301).cpu(), idx.bincount(minlength=301))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_index_add_and_embedding_backward_into_a_table_larger_than_the_scratchpad(no_fallback,
                                                                                    dtype):

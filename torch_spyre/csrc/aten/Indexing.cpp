@@ -171,6 +171,88 @@ at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& i
     return fallback_to_cpu<ATEN_OP(index_select)>(self, dim, index);
 }
 
+// A scatter split into parts that run one after another, in order: once a part has written
+// into the table, a later part the card refuses is an error, not a fallback (the table no
+// longer holds the caller's input).
+void refuse_after_first_part(const char* name, bool first) {
+    TORCH_CHECK(first, name,
+                ": the card refused a later part of a scatter it had begun (the table is "
+                "partly written)");
+}
+
+// A scatter with more positions than one program takes (a histogram of millions of inputs):
+// in chunks of about 2^20 positions along d, one after another, so that repeated targets are
+// still written (or added) in ascending order of position. false: not taken.
+bool scatter_in_chunks(const char* name, const at::Tensor& table, int64_t d,
+                       const at::Tensor& index, const at::Tensor& rows, uint32_t flags) {
+    constexpr int64_t kChunkPositions = int64_t{1} << 20;
+    const int64_t n = index.size(d), per_position = index.numel() / std::max<int64_t>(n, 1);
+    const int64_t step = std::max<int64_t>(1, kChunkPositions / std::max<int64_t>(per_position, 1));
+    if (index.numel() <= kChunkPositions || step >= n) return false;
+    for (int64_t p0 = 0; p0 < n; p0 += step) {
+        const int64_t len = std::min(step, n - p0);
+        if (scatter_into(name, table, d, index.narrow(d, p0, len), rows.narrow(d, p0, len), flags))
+            continue;
+        refuse_after_first_part(name, p0 == 0);
+        return false;
+    }
+    return true;
+}
+
+// A scatter into a 1-D table too large for the scatter program (it keeps the table's slab in
+// a core's scratchpad): the table seen as 128-byte rows, and per chunk of positions the rows
+// they touch gathered (row copies), the values scattered into those rows (a small table: the
+// positions sorted stably by row, so repeated targets keep their order of position: the last
+// write wins, or the values add in that order as the CPU's loop does) and the rows written
+// back (spyre_op_scatter_rows). false: not taken.
+bool scatter_into_long_vector(const char* name, const at::Tensor& table, const at::Tensor& index,
+                              const at::Tensor& values, uint32_t flags) {
+    constexpr int64_t kChunkPositions = 8192;  // gathered rows of at most 1 MiB
+    const int64_t es = table.element_size(), per = 128 / es, N = table.numel();
+    if (table.dim() != 1 || index.dim() != 1 || values.dim() != 1 || !is_stick_dense(table) ||
+        index.numel() != values.numel() || N < per)
+        return false;
+    at::Tensor pos = index.to(at::kLong);
+    if (flags & SPYRE_INDEX_WRAP_NEGATIVE) pos = at::where(pos < 0, pos + N, pos);
+    if ((N * es) % 128) {
+        // a padded copy; a position past the table then points past the padding too, so the
+        // row copy still refuses it as it refuses one past the table
+        const int64_t padded = (N + per - 1) / per * per;
+        const at::Tensor whole = at::empty({padded}, table.options());
+        whole.narrow(0, 0, N).copy_(table);
+        if (!scatter_into_long_vector(name, whole, at::where(pos >= N, pos + padded, pos), values,
+                                      flags & ~SPYRE_INDEX_WRAP_NEGATIVE))
+            return false;
+        table.copy_(whole.narrow(0, 0, N));
+        return true;
+    }
+    const at::Tensor rows = table.view({N / per, per});
+    for (int64_t p0 = 0; p0 < pos.numel(); p0 += kChunkPositions) {
+        const int64_t n = std::min(kChunkPositions, pos.numel() - p0);
+        const at::Tensor p = pos.narrow(0, p0, n);
+        const at::Tensor row = p.div(per, "floor");
+        const at::Tensor order = std::get<1>(at::sort(row, /*stable=*/true, 0, false));
+        const at::Tensor sorted = row.index_select(0, order);
+        at::Tensor first = at::ones({n}, row.options().dtype(at::kBool));
+        if (n > 1)
+            first.narrow(0, 1, n - 1)
+                .copy_(sorted.narrow(0, 1, n - 1) != sorted.narrow(0, 0, n - 1));
+        const at::Tensor segment = at::cumsum(first, 0, at::kLong).sub_(1);
+        const at::Tensor distinct = sorted.masked_select(first);
+        const at::Tensor touched = rows.index_select(0, distinct).contiguous();
+        const at::Tensor within = segment * per + p.index_select(0, order).remainder(per);
+        const at::Tensor moved = values.narrow(0, p0, n).index_select(0, order);
+        const spyre_tensor ti = op_tensor(distinct), tr = op_tensor(touched), tt = op_tensor(rows);
+        if (!scatter_into(name, touched.view({-1}), 0, within, moved,
+                          flags & SPYRE_INDEX_ACCUMULATE) ||
+            !op_ran(name, spyre_op_scatter_rows(op_stream(rows), &ti, &tr, &tt))) {
+            refuse_after_first_part(name, p0 == 0);
+            return false;
+        }
+    }
+    return true;
+}
+
 // out = self with out[.., index[n], ..] (+)= source[.., n, ..] along dim (index 1-D, or the
 // shape of source for scatter_add).
 at::Tensor& scatter_out(const char* name, const at::Tensor& self, int64_t d,
@@ -179,7 +261,9 @@ at::Tensor& scatter_out(const char* name, const at::Tensor& self, int64_t d,
     at::native::resize_output(out, self.sizes());
     const at::Tensor w = writable_output(out);
     if (!w.is_same(self)) w.copy_(self);
-    ran = index.numel() == 0 || scatter_into(name, w, d, index, source, flags);
+    ran = index.numel() == 0 || scatter_into(name, w, d, index, source, flags) ||
+          scatter_in_chunks(name, w, d, index, source, flags) ||
+          scatter_into_long_vector(name, w, index, source, flags);
     if (ran) finish_output(out, w);
     return out;
 }
