@@ -321,6 +321,29 @@ def test_scatters_into_a_vector_larger_than_the_scratchpad(no_fallback, n):
         torch.spyre.synchronize()
 
 
+def test_one_row_writes_into_a_large_kv_cache(no_fallback):
+    """index_copy_ / index_put_ of one position along the sequence dim of a KV cache past
+    1 MiB: the rows copied by DMA (the scatter program read and wrote every head's slab: 82.5
+    us modeled at 4096 positions, and a cache past the scratchpad fell back to the CPU);
+    negative positions of index_put_ wrap, out-of-range ones stop the job."""
+    g = torch.Generator().manual_seed(13)
+    cache = torch.randn(1, 4, 8192, 128, generator=g).half()
+    d = cache.to("spyre")
+    for p in (0, 77, 8191):
+        k = torch.randn(1, 4, 1, 128, generator=g).half()
+        pos = torch.tensor([p])
+        d.index_copy_(2, pos.to("spyre"), k.to("spyre"))
+        cache.index_copy_(2, pos, k)
+    v = torch.randn(1, 4, 2, 128, generator=g).half()
+    two = torch.tensor([-3, 100])
+    d[:, :, two.to("spyre")] = v.to("spyre")
+    cache[:, :, two] = v
+    assert_same(d.cpu(), cache)
+    with pytest.raises(RuntimeError, match="program fault"):
+        d.index_copy_(2, torch.tensor([8192]).to("spyre"), v[:, :, :1].to("spyre"))
+        torch.spyre.synchronize()
+
+
 def test_scatter_of_more_positions_than_one_program(no_fallback):
     """histc / bincount of millions of inputs: their index_add runs in chunks of 2^20 positions
     in order (fp32 sums of repeated targets in order of position, as the CPU's)."""

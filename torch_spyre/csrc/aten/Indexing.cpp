@@ -253,6 +253,39 @@ bool scatter_into_long_vector(const char* name, const at::Tensor& table, const a
     return true;
 }
 
+// A scatter without accumulation of a few positions along d (index spread from 1-D, source
+// of the table's shape with n at d) into a contiguous table whose dims after d are whole-stick
+// rows: each (leading index, position) row copied by DMA (spyre_op_scatter_rows) where the
+// scatter program reads and writes every slab (a decode step's one-row KV-cache write:
+// index_copy_ along the sequence dim). Repeated positions: which row lands is unspecified, as
+// torch says of index_copy_ and index_put_. false: not taken.
+bool scatter_rows_along(const char* name, const at::Tensor& table, int64_t d,
+                        const at::Tensor& index, const at::Tensor& source, uint32_t flags) {
+    const int64_t n = index.numel(), L = table.size(d);
+    if ((flags & SPYRE_INDEX_ACCUMULATE) || n == 0 || n != index.size(d) || n * 4 > L ||
+        !table.is_contiguous() || !is_stick_dense(table) || source.dim() != table.dim())
+        return false;
+    int64_t row = 1;
+    for (int64_t k = 0; k < table.dim(); ++k) {
+        if (source.size(k) != (k == d ? n : table.size(k))) return false;
+        if (k > d) row *= table.size(k);
+    }
+    if ((row * table.element_size()) % 128) return false;
+    const int64_t outer = table.numel() / (L * row);
+    at::Tensor pos = index.reshape({-1}).to(at::kLong);
+    if (flags & SPYRE_INDEX_WRAP_NEGATIVE) pos = at::where(pos < 0, pos + L, pos);
+    // a position outside [0, L) points past the table: the row copy's bounds check stops the job
+    pos = at::where(pos.lt(0).logical_or_(pos.ge(L)), outer * L, pos);
+    const at::Tensor rows = (at::arange(outer, pos.options()).mul_(L).unsqueeze(1) +
+                             pos.unsqueeze(0))
+                                .reshape({-1});
+    const auto src = stick_dense(source.reshape({outer * n, row}), name);
+    if (!src) return false;
+    const spyre_tensor ti = op_tensor(rows), tr = op_tensor(*src),
+                       tt = op_tensor(table.view({outer * L, row}));
+    return op_ran(name, spyre_op_scatter_rows(op_stream(table), &ti, &tr, &tt));
+}
+
 // out = self with out[.., index[n], ..] (+)= source[.., n, ..] along dim (index 1-D, or the
 // shape of source for scatter_add).
 at::Tensor& scatter_out(const char* name, const at::Tensor& self, int64_t d,
@@ -261,7 +294,11 @@ at::Tensor& scatter_out(const char* name, const at::Tensor& self, int64_t d,
     at::native::resize_output(out, self.sizes());
     const at::Tensor w = writable_output(out);
     if (!w.is_same(self)) w.copy_(self);
-    ran = index.numel() == 0 || scatter_into(name, w, d, index, source, flags) ||
+    // row copies cost a few launches of index arithmetic: worth it past ~1 MiB of table (the
+    // scatter program's pass over the slabs), and needed past the scratchpad
+    const bool big = w.numel() * w.element_size() > (int64_t{1} << 20);
+    ran = index.numel() == 0 || (big && scatter_rows_along(name, w, d, index, source, flags)) ||
+          scatter_into(name, w, d, index, source, flags) ||
           scatter_in_chunks(name, w, d, index, source, flags) ||
           scatter_into_long_vector(name, w, index, source, flags);
     if (ran) finish_output(out, w);
