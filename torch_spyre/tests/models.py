@@ -59,7 +59,7 @@ class GraniteDecoderLayer(nn.Module):
         """x [1, L, hidden] at positions pos .. pos+L-1 (pos 0: a prefill, causal).
 
         pos may instead be an int64 tensor [1] on x's device (a one-token decode, L = 1): the
-        token's entry is written where key_pos == pos and the attention runs over the first
+        token's entry is written at pos (index_copy_) and the attention runs over the first
         kv_len cache entries (a bucket, kv_len > pos) with the entries after pos masked out.
         Nothing of the step then depends on the position's value on the host, so one graph
         (Dynamo's and a captured one) serves every position of a bucket."""
@@ -74,10 +74,9 @@ class GraniteDecoderLayer(nn.Module):
             cos, sin = F.embedding(pos, self.cos), F.embedding(pos, self.sin)
             q, k = torch_spyre.rotary(q, cos, sin), torch_spyre.rotary(k, cos, sin)
             entries = self.key_pos[:kv_len]
+            self.k_cache.index_copy_(2, pos, k)
+            self.v_cache.index_copy_(2, pos, v)
             keys, values = self.k_cache[:, :, :kv_len], self.v_cache[:, :, :kv_len]
-            slot = (entries == pos).view(1, 1, -1, 1)
-            keys.copy_(torch.where(slot, k, keys))
-            values.copy_(torch.where(slot, v, values))
             mask = (entries <= pos).view(1, 1, 1, -1)
             a = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
                                                enable_gqa=True if gqa else False)
