@@ -134,3 +134,31 @@ def test_integer_cumsum_of_a_line_longer_than_one_program(no_fallback):
         r = x.to("spyre").cumsum(0)
     assert_same(r.cpu(), x.cumsum(0))
     assert [e.op for e in prof.events].count("cumsum") == 2, prof.events  # blocks, totals
+
+
+def test_float_cumsum_of_a_line_longer_than_one_program(no_fallback):
+    """fp32 lines too long for the library's scan (its double VRED per output is quadratic and
+    refused past a slab): a scan of double-float pairs, each output the exact prefix sum
+    rounded once, equal to torch's double accumulator here (wide magnitudes, cancellation,
+    infinities, NaN, -0.0); 16-bit lines are the exact sum rounded once (the CPU's fp32
+    accumulator drifts from it by one unit at a few positions)."""
+    n = (1 << 18) + 3
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(3, n, generator=g) * torch.pow(10.0, torch.empty(3, n).uniform_(-6, 6,
+                                                                                 generator=g))
+    x[0, 5] = float("inf")
+    x[1, 7] = float("nan")
+    x[2, 0] = -0.0
+    bitwise = dict(rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(x.to("spyre").cumsum(1).cpu(), x.cumsum(1), **bitwise)
+    torch.testing.assert_close(x.t().to("spyre").cumsum(0).cpu(), x.t().cumsum(0), **bitwise)
+    z = torch.zeros(n)
+    z[0] = -0.0
+    got = z.to("spyre").cumsum(0).cpu()
+    assert_same(got, z.cumsum(0))
+    assert not torch.signbit(got).any()  # +0.0 + -0.0 is +0.0, as torch's accumulator
+    h = torch.randn(n, generator=g).bfloat16()
+    got, want = h.to("spyre").cumsum(0).cpu(), h.cumsum(0)
+    exact = h.double().cumsum(0)
+    assert (got.double() - exact).abs().le(exact.abs() * 2.0**-8 + 1e-30).all()
+    assert (got != want).sum().item() < n // 1000

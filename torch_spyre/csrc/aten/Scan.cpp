@@ -2,7 +2,8 @@
 // the output's dtype on the card first (torch promotes integers and bool to int64), then
 // scanned along the dim in one launch. fp32 cumprod multiplies in fp32 (as CUDA does; the CPU
 // multiplies in double: within N fp32 roundings of it, ops.md "Scans"). Integer cumsums of lines
-// too long for one program scan in blocks (long_int_cumsum). Dtypes the library has no scan for
+// too long for one program scan in blocks (long_int_cumsum), float ones as a scan of
+// double-float pairs (long_float_cumsum). Dtypes the library has no scan for
 // and other slabs too large for a core's scratchpad run on the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
@@ -41,6 +42,38 @@ bool long_int_cumsum(const char* name, const at::Tensor& x, const at::Tensor& ou
     return true;
 }
 
+// A float cumsum along lines too long for the library's program (it reproduces torch's double
+// accumulator with one double VRED per output: quadratic, and refused past a scratchpad's
+// slab): a Hillis-Steele scan of double-float pairs (hi + lo, about 48 bits: two-sum on the
+// card's fp32 adds, which round exactly), so each output is the exact prefix sum rounded once
+// to fp32 and then to the type. torch's sequential double sum differs from the exact one by at
+// most n 2^-53 of the partial sums, so the two agree except where the exact sum lies that
+// close to a rounding boundary (there by one unit in the last place). Infinities and NaN
+// propagate as the CPU's do. x dense [R, n]; out [R, n]; false: not taken.
+bool long_float_cumsum(const at::Tensor& x, const at::Tensor& out) {
+    const int64_t n = x.size(1);
+    if (n < 2) return false;
+    at::Tensor hi = x.to(at::kFloat).add(0.0);  // +0.0 + -0.0 is +0.0, as torch's accumulator
+    at::Tensor lo = at::zeros_like(hi);
+    for (int64_t s = 1; s < n; s *= 2) {
+        const at::Tensor a = hi.narrow(1, s, n - s), b = hi.narrow(1, 0, n - s);
+        const at::Tensor sum = a + b, bv = sum - a;
+        const at::Tensor err =
+            (a - (sum - bv)).add_(b - bv).add_(lo.narrow(1, s, n - s)).add_(lo.narrow(1, 0, n - s));
+        const at::Tensor finite = at::isfinite(sum);
+        const at::Tensor h = at::where(finite, sum + err, sum);
+        const at::Tensor l = at::where(finite, err - (h - sum), at::zeros_like(err));
+        at::Tensor nh = at::empty_like(hi), nl = at::empty_like(lo);
+        nh.narrow(1, 0, s).copy_(hi.narrow(1, 0, s));
+        nl.narrow(1, 0, s).copy_(lo.narrow(1, 0, s));
+        nh.narrow(1, s, n - s).copy_(h);
+        nl.narrow(1, s, n - s).copy_(l);
+        hi = std::move(nh), lo = std::move(nl);
+    }
+    out.copy_(hi);
+    return true;
+}
+
 // out = the scan of self along dim; false: not taken (the caller falls back).
 bool scan_into(const char* name, spyre_scan_op op, const at::Tensor& self, int64_t dim,
                at::Tensor& out) {
@@ -61,11 +94,12 @@ bool scan_into(const char* name, spyre_scan_op op, const at::Tensor& self, int64
     const at::Tensor xs = xd->dim() ? *xd : xd->view({1}), ws = w.dim() ? w : w.view({1});
     const spyre_tensor tx = op_tensor(xs), tw = op_tensor(ws);
     if (!op_ran(name, spyre_op_scan(op_stream(w), op, &tx, static_cast<int32_t>(d), &tw))) {
-        if (op != SPYRE_SCAN_SUM || is_float(t) || !xs.dim()) return false;
+        if (op != SPYRE_SCAN_SUM || !xs.dim()) return false;
         const at::Tensor lines = xs.movedim(d, -1).contiguous();
         const at::Tensor result = at::empty(lines.sizes(), lines.options());
-        if (!long_int_cumsum(name, lines.reshape({-1, lines.size(-1)}),
-                             result.view({-1, lines.size(-1)})))
+        const at::Tensor rows = lines.reshape({-1, lines.size(-1)}),
+                         into = result.view({-1, lines.size(-1)});
+        if (!(is_float(t) ? long_float_cumsum(rows, into) : long_int_cumsum(name, rows, into)))
             return false;
         out.copy_(result.movedim(-1, d));
         return true;
