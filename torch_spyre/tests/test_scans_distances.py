@@ -47,6 +47,23 @@ def test_cummax_cummin_exact(strict, dtype, op):
     same(io, op(x, 1).indices)
 
 
+@pytest.mark.parametrize("op", [torch.cummax, torch.cummin])
+def test_cummax_cummin_in_blocks(strict, op):
+    # past 2^21 elements the scan runs in blocks along dim, each combined with the running pair
+    # of the blocks before it (a 16.8M-element cummax ran out of the simulator's memory): ties
+    # and a NaN on both sides of a block boundary
+    n = 700_000  # 3 x n: two blocks of 699,050 positions along dim 1
+    g = torch.Generator().manual_seed(3)
+    x = torch.randint(-50, 50, (3, n), generator=g).float()
+    x[0, 10] = x[0, 699_051] = 1000.0 * (1 if op is torch.cummax else -1)  # a tie across
+    x[1, 699_049] = NAN
+    x[2, 699_060] = NAN
+    v, i = op(x.to("spyre"), 1)
+    cv, ci = op(x, 1)
+    same(v, cv)
+    same(i, ci)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_median_nanmedian_whole_tensor(strict, dtype):
     g = torch.Generator().manual_seed(2)

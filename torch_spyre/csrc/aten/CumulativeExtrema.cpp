@@ -24,22 +24,16 @@ at::Tensor right_wins(const at::Tensor& left, const at::Tensor& right, bool is_m
                           at::logical_and(at::logical_not(at::isnan(left)), beats));
 }
 
-bool scan_on_card(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim,
-                  bool is_max) {
-    const at::ScalarType t = self.scalar_type();
-    if (!self.is_privateuseone() || !values.is_privateuseone() || !indices.is_privateuseone() ||
-        !(is_float(t) || t == at::kInt || t == at::kLong) || values.scalar_type() != t ||
-        indices.scalar_type() != at::kLong || self.dim() == 0 || self.numel() == 0)
-        return false;
-    c10::DeviceGuard guard(self.device());
-    dim = c10::maybe_wrap_dim(dim, self.dim());
-    const int64_t n = self.size(dim);
-    std::vector<int64_t> index_shape(self.dim(), 1);
+// The scan of x along dim as (values, indices), indices counted from `first`.
+std::pair<at::Tensor, at::Tensor> scan_pairs(const at::Tensor& x, int64_t dim, bool is_max,
+                                             int64_t first) {
+    const int64_t n = x.size(dim);
+    std::vector<int64_t> index_shape(x.dim(), 1);
     index_shape[dim] = n;
-    at::Tensor v = self.contiguous();
-    at::Tensor i = at::arange(n, self.options().dtype(at::kLong))
+    at::Tensor v = x.contiguous();
+    at::Tensor i = at::arange(first, first + n, x.options().dtype(at::kLong))
                        .reshape(index_shape)
-                       .expand(self.sizes())
+                       .expand(x.sizes())
                        .contiguous();
     for (int64_t k = 1; k < n; k *= 2) {
         const at::Tensor lv = v.narrow(dim, 0, n - k), rv = v.narrow(dim, k, n - k);
@@ -49,10 +43,40 @@ bool scan_on_card(const at::Tensor& self, at::Tensor& values, at::Tensor& indice
                      at::where(take, i.narrow(dim, k, n - k), i.narrow(dim, 0, n - k))},
                     dim);
     }
+    return {v, i};
+}
+
+bool scan_on_card(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim,
+                  bool is_max) {
+    const at::ScalarType t = self.scalar_type();
+    if (!self.is_privateuseone() || !values.is_privateuseone() || !indices.is_privateuseone() ||
+        !(is_float(t) || t == at::kInt || t == at::kLong) || values.scalar_type() != t ||
+        indices.scalar_type() != at::kLong || self.dim() == 0 || self.numel() == 0)
+        return false;
+    c10::DeviceGuard guard(self.device());
+    dim = c10::maybe_wrap_dim(dim, self.dim());
     at::native::resize_output(values, self.sizes());
     at::native::resize_output(indices, self.sizes());
-    values.copy_(v);
-    indices.copy_(i);
+    // The scan's temporaries are several times the tensor (a 16.8M-element cummax needed more
+    // than the simulator's 1 GiB): blocks of about 2^21 elements along dim, one after another,
+    // each combined with the running pair of the blocks before it (the same associative rule).
+    constexpr int64_t kBlockElements = int64_t{1} << 21;
+    const int64_t n = self.size(dim), per = self.numel() / n;
+    const int64_t block = std::max<int64_t>(1, kBlockElements / per);
+    at::Tensor carry_v, carry_i;
+    for (int64_t b0 = 0; b0 < n; b0 += block) {
+        const int64_t len = std::min(block, n - b0);
+        auto [v, i] = scan_pairs(self.narrow(dim, b0, len), dim, is_max, b0);
+        if (b0 > 0) {
+            const at::Tensor take = right_wins(carry_v, v, is_max);
+            v = at::where(take, v, carry_v);
+            i = at::where(take, i, carry_i);
+        }
+        values.narrow(dim, b0, len).copy_(v);
+        indices.narrow(dim, b0, len).copy_(i);
+        carry_v = v.narrow(dim, len - 1, 1);
+        carry_i = i.narrow(dim, len - 1, 1);
+    }
     return true;
 }
 
