@@ -49,28 +49,45 @@ bool long_int_cumsum(const char* name, const at::Tensor& x, const at::Tensor& ou
 // to fp32 and then to the type. torch's sequential double sum differs from the exact one by at
 // most n 2^-53 of the partial sums, so the two agree except where the exact sum lies that
 // close to a rounding boundary (there by one unit in the last place). Infinities and NaN
-// propagate as the CPU's do. x dense [R, n]; out [R, n]; false: not taken.
+// propagate as the CPU's do. In blocks of about 2^21 elements along the line, each block's
+// pairs added to the running pair of the blocks before it (the same pair addition).
+// x dense [R, n]; out [R, n]; false: not taken.
+// (ah + al) + (bh + bl) as a double-float pair: two-sum of the high parts, the low parts added
+// to its error, renormalized; a sum that is not finite stays as fp32 made it (lo 0).
+std::pair<at::Tensor, at::Tensor> add_pairs(const at::Tensor& ah, const at::Tensor& al,
+                                            const at::Tensor& bh, const at::Tensor& bl) {
+    const at::Tensor sum = ah + bh, bv = sum - ah;
+    const at::Tensor err = (ah - (sum - bv)).add_(bh - bv).add_(al).add_(bl);
+    const at::Tensor finite = at::isfinite(sum);
+    const at::Tensor h = at::where(finite, sum + err, sum);
+    return {h, at::where(finite, err - (h - sum), at::zeros_like(err))};
+}
+
 bool long_float_cumsum(const at::Tensor& x, const at::Tensor& out) {
-    const int64_t n = x.size(1);
+    constexpr int64_t kBlockElements = int64_t{1} << 21;  // bounds the temporaries
+    const int64_t R = x.size(0), n = x.size(1);
     if (n < 2) return false;
-    at::Tensor hi = x.to(at::kFloat).add(0.0);  // +0.0 + -0.0 is +0.0, as torch's accumulator
-    at::Tensor lo = at::zeros_like(hi);
-    for (int64_t s = 1; s < n; s *= 2) {
-        const at::Tensor a = hi.narrow(1, s, n - s), b = hi.narrow(1, 0, n - s);
-        const at::Tensor sum = a + b, bv = sum - a;
-        const at::Tensor err =
-            (a - (sum - bv)).add_(b - bv).add_(lo.narrow(1, s, n - s)).add_(lo.narrow(1, 0, n - s));
-        const at::Tensor finite = at::isfinite(sum);
-        const at::Tensor h = at::where(finite, sum + err, sum);
-        const at::Tensor l = at::where(finite, err - (h - sum), at::zeros_like(err));
-        at::Tensor nh = at::empty_like(hi), nl = at::empty_like(lo);
-        nh.narrow(1, 0, s).copy_(hi.narrow(1, 0, s));
-        nl.narrow(1, 0, s).copy_(lo.narrow(1, 0, s));
-        nh.narrow(1, s, n - s).copy_(h);
-        nl.narrow(1, s, n - s).copy_(l);
-        hi = std::move(nh), lo = std::move(nl);
+    const int64_t block = std::max<int64_t>(2, kBlockElements / std::max<int64_t>(R, 1));
+    at::Tensor carry_hi, carry_lo;
+    for (int64_t b0 = 0; b0 < n; b0 += block) {
+        const int64_t m = std::min(block, n - b0);
+        // +0.0 + -0.0 is +0.0, as torch's accumulator starts
+        at::Tensor hi = x.narrow(1, b0, m).to(at::kFloat).add(0.0);
+        at::Tensor lo = at::zeros_like(hi);
+        for (int64_t s = 1; s < m; s *= 2) {
+            auto [h, l] = add_pairs(hi.narrow(1, s, m - s), lo.narrow(1, s, m - s),
+                                    hi.narrow(1, 0, m - s), lo.narrow(1, 0, m - s));
+            at::Tensor nh = at::empty_like(hi), nl = at::empty_like(lo);
+            nh.narrow(1, 0, s).copy_(hi.narrow(1, 0, s));
+            nl.narrow(1, 0, s).copy_(lo.narrow(1, 0, s));
+            nh.narrow(1, s, m - s).copy_(h);
+            nl.narrow(1, s, m - s).copy_(l);
+            hi = std::move(nh), lo = std::move(nl);
+        }
+        if (b0 > 0) std::tie(hi, lo) = add_pairs(hi, lo, carry_hi, carry_lo);
+        out.narrow(1, b0, m).copy_(hi);
+        carry_hi = hi.narrow(1, m - 1, 1).clone(), carry_lo = lo.narrow(1, m - 1, 1).clone();
     }
-    out.copy_(hi);
     return true;
 }
 
