@@ -345,8 +345,27 @@ def test_randint_range_uniformity_and_seeds(strict, dtype):
     y = torch.empty(5, 9, device=DEV, dtype=dtype).t()  # a strided output
     y.random_(3)
     assert y.cpu().min() >= 0 and y.cpu().max() < 3
-    big = torch.randint(0, 2**24, (N,), device=DEV).cpu()  # the widest range on the card
+    big = torch.randint(0, 2**24, (N,), device=DEV).cpu()  # the widest one-draw range
     assert big.min() >= 0 and big.max() < 2**24 and abs(big.double().mean() / 2**23 - 1) < 0.01
+
+
+@pytest.mark.parametrize("low,high", [(0, 2**24 + 1), (-(2**31), 2**31), (5, 2**48 + 5)])
+def test_randint_of_ranges_past_2_to_24(strict, low, high):
+    """Ranges past 2^24 (up to 2^48) take two 24-bit draws and an exact 48-bit multiply-shift:
+    every value in [low, high), the 16 top buckets and the low bits as likely as each other."""
+    torch.spyre.manual_seed(32)
+    x = torch.randint(low, high, (N,), device=DEV).cpu() - low
+    span = high - low
+    assert int(x.min()) >= 0 and int(x.max()) < span
+    for bucket in (x * 16 // span, x % 16):  # the high and the low end of the value
+        counts = torch.bincount(bucket, minlength=16).double()
+        chi2 = ((counts - N / 16) ** 2 / (N / 16)).sum().item()
+        assert chi2 < 15 + 5 * math.sqrt(30), (low, high, chi2)
+    g = torch.Generator(DEV)
+    g.manual_seed(7)
+    a = torch.randint(low, high, (500,), device=DEV, generator=g).cpu()
+    g.manual_seed(7)
+    assert torch.equal(a, torch.randint(low, high, (500,), device=DEV, generator=g).cpu())
 
 
 def test_randperm(fallback_reset):

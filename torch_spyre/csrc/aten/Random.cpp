@@ -149,23 +149,36 @@ std::optional<at::Tensor> random_bits24(const char* aten_op, at::IntArrayRef sha
 }
 
 constexpr int64_t kMaxRandomRange = int64_t{1} << 24;
+constexpr int64_t kMaxWideRandomRange = int64_t{1} << 48;
 
 // random_(from, to): from + floor(k * range / 2^24) for 24 random bits k (multiply-shift in int64
 // on the card, exact), so each value of [from, to) has probability 1/range to within
-// range / 2^24 (the CPU's `random() % range` is biased likewise). Ranges above 2^24 and types
-// the card does not hold run on the CPU fallback.
+// range / 2^24 (the CPU's `random() % range` is biased likewise). Ranges above 2^24 (up to
+// 2^48) take 48 random bits k = hi 2^24 + lo and floor(k * range / 2^48) from the four 24 x 24
+// bit partial products (each below 2^48: exact in int64). Wider ranges and types the card does
+// not hold run on the CPU fallback.
 bool random_range(const char* aten_op, at::Tensor& self, int64_t from, int64_t range,
                   const Gen& gen) {
     const at::ScalarType t = self.scalar_type();
-    if (!self.is_privateuseone() || range <= 0 || range > kMaxRandomRange ||
+    if (!self.is_privateuseone() || range <= 0 || range > kMaxWideRandomRange ||
         !(is_float(t) || t == at::kLong || t == at::kInt || t == at::kChar || t == at::kByte))
         return false;
     if (self.numel() == 0) return true;
     c10::DeviceGuard guard(self.device());
     const auto k = random_bits24(aten_op, self.sizes(), self.options(), gen);
     if (!k) return false;
-    const at::Tensor v = k->mul_(range).bitwise_right_shift_(24).add_(from);
-    self.copy_(v);
+    if (range <= kMaxRandomRange) {
+        self.copy_(k->mul_(range).bitwise_right_shift_(24).add_(from));
+        return true;
+    }
+    const auto lo = random_bits24(aten_op, self.sizes(), self.options(), gen);
+    if (!lo) return false;
+    const at::Tensor& hi = *k;
+    const int64_t rh = range >> 24, rl = range & (kMaxRandomRange - 1);
+    // floor((hi 2^24 + lo)(rh 2^24 + rl) / 2^48) = hi rh + floor((hi rl + lo rh +
+    // floor(lo rl / 2^24)) / 2^24): the dropped fractions never carry into a whole unit
+    const at::Tensor mid = (*lo * rl).bitwise_right_shift_(24).add_(hi * rl).add_(*lo * rh);
+    self.copy_(mid.bitwise_right_shift_(24).add_(hi * rh).add_(from));
     return true;
 }
 
