@@ -156,14 +156,15 @@ def tensor_parallel(model, group=None, vocab_parallel=False):
     """Shards a TinyGranite or Granite in place over the ranks of group (world size dividing
     its heads and KV heads): q/k/v and gate/up column-parallel, o and down row-parallel (one
     all_reduce each), each rank keeping heads/size query heads and the kv_heads/size KV heads
-    they read (contiguous blocks keep the grouped-query pairing) with their KV caches; embedding
-    and norms replicated, the LM head replicated or, with vocab_parallel, column-parallel with
-    its logits all-gathered. Build the model on the CPU (the same seed on every rank), shard,
+    they read (contiguous blocks keep the grouped-query pairing) with their KV caches; norms
+    replicated; the embedding and the LM head replicated or, with vocab_parallel, split over the
+    vocabulary (the embedding's rows summed by an all_reduce, the LM head column-parallel with
+    its logits all-gathered). Build the model on the CPU (the same seed on every rank), shard,
     then move it to the card. Returns model."""
     size = torch.distributed.get_world_size(group)
     layers = {"layer": model.layer} if hasattr(model, "layer") else {
         f"layers.{i}": layer for i, layer in enumerate(model.layers)}
-    plan = {"lm_head": "colwise_gather"} if vocab_parallel else {}
+    plan = {"embed": "vocab", "lm_head": "colwise_gather"} if vocab_parallel else {}
     for prefix, layer in layers.items():
         if layer.heads % size or layer.kv_heads % size:
             raise ValueError(f"{layer.heads} heads and {layer.kv_heads} KV heads do not split "

@@ -6,7 +6,8 @@ be the reference's, the logits close (and the tokens of generate_static, whose d
 the position as a device tensor over a bucket of the cache). A two-layer Granite's prefill
 logits likewise, and a KV head count the ranks do not divide is refused. The decode step under
 torch.compile: the same tokens, no graph break at the collectives. And one training step
-of a column- then row-parallel MLP: its gradients are the blocks of the one-card gradients.
+of a column- then row-parallel MLP: its gradients are the blocks of the one-card gradients;
+a vocab-parallel embedding's rows and gradients likewise.
 Prints "CASE ok SECONDS" per case and the CPU fallbacks seen; exits non-zero on a mismatch."""
 
 import copy
@@ -21,7 +22,7 @@ from torch import nn
 
 import torch_spyre
 from models import DecodeStep, Granite, TinyGranite, generate_static, tensor_parallel
-from torch_spyre.tensor_parallel import parallelize, shard
+from torch_spyre.tensor_parallel import VocabParallelEmbedding, parallelize, shard
 
 init_file = sys.argv[1]
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -53,6 +54,8 @@ for vocab_parallel in (False, True):
     layer = model.layer
     assert layer.k_cache.shape[1] == CONFIG["kv_heads"] // world, layer.k_cache.shape
     assert layer.q_proj.weight.shape[0] == CONFIG["hidden"] // world, layer.q_proj.weight.shape
+    assert model.embed.weight.shape[0] == (CONFIG["vocab"] // world if vocab_parallel
+                                           else CONFIG["vocab"]), model.embed.weight.shape
     tokens, logits = model.generate(PROMPT.to(dev), STEPS)
     name = "vocab_parallel" if vocab_parallel else "replicated_head"
     assert torch.equal(tokens.cpu(), ref_tokens), f"{name}: {tokens.cpu()} != {ref_tokens}"
@@ -112,6 +115,21 @@ for got, want, what in ((tp[0].weight.grad, shard(whole[0].weight.grad, 0), "up 
                         (xt.grad, xw.grad, "input")):
     torch.testing.assert_close(got.cpu(), want.cpu(), rtol=1e-4, atol=1e-5,
                                msg=lambda m: f"training: {what} gradient: {m}")
+# a vocab-parallel embedding (its padding row on one rank): the rows are one card's bit for
+# bit, and each rank's weight gradient is its block of one card's
+torch.manual_seed(3)
+emb = nn.Embedding(8 * world, 16, padding_idx=3)
+ids = torch.tensor([[0, 3, 8 * world - 1, 5], [3, 3, 1, 8 * world - 2]])
+whole = copy.deepcopy(emb).to(dev)
+whole(ids.to(dev)).square().sum().backward()
+tp = VocabParallelEmbedding(copy.deepcopy(emb)).to(dev)
+rows = tp(ids.to(dev))
+assert torch.equal(rows.detach().cpu(), emb(ids).detach()), "vocab-parallel embedding rows"
+rows.square().sum().backward()
+torch.testing.assert_close(tp.weight.grad.cpu(), shard(whole.weight.grad, 0).cpu(), rtol=1e-6,
+                           atol=0, msg=lambda m: f"vocab-parallel embedding gradient: {m}")
+with torch.no_grad():
+    assert torch.equal(tp(ids.to(dev)).cpu(), emb(ids)), "vocab-parallel embedding, no grad"
 print(f"training ok {time.monotonic() - t0:.1f}", flush=True)
 # the communicator's transport: p2p between spyre.ko's cards (the guest rows ask for it)
 transport = dist.distributed_c10d._get_default_group()._get_backend(dev).transport()

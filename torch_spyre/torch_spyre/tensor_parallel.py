@@ -6,8 +6,10 @@ replicated, its output sharded); a row-parallel linear keeps the matching block 
 features and all-reduces its partial products, so a column-parallel linear followed by a
 row-parallel one (attention q/k/v then o, MLP gate/up then down) needs one all_reduce and
 everything between them runs on the local shard. ``parallelize(module, plan)`` swaps
-``nn.Linear`` submodules for their sharded forms by name; the model itself must then use its
-local sizes (heads per rank, for example). Both linears are differentiable: the all_reduce of
+``nn.Linear`` submodules for their sharded forms by name (and an ``nn.Embedding`` for its
+vocab-parallel form: each rank holds a block of the rows, looks up the ids in its block, and one
+all_reduce sums the ranks' rows); the model itself must then use its local sizes (heads per
+rank, for example). Both linears are differentiable: the all_reduce of
 the row-parallel forward is the identity backward, and the column-parallel input's gradient is
 all-reduced backward (conjugate pairs), so the same modules train.
 Documentation/torch_spyre.md "Tensor parallel".
@@ -17,7 +19,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-__all__ = ["ColumnParallelLinear", "RowParallelLinear", "parallelize", "shard"]
+__all__ = ["ColumnParallelLinear", "RowParallelLinear", "VocabParallelEmbedding", "parallelize",
+           "shard"]
 
 
 def _group_rank_size(group):
@@ -135,26 +138,73 @@ class RowParallelLinear(nn.Module):
                 f"bias={self.bias is not None}")
 
 
+class VocabParallelEmbedding(nn.Module):
+    """This rank's block of an embedding's rows (the vocabulary split over the ranks): ids in the
+    block are looked up, the others give rows of -0.0, and an all_reduce sums the ranks' rows,
+    so every rank gets the full embedding bit for bit (x + -0.0 is x, signed zeros included).
+    Backward, each rank's weight gradient covers its own rows (the masked rows pass none)."""
+
+    def __init__(self, embedding, group=None):
+        super().__init__()
+        if (embedding.max_norm is not None or embedding.scale_grad_by_freq
+                or embedding.sparse):
+            raise ValueError("tensor_parallel: a vocab-parallel embedding takes no max_norm, "
+                             "scale_grad_by_freq or sparse gradients")
+        rank, size = _group_rank_size(group)
+        self.group = group
+        self.num_embeddings = embedding.num_embeddings // size
+        self.embedding_dim = embedding.embedding_dim
+        self.start = rank * self.num_embeddings
+        self.weight = nn.Parameter(shard(embedding.weight.detach(), 0, group),
+                                   requires_grad=embedding.weight.requires_grad)
+        pad = embedding.padding_idx
+        self.padding_idx = (pad - self.start
+                            if pad is not None and 0 <= pad - self.start < self.num_embeddings
+                            else None)
+
+    def forward(self, ids):
+        local = ids - self.start
+        outside = (local < 0) | (local >= self.num_embeddings)
+        rows = nn.functional.embedding(local.masked_fill(outside, 0), self.weight,
+                                       self.padding_idx)
+        rows = rows.masked_fill(outside.unsqueeze(-1), -0.0)
+        if torch.is_grad_enabled() and rows.requires_grad:
+            return _AllReduceForward.apply(rows, self.group)
+        rows = rows.contiguous()
+        dist.all_reduce(rows, group=self.group)
+        return rows
+
+    def extra_repr(self):
+        return (f"{self.num_embeddings} (per rank, from {self.start}), {self.embedding_dim}"
+                f"{'' if self.padding_idx is None else f', padding_idx={self.padding_idx}'}")
+
+
 _STYLES = {
     "colwise": ColumnParallelLinear,
     "colwise_gather": lambda linear, group: ColumnParallelLinear(linear, group, True),
     "rowwise": RowParallelLinear,
+    "vocab": VocabParallelEmbedding,
 }
+_STYLE_TYPES = {"colwise": nn.Linear, "colwise_gather": nn.Linear, "rowwise": nn.Linear,
+                "vocab": nn.Embedding}
 
 
 def parallelize(module, plan, group=None):
-    """Replaces the nn.Linear submodules named in plan ({"layer.q_proj": "colwise", ...}; styles
-    "colwise", "colwise_gather", "rowwise") by their sharded forms, in place; returns module.
-    Everything not named stays replicated. Shard before moving to the card to copy only the
-    blocks."""
+    """Replaces the submodules named in plan ({"layer.q_proj": "colwise", "embed": "vocab",
+    ...}; styles "colwise", "colwise_gather", "rowwise" of an nn.Linear, "vocab" of an
+    nn.Embedding) by their sharded forms, in place; returns module. Everything not named stays
+    replicated. Shard before moving to the card to copy only the blocks."""
     for name, style in plan.items():
         parent_name, _, child = name.rpartition(".")
         parent = module.get_submodule(parent_name) if parent_name else module
-        linear = getattr(parent, child)
-        if not isinstance(linear, nn.Linear):
-            raise TypeError(f"tensor_parallel: {name} is a {type(linear).__name__}, not a Linear")
+        sub = getattr(parent, child)
         if style not in _STYLES:
             raise ValueError(f"tensor_parallel: style {style!r} of {name} is not one of "
                              f"{sorted(_STYLES)}")
-        setattr(parent, child, _STYLES[style](linear, group))
+        kind = _STYLE_TYPES[style]
+        if not isinstance(sub, kind):
+            raise TypeError(f"tensor_parallel: {name} is a {type(sub).__name__}, not "
+                            f"{'a Linear' if kind is nn.Linear else 'an Embedding'} "
+                            f"(style {style!r})")
+        setattr(parent, child, _STYLES[style](sub, group))
     return module
