@@ -133,6 +133,41 @@ if mode == "collectives":
         raise SystemExit("recv from any source was not refused")
     except RuntimeError as e:
         assert "any source" in str(e), str(e)
+    # all_to_all_single (equal blocks, and split sizes: rank r sends r + k + 1 rows to rank k)
+    # and all_to_all (rank r sends r + k + 2 elements to rank k): every block bit for bit the
+    # sender's; the sender's data is rank_data(sender, ...), so the expected blocks are local
+    for dtype in (torch.float32, torch.bfloat16, torch.int64, torch.bool):
+        def rows_of(r, n):
+            return rank_data(r, n * 3, dtype, 40).view(n, 3)
+        got = torch.empty(world * 2, 3, dtype=dtype, device=dev)
+        dist.all_to_all_single(got, rows_of(rank, world * 2).to(dev))
+        want = torch.cat([rows_of(r, world * 2)[2 * rank:2 * rank + 2] for r in range(world)])
+        assert torch.equal(got.cpu(), want), f"all_to_all_single {dtype}"
+        ins = [rank + k + 1 for k in range(world)]
+        outs = [k + rank + 1 for k in range(world)]
+        got = torch.empty(sum(outs), 3, dtype=dtype, device=dev)
+        dist.all_to_all_single(got, rows_of(rank, sum(ins)).to(dev), outs, ins)
+        want = torch.cat([rows_of(r, sum(r + k + 1 for k in range(world)))[
+            sum(r + k + 1 for k in range(rank)):][:r + rank + 1] for r in range(world)])
+        assert torch.equal(got.cpu(), want), f"all_to_all_single with splits {dtype}"
+        outs = [torch.empty(r + rank + 2, dtype=dtype, device=dev) for r in range(world)]
+        dist.all_to_all(outs, [rank_data(rank, rank + k + 2, dtype, 50 + k).to(dev)
+                               for k in range(world)])
+        for r in range(world):
+            assert torch.equal(outs[r].cpu(), rank_data(r, r + rank + 2, dtype, 50 + rank)), (
+                f"all_to_all {dtype} from rank {r}")
+    # blocks of several transfer chunks (3 x 4 MiB each way), a send and a receive alternating
+    big = [torch.full((3 << 20,), float(100 * rank + k), device=dev) for k in range(world)]
+    outs = [torch.empty(3 << 20, device=dev) for _ in range(world)]
+    dist.all_to_all(outs, big)
+    for r in range(world):
+        assert torch.equal(outs[r].cpu(), torch.full((3 << 20,), float(100 * r + rank))), r
+    try:
+        dist.all_to_all_single(torch.empty(world + 1, device=dev),
+                               torch.empty(world + 1, device=dev))
+        raise SystemExit("an all_to_all_single of unequal blocks was not refused")
+    except (RuntimeError, ValueError) as e:
+        assert "split" in str(e), str(e)
     # other dtypes: broadcast and all_gather move their bytes (odd byte counts too), all_reduce
     # reduces integers exactly through float32 and refuses values past 2^24
     for dtype in (torch.int64, torch.int32, torch.uint8, torch.bool):

@@ -375,6 +375,106 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::recvAnysource(std::vector<at::
                 "send and recv per rank pair): pass src");
 }
 
+void ProcessGroupSpyre::exchange(const std::vector<at::Tensor>& sends,
+                                 const std::vector<at::Tensor>& recvs) {
+    const at::Tensor& any = sends[rank_];
+    spyre_comm_t comm = comm_for(any.device().index());
+    spyre_comm_info info{};
+    check(spyre_comm_get_info(comm, &info), "all_to_all");
+    const int64_t piece = static_cast<int64_t>(std::max<uint64_t>(info.chunk_bytes, 1));
+    if (recvs[rank_].numel()) recvs[rank_].copy_(sends[rank_]);
+    for (int k = 1; k < size_; ++k) {
+        const int to = (rank_ + k) % size_, from = (rank_ - k + size_) % size_;
+        const at::Tensor &out = sends[to], &in = recvs[from];
+        for (int64_t sent = 0, got = 0; sent < out.numel() || got < in.numel();) {
+            if (sent < out.numel()) {
+                const int64_t n = std::min(piece, out.numel() - sent);
+                send_bytes(out.narrow(0, sent, n), to);
+                sent += n;
+            }
+            if (got < in.numel()) {
+                const int64_t n = std::min(piece, in.numel() - got);
+                at::Tensor part = in.narrow(0, got, n);
+                recv_bytes(part, from);
+                got += n;
+            }
+        }
+    }
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
+    std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions&) {
+    TORCH_CHECK(output.device() == input.device() && output.scalar_type() == input.scalar_type(),
+                "spyre backend: all_to_all_single: input and output must be on one card and of "
+                "one dtype");
+    TORCH_CHECK(input.dim() >= 1 && output.dim() >= 1,
+                "spyre backend: all_to_all_single splits dim 0; got a 0-dim tensor");
+    const auto splits = [&](const at::Tensor& t, std::vector<int64_t>& sizes, const char* what) {
+        if (sizes.empty()) {
+            TORCH_CHECK(t.size(0) % size_ == 0, "spyre backend: all_to_all_single: the ", what,
+                        "'s dim 0 (", t.size(0), ") does not split into ", size_,
+                        " equal blocks; pass split sizes");
+            return std::vector<int64_t>(size_, t.size(0) / size_);
+        }
+        TORCH_CHECK(static_cast<int64_t>(sizes.size()) == size_, "spyre backend: ", what,
+                    " split sizes: ", sizes.size(), " for ", size_, " ranks");
+        int64_t total = 0;
+        for (int64_t n : sizes) {
+            TORCH_CHECK(n >= 0, "spyre backend: negative ", what, " split size ", n);
+            total += n;
+        }
+        TORCH_CHECK(total == t.size(0), "spyre backend: the ", what, " split sizes add up to ",
+                    total, ", its dim 0 is ", t.size(0));
+        return sizes;
+    };
+    const std::vector<int64_t> outs = splits(output, output_split_sizes, "output"),
+                               ins = splits(input, input_split_sizes, "input");
+    const at::Tensor in = input.contiguous();
+    at::Tensor out =
+        output.is_contiguous() ? output : at::empty_like(output, at::MemoryFormat::Contiguous);
+    const int64_t in_row = input.dim() ? in.numel() / std::max<int64_t>(in.size(0), 1) : 1;
+    const int64_t out_row = output.dim() ? out.numel() / std::max<int64_t>(out.size(0), 1) : 1;
+    TORCH_CHECK(in_row == out_row, "spyre backend: all_to_all_single: rows of ", in_row, " and ",
+                out_row, " elements");
+    const at::Tensor in_bytes = bytes_of(in), out_bytes = bytes_of(out);
+    const int64_t row_bytes = in_row * in.element_size();
+    std::vector<at::Tensor> sends, recvs;
+    for (int r = 0, a = 0, b = 0; r < size_; a += ins[r], b += outs[r], ++r) {
+        sends.push_back(in_bytes.narrow(0, a * row_bytes, ins[r] * row_bytes));
+        recvs.push_back(out_bytes.narrow(0, b * row_bytes, outs[r] * row_bytes));
+    }
+    exchange(sends, recvs);
+    if (!out.is_same(output)) output.copy_(out);
+    return done(c10d::OpType::ALLTOALL_BASE, {output});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::alltoall(std::vector<at::Tensor>& outputs,
+                                                           std::vector<at::Tensor>& inputs,
+                                                           const c10d::AllToAllOptions&) {
+    TORCH_CHECK(static_cast<int64_t>(outputs.size()) == size_ &&
+                    static_cast<int64_t>(inputs.size()) == size_,
+                "spyre backend: all_to_all takes one input and one output tensor per rank");
+    std::vector<at::Tensor> ins, outs, sends, recvs;
+    for (int r = 0; r < size_; ++r) {
+        TORCH_CHECK(
+            inputs[r].device() == inputs[0].device() && outputs[r].device() == inputs[0].device(),
+            "spyre backend: all_to_all's tensors must be on one card");
+        ins.push_back(inputs[r].contiguous());
+        outs.push_back(outputs[r].is_contiguous()
+                           ? outputs[r]
+                           : at::empty_like(outputs[r], at::MemoryFormat::Contiguous));
+        TORCH_CHECK(r != rank_ || ins[r].nbytes() == outs[r].nbytes(),
+                    "spyre backend: all_to_all: this rank's own input and output differ in size");
+        sends.push_back(bytes_of(ins[r]));
+        recvs.push_back(bytes_of(outs[r]));
+    }
+    exchange(sends, recvs);
+    for (int r = 0; r < size_; ++r)
+        if (!outs[r].is_same(outputs[r])) outputs[r].copy_(outs[r]);
+    return done(c10d::OpType::ALLTOALL, outputs);
+}
+
 // gather and scatter: root receives / sends each rank's tensor in rank order (send/recv).
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
@@ -449,7 +549,7 @@ TORCH_LIBRARY_IMPL(c10d, AutogradPrivateUse1, m) {
          {"allreduce_", "allreduce_coalesced_", "broadcast_", "allgather_", "_allgather_base_",
           "reduce_scatter_", "_reduce_scatter_base_", "reduce_", "gather_", "scatter_", "send",
           "recv_", "recv_any_source_", "barrier", "allgather_into_tensor_coalesced_",
-          "reduce_scatter_tensor_coalesced_"})
+          "reduce_scatter_tensor_coalesced_", "alltoall_base_", "alltoall_"})
         m.impl(op, torch::CppFunction::makeFallthrough());
 }
 // The same for the functional collectives (torch.distributed._functional_collectives), which

@@ -56,6 +56,17 @@ class ProcessGroupSpyre : public c10d::Backend {
                                         int tag) override;
     c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
                                                  int tag) override;
+    // all_to_all_single (split sizes along dim 0, or equal blocks) and all_to_all (a tensor per
+    // rank): this rank's own block copied on the card, the others exchanged with one peer pair
+    // per step (send to rank + k, receive from rank - k) in pieces of one transfer chunk, a send
+    // and a receive alternating, so no step waits on a cycle of full outboxes.
+    c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                 std::vector<int64_t>& output_split_sizes,
+                                                 std::vector<int64_t>& input_split_sizes,
+                                                 const c10d::AllToAllOptions& opts) override;
+    c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                            std::vector<at::Tensor>& inputs,
+                                            const c10d::AllToAllOptions& opts) override;
     c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
     // Fails the communicator for every rank (peers blocked in a collective get an error).
@@ -71,6 +82,9 @@ class ProcessGroupSpyre : public c10d::Backend {
     // t's bytes to / from rank `peer` (any dtype, contiguous).
     void send_bytes(const at::Tensor& t, int peer);
     void recv_bytes(at::Tensor& t, int peer);
+    // sends[r] to rank r and recvs[r] from rank r (flat uint8 views of contiguous tensors on one
+    // card; this rank's own entries are copied on the card).
+    void exchange(const std::vector<at::Tensor>& sends, const std::vector<at::Tensor>& recvs);
 
     c10::intrusive_ptr<c10d::Store> store_;
     std::chrono::milliseconds timeout_;
