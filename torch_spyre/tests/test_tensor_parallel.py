@@ -10,7 +10,8 @@ import pytest
 
 from conftest import run_worker_cases
 
-CASES = ["reference", "replicated_head", "vocab_parallel", "compiled", "granite", "training"]
+CASES = ["reference", "replicated_head", "vocab_parallel", "compiled", "granite", "training",
+         "all_to_all"]
 
 
 @pytest.mark.parametrize("world", [2, 4])

@@ -7,7 +7,8 @@ the position as a device tensor over a bucket of the cache). A two-layer Granite
 logits likewise, and a KV head count the ranks do not divide is refused. The decode step under
 torch.compile: the same tokens, no graph break at the collectives. And one training step
 of a column- then row-parallel MLP: its gradients are the blocks of the one-card gradients;
-a vocab-parallel embedding's rows and gradients likewise.
+a vocab-parallel embedding's rows and gradients likewise; an expert-parallel all_to_all
+dispatch and combine.
 Prints "CASE ok SECONDS" per case and the CPU fallbacks seen; exits non-zero on a mismatch."""
 
 import copy
@@ -131,6 +132,28 @@ torch.testing.assert_close(tp.weight.grad.cpu(), shard(whole.weight.grad, 0).cpu
 with torch.no_grad():
     assert torch.equal(tp(ids.to(dev)).cpu(), emb(ids)), "vocab-parallel embedding, no grad"
 print(f"training ok {time.monotonic() - t0:.1f}", flush=True)
+# an expert-parallel dispatch: all_to_all_single with split sizes (rank r sends r + k + 1 rows
+# of 64 fp16 to rank k, from offsets that are not whole sticks), then the tokens sent back: each
+# block arrives bit for bit (on spyre.ko's cards through the p2p transport)
+t0 = time.monotonic()
+ins = [rank + k + 1 for k in range(world)]
+outs = [k + rank + 1 for k in range(world)]
+
+
+def tokens_of(r):
+    n = sum(r + k + 1 for k in range(world))
+    return (torch.arange(n * 64, dtype=torch.float32).view(n, 64) / 8 + 1000 * r).half()
+
+
+got = torch.empty(sum(outs), 64, dtype=torch.float16, device=dev)
+dist.all_to_all_single(got, tokens_of(rank).to(dev), outs, ins)
+want = torch.cat([tokens_of(r)[sum(r + k + 1 for k in range(rank)):][:r + rank + 1]
+                  for r in range(world)])
+assert torch.equal(got.cpu(), want), "all_to_all dispatch"
+back = torch.empty(sum(ins), 64, dtype=torch.float16, device=dev)
+dist.all_to_all_single(back, got, ins, outs)
+assert torch.equal(back.cpu(), tokens_of(rank)), "all_to_all combine"
+print(f"all_to_all ok {time.monotonic() - t0:.1f}", flush=True)
 # the communicator's transport: p2p between spyre.ko's cards (the guest rows ask for it)
 transport = dist.distributed_c10d._get_default_group()._get_backend(dev).transport()
 print("transport", transport, flush=True)
