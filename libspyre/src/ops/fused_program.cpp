@@ -1017,7 +1017,10 @@ std::vector<uint8_t> Emitter::build_long() {
             if (out_kind(k_, j) != FkKind::ROW) continue;
             b_.set_regs(24, {1, static_cast<int64_t>(N), 0, 0, 0});
             b_.li(20, static_cast<int64_t>(l_.rows[I + j]));
-            b_.vun(isa::VUn::SET, k_.outputs[j], DType::F32, 20, 0, 24, 0.0f);
+            if (isa::int_type(k_.outputs[j]))  // x ^ x: integer types have no VUN SET
+                b_.vint(isa::VInt::XOR, Bcast::NONE, k_.outputs[j], k_.outputs[j], 20, 20, 20, 24);
+            else
+                b_.vun(isa::VUn::SET, k_.outputs[j], DType::F32, 20, 0, 24, 0.0f);
         }
     }
     b_.li(6, static_cast<int64_t>(N + G - 1));
@@ -1067,25 +1070,43 @@ std::vector<uint8_t> Emitter::build_long() {
         row_passes(static_cast<int>(ph.streams), true);
     }
     b_.endloop();
+    // the ALLRED that gathers the groups' rows takes float types: integer row values (indices
+    // and counts of rows under 2^23 elements, exact in fp32) go through fp32 in place (VINT CVT
+    // reads a row before it writes it) and back on the core that stores them
+    auto int_rows_to_fp32 = [&](bool to_fp32) {
+        for (size_t j = 0; j < k_.outputs.size(); ++j) {
+            const DType t = k_.outputs[j];
+            if (out_kind(k_, j) != FkKind::ROW || !isa::int_type(t)) continue;
+            b_.set_regs(24, {1, static_cast<int64_t>(N), 0, 0, 0});
+            b_.li(20, static_cast<int64_t>(l_.rows[I + j]));
+            b_.vint(isa::VInt::CVT, Bcast::NONE, to_fp32 ? DType::F32 : t, to_fp32 ? t : DType::F32,
+                    20, 20, 0, 24);
+        }
+    };
+    auto gathered = [&](size_t j) {
+        return isa::int_type(k_.outputs[j]) ? DType::F32 : k_.outputs[j];
+    };
     if (G > 1) {  // every group's rows to every core: the other cores' rows are 0 (exact sums)
+        int_rows_to_fp32(true);
         const auto leader = b_.label();
         b_.br(isa::Cond::EQ, 4, 0, leader);
         for (size_t j = 0; j < k_.outputs.size(); ++j) {
             if (out_kind(k_, j) != FkKind::ROW) continue;
             b_.set_regs(24, {1, static_cast<int64_t>(N), 0, 0, 0});
             b_.li(20, static_cast<int64_t>(l_.rows[I + j]));
-            b_.vun(isa::VUn::SET, k_.outputs[j], DType::F32, 20, 0, 24, 0.0f);
+            b_.vun(isa::VUn::SET, gathered(j), DType::F32, 20, 0, 24, 0.0f);
         }
         b_.bind(leader);
         for (size_t j = 0; j < k_.outputs.size(); ++j) {
             if (out_kind(k_, j) != FkKind::ROW) continue;
             b_.li(12, static_cast<int64_t>(N));
             b_.li(20, static_cast<int64_t>(l_.rows[I + j]));
-            b_.allreduce(isa::Red::SUM, k_.outputs[j], 20, 20, 12);
+            b_.allreduce(isa::Red::SUM, gathered(j), 20, 20, 12);
         }
     }
     const auto done = b_.label();
-    b_.br(isa::Cond::NE, 1, 0, done);  // core 0 stores the row outputs
+    b_.br(isa::Cond::NE, 1, 0, done);    // core 0 stores the row outputs
+    if (G > 1) int_rows_to_fp32(false);  // back to each integer output's own type
     for (size_t j = 0; j < k_.outputs.size(); ++j) {
         if (out_kind(k_, j) != FkKind::ROW) continue;
         b_.arg(13, static_cast<uint32_t>(I + j));
@@ -1379,9 +1400,8 @@ std::vector<uint8_t> build_fused(const FusedKernel& k, uint64_t n, const FusedPl
     if (!fused_views_fit(k, n))
         throw std::invalid_argument("fused kernel: a view is not of n positions");
     if (p.col_chunk) {
-        const bool i64 = std::any_of(k.outputs.begin(), k.outputs.end(), isa::int_type);
         if (p.cores == 0 || p.groups == 0 || p.cores % p.groups || p.groups > n / k.cols ||
-            (i64 && p.groups > 1) || p.col_chunk % long_unit(k) || !long_rows_ok(k, n, ~0ull))
+            p.col_chunk % long_unit(k) || !long_rows_ok(k, n, ~0ull))
             throw std::invalid_argument("fused kernel: plan does not suit the kernel");
         Emitter e(k, n, p);
         return e.build();
@@ -1431,10 +1451,8 @@ FusedPlan plan_long(const Pricer& pricer, const FusedKernel& k, uint64_t n, uint
         (layout_long(k, L, mid * u, N).total <= budget ? lo : hi) = mid;
     }
     if (lo == 0) return best;
-    // g groups of c cores: the rows dealt to the groups, each row's columns over its group (not
-    // with i64 or bool row outputs: the gather of the groups' rows is an fp32 ALLRED)
-    const bool i64 = std::any_of(k.outputs.begin(), k.outputs.end(), isa::int_type);
-    for (uint32_t g = 1; g <= N && g <= max_cores && (g == 1 || !i64); g *= 2)
+    // g groups of c cores: the rows dealt to the groups, each row's columns over its group
+    for (uint32_t g = 1; g <= N && g <= max_cores; g *= 2)
         for (uint32_t c = 1; g * c <= max_cores; c *= 2) {
             if (c > units && c > 1) break;
             const uint64_t per_core = (units + c - 1) / c * u, rows = (N + g - 1) / g;
