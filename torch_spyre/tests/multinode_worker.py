@@ -78,7 +78,8 @@ def broadcast_and_gather():
 
 
 def the_rest():
-    """all_gather_into_tensor, reduce_scatter_tensor, reduce, gather, scatter, send/recv."""
+    """all_gather_into_tensor, reduce_scatter_tensor, reduce, gather, scatter, send/recv,
+    all_to_all."""
     x = data(6, torch.float32, 3)
     out = torch.empty(6 * world, device=dev)
     dist.all_gather_into_tensor(out, x.to(dev))
@@ -113,6 +114,22 @@ def the_rest():
     for r in reqs:
         r.wait()
     close(box, torch.full((2,), float(frm)), "isend/irecv ring")
+    # all_to_all_single with split sizes (rank r sends r + k + 1 rows to rank k) and all_to_all
+    # of a tensor per rank: each block bit for bit the sender's
+    def rows_of(r):
+        n = sum(r + k + 1 for k in range(world))
+        return torch.arange(n * 2, dtype=torch.float32).view(n, 2) + 100 * r
+    got = torch.empty(sum(k + rank + 1 for k in range(world)), 2, device=dev)
+    dist.all_to_all_single(got, rows_of(rank).to(dev), [k + rank + 1 for k in range(world)],
+                           [rank + k + 1 for k in range(world)])
+    want = torch.cat([rows_of(r)[sum(r + k + 1 for k in range(rank)):][:r + rank + 1]
+                      for r in range(world)])
+    assert torch.equal(got.cpu(), want), "all_to_all_single"
+    outs = [torch.empty(r + rank + 1, dtype=torch.int64, device=dev) for r in range(world)]
+    dist.all_to_all(outs, [torch.full((rank + k + 1,), 10 * rank + k, device=dev)
+                           for k in range(world)])
+    for r in range(world):
+        assert torch.equal(outs[r].cpu(), torch.full((r + rank + 1,), 10 * r + rank)), r
 
 
 def ddp():

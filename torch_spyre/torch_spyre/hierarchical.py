@@ -196,6 +196,37 @@ class HierarchicalProcessGroup(dist.ProcessGroup):
             t.copy_(h)
         return _done(tensors)
 
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        """all_to_all_single through the host: gloo's alltoall over all ranks (the blocks are
+        per pair, so a node's cards have no shared work to do first)."""
+        self._check(input)
+        self._check(output)
+        host = torch.empty_like(output, device="cpu")
+        self._flat.alltoall_base(host, input.cpu(), output_split_sizes, input_split_sizes,
+                                 dist.AllToAllOptions()).wait()
+        output.copy_(host)
+        return _done([output])
+
+    def alltoall(self, outputs, inputs, opts=None):
+        """all_to_all (a tensor per rank) as one all_to_all_single of their bytes."""
+        for t in list(outputs) + list(inputs):
+            self._check(t)
+
+        def as_bytes(t):
+            return t.detach().cpu().contiguous().view(-1).view(torch.uint8)
+
+        send = torch.cat([as_bytes(t) for t in inputs])
+        recv = torch.empty(sum(o.numel() * o.element_size() for o in outputs), dtype=torch.uint8)
+        self._flat.alltoall_base(recv, send, [o.numel() * o.element_size() for o in outputs],
+                                 [t.numel() * t.element_size() for t in inputs],
+                                 dist.AllToAllOptions()).wait()
+        at = 0
+        for o in outputs:
+            n = o.numel() * o.element_size()
+            o.copy_(recv[at:at + n].view(o.dtype).view(o.shape))
+            at += n
+        return _done(outputs)
+
     def gather(self, output_lists, inputs, opts):
         root = opts.rootRank
         host = [[torch.empty_like(o, device="cpu") for o in outs] for outs in output_lists]
