@@ -160,6 +160,29 @@ def ddp():
                                        msg=f"step {step} {name}")
 
 
+if os.environ.get("MULTINODE_PEER_DIES"):
+    # the last rank (on the last node) exits mid-job; every other rank's next collective must
+    # raise within seconds, not wait for the timeout. A rank that sees the error exits as an
+    # uncaught error would: its connections close, which is how ranks on other nodes learn
+    y = torch.ones(8, device=dev)
+    dist.all_reduce(y)  # everybody is in
+    dist.barrier(group=gloo)
+    if rank == world - 1:
+        os._exit(17)
+    time.sleep(0.3)
+    t0 = time.monotonic()
+    try:
+        for _ in range(3):
+            dist.all_reduce(y)
+    except RuntimeError as e:
+        took = time.monotonic() - t0
+        print(f"rank {rank}: error after {took:.1f} s: {str(e).splitlines()[0][:200]}",
+              flush=True)
+        sys.stdout.flush()
+        os._exit(0 if took < 60 else 3)
+    print(f"rank {rank}: all_reduce succeeded with a dead peer", flush=True)
+    os._exit(4)
+
 case("all_reduce", all_reduce)
 # tests/multinode/run.sh: the cards of a VM reach each other, so the node's ranks go card to card
 want = os.environ.get("TORCH_SPYRE_EXPECT_TRANSPORT")
