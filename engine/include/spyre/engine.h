@@ -14,6 +14,9 @@
  *
  * Test hook: the environment variable SPYRE_ENGINE_TEST_THROW_CORE=<n>, read when an engine is
  * created, makes core n throw a C++ exception as it starts running (every job of that engine).
+ * Test hook: SPYRE_ENGINE_TEST_LX_POISON=1, read when an engine is created, fills the
+ * scratchpads of a job's cores with 0xff bytes (NaN in every float type) at the start of every
+ * job and part, instead of zero: a program that reads LX it has not written shows it.
  */
 #ifndef SPYRE_ENGINE_H
 #define SPYRE_ENGINE_H
@@ -196,7 +199,9 @@ typedef struct spyre_engine_result {
      * round(fp16 peak x macs / mac_slots), when several types ran; 0 without matrix work.
      * MAC utilisation = macs / (total_cycles x num_cores x mac_peak). */
     uint32_t mac_peak;
-    uint32_t reserved;
+    /* Linked job (spyre_engine_run_linked): the part that failed, else the number of parts
+     * run less one; 0 for a job of one part. */
+    uint32_t part;
     spyre_engine_core_stats cores[SPYRE_ENGINE_MAX_CORES];
     /* SPYRE_ENGINE_ERR_MMU_FAULT: the first faulting virtual byte and the access
      * (SPYRE_ENGINE_ACCESS_*); 0 otherwise. */
@@ -235,6 +240,28 @@ int spyre_engine_run(spyre_engine* eng, const spyre_engine_job* job, spyre_engin
 #define SPYRE_ENGINE_PREEMPTED (-1)
 int spyre_engine_run_slice(spyre_engine* eng, const spyre_engine_job* job, uint64_t slice,
                            spyre_engine_result* res);
+/*
+ * Linked launches: one job of `num_parts` (1..SPYRE_ENGINE_MAX_PARTS) parts run back to back,
+ * as a captured graph's consecutive launches. Each part is a job of its own as
+ * spyre_engine_run() takes it (program, arguments, num_cores, windows, budgets): its cores start
+ * with registers reset (r1 core id, r2 the part's cores, others 0), SPAN at the part's initial
+ * span, group r0 = the part's cores; a core outside the part idles. The job pays one launch
+ * overhead; between parts is an implicit barrier of all cores (barrier_latency cycles after
+ * the slowest core of the part has drained), so
+ *   total_cycles = sum over parts of (part alone) - (N-1) x launch_overhead_cycles
+ *                  + (N-1) x barrier_latency.
+ * LX: the first part sees the scratchpads zero like any job; a later part sees them as the
+ * parts before it left them (no clear is paid; the op library's programs never read LX they
+ * have not written: SPYRE_ENGINE_TEST_LX_POISON checks it). Every part must have the same mem,
+ * mem_size, flags, mappings and cancel as the first. A part that fails ends the job: *res holds
+ * its error, core, pc and message, `part` its index, and the statistics up to it; later parts
+ * do not run. Statistics add up over the parts; a core's end_cycle is the job cycle at which
+ * it last halted. A linked job cannot be time-sliced (it drops a preempted job, as a start
+ * does). Returns res->error.
+ */
+#define SPYRE_ENGINE_MAX_PARTS 64
+int spyre_engine_run_linked(spyre_engine* eng, const spyre_engine_job* parts, uint32_t num_parts,
+                            spyre_engine_result* res);
 /* Drops the preempted job, if any (its memory is released; the scratchpads read as zero to the
  * next job). Not concurrently with a run on the same engine. */
 void spyre_engine_discard(spyre_engine* eng);
