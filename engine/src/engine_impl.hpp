@@ -91,8 +91,7 @@ class Engine {
 
     // run_slice's steps: start (checks, core reset), loop (phases; false = preempted), finish
     static constexpr int kStarted = -2;
-    // `linked`: a later part of a linked job (LX stays as the earlier parts left it, a pending
-    // cancel stays pending)
+    // `linked`: a later part of a linked job (a pending cancel stays pending)
     int start(const spyre_engine_job& job, spyre_engine_result& res, bool linked = false);
     bool loop(Failure& f, bool& failed);
     int finish(spyre_engine_result& res, Failure& f, bool failed);

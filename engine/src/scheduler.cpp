@@ -24,7 +24,8 @@ int test_throw_core() {
 }
 
 // Test hook: SPYRE_ENGINE_TEST_LX_POISON=1 fills the scratchpads of a job's cores with 0xff
-// bytes at every job (and linked part) start instead of zero.
+// bytes at every job (and linked part) start instead of zero: finds the programs that read
+// LX they have not written.
 bool test_lx_poison() {
     const char* v = std::getenv("SPYRE_ENGINE_TEST_LX_POISON");
     return v && *v && std::atoi(v) != 0;
@@ -124,6 +125,7 @@ uint64_t Engine::context_bytes() const {
 
 // Checks the job and resets the cores; kStarted, or the job's error (result filled).
 int Engine::start(const spyre_engine_job& job, spyre_engine_result& res, bool linked) {
+    // a later part of a linked job: a cancel of the job stays pending
     if (!linked) cancel_.store(false, std::memory_order_relaxed);
     cancel_tok_.job = job.cancel;
     std::memset(&res, 0, sizeof res);
@@ -181,24 +183,18 @@ int Engine::start(const spyre_engine_job& job, spyre_engine_result& res, bool li
     colls_.clear();
     mcasts_.clear();
 
-    // reset cores (what the previous job wrote becomes stale: it reads as zero; a later part
-    // of a linked job keeps the scratchpads as they are)
+    // reset cores (what the previous job or part wrote becomes stale: it reads as zero)
     for (uint32_t i = 0; i < cfg_.num_cores; ++i) {
         Core& c = cores_[i];
         uint64_t* stale = c.stale;
-        const uint64_t hw = c.lx_hw;
-        if (!linked) {
-            const uint64_t sticks = ceil_div(std::min(hw, cfg_.lx_bytes), kS);
-            for (uint64_t w = 0; w < sticks / 64; ++w) stale[w] = ~uint64_t{0};
-            if (sticks % 64) stale[sticks / 64] |= ~(~uint64_t{0} << (sticks % 64));
-        }
+        const uint64_t sticks = ceil_div(std::min(c.lx_hw, cfg_.lx_bytes), kS);
+        for (uint64_t w = 0; w < sticks / 64; ++w) stale[w] = ~uint64_t{0};
+        if (sticks % 64) stale[sticks / 64] |= ~(~uint64_t{0} << (sticks % 64));
         if (i >= nc) {  // idle in this job: nothing more to reset
             c.park(i);
-            if (linked) c.lx_hw = hw;
             continue;
         }
         c.reset(i);
-        if (linked) c.lx_hw = hw;
         if (lx_poison_ && !timing_only_) {  // test hook: LX not written by the job is garbage
             std::memset(c.lx, 0xff, cfg_.lx_bytes);
             std::fill(stale, stale + stale_words_, uint64_t{0});
@@ -284,8 +280,9 @@ bool Engine::loop(Failure& f, bool& failed) {
 }
 
 // Linked launches: each part runs as a job of its own (start, loop, finish) and the results
-// are put together on one time line: part k's work starts barrier_latency cycles after part
-// k-1's last core has drained, and only the first part pays the launch overhead.
+// are put together on one time line: part k's work starts after part k-1's last core has
+// drained, a barrier and the clear of the scratchpad sticks part k-1 wrote; only the first
+// part pays the launch overhead.
 int Engine::run_linked(const spyre_engine_job* parts, uint32_t n, spyre_engine_result& res) {
     std::lock_guard<std::mutex> lk(run_mu_);
     suspended_ = false;  // a linked job drops a preempted one, as any start does
@@ -313,6 +310,15 @@ int Engine::run_linked(const spyre_engine_job* parts, uint32_t n, spyre_engine_r
     uint32_t max_cores = 0;
     int rc = SPYRE_ENGINE_OK;
     for (uint32_t k = 0; k < n; ++k) {
+        if (k > 0) {  // the barrier, then every core clears what it wrote (in parallel)
+            uint64_t clear = 0;
+            for (const Core& c : cores_)
+                clear = std::max(clear, ceil_div(ceil_div(std::min(c.lx_hw, cfg_.lx_bytes), kS),
+                                                 uint64_t{cfg_.vec_lx_sticks_per_cycle}));
+            const uint64_t between = cfg_.barrier_latency + clear;
+            offset += between;
+            res.link_cycles += static_cast<uint32_t>(std::min<uint64_t>(between, UINT32_MAX));
+        }
         rc = start(parts[k], part, k > 0);
         if (rc == kStarted) {
             Failure pf;
@@ -354,7 +360,7 @@ int Engine::run_linked(const spyre_engine_job* parts, uint32_t n, spyre_engine_r
             res.fault_access = part.fault_access;
             break;
         }
-        offset += std::max(part.total_cycles, overhead) - overhead + cfg_.barrier_latency;
+        offset += std::max(part.total_cycles, overhead) - overhead;
     }
     res.num_cores = max_cores;
     for (uint32_t i = 0; i < max_cores; ++i) {

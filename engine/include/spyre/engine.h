@@ -207,7 +207,8 @@ typedef struct spyre_engine_result {
      * (SPYRE_ENGINE_ACCESS_*); 0 otherwise. */
     uint64_t fault_va;
     uint32_t fault_access;
-    uint32_t reserved2;
+    /* Linked job: the cycles between its parts (barriers and scratchpad clears); 0 otherwise. */
+    uint32_t link_cycles;
 } spyre_engine_result;
 
 #define SPYRE_ENGINE_ACCESS_READ 0u
@@ -247,14 +248,16 @@ int spyre_engine_run_slice(spyre_engine* eng, const spyre_engine_job* job, uint6
  * with registers reset (r1 core id, r2 the part's cores, others 0), SPAN at the part's initial
  * span, group r0 = the part's cores; a core outside the part idles. The job pays one launch
  * overhead; between parts is an implicit barrier of all cores (barrier_latency cycles after
- * the slowest core of the part has drained), so
+ * the slowest core of the part has drained), then each core clears the scratchpad it wrote in
+ * the part (its sticks up to the highest written, vec_lx_sticks_per_cycle per cycle, cores in
+ * parallel): every part sees LX zero at its start, as a job does (the op library's programs
+ * rely on it: their padding is read as zero; SPYRE_ENGINE_TEST_LX_POISON finds them). So
  *   total_cycles = sum over parts of (part alone) - (N-1) x launch_overhead_cycles
- *                  + (N-1) x barrier_latency.
- * LX: the first part sees the scratchpads zero like any job; a later part sees them as the
- * parts before it left them (no clear is paid; the op library's programs never read LX they
- * have not written: SPYRE_ENGINE_TEST_LX_POISON checks it). Every part must have the same mem,
- * mem_size, flags, mappings and cancel as the first. A part that fails ends the job: *res holds
- * its error, core, pc and message, `part` its index, and the statistics up to it; later parts
+ *                  + link_cycles,
+ * link_cycles = sum over part boundaries of barrier_latency + the slowest core's clear.
+ * Every part must have the same mem, mem_size, flags, mappings and cancel as the first, and no
+ * preempt flag. A part that fails ends the job: *res holds its error, core, pc and message,
+ * `part` its index, and the statistics up to it; later parts
  * do not run. Statistics add up over the parts; a core's end_cycle is the job cycle at which
  * it last halted. A linked job cannot be time-sliced (it drops a preempted job, as a start
  * does). Returns res->error.
