@@ -167,6 +167,26 @@ TEST(Linked, FaultNamesItsPartAndStopsTheJob) {
     EXPECT_EQ(rig.get<uint64_t>(0x300000 + 128 + 8, 1)[0], 0u);
 }
 
+// A linked job cannot be sliced: it drops a preempted job (nothing left to resume); its cancel
+// flag stops it like a job.
+TEST(Linked, DropsAPreemptedJobAndHonoursCancel) {
+    Rig rig(2, 4u << 20);
+    const Part p = regs_part(0x200000, 7, 4);
+    spyre_engine_job job = make_job(rig, p);
+    ASSERT_EQ(spyre_engine_run_slice(rig.eng, &job, 2, &rig.res), SPYRE_ENGINE_PREEMPTED);
+    ASSERT_EQ(run_linked(rig, {p, p}), 0) << rig.res.message;
+    EXPECT_EQ(spyre_engine_run_slice(rig.eng, nullptr, 2, &rig.res),
+              SPYRE_ENGINE_ERR_INVALID_ARGUMENT);
+    int32_t cancel = 1;
+    spyre_engine_job jobs[2] = {make_job(rig, p), make_job(rig, p)};
+    jobs[0].cancel = jobs[1].cancel = &cancel;
+    EXPECT_EQ(spyre_engine_run_linked(rig.eng, jobs, 2, &rig.res), SPYRE_ENGINE_ERR_CANCELLED);
+    EXPECT_EQ(rig.res.part, 0u);
+    jobs[1].cancel = nullptr;  // parts share the cancel flag
+    EXPECT_EQ(spyre_engine_run_linked(rig.eng, jobs, 2, &rig.res),
+              SPYRE_ENGINE_ERR_INVALID_ARGUMENT);
+}
+
 TEST(Linked, Bounds) {
     Rig rig(2, 4u << 20);
     const Part p = regs_part(0x200000, 7, 2);
