@@ -173,6 +173,34 @@ int spyre_engine_run_slice(spyre_engine* e, const spyre_engine_job* job, uint64_
     }
 }
 
+int spyre_engine_run_linked(spyre_engine* e, const spyre_engine_job* parts, uint32_t num_parts,
+                            spyre_engine_result* res) {
+    spyre_engine_result local;
+    spyre_engine_result* r = res ? res : &local;
+    auto fail_with = [r](int code, const char* what) {
+        std::memset(r, 0, sizeof *r);
+        r->status = -1;
+        r->error = code;
+        r->core = -1;
+        std::snprintf(r->message, sizeof r->message, "%s", what);
+        return r->error;
+    };
+    if (!e || !parts) return fail_with(SPYRE_ENGINE_ERR_INVALID_ARGUMENT, "NULL engine or parts");
+    try {
+        const int rc = e->impl.run_linked(parts, num_parts, *r);
+        finish_mac_stats(e->impl.config(), *r);
+        return rc;
+    } catch (const std::bad_alloc&) {
+        return fail_with(SPYRE_ENGINE_ERR_NO_MEMORY, "out of host memory");
+    } catch (const std::exception& ex) {
+        char msg[SPYRE_ENGINE_MSG_LEN];
+        std::snprintf(msg, sizeof msg, "host error in the engine: %s", ex.what());
+        return fail_with(SPYRE_ENGINE_ERR_NO_MEMORY, msg);
+    } catch (...) {
+        return fail_with(SPYRE_ENGINE_ERR_NO_MEMORY, "host error in the engine");
+    }
+}
+
 void spyre_engine_discard(spyre_engine* e) {
     if (e) e->impl.discard();
 }

@@ -23,6 +23,7 @@ namespace spyre::eng {
 // Host threads for a config (scheduler.cpp).
 unsigned pool_threads(const spyre_engine_config& cfg);
 int test_throw_core();
+bool test_lx_poison();
 bool config_valid(const spyre_engine_config& c);
 // A translated job's runs are sorted, disjoint, non-empty and inside mem_size (translate.cpp).
 bool mappings_valid(const spyre_engine_job& job, Failure& f);
@@ -54,6 +55,7 @@ class Engine {
         }
         cancel_tok_.engine = &cancel_;
         throw_core_ = test_throw_core();
+        lx_poison_ = test_lx_poison();
     }
 
     const spyre_engine_config& config() const { return cfg_; }
@@ -62,6 +64,8 @@ class Engine {
     // Time slicing (spyre_engine_run_slice): job == nullptr resumes the preempted job.
     static constexpr int kPreempted = SPYRE_ENGINE_PREEMPTED;
     int run_slice(const spyre_engine_job* job, uint64_t slice, spyre_engine_result& res);
+    // Linked launches (spyre_engine_run_linked): the parts back to back as one job.
+    int run_linked(const spyre_engine_job* parts, uint32_t n, spyre_engine_result& res);
     void discard();
     uint64_t context_bytes() const;
 
@@ -87,7 +91,8 @@ class Engine {
 
     // run_slice's steps: start (checks, core reset), loop (phases; false = preempted), finish
     static constexpr int kStarted = -2;
-    int start(const spyre_engine_job& job, spyre_engine_result& res);
+    // `linked`: a later part of a linked job (a pending cancel stays pending)
+    int start(const spyre_engine_job& job, spyre_engine_result& res, bool linked = false);
     bool loop(Failure& f, bool& failed);
     int finish(spyre_engine_result& res, Failure& f, bool failed);
     ProgramCache programs_;    // holds the running (or preempted) job's validated program
@@ -184,6 +189,7 @@ class Engine {
     std::atomic<bool> cancel_{false};
     kern::Cancel cancel_tok_;  // cancel_ and the running job's cancel flag
     int throw_core_ = -1;
+    bool lx_poison_ = false;  // SPYRE_ENGINE_TEST_LX_POISON
     std::mutex run_mu_;
 
     bool cancelled() const { return cancel_tok_(); }

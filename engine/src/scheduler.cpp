@@ -23,6 +23,14 @@ int test_throw_core() {
     return v && *v ? std::atoi(v) : -1;
 }
 
+// Test hook: SPYRE_ENGINE_TEST_LX_POISON=1 fills the scratchpads of a job's cores with 0xff
+// bytes at every job (and linked part) start instead of zero: finds the programs that read
+// LX they have not written.
+bool test_lx_poison() {
+    const char* v = std::getenv("SPYRE_ENGINE_TEST_LX_POISON");
+    return v && *v && std::atoi(v) != 0;
+}
+
 // Fills the result of a job that stopped with failure fl; returns its code.
 static int finish_fail(spyre_engine_result& res, const Failure& fl) {
     res.status = -1;
@@ -116,8 +124,9 @@ uint64_t Engine::context_bytes() const {
 }
 
 // Checks the job and resets the cores; kStarted, or the job's error (result filled).
-int Engine::start(const spyre_engine_job& job, spyre_engine_result& res) {
-    cancel_.store(false, std::memory_order_relaxed);
+int Engine::start(const spyre_engine_job& job, spyre_engine_result& res, bool linked) {
+    // a later part of a linked job: a cancel of the job stays pending
+    if (!linked) cancel_.store(false, std::memory_order_relaxed);
     cancel_tok_.job = job.cancel;
     std::memset(&res, 0, sizeof res);
     Failure f;
@@ -174,7 +183,7 @@ int Engine::start(const spyre_engine_job& job, spyre_engine_result& res) {
     colls_.clear();
     mcasts_.clear();
 
-    // reset cores (what the previous job wrote becomes stale: it reads as zero)
+    // reset cores (what the previous job or part wrote becomes stale: it reads as zero)
     for (uint32_t i = 0; i < cfg_.num_cores; ++i) {
         Core& c = cores_[i];
         uint64_t* stale = c.stale;
@@ -186,6 +195,11 @@ int Engine::start(const spyre_engine_job& job, spyre_engine_result& res) {
             continue;
         }
         c.reset(i);
+        if (lx_poison_ && !timing_only_) {  // test hook: LX not written by the job is garbage
+            std::memset(c.lx, 0xff, cfg_.lx_bytes);
+            std::fill(stale, stale + stale_words_, uint64_t{0});
+            c.lx_hw = cfg_.lx_bytes;
+        }
         c.r[isa::kRegCoreId] = i;
         c.r[isa::kRegNumCores] = nc;
         c.span_base = span0;
@@ -263,6 +277,97 @@ bool Engine::loop(Failure& f, bool& failed) {
         break;  // every core has halted
     }
     return true;
+}
+
+// Linked launches: each part runs as a job of its own (start, loop, finish) and the results
+// are put together on one time line: part k's work starts after part k-1's last core has
+// drained, a barrier and the clear of the scratchpad sticks part k-1 wrote; only the first
+// part pays the launch overhead.
+int Engine::run_linked(const spyre_engine_job* parts, uint32_t n, spyre_engine_result& res) {
+    std::lock_guard<std::mutex> lk(run_mu_);
+    suspended_ = false;  // a linked job drops a preempted one, as any start does
+    std::memset(&res, 0, sizeof res);
+    Failure f;
+    const auto same = [&](const spyre_engine_job& p) {
+        const spyre_engine_job& a = parts[0];
+        return p.mem == a.mem && p.mem_size == a.mem_size && p.flags == a.flags &&
+               p.mappings == a.mappings && p.num_mappings == a.num_mappings &&
+               p.cancel == a.cancel && !p.preempt;
+    };
+    bool ok = parts && n >= 1 && n <= SPYRE_ENGINE_MAX_PARTS;
+    for (uint32_t k = 0; ok && k < n; ++k) ok = same(parts[k]);
+    if (!ok) {
+        set_fail(f, SPYRE_ENGINE_ERR_INVALID_ARGUMENT, -1, 0,
+                 "invalid linked job (%u parts: 1..%u sharing memory, flags, mappings and "
+                 "cancel flag, no preempt flag)",
+                 n, SPYRE_ENGINE_MAX_PARTS);
+        return finish_fail(res, f);
+    }
+    const uint64_t overhead = cfg_.launch_overhead_cycles;
+    uint64_t offset = 0;  // job cycle at which the part's own cycle `overhead` falls, less it
+    spyre_engine_result part;
+    spyre_engine_core_stats acc[SPYRE_ENGINE_MAX_CORES] = {};
+    uint32_t max_cores = 0;
+    int rc = SPYRE_ENGINE_OK;
+    for (uint32_t k = 0; k < n; ++k) {
+        if (k > 0) {  // the barrier, then every core clears what it wrote (in parallel)
+            uint64_t clear = 0;
+            for (const Core& c : cores_)
+                clear = std::max(clear, ceil_div(ceil_div(std::min(c.lx_hw, cfg_.lx_bytes), kS),
+                                                 uint64_t{cfg_.vec_lx_sticks_per_cycle}));
+            const uint64_t between = cfg_.barrier_latency + clear;
+            offset += between;
+            res.link_cycles += static_cast<uint32_t>(std::min<uint64_t>(between, UINT32_MAX));
+        }
+        rc = start(parts[k], part, k > 0);
+        if (rc == kStarted) {
+            Failure pf;
+            bool failed = false;
+            loop(pf, failed);  // never preempted: no slice, no preempt flag
+            rc = finish(part, pf, failed);
+        }
+        max_cores = std::max(max_cores, part.num_cores);
+        for (uint32_t i = 0; i < part.num_cores && i < SPYRE_ENGINE_MAX_CORES; ++i) {
+            const spyre_engine_core_stats& s = part.cores[i];
+            spyre_engine_core_stats& a = acc[i];
+            for (int u = 0; u < SPYRE_UNIT_COUNT; ++u) a.busy[u] += s.busy[u];
+            a.wait_cycles += s.wait_cycles;
+            a.end_cycle = offset + s.end_cycle;
+            a.instructions += s.instructions;
+            a.ddr_read_bytes += s.ddr_read_bytes;
+            a.ddr_write_bytes += s.ddr_write_bytes;
+            a.ring_bytes += s.ring_bytes;
+            a.macs += s.macs;
+            a.dma_load_busy += s.dma_load_busy;
+            a.dma_store_busy += s.dma_store_busy;
+            a.vec_sticks += s.vec_sticks;
+            a.mac_slots += s.mac_slots;
+        }
+        res.total_cycles = offset + part.total_cycles;
+        res.ddr_read_bytes += part.ddr_read_bytes;
+        res.ddr_write_bytes += part.ddr_write_bytes;
+        res.ring_bytes += part.ring_bytes;
+        res.instructions += part.instructions;
+        res.macs += part.macs;
+        res.part = k;
+        if (rc != SPYRE_ENGINE_OK) {
+            res.status = part.status;
+            res.error = part.error;
+            res.core = part.core;
+            res.pc = part.pc;
+            std::memcpy(res.message, part.message, sizeof res.message);
+            res.fault_va = part.fault_va;
+            res.fault_access = part.fault_access;
+            break;
+        }
+        offset += std::max(part.total_cycles, overhead) - overhead;
+    }
+    res.num_cores = max_cores;
+    for (uint32_t i = 0; i < max_cores; ++i) {
+        acc[i].idle_cycles = res.total_cycles - std::min(acc[i].end_cycle, res.total_cycles);
+        res.cores[i] = acc[i];
+    }
+    return rc;
 }
 
 // Fills the result of the ended job; returns its error.

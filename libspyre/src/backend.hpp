@@ -122,6 +122,10 @@ struct Graph {
     std::shared_ptr<Device> dev;
     std::vector<GraphNode> nodes;
     uint64_t launches = 0;
+    // Linked launches (CaptureStream::finish): link[i] > 0 is the number of consecutive launch
+    // nodes from node i that a replay runs as one job on backends that can (the first of the
+    // run; 0 for the others and for non-launch nodes).
+    std::vector<uint32_t> link;
 };
 using GraphRef = std::shared_ptr<const Graph>;
 
@@ -266,6 +270,10 @@ class Device : public std::enable_shared_from_this<Device> {
     // (the simulator's simulated loss); every allocation asks, the sub-allocator's too.
     virtual void check_present() {}
     RuntimeCounters& counters() { return counters_; }
+    // The most consecutive launches of a graph the backend runs as one linked job (1: none
+    // are linked), and the most windows (buffers) such a job may list.
+    virtual uint32_t max_linked_launches() { return 1; }
+    virtual uint32_t max_linked_windows() { return 0; }
 
   protected:
     Device();

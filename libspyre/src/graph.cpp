@@ -1,5 +1,7 @@
 #include "graph.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <format>
 #include <vector>
@@ -143,9 +145,41 @@ bool CaptureStream::recorded_here(const void* event) {
     return events_.count(event) != 0;
 }
 
+// Groups runs of consecutive launches (nothing else between them) into linked jobs of at
+// most max_linked_launches() launches and max_linked_windows() windows; SPYRE_GRAPH_LINK=0
+// turns linking off (each launch its own job, as on a backend that cannot link).
+static void link_launches(Graph& g) {
+    const char* env = std::getenv("SPYRE_GRAPH_LINK");
+    const bool off = env && std::strcmp(env, "0") == 0;
+    const uint32_t max_parts = off ? 1 : std::max(g.dev->max_linked_launches(), 1u);
+    const uint64_t max_windows = g.dev->max_linked_windows();
+    g.link.assign(g.nodes.size(), 0);
+    size_t first = 0;  // the run's first launch
+    uint64_t windows = 0;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+        const GraphNode& n = g.nodes[i];
+        if (n.op == GraphNode::Op::Record) continue;
+        const bool is_launch = n.op == GraphNode::Op::Launch;
+        const uint64_t w = is_launch ? n.launch.buffers.size() + 1 : 0;
+        const bool joins = is_launch && i > 0 && g.link[first] > 0 && first + g.link[first] == i &&
+                           g.link[first] < max_parts && windows + w <= max_windows;
+        if (joins) {
+            g.link[first]++;
+            windows += w;
+            continue;
+        }
+        if (is_launch) {
+            first = i;
+            g.link[i] = 1;
+            windows = w;
+        }
+    }
+}
+
 GraphRef CaptureStream::finish() {
     std::lock_guard lock(mu_);
     if (invalid_) throw *invalid_;
+    link_launches(*g_);
     return g_;
 }
 

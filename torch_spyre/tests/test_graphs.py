@@ -224,12 +224,16 @@ def test_growing_kv_decode_replays_one_graph_per_bucket(fresh_dynamo, how):
     counters.clear()
     subs = []
 
+    jobs = []
+
     def step(tok, pos, kv_len):
         torch.spyre.synchronize()
         before, replays = torch.spyre.submissions(), fresh_dynamo["replays"]
+        jobs0 = torch.spyre.card_jobs()
         logits = compiled(tok, pos, kv_len)
         torch.spyre.synchronize()
         subs.append((torch.spyre.submissions() - before, fresh_dynamo["replays"] - replays))
+        jobs.append(torch.spyre.card_jobs() - jobs0)
         return logits
 
     tokens, logits = generate_static(model, step, prompt.to("spyre"), STEPS)
@@ -248,6 +252,15 @@ def test_growing_kv_decode_replays_one_graph_per_bucket(fresh_dynamo, how):
         assert replayed == (0 if i in warmups else 1), (i, subs)
         if i not in warmups and i - 1 not in warmups:
             assert n == 1, (i, subs)
+    # On the simulator a replay's consecutive launches run as linked jobs (libspyre.md "Linked
+    # launches"): a replayed step is at most a third of the jobs of an eager step (its launches
+    # and copies), the issue's target; unlinked (SPYRE_GRAPH_LINK=0) it is about as many.
+    with torch_spyre.profiler.profile() as prof:
+        DecodeStep(eager)(torch.full((1, 1), 7, device="spyre"),
+                          torch.full((1,), 20, dtype=torch.int64, device="spyre"), 32)
+    eager_launches = sum(e.launches for e in prof.events)
+    replayed = [jobs[i] for i in range(len(jobs)) if i not in warmups and i - 1 not in warmups]
+    assert replayed and max(replayed) * 3 <= eager_launches, (replayed, eager_launches)
 
 
 def test_static_kv_decode_plans_once_per_bucket():

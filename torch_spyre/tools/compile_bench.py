@@ -1,7 +1,8 @@
 """torch.compile against eager on spyre (Documentation/torch_compile.md "Measured"): launches,
 modeled device time and host time per call of a pointwise chain and of a TinyGranite decode step;
 the decode step also compiled with backend="spyre_graphs" (each call replayed as one captured
-graph) and the submissions of each (torch.spyre.submissions()); a decode whose KV cache grows
+graph) and the submissions and card jobs of each (torch.spyre.submissions(), card_jobs():
+a replay's consecutive launches are one linked job on the simulator); a decode whose KV cache grows
 by one each step (models.DecodeStep: the position on the card, the attention over a bucket of
 the cache) eager, compiled and replayed; row kernels (softmax and layer_norm written out,
 [4096, 4096] fp16) against their eager ops and the library's one-launch kernels, with the
@@ -63,6 +64,21 @@ def profile(fn, *args):
     with torch_spyre.profiler.profile() as p:
         fn(*args)
     return sum(e.launches for e in p.events), p.total_modeled_ns() / 1000
+
+
+def count_step(fn, *args):
+    """One call: its submissions, the jobs the card ran for it (a replay's consecutive launches
+    are one linked job on the simulator, libspyre.md "Linked launches") and its modeled us
+    between two events."""
+    torch.spyre.synchronize()
+    s0, j0 = torch.spyre.submissions(), torch.spyre.card_jobs()
+    e0, e1 = torch.spyre.Event(), torch.spyre.Event()
+    e0.record()
+    fn(*args)
+    e1.record()
+    torch.spyre.synchronize()
+    return (torch.spyre.submissions() - s0, torch.spyre.card_jobs() - j0,
+            e0.modeled_time(e1) * 1000)
 
 
 def host_us(fn, *args, n=200):
@@ -502,11 +518,8 @@ def decode():
                  ("compiled+replay", replayed, [20] * 8)]
         for name, fn, positions in steps:
             launches, modeled = profile(fn, token, positions[0])
-            torch.spyre.synchronize()
-            s0 = torch.spyre.submissions()
-            fn(token, positions[0])
-            torch.spyre.synchronize()
-            subs = torch.spyre.submissions() - s0
+            subs, jobs, modeled_ev = count_step(fn, token, positions[0])
+            modeled = modeled or modeled_ev  # a replay queues no op: its events' modeled time
             ts = []
             for pos in positions:  # one step per hold: the KV length grows (not for replay)
                 with torch.spyre._hold_stream():
@@ -515,9 +528,10 @@ def decode():
                     ts.append(time.perf_counter() - t0)
                 torch.spyre.synchronize()
             record("TinyGranite decode step", name, launches, modeled, sorted(ts)[4] * 1e6,
-                   subs)
+                   subs, jobs=jobs)
             print(f"decode step {name}: {launches} launches queued by ops, {subs} submissions, "
-                  f"{modeled:.1f} us modeled, host {sorted(ts)[4] * 1e3:.3f} ms (median of 8, "
+                  f"{jobs} card jobs, {modeled:.1f} us modeled, host {sorted(ts)[4] * 1e3:.3f} "
+                  f"ms (median of 8, "
                   f"min {min(ts) * 1e3:.3f}, max {max(ts) * 1e3:.3f})")
         want = eager(token, 20).cpu()
         got = replayed(token, 20).cpu()
@@ -543,11 +557,8 @@ def growing_kv(prompt):
         for p in range(12, 18):
             step(tok, pos, kv_bucket(p))
         launches, modeled = profile(step, tok, pos, kv_bucket(18))
-        torch.spyre.synchronize()
-        s0 = torch.spyre.submissions()
-        step(tok, pos, kv_bucket(19))
-        torch.spyre.synchronize()
-        subs = torch.spyre.submissions() - s0
+        subs, jobs, modeled_ev = count_step(step, tok, pos, kv_bucket(19))
+        modeled = modeled or modeled_ev
         ts = []
         for p in range(20, 32):
             with torch.spyre._hold_stream():
@@ -557,9 +568,10 @@ def growing_kv(prompt):
             torch.spyre.synchronize()
         ts.sort()
         record("TinyGranite growing-KV decode step", name, launches, modeled,
-               ts[len(ts) // 2] * 1e6, subs)
+               ts[len(ts) // 2] * 1e6, subs, jobs=jobs)
         print(f"growing-KV decode step {name}: {launches} launches queued by ops, {subs} "
-              f"submissions, {modeled:.1f} us modeled, host {ts[len(ts) // 2] * 1e3:.3f} "
+              f"submissions, {jobs} card jobs, {modeled:.1f} us modeled, host "
+              f"{ts[len(ts) // 2] * 1e3:.3f} "
               f"ms (median of {len(ts)} positions, min {ts[0] * 1e3:.3f}, max {ts[-1] * 1e3:.3f})")
 
 

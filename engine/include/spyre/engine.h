@@ -14,6 +14,9 @@
  *
  * Test hook: the environment variable SPYRE_ENGINE_TEST_THROW_CORE=<n>, read when an engine is
  * created, makes core n throw a C++ exception as it starts running (every job of that engine).
+ * Test hook: SPYRE_ENGINE_TEST_LX_POISON=1, read when an engine is created, fills the
+ * scratchpads of a job's cores with 0xff bytes (NaN in every float type) at the start of every
+ * job and part, instead of zero: a program that reads LX it has not written shows it.
  */
 #ifndef SPYRE_ENGINE_H
 #define SPYRE_ENGINE_H
@@ -196,13 +199,16 @@ typedef struct spyre_engine_result {
      * round(fp16 peak x macs / mac_slots), when several types ran; 0 without matrix work.
      * MAC utilisation = macs / (total_cycles x num_cores x mac_peak). */
     uint32_t mac_peak;
-    uint32_t reserved;
+    /* Linked job (spyre_engine_run_linked): the part that failed, else the number of parts
+     * run less one; 0 for a job of one part. */
+    uint32_t part;
     spyre_engine_core_stats cores[SPYRE_ENGINE_MAX_CORES];
     /* SPYRE_ENGINE_ERR_MMU_FAULT: the first faulting virtual byte and the access
      * (SPYRE_ENGINE_ACCESS_*); 0 otherwise. */
     uint64_t fault_va;
     uint32_t fault_access;
-    uint32_t reserved2;
+    /* Linked job: the cycles between its parts (barriers and scratchpad clears); 0 otherwise. */
+    uint32_t link_cycles;
 } spyre_engine_result;
 
 #define SPYRE_ENGINE_ACCESS_READ 0u
@@ -235,6 +241,30 @@ int spyre_engine_run(spyre_engine* eng, const spyre_engine_job* job, spyre_engin
 #define SPYRE_ENGINE_PREEMPTED (-1)
 int spyre_engine_run_slice(spyre_engine* eng, const spyre_engine_job* job, uint64_t slice,
                            spyre_engine_result* res);
+/*
+ * Linked launches: one job of `num_parts` (1..SPYRE_ENGINE_MAX_PARTS) parts run back to back,
+ * as a captured graph's consecutive launches. Each part is a job of its own as
+ * spyre_engine_run() takes it (program, arguments, num_cores, windows, budgets): its cores start
+ * with registers reset (r1 core id, r2 the part's cores, others 0), SPAN at the part's initial
+ * span, group r0 = the part's cores; a core outside the part idles. The job pays one launch
+ * overhead; between parts is an implicit barrier of all cores (barrier_latency cycles after
+ * the slowest core of the part has drained), then each core clears the scratchpad it wrote in
+ * the part (its sticks up to the highest written, vec_lx_sticks_per_cycle per cycle, cores in
+ * parallel): every part sees LX zero at its start, as a job does (the op library's programs
+ * rely on it: their padding is read as zero; SPYRE_ENGINE_TEST_LX_POISON finds them). So
+ *   total_cycles = sum over parts of (part alone) - (N-1) x launch_overhead_cycles
+ *                  + link_cycles,
+ * link_cycles = sum over part boundaries of barrier_latency + the slowest core's clear.
+ * Every part must have the same mem, mem_size, flags, mappings and cancel as the first, and no
+ * preempt flag. A part that fails ends the job: *res holds its error, core, pc and message,
+ * `part` its index, and the statistics up to it; later parts
+ * do not run. Statistics add up over the parts; a core's end_cycle is the job cycle at which
+ * it last halted. A linked job cannot be time-sliced (it drops a preempted job, as a start
+ * does). Returns res->error.
+ */
+#define SPYRE_ENGINE_MAX_PARTS 64
+int spyre_engine_run_linked(spyre_engine* eng, const spyre_engine_job* parts, uint32_t num_parts,
+                            spyre_engine_result* res);
 /* Drops the preempted job, if any (its memory is released; the scratchpads read as zero to the
  * next job). Not concurrently with a run on the same engine. */
 void spyre_engine_discard(spyre_engine* eng);

@@ -184,7 +184,9 @@ class SimCard {
     }
 
     // Runs one launch (one at a time per card); fills *res.
-    void run(const spyre_engine_job& job, spyre_engine_result* res) {
+    void run(const spyre_engine_job& job, spyre_engine_result* res) { run_linked(&job, 1, res); }
+    // Runs n launches as one linked job (spyre_engine_run_linked; n == 1: an ordinary launch).
+    void run_linked(const spyre_engine_job* jobs, uint32_t n, spyre_engine_result* res) {
         std::lock_guard lock(engine_mu_);
         if (!engine_) {
             engine_ = spyre_engine_create(&cfg_);
@@ -196,11 +198,14 @@ class SimCard {
             std::lock_guard lock2(mu_);
             tele_.jobs_submitted++;
         }
-        spyre_engine_run(engine_, &job, res);
+        if (n == 1)
+            spyre_engine_run(engine_, jobs, res);
+        else
+            spyre_engine_run_linked(engine_, jobs, n, res);
         std::lock_guard lock2(mu_);
-        tele_.cmds_completed++;
+        tele_.cmds_completed += n;
         tele_.jobs_completed++;
-        tele_.launches++;
+        tele_.launches += n;
         tele_.engine_cycles += res->total_cycles;
         tele_.engine_instructions += res->instructions;
         tele_.engine_macs += res->macs;

@@ -270,6 +270,10 @@ class SimStream final : public Stream {
     void run_copy_3d(const Copy3D& c);
     RuntimeCounters& dev_counters();
     void run_launch(const LaunchRequest& req, spyre_launch_stats* stats);
+    void run_linked(const GraphNode* nodes, uint32_t n);
+    void take_fault(const LaunchRequest& req);
+    spyre_engine_job launch_job(const LaunchRequest& req,
+                                std::vector<spyre_engine_window>& windows);
 
     SimDevice* dev_;
     std::shared_ptr<SimCard> card_;
@@ -335,6 +339,9 @@ class SimDevice final : public Device {
     drm_spyre_mem_info query_mem() override { return card_->mem_info(); }
     drm_spyre_telemetry query_telemetry() override { return card_->telemetry(); }
     std::vector<uint64_t> core_active_cycles() override { return card_->core_active_cycles(); }
+    // A graph's consecutive launches run as one engine job (spyre_engine_run_linked).
+    uint32_t max_linked_launches() override { return SPYRE_ENGINE_MAX_PARTS; }
+    uint32_t max_linked_windows() override { return 1024; }
     // The other simulated cards: one modeled peer link each (peer_link.hpp), no PCI path.
     std::vector<drm_spyre_peer> query_peers() override {
         std::vector<drm_spyre_peer> peers;
@@ -574,8 +581,9 @@ void SimStream::run_copy_3d(const Copy3D& c) {
     }
 }
 
-// A graph is one work item: its operations run in order on the worker; a failing one does not
-// stop the rest (as on the card), the first error is the item's.
+// A graph is one work item: its operations run in order on the worker, each run of linked
+// launches as one engine job; a failing operation does not stop the rest (as on the card; a
+// failing part of a linked job ends that job), the first error is the item's.
 void SimStream::replay(const GraphRef& g) {
     refuse_if_lost();
     push([=, this] {
@@ -583,9 +591,16 @@ void SimStream::replay(const GraphRef& g) {
         for (const GraphNode& n : g->nodes) {
             try {
                 switch (n.op) {
-                    case GraphNode::Op::Launch:
-                        run_launch(n.launch, nullptr);
+                    case GraphNode::Op::Launch: {
+                        // the first launch of a linked run runs the run; the others are in it
+                        const size_t i = &n - g->nodes.data();
+                        const uint32_t linked = i < g->link.size() ? g->link[i] : 1;
+                        if (linked > 1)
+                            run_linked(&n, linked);
+                        else if (linked == 1)
+                            run_launch(n.launch, nullptr);
                         break;
+                    }
                     case GraphNode::Op::CopyDtoD:
                         run_dtod(n.dst, n.dst_offset, n.src, n.src_offset, n.size);
                         break;
@@ -608,7 +623,8 @@ void SimStream::replay(const GraphRef& g) {
         if (n.op == GraphNode::Op::Record) n.on_record(record());
 }
 
-void SimStream::run_launch(const LaunchRequest& req, spyre_launch_stats* stats) {
+// The simulated fault (spyre_sim_inject_fault) the launch about to run takes, thrown.
+void SimStream::take_fault(const LaunchRequest& req) {
     switch (card_->faults().take_launch()) {
         case SPYRE_SIM_FAULT_LOST:
             fail_lost(dev_->name(), req.label.get());
@@ -618,8 +634,51 @@ void SimStream::run_launch(const LaunchRequest& req, spyre_launch_stats* stats) 
         case SPYRE_SIM_FAULT_NONE:
             break;
     }
+}
+
+void SimStream::run_launch(const LaunchRequest& req, spyre_launch_stats* stats) {
+    take_fault(req);
+    std::vector<spyre_engine_window> windows;
+    const spyre_engine_job job = launch_job(req, windows);
+    spyre_engine_result res{};
+    card_->run(job, &res);
+    cycles_ += res.total_cycles;
+    if (res.error)
+        fail_program(dev_->name(), res.error, res.core, res.pc, res.message, req.label.get());
+    if (stats) stats_from_result(res, dev_->info().clock_mhz, stats);
+}
+
+// n (> 1) consecutive launch nodes of a graph as one linked engine job. Simulated faults are
+// taken in launch order: the launches before a faulting one run (linked), then it fails.
+void SimStream::run_linked(const GraphNode* nodes, uint32_t n) {
+    std::vector<std::vector<spyre_engine_window>> windows(n);
+    std::vector<spyre_engine_job> jobs;
+    jobs.reserve(n);
+    std::optional<Error> fault;
+    for (uint32_t k = 0; k < n && !fault; ++k) {
+        try {
+            take_fault(nodes[k].launch);
+        } catch (const Error& e) {
+            fault = e;
+            break;
+        }
+        jobs.push_back(launch_job(nodes[k].launch, windows[k]));
+    }
+    if (!jobs.empty()) {
+        spyre_engine_result res{};
+        card_->run_linked(jobs.data(), static_cast<uint32_t>(jobs.size()), &res);
+        cycles_ += res.total_cycles;
+        if (res.error)
+            fail_program(dev_->name(), res.error, res.core, res.pc, res.message,
+                         nodes[std::min<uint32_t>(res.part, n - 1)].launch.label.get());
+    }
+    if (fault) throw *fault;
+}
+
+// The engine job of a launch; `windows` receives its windows (the job points to them).
+spyre_engine_job SimStream::launch_job(const LaunchRequest& req,
+                                       std::vector<spyre_engine_window>& windows) {
     {
-        std::vector<spyre_engine_window> windows;
         windows.reserve(req.buffers.size() + 1);
         // Like the card: the program's own buffer and the listed buffers (whole allocations of
         // the backend; a sub-allocated buffer exposes its slab).
@@ -651,12 +710,7 @@ void SimStream::run_launch(const LaunchRequest& req, spyre_launch_stats* stats) 
         job.mem_size = card_->size();
         job.windows = windows.data();
         job.num_windows = static_cast<uint32_t>(windows.size());
-        spyre_engine_result res{};
-        card_->run(job, &res);
-        cycles_ += res.total_cycles;
-        if (res.error)
-            fail_program(dev_->name(), res.error, res.core, res.pc, res.message, req.label.get());
-        if (stats) stats_from_result(res, dev_->info().clock_mhz, stats);
+        return job;
     }
 }
 }  // namespace

@@ -278,6 +278,15 @@ PYBIND11_MODULE(_C, m) {
             graph_destroy(g, static_cast<c10::DeviceIndex>(d), pool);
         },
         gil_release());
+    // Jobs the card has completed (its telemetry, spyre_device_get_telemetry): on the simulator
+    // a run of a graph's consecutive launches is one linked job (libspyre.md "Linked launches").
+    m.def("_card_jobs", [](int d) {
+        check_device_index(static_cast<c10::DeviceIndex>(d));
+        spyre_telemetry t{};
+        SPYRE_CHECK(
+            spyre_device_get_telemetry(device_handle(static_cast<c10::DeviceIndex>(d)), &t));
+        return t.jobs_completed;
+    });
     m.def("_submissions", [](int d) { return submissions(static_cast<c10::DeviceIndex>(d)); });
     m.def("_runtime_stats", [](int d) { return runtime_stats(static_cast<c10::DeviceIndex>(d)); });
     m.def("_event_modeled_ns", [](uintptr_t start, uintptr_t end) {

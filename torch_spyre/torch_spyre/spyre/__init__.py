@@ -27,7 +27,7 @@ from .memory import (
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
-from .graphs import SpyreGraph, graph, submissions
+from .graphs import SpyreGraph, card_jobs, graph, submissions
 from .streams import (
     Event,
     Stream,
@@ -44,6 +44,7 @@ __all__ = [
     "SpyreGraph",
     "graph",
     "submissions",
+    "card_jobs",
     "Stream",
     "StreamContext",
     "current_device",

@@ -126,3 +126,12 @@ def submissions(device=None) -> int:
     from . import _get_device_index
 
     return _C._submissions(_get_device_index(device))
+
+
+def card_jobs(device=None) -> int:
+    """Jobs the card has completed so far (its telemetry; every process's): a launch or a copy
+    is one, and on the simulator so is each run of a replayed graph's consecutive launches,
+    linked into one job (libspyre.md "Linked launches")."""
+    from . import _get_device_index
+
+    return _C._card_jobs(_get_device_index(device))
