@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 
@@ -28,19 +29,18 @@ class CardTimeline {
 
     // The host saw work that ends at `t` complete (a synchronize, an event it waited for or
     // queried): what it queues next cannot start earlier, whichever stream it goes to.
+    // Lock-free: asked at every queued item (the simulator's dispatch path).
     void observe(uint64_t t) {
-        std::lock_guard lock(mu_);
-        observed_ = std::max(observed_, t);
+        uint64_t seen = observed_.load(std::memory_order_relaxed);
+        while (seen < t && !observed_.compare_exchange_weak(seen, t, std::memory_order_relaxed)) {
+        }
     }
-    uint64_t observed() const {
-        std::lock_guard lock(mu_);
-        return observed_;
-    }
+    uint64_t observed() const { return observed_.load(std::memory_order_relaxed); }
 
   private:
-    mutable std::mutex mu_;
+    std::mutex mu_;  // free_
     uint64_t free_[2] = {};
-    uint64_t observed_ = 0;
+    std::atomic<uint64_t> observed_{0};
 };
 
 }  // namespace spyre::sim
