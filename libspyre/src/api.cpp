@@ -1218,10 +1218,14 @@ spyre_status spyre_event_elapsed(spyre_event_t start, spyre_event_t end,
         }
         *timing = spyre_event_timing{};
         timing->wall_ns = mb->time_ns() - ma->time_ns();
-        if (ma->stream_id() != mb->stream_id())
+        if (ma->clock_id() != mb->clock_id())
             fail(SPYRE_ERROR_NOT_SUPPORTED,
-                 "the events were recorded on different streams: modeled device time is "
-                 "defined between two events of one stream");
+                 ma->stream_id() != mb->stream_id() && a->dev == b->dev &&
+                         a->dev->info().backend == SPYRE_BACKEND_KERNEL
+                     ? "the events were recorded on different streams: on the kernel backend "
+                       "modeled device time is defined between two events of one stream"
+                     : "the events were recorded on different cards: modeled device time is "
+                       "defined between two events of one card");
         timing->modeled_cycles = mb->cycles() >= ma->cycles() ? mb->cycles() - ma->cycles() : 0;
         const uint32_t mhz = a->dev->info().clock_mhz;
         timing->modeled_ns = mhz ? timing->modeled_cycles * 1000 / mhz : 0;

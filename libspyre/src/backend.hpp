@@ -89,11 +89,16 @@ class Marker {
     virtual ~Marker() = default;
     virtual bool done() = 0;  // non-blocking
     virtual void wait() = 0;  // blocks until done; no library lock is held while waiting
-    // Valid once done(): modeled device cycles of the stream's jobs up to this point (since
-    // the stream was created), and CLOCK_MONOTONIC ns at which completion was observed.
+    // Valid once done(): the modeled device time of this point in cycles (kernel backend: the
+    // stream's jobs' cycles summed since it was created; simulator: the end of the stream's
+    // last job on its card's timeline, sim/timeline.hpp), and CLOCK_MONOTONIC ns at which
+    // completion was observed.
     virtual uint64_t cycles() = 0;
     virtual int64_t time_ns() = 0;
     virtual const void* stream_id() const = 0;
+    // Markers with the same clock have comparable cycles(): one stream's (kernel backend), one
+    // card's (simulator).
+    virtual const void* clock_id() const { return stream_id(); }
 };
 using MarkerRef = std::shared_ptr<Marker>;
 

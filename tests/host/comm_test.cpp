@@ -476,6 +476,44 @@ TEST(Comm, AlgorithmChoiceShowsInPeerBytes) {
     spyre_device_close(dev);
 }
 
+// The pushes run on the transport's own stream while the cores reduce on the caller's
+// (Documentation/libspyre.md "Pipelined p2p"): rank 0's modeled time from before the call to
+// after it is its pushes over the peer link alone, the reductions hidden behind them (on one
+// stream it was pushes + reductions).
+TEST(Comm, PushesOverlapReductionsInTheModeledTime) {
+    const char* forced = std::getenv("SPYRE_COMM_TRANSPORT");
+    if (forced && std::string(forced) == "host-staged") GTEST_SKIP() << "no peer pushes";
+    if (on_kernel()) GTEST_SKIP() << "the kernel backend's modeled time is one stream's sum";
+    setenv("SPYRE_COMM_CHUNK_BYTES", "1048576", 1);
+    constexpr uint64_t bytes = 8u << 20, chunk = 1u << 20;
+    run_ranks(2, [&](Rank& k) {
+        spyre_buffer_t b = k.upload(
+            to_bytes(input(k.rank, bytes / 4, SPYRE_DTYPE_FLOAT32), SPYRE_DTYPE_FLOAT32), 0);
+        spyre_event_t e0 = nullptr, e1 = nullptr;
+        ASSERT_EQ(spyre_event_create(k.dev, &e0), SPYRE_SUCCESS);
+        ASSERT_EQ(spyre_event_create(k.dev, &e1), SPYRE_SUCCESS);
+        ASSERT_EQ(spyre_event_record(e0, k.stream), SPYRE_SUCCESS);
+        ASSERT_EQ(spyre_comm_all_reduce(b, 0, b, 0, bytes / 4, SPYRE_DTYPE_FLOAT32,
+                                        SPYRE_REDUCE_SUM, k.comm, k.stream),
+                  SPYRE_SUCCESS)
+            << spyre_last_error();
+        ASSERT_EQ(spyre_event_record(e1, k.stream), SPYRE_SUCCESS);
+        ASSERT_EQ(spyre_event_synchronize(e1), SPYRE_SUCCESS);
+        spyre_event_timing t{};
+        ASSERT_EQ(spyre_event_elapsed(e0, e1, &t), SPYRE_SUCCESS) << spyre_last_error();
+        // half the data out in the reduce-scatter, half in the all-gather, 1 MiB per push:
+        // 256 + 1500 + 26215 cycles each at the 60 GB/s link (hardware.md section 11)
+        const uint64_t pushes = bytes / chunk;
+        EXPECT_EQ(t.modeled_cycles, pushes * (256 + 1500 + 26215)) << "rank " << k.rank;
+        const double busbw = bytes / (t.modeled_ns * 1e-9) / 1e9;  // x 2(n-1)/n = 1
+        EXPECT_GE(busbw, 0.8 * 60) << "rank " << k.rank;
+        spyre_event_destroy(e0);
+        spyre_event_destroy(e1);
+        spyre_free(b);
+    });
+    unsetenv("SPYRE_COMM_CHUNK_BYTES");
+}
+
 // Two ranks each send 16 MiB (four default chunks) to the other before receiving: the sends
 // go into free outbox slots without waiting for the receiver (one message in flight per rank
 // deadlocked here until the timeout).

@@ -6,9 +6,11 @@
 // one thread per rank in this process, rank r on card r (simulator: SPYRE_SIM_DEVICES defaults to
 // NRANKS), where the communicator picks the p2p transport (SPYRE_COMM_TRANSPORT=host-staged for
 // comparison). busbw follows nccl-tests: algbw = bytes / time, busbw = algbw * 2 (n - 1) / n.
-// Wall-clock time on this host, plus the modeled device time of rank 0's card-side work on its
-// stream (DMA copies, peer copies and reduction programs, spyre_event_elapsed) per all-reduce and
-// the busbw that time gives.
+// Wall-clock time on this host, plus rank 0's modeled device time per all-reduce between events
+// recorded on its stream before and after the call (spyre_event_elapsed: on the simulator the
+// collective's critical path on the card's timeline, its push stream included; on the kernel
+// backend the stream's DMA copies, peer copies and reduction programs summed) and the busbw that
+// time gives.
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>

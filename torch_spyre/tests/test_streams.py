@@ -125,7 +125,7 @@ def test_event_elapsed_time():
     ms = start.elapsed_time(end)
     assert 0 < ms < 60_000
     assert end.elapsed_time(start) < 0
-    assert start.modeled_time(end) >= 0.0  # the simulator models launches only
+    assert start.modeled_time(end) >= 0.0  # the simulator models launches and peer copies
     assert_same(back, a)
 
 

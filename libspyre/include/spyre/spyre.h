@@ -374,9 +374,12 @@ SPYRE_API spyre_status spyre_event_synchronize(spyre_event_t event);
 SPYRE_API spyre_status spyre_event_query(spyre_event_t event);
 
 typedef struct spyre_event_timing {
-    /* Modeled device time between the two events: the modeled cycles of the jobs of their
-     * stream between them (launch cycles from the engine, DMA cycles from the card model);
-     * SPYRE_ERROR_NOT_SUPPORTED if they were recorded on different streams. */
+    /* Modeled device time between the two events (launch cycles from the engine, DMA cycles
+     * from the card model). Kernel backend: the jobs of their stream between them,
+     * SPYRE_ERROR_NOT_SUPPORTED if they were recorded on different streams. Simulator: the
+     * difference of their times on the card's timeline, where a launch and a peer copy of two
+     * streams overlap; also for two streams of one card, SPYRE_ERROR_NOT_SUPPORTED for two
+     * cards (libspyre.md "Modeled time"). */
     uint64_t modeled_cycles;
     uint64_t modeled_ns;
     /* Host wall clock between the moments libspyre saw each event complete (CLOCK_MONOTONIC);

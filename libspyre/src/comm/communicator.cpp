@@ -146,9 +146,15 @@ void Communicator::run(spyre_stream_t stream, F&& body) {
         transport_->check();
         body();
         // within the call nothing waits for its own card (pushes, reductions and the host
-        // functions that hand slots over are queued); the caller gets an idle stream
+        // functions that hand slots over are queued); the caller gets an idle stream, after
+        // the pushes of the transport's own stream too
+        transport_->join(stream);
         if (stream) check_call(spyre_stream_synchronize(stream));
     } catch (const Error& e) {
+        try {
+            transport_->join(stream);  // later work of the stream after the queued pushes
+        } catch (const Error&) {
+        }
         // the other ranks would otherwise wait for this one until their timeout
         transport_->abort(std::format("rank {} failed: {}", rank_, e.what()));
         throw;

@@ -29,6 +29,7 @@ struct SlotEvent {
     spyre_stream_t stream;
     spyre_buffer_t src;  // post: the sent data (its card's stream did the work)
     int peer;
+    spyre_stream_t origin;  // post from the push stream: the caller's, whose work it follows
 };
 
 void run_slot_event(void* p) {
@@ -36,7 +37,7 @@ void run_slot_event(void* p) {
     if (!e->post) return e->seg->consumed(e->m);
     // host functions run after failed work too: a failed push or an earlier failed reduction
     // means the peer would take data that is not the sum, so fail the communicator instead
-    e->seg->post_unless_failed(e->m, e->stream, e->src, e->peer);
+    e->seg->post_unless_failed(e->m, e->stream, e->src, e->peer, e->origin);
 }
 
 // A window's publication (open_window), once the stream's earlier work on it is done.
@@ -56,9 +57,10 @@ void publish_window(void* p) {
 }
 
 void after_stream(spyre_stream_t stream, const std::shared_ptr<Segment>& seg,
-                  const Segment::Message& m, bool post, spyre_buffer_t src = nullptr,
-                  int peer = -1) {
-    auto e = std::make_unique<SlotEvent>(SlotEvent{seg, m, post, stream, src, peer});
+                  const Segment::Message& m, bool post, spyre_buffer_t src = nullptr, int peer = -1,
+                  spyre_stream_t origin = nullptr) {
+    auto e = std::make_unique<SlotEvent>(
+        SlotEvent{seg, m, post, stream, src, peer, origin != stream ? origin : nullptr});
     check_call(spyre_launch_host_func(stream, run_slot_event, e.get()));
     e.release();  // run_slot_event owns it
 }
@@ -208,16 +210,29 @@ std::unique_ptr<PeerTransport> PeerTransport::try_create(std::unique_ptr<Segment
         return nullptr;
     }
     if (layout == Layout::Threads) shared.reset();
-    return std::unique_ptr<PeerTransport>(new PeerTransport(std::move(seg), std::move(shared)));
+    // pushes on a stream of their own only where the modeled time charges the overlap (the
+    // simulator's card timeline; the kernel backend's modeled time is one stream's sum, so
+    // there they stay on the caller's stream: Documentation/libspyre.md "Pipelined p2p")
+    const bool overlap = layout == Layout::Threads && mine.backend == SPYRE_BACKEND_SIM;
+    return std::unique_ptr<PeerTransport>(
+        new PeerTransport(std::move(seg), std::move(shared), device, overlap));
 }
 
-PeerTransport::PeerTransport(std::unique_ptr<Segment> seg, std::unique_ptr<Shared> shared)
+PeerTransport::PeerTransport(std::unique_ptr<Segment> seg, std::unique_ptr<Shared> shared,
+                             spyre_device_t device, bool overlap)
     : seg_(std::move(seg)),
       shared_(std::move(shared)),
+      device_(device),
+      overlap_(overlap),
       sent_(seg_->nranks(), 0),
       received_(seg_->nranks(), 0) {}
 
 PeerTransport::~PeerTransport() {
+    // the pushes have left (every collective ends with join); their stream's errors were
+    // reported through the communicator
+    if (push_) spyre_stream_destroy(push_);
+    if (ready_) spyre_event_destroy(ready_);
+    if (pushed_) spyre_event_destroy(pushed_);
     // threads: this rank owns the inboxes on its card (every sender has finished pushing into
     // them once this rank took its messages); processes: shared_ frees them
     if (shared_) return;
@@ -236,8 +251,30 @@ spyre_buffer_t PeerTransport::inbox_at(int peer) {
     return as_buffer(slot);
 }
 
+spyre_stream_t PeerTransport::push_stream(spyre_stream_t caller) {
+    if (!caller || !overlap_) return caller;
+    if (!push_) {
+        check_call(spyre_stream_create(device_, SPYRE_STREAM_PRIORITY_NORMAL, &push_));
+        check_call(spyre_event_create(device_, &ready_));
+        check_call(spyre_event_create(device_, &pushed_));
+    }
+    // the push reads what the caller's stream wrote before it (a reduced chunk)
+    check_call(spyre_event_record(ready_, caller));
+    check_call(spyre_stream_wait_event(push_, ready_));
+    pushing_ = true;
+    return push_;
+}
+
+void PeerTransport::join(spyre_stream_t caller) {
+    if (!pushing_ || !caller) return;
+    check_call(spyre_event_record(pushed_, push_));
+    check_call(spyre_stream_wait_event(caller, pushed_));
+    pushing_ = false;
+}
+
 void PeerTransport::send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
-                         spyre_stream_t stream) {
+                         spyre_stream_t caller) {
+    const spyre_stream_t stream = push_stream(caller);
     require(size <= seg_->slot_bytes(), "p2p send larger than an inbox chunk");
     spyre_buffer_t to = shared_ ? nullptr : inbox_at(peer);
     // the message this slot held before must have been taken
@@ -254,7 +291,7 @@ void PeerTransport::send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t
         check_call(spyre_memcpy_peer(to, at, src, offset, size));
     }
     if (stream)
-        after_stream(stream, seg_, m, true, src, peer);
+        after_stream(stream, seg_, m, true, src, peer, caller);
     else if (!seg_->post_unless_failed(m, stream, src, peer))
         seg_->check();  // throws the failure just recorded
 }
@@ -270,6 +307,7 @@ Segment::Message PeerTransport::take(int peer, uint64_t size, spyre_buffer_t* in
 
 void PeerTransport::recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t size,
                          spyre_stream_t stream) {
+    join(stream);  // dst may be what a queued push still reads
     spyre_buffer_t inbox = nullptr;
     uint64_t at = 0;
     const Segment::Message m = take(peer, size, &inbox, &at);
@@ -299,6 +337,7 @@ void PeerTransport::recv_reduce(int peer, spyre_buffer_t acc, uint64_t acc_offse
 }
 
 void PeerTransport::open_window(spyre_buffer_t buf, uint64_t base, spyre_stream_t stream) {
+    join(stream);  // the window is written into once this rank's pushes out of it have left
     auto e = std::make_unique<WindowEvent>(
         WindowEvent{seg_, reinterpret_cast<uint64_t>(buf), base, ++windows_});
     if (stream) {
@@ -312,7 +351,7 @@ void PeerTransport::open_window(spyre_buffer_t buf, uint64_t base, spyre_stream_
 }
 
 void PeerTransport::send_into(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
-                              uint64_t window_offset, spyre_stream_t stream) {
+                              uint64_t window_offset, spyre_stream_t caller) {
     // the peer's window of this all-gather (every rank opens one per all-gather, in order)
     RankState& to = seg_->header().ranks[peer];
     const uint32_t want = windows_;
@@ -323,9 +362,10 @@ void PeerTransport::send_into(int peer, spyre_buffer_t src, uint64_t offset, uin
     // numbered like any message (the pair's order, flow control); no inbox chunk is used
     const Segment::Message m = seg_->begin_post(peer, sent_[peer] + 1, size);
     ++sent_[peer];
+    const spyre_stream_t stream = push_stream(caller);
     if (stream) {
         check_call(spyre_memcpy_peer_async(dst, at, src, offset, size, stream));
-        after_stream(stream, seg_, m, true, src, peer);
+        after_stream(stream, seg_, m, true, src, peer, caller);
     } else {
         check_call(spyre_memcpy_peer(dst, at, src, offset, size));
         if (!seg_->post_unless_failed(m, stream, src, peer)) seg_->check();

@@ -54,6 +54,7 @@ class PeerTransport final : public Transport {
     void send_into(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
                    uint64_t window_offset, spyre_stream_t stream) override;
     void recv_in_place(int peer, uint64_t size) override;
+    void join(spyre_stream_t stream) override;
     void barrier() override { seg_->barrier(); }
     void abort(const std::string& reason) override;
     void check() override { seg_->check(); }
@@ -70,7 +71,11 @@ class PeerTransport final : public Transport {
     };
 
   private:
-    PeerTransport(std::unique_ptr<Segment> seg, std::unique_ptr<Shared> shared);
+    PeerTransport(std::unique_ptr<Segment> seg, std::unique_ptr<Shared> shared,
+                  spyre_device_t device, bool overlap);
+    // Where a push after the caller's earlier work goes: the caller's stream, or (overlap_)
+    // this rank's push stream, made to wait for the caller's work so far by an event.
+    spyre_stream_t push_stream(spyre_stream_t caller);
     // This rank's inbox on `peer`'s card, threads of one process (made on first use).
     spyre_buffer_t inbox_at(int peer);
     // Waits for `peer`'s next message of `size` bytes; its inbox and the offset of its chunk.
@@ -81,6 +86,16 @@ class PeerTransport final : public Transport {
     std::vector<uint32_t> sent_;      // messages sent to each peer
     std::vector<uint32_t> received_;  // messages taken from each peer
     uint32_t windows_ = 0;            // windows this rank opened
+    // Pushes on a stream of their own (simulator, threads: Documentation/libspyre.md
+    // "Pipelined p2p"), so the card's DMA engine pushes chunk k + 1 while its cores reduce
+    // chunk k; the caller's stream joins it (join) before it writes what a push may still read
+    // and at the end of every collective.
+    spyre_device_t device_;
+    bool overlap_;
+    spyre_stream_t push_ = nullptr;
+    spyre_event_t ready_ = nullptr;   // the caller's work a push follows
+    spyre_event_t pushed_ = nullptr;  // the pushes the caller waits for
+    bool pushing_ = false;            // pushes queued since the last join
 };
 
 }  // namespace spyre::comm

@@ -199,11 +199,12 @@ void Segment::post(const Message& m) {
 }
 
 bool Segment::post_unless_failed(const Message& m, spyre_stream_t stream, spyre_buffer_t src,
-                                 int peer) {
+                                 int peer, spyre_stream_t also) {
     std::string what;
     spyre_status st = SPYRE_SUCCESS;
     try {
         st = stream_failure(stream, src, &what);
+        if (st == SPYRE_SUCCESS && also) st = stream_failure(also, src, &what);
     } catch (const Error& e) {  // the stream or the buffer is gone: as good as failed
         st = e.status(), what = e.what();
     }

@@ -118,7 +118,10 @@ class Segment {
     // failure since its last synchronize, else fail() the communicator with it and return
     // false: data sent after a failed push or reduction is not what the receiver expects
     // (host functions run after failed work too). Safe from a host function of `stream`.
-    bool post_unless_failed(const Message& m, spyre_stream_t stream, spyre_buffer_t src, int peer);
+    // `also`: a second stream whose work the send followed (the caller's, when the push ran on
+    // the transport's own stream), checked the same way.
+    bool post_unless_failed(const Message& m, spyre_stream_t stream, spyre_buffer_t src, int peer,
+                            spyre_stream_t also = nullptr);
     // A transport's receive: waits until `peer` has posted its message number `seq` to this
     // rank and returns it; a posted size other than `bytes` fails the communicator (the ranks
     // called different collectives or counts). Then, once the data is out of the slot,

@@ -48,6 +48,9 @@ class Transport {
                            spyre_stream_t /*stream*/) {}
     // Waits until `peer`'s next message (`size` bytes, sent with send_into) has landed.
     virtual void recv_in_place(int /*peer*/, uint64_t /*size*/) {}
+    // Later work of `stream` (the caller's) waits for the sends queued so far, where a
+    // transport sends on a stream of its own (PeerTransport on the simulator).
+    virtual void join(spyre_stream_t /*stream*/) {}
     // Returns once every rank has entered it.
     virtual void barrier() = 0;
     // Fails the communicator for every rank with `reason` (the first reason wins).

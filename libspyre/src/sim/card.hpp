@@ -20,6 +20,7 @@
 
 #include "backend.hpp"
 #include "error.hpp"
+#include "sim/timeline.hpp"
 #include "spyre/engine.h"
 
 extern "C" {
@@ -98,6 +99,8 @@ class SimCard {
     bool timing_only() const { return timing_only_; }
     std::byte* base() const { return base_; }
     const spyre_engine_config& config() const { return cfg_; }
+    // The card's modeled time: its units and what the host has seen complete (timeline.hpp).
+    CardTimeline& timeline() { return timeline_; }
     SimFaults& faults() const { return faults_; }
 
     // First-fit range allocation of `bytes` (a multiple of kSimPage). Returns false if no
@@ -246,6 +249,7 @@ class SimCard {
 
     std::mutex engine_mu_;
     spyre_engine* engine_ = nullptr;
+    CardTimeline timeline_;
 };
 
 // The card of index i, created on first use from $SPYRE_SIM_MEMORY and $SPYRE_SIM_TIMING_ONLY.

@@ -55,14 +55,22 @@ class SimBuffer final : public Buffer {
     std::vector<std::byte> host_program_;
 };
 
+// An event's point on its card's timeline (sim/timeline.hpp). The host seeing it complete
+// (done, wait) moves the card's observed time; a stream's worker waiting for it does not.
 class SimMarker final : public Marker {
   public:
-    explicit SimMarker(const void* stream) : stream_(stream) {}
+    SimMarker(const void* stream, std::shared_ptr<SimCard> card)
+        : stream_(stream), card_(std::move(card)) {}
     bool done() override {
         std::lock_guard lock(mu_);
+        if (done_) card_->timeline().observe(cycles_);
         return done_;
     }
     void wait() override {
+        wait_on_worker();
+        card_->timeline().observe(cycles());
+    }
+    void wait_on_worker() {
         std::unique_lock lock(mu_);
         cv_.wait(lock, [&] { return done_; });
     }
@@ -75,6 +83,8 @@ class SimMarker final : public Marker {
         return time_;
     }
     const void* stream_id() const override { return stream_; }
+    const void* clock_id() const override { return card_.get(); }
+    const SimCard* card() const { return card_.get(); }
     void complete(uint64_t cycles) {
         {
             std::lock_guard lock(mu_);
@@ -87,6 +97,7 @@ class SimMarker final : public Marker {
 
   private:
     const void* stream_;
+    std::shared_ptr<SimCard> card_;
     std::mutex mu_;
     std::condition_variable cv_;
     bool done_ = false;
@@ -135,17 +146,25 @@ class SimStream final : public Stream {
         push([=] { fn(user); });
     }
     MarkerRef record() override {
-        auto m = std::make_shared<SimMarker>(this);
-        push([=, this] { m->complete(cycles_); }, false);
+        auto m = std::make_shared<SimMarker>(this, card_);
+        push([=, this] { m->complete(end_); }, false);
         return m;
     }
+    // Later work starts after the event's point when it is on this card's timeline (another
+    // card's time is not comparable: the wait only orders the work).
     void wait(const MarkerRef& m) override {
         if (m->stream_id() == this) return;
-        push([=] { m->wait(); });
+        push([=, this] {
+            auto* sm = dynamic_cast<SimMarker*>(m.get());
+            if (!sm) return m->wait();
+            sm->wait_on_worker();
+            if (sm->card() == card_.get()) end_ = std::max(end_, sm->cycles());
+        });
     }
     void synchronize() override {
         std::unique_lock lock(mu_);
         wait_done(lock, enq_);
+        card_->timeline().observe(done_end_);
         if (sticky_) {
             Error e = *sticky_;
             sticky_.reset();
@@ -159,6 +178,7 @@ class SimStream final : public Stream {
     bool query() override {
         std::lock_guard lock(mu_);
         if (done_ != enq_) return false;
+        card_->timeline().observe(done_end_);
         if (sticky_) {
             Error e = *sticky_;
             sticky_.reset();
@@ -180,6 +200,7 @@ class SimStream final : public Stream {
         cur = saved;
         std::unique_lock lock(mu_);
         wait_done(lock, op->last_seq);
+        card_->timeline().observe(done_end_);
         if (op->err) throw *op->err;
     }
 
@@ -190,19 +211,21 @@ class SimStream final : public Stream {
         std::function<void()> fn;
         std::shared_ptr<OpStatus> op;
         uint64_t seq;
+        uint64_t not_before;  // the card's observed time when it was queued
     };
     // The worker is woken only when it sleeps and waiters only when there are any: a futex
     // call per launch was a good part of an op's host time (torch_spyre.md "Dispatch overhead").
     // Each item of work counts as a submission (spyre_runtime_stats); markers do not.
     void push(std::function<void()> fn, bool counted = true) {
         bool wake;
+        const uint64_t not_before = card_->timeline().observed();
         {
             std::lock_guard lock(mu_);
             auto op = current_op();
             uint64_t seq = ++enq_;
             if (counted) dev_counters().jobs_submitted++;
             if (op) op->last_seq = seq;
-            q_.push_back({std::move(fn), op, seq});
+            q_.push_back({std::move(fn), op, seq, not_before});
             wake = worker_idle_;
         }
         if (wake) work_cv_.notify_one();
@@ -224,6 +247,7 @@ class SimStream final : public Stream {
             Item it = std::move(q_.front());
             q_.pop_front();
             lock.unlock();
+            end_ = std::max(end_, it.not_before);
             std::optional<Error> err;
             try {
                 it.fn();
@@ -242,6 +266,7 @@ class SimStream final : public Stream {
                 }
             }
             done_ = it.seq;
+            done_end_ = end_;
             if (waiters_) done_cv_.notify_all();
         }
     }
@@ -277,7 +302,10 @@ class SimStream final : public Stream {
 
     SimDevice* dev_;
     std::shared_ptr<SimCard> card_;
-    uint64_t cycles_ = 0;  // worker thread only
+    // Modeled end of the stream's last job on the card's timeline (sim/timeline.hpp); worker
+    // thread only. done_end_: its value when item done_ finished (under mu_).
+    uint64_t end_ = 0;
+    uint64_t done_end_ = 0;
     std::mutex mu_;
     std::condition_variable work_cv_;  // the worker waits for items
     std::condition_variable done_cv_;  // synchronize() and run_sync() wait for done_
@@ -533,7 +561,9 @@ void SimStream::copy_peer(const PeerCopy& c) {
         if (!card_->timing_only() && !peer->card()->timing_only())
             std::memcpy(c.to_peer ? remote : local, c.to_peer ? local : remote, c.size);
         // The issuing card's DMA engine moves the bytes over the peer link (hardware.md 11).
-        cycles_ += peer_copy_cycles(card_->config(), peer->card()->config(), c.size);
+        end_ = card_->timeline().place(
+            CardTimeline::Unit::Dma, end_,
+            peer_copy_cycles(card_->config(), peer->card()->config(), c.size));
         card_->count_peer_copy(c.to_peer, c.size);
     });
 }
@@ -642,7 +672,7 @@ void SimStream::run_launch(const LaunchRequest& req, spyre_launch_stats* stats) 
     const spyre_engine_job job = launch_job(req, windows);
     spyre_engine_result res{};
     card_->run(job, &res);
-    cycles_ += res.total_cycles;
+    end_ = card_->timeline().place(CardTimeline::Unit::Compute, end_, res.total_cycles);
     if (res.error)
         fail_program(dev_->name(), res.error, res.core, res.pc, res.message, req.label.get());
     if (stats) stats_from_result(res, dev_->info().clock_mhz, stats);
@@ -667,7 +697,7 @@ void SimStream::run_linked(const GraphNode* nodes, uint32_t n) {
     if (!jobs.empty()) {
         spyre_engine_result res{};
         card_->run_linked(jobs.data(), static_cast<uint32_t>(jobs.size()), &res);
-        cycles_ += res.total_cycles;
+        end_ = card_->timeline().place(CardTimeline::Unit::Compute, end_, res.total_cycles);
         if (res.error)
             fail_program(dev_->name(), res.error, res.core, res.pc, res.message,
                          nodes[std::min<uint32_t>(res.part, n - 1)].launch.label.get());

@@ -6,7 +6,7 @@ per-card pool of 8 normal and 8 high-priority (``priority < 0``) libspyre stream
 the card's default stream. An ``Event`` marks a point in a stream; ``elapsed_time`` gives the
 host wall-clock milliseconds between the moments the two events completed (libspyre's
 ``wall_ns``), ``modeled_time`` the modeled device time of the work between them (the engine's
-cycle model; on the simulator only program launches are modeled).
+cycle model; on the simulator program launches and peer copies, on the card's timeline).
 """
 
 import contextlib
@@ -144,8 +144,8 @@ class Event(torch.Event):
         super().wait(current_stream() if stream is None else stream)
 
     def modeled_time(self, end_event: "Event") -> float:
-        """Modeled device milliseconds of the work of one stream between this event and
-        ``end_event`` (both recorded on that stream and completed)."""
+        """Modeled device milliseconds between this event and ``end_event`` (both completed;
+        recorded on one stream, or on the simulator on any streams of one card)."""
         return _C._event_modeled_ns(self.event_id, end_event.event_id) / 1e6
 
     def __repr__(self) -> str:
