@@ -1,9 +1,9 @@
 """multinomial on the card (cumulative sums, uniform draws from the spyre generator, a count)
 with no fallback: shapes and ranges, categories of probability 0 never drawn, the frequencies
 of many draws with replacement within 5 sigma of the probabilities, unnormalized weights,
-fp16/bf16 probabilities, reproducibility for a seed, the decoder's top-k sampling step; invalid
-distributions and draws without replacement beyond one go to the CPU fallback (the CPU's
-errors)."""
+fp16/bf16 probabilities, reproducibility for a seed, the decoder's top-k sampling step, several
+draws without replacement (the exponential race); invalid distributions and more draws than
+categories without replacement go to the CPU fallback (the CPU's errors)."""
 
 import pytest
 import torch
@@ -60,11 +60,41 @@ def test_top_k_sampling_step(no_fallback):
     assert drawn.shape == (1, 1) and drawn.cpu()[0, 0] in top_i.cpu()[0]
 
 
+def test_draws_without_replacement(no_fallback):
+    """Several draws without replacement (the CPU kernel's exponential race: the n largest
+    p / q, q ~ Exponential(1), on the card): distinct categories, never one of probability 0,
+    the first draw as likely as its probability, the pair (first, second) as sequential
+    sampling gives it, reproducible for a seed."""
+    p = torch.tensor([0.1, 0.2, 0.0, 0.45, 0.25])
+    rows = 4000
+    torch.manual_seed(2)
+    s = torch.multinomial(p.expand(rows, 5).contiguous().to("spyre"), 3).cpu()
+    assert s.shape == (rows, 3) and s.dtype == torch.int64
+    assert (s != 2).all()
+    assert all(len(set(r.tolist())) == 3 for r in s)
+    p64 = p.double()
+    for draws, want in ((s[:, 0], p64),
+                        (s[:, 1][s[:, 0] == 3], p64 / (1 - p64[3]) * (torch.arange(5) != 3))):
+        n = draws.numel()
+        counts = torch.bincount(draws, minlength=5).double()
+        sigma = (n * want * (1 - want)).sqrt()
+        assert ((counts - n * want).abs() <= 5 * sigma + 1e-9).all(), (counts, n * want)
+    torch.manual_seed(3)
+    a = torch.multinomial(torch.rand(2, 700).to("spyre"), 50).cpu()
+    torch.manual_seed(3)
+    assert torch.equal(a, torch.multinomial(torch.rand(2, 700).to("spyre"), 50).cpu())
+    one = torch.multinomial(torch.tensor([0.2, 0.3, 0.5]).to("spyre"), 3).cpu()
+    assert sorted(one.tolist()) == [0, 1, 2]
+    # fewer positive categories than draws: the CPU does not refuse it; the positive one first
+    few = torch.multinomial(torch.tensor([0.0, 0.3, 0.0]).to("spyre"), 2).cpu()
+    assert few[0] == 1 and few[1] in (0, 2)
+
+
 def test_invalid_inputs_fall_back_with_the_cpu_errors(fallback_reset):
     with pytest.raises(RuntimeError):
         torch.multinomial(torch.tensor([0.5, -0.1]).to("spyre"), 1)
     with pytest.raises(RuntimeError):
         torch.multinomial(torch.zeros(3).to("spyre"), 1)
-    s = torch.multinomial(torch.tensor([0.2, 0.3, 0.5]).to("spyre"), 3).cpu()  # no replacement
-    assert sorted(s.tolist()) == [0, 1, 2]
+    with pytest.raises(RuntimeError):  # more draws than categories without replacement
+        torch.multinomial(torch.tensor([0.2, 0.3]).to("spyre"), 3)
     assert set(torch_spyre.fallback_counts()) == {"aten::multinomial"}

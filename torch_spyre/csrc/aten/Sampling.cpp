@@ -4,7 +4,10 @@
 // category whose cumulative sum exceeds it (categories of probability 0 are never drawn). The
 // CPU's checks (finite, non-negative, a positive sum) cost one host read of a flag; an invalid
 // input goes to the CPU fallback, which raises the CPU's error. Draws with replacement are
-// independent; without replacement only one draw per row runs on the card (more: the fallback).
+// independent; several draws without replacement are the CPU kernel's exponential race: the
+// n largest of p / q for q ~ Exponential(1) per category (exponential_, div and topk on the
+// card), in that order (a row with fewer than n categories of positive probability then gets
+// categories of probability 0 too, as on the CPU, which does not refuse it).
 // The card's stream of random numbers is not the CPU's, so the draws differ from the CPU's for
 // one seed (as on every other device), with the same distribution.
 #include <ATen/ATen.h>
@@ -26,7 +29,7 @@ at::Tensor multinomial(const at::Tensor& self, int64_t n, bool replacement,
                        std::optional<at::Generator> gen) {
     if (self.is_privateuseone() && is_float(self.scalar_type()) &&
         (self.dim() == 1 || self.dim() == 2) && self.size(-1) > 0 && self.numel() > 0 && n > 0 &&
-        n * self.numel() <= kMaxElements && (n == 1 || replacement)) {
+        n * self.numel() <= kMaxElements && (n == 1 || replacement || n <= self.size(-1))) {
         c10::DeviceGuard guard(self.device());
         const at::Tensor p = (self.dim() == 1 ? self.unsqueeze(0) : self).to(at::kFloat);
         const int64_t C = p.size(1);
@@ -37,6 +40,12 @@ at::Tensor multinomial(const at::Tensor& self, int64_t n, bool replacement,
                                   .bitwise_and(p.lt(std::numeric_limits<double>::infinity()))
                                   .all()
                                   .bitwise_and(total.gt(0).all());
+        const bool race = n > 1 && !replacement;
+        if (ok.item<bool>() && race) {
+            const at::Tensor q = at::empty_like(p).exponential_(1.0, gen);
+            const at::Tensor out = std::get<1>(at::topk(p / q, n, 1, true, true));
+            return self.dim() == 1 ? out.squeeze(0) : out;
+        }
         if (ok.item<bool>()) {
             // every draw against its own copy of its row's cumulative sums: [B * n, C] against
             // a column of draws (one broadcast compare, one count)
