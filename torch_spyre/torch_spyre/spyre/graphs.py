@@ -129,9 +129,10 @@ def submissions(device=None) -> int:
 
 
 def card_jobs(device=None) -> int:
-    """Jobs the card has completed so far (its telemetry; every process's): a launch or a copy
-    is one, and on the simulator so is each run of a replayed graph's consecutive launches,
-    linked into one job (libspyre.md "Linked launches")."""
+    """Jobs the card has completed so far (its telemetry; every process's). On the simulator a
+    launch or a copy is one, and so is each run of a replayed graph's consecutive launches,
+    linked into one job (libspyre.md "Linked launches"); on the kernel backend a job is one
+    SUBMIT to spyre.ko (a replayed graph is one, whatever it holds)."""
     from . import _get_device_index
 
     return _C._card_jobs(_get_device_index(device))
