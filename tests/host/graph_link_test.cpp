@@ -2,7 +2,8 @@
 // Linked launches on the simulator: a captured graph's consecutive launches replay as one engine
 // job (libspyre.md "Linked launches"). The same bytes as unlinked (SPYRE_GRAPH_LINK=0) and as
 // the work run directly, fewer jobs, the modeled time of one launch overhead per job, and a
-// fault inside a linked run naming its launch.
+// fault inside a linked run naming its launch. A labeled launch that faults is named on every
+// path of both backends: alone, batched with other launches, replayed in a graph.
 #include <string>
 
 #include "ops_api_util.hpp"
@@ -116,6 +117,73 @@ TEST_F(Ops, GraphLinksConsecutiveLaunches) {
     spyre_graph_destroy(lnk.g);
     spyre_graph_destroy(sep.g);
     spyre_stream_destroy(s);
+}
+
+// A program that stops at its first instruction: it reads an argument the launch does not pass.
+spyre_program_t load_bad_program(spyre_device_t dev) {
+    ProgramBuilder b;
+    b.arg(4, 5);  // no such argument
+    b.halt();
+    const std::vector<uint8_t> img = b.finish();
+    spyre_program_t bad = nullptr;
+    EXPECT_EQ(SPYRE_SUCCESS, spyre_program_load(dev, img.data(), img.size(), &bad));
+    return bad;
+}
+
+void launch_labeled(spyre_program_t prog, spyre_stream_t s, const char* label) {
+    spyre_launch_params p{};
+    p.num_cores = 2;
+    if (label) ASSERT_SPYRE(spyre_push_launch_label(label));
+    ASSERT_SPYRE(spyre_launch_async(prog, &p, s));
+    if (label) ASSERT_SPYRE(spyre_pop_launch_label());
+}
+
+// The stream's next synchronize reports the bad launch by its label.
+void expect_named(spyre_stream_t s, const char* how) {
+    EXPECT_NE(SPYRE_SUCCESS, spyre_stream_synchronize(s)) << how;
+    const std::string err = spyre_last_error();
+    EXPECT_NE(err.find("launched by the-bad-part"), std::string::npos) << how << ": " << err;
+    EXPECT_NE(err.find("BAD_ARG"), std::string::npos) << how << ": " << err;
+    EXPECT_EQ(SPYRE_SUCCESS, spyre_stream_synchronize(s)) << how << ": reported once";
+}
+
+TEST_F(Ops, FaultingLaunchIsNamedByItsLabelAloneBatchedAndReplayed) {
+    Work w(dev);
+    spyre_program_t bad = load_bad_program(dev);
+    ProgramBuilder gb;
+    gb.halt();
+    const std::vector<uint8_t> good_img = gb.finish();
+    spyre_program_t good;
+    ASSERT_SPYRE(spyre_program_load(dev, good_img.data(), good_img.size(), &good));
+    spyre_stream_t s;
+    ASSERT_SPYRE(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s));
+
+    launch_labeled(bad, s, "the-bad-part");
+    expect_named(s, "alone");
+
+    // behind other launches in flight: on spyre.ko one job of several LAUNCH commands
+    for (int i = 0; i < 6; ++i) launch_labeled(good, s, i == 3 ? "a-good-part" : nullptr);
+    launch_labeled(bad, s, "the-bad-part");
+    for (int i = 0; i < 6; ++i) launch_labeled(good, s, nullptr);
+    expect_named(s, "batched");
+
+    for (const bool linked : {false, true}) {
+        ASSERT_SPYRE(spyre_stream_begin_capture(s));
+        w.queue(s);
+        launch_labeled(bad, s, "the-bad-part");
+        launch_labeled(good, s, "a-good-part");
+        w.queue(s);
+        if (!linked) setenv("SPYRE_GRAPH_LINK", "0", 1);
+        spyre_graph_t g;
+        ASSERT_SPYRE(spyre_stream_end_capture(s, &g));
+        unsetenv("SPYRE_GRAPH_LINK");
+        ASSERT_SPYRE(spyre_graph_launch(g, s));
+        expect_named(s, linked ? "replayed, linked where the backend links" : "replayed");
+        spyre_graph_destroy(g);
+    }
+    spyre_stream_destroy(s);
+    spyre_program_free(good);
+    spyre_program_free(bad);
 }
 
 TEST_F(Ops, GraphLinkedRunFaultNamesItsLaunch) {

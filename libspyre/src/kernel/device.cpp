@@ -522,27 +522,31 @@ drm_spyre_job_wait KernelDevice::wait_raw(uint64_t job_id, const std::string& wh
     return w;
 }
 
-void KernelDevice::fail_job(const drm_spyre_job_wait& w, const std::string& what) {
+void KernelDevice::fail_job(const drm_spyre_job_wait& w, const std::string& what,
+                            const std::string* label) {
     const uint64_t job_id = w.job_id;
+    // the failing command's launch, when it was labeled (spyre_push_launch_label)
+    const std::string by = label ? "; launched by " + *label : std::string();
     switch (w.status) {
         case DRM_SPYRE_JOB_DEVICE_ERROR:
             fail(SPYRE_ERROR_DEVICE_ERROR,
-                 std::format("device error on {} in job {} ({}), command {}: hw status {} = {}{}",
+                 std::format("device error on {} in job {} ({}), command {}: hw status {} = {}{}{}",
                              name_, job_id, what, w.failed_cmd, w.hw_status,
                              hw_status_text(w.hw_status),
                              w.hw_status == SPYRE_STATUS_ERR_MMU_FAULT
                                  ? std::format(" at device address {:#x}", w.fault_addr)
-                                 : std::string()));
+                                 : std::string(),
+                             by));
         case DRM_SPYRE_JOB_TIMEOUT:
             fail(SPYRE_ERROR_TIMEOUT,
                  std::format("{}: job {} ({}) hung and was aborted by the driver (hw status {} = "
-                             "{})",
-                             name_, job_id, what, w.hw_status, hw_status_text(w.hw_status)));
+                             "{}){}",
+                             name_, job_id, what, w.hw_status, hw_status_text(w.hw_status), by));
         case DRM_SPYRE_JOB_ABORTED:
             fail(SPYRE_ERROR_DEVICE_ERROR,
                  std::format("{}: job {} ({}) was aborted by a device reset or removal before "
-                             "it ran",
-                             name_, job_id, what));
+                             "it ran{}",
+                             name_, job_id, what, by));
         default:
             fail(SPYRE_ERROR_INTERNAL, std::format("{}: job {} ({}) ended with unknown status {}",
                                                    name_, job_id, what, w.status));

@@ -99,7 +99,8 @@ class KernelDevice final : public Device {
     drm_spyre_job_wait reap_job(uint64_t job_id, const std::string& what);
     // Blocking JOB_WAIT; throws only if the wait itself failed.
     drm_spyre_job_wait wait_raw(uint64_t job_id, const std::string& what, int64_t timeout_ns);
-    [[noreturn]] void fail_job(const drm_spyre_job_wait& w, const std::string& what);
+    [[noreturn]] void fail_job(const drm_spyre_job_wait& w, const std::string& what,
+                               const std::string* label = nullptr);
 
     // A host BO of this device containing [ptr, ptr+size), with the offset of ptr in it.
     Bo* find_host_range(const void* ptr, uint64_t size, uint64_t* offset);

@@ -440,6 +440,13 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
     std::condition_variable cv_;
 
   private:
+    // A LAUNCH of a job: its result slot, its index among the job's commands (the driver's
+    // failed_cmd) and the label it was queued under (spyre_push_launch_label), if any.
+    struct LaunchTag {
+        int slot = -1;
+        uint32_t cmd = 0;
+        std::shared_ptr<const std::string> label;
+    };
     struct Pending {
         uint64_t point = 0, job_id = 0;
         std::string what;
@@ -447,7 +454,8 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         int slot = -1;  // launch result slot
         spyre_launch_stats* stats = nullptr;
         std::shared_ptr<OpStatus> op;
-        std::vector<int> batch_slots;  // a batch of launches: their result slots
+        std::shared_ptr<const std::string> label;  // of the one launch (slot >= 0)
+        std::vector<LaunchTag> batch;  // a batch of launches: their slots, commands and labels
     };
     struct Deferred {
         std::function<void()> fn;
@@ -499,32 +507,41 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                 std::memcpy(&r, result_ptr_ + slot_offset(p.slot),
                             std::min<uint64_t>(slot_bytes(p.slot), sizeof r));
                 r.message[sizeof r.message - 1] = '\0';
+                const std::string* label = p.label.get();
                 if (w.status == DRM_SPYRE_JOB_DEVICE_ERROR &&
                     w.hw_status == SPYRE_STATUS_ERR_PROGRAM) {
                     int err = r.error ? static_cast<int>(r.error) : static_cast<int>(w.hw_detail);
-                    if (r.error) fail_program(dev_->name(), err, r.core, r.pc, r.message);
-                    fail_program(dev_->name(), err, -1, 0, "the driver returned no launch result");
+                    if (r.error) fail_program(dev_->name(), err, r.core, r.pc, r.message, label);
+                    fail_program(dev_->name(), err, -1, 0, "the driver returned no launch result",
+                                 label);
                 }
-                if (w.status != DRM_SPYRE_JOB_OK) dev_->fail_job(w, p.what);
+                if (w.status != DRM_SPYRE_JOB_OK) dev_->fail_job(w, p.what, label);
                 if (r.error)
-                    fail_program(dev_->name(), static_cast<int>(r.error), r.core, r.pc, r.message);
+                    fail_program(dev_->name(), static_cast<int>(r.error), r.core, r.pc, r.message,
+                                 label);
                 if (p.stats) stats_from_result(r, dev_->info().clock_mhz, p.stats);
-            } else if (!p.batch_slots.empty()) {
+            } else if (!p.batch.empty()) {
                 // The first launch that faulted (later commands of the job still ran).
-                for (int sl : p.batch_slots) {
+                for (const LaunchTag& t : p.batch) {
                     drm_spyre_launch_result r{};
-                    std::memcpy(&r, result_ptr_ + slot_offset(sl),
-                                std::min<uint64_t>(slot_bytes(sl), sizeof r));
+                    std::memcpy(&r, result_ptr_ + slot_offset(t.slot),
+                                std::min<uint64_t>(slot_bytes(t.slot), sizeof r));
                     r.message[sizeof r.message - 1] = '\0';
                     if (r.error)
                         fail_program(dev_->name(), static_cast<int>(r.error), r.core, r.pc,
-                                     r.message);
+                                     r.message, t.label.get());
                 }
+                // Otherwise the failing command, when it is a launch, names who queued it
+                // (failed_cmd is meaningful for a device error only).
+                const std::string* label = nullptr;
+                if (w.status == DRM_SPYRE_JOB_DEVICE_ERROR)
+                    for (const LaunchTag& t : p.batch)
+                        if (t.cmd == w.failed_cmd) label = t.label.get();
                 if (w.status == DRM_SPYRE_JOB_DEVICE_ERROR &&
                     w.hw_status == SPYRE_STATUS_ERR_PROGRAM)
                     fail_program(dev_->name(), static_cast<int>(w.hw_detail), -1, 0,
-                                 "the driver returned no launch result");
-                if (w.status != DRM_SPYRE_JOB_OK) dev_->fail_job(w, p.what);
+                                 "the driver returned no launch result", label);
+                if (w.status != DRM_SPYRE_JOB_OK) dev_->fail_job(w, p.what, label);
             } else if (w.status != DRM_SPYRE_JOB_OK) {
                 dev_->fail_job(w, p.what);
             }
@@ -536,7 +553,8 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
     // Queues one job on the ring; the caller holds mu_.
     void submit(std::span<const drm_spyre_cmd> cmds, std::string what, std::vector<BufferRef> refs,
                 int slot = -1, spyre_launch_stats* stats = nullptr,
-                std::vector<int> batch_slots = {}) {
+                std::vector<LaunchTag> batch = {},
+                std::shared_ptr<const std::string> label = nullptr) {
         flush_batch();                                // batched launches were queued first
         if (pending_.size() >= kMaxStreamInflight) {  // bounded: wait for the oldest
             dev_->counters().backpressure_waits++;
@@ -557,7 +575,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         ++point_;
         in_syncs_.clear();
         pending_.push_back({point_, id, std::move(what), std::move(refs), slot, stats, cur_op_,
-                            std::move(batch_slots)});
+                            std::move(label), std::move(batch)});
         if (cur_op_) cur_op_->last_point = point_;
     }
 
@@ -818,7 +836,8 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         drm_spyre_cmd c = launch_cmd(req, slot, exts);
         if (to_batch) {
             batch_.cmds.push_back(c);
-            batch_.slots.push_back(static_cast<int>(slot));
+            batch_.launches.push_back(
+                {static_cast<int>(slot), static_cast<uint32_t>(batch_.cmds.size() - 1), req.label});
             batch_.exts.push_back(std::move(exts.back()));
             for (const BufferRef& b : req.buffers) batch_.refs.push_back(b);
             batch_.refs.push_back(req.program);
@@ -831,7 +850,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
             {&c, 1},
             std::format("launch of a {}-instruction program on {} core{}",
                         (req.program_size - 32) / 16, req.num_cores, req.num_cores == 1 ? "" : "s"),
-            std::move(refs), static_cast<int>(slot), stats);
+            std::move(refs), static_cast<int>(slot), stats, {}, req.label);
         slot_point_[slot] = point_;
     }
 
@@ -881,9 +900,9 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
             if (b.cmds.empty()) return;
             submit(b.cmds,
                    std::format("graph replay part {} ({} commands, {} launches)", part++,
-                               b.cmds.size(), b.slots.size()),
-                   std::move(b.refs), -1, nullptr, b.slots);
-            for (int sl : b.slots) slot_point_[sl] = point_;
+                               b.cmds.size(), b.launches.size()),
+                   std::move(b.refs), -1, nullptr, b.launches);
+            for (const LaunchTag& t : b.launches) slot_point_[t.slot] = point_;
             b = Batch{};
             exts2d.clear();
             if (cur) add_refs(*cur);
@@ -891,7 +910,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         // Room for `cmds` more commands (and a launch) in the current job.
         auto room = [&](size_t cmds, bool launch) {
             if (b.cmds.size() + cmds > DRM_SPYRE_MAX_CMDS ||
-                (launch && b.slots.size() + 1 > kMaxLaunches))
+                (launch && b.launches.size() + 1 > kMaxLaunches))
                 flush();
         };
         auto copy = [&](Bo& dst, uint64_t doff, Bo& src, uint64_t soff, uint64_t size) {
@@ -929,7 +948,8 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                     }
                     std::memset(result_ptr_ + slot_offset(slot), 0, slot_bytes(slot));
                     b.cmds.push_back(launch_cmd(req, slot, b.exts));
-                    b.slots.push_back(static_cast<int>(slot));
+                    b.launches.push_back({static_cast<int>(slot),
+                                          static_cast<uint32_t>(b.cmds.size() - 1), req.label});
                     break;
                 }
                 case GraphNode::Op::CopyDtoD:
@@ -992,13 +1012,13 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         batch_ = Batch{};
         try {
             submit(b.cmds, std::format("batch of {} launches", b.cmds.size()), std::move(b.refs),
-                   -1, nullptr, b.slots);
+                   -1, nullptr, b.launches);
         } catch (...) {
             in_flush_ = false;
             throw;
         }
         in_flush_ = false;
-        for (int sl : b.slots) slot_point_[sl] = point_;
+        for (const LaunchTag& t : b.launches) slot_point_[t.slot] = point_;
     }
 
   private:
@@ -1040,7 +1060,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
     struct Batch {
         std::vector<drm_spyre_cmd> cmds;
         std::vector<std::unique_ptr<LaunchCmd>> exts;
-        std::vector<int> slots;
+        std::vector<LaunchTag> launches;
         std::vector<BufferRef> refs;
     };
     Batch batch_;
