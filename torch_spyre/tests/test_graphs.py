@@ -8,6 +8,7 @@ captured graph per bucket of the cache length.
 """
 
 import os
+import warnings
 
 import pytest
 import torch
@@ -145,6 +146,25 @@ def test_compiled_chain_replays_in_one_submission(fresh_dynamo):
     (r,) = pytree_leaves(f(nx.to("spyre"), ny.to("spyre")))
     assert torch.equal(r.cpu(), chain(nx.to("spyre"), ny.to("spyre")).cpu())
     assert fresh_dynamo["captures"] == 1 and fresh_dynamo["replays"] == 5
+
+
+def test_compiled_call_on_another_card_replays_on_that_card(fresh_dynamo):
+    # the capture runs on the inputs' card, whichever card is current
+    if torch.spyre.device_count() < 2:
+        pytest.skip("needs two cards")
+    f = torch.compile(chain, backend="spyre_graphs")
+    x = make((33, 70), torch.float32).to("spyre:1")
+    y = make((33, 70), torch.float32, seed=1).to("spyre:1")
+    assert torch.spyre.current_device() == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a failed capture warns
+        for _ in range(3):
+            (r,) = pytree_leaves(f(x, y))
+    assert fresh_dynamo["captures"] == 1 and fresh_dynamo["replays"] == 2, fresh_dynamo
+    before = torch_spyre._C._submissions(1)
+    (r,) = pytree_leaves(f(x, y))
+    assert torch_spyre._C._submissions(1) == before + 1
+    assert torch.equal(r.cpu(), chain(x, y).cpu())
 
 
 def test_compiled_mlp_replays_equal_eager(fresh_dynamo):

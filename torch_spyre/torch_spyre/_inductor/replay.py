@@ -84,11 +84,14 @@ class Replayer:
         # entry): a later call passing the same tensor (a parameter, a KV cache updated in
         # place) uses it in place; another tensor is copied into it first.
         static = [a if isinstance(a, torch.Tensor) else None for a in args]
+        # captured on the stream of the inputs' card, not the current device's
+        card = next(a.device for a in args
+                    if isinstance(a, torch.Tensor) and a.device.type == "spyre")
         g = torch.spyre.SpyreGraph()
         try:
             torch_spyre._C._push_launch_label(self.label)
             try:
-                with torch.spyre.graph(g):
+                with torch.spyre.device(card), torch.spyre.graph(g):
                     outputs = self.fn(*args)
             finally:
                 torch_spyre._C._pop_launch_label()
