@@ -29,12 +29,6 @@ import torch_spyre
 STATS = {"captures": 0, "replays": 0, "eager_calls": 0, "capture_failures": 0}
 
 
-def _key(args):
-    # Runs on every call: torch.Size and torch.device hash as they are (no conversions).
-    return tuple((a.shape, a.stride(), a.dtype, a.device, a.storage_offset())
-                 if isinstance(a, torch.Tensor) else ("V", repr(a)) for a in args)
-
-
 class _Entry:
     def __init__(self):
         self.state = "warm"  # warm -> graph | eager
@@ -55,9 +49,11 @@ class Replayer:
         self.warned = False
 
     def __call__(self, *args):
-        if not any(isinstance(a, torch.Tensor) and a.device.type == "spyre" for a in args):
+        # per argument its dtype, device, sizes, strides and offset or its repr; None without a
+        # spyre tensor (in C++: the per-call loops over every parameter, ReplayArgs.cpp)
+        key = torch_spyre._C._replay_key(args)
+        if key is None:
             return self.fn(*args)
-        key = _key(args)
         e = self.entries.get(key)
         if e is None:
             e = self.entries[key] = _Entry()
@@ -68,11 +64,9 @@ class Replayer:
         if e.state == "eager":
             STATS["eager_calls"] += 1
             return self.fn(*args)
-        for s, a in zip(e.static, args):
-            if s is not None and s.data_ptr() != a.data_ptr():
-                s.copy_(a)
+        torch_spyre._C._replay_copy_inputs(e.static, args)
         try:
-            e.graph.replay()
+            e.graph.replay_current()
         except Exception as ex:
             ex.add_note(f"torch_spyre: raised by the replay of {self.label}")
             raise

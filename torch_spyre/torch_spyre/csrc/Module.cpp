@@ -177,6 +177,8 @@ class StreamHold {
 namespace torch_spyre {
 // Distributed.cpp: the "spyre" torch.distributed backend.
 void add_distributed_bindings(py::module_& m);
+// ReplayArgs.cpp: the compiled-call replayer's per-call work.
+void add_replay_bindings(py::module_& m);
 }  // namespace torch_spyre
 
 PYBIND11_MODULE(_C, m) {
@@ -204,6 +206,7 @@ PYBIND11_MODULE(_C, m) {
     using gil_release = py::call_guard<py::gil_scoped_release>;
 
     torch_spyre::add_distributed_bindings(m);
+    torch_spyre::add_replay_bindings(m);
 
     // Devices
     m.def("_device_count", [] { return static_cast<int>(device_count()); });

@@ -63,6 +63,12 @@ class SpyreGraph:
         s = current_stream(self._device)
         _C._graph_replay(self._handle, s.stream_id, s.device_index)
 
+    def replay_current(self) -> None:
+        """``replay`` without the Python stream object (the compiled-call replayer's path)."""
+        if self._handle is None:
+            raise RuntimeError("SpyreGraph.replay: nothing captured")
+        _C._graph_replay_current(self._handle, self._device)
+
     def reset(self) -> None:
         """Destroys the graph; its memory goes back to the caching allocator."""
         if self._handle is not None:
