@@ -190,10 +190,14 @@ counted stress build/cmake/tests/guest/stress/spyre_stress --procs 8 --jobs 1000
 # DEVICE BOs shared between two cards as dma-bufs (skips with a reason on one card); its last
 # case hot-unplugs the exporting card spyre1 and plugs it back before the hotplug row.
 kselftest p2p build/cmake/tests/guest/uapi/spyre_p2p_test
+# On the stock kernel with a PyTorch process too (an `import torch` takes minutes on the debug
+# kernel).
+hotplug_torch=1
+[ -z "$debug_kernel" ] || hotplug_torch=0
 if [ "$(ls /dev/accel | wc -l)" -ge 2 ]; then
-	check hotplug tests/guest/failure/hotplug.sh spyre1 spyre0
+	check hotplug env HOTPLUG_TORCH=$hotplug_torch tests/guest/failure/hotplug.sh spyre1 spyre0
 else
-	check hotplug tests/guest/failure/hotplug.sh spyre0
+	check hotplug env HOTPLUG_TORCH=$hotplug_torch tests/guest/failure/hotplug.sh spyre0
 fi
 # Card spyre1's BARs come and go while every vCPU reads spyre0's registers: QEMU's TCG must route
 # every read to spyre0 (qemu-device/patches/0001). Needs two cards.

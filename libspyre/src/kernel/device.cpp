@@ -169,6 +169,7 @@ T KernelDevice::query(uint32_t param, const char* what) {
             fail(SPYRE_ERROR_NOT_SUPPORTED,
                  std::format("{}: the driver does not support the {} query ({})", name_, what,
                              errno_text(err)));
+        fail_if_lost(err);
         fail(status_from_errno(err),
              std::format("{}: {} query failed ({})", name_, what, errno_text(err)));
     }
@@ -205,9 +206,11 @@ std::vector<drm_spyre_peer> KernelDevice::query_peers() {
         q.param = DRM_SPYRE_QUERY_TOPOLOGY;
         q.size = static_cast<uint32_t>(buf.size());
         q.data = reinterpret_cast<uintptr_t>(buf.data());
-        if (int err = xioctl(fd_.get(), DRM_IOCTL_SPYRE_QUERY, &q))
+        if (int err = xioctl(fd_.get(), DRM_IOCTL_SPYRE_QUERY, &q)) {
+            fail_if_lost(err);
             fail(status_from_errno(err),
                  std::format("{}: topology query failed ({})", name_, errno_text(err)));
+        }
         drm_spyre_topology t;
         std::memcpy(&t, buf.data(), sizeof t);
         if (t.num_peers > head.num_peers + 1) continue;  // a card came meanwhile
@@ -252,6 +255,7 @@ std::unique_ptr<Bo> KernelDevice::create_bo(uint64_t size, uint32_t placement) {
             fail(SPYRE_ERROR_OUT_OF_MEMORY, std::format("out of device memory on {}: asked {}{}",
                                                         name_, format_bytes(size), detail));
         }
+        fail_if_lost(err);
         fail(status_from_errno(err),
              std::format("{}: creating a {} {} buffer failed ({})", name_, format_bytes(size),
                          host ? "host" : "device", errno_text(err)));
@@ -260,6 +264,7 @@ std::unique_ptr<Bo> KernelDevice::create_bo(uint64_t size, uint32_t placement) {
     bi.handle = c.handle;
     if (int err = xioctl(fd_.get(), DRM_IOCTL_SPYRE_BO_INFO, &bi)) {
         drmCloseBufferHandle(fd_.get(), c.handle);
+        fail_if_lost(err);
         fail(status_from_errno(err),
              std::format("{}: BO_INFO failed for a new buffer ({})", name_, errno_text(err)));
     }
@@ -361,11 +366,20 @@ Bo* KernelDevice::find_host_range(const void* ptr, uint64_t size, uint64_t* offs
     return bo;
 }
 
+void KernelDevice::fail_if_lost(int err) const {
+    if (status_from_errno(err) == SPYRE_ERROR_DEVICE_LOST)
+        fail(SPYRE_ERROR_DEVICE_LOST,
+             std::format("{} was removed or its driver unbound ({})", name_, errno_text(err)));
+}
+
 uint32_t KernelDevice::create_syncobj() {
     uint32_t h = 0;
-    if (drmSyncobjCreate(fd_.get(), 0, &h) != 0)
-        fail(status_from_errno(errno),
-             std::format("{}: cannot create a syncobj ({})", name_, errno_text(errno)));
+    if (drmSyncobjCreate(fd_.get(), 0, &h) != 0) {
+        const int err = errno;
+        fail_if_lost(err);
+        fail(status_from_errno(err),
+             std::format("{}: cannot create a syncobj ({})", name_, errno_text(err)));
+    }
     return h;
 }
 
@@ -383,6 +397,7 @@ void KernelDevice::wait_point(uint32_t syncobj, uint64_t point, const std::strin
                  std::format("{}: {} did not finish within {} s (set SPYRE_JOB_TIMEOUT_MS to "
                              "wait longer)",
                              name_, what, timeout_ns_ / 1000000000));
+        fail_if_lost(err);
         fail(status_from_errno(err),
              std::format("{}: waiting for {} failed ({})", name_, what, errno_text(err)));
     }
@@ -390,9 +405,12 @@ void KernelDevice::wait_point(uint32_t syncobj, uint64_t point, const std::strin
 
 uint64_t KernelDevice::syncobj_value(uint32_t syncobj) {
     uint64_t v = 0;
-    if (drmSyncobjQuery(fd_.get(), &syncobj, &v, 1) != 0)
-        fail(status_from_errno(errno),
-             std::format("{}: syncobj query failed ({})", name_, errno_text(errno)));
+    if (drmSyncobjQuery(fd_.get(), &syncobj, &v, 1) != 0) {
+        const int err = errno;
+        fail_if_lost(err);
+        fail(status_from_errno(err),
+             std::format("{}: syncobj query failed ({})", name_, errno_text(err)));
+    }
     return v;
 }
 
@@ -466,9 +484,7 @@ uint64_t KernelDevice::submit(drm_spyre_submit& s) {
         if (err == EAGAIN || err == EBUSY)
             fail(SPYRE_ERROR_BUSY, std::format("{}: the driver's job queue stayed full ({})", name_,
                                                errno_text(err)));
-        if (st == SPYRE_ERROR_DEVICE_LOST)
-            fail(st,
-                 std::format("{} was removed or its driver unbound ({})", name_, errno_text(err)));
+        fail_if_lost(err);
         fail(st == SPYRE_ERROR_INVALID_ARGUMENT ? SPYRE_ERROR_INTERNAL : st,
              std::format("{}: the driver refused a job of {} command{} ({})", name_, s.cmd_count,
                          s.cmd_count == 1 ? "" : "s", errno_text(err)));
@@ -514,6 +530,7 @@ drm_spyre_job_wait KernelDevice::wait_raw(uint64_t job_id, const std::string& wh
             fail(SPYRE_ERROR_TIMEOUT, std::format("{}: job {} ({}) did not finish within {} s (set "
                                                   "SPYRE_JOB_TIMEOUT_MS to wait longer)",
                                                   name_, job_id, what, timeout_ns_ / 1000000000));
+        fail_if_lost(err);
         spyre_status st = status_from_errno(err);
         fail(st == SPYRE_ERROR_INVALID_ARGUMENT ? SPYRE_ERROR_INTERNAL : st,
              std::format("{}: waiting for job {} ({}) failed ({})", name_, job_id, what,

@@ -99,6 +99,9 @@ class KernelDevice final : public Device {
     drm_spyre_job_wait reap_job(uint64_t job_id, const std::string& what);
     // Blocking JOB_WAIT; throws only if the wait itself failed.
     drm_spyre_job_wait wait_raw(uint64_t job_id, const std::string& what, int64_t timeout_ns);
+    // Every driver call that finds the card gone fails alike: SPYRE_ERROR_DEVICE_LOST, "spyre1
+    // was removed or its driver unbound (ENODEV: No such device)". Returns otherwise.
+    void fail_if_lost(int err) const;
     [[noreturn]] void fail_job(const drm_spyre_job_wait& w, const std::string& what,
                                const std::string* label = nullptr);
 

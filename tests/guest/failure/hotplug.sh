@@ -4,8 +4,9 @@
 # verified every job it finished and then seen the card go away (ENODEV, or its job ABORTED);
 # the other cards keep working meanwhile; device_add brings back a card that passes the same
 # workload; a process running op-library work across the unplug releases the lost card and
-# runs the same op on the card once it is back (ops_replug.cpp); the kernel log has no oops,
-# warning or hung task.
+# runs the same op on the card once it is back (ops_replug.cpp); with HOTPLUG_TORCH=1, a PyTorch
+# process running eager, torch.compile'd and replayed calls on the card gets the same clear error
+# from all three (compile_unplug.py); the kernel log has no oops, warning or hung task.
 set -euo pipefail
 cd /src
 stress=build/cmake/tests/guest/stress/spyre_stress
@@ -48,6 +49,23 @@ args=$($qmp card-args "$id")
 deleted=$(grep -c '"DEVICE_DELETED"' "$SPYRE_VM_DIR/qmp/events.jsonl" 2>/dev/null || true)
 
 pci=$(basename "$(readlink -f "/sys/class/accel/$(basename "$node")/device")")
+tpid=
+if [ "${HOTPLUG_TORCH:-0}" = 1 ]; then
+	# first, alone: `import torch` and the compiles take a minute or more under TCG
+	env PYTHONPATH=build/cmake/torch_spyre/python PYTHONDONTWRITEBYTECODE=1 \
+		python3 tests/guest/failure/compile_unplug.py "$pci" 900 > /tmp/hotplug-torch.log 2>&1 &
+	tpid=$!
+	for ((i = 0; i < 6000; i++)); do
+		grep -q 'first op verified' /tmp/hotplug-torch.log && break
+		kill -0 $tpid 2>/dev/null || break
+		sleep 0.1
+	done
+	grep -q 'first op verified' /tmp/hotplug-torch.log || {
+		cat /tmp/hotplug-torch.log
+		echo "hotplug: the PyTorch process failed or was not ready in 600 s"
+		exit 1
+	}
+fi
 $stress --dev "$node" --procs 4 --until-gone --seconds 120 > /tmp/hotplug-stress.log 2>&1 &
 spid=$!
 $replug "$pci" 150 > /tmp/hotplug-replug.log 2>&1 &
@@ -80,6 +98,11 @@ if [ -n "$opid" ]; then
 	[ $rc -eq 0 ] || { echo "hotplug: $other failed while $id was unplugged"; exit 1; }
 fi
 [ ! -e "$node" ] || [ "$(node_of "$id" 2>/dev/null)" != "$node" ] || { echo "hotplug: $node still there"; exit 1; }
+if [ -n "$tpid" ]; then
+	rc=0; wait $tpid || rc=$?
+	cat /tmp/hotplug-torch.log
+	[ $rc -eq 0 ] || { echo "hotplug: the PyTorch process did not see the loss as eager mode does"; exit 1; }
+fi
 
 $qmp hmp "device_add $args"
 node=$(wait_node "$id" 60)
