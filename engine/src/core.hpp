@@ -7,6 +7,7 @@
 #include <bit>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <vector>
 
 #if defined(__linux__)
@@ -24,6 +25,18 @@ struct Msg {
     std::vector<uint8_t> data;
     uint64_t id;  // job-wide message number (the cycle model matches RECV to SEND by it)
     uint32_t pc;
+};
+
+// A LOAD whose copy into LX is deferred: its LX rows alias their DDR source, which the
+// instructions that only read them (MM) read in place. The copy is made (settled) before anything
+// else accesses the rows and before a STORE writes over the source: this core's, or another
+// core's once the copy has outlived a phase end (an ordering point: `shared`). A halted core's
+// copies are dropped (deferred.cpp; isa.md "Host implementation notes").
+struct Deferred {
+    uint64_t lo, hi;          // LX bounding box: rows lo + i * ls, i < n, of len bytes
+    uint64_t len, ls, n, ds;  // row bytes, LX stride, rows, source stride
+    const uint8_t* src;       // row 0's source in host memory
+    uint64_t ddr_lo, ddr_hi;  // the source's device-memory offsets (bounding box)
 };
 
 struct LoopFrame {
@@ -46,6 +59,11 @@ struct Core {
     // job's data. Sticks are zeroed lazily when first touched, or just marked clean when a LOAD
     // overwrites them completely (saves zeroing the scratchpads at every job start).
     uint64_t* stale = nullptr;
+    std::vector<Deferred> deferred;  // at most kMaxDeferred, oldest first
+    // Its deferred copies outlived a phase end: other cores' STOREs over their sources copy them
+    // first, so every use of `deferred` holds defer_mu (set between phases only).
+    bool shared = false;
+    std::recursive_mutex* defer_mu = nullptr;
     // timing: the record of timed operations, replayed by the cycle model after the job, and
     // a lower bound of the core's cycles (checked against the cycle budget while running)
     Trace trace;
@@ -67,6 +85,8 @@ struct Core {
         id = core_id;
         st = St::Halted;
         lx_hw = 0;
+        deferred.clear();
+        shared = false;
         trace.trim();
         for (int d = 0; d < 2; ++d) {
             out[d].clear();
@@ -78,7 +98,7 @@ struct Core {
     // The state of a core at a job start, keeping the scratchpad (lx, stale) and the storage of
     // the containers: every job start resets the job's cores, and constructing a Core allocates
     // (its deques). Every member above is set here but lx, stale and trace (the caller resets
-    // the trace).
+    // the trace). Deferred copies are dropped: the previous job's LX reads as zero.
     void reset(uint32_t core_id) {
         id = core_id;
         std::fill(std::begin(r), std::end(r), 0);
@@ -88,6 +108,8 @@ struct Core {
         depth = 0;
         span_base = 0;
         lx_hw = 0;
+        deferred.clear();
+        shared = false;
         std::fill(std::begin(unit_cost), std::end(unit_cost), 0);
         stats = {};
         for (int d = 0; d < 2; ++d) {
@@ -105,9 +127,31 @@ struct Core {
 
 using Range = LxRange;
 
+// Deferred copies (deferred.cpp): copies those overlapping LX [lo, hi) into LX; with `drop`,
+// those lying inside [lo, hi) are dropped instead (about to be overwritten completely).
+void lx_settle(Core& c, uint64_t lo, uint64_t hi, bool drop);
+void lx_settle_all(Core& c);
+// Copies those whose source overlaps device-memory offsets [lo, hi) (before a write there).
+void ddr_settle(Core& c, uint64_t lo, uint64_t hi);
+// The host bytes of an operand of `rows` rows of row_bytes at LX addr, stride apart, if it lies
+// in one deferred copy's rows: its source (*stride_out its row stride), else nullptr.
+const uint8_t* lx_alias(const Core& c, uint64_t addr, uint64_t rows, uint64_t stride,
+                        uint64_t row_bytes, uint64_t* stride_out);
+
+// The deferred copies an access to LX [lo, hi) needs settled (lx_settle).
+inline void lx_settle_for(Core& c, uint64_t lo, uint64_t hi, bool drop) {
+    if (c.shared) {
+        std::lock_guard<std::recursive_mutex> g(*c.defer_mu);
+        if (!c.deferred.empty()) lx_settle(c, lo, hi, drop);
+    } else if (!c.deferred.empty()) {
+        lx_settle(c, lo, hi, drop);
+    }
+}
+
 // Zeroes the stale sticks overlapping LX bytes [lo, hi) (before any access to them).
 inline void lx_touch(Core& c, uint64_t lo, uint64_t hi) {
     if (hi <= lo) return;
+    lx_settle_for(c, lo, hi, false);
     const uint64_t s0 = lo / kS, s1 = (hi + kS - 1) / kS;
     for (uint64_t w = s0 / 64; w <= (s1 - 1) / 64; ++w) {
         uint64_t mask = ~uint64_t{0};
@@ -127,6 +171,7 @@ inline void lx_touch(Core& c, const Range& r) { lx_touch(c, r.lo, r.hi); }
 
 // LX bytes [lo, hi) are about to be overwritten completely: whole sticks inside need no zeroing.
 inline void lx_overwrite(Core& c, uint64_t lo, uint64_t hi) {
+    if (lo < hi) lx_settle_for(c, lo, hi, true);
     const uint64_t s0 = (lo + kS - 1) / kS, s1 = hi / kS;
     if (s1 <= s0) {
         lx_touch(c, lo, hi);

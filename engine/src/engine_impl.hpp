@@ -48,10 +48,12 @@ class Engine {
           lx_mem_(uint64_t{cfg.lx_bytes} * cfg.num_cores) {
         stale_words_ = (cfg.lx_bytes / kS + 63) / 64;
         stale_mem_.reset(new uint64_t[stale_words_ * cfg.num_cores]());
+        defer_mu_.reset(new std::recursive_mutex[cfg.num_cores]);
         for (uint32_t i = 0; i < cfg.num_cores; ++i) {
             cores_[i].lx = lx_mem_.get() + uint64_t{i} * cfg.lx_bytes;
             cores_[i].stale = stale_mem_.get() + uint64_t{i} * stale_words_;
             cores_[i].lx_hw = 0;
+            cores_[i].defer_mu = &defer_mu_[i];
         }
         cancel_tok_.engine = &cancel_;
         throw_core_ = test_throw_core();
@@ -147,6 +149,12 @@ class Engine {
     bool decode_dma(Core& c, const Instr& in, bool is_load, const char* what, DmaDesc& d);
     bool translate_dma(Core& c, const char* what, bool is_load, uint64_t ddr_hi, DmaDesc& d);
     void move_dma(Core& c, const DmaDesc& d, bool is_load);
+    // Deferred LOAD copies (core.hpp): loads of fewer bytes are copied at once; a core keeps at
+    // most kMaxDeferred (an LX access checks them all).
+    static constexpr uint64_t kDeferMinBytes = 8192;
+    static constexpr size_t kMaxDeferred = 8;
+    void defer_load(Core& c, uint64_t lx, const uint8_t* src, uint64_t ddr, uint64_t len,
+                    uint64_t n, uint64_t ls, uint64_t ds);
     bool exec_dma(Core& c, const Instr& in, bool is_load);
     bool exec_mm(Core& c, const Instr& in);
     bool exec_vec(Core& c, const Instr& in);
@@ -185,6 +193,7 @@ class Engine {
     std::vector<Core> cores_;
     LxMem lx_mem_;
     std::unique_ptr<uint64_t[]> stale_mem_;
+    std::unique_ptr<std::recursive_mutex[]> defer_mu_;  // Core::defer_mu
     uint64_t stale_words_ = 0;
     std::atomic<bool> cancel_{false};
     kern::Cancel cancel_tok_;  // cancel_ and the running job's cancel flag

@@ -38,19 +38,27 @@ bool Engine::exec_mm(Core& c, const Instr& in) {
     c.stats.mac_slots += t == DType::I8    ? ceil_div(m * n * k, cfg_.mm_int8_speedup)
                          : t == DType::F32 ? m * n * k * cfg_.mm_fp32_slowdown
                                            : m * n * k;
-    lx_touch(c, ra);
-    lx_touch(c, rb);
+    // operands in deferred LOAD copies are read from their source (before C's LX is touched:
+    // a C over them settles or drops the copy, the source keeps the bytes)
+    // a shared copy's source may be written by another core's STORE, which copies it first:
+    // the lock is held while the MM reads it
+    std::unique_lock<std::recursive_mutex> g(*c.defer_mu, std::defer_lock);
+    if (c.shared) g.lock();
+    uint64_t la = lda, lb = ldb;
+    const uint8_t* a =
+        timing_only_ ? nullptr : lx_alias(c, aa, ta ? k : m, lda, (ta ? m : k) * es, &la);
+    const uint8_t* bm =
+        timing_only_ ? nullptr : lx_alias(c, ba, tb ? n : k, ldb, (tb ? k : n) * es, &lb);
+    if (!a) lx_touch(c, ra), a = c.lx + aa;
+    if (!bm) lx_touch(c, rb), bm = c.lx + ba;
     if (!acc && (m == 1 || ldc == n * 4))
         lx_overwrite(c, rc.lo, rc.hi);  // C is contiguous and written completely
     else
         lx_touch(c, rc);
     if (timing_only_) return true;
-    const uint8_t* a = c.lx + aa;
-    const uint8_t* bm = c.lx + ba;
-    uint64_t la = lda, lb = ldb;
     // the kernel takes row-major A: a transposed A is copied (read before C is written, so C may
     // still overlap it); a transposed B is transposed by the kernel (kernels.hpp)
-    if (ta && k) a = kern::transposed_copy(0, es, a, k, m, lda), la = k * es;
+    if (ta && k) a = kern::transposed_copy(0, es, a, k, m, la), la = k * es;
     kern::matmul({t, c.lx + ca, a, bm, m, n, k, la, lb, ldc, acc, &cancel_tok_, tb});
     return true;
 }

@@ -74,6 +74,28 @@ void Engine::move_dma(Core& c, const DmaDesc& d, bool is_load) {
         }
         padded = len;
     }
+    if (is_load && !d.split && padded == len && n2 == 1 && (n1 == 1 || ls1 >= len) &&
+        n1 * len >= kDeferMinBytes) {
+        defer_load(c, lx, mem_ + (ddr + d.shift), ddr + d.shift, len, n1, ls1, ds1);
+        return;
+    }
+    if (!is_load) {  // the deferred copies of this source are made before it changes
+        const uint64_t lo = ddr + d.shift, hi = lo + (n1 - 1) * ds1 + (n2 - 1) * ds2 + len;
+        // this core's; every core's when they run one after another (as each would have copied
+        // at its LOAD); the shared ones of other cores (LOADs before an ordering point: isa.md
+        // memory ordering), under their owner's lock
+        for (uint32_t i = 0; i < ncores_; ++i) {
+            Core& o = cores_[i];
+            if (&o != &c && !inline_ && !o.shared) continue;
+            std::unique_lock<std::recursive_mutex> g(*o.defer_mu, std::defer_lock);
+            if (o.shared) g.lock();
+            if (o.deferred.empty()) continue;
+            if (d.split)
+                lx_settle_all(o);
+            else
+                ddr_settle(o, lo, hi);
+        }
+    }
     for (uint64_t i2 = 0; i2 < n2; ++i2)
         for (uint64_t i1 = 0; i1 < n1; ++i1) {
             uint8_t* l = c.lx + lx + i2 * ls2 + i1 * ls1;
@@ -93,6 +115,25 @@ void Engine::move_dma(Core& c, const DmaDesc& d, bool is_load) {
                     std::memcpy(mem_ + (a + d.shift), l, len);
             }
         }
+}
+
+// A LOAD of n rows of len bytes (whole sticks) to LX lx (rows ls apart) from src (rows ds apart,
+// device-memory offset ddr) recorded as a deferred copy: the LX sticks are written, their bytes
+// are copied when needed (core.hpp `Deferred`).
+void Engine::defer_load(Core& c, uint64_t lx, const uint8_t* src, uint64_t ddr, uint64_t len,
+                        uint64_t n, uint64_t ls, uint64_t ds) {
+    if (n == 1) ls = ds = len;
+    const uint64_t hi = lx + (n - 1) * ls + len;
+    if (ls == len)
+        lx_overwrite(c, lx, hi);
+    else
+        for (uint64_t i = 0; i < n; ++i) lx_overwrite(c, lx + i * ls, lx + i * ls + len);
+    std::unique_lock<std::recursive_mutex> g(*c.defer_mu, std::defer_lock);
+    if (c.shared) g.lock();
+    if (c.deferred.size() >= kMaxDeferred) {  // the oldest is copied now
+        lx_settle(c, c.deferred[0].lo, c.deferred[0].lo + 1, false);
+    }
+    c.deferred.push_back({lx, hi, len, ls, n, ds, src, ddr, ddr + (n - 1) * ds + len});
 }
 
 bool Engine::exec_dma(Core& c, const Instr& in, bool is_load) {

@@ -347,9 +347,57 @@ SPYRE_AVX512 void pack_bt_f32(const uint8_t* bt, size_t ldb, size_t cols, size_t
     }
 }
 
+// One row of A times an fp32 B stored transposed (N x K, row stride ldb bytes), G groups of 16
+// columns from column j0 (cols of them valid): each 16 x 16 block of B^T is transposed in
+// registers and used at once, without the panels (a decode step's nn.Linear: B is read once).
+// Each C element gets the FMAs of the panel kernels in the same order.
+template <int G>
+SPYRE_AVX512 void row_bt_f32(const MatmulArgs& g, size_t j0, size_t cols, bool zero) {
+    const float* a = reinterpret_cast<const float*>(g.a);
+    float* c = reinterpret_cast<float*>(g.c) + j0;
+    const uint8_t* bt = g.b + j0 * g.ldb;
+    __m512 acc[G];
+    __mmask16 mc[G];
+    size_t rows[G];
+#pragma GCC unroll 4
+    for (int v = 0; v < G; ++v) {
+        rows[v] = cols > 16u * v ? std::min<size_t>(16, cols - 16 * v) : 0;
+        mc[v] = mask16(rows[v]);
+        acc[v] = zero ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mc[v], c + 16 * v);
+    }
+    for (size_t k0 = 0; k0 < g.k; k0 += 16) {
+        const size_t n = std::min<size_t>(16, g.k - k0);
+        const __mmask16 mk = mask16(n);
+#pragma GCC unroll 4
+        for (int v = 0; v < G; ++v) {
+            __m512 r[16];
+            for (size_t i = 0; i < 16; ++i)
+                r[i] = i < rows[v]
+                           ? _mm512_maskz_loadu_ps(
+                                 mk, reinterpret_cast<const float*>(bt + (16 * v + i) * g.ldb) + k0)
+                           : _mm512_setzero_ps();
+            transpose16(r);
+            for (size_t kk = 0; kk < n; ++kk)
+                acc[v] = _mm512_fmadd_ps(_mm512_set1_ps(a[k0 + kk]), r[kk], acc[v]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int v = 0; v < G; ++v) _mm512_mask_storeu_ps(c + 16 * v, mc[v], acc[v]);
+}
+
 SPYRE_AVX512 void mm_float_avx512(const MatmulArgs& g) {
     const size_t m = g.m, n = g.n, k = g.k;
     const DType t = g.in;
+    if (m == 1 && t == DType::F32 && g.b_trans) {
+        const bool zero = !g.accumulate;
+        size_t j = 0;
+        for (; j + 64 <= n; j += 64) {
+            if (cancelled(g.cancel)) return;
+            row_bt_f32<4>(g, j, 64, zero);
+        }
+        for (; j < n; j += 16) row_bt_f32<1>(g, j, std::min<size_t>(16, n - j), zero);
+        return;
+    }
     const size_t es = isa::dtype_size(t);
     const size_t kcmax = std::min(kKC, k), kcp = (kcmax + 15) / 16 * 16;
     float* pb = tl_pb.get((std::min(kNC, n) + kNR - 1) / kNR * kNR * kcmax);

@@ -98,11 +98,13 @@ void Engine::discard() {
     for (Core& c : cores_) {
         uint8_t* lx = c.lx;
         uint64_t* stale = c.stale;
+        std::recursive_mutex* mu = c.defer_mu;
         const uint64_t hw = c.lx_hw;
         c.~Core();
         new (&c) Core();
         c.lx = lx;
         c.stale = stale;
+        c.defer_mu = mu;
         c.lx_hw = hw;
         c.st = St::Halted;
     }
@@ -224,6 +226,13 @@ bool Engine::loop(Failure& f, bool& failed) {
             else
                 pool_.parallel_for(runnable.size(),
                                    [&](size_t k) { run_core(cores_[runnable[k]]); });
+            // deferred copies: a halted core's LX is read no more; those of a core that waits
+            // at an ordering point become shared: other cores may write their sources next
+            for (uint32_t i : runnable) {
+                Core& c = cores_[i];
+                if (c.st == St::Halted || c.st == St::Failed) c.deferred.clear();
+                c.shared = nc > 1 && !c.deferred.empty();
+            }
             for (uint32_t i : runnable)
                 if (cores_[i].st == St::Failed) {
                     f = cores_[i].fail;
@@ -262,7 +271,13 @@ bool Engine::loop(Failure& f, bool& failed) {
             }
             bool sliced = false;
             for (uint32_t i : runnable) sliced |= cores_[i].sliced;
-            if (sliced && !cancelled()) return false;
+            if (sliced && !cancelled()) {  // the preempted job's LX holds its bytes
+                for (uint32_t i = 0; i < nc; ++i) {
+                    lx_settle_all(cores_[i]);
+                    cores_[i].shared = false;
+                }
+                return false;
+            }
             continue;
         }
         if (cancelled()) {

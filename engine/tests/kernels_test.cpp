@@ -262,29 +262,31 @@ struct MmCase {
     uint64_t m, n, k;
     bool acc;
     Fill fill = Fill::kNormal;
+    bool tb = false;  // B stored transposed (N x K)
 };
 
 // Runs one case with the portable kernels and with `name`; identical bits (NaN: any NaN, whose
 // payload isa.md leaves unspecified), padding between C rows never written.
 void compare_matmul(const char* name, const MmCase& cs, std::mt19937& rng) {
     const uint64_t es = isa::dtype_size(cs.t);
-    const uint64_t lda = (cs.k + 5) * es, ldb = (cs.n + 3) * es, ldc = (cs.n + 2) * 4;
-    std::vector<uint8_t> a(cs.m * lda), b(cs.k * ldb), c0(cs.m * ldc);
+    const uint64_t lda = (cs.k + 5) * es, ldb = ((cs.tb ? cs.k : cs.n) + 3) * es,
+                   ldc = (cs.n + 2) * 4;
+    std::vector<uint8_t> a(cs.m * lda), b((cs.tb ? cs.n : cs.k) * ldb), c0(cs.m * ldc);
     fill_operand(a, cs.t, cs.fill, rng);
     fill_operand(b, cs.t, cs.fill, rng);
     fill_operand(c0, cs.t == DType::I8 ? DType::I32 : DType::F32,
                  cs.fill == Fill::kTiny ? Fill::kTiny : Fill::kNormal, rng);
     std::vector<uint8_t> c_fast = c0, c_port = c0;
     ASSERT_TRUE(kern::set_kernels(name));
-    kern::matmul(
-        {cs.t, c_fast.data(), a.data(), b.data(), cs.m, cs.n, cs.k, lda, ldb, ldc, cs.acc});
+    kern::matmul({cs.t, c_fast.data(), a.data(), b.data(), cs.m, cs.n, cs.k, lda, ldb, ldc, cs.acc,
+                  nullptr, cs.tb});
     ASSERT_TRUE(kern::set_kernels("portable"));
-    kern::matmul(
-        {cs.t, c_port.data(), a.data(), b.data(), cs.m, cs.n, cs.k, lda, ldb, ldc, cs.acc});
+    kern::matmul({cs.t, c_port.data(), a.data(), b.data(), cs.m, cs.n, cs.k, lda, ldb, ldc, cs.acc,
+                  nullptr, cs.tb});
     const std::string what = std::string(name) + " dtype " + std::to_string(int(cs.t)) + " " +
                              std::to_string(cs.m) + "x" + std::to_string(cs.n) + "x" +
-                             std::to_string(cs.k) + (cs.acc ? " acc" : "") + " fill " +
-                             std::to_string(int(cs.fill));
+                             std::to_string(cs.k) + (cs.acc ? " acc" : "") +
+                             (cs.tb ? " trans_b" : "") + " fill " + std::to_string(int(cs.fill));
     size_t bad = 0;
     for (uint64_t i = 0; i < cs.m; ++i) {
         for (uint64_t j = 0; j < cs.n; ++j) {
@@ -331,6 +333,13 @@ TEST(Kernels, MatmulMatchesPortable) {
             cases.push_back({t, 65, 63, 129, true, f});
             cases.push_back({t, 7, 33, 300, false, f});
         }
+    // B stored transposed (every nn.Linear): one row of A (avx512: B^T transposed in registers,
+    // 64 or 16 columns at a time) and more rows (through the panels)
+    for (uint64_t m : {1, 7})
+        for (uint64_t n : {1, 7, 16, 63, 64, 65, 129, 200})
+            for (uint64_t k : {1, 7, 16, 63, 65, 129, 300})
+                for (Fill f : {Fill::kNormal, Fill::kSpecial})
+                    cases.push_back({DType::F32, m, n, k, ((n + k) & 2) != 0, f, true});
     const std::vector<const char*> fast = fast_impls();
     if (fast.empty()) GTEST_SKIP() << "no SIMD implementation on this CPU to compare";
     for (const char* name : fast)
