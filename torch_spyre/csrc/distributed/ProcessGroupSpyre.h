@@ -1,16 +1,23 @@
 // The "spyre" torch.distributed backend: a c10d::Backend over libspyre's collectives
 // (spyre/comm.h), one process per card. The communicator is created on the first collective,
 // on the card of its tensors, from a unique id rank 0 puts in the process group's store.
+// Collectives are asynchronous: each call queues the collective on the group's worker
+// (CollectiveQueue.h) and returns its Work (SpyreWork.h).
 #pragma once
 
 #include <spyre/comm.h>
 
+#include <atomic>
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 namespace torch_spyre {
+
+class CollectiveQueue;
 
 class ProcessGroupSpyre : public c10d::Backend {
   public:
@@ -48,8 +55,8 @@ class ProcessGroupSpyre : public c10d::Backend {
     c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
                                            std::vector<std::vector<at::Tensor>>& inputs,
                                            const c10d::ScatterOptions& opts) override;
-    // Point to point, matched in call order per pair (tags are not used); the Work is complete
-    // when the call returns, so isend/irecv block like send/recv.
+    // Point to point, matched in call order per pair (tags are not used), queued like the
+    // collectives.
     c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank,
                                         int tag) override;
     c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
@@ -70,11 +77,22 @@ class ProcessGroupSpyre : public c10d::Backend {
     c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
     // Fails the communicator for every rank (peers blocked in a collective get an error).
+    // Callable from any thread, with collectives in flight.
     void abort();
     // The communicator's transport ("p2p" or "host-staged"; "" before the first collective).
     std::string transport();
 
   private:
+    // Queues `run` on the worker (CollectiveQueue::submit).
+    c10::intrusive_ptr<c10d::Work> submit(c10d::OpType type, c10::DeviceIndex device,
+                                          std::vector<at::Tensor> outputs,
+                                          std::vector<at::Tensor> inputs,
+                                          std::function<void()> run);
+    // The bodies of the collectives the others are made of (they run on the worker).
+    void run_allreduce(at::Tensor& t, const c10d::ReduceOp& op);
+    void run_broadcast(const at::Tensor& t, int root);
+    void run_allgather_base(at::Tensor& output, at::Tensor& input);
+    void run_reduce_scatter_base(at::Tensor& output, at::Tensor& input, const c10d::ReduceOp& op);
     // The communicator on `device` (created by the first collective).
     spyre_comm_t comm_for(c10::DeviceIndex device);
     void allreduce_float(at::Tensor& t, const c10d::ReduceOp& op);
@@ -88,9 +106,10 @@ class ProcessGroupSpyre : public c10d::Backend {
 
     c10::intrusive_ptr<c10d::Store> store_;
     std::chrono::milliseconds timeout_;
-    spyre_comm_t comm_ = nullptr;
+    std::atomic<spyre_comm_t> comm_ = nullptr;  // read without mu_ by abort()
     c10::DeviceIndex device_ = -1;
     std::mutex mu_;
+    std::unique_ptr<CollectiveQueue> queue_;
 };
 
 }  // namespace torch_spyre
