@@ -24,6 +24,11 @@ dev = torch.device("spyre", 0)  # each process has its own card (SPYRE_SIM_DEVIC
 nxt, prv = (rank + 1) % world, (rank - 1) % world
 
 
+def completed(w):
+    """Work.is_completed(); all_reduce_coalesced(async_op=True) returns a torch Future."""
+    return w.is_completed() if hasattr(w, "is_completed") else w.done()
+
+
 def collectives(async_op):
     """Every collective on fresh inputs: [(name, work or None, outputs)]."""
     ops = []
@@ -89,13 +94,13 @@ if mode == "inflight":
     pending = collectives(async_op=True)
     issued = time.monotonic() - t0
     if rank == 0:
-        done = [name for name, w, _ in pending if w is not None and w.is_completed()]
+        done = [name for name, w, _ in pending if w is not None and completed(w)]
         assert not done, f"completed while the peers had not joined: {done}"
         dist.barrier(group=gloo)
         print(f"rank 0 issued {len(pending)} collectives in {issued * 1000:.1f} ms", flush=True)
     for name, w, _ in reversed(pending):  # waited in reverse order
-        assert w.wait(), name
-        assert w.is_completed(), name
+        w.wait()
+        assert completed(w), name
     fut = pending[0][1].get_future()
     assert fut.done() and torch.equal(fut.value()[0].cpu(), pending[0][2][0].cpu()), "future"
     # the results equal the synchronous path's, bit for bit
@@ -227,6 +232,31 @@ elif mode == "overlap_bench":  # host time of all_reduce + matmul, serial and ov
             ts.sort()
             print(f"{how}: median {ts[len(ts) // 2] * 1000:.1f} ms over {len(ts)} "
                   f"(all_reduce {m} floats, matmul {n}x{n})", flush=True)
+    dist.destroy_process_group()
+elif mode == "ddp_bench":  # host time of a DDP training step (several gradient buckets)
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    width = int(os.environ.get("BENCH_WIDTH", "512"))
+    torch.manual_seed(0)
+    model = nn.Sequential(*[m for _ in range(6) for m in (nn.Linear(width, width), nn.ReLU())])
+    ddp = DDP(model.to(dev), bucket_cap_mb=1)
+    opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
+    x = torch.randn(64, width, device=dev)
+    steps = []
+    for it in range(8):
+        dist.barrier(group=gloo)
+        torch.spyre.synchronize()
+        t0 = time.monotonic()
+        ddp(x).square().mean().backward()
+        opt.step()
+        opt.zero_grad()
+        torch.spyre.synchronize()
+        if it >= 2:
+            steps.append(time.monotonic() - t0)
+    if rank == 0:
+        steps.sort()
+        print(f"ddp step: median {steps[len(steps) // 2] * 1000:.1f} ms over {len(steps)} "
+              f"(6 x Linear({width}, {width}), batch 64, 1 MB buckets)", flush=True)
     dist.destroy_process_group()
 else:
     raise SystemExit(f"unknown mode {mode}")
