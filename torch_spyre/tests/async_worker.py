@@ -209,14 +209,17 @@ elif mode == "shutdown_stuck":  # rank 1 never joins: destroy is bounded all the
     print("rank 0 ok", flush=True)
 elif mode == "overlap_bench":  # host time of all_reduce + matmul, serial and overlapped
     n, m = int(os.environ.get("BENCH_N", "256")), int(os.environ.get("BENCH_M", str(1 << 20)))
+    skew = float(os.environ.get("BENCH_SKEW_MS", "0")) / 1000
     a = torch.randn(n, n, device=dev)
     g = torch.randn(m, device=dev)
     times = {"serial": [], "overlapped": []}
-    for it in range(6):
+    for it in range(8):
         for how in times:
             dist.barrier(group=gloo)
             torch.spyre.synchronize()
             t0 = time.monotonic()
+            if rank == 1:  # a straggler: the all_reduce waits for it
+                time.sleep(skew)
             if how == "serial":
                 dist.all_reduce(g)
                 c = a @ a
@@ -231,7 +234,21 @@ elif mode == "overlap_bench":  # host time of all_reduce + matmul, serial and ov
         for how, ts in times.items():
             ts.sort()
             print(f"{how}: median {ts[len(ts) // 2] * 1000:.1f} ms over {len(ts)} "
-                  f"(all_reduce {m} floats, matmul {n}x{n})", flush=True)
+                  f"(all_reduce {m} floats, matmul {n}x{n}, rank 1 {skew * 1000:.0f} ms late)",
+                  flush=True)
+    dist.destroy_process_group()
+elif mode == "latency_bench":  # host time of a small synchronous all_reduce
+    y = torch.ones(1, device=dev)
+    ts = []
+    for it in range(220):
+        t0 = time.monotonic()
+        dist.all_reduce(y)
+        if it >= 20:
+            ts.append(time.monotonic() - t0)
+    if rank == 0:
+        ts.sort()
+        print(f"all_reduce of 1 float, synchronous: median {ts[len(ts) // 2] * 1e6:.0f} us "
+              f"over {len(ts)}", flush=True)
     dist.destroy_process_group()
 elif mode == "ddp_bench":  # host time of a DDP training step (several gradient buckets)
     from torch import nn

@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "distributed/SpyreWork.h"
 #include "runtime/SpyreFunctions.h"
@@ -44,6 +45,27 @@ class Event {
   private:
     spyre_event_t event_ = nullptr;
 };
+
+// Events are reused: on the simulator creating one costs about as much as a small collective's
+// hand-off to the worker. The pool is never destroyed (it would outlive libspyre at exit).
+std::shared_ptr<Event> pooled_event(c10::DeviceIndex device) {
+    static auto* mu = new std::mutex;
+    static auto* free = new std::map<c10::DeviceIndex, std::vector<Event*>>;
+    Event* e = nullptr;
+    {
+        std::lock_guard lock(*mu);
+        auto& v = (*free)[device];
+        if (!v.empty()) {
+            e = v.back();
+            v.pop_back();
+        }
+    }
+    if (!e) e = new Event(device);
+    return std::shared_ptr<Event>(e, [device](Event* ev) {
+        std::lock_guard lock(*mu);
+        (*free)[device].push_back(ev);
+    });
+}
 
 struct Task {
     c10::intrusive_ptr<SpyreWork> work;
@@ -97,9 +119,7 @@ std::exception_ptr run_task(Task& task, std::map<c10::DeviceIndex, c10::Stream>&
         const spyre_stream_t native = native_stream(comm);
         check(spyre_stream_wait_event(native, task.ready->get()), "spyre_stream_wait_event");
         task.run();
-        Event done(task.device);
-        check(spyre_event_record(done.get(), native), "spyre_event_record");
-        check(spyre_event_synchronize(done.get()), "the collective's device work");
+        synchronize_stream(comm);  // the collective's device work (the worker's stream only)
         return nullptr;
     } catch (...) {
         return std::current_exception();
@@ -205,7 +225,7 @@ c10::intrusive_ptr<c10d::Work> CollectiveQueue::submit(c10d::OpType type, c10::D
         task.work->fail(refused);
         return task.work;
     }
-    task.ready = std::make_shared<Event>(device);
+    task.ready = pooled_event(device);  // back to the pool once the collective finished
     check(spyre_event_record(task.ready->get(), native_stream(task.caller)), "spyre_event_record");
     c10::intrusive_ptr<c10d::Work> work = task.work;
     {
