@@ -16,7 +16,7 @@ from dist_checks import rank_data
 
 mode, init_file = sys.argv[1], sys.argv[2]
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-TIMEOUT = {"shutdown_stuck": 5}.get(mode, 30)
+TIMEOUT = {"shutdown_stuck": 5, "shutdown_detached": 3}.get(mode, 30)
 dist.init_process_group("spyre", init_method=f"file://{init_file}", rank=rank, world_size=world,
                         timeout=timedelta(seconds=TIMEOUT))
 gloo = dist.new_group(backend="gloo")
@@ -207,6 +207,32 @@ elif mode == "shutdown_stuck":  # rank 1 never joins: destroy is bounded all the
     except RuntimeError as e:
         print(f"rank 0: destroyed in {took:.1f} s; wait: {e}".splitlines()[0], flush=True)
     print("rank 0 ok", flush=True)
+elif mode == "shutdown_detached":  # the worker stuck past the abort is left behind
+    y = torch.ones(100, device=dev)
+    dist.all_reduce(y)
+    if rank == 1:  # joins the first all_reduce late, never the second
+        time.sleep(1)
+        dist.all_reduce(y)
+        time.sleep(TIMEOUT + 20)
+        os._exit(0)
+    w1 = dist.all_reduce(y, async_op=True)
+    # its completion runs this callback on the worker, which it holds past destroy's bound
+    w1.get_future().then(lambda f: time.sleep(TIMEOUT + 16))
+    w2 = dist.all_reduce(torch.ones(100, device=dev), async_op=True)  # queued behind it
+    time.sleep(1.5)  # rank 1 has joined w1: the worker is in the callback
+    t0 = time.monotonic()
+    dist.destroy_process_group()
+    took = time.monotonic() - t0
+    assert took < TIMEOUT + 13, f"destroy_process_group took {took:.1f} s"
+    # the queue behind the stuck worker is failed by destroy, not left pending
+    assert w2.is_completed(), "a collective queued behind a detached worker is pending"
+    try:
+        w2.wait()
+        raise SystemExit("an all_reduce behind a detached worker succeeded")
+    except RuntimeError as e:
+        print(f"rank 0: destroyed in {took:.1f} s; queued: {e}".splitlines()[0], flush=True)
+    print("rank 0 ok", flush=True)
+    os._exit(0)  # the callback still sleeps on the detached worker
 elif mode == "overlap_bench":  # host time of all_reduce + matmul, serial and overlapped
     n, m = int(os.environ.get("BENCH_N", "256")), int(os.environ.get("BENCH_M", str(1 << 20)))
     skew = float(os.environ.get("BENCH_SKEW_MS", "0")) / 1000

@@ -85,7 +85,7 @@ def test_async_wait_timeout_fails_the_group():
     assert "abort" in outs[1][1], outs[1][1][-2000:]  # the peer learns of it
 
 
-@pytest.mark.parametrize("mode", ["shutdown_drains", "shutdown_stuck"])
+@pytest.mark.parametrize("mode", ["shutdown_drains", "shutdown_stuck", "shutdown_detached"])
 def test_async_destroy_with_work_in_flight(mode):
     outs = _run_async(2, mode, timeout=120)
     for r, (code, out) in enumerate(outs):

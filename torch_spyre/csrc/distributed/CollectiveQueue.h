@@ -2,7 +2,9 @@
 // group runs its collectives in issue order (libspyre's collectives block the calling thread
 // until the exchange is done, so the caller must not run them). A collective waits, on a
 // communication stream of the card, for the work queued on the caller's current stream before
-// the call; its Work (SpyreWork.h) completes when its device work has finished.
+// the call; its Work (SpyreWork.h) completes when its device work has finished. A wait() on a
+// Work the worker has not taken yet runs the collective on the waiting thread instead (on the
+// caller's stream when that is current there: complete once the exchange is done).
 //
 // A communication failure (a dead peer, libspyre's timeout, an abort, a wait() that timed out)
 // fails the group: queued collectives and every later call fail with the same error instead of
@@ -37,7 +39,8 @@ class CollectiveQueue {
 
     // Stops taking work, lets queued work finish for up to `grace`, then aborts the
     // communicator and fails what is left. Bounded: a worker still stuck after the abort is
-    // left behind (detached) and true is returned, the communicator must then be leaked.
+    // left behind (detached; the queued collectives are failed here) and false is returned.
+    // The detached worker touches only the shared State and what its task's closure owns.
     bool shutdown(std::chrono::milliseconds grace);
 
     struct State;  // shared with the worker thread, which may outlive the queue (shutdown)

@@ -77,17 +77,26 @@ c10::DeviceIndex card_of(const at::Tensor& t) {
 ProcessGroupSpyre::ProcessGroupSpyre(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                      int size, std::chrono::milliseconds timeout)
     : c10d::Backend(rank, size),
-      store_(store),
       timeout_(timeout),
-      queue_(std::make_unique<CollectiveQueue>(rank, timeout, [this] { abort(); })) {}
+      group_(std::make_shared<Group>(store, rank, size, timeout)),
+      queue_(std::make_unique<CollectiveQueue>(rank, timeout, [w = std::weak_ptr<Group>(group_)] {
+          if (auto g = w.lock()) g->abort();
+      })) {}
 
 // Bounded with collectives in flight: they get min(timeout, 10 s) to finish, then the
-// communicator is aborted (CollectiveQueue::shutdown).
+// communicator is aborted (CollectiveQueue::shutdown). A worker still stuck after that holds
+// the Group (and its communicator) through its collective's lambda: the last owner destroys it.
 ProcessGroupSpyre::~ProcessGroupSpyre() {
-    const bool stopped = queue_->shutdown(
+    queue_->shutdown(
         std::min<std::chrono::milliseconds>(timeout_, std::chrono::milliseconds(10000)));
-    // a worker stuck past the abort may still use the communicator: leak it
-    if (stopped && comm_) spyre_comm_destroy(comm_);
+}
+
+ProcessGroupSpyre::Group::Group(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                                std::chrono::milliseconds timeout)
+    : rank_(rank), size_(size), store_(std::move(store)), timeout_(timeout) {}
+
+ProcessGroupSpyre::Group::~Group() {
+    if (spyre_comm_t comm = comm_.load()) spyre_comm_destroy(comm);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::submit(c10d::OpType type, c10::DeviceIndex device,
@@ -97,14 +106,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::submit(c10d::OpType type, c10:
     return queue_->submit(type, device, std::move(outputs), std::move(inputs), std::move(run));
 }
 
-spyre_comm_t ProcessGroupSpyre::comm_for(c10::DeviceIndex device) {
+spyre_comm_t ProcessGroupSpyre::Group::comm_for(c10::DeviceIndex device) {
     std::lock_guard lock(mu_);
-    if (comm_) {
+    if (spyre_comm_t comm = comm_.load()) {
         TORCH_CHECK(device == device_,
                     "spyre backend: one card per process: this process group "
                     "uses spyre:",
-                    device_, ", got a tensor on spyre:", device);
-        return comm_;
+                    device_.load(), ", got a tensor on spyre:", device);
+        return comm;
     }
     spyre_comm_unique_id id{};
     const std::string key = "spyre_comm_unique_id";
@@ -128,33 +137,37 @@ spyre_comm_t ProcessGroupSpyre::comm_for(c10::DeviceIndex device) {
 }
 
 // Without mu_: the worker may hold it in spyre_comm_init_rank.
-void ProcessGroupSpyre::abort() {
+void ProcessGroupSpyre::Group::abort() {
     if (spyre_comm_t comm = comm_.load()) spyre_comm_abort(comm);
 }
 
+void ProcessGroupSpyre::abort() { group_->abort(); }
+
 std::string ProcessGroupSpyre::transport() {
-    std::lock_guard lock(mu_);
+    std::lock_guard lock(group_->mu_);
     spyre_comm_info info{};
-    if (!comm_) return "";
-    check(spyre_comm_get_info(comm_, &info), "spyre_comm_get_info");
+    spyre_comm_t comm = group_->comm_.load();
+    if (!comm) return "";
+    check(spyre_comm_get_info(comm, &info), "spyre_comm_get_info");
     return info.transport;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
     TORCH_CHECK(tensors.size() == 1, "spyre backend: one tensor per process");
-    return submit(c10d::OpType::ALLREDUCE, card_of(tensors[0]), tensors, {},
-                  [this, t = tensors[0], op = opts.reduceOp]() mutable { run_allreduce(t, op); });
+    return submit(
+        c10d::OpType::ALLREDUCE, card_of(tensors[0]), tensors, {},
+        [g = group_, t = tensors[0], op = opts.reduceOp]() mutable { g->run_allreduce(t, op); });
 }
 
-void ProcessGroupSpyre::run_allreduce(at::Tensor& t, const c10d::ReduceOp& op) {
+void ProcessGroupSpyre::Group::run_allreduce(at::Tensor& t, const c10d::ReduceOp& op) {
     if (!aten::is_float(t.scalar_type()))
         allreduce_integers(t, op);
     else
         allreduce_float(t, op);
 }
 
-void ProcessGroupSpyre::allreduce_float(at::Tensor& t, const c10d::ReduceOp& op) {
+void ProcessGroupSpyre::Group::allreduce_float(at::Tensor& t, const c10d::ReduceOp& op) {
     const DevicePtr p = range_of(t, "the tensor");
     spyre_comm_t comm = comm_for(t.device().index());
     check(spyre_comm_all_reduce(p.buffer, p.offset, p.buffer, p.offset, t.numel(), dtype_of(t),
@@ -166,7 +179,7 @@ void ProcessGroupSpyre::allreduce_float(at::Tensor& t, const c10d::ReduceOp& op)
 // float32 on the card, which is exact while every partial sum stays within 2^24; larger values
 // are an error on every rank (the largest magnitude is agreed first), not a rounded result.
 // DDP's find_unused_parameters reduces an int32 map this way.
-void ProcessGroupSpyre::allreduce_integers(at::Tensor& t, const c10d::ReduceOp& op) {
+void ProcessGroupSpyre::Group::allreduce_integers(at::Tensor& t, const c10d::ReduceOp& op) {
     TORCH_CHECK(at::isIntegralType(t.scalar_type(), /*includeBool=*/true),
                 "spyre backend: all_reduce takes float or integer tensors, not ", t.scalar_type());
     TORCH_CHECK(op.op_ == c10d::ReduceOp::SUM || op.op_ == c10d::ReduceOp::MAX ||
@@ -196,9 +209,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::allreduce_coalesced(
         flat.push_back(t.reshape(-1));
     }
     return submit(c10d::OpType::ALLREDUCE_COALESCED, card_of(tensors[0]), tensors, {},
-                  [this, tensors, flat, op = opts.reduceOp]() mutable {
+                  [g = group_, tensors, flat, op = opts.reduceOp]() mutable {
                       at::Tensor all = at::cat(flat);
-                      run_allreduce(all, op);
+                      g->run_allreduce(all, op);
                       int64_t at = 0;
                       for (at::Tensor& t : tensors) {
                           t.copy_(all.narrow(0, at, t.numel()).view(t.sizes()));
@@ -240,12 +253,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::broadcast(std::vector<at::Tens
                                                             const c10d::BroadcastOptions& opts) {
     TORCH_CHECK(tensors.size() == 1, "spyre backend: one tensor per process");
     range_of(tensors[0], "the tensor");
-    return submit(
-        c10d::OpType::BROADCAST, card_of(tensors[0]), tensors, {},
-        [this, t = tensors[0], root = static_cast<int>(opts.rootRank)] { run_broadcast(t, root); });
+    return submit(c10d::OpType::BROADCAST, card_of(tensors[0]), tensors, {},
+                  [g = group_, t = tensors[0], root = static_cast<int>(opts.rootRank)] {
+                      g->run_broadcast(t, root);
+                  });
 }
 
-void ProcessGroupSpyre::run_broadcast(const at::Tensor& t, int root) {
+void ProcessGroupSpyre::Group::run_broadcast(const at::Tensor& t, int root) {
     const std::optional<Words> w = words_of(t);
     at::Tensor moved = w ? t : padded(t);
     const Words mw = w ? *w : *words_of(moved);
@@ -266,10 +280,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::_allgather_base(at::Tensor& ou
     range_of(input, "the input");
     range_of(output, "the output");
     return submit(c10d::OpType::_ALLGATHER_BASE, card_of(input), {output}, {input},
-                  [this, output, input]() mutable { run_allgather_base(output, input); });
+                  [g = group_, output, input]() mutable { g->run_allgather_base(output, input); });
 }
 
-void ProcessGroupSpyre::run_allgather_base(at::Tensor& output, at::Tensor& input) {
+void ProcessGroupSpyre::Group::run_allgather_base(at::Tensor& output, at::Tensor& input) {
     const std::optional<Words> w = words_of(input);
     at::Tensor in = w ? input : padded(input);
     const Words iw = w ? *w : *words_of(in);
@@ -294,11 +308,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::allgather(
     range_of(inputs[0], "the input");
     return submit(
         c10d::OpType::ALLGATHER, card_of(inputs[0]), outputs[0], inputs,
-        [this, outs = outputs[0], in = inputs[0]]() mutable {
+        [g = group_, outs = outputs[0], in = inputs[0]]() mutable {
             at::Tensor input = in.contiguous();
-            at::Tensor flat = at::empty({size_ * input.numel()}, input.options());
-            run_allgather_base(flat, input);
-            for (int r = 0; r < size_; ++r)
+            at::Tensor flat = at::empty({g->size_ * input.numel()}, input.options());
+            g->run_allgather_base(flat, input);
+            for (int r = 0; r < g->size_; ++r)
                 outs[r].copy_(flat.narrow(0, r * input.numel(), input.numel()).view_as(input));
         });
 }
@@ -313,13 +327,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::_reduce_scatter_base(
     dtype_of(input);
     op_of(opts.reduceOp);
     return submit(c10d::OpType::_REDUCE_SCATTER_BASE, card_of(input), {output}, {input},
-                  [this, output, input, op = opts.reduceOp]() mutable {
-                      run_reduce_scatter_base(output, input, op);
+                  [g = group_, output, input, op = opts.reduceOp]() mutable {
+                      g->run_reduce_scatter_base(output, input, op);
                   });
 }
 
-void ProcessGroupSpyre::run_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
-                                                const c10d::ReduceOp& op) {
+void ProcessGroupSpyre::Group::run_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                       const c10d::ReduceOp& op) {
     const DevicePtr in = range_of(input, "the input"), out = range_of(output, "the output");
     spyre_comm_t comm = comm_for(input.device().index());
     check(spyre_comm_reduce_scatter(in.buffer, in.offset, out.buffer, out.offset, output.numel(),
@@ -344,12 +358,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::allgather_into_tensor_coalesce
         range_of(outputs[i], "the output");
     }
     if (inputs.empty())
-        return submit(c10d::OpType::COALESCED, device_ >= 0 ? device_ : current_device(), {}, {},
-                      [] {});
+        return submit(c10d::OpType::COALESCED,
+                      group_->device() >= 0 ? group_->device() : current_device(), {}, {}, [] {});
     return submit(c10d::OpType::COALESCED, card_of(inputs[0]), outputs, inputs,
-                  [this, outputs, inputs]() mutable {
+                  [g = group_, outputs, inputs]() mutable {
                       for (size_t i = 0; i < inputs.size(); ++i)
-                          run_allgather_base(outputs[i], inputs[i]);
+                          g->run_allgather_base(outputs[i], inputs[i]);
                   });
 }
 
@@ -370,12 +384,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::reduce_scatter_tensor_coalesce
     }
     op_of(opts.reduceOp);
     if (inputs.empty())
-        return submit(c10d::OpType::COALESCED, device_ >= 0 ? device_ : current_device(), {}, {},
-                      [] {});
+        return submit(c10d::OpType::COALESCED,
+                      group_->device() >= 0 ? group_->device() : current_device(), {}, {}, [] {});
     return submit(c10d::OpType::COALESCED, card_of(inputs[0]), outputs, inputs,
-                  [this, outputs, inputs, op = opts.reduceOp]() mutable {
+                  [g = group_, outputs, inputs, op = opts.reduceOp]() mutable {
                       for (size_t i = 0; i < inputs.size(); ++i)
-                          run_reduce_scatter_base(outputs[i], inputs[i], op);
+                          g->run_reduce_scatter_base(outputs[i], inputs[i], op);
                   });
 }
 
@@ -384,21 +398,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::reduce(std::vector<at::Tensor>
     TORCH_CHECK(tensors.size() == 1, "spyre backend: one tensor per process");
     const int root = static_cast<int>(opts.rootRank);
     return submit(c10d::OpType::REDUCE, card_of(tensors[0]), tensors, {},
-                  [this, t = tensors[0], op = opts.reduceOp, root]() mutable {
+                  [g = group_, t = tensors[0], op = opts.reduceOp, root]() mutable {
                       if (!aten::is_float(t.scalar_type())) {
-                          allreduce_integers(t, op);
+                          g->allreduce_integers(t, op);
                           return;
                       }
                       const DevicePtr p = range_of(t, "the tensor");
-                      spyre_comm_t comm = comm_for(t.device().index());
+                      spyre_comm_t comm = g->comm_for(t.device().index());
                       check(spyre_comm_reduce(
-                                p.buffer, p.offset, rank_ == root ? p.buffer : nullptr, p.offset,
+                                p.buffer, p.offset, g->rank_ == root ? p.buffer : nullptr, p.offset,
                                 t.numel(), dtype_of(t), op_of(op), root, comm, stream_of(t)),
                             "reduce");
                   });
 }
 
-void ProcessGroupSpyre::send_bytes(const at::Tensor& t, int peer) {
+void ProcessGroupSpyre::Group::send_bytes(const at::Tensor& t, int peer) {
     const DevicePtr p = range_of(t, "the tensor");
     spyre_comm_t comm = comm_for(t.device().index());
     check(spyre_comm_send(p.buffer, p.offset, t.nbytes(), SPYRE_DTYPE_UINT8, peer, comm,
@@ -406,7 +420,7 @@ void ProcessGroupSpyre::send_bytes(const at::Tensor& t, int peer) {
           "send");
 }
 
-void ProcessGroupSpyre::recv_bytes(at::Tensor& t, int peer) {
+void ProcessGroupSpyre::Group::recv_bytes(at::Tensor& t, int peer) {
     const DevicePtr p = range_of(t, "the tensor");
     spyre_comm_t comm = comm_for(t.device().index());
     check(spyre_comm_recv(p.buffer, p.offset, t.nbytes(), SPYRE_DTYPE_UINT8, peer, comm,
@@ -419,7 +433,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::send(std::vector<at::Tensor>& 
     TORCH_CHECK(tensors.size() == 1, "spyre backend: one tensor per process");
     range_of(tensors[0], "the tensor");
     return submit(c10d::OpType::SEND, card_of(tensors[0]), {}, tensors,
-                  [this, t = tensors[0], dst_rank] { send_bytes(t, dst_rank); });
+                  [g = group_, t = tensors[0], dst_rank] { g->send_bytes(t, dst_rank); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::recv(std::vector<at::Tensor>& tensors,
@@ -427,7 +441,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::recv(std::vector<at::Tensor>& 
     TORCH_CHECK(tensors.size() == 1, "spyre backend: one tensor per process");
     range_of(tensors[0], "the tensor");
     return submit(c10d::OpType::RECV, card_of(tensors[0]), tensors, {},
-                  [this, t = tensors[0], src_rank]() mutable { recv_bytes(t, src_rank); });
+                  [g = group_, t = tensors[0], src_rank]() mutable { g->recv_bytes(t, src_rank); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::recvAnysource(std::vector<at::Tensor>&, int) {
@@ -436,8 +450,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::recvAnysource(std::vector<at::
                 "send and recv per rank pair): pass src");
 }
 
-void ProcessGroupSpyre::exchange(const std::vector<at::Tensor>& sends,
-                                 const std::vector<at::Tensor>& recvs) {
+void ProcessGroupSpyre::Group::exchange(const std::vector<at::Tensor>& sends,
+                                        const std::vector<at::Tensor>& recvs) {
     const at::Tensor& any = sends[rank_];
     spyre_comm_t comm = comm_for(any.device().index());
     spyre_comm_info info{};
@@ -492,7 +506,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::alltoall_base(
     const std::vector<int64_t> outs = splits(output, output_split_sizes, "output"),
                                ins = splits(input, input_split_sizes, "input");
     return submit(c10d::OpType::ALLTOALL_BASE, card_of(input), {output}, {input},
-                  [this, output, input, outs, ins]() mutable {
+                  [g = group_, output, input, outs, ins]() mutable {
                       const at::Tensor in = input.contiguous();
                       at::Tensor out = output.is_contiguous()
                                            ? output
@@ -506,11 +520,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::alltoall_base(
                       const at::Tensor in_bytes = bytes_of(in), out_bytes = bytes_of(out);
                       const int64_t row_bytes = in_row * in.element_size();
                       std::vector<at::Tensor> sends, recvs;
-                      for (int r = 0, a = 0, b = 0; r < size_; a += ins[r], b += outs[r], ++r) {
+                      for (int r = 0, a = 0, b = 0; r < g->size_; a += ins[r], b += outs[r], ++r) {
                           sends.push_back(in_bytes.narrow(0, a * row_bytes, ins[r] * row_bytes));
                           recvs.push_back(out_bytes.narrow(0, b * row_bytes, outs[r] * row_bytes));
                       }
-                      exchange(sends, recvs);
+                      g->exchange(sends, recvs);
                       if (!out.is_same(output)) output.copy_(out);
                   });
 }
@@ -530,9 +544,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::alltoall(std::vector<at::Tenso
     }
     return submit(
         c10d::OpType::ALLTOALL, card_of(inputs[0]), outputs, inputs,
-        [this, outputs, inputs]() mutable {
+        [g = group_, outputs, inputs]() mutable {
             std::vector<at::Tensor> ins, outs, sends, recvs;
-            for (int r = 0; r < size_; ++r) {
+            for (int r = 0; r < g->size_; ++r) {
                 ins.push_back(inputs[r].contiguous());
                 outs.push_back(outputs[r].is_contiguous()
                                    ? outputs[r]
@@ -540,8 +554,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::alltoall(std::vector<at::Tenso
                 sends.push_back(bytes_of(ins[r]));
                 recvs.push_back(bytes_of(outs[r]));
             }
-            exchange(sends, recvs);
-            for (int r = 0; r < size_; ++r)
+            g->exchange(sends, recvs);
+            for (int r = 0; r < g->size_; ++r)
                 if (!outs[r].is_same(outputs[r])) outputs[r].copy_(outs[r]);
         });
 }
@@ -557,7 +571,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::gather(
         TORCH_CHECK(outputs.empty() || outputs[0].empty(),
                     "spyre backend: gather takes output tensors on the root only");
         return submit(c10d::OpType::GATHER, card_of(in), {}, inputs,
-                      [this, in, root] { send_bytes(in.contiguous(), root); });
+                      [g = group_, in, root] { g->send_bytes(in.contiguous(), root); });
     }
     TORCH_CHECK(outputs.size() == 1 && outputs[0].size() == static_cast<size_t>(size_),
                 "spyre backend: gather takes world_size output tensors on the root");
@@ -565,15 +579,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::gather(
         TORCH_CHECK(out.numel() == in.numel() && out.dtype() == in.dtype(),
                     "spyre backend: gather's outputs must match the input's size and dtype");
     return submit(c10d::OpType::GATHER, card_of(in), outputs[0], inputs,
-                  [this, outs = outputs[0], input = in, root]() mutable {
+                  [g = group_, outs = outputs[0], input = in, root]() mutable {
                       const at::Tensor in = input.contiguous();
-                      for (int r = 0; r < size_; ++r) {
+                      for (int r = 0; r < g->size_; ++r) {
                           at::Tensor& out = outs[r];
                           at::Tensor dst = out.is_contiguous() ? out : at::empty_like(in);
                           if (r == root)
                               dst.copy_(in);
                           else
-                              recv_bytes(dst, r);
+                              g->recv_bytes(dst, r);
                           if (!dst.is_same(out)) out.copy_(dst);
                       }
                   });
@@ -597,17 +611,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::scatter(
     }
     std::vector<at::Tensor> ins = rank_ == root ? inputs[0] : std::vector<at::Tensor>{};
     return submit(
-        c10d::OpType::SCATTER, card_of(out), outputs, ins, [this, out, ins, root]() mutable {
+        c10d::OpType::SCATTER, card_of(out), outputs, ins, [g = group_, out, ins, root]() mutable {
             at::Tensor dst = out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
-            if (rank_ != root) {
-                recv_bytes(dst, root);
+            if (g->rank_ != root) {
+                g->recv_bytes(dst, root);
             } else {
-                for (int r = 0; r < size_; ++r) {
+                for (int r = 0; r < g->size_; ++r) {
                     const at::Tensor in = ins[r].contiguous();
                     if (r == root)
                         dst.copy_(in);
                     else
-                        send_bytes(in, r);
+                        g->send_bytes(in, r);
                 }
             }
             if (!dst.is_same(out)) out.copy_(dst);
@@ -615,10 +629,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::scatter(
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::barrier(const c10d::BarrierOptions& opts) {
-    c10::DeviceIndex d = device_;
+    c10::DeviceIndex d = group_->device();
     if (d < 0) d = opts.device_ids.empty() ? current_device() : opts.device_ids[0];
-    return submit(c10d::OpType::BARRIER, d, {}, {}, [this, d] {
-        check(spyre_comm_barrier(comm_for(d), native_stream(current_stream(d))), "barrier");
+    return submit(c10d::OpType::BARRIER, d, {}, {}, [g = group_, d] {
+        check(spyre_comm_barrier(g->comm_for(d), native_stream(current_stream(d))), "barrier");
     });
 }
 

@@ -83,32 +83,52 @@ class ProcessGroupSpyre : public c10d::Backend {
     std::string transport();
 
   private:
+    // What the collectives use on the worker: the queued lambdas share it, so a worker the
+    // destructor leaves behind (CollectiveQueue::shutdown) never touches a destroyed group.
+    class Group {
+      public:
+        Group(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+              std::chrono::milliseconds timeout);
+        ~Group();  // destroys the communicator
+        Group(const Group&) = delete;
+        Group& operator=(const Group&) = delete;
+
+        // The bodies of the collectives the others are made of (they run on the worker).
+        void run_allreduce(at::Tensor& t, const c10d::ReduceOp& op);
+        void run_broadcast(const at::Tensor& t, int root);
+        void run_allgather_base(at::Tensor& output, at::Tensor& input);
+        void run_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                     const c10d::ReduceOp& op);
+        // The communicator on `device` (created by the first collective).
+        spyre_comm_t comm_for(c10::DeviceIndex device);
+        void allreduce_float(at::Tensor& t, const c10d::ReduceOp& op);
+        void allreduce_integers(at::Tensor& t, const c10d::ReduceOp& op);
+        // t's bytes to / from rank `peer` (any dtype, contiguous).
+        void send_bytes(const at::Tensor& t, int peer);
+        void recv_bytes(at::Tensor& t, int peer);
+        // sends[r] to rank r and recvs[r] from rank r (flat uint8 views of contiguous tensors
+        // on one card; this rank's own entries are copied on the card).
+        void exchange(const std::vector<at::Tensor>& sends, const std::vector<at::Tensor>& recvs);
+        // Any thread, without mu_ (the worker may hold it in spyre_comm_init_rank).
+        void abort();
+        c10::DeviceIndex device() const { return device_; }
+
+        const int rank_, size_;
+        const c10::intrusive_ptr<c10d::Store> store_;
+        const std::chrono::milliseconds timeout_;
+        std::atomic<spyre_comm_t> comm_ = nullptr;  // read without mu_ by abort()
+        std::atomic<c10::DeviceIndex> device_ = -1;
+        std::mutex mu_;
+    };
+
     // Queues `run` on the worker (CollectiveQueue::submit).
     c10::intrusive_ptr<c10d::Work> submit(c10d::OpType type, c10::DeviceIndex device,
                                           std::vector<at::Tensor> outputs,
                                           std::vector<at::Tensor> inputs,
                                           std::function<void()> run);
-    // The bodies of the collectives the others are made of (they run on the worker).
-    void run_allreduce(at::Tensor& t, const c10d::ReduceOp& op);
-    void run_broadcast(const at::Tensor& t, int root);
-    void run_allgather_base(at::Tensor& output, at::Tensor& input);
-    void run_reduce_scatter_base(at::Tensor& output, at::Tensor& input, const c10d::ReduceOp& op);
-    // The communicator on `device` (created by the first collective).
-    spyre_comm_t comm_for(c10::DeviceIndex device);
-    void allreduce_float(at::Tensor& t, const c10d::ReduceOp& op);
-    void allreduce_integers(at::Tensor& t, const c10d::ReduceOp& op);
-    // t's bytes to / from rank `peer` (any dtype, contiguous).
-    void send_bytes(const at::Tensor& t, int peer);
-    void recv_bytes(at::Tensor& t, int peer);
-    // sends[r] to rank r and recvs[r] from rank r (flat uint8 views of contiguous tensors on one
-    // card; this rank's own entries are copied on the card).
-    void exchange(const std::vector<at::Tensor>& sends, const std::vector<at::Tensor>& recvs);
 
-    c10::intrusive_ptr<c10d::Store> store_;
     std::chrono::milliseconds timeout_;
-    std::atomic<spyre_comm_t> comm_ = nullptr;  // read without mu_ by abort()
-    c10::DeviceIndex device_ = -1;
-    std::mutex mu_;
+    std::shared_ptr<Group> group_;
     std::unique_ptr<CollectiveQueue> queue_;
 };
 

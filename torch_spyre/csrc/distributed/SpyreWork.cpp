@@ -9,13 +9,14 @@ namespace torch_spyre {
 
 SpyreWork::SpyreWork(c10d::OpType type, int rank, uint64_t seq, std::vector<at::Tensor> outputs,
                      std::vector<at::Tensor> inputs, std::chrono::milliseconds timeout,
-                     TimeoutHandler on_timeout)
+                     TimeoutHandler on_timeout, WaitHandler on_wait)
     : c10d::Work(rank, type),
       seq_(seq),
       outputs_(std::move(outputs)),
       inputs_(std::move(inputs)),
       timeout_(timeout),
       on_timeout_(std::move(on_timeout)),
+      on_wait_(std::move(on_wait)),
       future_(
           c10::make_intrusive<at::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
 
@@ -28,6 +29,7 @@ bool SpyreWork::wait(std::chrono::milliseconds timeout) {
     // wait_for overflows past the clock's range (a timeout of timedelta.max)
     const std::chrono::milliseconds limit = std::min<std::chrono::milliseconds>(
         timeout == kNoTimeout ? timeout_ : timeout, std::chrono::hours(24 * 365));
+    if (on_wait_ && !isCompleted()) on_wait_(*this, limit);
     std::exception_ptr error;
     {
         std::unique_lock lock(mutex_);

@@ -1,7 +1,7 @@
 // The Work of the "spyre" torch.distributed backend: a collective queued on its process group's
-// worker (CollectiveQueue.h), completed by the worker once the collective's device work has
-// finished. It keeps the collective's tensors alive until then; wait() blocks until completion
-// or the timeout, and rethrows the collective's error.
+// worker (CollectiveQueue.h), completed once the collective's device work has finished (or its
+// exchange, when wait() ran it on the caller's stream). It keeps the collective's tensors alive
+// until then; wait() blocks until completion or the timeout, and rethrows the collective's error.
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -21,9 +21,12 @@ class SpyreWork : public c10d::Work {
     using TimeoutHandler =
         std::function<std::exception_ptr(const SpyreWork&, std::chrono::milliseconds)>;
 
+    // Called by wait() (with its limit) before it blocks: may run the collective right there.
+    using WaitHandler = std::function<void(const SpyreWork&, std::chrono::milliseconds)>;
+
     SpyreWork(c10d::OpType type, int rank, uint64_t seq, std::vector<at::Tensor> outputs,
               std::vector<at::Tensor> inputs, std::chrono::milliseconds timeout,
-              TimeoutHandler on_timeout);
+              TimeoutHandler on_timeout, WaitHandler on_wait = nullptr);
 
     // kNoTimeout: the process group's timeout.
     bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
@@ -47,6 +50,7 @@ class SpyreWork : public c10d::Work {
     std::vector<at::Tensor> inputs_;  // released on completion
     const std::chrono::milliseconds timeout_;
     TimeoutHandler on_timeout_;
+    WaitHandler on_wait_;
     c10::intrusive_ptr<at::ivalue::Future> future_;
 };
 
