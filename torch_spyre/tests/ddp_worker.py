@@ -119,7 +119,7 @@ def train(name, make_model, shape, micro_batches=1, forward_kw=None, hook=None, 
 
 
 torch_spyre.reset_fallback_counts()
-CASES = ["mlp", "no_sync", "unused", "conv_bn", "bucket_view", "hooks"]
+CASES = ["mlp", "no_sync", "unused", "conv_bn", "bucket_view", "hooks", "overlap"]
 for case in sys.argv[2].split(",") if len(sys.argv) > 2 else CASES:
     if case == "mlp":  # small buckets: several all_reduces a step
         ddp = train("mlp", Mlp, (6, 12), bucket_cap_mb=0.002)
@@ -140,6 +140,22 @@ for case in sys.argv[2].split(",") if len(sys.argv) > 2 else CASES:
         # DDPOptimizer wants buckets no smaller than its first (1 MB): this model is one bucket
         train("compiled", Mlp, (6, 12), compiled=True)
         assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1
+    elif case == "overlap":  # the bucket all_reduces run while backward goes on
+        issued = []
+
+        def overlap_hook(group, bucket):
+            t = bucket.buffer().div_(world)
+            if group is None and rank == 1 and bucket.index() == 0:
+                time.sleep(0.3)  # rank 0's first bucket cannot complete before this
+            work = dist.all_reduce(t, group=group, async_op=True)
+            if group is None:
+                issued.append((bucket.index(), work.is_completed()))
+            return work.get_future().then(lambda f: f.value()[0])
+
+        train("overlap", Mlp, (6, 12), hook=overlap_hook, bucket_cap_mb=0.002)
+        first = [done for index, done in issued if index == 0]
+        assert len(first) == STEPS, issued
+        assert rank != 0 or not any(first), f"bucket 0 complete when issued: {issued}"
     elif case == "hooks":  # Python comm hooks: Work.get_future().then(...)
         train("hook_allreduce", Mlp, (6, 12), hook=default_hooks.allreduce_hook)
         train("hook_fp16", Mlp, (6, 12), hook=default_hooks.fp16_compress_hook, tol=2e-3)

@@ -4,7 +4,8 @@ rank-dependent data, and the parameters must agree after construction (rank 0's 
 after every optimizer step (the gradient all-reduce through the Reducer's buckets): an MLP with
 small buckets (and DDP's runtime statistics taken), gradient accumulation under no_sync(),
 find_unused_parameters=True, conv + batch norm (buffers, one int64, broadcast every forward),
-gradient_as_bucket_view with static_graph, the allreduce and fp16-compression comm hooks, and
+gradient_as_bucket_view with static_graph, the allreduce and fp16-compression comm hooks, a
+hook whose async all_reduce is still in flight when backward goes on (overlap), and
 the DDP module under torch.compile (Dynamo's DDPOptimizer). Strict mode: nothing falls back to the CPU (ddp_worker.py)."""
 
 
@@ -12,7 +13,8 @@ import pytest
 
 from conftest import run_worker_cases
 
-CASES = ["mlp", "no_sync", "unused", "conv_bn", "bucket_view", "hook_allreduce", "hook_fp16"]
+CASES = ["mlp", "no_sync", "unused", "conv_bn", "bucket_view", "hook_allreduce", "hook_fp16",
+         "overlap"]
 
 
 @pytest.mark.parametrize("world", [2, 4])

@@ -51,3 +51,43 @@ def test_launcher_env_init(tmp_path):
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "rank 0 ok" in r.stdout and "rank 1 ok" in r.stdout
+
+
+def _run_async(world, mode, timeout=300):
+    with tempfile.TemporaryDirectory() as d:
+        return run_ranks("async_worker.py", world, mode, os.path.join(d, "store"),
+                         timeout=timeout)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_async_collectives_in_flight(world):
+    """Every collective with async_op=True on rank 0 while the others are held back: none is
+    complete when returned; waited in reverse order; the results equal the synchronous path's."""
+    outs = _run_async(world, "inflight")
+    for r, (code, out) in enumerate(outs):
+        assert code == 0 and f"rank {r} ok" in out, f"rank {r} failed:\n{out[-3000:]}"
+
+
+def test_async_dead_peer_error_from_wait():
+    outs = _run_async(3, "dead_peer", timeout=120)
+    assert outs[2][0] == 17
+    for r in (0, 1):
+        code, out = outs[r]
+        assert code == 0, f"rank {r}:\n{out[-3000:]}"
+        assert "rank 2" in out and "died" in out, out[-2000:]
+
+
+def test_async_wait_timeout_fails_the_group():
+    outs = _run_async(2, "timeout", timeout=120)
+    for r, (code, out) in enumerate(outs):
+        assert code == 0, f"rank {r}:\n{out[-3000:]}"
+    assert "did not complete" in outs[0][1]
+    assert "abort" in outs[1][1], outs[1][1][-2000:]  # the peer learns of it
+
+
+@pytest.mark.parametrize("mode", ["shutdown_drains", "shutdown_stuck", "shutdown_detached"])
+def test_async_destroy_with_work_in_flight(mode):
+    outs = _run_async(2, mode, timeout=120)
+    for r, (code, out) in enumerate(outs):
+        assert code == 0, f"rank {r}:\n{out[-3000:]}"
+    assert "rank 0 ok" in outs[0][1], outs[0][1][-2000:]

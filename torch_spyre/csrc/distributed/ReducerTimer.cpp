@@ -1,8 +1,8 @@
 // DDP's runtime statistics for modules on spyre: the Reducer asks c10d's TimerRegistry for a
 // timer of the module's device type and, without one, warns that "Time stats are currently only
 // collected for CPU and CUDA devices" and records nothing. Host timestamps, like c10d's CPU
-// timer: with the host-staged transport a collective has finished when its call returns, so the
-// communication times are real; the compute times are those of queueing the card's work.
+// timer: the times of queueing the card's work and of the asynchronous collectives as the
+// Reducer's thread sees them.
 #include <torch/csrc/distributed/c10d/reducer_timer.hpp>
 
 namespace c10d {
