@@ -78,6 +78,60 @@ def test_an_error_in_the_eager_form_is_noted_with_the_kernel(monkeypatch):
     assert "aten.nextafter.default" in notes and "return torch.nextafter(x, x) + 1" in notes, notes
 
 
+MM_LABEL = (r"launched by extern kernel extern_kernels\.mm of compiled graph \[\d+/\d+\], "
+            r"graph nodes mm \(aten\.mm\.default\); from test_compile_errors\.py:\d+: "
+            r"return torch\.relu\(a @ b \+ 1\.0\) \* 0\.5 \(program error\)$")
+
+
+def _fault_each_launch(call, device=0):
+    """Faults the call's launches one at a time (the n-th launch of the n-th call), until a
+    call runs clean: the messages of the faults, in launch order."""
+    who = []
+    for after in range(16):
+        inject_sim_fault(device, "program", after)
+        call()
+        try:
+            torch.spyre.synchronize()
+        except RuntimeError as e:
+            msg = str(e)
+            assert f"program fault on spyre-sim{device}" in msg, msg
+            who.append(msg)
+            continue
+        finally:
+            inject_sim_fault(device, "none")
+        return who
+    raise AssertionError(f"every launch faulted: {who}")
+
+
+def test_a_faulting_extern_kernel_names_its_graph_node():
+    # not replayed: the wrapper calls the extern mm itself, inside its label
+    a, b = make((8, 16), torch.float32, 1).to("spyre"), make((16, 24), torch.float32, 2).to("spyre")
+    g = torch.compile(matmul_epilogue)
+    g(a, b)
+    torch.spyre.synchronize()
+    who = _fault_each_launch(lambda: g(a, b))
+    assert len(who) >= 2, who
+    for msg in who[:-1]:
+        assert re.search(MM_LABEL, msg), msg
+    assert re.search(r"launched by spyre_kernel_0 of compiled graph \[\d+/\d+\]", who[-1]), who
+    close(g(a, b).cpu(), matmul_epilogue(a.cpu(), b.cpu()), torch.float32, scale=4)
+
+
+def test_an_error_in_an_extern_kernel_is_noted_with_its_graph_node(monkeypatch):
+    def f(x):
+        return torch.linalg.qr(x + 1).R * 2
+
+    g = torch.compile(f)
+    x = make((6, 6), torch.float32).to("spyre")
+    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
+    with pytest.raises(NotImplementedError, match="linalg_qr") as e:
+        g(x)
+    notes = "\n".join(getattr(e.value, "__notes__", []))
+    assert re.search(r"raised by extern kernel \S*linalg_qr\S* of compiled graph \[\d+/\d+\], "
+                     r"graph nodes linalg_qr \(aten\.linalg_qr\.default\); from "
+                     r"test_compile_errors\.py:\d+: return torch\.linalg\.qr", notes), notes
+
+
 def test_a_fault_in_a_replay_names_the_graph():
     a, b = make((8, 16), torch.float32, 1).to("spyre"), make((16, 24), torch.float32, 2).to("spyre")
     g = torch.compile(matmul_epilogue, backend="spyre_graphs")
@@ -103,8 +157,8 @@ def test_a_fault_in_a_replay_names_the_graph():
             inject_sim_fault(0, "none")
         break
     assert len(who) >= 2, who
-    for msg in who[:-1]:
-        assert re.search(r"launched by compiled graph \[\d+/\d+\] \(replayed\) \(program", msg), msg
+    for msg in who[:-1]:  # the extern kernel names itself inside the replayed graph too
+        assert re.search(MM_LABEL, msg), msg
     assert re.search(r"launched by spyre_kernel_0 of compiled graph \[\d+/\d+\]", who[-1]), who
     assert "aten.relu.default" in who[-1] and "return torch.relu(a @ b + 1.0) * 0.5" in who[-1]
     close(g(a, b).cpu(), matmul_epilogue(a.cpu(), b.cpu()), torch.float32, scale=4)

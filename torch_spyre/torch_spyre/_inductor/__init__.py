@@ -10,9 +10,8 @@ import torch
 import torch.utils._pytree as pytree
 from torch._inductor import ir, lowering
 from torch._inductor.codegen import common
-from torch._inductor.codegen.wrapper import PythonWrapperCodegen
-
 from .scheduling import SpyreScheduling
+from .wrapper import SpyreWrapperCodegen
 
 aten = torch.ops.aten
 
@@ -41,6 +40,7 @@ class CppWrapperCodegen:
 
 
 Scheduling = SpyreScheduling
+PythonWrapperCodegen = SpyreWrapperCodegen
 
 # Ops whose Inductor lowerings index indirectly or through masks: on spyre tensors they stay
 # the eager spyre kernels (extern kernels), elsewhere Inductor's lowering.

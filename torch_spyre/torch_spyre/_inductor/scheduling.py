@@ -9,9 +9,6 @@ loop-level IR (its nodes' LoopBody) is traced into a flat program of ops, from w
 The wrapper defines one ``SpyreKernel`` (runtime.py) per kernel and calls it with the buffers.
 """
 
-import os
-import re
-
 import sympy
 import torch
 import torch._guards
@@ -20,6 +17,8 @@ from torch._inductor.codegen.wrapper import pexpr
 from torch._inductor.scheduler import BaseScheduling
 from torch._inductor.utils import sympy_product
 from torch._inductor.virtualized import V
+
+from .labels import origin_label
 
 # Inductor op -> description op
 UNARY = {"neg": "neg", "abs": "abs", "relu": "relu", "exp": "exp", "log": "log", "sqrt": "sqrt",
@@ -427,39 +426,6 @@ def eager_form(trace, inputs, outputs):
     return prog
 
 
-def _source_line(stack_trace):
-    """The user's line of an FX node's stack trace: "file.py:12: the code"."""
-    lines = (stack_trace or "").strip().splitlines()
-    for k in range(len(lines) - 1, -1, -1):
-        m = re.match(r'\s*File "(.*)", line (\d+)', lines[k])
-        if m:
-            code = lines[k + 1].strip() if k + 1 < len(lines) else ""
-            return f"{os.path.basename(m.group(1))}:{m.group(2)}: {code}".rstrip(": ")
-    return None
-
-
-def origin_label(name, nodes):
-    """Names a kernel in errors: its name, the compiled graph (Dynamo's compile id), the FX
-    graph nodes it came from with their aten ops, and the user's source lines."""
-    origins = {}
-    for n in nodes:
-        for o in getattr(n.node, "origins", None) or ():
-            if o.op == "call_function":
-                origins[o.name] = o
-    cid = torch._guards.CompileContext.current_compile_id()
-    text = f"{name} of compiled graph [{cid}]" if cid is not None else name
-    if not origins:
-        return text
-    order = sorted(origins)
-    ops = ", ".join(f"{k} ({origins[k].target})" for k in order)
-    where = list(dict.fromkeys(filter(None, (_source_line(origins[k].meta.get("stack_trace"))
-                                             for k in order))))
-    text += f", graph nodes {ops}"
-    if where:
-        text += "; from " + " | ".join(where[:3])
-    return text
-
-
 class SpyreScheduling(BaseScheduling):
     def __init__(self, scheduler):
         super().__init__()
@@ -565,7 +531,8 @@ class SpyreScheduling(BaseScheduling):
         }
         name = f"spyre_kernel_{self.count}"
         self.count += 1
-        spec["label"] = origin_label(name, nodes)
+        spec["label"] = origin_label(name, [o for n in nodes for o in
+                                                 getattr(n.node, "origins", None) or ()])
         wrapper = V.graph.wrapper_code
         origin = ", ".join(n.get_name() for n in nodes)
         comment = f"# {origin}: " + ("one fused program" if desc else f"eager ops ({why})")
