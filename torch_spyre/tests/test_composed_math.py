@@ -242,6 +242,22 @@ def test_ldexp_and_powers_of_two(strict, dtype):
          torch.pow(2, torch.tensor(3.0, dtype=dtype)), dtype)  # 0-dim
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("base", [0.9, 0.999, 10, -2.0, 0.0, -0.0, 0.5, INF, NAN, -1])
+def test_any_number_raised_to_a_tensor(strict, dtype, base):
+    """An optimizer's bias corrections (beta ** step) and any other number ** tensor: the
+    special exponents (0, +-inf, NaN, integers for a negative base) as the CPU's std::pow."""
+    e = torch.cat([torch.linspace(-12, 12, 49), torch.tensor([0.0, -0.0, INF, -INF, NAN, 3,
+                                                              -3, 1000, 1, 2])]).to(dtype)
+    same(torch.pow(base, e.to("spyre")).cpu(), torch.pow(base, e.float()).to(dtype), dtype,
+         scale=8.0)
+    out = torch.empty(0, dtype=dtype, device="spyre")
+    torch.pow(base, e.to("spyre"), out=out)
+    same(out.cpu(), torch.pow(base, e.float()).to(dtype), dtype, scale=8.0)
+    step = torch.tensor(7.0)  # 0-dim, as an optimizer's step count
+    same(torch.pow(base, step.to("spyre")).cpu(), torch.pow(base, step), torch.float32)
+
+
 NORM_CASES = [(2, None, False), (1, 1, False), (INF, (0, 2), True), (-INF, -1, False),
               (0, None, True), (3, 1, True), (0.5, (1, 2), False), (-1, 0, False), (2, (), False)]
 

@@ -261,13 +261,17 @@ at::Tensor& signbit_out(const at::Tensor& x, at::Tensor& out) {
 at::Tensor& pow_scalar_base_out(const at::Scalar& base, const at::Tensor& exponent,
                                 at::Tensor& out) {
     const at::ScalarType t = at::result_type(base, exponent);
-    const bool ok = !base.isComplex() && (base.toDouble() == 2.0 || base.toDouble() == 1.0) &&
-                    composable({exponent}, t) && exponent.is_privateuseone() &&
-                    out.is_privateuseone();
+    const bool ok = !base.isComplex() && composable({exponent}, t) &&
+                    exponent.is_privateuseone() && out.is_privateuseone();
     if (!ok) return fallback_to_cpu<ATEN_OP2(pow, Scalar_out)>(base, exponent, out);
     c10::DeviceGuard guard(exponent.device());
     const at::Tensor e = card_operand(exponent, exponent.device());
-    const at::Tensor r = base.toDouble() == 1.0 ? at::ones_like(e) : at::exp2(e);
+    const double b = base.toDouble();
+    // 1 ** e and 2 ** e exactly; any other base as pow(b, e) of tensors (an optimizer's
+    // bias corrections, beta ** step)
+    const at::Tensor r = b == 1.0   ? at::ones_like(e)
+                         : b == 2.0 ? at::exp2(e)
+                                    : pow_of(at::scalar_tensor(b, e.options()), e);
     return assign(out, r.reshape(exponent.sizes()).to(t));
 }
 

@@ -58,6 +58,7 @@ class SpyreKernel:
         self.names = spec["names"]
         self.slots = spec.get("slots")  # the description's inputs, when not the buffers
         self.moved = spec.get("moved") or {}
+        self.host = spec.get("host") or ()  # inputs in host memory (CPU scalar tensors)
         self.label = spec.get("label") or "a compiled spyre kernel"
         self._code = {}
         static = all(s.isdigit() for s in self.sizes + self.rsizes)
@@ -78,6 +79,10 @@ class SpyreKernel:
             raise
 
     def _run(self, bufs, syms):
+        if self.host:  # uploaded first (a copy from host memory: a replay cannot capture it)
+            dev, bufs = bufs[-1].device, list(bufs)
+            for k in self.host:
+                bufs[k] = bufs[k].to(dev)
         if self.kernel is not None:
             n = self._n if self._n is not None else math.prod(
                 int(self._eval(s, syms)) for s in self.sizes + self.rsizes)

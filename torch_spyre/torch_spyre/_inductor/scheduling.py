@@ -78,12 +78,17 @@ def _view(index, vars_):
 class Trace:
     """An ops handler recording a kernel's ops (V.ops while its nodes' bodies run)."""
 
-    def __init__(self, vars_, rvars):
+    def __init__(self, vars_, rvars, real=None):
         self.vars, self.rvars = list(vars_), list(rvars)
+        # a buffer that mutates another (MutationLayout, an in-place op's result) -> the
+        # buffer its store writes: forwarding and load caching go by the memory written, so a
+        # load of an input after a store of its mutation sees the stored value (an optimizer's
+        # exp_avg.lerp_() read by its addcdiv_)
+        self.real = real or {}
         self.ops = []  # (kind, ...) with Value operands
         self.loads = {}  # buffer -> [index, ...]
-        self.stored = {}  # (buffer, index) -> Value: stores forward to later loads
-        self.loaded = {}  # (buffer, index) -> Value: one load each
+        self.stored = {}  # (real buffer, index) -> Value: stores forward to later loads
+        self.loaded = {}  # (real buffer, index) -> Value: one load each
         self.stores = []  # buffer names in order
 
     def _emit(self, *op):
@@ -91,26 +96,29 @@ class Trace:
         return Value(self, len(self.ops) - 1)
 
     def load(self, name, index):
-        if (name, index) in self.stored:
-            return self.stored[(name, index)]
-        if (name, index) not in self.loaded:
+        key = (self.real.get(name, name), index)
+        if key in self.stored:
+            return self.stored[key]
+        if key not in self.loaded:
             self.loads.setdefault(name, []).append(index)
-            self.loaded[(name, index)] = self._emit("load", name, index)
-        return self.loaded[(name, index)]
+            self.loaded[key] = self._emit("load", name, index)
+        return self.loaded[key]
+
+    def _stored(self, name, index, value):
+        written = self.real.get(name, name)
+        self.stored[(written, index)] = value
+        self.loaded = {k: v for k, v in self.loaded.items() if k[0] != written}
+        self.stores.append(name)
 
     def store(self, name, index, value, mode=None):
         if mode is not None:
             raise Unsupported(f"store mode {mode}")
-        self.stored[(name, index)] = value
-        self.loaded = {k: v for k, v in self.loaded.items() if k[0] != name}
-        self.stores.append(name)
+        self._stored(name, index, value)
         self._emit("store", name, index, value)
 
     def store_reduction(self, name, index, value):
         # the reduced value forwards to later loads of the row (pointwise epilogues)
-        self.stored[(name, index)] = value
-        self.loaded = {k: v for k, v in self.loaded.items() if k[0] != name}
-        self.stores.append(name)
+        self._stored(name, index, value)
         self._emit("store_reduction", name, index, value)
 
     def reduction(self, dtype, src_dtype, reduction_type, value):
@@ -426,6 +434,12 @@ def eager_form(trace, inputs, outputs):
     return prog
 
 
+def _device_type(name):
+    buf = V.graph.get_buffer(name)  # graph inputs too
+    d = buf.get_device() if buf is not None else None
+    return d.type if d is not None else None
+
+
 class SpyreScheduling(BaseScheduling):
     def __init__(self, scheduler):
         super().__init__()
@@ -483,7 +497,7 @@ class SpyreScheduling(BaseScheduling):
         sizes, rsizes = next((n for n in nodes if n.is_reduction()), nodes[0])._sizes
         vars_ = [sympy.Symbol(f"i{k}", integer=True, nonnegative=True) for k in range(len(sizes))]
         rvars = [sympy.Symbol(f"r{k}", integer=True, nonnegative=True) for k in range(len(rsizes))]
-        trace = Trace(vars_, rvars)
+        trace = Trace(vars_, rvars, V.graph.scheduler.mutation_real_name)
         trace.sizes, trace.rsizes = list(sizes), list(rsizes)
         with V.set_ops_handler(trace):
             for n in nodes:
@@ -528,6 +542,9 @@ class SpyreScheduling(BaseScheduling):
             "names": args,
             "slots": slots if slots != list(range(len(inputs))) else None,
             "moved": trace.moved if desc else {},  # operand -> its view's symbolic offset
+            # inputs in host memory: CPU scalar tensors (an optimizer's step count), which
+            # Inductor lets device kernels read as CUDA's kernels do
+            "host": [k for k, b in enumerate(inputs) if _device_type(b) == "cpu"],
         }
         name = f"spyre_kernel_{self.count}"
         self.count += 1

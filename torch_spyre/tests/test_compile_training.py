@@ -1,0 +1,69 @@
+"""torch.compile of whole training steps on spyre (Documentation/torch_compile.md "Training").
+
+A step (forward, loss, backward and the optimizer's update) compiled as one function gives
+the losses and parameters eager mode gives on the CPU, step after step, with no CPU fallback:
+the optimizers' foreach updates fuse into kernels that read a buffer after storing its
+in-place update (exp_avg.lerp_() then param.addcdiv_(exp_avg, ...)), and read the step count,
+a CPU scalar tensor, in device kernels (beta ** step).
+"""
+
+import pytest
+import torch
+
+import torch_spyre
+
+OPTIMIZERS = {
+    "adamw": lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.05),
+    "adam": lambda p: torch.optim.Adam(p, lr=1e-2),
+    "sgd_nesterov": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True),
+}
+
+
+def mlp():
+    return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(),
+                               torch.nn.LayerNorm(128), torch.nn.Linear(128, 10))
+
+
+def step(model, opt, x, y):
+    opt.zero_grad()
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss.detach()
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_a_compiled_training_step_trains_as_the_cpu_does(name, fallback_reset):
+    torch.manual_seed(0)
+    cpu_model = mlp()
+    model = mlp()
+    model.load_state_dict(cpu_model.state_dict())
+    model = model.to("spyre")
+    cpu_opt, opt = OPTIMIZERS[name](cpu_model.parameters()), OPTIMIZERS[name](model.parameters())
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(32, 64, generator=g), torch.randint(0, 10, (32,), generator=g)
+    dx, dy = x.to("spyre"), y.to("spyre")
+    compiled = torch.compile(step)
+    for i in range(4):
+        want = step(cpu_model, cpu_opt, x, y)
+        got = compiled(model, opt, dx, dy).cpu()
+        # each step's loss shows the update before it (a lost update repeats the loss)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5, msg=f"step {i}")
+    for (n, p), (_, q) in zip(model.named_parameters(), cpu_model.named_parameters()):
+        torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-4, atol=1e-5,
+                                   msg=n)
+    assert torch_spyre.fallback_counts() == {}, torch_spyre.fallback_counts()
+
+
+def test_a_kernel_reads_an_input_after_storing_its_in_place_update(fallback_reset):
+    # the foreach forms keep both updates in one kernel: the second reads m after its lerp_
+    def update(p, g, m):
+        torch._foreach_lerp_([m], [g], 0.25)
+        torch._foreach_add_([p], [m], alpha=-0.5)
+
+    args = [torch.arange(16.0), torch.ones(16), torch.full((16,), 2.0)]
+    dev = [a.to("spyre") for a in args]
+    update(*args)
+    torch.compile(update)(*dev)
+    for got, want in zip(dev, args):
+        torch.testing.assert_close(got.cpu(), want)
