@@ -228,6 +228,49 @@ def test_an_op_the_generator_cannot_take_runs_eagerly(fallback_reset):
     assert any("nextafter" in op for op in torch_spyre.fallback_counts())
 
 
+def test_the_eager_form_reads_and_writes_flipped_views(fallback_reset):
+    # a flip is a load with a negative stride; the eager form (cumprod here) and a flipped
+    # store (a slice assigned a flipped tensor) take it
+    def f(x, y):
+        x[:, :4] = y.flip(1)
+        return x.flip(1).cumprod(1)[:, -3:], x.flip(0, 1) * 2 + x
+
+    x, y = make((6, 9), torch.float32, 1) * 0.5 + 1, make((6, 4), torch.float32, 2)
+    dx, dy = x.to("spyre"), y.to("spyre")
+    for got, want in zip(torch.compile(f)(dx, dy), f(x, y)):
+        close(got.cpu(), want, torch.float32)
+    close(dx.cpu(), x, torch.float32)
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_an_input_updated_by_index_put_in_place(fallback_reset):
+    # Inductor's own mutation node for the eager index_put_ (the generic fallback's result broke
+    # Inductor's byte count when the graph returned the input)
+    def assign(x, i, v):
+        x[i] = v
+        return x
+
+    def accumulate(x, i, v):
+        x.index_put_((i,), v, accumulate=True)
+        return x * 2
+
+    def add(x, i, v):
+        x[i] += v
+        return x
+
+    # a duplicate index for accumulate (both added); none where an assignment would leave
+    # either value
+    for f, i in ((assign, [1, 7]), (accumulate, [1, 7, 1]), (add, [2, 5])):
+        torch.compiler.reset()
+        i = torch.tensor(i)
+        x, v = make((10, 4), torch.float32, 1), make((len(i), 4), torch.float32, 2)
+        dx = x.to("spyre")
+        got = torch.compile(f)(dx, i.to("spyre"), v.to("spyre"))
+        close(got.cpu(), f(x, i, v), torch.float32)
+        close(dx.cpu(), x, torch.float32)
+    assert torch_spyre.fallback_counts() == {}
+
+
 def test_strict_mode_raises_inside_a_compiled_graph(monkeypatch, fallback_reset):
     f = torch.compile(lambda x: torch.nextafter(x, x) + 1)
     x = make((4, 4), torch.float32).to("spyre")

@@ -91,11 +91,28 @@ def _extern_on_spyre(op):
     lowering.lowerings[op] = lower
 
 
+def _index_put_in_place_on_spyre():
+    # In place, the generic fallback's result (a MultiOutput of the mutated input) breaks
+    # Inductor's byte count when the graph returns it: the eager kernel through Inductor's
+    # own mutation node (IndexPutFallback), as Inductor does for boolean indices
+    op = aten.index_put_.default
+    inductor = lowering.lowerings[op]
+
+    def lower(self, indices, values, accumulate=False):
+        if _on_spyre((self, indices, values), {}):
+            return lowering.index_put_fallback(self, indices, values, accumulate)
+        return inductor(self, indices, values, accumulate)
+
+    lowering.lowerings[op] = lower
+
+
 def _install():
     common.get_device_op_overrides("cpu")  # Inductor's own first: it fills an empty table only
     common.register_device_op_overrides("spyre", SpyreDeviceOpOverrides())
     for op in EXTERN:
-        _extern_on_spyre(op)
+        if op is not aten.index_put_.default:
+            _extern_on_spyre(op)
+    _index_put_in_place_on_spyre()
 
 
 _install()

@@ -123,7 +123,13 @@ class SpyreKernel:
             strides = [int(self._eval(s, env)) for s in view[2]]
             if reduced:
                 shape = shape[:len(shape) - nr] + [1] * nr
-            return torch.as_strided(t, shape, strides, t.storage_offset() + off), None
+            # a negative stride (a flip's load) starts from the other end, flipped
+            back = [k for k, st in enumerate(strides) if st < 0]
+            for k in back:
+                off += strides[k] * (shape[k] - 1)
+                strides[k] = -strides[k]
+            v = torch.as_strided(t, shape, strides, t.storage_offset() + off)
+            return (v, None) if not back else (v, back)
         grids = {}
         for k, s in enumerate(shape):
             g = [1] * len(shape)
@@ -153,13 +159,19 @@ class SpyreKernel:
                 pass
             elif kind == "load":
                 t, idx = self._view(bufs[op[1]], op[2], shape, env)
-                v = t[idx] if idx is not None else t
-                if idx is None and id(bufs[op[1]]) in written:
-                    v = v.clone()  # later stores of this kernel must not show through
+                if isinstance(idx, list):  # dims read backwards: flip makes a copy
+                    v = t.flip(idx)
+                else:
+                    v = t[idx] if idx is not None else t
+                    if idx is None and id(bufs[op[1]]) in written:
+                        v = v.clone()  # later stores of this kernel must not show through
             elif kind in ("store", "store_reduction"):
                 t, idx = self._view(bufs[op[1]], op[2], shape, env, kind == "store_reduction")
                 x = get(op[3])
-                if idx is not None:
+                if isinstance(idx, list):  # dims written backwards: the value flipped
+                    x = torch.as_tensor(x, device=dev).to(t.dtype).expand(t.shape)
+                    t.copy_(x.flip(idx))
+                elif idx is not None:
                     t[idx] = torch.as_tensor(x, device=dev).to(t.dtype).expand(idx.shape)
                 elif isinstance(x, torch.Tensor):
                     t.copy_(x.expand(t.shape) if x.dim() <= t.dim() else x.reshape(t.shape))
