@@ -67,3 +67,44 @@ def test_a_kernel_reads_an_input_after_storing_its_in_place_update(fallback_rese
     torch.compile(update)(*dev)
     for got, want in zip(dev, args):
         torch.testing.assert_close(got.cpu(), want)
+
+
+def test_a_compiled_encoder_layer_trains_with_no_fallback(fallback_reset):
+    # its backward has Inductor's fma (the eager form's ops) and index views whose positions
+    # are not affine (reshapes of permutes): both on the card
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+    card = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+    card.load_state_dict(layer.state_dict())
+    card = card.to("spyre")
+    compiled = torch.compile(card)
+    x = torch.randn(2, 7, 32, generator=torch.Generator().manual_seed(1))
+    for _ in range(2):
+        want, got = layer(x), compiled(x.to("spyre"))
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-4)
+        want.pow(2).mean().backward()
+        got.pow(2).mean().backward()
+    for (n, p), (_, q) in zip(layer.named_parameters(), card.named_parameters()):
+        torch.testing.assert_close(q.grad.cpu(), p.grad, rtol=1e-3, atol=1e-4, msg=n)
+    assert torch_spyre.fallback_counts() == {}, torch_spyre.fallback_counts()
+
+
+def test_dropout_and_random_numbers_in_a_compiled_graph(fallback_reset):
+    # Inductor's own random prims (a seed buffer, Philox in Triton's kernels) are the card's
+    # eager generators on spyre
+    def f(x):
+        return torch.nn.functional.dropout(x, 0.3, training=True), x + torch.randn_like(x)
+
+    g = torch.compile(f)
+    x = torch.ones(1000, 100).to("spyre")
+    torch.manual_seed(7)
+    kept, noisy = (t.cpu() for t in g(x))
+    zeros = (kept == 0).float().mean().item()
+    assert abs(zeros - 0.3) < 0.01, zeros
+    assert torch.allclose(kept[kept != 0], torch.tensor(1 / 0.7)), kept.unique()
+    assert abs(noisy.mean().item() - 1) < 0.01 and abs(noisy.std().item() - 1) < 0.01
+    again = g(x)[0].cpu()
+    assert not torch.equal(again, kept)  # the generator moved on
+    torch.manual_seed(7)
+    assert torch.equal(g(x)[0].cpu(), kept)  # and a seed repeats it
+    assert torch_spyre.fallback_counts() == {}, torch_spyre.fallback_counts()

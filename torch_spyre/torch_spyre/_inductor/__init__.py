@@ -8,7 +8,7 @@ the ops whose Inductor lowerings make indirect or masked loads.
 
 import torch
 import torch.utils._pytree as pytree
-from torch._inductor import ir, lowering
+from torch._inductor import inductor_prims, ir, lowering
 from torch._inductor.codegen import common
 from .scheduling import SpyreScheduling
 from .wrapper import SpyreWrapperCodegen
@@ -106,6 +106,35 @@ def _index_put_in_place_on_spyre():
     lowering.lowerings[op] = lower
 
 
+def _random_on_spyre():
+    # Inductor replaces rand/randn/randint (dropout's mask too) by its own prims, generated in
+    # the kernel from a seed buffer (Philox in Triton); on spyre they are the eager kernels
+    # drawing from the card's generator, as torch._inductor.config.fallback_random does
+    # everywhere: compiled and eager calls give the same numbers for a seed
+    random, randint = lowering.lowerings[inductor_prims.random], \
+        lowering.lowerings[inductor_prims.randint]
+
+    def lower_random(size, seed, mode, *, offset=0):
+        device = seed.get_device()
+        if device is None or device.type != "spyre":
+            return random(size, seed, mode, offset=offset)
+        fallback = lowering.fallback_rand_default if mode == "rand" else \
+            lowering.fallback_randn_default
+        return fallback(list(size), dtype=torch.float32, device=device)
+
+    def lower_randint(low, high, size, seed, *, offset=0):
+        device = seed.get_device()
+        if device is None or device.type != "spyre":
+            return randint(low, high, size, seed, offset=offset)
+        return _RANDINT(low, high, list(size), dtype=torch.int64, device=device)
+
+    lowering.lowerings[inductor_prims.random] = lower_random
+    lowering.lowerings[inductor_prims.randint] = lower_randint
+
+
+_RANDINT = lowering.fallback_handler(aten.randint.low, add_to_fallback_set=False)
+
+
 def _install():
     common.get_device_op_overrides("cpu")  # Inductor's own first: it fills an empty table only
     common.register_device_op_overrides("spyre", SpyreDeviceOpOverrides())
@@ -113,6 +142,7 @@ def _install():
         if op is not aten.index_put_.default:
             _extern_on_spyre(op)
     _index_put_in_place_on_spyre()
+    _random_on_spyre()
 
 
 _install()

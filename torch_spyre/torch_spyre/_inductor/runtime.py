@@ -31,6 +31,9 @@ _FUNCS = {
     "mod": torch.fmod,
     "identity": lambda x: x,
     "int_truediv": torch.true_divide,
+    # Inductor's fused multiply-add (its layer_norm and lerp decompositions): the product
+    # and the sum each rounded, within an ulp of the single rounding
+    "fma": lambda a, b, c: a * b + c,
 }
 
 # binary torch functions without a Python number overload
@@ -64,6 +67,7 @@ class SpyreKernel:
         static = all(s.isdigit() for s in self.sizes + self.rsizes)
         self._n = math.prod(int(s) for s in self.sizes + self.rsizes) if static else None
         self._kernels = {}  # row length -> description, when it is symbolic
+        self._positions = {}  # an indexed view's positions on the device, by view and sizes
 
     def _eval(self, expr, env):
         code = self._code.get(expr)
@@ -130,17 +134,27 @@ class SpyreKernel:
                 strides[k] = -strides[k]
             v = torch.as_strided(t, shape, strides, t.storage_offset() + off)
             return (v, None) if not back else (v, back)
-        grids = {}
-        for k, s in enumerate(shape):
-            g = [1] * len(shape)
-            g[k] = -1
-            name = f"i{k}" if k < len(shape) - nr else f"r{k - len(shape) + nr}"
-            grids[name] = torch.arange(s if not (reduced and name[0] == "r") else 1).view(g)
-        idx = torch.as_tensor(self._eval(view[1], {**env, **grids}))
         full = t.untyped_storage().nbytes() // t.element_size() - t.storage_offset()
         flat = torch.as_strided(t, (full,), (1,), t.storage_offset())
-        shape = shape[:len(shape) - nr] + [1] * nr if reduced else shape
-        return flat, idx.expand(shape)
+        # the positions, computed on the host and kept on the tensor's device: an index in host
+        # memory would send the indexing to the CPU fallback, and a later call (a replay's
+        # capture among them) finds them there without a copy
+        key = (view[1], tuple(shape), reduced, tuple(sorted(env.items())), t.device)
+        idx = self._positions.get(key)
+        if idx is None:
+            grids = {}
+            for k, s in enumerate(shape):
+                g = [1] * len(shape)
+                g[k] = -1
+                name = f"i{k}" if k < len(shape) - nr else f"r{k - len(shape) + nr}"
+                grids[name] = torch.arange(s if not (reduced and name[0] == "r") else 1).view(g)
+            idx = torch.as_tensor(self._eval(view[1], {**env, **grids}))
+            out = shape[:len(shape) - nr] + [1] * nr if reduced else shape
+            idx = idx.expand(out).contiguous().to(t.device)
+            if len(self._positions) >= 16:
+                self._positions.clear()
+            self._positions[key] = idx
+        return flat, idx
 
     def eager(self, bufs, syms):
         env = dict(syms)
@@ -185,15 +199,21 @@ class SpyreKernel:
                     v = x.to(dt)
                 else:
                     v = _number(repr(x), dt)
-            elif kind == "index_expr":
-                grids = {}
-                for k, s in enumerate(shape):
-                    g = [1] * len(shape)
-                    g[k] = -1
-                    name = f"i{k}" if k < len(outer) else f"r{k - len(outer)}"
-                    grids[name] = torch.arange(s).view(g)
-                idx = torch.as_tensor(self._eval(op[1], {**env, **grids}))
-                v = idx.to(_dtype(op[2])).to(dev)
+            elif kind == "index_expr":  # kept on the device as an indexed view's positions
+                key = ("expr", op[1], op[2], tuple(shape), tuple(sorted(env.items())), dev)
+                v = self._positions.get(key)
+                if v is None:
+                    grids = {}
+                    for k, s in enumerate(shape):
+                        g = [1] * len(shape)
+                        g[k] = -1
+                        name = f"i{k}" if k < len(outer) else f"r{k - len(outer)}"
+                        grids[name] = torch.arange(s).view(g)
+                    idx = torch.as_tensor(self._eval(op[1], {**env, **grids}))
+                    v = idx.to(_dtype(op[2])).to(dev)
+                    if len(self._positions) >= 16:
+                        self._positions.clear()
+                    self._positions[key] = v
             elif kind == "reduction":
                 v = self._reduce(op[1], get(op[2]), shape, outer, dev)
             elif kind == "getitem":
