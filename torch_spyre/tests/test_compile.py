@@ -271,6 +271,39 @@ def test_an_input_updated_by_index_put_in_place(fallback_reset):
     assert torch_spyre.fallback_counts() == {}
 
 
+F = torch.nn.functional
+# kernels Inductor makes with indirect indices (positions computed in the kernel), masked loads
+# (paddings, pooling windows), Min/Max in their positions and accumulating stores: none of
+# them has a kernel description, all of them must run as eager forms on the card (each raised
+# at compile time before: "indirect indexing", "masked loads", "store mode atomic_add", or
+# "Boolean value of Tensor ... is ambiguous")
+INDIRECT_AND_MASKED = {
+    "max_pool2d_padding": (lambda x: F.max_pool2d(x, 3, 2, padding=1), False),
+    "avg_pool2d_padding": (lambda x: F.avg_pool2d(x, 3, 1, padding=1), False),
+    "upsample_nearest": (lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), False),
+    "upsample_bilinear_backward": (lambda x: F.interpolate(x, size=(9, 11), mode="bilinear",
+                                                           align_corners=True), True),
+    "replication_pad": (lambda x: F.pad(x, (1, 2, 1, 1), mode="replicate"), False),
+    "max_pool2d_backward": (lambda x: F.max_pool2d(x, 2), True),
+    "gather_backward": (lambda x: x.flatten(1).gather(1, torch.tensor(
+        [[0, 5, 5, 47], [3, 3, 1, 0]], device=x.device)).sum(), True),
+}
+
+
+@pytest.mark.parametrize("name", INDIRECT_AND_MASKED)
+def test_indirect_and_masked_loads_run_as_eager_forms(name, fallback_reset):
+    f, backward = INDIRECT_AND_MASKED[name]
+    x = make((2, 2, 6, 8), torch.float32, 1).requires_grad_(backward)
+    dx = x.detach().to("spyre").requires_grad_(backward)
+    want, got = f(x), torch.compile(f)(dx)
+    close(got.detach().cpu(), want.detach(), torch.float32, scale=4)
+    if backward:
+        want.sum().backward()
+        got.sum().backward()
+        close(dx.grad.cpu(), x.grad, torch.float32, scale=4)
+    assert torch_spyre.fallback_counts() == {}, torch_spyre.fallback_counts()
+
+
 def test_strict_mode_raises_inside_a_compiled_graph(monkeypatch, fallback_reset):
     f = torch.compile(lambda x: torch.nextafter(x, x) + 1)
     x = make((4, 4), torch.float32).to("spyre")

@@ -34,10 +34,15 @@ _FUNCS = {
     # Inductor's fused multiply-add (its layer_norm and lerp decompositions): the product
     # and the sum each rounded, within an ulp of the single rounding
     "fma": lambda a, b, c: a * b + c,
+    # Inductor's bitwise ops on masks and integers
+    "and_": lambda a, b: a & b,
+    "or_": lambda a, b: a | b,
+    "xor": lambda a, b: a ^ b,
 }
 
 # binary torch functions without a Python number overload
-_TENSORS_ONLY = {"maximum", "minimum", "atan2", "copysign", "hypot", "nextafter", "fmod"}
+_TENSORS_ONLY = {"maximum", "minimum", "atan2", "copysign", "hypot", "nextafter", "fmod",
+                 "logical_and", "logical_or", "logical_xor"}
 
 
 def _dtype(name):
@@ -52,6 +57,28 @@ def _number(text, dt):
         return float(text)
     x = float(text) if any(c in text for c in ".en") else int(text)
     return bool(x) if dt == torch.bool else int(x)
+
+
+def _extreme(pick, elementwise, clamp):
+    def f(*args):
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if not tensors:
+            return pick(args)
+        r = tensors[0]
+        for a in tensors[1:]:
+            r = elementwise(r, a)
+        numbers = [a for a in args if not isinstance(a, torch.Tensor)]
+        return clamp(r, pick(numbers)) if numbers else r
+
+    return f
+
+
+# index expressions print Min/Max as Python's min/max: over tensors of positions, elementwise
+_EVAL_GLOBALS = {
+    "math": math,
+    "min": _extreme(min, torch.minimum, lambda r, n: r.clamp(max=n)),
+    "max": _extreme(max, torch.maximum, lambda r, n: r.clamp(min=n)),
+}
 
 
 class SpyreKernel:
@@ -73,7 +100,7 @@ class SpyreKernel:
         code = self._code.get(expr)
         if code is None:
             code = self._code[expr] = compile(expr, "<spyre index>", "eval")
-        return eval(code, {"math": math}, env)
+        return eval(code, _EVAL_GLOBALS, env)
 
     def __call__(self, *bufs, **syms):
         try:
@@ -120,9 +147,45 @@ class SpyreKernel:
 
     # ---- the eager form ----
 
-    def _view(self, t, view, shape, env, reduced=False):
+    def _grids(self, shape, reduced, device=None):
+        """Each iteration variable (i0.., r0..) as an arange broadcast along its dim."""
+        nr, grids = len(self.rsizes), {}
+        for k, s in enumerate(shape):
+            g = [1] * len(shape)
+            g[k] = -1
+            name = f"i{k}" if k < len(shape) - nr else f"r{k - len(shape) + nr}"
+            n = s if not (reduced and name[0] == "r") else 1
+            grids[name] = torch.arange(n, device=device).view(g)
+        return grids
+
+    def _positions_of(self, text, shape, env, ind, dev, reduced=False, clamp=None):
+        """The elements an index expression addresses at every position of the iteration
+        space, on `dev`; clamped into [0, clamp) inside a masked body (the mask discards
+        what lies outside). Made on the host and kept, unless they depend on the kernel's
+        values (indirect indices): then computed on the card at each call."""
+        out = shape[:len(shape) - len(self.rsizes)] + [1] * len(self.rsizes) if reduced \
+            else shape
+        if "indirect" in text:
+            idx = torch.as_tensor(self._eval(text, {**env, **self._grids(shape, reduced, dev),
+                                                    **ind}), device=dev)
+            idx = idx.expand(out)
+            return idx.clamp(0, clamp - 1) if clamp is not None else idx
+        key = (text, tuple(shape), reduced, tuple(sorted(env.items())), dev, clamp)
+        idx = self._positions.get(key)
+        if idx is None:
+            idx = torch.as_tensor(self._eval(text, {**env, **self._grids(shape, reduced)}))
+            idx = idx.expand(out)
+            if clamp is not None:
+                idx = idx.clamp(0, clamp - 1)
+            idx = idx.contiguous().to(dev)
+            if len(self._positions) >= 16:
+                self._positions.clear()
+            self._positions[key] = idx
+        return idx
+
+    def _view(self, t, view, shape, env, reduced=False, clamp=False, ind=None):
         nr = len(self.rsizes)
-        if view[0] == "affine":
+        if view[0] == "affine" and not clamp:
             off = int(self._eval(view[1], env))
             strides = [int(self._eval(s, env)) for s in view[2]]
             if reduced:
@@ -136,24 +199,14 @@ class SpyreKernel:
             return (v, None) if not back else (v, back)
         full = t.untyped_storage().nbytes() // t.element_size() - t.storage_offset()
         flat = torch.as_strided(t, (full,), (1,), t.storage_offset())
-        # the positions, computed on the host and kept on the tensor's device: an index in host
-        # memory would send the indexing to the CPU fallback, and a later call (a replay's
-        # capture among them) finds them there without a copy
-        key = (view[1], tuple(shape), reduced, tuple(sorted(env.items())), t.device)
-        idx = self._positions.get(key)
-        if idx is None:
-            grids = {}
-            for k, s in enumerate(shape):
-                g = [1] * len(shape)
-                g[k] = -1
-                name = f"i{k}" if k < len(shape) - nr else f"r{k - len(shape) + nr}"
-                grids[name] = torch.arange(s if not (reduced and name[0] == "r") else 1).view(g)
-            idx = torch.as_tensor(self._eval(view[1], {**env, **grids}))
-            out = shape[:len(shape) - nr] + [1] * nr if reduced else shape
-            idx = idx.expand(out).contiguous().to(t.device)
-            if len(self._positions) >= 16:
-                self._positions.clear()
-            self._positions[key] = idx
+        # gathered through positions kept on the tensor's device: positions in host memory
+        # would send the indexing to the CPU fallback, and a later call (a replay's capture
+        # among them) finds them there without a copy
+        text = view[1] if view[0] == "expr" else \
+            " + ".join([f"({view[1]})"] + [f"({st}) * {v}" for st, v in
+                                           zip(view[2], self._grids(shape, reduced))])
+        idx = self._positions_of(text, shape, env, ind or {}, t.device, reduced,
+                                 full if clamp else None)
         return flat, idx
 
     def eager(self, bufs, syms):
@@ -163,6 +216,7 @@ class SpyreKernel:
         outer = shape[:len(shape) - nr]
         written = {id(bufs[op[1]]) for op in self.prog if op[0].startswith("store")}
         vals = []
+        ind = {}  # indirect index symbol -> its value
 
         def get(o):
             return vals[o[1]] if o[0] == "v" else float(o[1]) if o[0] == "f" else o[1]
@@ -172,7 +226,7 @@ class SpyreKernel:
             if kind == "nop":
                 pass
             elif kind == "load":
-                t, idx = self._view(bufs[op[1]], op[2], shape, env)
+                t, idx = self._view(bufs[op[1]], op[2], shape, env, clamp=op[3], ind=ind)
                 if isinstance(idx, list):  # dims read backwards: flip makes a copy
                     v = t.flip(idx)
                 else:
@@ -180,9 +234,16 @@ class SpyreKernel:
                     if idx is None and id(bufs[op[1]]) in written:
                         v = v.clone()  # later stores of this kernel must not show through
             elif kind in ("store", "store_reduction"):
-                t, idx = self._view(bufs[op[1]], op[2], shape, env, kind == "store_reduction")
+                t, idx = self._view(bufs[op[1]], op[2], shape, env, kind == "store_reduction",
+                                    ind=ind)
                 x = get(op[3])
-                if isinstance(idx, list):  # dims written backwards: the value flipped
+                if len(op) > 4:  # atomic_add: an accumulation, repeated positions adding up
+                    if idx is None or isinstance(idx, list):
+                        t, idx = self._view(bufs[op[1]], op[2], shape, env, clamp=False,
+                                            ind=ind) if idx is None else (t, idx)
+                    x = torch.as_tensor(x, device=dev).to(t.dtype).expand(idx.shape)
+                    t.index_put_((idx.reshape(-1),), x.reshape(-1), accumulate=True)
+                elif isinstance(idx, list):  # dims written backwards: the value flipped
                     x = torch.as_tensor(x, device=dev).to(t.dtype).expand(t.shape)
                     t.copy_(x.flip(idx))
                 elif idx is not None:
@@ -200,20 +261,20 @@ class SpyreKernel:
                 else:
                     v = _number(repr(x), dt)
             elif kind == "index_expr":  # kept on the device as an indexed view's positions
-                key = ("expr", op[1], op[2], tuple(shape), tuple(sorted(env.items())), dev)
-                v = self._positions.get(key)
-                if v is None:
-                    grids = {}
-                    for k, s in enumerate(shape):
-                        g = [1] * len(shape)
-                        g[k] = -1
-                        name = f"i{k}" if k < len(outer) else f"r{k - len(outer)}"
-                        grids[name] = torch.arange(s).view(g)
-                    idx = torch.as_tensor(self._eval(op[1], {**env, **grids}))
-                    v = idx.to(_dtype(op[2])).to(dev)
-                    if len(self._positions) >= 16:
-                        self._positions.clear()
-                    self._positions[key] = v
+                v = self._positions_of(op[1], shape, env, ind, dev).to(_dtype(op[2]))
+            elif kind == "indirect":  # an index computed here, negative ones from the end
+                x, size = get(op[1]), int(self._eval(op[2], env))
+                if op[3]:
+                    x = torch.where(x < 0, x + size, x) if isinstance(x, torch.Tensor) else \
+                        (x + size if x < 0 else x)
+                ind[op[4]] = x.long() if isinstance(x, torch.Tensor) else int(x)
+            elif kind == "masked":
+                mask, x, other = get(op[1]), get(op[2]), get(op[3])
+                if not isinstance(mask, torch.Tensor):
+                    v = x if mask else other
+                else:
+                    v = torch.where(mask, x, other) if isinstance(x, torch.Tensor) else \
+                        torch.where(mask, torch.tensor(x, device=dev), other)
             elif kind == "reduction":
                 v = self._reduce(op[1], get(op[2]), shape, outer, dev)
             elif kind == "getitem":

@@ -66,6 +66,8 @@ def _view(index, vars_):
     """How a load or store indexes its buffer over the iteration space: ("affine", offset,
     strides) for an affine index (a strided view), else ("expr", python expression)."""
     index = sympy.expand(index)
+    if any(str(x).startswith("indirect") for x in index.free_symbols):
+        return ("expr", pexpr(index))  # positions that depend on the kernel's values
     zero = {v: 0 for v in vars_}
     off = index.subs(zero)
     strides = [index.subs({**zero, v: 1}) - off for v in vars_]
@@ -85,6 +87,8 @@ class Trace:
         # load of an input after a store of its mutation sees the stored value (an optimizer's
         # exp_avg.lerp_() read by its addcdiv_)
         self.real = real or {}
+        self.masked_depth = 0  # inside ops.masked's body: loads may fall outside the buffer
+        self.n_indirect = 0
         self.ops = []  # (kind, ...) with Value operands
         self.loads = {}  # buffer -> [index, ...]
         self.stored = {}  # (real buffer, index) -> Value: stores forward to later loads
@@ -101,7 +105,7 @@ class Trace:
             return self.stored[key]
         if key not in self.loaded:
             self.loads.setdefault(name, []).append(index)
-            self.loaded[key] = self._emit("load", name, index)
+            self.loaded[key] = self._emit("load", name, index, self.masked_depth > 0)
         return self.loaded[key]
 
     def _stored(self, name, index, value):
@@ -111,10 +115,15 @@ class Trace:
         self.stores.append(name)
 
     def store(self, name, index, value, mode=None):
-        if mode is not None:
+        if mode not in (None, "atomic_add"):
             raise Unsupported(f"store mode {mode}")
-        self._stored(name, index, value)
-        self._emit("store", name, index, value)
+        if mode is None:
+            self._stored(name, index, value)
+        else:  # an accumulation (a scatter_add's, index_add's): no value to forward
+            self.loaded = {k: v for k, v in self.loaded.items()
+                           if k[0] != self.real.get(name, name)}
+            self.stores.append(name)
+        self._emit("store", name, index, value, mode)
 
     def store_reduction(self, name, index, value):
         # the reduced value forwards to later loads of the row (pointwise epilogues)
@@ -138,11 +147,24 @@ class Trace:
     def index_expr(self, expr, dtype):
         return self._emit("index_expr", expr, dtype)
 
-    def indirect_indexing(self, *args, **kwargs):
-        raise Unsupported("indirect indexing")
+    def indirect_indexing(self, var, size, check=True, wrap_neg=True):
+        # an index computed in the kernel (a gather's, an upsample's): a symbol the eager form
+        # binds to the value's tensor; the kernel description refuses it
+        sym = sympy.Symbol(f"indirect{self.n_indirect}", integer=True)
+        self.n_indirect += 1
+        self._emit("indirect", var, size, wrap_neg, sym.name)
+        return sym
 
-    def masked(self, *args, **kwargs):
-        raise Unsupported("masked loads")
+    def masked(self, mask, body, other):
+        # a padding's or a pooling window's loads: the body's loads may fall outside their
+        # buffer where the mask is false (the eager form clamps their positions), and the
+        # result is `other` there
+        self.masked_depth += 1
+        try:
+            value = body()
+        finally:
+            self.masked_depth -= 1
+        return self._emit("masked", mask, value, other)
 
     def __getattr__(self, name):
         if name.startswith("_") or name in ("bucketize", "scan", "sort", "check_bounds"):
@@ -288,7 +310,9 @@ def describe(trace, inputs, outputs):
                 raise Unsupported(f"{name} is {trace.dtypes[name]}")
             out(i, f"load {slot_of[(name, op[2])]}")
         elif kind in ("store", "store_reduction"):
-            name, index, v = op[1:]
+            name, index, v = op[1:4]
+            if kind == "store" and op[4] is not None:
+                raise Unsupported(f"store mode {op[4]}")
             if name not in outputs:
                 continue  # a buffer only this kernel used
             want, okind = ((contiguous, "full") if kind == "store" or not rows else
@@ -412,13 +436,18 @@ def eager_form(trace, inputs, outputs):
     for op in trace.ops:
         kind = op[0]
         if kind == "load":
-            prog.append(("load", inputs.index(op[1]), _view(op[2], vars_)))
+            prog.append(("load", inputs.index(op[1]), _view(op[2], vars_), op[3]))
         elif kind in ("store", "store_reduction"):
             if op[1] not in outputs:
                 prog.append(("nop",))  # a buffer only this kernel used: its loads are forwarded
                 continue
             pos = len(inputs) + outputs.index(op[1])
-            prog.append((kind, pos, _view(op[2], vars_), opd(op[3])))
+            mode = op[4] if kind == "store" else None
+            prog.append((kind, pos, _view(op[2], vars_), opd(op[3])) + ((mode,) if mode else ()))
+        elif kind == "indirect":
+            prog.append(("indirect", opd(op[1]), pexpr(op[2]), op[3], op[4]))
+        elif kind == "masked":
+            prog.append(("masked", opd(op[1]), opd(op[2]), opd(op[3])))
         elif kind == "constant":
             prog.append(("constant", repr(op[1]), str(op[2]).replace("torch.", "")))
         elif kind == "to_dtype":
@@ -522,9 +551,11 @@ class SpyreScheduling(BaseScheduling):
         for e in list(sizes) + list(rsizes):
             symbols |= sympy.sympify(e).free_symbols
         for op in trace.ops:
-            if op[0] in ("load", "store", "store_reduction", "index_expr"):
+            if op[0] in ("load", "store", "store_reduction", "index_expr", "indirect"):
                 symbols |= sympy.sympify(op[2] if op[0] != "index_expr" else op[1]).free_symbols
-        symbols = sorted(str(s) for s in symbols - set(vars_) - set(rvars))
+        # the indirect indices are the kernel's own values, not the call's symbols
+        symbols = sorted(str(s) for s in symbols - set(vars_) - set(rvars)
+                         if not str(s).startswith("indirect"))
         try:
             desc = describe(trace, inputs, outputs)
         except Unsupported as e:
