@@ -304,6 +304,18 @@ def test_indirect_and_masked_loads_run_as_eager_forms(name, fallback_reset):
     assert torch_spyre.fallback_counts() == {}, torch_spyre.fallback_counts()
 
 
+def test_an_accumulating_store_at_an_affine_index():
+    # the eager form's atomic_add store where Inductor's index is a plain view: out[2 + i] +=
+    # x[i] (its positions, then index_put_ with accumulate)
+    k = runtime.SpyreKernel({
+        "sizes": ["6"], "rsizes": [], "n_inputs": 1, "kernel": None, "names": ["x", "out"],
+        "eager": [("load", 0, ("affine", "0", ["1"]), False),
+                  ("store", 1, ("affine", "2", ["1"]), ("v", 0), "atomic_add")]})
+    out = torch.ones(10).to("spyre")
+    k(torch.arange(6.0).to("spyre"), out)
+    assert out.cpu().tolist() == [1, 1, 1, 2, 3, 4, 5, 6, 1, 1]
+
+
 def test_strict_mode_raises_inside_a_compiled_graph(monkeypatch, fallback_reset):
     f = torch.compile(lambda x: torch.nextafter(x, x) + 1)
     x = make((4, 4), torch.float32).to("spyre")

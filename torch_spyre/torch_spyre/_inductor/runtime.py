@@ -183,9 +183,12 @@ class SpyreKernel:
             self._positions[key] = idx
         return idx
 
-    def _view(self, t, view, shape, env, reduced=False, clamp=False, ind=None):
+    def _view(self, t, view, shape, env, reduced=False, clamp=False, ind=None, gather=False):
+        """(view, None) of an affine index (or (view, dims to flip)), else (the flat
+        tensor, the positions of the elements): always the positions when `gather`, and
+        positions clamped into the tensor when `clamp` (the loads of a masked body)."""
         nr = len(self.rsizes)
-        if view[0] == "affine" and not clamp:
+        if view[0] == "affine" and not clamp and not gather:
             off = int(self._eval(view[1], env))
             strides = [int(self._eval(s, env)) for s in view[2]]
             if reduced:
@@ -239,8 +242,8 @@ class SpyreKernel:
                 x = get(op[3])
                 if len(op) > 4:  # atomic_add: an accumulation, repeated positions adding up
                     if idx is None or isinstance(idx, list):
-                        t, idx = self._view(bufs[op[1]], op[2], shape, env, clamp=False,
-                                            ind=ind) if idx is None else (t, idx)
+                        t, idx = self._view(bufs[op[1]], op[2], shape, env, ind=ind,
+                                            gather=True)
                     x = torch.as_tensor(x, device=dev).to(t.dtype).expand(idx.shape)
                     t.index_put_((idx.reshape(-1),), x.reshape(-1), accumulate=True)
                 elif isinstance(idx, list):  # dims written backwards: the value flipped
