@@ -167,7 +167,8 @@ SPYRE_BACKEND=kernel pytest_counted torch tests/guest/torch/test_decoder_demo.py
 # the communicator must have chosen the p2p transport (one process per card, dma-bufs).
 # Stock kernel only: every rank imports torch, which takes minutes on the debug kernel. Both
 # workers run in one launch (chain_worker.py: each its own process group, one after the other),
-# so each rank imports torch once, not twice (about 2 minutes of the two rows' 6 under TCG).
+# so each rank imports torch once, not twice (113 s against 89 + 92 s for two launches, warm
+# caches; testing.md "Where the time goes").
 torch_dist() {
 	local name=$1; shift
 	rm -f "/tmp/$name-store"*

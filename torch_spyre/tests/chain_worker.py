@@ -1,6 +1,7 @@
 """Runs several rank workers one after another in this one process: ``chain_worker.py
-INIT_FILE WORKER[:ARG] ...`` (each WORKER a script beside this one, run as ``WORKER INIT_FILE.i
-[ARG]``, its cases or mode: its own process group on a fresh store). Every rank's `import
+INIT_FILE WORKER[:ARG...] ...`` (each WORKER a script beside this one, run as ``WORKER
+INIT_FILE.i [ARG...]``, its cases or mode: its own process group on a fresh store; an ARG
+"{store}" puts INIT_FILE.i there instead). Every rank's `import
 torch` and process-group set-up are paid once, not once per worker (under TCG an `import torch`
 takes minutes: tests/guest/run-all.sh's torch-dist row; on the host most of a small case's time:
 test_distributed.py). Prints "== WORKER[:ARG]" before each and "-- WORKER[:ARG] returned" after
@@ -18,9 +19,13 @@ init_file, workers = sys.argv[1], sys.argv[2:]
 here = os.path.dirname(os.path.abspath(__file__))
 dist_checks.CHAINED = True  # a worker's finish() returns instead of ending the process
 for i, spec in enumerate(workers):
-    script, _, cases = spec.partition(":")
+    script, *args = spec.split(":")
+    store = f"{init_file}.{i}"
+    if any("{store}" in a for a in args):  # the worker wants its store elsewhere in argv
+        sys.argv = [script, *(a.replace("{store}", store) for a in args)]
+    else:
+        sys.argv = [script, store, *args]
     print(f"== {spec}", flush=True)
-    sys.argv = [script, f"{init_file}.{i}", *([cases] if cases else [])]
     if "torch._dynamo" in sys.modules:  # a worker before compiled: fresh caches and counters
         torch.compiler.reset()
         torch._dynamo.utils.counters.clear()

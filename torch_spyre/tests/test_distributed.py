@@ -12,15 +12,13 @@ ranks (a peer dies, a rank leaves with os._exit) comes last. Each case checks it
 part of every rank's output; a mode that fails stops its ranks, which fails the later modes'
 cases too (none is skipped)."""
 
-import functools
 import os
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
-from conftest import run_ranks
+from conftest import run_chain
 
 # (world, modes): every mode of test_distributed.py; a mode is "script:MODE"
 LAUNCHES = [
@@ -34,32 +32,10 @@ LAUNCHES = [
 ]
 
 
-@functools.lru_cache(maxsize=None)
-def _launch(world, modes):
-    """[(exit code, output)] per rank of one launch running `modes` in turn."""
-    with tempfile.TemporaryDirectory() as d:
-        return run_ranks("chain_worker.py", world, os.path.join(d, "store"), *modes,
-                         timeout=300)
-
-
 def _run(world, mode):
-    """[(exit code, output, ok)] per rank for `mode` ("script:MODE") of its launch: the exit
-    code is the process's; the output is what the rank printed from the start of `mode` to the
-    start of the next one (or the end); ok: the mode returned, or, as the launch's last mode,
-    ended the process with exit code 0. A rank stopped by an earlier mode gets that mode's
-    output and is not ok."""
+    """run_chain's [(exit code, output, ok)] per rank for `mode` of its launch."""
     modes = next(m for w, m in LAUNCHES if w == world and mode in m)
-    outs = []
-    for code, out in _launch(world, modes):
-        start = out.find(f"== {mode}\n")
-        if start < 0:
-            outs.append((code, f"{mode} did not start:\n{out}", False))
-            continue
-        end = out.find("\n== ", start)
-        part = out[start:] if end < 0 else out[start:end + 1]
-        ok = f"-- {mode} returned" in part or (mode == modes[-1] and code == 0)
-        outs.append((code, part, ok))
-    return outs
+    return run_chain(world, modes, mode)
 
 
 def _ok(outs, ranks=None):
