@@ -165,19 +165,21 @@ SPYRE_BACKEND=kernel pytest_counted torch tests/guest/torch/test_decoder_demo.py
 # with equal parameters after every step, and the tensor-parallel decoder's tokens against one
 # card's, strict (no CPU fallback; torch_spyre.md "DistributedDataParallel", "Tensor parallel");
 # the communicator must have chosen the p2p transport (one process per card, dma-bufs).
-# Stock kernel only: every rank imports torch, which takes minutes on the debug kernel.
+# Stock kernel only: every rank imports torch, which takes minutes on the debug kernel. Both
+# workers run in one launch (chain_worker.py: each its own process group, one after the other),
+# so each rank imports torch once, not twice (113 s against 89 + 92 s for two launches, warm
+# caches; testing.md "Where the time goes").
 torch_dist() {
-	local name=$1 worker=$2
-	rm -f "/tmp/$name-store"
+	local name=$1; shift
+	rm -f "/tmp/$name-store"*
 	check "$name" env PYTHONPATH=build/cmake/torch_spyre/python PYTHONDONTWRITEBYTECODE=1 \
 		SPYRE_BACKEND=kernel TORCH_SPYRE_STRICT=1 SPYRE_COMM_EXPECT_TRANSPORT=p2p \
 		python3 -m torch_spyre.launch --nproc 2 \
-		"torch_spyre/tests/$worker" "/tmp/$name-store"
+		torch_spyre/tests/chain_worker.py "/tmp/$name-store" "$@"
 }
 if [ -z "$debug_kernel" ] && [ "$(ls /dev/accel | wc -l)" -ge 2 ]; then
 	busybox ip link set lo up	# gloo, DDP's reference, talks over loopback
-	torch_dist torch-ddp ddp_worker.py
-	torch_dist torch-tp tp_worker.py
+	torch_dist torch-dist ddp_worker.py tp_worker.py
 fi
 check smi build/cmake/tools/spyre-smi/spyre-smi
 # spyre-smi against a running workload: utilisation, memory, processes, --json schema, --csv,

@@ -1,4 +1,4 @@
-"""One rank of test_distributed.py's asynchronous cases: ``async_worker.py MODE INIT_FILE`` with
+"""One rank of test_distributed.py's asynchronous cases: ``async_worker.py INIT_FILE MODE`` with
 RANK and WORLD_SIZE in the environment. async_op=True returns a Work that is not complete while
 a peer is held back behind a gloo barrier; exits non-zero on a failed check."""
 
@@ -12,9 +12,9 @@ import torch
 import torch.distributed as dist
 
 import torch_spyre  # noqa: F401  (registers the "spyre" backend)
-from dist_checks import rank_data
+from dist_checks import hold, rank_data, release
 
-mode, init_file = sys.argv[1], sys.argv[2]
+init_file, mode = sys.argv[1], sys.argv[2]
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 TIMEOUT = {"shutdown_stuck": 5, "shutdown_detached": 3}.get(mode, 30)
 dist.init_process_group("spyre", init_method=f"file://{init_file}", rank=rank, world_size=world,
@@ -148,11 +148,11 @@ elif mode == "dead_peer":
     assert time.monotonic() - t1 < 1, f"later calls took {time.monotonic() - t1:.1f} s"
     print(f"rank {rank}: {cause}".splitlines()[0], file=sys.stderr, flush=True)
     os._exit(0)  # the gloo group's teardown would wait for the dead rank
-elif mode == "timeout":  # rank 1 joins 6 s late; rank 0 waits 1 s
+elif mode == "timeout":  # rank 1 joins once rank 0's 1 s wait has failed (at most 30 s late)
     y = torch.ones(8, device=dev)
     dist.all_reduce(y)
     if rank == 1:
-        time.sleep(6)
+        hold(init_file, 30)
         try:
             dist.all_reduce(y)
             raise SystemExit("rank 1: all_reduce succeeded on an aborted communicator")
@@ -176,6 +176,7 @@ elif mode == "timeout":  # rank 1 joins 6 s late; rank 0 waits 1 s
     except RuntimeError as e:
         assert str(e) == cause, (str(e), cause)
     print(f"rank 0: {cause}".splitlines()[0], flush=True)
+    release(init_file)
     os._exit(0)
 elif mode == "shutdown_drains":  # destroy_process_group lets work in flight finish
     y = torch.full((100,), float(rank + 1), device=dev)
@@ -192,8 +193,8 @@ elif mode == "shutdown_drains":  # destroy_process_group lets work in flight fin
 elif mode == "shutdown_stuck":  # rank 1 never joins: destroy is bounded all the same
     y = torch.ones(100, device=dev)
     dist.all_reduce(y)
-    if rank == 1:
-        time.sleep(TIMEOUT + 6)
+    if rank == 1:  # alive, out of the collective, until rank 0 is done
+        hold(init_file, TIMEOUT + 60)
         os._exit(0)
     w = dist.all_reduce(y, async_op=True)
     assert not w.is_completed()
@@ -208,13 +209,14 @@ elif mode == "shutdown_stuck":  # rank 1 never joins: destroy is bounded all the
     except RuntimeError as e:
         print(f"rank 0: destroyed in {took:.1f} s; wait: {e}".splitlines()[0], flush=True)
     print("rank 0 ok", flush=True)
+    release(init_file)
 elif mode == "shutdown_detached":  # the worker stuck past the abort is left behind
     y = torch.ones(100, device=dev)
     dist.all_reduce(y)
     if rank == 1:  # joins the first all_reduce late, never the second
         time.sleep(1)
         dist.all_reduce(y)
-        time.sleep(TIMEOUT + 20)
+        hold(init_file, TIMEOUT + 60)  # alive, out of the second, until rank 0 is done
         os._exit(0)
     w1 = dist.all_reduce(y, async_op=True)
     # its completion runs this callback on the worker, which it holds past destroy's bound
@@ -233,6 +235,7 @@ elif mode == "shutdown_detached":  # the worker stuck past the abort is left beh
     except RuntimeError as e:
         print(f"rank 0: destroyed in {took:.1f} s; queued: {e}".splitlines()[0], flush=True)
     print("rank 0 ok", flush=True)
+    release(init_file)
     os._exit(0)  # the callback still sleeps on the detached worker
 elif mode == "overlap_bench":  # host time of all_reduce + matmul, serial and overlapped
     n, m = int(os.environ.get("BENCH_N", "256")), int(os.environ.get("BENCH_M", str(1 << 20)))

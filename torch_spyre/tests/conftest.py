@@ -2,6 +2,7 @@
 same environment), torch_spyre imported once per process."""
 
 import collections
+import functools
 import os
 import subprocess
 import sys
@@ -86,15 +87,52 @@ def run_ranks(script, world, *args, timeout=400, rank_env=None, **env):
     return outs
 
 
-def run_worker_cases(script, world, cases, select=None):
+@functools.lru_cache(maxsize=None)
+def _run_chain(world, specs, env):
+    with tempfile.TemporaryDirectory() as d:
+        return run_ranks("chain_worker.py", world, os.path.join(d, "store"), *specs, **dict(env))
+
+
+def run_chain(world, specs, spec, **env):
+    """One launch of `world` ranks running the workers `specs` ("script[:ARG]") in turn in each
+    rank's process (chain_worker.py), shared by every caller that names the same world, specs
+    and env; returns [(exit code, output, ok)] per rank for `spec`, one of them: the exit code
+    is the process's; the output is what the rank printed from the start of `spec` to the
+    start of the next one (or the end); ok: `spec` returned, or, as the last, ended the process
+    with exit code 0. A rank stopped by an earlier worker gets that one's output, not ok."""
+    return chain_part(_run_chain(world, tuple(specs), tuple(sorted(env.items()))), specs, spec)
+
+
+def chain_part(outs, specs, spec):
+    """run_chain's result for `spec` from the launch's [(exit code, output)]."""
+    parts = []
+    for code, out in outs:
+        start = out.find(f"== {spec}\n")
+        if start < 0:
+            parts.append((code, f"{spec} did not start:\n{out}", False))
+            continue
+        end = out.find("\n== ", start)
+        part = out[start:] if end < 0 else out[start:end + 1]
+        ok = f"-- {spec} returned" in part or (spec == specs[-1] and code == 0)
+        parts.append((code, part, ok))
+    return parts
+
+
+def run_worker_cases(script, world, cases, select=None, chain=None):
     """Runs a strict worker (ddp_worker.py, tp_worker.py: "CASE ok SECONDS" per case, then
     "fallbacks {...}") as `world` ranks with a FileStore; asserts every rank ran every case
-    with no CPU fallback. `select` (comma-separated) picks the worker's cases to run."""
-    with tempfile.TemporaryDirectory() as d:
-        outs = run_ranks(script, world, os.path.join(d, "store"), *([select] if select else []),
+    with no CPU fallback. `select` (comma-separated) picks the worker's cases to run. With
+    `chain` (specs for run_chain, "script[:select]" among them) the worker shares that launch."""
+    if chain is None:
+        with tempfile.TemporaryDirectory() as d:
+            outs = [(code, out, code == 0) for code, out in run_ranks(
+                script, world, os.path.join(d, "store"), *([select] if select else []),
+                TORCH_SPYRE_STRICT="1")]
+    else:
+        outs = run_chain(world, chain, f"{script}:{select}" if select else script,
                          TORCH_SPYRE_STRICT="1")
-    for r, (code, out) in enumerate(outs):
-        assert code == 0, f"rank {r} failed:\n{out[-3000:]}"
+    for r, (code, out, ok) in enumerate(outs):
+        assert ok, f"rank {r} (exit {code}) failed:\n{out[-3000:]}"
         for case in cases:
             assert f"\n{case} ok " in "\n" + out, f"rank {r}: {case} did not run:\n{out[-2000:]}"
         assert "fallbacks {}" in out, f"rank {r} fell back to the CPU:\n{out[-2000:]}"

@@ -1,4 +1,4 @@
-"""One rank of test_distributed.py: ``dist_worker.py MODE INIT_FILE`` with RANK and WORLD_SIZE in
+"""One rank of test_distributed.py: ``dist_worker.py INIT_FILE MODE`` with RANK and WORLD_SIZE in
 the environment. Every collective on spyre tensors is compared with the same collective on the
 CPU over gloo; exits non-zero on a mismatch."""
 
@@ -15,7 +15,7 @@ import torch.distributed as dist
 import torch_spyre  # noqa: F401  (registers the "spyre" backend)
 from dist_checks import close, rank_data
 
-mode, init_file = sys.argv[1], sys.argv[2]
+init_file, mode = sys.argv[1], sys.argv[2]
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 dist.init_process_group("spyre", init_method=f"file://{init_file}", rank=rank, world_size=world,
                         timeout=timedelta(seconds=60))

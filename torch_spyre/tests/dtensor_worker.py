@@ -1,9 +1,9 @@
-"""One rank of test_dtensor.py: ``dtensor_worker.py INIT_FILE`` with RANK and WORLD_SIZE in the
-environment. torch's DTensor tensor parallelism (torch.distributed.tensor.parallel) on spyre: a
-DeviceMesh of the ranks' cards, an MLP whose first linear is column-parallel and second
-row-parallel (parallelize_module), forward, backward and two SGD
-steps, every output, gradient and parameter (as full_tensor()) against one process on the CPU.
-Prints "CASE ok SECONDS" per case and the fallback counts."""
+"""One rank of test_tensor_parallel.py's DTensor case: ``dtensor_worker.py INIT_FILE`` with RANK
+and WORLD_SIZE in the environment. torch's DTensor tensor parallelism
+(torch.distributed.tensor.parallel) on spyre: a DeviceMesh of the ranks' cards, an MLP whose
+first linear is column-parallel and second row-parallel (parallelize_module), forward, backward
+and two SGD steps, every output, gradient and parameter (as full_tensor()) against one process
+on the CPU. Prints "CASE ok SECONDS" per case and the fallback counts."""
 
 import os
 import sys

@@ -1,6 +1,7 @@
-"""One rank of a job over several nodes (hierarchical.py): ``multinode_worker.py NODES [INIT_FILE]``
-with RANK, WORLD_SIZE (and LOCAL_RANK) in the environment; env:// init (MASTER_ADDR, MASTER_PORT)
-without INIT_FILE. Checks that the backend is the hierarchical one over NODES nodes, compares
+"""One rank of a job over several nodes (hierarchical.py): ``multinode_worker.py NODES [INIT_FILE
+[peer_dies]]`` with RANK, WORLD_SIZE (and LOCAL_RANK) in the environment; env:// init
+(MASTER_ADDR, MASTER_PORT) without INIT_FILE; peer_dies: the last rank exits mid-job instead
+of the cases. Checks that the backend is the hierarchical one over NODES nodes, compares
 every collective on spyre tensors (and reduce, gather, scatter, isend/irecv) with gloo on the CPU, then trains DistributedDataParallel on
 spyre for three steps against one process training the whole batch on the CPU. Prints
 "CASE ok SECONDS" per case; exits non-zero on a mismatch. Run by test_multinode.py (the host, a
@@ -160,7 +161,7 @@ def ddp():
                                        msg=f"step {step} {name}")
 
 
-if os.environ.get("MULTINODE_PEER_DIES"):
+if sys.argv[3:] == ["peer_dies"]:
     # the last rank (on the last node) exits mid-job; every other rank's next collective must
     # raise within seconds, not wait for the timeout. A rank that sees the error exits as an
     # uncaught error would: its connections close, which is how ranks on other nodes learn
