@@ -210,10 +210,13 @@ std::unique_ptr<PeerTransport> PeerTransport::try_create(std::unique_ptr<Segment
         return nullptr;
     }
     if (layout == Layout::Threads) shared.reset();
-    // pushes on a stream of their own only where the modeled time charges the overlap (the
-    // simulator's card timeline; the kernel backend's modeled time is one stream's sum, so
-    // there they stay on the caller's stream: Documentation/libspyre.md "Pipelined p2p")
-    const bool overlap = layout == Layout::Threads && mine.backend == SPYRE_BACKEND_SIM;
+    // pushes on a stream of their own only where the modeled time charges the overlap: the
+    // simulator's card timeline, or a kernel-backend card that reports when each job ran (hw
+    // 1.7); without that the kernel backend's modeled time is one stream's sum, so there they
+    // stay on the caller's stream (Documentation/libspyre.md "Pipelined p2p")
+    const bool overlap =
+        (layout == Layout::Threads && mine.backend == SPYRE_BACKEND_SIM) ||
+        (mine.backend == SPYRE_BACKEND_KERNEL && (mine.caps & SPYRE_DEVICE_CAP_JOB_CLOCK));
     return std::unique_ptr<PeerTransport>(
         new PeerTransport(std::move(seg), std::move(shared), device, overlap));
 }
