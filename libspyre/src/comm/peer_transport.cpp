@@ -257,7 +257,16 @@ spyre_buffer_t PeerTransport::inbox_at(int peer) {
 spyre_stream_t PeerTransport::push_stream(spyre_stream_t caller) {
     if (!caller || !overlap_) return caller;
     if (!push_) {
-        check_call(spyre_stream_create(device_, SPYRE_STREAM_PRIORITY_NORMAL, &push_));
+        // kernel backend: normal streams share one ring, which runs its jobs in order; a
+        // high-priority stream has a ring of its own, so the pushes run beside the caller's
+        // reductions (Documentation/libspyre.md "Pipelined p2p")
+        spyre_device_info info{};
+        check_call(spyre_device_get_info(device_, &info));
+        check_call(spyre_stream_create(device_,
+                                       info.backend == SPYRE_BACKEND_KERNEL
+                                           ? SPYRE_STREAM_PRIORITY_HIGH
+                                           : SPYRE_STREAM_PRIORITY_NORMAL,
+                                       &push_));
         check_call(spyre_event_create(device_, &ready_));
         check_call(spyre_event_create(device_, &pushed_));
     }

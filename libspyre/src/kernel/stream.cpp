@@ -286,6 +286,16 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
     }
 
     void wait(const MarkerRef& m) override {
+        // A marker of another stream of this card that has no point yet (its stream is held
+        // back by a host function): wait for its point here, holding no lock. Waiting in the
+        // queued work (under mu_, or on the completion thread when this stream is held back
+        // too) would block this stream's host functions, which that host function may be
+        // queued behind: a deadlock (the collectives' push stream, issue 25).
+        if (auto* km = dynamic_cast<KMarker*>(m.get());
+            km && km->s_.get() != this && km->s_->dev_ == dev_ && !km->resolved_) {
+            std::unique_lock lk(km->s_->mu_);
+            km->s_->cv_.wait(lk, [&] { return km->resolved_.load(); });
+        }
         enqueue([=, this] {
             flush_batch();  // work queued before the wait does not wait
             auto* km = dynamic_cast<KMarker*>(m.get());
