@@ -75,10 +75,12 @@ struct spyre_ring {
 	unsigned int idx;
 
 	struct spyre_hw_cmd *cmds;		/* DMA-coherent command array */
-	struct spyre_hw_cpl *cpls;		/* DMA-coherent completion array */
+	void *cpls;				/* DMA-coherent completion array */
 	dma_addr_t cmds_dma;
 	dma_addr_t cpls_dma;
 	u32 size;				/* entries, power of two */
+	/* Bytes per completion entry: struct spyre_hw_cpl_time with CAP_CPL_TIME (hw 1.7). */
+	u32 cpl_size;
 
 	/*
 	 * Protects everything below; taken from the interrupt thread, run_job and recovery.
@@ -102,6 +104,12 @@ struct spyre_ring {
 	int irq;
 	char irq_name[32];
 };
+
+/* Completion entry @e of @ring; a struct spyre_hw_cpl_time when cpl_size says so. */
+static inline struct spyre_hw_cpl *spyre_ring_cpl(struct spyre_ring *ring, u32 e)
+{
+	return ring->cpls + (size_t)e * ring->cpl_size;
+}
 
 /*
  * The device coredump of a timeout (spyre_coredump.c): captured by the timeout handler
@@ -241,6 +249,9 @@ struct spyre_result {
 	u32 hw_detail;				/* completion detail of the failed command */
 	u64 fault_addr;				/* ERR_MMU_FAULT: the faulting virtual address */
 	u64 cycles;
+	/* Modeled clock (hw 1.7): first command's start, last one's end; 0 on older cards. */
+	u64 start_cycle;
+	u64 end_cycle;
 };
 
 void spyre_result_put(struct spyre_result *res);

@@ -122,9 +122,12 @@ int spyre_hw_rings_alloc(struct spyre_device *sdev)
 		struct spyre_ring *ring = &sdev->rings[i];
 
 		ring->size = SPYRE_RING_ENTRIES;
+		/* hw 1.7: entries carry each command's modeled start and end cycle. */
+		ring->cpl_size = sdev->caps & SPYRE_CAP_CPL_TIME ?
+				 sizeof(struct spyre_hw_cpl_time) : sizeof(struct spyre_hw_cpl);
 		ring->cmds = dma_alloc_coherent(dev, ring->size * sizeof(*ring->cmds),
 						&ring->cmds_dma, GFP_KERNEL);
-		ring->cpls = dma_alloc_coherent(dev, ring->size * sizeof(*ring->cpls),
+		ring->cpls = dma_alloc_coherent(dev, ring->size * ring->cpl_size,
 						&ring->cpls_dma, GFP_KERNEL);
 		if (!ring->cmds || !ring->cpls)
 			goto err;
@@ -152,7 +155,7 @@ void spyre_hw_rings_free(struct spyre_device *sdev)
 			dma_free_coherent(dev, ring->size * sizeof(*ring->cmds),
 					  ring->cmds, ring->cmds_dma);
 		if (ring->cpls)
-			dma_free_coherent(dev, ring->size * sizeof(*ring->cpls),
+			dma_free_coherent(dev, ring->size * ring->cpl_size,
 					  ring->cpls, ring->cpls_dma);
 		ring->cmds = NULL;
 		ring->cpls = NULL;
@@ -186,7 +189,9 @@ int spyre_hw_ring_enable(struct spyre_ring *ring)
 	 */
 	if (sdev->caps & SPYRE_CAP_MMU)
 		spyre_write(sdev, SPYRE_RING_REG(n, SPYRE_RING_FAULT_INFO), SPYRE_MMU_FAULT_VALID);
-	spyre_write(sdev, SPYRE_RING_REG(n, SPYRE_RING_CTRL), SPYRE_RING_CTRL_ENABLE);
+	spyre_write(sdev, SPYRE_RING_REG(n, SPYRE_RING_CTRL), SPYRE_RING_CTRL_ENABLE |
+		    (ring->cpl_size == sizeof(struct spyre_hw_cpl_time) ?
+		     SPYRE_RING_CTRL_CPL_TIME : 0));
 
 	status = spyre_read(sdev, SPYRE_RING_REG(n, SPYRE_RING_STATUS));
 	if (!(status & SPYRE_RING_STATUS_ENABLED)) {

@@ -184,6 +184,23 @@ static void spyre_job_take_fault(struct spyre_ring *ring, struct spyre_job *job,
 			     job->sf ? job->sf->comm : "kernel", job->res->job_id);
 }
 
+/*
+ * The job's place on the card's modeled clock (hw 1.7): its commands run in order on one
+ * ring, so it starts with the first and ends with the last. Older cards: 0, 0.
+ */
+static void spyre_job_clock(struct spyre_ring *ring, struct spyre_job *job)
+{
+	struct spyre_hw_cpl_time *first, *last;
+
+	if (ring->cpl_size != sizeof(*first) || !job->cmd_count)
+		return;
+	first = (void *)spyre_ring_cpl(ring, spyre_ring_entry(ring, job->first));
+	last = (void *)spyre_ring_cpl(ring,
+				      spyre_ring_entry(ring, job->first + job->cmd_count - 1));
+	job->res->start_cycle = READ_ONCE(first->start_cycle);
+	job->res->end_cycle = READ_ONCE(last->end_cycle);
+}
+
 /* Record the job's result from its completion entries and signal its hardware fence. */
 static void spyre_job_complete(struct spyre_ring *ring, struct spyre_job *job)
 {
@@ -196,7 +213,8 @@ static void spyre_job_complete(struct spyre_ring *ring, struct spyre_job *job)
 	bool failed = false;
 
 	for (i = 0; i < job->cmd_count; i++) {
-		struct spyre_hw_cpl *cpl = &ring->cpls[spyre_ring_entry(ring, job->first + i)];
+		u32 e = spyre_ring_entry(ring, job->first + i);
+		struct spyre_hw_cpl *cpl = spyre_ring_cpl(ring, e);
 
 		c = READ_ONCE(cpl->cycles);
 		cycles += c;
@@ -218,6 +236,7 @@ static void spyre_job_complete(struct spyre_ring *ring, struct spyre_job *job)
 	if (fault_cmd != U32_MAX)
 		spyre_job_take_fault(ring, job, fault_cmd, fault_detail);
 	res->cycles = cycles;
+	spyre_job_clock(ring, job);
 	/* fdinfo: what the submitting file ran (kernel jobs belong to no file). */
 	if (job->sf)
 		for (i = 0; i < SPYRE_ENGINE_COUNT; i++)
@@ -226,7 +245,7 @@ static void spyre_job_complete(struct spyre_ring *ring, struct spyre_job *job)
 	list_for_each_entry(l, &job->launches, node) {
 		u32 e = spyre_ring_entry(ring, job->first + l->cmd_idx);
 
-		spyre_launch_complete(l, &ring->cpls[e]);
+		spyre_launch_complete(l, spyre_ring_cpl(ring, e));
 	}
 	if (!job->kernel)
 		atomic64_inc(&sdev->jobs_completed);
@@ -272,7 +291,7 @@ static bool spyre_job_cpls_valid(struct spyre_ring *ring, struct spyre_job *job)
 	for (i = 0; i < job->cmd_count; i++) {
 		u64 seq = job->first + i;
 
-		if (READ_ONCE(ring->cpls[spyre_ring_entry(ring, seq)].seqno) != seq + 1)
+		if (READ_ONCE(spyre_ring_cpl(ring, spyre_ring_entry(ring, seq))->seqno) != seq + 1)
 			return false;
 	}
 	return true;
@@ -1530,6 +1549,8 @@ int spyre_ioctl_job_wait(struct drm_device *drm, void *data, struct drm_file *fi
 		args->hw_detail = res->hw_detail;
 		args->fault_addr = res->fault_addr;
 		args->cycles = res->cycles;
+		args->start_cycle = res->start_cycle;
+		args->end_cycle = res->end_cycle;
 		ret = 0;
 	}
 	spyre_result_put(res);

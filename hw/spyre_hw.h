@@ -27,7 +27,7 @@
 
 /* Hardware interface version (SPYRE_REG_VERSION). */
 #define SPYRE_HW_VERSION_MAJOR		1
-#define SPYRE_HW_VERSION_MINOR		6
+#define SPYRE_HW_VERSION_MINOR		7
 #define SPYRE_HW_VERSION(maj, min)	(((maj) << 16) | (min))
 
 /* Identification value of SPYRE_REG_ID: "SPYR". */
@@ -69,6 +69,7 @@
 #define SPYRE_CAP_EXEC_TIME		(1u << 9)	/* RING_EXEC_SEQNO / RING_EXEC_TIME (hw 1.4) */
 #define SPYRE_CAP_TIMESLICE		(1u << 10)	/* engine time-sliced between rings (hw 1.5) */
 #define SPYRE_CAP_P2P			(1u << 11)	/* copies reach peer cards' BAR2 (hw 1.6) */
+#define SPYRE_CAP_CPL_TIME		(1u << 12)	/* RING_CTRL_CPL_TIME: modeled start/end (hw 1.7) */
 
 #define SPYRE_STATUS_READY		(1u << 0)	/* accepts ring configuration */
 #define SPYRE_STATUS_ERROR		(1u << 1)	/* a command failed since reset */
@@ -191,6 +192,8 @@
 
 #define SPYRE_RING_CTRL_ENABLE		(1u << 0)	/* 0 -> 1 latches bases, size; head = tail = 0 */
 #define SPYRE_RING_CTRL_ABORT		(1u << 1)	/* disable, drop, cancel the running command */
+/* Latched by the enable (hw 1.7): completion entries are struct spyre_hw_cpl_time. */
+#define SPYRE_RING_CTRL_CPL_TIME	(1u << 2)
 
 #define SPYRE_RING_STATUS_ENABLED	(1u << 0)
 #define SPYRE_RING_STATUS_BAD_CONFIG	(1u << 1)	/* enable refused: size or alignment */
@@ -374,6 +377,18 @@ struct spyre_hw_cpl {
 	uint32_t detail;	/* ERR_PROGRAM: engine error; ERR_MMU_FAULT: FAULT_INFO; else 0 */
 	uint64_t cycles;	/* modeled device cycles the command took */
 	uint64_t done_count;	/* value of the ring's completed counter after this command */
+};
+
+/*
+ * Completion entry of a ring enabled with RING_CTRL_CPL_TIME (hw 1.7, CAP_CPL_TIME): the
+ * command's modeled start and end on the card's clock (hardware.md section 11, "Modeled
+ * clock"); end_cycle - start_cycle == cpl.cycles.
+ */
+struct spyre_hw_cpl_time {
+	struct spyre_hw_cpl cpl;
+	uint64_t start_cycle;	/* cycle the command started on the card's modeled clock */
+	uint64_t end_cycle;	/* cycle it ended: start_cycle + cpl.cycles */
+	uint64_t reserved[2];	/* written 0 */
 };
 
 /*

@@ -611,7 +611,7 @@ static uint32_t spyre_dma_job_complete(SpyreState *s, SpyreJob *j, bool live)
         detail = spyre_mmu_report(s, j->ring, &j->fault);
     }
     return spyre_ring_complete(s, j->ring, j->idx, j->seqno, j->flags,
-                               j->status, detail, j->cycles);
+                               j->status, detail, j->cycles, SPYRE_CLK_DMA);
 }
 
 void spyre_dma_worker_init(SpyreState *s)

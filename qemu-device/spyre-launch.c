@@ -565,7 +565,8 @@ static uint32_t spyre_launch_complete(SpyreState *s, SpyreJob *l, bool live)
     return spyre_ring_complete(s, l->ring, l->idx, l->seqno, l->flags, st,
                                st == SPYRE_STATUS_OK ||
                                st == SPYRE_STATUS_ERR_HOST_DMA ? 0 : detail,
-                               res->total_cycles + l->switch_cycles);
+                               res->total_cycles + l->switch_cycles,
+                               SPYRE_CLK_ENGINE);
 }
 
 /* ---- Life cycle ---- */

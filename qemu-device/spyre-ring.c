@@ -29,10 +29,12 @@
 QEMU_BUILD_BUG_ON(sizeof(struct spyre_hw_cmd) != 64);
 QEMU_BUILD_BUG_ON(sizeof(struct spyre_hw_cmd_dma2d) != 48);
 QEMU_BUILD_BUG_ON(sizeof(struct spyre_hw_cpl) != 32);
+QEMU_BUILD_BUG_ON(sizeof(struct spyre_hw_cpl_time) != 64);
 QEMU_BUILD_BUG_ON(SPYRE_NUM_RINGS_MAX > 31);
 
 void spyre_ring_reset(SpyreRing *r)
 {
+    g_free(r->clk_doorbell);
     memset(r, 0, sizeof(*r));
 }
 
@@ -72,7 +74,8 @@ static void spyre_ring_ctrl(SpyreState *s, unsigned n, uint32_t val)
     SpyreRing *r = &s->rings[n];
     bool was = r->ctrl & SPYRE_RING_CTRL_ENABLE;
     bool want = val & SPYRE_RING_CTRL_ENABLE;
-    uint32_t known = SPYRE_RING_CTRL_ENABLE | SPYRE_RING_CTRL_ABORT;
+    uint32_t known = SPYRE_RING_CTRL_ENABLE | SPYRE_RING_CTRL_ABORT |
+                     SPYRE_RING_CTRL_CPL_TIME;
 
     if (val & ~known) {
         qemu_log_mask(LOG_GUEST_ERROR,
@@ -112,7 +115,10 @@ static void spyre_ring_ctrl(SpyreState *s, unsigned n, uint32_t val)
     r->tail = 0;
     r->completed = 0;
     r->epoch++;
-    r->ctrl = SPYRE_RING_CTRL_ENABLE;
+    /* Doorbell snapshots of the modeled clock, one per entry (1.7). */
+    g_free(r->clk_doorbell);
+    r->clk_doorbell = g_new0(uint64_t, r->l_size);
+    r->ctrl = SPYRE_RING_CTRL_ENABLE | (val & SPYRE_RING_CTRL_CPL_TIME);
     r->status = SPYRE_RING_STATUS_ENABLED;
     trace_spyre_ring_enable(n, r->l_cmd_base, r->l_cpl_base, r->l_size);
 }
@@ -164,6 +170,13 @@ void spyre_ring_write(SpyreState *s, unsigned n, unsigned reg, uint32_t val)
             trace_spyre_guest_error(n, "tail out of range");
             r->status |= SPYRE_RING_STATUS_BAD_TAIL;
             break;
+        }
+        /*
+         * What the card had completed when the host rang: the submitted
+         * commands start no earlier on the modeled clock (1.7).
+         */
+        for (uint32_t e = r->tail; e != val; e = (e + 1) & (r->l_size - 1)) {
+            r->clk_doorbell[e] = s->clk_posted;
         }
         r->tail = val;
         trace_spyre_doorbell(n, r->head, val);
@@ -366,6 +379,20 @@ reserved:
     return SPYRE_STATUS_ERR_RESERVED;
 }
 
+/* The unit of the modeled clock a command occupies (hardware.md section 11). */
+static SpyreClkUnit spyre_cmd_unit(uint8_t opcode)
+{
+    switch (opcode) {
+    case SPYRE_OP_DMA_COPY:
+    case SPYRE_OP_DMA_COPY_2D:
+        return SPYRE_CLK_DMA;
+    case SPYRE_OP_LAUNCH:
+        return SPYRE_CLK_ENGINE;
+    default:
+        return SPYRE_CLK_NONE;
+    }
+}
+
 /* FAULT_HANG takes the next command of any ring, or of its selected ring only. */
 static bool spyre_hang_applies(SpyreState *s, unsigned n)
 {
@@ -392,6 +419,7 @@ static uint32_t spyre_ring_step(SpyreState *s, unsigned n, uint64_t *bytes)
     uint64_t seqno = 0;
     uint8_t flags = 0;
     uint32_t detail = 0;
+    SpyreClkUnit unit = SPYRE_CLK_NONE;
     SpyreMmuFault fault;
 
     *bytes = 0;
@@ -405,6 +433,7 @@ static uint32_t spyre_ring_step(SpyreState *s, unsigned n, uint64_t *bytes)
         spyre_cmd_to_cpu(&c);
         seqno = c.hdr.seqno;
         flags = c.hdr.flags;
+        unit = spyre_cmd_unit(c.hdr.opcode);
         trace_spyre_cmd(n, idx, c.hdr.opcode, flags, seqno);
         if (s->fault_inject) {
             s->fault_inject--;
@@ -438,7 +467,30 @@ static uint32_t spyre_ring_step(SpyreState *s, unsigned n, uint64_t *bytes)
             }
         }
     }
-    return spyre_ring_complete(s, n, idx, seqno, flags, st, detail, cycles);
+    return spyre_ring_complete(s, n, idx, seqno, flags, st, detail, cycles,
+                               unit);
+}
+
+/*
+ * Place command idx of ring n on the modeled clock (1.7, hardware.md
+ * section 11): it starts when its ring's previous command ended, its unit
+ * is free and everything the card had completed when the host rang its
+ * doorbell has ended; it ends its cycles later.
+ */
+static uint64_t spyre_clock_start(SpyreState *s, unsigned n, uint32_t idx,
+                                  uint64_t cycles, SpyreClkUnit unit)
+{
+    SpyreRing *r = &s->rings[n];
+    uint64_t start = MAX(r->clk_end, r->clk_doorbell[idx]);
+
+    if (unit != SPYRE_CLK_NONE) {
+        start = MAX(start, s->clk_unit[unit]);
+        s->clk_unit[unit] = start + cycles;
+    }
+    r->clk_end = start + cycles;
+    s->clk_posted = MAX(s->clk_posted, r->clk_end);
+    trace_spyre_cmd_clock(n, idx, unit, start, r->clk_end);
+    return start;
 }
 
 /*
@@ -447,24 +499,29 @@ static uint32_t spyre_ring_step(SpyreState *s, unsigned n, uint64_t *bytes)
  */
 uint32_t spyre_ring_complete(SpyreState *s, unsigned n, uint32_t idx,
                              uint64_t seqno, uint8_t flags, uint32_t st,
-                             uint32_t detail, uint64_t cycles)
+                             uint32_t detail, uint64_t cycles,
+                             SpyreClkUnit unit)
 {
     SpyreRing *r = &s->rings[n];
-    struct spyre_hw_cpl cpl;
+    struct spyre_hw_cpl_time cpl = { 0 };
+    uint64_t start = spyre_clock_start(s, n, idx, cycles, unit);
+    bool timed = r->ctrl & SPYRE_RING_CTRL_CPL_TIME;
+    uint64_t size = timed ? sizeof(cpl) : sizeof(cpl.cpl);
     uint32_t causes = 0;
 
     r->completed++;
-    cpl.seqno = cpu_to_le64(seqno);
-    cpl.status = cpu_to_le32(st);
-    cpl.detail = cpu_to_le32(detail);
-    cpl.cycles = cpu_to_le64(cycles);
-    cpl.done_count = cpu_to_le64(r->completed);
-    if (!spyre_host_write(s, r->l_cpl_base + (uint64_t)idx * sizeof(cpl), &cpl,
-                          sizeof(cpl))) {
+    cpl.cpl.seqno = cpu_to_le64(seqno);
+    cpl.cpl.status = cpu_to_le32(st);
+    cpl.cpl.detail = cpu_to_le32(detail);
+    cpl.cpl.cycles = cpu_to_le64(cycles);
+    cpl.cpl.done_count = cpu_to_le64(r->completed);
+    cpl.start_cycle = cpu_to_le64(start);
+    cpl.end_cycle = cpu_to_le64(start + cycles);
+    if (!spyre_host_write(s, r->l_cpl_base + (uint64_t)idx * size, &cpl,
+                          size)) {
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: ring %u: cannot write completion %u at 0x%"
-                      PRIx64 "\n", n, idx,
-                      r->l_cpl_base + (uint64_t)idx * sizeof(cpl));
+                      PRIx64 "\n", n, idx, r->l_cpl_base + (uint64_t)idx * size);
         if (st == SPYRE_STATUS_OK) {
             st = SPYRE_STATUS_ERR_HOST_DMA;
         }

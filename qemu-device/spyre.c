@@ -162,6 +162,9 @@ static void spyre_card_reset(SpyreState *s, bool count, bool pci)
     s->fault_inject = 0;
     s->fault_hang = 0;
     s->next_ring = 0;
+    /* The modeled clock starts again at cycle 0 (hardware.md section 9). */
+    memset(s->clk_unit, 0, sizeof(s->clk_unit));
+    s->clk_posted = 0;
     spyre_mmu_reset(s);
     s->wedged = wedged;
     if (count) {
@@ -250,7 +253,8 @@ static uint64_t spyre_regs_read(void *opaque, hwaddr addr, unsigned size)
     case SPYRE_REG_CAPS:
         val = SPYRE_CAP_DMA | SPYRE_CAP_FENCE | SPYRE_CAP_MSIX |
               SPYRE_CAP_TELEMETRY | SPYRE_CAP_LAUNCH | SPYRE_CAP_RING_ABORT |
-              SPYRE_CAP_DMA_2D | SPYRE_CAP_MMU | SPYRE_CAP_EXEC_TIME;
+              SPYRE_CAP_DMA_2D | SPYRE_CAP_MMU | SPYRE_CAP_EXEC_TIME |
+              SPYRE_CAP_CPL_TIME;
         if (s->timeslice) {
             val |= SPYRE_CAP_TIMESLICE;
         }
@@ -652,6 +656,7 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
 static void spyre_exit(PCIDevice *pdev)
 {
     SpyreState *s = SPYRE(pdev);
+    unsigned i;
 
     /*
      * Stop the workers (bounded: they never wait for the BQL): no job
@@ -660,6 +665,9 @@ static void spyre_exit(PCIDevice *pdev)
     spyre_launch_worker_fini(s);
     spyre_worker_fini(&s->dma_worker);
     spyre_mmu_reset(s);
+    for (i = 0; i < SPYRE_NUM_RINGS_MAX; i++) {
+        spyre_ring_reset(&s->rings[i]);
+    }
     qemu_bh_delete(s->bh);
     if (pci_bus_is_express(pci_get_bus(pdev))) {
         pcie_cap_exit(pdev);

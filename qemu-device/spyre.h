@@ -99,7 +99,22 @@ typedef struct SpyreRing {
     /* FAULT_ADDR / FAULT_INFO: the first MMU fault since the last clear. */
     uint64_t fault_addr;
     uint32_t fault_info;
+    /*
+     * Modeled clock (1.7): end cycle of the ring's last completed command,
+     * and per entry the card's posted clock (SpyreState.clk_posted) at the
+     * doorbell that submitted it (l_size entries, allocated at enable).
+     */
+    uint64_t clk_end;
+    uint64_t *clk_doorbell;
 } SpyreRing;
+
+/* Units of the modeled clock a command occupies (hardware.md section 11). */
+typedef enum SpyreClkUnit {
+    SPYRE_CLK_NONE,             /* the ring's command processor only */
+    SPYRE_CLK_DMA,              /* the DMA engine: copies, peer copies too */
+    SPYRE_CLK_ENGINE,           /* the compute engine: LAUNCH */
+    SPYRE_CLK_UNITS,
+} SpyreClkUnit;
 
 /* SpyreRing.hang: a hang occupies the ring (with its SPYRE_HANG_* flags). */
 #define SPYRE_RING_HUNG             (1u << 31)
@@ -339,6 +354,14 @@ struct SpyreState {
     SpyreJob *engine_owner[SPYRE_NUM_RINGS_MAX];
     spyre_engine_config engine_cfg;
 
+    /*
+     * Modeled clock (1.7, hardware.md section 11): the cycle each unit is
+     * free again, and the latest end of any completion posted so far.
+     * Cleared by a reset.
+     */
+    uint64_t clk_unit[SPYRE_CLK_UNITS];
+    uint64_t clk_posted;
+
     /* Thermal/power model: decaying busy time, see spyre_update_load(). */
     double heat_ns;
     int64_t heat_stamp_ns;
@@ -381,7 +404,8 @@ bool spyre_host_write(SpyreState *s, uint64_t addr, const void *buf,
 /* spyre-ring.c */
 uint32_t spyre_ring_complete(SpyreState *s, unsigned n, uint32_t idx,
                              uint64_t seqno, uint8_t flags, uint32_t st,
-                             uint32_t detail, uint64_t cycles);
+                             uint32_t detail, uint64_t cycles,
+                             SpyreClkUnit unit);
 
 /* spyre-launch.c */
 uint32_t spyre_launch_submit(SpyreState *s, unsigned n, uint32_t idx,

@@ -65,6 +65,8 @@ struct drm_spyre_query {
 #define DRM_SPYRE_CAP_VM		(1ull << 7)
 /* DEVICE BOs export as dma-bufs that peer spyre cards import as DRM_SPYRE_BO_PEER (hw 1.6). */
 #define DRM_SPYRE_CAP_P2P		(1ull << 8)
+/* JOB_WAIT reports the job's start_cycle and end_cycle on the card's modeled clock (hw 1.7). */
+#define DRM_SPYRE_CAP_JOB_CLOCK		(1ull << 9)
 
 struct drm_spyre_device_info {
 	__u16 pci_vendor;
@@ -379,6 +381,15 @@ struct drm_spyre_job_wait {
 				 * ERR_MMU_FAULT: the fault's FAULT_INFO (hardware.md section 15) */
 	__u32 pad;		/* must be zero */
 	__u64 fault_addr;	/* out: hw_status ERR_MMU_FAULT: faulting device virtual address */
+	/*
+	 * out (appended for hw 1.7): the job on the card's modeled clock, cycles at
+	 * drm_spyre_device_info.clock_mhz: its first command's start and its last one's end
+	 * (hardware.md section 11, "Modeled clock"); jobs of other rings may overlap it, and
+	 * end_cycle - start_cycle >= cycles. 0, 0 without DRM_SPYRE_CAP_JOB_CLOCK (a card
+	 * before hw 1.7); an older kernel leaves them as the caller set them (zero them).
+	 */
+	__u64 start_cycle;
+	__u64 end_cycle;
 };
 
 /* Driver policy too: the driver's value is drm_spyre_device_info.job_history. */

@@ -27,6 +27,7 @@ typedef struct Ring {
     uint64_t cpl;
     uint32_t size;
     uint32_t tail;
+    uint32_t cpl_size;          /* 0: 32-byte entries; else with CPL_TIME */
 } Ring;
 
 typedef struct Spyre {
@@ -156,6 +157,7 @@ static void ring_setup(Spyre *s, int n, uint32_t size)
     r->cmd = zalloc(s, size * sizeof(struct spyre_hw_cmd));
     r->cpl = zalloc(s, size * sizeof(struct spyre_hw_cpl));
     r->tail = 0;
+    r->cpl_size = 0;
     ring_program(s, n, r->cmd, r->cpl, size);
     g_assert_cmphex(rrd(s, n, SPYRE_RING_STATUS), ==,
                     SPYRE_RING_STATUS_ENABLED);
@@ -166,10 +168,10 @@ static uint32_t ring_queue(Spyre *s, int n, const struct spyre_hw_cmd *c)
 {
     Ring *r = &s->ring[n];
     uint32_t idx = r->tail;
+    uint32_t cs = r->cpl_size ? r->cpl_size : sizeof(struct spyre_hw_cpl);
 
     qtest_memwrite(s->qts, r->cmd + idx * sizeof(*c), c, sizeof(*c));
-    qtest_memset(s->qts, r->cpl + idx * sizeof(struct spyre_hw_cpl), 0xee,
-                 sizeof(struct spyre_hw_cpl));
+    qtest_memset(s->qts, r->cpl + idx * cs, 0xee, cs);
     r->tail = (r->tail + 1) % r->size;
     return idx;
 }
@@ -229,8 +231,9 @@ static void ring_kick_wait(Spyre *s, int n)
 static struct spyre_hw_cpl ring_cpl(Spyre *s, int n, uint32_t idx)
 {
     struct spyre_hw_cpl c;
+    uint32_t cs = s->ring[n].cpl_size ? s->ring[n].cpl_size : sizeof(c);
 
-    qtest_memread(s->qts, s->ring[n].cpl + idx * sizeof(c), &c, sizeof(c));
+    qtest_memread(s->qts, s->ring[n].cpl + idx * cs, &c, sizeof(c));
     return c;
 }
 
@@ -421,7 +424,7 @@ static void test_identity(void)
                     SPYRE_CAP_TELEMETRY | SPYRE_CAP_LAUNCH |
                     SPYRE_CAP_RING_ABORT | SPYRE_CAP_DMA_2D | SPYRE_CAP_MMU |
                     SPYRE_CAP_EXEC_TIME | SPYRE_CAP_TIMESLICE |
-                    SPYRE_CAP_P2P);
+                    SPYRE_CAP_P2P | SPYRE_CAP_CPL_TIME);
     g_assert_cmpuint(rd(s, SPYRE_REG_NUM_CORES), ==, 32);
     g_assert_cmpuint(rd64(s, SPYRE_REG_DEVMEM_SIZE_LO), ==, DEVMEM);
     g_assert_cmpuint(rd(s, SPYRE_REG_NUM_RINGS), ==, NRINGS);
@@ -4666,7 +4669,7 @@ static void test_p2p_copy(void)
     size_t i;
 
     pair_start("q35", NULL, NULL, NULL, &a, &b);
-    g_assert_cmphex(rd(a, SPYRE_REG_VERSION), ==, SPYRE_HW_VERSION(1, 6));
+    g_assert_cmphex(rd(a, SPYRE_REG_VERSION), ==, SPYRE_HW_VERSION(1, 7));
     g_assert_cmphex(rd(a, SPYRE_REG_CAPS) & SPYRE_CAP_P2P, ==, SPYRE_CAP_P2P);
     g_assert_cmphex(rd(b, SPYRE_REG_CAPS) & SPYRE_CAP_P2P, ==, SPYRE_CAP_P2P);
     ring_setup(a, 0, 16);
@@ -5266,6 +5269,161 @@ static void test_pcie_link(void)
     spyre_stop(s);
 }
 
+/* ---- Modeled clock (1.7, CAP_CPL_TIME) ---- */
+
+/* Ring n with 64-byte completion entries that carry start and end. */
+static void ring_setup_timed(Spyre *s, int n, uint32_t size)
+{
+    Ring *r = &s->ring[n];
+
+    r->size = size;
+    r->cmd = zalloc(s, size * sizeof(struct spyre_hw_cmd));
+    r->cpl = zalloc(s, size * sizeof(struct spyre_hw_cpl_time));
+    r->tail = 0;
+    r->cpl_size = sizeof(struct spyre_hw_cpl_time);
+    ring_program(s, n, r->cmd, r->cpl, size);
+    rwr(s, n, SPYRE_RING_CTRL, 0);
+    rwr(s, n, SPYRE_RING_CTRL,
+        SPYRE_RING_CTRL_ENABLE | SPYRE_RING_CTRL_CPL_TIME);
+    g_assert_cmphex(rrd(s, n, SPYRE_RING_CTRL), ==,
+                    SPYRE_RING_CTRL_ENABLE | SPYRE_RING_CTRL_CPL_TIME);
+}
+
+/* Completion idx of timed ring n: OK, seqno, end - start == cycles. */
+static struct spyre_hw_cpl_time cpl_time(Spyre *s, int n, uint32_t idx,
+                                         uint64_t seqno)
+{
+    struct spyre_hw_cpl_time c;
+
+    qtest_memread(s->qts, s->ring[n].cpl + idx * sizeof(c), &c, sizeof(c));
+    g_assert_cmpuint(c.cpl.seqno, ==, seqno);
+    g_assert_cmpuint(c.cpl.status, ==, SPYRE_STATUS_OK);
+    g_assert_cmpuint(c.end_cycle - c.start_cycle, ==, c.cpl.cycles);
+    g_assert_cmpuint(c.reserved[0] | c.reserved[1], ==, 0);
+    return c;
+}
+
+static void wait_head(Spyre *s, int n)
+{
+    double t0 = now_ms();
+
+    while (rrd(s, n, SPYRE_RING_HEAD) != s->ring[n].tail) {
+        g_assert_cmpfloat(now_ms() - t0, <, 60000);
+        qtest_clock_step(s->qts, 1000);
+        g_usleep(200);
+    }
+}
+
+/*
+ * Each command gets a modeled start and end (hw 1.7): start = max(its
+ * ring's previous end, its unit free, the latest end the card had posted
+ * at its doorbell). A copy on one ring and a launch on another overlap;
+ * two copies share the DMA engine and serialise; a command rung after
+ * another completed starts at its end; a ring without CPL_TIME keeps
+ * 32-byte entries; a reset starts the clock again at 0.
+ */
+static void test_cpl_time(void)
+{
+    Spyre *s = spyre_start(",x-engine-threads=2");
+    const size_t len = 4 * 1024 * 1024;
+    struct spyre_hw_cpl_time cp, ln, a, b, n0, n1;
+    struct spyre_hw_cmd c;
+    uint64_t iters = 200000, cycles;
+    uint32_t il, ic, ia, ib, i0, i1;
+
+    g_assert_cmphex(rd(s, SPYRE_REG_CAPS) & SPYRE_CAP_CPL_TIME, ==,
+                    SPYRE_CAP_CPL_TIME);
+    ring_setup_timed(s, 0, 8);
+    ring_setup_timed(s, 1, 8);
+    ring_setup_timed(s, 2, 8);
+    /* A launch that runs >= 200 ms of host time, so both rings ring first. */
+    ring_setup(s, 3, 8);
+    while (ts_alone(s, 3, iters, &cycles) < 200) {
+        iters *= 2;
+    }
+    wr(s, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
+    wait_ready(s);
+    ring_setup_timed(s, 0, 8);
+    ring_setup_timed(s, 1, 8);
+    ring_setup_timed(s, 2, 8);
+
+    /* Two rings, two units: the launch and the copy both start at 0. */
+    il = ts_launch(s, 1, 10, 3, iters);
+    c = cmd_dma(11, 0, 0x100000, 0, 0x800000, 0, len);
+    ic = ring_queue(s, 0, &c);
+    rwr(s, 0, SPYRE_RING_TAIL, s->ring[0].tail);
+    wait_head(s, 0);
+    wait_head(s, 1);
+    ts_check(s, 1, 3, iters);
+    ln = cpl_time(s, 1, il, 10);
+    cp = cpl_time(s, 0, ic, 11);
+    g_assert_cmpuint(ln.cpl.cycles, ==, cycles);
+    g_assert_cmpuint(ln.start_cycle, ==, 0);
+    g_assert_cmpuint(cp.start_cycle, ==, 0);
+    g_assert_cmpuint(cp.end_cycle, <, ln.end_cycle);
+
+    /* Rung after both completed: starts when the later one ended. */
+    c = cmd_nop(12, 0);
+    i0 = ring_queue(s, 2, &c);
+    c = cmd_nop(13, 0);
+    i1 = ring_queue(s, 2, &c);
+    rwr(s, 2, SPYRE_RING_TAIL, s->ring[2].tail);
+    wait_head(s, 2);
+    n0 = cpl_time(s, 2, i0, 12);
+    n1 = cpl_time(s, 2, i1, 13);
+    g_assert_cmpuint(n0.start_cycle, ==, ln.end_cycle);
+    /* The same ring: in order. */
+    g_assert_cmpuint(n1.start_cycle, ==, n0.end_cycle);
+
+    /* Two copies on two rings share the DMA engine. */
+    c = cmd_dma(14, 0, 0x100000, 0, 0x800000, 0, len);
+    ia = ring_queue(s, 0, &c);
+    c = cmd_dma(15, 0, 0x800000, 0, 0x100000, 0, len / 2);
+    ib = ring_queue(s, 1, &c);
+    rwr(s, 0, SPYRE_RING_TAIL, s->ring[0].tail);
+    rwr(s, 1, SPYRE_RING_TAIL, s->ring[1].tail);
+    wait_head(s, 0);
+    wait_head(s, 1);
+    a = cpl_time(s, 0, ia, 14);
+    b = cpl_time(s, 1, ib, 15);
+    g_assert_cmpuint(a.start_cycle, >=, n1.end_cycle);
+    g_assert_cmpuint(b.start_cycle, >=, n1.end_cycle);
+    if (a.start_cycle < b.start_cycle) {
+        g_assert_cmpuint(b.start_cycle, ==, a.end_cycle);
+    } else {
+        g_assert_cmpuint(a.start_cycle, ==, b.end_cycle);
+    }
+
+    /* Without CPL_TIME: 32-byte entries, nothing past them written. */
+    rwr(s, 2, SPYRE_RING_CTRL, 0);
+    ring_setup(s, 2, 8);
+    qtest_memset(s->qts, s->ring[2].cpl, 0xee, 8 * sizeof(cp));
+    c = cmd_nop(16, 0);
+    i0 = ring_queue(s, 2, &c);
+    c = cmd_nop(17, 0);
+    i1 = ring_queue(s, 2, &c);
+    rwr(s, 2, SPYRE_RING_TAIL, s->ring[2].tail);
+    wait_head(s, 2);
+    g_assert_cmpuint(ring_cpl(s, 2, i0).seqno, ==, 16);
+    g_assert_cmpuint(ring_cpl(s, 2, i1).seqno, ==, 17);
+    g_assert_cmphex(qtest_readq(s->qts, s->ring[2].cpl +
+                                2 * sizeof(struct spyre_hw_cpl)), ==,
+                    0xeeeeeeeeeeeeeeeeULL);
+
+    /* A reset starts the clock again. */
+    wr(s, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
+    wait_ready(s);
+    ring_setup_timed(s, 0, 8);
+    c = cmd_nop(18, 0);
+    i0 = ring_queue(s, 0, &c);
+    rwr(s, 0, SPYRE_RING_TAIL, s->ring[0].tail);
+    wait_head(s, 0);
+    n0 = cpl_time(s, 0, i0, 18);
+    g_assert_cmpuint(n0.start_cycle, ==, 0);
+    g_assert_cmpuint(n0.end_cycle, ==, 16);
+    spyre_stop(s);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -5302,6 +5460,7 @@ int main(int argc, char **argv)
     qtest_add_func("/spyre/abort-launch", test_abort_launch);
     qtest_add_func("/spyre/abort-copy", test_abort_copy);
     qtest_add_func("/spyre/exec-time", test_exec_time);
+    qtest_add_func("/spyre/cpl-time", test_cpl_time);
     qtest_add_func("/spyre/timeslice", test_timeslice);
     qtest_add_func("/spyre/timeslice-off", test_timeslice_off);
     qtest_add_func("/spyre/timeslice-abort", test_timeslice_abort);

@@ -210,10 +210,13 @@ std::unique_ptr<PeerTransport> PeerTransport::try_create(std::unique_ptr<Segment
         return nullptr;
     }
     if (layout == Layout::Threads) shared.reset();
-    // pushes on a stream of their own only where the modeled time charges the overlap (the
-    // simulator's card timeline; the kernel backend's modeled time is one stream's sum, so
-    // there they stay on the caller's stream: Documentation/libspyre.md "Pipelined p2p")
-    const bool overlap = layout == Layout::Threads && mine.backend == SPYRE_BACKEND_SIM;
+    // pushes on a stream of their own only where the modeled time charges the overlap: the
+    // simulator's card timeline, or a kernel-backend card that reports when each job ran (hw
+    // 1.7); without that the kernel backend's modeled time is one stream's sum, so there they
+    // stay on the caller's stream (Documentation/libspyre.md "Pipelined p2p")
+    const bool overlap =
+        (layout == Layout::Threads && mine.backend == SPYRE_BACKEND_SIM) ||
+        (mine.backend == SPYRE_BACKEND_KERNEL && (mine.caps & SPYRE_DEVICE_CAP_JOB_CLOCK));
     return std::unique_ptr<PeerTransport>(
         new PeerTransport(std::move(seg), std::move(shared), device, overlap));
 }
@@ -254,7 +257,16 @@ spyre_buffer_t PeerTransport::inbox_at(int peer) {
 spyre_stream_t PeerTransport::push_stream(spyre_stream_t caller) {
     if (!caller || !overlap_) return caller;
     if (!push_) {
-        check_call(spyre_stream_create(device_, SPYRE_STREAM_PRIORITY_NORMAL, &push_));
+        // kernel backend: normal streams share one ring, which runs its jobs in order; a
+        // high-priority stream has a ring of its own, so the pushes run beside the caller's
+        // reductions (Documentation/libspyre.md "Pipelined p2p")
+        spyre_device_info info{};
+        check_call(spyre_device_get_info(device_, &info));
+        check_call(spyre_stream_create(device_,
+                                       info.backend == SPYRE_BACKEND_KERNEL
+                                           ? SPYRE_STREAM_PRIORITY_HIGH
+                                           : SPYRE_STREAM_PRIORITY_NORMAL,
+                                       &push_));
         check_call(spyre_event_create(device_, &ready_));
         check_call(spyre_event_create(device_, &pushed_));
     }

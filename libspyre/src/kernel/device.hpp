@@ -82,6 +82,15 @@ class KernelDevice final : public Device {
 
     // ---- used by KernelStream (kernel/stream.cpp) ----
     int64_t timeout_ns() const { return timeout_ns_; }
+    // JOB_WAIT reports each job's start and end on the card's modeled clock (hw 1.7).
+    bool job_clock() const { return info_.caps & DRM_SPYRE_CAP_JOB_CLOCK; }
+    // The latest job end on the card's clock this process has seen complete (job clock).
+    uint64_t observed() const { return observed_.load(std::memory_order_relaxed); }
+    void observe(uint64_t t) {
+        uint64_t seen = observed_.load(std::memory_order_relaxed);
+        while (seen < t && !observed_.compare_exchange_weak(seen, t, std::memory_order_relaxed)) {
+        }
+    }
     // The SUBMIT priority of a stream of libspyre priority `stream_priority`.
     uint32_t submit_priority(int stream_priority) const;
     uint32_t create_syncobj();
@@ -135,6 +144,7 @@ class KernelDevice final : public Device {
     // The driver refused a high-priority SUBMIT (EPERM: no CAP_SYS_NICE); submit at normal.
     std::atomic<bool> high_priority_denied_{false};
     std::atomic<uint32_t> next_ring_{0};
+    std::atomic<uint64_t> observed_{0};
 
     // Unreaped jobs, so that no job falls out of the driver's result history unreaped.
     std::mutex jobs_mu_;

@@ -102,10 +102,13 @@ class KMarker final : public Marker {
     uint64_t cycles() override { return cycles_; }
     int64_t time_ns() override { return time_; }
     const void* stream_id() const override { return s_.get(); }
+    // With the card's job clock (hw 1.7) the times of all streams of the card compare.
+    const void* clock_id() const override;
 
     std::shared_ptr<KernelStream> s_;
     std::atomic<bool> resolved_{false}, done_{false};
     std::atomic<uint64_t> point_{0}, cycles_{0};
+    uint64_t not_before_ = 0;  // job clock: the card time the host had seen when recorded
     std::atomic<int64_t> time_{0};
 };
 
@@ -266,12 +269,13 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
 
     MarkerRef record() override {
         auto m = std::make_shared<KMarker>(shared_from_this());
+        m->not_before_ = dev_->observed();
         enqueue([=, this] {
             flush_batch();
             flush_in_syncs();
             m->point_ = point_;
             if (point_ <= reaped_) {
-                complete_marker(*m);
+                complete_marker(m);
             } else {
                 markers_.push_back(m);
             }
@@ -282,6 +286,16 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
     }
 
     void wait(const MarkerRef& m) override {
+        // A marker of another stream of this card that has no point yet (its stream is held
+        // back by a host function): wait for its point here, holding no lock. Waiting in the
+        // queued work (under mu_, or on the completion thread when this stream is held back
+        // too) would block this stream's host functions, which that host function may be
+        // queued behind: a deadlock (the collectives' push stream, issue 25).
+        if (auto* km = dynamic_cast<KMarker*>(m.get());
+            km && km->s_.get() != this && km->s_->dev_ == dev_ && !km->resolved_) {
+            std::unique_lock lk(km->s_->mu_);
+            km->s_->cv_.wait(lk, [&] { return km->resolved_.load(); });
+        }
         enqueue([=, this] {
             flush_batch();  // work queued before the wait does not wait
             auto* km = dynamic_cast<KMarker*>(m.get());
@@ -428,7 +442,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
             finish(pending_.front());
             pending_.pop_front();
             while (!markers_.empty() && markers_.front()->point_ <= reaped_) {
-                complete_marker(*markers_.front());
+                complete_marker(markers_.front());
                 markers_.pop_front();
             }
         }
@@ -490,10 +504,20 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         }
     }
 
-    void complete_marker(KMarker& m) {
-        m.cycles_ = cycles_;
-        m.time_ = monotonic_ns();
-        m.done_ = true;
+    // The marker's modeled time (Documentation/libspyre.md "Modeled time"): without the job
+    // clock the stream's jobs' cycles summed so far; with it (hw 1.7) the end of the stream's
+    // last job on the card's clock, and at least what the host had seen complete on the card
+    // when it recorded the marker. Known neither (nothing reaped on this card yet): the start of
+    // the stream's next job, set when that job is reaped.
+    void complete_marker(const std::shared_ptr<KMarker>& m) {
+        if (dev_->job_clock()) {
+            m->cycles_ = std::max(end_, m->not_before_);
+            if (!m->cycles_) unanchored_.push_back(m);
+        } else {
+            m->cycles_ = cycles_;
+        }
+        m->time_ = monotonic_ns();
+        m->done_ = true;
     }
 
     void finish(Pending& p) {
@@ -502,6 +526,13 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         try {
             w = dev_->reap_job(p.job_id, p.what);
             cycles_ += w.cycles;
+            if (w.end_cycle) {
+                for (auto& m : unanchored_)
+                    if (!m->cycles_) m->cycles_ = w.start_cycle;
+                unanchored_.clear();
+                end_ = std::max<uint64_t>(end_, w.end_cycle);
+                dev_->observe(w.end_cycle);
+            }
             if (p.slot >= 0) {
                 drm_spyre_launch_result r{};
                 std::memcpy(&r, result_ptr_ + slot_offset(p.slot),
@@ -1071,6 +1102,8 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
     uint64_t point_ = 0;   // last submitted timeline point
     uint64_t reaped_ = 0;  // outcomes collected up to this point
     uint64_t cycles_ = 0;  // modeled cycles of the reaped jobs
+    uint64_t end_ = 0;     // job clock (hw 1.7): the latest end_cycle of the reaped jobs
+    std::vector<std::shared_ptr<KMarker>> unanchored_;  // complete_marker: time still 0
     std::deque<Pending> pending_;
     std::deque<std::shared_ptr<KMarker>> markers_;
     std::vector<drm_spyre_sync> in_syncs_;
@@ -1085,6 +1118,10 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
 
     friend class KMarker;
 };
+
+const void* KMarker::clock_id() const {
+    return s_->dev_->job_clock() ? static_cast<const void*>(s_->dev_) : s_.get();
+}
 
 bool KMarker::done() {
     if (done_) return true;

@@ -952,6 +952,76 @@ TEST(Streams, QueueDeeperThanTheDriversJobBudget) {
     spyre_device_close(dev);
 }
 
+// The card's job clock (hw 1.7, SPYRE_DEVICE_CAP_JOB_CLOCK): a launch on one stream and a copy
+// on another run at once on the compute and the DMA engine, so the pair takes less modeled time
+// than the same two jobs one after the other on one stream, and events of the two streams
+// compare (spyre_event_elapsed; before, NOT_SUPPORTED on the kernel backend).
+TEST(Streams, JobClockOverlapsALaunchAndACopyOfTwoStreams) {
+    spyre_device_t dev;
+    ASSERT_SPYRE(spyre_device_open(0, &dev));
+    spyre_device_info info{};
+    ASSERT_SPYRE(spyre_device_get_info(dev, &info));
+    if (!can_launch(dev)) GTEST_SKIP() << "no LAUNCH";
+    if (!(info.caps & SPYRE_DEVICE_CAP_JOB_CLOCK)) GTEST_SKIP() << "card before hw 1.7";
+    constexpr uint64_t kBytes = 8ull << 20;
+    spyre_buffer_t src, dst;
+    ASSERT_SPYRE(spyre_malloc(dev, kBytes, &src));
+    ASSERT_SPYRE(spyre_malloc(dev, kBytes, &dst));
+    // Long in host time too, so the copy is submitted while the launch runs.
+    const auto image = spyre_test::build_spin_program(20'000'000);
+    spyre_program_t prog;
+    ASSERT_SPYRE(spyre_program_load(dev, image.data(), image.size(), &prog));
+    spyre_launch_params lp{};
+    lp.num_cores = 1;
+    spyre_launch_stats st{};
+    ASSERT_SPYRE(spyre_launch(prog, &lp, &st));
+    spyre_stream_t s, t;
+    ASSERT_SPYRE(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s));
+    // A ring of its own (normal streams share one ring, which runs its jobs in order).
+    ASSERT_SPYRE(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_HIGH, &t));
+    spyre_event_t e[4];
+    for (auto& ev : e) ASSERT_SPYRE(spyre_event_create(dev, &ev));
+    auto elapsed = [](spyre_event_t a, spyre_event_t b) {
+        EXPECT_SPYRE(spyre_event_synchronize(a));
+        EXPECT_SPYRE(spyre_event_synchronize(b));
+        spyre_event_timing tm{};
+        EXPECT_SPYRE(spyre_event_elapsed(a, b, &tm));
+        return tm.modeled_cycles;
+    };
+    // One stream: one after the other.
+    ASSERT_SPYRE(spyre_memcpy_dtod_async(dst, 0, src, 0, 4096, s));
+    ASSERT_SPYRE(spyre_stream_synchronize(s));
+    ASSERT_SPYRE(spyre_event_record(e[0], s));
+    ASSERT_SPYRE(spyre_launch_async(prog, &lp, s));
+    ASSERT_SPYRE(spyre_event_record(e[1], s));
+    ASSERT_SPYRE(spyre_memcpy_dtod_async(dst, 0, src, 0, kBytes, s));
+    ASSERT_SPYRE(spyre_event_record(e[2], s));
+    const uint64_t launch = elapsed(e[0], e[1]), serial = elapsed(e[0], e[2]);
+    EXPECT_GE(launch, st.total_cycles);
+    EXPECT_GT(serial, launch);
+    // Two streams: the copy runs beside the launch.
+    ASSERT_SPYRE(spyre_event_record(e[0], s));
+    ASSERT_SPYRE(spyre_launch_async(prog, &lp, s));
+    ASSERT_SPYRE(spyre_event_record(e[1], s));
+    ASSERT_SPYRE(spyre_memcpy_dtod_async(dst, 0, src, 0, kBytes, t));
+    ASSERT_SPYRE(spyre_event_record(e[2], t));
+    const uint64_t launched = elapsed(e[0], e[1]), copied = elapsed(e[0], e[2]);
+    std::printf(
+        "launch %llu cycles (engine %llu), serial %llu; two streams: launch %llu, copy "
+        "%llu\n",
+        (unsigned long long)launch, (unsigned long long)st.total_cycles, (unsigned long long)serial,
+        (unsigned long long)launched, (unsigned long long)copied);
+    EXPECT_LT(std::max(launched, copied), serial);
+    EXPECT_LT(copied, launched);  // the copy ended inside the launch
+    for (auto& ev : e) spyre_event_destroy(ev);
+    spyre_stream_destroy(s);
+    spyre_stream_destroy(t);
+    spyre_program_free(prog);
+    spyre_free(src);
+    spyre_free(dst);
+    spyre_device_close(dev);
+}
+
 // Streams map onto rings: a high-priority stream gets the last ring, normal streams the
 // others (not ring 0, the default stream's).
 TEST(Streams, StreamsUseSeveralRingsAndBuffersWorkAcrossHandles) {

@@ -698,6 +698,44 @@ TEST_F(card, submit_nop_job_ids)
 	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, b + self->info.num_rings));
 }
 
+TEST_F(card, job_wait_modeled_clock)
+{
+	const size_t n = 1 << 20;
+	struct drm_spyre_cmd c[2];
+	struct drm_spyre_job_wait w, w2;
+	uint32_t a, b;
+	uint64_t job;
+
+	ASSERT_EQ(0, bo_create(self->fd, n, DRM_SPYRE_BO_DEVICE, &a));
+	ASSERT_EQ(0, bo_create(self->fd, n, DRM_SPYRE_BO_DEVICE, &b));
+	c[0] = copy_cmd(a, 0, b, 0, n);
+	c[1] = copy_cmd(b, 0, a, 0, n);
+	ASSERT_EQ(0, submit_cmds(self->fd, c, 2, &job));
+	ASSERT_EQ(0, job_wait(self->fd, job, now_ns() + 30 * SEC_NS, &w));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, w.status);
+	EXPECT_GT(w.cycles, 0);
+	EXPECT_EQ(self->info.hw_version >= 0x00010007u,
+		  !!(self->info.caps & DRM_SPYRE_CAP_JOB_CLOCK));
+	if (!(self->info.caps & DRM_SPYRE_CAP_JOB_CLOCK)) {
+		/* A card before hw 1.7: the kernel reports 0, 0. */
+		EXPECT_EQ(0, w.start_cycle);
+		EXPECT_EQ(0, w.end_cycle);
+		return;
+	}
+	/* One ring runs its commands in order: at least their sum apart. */
+	EXPECT_GE(w.end_cycle - w.start_cycle, w.cycles);
+	EXPECT_GT(w.end_cycle, 0);
+	/* Submitted after the first was waited for: starts at or after its end. */
+	ASSERT_EQ(0, nop_job(self->fd, self->info.num_rings - 1, &job));
+	ASSERT_EQ(0, job_wait(self->fd, job, now_ns() + 30 * SEC_NS, &w2));
+	EXPECT_GE(w2.start_cycle, w.end_cycle);
+	EXPECT_EQ(w2.end_cycle - w2.start_cycle, w2.cycles);
+	TH_LOG("copy job: cycles %llu, modeled %llu..%llu; nop %llu..%llu",
+	       (unsigned long long)w.cycles, (unsigned long long)w.start_cycle,
+	       (unsigned long long)w.end_cycle, (unsigned long long)w2.start_cycle,
+	       (unsigned long long)w2.end_cycle);
+}
+
 TEST_F(card, submit_job_ids_are_per_file)
 {
 	int fd2 = open_card(0);
