@@ -30,7 +30,7 @@ extern "C" {
 /* Version of this API. Additions bump the minor number; incompatible changes bump the major
  * number (and the library's SONAME). */
 #define SPYRE_API_VERSION_MAJOR 0
-#define SPYRE_API_VERSION_MINOR 20
+#define SPYRE_API_VERSION_MINOR 19
 #define SPYRE_API_VERSION_PATCH 0
 #define SPYRE_API_VERSION \
     ((SPYRE_API_VERSION_MAJOR << 16) | (SPYRE_API_VERSION_MINOR << 8) | SPYRE_API_VERSION_PATCH)
@@ -122,9 +122,6 @@ SPYRE_API spyre_status spyre_device_close(spyre_device_t device);
 /* Peer-to-peer DMA (hw 1.6): this card's DMA engine reaches other cards' device memory
  * (spyre_memcpy_peer). */
 #define SPYRE_DEVICE_CAP_P2P (1ull << 8)
-/* The card reports when each job ran (hw 1.7): events of two streams of one card compare on
- * the kernel backend (spyre_event_elapsed). */
-#define SPYRE_DEVICE_CAP_JOB_CLOCK (1ull << 9)
 
 typedef struct spyre_device_info {
     int index;               /* index passed to spyre_device_open() */
