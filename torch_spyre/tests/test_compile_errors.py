@@ -140,22 +140,12 @@ def test_a_fault_in_a_replay_names_the_graph():
     torch.spyre.synchronize()
     # a fault at each launch of the replay in turn: the extern mm's launches, then the fused
     # epilogue (the last), then none (past the graph's launches)
-    who = []
-    for after in range(16):
+    def replay():
         before = torch_spyre._C._submissions(0)
-        inject_sim_fault(0, "program", after)
         g(a, b)
         assert torch_spyre._C._submissions(0) == before + 1  # a replay
-        try:
-            torch.spyre.synchronize()
-        except RuntimeError as e:
-            msg = str(e)
-            assert "program fault on spyre-sim0" in msg, msg
-            who.append(msg)
-            continue
-        finally:
-            inject_sim_fault(0, "none")
-        break
+
+    who = _fault_each_launch(replay)
     assert len(who) >= 2, who
     for msg in who[:-1]:  # the extern kernel names itself inside the replayed graph too
         assert re.search(MM_LABEL, msg), msg
