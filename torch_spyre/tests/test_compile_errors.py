@@ -64,16 +64,22 @@ def test_a_faulting_fused_program_names_its_graph_nodes():
     close(g(x, y).cpu(), chain(x.cpu(), y.cpu()), torch.float32)  # the fault was one launch
 
 
+def _strict_mode_notes(monkeypatch, f, shape, op):
+    """Compiles f, calls it under strict mode on a spyre tensor of `shape`: the notes of the
+    NotImplementedError naming `op`."""
+    g = torch.compile(f)
+    x = make(shape, torch.float32).to("spyre")
+    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
+    with pytest.raises(NotImplementedError, match=op) as e:
+        g(x)
+    return "\n".join(getattr(e.value, "__notes__", []))
+
+
 def test_an_error_in_the_eager_form_is_noted_with_the_kernel(monkeypatch):
     def f(x):
         return torch.nextafter(x, x) + 1
 
-    g = torch.compile(f)
-    x = make((4, 4), torch.float32).to("spyre")
-    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
-    with pytest.raises(NotImplementedError, match="nextafter") as e:
-        g(x)
-    notes = "\n".join(getattr(e.value, "__notes__", []))
+    notes = _strict_mode_notes(monkeypatch, f, (4, 4), "nextafter")
     assert re.search(r"raised by spyre_kernel_\d+ of compiled graph \[\d+/\d+\]", notes), notes
     assert "aten.nextafter.default" in notes and "return torch.nextafter(x, x) + 1" in notes, notes
 
@@ -121,12 +127,7 @@ def test_an_error_in_an_extern_kernel_is_noted_with_its_graph_node(monkeypatch):
     def f(x):
         return torch.linalg.qr(x + 1).R * 2
 
-    g = torch.compile(f)
-    x = make((6, 6), torch.float32).to("spyre")
-    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
-    with pytest.raises(NotImplementedError, match="linalg_qr") as e:
-        g(x)
-    notes = "\n".join(getattr(e.value, "__notes__", []))
+    notes = _strict_mode_notes(monkeypatch, f, (6, 6), "linalg_qr")
     assert re.search(r"raised by extern kernel \S*linalg_qr\S* of compiled graph \[\d+/\d+\], "
                      r"graph nodes linalg_qr \(aten\.linalg_qr\.default\); from "
                      r"test_compile_errors\.py:\d+: return torch\.linalg\.qr", notes), notes

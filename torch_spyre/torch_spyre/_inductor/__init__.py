@@ -110,7 +110,8 @@ def _random_on_spyre():
     # Inductor replaces rand/randn/randint (dropout's mask too) by its own prims, generated in
     # the kernel from a seed buffer (Philox in Triton); on spyre they are the eager kernels
     # drawing from the card's generator, as torch._inductor.config.fallback_random does
-    # everywhere: compiled and eager calls give the same numbers for a seed
+    # everywhere: torch.manual_seed repeats them (the draws differ from an eager dropout's,
+    # whose decomposition is another)
     random, randint = lowering.lowerings[inductor_prims.random], \
         lowering.lowerings[inductor_prims.randint]
 
