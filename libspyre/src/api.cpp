@@ -13,9 +13,11 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "backend.hpp"
+#include "batch.hpp"
 #include "c_boundary.hpp"
 #include "error.hpp"
 #include "graph.hpp"
@@ -68,10 +70,22 @@ struct StreamObj {
     StreamRef stream;
     std::mutex mu;
     std::shared_ptr<CaptureStream> capture;  // set while the stream captures
-    // Where work queued on the stream goes: the capture, or the stream.
+    std::shared_ptr<BatchStream> batch;      // set while the stream batches
+    int batch_depth = 0;
+    // Where work queued on the stream goes: the capture, the batch, or the stream.
     StreamRef current() {
         std::lock_guard lock(mu);
-        return capture ? StreamRef(capture) : stream;
+        if (capture) return capture;
+        return batch ? StreamRef(batch) : stream;
+    }
+    // The held work of a batch, queued (before the stream's work is waited for or captured).
+    void flush_batch() {
+        std::shared_ptr<BatchStream> b;
+        {
+            std::lock_guard lock(mu);
+            b = batch;
+        }
+        if (b) b->flush();
     }
     std::shared_ptr<CaptureStream> capturing() {
         std::lock_guard lock(mu);
@@ -998,6 +1012,7 @@ spyre_status spyre_stream_destroy(spyre_stream_t stream) {
     return guard(__func__, [&] {
         if (!stream) return;
         auto obj = handles().remove<StreamObj>(stream, Kind::Stream, "stream");
+        obj->flush_batch();
         obj->stream->synchronize();
     });
 }
@@ -1066,6 +1081,7 @@ spyre_status spyre_stream_begin_capture(spyre_stream_t stream) {
                 "stream handle is NULL: a default stream cannot be captured (create a stream "
                 "with spyre_stream_create())");
         auto so = check_stream_handle(stream);
+        so->flush_batch();  // work held before the capture runs before it
         std::lock_guard lock(so->mu);
         require(!so->capture, "the stream is already capturing");
         so->capture = std::make_shared<CaptureStream>(so->dev, so->stream);
@@ -1095,6 +1111,42 @@ spyre_status spyre_stream_is_capturing(spyre_stream_t stream, int* capturing) {
     return guard(__func__, [&] {
         require_out(capturing, "capturing");
         *capturing = check_stream_handle(stream)->capturing() != nullptr;
+    });
+}
+
+// ---- submission batching ----
+
+// Nesting is a count; the bound only catches a begin without its end in a loop.
+constexpr int kMaxBatchDepth = 1 << 16;
+
+spyre_status spyre_stream_begin_batch(spyre_stream_t stream) {
+    return guard(__func__, [&] {
+        require(stream != nullptr,
+                "stream handle is NULL: a default stream cannot batch (create a stream with "
+                "spyre_stream_create())");
+        auto so = check_stream_handle(stream);
+        std::lock_guard lock(so->mu);
+        require(so->batch_depth < kMaxBatchDepth,
+                "the stream's batch is already nested {} deep (spyre_stream_end_batch ends one)",
+                so->batch_depth);
+        if (so->batch_depth++ == 0) {
+            so->batch = std::make_shared<BatchStream>(so->dev, so->stream);
+            so->dev->register_stream(so->batch);  // a device synchronize queues its work
+        }
+    });
+}
+
+spyre_status spyre_stream_end_batch(spyre_stream_t stream) {
+    return guard(__func__, [&] {
+        auto so = check_stream_handle(stream);
+        std::shared_ptr<BatchStream> ended;
+        {
+            std::lock_guard lock(so->mu);
+            require(so->batch_depth > 0,
+                    "the stream is not batching (call spyre_stream_begin_batch() first)");
+            if (--so->batch_depth == 0) ended = std::exchange(so->batch, nullptr);
+        }
+        if (ended) ended->close();
     });
 }
 

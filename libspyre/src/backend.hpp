@@ -250,7 +250,8 @@ class Device : public std::enable_shared_from_this<Device> {
     // ---- runtime services shared by the backends (runtime.cpp) ----
     // The device's default stream (created on first use).
     StreamRef default_stream();
-    // Streams created through create_stream register here (for synchronize()).
+    // Streams created through create_stream, and batching stand-ins (batch.hpp), register
+    // here (for synchronize()).
     void register_stream(const StreamRef& s);
     // A buffer of `size` bytes: small sizes come from the sub-allocator's slabs.
     BufferRef alloc_buffer(uint64_t size);

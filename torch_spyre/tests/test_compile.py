@@ -772,6 +772,95 @@ def test_decoder_under_inductor(decoder, monkeypatch, fallback_reset):
         step, [e.aten_op for e in prof.events], [e.aten_op for e in eager.events])
 
 
+def submissions(device=0):
+    torch.spyre.synchronize(device)
+    return torch.spyre.submissions(device)
+
+
+def test_a_compiled_call_is_one_submission(decoder, fallback_reset):
+    """Without replay, a compiled call's launches (generated kernels and extern kernels) go to
+    the card together: one submission per call (libspyre's submission batching), the same
+    results; eager mode submits op by op."""
+    def f(a, b, t):
+        h = torch.relu(a @ b + 1.0)
+        return h.softmax(-1) * t.t(), (h * h).sum(-1)
+
+    a, b = make((8, 16), torch.float32, 1), make((16, 24), torch.float32, 2)
+    t = make((24, 8), torch.float32, 3)
+    da, db, dt = a.to("spyre"), b.to("spyre"), t.to("spyre")
+    g = torch.compile(f)
+    g(da, db, dt)
+    for _ in range(2):
+        before = submissions()
+        (p, r), ops = launches(g, da, db, dt)
+        assert submissions() - before == 1, ops
+    assert len(ops) >= 2, ops
+    want = f(a, b, t)
+    close(p.cpu(), want[0], torch.float32, scale=4)
+    close(r.cpu(), want[1], torch.float32, scale=100)
+    before = submissions()
+    f(da, db, dt)
+    if os.environ.get("SPYRE_BACKEND") == "sim":  # the kernel backend batches by timing
+        assert submissions() - before > 3
+
+    # the decoder's decode step, compiled whole: one submission per token (plans warm: the
+    # first step at a new key length loads its attention program, a copy of its own)
+    base, prompt, want = decoder
+    compiled = torch.compile(copy.deepcopy(base), fullgraph=True)
+    greedy(compiled, prompt, 2)
+    token = torch.full((1, 1), 7, device="spyre")
+    with torch.no_grad():
+        for pos in range(prompt.shape[1] + 2, prompt.shape[1] + 5):
+            compiled(token, pos)
+            before = submissions()
+            compiled(token, pos)
+            assert submissions() - before == 1, pos
+
+
+def test_a_compiled_call_on_another_card_runs_there_in_one_submission(fallback_reset):
+    """A graph of spyre:1 called while spyre:0 is current: its buffers, kernels and output on
+    spyre:1 (Inductor allocates on the current device and guards only GPUs), one submission
+    there, none on spyre:0, and the current device left as it was."""
+    a = make((8, 40), torch.float32, 1)
+    g = torch.compile(lambda x: (x.exp() + 1.0).softmax(-1) * x)
+    da = a.to("spyre:1")
+    g(da)
+    assert torch.spyre.current_device() == 0
+    before0, before1 = submissions(0), submissions(1)
+    out = g(da)
+    assert (submissions(0) - before0, submissions(1) - before1) == (0, 1)
+    assert out.device == torch.device("spyre:1") and torch.spyre.current_device() == 0
+    close(out.cpu(), (a.exp() + 1.0).softmax(-1) * a, torch.float32, scale=4)
+
+
+def test_a_call_that_raises_ends_its_batch(monkeypatch, fallback_reset):
+    """An exception inside a compiled call (its generated kernel, after the extern matmul was
+    queued) ends the call's batch: later eager work is submitted at once, not held."""
+    x, w = make((8, 16), torch.float32, 1).to("spyre"), make((16, 40), torch.float32, 2).to("spyre")
+    g = torch.compile(lambda v, m: torch.relu(v @ m).sum(-1))
+    want = g(x, w).cpu()
+
+    def eager_submissions():
+        before = submissions()
+        x + 1.0
+        return torch.spyre.submissions() - before  # not synchronized: what was queued
+
+    eager_submissions()  # its program loaded
+    expected = eager_submissions()
+    assert expected >= 1
+    run = runtime.SpyreKernel._run
+
+    def failing(self, bufs, syms):
+        raise RuntimeError("the kernel fails")
+
+    monkeypatch.setattr(runtime.SpyreKernel, "_run", failing)
+    with pytest.raises(RuntimeError, match="the kernel fails"):
+        g(x, w)
+    monkeypatch.setattr(runtime.SpyreKernel, "_run", run)
+    assert eager_submissions() == expected
+    close(g(x, w).cpu(), want, torch.float32, scale=10)
+
+
 def test_import_leaves_dynamo_alone():
     r = run_python("import sys, torch, torch_spyre; print('torch._dynamo' in sys.modules); "
                    "import torch._dynamo.device_interface as di; "

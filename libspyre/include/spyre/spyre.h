@@ -30,7 +30,7 @@ extern "C" {
 /* Version of this API. Additions bump the minor number; incompatible changes bump the major
  * number (and the library's SONAME). */
 #define SPYRE_API_VERSION_MAJOR 0
-#define SPYRE_API_VERSION_MINOR 19
+#define SPYRE_API_VERSION_MINOR 20
 #define SPYRE_API_VERSION_PATCH 0
 #define SPYRE_API_VERSION \
     ((SPYRE_API_VERSION_MAJOR << 16) | (SPYRE_API_VERSION_MINOR << 8) | SPYRE_API_VERSION_PATCH)
@@ -122,6 +122,9 @@ SPYRE_API spyre_status spyre_device_close(spyre_device_t device);
 /* Peer-to-peer DMA (hw 1.6): this card's DMA engine reaches other cards' device memory
  * (spyre_memcpy_peer). */
 #define SPYRE_DEVICE_CAP_P2P (1ull << 8)
+/* The card reports when each job ran on its modeled clock (hw 1.7): events of two streams of
+ * the card compare (spyre_event_elapsed) on the kernel backend. */
+#define SPYRE_DEVICE_CAP_JOB_CLOCK (1ull << 9)
 
 typedef struct spyre_device_info {
     int index;               /* index passed to spyre_device_open() */
@@ -363,6 +366,26 @@ typedef struct spyre_graph_info {
 SPYRE_API spyre_status spyre_graph_get_info(spyre_graph_t graph, spyre_graph_info* info);
 /* Releases the graph; replays already queued still run. NULL is a no-op. */
 SPYRE_API spyre_status spyre_graph_destroy(spyre_graph_t graph);
+
+/* ---- Submission batching (API 0.20; Documentation/libspyre.md "Submission batching") ----
+ * Work queued once goes to the card as one submission, without a capture.
+ * Starts (or nests: a count per stream) a batch on `stream`, a created stream (a default stream
+ * cannot batch). While it lasts, launches without statistics, device-to-device copies and 3-D
+ * copies between buffers queued on the stream are held, arguments checked, and queued together
+ * when the outermost spyre_stream_end_batch returns: one work item on the simulator, one SUBMIT
+ * per DRM_SPYRE_MAX_CMDS commands and 1024 launches on the kernel backend, each launch still
+ * its own job on the card (its modeled time unchanged). Anything else queued on the stream or
+ * waiting for it (copies from or to the host, fills, host functions, event records and waits,
+ * synchronize, query, synchronous calls, a capture beginning) first queues the held work, so
+ * a batch changes how work is submitted, never what it computes or in which order; 256 held
+ * operations are queued at once. Errors of held work are reported as those of asynchronous
+ * work are: by the call that queues it, or at the next synchronize. While the stream captures,
+ * its work goes to the capture (a batch has no effect). */
+SPYRE_API spyre_status spyre_stream_begin_batch(spyre_stream_t stream);
+/* Ends one level of the stream's batch; the outermost queues the held work (its errors, e.g. a
+ * lost card, are returned; the batch has ended either way). SPYRE_ERROR_INVALID_ARGUMENT when
+ * the stream is not batching. */
+SPYRE_API spyre_status spyre_stream_end_batch(spyre_stream_t stream);
 
 SPYRE_API spyre_status spyre_event_create(spyre_device_t device, spyre_event_t* event);
 SPYRE_API spyre_status spyre_event_destroy(spyre_event_t event);

@@ -217,7 +217,7 @@ std::unique_ptr<PeerTransport> PeerTransport::try_create(std::unique_ptr<Segment
     // stay on the caller's stream (Documentation/libspyre.md "Pipelined p2p")
     const bool overlap =
         (layout == Layout::Threads && mine.backend == SPYRE_BACKEND_SIM) ||
-        (mine.backend == SPYRE_BACKEND_KERNEL && (mine.caps & DRM_SPYRE_CAP_JOB_CLOCK));
+        (mine.backend == SPYRE_BACKEND_KERNEL && (mine.caps & SPYRE_DEVICE_CAP_JOB_CLOCK));
     return std::unique_ptr<PeerTransport>(
         new PeerTransport(std::move(seg), std::move(shared), device, overlap));
 }

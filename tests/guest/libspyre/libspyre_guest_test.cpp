@@ -952,12 +952,10 @@ TEST(Streams, QueueDeeperThanTheDriversJobBudget) {
     spyre_device_close(dev);
 }
 
-// The card's job clock (hw 1.7, caps bit 9, the driver's DRM_SPYRE_CAP_JOB_CLOCK): a launch on one stream and a copy
+// The card's job clock (hw 1.7, SPYRE_DEVICE_CAP_JOB_CLOCK): a launch on one stream and a copy
 // on another run at once on the compute and the DMA engine, so the pair takes less modeled time
 // than the same two jobs one after the other on one stream, and events of the two streams
 // compare (spyre_event_elapsed; before, NOT_SUPPORTED on the kernel backend).
-// libspyre passes the driver's caps bits through (no spyre.h name yet: libspyre.md)
-constexpr uint64_t kJobClockCap = 1ull << 9;
 
 TEST(Streams, JobClockOverlapsALaunchAndACopyOfTwoStreams) {
     spyre_device_t dev;
@@ -965,7 +963,7 @@ TEST(Streams, JobClockOverlapsALaunchAndACopyOfTwoStreams) {
     spyre_device_info info{};
     ASSERT_SPYRE(spyre_device_get_info(dev, &info));
     if (!can_launch(dev)) GTEST_SKIP() << "no LAUNCH";
-    if (!(info.caps & kJobClockCap)) GTEST_SKIP() << "card before hw 1.7";
+    if (!(info.caps & SPYRE_DEVICE_CAP_JOB_CLOCK)) GTEST_SKIP() << "card before hw 1.7";
     constexpr uint64_t kBytes = 8ull << 20;
     spyre_buffer_t src, dst;
     ASSERT_SPYRE(spyre_malloc(dev, kBytes, &src));

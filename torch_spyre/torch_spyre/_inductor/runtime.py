@@ -310,3 +310,28 @@ class SpyreKernel:
         fns = {"sum": torch.sum, "prod": torch.prod, "max": torch.amax, "min": torch.amin,
                "argmax": torch.argmax, "argmin": torch.argmin, "any": torch.any}
         return fns[kind](x, -1, keepdim=True).reshape(keep)
+
+
+def batched(call, devices):
+    """The compiled graph's ``call`` with the launches and device copies of one call held and
+    submitted together when it returns (libspyre.md "Submission batching"): one submission
+    per call on each card in ``devices`` (the graph's), unless the call itself waits for the
+    card (a host read) or queues work that ends a submission (a fill, a host copy); either
+    queues what is held first, so results and their order are unchanged. Under a capture
+    (``spyre_graphs``, ``reduce-overhead``) the capture takes the work instead. A graph of one
+    card runs with that card as the current device: Inductor allocates its buffers on the
+    current device and guards devices only for GPUs."""
+    begin, end = torch_spyre._C._batch_begin, torch_spyre._C._batch_end
+
+    def run(args):
+        streams, restore = begin(devices)
+        try:
+            out = call(args)
+        except BaseException:
+            end(streams, restore, True)
+            raise
+        end(streams, restore, False)
+        return out
+
+    run.__wrapped__ = call
+    return run

@@ -1,5 +1,6 @@
 """The Python wrapper of compiled spyre graphs: Inductor's, with each extern kernel call
-labeled (Documentation/torch_compile.md "Errors").
+labeled (Documentation/torch_compile.md "Errors") and each call submitted to the card as one
+submission (runtime.batched; torch_compile.md "Submissions per call").
 
 A matmul, attention or any other op the wrapper calls as an extern kernel (or as the eager
 fallback of an op without a lowering) runs inside ``with <LaunchLabel>:``, so its launches name
@@ -24,6 +25,13 @@ class SpyreWrapperCodegen(PythonWrapperCodegen):
     def __init__(self):
         super().__init__()
         self._labels = {}  # label text -> its module-level name
+
+    def generate_end(self, result):
+        super().generate_end(result)
+        devices = sorted(V.graph.device_idxs) if "spyre" in V.graph.device_types else []
+        if devices:
+            result.writeline("from torch_spyre._inductor.runtime import batched as _spyre_batched")
+            result.writeline(f"call = _spyre_batched(call, {devices!r})")
 
     def _label_name(self, kernel, node):
         # the FX nodes of the kernel's own op: its origins can also hold the nodes of an input

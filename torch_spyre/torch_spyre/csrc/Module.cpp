@@ -265,6 +265,41 @@ PYBIND11_MODULE(_C, m) {
         return std::make_unique<StreamHold>(
             native_stream(make_stream(static_cast<c10::DeviceIndex>(d), id)));
     });
+    // A compiled call (torch_spyre/_inductor/runtime.py `batched`): the current stream of each
+    // card in `devices` batches until _batch_end (libspyre.md "Submission batching"), and a
+    // graph of one card runs with that card current (Inductor guards devices for GPUs only:
+    // its buffers are allocated on the current device). Returns the streams and the device to
+    // restore (-1: none).
+    m.def("_batch_begin", [](const std::vector<int>& devices) {
+        std::vector<uintptr_t> streams;
+        try {
+            for (int d : devices) {
+                check_device_index(static_cast<c10::DeviceIndex>(d));
+                spyre_stream_t s = native_stream(current_stream(static_cast<c10::DeviceIndex>(d)));
+                SPYRE_CHECK(spyre_stream_begin_batch(s));
+                streams.push_back(reinterpret_cast<uintptr_t>(s));
+            }
+        } catch (...) {
+            for (uintptr_t s : streams) spyre_stream_end_batch(reinterpret_cast<spyre_stream_t>(s));
+            throw;
+        }
+        int restore = -1;
+        if (devices.size() == 1 && devices[0] != current_device())
+            restore = exchange_device(static_cast<c10::DeviceIndex>(devices[0]));
+        return std::make_pair(streams, restore);
+    });
+    // Ends the batches and restores the device; `quiet` (the call raised) keeps the call's
+    // exception rather than a queueing error.
+    m.def("_batch_end", [](const std::vector<uintptr_t>& streams, int restore, bool quiet) {
+        if (restore >= 0) set_device(static_cast<c10::DeviceIndex>(restore));
+        spyre_status first = SPYRE_SUCCESS;
+        std::string msg;
+        for (uintptr_t s : streams) {
+            const spyre_status st = spyre_stream_end_batch(reinterpret_cast<spyre_stream_t>(s));
+            if (st != SPYRE_SUCCESS && first == SPYRE_SUCCESS) first = st, msg = spyre_last_error();
+        }
+        TORCH_CHECK(quiet || first == SPYRE_SUCCESS, msg, " (", spyre_status_string(first), ")");
+    });
     // Graphs (torch_spyre/spyre/graphs.py)
     m.def("_graph_capture_begin", [](int64_t id, int d) {
         return graph_capture_begin(make_stream(static_cast<c10::DeviceIndex>(d), id));

@@ -1,0 +1,156 @@
+#include "batch.hpp"
+
+#include <utility>
+
+namespace spyre {
+
+namespace {
+
+std::shared_ptr<Graph> empty_graph(const std::shared_ptr<Device>& dev) {
+    auto g = std::make_shared<Graph>();
+    g->dev = dev;
+    return g;
+}
+
+}  // namespace
+
+BatchStream::BatchStream(std::shared_ptr<Device> dev, StreamRef target)
+    : dev_(std::move(dev)), target_(std::move(target)), graph_(empty_graph(dev_)) {
+    priority_ = target_->priority();
+    ring_ = target_->ring();
+}
+
+bool BatchStream::hold(GraphNode&& n) {
+    bool full;
+    {
+        std::lock_guard lock(mu_);
+        if (closed_) return false;
+        if (n.op == GraphNode::Op::Launch) graph_->launches++;
+        graph_->nodes.push_back(std::move(n));
+        full = graph_->nodes.size() >= kMaxHeld;
+    }
+    if (full) flush();
+    return true;
+}
+
+void BatchStream::flush() {
+    std::lock_guard order(submit_mu_);
+    std::shared_ptr<Graph> g;
+    {
+        std::lock_guard lock(mu_);
+        if (graph_->nodes.empty()) return;
+        g = std::exchange(graph_, empty_graph(dev_));
+    }
+    // Every launch its own job, as when queued one by one (a capture links them; a batch only
+    // changes how the work is submitted).
+    g->link.assign(g->nodes.size(), 0);
+    for (size_t i = 0; i < g->nodes.size(); ++i)
+        if (g->nodes[i].op == GraphNode::Op::Launch) g->link[i] = 1;
+    target_->replay(g);
+}
+
+void BatchStream::close() {
+    {
+        std::lock_guard lock(mu_);
+        closed_ = true;
+    }
+    flush();
+}
+
+void BatchStream::launch(const LaunchRequest& req, spyre_launch_stats* stats) {
+    // Statistics are written when the launch completes, and the launches of a synchronous
+    // call are waited for by that call: both go now.
+    if (!stats && !current_op()) {
+        GraphNode n;
+        n.op = GraphNode::Op::Launch;
+        n.launch = req;
+        if (hold(std::move(n))) return;
+    }
+    flush();
+    target_->launch(req, stats);
+}
+
+void BatchStream::copy_dtod(const BufferRef& dst, uint64_t dst_offset, const BufferRef& src,
+                            uint64_t src_offset, uint64_t size) {
+    if (!current_op()) {
+        GraphNode n;
+        n.op = GraphNode::Op::CopyDtoD;
+        n.dst = dst, n.dst_offset = dst_offset, n.src = src, n.src_offset = src_offset;
+        n.size = size;
+        if (hold(std::move(n))) return;
+    }
+    flush();
+    target_->copy_dtod(dst, dst_offset, src, src_offset, size);
+}
+
+void BatchStream::copy_3d(const Copy3D& c) {
+    if (c.src.buf && c.dst.buf && !current_op()) {
+        GraphNode n;
+        n.op = GraphNode::Op::Copy3D;
+        n.copy = c;
+        if (hold(std::move(n))) return;
+    }
+    flush();
+    target_->copy_3d(c);
+}
+
+void BatchStream::copy_htod(const BufferRef& dst, uint64_t dst_offset, const void* src,
+                            uint64_t size) {
+    flush();
+    target_->copy_htod(dst, dst_offset, src, size);
+}
+
+void BatchStream::copy_dtoh(void* dst, const BufferRef& src, uint64_t src_offset, uint64_t size) {
+    flush();
+    target_->copy_dtoh(dst, src, src_offset, size);
+}
+
+void BatchStream::copy_peer(const PeerCopy& c) {
+    flush();
+    target_->copy_peer(c);
+}
+
+// A fill replays as copies of a pattern block the capture makes on the card; a batch does not
+// keep such blocks, so a fill ends the submission.
+void BatchStream::fill(const BufferRef& dst, uint64_t offset, uint64_t size, uint64_t pattern,
+                       uint32_t pattern_size) {
+    flush();
+    target_->fill(dst, offset, size, pattern, pattern_size);
+}
+
+void BatchStream::host_func(void (*fn)(void*), void* user) {
+    flush();
+    target_->host_func(fn, user);
+}
+
+MarkerRef BatchStream::record() {
+    flush();
+    return target_->record();
+}
+
+void BatchStream::wait(const MarkerRef& m) {
+    flush();
+    target_->wait(m);
+}
+
+void BatchStream::synchronize() {
+    flush();
+    target_->synchronize();
+}
+
+bool BatchStream::query() {
+    flush();
+    return target_->query();
+}
+
+void BatchStream::run_sync(const std::function<void()>& body) {
+    flush();
+    target_->run_sync(body);
+}
+
+void BatchStream::replay(const GraphRef& g) {
+    flush();
+    target_->replay(g);
+}
+
+}  // namespace spyre

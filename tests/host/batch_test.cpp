@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: MIT
+// Submission batching (spyre_stream_begin_batch, libspyre.md "Submission batching") on both
+// backends (the guest `ops` row runs this binary through spyre.ko): op-library launches and device
+// copies queued between spyre_stream_begin_batch and spyre_stream_end_batch are one submission and
+// compute what they compute unbatched; every call that queues other work or waits for the
+// stream queues the held work first; nesting, bounds and misuse.
+
+#include <string>
+#include <vector>
+
+#include "ops_api_util.hpp"
+#include "spyre/program_builder.hpp"
+
+namespace spyre::ops_api_test {
+namespace {
+
+uint64_t submissions(spyre_device_t dev) {
+    spyre_runtime_stats rs{};
+    EXPECT_EQ(SPYRE_SUCCESS, spyre_device_get_runtime_stats(dev, &rs));
+    return rs.jobs_submitted;
+}
+
+// A compiled graph's shape of work: pointwise ops, a row reduction, a matmul and a copy, each
+// reading the one before.
+struct Chain {
+    static constexpr int64_t M = 32, K = 64;
+    spyre_device_t dev;
+    DevArray x, w, a, b, c, d, out;
+    explicit Chain(spyre_device_t dv)
+        : dev(dv),
+          x(dv, SPYRE_DTYPE_FLOAT16, M * K, 1),
+          w(dv, SPYRE_DTYPE_FLOAT16, K * K, 2),
+          a(dv, SPYRE_DTYPE_FLOAT16, M * K, 3),
+          b(dv, SPYRE_DTYPE_FLOAT16, M * K, 4),
+          c(dv, SPYRE_DTYPE_FLOAT16, M * K, 5),
+          d(dv, SPYRE_DTYPE_FLOAT16, M * K, 6),
+          out(dv, SPYRE_DTYPE_FLOAT16, M * K, 7) {}
+    // a = x * x; b = softmax(a); c = b w; d = c + x; out = d (a copy): 4 launches and a copy
+    void queue(spyre_stream_t s) {
+        auto t = [](const DevArray& v) { return view(v, {M, K}, {K, 1}); };
+        const spyre_tensor tx = t(x), tw = view(w, {K, K}, {K, 1}), ta = t(a), tb = t(b), tc = t(c),
+                           td = t(d);
+        ASSERT_SPYRE(spyre_op_binary(s, SPYRE_BINARY_MUL, &tx, &tx, 0.0, 1.0, &ta));
+        ASSERT_SPYRE(spyre_op_softmax(s, &ta, 0, &tb));
+        ASSERT_SPYRE(spyre_op_matmul(s, &tb, &tw, &tc));
+        ASSERT_SPYRE(spyre_op_binary(s, SPYRE_BINARY_ADD, &tc, &tx, 0.0, 1.0, &td));
+        ASSERT_SPYRE(spyre_memcpy_dtod_async(out.buf, 0, d.buf, 0, out.host.size(), s));
+    }
+    void clear() {
+        for (DevArray* v : {&a, &b, &c, &d, &out})
+            ASSERT_SPYRE(spyre_memset(v->buf, 0, 0, v->host.size()));
+    }
+    std::vector<uint8_t> result() {
+        out.fetch();
+        return out.host;
+    }
+};
+
+class Batch : public Ops {
+  protected:
+    spyre_stream_t s = nullptr;
+    void SetUp() override {
+        Ops::SetUp();
+        ASSERT_SPYRE(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s));
+    }
+    void TearDown() override {
+        spyre_stream_destroy(s);
+        Ops::TearDown();
+    }
+    // The chain run unbatched: its output (and the plans warm, so a batch plans nothing).
+    std::vector<uint8_t> direct(Chain& ch) {
+        ch.queue(s);
+        EXPECT_EQ(SPYRE_SUCCESS, spyre_stream_synchronize(s)) << spyre_last_error();
+        std::vector<uint8_t> r = ch.result();
+        ch.clear();
+        return r;
+    }
+    uint64_t modeled_cycles(spyre_event_t e0, spyre_event_t e1) {
+        spyre_event_timing t{};
+        EXPECT_EQ(SPYRE_SUCCESS, spyre_event_elapsed(e0, e1, &t)) << spyre_last_error();
+        return t.modeled_cycles;
+    }
+};
+
+TEST_F(Batch, HeldWorkIsOneSubmissionWithTheSameResultAndModeledTime) {
+    Chain ch(dev);
+    spyre_event_t e0, e1;
+    ASSERT_SPYRE(spyre_event_create(dev, &e0));
+    ASSERT_SPYRE(spyre_event_create(dev, &e1));
+    const std::vector<uint8_t> want = direct(ch);
+    ASSERT_SPYRE(spyre_event_record(e0, s));
+    ASSERT_SPYRE(spyre_stream_synchronize(s));
+    const uint64_t j_direct = submissions(dev);
+    ch.queue(s);
+    const uint64_t direct_jobs = submissions(dev) - j_direct;
+    ASSERT_SPYRE(spyre_event_record(e1, s));
+    ASSERT_SPYRE(spyre_stream_synchronize(s));
+    const uint64_t direct_cycles = modeled_cycles(e0, e1);
+    EXPECT_EQ(ch.result(), want);
+    ch.clear();
+    EXPECT_GE(direct_jobs, 1u);
+    if (sim) EXPECT_EQ(direct_jobs, 5u) << "one work item per launch and copy";
+
+    for (int round = 0; round < 2; ++round) {
+        ASSERT_SPYRE(spyre_event_record(e0, s));
+        ASSERT_SPYRE(spyre_stream_synchronize(s));
+        const uint64_t j0 = submissions(dev);
+        ASSERT_SPYRE(spyre_stream_begin_batch(s));
+        ch.queue(s);
+        EXPECT_EQ(submissions(dev) - j0, 0u) << "held until the batch ends";
+        ASSERT_SPYRE(spyre_stream_end_batch(s));
+        EXPECT_EQ(submissions(dev) - j0, 1u) << "round " << round;
+        ASSERT_SPYRE(spyre_event_record(e1, s));
+        ASSERT_SPYRE(spyre_stream_synchronize(s));
+        EXPECT_EQ(ch.result(), want) << "round " << round;
+        // on the simulator each launch is still its own job on the card
+        if (sim) EXPECT_EQ(modeled_cycles(e0, e1), direct_cycles) << "round " << round;
+        ch.clear();
+    }
+    spyre_event_destroy(e0);
+    spyre_event_destroy(e1);
+}
+
+TEST_F(Batch, AnythingThatWaitsOrQueuesOtherWorkQueuesTheHeldWorkFirst) {
+    Chain ch(dev);
+    const std::vector<uint8_t> want = direct(ch);
+    const size_t bytes = ch.out.host.size();
+    std::vector<uint8_t> got(bytes);
+
+    // a copy to the host on the stream (asynchronous, then the stream synchronized)
+    ASSERT_SPYRE(spyre_stream_begin_batch(s));
+    ch.queue(s);
+    ASSERT_SPYRE(spyre_memcpy_dtoh_async(got.data(), ch.out.buf, 0, bytes, s));
+    ASSERT_SPYRE(spyre_stream_synchronize(s));
+    EXPECT_EQ(got, want) << "a copy to the host";
+    ASSERT_SPYRE(spyre_stream_end_batch(s));
+    ch.clear();
+
+    // stream synchronize, device synchronize, an event, a query: each sees the held work done
+    using Wait = void (*)(spyre_device_t, spyre_stream_t);
+    const std::vector<std::pair<const char*, Wait>> waits = {
+        {"stream synchronize",
+         [](spyre_device_t, spyre_stream_t st) { ASSERT_SPYRE(spyre_stream_synchronize(st)); }},
+        {"device synchronize",
+         [](spyre_device_t d, spyre_stream_t) { ASSERT_SPYRE(spyre_device_synchronize(d)); }},
+        {"event record and synchronize",
+         [](spyre_device_t d, spyre_stream_t st) {
+             spyre_event_t e;
+             ASSERT_SPYRE(spyre_event_create(d, &e));
+             ASSERT_SPYRE(spyre_event_record(e, st));
+             ASSERT_SPYRE(spyre_event_synchronize(e));
+             spyre_event_destroy(e);
+         }},
+        {"query until done",
+         [](spyre_device_t, spyre_stream_t st) {
+             spyre_status q;
+             while ((q = spyre_stream_query(st)) == SPYRE_ERROR_NOT_READY) {
+             }
+             ASSERT_SPYRE(q);
+         }},
+    };
+    for (const auto& [what, wait] : waits) {
+        ASSERT_SPYRE(spyre_stream_begin_batch(s));
+        ch.queue(s);
+        wait(dev, s);
+        // read on the default stream: only right if the held work has run
+        EXPECT_EQ(ch.result(), want) << what;
+        ASSERT_SPYRE(spyre_stream_end_batch(s));
+        ch.clear();
+    }
+
+    // a fill between launches: queued in order (the fill ends the submission)
+    ASSERT_SPYRE(spyre_stream_begin_batch(s));
+    ch.queue(s);
+    const uint16_t two = 0x4000;
+    ASSERT_SPYRE(spyre_fill_async(ch.out.buf, 0, &two, 2, bytes / 2, s));
+    ASSERT_SPYRE(spyre_stream_end_batch(s));
+    ASSERT_SPYRE(spyre_stream_synchronize(s));
+    ch.out.fetch();
+    for (size_t i = 0; i < bytes / 2; ++i) ASSERT_EQ(ch.out.at(i), 2.0f) << i;
+    ch.clear();
+
+    // a capture begun inside a batch runs the held work first and captures only its own
+    ASSERT_SPYRE(spyre_stream_begin_batch(s));
+    ch.queue(s);
+    ASSERT_SPYRE(spyre_stream_begin_capture(s));
+    ASSERT_SPYRE(spyre_memcpy_dtod_async(ch.a.buf, 0, ch.out.buf, 0, bytes, s));
+    spyre_graph_t g = nullptr;
+    ASSERT_SPYRE(spyre_stream_end_capture(s, &g));
+    spyre_graph_info info{};
+    ASSERT_SPYRE(spyre_graph_get_info(g, &info));
+    EXPECT_EQ(info.operations, 1u);
+    ASSERT_SPYRE(spyre_stream_end_batch(s));
+    ASSERT_SPYRE(spyre_graph_launch(g, s));
+    ASSERT_SPYRE(spyre_stream_synchronize(s));
+    ch.a.fetch();
+    EXPECT_EQ(ch.a.host, want) << "the captured copy read the batch's output";
+    spyre_graph_destroy(g);
+}
+
+TEST_F(Batch, NestingBoundsAndMisuse) {
+    Chain ch(dev);
+    const std::vector<uint8_t> want = direct(ch);
+
+    // nested: the outermost end queues
+    const uint64_t j0 = submissions(dev);
+    ASSERT_SPYRE(spyre_stream_begin_batch(s));
+    ASSERT_SPYRE(spyre_stream_begin_batch(s));
+    ch.queue(s);
+    ASSERT_SPYRE(spyre_stream_end_batch(s));
+    EXPECT_EQ(submissions(dev) - j0, 0u) << "an inner end queues nothing";
+    ASSERT_SPYRE(spyre_stream_end_batch(s));
+    EXPECT_EQ(submissions(dev) - j0, 1u);
+    ASSERT_SPYRE(spyre_stream_synchronize(s));
+    EXPECT_EQ(ch.result(), want);
+
+    EXPECT_EQ(SPYRE_ERROR_INVALID_ARGUMENT, spyre_stream_end_batch(s));
+    EXPECT_NE(std::string(spyre_last_error()).find("not batching"), std::string::npos)
+        << spyre_last_error();
+    EXPECT_EQ(SPYRE_ERROR_INVALID_ARGUMENT, spyre_stream_begin_batch(nullptr));
+    EXPECT_NE(std::string(spyre_last_error()).find("default stream cannot batch"),
+              std::string::npos)
+        << spyre_last_error();
+
+    // many launches: queued a bounded number at a time, in order
+    ProgramBuilder pb;
+    pb.halt();
+    const std::vector<uint8_t> img = pb.finish();
+    spyre_program_t nop;
+    ASSERT_SPYRE(spyre_program_load(dev, img.data(), img.size(), &nop));
+    spyre_launch_params p{};
+    p.num_cores = 1;
+    const uint64_t j1 = submissions(dev);
+    ASSERT_SPYRE(spyre_stream_begin_batch(s));
+    for (int i = 0; i < 600; ++i) ASSERT_SPYRE(spyre_launch_async(nop, &p, s));
+    EXPECT_EQ(submissions(dev) - j1, 2u) << "two full batches of 256 queued";
+    ch.queue(s);
+    ASSERT_SPYRE(spyre_stream_end_batch(s));
+    EXPECT_EQ(submissions(dev) - j1, 3u);
+    ASSERT_SPYRE(spyre_stream_synchronize(s));
+    EXPECT_EQ(ch.result(), want);
+
+    // a stream destroyed while it batches queues the held work first
+    ch.clear();
+    spyre_stream_t t;
+    ASSERT_SPYRE(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &t));
+    ASSERT_SPYRE(spyre_stream_begin_batch(t));
+    ch.queue(t);
+    ASSERT_SPYRE(spyre_stream_destroy(t));
+    EXPECT_EQ(ch.result(), want) << "destroyed while batching";
+    spyre_program_free(nop);
+}
+
+// A launch that faults inside a batch is reported as asynchronous work is, at the next
+// synchronize, naming its label; the work after it still runs.
+TEST_F(Batch, FaultingHeldLaunchIsNamedAtTheSynchronize) {
+    Chain ch(dev);
+    const std::vector<uint8_t> want = direct(ch);
+    ProgramBuilder b;
+    b.arg(4, 5);  // no such argument
+    b.halt();
+    const std::vector<uint8_t> img = b.finish();
+    spyre_program_t bad;
+    ASSERT_SPYRE(spyre_program_load(dev, img.data(), img.size(), &bad));
+    spyre_launch_params p{};
+    p.num_cores = 2;
+    ASSERT_SPYRE(spyre_stream_begin_batch(s));
+    ASSERT_SPYRE(spyre_push_launch_label("the-bad-part"));
+    ASSERT_SPYRE(spyre_launch_async(bad, &p, s));
+    ASSERT_SPYRE(spyre_pop_launch_label());
+    ch.queue(s);
+    ASSERT_SPYRE(spyre_stream_end_batch(s));
+    EXPECT_NE(SPYRE_SUCCESS, spyre_stream_synchronize(s));
+    const std::string err = spyre_last_error();
+    EXPECT_NE(err.find("launched by the-bad-part"), std::string::npos) << err;
+    EXPECT_EQ(SPYRE_SUCCESS, spyre_stream_synchronize(s)) << "reported once";
+    EXPECT_EQ(ch.result(), want) << "the work after the fault ran";
+    spyre_program_free(bad);
+}
+
+}  // namespace
+}  // namespace spyre::ops_api_test
