@@ -1,11 +1,13 @@
-// All-reduce bus bandwidth of libspyre's collectives (spyre/comm.h):
-//   spyre-comm-bench [--threads] [NRANKS [SIZE_BYTES...]]
+// All-reduce (or broadcast / reduce to rank 0) bus bandwidth of libspyre's collectives
+// (spyre/comm.h):
+//   spyre-comm-bench [--threads] [--op all-reduce|broadcast|reduce] [NRANKS [SIZE_BYTES...]]
 // One process per rank (it re-runs itself once per rank; SPYRE_BACKEND=sim gives every process
 // its own simulated card: the host-staged transport; on the kernel backend rank r opens card
 // r: the p2p transport between processes, SPYRE_COMM_TRANSPORT=host-staged to compare). --threads:
 // one thread per rank in this process, rank r on card r (simulator: SPYRE_SIM_DEVICES defaults to
 // NRANKS), where the communicator picks the p2p transport (SPYRE_COMM_TRANSPORT=host-staged for
-// comparison). busbw follows nccl-tests: algbw = bytes / time, busbw = algbw * 2 (n - 1) / n.
+// comparison). busbw follows nccl-tests: algbw = bytes / time, busbw = algbw * 2 (n - 1) / n
+// for all-reduce, = algbw for broadcast and reduce.
 // Wall-clock time on this host, plus rank 0's modeled device time per all-reduce between events
 // recorded on its stream before and after the call (spyre_event_elapsed: on the simulator the
 // collective's critical path on the card's timeline, its push stream included; on the kernel
@@ -30,6 +32,30 @@ extern char** environ;
 
 namespace {
 
+enum class Op { AllReduce, Broadcast, Reduce };
+Op g_op = Op::AllReduce;
+
+const char* op_name() {
+    return g_op == Op::Broadcast ? "broadcast from rank 0"
+           : g_op == Op::Reduce  ? "reduce sum to rank 0"
+                                 : "all-reduce sum";
+}
+
+spyre_status collective(spyre_buffer_t b, uint64_t count, spyre_comm_t comm,
+                        spyre_stream_t stream) {
+    switch (g_op) {
+        case Op::Broadcast:
+            return spyre_comm_broadcast(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32, 0, comm, stream);
+        case Op::Reduce:
+            return spyre_comm_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32, SPYRE_REDUCE_SUM, 0,
+                                     comm, stream);
+        case Op::AllReduce:
+            break;
+    }
+    return spyre_comm_all_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32, SPYRE_REDUCE_SUM, comm,
+                                 stream);
+}
+
 #define CHECK(x)                                                      \
     do {                                                              \
         if ((x) != SPYRE_SUCCESS) {                                   \
@@ -52,7 +78,7 @@ int run_rank(const spyre_comm_unique_id& id, int n, int rank, int index,
     if (rank == 0) {
         spyre_comm_info info{};
         CHECK(spyre_comm_get_info(comm, &info));
-        std::printf("all-reduce fp32 sum, %d ranks, transport %s\n", n, info.transport);
+        std::printf("%s fp32, %d ranks, transport %s\n", op_name(), n, info.transport);
         std::printf("%12s %8s %12s %12s %12s %14s %16s\n", "bytes", "iters", "time_us",
                     "algbw_GB/s", "busbw_GB/s", "modeled_dev_us", "modeled_busbw");
     }
@@ -67,15 +93,13 @@ int run_rank(const spyre_comm_unique_id& id, int n, int rank, int index,
             CHECK(spyre_memcpy_htod(b, at, zeros.data(),
                                     std::min<uint64_t>(zeros.size(), bytes - at)));
         const int iters = bytes >= (64u << 20) ? 3 : bytes >= (1u << 20) ? 10 : 50;
-        CHECK(spyre_comm_all_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32, SPYRE_REDUCE_SUM, comm,
-                                    stream));  // warm-up: plans, scratch
+        CHECK(collective(b, count, comm, stream));  // warm-up: plans, scratch
         CHECK(spyre_comm_barrier(comm, stream));
         spyre_event_timing timing{};
         const auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < iters; ++i) {
             CHECK(spyre_event_record(e0, stream));
-            CHECK(spyre_comm_all_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32, SPYRE_REDUCE_SUM,
-                                        comm, stream));
+            CHECK(collective(b, count, comm, stream));
             CHECK(spyre_event_record(e1, stream));
             CHECK(spyre_event_synchronize(e1));
             spyre_event_timing t{};
@@ -85,10 +109,10 @@ int run_rank(const spyre_comm_unique_id& id, int n, int rank, int index,
         CHECK(spyre_comm_barrier(comm, stream));
         const double s =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
-        const double algbw = bytes / s / 1e9, busbw = algbw * 2.0 * (n - 1) / n;
+        const double factor = g_op == Op::AllReduce ? 2.0 * (n - 1) / n : 1.0;
+        const double algbw = bytes / s / 1e9, busbw = algbw * factor;
         const double modeled_s = timing.modeled_ns / 1e9 / iters;
-        const double modeled_busbw =
-            modeled_s > 0 ? bytes / modeled_s / 1e9 * 2.0 * (n - 1) / n : 0;
+        const double modeled_busbw = modeled_s > 0 ? bytes / modeled_s / 1e9 * factor : 0;
         if (rank == 0)
             std::printf("%12llu %8d %12.1f %12.3f %12.3f %14.1f %16.3f\n",
                         static_cast<unsigned long long>(bytes), iters, s * 1e6, algbw, busbw,
@@ -109,6 +133,17 @@ int run_rank(const spyre_comm_unique_id& id, int n, int rank, int index,
 int main(int argc, char** argv) {
     const char* be = std::getenv("SPYRE_BACKEND");
     const bool sim = be && std::strcmp(be, "sim") == 0;
+    // SPYRE_COMM_BENCH_OP carries --op to the rank processes
+    const char* op_env = std::getenv("SPYRE_COMM_BENCH_OP");
+    std::string op = op_env ? op_env : "all-reduce";
+    auto set_op = [&] {
+        if (op != "all-reduce" && op != "broadcast" && op != "reduce") {
+            std::fprintf(stderr, "--op %s is not all-reduce, broadcast or reduce\n", op.c_str());
+            std::exit(2);
+        }
+        g_op = op == "broadcast" ? Op::Broadcast : op == "reduce" ? Op::Reduce : Op::AllReduce;
+    };
+    set_op();
     if (argc > 1 && std::strcmp(argv[1], "--rank") == 0) {  // --rank HEX N R SIZES...
         std::vector<uint64_t> sizes;
         for (int i = 5; i < argc; ++i) sizes.push_back(std::strtoull(argv[i], nullptr, 10));
@@ -121,6 +156,12 @@ int main(int argc, char** argv) {
     }
     const bool threads = argc > 1 && std::strcmp(argv[1], "--threads") == 0;
     if (threads) --argc, ++argv;
+    if (argc > 2 && std::strcmp(argv[1], "--op") == 0) {
+        op = argv[2];
+        setenv("SPYRE_COMM_BENCH_OP", op.c_str(), 1);
+        set_op();
+        argc -= 2, argv += 2;
+    }
     const int n = argc > 1 ? std::atoi(argv[1]) : 2;
     std::vector<std::string> sizes;
     for (int i = 2; i < argc; ++i) sizes.push_back(argv[i]);
