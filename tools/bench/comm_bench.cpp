@@ -12,12 +12,13 @@
 // recorded on its stream before and after the call (spyre_event_elapsed: on the simulator the
 // collective's critical path on the card's timeline, its push stream included; on the kernel
 // backend the stream's DMA copies, peer copies and reduction programs summed) and the busbw that
-// time gives.
+// time gives; with --threads also the busiest card's modeled time (max_dev_us).
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -64,6 +65,10 @@ spyre_status collective(spyre_buffer_t b, uint64_t count, spyre_comm_t comm,
         }                                                             \
     } while (0)
 
+// --threads: each rank's modeled ns of the current size, for the busiest card's figure (a wait
+// for another card carries no modeled time, so each card's figure is its own work).
+std::vector<std::atomic<uint64_t>>* g_rank_ns = nullptr;
+
 int run_rank(const spyre_comm_unique_id& id, int n, int rank, int index,
              const std::vector<uint64_t>& sizes) {
     spyre_device_t dev;
@@ -79,8 +84,10 @@ int run_rank(const spyre_comm_unique_id& id, int n, int rank, int index,
         spyre_comm_info info{};
         CHECK(spyre_comm_get_info(comm, &info));
         std::printf("%s fp32, %d ranks, transport %s\n", op_name(), n, info.transport);
-        std::printf("%12s %8s %12s %12s %12s %14s %16s\n", "bytes", "iters", "time_us",
-                    "algbw_GB/s", "busbw_GB/s", "modeled_dev_us", "modeled_busbw");
+        std::printf("%12s %8s %12s %12s %12s %14s %16s", "bytes", "iters", "time_us", "algbw_GB/s",
+                    "busbw_GB/s", "modeled_dev_us", "modeled_busbw");
+        if (g_rank_ns) std::printf("%12s", "max_dev_us");
+        std::printf("\n");
     }
     for (uint64_t bytes : sizes) {
         const uint64_t count = bytes / 4;
@@ -106,6 +113,7 @@ int run_rank(const spyre_comm_unique_id& id, int n, int rank, int index,
             CHECK(spyre_event_elapsed(e0, e1, &t));
             timing.modeled_ns += t.modeled_ns;
         }
+        if (g_rank_ns) (*g_rank_ns)[rank] = timing.modeled_ns;
         CHECK(spyre_comm_barrier(comm, stream));
         const double s =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
@@ -114,9 +122,15 @@ int run_rank(const spyre_comm_unique_id& id, int n, int rank, int index,
         const double modeled_s = timing.modeled_ns / 1e9 / iters;
         const double modeled_busbw = modeled_s > 0 ? bytes / modeled_s / 1e9 * factor : 0;
         if (rank == 0)
-            std::printf("%12llu %8d %12.1f %12.3f %12.3f %14.1f %16.3f\n",
+            std::printf("%12llu %8d %12.1f %12.3f %12.3f %14.1f %16.3f",
                         static_cast<unsigned long long>(bytes), iters, s * 1e6, algbw, busbw,
                         modeled_s * 1e6, modeled_busbw);
+        if (rank == 0 && g_rank_ns) {
+            uint64_t most = 0;
+            for (const auto& v : *g_rank_ns) most = std::max<uint64_t>(most, v);
+            std::printf("%12.1f", most / 1e3 / iters);
+        }
+        if (rank == 0) std::printf("\n");
         std::fflush(stdout);
         CHECK(spyre_free(b));
     }
@@ -179,6 +193,8 @@ int main(int argc, char** argv) {
         std::vector<uint64_t> bytes;
         for (auto& z : sizes) bytes.push_back(std::strtoull(z.c_str(), nullptr, 10));
         std::printf("one thread per rank, rank r on card r\n");
+        std::vector<std::atomic<uint64_t>> rank_ns(n);
+        g_rank_ns = &rank_ns;
         std::vector<std::thread> ts;
         for (int r = 0; r < n; ++r) ts.emplace_back([&, r] { run_rank(id, n, r, r, bytes); });
         for (auto& t : ts) t.join();
