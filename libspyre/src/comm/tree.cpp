@@ -34,20 +34,17 @@ void tree_reduce(const Ring& ring, spyre_buffer_t src, uint64_t src_off, spyre_b
     const uint64_t chunk = ring.transport.max_chunk_bytes();
     // at step `mask` a rank with that bit sends its partial result to v - mask and is done; the
     // others reduce v + mask's into theirs (chunk by chunk, out of the transport's inbox)
-    spyre_buffer_t acc = src;  // a leaf never reduces: it sends its input as it is
-    uint64_t acc_off = src_off;
+    bool reduced = false;  // until its first child, a rank sends its input as it is
     for (int mask = 1; mask < n; mask <<= 1) {
         if (v & mask) {
-            send_range(ring.transport, abs_rank(ring, root, v - mask), acc, acc_off, bytes,
-                       ring.stream);
+            send_range(ring.transport, abs_rank(ring, root, v - mask), reduced ? buf : src,
+                       reduced ? base : src_off, bytes, ring.stream);
             break;
         }
         if (v + mask >= n) continue;
-        if (acc != buf || acc_off != base) {
-            if (src != buf || src_off != base)
-                check_call(spyre_memcpy_dtod_async(buf, base, src, src_off, bytes, ring.stream));
-            acc = buf, acc_off = base;
-        }
+        if (!reduced && (src != buf || src_off != base))
+            check_call(spyre_memcpy_dtod_async(buf, base, src, src_off, bytes, ring.stream));
+        reduced = true;
         for (uint64_t c = 0; c < bytes; c += chunk) {
             const uint64_t m = std::min(chunk, bytes - c);
             ring.transport.recv_reduce(abs_rank(ring, root, v + mask), buf, base + c, m / es, dtype,
