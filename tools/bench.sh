@@ -44,6 +44,14 @@ for ranks in 2 4; do
 	tools/in-sysroot "SPYRE_BACKEND=sim build/cmake/tools/bench/spyre-comm-bench --threads $ranks"
 	tools/in-sysroot "SPYRE_BACKEND=sim SPYRE_COMM_TRANSPORT=host-staged build/cmake/tools/bench/spyre-comm-bench --threads $ranks"
 done | tee build/bench/comm_sim.txt
+# Broadcast from and reduce to rank 0 on 4 ranks (threads, p2p), ring against binomial tree for
+# small messages (libspyre.md "Tree against ring for broadcast and reduce").
+for op in broadcast reduce; do
+	for algo in ring tree; do
+		echo "SPYRE_COMM_ALGO=$algo"
+		tools/in-sysroot "SPYRE_BACKEND=sim SPYRE_COMM_ALGO=$algo build/cmake/tools/bench/spyre-comm-bench --threads --op $op 4 1024 8192 65536 262144"
+	done
+done | tee -a build/bench/comm_sim.txt
 if ls driver/spyre.ko >/dev/null 2>&1 && [ "${BENCH_VM:-1}" != 0 ]; then
 	echo
 	echo "=== libspyre runtime on the kernel path (VM, TCG; set BENCH_VM=0 to skip) ==="

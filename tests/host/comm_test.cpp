@@ -26,8 +26,8 @@
 
 namespace {
 
-// The simulator with 4 cards; SPYRE_COMM_TEST_BACKEND=kernel: the machine's cards (the guest
-// row comm-p2p), rank r on card r mod the card count.
+// The simulator with 5 cards (up to 5 ranks); SPYRE_COMM_TEST_BACKEND=kernel: the machine's cards
+// (the guest row comm-p2p), rank r on card r mod the card count.
 bool on_kernel() {
     const char* b = std::getenv("SPYRE_COMM_TEST_BACKEND");
     return b && std::string(b) == "kernel";
@@ -40,7 +40,7 @@ class SimEnv : public ::testing::Environment {
             return;
         }
         setenv("SPYRE_BACKEND", "sim", 1);
-        setenv("SPYRE_SIM_DEVICES", "4", 1);
+        setenv("SPYRE_SIM_DEVICES", "5", 1);
         setenv("SPYRE_SIM_MEMORY", "268435456", 1);
     }
 };
@@ -211,25 +211,83 @@ TEST_P(CommCollectives, AllReduceInPlace) {
     });
 }
 
-TEST_P(CommCollectives, Broadcast) {
-    const auto [n, t] = GetParam();
+// Scoped SPYRE_COMM_ALGO (read at spyre_comm_init_rank).
+struct ForceAlgo {
+    explicit ForceAlgo(const char* algo) { setenv("SPYRE_COMM_ALGO", algo, 1); }
+    ~ForceAlgo() { unsetenv("SPYRE_COMM_ALGO"); }
+};
+
+// Bytes rank k's card pushed to its peers during body (0 unless the transport is p2p).
+uint64_t pushed_bytes(Rank& k, const std::function<void()>& body) {
+    spyre_telemetry t0{}, t1{};
+    EXPECT_EQ(spyre_device_get_telemetry(k.dev, &t0), SPYRE_SUCCESS);
+    body();
+    EXPECT_EQ(spyre_stream_synchronize(k.stream), SPYRE_SUCCESS);
+    EXPECT_EQ(spyre_device_get_telemetry(k.dev, &t1), SPYRE_SUCCESS);
+    return t1.p2p_write_bytes - t0.p2p_write_bytes;
+}
+
+// Whether rank k's card counts its pushes alone: p2p, one rank per card.
+bool counts_own_pushes(const Rank& k) {
+    spyre_comm_info info{};
+    EXPECT_EQ(spyre_comm_get_info(k.comm, &info), SPYRE_SUCCESS);
+    int cards = 0;
+    EXPECT_EQ(spyre_get_device_count(&cards), SPYRE_SUCCESS);
+    return std::string(info.transport) == "p2p" && k.nranks <= cards;
+}
+
+// Children of v in a binomial tree over 0..n-1 rooted at 0: the w whose parent, w with its
+// lowest set bit cleared, is v.
+int tree_children(int v, int n) {
+    int c = 0;
+    for (int w = 1; w < n; ++w) c += (w & (w - 1)) == v;
+    return c;
+}
+
+// Broadcast from every root of each count against root's input. With `tree` (SPYRE_COMM_ALGO=tree
+// set by the caller), p2p and a card per rank, each card pushed the message once per child of its
+// rank relative to the root (the ring: once, except root - 1).
+void check_broadcast(int n, spyre_dtype t, const std::vector<size_t>& counts, bool tree,
+                     const std::string& what) {
     for (int root = 0; root < n; ++root)
-        for (size_t count : {size_t{1}, size_t{401}}) {
+        for (size_t count : counts) {
             run_ranks(n, [&](Rank& k) {
                 const auto in = input(k.rank, count, t, 5);
                 spyre_buffer_t s = k.upload(to_bytes(in, t), 4);
                 spyre_buffer_t d = k.upload(std::vector<uint8_t>(count * esize(t)), 10);
-                ASSERT_EQ(spyre_comm_broadcast(k.rank == root ? s : nullptr, 4, d, 10, count, t,
-                                               root, k.comm, k.stream),
-                          SPYRE_SUCCESS)
-                    << spyre_last_error();
+                const uint64_t pushed = pushed_bytes(k, [&] {
+                    ASSERT_EQ(spyre_comm_broadcast(k.rank == root ? s : nullptr, 4, d, 10, count, t,
+                                                   root, k.comm, k.stream),
+                              SPYRE_SUCCESS)
+                        << spyre_last_error();
+                });
+                const std::string w =
+                    std::format("{} root {} count {} rank {}", what, root, count, k.rank);
                 expect_close(from_bytes(k.download(d, 10, count * esize(t)), t),
-                             input(root, count, t, 5), t,
-                             std::format("broadcast root {} rank {}", root, k.rank));
+                             input(root, count, t, 5), t, w);
+                const int v = (k.rank - root + n) % n;
+                if (counts_own_pushes(k)) {
+                    EXPECT_EQ(pushed, (tree ? tree_children(v, n) : v != n - 1) * count * esize(t))
+                        << w;
+                }
                 spyre_free(s);
                 spyre_free(d);
             });
         }
+}
+
+TEST_P(CommCollectives, Broadcast) {
+    const auto [n, t] = GetParam();
+    ForceAlgo ring("ring");
+    check_broadcast(n, t, {1, 401}, false, "ring broadcast");
+}
+
+// The binomial tree from every root (SPYRE_COMM_ALGO=tree; by default small messages on 4+
+// ranks).
+TEST_P(CommCollectives, BroadcastTreeEveryRoot) {
+    const auto [n, t] = GetParam();
+    ForceAlgo tree("tree");
+    check_broadcast(n, t, {1, 401}, true, "tree broadcast");
 }
 
 TEST_P(CommCollectives, AllGather) {
@@ -283,12 +341,15 @@ TEST_P(CommCollectives, ReduceScatter) {
         }
 }
 
-TEST_P(CommCollectives, ReduceEveryOpEveryRoot) {
-    const auto [n, t] = GetParam();
-    for (spyre_reduce_op op :
-         {SPYRE_REDUCE_SUM, SPYRE_REDUCE_MEAN, SPYRE_REDUCE_MAX, SPYRE_REDUCE_MIN})
+// Reduce with each op to every root of each count (root's recv aligned for even roots, not for
+// odd), against a host reduction; send untouched on every rank, recv only on root. With `tree`
+// (SPYRE_COMM_ALGO=tree set by the caller), p2p and a card per rank, every rank but the root
+// pushed its whole message once, the root nothing (the ring's root pushes its reduce-scatter).
+void check_reduce(int n, spyre_dtype t, const std::vector<spyre_reduce_op>& ops,
+                  const std::vector<size_t>& counts, bool tree, const std::string& label) {
+    for (spyre_reduce_op op : ops)
         for (int root = 0; root < n; ++root)
-            for (size_t count : {size_t{1}, size_t{333}, size_t{1001}}) {
+            for (size_t count : counts) {
                 const uint64_t recv_off = root % 2 ? 6 : 0;  // aligned and not
                 run_ranks(n, [&](Rank& k) {
                     const auto in = input(k.rank, count, t, 11);
@@ -296,11 +357,13 @@ TEST_P(CommCollectives, ReduceEveryOpEveryRoot) {
                     spyre_buffer_t d =
                         k.rank == root ? k.upload(std::vector<uint8_t>(count * esize(t)), recv_off)
                                        : nullptr;
-                    ASSERT_EQ(
-                        spyre_comm_reduce(s, 2, d, recv_off, count, t, op, root, k.comm, k.stream),
-                        SPYRE_SUCCESS)
-                        << spyre_last_error();
-                    const std::string what = std::format("reduce op {} root {} count {} rank {}",
+                    const uint64_t pushed = pushed_bytes(k, [&] {
+                        ASSERT_EQ(spyre_comm_reduce(s, 2, d, recv_off, count, t, op, root, k.comm,
+                                                    k.stream),
+                                  SPYRE_SUCCESS)
+                            << spyre_last_error();
+                    });
+                    const std::string what = std::format("{} op {} root {} count {} rank {}", label,
                                                          static_cast<int>(op), root, count, k.rank);
                     // the send buffer is left as it was on every rank
                     expect_close(from_bytes(k.download(s, 2, count * esize(t)), t), in, t,
@@ -315,10 +378,30 @@ TEST_P(CommCollectives, ReduceEveryOpEveryRoot) {
                         expect_close(from_bytes(k.download(d, recv_off, count * esize(t)), t), want,
                                      t, what);
                     }
+                    if (tree && counts_own_pushes(k)) {
+                        EXPECT_EQ(pushed, k.rank == root ? 0 : count * esize(t)) << what;
+                    }
                     spyre_free(s);
                     spyre_free(d);
                 });
             }
+}
+
+constexpr spyre_reduce_op kAllOps[] = {SPYRE_REDUCE_SUM, SPYRE_REDUCE_MEAN, SPYRE_REDUCE_MAX,
+                                       SPYRE_REDUCE_MIN};
+
+TEST_P(CommCollectives, ReduceEveryOpEveryRoot) {
+    const auto [n, t] = GetParam();
+    ForceAlgo ring("ring");
+    check_reduce(n, t, {std::begin(kAllOps), std::end(kAllOps)}, {1, 333, 1001}, false,
+                 "ring reduce");
+}
+
+// The binomial tree to every root (SPYRE_COMM_ALGO=tree; by default small messages).
+TEST_P(CommCollectives, ReduceTreeEveryOpEveryRoot) {
+    const auto [n, t] = GetParam();
+    ForceAlgo tree("tree");
+    check_reduce(n, t, {std::begin(kAllOps), std::end(kAllOps)}, {1, 1001}, true, "tree reduce");
 }
 
 // Rank 0 sends two messages to every other rank (each several chunks), then receives one from
@@ -371,6 +454,17 @@ INSTANTIATE_TEST_SUITE_P(Ranks, CommCollectives, ::testing::ValuesIn(cases()),
                              return std::to_string(info.param.nranks) + "ranks_" +
                                     dname(info.param.dtype);
                          });
+
+// Five ranks (a tree of depth 3 that is not full): the trees forced, from and to every root.
+TEST(Comm, TreeBroadcastAndReduceOnFiveRanks) {
+    if (on_kernel()) GTEST_SKIP() << "5 ranks on the VM's 2 cards: the 2-rank cases cover it there";
+    setenv("SPYRE_COMM_CHUNK_BYTES", "384", 1);
+    ForceAlgo tree("tree");
+    check_broadcast(5, SPYRE_DTYPE_FLOAT32, {1001}, true, "5-rank tree broadcast");
+    check_reduce(5, SPYRE_DTYPE_FLOAT32, {SPYRE_REDUCE_SUM, SPYRE_REDUCE_MEAN}, {1001}, true,
+                 "5-rank tree reduce");
+    unsetenv("SPYRE_COMM_CHUNK_BYTES");
+}
 
 // Bytes of any dtype pass along a relay (rank r receives from r - 1, then sends to r + 1; rank 0
 // starts it and receives last), mixed with collectives, on one communicator.
@@ -430,12 +524,17 @@ TEST(Comm, SendRecvRelayAnyDtypeBetweenCollectives) {
 // ring sends 2 (n - 1) / n of the message from every rank; the tree of 4 ranks sends the whole
 // message once from ranks 1 and 3 (reduce), twice from rank 0 (broadcast to 2 and 1) and
 // twice from rank 2 (reduce to 0, broadcast to 3). By default a 4 KiB all-reduce on 4 ranks is
-// a tree, a 4 MiB one a ring (tree_is_faster). A bad SPYRE_COMM_ALGO is refused.
+// a tree, a 4 MiB one a ring (tree_is_faster). So are a 4 KiB broadcast from rank 0 (tree: rank 0
+// pushes to 2 and 1, rank 2 to 3; ring: every rank but 3 pushes once, the choice for 12 MiB in
+// 4 MiB chunks) and a 4 KiB reduce to rank 0 (tree: every rank but 0 pushes once; ring, 4 MiB:
+// 3/4 of it in the reduce-scatter, plus a quarter to rank 0 from the others). A bad
+// SPYRE_COMM_ALGO is refused.
 TEST(Comm, AlgorithmChoiceShowsInPeerBytes) {
     const char* forced = std::getenv("SPYRE_COMM_TRANSPORT");
     if (forced && std::string(forced) == "host-staged") GTEST_SKIP() << "no peer bytes to count";
     if (on_kernel()) GTEST_SKIP() << "4 ranks on 2 cards share cards";
-    auto pushed = [&](const char* algo, size_t count) {
+    enum { AllReduce, Broadcast, Reduce };
+    auto pushed = [&](const char* algo, size_t count, int what = AllReduce) {
         if (algo)
             setenv("SPYRE_COMM_ALGO", algo, 1);
         else
@@ -444,15 +543,18 @@ TEST(Comm, AlgorithmChoiceShowsInPeerBytes) {
         run_ranks(4, [&](Rank& k) {
             spyre_buffer_t b = k.upload(
                 to_bytes(input(k.rank, count, SPYRE_DTYPE_FLOAT32), SPYRE_DTYPE_FLOAT32), 0);
-            spyre_telemetry t0{}, t1{};
-            ASSERT_EQ(spyre_device_get_telemetry(k.dev, &t0), SPYRE_SUCCESS);
-            ASSERT_EQ(spyre_comm_all_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32,
-                                            SPYRE_REDUCE_SUM, k.comm, k.stream),
-                      SPYRE_SUCCESS)
-                << spyre_last_error();
-            ASSERT_EQ(spyre_stream_synchronize(k.stream), SPYRE_SUCCESS);
-            ASSERT_EQ(spyre_device_get_telemetry(k.dev, &t1), SPYRE_SUCCESS);
-            bytes[k.rank] = t1.p2p_write_bytes - t0.p2p_write_bytes;
+            bytes[k.rank] = pushed_bytes(k, [&] {
+                const spyre_dtype f = SPYRE_DTYPE_FLOAT32;
+                ASSERT_EQ(what == Broadcast
+                              ? spyre_comm_broadcast(b, 0, b, 0, count, f, 0, k.comm, k.stream)
+                          : what == Reduce
+                              ? spyre_comm_reduce(b, 0, b, 0, count, f, SPYRE_REDUCE_SUM, 0, k.comm,
+                                                  k.stream)
+                              : spyre_comm_all_reduce(b, 0, b, 0, count, f, SPYRE_REDUCE_SUM,
+                                                      k.comm, k.stream),
+                          SPYRE_SUCCESS)
+                    << spyre_last_error();
+            });
             spyre_free(b);
         });
         unsetenv("SPYRE_COMM_ALGO");
@@ -464,6 +566,12 @@ TEST(Comm, AlgorithmChoiceShowsInPeerBytes) {
     EXPECT_EQ(pushed(nullptr, s / 4), (std::vector<uint64_t>{2 * s, s, 2 * s, s}));
     const uint64_t big = 4u << 20;
     EXPECT_EQ(pushed(nullptr, big / 4), (std::vector<uint64_t>(4, 3 * big / 2)));
+    EXPECT_EQ(pushed(nullptr, s / 4, Broadcast), (std::vector<uint64_t>{2 * s, 0, s, 0}));
+    EXPECT_EQ(pushed(nullptr, 3 * big / 4, Broadcast),
+              (std::vector<uint64_t>{3 * big, 3 * big, 3 * big, 0}));
+    EXPECT_EQ(pushed(nullptr, s / 4, Reduce), (std::vector<uint64_t>{0, s, s, s}));
+    EXPECT_EQ(pushed(nullptr, big / 4, Reduce),
+              (std::vector<uint64_t>{3 * big / 4, big, big, big}));
     setenv("SPYRE_COMM_ALGO", "bush", 1);
     spyre_comm_unique_id id;
     ASSERT_EQ(spyre_comm_get_unique_id(&id), SPYRE_SUCCESS);

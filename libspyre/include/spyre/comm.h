@@ -89,7 +89,8 @@ SPYRE_API spyre_status spyre_comm_all_reduce(spyre_buffer_t send, uint64_t send_
                                              spyre_comm_t comm, spyre_stream_t stream);
 
 /* Every rank's buffer gets root's `count` elements (in place: send is read on root only; on the
- * other ranks send may be NULL). */
+ * other ranks send may be NULL). A pipelined ring, or for small messages on 4+ ranks a binomial
+ * tree (by a cost model; SPYRE_COMM_ALGO=ring|tree forces one). */
 SPYRE_API spyre_status spyre_comm_broadcast(spyre_buffer_t send, uint64_t send_offset,
                                             spyre_buffer_t recv, uint64_t recv_offset,
                                             uint64_t count, spyre_dtype dtype, int root,
@@ -110,7 +111,8 @@ SPYRE_API spyre_status spyre_comm_reduce_scatter(spyre_buffer_t send, uint64_t s
 
 /* root's recv (count elements) = op over ranks of send; recv is written on root only (on the
  * other ranks it may be NULL, and their send is left as it was). A ring reduce-scatter, then
- * every rank's reduced block to root. */
+ * every rank's reduced block to root; or for small messages a binomial tree (by a cost model;
+ * SPYRE_COMM_ALGO=ring|tree forces one). */
 SPYRE_API spyre_status spyre_comm_reduce(spyre_buffer_t send, uint64_t send_offset,
                                          spyre_buffer_t recv, uint64_t recv_offset, uint64_t count,
                                          spyre_dtype dtype, spyre_reduce_op op, int root,

@@ -110,7 +110,8 @@ Communicator::Communicator(const UniqueId& id, int nranks, int rank, spyre_devic
                 id.slots <= static_cast<uint64_t>(kMaxSlots),
             "not a unique id from spyre_comm_get_unique_id");
     const uint64_t timeout = env_u64("SPYRE_COMM_TIMEOUT_MS", kDefaultTimeoutMs, 1);
-    // SPYRE_COMM_ALGO: all-reduce's algorithm; unset or "" picks by size (tree.hpp's model)
+    // SPYRE_COMM_ALGO: all-reduce's, broadcast's and reduce's algorithm; unset or "" picks by
+    // size (tree.hpp's model)
     const char* algo = std::getenv("SPYRE_COMM_ALGO");
     const std::string a = algo ? algo : "";
     require(a.empty() || a == "ring" || a == "tree", "SPYRE_COMM_ALGO=\"{}\" is not ring or tree",
@@ -189,7 +190,7 @@ void Communicator::all_reduce(spyre_buffer_t send, uint64_t send_off, spyre_buff
         if (recv_off % kStick) buf = work(align_up(bytes, kStick) + kStick), base = 0;
         copy(buf, base, send, send_off, bytes, stream);
         const Ring ring{*transport_, rank_, nranks_, stream, rx_};
-        if (algo_ == Algo::Tree || (algo_ == Algo::Auto && tree_is_faster(nranks_, bytes))) {
+        if (use_tree(Collective::AllReduce, bytes)) {
             tree_all_reduce(ring, buf, base, count, dtype, op);
         } else {
             const Segments seg = segments(base, count, es);
@@ -201,6 +202,11 @@ void Communicator::all_reduce(spyre_buffer_t send, uint64_t send_off, spyre_buff
         }
         if (buf != recv) copy(recv, recv_off, buf, base, bytes, stream);
     });
+}
+
+bool Communicator::use_tree(Collective c, uint64_t bytes) const {
+    if (algo_ != Algo::Auto) return algo_ == Algo::Tree;
+    return tree_is_faster(c, nranks_, bytes, transport_->max_chunk_bytes());
 }
 
 Segments Communicator::segments(uint64_t base, uint64_t count, uint64_t es) const {
@@ -235,9 +241,14 @@ void Communicator::reduce(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t
         uint64_t base = recv_off;
         if (rank_ != root || recv_off % kStick)
             buf = work(align_up(bytes, kStick) + kStick), base = 0;
+        const Ring ring{*transport_, rank_, nranks_, stream, rx_};
+        if (use_tree(Collective::Reduce, bytes)) {
+            tree_reduce(ring, send, send_off, buf, base, count, dtype, op, root);
+            if (rank_ == root && buf != recv) copy(recv, recv_off, buf, base, bytes, stream);
+            return;
+        }
         copy(buf, base, send, send_off, bytes, stream);
         const Segments seg = segments(base, count, es);
-        const Ring ring{*transport_, rank_, nranks_, stream, rx_};
         ring_reduce_scatter(ring, buf, seg, dtype, op, 0);  // rank r holds segment r + 1
         const int own = (rank_ + 1) % nranks_;
         if (op == SPYRE_REDUCE_MEAN)
@@ -337,7 +348,10 @@ void Communicator::broadcast(spyre_buffer_t send, uint64_t send_off, spyre_buffe
         if (count == 0) return;
         if (rank_ == root) copy(recv, recv_off, send, send_off, bytes, stream);
         const Ring ring{*transport_, rank_, nranks_, stream, rx_};
-        ring_broadcast(ring, send, send_off, recv, recv_off, bytes, root);
+        if (use_tree(Collective::Broadcast, bytes))
+            tree_broadcast(ring, send, send_off, recv, recv_off, bytes, root);
+        else
+            ring_broadcast(ring, send, send_off, recv, recv_off, bytes, root);
     });
 }
 

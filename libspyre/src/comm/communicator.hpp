@@ -1,5 +1,5 @@
 // A communicator: one rank's view (card, transport, device scratch) and the collectives built on
-// the ring algorithms (ring.hpp). Public handle: spyre_comm_t (api_comm.cpp).
+// the ring and tree algorithms (ring.hpp, tree.hpp). Public handle: spyre_comm_t (api_comm.cpp).
 #pragma once
 
 #include <memory>
@@ -8,6 +8,7 @@
 
 #include "comm/ring.hpp"
 #include "comm/transport.hpp"
+#include "comm/tree.hpp"
 #include "spyre/comm.h"
 
 namespace spyre::comm {
@@ -60,7 +61,10 @@ class Communicator {
     Segments segments(uint64_t base, uint64_t count, uint64_t es) const;
     void check_peer(int peer, const char* what) const;
 
-    enum class Algo { Auto, Ring, Tree };  // all-reduce's (SPYRE_COMM_ALGO)
+    // Whether collective c of `bytes` runs on the tree (SPYRE_COMM_ALGO, else tree_is_faster).
+    bool use_tree(Collective c, uint64_t bytes) const;
+
+    enum class Algo { Auto, Ring, Tree };  // all-reduce's, broadcast's, reduce's (SPYRE_COMM_ALGO)
     Algo algo_ = Algo::Auto;
     int rank_, nranks_;
     spyre_device_t device_;
