@@ -11,7 +11,10 @@ TORCH_SPYRE_STRICT=1 an error naming it. Faults are injected with the simulator'
 (torch_spyre.testing.inject_sim_fault, libspyre's spyre_sim_inject_fault).
 """
 
+import os
 import re
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -62,6 +65,59 @@ def test_a_faulting_fused_program_names_its_graph_nodes():
         assert op in msg, (op, msg)
     assert f"test_compile_errors.py:{chain.__code__.co_firstlineno + 1}: {SOURCE}" in msg, msg
     close(g(x, y).cpu(), chain(x.cpu(), y.cpu()), torch.float32)  # the fault was one launch
+
+
+_LABELS_CHILD = """
+import gc, sys, torch, torch_spyre
+from torch._dynamo.utils import counters
+from torch_spyre._inductor.labels import LaunchLabel
+from torch_spyre._inductor.runtime import SpyreKernel
+
+
+def live_labels():
+    return {id(o): o.label if isinstance(o, SpyreKernel) else o.text for o in gc.get_objects()
+            if isinstance(o, (SpyreKernel, LaunchLabel))}
+
+
+def labels(path):
+    ns = {}
+    exec(compile(open(path).read(), path, "exec"), ns)
+    torch.compiler.reset()
+    x, w = torch.ones(8, 16, device="spyre"), torch.ones(16, 8, device="spyre")
+    old, hits = live_labels(), counters["inductor"]["fxgraph_cache_hit"]
+    torch.compile(ns["f"])(x, w)
+    new = {t for k, t in live_labels().items() if k not in old}
+    return sorted(new), counters["inductor"]["fxgraph_cache_hit"] - hits
+
+
+for path in sys.argv[1:]:
+    print(repr(labels(path)))
+"""
+
+
+def test_labels_follow_the_source_through_inductors_cache(tmp_path):
+    """The same function at other lines of another file is the same graph to Inductor: its
+    cached wrapper named the first file's lines. The key holds the nodes' source lines: the
+    second file gets its own labels, and the first file compiled again is a cache hit."""
+    body = "def f(a, b):\n    return torch.relu(a @ b).exp() * 2.0\n"
+    (tmp_path / "first.py").write_text("import torch\n" + body)
+    (tmp_path / "second.py").write_text("import torch\n\n\n\n" + body)
+    (tmp_path / "child.py").write_text(_LABELS_CHILD)
+    env = dict(TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "cache"), SPYRE_BACKEND="sim")
+    runs = []
+    for files in (["first.py"], ["second.py", "first.py"]):  # two processes, one cache
+        r = subprocess.run([sys.executable, str(tmp_path / "child.py"),
+                            *[str(tmp_path / f) for f in files]],
+                           env=dict(os.environ, **env), capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs += [eval(line) for line in r.stdout.splitlines() if line.startswith("([")]
+    (first, hit1), (second, hit2), (again, hit3) = runs
+    assert (hit1, hit2, hit3) == (0, 0, 1), runs
+    assert first and all("from first.py:3: return torch.relu(a @ b).exp() * 2.0" in t
+                         for t in first), first
+    assert second and all("from second.py:6:" in t for t in second), second
+    assert again == first, again
 
 
 def _strict_mode_notes(monkeypatch, f, shape, op):

@@ -209,6 +209,12 @@ def _register_pass():
         config.post_grad_custom_post_pass = BackendKey()
 
 
+def _key_source_lines():
+    from torch_spyre._cache_key import key_source_lines
+
+    key_source_lines()
+
+
 def _enable_autograd_cache():
     # AOTAutograd's cache on disk (off by default in torch 2.6): without it a warm start traces
     # the joint graph again before Inductor's FX graph cache hits, 1.9 s of TinyGranite's
@@ -295,6 +301,7 @@ def install():
     _register_sdpa_meta()
     _after_import("torch._dynamo.device_interface", _register_interface)
     _after_import("torch._inductor.config", _register_pass)
+    _after_import("torch._inductor.codecache", _key_source_lines)
     _after_import("torch._functorch.config", _enable_autograd_cache)
     _after_import("torch._dynamo.backends.registry", _register_backend)
     _reduce_overhead_replays()
