@@ -17,11 +17,13 @@ ROUNDS rounds of N calls.
 
 `dispatch_bench.py decode-cpu` prints only the decode step's process CPU time (all threads:
 the calling thread and the simulator's) against the CPU step's, the minimum of BENCH_ROUNDS
-rounds of 8 steps each, the two alternating round by round (decoder_cpu_time).
+rounds of 8 steps each, the two alternating round by round (decoder_cpu_time), with the mean and
+the process's context switches per step.
 """
 
 import contextlib
 import copy
+import glob
 import os
 import sys
 import time
@@ -191,14 +193,26 @@ def decoder_cpu_time():
         d_tok, c_tok = torch.tensor([[7]]).to("spyre"), torch.tensor([[7]])
         run(dev, d_tok, torch.spyre.synchronize)  # plans warm
         run(cpu, c_tok, lambda: None)
-        d, c = [], []
+        d, c, sw = [], [], 0
         for _ in range(ROUNDS):
+            s0 = context_switches()
             d.append(run(dev, d_tok, torch.spyre.synchronize))
+            sw += context_switches() - s0
             c.append(run(cpu, c_tok, lambda: None))
     print(f"=== decoder decode step, process CPU time, min of {ROUNDS} rounds of {steps} ===")
-    print(f"spyre: {min(d) * 1e3:.3f} ms (median {median(d) * 1e3:.3f}), "
+    print(f"spyre: {min(d) * 1e3:.3f} ms (median {median(d) * 1e3:.3f}, "
+          f"mean {sum(d) / len(d) * 1e3:.3f}, {sw / (ROUNDS * steps):.1f} context switches), "
           f"cpu: {min(c) * 1e3:.3f} ms (median {median(c) * 1e3:.3f}), "
           f"ratio {min(d) / min(c):.2f}")
+
+
+def context_switches():
+    """The process's context switches so far (every thread's, voluntary and not; Linux)."""
+    n = 0
+    for f in glob.glob("/proc/self/task/*/status"):
+        with contextlib.suppress(OSError), open(f) as st:
+            n += sum(int(ln.split()[1]) for ln in st if "ctxt_switches" in ln)
+    return n
 
 
 if __name__ == "__main__":
