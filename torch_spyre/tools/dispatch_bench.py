@@ -18,7 +18,8 @@ ROUNDS rounds of N calls.
 `dispatch_bench.py decode-cpu` prints only the decode step's process CPU time (all threads:
 the calling thread and the simulator's) against the CPU step's, the minimum of BENCH_ROUNDS
 rounds of 8 steps each, the two alternating round by round (decoder_cpu_time), with the mean and
-the process's context switches per step.
+the process's context switches per step; BENCH_ALTERNATE=0 runs all spyre rounds first (one
+after another, as in a decode loop), then the CPU rounds.
 """
 
 import contextlib
@@ -194,10 +195,14 @@ def decoder_cpu_time():
         run(dev, d_tok, torch.spyre.synchronize)  # plans warm
         run(cpu, c_tok, lambda: None)
         d, c, sw = [], [], 0
+        alternate = os.environ.get("BENCH_ALTERNATE", "1") != "0"
         for _ in range(ROUNDS):
             s0 = context_switches()
             d.append(run(dev, d_tok, torch.spyre.synchronize))
             sw += context_switches() - s0
+            if alternate:
+                c.append(run(cpu, c_tok, lambda: None))
+        for _ in range(0 if alternate else ROUNDS):
             c.append(run(cpu, c_tok, lambda: None))
     print(f"=== decoder decode step, process CPU time, min of {ROUNDS} rounds of {steps} ===")
     print(f"spyre: {min(d) * 1e3:.3f} ms (median {median(d) * 1e3:.3f}, "
