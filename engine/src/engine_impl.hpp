@@ -100,6 +100,11 @@ class Engine {
     ProgramCache programs_;    // holds the running (or preempted) job's validated program
     RunHint* hint_ = nullptr;  // the running program's host time
     bool inline_ = false;      // the job runs on the calling thread alone
+    // the running phase's cores run on the calling thread one after another (inline_, or a
+    // phase that took less than kInlineNs in the program's last run: a linear's short first and
+    // last phases around its MM do not wake the pool)
+    bool phase_inline_ = false;
+    RunHint run_;  // this run's phase times (copied to *hint_ after a whole run)
     // A program runs on the calling thread alone if its last run took less host time than this
     // on the pool (twice this if it ran alone): about what waking pool threads costs.
     static constexpr uint64_t kInlineNs = 20000;

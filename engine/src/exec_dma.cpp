@@ -86,7 +86,7 @@ void Engine::move_dma(Core& c, const DmaDesc& d, bool is_load) {
         // memory ordering), under their owner's lock
         for (uint32_t i = 0; i < ncores_; ++i) {
             Core& o = cores_[i];
-            if (&o != &c && !inline_ && !o.shared) continue;
+            if (&o != &c && !phase_inline_ && !o.shared) continue;
             std::unique_lock<std::recursive_mutex> g(*o.defer_mu, std::defer_lock);
             if (o.shared) g.lock();
             if (o.deferred.empty()) continue;

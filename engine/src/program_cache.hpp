@@ -17,6 +17,10 @@ struct RunHint {
     bool known = false;
     bool inline_run = false;  // it ran on the calling thread alone
     uint64_t ns = 0;
+    // the first kPhases phases of that run: host time each, and (bit p) which ran alone
+    static constexpr uint32_t kPhases = 8;
+    uint32_t phase_ns[kPhases] = {};
+    uint32_t phase_inline = 0;
 };
 
 class ProgramCache {

@@ -75,12 +75,14 @@ int Engine::run_slice(const spyre_engine_job* job, uint64_t slice, spyre_engine_
     }
     Failure f;
     bool failed = false;
+    run_ = RunHint{};
     const auto t0 = std::chrono::steady_clock::now();
     if (!loop(f, failed)) {
         suspended_ = true;
         return kPreempted;
     }
     if (!resume && !slice) {  // a whole run: how long it took decides how the next one runs
+        *hint_ = run_;
         hint_->known = true;
         hint_->inline_run = inline_;
         hint_->ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -216,16 +218,32 @@ bool Engine::loop(Failure& f, bool& failed) {
     const uint32_t nc = ncores_;
     const Program& prog = *prog_;
     std::vector<uint32_t> runnable;
-    for (;;) {
+    for (uint32_t phase = 0;; ++phase) {
         runnable.clear();
         for (uint32_t i = 0; i < nc; ++i)
             if (cores_[i].st == St::Running) runnable.push_back(i);
         if (!runnable.empty()) {
-            if (inline_)
+            // as for a whole job (start): a phase that was short in the last run runs alone
+            const bool timed = phase < RunHint::kPhases;
+            const uint32_t bit = timed ? 1u << phase : 0;
+            phase_inline_ =
+                inline_ ||
+                (timed && hint_->known &&
+                 hint_->phase_ns[phase] < (hint_->phase_inline & bit ? kInlineNs * 2 : kInlineNs));
+            const auto p0 =
+                timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+            if (phase_inline_)
                 for (uint32_t i : runnable) run_core(cores_[i]);
             else
                 pool_.parallel_for(runnable.size(),
                                    [&](size_t k) { run_core(cores_[runnable[k]]); });
+            if (timed) {
+                run_.phase_ns[phase] = static_cast<uint32_t>(std::min<int64_t>(
+                    UINT32_MAX, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    std::chrono::steady_clock::now() - p0)
+                                    .count()));
+                if (phase_inline_) run_.phase_inline |= bit;
+            }
             // deferred copies: a halted core's LX is read no more; those of a core that waits
             // at an ordering point become shared: other cores may write their sources next
             for (uint32_t i : runnable) {

@@ -1,8 +1,12 @@
 // Streams, events, async copies, fills, strided copies, the sub-allocator, the program cache
 // and handle checks on the simulator backend (cases shared with the guest test).
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "graph_cases.hpp"
 #include "stream_cases.hpp"
@@ -45,6 +49,45 @@ TEST_F(SimStreams, DeviceToDeviceAcrossCards) {
     ASSERT_EQ(spyre_device_open(1, &d1), SPYRE_SUCCESS);
     spyre_cases::across_cards(dev_, d1);
     spyre_device_close(d1);
+}
+
+// A synchronize behind many queued items sleeps until the last one is done: it is not woken
+// at every item before it (a futex wake and a context switch each: a decode step's queued
+// launches paid that, torch_spyre.md). Two threads wait at once; both see every item done.
+TEST_F(SimStreams, SynchronizeWakesForItsLastItemOnly) {
+    constexpr int kItems = 100;
+    spyre_stream_t s = nullptr;
+    ASSERT_EQ(spyre_stream_create(dev_, SPYRE_STREAM_PRIORITY_NORMAL, &s), SPYRE_SUCCESS);
+    std::atomic<int> ran{0};
+    auto item = [](void* p) {  // long enough for a woken waiter to sleep again before the next
+        std::this_thread::sleep_for(std::chrono::microseconds(300));
+        static_cast<std::atomic<int>*>(p)->fetch_add(1);
+    };
+    for (int i = 0; i < kItems; ++i)
+        ASSERT_EQ(spyre_launch_host_func(s, item, &ran), SPYRE_SUCCESS);
+    auto sleeps = [] {
+        rusage u{};
+        getrusage(RUSAGE_THREAD, &u);
+        return u.ru_nvcsw;
+    };
+    long other = -1;
+    int other_saw = -1;
+    std::thread t([&] {
+        const long before = sleeps();
+        EXPECT_EQ(spyre_stream_synchronize(s), SPYRE_SUCCESS);
+        other_saw = ran.load();
+        other = sleeps() - before;
+    });
+    const long before = sleeps();
+    EXPECT_EQ(spyre_stream_synchronize(s), SPYRE_SUCCESS);  // not ASSERT: t is still running
+    const long mine = sleeps() - before;
+    EXPECT_EQ(ran.load(), kItems);
+    t.join();
+    EXPECT_EQ(other_saw, kItems);
+    // one sleep each, a few more for spurious wake-ups; woken per item it would be ~kItems
+    EXPECT_LT(mine, 10);
+    EXPECT_LT(other, 10);
+    spyre_stream_destroy(s);
 }
 
 TEST_F(SimStreams, StreamArgumentChecks) {

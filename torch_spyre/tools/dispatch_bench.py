@@ -14,10 +14,17 @@ CPU tensors (one thread); ratio = queue / cpu (target <= 5). Every figure is the
 ROUNDS rounds of N calls.
 
     PYTHONPATH=build/cmake/torch_spyre/python SPYRE_BACKEND=sim python3 torch_spyre/tools/dispatch_bench.py
+
+`dispatch_bench.py decode-cpu` prints only the decode step's process CPU time (all threads:
+the calling thread and the simulator's) against the CPU step's, the minimum of BENCH_ROUNDS
+rounds of 8 steps each, the two alternating round by round (decoder_cpu_time), with the mean and
+the process's context switches per step; BENCH_ALTERNATE=0 runs all spyre rounds first (one
+after another, as in a decode loop), then the CPU rounds.
 """
 
 import contextlib
 import copy
+import glob
 import os
 import sys
 import time
@@ -164,8 +171,60 @@ def decoder_split():
     print(f"the same step on the CPU (one thread): {cpu_step * 1e3:.2f} ms")
 
 
+def decoder_cpu_time():
+    """Process CPU time (time.process_time: every thread, so the simulator's work counts, and
+    time the host gives other processes does not) per decode step of the decoder, spyre and the
+    CPU alternating round by round; the minimum of ROUNDS rounds of 8 steps each (positions
+    12..19, plans warm). On a shared host the minimum is the least disturbed figure."""
+    cpu = TinyGranite()
+    dev = copy.deepcopy(cpu).to("spyre")
+    prompt = torch.randint(0, 512, (1, 12), generator=torch.Generator().manual_seed(3))
+    steps = 8
+
+    def run(m, tok, sync):
+        t0 = time.process_time()
+        for pos in range(12, 12 + steps):
+            tok = m(tok, pos)[:, -1].argmax(-1, keepdim=True)
+        sync()
+        return (time.process_time() - t0) / steps
+
+    with torch.no_grad():
+        dev(prompt.to("spyre"), 0)
+        cpu(prompt, 0)
+        d_tok, c_tok = torch.tensor([[7]]).to("spyre"), torch.tensor([[7]])
+        run(dev, d_tok, torch.spyre.synchronize)  # plans warm
+        run(cpu, c_tok, lambda: None)
+        d, c, sw = [], [], 0
+        alternate = os.environ.get("BENCH_ALTERNATE", "1") != "0"
+        for _ in range(ROUNDS):
+            s0 = context_switches()
+            d.append(run(dev, d_tok, torch.spyre.synchronize))
+            sw += context_switches() - s0
+            if alternate:
+                c.append(run(cpu, c_tok, lambda: None))
+        for _ in range(0 if alternate else ROUNDS):
+            c.append(run(cpu, c_tok, lambda: None))
+    print(f"=== decoder decode step, process CPU time, min of {ROUNDS} rounds of {steps} ===")
+    print(f"spyre: {min(d) * 1e3:.3f} ms (median {median(d) * 1e3:.3f}, "
+          f"mean {sum(d) / len(d) * 1e3:.3f}, {sw / (ROUNDS * steps):.1f} context switches), "
+          f"cpu: {min(c) * 1e3:.3f} ms (median {median(c) * 1e3:.3f}), "
+          f"ratio {min(d) / min(c):.2f}")
+
+
+def context_switches():
+    """The process's context switches so far (every thread's, voluntary and not; Linux)."""
+    n = 0
+    for f in glob.glob("/proc/self/task/*/status"):
+        with contextlib.suppress(OSError), open(f) as st:
+            n += sum(int(ln.split()[1]) for ln in st if "ctxt_switches" in ln)
+    return n
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)  # the CPU side on one thread, like the one submitting thread
+    if sys.argv[1:] == ["decode-cpu"]:
+        decoder_cpu_time()
+        sys.exit(0)
     dispatch_table()
     add_layers()
     decoder_split()
