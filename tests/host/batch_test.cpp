@@ -20,6 +20,18 @@ uint64_t submissions(spyre_device_t dev) {
     return rs.jobs_submitted;
 }
 
+// A program that halts at once, or (faulting) first reads an argument no launch passes.
+spyre_program_t load_program(spyre_device_t dev, bool faulting) {
+    ProgramBuilder b;
+    if (faulting) b.arg(4, 5);
+    b.halt();
+    const std::vector<uint8_t> img = b.finish();
+    spyre_program_t prog = nullptr;
+    EXPECT_EQ(SPYRE_SUCCESS, spyre_program_load(dev, img.data(), img.size(), &prog))
+        << spyre_last_error();
+    return prog;
+}
+
 // A compiled graph's shape of work: pointwise ops, a row reduction, a matmul and a copy, each
 // reading the one before.
 struct Chain {
@@ -223,11 +235,7 @@ TEST_F(Batch, NestingBoundsAndMisuse) {
         << spyre_last_error();
 
     // many launches: queued a bounded number at a time, in order
-    ProgramBuilder pb;
-    pb.halt();
-    const std::vector<uint8_t> img = pb.finish();
-    spyre_program_t nop;
-    ASSERT_SPYRE(spyre_program_load(dev, img.data(), img.size(), &nop));
+    spyre_program_t nop = load_program(dev, false);
     spyre_launch_params p{};
     p.num_cores = 1;
     const uint64_t j1 = submissions(dev);
@@ -256,12 +264,7 @@ TEST_F(Batch, NestingBoundsAndMisuse) {
 TEST_F(Batch, FaultingHeldLaunchIsNamedAtTheSynchronize) {
     Chain ch(dev);
     const std::vector<uint8_t> want = direct(ch);
-    ProgramBuilder b;
-    b.arg(4, 5);  // no such argument
-    b.halt();
-    const std::vector<uint8_t> img = b.finish();
-    spyre_program_t bad;
-    ASSERT_SPYRE(spyre_program_load(dev, img.data(), img.size(), &bad));
+    spyre_program_t bad = load_program(dev, true);
     spyre_launch_params p{};
     p.num_cores = 2;
     ASSERT_SPYRE(spyre_stream_begin_batch(s));
