@@ -280,6 +280,9 @@ class Device : public std::enable_shared_from_this<Device> {
     // are linked), and the most windows (buffers) such a job may list.
     virtual uint32_t max_linked_launches() { return 1; }
     virtual uint32_t max_linked_windows() { return 0; }
+    // Whether Stream::replay runs a fill node without its pattern block (the simulator fills
+    // in place; the kernel backend copies the block, which a capture makes).
+    virtual bool replays_fills_without_block() { return false; }
 
   protected:
     Device();

@@ -110,10 +110,17 @@ void BatchStream::copy_peer(const PeerCopy& c) {
     target_->copy_peer(c);
 }
 
-// A fill replays as copies of a pattern block the capture makes on the card; a batch does not
-// keep such blocks, so a fill ends the submission.
+// The simulator replays a fill in place; the kernel backend copies a pattern block, which a
+// capture makes on the card and a batch does not keep, so there a fill ends the submission.
 void BatchStream::fill(const BufferRef& dst, uint64_t offset, uint64_t size, uint64_t pattern,
                        uint32_t pattern_size) {
+    if (dev_->replays_fills_without_block() && !current_op()) {
+        GraphNode n;
+        n.op = GraphNode::Op::Fill;
+        n.dst = dst, n.dst_offset = offset, n.size = size;
+        n.pattern = pattern, n.pattern_size = pattern_size;
+        if (hold(std::move(n))) return;
+    }
     flush();
     target_->fill(dst, offset, size, pattern, pattern_size);
 }

@@ -370,17 +370,18 @@ SPYRE_API spyre_status spyre_graph_destroy(spyre_graph_t graph);
 /* ---- Submission batching (API 0.20; Documentation/libspyre.md "Submission batching") ----
  * Work queued once goes to the card as one submission, without a capture.
  * Starts (or nests: a count per stream) a batch on `stream`, a created stream (a default stream
- * cannot batch). While it lasts, launches without statistics, device-to-device copies and 3-D
- * copies between buffers queued on the stream are held, arguments checked, and queued together
- * when the outermost spyre_stream_end_batch returns: one work item on the simulator, one SUBMIT
- * per DRM_SPYRE_MAX_CMDS commands and 1024 launches on the kernel backend, each launch still
- * its own job on the card (its modeled time unchanged). Anything else queued on the stream or
- * waiting for it (copies from or to the host, fills, host functions, event records and waits,
- * synchronize, query, synchronous calls, a capture beginning) first queues the held work, so
- * a batch changes how work is submitted, never what it computes or in which order; 256 held
- * operations are queued at once. Errors of held work are reported as those of asynchronous
- * work are: by the call that queues it, or at the next synchronize. While the stream captures,
- * its work goes to the capture (a batch has no effect). */
+ * cannot batch). While it lasts, launches without statistics, device-to-device copies, 3-D
+ * copies between buffers and (simulator) fills queued on the stream are held, arguments
+ * checked, and queued together when the outermost spyre_stream_end_batch returns: one work
+ * item on the simulator, one SUBMIT per DRM_SPYRE_MAX_CMDS commands and 1024 launches on the
+ * kernel backend, each launch still its own job on the card (its modeled time unchanged).
+ * Anything else queued on the stream or waiting for it (copies from or to the host, fills on
+ * spyre.ko, host functions, event records and waits, synchronize, query, synchronous calls, a
+ * capture beginning) first queues the held work, so a batch changes how work is submitted,
+ * never what it computes or in which order; 256 held operations are queued at once. Errors of
+ * held work are reported as those of asynchronous work are: by the call that queues it, or at
+ * the next synchronize. While the stream captures, its work goes to the capture (a batch has
+ * no effect). */
 SPYRE_API spyre_status spyre_stream_begin_batch(spyre_stream_t stream);
 /* Ends one level of the stream's batch; the outermost queues the held work (its errors, e.g. a
  * lost card, are returned; the batch has ended either way). SPYRE_ERROR_INVALID_ARGUMENT when
