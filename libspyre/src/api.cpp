@@ -30,7 +30,7 @@
 namespace spyre {
 namespace {
 
-enum class Kind : uint8_t { Device = 1, Buffer, Program, Stream, Event, Graph };
+enum class Kind : uint8_t { Device = 1, Buffer, Program, Stream, Event, Graph, FusedKernel };
 
 const char* kind_name(Kind k) {
     switch (k) {
@@ -46,6 +46,8 @@ const char* kind_name(Kind k) {
             return "event";
         case Kind::Graph:
             return "graph";
+        case Kind::FusedKernel:
+            return "fused kernel";
     }
     return "?";
 }
@@ -160,9 +162,9 @@ class Handles {
         const uint32_t i = h & 0xffffff;
         const Kind hk = static_cast<Kind>((h >> 24) & 0xff);
         const uint32_t gen = static_cast<uint32_t>(h >> 32);
-        const char* verb = k == Kind::Device                                           ? "closed"
-                           : k == Kind::Stream || k == Kind::Event || k == Kind::Graph ? "destroyed"
-                                                                                       : "freed";
+        const bool destroyed =
+            k == Kind::Stream || k == Kind::Event || k == Kind::Graph || k == Kind::FusedKernel;
+        const char* verb = k == Kind::Device ? "closed" : destroyed ? "destroyed" : "freed";
         if (!i || i > slots_.size() || hk != k || (h & ~uintptr_t(0xffffffffffffull)) != 0)
             fail(SPYRE_ERROR_INVALID_ARGUMENT,
                  std::format("{} handle is invalid or already {}: {:#x} is not a {} handle", which,
@@ -451,6 +453,28 @@ void launch_pinned_program(spyre_device_t device, uint64_t id, const std::vector
 }
 
 std::shared_ptr<Device> device_of(spyre_device_t device) { return check_device(device)->dev; }
+
+uintptr_t add_fused_kernel_handle(std::shared_ptr<void> obj) {
+    return handles().add(Kind::FusedKernel, std::move(obj));
+}
+
+std::shared_ptr<void> fused_kernel_of(const void* handle) {
+    require(handle != nullptr,
+            "fused kernel handle is NULL (create one with "
+            "spyre_fused_kernel_create())");
+    return handles().get<void>(handle, Kind::FusedKernel, "fused kernel");
+}
+
+std::shared_ptr<void> remove_fused_kernel_handle(const void* handle) {
+    require(handle != nullptr, "fused kernel handle is NULL");
+    return handles().remove<void>(handle, Kind::FusedKernel, "fused kernel");
+}
+
+void pin_program(spyre_device_t device, uint64_t id, const std::vector<uint8_t>& image) {
+    auto d = check_device(device);
+    check_program_image(image.data(), image.size());
+    d->dev->pinned_program(id, image);
+}
 }  // namespace spyre
 
 using namespace spyre;

@@ -15,4 +15,10 @@ namespace spyre {
 // handles (api.cpp).
 std::shared_ptr<Device> device_of(spyre_device_t device);
 
+// Handles of the op library's prepared fused kernels (ops/api_fused.cpp), in the table of the
+// other handles: a NULL, stale or foreign one throws INVALID_ARGUMENT naming it.
+uintptr_t add_fused_kernel_handle(std::shared_ptr<void> obj);
+std::shared_ptr<void> fused_kernel_of(const void* handle);
+std::shared_ptr<void> remove_fused_kernel_handle(const void* handle);
+
 }  // namespace spyre

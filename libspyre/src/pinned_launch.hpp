@@ -19,4 +19,8 @@ namespace spyre {
 void launch_pinned_program(spyre_device_t device, uint64_t id, const std::vector<uint8_t>& image,
                            const spyre_launch_params& params, spyre_stream_t stream);
 
+// Loads program `image` on `device`'s card as launch_pinned_program does, without a launch (a
+// program prepared ahead of its first launch). Throws Error.
+void pin_program(spyre_device_t device, uint64_t id, const std::vector<uint8_t>& image);
+
 }  // namespace spyre

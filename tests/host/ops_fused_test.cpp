@@ -988,5 +988,133 @@ TEST(FusedApi, RowKernelsOnTheSimulatorAndRefusals) {
     unsetenv("SPYRE_BACKEND");
 }
 
+
+// A prepared kernel (spyre_fused_kernel_create): planned at create (a later spyre_op_fused of
+// the same text finds its plan cached), its description's errors reported at create, launched
+// by handle with the text path's results bit for bit and the same operand checks, on a device
+// handle other than the one it was prepared with; a launch queued before the destroy still runs;
+// a destroyed, foreign or NULL handle is refused.
+TEST(FusedApi, PreparedKernelPlansAtCreateAndLaunchesByHandle) {
+    setenv("SPYRE_BACKEND", "sim", 1);
+    spyre_device_t dev = nullptr;
+    ASSERT_EQ(spyre_device_open(0, &dev), SPYRE_SUCCESS) << spyre_last_error();
+    const uint64_t n = 4321;  // a size no other case of this process plans
+    std::string k = chain(DType::F32);
+    k.replace(k.find("const 1.5"), 9, "const 2.25");
+    spyre_fused_kernel_t pk = nullptr;
+    ASSERT_EQ(spyre_fused_kernel_create(dev, k.c_str(), n, &pk), SPYRE_SUCCESS)
+        << spyre_last_error();
+    ASSERT_NE(pk, nullptr);
+    ASSERT_EQ(spyre_device_close(dev), SPYRE_SUCCESS);  // the kernel does not need the handle
+    ASSERT_EQ(spyre_device_open(0, &dev), SPYRE_SUCCESS);
+
+    spyre_buffer_t bx, by, bo, bt;
+    ASSERT_EQ(spyre_malloc(dev, n * 4 + 128, &bx), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_malloc(dev, n * 4, &by), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_malloc(dev, n * 4, &bo), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_malloc(dev, n * 4, &bt), SPYRE_SUCCESS);
+    std::vector<float> x(n), y(n), o(n), t(n);
+    for (uint64_t i = 0; i < n; ++i) x[i] = 0.013f * float(i) - 6.0f, y[i] = std::sin(float(i));
+    ASSERT_EQ(spyre_memcpy_htod(bx, 0, x.data(), n * 4), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_memcpy_htod(by, 0, y.data(), n * 4), SPYRE_SUCCESS);
+    const int64_t shape[1] = {int64_t(n)};
+    spyre_tensor in[2], out, text_out;
+    ASSERT_EQ(spyre_tensor_init(&in[0], bx, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_tensor_init(&in[1], by, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_tensor_init(&out, bo, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_tensor_init(&text_out, bt, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
+
+    spyre_op_info info;
+    ASSERT_EQ(spyre_op_fused(nullptr, k.c_str(), n, in, 2, &text_out, 1), SPYRE_SUCCESS)
+        << spyre_last_error();
+    ASSERT_EQ(spyre_op_get_last_info(&info), SPYRE_SUCCESS);
+    EXPECT_EQ(info.plan_cached, 1) << "the create did not plan the kernel";
+    ASSERT_EQ(spyre_op_fused_prepared(nullptr, pk, in, 2, &out, 1), SPYRE_SUCCESS)
+        << spyre_last_error();
+    ASSERT_EQ(spyre_op_get_last_info(&info), SPYRE_SUCCESS);
+    EXPECT_STREQ(info.op, "fused");
+    EXPECT_EQ(info.launches, 1u);
+    EXPECT_GT(info.modeled_ns, 0u);
+    ASSERT_EQ(spyre_memcpy_dtoh(o.data(), bo, 0, n * 4), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_memcpy_dtoh(t.data(), bt, 0, n * 4), SPYRE_SUCCESS);
+    EXPECT_EQ(std::memcmp(o.data(), t.data(), n * 4), 0);
+    for (uint64_t i = 0; i < n; ++i) {
+        const float r = std::max(x[i] * y[i] + 2.25f, 0.0f) - float(std::exp(double(x[i])));
+        ASSERT_NEAR(o[i], r, 2e-6 * (1 + std::fabs(r))) << i;
+    }
+
+    // the operand checks of the text path
+    spyre_tensor shifted = in[0];
+    shifted.offset = 4;
+    const spyre_tensor bad_in[2] = {shifted, in[1]};
+    EXPECT_EQ(spyre_op_fused_prepared(nullptr, pk, bad_in, 2, &out, 1), SPYRE_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(spyre_op_fused_prepared(nullptr, pk, in, 1, &out, 1), SPYRE_ERROR_INVALID_ARGUMENT);
+    const int64_t fewer[1] = {int64_t(n - 1)};
+    spyre_tensor small;
+    ASSERT_EQ(spyre_tensor_init(&small, bo, 0, SPYRE_DTYPE_FLOAT32, 1, fewer), SPYRE_SUCCESS);
+    EXPECT_EQ(spyre_op_fused_prepared(nullptr, pk, in, 2, &small, 1), SPYRE_ERROR_NOT_SUPPORTED);
+
+    // a launch queued before the destroy runs with the kernel it was given
+    std::fill(o.begin(), o.end(), 0.0f);
+    ASSERT_EQ(spyre_memcpy_htod(bo, 0, o.data(), n * 4), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_op_fused_prepared(nullptr, pk, in, 2, &out, 1), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_fused_kernel_destroy(pk), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_device_synchronize(dev), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_memcpy_dtoh(o.data(), bo, 0, n * 4), SPYRE_SUCCESS);
+    EXPECT_EQ(std::memcmp(o.data(), t.data(), n * 4), 0);
+    // destroyed, foreign, NULL
+    EXPECT_EQ(spyre_op_fused_prepared(nullptr, pk, in, 2, &out, 1), SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(spyre_last_error()).find("destroyed"), std::string::npos)
+        << spyre_last_error();
+    EXPECT_EQ(spyre_fused_kernel_destroy(pk), SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(spyre_op_fused_prepared(nullptr, reinterpret_cast<spyre_fused_kernel_t>(dev), in, 2,
+                                      &out, 1),
+              SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(spyre_op_fused_prepared(nullptr, nullptr, in, 2, &out, 1),
+              SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(spyre_fused_kernel_destroy(nullptr), SPYRE_ERROR_INVALID_ARGUMENT);
+
+    // what the description or n would give at a launch comes at create, with no handle made
+    spyre_fused_kernel_t none = reinterpret_cast<spyre_fused_kernel_t>(uintptr_t(0x1234));
+    EXPECT_EQ(spyre_fused_kernel_create(dev, "spyre.kernel 1\nbogus\n", n, &none),
+              SPYRE_ERROR_NOT_SUPPORTED);
+    EXPECT_NE(std::string(spyre_last_error()).find("bogus"), std::string::npos)
+        << spyre_last_error();
+    EXPECT_EQ(none, nullptr);
+    const std::string rows = softmax(DType::F32, 333);
+    EXPECT_EQ(spyre_fused_kernel_create(dev, rows.c_str(), 333 * 7 + 1, &none),
+              SPYRE_ERROR_NOT_SUPPORTED);
+    EXPECT_NE(std::string(spyre_last_error()).find("whole number of rows"), std::string::npos)
+        << spyre_last_error();
+    const std::string longk = softmax(DType::F32, 400001);
+    EXPECT_EQ(spyre_fused_kernel_create(dev, longk.c_str(), 2 * 400001, &none),
+              SPYRE_ERROR_NOT_SUPPORTED);
+    EXPECT_NE(std::string(spyre_last_error()).find("scratchpad"), std::string::npos)
+        << spyre_last_error();
+    EXPECT_EQ(spyre_fused_kernel_create(nullptr, k.c_str(), n, &none),
+              SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(spyre_fused_kernel_create(dev, nullptr, n, &none), SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(spyre_fused_kernel_create(dev, k.c_str(), n, nullptr), SPYRE_ERROR_INVALID_ARGUMENT);
+    // n = 0: a kernel that launches nothing
+    ASSERT_EQ(spyre_fused_kernel_create(dev, k.c_str(), 0, &none), SPYRE_SUCCESS);
+    const int64_t zero[1] = {0};
+    spyre_tensor e[3];
+    for (int j = 0; j < 3; ++j)
+        ASSERT_EQ(spyre_tensor_init(&e[j],
+                                    j == 0   ? bx
+                                    : j == 1 ? by
+                                             : bo,
+                                    0, SPYRE_DTYPE_FLOAT32, 1, zero),
+                  SPYRE_SUCCESS);
+    EXPECT_EQ(spyre_op_fused_prepared(nullptr, none, e, 2, &e[2], 1), SPYRE_SUCCESS)
+        << spyre_last_error();
+    ASSERT_EQ(spyre_op_get_last_info(&info), SPYRE_SUCCESS);
+    EXPECT_EQ(info.launches, 0u);
+    EXPECT_EQ(spyre_fused_kernel_destroy(none), SPYRE_SUCCESS);
+    spyre_free(bx), spyre_free(by), spyre_free(bo), spyre_free(bt);
+    spyre_device_close(dev);
+    unsetenv("SPYRE_BACKEND");
+}
+
 }  // namespace
 }  // namespace spyre::ops

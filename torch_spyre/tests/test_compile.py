@@ -155,6 +155,62 @@ def test_pointwise_chain_is_one_launch(dtype, fallback_reset):
     assert torch_spyre.fallback_counts() == {}
 
 
+class TextCalls:
+    """Counts the calls of the text path (torch.ops.spyre.fused_pointwise: parse and plan
+    lookup per call) while installed."""
+
+    def __init__(self, monkeypatch):
+        self.n, real = 0, torch.ops.spyre.fused_pointwise
+
+        def counted(*args):
+            self.n += 1
+            return real(*args)
+
+        monkeypatch.setattr(torch.ops.spyre, "fused_pointwise", counted)
+
+
+def test_kernels_are_prepared_when_the_graph_loads(monkeypatch, fallback_reset):
+    """A static graph's fused kernels are prepared (planned, generated, loaded) when Inductor
+    loads the compiled graph and launched by handle: no call takes the text path, the first
+    included; on a graph of spyre:1 too. With dynamic sizes the text path plans each size at
+    its first call. A kernel the library refuses is refused once, when the graph loads: its
+    calls run the eager form without asking the library again."""
+    text = TextCalls(monkeypatch)
+    x, y = make((5, 77), torch.float32, 1), make((5, 77), torch.float32, 2)
+    for dev in ("spyre", "spyre:1"):
+        before, loaded = dict(runtime.STATS), dict(runtime.PREPARED)
+        f = torch.compile(chain)
+        out, ops = launches(f, x.to(dev), y.to(dev))  # compiles, loads, calls
+        out2 = f(x.to(dev), y.to(dev))
+        assert runtime.PREPARED["prepared"] - loaded["prepared"] == 1, runtime.PREPARED
+        assert runtime.STATS["fused"] - before["fused"] == 2, runtime.STATS
+        assert ops == ["spyre::fused_pointwise"], ops
+        assert text.n == 0, "a static kernel took the text path"
+        assert out.device == torch.device(dev if dev != "spyre" else "spyre:0")
+        close(out.cpu(), chain(x, y), torch.float32, scale=4)
+        assert torch.equal(out.cpu(), out2.cpu())
+        torch.compiler.reset()
+    g = torch.compile(chain, dynamic=True)
+    loaded = dict(runtime.PREPARED)
+    for n in (40, 41):
+        xs, ys = make((3, n), torch.float32, 1), make((3, n), torch.float32, 2)
+        close(g(xs.to("spyre"), ys.to("spyre")).cpu(), chain(xs, ys), torch.float32, scale=4)
+    assert runtime.PREPARED == loaded and text.n == 2, (runtime.PREPARED, text.n)
+    # odd long rows: the library refuses them (test_row_kernel_dynamic_rows_and_a_refused_long_row)
+    torch.compiler.reset()
+    text.n = 0
+    xl = make((2, 100001), torch.float16).to("spyre")
+    h = torch.compile(softmax_d)
+    before, loaded = dict(runtime.STATS), dict(runtime.PREPARED)
+    for _ in range(2):
+        close(h(xl).cpu(), torch.softmax(xl.cpu().float(), -1).half(), torch.float16)
+    assert text.n == 0, text.n
+    assert runtime.PREPARED["refused"] - loaded["refused"] == 1, runtime.PREPARED
+    assert runtime.PREPARED["prepared"] == loaded["prepared"], runtime.PREPARED
+    assert runtime.STATS["eager"] - before["eager"] == 2, runtime.STATS
+    assert torch_spyre.fallback_counts() == {}
+
+
 def test_scalars_broadcast_tensors_and_several_outputs(fallback_reset):
     def f(x, s):
         a = torch.sigmoid(x) / (2.0 - x)

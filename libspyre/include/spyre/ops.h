@@ -377,6 +377,28 @@ SPYRE_API spyre_status spyre_op_fused(spyre_stream_t stream, const char* kernel,
                                       const spyre_tensor* inputs, uint32_t num_inputs,
                                       const spyre_tensor* outputs, uint32_t num_outputs);
 
+/*
+ * A fused kernel prepared ahead of its launches (API 0.21; torch.compile prepares the kernels of
+ * a compiled graph when it loads the graph, so no call plans or generates them): `kernel`
+ * parsed and planned for n positions on cards of `device`'s configuration, its program
+ * generated (or read from the program cache on disk) and loaded on `device`. What the
+ * description would give at a launch of spyre_op_fused (a kernel the generator cannot take, n not
+ * a whole number of rows) is returned here, with the reason. The kernel launches on any card of
+ * the same configuration (cores, scratchpad, clock) and is independent of `device`'s handle
+ * (close it whenever). Destroy it with spyre_fused_kernel_destroy (launches already queued are
+ * not affected).
+ */
+typedef struct spyre_fused_kernel* spyre_fused_kernel_t;
+SPYRE_API spyre_status spyre_fused_kernel_create(spyre_device_t device, const char* kernel,
+                                                 uint64_t n, spyre_fused_kernel_t* out);
+/* spyre_op_fused of a prepared kernel: the same operands, checks and results, without parsing
+ * the description or looking its plan up. A card of another configuration than the kernel was
+ * prepared for gives SPYRE_ERROR_INVALID_ARGUMENT. */
+SPYRE_API spyre_status spyre_op_fused_prepared(spyre_stream_t stream, spyre_fused_kernel_t kernel,
+                                               const spyre_tensor* inputs, uint32_t num_inputs,
+                                               const spyre_tensor* outputs, uint32_t num_outputs);
+SPYRE_API spyre_status spyre_fused_kernel_destroy(spyre_fused_kernel_t kernel);
+
 /* Random numbers (Documentation/ops.md "Random numbers"): counter-based Philox4x32-10 on the
  * cores (VRNG, Documentation/isa.md). Element k of out (row-major order) is element k of the
  * stream (seed, offset), whatever the number of cores or chunks: the same seed and offset give

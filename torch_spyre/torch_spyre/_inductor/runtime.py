@@ -1,7 +1,10 @@
 """What compiled spyre graphs call: one ``SpyreKernel`` per kernel Inductor generated.
 
-A call with a kernel description is one ``torch.ops.spyre.fused_pointwise`` launch (one
-program on the card); an input read at several places is passed once per place
+A call with a kernel description is one launch of one program on the card. A kernel of static
+size is prepared when the compiled graph is loaded (``torch_spyre._C._FusedKernel``: parsed,
+planned, its program generated or read from the disk cache and loaded on the graph's card), so
+its calls launch by handle; one whose size is symbolic is planned at its first call of each
+size (``torch.ops.spyre.fused_pointwise``, the plan cache after). An input read at several places is passed once per place
 (``spec["slots"]``), an operand whose view has a symbolic offset (``spec["moved"]``) starting at
 that offset. Without one, or when the library refuses the call (an operand off a
 stick), the kernel runs in its eager form: the traced ops as aten ops on spyre tensors, so
@@ -22,7 +25,9 @@ import torch
 
 import torch_spyre
 
-STATS = {"fused": 0, "eager": 0, "refused": 0}
+STATS = {"fused": 0, "eager": 0, "refused": 0}  # per call
+# per kernel, when its graph is loaded: prepared on the card, or refused by the library
+PREPARED = {"prepared": 0, "refused": 0}
 
 _FUNCS = {
     "truediv": torch.true_divide,
@@ -95,6 +100,12 @@ class SpyreKernel:
         self._n = math.prod(int(s) for s in self.sizes + self.rsizes) if static else None
         self._kernels = {}  # row length -> description, when it is symbolic
         self._positions = {}  # an indexed view's positions on the device, by view and sizes
+        self._prepared = None
+        if (self.kernel is not None and static and "@COLS@" not in self.kernel
+                and spec.get("device") is not None):
+            self._prepared = torch_spyre._C._FusedKernel(self.kernel, self._n, spec["device"])
+            PREPARED["prepared"] += self._prepared.prepared
+            PREPARED["refused"] += self._prepared.refused
 
     def _eval(self, expr, env):
         code = self._code.get(expr)
@@ -133,8 +144,9 @@ class SpyreKernel:
                 args[k] = torch.as_strided(t, (max(tail, 0),), (1,), start)
             ins, outs = args[:len(ins)], args[len(ins):]
             # an empty row kernel may still have rows (reductions of nothing): eager form
-            if (n or not self.rsizes) and torch.ops.spyre.fused_pointwise(kernel, n, ins, outs,
-                                                                          self.label):
+            if (n or not self.rsizes) and (
+                    self._prepared.launch(ins, outs, self.label) if self._prepared is not None
+                    else torch.ops.spyre.fused_pointwise(kernel, n, ins, outs, self.label)):
                 STATS["fused"] += 1
                 return
             STATS["refused"] += 1

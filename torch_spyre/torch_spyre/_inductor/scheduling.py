@@ -469,6 +469,15 @@ def _device_type(name):
     return d.type if d is not None else None
 
 
+def _kernel_device(nodes):
+    """The spyre card the nodes of a kernel run on (its index), or None."""
+    for n in nodes:
+        d = n.get_device()
+        if d is not None and d.type == "spyre":
+            return d.index if d.index is not None else 0
+    return None
+
+
 class SpyreScheduling(BaseScheduling):
     def __init__(self, scheduler):
         super().__init__()
@@ -576,6 +585,8 @@ class SpyreScheduling(BaseScheduling):
             # inputs in host memory: CPU scalar tensors (an optimizer's step count), which
             # Inductor lets device kernels read as CUDA's kernels do
             "host": [k for k, b in enumerate(inputs) if _device_type(b) == "cpu"],
+            # the card the kernel is prepared on when the graph is loaded
+            "device": _kernel_device(nodes),
         }
         name = f"spyre_kernel_{self.count}"
         self.count += 1

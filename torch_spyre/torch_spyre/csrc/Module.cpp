@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 #include <spyre/ops.h>
 #include <spyre/spyre.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -18,6 +19,7 @@
 
 #include "../../csrc/aten/Copy.h"
 #include "../../csrc/aten/Fallback.h"
+#include "../../csrc/aten/Fused.h"
 #include "../../csrc/runtime/SpyreAllocator.h"
 #include "../../csrc/runtime/SpyreException.h"
 #include "../../csrc/runtime/SpyreFork.h"
@@ -379,6 +381,16 @@ PYBIND11_MODULE(_C, m) {
     });
     m.def("_reset_copy_stats", &aten::reset_copy_stats);
     // launch labels: a launch that fails on the card names its label (spyre_push_launch_label)
+    // a fused kernel of a compiled graph, prepared when the graph is loaded (_inductor/runtime.py)
+    py::class_<aten::PreparedFused>(m, "_FusedKernel")
+        .def(py::init([](const std::string& kernel, int64_t n, int device) {
+            return std::make_unique<aten::PreparedFused>(kernel, n,
+                                                         static_cast<c10::DeviceIndex>(device));
+        }))
+        .def("launch", &aten::PreparedFused::launch)
+        .def_property_readonly("prepared", &aten::PreparedFused::prepared)
+        .def_property_readonly("refused", &aten::PreparedFused::refused)
+        .def_property_readonly("reason", &aten::PreparedFused::reason);
     m.def("_push_launch_label",
           [](const std::string& label) { SPYRE_CHECK(spyre_push_launch_label(label.c_str())); });
     m.def("_pop_launch_label", [] { SPYRE_CHECK(spyre_pop_launch_label()); });
