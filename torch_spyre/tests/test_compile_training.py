@@ -108,3 +108,38 @@ def test_dropout_and_random_numbers_in_a_compiled_graph(fallback_reset):
     torch.manual_seed(7)
     assert torch.equal(g(x)[0].cpu(), kept)  # and a seed repeats it
     assert torch_spyre.fallback_counts() == {}, torch_spyre.fallback_counts()
+
+
+def test_a_compiled_optimizer_step_reads_its_step_count_without_splitting(fallback_reset):
+    """AdamW's step counts are CPU scalar tensors its kernels read: each becomes a fill of
+    its value held in the call's batch (it was a copy from host memory, which split the call:
+    12 submissions for this step), and the parameters follow the CPU's step after step. Under
+    backend="spyre_graphs" the capture must not keep a step count (a replay would reuse it):
+    the call is not replayed and the parameters still follow the CPU."""
+    for backend in ("inductor", "spyre_graphs"):
+        torch.manual_seed(0)
+        cpu_model, model = mlp(), mlp()
+        model.load_state_dict(cpu_model.state_dict())
+        model = model.to("spyre")
+        cpu_opt = torch.optim.AdamW(cpu_model.parameters(), lr=1e-2, weight_decay=0.05)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.05)
+        g = torch.Generator().manual_seed(1)
+        x, y = torch.randn(32, 64, generator=g), torch.randint(0, 10, (32,), generator=g)
+        compiled_step = torch.compile(opt.step, backend=backend)
+        per_step = []
+        for i in range(5):
+            for m, xx, yy in ((cpu_model, x, y), (model, x.to("spyre"), y.to("spyre"))):
+                torch.nn.functional.cross_entropy(m(xx), yy).backward()
+            cpu_opt.step()
+            torch.spyre.synchronize()
+            before = torch.spyre.submissions(0)
+            compiled_step()
+            per_step.append(torch.spyre.submissions(0) - before)
+            cpu_opt.zero_grad(), opt.zero_grad()
+            for (n, p), (_, q) in zip(model.named_parameters(), cpu_model.named_parameters()):
+                torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-4, atol=1e-5,
+                                           msg=f"{backend} step {i} {n}")
+        if backend == "inductor":
+            # the first call compiles (Dynamo reads the state); later ones are one submission
+            assert per_step[2:] == [1, 1, 1], per_step
+    assert torch_spyre.fallback_counts() == {}, torch_spyre.fallback_counts()

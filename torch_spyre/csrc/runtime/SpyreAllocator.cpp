@@ -240,6 +240,11 @@ class CachingAllocator final : public c10::Allocator {
         capturing_.erase({idx, stream});
     }
 
+    bool pool_capturing(c10::DeviceIndex idx, c10::StreamId stream) {
+        std::lock_guard lock(mu_);
+        return capturing_.count({idx, stream}) != 0;
+    }
+
     // The graph is gone (and its replays have finished): the pool's blocks join the ordinary
     // cache of the stream that captured it.
     void release_pool(c10::DeviceIndex idx, c10::StreamId pool) {
@@ -455,6 +460,10 @@ void begin_pool_capture(const c10::Stream& stream, c10::StreamId pool) {
 
 void end_pool_capture(const c10::Stream& stream) {
     instance().end_pool(stream.device_index(), stream.id());
+}
+
+bool pool_capturing(const c10::Stream& stream) {
+    return instance().pool_capturing(stream.device_index(), stream.id());
 }
 
 void release_graph_pool(c10::DeviceIndex index, c10::StreamId pool) {

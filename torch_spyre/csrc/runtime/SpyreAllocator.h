@@ -60,6 +60,8 @@ constexpr c10::StreamId kGraphPoolBase = c10::StreamId(1) << 40;
 c10::StreamId new_graph_pool();
 void begin_pool_capture(const c10::Stream& stream, c10::StreamId pool);
 void end_pool_capture(const c10::Stream& stream);
+// True while `stream` captures into a graph pool (between the two calls above).
+bool pool_capturing(const c10::Stream& stream);
 // The graph of `pool` is gone and its replays have finished: its blocks join the ordinary
 // cache of the stream that captured it.
 void release_graph_pool(c10::DeviceIndex index, c10::StreamId pool);

@@ -11,7 +11,9 @@ another tensor is copied into it first (an input the call updates in place is th
 the static tensor only). The outputs are the graph's static outputs: the next
 replay of the same signature overwrites them (clone what must outlive it), as with
 ``torch.cuda`` graphs. A call that cannot be captured (an op that falls back to the CPU, a
-copy from host memory) warns once with the reason and runs normally from then on.
+copy from host memory) warns once with the reason and runs normally from then on; so does a
+signature with a CPU tensor argument (an optimizer's step counts: updated on the host by the
+call, read by its kernels), which is not captured at all.
 
 ``mode="reduce-overhead"`` on spyre inputs runs through ``Replayer`` too (_dynamo.py). A decode
 step replays across positions only when no host value of it changes with the position: the
@@ -57,6 +59,14 @@ class Replayer:
         e = self.entries.get(key)
         if e is None:
             e = self.entries[key] = _Entry()
+            # a CPU tensor argument (an optimizer's step counts) is read or updated on the
+            # host at each call: a replay would reuse what the capture saw, and a failed
+            # capture would have updated it once more (as torch.cuda graphs, not replayed)
+            if any(isinstance(a, torch.Tensor) and a.device.type == "cpu" for a in args):
+                e.state = "eager"
+                STATS["capture_failures"] += 1
+                self._warn("an argument is a CPU tensor (read or updated on the host at "
+                           "each call)")
             STATS["eager_calls"] += 1
             return self.fn(*args)
         if e.state == "warm":
@@ -72,6 +82,12 @@ class Replayer:
             raise
         STATS["replays"] += 1
         return e.outputs
+
+    def _warn(self, why):
+        if not self.warned:
+            self.warned = True
+            warnings.warn(f"torch_spyre: this compiled call cannot be replayed as a graph, it "
+                          f"runs op by op: {why}")
 
     def _capture(self, e, args):
         # The capture call's own tensors are the graph's static inputs (kept alive by the
@@ -93,10 +109,7 @@ class Replayer:
             g.reset()
             e.state = "eager"
             STATS["capture_failures"] += 1
-            if not self.warned:
-                self.warned = True
-                warnings.warn(f"torch_spyre: this compiled call cannot be replayed as a graph, "
-                              f"it runs op by op: {ex}")
+            self._warn(ex)
             STATS["eager_calls"] += 1
             return self.fn(*args)
         e.graph, e.static, e.outputs, e.state = g, static, outputs, "graph"

@@ -121,11 +121,9 @@ class SpyreKernel:
             raise
 
     def _run(self, bufs, syms):
-        if self.host:  # uploaded first (a copy from host memory: a replay cannot capture it)
-            dev, bufs = bufs[-1].device, list(bufs)
-            for k in self.host:
-                bufs[k] = bufs[k].to(dev)
         if self.kernel is not None:
+            if self.host:
+                bufs = self._upload_host_inputs(bufs)
             n = self._n if self._n is not None else math.prod(
                 int(self._eval(s, syms)) for s in self.sizes + self.rsizes)
             kernel = self.kernel
@@ -151,11 +149,31 @@ class SpyreKernel:
                 return
             STATS["refused"] += 1
         STATS["eager"] += 1
+        if self.host and torch_spyre._C._is_capturing(bufs[-1].device.index):
+            bufs = self._upload_host_inputs(bufs)  # fails the capture (see there)
         torch_spyre._C._push_launch_label(self.label)
         try:
             self.eager(bufs, syms)
         finally:
             torch_spyre._C._pop_launch_label()
+
+    def _upload_host_inputs(self, bufs):
+        """The CPU scalar inputs (an optimizer's step count) on the card, for the fused
+        program: a fill of each value, which a batched call holds with its other work (a copy
+        from host memory splits it). A capture would keep the value for every replay, so a
+        capturing stream gets the copy, which makes the capture fail and the call run as it
+        is (the replayer warns)."""
+        dev, bufs = bufs[-1].device, list(bufs)
+        capturing = torch_spyre._C._is_capturing(dev.index)
+        for k in self.host:
+            h = bufs[k]
+            if not h.is_cpu:
+                continue
+            if capturing or h.numel() != 1:
+                bufs[k] = h.to(dev)
+            else:
+                bufs[k] = torch.empty(h.shape, dtype=h.dtype, device=dev).fill_(h.item())
+        return bufs
 
     # ---- the eager form ----
 
@@ -240,6 +258,11 @@ class SpyreKernel:
             kind, v = op[0], None
             if kind == "nop":
                 pass
+            elif kind == "load" and bufs[op[1]].is_cpu:
+                # a CPU scalar input (an optimizer's step count) is a number: the ops on it
+                # alone run on the host as the CPU computes them (beta ** step), and reach the
+                # card as scalar operands
+                v = bufs[op[1]].reshape(()).item()
             elif kind == "load":
                 t, idx = self._view(bufs[op[1]], op[2], shape, env, clamp=op[3], ind=ind)
                 if isinstance(idx, list):  # dims read backwards: flip makes a copy
@@ -289,7 +312,7 @@ class SpyreKernel:
                     v = x if mask else other
                 else:
                     v = torch.where(mask, x, other) if isinstance(x, torch.Tensor) else \
-                        torch.where(mask, torch.tensor(x, device=dev), other)
+                        torch.where(mask, torch.full((), x, device=dev), other)
             elif kind == "reduction":
                 v = self._reduce(op[1], get(op[2]), shape, outer, dev)
             elif kind == "getitem":
@@ -302,11 +325,17 @@ class SpyreKernel:
     def _op(name, args, dev):
         fn = _FUNCS.get(name) or getattr(torch, name)
         if not any(isinstance(a, torch.Tensor) for a in args):
-            return fn(*[torch.tensor(a) for a in args]).item()
-        if name in _TENSORS_ONLY:  # a constant operand (clamp's bounds) as a 0-dim tensor
-            args = [a if isinstance(a, torch.Tensor) else torch.tensor(a, device=dev)
-                    for a in args]
-        return fn(*args)
+            return fn(*[torch.tensor(a) for a in args]).item()  # on the host, in fp32
+        if name not in _TENSORS_ONLY:
+            try:
+                return fn(*args)
+            except TypeError:  # a number first (a constant, a CPU scalar input's value)
+                if isinstance(args[0], torch.Tensor):
+                    raise
+        # numbers as 0-dim tensors on the card (clamp's bounds; lt(number, tensor)): fills,
+        # which a batched call holds with its other work
+        return fn(*[a if isinstance(a, torch.Tensor) else torch.full((), a, device=dev)
+                    for a in args])
 
     @staticmethod
     def _reduce(kind, x, shape, outer, dev):

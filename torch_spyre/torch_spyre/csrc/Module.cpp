@@ -262,6 +262,10 @@ PYBIND11_MODULE(_C, m) {
     m.def("_stream_priority", [](int64_t id, int d) {
         return stream_priority(make_stream(static_cast<c10::DeviceIndex>(d), id));
     });
+    // whether the current stream of card d captures into a graph (a compiled kernel then uploads
+    // a CPU scalar input instead of filling it from its value, which the capture would keep)
+    m.def("_is_capturing",
+          [](int d) { return pool_capturing(current_stream(static_cast<c10::DeviceIndex>(d))); });
     py::class_<StreamHold>(m, "_StreamHold").def("release", &StreamHold::release);
     m.def("_hold_stream", [](int64_t id, int d) {
         return std::make_unique<StreamHold>(
