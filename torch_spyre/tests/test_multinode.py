@@ -41,7 +41,7 @@ def _specs(nodes, peer_dies):
 def test_hierarchical_matches_gloo_and_one_process(world, per_node):
     """4 ranks on 2 nodes, 3 ranks on 3 nodes, and 2 ranks on one node (ProcessGroupSpyre)."""
     nodes = (world + per_node - 1) // per_node
-    peer_dies = (world, per_node) in PEER_DEATH  # that launch goes on with the peer death
+    peer_dies = (world, per_node) in PEER_DEATH  # that launch goes on: peer failure, death
     specs = _specs(nodes, peer_dies)
     for r, (code, out, ok) in enumerate(chain_part(_launch(world, per_node, peer_dies), specs,
                                                    specs[0])):
