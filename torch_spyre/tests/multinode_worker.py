@@ -1,7 +1,8 @@
 """One rank of a job over several nodes (hierarchical.py): ``multinode_worker.py NODES [INIT_FILE
-[peer_dies]]`` with RANK, WORLD_SIZE (and LOCAL_RANK) in the environment; env:// init
-(MASTER_ADDR, MASTER_PORT) without INIT_FILE; peer_dies: the last rank exits mid-job instead
-of the cases. Checks that the backend is the hierarchical one over NODES nodes, compares
+[peer_dies|peer_fails]]`` with RANK, WORLD_SIZE (and LOCAL_RANK) in the environment; env:// init
+(MASTER_ADDR, MASTER_PORT) without INIT_FILE; instead of the cases, peer_dies: the last rank
+exits mid-job; peer_fails: the last rank's collective fails, it catches the error and stays
+alive. Checks that the backend is the hierarchical one over NODES nodes, compares
 every collective on spyre tensors (and reduce, gather, scatter, isend/irecv) with gloo on the CPU, then trains DistributedDataParallel on
 spyre for three steps against one process training the whole batch on the CPU. Prints
 "CASE ok SECONDS" per case; exits non-zero on a mismatch. Run by test_multinode.py (the host, a
@@ -23,8 +24,12 @@ from torch_spyre.hierarchical import HierarchicalProcessGroup
 nodes = int(sys.argv[1])
 init = f"file://{sys.argv[2]}" if len(sys.argv) > 2 else "env://"
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+mode = sys.argv[3] if len(sys.argv) > 3 else None
+# peer_fails: 30 s, so that a run where the failure does not reach the others ends (their wait
+# times out)
+timeout = 30 if mode == "peer_fails" else 300
 dist.init_process_group("spyre", init_method=init, rank=rank, world_size=world,
-                        timeout=timedelta(seconds=300))
+                        timeout=timedelta(seconds=timeout))
 pg = dist.distributed_c10d._get_default_group()
 dev = torch.device("spyre", int(os.environ.get("LOCAL_RANK", "0")))
 if nodes > 1:
@@ -161,10 +166,90 @@ def ddp():
                                        msg=f"step {step} {name}")
 
 
-if sys.argv[3:] == ["peer_dies"]:
+if mode == "peer_fails":
+    # The last rank (on the last node) loses its card (the simulator's fault hook) under the
+    # work before an all_reduce: its all_reduce fails, it catches the error and stays alive.
+    # "together": every rank is in that all_reduce; "after": the last node's ranks call it
+    # first, the other nodes' ranks once those caught their errors (a new group). Either way
+    # every rank's all_reduce must raise within seconds naming the last rank, not after the 30 s
+    # timeout, and a later call raises at once with the same message. The last rank stays alive
+    # (its exit would close its connections) until every rank has measured: the last barrier.
+    from torch_spyre.testing import inject_sim_fault
+
+    def attempt(y, group):
+        t0 = time.monotonic()
+        try:
+            dist.all_reduce(y, group=group)
+            msg = "(no error)"
+        except RuntimeError as e:
+            msg = str(e).splitlines()[0]
+        return msg, time.monotonic() - t0
+
+    def lose_card(y):
+        inject_sim_fault(dev.index, "lost")  # the next launch finds the card removed
+        return y * 2
+
+    def card_back():  # for what comes next: the card back, its failed work reported
+        inject_sim_fault(dev.index, "none")
+        for _ in range(8):
+            try:
+                torch.spyre.synchronize(dev)
+                break
+            except RuntimeError:
+                pass
+
+    problems = []
+
+    def check(name, msg, took, first=None):
+        print(f"rank {rank}: peer_fails {name}: error after {took:.3f} s: {msg[:300]}",
+              flush=True)
+        if not msg.startswith(f"rank {world - 1} failed: "):
+            problems.append(f"{name}: the error does not name rank {world - 1}: {msg}")
+        if first is not None and msg != first:
+            problems.append(f"{name}: another error than the first call's")
+        if took > 10:
+            problems.append(f"{name}: took {took:.1f} s")
+
+    def go_on():  # every rank's checks passed so far (over the side gloo group): a group
+        # whose failure did not reach every rank is not used again (gloo after a timeout hangs)
+        flag = torch.tensor([len(problems)])
+        dist.all_reduce(flag, group=gloo)
+        return flag.item() == 0
+
+    last = rank == world - 1
+    y = torch.ones(8, device=dev)
+    dist.all_reduce(y)  # everybody is in (the communicators exist)
+    dist.barrier(group=gloo)
+    first, took = attempt(lose_card(y) if last else y, None)
+    check("together", first, took)
+    if go_on():
+        check("together again", *attempt(y, None), first)
+    if last:
+        card_back()
+    if go_on():
+        after = dist.new_group(backend="spyre")
+        y = torch.ones(8, device=dev)
+        dist.all_reduce(y, group=after)
+        dist.barrier(group=gloo)
+        last_node = pg._node_of[rank] == pg._node_of[world - 1]
+        if last_node:  # the last node's ranks first
+            first, took = attempt(lose_card(y) if last else y, after)
+        dist.barrier(group=gloo)  # the last node's ranks caught their errors and are alive
+        if not last_node:
+            first, took = attempt(y, after)
+        check("after", first, took)
+        if go_on():
+            check("after again", *attempt(y, after), first)
+    dist.barrier(group=gloo)  # everybody measured: the last rank may go
+    if last:
+        card_back()
+    dist.destroy_process_group()
+    if problems:
+        sys.exit(f"rank {rank} peer_fails: " + "; ".join(problems))
+elif mode == "peer_dies":
     # the last rank (on the last node) exits mid-job; every other rank's next collective must
     # raise within seconds, not wait for the timeout. A rank that sees the error exits as an
-    # uncaught error would: its connections close, which is how ranks on other nodes learn
+    # uncaught error would
     y = torch.ones(8, device=dev)
     dist.all_reduce(y)  # everybody is in
     dist.barrier(group=gloo)
@@ -183,13 +268,14 @@ if sys.argv[3:] == ["peer_dies"]:
         os._exit(0 if took < 60 else 3)
     print(f"rank {rank}: all_reduce succeeded with a dead peer", flush=True)
     os._exit(4)
-
-case("all_reduce", all_reduce)
-# tests/multinode/run.sh: the cards of a VM reach each other, so the node's ranks go card to card
-want = os.environ.get("TORCH_SPYRE_EXPECT_TRANSPORT")
-if want and nodes > 1 and pg._intra is not None:
-    assert pg._intra.transport() == want, f"intra-node transport {pg._intra.transport()}"
-case("broadcast_all_gather_barrier", broadcast_and_gather)
-case("the_rest", the_rest)
-case("ddp", ddp)
-dist.destroy_process_group()
+else:
+    case("all_reduce", all_reduce)
+    # tests/multinode/run.sh: the cards of a VM reach each other, so a node's ranks go card to
+    # card
+    want = os.environ.get("TORCH_SPYRE_EXPECT_TRANSPORT")
+    if want and nodes > 1 and pg._intra is not None:
+        assert pg._intra.transport() == want, f"intra-node transport {pg._intra.transport()}"
+    case("broadcast_all_gather_barrier", broadcast_and_gather)
+    case("the_rest", the_rest)
+    case("ddp", ddp)
+    dist.destroy_process_group()

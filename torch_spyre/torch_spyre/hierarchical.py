@@ -16,9 +16,18 @@ host (fp32 for 16-bit tensors, so one rounding at the end), then the leader broa
 node. broadcast: inside the root's node to its leader, between the leaders, inside the other
 nodes. Every call finishes before it returns (the work is complete). Documentation/torch_spyre.md
 "Across machines".
+
+A collective that fails on a rank (its node's part raised, a gloo error, its own wait timed out)
+fails the group there, and the failure spreads to every rank within milliseconds instead of
+leaving ranks of other nodes waiting on a rank that caught the error: the rank records "rank R
+failed: REASON" in the group's store (the first record wins), aborts its node's
+ProcessGroupSpyre (its node's ranks blocked there get an error) and drops its gloo groups (their
+sockets close, so every rank blocked in gloo on it gets an error). A rank whose collective fails
+that way does the same, and raises the recorded message; every later call raises it at once.
 """
 
 import datetime
+import functools
 import os
 import socket
 
@@ -61,6 +70,41 @@ def _done(result):
     return _create_work_from_future(fut)
 
 
+class _ArgumentError(RuntimeError):
+    """A call's own argument error, raised before it communicates: the group stays usable."""
+
+
+_ABORT_KEY = "spyre_abort"  # in the group's store: "rank R failed: REASON", the first failure
+
+
+def _fails_the_group(method):
+    """Runs a collective; an error while it communicates fails the group (see the module's
+    docstring). The teardown runs after the except block: the error's traceback holds frames
+    whose gloo Work keeps a gloo context (and its sockets) alive."""
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        if self._failed is not None:
+            raise dist.DistBackendError(self._failed)
+        try:
+            return method(self, *args, **kwargs)
+        except _ArgumentError:
+            raise
+        except Exception as e:  # noqa: BLE001  (any error mid-collective leaves peers waiting)
+            if self._failed is not None:  # a nested collective failed the group already
+                raise
+            here = _first_line(e)
+        err = dist.DistBackendError(self._fail(here))
+        if here not in str(err):
+            err.__cause__ = RuntimeError(f"here: {here}")
+        raise err
+    return guarded
+
+
+def _first_line(e):
+    lines = str(e).strip().splitlines()
+    return lines[0] if lines else type(e).__name__
+
+
 class HierarchicalProcessGroup(dist.ProcessGroup):
     def __init__(self, store, rank, size, timeout, nodes):
         super().__init__(rank, size)
@@ -72,6 +116,8 @@ class HierarchicalProcessGroup(dist.ProcessGroup):
         self._node_of = node_of
         self._local_rank = self._local.index(rank)
         self._timeout = timeout
+        self._store = store
+        self._failed = None  # the recorded failure once the group failed
         self._intra = (_C.ProcessGroupSpyre(dist.PrefixStore(f"spyre_intra/{me}/", store),
                                             self._local_rank, len(self._local), timeout)
                        if len(self._local) > 1 else None)
@@ -86,6 +132,21 @@ class HierarchicalProcessGroup(dist.ProcessGroup):
 
     def name(self):
         return "spyre"
+
+    # ---- failure ----
+    def _fail(self, reason):
+        """Records this rank's failure unless one is recorded, then lets go of every peer:
+        aborts the node's ProcessGroupSpyre, drops the gloo groups (closing their sockets).
+        Returns the recorded failure."""
+        mine = f"rank {self.rank()} failed: {reason}"
+        try:
+            self._failed = self._store.compare_set(_ABORT_KEY, "", mine).decode()
+        except Exception:  # noqa: BLE001  (the store's host is gone: this rank's own reason)
+            self._failed = mine
+        if self._intra is not None:
+            self._intra.abort()
+        self._inter = self._flat = None  # the last references: gloo closes the connections
+        return self._failed
 
     # ---- helpers ----
     def _intra_call(self, method, *args):
@@ -106,6 +167,7 @@ class HierarchicalProcessGroup(dist.ProcessGroup):
         tensor.copy_(host)
 
     # ---- collectives ----
+    @_fails_the_group
     def allreduce(self, tensors, opts=None):
         op = opts.reduceOp if opts is not None else _ReduceOp.SUM
         avg = op == _ReduceOp.AVG
@@ -126,11 +188,13 @@ class HierarchicalProcessGroup(dist.ProcessGroup):
             self._intra_broadcast([t], 0)
         return _done(tensors)
 
+    @_fails_the_group
     def allreduce_coalesced(self, tensors, opts=None):
         o = dist.AllreduceOptions()
         o.reduceOp = opts.reduceOp if opts is not None else _ReduceOp.SUM
         return self.allreduce(tensors, o)
 
+    @_fails_the_group
     def broadcast(self, tensors, opts):
         root = opts.rootRank
         root_node = self._node_of[root]
@@ -151,6 +215,7 @@ class HierarchicalProcessGroup(dist.ProcessGroup):
                 self._intra_broadcast([t], 0)
         return _done(tensors)
 
+    @_fails_the_group
     def allgather(self, output_lists, inputs, opts=None):
         for outs, t in zip(output_lists, inputs):
             self._check(t)
@@ -160,13 +225,16 @@ class HierarchicalProcessGroup(dist.ProcessGroup):
                 o.copy_(h)
         return _done(output_lists)
 
+    @_fails_the_group
     def _allgather_base(self, output, input, opts=None):
         # all_gather_into_tensor: torch calls it from Python, so this method is found first
         return self.allgather([list(output.view(-1).chunk(self.size()))], [input.view(-1)])
 
+    @_fails_the_group
     def _reduce_scatter_base(self, output, input, opts=None):
         return self.reduce_scatter([output], [list(input.view(-1).chunk(self.size()))], opts)
 
+    @_fails_the_group
     def reduce_scatter(self, outputs, input_lists, opts=None):
         for out, ins in zip(outputs, input_lists):
             full = torch.cat([i.reshape(-1) for i in ins])
@@ -176,6 +244,7 @@ class HierarchicalProcessGroup(dist.ProcessGroup):
             out.copy_(full.chunk(self.size())[self.rank()].view_as(out))
         return _done(outputs)
 
+    @_fails_the_group
     def reduce(self, tensors, opts):
         # An all_reduce: the root's tensor holds the result (the others' too, which reduce
         # leaves unspecified).
@@ -183,12 +252,14 @@ class HierarchicalProcessGroup(dist.ProcessGroup):
         o.reduceOp = opts.reduceOp
         return self.allreduce(tensors, o)
 
+    @_fails_the_group
     def send(self, tensors, dst, tag):
         for t in tensors:
             self._check(t)
         # gloo's Work keeps the host copies until they are sent: isend stays asynchronous
         return self._flat.send([t.cpu() for t in tensors], dst, tag)
 
+    @_fails_the_group
     def recv(self, tensors, src, tag):
         host = [torch.empty_like(t, device="cpu") for t in tensors]
         self._flat.recv(host, src, tag).wait()
@@ -196,6 +267,7 @@ class HierarchicalProcessGroup(dist.ProcessGroup):
             t.copy_(h)
         return _done(tensors)
 
+    @_fails_the_group
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         """all_to_all_single through the host: gloo's alltoall over all ranks (the blocks are
         per pair, so a node's cards have no shared work to do first)."""
@@ -207,6 +279,7 @@ class HierarchicalProcessGroup(dist.ProcessGroup):
         output.copy_(host)
         return _done([output])
 
+    @_fails_the_group
     def alltoall(self, outputs, inputs, opts=None):
         """all_to_all (a tensor per rank) as one all_to_all_single of their bytes."""
         for t in list(outputs) + list(inputs):
@@ -227,6 +300,7 @@ class HierarchicalProcessGroup(dist.ProcessGroup):
             at += n
         return _done(outputs)
 
+    @_fails_the_group
     def gather(self, output_lists, inputs, opts):
         root = opts.rootRank
         host = [[torch.empty_like(o, device="cpu") for o in outs] for outs in output_lists]
@@ -240,6 +314,7 @@ class HierarchicalProcessGroup(dist.ProcessGroup):
                     o.copy_(h)
         return _done(output_lists)
 
+    @_fails_the_group
     def scatter(self, outputs, input_lists, opts):
         root = opts.rootRank
         host = [torch.empty_like(o, device="cpu") for o in outputs]
@@ -251,6 +326,7 @@ class HierarchicalProcessGroup(dist.ProcessGroup):
             o.copy_(h)
         return _done(outputs)
 
+    @_fails_the_group
     def barrier(self, opts=None):
         if self._intra is not None:
             torch.spyre.synchronize()
@@ -259,7 +335,8 @@ class HierarchicalProcessGroup(dist.ProcessGroup):
 
     def _check(self, t):
         if t.device.type != "spyre":
-            raise RuntimeError(f"spyre backend: expected a spyre tensor, got one on {t.device}")
+            raise _ArgumentError(
+                f"spyre backend: expected a spyre tensor, got one on {t.device}")
 
 
 def create(store, rank, size, timeout):
