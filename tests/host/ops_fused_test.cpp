@@ -988,7 +988,6 @@ TEST(FusedApi, RowKernelsOnTheSimulatorAndRefusals) {
     unsetenv("SPYRE_BACKEND");
 }
 
-
 // A prepared kernel (spyre_fused_kernel_create): planned at create (a later spyre_op_fused of
 // the same text finds its plan cached), its description's errors reported at create, launched
 // by handle with the text path's results bit for bit and the same operand checks, on a device
@@ -1112,6 +1111,65 @@ TEST(FusedApi, PreparedKernelPlansAtCreateAndLaunchesByHandle) {
     EXPECT_EQ(info.launches, 0u);
     EXPECT_EQ(spyre_fused_kernel_destroy(none), SPYRE_SUCCESS);
     spyre_free(bx), spyre_free(by), spyre_free(bo), spyre_free(bt);
+    spyre_device_close(dev);
+    unsetenv("SPYRE_BACKEND");
+}
+
+// A prepared kernel across a lost card: its launch fails with the lost-card error as the text
+// path's does, a later one at once, a create on the lost card too; the handle stays valid and
+// destroyable, and once the card is back the same handle launches with the right results.
+TEST(FusedApi, PreparedKernelOnALostCard) {
+    setenv("SPYRE_BACKEND", "sim", 1);
+    spyre_device_t dev = nullptr;
+    ASSERT_EQ(spyre_device_open(0, &dev), SPYRE_SUCCESS) << spyre_last_error();
+    const uint64_t n = 2345;
+    const std::string k = chain(DType::F32);
+    spyre_fused_kernel_t pk = nullptr;
+    ASSERT_EQ(spyre_fused_kernel_create(dev, k.c_str(), n, &pk), SPYRE_SUCCESS)
+        << spyre_last_error();
+    spyre_buffer_t bx, by, bo;
+    ASSERT_EQ(spyre_malloc(dev, n * 4, &bx), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_malloc(dev, n * 4, &by), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_malloc(dev, n * 4, &bo), SPYRE_SUCCESS);
+    std::vector<float> x(n), y(n), o(n);
+    for (uint64_t i = 0; i < n; ++i) x[i] = 0.002f * float(i) - 2.0f, y[i] = std::cos(float(i));
+    ASSERT_EQ(spyre_memcpy_htod(bx, 0, x.data(), n * 4), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_memcpy_htod(by, 0, y.data(), n * 4), SPYRE_SUCCESS);
+    const int64_t shape[1] = {int64_t(n)};
+    spyre_tensor in[2], out;
+    ASSERT_EQ(spyre_tensor_init(&in[0], bx, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_tensor_init(&in[1], by, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_tensor_init(&out, bo, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
+
+    ASSERT_EQ(spyre_sim_inject_fault(0, SPYRE_SIM_FAULT_LOST, 0), SPYRE_SUCCESS);
+    const spyre_status first = spyre_op_fused_prepared(nullptr, pk, in, 2, &out, 1);
+    const spyre_status sync = spyre_device_synchronize(dev);
+    EXPECT_TRUE(first == SPYRE_ERROR_DEVICE_LOST || sync == SPYRE_ERROR_DEVICE_LOST)
+        << first << " " << sync;
+    EXPECT_EQ(spyre_op_fused_prepared(nullptr, pk, in, 2, &out, 1), SPYRE_ERROR_DEVICE_LOST);
+    EXPECT_NE(std::string(spyre_last_error()).find("removed"), std::string::npos)
+        << spyre_last_error();
+    EXPECT_EQ(spyre_op_fused(nullptr, k.c_str(), n, in, 2, &out, 1), SPYRE_ERROR_DEVICE_LOST);
+    spyre_fused_kernel_t other = nullptr;
+    std::string k2 = k;
+    k2.replace(k2.find("const 1.5"), 9, "const 3.75");
+    EXPECT_EQ(spyre_fused_kernel_create(dev, k2.c_str(), n, &other), SPYRE_ERROR_DEVICE_LOST)
+        << spyre_last_error();
+    EXPECT_EQ(other, nullptr);
+
+    ASSERT_EQ(spyre_sim_inject_fault(0, SPYRE_SIM_FAULT_NONE, 0), SPYRE_SUCCESS);
+    spyre_clear_last_error();
+    spyre_device_synchronize(dev);  // the lost card's error, once
+    ASSERT_EQ(spyre_op_fused_prepared(nullptr, pk, in, 2, &out, 1), SPYRE_SUCCESS)
+        << spyre_last_error();
+    ASSERT_EQ(spyre_device_synchronize(dev), SPYRE_SUCCESS) << spyre_last_error();
+    ASSERT_EQ(spyre_memcpy_dtoh(o.data(), bo, 0, n * 4), SPYRE_SUCCESS);
+    for (uint64_t i = 0; i < n; ++i) {
+        const float r = std::max(x[i] * y[i] + 1.5f, 0.0f) - float(std::exp(double(x[i])));
+        ASSERT_NEAR(o[i], r, 2e-6 * (1 + std::fabs(r))) << i;
+    }
+    EXPECT_EQ(spyre_fused_kernel_destroy(pk), SPYRE_SUCCESS);
+    spyre_free(bx), spyre_free(by), spyre_free(bo);
     spyre_device_close(dev);
     unsetenv("SPYRE_BACKEND");
 }
