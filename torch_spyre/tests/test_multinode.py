@@ -82,3 +82,8 @@ def test_peer_death_across_nodes_is_an_error_not_a_hang(world, per_node):
     assert outs[-1][0] == 17, outs[-1][1][-2000:]
     for r, (code, out, ok) in enumerate(outs[:-1]):
         assert ok and f"rank {r}: error after" in out, f"rank {r} (exit {code}):\n{out[-2000:]}"
+        # the node's ProcessGroupSpyre numbers its ranks within the node: a message of it says
+        # which global ranks those are
+        line = re.search(rf"rank {r}: error after .*", out)[0]
+        if " died" in line and world > nodes:
+            assert f"= rank {world - 1}" in line, line

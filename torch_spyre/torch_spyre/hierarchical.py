@@ -151,13 +151,25 @@ class HierarchicalProcessGroup(dist.ProcessGroup):
     # ---- helpers ----
     def _intra_call(self, method, *args):
         if self._intra is not None:
-            getattr(self._intra, method)(*args).wait()
+            self._intra_wait(lambda: getattr(self._intra, method)(*args).wait())
 
     def _intra_broadcast(self, tensors, local_root):
         if self._intra is not None:
             opts = dist.BroadcastOptions()
             opts.rootRank = local_root
-            self._intra.broadcast(tensors, opts).wait()
+            self._intra_wait(lambda: self._intra.broadcast(tensors, opts).wait())
+
+    def _intra_wait(self, run):
+        """Runs a collective of the node's ProcessGroupSpyre. Its errors number the ranks
+        within the node ("rank 1 (pid ...) died"): the message says which global ranks
+        those are."""
+        try:
+            run()
+        except _ArgumentError:
+            raise
+        except Exception as e:  # noqa: BLE001  (re-raised with the ranks named)
+            legend = ", ".join(f"{i} = rank {r}" for i, r in enumerate(self._local))
+            raise RuntimeError(f"node group (its ranks: {legend}): {_first_line(e)}") from e
 
     def _inter_on_host(self, tensor, fn):
         """Runs fn(host copy) among the leaders and copies the result back (leaders only)."""
