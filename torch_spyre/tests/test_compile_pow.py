@@ -12,6 +12,8 @@ import math
 import pytest
 import torch
 
+import torch_spyre
+
 from conftest import FLOATS, make
 from test_compile_unary import one_fused_launch
 
@@ -80,3 +82,20 @@ def test_pow_of_a_cpu_scalar_step_is_fused():
     step = torch.tensor(7.0)
     got = one_fused_launch(torch.compile(f), p.to("spyre"), step)
     close(got, f(p, step), torch.float32, 0.9, step)
+
+
+def test_a_refused_pow_kernel_runs_its_eager_form(fallback_reset):
+    # an input off a stick: the library refuses the call and the eager form's torch.pow runs
+    # (a number exponent, a tensor exponent, a number base), no CPU fallback
+    from torch_spyre._inductor import runtime
+
+    def f(x, y):
+        return x.abs() ** 1.5 + x ** y + 0.9 ** y
+
+    base = make((1 + 5 * 33,), torch.float32).to("spyre")
+    x, y = base[1:].view(5, 33), (make((5, 33), torch.float32, 1) * 3).round().to("spyre")
+    before = dict(runtime.STATS)
+    out = torch.compile(f)(x, y)
+    assert runtime.STATS["refused"] == before["refused"] + 1, runtime.STATS
+    close(out, f(x.cpu(), y.cpu()), torch.float32, x.cpu(), y.cpu())
+    assert torch_spyre.fallback_counts() == {}
