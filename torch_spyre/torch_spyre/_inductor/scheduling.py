@@ -381,7 +381,8 @@ def describe(trace, inputs, outputs):
         elif kind == "op" and op[1] == "pow" and len(op[2]) == 2:
             # x ** y, either a value or a number (libspyre expands it, specialising constants);
             # Inductor already made small integer exponents multiplies, 0.5 sqrt, 2 ** y exp2
-            a = [val(x) if isinstance(x, Value) else new(f"const {float(x)!r}") for x in op[2]]
+            a = [new(f"const {float(x)!r}") if isinstance(x, (int, float)) else val(x)
+                 for x in op[2]]
             out(i, f"pow {a[0]} {a[1]}")
         elif kind == "op" and op[1] in BINARY and len(op[2]) == 2:
             out(i, f"{BINARY[op[1]]} {val(op[2][0])} {val(op[2][1])}")
