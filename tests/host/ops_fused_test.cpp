@@ -724,6 +724,197 @@ TEST(Fused, EveryVunFunction) {
     }
 }
 
+// Runs a flat description on the engine over inputs given as fp32 values (each stored in its
+// input's type; a scalar input takes the first) and returns output 0 as fp32 values.
+std::vector<float> run_values(const std::string& text, const std::vector<std::vector<float>>& vals,
+                              uint64_t n) {
+    const FusedKernel k = parse_fused(text);
+    const Pricer pricer(default_engine_config());
+    const FusedPlan p = plan_fused(pricer, k, n, 32);
+    const auto image = build_fused(k, n, p);
+    std::vector<std::vector<uint8_t>> in;
+    std::vector<uint64_t> args;
+    uint64_t at = 0;
+    for (size_t j = 0; j < k.inputs.size(); ++j) {
+        const uint64_t m = k.inputs[j].scalar ? 1 : n, es = isa::dtype_size(k.inputs[j].t);
+        in.emplace_back(m * es);
+        for (uint64_t i = 0; i < m; ++i) store_elem(k.inputs[j].t, vals[j][i], &in.back()[i * es]);
+        args.push_back(at);
+        at += up128(m * es + 128);
+    }
+    const DType t = k.outputs[0];
+    args.push_back(at);
+    const std::vector<uint8_t> mem = run_priced(image, p, args, in, at + up128(n * 4 + 128));
+    std::vector<float> out(n);
+    for (uint64_t i = 0; i < n; ++i) out[i] = load_elem(t, &mem[at + i * isa::dtype_size(t)]);
+    return out;
+}
+
+// The spacing of type t's numbers at |v| (subnormals: the smallest).
+double ulp_of(DType t, double v) {
+    const int m = t == DType::F32 ? 23 : t == DType::F16 ? 10 : 7;
+    const int emin = t == DType::F16 ? -14 : -126;
+    return std::ldexp(1.0, std::max(std::ilogb(v == 0 ? 1e-300 : v), emin) - m);
+}
+
+// torch's x ** c on the CPU (aten's pow kernels): the exponents 2, 3, -2, 0.5, -0.5 and -1 as
+// x * x, x * x * x, 1 / (x * x), sqrt, rsqrt and reciprocal in fp32 (sqrt(-0) = -0, sqrt(-inf)
+// = NaN, unlike std::pow), the rest std::pow (here in double, rounded once to fp32).
+float torch_pow(float x, float y, bool y_const) {
+    if (y_const && y == 2.0f) return x * x;
+    if (y_const && y == 3.0f) return x * x * x;
+    if (y_const && y == -2.0f) return 1.0f / (x * x);
+    if (y_const && y == 0.5f) return std::sqrt(x);
+    if (y_const && y == -0.5f) return static_cast<float>(1.0 / std::sqrt(double(x)));
+    if (y_const && y == -1.0f) return 1.0f / x;
+    return static_cast<float>(std::pow(double(x), double(y)));
+}
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+// bases and exponents: signed zeros, +-1, negative bases to integer and non-integer powers,
+// infinities, NaN, values subnormal in some type (1e-6 in f16, 1e-40 in f32 and bf16), large
+const float kPowX[] = {0.0f,   -0.0f,  1.0f, -1.0f, 2.0f, -2.0f,  0.5f,  -0.5f, 3.0f,  -3.0f,
+                       10.0f,  -10.0f, 1.5f, -1.5f, kInf, -kInf,  kNaN,  1e-3f, 1e-6f, -1e-6f,
+                       1e-40f, 100.0f, 6e4f, 1e20f, 0.9f, 0.999f, 7.25f, -0.75f};
+const float kPowY[] = {0.0f,  -0.0f, 1.0f,  -1.0f, 2.0f,  -2.0f,  3.0f,  -3.0f, 0.5f,
+                       -0.5f, 1.5f,  -2.5f, 0.3f,  7.0f,  -7.0f,  10.0f, 25.0f, kInf,
+                       -kInf, kNaN,  1e-3f, 4.0f,  -5.0f, 1e-40f, 64.0f, -0.25f};
+
+// got against torch's x ** y (in the type's inputs, rounded once to t): NaN where it is NaN,
+// zeros and infinities exact with their sign, else within `ulps` of t (as measured below).
+// Returns the error in ulps (0 for the exact cases); reports failures.
+double g_pow_ratio = 0;  // fp32: the worst (error - 1 ulp) / |y * log2|x|| seen
+
+double check_pow(DType t, float x, float y, bool y_const, float got, double ulps) {
+    const float want = round_to(t, torch_pow(x, y, y_const));
+    if (std::isnan(want) || std::isnan(got)) {
+        EXPECT_TRUE(std::isnan(want) && std::isnan(got))
+            << tname(t) << " " << x << " ** " << y << " = " << got << ", want " << want;
+        return 0;
+    }
+    if (want == 0 || std::isinf(want) || got == 0 || std::isinf(got)) {
+        EXPECT_TRUE(got == want && std::signbit(got) == std::signbit(want))
+            << tname(t) << " " << x << " ** " << y << " = " << got << ", want " << want;
+        return 0;
+    }
+    const double e = std::fabs(double(got) - double(want)) / ulp_of(t, want);
+    // fp32: exp2(y * log2|x|) carries log2's and the product's roundings into the exponent
+    const double ty = std::fabs(double(y) * std::log2(std::fabs(double(x))));
+    if (t == DType::F32 && std::isfinite(ty)) ulps += 1.5 * ty;
+    if (t == DType::F32 && std::isfinite(ty) && e > 1)
+        g_pow_ratio = std::max(g_pow_ratio, (e - 1) / ty);
+    EXPECT_LE(e, ulps) << tname(t) << " " << x << " ** " << y << " = " << got << ", want " << want;
+    return e;
+}
+
+// `pow` (x ** y, parse_fused's expansion into log2, exp2, compares and selects) against
+// std::pow in double: every base with every exponent as two full inputs, with the exponent a
+// scalar input, with each exponent a constant (the specialised ones as aten computes them), and
+// each base a constant, in the three types. The error bound: fp32 results within 8 ulps for
+// these values (exp2(y * log2|x|) in fp32: the error grows with |y * log2|x||, ~0.7 ulp per unit
+// of it; the constant-exponent multiplies within 2), fp16/bf16 within 1 ulp (the fp32 result
+// rounded once).
+TEST(Fused, PowMatchesStdPowOverSpecialValues) {
+    const size_t NX = std::size(kPowX), NY = std::size(kPowY), n = NX * NY;
+    for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+        const std::string s = tname(t);
+        const double ulps = t == DType::F32 ? 2.0 : 1.0;
+        double worst = 0, special = 0;
+        std::vector<float> xs(n), ys(n);
+        for (size_t i = 0; i < n; ++i)
+            xs[i] = round_to(t, kPowX[i / NY]), ys[i] = round_to(t, kPowY[i % NY]);
+        // and random pairs: |x| in [1e-4, 1e4) (either sign), y in [-12, 12) (a third integers)
+        std::mt19937 rng(22);
+        std::uniform_real_distribution<float> lx(-4.0f, 4.0f), uy(-12.0f, 12.0f);
+        for (int i = 0; i < 4000; ++i) {
+            const float y = uy(rng), x = std::pow(10.0f, lx(rng)) * (i % 4 ? 1.0f : -1.0f);
+            xs.push_back(round_to(t, x)), ys.push_back(round_to(t, i % 3 ? y : std::round(y)));
+        }
+        // tensor ** tensor
+        const auto got =
+            run_values("spyre.kernel 1\nin " + s + " full\nin " + s + " full\nout " + s +
+                           "\n%0 = load 0\n%1 = load 1\n%2 = pow %0 %1\nstore 0 %2\n",
+                       {xs, ys}, n);
+        for (size_t i = 0; i < n; ++i)
+            worst = std::max(worst, check_pow(t, xs[i], ys[i], false, got[i], ulps));
+        for (float yv : kPowY) {
+            const float y = round_to(t, yv);
+            char c[32];
+            std::snprintf(c, sizeof c, "%.9g", yv);
+            // tensor ** scalar input, tensor ** constant (rounded to t by a cast, as Inductor's)
+            const auto gs =
+                run_values("spyre.kernel 1\nin " + s + " full\nin " + s + " scalar\nout " + s +
+                               "\n%0 = load 0\n%1 = load 1\n%2 = pow %0 %1\nstore 0 %2\n",
+                           {std::vector<float>(kPowX, kPowX + NX), {y}}, NX);
+            const auto gc = run_values("spyre.kernel 1\nin " + s + " full\nout " + s +
+                                           "\n%0 = load 0\n%1 = const " + c + "\n%2 = cast %1 " +
+                                           s + "\n%3 = pow %0 %2\nstore 0 %3\n",
+                                       {std::vector<float>(kPowX, kPowX + NX)}, NX);
+            for (size_t i = 0; i < NX; ++i) {
+                const float x = round_to(t, kPowX[i]);
+                worst = std::max(worst, check_pow(t, x, y, false, gs[i], ulps));
+                const double e = check_pow(t, x, y, true, gc[i], ulps);
+                worst = std::max(worst, e);
+                // the specialised exponents: multiplies, sqrt, rsqrt, recip
+                if ((y == std::floor(y) && std::fabs(y) <= 8) || std::fabs(y) == 0.5f)
+                    special = std::max(special, e);
+            }
+        }
+        for (float xv : kPowX) {  // constant ** tensor (AdamW's beta ** step)
+            const float x = round_to(t, xv);
+            char c[32];
+            std::snprintf(c, sizeof c, "%.9g", x);
+            const auto g =
+                run_values("spyre.kernel 1\nin " + s + " full\nout " + s +
+                               "\n%0 = load 0\n%1 = const " + c + "\n%2 = pow %1 %0\nstore 0 %2\n",
+                           {std::vector<float>(kPowY, kPowY + NY)}, NY);
+            for (size_t i = 0; i < NY; ++i)
+                worst = std::max(worst, check_pow(t, x, round_to(t, kPowY[i]), false, g[i], ulps));
+        }
+        std::printf(
+            "pow %s: worst error %.2f ulps, %.2f for the specialised constant exponents "
+            "(fp32: %.3f ulps per unit of |y log2|x||)\n",
+            s.c_str(), worst, special, g_pow_ratio);
+    }
+}
+
+// The constant exponents aten specialises become those ops (one pass each for 0.5, -0.5, -1;
+// x * x for 2), other small integers multiplies, a positive constant base a multiply and an
+// exp2; a tensor exponent the whole expansion; two constants fold.
+TEST(Fused, PowSpecialisesConstants) {
+    auto ops = [](const std::string& x, const std::string& y) {
+        const FusedKernel k = parse_fused("spyre.kernel 1\nin f32 full\nout f32\n%0 = load 0\n" +
+                                          x + "\n" + y + "\n%3 = pow %1 %2\nstore 0 %3\n");
+        std::string s;
+        for (size_t i = 3; i < k.code.size(); ++i)
+            if (k.code[i].op != FkOp::CONST && k.code[i].op != FkOp::STORE)
+                s += std::string(s.empty() ? "" : " ") + fk_name(k.code[i].op);
+        return s;
+    };
+    const std::string x = "%1 = cast %0 f32", y = "%2 = cast %0 f32";
+    EXPECT_EQ(ops(x, "%2 = const 2"), "mul");
+    EXPECT_EQ(ops(x, "%2 = const 3"), "mul mul");
+    EXPECT_EQ(ops(x, "%2 = const 0.5"), "sqrt");
+    EXPECT_EQ(ops(x, "%2 = const -0.5"), "rsqrt");
+    EXPECT_EQ(ops(x, "%2 = const -1"), "recip");
+    EXPECT_EQ(ops(x, "%2 = const -2"), "mul recip");
+    EXPECT_EQ(ops(x, "%2 = const 8"), "mul mul mul");
+    EXPECT_EQ(ops(x, "%2 = const -5"), "recip mul mul mul");
+    EXPECT_EQ(ops(x, "%2 = const 0"), "");
+    EXPECT_EQ(ops("%1 = const 0.9", y), "mul exp2");
+    EXPECT_EQ(ops("%1 = const 1", y), "");
+    EXPECT_EQ(ops("%1 = const 2", "%2 = const 10"), "");
+    EXPECT_EQ(ops(x, "%2 = const 2.5"), "eq where log2 mul exp2");  // NaN for x < 0
+    EXPECT_EQ(ops(x, "%2 = const 9"), "abs log2 mul exp2 recip min lt neg where");
+    EXPECT_EQ(ops(x, y),  // a tensor exponent: NaN and sign fix-ups from y's values
+              "floor ne eq where abs where log2 mul eq eq max where exp2 recip min lt mul floor "
+              "mul sub eq mul neg where");
+    EXPECT_THROW(parse_fused("spyre.kernel 1\nin f32 full\nout f32\n%0 = load 0\n%1 = pow %0\n"
+                             "store 0 %1\n"),
+                 std::invalid_argument);
+}
+
 TEST(Fused, SeveralOutputsCastsAndSharedValues) {
     // one value stored and used further; a bf16 rounding mid-chain; outputs of three types
     run_and_check(

@@ -126,15 +126,17 @@ def test_a_compiled_optimizer_step_reads_its_step_count_without_splitting(fallba
         g = torch.Generator().manual_seed(1)
         x, y = torch.randn(32, 64, generator=g), torch.randint(0, 10, (32,), generator=g)
         compiled_step = torch.compile(opt.step, backend=backend)
-        per_step = []
+        per_step, launches = [], []
         for i in range(5):
             for m, xx, yy in ((cpu_model, x, y), (model, x.to("spyre"), y.to("spyre"))):
                 torch.nn.functional.cross_entropy(m(xx), yy).backward()
             cpu_opt.step()
             torch.spyre.synchronize()
             before = torch.spyre.submissions(0)
-            compiled_step()
+            with torch_spyre.profiler.profile() as prof:
+                compiled_step()
             per_step.append(torch.spyre.submissions(0) - before)
+            launches.append(sum(e.launches for e in prof.events))
             cpu_opt.zero_grad(), opt.zero_grad()
             for (n, p), (_, q) in zip(model.named_parameters(), cpu_model.named_parameters()):
                 torch.testing.assert_close(p.detach().cpu(), q.detach(), rtol=1e-4, atol=1e-5,
@@ -142,4 +144,7 @@ def test_a_compiled_optimizer_step_reads_its_step_count_without_splitting(fallba
         if backend == "inductor":
             # the first call compiles (Dynamo reads the state); later ones are one submission
             assert per_step[2:] == [1, 1, 1], per_step
+            # `beta ** step` is the generator's pow: the bias corrections fuse with the update
+            # (108 launches per step when they ran their eager forms)
+            assert launches[2:] == [6] * 3, launches
     assert torch_spyre.fallback_counts() == {}, torch_spyre.fallback_counts()

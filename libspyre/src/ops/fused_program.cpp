@@ -2,6 +2,7 @@
 #include "ops/fused_program.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -1119,6 +1120,93 @@ std::vector<uint8_t> Emitter::build_long() {
     return b_.finish();
 }
 
+// ---- pow: x ** y as the ops above ----
+
+// A value's number when it is a constant (a CONST, or a CAST of one: rounded as the lowering
+// rounds it).
+bool const_of(const FusedKernel& k, int v, float& c) {
+    const FkInstr& in = k.code[v];
+    if (in.op == FkOp::CONST) return c = in.imm, true;
+    if (in.op != FkOp::CAST || !const_of(k, in.a, c)) return false;
+    if (in.t == DType::F16) c = num::f16_to_f32(num::f32_to_f16(c));
+    if (in.t == DType::BF16) c = num::bf16_to_f32(num::f32_to_bf16(c));
+    return true;
+}
+
+// x ** y with torch.pow's (std::pow's) special cases, in fp32: exp2(y * log2|x|), the
+// exponent forced to 0 where y == 0 or |x| == 1 (x ** 0 = 1 for NaN x too, 1 ** y = 1 for NaN
+// or inf y), the sign of a negative base (-0 too) for an odd integer y, NaN for a finite
+// negative base and a non-integer y (log2 of x itself: NaN; -inf is taken as +inf, so
+// (-inf) ** 0.5 = inf as std::pow). Constants specialise: y in {2, 3, -2, 0.5, -0.5, -1} as
+// aten's CPU kernel (x * x, x * x * x, 1 / (x * x), sqrt, rsqrt, recip), other integers up to
+// 8 by multiplies (of 1 / x for negative ones, as Inductor's pow_recursive), a positive finite
+// base c as exp2(y * log2(c)) with log2(c) from the host, two constants folded on the host;
+// the sign and NaN fix-ups only where the constant exponent needs them. Returns the value.
+int add_pow(FusedKernel& k, int x, int y) {
+    auto add = [&](FkOp op, int a = -1, int b = -1, int c = -1) {
+        FkInstr e;
+        e.op = op, e.a = a, e.b = b, e.c = c;
+        k.code.push_back(e);
+        return static_cast<int>(k.code.size() - 1);
+    };
+    auto cst = [&](float v) {
+        FkInstr e;
+        e.op = FkOp::CONST, e.imm = v;
+        k.code.push_back(e);
+        return static_cast<int>(k.code.size() - 1);
+    };
+    constexpr float inf = std::numeric_limits<float>::infinity();
+    float cx = 0.0f, cy = 0.0f;
+    const bool kx = const_of(k, x, cx), ky = const_of(k, y, cy);
+    if (kx && ky) return cst(static_cast<float>(std::pow(double(cx), double(cy))));
+    if (ky) {
+        if (cy == 0.0f) return cst(1.0f);
+        if (cy == 1.0f) return x;
+        if (cy == 0.5f) return add(FkOp::SQRT, x);
+        if (cy == -0.5f) return add(FkOp::RSQRT, x);
+        if (cy == -1.0f) return add(FkOp::RECIP, x);
+        if (cy == -2.0f) return add(FkOp::RECIP, add(FkOp::MUL, x, x));
+        if (cy == std::floor(cy) && std::fabs(cy) <= 8.0f) {  // by squaring: 2 .. 8, -3 .. -8
+            int b = cy < 0 ? add(FkOp::RECIP, x) : x, r = -1;
+            for (int e = static_cast<int>(std::fabs(cy));;) {
+                if (e & 1) r = r < 0 ? b : add(FkOp::MUL, r, b);
+                if (!(e >>= 1)) return r;
+                b = add(FkOp::MUL, b, b);
+            }
+        }
+    }
+    if (kx && !ky && cx == 1.0f) return cst(1.0f);
+    if (kx && !ky && cx > 0.0f && cx < inf)  // y = 0 gives exp2(0), inf/NaN y their limits
+        return add(FkOp::EXP2, add(FkOp::MUL, y, cst(float(std::log2(double(cx))))));
+    // y's kind: integer (inf counts: std::pow takes it as even), odd, or neither (NaN too)
+    const bool y_int = ky && cy == std::floor(cy),
+               y_odd = y_int && std::fabs(std::fmod(cy, 2.0f)) == 1.0f;
+    const int zero = cst(0.0f);
+    int ny = -1;  // y is not an integer (or NaN): 1.0
+    if (!ky) ny = add(FkOp::NE, add(FkOp::FLOOR, y), y);
+    int s = -1;  // what log2 takes: |x|, or x itself (-inf as +inf) for a non-integer y
+    if (!y_int) s = add(FkOp::WHERE, add(FkOp::EQ, x, cst(-inf)), cst(inf), x);
+    if (!ky) s = add(FkOp::WHERE, ny, s, add(FkOp::ABS, x));
+    if (y_int) s = add(FkOp::ABS, x);
+    const int l = add(FkOp::LOG2, s);
+    int t = add(FkOp::MUL, y, l);
+    if (!ky || !std::isfinite(cy)) {  // 0 where |x| == 1 (log2 0) or y == 0: 0 * inf, NaN
+        int z = add(FkOp::EQ, l, zero);
+        if (!ky) z = add(FkOp::MAX, z, add(FkOp::EQ, y, zero));
+        t = add(FkOp::WHERE, z, zero, t);
+    }
+    int p = add(FkOp::EXP2, t);
+    if (ky && !y_odd) return p;
+    // a negative base (-0 and -inf too: min(x, 1 / x) < 0) to an odd integer power
+    int flip = add(FkOp::LT, add(FkOp::MIN, x, add(FkOp::RECIP, x)), zero);
+    if (!ky) {  // y odd: y - 2 * floor(y / 2) == 1 (exact; inf gives NaN: even)
+        const int h = add(FkOp::FLOOR, add(FkOp::MUL, y, cst(0.5f)));
+        const int odd = add(FkOp::EQ, add(FkOp::SUB, y, add(FkOp::MUL, h, cst(2.0f))), cst(1.0f));
+        flip = add(FkOp::MUL, flip, odd);
+    }
+    return add(FkOp::WHERE, flip, add(FkOp::NEG, p), p);
+}
+
 }  // namespace
 
 const char* fk_name(FkOp op) { return op < FkOp::COUNT ? kNames[static_cast<size_t>(op)] : "?"; }
@@ -1243,6 +1331,11 @@ FusedKernel parse_fused(const std::string& text) {
             if (!k.cols) bad("'rany' needs a row kernel");
             const int x = value(w[3]);
             values[w[0]] = add(FkOp::RMAX, add(FkOp::NE, x, add(FkOp::CONST)));
+            continue;
+        }
+        if (w[2] == "pow") {  // x ** y: expanded into the ops above (add_pow)
+            if (w.size() != 5) bad("expected 'pow <base> <exponent>'");
+            values[w[0]] = add_pow(k, value(w[3]), value(w[4]));
             continue;
         }
         if (w[2] == "rargmax" || w[2] == "rargmin") {

@@ -378,6 +378,12 @@ def describe(trace, inputs, outputs):
                 raise Unsupported(f"cast to {dtype}")
         elif kind == "op" and op[1] in UNARY and len(op[2]) == 1:
             out(i, f"{UNARY[op[1]]} {val(op[2][0])}")
+        elif kind == "op" and op[1] == "pow" and len(op[2]) == 2:
+            # x ** y, either a value or a number (libspyre expands it, specialising constants);
+            # Inductor already made small integer exponents multiplies, 0.5 sqrt, 2 ** y exp2
+            a = [new(f"const {float(x)!r}") if isinstance(x, (int, float)) else val(x)
+                 for x in op[2]]
+            out(i, f"pow {a[0]} {a[1]}")
         elif kind == "op" and op[1] in BINARY and len(op[2]) == 2:
             out(i, f"{BINARY[op[1]]} {val(op[2][0])} {val(op[2][1])}")
             if op[1] in COMPARES:
