@@ -298,7 +298,7 @@ class Device : public std::enable_shared_from_this<Device> {
     std::vector<std::weak_ptr<Device>> peers_;  // peer access enabled (under rt_mu_)
     StreamRef default_stream_;
     std::vector<std::weak_ptr<Stream>> streams_;
-    std::unique_ptr<SubAllocator> suballoc_;
+    std::shared_ptr<SubAllocator> suballoc_;
     struct CachedImage {
         std::vector<uint8_t> bytes;
         std::weak_ptr<Buffer> buf;

@@ -21,8 +21,9 @@ Device::Device() = default;
 Device::~Device() = default;
 
 void Device::release_runtime() {
+    // The stream goes first (its drained work held the last sub-buffers), then the allocator.
+    std::shared_ptr<SubAllocator> sa;
     StreamRef s;
-    std::unique_ptr<SubAllocator> sa;
     {
         std::lock_guard lock(rt_mu_);
         s = std::move(default_stream_);
@@ -108,7 +109,7 @@ void Device::synchronize() {
 SubAllocator& Device::suballocator() {
     std::lock_guard lock(rt_mu_);
     if (!suballoc_)
-        suballoc_ = std::make_unique<SubAllocator>(*this, suballoc_max_from_env(),
+        suballoc_ = std::make_shared<SubAllocator>(*this, suballoc_max_from_env(),
                                                    suballoc_slab_from_env());
     return *suballoc_;
 }

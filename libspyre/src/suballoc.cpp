@@ -35,12 +35,12 @@ struct SubAllocator::Slab {
     uint32_t total = 0;
 };
 
-// A block of a slab. Holds the device (whose allocator owns the slab) alive.
+// A block of a slab. Holds its allocator (which owns the slab) alive, not the device.
 class SubBuffer final : public Buffer {
   public:
-    SubBuffer(std::shared_ptr<Device> dev, SubAllocator* owner, SubAllocator::Slab* slab,
-              uint32_t block, uint64_t size)
-        : dev_(std::move(dev)), owner_(owner), slab_(slab), block_(block), size_(size) {}
+    SubBuffer(std::shared_ptr<SubAllocator> owner, SubAllocator::Slab* slab, uint32_t block,
+              uint64_t size)
+        : owner_(std::move(owner)), slab_(slab), block_(block), size_(size) {}
     ~SubBuffer() override { owner_->release(slab_, block_); }
     uint64_t size() const override { return size_; }
     uint64_t alloc_size() const override { return slab_->block; }
@@ -51,8 +51,7 @@ class SubBuffer final : public Buffer {
 
   private:
     uint64_t offset() const { return block_ * slab_->block; }
-    std::shared_ptr<Device> dev_;
-    SubAllocator* owner_;
+    std::shared_ptr<SubAllocator> owner_;
     SubAllocator::Slab* slab_;
     uint32_t block_;
     uint64_t size_;
@@ -98,7 +97,7 @@ BufferRef SubAllocator::alloc(uint64_t size) {
     slab->free.pop_back();
     stats_.used_bytes += block;
     stats_.blocks++;
-    return std::make_shared<SubBuffer>(dev_.shared_from_this(), this, slab, b, size);
+    return std::make_shared<SubBuffer>(shared_from_this(), slab, b, size);
 }
 
 void SubAllocator::release(Slab* slab, uint32_t block) {

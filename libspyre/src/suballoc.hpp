@@ -3,6 +3,13 @@
 // from 256 bytes up to the limit (SPYRE_SUBALLOC_MAX, default 64 KiB; 0 disables); each
 // class has slabs of SPYRE_SUBALLOC_SLAB bytes (default 2 MiB) split into equal blocks. A
 // block is aligned to its size. A slab whose blocks are all free is given back.
+//
+// Each sub-buffer holds its allocator, not the device: a sub-buffer that queued work still uses
+// when its device is closed must not keep the device alive, since the device owns the stream
+// that holds the work (a cycle that kept a closed card open for the life of the process, and on
+// the simulator a device destroyed by its own stream's worker, which then waited for itself).
+// The device drains its default stream before it goes (Device::release_runtime), so no
+// sub-buffer outlives the device's backend file.
 #pragma once
 
 #include <cstdint>
@@ -14,8 +21,9 @@
 
 namespace spyre {
 
-class SubAllocator {
+class SubAllocator : public std::enable_shared_from_this<SubAllocator> {
   public:
+    // `dev` is used by alloc() only (called through a live device).
     SubAllocator(Device& dev, uint64_t max_bytes, uint64_t slab_bytes);
     ~SubAllocator();
 

@@ -367,6 +367,41 @@ inline void suballocator(spyre_device_t dev, int count) {
     for (auto& x : bs) SC_EXPECT(spyre_free(x.b));
 }
 
+// A device closed with work still queued on small (sub-allocated) buffers its caller freed is
+// released at the close: its memory is back and the next open gets a new device. A sub-buffer
+// used to hold its device, whose default stream held the work: the closed device stayed open
+// for the life of the process (on the simulator its own stream's worker destroyed it and then
+// waited for itself; the card, memory and mode of the closed device were what the next open
+// got). `index` must not be open elsewhere in the process.
+inline void closed_with_work_queued(int index) {
+    spyre_device_t dev = nullptr;
+    SC_ASSERT(spyre_device_open(index, &dev));
+    spyre_runtime_stats r{};
+    SC_ASSERT(spyre_device_get_runtime_stats(dev, &r));
+    if (r.suballoc_max_bytes < 4096) {
+        spyre_device_close(dev);
+        GTEST_SKIP() << "sub-allocator disabled";
+    }
+    uint64_t free0 = 0, free1 = 0, total = 0;
+    SC_ASSERT(spyre_mem_get_info(dev, &free0, &total));
+    spyre_buffer_t a = nullptr, b = nullptr;
+    SC_ASSERT(spyre_malloc(dev, 4096, &a));
+    SC_ASSERT(spyre_malloc(dev, 4096, &b));
+    for (int i = 0; i < 64; ++i) {
+        SC_ASSERT(spyre_memset_async(a, 0, i, 4096, nullptr));
+        SC_ASSERT(spyre_memcpy_dtod_async(b, 0, a, 0, 4096, nullptr));
+    }
+    SC_ASSERT(spyre_free(a));
+    SC_ASSERT(spyre_free(b));
+    SC_ASSERT(spyre_device_close(dev));
+    SC_ASSERT(spyre_device_open(index, &dev));
+    SC_ASSERT(spyre_mem_get_info(dev, &free1, &total));
+    EXPECT_EQ(free1, free0) << "the closed device's memory was not given back";
+    SC_ASSERT(spyre_device_get_runtime_stats(dev, &r));
+    EXPECT_EQ(r.suballoc_slabs, 0u) << "the open got the closed device back";
+    SC_EXPECT(spyre_device_close(dev));
+}
+
 // Loading one image twice copies it once.
 inline void program_cache(spyre_device_t dev) {
     auto img = spyre_test::build_add_program(64);

@@ -38,6 +38,14 @@ TEST_F(SimStreams, AsyncFaultReachesTheNextSynchronizeAndNothingIsLost) {
 TEST_F(SimStreams, ManyThreads) { spyre_cases::many_threads(dev_, 16, 300000, 20); }
 TEST_F(SimStreams, UseAfterFreeIsDetected) { spyre_cases::use_after_free(dev_); }
 TEST_F(SimStreams, SubAllocator) { spyre_cases::suballocator(dev_, 2000); }
+// Its own environment: the fixture holds card 0 open.
+TEST(SimDeviceLifetime, ClosedWithWorkQueuedIsReleased) {
+    setenv("SPYRE_BACKEND", "sim", 1);
+    setenv("SPYRE_SIM_DEVICES", "2", 1);
+    spyre_cases::closed_with_work_queued(1);
+    unsetenv("SPYRE_BACKEND");
+    unsetenv("SPYRE_SIM_DEVICES");
+}
 TEST_F(SimStreams, ProgramCacheHit) { spyre_cases::program_cache(dev_); }
 TEST_F(SimStreams, HostFunctionRunsInStreamOrder) { spyre_cases::host_func(dev_); }
 TEST_F(SimStreams, FillsAndStridedCopies) { spyre_cases::fills_and_strided(dev_); }

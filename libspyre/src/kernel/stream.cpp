@@ -427,9 +427,8 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         reap(p);
     }
 
-    // The card is gone: no pending job will finish. Their buffer references go now: a
-    // sub-allocated buffer holds the device, which holds its default stream, so kept they
-    // would keep the lost card's driver file open for the life of the process.
+    // The card is gone: no pending job will finish. Their buffer references go now, not when
+    // the stream goes (the default stream lives as long as its device).
     void abandon_pending() {
         for (auto& p : pending_) p.refs.clear();
     }

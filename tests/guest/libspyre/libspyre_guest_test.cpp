@@ -892,6 +892,12 @@ TEST(Streams, UseAfterFreeIsDetected) {
 TEST(Streams, SubAllocator) {
     for_each_device([](spyre_device_t dev, int) { spyre_cases::suballocator(dev, 300); });
 }
+TEST(Streams, ClosedWithWorkQueuedIsReleased) {
+    for (int i = 0; i < device_count(); ++i) {
+        SCOPED_TRACE("spyre" + std::to_string(i));
+        spyre_cases::closed_with_work_queued(i);
+    }
+}
 TEST(Streams, HostFunctionRunsInStreamOrder) {
     for_each_device([](spyre_device_t dev, int) { spyre_cases::host_func(dev); });
 }
