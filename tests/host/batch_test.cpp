@@ -181,8 +181,7 @@ TEST_F(Batch, AnythingThatWaitsOrQueuesOtherWorkQueuesTheHeldWorkFirst) {
         ch.clear();
     }
 
-    // fills between launches, in order: held on the simulator (it fills in place), the end of
-    // a submission on spyre.ko (its replayed fills copy a pattern block a batch does not keep)
+    // fills between launches, in order, held (spyre.ko: pattern blocks in a staging slot)
     const uint64_t j0 = submissions(dev);
     ASSERT_SPYRE(spyre_stream_begin_batch(s));
     const uint16_t two = 0x4000, three = 0x4200;
@@ -190,7 +189,7 @@ TEST_F(Batch, AnythingThatWaitsOrQueuesOtherWorkQueuesTheHeldWorkFirst) {
     ch.queue(s);
     ASSERT_SPYRE(spyre_fill_async(ch.out.buf, 2, &two, 2, bytes / 2 - 1, s));
     ASSERT_SPYRE(spyre_stream_end_batch(s));
-    if (sim) EXPECT_EQ(submissions(dev) - j0, 1u) << "the fills were held";
+    EXPECT_EQ(submissions(dev) - j0, 1u) << "the fills were held";
     ASSERT_SPYRE(spyre_stream_synchronize(s));
     ch.out.fetch();
     EXPECT_EQ(std::vector<uint8_t>(ch.out.host.begin(), ch.out.host.begin() + 2),
@@ -215,6 +214,72 @@ TEST_F(Batch, AnythingThatWaitsOrQueuesOtherWorkQueuesTheHeldWorkFirst) {
     ch.a.fetch();
     EXPECT_EQ(ch.a.host, want) << "the captured copy read the batch's output";
     spyre_graph_destroy(g);
+}
+
+// Fills of every pattern size between launches and copies, at odd offsets and sizes: smaller
+// than a pattern block (4 KiB), several blocks with a tail, a pattern used twice; the batch is
+// one submission and every byte is what the same work queued unbatched writes.
+TEST_F(Batch, FillsOfEveryPatternSizeAreHeldInOneSubmission) {
+    Chain ch(dev);
+    const std::vector<uint8_t> want = direct(ch);
+    constexpr uint64_t kBytes = 64 * 1024;
+    DevArray raw(dev, SPYRE_DTYPE_FLOAT16, kBytes / 2, 9),
+        copy(dev, SPYRE_DTYPE_FLOAT16, kBytes / 2, 10);
+    std::vector<uint8_t> expect = raw.host, expect_copy = copy.host;
+    struct F {
+        uint64_t offset;
+        uint32_t psize;
+        uint64_t count;
+        uint64_t pattern;
+    };
+    const F fills[] = {
+        {3, 1, 5, 0xa5},                                      // smaller than a block
+        {17, 2, 3 * 4096 / 2 + 7, 0x1234},                    // several blocks and a tail
+        {12345, 4, 1001, 0xdeadbeef},                         // odd offset, not block-aligned
+        {20011, 8, 2 * 4096 / 8 + 3, 0x0102030405060708ull},  // two blocks and a tail
+        {40003, 1, 9000, 0x5c},                               // 1-byte, several blocks
+        {60001, 4, 7, 0xdeadbeef},                            // a pattern used before, smaller
+        {61001, 8, 1, 0xfedcba9876543210ull},                 // one element
+    };
+    auto apply = [](std::vector<uint8_t>& v, const F& f) {
+        for (uint64_t i = 0; i < f.count * f.psize; ++i)
+            v[f.offset + i] = static_cast<uint8_t>(f.pattern >> (8 * (i % f.psize)));
+    };
+    const uint64_t j0 = submissions(dev);
+    ASSERT_SPYRE(spyre_stream_begin_batch(s));
+    for (size_t i = 0; i < std::size(fills); ++i) {
+        const F& f = fills[i];
+        ASSERT_SPYRE(spyre_fill_async(raw.buf, f.offset, &f.pattern, f.psize, f.count, s));
+        apply(expect, f);
+        if (i == 2) ch.queue(s);  // launches and a copy between the fills
+        if (i == 3) {             // a copy that reads what the fills wrote
+            ASSERT_SPYRE(spyre_memcpy_dtod_async(copy.buf, 101, raw.buf, 0, 30000, s));
+            std::copy(expect.begin(), expect.begin() + 30000, expect_copy.begin() + 101);
+        }
+    }
+    EXPECT_EQ(submissions(dev) - j0, 0u) << "held until the batch ends";
+    ASSERT_SPYRE(spyre_stream_end_batch(s));
+    EXPECT_EQ(submissions(dev) - j0, 1u) << "launches, fills and copies are one submission";
+    ASSERT_SPYRE(spyre_stream_synchronize(s));
+    raw.fetch(), copy.fetch();
+    for (uint64_t i = 0; i < kBytes; ++i) ASSERT_EQ(raw.host[i], expect[i]) << "byte " << i;
+    for (uint64_t i = 0; i < kBytes; ++i) ASSERT_EQ(copy.host[i], expect_copy[i]) << "byte " << i;
+    EXPECT_EQ(ch.result(), want);
+
+    // many fills: bounded (kMaxHeld nodes a submission), each right
+    const uint64_t j1 = submissions(dev);
+    ASSERT_SPYRE(spyre_stream_begin_batch(s));
+    for (uint64_t i = 0; i < 300; ++i) {
+        const F f{i * 211, static_cast<uint32_t>(1u << (i % 4)), uint64_t{211} >> (i % 4),
+                  0x0101010101010101ull * (i + 1)};
+        ASSERT_SPYRE(spyre_fill_async(raw.buf, f.offset, &f.pattern, f.psize, f.count, s));
+        apply(expect, f);
+    }
+    ASSERT_SPYRE(spyre_stream_end_batch(s));
+    EXPECT_EQ(submissions(dev) - j1, 2u) << "a full batch of 256 and the rest";
+    ASSERT_SPYRE(spyre_stream_synchronize(s));
+    raw.fetch();
+    for (uint64_t i = 0; i < kBytes; ++i) ASSERT_EQ(raw.host[i], expect[i]) << "byte " << i;
 }
 
 TEST_F(Batch, NestingBoundsAndMisuse) {

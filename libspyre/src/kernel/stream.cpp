@@ -921,7 +921,8 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                     b.refs.push_back(n.copy.dst.buf), b.refs.push_back(n.copy.src.buf);
                     break;
                 case GraphNode::Op::Fill:
-                    b.refs.push_back(n.dst), b.refs.push_back(n.pattern_block);
+                    b.refs.push_back(n.dst);
+                    if (n.pattern_block) b.refs.push_back(n.pattern_block);
                     break;
                 case GraphNode::Op::Record:
                     break;
@@ -964,6 +965,43 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
             c.ext = reinterpret_cast<uintptr_t>(&e);
             c.ext_size = sizeof e;
             b.cmds.push_back(c);
+        };
+        // Pattern blocks of fills held by a batch (no pattern_block): written into one staging
+        // slot (pinned host memory the card reads), one block per pattern, released at the
+        // replay's last job (freed by the slot's timeline point, as a staged copy's). A full
+        // slot ends the job that reads it and the next blocks go to another slot.
+        SlotGuard fslot{this, nullptr, 0};
+        uint64_t fslot_used = 0;
+        struct HostBlock {
+            uint64_t p8, offset, size;
+        };
+        std::vector<HostBlock> host_blocks;
+        auto host_block = [&](uint64_t p8, uint64_t size) -> HostBlock {
+            for (const HostBlock& hb : host_blocks)
+                if (hb.p8 == p8 && hb.size >= size) return hb;
+            const uint64_t need = (size + 63) & ~uint64_t(63);
+            if (!fslot.slot || fslot_used + need > dev_->chunk_bytes()) {
+                if (fslot.slot) {
+                    flush();
+                    dev_->release_slot(fslot.slot, sync_, point_);
+                    fslot.slot = nullptr;
+                }
+                fslot.point_before = point_;
+                fslot.slot = dev_->acquire_slot();
+                fslot_used = 0;
+                host_blocks.clear();
+            }
+            std::byte* p = fslot.slot->ptr + fslot_used;
+            uint64_t filled = std::min<uint64_t>(need, 8);
+            std::memcpy(p, &p8, filled);
+            while (filled < need) {  // doubling
+                const uint64_t k = std::min(filled, need - filled);
+                std::memcpy(p + filled, p, k);
+                filled += k;
+            }
+            host_blocks.push_back({p8, fslot_used, size});
+            fslot_used += need;
+            return host_blocks.back();
         };
         for (const GraphNode& n : g.nodes) {
             if (n.op == GraphNode::Op::Launch) room(1, true);
@@ -1009,13 +1047,25 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                     break;
                 }
                 case GraphNode::Op::Fill: {
+                    if (!n.size) break;
                     // The pattern block repeated over the destination: one COPY_2D with a
                     // source pitch of 0, and the rest.
+                    Bo* pbo_p = nullptr;
+                    uint64_t p0 = 0, blk = 0;
+                    if (n.pattern_block) {
+                        pbo_p = &root_bo(*n.pattern_block);
+                        p0 = n.pattern_block->root_offset();
+                        blk = n.pattern_block->size();
+                    } else {
+                        blk = std::min(n.size, kFillBlock);  // a multiple of the pattern
+                        const HostBlock hb =
+                            host_block(pattern8(n.pattern, n.pattern_size, 0), blk);
+                        pbo_p = fslot.slot->bo.get();
+                        p0 = hb.offset;
+                    }
+                    Bo& pbo = *pbo_p;
                     Bo& dbo = root_bo(*n.dst);
-                    Bo& pbo = root_bo(*n.pattern_block);
                     const uint64_t d0 = n.dst->root_offset() + n.dst_offset;
-                    const uint64_t p0 = n.pattern_block->root_offset();
-                    const uint64_t blk = n.pattern_block->size();
                     const uint64_t rows = n.size / blk, tail = n.size % blk;
                     if (rows > 1 && has_2d && rows <= UINT32_MAX) {
                         copy_2d(dbo, d0, pbo, p0, blk, rows, 0, blk);
@@ -1290,6 +1340,12 @@ void KernelStream::copy_3d(const Copy3D& c3) {
         body();
     else
         run_sync(body);
+}
+
+bool KernelDevice::holds_fill(uint64_t size) {
+    if (!(info_.caps & DRM_SPYRE_CAP_HOST_BO)) return false;
+    return size < kProgramFillMin || !(info_.caps & DRM_SPYRE_CAP_LAUNCH) ||
+           std::getenv("SPYRE_FILL_DMA_ONLY");
 }
 
 StreamRef KernelDevice::create_stream(int priority, bool is_default) {
