@@ -350,6 +350,20 @@ TEST_F(Batch, FaultingHeldLaunchIsNamedAtTheSynchronize) {
     EXPECT_NE(err.find("launched by the-bad-part"), std::string::npos) << err;
     EXPECT_EQ(SPYRE_SUCCESS, spyre_stream_synchronize(s)) << "reported once";
     EXPECT_EQ(ch.result(), want) << "the work after the fault ran";
+
+    // fills held with a faulting launch run, and what holds their pattern (spyre.ko: a staging
+    // slot) is freed with the failed job: more such batches than the card has slots (8)
+    const size_t n = ch.out.host.size() / 2;
+    for (int i = 0; i < 12; ++i) {
+        const uint16_t v = static_cast<uint16_t>(0x3c00 + 0x400 * (i % 4));  // 1, 2, 4, 8
+        ASSERT_SPYRE(spyre_stream_begin_batch(s));
+        ASSERT_SPYRE(spyre_launch_async(bad, &p, s));
+        ASSERT_SPYRE(spyre_fill_async(ch.out.buf, 2, &v, 2, n - 1, s));
+        ASSERT_SPYRE(spyre_stream_end_batch(s));
+        EXPECT_NE(SPYRE_SUCCESS, spyre_stream_synchronize(s)) << i;
+        ch.out.fetch();
+        for (size_t k = 1; k < n; ++k) ASSERT_EQ(ch.out.at(k), float(1 << (i % 4))) << i;
+    }
     spyre_program_free(bad);
 }
 
