@@ -222,7 +222,7 @@ TEST_F(Batch, AnythingThatWaitsOrQueuesOtherWorkQueuesTheHeldWorkFirst) {
 TEST_F(Batch, FillsOfEveryPatternSizeAreHeldInOneSubmission) {
     Chain ch(dev);
     const std::vector<uint8_t> want = direct(ch);
-    constexpr uint64_t kBytes = 64 * 1024;
+    constexpr uint64_t kBytes = 256 * 1024;
     DevArray raw(dev, SPYRE_DTYPE_FLOAT16, kBytes / 2, 9),
         copy(dev, SPYRE_DTYPE_FLOAT16, kBytes / 2, 10);
     std::vector<uint8_t> expect = raw.host, expect_copy = copy.host;
@@ -240,6 +240,7 @@ TEST_F(Batch, FillsOfEveryPatternSizeAreHeldInOneSubmission) {
         {40003, 1, 9000, 0x5c},                               // 1-byte, several blocks
         {60001, 4, 7, 0xdeadbeef},                            // a pattern used before, smaller
         {61001, 8, 1, 0xfedcba9876543210ull},                 // one element
+        {65601, 4, 40003, 0x3f800000},  // over 64 KiB: 4 KiB blocks and a tail on spyre.ko
     };
     auto apply = [](std::vector<uint8_t>& v, const F& f) {
         for (uint64_t i = 0; i < f.count * f.psize; ++i)
@@ -265,6 +266,28 @@ TEST_F(Batch, FillsOfEveryPatternSizeAreHeldInOneSubmission) {
     for (uint64_t i = 0; i < kBytes; ++i) ASSERT_EQ(raw.host[i], expect[i]) << "byte " << i;
     for (uint64_t i = 0; i < kBytes; ++i) ASSERT_EQ(copy.host[i], expect_copy[i]) << "byte " << i;
     EXPECT_EQ(ch.result(), want);
+
+    // the fills up to 64 KiB alone, queued one by one and held: the same modeled cycles (on
+    // spyre.ko a held fill that small copies a block of its whole size, as one queued alone)
+    spyre_event_t e0, e1;
+    ASSERT_SPYRE(spyre_event_create(dev, &e0));
+    ASSERT_SPYRE(spyre_event_create(dev, &e1));
+    uint64_t cycles[2] = {};
+    for (int batched = 0; batched < 2; ++batched) {
+        ASSERT_SPYRE(spyre_event_record(e0, s));
+        ASSERT_SPYRE(spyre_stream_synchronize(s));
+        if (batched) ASSERT_SPYRE(spyre_stream_begin_batch(s));
+        for (const F& f : fills)
+            if (f.count * f.psize <= 64 * 1024)
+                ASSERT_SPYRE(spyre_fill_async(raw.buf, f.offset, &f.pattern, f.psize, f.count, s));
+        if (batched) ASSERT_SPYRE(spyre_stream_end_batch(s));
+        ASSERT_SPYRE(spyre_event_record(e1, s));
+        ASSERT_SPYRE(spyre_stream_synchronize(s));
+        cycles[batched] = modeled_cycles(e0, e1);
+    }
+    EXPECT_EQ(cycles[1], cycles[0]) << "held fills, modeled cycles";
+    spyre_event_destroy(e0);
+    spyre_event_destroy(e1);
 
     // many fills: bounded (kMaxHeld nodes a submission), each right
     const uint64_t j1 = submissions(dev);

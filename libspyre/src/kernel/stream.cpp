@@ -42,6 +42,10 @@ constexpr size_t kMaxStreamInflight = DRM_SPYRE_JOB_HISTORY - 64;
 constexpr uint64_t kProgramFillMin = 8ull << 20;
 constexpr int64_t kFillLx = 16384;
 constexpr size_t kMaxBatch = 64;
+// Fills held in a batch (replay_locked): up to this size a block of the whole fill, while a
+// staging slot keeps room for kFillBlock blocks of a full batch (BatchStream::kMaxHeld, 256).
+constexpr uint64_t kHeldFillWhole = 64ull << 10;
+constexpr uint64_t kHeldFillReserve = 256 * 4096;
 
 uint64_t slot_offset(uint32_t slot) {
     return slot < kShortSlots ? slot * kShortSlotBytes
@@ -968,19 +972,29 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         };
         // Pattern blocks of fills held by a batch (no pattern_block): written into one staging
         // slot (pinned host memory the card reads), one block per pattern, released at the
-        // replay's last job (freed by the slot's timeline point, as a staged copy's). A full
-        // slot ends the job that reads it and the next blocks go to another slot.
+        // replay's last job (freed by the slot's timeline point, as a staged copy's). A fill of
+        // up to kHeldFillWhole gets a block of its whole size while the slot has room beyond
+        // the kFillBlock blocks of a full batch: one COPY, as when queued alone (the same
+        // modeled cycles); a larger one a kFillBlock block, a COPY_2D and a tail. A full slot
+        // ends the job that reads it and the next blocks go to another slot.
         SlotGuard fslot{this, nullptr, 0};
         uint64_t fslot_used = 0;
         struct HostBlock {
             uint64_t p8, offset, size;
         };
         std::vector<HostBlock> host_blocks;
-        auto host_block = [&](uint64_t p8, uint64_t size) -> HostBlock {
+        const uint64_t chunk = dev_->chunk_bytes();
+        auto host_block = [&](uint64_t p8, uint64_t fill) -> HostBlock {
             for (const HostBlock& hb : host_blocks)
-                if (hb.p8 == p8 && hb.size >= size) return hb;
-            const uint64_t need = (size + 63) & ~uint64_t(63);
-            if (!fslot.slot || fslot_used + need > dev_->chunk_bytes()) {
+                if (hb.p8 == p8 && hb.size >= fill) return {p8, hb.offset, fill};
+            auto round = [](uint64_t n) { return (n + 63) & ~uint64_t(63); };
+            uint64_t size = std::min(fill, kFillBlock);
+            if (fill <= kHeldFillWhole && round(fill) + kHeldFillReserve <= chunk - fslot_used)
+                size = fill;
+            else
+                for (const HostBlock& hb : host_blocks)
+                    if (hb.p8 == p8 && hb.size >= size) return {p8, hb.offset, size};
+            if (!fslot.slot || fslot_used + round(size) > chunk) {
                 if (fslot.slot) {
                     flush();
                     dev_->release_slot(fslot.slot, sync_, point_);
@@ -992,15 +1006,15 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                 host_blocks.clear();
             }
             std::byte* p = fslot.slot->ptr + fslot_used;
-            uint64_t filled = std::min<uint64_t>(need, 8);
+            uint64_t filled = std::min<uint64_t>(size, 8);
             std::memcpy(p, &p8, filled);
-            while (filled < need) {  // doubling
-                const uint64_t k = std::min(filled, need - filled);
+            while (filled < size) {  // doubling
+                const uint64_t k = std::min(filled, size - filled);
                 std::memcpy(p + filled, p, k);
                 filled += k;
             }
             host_blocks.push_back({p8, fslot_used, size});
-            fslot_used += need;
+            fslot_used += round(size);
             return host_blocks.back();
         };
         for (const GraphNode& n : g.nodes) {
@@ -1057,11 +1071,11 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                         p0 = n.pattern_block->root_offset();
                         blk = n.pattern_block->size();
                     } else {
-                        blk = std::min(n.size, kFillBlock);  // a multiple of the pattern
                         const HostBlock hb =
-                            host_block(pattern8(n.pattern, n.pattern_size, 0), blk);
+                            host_block(pattern8(n.pattern, n.pattern_size, 0), n.size);
                         pbo_p = fslot.slot->bo.get();
                         p0 = hb.offset;
+                        blk = hb.size;  // the fill's size or kFillBlock: whole patterns
                     }
                     Bo& pbo = *pbo_p;
                     Bo& dbo = root_bo(*n.dst);
