@@ -369,6 +369,54 @@ int main(int argc, char** argv) {
         spyre_free(fb);
     }
 
+    // ---- 5b. fills held in a submission batch (spyre_stream_begin_batch): four fills of a
+    // 4-byte pattern at offsets 0, 4, 8 and 12 queued one by one and held in one batch, on a
+    // created stream: submissions, modeled cycles (event to event) and the time until they
+    // are done. ----
+    {
+        spyre_stream_t fs;
+        check(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &fs), "stream");
+        spyre_event_t e0, e1;
+        check(spyre_event_create(dev, &e0), "event");
+        check(spyre_event_create(dev, &e1), "event");
+        const float v = 1.5f;
+        std::printf("\n[4 fills of a 4-byte pattern: queued one by one vs held in a batch]\n");
+        for (uint64_t n : {4096ull, (64ull << 10) + 12, 1ull << 20, 4ull << 20}) {
+            spyre_buffer_t fb;
+            check(spyre_malloc(dev, n + 16, &fb), "fill buffer");
+            uint64_t jobs[2] = {}, cycles[2] = {};
+            double t[2] = {};
+            for (int batched = 0; batched < 2; ++batched) {
+                t[batched] = time_it(5, [&] {
+                    spyre_runtime_stats r0{}, r1{};
+                    check(spyre_device_get_runtime_stats(dev, &r0), "stats");
+                    check(spyre_event_record(e0, fs), "record");
+                    if (batched) check(spyre_stream_begin_batch(fs), "begin batch");
+                    for (uint64_t k = 0; k < 4; ++k)
+                        check(spyre_fill_async(fb, 4 * k, &v, 4, n / 4, fs), "fill");
+                    if (batched) check(spyre_stream_end_batch(fs), "end batch");
+                    check(spyre_device_get_runtime_stats(dev, &r1), "stats");
+                    check(spyre_event_record(e1, fs), "record");
+                    check(spyre_stream_synchronize(fs), "synchronize");
+                    spyre_event_timing et{};
+                    check(spyre_event_elapsed(e0, e1, &et), "elapsed");
+                    jobs[batched] = r1.jobs_submitted - r0.jobs_submitted;
+                    cycles[batched] = et.modeled_cycles;
+                });
+            }
+            std::printf(
+                "  %8llu bytes: %llu -> %llu submissions, modeled cycles %llu -> %llu, "
+                "%.2f -> %.2f ms\n",
+                (unsigned long long)n, (unsigned long long)jobs[0], (unsigned long long)jobs[1],
+                (unsigned long long)cycles[0], (unsigned long long)cycles[1], t[0] * 1e3,
+                t[1] * 1e3);
+            spyre_free(fb);
+        }
+        spyre_event_destroy(e0);
+        spyre_event_destroy(e1);
+        spyre_stream_destroy(fs);
+    }
+
     // ---- 6. what the calling thread pays to queue one small op: the stream is held by a host
     // function until the calls are timed, so that no device work (on the simulator: no program
     // run on the host's cores) runs alongside them. On the kernel backend the SUBMIT ioctl comes

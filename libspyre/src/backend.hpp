@@ -114,7 +114,8 @@ struct GraphNode {
     uint64_t pattern = 0;                               // Fill
     uint32_t pattern_size = 0;
     // Fill on the kernel backend: kFillBlock bytes (or the fill's size, if smaller) of the
-    // pattern from phase 0, which a replay copies over the destination.
+    // pattern from phase 0, which a replay copies over the destination. A capture makes it on
+    // the card; a batch leaves it null and the replay writes it into a staging slot.
     BufferRef pattern_block;
     // Record: receives the marker of the replay (an event recorded during the capture).
     std::function<void(const MarkerRef&)> on_record;
@@ -280,9 +281,10 @@ class Device : public std::enable_shared_from_this<Device> {
     // are linked), and the most windows (buffers) such a job may list.
     virtual uint32_t max_linked_launches() { return 1; }
     virtual uint32_t max_linked_windows() { return 0; }
-    // Whether Stream::replay runs a fill node without its pattern block (the simulator fills
-    // in place; the kernel backend copies the block, which a capture makes).
-    virtual bool replays_fills_without_block() { return false; }
+    // Whether a batch (BatchStream) holds a fill of `size` bytes, which Stream::replay then
+    // runs without a pattern block (the simulator fills in place; the kernel backend writes
+    // the block into a staging slot of the replay). False: the fill ends the submission.
+    virtual bool holds_fill(uint64_t /*size*/) { return false; }
 
   protected:
     Device();

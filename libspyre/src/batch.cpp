@@ -110,11 +110,12 @@ void BatchStream::copy_peer(const PeerCopy& c) {
     target_->copy_peer(c);
 }
 
-// The simulator replays a fill in place; the kernel backend copies a pattern block, which a
-// capture makes on the card and a batch does not keep, so there a fill ends the submission.
+// Held without a pattern block: the simulator replays a fill in place, the kernel backend
+// writes the blocks into host memory of the replay's jobs. Fills a backend would rather run
+// otherwise (spyre.ko: the fill program from 8 MiB) end the submission.
 void BatchStream::fill(const BufferRef& dst, uint64_t offset, uint64_t size, uint64_t pattern,
                        uint32_t pattern_size) {
-    if (dev_->replays_fills_without_block() && !current_op()) {
+    if (dev_->holds_fill(size) && !current_op()) {
         GraphNode n;
         n.op = GraphNode::Op::Fill;
         n.dst = dst, n.dst_offset = offset, n.size = size;

@@ -140,8 +140,10 @@ SPYRE_COMM_TEST_BACKEND=kernel GTEST_FILTER="$comm_filter" \
 # kernel): a Granite-style decoder (prefill and 8 greedy decode steps) on the card against the
 # CPU, identical tokens, no CPU fallback (torch_spyre/tools/decoder_demo.py, Documentation/
 # torch_spyre.md); then torch.spyre.SpyreGraph and backend="spyre_graphs", where a replay is one
-# SUBMIT. On the debug kernel the captures and replays only: the torch.compile cases spend their
-# time in Dynamo and Inductor (user space) and submit what the captures do.
+# SUBMIT; a compiled call whose kernels read CPU scalars (fills held in its batch) is one SUBMIT
+# (test_compiled_fills.py). On the debug kernel the captures and replays only: the
+# torch.compile cases spend their time in Dynamo and Inductor (user space) and submit what the
+# captures do.
 pytest_counted() {
 	local name=$1; shift
 	bounded env PYTHONPATH=build/cmake/torch_spyre/python PYTHONDONTWRITEBYTECODE=1 \
@@ -162,7 +164,7 @@ pytest_counted() {
 }
 SPYRE_BACKEND=kernel pytest_counted torch tests/guest/torch/test_decoder_demo.py \
 	${debug_kernel:+-k "not compiled and not reduce_overhead and not kv_decode"} \
-	torch_spyre/tests/test_graphs.py
+	tests/guest/torch/test_compiled_fills.py torch_spyre/tests/test_graphs.py
 # torch.distributed's "spyre" backend through spyre.ko, one process per card (python3 -m
 # torch_spyre.launch, rank r on card r): DistributedDataParallel trained beside DDP on gloo (CPU)
 # with equal parameters after every step, and the tensor-parallel decoder's tokens against one

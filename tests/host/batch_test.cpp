@@ -181,8 +181,7 @@ TEST_F(Batch, AnythingThatWaitsOrQueuesOtherWorkQueuesTheHeldWorkFirst) {
         ch.clear();
     }
 
-    // fills between launches, in order: held on the simulator (it fills in place), the end of
-    // a submission on spyre.ko (its replayed fills copy a pattern block a batch does not keep)
+    // fills between launches, in order, held (spyre.ko: pattern blocks in a staging slot)
     const uint64_t j0 = submissions(dev);
     ASSERT_SPYRE(spyre_stream_begin_batch(s));
     const uint16_t two = 0x4000, three = 0x4200;
@@ -190,7 +189,7 @@ TEST_F(Batch, AnythingThatWaitsOrQueuesOtherWorkQueuesTheHeldWorkFirst) {
     ch.queue(s);
     ASSERT_SPYRE(spyre_fill_async(ch.out.buf, 2, &two, 2, bytes / 2 - 1, s));
     ASSERT_SPYRE(spyre_stream_end_batch(s));
-    if (sim) EXPECT_EQ(submissions(dev) - j0, 1u) << "the fills were held";
+    EXPECT_EQ(submissions(dev) - j0, 1u) << "the fills were held";
     ASSERT_SPYRE(spyre_stream_synchronize(s));
     ch.out.fetch();
     EXPECT_EQ(std::vector<uint8_t>(ch.out.host.begin(), ch.out.host.begin() + 2),
@@ -215,6 +214,95 @@ TEST_F(Batch, AnythingThatWaitsOrQueuesOtherWorkQueuesTheHeldWorkFirst) {
     ch.a.fetch();
     EXPECT_EQ(ch.a.host, want) << "the captured copy read the batch's output";
     spyre_graph_destroy(g);
+}
+
+// Fills of every pattern size between launches and copies, at odd offsets and sizes: smaller
+// than a pattern block (4 KiB), several blocks with a tail, a pattern used twice; the batch is
+// one submission and every byte is what the same work queued unbatched writes.
+TEST_F(Batch, FillsOfEveryPatternSizeAreHeldInOneSubmission) {
+    Chain ch(dev);
+    const std::vector<uint8_t> want = direct(ch);
+    constexpr uint64_t kBytes = 256 * 1024;
+    DevArray raw(dev, SPYRE_DTYPE_FLOAT16, kBytes / 2, 9),
+        copy(dev, SPYRE_DTYPE_FLOAT16, kBytes / 2, 10);
+    std::vector<uint8_t> expect = raw.host, expect_copy = copy.host;
+    struct F {
+        uint64_t offset;
+        uint32_t psize;
+        uint64_t count;
+        uint64_t pattern;
+    };
+    const F fills[] = {
+        {3, 1, 5, 0xa5},                                      // smaller than a block
+        {17, 2, 3 * 4096 / 2 + 7, 0x1234},                    // several blocks and a tail
+        {12345, 4, 1001, 0xdeadbeef},                         // odd offset, not block-aligned
+        {20011, 8, 2 * 4096 / 8 + 3, 0x0102030405060708ull},  // two blocks and a tail
+        {40003, 1, 9000, 0x5c},                               // 1-byte, several blocks
+        {60001, 4, 7, 0xdeadbeef},                            // a pattern used before, smaller
+        {61001, 8, 1, 0xfedcba9876543210ull},                 // one element
+        {65601, 4, 40003, 0x3f800000},  // over 64 KiB: 4 KiB blocks and a tail on spyre.ko
+    };
+    auto apply = [](std::vector<uint8_t>& v, const F& f) {
+        for (uint64_t i = 0; i < f.count * f.psize; ++i)
+            v[f.offset + i] = static_cast<uint8_t>(f.pattern >> (8 * (i % f.psize)));
+    };
+    const uint64_t j0 = submissions(dev);
+    ASSERT_SPYRE(spyre_stream_begin_batch(s));
+    for (size_t i = 0; i < std::size(fills); ++i) {
+        const F& f = fills[i];
+        ASSERT_SPYRE(spyre_fill_async(raw.buf, f.offset, &f.pattern, f.psize, f.count, s));
+        apply(expect, f);
+        if (i == 2) ch.queue(s);  // launches and a copy between the fills
+        if (i == 3) {             // a copy that reads what the fills wrote
+            ASSERT_SPYRE(spyre_memcpy_dtod_async(copy.buf, 101, raw.buf, 0, 30000, s));
+            std::copy(expect.begin(), expect.begin() + 30000, expect_copy.begin() + 101);
+        }
+    }
+    EXPECT_EQ(submissions(dev) - j0, 0u) << "held until the batch ends";
+    ASSERT_SPYRE(spyre_stream_end_batch(s));
+    EXPECT_EQ(submissions(dev) - j0, 1u) << "launches, fills and copies are one submission";
+    ASSERT_SPYRE(spyre_stream_synchronize(s));
+    raw.fetch(), copy.fetch();
+    for (uint64_t i = 0; i < kBytes; ++i) ASSERT_EQ(raw.host[i], expect[i]) << "byte " << i;
+    for (uint64_t i = 0; i < kBytes; ++i) ASSERT_EQ(copy.host[i], expect_copy[i]) << "byte " << i;
+    EXPECT_EQ(ch.result(), want);
+
+    // the fills up to 64 KiB alone, queued one by one and held: the same modeled cycles (on
+    // spyre.ko a held fill that small copies a block of its whole size, as one queued alone)
+    spyre_event_t e0, e1;
+    ASSERT_SPYRE(spyre_event_create(dev, &e0));
+    ASSERT_SPYRE(spyre_event_create(dev, &e1));
+    uint64_t cycles[2] = {};
+    for (int batched = 0; batched < 2; ++batched) {
+        ASSERT_SPYRE(spyre_event_record(e0, s));
+        ASSERT_SPYRE(spyre_stream_synchronize(s));
+        if (batched) ASSERT_SPYRE(spyre_stream_begin_batch(s));
+        for (const F& f : fills)
+            if (f.count * f.psize <= 64 * 1024)
+                ASSERT_SPYRE(spyre_fill_async(raw.buf, f.offset, &f.pattern, f.psize, f.count, s));
+        if (batched) ASSERT_SPYRE(spyre_stream_end_batch(s));
+        ASSERT_SPYRE(spyre_event_record(e1, s));
+        ASSERT_SPYRE(spyre_stream_synchronize(s));
+        cycles[batched] = modeled_cycles(e0, e1);
+    }
+    EXPECT_EQ(cycles[1], cycles[0]) << "held fills, modeled cycles";
+    spyre_event_destroy(e0);
+    spyre_event_destroy(e1);
+
+    // many fills: bounded (kMaxHeld nodes a submission), each right
+    const uint64_t j1 = submissions(dev);
+    ASSERT_SPYRE(spyre_stream_begin_batch(s));
+    for (uint64_t i = 0; i < 300; ++i) {
+        const F f{i * 211, static_cast<uint32_t>(1u << (i % 4)), uint64_t{211} >> (i % 4),
+                  0x0101010101010101ull * (i + 1)};
+        ASSERT_SPYRE(spyre_fill_async(raw.buf, f.offset, &f.pattern, f.psize, f.count, s));
+        apply(expect, f);
+    }
+    ASSERT_SPYRE(spyre_stream_end_batch(s));
+    EXPECT_EQ(submissions(dev) - j1, 2u) << "a full batch of 256 and the rest";
+    ASSERT_SPYRE(spyre_stream_synchronize(s));
+    raw.fetch();
+    for (uint64_t i = 0; i < kBytes; ++i) ASSERT_EQ(raw.host[i], expect[i]) << "byte " << i;
 }
 
 TEST_F(Batch, NestingBoundsAndMisuse) {
@@ -285,6 +373,20 @@ TEST_F(Batch, FaultingHeldLaunchIsNamedAtTheSynchronize) {
     EXPECT_NE(err.find("launched by the-bad-part"), std::string::npos) << err;
     EXPECT_EQ(SPYRE_SUCCESS, spyre_stream_synchronize(s)) << "reported once";
     EXPECT_EQ(ch.result(), want) << "the work after the fault ran";
+
+    // fills held with a faulting launch run, and what holds their pattern (spyre.ko: a staging
+    // slot) is freed with the failed job: more such batches than the card has slots (8)
+    const size_t n = ch.out.host.size() / 2;
+    for (int i = 0; i < 12; ++i) {
+        const uint16_t v = static_cast<uint16_t>(0x3c00 + 0x400 * (i % 4));  // 1, 2, 4, 8
+        ASSERT_SPYRE(spyre_stream_begin_batch(s));
+        ASSERT_SPYRE(spyre_launch_async(bad, &p, s));
+        ASSERT_SPYRE(spyre_fill_async(ch.out.buf, 2, &v, 2, n - 1, s));
+        ASSERT_SPYRE(spyre_stream_end_batch(s));
+        EXPECT_NE(SPYRE_SUCCESS, spyre_stream_synchronize(s)) << i;
+        ch.out.fetch();
+        for (size_t k = 1; k < n; ++k) ASSERT_EQ(ch.out.at(k), float(1 << (i % 4))) << i;
+    }
     spyre_program_free(bad);
 }
 

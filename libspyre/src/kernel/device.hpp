@@ -64,6 +64,9 @@ class KernelDevice final : public Device {
     void host_free(void* ptr) override;
 
     StreamRef create_stream(int priority, bool is_default) override;
+    // Fills below the fill program's size (kernel/stream.cpp), with host buffers for the
+    // replay's pattern blocks.
+    bool holds_fill(uint64_t size) override;
 
     // Peer-to-peer (hw 1.6): another kernel-backend card, both with DRM_SPYRE_CAP_P2P.
     bool can_access_peer(Device& peer) override;

@@ -42,6 +42,10 @@ constexpr size_t kMaxStreamInflight = DRM_SPYRE_JOB_HISTORY - 64;
 constexpr uint64_t kProgramFillMin = 8ull << 20;
 constexpr int64_t kFillLx = 16384;
 constexpr size_t kMaxBatch = 64;
+// Fills held in a batch (replay_locked): up to this size a block of the whole fill, while a
+// staging slot keeps room for kFillBlock blocks of a full batch (BatchStream::kMaxHeld, 256).
+constexpr uint64_t kHeldFillWhole = 64ull << 10;
+constexpr uint64_t kHeldFillReserve = 256 * 4096;
 
 uint64_t slot_offset(uint32_t slot) {
     return slot < kShortSlots ? slot * kShortSlotBytes
@@ -920,7 +924,8 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                     b.refs.push_back(n.copy.dst.buf), b.refs.push_back(n.copy.src.buf);
                     break;
                 case GraphNode::Op::Fill:
-                    b.refs.push_back(n.dst), b.refs.push_back(n.pattern_block);
+                    b.refs.push_back(n.dst);
+                    if (n.pattern_block) b.refs.push_back(n.pattern_block);
                     break;
                 case GraphNode::Op::Record:
                     break;
@@ -963,6 +968,53 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
             c.ext = reinterpret_cast<uintptr_t>(&e);
             c.ext_size = sizeof e;
             b.cmds.push_back(c);
+        };
+        // Pattern blocks of fills held by a batch (no pattern_block): written into one staging
+        // slot (pinned host memory the card reads), one block per pattern, released at the
+        // replay's last job (freed by the slot's timeline point, as a staged copy's). A fill of
+        // up to kHeldFillWhole gets a block of its whole size while the slot has room beyond
+        // the kFillBlock blocks of a full batch: one COPY, as when queued alone (the same
+        // modeled cycles); a larger one a kFillBlock block, a COPY_2D and a tail. A full slot
+        // ends the job that reads it and the next blocks go to another slot.
+        SlotGuard fslot{this, nullptr, 0};
+        uint64_t fslot_used = 0;
+        struct HostBlock {
+            uint64_t p8, offset, size;
+        };
+        std::vector<HostBlock> host_blocks;
+        const uint64_t chunk = dev_->chunk_bytes();
+        auto host_block = [&](uint64_t p8, uint64_t fill) -> HostBlock {
+            for (const HostBlock& hb : host_blocks)
+                if (hb.p8 == p8 && hb.size >= fill) return {p8, hb.offset, fill};
+            auto round = [](uint64_t n) { return (n + 63) & ~uint64_t(63); };
+            uint64_t size = std::min(fill, kFillBlock);
+            if (fill <= kHeldFillWhole && round(fill) + kHeldFillReserve <= chunk - fslot_used)
+                size = fill;
+            else
+                for (const HostBlock& hb : host_blocks)
+                    if (hb.p8 == p8 && hb.size >= size) return {p8, hb.offset, size};
+            if (!fslot.slot || fslot_used + round(size) > chunk) {
+                if (fslot.slot) {
+                    flush();
+                    dev_->release_slot(fslot.slot, sync_, point_);
+                    fslot.slot = nullptr;
+                }
+                fslot.point_before = point_;
+                fslot.slot = dev_->acquire_slot();
+                fslot_used = 0;
+                host_blocks.clear();
+            }
+            std::byte* p = fslot.slot->ptr + fslot_used;
+            uint64_t filled = std::min<uint64_t>(size, 8);
+            std::memcpy(p, &p8, filled);
+            while (filled < size) {  // doubling
+                const uint64_t k = std::min(filled, size - filled);
+                std::memcpy(p + filled, p, k);
+                filled += k;
+            }
+            host_blocks.push_back({p8, fslot_used, size});
+            fslot_used += round(size);
+            return host_blocks.back();
         };
         for (const GraphNode& n : g.nodes) {
             if (n.op == GraphNode::Op::Launch) room(1, true);
@@ -1008,13 +1060,25 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                     break;
                 }
                 case GraphNode::Op::Fill: {
+                    if (!n.size) break;
                     // The pattern block repeated over the destination: one COPY_2D with a
                     // source pitch of 0, and the rest.
+                    Bo* pbo_p = nullptr;
+                    uint64_t p0 = 0, blk = 0;
+                    if (n.pattern_block) {
+                        pbo_p = &root_bo(*n.pattern_block);
+                        p0 = n.pattern_block->root_offset();
+                        blk = n.pattern_block->size();
+                    } else {
+                        const HostBlock hb =
+                            host_block(pattern8(n.pattern, n.pattern_size, 0), n.size);
+                        pbo_p = fslot.slot->bo.get();
+                        p0 = hb.offset;
+                        blk = hb.size;  // the fill's size or kFillBlock: whole patterns
+                    }
+                    Bo& pbo = *pbo_p;
                     Bo& dbo = root_bo(*n.dst);
-                    Bo& pbo = root_bo(*n.pattern_block);
                     const uint64_t d0 = n.dst->root_offset() + n.dst_offset;
-                    const uint64_t p0 = n.pattern_block->root_offset();
-                    const uint64_t blk = n.pattern_block->size();
                     const uint64_t rows = n.size / blk, tail = n.size % blk;
                     if (rows > 1 && has_2d && rows <= UINT32_MAX) {
                         copy_2d(dbo, d0, pbo, p0, blk, rows, 0, blk);
@@ -1289,6 +1353,12 @@ void KernelStream::copy_3d(const Copy3D& c3) {
         body();
     else
         run_sync(body);
+}
+
+bool KernelDevice::holds_fill(uint64_t size) {
+    if (!(info_.caps & DRM_SPYRE_CAP_HOST_BO)) return false;
+    return size < kProgramFillMin || !(info_.caps & DRM_SPYRE_CAP_LAUNCH) ||
+           std::getenv("SPYRE_FILL_DMA_ONLY");
 }
 
 StreamRef KernelDevice::create_stream(int priority, bool is_default) {

@@ -378,7 +378,7 @@ class SimDevice final : public Device {
     // A graph's consecutive launches run as one engine job (spyre_engine_run_linked).
     uint32_t max_linked_launches() override { return SPYRE_ENGINE_MAX_PARTS; }
     uint32_t max_linked_windows() override { return 1024; }
-    bool replays_fills_without_block() override { return true; }
+    bool holds_fill(uint64_t) override { return true; }
     // The other simulated cards: one modeled peer link each (peer_link.hpp), no PCI path.
     std::vector<drm_spyre_peer> query_peers() override {
         std::vector<drm_spyre_peer> peers;
