@@ -162,9 +162,12 @@ pytest_counted() {
 	record "$name" "$p" "$f" "$s"
 	[ "$f" -eq 0 ] || grep -E '^(FAILED|ERROR) ' "$out/$pfx-$name.log" | head -n 20
 }
+# (test_compiled_fills.py is not even collected there: its import of Inductor costs minutes.)
+compiled_fills=tests/guest/torch/test_compiled_fills.py
+[ -z "$debug_kernel" ] || compiled_fills=
 SPYRE_BACKEND=kernel pytest_counted torch tests/guest/torch/test_decoder_demo.py \
 	${debug_kernel:+-k "not compiled and not reduce_overhead and not kv_decode"} \
-	tests/guest/torch/test_compiled_fills.py torch_spyre/tests/test_graphs.py
+	$compiled_fills torch_spyre/tests/test_graphs.py
 # torch.distributed's "spyre" backend through spyre.ko, one process per card (python3 -m
 # torch_spyre.launch, rank r on card r): DistributedDataParallel trained beside DDP on gloo (CPU)
 # with equal parameters after every step, and the tensor-parallel decoder's tokens against one

@@ -7,7 +7,6 @@ that run-all.sh's torch row stays short (torch.compile's time is Dynamo and Indu
 import torch
 
 import torch_spyre  # noqa: F401
-from torch_spyre._inductor import runtime
 
 
 def f(x, w, s, t):
@@ -15,6 +14,10 @@ def f(x, w, s, t):
 
 
 def test_a_compiled_call_reading_cpu_scalars_is_one_submission(monkeypatch):
+    # imported here, not at collection: the debug kernel's run collects this file and deselects
+    # the compiled tests, and importing Inductor there costs minutes under TCG
+    from torch_spyre._inductor import runtime
+
     monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")  # a fallback is an error
     g = torch.Generator().manual_seed(3)
     x, w = torch.randn(32, 64, generator=g), torch.randn(64, 64, generator=g) / 8
