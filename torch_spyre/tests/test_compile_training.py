@@ -55,6 +55,39 @@ def test_a_compiled_training_step_trains_as_the_cpu_does(name, fallback_reset):
     assert torch_spyre.fallback_counts() == {}, torch_spyre.fallback_counts()
 
 
+def test_a_compiled_backward_is_one_submission(fallback_reset):
+    """The weight gradients read transposed views (grad^T @ x): their operands are made dense
+    by the cores, not through the host (a download, an upload and a synchronize, each ending
+    the compiled backward's submission: 15 submissions per step before)."""
+    def build():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.LayerNorm(64),
+                                   torch.nn.GELU(), torch.nn.Linear(64, 64), torch.nn.GELU(),
+                                   torch.nn.Linear(64, 10))
+
+    cpu_model, model = build(), build().to("spyre")
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(16, 32, generator=g), torch.randint(0, 10, (16,), generator=g)
+    dx, dy = x.to("spyre"), y.to("spyre")
+    loss_of = torch.compile(lambda m, a, b: torch.nn.functional.cross_entropy(m(a), b))
+    torch.nn.functional.cross_entropy(cpu_model(x), y).backward()
+    per_step = []
+    for i in range(3):
+        model.zero_grad(set_to_none=True)
+        torch.spyre.synchronize()
+        torch_spyre._C._reset_copy_stats()
+        before = torch.spyre.submissions(0)
+        loss_of(model, dx, dy).backward()
+        torch.spyre.synchronize()
+        per_step.append(torch.spyre.submissions(0) - before)
+        assert torch_spyre._C._copy_stats()["through_host"] == 0, f"step {i}"
+    # the forward, the loss gradient's ones_like (eager, a fill), the backward
+    assert per_step[1:] == [3, 3], per_step
+    for (n, p), (_, q) in zip(model.named_parameters(), cpu_model.named_parameters()):
+        torch.testing.assert_close(p.grad.cpu(), q.grad, rtol=1e-4, atol=1e-5, msg=n)
+    assert torch_spyre.fallback_counts() == {}, torch_spyre.fallback_counts()
+
+
 def test_a_kernel_reads_an_input_after_storing_its_in_place_update(fallback_reset):
     # the foreach forms keep both updates in one kernel: the second reads m after its lerp_
     def update(p, g, m):

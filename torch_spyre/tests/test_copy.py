@@ -96,7 +96,7 @@ def test_device_to_device_strided(dtype):
     e.copy_(d[:, 7:27])  # spyre_memcpy_3d device -> device
     assert_same(e.cpu(), a[:, 7:27])
     f = torch.zeros(34, 12, dtype=dtype, device="spyre")
-    f.copy_(d.t())  # a transpose: staged through the host
+    f.copy_(d.t())  # a transpose: by the cores (spyre_op_copy)
     assert_same(f.cpu(), a.t().contiguous())
     g = d.t().contiguous()
     assert g.is_contiguous()
@@ -135,13 +135,70 @@ def test_copy_paths():
     v = copy_calls(lambda: assert_same(db[::2, 1:3, ::2, 1:5, 2:5].cpu(),
                                        b[::2, 1:3, ::2, 1:5, 2:5].contiguous()))
     assert v == {"memcpy_3d": 4}
-    # a transpose has no device copy: through the host
+    # a transpose has no copy-engine copy: the cores make it dense, straight into t
     t = torch.empty(256, 64, device="spyre")
-    assert copy_calls(lambda: t.copy_(d.t())) == {
-        "through_host": 1, "host_staged": 1, "dtoh": 1, "htod": 1}
+    assert copy_calls(lambda: t.copy_(d.t())) == {"layout": 1}
     # innermost stride 2: the view's byte range is read, updated on the host, written back
     assert copy_calls(lambda: d[:, ::2].copy_(a[:, ::2])) == {
         "host_staged": 1, "read_modify_write": 1, "dtoh": 1, "htod": 1}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_layouts_the_copy_engine_cannot_move_stay_on_the_card(dtype):
+    """Transposes, broadcasts and overlapping views are made dense by the cores
+    (spyre_op_copy), not staged through the host (a compiled backward's weight gradients read
+    transposed views: each was a host round trip and ended the call's submission)."""
+    a = make((40, 72), dtype)
+    d = a.to("spyre")
+    t = torch.empty(72, 40, dtype=dtype, device="spyre")
+    assert copy_calls(lambda: t.copy_(d.t())) == {"layout": 1}  # into t itself
+    assert_same(t.cpu(), a.t().contiguous())
+    assert copy_calls(lambda: assert_same(d.t().contiguous().cpu(), a.t().contiguous())) == {
+        "layout": 1, "dtoh": 1}
+    # into a block of a bigger tensor: dense on the cores, then one 2-D copy-engine copy
+    big = torch.zeros(72, 50, dtype=dtype, device="spyre")
+    assert copy_calls(lambda: big[:, 5:45].copy_(d.t())) == {"layout": 1, "memcpy_3d": 1}
+    ref = torch.zeros(72, 50, dtype=dtype)
+    ref[:, 5:45] = a.t()
+    assert_same(big.cpu(), ref)
+    # a device source broadcast along the rows (stride 0 innermost)
+    col = make((40, 1), dtype, seed=1)
+    e, dcol = torch.empty(40, 72, dtype=dtype, device="spyre"), col.to("spyre")
+    assert copy_calls(lambda: e.copy_(dcol.expand(40, 72))) == {"layout": 1}
+    assert_same(e.cpu(), col.expand(40, 72).contiguous())
+    # one half of a buffer into the other, transposed (ranges overlap, elements do not)
+    w = make((48, 96), dtype, seed=2)
+    dw = w.to("spyre")
+    assert copy_calls(lambda: dw[:, :48].copy_(dw[:, 48:].t())) == {"layout": 1, "memcpy_3d": 1}
+    w[:, :48] = w[:, 48:].t().clone()
+    assert_same(dw.cpu(), w)
+    # across cards: dense on the source's card, then one card-to-card copy
+    back = torch.empty(72, 40, dtype=dtype, device="spyre:1")
+    assert copy_calls(lambda: back.copy_(d.t())) == {"layout": 1, "dtod": 1}
+    assert_same(back.cpu(), a.t().contiguous())
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_destinations_without_a_unit_stride_get_rows_of_one_element(dtype):
+    """A column, every other element: the cores' layout program writes dense destinations only,
+    the copy engine moves rows of any width: one 2-D copy of one-element rows, no host trip."""
+    a = make((30, 8), dtype)
+    d = a.to("spyre")
+    col = make((30,), dtype, seed=1)
+    dcol = col.to("spyre")
+    assert copy_calls(lambda: d[:, 3].copy_(dcol)) == {"memcpy_3d": 1}
+    a[:, 3] = col
+    assert_same(d.cpu(), a)
+    half = make((30, 4), dtype, seed=2)
+    dhalf = half.to("spyre")
+    assert copy_calls(lambda: d[:, 1::2].copy_(dhalf)) == {"memcpy_3d": 1}
+    a[:, 1::2] = half
+    assert_same(d.cpu(), a)
+    # torch.where's coordinates: columns of an int64 [n, 2] (MoE routing)
+    m = make((9, 7), torch.float32, seed=3) > 0
+    assert "through_host" not in copy_calls(lambda: torch.where(m.to("spyre")))
+    for got, want in zip(torch.where(m.to("spyre")), torch.where(m)):
+        assert_same(got.cpu(), want)
 
 
 def test_partial_overlap_is_rejected_like_cpu():

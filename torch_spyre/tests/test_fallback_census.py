@@ -2,7 +2,7 @@
 decoder generation and training, the encoder's fast path, CNN inference and training,
 autocast, sorting and indexing, segmentation, embedding math, a recurrent classifier, a vision
 transformer's training steps, a language model with a real vocabulary) runs on the card without one
-CPU fallback and gives the CPU's answer: a new op that silently falls back in any of them
+CPU fallback or device copy through the host and gives the CPU's answer: a new op that silently falls back in any of them
 fails here, not only in the benchmark table."""
 
 import os
@@ -19,4 +19,5 @@ def test_program_runs_on_the_card(fallback_reset, program):
     row = fallback_census.run(program, fallback_census.CORPUS[program])
     assert row["error"] is None, row["error"]
     assert row["fallback_calls"] == 0, row["fallbacks"]
+    assert row["host_round_trips"] == 0, "device copies through the host"
     assert row["matches_cpu"], f"{program} differs from the CPU"

@@ -377,6 +377,7 @@ TOLERANCE = {"autocast": 5e-2, "train": 1e-3, "cnn_train": 1e-3, "segmentation":
 def run(name, fn):
     """One program on spyre and on the CPU: fallback counts, error, agreement."""
     torch_spyre.reset_fallback_counts()
+    torch_spyre._C._reset_copy_stats()
     row = {"program": name, "error": None, "matches_cpu": None}
     try:
         with warnings.catch_warnings():
@@ -390,6 +391,9 @@ def run(name, fn):
     counts = dict(torch_spyre.fallback_counts())
     row["fallbacks"] = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
     row["fallback_calls"] = sum(counts.values())
+    # device data that went to the host and back for a copy no card path took (a silent
+    # round trip: not CPU compute, so not a fallback, but as slow)
+    row["host_round_trips"] = torch_spyre._C._copy_stats()["through_host"]
     if got is not None:
         try:
             want = fn("cpu")
@@ -402,17 +406,19 @@ def run(name, fn):
 
 
 def markdown(rows):
-    lines = ["| program | result | fallback calls | ops on the CPU (calls) |",
-             "|---|---|---|---|"]
+    lines = ["| program | result | fallback calls | ops on the CPU (calls) | device copies through "
+             "the host |", "|---|---|---|---|---|"]
     for r in rows:
         result = (f"error: {r['error']}" if r["error"] else
                   "matches CPU" if r["matches_cpu"] else "DIFFERS from CPU")
         ops = ", ".join(f"`{k}` ({v})" for k, v in r["fallbacks"].items()) or "none"
-        lines.append(f"| {r['program']} | {result} | {r['fallback_calls']} | {ops} |")
+        lines.append(f"| {r['program']} | {result} | {r['fallback_calls']} | {ops} | "
+                     f"{r['host_round_trips']} |")
     distinct = sorted({k for r in rows for k in r["fallbacks"]})
     lines.append("")
     lines.append(f"{len(distinct)} distinct ops fall back over the corpus; "
                  f"{sum(r['fallback_calls'] for r in rows)} fallback calls in all; "
+                 f"{sum(r['host_round_trips'] for r in rows)} device copies through the host; "
                  f"{sum(1 for r in rows if r['error'])} programs raise on spyre; "
                  f"{sum(1 for r in rows if r['matches_cpu'] is False)} differ from the CPU.")
     return "\n".join(lines)

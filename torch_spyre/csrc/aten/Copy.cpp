@@ -28,10 +28,21 @@ constexpr int64_t kMaxStridedCalls = 256;
 
 bool is_spyre(const at::Tensor& t) { return t.is_privateuseone(); }
 
-enum Counter { kHtoD, kDtoH, kDtoD, kMemcpy3d, kStaged, kRmw, kThroughHost, kCast, kNumCounters };
+enum Counter {
+    kHtoD,
+    kDtoH,
+    kDtoD,
+    kMemcpy3d,
+    kStaged,
+    kRmw,
+    kThroughHost,
+    kCast,
+    kLayout,
+    kNumCounters
+};
 constexpr const char* kCounterNames[kNumCounters] = {
-    "htod",         "dtoh", "dtod", "memcpy_3d", "host_staged", "read_modify_write",
-    "through_host", "cast"};
+    "htod",         "dtoh", "dtod",  "memcpy_3d", "host_staged", "read_modify_write",
+    "through_host", "cast", "layout"};
 std::array<std::atomic<uint64_t>, kNumCounters> g_counters{};
 
 void count(Counter c) { g_counters[c].fetch_add(1, std::memory_order_relaxed); }
@@ -187,6 +198,17 @@ bool strided(const Side& dst, const Side& src, const std::vector<Dim>& dims, int
 bool strided(const at::Tensor& dst, const at::Tensor& src, spyre_stream_t st) {
     return strided(side_of(dst), side_of(src), plan(dst.sizes(), dst.strides(), src.strides()),
                    dst.element_size(), st);
+}
+
+// A layout whose innermost dimension is strided on a side (a column of a matrix, every other
+// element): rows of one element, which the copy engine moves too (DMA_COPY_2D takes any row
+// width). For destinations whose elements are nowhere adjacent, where the cores' layout program
+// (dense destinations only) cannot write; slower per byte than whole rows, so tried last.
+bool element_rows(const at::Tensor& dst, const at::Tensor& src, spyre_stream_t st) {
+    std::vector<Dim> dims = plan(dst.sizes(), dst.strides(), src.strides());
+    if (dims.empty() || (dims.back().dst == 1 && dims.back().src == 1)) return false;
+    dims.push_back({1, 1, 1});
+    return strided(side_of(dst), side_of(src), dims, dst.element_size(), st);
 }
 
 // Both are non-overlapping and dense and map indices to memory alike: one linear copy.
@@ -351,7 +373,17 @@ bool ranges_overlap(const at::Tensor& a, const at::Tensor& b) {
     return a0 < b1 && b0 < a1;
 }
 
-void copy_d2d(const at::Tensor& dst, const at::Tensor& src, bool non_blocking);
+void copy_d2d(const at::Tensor& dst, const at::Tensor& src, bool non_blocking,
+              bool on_cores = true);
+
+// dst's dims in the order of its strides, outermost first.
+std::vector<int64_t> stride_order(const at::Tensor& dst) {
+    std::vector<int64_t> order(static_cast<size_t>(dst.dim()));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return dst.stride(a) > dst.stride(b); });
+    return order;
+}
 
 // How the cores convert between two dtypes exactly as torch does on the CPU, or why they do not.
 struct CastRule {
@@ -412,10 +444,7 @@ bool cast_on_card(const at::Tensor& dst, const at::Tensor& src, const CastRule& 
     // Both sides with dst's dims in the order of its strides: a dense dst (a transposed or
     // channels-last one too) is then row-major and written in place, and the source is made
     // dense in that order on the card (a transpose included) when it is not already.
-    std::vector<int64_t> order(static_cast<size_t>(dst.dim()));
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int64_t a, int64_t b) { return dst.stride(a) > dst.stride(b); });
+    const std::vector<int64_t> order = stride_order(dst);
     const at::Tensor fs = src.permute(order), fd = dst.permute(order);
     const auto in = stick_dense(fs, "aten::_copy_from");
     if (!in) return false;
@@ -450,7 +479,46 @@ bool cast_on_card(const at::Tensor& dst, const at::Tensor& src, const CastRule& 
     return true;
 }
 
-void copy_d2d(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+// A layout the copy engine cannot express (a transpose, a broadcast, interleaved views of one
+// buffer) made dense on src's card by the cores (spyre_op_copy), in dst's stride order: into
+// dst itself where dst is dense in that order, on src's card and apart from src (the result is
+// dst then), else into a temporary that the copy engine can then move. nullopt if the library
+// does not take the layout; nothing has been written then.
+std::optional<at::Tensor> dense_on_cores(const at::Tensor& dst, const at::Tensor& src) {
+    if (src.dim() > SPYRE_TENSOR_MAX_DIMS) return std::nullopt;
+    c10::DeviceGuard guard(src.device());
+    const std::vector<int64_t> order = stride_order(dst);
+    const at::Tensor fs = src.permute(order), fd = dst.permute(order);
+    const bool in_place =
+        dst.device() == src.device() && is_stick_dense(fd) && !ranges_overlap(dst, src);
+    const at::Tensor out = in_place ? fd : at::empty(fs.sizes(), src.options());
+    const spyre_tensor ts = op_tensor(fs), to = op_tensor(out);
+    if (!op_ran("aten::_copy_from", spyre_op_copy(op_stream(out), &ts, &to))) return std::nullopt;
+    count(kLayout);
+    if (in_place) return dst;
+    std::vector<int64_t> back(order.size());  // the inverse permutation
+    for (size_t i = 0; i < order.size(); ++i)
+        back[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+    return out.permute(back);
+}
+
+// src made dense by the cores (dense_on_cores), then moved into dst by the copy engine where it
+// is not dst already; false if the cores do not take the layout.
+bool copy_through_cores(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+    // the copy engine moves rows: a destination whose elements are not adjacent anywhere
+    // (every stride past 1, as an interleaved view's) goes through the host in any case
+    bool rows = dst.numel() <= 1;
+    for (int64_t i = 0; i < dst.dim(); ++i) rows |= dst.size(i) > 1 && dst.stride(i) == 1;
+    if (!rows) return false;
+    const auto dense = dense_on_cores(dst, src);
+    if (!dense) return false;
+    // a copy to another card blocks, so the temporary outlives it
+    if (!dense->is_same(dst))
+        copy_d2d(dst, *dense, non_blocking && dst.device() == src.device(), false);
+    return true;
+}
+
+void copy_d2d(const at::Tensor& dst, const at::Tensor& src, bool non_blocking, bool on_cores) {
     const bool bits = src.is_conj() != dst.is_conj() || src.is_neg() != dst.is_neg();
     const bool convert = src.scalar_type() != dst.scalar_type() || bits;
     if (convert) {
@@ -480,7 +548,7 @@ void copy_d2d(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
                                                 stream_of(dst)));
             count(kDtoD);
             if (!non_blocking) wait(dst);
-        } else {
+        } else if (!on_cores || !copy_through_cores(dst, src, non_blocking)) {
             count(kThroughHost);
             copy_h2d(dst, to_host(src), non_blocking);
         }
@@ -496,8 +564,11 @@ void copy_d2d(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
         }
         if (strided(dst, src, st)) return;
     }
-    // Layouts no device copy expresses (a transpose, a broadcast, interleaved views of one
-    // buffer): through the host.
+    // Layouts no copy-engine copy expresses (a transpose, a broadcast, interleaved views of one
+    // buffer): by the cores, else (a destination the copy engine cannot write, a layout the
+    // library refuses) through the host.
+    if (on_cores && copy_through_cores(dst, src, non_blocking)) return;
+    if (!has_zero_stride(src) && !ranges_overlap(dst, src) && element_rows(dst, src, st)) return;
     count(kThroughHost);
     copy_h2d(dst, to_host(src), non_blocking);
 }
