@@ -7,7 +7,8 @@
 #   intree  the driver built in Debian's 6.12 kernel tree as drivers/accel/spyre, W=1 -Werror
 #   guest   one VM boot with $CHECK_CARDS cards: uapi kselftests, libspyre, spyre-smi, failure
 #           suites, unload; the same on the debug kernel (tools/setup/kernel-debug.sh) in a
-#           second VM that runs beside the device, style, intree, stock-guest and dkms stages
+#           second VM that runs beside the style, intree, stock-guest, dkms and multinode
+#           stages, followed by the device stages in the same background lane
 #   dkms    the DKMS package installed, loaded and removed in a VM (make dkms)
 #   multinode  two VMs joined by an emulated network, torch.distributed across them
 #   smi     the --json documents and exporter scrapes the smi tests saved, validated in the
@@ -19,7 +20,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=build/test-results
 mkdir -p "$out"
-rm -f "$out"/*.counts
+rm -f "$out"/*.counts "$out"/*-stage.secs "$out"/*-stage.log
 rm -rf "$out/smi-outputs"
 cards=${CHECK_CARDS:-2}
 start=$(date +%s)
@@ -27,7 +28,13 @@ start=$(date +%s)
 # stage NAME: wall time of each stage (the guest stages include the VM's boot) for the summary.
 stage_names=() stage_secs=() stage_start=$start
 vm_failures=()
-stage_end() { [ ${#stage_names[@]} -eq 0 ] || stage_secs+=($(( $(date +%s) - stage_start ))); }
+# stage_fixed: the seconds of a stage that ran in the background (its row is printed later)
+stage_fixed=
+stage_end() {
+	[ ${#stage_names[@]} -eq 0 ] ||
+		stage_secs+=("${stage_fixed:-$(( $(date +%s) - stage_start ))}")
+	stage_fixed=
+}
 section() {
 	stage_end; stage_names+=("$*"); stage_start=$(date +%s)
 	printf '\n=== %s ===\n' "$*"
@@ -77,21 +84,6 @@ guest_suites() {
 	[ -n "$(ls "$out/$pfx"-*.counts 2>/dev/null)" ] || record "$pfx-vm" 0 1
 }
 
-# The debug-kernel run (KASAN, lockdep, kmemleak, UBSAN, DEBUG_OBJECTS: the same suites) is the
-# longest stage. Its guest keeps about one host core busy (TCG; the suites are mostly one process
-# at a time), so it boots now, beside the stages below and the stock run; it starts after the
-# host's tests because it reads the programs they left in build/program-cache.
-debug_start=$(date +%s)
-guest_suites debug debug > "$out/debug-stage.log" 2>&1 &
-debug_pid=$!
-wait_debug_guest() {
-	section "guest suites (debug kernel, $cards cards, one VM boot, beside the stages above)"
-	stage_start=$debug_start  # its row in the time table is the VM's whole run
-	wait "$debug_pid"
-	cat "$out/debug-stage.log"
-	[ ! -s "$out/debug.failure" ] || vm_failures+=("$(cat "$out/debug.failure")")
-}
-
 # qtests SUITE [ENV...]: every qtest case of the card model (8 fixed fuzz seeds among them)
 # against the QEMU build that tools/setup/qemu.sh makes with ENV.
 qtests() {
@@ -118,14 +110,50 @@ qtests() {
 # A sanitizer report ends the QEMU under test (and with it the case); leaks are not errors
 # (QEMU frees little at exit).
 SAN_ENV="ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1"
-if [ -x qemu-device/tests/run-qtest.sh ]; then
-	section "device model (QEMU qtest)"
-	qtests device
-	# The same cases with the model's code (device and engine) under ASan and UBSan: what a
-	# malicious guest driver reaches (make fuzz-asan: all of QEMU, and the long fuzz).
-	section "device model under ASan + UBSan (QEMU qtest)"
-	qtests device-asan SPYRE_QEMU_SANITIZE=model
-fi
+# The debug-kernel run (KASAN, lockdep, kmemleak, UBSAN, DEBUG_OBJECTS: the same suites) is the
+# longest stage. Its guest keeps about one host core busy (TCG; the suites are mostly one process
+# at a time), so it boots now, beside the stages below and the stock run; it starts after the
+# host's tests because it reads the programs they left in build/program-cache.
+# The card model's qtests run after it in the same background job: the stock stages below take
+# longer than the debug VM, so the two lanes end closer together (each keeps one host core busy).
+debug_start=$(date +%s)
+# in_background NAME CMD...: CMD's output in $out/NAME-stage.log, its seconds in .secs
+in_background() {
+	local name=$1 t0
+	shift
+	t0=$(date +%s) stage_start=$(date +%s)  # for record's wall time; this runs in a subshell
+	"$@" > "$out/$name-stage.log" 2>&1
+	echo $(( $(date +%s) - t0 )) > "$out/$name-stage.secs"
+}
+debug_lane() {
+	in_background debug guest_suites debug debug
+	if [ -x qemu-device/tests/run-qtest.sh ]; then
+		in_background device qtests device
+		# The same cases with the model's code (device and engine) under ASan and UBSan: what a
+		# malicious guest driver reaches (make fuzz-asan: all of QEMU, and the long fuzz).
+		in_background device-asan qtests device-asan SPYRE_QEMU_SANITIZE=model
+	fi
+}
+debug_lane &
+debug_pid=$!
+# show_background NAME: a background stage's output, and its time for the table
+show_background() {
+	stage_fixed=$(cat "$out/$1-stage.secs" 2>/dev/null || echo 0)
+	cat "$out/$1-stage.log" 2>/dev/null
+}
+wait_debug_guest() {
+	# the section first: it ends the stage before it, whose time must not hold the wait
+	section "guest suites (debug kernel, $cards cards, one VM boot, beside the stages above)"
+	wait "$debug_pid"
+	show_background debug
+	[ ! -s "$out/debug.failure" ] || vm_failures+=("$(cat "$out/debug.failure")")
+	if [ -x qemu-device/tests/run-qtest.sh ]; then
+		section "device model (QEMU qtest, after the debug VM)"
+		show_background device
+		section "device model under ASan + UBSan (QEMU qtest, after the debug VM)"
+		show_background device-asan
+	fi
+}
 
 section "driver style (checkpatch --strict)"
 if make -s checkpatch > "$out/checkpatch.log" 2>&1; then
