@@ -176,6 +176,21 @@ def test_layouts_the_copy_engine_cannot_move_stay_on_the_card(dtype):
     back = torch.empty(72, 40, dtype=dtype, device="spyre:1")
     assert copy_calls(lambda: back.copy_(d.t())) == {"layout": 1, "dtod": 1}
     assert_same(back.cpu(), a.t().contiguous())
+    # interleaved views of one buffer (ranges overlap, elements do not) into a destination
+    # without a unit stride: through a temporary on the card, the cores, then one-element rows
+    h, ref = a.to("spyre"), a.clone()
+    assert copy_calls(lambda: h[:, 1::2].copy_(h[:, ::2])) == {"layout": 1, "memcpy_3d": 1}
+    ref[:, 1::2] = ref[:, ::2].clone()
+    assert_same(h.cpu(), ref)
+    # a broadcast into a column; a transpose from another card into a column block
+    g = torch.zeros(40, 6, dtype=dtype, device="spyre")
+    assert "through_host" not in copy_calls(lambda: g[:, 2].copy_(dcol[:1, 0].expand(40)))
+    ref = torch.zeros(40, 6, dtype=dtype)
+    ref[:, 2] = col[0, 0]
+    assert_same(g.cpu(), ref)
+    far = torch.zeros(72, 3, 40, dtype=dtype, device="spyre:1")
+    assert "through_host" not in copy_calls(lambda: far[:, 1].copy_(d.t()))
+    assert_same(far[:, 1].cpu(), a.t().contiguous())
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -199,6 +214,23 @@ def test_destinations_without_a_unit_stride_get_rows_of_one_element(dtype):
     assert "through_host" not in copy_calls(lambda: torch.where(m.to("spyre")))
     for got, want in zip(torch.where(m.to("spyre")), torch.where(m)):
         assert_same(got.cpu(), want)
+
+
+def test_a_device_copy_no_card_path_takes_is_a_counted_fallback(monkeypatch):
+    """9 dims (past the cores' 8) whose reversed order leaves 3^7 row copies (past the copy
+    engine's call budget): through the host, as CPU work (a warning once, strict forbids it)."""
+    a = make((3,) * 9, torch.float32)
+    d = a.to("spyre")
+    name = "aten::_copy_from (a device layout no card path copies)"
+    out = torch.empty((3,) * 9, device="spyre")
+    with pytest.warns(UserWarning, match=re.escape(name)):
+        assert copy_calls(lambda: out.copy_(d.permute(*reversed(range(9)))))["through_host"] == 1
+    assert_same(out.cpu(), a.permute(*reversed(range(9))).contiguous())
+    assert torch_spyre.fallback_counts() == {name: 1}
+    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")
+    with pytest.raises(NotImplementedError, match=re.escape(name)):
+        out.copy_(d.permute(*reversed(range(9))))
+    torch_spyre.reset_fallback_counts()
 
 
 def test_partial_overlap_is_rejected_like_cpu():

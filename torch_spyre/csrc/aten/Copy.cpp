@@ -125,7 +125,7 @@ std::vector<Dim> plan(at::IntArrayRef sizes, at::IntArrayRef dst, at::IntArrayRe
 // over the others). False if the layout does not fit (innermost stride not 1 on both sides,
 // rows or slices that overlap, too many calls); nothing has been queued then.
 bool strided(const Side& dst, const Side& src, const std::vector<Dim>& dims, int64_t item,
-             spyre_stream_t st) {
+             spyre_stream_t st, bool slices = true) {
     if (dims.empty()) {
         linear(dst, src, static_cast<uint64_t>(item), st);
         return true;
@@ -142,7 +142,7 @@ bool strided(const Side& dst, const Side& src, const std::vector<Dim>& dims, int
     if (rows.dst * item < width || rows.src * item < width) return false;
     int64_t depth = 1, dst_slice = 0, src_slice = 0;
     size_t outer = k - 2;
-    if (k >= 3) {
+    if (k >= 3 && slices) {
         const Dim& sl = dims[k - 3];
         dst_slice = sl.dst * item;
         src_slice = sl.src * item;
@@ -208,7 +208,10 @@ bool element_rows(const at::Tensor& dst, const at::Tensor& src, spyre_stream_t s
     std::vector<Dim> dims = plan(dst.sizes(), dst.strides(), src.strides());
     if (dims.empty() || (dims.back().dst == 1 && dims.back().src == 1)) return false;
     dims.push_back({1, 1, 1});
-    return strided(side_of(dst), side_of(src), dims, dst.element_size(), st);
+    // slices of rows where their pitches nest on both sides, else one call per slice (a
+    // transpose of a few long rows: a call per row)
+    return strided(side_of(dst), side_of(src), dims, dst.element_size(), st) ||
+           strided(side_of(dst), side_of(src), dims, dst.element_size(), st, false);
 }
 
 // Both are non-overlapping and dense and map indices to memory alike: one linear copy.
@@ -373,8 +376,12 @@ bool ranges_overlap(const at::Tensor& a, const at::Tensor& b) {
     return a0 < b1 && b0 < a1;
 }
 
-void copy_d2d(const at::Tensor& dst, const at::Tensor& src, bool non_blocking,
-              bool on_cores = true);
+// on_cores: the cores may make the source dense; temporary: the copy may go through a dense
+// temporary on dst's card (both off for the halves of such copies, so nothing recurses).
+void copy_d2d(const at::Tensor& dst, const at::Tensor& src, bool non_blocking, bool on_cores = true,
+              bool temporary = true);
+bool d2d_on_card(const at::Tensor& dst, const at::Tensor& src, bool non_blocking, bool on_cores,
+                 bool temporary);
 
 // dst's dims in the order of its strides, outermost first.
 std::vector<int64_t> stride_order(const at::Tensor& dst) {
@@ -485,14 +492,28 @@ bool cast_on_card(const at::Tensor& dst, const at::Tensor& src, const CastRule& 
 // dst then), else into a temporary that the copy engine can then move. nullopt if the library
 // does not take the layout; nothing has been written then.
 std::optional<at::Tensor> dense_on_cores(const at::Tensor& dst, const at::Tensor& src) {
-    if (src.dim() > SPYRE_TENSOR_MAX_DIMS) return std::nullopt;
     c10::DeviceGuard guard(src.device());
     const std::vector<int64_t> order = stride_order(dst);
     const at::Tensor fs = src.permute(order), fd = dst.permute(order);
+    // The library takes 8 dims: merge the source's dims that are one run in memory (a 3-D
+    // convolution's gradient taps have 9); size-1 dims drop out.
+    std::vector<int64_t> sizes, strides;
+    for (int64_t i = 0; i < fs.dim(); ++i) {
+        if (fs.size(i) == 1) continue;
+        if (!sizes.empty() && strides.back() == fs.stride(i) * fs.size(i)) {
+            sizes.back() *= fs.size(i);
+            strides.back() = fs.stride(i);
+        } else {
+            sizes.push_back(fs.size(i));
+            strides.push_back(fs.stride(i));
+        }
+    }
+    if (sizes.size() > SPYRE_TENSOR_MAX_DIMS) return std::nullopt;
     const bool in_place =
         dst.device() == src.device() && is_stick_dense(fd) && !ranges_overlap(dst, src);
     const at::Tensor out = in_place ? fd : at::empty(fs.sizes(), src.options());
-    const spyre_tensor ts = op_tensor(fs), to = op_tensor(out);
+    const at::Tensor ms = fs.as_strided(sizes, strides), mo = out.view(sizes);
+    const spyre_tensor ts = op_tensor(ms), to = op_tensor(mo);
     if (!op_ran("aten::_copy_from", spyre_op_copy(op_stream(out), &ts, &to))) return std::nullopt;
     count(kLayout);
     if (in_place) return dst;
@@ -512,13 +533,77 @@ bool copy_through_cores(const at::Tensor& dst, const at::Tensor& src, bool non_b
     if (!rows) return false;
     const auto dense = dense_on_cores(dst, src);
     if (!dense) return false;
-    // a copy to another card blocks, so the temporary outlives it
+    // A copy to another card blocks, so the temporary outlives it; there a destination that is
+    // not dense takes a temporary on its own card first.
     if (!dense->is_same(dst))
-        copy_d2d(dst, *dense, non_blocking && dst.device() == src.device(), false);
+        copy_d2d(dst, *dense, non_blocking && dst.device() == src.device(), false,
+                 dst.device() != src.device());
     return true;
 }
 
-void copy_d2d(const at::Tensor& dst, const at::Tensor& src, bool non_blocking, bool on_cores) {
+// What is left (a destination without a unit stride that overlaps its source or takes a
+// broadcast, a copy from another card into a destination that is not dense): through a dense
+// temporary on dst's card, each half by the paths above; false (only the temporary written)
+// if no card path makes the temporary.
+bool through_temporary(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+    // dense in dst's stride order, on dst's card: the second half is then rows, not a transpose
+    const at::Tensor tmp = at::empty_strided(dst.sizes(), dense_strides_like(dst), dst.options());
+    // a copy from another card blocks, so src is read before the caller may reuse it
+    if (!d2d_on_card(tmp, src, non_blocking && dst.device() == src.device(), true, false))
+        return false;
+    copy_d2d(dst, tmp, non_blocking, true, false);
+    return true;
+}
+
+// The copy through the host that no card path took: device data downloaded and uploaded, CPU
+// work as a fallback's (a warning once, an error under TORCH_SPYRE_STRICT=1).
+void d2d_through_host(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+    note_cpu_work("aten::_copy_from (a device layout no card path copies)");
+    count(kThroughHost);
+    copy_h2d(dst, to_host(src), non_blocking);
+}
+
+// dst = src, one dtype, by a path on the cards; false (nothing written but temporaries) if none
+// takes the layout.
+bool d2d_on_card(const at::Tensor& dst, const at::Tensor& src, bool non_blocking, bool on_cores,
+                 bool temporary) {
+    if (dst.device() != src.device()) {
+        if (same_dense_layout(dst, src)) {
+            // libspyre reads the source through its card's own default stream: wait for the
+            // work queued on the source's current stream first.
+            wait(src);
+            c10::DeviceGuard guard(dst.device());
+            const DeviceSpan d = device_span(dst), s = device_span(src);
+            const uint64_t bytes = static_cast<uint64_t>(dst.numel() * dst.element_size());
+            trace::CopyScope traced(stream_of(dst), "DtoD", bytes);
+            SPYRE_CHECK(spyre_memcpy_dtod_async(d.buffer, d.offset, s.buffer, s.offset, bytes,
+                                                stream_of(dst)));
+            count(kDtoD);
+            if (!non_blocking) wait(dst);
+            return true;
+        }
+        return (on_cores && copy_through_cores(dst, src, non_blocking)) ||
+               (temporary && through_temporary(dst, src, non_blocking));
+    }
+    c10::DeviceGuard guard(dst.device());
+    spyre_stream_t st = stream_of(dst);
+    const bool apart = !has_zero_stride(src) && !ranges_overlap(dst, src);
+    if (apart && same_dense_layout(dst, src)) {
+        linear(side_of(dst), side_of(src), static_cast<uint64_t>(dst.numel() * dst.element_size()),
+               st);
+        return true;
+    }
+    if (apart && strided(dst, src, st)) return true;
+    // Layouts no copy-engine copy of rows expresses (a transpose, a broadcast, interleaved views
+    // of one buffer): by the cores, by the copy engine in one-element rows, through a temporary
+    // on the card.
+    return (on_cores && copy_through_cores(dst, src, non_blocking)) ||
+           (apart && element_rows(dst, src, st)) ||
+           (temporary && through_temporary(dst, src, non_blocking));
+}
+
+void copy_d2d(const at::Tensor& dst, const at::Tensor& src, bool non_blocking, bool on_cores,
+              bool temporary) {
     const bool bits = src.is_conj() != dst.is_conj() || src.is_neg() != dst.is_neg();
     const bool convert = src.scalar_type() != dst.scalar_type() || bits;
     if (convert) {
@@ -535,42 +620,8 @@ void copy_d2d(const at::Tensor& dst, const at::Tensor& src, bool non_blocking, b
         copy_h2d(dst, to_host(src), non_blocking);
         return;
     }
-    if (dst.device() != src.device()) {
-        if (same_dense_layout(dst, src)) {
-            // libspyre reads the source through its card's own default stream: wait for the
-            // work queued on the source's current stream first.
-            wait(src);
-            c10::DeviceGuard guard(dst.device());
-            const DeviceSpan d = device_span(dst), s = device_span(src);
-            const uint64_t bytes = static_cast<uint64_t>(dst.numel() * dst.element_size());
-            trace::CopyScope traced(stream_of(dst), "DtoD", bytes);
-            SPYRE_CHECK(spyre_memcpy_dtod_async(d.buffer, d.offset, s.buffer, s.offset, bytes,
-                                                stream_of(dst)));
-            count(kDtoD);
-            if (!non_blocking) wait(dst);
-        } else if (!on_cores || !copy_through_cores(dst, src, non_blocking)) {
-            count(kThroughHost);
-            copy_h2d(dst, to_host(src), non_blocking);
-        }
-        return;
-    }
-    c10::DeviceGuard guard(dst.device());
-    spyre_stream_t st = stream_of(dst);
-    if (!has_zero_stride(src) && !ranges_overlap(dst, src)) {
-        if (same_dense_layout(dst, src)) {
-            linear(side_of(dst), side_of(src),
-                   static_cast<uint64_t>(dst.numel() * dst.element_size()), st);
-            return;
-        }
-        if (strided(dst, src, st)) return;
-    }
-    // Layouts no copy-engine copy expresses (a transpose, a broadcast, interleaved views of one
-    // buffer): by the cores, else (a destination the copy engine cannot write, a layout the
-    // library refuses) through the host.
-    if (on_cores && copy_through_cores(dst, src, non_blocking)) return;
-    if (!has_zero_stride(src) && !ranges_overlap(dst, src) && element_rows(dst, src, st)) return;
-    count(kThroughHost);
-    copy_h2d(dst, to_host(src), non_blocking);
+    if (!d2d_on_card(dst, src, non_blocking, on_cores, temporary))
+        d2d_through_host(dst, src, non_blocking);
 }
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
