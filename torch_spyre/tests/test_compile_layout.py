@@ -200,3 +200,20 @@ def test_a_view_the_library_refuses_runs_the_eager_form():
     out, ops, stats = launches(torch.compile(f), dev)
     assert stats["refused"] == 1 and stats["eager"] == 1, stats
     close(out.cpu(), f(x[:, 1:65]), torch.float32)
+
+
+def heads_merged(x, w):
+    # [heads, tokens, d] -> [tokens, heads * d] (attention's output heads back into rows):
+    # the kernel runs over [tokens, heads * d], so x's index divides the column,
+    # 64 * i0 + 768 * (i1 // 64) + ModularIndexing(i1, 1, 64), split into a view of [12, 12, 64]
+    h, t, d = x.shape
+    return (x.permute(1, 0, 2).reshape(t, h * d) * w).sin()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_a_divided_index_is_a_view_in_one_launch(dtype):
+    d = 128 // dtype.itemsize  # a head of one stick
+    x = make((12, 5, d), torch.float32).to(dtype)
+    w = make((5, 12 * d), torch.float32, 1).to(dtype)
+    out = one_fused_launch(torch.compile(heads_merged), x.to("spyre"), w.to("spyre"))
+    close(out.cpu(), heads_merged(x.float(), w.float()).to(dtype), dtype)

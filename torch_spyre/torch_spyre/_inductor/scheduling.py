@@ -17,6 +17,7 @@ from torch._inductor.codegen.wrapper import pexpr
 from torch._inductor.scheduler import BaseScheduling
 from torch._inductor.utils import sympy_product
 from torch._inductor.virtualized import V
+from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 
 from .labels import origin_label
 
@@ -181,6 +182,49 @@ class Trace:
 STICK = 128  # bytes: the DMA's unit, where every row a program moves starts
 
 
+def _split_divisions(index, vars_, sizes):
+    """The index with each loop variable divided in it (``i1 // 64``, ``ModularIndexing(i1, 1,
+    64)``: a reshape of a permute, attention's heads) split into digits at the divisors, so it
+    is affine in the digits: ``i1`` of size 768 cut at 64 is ``64 * a + b`` (sizes 12 and 64,
+    row-major as ``i1``), ``i1 // 64`` is ``a`` and ``ModularIndexing(i1, 1, 64)`` is ``b``.
+    Returns (index, vars, sizes); unchanged when nothing divides a variable or when the cuts
+    do not nest (each divides the next and the variable's static size)."""
+    cuts = {v: set() for v in vars_}
+    for e in index.atoms(FloorDiv, ModularIndexing):
+        v, d = e.args[0], e.args[1]
+        if v not in cuts or not d.is_Integer or (len(e.args) > 2 and not e.args[2].is_Integer):
+            return index, vars_, sizes
+        cuts[v] |= {int(d), int(d) * int(e.args[2])} if len(e.args) > 2 else {int(d)}
+    if not any(cuts.values()):
+        return index, vars_, sizes
+    out_vars, out_sizes, repl = [], [], {}
+    for v, size in zip(vars_, sizes):
+        if not cuts[v]:
+            out_vars.append(v), out_sizes.append(size)
+            continue
+        if not sympy.sympify(size).is_Integer:
+            return index, vars_, sizes
+        size = int(size)
+        bounds = sorted({1, size} | {min(c, size) for c in cuts[v]})  # v // c is 0 for c >= size
+        if any(b % a for a, b in zip(bounds, bounds[1:])):
+            return index, vars_, sizes
+        digits = [(sympy.Symbol(f"{v}_{k}", integer=True, nonnegative=True), a, b // a)
+                  for k, (a, b) in enumerate(zip(bounds, bounds[1:]))]  # (digit, weight, size)
+        for t, _, n in reversed(digits):  # the outermost digit first
+            out_vars.append(t), out_sizes.append(n)
+        for e in index.atoms(FloorDiv, ModularIndexing):
+            if e.args[0] != v:
+                continue
+            lo = min(int(e.args[1]), size)
+            hi = min(lo * int(e.args[2]), size) if len(e.args) > 2 else size
+            repl[e] = sum((t * (w // lo) for t, w, _ in digits if lo <= w < hi), sympy.S.Zero)
+        repl[v] = sum(t * w for t, w, _ in digits)
+    # the divisions first (their argument is the variable itself), then the variable's own terms
+    index = sympy.expand(index.xreplace({e: r for e, r in repl.items() if e not in vars_}))
+    return sympy.expand(index.xreplace({v: r for v, r in repl.items() if v in vars_})), \
+        out_vars, out_sizes
+
+
 def _strided_view(name, index, trace, slot, output=False):
     """The description's "view <offset> <size>:<stride> ..." of an operand indexed by an affine
     index that is not the position, or raises Unsupported: the position's element is offset +
@@ -189,7 +233,8 @@ def _strided_view(name, index, trace, slot, output=False):
     transposed dense blocks, so the other layouts are refused here as they are in
     parse_fused; in a row kernel each row or block must be whole rows of the kernel."""
     what = f"{name}'s index {index}"
-    vars_, sizes = trace.vars + trace.rvars, trace.sizes + trace.rsizes
+    index, vars_, sizes = _split_divisions(sympy.sympify(index), trace.vars + trace.rvars,
+                                           trace.sizes + trace.rsizes)
     view = _view(index, vars_)
     nums = [view[1], *view[2]] if view[0] == "affine" else []
     sizes = [sympy.sympify(s) for s in sizes]
