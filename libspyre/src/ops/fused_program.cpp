@@ -579,7 +579,7 @@ bool long_rows_ok(const FusedKernel& k, uint64_t n, uint64_t budget) {
     for (const FkInput& x : k.inputs)
         if (!check(in_kind(x), x.t) || !x.view.empty()) return false;  // views: rows in LX only
     for (size_t j = 0; j < k.outputs.size(); ++j)
-        if (!check(out_kind(k, j), k.outputs[j])) return false;
+        if (!check(out_kind(k, j), k.outputs[j]) || !out_view(k, j).empty()) return false;
     return row_bytes <= budget / 8;
 }
 
@@ -1246,19 +1246,26 @@ FusedKernel parse_fused(const std::string& text) {
             if (!k.code.empty()) bad("a view input before the ops");
             FkInput x{parse_type(w[1], line), false, FkKind::FULL, {}};
             x.view = parse_view(w, 3, es_of(x.t), false, line);
-            // row kernels: each row or block of the view is whole rows of the kernel
-            if (k.cols && !x.view.empty() && x.view.block() % k.cols)
+            // row kernels: each row or block of the view is whole rows of the kernel, or each
+            // row of the kernel whole rows of the view (BatchNorm's sums over N and HW of NCHW:
+            // a channel's row is N runs of HW, one LOAD each)
+            if (k.cols && !x.view.empty() && x.view.block() % k.cols &&
+                (x.view.transposed || k.cols % x.view.row()))
                 bad("a view's rows or blocks are not whole rows of the kernel");
             k.inputs.push_back(x);
             continue;
         }
         if (w[0] == "out" && w.size() > 2 && w[2] == "view") {
-            if (k.cols || !k.code.empty())
-                bad("a view output is one of a flat kernel, before the ops");
+            if (!k.code.empty()) bad("a view output before the ops");
             k.outputs.push_back(parse_type(w[1], line));
-            k.out_kinds.push_back(FkKind::FULL);
+            k.out_kinds.resize(k.outputs.size(), FkKind::FULL);
             k.out_views.resize(k.outputs.size());
             k.out_views.back() = parse_view(w, 3, es_of(k.outputs.back()), true, line);
+            // row kernels: a full output whose view rows are whole rows of the kernel or whose
+            // rows are whole view rows (a channel's N runs of HW), moved as the inputs' views
+            const FkView& v = k.out_views.back();
+            if (k.cols && !v.empty() && v.row() % k.cols && k.cols % v.row())
+                bad("a view's rows are not whole rows of the kernel");
             continue;
         }
         if (w[0] == "in") {
@@ -1437,9 +1444,14 @@ uint64_t fused_unit(const FusedKernel& k, uint64_t n) {
         };
         for (const FkInput& x : k.inputs) {
             need(in_kind(x), x.t);
-            if (!x.view.empty()) g = std::lcm(g, x.view.block() / k.cols);  // whole blocks
+            if (!x.view.empty())  // whole blocks (a row of several view rows: any row)
+                g = std::lcm(g, std::max<uint64_t>(1, x.view.block() / k.cols));
         }
-        for (size_t j = 0; j < k.outputs.size(); ++j) need(out_kind(k, j), k.outputs[j]);
+        for (size_t j = 0; j < k.outputs.size(); ++j) {
+            need(out_kind(k, j), k.outputs[j]);
+            if (!out_view(k, j).empty())
+                g = std::lcm(g, std::max<uint64_t>(1, out_view(k, j).row() / k.cols));
+        }
         return g;
     }
     uint64_t min_es = 4, rows = 1;  // chunks of whole rows of every view
