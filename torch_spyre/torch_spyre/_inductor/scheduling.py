@@ -275,9 +275,46 @@ def _strided_view(name, index, trace, slot, output=False):
         raise Unsupported(f"{what} is not in rows of whole sticks")
     if output and any(t == 0 for _, t in dims):
         raise Unsupported(f"{what} stores to one element from several positions")
-    if trace.rvars and dims[-1][0] % int(sympy_product(trace.rsizes)):
+    cols = int(sympy_product(trace.rsizes)) if trace.rvars else 0
+    if cols and dims[-1][0] % cols and cols % dims[-1][0]:
+        # (a row of the kernel may be several rows of the view: BatchNorm's sums per channel
+        # over N and HW of NCHW, a row of N runs of HW)
         raise Unsupported(f"{what} is in rows that are not whole rows of the kernel")
     return view
+
+
+def _broadcast_rows(trace):
+    """A flat kernel with an input broadcast along its contiguous dim (a per-row or
+    per-channel value: RMSNorm's backward's [rows, 1] scale, BatchNorm's per-channel mean over
+    NCHW) as a row kernel without reductions, or None: the rows are the variables such an input
+    varies with (in order), the columns the others, so the input is a ``row`` operand (one value
+    per row, which the program broadcasts over the row's columns as a COL operand) and the
+    operands read by position become views of whole runs of each row (NCHW by channel: a row
+    of N runs of HW)."""
+    if trace.rvars or not all(sympy.sympify(s).is_Integer for s in trace.sizes):
+        return None
+    sizes = dict(zip(trace.vars, map(int, trace.sizes)))
+    row_vars = set()
+    for indices in trace.loads.values():
+        for index in indices:
+            view = _view(index, trace.vars)
+            if view[0] != "affine" or not all(sympy.sympify(x).is_Integer for x in view[2]):
+                continue
+            dims = [(v, int(sympy.sympify(t))) for v, t in zip(trace.vars, view[2])
+                    if sizes[v] > 1]
+            if dims and dims[-1][1] == 0 and any(t for _, t in dims):
+                row_vars |= {v for v, t in dims if t}
+    if not row_vars:
+        return None
+    rows = object.__new__(Trace)  # a copy (copy.copy would ask Trace.__getattr__)
+    rows.__dict__.update(trace.__dict__)
+    rows.vars = [v for v in trace.vars if v in row_vars]
+    rows.rvars = [v for v in trace.vars if v not in row_vars]
+    if not any(sizes[v] > 1 for v in rows.rvars):
+        return None
+    rows.sizes = [sizes[v] for v in rows.vars]
+    rows.rsizes = [sizes[v] for v in rows.rvars]
+    return rows
 
 
 def _flat(vars_, sizes):
@@ -370,7 +407,7 @@ def describe(trace, inputs, outputs):
             if trace.dtypes[name] not in TYPES and not index_store and not bool_store:
                 raise Unsupported(f"store to {name}")
             if not same(index, want):
-                if rows or name in trace.loads:  # read and written: a view could overlap
+                if okind == "row" or name in trace.loads:  # read and written: could overlap
                     raise Unsupported(f"store to {name} is not by position")
                 out_views[name] = _strided_view(name, index, trace,
                                                 len(trace.slots) + outputs.index(name), output=True)
@@ -620,7 +657,14 @@ class SpyreScheduling(BaseScheduling):
             desc = describe(trace, inputs, outputs)
         except Unsupported as e:
             desc, why = None, str(e)
-        else:
+            rows = _broadcast_rows(trace)  # an input broadcast along the contiguous dim
+            if rows is not None:
+                try:
+                    desc = describe(rows, inputs, outputs)
+                    trace.slots, trace.moved = rows.slots, rows.moved
+                except Unsupported:
+                    pass
+        if desc:
             why = ""
         # the description's operands: each input once per slot, then the outputs
         slots = [inputs.index(b) for b, _ in trace.slots] if desc else None
