@@ -492,12 +492,16 @@ def describe(trace, inputs, outputs):
             out(i, f"where {' '.join(val(a) for a in op[2])}")
         else:
             raise Unsupported(f"{kind} {op[1] if len(op) > 1 else ''}")
+    vars_ = trace.vars + trace.rvars
     if (out_views or "view" in kinds.values()) and all(
+            _view(op[2], vars_)[0] == "affine" for op in trace.ops
+            if op[0] in ("load", "store")) and all(
             op[0] == "load" or (op[0] == "store" and trace.ops[op[3].i][0] == "load" and
                                 trace.dtypes[trace.ops[op[3].i][1]] == trace.dtypes[op[1]])
             for op in trace.ops):
         # a strided copy (q/k/v head transposes, a KV cache's write): the eager form's copy_ is
-        # the DMA engine's strided copy, no program launch
+        # the DMA engine's strided copy, no program launch (a load through a divided index, a
+        # reshape of a permute, would be a gather there: it stays one fused launch)
         raise Unsupported("a strided copy (the eager form's DMA copy)")
     head = ["spyre.kernel 1"] + ([f"rows {cols_text}"] if rows else [])
     head += [f"in {TYPES[trace.dtypes[a]]} {kind}" for a, kind in trace.slots]
