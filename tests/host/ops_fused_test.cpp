@@ -554,6 +554,33 @@ TEST(FusedRows, LongRowsMatchTheInterpreter) {
         run_rows_and_check(layer_norm(DType::F16, 8192), 5, 32, &given);
         run_rows_and_check(rms_norm_masked(DType::F32, 8192), 5, 32, &given);
     }
+    // BatchNorm's per-channel rows of N runs of HW, too long for a core (5 channels, N = 4,
+    // HW = 32768 fp32; the output through the same view; N = 3, HW = 65536 fp16), and given
+    // plans of groups (a view chunk takes the group registers: they are set again after it)
+    for (DType t : {DType::F32, DType::F16}) {
+        const uint64_t N = t == DType::F32 ? 4 : 3, HW = t == DType::F32 ? 32768 : 65536;
+        const std::string s = tname(t), nchw = "view 0 5:" + std::to_string(HW) + " " +
+                                               std::to_string(N) + ":" + std::to_string(5 * HW) +
+                                               " " + std::to_string(HW) + ":1";
+        std::string text = layer_norm(t, N * HW);
+        const std::string full = "in " + s + " full", out = "out " + s + "\n";
+        text.replace(text.find(full), full.size(), "in " + s + " " + nchw);
+        text.replace(text.find(out), out.size(), "out " + s + " " + nchw + "\n");
+        SCOPED_TRACE(text.substr(0, 120));
+        EXPECT_TRUE(fused_long_rows_ok(parse_fused(text), 5 * N * HW, pricer.lx_budget()));
+        const FusedPlan p = run_rows_and_check(text, 5);
+        EXPECT_GT(p.col_chunk, 0u) << fused_plan_name(p);
+        for (const auto& [g, c] : {std::pair{2u, 4u}, {1u, 8u}}) {
+            FusedPlan given;
+            given.cores = g * c, given.groups = g, given.col_chunk = 4096;
+            run_rows_and_check(text, 5, 32, &given);
+        }
+    }
+    // a view row longer than the kernel's row is not streamed
+    EXPECT_FALSE(fused_long_rows_ok(
+        parse_fused("spyre.kernel 1\nrows 16384\nin f32 view 0 4:32768 2:131072 32768:1\n"
+                    "out f32\n%0 = load 0\nstore 0 %0\n"),
+        8 * 32768, pricer.lx_budget()));
     // one row of 32,000 fp16 logits: long rows on many cores beat the one core of the row path
     const FusedPlan one = plan_fused(pricer, parse_fused(softmax(DType::F16, 32000)), 32000, 32);
     EXPECT_GT(one.col_chunk, 0u) << fused_plan_name(one);

@@ -251,3 +251,19 @@ def test_sums_per_channel_over_nchw_are_row_kernels(dtype):
     want = torch.var_mean(x.float(), (0, 2, 3), correction=0)
     close(var.cpu(), want[0], torch.float32)
     close(mean.cpu(), want[1], torch.float32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_channels_too_long_for_a_core_stream_their_runs(dtype):
+    # rows of N runs of HW longer than a core's scratchpad (8 channels of 2 x 128 x 128): long
+    # rows, each core's chunks whole pieces of the runs; the statistics and the normalization
+    x = make((2, 8, 128, 128), torch.float32).to(dtype)
+    m, w = (make((8,), torch.float32, k).to(dtype) for k in (1, 2))
+    out = one_fused_launch(torch.compile(per_channel), *(t.to("spyre") for t in (x, m, w)))
+    close(out.cpu(), per_channel(x.float(), m.float(), w.float()).to(dtype), dtype)
+    fn = torch.compile(lambda x: torch.var_mean(x.float(), (0, 2, 3), correction=0))
+    (var, mean), ops, stats = launches(fn, x.to("spyre"))
+    assert set(ops) == {"spyre::fused_pointwise"} and stats["eager"] == 0, (ops, stats)
+    want = torch.var_mean(x.float(), (0, 2, 3), correction=0)
+    close(var.cpu(), want[0], torch.float32)
+    close(mean.cpu(), want[1], torch.float32)

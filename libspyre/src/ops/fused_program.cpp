@@ -555,6 +555,24 @@ Phases phases_of(const FusedKernel& k, const Lowered& L) {
 
 // Columns per unit of a long row's work split: every chunk of every full and column operand
 // starts on a stick (from a stick-aligned row start).
+// A view's rows cut in pieces for long rows' chunks: the largest piece of whole sticks, at
+// most 2048 elements, that divides the row (the view's last dim split in two).
+FkView long_view(const FkView& v, uint64_t es) {
+    const uint64_t L = v.row(), stick = kStick / es;
+    uint64_t piece = L;
+    for (uint64_t q = std::min<uint64_t>(L, 2048) / stick * stick; q >= stick; q -= stick)
+        if (L % q == 0) {
+            piece = q;
+            break;
+        }
+    if (piece == L) return v;
+    FkView w = v;
+    w.sizes.back() = L / piece;
+    w.strides.back() = piece;
+    w.sizes.push_back(piece), w.strides.push_back(1);
+    return w;
+}
+
 uint64_t long_unit(const FusedKernel& k) {
     uint64_t u = 1;
     auto need = [&](FkKind kind, DType t) {
@@ -562,7 +580,20 @@ uint64_t long_unit(const FusedKernel& k) {
     };
     for (const FkInput& x : k.inputs) need(in_kind(x), x.t);
     for (size_t j = 0; j < k.outputs.size(); ++j) need(out_kind(k, j), k.outputs[j]);
+    // a view whose rows are runs of the kernel's row: chunks of whole pieces of runs (one DMA
+    // each, long_view)
+    for (const FkInput& x : k.inputs)
+        if (!x.view.empty()) u = std::lcm(u, long_view(x.view, es_of(x.t)).row());
+    for (size_t j = 0; j < k.outputs.size(); ++j)
+        if (!out_view(k, j).empty())
+            u = std::lcm(u, long_view(out_view(k, j), es_of(k.outputs[j])).row());
     return u;
+}
+
+// Long rows take a view whose every row is a run of the kernel's row (a row of N runs of HW):
+// a chunk of the row's columns is whole runs.
+bool long_view_ok(const FusedKernel& k, const FkView& v) {
+    return v.empty() || (!v.transposed && v.row() <= k.cols && k.cols % v.row() == 0);
 }
 
 // Whether the n positions can run as long rows: every full operand's rows start on a stick (or
@@ -577,9 +608,9 @@ bool long_rows_ok(const FusedKernel& k, uint64_t n, uint64_t budget) {
         return true;
     };
     for (const FkInput& x : k.inputs)
-        if (!check(in_kind(x), x.t) || !x.view.empty()) return false;  // views: rows in LX only
+        if (!check(in_kind(x), x.t) || !long_view_ok(k, x.view)) return false;
     for (size_t j = 0; j < k.outputs.size(); ++j)
-        if (!check(out_kind(k, j), k.outputs[j]) || !out_view(k, j).empty()) return false;
+        if (!check(out_kind(k, j), k.outputs[j]) || !long_view_ok(k, out_view(k, j))) return false;
     return row_bytes <= budget / 8;
 }
 
@@ -970,10 +1001,31 @@ std::vector<uint8_t> Emitter::build_long() {
         b_.li(12, static_cast<int64_t>(l_.sin[i]));
         dma(true, 12, 13, 14);
     }
+    // r3 the core's group, r4 its index in the group, r5 the group's core mask (set below and
+    // again after a view's chunk, which takes them), r2 the row's first position
+    auto restore_long_regs = [&]() {
+        b_.alu(isa::Alu::DIVU, 3, 1, 0, static_cast<int64_t>(P));
+        b_.alu(isa::Alu::REMU, 4, 1, 0, static_cast<int64_t>(P));
+        b_.li(5, 0);
+        if (G > 1) {
+            b_.li(5, static_cast<int64_t>((1ull << P) - 1));
+            b_.muli(6, 3, P);
+            b_.alu(isa::Alu::SHL, 5, 5, 6, 0);
+        }
+        b_.muli(2, 19, C);
+    };
     // a chunk [pos, pos + e) of the row's columns for operand arg (a full one at the row's
     // position r2, a column input from column 0)
     auto chunk = [&](bool load, uint32_t arg, bool col, uint64_t lx, DType t, Reg pos, Reg e,
                      Reg par) {
+        const FkView& v = arg < I ? k_.inputs[arg].view : out_view(k_, arg - I);
+        if (!v.empty()) {  // whole runs of the view, one DMA each (view_dma takes r2-r6)
+            b_.add(21, 2, pos);
+            b_.mov(22, e);
+            view_dma(load, arg, lx, es_of(t), 21, 22, par, long_view(v, es_of(t)));
+            restore_long_regs();
+            return;
+        }
         b_.addi(12, par, static_cast<int64_t>(l_.regions + lx));
         b_.arg(13, arg);
         if (col)
