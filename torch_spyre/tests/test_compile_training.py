@@ -156,6 +156,7 @@ def test_a_compiled_batchnorm_block_trains_fused(fallback_reset):
     # of row kernels without reductions) run fused; outputs and gradients as on the CPU
     from torch_spyre._inductor import runtime
 
+    torch._dynamo.reset()  # static shapes: another test's Sequential would make them dynamic
     torch.manual_seed(0)
     cpu = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8),
                               torch.nn.ReLU())
@@ -190,6 +191,7 @@ def test_a_compiled_decoder_backward_runs_its_layout_kernels_fused(fallback_rese
     from models import TinyGranite
     from torch_spyre._inductor import runtime
 
+    torch._dynamo.reset()
     cpu = TinyGranite()
     dev = TinyGranite().to("spyre")
     fn = torch.compile(dev)
