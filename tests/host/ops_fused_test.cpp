@@ -360,7 +360,8 @@ FusedPlan run_rows_and_check(const std::string& text, uint64_t rows, uint32_t ma
     }
     std::vector<uint64_t> out_at, out_n;
     for (size_t o = 0; o < k.outputs.size(); ++o) {
-        out_n.push_back(k.out_kinds[o] == FkKind::ROW ? rows : n);
+        const FkView& v = view_of_output(k, o);
+        out_n.push_back(!v.empty() ? v.extent() : k.out_kinds[o] == FkKind::ROW ? rows : n);
         out_at.push_back(at), args.push_back(at);
         at += up128(out_n.back() * isa::dtype_size(k.outputs[o]) + 256);
     }
@@ -372,7 +373,9 @@ FusedPlan run_rows_and_check(const std::string& text, uint64_t rows, uint32_t ma
             const DType t = k.outputs[o];
             const uint64_t es = isa::dtype_size(t);
             for (uint64_t q = 0; q < want[o].size() && bad < 5; ++q) {
-                const uint64_t i = want[o].size() == 1 && out_n[o] == rows ? row : row * C + q;
+                const uint64_t i = want[o].size() == 1 && k.out_kinds[o] == FkKind::ROW
+                                       ? row
+                                       : view_at(view_of_output(k, o), row * C + q);
                 const float got = load_elem(t, &mem[out_at[o] + i * es]);
                 const float w = want[o][q];
                 const bool ok = got == w || (std::isnan(got) && std::isnan(w)) ||
@@ -469,6 +472,20 @@ TEST(FusedRows, ViewInputsMatchTheInterpreter) {
             run_rows_and_check(over(L, "view 0 6:" + std::to_string(5 * L) + " 5:" +
                                            std::to_string(6 * L) + " " + std::to_string(L) + ":1"),
                                30, cores);
+            // rows of several view rows: a channel's N runs of HW in NCHW (BatchNorm's sums
+            // over N and HW), [N=4, C=8, HW=2L] and [N=3, C=5, HW=L]
+            run_rows_and_check(
+                over(8 * L, "view 0 8:" + std::to_string(2 * L) + " 4:" + std::to_string(16 * L) +
+                                " " + std::to_string(2 * L) + ":1"),
+                8, cores);
+            const std::string nchw = "view 0 5:" + std::to_string(L) +
+                                     " 3:" + std::to_string(5 * L) + " " + std::to_string(L) + ":1";
+            run_rows_and_check(over(3 * L, nchw), 5, cores);
+            // and the output stored through the same view (an NCHW result of per-channel rows)
+            std::string both = over(3 * L, nchw);
+            const std::string out = "out " + s + "\n";
+            both.replace(both.find(out), out.size(), "out " + s + " " + nchw + "\n");
+            run_rows_and_check(both, 5, cores);
         }
     }
 }
@@ -537,6 +554,33 @@ TEST(FusedRows, LongRowsMatchTheInterpreter) {
         run_rows_and_check(layer_norm(DType::F16, 8192), 5, 32, &given);
         run_rows_and_check(rms_norm_masked(DType::F32, 8192), 5, 32, &given);
     }
+    // BatchNorm's per-channel rows of N runs of HW, too long for a core (5 channels, N = 4,
+    // HW = 32768 fp32; the output through the same view; N = 3, HW = 65536 fp16), and given
+    // plans of groups (a view chunk takes the group registers: they are set again after it)
+    for (DType t : {DType::F32, DType::F16}) {
+        const uint64_t N = t == DType::F32 ? 4 : 3, HW = t == DType::F32 ? 32768 : 65536;
+        const std::string s = tname(t), nchw = "view 0 5:" + std::to_string(HW) + " " +
+                                               std::to_string(N) + ":" + std::to_string(5 * HW) +
+                                               " " + std::to_string(HW) + ":1";
+        std::string text = layer_norm(t, N * HW);
+        const std::string full = "in " + s + " full", out = "out " + s + "\n";
+        text.replace(text.find(full), full.size(), "in " + s + " " + nchw);
+        text.replace(text.find(out), out.size(), "out " + s + " " + nchw + "\n");
+        SCOPED_TRACE(text.substr(0, 120));
+        EXPECT_TRUE(fused_long_rows_ok(parse_fused(text), 5 * N * HW, pricer.lx_budget()));
+        const FusedPlan p = run_rows_and_check(text, 5);
+        EXPECT_GT(p.col_chunk, 0u) << fused_plan_name(p);
+        for (const auto& [g, c] : {std::pair{2u, 4u}, {1u, 8u}}) {
+            FusedPlan given;
+            given.cores = g * c, given.groups = g, given.col_chunk = 4096;
+            run_rows_and_check(text, 5, 32, &given);
+        }
+    }
+    // a view row longer than the kernel's row is not streamed
+    EXPECT_FALSE(fused_long_rows_ok(
+        parse_fused("spyre.kernel 1\nrows 16384\nin f32 view 0 4:32768 2:131072 32768:1\n"
+                    "out f32\n%0 = load 0\nstore 0 %0\n"),
+        8 * 32768, pricer.lx_budget()));
     // one row of 32,000 fp16 logits: long rows on many cores beat the one core of the row path
     const FusedPlan one = plan_fused(pricer, parse_fused(softmax(DType::F16, 32000)), 32000, 32);
     EXPECT_GT(one.col_chunk, 0u) << fused_plan_name(one);
@@ -1050,9 +1094,9 @@ TEST(Fused, ViewRefusals) {
           with("f32 view 16 8:32 32:1", "f32"), with("f16 view 0 8:64 32:1", "f16"),
           with("f32 full", "f32 view 0 8:0 32:1"), with("f32 view 0 8:32 32:x", "f32"),
           with("f32 view 0 8:32 0:1", "f32"), with("f32 view 0", "f32"),
-          std::string("spyre.kernel 1\nrows 64\nin f32 view 0 8:64 32:1\nout f32\n"
+          std::string("spyre.kernel 1\nrows 48\nin f32 view 0 8:64 32:1\nout f32\n"
                       "%0 = load 0\nstore 0 %0\n"),
-          std::string("spyre.kernel 1\nrows 32\nin f32 full\nout f32 view 0 8:64 32:1\n"
+          std::string("spyre.kernel 1\nrows 48\nin f32 full\nout f32 view 0 8:64 32:1\n"
                       "%0 = load 0\nstore 0 %0\n")})
         EXPECT_THROW(parse_fused(bad), std::invalid_argument) << bad;
     const FusedKernel k = parse_fused(with("f32 view 0 8:64 32:1", "f32"));

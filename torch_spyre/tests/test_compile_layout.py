@@ -200,3 +200,70 @@ def test_a_view_the_library_refuses_runs_the_eager_form():
     out, ops, stats = launches(torch.compile(f), dev)
     assert stats["refused"] == 1 and stats["eager"] == 1, stats
     close(out.cpu(), f(x[:, 1:65]), torch.float32)
+
+
+def heads_merged(x, w):
+    # [heads, tokens, d] -> [tokens, heads * d] (attention's output heads back into rows):
+    # the kernel runs over [tokens, heads * d], so x's index divides the column,
+    # 64 * i0 + 768 * (i1 // 64) + ModularIndexing(i1, 1, 64), split into a view of [12, 12, 64]
+    h, t, d = x.shape
+    return (x.permute(1, 0, 2).reshape(t, h * d) * w).sin()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_a_divided_index_is_a_view_in_one_launch(dtype):
+    d = 128 // dtype.itemsize  # a head of one stick
+    x = make((12, 5, d), torch.float32).to(dtype)
+    w = make((5, 12 * d), torch.float32, 1).to(dtype)
+    out = one_fused_launch(torch.compile(heads_merged), x.to("spyre"), w.to("spyre"))
+    close(out.cpu(), heads_merged(x.float(), w.float()).to(dtype), dtype)
+
+
+def per_row_scale(x, s):
+    return (x * s).exp() - s  # s: [rows, 1], one value along each row (RMSNorm's scale)
+
+
+def per_channel(x, m, w):
+    # BatchNorm's normalization over NCHW: a value per channel along N and HW
+    return ((x - m[None, :, None, None]) * w[None, :, None, None]).relu()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_broadcasts_along_the_last_dim_are_one_launch(dtype):
+    # a per-row or per-channel input (the last dim's stride 0) is a row operand of a row
+    # kernel without reductions; NCHW by channel reads and writes x as rows of N runs of HW
+    x, s = make((12, 256), torch.float32).to(dtype), make((12, 1), torch.float32, 1).to(dtype)
+    out = one_fused_launch(torch.compile(per_row_scale), x.to("spyre"), s.to("spyre"))
+    close(out.cpu(), per_row_scale(x.float(), s.float()).to(dtype), dtype)
+    x = make((4, 8, 16, 16), torch.float32).to(dtype)
+    m, w = (make((8,), torch.float32, k).to(dtype) for k in (1, 2))
+    out = one_fused_launch(torch.compile(per_channel), *(t.to("spyre") for t in (x, m, w)))
+    close(out.cpu(), per_channel(x.float(), m.float(), w.float()).to(dtype), dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_sums_per_channel_over_nchw_are_row_kernels(dtype):
+    # BatchNorm's statistics: a row per channel of N runs of HW, each run one LOAD
+    x = make((4, 8, 16, 16), torch.float32).to(dtype)
+    fn = torch.compile(lambda x: torch.var_mean(x.float(), (0, 2, 3), correction=0))
+    (var, mean), ops, stats = launches(fn, x.to("spyre"))
+    assert set(ops) == {"spyre::fused_pointwise"} and stats["eager"] == 0, (ops, stats)
+    want = torch.var_mean(x.float(), (0, 2, 3), correction=0)
+    close(var.cpu(), want[0], torch.float32)
+    close(mean.cpu(), want[1], torch.float32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_channels_too_long_for_a_core_stream_their_runs(dtype):
+    # rows of N runs of HW longer than a core's scratchpad (8 channels of 2 x 128 x 128): long
+    # rows, each core's chunks whole pieces of the runs; the statistics and the normalization
+    x = make((2, 8, 128, 128), torch.float32).to(dtype)
+    m, w = (make((8,), torch.float32, k).to(dtype) for k in (1, 2))
+    out = one_fused_launch(torch.compile(per_channel), *(t.to("spyre") for t in (x, m, w)))
+    close(out.cpu(), per_channel(x.float(), m.float(), w.float()).to(dtype), dtype)
+    fn = torch.compile(lambda x: torch.var_mean(x.float(), (0, 2, 3), correction=0))
+    (var, mean), ops, stats = launches(fn, x.to("spyre"))
+    assert set(ops) == {"spyre::fused_pointwise"} and stats["eager"] == 0, (ops, stats)
+    want = torch.var_mean(x.float(), (0, 2, 3), correction=0)
+    close(var.cpu(), want[0], torch.float32)
+    close(mean.cpu(), want[1], torch.float32)

@@ -555,6 +555,24 @@ Phases phases_of(const FusedKernel& k, const Lowered& L) {
 
 // Columns per unit of a long row's work split: every chunk of every full and column operand
 // starts on a stick (from a stick-aligned row start).
+// A view's rows cut in pieces for long rows' chunks: the largest piece of whole sticks, at
+// most 2048 elements, that divides the row (the view's last dim split in two).
+FkView long_view(const FkView& v, uint64_t es) {
+    const uint64_t L = v.row(), stick = kStick / es;
+    uint64_t piece = L;
+    for (uint64_t q = std::min<uint64_t>(L, 2048) / stick * stick; q >= stick; q -= stick)
+        if (L % q == 0) {
+            piece = q;
+            break;
+        }
+    if (piece == L) return v;
+    FkView w = v;
+    w.sizes.back() = L / piece;
+    w.strides.back() = piece;
+    w.sizes.push_back(piece), w.strides.push_back(1);
+    return w;
+}
+
 uint64_t long_unit(const FusedKernel& k) {
     uint64_t u = 1;
     auto need = [&](FkKind kind, DType t) {
@@ -562,7 +580,20 @@ uint64_t long_unit(const FusedKernel& k) {
     };
     for (const FkInput& x : k.inputs) need(in_kind(x), x.t);
     for (size_t j = 0; j < k.outputs.size(); ++j) need(out_kind(k, j), k.outputs[j]);
+    // a view whose rows are runs of the kernel's row: chunks of whole pieces of runs (one DMA
+    // each, long_view)
+    for (const FkInput& x : k.inputs)
+        if (!x.view.empty()) u = std::lcm(u, long_view(x.view, es_of(x.t)).row());
+    for (size_t j = 0; j < k.outputs.size(); ++j)
+        if (!out_view(k, j).empty())
+            u = std::lcm(u, long_view(out_view(k, j), es_of(k.outputs[j])).row());
     return u;
+}
+
+// Long rows take a view whose every row is a run of the kernel's row (a row of N runs of HW):
+// a chunk of the row's columns is whole runs.
+bool long_view_ok(const FusedKernel& k, const FkView& v) {
+    return v.empty() || (!v.transposed && v.row() <= k.cols && k.cols % v.row() == 0);
 }
 
 // Whether the n positions can run as long rows: every full operand's rows start on a stick (or
@@ -577,9 +608,9 @@ bool long_rows_ok(const FusedKernel& k, uint64_t n, uint64_t budget) {
         return true;
     };
     for (const FkInput& x : k.inputs)
-        if (!check(in_kind(x), x.t) || !x.view.empty()) return false;  // views: rows in LX only
+        if (!check(in_kind(x), x.t) || !long_view_ok(k, x.view)) return false;
     for (size_t j = 0; j < k.outputs.size(); ++j)
-        if (!check(out_kind(k, j), k.outputs[j])) return false;
+        if (!check(out_kind(k, j), k.outputs[j]) || !long_view_ok(k, out_view(k, j))) return false;
     return row_bytes <= budget / 8;
 }
 
@@ -970,10 +1001,31 @@ std::vector<uint8_t> Emitter::build_long() {
         b_.li(12, static_cast<int64_t>(l_.sin[i]));
         dma(true, 12, 13, 14);
     }
+    // r3 the core's group, r4 its index in the group, r5 the group's core mask (set below and
+    // again after a view's chunk, which takes them), r2 the row's first position
+    auto restore_long_regs = [&]() {
+        b_.alu(isa::Alu::DIVU, 3, 1, 0, static_cast<int64_t>(P));
+        b_.alu(isa::Alu::REMU, 4, 1, 0, static_cast<int64_t>(P));
+        b_.li(5, 0);
+        if (G > 1) {
+            b_.li(5, static_cast<int64_t>((1ull << P) - 1));
+            b_.muli(6, 3, P);
+            b_.alu(isa::Alu::SHL, 5, 5, 6, 0);
+        }
+        b_.muli(2, 19, C);
+    };
     // a chunk [pos, pos + e) of the row's columns for operand arg (a full one at the row's
     // position r2, a column input from column 0)
     auto chunk = [&](bool load, uint32_t arg, bool col, uint64_t lx, DType t, Reg pos, Reg e,
                      Reg par) {
+        const FkView& v = arg < I ? k_.inputs[arg].view : out_view(k_, arg - I);
+        if (!v.empty()) {  // whole runs of the view, one DMA each (view_dma takes r2-r6)
+            b_.add(21, 2, pos);
+            b_.mov(22, e);
+            view_dma(load, arg, lx, es_of(t), 21, 22, par, long_view(v, es_of(t)));
+            restore_long_regs();
+            return;
+        }
         b_.addi(12, par, static_cast<int64_t>(l_.regions + lx));
         b_.arg(13, arg);
         if (col)
@@ -1246,19 +1298,26 @@ FusedKernel parse_fused(const std::string& text) {
             if (!k.code.empty()) bad("a view input before the ops");
             FkInput x{parse_type(w[1], line), false, FkKind::FULL, {}};
             x.view = parse_view(w, 3, es_of(x.t), false, line);
-            // row kernels: each row or block of the view is whole rows of the kernel
-            if (k.cols && !x.view.empty() && x.view.block() % k.cols)
+            // row kernels: each row or block of the view is whole rows of the kernel, or each
+            // row of the kernel whole rows of the view (BatchNorm's sums over N and HW of NCHW:
+            // a channel's row is N runs of HW, one LOAD each)
+            if (k.cols && !x.view.empty() && x.view.block() % k.cols &&
+                (x.view.transposed || k.cols % x.view.row()))
                 bad("a view's rows or blocks are not whole rows of the kernel");
             k.inputs.push_back(x);
             continue;
         }
         if (w[0] == "out" && w.size() > 2 && w[2] == "view") {
-            if (k.cols || !k.code.empty())
-                bad("a view output is one of a flat kernel, before the ops");
+            if (!k.code.empty()) bad("a view output before the ops");
             k.outputs.push_back(parse_type(w[1], line));
-            k.out_kinds.push_back(FkKind::FULL);
+            k.out_kinds.resize(k.outputs.size(), FkKind::FULL);
             k.out_views.resize(k.outputs.size());
             k.out_views.back() = parse_view(w, 3, es_of(k.outputs.back()), true, line);
+            // row kernels: a full output whose view rows are whole rows of the kernel or whose
+            // rows are whole view rows (a channel's N runs of HW), moved as the inputs' views
+            const FkView& v = k.out_views.back();
+            if (k.cols && !v.empty() && v.row() % k.cols && k.cols % v.row())
+                bad("a view's rows are not whole rows of the kernel");
             continue;
         }
         if (w[0] == "in") {
@@ -1437,9 +1496,14 @@ uint64_t fused_unit(const FusedKernel& k, uint64_t n) {
         };
         for (const FkInput& x : k.inputs) {
             need(in_kind(x), x.t);
-            if (!x.view.empty()) g = std::lcm(g, x.view.block() / k.cols);  // whole blocks
+            if (!x.view.empty())  // whole blocks (a row of several view rows: any row)
+                g = std::lcm(g, std::max<uint64_t>(1, x.view.block() / k.cols));
         }
-        for (size_t j = 0; j < k.outputs.size(); ++j) need(out_kind(k, j), k.outputs[j]);
+        for (size_t j = 0; j < k.outputs.size(); ++j) {
+            need(out_kind(k, j), k.outputs[j]);
+            if (!out_view(k, j).empty())
+                g = std::lcm(g, std::max<uint64_t>(1, out_view(k, j).row() / k.cols));
+        }
         return g;
     }
     uint64_t min_es = 4, rows = 1;  // chunks of whole rows of every view

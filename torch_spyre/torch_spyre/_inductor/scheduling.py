@@ -17,6 +17,7 @@ from torch._inductor.codegen.wrapper import pexpr
 from torch._inductor.scheduler import BaseScheduling
 from torch._inductor.utils import sympy_product
 from torch._inductor.virtualized import V
+from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 
 from .labels import origin_label
 
@@ -181,6 +182,49 @@ class Trace:
 STICK = 128  # bytes: the DMA's unit, where every row a program moves starts
 
 
+def _split_divisions(index, vars_, sizes):
+    """The index with each loop variable divided in it (``i1 // 64``, ``ModularIndexing(i1, 1,
+    64)``: a reshape of a permute, attention's heads) split into digits at the divisors, so it
+    is affine in the digits: ``i1`` of size 768 cut at 64 is ``64 * a + b`` (sizes 12 and 64,
+    row-major as ``i1``), ``i1 // 64`` is ``a`` and ``ModularIndexing(i1, 1, 64)`` is ``b``.
+    Returns (index, vars, sizes); unchanged when nothing divides a variable or when the cuts
+    do not nest (each divides the next and the variable's static size)."""
+    cuts = {v: set() for v in vars_}
+    for e in index.atoms(FloorDiv, ModularIndexing):
+        v, d = e.args[0], e.args[1]
+        if v not in cuts or not d.is_Integer or (len(e.args) > 2 and not e.args[2].is_Integer):
+            return index, vars_, sizes
+        cuts[v] |= {int(d), int(d) * int(e.args[2])} if len(e.args) > 2 else {int(d)}
+    if not any(cuts.values()):
+        return index, vars_, sizes
+    out_vars, out_sizes, repl = [], [], {}
+    for v, size in zip(vars_, sizes):
+        if not cuts[v]:
+            out_vars.append(v), out_sizes.append(size)
+            continue
+        if not sympy.sympify(size).is_Integer:
+            return index, vars_, sizes
+        size = int(size)
+        bounds = sorted({1, size} | {min(c, size) for c in cuts[v]})  # v // c is 0 for c >= size
+        if any(b % a for a, b in zip(bounds, bounds[1:])):
+            return index, vars_, sizes
+        digits = [(sympy.Symbol(f"{v}_{k}", integer=True, nonnegative=True), a, b // a)
+                  for k, (a, b) in enumerate(zip(bounds, bounds[1:]))]  # (digit, weight, size)
+        for t, _, n in reversed(digits):  # the outermost digit first
+            out_vars.append(t), out_sizes.append(n)
+        for e in index.atoms(FloorDiv, ModularIndexing):
+            if e.args[0] != v:
+                continue
+            lo = min(int(e.args[1]), size)
+            hi = min(lo * int(e.args[2]), size) if len(e.args) > 2 else size
+            repl[e] = sum((t * (w // lo) for t, w, _ in digits if lo <= w < hi), sympy.S.Zero)
+        repl[v] = sum(t * w for t, w, _ in digits)
+    # the divisions first (their argument is the variable itself), then the variable's own terms
+    index = sympy.expand(index.xreplace({e: r for e, r in repl.items() if e not in vars_}))
+    return sympy.expand(index.xreplace({v: r for v, r in repl.items() if v in vars_})), \
+        out_vars, out_sizes
+
+
 def _strided_view(name, index, trace, slot, output=False):
     """The description's "view <offset> <size>:<stride> ..." of an operand indexed by an affine
     index that is not the position, or raises Unsupported: the position's element is offset +
@@ -189,7 +233,8 @@ def _strided_view(name, index, trace, slot, output=False):
     transposed dense blocks, so the other layouts are refused here as they are in
     parse_fused; in a row kernel each row or block must be whole rows of the kernel."""
     what = f"{name}'s index {index}"
-    vars_, sizes = trace.vars + trace.rvars, trace.sizes + trace.rsizes
+    index, vars_, sizes = _split_divisions(sympy.sympify(index), trace.vars + trace.rvars,
+                                           trace.sizes + trace.rsizes)
     view = _view(index, vars_)
     nums = [view[1], *view[2]] if view[0] == "affine" else []
     sizes = [sympy.sympify(s) for s in sizes]
@@ -230,9 +275,46 @@ def _strided_view(name, index, trace, slot, output=False):
         raise Unsupported(f"{what} is not in rows of whole sticks")
     if output and any(t == 0 for _, t in dims):
         raise Unsupported(f"{what} stores to one element from several positions")
-    if trace.rvars and dims[-1][0] % int(sympy_product(trace.rsizes)):
+    cols = int(sympy_product(trace.rsizes)) if trace.rvars else 0
+    if cols and dims[-1][0] % cols and cols % dims[-1][0]:
+        # (a row of the kernel may be several rows of the view: BatchNorm's sums per channel
+        # over N and HW of NCHW, a row of N runs of HW)
         raise Unsupported(f"{what} is in rows that are not whole rows of the kernel")
     return view
+
+
+def _broadcast_rows(trace):
+    """A flat kernel with an input broadcast along its contiguous dim (a per-row or
+    per-channel value: RMSNorm's backward's [rows, 1] scale, BatchNorm's per-channel mean over
+    NCHW) as a row kernel without reductions, or None: the rows are the variables such an input
+    varies with (in order), the columns the others, so the input is a ``row`` operand (one value
+    per row, which the program broadcasts over the row's columns as a COL operand) and the
+    operands read by position become views of whole runs of each row (NCHW by channel: a row
+    of N runs of HW)."""
+    if trace.rvars or not all(sympy.sympify(s).is_Integer for s in trace.sizes):
+        return None
+    sizes = dict(zip(trace.vars, map(int, trace.sizes)))
+    row_vars = set()
+    for indices in trace.loads.values():
+        for index in indices:
+            view = _view(index, trace.vars)
+            if view[0] != "affine" or not all(sympy.sympify(x).is_Integer for x in view[2]):
+                continue
+            dims = [(v, int(sympy.sympify(t))) for v, t in zip(trace.vars, view[2])
+                    if sizes[v] > 1]
+            if dims and dims[-1][1] == 0 and any(t for _, t in dims):
+                row_vars |= {v for v, t in dims if t}
+    if not row_vars:
+        return None
+    rows = object.__new__(Trace)  # a copy (copy.copy would ask Trace.__getattr__)
+    rows.__dict__.update(trace.__dict__)
+    rows.vars = [v for v in trace.vars if v in row_vars]
+    rows.rvars = [v for v in trace.vars if v not in row_vars]
+    if not any(sizes[v] > 1 for v in rows.rvars):
+        return None
+    rows.sizes = [sizes[v] for v in rows.vars]
+    rows.rsizes = [sizes[v] for v in rows.rvars]
+    return rows
 
 
 def _flat(vars_, sizes):
@@ -325,7 +407,7 @@ def describe(trace, inputs, outputs):
             if trace.dtypes[name] not in TYPES and not index_store and not bool_store:
                 raise Unsupported(f"store to {name}")
             if not same(index, want):
-                if rows or name in trace.loads:  # read and written: a view could overlap
+                if okind == "row" or name in trace.loads:  # read and written: could overlap
                     raise Unsupported(f"store to {name} is not by position")
                 out_views[name] = _strided_view(name, index, trace,
                                                 len(trace.slots) + outputs.index(name), output=True)
@@ -410,12 +492,16 @@ def describe(trace, inputs, outputs):
             out(i, f"where {' '.join(val(a) for a in op[2])}")
         else:
             raise Unsupported(f"{kind} {op[1] if len(op) > 1 else ''}")
+    vars_ = trace.vars + trace.rvars
     if (out_views or "view" in kinds.values()) and all(
+            _view(op[2], vars_)[0] == "affine" for op in trace.ops
+            if op[0] in ("load", "store")) and all(
             op[0] == "load" or (op[0] == "store" and trace.ops[op[3].i][0] == "load" and
                                 trace.dtypes[trace.ops[op[3].i][1]] == trace.dtypes[op[1]])
             for op in trace.ops):
         # a strided copy (q/k/v head transposes, a KV cache's write): the eager form's copy_ is
-        # the DMA engine's strided copy, no program launch
+        # the DMA engine's strided copy, no program launch (a load through a divided index, a
+        # reshape of a permute, would be a gather there: it stays one fused launch)
         raise Unsupported("a strided copy (the eager form's DMA copy)")
     head = ["spyre.kernel 1"] + ([f"rows {cols_text}"] if rows else [])
     head += [f"in {TYPES[trace.dtypes[a]]} {kind}" for a, kind in trace.slots]
@@ -575,7 +661,14 @@ class SpyreScheduling(BaseScheduling):
             desc = describe(trace, inputs, outputs)
         except Unsupported as e:
             desc, why = None, str(e)
-        else:
+            rows = _broadcast_rows(trace)  # an input broadcast along the contiguous dim
+            if rows is not None:
+                try:
+                    desc = describe(rows, inputs, outputs)
+                    trace.slots, trace.moved = rows.slots, rows.moved
+                except Unsupported:
+                    pass
+        if desc:
             why = ""
         # the description's operands: each input once per slot, then the outputs
         slots = [inputs.index(b) for b, _ in trace.slots] if desc else None
