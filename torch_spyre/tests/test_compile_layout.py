@@ -244,7 +244,11 @@ def test_broadcasts_along_the_last_dim_are_one_launch(dtype):
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_sums_per_channel_over_nchw_are_row_kernels(dtype):
     # BatchNorm's statistics: a row per channel of N runs of HW, each run one LOAD
-    x = make((4, 8, 16, 16), torch.float32).to(dtype)
+    channel_stats_fused(make((4, 8, 16, 16), torch.float32).to(dtype))
+
+
+def channel_stats_fused(x):
+    """var_mean over N, H and W of NCHW compiled: fused launches only, the CPU's statistics."""
     fn = torch.compile(lambda x: torch.var_mean(x.float(), (0, 2, 3), correction=0))
     (var, mean), ops, stats = launches(fn, x.to("spyre"))
     assert set(ops) == {"spyre::fused_pointwise"} and stats["eager"] == 0, (ops, stats)
@@ -261,9 +265,4 @@ def test_channels_too_long_for_a_core_stream_their_runs(dtype):
     m, w = (make((8,), torch.float32, k).to(dtype) for k in (1, 2))
     out = one_fused_launch(torch.compile(per_channel), *(t.to("spyre") for t in (x, m, w)))
     close(out.cpu(), per_channel(x.float(), m.float(), w.float()).to(dtype), dtype)
-    fn = torch.compile(lambda x: torch.var_mean(x.float(), (0, 2, 3), correction=0))
-    (var, mean), ops, stats = launches(fn, x.to("spyre"))
-    assert set(ops) == {"spyre::fused_pointwise"} and stats["eager"] == 0, (ops, stats)
-    want = torch.var_mean(x.float(), (0, 2, 3), correction=0)
-    close(var.cpu(), want[0], torch.float32)
-    close(mean.cpu(), want[1], torch.float32)
+    channel_stats_fused(x)

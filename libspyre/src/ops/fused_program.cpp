@@ -675,6 +675,18 @@ class Emitter {
     Layout l_;
     ProgramBuilder b_;
 
+    // Long rows, groups of P cores each (G of them): r3 the core's group (core id r1 / P), r4 its
+    // index in the group, r5 the group's core mask (0 with one group).
+    void group_regs(uint64_t P, uint64_t G) {
+        b_.alu(isa::Alu::DIVU, 3, 1, 0, static_cast<int64_t>(P));
+        b_.alu(isa::Alu::REMU, 4, 1, 0, static_cast<int64_t>(P));
+        b_.li(5, 0);
+        if (G > 1) {
+            b_.li(5, static_cast<int64_t>((1ull << P) - 1));
+            b_.muli(6, 3, P);
+            b_.alu(isa::Alu::SHL, 5, 5, 6, 0);
+        }
+    }
     void dma(bool load, Reg lx, Reg ddr, Reg len) {
         b_.alu(isa::Alu::AND, 31, ddr, 0, -static_cast<int64_t>(kStick));
         b_.span(31);
@@ -1004,14 +1016,7 @@ std::vector<uint8_t> Emitter::build_long() {
     // r3 the core's group, r4 its index in the group, r5 the group's core mask (set below and
     // again after a view's chunk, which takes them), r2 the row's first position
     auto restore_long_regs = [&]() {
-        b_.alu(isa::Alu::DIVU, 3, 1, 0, static_cast<int64_t>(P));
-        b_.alu(isa::Alu::REMU, 4, 1, 0, static_cast<int64_t>(P));
-        b_.li(5, 0);
-        if (G > 1) {
-            b_.li(5, static_cast<int64_t>((1ull << P) - 1));
-            b_.muli(6, 3, P);
-            b_.alu(isa::Alu::SHL, 5, 5, 6, 0);
-        }
+        group_regs(P, G);
         b_.muli(2, 19, C);
     };
     // a chunk [pos, pos + e) of the row's columns for operand arg (a full one at the row's
@@ -1059,13 +1064,8 @@ std::vector<uint8_t> Emitter::build_long() {
     };
     // r3 the core's group, r4 its index in the group, r5 the group's core mask; the group's
     // rows are r3, r3 + G, ... (r19), r2 the row's first position
-    b_.alu(isa::Alu::DIVU, 3, 1, 0, static_cast<int64_t>(P));
-    b_.alu(isa::Alu::REMU, 4, 1, 0, static_cast<int64_t>(P));
-    b_.li(5, 0);
+    group_regs(P, G);
     if (G > 1) {
-        b_.li(5, static_cast<int64_t>((1ull << P) - 1));
-        b_.muli(6, 3, P);
-        b_.alu(isa::Alu::SHL, 5, 5, 6, 0);
         for (size_t j = 0; j < k_.outputs.size(); ++j) {  // rows of other groups stay 0
             if (out_kind(k_, j) != FkKind::ROW) continue;
             b_.set_regs(24, {1, static_cast<int64_t>(N), 0, 0, 0});
