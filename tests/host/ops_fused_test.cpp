@@ -1107,25 +1107,66 @@ TEST(Fused, ViewRefusals) {
     EXPECT_EQ(fused_operand_elems(k, 256, FkKind::FULL, k.inputs[0].view), 7u * 64 + 32);
 }
 
-// The C API on the simulator: one launch, the library's plan, refusals as NOT_SUPPORTED.
-TEST(FusedApi, OneLaunchOnTheSimulatorAndRefusals) {
-    setenv("SPYRE_BACKEND", "sim", 1);
+// The operands of chain(F32) through the C API: x (x_step i + x0) and y (yf(i)), n fp32 values
+// each, copied to the card (x's buffer 128 bytes longer: room for a view that does not start
+// on a stick), and out; the buffers are freed with the struct (they outlive the device handle).
+struct ChainOperands {
+    uint64_t n = 0;
+    spyre_buffer_t bx = nullptr, by = nullptr, bo = nullptr;
+    std::vector<float> x, y;
+    spyre_tensor in[2]{}, out{};
+
+    // ASSERT_NO_FATAL_FAILURE(ops.init(...))
+    void init(spyre_device_t dev, uint64_t elems, float x_step, float x0, float (*yf)(float)) {
+        n = elems;
+        ASSERT_EQ(spyre_malloc(dev, n * 4 + 128, &bx), SPYRE_SUCCESS) << spyre_last_error();
+        ASSERT_EQ(spyre_malloc(dev, n * 4, &by), SPYRE_SUCCESS);
+        ASSERT_EQ(spyre_malloc(dev, n * 4, &bo), SPYRE_SUCCESS);
+        x.resize(n), y.resize(n);
+        for (uint64_t i = 0; i < n; ++i) x[i] = x_step * float(i) + x0, y[i] = yf(float(i));
+        ASSERT_EQ(spyre_memcpy_htod(bx, 0, x.data(), n * 4), SPYRE_SUCCESS);
+        ASSERT_EQ(spyre_memcpy_htod(by, 0, y.data(), n * 4), SPYRE_SUCCESS);
+        const int64_t shape[1] = {int64_t(n)};
+        ASSERT_EQ(spyre_tensor_init(&in[0], bx, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
+        ASSERT_EQ(spyre_tensor_init(&in[1], by, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
+        ASSERT_EQ(spyre_tensor_init(&out, bo, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
+    }
+    ~ChainOperands() { spyre_free(bx), spyre_free(by), spyre_free(bo); }
+    // out read back into `o` and checked against relu(x y + c) - exp(x), c the kernel's constant
+    void expect_chain(float c, std::vector<float>& o) const {
+        o.assign(n, 0.0f);
+        ASSERT_EQ(spyre_memcpy_dtoh(o.data(), bo, 0, n * 4), SPYRE_SUCCESS);
+        for (uint64_t i = 0; i < n; ++i) {
+            const float r = std::max(x[i] * y[i] + c, 0.0f) - float(std::exp(double(x[i])));
+            ASSERT_NEAR(o[i], r, 2e-6 * (1 + std::fabs(r))) << i;
+        }
+    }
+};
+
+// The C API tests: card 0 of the simulator.
+class FusedApi : public ::testing::Test {
+  protected:
     spyre_device_t dev = nullptr;
-    ASSERT_EQ(spyre_device_open(0, &dev), SPYRE_SUCCESS) << spyre_last_error();
+    void SetUp() override {
+        setenv("SPYRE_BACKEND", "sim", 1);
+        ASSERT_EQ(spyre_device_open(0, &dev), SPYRE_SUCCESS) << spyre_last_error();
+    }
+    void TearDown() override {
+        spyre_device_close(dev);
+        unsetenv("SPYRE_BACKEND");
+    }
+};
+
+float cos_of(float v) { return std::cos(v); }
+float sin_of(float v) { return std::sin(v); }
+
+// The C API on the simulator: one launch, the library's plan, refusals as NOT_SUPPORTED.
+TEST_F(FusedApi, OneLaunchOnTheSimulatorAndRefusals) {
     const uint64_t n = 1234;
-    spyre_buffer_t bx, by, bo;
-    ASSERT_EQ(spyre_malloc(dev, n * 4 + 128, &bx), SPYRE_SUCCESS);
-    ASSERT_EQ(spyre_malloc(dev, n * 4, &by), SPYRE_SUCCESS);
-    ASSERT_EQ(spyre_malloc(dev, n * 4, &bo), SPYRE_SUCCESS);
-    std::vector<float> x(n), y(n), o(n);
-    for (uint64_t i = 0; i < n; ++i) x[i] = 0.01f * float(i) - 5.0f, y[i] = std::cos(float(i));
-    ASSERT_EQ(spyre_memcpy_htod(bx, 0, x.data(), n * 4), SPYRE_SUCCESS);
-    ASSERT_EQ(spyre_memcpy_htod(by, 0, y.data(), n * 4), SPYRE_SUCCESS);
-    const int64_t shape[1] = {int64_t(n)};
-    spyre_tensor in[2], out;
-    ASSERT_EQ(spyre_tensor_init(&in[0], bx, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
-    ASSERT_EQ(spyre_tensor_init(&in[1], by, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
-    ASSERT_EQ(spyre_tensor_init(&out, bo, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
+    ChainOperands ops;
+    ASSERT_NO_FATAL_FAILURE(ops.init(dev, n, 0.01f, -5.0f, cos_of));
+    spyre_tensor(&in)[2] = ops.in;
+    spyre_tensor& out = ops.out;
     const std::string k = chain(DType::F32);
     ASSERT_EQ(spyre_op_fused(nullptr, k.c_str(), n, in, 2, &out, 1), SPYRE_SUCCESS)
         << spyre_last_error();
@@ -1134,11 +1175,8 @@ TEST(FusedApi, OneLaunchOnTheSimulatorAndRefusals) {
     EXPECT_STREQ(info.op, "fused");
     EXPECT_EQ(info.launches, 1u);
     EXPECT_GT(info.modeled_ns, 0u);
-    ASSERT_EQ(spyre_memcpy_dtoh(o.data(), bo, 0, n * 4), SPYRE_SUCCESS);
-    for (uint64_t i = 0; i < n; ++i) {
-        const float r = std::max(x[i] * y[i] + 1.5f, 0.0f) - float(std::exp(double(x[i])));
-        ASSERT_NEAR(o[i], r, 2e-6 * (1 + std::fabs(r))) << i;
-    }
+    std::vector<float> o;
+    ASSERT_NO_FATAL_FAILURE(ops.expect_chain(1.5f, o));
     // an input that does not start on a stick, a wrong type, a bad description
     spyre_tensor shifted = in[0];
     shifted.offset = 4;
@@ -1150,18 +1188,12 @@ TEST(FusedApi, OneLaunchOnTheSimulatorAndRefusals) {
               SPYRE_ERROR_NOT_SUPPORTED);
     EXPECT_NE(std::string(spyre_last_error()).find("bogus"), std::string::npos)
         << spyre_last_error();
-    spyre_free(bx), spyre_free(by), spyre_free(bo);
-    spyre_device_close(dev);
-    unsetenv("SPYRE_BACKEND");
 }
 
 // Row kernels through the C API: a softmax and a layer norm with column weight and bias and a
 // row output, one launch each; refusals: n not whole rows, a row output too small, rows too
 // long for a core.
-TEST(FusedApi, RowKernelsOnTheSimulatorAndRefusals) {
-    setenv("SPYRE_BACKEND", "sim", 1);
-    spyre_device_t dev = nullptr;
-    ASSERT_EQ(spyre_device_open(0, &dev), SPYRE_SUCCESS) << spyre_last_error();
+TEST_F(FusedApi, RowKernelsOnTheSimulatorAndRefusals) {
     const uint64_t R = 19, C = 333, n = R * C;
     spyre_buffer_t bx, bw, bo, bm;
     ASSERT_EQ(spyre_malloc(dev, n * 4, &bx), SPYRE_SUCCESS);
@@ -1219,8 +1251,6 @@ TEST(FusedApi, RowKernelsOnTheSimulatorAndRefusals) {
     EXPECT_NE(std::string(spyre_last_error()).find("scratchpad"), std::string::npos)
         << spyre_last_error();
     spyre_free(bx), spyre_free(bw), spyre_free(bo), spyre_free(bm), spyre_free(bl), spyre_free(bl2);
-    spyre_device_close(dev);
-    unsetenv("SPYRE_BACKEND");
 }
 
 // A prepared kernel (spyre_fused_kernel_create): planned at create (a later spyre_op_fused of
@@ -1228,10 +1258,7 @@ TEST(FusedApi, RowKernelsOnTheSimulatorAndRefusals) {
 // by handle with the text path's results bit for bit and the same operand checks, on a device
 // handle other than the one it was prepared with; a launch queued before the destroy still runs;
 // a destroyed, foreign or NULL handle is refused.
-TEST(FusedApi, PreparedKernelPlansAtCreateAndLaunchesByHandle) {
-    setenv("SPYRE_BACKEND", "sim", 1);
-    spyre_device_t dev = nullptr;
-    ASSERT_EQ(spyre_device_open(0, &dev), SPYRE_SUCCESS) << spyre_last_error();
+TEST_F(FusedApi, PreparedKernelPlansAtCreateAndLaunchesByHandle) {
     const uint64_t n = 4321;  // a size no other case of this process plans
     std::string k = chain(DType::F32);
     k.replace(k.find("const 1.5"), 9, "const 2.25");
@@ -1242,20 +1269,15 @@ TEST(FusedApi, PreparedKernelPlansAtCreateAndLaunchesByHandle) {
     ASSERT_EQ(spyre_device_close(dev), SPYRE_SUCCESS);  // the kernel does not need the handle
     ASSERT_EQ(spyre_device_open(0, &dev), SPYRE_SUCCESS);
 
-    spyre_buffer_t bx, by, bo, bt;
-    ASSERT_EQ(spyre_malloc(dev, n * 4 + 128, &bx), SPYRE_SUCCESS);
-    ASSERT_EQ(spyre_malloc(dev, n * 4, &by), SPYRE_SUCCESS);
-    ASSERT_EQ(spyre_malloc(dev, n * 4, &bo), SPYRE_SUCCESS);
+    ChainOperands ops;
+    ASSERT_NO_FATAL_FAILURE(ops.init(dev, n, 0.013f, -6.0f, sin_of));
+    spyre_tensor(&in)[2] = ops.in;
+    spyre_tensor& out = ops.out;
+    spyre_buffer_t bx = ops.bx, by = ops.by, bo = ops.bo, bt = nullptr;
     ASSERT_EQ(spyre_malloc(dev, n * 4, &bt), SPYRE_SUCCESS);
-    std::vector<float> x(n), y(n), o(n), t(n);
-    for (uint64_t i = 0; i < n; ++i) x[i] = 0.013f * float(i) - 6.0f, y[i] = std::sin(float(i));
-    ASSERT_EQ(spyre_memcpy_htod(bx, 0, x.data(), n * 4), SPYRE_SUCCESS);
-    ASSERT_EQ(spyre_memcpy_htod(by, 0, y.data(), n * 4), SPYRE_SUCCESS);
+    std::vector<float> o(n), t(n);
     const int64_t shape[1] = {int64_t(n)};
-    spyre_tensor in[2], out, text_out;
-    ASSERT_EQ(spyre_tensor_init(&in[0], bx, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
-    ASSERT_EQ(spyre_tensor_init(&in[1], by, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
-    ASSERT_EQ(spyre_tensor_init(&out, bo, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
+    spyre_tensor text_out;
     ASSERT_EQ(spyre_tensor_init(&text_out, bt, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
 
     spyre_op_info info;
@@ -1269,13 +1291,9 @@ TEST(FusedApi, PreparedKernelPlansAtCreateAndLaunchesByHandle) {
     EXPECT_STREQ(info.op, "fused");
     EXPECT_EQ(info.launches, 1u);
     EXPECT_GT(info.modeled_ns, 0u);
-    ASSERT_EQ(spyre_memcpy_dtoh(o.data(), bo, 0, n * 4), SPYRE_SUCCESS);
     ASSERT_EQ(spyre_memcpy_dtoh(t.data(), bt, 0, n * 4), SPYRE_SUCCESS);
+    ASSERT_NO_FATAL_FAILURE(ops.expect_chain(2.25f, o));
     EXPECT_EQ(std::memcmp(o.data(), t.data(), n * 4), 0);
-    for (uint64_t i = 0; i < n; ++i) {
-        const float r = std::max(x[i] * y[i] + 2.25f, 0.0f) - float(std::exp(double(x[i])));
-        ASSERT_NEAR(o[i], r, 2e-6 * (1 + std::fabs(r))) << i;
-    }
 
     // the operand checks of the text path
     spyre_tensor shifted = in[0];
@@ -1345,36 +1363,22 @@ TEST(FusedApi, PreparedKernelPlansAtCreateAndLaunchesByHandle) {
     ASSERT_EQ(spyre_op_get_last_info(&info), SPYRE_SUCCESS);
     EXPECT_EQ(info.launches, 0u);
     EXPECT_EQ(spyre_fused_kernel_destroy(none), SPYRE_SUCCESS);
-    spyre_free(bx), spyre_free(by), spyre_free(bo), spyre_free(bt);
-    spyre_device_close(dev);
-    unsetenv("SPYRE_BACKEND");
+    spyre_free(bt);
 }
 
 // A prepared kernel across a lost card: its launch fails with the lost-card error as the text
 // path's does, a later one at once, a create on the lost card too; the handle stays valid and
 // destroyable, and once the card is back the same handle launches with the right results.
-TEST(FusedApi, PreparedKernelOnALostCard) {
-    setenv("SPYRE_BACKEND", "sim", 1);
-    spyre_device_t dev = nullptr;
-    ASSERT_EQ(spyre_device_open(0, &dev), SPYRE_SUCCESS) << spyre_last_error();
+TEST_F(FusedApi, PreparedKernelOnALostCard) {
     const uint64_t n = 2345;
     const std::string k = chain(DType::F32);
     spyre_fused_kernel_t pk = nullptr;
     ASSERT_EQ(spyre_fused_kernel_create(dev, k.c_str(), n, &pk), SPYRE_SUCCESS)
         << spyre_last_error();
-    spyre_buffer_t bx, by, bo;
-    ASSERT_EQ(spyre_malloc(dev, n * 4, &bx), SPYRE_SUCCESS);
-    ASSERT_EQ(spyre_malloc(dev, n * 4, &by), SPYRE_SUCCESS);
-    ASSERT_EQ(spyre_malloc(dev, n * 4, &bo), SPYRE_SUCCESS);
-    std::vector<float> x(n), y(n), o(n);
-    for (uint64_t i = 0; i < n; ++i) x[i] = 0.002f * float(i) - 2.0f, y[i] = std::cos(float(i));
-    ASSERT_EQ(spyre_memcpy_htod(bx, 0, x.data(), n * 4), SPYRE_SUCCESS);
-    ASSERT_EQ(spyre_memcpy_htod(by, 0, y.data(), n * 4), SPYRE_SUCCESS);
-    const int64_t shape[1] = {int64_t(n)};
-    spyre_tensor in[2], out;
-    ASSERT_EQ(spyre_tensor_init(&in[0], bx, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
-    ASSERT_EQ(spyre_tensor_init(&in[1], by, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
-    ASSERT_EQ(spyre_tensor_init(&out, bo, 0, SPYRE_DTYPE_FLOAT32, 1, shape), SPYRE_SUCCESS);
+    ChainOperands ops;
+    ASSERT_NO_FATAL_FAILURE(ops.init(dev, n, 0.002f, -2.0f, cos_of));
+    spyre_tensor(&in)[2] = ops.in;
+    spyre_tensor& out = ops.out;
 
     ASSERT_EQ(spyre_sim_inject_fault(0, SPYRE_SIM_FAULT_LOST, 0), SPYRE_SUCCESS);
     const spyre_status first = spyre_op_fused_prepared(nullptr, pk, in, 2, &out, 1);
@@ -1398,15 +1402,9 @@ TEST(FusedApi, PreparedKernelOnALostCard) {
     ASSERT_EQ(spyre_op_fused_prepared(nullptr, pk, in, 2, &out, 1), SPYRE_SUCCESS)
         << spyre_last_error();
     ASSERT_EQ(spyre_device_synchronize(dev), SPYRE_SUCCESS) << spyre_last_error();
-    ASSERT_EQ(spyre_memcpy_dtoh(o.data(), bo, 0, n * 4), SPYRE_SUCCESS);
-    for (uint64_t i = 0; i < n; ++i) {
-        const float r = std::max(x[i] * y[i] + 1.5f, 0.0f) - float(std::exp(double(x[i])));
-        ASSERT_NEAR(o[i], r, 2e-6 * (1 + std::fabs(r))) << i;
-    }
+    std::vector<float> o;
+    ASSERT_NO_FATAL_FAILURE(ops.expect_chain(1.5f, o));
     EXPECT_EQ(spyre_fused_kernel_destroy(pk), SPYRE_SUCCESS);
-    spyre_free(bx), spyre_free(by), spyre_free(bo);
-    spyre_device_close(dev);
-    unsetenv("SPYRE_BACKEND");
 }
 
 }  // namespace

@@ -140,6 +140,32 @@ def test_an_error_in_the_eager_form_is_noted_with_the_kernel(monkeypatch):
     assert "aten.nextafter.default" in notes and "return torch.nextafter(x, x) + 1" in notes, notes
 
 
+def test_an_op_raising_type_error_with_a_number_first_runs_once(monkeypatch):
+    # SpyreKernel._op decides before the op runs whether its binding takes a number first: an
+    # op that takes it and raises TypeError for another reason is not run again with the number
+    # as a 0-dim card tensor; one that does not take it (lt) gets the 0-dim tensor at once
+    from torch_spyre._inductor import runtime
+
+    calls = []
+
+    def op(a, b):
+        if b.device.type == "spyre":
+            calls.append(a)
+            raise TypeError("not about the number")
+        return a + b
+
+    monkeypatch.setitem(runtime._FUNCS, "test_type_error", op)
+    dev = torch.device("spyre", 0)
+    x = torch.ones(4, device=dev)
+    with pytest.raises(TypeError, match="not about the number"):
+        runtime.SpyreKernel._op("test_type_error", [2.0, x], dev)
+    assert calls == [2.0], calls
+    got = runtime.SpyreKernel._op("lt", [2.0, torch.tensor([1.0, 3.0], device=dev)], dev)
+    assert got.cpu().tolist() == [False, True]
+    got = runtime.SpyreKernel._op("sub", [2.0, torch.tensor([1.0, 3.0], device=dev)], dev)
+    assert got.cpu().tolist() == [1.0, -1.0]
+
+
 MM_LABEL = (r"launched by extern kernel extern_kernels\.mm of compiled graph \[\d+/\d+\], "
             r"graph nodes mm \(aten\.mm\.default\); from test_compile_errors\.py:\d+: "
             r"return torch\.relu\(a @ b \+ 1\.0\) \* 0\.5 \(program error\)$")

@@ -52,6 +52,19 @@ uint64_t slot_offset(uint32_t slot) {
                               : kFullBase + (slot - kShortSlots) * kFullSlotBytes;
 }
 uint64_t slot_bytes(uint32_t slot) { return slot < kShortSlots ? kShortSlotBytes : kFullSlotBytes; }
+
+// `size` bytes at `p` of the 8-byte pattern `p8` repeated from its first byte (a fill's block in
+// a staging slot): the pattern written once, then doubled by memcpy.
+void fill_by_doubling(std::byte* p, uint64_t p8, uint64_t size) {
+    uint64_t filled = std::min<uint64_t>(size, sizeof p8);
+    std::memcpy(p, &p8, filled);
+    while (filled < size) {
+        const uint64_t n = std::min(filled, size - filled);
+        std::memcpy(p + filled, p, n);
+        filled += n;
+    }
+}
+
 static_assert(SPYRE_LAUNCH_MAX_ARGS == DRM_SPYRE_LAUNCH_MAX_ARGS);
 static_assert(SPYRE_LAUNCH_MAX_CORES == DRM_SPYRE_LAUNCH_MAX_CORES);
 static_assert(SPYRE_LAUNCH_MAX_BUFFERS <= DRM_SPYRE_LAUNCH_MAX_BOS);
@@ -801,21 +814,12 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
     // Fills by DMA: the 8-byte pattern written once into a staging slot, replicated by COPY
     // commands.
     void fill_dma(const BufferRef& dst, uint64_t offset, uint64_t size, uint64_t pattern) {
-        const uint32_t psize = 8;
         Bo& bo = root_bo(*dst);
         const uint64_t base = dst->root_offset() + offset;
         SlotGuard g{this, dev_->acquire_slot(), point_};
         const uint64_t chunk = dev_->chunk_bytes();  // a multiple of 4096: whole patterns
         const uint64_t block = std::min(size, chunk);
-        {
-            uint64_t filled = std::min<uint64_t>(block, psize);
-            std::memcpy(g.slot->ptr, &pattern, filled);
-            while (filled < block) {  // doubling
-                uint64_t n = std::min(filled, block - filled);
-                std::memcpy(g.slot->ptr + filled, g.slot->ptr, n);
-                filled += n;
-            }
-        }
+        fill_by_doubling(g.slot->ptr, pattern, block);
         std::vector<drm_spyre_cmd> cmds;
         uint64_t done = 0;
         while (done < size) {
@@ -1004,14 +1008,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                 fslot_used = 0;
                 host_blocks.clear();
             }
-            std::byte* p = fslot.slot->ptr + fslot_used;
-            uint64_t filled = std::min<uint64_t>(size, 8);
-            std::memcpy(p, &p8, filled);
-            while (filled < size) {  // doubling
-                const uint64_t k = std::min(filled, size - filled);
-                std::memcpy(p + filled, p, k);
-                filled += k;
-            }
+            fill_by_doubling(fslot.slot->ptr + fslot_used, p8, size);
             host_blocks.push_back({p8, fslot_used, size});
             fslot_used += round(size);
             return host_blocks.back();

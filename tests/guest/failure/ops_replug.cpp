@@ -12,12 +12,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../accel_files.hpp"
 #include "spyre/numerics.hpp"
 #include "spyre/ops.h"
 #include "spyre/spyre.h"
@@ -30,16 +30,6 @@ constexpr int64_t kElems = 4096;
 [[noreturn]] void die(const std::string& why) {
     std::printf("ops_replug: FAIL: %s\n", why.c_str());
     std::exit(1);
-}
-
-int open_accel_files() {
-    int n = 0;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
-        std::error_code lec;
-        n += std::filesystem::read_symlink(e.path(), lec).string().starts_with("/dev/accel/");
-    }
-    return n;
 }
 
 // The index of the card at `pci`, or -1 if it is not there now.
@@ -112,7 +102,7 @@ int main(int argc, char** argv) {
     if (rounds == 0) die("no op ran before the unplug");
 
     spyre_device_close(dev);
-    if (const int n = open_accel_files(); n != 0)
+    if (const int n = spyre_test::open_accel_files(); n != 0)
         die(std::to_string(n) + " driver file(s) still open after closing the lost card");
     std::printf("ops_replug: the lost card is released\n");
 

@@ -50,6 +50,30 @@ _TENSORS_ONLY = {"maximum", "minimum", "atan2", "copysign", "hypot", "nextafter"
                  "logical_and", "logical_or", "logical_xor"}
 
 
+# (name, argument kinds) -> whether torch's binding of the op takes a Python number first
+# (add(2, x) and pow(2, x) do, lt(2, x) and where's do not): decided before the op runs on the
+# card, so an op that raises TypeError for another reason runs once. aten's schemas do not
+# tell (lt has an int-int overload that Python does not take; true_divide none with a number
+# first, which Python takes): one call on the host with 0-dim tensors of the arguments' dtypes.
+_NUMBER_FIRST = {}
+
+
+def _takes_number_first(name, fn, args):
+    kinds = tuple(a.dtype if isinstance(a, torch.Tensor) else type(a) for a in args)
+    ok = _NUMBER_FIRST.get((name, kinds))
+    if ok is None:
+        try:
+            fn(*[torch.ones((), dtype=a.dtype) if isinstance(a, torch.Tensor) else a
+                 for a in args])
+            ok = True
+        except TypeError:
+            ok = False
+        except Exception:  # the binding took the arguments; what failed is the values'
+            ok = True
+        _NUMBER_FIRST[(name, kinds)] = ok
+    return ok
+
+
 def _dtype(name):
     return getattr(torch, name)
 
@@ -326,12 +350,9 @@ class SpyreKernel:
         fn = _FUNCS.get(name) or getattr(torch, name)
         if not any(isinstance(a, torch.Tensor) for a in args):
             return fn(*[torch.tensor(a) for a in args]).item()  # on the host, in fp32
-        if name not in _TENSORS_ONLY:
-            try:
-                return fn(*args)
-            except TypeError:  # a number first (a constant, a CPU scalar input's value)
-                if isinstance(args[0], torch.Tensor):
-                    raise
+        if name not in _TENSORS_ONLY and (isinstance(args[0], torch.Tensor) or
+                                          _takes_number_first(name, fn, args)):
+            return fn(*args)
         # numbers as 0-dim tensors on the card (clamp's bounds; lt(number, tensor)): fills,
         # which a batched call holds with its other work
         return fn(*[a if isinstance(a, torch.Tensor) else torch.full((), a, device=dev)
