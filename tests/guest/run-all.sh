@@ -234,13 +234,16 @@ fi
 check unload modprobe -r spyre
 # Failure paths need a short job timeout: a module load of their own.
 check modprobe-fault modprobe spyre job_timeout_ms=500
-# Batches with held fills whose job hangs: 10 ring resets, then a card reset with a batch
-# re-run behind the hung one; each synchronize bounded, the staging slots back (10 batches after,
-# more than the 8 slots), fills read back (held_fills_failure_test.cpp). Before the fault suite:
-# its card resets count against the driver's 5 a minute.
-GTEST_FILTER='HeldFills.*' gtest libspyre-fault build/cmake/tests/guest/libspyre/libspyre_guest_test
 kselftest fault build/cmake/tests/guest/uapi/spyre_fault_test
 check unload-fault modprobe -r spyre
+# Batches with held fills whose job hangs: 10 ring resets, then a card reset with a batch
+# re-run behind the hung one; each synchronize bounded, the staging slots back (10 batches after,
+# more than the 8 slots), fills read back (held_fills_failure_test.cpp). A module load of its
+# own: card resets count against the driver's 5 a minute per card, which the fault suite's
+# spend, and a new probe starts a new budget.
+check modprobe-held-fills modprobe spyre job_timeout_ms=500
+GTEST_FILTER='HeldFills.*' gtest libspyre-fault build/cmake/tests/guest/libspyre/libspyre_guest_test
+check unload-held-fills modprobe -r spyre
 # 50 reloads on the stock kernel; 10 on the (much slower) debug kernel.
 check reload tests/guest/failure/reload.sh "$([ -n "$debug_kernel" ] && echo 10 || echo 50)"
 # After the unloads the module's addresses no longer resolve: what it left behind shows as
