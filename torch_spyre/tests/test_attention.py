@@ -300,6 +300,59 @@ def test_sdpa_backward_of_shapes_the_library_refuses_takes_the_math_path_on_the_
     assert "aten::bmm" in ops and "aten::_softmax" not in ops, ops
 
 
+def promised(t):
+    """The fused op's layout, as its meta kernel (torch_spyre/_dynamo.py) tells the compiler:
+    a [B, L, H, D] block seen as [B, H, L, D]."""
+    return t.transpose(1, 2).is_contiguous()
+
+
+@pytest.mark.parametrize("case", ["no_grad", "grad", "backward"])
+def test_sdpa_math_path_keeps_the_layout_of_the_meta_kernel(fallback_reset, case):
+    # head dim 16 in fp32 (64-byte rows) and a boolean mask: the library refuses, the fused op
+    # computes by the math path; compiled code indexes the results by the meta kernel's strides
+    q, k, v = (make((1, 4, 5, 16), torch.float32, s) for s in range(3))
+    mask = torch.ones(5, 5, dtype=torch.bool).tril()
+    dev = [t.to("spyre").requires_grad_(case != "no_grad") for t in (q, k, v)]
+    fwd = torch.ops.aten._scaled_dot_product_fused_attention_overrideable
+    with torch.set_grad_enabled(case != "no_grad"):
+        out = fwd(*dev, mask.to("spyre"))[0]
+    assert promised(out), out.stride()
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    close(out.detach().cpu(), ref, torch.float32)
+    if case == "backward":
+        dout = make((1, 4, 5, 16), torch.float32, 3)
+        grads = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward(
+            dout.to("spyre"), *(t.detach() for t in dev), mask.to("spyre"),
+            [True, True, True, False], out.detach(), torch.empty(0, device="spyre"), None, None,
+            5, 5, 0.0, False, torch.empty(0), torch.empty(0))
+        qs = [t.clone().requires_grad_() for t in (q, k, v)]
+        F.scaled_dot_product_attention(*qs, attn_mask=mask).backward(dout)
+        for g, r in zip(grads[:3], qs):
+            assert promised(g), g.stride()
+            close(g.cpu(), r.grad, torch.float32)
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_compiled_attention_of_a_layout_the_library_refuses(fallback_reset):
+    # the decoder of the fallback census under torch.compile: attention over a slice of a KV
+    # cache with a boolean causal mask, head dim 16 fp32; its output read back through
+    # transpose + reshape (a view by the meta kernel's strides). The math path's dense output
+    # made the compiled logits wrong before it kept the promised layout.
+    def attend(q, cache, n):
+        keys = cache[:, :, :n]
+        pos = torch.arange(n, device=q.device)
+        mask = pos[None, :] <= pos[:, None]
+        a = F.scaled_dot_product_attention(q, keys, keys, attn_mask=mask)
+        return a.transpose(1, 2).reshape(q.shape[0], n, -1) * 2.0
+
+    torch.compiler.reset()
+    q, cache = make((1, 4, 5, 16), torch.float32), make((1, 4, 32, 16), torch.float32, 1)
+    with torch.no_grad():
+        got = torch.compile(attend)(q.to("spyre"), cache.to("spyre"), 5)
+    close(got.cpu(), attend(q, cache, 5), torch.float32)
+    torch.compiler.reset()
+
+
 def test_sdpa_with_a_mask_that_wants_a_gradient_keeps_the_math_path(fallback_reset):
     q, k, v = (make((1, 2, 8, 64), torch.float32, s) for s in range(3))
     mask = make((8, 8), torch.float32, 4)

@@ -80,6 +80,19 @@ int64_t sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
     return static_cast<int64_t>(at::SDPBackend::overrideable);
 }
 
+// The layout the op's meta kernel promises for outputs and gradients (torch_spyre/_dynamo.py
+// `_register_sdpa_meta`): a [B, L, H, D] block seen as [B, H, L, D]. Compiled code indexes the
+// result by those strides, so the math path's dense [B, H, L, D] results are copied into it.
+at::Tensor blocks_like(const at::Tensor& t) {
+    return at::empty({t.size(0), t.size(2), t.size(1), t.size(3)}, t.options()).transpose(1, 2);
+}
+
+at::Tensor in_promised_layout(const at::Tensor& t) {
+    const at::Tensor want = blocks_like(t);
+    if (t.strides() == want.strides()) return t;
+    return want.copy_(t);
+}
+
 using SdpaResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt,
                               c10::SymInt, at::Tensor, at::Tensor, at::Tensor>;
 
@@ -188,9 +201,11 @@ SdpaResult sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at:
     if (dropout_p == 0.0 && wants_grad(q, k, v)) {
         auto [o, lse] =
             attention_with_lse(q, k, v, bias, is_causal, scale ? static_cast<float>(*scale) : 0.0f);
-        if (!o.defined())
+        if (!o.defined()) {
             std::tie(o, lse) = math_attention_with_lse(q, k, v, bias ? *bias : at::Tensor(),
                                                        is_causal, scale_of(q, scale));
+            o = in_promised_layout(o);
+        }
         return {o, lse, none, none, c10::SymInt(lq), c10::SymInt(k.size(2)), none, none, none};
     }
     if (dropout_p == 0.0) {
@@ -209,9 +224,17 @@ SdpaResult sdpa_overrideable(const at::Tensor& q, const at::Tensor& k, const at:
         }
         if (!op_ran("aten::scaled_dot_product_attention", st)) out = at::Tensor();
     }
-    if (!out.defined())  // a layout the library does not take: the math decomposition
-        out = std::get<0>(at::_scaled_dot_product_attention_math(
-            q, k, v, bias, dropout_p, is_causal, std::nullopt, scale, hq != k.size(1)));
+    if (!out.defined()) {  // a layout the library does not take: the math decomposition
+        // which adds its mask: a boolean one (the op's callers convert it, a direct call may
+        // not) becomes 0 / -inf first
+        std::optional<at::Tensor> additive = bias;
+        if (bias && bias->defined() && bias->scalar_type() == at::kBool)
+            additive =
+                at::zeros(bias->sizes(), q.options())
+                    .masked_fill(bias->logical_not(), -std::numeric_limits<double>::infinity());
+        out = in_promised_layout(std::get<0>(at::_scaled_dot_product_attention_math(
+            q, k, v, additive, dropout_p, is_causal, std::nullopt, scale, hq != k.size(1))));
+    }
     return {out, none, none, none, c10::SymInt(lq), c10::SymInt(k.size(2)), none, none, none};
 }
 
@@ -239,10 +262,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_bac
             l = math_attention_with_lse(q, k, v, bias, is_causal, scale_of(q, scale)).second;
     }
     // gradients as [B, L, H, D] blocks seen as [B, H, L, D], like the forward's output
-    auto grad_like = [](const at::Tensor& t) {
-        return at::empty({t.size(0), t.size(2), t.size(1), t.size(3)}, t.options()).transpose(1, 2);
-    };
-    at::Tensor dq = grad_like(q), dk = grad_like(k), dv = grad_like(v);
+    at::Tensor dq = blocks_like(q), dk = blocks_like(k), dv = blocks_like(v);
     const float s = scale ? static_cast<float>(*scale) : 0.0f;
     for (int attempt = 0; attempt < 2; ++attempt) {
         auto lay = [&](const at::Tensor& t) { return attempt ? t.contiguous() : t; };
@@ -261,7 +281,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_overrideable_bac
     }
     auto [mq, mk, mv] =
         math_attention_backward(grad_out, q, k, v, bias, out, l, is_causal, scale_of(q, scale));
-    return {mq, mk, mv, at::Tensor()};
+    return {in_promised_layout(mq), in_promised_layout(mk), in_promised_layout(mv), at::Tensor()};
 }
 
 }  // namespace
