@@ -66,6 +66,16 @@ class SpyreWrapperCodegen(PythonWrapperCodegen):
     def _buffer(name):
         return V.graph.try_get_buffer(name) if isinstance(name, str) else None
 
+    def codegen_multi_output(self, name, value):
+        """An element of an extern kernel's tuple result (attention's output, a sort's values):
+        Inductor checks the size and strides of single results against the op's meta kernel
+        but not of these, and the kernels after it index them by the meta strides, so a
+        kernel that returned another layout would be read wrongly without a word."""
+        super().codegen_multi_output(name, value)
+        buf = self._buffer(name)
+        if buf is not None and hasattr(buf, "codegen_size_asserts"):
+            buf.codegen_size_asserts(self)
+
     def generate_extern_kernel_out(self, kernel, out, out_view, args):
         self._labeled(kernel, self._buffer(out),
                       lambda: super(SpyreWrapperCodegen, self).generate_extern_kernel_out(
