@@ -220,6 +220,31 @@ def test_reduce_overhead_mode_replays_in_one_submission(fresh_dynamo):
     assert fresh_dynamo["captures"] == 1 and fresh_dynamo["replays"] == 3
 
 
+@pytest.mark.parametrize("how", ["spyre_graphs", "reduce-overhead"])
+def test_a_compiled_training_step_runs_op_by_op_and_trains_as_the_cpu(fresh_dynamo, how):
+    # the forward's outputs carry the call's autograd graph: replaying would hand the captured
+    # call's outputs out again ("backward through the graph a second time" at the third step)
+    torch.manual_seed(0)
+    cpu = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
+    dev = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
+    dev.load_state_dict(cpu.state_dict())
+    dev = dev.to("spyre")
+    kw = {"backend": "spyre_graphs"} if how == "spyre_graphs" else {"mode": "reduce-overhead"}
+    f = torch.compile(dev, **kw)
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (cpu, dev)]
+    x = make((8, 16), torch.float32)
+    with pytest.warns(UserWarning, match="cannot be replayed.*training graph"):
+        for step in range(4):
+            for model, opt, inp in ((cpu, opts[0], x), (f, opts[1], x.to("spyre"))):
+                opt.zero_grad()
+                loss = model(inp).square().mean()
+                loss.backward()
+                opt.step()
+    for a, b in zip(dev.parameters(), cpu.parameters()):
+        assert torch.allclose(a.detach().cpu(), b.detach(), atol=1e-5), (a, b)
+    assert fresh_dynamo["captures"] == 0 and fresh_dynamo["capture_failures"] >= 1
+
+
 # ---- a decode whose KV cache grows (models.py: DecodeStep, the position on the card, the
 # attention over a bucket of the cache with a mask) ----
 

@@ -13,7 +13,9 @@ replay of the same signature overwrites them (clone what must outlive it), as wi
 ``torch.cuda`` graphs. A call that cannot be captured (an op that falls back to the CPU, a
 copy from host memory) warns once with the reason and runs normally from then on; so does a
 signature with a CPU tensor argument (an optimizer's step counts: updated on the host by the
-call, read by its kernels), which is not captured at all.
+call, read by its kernels), which is not captured at all, and so does a training graph (grad
+enabled and an argument that requires grad: the outputs of each call carry that call's autograd
+graph, so the captured call's outputs cannot be handed out again).
 
 ``mode="reduce-overhead"`` on spyre inputs runs through ``Replayer`` too (_dynamo.py). A decode
 step replays across positions only when no host value of it changes with the position: the
@@ -67,6 +69,16 @@ class Replayer:
                 STATS["capture_failures"] += 1
                 self._warn("an argument is a CPU tensor (read or updated on the host at "
                            "each call)")
+            # a training graph: its outputs carry the call's autograd graph, which a replay
+            # returning the captured call's outputs would hand out again (a second backward
+            # through it); Dynamo guards on grad mode and requires_grad, so this holds for
+            # every call of the entry
+            elif torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
+                                                 for a in args):
+                e.state = "eager"
+                STATS["capture_failures"] += 1
+                self._warn("it is a training graph (an argument requires grad): its autograd "
+                           "graph is built per call")
             STATS["eager_calls"] += 1
             return self.fn(*args)
         if e.state == "warm":
