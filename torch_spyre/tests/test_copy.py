@@ -143,6 +143,30 @@ def test_copy_paths():
         "host_staged": 1, "read_modify_write": 1, "dtoh": 1, "htod": 1}
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int16, torch.complex64,
+                                   torch.complex128], ids=str)
+def test_layouts_of_types_the_op_library_lacks_move_as_bits(dtype):
+    """The cores move any element as a type of its width (spyre_op_copy moves bytes
+    unchanged): a transpose or broadcast of a float64, int16 or complex tensor is made dense as
+    int64 / fp16 / int32 bits (complex128 as two int64). It raised "spyre op library: no dtype
+    for Double" before (permute_copy, transpose_copy, expand_copy, ... of those types)."""
+    a = (torch.randn(40, 72, dtype=torch.float64) * 1000).to(dtype)
+    if dtype.is_complex:
+        a = a + 1j * torch.randn(40, 72, dtype=torch.float64).to(dtype)
+    d = a.to("spyre")
+    assert copy_calls(lambda: assert_same(d.t().contiguous().cpu(), a.t().contiguous())) == {
+        "layout": 1, "dtoh": 1}
+    t = torch.empty(72, 40, dtype=dtype, device="spyre")
+    assert copy_calls(lambda: t.copy_(d.t())) == {"layout": 1}
+    assert_same(t.cpu(), a.t().contiguous())
+    col = a[:, :1].contiguous()
+    e, dcol = torch.empty(40, 72, dtype=dtype, device="spyre"), col.to("spyre")
+    assert copy_calls(lambda: e.copy_(dcol.expand(40, 72))) == {"layout": 1}
+    assert_same(e.cpu(), col.expand(40, 72).contiguous())
+    assert_same(torch.permute_copy(d.view(40, 8, 9), (2, 0, 1)).cpu(),
+                a.view(40, 8, 9).permute(2, 0, 1).contiguous())
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_layouts_the_copy_engine_cannot_move_stay_on_the_card(dtype):
     """Transposes, broadcasts and overlapping views are made dense by the cores

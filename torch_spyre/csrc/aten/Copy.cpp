@@ -486,12 +486,45 @@ bool cast_on_card(const at::Tensor& dst, const at::Tensor& src, const CastRule& 
     return true;
 }
 
+// t's elements as a type the op library moves unchanged (spyre_op_copy moves bytes): t itself
+// when the library has its type, else a view of an equal-width type (a float64, complex64 or
+// int16 tensor), a complex128 element as two int64. nullopt if there is none.
+std::optional<at::Tensor> as_copyable(const at::Tensor& t) {
+    if (op_dtype(t.scalar_type())) return t;
+    if (t.is_conj() || t.is_neg()) return std::nullopt;
+    switch (t.element_size()) {
+        case 1:
+            return t.view(at::kByte);
+        case 2:
+            return t.view(at::kHalf);
+        case 4:
+            return t.view(at::kInt);
+        case 8:
+            return t.view(at::kLong);
+        case 16:
+            if (t.scalar_type() == at::kComplexDouble) return at::view_as_real(t).view(at::kLong);
+            return std::nullopt;
+        default:
+            return std::nullopt;
+    }
+}
+
+// The inverse of as_copyable for a tensor of `type`.
+at::Tensor from_copyable(const at::Tensor& bits, at::ScalarType type) {
+    if (bits.scalar_type() == type) return bits;
+    if (type == at::kComplexDouble) return at::view_as_complex(bits.view(at::kDouble));
+    return bits.view(type);
+}
+
 // A layout the copy engine cannot express (a transpose, a broadcast, interleaved views of one
 // buffer) made dense on src's card by the cores (spyre_op_copy), in dst's stride order: into
 // dst itself where dst is dense in that order, on src's card and apart from src (the result is
 // dst then), else into a temporary that the copy engine can then move. nullopt if the library
 // does not take the layout; nothing has been written then.
-std::optional<at::Tensor> dense_on_cores(const at::Tensor& dst, const at::Tensor& src) {
+std::optional<at::Tensor> dense_on_cores(const at::Tensor& dst_in, const at::Tensor& src_in) {
+    const auto dst_bits = as_copyable(dst_in), src_bits = as_copyable(src_in);
+    if (!dst_bits || !src_bits) return std::nullopt;
+    const at::Tensor &dst = *dst_bits, &src = *src_bits;
     c10::DeviceGuard guard(src.device());
     const std::vector<int64_t> order = stride_order(dst);
     const at::Tensor fs = src.permute(order), fd = dst.permute(order);
@@ -516,11 +549,11 @@ std::optional<at::Tensor> dense_on_cores(const at::Tensor& dst, const at::Tensor
     const spyre_tensor ts = op_tensor(ms), to = op_tensor(mo);
     if (!op_ran("aten::_copy_from", spyre_op_copy(op_stream(out), &ts, &to))) return std::nullopt;
     count(kLayout);
-    if (in_place) return dst;
+    if (in_place) return dst_in;
     std::vector<int64_t> back(order.size());  // the inverse permutation
     for (size_t i = 0; i < order.size(); ++i)
         back[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
-    return out.permute(back);
+    return from_copyable(out.permute(back), dst_in.scalar_type());
 }
 
 // src made dense by the cores (dense_on_cores), then moved into dst by the copy engine where it
