@@ -57,6 +57,14 @@ def test_whole_op_db_matches_the_cpu(tmp_path):
     assert not bad, "\n".join(f"{r['outcome']} {r['op']} {r['dtype']}: {r.get('why')}"
                               for r in bad)
     assert p.returncode == 0, p.stderr[-2000:]
+    # Clear errors are allowed where the CPU answers only for reasons that are not the card's
+    # (sparse layouts, views past the storage `.to()` made compact, a check that wants the
+    # sections on the CPU); any other error is a regression (a copy of a float64 transpose
+    # raising "no dtype for Double" was one: 84 op x dtype pairs).
+    known = ("to_sparse", "sparse.", "as_strided.partial_views", "tensor_split")
+    new_errors = [r for r in results if r["outcome"] == "error" and not r["op"].startswith(known)]
+    assert not new_errors, "\n".join(f"{r['op']} {r['dtype']}: {r.get('why')}"
+                                     for r in new_errors)
     # The sweep really ran: most of op_db, on the card and through the fallback, in every dtype.
     ops = {r["op"] for r in results}
     outcomes = [r["outcome"] for r in results]
