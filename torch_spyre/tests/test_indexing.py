@@ -107,6 +107,32 @@ def test_scatter_add_duplicates(no_fallback, dtype, dim):
     assert_same(b.cpu(), base.clone().scatter_add_(dim, part, src))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+@pytest.mark.parametrize("dim", [0, 1, 2])
+def test_scatter_and_scatter_add_of_an_index_covering_a_corner(no_fallback, dtype, dim):
+    # index smaller than self in a dim other than `dim`: only that corner of self is written
+    # (OpInfo's scatter_add samples: index [5, 5] into [10, 5] along dim 1); it fell back
+    base = exact_floats((9, 10, 8), dtype, seed=3)
+    shape = [6, 7, 5]
+    shape[dim] = 11
+    src = exact_floats(tuple(shape), dtype, seed=4)
+    idx = rand_index(tuple(shape), base.shape[dim], seed=5)  # duplicates
+    got = base.to("spyre").scatter_add(dim, idx.to("spyre"), src.to("spyre"))
+    assert_same(got.cpu(), base.scatter_add(dim, idx, src))
+    b = base.to("spyre")
+    b.scatter_add_(dim, idx.to("spyre"), src.to("spyre"))
+    assert_same(b.cpu(), base.clone().scatter_add_(dim, idx, src))
+    # scatter without accumulation: distinct positions along dim
+    shape[dim] = 3
+    perm = torch.zeros(tuple(shape), dtype=torch.long)
+    flat = perm.movedim(dim, -1).reshape(-1, 3)
+    for r in range(flat.shape[0]):
+        flat[r] = torch.randperm(base.shape[dim], generator=torch.Generator().manual_seed(r))[:3]
+    perm = flat.reshape(perm.movedim(dim, -1).shape).movedim(-1, dim).contiguous()
+    got = base.to("spyre").scatter(dim, perm.to("spyre"), src.to("spyre"))
+    assert_same(got.cpu(), base.scatter(dim, perm, src))
+
+
 def test_scatter_add_fp32_accumulates_in_index_order(no_fallback):
     # duplicates onto one element: the sum in ascending index order, as the CPU does
     base = torch.zeros(3)

@@ -276,9 +276,8 @@ bool scatter_rows_along(const char* name, const at::Tensor& table, int64_t d,
     if (flags & SPYRE_INDEX_WRAP_NEGATIVE) pos = at::where(pos < 0, pos + L, pos);
     // a position outside [0, L) points past the table: the row copy's bounds check stops the job
     pos = at::where(pos.lt(0).logical_or_(pos.ge(L)), outer * L, pos);
-    const at::Tensor rows = (at::arange(outer, pos.options()).mul_(L).unsqueeze(1) +
-                             pos.unsqueeze(0))
-                                .reshape({-1});
+    const at::Tensor rows =
+        (at::arange(outer, pos.options()).mul_(L).unsqueeze(1) + pos.unsqueeze(0)).reshape({-1});
     const auto src = stick_dense(source.reshape({outer * n, row}), name);
     if (!src) return false;
     const spyre_tensor ti = op_tensor(rows), tr = op_tensor(*src),
@@ -317,14 +316,30 @@ bool scatter_src(const char* name, const at::Tensor& self, int64_t dim, const at
         return false;
     c10::DeviceGuard guard(self.device());
     const int64_t d = at::maybe_wrap_dim(dim, self.dim());
-    for (int64_t k = 0; k < self.dim(); ++k)
-        if (k != d && index.size(k) != self.size(k)) return false;
+    bool corner = false;  // index covers only a corner of self in a dim other than d
+    for (int64_t k = 0; k < self.dim(); ++k) {
+        if (k != d && index.size(k) > self.size(k)) return false;
+        corner |= k != d && index.size(k) < self.size(k);
+    }
     // only the corner of src that index covers takes part
     at::Tensor s = src;
     for (int64_t k = 0; k < src.dim(); ++k)
         if (index.size(k) < src.size(k)) s = s.narrow(k, 0, index.size(k));
     bool ran = false;
-    scatter_out(name, self, d, index, s, out, flags, ran);
+    if (!corner) {
+        scatter_out(name, self, d, index, s, out, flags, ran);
+        return ran;
+    }
+    // Only that corner of out is written: the scatter runs on a dense copy of it (the scatter
+    // programs take whole tables), which then goes back into out.
+    at::native::resize_output(out, self.sizes());
+    if (!out.is_same(self)) out.copy_(self);
+    at::Tensor region = out;
+    for (int64_t k = 0; k < self.dim(); ++k)
+        if (k != d) region = region.narrow(k, 0, index.size(k));
+    at::Tensor part = region.contiguous(), part_out = part;
+    scatter_out(name, part, d, index, s, part_out, flags, ran);
+    if (ran) region.copy_(part_out);
     return ran;
 }
 
