@@ -100,6 +100,11 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& m1, const at::Tensor&
         m1.size(1) > 0 && self.is_privateuseone() &&
         (self.scalar_type() == m1.scalar_type() || self.scalar_type() == at::kFloat) &&
         real_number(alpha) && real_number(beta);
+    // no rows or no columns (a mixture-of-experts layer's expert that got no token): an
+    // empty result, nothing to compute
+    if (products && (m1.size(0) == 0 || m2.size(1) == 0) &&
+        at::is_expandable_to(self.sizes(), {m1.size(0), m2.size(1)}))
+        return at::empty({m1.size(0), m2.size(1)}, m1.options());
     if (products && m1.size(0) > 0 && m2.size(1) > 0) {
         c10::DeviceGuard guard(m1.device());
         const double a = alpha.toDouble(), b = beta.toDouble();

@@ -6,8 +6,8 @@
 // Rows of more than 2^23 elements: the library reduces them in two stages; argmax takes the
 // blocks' maxima and indices, then the first block holding the maximum (long_argmax_into).
 // Integer and bool inputs reduce exactly on the card for sum (into int64), amax/amin, max() and
-// any/all (MAX / MIN of x != 0); sum/mean with a dtype reduce x cast to it on the card; prod
-// and empty reductions run on the CPU fallback.
+// any/all (MAX / MIN of x != 0); sum/mean with a dtype reduce x cast to it on the card; a sum
+// or mean of an empty x is a fill; prod and other empty reductions run on the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/WrapDimUtilsMulti.h>
@@ -15,6 +15,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <limits>
 #include <numeric>
 
 #include "Fallback.h"
@@ -165,8 +166,25 @@ std::optional<at::Tensor> cast_for(const at::Tensor& x, std::optional<at::Scalar
     return x.to(*dtype);
 }
 
+// A sum or mean over no elements (x empty: a mixture-of-experts layer's expert without tokens)
+// is a fill: 0 for sum, NaN for mean, in the shape the CPU's reduction gives. false if x is
+// not empty or not on the card.
+bool empty_reduction(const at::Tensor& x, at::OptionalIntArrayRef dims, bool keepdim,
+                     std::optional<at::ScalarType> dtype, at::Tensor& out, bool mean) {
+    if (x.numel() != 0 || !x.is_privateuseone() || !out.is_privateuseone()) return false;
+    const at::Tensor shape = at::empty(x.sizes(), x.options().device(at::kMeta));
+    const at::Tensor r =
+        mean ? at::mean(shape, dims, keepdim, dtype) : at::sum(shape, dims, keepdim, dtype);
+    if (r.scalar_type() != out.scalar_type()) return false;
+    c10::DeviceGuard guard(out.device());
+    at::native::resize_output(out, r.sizes());
+    out.fill_(mean ? std::numeric_limits<double>::quiet_NaN() : 0.0);
+    return true;
+}
+
 at::Tensor& sum_out(const at::Tensor& x, at::OptionalIntArrayRef dims, bool keepdim,
                     std::optional<at::ScalarType> dtype, at::Tensor& out) {
+    if (empty_reduction(x, dims, keepdim, dtype, out, false)) return out;
     if (const auto cast = cast_for(x, dtype)) return sum_out(*cast, dims, keepdim, dtype, out);
     if ((!dtype || *dtype == out.scalar_type()) &&
         int_reduce_out("aten::sum", SPYRE_REDUCE_SUM, x, dims, keepdim, out))
@@ -177,6 +195,7 @@ at::Tensor& sum_out(const at::Tensor& x, at::OptionalIntArrayRef dims, bool keep
 
 at::Tensor& mean_out(const at::Tensor& x, at::OptionalIntArrayRef dims, bool keepdim,
                      std::optional<at::ScalarType> dtype, at::Tensor& out) {
+    if (empty_reduction(x, dims, keepdim, dtype, out, true)) return out;
     if (const auto cast = cast_for(x, dtype)) return mean_out(*cast, dims, keepdim, dtype, out);
     if (reduce_out("aten::mean", SPYRE_REDUCE_MEAN, x, dims, keepdim, dtype, out)) return out;
     return fallback_to_cpu<ATEN_OP2(mean, out)>(x, dims, keepdim, dtype, out);
