@@ -91,6 +91,19 @@ def test_linear_module(fallback_reset, dtype):
     assert torch_spyre.fallback_counts() == {}
 
 
+def test_linear_of_no_rows_is_empty_on_the_card(fallback_reset):
+    # an expert of a mixture-of-experts layer that got no token: [0, in] -> [0, out] with a
+    # bias (addmm), without the CPU fallback it took before
+    lin = torch.nn.Linear(16, 8).to("spyre")
+    for rows in ((0, 16), (2, 0, 16)):
+        y = lin(torch.zeros(rows, device="spyre"))
+        assert y.device.type == "spyre" and y.shape == (*rows[:-1], 8)
+    y = torch.addmm(torch.zeros(0, device="spyre"), torch.zeros(3, 16, device="spyre"),
+                    torch.zeros(16, 0, device="spyre"))
+    assert y.shape == (3, 0)
+    assert torch_spyre.fallback_counts() == {}
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize(
     "fn",
