@@ -118,3 +118,63 @@ def test_a_decoder_block_under_autocast_matches_cpu_autocast(fallback_reset):
     assert got.dtype == torch.float32  # softmax in fp32 (CPU autocast keeps it in bf16)
     torch.testing.assert_close(got.cpu(), want.float(), rtol=3e-2, atol=3e-3)
     assert torch_spyre.fallback_counts() == {}
+
+
+def test_grad_scaler_unscale_checks_every_gradient_on_the_card(fallback_reset):
+    # GradScaler.unscale_'s kernel: each gradient multiplied by inv_scale, found_inf set when any
+    # value of any gradient is inf or NaN (it copied every gradient to the host and back)
+    grads = [make((5, 7), torch.float32), make((300,), torch.float16, seed=1),
+             make((4, 130), torch.bfloat16, seed=2), torch.zeros(0)]
+    for bad in (None, (1, 17, float("inf")), (2, 3, float("nan")), (0, 0, float("-inf"))):
+        cpu = [g.clone() for g in grads]
+        if bad is not None:
+            cpu[bad[0]].view(-1)[bad[1]] = bad[2]
+        dev = [g.to("spyre") for g in cpu]
+        inv = torch.tensor(0.125)
+        found_c, found_d = torch.zeros(1), torch.zeros(1, device="spyre")
+        torch._amp_foreach_non_finite_check_and_unscale_(cpu, found_c, inv)
+        torch._amp_foreach_non_finite_check_and_unscale_(dev, found_d, inv.to("spyre"))
+        assert torch.equal(found_d.cpu(), found_c), bad
+        for d, c in zip(dev, cpu):
+            assert torch.equal(d.cpu().nan_to_num(9.0), c.nan_to_num(9.0)), bad
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_grad_scaler_update_follows_the_cpu_on_the_card(fallback_reset):
+    # backoff on inf, growth after growth_interval clean steps, no growth past fp32's range
+    for start in (1024.0, 2.0 ** 127):
+        sc, tr = torch.tensor([start]), torch.zeros(1, dtype=torch.int32)
+        sd, td = sc.to("spyre"), tr.to("spyre")
+        for found in (0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0):
+            f = torch.tensor([found])
+            torch._amp_update_scale_(sc, tr, f, 2.0, 0.5, 2)
+            torch._amp_update_scale_(sd, td, f.to("spyre"), 2.0, 0.5, 2)
+            assert torch.equal(sd.cpu(), sc) and torch.equal(td.cpu(), tr), (start, found)
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_grad_scaler_training_skips_the_step_of_an_overflow_as_the_cpu(fallback_reset):
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    dev = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    dev.load_state_dict(cpu.state_dict())
+    dev = dev.to("spyre")
+    runs = [(cpu, torch.optim.SGD(cpu.parameters(), lr=0.1),
+             torch.amp.GradScaler("cpu", init_scale=256.0, growth_interval=2), "cpu"),
+            (dev, torch.optim.SGD(dev.parameters(), lr=0.1),
+             torch.amp.GradScaler("spyre", init_scale=256.0, growth_interval=2), "spyre")]
+    x = make((8, 16), torch.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the scale's fp64 reciprocal stays a CPU fallback
+        for step in range(5):
+            for model, opt, scaler, d in runs:
+                opt.zero_grad()
+                loss = model(x.to(d)).square().mean() * (float("inf") if step == 2 else 1.0)
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+    assert runs[1][2].get_scale() == runs[0][2].get_scale()
+    for a, b in zip(dev.parameters(), cpu.parameters()):
+        assert torch.allclose(a.detach().cpu(), b.detach(), atol=1e-6)
+    counts = torch_spyre.fallback_counts()
+    assert not any("_amp_" in k for k in counts), counts
