@@ -207,3 +207,54 @@ def test_optimizer_steps_match_cpu(fallback_reset, opt_cls, kw):
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
     assert_on_card()
+
+
+@pytest.mark.parametrize("opt,kw", [
+    ("AdamW", {"weight_decay": 0.05}), ("AdamW", {"amsgrad": True, "maximize": True}),
+    ("Adam", {"weight_decay": 0.01}), ("AdamW", {"lr": torch.tensor(0.01)})])
+def test_fused_adam_steps_on_the_card_as_the_cpu(fallback_reset, opt, kw):
+    # fused=True (the fused kernels torch offers on every device that has them): the step took
+    # the CPU fallback, every parameter, gradient and moment to the host and back
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32),
+                              torch.nn.Linear(32, 4))
+    dev = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.LayerNorm(32),
+                              torch.nn.Linear(32, 4))
+    dev.load_state_dict(cpu.state_dict())
+    dev = dev.to("spyre")
+    kw = {"lr": 0.01, **kw}
+    o_cpu = getattr(torch.optim, opt)(cpu.parameters(), **kw)
+    o_dev = getattr(torch.optim, opt)(dev.parameters(), fused=True, **kw)
+    x = make((8, 16), torch.float32)
+    for _ in range(4):
+        for model, o, d in ((cpu, o_cpu, "cpu"), (dev, o_dev, "spyre")):
+            o.zero_grad()
+            model(x.to(d)).square().mean().backward()
+            o.step()
+    for a, b in zip(dev.parameters(), cpu.parameters()):
+        close(a.detach().cpu(), b.detach(), torch.float32)
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_fused_adamw_with_a_grad_scaler_skips_an_overflow(fallback_reset):
+    torch.manual_seed(1)
+    cpu = torch.nn.Linear(16, 8)
+    dev = torch.nn.Linear(16, 8)
+    dev.load_state_dict(cpu.state_dict())
+    dev = dev.to("spyre")
+    runs = [(cpu, torch.optim.AdamW(cpu.parameters(), lr=0.01),
+             torch.amp.GradScaler("cpu", init_scale=64.0), "cpu"),
+            (dev, torch.optim.AdamW(dev.parameters(), lr=0.01, fused=True),
+             torch.amp.GradScaler("spyre", init_scale=64.0), "spyre")]
+    x = make((8, 16), torch.float32)
+    for step in range(4):
+        for model, o, scaler, d in runs:
+            o.zero_grad()
+            loss = model(x.to(d)).square().mean() * (float("inf") if step == 1 else 1.0)
+            scaler.scale(loss).backward()
+            scaler.step(o)
+            scaler.update()
+    for a, b in zip(dev.parameters(), cpu.parameters()):
+        close(a.detach().cpu(), b.detach(), torch.float32)
+    assert runs[1][1].state[dev.weight]["step"].item() == 3  # the overflowed step not counted
+    assert not any("fused" in k for k in torch_spyre.fallback_counts())

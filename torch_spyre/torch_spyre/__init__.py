@@ -36,6 +36,10 @@ from . import _dynamo  # noqa: E402
 
 _dynamo.install()  # torch.compile: the device interface, fake kernels of spyre:: ops
 
+from . import _fused_optim  # noqa: E402
+
+_fused_optim.install()  # Adam / AdamW with fused=True: foreach ops on the card
+
 from . import distributed  # noqa: E402
 
 distributed.register()  # dist.init_process_group("spyre")
