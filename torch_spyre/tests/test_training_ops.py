@@ -211,8 +211,11 @@ def test_optimizer_steps_match_cpu(fallback_reset, opt_cls, kw):
 
 @pytest.mark.parametrize("opt,kw", [
     ("AdamW", {"weight_decay": 0.05}), ("AdamW", {"amsgrad": True, "maximize": True}),
-    ("Adam", {"weight_decay": 0.01}), ("AdamW", {"lr": torch.tensor(0.01)})])
-def test_fused_adam_steps_on_the_card_as_the_cpu(fallback_reset, opt, kw):
+    ("Adam", {"weight_decay": 0.01}), ("AdamW", {"lr": torch.tensor(0.01)}),
+    ("SGD", {"momentum": 0.9, "weight_decay": 0.01}),
+    ("SGD", {"momentum": 0.9, "nesterov": True, "maximize": True}),
+    ("SGD", {"momentum": 0.5, "dampening": 0.3}), ("SGD", {})])
+def test_fused_optimizers_step_on_the_card_as_the_cpu(fallback_reset, opt, kw):
     # fused=True (the fused kernels torch offers on every device that has them): the step took
     # the CPU fallback, every parameter, gradient and moment to the host and back
     torch.manual_seed(0)

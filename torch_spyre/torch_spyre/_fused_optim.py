@@ -1,4 +1,4 @@
-"""The fused optimizer kernels (``torch.optim.Adam`` / ``AdamW`` with ``fused=True``) for spyre
+"""The fused optimizer kernels (``torch.optim.Adam`` / ``AdamW`` / ``SGD`` with ``fused=True``) for spyre
 tensors, composed of foreach ops that run on the card. torch offers ``fused=True`` on every
 device that registers these ops; without them a fused step took the CPU fallback and moved
 every parameter, gradient and moment to the host and back.
@@ -64,6 +64,30 @@ def _step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *,
     torch._foreach_sub_(params, update)
 
 
+def _sgd(params, grads, momentum_buffer_list, *, weight_decay, momentum, lr, dampening,
+         nesterov, maximize, is_first_step, grad_scale=None, found_inf=None):
+    """The fused SGD kernel's math (fused_sgd_kernel.cu): the first step's buffer is the
+    gradient itself, later ones momentum * buf + (1 - dampening) * g."""
+    if not params:
+        return
+    if found_inf is not None and bool(found_inf.item()):
+        return
+    if grad_scale is not None:
+        torch._foreach_div_(grads, grad_scale)
+    g = torch._foreach_neg(grads) if maximize else list(grads)
+    if weight_decay != 0:
+        g = torch._foreach_add(g, params, alpha=weight_decay)
+    if momentum != 0:
+        if is_first_step:
+            torch._foreach_copy_(momentum_buffer_list, g)
+        else:
+            torch._foreach_mul_(momentum_buffer_list, momentum)
+            torch._foreach_add_(momentum_buffer_list, g, alpha=1.0 - dampening)
+        g = (torch._foreach_add(g, momentum_buffer_list, alpha=momentum) if nesterov
+             else momentum_buffer_list)
+    torch._foreach_sub_(params, torch._foreach_mul(g, lr))
+
+
 def _adam(*args, **kwargs):
     _step(*args, decoupled=False, **kwargs)
 
@@ -77,6 +101,6 @@ def install():
     if _lib is not None:
         return
     _lib = torch.library.Library("aten", "IMPL")
-    for name, fn in (("_fused_adam_", _adam), ("_fused_adamw_", _adamw)):
+    for name, fn in (("_fused_adam_", _adam), ("_fused_adamw_", _adamw), ("_fused_sgd_", _sgd)):
         _lib.impl(name, fn, "PrivateUse1")
         _lib.impl(f"{name}.tensor_lr", fn, "PrivateUse1")
