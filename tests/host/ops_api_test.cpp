@@ -374,7 +374,7 @@ TEST_F(Ops, AttentionBackwardOnTransposedViews) {
 // length and K/V strides are launch arguments, so 40 lengths of a KV cache (45..84, across the
 // bucket edge at 64) and of dense K/V copies (their head strides change with the length) make
 // one plan per bucket, not one per length; every result against a double-precision
-// reference at its own length; modeled cycles grow with the length.
+// reference at its own length; modeled cycles do not shrink as the length grows in a bucket.
 TEST_F(Ops, DecodeAttentionAcrossKeyLengths) {
     const int64_t Hq = 4, Hkv = 2, D = 64, Lmax = 96;
     DevArray q(dev, SPYRE_DTYPE_FLOAT16, Hq * D, 31),
@@ -413,7 +413,7 @@ TEST_F(Ops, DecodeAttentionAcrossKeyLengths) {
             spyre_op_info info;
             ASSERT_SPYRE(spyre_op_get_last_info(&info));
             plans.insert(info.plan);
-            if (Lk != 65) EXPECT_GT(info.modeled_cycles, last_cycles[dense]);
+            if (Lk != 65) EXPECT_GE(info.modeled_cycles, last_cycles[dense]);
             last_cycles[dense] = info.modeled_cycles;
             ASSERT_SPYRE(spyre_device_synchronize(dev));
             o.fetch();

@@ -396,8 +396,8 @@ void attention_lengths(const Pricer& pr) {
                  {"Granite 32/8 of 128 fp16", 32, 8, 128, DType::F16}};
     for (const Heads& h : heads) {
         std::printf("attention by key length, %s, Lq 1:\n", h.label);
-        std::printf("  %5s %12s %22s %22s %9s %9s\n", "Lk", "own program", "bucket program",
-                    "reported (interp.)", "own plan", "bucket");
+        std::printf("  %5s %12s %22s %22s %9s %11s %s\n", "Lk", "own program", "bucket program",
+                    "reported (interp.)", "own plan", "bucket plan", "blocks own/bucket");
         for (uint64_t lk : {5, 17, 100, 511, 512, 2048, 4096}) {
             AttentionShape s;
             s.Hq = h.Hq, s.Hkv = h.Hkv, s.D = h.D, s.t = h.t, s.Lk = lk;
@@ -409,7 +409,11 @@ void attention_lengths(const Pricer& pr) {
             const LengthBucket b = attention_length_bucket(lk);
             AttentionShape bs = s;
             bs.runtime_lk = true, bs.Lk = b.hi;
+            t0 = std::chrono::steady_clock::now();
             const AttentionPlan bp = plan_attention_lengths(pr, bs, b.lo, cfg.num_cores);
+            const double bucket_ms =
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count();
             AttentionShape at = bs;
             at.Lk = lk;
             AttentionPlan run = bp;
@@ -418,12 +422,13 @@ void attention_lengths(const Pricer& pr) {
                 price_attention_lengths(pr, build_attention(bs, bp), bp.cores, bs, b.lo, b.hi),
                 lk));
             std::printf(
-                "  %5llu %12llu %12llu (%+6.2f%%) %12.0f (%+6.2f%%) %6.1f ms  bk %llu/%llu\n",
+                "  %5llu %12llu %12llu (%+6.2f%%) %12.0f (%+6.2f%%) %6.1f ms %8.1f ms  bk "
+                "%llu/%llu\n",
                 (unsigned long long)lk, (unsigned long long)own.cycles,
                 (unsigned long long)run.cycles,
                 100.0 * (double(run.cycles) / double(own.cycles) - 1), est,
-                100.0 * (est / double(run.cycles) - 1), own_ms, (unsigned long long)own.bk,
-                (unsigned long long)bp.bk);
+                100.0 * (est / double(run.cycles) - 1), own_ms, bucket_ms,
+                (unsigned long long)own.bk, (unsigned long long)bp.bk);
             std::fflush(stdout);
         }
         // every length to 128, then every 8th: the bucket program's cycles over the own
