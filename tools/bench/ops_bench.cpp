@@ -526,11 +526,12 @@ int main(int argc, char** argv) {
         std::printf("    units: %s\n", r.breakdown.c_str());
         std::fflush(stdout);
     }
-    // Attention plans across key lengths: libspyre plans the first decode shape of a family
-    // (same heads and types, Lq 1, Lk within one power of two, from 512 keys) over every
-    // candidate and reuses its blocks for the rest, pricing only those (a decode step grows Lk
-    // by one). Seeds are each bucket's first length in decode order (2^(k-1) + 1); the gap is
-    // the reused plan's cycles over the best. Lq 32 and Lk < 512 show why reuse stops there.
+    // Attention plans across key lengths, the policy before decode took Lk as a launch argument
+    // (attention_lengths below): the first decode shape of a family (same heads and types, Lq
+    // 1, Lk within one power of two, from 512 keys) planned over every candidate and its blocks
+    // reused for the rest, pricing only those. Seeds are each bucket's first length in decode
+    // order (2^(k-1) + 1); the gap is the reused plan's cycles over the best. Lq 32 and
+    // Lk < 512 show why reuse stopped there.
     for (auto [lq, from] :
          {std::pair<uint64_t, uint64_t>{1, 512}, std::pair<uint64_t, uint64_t>{1, 64},
           std::pair<uint64_t, uint64_t>{32, 64}}) {
@@ -559,8 +560,8 @@ int main(int argc, char** argv) {
             "attention plan reuse, Lq %-3llu Lk %llu..4096%s (%d lengths): reused blocks vs every "
             "candidate: worst %+.2f%%, mean %+.2f%%; planning %.1f ms -> %.1f ms per length\n",
             (unsigned long long)lq, (unsigned long long)from + 1,
-            lq == 1 && from >= 512 ? " (libspyre reuses these)"
-                                   : " (why libspyre does not reuse below 512 or for Lq > 1)",
+            lq == 1 && from >= 512 ? " (libspyre's decode policy before attention-lengths)"
+                                   : " (why that policy stopped below 512 and for Lq > 1)",
             n, worst, sum / n, plan_ms / n, replan_ms / n);
         Row r{};
         r.name = std::format("attention plan reuse Lq {} Lk {}..4096", lq, from + 1);
