@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "ops/api_common.hpp"
@@ -27,14 +28,16 @@ namespace {
 // 2^(k-1) + 1 .. 2^k), so a decode step at a new length reuses the plan, the loaded program
 // and the engine's decoded copy instead of planning, building, uploading and decoding anew
 // (ops.md "Attention plans across key lengths", attention_length_bucket). A bucket's blocks are
-// chosen by their price at both its ends; the modeled cycles reported for a length are
+// chosen by their prices at five of its lengths; the modeled cycles reported for a length are
 // interpolated between prices of its program at kLengthPoints lengths of the bucket.
 
 // The modeled cycles of each bucket's program across its lengths, by plan key (a plan read
-// from the program cache on disk is priced once per process).
+// from the program cache on disk is priced once per process), and the buckets whose longest
+// length is more work than one launch may do (their lengths plan one by one, as before).
 struct Prices {
     std::mutex mu;
     std::map<std::string, LengthPrices> by_key;
+    std::set<std::string> too_large;
 };
 Prices& prices() {
     static Prices* p = new Prices;  // never destroyed, like the plan cache
@@ -72,7 +75,7 @@ struct AttentionLaunch {
 
 AttentionLaunch attention_plan(const Card& c, const AttentionShape& s) {
     const spyre_engine_config cfg = engine_config_of(c.info);
-    if (s.Lq != 1 || s.causal) {
+    auto per_length = [&]() -> AttentionLaunch {
         PlanKey key("attn", cfg);
         key.add(s.B, s.Hq, s.Hkv, s.Lq, s.Lk, s.D, s.t, s.causal, s.scale, s.mask, s.mask_t);
         for (const uint64_t* st : {s.k_st, s.v_st}) key.add(st[0], st[1], st[2]);
@@ -86,7 +89,8 @@ AttentionLaunch attention_plan(const Card& c, const AttentionShape& s) {
                             }),
                 {},
                 std::nullopt};
-    }
+    };
+    if (s.Lq != 1 || s.causal) return per_length();
     // K and V strides are arguments: a program only needs them whole sticks
     for (const uint64_t* st : {s.k_st, s.v_st})
         if (st[0] % kStick || st[1] % kStick)
@@ -97,18 +101,29 @@ AttentionLaunch attention_plan(const Card& c, const AttentionShape& s) {
     key.add(s.B, s.Hq, s.Hkv, s.Lq, bk.hi, s.D, s.t, s.scale, s.mask, s.mask_t, s.k_st[2],
             s.v_st[2]);
     add_strides(key, s);
-    auto plan = cached_plan(key.str(), [&] {
-        const Pricer pricer(cfg);
-        const AttentionShape top = bucket_shape(s, bk.hi);
-        const AttentionPlan p = plan_attention_lengths(pricer, top, bk.lo, cfg.num_cores);
-        return PlanEntry{0, build_attention(top, p), p.cores, p.cycles,
-                         plan_text(s, p) + std::format(", keys {}..{}", bk.lo, bk.hi)};
-    });
     LengthPrices pts;
     {
         std::lock_guard lock(prices().mu);
+        if (prices().too_large.contains(key.str())) return per_length();
         if (auto it = prices().by_key.find(key.str()); it != prices().by_key.end())
             pts = it->second;
+    }
+    std::shared_ptr<const PlanEntry> plan;
+    try {
+        plan = cached_plan(key.str(), [&] {
+            const Pricer pricer(cfg);
+            const AttentionShape top = bucket_shape(s, bk.hi);
+            const AttentionPlan p = plan_attention_lengths(pricer, top, bk.lo, cfg.num_cores);
+            return PlanEntry{0, build_attention(top, p), p.cores, p.cycles,
+                             plan_text(s, p) + std::format(", keys {}..{}", bk.lo, bk.hi)};
+        });
+    } catch (const Error& e) {
+        // the bucket's longest length past the engine's budget for one job (JobTooLarge):
+        // shorter ones may fit
+        if (e.status() != SPYRE_ERROR_NOT_SUPPORTED) throw;
+        std::lock_guard lock(prices().mu);
+        prices().too_large.insert(key.str());
+        return per_length();
     }
     if (pts.empty()) {  // once per bucket and process
         const Pricer pricer(cfg);
