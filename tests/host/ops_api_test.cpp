@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <functional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -369,46 +370,77 @@ TEST_F(Ops, AttentionBackwardOnTransposedViews) {
         << spyre_last_error();
 }
 
-// Decode steps at growing key lengths from 512 on reuse the block sizes of their family's first
-// plan (ops.md "Attention plans across key lengths"): each result is still exact for its own
-// length, and the plan names the same blocks.
+// Decode steps at growing key lengths (ops.md "Attention plans across key lengths"): the key
+// length and K/V strides are launch arguments, so 40 lengths of a KV cache (45..84, across the
+// bucket edge at 64) and of dense K/V copies (their head strides change with the length) make
+// one plan per bucket, not one per length; every result against a double-precision
+// reference at its own length; modeled cycles do not shrink as the length grows in a bucket.
 TEST_F(Ops, DecodeAttentionAcrossKeyLengths) {
-    const int64_t Hq = 4, Hkv = 2, D = 64, Lmax = 720;
+    const int64_t Hq = 4, Hkv = 2, D = 64, Lmax = 96;
     DevArray q(dev, SPYRE_DTYPE_FLOAT16, Hq * D, 31),
         k(dev, SPYRE_DTYPE_FLOAT16, Hkv * Lmax * D, 32);
     DevArray v(dev, SPYRE_DTYPE_FLOAT16, Hkv * Lmax * D, 33),
         o(dev, SPYRE_DTYPE_FLOAT16, Hq * D, 34);
-    std::string first_plan;
-    for (int64_t Lk : {600, 601, 700, 720}) {
-        SCOPED_TRACE(Lk);
-        // a KV cache [1, Hkv, Lmax, D] read up to Lk, as torch's cache[:, :, :Lk]
-        const spyre_tensor tq = view(q, {1, Hq, 1, D}, {Hq * D, D, D, 1});
-        const spyre_tensor tk = view(k, {1, Hkv, Lk, D}, {Hkv * Lmax * D, Lmax * D, D, 1});
-        const spyre_tensor tv = view(v, {1, Hkv, Lk, D}, {Hkv * Lmax * D, Lmax * D, D, 1});
-        const spyre_tensor to = view(o, {1, Hq, 1, D}, {Hq * D, D, D, 1});
-        ASSERT_SPYRE(spyre_op_attention(nullptr, &tq, &tk, &tv, &to, 1, 0.0f));
-        spyre_op_info info;
-        ASSERT_SPYRE(spyre_op_get_last_info(&info));
-        if (first_plan.empty()) first_plan = info.plan;
-        EXPECT_EQ(first_plan, info.plan);
-        EXPECT_EQ(info.plan_cached, 0);  // every length is a plan of its own
-        ASSERT_SPYRE(spyre_device_synchronize(dev));
-        o.fetch();
-        for (int64_t h = 0; h < Hq; ++h) {
-            const auto want = attend_ref(
-                Lk, D,
-                [&](int64_t j) {
-                    double dot = 0;
-                    for (int64_t d = 0; d < D; ++d)
-                        dot += double(q.at(h * D + d)) * k.at(((h / 2) * Lmax + j) * D + d);
-                    return dot / 8.0;
-                },
-                [&](int64_t j, int64_t d) { return v.at(((h / 2) * Lmax + j) * D + d); });
-            for (int64_t d = 0; d < D; ++d)
-                ASSERT_NEAR(o.at(h * D + d), want[d], 5e-3 * (1 + std::fabs(want[d])))
-                    << "h" << h << " d" << d;
+    const spyre_tensor tq = view(q, {1, Hq, 1, D}, {Hq * D, D, D, 1});
+    const spyre_tensor to = view(o, {1, Hq, 1, D}, {Hq * D, D, D, 1});
+    uint64_t hits0 = 0, misses0 = 0;
+    ASSERT_SPYRE(spyre_op_get_cache_stats(&hits0, &misses0));
+    uint64_t last_cycles[2] = {};
+    std::set<std::string> plans;
+    for (int64_t Lk = 45; Lk < 85; ++Lk) {
+        // dense copies [1, Hkv, Lk, D] of the cache's first Lk entries (torch.cat's caches)
+        std::vector<uint8_t> kd(Hkv * Lk * D * 2), vd(kd.size());
+        for (int64_t h = 0; h < Hkv; ++h) {
+            std::memcpy(&kd[h * Lk * D * 2], &k.host[h * Lmax * D * 2], Lk * D * 2);
+            std::memcpy(&vd[h * Lk * D * 2], &v.host[h * Lmax * D * 2], Lk * D * 2);
         }
+        spyre_buffer_t kb, vb;
+        ASSERT_SPYRE(spyre_malloc(dev, kd.size(), &kb));
+        ASSERT_SPYRE(spyre_malloc(dev, vd.size(), &vb));
+        ASSERT_SPYRE(spyre_memcpy_htod(kb, 0, kd.data(), kd.size()));
+        ASSERT_SPYRE(spyre_memcpy_htod(vb, 0, vd.data(), vd.size()));
+        const int64_t shape[4] = {1, Hkv, Lk, D};
+        spyre_tensor dk, dv;
+        ASSERT_SPYRE(spyre_tensor_init(&dk, kb, 0, SPYRE_DTYPE_FLOAT16, 4, shape));
+        ASSERT_SPYRE(spyre_tensor_init(&dv, vb, 0, SPYRE_DTYPE_FLOAT16, 4, shape));
+        // a KV cache [1, Hkv, Lmax, D] read up to Lk, as torch's cache[:, :, :Lk]
+        const spyre_tensor ck = view(k, {1, Hkv, Lk, D}, {Hkv * Lmax * D, Lmax * D, D, 1});
+        const spyre_tensor cv = view(v, {1, Hkv, Lk, D}, {Hkv * Lmax * D, Lmax * D, D, 1});
+        for (int dense = 0; dense < 2; ++dense) {
+            SCOPED_TRACE(::testing::Message() << "Lk " << Lk << (dense ? " dense" : " cache"));
+            ASSERT_SPYRE(spyre_op_attention(nullptr, &tq, dense ? &dk : &ck, dense ? &dv : &cv, &to,
+                                            Lk % 2, 0.0f));  // causal or not: the same
+            spyre_op_info info;
+            ASSERT_SPYRE(spyre_op_get_last_info(&info));
+            plans.insert(info.plan);
+            if (Lk != 65) EXPECT_GE(info.modeled_cycles, last_cycles[dense]);
+            last_cycles[dense] = info.modeled_cycles;
+            ASSERT_SPYRE(spyre_device_synchronize(dev));
+            o.fetch();
+            for (int64_t h = 0; h < Hq; ++h) {
+                const auto want = attend_ref(
+                    Lk, D,
+                    [&](int64_t j) {
+                        double dot = 0;
+                        for (int64_t d = 0; d < D; ++d)
+                            dot += double(q.at(h * D + d)) * k.at(((h / 2) * Lmax + j) * D + d);
+                        return dot / 8.0;
+                    },
+                    [&](int64_t j, int64_t d) { return v.at(((h / 2) * Lmax + j) * D + d); });
+                for (int64_t d = 0; d < D; ++d)
+                    ASSERT_NEAR(o.at(h * D + d), want[d], 5e-3 * (1 + std::fabs(want[d])))
+                        << "h" << h << " d" << d;
+            }
+        }
+        spyre_free(kb);
+        spyre_free(vb);
     }
+    uint64_t hits = 0, misses = 0;
+    ASSERT_SPYRE(spyre_op_get_cache_stats(&hits, &misses));
+    // one plan per bucket (45..64, 65..84) for both: K/V strides are not part of it
+    EXPECT_LE(misses - misses0, 2u);
+    EXPECT_EQ(hits + misses - hits0 - misses0, 80u);
+    EXPECT_EQ(plans.size(), 2u);  // one text per bucket (it names the bucket's lengths)
 }
 
 // Attention masks through the C API: torch's attn_mask forms ([Lq, Lk], [B, 1, Lq, Lk],

@@ -54,13 +54,15 @@ AttnRun run(const AttentionShape& s, const AttentionPlan& p, uint32_t seed) {
     cfg.num_threads = 2;
     spyre_engine* eng = spyre_engine_create(&cfg);
     const auto prog = build_attention(s, p);
-    const uint64_t args[5] = {r.q, r.k, r.v, r.o, r.m};
+    std::vector<uint64_t> args = {r.q, r.k, r.v, r.o, r.m, 0};
+    if (s.runtime_lk)  // the key length and K/V strides as launch arguments 6..10
+        for (uint64_t a : attention_length_args(s)) args.push_back(a);
     const spyre_engine_window w{0, r.mem.size()};
     spyre_engine_job job{};
     job.program = prog.data();
     job.program_size = prog.size();
-    job.args = args;
-    job.num_args = 5;
+    job.args = args.data();
+    job.num_args = uint32_t(args.size());
     job.num_cores = p.cores;
     job.mem = r.mem.data();
     job.mem_size = r.mem.size();
@@ -294,6 +296,53 @@ TEST(OpsAttention, PlannerRefusesWhatItCannotLayOut) {
     p.bk = 64;  // 64 boolean mask bytes per key block: not a whole stick
     s.m_st[2] = 128;
     EXPECT_THROW(build_attention(s, p), std::invalid_argument);
+}
+
+// A decode program with the key length as a launch argument (runtime_lk): one image for every
+// length, and at each length (1 block, a short tail, whole blocks, many blocks; GQA, dense and
+// KV-cache strides, fp16 and fp32, an additive [Lk] mask) the same output bytes as the program
+// built for that length with the same blocks, and its modeled cycles within 0.5%.
+TEST(OpsAttention, KeyLengthAsLaunchArgumentMatchesPerLengthProgram) {
+    const Pricer pricer(default_engine_config());
+    for (DType t : {DType::F16, DType::F32})
+        for (bool cache : {false, true})
+            for (bool masked : {false, true}) {
+                AttentionShape s;
+                s.Hq = 8, s.Hkv = 2, s.Lq = 1, s.D = 64, s.t = t;
+                const uint64_t row = 64 * isa::dtype_size(t), Lmax = 300;
+                if (cache)  // [1, Hkv, Lmax, D] read up to Lk
+                    s.k_st[0] = s.v_st[0] = 2 * Lmax * row, s.k_st[1] = s.v_st[1] = Lmax * row,
+                    s.k_st[2] = s.v_st[2] = row;
+                if (masked) s.mask = AttentionShape::Mask::ADD, s.mask_t = DType::F32;
+                AttentionPlan p;
+                p.bq = 1, p.bk = 128, p.cores = 2;
+                AttentionShape rt = s;
+                rt.runtime_lk = true, rt.Lk = 256;
+                const auto image = build_attention(rt, p);
+                for (uint64_t lk : {1, 5, 127, 128, 129, 256, 300}) {
+                    SCOPED_TRACE(::testing::Message()
+                                 << "Lk " << lk << " type " << int(t)
+                                 << (cache ? " cache" : " dense") << (masked ? " masked" : ""));
+                    s.Lk = rt.Lk = lk;
+                    EXPECT_EQ(image, build_attention(rt, p));
+                    const AttnRun own = run(s, p, 7), arg = run(rt, p, 7);
+                    check(s, arg);
+                    ASSERT_EQ(own.mem.size(), arg.mem.size());
+                    EXPECT_EQ(0, std::memcmp(own.mem.data() + own.o, arg.mem.data() + arg.o,
+                                             attention_tensor_bytes(s, 3)));
+                    AttentionPlan a = p, b = p;
+                    price_attention(pricer, s, a);
+                    price_attention(pricer, rt, b);
+                    // a few more scalar instructions (the length from its argument, one
+                    // more per key block for the tail test): at most 0.5%
+                    EXPECT_GE(b.cycles, a.cycles);
+                    EXPECT_LE(b.cycles, a.cycles + a.cycles / 200);
+                }
+            }
+    AttentionShape c;
+    c.runtime_lk = c.causal = true;
+    AttentionPlan p;
+    EXPECT_THROW(build_attention(c, p), std::invalid_argument);  // causal needs Lk when built
 }
 
 // Candidates past the engine's budget of timed operations for one job (small blocks over long

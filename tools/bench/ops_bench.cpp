@@ -382,11 +382,89 @@ nlohmann::json machine_roofs(const spyre_engine_config& cfg) {
              "Documentation/isa.md 1 and 6.2 name their origin"}};
 }
 
+// Decode attention by key length (ops.md "Attention plans across key lengths"): libspyre runs
+// one program per bucket of lengths with the length a launch argument. Per length: the cycles
+// of a program planned and built for that length alone, of the bucket's program run at it
+// (exact), and what libspyre reports (interpolated between kLengthPoints priced lengths).
+void attention_lengths(const Pricer& pr) {
+    const auto& cfg = pr.config();
+    struct Heads {
+        const char* label;
+        uint64_t Hq, Hkv, D;
+        DType t;
+    } heads[] = {{"TinyGranite 8/2 of 64 fp32", 8, 2, 64, DType::F32},
+                 {"Granite 32/8 of 128 fp16", 32, 8, 128, DType::F16}};
+    for (const Heads& h : heads) {
+        std::printf("attention by key length, %s, Lq 1:\n", h.label);
+        std::printf("  %5s %12s %22s %22s %9s %11s %s\n", "Lk", "own program", "bucket program",
+                    "reported (interp.)", "own plan", "bucket plan", "blocks own/bucket");
+        for (uint64_t lk : {5, 17, 100, 511, 512, 2048, 4096}) {
+            AttentionShape s;
+            s.Hq = h.Hq, s.Hkv = h.Hkv, s.D = h.D, s.t = h.t, s.Lk = lk;
+            auto t0 = std::chrono::steady_clock::now();
+            const AttentionPlan own = plan_attention(pr, s, cfg.num_cores);
+            const double own_ms =
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count();
+            const LengthBucket b = attention_length_bucket(lk);
+            AttentionShape bs = s;
+            bs.runtime_lk = true, bs.Lk = b.hi;
+            t0 = std::chrono::steady_clock::now();
+            const AttentionPlan bp = plan_attention_lengths(pr, bs, b.lo, cfg.num_cores);
+            const double bucket_ms =
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count();
+            AttentionShape at = bs;
+            at.Lk = lk;
+            AttentionPlan run = bp;
+            price_attention(pr, at, run);
+            const double est = double(interpolate_cycles(
+                price_attention_lengths(pr, build_attention(bs, bp), bp.cores, bs, b.lo, b.hi),
+                lk));
+            std::printf(
+                "  %5llu %12llu %12llu (%+6.2f%%) %12.0f (%+6.2f%%) %6.1f ms %8.1f ms  bk "
+                "%llu/%llu\n",
+                (unsigned long long)lk, (unsigned long long)own.cycles,
+                (unsigned long long)run.cycles,
+                100.0 * (double(run.cycles) / double(own.cycles) - 1), est,
+                100.0 * (est / double(run.cycles) - 1), own_ms, bucket_ms,
+                (unsigned long long)own.bk, (unsigned long long)bp.bk);
+            std::fflush(stdout);
+        }
+        // every length to 128, then every 8th: the bucket program's cycles over the own
+        // program's (the blocks of a bucket are chosen at its two ends)
+        double worst = 0, sum = 0;
+        uint64_t worst_lk = 0, n = 0;
+        for (uint64_t lk = 1; lk <= 4096; lk += lk < 128 ? 1 : 8) {
+            AttentionShape s;
+            s.Hq = h.Hq, s.Hkv = h.Hkv, s.D = h.D, s.t = h.t, s.Lk = lk;
+            const AttentionPlan own = plan_attention(pr, s, cfg.num_cores);
+            const LengthBucket b = attention_length_bucket(lk);
+            AttentionShape bs = s;
+            bs.runtime_lk = true, bs.Lk = b.hi;
+            AttentionPlan run = plan_attention_lengths(pr, bs, b.lo, cfg.num_cores);
+            bs.Lk = lk;
+            price_attention(pr, bs, run);
+            const double gap = 100.0 * (double(run.cycles) / double(own.cycles) - 1);
+            if (gap > worst) worst = gap, worst_lk = lk;
+            sum += gap, ++n;
+        }
+        std::printf(
+            "  %llu lengths 1..4096: bucket program vs own program worst %+.2f%% (Lk %llu), "
+            "mean %+.3f%%\n",
+            (unsigned long long)n, worst, (unsigned long long)worst_lk, sum / double(n));
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     const std::string out = argc > 1 ? argv[1] : "build/bench/model.json";
     const spyre_engine_config cfg = default_engine_config();
+    if (out == "attention-lengths") {  // this table alone
+        attention_lengths(Pricer(cfg));
+        return 0;
+    }
     MatmulPlanner pl(cfg);
     std::vector<Row> rows;
     // Granite-3.3-8B: hidden 4096, MLP 12800, 32 heads, 8 KV heads of 128 (K/V proj 1024)
@@ -448,11 +526,12 @@ int main(int argc, char** argv) {
         std::printf("    units: %s\n", r.breakdown.c_str());
         std::fflush(stdout);
     }
-    // Attention plans across key lengths: libspyre plans the first decode shape of a family
-    // (same heads and types, Lq 1, Lk within one power of two, from 512 keys) over every
-    // candidate and reuses its blocks for the rest, pricing only those (a decode step grows Lk
-    // by one). Seeds are each bucket's first length in decode order (2^(k-1) + 1); the gap is
-    // the reused plan's cycles over the best. Lq 32 and Lk < 512 show why reuse stops there.
+    // Attention plans across key lengths, the policy before decode took Lk as a launch argument
+    // (attention_lengths below): the first decode shape of a family (same heads and types, Lq
+    // 1, Lk within one power of two, from 512 keys) planned over every candidate and its blocks
+    // reused for the rest, pricing only those. Seeds are each bucket's first length in decode
+    // order (2^(k-1) + 1); the gap is the reused plan's cycles over the best. Lq 32 and
+    // Lk < 512 show why reuse stopped there.
     for (auto [lq, from] :
          {std::pair<uint64_t, uint64_t>{1, 512}, std::pair<uint64_t, uint64_t>{1, 64},
           std::pair<uint64_t, uint64_t>{32, 64}}) {
@@ -481,8 +560,8 @@ int main(int argc, char** argv) {
             "attention plan reuse, Lq %-3llu Lk %llu..4096%s (%d lengths): reused blocks vs every "
             "candidate: worst %+.2f%%, mean %+.2f%%; planning %.1f ms -> %.1f ms per length\n",
             (unsigned long long)lq, (unsigned long long)from + 1,
-            lq == 1 && from >= 512 ? " (libspyre reuses these)"
-                                   : " (why libspyre does not reuse below 512 or for Lq > 1)",
+            lq == 1 && from >= 512 ? " (libspyre's decode policy before attention-lengths)"
+                                   : " (why that policy stopped below 512 and for Lq > 1)",
             n, worst, sum / n, plan_ms / n, replan_ms / n);
         Row r{};
         r.name = std::format("attention plan reuse Lq {} Lk {}..4096", lq, from + 1);
@@ -493,6 +572,7 @@ int main(int argc, char** argv) {
         rows.push_back(r);
         std::fflush(stdout);
     }
+    attention_lengths(pr);
     for (auto [A, R, I] : {std::tuple{16, 1024, 128}, std::tuple{1, 4096, 256}}) {
         rows.push_back(softmax_dim_case(pr, A, R, I));
         const Row& r = rows.back();

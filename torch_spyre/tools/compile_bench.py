@@ -505,7 +505,9 @@ def everything():
 
 def decode():
     """TinyGranite decode steps: eager, compiled and replayed at one position, then with the
-    KV length growing (growing_kv)."""
+    KV length growing (growing_kv); first eager decode at new key lengths (new_lengths: before
+    the others have planned any)."""
+    new_lengths()
     torch.compiler.reset()
     eager = TinyGranite().to("spyre")
     model = copy.deepcopy(eager)
@@ -520,8 +522,8 @@ def decode():
         print(f"decoder: compile prefill + decode {time.perf_counter() - t0:.2f} s")
         eager(prompt.to("spyre"), 0)
         # plans warm for every position measured, for both: the library caches plans by shape
-        # (attention's by key length) for the process, so whichever ran a position first would
-        # pay its plans
+        # for the process (attention's by bucket of key lengths), so whichever ran a position
+        # first would pay its plans
         for fn in (eager, compiled):
             for pos in range(14, 29):
                 fn(token, pos)
@@ -558,6 +560,31 @@ def decode():
         print(f"replayed step vs eager: max abs difference {(want - got).abs().max().item():.3g} "
               f"(logits up to {want.abs().max().item():.3g})")
         growing_kv(prompt)
+
+
+def new_lengths():
+    """Eager greedy decode as HF-style generate runs it (the KV length a host int, one more each
+    step): 40 steps at key lengths the process has not seen (5-44), then the same 40 again;
+    medians of wall and process CPU time per step (synchronized). What a new length costs beyond
+    a seen one (ops.md "Attention plans across key lengths")."""
+    m = TinyGranite().to("spyre").eval()
+    prompt = torch.randint(0, 512, (1, 4), generator=torch.Generator().manual_seed(5))
+    res = []
+    with torch.no_grad():
+        for _ in range(2):
+            logits, wall, cpu = m(prompt.to("spyre"), 0)[:, -1], [], []
+            torch.spyre.synchronize()
+            for pos in range(4, 44):
+                t0, c0 = time.perf_counter(), time.process_time()
+                logits = m(logits.argmax(-1, keepdim=True), pos)[:, -1]
+                torch.spyre.synchronize()
+                wall.append(time.perf_counter() - t0), cpu.append(time.process_time() - c0)
+            res.append((sorted(wall)[20] * 1e3, sorted(cpu)[20] * 1e3))
+    for (w, c), name in zip(res, ("new key lengths", "the same lengths again")):
+        record("TinyGranite eager decode, " + name, "eager", None, None, w * 1e3, cpu_us=c * 1e3)
+    print(f"eager decode at new key lengths: {res[0][0]:.3f} ms/step wall, {res[0][1]:.3f} ms "
+          f"CPU; the same lengths again: {res[1][0]:.3f} ms wall, {res[1][1]:.3f} ms CPU "
+          f"(medians of 40 steps)")
 
 
 def growing_kv(prompt):

@@ -6,9 +6,12 @@
 // (ops/attention_backward_program.hpp) from the forward's logsumexp.
 #include <algorithm>
 #include <bit>
+#include <cmath>
+#include <format>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "ops/api_common.hpp"
@@ -20,64 +23,117 @@
 namespace spyre::ops {
 namespace {
 
-// The block sizes chosen for a family of decode shapes (Lq 1) that differ only in Lk within one
-// power of two, Lk >= kReuseFromLk (a decode step grows Lk by one): the first of the family is
-// planned over every candidate, the others price only these blocks. Measured on the cycle model
-// (spyre-ops-bench "attention plan reuse"): no loss from 512 keys on; below, and for Lq > 1, the
-// best blocks change within a family (up to +6% and +32%), so those shapes plan in full
-// (ops.md "Attention plans across key lengths").
-constexpr uint64_t kReuseFromLk = 512;
-struct Choices {
+// Decode (Lq 1) takes its key length, and the batch and head strides of K and V, as launch
+// arguments: one plan and program serve a bucket of lengths (up to 64, then each power of two,
+// 2^(k-1) + 1 .. 2^k), so a decode step at a new length reuses the plan, the loaded program
+// and the engine's decoded copy instead of planning, building, uploading and decoding anew
+// (ops.md "Attention plans across key lengths", attention_length_bucket). A bucket's blocks are
+// chosen by their prices at five of its lengths; the modeled cycles reported for a length are
+// interpolated between prices of its program at kLengthPoints lengths of the bucket.
+
+// The modeled cycles of each bucket's program across its lengths, by plan key (a plan read
+// from the program cache on disk is priced once per process), and the buckets whose longest
+// length is more work than one launch may do (their lengths plan one by one, as before).
+struct Prices {
     std::mutex mu;
-    std::map<std::string, AttentionPlan> by_family;
+    std::map<std::string, LengthPrices> by_key;
+    std::set<std::string> too_large;
 };
-Choices& choices() {
-    static Choices* c = new Choices;  // never destroyed, like the plan cache
-    return *c;
+Prices& prices() {
+    static Prices* p = new Prices;  // never destroyed, like the plan cache
+    return *p;
 }
 
-AttentionPlan choose_plan(const spyre_engine_config& cfg, const Pricer& pricer,
-                          const AttentionShape& s) {
-    if (s.Lq != 1 || s.Lk < kReuseFromLk) return plan_attention(pricer, s, cfg.num_cores);
-    PlanKey family("attn-family", cfg);
-    family.add(s.B, s.Hq, s.Hkv, s.Lq, std::bit_ceil(s.Lk), s.D, s.t, s.causal, s.mask, s.mask_t);
-    auto& cs = choices();
-    std::optional<AttentionPlan> chosen;
-    {
-        std::lock_guard lock(cs.mu);
-        if (auto it = cs.by_family.find(family.str()); it != cs.by_family.end())
-            chosen = it->second;
-    }
-    if (chosen)
-        if (auto p = replan_attention(pricer, s, *chosen, cfg.num_cores)) return *p;
-    const AttentionPlan best = plan_attention(pricer, s, cfg.num_cores);
-    std::lock_guard lock(cs.mu);
-    cs.by_family.try_emplace(family.str(), best);
-    return best;
+// The shape a bucket's program is planned and priced with: key length Lk, the K and V strides
+// of this call.
+AttentionShape bucket_shape(const AttentionShape& s, uint64_t Lk) {
+    AttentionShape r = s;
+    r.runtime_lk = true;
+    r.Lk = Lk;
+    return r;
 }
 
-std::shared_ptr<const PlanEntry> attention_plan(const Card& c, const AttentionShape& s) {
-    const spyre_engine_config cfg = engine_config_of(c.info);
-    PlanKey key("attn", cfg);
-    key.add(s.B, s.Hq, s.Hkv, s.Lq, s.Lk, s.D, s.t, s.causal, s.scale, s.mask, s.mask_t);
-    for (const uint64_t* st : {s.q_st, s.k_st, s.v_st, s.o_st, s.m_st})
-        key.add(st[0], st[1], st[2]);
+void add_strides(PlanKey& key, const AttentionShape& s) {
+    for (const uint64_t* st : {s.q_st, s.o_st, s.m_st}) key.add(st[0], st[1], st[2]);
     key.add(s.lse, s.l_st[0], s.l_st[1]);
-    return cached_plan(key.str(), [&] {
+}
+
+std::string plan_text(const AttentionShape& s, const AttentionPlan& p) {
+    return std::format("q block {} x {} heads, key block {}, {} cores{}{}", p.bq, s.Hq / s.Hkv,
+                       p.bk, p.cores,
+                       s.mask == AttentionShape::Mask::NONE  ? ""
+                       : s.mask == AttentionShape::Mask::ADD ? ", additive mask"
+                                                             : ", boolean mask",
+                       s.lse ? ", logsumexp" : "");
+}
+
+struct AttentionLaunch {
+    std::shared_ptr<const PlanEntry> plan;
+    std::vector<uint64_t> extra_args;  // after the six addresses
+    std::optional<uint64_t> cycles;    // modeled, when not the plan's
+};
+
+AttentionLaunch attention_plan(const Card& c, const AttentionShape& s) {
+    const spyre_engine_config cfg = engine_config_of(c.info);
+    auto per_length = [&]() -> AttentionLaunch {
+        PlanKey key("attn", cfg);
+        key.add(s.B, s.Hq, s.Hkv, s.Lq, s.Lk, s.D, s.t, s.causal, s.scale, s.mask, s.mask_t);
+        for (const uint64_t* st : {s.k_st, s.v_st}) key.add(st[0], st[1], st[2]);
+        add_strides(key, s);
+        return {cached_plan(key.str(),
+                            [&] {
+                                const Pricer pricer(cfg);
+                                const AttentionPlan p = plan_attention(pricer, s, cfg.num_cores);
+                                return PlanEntry{0, build_attention(s, p), p.cores, p.cycles,
+                                                 plan_text(s, p)};
+                            }),
+                {},
+                std::nullopt};
+    };
+    if (s.Lq != 1 || s.causal) return per_length();
+    // K and V strides are arguments: a program only needs them whole sticks
+    for (const uint64_t* st : {s.k_st, s.v_st})
+        if (st[0] % kStick || st[1] % kStick)
+            fail(SPYRE_ERROR_NOT_SUPPORTED,
+                 "attention: batch, head and position strides must be multiples of 128 bytes");
+    const LengthBucket bk = attention_length_bucket(s.Lk);
+    PlanKey key("attn-len", cfg);
+    key.add(s.B, s.Hq, s.Hkv, s.Lq, bk.hi, s.D, s.t, s.scale, s.mask, s.mask_t, s.k_st[2],
+            s.v_st[2]);
+    add_strides(key, s);
+    LengthPrices pts;
+    {
+        std::lock_guard lock(prices().mu);
+        if (prices().too_large.contains(key.str())) return per_length();
+        if (auto it = prices().by_key.find(key.str()); it != prices().by_key.end())
+            pts = it->second;
+    }
+    std::shared_ptr<const PlanEntry> plan;
+    try {
+        plan = cached_plan(key.str(), [&] {
+            const Pricer pricer(cfg);
+            const AttentionShape top = bucket_shape(s, bk.hi);
+            const AttentionPlan p = plan_attention_lengths(pricer, top, bk.lo, cfg.num_cores);
+            return PlanEntry{0, build_attention(top, p), p.cores, p.cycles,
+                             plan_text(s, p) + std::format(", keys {}..{}", bk.lo, bk.hi)};
+        });
+    } catch (const Error& e) {
+        // the bucket's longest length past the engine's budget for one job (JobTooLarge):
+        // shorter ones may fit
+        if (e.status() != SPYRE_ERROR_NOT_SUPPORTED) throw;
+        std::lock_guard lock(prices().mu);
+        prices().too_large.insert(key.str());
+        return per_length();
+    }
+    if (pts.empty()) {  // once per bucket and process
         const Pricer pricer(cfg);
-        const AttentionPlan p = choose_plan(cfg, pricer, s);
-        PlanEntry e;
-        e.image = build_attention(s, p);
-        e.cores = p.cores;
-        e.cycles = p.cycles;
-        e.plan = std::format("q block {} x {} heads, key block {}, {} cores{}{}", p.bq,
-                             s.Hq / s.Hkv, p.bk, p.cores,
-                             s.mask == AttentionShape::Mask::NONE  ? ""
-                             : s.mask == AttentionShape::Mask::ADD ? ", additive mask"
-                                                                   : ", boolean mask",
-                             s.lse ? ", logsumexp" : "");
-        return e;
-    });
+        pts = price_attention_lengths(pricer, plan->image, plan->cores, bucket_shape(s, bk.hi),
+                                      bk.lo, bk.hi);
+        std::lock_guard lock(prices().mu);
+        prices().by_key.insert_or_assign(key.str(), pts);
+    }
+    const uint64_t cycles = interpolate_cycles(pts, s.Lk);
+    return {plan, attention_length_args(s), cycles};
 }
 
 // The mask as the program reads it: device address and byte strides of its batch, head and
@@ -216,6 +272,8 @@ void attention_impl(spyre_stream_t stream, const Tensor& q, const Tensor& k, con
                     const Tensor* mask, const Tensor& o, const Tensor* lse, bool causal,
                     float scale) {
     AttentionShape s = attention_shape(q, k, v, o, causal, scale);
+    // one query row at the end of the keys sees them all: causal changes nothing
+    if (s.Lq == 1) s.causal = false;
     const Card c = card_of(o.buffer);
     require_same_card(c, {&q, &k, &v, mask, lse}, "attention");
     if (s.B == 0 || s.Hq == 0 || s.Lq == 0 || s.D == 0) return;
@@ -229,10 +287,13 @@ void attention_impl(spyre_stream_t stream, const Tensor& q, const Tensor& k, con
         m = attention_mask(c, *mask, s, stream, mask_scratch);
         std::copy(m.st, m.st + 3, s.m_st);
     }
-    auto plan = attention_plan(c, s);
-    launch(c, plan, stream, {q.addr, k.addr, v.addr, o.addr, m.addr, lse ? lse->addr : 0},
-           {q.buffer, k.buffer, v.buffer, o.buffer, m.buffer, lse ? lse->buffer : nullptr});
-    finish_info(c, *plan);
+    const AttentionLaunch a = attention_plan(c, s);
+    std::vector<uint64_t> args = {q.addr, k.addr, v.addr, o.addr, m.addr, lse ? lse->addr : 0};
+    args.insert(args.end(), a.extra_args.begin(), a.extra_args.end());
+    launch(c, a.plan, stream, args,
+           {q.buffer, k.buffer, v.buffer, o.buffer, m.buffer, lse ? lse->buffer : nullptr},
+           a.cycles);
+    finish_info(c, *a.plan);
 }
 
 // One pass of the backward (passes 1: dQ, 2: dK/dV), planned once per shape and strides.

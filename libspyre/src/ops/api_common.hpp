@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -109,8 +110,10 @@ class PlanKey {
 
   private:
     template <typename T>
-    requires std::is_arithmetic_v<T> || std::is_enum_v<T>
-    void put(T v) { bytes_.append(reinterpret_cast<const char*>(&v), sizeof v); }
+        requires std::is_arithmetic_v<T> || std::is_enum_v<T>
+    void put(T v) {
+        bytes_.append(reinterpret_cast<const char*>(&v), sizeof v);
+    }
     std::string bytes_;
 };
 
@@ -120,9 +123,11 @@ std::shared_ptr<const PlanEntry> cached_plan(const std::string& key,
                                              const std::function<PlanEntry()>& make);
 
 // Queues the plan's program on `stream` with `args`, allowed to touch `bufs` (duplicates and
-// NULLs are fine); adds to last_info()'s launches and modeled cycles.
+// NULLs are fine); adds to last_info()'s launches and modeled cycles (the plan's, or `cycles`
+// for a program whose run depends on its arguments).
 void launch(const Card& c, const std::shared_ptr<const PlanEntry>& e, spyre_stream_t stream,
-            const std::vector<uint64_t>& args, std::vector<spyre_buffer_t> bufs);
+            const std::vector<uint64_t>& args, std::vector<spyre_buffer_t> bufs,
+            std::optional<uint64_t> cycles = std::nullopt);
 
 // Fills last_info()'s plan, cores and modeled time after the launches of an op.
 void finish_info_ns(const Card& c);

@@ -32,15 +32,26 @@ inline void key_block_count(ProgramBuilder& b, bool causal, Reg qb, int64_t bq, 
 }
 
 // -inf for the keys of key block `kb` past Lk (keep j <= Lk - 1 - kb*bk); a full block
-// (v >= bk - 1) branches over the mask pass.
-inline void mask_key_tail(ProgramBuilder& b, Reg kb, int64_t rows, int64_t bk, uint64_t Lk) {
+// (v >= bk - 1) branches over the mask pass. lk_arg >= 0: Lk is that launch argument.
+inline void mask_key_tail(ProgramBuilder& b, Reg kb, int64_t rows, int64_t bk, uint64_t Lk,
+                          int lk_arg = -1) {
     ProgramBuilder::Label full = b.label();
     b.muli(18, kb, -bk);
-    b.addi(18, 18, int64_t(Lk) - 1);
-    b.li(10, bk - 1);
+    if (lk_arg >= 0) {  // r18 = Lk - kb*bk, full from bk on
+        b.arg(17, uint32_t(lk_arg));
+        b.add(18, 18, 17);
+        b.li(10, bk);
+    } else {
+        b.addi(18, 18, int64_t(Lk) - 1);
+        b.li(10, bk - 1);
+    }
     b.br(isa::Cond::GE, 18, 10, full);
     b.li(21, rows), b.li(22, bk), b.li(23, bk * 4), b.li(24, bk * 4);
-    b.li(25, 0), b.li(26, -1), b.mov(27, 18);
+    b.li(25, 0), b.li(26, -1);
+    if (lk_arg >= 0)
+        b.addi(27, 18, -1);
+    else
+        b.mov(27, 18);
     b.vmask(isa::DType::F32, isa::DType::F32, 28, 28, 21, -std::numeric_limits<float>::infinity());
     b.bind(full);
 }

@@ -2,6 +2,7 @@
 #include "ops/attention_program.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <format>
 #include <limits>
@@ -103,10 +104,11 @@ std::vector<uint8_t> build_attention(const AttentionShape& shape, const Attentio
     const int64_t nqb = s.Lq / bq, nkb = (s.Lk + bk - 1) / bk;
     const int64_t units = s.B * s.Hkv * nqb, ncores = p.cores;
     const int64_t off = s.Lk - s.Lq;
-    const bool tail = s.Lk % bk != 0;
+    // with the length at run time any block may be the short last one
+    const bool rt = s.runtime_lk, tail = rt || s.Lk % bk != 0;
     const float scale = s.scale != 0.0f ? s.scale : 1.0f / std::sqrt(float(D));
     if (s.Hq % s.Hkv || s.Lq % bq || Db % kStick || R > int64_t(isa::kMaxMatDim) ||
-        !mask_fits(s, p.bk) || (s.lse && !lse_block_fits(s.Lq, p.bq)))
+        !mask_fits(s, p.bk) || (s.lse && !lse_block_fits(s.Lq, p.bq)) || (rt && s.causal))
         throw std::invalid_argument("attention plan does not fit the shape");
     const bool masked = s.mask != AttentionShape::Mask::NONE;
     const int64_t mes = isa::dtype_size(s.mask_t), mrow = bk * mes;
@@ -222,16 +224,35 @@ std::vector<uint8_t> build_attention(const AttentionShape& shape, const Attentio
     lxreg(28, l.o);
     vdesc({R, D, D * 4, D * 4});
     b.vun(VUn::SET, DType::F32, DType::F32, 28, 0, 21, 0.0f);
-    attention_emit::key_block_count(b, s.causal, 9, bq, bk, off, nkb);
-    // K/V of (b, kv head): + bkv * Lk * Db
-    b.muli(13, 30, int64_t(s.k_st[0]));
-    b.muli(10, 31, int64_t(s.k_st[1]));
-    b.add(13, 13, 10);
-    b.add(13, 13, 4);
-    b.muli(14, 30, int64_t(s.v_st[0]));
-    b.muli(10, 31, int64_t(s.v_st[1]));
-    b.add(14, 14, 10);
-    b.add(14, 14, 5);
+    if (rt) {  // r16 = ceil(Lk / bk) of launch argument 6 (bk is a power of two)
+        b.arg(16, 6);
+        b.addi(16, 16, bk - 1);
+        b.alu(Alu::SHR, 16, 16, 0, std::countr_zero(uint64_t(bk)));
+    } else {
+        attention_emit::key_block_count(b, s.causal, 9, bq, bk, off, nkb);
+    }
+    // K/V of (b, kv head): + b * batch stride + kvh * head stride (arguments 7..10 at run time)
+    auto kv_base = [&](Reg dst, Reg base, const uint64_t* st, uint32_t arg) {
+        if (rt && s.B == 1) {  // no batch term
+            b.arg(dst, arg + 1);
+            b.mul(dst, 31, dst);
+            b.add(dst, dst, base);
+            return;
+        }
+        if (rt) {
+            b.arg(dst, arg);
+            b.mul(dst, 30, dst);
+            b.arg(10, arg + 1);
+            b.mul(10, 31, 10);
+        } else {
+            b.muli(dst, 30, int64_t(st[0]));
+            b.muli(10, 31, int64_t(st[1]));
+        }
+        b.add(dst, dst, 10);
+        b.add(dst, dst, base);
+    };
+    kv_base(13, 4, s.k_st, 7);
+    kv_base(14, 5, s.v_st, 9);
     // Software-pipelined over key blocks: while the vector unit runs block kb's softmax update,
     // the scores S = Q K^T of block kb+1 are on the matrix unit and block kb+2 is on its way
     // from DDR (K, V and mask triple buffered, S double buffered); then P V of block kb
@@ -251,7 +272,10 @@ std::vector<uint8_t> build_attention(const AttentionShape& shape, const Attentio
         buffer(31, l.v, 29);
         // rows of this block: min(bk, Lk - blk*bk)
         b.muli(18, blk, bk);
-        b.li(19, int64_t(s.Lk));
+        if (rt)
+            b.arg(19, 6);
+        else
+            b.li(19, int64_t(s.Lk));
         b.sub(19, 19, 18);
         b.li(10, bk);
         b.alu(Alu::MINU, 19, 19, 10);
@@ -342,7 +366,7 @@ std::vector<uint8_t> build_attention(const AttentionShape& shape, const Attentio
         }
         // masks: keys past Lk, and the causal limit of each head's rows; each only on the
         // blocks it changes (a mask pass costs as much as any other pass over S)
-        if (tail) attention_emit::mask_key_tail(b, 15, R, bk, s.Lk);
+        if (tail) attention_emit::mask_key_tail(b, 15, R, bk, s.Lk, rt ? 6 : -1);
         if (s.causal) attention_emit::mask_causal(b, 9, 15, g, bq, bk, off);
         // online softmax: m_new = max(m_old, rowmax(S)); corr = exp(m_old - m_new)
         lxreg(29, l.stat);
@@ -482,15 +506,58 @@ uint64_t attention_tensor_bytes(const AttentionShape& shape, int which) {
     }
 }
 
+std::vector<uint64_t> attention_length_args(const AttentionShape& shape) {
+    const AttentionShape s = shape.resolved();
+    return {s.Lk, s.k_st[0], s.k_st[1], s.v_st[0], s.v_st[1]};
+}
+
+namespace {
+// The engine's timing-only run of an attention image on the tensors of s laid out one after
+// the other.
+spyre_engine_result price_image(const Pricer& pricer, const std::vector<uint8_t>& image,
+                                uint32_t cores, const AttentionShape& s) {
+    std::vector<uint64_t> args;
+    uint64_t at = 0;
+    for (int which = 0; which < 6; ++which) {
+        args.push_back(at);
+        at += attention_tensor_bytes(s, which);
+    }
+    if (s.runtime_lk)
+        for (uint64_t a : attention_length_args(s)) args.push_back(a);
+    return pricer.price(image, cores, args, at);
+}
+}  // namespace
+
 void price_attention(const Pricer& pricer, const AttentionShape& s, AttentionPlan& p) {
-    const uint64_t q = attention_tensor_bytes(s, 0), k = attention_tensor_bytes(s, 1),
-                   v = attention_tensor_bytes(s, 2), o = attention_tensor_bytes(s, 3),
-                   m = attention_tensor_bytes(s, 4), lse = attention_tensor_bytes(s, 5);
-    const uint64_t end = q + k + v + o;
-    const auto r = pricer.price(build_attention(s, p), p.cores,
-                                {0, q, q + k, q + k + v, end, end + m}, end + m + lse);
-    p.cycles = r.total_cycles;
-    p.stats = r;
+    p.stats = price_image(pricer, build_attention(s, p), p.cores, s);
+    p.cycles = p.stats.total_cycles;
+}
+
+LengthPrices price_attention_lengths(const Pricer& pricer, const std::vector<uint8_t>& image,
+                                     uint32_t cores, const AttentionShape& s, uint64_t lo,
+                                     uint64_t hi) {
+    LengthPrices out;
+    for (int i = 0; i < kLengthPoints; ++i) {
+        const uint64_t lk = lo + (hi - lo) * uint64_t(i) / (kLengthPoints - 1);
+        if (!out.empty() && out.back().first == lk) continue;
+        AttentionShape at = s;
+        at.Lk = lk;
+        out.emplace_back(lk, price_image(pricer, image, cores, at).total_cycles);
+    }
+    return out;
+}
+
+uint64_t interpolate_cycles(const LengthPrices& pts, uint64_t Lk) {
+    if (pts.empty()) return 0;
+    if (Lk <= pts.front().first) return pts.front().second;
+    for (size_t i = 1; i < pts.size(); ++i)
+        if (Lk <= pts[i].first) {
+            const auto [x0, y0] = pts[i - 1];
+            const auto [x1, y1] = pts[i];
+            const double f = double(Lk - x0) / double(x1 - x0);
+            return uint64_t(std::llround(double(y0) + f * (double(y1) - double(y0))));
+        }
+    return pts.back().second;
 }
 
 namespace {
@@ -532,11 +599,18 @@ std::optional<AttentionPlan> replan_attention(const Pricer& pricer, const Attent
     return p;
 }
 
-AttentionPlan plan_attention(const Pricer& pricer, const AttentionShape& s, uint32_t max_cores) {
+namespace {
+
+// Every candidate's blocks and cores priced at s.Lk, and with lo > 0 also at kScorePoints - 1
+// more key lengths from lo on, evenly spread; the least sum wins.
+constexpr int kScorePoints = 5;
+AttentionPlan search(const Pricer& pricer, const AttentionShape& s, uint64_t lo,
+                     uint32_t max_cores) {
     check_plannable(s);
     const uint64_t g = s.Hq / s.Hkv;
     const uint64_t budget = pricer.lx_budget();
     AttentionPlan best{};
+    uint64_t best_score = 0;
     bool too_large = false;
     std::vector<uint64_t> bqs = {512, 256, 128, 64, 32, 16, 8, 4, 2, 1};
     // with the logsumexp, blocks start on its sticks: also one block of every query (any Lq)
@@ -557,13 +631,22 @@ AttentionPlan plan_attention(const Pricer& pricer, const AttentionShape& s, uint
                     continue;
                 p.prefetch_q = prefetch;
                 p.lx_bytes = attention_lx_bytes(s, bq, bk, prefetch);
+                uint64_t score = 0;
                 try {
                     price_attention(pricer, s, p);
+                    score = p.cycles;
+                    for (int i = 0; lo && i < kScorePoints - 1; ++i) {
+                        AttentionShape at = s;
+                        at.Lk = lo + (s.Lk - lo) * uint64_t(i) / (kScorePoints - 1);
+                        AttentionPlan q = p;
+                        price_attention(pricer, at, q);
+                        score += q.cycles;
+                    }
                 } catch (const JobTooLarge&) {
                     too_large = true;  // smaller blocks only add work; larger ones may fit
                     continue;
                 }
-                if (!best.cycles || p.cycles < best.cycles) best = p;
+                if (!best.cycles || score < best_score) best = p, best_score = score;
             }
         }
         if (best.cycles && s.Lq / bq >= 32) break;  // enough units; smaller blocks only reread K/V
@@ -575,6 +658,19 @@ AttentionPlan plan_attention(const Pricer& pricer, const AttentionShape& s, uint
             s.Lq, s.Lk, s.B * s.Hkv));
     if (!best.cycles) throw std::invalid_argument("attention: no block sizes fit the scratchpad");
     return best;
+}
+
+}  // namespace
+
+AttentionPlan plan_attention(const Pricer& pricer, const AttentionShape& s, uint32_t max_cores) {
+    return search(pricer, s, 0, max_cores);
+}
+
+AttentionPlan plan_attention_lengths(const Pricer& pricer, const AttentionShape& s, uint64_t lo,
+                                     uint32_t max_cores) {
+    if (!s.runtime_lk || s.causal || lo == 0 || lo > s.Lk)
+        throw std::invalid_argument("attention: a length range needs runtime_lk, no causal");
+    return search(pricer, s, lo == s.Lk ? 0 : lo, max_cores);
 }
 
 }  // namespace spyre::ops

@@ -4,8 +4,11 @@
 // GQA heads of one KV head processed together so each K/V block is loaded once for all of them.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "ops/pricing.hpp"
@@ -37,6 +40,11 @@ struct AttentionShape {
     // then needs whole sticks per query block (lse_fits).
     bool lse = false;
     uint64_t l_st[2] = {};
+    // runtime_lk: the program reads the key length from launch argument 6 and the batch and head
+    // byte strides of K and V from arguments 7..10 (attention_length_args), so one program
+    // serves every key length (a decode step grows Lk by one). Not with causal; Lk and the
+    // strides of the shape are then those it is priced at, not part of the program.
+    bool runtime_lk = false;
     // The strides with dense defaults filled in.
     AttentionShape resolved() const;
 };
@@ -51,8 +59,12 @@ struct AttentionPlan {
     spyre_engine_result stats{};
 };
 
-// Launch arguments: 0 = Q, 1 = K, 2 = V, 3 = out, 4 = mask, 5 = lse (device addresses).
+// Launch arguments: 0 = Q, 1 = K, 2 = V, 3 = out, 4 = mask, 5 = lse (device addresses); with
+// runtime_lk also attention_length_args(s).
 std::vector<uint8_t> build_attention(const AttentionShape& s, const AttentionPlan& p);
+// Launch arguments 6..10 of a runtime_lk program for s at its key length: Lk, then the batch
+// and head byte strides of K and V (dense defaults resolved at Lk).
+std::vector<uint64_t> attention_length_args(const AttentionShape& s);
 // LX bytes a plan needs, or 0 if it cannot be laid out.
 uint64_t attention_lx_bytes(const AttentionShape& s, uint64_t bq, uint64_t bk,
                             bool prefetch_q = false);
@@ -64,6 +76,29 @@ AttentionPlan plan_attention(const Pricer& pricer, const AttentionShape& s, uint
 // time (ops.md "Attention plans across key lengths").
 std::optional<AttentionPlan> replan_attention(const Pricer& pricer, const AttentionShape& s,
                                               const AttentionPlan& chosen, uint32_t max_cores);
+// The key lengths one runtime_lk decode program serves, the bucket of Lk: 1..64, then each
+// power of two's 2^(k-1) + 1 .. 2^k.
+struct LengthBucket {
+    uint64_t lo, hi;
+};
+inline LengthBucket attention_length_bucket(uint64_t Lk) {
+    const uint64_t hi = std::max<uint64_t>(64, std::bit_ceil(Lk));
+    return {hi == 64 ? 1 : hi / 2 + 1, hi};
+}
+// The plan of a runtime_lk program serving key lengths lo..s.Lk: every candidate priced at a few
+// lengths spread over them, the least sum wins; cycles is its price at s.Lk.
+AttentionPlan plan_attention_lengths(const Pricer& pricer, const AttentionShape& s, uint64_t lo,
+                                     uint32_t max_cores);
+// The modeled cycles of a runtime_lk program (`image` on `cores` cores, built for s) at
+// kLengthPoints key lengths spread evenly over lo..hi, ascending, and the cycles at Lk
+// interpolated between the two nearest (linear): what libspyre reports for a decode length
+// without pricing every length.
+constexpr int kLengthPoints = 9;
+using LengthPrices = std::vector<std::pair<uint64_t, uint64_t>>;  // (Lk, cycles)
+LengthPrices price_attention_lengths(const Pricer& pricer, const std::vector<uint8_t>& image,
+                                     uint32_t cores, const AttentionShape& s, uint64_t lo,
+                                     uint64_t hi);
+uint64_t interpolate_cycles(const LengthPrices& points, uint64_t Lk);
 // Whether query blocks of bq rows start on a stick of an fp32 [.., Lq] row (every block
 // stores its rows of the logsumexp, or of the backward's row statistics, with one DMA).
 inline bool lse_block_fits(uint64_t Lq, uint64_t bq) { return bq == Lq || (bq * 4) % 128 == 0; }
