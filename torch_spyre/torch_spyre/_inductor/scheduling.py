@@ -46,6 +46,11 @@ MASK_OPS_BINARY = {"logical_and": "mul", "logical_or": "max", "logical_xor": "ne
 INTEGERS = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64}
 COLS = "@COLS@"  # a row kernel's row length, filled in at the call when it is symbolic
 TYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+# flat kernels' integer operands: exact values (VINT on I32 or I64), bool as 0/1 bytes
+INT_TYPES = {torch.int64: "i64", torch.int32: "i32", torch.uint8: "u8", torch.bool: "bool"}
+ALL_TYPES = {**TYPES, **INT_TYPES}
+# integer-only ops (Python's // and %, exact)
+INT_BINARY = {"floordiv": "floordiv", "remainder": "remainder"}
 MAX_ARGS = 16  # launch arguments of a program
 
 
@@ -344,6 +349,7 @@ def describe(trace, inputs, outputs):
     arg_values = set()  # values of arg reductions: stored to int64 row outputs only
     bool_values = set()  # values of any: stored to bool row outputs only
     masks = set()  # values that are 0 or 1 (compares): integer and bool casts keep them
+    ints = set()  # integer values (flat kernels): exact in the description
     out_types = {}
     for name, indices in trace.loads.items():
         for kind, want in (("full", contiguous), ("scalar", 0), ("row", row_index),
@@ -388,9 +394,14 @@ def describe(trace, inputs, outputs):
         kind = op[0]
         if kind == "load":
             name = op[1]
-            if trace.dtypes[name] not in TYPES:
-                raise Unsupported(f"{name} is {trace.dtypes[name]}")
+            dtype = trace.dtypes[name]
+            if dtype not in (TYPES if rows else ALL_TYPES):
+                raise Unsupported(f"{name} is {dtype}" + (" in a row kernel" if rows else ""))
             out(i, f"load {slot_of[(name, op[2])]}")
+            if dtype in INT_TYPES:
+                ints.add(i)
+                if dtype == torch.bool:
+                    masks.add(i)
         elif kind in ("store", "store_reduction"):
             name, index, v = op[1:4]
             if kind == "store" and op[4] is not None:
@@ -401,18 +412,21 @@ def describe(trace, inputs, outputs):
                            (row_index, "row"))
             index_store = okind == "row" and isinstance(v, Value) and v.i in arg_values
             bool_store = okind == "row" and isinstance(v, Value) and v.i in bool_values
-            if (index_store != (trace.dtypes[name] == torch.int64) or
-                    bool_store != (trace.dtypes[name] == torch.bool)):
+            dtype = trace.dtypes[name]
+            if rows and (index_store != (dtype == torch.int64) or
+                         bool_store != (dtype == torch.bool)):
                 raise Unsupported(f"store to {name}")
-            if trace.dtypes[name] not in TYPES and not index_store and not bool_store:
+            if dtype not in (TYPES if rows else ALL_TYPES) and not index_store and not bool_store:
                 raise Unsupported(f"store to {name}")
+            if not rows and dtype == torch.bool and not (isinstance(v, Value) and v.i in masks):
+                raise Unsupported(f"store to {name} of a value that is not 0 or 1")
             if not same(index, want):
                 if okind == "row" or name in trace.loads:  # read and written: could overlap
                     raise Unsupported(f"store to {name} is not by position")
                 out_views[name] = _strided_view(name, index, trace,
                                                 len(trace.slots) + outputs.index(name), output=True)
             out_types[name] = ("i64" if index_store else "bool" if bool_store else
-                               TYPES[trace.dtypes[name]])
+                               ALL_TYPES[dtype])
             if out_kinds.setdefault(name, okind) != okind:
                 raise Unsupported(f"{name} stored by position and by row")
             lines.append(f"store {outputs.index(name)} {val(v)}")
@@ -445,11 +459,27 @@ def describe(trace, inputs, outputs):
             value, dtype = op[1:]
             if not dtype.is_floating_point and dtype not in (torch.int32, torch.int64, torch.bool):
                 raise Unsupported(f"constant of {dtype}")
-            out(i, f"const {float(value)!r}")
+            if not rows and dtype in (torch.int32, torch.int64):  # exact
+                if not -2 ** 63 <= int(value) < 2 ** 63:
+                    raise Unsupported(f"constant {value} of {dtype}")
+                out(i, f"const {int(value)} i64")
+                ints.add(i)
+            else:
+                out(i, f"const {float(value)!r}")
         elif kind == "to_dtype":
             x, dtype = op[1:]
             if dtype in TYPES:
                 out(i, f"cast {val(x)} {TYPES[dtype]}")
+            elif not rows and dtype in (torch.int32, torch.int64):
+                # exact: float -> int truncates toward zero (as torch), int -> int wraps
+                out(i, f"cast {val(x)} {INT_TYPES[dtype]}")
+                ints.add(i)
+                if isinstance(x, Value) and x.i in masks:
+                    masks.add(i)
+            elif not rows and dtype == torch.bool and isinstance(x, Value) and x.i in ints \
+                    and x.i not in masks:
+                out(i, f"ne {val(x)} {new('const 0 i64')}")
+                masks.add(i)
             elif dtype in INTEGERS and isinstance(x, Value) and x.i in masks:
                 ids[i] = val(x)  # 0 and 1 in every integer type (Inductor's bool -> int64 -> bool)
                 masks.add(i)
@@ -459,7 +489,12 @@ def describe(trace, inputs, outputs):
             else:
                 raise Unsupported(f"cast to {dtype}")
         elif kind == "op" and op[1] in UNARY and len(op[2]) == 1:
-            out(i, f"{UNARY[op[1]]} {val(op[2][0])}")
+            x = op[2][0]
+            if isinstance(x, Value) and x.i in ints and op[1] not in ("neg", "abs"):
+                raise Unsupported(f"op {op[1]} of integers")  # Inductor casts them first
+            out(i, f"{UNARY[op[1]]} {val(x)}")
+            if isinstance(x, Value) and x.i in ints:
+                ints.add(i)
         elif kind == "op" and op[1] == "pow" and len(op[2]) == 2:
             # x ** y, either a value or a number (libspyre expands it, specialising constants);
             # Inductor already made small integer exponents multiplies, 0.5 sqrt, 2 ** y exp2
@@ -470,6 +505,14 @@ def describe(trace, inputs, outputs):
             out(i, f"{BINARY[op[1]]} {val(op[2][0])} {val(op[2][1])}")
             if op[1] in COMPARES:
                 masks.add(i)
+            elif op[1] not in ("truediv", "div") and all(
+                    isinstance(a, Value) and a.i in ints for a in op[2]):
+                ints.add(i)
+        elif kind == "op" and op[1] in INT_BINARY and len(op[2]) == 2:
+            if rows or not all(isinstance(a, Value) and a.i in ints for a in op[2]):
+                raise Unsupported(f"op {op[1]} of floats")
+            out(i, f"{INT_BINARY[op[1]]} {val(op[2][0])} {val(op[2][1])}")
+            ints.add(i)
         elif kind == "op" and op[1] in MASK_OPS and len(op[2]) == MASK_OPS[op[1]]:
             # logical ops and NaN/inf tests as compares: 0/1 values (masks); the bitwise ops
             # only of masks (bools), where they are the logical ones
@@ -490,6 +533,8 @@ def describe(trace, inputs, outputs):
             masks.add(i)
         elif kind == "op" and op[1] == "where" and len(op[2]) == 3:
             out(i, f"where {' '.join(val(a) for a in op[2])}")
+            if all(isinstance(a, Value) and a.i in ints for a in op[2][1:]):
+                ints.add(i)
         else:
             raise Unsupported(f"{kind} {op[1] if len(op) > 1 else ''}")
     vars_ = trace.vars + trace.rvars
@@ -504,8 +549,8 @@ def describe(trace, inputs, outputs):
         # reshape of a permute, would be a gather there: it stays one fused launch)
         raise Unsupported("a strided copy (the eager form's DMA copy)")
     head = ["spyre.kernel 1"] + ([f"rows {cols_text}"] if rows else [])
-    head += [f"in {TYPES[trace.dtypes[a]]} {kind}" for a, kind in trace.slots]
-    head += [f"out {out_types.get(a) or TYPES[trace.dtypes[a]]}" +
+    head += [f"in {ALL_TYPES[trace.dtypes[a]]} {kind}" for a, kind in trace.slots]
+    head += [f"out {out_types.get(a) or ALL_TYPES[trace.dtypes[a]]}" +
              (" row" if out_kinds.get(a) == "row" else "") +
              (f" {out_views[a]}" if a in out_views else "") for a in outputs]
     return "\n".join(head + lines) + "\n"
