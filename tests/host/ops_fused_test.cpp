@@ -1093,11 +1093,76 @@ TEST(FusedInt, PassesAndPricing) {
     EXPECT_GT(p64.cycles, p32.cycles);
 }
 
+// Integer reductions in row kernels: VRED's integer path into I64 per row. A count of
+// nonzeros ((ids != pad).sum(-1)), an exact int64 sum past 2^53 (wrapping), max and min of
+// int64, any of an integer row (to bool), beside a float epilogue over the same rows; rows
+// split over cores. Integer values in rows too long for a core are refused (the long-row
+// combine is fp32): the caller runs the eager form.
+TEST(FusedRows, IntegerSumsCountsAndExtremes) {
+    const Pricer pricer(default_engine_config());
+    const std::string head = "spyre.kernel 1\nrows ";
+    const std::string body =
+        "\nin i64 full\nin f16 full\nout i64 row\nout i64 row\nout i64 row\nout i64 row\n"
+        "out bool row\nout f16\n%0 = load 0\n%1 = load 1\n%2 = const 0 i64\n%3 = ne %0 %2\n"
+        "%4 = rsum %3\nstore 0 %4\n%5 = rsum %0\nstore 1 %5\n%6 = rmax %0\nstore 2 %6\n"
+        "%7 = rmin %0\nstore 3 %7\n%8 = rany %0\nstore 4 %8\n%9 = const 0.0\n"
+        "%10 = where %3 %1 %9\nstore 5 %10\n";
+    for (const auto& [rows, C] : {std::pair<uint64_t, uint64_t>{5, 37}, {3, 1000}, {300, 37}}) {
+        SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(C));
+        const uint64_t n = rows * C;
+        const FusedKernel k = parse_fused(head + std::to_string(C) + body);
+        EXPECT_EQ(format_fused(parse_fused(format_fused(k))), format_fused(k));
+        const FusedPlan p = plan_fused(pricer, k, n, 32);
+        EXPECT_EQ(p.col_chunk, 0u);
+        std::mt19937_64 rng(n);
+        std::vector<int64_t> ids(n);
+        std::vector<float> x(n);
+        for (uint64_t i = 0; i < n; ++i) {
+            ids[i] = (i / C) % 4 == 1 ? 0 : pick_int(rng, i, false);  // row 1 (of 4): zeros
+            if (i % 5 == 0) ids[i] = 0;
+            x[i] = float(int(i % 17) - 8) / 4;
+        }
+        std::vector<std::vector<uint8_t>> in(2);
+        in[0].resize(n * 8), in[1].resize(n * 2);
+        std::memcpy(in[0].data(), ids.data(), n * 8);
+        for (uint64_t i = 0; i < n; ++i) store_elem(DType::F16, x[i], &in[1][i * 2]);
+        std::vector<uint64_t> args{0, up128(n * 8)};
+        uint64_t at = args[1] + up128(n * 2);
+        for (int o = 0; o < 5; ++o) args.push_back(at), at += up128(rows * 8 + 128);
+        args.push_back(at), at += up128(n * 2 + 128);
+        const auto mem = run_priced(build_fused(k, n, p), p, args, in, at);
+        for (uint64_t r = 0; r < rows; ++r) {
+            int64_t cnt = 0, mx = INT64_MIN, mn = INT64_MAX;
+            uint64_t sum = 0;
+            for (uint64_t c = 0; c < C; ++c) {
+                const int64_t v = ids[r * C + c];
+                cnt += v != 0, sum += static_cast<uint64_t>(v);
+                mx = std::max(mx, v), mn = std::min(mn, v);
+            }
+            int64_t got[4];
+            for (int o = 0; o < 4; ++o) std::memcpy(&got[o], &mem[args[2 + o] + r * 8], 8);
+            EXPECT_EQ(got[0], cnt) << "row " << r;
+            EXPECT_EQ(got[1], static_cast<int64_t>(sum)) << "row " << r;
+            EXPECT_EQ(got[2], mx) << "row " << r;
+            EXPECT_EQ(got[3], mn) << "row " << r;
+            EXPECT_EQ(mem[args[6] + r], cnt != 0 ? 1 : 0) << "row " << r;
+        }
+        for (uint64_t i = 0; i < n; ++i)
+            ASSERT_EQ(load_elem(DType::F16, &mem[args[7] + i * 2]), ids[i] != 0 ? x[i] : 0.0f) << i;
+        EXPECT_EQ(mem[args[2] + rows * 8], 0xA5) << "past the row output";
+    }
+    // rows too long for a core: no long-row plan with integer values
+    const FusedKernel k = parse_fused(head + "1048576" + body);
+    EXPECT_THROW(plan_fused(pricer, k, 2 * 1048576, 32), std::invalid_argument);
+}
+
 TEST(FusedInt, Refusals) {
     for (const char* bad :
-         {// integers in row kernels (beyond i64/bool row outputs)
-          "spyre.kernel 1\nrows 8\nin i64 full\nout f32 row\n%0 = load 0\n%1 = rsum %0\n"
-          "store 0 %1\n",
+         {// row kernels: integer outputs are i64 or bool row outputs; no integer op of
+          // per-row values
+          "spyre.kernel 1\nrows 8\nin i64 full\nout i64\n%0 = load 0\nstore 0 %0\n",
+          "spyre.kernel 1\nrows 8\nin i64 row\nout i64 row\n%0 = load 0\n"
+          "%1 = const 1 i64\n%2 = add %0 %1\nstore 0 %2\n",
           "spyre.kernel 1\nrows 8\nin f32 full\nout i32 row\n%0 = load 0\n%1 = rsum %0\n"
           "store 0 %1\n",
           // casts to bool/u8 (compares make masks), floordiv of floats, constants

@@ -2,7 +2,8 @@
 values"): int64/int32 loads, stores and constants, add/sub/mul/neg/abs/min/max/clamp, floor
 division and remainder of negatives (Python's, as torch), compares, where and masked_fill of
 integers, casts int <-> float (truncation toward zero) and int <-> int, bool masks stored and
-re-read, and BatchNorm's ``num_batches_tracked += 1``: each ONE fused launch (not the eager
+re-read, BatchNorm's ``num_batches_tracked += 1``, and integer sums, counts, maxima and minima
+of rows (row kernels, exact into int64): each ONE fused launch (not the eager
 form), under TORCH_SPYRE_STRICT=1, against the CPU bit for bit (int64 values past 2^53 and
 2^62 included, which fp32 could not carry)."""
 
@@ -109,3 +110,13 @@ def test_num_batches_tracked_add():
     torch.compiler.reset()
     got = one_fused_launch(torch.compile(step), t.clone().to("spyre"))
     same(got, step(t.clone()) + 1)  # two calls on the card: the compile's and the counted one
+
+
+def test_integer_sums_counts_and_extremes_of_rows():
+    # row kernels: VRED's integer path into int64 per row (sums past 2^53 wrap as torch's)
+    ids = big(SHAPE, 9)
+    ids.view(-1)[::5] = 0
+    check(lambda t: (t != 0).sum(-1), ids)
+    check(lambda t: (t.sum(-1), t.amax(-1), t.amin(-1)), ids)
+    check(lambda t: (t != 0).sum(), ids)  # the whole tensor: one row
+    check(lambda a: (a > 0).sum(-1), torch.randn(SHAPE))  # a float mask's count

@@ -182,6 +182,7 @@ struct Lowered {
     std::vector<Pass> passes;
     uint32_t tmp_slots = 0, row_slots = 0;
     uint32_t tmp_es = 4;   // bytes per element of a full temporary: 8 when one holds I64
+    uint32_t row_es = 4;   // and of a per-row one (an integer reduction's I64)
     std::vector<Opd> val;  // where each instruction's value lives
 };
 
@@ -257,6 +258,17 @@ FkOp mirrored(FkOp op) {
 
 bool is_int(const Opd& o) { return isa::int_type(o.t); }
 
+// Whether the kernel has integer values (inputs, constants, casts, integer-only ops).
+bool has_ints(const FusedKernel& k) {
+    for (const FkInput& x : k.inputs)
+        if (isa::int_type(x.t)) return true;
+    for (const FkInstr& c : k.code)
+        if (((c.op == FkOp::CONST || c.op == FkOp::CAST) && isa::int_type(c.t)) ||
+            c.op == FkOp::FLOORDIV || c.op == FkOp::REMAINDER)
+            return true;
+    return false;
+}
+
 // an integer immediate as the fp32 path's (rounded once, as VINT CVT)
 Opd imm_float(const Opd& o) {
     return {Loc::IMM, 0, DType::F32, is_int(o) ? static_cast<float>(o.iv) : o.imm};
@@ -310,18 +322,12 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
         if (k.code[i].op == FkOp::STORE && uses[k.code[i].a] == 1)
             store_of[k.code[i].a] = k.code[i].arg;
 
-    if (k.cols) {  // integer values are flat kernels' (row kernels: i64/bool row outputs only)
-        for (const FkInput& x : k.inputs)
-            if (isa::int_type(x.t)) unsupported("an integer input in a row kernel");
-        for (const FkInstr& c : k.code)
-            if ((c.op == FkOp::CONST || c.op == FkOp::CAST) && isa::int_type(c.t))
-                unsupported("an integer value in a row kernel");
-            else if (c.op == FkOp::FLOORDIV || c.op == FkOp::REMAINDER)
-                unsupported("an integer op in a row kernel");
-        for (size_t j = 0; j < k.outputs.size(); ++j)
-            if (isa::int_type(k.outputs[j]) && out_kind(k, j) != FkKind::ROW)
-                unsupported("an integer full output in a row kernel");
-    }
+    // row kernels: integer full values and their reductions (rows that fit a core: long rows
+    // combine partial reductions in fp32), integer outputs per row only
+    if (long_rows && has_ints(k)) unsupported("integer values in long rows");
+    for (size_t j = 0; j < k.outputs.size(); ++j)
+        if (k.cols && isa::int_type(k.outputs[j]) && out_kind(k, j) != FkKind::ROW)
+            unsupported("an integer full output in a row kernel");
     Lowered L;
     std::vector<Opd> val(n);
     std::vector<bool> free_full, free_row;
@@ -412,8 +418,30 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
             int_op = (is_int(y) || is_int(z)) && intish(y) && intish(z);
         } else if (op == FkOp::CAST) {
             int_op = is_int(x) || isa::int_type(in.t);
+        } else if (reduction(op) && is_int(x)) {
+            // exact: VRED's integer path into I64 per row (sum wraps, max/min exact)
+            if (!k.cols || !x.full(Shape::FULL))
+                unsupported("a reduction needs a row kernel and a full operand");
+            const auto f = op == FkOp::RSUM   ? isa::Red::SUM
+                           : op == FkOp::RMAX ? isa::Red::MAX
+                                              : isa::Red::MIN;
+            for (int v : {in.a})
+                if (last[v] == static_cast<int>(i)) release(val[v]);
+            Opd d;
+            if (store_of[i] >= 0 && k.outputs[store_of[i]] == DType::I64 &&
+                out_kind(k, store_of[i]) == FkKind::ROW) {
+                d = out_opd(store_of[i]);
+            } else {
+                d = alloc(Shape::ROWS);
+                d.t = DType::I64;
+            }
+            L.passes.push_back({isa::Op::VRED, static_cast<uint8_t>(f), Shape::FULL, d, x, {}, {}});
+            val[i] = d;
+            return true;
         }
         if (!int_op) return false;
+        for (const Opd* o : {&x, &y, &z})
+            if (o->per_row()) unsupported("an integer op of per-row values");
         // the compute type: I64 if an operand is (or an immediate needs it), else I32
         DType T = DType::I32;
         for (const Opd* o : {&x, &y, &z}) {
@@ -430,7 +458,9 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
         };
         // the destination of type t: the output it alone is stored to, if of that type
         auto dest = [&](DType t) {
-            if (store_of[i] >= 0 && k.outputs[store_of[i]] == t) return out_opd(store_of[i]);
+            if (store_of[i] >= 0 && k.outputs[store_of[i]] == t &&
+                out_kind(k, store_of[i]) == FkKind::FULL)
+                return out_opd(store_of[i]);
             Opd d = alloc(Shape::FULL);
             d.t = t;
             return d;
@@ -572,10 +602,12 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
             if (s == Shape::ROWS && (v.loc == Loc::CIN || !(v.per_row() || v.uniform())))
                 unsupported("a row output stored from a value that is not one per row");
             if (store_of[in.a] == in.arg && v.loc == o.loc) continue;  // written in place
-            if (!k.cols && (is_int(v) || is_int(o)) && v.loc != Loc::IMM) {
-                // flat kernels: VINT CVT between any two types (float -> int truncates)
+            if ((is_int(v) || is_int(o)) && v.loc != Loc::IMM && (!k.cols || is_int(v))) {
+                // VINT CVT between any two types (float -> int truncates); row kernels: of an
+                // integer value (an integer reduction's I64 per row)
                 if (!v.full(s)) unsupported("a scalar input stored to or from an integer type");
-                emit_int(isa::VInt::CVT, o, v, {});
+                L.passes.push_back(
+                    {isa::Op::VINT, static_cast<uint8_t>(isa::VInt::CVT), s, o, v, {}, {}});
                 if (last[in.a] == static_cast<int>(i)) release(v);
                 continue;
             }
@@ -611,8 +643,8 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
         }
         Opd x = val[in.a], y = in.b >= 0 ? val[in.b] : Opd{}, z = in.c >= 0 ? val[in.c] : Opd{};
         std::vector<Opd> scratch;
-        if (!k.cols && int_lowering(in, i, x, y, z, scratch)) continue;
-        if (!k.cols) {  // the fp32 path takes F32..I32 operands
+        if (int_lowering(in, i, x, y, z, scratch)) continue;
+        {  // the fp32 path takes F32..I32 operands
             x = as_float(x, scratch);
             if (in.b >= 0) y = as_float(y, scratch);
             if (in.c >= 0) z = as_float(z, scratch);
@@ -716,6 +748,8 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
     if (n) tag(n - 1);
     for (const Pass& p : L.passes)
         if (p.d.loc == Loc::TMP && p.d.t == DType::I64) L.tmp_es = 8;
+    for (const Pass& p : L.passes)
+        if (p.d.loc == Loc::RTMP && p.d.t == DType::I64) L.row_es = 8;
     L.val = std::move(val);
     return L;
 }
@@ -768,7 +802,7 @@ Layout layout(const FusedKernel& k, const Lowered& L, uint64_t E) {
     l.tmp = l.regions + 2 * r;
     l.slot = up128(E * per_unit(k, FkKind::FULL) * L.tmp_es);
     l.rtmp = l.tmp + L.tmp_slots * l.slot;
-    l.rslot = up128(E * 4);
+    l.rslot = up128(E * L.row_es);
     l.total = l.rtmp + L.row_slots * l.rslot;
     return l;
 }
@@ -880,7 +914,7 @@ bool long_view_ok(const FusedKernel& k, const FkView& v) {
 // Whether the n positions can run as long rows: every full operand's rows start on a stick (or
 // there is one row), and the row operands of all rows fit a small part of LX.
 bool long_rows_ok(const FusedKernel& k, uint64_t n, uint64_t budget) {
-    if (!k.cols || n % k.cols) return false;
+    if (!k.cols || n % k.cols || has_ints(k)) return false;
     const uint64_t N = n / k.cols;
     uint64_t row_bytes = 0;
     auto check = [&](FkKind kind, DType t) {
@@ -1579,7 +1613,7 @@ FusedKernel parse_fused(const std::string& text) {
         }
         if (w[0] == "in" && w.size() > 2 && w[2] == "view") {
             if (!k.code.empty()) bad("a view input before the ops");
-            FkInput x{parse_type(w[1], line, !k.cols), false, FkKind::FULL, {}};
+            FkInput x{parse_type(w[1], line, true), false, FkKind::FULL, {}};
             x.view = parse_view(w, 3, es_of(x.t), false, line);
             // row kernels: each row or block of the view is whole rows of the kernel, or each
             // row of the kernel whole rows of the view (BatchNorm's sums over N and HW of NCHW:
@@ -1613,7 +1647,7 @@ FusedKernel parse_fused(const std::string& text) {
                                 : w[2] == "scalar" ? FkKind::SCALAR
                                 : w[2] == "row"    ? FkKind::ROW
                                                    : FkKind::COL;
-            k.inputs.push_back({parse_type(w[1], line, !k.cols), kind == FkKind::SCALAR, kind, {}});
+            k.inputs.push_back({parse_type(w[1], line, true), kind == FkKind::SCALAR, kind, {}});
             continue;
         }
         if (w[0] == "out") {

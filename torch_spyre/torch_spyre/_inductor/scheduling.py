@@ -349,7 +349,12 @@ def describe(trace, inputs, outputs):
     arg_values = set()  # values of arg reductions: stored to int64 row outputs only
     bool_values = set()  # values of any: stored to bool row outputs only
     masks = set()  # values that are 0 or 1 (compares): integer and bool casts keep them
-    ints = set()  # integer values (flat kernels): exact in the description
+    ints = set()  # integer values: exact in the description
+    int_reduced = set()  # sums, maxima and minima of integer values: int64 row outputs
+    # integer constants and casts are the description's integer values in kernels that read
+    # an integer buffer (or store one, flat kernels); elsewhere they stay fp32, as before
+    typed = any(trace.dtypes[b] in INT_TYPES for b in trace.loads) or (
+        not rows and any(trace.dtypes[b] in INT_TYPES for b in outputs))
     out_types = {}
     for name, indices in trace.loads.items():
         for kind, want in (("full", contiguous), ("scalar", 0), ("row", row_index),
@@ -395,8 +400,8 @@ def describe(trace, inputs, outputs):
         if kind == "load":
             name = op[1]
             dtype = trace.dtypes[name]
-            if dtype not in (TYPES if rows else ALL_TYPES):
-                raise Unsupported(f"{name} is {dtype}" + (" in a row kernel" if rows else ""))
+            if dtype not in ALL_TYPES:
+                raise Unsupported(f"{name} is {dtype}")
             out(i, f"load {slot_of[(name, op[2])]}")
             if dtype in INT_TYPES:
                 ints.add(i)
@@ -410,7 +415,8 @@ def describe(trace, inputs, outputs):
                 continue  # a buffer only this kernel used
             want, okind = ((contiguous, "full") if kind == "store" or not rows else
                            (row_index, "row"))
-            index_store = okind == "row" and isinstance(v, Value) and v.i in arg_values
+            index_store = okind == "row" and isinstance(v, Value) and (
+                v.i in arg_values or v.i in int_reduced)
             bool_store = okind == "row" and isinstance(v, Value) and v.i in bool_values
             dtype = trace.dtypes[name]
             if rows and (index_store != (dtype == torch.int64) or
@@ -436,6 +442,11 @@ def describe(trace, inputs, outputs):
                 raise Unsupported("reduction")
             if rtype in REDUCTIONS:
                 out(i, f"{REDUCTIONS[rtype]} {val(v)}")
+                # exact: VRED into I64 of integers; a count of a float mask in fp32 (exact
+                # below 2^24), converted when stored
+                if isinstance(v, Value) and v.i in ints and (typed or (
+                        sympy.sympify(cols).is_Integer and int(cols) <= 2 ** 24)):
+                    int_reduced.add(i)
             elif rtype in ARG_REDUCTIONS:
                 out(i, f"{ARG_REDUCTIONS[rtype]} {val(v)}")
                 arg_values.add(i)
@@ -459,7 +470,7 @@ def describe(trace, inputs, outputs):
             value, dtype = op[1:]
             if not dtype.is_floating_point and dtype not in (torch.int32, torch.int64, torch.bool):
                 raise Unsupported(f"constant of {dtype}")
-            if not rows and dtype in (torch.int32, torch.int64):  # exact
+            if typed and dtype in (torch.int32, torch.int64):  # exact
                 if not -2 ** 63 <= int(value) < 2 ** 63:
                     raise Unsupported(f"constant {value} of {dtype}")
                 out(i, f"const {int(value)} i64")
@@ -470,19 +481,22 @@ def describe(trace, inputs, outputs):
             x, dtype = op[1:]
             if dtype in TYPES:
                 out(i, f"cast {val(x)} {TYPES[dtype]}")
-            elif not rows and dtype in (torch.int32, torch.int64):
+            elif typed and dtype in (torch.int32, torch.int64) and not (
+                    rows and isinstance(x, Value) and x.i in masks):
                 # exact: float -> int truncates toward zero (as torch), int -> int wraps
                 out(i, f"cast {val(x)} {INT_TYPES[dtype]}")
                 ints.add(i)
                 if isinstance(x, Value) and x.i in masks:
                     masks.add(i)
-            elif not rows and dtype == torch.bool and isinstance(x, Value) and x.i in ints \
+            elif typed and dtype == torch.bool and isinstance(x, Value) and x.i in ints \
                     and x.i not in masks:
                 out(i, f"ne {val(x)} {new('const 0 i64')}")
                 masks.add(i)
             elif dtype in INTEGERS and isinstance(x, Value) and x.i in masks:
                 ids[i] = val(x)  # 0 and 1 in every integer type (Inductor's bool -> int64 -> bool)
                 masks.add(i)
+                if dtype != torch.bool:
+                    ints.add(i)  # (a row kernel's count of a mask: its sum, exact)
             elif dtype == torch.bool:
                 out(i, f"ne {val(x)} {new('const 0.0')}")  # NaN is true, as torch's bool()
                 masks.add(i)
@@ -490,7 +504,7 @@ def describe(trace, inputs, outputs):
                 raise Unsupported(f"cast to {dtype}")
         elif kind == "op" and op[1] in UNARY and len(op[2]) == 1:
             x = op[2][0]
-            if isinstance(x, Value) and x.i in ints and op[1] not in ("neg", "abs"):
+            if typed and isinstance(x, Value) and x.i in ints and op[1] not in ("neg", "abs"):
                 raise Unsupported(f"op {op[1]} of integers")  # Inductor casts them first
             out(i, f"{UNARY[op[1]]} {val(x)}")
             if isinstance(x, Value) and x.i in ints:
@@ -509,7 +523,7 @@ def describe(trace, inputs, outputs):
                     isinstance(a, Value) and a.i in ints for a in op[2]):
                 ints.add(i)
         elif kind == "op" and op[1] in INT_BINARY and len(op[2]) == 2:
-            if rows or not all(isinstance(a, Value) and a.i in ints for a in op[2]):
+            if not typed or not all(isinstance(a, Value) and a.i in ints for a in op[2]):
                 raise Unsupported(f"op {op[1]} of floats")
             out(i, f"{INT_BINARY[op[1]]} {val(op[2][0])} {val(op[2][1])}")
             ints.add(i)
