@@ -641,11 +641,13 @@ TEST(FusedRows, ArgMaxArgMin) {
             }
         }
     }
-    // an i64 output must be a row output; iota needs a row kernel
+    // a row kernel's i64 output must be a row output; a row kernel's iota (fp32) needs rows of
+    // at most 2^24 (a flat kernel's is the position as I32: FusedInt.FlatIotaIsThePosition)
     EXPECT_THROW(parse_fused("spyre.kernel 1\nrows 8\nin f32 full\nout i64\n%0 = load 0\n"
                              "store 0 %0\n"),
                  std::invalid_argument);
-    EXPECT_THROW(parse_fused("spyre.kernel 1\nin f32 full\nout f32\n%0 = iota\nstore 0 %0\n"),
+    EXPECT_THROW(parse_fused("spyre.kernel 1\nrows 33554432\nin f32 full\nout f32\n%0 = iota\n"
+                             "store 0 %0\n"),
                  std::invalid_argument);
 }
 
@@ -825,6 +827,8 @@ std::vector<IVal> reference_int(const FusedKernel& k, const std::vector<std::vec
                 out[c.arg] = int_val(a.is_int ? wrap_to(t, a.i) : trunc_to(t, a.f), true);
             else
                 out[c.arg].f = round_to(t, as_f(a));
+        } else if (c.op == FkOp::IOTA) {  // a flat kernel's position
+            r = int_val(static_cast<int64_t>(pos), false);
         } else if (c.op == FkOp::CAST) {
             if (isa::int_type(c.t))
                 r = int_val(a.is_int ? wrap_to(c.t, a.i) : trunc_to(c.t, a.f), c.t == DType::I64);
@@ -1069,6 +1073,24 @@ TEST(FusedInt, UniformOperandsWhereAndBoolOutputs) {
         SCOPED_TRACE(n);
         run_int_check(text, n, /*nonzero=*/0b1);
     }
+}
+
+// Positions as values (position ids, arange + offset): a flat kernel's iota is the position
+// as an exact I32, here scaled and offset past 2^32 in int64, stored as i32 directly and used
+// in a float op; more than 2^31 positions are refused.
+TEST(FusedInt, FlatIotaIsThePosition) {
+    const std::string text =
+        "spyre.kernel 1\nin f32 full\nout i64\nout i32\nout f32\n%0 = iota\n"
+        "%1 = const 3 i64\n%2 = mul %0 %1\n%3 = const 5000000000 i64\n%4 = add %2 %3\n"
+        "store 0 %4\nstore 1 %0\n%5 = load 0\n%6 = add %5 %0\nstore 2 %6\n";
+    for (const uint64_t n : {uint64_t{1}, uint64_t{37}, uint64_t{20001}}) {
+        SCOPED_TRACE(n);
+        run_int_check(text, n);
+    }
+    run_int_check(text, 4099, 0, 1);
+    const Pricer pricer(default_engine_config());
+    EXPECT_THROW(plan_fused(pricer, parse_fused(text), (1ull << 31) + 32, 32),
+                 std::invalid_argument);
 }
 
 // A compare stored as bool in a flat kernel is ONE pass writing the output's bytes; an i64

@@ -2,10 +2,10 @@
 values"): int64/int32 loads, stores and constants, add/sub/mul/neg/abs/min/max/clamp, floor
 division and remainder of negatives (Python's, as torch), compares, where and masked_fill of
 integers, casts int <-> float (truncation toward zero) and int <-> int, bool masks stored and
-re-read, BatchNorm's ``num_batches_tracked += 1``, and integer sums, counts, maxima and minima
-of rows (row kernels, exact into int64): each ONE fused launch (not the eager
-form), under TORCH_SPYRE_STRICT=1, against the CPU bit for bit (int64 values past 2^53 and
-2^62 included, which fp32 could not carry)."""
+re-read, BatchNorm's ``num_batches_tracked += 1``, positions as values (``arange``, position
+ids), and integer sums, counts, maxima and minima of rows (row kernels, exact into int64):
+each ONE fused launch (not the eager form), under TORCH_SPYRE_STRICT=1, against the CPU bit
+for bit (int64 values past 2^53 and 2^62 included, which fp32 could not carry)."""
 
 import pytest
 import torch
@@ -120,3 +120,15 @@ def test_integer_sums_counts_and_extremes_of_rows():
     check(lambda t: (t.sum(-1), t.amax(-1), t.amin(-1)), ids)
     check(lambda t: (t != 0).sum(), ids)  # the whole tensor: one row
     check(lambda a: (a > 0).sum(-1), torch.randn(SHAPE))  # a float mask's count
+
+
+def test_positions_as_values():
+    # Inductor's index_expr (arange, position ids) in flat kernels: each loop variable from the
+    # position, exact, in int64, int32 and float
+    ids = big((8, 37), 10)
+    check(lambda t: t + torch.arange(t.shape[-1], device=t.device) + 7, ids)
+    check(lambda t: (torch.arange(296, device=t.device) * 3 - 5 + t.view(-1)).view(8, 37), ids)
+    check(lambda s: torch.arange(296, device=s.device, dtype=torch.int32) + s,
+          ints((296,), torch.int32, 11))
+    check(lambda a: torch.arange(296, device=a.device, dtype=torch.float32) * 0.5 + a,
+          torch.randn(296))

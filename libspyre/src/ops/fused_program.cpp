@@ -590,8 +590,8 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
             continue;
         }
         if (in.op == FkOp::IOTA) {  // VIOTA: the column index (plus the chunk's first column)
-            if (!k.cols) unsupported("'iota' needs a row kernel");
             val[i] = alloc(Shape::FULL);
+            if (!k.cols) val[i].t = DType::I32;  // flat kernels: the position, exact
             L.passes.push_back({isa::Op::VIOTA, 0, Shape::FULL, val[i], {}, {}, {}});
             continue;
         }
@@ -1200,14 +1200,15 @@ class Emitter {
     }
     void pass(const Pass& p) {
         if (p.op == isa::Op::VIOTA) {  // rows, cols, dst_stride, src_stride, alpha, beta, gamma
-            if (long_)
+            if (long_ || !k_.cols)     // the chunk's columns (flat: positions) from its first
                 b_.li(24, 1), b_.mov(25, rE), b_.li(26, 0), b_.mov(30, rPos);
             else
                 b_.mov(24, rE), b_.li(25, static_cast<int64_t>(k_.cols)),
                     b_.li(26, static_cast<int64_t>(k_.cols * 4)), b_.li(30, 0);
             b_.li(27, 0), b_.li(28, 0), b_.li(29, 1);
             addr(20, p.d);
-            b_.viota(DType::F32, 20, 24);
+            b_.viota(p.d.t, 20, 24);
+            if (!k_.cols) b_.li(30, 0);  // flat: the descriptor set once per chunk
             return;
         }
         descriptor(p);
@@ -1689,7 +1690,7 @@ FusedKernel parse_fused(const std::string& text) {
         }
         if (w.size() == 3 && w[1] == "=" && w[2] == "iota" && w[0][0] == '%' &&
             !values.count(w[0])) {
-            if (!k.cols || k.cols > (1u << 24)) bad("'iota' needs rows of at most 2^24 positions");
+            if (k.cols > (1u << 24)) bad("'iota' needs rows of at most 2^24 positions");
             ins.op = FkOp::IOTA;
             values[w[0]] = static_cast<int>(k.code.size());
             k.code.push_back(ins);
@@ -1884,8 +1885,21 @@ bool fused_views_fit(const FusedKernel& k, uint64_t n) {
     return true;
 }
 
+namespace {
+
+// A flat kernel's iota is the position as I32: n at most 2^31.
+void check_flat_iota(const FusedKernel& k, uint64_t n) {
+    if (k.cols || n <= (1ull << 31)) return;
+    for (const FkInstr& c : k.code)
+        if (c.op == FkOp::IOTA)
+            throw std::invalid_argument("fused kernel: 'iota' over more than 2^31 positions");
+}
+
+}  // namespace
+
 std::vector<uint8_t> build_fused(const FusedKernel& k, uint64_t n, const FusedPlan& p) {
     if (n == 0) throw std::invalid_argument("fused kernel: empty (nothing to launch)");
+    check_flat_iota(k, n);
     if (!fused_views_fit(k, n))
         throw std::invalid_argument("fused kernel: a view is not of n positions");
     if (p.col_chunk) {
@@ -1966,6 +1980,7 @@ FusedPlan plan_long(const Pricer& pricer, const FusedKernel& k, uint64_t n, uint
 
 FusedPlan plan_fused(const Pricer& pricer, const FusedKernel& k, uint64_t n, uint32_t max_cores) {
     if (n == 0) throw std::invalid_argument("fused kernel: empty (nothing to launch)");
+    check_flat_iota(k, n);
     if (!fused_views_fit(k, n))
         throw std::invalid_argument("fused kernel: a view is not of n positions");
     max_cores = std::max<uint32_t>(1, std::min<uint32_t>(max_cores, pricer.config().num_cores));

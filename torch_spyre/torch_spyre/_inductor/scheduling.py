@@ -354,7 +354,8 @@ def describe(trace, inputs, outputs):
     # integer constants and casts are the description's integer values in kernels that read
     # an integer buffer (or store one, flat kernels); elsewhere they stay fp32, as before
     typed = any(trace.dtypes[b] in INT_TYPES for b in trace.loads) or (
-        not rows and any(trace.dtypes[b] in INT_TYPES for b in outputs))
+        not rows and (any(trace.dtypes[b] in INT_TYPES for b in outputs) or
+                      any(op[0] == "index_expr" for op in trace.ops)))
     out_types = {}
     for name, indices in trace.loads.items():
         for kind, want in (("full", contiguous), ("scalar", 0), ("row", row_index),
@@ -466,6 +467,38 @@ def describe(trace, inputs, outputs):
                 raise Unsupported(f"reduction {rtype}")
         elif kind == "getitem":
             ids[i] = ids[op[1].i][op[2]]
+        elif kind == "index_expr":
+            # a flat kernel's positions as values (arange, position ids): sum_k c_k * i_k + c
+            # with integer c_k and c over static sizes, each loop variable i_k taken from the
+            # position (iota, an exact int32) as (p // stride_k) % size_k; exact integers,
+            # converted once for a float dtype
+            expr, dtype = sympy.expand(sympy.sympify(op[1])), op[2]
+            if rows or not (dtype in (torch.int32, torch.int64) or dtype in TYPES):
+                raise Unsupported(f"index_expr of {dtype}")
+            coeffs = [expr.coeff(v) for v in trace.vars]
+            c = sympy.expand(expr - sum(a * v for a, v in zip(coeffs, trace.vars)))
+            if not (all(sympy.sympify(a).is_Integer for a in coeffs) and c.is_Integer and
+                    all(sympy.sympify(n).is_Integer for n in trace.sizes)):
+                raise Unsupported(f"index_expr {expr} (not affine in static loops)")
+            sizes_ = [int(n) for n in trace.sizes]
+            pos, v = new("iota"), None
+            for k, a in enumerate(coeffs):
+                if a == 0 or sizes_[k] == 1:
+                    continue
+                stride = int(sympy_product(sizes_[k + 1:]))
+                t = pos if stride == 1 else new(f"floordiv {pos} {new(f'const {stride} i64')}")
+                if k > 0:
+                    t = new(f"remainder {t} {new(f'const {sizes_[k]} i64')}")
+                if a != 1:
+                    t = new(f"mul {t} {new(f'const {int(a)} i64')}")
+                v = t if v is None else new(f"add {v} {t}")
+            if v is None or c != 0:
+                c_id = new(f"const {int(c)} i64")
+                v = c_id if v is None else new(f"add {v} {c_id}")
+            v = new(f"cast {v} {ALL_TYPES[dtype] if dtype != torch.int64 else 'i64'}")
+            ids[i] = v
+            if dtype not in TYPES:
+                ints.add(i)
         elif kind == "constant":
             value, dtype = op[1:]
             if not dtype.is_floating_point and dtype not in (torch.int32, torch.int64, torch.bool):
