@@ -798,12 +798,11 @@ std::vector<IVal> reference_int(const FusedKernel& k, const std::vector<std::vec
         IVal& r = v[j];
         const IVal a = c.a >= 0 ? v[c.a] : IVal{}, b = c.b >= 0 ? v[c.b] : IVal{};
         const IVal w = c.c >= 0 ? v[c.c] : IVal{};
-        // the width of an integer op: 64 bits if an operand is int64 or a constant needs it
+        // the width of an integer op: 64 bits if an operand is int64 (a constant too) or a
+        // whole float constant needs it
         bool wide = false;
         for (const IVal* o : {&a, &b, &w})
-            if (o->is_int ? (o->wide && !o->konst) || (o->konst && o->i != int32_t(o->i))
-                          : whole_const(*o) && as_i(*o) != int32_t(as_i(*o)))
-                wide = true;
+            if (o->is_int ? o->wide : whole_const(*o) && as_i(*o) != int32_t(as_i(*o))) wide = true;
         if (c.op == FkOp::LOAD) {
             const FkInput& x = k.inputs[c.arg];
             const uint8_t* p = &in[c.arg][(x.scalar ? 0 : pos) * isa::dtype_size(x.t)];
@@ -1073,6 +1072,18 @@ TEST(FusedInt, UniformOperandsWhereAndBoolOutputs) {
         SCOPED_TRACE(n);
         run_int_check(text, n, /*nonzero=*/0b1);
     }
+}
+
+// Casts of constants fold on the host with VINT CVT's rule (toward zero, NaN 0, saturated at
+// the type's range) and keep their type: an i64 constant makes an i32 op an int64 one.
+TEST(FusedInt, ConstantCastsFoldOnTheHost) {
+    run_int_check(
+        "spyre.kernel 1\nin i32 full\nout i64\nout i32\nout i64\nout i32\n%0 = load 0\n"
+        "%1 = const -2.7\n%2 = cast %1 i64\n%3 = add %0 %2\nstore 0 %3\n%4 = const 3e9\n"
+        "%5 = cast %4 i32\n%6 = add %0 %5\nstore 1 %6\n%7 = const nan\n%8 = cast %7 i64\n"
+        "%9 = sub %0 %8\n%10 = mul %9 %0\nstore 2 %10\n%11 = const -1e30\n%12 = cast %11 i32\n"
+        "%13 = max %0 %12\nstore 3 %13\n",
+        1000);
 }
 
 // Positions as values (position ids, arange + offset): a flat kernel's iota is the position

@@ -274,6 +274,14 @@ Opd imm_float(const Opd& o) {
     return {Loc::IMM, 0, DType::F32, is_int(o) ? static_cast<float>(o.iv) : o.imm};
 }
 
+// a float immediate as an integer: toward zero, NaN 0, saturated (VINT CVT's rule)
+int64_t trunc_imm(float f) {
+    if (f != f) return 0;
+    if (f >= 0x1p63f) return std::numeric_limits<int64_t>::max();
+    if (f <= -0x1p63f) return std::numeric_limits<int64_t>::min();
+    return static_cast<int64_t>(f);
+}
+
 // a float immediate an integer op takes as an integer: a whole number
 bool whole(const Opd& o) {
     return o.loc == Loc::IMM && !is_int(o) && std::trunc(o.imm) == o.imm &&
@@ -354,7 +362,7 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
         L.passes.push_back({isa::Op::VSEL, 0, s, t, t, y, zero});
         return t;
     };
-    // ---- integer values (flat kernels): exact, VINT on I32 or I64 ----
+    // ---- integer values: exact, VINT on I32 or I64 (row kernels: full values) ----
     auto emit_int = [&](isa::VInt f, const Opd& d, const Opd& x, const Opd& y) {
         L.passes.push_back({isa::Op::VINT, static_cast<uint8_t>(f), Shape::FULL, d, x, y, {}});
     };
@@ -369,8 +377,12 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
         if (o.loc == Loc::IMM) {
             Opd r = o;
             r.t = t;
-            if (!is_int(o)) r.iv = static_cast<int64_t>(o.imm);
-            if (t == DType::I32) r.iv = static_cast<int32_t>(static_cast<uint32_t>(r.iv));
+            if (!is_int(o) && t == DType::I32)  // a float saturates, an integer wraps
+                r.iv = std::clamp<int64_t>(trunc_imm(o.imm), INT32_MIN, INT32_MAX);
+            else if (!is_int(o))
+                r.iv = trunc_imm(o.imm);
+            else if (t == DType::I32)
+                r.iv = static_cast<int32_t>(static_cast<uint32_t>(r.iv));
             return r;
         }
         if (o.t == t) return o;
@@ -394,11 +406,11 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
         const bool row = out_kind(k, o) == FkKind::ROW;
         return Opd{row ? Loc::ROUT : Loc::OUT, o, k.outputs[o], 0.0f};
     };
-    // An instruction on integer values (flat kernels), lowered to VINT passes; false: the fp32
-    // path's. Integer ops run when every operand is an integer (a whole float constant
-    // counts), in I64 if an operand is (or a constant needs it), else I32; compares give I32
-    // 0/1 (or the bool output's bytes); where is m * a - (m - 1) * b on the 0/1 mask m, exact
-    // in wrapping arithmetic; casts to and from integers are VINT CVT.
+    // An instruction on integer values, lowered to VINT passes (an integer reduction to VRED's
+    // integer path); false: the fp32 path's. Integer ops run when every operand is an integer (a
+    // whole float constant counts), in I64 if an operand is (or a constant needs it), else I32;
+    // compares give I32 0/1 (or the bool output's bytes); where is m * a - (m - 1) * b on the 0/1
+    // mask m, exact in wrapping arithmetic; casts to and from integers are VINT CVT.
     auto int_lowering = [&](const FkInstr& in, size_t i, Opd x, Opd y, Opd z,
                             std::vector<Opd>& scratch) {
         const FkOp op = in.op;
@@ -442,16 +454,13 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
         if (!int_op) return false;
         for (const Opd* o : {&x, &y, &z})
             if (o->per_row()) unsupported("an integer op of per-row values");
-        // the compute type: I64 if an operand is (or an immediate needs it), else I32
+        // the compute type: I64 if an operand is (an i64 constant too, or a whole float one
+        // beyond int32), else I32 (torch's promotion; a float constant is Inductor's 0.0)
         DType T = DType::I32;
-        for (const Opd* o : {&x, &y, &z}) {
-            if (o->loc == Loc::IMM && (is_int(*o) || whole(*o))) {
-                const int64_t v = is_int(*o) ? o->iv : static_cast<int64_t>(o->imm);
-                if (v != static_cast<int32_t>(v)) T = DType::I64;
-            } else if (o->t == DType::I64) {
+        for (const Opd* o : {&x, &y, &z})
+            if (o->t == DType::I64 ||
+                (whole(*o) && trunc_imm(o->imm) != static_cast<int32_t>(trunc_imm(o->imm))))
                 T = DType::I64;
-            }
-        }
         auto release_operands = [&] {
             for (int v : {in.a, in.b, in.c})
                 if (v >= 0 && last[v] == static_cast<int>(i)) release(val[v]);

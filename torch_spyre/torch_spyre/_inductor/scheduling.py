@@ -504,9 +504,10 @@ def describe(trace, inputs, outputs):
             if not dtype.is_floating_point and dtype not in (torch.int32, torch.int64, torch.bool):
                 raise Unsupported(f"constant of {dtype}")
             if typed and dtype in (torch.int32, torch.int64):  # exact
-                if not -2 ** 63 <= int(value) < 2 ** 63:
+                bits = dtype.itemsize * 8
+                if not -2 ** (bits - 1) <= int(value) < 2 ** (bits - 1):
                     raise Unsupported(f"constant {value} of {dtype}")
-                out(i, f"const {int(value)} i64")
+                out(i, f"const {int(value)} {INT_TYPES[dtype]}")
                 ints.add(i)
             else:
                 out(i, f"const {float(value)!r}")
