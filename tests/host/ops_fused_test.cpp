@@ -641,11 +641,13 @@ TEST(FusedRows, ArgMaxArgMin) {
             }
         }
     }
-    // an i64 output must be a row output; iota needs a row kernel
+    // a row kernel's i64 output must be a row output; a row kernel's iota (fp32) needs rows of
+    // at most 2^24 (a flat kernel's is the position as I32: FusedInt.FlatIotaIsThePosition)
     EXPECT_THROW(parse_fused("spyre.kernel 1\nrows 8\nin f32 full\nout i64\n%0 = load 0\n"
                              "store 0 %0\n"),
                  std::invalid_argument);
-    EXPECT_THROW(parse_fused("spyre.kernel 1\nin f32 full\nout f32\n%0 = iota\nstore 0 %0\n"),
+    EXPECT_THROW(parse_fused("spyre.kernel 1\nrows 33554432\nin f32 full\nout f32\n%0 = iota\n"
+                             "store 0 %0\n"),
                  std::invalid_argument);
 }
 
@@ -718,6 +720,498 @@ TEST(Fused, ComparesAndWhereInFlatKernels) {
         "%10 = add %8 %9\n%11 = le %6 %1\n%12 = gt %1 %6\n%13 = sub %11 %12\n"
         "%14 = where %13 %2 %10\nstore 0 %7\nstore 1 %14\n",
         1001);
+}
+
+// ---- integer values in flat kernels (exact, VINT) ----
+
+// A value of the integer interpreter: an integer of width 32 or 64 bits, or a float; `konst`
+// marks a constant (a whole float constant is an integer operand of an integer op).
+struct IVal {
+    bool is_int = false;
+    bool wide = false;  // an int64 (else int32 arithmetic)
+    bool konst = false;
+    int64_t i = 0;
+    float f = 0.0f;
+};
+
+int64_t wrap_to(DType t, int64_t v) {
+    switch (t) {
+        case DType::I32:
+            return static_cast<int32_t>(static_cast<uint32_t>(v));
+        case DType::I8:
+            return static_cast<int8_t>(static_cast<uint8_t>(v));
+        case DType::U8:
+            return static_cast<uint8_t>(v);
+        default:
+            return v;
+    }
+}
+
+// torch's float -> int: toward zero; the engine's NaN 0 and saturation at the type's range
+int64_t trunc_to(DType t, float f) {
+    if (f != f) return 0;
+    const double lo = t == DType::I64   ? -9223372036854775808.0
+                      : t == DType::I32 ? -2147483648.0
+                      : t == DType::U8  ? 0.0
+                                        : -128.0;
+    const double hi = t == DType::I64   ? 9223372036854775807.0
+                      : t == DType::I32 ? 2147483647.0
+                      : t == DType::U8  ? 255.0
+                                        : 127.0;
+    const double d = std::trunc(double(f));
+    if (d <= lo) return t == DType::I64 ? INT64_MIN : static_cast<int64_t>(lo);
+    if (d >= hi) return t == DType::I64 ? INT64_MAX : static_cast<int64_t>(hi);
+    return static_cast<int64_t>(d);
+}
+
+int64_t floordiv(int64_t a, int64_t b) {
+    if (a == INT64_MIN && b == -1) return INT64_MIN;
+    const int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+int64_t pymod(int64_t a, int64_t b) {
+    if (b == -1) return 0;
+    const int64_t r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+float as_f(const IVal& v) { return v.is_int ? static_cast<float>(v.i) : v.f; }
+bool whole_const(const IVal& v) {
+    return v.konst && !v.is_int && std::trunc(v.f) == v.f && std::fabs(v.f) < 0x1p62f;
+}
+bool intish(const IVal& v) { return v.is_int || whole_const(v); }
+int64_t as_i(const IVal& v) { return v.is_int ? v.i : static_cast<int64_t>(v.f); }
+IVal int_val(int64_t v, bool wide) {
+    IVal r;
+    r.is_int = true, r.wide = wide, r.i = wide ? v : wrap_to(DType::I32, v);
+    return r;
+}
+
+// Host interpreter of a flat kernel with integer values at position i: each output's value
+// (integers exact, floats as `reference`'s).
+std::vector<IVal> reference_int(const FusedKernel& k, const std::vector<std::vector<uint8_t>>& in,
+                                uint64_t pos) {
+    std::vector<IVal> v(k.code.size()), out(k.outputs.size());
+    for (size_t j = 0; j < k.code.size(); ++j) {
+        const FkInstr& c = k.code[j];
+        IVal& r = v[j];
+        const IVal a = c.a >= 0 ? v[c.a] : IVal{}, b = c.b >= 0 ? v[c.b] : IVal{};
+        const IVal w = c.c >= 0 ? v[c.c] : IVal{};
+        // the width of an integer op: 64 bits if an operand is int64 (a constant too) or a
+        // whole float constant needs it
+        bool wide = false;
+        for (const IVal* o : {&a, &b, &w})
+            if (o->is_int ? o->wide : whole_const(*o) && as_i(*o) != int32_t(as_i(*o))) wide = true;
+        if (c.op == FkOp::LOAD) {
+            const FkInput& x = k.inputs[c.arg];
+            const uint8_t* p = &in[c.arg][(x.scalar ? 0 : pos) * isa::dtype_size(x.t)];
+            if (isa::int_type(x.t)) {
+                int64_t q = 0;
+                if (x.t == DType::I64) std::memcpy(&q, p, 8);
+                if (x.t == DType::I32) q = *reinterpret_cast<const int32_t*>(p);
+                if (x.t == DType::I8) q = *reinterpret_cast<const int8_t*>(p);
+                if (x.t == DType::U8) q = *p;
+                r = int_val(q, x.t == DType::I64);
+            } else {
+                r.f = load_elem(x.t, p);
+            }
+        } else if (c.op == FkOp::CONST) {
+            r = isa::int_type(c.t) ? int_val(c.iv, c.t == DType::I64) : IVal{};
+            if (!isa::int_type(c.t)) r.f = c.imm;
+            r.konst = true;
+        } else if (c.op == FkOp::STORE) {
+            const DType t = k.outputs[c.arg];
+            if (isa::int_type(t))
+                out[c.arg] = int_val(a.is_int ? wrap_to(t, a.i) : trunc_to(t, a.f), true);
+            else
+                out[c.arg].f = round_to(t, as_f(a));
+        } else if (c.op == FkOp::IOTA) {  // a flat kernel's position
+            r = int_val(static_cast<int64_t>(pos), false);
+        } else if (c.op == FkOp::CAST) {
+            if (isa::int_type(c.t))
+                r = int_val(a.is_int ? wrap_to(c.t, a.i) : trunc_to(c.t, a.f), c.t == DType::I64);
+            else
+                r.f = round_to(c.t, as_f(a));
+        } else if (c.op == FkOp::WHERE) {
+            const bool m = a.is_int ? a.i != 0 : (a.f != 0.0f || a.f != a.f);
+            if ((b.is_int || w.is_int) && intish(b) && intish(w))
+                r = int_val(m ? as_i(b) : as_i(w), wide);
+            else
+                r.f = m ? as_f(b) : as_f(w);
+        } else if ((c.op == FkOp::NEG || c.op == FkOp::ABS) && a.is_int) {
+            const uint64_t u = static_cast<uint64_t>(a.i);
+            r = int_val(static_cast<int64_t>(c.op == FkOp::NEG || a.i < 0 ? 0 - u : u), a.wide);
+        } else if (c.b >= 0 && c.op != FkOp::DIV && (a.is_int || b.is_int) && intish(a) &&
+                   intish(b)) {
+            const int64_t x = as_i(a), y = as_i(b);
+            const auto ux = static_cast<uint64_t>(x), uy = static_cast<uint64_t>(y);
+            switch (c.op) {
+                case FkOp::ADD:
+                    r = int_val(static_cast<int64_t>(ux + uy), wide);
+                    break;
+                case FkOp::SUB:
+                    r = int_val(static_cast<int64_t>(ux - uy), wide);
+                    break;
+                case FkOp::MUL:
+                    r = int_val(static_cast<int64_t>(ux * uy), wide);
+                    break;
+                case FkOp::MAX:
+                    r = int_val(std::max(x, y), wide);
+                    break;
+                case FkOp::MIN:
+                    r = int_val(std::min(x, y), wide);
+                    break;
+                case FkOp::FLOORDIV:
+                    r = int_val(wide ? floordiv(x, y) : floordiv(int32_t(x), int32_t(y)), wide);
+                    break;
+                case FkOp::REMAINDER:
+                    r = int_val(wide ? pymod(x, y) : pymod(int32_t(x), int32_t(y)), wide);
+                    break;
+                case FkOp::EQ:
+                    r = int_val(x == y, false);
+                    break;
+                case FkOp::NE:
+                    r = int_val(x != y, false);
+                    break;
+                case FkOp::LT:
+                    r = int_val(x < y, false);
+                    break;
+                case FkOp::LE:
+                    r = int_val(x <= y, false);
+                    break;
+                case FkOp::GT:
+                    r = int_val(x > y, false);
+                    break;
+                case FkOp::GE:
+                    r = int_val(x >= y, false);
+                    break;
+                default:
+                    ADD_FAILURE() << "op not in the integer reference";
+            }
+        } else {
+            r.f = apply(c, as_f(a), as_f(b), as_f(w));
+        }
+    }
+    return out;
+}
+
+// Integers over the whole int64 range, small ones and the edges; never 0 when `nonzero`.
+int64_t pick_int(std::mt19937_64& rng, uint64_t i, bool nonzero) {
+    static const int64_t edges[] = {
+        INT64_MIN,        INT64_MAX,       -1, 1, -7, 7, 2, -2, (1ll << 53) + 1,
+        -(1ll << 53) - 3, (1ll << 62) + 5, 0};
+    int64_t v = i < std::size(edges) ? edges[i]
+                : i % 3 == 0         ? static_cast<int64_t>(rng())
+                : i % 3 == 1         ? static_cast<int64_t>(rng() % 2001) - 1000
+                                     : static_cast<int64_t>(rng() >> 20) - (1ll << 43);
+    if (nonzero && v == 0) v = 3;
+    return v;
+}
+
+// Plans, builds and runs a kernel with integer operands over n positions: integer inputs from
+// pick_int (input j is never 0 when bit j of nonzero is set; bool inputs 0/1, i32/u8 wrapped),
+// float ones in [-3, 3] and special values; every output element compared with
+// reference_int (integers exactly, floats within the type's tolerance); the bytes after each
+// output untouched. Returns the plan.
+FusedPlan run_int_check(const std::string& text, uint64_t n, uint32_t nonzero = 0,
+                        uint32_t max_cores = 32) {
+    const FusedKernel k = parse_fused(text);
+    EXPECT_EQ(format_fused(parse_fused(format_fused(k))), format_fused(k));
+    const Pricer pricer(default_engine_config());
+    const FusedPlan p = plan_fused(pricer, k, n, max_cores);
+    const auto image = build_fused(k, n, p);
+    std::mt19937_64 rng(n);
+    std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+    std::vector<std::vector<uint8_t>> in;
+    std::vector<uint64_t> args;
+    uint64_t at = 0;
+    for (size_t j = 0; j < k.inputs.size(); ++j) {
+        const FkInput& x = k.inputs[j];
+        const uint64_t m = x.scalar ? 1 : n, es = isa::dtype_size(x.t);
+        in.emplace_back(m * es);
+        for (uint64_t i = 0; i < m; ++i) {
+            uint8_t* q = &in.back()[i * es];
+            const uint64_t e = x.scalar ? 4 : i;  // a scalar: -7
+            if (x.t == DType::I8) {
+                *q = static_cast<uint8_t>(rng() & 1);
+            } else if (isa::int_type(x.t)) {
+                int64_t v = wrap_to(x.t, pick_int(rng, e, false));
+                if ((nonzero >> j & 1) && v == 0) v = 3;
+                std::memcpy(q, &v, es);  // little endian: the low bytes
+            } else {
+                const float sp[] = {0.0f,
+                                    -0.0f,
+                                    2.5f,
+                                    -2.5f,
+                                    1e10f,
+                                    -1e10f,
+                                    std::numeric_limits<float>::quiet_NaN(),
+                                    3e9f};
+                store_elem(x.t, i < std::size(sp) ? sp[i] : dist(rng), q);
+            }
+        }
+        args.push_back(at + (x.scalar ? 8 * es : 0));
+        at += up128(m * es + 16 * es + 128);
+    }
+    std::vector<uint64_t> out_at;
+    for (size_t o = 0; o < k.outputs.size(); ++o) {
+        out_at.push_back(at), args.push_back(at);
+        at += up128(n * isa::dtype_size(k.outputs[o]) + 256);
+    }
+    // the scalars at their (element-aligned, not stick-aligned) addresses
+    std::vector<uint8_t> mem(at, 0xA5);
+    for (size_t j = 0; j < in.size(); ++j) std::memcpy(&mem[args[j]], in[j].data(), in[j].size());
+    const RunResult r = run_image(image, p.cores, args, mem);
+    EXPECT_EQ(r.error, 0) << r.message;
+    EXPECT_EQ(r.stats.total_cycles, p.cycles) << "the priced run is the real run";
+    int bad = 0;
+    for (uint64_t i = 0; i < n && bad < 5; ++i) {
+        const auto want = reference_int(k, in, i);
+        for (size_t o = 0; o < k.outputs.size(); ++o) {
+            const DType t = k.outputs[o];
+            const uint64_t es = isa::dtype_size(t);
+            const uint8_t* q = &mem[out_at[o] + i * es];
+            if (isa::int_type(t)) {
+                int64_t got = 0;
+                std::memcpy(&got, q, es);
+                got = wrap_to(t, got);
+                if (got != want[o].i)
+                    ADD_FAILURE() << "output " << o << " [" << i << "] = " << got << ", want "
+                                  << want[o].i,
+                        ++bad;
+                continue;
+            }
+            const float got = load_elem(t, q), w = want[o].f;
+            if (!(got == w || (got != got && w != w) ||
+                  std::fabs(got - w) <= tol(t) * (1.0 + std::fabs(w))))
+                ADD_FAILURE() << "output " << o << " [" << i << "] = " << got << ", want " << w,
+                    ++bad;
+        }
+    }
+    for (size_t o = 0; o < k.outputs.size(); ++o) {
+        const uint64_t end = out_at[o] + n * isa::dtype_size(k.outputs[o]);
+        for (uint64_t b = end; b < up128(end); ++b) EXPECT_EQ(mem[b], 0xA5) << "past output " << o;
+    }
+    return p;
+}
+
+// int64 arithmetic past 2^53 (wrapping), Python's floor division and remainder of negative
+// operands, min/max/abs/neg, compares into bool and i32 outputs, int <-> int and int <-> float
+// casts, integer constants beyond fp32's reach, over odd sizes and core counts.
+TEST(FusedInt, ArithmeticMatchesTheInterpreter) {
+    const std::string text =
+        "spyre.kernel 1\nin i64 full\nin i64 full\nin i32 full\nout i64\nout i64\nout i32\n"
+        "out bool\nout f32\nout i64\n"
+        "%0 = load 0\n%1 = load 1\n%2 = load 2\n"
+        "%3 = const 9007199254740993 i64\n%4 = add %0 %3\n%5 = mul %4 %1\n%6 = sub %5 %0\n"
+        "%7 = floordiv %0 %1\n%8 = remainder %0 %1\n%9 = add %7 %8\n%10 = max %6 %9\n"
+        "%11 = neg %10\n%12 = abs %11\nstore 0 %12\n"
+        "%13 = floordiv %2 %2\n%14 = const -3 i64\n%15 = remainder %2 %14\n%16 = mul %2 %15\n"
+        "%17 = min %16 %13\n%18 = cast %0 i32\n%19 = add %17 %18\nstore 2 %19\n"
+        "%20 = lt %0 %1\nstore 3 %20\n%21 = cast %1 f32\n%22 = cast %2 i64\n%23 = floordiv %22 "
+        "%14\n"
+        "%24 = cast %23 f32\n%25 = add %21 %24\nstore 4 %25\n"
+        "%26 = ge %2 %0\n%27 = cast %26 i64\n%28 = add %27 %7\nstore 5 %28\n"
+        "%29 = remainder %1 %14\nstore 1 %29\n";
+    for (const uint64_t n : {uint64_t{1}, uint64_t{37}, uint64_t{1000}, uint64_t{20001}}) {
+        SCOPED_TRACE(n);
+        run_int_check(text, n, /*nonzero=*/0b110);
+    }
+    run_int_check(text, 4099, 0b110, 1);
+}
+
+// Floor division and remainder with the signs spelled out (Python's // and %, torch's
+// floor_divide and remainder), and the int64 edge INT64_MIN // -1.
+TEST(FusedInt, FloorDivisionAndRemainderOfNegatives) {
+    const std::string text =
+        "spyre.kernel 1\nin i64 full\nin i64 full\nout i64\nout i64\n%0 = load 0\n%1 = load 1\n"
+        "%2 = floordiv %0 %1\n%3 = remainder %0 %1\nstore 0 %2\nstore 1 %3\n";
+    const FusedKernel k = parse_fused(text);
+    const int64_t a[] = {-7, 7, -7, 7, -6, 0, INT64_MIN, INT64_MIN, (1ll << 60) + 1, -1};
+    const int64_t b[] = {2, -2, -2, 2, 3, -5, -1, 3, -(1ll << 59), INT64_MAX};
+    const int64_t q[] = {-4, -4, 3, 3, -2, 0, INT64_MIN, -3074457345618258603, -3, -1};
+    const int64_t r[] = {1, -1, -1, 1, 0, 0, 0, 1, -(1ll << 59) + 1, INT64_MAX - 1};
+    const uint64_t n = std::size(a);
+    const Pricer pricer(default_engine_config());
+    const FusedPlan p = plan_fused(pricer, k, n, 32);
+    std::vector<std::vector<uint8_t>> in(2, std::vector<uint8_t>(n * 8));
+    std::memcpy(in[0].data(), a, n * 8), std::memcpy(in[1].data(), b, n * 8);
+    const uint64_t o0 = 1024, o1 = 2048;
+    const auto m2 = run_priced(build_fused(k, n, p), p, {0, 512, o0, o1}, in, 3072);
+    for (uint64_t i = 0; i < n; ++i) {
+        int64_t gq = 0, gr = 0;
+        std::memcpy(&gq, &m2[o0 + i * 8], 8), std::memcpy(&gr, &m2[o1 + i * 8], 8);
+        EXPECT_EQ(gq, q[i]) << a[i] << " // " << b[i];
+        EXPECT_EQ(gr, r[i]) << a[i] << " % " << b[i];
+        EXPECT_EQ(gq, floordiv(a[i], b[i]));
+        EXPECT_EQ(gr, pymod(a[i], b[i]));
+    }
+}
+
+// Operands in every position: constants and scalar inputs first (sub, floordiv, remainder,
+// compares commuted), where of integers with float, integer and bool masks and constant or
+// scalar values (masked_fill, where(m, ids, -100)), u8 and bool inputs, a float compare and
+// an integer compare stored as bool (0/1 bytes), a constant stored to integer outputs, and a
+// bool output re-read as a mask.
+TEST(FusedInt, UniformOperandsWhereAndBoolOutputs) {
+    const std::string text =
+        "spyre.kernel 1\nin i64 full\nin i64 scalar\nin f16 full\nin bool full\nin u8 full\n"
+        "in i32 full\nout i64\nout i64\nout bool\nout bool\nout i32\nout i64\nout f32\n"
+        "%0 = load 0\n%1 = load 1\n%2 = load 2\n%3 = load 3\n%4 = load 4\n%5 = load 5\n"
+        "%6 = const 1000000000000 i64\n%7 = sub %6 %0\n%8 = floordiv %1 %0\n"
+        "%9 = remainder %6 %0\n%10 = add %7 %8\n%11 = sub %10 %9\n%12 = lt %6 %0\n"
+        "%13 = where %12 %11 %1\nstore 0 %13\n"
+        "%14 = const 0.0\n%15 = gt %2 %14\n%16 = const -100 i64\n%17 = where %15 %0 %16\n"
+        "%18 = where %3 %17 %6\n%19 = cast %4 i64\n%20 = add %18 %19\nstore 1 %20\n"
+        "store 2 %15\n%21 = ne %0 %1\nstore 3 %21\n"
+        "%22 = const 5 i64\n%23 = where %3 %22 %5\n%24 = ge %22 %5\n%25 = add %23 %24\n"
+        "store 4 %25\n%26 = const 7 i64\nstore 5 %26\n"
+        "%27 = cast %0 f32\n%28 = where %3 %27 %2\n%29 = mul %28 %4\nstore 6 %29\n";
+    for (const uint64_t n : {uint64_t{5}, uint64_t{333}, uint64_t{9000}}) {
+        SCOPED_TRACE(n);
+        run_int_check(text, n, /*nonzero=*/0b1);
+    }
+}
+
+// Casts of constants fold on the host with VINT CVT's rule (toward zero, NaN 0, saturated at
+// the type's range) and keep their type: an i64 constant makes an i32 op an int64 one.
+TEST(FusedInt, ConstantCastsFoldOnTheHost) {
+    run_int_check(
+        "spyre.kernel 1\nin i32 full\nout i64\nout i32\nout i64\nout i32\n%0 = load 0\n"
+        "%1 = const -2.7\n%2 = cast %1 i64\n%3 = add %0 %2\nstore 0 %3\n%4 = const 3e9\n"
+        "%5 = cast %4 i32\n%6 = add %0 %5\nstore 1 %6\n%7 = const nan\n%8 = cast %7 i64\n"
+        "%9 = sub %0 %8\n%10 = mul %9 %0\nstore 2 %10\n%11 = const -1e30\n%12 = cast %11 i32\n"
+        "%13 = max %0 %12\nstore 3 %13\n",
+        1000);
+}
+
+// Positions as values (position ids, arange + offset): a flat kernel's iota is the position
+// as an exact I32, here scaled and offset past 2^32 in int64, stored as i32 directly and used
+// in a float op; more than 2^31 positions are refused.
+TEST(FusedInt, FlatIotaIsThePosition) {
+    const std::string text =
+        "spyre.kernel 1\nin f32 full\nout i64\nout i32\nout f32\n%0 = iota\n"
+        "%1 = const 3 i64\n%2 = mul %0 %1\n%3 = const 5000000000 i64\n%4 = add %2 %3\n"
+        "store 0 %4\nstore 1 %0\n%5 = load 0\n%6 = add %5 %0\nstore 2 %6\n";
+    for (const uint64_t n : {uint64_t{1}, uint64_t{37}, uint64_t{20001}}) {
+        SCOPED_TRACE(n);
+        run_int_check(text, n);
+    }
+    run_int_check(text, 4099, 0, 1);
+    const Pricer pricer(default_engine_config());
+    EXPECT_THROW(plan_fused(pricer, parse_fused(text), (1ull << 31) + 32, 32),
+                 std::invalid_argument);
+}
+
+// A compare stored as bool in a flat kernel is ONE pass writing the output's bytes; an i64
+// pass costs twice an i32 one on the cycle model (isa.md), so the i64 kernel is dearer.
+TEST(FusedInt, PassesAndPricing) {
+    const Pricer pricer(default_engine_config());
+    auto plan = [&](const std::string& t, uint64_t n) {
+        return plan_fused(pricer, parse_fused(t), n, 1);
+    };
+    const FusedPlan b = plan(
+        "spyre.kernel 1\nin f32 full\nout bool\n%0 = load 0\n"
+        "%1 = const 0.0\n%2 = gt %0 %1\nstore 0 %2\n",
+        4096);
+    EXPECT_EQ(b.passes, 1u);
+    const auto add = [](const char* t) {
+        return std::string("spyre.kernel 1\nin ") + t + " full\nin " + t + " full\nout " + t +
+               "\n%0 = load 0\n%1 = load 1\n%2 = add %0 %1\n%3 = mul %2 %1\nstore 0 %3\n";
+    };
+    const FusedPlan p32 = plan(add("i32"), 65536), p64 = plan(add("i64"), 65536);
+    EXPECT_EQ(p32.passes, 2u);
+    EXPECT_EQ(p64.passes, 2u);
+    EXPECT_GT(p64.cycles, p32.cycles);
+}
+
+// Integer reductions in row kernels: VRED's integer path into I64 per row. A count of
+// nonzeros ((ids != pad).sum(-1)), an exact int64 sum past 2^53 (wrapping), max and min of
+// int64, any of an integer row (to bool), beside a float epilogue over the same rows; rows
+// split over cores. Integer values in rows too long for a core are refused (the long-row
+// combine is fp32): the caller runs the eager form.
+TEST(FusedRows, IntegerSumsCountsAndExtremes) {
+    const Pricer pricer(default_engine_config());
+    const std::string head = "spyre.kernel 1\nrows ";
+    const std::string body =
+        "\nin i64 full\nin f16 full\nout i64 row\nout i64 row\nout i64 row\nout i64 row\n"
+        "out bool row\nout f16\n%0 = load 0\n%1 = load 1\n%2 = const 0 i64\n%3 = ne %0 %2\n"
+        "%4 = rsum %3\nstore 0 %4\n%5 = rsum %0\nstore 1 %5\n%6 = rmax %0\nstore 2 %6\n"
+        "%7 = rmin %0\nstore 3 %7\n%8 = rany %0\nstore 4 %8\n%9 = const 0.0\n"
+        "%10 = where %3 %1 %9\nstore 5 %10\n";
+    for (const auto& [rows, C] : {std::pair<uint64_t, uint64_t>{5, 37}, {3, 1000}, {300, 37}}) {
+        SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(C));
+        const uint64_t n = rows * C;
+        const FusedKernel k = parse_fused(head + std::to_string(C) + body);
+        EXPECT_EQ(format_fused(parse_fused(format_fused(k))), format_fused(k));
+        const FusedPlan p = plan_fused(pricer, k, n, 32);
+        EXPECT_EQ(p.col_chunk, 0u);
+        std::mt19937_64 rng(n);
+        std::vector<int64_t> ids(n);
+        std::vector<float> x(n);
+        for (uint64_t i = 0; i < n; ++i) {
+            ids[i] = (i / C) % 4 == 1 ? 0 : pick_int(rng, i, false);  // row 1 (of 4): zeros
+            if (i % 5 == 0) ids[i] = 0;
+            x[i] = float(int(i % 17) - 8) / 4;
+        }
+        std::vector<std::vector<uint8_t>> in(2);
+        in[0].resize(n * 8), in[1].resize(n * 2);
+        std::memcpy(in[0].data(), ids.data(), n * 8);
+        for (uint64_t i = 0; i < n; ++i) store_elem(DType::F16, x[i], &in[1][i * 2]);
+        std::vector<uint64_t> args{0, up128(n * 8)};
+        uint64_t at = args[1] + up128(n * 2);
+        for (int o = 0; o < 5; ++o) args.push_back(at), at += up128(rows * 8 + 128);
+        args.push_back(at), at += up128(n * 2 + 128);
+        const auto mem = run_priced(build_fused(k, n, p), p, args, in, at);
+        for (uint64_t r = 0; r < rows; ++r) {
+            int64_t cnt = 0, mx = INT64_MIN, mn = INT64_MAX;
+            uint64_t sum = 0;
+            for (uint64_t c = 0; c < C; ++c) {
+                const int64_t v = ids[r * C + c];
+                cnt += v != 0, sum += static_cast<uint64_t>(v);
+                mx = std::max(mx, v), mn = std::min(mn, v);
+            }
+            int64_t got[4];
+            for (int o = 0; o < 4; ++o) std::memcpy(&got[o], &mem[args[2 + o] + r * 8], 8);
+            EXPECT_EQ(got[0], cnt) << "row " << r;
+            EXPECT_EQ(got[1], static_cast<int64_t>(sum)) << "row " << r;
+            EXPECT_EQ(got[2], mx) << "row " << r;
+            EXPECT_EQ(got[3], mn) << "row " << r;
+            EXPECT_EQ(mem[args[6] + r], cnt != 0 ? 1 : 0) << "row " << r;
+        }
+        for (uint64_t i = 0; i < n; ++i)
+            ASSERT_EQ(load_elem(DType::F16, &mem[args[7] + i * 2]), ids[i] != 0 ? x[i] : 0.0f) << i;
+        EXPECT_EQ(mem[args[2] + rows * 8], 0xA5) << "past the row output";
+    }
+    // rows too long for a core: no long-row plan with integer values
+    const FusedKernel k = parse_fused(head + "1048576" + body);
+    EXPECT_THROW(plan_fused(pricer, k, 2 * 1048576, 32), std::invalid_argument);
+}
+
+TEST(FusedInt, Refusals) {
+    for (const char* bad :
+         {// row kernels: integer outputs are i64 or bool row outputs; no integer op of
+          // per-row values
+          "spyre.kernel 1\nrows 8\nin i64 full\nout i64\n%0 = load 0\nstore 0 %0\n",
+          "spyre.kernel 1\nrows 8\nin i64 row\nout i64 row\n%0 = load 0\n"
+          "%1 = const 1 i64\n%2 = add %0 %1\nstore 0 %2\n",
+          "spyre.kernel 1\nrows 8\nin f32 full\nout i32 row\n%0 = load 0\n%1 = rsum %0\n"
+          "store 0 %1\n",
+          // casts to bool/u8 (compares make masks), floordiv of floats, constants
+          "spyre.kernel 1\nin i64 full\nout bool\n%0 = load 0\n%1 = cast %0 bool\n"
+          "store 0 %1\n",
+          "spyre.kernel 1\nin f32 full\nout f32\n%0 = load 0\n%1 = floordiv %0 %0\n"
+          "store 0 %1\n",
+          "spyre.kernel 1\nin i64 full\nout i64\n%0 = load 0\n%1 = const 3000000000 i32\n"
+          "%2 = add %0 %1\nstore 0 %2\n",
+          "spyre.kernel 1\nin i64 full\nout i64\n%0 = load 0\n%1 = const 1.5 i64\n"
+          "%2 = add %0 %1\nstore 0 %2\n",
+          // an integer op of a scalar and a constant only
+          "spyre.kernel 1\nin i64 scalar\nin f32 full\nout i64\nout f32\n%0 = load 0\n"
+          "%1 = const 2 i64\n%2 = add %0 %1\nstore 0 %2\n%3 = load 1\nstore 1 %3\n"}) {
+        EXPECT_THROW(parse_fused(bad), std::invalid_argument) << bad;
+    }
 }
 
 TEST(Fused, OneCoreAndManyCoresAgree) {

@@ -2,6 +2,7 @@
 #include "ops/fused_program.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -29,7 +30,7 @@ constexpr const char* kNames[] = {
     "sigmoid", "silu", "gelu", "sin", "cos",
     SPYRE_ISA_VUN_FUNCTIONS(SPYRE_ISA_NAME)
     "cast", "add", "sub", "mul", "div", "max", "min", "eq", "ne", "lt", "le", "gt", "ge", "rsum",
-    "rmax", "rmin", "where", "iota", "store"};
+    "rmax", "rmin", "where", "iota", "floordiv", "remainder", "store"};
 // clang-format on
 static_assert(sizeof kNames / sizeof kNames[0] == static_cast<size_t>(FkOp::COUNT));
 
@@ -119,14 +120,21 @@ const char* type_name(DType t) {
     return t == DType::F32   ? "f32"
            : t == DType::F16 ? "f16"
            : t == DType::I64 ? "i64"
+           : t == DType::I32 ? "i32"
+           : t == DType::U8  ? "u8"
            : t == DType::I8  ? "bool"
                              : "bf16";
 }
 
-DType parse_type(const std::string& s, const std::string& line) {
+// ints: also the integer types (i64, i32, u8 and bool, torch_spyre's 0/1 bytes as I8)
+DType parse_type(const std::string& s, const std::string& line, bool ints = false) {
     if (s == "f32") return DType::F32;
     if (s == "f16") return DType::F16;
     if (s == "bf16") return DType::BF16;
+    if (ints && s == "i64") return DType::I64;
+    if (ints && s == "i32") return DType::I32;
+    if (ints && s == "u8") return DType::U8;
+    if (ints && s == "bool") return DType::I8;
     throw std::invalid_argument("fused kernel: unsupported type '" + s + "' in '" + line + "'");
 }
 
@@ -144,8 +152,9 @@ enum class Shape : uint8_t { FULL, ROWS };
 struct Opd {
     Loc loc = Loc::IMM;
     int idx = 0;
-    DType t = DType::F32;
+    DType t = DType::F32;  // an IMM of an integer type is the integer iv
     float imm = 0.0f;
+    int64_t iv = 0;
     bool per_row() const { return loc == Loc::RIN || loc == Loc::RTMP || loc == Loc::ROUT; }
     bool uniform() const { return loc == Loc::IMM || loc == Loc::SIN || loc == Loc::ZERO; }
     Bcast mode(Shape s) const {
@@ -172,6 +181,8 @@ struct Pass {
 struct Lowered {
     std::vector<Pass> passes;
     uint32_t tmp_slots = 0, row_slots = 0;
+    uint32_t tmp_es = 4;   // bytes per element of a full temporary: 8 when one holds I64
+    uint32_t row_es = 4;   // and of a per-row one (an integer reduction's I64)
     std::vector<Opd> val;  // where each instruction's value lives
 };
 
@@ -245,6 +256,65 @@ FkOp mirrored(FkOp op) {
     throw std::invalid_argument("fused kernel: " + why);
 }
 
+bool is_int(const Opd& o) { return isa::int_type(o.t); }
+
+// Whether the kernel has integer values (inputs, constants, casts, integer-only ops).
+bool has_ints(const FusedKernel& k) {
+    for (const FkInput& x : k.inputs)
+        if (isa::int_type(x.t)) return true;
+    for (const FkInstr& c : k.code)
+        if (((c.op == FkOp::CONST || c.op == FkOp::CAST) && isa::int_type(c.t)) ||
+            c.op == FkOp::FLOORDIV || c.op == FkOp::REMAINDER)
+            return true;
+    return false;
+}
+
+// an integer immediate as the fp32 path's (rounded once, as VINT CVT)
+Opd imm_float(const Opd& o) {
+    return {Loc::IMM, 0, DType::F32, is_int(o) ? static_cast<float>(o.iv) : o.imm};
+}
+
+// a float immediate as an integer: toward zero, NaN 0, saturated (VINT CVT's rule)
+int64_t trunc_imm(float f) {
+    if (f != f) return 0;
+    if (f >= 0x1p63f) return std::numeric_limits<int64_t>::max();
+    if (f <= -0x1p63f) return std::numeric_limits<int64_t>::min();
+    return static_cast<int64_t>(f);
+}
+
+// a float immediate an integer op takes as an integer: a whole number
+bool whole(const Opd& o) {
+    return o.loc == Loc::IMM && !is_int(o) && std::trunc(o.imm) == o.imm &&
+           std::fabs(o.imm) < 0x1p62f;
+}
+
+isa::VInt vint_of(FkOp op) {
+    switch (op) {
+        case FkOp::ADD:
+            return isa::VInt::ADD;
+        case FkOp::SUB:
+            return isa::VInt::SUB;
+        case FkOp::MUL:
+            return isa::VInt::MUL;
+        case FkOp::MAX:
+            return isa::VInt::MAX;
+        case FkOp::MIN:
+            return isa::VInt::MIN;
+        case FkOp::FLOORDIV:
+            return isa::VInt::DIV;
+        case FkOp::REMAINDER:
+            return isa::VInt::REM;
+        case FkOp::NEG:
+            return isa::VInt::NEG;
+        case FkOp::ABS:
+            return isa::VInt::ABS;
+        default:  // EQ..GE
+            return static_cast<isa::VInt>(static_cast<uint8_t>(isa::VInt::EQ) +
+                                          static_cast<uint8_t>(op) -
+                                          static_cast<uint8_t>(FkOp::EQ));
+    }
+}
+
 // long_rows: the lowering of the column-chunked program (rows longer than a chunk): per-row
 // slots are never shared (a per-row value lives across the phases over the row) and reductions
 // go to fp32 row slots (their accumulators), never straight into a row output.
@@ -260,6 +330,12 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
         if (k.code[i].op == FkOp::STORE && uses[k.code[i].a] == 1)
             store_of[k.code[i].a] = k.code[i].arg;
 
+    // row kernels: integer full values and their reductions (rows that fit a core: long rows
+    // combine partial reductions in fp32), integer outputs per row only
+    if (long_rows && has_ints(k)) unsupported("integer values in long rows");
+    for (size_t j = 0; j < k.outputs.size(); ++j)
+        if (k.cols && isa::int_type(k.outputs[j]) && out_kind(k, j) != FkKind::ROW)
+            unsupported("an integer full output in a row kernel");
     Lowered L;
     std::vector<Opd> val(n);
     std::vector<bool> free_full, free_row;
@@ -286,9 +362,221 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
         L.passes.push_back({isa::Op::VSEL, 0, s, t, t, y, zero});
         return t;
     };
+    // ---- integer values: exact, VINT on I32 or I64 (row kernels: full values) ----
+    auto emit_int = [&](isa::VInt f, const Opd& d, const Opd& x, const Opd& y) {
+        L.passes.push_back({isa::Op::VINT, static_cast<uint8_t>(f), Shape::FULL, d, x, y, {}});
+    };
+    auto int_tmp = [&](DType t) {
+        Opd o = alloc(Shape::FULL);
+        o.t = t;
+        return o;
+    };
+    // o as an operand of type t of an integer op: an immediate, itself, or converted into a
+    // temporary (kept in `scratch` until the op is emitted)
+    auto as_int = [&](const Opd& o, DType t, std::vector<Opd>& scratch) {
+        if (o.loc == Loc::IMM) {
+            Opd r = o;
+            r.t = t;
+            if (!is_int(o) && t == DType::I32)  // a float saturates, an integer wraps
+                r.iv = std::clamp<int64_t>(trunc_imm(o.imm), INT32_MIN, INT32_MAX);
+            else if (!is_int(o))
+                r.iv = trunc_imm(o.imm);
+            else if (t == DType::I32)
+                r.iv = static_cast<int32_t>(static_cast<uint32_t>(r.iv));
+            return r;
+        }
+        if (o.t == t) return o;
+        if (!o.full(Shape::FULL)) unsupported("a scalar input converted in an integer op");
+        const Opd c = int_tmp(t);
+        emit_int(isa::VInt::CVT, c, o, {});
+        scratch.push_back(c);
+        return c;
+    };
+    // o as an operand of the fp32 vector path (types F32..I32; I64 and U8 converted)
+    auto as_float = [&](const Opd& o, std::vector<Opd>& scratch) {
+        if (o.loc == Loc::IMM && is_int(o)) return imm_float(o);
+        if (o.loc == Loc::IMM || (o.t != DType::I64 && o.t != DType::U8)) return o;
+        if (!o.full(Shape::FULL)) unsupported("an i64 or u8 scalar input in a float op");
+        const Opd c = alloc(Shape::FULL);
+        emit_int(isa::VInt::CVT, c, o, {});
+        scratch.push_back(c);
+        return c;
+    };
     auto out_opd = [&](int o) {
         const bool row = out_kind(k, o) == FkKind::ROW;
         return Opd{row ? Loc::ROUT : Loc::OUT, o, k.outputs[o], 0.0f};
+    };
+    // An instruction on integer values, lowered to VINT passes (an integer reduction to VRED's
+    // integer path); false: the fp32 path's. Integer ops run when every operand is an integer (a
+    // whole float constant counts), in I64 if an operand is (or a constant needs it), else I32;
+    // compares give I32 0/1 (or the bool output's bytes); where is m * a - (m - 1) * b on the 0/1
+    // mask m, exact in wrapping arithmetic; casts to and from integers are VINT CVT.
+    auto int_lowering = [&](const FkInstr& in, size_t i, Opd x, Opd y, Opd z,
+                            std::vector<Opd>& scratch) {
+        const FkOp op = in.op;
+        const bool cmp = op >= FkOp::EQ && op <= FkOp::GE;
+        const bool binary = (op >= FkOp::ADD && op <= FkOp::GE && op != FkOp::DIV) ||
+                            op == FkOp::FLOORDIV || op == FkOp::REMAINDER;
+        auto intish = [](const Opd& o) { return is_int(o) || whole(o); };
+        bool int_op = false;
+        if (op == FkOp::FLOORDIV || op == FkOp::REMAINDER) {
+            if (!intish(x) || !intish(y)) unsupported("floordiv and remainder take integers");
+            int_op = true;
+        } else if (binary) {
+            int_op = (is_int(x) || is_int(y)) && intish(x) && intish(y);
+        } else if (op == FkOp::NEG || op == FkOp::ABS) {
+            int_op = is_int(x);
+        } else if (op == FkOp::WHERE) {
+            int_op = (is_int(y) || is_int(z)) && intish(y) && intish(z);
+        } else if (op == FkOp::CAST) {
+            int_op = is_int(x) || isa::int_type(in.t);
+        } else if (reduction(op) && is_int(x)) {
+            // exact: VRED's integer path into I64 per row (sum wraps, max/min exact)
+            if (!k.cols || !x.full(Shape::FULL))
+                unsupported("a reduction needs a row kernel and a full operand");
+            const auto f = op == FkOp::RSUM   ? isa::Red::SUM
+                           : op == FkOp::RMAX ? isa::Red::MAX
+                                              : isa::Red::MIN;
+            for (int v : {in.a})
+                if (last[v] == static_cast<int>(i)) release(val[v]);
+            Opd d;
+            if (store_of[i] >= 0 && k.outputs[store_of[i]] == DType::I64 &&
+                out_kind(k, store_of[i]) == FkKind::ROW) {
+                d = out_opd(store_of[i]);
+            } else {
+                d = alloc(Shape::ROWS);
+                d.t = DType::I64;
+            }
+            L.passes.push_back({isa::Op::VRED, static_cast<uint8_t>(f), Shape::FULL, d, x, {}, {}});
+            val[i] = d;
+            return true;
+        }
+        if (!int_op) return false;
+        for (const Opd* o : {&x, &y, &z})
+            if (o->per_row()) unsupported("an integer op of per-row values");
+        // the compute type: I64 if an operand is (an i64 constant too, or a whole float one
+        // beyond int32), else I32 (torch's promotion; a float constant is Inductor's 0.0)
+        DType T = DType::I32;
+        for (const Opd* o : {&x, &y, &z})
+            if (o->t == DType::I64 ||
+                (whole(*o) && trunc_imm(o->imm) != static_cast<int32_t>(trunc_imm(o->imm))))
+                T = DType::I64;
+        auto release_operands = [&] {
+            for (int v : {in.a, in.b, in.c})
+                if (v >= 0 && last[v] == static_cast<int>(i)) release(val[v]);
+        };
+        // the destination of type t: the output it alone is stored to, if of that type
+        auto dest = [&](DType t) {
+            if (store_of[i] >= 0 && k.outputs[store_of[i]] == t &&
+                out_kind(k, store_of[i]) == FkKind::FULL)
+                return out_opd(store_of[i]);
+            Opd d = alloc(Shape::FULL);
+            d.t = t;
+            return d;
+        };
+        auto finish = [&](const Opd& d) {
+            for (const Opd& t : scratch) release(t);
+            val[i] = d;
+            return true;
+        };
+        if (op == FkOp::CAST) {
+            const DType to = in.t;
+            if (x.loc == Loc::IMM) {                   // folded on the host
+                if (!isa::int_type(to)) return false;  // the fp32 path rounds the immediate
+                val[i] = as_int(x, to, scratch);
+                return true;
+            }
+            if (!x.full(Shape::FULL)) unsupported("a cast of a scalar input to or from integers");
+            if (x.t == to) {  // the value itself (its slot kept)
+                val[i] = x;
+                if (x.loc == Loc::TMP) last[in.a] = last[i] = -1;
+                return true;
+            }
+            release_operands();
+            const Opd d = dest(to);
+            emit_int(isa::VInt::CVT, d, x, {});
+            return finish(d);
+        }
+        if (op == FkOp::NEG || op == FkOp::ABS) {
+            if (x.loc == Loc::IMM) {
+                const int64_t v = x.iv;
+                const uint64_t u = static_cast<uint64_t>(v);
+                const uint64_t r = op == FkOp::NEG || v < 0 ? 0 - u : u;  // wrapping
+                val[i] = x, val[i].iv = static_cast<int64_t>(r);
+                return true;
+            }
+            if (x.t != DType::I64) T = DType::I32;
+            const Opd a = as_int(x, T, scratch);
+            if (!a.full(Shape::FULL)) unsupported("neg or abs of a scalar input");
+            release_operands();
+            const Opd d = dest(T);
+            emit_int(vint_of(op), d, a, {});
+            return finish(d);
+        }
+        if (op == FkOp::WHERE) {  // d = m * y - (m - 1) * z, m = (x != 0) of type T
+            if (!x.full(Shape::FULL)) unsupported("an integer where of a constant or scalar mask");
+            const Opd b = as_int(y, T, scratch), c = as_int(z, T, scratch);
+            Opd m = int_tmp(T);
+            if (is_int(x)) {
+                emit_int(isa::VInt::NE, m, x, Opd{Loc::IMM, 0, x.t});
+            } else {  // a float mask: NaN is true
+                Opd m32 = m;
+                if (T != DType::I32) m32 = int_tmp(DType::I32);
+                L.passes.push_back({isa::Op::VBIN,
+                                    static_cast<uint8_t>(isa::VBin::NE),
+                                    Shape::FULL,
+                                    m32,
+                                    x,
+                                    Opd{Loc::IMM, 0, DType::F32, 0.0f},
+                                    {}});
+                if (T != DType::I32) {
+                    emit_int(isa::VInt::CVT, m, m32, {});
+                    release(m32);
+                }
+            }
+            const Opd t1 = int_tmp(T);
+            emit_int(isa::VInt::MUL, t1, m, b);
+            emit_int(isa::VInt::SUB, m, m, Opd{Loc::IMM, 0, T, 0.0f, 1});
+            emit_int(isa::VInt::MUL, m, m, c);
+            release_operands();
+            const Opd d = dest(T);
+            emit_int(isa::VInt::SUB, d, t1, m);
+            scratch.push_back(t1), scratch.push_back(m);
+            return finish(d);
+        }
+        // binary: the full operand first (commuted, or a mirrored compare), else made full
+        Opd a = as_int(x, T, scratch), b = as_int(y, T, scratch);
+        FkOp f = op;
+        if (!a.full(Shape::FULL)) {
+            if (!b.full(Shape::FULL))
+                unsupported(std::string("integer '") + fk_name(op) + "' of constants and scalars");
+            if (mirrored(f) != FkOp::COUNT) {
+                std::swap(a, b);
+                f = mirrored(f);
+            } else {  // a - b = -b + a; a // b, a % b of a made full: b * 0 + a
+                const Opd t = int_tmp(T);
+                if (f == FkOp::SUB) {
+                    emit_int(isa::VInt::NEG, t, b, {});
+                    f = FkOp::ADD;
+                    b = a;
+                } else {
+                    emit_int(isa::VInt::MUL, t, b, Opd{Loc::IMM, 0, T});
+                    emit_int(isa::VInt::ADD, t, t, a);
+                }
+                a = t;
+                scratch.push_back(t);
+            }
+        }
+        release_operands();
+        DType dt = T;
+        if (cmp) {  // 0/1: as the bool (or other integer) output it goes to, else I32
+            dt = DType::I32;
+            if (store_of[i] >= 0 && isa::int_type(k.outputs[store_of[i]]))
+                dt = k.outputs[store_of[i]];
+        }
+        const Opd d = dest(dt);
+        emit_int(vint_of(f), d, a, b);
+        return finish(d);
     };
     size_t tagged = 0;
     auto tag = [&](size_t i) {  // the passes pushed since the last tag compute instruction i
@@ -307,12 +595,12 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
             continue;
         }
         if (in.op == FkOp::CONST) {
-            val[i] = {Loc::IMM, 0, DType::F32, in.imm};
+            val[i] = {Loc::IMM, 0, isa::int_type(in.t) ? in.t : DType::F32, in.imm, in.iv};
             continue;
         }
         if (in.op == FkOp::IOTA) {  // VIOTA: the column index (plus the chunk's first column)
-            if (!k.cols) unsupported("'iota' needs a row kernel");
             val[i] = alloc(Shape::FULL);
+            if (!k.cols) val[i].t = DType::I32;  // flat kernels: the position, exact
             L.passes.push_back({isa::Op::VIOTA, 0, Shape::FULL, val[i], {}, {}, {}});
             continue;
         }
@@ -323,13 +611,37 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
             if (s == Shape::ROWS && (v.loc == Loc::CIN || !(v.per_row() || v.uniform())))
                 unsupported("a row output stored from a value that is not one per row");
             if (store_of[in.a] == in.arg && v.loc == o.loc) continue;  // written in place
+            if ((is_int(v) || is_int(o)) && v.loc != Loc::IMM && (!k.cols || is_int(v))) {
+                // VINT CVT between any two types (float -> int truncates); row kernels: of an
+                // integer value (an integer reduction's I64 per row)
+                if (!v.full(s)) unsupported("a scalar input stored to or from an integer type");
+                L.passes.push_back(
+                    {isa::Op::VINT, static_cast<uint8_t>(isa::VInt::CVT), s, o, v, {}, {}});
+                if (last[in.a] == static_cast<int>(i)) release(v);
+                continue;
+            }
+            if (!k.cols && is_int(o)) {  // a constant: zeros (fp32 0 converted), then + v
+                const Opd t = alloc(Shape::FULL);
+                L.passes.push_back(
+                    {isa::Op::VUN, static_cast<uint8_t>(isa::VUn::SET), s, t, Opd{}, {}, {}});
+                emit_int(isa::VInt::CVT, o, t, {});
+                std::vector<Opd> none;
+                emit_int(isa::VInt::ADD, o, o, as_int(v, o.t, none));
+                release(t);
+                continue;
+            }
             if (isa::int_type(o.t)) {  // an index or a bool: VINT CVT of the fp32 per-row value
                 if (v.loc != Loc::RTMP) unsupported("an i64 or bool output stored from a constant");
                 L.passes.push_back(
                     {isa::Op::VINT, static_cast<uint8_t>(isa::VInt::CVT), s, o, v, {}, {}});
             } else if (v.loc == Loc::IMM)
-                L.passes.push_back(
-                    {isa::Op::VUN, static_cast<uint8_t>(isa::VUn::SET), s, o, v, {}, {}});
+                L.passes.push_back({isa::Op::VUN,
+                                    static_cast<uint8_t>(isa::VUn::SET),
+                                    s,
+                                    o,
+                                    is_int(v) ? imm_float(v) : v,
+                                    {},
+                                    {}});
             else if (!v.full(s))
                 L.passes.push_back({isa::Op::VSEL, 0, s, o, o, v, zero});
             else
@@ -339,6 +651,13 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
             continue;
         }
         Opd x = val[in.a], y = in.b >= 0 ? val[in.b] : Opd{}, z = in.c >= 0 ? val[in.c] : Opd{};
+        std::vector<Opd> scratch;
+        if (int_lowering(in, i, x, y, z, scratch)) continue;
+        {  // the fp32 path takes F32..I32 operands
+            x = as_float(x, scratch);
+            if (in.b >= 0) y = as_float(y, scratch);
+            if (in.c >= 0) z = as_float(z, scratch);
+        }
         if (in.op == FkOp::CAST && (in.t == DType::F32 || x.loc == Loc::IMM)) {
             // fp32 is every value's compute type; an immediate is rounded on the host
             val[i] = x;
@@ -364,7 +683,6 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
             unsupported(std::string("'") + fk_name(in.op) + "' of column values only");
         if (reduction(in.op) && (!k.cols || !x.full(Shape::FULL)))
             unsupported("a reduction needs a row kernel and a full operand");
-        std::vector<Opd> scratch;
         FkOp op = in.op;
         bool inv = false;
         if (op == FkOp::WHERE) {      // x the mask, y the value where it is nonzero, z the other
@@ -395,8 +713,10 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
         for (int v : {in.a, in.b, in.c})
             if (v >= 0 && last[v] == static_cast<int>(i)) release(val[v]);
         const Shape ds = reduction(op) ? Shape::ROWS : s;
+        const bool cmp = op >= FkOp::EQ && op <= FkOp::GE;
         const bool to_out = store_of[i] >= 0 && !(long_rows && reduction(op)) &&
-                            !isa::int_type(k.outputs[store_of[i]]) &&
+                            (!isa::int_type(k.outputs[store_of[i]]) ||
+                             (!k.cols && cmp && k.outputs[store_of[i]] == DType::I8)) &&
                             (out_kind(k, store_of[i]) == FkKind::ROW) == (ds == Shape::ROWS) &&
                             (op != FkOp::CAST || in.t == k.outputs[store_of[i]]);
         Opd d = to_out ? out_opd(store_of[i]) : alloc(ds);
@@ -435,6 +755,10 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
         val[i] = d;
     }
     if (n) tag(n - 1);
+    for (const Pass& p : L.passes)
+        if (p.d.loc == Loc::TMP && p.d.t == DType::I64) L.tmp_es = 8;
+    for (const Pass& p : L.passes)
+        if (p.d.loc == Loc::RTMP && p.d.t == DType::I64) L.row_es = 8;
     L.val = std::move(val);
     return L;
 }
@@ -485,9 +809,9 @@ Layout layout(const FusedKernel& k, const Lowered& L, uint64_t E) {
     }
     l.region = r;
     l.tmp = l.regions + 2 * r;
-    l.slot = up128(E * per_unit(k, FkKind::FULL) * 4);
+    l.slot = up128(E * per_unit(k, FkKind::FULL) * L.tmp_es);
     l.rtmp = l.tmp + L.tmp_slots * l.slot;
-    l.rslot = up128(E * 4);
+    l.rslot = up128(E * L.row_es);
     l.total = l.rtmp + L.row_slots * l.rslot;
     return l;
 }
@@ -599,7 +923,7 @@ bool long_view_ok(const FusedKernel& k, const FkView& v) {
 // Whether the n positions can run as long rows: every full operand's rows start on a stick (or
 // there is one row), and the row operands of all rows fit a small part of LX.
 bool long_rows_ok(const FusedKernel& k, uint64_t n, uint64_t budget) {
-    if (!k.cols || n % k.cols) return false;
+    if (!k.cols || n % k.cols || has_ints(k)) return false;
     const uint64_t N = n / k.cols;
     uint64_t row_bytes = 0;
     auto check = [&](FkKind kind, DType t) {
@@ -885,14 +1209,15 @@ class Emitter {
     }
     void pass(const Pass& p) {
         if (p.op == isa::Op::VIOTA) {  // rows, cols, dst_stride, src_stride, alpha, beta, gamma
-            if (long_)
+            if (long_ || !k_.cols)     // the chunk's columns (flat: positions) from its first
                 b_.li(24, 1), b_.mov(25, rE), b_.li(26, 0), b_.mov(30, rPos);
             else
                 b_.mov(24, rE), b_.li(25, static_cast<int64_t>(k_.cols)),
                     b_.li(26, static_cast<int64_t>(k_.cols * 4)), b_.li(30, 0);
             b_.li(27, 0), b_.li(28, 0), b_.li(29, 1);
             addr(20, p.d);
-            b_.viota(DType::F32, 20, 24);
+            b_.viota(p.d.t, 20, 24);
+            if (!k_.cols) b_.li(30, 0);  // flat: the descriptor set once per chunk
             return;
         }
         descriptor(p);
@@ -932,7 +1257,9 @@ class Emitter {
                             p.y.imm, p.inv, p.z.mode(s), typ(p.z), typ(p.y));
                 return;
             case isa::Op::VINT:
-                b_.vint(isa::VInt::CVT, Bcast::NONE, p.d.t, p.x.t, 20, 21, 0, 24);
+                if (p.y.loc != Loc::IMM) addr(22, p.y);
+                b_.vint(static_cast<isa::VInt>(p.func), p.y.mode(s), p.d.t, p.x.t, 20, 21,
+                        p.y.loc == Loc::IMM ? 0 : 22, 24, p.y.loc == Loc::IMM ? p.y.iv : 0);
                 return;
             default:
                 throw std::logic_error("fused kernel: unexpected pass");
@@ -1179,7 +1506,7 @@ std::vector<uint8_t> Emitter::build_long() {
 bool const_of(const FusedKernel& k, int v, float& c) {
     const FkInstr& in = k.code[v];
     if (in.op == FkOp::CONST) return c = in.imm, true;
-    if (in.op != FkOp::CAST || !const_of(k, in.a, c)) return false;
+    if (in.op != FkOp::CAST || isa::int_type(in.t) || !const_of(k, in.a, c)) return false;
     if (in.t == DType::F16) c = num::f16_to_f32(num::f32_to_f16(c));
     if (in.t == DType::BF16) c = num::bf16_to_f32(num::f32_to_bf16(c));
     return true;
@@ -1296,7 +1623,7 @@ FusedKernel parse_fused(const std::string& text) {
         }
         if (w[0] == "in" && w.size() > 2 && w[2] == "view") {
             if (!k.code.empty()) bad("a view input before the ops");
-            FkInput x{parse_type(w[1], line), false, FkKind::FULL, {}};
+            FkInput x{parse_type(w[1], line, true), false, FkKind::FULL, {}};
             x.view = parse_view(w, 3, es_of(x.t), false, line);
             // row kernels: each row or block of the view is whole rows of the kernel, or each
             // row of the kernel whole rows of the view (BatchNorm's sums over N and HW of NCHW:
@@ -1309,7 +1636,7 @@ FusedKernel parse_fused(const std::string& text) {
         }
         if (w[0] == "out" && w.size() > 2 && w[2] == "view") {
             if (!k.code.empty()) bad("a view output before the ops");
-            k.outputs.push_back(parse_type(w[1], line));
+            k.outputs.push_back(parse_type(w[1], line, !k.cols));
             k.out_kinds.resize(k.outputs.size(), FkKind::FULL);
             k.out_views.resize(k.outputs.size());
             k.out_views.back() = parse_view(w, 3, es_of(k.outputs.back()), true, line);
@@ -1330,18 +1657,19 @@ FusedKernel parse_fused(const std::string& text) {
                                 : w[2] == "scalar" ? FkKind::SCALAR
                                 : w[2] == "row"    ? FkKind::ROW
                                                    : FkKind::COL;
-            k.inputs.push_back({parse_type(w[1], line), kind == FkKind::SCALAR, kind, {}});
+            k.inputs.push_back({parse_type(w[1], line, true), kind == FkKind::SCALAR, kind, {}});
             continue;
         }
         if (w[0] == "out") {
             if (!(w.size() == 2 || (w.size() == 3 && w[2] == "row" && k.cols)) || !k.code.empty())
                 bad(k.cols ? "expected 'out <type> [row]' before the ops"
                            : "expected 'out <type>' before the ops");
-            if ((w[1] == "i64" || w[1] == "bool") && w.size() != 3)
-                bad("an i64 or bool output must be a row output");
-            k.outputs.push_back(w[1] == "i64"    ? DType::I64
-                                : w[1] == "bool" ? DType::I8  // torch_spyre's bool: 0/1 bytes
-                                                 : parse_type(w[1], line));
+            // integers: flat kernels' full outputs, row kernels' i64 and bool row outputs
+            const DType t = parse_type(w[1], line, true);
+            if (k.cols && isa::int_type(t) &&
+                (w.size() != 3 || (t != DType::I64 && t != DType::I8)))
+                bad("a row kernel's integer output must be an i64 or bool row output");
+            k.outputs.push_back(t);
             k.out_kinds.push_back(w.size() == 3 ? FkKind::ROW : FkKind::FULL);
             continue;
         }
@@ -1371,7 +1699,7 @@ FusedKernel parse_fused(const std::string& text) {
         }
         if (w.size() == 3 && w[1] == "=" && w[2] == "iota" && w[0][0] == '%' &&
             !values.count(w[0])) {
-            if (!k.cols || k.cols > (1u << 24)) bad("'iota' needs rows of at most 2^24 positions");
+            if (k.cols > (1u << 24)) bad("'iota' needs rows of at most 2^24 positions");
             ins.op = FkOp::IOTA;
             values[w[0]] = static_cast<int>(k.code.size());
             k.code.push_back(ins);
@@ -1416,6 +1744,15 @@ FusedKernel parse_fused(const std::string& text) {
         if (ins.op == FkOp::LOAD) {
             if (nargs != 1) bad("expected 'load <input>'");
             ins.arg = index(w[3], k.inputs.size());
+        } else if (ins.op == FkOp::CONST && nargs == 2) {  // an integer: "const -100 i64"
+            char* end = nullptr;
+            errno = 0;
+            ins.iv = std::strtoll(w[3].c_str(), &end, 10);
+            ins.t = w[4] == "i64" ? DType::I64 : w[4] == "i32" ? DType::I32 : DType::F32;
+            if (*end || w[3].empty() || errno || ins.t == DType::F32 ||
+                (ins.t == DType::I32 && ins.iv != static_cast<int32_t>(ins.iv)))
+                bad("expected 'const <integer> i64|i32'");
+            ins.imm = static_cast<float>(ins.iv);
         } else if (ins.op == FkOp::CONST) {
             char* end = nullptr;
             ins.imm = std::strtof(w[3].c_str(), &end);
@@ -1423,7 +1760,8 @@ FusedKernel parse_fused(const std::string& text) {
         } else if (ins.op == FkOp::CAST) {
             if (nargs != 2) bad("expected 'cast <value> <type>'");
             ins.a = value(w[3]);
-            ins.t = parse_type(w[4], line);
+            ins.t = parse_type(w[4], line, true);
+            if (ins.t == DType::I8 || ins.t == DType::U8) bad("casts are to f32|f16|bf16|i64|i32");
         } else if (unary(ins.op) || reduction(ins.op)) {
             if (nargs != 1) bad("expected one operand");
             ins.a = value(w[3]);
@@ -1469,6 +1807,10 @@ std::string format_fused(const FusedKernel& k) {
         }
         s += "%" + std::to_string(i) + " = " + fk_name(c.op);
         if (c.op == FkOp::LOAD) s += " " + std::to_string(c.arg);
+        if (c.op == FkOp::CONST && isa::int_type(c.t)) {
+            s += " " + std::to_string(c.iv) + " " + type_name(c.t) + "\n";
+            continue;
+        }
         if (c.op == FkOp::CONST) {
             char buf[32];
             std::snprintf(buf, sizeof buf, " %.9g", c.imm);
@@ -1552,8 +1894,21 @@ bool fused_views_fit(const FusedKernel& k, uint64_t n) {
     return true;
 }
 
+namespace {
+
+// A flat kernel's iota is the position as I32: n at most 2^31.
+void check_flat_iota(const FusedKernel& k, uint64_t n) {
+    if (k.cols || n <= (1ull << 31)) return;
+    for (const FkInstr& c : k.code)
+        if (c.op == FkOp::IOTA)
+            throw std::invalid_argument("fused kernel: 'iota' over more than 2^31 positions");
+}
+
+}  // namespace
+
 std::vector<uint8_t> build_fused(const FusedKernel& k, uint64_t n, const FusedPlan& p) {
     if (n == 0) throw std::invalid_argument("fused kernel: empty (nothing to launch)");
+    check_flat_iota(k, n);
     if (!fused_views_fit(k, n))
         throw std::invalid_argument("fused kernel: a view is not of n positions");
     if (p.col_chunk) {
@@ -1634,6 +1989,7 @@ FusedPlan plan_long(const Pricer& pricer, const FusedKernel& k, uint64_t n, uint
 
 FusedPlan plan_fused(const Pricer& pricer, const FusedKernel& k, uint64_t n, uint32_t max_cores) {
     if (n == 0) throw std::invalid_argument("fused kernel: empty (nothing to launch)");
+    check_flat_iota(k, n);
     if (!fused_views_fit(k, n))
         throw std::invalid_argument("fused kernel: a view is not of n positions");
     max_cores = std::max<uint32_t>(1, std::min<uint32_t>(max_cores, pricer.config().num_cores));

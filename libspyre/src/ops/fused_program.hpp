@@ -2,9 +2,9 @@
 // Fused pointwise kernels: a small kernel description (inputs, outputs and a straight-line list
 // of ops over one flat loop of n elements, the form torch.compile's Spyre backend emits for each
 // fused pointwise kernel) compiled to ONE engine program. Every core streams its stick-aligned
-// part of the n elements through double-buffered LX chunks; intermediates stay in LX in fp32,
-// each output is rounded once when stored. The planner prices the program on the cycle model
-// (Documentation/torch_compile.md "Kernel descriptions").
+// part of the n elements through double-buffered LX chunks; intermediates stay in LX in fp32
+// (integer values exact in I32 or I64), each output is rounded once when stored. The planner prices
+// the program on the cycle model (Documentation/torch_compile.md "Kernel descriptions").
 #pragma once
 
 #include <cstdint>
@@ -59,7 +59,11 @@ enum class FkOp : uint8_t {
     RMAX,  // NaN-propagating
     RMIN,
     WHERE,  // a != 0 ? b : c (ternary; NaN is true)
-    IOTA,   // row kernels: the position's column index c (fp32, exact: at most 2^24 columns)
+    IOTA,   // row kernels: the position's column index c (fp32, exact: at most 2^24 columns);
+            // flat kernels: the position itself (I32, exact: at most 2^31 positions)
+    // integers only: Python's // and % (the divisor's sign), exact
+    FLOORDIV,
+    REMAINDER,
     STORE,  // output `arg` = value a (rounded once to the output's type)
     COUNT
 };
@@ -111,8 +115,9 @@ struct FkOutput {
 struct FkInstr {
     FkOp op = FkOp::CONST;
     int32_t a = -1, b = -1, c = -1, arg = -1;  // c: WHERE's third operand
-    isa::DType t = isa::DType::F32;            // CAST
+    isa::DType t = isa::DType::F32;            // CAST; CONST: I64 or I32 for an integer one
     float imm = 0.0f;                          // CONST
+    int64_t iv = 0;                            // an integer CONST
 };
 
 struct FusedKernel {
@@ -138,7 +143,11 @@ struct FusedKernel {
 //   %1 = const 1.5
 //   %2 = mul %0 %1
 //   %3 = cast %2 bf16
+//   %4 = const -100 i64  # an integer constant (i64 or i32), exact
 //   store 0 %2
+// Flat kernels also take integer operands ("in i64|i32|u8|bool full|scalar", "out i64|i32|u8|
+// bool"), row kernels integer inputs and integer reductions into "out i64 row": integer values
+// are exact (VINT on I32 or I64), see Documentation/torch_compile.md "Integer values".
 // Throws std::invalid_argument naming the line for anything else (unknown ops, undefined
 // values, more than 16 inputs and outputs, an output stored twice or never).
 FusedKernel parse_fused(const std::string& text);

@@ -62,19 +62,20 @@ std::optional<std::pair<std::vector<spyre_tensor>, std::vector<spyre_tensor>>> f
         const int64_t tail = int64_t(t.storage().nbytes()) / t.itemsize() - t.storage_offset();
         return std::max<int64_t>(1, tail);
     };
-    auto usable = [&](const at::Tensor& t, bool out) {
-        // int64 and bool outputs: the indices of arg reductions, any (the library checks they
-        // are row outputs)
+    auto usable = [&](const at::Tensor& t) {
+        // integer and bool operands: flat kernels' exact integer values, row kernels' arg
+        // reduction and any outputs (the library checks each against the description)
+        const auto st = t.scalar_type();
         return t.is_privateuseone() &&
-               (is_float(t.scalar_type()) ||
-                (out && (t.scalar_type() == at::kLong || t.scalar_type() == at::kBool))) &&
+               (is_float(st) || st == at::kLong || st == at::kInt || st == at::kBool ||
+                st == at::kByte) &&
                t.device() == outputs[0].device() &&
                int64_t(t.storage().nbytes()) >= (t.storage_offset() + count(t)) * t.itemsize();
     };
     for (const at::Tensor& t : inputs)
-        if (!usable(t, false)) return std::nullopt;
+        if (!usable(t)) return std::nullopt;
     for (const at::Tensor& t : outputs)
-        if (!usable(t, true)) return std::nullopt;
+        if (!usable(t)) return std::nullopt;
     std::pair<std::vector<spyre_tensor>, std::vector<spyre_tensor>> ops;
     for (const at::Tensor& t : inputs) ops.first.push_back(flat(t, count(t)));
     for (const at::Tensor& t : outputs) ops.second.push_back(flat(t, count(t)));

@@ -62,11 +62,12 @@ def _on_spyre(args, kwargs):
 
 
 # where / masked_fill: the mask's argument. A mask computed in the graph (a compare Inductor has
-# not realized) is lowered by Inductor, so the compare and the select fuse into one kernel; a
-# mask that is a graph input or a buffer (bool data, which the generator does not load) keeps
-# the one-launch eager kernel.
+# not realized) is lowered by Inductor, so the compare and the select fuse into one kernel (float
+# or int32/int64 values: flat kernels select integers exactly); a mask that is a graph input or
+# a buffer (bool data, which row kernels do not load) keeps the one-launch eager kernel.
 MASK_ARG = {aten.where.self: 0, aten.masked_fill.Scalar: 1, aten.masked_fill.Tensor: 1}
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+INTS = (torch.int32, torch.int64)  # flat kernels select integers exactly
 
 
 def _fusable_mask(op, args):
@@ -75,7 +76,7 @@ def _fusable_mask(op, args):
         return False
     if not isinstance(getattr(getattr(args[k], "data", None), "data", None), ir.Pointwise):
         return False
-    return all(a.get_dtype() in FLOATS for i, a in enumerate(args)
+    return all(a.get_dtype() in FLOATS + INTS for i, a in enumerate(args)
                if i != k and isinstance(a, ir.IRNode))
 
 

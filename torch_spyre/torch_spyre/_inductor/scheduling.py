@@ -46,6 +46,11 @@ MASK_OPS_BINARY = {"logical_and": "mul", "logical_or": "max", "logical_xor": "ne
 INTEGERS = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64}
 COLS = "@COLS@"  # a row kernel's row length, filled in at the call when it is symbolic
 TYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+# flat kernels' integer operands: exact values (VINT on I32 or I64), bool as 0/1 bytes
+INT_TYPES = {torch.int64: "i64", torch.int32: "i32", torch.uint8: "u8", torch.bool: "bool"}
+ALL_TYPES = {**TYPES, **INT_TYPES}
+# integer-only ops (Python's // and %, exact)
+INT_BINARY = {"floordiv": "floordiv", "remainder": "remainder"}
 MAX_ARGS = 16  # launch arguments of a program
 
 
@@ -344,6 +349,13 @@ def describe(trace, inputs, outputs):
     arg_values = set()  # values of arg reductions: stored to int64 row outputs only
     bool_values = set()  # values of any: stored to bool row outputs only
     masks = set()  # values that are 0 or 1 (compares): integer and bool casts keep them
+    ints = set()  # integer values: exact in the description
+    int_reduced = set()  # sums, maxima and minima of integer values: int64 row outputs
+    # integer constants and casts are the description's integer values in kernels that read
+    # an integer buffer (or store one, flat kernels); elsewhere they stay fp32, as before
+    typed = any(trace.dtypes[b] in INT_TYPES for b in trace.loads) or (
+        not rows and (any(trace.dtypes[b] in INT_TYPES for b in outputs) or
+                      any(op[0] == "index_expr" for op in trace.ops)))
     out_types = {}
     for name, indices in trace.loads.items():
         for kind, want in (("full", contiguous), ("scalar", 0), ("row", row_index),
@@ -388,9 +400,14 @@ def describe(trace, inputs, outputs):
         kind = op[0]
         if kind == "load":
             name = op[1]
-            if trace.dtypes[name] not in TYPES:
-                raise Unsupported(f"{name} is {trace.dtypes[name]}")
+            dtype = trace.dtypes[name]
+            if dtype not in ALL_TYPES:
+                raise Unsupported(f"{name} is {dtype}")
             out(i, f"load {slot_of[(name, op[2])]}")
+            if dtype in INT_TYPES:
+                ints.add(i)
+                if dtype == torch.bool:
+                    masks.add(i)
         elif kind in ("store", "store_reduction"):
             name, index, v = op[1:4]
             if kind == "store" and op[4] is not None:
@@ -399,20 +416,24 @@ def describe(trace, inputs, outputs):
                 continue  # a buffer only this kernel used
             want, okind = ((contiguous, "full") if kind == "store" or not rows else
                            (row_index, "row"))
-            index_store = okind == "row" and isinstance(v, Value) and v.i in arg_values
+            index_store = okind == "row" and isinstance(v, Value) and (
+                v.i in arg_values or v.i in int_reduced)
             bool_store = okind == "row" and isinstance(v, Value) and v.i in bool_values
-            if (index_store != (trace.dtypes[name] == torch.int64) or
-                    bool_store != (trace.dtypes[name] == torch.bool)):
+            dtype = trace.dtypes[name]
+            if rows and (index_store != (dtype == torch.int64) or
+                         bool_store != (dtype == torch.bool)):
                 raise Unsupported(f"store to {name}")
-            if trace.dtypes[name] not in TYPES and not index_store and not bool_store:
+            if dtype not in (TYPES if rows else ALL_TYPES) and not index_store and not bool_store:
                 raise Unsupported(f"store to {name}")
+            if not rows and dtype == torch.bool and not (isinstance(v, Value) and v.i in masks):
+                raise Unsupported(f"store to {name} of a value that is not 0 or 1")
             if not same(index, want):
                 if okind == "row" or name in trace.loads:  # read and written: could overlap
                     raise Unsupported(f"store to {name} is not by position")
                 out_views[name] = _strided_view(name, index, trace,
                                                 len(trace.slots) + outputs.index(name), output=True)
             out_types[name] = ("i64" if index_store else "bool" if bool_store else
-                               TYPES[trace.dtypes[name]])
+                               ALL_TYPES[dtype])
             if out_kinds.setdefault(name, okind) != okind:
                 raise Unsupported(f"{name} stored by position and by row")
             lines.append(f"store {outputs.index(name)} {val(v)}")
@@ -422,6 +443,11 @@ def describe(trace, inputs, outputs):
                 raise Unsupported("reduction")
             if rtype in REDUCTIONS:
                 out(i, f"{REDUCTIONS[rtype]} {val(v)}")
+                # exact: VRED into I64 of integers; a count of a float mask in fp32 (exact
+                # below 2^24), converted when stored
+                if isinstance(v, Value) and v.i in ints and (typed or (
+                        sympy.sympify(cols).is_Integer and int(cols) <= 2 ** 24)):
+                    int_reduced.add(i)
             elif rtype in ARG_REDUCTIONS:
                 out(i, f"{ARG_REDUCTIONS[rtype]} {val(v)}")
                 arg_values.add(i)
@@ -441,25 +467,82 @@ def describe(trace, inputs, outputs):
                 raise Unsupported(f"reduction {rtype}")
         elif kind == "getitem":
             ids[i] = ids[op[1].i][op[2]]
+        elif kind == "index_expr":
+            # a flat kernel's positions as values (arange, position ids): sum_k c_k * i_k + c
+            # with integer c_k and c over static sizes, each loop variable i_k taken from the
+            # position (iota, an exact int32) as (p // stride_k) % size_k; exact integers,
+            # converted once for a float dtype
+            expr, dtype = sympy.expand(sympy.sympify(op[1])), op[2]
+            if rows or not (dtype in (torch.int32, torch.int64) or dtype in TYPES):
+                raise Unsupported(f"index_expr of {dtype}")
+            coeffs = [expr.coeff(v) for v in trace.vars]
+            c = sympy.expand(expr - sum(a * v for a, v in zip(coeffs, trace.vars)))
+            if not (all(sympy.sympify(a).is_Integer for a in coeffs) and c.is_Integer and
+                    all(sympy.sympify(n).is_Integer for n in trace.sizes)):
+                raise Unsupported(f"index_expr {expr} (not affine in static loops)")
+            sizes_ = [int(n) for n in trace.sizes]
+            pos, v = new("iota"), None
+            for k, a in enumerate(coeffs):
+                if a == 0 or sizes_[k] == 1:
+                    continue
+                stride = int(sympy_product(sizes_[k + 1:]))
+                t = pos if stride == 1 else new(f"floordiv {pos} {new(f'const {stride} i64')}")
+                if k > 0:
+                    t = new(f"remainder {t} {new(f'const {sizes_[k]} i64')}")
+                if a != 1:
+                    t = new(f"mul {t} {new(f'const {int(a)} i64')}")
+                v = t if v is None else new(f"add {v} {t}")
+            if v is None or c != 0:
+                c_id = new(f"const {int(c)} i64")
+                v = c_id if v is None else new(f"add {v} {c_id}")
+            v = new(f"cast {v} {ALL_TYPES[dtype] if dtype != torch.int64 else 'i64'}")
+            ids[i] = v
+            if dtype not in TYPES:
+                ints.add(i)
         elif kind == "constant":
             value, dtype = op[1:]
             if not dtype.is_floating_point and dtype not in (torch.int32, torch.int64, torch.bool):
                 raise Unsupported(f"constant of {dtype}")
-            out(i, f"const {float(value)!r}")
+            if typed and dtype in (torch.int32, torch.int64):  # exact
+                bits = dtype.itemsize * 8
+                if not -2 ** (bits - 1) <= int(value) < 2 ** (bits - 1):
+                    raise Unsupported(f"constant {value} of {dtype}")
+                out(i, f"const {int(value)} {INT_TYPES[dtype]}")
+                ints.add(i)
+            else:
+                out(i, f"const {float(value)!r}")
         elif kind == "to_dtype":
             x, dtype = op[1:]
             if dtype in TYPES:
                 out(i, f"cast {val(x)} {TYPES[dtype]}")
+            elif typed and dtype in (torch.int32, torch.int64) and not (
+                    rows and isinstance(x, Value) and x.i in masks):
+                # exact: float -> int truncates toward zero (as torch), int -> int wraps
+                out(i, f"cast {val(x)} {INT_TYPES[dtype]}")
+                ints.add(i)
+                if isinstance(x, Value) and x.i in masks:
+                    masks.add(i)
+            elif typed and dtype == torch.bool and isinstance(x, Value) and x.i in ints \
+                    and x.i not in masks:
+                out(i, f"ne {val(x)} {new('const 0 i64')}")
+                masks.add(i)
             elif dtype in INTEGERS and isinstance(x, Value) and x.i in masks:
                 ids[i] = val(x)  # 0 and 1 in every integer type (Inductor's bool -> int64 -> bool)
                 masks.add(i)
+                if dtype != torch.bool:
+                    ints.add(i)  # (a row kernel's count of a mask: its sum, exact)
             elif dtype == torch.bool:
                 out(i, f"ne {val(x)} {new('const 0.0')}")  # NaN is true, as torch's bool()
                 masks.add(i)
             else:
                 raise Unsupported(f"cast to {dtype}")
         elif kind == "op" and op[1] in UNARY and len(op[2]) == 1:
-            out(i, f"{UNARY[op[1]]} {val(op[2][0])}")
+            x = op[2][0]
+            if typed and isinstance(x, Value) and x.i in ints and op[1] not in ("neg", "abs"):
+                raise Unsupported(f"op {op[1]} of integers")  # Inductor casts them first
+            out(i, f"{UNARY[op[1]]} {val(x)}")
+            if isinstance(x, Value) and x.i in ints:
+                ints.add(i)
         elif kind == "op" and op[1] == "pow" and len(op[2]) == 2:
             # x ** y, either a value or a number (libspyre expands it, specialising constants);
             # Inductor already made small integer exponents multiplies, 0.5 sqrt, 2 ** y exp2
@@ -470,6 +553,14 @@ def describe(trace, inputs, outputs):
             out(i, f"{BINARY[op[1]]} {val(op[2][0])} {val(op[2][1])}")
             if op[1] in COMPARES:
                 masks.add(i)
+            elif op[1] not in ("truediv", "div") and all(
+                    isinstance(a, Value) and a.i in ints for a in op[2]):
+                ints.add(i)
+        elif kind == "op" and op[1] in INT_BINARY and len(op[2]) == 2:
+            if not typed or not all(isinstance(a, Value) and a.i in ints for a in op[2]):
+                raise Unsupported(f"op {op[1]} of floats")
+            out(i, f"{INT_BINARY[op[1]]} {val(op[2][0])} {val(op[2][1])}")
+            ints.add(i)
         elif kind == "op" and op[1] in MASK_OPS and len(op[2]) == MASK_OPS[op[1]]:
             # logical ops and NaN/inf tests as compares: 0/1 values (masks); the bitwise ops
             # only of masks (bools), where they are the logical ones
@@ -490,6 +581,8 @@ def describe(trace, inputs, outputs):
             masks.add(i)
         elif kind == "op" and op[1] == "where" and len(op[2]) == 3:
             out(i, f"where {' '.join(val(a) for a in op[2])}")
+            if all(isinstance(a, Value) and a.i in ints for a in op[2][1:]):
+                ints.add(i)
         else:
             raise Unsupported(f"{kind} {op[1] if len(op) > 1 else ''}")
     vars_ = trace.vars + trace.rvars
@@ -504,8 +597,8 @@ def describe(trace, inputs, outputs):
         # reshape of a permute, would be a gather there: it stays one fused launch)
         raise Unsupported("a strided copy (the eager form's DMA copy)")
     head = ["spyre.kernel 1"] + ([f"rows {cols_text}"] if rows else [])
-    head += [f"in {TYPES[trace.dtypes[a]]} {kind}" for a, kind in trace.slots]
-    head += [f"out {out_types.get(a) or TYPES[trace.dtypes[a]]}" +
+    head += [f"in {ALL_TYPES[trace.dtypes[a]]} {kind}" for a, kind in trace.slots]
+    head += [f"out {out_types.get(a) or ALL_TYPES[trace.dtypes[a]]}" +
              (" row" if out_kinds.get(a) == "row" else "") +
              (f" {out_views[a]}" if a in out_views else "") for a in outputs]
     return "\n".join(head + lines) + "\n"

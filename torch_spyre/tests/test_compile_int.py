@@ -1,0 +1,134 @@
+"""Integer and bool tensors inside compiled kernels (Documentation/torch_compile.md "Integer
+values"): int64/int32 loads, stores and constants, add/sub/mul/neg/abs/min/max/clamp, floor
+division and remainder of negatives (Python's, as torch), compares, where and masked_fill of
+integers, casts int <-> float (truncation toward zero) and int <-> int, bool masks stored and
+re-read, BatchNorm's ``num_batches_tracked += 1``, positions as values (``arange``, position
+ids), and integer sums, counts, maxima and minima of rows (row kernels, exact into int64):
+each ONE fused launch (not the eager form), under TORCH_SPYRE_STRICT=1, against the CPU bit
+for bit (int64 values past 2^53 and 2^62 included, which fp32 could not carry)."""
+
+import pytest
+import torch
+
+from test_compile_layout import one_fused_launch
+from test_intops import ints
+
+pytestmark = pytest.mark.usefixtures("compile_strict")
+
+SHAPE = (5, 37)  # odd sizes: a partial stick per core and per chunk
+
+
+def same(got, want):
+    """got (from the card) equals want bit for bit, dtype included."""
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype, (g.dtype, w.dtype)
+        assert torch.equal(g.cpu(), w), (g.cpu(), w)
+
+
+def check(fn, *args):
+    """fn compiled on the card (one fused launch) against fn on the CPU."""
+    torch.compiler.reset()
+    got = one_fused_launch(torch.compile(fn), *[a.to("spyre") for a in args])
+    same(got, fn(*args))
+
+
+def big(shape, seed):
+    """int64 values over the whole range with the edges, small ones and ones past 2^53."""
+    x = ints(shape, torch.int64, seed).flatten()
+    x[:8] = torch.tensor([2 ** 63 - 1, -2 ** 63, 2 ** 53 + 1, -2 ** 53 - 3, 2 ** 62 + 5, -7, 7, 0])
+    x[8::3] = x[8::3] % 2001 - 1000
+    return x.view(shape)
+
+
+def divisor(shape, seed, dtype=torch.int64):
+    """Nonzero divisors of both signs (small, and large for int64)."""
+    d = ints(shape, dtype, seed, -9, 10)
+    d[d == 0] = 3
+    if dtype == torch.int64:
+        d.view(-1)[::4] = ints(d.view(-1)[::4].shape, dtype, seed + 1) | 1
+    return d
+
+
+def test_int64_arithmetic_past_2_53():
+    x, y = big(SHAPE, 0), big(SHAPE, 1)
+    check(lambda a, b: (a + (2 ** 53 + 1), a * 3 - b, -a, a.abs(), torch.maximum(a, b),
+                        torch.minimum(a, b + 1)), x, y)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_floor_division_and_remainder_of_negatives(dtype):
+    x = ints(SHAPE, dtype, 2) if dtype == torch.int32 else big(SHAPE, 2)
+    x.view(-1)[:4] = torch.tensor([-7, 7, -7, 7])
+    d = divisor(SHAPE, 3, dtype)
+    d.view(-1)[:4] = torch.tensor([2, -2, -2, 2])
+    check(lambda a, b: (a // b, a % b, torch.remainder(a, -4), torch.floor_divide(a, 5)), x, d)
+
+
+def test_int32_wraps_and_clamps():
+    x = ints(SHAPE, torch.int32, 4)
+    check(lambda a: (a * 3 + 7, torch.clamp(a, -5, 1000), (a - 100).abs()), x)
+
+
+def test_where_and_masked_fill_of_ids():
+    ids = ints(SHAPE, torch.int64, 5, -3, 50)
+    pad = 0
+    check(lambda t: (torch.where(t != pad, t, -100), t.masked_fill(t > 40, 2 ** 60)), ids)
+
+
+def test_compares_stored_as_bool_and_reread():
+    # ReLU's backward mask: x > 0 stored as torch.bool, then read as a mask by another kernel
+    x = torch.randn(SHAPE)
+    g = torch.randn(SHAPE)
+    check(lambda a: a > 0, x)
+    mask = (x > 0)
+    check(lambda m, b: b * m, mask, g)
+    ids = ints(SHAPE, torch.int64, 6, -3, 5)
+    check(lambda t: (t != 0, (t > 1) & (t < 4)), ids)
+
+
+def test_casts_between_ints_and_floats():
+    # float -> int truncates toward zero (negatives too); int -> float rounds once; int64 ->
+    # int32 wraps, int32 -> int64 widens
+    x = torch.randn(SHAPE) * 1000
+    ids = big(SHAPE, 7)
+    small = ints(SHAPE, torch.int32, 8)
+    check(lambda a: (a * 2.5).long(), x)
+    check(lambda t: (t.float() * 0.5, t.int()), ids)
+    check(lambda s: (s.long() * 3, s.float() + 1), small)
+
+
+def test_num_batches_tracked_add():
+    # BatchNorm's num_batches_tracked += 1: an int64 0-dim counter updated in place
+    def step(t):
+        t.add_(1)
+        return t
+
+    t = torch.tensor(2 ** 60 + 3)
+    torch.compiler.reset()
+    got = one_fused_launch(torch.compile(step), t.clone().to("spyre"))
+    same(got, step(t.clone()) + 1)  # two calls on the card: the compile's and the counted one
+
+
+def test_integer_sums_counts_and_extremes_of_rows():
+    # row kernels: VRED's integer path into int64 per row (sums past 2^53 wrap as torch's)
+    ids = big(SHAPE, 9)
+    ids.view(-1)[::5] = 0
+    check(lambda t: (t != 0).sum(-1), ids)
+    check(lambda t: (t.sum(-1), t.amax(-1), t.amin(-1)), ids)
+    check(lambda t: (t != 0).sum(), ids)  # the whole tensor: one row
+    check(lambda a: (a > 0).sum(-1), torch.randn(SHAPE))  # a float mask's count
+
+
+def test_positions_as_values():
+    # Inductor's index_expr (arange, position ids) in flat kernels: each loop variable from the
+    # position, exact, in int64, int32 and float
+    ids = big((8, 37), 10)
+    check(lambda t: t + torch.arange(t.shape[-1], device=t.device) + 7, ids)
+    check(lambda t: (torch.arange(296, device=t.device) * 3 - 5 + t.view(-1)).view(8, 37), ids)
+    check(lambda s: torch.arange(296, device=s.device, dtype=torch.int32) + s,
+          ints((296,), torch.int32, 11))
+    check(lambda a: torch.arange(296, device=a.device, dtype=torch.float32) * 0.5 + a,
+          torch.randn(296))
