@@ -214,7 +214,8 @@ def test_optimizer_steps_match_cpu(fallback_reset, opt_cls, kw):
     ("Adam", {"weight_decay": 0.01}), ("AdamW", {"lr": torch.tensor(0.01)}),
     ("SGD", {"momentum": 0.9, "weight_decay": 0.01}),
     ("SGD", {"momentum": 0.9, "nesterov": True, "maximize": True}),
-    ("SGD", {"momentum": 0.5, "dampening": 0.3}), ("SGD", {})])
+    ("SGD", {"momentum": 0.5, "dampening": 0.3}), ("SGD", {}),
+    ("Adagrad", {"lr_decay": 0.1, "weight_decay": 0.01}), ("Adagrad", {"maximize": True})])
 def test_fused_optimizers_step_on_the_card_as_the_cpu(fallback_reset, opt, kw):
     # fused=True (the fused kernels torch offers on every device that has them): the step took
     # the CPU fallback, every parameter, gradient and moment to the host and back

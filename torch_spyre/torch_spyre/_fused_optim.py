@@ -1,4 +1,5 @@
-"""The fused optimizer kernels (``torch.optim.Adam`` / ``AdamW`` / ``SGD`` with ``fused=True``) for spyre
+"""The fused optimizer kernels (``torch.optim.Adam`` / ``AdamW`` / ``SGD`` / ``Adagrad`` with
+``fused=True``) for spyre
 tensors, composed of foreach ops that run on the card. torch offers ``fused=True`` on every
 device that registers these ops; without them a fused step took the CPU fallback and moved
 every parameter, gradient and moment to the host and back.
@@ -88,6 +89,32 @@ def _sgd(params, grads, momentum_buffer_list, *, weight_decay, momentum, lr, dam
     torch._foreach_sub_(params, torch._foreach_mul(g, lr))
 
 
+def _adagrad(params, grads, state_sums, state_steps, *, lr, lr_decay, weight_decay, eps,
+             maximize, grad_scale=None, found_inf=None):
+    """The fused Adagrad kernel's math (FusedAdagradKernel.cpp): state_sum += g * g, then
+    param -= lr / (1 + (step - 1) * lr_decay) * g / (sqrt(state_sum) + eps)."""
+    if not params:
+        return
+    if found_inf is not None and bool(found_inf.item()):
+        return
+    if grad_scale is not None:
+        torch._foreach_div_(grads, grad_scale)
+    g = torch._foreach_neg(grads) if maximize else list(grads)
+    if weight_decay != 0:
+        g = torch._foreach_add(g, params, alpha=weight_decay)
+    torch._foreach_addcmul_(state_sums, g, g, value=1.0)
+    std = torch._foreach_sqrt(state_sums)
+    torch._foreach_add_(std, eps)
+    clr = torch._foreach_sub(state_steps, 1.0)  # lr / (1 + (step - 1) * lr_decay)
+    torch._foreach_mul_(clr, lr_decay)
+    torch._foreach_add_(clr, 1.0)
+    torch._foreach_reciprocal_(clr)
+    torch._foreach_mul_(clr, lr)
+    update = torch._foreach_div(g, std)
+    torch._foreach_mul_(update, clr)
+    torch._foreach_sub_(params, update)
+
+
 def _adam(*args, **kwargs):
     _step(*args, decoupled=False, **kwargs)
 
@@ -104,3 +131,4 @@ def install():
     for name, fn in (("_fused_adam_", _adam), ("_fused_adamw_", _adamw), ("_fused_sgd_", _sgd)):
         _lib.impl(name, fn, "PrivateUse1")
         _lib.impl(f"{name}.tensor_lr", fn, "PrivateUse1")
+    _lib.impl("_fused_adagrad_", _adagrad, "PrivateUse1")
