@@ -21,35 +21,46 @@ import torch
 _lib = None
 
 
-def _step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1,
-          beta2, weight_decay, eps, amsgrad, maximize, grad_scale=None, found_inf=None,
-          decoupled):
-    if not params:
-        return
-    if found_inf is not None and bool(found_inf.item()):
-        return
+def _gradients(params, grads, grad_scale, found_inf, maximize, weight_decay=0.0):
+    """The fused kernels' common start: None when there is nothing to do (no parameters, or a
+    set found_inf: the step is skipped); else the gradients to use: unscaled in place by
+    grad_scale (the kernels store them back), negated for maximize, with L2 weight decay."""
+    if not params or (found_inf is not None and bool(found_inf.item())):
+        return None
     if grad_scale is not None:
         torch._foreach_div_(grads, grad_scale)
     g = torch._foreach_neg(grads) if maximize else list(grads)
     if weight_decay != 0:
-        if decoupled:
-            if isinstance(lr, torch.Tensor):
-                torch._foreach_sub_(params, torch._foreach_mul(params, lr * weight_decay))
-            else:
-                torch._foreach_mul_(params, 1.0 - lr * weight_decay)
+        g = torch._foreach_add(g, params, alpha=weight_decay)
+    return g
+
+
+def _bias_corrections(beta, state_steps):
+    """1 - beta^step per parameter, on the card."""
+    bc = torch._foreach_pow(beta, state_steps)
+    torch._foreach_neg_(bc)
+    torch._foreach_add_(bc, 1.0)
+    return bc
+
+
+def _step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1,
+          beta2, weight_decay, eps, amsgrad, maximize, grad_scale=None, found_inf=None,
+          decoupled):
+    g = _gradients(params, grads, grad_scale, found_inf, maximize,
+                   0.0 if decoupled else weight_decay)
+    if g is None:
+        return
+    if decoupled and weight_decay != 0:
+        if isinstance(lr, torch.Tensor):
+            torch._foreach_sub_(params, torch._foreach_mul(params, lr * weight_decay))
         else:
-            g = torch._foreach_add(g, params, alpha=weight_decay)
+            torch._foreach_mul_(params, 1.0 - lr * weight_decay)
     torch._foreach_mul_(exp_avgs, beta1)
     torch._foreach_add_(exp_avgs, g, alpha=1.0 - beta1)
     torch._foreach_mul_(exp_avg_sqs, beta2)
     torch._foreach_addcmul_(exp_avg_sqs, g, g, value=1.0 - beta2)
-    # 1 - beta^step per parameter, on the card
-    bc1 = torch._foreach_pow(beta1, state_steps)
-    torch._foreach_neg_(bc1)
-    torch._foreach_add_(bc1, 1.0)
-    bc2 = torch._foreach_pow(beta2, state_steps)
-    torch._foreach_neg_(bc2)
-    torch._foreach_add_(bc2, 1.0)
+    bc1 = _bias_corrections(beta1, state_steps)
+    bc2 = _bias_corrections(beta2, state_steps)
     torch._foreach_sqrt_(bc2)
     if amsgrad:
         torch._foreach_maximum_(max_exp_avg_sqs, exp_avg_sqs)
@@ -69,15 +80,9 @@ def _sgd(params, grads, momentum_buffer_list, *, weight_decay, momentum, lr, dam
          nesterov, maximize, is_first_step, grad_scale=None, found_inf=None):
     """The fused SGD kernel's math (fused_sgd_kernel.cu): the first step's buffer is the
     gradient itself, later ones momentum * buf + (1 - dampening) * g."""
-    if not params:
+    g = _gradients(params, grads, grad_scale, found_inf, maximize, weight_decay)
+    if g is None:
         return
-    if found_inf is not None and bool(found_inf.item()):
-        return
-    if grad_scale is not None:
-        torch._foreach_div_(grads, grad_scale)
-    g = torch._foreach_neg(grads) if maximize else list(grads)
-    if weight_decay != 0:
-        g = torch._foreach_add(g, params, alpha=weight_decay)
     if momentum != 0:
         if is_first_step:
             torch._foreach_copy_(momentum_buffer_list, g)
@@ -93,15 +98,9 @@ def _adagrad(params, grads, state_sums, state_steps, *, lr, lr_decay, weight_dec
              maximize, grad_scale=None, found_inf=None):
     """The fused Adagrad kernel's math (FusedAdagradKernel.cpp): state_sum += g * g, then
     param -= lr / (1 + (step - 1) * lr_decay) * g / (sqrt(state_sum) + eps)."""
-    if not params:
+    g = _gradients(params, grads, grad_scale, found_inf, maximize, weight_decay)
+    if g is None:
         return
-    if found_inf is not None and bool(found_inf.item()):
-        return
-    if grad_scale is not None:
-        torch._foreach_div_(grads, grad_scale)
-    g = torch._foreach_neg(grads) if maximize else list(grads)
-    if weight_decay != 0:
-        g = torch._foreach_add(g, params, alpha=weight_decay)
     torch._foreach_addcmul_(state_sums, g, g, value=1.0)
     std = torch._foreach_sqrt(state_sums)
     torch._foreach_add_(std, eps)
