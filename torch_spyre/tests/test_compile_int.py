@@ -1,6 +1,7 @@
 """Integer and bool tensors inside compiled kernels (Documentation/torch_compile.md "Integer
 values"): int64/int32 loads, stores and constants, add/sub/mul/neg/abs/min/max/clamp, floor
-division and remainder of negatives (Python's, as torch), compares, where and masked_fill of
+division and remainder of negatives (Python's, as torch), bitwise ops and shifts (counts out of
+range too), compares, where and masked_fill of
 integers, casts int <-> float (truncation toward zero) and int <-> int, bool masks stored and
 re-read, BatchNorm's ``num_batches_tracked += 1``, positions as values (``arange``, position
 ids), and integer sums, counts, maxima and minima of rows (row kernels, exact into int64):
@@ -132,3 +133,17 @@ def test_positions_as_values():
           ints((296,), torch.int32, 11))
     check(lambda a: torch.arange(296, device=a.device, dtype=torch.float32) * 0.5 + a,
           torch.randn(296))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_bitwise_ops_and_shifts(dtype):
+    # &, |, ^, ~ over the whole range; shifts by counts in [-3, width + 2] (torch's rule out of
+    # range: << gives 0, >> the sign fill), arithmetic >> of negatives, constants both sides
+    bits = dtype.itemsize * 8
+    x = big(SHAPE, 12) if dtype == torch.int64 else ints(SHAPE, dtype, 12)
+    y = big(SHAPE, 13).to(dtype) if dtype == torch.int64 else ints(SHAPE, dtype, 13)
+    s = ints(SHAPE, dtype, 14, -3, bits + 3)
+    s.view(-1)[:6] = torch.tensor([0, 1, bits - 1, bits, -1, bits + 2])
+    check(lambda a, b: (a & b, a | b, a ^ b, ~a, (a & 0xFF) | (b ^ -2)), x, y)
+    check(lambda a, c: (a << c, a >> c, torch.bitwise_left_shift(3, c), (a >> 2) + (a << 5)),
+          x, s)
