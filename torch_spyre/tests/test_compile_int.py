@@ -1,10 +1,10 @@
 """Integer and bool tensors inside compiled kernels (Documentation/torch_compile.md "Integer
 values"): int64/int32 loads, stores and constants, add/sub/mul/neg/abs/min/max/clamp, floor
 division and remainder of negatives (Python's, as torch), bitwise ops and shifts (counts out of
-range too), compares, where and masked_fill of
-integers, casts int <-> float (truncation toward zero) and int <-> int, bool masks stored and
-re-read, BatchNorm's ``num_batches_tracked += 1``, positions as values (``arange``, position
-ids), and integer sums, counts, maxima and minima of rows (row kernels, exact into int64):
+range too), compares, where and masked_fill of integers and with a bool input as the mask, casts
+int <-> float (truncation toward zero) and int <-> int, bool masks stored and re-read,
+BatchNorm's ``num_batches_tracked += 1``, positions as values (``arange``, position ids), and
+integer sums, counts, maxima and minima of rows (row kernels, exact into int64):
 each ONE fused launch (not the eager form), under TORCH_SPYRE_STRICT=1, against the CPU bit
 for bit (int64 values past 2^53 and 2^62 included, which fp32 could not carry)."""
 
@@ -147,3 +147,18 @@ def test_bitwise_ops_and_shifts(dtype):
     check(lambda a, b: (a & b, a | b, a ^ b, ~a, (a & 0xFF) | (b ^ -2)), x, y)
     check(lambda a, c: (a << c, a >> c, torch.bitwise_left_shift(3, c), (a >> 2) + (a << 5)),
           x, s)
+
+
+def test_where_and_masked_fill_with_a_bool_input_mask():
+    # a bool graph input as the mask (read as 0/1 bytes), with float and integer values, in a
+    # flat kernel, broadcast over leading dims (a causal [S, S] mask of whole sticks) and in a
+    # row kernel (an exact integer sum of the selected ids)
+    x, y = torch.randn(SHAPE), torch.randn(SHAPE)
+    m = torch.rand(SHAPE) > 0.5
+    ids = big(SHAPE, 15)
+    check(lambda c, a, b: torch.where(c, a, b), m, x, y)
+    check(lambda a, c: a.masked_fill(c, float("-inf")), x, m)
+    check(lambda t, c: (t.masked_fill(c, -100), torch.where(c, t, 2 ** 60)), ids, m)
+    causal = torch.ones(64, 64, dtype=torch.bool).triu(1)
+    check(lambda s, c: s.masked_fill(c, float("-inf")), torch.randn(2, 3, 64, 64), causal)
+    check(lambda t, c: torch.where(c, t, 0).sum(-1), ids, m)
