@@ -1068,6 +1068,19 @@ TEST(FusedInt, FloorDivisionAndRemainderOfNegatives) {
     }
 }
 
+// A row kernel's float value widened to int64 and back before a float reduction: the widening
+// cast must not run in place (row r of the I64 result would overwrite source rows not yet read).
+TEST(FusedInt, RowKernelWideningCastIsNotInPlace) {
+    for (const uint64_t rows : {uint64_t{5}, uint64_t{64}}) {
+        SCOPED_TRACE(rows);
+        run_rows_and_check(
+            "spyre.kernel 1\nrows 37\nin f32 full\nout f32 row\nout f32\n%0 = load 0\n"
+            "%1 = const 10.0\n%2 = mul %0 %1\n%3 = floor %2\n%4 = cast %3 i64\n"
+            "%5 = cast %4 f32\n%6 = rmax %5\nstore 0 %6\nstore 1 %5\n",
+            rows);
+    }
+}
+
 // Bitwise ops and shifts of int64 and int32 values over the whole range (INT64_MIN/MAX, -1):
 // and/or/xor/not, shifts by counts in [-3, 66] and [-3, 34] (torch's rule outside [0, width):
 // SHL 0, SHR the sign fill), a constant first (commuted, or made full for a shift), an int32

@@ -162,3 +162,14 @@ def test_where_and_masked_fill_with_a_bool_input_mask():
     causal = torch.ones(64, 64, dtype=torch.bool).triu(1)
     check(lambda s, c: s.masked_fill(c, float("-inf")), torch.randn(2, 3, 64, 64), causal)
     check(lambda t, c: torch.where(c, t, 0).sum(-1), ids, m)
+
+
+def test_float_to_int_and_back_in_a_kernel_of_floats():
+    # x.long().float() (truncation toward zero, as torch) in a kernel of float buffers only:
+    # the kernel is described again with exact integer values (flat and row kernels)
+    x = torch.randn(SHAPE) * 1000
+    x.view(-1)[:6] = torch.tensor([-2.5, 2.5, -0.5, 1e10, -3e9, 0.0])
+    check(lambda a: a.long().float() * 0.5 + a, x)
+    check(lambda a: (a * 10).long().float().amax(-1), x)
+    y = torch.randn(SHAPE) * 1000
+    check(lambda a: (a.int().float() + a, (a * 3).long().to(torch.float16)), y)

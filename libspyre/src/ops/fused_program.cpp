@@ -514,8 +514,12 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
                 if (x.loc == Loc::TMP) last[in.a] = last[i] = -1;
                 return true;
             }
-            release_operands();
+            // in place only if not wider: a row kernel's pass of many rows writes row r at r
+            // times the wider stride, over source rows not yet read
+            const bool wider = k.cols && es_of(to) > es_of(x.t);
+            if (!wider) release_operands();
             const Opd d = dest(to);
+            if (wider) release_operands();
             emit_int(isa::VInt::CVT, d, x, {});
             return finish(d);
         }

@@ -334,6 +334,18 @@ def describe(trace, inputs, outputs):
     """The kernel description of a traced kernel, or raises Unsupported. A kernel with
     reduction variables is a row kernel: rows of the reduction's positions, the reduction over
     the innermost (contiguous) positions of the row."""
+    try:
+        return _describe(trace, inputs, outputs)
+    except Unsupported as e:
+        # a float value cast to an integer type in a kernel of floats (`x.long().float()`):
+        # the kernel again with exact integer values (second, so that the kernels taken before
+        # keep their descriptions)
+        if str(e) not in ("cast to torch.int64", "cast to torch.int32"):
+            raise
+    return _describe(trace, inputs, outputs, typed=True)
+
+
+def _describe(trace, inputs, outputs, typed=None):
     if len(inputs) + len(outputs) > MAX_ARGS:
         raise Unsupported("too many buffers")
     trace.slots = []  # the description's inputs: a buffer once, or once per index it is read at
@@ -357,9 +369,10 @@ def describe(trace, inputs, outputs):
     int_reduced = set()  # sums, maxima and minima of integer values: int64 row outputs
     # integer constants and casts are the description's integer values in kernels that read
     # an integer buffer (or store one, flat kernels); elsewhere they stay fp32, as before
-    typed = any(trace.dtypes[b] in INT_TYPES for b in trace.loads) or (
-        not rows and (any(trace.dtypes[b] in INT_TYPES for b in outputs) or
-                      any(op[0] == "index_expr" for op in trace.ops)))
+    if typed is None:
+        typed = any(trace.dtypes[b] in INT_TYPES for b in trace.loads) or (
+            not rows and (any(trace.dtypes[b] in INT_TYPES for b in outputs) or
+                          any(op[0] == "index_expr" for op in trace.ops)))
     out_types = {}
     for name, indices in trace.loads.items():
         for kind, want in (("full", contiguous), ("scalar", 0), ("row", row_index),
