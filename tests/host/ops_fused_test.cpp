@@ -839,9 +839,12 @@ std::vector<IVal> reference_int(const FusedKernel& k, const std::vector<std::vec
                 r = int_val(m ? as_i(b) : as_i(w), wide);
             else
                 r.f = m ? as_f(b) : as_f(w);
-        } else if ((c.op == FkOp::NEG || c.op == FkOp::ABS) && a.is_int) {
+        } else if ((c.op == FkOp::NEG || c.op == FkOp::ABS || c.op == FkOp::NOT) && a.is_int) {
             const uint64_t u = static_cast<uint64_t>(a.i);
-            r = int_val(static_cast<int64_t>(c.op == FkOp::NEG || a.i < 0 ? 0 - u : u), a.wide);
+            r = int_val(static_cast<int64_t>(c.op == FkOp::NOT              ? ~u
+                                             : c.op == FkOp::NEG || a.i < 0 ? 0 - u
+                                                                            : u),
+                        a.wide);
         } else if (c.b >= 0 && c.op != FkOp::DIV && (a.is_int || b.is_int) && intish(a) &&
                    intish(b)) {
             const int64_t x = as_i(a), y = as_i(b);
@@ -867,6 +870,22 @@ std::vector<IVal> reference_int(const FusedKernel& k, const std::vector<std::vec
                     break;
                 case FkOp::REMAINDER:
                     r = int_val(wide ? pymod(x, y) : pymod(int32_t(x), int32_t(y)), wide);
+                    break;
+                case FkOp::AND:
+                    r = int_val(x & y, wide);
+                    break;
+                case FkOp::OR:
+                    r = int_val(x | y, wide);
+                    break;
+                case FkOp::XOR:
+                    r = int_val(x ^ y, wide);
+                    break;
+                case FkOp::SHL:  // torch's rule: a count outside [0, width) gives 0
+                    r = int_val(y < 0 || y >= (wide ? 64 : 32) ? 0 : static_cast<int64_t>(ux << y),
+                                wide);
+                    break;
+                case FkOp::SHR:  // arithmetic; a count outside [0, width): the sign fill
+                    r = int_val(y < 0 || y >= (wide ? 64 : 32) ? (x < 0 ? -1 : 0) : x >> y, wide);
                     break;
                 case FkOp::EQ:
                     r = int_val(x == y, false);
@@ -1049,6 +1068,69 @@ TEST(FusedInt, FloorDivisionAndRemainderOfNegatives) {
     }
 }
 
+// A row kernel's float value widened to int64 and back before a float reduction: the widening
+// cast must not run in place (row r of the I64 result would overwrite source rows not yet read).
+TEST(FusedInt, RowKernelWideningCastIsNotInPlace) {
+    for (const uint64_t rows : {uint64_t{5}, uint64_t{64}}) {
+        SCOPED_TRACE(rows);
+        run_rows_and_check(
+            "spyre.kernel 1\nrows 37\nin f32 full\nout f32 row\nout f32\n%0 = load 0\n"
+            "%1 = const 10.0\n%2 = mul %0 %1\n%3 = floor %2\n%4 = cast %3 i64\n"
+            "%5 = cast %4 f32\n%6 = rmax %5\nstore 0 %6\nstore 1 %5\n",
+            rows);
+    }
+}
+
+// Bitwise ops and shifts of int64 and int32 values over the whole range (INT64_MIN/MAX, -1):
+// and/or/xor/not, shifts by counts in [-3, 66] and [-3, 34] (torch's rule outside [0, width):
+// SHL 0, SHR the sign fill), a constant first (commuted, or made full for a shift), an int32
+// op promoted to int64 by its other operand, a u8 operand, a scalar count.
+TEST(FusedInt, BitwiseOpsAndShifts) {
+    const std::string text =
+        "spyre.kernel 1\nin i64 full\nin i64 full\nin i32 full\nin u8 full\nin i64 scalar\n"
+        "out i64\nout i64\nout i32\nout i64\nout i32\nout u8\n"
+        "%0 = load 0\n%1 = load 1\n%2 = load 2\n%3 = load 3\n%4 = load 4\n"
+        "%5 = and %0 %1\n%6 = or %5 %2\n%7 = xor %6 %0\n%8 = not %7\n"
+        "%9 = const -6148914691236517206 i64\n%10 = and %9 %8\nstore 0 %10\n"
+        "%11 = const 70 i64\n%12 = remainder %1 %11\n%13 = const 3 i64\n%14 = sub %12 %13\n"
+        "%15 = shl %0 %14\n%16 = shr %0 %14\n%17 = xor %15 %16\nstore 1 %17\n"
+        "%18 = const 38 i32\n%19 = remainder %2 %18\n%20 = const 3 i32\n%21 = sub %19 %20\n"
+        "%22 = shl %2 %21\n%23 = shr %2 %21\n%24 = or %22 %23\nstore 2 %24\n"
+        "%25 = shr %0 %4\n%26 = const 1 i64\n%27 = shl %26 %14\n%28 = add %25 %27\n"
+        "%29 = shl %2 %14\n%30 = add %28 %29\nstore 3 %30\n"
+        "%31 = not %2\n%32 = xor %31 %3\nstore 4 %32\n%33 = not %3\nstore 5 %33\n";
+    for (const uint64_t n : {uint64_t{1}, uint64_t{12}, uint64_t{999}, uint64_t{20001}}) {
+        SCOPED_TRACE(n);
+        run_int_check(text, n);
+    }
+    run_int_check(text, 4099, 0, 1);
+}
+
+// The int64 edges spelled out: shifts by 0, 1, 63, 64, -1 of INT64_MIN, INT64_MAX and -1.
+TEST(FusedInt, ShiftsAtTheEdges) {
+    const std::string text =
+        "spyre.kernel 1\nin i64 full\nin i64 full\nout i64\nout i64\n%0 = load 0\n%1 = load 1\n"
+        "%2 = shl %0 %1\n%3 = shr %0 %1\nstore 0 %2\nstore 1 %3\n";
+    const FusedKernel k = parse_fused(text);
+    const int64_t a[] = {INT64_MIN, INT64_MIN, INT64_MIN, INT64_MAX, INT64_MAX, -1, -1, 5, -5, 3};
+    const int64_t b[] = {0, 1, 63, 63, 64, 64, -1, 62, 200, -64};
+    const int64_t l[] = {INT64_MIN, 0, 0, INT64_MIN, 0, 0, 0, 1ll << 62, 0, 0};  // 5 << 62: bit 62
+    const int64_t r[] = {INT64_MIN, INT64_MIN / 2, -1, 0, 0, -1, -1, 0, -1, 0};
+    const uint64_t n = std::size(a);
+    const Pricer pricer(default_engine_config());
+    const FusedPlan p = plan_fused(pricer, k, n, 32);
+    std::vector<std::vector<uint8_t>> in(2, std::vector<uint8_t>(n * 8));
+    std::memcpy(in[0].data(), a, n * 8), std::memcpy(in[1].data(), b, n * 8);
+    const uint64_t o0 = 1024, o1 = 2048;
+    const auto m2 = run_priced(build_fused(k, n, p), p, {0, 512, o0, o1}, in, 3072);
+    for (uint64_t i = 0; i < n; ++i) {
+        int64_t gl = 0, gr = 0;
+        std::memcpy(&gl, &m2[o0 + i * 8], 8), std::memcpy(&gr, &m2[o1 + i * 8], 8);
+        EXPECT_EQ(gl, l[i]) << a[i] << " << " << b[i];
+        EXPECT_EQ(gr, r[i]) << a[i] << " >> " << b[i];
+    }
+}
+
 // Operands in every position: constants and scalar inputs first (sub, floordiv, remainder,
 // compares commuted), where of integers with float, integer and bool masks and constant or
 // scalar values (masked_fill, where(m, ids, -100)), u8 and bool inputs, a float compare and
@@ -1203,6 +1285,12 @@ TEST(FusedInt, Refusals) {
           "store 0 %1\n",
           "spyre.kernel 1\nin f32 full\nout f32\n%0 = load 0\n%1 = floordiv %0 %0\n"
           "store 0 %1\n",
+          // bitwise ops and shifts of floats
+          "spyre.kernel 1\nin f32 full\nin i64 full\nout i64\n%0 = load 0\n%1 = load 1\n"
+          "%2 = and %1 %0\nstore 0 %2\n",
+          "spyre.kernel 1\nin f32 full\nout f32\n%0 = load 0\n%1 = not %0\nstore 0 %1\n",
+          "spyre.kernel 1\nin i64 full\nout i64\n%0 = load 0\n%1 = const 1.5\n"
+          "%2 = shl %0 %1\nstore 0 %2\n",
           "spyre.kernel 1\nin i64 full\nout i64\n%0 = load 0\n%1 = const 3000000000 i32\n"
           "%2 = add %0 %1\nstore 0 %2\n",
           "spyre.kernel 1\nin i64 full\nout i64\n%0 = load 0\n%1 = const 1.5 i64\n"

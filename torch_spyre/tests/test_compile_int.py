@@ -1,9 +1,10 @@
 """Integer and bool tensors inside compiled kernels (Documentation/torch_compile.md "Integer
 values"): int64/int32 loads, stores and constants, add/sub/mul/neg/abs/min/max/clamp, floor
-division and remainder of negatives (Python's, as torch), compares, where and masked_fill of
-integers, casts int <-> float (truncation toward zero) and int <-> int, bool masks stored and
-re-read, BatchNorm's ``num_batches_tracked += 1``, positions as values (``arange``, position
-ids), and integer sums, counts, maxima and minima of rows (row kernels, exact into int64):
+division and remainder of negatives (Python's, as torch), bitwise ops and shifts (counts out of
+range too), compares, where and masked_fill of integers and with a bool input as the mask, casts
+int <-> float (truncation toward zero) and int <-> int, bool masks stored and re-read,
+BatchNorm's ``num_batches_tracked += 1``, positions as values (``arange``, position ids), and
+integer sums, counts, maxima and minima of rows (row kernels, exact into int64):
 each ONE fused launch (not the eager form), under TORCH_SPYRE_STRICT=1, against the CPU bit
 for bit (int64 values past 2^53 and 2^62 included, which fp32 could not carry)."""
 
@@ -132,3 +133,43 @@ def test_positions_as_values():
           ints((296,), torch.int32, 11))
     check(lambda a: torch.arange(296, device=a.device, dtype=torch.float32) * 0.5 + a,
           torch.randn(296))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_bitwise_ops_and_shifts(dtype):
+    # &, |, ^, ~ over the whole range; shifts by counts in [-3, width + 2] (torch's rule out of
+    # range: << gives 0, >> the sign fill), arithmetic >> of negatives, constants both sides
+    bits = dtype.itemsize * 8
+    x = big(SHAPE, 12) if dtype == torch.int64 else ints(SHAPE, dtype, 12)
+    y = big(SHAPE, 13).to(dtype) if dtype == torch.int64 else ints(SHAPE, dtype, 13)
+    s = ints(SHAPE, dtype, 14, -3, bits + 3)
+    s.view(-1)[:6] = torch.tensor([0, 1, bits - 1, bits, -1, bits + 2])
+    check(lambda a, b: (a & b, a | b, a ^ b, ~a, (a & 0xFF) | (b ^ -2)), x, y)
+    check(lambda a, c: (a << c, a >> c, torch.bitwise_left_shift(3, c), (a >> 2) + (a << 5)),
+          x, s)
+
+
+def test_where_and_masked_fill_with_a_bool_input_mask():
+    # a bool graph input as the mask (read as 0/1 bytes), with float and integer values, in a
+    # flat kernel, broadcast over leading dims (a causal [S, S] mask of whole sticks) and in a
+    # row kernel (an exact integer sum of the selected ids)
+    x, y = torch.randn(SHAPE), torch.randn(SHAPE)
+    m = torch.rand(SHAPE) > 0.5
+    ids = big(SHAPE, 15)
+    check(lambda c, a, b: torch.where(c, a, b), m, x, y)
+    check(lambda a, c: a.masked_fill(c, float("-inf")), x, m)
+    check(lambda t, c: (t.masked_fill(c, -100), torch.where(c, t, 2 ** 60)), ids, m)
+    causal = torch.ones(64, 64, dtype=torch.bool).triu(1)
+    check(lambda s, c: s.masked_fill(c, float("-inf")), torch.randn(2, 3, 64, 64), causal)
+    check(lambda t, c: torch.where(c, t, 0).sum(-1), ids, m)
+
+
+def test_float_to_int_and_back_in_a_kernel_of_floats():
+    # x.long().float() (truncation toward zero, as torch) in a kernel of float buffers only:
+    # the kernel is described again with exact integer values (flat and row kernels)
+    x = torch.randn(SHAPE) * 1000
+    x.view(-1)[:6] = torch.tensor([-2.5, 2.5, -0.5, 1e10, -3e9, 0.0])
+    check(lambda a: a.long().float() * 0.5 + a, x)
+    check(lambda a: (a * 10).long().float().amax(-1), x)
+    y = torch.randn(SHAPE) * 1000
+    check(lambda a: (a.int().float() + a, (a * 3).long().to(torch.float16)), y)

@@ -30,7 +30,8 @@ constexpr const char* kNames[] = {
     "sigmoid", "silu", "gelu", "sin", "cos",
     SPYRE_ISA_VUN_FUNCTIONS(SPYRE_ISA_NAME)
     "cast", "add", "sub", "mul", "div", "max", "min", "eq", "ne", "lt", "le", "gt", "ge", "rsum",
-    "rmax", "rmin", "where", "iota", "floordiv", "remainder", "store"};
+    "rmax", "rmin", "where", "iota", "floordiv", "remainder", "and", "or", "xor", "shl", "shr",
+    "not", "store"};
 // clang-format on
 static_assert(sizeof kNames / sizeof kNames[0] == static_cast<size_t>(FkOp::COUNT));
 
@@ -246,6 +247,9 @@ FkOp mirrored(FkOp op) {
         case FkOp::MIN:
         case FkOp::EQ:
         case FkOp::NE:
+        case FkOp::AND:
+        case FkOp::OR:
+        case FkOp::XOR:
             return op;
         default:
             return FkOp::COUNT;  // not commutable
@@ -258,13 +262,15 @@ FkOp mirrored(FkOp op) {
 
 bool is_int(const Opd& o) { return isa::int_type(o.t); }
 
+// ops of integers only: floordiv, remainder, the bitwise ops and shifts
+bool int_only(FkOp op) { return op >= FkOp::FLOORDIV && op <= FkOp::NOT; }
+
 // Whether the kernel has integer values (inputs, constants, casts, integer-only ops).
 bool has_ints(const FusedKernel& k) {
     for (const FkInput& x : k.inputs)
         if (isa::int_type(x.t)) return true;
     for (const FkInstr& c : k.code)
-        if (((c.op == FkOp::CONST || c.op == FkOp::CAST) && isa::int_type(c.t)) ||
-            c.op == FkOp::FLOORDIV || c.op == FkOp::REMAINDER)
+        if (((c.op == FkOp::CONST || c.op == FkOp::CAST) && isa::int_type(c.t)) || int_only(c.op))
             return true;
     return false;
 }
@@ -304,6 +310,18 @@ isa::VInt vint_of(FkOp op) {
             return isa::VInt::DIV;
         case FkOp::REMAINDER:
             return isa::VInt::REM;
+        case FkOp::AND:
+            return isa::VInt::AND;
+        case FkOp::OR:
+            return isa::VInt::OR;
+        case FkOp::XOR:
+            return isa::VInt::XOR;
+        case FkOp::SHL:
+            return isa::VInt::SHL;
+        case FkOp::SHR:
+            return isa::VInt::SHR;
+        case FkOp::NOT:
+            return isa::VInt::NOT;
         case FkOp::NEG:
             return isa::VInt::NEG;
         case FkOp::ABS:
@@ -416,11 +434,15 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
         const FkOp op = in.op;
         const bool cmp = op >= FkOp::EQ && op <= FkOp::GE;
         const bool binary = (op >= FkOp::ADD && op <= FkOp::GE && op != FkOp::DIV) ||
-                            op == FkOp::FLOORDIV || op == FkOp::REMAINDER;
+                            (int_only(op) && op != FkOp::NOT);
         auto intish = [](const Opd& o) { return is_int(o) || whole(o); };
         bool int_op = false;
-        if (op == FkOp::FLOORDIV || op == FkOp::REMAINDER) {
-            if (!intish(x) || !intish(y)) unsupported("floordiv and remainder take integers");
+        if (op == FkOp::NOT) {
+            if (!is_int(x)) unsupported("'not' takes an integer");
+            int_op = true;
+        } else if (int_only(op)) {
+            if (!intish(x) || !intish(y))
+                unsupported(std::string("'") + fk_name(op) + "' takes integers");
             int_op = true;
         } else if (binary) {
             int_op = (is_int(x) || is_int(y)) && intish(x) && intish(y);
@@ -492,22 +514,28 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
                 if (x.loc == Loc::TMP) last[in.a] = last[i] = -1;
                 return true;
             }
-            release_operands();
+            // in place only if not wider: a row kernel's pass of many rows writes row r at r
+            // times the wider stride, over source rows not yet read
+            const bool wider = k.cols && es_of(to) > es_of(x.t);
+            if (!wider) release_operands();
             const Opd d = dest(to);
+            if (wider) release_operands();
             emit_int(isa::VInt::CVT, d, x, {});
             return finish(d);
         }
-        if (op == FkOp::NEG || op == FkOp::ABS) {
+        if (op == FkOp::NEG || op == FkOp::ABS || op == FkOp::NOT) {
             if (x.loc == Loc::IMM) {
                 const int64_t v = x.iv;
                 const uint64_t u = static_cast<uint64_t>(v);
-                const uint64_t r = op == FkOp::NEG || v < 0 ? 0 - u : u;  // wrapping
+                const uint64_t r = op == FkOp::NOT            ? ~u
+                                   : op == FkOp::NEG || v < 0 ? 0 - u
+                                                              : u;  // wrapping
                 val[i] = x, val[i].iv = static_cast<int64_t>(r);
                 return true;
             }
             if (x.t != DType::I64) T = DType::I32;
             const Opd a = as_int(x, T, scratch);
-            if (!a.full(Shape::FULL)) unsupported("neg or abs of a scalar input");
+            if (!a.full(Shape::FULL)) unsupported("neg, abs or not of a scalar input");
             release_operands();
             const Opd d = dest(T);
             emit_int(vint_of(op), d, a, {});
@@ -1762,7 +1790,7 @@ FusedKernel parse_fused(const std::string& text) {
             ins.a = value(w[3]);
             ins.t = parse_type(w[4], line, true);
             if (ins.t == DType::I8 || ins.t == DType::U8) bad("casts are to f32|f16|bf16|i64|i32");
-        } else if (unary(ins.op) || reduction(ins.op)) {
+        } else if (unary(ins.op) || reduction(ins.op) || ins.op == FkOp::NOT) {
             if (nargs != 1) bad("expected one operand");
             ins.a = value(w[3]);
         } else if (ins.op == FkOp::WHERE) {

@@ -64,6 +64,14 @@ enum class FkOp : uint8_t {
     // integers only: Python's // and % (the divisor's sign), exact
     FLOORDIV,
     REMAINDER,
+    // integers only: bitwise and shifts (VINT AND..SHR, NOT; torch's rules for shift counts
+    // out of range: SHL 0, SHR the sign fill), exact
+    AND,
+    OR,
+    XOR,
+    SHL,
+    SHR,
+    NOT,    // unary
     STORE,  // output `arg` = value a (rounded once to the output's type)
     COUNT
 };

@@ -6,10 +6,12 @@ also registers the wrapper's device code and sends to the eager spyre kernels (e
 the ops whose Inductor lowerings make indirect or masked loads.
 """
 
+import sympy
 import torch
 import torch.utils._pytree as pytree
 from torch._inductor import inductor_prims, ir, lowering
 from torch._inductor.codegen import common
+from torch._inductor.virtualized import V
 from .scheduling import SpyreScheduling
 from .wrapper import SpyreWrapperCodegen
 
@@ -63,18 +65,53 @@ def _on_spyre(args, kwargs):
 
 # where / masked_fill: the mask's argument. A mask computed in the graph (a compare Inductor has
 # not realized) is lowered by Inductor, so the compare and the select fuse into one kernel (float
-# or int32/int64 values: flat kernels select integers exactly); a mask that is a graph input or
-# a buffer (bool data, which row kernels do not load) keeps the one-launch eager kernel.
+# or int32/int64 values: flat kernels select integers exactly); so is a bool graph input or
+# buffer read as a layout the kernels load (_loadable_bool_mask); another mask keeps the
+# one-launch eager kernel (a kernel refusing its view would run all its ops eagerly).
 MASK_ARG = {aten.where.self: 0, aten.masked_fill.Scalar: 1, aten.masked_fill.Tensor: 1}
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 INTS = (torch.int32, torch.int64)  # flat kernels select integers exactly
+
+
+def _loadable_bool_mask(m, args):
+    """Whether the bool mask m (a graph input or a buffer) is contiguous and, where broadcast
+    against the other operands, broadcast only over leading dims with whole 128-byte sticks
+    after them (the kernel's view of it moves rows of whole sticks): `[S, S]` of S = 64 under
+    `[B, H, S, S]`, not S = 37."""
+    if not isinstance(m, ir.IRNode) or m.get_dtype() != torch.bool:
+        return False
+    sizevars = V.graph.sizevars
+    try:  # a view of the mask (unsqueeze, expand) has no stride of its own: the eager kernel
+        size, stride = list(m.get_size()), list(m.get_stride())
+    except NotImplementedError:
+        return False
+    if not all(sizevars.statically_known_equals(a, b) for a, b in
+               zip(stride, ir.FlexibleLayout.contiguous_strides(size))):
+        return False
+    shapes = [list(a.get_size()) for a in args if isinstance(a, ir.IRNode) and a is not m]
+    out = list(size)
+    for s in shapes:  # the broadcast shape (a dim of 1 widened by the others)
+        n = max(len(out), len(s))
+        out, s = [1] * (n - len(out)) + out, [1] * (n - len(s)) + s
+        out = [b if sizevars.statically_known_equals(a, 1) else a for a, b in zip(out, s)]
+    mine = [1] * (len(out) - len(size)) + size
+    run, broadcast = 1, False
+    for a, b in zip(reversed(mine), reversed(out)):
+        if broadcast or not sizevars.statically_known_equals(a, b):
+            broadcast = True
+            if not sizevars.statically_known_equals(a, 1):
+                return False  # a middle dim broadcast: rows of run bytes
+        else:
+            run = run * a
+    return not broadcast or (isinstance(sympy.sympify(run), sympy.Integer) and int(run) % 128 == 0)
 
 
 def _fusable_mask(op, args):
     k = MASK_ARG.get(op)
     if k is None or len(args) <= k:
         return False
-    if not isinstance(getattr(getattr(args[k], "data", None), "data", None), ir.Pointwise):
+    if not isinstance(getattr(getattr(args[k], "data", None), "data", None), ir.Pointwise) \
+            and not _loadable_bool_mask(args[k], args):
         return False
     return all(a.get_dtype() in FLOATS + INTS for i, a in enumerate(args)
                if i != k and isinstance(a, ir.IRNode))

@@ -49,8 +49,12 @@ TYPES = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 # flat kernels' integer operands: exact values (VINT on I32 or I64), bool as 0/1 bytes
 INT_TYPES = {torch.int64: "i64", torch.int32: "i32", torch.uint8: "u8", torch.bool: "bool"}
 ALL_TYPES = {**TYPES, **INT_TYPES}
-# integer-only ops (Python's // and %, exact)
-INT_BINARY = {"floordiv": "floordiv", "remainder": "remainder"}
+# integer-only ops (Python's // and %, the bitwise ops and shifts: exact)
+INT_BINARY = {"floordiv": "floordiv", "remainder": "remainder", "bitwise_left_shift": "shl",
+              "bitwise_right_shift": "shr"}
+# the bitwise ops of integers (of masks they are the logical ones, MASK_OPS)
+INT_BITWISE = {"bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor",
+               "bitwise_not": "not"}
 MAX_ARGS = 16  # launch arguments of a program
 
 
@@ -330,6 +334,18 @@ def describe(trace, inputs, outputs):
     """The kernel description of a traced kernel, or raises Unsupported. A kernel with
     reduction variables is a row kernel: rows of the reduction's positions, the reduction over
     the innermost (contiguous) positions of the row."""
+    try:
+        return _describe(trace, inputs, outputs)
+    except Unsupported as e:
+        # a float value cast to an integer type in a kernel of floats (`x.long().float()`):
+        # the kernel again with exact integer values (second, so that the kernels taken before
+        # keep their descriptions)
+        if str(e) not in ("cast to torch.int64", "cast to torch.int32"):
+            raise
+    return _describe(trace, inputs, outputs, typed=True)
+
+
+def _describe(trace, inputs, outputs, typed=None):
     if len(inputs) + len(outputs) > MAX_ARGS:
         raise Unsupported("too many buffers")
     trace.slots = []  # the description's inputs: a buffer once, or once per index it is read at
@@ -353,9 +369,10 @@ def describe(trace, inputs, outputs):
     int_reduced = set()  # sums, maxima and minima of integer values: int64 row outputs
     # integer constants and casts are the description's integer values in kernels that read
     # an integer buffer (or store one, flat kernels); elsewhere they stay fp32, as before
-    typed = any(trace.dtypes[b] in INT_TYPES for b in trace.loads) or (
-        not rows and (any(trace.dtypes[b] in INT_TYPES for b in outputs) or
-                      any(op[0] == "index_expr" for op in trace.ops)))
+    if typed is None:
+        typed = any(trace.dtypes[b] in INT_TYPES for b in trace.loads) or (
+            not rows and (any(trace.dtypes[b] in INT_TYPES for b in outputs) or
+                          any(op[0] == "index_expr" for op in trace.ops)))
     out_types = {}
     for name, indices in trace.loads.items():
         for kind, want in (("full", contiguous), ("scalar", 0), ("row", row_index),
@@ -560,6 +577,12 @@ def describe(trace, inputs, outputs):
             if not typed or not all(isinstance(a, Value) and a.i in ints for a in op[2]):
                 raise Unsupported(f"op {op[1]} of floats")
             out(i, f"{INT_BINARY[op[1]]} {val(op[2][0])} {val(op[2][1])}")
+            ints.add(i)
+        elif kind == "op" and op[1] in INT_BITWISE and len(op[2]) == MASK_OPS[op[1]] and \
+                typed and all(isinstance(x, Value) and x.i in ints and x.i not in masks
+                              for x in op[2]):
+            # of integers (not 0/1 masks, which may be fp32: the logical ones below)
+            out(i, f"{INT_BITWISE[op[1]]} {' '.join(val(x) for x in op[2])}")
             ints.add(i)
         elif kind == "op" and op[1] in MASK_OPS and len(op[2]) == MASK_OPS[op[1]]:
             # logical ops and NaN/inf tests as compares: 0/1 values (masks); the bitwise ops
