@@ -345,11 +345,16 @@ def test_compiled_attention_of_a_layout_the_library_refuses(fallback_reset):
         a = F.scaled_dot_product_attention(q, keys, keys, attn_mask=mask)
         return a.transpose(1, 2).reshape(q.shape[0], n, -1) * 2.0
 
+    from torch_spyre._inductor import runtime
+
     torch.compiler.reset()
     q, cache = make((1, 4, 5, 16), torch.float32), make((1, 4, 32, 16), torch.float32, 1)
+    before = runtime.RELAYOUTS["copies"]
     with torch.no_grad():
         got = torch.compile(attend)(q.to("spyre"), cache.to("spyre"), 5)
     close(got.cpu(), attend(q, cache, 5), torch.float32)
+    # the result came in the promised layout: no copy into it (runtime.in_layout)
+    assert runtime.RELAYOUTS["copies"] == before
     torch.compiler.reset()
 
 

@@ -266,3 +266,23 @@ def test_channels_too_long_for_a_core_stream_their_runs(dtype):
     out = one_fused_launch(torch.compile(per_channel), *(t.to("spyre") for t in (x, m, w)))
     close(out.cpu(), per_channel(x.float(), m.float(), w.float()).to(dtype), dtype)
     channel_stats_fused(x)
+
+
+def test_an_extern_result_in_another_layout_than_its_meta_is_made_that_layout():
+    # `where` of a transposed condition runs as Inductor's fallback kernel: its meta result
+    # follows the transposed input (strides (1, 64)), the card's kernel returns it dense; the
+    # kernel after it read it by the meta strides. Copied into the meta layout now (it raised
+    # an AssertionError from the layout check before, and read transposed values before that).
+    def f(a, m):
+        w = torch.where(m.t(), a, 0.0)
+        return w * 2.0 + a, w
+
+    torch.compiler.reset()
+    a = make((64, 64), torch.float32)
+    m = make((64, 64), torch.float32, seed=1) > 0
+    before = runtime.RELAYOUTS["copies"]
+    got = torch.compile(f)(a.to("spyre"), m.to("spyre"))
+    for g, w in zip(got, f(a, m)):
+        assert torch.equal(g.cpu(), w)
+    assert runtime.RELAYOUTS["copies"] > before
+    torch.compiler.reset()

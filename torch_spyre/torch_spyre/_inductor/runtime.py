@@ -374,6 +374,27 @@ class SpyreKernel:
         return fns[kind](x, -1, keepdim=True).reshape(keep)
 
 
+# element of an extern kernel's tuple result not in the layout its meta kernel promised,
+# copied into that layout (in_layout)
+RELAYOUTS = {"copies": 0}
+
+
+def in_layout(t, size, stride):
+    """An element of an extern kernel's tuple result in the layout its meta kernel gave the
+    compiler (the kernels after it index it by those strides): t itself when its strides agree
+    (dims of one element aside), else a copy in that layout on t's card (counted in
+    RELAYOUTS). A size that differs is a defect of the kernel: it raises."""
+    if not isinstance(t, torch.Tensor):
+        return t
+    if tuple(t.shape) != tuple(size):
+        raise AssertionError(f"extern kernel result of size {tuple(t.shape)}, its meta kernel "
+                             f"says {tuple(size)}")
+    if all(n <= 1 or a == b for n, a, b in zip(size, t.stride(), stride)):
+        return t
+    RELAYOUTS["copies"] += 1
+    return torch.empty_strided(size, stride, dtype=t.dtype, device=t.device).copy_(t)
+
+
 def batched(call, devices):
     """The compiled graph's ``call`` with the launches and device copies of one call held and
     submitted together when it returns (libspyre.md "Submission batching"): one submission

@@ -25,6 +25,7 @@ class SpyreWrapperCodegen(PythonWrapperCodegen):
     def __init__(self):
         super().__init__()
         self._labels = {}  # label text -> its module-level name
+        self._in_layout_imported = False
 
     def generate_end(self, result):
         super().generate_end(result)
@@ -67,14 +68,25 @@ class SpyreWrapperCodegen(PythonWrapperCodegen):
         return V.graph.try_get_buffer(name) if isinstance(name, str) else None
 
     def codegen_multi_output(self, name, value):
-        """An element of an extern kernel's tuple result (attention's output, a sort's values):
-        Inductor checks the size and strides of single results against the op's meta kernel
-        but not of these, and the kernels after it index them by the meta strides, so a
-        kernel that returned another layout would be read wrongly without a word."""
+        """An element of an extern kernel's tuple result (attention's output, a sort's values,
+        the result of an op run as Inductor's fallback kernel): Inductor checks the size and
+        strides of single results against the op's meta kernel but not of these, and the
+        kernels after it index them by the meta strides, so a kernel that returned another
+        layout (a spyre kernel's dense result where the meta follows a transposed input) would
+        be read wrongly without a word. runtime.in_layout makes it that layout (a copy on the
+        card when it is not) and refuses another size."""
         super().codegen_multi_output(name, value)
         buf = self._buffer(name)
-        if buf is not None and hasattr(buf, "codegen_size_asserts"):
-            buf.codegen_size_asserts(self)
+        try:
+            size = self.codegen_shape_tuple(buf.get_size())
+            stride = self.codegen_shape_tuple(buf.get_stride())
+        except (AttributeError, NotImplementedError, TypeError):
+            return  # not a tensor of a fixed layout
+        if not self._in_layout_imported:
+            self._in_layout_imported = True
+            self.header.writeline(
+                "from torch_spyre._inductor.runtime import in_layout as _spyre_in_layout")
+        self.writeline(f"{name} = _spyre_in_layout({name}, {size}, {stride})")
 
     def generate_extern_kernel_out(self, kernel, out, out_view, args):
         self._labeled(kernel, self._buffer(out),
