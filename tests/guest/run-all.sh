@@ -151,7 +151,7 @@ SPYRE_COMM_TEST_BACKEND=kernel GTEST_FILTER="$comm_filter" \
 pytest_counted() {
 	local name=$1; shift
 	bounded env PYTHONPATH=build/cmake/torch_spyre/python PYTHONDONTWRITEBYTECODE=1 \
-		python3 -m pytest -q -p no:cacheprovider "$@" > "$out/$pfx-$name.log" 2>&1
+		python3 -m pytest -q -p no:cacheprovider --durations=12 "$@" > "$out/$pfx-$name.log" 2>&1
 	local rc=$? line p f s
 	# "12 passed, 3 deselected in 152.0s" / "1 failed, 11 passed, 1 skipped, 1 error in ..."
 	line=$(grep -E '^=*[ ]*[0-9]+ (passed|failed|errors?|skipped)' "$out/$pfx-$name.log" | tail -n1)
