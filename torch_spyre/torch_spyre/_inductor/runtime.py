@@ -102,11 +102,20 @@ def _extreme(pick, elementwise, clamp):
     return f
 
 
-# index expressions print Min/Max as Python's min/max: over tensors of positions, elementwise
+def _where(cond, a, b):
+    """sympy's Where (a reflect pad's index with symbolic sizes), over tensors of positions."""
+    if any(isinstance(v, torch.Tensor) for v in (cond, a, b)):
+        return torch.where(torch.as_tensor(cond), torch.as_tensor(a), torch.as_tensor(b))
+    return a if cond else b
+
+
+# index expressions print Min/Max as Python's min/max: over tensors of positions, elementwise;
+# Where as itself
 _EVAL_GLOBALS = {
     "math": math,
     "min": _extreme(min, torch.minimum, lambda r, n: r.clamp(max=n)),
     "max": _extreme(max, torch.maximum, lambda r, n: r.clamp(min=n)),
+    "Where": _where,
 }
 
 
