@@ -3,7 +3,8 @@ var_mean/std_mean with a correction (all dims, one, several, keepdim, fp16/bf16)
 along a dim, floats to rounding, integers exact and wrapping, empty dims), count_nonzero,
 argmin, argmax and max along a dim (NaN first, ties keep the first index, integer extremes),
 isnan, nan_to_num (defaults and given values), flip and roll (several dims, negative shifts, no
-dims, empty tensors)."""
+dims, empty tensors), fake quantization per tensor and per channel (bit for bit, NaN and
+infinities, ties, the gradient mask)."""
 
 import pytest
 import torch
@@ -163,3 +164,29 @@ def test_equal_and_min(strict, dtype):
             got, want = torch.min(d, dim, keepdim=dim == 1), torch.min(x, dim, keepdim=dim == 1)
             assert_same(got.values.cpu(), want.values)
             assert_same(got.indices.cpu(), want.indices)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_fake_quantize(strict, dtype):
+    # quantization-aware training: the CPU's values bit for bit (round half to even, NaN and
+    # infinities to quant_min), and its mask in the gradient
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(6, 8, generator=g) * 3
+    x[0, :4] = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.025])
+    x[1] = torch.arange(8) * 0.05 - 0.175  # halfway between two steps
+    x = x.to(dtype)
+    sc0, sc1 = torch.rand(6, generator=g) * 0.1 + 0.01, torch.rand(8, generator=g) * 0.1 + 0.01
+    zp0 = torch.randint(-3, 3, (6,), generator=g, dtype=torch.int32)
+    zp1 = torch.randint(0, 3, (8,), generator=g, dtype=torch.int32)
+
+    def run(dev):
+        t = x.to(dev).requires_grad_()
+        outs = [torch.fake_quantize_per_tensor_affine(t, 0.05, 3, -128, 127),
+                torch.fake_quantize_per_tensor_affine(t, 0.1, 0, 0, 15),
+                torch.fake_quantize_per_channel_affine(t, sc0.to(dev), zp0.to(dev), 0, -128, 127),
+                torch.fake_quantize_per_channel_affine(t, sc1.to(dev), zp1.to(dev), 1, 0, 255)]
+        sum((k + 1) * o.sum() for k, o in enumerate(outs)).backward()
+        return [o.detach().cpu() for o in outs] + [t.grad.cpu()]
+
+    for got, want in zip(run("spyre"), run("cpu")):
+        assert_same(got, want)
