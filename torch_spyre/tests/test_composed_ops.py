@@ -4,10 +4,12 @@ along a dim, floats to rounding, integers exact and wrapping, empty dims), count
 argmin, argmax and max along a dim (NaN first, ties keep the first index, integer extremes),
 isnan, nan_to_num (defaults and given values), flip and roll (several dims, negative shifts, no
 dims, empty tensors), fake quantization per tensor and per channel (bit for bit, NaN and
-infinities, ties, the gradient mask)."""
+infinities, ties, the gradient mask); min/max/amin/amax/aminmax of bools (torch.distributions' argument
+checks) and aminmax of integers."""
 
 import pytest
 import torch
+from torch.utils._pytree import tree_leaves
 
 from conftest import FLOATS, assert_same, tol
 
@@ -190,3 +192,23 @@ def test_fake_quantize(strict, dtype):
 
     for got, want in zip(run("spyre"), run("cpu")):
         assert_same(got, want)
+
+
+def test_bool_extremes_and_integer_aminmax(strict):
+    # torch.distributions validates a scale_tril with (diag > 0).min(-1): bools as their bytes
+    g = torch.Generator().manual_seed(4)
+    b = torch.rand(5, 7, generator=g) > 0.4
+    b[1], b[2] = True, False  # rows all true and all false
+    d = b.to("spyre")
+    for f in [lambda x: x.min(1), lambda x: x.max(0), lambda x: x.min(-1, keepdim=True),
+              lambda x: x.t().max(1), lambda x: x.min(), lambda x: x.max(), lambda x: x.amin(1),
+              lambda x: x.amax((0, 1), keepdim=True), lambda x: torch.aminmax(x, dim=1),
+              lambda x: torch.aminmax(x), lambda x: torch.aminmax(x[:, 2:], keepdim=True)]:
+        for got, want in zip(tree_leaves(f(d)),
+                             tree_leaves(f(b))):
+            assert_same(got.cpu(), want)
+    for dtype in [torch.int64, torch.int32, torch.int8, torch.uint8]:
+        x = torch.randint(0, 100, (4, 9), generator=g).to(dtype)
+        for kw in [{}, {"dim": 0}, {"dim": 1, "keepdim": True}]:
+            for got, want in zip(torch.aminmax(x.to("spyre"), **kw), torch.aminmax(x, **kw)):
+                assert_same(got.cpu(), want)

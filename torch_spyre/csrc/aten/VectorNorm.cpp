@@ -16,6 +16,7 @@
 
 #include "Composed.h"
 #include "Fallback.h"
+#include "IntOps.h"
 #include "OpLibrary.h"
 
 namespace torch_spyre::aten {
@@ -116,16 +117,22 @@ at::Tensor& nansum_out(const at::Tensor& x, at::OptionalIntArrayRef dim, bool ke
 // amin and amax (NaN propagates in both, as torch); an empty reduction is the CPU's error
 std::tuple<at::Tensor&, at::Tensor&> aminmax_out(const at::Tensor& x, std::optional<int64_t> dim,
                                                  bool keepdim, at::Tensor& min, at::Tensor& max) {
+    const at::ScalarType t = x.scalar_type();
     if (!x.is_privateuseone() || !min.is_privateuseone() || !max.is_privateuseone() ||
-        !is_float(x.scalar_type()) || x.numel() == 0)
+        !(is_float(t) || is_int_dtype(t)) || x.numel() == 0 || min.scalar_type() != t ||
+        max.scalar_type() != t)
         return fallback_to_cpu<ATEN_OP2(aminmax, out)>(x, dim, keepdim, min, max);
     c10::DeviceGuard guard(x.device());
+    // integers exactly; bools as their bytes (0 or 1), read back as bool
+    const bool bools = t == at::kBool;
+    const at::Tensor v = bools ? x.view(at::kByte) : x;
+    const auto back = [&](const at::Tensor& r) { return bools ? r.view(at::kBool) : r; };
     if (dim) {
-        assign(min, at::amin(x, {*dim}, keepdim));
-        assign(max, at::amax(x, {*dim}, keepdim));
+        assign(min, back(at::amin(v, {*dim}, keepdim)));
+        assign(max, back(at::amax(v, {*dim}, keepdim)));
     } else {
         // all elements: a 0-dim result, or 1 x ... x 1 with keepdim
-        const at::Tensor flat = x.reshape({-1});
+        const at::Tensor flat = back(v.reshape({-1}));
         at::Tensor lo = at::amin(flat, {0}), hi = at::amax(flat, {0});
         if (keepdim && x.dim()) {
             const std::vector<int64_t> ones(x.dim(), 1);
