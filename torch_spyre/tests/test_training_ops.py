@@ -2,7 +2,8 @@
 addcdiv, lerp), x ** 3, and the backward kernels of ReLU, SiLU, softmax, log_softmax, layer
 and group norm and dropout; then
 whole SGD-with-momentum and AdamW steps (foreach and single-tensor) that match the CPU's
-parameters without reaching the CPU fallback in those ops."""
+parameters without reaching the CPU fallback in those ops; torch.func's jacrev, jacfwd and
+hessian (zero tensors, ReLU's gradient of batched tangents) with no fallback."""
 
 import pytest
 import torch
@@ -262,3 +263,21 @@ def test_fused_adamw_with_a_grad_scaler_skips_an_overflow(fallback_reset):
         close(a.detach().cpu(), b.detach(), torch.float32)
     assert runs[1][1].state[dev.weight]["step"].item() == 3  # the overflowed step not counted
     assert not any("fused" in k for k in torch_spyre.fallback_counts())
+
+
+def test_torch_func_jacobians_stay_on_the_card(strict):
+    # jacrev/hessian make zero tensors (_efficientzerotensor); jacfwd's ReLU gradient gets
+    # tangents with a batch dim that the input does not have (a broadcast threshold_backward)
+    from torch.func import hessian, jacfwd, jacrev, vmap
+
+    x, w = make((5,), torch.float32, 1), make((3, 5), torch.float32, 2)
+
+    def run(dev):
+        xd, wd = x.to(dev), w.to(dev)
+        return [jacrev(lambda v: v.softmax(0) * v)(xd), hessian(lambda v: (v.sin() * v).sum())(xd),
+                vmap(jacrev(torch.tanh))(xd.view(5, 1)), jacrev(lambda v: wd @ v)(xd),
+                jacfwd(lambda v: (wd @ v).relu())(xd), jacfwd(lambda v: F.relu(v) * v)(xd),
+                torch._efficientzerotensor((2, 3), device=dev) + 1]
+
+    for got, want in zip(run("spyre"), run("cpu")):
+        close(got.cpu(), want, torch.float32)
