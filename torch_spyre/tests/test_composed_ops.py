@@ -4,11 +4,12 @@ along a dim, floats to rounding, integers exact and wrapping, empty dims), count
 argmin, argmax and max along a dim (NaN first, ties keep the first index, integer extremes),
 isnan, nan_to_num (defaults and given values), flip and roll (several dims, negative shifts, no
 dims, empty tensors), fake quantization per tensor and per channel (bit for bit, NaN and
-infinities, ties, the gradient mask); min/max/amin/amax/aminmax of bools (torch.distributions' argument
+infinities, ties, the gradient mask); channel_shuffle (and its gradient); min/max/amin/amax/aminmax of bools (torch.distributions' argument
 checks) and aminmax of integers."""
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.utils._pytree import tree_leaves
 
 from conftest import FLOATS, assert_same, tol
@@ -212,3 +213,18 @@ def test_bool_extremes_and_integer_aminmax(strict):
         for kw in [{}, {"dim": 0}, {"dim": 1, "keepdim": True}]:
             for got, want in zip(torch.aminmax(x.to("spyre"), **kw), torch.aminmax(x, **kw)):
                 assert_same(got.cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_channel_shuffle(strict, dtype):
+    # nn.ChannelShuffle (ShuffleNet): a view and a copy on the card, the gradient the same
+    x = (torch.randn(2, 12, 3, 5, generator=torch.Generator().manual_seed(6))).to(dtype)
+    for groups in (1, 3, 4, 12):
+        d = x.to("spyre").requires_grad_()
+        y = torch.nn.ChannelShuffle(groups)(d)
+        assert_same(y.detach().cpu(), torch.nn.ChannelShuffle(groups)(x))
+        y.backward(torch.arange(y.numel(), dtype=dtype).view(y.shape).to("spyre"))
+        c = x.clone().requires_grad_()
+        torch.nn.ChannelShuffle(groups)(c).backward(torch.arange(y.numel(), dtype=dtype).view(y.shape))
+        assert_same(d.grad.cpu(), c.grad)
+    assert_same(F.channel_shuffle(x.to("spyre")[:, :, 1], 2).cpu(), F.channel_shuffle(x[:, :, 1], 2))
