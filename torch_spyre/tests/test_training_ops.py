@@ -5,7 +5,8 @@ whole SGD-with-momentum and AdamW steps (foreach and single-tensor) that match t
 parameters without reaching the CPU fallback in those ops; torch.func's jacrev, jacfwd and
 hessian (zero tensors, ReLU's gradient of batched tangents) with no fallback; torch.func.grad
 through the composites Vulkan also implements (layer_norm, expand_as, var, conv1d, tile,
-max_pool2d, batch_norm, LSTM, GRU), which raised an internal assert of the dispatcher."""
+max_pool2d, batch_norm, LSTM, GRU), which raised an internal assert of the dispatcher;
+weight_norm (old and parametrization forms, over dim 0 and the last) with its gradients."""
 
 import pytest
 import torch
@@ -318,3 +319,23 @@ def test_torch_func_grad_of_composites_vulkan_implements(strict, name):
     xr = xd.clone().requires_grad_()
     (want,) = torch.autograd.grad(f(xr), [xr])
     close(grad(f)(xd).cpu(), want.cpu(), torch.float32)
+
+
+@pytest.mark.parametrize("old", [False, True])
+@pytest.mark.parametrize("dim", [0, -1])
+def test_weight_norm_on_the_card(strict, old, dim):
+    # _weight_norm_interface and its backward (the fused form aten takes over dim 0 or the last)
+    wrap = torch.nn.utils.weight_norm if old else torch.nn.utils.parametrizations.weight_norm
+    x = make((2, 3, 7), torch.float32, 3)
+
+    def run(dev):
+        torch.manual_seed(0)
+        conv = torch.nn.Conv1d(3, 4, 3)
+        m = wrap(conv, dim=dim if dim == 0 else 2).to(dev)
+        y = m(x.to(dev))
+        (y * y).sum().backward()
+        params = [p for n, p in m.named_parameters() if "bias" not in n]
+        return [y.detach()] + [p.grad for p in params]
+
+    for got, want in zip(run("spyre"), run("cpu")):
+        close(got.cpu(), want, torch.float32, scale=4)
