@@ -4,8 +4,9 @@ along a dim, floats to rounding, integers exact and wrapping, empty dims), count
 argmin, argmax and max along a dim (NaN first, ties keep the first index, integer extremes),
 isnan, nan_to_num (defaults and given values), flip and roll (several dims, negative shifts, no
 dims, empty tensors), fake quantization per tensor and per channel (bit for bit, NaN and
-infinities, ties, the gradient mask); channel_shuffle (and its gradient); min/max/amin/amax/aminmax of bools (torch.distributions' argument
-checks) and aminmax of integers."""
+infinities, ties, the gradient mask); channel_shuffle (and its gradient);
+min/max/amin/amax/aminmax of bools (torch.distributions' argument checks) and aminmax of
+integers."""
 
 import pytest
 import torch
@@ -225,6 +226,8 @@ def test_channel_shuffle(strict, dtype):
         assert_same(y.detach().cpu(), torch.nn.ChannelShuffle(groups)(x))
         y.backward(torch.arange(y.numel(), dtype=dtype).view(y.shape).to("spyre"))
         c = x.clone().requires_grad_()
-        torch.nn.ChannelShuffle(groups)(c).backward(torch.arange(y.numel(), dtype=dtype).view(y.shape))
+        g = torch.arange(y.numel(), dtype=dtype).view(y.shape)
+        torch.nn.ChannelShuffle(groups)(c).backward(g)
         assert_same(d.grad.cpu(), c.grad)
-    assert_same(F.channel_shuffle(x.to("spyre")[:, :, 1], 2).cpu(), F.channel_shuffle(x[:, :, 1], 2))
+    three = x[:, :, 1]
+    assert_same(F.channel_shuffle(three.to("spyre"), 2).cpu(), F.channel_shuffle(three, 2))

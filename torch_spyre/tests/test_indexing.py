@@ -1,7 +1,8 @@
 """Gathers and scatters by index tensors on the card against the CPU, with no fallback:
 torch.gather, index_select along every dim, advanced indexing by one index tensor (negative
 indices), scatter_add with duplicate indices, index_copy_ (a KV cache update), the embedding
-backward with padding_idx, nn.Embedding's max_norm (embedding_renorm_); every data dtype, int64 indices (int32 where torch takes them), odd shapes, strided
+backward with padding_idx, nn.Embedding's max_norm (embedding_renorm_); every data dtype, int64
+indices (int32 where torch takes them), odd shapes, strided
 views; an index out of range fails the launch and the card keeps working."""
 
 import pytest

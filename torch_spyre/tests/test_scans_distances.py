@@ -1,7 +1,7 @@
-"""cummax/cummin (floats, int64, int32, bool; values and indices: ties go to the later index, a NaN takes over at its own
-index, as the CPU's sequential scan), median/nanmedian of a whole tensor, cdist (every p, both
-of torch's forms, batches, the sliced direct form), torch.cross and addbmm on the card under
-strict mode against the CPU."""
+"""cummax/cummin (floats, int64, int32, bool; values and indices: ties go to the later index, a
+NaN takes over at its own index, as the CPU's sequential scan), median/nanmedian of a whole
+tensor, cdist (every p, both of torch's forms, batches, the sliced direct form), torch.cross and
+addbmm on the card under strict mode against the CPU."""
 
 import math
 
