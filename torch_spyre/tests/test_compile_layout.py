@@ -286,3 +286,30 @@ def test_an_extern_result_in_another_layout_than_its_meta_is_made_that_layout():
         assert torch.equal(g.cpu(), w)
     assert runtime.RELAYOUTS["copies"] > before
     torch.compiler.reset()
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_a_pad_with_symbolic_sizes_indexes_in_the_eager_form(mode):
+    # dynamic sizes: a reflect pad's positions are sympy Where/abs of the sizes, evaluated by
+    # the eager form over tensors of positions (Where raised a NameError there)
+    import torch.nn.functional as F
+
+    def pad(x):
+        return F.pad(x, (1, 2, 2, 1), mode=mode) * 2.0
+
+    fn = torch.compile(pad, dynamic=True)
+    for shape in [(2, 3, 5, 6), (1, 2, 4, 7)]:
+        x = make(shape, torch.float32, shape[-1])
+        assert torch.equal(fn(x.to("spyre")).cpu(), pad(x))
+
+
+def test_float64_intermediates_of_symbolic_sizes_are_fp32_on_the_card():
+    # Inductor divides by a symbolic size in float64 (sizes to double, the quotient back to
+    # fp32); the eager form computed it through the CPU fallback (strict mode raised)
+    def scale(x):
+        return x * (1.0 / (x.shape[0] * x.shape[1])) + x.sum(1, keepdim=True) / x.shape[1]
+
+    fn = torch.compile(scale, dynamic=True)
+    for shape in [(3, 5), (4, 7)]:
+        x = make(shape, torch.float32, shape[1])
+        close(fn(x.to("spyre")).cpu(), scale(x), torch.float32)

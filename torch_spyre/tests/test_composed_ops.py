@@ -3,10 +3,15 @@ var_mean/std_mean with a correction (all dims, one, several, keepdim, fp16/bf16)
 along a dim, floats to rounding, integers exact and wrapping, empty dims), count_nonzero,
 argmin, argmax and max along a dim (NaN first, ties keep the first index, integer extremes),
 isnan, nan_to_num (defaults and given values), flip and roll (several dims, negative shifts, no
-dims, empty tensors)."""
+dims, empty tensors), fake quantization per tensor and per channel (bit for bit, NaN and
+infinities, ties, the gradient mask); channel_shuffle (and its gradient);
+min/max/amin/amax/aminmax of bools (torch.distributions' argument checks) and aminmax of
+integers."""
 
 import pytest
 import torch
+import torch.nn.functional as F
+from torch.utils._pytree import tree_leaves
 
 from conftest import FLOATS, assert_same, tol
 
@@ -163,3 +168,66 @@ def test_equal_and_min(strict, dtype):
             got, want = torch.min(d, dim, keepdim=dim == 1), torch.min(x, dim, keepdim=dim == 1)
             assert_same(got.values.cpu(), want.values)
             assert_same(got.indices.cpu(), want.indices)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_fake_quantize(strict, dtype):
+    # quantization-aware training: the CPU's values bit for bit (round half to even, NaN and
+    # infinities to quant_min), and its mask in the gradient
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(6, 8, generator=g) * 3
+    x[0, :4] = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.025])
+    x[1] = torch.arange(8) * 0.05 - 0.175  # halfway between two steps
+    x = x.to(dtype)
+    sc0, sc1 = torch.rand(6, generator=g) * 0.1 + 0.01, torch.rand(8, generator=g) * 0.1 + 0.01
+    zp0 = torch.randint(-3, 3, (6,), generator=g, dtype=torch.int32)
+    zp1 = torch.randint(0, 3, (8,), generator=g, dtype=torch.int32)
+
+    def run(dev):
+        t = x.to(dev).requires_grad_()
+        outs = [torch.fake_quantize_per_tensor_affine(t, 0.05, 3, -128, 127),
+                torch.fake_quantize_per_tensor_affine(t, 0.1, 0, 0, 15),
+                torch.fake_quantize_per_channel_affine(t, sc0.to(dev), zp0.to(dev), 0, -128, 127),
+                torch.fake_quantize_per_channel_affine(t, sc1.to(dev), zp1.to(dev), 1, 0, 255)]
+        sum((k + 1) * o.sum() for k, o in enumerate(outs)).backward()
+        return [o.detach().cpu() for o in outs] + [t.grad.cpu()]
+
+    for got, want in zip(run("spyre"), run("cpu")):
+        assert_same(got, want)
+
+
+def test_bool_extremes_and_integer_aminmax(strict):
+    # torch.distributions validates a scale_tril with (diag > 0).min(-1): bools as their bytes
+    g = torch.Generator().manual_seed(4)
+    b = torch.rand(5, 7, generator=g) > 0.4
+    b[1], b[2] = True, False  # rows all true and all false
+    d = b.to("spyre")
+    for f in [lambda x: x.min(1), lambda x: x.max(0), lambda x: x.min(-1, keepdim=True),
+              lambda x: x.t().max(1), lambda x: x.min(), lambda x: x.max(), lambda x: x.amin(1),
+              lambda x: x.amax((0, 1), keepdim=True), lambda x: torch.aminmax(x, dim=1),
+              lambda x: torch.aminmax(x), lambda x: torch.aminmax(x[:, 2:], keepdim=True)]:
+        for got, want in zip(tree_leaves(f(d)),
+                             tree_leaves(f(b))):
+            assert_same(got.cpu(), want)
+    for dtype in [torch.int64, torch.int32, torch.int8, torch.uint8]:
+        x = torch.randint(0, 100, (4, 9), generator=g).to(dtype)
+        for kw in [{}, {"dim": 0}, {"dim": 1, "keepdim": True}]:
+            for got, want in zip(torch.aminmax(x.to("spyre"), **kw), torch.aminmax(x, **kw)):
+                assert_same(got.cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_channel_shuffle(strict, dtype):
+    # nn.ChannelShuffle (ShuffleNet): a view and a copy on the card, the gradient the same
+    x = (torch.randn(2, 12, 3, 5, generator=torch.Generator().manual_seed(6))).to(dtype)
+    for groups in (1, 3, 4, 12):
+        d = x.to("spyre").requires_grad_()
+        y = torch.nn.ChannelShuffle(groups)(d)
+        assert_same(y.detach().cpu(), torch.nn.ChannelShuffle(groups)(x))
+        y.backward(torch.arange(y.numel(), dtype=dtype).view(y.shape).to("spyre"))
+        c = x.clone().requires_grad_()
+        g = torch.arange(y.numel(), dtype=dtype).view(y.shape)
+        torch.nn.ChannelShuffle(groups)(c).backward(g)
+        assert_same(d.grad.cpu(), c.grad)
+    three = x[:, :, 1]
+    assert_same(F.channel_shuffle(three.to("spyre"), 2).cpu(), F.channel_shuffle(three, 2))

@@ -1,7 +1,8 @@
 """Gathers and scatters by index tensors on the card against the CPU, with no fallback:
 torch.gather, index_select along every dim, advanced indexing by one index tensor (negative
 indices), scatter_add with duplicate indices, index_copy_ (a KV cache update), the embedding
-backward with padding_idx; every data dtype, int64 indices (int32 where torch takes them), odd shapes, strided
+backward with padding_idx, nn.Embedding's max_norm (embedding_renorm_); every data dtype, int64
+indices (int32 where torch takes them), odd shapes, strided
 views; an index out of range fails the launch and the card keeps working."""
 
 import pytest
@@ -412,3 +413,19 @@ def test_index_add_and_embedding_backward_into_a_table_larger_than_the_scratchpa
         assert_same(dev.weight.grad.cpu(), emb.weight.grad)
     else:
         close(dev.weight.grad.cpu(), emb.weight.grad, dtype, scale=4)
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0])
+@pytest.mark.parametrize("max_norm", [0.5, 1.0, 100.0])
+def test_embedding_max_norm_renormalizes_on_the_card(no_fallback, norm_type, max_norm):
+    # embedding_renorm_: each named row (repeated ones once) rescaled where its norm exceeds
+    # max_norm, the others untouched
+    def run(dev):
+        torch.manual_seed(0)
+        e = torch.nn.Embedding(10, 4, max_norm=max_norm, norm_type=norm_type).to(dev)
+        out = e(torch.tensor([[1, 2, 1], [7, 3, 9]]).to(dev))
+        out.sum().backward()
+        return [out.detach(), e.weight.detach(), e.weight.grad, e(torch.tensor([0, 5]).to(dev))]
+
+    for got, want in zip(run("spyre"), run("cpu")):
+        close(got.detach().cpu(), want.detach(), torch.float32)

@@ -2,7 +2,8 @@
 add/sub (with alpha)/mul, floor_divide, remainder, bitwise and/or/xor/not, shifts, compares,
 maximum/minimum, neg/abs for int64, int32, int8, uint8 and bool, with tensor and number
 operands, odd shapes, strided views, broadcasts, empty tensors, overflow wraparound, negative
-division; casts between int64/uint8 and every other dtype on the card; zero divisors."""
+division; casts between int64/uint8 and every other dtype on the card; zero divisors; integer
+matrix products (mm, bmm, matmul: int8 matmul emulation with int32 accumulation, wraparound)."""
 
 import operator
 
@@ -322,3 +323,22 @@ def test_logical_ops(strict, dtype, shapes):
     assert_same(torch.logical_or(a.to("spyre"), b.to("spyre"), out=out.to("spyre")).cpu(), want)
     x = a.clone()
     assert_same(x.to("spyre").logical_not_().cpu(), x.logical_not_())
+
+
+@pytest.mark.parametrize("dtype", INTS)
+def test_integer_matrix_products(strict, dtype):
+    # int8 matmul emulation: int32 products of int8 values; sums that wrap as the CPU's gemm
+    g = torch.Generator().manual_seed(5)
+    info = torch.iinfo(dtype)
+    for m, k, n in [(8, 16, 4), (300, 70, 33), (3, 0, 5)]:
+        a = torch.randint(info.min, info.max, (m, k), generator=g, dtype=dtype)
+        b = torch.randint(info.min, info.max, (k, n), generator=g, dtype=dtype)
+        da, db = a.to("spyre"), b.to("spyre")
+        assert_same((da @ db).cpu(), a @ b)
+        assert_same(torch.mm(da, db.t().contiguous().t()).cpu(), a @ b)  # a transposed view
+        assert_same(torch.bmm(da[None].expand(2, m, k), db[None].expand(2, k, n)).cpu(),
+                    torch.bmm(a[None].expand(2, m, k), b[None].expand(2, k, n)))
+    a8 = torch.randint(-128, 128, (6, 40), generator=g, dtype=torch.int8)
+    b8 = torch.randint(-128, 128, (40, 7), generator=g, dtype=torch.int8)
+    got = a8.to("spyre").to(torch.int32) @ b8.to("spyre").to(torch.int32)
+    assert_same(got.cpu(), a8.int() @ b8.int())

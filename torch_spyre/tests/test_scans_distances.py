@@ -1,7 +1,7 @@
-"""cummax/cummin (values and indices: ties go to the later index, a NaN takes over at its own
-index, as the CPU's sequential scan), median/nanmedian of a whole tensor, cdist (every p, both
-of torch's forms, batches, the sliced direct form), torch.cross and addbmm on the card under
-strict mode against the CPU."""
+"""cummax/cummin (floats, int64, int32, bool; values and indices: ties go to the later index, a
+NaN takes over at its own index, as the CPU's sequential scan), median/nanmedian of a whole
+tensor, cdist (every p, both of torch's forms, batches, the sliced direct form), torch.cross and
+addbmm on the card under strict mode against the CPU."""
 
 import math
 
@@ -20,12 +20,13 @@ def same(got, want):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int64,
-                                   torch.int32])
+                                   torch.int32, torch.bool])
 @pytest.mark.parametrize("op", [torch.cummax, torch.cummin])
 def test_cummax_cummin_exact(strict, dtype, op):
     g = torch.Generator().manual_seed(1)
     # few distinct values: many ties
-    x = torch.randint(-3, 4, (5, 37), generator=g).to(dtype)
+    x = torch.randint(-3, 4, (5, 37), generator=g)
+    x = x.gt(0) if dtype == torch.bool else x.to(dtype)  # bools: as int32 on the card
     if dtype.is_floating_point:
         x[1, 4] = NAN
         x[1, 20] = NAN

@@ -2,7 +2,11 @@
 addcdiv, lerp), x ** 3, and the backward kernels of ReLU, SiLU, softmax, log_softmax, layer
 and group norm and dropout; then
 whole SGD-with-momentum and AdamW steps (foreach and single-tensor) that match the CPU's
-parameters without reaching the CPU fallback in those ops."""
+parameters without reaching the CPU fallback in those ops; torch.func's jacrev, jacfwd and
+hessian (zero tensors, ReLU's gradient of batched tangents) with no fallback; torch.func.grad
+through the composites Vulkan also implements (layer_norm, expand_as, var, conv1d, tile,
+max_pool2d, batch_norm, LSTM, GRU), which raised an internal assert of the dispatcher;
+weight_norm (old and parametrization forms, over dim 0 and the last) with its gradients."""
 
 import pytest
 import torch
@@ -262,3 +266,76 @@ def test_fused_adamw_with_a_grad_scaler_skips_an_overflow(fallback_reset):
         close(a.detach().cpu(), b.detach(), torch.float32)
     assert runs[1][1].state[dev.weight]["step"].item() == 3  # the overflowed step not counted
     assert not any("fused" in k for k in torch_spyre.fallback_counts())
+
+
+def test_torch_func_jacobians_stay_on_the_card(strict):
+    # jacrev/hessian make zero tensors (_efficientzerotensor); jacfwd's ReLU gradient gets
+    # tangents with a batch dim that the input does not have (a broadcast threshold_backward)
+    from torch.func import hessian, jacfwd, jacrev, vmap
+
+    x, w = make((5,), torch.float32, 1), make((3, 5), torch.float32, 2)
+
+    def run(dev):
+        xd, wd = x.to(dev), w.to(dev)
+        return [jacrev(lambda v: v.softmax(0) * v)(xd), hessian(lambda v: (v.sin() * v).sum())(xd),
+                vmap(jacrev(torch.tanh))(xd.view(5, 1)), jacrev(lambda v: wd @ v)(xd),
+                jacfwd(lambda v: (wd @ v).relu())(xd), jacfwd(lambda v: F.relu(v) * v)(xd),
+                torch._efficientzerotensor((2, 3), device=dev) + 1]
+
+    for got, want in zip(run("spyre"), run("cpu")):
+        close(got.cpu(), want, torch.float32)
+
+
+AUTOGRAD_OTHER = {
+    "layer_norm": lambda v: F.layer_norm(v, (6,)) * v,
+    "expand_as": lambda v: v[:1].expand_as(v) * v,
+    "var": lambda v: v.view(2, 3).var(1),
+    "conv1d": lambda v: F.conv1d(v.view(1, 1, 6), v[:3].view(1, 1, 3)),
+    "tile": lambda v: v.tile((2,)) * 3,
+    "max_pool2d": lambda v: F.max_pool2d(v.view(1, 1, 2, 3), (1, 2)),
+    "batch_norm": lambda v: F.batch_norm(v.view(2, 3), None, None, training=True) * v.view(2, 3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AUTOGRAD_OTHER) + ["lstm", "gru"])
+def test_torch_func_grad_of_composites_vulkan_implements(strict, name):
+    # a spyre tensor's GradTrackingTensor dispatches autograd through AutogradOther, whose slot
+    # of these composites was ambiguous ("INTERNAL ASSERT FAILED ... a backend mapped to
+    # AutogradOther"): the gradient now as torch.autograd computes it, and as the CPU's
+    from torch.func import grad
+
+    x = make((6,), torch.float32, 7)
+    if name in AUTOGRAD_OTHER:
+        f = AUTOGRAD_OTHER[name]
+        want = grad(lambda v: f(v).pow(2).sum())(x)
+        close(grad(lambda v: f(v).pow(2).sum())(x.to("spyre")).cpu(), want, torch.float32)
+        return
+    # torch.func refuses the CPU's RNN modules (they set .data); on spyre they run: compared
+    # with torch.autograd on the card
+    torch.manual_seed(0)
+    rnn = (torch.nn.LSTM if name == "lstm" else torch.nn.GRU)(3, 2).to("spyre")
+    xd = x.to("spyre")
+    f = lambda v: rnn(v.view(2, 1, 3))[0].pow(2).sum()
+    xr = xd.clone().requires_grad_()
+    (want,) = torch.autograd.grad(f(xr), [xr])
+    close(grad(f)(xd).cpu(), want.cpu(), torch.float32)
+
+
+@pytest.mark.parametrize("old", [False, True])
+@pytest.mark.parametrize("dim", [0, -1])
+def test_weight_norm_on_the_card(strict, old, dim):
+    # _weight_norm_interface and its backward (the fused form aten takes over dim 0 or the last)
+    wrap = torch.nn.utils.weight_norm if old else torch.nn.utils.parametrizations.weight_norm
+    x = make((2, 3, 7), torch.float32, 3)
+
+    def run(dev):
+        torch.manual_seed(0)
+        conv = torch.nn.Conv1d(3, 4, 3)
+        m = wrap(conv, dim=dim if dim == 0 else 2).to(dev)
+        y = m(x.to(dev))
+        (y * y).sum().backward()
+        params = [p for n, p in m.named_parameters() if "bias" not in n]
+        return [y.detach()] + [p.grad for p in params]
+
+    for got, want in zip(run("spyre"), run("cpu")):
+        close(got.cpu(), want, torch.float32, scale=4)

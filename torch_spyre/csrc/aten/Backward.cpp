@@ -6,6 +6,7 @@
 // _log_softmax_backward_data. A case they do
 // not take (integer or complex types, a half_to_float softmax) runs on the CPU fallback.
 #include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/Operators.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
@@ -36,14 +37,18 @@ at::Tensor& into(const at::Tensor& r, at::Tensor& out) {
 }
 
 // ReLU's gradient: grad where self > threshold, else 0 (a NaN self passes the gradient, as
-// torch's `self <= threshold ? 0 : grad`).
+// torch's `self <= threshold ? 0 : grad`). One operand may broadcast to the other's shape, as
+// the CPU's TensorIterator takes it (torch.func's jacfwd/vmap: the tangents carry a batch dim
+// that self does not).
 at::Tensor& threshold_backward_out(const at::Tensor& grad, const at::Tensor& self,
                                    const at::Scalar& threshold, at::Tensor& grad_input) {
     const auto t = real_number(threshold);
-    if (t && float_pair(grad, self) && grad.sizes() == self.sizes() &&
+    const bool to_grad = at::is_expandable_to(self.sizes(), grad.sizes());
+    if (t && float_pair(grad, self) &&
+        (to_grad || at::is_expandable_to(grad.sizes(), self.sizes())) &&
         grad_input.is_privateuseone() && grad_input.scalar_type() == grad.scalar_type()) {
         c10::DeviceGuard guard(grad.device());
-        at::native::resize_output(grad_input, grad.sizes());
+        at::native::resize_output(grad_input, to_grad ? grad.sizes() : self.sizes());
         if (grad.numel() == 0) return grad_input;
         const at::Tensor at_or_below = at::le(self, *t);
         if (where_into("aten::threshold_backward", at_or_below, Operand{at::Tensor(), 0.0},

@@ -80,12 +80,28 @@ bool scan_on_card(const at::Tensor& self, at::Tensor& values, at::Tensor& indice
     return true;
 }
 
+// bools as int32 (exact), the values converted back
+bool bool_scan_on_card(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim,
+                       bool is_max) {
+    if (!self.is_privateuseone() || self.scalar_type() != at::kBool ||
+        values.scalar_type() != at::kBool || !values.is_privateuseone())
+        return false;
+    c10::DeviceGuard guard(self.device());
+    at::Tensor v = at::empty({0}, values.options().dtype(at::kInt));
+    if (!scan_on_card(self.to(at::kInt), v, indices, dim, is_max)) return false;
+    at::native::resize_output(values, v.sizes());
+    values.copy_(v.to(at::kBool));
+    return true;
+}
+
 void cummax_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
+    if (bool_scan_on_card(self, values, indices, dim, true)) return;
     if (!scan_on_card(self, values, indices, dim, true))
         fallback_to_cpu<ATEN_OP(_cummax_helper)>(self, values, indices, dim);
 }
 
 void cummin_helper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices, int64_t dim) {
+    if (bool_scan_on_card(self, values, indices, dim, false)) return;
     if (!scan_on_card(self, values, indices, dim, false))
         fallback_to_cpu<ATEN_OP(_cummin_helper)>(self, values, indices, dim);
 }

@@ -3,6 +3,7 @@
 // 128-byte sticks (index_select and the embedding backward are in Indexing.cpp).
 // An index outside [0, V) stops the launch (a device-side assert reported by the next
 // synchronize, like CUDA's). Other weight layouts go through index_select's element gather.
+// And embedding_renorm_ (max_norm) composed of device ops.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <c10/core/DeviceGuard.h>
@@ -47,8 +48,32 @@ at::Tensor embedding(const at::Tensor& weight, const at::Tensor& indices, int64_
                                                sparse);
 }
 
+// nn.Embedding(max_norm=...): the rows the indices name rescaled in place to max_norm / (norm +
+// 1e-7) where their p-norm exceeds max_norm, as the CPU kernel (each row once: the unique
+// indices on the card, then a gather, the norms, and an index_copy back).
+at::Tensor& embedding_renorm(at::Tensor& self, const at::Tensor& indices, double max_norm,
+                             double norm_type) {
+    if (!self.is_privateuseone() || !indices.is_privateuseone() || self.dim() != 2 ||
+        !is_float(self.scalar_type()) ||
+        (indices.scalar_type() != at::kLong && indices.scalar_type() != at::kInt))
+        return fallback_to_cpu<ATEN_OP(embedding_renorm_)>(self, indices, max_norm, norm_type);
+    c10::DeviceGuard guard(self.device());
+    if (indices.numel() == 0) return self;
+    const at::Tensor rows_at = std::get<0>(at::_unique2(indices.reshape({-1}).to(at::kLong)));
+    const at::Tensor rows = self.index_select(0, rows_at);
+    const at::Tensor norms =
+        at::linalg_vector_norm(rows.to(at::kFloat), norm_type, {1}, /*keepdim=*/true);
+    const at::Tensor scale = at::where(
+        norms.gt(max_norm), norms.add(1e-7).reciprocal().mul(max_norm), at::ones_like(norms));
+    self.index_copy_(0, rows_at, rows.mul(scale).to(self.scalar_type()));
+    return self;
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("embedding", TORCH_FN(embedding)); }
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("embedding", TORCH_FN(embedding));
+    m.impl("embedding_renorm_", TORCH_FN(embedding_renorm));
+}
 
 }  // namespace torch_spyre::aten

@@ -4,11 +4,14 @@
 // arange of indices in fp32 (exact while steps <= 2^24), converted to the output's float type;
 // logspace as base ** linspace (exp2(v * log2(base)): to rounding, positive bases); eye as the
 // compare of two aranges. Integer outputs of linspace/logspace (the CPU steps in double) and
-// other cases run on the CPU fallback.
+// other cases run on the CPU fallback. And _efficientzerotensor (torch.func's jacrev/hessian): a
+// ZeroTensor of the card, no memory, as the CPU's and CUDA's.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/DispatchKeySet.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -89,9 +92,25 @@ at::Tensor& eye_out(int64_t n, at::Tensor& out) {
     return eye_m_out(n, n, out);
 }
 
+// A tensor that is all zeros with no storage (the ZeroTensor key makes every op read it as
+// zeros): what the CPU and CUDA kernels make, here with the card as its device.
+at::Tensor efficientzerotensor(at::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout> /*layout*/,
+                               std::optional<at::Device> device,
+                               std::optional<bool> /*pin_memory*/) {
+    const at::Device dev = device.value_or(at::Device(c10::DeviceType::PrivateUse1));
+    at::native::ZeroTensorAllocator allocator(dev);
+    const auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1) |
+                      c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
+    return at::detail::empty_generic(size, &allocator, keys,
+                                     dtype.value_or(c10::get_default_dtype_as_scalartype()),
+                                     std::nullopt);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("_efficientzerotensor", TORCH_FN(efficientzerotensor));
     m.impl("linspace.out", TORCH_FN(linspace_out));
     m.impl("logspace.out", TORCH_FN(logspace_out));
     m.impl("eye.m_out", TORCH_FN(eye_m_out));

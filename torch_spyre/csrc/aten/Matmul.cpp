@@ -1,6 +1,7 @@
 // Matrix products on the card through libspyre's op library: mm, bmm, addmm (torch.nn.Linear's
 // x @ W^T + b is addmm with a transposed view of W, which the library reads in place), baddbmm.
-// Anything the library does not take runs on the CPU fallback.
+// Integer products are elementwise products summed on the card's exact integer ALU. Anything
+// else the library does not take runs on the CPU fallback.
 //
 // And the library's fused blocks as spyre:: operators, which torch.compile's Spyre backend puts
 // in place of the patterns they compute (torch_spyre/_inductor/patterns.py):
@@ -21,6 +22,7 @@
 #include "Composed.h"
 #include "Elementwise.h"
 #include "Fallback.h"
+#include "IntOps.h"
 #include "OpLibrary.h"
 
 namespace torch_spyre::aten {
@@ -54,7 +56,37 @@ spyre_status matmul_on_card(const at::Tensor& a, const at::Tensor& b, const at::
     return spyre_op_matmul(op_stream(out), &tda, &tdb, &to);
 }
 
+bool int_pair(const at::Tensor& a, const at::Tensor& b) {
+    const auto t = a.scalar_type();
+    return a.is_privateuseone() && b.is_privateuseone() && a.device() == b.device() &&
+           t == b.scalar_type() && is_int_dtype(t) && t != at::kBool;
+}
+
+// An integer product [B, M, K] @ [B, K, N] (int8 matmul emulation: int32 operands and
+// accumulation): the library's matmul is float only, so elementwise products summed over K in
+// the operands' type on the card's exact VINT, wrapping as the CPU's integer gemm does; in
+// blocks of rows of at most 2^22 products.
+at::Tensor int_product(const at::Tensor& a, const at::Tensor& b) {
+    const auto t = a.scalar_type();
+    const int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
+    at::Tensor out = at::empty({B, M, N}, a.options());
+    if (out.numel() == 0) return out;
+    if (K == 0) return out.zero_();
+    const int64_t rows = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, B * K * N));
+    const at::Tensor bb = b.unsqueeze(1);  // [B, 1, K, N]
+    for (int64_t m = 0; m < M; m += rows) {
+        const int64_t n = std::min(rows, M - m);
+        const at::Tensor p = a.narrow(1, m, n).unsqueeze(3).mul(bb);  // [B, n, K, N]
+        out.narrow(1, m, n).copy_(p.sum(2, /*keepdim=*/false, t));
+    }
+    return out;
+}
+
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
+    if (int_pair(a, b) && a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0)) {
+        c10::DeviceGuard guard(a.device());
+        return int_product(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0);
+    }
     if (!float_pair(a, b) || a.dim() != 2 || b.dim() != 2 || a.size(1) != b.size(0))
         return fallback_to_cpu<ATEN_OP(mm)>(a, b);
     c10::DeviceGuard guard(a.device());
@@ -65,6 +97,11 @@ at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
 }
 
 at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
+    if (int_pair(a, b) && a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0) &&
+        a.size(2) == b.size(1)) {
+        c10::DeviceGuard guard(a.device());
+        return int_product(a, b);
+    }
     if (!float_pair(a, b) || a.dim() != 3 || b.dim() != 3 || a.size(0) != b.size(0) ||
         a.size(2) != b.size(1))
         return fallback_to_cpu<ATEN_OP(bmm)>(a, b);

@@ -201,7 +201,23 @@ at::Tensor& mean_out(const at::Tensor& x, at::OptionalIntArrayRef dims, bool kee
     return fallback_to_cpu<ATEN_OP2(mean, out)>(x, dims, keepdim, dtype, out);
 }
 
+// A bool spyre tensor's bytes (0 or 1) read as uint8, whose extremes the integer kernels take:
+// the extremes of bools are those of their bytes, and read back as bool.
+bool card_bools(const at::Tensor& x) {
+    return x.is_privateuseone() && x.scalar_type() == at::kBool;
+}
+
+at::Tensor& assign_bools(at::Tensor& out, const at::Tensor& bytes) {
+    at::native::resize_output(out, bytes.sizes());
+    out.copy_(bytes.view(at::kBool));
+    return out;
+}
+
 at::Tensor& amax_out(const at::Tensor& x, at::IntArrayRef dims, bool keepdim, at::Tensor& out) {
+    if (card_bools(x) && out.scalar_type() == at::kBool && x.numel() > 0) {
+        c10::DeviceGuard guard(x.device());
+        return assign_bools(out, at::amax(x.view(at::kByte), dims, keepdim));
+    }
     if ((out.scalar_type() == x.scalar_type() &&
          int_reduce_out("aten::amax", SPYRE_REDUCE_MAX, x, dims, keepdim, out)) ||
         reduce_out("aten::amax", SPYRE_REDUCE_MAX, x, dims, keepdim, std::nullopt, out))
@@ -210,6 +226,10 @@ at::Tensor& amax_out(const at::Tensor& x, at::IntArrayRef dims, bool keepdim, at
 }
 
 at::Tensor& amin_out(const at::Tensor& x, at::IntArrayRef dims, bool keepdim, at::Tensor& out) {
+    if (card_bools(x) && out.scalar_type() == at::kBool && x.numel() > 0) {
+        c10::DeviceGuard guard(x.device());
+        return assign_bools(out, at::amin(x.view(at::kByte), dims, keepdim));
+    }
     if ((out.scalar_type() == x.scalar_type() &&
          int_reduce_out("aten::amin", SPYRE_REDUCE_MIN, x, dims, keepdim, out)) ||
         reduce_out("aten::amin", SPYRE_REDUCE_MIN, x, dims, keepdim, std::nullopt, out))
@@ -253,6 +273,12 @@ bool extreme_all(const char* name, spyre_reduce_op op, const at::Tensor& x, at::
     out = at::empty({}, x.options());
     if (is_float(x.scalar_type()))
         return reduce_out(name, op, x, std::nullopt, false, std::nullopt, out);
+    if (x.scalar_type() == at::kBool && x.numel() > 0) {
+        at::Tensor bytes = at::empty({}, x.options().dtype(at::kByte));
+        if (!int_reduce_out(name, op, x.view(at::kByte), std::nullopt, false, bytes)) return false;
+        out = bytes.view(at::kBool);
+        return true;
+    }
     return is_int_dtype(x.scalar_type()) && x.scalar_type() != at::kBool &&
            int_reduce_out(name, op, x, std::nullopt, false, out);
 }
@@ -272,6 +298,15 @@ at::Tensor min_all(const at::Tensor& x) {
 std::tuple<at::Tensor&, at::Tensor&> max_dim_out(const at::Tensor& x, int64_t dim, bool keepdim,
                                                  at::Tensor& values, at::Tensor& indices) {
     const char* name = "aten::max.dim";
+    if (card_bools(x) && values.scalar_type() == at::kBool && indices.scalar_type() == at::kLong &&
+        x.numel() > 0) {
+        c10::DeviceGuard guard(x.device());
+        auto [v, i] = at::max(x.view(at::kByte), dim, keepdim);
+        assign_bools(values, v);
+        at::native::resize_output(indices, i.sizes());
+        indices.copy_(i);
+        return {values, indices};
+    }
     if (values.scalar_type() == x.scalar_type() && indices.scalar_type() == at::kLong) {
         c10::DeviceGuard guard(x.device());
         const int64_t d[1] = {dim};

@@ -1,11 +1,13 @@
 // flip and roll on the card, composed of device ops: flip is one index_select per flipped dim
 // with the reversed positions (arange on the card; a dim past 2^16 in blocks of 4096); roll is one
 // cat of the two slices per rolled dim (with no dims, of the flattened tensor). They were CPU
-// fallbacks.
+// fallbacks. channel_shuffle (nn.ChannelShuffle, ShuffleNet) is aten's view-and-copy form, as
+// CUDA's.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/WrapDimUtilsMulti.h>
+#include <ATen/ops/channel_shuffle_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -87,6 +89,7 @@ at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("flip", TORCH_FN(flip));
     m.impl("roll", TORCH_FN(roll));
+    m.impl("channel_shuffle", TORCH_FN(at::native::math_channel_shuffle));
 }
 
 }  // namespace torch_spyre::aten

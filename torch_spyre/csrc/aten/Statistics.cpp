@@ -177,6 +177,17 @@ at::Tensor& argmin_out(const at::Tensor& self, std::optional<int64_t> dim, bool 
 std::tuple<at::Tensor&, at::Tensor&> min_dim_out(const at::Tensor& self, int64_t dim, bool keepdim,
                                                  at::Tensor& values, at::Tensor& indices) {
     const at::ScalarType t = self.scalar_type();
+    if (self.is_privateuseone() && t == at::kBool && self.numel() > 0 &&
+        values.scalar_type() == t && indices.scalar_type() == at::kLong) {
+        // bools as their bytes (0 or 1), read back as bool (torch.distributions' checks)
+        c10::DeviceGuard guard(self.device());
+        auto [v, i] = at::min(self.view(at::kByte), dim, keepdim);
+        at::native::resize_output(values, v.sizes());
+        values.copy_(v.view(at::kBool));
+        at::native::resize_output(indices, i.sizes());
+        indices.copy_(i);
+        return {values, indices};
+    }
     if (!self.is_privateuseone() || !(is_float(t) || at::isIntegralType(t, false)) ||
         self.numel() == 0 || values.scalar_type() != t || indices.scalar_type() != at::kLong)
         return fallback_to_cpu<ATEN_OP2(min, dim_min)>(self, dim, keepdim, values, indices);

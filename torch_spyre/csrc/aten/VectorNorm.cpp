@@ -16,6 +16,7 @@
 
 #include "Composed.h"
 #include "Fallback.h"
+#include "IntOps.h"
 #include "OpLibrary.h"
 
 namespace torch_spyre::aten {
@@ -116,16 +117,22 @@ at::Tensor& nansum_out(const at::Tensor& x, at::OptionalIntArrayRef dim, bool ke
 // amin and amax (NaN propagates in both, as torch); an empty reduction is the CPU's error
 std::tuple<at::Tensor&, at::Tensor&> aminmax_out(const at::Tensor& x, std::optional<int64_t> dim,
                                                  bool keepdim, at::Tensor& min, at::Tensor& max) {
+    const at::ScalarType t = x.scalar_type();
     if (!x.is_privateuseone() || !min.is_privateuseone() || !max.is_privateuseone() ||
-        !is_float(x.scalar_type()) || x.numel() == 0)
+        !(is_float(t) || is_int_dtype(t)) || x.numel() == 0 || min.scalar_type() != t ||
+        max.scalar_type() != t)
         return fallback_to_cpu<ATEN_OP2(aminmax, out)>(x, dim, keepdim, min, max);
     c10::DeviceGuard guard(x.device());
+    // integers exactly; bools as their bytes (0 or 1), read back as bool
+    const bool bools = t == at::kBool;
+    const at::Tensor v = bools ? x.view(at::kByte) : x;
+    const auto back = [&](const at::Tensor& r) { return bools ? r.view(at::kBool) : r; };
     if (dim) {
-        assign(min, at::amin(x, {*dim}, keepdim));
-        assign(max, at::amax(x, {*dim}, keepdim));
+        assign(min, back(at::amin(v, {*dim}, keepdim)));
+        assign(max, back(at::amax(v, {*dim}, keepdim)));
     } else {
         // all elements: a 0-dim result, or 1 x ... x 1 with keepdim
-        const at::Tensor flat = x.reshape({-1});
+        const at::Tensor flat = back(v.reshape({-1}));
         at::Tensor lo = at::amin(flat, {0}), hi = at::amax(flat, {0});
         if (keepdim && x.dim()) {
             const std::vector<int64_t> ones(x.dim(), 1);
@@ -138,9 +145,59 @@ std::tuple<at::Tensor&, at::Tensor&> aminmax_out(const at::Tensor& x, std::optio
     return {min, max};
 }
 
+// weight_norm (nn.utils.weight_norm and parametrizations.weight_norm over dim 0 or the last):
+// w = v * (g / ||v||), the 2-norm over every dim but `dim`, kept as g's shape; fp32 (aten takes
+// this fused form only without 16-bit operands).
+std::vector<int64_t> other_dims(const at::Tensor& v, int64_t dim) {
+    std::vector<int64_t> dims;
+    for (int64_t k = 0; k < v.dim(); ++k)
+        if (k != dim) dims.push_back(k);
+    return dims;
+}
+
+bool weight_norm_on_card(const at::Tensor& v, const at::Tensor& g, int64_t dim) {
+    return v.is_privateuseone() && g.is_privateuseone() && v.scalar_type() == at::kFloat &&
+           g.scalar_type() == at::kFloat && v.dim() > 0 && (dim == 0 || dim == v.dim() - 1) &&
+           g.numel() == v.size(dim);
+}
+
+std::tuple<at::Tensor, at::Tensor> weight_norm_interface(const at::Tensor& v, const at::Tensor& g,
+                                                         int64_t dim) {
+    if (!weight_norm_on_card(v, g, dim))
+        return fallback_to_cpu<ATEN_OP(_weight_norm_interface)>(v, g, dim);
+    c10::DeviceGuard guard(v.device());
+    std::vector<int64_t> shape(v.dim(), 1);
+    shape[dim] = v.size(dim);
+    const at::Tensor norms = at::linalg_vector_norm(v, 2, other_dims(v, dim), /*keepdim=*/true);
+    return {v * (g.reshape(shape) / norms), norms};
+}
+
+// grad_g = sum(grad_w v) / ||v||, grad_v = (g / ||v||) (grad_w - v sum(grad_w v) / ||v||^2),
+// as the CPU kernel computes them.
+std::tuple<at::Tensor, at::Tensor> weight_norm_interface_backward(const at::Tensor& grad_w,
+                                                                  const at::Tensor& v,
+                                                                  const at::Tensor& g,
+                                                                  const at::Tensor& norms,
+                                                                  int64_t dim) {
+    if (!weight_norm_on_card(v, g, dim) || !grad_w.is_privateuseone() ||
+        grad_w.scalar_type() != at::kFloat || !norms.is_privateuseone() ||
+        norms.scalar_type() != at::kFloat || norms.numel() != g.numel())
+        return fallback_to_cpu<ATEN_OP(_weight_norm_interface_backward)>(grad_w, v, g, norms, dim);
+    c10::DeviceGuard guard(v.device());
+    std::vector<int64_t> shape(v.dim(), 1);
+    shape[dim] = v.size(dim);
+    const at::Tensor n = norms.reshape(shape), gg = g.reshape(shape);
+    const at::Tensor dot = (grad_w * v).sum(other_dims(v, dim), /*keepdim=*/true);
+    const at::Tensor grad_g = (dot / n).reshape(g.sizes());
+    const at::Tensor grad_v = (gg / n) * (grad_w - v * (dot / (n * n)));
+    return {grad_v, grad_g};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("_weight_norm_interface", TORCH_FN(weight_norm_interface));
+    m.impl("_weight_norm_interface_backward", TORCH_FN(weight_norm_interface_backward));
     m.impl("linalg_vector_norm.out", TORCH_FN(linalg_vector_norm_out));
     m.impl("norm.out", TORCH_FN(norm_out));
     m.impl("norm.dtype_out", TORCH_FN(norm_dtype_out));

@@ -78,6 +78,13 @@ def _dtype(name):
     return getattr(torch, name)
 
 
+def _on_card(dt):
+    """The type a value of type dt is computed in on the card: the cores compute no float64,
+    so a kernel's float64 intermediates (Inductor's arithmetic with a symbolic size, such as
+    sum / s1) are fp32, as a fused kernel computes them, not conversions through the CPU."""
+    return torch.float32 if dt == torch.float64 else dt
+
+
 def _number(text, dt):
     """A constant of type dt from its repr."""
     if text in ("True", "False"):
@@ -102,11 +109,20 @@ def _extreme(pick, elementwise, clamp):
     return f
 
 
-# index expressions print Min/Max as Python's min/max: over tensors of positions, elementwise
+def _where(cond, a, b):
+    """sympy's Where (a reflect pad's index with symbolic sizes), over tensors of positions."""
+    if any(isinstance(v, torch.Tensor) for v in (cond, a, b)):
+        return torch.where(torch.as_tensor(cond), torch.as_tensor(a), torch.as_tensor(b))
+    return a if cond else b
+
+
+# index expressions print Min/Max as Python's min/max: over tensors of positions, elementwise;
+# Where as itself
 _EVAL_GLOBALS = {
     "math": math,
     "min": _extreme(min, torch.minimum, lambda r, n: r.clamp(max=n)),
     "max": _extreme(max, torch.maximum, lambda r, n: r.clamp(min=n)),
+    "Where": _where,
 }
 
 
@@ -319,11 +335,11 @@ class SpyreKernel:
             elif kind == "to_dtype":
                 x, dt = get(op[1]), _dtype(op[2])
                 if isinstance(x, torch.Tensor):
-                    v = x.to(dt)
+                    v = x.to(dt if x.is_cpu else _on_card(dt))
                 else:
                     v = _number(repr(x), dt)
             elif kind == "index_expr":  # kept on the device as an indexed view's positions
-                v = self._positions_of(op[1], shape, env, ind, dev).to(_dtype(op[2]))
+                v = self._positions_of(op[1], shape, env, ind, dev).to(_on_card(_dtype(op[2])))
             elif kind == "indirect":  # an index computed here, negative ones from the end
                 x, size = get(op[1]), int(self._eval(op[2], env))
                 if op[3]:
