@@ -86,7 +86,7 @@ intree-check: setup
 # DKMS on the VM's stock kernel: Debian's dkms and the staged source (tools/dkms-stage.sh),
 # dkms add/build/install, modprobe, the uapi QUERY tests, dkms remove.
 dkms: build
-	@v=$$(tools/dkms-stage.sh) && tools/vm/spyre-vm --cards 1 --ccache -- tests/guest/dkms/dkms-install.sh $$v
+	@v=$$(tools/dkms-stage.sh) && tools/vm/spyre-vm --cards 1 -- tests/guest/dkms/dkms-install.sh $$v
 
 # Installed next to the kernel's uapi DRM headers (its #include "drm.h" needs them there).
 PREFIX ?= /usr

@@ -180,7 +180,7 @@ guest_suites stock guest
 # QUERY tests, dkms remove), in the core the debug run leaves free.
 section "DKMS package (stock kernel, 1 card, one VM boot)"
 if v=$(tools/dkms-stage.sh 2> "$out/dkms.log") &&
-	tools/vm/spyre-vm --cards 1 --ccache -- tests/guest/dkms/dkms-install.sh "$v" >> "$out/dkms.log" 2>&1; then :; fi
+	tools/vm/spyre-vm --cards 1 -- tests/guest/dkms/dkms-install.sh "$v" >> "$out/dkms.log" 2>&1; then :; fi
 line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/dkms.log" | tail -n1)
 echo "${line:-no summary}"
 if [ -n "$line" ]; then

@@ -36,15 +36,6 @@ trim_module_tree() {
 	[ -n "$(ls -A "$keep")" ] && mount --bind "$keep" "$kdir"
 }
 check trim_module_tree trim_module_tree
-# The module's build under TCG is most of this test's time: with the VM's compiler cache
-# (spyre-vm --ccache, kept under ~/.cache/spyre) an unchanged source compiles from the cache.
-# ccache answers only for the same compiler, flags and preprocessed input, so DKMS builds,
-# installs and loads the same module either way.
-if mkdir -p /mnt/ccache && mount -t 9p -o trans=virtio,version=9p2000.L,msize=1048576 ccache \
-	/mnt/ccache 2>/dev/null && [ -x /mnt/ccache/bin/ccache ]; then
-	export PATH=/mnt/ccache/bin:$PATH CCACHE_DIR=/mnt/ccache/cache
-	ccache -z > /dev/null
-fi
 check unpack_dkms dpkg -x build/dkms/dkms.deb /
 check dkms_runs dkms --version
 # spyre-vm puts the checkout's spyre.ko in updates/: without it only DKMS's copy can load.
@@ -53,7 +44,6 @@ check no_other_spyre_module sh -c '! modinfo -n spyre'
 rm -rf "/usr/src/spyre-$version" && cp -r "build/dkms/spyre-$version" /usr/src/
 check dkms_add dkms add -m spyre -v "$version"
 check dkms_build dkms build -m spyre -v "$version" -k "$kver"
-[ -z "${CCACHE_DIR:-}" ] || ccache -s | grep -E -i 'hits|misses' | sed 's/^/ccache: /'
 check dkms_install dkms install -m spyre -v "$version" -k "$kver"
 check dkms_status_installed sh -c "dkms status -m spyre -v $version -k $kver | grep -q ': installed'"
 check modinfo_is_dkms_module sh -c "modinfo -n spyre | grep -q '^/lib/modules/$kver/updates/dkms/spyre.ko'"
