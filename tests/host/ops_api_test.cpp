@@ -153,6 +153,67 @@ TEST_F(Ops, BatchedMatmulSharedAndTransposedOperands) {
     }
 }
 
+// int8 x int8 -> int32 on the matrix unit (I8 MM): exact over the whole int8 range, for a
+// padded K and N, a transposed shared B (the int8 linear's weight) and a batch; the epilogues
+// and other output types are refused with a message.
+TEST_F(Ops, Int8MatmulIsExactOnTheMatrixUnit) {
+    const int64_t B = 3, M = 37, K = 300, N = 70;
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int> d(-128, 127);
+    std::vector<int8_t> a(B * M * K), w(N * K);
+    for (auto& v : a) v = static_cast<int8_t>(d(rng));
+    for (auto& v : w) v = static_cast<int8_t>(d(rng));
+    a[0] = -128, w[0] = -128;  // the one product that needs all 15 bits
+    spyre_buffer_t ba, bw, bc;
+    ASSERT_SPYRE(spyre_malloc(dev, a.size(), &ba));
+    ASSERT_SPYRE(spyre_malloc(dev, w.size(), &bw));
+    ASSERT_SPYRE(spyre_malloc(dev, B * M * N * 4, &bc));
+    ASSERT_SPYRE(spyre_memcpy_htod(ba, 0, a.data(), a.size()));
+    ASSERT_SPYRE(spyre_memcpy_htod(bw, 0, w.data(), w.size()));
+    auto tensor = [](spyre_buffer_t buf, spyre_dtype t, std::vector<int64_t> shape,
+                     std::vector<int64_t> strides) {
+        spyre_tensor r{};
+        r.buffer = buf, r.dtype = t, r.ndim = static_cast<uint32_t>(shape.size());
+        for (size_t i = 0; i < shape.size(); ++i) r.shape[i] = shape[i], r.strides[i] = strides[i];
+        return r;
+    };
+    const spyre_tensor ta = tensor(ba, SPYRE_DTYPE_INT8, {B, M, K}, {M * K, K, 1});
+    const spyre_tensor tb = tensor(bw, SPYRE_DTYPE_INT8, {K, N}, {1, K});  // w^T, shared
+    const spyre_tensor tc = tensor(bc, SPYRE_DTYPE_INT32, {B, M, N}, {M * N, N, 1});
+    ASSERT_SPYRE(spyre_op_matmul(nullptr, &ta, &tb, &tc));
+    ASSERT_SPYRE(spyre_device_synchronize(dev));
+    std::vector<int32_t> c(B * M * N);
+    ASSERT_SPYRE(spyre_memcpy_dtoh(c.data(), bc, 0, c.size() * 4));
+    for (int64_t bi = 0; bi < B; ++bi)
+        for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < N; ++j) {
+                int32_t acc = 0;
+                for (int64_t k = 0; k < K; ++k)
+                    acc += int32_t{a[(bi * M + i) * K + k]} * w[j * K + k];
+                ASSERT_EQ(c[(bi * M + i) * N + j], acc) << bi << " " << i << " " << j;
+            }
+    // the linear form (x @ w^T) of one batch element
+    const spyre_tensor tx = tensor(ba, SPYRE_DTYPE_INT8, {M, K}, {K, 1});
+    const spyre_tensor tw = tensor(bw, SPYRE_DTYPE_INT8, {N, K}, {K, 1});
+    const spyre_tensor ty = tensor(bc, SPYRE_DTYPE_INT32, {M, N}, {N, 1});
+    ASSERT_SPYRE(spyre_memset(bc, 0, 0, B * M * N * 4));
+    ASSERT_SPYRE(spyre_op_linear(nullptr, &tx, &tw, nullptr, SPYRE_ACTIVATION_NONE, &ty));
+    ASSERT_SPYRE(spyre_device_synchronize(dev));
+    std::vector<int32_t> y(M * N);
+    ASSERT_SPYRE(spyre_memcpy_dtoh(y.data(), bc, 0, y.size() * 4));
+    for (int64_t i = 0; i < M * N; ++i) ASSERT_EQ(y[i], c[i]) << i;
+    // refused: an int8 output, an activation
+    const spyre_tensor t8 = tensor(bc, SPYRE_DTYPE_INT8, {M, N}, {N, 1});
+    EXPECT_EQ(spyre_op_matmul(nullptr, &tx, &tb, &t8), SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(spyre_last_error()).find("int32 output"), std::string::npos)
+        << spyre_last_error();
+    EXPECT_EQ(spyre_op_linear(nullptr, &tx, &tw, nullptr, SPYRE_ACTIVATION_RELU, &ty),
+              SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(spyre_last_error()).find("no bias, activation"), std::string::npos)
+        << spyre_last_error();
+    spyre_free(ba), spyre_free(bw), spyre_free(bc);
+}
+
 TEST_F(Ops, StridedRowsAndOffsetsArePadded) {
     // A: rows of 48 elements taken every 80 elements, starting at element 3 (misaligned)
     const int64_t M = 9, K = 48, N = 64;

@@ -10,7 +10,7 @@ import operator
 import pytest
 import torch
 
-from conftest import assert_same, close
+from conftest import assert_same, close, profiled_launches
 
 INTS = [torch.int64, torch.int32, torch.int8, torch.uint8]
 ALL = INTS + [torch.bool]
@@ -298,6 +298,38 @@ def test_sum_mean_with_dtype(strict, src, dtype):
                 close(r, ref.float().to(dtype), dtype, scale=4)
             else:
                 assert_same(r, ref)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8])
+def test_byte_products_on_the_matrix_unit(strict, dtype):
+    """int8 and uint8 mm / bmm / matmul and torch._int_mm run as one matrix-unit program (I8 MM:
+    exact products, int32 sums) instead of K elementwise passes: the CPU's bits, its wrapping
+    byte sums included, for odd shapes, a transposed operand and a broadcast batch."""
+    g = torch.Generator().manual_seed(9)
+    info = torch.iinfo(dtype)
+    for m, k, n in [(37, 300, 70), (1, 5, 3), (64, 128, 128)]:
+        a = torch.randint(info.min, info.max + 1, (m, k), generator=g, dtype=dtype)
+        b = torch.randint(info.min, info.max + 1, (k, n), generator=g, dtype=dtype)
+        da, db = a.to("spyre"), b.to("spyre")
+        got, ops, launched = profiled_launches(torch.mm, da, db)
+        assert_same(got.cpu(), a @ b)
+        # one product and the cast of its int32 sums (the elementwise form runs mul and sum)
+        assert ops == ["aten::mm", "aten::_copy_from"] and launched <= 5, (ops, launched)
+        assert_same(torch.mm(da, db.t().contiguous().t()).cpu(), a @ b)  # a transposed view
+        assert_same(torch.matmul(da[None].expand(3, m, k), db).cpu(),
+                    torch.matmul(a[None].expand(3, m, k), b))
+        if dtype == torch.int8:
+            want = a.int() @ b.int()  # exact int32 sums
+            got, ops, launched = profiled_launches(torch._int_mm, da, db)
+            assert_same(got.cpu(), want)
+            assert ops == ["aten::_int_mm"] and launched <= 4, (ops, launched)
+            out = torch.empty(0, dtype=torch.int32, device="spyre")
+            assert_same(torch._int_mm(da, db, out=out).cpu(), want)
+            assert_same(out.cpu(), want)
+    # sums past int32 (140000 x 16384 for int8): the CPU's result is the low byte of the sum
+    a = torch.full((2, 140000), info.min if dtype == torch.int8 else info.max, dtype=dtype)
+    b = torch.full((140000, 128), info.min if dtype == torch.int8 else info.max, dtype=dtype)
+    assert_same((a.to("spyre") @ b.to("spyre")).cpu(), a @ b)
 
 
 LOGICAL = [torch.logical_and, torch.logical_or, torch.logical_xor]

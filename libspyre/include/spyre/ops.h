@@ -54,8 +54,10 @@ typedef enum spyre_activation {
 /*
  * out = a @ b. a [..., M, K], b [..., K, N], out [..., M, N]; leading (batch) dims equal or
  * absent on a/b (absent = shared). fp16, bf16, fp32 inputs of one type; out has the input type
- * or fp32 (fp32 accumulation either way). b may be a transposed view (strides of an N x K
- * row-major matrix), e.g. w.t(). Queued on `stream` (NULL: the card's default stream).
+ * or fp32 (fp32 accumulation either way). int8 inputs give an int32 out: exact products
+ * summed in int32 on the matrix unit (I8 MM), wrapping modulo 2^32. b may be a transposed view
+ * (strides of an N x K row-major matrix), e.g. w.t(). Queued on `stream` (NULL: the card's
+ * default stream).
  */
 SPYRE_API spyre_status spyre_op_matmul(spyre_stream_t stream, const spyre_tensor* a,
                                        const spyre_tensor* b, const spyre_tensor* out);
@@ -63,7 +65,8 @@ SPYRE_API spyre_status spyre_op_matmul(spyre_stream_t stream, const spyre_tensor
 /*
  * out = activation(x @ weight^T + bias): x [..., in], weight [out_features, in] (row-major, as
  * torch.nn.Linear stores it), bias [out_features] or NULL, out [..., out_features]. The bias
- * and the activation run in the matmul's epilogue on the fp32 result (one rounding).
+ * and the activation run in the matmul's epilogue on the fp32 result (one rounding). int8 x and
+ * weight give an int32 out (as spyre_op_matmul), without bias or activation.
  */
 SPYRE_API spyre_status spyre_op_linear(spyre_stream_t stream, const spyre_tensor* x,
                                        const spyre_tensor* weight, const spyre_tensor* bias,

@@ -147,15 +147,24 @@ void matmul_impl(spyre_stream_t stream, const Mat& a, const Mat& b, const Tensor
                  const RotaryTables* rot = nullptr) {
     const Mat out = as_batched_matrix(out_t);
     const isa::DType in = a.t->t;
-    require(float_type(in),
+    // int8: the matrix unit's I8 MM, exact products summed in int32 (wrapping), no epilogue
+    const bool i8 = in == isa::DType::I8;
+    require(float_type(in) || i8,
             "matmul: {} inputs are not supported (float32, float16, "
-            "bfloat16)",
+            "bfloat16, int8)",
             dtype_name(int(in)));
     require(b.t->t == in, "matmul: `{}` is {} but `{}` is {}", a.t->name, dtype_name(int(in)),
             b.t->name, dtype_name(int(b.t->t)));
-    require(out_t.t == in || out_t.t == isa::DType::F32,
-            "matmul: output `{}` is {}; it must be {} or float32", out_t.name,
-            dtype_name(int(out_t.t)), dtype_name(int(in)));
+    if (i8) {
+        require(out_t.t == isa::DType::I32, "matmul: int8 inputs give an int32 output; `{}` is {}",
+                out_t.name, dtype_name(int(out_t.t)));
+        require(!bias && act == SPYRE_ACTIVATION_NONE && !b2 && !rot,
+                "matmul: int8 inputs take no bias, activation, gate or rotary epilogue");
+    } else {
+        require(out_t.t == in || out_t.t == isa::DType::F32,
+                "matmul: output `{}` is {}; it must be {} or float32", out_t.name,
+                dtype_name(int(out_t.t)), dtype_name(int(in)));
+    }
     require(a.cols == b.rows, "matmul: `{}` has {} columns but `{}` has {} rows", a.t->name, a.cols,
             b.t->name, b.rows);
     require(out.rows == a.rows && out.cols == b.cols,

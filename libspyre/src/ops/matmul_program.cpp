@@ -12,12 +12,18 @@ namespace {
 
 using isa::DType;
 
+// The accumulator's type: fp32, int32 for int8 inputs (the I8 MM's wrapping sums).
+DType acc_type(const MatmulShape& s) { return s.in == DType::I8 ? DType::I32 : DType::F32; }
+
+// The output is the accumulator itself (stored as it is, no rounding pass).
+bool accumulator_out(const MatmulShape& s) { return s.out == acc_type(s); }
+
 struct Layout {
     uint64_t a_bytes, b_bytes, buf, c, c2, out, bias, cos, sin, t, u, total;
 };
 
 // The rounded (or rotated) result needs its own LX rows unless it is the fp32 sub-tile itself.
-bool staged_out(const MatmulShape& s) { return s.out != DType::F32 || s.rotary; }
+bool staged_out(const MatmulShape& s) { return !accumulator_out(s) || s.rotary; }
 
 // The rows a core stores of each sm-row sub-tile (a K split shares them out when they divide).
 uint64_t stored_rows(uint64_t sm, uint64_t gk) { return gk > 1 && sm % gk == 0 ? sm / gk : sm; }
@@ -55,6 +61,8 @@ std::optional<MatmulSplit> fit_matmul_split(const MatmulShape& s, uint32_t gm, u
                                             uint32_t gk, uint64_t lx_budget, bool multicast) {
     const uint64_t es = isa::dtype_size(s.in), oes = isa::dtype_size(s.out);
     if (!gm || !gn || !gk || s.M % gm || s.N % gn || s.K % gk) return std::nullopt;
+    // the K split's partial sums meet in an ALLRED, which combines floats only
+    if (gk > 1 && acc_type(s) != DType::F32) return std::nullopt;
     const uint64_t tm = s.M / gm, tn = s.N / gn, kt = s.K / gk;
     const uint64_t col_unit = kStick / oes;  // C columns per stick: stores start on a stick
     const uint64_t b_unit = s.trans_b ? 1 : kStick / es;
@@ -122,7 +130,10 @@ std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
         throw std::invalid_argument("matmul split does not tile the shape");
     const Layout l = layout(s, p.sm, p.sn, p.kc, p.double_buffered ? 2 : 1);
     const bool mc_a = p.multicast && gn > 1, mc_b = p.multicast && gm > 1;
-    const bool convert = s.out != DType::F32;
+    const bool convert = !accumulator_out(s);
+    if (s.in == DType::I8 &&
+        (s.out != DType::I32 || s.has_bias || s.has_act || s.gated || s.rotary || gk > 1))
+        throw std::invalid_argument("int8 matmul: int32 output, no epilogue, no K split");
     if (s.rotary &&
         (s.has_bias || s.has_act || s.gated || s.batch != 1 || !s.rot_d || s.rot_d % 2 ||
          sn % int64_t(s.rot_d) || tn % sn || !rotary_rows_load(s, stored_rows(sm, gk))))

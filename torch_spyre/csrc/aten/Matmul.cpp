@@ -1,7 +1,8 @@
 // Matrix products on the card through libspyre's op library: mm, bmm, addmm (torch.nn.Linear's
 // x @ W^T + b is addmm with a transposed view of W, which the library reads in place), baddbmm.
-// Integer products are elementwise products summed on the card's exact integer ALU. Anything
-// else the library does not take runs on the CPU fallback.
+// int8 and uint8 products run on the matrix unit (I8 MM, int32 sums; torch._int_mm too), wider
+// integers as elementwise products summed on the card's exact integer ALU. Anything else the
+// library does not take runs on the CPU fallback.
 //
 // And the library's fused blocks as spyre:: operators, which torch.compile's Spyre backend puts
 // in place of the patterns they compute (torch_spyre/_inductor/patterns.py):
@@ -46,13 +47,20 @@ at::Tensor dense_row_major(const at::Tensor& t) {
     return t.as_strided(t.sizes(), c10::contiguous_strides(t.sizes()), t.storage_offset());
 }
 
-spyre_status matmul_on_card(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {
-    const spyre_tensor ta = op_tensor(a), tb = op_tensor(b), to = op_tensor(out);
+// `operands`: the element type the library reads a and b as (uint8 bytes as int8).
+spyre_status matmul_on_card(const at::Tensor& a, const at::Tensor& b, const at::Tensor& out,
+                            std::optional<spyre_dtype> operands = std::nullopt) {
+    auto tensor = [&](const at::Tensor& t) {
+        spyre_tensor r = op_tensor(t);
+        if (operands) r.dtype = *operands;
+        return r;
+    };
+    const spyre_tensor ta = tensor(a), tb = tensor(b), to = op_tensor(out);
     const spyre_status st = spyre_op_matmul(op_stream(out), &ta, &tb, &to);
     if (st != SPYRE_ERROR_NOT_SUPPORTED) return st;
     const at::Tensor da = dense_row_major(a), db = dense_row_major(b);
     if (da.strides() == a.strides() && db.strides() == b.strides()) return st;
-    const spyre_tensor tda = op_tensor(da), tdb = op_tensor(db);
+    const spyre_tensor tda = tensor(da), tdb = tensor(db);
     return spyre_op_matmul(op_stream(out), &tda, &tdb, &to);
 }
 
@@ -62,10 +70,31 @@ bool int_pair(const at::Tensor& a, const at::Tensor& b) {
            t == b.scalar_type() && is_int_dtype(t) && t != at::kBool;
 }
 
-// An integer product [B, M, K] @ [B, K, N] (int8 matmul emulation: int32 operands and
-// accumulation): the library's matmul is float only, so elementwise products summed over K in
-// the operands' type on the card's exact VINT, wrapping as the CPU's integer gemm does; in
-// blocks of rows of at most 2^22 products.
+// int8 and uint8 products [.., M, K] @ [.., K, N] on the matrix unit (I8 MM: exact products
+// summed in int32, wrapping), in int32 (torch._int_mm) or in the operands' type (mm, bmm: the
+// int32 sums cast with wrapping, the CPU's wrapping byte sums). uint8 bytes read as int8 change
+// each product by a multiple of 256, which leaves the low 8 bits, the uint8 result, as they are.
+// Nothing if the library refuses the layout.
+std::optional<at::Tensor> byte_product(const char* name, const at::Tensor& a, const at::Tensor& b,
+                                       at::ScalarType result) {
+    std::vector<int64_t> sizes(a.sizes().begin(), a.sizes().end());
+    sizes.back() = b.size(-1);
+    at::Tensor acc = at::empty(sizes, a.options().dtype(at::kInt));
+    if (acc.numel() != 0 && a.size(-1) == 0) acc.zero_();  // an empty sum
+    if (acc.numel() != 0 && a.size(-1) != 0 &&
+        !op_ran(name, matmul_on_card(a, b, acc, SPYRE_DTYPE_INT8)))
+        return std::nullopt;
+    return result == at::kInt ? acc : acc.to(result);
+}
+
+bool byte_pair(const at::Tensor& a, const at::Tensor& b) {
+    return int_pair(a, b) && (a.scalar_type() == at::kChar || a.scalar_type() == at::kByte);
+}
+
+// An integer product [B, M, K] @ [B, K, N] of wider integers (int16, int32, int64): the matrix
+// unit multiplies bytes only, so elementwise products summed over K in the operands' type on
+// the card's exact VINT, wrapping as the CPU's integer gemm does; in blocks of rows of at most
+// 2^22 products.
 at::Tensor int_product(const at::Tensor& a, const at::Tensor& b) {
     const auto t = a.scalar_type();
     const int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
@@ -82,9 +111,37 @@ at::Tensor int_product(const at::Tensor& a, const at::Tensor& b) {
     return out;
 }
 
+// torch._int_mm: int8 [M, K] @ int8 [K, N] -> int32 [M, N] (torchao's int8 linears).
+at::Tensor& int_mm_out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+    if (a.is_privateuseone() && b.is_privateuseone() && out.is_privateuseone() &&
+        a.device() == b.device() && out.device() == a.device() && a.scalar_type() == at::kChar &&
+        b.scalar_type() == at::kChar && out.scalar_type() == at::kInt && a.dim() == 2 &&
+        b.dim() == 2 && a.size(1) == b.size(0)) {
+        c10::DeviceGuard guard(a.device());
+        if (auto r = byte_product("aten::_int_mm", a, b, at::kInt)) {
+            at::native::resize_output(out, r->sizes());
+            out.copy_(*r);
+            return out;
+        }
+    }
+    return fallback_to_cpu<ATEN_OP2(_int_mm, out)>(a, b, out);
+}
+
+at::Tensor int_mm(const at::Tensor& a, const at::Tensor& b) {
+    if (a.is_privateuseone() && b.is_privateuseone() && a.device() == b.device() &&
+        a.scalar_type() == at::kChar && b.scalar_type() == at::kChar && a.dim() == 2 &&
+        b.dim() == 2 && a.size(1) == b.size(0)) {
+        c10::DeviceGuard guard(a.device());
+        if (auto r = byte_product("aten::_int_mm", a, b, at::kInt)) return *r;
+    }
+    return fallback_to_cpu<ATEN_OP(_int_mm)>(a, b);
+}
+
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
     if (int_pair(a, b) && a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0)) {
         c10::DeviceGuard guard(a.device());
+        if (byte_pair(a, b))
+            if (auto r = byte_product("aten::mm", a, b, a.scalar_type())) return *r;
         return int_product(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0);
     }
     if (!float_pair(a, b) || a.dim() != 2 || b.dim() != 2 || a.size(1) != b.size(0))
@@ -100,6 +157,8 @@ at::Tensor bmm(const at::Tensor& a, const at::Tensor& b) {
     if (int_pair(a, b) && a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0) &&
         a.size(2) == b.size(1)) {
         c10::DeviceGuard guard(a.device());
+        if (byte_pair(a, b))
+            if (auto r = byte_product("aten::bmm", a, b, a.scalar_type())) return *r;
         return int_product(a, b);
     }
     if (!float_pair(a, b) || a.dim() != 3 || b.dim() != 3 || a.size(0) != b.size(0) ||
@@ -434,6 +493,8 @@ TORCH_LIBRARY_IMPL(spyre, Autograd, m) {
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("_int_mm", TORCH_FN(int_mm));
+    m.impl("_int_mm.out", TORCH_FN(int_mm_out));
     m.impl("mm.out", TORCH_FN(mm_out));
     m.impl("bmm.out", TORCH_FN(bmm_out));
     m.impl("addmm.out", TORCH_FN(addmm_out));
