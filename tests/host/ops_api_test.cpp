@@ -214,6 +214,65 @@ TEST_F(Ops, Int8MatmulIsExactOnTheMatrixUnit) {
     spyre_free(ba), spyre_free(bw), spyre_free(bc);
 }
 
+// Weight-only int8 linear: x (each float type) against int8 weights with per-channel scales,
+// a bias and an activation, odd sizes (K and N padded on the card); the products of x and the
+// int8 values are exact, so the result is the fp32 sum of the reference to rounding.
+TEST_F(Ops, LinearWithInt8WeightsAndScales) {
+    const int64_t M = 5, K = 200, N = 90;
+    std::mt19937 rng(12);
+    std::uniform_int_distribution<int> d(-128, 127);
+    std::vector<int8_t> w(N * K);
+    for (auto& v : w) v = static_cast<int8_t>(d(rng));
+    spyre_buffer_t bw;
+    ASSERT_SPYRE(spyre_malloc(dev, w.size(), &bw));
+    ASSERT_SPYRE(spyre_memcpy_htod(bw, 0, w.data(), w.size()));
+    spyre_tensor tw{};
+    tw.buffer = bw, tw.dtype = SPYRE_DTYPE_INT8, tw.ndim = 2;
+    tw.shape[0] = N, tw.shape[1] = K, tw.strides[0] = K, tw.strides[1] = 1;
+    for (spyre_dtype t : {SPYRE_DTYPE_BFLOAT16, SPYRE_DTYPE_FLOAT16, SPYRE_DTYPE_FLOAT32}) {
+        SCOPED_TRACE(t);
+        DevArray x(dev, t, M * K, 13), sc(dev, t, N, 14), bias(dev, SPYRE_DTYPE_FLOAT32, N, 15),
+            y(dev, t, M * N, 16);
+        const spyre_tensor tx = view(x, {M, K}, {K, 1}), ts = view(sc, {N}, {1}),
+                           tb = view(bias, {N}, {1}), ty = view(y, {M, N}, {N, 1});
+        ASSERT_SPYRE(
+            spyre_op_linear_int8_weight(nullptr, &tx, &tw, &ts, &tb, SPYRE_ACTIVATION_RELU, &ty));
+        ASSERT_SPYRE(spyre_device_synchronize(dev));
+        y.fetch();
+        for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < N; ++j) {
+                double acc = 0, mag = 0;
+                for (int64_t k = 0; k < K; ++k) {
+                    const double p = double(x.at(i * K + k)) * w[j * K + k];
+                    acc += p, mag += std::fabs(p);
+                }
+                const double want = std::max(0.0, acc * sc.at(j) + bias.at(j));
+                // one rounding of the result to t, the fp32 sum's error
+                const double rel = t == SPYRE_DTYPE_FLOAT32   ? 1e-6
+                                   : t == SPYRE_DTYPE_FLOAT16 ? 1e-3
+                                                              : 8e-3;
+                ASSERT_NEAR(y.at(i * N + j), want,
+                            std::fabs(want) * rel + 1e-5 * mag * std::fabs(sc.at(j)) + 1e-6);
+            }
+    }
+    // refused: float weights, scales of the wrong length
+    DevArray x(dev, SPYRE_DTYPE_FLOAT16, M * K, 17), wf(dev, SPYRE_DTYPE_FLOAT16, N * K, 18),
+        sc(dev, SPYRE_DTYPE_FLOAT16, N, 19), y(dev, SPYRE_DTYPE_FLOAT16, M * N, 20);
+    const spyre_tensor tx = view(x, {M, K}, {K, 1}), twf = view(wf, {N, K}, {K, 1}),
+                       ty = view(y, {M, N}, {N, 1}), short_sc = view(sc, {N - 1}, {1});
+    const spyre_tensor ts = view(sc, {N}, {1});
+    EXPECT_EQ(
+        spyre_op_linear_int8_weight(nullptr, &tx, &twf, &ts, nullptr, SPYRE_ACTIVATION_NONE, &ty),
+        SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(spyre_last_error()).find("int8"), std::string::npos);
+    EXPECT_EQ(spyre_op_linear_int8_weight(nullptr, &tx, &tw, &short_sc, nullptr,
+                                          SPYRE_ACTIVATION_NONE, &ty),
+              SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(spyre_last_error()).find("shape [90]"), std::string::npos)
+        << spyre_last_error();
+    spyre_free(bw);
+}
+
 TEST_F(Ops, StridedRowsAndOffsetsArePadded) {
     // A: rows of 48 elements taken every 80 elements, starting at element 3 (misaligned)
     const int64_t M = 9, K = 48, N = 64;

@@ -31,8 +31,10 @@ uint64_t up(uint64_t x) { return (x + 127) / 128 * 128; }
 
 Case make_case(MatmulShape s, uint32_t seed) {
     const uint64_t es = isa::dtype_size(s.in), oes = isa::dtype_size(s.out);
+    const uint64_t wes = weight_size(s);
+    const DType wt = s.w_i8 ? DType::I8 : s.in;
     s.lda = up(s.K * es);
-    s.ldb = up((s.trans_b ? s.K : s.N) * es);
+    s.ldb = up((s.trans_b ? s.K : s.N) * wes);
     s.ldc = up(s.N * oes);
     const uint64_t brows = s.trans_b ? s.N : s.K;
     if (s.batch > 1) s.batch_a = s.M * s.lda, s.batch_b = brows * s.ldb, s.batch_c = s.M * s.ldc;
@@ -45,7 +47,8 @@ Case make_case(MatmulShape s, uint32_t seed) {
     c.b2 = c.bias + up(s.N * 4);
     c.cos = c.b2 + up(s.batch * brows * s.ldb);
     // rotary tables: rows of every sequence (rot_cb apart, 0 = shared) and position
-    const uint64_t table = s.rotary ? up((s.M / s.rot_l - 1) * s.rot_cb + s.rot_l * s.rot_cl) : 0;
+    uint64_t table = s.rotary ? up((s.M / s.rot_l - 1) * s.rot_cb + s.rot_l * s.rot_cl) : 0;
+    if (s.has_scale) table = up(s.N * isa::dtype_size(s.scale_t));  // the scales at `cos`
     c.sin = c.cos + table;
     c.mem.assign(c.sin + table, 0);
     std::mt19937 rng(seed);
@@ -56,12 +59,16 @@ Case make_case(MatmulShape s, uint32_t seed) {
                 test::store_elem(s.in, d(rng), &c.mem[c.a + bi * s.batch_a + i * s.lda + k * es]);
         for (uint64_t i = 0; i < brows; ++i)
             for (uint64_t j = 0; j < (s.trans_b ? s.K : s.N); ++j) {
-                test::store_elem(s.in, d(rng), &c.mem[c.b + bi * s.batch_b + i * s.ldb + j * es]);
-                test::store_elem(s.in, d(rng), &c.mem[c.b2 + bi * s.batch_b + i * s.ldb + j * es]);
+                // int8 weights: the whole range
+                const float wv = s.w_i8 ? std::round(d(rng) * 127.0f) : d(rng);
+                test::store_elem(wt, wv, &c.mem[c.b + bi * s.batch_b + i * s.ldb + j * wes]);
+                test::store_elem(wt, d(rng), &c.mem[c.b2 + bi * s.batch_b + i * s.ldb + j * wes]);
             }
     }
     for (uint64_t j = 0; j < s.N; ++j)
         test::store_elem(s.bias_t, d(rng), &c.mem[c.bias + j * isa::dtype_size(s.bias_t)]);
+    for (uint64_t j = 0; s.has_scale && j < s.N; ++j)
+        test::store_elem(s.scale_t, d(rng) / 64.0f, &c.mem[c.cos + j * isa::dtype_size(s.scale_t)]);
     for (uint64_t o = 0; s.rotary && o < table; o += isa::dtype_size(s.rot_t)) {
         test::store_elem(s.rot_t, d(rng), &c.mem[c.cos + o]);
         test::store_elem(s.rot_t, d(rng), &c.mem[c.sin + o]);
@@ -106,6 +113,8 @@ void run_and_check(Case& c, const MatmulSplit& p, uint64_t* cycles = nullptr) {
     if (cycles) *cycles = r.total_cycles;
     EXPECT_EQ(r.macs, (s.gated ? 2 : 1) * s.batch * s.M * s.N * s.K);
     const uint64_t es = isa::dtype_size(s.in), oes = isa::dtype_size(s.out);
+    const uint64_t wes = weight_size(s);
+    const DType wt = s.w_i8 ? DType::I8 : s.in;
     std::vector<float> row(s.N);
     for (uint64_t bi = 0; bi < s.batch; ++bi)
         for (uint64_t i = 0; i < s.M; ++i) {
@@ -119,16 +128,19 @@ void run_and_check(Case& c, const MatmulSplit& p, uint64_t* cycles = nullptr) {
                         for (uint64_t k = q * kt; k < (q + 1) * kt; ++k) {
                             const float av = test::load_elem(
                                 s.in, &c.mem[c.a + bi * s.batch_a + i * s.lda + k * es]);
-                            const uint64_t bo = s.trans_b ? j * s.ldb + k * es : k * s.ldb + j * es;
+                            const uint64_t bo =
+                                s.trans_b ? j * s.ldb + k * wes : k * s.ldb + j * wes;
                             part = std::fma(
-                                av, test::load_elem(s.in, &c.mem[bbase + bi * s.batch_b + bo]),
-                                part);
+                                av, test::load_elem(wt, &c.mem[bbase + bi * s.batch_b + bo]), part);
                         }
                         total = q ? total + part : part;
                     }
                     return total;
                 };
                 float acc = dot(c.b);
+                if (s.has_scale)
+                    acc *=
+                        test::load_elem(s.scale_t, &c.mem[c.cos + j * isa::dtype_size(s.scale_t)]);
                 if (s.has_bias)
                     acc +=
                         test::load_elem(s.bias_t, &c.mem[c.bias + j * isa::dtype_size(s.bias_t)]);
@@ -205,6 +217,34 @@ TEST(OpsMatmul, TransposedBBiasActivationBatch) {
             run_and_check(cc, cand.split);
         }
     }
+}
+
+// Weight-only int8: B stored as int8 (the whole range) and converted in LX, per-column scales,
+// a bias and an activation, plain and transposed B, batched; every 32- and 8-core split.
+TEST(OpsMatmul, Int8WeightsWithScalesOnEverySplit) {
+    for (DType t : {DType::BF16, DType::F16, DType::F32})
+        for (bool trans : {true, false}) {
+            MatmulShape s;
+            s.M = 16, s.N = 256, s.K = 512;
+            s.in = s.out = t;
+            s.w_i8 = true, s.trans_b = trans;
+            s.has_scale = true, s.scale_t = t;
+            s.has_bias = trans, s.bias_t = DType::F32;
+            s.has_act = trans, s.act = isa::VUn::SILU;
+            s.batch = trans ? 1 : 2;
+            SCOPED_TRACE(std::to_string(int(t)) + (trans ? " trans" : ""));
+            MatmulPlanner pl(default_cfg());
+            Case c = make_case(s, 4);
+            int checked = 0;
+            for (const auto& cand : pl.candidates(c.s)) {
+                const uint64_t n = matmul_cores(cand.split);
+                if (n != 32 && n != 8) continue;
+                Case cc = c;
+                run_and_check(cc, cand.split);
+                ++checked;
+            }
+            EXPECT_GT(checked, 3);
+        }
 }
 
 // SwiGLU's gate and up projections in one pass: silu(A Bg) * (A Bu), every 32-core split.

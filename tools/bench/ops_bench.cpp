@@ -121,6 +121,39 @@ Row matmul_case(const MatmulPlanner& pl, const char* label, uint64_t M, uint64_t
     return r;
 }
 
+// The weight-only int8 linear (spyre_op_linear_int8_weight): x fp16 [M, K], weight int8 [N, K]
+// converted on the cores, fp16 per-column scales, against the fp16 linear of the same shape on
+// the same model. Roofline: x, the int8 weight, the scales and the output moved once, or the
+// fp16 peak.
+Row int8_weight_case(const MatmulPlanner& pl, const char* label, uint64_t M, uint64_t N,
+                     uint64_t K) {
+    const auto& cfg = pl.config();
+    MatmulShape s;
+    s.M = M, s.N = N, s.K = K;
+    s.in = s.out = DType::F16;
+    s.trans_b = true;
+    s.lda = K * 2, s.ldc = N * 2;
+    MatmulShape w8 = s;
+    w8.w_i8 = true, w8.has_scale = true, w8.scale_t = DType::F16;
+    s.ldb = K * 2, w8.ldb = K;
+    const PricedSplit best = pl.plan(w8), fp16 = pl.plan(s);
+    const double macs = double(M) * N * K;
+    const double peak_cycles = macs / (double(cfg.num_cores) * 1024);
+    const double bytes = double(M * K + M * N + N) * 2 + double(N * K);
+    const double ddr_cycles = bytes / (double(cfg.ddr_bytes_per_s) / double(cfg.clock_hz));
+    Row r{};
+    r.flops = 2 * macs, r.bytes = bytes;
+    r.name = std::format("linear int8 weights {} {}x{}x{} fp16", label, M, N, K);
+    r.modeled_us = us(cfg, best.cycles);
+    r.peak_pct = 100 * peak_cycles / double(best.cycles);
+    r.roofline_pct = 100 * std::max(peak_cycles, ddr_cycles) / double(best.cycles);
+    r.naive_us = us(cfg, fp16.cycles);  // the fp16 weights' linear
+    r.split = split_name(best.split);
+    r.naive_split = split_name(fp16.split);
+    r.breakdown = unit_breakdown(best.stats);
+    return r;
+}
+
 // Granite's SwiGLU MLP, x [M, 4096] -> [M, 4096], I = 12800, fp16. Fused: gate and up in one
 // program (silu(gate) * up in its epilogue), then down. Unfused: gate, up and down as three
 // planned linears plus the silu * mul pass between them, priced as its DDR traffic (two
@@ -485,6 +518,16 @@ int main(int argc, char** argv) {
                 r.name.c_str(), r.modeled_us, r.peak_pct, r.roofline_pct, r.naive_us,
                 r.naive_us / r.modeled_us, r.pure_m_mc_us, r.pure_m_mc_us / r.modeled_us,
                 r.planner_gap_pct, r.split.c_str(), r.plan_ms);
+            std::printf("    units: %s\n", r.breakdown.c_str());
+            std::fflush(stdout);
+        }
+    for (uint64_t M : {1, 32, 512})
+        for (const auto& g : layers) {
+            rows.push_back(int8_weight_case(pl, g.label, M, g.N, g.K));
+            const Row& r = rows.back();
+            std::printf("%-46s %9.2f us  roof %5.1f%%  fp16 weights %9.2f us (%.2fx)  %s\n",
+                        r.name.c_str(), r.modeled_us, r.roofline_pct, r.naive_us,
+                        r.naive_us / r.modeled_us, r.split.c_str());
             std::printf("    units: %s\n", r.breakdown.c_str());
             std::fflush(stdout);
         }

@@ -332,6 +332,28 @@ def test_byte_products_on_the_matrix_unit(strict, dtype):
     assert_same((a.to("spyre") @ b.to("spyre")).cpu(), a @ b)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_weight_only_int8_linear(strict, dtype):
+    """torch._weight_int8pack_mm (a weight-only int8 linear: int8 weights per output channel
+    scaled) is one program on the card that reads the weight as int8, against the CPU's result
+    (fp32 sums of exact products, scaled, rounded once): odd sizes, one row (a decode step)."""
+    g = torch.Generator().manual_seed(21)
+    for m, k, n in [(7, 200, 90), (1, 512, 256)]:
+        x = torch.randn(m, k, generator=g).to(dtype)
+        w = torch.randint(-128, 128, (n, k), generator=g, dtype=torch.int8)
+        sc = (torch.rand(n, generator=g) / 64).to(dtype)
+        # the CPU's fp32 kernel on the same values, rounded once (its bf16 kernel in this torch
+        # build crashes for K = 200 with several rows)
+        want = torch._weight_int8pack_mm(x.float(), w, sc.float()).to(dtype)
+        got, ops, launched = profiled_launches(
+            torch._weight_int8pack_mm, x.to("spyre"), w.to("spyre"), sc.to("spyre"))
+        assert ops == ["aten::_weight_int8pack_mm"], ops
+        ref = (x.double() @ w.double().t()) * sc.double()
+        rel = {torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 8e-3}[dtype]
+        torch.testing.assert_close(got.cpu().double(), ref, rtol=rel, atol=1e-4)
+        torch.testing.assert_close(got.cpu(), want, rtol=rel, atol=1e-4)
+
+
 LOGICAL = [torch.logical_and, torch.logical_or, torch.logical_xor]
 
 

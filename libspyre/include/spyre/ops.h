@@ -73,6 +73,21 @@ SPYRE_API spyre_status spyre_op_linear(spyre_stream_t stream, const spyre_tensor
                                        spyre_activation activation, const spyre_tensor* out);
 
 /*
+ * Weight-only int8 linear: out = activation((x @ weight^T) * scales + bias), x [..., in] fp32,
+ * fp16 or bf16, weight int8 [out_features, in] (per output channel quantized), scales
+ * [out_features] float (fp32 or x's type), bias [out_features] or NULL, out [..., out_features]
+ * of x's type or fp32. The weight streams from DDR as int8 (half the bytes of fp16) and is
+ * converted on the cores (exact), the products accumulate in fp32, the scales, bias and
+ * activation run in the epilogue (one rounding). torch's _weight_int8pack_mm.
+ */
+SPYRE_API spyre_status spyre_op_linear_int8_weight(spyre_stream_t stream, const spyre_tensor* x,
+                                                   const spyre_tensor* weight,
+                                                   const spyre_tensor* scales,
+                                                   const spyre_tensor* bias,
+                                                   spyre_activation activation,
+                                                   const spyre_tensor* out);
+
+/*
  * The q/k projection of a rotary-embedding attention in one pass:
  * out = rotary(x @ weight^T) per head, i.e. spyre_op_linear (no bias, no activation) whose
  * epilogue applies spyre_op_rotary to the fp32 result (rounded once). x [..., L, in] (rows: the

@@ -122,6 +122,7 @@ std::shared_ptr<const PlanEntry> matmul_plan(const Card& c, const MatmulShape& s
     key.add(s.M, s.N, s.K, s.in, s.out, s.trans_b, s.has_bias, s.bias_t, s.has_act, s.act, s.gated,
             s.lda, s.ldb, s.ldc, s.batch, s.batch_a, s.batch_b, s.batch_c);
     if (s.rotary) key.add(s.rot_d, s.rot_l, s.rot_cb, s.rot_cl, s.rot_t);
+    if (s.w_i8 || s.has_scale) key.add(s.w_i8, s.has_scale, s.scale_t);
     return cached_plan(key.str(), [&] {
         const PricedSplit best = planner_for(c)->plan(s);
         PlanEntry e;
@@ -142,19 +143,32 @@ struct RotaryTables {
 
 // out = act(a @ b + bias), or with b2 (gated): out = act(a @ b) * (a @ b2), or with rot:
 // rotary(a @ b).
+// With `scales` (weight-only int8): b is int8, converted to a's type on the cores, and the
+// product's columns are multiplied by the scales before the bias.
 void matmul_impl(spyre_stream_t stream, const Mat& a, const Mat& b, const Tensor* bias,
                  spyre_activation act, const Tensor& out_t, const Mat* b2 = nullptr,
-                 const RotaryTables* rot = nullptr) {
+                 const RotaryTables* rot = nullptr, const Tensor* scales = nullptr) {
     const Mat out = as_batched_matrix(out_t);
     const isa::DType in = a.t->t;
+    const bool w_i8 = scales != nullptr;
     // int8: the matrix unit's I8 MM, exact products summed in int32 (wrapping), no epilogue
     const bool i8 = in == isa::DType::I8;
     require(float_type(in) || i8,
             "matmul: {} inputs are not supported (float32, float16, "
             "bfloat16, int8)",
             dtype_name(int(in)));
-    require(b.t->t == in, "matmul: `{}` is {} but `{}` is {}", a.t->name, dtype_name(int(in)),
-            b.t->name, dtype_name(int(b.t->t)));
+    if (w_i8) {
+        require(float_type(in) && b.t->t == isa::DType::I8,
+                "linear_int8_weight: `{}` must be float32, float16 or bfloat16 and `{}` int8",
+                a.t->name, b.t->name);
+        require(scales->shape.size() == 1 && uint64_t(scales->shape[0]) == b.cols &&
+                    float_type(scales->t),
+                "linear_int8_weight: `{}` must be a float tensor of shape [{}]", scales->name,
+                b.cols);
+    } else {
+        require(b.t->t == in, "matmul: `{}` is {} but `{}` is {}", a.t->name, dtype_name(int(in)),
+                b.t->name, dtype_name(int(b.t->t)));
+    }
     if (i8) {
         require(out_t.t == isa::DType::I32, "matmul: int8 inputs give an int32 output; `{}` is {}",
                 out_t.name, dtype_name(int(out_t.t)));
@@ -180,23 +194,24 @@ void matmul_impl(spyre_stream_t stream, const Mat& a, const Mat& b, const Tensor
         require(float_type(bias->t), "linear: bias must be a floating-point tensor");
     }
     const Card c = card_of(out_t.buffer);
-    for (const Tensor* t : {a.t, b.t, bias})
+    for (const Tensor* t : {a.t, b.t, bias, scales})
         if (t)
             require(on_card(c, t->buffer), "matmul: `{}` is on another card than `{}`", t->name,
                     out_t.name);
     if (a.rows == 0 || b.cols == 0 || batch == 0) return;
     const uint64_t es = isa::dtype_size(in), oes = isa::dtype_size(out_t.t);
+    const uint64_t wes = w_i8 ? 1 : es;
     if (a.cols == 0) {  // empty sum
         require(!bias, "linear: K = 0 with a bias is not supported");
         fail(SPYRE_ERROR_NOT_SUPPORTED, "matmul: K = 0 (nothing to multiply)");
     }
     // stick-aligned padded sizes: K and N to whole sticks of the input and output types
-    const uint64_t Kp = up(a.cols, kStick / es);
-    const uint64_t Np = up(b.cols, std::max(kStick / es, kStick / oes));
+    const uint64_t Kp = up(a.cols, kStick / std::min(es, wes));
+    const uint64_t Np = up(b.cols, std::max(kStick / std::min(es, wes), kStick / oes));
     Scratch sa, sb, sc, sbias;
     const StickMat A = to_stick(a, a.rows, Kp, false, stream, sa);
     StickMat B = to_stick(b, Kp, Np, true, stream, sb);
-    if (B.trans && (B.ld / es) < Kp) B = to_stick(b, Kp, Np, false, stream, sb);
+    if (B.trans && (B.ld / wes) < Kp) B = to_stick(b, Kp, Np, false, stream, sb);
     Scratch sb2;
     StickMat B2{};
     if (b2) {  // the second weight must be laid out exactly like the first
@@ -229,33 +244,34 @@ void matmul_impl(spyre_stream_t stream, const Mat& a, const Mat& b, const Tensor
         call(spyre_buffer_device_address(sc.buf, &addr));
         C = {sc.buf, addr, ld, ld * a.rows, false};
     }
-    uint64_t bias_addr = 0;
-    spyre_buffer_t bias_buf = nullptr;
-    if (bias) {
-        const uint64_t bes = bias->es;
-        if (bias->addr % kStick == 0 && bias->strides[0] == 1 && Np == out.cols) {
-            bias_addr = bias->addr, bias_buf = bias->buffer;
-        } else {
-            call(spyre_malloc(c.dev, up(Np * bes, kStick), &sbias.buf));
-            call(spyre_buffer_device_address(sbias.buf, &bias_addr));
-            bias_buf = sbias.buf;
-            PadShape ps;  // one row
-            ps.rows = 1, ps.cols = out.cols, ps.es = static_cast<uint32_t>(bes);
-            ps.src_ld = out.cols * bes, ps.dst_ld = up(Np * bes, kStick);
-            if (bias->strides[0] != 1 || !layout_on_cores(
-                                             c, [&] { return pad_plan(c, ps); }, stream, bias->addr,
-                                             bias->buffer, bias_addr, bias_buf)) {
-                call(spyre_memset_async(sbias.buf, 0, 0, up(Np * bes, kStick), stream));
-                for (uint64_t j = 0; j < out.cols; ++j)
-                    if (bias->strides[0] != 1 || j == 0)
-                        call(spyre_memcpy_dtod_async(sbias.buf, j * bes, bias->buffer,
-                                                     bias->offset + j * bias->strides[0] * bes,
-                                                     bias->strides[0] == 1 ? out.cols * bes : bes,
-                                                     stream));
-                last_info().launches++;
-            }
+    // a per-column vector (bias, scales) as Np elements from a stick: in place when it is one
+    auto column_vector = [&](const Tensor* v, Scratch& sv) -> std::pair<uint64_t, spyre_buffer_t> {
+        if (!v) return {0, nullptr};
+        const uint64_t ves = v->es;
+        if (v->addr % kStick == 0 && v->strides[0] == 1 && Np == out.cols)
+            return {v->addr, v->buffer};
+        uint64_t addr = 0;
+        call(spyre_malloc(c.dev, up(Np * ves, kStick), &sv.buf));
+        call(spyre_buffer_device_address(sv.buf, &addr));
+        PadShape ps;  // one row
+        ps.rows = 1, ps.cols = out.cols, ps.es = static_cast<uint32_t>(ves);
+        ps.src_ld = out.cols * ves, ps.dst_ld = up(Np * ves, kStick);
+        if (v->strides[0] != 1 ||
+            !layout_on_cores(
+                c, [&] { return pad_plan(c, ps); }, stream, v->addr, v->buffer, addr, sv.buf)) {
+            call(spyre_memset_async(sv.buf, 0, 0, up(Np * ves, kStick), stream));
+            for (uint64_t j = 0; j < out.cols; ++j)
+                if (v->strides[0] != 1 || j == 0)
+                    call(spyre_memcpy_dtod_async(
+                        sv.buf, j * ves, v->buffer, v->offset + j * v->strides[0] * ves,
+                        v->strides[0] == 1 ? out.cols * ves : ves, stream));
+            last_info().launches++;
         }
-    }
+        return {addr, sv.buf};
+    };
+    Scratch sscale;
+    const auto [bias_addr, bias_buf] = column_vector(bias, sbias);
+    const auto [scale_addr, scale_buf] = column_vector(scales, sscale);
     MatmulShape s;
     s.M = a.rows, s.N = Np, s.K = Kp;
     s.in = in, s.out = out_t.t;
@@ -263,6 +279,9 @@ void matmul_impl(spyre_stream_t stream, const Mat& a, const Mat& b, const Tensor
     s.gated = b2 != nullptr;
     s.has_bias = bias != nullptr;
     if (bias) s.bias_t = bias->t;
+    s.w_i8 = w_i8;
+    s.has_scale = w_i8;
+    if (w_i8) s.scale_t = scales->t;
     s.has_act = act != SPYRE_ACTIVATION_NONE;
     switch (act) {
         case SPYRE_ACTIVATION_RELU:
@@ -291,11 +310,12 @@ void matmul_impl(spyre_stream_t stream, const Mat& a, const Mat& b, const Tensor
         s.rot_t = rot->cos->t;
     }
     auto plan = matmul_plan(c, s);
-    launch(c, plan, stream,
-           {A.addr, B.addr, C.addr, bias_addr, b2 ? B2.addr : 0, rot ? rot->cos->addr : 0,
-            rot ? rot->sin->addr : 0},
-           {A.buf, B.buf, C.buf, bias_buf ? bias_buf : A.buf, b2 ? B2.buf : A.buf,
-            rot ? rot->cos->buffer : A.buf, rot ? rot->sin->buffer : A.buf});
+    launch(
+        c, plan, stream,
+        {A.addr, B.addr, C.addr, bias_addr, b2 ? B2.addr : 0, rot ? rot->cos->addr : scale_addr,
+         rot ? rot->sin->addr : 0},
+        {A.buf, B.buf, C.buf, bias_buf ? bias_buf : A.buf, b2 ? B2.buf : A.buf,
+         rot ? rot->cos->buffer : (scale_buf ? scale_buf : A.buf), rot ? rot->sin->buffer : A.buf});
     // drop the padding columns into the caller's output: on the cores if it is dense
     UnpadShape us;
     us.rows = out.rows, us.cols = out.cols, us.es = static_cast<uint32_t>(oes);
@@ -399,6 +419,22 @@ spyre_status spyre_op_linear(spyre_stream_t stream, const spyre_tensor* x,
         const LinearOperands o = linear_operands(tx, tw, to);
         matmul_impl(stream, as_batched_matrix(o.x2), as_batched_matrix(o.wt),
                     bias ? &tbias : nullptr, activation, o.o2);
+    });
+}
+
+spyre_status spyre_op_linear_int8_weight(spyre_stream_t stream, const spyre_tensor* x,
+                                         const spyre_tensor* weight, const spyre_tensor* scales,
+                                         const spyre_tensor* bias, spyre_activation activation,
+                                         const spyre_tensor* out) {
+    return guard(__func__, [&] {
+        begin_op("linear_int8_weight");
+        const Tensor tx = check_tensor(x, "x"), tw = check_tensor(weight, "weight"),
+                     ts = check_tensor(scales, "scales"), to = check_tensor(out, "out");
+        Tensor tbias{};
+        if (bias) tbias = check_tensor(bias, "bias");
+        const LinearOperands o = linear_operands(tx, tw, to);
+        matmul_impl(stream, as_batched_matrix(o.x2), as_batched_matrix(o.wt),
+                    bias ? &tbias : nullptr, activation, o.o2, nullptr, nullptr, &ts);
     });
 }
 

@@ -28,7 +28,8 @@ uint64_t MatmulPlanner::estimate(const MatmulShape& s, const MatmulSplit& p) con
     const uint64_t nb = s.gated ? 2 : 1;  // B matrices
     const uint64_t compute = nb * s.batch * steps * cost::mm_cycles(cfg_, s.in, p.sm, p.sn, p.kc);
     const bool mc_a = p.multicast && p.gn > 1, mc_b = p.multicast && p.gm > 1;
-    const uint64_t a_core = tm * kt * es * (tn / p.sn), b_core = nb * kt * tn * es * (tm / p.sm);
+    const uint64_t a_core = tm * kt * es * (tn / p.sn),
+                   b_core = nb * kt * tn * weight_size(s) * (tm / p.sm);
     const uint64_t cores = matmul_cores(p);
     const uint64_t ddr = s.batch * (a_core * cores / (mc_a ? p.gn : 1) +
                                     b_core * cores / (mc_b ? p.gm : 1) + s.M * s.N * oes);
@@ -77,6 +78,7 @@ PricedSplit MatmulPlanner::price(const MatmulShape& s, const MatmulSplit& p) con
         table = ((s.M / s.rot_l - 1) * s.rot_cb + (s.rot_l - 1) * s.rot_cl +
                  s.rot_d * isa::dtype_size(s.rot_t) + 127) /
                 128 * 128;
+    if (s.has_scale) table = (s.N * isa::dtype_size(s.scale_t) + 127) / 128 * 128;  // scales
     PricedSplit r{p, estimate(s, p), 0, {}};
     try {
         r.stats = pricer_.price(prog, static_cast<uint32_t>(matmul_cores(p)),

@@ -19,7 +19,7 @@ DType acc_type(const MatmulShape& s) { return s.in == DType::I8 ? DType::I32 : D
 bool accumulator_out(const MatmulShape& s) { return s.out == acc_type(s); }
 
 struct Layout {
-    uint64_t a_bytes, b_bytes, buf, c, c2, out, bias, cos, sin, t, u, total;
+    uint64_t a_bytes, b_bytes, buf, c, c2, out, bias, cos, sin, t, u, bconv, scale, total;
 };
 
 // The rounded (or rotated) result needs its own LX rows unless it is the fp32 sub-tile itself.
@@ -38,7 +38,7 @@ Layout layout(const MatmulShape& s, uint64_t sm, uint64_t sn, uint64_t kc, uint6
     const uint64_t es = isa::dtype_size(s.in), oes = isa::dtype_size(s.out);
     Layout l{};
     l.a_bytes = up128(sm * kc * es);
-    l.b_bytes = up128(kc * sn * es);
+    l.b_bytes = up128(kc * sn * weight_size(s));
     l.buf = l.a_bytes + l.b_bytes * (s.gated ? 2 : 1);
     l.c = nb * l.buf;
     l.c2 = l.c + up128(sm * sn * 4);
@@ -51,7 +51,11 @@ Layout layout(const MatmulShape& s, uint64_t sm, uint64_t sn, uint64_t kc, uint6
     l.sin = l.cos + sm * crow;
     l.t = l.sin + sm * crow;
     l.u = l.t + half;
-    l.total = l.u + half;
+    // w_i8: the chunk of B converted to the input type (one buffer: converted just before its
+    // MM), and the sub-tile's scales
+    l.bconv = l.u + half;
+    l.scale = l.bconv + (s.w_i8 ? up128(kc * sn * es) : 0);
+    l.total = l.scale + (s.has_scale ? up128(sn * isa::dtype_size(s.scale_t)) : 0);
     return l;
 }
 
@@ -64,10 +68,12 @@ std::optional<MatmulSplit> fit_matmul_split(const MatmulShape& s, uint32_t gm, u
     // the K split's partial sums meet in an ALLRED, which combines floats only
     if (gk > 1 && acc_type(s) != DType::F32) return std::nullopt;
     const uint64_t tm = s.M / gm, tn = s.N / gn, kt = s.K / gk;
+    const uint64_t wes = weight_size(s);
     const uint64_t col_unit = kStick / oes;  // C columns per stick: stores start on a stick
-    const uint64_t b_unit = s.trans_b ? 1 : kStick / es;
+    const uint64_t b_unit = s.trans_b ? 1 : kStick / wes;
     const uint64_t n_unit = std::max(col_unit, b_unit);
-    const uint64_t k_unit = kStick / es;  // A (and B^T) rows are loaded in whole sticks
+    // A (and B^T) rows are loaded in whole sticks
+    const uint64_t k_unit = s.trans_b ? kStick / std::min(es, wes) : kStick / es;
     if (tn % n_unit || kt % k_unit) return std::nullopt;
     // rotary: a core's columns and each sub-tile are whole heads
     if (s.rotary && (!s.rot_d || tn % s.rot_d)) return std::nullopt;
@@ -107,7 +113,8 @@ std::optional<MatmulSplit> fit_matmul_split(const MatmulShape& s, uint32_t gm, u
                 g.double_buffered = nb == 2;
                 g.multicast = multicast;
                 g.lx_bytes = layout(s, sm, sn, kc, nb).total;
-                g.ddr_bytes_per_core = kt * es * (tm * tn / sn + (s.gated ? 2 : 1) * tm * tn / sm);
+                g.ddr_bytes_per_core =
+                    kt * (es * tm * tn / sn + wes * (s.gated ? 2 : 1) * tm * tn / sm);
                 if (better(g)) best = g;
                 break;
             }
@@ -134,6 +141,9 @@ std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
     if (s.in == DType::I8 &&
         (s.out != DType::I32 || s.has_bias || s.has_act || s.gated || s.rotary || gk > 1))
         throw std::invalid_argument("int8 matmul: int32 output, no epilogue, no K split");
+    if ((s.w_i8 && (s.in == DType::I8 || s.gated || s.rotary)) || (s.has_scale && s.rotary))
+        throw std::invalid_argument("int8-weight matmul: float inputs, no gate, no rotary");
+    const int64_t wes = int64_t(weight_size(s));
     if (s.rotary &&
         (s.has_bias || s.has_act || s.gated || s.batch != 1 || !s.rot_d || s.rot_d % 2 ||
          sn % int64_t(s.rot_d) || tn % sn || !rotary_rows_load(s, stored_rows(sm, gk))))
@@ -192,10 +202,10 @@ std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
     b.add(13, 13, 3);
     if (s.trans_b) {
         b.muli(14, 8, tn * ldb);
-        b.muli(10, 9, kt * es);
+        b.muli(10, 9, kt * wes);
     } else {
         b.muli(14, 9, kt * ldb);
-        b.muli(10, 8, tn * es);
+        b.muli(10, 8, tn * wes);
     }
     b.add(14, 14, 10);
     b.add(14, 14, 4);
@@ -226,10 +236,11 @@ std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
         else
             b.load(10, 18, 11, 22);
         if (s.trans_b) {
-            b.set_regs(22, {sn, ldb, kc * es, 1, 0, 0});
+            b.li(11, kc * wes);
+            b.set_regs(22, {sn, ldb, kc * wes, 1, 0, 0});
         } else {
-            b.li(11, sn * es);
-            b.set_regs(22, {kc, ldb, sn * es, 1, 0, 0});
+            b.li(11, sn * wes);
+            b.set_regs(22, {kc, ldb, sn * wes, 1, 0, 0});
         }
         b.span(19);
         if (mc_b)
@@ -245,6 +256,13 @@ std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
             else
                 b.load(12, 16, 11, 22);
             b.addi(12, 12, -int64_t(l.b_bytes));
+        }
+        if (s.w_i8) {  // the int8 chunk in the input type (exact), where the MM reads B
+            const int64_t rows = s.trans_b ? sn : kc, cols = s.trans_b ? kc : sn;
+            b.li(28, l.bconv);
+            b.set_regs(22, {rows, cols, cols * es, cols});
+            b.vun(isa::VUn::COPY, s.in, DType::I8, 28, 12, 22);
+            b.mov(12, 28);
         }
         b.li(11, l.c);
         b.set_regs(22, {sm, sn, kc, kc * es, s.trans_b ? kc * es : sn * es, sn * 4});
@@ -291,13 +309,13 @@ std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
     b.loopi(tn / sn, 21);
     b.muli(18, 20, sm * lda);
     b.add(18, 18, 13);
-    b.muli(19, 21, s.trans_b ? sn * ldb : sn * es);
+    b.muli(19, 21, s.trans_b ? sn * ldb : sn * wes);
     b.add(19, 19, 14);
     chunk(false);
     if (nk > 1) {
         b.loopi(nk - 1);
         b.addi(18, 18, kc * es);
-        b.addi(19, 19, s.trans_b ? kc * es : kc * ldb);
+        b.addi(19, 19, s.trans_b ? kc * wes : kc * ldb);
         chunk(true);
         b.endloop();
     }
@@ -318,6 +336,20 @@ std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
     else
         b.li(12, 0);
     b.addi(10, 12, l.c);  // fp32 rows in LX
+    if (s.has_scale) {    // the sub-tile's columns times their scales (launch argument 5)
+        const int64_t ses = isa::dtype_size(s.scale_t);
+        b.arg(11, 5);
+        b.muli(23, 8, tn * ses);
+        b.add(11, 11, 23);
+        b.muli(23, 21, sn * ses);
+        b.add(11, 11, 23);
+        b.li(23, l.scale);
+        b.li(24, sn * ses);
+        b.span(11);
+        b.load(23, 11, 24);
+        b.set_regs(24, {rows_st, sn, sn * 4, sn * 4, 0});
+        b.vbin2(isa::VBin::MUL, isa::Bcast::ROW, DType::F32, DType::F32, s.scale_t, 10, 10, 23, 24);
+    }
     if (s.has_bias) {
         b.muli(11, 21, sn * bes);
         b.add(11, 11, 16);

@@ -37,6 +37,13 @@ struct MatmulShape {
     bool rotary = false;
     uint64_t rot_d = 0, rot_l = 0, rot_cb = 0, rot_cl = 0;
     isa::DType rot_t = isa::DType::F16;
+    // Weight-only int8 (w_i8): B is stored as int8 (ldb in int8 bytes) and converted to `in`
+    // in LX before each MM (exact: every int8 value is a float16/bfloat16/float32); with
+    // has_scale the fp32 result's columns are multiplied by per-column scales of scale_t
+    // (launch argument 5) before the bias and the activation. No gate, no rotary.
+    bool w_i8 = false;
+    bool has_scale = false;
+    isa::DType scale_t = isa::DType::F32;
     uint64_t lda = 0, ldb = 0, ldc = 0;
     uint64_t batch = 1, batch_a = 0, batch_b = 0, batch_c = 0;
 };
@@ -53,13 +60,16 @@ struct MatmulSplit {
 
 inline uint64_t matmul_cores(const MatmulSplit& s) { return uint64_t{s.gm} * s.gn * s.gk; }
 
+// Bytes of one stored element of B (int8 with w_i8).
+inline uint64_t weight_size(const MatmulShape& s) { return s.w_i8 ? 1 : isa::dtype_size(s.in); }
+
 // The best sub-tiling of one (gm, gn, gk) grid within lx_budget bytes, or nothing if the shape
 // does not divide over that grid in whole sticks.
 std::optional<MatmulSplit> fit_matmul_split(const MatmulShape& s, uint32_t gm, uint32_t gn,
                                             uint32_t gk, uint64_t lx_budget, bool multicast);
 
-// The SPMD program (launch arguments: 0 = A, 1 = B, 2 = C, 3 = bias, 4 = B2, 5 = cos, 6 = sin
-// device addresses).
+// The SPMD program (launch arguments: 0 = A, 1 = B, 2 = C, 3 = bias, 4 = B2, 5 = cos or the
+// scales, 6 = sin device addresses).
 std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p);
 
 }  // namespace spyre::ops

@@ -137,6 +137,28 @@ at::Tensor int_mm(const at::Tensor& a, const at::Tensor& b) {
     return fallback_to_cpu<ATEN_OP(_int_mm)>(a, b);
 }
 
+// torch._weight_int8pack_mm(x [M, K], w int8 [N, K], scales [N]) = (x @ w^T) * scales, the
+// weight-only int8 linear: one spyre_op_linear_int8_weight (the weight streams as int8 and is
+// converted on the cores; fp32 sums, the scales in the epilogue, one rounding).
+at::Tensor weight_int8pack_mm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& scales) {
+    if (x.is_privateuseone() && w.is_privateuseone() && scales.is_privateuseone() &&
+        x.device() == w.device() && scales.device() == x.device() && is_float(x.scalar_type()) &&
+        w.scalar_type() == at::kChar && scales.scalar_type() == x.scalar_type() && x.dim() == 2 &&
+        w.dim() == 2 && w.size(1) == x.size(1) && scales.dim() == 1 &&
+        scales.size(0) == w.size(0)) {
+        c10::DeviceGuard guard(x.device());
+        at::Tensor out = at::empty({x.size(0), w.size(0)}, x.options());
+        if (out.numel() == 0 || x.size(1) == 0) return out.zero_();
+        const spyre_tensor tx = op_tensor(x), tw = op_tensor(w), ts = op_tensor(scales),
+                           to = op_tensor(out);
+        if (op_ran("aten::_weight_int8pack_mm",
+                   spyre_op_linear_int8_weight(op_stream(out), &tx, &tw, &ts, nullptr,
+                                               SPYRE_ACTIVATION_NONE, &to)))
+            return out;
+    }
+    return fallback_to_cpu<ATEN_OP(_weight_int8pack_mm)>(x, w, scales);
+}
+
 at::Tensor mm(const at::Tensor& a, const at::Tensor& b) {
     if (int_pair(a, b) && a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0)) {
         c10::DeviceGuard guard(a.device());
@@ -494,6 +516,7 @@ TORCH_LIBRARY_IMPL(spyre, Autograd, m) {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("_int_mm", TORCH_FN(int_mm));
+    m.impl("_weight_int8pack_mm", TORCH_FN(weight_int8pack_mm));
     m.impl("_int_mm.out", TORCH_FN(int_mm_out));
     m.impl("mm.out", TORCH_FN(mm_out));
     m.impl("bmm.out", TORCH_FN(bmm_out));
