@@ -73,3 +73,35 @@ def test_decoder_step(strict):
     want = up(x)
     got = up.to("spyre")(x.to("spyre"))
     close(got.cpu(), want.detach(), torch.float32, scale=10.0)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_bicubic(strict, dtype, align_corners):
+    """4 taps per output along each dim, reads clamped at the edges, A = -0.75, as the CPU."""
+    x = make((2, 3, 5, 7), dtype)
+    kw = {"mode": "bicubic", "align_corners": align_corners}
+    for size in [(10, 14), (3, 4), (8, 11), (5, 7), (1, 9)]:
+        got = F.interpolate(x.to("spyre"), size=size, **kw)
+        close(got.cpu(), F.interpolate(x.float(), size=size, **kw).to(dtype), dtype, scale=2.0)
+    for factor in (2, 1.7, 0.5, (0.6, 2.3)):
+        got = F.interpolate(x.to("spyre"), scale_factor=factor, **kw)
+        want = F.interpolate(x.float(), scale_factor=factor, **kw)
+        close(got.cpu(), want.to(dtype), dtype, scale=2.0)
+    # a non-contiguous input (channels last through a transpose)
+    t = x.transpose(2, 3)
+    got = F.interpolate(t.to("spyre"), size=(9, 4), **kw)
+    close(got.cpu(), F.interpolate(t.float(), size=(9, 4), **kw).to(dtype), dtype, scale=2.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("size", [(9, 13), (3, 4)])
+def test_bicubic_gradients(strict, dtype, align_corners, size):
+    x = make((2, 3, 5, 7), dtype)
+    kw = {"mode": "bicubic", "align_corners": align_corners}
+    g, c = x.to("spyre").requires_grad_(), x.float().requires_grad_()
+    w = torch.randn((2, 3) + size, generator=torch.Generator().manual_seed(4)).to(dtype)
+    (F.interpolate(g, size=size, **kw) * w.to("spyre")).sum().backward()
+    (F.interpolate(c, size=size, **kw) * w.float()).sum().backward()
+    close(g.grad.cpu(), c.grad.to(dtype), dtype, scale=4.0)

@@ -1,12 +1,14 @@
 // Upsampling (F.interpolate, nn.Upsample) on the card, composed of device ops: nearest and
 // nearest-exact (1-D, 2-D, 3-D), linear, bilinear and trilinear with and without
-// align_corners, forward and backward. Interpolation is separable: along each spatial dim
-// (the last first, as the CPU's kernels nest their loops) the output gathers its source
-// positions with index_select, and the linear modes blend the two neighbours with their
-// weights, x[i0] * l0 + x[i1] * l1. The positions and weights are computed on the host in fp32
-// exactly as the CPU's kernels compute them (nearest_idx and its 2x shortcut,
-// area_pixel_compute_source_index, the clamps at the edges), so nearest results are the CPU's
-// bit for bit and linear ones agree to rounding. Backwards add each output's gradient (times
+// align_corners, and bicubic, forward and backward. Interpolation is separable: along each
+// spatial dim (the last first, as the CPU's kernels nest their loops) the output gathers its
+// source positions with index_select, and the weighted modes blend the taps with their
+// weights: x[i0] * l0 + x[i1] * l1 for linear, 4 taps i-1 .. i+2 (each read clamped to
+// [0, in-1]) with the cubic convolution weights (A = -0.75) for bicubic. The positions and
+// weights are computed on the host in fp32 exactly as the CPU's kernels compute them
+// (nearest_idx and its 2x shortcut, area_pixel_compute_source_index, the clamps at the edges,
+// get_cubic_upsample_coefficients), so nearest results are the CPU's bit for bit and the
+// weighted ones agree to rounding. Backwards add each output's gradient (times
 // its weight) onto its source positions with index_add, dim by dim.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
@@ -25,13 +27,25 @@
 namespace torch_spyre::aten {
 namespace {
 
-enum class Mode { Nearest, NearestExact, Linear };
+enum class Mode { Nearest, NearestExact, Linear, Cubic };
 
-// One spatial dim's interpolation: the source position(s) of each output and the weights.
+// One spatial dim's interpolation: the source positions of each output, one vector per tap
+// (1 for nearest, 2 for linear, 4 for cubic), and the taps' weights (none for nearest).
 struct Axis {
-    std::vector<int64_t> i0, i1;
-    std::vector<float> l0, l1;
+    std::vector<std::vector<int64_t>> i;
+    std::vector<std::vector<float>> l;
 };
+
+// The cubic convolution kernel with A = -0.75, as the CPU's get_cubic_upsample_coefficients
+// evaluates it in fp32: taps at t + 1, t, 1 - t, 2 - t.
+float cubic1(float x) {  // |x| <= 1
+    constexpr float A = -0.75f;
+    return ((A + 2) * x - (A + 3)) * x * x + 1;
+}
+float cubic2(float x) {  // 1 < |x| < 2
+    constexpr float A = -0.75f;
+    return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+}
 
 // torch's compute_scales_value: 1 / scale when one is given, else in / out (fp32).
 float scale_of(std::optional<double> scale, int64_t in, int64_t out) {
@@ -41,6 +55,9 @@ float scale_of(std::optional<double> scale, int64_t in, int64_t out) {
 
 Axis axis_of(Mode mode, int64_t in, int64_t out, bool align_corners, std::optional<double> s) {
     Axis a;
+    const size_t taps = mode == Mode::Cubic ? 4 : mode == Mode::Linear ? 2 : 1;
+    a.i.resize(taps);
+    a.l.resize(mode == Mode::Linear || mode == Mode::Cubic ? taps : 0);
     for (int64_t o = 0; o < out; ++o) {
         if (mode == Mode::Nearest) {
             int64_t src = o;
@@ -51,12 +68,12 @@ Axis axis_of(Mode mode, int64_t in, int64_t out, bool align_corners, std::option
                     static_cast<int64_t>(std::floor(static_cast<float>(o) * scale_of(s, in, out))),
                     in - 1);
             }
-            a.i0.push_back(src);
+            a.i[0].push_back(src);
             continue;
         }
         if (mode == Mode::NearestExact) {
             const float src = std::floor((static_cast<float>(o) + 0.5f) * scale_of(s, in, out));
-            a.i0.push_back(std::min(static_cast<int64_t>(src), in - 1));
+            a.i[0].push_back(std::min(static_cast<int64_t>(src), in - 1));
             continue;
         }
         float scale;
@@ -65,13 +82,25 @@ Axis axis_of(Mode mode, int64_t in, int64_t out, bool align_corners, std::option
         else
             scale = scale_of(s, in, out);
         float real = align_corners ? scale * static_cast<float>(o)
-                                   : std::max(scale * (static_cast<float>(o) + 0.5f) - 0.5f, 0.0f);
+                                   : scale * (static_cast<float>(o) + 0.5f) - 0.5f;
+        if (mode == Mode::Linear) real = std::max(real, 0.0f);  // cubic keeps negative sources
         const int64_t i = std::min(static_cast<int64_t>(std::floor(real)), in - 1);
         const float lambda = std::min(std::max(real - static_cast<float>(i), 0.0f), 1.0f);
-        a.i0.push_back(i);
-        a.i1.push_back(i + (i < in - 1 ? 1 : 0));
-        a.l0.push_back(1.0f - lambda);
-        a.l1.push_back(lambda);
+        if (mode == Mode::Linear) {
+            a.i[0].push_back(i);
+            a.i[1].push_back(i + (i < in - 1 ? 1 : 0));
+            a.l[0].push_back(1.0f - lambda);
+            a.l[1].push_back(lambda);
+            continue;
+        }
+        // cubic: taps i - 1 .. i + 2, each read clamped to [0, in - 1] as the CPU's kernels do
+        const float rest = 1.0f - lambda;
+        const float w[4] = {cubic2(lambda + 1.0f), cubic1(lambda), cubic1(rest),
+                            cubic2(rest + 1.0f)};
+        for (int64_t t = 0; t < 4; ++t) {
+            a.i[t].push_back(std::clamp<int64_t>(i - 1 + t, 0, in - 1));
+            a.l[t].push_back(w[t]);
+        }
     }
     return a;
 }
@@ -96,16 +125,22 @@ at::Tensor upsample(const at::Tensor& x, Mode mode, at::IntArrayRef out_size, bo
                     const std::vector<std::optional<double>>& scales) {
     c10::DeviceGuard guard(x.device());
     const int64_t n = static_cast<int64_t>(out_size.size());
-    at::Tensor y = mode == Mode::Linear ? widened(x) : x;
+    const bool weighted = mode == Mode::Linear || mode == Mode::Cubic;
+    at::Tensor y = weighted ? widened(x) : x;
     for (int64_t k = n - 1; k >= 0; --k) {  // the last dim first
         const int64_t d = k - n;            // negative dim
         const Axis a = axis_of(mode, x.size(d), out_size[k], align_corners, scales[k]);
-        if (mode != Mode::Linear) {
-            y = y.index_select(d, indices(a.i0, x.device()));
+        if (!weighted) {
+            y = y.index_select(d, indices(a.i[0], x.device()));
             continue;
         }
-        y = y.index_select(d, indices(a.i0, x.device())) * along(a.l0, d, x.device()) +
-            y.index_select(d, indices(a.i1, x.device())) * along(a.l1, d, x.device());
+        at::Tensor sum;
+        for (size_t t = 0; t < a.i.size(); ++t) {
+            const at::Tensor tap =
+                y.index_select(d, indices(a.i[t], x.device())) * along(a.l[t], d, x.device());
+            sum = t == 0 ? tap : sum.add_(tap);
+        }
+        y = sum;
     }
     return y.to(x.scalar_type());
 }
@@ -124,11 +159,12 @@ at::Tensor upsample_backward(const at::Tensor& grad, Mode mode, at::IntArrayRef 
         std::vector<int64_t> shape(g.sizes().begin(), g.sizes().end());
         shape[static_cast<size_t>(g.dim() + d)] = in;
         at::Tensor gi = at::zeros(shape, g.options());
-        if (mode != Mode::Linear) {
-            gi.index_add_(d, indices(a.i0, grad.device()), g);
+        if (a.l.empty()) {
+            gi.index_add_(d, indices(a.i[0], grad.device()), g);
         } else {
-            gi.index_add_(d, indices(a.i0, grad.device()), g * along(a.l0, d, grad.device()));
-            gi.index_add_(d, indices(a.i1, grad.device()), g * along(a.l1, d, grad.device()));
+            for (size_t t = 0; t < a.i.size(); ++t)
+                gi.index_add_(d, indices(a.i[t], grad.device()),
+                              g * along(a.l[t], d, grad.device()));
         }
         g = gi;
     }
@@ -213,6 +249,14 @@ SPYRE_LINEAR(bilinear2d_out, (upsample_bilinear2d, out), 2)
 SPYRE_LINEAR(trilinear3d_out, (upsample_trilinear3d, out), 3)
 #undef SPYRE_LINEAR
 
+at::Tensor& bicubic2d_out(const at::Tensor& x, at::IntArrayRef size, bool align_corners, Scale s0,
+                          Scale s1, at::Tensor& out) {
+    if (!on_card(x, 2) || !sizes_ok(size, 2) || !out.is_privateuseone())
+        return fallback_to_cpu<ATEN_OP2(upsample_bicubic2d, out)>(x, size, align_corners, s0, s1,
+                                                                  out);
+    return assign(out, upsample(x, Mode::Cubic, size, align_corners, {s0, s1}));
+}
+
 #define SPYRE_LINEAR_BACKWARD(fn, aten_op, dims)                                                \
     at::Tensor& fn(const at::Tensor& grad, at::IntArrayRef size, at::IntArrayRef in_size,       \
                    bool align_corners, SPYRE_SCALE_PARAMS_##dims, at::Tensor& grad_input) {     \
@@ -227,6 +271,16 @@ SPYRE_LINEAR_BACKWARD(linear1d_backward, (upsample_linear1d_backward, grad_input
 SPYRE_LINEAR_BACKWARD(bilinear2d_backward, (upsample_bilinear2d_backward, grad_input), 2)
 SPYRE_LINEAR_BACKWARD(trilinear3d_backward, (upsample_trilinear3d_backward, grad_input), 3)
 #undef SPYRE_LINEAR_BACKWARD
+
+at::Tensor& bicubic2d_backward(const at::Tensor& grad, at::IntArrayRef size,
+                               at::IntArrayRef in_size, bool align_corners, Scale s0, Scale s1,
+                               at::Tensor& grad_input) {
+    if (!backward_on_card(grad, size, in_size, grad_input, 2))
+        return fallback_to_cpu<ATEN_OP2(upsample_bicubic2d_backward, grad_input)>(
+            grad, size, in_size, align_corners, s0, s1, grad_input);
+    return assign(grad_input,
+                  upsample_backward(grad, Mode::Cubic, size, in_size, align_corners, {s0, s1}));
+}
 
 }  // namespace
 
@@ -249,6 +303,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("upsample_linear1d_backward.grad_input", TORCH_FN(linear1d_backward));
     m.impl("upsample_bilinear2d_backward.grad_input", TORCH_FN(bilinear2d_backward));
     m.impl("upsample_trilinear3d_backward.grad_input", TORCH_FN(trilinear3d_backward));
+    m.impl("upsample_bicubic2d.out", TORCH_FN(bicubic2d_out));
+    m.impl("upsample_bicubic2d_backward.grad_input", TORCH_FN(bicubic2d_backward));
 }
 
 }  // namespace torch_spyre::aten
