@@ -108,3 +108,21 @@ def test_spatial_transformer_step(strict):
     assert abs(card.loss - cpu.loss) <= 1e-5 * abs(cpu.loss) + 1e-6
     for (name, p), q in zip(cpu.named_parameters(), card.parameters()):
         close(q.detach().cpu(), p.detach(), torch.float32, scale=2.0), name
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_one_large_image(strict, mode):
+    """A 4 MiB image: the input's gradient is added in groups of channels (the scatter keeps its
+    table in a core's scratchpad)."""
+    x = make((1, 64, 128, 128), torch.float32)
+    grid = grid_of(1, 96, 96, torch.float32)
+    w = torch.randn(1, 64, 96, 96, generator=torch.Generator().manual_seed(4))
+    xs, gs = x.to("spyre").requires_grad_(), grid.to("spyre").requires_grad_()
+    xc, gc = x.clone().requires_grad_(), grid.clone().requires_grad_()
+    got = F.grid_sample(xs, gs, mode=mode, align_corners=False)
+    want = F.grid_sample(xc, gc, mode=mode, align_corners=False)
+    close(got.detach().cpu(), want.detach(), torch.float32)
+    (got * w.to("spyre")).sum().backward()
+    (want * w).sum().backward()
+    close(xs.grad.cpu(), xc.grad, torch.float32, scale=4.0)
+    close(gs.grad.cpu(), gc.grad, torch.float32, scale=40.0)

@@ -105,3 +105,18 @@ def test_bicubic_gradients(strict, dtype, align_corners, size):
     (F.interpolate(g, size=size, **kw) * w.to("spyre")).sum().backward()
     (F.interpolate(c, size=size, **kw) * w.float()).sum().backward()
     close(g.grad.cpu(), c.grad.to(dtype), dtype, scale=4.0)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear", "bicubic"])
+def test_one_large_image(strict, mode):
+    """One image of 64 channels: the gathers and scatters along the last dim have a single
+    leading row, so they run with the dims before folded into one and in chunks of it."""
+    x = make((1, 64, 64, 128), torch.float32)
+    g, c = x.to("spyre").requires_grad_(), x.clone().requires_grad_()
+    w = torch.randn(1, 64, 128, 256, generator=torch.Generator().manual_seed(4))
+    got, want = F.interpolate(g, scale_factor=2, mode=mode), F.interpolate(c, scale_factor=2,
+                                                                          mode=mode)
+    close(got.detach().cpu(), want.detach(), torch.float32)
+    (got * w.to("spyre")).sum().backward()
+    (want * w).sum().backward()
+    close(g.grad.cpu(), c.grad, torch.float32, scale=4.0)

@@ -103,6 +103,42 @@ Corners corners_of(const Coord& x, const Coord& y, int64_t N, int64_t H, int64_t
     return c;
 }
 
+// The input's gradient [N*H*W, C]: parts [K, P, C] added onto rows [K, P] (duplicates
+// accumulate). The scatter program keeps its table in a core's scratchpad, so a table above
+// ~1 MiB is added in groups of whole images (a corner only reaches its own image's rows) and, for
+// one large image, of channels.
+at::Tensor add_rows(const at::Tensor& rows, const at::Tensor& parts, int64_t N, int64_t HW) {
+    constexpr int64_t kTableBytes = int64_t{1} << 20;
+    const int64_t K = parts.size(0), P = parts.size(1), C = parts.size(2), per_image = P / N;
+    const int64_t image_bytes = HW * C * parts.element_size();
+    const int64_t images = std::max<int64_t>(1, kTableBytes / image_bytes);
+    const int64_t channels = image_bytes > kTableBytes
+                                 ? std::max<int64_t>(1, kTableBytes / (HW * parts.element_size()))
+                                 : C;
+    if (image_bytes <= kTableBytes && images >= N) {
+        at::Tensor gi = at::zeros({N * HW, C}, parts.options());
+        gi.index_add_(0, rows.reshape({K * P}), parts.reshape({K * P, C}));
+        return gi;
+    }
+    at::Tensor gi = at::empty({N * HW, C}, parts.options());
+    for (int64_t n0 = 0; n0 < N; n0 += images) {
+        const int64_t g = std::min(images, N - n0);
+        const at::Tensor idx =
+            (rows.narrow(1, n0 * per_image, g * per_image) - n0 * HW).reshape({K * g * per_image});
+        for (int64_t c0 = 0; c0 < C; c0 += channels) {
+            const int64_t w = std::min(channels, C - c0);
+            const at::Tensor src = parts.narrow(1, n0 * per_image, g * per_image)
+                                       .narrow(2, c0, w)
+                                       .contiguous()
+                                       .view({K * g * per_image, w});
+            at::Tensor part = at::zeros({g * HW, w}, parts.options());
+            part.index_add_(0, idx, src);
+            gi.narrow(0, n0 * HW, g * HW).narrow(1, c0, w).copy_(part);
+        }
+    }
+    return gi;
+}
+
 bool on_card(const at::Tensor& input, const at::Tensor& grid, int64_t mode, int64_t padding) {
     return input.is_privateuseone() && grid.is_privateuseone() && input.device() == grid.device() &&
            is_float(input.scalar_type()) && grid.scalar_type() == input.scalar_type() &&
@@ -126,7 +162,8 @@ Sampling prepare(const at::Tensor& input, const at::Tensor& grid, int64_t mode, 
     s.x = locate(g.select(3, 0), W, padding, align_corners);
     s.y = locate(g.select(3, 1), H, padding, align_corners);
     s.c = corners_of(s.x, s.y, N, H, W, mode);
-    s.rows_table = widened(input).permute({0, 2, 3, 1}).reshape({N * H * W, C});
+    // contiguous first: for N == 1 the reshape would be a strided view the gather refuses
+    s.rows_table = widened(input).permute({0, 2, 3, 1}).contiguous().view({N * H * W, C});
     return s;
 }
 
@@ -160,12 +197,11 @@ std::tuple<at::Tensor, at::Tensor> grid_sampler_2d_backward(const at::Tensor& gr
     const int64_t Ho = grid.size(1), Wo = grid.size(2), P = N * Ho * Wo;
     const Sampling s = prepare(input, grid, mode, padding, align_corners);
     const int64_t K = s.c.rows.size(0);
-    const at::Tensor go = widened(grad).permute({0, 2, 3, 1}).reshape({P, C});
+    const at::Tensor go = widened(grad).permute({0, 2, 3, 1}).contiguous().view({P, C});
     at::Tensor grad_input, grad_grid;
     if (output_mask[0]) {
-        const at::Tensor parts = (go.unsqueeze(0) * s.c.weights.unsqueeze(2)).reshape({K * P, C});
-        const at::Tensor gi = at::zeros({N * H * W, C}, go.options());
-        gi.index_add_(0, s.c.rows.reshape({K * P}), parts);
+        const at::Tensor parts = go.unsqueeze(0) * s.c.weights.unsqueeze(2);  // [K, P, C]
+        const at::Tensor gi = add_rows(s.c.rows, parts, N, H * W);
         grad_input =
             gi.view({N, H, W, C}).permute({0, 3, 1, 2}).contiguous().to(input.scalar_type());
     }

@@ -116,6 +116,34 @@ at::Tensor indices(const std::vector<int64_t>& v, at::Device device) {
     return at::tensor(v, at::kLong).to(device);
 }
 
+// y.index_select(d, idx) (d negative) with the dims before d folded into one: the gather splits
+// a large result into chunks of its leading dim, which then has many rows even for one image.
+at::Tensor select_along(const at::Tensor& y, int64_t d, const at::Tensor& idx) {
+    std::vector<int64_t> folded{-1}, shape(y.sizes().begin(), y.sizes().end());
+    for (int64_t k = d; k < 0; ++k) folded.push_back(y.size(k));
+    shape[static_cast<size_t>(y.dim() + d)] = idx.numel();
+    return y.reshape(folded).index_select(1, idx).view(shape);
+}
+
+// gi.index_add_(d, idx, src) (gi contiguous, d negative) with the dims before d folded into one
+// and added in chunks of it: the scatter program takes about 2^19 elements of a slab set at a
+// time (a last-dim scatter of one large image is otherwise refused).
+void add_along(const at::Tensor& gi, int64_t d, const at::Tensor& idx, const at::Tensor& src) {
+    std::vector<int64_t> fg{-1}, fs{-1};
+    for (int64_t k = d; k < 0; ++k) {
+        fg.push_back(gi.size(k));
+        fs.push_back(src.size(k));
+    }
+    const at::Tensor t = gi.view(fg), s = src.reshape(fs);
+    const int64_t rows = t.size(0),
+                  per = std::max<int64_t>(1, std::max(t[0].numel(), s[0].numel()));
+    const int64_t step = std::max<int64_t>(1, (int64_t{1} << 19) / per);
+    for (int64_t r0 = 0; r0 < rows; r0 += step) {
+        const int64_t n = std::min(step, rows - r0);
+        t.narrow(0, r0, n).index_add_(1, idx, s.narrow(0, r0, n));
+    }
+}
+
 bool on_card(const at::Tensor& x, size_t dims) {
     return x.is_privateuseone() && is_float(x.scalar_type()) &&
            x.dim() == static_cast<int64_t>(dims) + 2 && x.numel() > 0;
@@ -131,13 +159,13 @@ at::Tensor upsample(const at::Tensor& x, Mode mode, at::IntArrayRef out_size, bo
         const int64_t d = k - n;            // negative dim
         const Axis a = axis_of(mode, x.size(d), out_size[k], align_corners, scales[k]);
         if (!weighted) {
-            y = y.index_select(d, indices(a.i[0], x.device()));
+            y = select_along(y, d, indices(a.i[0], x.device()));
             continue;
         }
         at::Tensor sum;
         for (size_t t = 0; t < a.i.size(); ++t) {
             const at::Tensor tap =
-                y.index_select(d, indices(a.i[t], x.device())) * along(a.l[t], d, x.device());
+                select_along(y, d, indices(a.i[t], x.device())) * along(a.l[t], d, x.device());
             sum = t == 0 ? tap : sum.add_(tap);
         }
         y = sum;
@@ -160,11 +188,11 @@ at::Tensor upsample_backward(const at::Tensor& grad, Mode mode, at::IntArrayRef 
         shape[static_cast<size_t>(g.dim() + d)] = in;
         at::Tensor gi = at::zeros(shape, g.options());
         if (a.l.empty()) {
-            gi.index_add_(d, indices(a.i[0], grad.device()), g);
+            add_along(gi, d, indices(a.i[0], grad.device()), g);
         } else {
             for (size_t t = 0; t < a.i.size(); ++t)
-                gi.index_add_(d, indices(a.i[t], grad.device()),
-                              g * along(a.l[t], d, grad.device()));
+                add_along(gi, d, indices(a.i[t], grad.device()),
+                          g * along(a.l[t], d, grad.device()));
         }
         g = gi;
     }
