@@ -1,7 +1,8 @@
 """F.interpolate / nn.Upsample on the card under strict mode against the CPU: nearest and
 nearest-exact (1-D, 2-D, 3-D; up, down, non-integer factors, the 2x shortcut, given scale
 factors) bit for bit; linear, bilinear and trilinear with and without align_corners (to
-rounding, fp32/fp16/bf16); the gradients of every mode; a U-Net-style decoder step."""
+rounding, fp32/fp16/bf16); bicubic; antialiased bilinear and bicubic (fp32); the gradients of
+every mode; a U-Net-style decoder step; one large image."""
 
 import pytest
 import torch
@@ -120,3 +121,27 @@ def test_one_large_image(strict, mode):
     (got * w.to("spyre")).sum().backward()
     (want * w).sum().backward()
     close(g.grad.cpu(), c.grad, torch.float32, scale=4.0)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_antialias(strict, mode, align_corners):
+    """antialias=True (the CPU kernel takes fp32 and fp64): shrinking by 1.3x to 5x (the support
+    widens with the factor), growing, given scale factors, a transposed input; the gradients."""
+    x = make((2, 3, 23, 37), torch.float32)
+    kw = {"mode": mode, "align_corners": align_corners, "antialias": True}
+    for size in [(5, 7), (17, 11), (23, 37), (40, 50), (1, 3)]:
+        got = F.interpolate(x.to("spyre"), size=size, **kw)
+        close(got.cpu(), F.interpolate(x, size=size, **kw), torch.float32)
+    for factor in (0.5, 0.3, (0.7, 1.5)):
+        got = F.interpolate(x.to("spyre"), scale_factor=factor, **kw)
+        close(got.cpu(), F.interpolate(x, scale_factor=factor, **kw), torch.float32)
+    t = x.transpose(2, 3)
+    got = F.interpolate(t.to("spyre"), size=(9, 4), **kw)
+    close(got.cpu(), F.interpolate(t, size=(9, 4), **kw), torch.float32)
+    for size in [(6, 9), (30, 40)]:
+        g, c = x.to("spyre").requires_grad_(), x.clone().requires_grad_()
+        w = torch.randn((2, 3) + size, generator=torch.Generator().manual_seed(4))
+        (F.interpolate(g, size=size, **kw) * w.to("spyre")).sum().backward()
+        (F.interpolate(c, size=size, **kw) * w).sum().backward()
+        close(g.grad.cpu(), c.grad, torch.float32, scale=4.0)

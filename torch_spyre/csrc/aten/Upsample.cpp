@@ -310,6 +310,104 @@ at::Tensor& bicubic2d_backward(const at::Tensor& grad, at::IntArrayRef size,
                   upsample_backward(grad, Mode::Cubic, size, in_size, align_corners, {s0, s1}));
 }
 
+// Antialiased bilinear / bicubic (antialias=True, as PIL resizes): each output averages the
+// inputs within its support, widened by the scale when shrinking, weighted by the triangle or
+// the cubic (A = -0.5) filter and normalized, as the CPU's _compute_indices_min_size_weights_aa
+// computes them in fp32 on the host (the centres ignore align_corners, which only sets the
+// scale). The taps per output grow with the shrink factor, so each dim is one matmul with the
+// dense [out, in] weight matrix instead of a gather per tap: x @ Ww^T along the last dim,
+// Wh @ y along the one before; the backward multiplies by the transposes.
+float aa_filter(bool cubic, float x) {
+    x = std::abs(x);
+    if (!cubic) return x < 1.0f ? 1.0f - x : 0.0f;
+    constexpr float A = -0.5f;
+    if (x < 1.0f) return ((A + 2) * x - (A + 3)) * x * x + 1;
+    if (x < 2.0f) return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+    return 0.0f;
+}
+
+// The weights [out, in] of one dim; nullopt when the matrix would pass 16 MiB (left to the CPU).
+std::optional<at::Tensor> aa_weights(bool cubic, int64_t in, int64_t out, bool align_corners,
+                                     Scale s, at::Device device) {
+    if (in * out > (int64_t{1} << 22)) return std::nullopt;
+    const float scale =
+        align_corners ? (out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f)
+                      : scale_of(s, in, out);
+    const double half = cubic ? 2.0 : 1.0;  // interp_size * 0.5
+    const float support =
+        scale >= 1.0f ? static_cast<float>(half * scale) : static_cast<float>(half);
+    const int64_t max_taps = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
+    const float invscale = scale >= 1.0f ? static_cast<float>(1.0 / scale) : 1.0f;
+    std::vector<float> m(static_cast<size_t>(in * out), 0.0f);
+    std::vector<float> w(static_cast<size_t>(max_taps));
+    for (int64_t i = 0; i < out; ++i) {
+        const float center = static_cast<float>(scale * (static_cast<double>(i) + 0.5));
+        const int64_t xmin =
+            std::max<int64_t>(static_cast<int64_t>(static_cast<double>(center - support) + 0.5), 0);
+        const int64_t xsize = std::clamp<int64_t>(
+            std::min<int64_t>(static_cast<int64_t>(static_cast<double>(center + support) + 0.5),
+                              in) -
+                xmin,
+            0, max_taps);
+        float total = 0.0f;
+        for (int64_t j = 0; j < xsize; ++j) {
+            const float at = static_cast<float>(j + xmin) - center;
+            w[j] = aa_filter(cubic, static_cast<float>((static_cast<double>(at) + 0.5) * invscale));
+            total += w[j];
+        }
+        for (int64_t j = 0; j < xsize; ++j)
+            m[static_cast<size_t>(i * in + xmin + j)] = total != 0.0f ? w[j] / total : w[j];
+    }
+    return at::tensor(m, at::kFloat).view({out, in}).to(device);
+}
+
+bool aa_on_card(const at::Tensor& x, at::IntArrayRef size) {
+    return on_card(x, 2) && x.scalar_type() == at::kFloat && sizes_ok(size, 2);
+}
+
+std::optional<at::Tensor> upsample_aa(const at::Tensor& x, bool cubic, at::IntArrayRef size,
+                                      bool align_corners, Scale sh, Scale sw) {
+    c10::DeviceGuard guard(x.device());
+    const auto wh = aa_weights(cubic, x.size(2), size[0], align_corners, sh, x.device());
+    const auto ww = aa_weights(cubic, x.size(3), size[1], align_corners, sw, x.device());
+    if (!wh || !ww) return std::nullopt;
+    return at::matmul(*wh, at::matmul(x, ww->t()));
+}
+
+std::optional<at::Tensor> upsample_aa_backward(const at::Tensor& grad, bool cubic,
+                                               at::IntArrayRef size, at::IntArrayRef in_size,
+                                               bool align_corners, Scale sh, Scale sw) {
+    c10::DeviceGuard guard(grad.device());
+    const auto wh = aa_weights(cubic, in_size[2], size[0], align_corners, sh, grad.device());
+    const auto ww = aa_weights(cubic, in_size[3], size[1], align_corners, sw, grad.device());
+    if (!wh || !ww) return std::nullopt;
+    return at::matmul(wh->t(), at::matmul(grad, *ww));
+}
+
+#define SPYRE_AA(fn, bw, aten_op, aten_bw, cubic)                                                 \
+    at::Tensor& fn(const at::Tensor& x, at::IntArrayRef size, bool align_corners, Scale sh,       \
+                   Scale sw, at::Tensor& out) {                                                   \
+        if (aa_on_card(x, size) && out.is_privateuseone())                                        \
+            if (auto r = upsample_aa(x, cubic, size, align_corners, sh, sw))                      \
+                return assign(out, *r);                                                           \
+        return fallback_to_cpu<ATEN_OP2 aten_op>(x, size, align_corners, sh, sw, out);            \
+    }                                                                                             \
+    at::Tensor& bw(const at::Tensor& grad, at::IntArrayRef size, at::IntArrayRef in_size,         \
+                   bool align_corners, Scale sh, Scale sw, at::Tensor& grad_input) {              \
+        if (backward_on_card(grad, size, in_size, grad_input, 2) &&                               \
+            grad.scalar_type() == at::kFloat)                                                     \
+            if (auto r = upsample_aa_backward(grad, cubic, size, in_size, align_corners, sh, sw)) \
+                return assign(grad_input, *r);                                                    \
+        return fallback_to_cpu<ATEN_OP2 aten_bw>(grad, size, in_size, align_corners, sh, sw,      \
+                                                 grad_input);                                     \
+    }
+
+SPYRE_AA(bilinear2d_aa_out, bilinear2d_aa_backward, (_upsample_bilinear2d_aa, out),
+         (_upsample_bilinear2d_aa_backward, grad_input), false)
+SPYRE_AA(bicubic2d_aa_out, bicubic2d_aa_backward, (_upsample_bicubic2d_aa, out),
+         (_upsample_bicubic2d_aa_backward, grad_input), true)
+#undef SPYRE_AA
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -333,6 +431,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("upsample_trilinear3d_backward.grad_input", TORCH_FN(trilinear3d_backward));
     m.impl("upsample_bicubic2d.out", TORCH_FN(bicubic2d_out));
     m.impl("upsample_bicubic2d_backward.grad_input", TORCH_FN(bicubic2d_backward));
+    m.impl("_upsample_bilinear2d_aa.out", TORCH_FN(bilinear2d_aa_out));
+    m.impl("_upsample_bicubic2d_aa.out", TORCH_FN(bicubic2d_aa_out));
+    m.impl("_upsample_bilinear2d_aa_backward.grad_input", TORCH_FN(bilinear2d_aa_backward));
+    m.impl("_upsample_bicubic2d_aa_backward.grad_input", TORCH_FN(bicubic2d_aa_backward));
 }
 
 }  // namespace torch_spyre::aten
