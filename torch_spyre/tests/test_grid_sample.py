@@ -1,5 +1,5 @@
-"""F.grid_sample (grid_sampler_2d) on the card under strict mode against the CPU: bilinear and
-nearest, padding zeros / border / reflection, align_corners both, fp32/fp16/bf16, grids reaching
+"""F.grid_sample (grid_sampler_2d) on the card under strict mode against the CPU: bilinear,
+nearest and bicubic, padding zeros / border / reflection, align_corners both, fp32/fp16/bf16, grids reaching
 outside [-1, 1], odd sizes, non-contiguous operands; the gradients of the input and the grid;
 a spatial-transformer training step (affine_grid + grid_sample + conv)."""
 
@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from conftest import FLOATS, close, make
 
-MODES = ["bilinear", "nearest"]
+MODES = ["bilinear", "nearest", "bicubic"]
 PADDINGS = ["zeros", "border", "reflection"]
 
 
