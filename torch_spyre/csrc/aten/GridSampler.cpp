@@ -32,144 +32,6 @@ namespace {
 enum Interp : int64_t { kBilinear = 0, kNearest = 1, kBicubic = 2 };
 enum Padding : int64_t { kZeros = 0, kBorder = 1, kReflection = 2 };
 
-// A sampling coordinate along one dim (fp32, [N, Ho, Wo]) and d coordinate / d grid.
-struct Coord {
-    at::Tensor pos, mult;
-};
-
-float scaling_of(int64_t size, bool align_corners) {
-    return align_corners ? static_cast<float>(size - 1) / 2 : static_cast<float>(size) / 2;
-}
-
-at::Tensor unnormalize(const at::Tensor& g, int64_t size, bool align_corners) {
-    const at::Tensor pos = (g + 1) * scaling_of(size, align_corners);
-    return align_corners ? pos : pos - 0.5;
-}
-
-// The CPU's compute_coordinates for one input dim of `size` on unnormalized positions: clip
-// (border) or reflect and clip (reflection); the multiplier is `mult` times the clip's (0 at
-// and beyond the borders) and the reflection's (+-1) derivatives.
-Coord bound(at::Tensor pos, at::Tensor mult, int64_t size, int64_t padding, bool align_corners) {
-    if (padding == kZeros) return {pos, mult};
-    const float max = static_cast<float>(size - 1);
-    if (padding == kReflection) {
-        if (align_corners && size <= 1) return {at::zeros_like(pos), at::zeros_like(pos)};
-        const float low = align_corners ? 0.0f : -0.5f;
-        const float twice_span = align_corners ? 2.0f * max : 2.0f * static_cast<float>(size);
-        const at::Tensor from_low = pos - low;
-        const at::Tensor a = from_low.abs();
-        const at::Tensor extra = a - (a / twice_span).floor() * twice_span;  // a >= 0: trunc
-        const at::Tensor reflected = twice_span - extra;
-        const at::Tensor flip = extra > reflected;
-        pos = at::where(flip, reflected, extra) + low;
-        // d/d pos: -1 when exactly one of (one more flip, below low) holds
-        if (mult.defined()) mult = at::where(at::logical_xor(flip, from_low < 0), -mult, mult);
-    }
-    // clip to [0, size - 1]; the borders themselves count as outside for the gradient
-    const at::Tensor inside = (pos > 0).logical_and_(pos < max);
-    return {pos.clamp(0, max), mult.defined() ? mult * inside : mult};
-}
-
-// The CPU's ComputeLocation: unnormalize, then bound (bilinear and nearest). Bicubic bounds
-// each tap instead, and its grid gradient takes only the unnormalize's factor.
-Coord locate(const at::Tensor& g, int64_t size, int64_t padding, bool align_corners, int64_t mode) {
-    const at::Tensor pos = unnormalize(g, size, align_corners);
-    const at::Tensor mult = at::full_like(pos, scaling_of(size, align_corners));
-    if (mode == kBicubic) return {pos, mult};
-    return bound(pos, mult, size, padding, align_corners);
-}
-
-// Bicubic: the taps -1, 0, 1, 2 around floor(pos) along one dim ([4, P]): their columns (each
-// bounded as the CPU's get_value_bounded does, then clamped for the gather), the in-range
-// masks, the cubic convolution coefficients of t = pos - floor(pos) (A = -0.75, as
-// get_cubic_coefficients) and their derivatives d coefficient / d t.
-struct Taps {
-    at::Tensor index, valid, coeff, dcoeff;
-};
-
-Taps cubic_taps(const at::Tensor& pos, int64_t size, int64_t padding, bool align_corners) {
-    constexpr float A = -0.75f;
-    const at::Device dev = pos.device();
-    const int64_t P = pos.numel();
-    const at::Tensor p = pos.reshape({1, P}), i0 = p.floor(), t = p - i0;
-    const auto column = [&](std::initializer_list<float> v) {
-        return at::tensor(std::vector<float>(v), at::kFloat).view({4, 1}).to(dev);
-    };
-    // the coefficients' arguments t + 1, t, 1 - t, 2 - t; taps 0 and 3 lie in (1, 2)
-    const at::Tensor x = column({1, 0, 1, 2}) + t * column({1, 1, -1, -1});
-    const at::Tensor outer = column({1, 0, 0, 1}) > 0;
-    const at::Tensor inner_c = ((A + 2) * x - (A + 3)) * x * x + 1;
-    const at::Tensor outer_c = ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
-    const at::Tensor inner_d = (3 * (A + 2) * x - 2 * (A + 3)) * x;
-    const at::Tensor outer_d = (3 * A * x - 10 * A) * x + 8 * A;
-    Taps taps;
-    taps.coeff = at::where(outer, outer_c, inner_c);
-    taps.dcoeff = at::where(outer, outer_d, inner_d) * column({1, 1, -1, -1});
-    const at::Tensor bounded =
-        bound(i0 + column({-1, 0, 1, 2}), at::Tensor(), size, padding, align_corners)
-            .pos.to(at::kLong);
-    taps.valid = (bounded >= 0).logical_and_(bounded < size);
-    taps.index = bounded.clamp(0, size - 1);
-    return taps;
-}
-
-// The corners of every output point: flat row indices into [N*H*W, C] ([K, P] int64), their
-// weights with out-of-range corners zeroed ([K, P] fp32) and, for the grid's gradient, the
-// distances to the sides (bilinear: w, e, n, s as [P]) and the in-range masks ([K, P] fp32).
-struct Corners {
-    at::Tensor rows, weights, valid;
-    at::Tensor w, e, n, s;
-    Taps tx, ty;  // bicubic
-};
-
-Corners corners_of(const Coord& x, const Coord& y, int64_t N, int64_t H, int64_t W, int64_t mode,
-                   int64_t padding, bool align_corners) {
-    const at::Device dev = x.pos.device();
-    const int64_t P = x.pos.numel();
-    const at::TensorOptions lopt = at::TensorOptions().dtype(at::kLong).device(dev);
-    const at::Tensor base = (at::arange(N, lopt) * (H * W)).view({N, 1, 1}).expand(x.pos.sizes());
-    Corners c;
-    at::Tensor cx, cy;  // [K, P] int64 corner columns and rows
-    if (mode == kBicubic) {
-        // 16 corners, row-major: corner 4 j + i is (tap i along x, tap j along y)
-        c.tx = cubic_taps(x.pos, W, padding, align_corners);
-        c.ty = cubic_taps(y.pos, H, padding, align_corners);
-        c.valid = c.ty.valid.view({4, 1, P})
-                      .logical_and(c.tx.valid.view({1, 4, P}))
-                      .reshape({16, P})
-                      .to(at::kFloat);
-        c.weights =
-            (c.ty.coeff.view({4, 1, P}) * c.tx.coeff.view({1, 4, P})).reshape({16, P}) * c.valid;
-        c.rows =
-            (base.reshape({1, 1, P}) + c.ty.index.view({4, 1, P}) * W + c.tx.index.view({1, 4, P}))
-                .reshape({16, P});
-        return c;
-    }
-    if (mode == kNearest) {
-        cx = x.pos.round().to(at::kLong).reshape({1, P});
-        cy = y.pos.round().to(at::kLong).reshape({1, P});
-        c.weights = at::ones({1, P}, x.pos.options());
-    } else {
-        const at::Tensor xw = x.pos.floor(), yn = y.pos.floor();
-        c.w = (x.pos - xw).reshape({P});
-        c.e = 1 - c.w;
-        c.n = (y.pos - yn).reshape({P});
-        c.s = 1 - c.n;
-        // corner order nw, ne, sw, se: x + (0, 1, 0, 1), y + (0, 0, 1, 1)
-        const at::Tensor ix = xw.to(at::kLong).reshape({1, P});
-        const at::Tensor iy = yn.to(at::kLong).reshape({1, P});
-        cx = ix + at::tensor({0, 1, 0, 1}, at::kLong).view({4, 1}).to(dev);
-        cy = iy + at::tensor({0, 0, 1, 1}, at::kLong).view({4, 1}).to(dev);
-        c.weights = at::stack({c.s * c.e, c.s * c.w, c.n * c.e, c.n * c.w});
-    }
-    const at::Tensor valid =
-        (cx >= 0).logical_and_(cx < W).logical_and_(cy >= 0).logical_and_(cy < H);
-    c.valid = valid.to(at::kFloat);
-    c.weights = c.weights * c.valid;
-    c.rows = base.reshape({1, P}) + cy.clamp(0, H - 1) * W + cx.clamp(0, W - 1);
-    return c;
-}
-
 // The input's gradient [N*H*W, C]: parts [K, P, C] added onto rows [K, P] (duplicates
 // accumulate). The scatter program keeps its table in a core's scratchpad, so a table above
 // ~1 MiB is added in groups of whole images (a corner only reaches its own image's rows) and, for
@@ -214,23 +76,145 @@ bool on_card(const at::Tensor& input, const at::Tensor& grid, int64_t mode, int6
            mode >= kBilinear && mode <= kBicubic && padding >= kZeros && padding <= kReflection;
 }
 
-// The sampling state both directions share.
-struct Sampling {
-    Coord x, y;
-    Corners c;
-    at::Tensor rows_table;  // the input as [N*H*W, C], fp32
+// Both grid components travel together: [2, ...] tensors, row 0 for x (the input's W), row 1
+// for y (H); the per-component constants are [2, 1, ...] tensors that broadcast over the rest.
+at::Tensor pair(float x, float y, int64_t rank, at::Device dev) {
+    std::vector<int64_t> shape(static_cast<size_t>(rank), 1);
+    shape[0] = 2;
+    return at::tensor(std::vector<float>{x, y}, at::kFloat).view(shape).to(dev);
+}
+
+at::Tensor pair_long(int64_t x, int64_t y, int64_t rank, at::Device dev) {
+    std::vector<int64_t> shape(static_cast<size_t>(rank), 1);
+    shape[0] = 2;
+    return at::tensor(std::vector<int64_t>{x, y}, at::kLong).view(shape).to(dev);
+}
+
+// A constant along the tap dim (dim 1 of [2, K, P]).
+at::Tensor taps_of(std::vector<float> v, at::Device dev) {
+    const int64_t k = static_cast<int64_t>(v.size());
+    return at::tensor(v, at::kFloat).view({1, k, 1}).to(dev);
+}
+
+// Sampling positions of both components and d position / d grid.
+struct Coord {
+    at::Tensor pos, mult;
 };
 
+// The CPU's compute_coordinates on unnormalized positions [2, ...] of an input W x H: clip
+// (border) or reflect and clip (reflection); the multiplier (when defined) is multiplied by the
+// clip's (0 at and beyond the borders) and the reflection's (+-1) derivatives.
+Coord bound(at::Tensor pos, at::Tensor mult, int64_t W, int64_t H, int64_t padding,
+            bool align_corners) {
+    if (padding == kZeros) return {pos, mult};
+    const int64_t rank = pos.dim();
+    const at::Device dev = pos.device();
+    const at::Tensor max = pair(static_cast<float>(W - 1), static_cast<float>(H - 1), rank, dev);
+    if (padding == kReflection) {
+        const float low = align_corners ? 0.0f : -0.5f;
+        const at::Tensor twice_span = align_corners
+                                          ? pair(2.0f * (W - 1), 2.0f * (H - 1), rank, dev)
+                                          : pair(2.0f * W, 2.0f * H, rank, dev);
+        const at::Tensor from_low = pos - low;
+        const at::Tensor a = from_low.abs();
+        const at::Tensor extra = a - (a / twice_span).floor() * twice_span;  // a >= 0: trunc
+        const at::Tensor reflected = twice_span - extra;
+        const at::Tensor flip = extra > reflected;
+        pos = at::where(flip, reflected, extra) + low;
+        // d/d pos: -1 when exactly one of (one more flip, below low) holds
+        if (mult.defined()) mult = at::where(at::logical_xor(flip, from_low < 0), -mult, mult);
+        if (align_corners && (W <= 1 || H <= 1)) {  // an empty span reflects everything to 0
+            const at::Tensor empty = pair(W <= 1, H <= 1, rank, dev) > 0;
+            pos = at::where(empty, 0.0, pos);
+            if (mult.defined()) mult = at::where(empty, 0.0, mult);
+        }
+    }
+    // clip to [0, size - 1]; the borders themselves count as outside for the gradient
+    if (mult.defined()) mult = mult * (pos > 0).logical_and_(pos < max);
+    return {at::minimum(pos.clamp_min(0), max), mult};
+}
+
+// Along each component, the taps around every point ([2, K, P]): masked weights and their
+// derivatives d weight / d position (0 for taps out of range), and the clamped columns / rows.
+struct Taps {
+    at::Tensor weight, dweight, index;
+};
+
+// Taps at integer positions `at` ([2, K, P] float, already bounded), with their weights.
+Taps taps_at(const at::Tensor& at, const at::Tensor& weight, const at::Tensor& dweight, int64_t W,
+             int64_t H) {
+    const at::Tensor index = at.to(at::kLong);
+    const at::Tensor clamped =
+        at::minimum(index.clamp_min(0), pair_long(W - 1, H - 1, 3, index.device()));
+    const at::Tensor valid = clamped == index;  // zeros padding: out of range reads nothing
+    Taps t;
+    t.weight = at::where(valid, weight, 0.0);
+    if (dweight.defined()) t.dweight = at::where(valid, dweight, 0.0);
+    t.index = clamped;
+    return t;
+}
+
+// The sampling state both directions share: the positions, the taps, and the input as rows
+// [N*H*W, C] (fp32) with every corner of every point one flat row index n*H*W + y*W + x
+// ([K*K, P], the corner (j, i) of tap j along y and tap i along x at j*K + i) and its weight.
+struct Sampling {
+    Coord c;
+    Taps t;
+    at::Tensor rows, weights, table;
+};
+
+// grid_grad: the weights' derivatives are wanted too.
 Sampling prepare(const at::Tensor& input, const at::Tensor& grid, int64_t mode, int64_t padding,
-                 bool align_corners) {
+                 bool align_corners, bool grid_grad) {
     const int64_t N = input.size(0), C = input.size(1), H = input.size(2), W = input.size(3);
-    const at::Tensor g = widened(grid);
+    const int64_t P = grid.numel() / 2;
+    const at::Device dev = input.device();
+    const at::Tensor g = widened(grid).reshape({P, 2}).t().contiguous();  // [2, P]
+    const at::Tensor scaling = align_corners ? pair((W - 1) / 2.0f, (H - 1) / 2.0f, 2, dev)
+                                             : pair(W / 2.0f, H / 2.0f, 2, dev);
+    at::Tensor pos = (g + 1) * scaling;
+    if (!align_corners) pos = pos - 0.5;
     Sampling s;
-    s.x = locate(g.select(3, 0), W, padding, align_corners, mode);
-    s.y = locate(g.select(3, 1), H, padding, align_corners, mode);
-    s.c = corners_of(s.x, s.y, N, H, W, mode, padding, align_corners);
+    // bicubic bounds each tap instead, and its gradient takes only the unnormalize's factor
+    s.c =
+        mode == kBicubic ? Coord{pos, scaling} : bound(pos, scaling, W, H, padding, align_corners);
+    if (mode == kNearest) {
+        s.t = taps_at(s.c.pos.round().view({2, 1, P}), at::ones({1, 1, 1}, pos.options()),
+                      at::Tensor(), W, H);
+    } else if (mode == kBilinear) {
+        const at::Tensor low = s.c.pos.floor(), frac = s.c.pos - low;
+        s.t = taps_at(low.view({2, 1, P}) + taps_of({0, 1}, dev), at::stack({1 - frac, frac}, 1),
+                      grid_grad ? taps_of({-1, 1}, dev) : at::Tensor(), W, H);
+    } else {
+        // taps -1, 0, 1, 2 around floor(pos), each bounded as the CPU's get_value_bounded; the
+        // Keys coefficients (A = -0.75, as get_cubic_coefficients) of t + 1, t, 1 - t, 2 - t and
+        // their derivatives d / d t (taps 0 and 3 lie in (1, 2), the others in [0, 1])
+        constexpr float A = -0.75f;
+        const at::Tensor low = s.c.pos.floor().view({2, 1, P});
+        const at::Tensor t = s.c.pos.view({2, 1, P}) - low;
+        const at::Tensor sign = taps_of({1, 1, -1, -1}, dev);
+        const at::Tensor x = t * sign + taps_of({1, 0, 1, 2}, dev);
+        const at::Tensor outer = taps_of({1, 0, 0, 1}, dev) > 0;
+        const at::Tensor coeff = at::where(outer, ((A * x - 5 * A) * x + 8 * A) * x - 4 * A,
+                                           ((A + 2) * x - (A + 3)) * x * x + 1);
+        const at::Tensor dcoeff = grid_grad ? at::where(outer, (3 * A * x - 10 * A) * x + 8 * A,
+                                                        (3 * (A + 2) * x - 2 * (A + 3)) * x) *
+                                                  sign
+                                            : at::Tensor();
+        const at::Tensor at_taps =
+            bound(low + taps_of({-1, 0, 1, 2}, dev), at::Tensor(), W, H, padding, align_corners)
+                .pos;
+        s.t = taps_at(at_taps, coeff, dcoeff, W, H);
+    }
+    const int64_t K = s.t.index.size(1);
+    const at::TensorOptions lopt = at::TensorOptions().dtype(at::kLong).device(dev);
+    const at::Tensor base =
+        (at::arange(N, lopt) * (H * W)).view({N, 1}).expand({N, P / N}).reshape({1, 1, P});
+    s.rows =
+        ((s.t.index[1] * W).view({K, 1, P}) + base + s.t.index[0].view({1, K, P})).view({K * K, P});
+    s.weights = (s.t.weight[1].view({K, 1, P}) * s.t.weight[0].view({1, K, P})).view({K * K, P});
     // contiguous first: for N == 1 the reshape would be a strided view the gather refuses
-    s.rows_table = widened(input).permute({0, 2, 3, 1}).contiguous().view({N * H * W, C});
+    s.table = widened(input).permute({0, 2, 3, 1}).contiguous().view({N * H * W, C});
     return s;
 }
 
@@ -241,10 +225,10 @@ at::Tensor grid_sampler_2d(const at::Tensor& input, const at::Tensor& grid, int6
     c10::DeviceGuard guard(input.device());
     const int64_t N = input.size(0), C = input.size(1);
     const int64_t Ho = grid.size(1), Wo = grid.size(2), P = N * Ho * Wo;
-    const Sampling s = prepare(input, grid, mode, padding, align_corners);
-    const int64_t K = s.c.rows.size(0);
-    const at::Tensor vals = s.rows_table.index_select(0, s.c.rows.reshape({K * P})).view({K, P, C});
-    const at::Tensor out = (vals * s.c.weights.unsqueeze(2)).sum(0);
+    const Sampling s = prepare(input, grid, mode, padding, align_corners, false);
+    const int64_t K = s.rows.size(0);
+    const at::Tensor vals = s.table.index_select(0, s.rows.reshape({K * P})).view({K, P, C});
+    const at::Tensor out = (vals * s.weights.unsqueeze(2)).sum(0);
     return out.view({N, Ho, Wo, C}).permute({0, 3, 1, 2}).contiguous().to(input.scalar_type());
 }
 
@@ -262,39 +246,29 @@ std::tuple<at::Tensor, at::Tensor> grid_sampler_2d_backward(const at::Tensor& gr
     c10::DeviceGuard guard(input.device());
     const int64_t N = input.size(0), C = input.size(1), H = input.size(2), W = input.size(3);
     const int64_t Ho = grid.size(1), Wo = grid.size(2), P = N * Ho * Wo;
-    const Sampling s = prepare(input, grid, mode, padding, align_corners);
-    const int64_t K = s.c.rows.size(0);
+    const Sampling s = prepare(input, grid, mode, padding, align_corners, mode != kNearest);
+    const int64_t K = s.rows.size(0), k = s.t.index.size(1);
     const at::Tensor go = widened(grad).permute({0, 2, 3, 1}).contiguous().view({P, C});
     at::Tensor grad_input, grad_grid;
     if (output_mask[0]) {
-        const at::Tensor parts = go.unsqueeze(0) * s.c.weights.unsqueeze(2);  // [K, P, C]
-        const at::Tensor gi = add_rows(s.c.rows, parts, N, H * W);
+        const at::Tensor parts = go.unsqueeze(0) * s.weights.unsqueeze(2);  // [K, P, C]
+        const at::Tensor gi = add_rows(s.rows, parts, N, H * W);
         grad_input =
             gi.view({N, H, W, C}).permute({0, 3, 1, 2}).contiguous().to(input.scalar_type());
     }
     if (mode == kNearest) {
         grad_grid = at::zeros(grid.sizes(), grid.options());  // no gradient through rounding
-    } else if (mode == kBicubic) {
-        // d out / d x = sum over the corners of value * dcoeff_x[i] * coeff_y[j] (and y alike),
-        // the values read as the forward read them, summed with the output's gradient over C
-        const at::Tensor v =
-            s.rows_table.index_select(0, s.c.rows.reshape({K * P})).view({K, P, C});
-        const at::Tensor vg = ((v * go.unsqueeze(0)).sum(2) * s.c.valid).view({4, 4, P});
-        const at::Tensor gx = ((vg * s.c.tx.dcoeff.view({1, 4, P})).sum(1) * s.c.ty.coeff).sum(0);
-        const at::Tensor gy = ((vg * s.c.tx.coeff.view({1, 4, P})).sum(1) * s.c.ty.dcoeff).sum(0);
-        grad_grid = at::stack({gx * s.x.mult.reshape({P}), gy * s.y.mult.reshape({P})}, 1)
-                        .view({N, Ho, Wo, 2})
-                        .to(grid.scalar_type());
     } else {
-        // the corner values as the forward read them (zero out of range)
-        const at::Tensor v =
-            s.rows_table.index_select(0, s.c.rows.reshape({K * P})).view({K, P, C}) *
-            s.c.valid.unsqueeze(2);
-        const at::Tensor gx =
-            (((v[1] - v[0]) * s.c.s.unsqueeze(1) + (v[3] - v[2]) * s.c.n.unsqueeze(1)) * go).sum(1);
-        const at::Tensor gy =
-            (((v[2] - v[0]) * s.c.e.unsqueeze(1) + (v[3] - v[1]) * s.c.w.unsqueeze(1)) * go).sum(1);
-        grad_grid = at::stack({gx * s.x.mult.reshape({P}), gy * s.y.mult.reshape({P})}, 1)
+        // d out / d x = sum over the corners (j, i) of value * dweight_x[i] * weight_y[j] (y
+        // alike), the values summed with the output's gradient over the channels first; the
+        // masked weights leave out what the forward did not read
+        const at::Tensor v = s.table.index_select(0, s.rows.reshape({K * P})).view({K, P, C});
+        const at::Tensor vg = (v * go.unsqueeze(0)).sum(2).view({k, k, P});
+        const at::Tensor gx = ((vg * s.t.dweight[0].view({1, k, P})).sum(1) * s.t.weight[1]).sum(0);
+        const at::Tensor gy = ((vg * s.t.weight[0].view({1, k, P})).sum(1) * s.t.dweight[1]).sum(0);
+        grad_grid = (at::stack({gx, gy}) * s.c.mult)
+                        .t()
+                        .contiguous()
                         .view({N, Ho, Wo, 2})
                         .to(grid.scalar_type());
     }
