@@ -10,10 +10,11 @@
 // padding, or the east/south corner at the last row or column) read a clamped row and are masked
 // out, and the corners are blended by their weights. The backward adds grad * weight of every
 // corner onto its row with index_add (duplicates accumulate), and the grid's gradient is the
-// CPU's formula: the corner differences times the distances (bicubic: the values times the
-// coefficients' derivatives), summed over the channels, times the derivative of the unnormalize
-// / clip / reflect step (bicubic: of the unnormalize only, as the CPU). Other dtypes run on the
-// CPU.
+// CPU's: the corner values (summed with the output's gradient over the channels) times the
+// derivative of their weight along the dim and the weight along the other (for bilinear the
+// CPU's corner differences times the distances), times the derivative of the unnormalize / clip
+// / reflect step (bicubic: of the unnormalize only, as the CPU). Both grid components are
+// computed together as [2, P] tensors. Other dtypes run on the CPU.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <c10/core/DeviceGuard.h>
