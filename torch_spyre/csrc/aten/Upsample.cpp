@@ -9,7 +9,8 @@
 // (nearest_idx and its 2x shortcut, area_pixel_compute_source_index, the clamps at the edges,
 // get_cubic_upsample_coefficients), so nearest results are the CPU's bit for bit and the
 // weighted ones agree to rounding. Backwards add each output's gradient (times
-// its weight) onto its source positions with index_add, dim by dim.
+// its weight) onto its source positions with index_add, dim by dim. Antialiased bilinear and
+// bicubic (antialias=True) are two matmuls with host-computed weight matrices (below).
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <c10/core/DeviceGuard.h>
