@@ -15,6 +15,13 @@ MODES = ["bilinear", "nearest", "bicubic"]
 PADDINGS = ["zeros", "border", "reflection"]
 
 
+def near(actual, expected, dtype, scale=1.0):
+    """close(), and fp32 results to 1e-5 relative (the rounding of positions and sums)."""
+    close(actual, expected, dtype, scale=scale)
+    if dtype == torch.float32:
+        torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5 * scale)
+
+
 def grid_of(n, h, w, dtype, seed=1, reach=1.6):
     """A random grid in [-reach, reach], plus a few exact pixel centres and corners."""
     g = torch.rand(n, h, w, 2, generator=torch.Generator().manual_seed(seed)) * 2 * reach - reach
@@ -35,7 +42,7 @@ def test_forward(strict, dtype, mode, padding, align_corners):
     want = F.grid_sample(x.float(), grid.float(), **kw)
     if mode == "nearest" and dtype == torch.float32:
         assert torch.equal(got.cpu(), want)  # the same pixels, copied
-    close(got.cpu(), want.to(dtype), dtype, scale=2.0)
+    near(got.cpu(), want.to(dtype), dtype, scale=2.0)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -44,7 +51,7 @@ def test_non_contiguous(strict, mode):
     grid = grid_of(2, 9, 4, torch.float32).transpose(1, 2)  # [2, 4, 9, 2], strided
     kw = {"mode": mode, "padding_mode": "zeros", "align_corners": False}
     got = F.grid_sample(x.to("spyre"), grid.to("spyre"), **kw)
-    close(got.cpu(), F.grid_sample(x, grid, **kw), torch.float32)
+    near(got.cpu(), F.grid_sample(x, grid, **kw), torch.float32)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -60,8 +67,8 @@ def test_gradients(strict, dtype, mode, padding, align_corners):
     xc, gc = x.float().requires_grad_(), grid.float().requires_grad_()
     (F.grid_sample(xs, gs, **kw) * w.to("spyre")).sum().backward()
     (F.grid_sample(xc, gc, **kw) * w.float()).sum().backward()
-    close(xs.grad.cpu(), xc.grad.to(dtype), dtype, scale=4.0)
-    close(gs.grad.cpu(), gc.grad.to(dtype), dtype, scale=8.0)
+    near(xs.grad.cpu(), xc.grad.to(dtype), dtype, scale=4.0)
+    near(gs.grad.cpu(), gc.grad.to(dtype), dtype, scale=8.0)
 
 
 def test_input_gradient_only(strict):
@@ -71,7 +78,7 @@ def test_input_gradient_only(strict):
     F.grid_sample(xs, grid.to("spyre"), align_corners=True).sum().backward()
     xc = x.clone().requires_grad_()
     F.grid_sample(xc, grid, align_corners=True).sum().backward()
-    close(xs.grad.cpu(), xc.grad, torch.float32)
+    near(xs.grad.cpu(), xc.grad, torch.float32)
 
 
 class SpatialTransformer(torch.nn.Module):
@@ -107,7 +114,7 @@ def test_spatial_transformer_step(strict):
         model.loss = loss.item()
     assert abs(card.loss - cpu.loss) <= 1e-5 * abs(cpu.loss) + 1e-6
     for (name, p), q in zip(cpu.named_parameters(), card.parameters()):
-        close(q.detach().cpu(), p.detach(), torch.float32, scale=2.0), name
+        near(q.detach().cpu(), p.detach(), torch.float32, scale=2.0)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -121,8 +128,10 @@ def test_one_large_image(strict, mode):
     xc, gc = x.clone().requires_grad_(), grid.clone().requires_grad_()
     got = F.grid_sample(xs, gs, mode=mode, align_corners=False)
     want = F.grid_sample(xc, gc, mode=mode, align_corners=False)
-    close(got.detach().cpu(), want.detach(), torch.float32)
+    near(got.detach().cpu(), want.detach(), torch.float32)
     (got * w.to("spyre")).sum().backward()
     (want * w).sum().backward()
-    close(xs.grad.cpu(), xc.grad, torch.float32, scale=4.0)
-    close(gs.grad.cpu(), gc.grad, torch.float32, scale=40.0)
+    near(xs.grad.cpu(), xc.grad, torch.float32, scale=4.0)
+    # the grid's gradient sums 64 channels of terms of both signs: to 1e-5 of its largest
+    # element (the CPU's fp32 result is as far from a float64 reference)
+    near(gs.grad.cpu(), gc.grad, torch.float32, scale=gc.grad.abs().max().item())
