@@ -1,7 +1,7 @@
 """binary_cross_entropy (weights, the log clamp, the [0, 1] check), smooth_l1_loss (beta 0 and
-positive), huber_loss and the 2-D NLL loss (cross-entropy of [N, C, H, W] logits: class
-weights, ignore_index) on the card under strict mode, forward and backward, every reduction,
-against the CPU."""
+positive), huber_loss, multi_margin_loss (p 1 and 2, margins, weights) and the 2-D NLL loss
+(cross-entropy of [N, C, H, W] logits: class weights, ignore_index) on the card under strict
+mode, forward and backward, every reduction, against the CPU."""
 
 import pytest
 import torch
@@ -18,11 +18,15 @@ def forward_backward(f, x, *args, **kw):
     return y.detach(), x.grad
 
 
-def compare(f, x, others, dtype, scale=4.0, **kw):
+def compare(f, x, others, dtype, scale=4.0, rtol=None, **kw):
+    """Forward and gradient against the CPU to dtype tolerance (and to rtol when given)."""
     got_y, got_g = forward_backward(f, x.to("spyre"), *[o.to("spyre") for o in others], **kw)
     want_y, want_g = forward_backward(f, x.float(), *[o.float() for o in others], **kw)
     close(got_y.cpu(), want_y.to(dtype), dtype, scale=scale)
     close(got_g.cpu(), want_g.to(dtype), dtype, scale=scale)
+    if rtol is not None:
+        for got, want in ((got_y, want_y), (got_g, want_g)):
+            torch.testing.assert_close(got.cpu(), want, rtol=rtol, atol=rtol * scale)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -71,3 +75,41 @@ def test_cross_entropy_of_images(strict, dtype, reduction):
                                           reduction=reduction, **cpu)
         close(got_y.cpu(), want_y.to(dtype), dtype, scale=8.0)
         close(got_g.cpu(), want_g.to(dtype), dtype, scale=4.0)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("p", [1, 2])
+def test_multi_margin_loss(strict, reduction, p):
+    """The mean over the other classes of w[t] max(0, margin - x[t] + x[d])^p (the CPU kernel
+    takes fp32 and fp64 only); a margin that leaves some terms out, with and without weights,
+    a single sample of 1-D scores, a non-contiguous input."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 7, generator=g)
+    t = torch.tensor([0, 6, 3, 3, 1, 5])
+    w = torch.rand(7, generator=g) + 0.5
+    for margin in (1.0, 0.3):
+        kw = {"p": p, "margin": margin, "reduction": reduction}
+        compare(lambda x, t: F.multi_margin_loss(x, t.long(), **kw), x, [t], torch.float32,
+                scale=1.0, rtol=1e-5)
+        compare(lambda x, t, w: F.multi_margin_loss(x, t.long(), weight=w, **kw), x, [t, w],
+                torch.float32, scale=1.0, rtol=1e-5)
+    kw = {"p": p, "reduction": reduction}
+    compare(lambda x, t: F.multi_margin_loss(x, t.long(), **kw), x[0], [t[2]], torch.float32,
+            scale=1.0, rtol=1e-5)
+    xt = torch.randn(7, 5, generator=g).t()  # [5, 7], strided
+    compare(lambda x, t: F.multi_margin_loss(x, t.long(), **kw), xt, [t[:5]], torch.float32,
+            scale=1.0, rtol=1e-5)
+    # nn.MultiMarginLoss as a module
+    got = torch.nn.MultiMarginLoss(p=p, weight=w.to("spyre"), reduction=reduction)(
+        x.to("spyre"), t.to("spyre"))
+    close(got.cpu(), torch.nn.MultiMarginLoss(p=p, weight=w, reduction=reduction)(x, t),
+          torch.float32)
+
+
+def test_multi_margin_loss_refuses_what_the_cpu_refuses(strict):
+    x = torch.randn(3, 4)
+    for t in (torch.tensor([0, 4, 1]), torch.tensor([0, -1, 1])):
+        with pytest.raises(RuntimeError, match="target out of range"):
+            F.multi_margin_loss(x, t)
+        with pytest.raises(RuntimeError, match="target out of range"):
+            F.multi_margin_loss(x.to("spyre"), t.to("spyre"))

@@ -1,7 +1,8 @@
 // Losses on the card, composed of the device's elementwise and reduction kernels in fp32:
 // mse_loss, binary_cross_entropy (weights; the CPU's log clamp at -100 and its [0, 1] check),
-// smooth_l1_loss and huber_loss, and their backwards (reductions none, mean, sum), the result
-// rounded once to the input's type. Other types and mixed operands run on the CPU fallback.
+// smooth_l1_loss, huber_loss and multi_margin_loss, and their backwards (reductions none, mean,
+// sum), the result rounded once to the input's type. Other types and mixed operands run on the
+// CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/core/Reduction.h>
@@ -252,6 +253,119 @@ at::Tensor& huber_loss_backward_out(const at::Tensor& grad, const at::Tensor& se
                                                                grad_input);
 }
 
+// multi_margin_loss (nn.MultiMarginLoss): per sample i with target t, the mean over the classes
+// d != t of w[t] * max(0, margin - x[t] + x[d])^p, p 1 or 2; the target's score by a gather,
+// the rest elementwise on [N, D] in fp32, a row sum. The CPU kernel takes fp32 and fp64 only
+// (16-bit inputs go to its error); a target out of [0, D) is the CPU's error (one host read).
+struct MarginTerms {
+    at::Tensor z, keep, scale;  // [N, D] margin - x[t] + x[d]; the counted terms; w[t] or undef
+    int64_t n, d;
+};
+
+std::optional<MarginTerms> margin_terms(const at::Tensor& self, const at::Tensor& target,
+                                        const at::Scalar& p, const at::Scalar& margin,
+                                        const std::optional<at::Tensor>& weight,
+                                        int64_t reduction) {
+    const bool weighted = weight && weight->defined();
+    const int64_t dims = self.dim();
+    if (!self.is_privateuseone() || self.scalar_type() != at::kFloat || dims < 1 || dims > 2 ||
+        self.numel() == 0 || !target.is_privateuseone() || target.device() != self.device() ||
+        (target.scalar_type() != at::kLong && target.scalar_type() != at::kInt) ||
+        target.dim() > 1 || !known_reduction(reduction) || p.isComplex() || margin.isComplex())
+        return std::nullopt;
+    const double pv = p.toDouble();
+    const int64_t n = dims == 1 ? 1 : self.size(0), d = self.size(dims - 1);
+    if ((pv != 1 && pv != 2) || target.numel() != n ||
+        (weighted && (!weight->is_privateuseone() || weight->scalar_type() != at::kFloat ||
+                      weight->dim() != 1 || weight->numel() != d)))
+        return std::nullopt;
+    c10::DeviceGuard guard(self.device());
+    const at::Tensor t = target.reshape({n, 1}).to(at::kLong);
+    TORCH_CHECK(!((t < 0).logical_or_(t >= d)).any().item<bool>(), "target out of range");
+    const at::Tensor x = self.reshape({n, d});
+    MarginTerms m{(margin.toFloat() - x.gather(1, t)) + x, {}, {}, n, d};
+    const at::Tensor col = at::arange(d, t.options()).view({1, d});
+    m.keep = (m.z > 0).logical_and_(col != t);
+    if (weighted) m.scale = weight->index_select(0, t.view({n})).view({n, 1});
+    return m;
+}
+
+at::Tensor multi_margin_value(const MarginTerms& m, double p, int64_t reduction, int64_t tdim) {
+    at::Tensor h = p == 1 ? m.z : m.z * m.z;
+    h = at::where(m.keep, h, 0.0);
+    if (m.scale.defined()) h = h * m.scale;
+    const at::Tensor loss = h.sum(1) / static_cast<double>(m.d);
+    if (reduction == at::Reduction::Mean) return loss.mean();
+    if (reduction == at::Reduction::Sum) return loss.sum();
+    return tdim > 0 ? loss : loss.reshape({});
+}
+
+at::Tensor multi_margin_loss(const at::Tensor& self, const at::Tensor& target, const at::Scalar& p,
+                             const at::Scalar& margin, const std::optional<at::Tensor>& weight,
+                             int64_t reduction) {
+    if (auto m = margin_terms(self, target, p, margin, weight, reduction))
+        return multi_margin_value(*m, p.toDouble(), reduction, target.dim());
+    return fallback_to_cpu<ATEN_OP(multi_margin_loss)>(self, target, p, margin, weight, reduction);
+}
+
+at::Tensor& multi_margin_loss_out(const at::Tensor& self, const at::Tensor& target,
+                                  const at::Scalar& p, const at::Scalar& margin,
+                                  const std::optional<at::Tensor>& weight, int64_t reduction,
+                                  at::Tensor& out) {
+    if (out.is_privateuseone())
+        if (auto m = margin_terms(self, target, p, margin, weight, reduction))
+            return store(out, multi_margin_value(*m, p.toDouble(), reduction, target.dim()), self);
+    return fallback_to_cpu<ATEN_OP2(multi_margin_loss, out)>(self, target, p, margin, weight,
+                                                             reduction, out);
+}
+
+// d loss / d x[d] = g (p 1) or 2 g z (p 2) times w[t] for each counted term, and minus their
+// sum at the target; g = 1 / D, or 1 / (N D) for the mean (the CPU's scaling), then times the
+// incoming gradient (one number, or one per sample for reduction none).
+std::optional<at::Tensor> multi_margin_grad(const at::Tensor& grad, const at::Tensor& self,
+                                            const at::Tensor& target, const at::Scalar& p,
+                                            const at::Scalar& margin,
+                                            const std::optional<at::Tensor>& weight,
+                                            int64_t reduction) {
+    if (!grad.is_privateuseone() || grad.scalar_type() != at::kFloat) return std::nullopt;
+    auto m = margin_terms(self, target, p, margin, weight, reduction);
+    if (!m) return std::nullopt;
+    const bool per_sample = reduction == at::Reduction::None && grad.dim() > 0;
+    if ((per_sample && grad.numel() != m->n) || (!per_sample && grad.numel() != 1))
+        return std::nullopt;
+    const double g = reduction == at::Reduction::Mean ? 1.0 / static_cast<double>(m->n * m->d)
+                                                      : 1.0 / static_cast<double>(m->d);
+    at::Tensor h = p.toDouble() == 1 ? at::full_like(m->z, g) : m->z * (2 * g);
+    h = at::where(m->keep, h, 0.0);
+    if (m->scale.defined()) h = h * m->scale;
+    const at::Tensor t = target.reshape({m->n, 1}).to(at::kLong);
+    const at::Tensor at_target = at::arange(m->d, t.options()).view({1, m->d}) == t;
+    at::Tensor gi = h - at_target * h.sum(1, /*keepdim=*/true);
+    gi = gi * grad.reshape({per_sample ? m->n : 1, 1});
+    return gi.reshape(self.sizes());
+}
+
+at::Tensor multi_margin_loss_backward(const at::Tensor& grad, const at::Tensor& self,
+                                      const at::Tensor& target, const at::Scalar& p,
+                                      const at::Scalar& margin,
+                                      const std::optional<at::Tensor>& weight, int64_t reduction) {
+    if (auto r = multi_margin_grad(grad, self, target, p, margin, weight, reduction)) return *r;
+    return fallback_to_cpu<ATEN_OP(multi_margin_loss_backward)>(grad, self, target, p, margin,
+                                                                weight, reduction);
+}
+
+at::Tensor& multi_margin_loss_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                                           const at::Tensor& target, const at::Scalar& p,
+                                           const at::Scalar& margin,
+                                           const std::optional<at::Tensor>& weight,
+                                           int64_t reduction, at::Tensor& grad_input) {
+    if (grad_input.is_privateuseone())
+        if (auto r = multi_margin_grad(grad, self, target, p, margin, weight, reduction))
+            return store(grad_input, *r, self);
+    return fallback_to_cpu<ATEN_OP2(multi_margin_loss_backward, grad_input)>(
+        grad, self, target, p, margin, weight, reduction, grad_input);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -268,6 +382,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("huber_loss.out", TORCH_FN(huber_loss_out));
     m.impl("huber_loss_backward", TORCH_FN(huber_loss_backward));
     m.impl("huber_loss_backward.out", TORCH_FN(huber_loss_backward_out));
+    m.impl("multi_margin_loss", TORCH_FN(multi_margin_loss));
+    m.impl("multi_margin_loss.out", TORCH_FN(multi_margin_loss_out));
+    m.impl("multi_margin_loss_backward", TORCH_FN(multi_margin_loss_backward));
+    m.impl("multi_margin_loss_backward.grad_input", TORCH_FN(multi_margin_loss_backward_out));
 }
 
 }  // namespace torch_spyre::aten
