@@ -41,6 +41,7 @@ from . import _fused_optim  # noqa: E402
 _fused_optim.install()  # Adam / AdamW with fused=True: foreach ops on the card
 
 from . import distributed  # noqa: E402
+from . import quantization  # noqa: E402
 
 distributed.register()  # dist.init_process_group("spyre")
 
