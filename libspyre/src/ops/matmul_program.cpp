@@ -336,29 +336,29 @@ std::vector<uint8_t> build_matmul(const MatmulShape& s, const MatmulSplit& p) {
     else
         b.li(12, 0);
     b.addi(10, 12, l.c);  // fp32 rows in LX
-    if (s.has_scale) {    // the sub-tile's columns times their scales (launch argument 5)
+    // a per-column vector (the sub-tile's sn elements of type t at DDR r11) loaded into LX at
+    // `lx` and applied to the fp32 rows by `op`, broadcast over the rows
+    auto column_op = [&](isa::VBin op, DType t, int64_t lx) {
+        b.li(23, lx);
+        b.li(24, sn * isa::dtype_size(t));
+        b.span(11);
+        b.load(23, 11, 24);
+        b.set_regs(24, {rows_st, sn, sn * 4, sn * 4, 0});
+        b.vbin2(op, isa::Bcast::ROW, DType::F32, DType::F32, t, 10, 10, 23, 24);
+    };
+    if (s.has_scale) {  // the sub-tile's columns times their scales (launch argument 5)
         const int64_t ses = isa::dtype_size(s.scale_t);
         b.arg(11, 5);
         b.muli(23, 8, tn * ses);
         b.add(11, 11, 23);
         b.muli(23, 21, sn * ses);
         b.add(11, 11, 23);
-        b.li(23, l.scale);
-        b.li(24, sn * ses);
-        b.span(11);
-        b.load(23, 11, 24);
-        b.set_regs(24, {rows_st, sn, sn * 4, sn * 4, 0});
-        b.vbin2(isa::VBin::MUL, isa::Bcast::ROW, DType::F32, DType::F32, s.scale_t, 10, 10, 23, 24);
+        column_op(isa::VBin::MUL, s.scale_t, l.scale);
     }
     if (s.has_bias) {
         b.muli(11, 21, sn * bes);
         b.add(11, 11, 16);
-        b.li(23, l.bias);
-        b.li(24, sn * bes);
-        b.span(11);
-        b.load(23, 11, 24);
-        b.set_regs(24, {rows_st, sn, sn * 4, sn * 4, 0});
-        b.vbin2(isa::VBin::ADD, isa::Bcast::ROW, DType::F32, DType::F32, s.bias_t, 10, 10, 23, 24);
+        column_op(isa::VBin::ADD, s.bias_t, l.bias);
     }
     if (s.has_act) {
         b.set_regs(24, {rows_st, sn, sn * 4, sn * 4});
