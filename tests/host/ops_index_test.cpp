@@ -305,6 +305,43 @@ TEST_F(Ops, IndexTilesOperandsLargerThanTheScratchpad) {
     EXPECT_EQ(SPYRE_ERROR_NOT_SUPPORTED, spyre_op_gather(nullptr, &tb, 0, &tfi, &tf, 0));
 }
 
+// More work than one launch may do (the engine's budget of 2^21 timed operations per job):
+// split into launches over the slabs (a scatter_add along the last dim of 8192 rows of 130,
+// odd so the split points keep every operand on a stick) or, with one slab, over the tiles in
+// ascending order (2.5 million positions into 64 targets); the sums equal a sequential host
+// loop's bit for bit, so repeated targets still add in the order of their positions.
+TEST_F(Ops, IndexSplitsWorkBeyondOneLaunchsBudget) {
+    struct Big {
+        int64_t O, V, N;
+    } bigs[] = {{8192, 130, 130}, {1, 64, 2500000}};
+    for (const Big& k : bigs) {
+        SCOPED_TRACE(std::to_string(k.O) + " x " + std::to_string(k.N));
+        Buf acc(dev, SPYRE_DTYPE_FLOAT32, k.O * k.V), src(dev, SPYRE_DTYPE_FLOAT32, k.O * k.N),
+            ix(dev, SPYRE_DTYPE_INT64, k.O * k.N);
+        for (int64_t i = 0; i < k.O * k.V; ++i) store(acc.t, acc.host, i, 0);
+        acc.upload();
+        src.random(7);
+        fill_index(ix, k.V, 8, false);
+        const spyre_tensor ta = k.O > 1 ? acc.tensor({k.O, k.V}) : acc.tensor({k.V}),
+                           ts = k.O > 1 ? src.tensor({k.O, k.N}) : src.tensor({k.N}),
+                           ti = k.O > 1 ? ix.tensor({k.O, k.N}) : ix.tensor({k.N});
+        const int32_t dim = k.O > 1 ? 1 : 0;
+        ASSERT_SPYRE(spyre_op_scatter(nullptr, &ta, dim, &ti, &ts, SPYRE_INDEX_ACCUMULATE));
+        spyre_op_info info;
+        ASSERT_SPYRE(spyre_op_get_last_info(&info));
+        EXPECT_GT(info.launches, 1u) << info.plan;
+        ASSERT_SPYRE(spyre_device_synchronize(dev));
+        acc.fetch();
+        const auto iv = index_values(ix);
+        std::vector<float> want(k.O * k.V, 0.0f);
+        for (int64_t o = 0; o < k.O; ++o)
+            for (int64_t n = 0; n < k.N; ++n)
+                want[o * k.V + iv[o * k.N + n]] += float(value(src.t, src.host, o * k.N + n));
+        for (int64_t i = 0; i < k.O * k.V; ++i)
+            ASSERT_EQ(float(value(acc.t, acc.host, i)), want[i]) << i;
+    }
+}
+
 TEST_F(Ops, IndexOutOfRangeFailsTheLaunch) {
     Buf tab(dev, SPYRE_DTYPE_FLOAT32, 35), out(dev, SPYRE_DTYPE_FLOAT32, 20),
         ix(dev, SPYRE_DTYPE_INT64, 4);

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 // C API of the gather and scatter by indices (spyre_op_gather, spyre_op_scatter):
 // ops/index_program.hpp on dense tensors seen as [O, V, I].
+#include <numeric>
+#include <string_view>
+
 #include "ops/api_common.hpp"
 #include "ops/index_program.hpp"
 #include "ops/pricing.hpp"
@@ -73,13 +76,21 @@ void index_impl(const char* op, spyre_stream_t stream, IndexMode mode, const Ten
     } catch (const std::invalid_argument& ex) {
         fail(SPYRE_ERROR_NOT_SUPPORTED, std::format("{}: {}", op, ex.what()));
     }
-    std::shared_ptr<const PlanEntry> main_plan;  // the info reports the tiles' launch
-    for (const IndexLaunch& part : parts) {
+    // Every part planned before any is queued. A part that is more work than one launch may
+    // do (the engine's budget of timed operations per job: a scatter over millions of
+    // positions) is split in two and planned again: over its slabs O (disjoint parts of the
+    // table, at offsets that keep every operand's start on a stick), else over its tiles along
+    // N (in ascending order, so repeated targets keep the order of their positions).
+    const uint64_t slab_unit = std::lcm(
+        std::lcm(kStick / std::gcd<uint64_t>(s.V * s.I * s.es, kStick),
+                 kStick / std::gcd<uint64_t>(s.N * s.I * s.es, kStick)),
+        s.idx_outer ? kStick / std::gcd<uint64_t>(s.N * s.id() * s.index_bytes, kStick) : 1);
+    auto plan_of = [&](const IndexLaunch& part) {
         const IndexShape& ps = part.s;
         PlanKey key("index", cfg);
         key.add(ps.mode, ps.t, ps.es, ps.O, ps.V, ps.N, ps.I, ps.idx_outer, ps.idx_inner,
                 ps.index_bytes, ps.wrap_negative, ps.n_tile, ps.n_tiles);
-        const auto plan = cached_plan(key.str(), [&] {
+        return cached_plan(key.str(), [&] {
             const Pricer pricer(cfg);
             const IndexPlan p = plan_index(pricer, ps, cfg.num_cores);
             PlanEntry e;
@@ -90,9 +101,44 @@ void index_impl(const char* op, spyre_stream_t stream, IndexMode mode, const Ten
                                  p.per_core, p.cores, ps.tile(), ps.N);
             return e;
         });
+    };
+    std::vector<std::pair<IndexLaunch, std::shared_ptr<const PlanEntry>>> planned;
+    std::vector<IndexLaunch> todo(parts.rbegin(), parts.rend());  // a stack, first part on top
+    while (!todo.empty()) {
+        const IndexLaunch part = todo.back();
+        todo.pop_back();
+        try {
+            planned.emplace_back(part, plan_of(part));
+            continue;
+        } catch (const Error& err) {
+            if (err.status() != SPYRE_ERROR_NOT_SUPPORTED ||
+                std::string_view(err.what()).find(kJobTooLargeText) == std::string_view::npos)
+                throw;
+            const uint64_t half_o = part.s.O / 2 / slab_unit * slab_unit;
+            IndexLaunch a = part, b = part;
+            if (half_o > 0) {
+                a.s.O = half_o;
+                b.s.O = part.s.O - half_o;
+                b.first_o = part.first_o + half_o;
+            } else if (part.s.n_tiles > 1) {
+                a.s.n_tiles = part.s.n_tiles / 2;
+                b.s.n_tiles = part.s.n_tiles - a.s.n_tiles;
+                b.first = part.first + a.s.n_tiles * part.s.tile();
+            } else {
+                throw;
+            }
+            todo.push_back(b);
+            todo.push_back(a);
+        }
+    }
+    std::shared_ptr<const PlanEntry> main_plan;  // the info reports the tiles' launch
+    for (const auto& [part, plan] : planned) {
+        const IndexShape& ps = part.s;
+        const uint64_t o = part.first_o;
         launch(c, plan, stream,
-               {table.addr, idx.addr + part.first * ps.id() * ps.index_bytes,
-                rows.addr + part.first * ps.I * ps.es},
+               {table.addr + o * ps.V * ps.I * ps.es,
+                idx.addr + ((ps.idx_outer ? o * ps.N : 0) + part.first) * ps.id() * ps.index_bytes,
+                rows.addr + (o * ps.N + part.first) * ps.I * ps.es},
                {table.buffer, idx.buffer, rows.buffer});
         if (!main_plan) main_plan = plan;
     }

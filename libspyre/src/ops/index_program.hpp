@@ -44,10 +44,12 @@ struct IndexShape {
 };
 
 // One launch of a split index op: its shape and where its first position along N lies (the
-// launch's rows and idx addresses move by `first` positions; the table does not).
+// launch's rows and idx addresses move by `first` positions; the table does not), and its
+// first slab along O (s.O slabs from first_o: every operand's address moves by first_o slabs).
 struct IndexLaunch {
     IndexShape s;
     uint64_t first = 0;
+    uint64_t first_o = 0;
 };
 
 struct IndexPlan {

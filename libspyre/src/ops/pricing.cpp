@@ -36,7 +36,7 @@ spyre_engine_result Pricer::price(const std::vector<uint8_t>& image, uint32_t co
     spyre_engine_result r{};
     const int rc = spyre_engine_run(eng_, &job, &r);
     if (rc == SPYRE_ENGINE_ERR_INSTR_BUDGET || rc == SPYRE_ENGINE_ERR_CYCLE_BUDGET)
-        throw JobTooLarge(std::string("more work than one launch may do: ") + r.message);
+        throw JobTooLarge(std::string(kJobTooLargeText) + ": " + r.message);
     if (rc != SPYRE_ENGINE_OK)
         throw std::runtime_error(std::string("program faults when priced: ") + r.message);
     return r;

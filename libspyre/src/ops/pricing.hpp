@@ -19,6 +19,9 @@ struct JobTooLarge : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// How a JobTooLarge's message begins (also in the NOT_SUPPORTED error it becomes).
+inline constexpr const char* kJobTooLargeText = "more work than one launch may do";
+
 class Pricer {
   public:
     explicit Pricer(const spyre_engine_config& cfg);

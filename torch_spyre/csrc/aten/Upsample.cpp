@@ -127,22 +127,15 @@ at::Tensor select_along(const at::Tensor& y, int64_t d, const at::Tensor& idx) {
 }
 
 // gi.index_add_(d, idx, src) (gi contiguous, d negative) with the dims before d folded into one
-// and added in chunks of it: the scatter program takes about 2^19 elements of a slab set at a
-// time (a last-dim scatter of one large image is otherwise refused).
+// (the library splits a scatter of more positions than one launch may do into launches over
+// the folded rows).
 void add_along(const at::Tensor& gi, int64_t d, const at::Tensor& idx, const at::Tensor& src) {
     std::vector<int64_t> fg{-1}, fs{-1};
     for (int64_t k = d; k < 0; ++k) {
         fg.push_back(gi.size(k));
         fs.push_back(src.size(k));
     }
-    const at::Tensor t = gi.view(fg), s = src.reshape(fs);
-    const int64_t rows = t.size(0),
-                  per = std::max<int64_t>(1, std::max(t[0].numel(), s[0].numel()));
-    const int64_t step = std::max<int64_t>(1, (int64_t{1} << 19) / per);
-    for (int64_t r0 = 0; r0 < rows; r0 += step) {
-        const int64_t n = std::min(step, rows - r0);
-        t.narrow(0, r0, n).index_add_(1, idx, s.narrow(0, r0, n));
-    }
+    gi.view(fg).index_add_(1, idx, src.reshape(fs));
 }
 
 bool on_card(const at::Tensor& x, size_t dims) {
