@@ -269,6 +269,18 @@ def test_index_add(strict, dtype):
         assert torch.equal(d.cpu(), x.index_add(dim, idx, src))
 
 
+def test_index_add_beyond_one_launch(strict):
+    """index_add along the last dim of 8192 rows (a million positions: more work than one launch
+    may do, which the library splits into launches over the rows) on the card, the CPU's sums
+    bit for bit (small integers in fp32: exact in any order)."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randint(-50, 50, (8192, 130), generator=g).float()
+    idx = torch.randint(0, 130, (128,), generator=g)
+    src = torch.randint(-50, 50, (8192, 128), generator=g).float()
+    got = x.to("spyre").index_add_(1, idx.to("spyre"), src.to("spyre"))
+    assert torch.equal(got.cpu(), x.index_add(1, idx, src))
+
+
 @pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
 @pytest.mark.parametrize("include_self", [True, False])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
