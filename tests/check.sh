@@ -7,8 +7,8 @@
 #   intree  the driver built in Debian's 6.12 kernel tree as drivers/accel/spyre, W=1 -Werror
 #   guest   one VM boot with $CHECK_CARDS cards: uapi kselftests, libspyre, spyre-smi, failure
 #           suites, unload; the same on the debug kernel (tools/setup/kernel-debug.sh) in a
-#           second VM that runs beside the style, intree, stock-guest, dkms and multinode
-#           stages, followed by the device stages in the same background lane
+#           second VM that runs beside the style, intree, stock-guest and dkms stages,
+#           followed by the device and multinode stages in the same background lane
 #   dkms    the DKMS package installed, loaded and removed in a VM (make dkms)
 #   multinode  two VMs joined by an emulated network, torch.distributed across them
 #   smi     the --json documents and exporter scrapes the smi tests saved, validated in the
@@ -116,8 +116,9 @@ SAN_ENV="ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_erro
 # longest stage. Its guest keeps about one host core busy (TCG; the suites are mostly one process
 # at a time), so it boots now, beside the stages below and the stock run; it starts after the
 # host's tests because it reads the programs they left in build/program-cache.
-# The card model's qtests run after it in the same background job: the stock stages below take
-# longer than the debug VM, so the two lanes end closer together (each keeps one host core busy).
+# The card model's qtests and the two-VM stage run after it in the same background job, so the
+# two lanes end close together (each keeps about one host core busy; 2026-12-07: stock guest +
+# DKMS about 2250 s, debug VM without its torch and unplug-mmio rows about 2110 s in a slow hour).
 debug_start=$(date +%s)
 # in_background NAME CMD...: CMD's output in $out/NAME-stage.log, its seconds in .secs
 in_background() {
@@ -127,6 +128,21 @@ in_background() {
 	"$@" > "$out/$name-stage.log" 2>&1
 	echo $(( $(date +%s) - t0 )) > "$out/$name-stage.secs"
 }
+# Two VMs joined by an emulated network, the spyre backend across them (make check-multinode).
+multinode() {
+	local line p f
+	tests/multinode/run.sh > "$out/multinode.log" 2>&1
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/multinode.log" | tail -n1)
+	grep '^two VMs' "$out/multinode.log"
+	echo "${line:-no summary}"
+	if [ -n "$line" ]; then
+		read -r p _ f _ <<<"${line//,/}"
+		record multinode "$p" "$f"
+		[ "$f" -eq 0 ] || grep -A30 '^FAIL' "$out/multinode.log" | head -n 60
+	else
+		tail -n 20 "$out/multinode.log"; record multinode 0 1
+	fi
+}
 debug_lane() {
 	in_background debug guest_suites debug debug
 	if [ -x qemu-device/tests/run-qtest.sh ]; then
@@ -135,6 +151,8 @@ debug_lane() {
 		# malicious guest driver reaches (make fuzz-asan: all of QEMU, and the long fuzz).
 		in_background device-asan qtests device-asan SPYRE_QEMU_SANITIZE=model
 	fi
+	# Last in this lane: the stock stages above ended about 300 s before it did (2026-12-07).
+	in_background multinode multinode
 }
 debug_lane &
 debug_pid=$!
@@ -155,6 +173,8 @@ wait_debug_guest() {
 		section "device model under ASan + UBSan (QEMU qtest, after the debug VM)"
 		show_background device-asan
 	fi
+	section "two VMs, torch.distributed across them (stock kernel, 2 cards each, after the debug VM)"
+	show_background multinode
 }
 
 section "driver style (checkpatch --strict)"
@@ -189,20 +209,6 @@ if [ -n "$line" ]; then
 	[ "$f" -eq 0 ] || grep '^FAIL' "$out/dkms.log" | head -n 20
 else
 	tail -n 20 "$out/dkms.log"; record dkms 0 1
-fi
-
-# Two VMs joined by an emulated network, the spyre backend across them (make check-multinode).
-section "two VMs, torch.distributed across them (stock kernel, 2 cards each)"
-tests/multinode/run.sh > "$out/multinode.log" 2>&1
-line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/multinode.log" | tail -n1)
-grep '^two VMs' "$out/multinode.log"
-echo "${line:-no summary}"
-if [ -n "$line" ]; then
-	read -r p _ f _ <<<"${line//,/}"
-	record multinode "$p" "$f"
-	[ "$f" -eq 0 ] || grep -A30 '^FAIL' "$out/multinode.log" | head -n 60
-else
-	tail -n 20 "$out/multinode.log"; record multinode 0 1
 fi
 
 wait_debug_guest

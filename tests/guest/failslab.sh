@@ -29,6 +29,7 @@ setup() {	# setup DIR PROBABILITY
 	echo N > $d/ignore-gfp-wait
 }
 before=$(dmesg | grep -c 'FAULT_INJECTION: forcing a failure' || true)
+log_lines=$(dmesg | wc -l)
 setup failslab 10
 setup fail_page_alloc 10
 echo N > $dbg/fail_page_alloc/ignore-gfp-highmem
@@ -43,4 +44,15 @@ echo "failslab: $injected allocation(s) in spyre.ko failed on purpose" \
 	"($(dmesg | grep -c 'page allocation failure' || true) page allocation failure warnings with a call trace)"
 [ $rc -ne 124 ] || { echo "failslab: the uapi suite hung"; exit 1; }
 [ "$injected" -gt 0 ] || { echo "failslab: nothing was injected"; exit 1; }
-$stress --procs 2 --jobs 60 || { echo "failslab: the cards do not work after injection"; exit 1; }
+# A card that does not work afterwards: what the driver said meanwhile (not the injected
+# failures' own reports and stack frames) and each card's state, then the verdict (a CI report
+# keeps the last 12 lines of this log).
+cards_after() {
+	dmesg | tail -n +$((log_lines + 1)) | grep -E 'spyre|accel' |
+		grep -vE 'FAULT_INJECTION|\+0x[0-9a-f]+/|Call Trace|CPU: |Hardware name' | tail -n 6 |
+		cut -c1-160
+	for a in /sys/class/accel/accel*; do
+		echo "$(basename "$a"): $(basename "$(readlink -f "$a/device")") state $(cat "$a/device/state" 2>/dev/null)"
+	done
+}
+$stress --procs 2 --jobs 60 || { cards_after; echo "failslab: the cards do not work after injection"; exit 1; }
