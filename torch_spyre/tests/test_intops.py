@@ -3,7 +3,8 @@ add/sub (with alpha)/mul, floor_divide, remainder, bitwise and/or/xor/not, shift
 maximum/minimum, neg/abs for int64, int32, int8, uint8 and bool, with tensor and number
 operands, odd shapes, strided views, broadcasts, empty tensors, overflow wraparound, negative
 division; casts between int64/uint8 and every other dtype on the card; zero divisors; integer
-matrix products (mm, bmm, matmul: int8 matmul emulation with int32 accumulation, wraparound)."""
+matrix products (mm, bmm, matmul: int8 matmul emulation with int32 accumulation, wraparound;
+addmm, baddbmm, addbmm with integer scales)."""
 
 import operator
 
@@ -396,3 +397,55 @@ def test_integer_matrix_products(strict, dtype):
     b8 = torch.randint(-128, 128, (40, 7), generator=g, dtype=torch.int8)
     got = a8.to("spyre").to(torch.int32) @ b8.to("spyre").to(torch.int32)
     assert_same(got.cpu(), a8.int() @ b8.int())
+
+
+@pytest.mark.parametrize("dtype", INTS)
+def test_integer_addmm_baddbmm_addbmm(strict, dtype):
+    """Integer addmm, baddbmm and addbmm (and their out= and in-place forms) on the card: the
+    CPU's bits for integer alpha and beta (1, 0, negative, large: the terms wrap), a self that
+    broadcasts (a bias row, a column, a scalar), beta = 0 (self not read), and no sums (K = 0)."""
+    g = torch.Generator().manual_seed(33)
+    info = torch.iinfo(dtype)
+    lo, hi = max(info.min, -1000), min(info.max, 1000)
+
+    def r(*shape):
+        return torch.randint(lo, hi, shape, generator=g, dtype=dtype)
+
+    scales = [(1, 1), (0, 1), (3, -2), (-7, 5), (1, 0)]
+    if dtype in (torch.int64, torch.int32):
+        scales.append((info.max // 3, 123457))  # products and scaled terms past the type's range
+    for m, k, n in [(9, 33, 17), (1, 4, 3), (5, 0, 6)]:
+        a, b = r(m, k), r(k, n)
+        for self_shape in [(m, n), (n,), (m, 1), ()]:
+            s = r(*self_shape)
+            for beta, alpha in scales:
+                want = torch.addmm(s, a, b, beta=beta, alpha=alpha)
+                got = torch.addmm(s.to("spyre"), a.to("spyre"), b.to("spyre"), beta=beta, alpha=alpha)
+                assert_same(got.cpu(), want)
+        out = torch.empty(0, dtype=dtype, device="spyre")
+        torch.addmm(r(n).to("spyre"), a.to("spyre"), b.to("spyre"), beta=2, alpha=3, out=out)
+        s = r(n)
+        torch.addmm(s.to("spyre"), a.to("spyre"), b.to("spyre"), beta=2, alpha=3, out=out)
+        assert_same(out.cpu(), torch.addmm(s, a, b, beta=2, alpha=3))
+    # a NaN-free "garbage" self with beta = 0 is not read: the extremes of the type stay out
+    a, b, s = r(3, 8, 5), r(3, 5, 4), torch.full((3, 8, 4), info.max, dtype=dtype)
+    for beta, alpha in scales:
+        want = torch.baddbmm(s, a, b, beta=beta, alpha=alpha)
+        got = torch.baddbmm(s.to("spyre"), a.to("spyre"), b.to("spyre"), beta=beta, alpha=alpha)
+        assert_same(got.cpu(), want)
+        s2 = r(8, 4)
+        want = torch.addbmm(s2, a, b, beta=beta, alpha=alpha)
+        got = torch.addbmm(s2.to("spyre"), a.to("spyre"), b.to("spyre"), beta=beta, alpha=alpha)
+        assert_same(got.cpu(), want)
+    # in place
+    s, ds = r(3, 8, 4), None
+    ds = s.to("spyre")
+    ds.baddbmm_(a.to("spyre"), b.to("spyre"), beta=-1, alpha=2)
+    assert_same(ds.cpu(), s.baddbmm(a, b, beta=-1, alpha=2))
+    s = r(8, 4)
+    ds = s.to("spyre")
+    ds.addbmm_(a.to("spyre"), b.to("spyre"), beta=3, alpha=-1)
+    assert_same(ds.cpu(), s.addbmm(a, b, beta=3, alpha=-1))
+    # a float scale for integer operands is refused (never truncated to an integer)
+    with pytest.raises(RuntimeError):
+        torch.addmm(r(4).to("spyre"), r(2, 3).to("spyre"), r(3, 4).to("spyre"), alpha=0.5)

@@ -207,12 +207,43 @@ bool scale_and_add(const char* name, const at::Tensor& prod, const at::Tensor& s
     return binary_into(name, SPYRE_BINARY_ADD, prod, Operand{self, 0.0}, beta, out);
 }
 
+// r into `out`, resized to r's shape: one device copy.
+at::Tensor& into(const at::Tensor& r, at::Tensor& out) {
+    at::native::resize_output(out, r.sizes());
+    out.copy_(r);
+    return out;
+}
+
+// Integer addmm / baddbmm / addbmm: alpha and beta must be integers (torch refuses a float
+// scale for integer operands, and its error stays the CPU's); the product on the card, then
+// beta * self + alpha * prod as integer passes, wrapping as the CPU's integer gemm does (a sum
+// modulo 2^bits does not depend on the order of its terms).
+bool int_scaled(const at::Tensor& self, const at::Tensor& m1, const c10::Scalar& beta,
+                const c10::Scalar& alpha) {
+    return self.is_privateuseone() && self.device() == m1.device() &&
+           self.scalar_type() == m1.scalar_type() && alpha.isIntegral(/*includeBool=*/false) &&
+           beta.isIntegral(/*includeBool=*/false);
+}
+
+at::Tensor int_scaled_sum(at::Tensor prod, const at::Tensor& self, const c10::Scalar& beta,
+                          const c10::Scalar& alpha) {
+    if (alpha.toLong() != 1) prod.mul_(alpha);
+    if (beta.toLong() != 0) prod.add_(self, beta);  // self broadcast; not read when beta = 0
+    return prod;
+}
+
 // beta * self + alpha * (m1 @ m2). A bias row ([N] or [1, N]) with beta = alpha = 1 is the
 // linear layer's case: one spyre_op_linear, the bias added in the matmul's epilogue. Other
 // scalings and any self that broadcasts to [M, N]: the product, then elementwise passes.
 at::Tensor addmm(const at::Tensor& self, const at::Tensor& m1, const at::Tensor& m2,
                  const c10::Scalar& beta, const c10::Scalar& alpha) {
     const char* name = "aten::addmm";
+    if (int_pair(m1, m2) && m1.dim() == 2 && m2.dim() == 2 && m1.size(1) == m2.size(0) &&
+        int_scaled(self, m1, beta, alpha) &&
+        at::is_expandable_to(self.sizes(), {m1.size(0), m2.size(1)})) {
+        c10::DeviceGuard guard(m1.device());
+        return int_scaled_sum(aten::mm(m1, m2), self, beta, alpha);
+    }
     const bool products =
         float_pair(m1, m2) && m1.dim() == 2 && m2.dim() == 2 && m1.size(1) == m2.size(0) &&
         m1.size(1) > 0 && self.is_privateuseone() &&
@@ -251,6 +282,13 @@ at::Tensor addmm(const at::Tensor& self, const at::Tensor& m1, const at::Tensor&
 at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
                         const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
     const char* name = "aten::baddbmm";
+    if (int_pair(b1, b2) && b1.dim() == 3 && b2.dim() == 3 && b1.size(0) == b2.size(0) &&
+        b1.size(2) == b2.size(1) && out.is_privateuseone() &&
+        out.scalar_type() == b1.scalar_type() && int_scaled(self, b1, beta, alpha) &&
+        at::is_expandable_to(self.sizes(), {b1.size(0), b1.size(1), b2.size(2)})) {
+        c10::DeviceGuard guard(b1.device());
+        return into(int_scaled_sum(aten::bmm(b1, b2), self, beta, alpha), out);
+    }
     if (float_pair(b1, b2) && b1.dim() == 3 && b2.dim() == 3 && b1.size(0) == b2.size(0) &&
         b1.size(2) == b2.size(1) && out.scalar_type() == b1.scalar_type() &&
         (self.scalar_type() == b1.scalar_type() || self.scalar_type() == at::kFloat) &&
@@ -272,6 +310,14 @@ at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::
 // unit, their sum over the batch and the scaling as card ops (self not read when beta = 0).
 at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2,
                        const c10::Scalar& beta, const c10::Scalar& alpha, at::Tensor& out) {
+    if (int_pair(b1, b2) && b1.dim() == 3 && b2.dim() == 3 && b1.size(0) == b2.size(0) &&
+        b1.size(2) == b2.size(1) && out.is_privateuseone() &&
+        out.scalar_type() == b1.scalar_type() && int_scaled(self, b1, beta, alpha) &&
+        at::is_expandable_to(self.sizes(), {b1.size(1), b2.size(2)})) {
+        c10::DeviceGuard guard(b1.device());
+        const at::Tensor prod = aten::bmm(b1, b2).sum(0, /*keepdim=*/false, b1.scalar_type());
+        return into(int_scaled_sum(prod, self, beta, alpha), out);  // self read before out
+    }
     if (float_pair(b1, b2) && b1.dim() == 3 && b2.dim() == 3 && b1.size(0) == b2.size(0) &&
         b1.size(2) == b2.size(1) && b1.size(0) > 0 && b1.size(2) > 0 && out.is_privateuseone() &&
         out.scalar_type() == b1.scalar_type() && self.is_privateuseone() &&
@@ -308,12 +354,7 @@ at::Tensor& addbmm_(at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2
 
 // The out= forms (torch.compile's extern kernels call them): straight into a dense `out` of the
 // product's type when the library takes the case, else the functional kernel, then one device
-// copy into `out`.
-at::Tensor& into(const at::Tensor& r, at::Tensor& out) {
-    at::native::resize_output(out, r.sizes());
-    out.copy_(r);
-    return out;
-}
+// copy into `out` (into()).
 
 bool direct_out(const at::Tensor& m1, const at::Tensor& m2, at::Tensor& out) {
     if (!float_pair(m1, m2) || m1.dim() != 2 || m2.dim() != 2 || m1.size(1) != m2.size(0) ||
