@@ -254,11 +254,11 @@ int main(int argc, char** argv) {
             double maxd = NAN;
             try {
                 set_threads(1);
-                std::tie(e1, t1) = paired_median_time(
-                    reps, [&] { one.run(); }, [&] { C = at::matmul(A, B); });
+                std::tie(e1, t1) =
+                    paired_median_time(reps, [&] { one.run(); }, [&] { C = at::matmul(A, B); });
                 set_threads(torch_default_threads);
-                std::tie(en, tn) = paired_median_time(
-                    reps, [&] { all.run(); }, [&] { C = at::matmul(A, B); });
+                std::tie(en, tn) =
+                    paired_median_time(reps, [&] { all.run(); }, [&] { C = at::matmul(A, B); });
                 at::Tensor Cd = C.to(at::kDouble).contiguous();
                 const double* cp = Cd.data_ptr<double>();
                 maxd = 0;

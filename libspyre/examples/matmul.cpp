@@ -3,6 +3,8 @@
 // reference and prints the modeled device time from the card's cycle model.
 //
 //   spyre-matmul [M N K]      (default 256 256 256)
+#include "spyre/programs/matmul.hpp"
+
 #include <spyre/spyre.h>
 
 #include <cmath>
@@ -12,7 +14,6 @@
 #include <vector>
 
 #include "spyre/numerics.hpp"
-#include "spyre/programs/matmul.hpp"
 
 namespace {
 
@@ -106,7 +107,8 @@ int main(int argc, char** argv) {
     for (uint64_t i = 0; i < M; i++)
         for (uint64_t k = 0; k < K; k++) {
             const double x = spyre::num::f16_to_f32(a[i * K + k]);
-            for (uint64_t j = 0; j < N; j++) ref[i * N + j] += x * spyre::num::f16_to_f32(b[k * N + j]);
+            for (uint64_t j = 0; j < N; j++)
+                ref[i * N + j] += x * spyre::num::f16_to_f32(b[k * N + j]);
         }
     int count = 0;
     if (!check(spyre_get_device_count(&count), "spyre_get_device_count")) return 1;

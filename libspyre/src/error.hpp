@@ -43,8 +43,8 @@ inline void require(bool ok, const std::string& message) {
 // and formatting messages nobody reads was most of an op's host time (torch_spyre.md
 // "Dispatch overhead").
 template <typename... Args>
-requires(sizeof...(Args) > 0) void require(bool ok, std::format_string<Args...> fmt,
-                                           Args&&... args) {
+    requires(sizeof...(Args) > 0)
+void require(bool ok, std::format_string<Args...> fmt, Args&&... args) {
     if (!ok) [[unlikely]]
         fail(SPYRE_ERROR_INVALID_ARGUMENT, std::format(fmt, std::forward<Args>(args)...));
 }

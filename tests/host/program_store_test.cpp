@@ -188,7 +188,9 @@ TEST_F(ProgramStoreTest, BadFilesAreRejectedAndReplaced) {
     {
         SCOPED_TRACE("a symlink to a sound file");
         const std::string elsewhere = root_ + "/elsewhere";
-        { std::ofstream(elsewhere, std::ios::binary) << bytes; }
+        {
+            std::ofstream(elsewhere, std::ios::binary) << bytes;
+        }
         fs::remove(f);
         fs::create_symlink(elsewhere, f);
         EXPECT_FALSE(s->load("k"));
@@ -262,7 +264,9 @@ TEST_F(ProgramStoreTest, LedgerThatIsNotARegularFileOfOursIsNotUsed) {
     auto s = open();
     const std::string ledger = dir_ + "/" + ProgramStore::kLedgerName;
     const std::string elsewhere = root_ + "/elsewhere";
-    { std::ofstream(elsewhere, std::ios::binary) << "12345678"; }
+    {
+        std::ofstream(elsewhere, std::ios::binary) << "12345678";
+    }
     fs::create_symlink(elsewhere, ledger);
     s->save("k", filler(1000, 1));
     EXPECT_EQ(*s->load("k"), filler(1000, 1));  // the program is stored all the same
@@ -286,7 +290,9 @@ TEST_F(ProgramStoreTest, UnsafeDirectoriesAreRefused) {
         EXPECT_TRUE(report);  // the user hears of it
     }
     fs::permissions(dir_, fs::perms::owner_all);
-    { std::ofstream(root_ + "/file") << "x"; }
+    {
+        std::ofstream(root_ + "/file") << "x";
+    }
     bool report = true;
     EXPECT_FALSE(ProgramStore::open({root_ + "/file", "v1", 1 << 20}, &why, &report));
     EXPECT_FALSE(report);    // cannot be opened (as a read-only home): off without a warning

@@ -768,30 +768,21 @@ uint64_t copy_block_limit(const Stream& st) {
 }
 
 uint64_t copy_max_block(const Stream& st, bool strided, uint64_t budget) {
-    return max_block(
-        [&](uint64_t blk) {
-            return stream_layout(st, {blk, 0}, strided).total;
-        },
-        copy_block_limit(st), budget);
+    return max_block([&](uint64_t blk) { return stream_layout(st, {blk, 0}, strided).total; },
+                     copy_block_limit(st), budget);
 }
 
 // The longest row piece (elements, whole sticks) that fits.
 uint64_t copy_max_chunk(const Stream& st, uint64_t budget) {
     const uint64_t unit = std::max<uint64_t>(1, kStick / st.es);
-    return max_block(
-        [&](uint64_t ch) {
-            return stream_layout(st, {1, ch}, false).total;
-        },
-        std::max(st.nc, unit), budget, unit);
+    return max_block([&](uint64_t ch) { return stream_layout(st, {1, ch}, false).total; },
+                     std::max(st.nc, unit), budget, unit);
 }
 
 // A transpose's source rows per gather with `block` columns per item.
 uint64_t copy_max_sub(const Stream& st, uint64_t block, bool strided, uint64_t budget) {
-    return max_block(
-        [&](uint64_t r) {
-            return stream_layout(st, {block, r}, strided).total;
-        },
-        st.nr, budget);
+    return max_block([&](uint64_t r) { return stream_layout(st, {block, r}, strided).total; },
+                     st.nr, budget);
 }
 
 }  // namespace

@@ -127,7 +127,7 @@ std::unique_ptr<ProgramStore> ProgramStore::open(const Config& c, std::string* w
     make_dirs(c.dir);
     const int fd = ::open(c.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return refuse(std::format("cannot open {}: {}", c.dir, std::strerror(errno)));
-    struct stat st {};
+    struct stat st{};
     if (::fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode)) {
         ::close(fd);
         return refuse(std::format("{} is not a directory", c.dir));
@@ -197,7 +197,7 @@ std::optional<StoredPlan> ProgramStore::load(std::string_view key) {
         int fd;
         ~Closer() { ::close(fd); }
     } closer{fd};
-    struct stat st {};
+    struct stat st{};
     // the user's own regular file, writable by nobody else, of a size a program may have
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() ||
         (st.st_mode & (S_IWGRP | S_IWOTH)) || uint64_t(st.st_size) < sizeof(FileHeader) ||
@@ -278,7 +278,7 @@ void ProgramStore::save(std::string_view key, const StoredPlan& p) {
     const bool ok = full_write(fd, &h, sizeof h) && full_write(fd, fk.data(), fk.size()) &&
                     full_write(fd, body.data(), body.size());
     // a file it replaces (another process stored the same program) leaves the ledger's count
-    struct stat old {};
+    struct stat old{};
     const uint64_t replaced =
         ::fstatat(dir_fd_, name.c_str(), &old, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(old.st_mode)
             ? uint64_t(old.st_size)
@@ -315,7 +315,7 @@ std::vector<FileInfo> scan(int dir_fd) {
     }
     const time_t now = ::time(nullptr);
     while (const dirent* e = ::readdir(d)) {
-        struct stat st {};
+        struct stat st{};
         const bool tmp = std::strncmp(e->d_name, kTmpPrefix, std::strlen(kTmpPrefix)) == 0;
         if ((!tmp && !is_store_file(e->d_name)) ||
             ::fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
@@ -346,7 +346,7 @@ int open_ledger(int dir_fd) {
     const int fd = ::openat(dir_fd, ProgramStore::kLedgerName,
                             O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
     if (fd < 0) return -1;
-    struct stat st {};
+    struct stat st{};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
         ::close(fd);
         return -1;

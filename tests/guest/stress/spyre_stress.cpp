@@ -22,7 +22,6 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
 #include <xf86drm.h>
 
 #include <algorithm>
@@ -163,12 +162,15 @@ drm_spyre_cmd copy_cmd(uint32_t src, uint32_t dst, uint64_t size) {
 class Worker {
   public:
     Worker(Card& card, uint32_t seed)
-        : card_(card), rng_(seed),
+        : card_(card),
+          rng_(seed),
           host_src_(card.bo(kCopyBytes, DRM_SPYRE_BO_HOST)),
           host_dst_(card.bo(kCopyBytes, DRM_SPYRE_BO_HOST)),
           dev_buf_(card.bo(kCopyBytes, DRM_SPYRE_BO_DEVICE)),
-          x_(card.bo(kVecBytes, DRM_SPYRE_BO_DEVICE)), y_(card.bo(kVecBytes, DRM_SPYRE_BO_DEVICE)),
-          z_(card.bo(kVecBytes, DRM_SPYRE_BO_DEVICE)), victim_(card.bo(4096, DRM_SPYRE_BO_DEVICE)) {
+          x_(card.bo(kVecBytes, DRM_SPYRE_BO_DEVICE)),
+          y_(card.bo(kVecBytes, DRM_SPYRE_BO_DEVICE)),
+          z_(card.bo(kVecBytes, DRM_SPYRE_BO_DEVICE)),
+          victim_(card.bo(4096, DRM_SPYRE_BO_DEVICE)) {
         auto add = spyre_test::build_add_program(kPerCore);
         auto fault = build_store_outside();
         add_prog_ = card.bo(add.size(), DRM_SPYRE_BO_DEVICE);
@@ -182,9 +184,15 @@ class Worker {
     void job(long i) {
         const uint32_t ring = static_cast<uint32_t>(i) % card_.rings();
         switch (i % 3) {
-        case 0: copy_job(ring); break;
-        case 1: add_job(ring); break;
-        default: fault_job(ring); break;
+            case 0:
+                copy_job(ring);
+                break;
+            case 1:
+                add_job(ring);
+                break;
+            default:
+                fault_job(ring);
+                break;
         }
     }
 
@@ -275,8 +283,10 @@ int run_process(const Options& o, int p) {
     static long done = 0;  // static: survives the siglongjmp below
     if (o.until_gone) {
         if (sigsetjmp(g_mapping_gone, 1)) {
-            printf("process %d (%s): ok, %ld jobs verified, then the card went away (SIGBUS on "
-                   "a BO mapping)\n", p, dev.c_str(), done);
+            printf(
+                "process %d (%s): ok, %ld jobs verified, then the card went away (SIGBUS on "
+                "a BO mapping)\n",
+                p, dev.c_str(), done);
             return 0;
         }
         signal(SIGBUS, on_sigbus);
@@ -316,7 +326,8 @@ std::vector<std::string> accel_nodes() {
     std::vector<std::string> v;
     if (DIR* d = opendir("/dev/accel")) {
         while (dirent* e = readdir(d))
-            if (strncmp(e->d_name, "accel", 5) == 0) v.push_back(std::string("/dev/accel/") + e->d_name);
+            if (strncmp(e->d_name, "accel", 5) == 0)
+                v.push_back(std::string("/dev/accel/") + e->d_name);
         closedir(d);
     }
     std::sort(v.begin(), v.end());
@@ -336,15 +347,23 @@ int main(int argc, char** argv) {
             }
             return argv[++i];
         };
-        if (a == "--dev") o.devs.push_back(val());
-        else if (a == "--procs") o.procs = std::stoi(val());
-        else if (a == "--jobs") o.jobs = std::stol(val());
-        else if (a == "--seconds") o.seconds = std::stoi(val());
-        else if (a == "--seed") o.seed = static_cast<uint32_t>(std::stoul(val()));
-        else if (a == "--until-gone") o.until_gone = true;
+        if (a == "--dev")
+            o.devs.push_back(val());
+        else if (a == "--procs")
+            o.procs = std::stoi(val());
+        else if (a == "--jobs")
+            o.jobs = std::stol(val());
+        else if (a == "--seconds")
+            o.seconds = std::stoi(val());
+        else if (a == "--seed")
+            o.seed = static_cast<uint32_t>(std::stoul(val()));
+        else if (a == "--until-gone")
+            o.until_gone = true;
         else {
-            fprintf(stderr, "usage: %s [--dev PATH]... [--procs N] [--jobs N] [--until-gone] "
-                            "[--seconds S] [--seed S]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--dev PATH]... [--procs N] [--jobs N] [--until-gone] "
+                    "[--seconds S] [--seed S]\n",
+                    argv[0]);
             return 2;
         }
     }

@@ -261,8 +261,8 @@ at::Tensor& signbit_out(const at::Tensor& x, at::Tensor& out) {
 at::Tensor& pow_scalar_base_out(const at::Scalar& base, const at::Tensor& exponent,
                                 at::Tensor& out) {
     const at::ScalarType t = at::result_type(base, exponent);
-    const bool ok = !base.isComplex() && composable({exponent}, t) &&
-                    exponent.is_privateuseone() && out.is_privateuseone();
+    const bool ok = !base.isComplex() && composable({exponent}, t) && exponent.is_privateuseone() &&
+                    out.is_privateuseone();
     if (!ok) return fallback_to_cpu<ATEN_OP2(pow, Scalar_out)>(base, exponent, out);
     c10::DeviceGuard guard(exponent.device());
     const at::Tensor e = card_operand(exponent, exponent.device());
