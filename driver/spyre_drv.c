@@ -222,7 +222,16 @@ static int spyre_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	ret = spyre_hw_init(sdev);
 	if (ret)
 		return ret;
-	spyre_hw_reset(sdev);
+	/*
+	 * A card that does not come back from its reset ignores ring set-up (its rings would
+	 * never run a job): no binding. It may still be letting go of a command the previous
+	 * binding gave it, so probe waits longer than recovery does.
+	 */
+	ret = spyre_hw_reset_timeout(sdev, SPYRE_PROBE_RESET_TIMEOUT_US);
+	if (ret) {
+		dev_err(&pdev->dev, "card not ready after its reset; a PCI function reset (sysfs 'reset') and a new bind may recover it\n");
+		return ret;
+	}
 	pci_save_state(pdev);
 
 	sdev->reset_wq = alloc_ordered_workqueue("spyre-reset-%s", 0, pci_name(pdev));

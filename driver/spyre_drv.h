@@ -45,6 +45,8 @@
 /* Time the card may take to stop an aborted ring (STATUS.BUSY) or to finish a RESET. */
 #define SPYRE_ABORT_TIMEOUT_US	(1000 * USEC_PER_MSEC)
 #define SPYRE_RESET_TIMEOUT_US	(2000 * USEC_PER_MSEC)
+/* At probe a command of the previous binding may still be letting go of the card. */
+#define SPYRE_PROBE_RESET_TIMEOUT_US	(5000 * USEC_PER_MSEC)
 /* Card resets allowed within SPYRE_CARD_RESET_WINDOW; one more wedges the card. */
 #define SPYRE_CARD_RESET_BURST	5
 #define SPYRE_CARD_RESET_WINDOW	(60 * HZ)
@@ -416,6 +418,7 @@ static inline u64 spyre_read64(struct spyre_device *sdev, u32 lo)
 /* spyre_hw.c */
 int spyre_hw_init(struct spyre_device *sdev);
 int spyre_hw_reset(struct spyre_device *sdev);
+int spyre_hw_reset_timeout(struct spyre_device *sdev, u64 timeout_us);
 int spyre_hw_rings_alloc(struct spyre_device *sdev);
 void spyre_hw_rings_free(struct spyre_device *sdev);
 int spyre_hw_ring_enable(struct spyre_ring *ring);

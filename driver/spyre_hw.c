@@ -64,10 +64,10 @@ int spyre_hw_init(struct spyre_device *sdev)
 
 /*
  * Reset the whole card: rings are disabled, interrupts masked, running commands cancelled,
- * counters kept. The reset is asynchronous (hw 1.1): wait, bounded, until the card is READY
- * again. Returns -ETIMEDOUT if it is not (a wedged card). Sleeps.
+ * counters kept. The reset is asynchronous (hw 1.1): wait, at most @timeout_us, until the
+ * card is READY again. Returns -ETIMEDOUT if it is not (a wedged card). Sleeps.
  */
-int spyre_hw_reset(struct spyre_device *sdev)
+int spyre_hw_reset_timeout(struct spyre_device *sdev, u64 timeout_us)
 {
 	u32 status;
 	int ret;
@@ -75,12 +75,17 @@ int spyre_hw_reset(struct spyre_device *sdev)
 	spyre_write(sdev, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
 	ret = readl_poll_timeout(sdev->regs + SPYRE_REG_STATUS, status,
 				 (status & (SPYRE_STATUS_READY | SPYRE_STATUS_RESETTING)) ==
-				 SPYRE_STATUS_READY, 1000, SPYRE_RESET_TIMEOUT_US);
+				 SPYRE_STATUS_READY, 1000, timeout_us);
 	if (ret)
 		drm_warn(&sdev->drm, "device not ready after reset (status %#x)\n", status);
 	else
 		spyre_mmu_hw_init(sdev);
 	return ret;
+}
+
+int spyre_hw_reset(struct spyre_device *sdev)
+{
+	return spyre_hw_reset_timeout(sdev, SPYRE_RESET_TIMEOUT_US);
 }
 
 /*

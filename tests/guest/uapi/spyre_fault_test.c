@@ -1552,8 +1552,9 @@ TEST_F_TIMEOUT(fault, wedge_stops_dma_and_quarantines, 120)
 /*
  * A hang that only a PCI reset ends (SPYRE_HANG_WEDGE): the card reset does not complete,
  * the card is wedged. The guilty job times out, the others fail (ABORTED), a "WEDGED="
- * uevent is sent, the state is visible in QUERY, new work fails with -EIO; after unbind,
- * a PCI function reset and bind, the card works again.
+ * uevent is sent, the state is visible in QUERY, new work fails with -EIO; a bind after the
+ * unbind is refused (-ETIMEDOUT: the card's reset does not complete); after a PCI function
+ * reset the bind succeeds and the card works again.
  */
 TEST_F_TIMEOUT(fault, z_wedge_then_pci_reset, 120)
 {
@@ -1595,6 +1596,12 @@ TEST_F_TIMEOUT(fault, z_wedge_then_pci_reset, 120)
 	close(self->fd2);
 	self->fd = self->fd2 = -1;
 	ASSERT_EQ(0, write_sysfs("/sys/bus/pci/drivers/spyre/unbind", bdf));
+	/*
+	 * Still wedged, its reset never completes: probe refuses the card (the old driver bound
+	 * it, and its rings, never enabled, ran nothing: every BO_CREATE failed with -EIO).
+	 */
+	EXPECT_EQ(-ETIMEDOUT, write_sysfs("/sys/bus/pci/drivers/spyre/bind", bdf));
+	EXPECT_LT(find_accel_of(bdf), 0);
 	ASSERT_EQ(0, write_sysfs(path, "1"));
 	ASSERT_EQ(0, write_sysfs("/sys/bus/pci/drivers/spyre/bind", bdf));
 	minor = find_accel_of(bdf);
