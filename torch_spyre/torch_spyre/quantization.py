@@ -1,11 +1,13 @@
 """Weight-only int8 quantization of linear layers for inference (per output channel,
 symmetric): ``quantize_int8_weights(model)`` swaps every ``nn.Linear`` (or those ``include``
 accepts by name) for an ``Int8WeightOnlyLinear``, which keeps the weight as int8 with one scale
-per output feature and computes ``(x @ q^T) * scales + bias`` with ``torch._weight_int8pack_mm``.
-On spyre that is one ``spyre_op_linear_int8_weight`` program, which streams the weight from DDR as
-int8 and converts it on the cores: half the bytes of fp16 weights, so a decode step's linears
-(bound by streaming their weights) take about half the time (Documentation/ops.md "Weight-only
-int8 linears"). The same modules run on the CPU (the op exists there too).
+per output feature and computes ``(x @ q^T) * scales + bias`` with the custom op
+``torch.ops.spyre.linear_int8_weight`` (fp32 sums, scales and bias, one rounding). On spyre that
+is one ``spyre_op_linear_int8_weight`` program, the bias in its epilogue, which streams the weight
+from DDR as int8 and converts it on the cores: half the bytes of fp16 weights, so a decode step's
+linears (bound by streaming their weights) take about half the time (Documentation/ops.md
+"Weight-only int8 linears"). The same modules run on the CPU (the op's reference computes the
+same in fp32 there, and for fake tensors under torch.compile).
 Documentation/torch_spyre.md "Weight-only int8".
 """
 
@@ -47,13 +49,9 @@ class Int8WeightOnlyLinear(nn.Module):
         return m
 
     def forward(self, x):
-        x2 = x.reshape(-1, self.in_features)
-        if x2.dtype != self.scales.dtype:
-            x2 = x2.to(self.scales.dtype)
-        y = torch._weight_int8pack_mm(x2, self.weight, self.scales)
-        if self.bias is not None:
-            y = y + self.bias
-        return y.reshape(*x.shape[:-1], self.out_features)
+        if x.dtype != self.scales.dtype:
+            x = x.to(self.scales.dtype)
+        return torch.ops.spyre.linear_int8_weight(x, self.weight, self.scales, self.bias)
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

@@ -476,6 +476,72 @@ at::Tensor linear_spyre(const at::Tensor& x, const at::Tensor& weight,
     return linear_eager(x, weight, bias, activation);
 }
 
+// spyre::linear_int8_weight: activation((x @ weight^T) * scales + bias), weight int8
+// [out_features, in] with one scale per output feature (torch_spyre.quantization's linears).
+// The reference (CPU, meta): fp32 sums of the exact products, scaled, biased and activated in
+// fp32, rounded once to x's type: what the card's epilogue computes.
+void check_int8_weight(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& scales,
+                       const std::optional<at::Tensor>& bias) {
+    const char* op = "spyre::linear_int8_weight";
+    TORCH_CHECK(at::isFloatingType(x.scalar_type()) && x.dim() >= 1, op,
+                ": x must be a float tensor [..., in_features], got ", x.scalar_type(), " ",
+                x.sizes());
+    TORCH_CHECK(
+        weight.scalar_type() == at::kChar && weight.dim() == 2 && weight.size(1) == x.size(-1), op,
+        ": weight must be int8 [out_features, ", x.size(-1), "], got ", weight.scalar_type(), " ",
+        weight.sizes());
+    TORCH_CHECK(at::isFloatingType(scales.scalar_type()) && scales.dim() == 1 &&
+                    scales.size(0) == weight.size(0),
+                op, ": scales must be a float tensor [", weight.size(0), "], got ",
+                scales.scalar_type(), " ", scales.sizes());
+    TORCH_CHECK(!bias || !bias->defined() ||
+                    (at::isFloatingType(bias->scalar_type()) && bias->dim() == 1 &&
+                     bias->size(0) == weight.size(0)),
+                op, ": bias must be a float tensor [", weight.size(0), "]");
+}
+
+at::Tensor linear_int8_weight_eager(const at::Tensor& x, const at::Tensor& weight,
+                                    const at::Tensor& scales, const std::optional<at::Tensor>& bias,
+                                    c10::string_view activation) {
+    const spyre_activation act = checked_activation("spyre::linear_int8_weight", activation);
+    check_int8_weight(x, weight, scales, bias);
+    at::Tensor y = at::matmul(x.to(at::kFloat), weight.to(at::kFloat).t()) * scales.to(at::kFloat);
+    if (bias && bias->defined()) y = y + bias->to(at::kFloat);
+    return activate(y, act).to(x.scalar_type());
+}
+
+// One spyre_op_linear_int8_weight: the weight streams as int8, the bias and the activation run
+// in its epilogue.
+at::Tensor linear_int8_weight_spyre(const at::Tensor& x, const at::Tensor& weight,
+                                    const at::Tensor& scales, const std::optional<at::Tensor>& bias,
+                                    c10::string_view activation) {
+    const spyre_activation act = checked_activation("spyre::linear_int8_weight", activation);
+    check_int8_weight(x, weight, scales, bias);
+    const bool has_bias = bias && bias->defined();
+    const bool takes =
+        library_operands({&x}) && x.dim() <= SPYRE_TENSOR_MAX_DIMS && x.numel() > 0 &&
+        x.size(-1) > 0 && weight.size(0) > 0 && weight.is_privateuseone() &&
+        weight.device() == x.device() && scales.is_privateuseone() &&
+        scales.device() == x.device() && scales.is_contiguous() &&
+        (scales.scalar_type() == x.scalar_type() || scales.scalar_type() == at::kFloat) &&
+        (!has_bias || (library_operands({&x, &*bias}) && bias->is_contiguous()));
+    if (takes) {
+        c10::DeviceGuard guard(x.device());
+        std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
+        sizes.back() = weight.size(0);
+        at::Tensor out = at::empty(sizes, x.options());
+        spyre_tensor tb;
+        const spyre_tensor tx = op_tensor(x), tw = op_tensor(weight), ts = op_tensor(scales),
+                           to = op_tensor(out);
+        if (has_bias) tb = op_tensor(*bias);
+        if (op_ran("spyre::linear_int8_weight",
+                   spyre_op_linear_int8_weight(op_stream(out), &tx, &tw, &ts,
+                                               has_bias ? &tb : nullptr, act, &to)))
+            return out;
+    }
+    return linear_int8_weight_eager(x, weight, scales, bias, activation);
+}
+
 at::Tensor mlp_spyre(const at::Tensor& x, const std::optional<at::Tensor>& w_gate,
                      const at::Tensor& w_up, const at::Tensor& w_down,
                      c10::string_view activation) {
@@ -519,6 +585,25 @@ at::Tensor linear_below_autograd(const at::Tensor& x, const at::Tensor& weight,
     return op.call(x, weight, bias, activation);
 }
 
+// spyre::linear_int8_weight under autograd: the fused op below autograd when no gradient is
+// wanted (inference), else its reference composed of differentiable ops, so that a gradient
+// reaches x (a frozen quantized layer inside a trained model), the scales and the bias.
+at::Tensor linear_int8_weight_autograd(const at::Tensor& x, const at::Tensor& weight,
+                                       const at::Tensor& scales,
+                                       const std::optional<at::Tensor>& bias,
+                                       c10::string_view activation) {
+    if (at::GradMode::is_enabled() && (x.requires_grad() || scales.requires_grad() ||
+                                       (bias && bias->defined() && bias->requires_grad())))
+        return linear_int8_weight_eager(x, weight, scales, bias, activation);
+    static const auto op =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("spyre::linear_int8_weight", "")
+            .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                              const std::optional<at::Tensor>&, c10::string_view)>();
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return op.call(x, weight, scales, bias, activation);
+}
+
 at::Tensor mlp_below_autograd(const at::Tensor& x, const std::optional<at::Tensor>& w_gate,
                               const at::Tensor& w_up, const at::Tensor& w_down,
                               c10::string_view activation) {
@@ -538,21 +623,27 @@ TORCH_LIBRARY_FRAGMENT(spyre, m) {
     m.def(
         "mlp(Tensor x, Tensor? w_gate, Tensor w_up, Tensor w_down, str activation=\"silu\") -> "
         "Tensor");
+    m.def(
+        "linear_int8_weight(Tensor x, Tensor weight, Tensor scales, Tensor? bias=None, "
+        "str activation=\"none\") -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(spyre, CompositeExplicitAutograd, m) {
     m.impl("linear", TORCH_FN(linear_eager));
     m.impl("mlp", TORCH_FN(mlp_eager));
+    m.impl("linear_int8_weight", TORCH_FN(linear_int8_weight_eager));
 }
 
 TORCH_LIBRARY_IMPL(spyre, PrivateUse1, m) {
     m.impl("linear", TORCH_FN(linear_spyre));
     m.impl("mlp", TORCH_FN(mlp_spyre));
+    m.impl("linear_int8_weight", TORCH_FN(linear_int8_weight_spyre));
 }
 
 TORCH_LIBRARY_IMPL(spyre, Autograd, m) {
     m.impl("linear", TORCH_FN(linear_below_autograd));
     m.impl("mlp", TORCH_FN(mlp_below_autograd));
+    m.impl("linear_int8_weight", TORCH_FN(linear_int8_weight_autograd));
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
