@@ -226,10 +226,10 @@ PeerTransport::PeerTransport(std::unique_ptr<Segment> seg, std::unique_ptr<Share
                              spyre_device_t device, bool overlap)
     : seg_(std::move(seg)),
       shared_(std::move(shared)),
-      device_(device),
-      overlap_(overlap),
       sent_(seg_->nranks(), 0),
-      received_(seg_->nranks(), 0) {}
+      received_(seg_->nranks(), 0),
+      device_(device),
+      overlap_(overlap) {}
 
 PeerTransport::~PeerTransport() {
     // the pushes have left (every collective ends with join); their stream's errors were
