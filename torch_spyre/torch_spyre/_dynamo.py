@@ -125,6 +125,14 @@ def _register_fakes():
                      lambda: f"spyre::linear: x {x.shape} and weight {weight.shape}")
         return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
+    @torch.library.register_fake("spyre::linear_int8_weight")
+    def _linear_int8_weight(x, weight, scales, bias=None, activation="none"):
+        torch._check(weight.dim() == 2 and x.dim() >= 1 and x.shape[-1] == weight.shape[1]
+                     and scales.dim() == 1 and scales.shape[0] == weight.shape[0],
+                     lambda: f"spyre::linear_int8_weight: x {x.shape}, weight {weight.shape}, "
+                             f"scales {scales.shape}")
+        return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
     @torch.library.register_fake("spyre::linear_rotary")
     def _linear_rotary(x, weight, cos, sin):
         torch._check(x.dim() == 3 and weight.dim() == 2 and x.shape[-1] == weight.shape[1],
