@@ -33,7 +33,7 @@ def launches(fn, *args):
 def one_fused_launch(fn, *args):
     out, ops, stats = launches(fn, *args)
     assert ops == ["spyre::fused_pointwise"], ops
-    assert stats == {"fused": 1, "eager": 0, "refused": 0}, stats
+    assert stats == {"fused": 1, "eager": 0, "refused": 0, "copies": 0}, stats
     return out
 
 
@@ -167,7 +167,39 @@ def test_a_strided_copy_stays_a_dma_copy():
     qkv = make((B, S, H * 32), torch.float32)
     out, ops, stats = launches(torch.compile(heads), qkv.to("spyre"))
     assert "spyre::fused_pointwise" not in ops and stats["eager"] == 1, (ops, stats)
+    assert stats["copies"] == 1, stats  # the eager form's one-copy path (_copy_plan)
     close(out.cpu(), heads(qkv), torch.float32)
+
+
+def test_a_kv_cache_write_at_a_symbolic_position_is_one_copy():
+    # a decode step's cache write: the position a symbol after the second one, each call one
+    # strided copy of the eager form's copy path (no expression evaluated per op), the cache
+    # equal to the CPU's after every call and nothing else written
+    def write(cache, kv, pos):
+        cache[:, :, pos:pos + 1] = kv
+        return cache
+
+    fn = torch.compile(write)
+    cache, want = torch.zeros(1, 2, 8, 64, device="spyre"), torch.zeros(1, 2, 8, 64)
+    for k, pos in enumerate((3, 5, 6, 0, 7)):
+        kv = make((1, 2, 1, 64), torch.float32, k)
+        write(want, kv, pos)
+        before = dict(runtime.STATS)
+        fn(cache, kv.to("spyre"), pos)
+        stats = {n: runtime.STATS[n] - before[n] for n in before}
+        assert stats == {"fused": 0, "eager": 1, "refused": 0, "copies": 1}, (pos, stats)
+        assert torch.equal(cache.cpu(), want), pos
+
+
+def test_a_copy_read_backwards_takes_the_general_eager_form():
+    # a flipped source is a negative stride: not the copy path, the general form, same values
+    def flipped(x):
+        return x.flip(0).contiguous()
+
+    x = make((8, 64), torch.float32)
+    out, ops, stats = launches(torch.compile(flipped), x.to("spyre"))
+    assert stats["eager"] == 1 and stats["copies"] == 0, stats
+    close(out.cpu(), flipped(x), torch.float32)
 
 
 # layouts the description does not take: the eager form, the same values
