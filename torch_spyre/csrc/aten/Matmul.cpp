@@ -452,6 +452,13 @@ at::Tensor mlp_eager(const at::Tensor& x, const std::optional<at::Tensor>& w_gat
     return at::linear(h, w_down);
 }
 
+// The output of a linear over x: x's leading dims, out_features, x's type and card.
+at::Tensor linear_output(const at::Tensor& x, int64_t out_features) {
+    std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
+    sizes.back() = out_features;
+    return at::empty(sizes, x.options());
+}
+
 at::Tensor linear_spyre(const at::Tensor& x, const at::Tensor& weight,
                         const std::optional<at::Tensor>& bias, c10::string_view activation) {
     const spyre_activation act = checked_activation("spyre::linear", activation);
@@ -463,9 +470,7 @@ at::Tensor linear_spyre(const at::Tensor& x, const at::Tensor& weight,
                                       bias->size(0) == weight.size(0) && bias->is_contiguous()));
     if (takes) {
         c10::DeviceGuard guard(x.device());
-        std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
-        sizes.back() = weight.size(0);
-        at::Tensor out = at::empty(sizes, x.options());
+        at::Tensor out = linear_output(x, weight.size(0));
         spyre_tensor tb;
         const spyre_tensor tx = op_tensor(x), tw = op_tensor(weight), to = op_tensor(out);
         if (has_bias) tb = op_tensor(*bias);
@@ -527,9 +532,7 @@ at::Tensor linear_int8_weight_spyre(const at::Tensor& x, const at::Tensor& weigh
         (!has_bias || (library_operands({&x, &*bias}) && bias->is_contiguous()));
     if (takes) {
         c10::DeviceGuard guard(x.device());
-        std::vector<int64_t> sizes(x.sizes().begin(), x.sizes().end());
-        sizes.back() = weight.size(0);
-        at::Tensor out = at::empty(sizes, x.options());
+        at::Tensor out = linear_output(x, weight.size(0));
         spyre_tensor tb;
         const spyre_tensor tx = op_tensor(x), tw = op_tensor(weight), ts = op_tensor(scales),
                            to = op_tensor(out);
