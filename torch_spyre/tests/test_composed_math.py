@@ -5,8 +5,9 @@ float binary
 math (div rounding modes, floor_divide, remainder, fmod, atan2, copysign, fmax/fmin,
 logaddexp(2), xlogy, heaviside, signbit, sinc, hypot, frac, lerp with a weight tensor, pow by a
 tensor and by any number, 2 ** tensor and ldexp, frexp), vector norms (linalg.vector_norm of every order, torch.norm,
-F.normalize, cosine_similarity, clip_grad_norm_), nansum, aminmax, and matrix-vector products
-(mv, addmv, dot, vdot, 1-D matmul). Inputs include zeros of both signs, infinities and NaN where
+F.normalize, cosine_similarity, clip_grad_norm_), nansum, aminmax, matrix-vector products
+(mv, addmv, dot, vdot, 1-D matmul), PReLU and its gradients, RReLU (eval, and training with its
+slopes drawn on the card), renorm and trace. Inputs include zeros of both signs, infinities and NaN where
 the CPU's answer depends on them."""
 
 import math
@@ -14,6 +15,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+
+import torch_spyre
 
 from conftest import FLOATS, tol
 
@@ -375,3 +378,144 @@ def test_activation_gradients(strict, dtype, f, kw):
         (F.elu(d2.clone(), inplace=True, **kw) * w.to("spyre")).sum().backward()
         (F.elu(c2.clone(), inplace=True, **kw) * w.float()).sum().backward()
         same(d2.grad.cpu(), c2.grad.to(dtype), dtype)
+
+
+PRELU_CASES = [((2, 3, 5, 7), 3), ((2, 3, 5, 7), 1), ((4, 6), 6), ((72,), 1)]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape,channels", PRELU_CASES, ids=str)
+def test_prelu_and_its_gradients(strict, dtype, shape, channels):
+    g = torch.Generator().manual_seed(21)
+    x = values(dtype, n=math.prod(shape) - 8).reshape(shape)
+    w = (torch.rand(channels, generator=g) * 0.6 - 0.1).to(dtype)  # negative slopes too
+    same(F.prelu(x.to("spyre"), w.to("spyre")).cpu(), F.prelu(x.float(), w.float()).to(dtype),
+         dtype)
+    # the gradients of the input and of the slopes (finite values: a sum over the slope's
+    # elements)
+    x = (torch.randn(shape, generator=g) * 3).to(dtype)
+    u = torch.randn(shape, generator=g).to(dtype)
+    d, dw = x.to("spyre").requires_grad_(), w.to("spyre").requires_grad_()
+    c, cw = x.float().requires_grad_(), w.float().requires_grad_()
+    (F.prelu(d, dw) * u.to("spyre")).sum().backward()
+    (F.prelu(c, cw) * u.float()).sum().backward()
+    same(d.grad.cpu(), c.grad.to(dtype), dtype)
+    same(dw.grad.cpu(), cw.grad.to(dtype), dtype, scale=math.prod(shape) / channels)
+    # the module
+    m = torch.nn.PReLU(channels).to(dtype)
+    same(m.to("spyre")(x.to("spyre")).detach().cpu(), F.prelu(x.float(), m.weight.float().cpu())
+         .to(dtype), dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_rrelu_eval_is_leaky_relu_of_the_mean_slope(strict, dtype):
+    x = values(dtype)
+    for lower, upper in ((1 / 8, 1 / 3), (0.1, 0.3)):
+        check_unary(F.rrelu, x, dtype, lower=lower, upper=upper, training=False)
+    d = x.to("spyre")
+    F.rrelu(d, training=False, inplace=True)
+    same(d.cpu(), F.rrelu(x.float(), training=False).to(dtype), dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_rrelu_training_draws_its_slopes_on_the_card(strict, dtype):
+    lower, upper = 0.1, 0.3
+    x = values(dtype, n=4000)
+    torch.manual_seed(5)  # seeds the card's generator too
+    d = x.to("spyre").requires_grad_()
+    y = F.rrelu(d, lower, upper, training=True)
+    got, xf = y.detach().cpu().float(), x.float()
+    drawn = (xf < 0) & xf.isfinite()
+    # inputs > 0 (and NaN, 0, -0 times their slope) as the CPU's: unchanged or scaled
+    kept = ~(xf <= 0)
+    torch.testing.assert_close(got[kept], xf[kept], rtol=0, atol=0, equal_nan=True)
+    slopes = got[drawn] / xf[drawn]
+    assert slopes.numel() > 1500
+    assert slopes.min() >= lower - tol(dtype) and slopes.max() <= upper + tol(dtype), slopes
+    assert abs(slopes.mean().item() - (lower + upper) / 2) < 0.01 + tol(dtype)
+    assert slopes.std().item() > 0.04  # drawn per element, not one slope
+    # the gradient is the slope drawn (the noise), 1 for inputs > 0
+    y.sum().backward()
+    grad = d.grad.cpu().float()
+    assert torch.equal(grad[(xf > 0) & xf.isfinite()], torch.ones_like(grad[(xf > 0) &
+                                                                             xf.isfinite()]))
+    same(grad[drawn], slopes, dtype)
+    # the same seed draws the same slopes; the in-place form too
+    torch.manual_seed(5)
+    again = F.rrelu(x.to("spyre"), lower, upper, training=True).cpu()
+    torch.testing.assert_close(again, y.detach().cpu(), rtol=0, atol=0, equal_nan=True)
+    torch.manual_seed(5)
+    inplace = x.to("spyre")
+    F.rrelu(inplace, lower, upper, training=True, inplace=True)
+    torch.testing.assert_close(inplace.cpu(), again, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_renorm(strict, dtype):
+    g = torch.Generator().manual_seed(8)
+    x = (torch.randn(5, 6, 7, generator=g) * 3).to(dtype)
+    for p, dim, maxnorm in ((2, 0, 5.0), (1, 1, 10.0), (3.5, 2, 2.0), (INF, -1, 1.0),
+                            (2, 1, 1e6), (2, 0, 0.0)):
+        same(torch.renorm(x.to("spyre"), p, dim, maxnorm).cpu(),
+             torch.renorm(x.float(), p, dim, maxnorm).to(dtype), dtype)
+    d = x.to("spyre")
+    d.renorm_(2, 1, 4.0)
+    same(d.cpu(), torch.renorm(x.float(), 2, 1, 4.0).to(dtype), dtype)
+
+
+def test_renorm_gradient_has_its_float64_norm_on_the_cpu(fallback_reset):
+    # torch's renorm_backward asks for the norms in float64 (the accumulation type of a device
+    # that is not CUDA); the cores compute no float64: that norm is the one CPU fallback
+    x = torch.randn(5, 6, 7, generator=torch.Generator().manual_seed(8)) * 3
+    d, c = x.to("spyre").requires_grad_(), x.clone().requires_grad_()
+    torch.renorm(d, 2, 0, 5.0).sum().backward()
+    torch.renorm(c, 2, 0, 5.0).sum().backward()
+    same(d.grad.cpu(), c.grad, torch.float32)
+    assert "aten::linalg_vector_norm.out" in torch_spyre.fallback_counts()
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64, torch.int32, torch.int8, torch.uint8])
+def test_trace(strict, dtype):
+    g = torch.Generator().manual_seed(9)
+    for shape in ((7, 5), (5, 7), (1, 1), (0, 3)):
+        x = (torch.randn(shape, generator=g) * 10).to(dtype)
+        got = torch.trace(x.to("spyre")).cpu()
+        if dtype.is_floating_point:  # the CPU has no 16-bit trace: fp32's, rounded
+            same(got, torch.trace(x.float()).to(dtype), dtype, scale=10)
+        else:
+            want = torch.trace(x)
+            assert got.dtype == want.dtype and torch.equal(got, want), (got, want)
+    if dtype.is_floating_point:
+        for shape in ((6, 4), (4, 6)):  # torch's own backward of a tall matrix: [5, 0] too
+            x = torch.randn(shape, generator=g).to(dtype)
+            d, c = x.to("spyre").requires_grad_(), x.float().requires_grad_()
+            torch.trace(d).backward()
+            torch.trace(c).backward()
+            assert torch.equal(d.grad.cpu(), c.grad.to(dtype)), shape
+
+
+def test_trace_of_a_vector_or_of_bool_is_refused_as_on_the_cpu(fallback_reset):
+    with pytest.raises(RuntimeError, match="matrix"):
+        torch.trace(torch.ones(3, device="spyre"))
+    with pytest.raises(RuntimeError, match="Bool"):
+        torch.trace(torch.ones(3, 3, dtype=torch.bool, device="spyre"))
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [torch.int64, torch.int32, torch.uint8, torch.bool])
+def test_index_fill(strict, dtype):
+    g = torch.Generator().manual_seed(10)
+    x = (torch.randn(6, 7, 5, generator=g) * 10).to(dtype)
+    for dim, index, value in ((0, [4, 0, -1], 3), (1, [6, 2, 2], 0), (-1, [-5, 3], 1),
+                              (2, [], 2)):
+        idx = torch.tensor(index, dtype=torch.long)
+        want = x.clone().index_fill_(dim, idx, value)
+        got = x.to("spyre").index_fill_(dim, idx.to("spyre"), value).cpu()
+        assert torch.equal(got, want), (dim, index)
+        # a 0-dim value tensor (the form trace's backward uses), on the card and in host memory,
+        # and the functional form with an int32 index
+        v = torch.tensor(value, dtype=dtype)
+        for vv in (v, v.to("spyre")):
+            got = x.to("spyre").index_fill_(dim, idx.to("spyre"), vv).cpu()
+            assert torch.equal(got, want), (dim, index, vv.device)
+        got = torch.index_fill(x.to("spyre"), dim, idx.int().to("spyre"), value).cpu()
+        assert torch.equal(got, want), (dim, index)

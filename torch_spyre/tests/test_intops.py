@@ -4,7 +4,8 @@ maximum/minimum, neg/abs for int64, int32, int8, uint8 and bool, with tensor and
 operands, odd shapes, strided views, broadcasts, empty tensors, overflow wraparound, negative
 division; casts between int64/uint8 and every other dtype on the card; zero divisors; integer
 matrix products (mm, bmm, matmul: int8 matmul emulation with int32 accumulation, wraparound;
-addmm, baddbmm, addbmm with integer scales)."""
+addmm, baddbmm, addbmm with integer scales); integer tensors raised to a number (wrapping for
+integral exponents, the default float type for float ones)."""
 
 import operator
 
@@ -449,3 +450,23 @@ def test_integer_addmm_baddbmm_addbmm(strict, dtype):
     # a float scale for integer operands is refused (never truncated to an integer)
     with pytest.raises(RuntimeError):
         torch.addmm(r(4).to("spyre"), r(2, 3).to("spyre"), r(3, 4).to("spyre"), alpha=0.5)
+
+
+@pytest.mark.parametrize("dtype", INTS)
+def test_integer_pow_by_a_number(strict, dtype):
+    # an integral exponent: repeated squaring in the tensor's type, wrapping as the CPU's
+    x = ints((7, 9), dtype, 31)
+    for e in (0, 1, 2, 3, 5, 13, 64):
+        assert_same((x.to("spyre") ** e).cpu(), x ** e)
+    out = torch.empty(0, dtype=dtype, device="spyre")
+    torch.pow(x.to("spyre")[:, 2:7].t(), 3, out=out)  # a strided view, out=
+    assert_same(out.cpu(), x[:, 2:7].t() ** 3)
+    # a float exponent: the default float type's result, as the CPU's
+    small = ints((5, 6), dtype, 32, lo=0, hi=100)
+    close((small.to("spyre") ** 0.5).cpu(), small ** 0.5, torch.float32)
+    close((small.to("spyre") ** -1.5).cpu(), small ** -1.5, torch.float32)
+
+
+def test_integer_pow_by_a_negative_integer_is_refused_as_on_the_cpu(fallback_reset):
+    with pytest.raises(RuntimeError, match="negative integer powers"):
+        torch.full((3,), 2, device="spyre") ** -1

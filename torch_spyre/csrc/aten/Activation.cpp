@@ -12,6 +12,7 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <optional>
 
 #include "Composed.h"
 #include "Elementwise.h"
@@ -283,18 +284,42 @@ bool pow_into(const at::Tensor& x, const at::Scalar& e, const at::Tensor& out) {
     return true;
 }
 
+// x ** e of an integer spyre tensor (not bool): for an integral e >= 0 exact and wrapping as
+// the CPU's (products modulo 2^bits do not depend on their order) by repeated squaring in x's
+// type; for a float e, x converted to the default float type and raised as a float tensor (the
+// CPU's result type). Nothing for a negative integral e (the CPU's error) or other cases.
+std::optional<at::Tensor> int_pow(const at::Tensor& x, const at::Scalar& e) {
+    if (!x.is_privateuseone() || !is_int_dtype(x.scalar_type()) || x.scalar_type() == at::kBool ||
+        x.dim() == 0)
+        return std::nullopt;
+    c10::DeviceGuard guard(x.device());
+    if (e.isFloatingPoint())
+        return at::pow(x.to(c10::typeMetaToScalarType(at::get_default_dtype())), e);
+    if (!e.isIntegral(false) || e.toLong() < 0) return std::nullopt;
+    at::Tensor result = at::ones_like(x, at::MemoryFormat::Contiguous), base = x;
+    for (int64_t n = e.toLong(); n > 0; n >>= 1) {
+        if (n & 1) result = result.mul(base);
+        if (n > 1) base = base.mul(base);
+    }
+    return result;
+}
+
 at::Tensor pow_scalar(const at::Tensor& x, const at::Scalar& e) {
     if (is_float(x.scalar_type())) {
         c10::DeviceGuard guard(x.device());
         at::Tensor out = at::empty(x.sizes(), x.options());
         if (pow_into(x, e, out)) return out;
     }
+    if (auto r = int_pow(x, e)) return *r;
     return fallback_to_cpu<ATEN_OP2(pow, Tensor_Scalar)>(x, e);
 }
 
 at::Tensor& pow_scalar_out(const at::Tensor& x, const at::Scalar& e, at::Tensor& out) {
     if (out.scalar_type() == x.scalar_type()) at::native::resize_output(out, x.sizes());
     if (pow_into(x, e, out)) return out;
+    if (out.is_privateuseone() && !is_float(x.scalar_type()))
+        if (auto r = int_pow(x, e); r && r->scalar_type() == out.scalar_type())
+            return assign(out, *r);
     return fallback_to_cpu<ATEN_OP2(pow, Tensor_Scalar_out)>(x, e, out);
 }
 

@@ -1,14 +1,14 @@
 // Gathers and scatters by index tensors on the card (spyre_op_gather / spyre_op_scatter):
 // torch.gather, index_select along any dim, advanced indexing by one index tensor
-// (x[:, idx]), scatter (a tensor or a number), scatter_add, index_copy, index_add, index_put_
-// (x[idx] = v, x[idx] += v) and masked_scatter_. The indexed tensor is made dense on the card when
-// it is not; int64 or int32 indices. An index out of range stops the launch (a device-side assert
-// reported by the next synchronize, like CUDA's); negative indices are taken only where torch
-// takes them (advanced indexing). Duplicate indices of scatter_add are added in ascending
-// order of the index position: the result is deterministic. Other cases (index shapes smaller
-// than the data in other dims, index tensors on dims that are not adjacent, table slabs larger than
-// a core's scratchpad) run on the CPU fallback; a gather's too-large table slab is first tried in
-// chunks of its last dim.
+// (x[:, idx]), scatter (a tensor or a number), scatter_add, index_copy, index_fill_, index_add,
+// index_put_ (x[idx] = v, x[idx] += v) and masked_scatter_. The indexed tensor is made dense on the
+// card when it is not; int64 or int32 indices. An index out of range stops the launch (a
+// device-side assert reported by the next synchronize, like CUDA's); negative indices are taken
+// only where torch takes them (advanced indexing). Duplicate indices of scatter_add are added in
+// ascending order of the index position: the result is deterministic. Other cases (index shapes
+// smaller than the data in other dims, index tensors on dims that are not adjacent, table slabs
+// larger than a core's scratchpad) run on the CPU fallback; a gather's too-large table slab is
+// first tried in chunks of its last dim.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/native/Resize.h>
@@ -382,6 +382,39 @@ at::Tensor& index_copy_out(const at::Tensor& self, int64_t dim, const at::Tensor
     return fallback_to_cpu<ATEN_OP2(index_copy, out)>(self, dim, index, source, out);
 }
 
+// index_fill_: the positions `index` (1-D, negative ones from the end, as the CPU takes them)
+// along dim set to value: value broadcast to the index's extent, scattered as index_copy does.
+// value: a number, or a 0-dim tensor (on the card, or a number in host memory).
+bool index_fill_into(at::Tensor& self, int64_t dim, const at::Tensor& index,
+                     const at::Tensor& value) {
+    if (!(data_type(self) && index_type(index) && index.dim() <= 1 && self.dim() >= 1 &&
+          value.dim() == 0 && (value.is_privateuseone() || value.device().is_cpu())))
+        return false;
+    c10::DeviceGuard guard(self.device());
+    const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+    std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end());
+    shape[d] = index.numel();
+    const at::Tensor source =
+        value.to(self.device(), self.scalar_type()).expand(shape).contiguous();
+    bool ran = false;
+    scatter_out("aten::index_fill_", self, d, spread(index, self.dim(), d), source, self,
+                SPYRE_INDEX_WRAP_NEGATIVE, ran);
+    return ran;
+}
+
+at::Tensor& index_fill_scalar(at::Tensor& self, int64_t dim, const at::Tensor& index,
+                              const at::Scalar& value) {
+    if (index_fill_into(self, dim, index, at::scalar_tensor(value, self.options().device("cpu"))))
+        return self;
+    return fallback_to_cpu<ATEN_OP2(index_fill_, int_Scalar)>(self, dim, index, value);
+}
+
+at::Tensor& index_fill_tensor(at::Tensor& self, int64_t dim, const at::Tensor& index,
+                              const at::Tensor& value) {
+    if (index_fill_into(self, dim, index, value)) return self;
+    return fallback_to_cpu<ATEN_OP2(index_fill_, int_Tensor)>(self, dim, index, value);
+}
+
 // table[idx[i]] += rows[i] for a table [V, D] of whole-stick rows too large for the scatter
 // program (it keeps a table's slab in a core's scratchpad: an embedding gradient of a real
 // vocabulary): the distinct indices' rows gathered (row copies), the rows of each index added
@@ -705,6 +738,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("scatter.src_out", TORCH_FN(scatter_src_out));
     m.impl("scatter.value_out", TORCH_FN(scatter_value_out));
     m.impl("index_copy.out", TORCH_FN(index_copy_out));
+    m.impl("index_fill_.int_Scalar", TORCH_FN(index_fill_scalar));
+    m.impl("index_fill_.int_Tensor", TORCH_FN(index_fill_tensor));
     m.impl("index_add.out", TORCH_FN(index_add_out));
     m.impl("index_reduce.out", TORCH_FN(index_reduce_out));
     m.impl("index.Tensor_out", TORCH_FN(index_out));

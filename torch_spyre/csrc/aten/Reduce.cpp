@@ -8,6 +8,7 @@
 // Integer and bool inputs reduce exactly on the card for sum (into int64), amax/amin, max() and
 // any/all (MAX / MIN of x != 0); sum/mean with a dtype reduce x cast to it on the card; a sum
 // or mean of an empty x is a fill; prod and other empty reductions run on the CPU fallback.
+// trace is the sum of the diagonal view.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/WrapDimUtilsMulti.h>
@@ -352,6 +353,29 @@ at::Tensor& argmax_out(const at::Tensor& x, std::optional<int64_t> dim, bool kee
     return fallback_to_cpu<ATEN_OP2(argmax, out)>(x, dim, keepdim, out);
 }
 
+// trace: the sum of a matrix's main diagonal, of the sum's type (int64 for integers; fp16 and
+// bf16 too, which the CPU's kernel does not take; bool is the CPU's error).
+bool traceable(const at::Tensor& x) {
+    return x.is_privateuseone() && x.dim() == 2 &&
+           (is_float(x.scalar_type()) ||
+            (is_int_dtype(x.scalar_type()) && x.scalar_type() != at::kBool));
+}
+
+at::Tensor trace(const at::Tensor& x) {
+    if (!traceable(x)) return fallback_to_cpu<ATEN_OP(trace)>(x);  // the CPU's result or error
+    c10::DeviceGuard guard(x.device());
+    return at::sum(x.diagonal());
+}
+
+at::Tensor& trace_out(const at::Tensor& x, at::Tensor& out) {
+    if (!traceable(x) || !out.is_privateuseone())
+        return fallback_to_cpu<ATEN_OP2(trace, out)>(x, out);
+    c10::DeviceGuard guard(x.device());
+    const at::Tensor r = at::sum(x.diagonal());
+    at::native::resize_output(out, r.sizes());
+    return out.copy_(r);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -369,6 +393,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("min", TORCH_FN(min_all));
     m.impl("max.dim_max", TORCH_FN(max_dim_out));
     m.impl("argmax.out", TORCH_FN(argmax_out));
+    m.impl("trace", TORCH_FN(trace));
+    m.impl("trace.out", TORCH_FN(trace_out));
 }
 
 }  // namespace torch_spyre::aten

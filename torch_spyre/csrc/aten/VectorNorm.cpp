@@ -193,9 +193,30 @@ std::tuple<at::Tensor, at::Tensor> weight_norm_interface_backward(const at::Tens
     return {grad_v, grad_g};
 }
 
+// renorm: each slice along `dim` whose p-norm exceeds maxnorm scaled to maxnorm, as the CPU
+// computes it: the norms (fp32 for 16-bit inputs), the factor maxnorm / (norm + 1e-7) or 1 in
+// x's type, then x * factor.
+at::Tensor& renorm_out(const at::Tensor& x, const at::Scalar& p, int64_t dim,
+                       const at::Scalar& maxnorm, at::Tensor& out) {
+    const bool on_card = x.is_privateuseone() && out.is_privateuseone() &&
+                         is_float(x.scalar_type()) && x.dim() > 0 && x.numel() > 0 &&
+                         out.scalar_type() == x.scalar_type() && !p.isComplex() &&
+                         p.toDouble() > 0 && maxnorm.toDouble() >= 0;
+    if (!on_card) return fallback_to_cpu<ATEN_OP2(renorm, out)>(x, p, dim, maxnorm, out);
+    c10::DeviceGuard guard(x.device());
+    const int64_t d = at::maybe_wrap_dim(dim, x.dim());
+    const at::Tensor norms = at::linalg_vector_norm(widened(x), p, other_dims(x, d), true);
+    const double cap = maxnorm.toDouble();
+    const at::Tensor factor =
+        at::where(norms > cap, at::full_like(norms, cap) / (norms + 1e-7), at::ones_like(norms))
+            .to(x.scalar_type());
+    return assign(out, x * factor);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+    m.impl("renorm.out", TORCH_FN(renorm_out));
     m.impl("_weight_norm_interface", TORCH_FN(weight_norm_interface));
     m.impl("_weight_norm_interface_backward", TORCH_FN(weight_norm_interface_backward));
     m.impl("linalg_vector_norm.out", TORCH_FN(linalg_vector_norm_out));
