@@ -46,6 +46,7 @@ ON_CARD = {
     ("maximum", ""), ("minimum", ""), ("max", "binary"), ("min", "binary"),
     ("clamp", ""), ("clamp_min", ""), ("clamp_max", ""),
     ("nn.functional.max_pool2d", ""), ("nn.functional.avg_pool2d", ""),
+    ("nn.functional.avg_pool3d", ""), ("nn.functional.local_response_norm", ""),
 }
 
 # Ops none of whose OpInfo samples the card takes, with the reason. Their samples still run

@@ -3,8 +3,10 @@
 non-contiguous inputs, out=), nn.MaxPool2d / nn.AvgPool2d in eval under strict mode; and every
 window torch takes (overlapping, padded, dilated, ceil_mode, count_include_pad,
 divisor_override), max_pool2d's indices (NaN, windows of -inf), adaptive average and max pools,
-the gradients of all of them, a ResNet stem and head trained on the card; invalid pools keep
-the CPU's errors."""
+the gradients of all of them, a ResNet stem and head trained on the card; avg_pool3d (4-D and
+5-D inputs, every window torch takes, out=, non-contiguous inputs) and its gradient,
+nn.LocalResponseNorm (avg_pool3d inside) forward and backward and a small 3-D CNN trained, all
+with no CPU fallback; invalid pools keep the CPU's errors."""
 
 import pytest
 import torch
@@ -155,9 +157,128 @@ def test_resnet_stem_and_head_train_on_the_card(strict):
         assert torch.equal(p.detach().cpu(), r)
 
 
+AVG3D = [  # kernel, stride, padding, ceil_mode
+    (2, None, 0, False), (3, 2, 1, False), (3, 2, 1, True), ((3, 1, 2), (2, 1, 1), (1, 0, 1), True),
+    ((2, 3, 3), 1, (1, 1, 0), False), (5, 3, 2, True), (4, (3, 2, 3), (2, 0, 1), True),
+    ((5, 1, 1), 1, 0, False),  # LocalResponseNorm's window
+]
+SHAPES3D = [(2, 3, 5, 7, 6), (3, 7, 5, 9)]  # 5-D and 4-D ([C, D, H, W]), odd sizes
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", SHAPES3D, ids=["5d", "4d"])
+@pytest.mark.parametrize("k,s,p,ceil", AVG3D)
+@pytest.mark.parametrize("count_include_pad", [True, False])
+def test_avg_pool3d_any_window(strict, dtype, shape, k, s, p, ceil, count_include_pad):
+    x = make(shape, dtype)
+    kw = dict(kernel_size=k, stride=s, padding=p, ceil_mode=ceil,
+              count_include_pad=count_include_pad)
+    for divisor in [None, 5, -3]:
+        kw["divisor_override"] = divisor
+        want = F.avg_pool3d(x.float(), **kw).to(dtype)
+        close(F.avg_pool3d(x.to("spyre"), **kw).cpu(), want, dtype)
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", SHAPES3D, ids=["5d", "4d"])
+@pytest.mark.parametrize("k,s,p,ceil,count_include_pad,divisor", [
+    (3, 2, 1, True, True, None), (3, 2, 1, False, False, None), (2, None, 0, False, True, None),
+    ((3, 1, 2), (2, 1, 1), (1, 0, 1), True, False, 3), ((5, 1, 1), 1, 0, False, True, None),
+    (4, (3, 2, 3), (2, 0, 1), True, False, None),
+])
+def test_avg_pool3d_gradient(strict, dtype, shape, k, s, p, ceil, count_include_pad, divisor):
+    kw = dict(kernel_size=k, stride=s, padding=p, ceil_mode=ceil,
+              count_include_pad=count_include_pad, divisor_override=divisor)
+    x = make(shape, dtype)
+    g, c = x.to("spyre").requires_grad_(), x.float().requires_grad_()
+    w = torch.randn(F.avg_pool3d(c, **kw).shape, generator=torch.Generator().manual_seed(3))
+    (F.avg_pool3d(g, **kw) * w.to(dtype).to("spyre")).sum().backward()
+    (F.avg_pool3d(c, **kw) * w.to(dtype).float()).sum().backward()
+    close(g.grad.cpu(), c.grad.to(dtype), dtype, scale=4.0)
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_avg_pool3d_module_views_and_out(strict):
+    x = make((2, 3, 6, 8, 5), torch.float32)
+    d = x.to("spyre")
+    with torch.no_grad():
+        m = torch.nn.AvgPool3d((3, 2, 2), (1, 2, 1), (1, 0, 1), count_include_pad=False)
+        close(m(d).cpu(), m(x), torch.float32)
+    t = d.transpose(2, 4)  # a non-contiguous input
+    close(F.avg_pool3d(t, 2, 1, 1).cpu(), F.avg_pool3d(x.transpose(2, 4), 2, 1, 1), torch.float32)
+    out = torch.empty(0).to("spyre")
+    torch._C._nn.avg_pool3d(d, [2, 3, 2], [2, 2, 2], [1, 1, 0], out=out)
+    close(out.cpu(), F.avg_pool3d(x, [2, 3, 2], [2, 2, 2], [1, 1, 0]), torch.float32)
+    grad_input = torch.empty(0).to("spyre")
+    gy = make(out.shape, torch.float32, seed=1)
+    torch.ops.aten.avg_pool3d_backward.grad_input(gy.to("spyre"), d, [2, 3, 2], [2, 2, 2],
+                                                  [1, 1, 0], False, True, None,
+                                                  grad_input=grad_input)
+    want = torch.ops.aten.avg_pool3d_backward(gy, x, [2, 3, 2], [2, 2, 2], [1, 1, 0], False, True,
+                                              None)
+    close(grad_input.cpu(), want, torch.float32)
+    assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape,size,alpha,beta,k", [
+    ((2, 7, 5, 6), 5, 1e-4, 0.75, 1.0), ((2, 6, 3, 4, 5), 3, 0.5, 0.75, 2.0),
+    ((1, 8, 9, 7), 2, 0.1, 0.5, 1.25),
+])
+def test_local_response_norm_trains_on_the_card(strict, dtype, shape, size, alpha, beta, k):
+    m = torch.nn.LocalResponseNorm(size, alpha, beta, k)
+    x = make(shape, dtype)
+    g, c = x.to("spyre").requires_grad_(), x.float().requires_grad_()
+    w = torch.randn(shape, generator=torch.Generator().manual_seed(3)).to(dtype)
+    y = m(g)
+    want = m(c)
+    close(y.detach().cpu(), want.detach().to(dtype), dtype)
+    (y * w.to("spyre")).sum().backward()
+    (want * w.float()).sum().backward()
+    close(g.grad.cpu(), c.grad.to(dtype), dtype, scale=4.0)
+    assert torch_spyre.fallback_counts() == {}
+
+
+def test_3d_cnn_with_average_pools_trains_on_the_card(strict):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv3d(2, 4, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.AvgPool3d(2), torch.nn.LocalResponseNorm(3),
+                              torch.nn.AvgPool3d(3, 2, 1, ceil_mode=True, count_include_pad=False),
+                              torch.nn.Flatten(), torch.nn.Linear(4 * 2 * 3 * 3, 3))
+    x = torch.randn(2, 2, 7, 10, 8)
+    want = net(x)
+    want.sum().backward()
+    grads = [p.grad.clone() for p in net.parameters()]
+    net.zero_grad()
+    dev = net.to("spyre")
+    got = dev(x.to("spyre"))
+    close(got.cpu(), want.detach(), torch.float32, scale=10.0)
+    got.sum().backward()
+    for p, gref in zip(dev.parameters(), grads):
+        close(p.grad.cpu(), gref, torch.float32, scale=50.0)
+    assert torch_spyre.fallback_counts() == {}
+
+
+def cpu_error(fn, *args, **kwargs):
+    with pytest.raises(RuntimeError) as e:
+        fn(*args, **kwargs)
+    return str(e.value).split("\n")[0]
+
+
 def test_invalid_pools_keep_the_cpu_errors(fallback_reset):
     d = make((1, 2, 7, 7), torch.float32).to("spyre")
     with pytest.raises(RuntimeError, match="pad should be"):
         F.max_pool2d(d, 2, 1, 2)
     with pytest.raises(RuntimeError):
         F.avg_pool2d(d, 3, 1, divisor_override=0)
+    x = make((1, 2, 5, 7, 7), torch.float32)
+    for args, kwargs in [((3, 1), dict(divisor_override=0)), ((2, 1, 2), {}),
+                         ((9, 1), {}), (((3, 3), 1), {})]:
+        want = cpu_error(F.avg_pool3d, x, *args, **kwargs)
+        assert cpu_error(F.avg_pool3d, x.to("spyre"), *args, **kwargs) == want, (args, kwargs)
+    gy = make((1, 2, 3, 5, 5), torch.float32)
+    backward = torch.ops.aten.avg_pool3d_backward
+    want = cpu_error(backward, gy, x, [3, 3, 3], [1, 1, 1], [0, 0, 0], False, True, 0)
+    assert cpu_error(backward, gy.to("spyre"), x.to("spyre"), [3, 3, 3], [1, 1, 1], [0, 0, 0],
+                     False, True, 0) == want

@@ -1,19 +1,23 @@
 // 2-D pooling on the card, composed of device ops, for every window torch allows: kernel,
 // stride, padding, dilation (max), ceil_mode, count_include_pad and divisor_override (avg),
-// 3-D and 4-D inputs; forward, indices and backward; and adaptive average / max pooling.
+// 3-D and 4-D inputs; forward, indices and backward; and adaptive average / max pooling. 3-D
+// average pooling (avg_pool3d: nn.AvgPool3d, nn.LocalResponseNorm, 3-D CNNs) the same way, 4-D
+// and 5-D inputs, forward and backward.
 //
-// A window reduction is separable: first over each row's kw taps, then over the kh rows. The
-// input, padded (-inf for max, 0 for avg) to cover every window, is read through a strided
-// view [..., Hp, Wo, kw] made dense by one copy on the card and reduced (amax / sum) over the
-// taps, then the same over [..., Ho, Wo, kh]: two passes whose copies are kw/sw and kh/sh times
-// the data, instead of one kh*kw/(sh*sw) times as large. max_pool2d's indices come from the
+// A window reduction is separable: first over each row's kw taps, then over the kh rows (and
+// for 3-D then over the kd planes). The input, padded (-inf for max, 0 for avg) to cover every
+// window, is read through a strided view [..., Hp, Wo, kw] made dense by one copy on the card
+// and reduced (amax / sum) over the taps, then the same over [..., Ho, Wo, kh] (and [..., Do,
+// Ho, Wo, kd]): one pass per dim whose copy is k/s times the data, instead of one
+// kh*kw/(sh*sw) times as large (a dim of one tap stepping by one needs no pass). An average's
+// divisor is the product of its window's per-dim counts. max_pool2d's indices come from the
 // same passes: argmax over a row's taps (first of equal values, as the CPU's scan), then over
 // the rows, the column of the winning row gathered; a window that is all -inf gets the CPU's
 // index (its first in-bounds element). The backward of max scatters the gradient to the
 // indices (scatter_add); the backward of avg adds each tap's share onto the padded input
-// through strided views, one accumulation per tap. Adaptive windows vary in size: each output
-// row gathers the kmax input rows its window may hold (index_select, the unused ones masked),
-// then the same along the columns.
+// through strided views, one accumulation per tap (kh*kw, or kd*kh*kw for 3-D). Adaptive
+// windows vary in size: each output row gathers the kmax input rows its window may hold
+// (index_select, the unused ones masked), then the same along the columns.
 //
 // max_pool2d is a composite over max_pool2d_with_indices in torch 2.6, so, as for layer_norm,
 // its spyre kernel replaces it when no gradient is wanted (nobody reads the indices).
@@ -24,6 +28,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -37,7 +42,7 @@
 namespace torch_spyre::aten {
 namespace {
 
-// Element i of a 1- or 2-element pooling argument (one value stands for both dims).
+// Element i of a pooling argument of one value (it stands for every dim) or one per dim.
 int64_t pick(at::IntArrayRef a, size_t i) { return a.size() == 1 ? a[0] : a[i]; }
 
 // One spatial dim of a pooling: input size, kernel, stride, padding, dilation, output size,
@@ -57,23 +62,24 @@ int64_t pooled_size(int64_t in, int64_t k, int64_t p, int64_t s, int64_t d, bool
     return out;
 }
 
-struct Pool2d {
-    PoolDim h, w;
-};
-
-// The pooling of a float spyre tensor of 3 or 4 dims with arguments torch accepts; nothing
-// otherwise (the CPU fallback then gives torch's answer or error).
-std::optional<Pool2d> geometry(const at::Tensor& x, at::IntArrayRef kernel, at::IntArrayRef stride,
-                               at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
-    const auto sized = [](at::IntArrayRef a) { return a.size() == 1 || a.size() == 2; };
-    if (!x.is_privateuseone() || !is_float(x.scalar_type()) || (x.dim() != 3 && x.dim() != 4) ||
-        !sized(kernel) || (!stride.empty() && !sized(stride)) || !sized(padding) ||
+// The N spatial dims (the last N) of a pooling of a float spyre tensor of N + 1 or N + 2 dims
+// with arguments torch accepts (each of 1 or N values; stride and dilation may be empty);
+// nothing otherwise (the CPU fallback then gives torch's answer or error).
+template <size_t N>
+std::optional<std::array<PoolDim, N>> pool_dims(const at::Tensor& x, at::IntArrayRef kernel,
+                                                at::IntArrayRef stride, at::IntArrayRef padding,
+                                                at::IntArrayRef dilation, bool ceil_mode) {
+    constexpr auto n = static_cast<int64_t>(N);
+    const auto sized = [](at::IntArrayRef a) { return a.size() == 1 || a.size() == N; };
+    if (!x.is_privateuseone() || !is_float(x.scalar_type()) ||
+        (x.dim() != n + 1 && x.dim() != n + 2) || !sized(kernel) ||
+        (!stride.empty() && !sized(stride)) || !sized(padding) ||
         (!dilation.empty() && !sized(dilation)) || x.numel() == 0)
         return std::nullopt;
-    Pool2d g;
-    for (size_t i = 0; i < 2; ++i) {
-        PoolDim& dim = i == 0 ? g.h : g.w;
-        dim.in = x.size(x.dim() - 2 + static_cast<int64_t>(i));
+    std::array<PoolDim, N> dims;
+    for (size_t i = 0; i < N; ++i) {
+        PoolDim& dim = dims[i];
+        dim.in = x.size(x.dim() - n + static_cast<int64_t>(i));
         dim.k = pick(kernel, i);
         dim.s = stride.empty() ? dim.k : pick(stride, i);
         dim.p = pick(padding, i);
@@ -85,33 +91,52 @@ std::optional<Pool2d> geometry(const at::Tensor& x, at::IntArrayRef kernel, at::
         const int64_t need = (dim.out - 1) * dim.s + (dim.k - 1) * dim.d + 1;
         dim.p_after = std::max<int64_t>(0, need - dim.p - dim.in);
     }
-    return g;
+    return dims;
 }
 
-// x padded with `value` to [..., Hp, Wp], contiguous.
-at::Tensor padded(const at::Tensor& x, const Pool2d& g, double value) {
-    if (!g.h.p && !g.h.p_after && !g.w.p && !g.w.p_after) return x.contiguous();
-    return at::constant_pad_nd(x, {g.w.p, g.w.p_after, g.h.p, g.h.p_after}, value).contiguous();
+struct Pool2d {
+    PoolDim h, w;
+};
+
+// The 2-D pooling of a float spyre tensor of 3 or 4 dims (pool_dims).
+std::optional<Pool2d> geometry(const at::Tensor& x, at::IntArrayRef kernel, at::IntArrayRef stride,
+                               at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode) {
+    const auto dims = pool_dims<2>(x, kernel, stride, padding, dilation, ceil_mode);
+    if (!dims) return std::nullopt;
+    return Pool2d{(*dims)[0], (*dims)[1]};
 }
 
-// The taps of the windows along the last dim of a contiguous t [..., n]: [..., out, k], dense.
-at::Tensor taps_last(const at::Tensor& t, const PoolDim& dim) {
-    std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end() - 1);
-    std::vector<int64_t> strides(t.strides().begin(), t.strides().end() - 1);
-    sizes.insert(sizes.end(), {dim.out, dim.k});
-    strides.insert(strides.end(), {dim.s, dim.d});
+// x padded with `value` along its last dims.size() dims to their padded sizes, contiguous.
+at::Tensor padded(const at::Tensor& x, at::ArrayRef<PoolDim> dims, double value) {
+    std::vector<int64_t> pad;  // constant_pad_nd's order: the last dim first
+    bool any = false;
+    for (auto dim = dims.rbegin(); dim != dims.rend(); ++dim) {
+        pad.insert(pad.end(), {dim->p, dim->p_after});
+        any = any || dim->p || dim->p_after;
+    }
+    if (!any) return x.contiguous();
+    return at::constant_pad_nd(x, pad, value).contiguous();
+}
+
+// The taps of the windows along dim `axis` (counted from the end: -1 the last) of a contiguous
+// t [..., n, rest...]: [..., out, rest..., k], dense (one copy on the card).
+at::Tensor taps(const at::Tensor& t, int64_t axis, const PoolDim& dim) {
+    const auto a = static_cast<size_t>(t.dim() + axis);
+    std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+    std::vector<int64_t> strides(t.strides().begin(), t.strides().end());
+    const int64_t step = strides[a];
+    sizes[a] = dim.out;
+    strides[a] = dim.s * step;
+    sizes.push_back(dim.k);
+    strides.push_back(dim.d * step);
     return t.as_strided(sizes, strides, t.storage_offset()).contiguous();
 }
 
-// The taps of the windows along the second-to-last dim of a contiguous t [..., n, m]:
-// [..., out, m, k], dense.
-at::Tensor taps_rows(const at::Tensor& t, const PoolDim& dim) {
-    const int64_t m = t.size(-1);
-    std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end() - 2);
-    std::vector<int64_t> strides(t.strides().begin(), t.strides().end() - 2);
-    sizes.insert(sizes.end(), {dim.out, m, dim.k});
-    strides.insert(strides.end(), {dim.s * m, 1, dim.d * m});
-    return t.as_strided(sizes, strides, t.storage_offset()).contiguous();
+// The shape of a pooling of x over its last dims.size() dims.
+std::vector<int64_t> pooled_shape(const at::Tensor& x, at::ArrayRef<PoolDim> dims) {
+    std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end() - dims.size());
+    for (const PoolDim& dim : dims) shape.push_back(dim.out);
+    return shape;
 }
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
@@ -119,10 +144,10 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 // max pooling: values, and with `indices` the flat h * W + w position of each window's max.
 std::tuple<at::Tensor, at::Tensor> max_pool(const at::Tensor& x, const Pool2d& g, bool indices) {
     c10::DeviceGuard guard(x.device());
-    const at::Tensor xp = padded(x, g, kNegInf);
-    const at::Tensor row_taps = taps_last(xp, g.w);       // [..., Hp, Wo, kw]
+    const at::Tensor xp = padded(x, {g.h, g.w}, kNegInf);
+    const at::Tensor row_taps = taps(xp, -1, g.w);        // [..., Hp, Wo, kw]
     const at::Tensor row_max = at::amax(row_taps, {-1});  // [..., Hp, Wo]
-    const at::Tensor col_taps = taps_rows(row_max, g.h);  // [..., Ho, Wo, kh]
+    const at::Tensor col_taps = taps(row_max, -2, g.h);   // [..., Ho, Wo, kh]
     const at::Tensor values = at::amax(col_taps, {-1});   // [..., Ho, Wo]
     if (!indices) return {values, at::Tensor()};
     const auto opts = x.options().dtype(at::kLong);
@@ -186,10 +211,12 @@ at::Tensor scatter_to_indices(const at::Tensor& grad, const at::Tensor& self,
     return gi.view(self.sizes()).to(grad.scalar_type());
 }
 
-bool grad_on_card(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& out) {
+// A gradient of a pooling over `spatial` dims the card takes.
+bool grad_on_card(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& out,
+                  int64_t spatial = 2) {
     return grad.is_privateuseone() && self.is_privateuseone() && out.is_privateuseone() &&
            is_float(grad.scalar_type()) && grad.scalar_type() == self.scalar_type() &&
-           (self.dim() == 3 || self.dim() == 4);
+           (self.dim() == spatial + 1 || self.dim() == spatial + 2);
 }
 
 at::Tensor& max_pool2d_with_indices_backward_out(const at::Tensor& grad, const at::Tensor& self,
@@ -204,76 +231,146 @@ at::Tensor& max_pool2d_with_indices_backward_out(const at::Tensor& grad, const a
     return assign(grad_input, scatter_to_indices(grad, self, indices));
 }
 
-// The divisor of each window of an average pooling [Ho, Wo] (CPU values as torch computes
-// them: the window clipped to the padded input, or to the input itself without
-// count_include_pad; divisor_override wins).
-at::Tensor avg_divisors(const Pool2d& g, bool count_include_pad, std::optional<int64_t> divisor,
-                        at::Device device) {
-    std::vector<float> d(static_cast<size_t>(g.h.out * g.w.out));
-    for (int64_t i = 0; i < g.h.out; ++i) {
-        for (int64_t j = 0; j < g.w.out; ++j) {
-            int64_t h0 = i * g.h.s - g.h.p, w0 = j * g.w.s - g.w.p;
-            int64_t h1 = std::min(h0 + g.h.k, g.h.in + g.h.p);
-            int64_t w1 = std::min(w0 + g.w.k, g.w.in + g.w.p);
-            const int64_t pool = (h1 - h0) * (w1 - w0);
-            h0 = std::max<int64_t>(h0, 0);
-            w0 = std::max<int64_t>(w0, 0);
-            h1 = std::min(h1, g.h.in);
-            w1 = std::min(w1, g.w.in);
-            const int64_t n = divisor ? *divisor : count_include_pad ? pool : (h1 - h0) * (w1 - w0);
-            d[static_cast<size_t>(i * g.w.out + j)] = static_cast<float>(n);
+// How many taps of each window along one dim an average counts: the window clipped to the
+// padded input, or to the input itself without count_include_pad (as torch computes it).
+std::vector<int64_t> window_counts(const PoolDim& dim, bool count_include_pad) {
+    std::vector<int64_t> n(static_cast<size_t>(dim.out));
+    for (int64_t o = 0; o < dim.out; ++o) {
+        int64_t start = o * dim.s - dim.p, end = std::min(start + dim.k, dim.in + dim.p);
+        if (!count_include_pad) {
+            start = std::max<int64_t>(start, 0);
+            end = std::min(end, dim.in);
         }
+        n[static_cast<size_t>(o)] = end - start;
     }
-    return at::tensor(d, at::kFloat).view({g.h.out, g.w.out}).to(device);
+    return n;
 }
 
-std::optional<Pool2d> avg_geometry(const at::Tensor& x, at::IntArrayRef kernel,
-                                   at::IntArrayRef stride, at::IntArrayRef padding, bool ceil_mode,
-                                   std::optional<int64_t> divisor) {
+// The divisor of each window of an average pooling [out of each dim] (CPU values: the product
+// of the per-dim counts; divisor_override wins).
+at::Tensor avg_divisors(at::ArrayRef<PoolDim> dims, bool count_include_pad,
+                        std::optional<int64_t> divisor, at::Device device) {
+    std::vector<int64_t> n{1}, shape;
+    for (const PoolDim& dim : dims) {
+        const std::vector<int64_t> c = window_counts(dim, count_include_pad);
+        std::vector<int64_t> next;
+        next.reserve(n.size() * c.size());
+        for (int64_t a : n)
+            for (int64_t b : c) next.push_back(a * b);
+        n = std::move(next);
+        shape.push_back(dim.out);
+    }
+    std::vector<float> d(n.size());
+    for (size_t i = 0; i < n.size(); ++i) d[i] = static_cast<float>(divisor ? *divisor : n[i]);
+    return at::tensor(d, at::kFloat).view(shape).to(device);
+}
+
+// The average pooling of N dims of a float spyre tensor with arguments torch accepts; nothing
+// otherwise (divisor_override 0 is the CPU's error).
+template <size_t N>
+std::optional<std::array<PoolDim, N>> avg_geometry(const at::Tensor& x, at::IntArrayRef kernel,
+                                                   at::IntArrayRef stride, at::IntArrayRef padding,
+                                                   bool ceil_mode, std::optional<int64_t> divisor) {
     if (divisor && *divisor == 0) return std::nullopt;  // the CPU's error
-    return geometry(x, kernel, stride, padding, {}, ceil_mode);
+    return pool_dims<N>(x, kernel, stride, padding, {}, ceil_mode);
+}
+
+// The window sums along dim `axis` of a contiguous t; t itself for windows of one tap that
+// step by one (nothing to add).
+at::Tensor window_sums(const at::Tensor& t, int64_t axis, const PoolDim& dim) {
+    if (dim.k == 1 && dim.s == 1) return t;
+    return at::sum(taps(t, axis, dim), {-1});
+}
+
+// The average pooling of x over its last dims.size() dims: the window sums along each dim (the
+// last first) of x padded with 0, divided by each window's divisor; 16-bit inputs summed in
+// fp32 and rounded once.
+at::Tensor avg_pool(const at::Tensor& x, at::ArrayRef<PoolDim> dims, bool count_include_pad,
+                    std::optional<int64_t> divisor) {
+    c10::DeviceGuard guard(x.device());
+    const auto n = static_cast<int64_t>(dims.size());
+    at::Tensor sums = padded(widened(x), dims, 0.0);
+    for (int64_t i = n - 1; i >= 0; --i)
+        sums = window_sums(sums, i - n, dims[static_cast<size_t>(i)]);
+    const at::Tensor r = sums / avg_divisors(dims, count_include_pad, divisor, x.device());
+    return r.to(x.scalar_type());
+}
+
+// The gradient of an average pooling: each window's share of the gradient added onto the
+// padded input, one strided view per tap (every combination of the dims' taps), the padding
+// then cut off.
+at::Tensor avg_pool_backward(const at::Tensor& grad, const at::Tensor& self,
+                             at::ArrayRef<PoolDim> dims, bool count_include_pad,
+                             std::optional<int64_t> divisor) {
+    c10::DeviceGuard guard(self.device());
+    const auto n = static_cast<int64_t>(dims.size());
+    const int64_t lead = self.dim() - n;
+    const auto dim = [&](int64_t i) -> const PoolDim& { return dims[static_cast<size_t>(i)]; };
+    const at::Tensor share =
+        widened(grad) / avg_divisors(dims, count_include_pad, divisor, self.device());
+    std::vector<int64_t> psize(self.sizes().begin(), self.sizes().begin() + lead);
+    for (int64_t i = 0; i < n; ++i) psize.push_back(dim(i).padded());
+    at::Tensor gp = at::zeros(psize, share.options());
+    // one view of gp per tap: [..., out of each dim], each dim stepping by its stride
+    const std::vector<int64_t> sizes = pooled_shape(self, dims);
+    std::vector<int64_t> strides(gp.strides().begin(), gp.strides().end());
+    for (int64_t i = 0; i < n; ++i) strides[static_cast<size_t>(lead + i)] *= dim(i).s;
+    std::vector<int64_t> tap(static_cast<size_t>(n), 0);
+    for (;;) {
+        int64_t offset = 0;
+        for (int64_t i = 0; i < n; ++i)
+            offset += tap[static_cast<size_t>(i)] * dim(i).d * gp.stride(lead + i);
+        gp.as_strided(sizes, strides, offset).add_(share);
+        int64_t i = n - 1;  // the next tap: the last dim's taps change fastest
+        while (i >= 0 && ++tap[static_cast<size_t>(i)] == dim(i).k)
+            tap[static_cast<size_t>(i--)] = 0;
+        if (i < 0) break;
+    }
+    at::Tensor gi = gp;
+    for (int64_t i = 0; i < n; ++i) gi = gi.narrow(lead + i, dim(i).p, dim(i).in);
+    return gi.to(grad.scalar_type());
 }
 
 at::Tensor& avg_pool2d_out(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
                            at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                            std::optional<int64_t> divisor, at::Tensor& out) {
-    const auto g = avg_geometry(self, kernel, stride, padding, ceil_mode, divisor);
+    const auto g = avg_geometry<2>(self, kernel, stride, padding, ceil_mode, divisor);
     if (!g || !out.is_privateuseone())
         return fallback_to_cpu<ATEN_OP2(avg_pool2d, out)>(self, kernel, stride, padding, ceil_mode,
                                                           count_include_pad, divisor, out);
-    c10::DeviceGuard guard(self.device());
-    const at::Tensor xp = padded(widened(self), *g, 0.0);
-    const at::Tensor rows = at::sum(taps_last(xp, g->w), {-1});
-    const at::Tensor sums = at::sum(taps_rows(rows, g->h), {-1});
-    const at::Tensor r = sums / avg_divisors(*g, count_include_pad, divisor, self.device());
-    return assign(out, r.to(self.scalar_type()));
+    return assign(out, avg_pool(self, *g, count_include_pad, divisor));
 }
 
-// Each window's share of the gradient added onto the padded input, one strided view per tap.
 at::Tensor& avg_pool2d_backward_out(const at::Tensor& grad, const at::Tensor& self,
                                     at::IntArrayRef kernel, at::IntArrayRef stride,
                                     at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                                     std::optional<int64_t> divisor, at::Tensor& grad_input) {
-    const auto g = avg_geometry(self, kernel, stride, padding, ceil_mode, divisor);
-    if (!g || !grad_on_card(grad, self, grad_input) || grad.size(-2) != g->h.out ||
-        grad.size(-1) != g->w.out)
+    const auto g = avg_geometry<2>(self, kernel, stride, padding, ceil_mode, divisor);
+    if (!g || !grad_on_card(grad, self, grad_input) || grad.sizes() != pooled_shape(self, *g))
         return fallback_to_cpu<ATEN_OP2(avg_pool2d_backward, grad_input)>(
             grad, self, kernel, stride, padding, ceil_mode, count_include_pad, divisor, grad_input);
-    c10::DeviceGuard guard(self.device());
-    const at::Tensor share =
-        widened(grad) / avg_divisors(*g, count_include_pad, divisor, self.device());
-    std::vector<int64_t> psize(self.sizes().begin(), self.sizes().end() - 2);
-    psize.insert(psize.end(), {g->h.padded(), g->w.padded()});
-    at::Tensor gp = at::zeros(psize, share.options());
-    std::vector<int64_t> sizes(gp.sizes().begin(), gp.sizes().end() - 2);
-    std::vector<int64_t> strides(gp.strides().begin(), gp.strides().end() - 2);
-    const int64_t wp = g->w.padded();
-    sizes.insert(sizes.end(), {g->h.out, g->w.out});
-    strides.insert(strides.end(), {g->h.s * wp, g->w.s});
-    for (int64_t a = 0; a < g->h.k; ++a)
-        for (int64_t b = 0; b < g->w.k; ++b) gp.as_strided(sizes, strides, a * wp + b).add_(share);
-    const at::Tensor gi = gp.narrow(-2, g->h.p, g->h.in).narrow(-1, g->w.p, g->w.in);
-    return assign(grad_input, gi.to(grad.scalar_type()));
+    return assign(grad_input, avg_pool_backward(grad, self, *g, count_include_pad, divisor));
+}
+
+at::Tensor& avg_pool3d_out(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
+                           at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                           std::optional<int64_t> divisor, at::Tensor& out) {
+    const auto g = avg_geometry<3>(self, kernel, stride, padding, ceil_mode, divisor);
+    if (!g || !out.is_privateuseone())
+        return fallback_to_cpu<ATEN_OP2(avg_pool3d, out)>(self, kernel, stride, padding, ceil_mode,
+                                                          count_include_pad, divisor, out);
+    return assign(out, avg_pool(self, *g, count_include_pad, divisor));
+}
+
+at::Tensor& avg_pool3d_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                                    at::IntArrayRef kernel, at::IntArrayRef stride,
+                                    at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                                    std::optional<int64_t> divisor, at::Tensor& grad_input) {
+    const auto g = avg_geometry<3>(self, kernel, stride, padding, ceil_mode, divisor);
+    if (!g || !grad_on_card(grad, self, grad_input, 3) || grad.sizes() != pooled_shape(self, *g))
+        return fallback_to_cpu<ATEN_OP2(avg_pool3d_backward, grad_input)>(
+            grad, self, kernel, stride, padding, ceil_mode, count_include_pad, divisor, grad_input);
+    return assign(grad_input, avg_pool_backward(grad, self, *g, count_include_pad, divisor));
 }
 
 // Adaptive windows along one dim: output o reads [floor(o * in / out), ceil((o + 1) * in /
@@ -431,6 +528,8 @@ at::Tensor max_pool2d_autograd(const at::Tensor& self, at::IntArrayRef kernel,
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("avg_pool2d.out", TORCH_FN(avg_pool2d_out));
     m.impl("avg_pool2d_backward.grad_input", TORCH_FN(avg_pool2d_backward_out));
+    m.impl("avg_pool3d.out", TORCH_FN(avg_pool3d_out));
+    m.impl("avg_pool3d_backward.grad_input", TORCH_FN(avg_pool3d_backward_out));
     m.impl("max_pool2d", TORCH_FN(max_pool2d_spyre));
     m.impl("max_pool2d_with_indices.out", TORCH_FN(max_pool2d_with_indices_out));
     m.impl("max_pool2d_with_indices_backward.grad_input",
