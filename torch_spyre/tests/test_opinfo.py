@@ -47,6 +47,7 @@ ON_CARD = {
     ("clamp", ""), ("clamp_min", ""), ("clamp_max", ""),
     ("nn.functional.max_pool2d", ""), ("nn.functional.avg_pool2d", ""),
     ("nn.functional.avg_pool3d", ""), ("nn.functional.local_response_norm", ""),
+    ("nn.functional.prelu", ""), ("trace", ""), ("renorm", ""), ("index_fill", ""),
 }
 
 # Ops none of whose OpInfo samples the card takes, with the reason. Their samples still run
