@@ -149,6 +149,8 @@ float apply(const FkInstr& c, float a, float b, float w) {
             return a >= b ? 1.0f : 0.0f;
         case FkOp::WHERE:
             return a != 0.0f ? b : w;  // NaN masks are true
+        case FkOp::FMA:
+            return std::fma(a, b, w);
         default:
             ADD_FAILURE() << "op not in the reference";
             return 0.0f;
@@ -720,6 +722,42 @@ TEST(Fused, ComparesAndWhereInFlatKernels) {
         "%10 = add %8 %9\n%11 = le %6 %1\n%12 = gt %1 %6\n%13 = sub %11 %12\n"
         "%14 = where %13 %2 %10\nstore 0 %7\nstore 1 %14\n",
         1001);
+}
+
+// fma (Inductor's fused multiply-add: its lerp and layer_norm decompositions) is one VFMA, one
+// rounding: operands full, scalar and constant in every place, against std::fma in the
+// interpreter; and exactly: (1 + 2^-12)^2 - (1 + 2^-11) is 2^-24 fused, 0 as a mul then an add.
+TEST(Fused, FmaRoundsOnce) {
+    for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+        const std::string s = tname(t);
+        run_and_check(
+            "spyre.kernel 1\nin " + s + " full\nin " + s + " full\nin f32 scalar\nout " + s +
+                "\nout f32\n%0 = load 0\n%1 = load 1\n%2 = load 2\n%3 = fma %0 %1 %2\n"
+                "%4 = const 0.75\n%5 = fma %2 %0 %4\n%6 = fma %4 %2 %1\n%7 = fma %4 %4 %0\n"
+                "%8 = add %3 %5\n%9 = add %8 %6\n%10 = add %9 %7\nstore 0 %10\nstore 1 %3\n",
+            1001);
+    }
+    const FusedKernel k = parse_fused(
+        "spyre.kernel 1\nin f32 full\nin f32 scalar\nout f32\nout f32\n%0 = load 0\n"
+        "%1 = load 1\n%2 = fma %0 %0 %1\n%3 = mul %0 %0\n%4 = add %3 %1\nstore 0 %2\n"
+        "store 1 %4\n");
+    constexpr uint64_t n = 300;
+    const Pricer pricer(default_engine_config());
+    const FusedPlan p = plan_fused(pricer, k, n, 32);
+    std::vector<std::vector<uint8_t>> in(2);
+    in[0].resize(n * 4), in[1].resize(4);
+    for (uint64_t i = 0; i < n; ++i) store_elem(DType::F32, 1.0f + 0x1p-12f, &in[0][i * 4]);
+    store_elem(DType::F32, -(1.0f + 0x1p-11f), in[1].data());
+    const uint64_t x_at = 0, s_at = up128(n * 4), o0 = s_at + 128, o1 = o0 + up128(n * 4);
+    const auto mem =
+        run_priced(build_fused(k, n, p), p, {x_at, s_at, o0, o1}, in, o1 + up128(n * 4));
+    for (uint64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(load_elem(DType::F32, &mem[o0 + i * 4]), 0x1p-24f) << i;
+        ASSERT_EQ(load_elem(DType::F32, &mem[o1 + i * 4]), 0.0f) << i;
+    }
+    EXPECT_THROW(parse_fused("spyre.kernel 1\nin f32 full\nout f32\n%0 = load 0\n"
+                             "%1 = fma %0 %0\nstore 0 %1\n"),
+                 std::invalid_argument);
 }
 
 // ---- integer values in flat kernels (exact, VINT) ----

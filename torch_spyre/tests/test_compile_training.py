@@ -242,3 +242,32 @@ def test_a_compiled_decoder_backward_runs_its_layout_kernels_fused(fallback_rese
     # kernel (on main 9 of 40: the three RMSNorm backward kernels and the heads' gather too)
     assert stats["eager"] <= 5 and stats["refused"] == 0, stats
     assert torch_spyre.fallback_counts() == {}, torch_spyre.fallback_counts()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_a_compiled_softmax_backward_is_one_fused_row_kernel(fallback_reset, dtype):
+    # Inductor writes softmax's backward with its fused multiply-add (grad * y - y * sum(grad
+    # * y) as fma(-y, sum, grad * y)): the description's fma (one VFMA, one rounding), so the
+    # backward is one row kernel, not the eager form; the gradient as the CPU's
+    from torch_spyre._inductor import runtime
+
+    torch._dynamo.reset()
+
+    def f(x, w):
+        return (torch.softmax(x, -1) * w).float().sum()
+
+    fn = torch.compile(f)
+    g = torch.Generator().manual_seed(3)
+    x, w = (torch.randn(64, 256, generator=g).to(dtype) for _ in range(2))
+    fn(x.to("spyre").requires_grad_(), w.to("spyre")).backward()  # compiles both graphs
+    d = x.to("spyre").requires_grad_()
+    loss = fn(d, w.to("spyre"))
+    before = dict(runtime.STATS)
+    loss.backward()
+    stats = {k: runtime.STATS[k] - before[k] for k in before}
+    assert stats == {"fused": 1, "eager": 0, "refused": 0, "copies": 0}, stats
+    c = x.float().requires_grad_()
+    f(c, w.float()).backward()
+    tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 2e-2}[dtype]
+    torch.testing.assert_close(d.grad.cpu().float(), c.grad, rtol=tol, atol=tol)
+    assert torch_spyre.fallback_counts() == {}, torch_spyre.fallback_counts()

@@ -30,7 +30,7 @@ constexpr const char* kNames[] = {
     "sigmoid", "silu", "gelu", "sin", "cos",
     SPYRE_ISA_VUN_FUNCTIONS(SPYRE_ISA_NAME)
     "cast", "add", "sub", "mul", "div", "max", "min", "eq", "ne", "lt", "le", "gt", "ge", "rsum",
-    "rmax", "rmin", "where", "iota", "floordiv", "remainder", "and", "or", "xor", "shl", "shr",
+    "rmax", "rmin", "where", "fma", "iota", "floordiv", "remainder", "and", "or", "xor", "shl", "shr",
     "not", "store"};
 // clang-format on
 static_assert(sizeof kNames / sizeof kNames[0] == static_cast<size_t>(FkOp::COUNT));
@@ -729,6 +729,13 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
                 y = materialize(y, s);
                 scratch.push_back(y);
             }
+        } else if (op == FkOp::FMA) {  // VFMA's s1 is full: the product commutes
+            if (!x.full(s) && y.full(s)) {
+                std::swap(x, y);
+            } else if (!x.full(s)) {
+                x = materialize(x, s);
+                scratch.push_back(x);
+            }
         } else if (!x.full(s) && !unary(op) && !reduction(op) && y.full(s) &&
                    mirrored(op) != FkOp::COUNT) {
             std::swap(x, y);  // commutative (or a mirrored compare): the full operand first
@@ -759,6 +766,8 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
             L.passes.push_back({isa::Op::VRED, static_cast<uint8_t>(f), s, d, x, {}, {}});
         } else if (op == FkOp::WHERE) {  // x's mask picks y, else z: VSEL d = x != 0 ? y : z
             L.passes.push_back({isa::Op::VSEL, 0, s, d, y, z, x, inv});
+        } else if (op == FkOp::FMA) {  // d = fma(x, y, z), one rounding
+            L.passes.push_back({isa::Op::VFMA, 0, s, d, x, y, z});
         } else if (op == FkOp::SIGMOID) {  // 1 / (1 + exp(-x)) in fp32 (ops-elementwise.md)
             const Opd t = alloc(s);
             const Opd one{Loc::IMM, 0, DType::F32, 1.0f};
@@ -1793,8 +1802,10 @@ FusedKernel parse_fused(const std::string& text) {
         } else if (unary(ins.op) || reduction(ins.op) || ins.op == FkOp::NOT) {
             if (nargs != 1) bad("expected one operand");
             ins.a = value(w[3]);
-        } else if (ins.op == FkOp::WHERE) {
-            if (nargs != 3) bad("expected 'where <mask> <value> <value>'");
+        } else if (ins.op == FkOp::WHERE || ins.op == FkOp::FMA) {
+            if (nargs != 3)
+                bad(ins.op == FkOp::WHERE ? "expected 'where <mask> <value> <value>'"
+                                          : "expected 'fma <value> <value> <value>'");
             ins.a = value(w[3]);
             ins.b = value(w[4]);
             ins.c = value(w[5]);

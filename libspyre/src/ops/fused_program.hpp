@@ -59,6 +59,7 @@ enum class FkOp : uint8_t {
     RMAX,  // NaN-propagating
     RMIN,
     WHERE,  // a != 0 ? b : c (ternary; NaN is true)
+    FMA,    // a * b + c: exact product and sum, rounded once (VFMA; ternary, floats)
     IOTA,   // row kernels: the position's column index c (fp32, exact: at most 2^24 columns);
             // flat kernels: the position itself (I32, exact: at most 2^31 positions)
     // integers only: Python's // and % (the divisor's sign), exact

@@ -602,6 +602,12 @@ def _describe(trace, inputs, outputs, typed=None):
                 nz = [new(f"ne {x} {zero}") for x in a]
                 out(i, f"{MASK_OPS_BINARY[name]} {nz[0]} {nz[1]}")
             masks.add(i)
+        elif kind == "op" and op[1] == "fma" and len(op[2]) == 3:
+            # Inductor's fused multiply-add (its lerp and layer_norm decompositions): one
+            # rounding, as the CPU's std::fma (the description's fma is one VFMA)
+            if typed and any(isinstance(a, Value) and a.i in ints for a in op[2]):
+                raise Unsupported("op fma of integers")
+            out(i, f"fma {' '.join(val(a) for a in op[2])}")
         elif kind == "op" and op[1] == "where" and len(op[2]) == 3:
             out(i, f"where {' '.join(val(a) for a in op[2])}")
             if all(isinstance(a, Value) and a.i in ints for a in op[2][1:]):
