@@ -362,14 +362,48 @@ def vocab_train(device):
     return torch.cat(out)
 
 
+def gan(device):
+    """Two steps of a DCGAN-style pair: the generator's transposed convolutions, batch norm,
+    ReLU and tanh; the discriminator's strided convolutions, PReLU, a local response norm (an
+    average pool over channels), batch norm and LeakyReLU; BCE with logits for both players;
+    Adam with beta1 = 0.5 for each."""
+    torch.manual_seed(0)
+    gen = nn.Sequential(nn.ConvTranspose2d(8, 16, 4, 1, 0, bias=False), nn.BatchNorm2d(16),
+                        nn.ReLU(), nn.ConvTranspose2d(16, 8, 4, 2, 1, bias=False),
+                        nn.BatchNorm2d(8), nn.ReLU(), nn.ConvTranspose2d(8, 3, 4, 2, 1, bias=False),
+                        nn.Tanh()).to(device)
+    disc = nn.Sequential(nn.Conv2d(3, 8, 4, 2, 1), nn.PReLU(8), nn.LocalResponseNorm(3),
+                         nn.Conv2d(8, 16, 4, 2, 1, bias=False), nn.BatchNorm2d(16),
+                         nn.LeakyReLU(0.2), nn.Conv2d(16, 1, 4, 1, 0)).to(device)
+    opt_g = torch.optim.Adam(gen.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    opt_d = torch.optim.Adam(disc.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    z = torch.randn(4, 8, 1, 1).to(device)
+    real = (torch.rand(4, 3, 16, 16) * 2 - 1).to(device)
+    ones, zeros = torch.ones(4).to(device), torch.zeros(4).to(device)
+    out = []
+    for _ in range(2):
+        fake = gen(z)
+        d_loss = (F.binary_cross_entropy_with_logits(disc(real).flatten(), ones) +
+                  F.binary_cross_entropy_with_logits(disc(fake.detach()).flatten(), zeros))
+        opt_d.zero_grad()
+        d_loss.backward()
+        opt_d.step()
+        g_loss = F.binary_cross_entropy_with_logits(disc(fake).flatten(), ones)
+        opt_g.zero_grad()
+        g_loss.backward()
+        opt_g.step()
+        out += [d_loss.detach(), g_loss.detach()]
+    return torch.cat([torch.stack(out), fake.detach().flatten()[:16]])
+
+
 CORPUS = {"generate": generate, "encoder": encoder, "cnn": cnn, "train": train,
           "autocast": autocast, "sort_scan": sort_scan, "indexing": indexing,
           "cnn_train": cnn_train, "segmentation": segmentation, "embeddings": embeddings,
           "recurrent": recurrent, "vision_train": vision_train, "moe": moe, "vae": vae,
-          "vocab_train": vocab_train}
+          "vocab_train": vocab_train, "gan": gan}
 TOLERANCE = {"autocast": 5e-2, "train": 1e-3, "cnn_train": 1e-3, "segmentation": 1e-3,
              "recurrent": 1e-3, "vision_train": 1e-3, "moe": 1e-4, "vae": 1e-3,
-             "vocab_train": 1e-3}
+             "vocab_train": 1e-3, "gan": 1e-3}
 
 # --- the census -----------------------------------------------------------------------------
 
