@@ -3,7 +3,8 @@ values"): int64/int32 loads, stores and constants, add/sub/mul/neg/abs/min/max/c
 division and remainder of negatives (Python's, as torch), bitwise ops and shifts (counts out of
 range too), compares, where and masked_fill of integers and with a bool input as the mask, casts
 int <-> float (truncation toward zero) and int <-> int, bool masks stored and re-read,
-BatchNorm's ``num_batches_tracked += 1``, positions as values (``arange``, position ids), and
+BatchNorm's ``num_batches_tracked += 1``, positions as values (``arange``, position ids, from a
+symbolic start too), and
 integer sums, counts, maxima and minima of rows (row kernels, exact into int64):
 each ONE fused launch (not the eager form), under TORCH_SPYRE_STRICT=1, against the CPU bit
 for bit (int64 values past 2^53 and 2^62 included, which fp32 could not carry)."""
@@ -133,6 +134,29 @@ def test_positions_as_values():
           ints((296,), torch.int32, 11))
     check(lambda a: torch.arange(296, device=a.device, dtype=torch.float32) * 0.5 + a,
           torch.randn(296))
+
+
+def test_positions_from_a_symbolic_start_are_one_launch():
+    # a decode step's position ids, arange(pos, pos + L): once the position is a symbol of the
+    # compiled graph (its second value), its value reaches the kernel as an int64 scalar input
+    # the call makes, one fill per new value (before, the eager form ran at every call); the
+    # length dynamic too (one loop variable: the position itself)
+    from torch_spyre._inductor import runtime
+
+    torch.compiler.reset()
+
+    def positions(x, pos):
+        return x + torch.arange(pos, pos + x.shape[0], device=x.device)[:, None] * 2
+
+    fn = torch.compile(positions)
+    for k, (pos, n) in enumerate(((3, 1), (3, 4), (5, 1), (9, 4), (0, 1), (2 ** 40, 3),
+                                  (12, 1), (5, 1))):
+        x = ints((n, 64), torch.int64, 20 + k)
+        before = dict(runtime.STATS)
+        got = fn(x.to("spyre"), pos)
+        stats = {name: runtime.STATS[name] - before[name] for name in before}
+        assert stats == {"fused": 1, "eager": 0, "refused": 0, "copies": 0}, (pos, n, stats)
+        same(got, positions(x, pos))
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32])

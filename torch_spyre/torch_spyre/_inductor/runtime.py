@@ -141,6 +141,7 @@ class SpyreKernel:
         self._n = math.prod(int(s) for s in self.sizes + self.rsizes) if static else None
         self._kernels = {}  # row length -> description, when it is symbolic
         self._positions = {}  # an indexed view's positions on the device, by view and sizes
+        self._symbols = {}  # (symbol expression, value) -> its int64 scalar on the card
         self._prepared = None
         self._copy = self._copy_plan()
         if (self.kernel is not None and static and "@COLS@" not in self.kernel
@@ -195,7 +196,8 @@ class SpyreKernel:
                 kernel = self._kernels.get(cols)
                 if kernel is None:
                     kernel = self._kernels[cols] = self.kernel.replace("@COLS@", str(cols))
-            ins = ([bufs[k] for k in self.slots] if self.slots is not None else
+            ins = ([bufs[k] if isinstance(k, int) else self._symbol(k[1:], syms, bufs[-1].device)
+                    for k in self.slots] if self.slots is not None else
                    list(bufs[:self.n_inputs]))
             args = ins + list(bufs[self.n_inputs:])
             for k, off in self.moved.items():  # a view at a symbolic offset starts there
@@ -219,6 +221,18 @@ class SpyreKernel:
             self.eager(bufs, syms)
         finally:
             torch_spyre._C._pop_launch_label()
+
+    def _symbol(self, expr, syms, dev):
+        """A symbol's value at this call (an index_expr's symbolic constant: a decode step's
+        position) as the int64 scalar input the description reads: one fill per new value,
+        kept (the kernel only reads it), at most 64 values per kernel."""
+        v = int(self._eval(expr, syms))
+        t = self._symbols.get((expr, v))
+        if t is None:
+            if len(self._symbols) >= 64:
+                self._symbols.clear()
+            t = self._symbols[(expr, v)] = torch.full((1,), v, dtype=torch.int64, device=dev)
+        return t
 
     def _upload_host_inputs(self, bufs):
         """The CPU scalar inputs (an optimizer's step count) on the card, for the fused

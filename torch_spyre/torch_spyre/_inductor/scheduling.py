@@ -494,24 +494,41 @@ def _describe(trace, inputs, outputs, typed=None):
                 raise Unsupported(f"index_expr of {dtype}")
             coeffs = [expr.coeff(v) for v in trace.vars]
             c = sympy.expand(expr - sum(a * v for a, v in zip(coeffs, trace.vars)))
-            if not (all(sympy.sympify(a).is_Integer for a in coeffs) and c.is_Integer and
-                    all(sympy.sympify(n).is_Integer for n in trace.sizes)):
+            sizes_ = [sympy.sympify(n) for n in trace.sizes]
+            used = [k for k, a in enumerate(coeffs) if a != 0 and sizes_[k] != 1]
+            # a variable's position digit needs the static sizes inside it (its stride) and,
+            # unless it is the outermost, its own (the remainder); the constant term may be a
+            # symbol of the call (a decode step's position): a scalar input the call fills
+            static = all(sizes_[j].is_Integer for k in used
+                         for j in range(k + (k == 0), len(sizes_)))
+            if not (all(sympy.sympify(a).is_Integer for a in coeffs) and static and
+                    (c.is_Integer or not c.free_symbols & set(trace.vars + trace.rvars))):
                 raise Unsupported(f"index_expr {expr} (not affine in static loops)")
-            sizes_ = [int(n) for n in trace.sizes]
             pos, v = new("iota"), None
-            for k, a in enumerate(coeffs):
-                if a == 0 or sizes_[k] == 1:
-                    continue
+            for k in used:
+                a = coeffs[k]
                 stride = int(sympy_product(sizes_[k + 1:]))
                 t = pos if stride == 1 else new(f"floordiv {pos} {new(f'const {stride} i64')}")
                 if k > 0:
-                    t = new(f"remainder {t} {new(f'const {sizes_[k]} i64')}")
+                    t = new(f"remainder {t} {new(f'const {int(sizes_[k])} i64')}")
                 if a != 1:
                     t = new(f"mul {t} {new(f'const {int(a)} i64')}")
                 v = t if v is None else new(f"add {v} {t}")
-            if v is None or c != 0:
+            if c.is_Integer and (v is None or c != 0):
                 c_id = new(f"const {int(c)} i64")
                 v = c_id if v is None else new(f"add {v} {c_id}")
+            elif not c.is_Integer:
+                name = f"@{pexpr(c)}"  # an int64 scalar input holding c's value at the call
+                if name not in slot_of:
+                    slot_of[name] = len(trace.slots)
+                    trace.slots.append((name, "scalar"))
+                    trace.dtypes[name] = torch.int64
+                    if len(trace.slots) + len(outputs) > MAX_ARGS:
+                        raise Unsupported("too many operands")
+                c_id = new(f"load {slot_of[name]}")
+                if v is None:  # a full value (the cast takes no scalar input): 0 * position
+                    v = new(f"mul {pos} {new('const 0 i64')}")
+                v = new(f"add {v} {c_id}")
             v = new(f"cast {v} {ALL_TYPES[dtype] if dtype != torch.int64 else 'i64'}")
             ids[i] = v
             if dtype not in TYPES:
@@ -793,7 +810,9 @@ class SpyreScheduling(BaseScheduling):
         if desc:
             why = ""
         # the description's operands: each input once per slot, then the outputs
-        slots = [inputs.index(b) for b, _ in trace.slots] if desc else None
+        # (a symbol's value, "@<expr>": an int64 scalar the call makes, SpyreKernel._symbol)
+        slots = [b if b.startswith("@") else inputs.index(b)
+                 for b, _ in trace.slots] if desc else None
         spec = {
             "sizes": [pexpr(s) for s in sizes],
             "rsizes": [pexpr(s) for s in rsizes],
