@@ -133,15 +133,20 @@ POOLS = [
 ]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("pool", POOLS, ids=range(len(POOLS)))
-def test_pool_gradients(strict, dtype, pool):
-    x = make((2, 3, 9, 11), dtype)
+def check_gradient(pool, x, dtype):
+    """pool's input gradient on the card (a random upstream gradient) against the CPU's in
+    fp32 rounded to dtype."""
     g, c = x.to("spyre").requires_grad_(), x.float().requires_grad_()
     w = torch.randn(pool(c).shape, generator=torch.Generator().manual_seed(3))
     (pool(g) * w.to(dtype).to("spyre")).sum().backward()
     (pool(c) * w.to(dtype).float()).sum().backward()
     close(g.grad.cpu(), c.grad.to(dtype), dtype, scale=4.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("pool", POOLS, ids=range(len(POOLS)))
+def test_pool_gradients(strict, dtype, pool):
+    check_gradient(pool, make((2, 3, 9, 11), dtype), dtype)
 
 
 def test_resnet_stem_and_head_train_on_the_card(strict):
@@ -198,11 +203,7 @@ def test_avg_pool3d_gradient(strict, dtype, shape, k, s, p, ceil, count_include_
     kw = dict(kernel_size=k, stride=s, padding=p, ceil_mode=ceil,
               count_include_pad=count_include_pad, divisor_override=divisor)
     x = make(shape, dtype)
-    g, c = x.to("spyre").requires_grad_(), x.float().requires_grad_()
-    w = torch.randn(F.avg_pool3d(c, **kw).shape, generator=torch.Generator().manual_seed(3))
-    (F.avg_pool3d(g, **kw) * w.to(dtype).to("spyre")).sum().backward()
-    (F.avg_pool3d(c, **kw) * w.to(dtype).float()).sum().backward()
-    close(g.grad.cpu(), c.grad.to(dtype), dtype, scale=4.0)
+    check_gradient(lambda t: F.avg_pool3d(t, **kw), x, dtype)
     assert torch_spyre.fallback_counts() == {}
 
 
@@ -323,11 +324,7 @@ def test_max_pool3d_indices_of_ties_and_windows_of_minus_infinity(strict):
 def test_max_pool3d_gradient(strict, dtype, shape, k, s, p, d, ceil):
     kw = dict(kernel_size=k, stride=s, padding=p, dilation=d, ceil_mode=ceil)
     x = make(shape, dtype)
-    g, c = x.to("spyre").requires_grad_(), x.float().requires_grad_()
-    w = torch.randn(F.max_pool3d(c, **kw).shape, generator=torch.Generator().manual_seed(3))
-    (F.max_pool3d(g, **kw) * w.to(dtype).to("spyre")).sum().backward()
-    (F.max_pool3d(c, **kw) * w.to(dtype).float()).sum().backward()
-    close(g.grad.cpu(), c.grad.to(dtype), dtype, scale=4.0)
+    check_gradient(lambda t: F.max_pool3d(t, **kw), x, dtype)
     assert torch_spyre.fallback_counts() == {}
 
 
@@ -358,11 +355,7 @@ def test_adaptive_pools_3d(strict, dtype, shape, size):
                          ids=["avg", "max"])  # avg: the kernel itself (F's (1, 1, 1) is a mean)
 def test_adaptive_pool3d_gradients(strict, dtype, shape, size, pool):
     x = make(shape, dtype)
-    g, c = x.to("spyre").requires_grad_(), x.float().requires_grad_()
-    w = torch.randn(pool(c, size).shape, generator=torch.Generator().manual_seed(3))
-    (pool(g, size) * w.to(dtype).to("spyre")).sum().backward()
-    (pool(c, size) * w.to(dtype).float()).sum().backward()
-    close(g.grad.cpu(), c.grad.to(dtype), dtype, scale=4.0)
+    check_gradient(lambda t: pool(t, size), x, dtype)
     assert torch_spyre.fallback_counts() == {}
 
 
