@@ -1,6 +1,6 @@
 """tril / triu on the card against the CPU, bit-exact, with no fallback: float, integer and
 bool inputs, diagonals inside and beyond the matrix, batched and non-square shapes, NaN above
-the band, in place, out=, empty."""
+the band, in place, out=, empty; tril_indices / triu_indices made on the card."""
 
 import pytest
 import torch
@@ -40,3 +40,21 @@ def test_nan_in_place_out_and_empty(fallback_reset):
     e = torch.zeros(0, 3)
     assert_same(torch.tril(e.to("spyre")).cpu(), torch.tril(e))
     assert torch_spyre.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_tril_and_triu_indices(strict, dtype):
+    # the band's coordinates, made on the card (an arange and a searchsorted of the rows'
+    # starts): bit-exact for square, wide, tall, single and empty shapes and offsets inside and
+    # past the matrix (rows of no element included)
+    for rows, cols in ((5, 7), (7, 5), (1, 1), (0, 3), (4, 0), (33, 17)):
+        for offset in (-9, -2, -1, 0, 1, 3, 20):
+            for fn in (torch.tril_indices, torch.triu_indices):
+                got = fn(rows, cols, offset, dtype=dtype, device="spyre")
+                assert got.device.type == "spyre"
+                assert_same(got.cpu(), fn(rows, cols, offset, dtype=dtype))
+
+
+def test_band_indices_errors_are_the_cpus(fallback_reset):
+    with pytest.raises(RuntimeError):
+        torch.tril_indices(3, 3, dtype=torch.float32, device="spyre")
