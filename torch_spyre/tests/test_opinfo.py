@@ -48,7 +48,8 @@ ON_CARD = {
     ("nn.functional.max_pool2d", ""), ("nn.functional.avg_pool2d", ""),
     ("nn.functional.avg_pool3d", ""), ("nn.functional.local_response_norm", ""),
     ("nn.functional.max_pool3d", ""), ("nn.functional.adaptive_avg_pool3d", ""),
-    ("nn.functional.adaptive_max_pool3d", ""),
+    ("nn.functional.adaptive_max_pool3d", ""), ("nn.functional.adaptive_avg_pool2d", ""),
+    ("nn.functional.adaptive_max_pool2d", ""),
     ("nn.functional.prelu", ""), ("trace", ""), ("renorm", ""), ("index_fill", ""),
 }
 
