@@ -70,6 +70,7 @@
 #define SPYRE_CAP_TIMESLICE		(1u << 10)	/* engine time-sliced between rings (hw 1.5) */
 #define SPYRE_CAP_P2P			(1u << 11)	/* copies reach peer cards' BAR2 (hw 1.6) */
 #define SPYRE_CAP_CPL_TIME		(1u << 12)	/* RING_CTRL_CPL_TIME: modeled start/end (hw 1.7) */
+#define SPYRE_CAP_SEM			(1u << 13)	/* SEM_SIGNAL / SEM_WAIT commands (hw 1.8) */
 
 #define SPYRE_STATUS_READY		(1u << 0)	/* accepts ring configuration */
 #define SPYRE_STATUS_ERROR		(1u << 1)	/* a command failed since reset */
@@ -212,12 +213,14 @@ enum spyre_hw_opcode {
 	SPYRE_OP_DMA_COPY	= 0x02,	/* copy bytes between host and/or device memory */
 	SPYRE_OP_LAUNCH		= 0x03,	/* run a program on the cores (Documentation/isa.md) */
 	SPYRE_OP_DMA_COPY_2D	= 0x04,	/* copy rows with a pitch on each side (hw 1.2) */
+	SPYRE_OP_SEM_SIGNAL	= 0x05,	/* write a semaphore: value and modeled cycle (hw 1.8) */
+	SPYRE_OP_SEM_WAIT	= 0x06,	/* wait until a semaphore reaches a value (hw 1.8) */
 };
 
 /* Command flags (header.flags). */
 #define SPYRE_CMD_F_IRQ			(1u << 0)	/* raise the ring's interrupt when done */
-#define SPYRE_CMD_F_SRC_HOST		(1u << 1)	/* DMA_COPY(_2D): source is a host page table */
-#define SPYRE_CMD_F_DST_HOST		(1u << 2)	/* DMA_COPY(_2D): destination is a host page table */
+#define SPYRE_CMD_F_SRC_HOST		(1u << 1)	/* DMA_COPY(_2D), SEM_WAIT: source is a host page table */
+#define SPYRE_CMD_F_DST_HOST		(1u << 2)	/* DMA_COPY(_2D), SEM_SIGNAL: destination is a host page table */
 #define SPYRE_CMD_F_VALID_MASK		0x07u
 
 struct spyre_hw_cmd_header {
@@ -261,6 +264,34 @@ struct spyre_hw_cmd_dma2d {
 	uint32_t height;	/* rows */
 	uint32_t src_pitch;	/* bytes between source rows */
 	uint32_t dst_pitch;	/* bytes between destination rows */
+};
+
+/*
+ * Semaphores (hw 1.8, CAP_SEM; hardware.md section 6 "SEM_SIGNAL / SEM_WAIT"): 16 bytes at a
+ * 16-byte aligned address, addressed as one side of a DMA_COPY (device address addr + offset,
+ * translated by the command's ctx; or, with the side's HOST flag, the memory of a host page
+ * directory, whose data pages may be host RAM or, with CAP_P2P, a peer card's BAR2).
+ * SEM_SIGNAL (flag DST_HOST allowed) writes value and the command's modeled end cycle.
+ * SEM_WAIT (flag SRC_HOST allowed) holds its ring until the semaphore's value >= value
+ * (unsigned), at most timeout_us microseconds of the card's time (then ERR_TIMEOUT); its
+ * modeled end is at least the cycle stored with the value it saw (the cards' clocks join
+ * like Lamport clocks).
+ */
+struct spyre_hw_sem {
+	uint64_t value;
+	uint64_t cycle;		/* modeled end cycle of the SEM_SIGNAL that wrote value */
+};
+
+#define SPYRE_SEM_ALIGN			16
+#define SPYRE_SEM_WAIT_MAX_US		1000000u	/* longest SEM_WAIT timeout: 1 s */
+
+struct spyre_hw_cmd_sem {
+	uint64_t addr;		/* device address, or host page directory (HOST flag) */
+	uint64_t offset;	/* added to addr (device) or byte offset in the directory's memory */
+	uint64_t value;		/* SIGNAL: stored; WAIT: the value to reach */
+	uint32_t timeout_us;	/* WAIT: <= SPYRE_SEM_WAIT_MAX_US (0: test once); SIGNAL: 0 */
+	uint32_t reserved0;	/* must be zero */
+	uint64_t reserved[2];	/* must be zero */
 };
 
 /* FENCE_WRITE: stores value (little endian) at host DMA address addr, 8-byte aligned. */
@@ -338,6 +369,7 @@ struct spyre_hw_cmd {
 		struct spyre_hw_cmd_dma2d dma2d;
 		struct spyre_hw_cmd_fence fence;
 		struct spyre_hw_cmd_launch launch;
+		struct spyre_hw_cmd_sem sem;
 		uint64_t raw[6];
 	};
 };
@@ -369,6 +401,7 @@ enum spyre_hw_status {
 	SPYRE_STATUS_ERR_INJECTED	= 7,	/* fault injection */
 	SPYRE_STATUS_ERR_PROGRAM	= 8,	/* LAUNCH: the program stopped with an error */
 	SPYRE_STATUS_ERR_MMU_FAULT	= 9,	/* translation fault (1.3): see the ring's FAULT_* */
+	SPYRE_STATUS_ERR_TIMEOUT	= 10,	/* SEM_WAIT: the value was not reached in time (1.8) */
 };
 
 struct spyre_hw_cpl {

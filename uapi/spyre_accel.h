@@ -67,6 +67,8 @@ struct drm_spyre_query {
 #define DRM_SPYRE_CAP_P2P		(1ull << 8)
 /* JOB_WAIT reports the job's start_cycle and end_cycle on the card's modeled clock (hw 1.7). */
 #define DRM_SPYRE_CAP_JOB_CLOCK		(1ull << 9)
+/* DRM_SPYRE_CMD_SEM_SIGNAL and DRM_SPYRE_CMD_SEM_WAIT (hw 1.8): device-side dependencies. */
+#define DRM_SPYRE_CAP_SEMAPHORE		(1ull << 10)
 
 struct drm_spyre_device_info {
 	__u16 pci_vendor;
@@ -212,12 +214,14 @@ struct drm_spyre_bo_info {
 #define DRM_SPYRE_CMD_COPY		1	/* copy size bytes between two BOs */
 #define DRM_SPYRE_CMD_LAUNCH		2	/* run a program on the cores (struct drm_spyre_launch) */
 #define DRM_SPYRE_CMD_COPY_2D		3	/* copy rows with pitches (struct drm_spyre_copy_2d) */
+#define DRM_SPYRE_CMD_SEM_SIGNAL	4	/* write a semaphore in a BO (struct drm_spyre_sem) */
+#define DRM_SPYRE_CMD_SEM_WAIT		5	/* wait for a semaphore in a BO (struct drm_spyre_sem) */
 
 /*
  * One command of a job. BOs are named by handle; the kernel checks every range.
  * ext points to the op's extension struct (LAUNCH: struct drm_spyre_launch; COPY_2D: struct
- * drm_spyre_copy_2d) of ext_size bytes; both must be 0 for NOP and COPY. ext_size is at
- * least the struct's first published (v1) size (LAUNCH 168, COPY_2D 32), at most
+ * drm_spyre_copy_2d; SEM_*: struct drm_spyre_sem) of ext_size bytes; both must be 0 for NOP
+ * and COPY. ext_size is at least the struct's first published (v1) size (LAUNCH 168, COPY_2D 32, SEM 16), at most
  * DRM_SPYRE_EXT_SIZE_MAX and a multiple of 8; bytes beyond the kernel's struct must be zero.
  */
 #define DRM_SPYRE_EXT_SIZE_MAX		4096
@@ -250,6 +254,28 @@ struct drm_spyre_copy_2d {
 	__u64 src_pitch;
 	__u64 dst_pitch;
 	__u64 reserved;		/* must be zero */
+};
+
+/* ---- Semaphores (DRM_SPYRE_CAP_SEMAPHORE) ---- */
+
+/*
+ * Extension of DRM_SPYRE_CMD_SEM_SIGNAL and DRM_SPYRE_CMD_SEM_WAIT. A semaphore is 16 bytes at
+ * a 16-byte aligned offset of a DEVICE, HOST or PEER BO: a __u64 value, then a __u64 the card
+ * writes beside it (the modeled cycle of the signal, Documentation/hardware.md section 6).
+ * SEM_SIGNAL names it by dst_handle and dst_offset and stores value; SEM_WAIT names it by
+ * src_handle and src_offset and holds the rest of its ring's work until the stored value is
+ * at least value (unsigned), for at most timeout_us microseconds: then the job fails with
+ * DRM_SPYRE_JOB_DEVICE_ERROR and hw_status 10 (ERR_TIMEOUT). The other handle, offset and
+ * size of the command must be 0. A waiting command holds its ring (no other job of the ring
+ * runs meanwhile) but no engine; the wait's bound keeps it far below the job timeout.
+ */
+#define DRM_SPYRE_SEM_SIZE		16
+#define DRM_SPYRE_SEM_WAIT_MAX_US	1000000u	/* 1 s */
+
+struct drm_spyre_sem {
+	__u64 value;
+	__u32 timeout_us;	/* SEM_WAIT: <= DRM_SPYRE_SEM_WAIT_MAX_US; SEM_SIGNAL: 0 */
+	__u32 flags;		/* must be zero */
 };
 
 /* ---- LAUNCH ---- */

@@ -125,6 +125,9 @@ SPYRE_API spyre_status spyre_device_close(spyre_device_t device);
 /* The card reports when each job ran on its modeled clock (hw 1.7): events of two streams of
  * the card compare (spyre_event_elapsed) on the kernel backend. */
 #define SPYRE_DEVICE_CAP_JOB_CLOCK (1ull << 9)
+/* Device-side semaphores (hw 1.8 on the kernel backend; always on the simulator):
+ * spyre_stream_write_value / spyre_stream_wait_value. */
+#define SPYRE_DEVICE_CAP_SEMAPHORE (1ull << 10)
 
 typedef struct spyre_device_info {
     int index;               /* index passed to spyre_device_open() */
@@ -334,6 +337,31 @@ SPYRE_API spyre_status spyre_launch_host_func(spyre_stream_t stream, void (*fn)(
 /* The stream's card and priority. */
 SPYRE_API spyre_status spyre_stream_get_info(spyre_stream_t stream, spyre_device_t* device,
                                              int* priority);
+
+/* ---- Device-side semaphores (SPYRE_DEVICE_CAP_SEMAPHORE; Documentation/libspyre.md
+ * "Semaphores") ----
+ * A semaphore is SPYRE_SEMAPHORE_BYTES bytes at a 16-byte aligned offset of a device buffer:
+ * a uint64_t value, then a uint64_t the card writes beside it (the modeled cycle of the write,
+ * which carries the writer's modeled time to the waiter, also across cards). Zero it (e.g.
+ * spyre_memset) before first use. Neither call blocks the host: the card does the work in
+ * stream order, so a stream can be made to wait for work that another stream, another card
+ * or another process has not even queued yet. */
+#define SPYRE_SEMAPHORE_BYTES 16
+#define SPYRE_SEMAPHORE_WAIT_MAX_US 1000000u
+
+/* Once the stream's earlier work has finished, stores `value` in the semaphore. `sem` may be a
+ * buffer of the stream's card or, with peer access enabled from it (spyre_memcpy_peer), of a
+ * peer card: the stream's card writes it over the peer link after its earlier work's data. */
+SPYRE_API spyre_status spyre_stream_write_value(spyre_stream_t stream, spyre_buffer_t sem,
+                                                uint64_t offset, uint64_t value);
+/* Later work of the stream starts once the semaphore's value is at least `value` (unsigned
+ * comparison). The wait holds the stream (on the kernel backend its ring) for at most
+ * `timeout_us` (<= SPYRE_SEMAPHORE_WAIT_MAX_US) microseconds; then the stream fails with
+ * SPYRE_ERROR_TIMEOUT, reported like any asynchronous error. `sem` must be on the stream's
+ * card. */
+SPYRE_API spyre_status spyre_stream_wait_value(spyre_stream_t stream, spyre_buffer_t sem,
+                                               uint64_t offset, uint64_t value,
+                                               uint32_t timeout_us);
 
 /* ---- Stream capture and graphs ----
  * Between spyre_stream_begin_capture and spyre_stream_end_capture, the work queued on the
