@@ -83,6 +83,18 @@ struct PeerCopy {
     BufferRef imported;
 };
 
+// A device-side semaphore (spyre_stream_write_value / spyre_stream_wait_value), validated by
+// api.cpp: SPYRE_SEMAPHORE_BYTES at a 16-byte aligned `offset` inside `buf`, the card has
+// SPYRE_DEVICE_CAP_SEMAPHORE. A write's `buf` may be on a peer card (`peer_dev`, peer access
+// enabled from the stream's card, as for PeerCopy); a wait's is on the stream's card.
+struct SemOp {
+    BufferRef buf;
+    uint64_t offset = 0;
+    uint64_t value = 0;
+    uint32_t timeout_us = 0;           // wait only: <= SPYRE_SEMAPHORE_WAIT_MAX_US
+    std::shared_ptr<Device> peer_dev;  // write only: buf's card when it is not the stream's
+};
+
 // The completion point of an event record: all work its stream had queued before it.
 class Marker {
   public:
@@ -160,6 +172,10 @@ class Stream {
     virtual void copy_3d(const Copy3D& c) = 0;
     // Card to card (hw 1.6); backends without peer-to-peer DMA refuse it.
     virtual void copy_peer(const PeerCopy& c);
+    // Device-side semaphores (SemOp); backends and stand-ins that cannot queue them refuse
+    // them (NOT_SUPPORTED).
+    virtual void write_value(const SemOp& s);
+    virtual void wait_value(const SemOp& s);
     // Fills size bytes with a repeated pattern of pattern_size (1, 2, 4 or 8) bytes.
     virtual void fill(const BufferRef& dst, uint64_t offset, uint64_t size, uint64_t pattern,
                       uint32_t pattern_size) = 0;

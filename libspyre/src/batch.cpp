@@ -131,6 +131,18 @@ void BatchStream::host_func(void (*fn)(void*), void* user) {
     target_->host_func(fn, user);
 }
 
+// Semaphore operations end the submission: the held work is queued first, so a write follows
+// the batch's earlier work and a wait holds its later work.
+void BatchStream::write_value(const SemOp& s) {
+    flush();
+    target_->write_value(s);
+}
+
+void BatchStream::wait_value(const SemOp& s) {
+    flush();
+    target_->wait_value(s);
+}
+
 MarkerRef BatchStream::record() {
     flush();
     return target_->record();

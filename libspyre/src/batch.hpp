@@ -26,6 +26,8 @@ class BatchStream final : public Stream {
               uint32_t pattern_size) override;
     void launch(const LaunchRequest& req, spyre_launch_stats* stats) override;
     void host_func(void (*fn)(void*), void* user) override;
+    void write_value(const SemOp& s) override;
+    void wait_value(const SemOp& s) override;
     MarkerRef record() override;
     void wait(const MarkerRef& m) override;
     void synchronize() override;

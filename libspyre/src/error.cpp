@@ -137,6 +137,8 @@ std::string hw_status_text(uint32_t hw_status) {
             return "ERR_PROGRAM (the program stopped with an error)";
         case SPYRE_STATUS_ERR_MMU_FAULT:
             return "ERR_MMU_FAULT (an address outside the process's device address space)";
+        case SPYRE_STATUS_ERR_TIMEOUT:
+            return "ERR_TIMEOUT (a semaphore wait did not see its value in time)";
     }
     return std::format("unknown hw status {}", hw_status);
 }

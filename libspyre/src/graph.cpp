@@ -112,6 +112,14 @@ void CaptureStream::launch(const LaunchRequest& req, spyre_launch_stats* stats) 
 
 void CaptureStream::host_func(void (*)(void*), void*) { refuse("a host function"); }
 
+void CaptureStream::write_value(const SemOp&) {
+    refuse("a semaphore write (spyre_stream_write_value)");
+}
+
+void CaptureStream::wait_value(const SemOp&) {
+    refuse("a semaphore wait (spyre_stream_wait_value)");
+}
+
 MarkerRef CaptureStream::record() { refuse("an internal stream marker"); }
 
 void CaptureStream::wait(const MarkerRef&) {

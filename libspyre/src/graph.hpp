@@ -29,6 +29,8 @@ class CaptureStream final : public Stream {
               uint32_t pattern_size) override;
     void launch(const LaunchRequest& req, spyre_launch_stats* stats) override;
     void host_func(void (*fn)(void*), void* user) override;
+    void write_value(const SemOp&) override;
+    void wait_value(const SemOp&) override;
     MarkerRef record() override;
     void wait(const MarkerRef& m) override;
     void synchronize() override;

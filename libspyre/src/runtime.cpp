@@ -87,6 +87,14 @@ void Stream::copy_peer(const PeerCopy& c) {
                      format_bytes(c.size), c.peer_dev ? c.peer_dev->name() : "another process"));
 }
 
+void Stream::write_value(const SemOp&) {
+    fail(SPYRE_ERROR_NOT_SUPPORTED, "semaphore writes cannot be queued here");
+}
+
+void Stream::wait_value(const SemOp&) {
+    fail(SPYRE_ERROR_NOT_SUPPORTED, "semaphore waits cannot be queued here");
+}
+
 void Device::synchronize() {
     std::vector<StreamRef> all;
     {

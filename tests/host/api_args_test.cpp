@@ -53,6 +53,13 @@ TEST(ApiArgs, NullBufferHandles) {
     EXPECT_EQ(spyre_memcpy_dtoh(host, nullptr, 0, sizeof(host)), SPYRE_ERROR_INVALID_ARGUMENT);
     EXPECT_MSG("spyre_memcpy_dtoh: source handle is NULL");
     EXPECT_EQ(spyre_memcpy_dtod(nullptr, 0, nullptr, 0, 16), SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(spyre_stream_write_value(nullptr, nullptr, 0, 1), SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_MSG("spyre_stream_write_value: semaphore buffer handle is NULL");
+    EXPECT_EQ(spyre_stream_wait_value(nullptr, nullptr, 0, 1, 0), SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_MSG("spyre_stream_wait_value: semaphore buffer handle is NULL");
+    EXPECT_EQ(spyre_stream_wait_value(nullptr, nullptr, 0, 1, SPYRE_SEMAPHORE_WAIT_MAX_US + 1),
+              SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_MSG("exceeds SPYRE_SEMAPHORE_WAIT_MAX_US");
     EXPECT_EQ(spyre_free(nullptr), SPYRE_SUCCESS);
 }
 

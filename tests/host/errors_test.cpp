@@ -93,7 +93,8 @@ TEST(HwStatusText, NamesEveryDeviceStatus) {
     EXPECT_EQ(spyre::hw_status_text(0), "OK");
     EXPECT_NE(spyre::hw_status_text(3).find("ERR_DEV_RANGE"), std::string::npos);
     EXPECT_NE(spyre::hw_status_text(7).find("ERR_INJECTED"), std::string::npos);
-    for (uint32_t s = 1; s <= 8; ++s)
+    EXPECT_NE(spyre::hw_status_text(10).find("ERR_TIMEOUT"), std::string::npos);
+    for (uint32_t s = 1; s <= 10; ++s)
         EXPECT_EQ(spyre::hw_status_text(s).find("unknown hw status"), std::string::npos) << s;
     EXPECT_EQ(spyre::hw_status_text(99), "unknown hw status 99");
 }

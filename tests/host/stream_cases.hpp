@@ -641,4 +641,290 @@ inline void across_cards(spyre_device_t d0, spyre_device_t d1) {
     spyre_free(b);
 }
 
+// ---- Device-side semaphores (spyre_stream_write_value / spyre_stream_wait_value) ----
+
+inline bool has_semaphores(spyre_device_t dev) {
+    spyre_device_info info{};
+    spyre_device_get_info(dev, &info);
+    return info.caps & SPYRE_DEVICE_CAP_SEMAPHORE;
+}
+
+inline bool all_bytes(const std::vector<uint8_t>& v, uint8_t x) {
+    return std::all_of(v.begin(), v.end(), [x](uint8_t b) { return b == x; });
+}
+
+inline uint64_t sem_value(spyre_buffer_t sem, uint64_t offset) {
+    uint64_t v = 0;
+    EXPECT_EQ(spyre_memcpy_dtoh(&v, sem, offset, sizeof v), SPYRE_SUCCESS) << spyre_last_error();
+    return v;
+}
+
+// A wait on stream B released by a write on stream A queued after it: B's copy behind the
+// wait sees the data A wrote before its write. The waiter is a HIGH priority stream (the kernel
+// backend's last ring, alone: a SEM_WAIT holds its ring). Then through a submission batch on A
+// (its held fill and copy before its write), and values compared unsigned.
+inline void semaphore_cross_stream(spyre_device_t dev) {
+    spyre_stream_t a, b;
+    SC_ASSERT(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &a));
+    SC_ASSERT(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_HIGH, &b));
+    const uint64_t n = 256 * 1024;
+    spyre_buffer_t sem, src, mid, dst;
+    SC_ASSERT(spyre_malloc(dev, 64, &sem));  // sub-allocated: inside a slab
+    SC_ASSERT(spyre_malloc(dev, n, &src));
+    SC_ASSERT(spyre_malloc(dev, n, &mid));
+    SC_ASSERT(spyre_malloc(dev, n, &dst));
+    SC_ASSERT(spyre_memset(sem, 0, 0, 64));
+    SC_ASSERT(spyre_memset(dst, 0, 0, n));
+    std::vector<uint8_t> out(n);
+
+    SC_ASSERT(spyre_stream_wait_value(b, sem, 16, 1, SPYRE_SEMAPHORE_WAIT_MAX_US));
+    SC_ASSERT(spyre_memcpy_dtod_async(dst, 0, src, 0, n, b));
+    EXPECT_EQ(spyre_stream_query(b), SPYRE_ERROR_NOT_READY) << "the wait holds the stream";
+    SC_ASSERT(spyre_memset_async(src, 0, 0x5a, n, a));
+    SC_ASSERT(spyre_stream_write_value(a, sem, 16, 1));
+    SC_ASSERT(spyre_stream_synchronize(b));
+    SC_ASSERT(spyre_memcpy_dtoh(out.data(), dst, 0, n));
+    EXPECT_TRUE(all_bytes(out, 0x5a)) << "B's copy ran before A's fill";
+    EXPECT_EQ(sem_value(sem, 16), 1u);
+
+    // A batch: the write keeps its place after the batch's held work.
+    SC_ASSERT(spyre_stream_wait_value(b, sem, 16, 5, SPYRE_SEMAPHORE_WAIT_MAX_US));
+    SC_ASSERT(spyre_memcpy_dtod_async(dst, 0, mid, 0, n, b));
+    SC_ASSERT(spyre_stream_begin_batch(a));
+    SC_ASSERT(spyre_memset_async(src, 0, 0x33, n, a));
+    SC_ASSERT(spyre_memcpy_dtod_async(mid, 0, src, 0, n, a));
+    SC_ASSERT(spyre_stream_write_value(a, sem, 16, 7));  // >= 5
+    SC_ASSERT(spyre_stream_end_batch(a));
+    SC_ASSERT(spyre_stream_synchronize(b));
+    SC_ASSERT(spyre_memcpy_dtoh(out.data(), dst, 0, n));
+    EXPECT_TRUE(all_bytes(out, 0x33)) << "B's copy ran before A's batch";
+
+    // Unsigned: 2^63 + 1 is at least 2^63.
+    SC_ASSERT(spyre_stream_wait_value(b, sem, 0, 1ull << 63, SPYRE_SEMAPHORE_WAIT_MAX_US));
+    SC_ASSERT(spyre_stream_write_value(a, sem, 0, (1ull << 63) + 1));
+    SC_ASSERT(spyre_stream_synchronize(b));
+    SC_ASSERT(spyre_stream_synchronize(a));
+    EXPECT_EQ(sem_value(sem, 0), (1ull << 63) + 1);
+    SC_EXPECT(spyre_stream_destroy(a));
+    SC_EXPECT(spyre_stream_destroy(b));
+    for (auto* x : {sem, src, mid, dst}) spyre_free(x);
+}
+
+// The waiter's modeled time is not before the writer's: B waits for A's write behind two
+// launches of A; B's events around the wait measure at least the two launches, and A's event
+// after its write is not later than B's after the wait.
+inline void semaphore_modeled_time(spyre_device_t dev) {
+    spyre_stream_t a, b;
+    SC_ASSERT(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &a));
+    SC_ASSERT(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_HIGH, &b));
+    auto img = spyre_test::build_add_program(64);
+    spyre_program_t add;
+    SC_ASSERT(spyre_program_load(dev, img.data(), img.size(), &add));
+    spyre_buffer_t x, sem;
+    SC_ASSERT(spyre_malloc(dev, 64 * 2 * 3 * 8, &x));
+    SC_ASSERT(spyre_memset(x, 0, 0, 64 * 2 * 3 * 8));
+    SC_ASSERT(spyre_malloc(dev, SPYRE_SEMAPHORE_BYTES, &sem));
+    SC_ASSERT(spyre_memset(sem, 0, 0, SPYRE_SEMAPHORE_BYTES));
+    spyre_launch_params p{};
+    p.num_cores = 8;
+    p.num_args = 3;
+    p.args[0] = p.args[1] = p.args[2] = addr_of(x);
+    p.buffers = &x;
+    p.num_buffers = 1;
+    spyre_launch_stats st{};
+    SC_ASSERT(spyre_launch(add, &p, &st));
+    ASSERT_GT(st.total_cycles, 0u);
+    spyre_event_t b0, b1, a1;
+    SC_ASSERT(spyre_event_create(dev, &b0));
+    SC_ASSERT(spyre_event_create(dev, &b1));
+    SC_ASSERT(spyre_event_create(dev, &a1));
+    SC_ASSERT(spyre_event_record(b0, b));
+    SC_ASSERT(spyre_stream_wait_value(b, sem, 0, 1, SPYRE_SEMAPHORE_WAIT_MAX_US));
+    SC_ASSERT(spyre_event_record(b1, b));
+    SC_ASSERT(spyre_launch_async(add, &p, a));
+    SC_ASSERT(spyre_launch_async(add, &p, a));
+    SC_ASSERT(spyre_stream_write_value(a, sem, 0, 1));
+    SC_ASSERT(spyre_event_record(a1, a));
+    SC_ASSERT(spyre_event_synchronize(b1));
+    SC_ASSERT(spyre_event_synchronize(a1));
+    SC_ASSERT(spyre_event_synchronize(b0));
+    spyre_event_timing t{};
+    SC_ASSERT(spyre_event_elapsed(b0, b1, &t));
+    EXPECT_GE(t.modeled_cycles, 2 * st.total_cycles) << "the wait carries the writer's time";
+    SC_ASSERT(spyre_event_elapsed(b1, a1, &t));
+    EXPECT_EQ(t.modeled_cycles, 0u) << "the writer's event is later than the waiter's";
+    SC_EXPECT(spyre_stream_destroy(a));
+    SC_EXPECT(spyre_stream_destroy(b));
+    for (auto* e : {b0, b1, a1}) spyre_event_destroy(e);
+    spyre_free(x);
+    spyre_free(sem);
+    spyre_program_free(add);
+}
+
+// The host writing the value through the buffer's mapping releases a wait.
+inline void semaphore_host_write(spyre_device_t dev) {
+    spyre_stream_t b;
+    SC_ASSERT(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_HIGH, &b));
+    spyre_buffer_t sem, dst;
+    SC_ASSERT(spyre_malloc(dev, 4096, &sem));
+    SC_ASSERT(spyre_malloc(dev, 4096, &dst));
+    SC_ASSERT(spyre_memset(sem, 0, 0, 4096));
+    SC_ASSERT(spyre_memset(dst, 0, 0, 4096));
+    void* map = nullptr;
+    SC_ASSERT(spyre_buffer_map(sem, &map));
+    SC_ASSERT(spyre_stream_wait_value(b, sem, 256, 3, SPYRE_SEMAPHORE_WAIT_MAX_US));
+    SC_ASSERT(spyre_memset_async(dst, 0, 0x21, 4096, b));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(spyre_stream_query(b), SPYRE_ERROR_NOT_READY) << "the wait holds the stream";
+    __atomic_store_n(reinterpret_cast<uint64_t*>(static_cast<char*>(map) + 256), 3,
+                     __ATOMIC_RELEASE);
+    SC_ASSERT(spyre_stream_synchronize(b));
+    std::vector<uint8_t> out(4096);
+    SC_ASSERT(spyre_memcpy_dtoh(out.data(), dst, 0, 4096));
+    EXPECT_TRUE(all_bytes(out, 0x21));
+    SC_EXPECT(spyre_stream_destroy(b));
+    spyre_free(sem);
+    spyre_free(dst);
+}
+
+// A wait that times out fails its stream with SPYRE_ERROR_TIMEOUT naming the offset, the value
+// wanted and the value seen; the stream keeps working.
+inline void semaphore_timeout(spyre_device_t dev) {
+    spyre_stream_t b;
+    SC_ASSERT(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_HIGH, &b));
+    spyre_buffer_t sem, dst;
+    SC_ASSERT(spyre_malloc(dev, 4096, &sem));
+    SC_ASSERT(spyre_malloc(dev, 4096, &dst));
+    SC_ASSERT(spyre_memset(sem, 0, 0, 4096));
+    SC_ASSERT(spyre_stream_write_value(b, sem, 32, 3));
+    SC_ASSERT(spyre_stream_wait_value(b, sem, 32, 9, 2000));
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(spyre_stream_synchronize(b), SPYRE_ERROR_TIMEOUT);
+    SC_MSG("timed out");
+    SC_MSG("offset 32");
+    SC_MSG("holds 3");
+    SC_MSG(">= 9");
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+    // The stream keeps working; a timeout of 0 tests once.
+    SC_ASSERT(spyre_stream_wait_value(b, sem, 32, 3, 0));
+    SC_ASSERT(spyre_memset_async(dst, 0, 0x55, 4096, b));
+    SC_ASSERT(spyre_stream_synchronize(b));
+    std::vector<uint8_t> out(4096);
+    SC_ASSERT(spyre_memcpy_dtoh(out.data(), dst, 0, 4096));
+    EXPECT_TRUE(all_bytes(out, 0x55));
+    // Through the default stream (NULL), and a failing wait there.
+    SC_ASSERT(spyre_stream_wait_value(nullptr, sem, 32, 4, 100));
+    EXPECT_EQ(spyre_device_synchronize(dev), SPYRE_ERROR_TIMEOUT);
+    SC_MSG("holds 3");
+    SC_EXPECT(spyre_device_synchronize(dev));
+    SC_EXPECT(spyre_stream_destroy(b));
+    spyre_free(sem);
+    spyre_free(dst);
+}
+
+// Every argument error: INVALID_ARGUMENT with a message, nothing queued.
+inline void semaphore_argument_errors(spyre_device_t dev) {
+    spyre_stream_t s;
+    SC_ASSERT(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s));
+    spyre_buffer_t sem;
+    SC_ASSERT(spyre_malloc(dev, 64, &sem));
+    SC_ASSERT(spyre_memset(sem, 0, 0, 64));
+    constexpr auto INVAL = SPYRE_ERROR_INVALID_ARGUMENT;
+    constexpr uint32_t kMax = SPYRE_SEMAPHORE_WAIT_MAX_US;
+    EXPECT_EQ(spyre_stream_write_value(s, nullptr, 0, 1), INVAL);
+    SC_MSG("semaphore buffer handle is NULL");
+    EXPECT_EQ(spyre_stream_wait_value(s, nullptr, 0, 1, kMax), INVAL);
+    SC_MSG("semaphore buffer handle is NULL");
+    EXPECT_EQ(spyre_stream_write_value(s, sem, 8, 1), INVAL);
+    SC_MSG("offset 8 is not a multiple of 16");
+    EXPECT_EQ(spyre_stream_wait_value(s, sem, 40, 1, kMax), INVAL);
+    SC_MSG("offset 40 is not a multiple of 16");
+    EXPECT_EQ(spyre_stream_write_value(s, sem, 64, 1), INVAL);
+    SC_MSG("exceeds the semaphore buffer's size 64");
+    EXPECT_EQ(spyre_stream_wait_value(s, sem, 1ull << 62, 1, kMax), INVAL);
+    SC_MSG("exceeds the semaphore buffer's size 64");
+    EXPECT_EQ(spyre_stream_wait_value(s, sem, 0, 1, kMax + 1), INVAL);
+    SC_MSG("SPYRE_SEMAPHORE_WAIT_MAX_US");
+    spyre_stream_t gone;
+    SC_ASSERT(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &gone));
+    SC_ASSERT(spyre_stream_destroy(gone));
+    EXPECT_EQ(spyre_stream_write_value(gone, sem, 0, 1), INVAL);
+    EXPECT_EQ(spyre_stream_wait_value(gone, sem, 0, 1, kMax), INVAL);
+    spyre_buffer_t freed;
+    SC_ASSERT(spyre_malloc(dev, 64, &freed));
+    SC_ASSERT(spyre_free(freed));
+    EXPECT_EQ(spyre_stream_write_value(s, freed, 0, 1), INVAL);
+    EXPECT_EQ(spyre_stream_wait_value(s, freed, 0, 1, kMax), INVAL);
+    SC_ASSERT(spyre_stream_synchronize(s));
+    for (uint64_t off = 0; off < 64; off += 8) EXPECT_EQ(sem_value(sem, off), 0u) << off;
+    // The NULL stream is the semaphore card's default stream; the last semaphore of the buffer.
+    SC_ASSERT(spyre_stream_write_value(nullptr, sem, 48, 2));
+    SC_ASSERT(spyre_stream_wait_value(nullptr, sem, 48, 2, 0));
+    SC_ASSERT(spyre_device_synchronize(dev));
+    EXPECT_EQ(sem_value(sem, 48), 2u);
+    SC_EXPECT(spyre_stream_destroy(s));
+    spyre_free(sem);
+}
+
+// Stream capture refuses both and invalidates the capture.
+inline void semaphore_capture_refused(spyre_device_t dev) {
+    spyre_stream_t s;
+    SC_ASSERT(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_NORMAL, &s));
+    spyre_buffer_t sem;
+    SC_ASSERT(spyre_malloc(dev, 64, &sem));
+    SC_ASSERT(spyre_memset(sem, 0, 0, 64));
+    for (int wait = 0; wait < 2; ++wait) {
+        SC_ASSERT(spyre_stream_begin_capture(s));
+        SC_EXPECT(spyre_memset_async(sem, 32, 1, 16, s));
+        EXPECT_EQ(wait ? spyre_stream_wait_value(s, sem, 0, 1, 0)
+                       : spyre_stream_write_value(s, sem, 0, 1),
+                  SPYRE_ERROR_NOT_SUPPORTED);
+        SC_MSG(wait ? "a semaphore wait" : "a semaphore write");
+        SC_MSG("cannot be captured");
+        spyre_graph_t g = reinterpret_cast<spyre_graph_t>(1);
+        EXPECT_EQ(spyre_stream_end_capture(s, &g), SPYRE_ERROR_NOT_SUPPORTED);
+        EXPECT_EQ(g, nullptr);
+        SC_MSG("semaphore");
+    }
+    SC_ASSERT(spyre_stream_synchronize(s));
+    EXPECT_EQ(sem_value(sem, 0), 0u) << "nothing of the captures ran";
+    EXPECT_EQ(sem_value(sem, 32), 0u);
+    SC_EXPECT(spyre_stream_destroy(s));
+    spyre_free(sem);
+}
+
+// A stream of card d0 writes a semaphore in card d1's memory after a peer copy into d1; a
+// stream of d1 waits for it, then copies what arrived (peer access enabled from d0 to d1).
+inline void semaphore_peer(spyre_device_t d0, spyre_device_t d1) {
+    spyre_stream_t s0, s1;
+    SC_ASSERT(spyre_stream_create(d0, SPYRE_STREAM_PRIORITY_NORMAL, &s0));
+    SC_ASSERT(spyre_stream_create(d1, SPYRE_STREAM_PRIORITY_HIGH, &s1));
+    const uint64_t n = 300 * 1024 + 5;
+    spyre_buffer_t a, sem, b, out;
+    SC_ASSERT(spyre_malloc(d0, n, &a));
+    SC_ASSERT(spyre_malloc(d1, 64, &sem));
+    SC_ASSERT(spyre_malloc(d1, n, &b));
+    SC_ASSERT(spyre_malloc(d1, n, &out));
+    SC_ASSERT(spyre_memset(sem, 0, 0, 64));
+    SC_ASSERT(spyre_memset(out, 0, 0, n));
+    auto data = pattern(n, 23);
+    SC_ASSERT(spyre_memcpy_htod(a, 0, data.data(), n));
+    SC_ASSERT(spyre_stream_wait_value(s1, sem, 16, 1, SPYRE_SEMAPHORE_WAIT_MAX_US));
+    SC_ASSERT(spyre_memcpy_dtod_async(out, 0, b, 0, n, s1));
+    SC_ASSERT(spyre_memcpy_peer_async(b, 0, a, 0, n, s0));
+    SC_ASSERT(spyre_stream_write_value(s0, sem, 16, 1));
+    SC_ASSERT(spyre_stream_synchronize(s1));
+    SC_ASSERT(spyre_stream_synchronize(s0));
+    std::vector<uint8_t> got(n);
+    SC_ASSERT(spyre_memcpy_dtoh(got.data(), out, 0, n));
+    EXPECT_TRUE(got == data) << "the wait let the copy run before the peer's data arrived";
+    EXPECT_EQ(sem_value(sem, 16), 1u);
+    // A wait needs a semaphore of the stream's own card.
+    EXPECT_EQ(spyre_stream_wait_value(s0, sem, 16, 1, 0), SPYRE_ERROR_INVALID_ARGUMENT);
+    SC_MSG("waits only for semaphores of its own card");
+    SC_EXPECT(spyre_stream_destroy(s0));
+    SC_EXPECT(spyre_stream_destroy(s1));
+    for (auto* x : {a, sem, b, out}) spyre_free(x);
+}
+
 }  // namespace spyre_cases

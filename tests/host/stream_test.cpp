@@ -131,4 +131,104 @@ TEST_F(SimStreams, StreamArgumentChecks) {
     spyre_device_close(d1);
 }
 
+// ---- Device-side semaphores (shared cases, then the simulator's own) ----
+
+TEST_F(SimStreams, SemaphoreCapabilityIsAlwaysSet) {
+    EXPECT_TRUE(spyre_cases::has_semaphores(dev_));
+}
+TEST_F(SimStreams, SemaphoreWaitReleasedByAWriteQueuedAfterIt) {
+    spyre_cases::semaphore_cross_stream(dev_);
+}
+TEST_F(SimStreams, SemaphoreWaiterModeledTimeNotBeforeWriter) {
+    spyre_cases::semaphore_modeled_time(dev_);
+}
+TEST_F(SimStreams, SemaphoreHostWriteReleasesAWait) { spyre_cases::semaphore_host_write(dev_); }
+TEST_F(SimStreams, SemaphoreTimeoutFailsTheStreamWhichKeepsWorking) {
+    spyre_cases::semaphore_timeout(dev_);
+}
+TEST_F(SimStreams, SemaphoreArgumentErrors) { spyre_cases::semaphore_argument_errors(dev_); }
+TEST_F(SimStreams, SemaphoreCaptureIsRefused) { spyre_cases::semaphore_capture_refused(dev_); }
+
+// Card 0 writes a semaphore of card 1 once peer access is enabled (refused before).
+TEST_F(SimStreams, SemaphoreWrittenIntoAPeerCard) {
+    spyre_device_t d1 = nullptr;
+    ASSERT_EQ(spyre_device_open(1, &d1), SPYRE_SUCCESS);
+    spyre_buffer_t sem = nullptr;
+    ASSERT_EQ(spyre_malloc(d1, 64, &sem), SPYRE_SUCCESS);
+    spyre_stream_t s0 = nullptr;
+    ASSERT_EQ(spyre_stream_create(dev_, SPYRE_STREAM_PRIORITY_NORMAL, &s0), SPYRE_SUCCESS);
+    EXPECT_EQ(spyre_stream_write_value(s0, sem, 0, 1), SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(spyre_last_error()).find("spyre_device_enable_peer_access"),
+              std::string::npos)
+        << spyre_last_error();
+    EXPECT_EQ(spyre_stream_wait_value(s0, sem, 0, 1, 0), SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(spyre_last_error()).find("waits only for semaphores of its own card"),
+              std::string::npos)
+        << spyre_last_error();
+    ASSERT_EQ(spyre_device_enable_peer_access(dev_, d1), SPYRE_SUCCESS);
+    spyre_cases::semaphore_peer(dev_, d1);
+    spyre_stream_destroy(s0);
+    spyre_free(sem);
+    spyre_device_close(d1);
+}
+
+// A wait pending when its card is lost (a simulated loss, taken by a launch of another stream)
+// fails with DEVICE_LOST at once, not at its timeout; a write on the lost card is refused.
+TEST_F(SimStreams, SemaphoreWaitEndsWhenTheCardIsLost) {
+    spyre_device_t d1 = nullptr;
+    ASSERT_EQ(spyre_device_open(1, &d1), SPYRE_SUCCESS);
+    auto img = spyre_test::build_add_program(64);
+    spyre_program_t add = nullptr;
+    ASSERT_EQ(spyre_program_load(d1, img.data(), img.size(), &add), SPYRE_SUCCESS);
+    spyre_buffer_t x = nullptr, sem = nullptr;
+    ASSERT_EQ(spyre_malloc(d1, 64 * 2 * 3, &x), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_malloc(d1, 64, &sem), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_memset(sem, 0, 0, 64), SPYRE_SUCCESS);
+    spyre_stream_t w = nullptr, l = nullptr;
+    ASSERT_EQ(spyre_stream_create(d1, SPYRE_STREAM_PRIORITY_HIGH, &w), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_stream_create(d1, SPYRE_STREAM_PRIORITY_NORMAL, &l), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_stream_wait_value(w, sem, 0, 1, SPYRE_SEMAPHORE_WAIT_MAX_US), SPYRE_SUCCESS);
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(spyre_sim_inject_fault(1, SPYRE_SIM_FAULT_LOST, 0), SPYRE_SUCCESS);
+    spyre_launch_params p{};
+    p.num_cores = 1;
+    p.num_args = 3;
+    spyre_buffer_device_address(x, &p.args[0]);
+    p.args[1] = p.args[2] = p.args[0];
+    p.buffers = &x;
+    p.num_buffers = 1;
+    ASSERT_EQ(spyre_launch_async(add, &p, l), SPYRE_SUCCESS);
+    EXPECT_EQ(spyre_stream_synchronize(w), SPYRE_ERROR_DEVICE_LOST) << spyre_last_error();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
+    EXPECT_EQ(spyre_stream_write_value(w, sem, 0, 1), SPYRE_ERROR_DEVICE_LOST);
+    EXPECT_EQ(spyre_stream_wait_value(w, sem, 0, 1, 0), SPYRE_ERROR_DEVICE_LOST);
+    ASSERT_EQ(spyre_sim_inject_fault(1, SPYRE_SIM_FAULT_NONE, 0), SPYRE_SUCCESS);
+    spyre_device_synchronize(d1);  // the lost card's errors, once
+    EXPECT_EQ(spyre_stream_write_value(w, sem, 0, 1), SPYRE_SUCCESS) << spyre_last_error();
+    EXPECT_EQ(spyre_stream_synchronize(w), SPYRE_SUCCESS) << spyre_last_error();
+    spyre_stream_destroy(w);
+    spyre_stream_destroy(l);
+    spyre_free(x);
+    spyre_free(sem);
+    spyre_program_free(add);
+    spyre_device_close(d1);
+}
+
+// Destroying a stream whose wait can never be satisfied returns once the wait timed out, with
+// that error (the stream's first).
+TEST_F(SimStreams, SemaphoreStreamDestroyedWhileWaiting) {
+    spyre_buffer_t sem = nullptr;
+    ASSERT_EQ(spyre_malloc(dev_, 64, &sem), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_memset(sem, 0, 0, 64), SPYRE_SUCCESS);
+    spyre_stream_t s = nullptr;
+    ASSERT_EQ(spyre_stream_create(dev_, SPYRE_STREAM_PRIORITY_NORMAL, &s), SPYRE_SUCCESS);
+    ASSERT_EQ(spyre_stream_wait_value(s, sem, 0, 1, 50000), SPYRE_SUCCESS);
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(spyre_stream_destroy(s), SPYRE_ERROR_TIMEOUT);
+    EXPECT_NE(std::string(spyre_last_error()).find("timed out after 50000 us"), std::string::npos)
+        << spyre_last_error();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(900));
+    spyre_free(sem);
+}
+
 }  // namespace

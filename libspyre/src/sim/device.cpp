@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -107,6 +109,19 @@ class SimMarker final : public Marker {
 
 class SimDevice;
 
+// Semaphore writes of every simulated stream (of every card) wake the workers waiting for a
+// semaphore; a waiter also polls (50 us doubling to 1 ms) for values the host writes through a
+// mapped buffer, which wake nobody.
+struct SemWakeup {
+    std::mutex mu;
+    std::condition_variable cv;
+    uint64_t gen = 0;  // under mu: bumped at every semaphore write
+};
+SemWakeup& sem_wakeup() {
+    static SemWakeup w;
+    return w;
+}
+
 // A simulated stream: a worker thread running the stream's work in order. Copies are memcpy
 // into the card's memory, launches run the card's engine (one at a time per card), so a copy on
 // one stream overlaps a launch on another. Event waits block the waiting stream's worker.
@@ -132,6 +147,8 @@ class SimStream final : public Stream {
     }
     void copy_3d(const Copy3D& c) override;
     void copy_peer(const PeerCopy& c) override;
+    void write_value(const SemOp& s) override;
+    void wait_value(const SemOp& s) override;
     void fill(const BufferRef& dst, uint64_t offset, uint64_t size, uint64_t pattern,
               uint32_t psize) override {
         refuse_if_lost();
@@ -301,6 +318,7 @@ class SimStream final : public Stream {
         card_->count_copy(&drm_spyre_telemetry::h2d_bytes, size);
     }
     void run_copy_3d(const Copy3D& c);
+    void run_wait_value(const SemOp& s);
     RuntimeCounters& dev_counters();
     void run_launch(const LaunchRequest& req, spyre_launch_stats* stats);
     void run_linked(const GraphNode* nodes, uint32_t n);
@@ -354,7 +372,7 @@ class SimDevice final : public Device {
         i.devmem_total = card_->size();
         i.max_buffer_bytes = card_->size();
         i.caps = SPYRE_DEVICE_CAP_DMA_COPY | SPYRE_DEVICE_CAP_HOST_BUFFER |
-                 SPYRE_DEVICE_CAP_TELEMETRY | SPYRE_DEVICE_CAP_LAUNCH;
+                 SPYRE_DEVICE_CAP_TELEMETRY | SPYRE_DEVICE_CAP_LAUNCH | SPYRE_DEVICE_CAP_SEMAPHORE;
         // Simulated cards copy card to card unless SPYRE_SIM_P2P=0 (a card without CAP_P2P).
         if (const char* p2p = std::getenv("SPYRE_SIM_P2P"); !p2p || std::strcmp(p2p, "0") != 0)
             i.caps |= SPYRE_DEVICE_CAP_P2P;
@@ -575,6 +593,80 @@ void SimStream::copy_peer(const PeerCopy& c) {
             peer_copy_cycles(card_->config(), peer->card()->config(), c.size));
         card_->count_peer_copy(c.to_peer, c.size);
     });
+}
+
+// The semaphore's value (then its cycle) as the card's memory holds them: 16-byte aligned, so
+// both words are naturally aligned for atomic access.
+std::atomic_ref<uint64_t> sem_word(std::byte* sem, int i) {
+    return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(sem + 8 * i));
+}
+
+// In stream order: {value, the stream's modeled end so far} into the semaphore (also on a
+// timing-only card: its memory holds no data, but semaphores order the streams), then every
+// waiting worker is woken. Into a peer card's buffer the stream's card writes over the peer
+// link; the cycle stays the writer's (a waiter's clock joins it, Lamport style).
+void SimStream::write_value(const SemOp& s) {
+    refuse_if_lost();
+    auto peer = std::static_pointer_cast<SimDevice>(s.peer_dev);  // api.cpp: access enabled
+    auto peer_lost = [peer, this] {
+        if (peer && peer->card()->faults().lost())
+            fail(SPYRE_ERROR_DEVICE_LOST,
+                 std::format("peer {} was removed (a simulated loss: spyre_sim_inject_fault): {} "
+                             "cannot write a semaphore in its memory",
+                             peer->name(), dev_->name()));
+    };
+    peer_lost();
+    push([=, this] {
+        peer_lost();
+        std::byte* p = peer ? peer->checked(*s.buf, s.offset, SPYRE_SEMAPHORE_BYTES)
+                            : ptr(*s.buf, s.offset, SPYRE_SEMAPHORE_BYTES);
+        sem_word(p, 1).store(end_, std::memory_order_relaxed);
+        sem_word(p, 0).store(s.value, std::memory_order_release);
+        SemWakeup& w = sem_wakeup();
+        {
+            std::lock_guard lock(w.mu);
+            ++w.gen;
+        }
+        w.cv.notify_all();
+    });
+}
+
+void SimStream::wait_value(const SemOp& s) {
+    refuse_if_lost();
+    push([=, this] { run_wait_value(s); });
+}
+
+// On the worker: blocks this stream (no library lock held) until the value reaches s.value or
+// s.timeout_us of host time passed; the stream's modeled time then joins the writer's cycle.
+void SimStream::run_wait_value(const SemOp& s) {
+    using clock = std::chrono::steady_clock;
+    std::byte* p = ptr(*s.buf, s.offset, SPYRE_SEMAPHORE_BYTES);
+    const auto deadline = clock::now() + std::chrono::microseconds(s.timeout_us);
+    auto backoff = std::chrono::microseconds(50);
+    SemWakeup& w = sem_wakeup();
+    for (;;) {
+        uint64_t gen;
+        {
+            std::lock_guard lock(w.mu);
+            gen = w.gen;
+        }
+        const uint64_t v = sem_word(p, 0).load(std::memory_order_acquire);
+        if (v >= s.value) {
+            end_ = std::max(end_, sem_word(p, 1).load(std::memory_order_relaxed));
+            return;
+        }
+        if (card_->faults().lost()) fail_lost(dev_->name());
+        const auto now = clock::now();
+        if (now >= deadline)
+            fail(SPYRE_ERROR_TIMEOUT,
+                 std::format("semaphore wait on {} timed out after {} us: the semaphore at "
+                             "offset {} of its buffer holds {}, the wait wanted a value >= {}",
+                             dev_->name(), s.timeout_us, s.offset, v, s.value));
+        std::unique_lock lock(w.mu);
+        w.cv.wait_until(lock, std::min<clock::time_point>(now + backoff, deadline),
+                        [&] { return w.gen != gen; });
+        backoff = std::min<std::chrono::microseconds>(backoff * 2, std::chrono::milliseconds(1));
+    }
 }
 
 void SimStream::copy_3d(const Copy3D& c) {
