@@ -234,6 +234,70 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         });
     }
 
+    // Semaphores (DRM_SPYRE_CAP_SEMAPHORE, checked by api.cpp): one SEM_SIGNAL or SEM_WAIT
+    // command as a job of its own, so it keeps its place after the stream's batched launches
+    // and event waits (submit() queues those first). A write into a peer card's buffer names
+    // the buffer's PEER BO on this card, as copies to peers do.
+    void write_value(const SemOp& s) override {
+        std::shared_ptr<Bo> imp;
+        if (s.peer_dev) {
+            auto& peer = static_cast<KernelDevice&>(*s.peer_dev);  // api.cpp: access enabled
+            if (!peer.alive())
+                fail(SPYRE_ERROR_DEVICE_LOST,
+                     std::format("peer {} was removed or its driver unbound: {} cannot write a "
+                                 "semaphore in its memory",
+                                 peer.name(), dev_->name()));
+            imp = dev_->import_peer(root_bo(*s.buf), peer);
+        }
+        enqueue([=, this] {
+            Bo& bo = imp ? *imp : root_bo(*s.buf);
+            drm_spyre_sem ext{};
+            ext.value = s.value;
+            drm_spyre_cmd c{};
+            c.op = DRM_SPYRE_CMD_SEM_SIGNAL;
+            c.dst_handle = bo.handle();
+            c.dst_offset = s.buf->root_offset() + s.offset;
+            c.ext = reinterpret_cast<uintptr_t>(&ext);
+            c.ext_size = sizeof ext;
+            std::vector<BufferRef> refs{s.buf};
+            if (imp) refs.push_back(imp);
+            try {
+                submit({&c, 1},
+                       std::format("semaphore write of {} at offset {}{}", s.value, s.offset,
+                                   imp ? std::format(" of a buffer of {}", s.peer_dev->name())
+                                       : std::string()),
+                       std::move(refs));
+            } catch (const Error& e) {
+                // The driver refuses jobs naming a revoked PEER BO with -ENODEV: the peer went.
+                if (imp && e.status() == SPYRE_ERROR_DEVICE_LOST && dev_->alive())
+                    fail(SPYRE_ERROR_DEVICE_LOST,
+                         std::format("peer {} was removed or its driver unbound: {} cannot write "
+                                     "a semaphore in its memory ({})",
+                                     s.peer_dev->name(), dev_->name(), e.what()));
+                throw;
+            }
+        });
+    }
+
+    void wait_value(const SemOp& s) override {
+        enqueue([=, this] {
+            Bo& bo = root_bo(*s.buf);
+            drm_spyre_sem ext{};
+            ext.value = s.value;
+            ext.timeout_us = s.timeout_us;
+            drm_spyre_cmd c{};
+            c.op = DRM_SPYRE_CMD_SEM_WAIT;
+            c.src_handle = bo.handle();
+            c.src_offset = s.buf->root_offset() + s.offset;
+            c.ext = reinterpret_cast<uintptr_t>(&ext);
+            c.ext_size = sizeof ext;
+            submit({&c, 1},
+                   std::format("semaphore wait for a value >= {} at offset {}", s.value, s.offset),
+                   {s.buf});
+            pending_.back().sem = std::make_shared<SemOp>(s);
+        });
+    }
+
     // Into a PEER BO imported from another process's dma-buf: the driver refuses a job
     // naming it with -ENODEV once the exporting card has gone (revoked).
     void copy_to_import(const PeerCopy& c) {
@@ -485,7 +549,8 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         spyre_launch_stats* stats = nullptr;
         std::shared_ptr<OpStatus> op;
         std::shared_ptr<const std::string> label;  // of the one launch (slot >= 0)
-        std::vector<LaunchTag> batch;  // a batch of launches: their slots, commands and labels
+        std::vector<LaunchTag> batch;      // a batch of launches: their slots, commands and labels
+        std::shared_ptr<const SemOp> sem;  // a semaphore wait: its timeout is reported as such
     };
     struct Deferred {
         std::function<void()> fn;
@@ -590,11 +655,32 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                                  "the driver returned no launch result", label);
                 if (w.status != DRM_SPYRE_JOB_OK) dev_->fail_job(w, p.what, label);
             } else if (w.status != DRM_SPYRE_JOB_OK) {
+                if (p.sem && w.status == DRM_SPYRE_JOB_DEVICE_ERROR &&
+                    w.hw_status == SPYRE_STATUS_ERR_TIMEOUT)
+                    fail_sem_timeout(*p.sem);
                 dev_->fail_job(w, p.what);
             }
         } catch (const Error& e) {
             record_error(p.op.get(), e);
         }
+    }
+
+    // A SEM_WAIT that timed out (ERR_TIMEOUT): the value it wanted and the one the semaphore
+    // holds now (read through the buffer's mapping; the card saw it at the deadline).
+    [[noreturn]] void fail_sem_timeout(const SemOp& s) {
+        std::string seen = "an unknown value (the buffer cannot be mapped)";
+        try {
+            const auto* p = static_cast<const std::byte*>(s.buf->root().map()) +
+                            s.buf->root_offset() + s.offset;
+            uint64_t v;
+            std::memcpy(&v, p, sizeof v);
+            seen = std::to_string(v);
+        } catch (const Error&) {
+        }
+        fail(SPYRE_ERROR_TIMEOUT,
+             std::format("semaphore wait on {} timed out after {} us: the semaphore at offset {} "
+                         "of its buffer holds {}, the wait wanted a value >= {}",
+                         dev_->name(), s.timeout_us, s.offset, seen, s.value));
     }
 
     // Queues one job on the ring; the caller holds mu_.
@@ -622,7 +708,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         ++point_;
         in_syncs_.clear();
         pending_.push_back({point_, id, std::move(what), std::move(refs), slot, stats, cur_op_,
-                            std::move(label), std::move(batch)});
+                            std::move(label), std::move(batch), nullptr});
         if (cur_op_) cur_op_->last_point = point_;
     }
 

@@ -54,6 +54,24 @@ void for_each_device(const std::function<void(spyre_device_t, int)>& body) {
     }
 }
 
+// The shared cases need SPYRE_DEVICE_CAP_SEMAPHORE and a ring of its own for the waiting HIGH
+// priority stream (a SEM_WAIT holds its ring; with fewer than 3 rings the writer shares it).
+bool semaphore_ready(spyre_device_t dev, std::string* why) {
+    spyre_device_info info{};
+    spyre_device_get_info(dev, &info);
+    if (!(info.caps & SPYRE_DEVICE_CAP_SEMAPHORE)) {
+        *why =
+            "no SPYRE_DEVICE_CAP_SEMAPHORE (card before hw 1.8 or driver without "
+            "DRM_SPYRE_CAP_SEMAPHORE)";
+        return false;
+    }
+    if (info.num_rings < 3) {
+        *why = "fewer than 3 rings: the waiting stream would hold the writer's ring";
+        return false;
+    }
+    return true;
+}
+
 // Position-dependent bytes: a misplaced chunk or a shifted offset changes the data.
 void fill(void* p, uint64_t n, uint64_t seed) {
     auto* b = static_cast<unsigned char*>(p);
@@ -585,6 +603,17 @@ TEST(Peer, ImportReleasedWithTheBuffer) {
 // The peer (QEMU card spyre1) hot-unplugged while this process holds an import of its
 // buffer: copies into and from it fail with DEVICE_LOST naming it, the other card keeps
 // working; spyre1 is plugged back in afterwards (tests/guest/uapi/p2p-card.sh).
+// Card 0 writes a semaphore in card 1's memory (through its PEER BO) after a peer copy; a
+// stream of card 1 waits for it.
+TEST(Peer, SemaphoreWrittenIntoThePeer) {
+    PeerPair p;
+    OPEN_PEERS(p);
+    std::string why;
+    for (auto* d : p.d)
+        if (!semaphore_ready(d, &why)) GTEST_SKIP() << why;
+    spyre_cases::semaphore_peer(p.d[0], p.d[1]);
+}
+
 TEST(Peer, UnpluggedPeerIsDeviceLost) {
     const char* card_sh = "tests/guest/uapi/p2p-card.sh";
     if (!getenv("SPYRE_VM_DIR") || access(card_sh, X_OK))
@@ -906,6 +935,57 @@ TEST(Streams, GraphCaptureErrors) {
 }
 TEST(Streams, FillsAndStridedCopies) {
     for_each_device([](spyre_device_t dev, int) { spyre_cases::fills_and_strided(dev); });
+}
+
+// ---- Device-side semaphores (hw 1.8: DRM_SPYRE_CMD_SEM_SIGNAL / SEM_WAIT) ----
+
+#define SEMAPHORE_CASE(name, call)                                  \
+    TEST(Semaphores, name) {                                        \
+        for_each_device([](spyre_device_t dev, int) {               \
+            std::string why_;                                       \
+            if (!semaphore_ready(dev, &why_)) GTEST_SKIP() << why_; \
+            call;                                                   \
+        });                                                         \
+    }
+SEMAPHORE_CASE(WaitReleasedByAWriteQueuedAfterIt, spyre_cases::semaphore_cross_stream(dev))
+SEMAPHORE_CASE(HostWriteReleasesAWait, spyre_cases::semaphore_host_write(dev))
+SEMAPHORE_CASE(TimeoutFailsTheStreamWhichKeepsWorking, spyre_cases::semaphore_timeout(dev))
+SEMAPHORE_CASE(ArgumentErrors, spyre_cases::semaphore_argument_errors(dev))
+SEMAPHORE_CASE(CaptureIsRefused, spyre_cases::semaphore_capture_refused(dev))
+
+// The waiter's events compare with the writer's on the card's job clock (hw 1.7).
+TEST(Semaphores, WaiterModeledTimeNotBeforeWriter) {
+    for_each_device([](spyre_device_t dev, int) {
+        std::string why;
+        if (!semaphore_ready(dev, &why)) GTEST_SKIP() << why;
+        spyre_device_info info{};
+        spyre_device_get_info(dev, &info);
+        if (!can_launch(dev)) GTEST_SKIP() << "no LAUNCH";
+        if (!(info.caps & SPYRE_DEVICE_CAP_JOB_CLOCK)) GTEST_SKIP() << "no job clock";
+        spyre_cases::semaphore_modeled_time(dev);
+    });
+}
+
+// Without the capability both calls are refused, naming the card and the capability.
+TEST(Semaphores, WithoutTheCapabilityNotSupported) {
+    for_each_device([](spyre_device_t dev, int) {
+        if (spyre_cases::has_semaphores(dev)) GTEST_SKIP() << "the card has semaphores";
+        spyre_device_info info{};
+        spyre_device_get_info(dev, &info);
+        spyre_buffer_t sem;
+        ASSERT_SPYRE(spyre_malloc(dev, 64, &sem));
+        EXPECT_EQ(spyre_stream_write_value(nullptr, sem, 0, 1), SPYRE_ERROR_NOT_SUPPORTED);
+        EXPECT_NE(std::string(spyre_last_error()).find(info.name), std::string::npos)
+            << spyre_last_error();
+        EXPECT_NE(std::string(spyre_last_error()).find("SPYRE_DEVICE_CAP_SEMAPHORE"),
+                  std::string::npos)
+            << spyre_last_error();
+        EXPECT_EQ(spyre_stream_wait_value(nullptr, sem, 0, 1, 0), SPYRE_ERROR_NOT_SUPPORTED);
+        EXPECT_NE(std::string(spyre_last_error()).find("DRM_SPYRE_CAP_SEMAPHORE"),
+                  std::string::npos)
+            << spyre_last_error();
+        EXPECT_SPYRE(spyre_free(sem));
+    });
 }
 
 // More asynchronous jobs than the driver lets one file have in flight (DRM_SPYRE_FILE_MAX_JOBS),
