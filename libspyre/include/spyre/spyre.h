@@ -370,7 +370,7 @@ SPYRE_API spyre_status spyre_stream_wait_value(spyre_stream_t stream, spyre_buff
  * memsets, event records, and graphs launched on it. Work that cannot be replayed fails with
  * SPYRE_ERROR_NOT_SUPPORTED and invalidates the capture (end_capture then returns that
  * error): copies from or to host memory, synchronize and query of the stream, host
- * functions, waits for events not recorded during the capture. Arguments are checked when the
+ * functions, waits for events not recorded during the capture, semaphore writes and waits. Arguments are checked when the
  * work is captured. spyre_graph_launch queues the graph's work in its order on a stream; on the
  * kernel backend it is one SUBMIT (one job) per DRM_SPYRE_MAX_CMDS commands and 1024 launches,
  * on the simulator one work item. The graph keeps the programs and buffers it uses alive until
