@@ -433,6 +433,22 @@ void copy_to_imported(const std::shared_ptr<Buffer>& imported, uint64_t dst_offs
         st->copy_peer(c);
 }
 
+void signal_imported(spyre_device_t device, const std::shared_ptr<Buffer>& imported,
+                     uint64_t offset, uint64_t value, spyre_stream_t stream) {
+    require(offset % SPYRE_SEMAPHORE_BYTES == 0 && offset <= imported->size() &&
+                SPYRE_SEMAPHORE_BYTES <= imported->size() - offset,
+            "semaphore offset {} is not 16-byte aligned inside the imported buffer of {} bytes",
+            offset, imported->size());
+    const auto dev = check_device(device)->dev;
+    require(dev->info().caps & SPYRE_DEVICE_CAP_SEMAPHORE,
+            "{} has no device-side semaphores (SPYRE_DEVICE_CAP_SEMAPHORE)", dev->name());
+    SemOp op;
+    op.imported = imported;
+    op.offset = offset;
+    op.value = value;
+    resolve_stream(stream, dev)->write_value(op);
+}
+
 spyre_status stream_failure(spyre_stream_t stream, spyre_buffer_t on, std::string* what) {
     const auto e = resolve_stream(stream, check_buffer(on)->dev)->failure();
     if (!e) return SPYRE_SUCCESS;
@@ -478,6 +494,62 @@ void pin_program(spyre_device_t device, uint64_t id, const std::vector<uint8_t>&
 }  // namespace spyre
 
 using namespace spyre;
+
+// ---- device-side semaphores: the checks ----
+
+namespace spyre {
+namespace {
+
+// The checks of spyre_stream_write_value / spyre_stream_wait_value: the stream (NULL: the
+// default stream of the semaphore's card), the semaphore's range and alignment, the card's
+// capability and (a write into a peer card) peer access. Nothing is queued on an error.
+std::pair<StreamRef, SemOp> check_sem(spyre_stream_t stream, spyre_buffer_t sem, uint64_t offset,
+                                      bool write, spyre_device_t on = nullptr) {
+    auto b = check_buffer(sem, "semaphore buffer");
+    std::shared_ptr<Device> dev = on ? check_device(on)->dev : b->dev;  // the stream's card
+    if (stream) dev = check_stream_handle(stream)->dev;
+    if (!(dev->info().caps & SPYRE_DEVICE_CAP_SEMAPHORE))
+        fail(SPYRE_ERROR_NOT_SUPPORTED,
+             std::format("{} has no device-side semaphores (SPYRE_DEVICE_CAP_SEMAPHORE: "
+                         "hw 1.8 and a driver reporting DRM_SPYRE_CAP_SEMAPHORE)",
+                         dev->name()));
+    require(offset % SPYRE_SEMAPHORE_BYTES == 0,
+            "semaphore offset {} is not a multiple of {} (a semaphore is {} bytes at a {}-byte "
+            "aligned offset of its buffer)",
+            offset, SPYRE_SEMAPHORE_BYTES, SPYRE_SEMAPHORE_BYTES, SPYRE_SEMAPHORE_BYTES);
+    require(offset <= b->buf->size() && SPYRE_SEMAPHORE_BYTES <= b->buf->size() - offset,
+            "semaphore offset {} + {} bytes exceeds the semaphore buffer's size {}", offset,
+            SPYRE_SEMAPHORE_BYTES, b->buf->size());
+    SemOp op;
+    op.buf = b->buf;
+    op.offset = offset;
+    if (b->dev != dev) {
+        require(write,
+                "the semaphore is on {} but the stream belongs to {}: a stream waits only for "
+                "semaphores of its own card (write_value may write into a peer's)",
+                b->dev->name(), dev->name());
+        if (auto why = peer_refusal(*dev, *b->dev); !why.empty())
+            fail(SPYRE_ERROR_NOT_SUPPORTED, why);
+        require(dev->peer_access_enabled(*b->dev),
+                "the semaphore is on {} but the stream belongs to {}, and peer access from {} to "
+                "{} is not enabled: call spyre_device_enable_peer_access({}, {}) first",
+                b->dev->name(), dev->name(), dev->name(), b->dev->name(), dev->name(),
+                b->dev->name());
+        op.peer_dev = b->dev;
+    }
+    return {resolve_stream(stream, dev), std::move(op)};
+}
+
+}  // namespace
+
+void write_value_on(spyre_device_t device, spyre_stream_t stream, spyre_buffer_t sem,
+                    uint64_t offset, uint64_t value) {
+    auto [st, op] = check_sem(stream, sem, offset, true, device);
+    op.value = value;
+    st->write_value(op);
+}
+
+}  // namespace spyre
 
 extern "C" {
 
@@ -1098,52 +1170,6 @@ spyre_status spyre_stream_get_info(spyre_stream_t stream, spyre_device_t* device
 }
 
 // ---- device-side semaphores ----
-
-namespace spyre {
-namespace {
-
-// The checks of spyre_stream_write_value / spyre_stream_wait_value: the stream (NULL: the
-// default stream of the semaphore's card), the semaphore's range and alignment, the card's
-// capability and (a write into a peer card) peer access. Nothing is queued on an error.
-std::pair<StreamRef, SemOp> check_sem(spyre_stream_t stream, spyre_buffer_t sem, uint64_t offset,
-                                      bool write) {
-    auto b = check_buffer(sem, "semaphore buffer");
-    std::shared_ptr<Device> dev = b->dev;  // the stream's card
-    if (stream) dev = check_stream_handle(stream)->dev;
-    if (!(dev->info().caps & SPYRE_DEVICE_CAP_SEMAPHORE))
-        fail(SPYRE_ERROR_NOT_SUPPORTED,
-             std::format("{} has no device-side semaphores (SPYRE_DEVICE_CAP_SEMAPHORE: "
-                         "hw 1.8 and a driver reporting DRM_SPYRE_CAP_SEMAPHORE)",
-                         dev->name()));
-    require(offset % SPYRE_SEMAPHORE_BYTES == 0,
-            "semaphore offset {} is not a multiple of {} (a semaphore is {} bytes at a {}-byte "
-            "aligned offset of its buffer)",
-            offset, SPYRE_SEMAPHORE_BYTES, SPYRE_SEMAPHORE_BYTES, SPYRE_SEMAPHORE_BYTES);
-    require(offset <= b->buf->size() && SPYRE_SEMAPHORE_BYTES <= b->buf->size() - offset,
-            "semaphore offset {} + {} bytes exceeds the semaphore buffer's size {}", offset,
-            SPYRE_SEMAPHORE_BYTES, b->buf->size());
-    SemOp op;
-    op.buf = b->buf;
-    op.offset = offset;
-    if (b->dev != dev) {
-        require(write,
-                "the semaphore is on {} but the stream belongs to {}: a stream waits only for "
-                "semaphores of its own card (write_value may write into a peer's)",
-                b->dev->name(), dev->name());
-        if (auto why = peer_refusal(*dev, *b->dev); !why.empty())
-            fail(SPYRE_ERROR_NOT_SUPPORTED, why);
-        require(dev->peer_access_enabled(*b->dev),
-                "the semaphore is on {} but the stream belongs to {}, and peer access from {} to "
-                "{} is not enabled: call spyre_device_enable_peer_access({}, {}) first",
-                b->dev->name(), dev->name(), dev->name(), b->dev->name(), dev->name(),
-                b->dev->name());
-        op.peer_dev = b->dev;
-    }
-    return {resolve_stream(stream, dev), std::move(op)};
-}
-
-}  // namespace
-}  // namespace spyre
 
 spyre_status spyre_stream_write_value(spyre_stream_t stream, spyre_buffer_t sem, uint64_t offset,
                                       uint64_t value) {

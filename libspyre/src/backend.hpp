@@ -93,6 +93,9 @@ struct SemOp {
     uint64_t value = 0;
     uint32_t timeout_us = 0;           // wait only: <= SPYRE_SEMAPHORE_WAIT_MAX_US
     std::shared_ptr<Device> peer_dev;  // write only: buf's card when it is not the stream's
+    // Write only, instead of buf: a PEER buffer of the stream's card imported from another
+    // process's dma-buf (peer_fd.hpp; kernel backend), `offset` inside it.
+    BufferRef imported;
 };
 
 // The completion point of an event record: all work its stream had queued before it.

@@ -34,6 +34,17 @@ void copy_to_imported(const std::shared_ptr<Buffer>& imported, uint64_t dst_offs
                       spyre_buffer_t src, uint64_t src_offset, uint64_t size, spyre_stream_t stream,
                       bool wait = true);
 
+// spyre_stream_write_value by `device`'s card: a NULL `stream` is its default stream, also
+// where `sem` is a peer card's buffer (the public call's NULL is the semaphore card's).
+void write_value_on(spyre_device_t device, spyre_stream_t stream, spyre_buffer_t sem,
+                    uint64_t offset, uint64_t value);
+
+// spyre_stream_write_value into a buffer imported on `device`'s card: the semaphore at
+// imported[offset] set to `value` by that card over the peer link, on `stream` (NULL: the
+// card's default stream) after the stream's earlier work.
+void signal_imported(spyre_device_t device, const std::shared_ptr<Buffer>& imported,
+                     uint64_t offset, uint64_t value, spyre_stream_t stream);
+
 // The first failure of `stream`'s finished work since its last synchronize (NULL: the default
 // stream of `on`'s card), left for that synchronize to report; SPYRE_SUCCESS if none. For the
 // collectives: data sent on a stream whose earlier work failed (a reduction, the push itself)

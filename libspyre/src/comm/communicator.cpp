@@ -141,16 +141,26 @@ Communicator::~Communicator() {
 }
 
 template <typename F>
-void Communicator::run(spyre_stream_t stream, F&& body) {
+void Communicator::run(spyre_stream_t stream, F&& body, bool collective) {
     std::lock_guard lock(mu_);
     try {
         transport_->check();
+        transport_->begin(collective);
         body();
-        // within the call nothing waits for its own card (pushes, reductions and the host
-        // functions that hand slots over are queued); the caller gets an idle stream, after
-        // the pushes of the transport's own stream too
+        // within the call nothing waits for its own card (pushes, reductions and what hands
+        // slots over are queued); the caller gets an idle stream, after the pushes of the
+        // transport's own stream too
         transport_->join(stream);
-        if (stream) check_call(spyre_stream_synchronize(stream));
+        if (stream) {
+            const spyre_status st = spyre_stream_synchronize(stream);
+            if (st != SPYRE_SUCCESS) {
+                // the others may have taken what this card sent after its failed work
+                const std::string why = spyre_last_error();
+                transport_->abort(std::format("rank {}'s card work failed: {}", rank_, why));
+                spyre::fail(st, why);
+            }
+        }
+        transport_->settle(stream);
     } catch (const Error& e) {
         try {
             transport_->join(stream);  // later work of the stream after the queued pushes
@@ -194,11 +204,14 @@ void Communicator::all_reduce(spyre_buffer_t send, uint64_t send_off, spyre_buff
             tree_all_reduce(ring, buf, base, count, dtype, op);
         } else {
             const Segments seg = segments(base, count, es);
-            ring_reduce_scatter(ring, buf, seg, dtype, op, 0);
+            Marks reduced = ring_reduce_scatter(ring, buf, seg, dtype, op, 0);
             const int own = (rank_ + 1) % nranks_;
-            if (op == SPYRE_REDUCE_MEAN)
+            if (op == SPYRE_REDUCE_MEAN) {
                 scale_on_card(stream, buf, seg.offset[own], seg.count[own], dtype, 1.0 / nranks_);
-            ring_all_gather(ring, buf, seg, es, 1);
+                reduced.clear();  // the pushes follow the scaling
+            }
+            // each chunk of this rank's segment leaves once its last reduction is done
+            ring_all_gather(ring, buf, seg, es, 1, std::move(reduced));
         }
         if (buf != recv) copy(recv, recv_off, buf, base, bytes, stream);
     });
@@ -274,7 +287,7 @@ void Communicator::send(spyre_buffer_t buf, uint64_t off, uint64_t count, spyre_
         const uint64_t bytes = count * any_dtype_bytes(dtype);
         check_range(buf, off, bytes, "send");
         send_range(*transport_, peer, buf, off, bytes, stream);
-    });
+    }, false);
 }
 
 void Communicator::recv(spyre_buffer_t buf, uint64_t off, uint64_t count, spyre_dtype dtype,
@@ -285,7 +298,7 @@ void Communicator::recv(spyre_buffer_t buf, uint64_t off, uint64_t count, spyre_
         const uint64_t bytes = count * any_dtype_bytes(dtype);
         check_range(buf, off, bytes, "recv");
         recv_range(*transport_, peer, buf, off, bytes, stream);
-    });
+    }, false);
 }
 
 void Communicator::reduce_scatter(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t recv,

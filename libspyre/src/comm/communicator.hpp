@@ -51,11 +51,11 @@ class Communicator {
     void info(spyre_comm_info* info) const;
 
   private:
-    // Runs one collective under the lock, then waits for its work on `stream` (the calls
-    // return with the stream idle, spyre/comm.h); a failure fails the communicator for every
-    // rank.
+    // Runs one collective (`collective` false: a send or receive of this rank alone) under
+    // the lock, then waits for its work on `stream` (the calls return with the stream idle,
+    // spyre/comm.h); a failure fails the communicator for every rank.
     template <typename F>
-    void run(spyre_stream_t stream, F&& body);
+    void run(spyre_stream_t stream, F&& body, bool collective = true);
     spyre_buffer_t work(uint64_t bytes);
     // n segments of `count` elements of es bytes from byte `base`, starting on sticks.
     Segments segments(uint64_t base, uint64_t count, uint64_t es) const;

@@ -17,7 +17,7 @@ HostStagedTransport::HostStagedTransport(std::unique_ptr<Segment> seg)
     : seg_(std::move(seg)), sent_(seg_->nranks(), 0), received_(seg_->nranks(), 0) {}
 
 void HostStagedTransport::send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
-                               spyre_stream_t stream) {
+                               spyre_stream_t stream, uint64_t /*after*/) {
     require(size <= seg_->slot_bytes(), "host-staged send larger than a slot");
     const Segment::Message m = seg_->begin_post(peer, sent_[peer] + 1, size);
     // device -> host; returns once the data is in the slot (ordered after stream's work)

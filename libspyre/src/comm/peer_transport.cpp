@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <format>
 #include <utility>
 
@@ -20,6 +22,12 @@ void check_call(spyre_status s) {
 }
 
 spyre_buffer_t as_buffer(uint64_t v) { return reinterpret_cast<spyre_buffer_t>(v); }
+
+// Processes: each inbox ends with the semaphore block its sender signals the inbox's card in
+// (PeerTransport::Sem), after the slots' chunks.
+constexpr uint64_t kInboxTail = 512;  // PeerTransport::kBlockBytes
+
+uint64_t chunks_bytes(Segment& s) { return s.slots() * s.slot_bytes(); }
 
 // A slot's post (the push has landed) or release (the receiver's card is done with the inbox
 // chunk), run by a host function once `stream` reaches it, so neither side waits for its card.
@@ -127,7 +135,8 @@ bool share_inboxes(Segment& s, FdExchange& ex, spyre_device_t device, PeerTransp
         if (r == me) continue;
         peers.push_back(r);
         try {
-            check_call(spyre_malloc(device, s.slots() * s.slot_bytes(), &sh.local[r]));
+            check_call(spyre_malloc(device, chunks_bytes(s) + kInboxTail, &sh.local[r]));
+            check_call(spyre_memset(sh.local[r], chunks_bytes(s), 0, kInboxTail));
             const ExportedBuffer e = export_buffer_fd(sh.local[r]);
             give[r].fd.reset(e.fd);
             give[r].value = e.offset;
@@ -143,7 +152,8 @@ bool share_inboxes(Segment& s, FdExchange& ex, spyre_device_t device, PeerTransp
         }
         try {
             sh.remote[r] =
-                import_buffer_fd(device, got[r].fd.get(), got[r].value + s.slots() * s.slot_bytes(),
+                import_buffer_fd(device, got[r].fd.get(),
+                                 got[r].value + chunks_bytes(s) + kInboxTail,
                                  std::format("rank {}", r));
             sh.remote_offset[r] = got[r].value;
         } catch (const Error&) {
@@ -181,6 +191,12 @@ std::unique_ptr<PeerTransport> PeerTransport::try_create(std::unique_ptr<Segment
     me.card_index = mine.index;
     me.card_kernel = mine.backend == SPYRE_BACKEND_KERNEL;
     me.card_p2p = candidate;
+    // SPYRE_COMM_DEVICE_WAITS=0: the host-driven protocol even where the cards could wait
+    // (comparisons); every rank must see the same setting, so each publishes what it may use
+    const char* waits = std::getenv("SPYRE_COMM_DEVICE_WAITS");
+    const std::string w = waits ? waits : "";
+    require(w.empty() || w == "0" || w == "1", "SPYRE_COMM_DEVICE_WAITS=\"{}\" is not 0 or 1", w);
+    me.card_sem = candidate && w != "0" && (mine.caps & SPYRE_DEVICE_CAP_SEMAPHORE);
     s.barrier();
     // 2: each says whether its part worked
     const Layout layout = layout_of(s);
@@ -197,11 +213,24 @@ std::unique_ptr<PeerTransport> PeerTransport::try_create(std::unique_ptr<Segment
             throw;
         }
     }
+    // the block the other ranks signal this one in, on its card (threads; processes have them
+    // in the inboxes), published before the other ranks can use it
+    bool sems = true;
+    for (int r = 0; r < s.nranks(); ++r) sems = sems && s.header().ranks[r].card_sem;
+    spyre_buffer_t ctl = nullptr;
+    if (ok && sems && layout == Layout::Threads) {
+        const uint64_t bytes = s.nranks() * kBlockBytes;
+        if (spyre_malloc(device, bytes, &ctl) != SPYRE_SUCCESS ||
+            spyre_memset(ctl, 0, 0, bytes) != SPYRE_SUCCESS)
+            ok = false;
+        me.ctl = reinterpret_cast<uint64_t>(ctl);
+    }
     me.p2p_ok = ok;
     s.barrier();  // after it nobody reads another rank's device handle for the decision
     bool all = true;
     for (int r = 0; r < s.nranks(); ++r) all = all && s.header().ranks[r].p2p_ok;
     if (!all) {
+        spyre_free(ctl);
         if (require_p2p)
             spyre::fail(SPYRE_ERROR_NOT_SUPPORTED,
                         "SPYRE_COMM_TRANSPORT=p2p, but the ranks' cards cannot all reach each "
@@ -218,8 +247,15 @@ std::unique_ptr<PeerTransport> PeerTransport::try_create(std::unique_ptr<Segment
     const bool overlap =
         (layout == Layout::Threads && mine.backend == SPYRE_BACKEND_SIM) ||
         (mine.backend == SPYRE_BACKEND_KERNEL && (mine.caps & SPYRE_DEVICE_CAP_JOB_CLOCK));
-    return std::unique_ptr<PeerTransport>(
+    auto t = std::unique_ptr<PeerTransport>(
         new PeerTransport(std::move(seg), std::move(shared), device, overlap));
+    t->ctl_ = ctl;
+    if (overlap && sems) {
+        check_call(spyre_malloc(device, kOwnBytes, &t->own_));
+        check_call(spyre_memset(t->own_, 0, 0, kOwnBytes));
+        t->sems_ = true;
+    }
+    return t;
 }
 
 PeerTransport::PeerTransport(std::unique_ptr<Segment> seg, std::unique_ptr<Shared> shared,
@@ -229,9 +265,77 @@ PeerTransport::PeerTransport(std::unique_ptr<Segment> seg, std::unique_ptr<Share
       sent_(seg_->nranks(), 0),
       received_(seg_->nranks(), 0),
       device_(device),
-      overlap_(overlap) {}
+      overlap_(overlap) {
+    chunk_seq_.assign(seg_->nranks(), std::vector<uint32_t>(seg_->slots(), 0));
+    set_timeout_ms(seg_->timeout_ms());
+}
+
+void PeerTransport::set_timeout_ms(uint64_t ms) {
+    seg_->set_timeout_ms(ms);
+    wait_us_ = static_cast<uint32_t>(
+        std::min<uint64_t>(ms * 1000, SPYRE_SEMAPHORE_WAIT_MAX_US));
+}
+
+void PeerTransport::signal(int owner, Sem which, int slot, uint64_t value,
+                           spyre_stream_t stream) {
+    const uint64_t at = which + slot * kSem;
+    if (shared_) {
+        signal_imported(device_, shared_->remote[owner],
+                        shared_->remote_offset[owner] + chunks_bytes(*seg_) + at, value, stream);
+        return;
+    }
+    const spyre_buffer_t ctl = as_buffer(seg_->header().ranks[owner].ctl);
+    // a NULL stream is this card's default stream (the public call's would be ctl's card's)
+    write_value_on(device_, stream, ctl, seg_->rank() * kBlockBytes + at, value);
+}
+
+void PeerTransport::await(int writer, Sem which, int slot, uint64_t value,
+                          spyre_stream_t stream) {
+    const uint64_t at = which + slot * kSem;
+    if (shared_)
+        check_call(spyre_stream_wait_value(stream, shared_->local[writer],
+                                           chunks_bytes(*seg_) + at, value, wait_us_));
+    else
+        check_call(
+            spyre_stream_wait_value(stream, ctl_, writer * kBlockBytes + at, value, wait_us_));
+}
+
+uint64_t PeerTransport::local_offset(Local which, uint64_t value) {
+    return which == kReady ? (value % kReadyRing) * kSem
+                           : (kReadyRing + value % kPushedRing) * kSem;
+}
+
+void PeerTransport::signal_local(Local which, uint64_t value, spyre_stream_t stream) {
+    check_call(spyre_stream_write_value(stream, own_, local_offset(which, value), value));
+}
+
+void PeerTransport::await_local(Local which, uint64_t value, spyre_stream_t stream) {
+    check_call(
+        spyre_stream_wait_value(stream, own_, local_offset(which, value), value, wait_us_));
+}
+
+void PeerTransport::settle(spyre_stream_t stream) {
+    if (!sem_call_) return;
+    sem_call_ = false;
+    // the NULL stream's part (the caller's is synchronized already) and the pushes
+    auto done = [&](spyre_status st) {
+        if (st == SPYRE_SUCCESS) return;
+        const std::string why = spyre_last_error();
+        seg_->fail(st, std::format("rank {}'s card work failed: {}", seg_->rank(), why));
+        spyre::fail(st, why);
+    };
+    if (!stream) done(spyre_device_synchronize(device_));
+    if (push_) done(spyre_stream_synchronize(push_));
+    // a rank whose push or reduction failed has handed its peers data that is not the result:
+    // nobody returns before everyone has seen its own part succeed (a failing rank fails the
+    // communicator instead of arriving here)
+    seg_->barrier();
+}
 
 PeerTransport::~PeerTransport() {
+    // settled: nobody signals into ctl_ any more
+    spyre_free(ctl_);
+    spyre_free(own_);
     // the pushes have left (every collective ends with join); their stream's errors were
     // reported through the communicator
     if (push_) spyre_stream_destroy(push_);
@@ -255,8 +359,14 @@ spyre_buffer_t PeerTransport::inbox_at(int peer) {
     return as_buffer(slot);
 }
 
-spyre_stream_t PeerTransport::push_stream(spyre_stream_t caller) {
-    if (!caller || !overlap_) return caller;
+uint64_t PeerTransport::mark(spyre_stream_t caller) {
+    if (!sem_call_) return 0;
+    signal_local(kReady, ++ready_seq_, caller);
+    return ready_seq_;
+}
+
+spyre_stream_t PeerTransport::push_stream(spyre_stream_t caller, uint64_t after) {
+    if (!sem_call_ && (!caller || !overlap_)) return caller;
     if (!push_) {
         // kernel backend: normal streams share one ring, which runs its jobs in order; a
         // high-priority stream has a ring of its own, so the pushes run beside the caller's
@@ -271,7 +381,12 @@ spyre_stream_t PeerTransport::push_stream(spyre_stream_t caller) {
         check_call(spyre_event_create(device_, &ready_));
         check_call(spyre_event_create(device_, &pushed_));
     }
+    pushing_ = true;
     // the push reads what the caller's stream wrote before it (a reduced chunk)
+    if (sem_call_) {
+        await_local(kReady, after ? after : mark(caller), push_);
+        return push_;
+    }
     check_call(spyre_event_record(ready_, caller));
     check_call(spyre_stream_wait_event(push_, ready_));
     pushing_ = true;
@@ -279,21 +394,32 @@ spyre_stream_t PeerTransport::push_stream(spyre_stream_t caller) {
 }
 
 void PeerTransport::join(spyre_stream_t caller) {
-    if (!pushing_ || !caller) return;
+    if (!pushing_ || (!caller && !sem_call_)) return;
+    if (sem_call_) {
+        pushing_ = false;
+        signal_local(kPushed, ++pushed_seq_, push_);
+        return await_local(kPushed, pushed_seq_, caller);
+    }
     check_call(spyre_event_record(pushed_, push_));
     check_call(spyre_stream_wait_event(caller, pushed_));
     pushing_ = false;
 }
 
 void PeerTransport::send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
-                         spyre_stream_t caller) {
-    const spyre_stream_t stream = push_stream(caller);
+                         spyre_stream_t caller, uint64_t after) {
+    const spyre_stream_t stream = push_stream(caller, after);
     require(size <= seg_->slot_bytes(), "p2p send larger than an inbox chunk");
     spyre_buffer_t to = shared_ ? nullptr : inbox_at(peer);
     // the message this slot held before must have been taken
     const Segment::Message m = seg_->begin_post(peer, sent_[peer] + 1, size);
     const uint64_t at = m.slot * seg_->slot_bytes();
-    ++sent_[peer];
+    const uint32_t seq = ++sent_[peer];
+    if (sem_call_) {
+        // the chunk's previous message to the peer must have been freed by the peer's card
+        uint32_t& last = chunk_seq_[peer][m.slot];
+        if (last) await(peer, kFreed, m.slot, last, stream);
+        last = seq;
+    }
     // this card's engine pushes into the peer's inbox, after the earlier work of `stream`
     if (shared_) {
         copy_to_imported(shared_->remote[peer], shared_->remote_offset[peer] + at, src, offset,
@@ -303,7 +429,11 @@ void PeerTransport::send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t
     } else {
         check_call(spyre_memcpy_peer(to, at, src, offset, size));
     }
-    if (stream)
+    if (sem_call_) {
+        // the peer's card runs its side once the data has landed; its host queues it now
+        signal(peer, kPosted, m.slot, seq, stream);
+        seg_->post(m);
+    } else if (stream)
         after_stream(stream, seg_, m, true, src, peer, caller);
     else if (!seg_->post_unless_failed(m, stream, src, peer))
         seg_->check();  // throws the failure just recorded
@@ -325,7 +455,12 @@ void PeerTransport::recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t
     uint64_t at = 0;
     const Segment::Message m = take(peer, size, &inbox, &at);
     // out of the pair's inbox on this card; the slot is free once that copy has run
-    if (stream) {
+    if (sem_call_) {
+        await(peer, kPosted, m.slot, received_[peer], stream);
+        check_call(spyre_memcpy_dtod_async(dst, offset, inbox, at, size, stream));
+        signal(peer, kFreed, m.slot, received_[peer], stream);
+        seg_->consumed(m);
+    } else if (stream) {
         check_call(spyre_memcpy_dtod_async(dst, offset, inbox, at, size, stream));
         after_stream(stream, seg_, m, false);
     } else {
@@ -337,22 +472,38 @@ void PeerTransport::recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t
 void PeerTransport::recv_reduce(int peer, spyre_buffer_t acc, uint64_t acc_offset, uint64_t count,
                                 spyre_dtype dtype, spyre_reduce_op op, spyre_buffer_t scratch,
                                 spyre_stream_t stream) {
-    if (!stream) {  // no host functions on the NULL stream: through scratch, as host staging
+    if (!stream && !sem_call_) {  // no host functions on the NULL stream: as host staging
         recv(peer, scratch, 0, count * dtype_bytes(dtype), stream);
         return reduce_on_card(stream, acc, acc_offset, scratch, 0, count, dtype, op);
     }
     spyre_buffer_t inbox = nullptr;
     uint64_t at = 0;
     const Segment::Message m = take(peer, count * dtype_bytes(dtype), &inbox, &at);
+    if (sem_call_) await(peer, kPosted, m.slot, received_[peer], stream);
     // the card's reduction reads the inbox chunk in place (no copy into scratch first)
     reduce_on_card(stream, acc, acc_offset, inbox, at, count, dtype, op);
-    after_stream(stream, seg_, m, false);
+    if (!sem_call_) return after_stream(stream, seg_, m, false);
+    signal(peer, kFreed, m.slot, received_[peer], stream);
+    seg_->consumed(m);
 }
 
 void PeerTransport::open_window(spyre_buffer_t buf, uint64_t base, spyre_stream_t stream) {
-    join(stream);  // the window is written into once this rank's pushes out of it have left
+    // the window is written into once this rank's pushes out of it have left
+    if (!sem_call_) join(stream);
     auto e = std::make_unique<WindowEvent>(
         WindowEvent{seg_, reinterpret_cast<uint64_t>(buf), base, ++windows_});
+    if (sem_call_) {
+        // the hosts learn where to push now; the pushes wait on their cards for the signal.
+        // What a ring all-gather writes into buf is what this rank's pushes read before (each
+        // after the reduction it pushes: Transport::mark), so the window opens once those
+        // have left: signalled by the push stream, not after the reductions queued behind
+        // them on the caller's
+        publish_window(e.release());
+        const spyre_stream_t by = pushing_ ? push_ : stream;
+        for (int p = 0; p < seg_->nranks(); ++p)
+            if (p != seg_->rank()) signal(p, kOpened, 0, windows_, by);
+        return;
+    }
     if (stream) {
         check_call(spyre_launch_host_func(stream, publish_window, e.get()));
         e.release();  // publish_window owns it
@@ -364,7 +515,7 @@ void PeerTransport::open_window(spyre_buffer_t buf, uint64_t base, spyre_stream_
 }
 
 void PeerTransport::send_into(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
-                              uint64_t window_offset, spyre_stream_t caller) {
+                              uint64_t window_offset, spyre_stream_t caller, uint64_t after) {
     // the peer's window of this all-gather (every rank opens one per all-gather, in order)
     RankState& to = seg_->header().ranks[peer];
     const uint32_t want = windows_;
@@ -374,9 +525,18 @@ void PeerTransport::send_into(int peer, spyre_buffer_t src, uint64_t offset, uin
     const uint64_t at = to.window_base + window_offset;
     // numbered like any message (the pair's order, flow control); no inbox chunk is used
     const Segment::Message m = seg_->begin_post(peer, sent_[peer] + 1, size);
-    ++sent_[peer];
-    const spyre_stream_t stream = push_stream(caller);
-    if (stream) {
+    const uint32_t seq = ++sent_[peer];
+    const spyre_stream_t stream = push_stream(caller, after);
+    if (sem_call_) {
+        // the slot's previous message to the peer was seen (its semaphores are free again)
+        uint32_t& last = chunk_seq_[peer][m.slot];
+        if (last) await(peer, kFreed, m.slot, last, stream);
+        last = seq;
+        await(peer, kOpened, 0, want, stream);
+        check_call(spyre_memcpy_peer_async(dst, at, src, offset, size, stream));
+        signal(peer, kPosted, m.slot, seq, stream);
+        seg_->post(m);
+    } else if (stream) {
         check_call(spyre_memcpy_peer_async(dst, at, src, offset, size, stream));
         after_stream(stream, seg_, m, true, src, peer, caller);
     } else {
@@ -385,10 +545,16 @@ void PeerTransport::send_into(int peer, spyre_buffer_t src, uint64_t offset, uin
     }
 }
 
-void PeerTransport::recv_in_place(int peer, uint64_t size) {
+void PeerTransport::recv_in_place(int peer, uint64_t size, spyre_stream_t stream) {
     spyre_buffer_t inbox = nullptr;
     uint64_t at = 0;
-    seg_->consumed(take(peer, size, &inbox, &at));  // landed; nothing to copy out
+    const Segment::Message m = take(peer, size, &inbox, &at);
+    // landed (host-driven: the post came once it had); nothing to copy out
+    if (sem_call_) {
+        await(peer, kPosted, m.slot, received_[peer], stream);
+        signal(peer, kFreed, m.slot, received_[peer], stream);
+    }
+    seg_->consumed(m);
 }
 
 void PeerTransport::abort(const std::string& reason) {

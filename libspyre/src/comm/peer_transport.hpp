@@ -9,6 +9,16 @@
 // function once that work has run. So up to `slots` messages of a sender are in flight, and a
 // send waits only for a free slot. On the NULL stream both sides wait for their copies instead.
 //
+// With device-side semaphores on every rank's card (SPYRE_DEVICE_CAP_SEMAPHORE, hw 1.8), a
+// collective's dependencies between the ranks' streams are queued on the cards instead: the
+// push waits on its card for the receiver to have freed the inbox chunk, then signals "posted"
+// into the receiver's card; the receiver's stream waits on its card for that, reduces, and
+// signals "freed" back; the host posts and takes the shared-memory messages as it queues
+// (flow control and checks of the hosts only), so it queues a whole collective without
+// waiting for a card, and each card runs a job as soon as its inputs are there
+// (Documentation/libspyre.md "Device-side waits"). Failures are settled at the end of each
+// collective: every rank waits for its streams, then for every other rank to report none.
+//
 // Threads: the sender makes the inbox on its first message to that peer, through the
 // receiver's device handle (the segment's inbox table), and the receiver frees it. Processes:
 // at init each rank makes an inbox for every other rank on its card, exports it as a dma-buf
@@ -41,7 +51,7 @@ class PeerTransport final : public Transport {
     const char* name() const override { return "p2p"; }
     uint64_t max_chunk_bytes() const override { return seg_->slot_bytes(); }
     void send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
-              spyre_stream_t stream) override;
+              spyre_stream_t stream, uint64_t after = 0) override;
     void recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t size,
               spyre_stream_t stream) override;
     void recv_reduce(int peer, spyre_buffer_t acc, uint64_t acc_offset, uint64_t count,
@@ -52,13 +62,16 @@ class PeerTransport final : public Transport {
     bool direct() const override { return !shared_; }
     void open_window(spyre_buffer_t buf, uint64_t base, spyre_stream_t stream) override;
     void send_into(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
-                   uint64_t window_offset, spyre_stream_t stream) override;
-    void recv_in_place(int peer, uint64_t size) override;
+                   uint64_t window_offset, spyre_stream_t stream, uint64_t after = 0) override;
+    uint64_t mark(spyre_stream_t stream) override;
+    void recv_in_place(int peer, uint64_t size, spyre_stream_t stream) override;
     void join(spyre_stream_t stream) override;
+    void begin(bool collective) override { sem_call_ = sems_ && collective; }
+    void settle(spyre_stream_t stream) override;
     void barrier() override { seg_->barrier(); }
     void abort(const std::string& reason) override;
     void check() override { seg_->check(); }
-    void set_timeout_ms(uint64_t ms) override { seg_->set_timeout_ms(ms); }
+    void set_timeout_ms(uint64_t ms) override;
 
     // Ranks in separate processes: the inboxes on this card (by sender) and this rank's
     // inboxes on the other cards (imported, by receiver, with their offsets in the import);
@@ -75,11 +88,45 @@ class PeerTransport final : public Transport {
                   spyre_device_t device, bool overlap);
     // Where a push after the caller's earlier work goes: the caller's stream, or (overlap_)
     // this rank's push stream, made to wait for the caller's work so far by an event.
-    spyre_stream_t push_stream(spyre_stream_t caller);
+    spyre_stream_t push_stream(spyre_stream_t caller, uint64_t after = 0);
     // This rank's inbox on `peer`'s card, threads of one process (made on first use).
     spyre_buffer_t inbox_at(int peer);
     // Waits for `peer`'s next message of `size` bytes; its inbox and the offset of its chunk.
     Segment::Message take(int peer, uint64_t size, spyre_buffer_t* inbox, uint64_t* at);
+
+    // Device-side waits: the semaphores rank `writer` signals rank `owner` with, in a block
+    // on owner's card (threads: owner's control buffer; processes: the tail of writer's inbox
+    // on owner's card): per outbox slot, the number of writer's last message to owner in it
+    // (posted) and of owner's last message to writer in it that writer's card is done with
+    // (freed); and the all-gather windows writer opened. One semaphore per slot, not per pair:
+    // a slot's next message waits for the previous one's "freed", so no semaphore is written
+    // again before its waiter has seen it, and the waiter's modeled time joins the cycle of
+    // the very signal it waited for (a later signal's cycle would hold it back).
+    static constexpr uint64_t kSem = SPYRE_SEMAPHORE_BYTES;
+    enum Sem : uint64_t { kPosted = 0, kFreed = kMaxSlots * kSem, kOpened = 2 * kMaxSlots * kSem };
+    static constexpr uint64_t kBlockBytes = 512;
+    // Local semaphores of this rank's two streams (own_): marks of the caller's work the
+    // pushes follow, and the pushes the caller's stream joins; value v in entry v mod the
+    // ring's size, so a wait sees its own signal's cycle unless the writer is that far ahead.
+    static constexpr uint64_t kReadyRing = 128, kPushedRing = 8;
+    static constexpr uint64_t kOwnBytes = (kReadyRing + kPushedRing) * kSem;
+    enum Local { kReady, kPushed };
+    // On `stream`: sets this rank's semaphore `which` (of outbox slot `slot`) on `owner`'s
+    // card to `value`.
+    void signal(int owner, Sem which, int slot, uint64_t value, spyre_stream_t stream);
+    // Later work of `stream` waits for `writer`'s semaphore `which` (of `slot`) on this card.
+    void await(int writer, Sem which, int slot, uint64_t value, spyre_stream_t stream);
+    void signal_local(Local which, uint64_t value, spyre_stream_t stream);
+    void await_local(Local which, uint64_t value, spyre_stream_t stream);
+    static uint64_t local_offset(Local which, uint64_t value);
+    bool sems_ = false;      // every rank's card has device-side semaphores
+    bool sem_call_ = false;  // this call queues its waits on the cards (a collective)
+    uint32_t wait_us_ = 0;   // each device-side wait's bound
+    spyre_buffer_t ctl_ = nullptr;  // threads: the blocks the others signal this rank in
+    spyre_buffer_t own_ = nullptr;  // this rank's local semaphores
+    uint64_t ready_seq_ = 0, pushed_seq_ = 0;
+    // Per peer and inbox chunk: the number of this rank's last message to the peer in it.
+    std::vector<std::vector<uint32_t>> chunk_seq_;
     // Shared with the host functions that post and free slots once the stream reaches them.
     std::shared_ptr<Segment> seg_;
     std::unique_ptr<Shared> shared_;  // null: threads of one process

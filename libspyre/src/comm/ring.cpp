@@ -54,33 +54,45 @@ void scale_on_card(spyre_stream_t stream, spyre_buffer_t buf, uint64_t offset, u
 namespace {
 
 // The n - 1 steps of a ring pass: at step s this rank sends segment sj to the next rank
-// (`give(sj, c, m)`: m elements at element c of it) while `take(rj, c, m)` receives m elements
-// at element c of segment rj from the previous one, both chunked to one transport message.
+// (`give(sj, c, m, after)`: m elements at element c of it) while `take(rj, c, m)` receives m
+// elements at element c of segment rj from the previous one, both chunked to one transport
+// message. What step s sends is what step s - 1 received: `after` is the transport's mark of
+// the caller's stream once chunk c of it was in (Transport::mark), so a push waits for that
+// chunk's reduction, not for the reductions queued after it. `marks` (per chunk of the first
+// segment sent; empty: all of the stream's work so far) come in and the last step's go out.
 template <typename Give, typename Take>
-void ring_pass(const Ring& ring, const Segments& seg, size_t es, int shift, Give&& give,
-               Take&& take) {
+Marks ring_pass(const Ring& ring, const Segments& seg, size_t es, int shift, Marks marks,
+                Give&& give, Take&& take) {
     const int n = ring.nranks, r = ring.rank;
-    const uint64_t chunk = ring.transport.max_chunk_bytes() / es;  // elements per message
+    Transport& t = ring.transport;
+    const uint64_t chunk = t.max_chunk_bytes() / es;  // elements per message
+    const uint64_t most = *std::max_element(seg.count.begin(), seg.count.end());
+    const size_t chunks = (most + chunk - 1) / chunk;
+    if (marks.size() < chunks) marks.assign(chunks, t.mark(ring.stream));
     for (int s = 0; s < n - 1; ++s) {
         const int sj = mod(r - s + shift, n), rj = mod(r - s - 1 + shift, n);
         const uint64_t sc = seg.count[sj], rc = seg.count[rj];
-        for (uint64_t c = 0; c < std::max(sc, rc); c += chunk) {
-            if (c < sc) give(sj, c, std::min(chunk, sc - c));
-            if (c < rc) take(rj, c, std::min(chunk, rc - c));
+        for (uint64_t c = 0, k = 0; c < std::max(sc, rc); c += chunk, ++k) {
+            if (c < sc) give(sj, c, std::min(chunk, sc - c), marks[k]);
+            if (c < rc) {
+                take(rj, c, std::min(chunk, rc - c));
+                marks[k] = t.mark(ring.stream);
+            }
         }
     }
+    return marks;
 }
 
 }  // namespace
 
-void ring_reduce_scatter(const Ring& ring, spyre_buffer_t buf, const Segments& seg,
-                         spyre_dtype dtype, spyre_reduce_op op, int shift) {
+Marks ring_reduce_scatter(const Ring& ring, spyre_buffer_t buf, const Segments& seg,
+                          spyre_dtype dtype, spyre_reduce_op op, int shift) {
     const size_t es = dtype_bytes(dtype);
     const int prev = mod(ring.rank - 1, ring.nranks), next = mod(ring.rank + 1, ring.nranks);
-    ring_pass(
-        ring, seg, es, shift,
-        [&](int sj, uint64_t c, uint64_t m) {
-            ring.transport.send(next, buf, seg.offset[sj] + c * es, m * es, ring.stream);
+    return ring_pass(
+        ring, seg, es, shift, {},
+        [&](int sj, uint64_t c, uint64_t m, uint64_t after) {
+            ring.transport.send(next, buf, seg.offset[sj] + c * es, m * es, ring.stream, after);
         },
         [&](int rj, uint64_t c, uint64_t m) {
             ring.transport.recv_reduce(prev, buf, seg.offset[rj] + c * es, m, dtype, op, ring.rx,
@@ -89,7 +101,7 @@ void ring_reduce_scatter(const Ring& ring, spyre_buffer_t buf, const Segments& s
 }
 
 void ring_all_gather(const Ring& ring, spyre_buffer_t buf, const Segments& seg, size_t es,
-                     int shift) {
+                     int shift, Marks first) {
     Transport& t = ring.transport;
     const int prev = mod(ring.rank - 1, ring.nranks), next = mod(ring.rank + 1, ring.nranks);
     if (t.direct()) {
@@ -99,18 +111,18 @@ void ring_all_gather(const Ring& ring, spyre_buffer_t buf, const Segments& seg, 
         const uint64_t base = seg.offset[0];
         t.open_window(buf, base, ring.stream);
         ring_pass(
-            ring, seg, es, shift,
-            [&](int sj, uint64_t c, uint64_t m) {
+            ring, seg, es, shift, std::move(first),
+            [&](int sj, uint64_t c, uint64_t m, uint64_t after) {
                 const uint64_t off = seg.offset[sj] + c * es;
-                t.send_into(next, buf, off, m * es, off - base, ring.stream);
+                t.send_into(next, buf, off, m * es, off - base, ring.stream, after);
             },
-            [&](int, uint64_t, uint64_t m) { t.recv_in_place(prev, m * es); });
+            [&](int, uint64_t, uint64_t m) { t.recv_in_place(prev, m * es, ring.stream); });
         return;
     }
     ring_pass(
-        ring, seg, es, shift,
-        [&](int sj, uint64_t c, uint64_t m) {
-            t.send(next, buf, seg.offset[sj] + c * es, m * es, ring.stream);
+        ring, seg, es, shift, std::move(first),
+        [&](int sj, uint64_t c, uint64_t m, uint64_t after) {
+            t.send(next, buf, seg.offset[sj] + c * es, m * es, ring.stream, after);
         },
         [&](int rj, uint64_t c, uint64_t m) {
             t.recv(prev, buf, seg.offset[rj] + c * es, m * es, ring.stream);

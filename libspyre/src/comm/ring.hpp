@@ -27,15 +27,21 @@ struct Segments {
     std::vector<uint64_t> count;
 };
 
+// Per chunk of a segment: the transport's mark of the caller's stream once that chunk was
+// complete (Transport::mark).
+using Marks = std::vector<uint64_t>;
+
 // Reduce-scatter in place in `buf` (offsets 128-byte aligned, as the card's elementwise ops
 // need): after it, rank r holds the reduction over all ranks of segment (r + 1 + shift) mod n.
-// MEAN is reduced as SUM (the caller scales).
-void ring_reduce_scatter(const Ring& ring, spyre_buffer_t buf, const Segments& seg,
-                         spyre_dtype dtype, spyre_reduce_op op, int shift);
+// MEAN is reduced as SUM (the caller scales). Returns the marks of that segment's chunks.
+Marks ring_reduce_scatter(const Ring& ring, spyre_buffer_t buf, const Segments& seg,
+                          spyre_dtype dtype, spyre_reduce_op op, int shift);
 
 // All-gather in place in `buf`: rank r starts with segment (r + shift) mod n and ends with all.
+// `first`: the marks of the chunks of the segment it starts with (empty: all of the stream's
+// work so far).
 void ring_all_gather(const Ring& ring, spyre_buffer_t buf, const Segments& seg, size_t esize,
-                     int shift);
+                     int shift, Marks first = {});
 
 // Root's `bytes` bytes of src (root) reach dst on every other rank, chunk by chunk along the
 // ring.

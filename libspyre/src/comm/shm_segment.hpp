@@ -43,6 +43,12 @@ struct RankState {
     uint32_t card_index;
     uint32_t card_kernel;
     uint32_t card_p2p;
+    // Peer transport: the rank's card has device-side semaphores (SPYRE_DEVICE_CAP_SEMAPHORE),
+    // and, ranks of one process only, the rank's control buffer on its card (a
+    // spyre_buffer_t): the semaphores the other ranks signal it with (peer_transport.cpp).
+    uint32_t card_sem;
+    uint32_t pad_sem;
+    uint64_t ctl;
     // Peer transport, ranks of one process only: the destination of this rank's
     // window_seq-th all-gather (a spyre_buffer_t and the byte offset of its first segment),
     // published once the rank's stream reached the all-gather; its predecessor pushes into it.
@@ -92,6 +98,7 @@ class Segment {
     int rank() const { return rank_; }
     int nranks() const { return nranks_; }
     void set_timeout_ms(uint64_t ms) { timeout_ms_.store(ms); }
+    uint64_t timeout_ms() const { return timeout_ms_.load(); }
     // Returns once every rank has entered it.
     void barrier();
 

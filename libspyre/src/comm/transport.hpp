@@ -21,8 +21,13 @@ class Transport {
     // Sends bytes [offset, offset + size) of `src` to rank `peer`, after the earlier work of
     // `stream`. Waits only for an outbox slot (shm_segment.hpp), not for the receiver to take
     // the message; may return before the data has left `src` (it leaves in stream order).
+    // `after`: a mark() of `stream` the data is complete at, where the send need not wait for
+    // all of the stream's earlier work (0: it does).
     virtual void send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
-                      spyre_stream_t stream) = 0;
+                      spyre_stream_t stream, uint64_t after = 0) = 0;
+    // Names the point `stream`'s queued work has reached, for a later send's `after`; 0 where
+    // the transport orders sends after all of the stream's earlier work anyway.
+    virtual uint64_t mark(spyre_stream_t /*stream*/) { return 0; }
     // Receives the next message of rank `peer` (exactly `size` bytes) into `dst` at `offset`,
     // ordered on `stream`.
     virtual void recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t size,
@@ -45,12 +50,20 @@ class Transport {
     // Sends src[offset, +size) into `peer`'s open window at window_offset (from its base).
     virtual void send_into(int /*peer*/, spyre_buffer_t /*src*/, uint64_t /*offset*/,
                            uint64_t /*size*/, uint64_t /*window_offset*/,
-                           spyre_stream_t /*stream*/) {}
-    // Waits until `peer`'s next message (`size` bytes, sent with send_into) has landed.
-    virtual void recv_in_place(int /*peer*/, uint64_t /*size*/) {}
+                           spyre_stream_t /*stream*/, uint64_t /*after*/ = 0) {}
+    // Takes `peer`'s next message (`size` bytes, sent with send_into): later work of `stream`
+    // runs once it has landed.
+    virtual void recv_in_place(int /*peer*/, uint64_t /*size*/, spyre_stream_t /*stream*/) {}
     // Later work of `stream` (the caller's) waits for the sends queued so far, where a
     // transport sends on a stream of its own (PeerTransport on the simulator).
     virtual void join(spyre_stream_t /*stream*/) {}
+    // Whether the calls until the next settle are a collective of every rank (true) or one
+    // rank's send or receive (false).
+    virtual void begin(bool /*collective*/) {}
+    // After the call's work on `stream` (if not NULL) has finished: waits for what the
+    // transport queued elsewhere (its own stream; the NULL stream's work) and reports its
+    // failures; after a collective, returns only once every rank got here without a failure.
+    virtual void settle(spyre_stream_t /*stream*/) {}
     // Returns once every rank has entered it.
     virtual void barrier() = 0;
     // Fails the communicator for every rank with `reason` (the first reason wins).

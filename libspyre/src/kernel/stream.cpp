@@ -239,6 +239,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
     // and event waits (submit() queues those first). A write into a peer card's buffer names
     // the buffer's PEER BO on this card, as copies to peers do.
     void write_value(const SemOp& s) override {
+        if (s.imported) return write_value_to_import(s);
         std::shared_ptr<Bo> imp;
         if (s.peer_dev) {
             auto& peer = static_cast<KernelDevice&>(*s.peer_dev);  // api.cpp: access enabled
@@ -274,6 +275,36 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                          std::format("peer {} was removed or its driver unbound: {} cannot write "
                                      "a semaphore in its memory ({})",
                                      s.peer_dev->name(), dev_->name(), e.what()));
+                throw;
+            }
+        });
+    }
+
+    // Into a PEER BO imported from another process's dma-buf (the collectives between
+    // processes): refused with -ENODEV once the exporting card has gone.
+    void write_value_to_import(const SemOp& s) {
+        std::shared_ptr<Bo> imp = std::static_pointer_cast<Bo>(s.imported);
+        enqueue([=, this] {
+            drm_spyre_sem ext{};
+            ext.value = s.value;
+            drm_spyre_cmd c{};
+            c.op = DRM_SPYRE_CMD_SEM_SIGNAL;
+            c.dst_handle = imp->handle();
+            c.dst_offset = s.offset;
+            c.ext = reinterpret_cast<uintptr_t>(&ext);
+            c.ext_size = sizeof ext;
+            try {
+                submit({&c, 1},
+                       std::format("semaphore write of {} into a buffer shared by another "
+                                   "process",
+                                   s.value),
+                       {imp});
+            } catch (const Error& e) {
+                if (e.status() == SPYRE_ERROR_DEVICE_LOST && dev_->alive())
+                    fail(SPYRE_ERROR_DEVICE_LOST,
+                         std::format("the peer card of a buffer shared by another process was "
+                                     "removed or its driver unbound: {}",
+                                     e.what()));
                 throw;
             }
         });
