@@ -164,7 +164,10 @@ uint32_t spyre_sem_signal(SpyreState *s, unsigned n, uint32_t idx,
         *cycles = SPYRE_CYCLES_ERROR;
         return st;
     }
-    s->tele_p2p_wr += peer.wr;
+    /* The 16 bytes of the semaphore, however often the cycle was written. */
+    if (peer.wr) {
+        s->tele_p2p_wr += sizeof(struct spyre_hw_sem);
+    }
     return SPYRE_STATUS_OK;
 }
 
