@@ -4669,7 +4669,9 @@ static void test_p2p_copy(void)
     size_t i;
 
     pair_start("q35", NULL, NULL, NULL, &a, &b);
-    g_assert_cmphex(rd(a, SPYRE_REG_VERSION), ==, SPYRE_HW_VERSION(1, 7));
+    g_assert_cmphex(rd(a, SPYRE_REG_VERSION), ==,
+                    SPYRE_HW_VERSION(SPYRE_HW_VERSION_MAJOR,
+                                     SPYRE_HW_VERSION_MINOR));
     g_assert_cmphex(rd(a, SPYRE_REG_CAPS) & SPYRE_CAP_P2P, ==, SPYRE_CAP_P2P);
     g_assert_cmphex(rd(b, SPYRE_REG_CAPS) & SPYRE_CAP_P2P, ==, SPYRE_CAP_P2P);
     ring_setup(a, 0, 16);
