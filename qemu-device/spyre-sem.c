@@ -32,8 +32,8 @@ QEMU_BUILD_BUG_ON(sizeof(struct spyre_hw_cmd_sem) != 48);
 QEMU_BUILD_BUG_ON(sizeof(struct spyre_hw_sem) != SPYRE_SEM_ALIGN);
 
 /*
- * Validate a SEM_SIGNAL (wait false) or SEM_WAIT: nothing is accessed.
- * host tells the HOST flag of its side.
+ * Validate a SEM_SIGNAL (wait false) or SEM_WAIT (hardware.md section 6,
+ * validation table): nothing is accessed.
  */
 static uint32_t spyre_sem_validate(SpyreState *s, unsigned n,
                                    const struct spyre_hw_cmd *c, bool wait)
@@ -172,9 +172,10 @@ uint32_t spyre_sem_signal(SpyreState *s, unsigned n, uint32_t idx,
 }
 
 /*
- * Check the SEM_WAIT c of ring n (entry idx), started at virtual time
- * start_ns. Returns SPYRE_STATUS_SEM_WAITING while it has to wait, else its
- * status with *cycles (and *fault for ERR_MMU_FAULT).
+ * Check the SEM_WAIT c of ring n (entry idx; @first: its first check),
+ * which gives up at virtual time deadline_ns. Returns
+ * SPYRE_STATUS_SEM_WAITING while it has to wait, else its status with
+ * *cycles (and *fault for ERR_MMU_FAULT).
  */
 static uint32_t spyre_sem_check(SpyreState *s, unsigned n, uint32_t idx,
                                 const struct spyre_hw_cmd *c, bool first,
@@ -219,11 +220,8 @@ static uint32_t spyre_sem_check(SpyreState *s, unsigned n, uint32_t idx,
         return SPYRE_STATUS_OK;
     }
     if (qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) >= deadline_ns) {
+        /* Not a malformed command: traced, not logged as a guest error. */
         *cycles = SPYRE_CYCLES_SEM_WAIT;
-        qemu_log_mask(LOG_GUEST_ERROR,
-                      "spyre: ring %u: SEM_WAIT %u timed out after %u us: "
-                      "value %" PRIu64 " < %" PRIu64 "\n", n, idx,
-                      m->timeout_us, sem.value, m->value);
         trace_spyre_sem_wait(n, idx, sem.value, m->value, sem.cycle,
                              "timeout");
         return SPYRE_STATUS_ERR_TIMEOUT;

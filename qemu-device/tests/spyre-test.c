@@ -5713,13 +5713,15 @@ static void test_sem_timeout(void)
 
 /*
  * ABORT of a ring that waits: no completion, BUSY clears at once, the ring
- * is usable again; a card RESET drops a waiting SEM_WAIT the same way.
+ * is usable again; a card RESET and an FLR drop a waiting SEM_WAIT the same
+ * way.
  */
 static void test_sem_abort(void)
 {
     Spyre *s = spyre_start(NULL);
     struct spyre_hw_cmd c;
     uint32_t iw;
+    uint16_t devctl;
     int i;
 
     ring_setup(s, 1, 8);
@@ -5754,6 +5756,44 @@ static void test_sem_abort(void)
     g_assert_cmphex(ring_cpl(s, 1, iw).status, ==, 0xeeeeeeee);
     ring_setup(s, 1, 8);
     assert_alive(s, 1);
+
+    /* An FLR drops it too */
+    c = cmd_wait(3, 0, 0x5000, 0, 1, SPYRE_SEM_WAIT_MAX_US);
+    iw = ring_queue(s, 1, &c);
+    rwr(s, 1, SPYRE_RING_TAIL, s->ring[1].tail);
+    qtest_clock_step(s->qts, 1000);
+    assert_waiting(s, 1, iw, 3);
+    devctl = qpci_find_capability(s->dev, PCI_CAP_ID_EXP, 0);
+    qpci_config_writew(s->dev, devctl + PCI_EXP_DEVCTL,
+                       qpci_config_readw(s->dev, devctl + PCI_EXP_DEVCTL) |
+                       PCI_EXP_DEVCTL_BCR_FLR);
+    qpci_device_enable(s->dev);
+    s->bar0 = qpci_iomap(s->dev, SPYRE_BAR_REGS, NULL);
+    s->bar2 = qpci_iomap(s->dev, SPYRE_BAR_DEVMEM, NULL);
+    g_assert_cmphex(rd(s, SPYRE_REG_STATUS), ==, SPYRE_STATUS_READY);
+    qtest_clock_step(s->qts, 2 * SPYRE_SEM_WAIT_MAX_US * 1000ull);
+    g_assert_cmphex(ring_cpl(s, 1, iw).status, ==, 0xeeeeeeee);
+    ring_setup(s, 1, 8);
+    assert_alive(s, 1);
+    spyre_stop(s);
+}
+
+/* Hot-unplug of a card whose ring waits: QEMU goes on, its timer is gone. */
+static void test_sem_unplug(void)
+{
+    Spyre *s = spyre_start_on("pc", NULL);
+    struct spyre_hw_cmd c;
+
+    ring_setup(s, 0, 8);
+    c = cmd_wait(1, 0, 0x5000, 0, 1, SPYRE_SEM_WAIT_MAX_US);
+    ring_queue(s, 0, &c);
+    rwr(s, 0, SPYRE_RING_TAIL, s->ring[0].tail);
+    qtest_clock_step(s->qts, 1000);
+    assert_waiting(s, 0, 0, 1);
+    qpci_unplug_acpi_device_test(s->qts, "spyre0", SLOT);
+    qtest_clock_step(s->qts, 2 * SPYRE_SEM_WAIT_MAX_US * 1000ull);
+    qtest_qmp_assert_success(s->qts, "{ 'execute': 'query-status' }");
+    g_assert(!qpci_device_find(s->bus, QPCI_DEVFN(SLOT, 0)));
     spyre_stop(s);
 }
 
@@ -5963,6 +6003,7 @@ int main(int argc, char **argv)
     qtest_add_func("/spyre/sem-host", test_sem_host);
     qtest_add_func("/spyre/sem-timeout", test_sem_timeout);
     qtest_add_func("/spyre/sem-abort", test_sem_abort);
+    qtest_add_func("/spyre/sem-unplug", test_sem_unplug);
     qtest_add_func("/spyre/sem-bad", test_sem_bad);
     qtest_add_func("/spyre/sem-mmu", test_sem_mmu);
     qtest_add_func("/spyre/sem-p2p", test_sem_p2p);
