@@ -4343,7 +4343,7 @@ static void fuzz_plausible(Fuzz *f, struct spyre_hw_cmd *c)
     uint64_t host = f->pool[fuzz_int(f, FUZZ_POOL)];
     uint64_t size = sizes[fuzz_int(f, ARRAY_SIZE(sizes))];
 
-    c->hdr.opcode = fuzz_int(f, 5);
+    c->hdr.opcode = fuzz_int(f, 7);
     c->hdr.flags = fuzz_int(f, 2) ? SPYRE_CMD_F_IRQ : 0;
     c->hdr.ctx = fuzz_int(f, 2) ? 0 : 1 + fuzz_int(f, 4);
     c->hdr.reserved1 = 0;
@@ -4375,6 +4375,20 @@ static void fuzz_plausible(Fuzz *f, struct spyre_hw_cmd *c)
         c->launch.desc_addr = host;
         c->launch.result_addr = fuzz_int(f, 2) ? 0 :
                                 f->pool[fuzz_int(f, FUZZ_POOL)];
+        break;
+    case SPYRE_OP_SEM_SIGNAL:
+    case SPYRE_OP_SEM_WAIT:
+        /* A semaphore in device memory or a pool page (as a directory) */
+        if (fuzz_int(f, 2)) {
+            c->hdr.flags |= c->hdr.opcode == SPYRE_OP_SEM_WAIT ?
+                            SPYRE_CMD_F_SRC_HOST : SPYRE_CMD_F_DST_HOST;
+        }
+        c->sem.addr = c->hdr.flags & ~SPYRE_CMD_F_IRQ ? host : dev;
+        c->sem.offset = fuzz_int(f, PAGE / 16) * 16;
+        c->sem.value = fuzz_int(f, 4);
+        if (c->hdr.opcode == SPYRE_OP_SEM_WAIT) {
+            c->sem.timeout_us = fuzz_int(f, 3) * 500;
+        }
         break;
     }
 }
@@ -4430,7 +4444,7 @@ queue:
         if ((p.seqno & ~0xffffffffull) != FUZZ_TAG) {
             continue;
         }
-        g_assert_cmpuint(p.status, <=, SPYRE_STATUS_ERR_MMU_FAULT);
+        g_assert_cmpuint(p.status, <=, SPYRE_STATUS_ERR_TIMEOUT);
         f->completions++;
         f->errors += p.status != SPYRE_STATUS_OK;
     }
