@@ -43,6 +43,12 @@ static_assert(sizeof(struct drm_spyre_sync) >= SPYRE_SYNC_SIZE_MIN);
 /* First published (v1) size of struct drm_spyre_copy_2d, the smallest ext_size of COPY_2D. */
 #define SPYRE_COPY_2D_EXT_SIZE_MIN	32
 static_assert(sizeof(struct drm_spyre_copy_2d) >= SPYRE_COPY_2D_EXT_SIZE_MIN);
+/* First published (v1) size of struct drm_spyre_sem, the smallest ext_size of SEM_*. */
+#define SPYRE_SEM_EXT_SIZE_MIN	16
+static_assert(sizeof(struct drm_spyre_sem) >= SPYRE_SEM_EXT_SIZE_MIN);
+static_assert(sizeof(struct spyre_hw_sem) == DRM_SPYRE_SEM_SIZE);
+static_assert(DRM_SPYRE_SEM_SIZE == SPYRE_SEM_ALIGN);
+static_assert(DRM_SPYRE_SEM_WAIT_MAX_US == SPYRE_SEM_WAIT_MAX_US);
 /* The op of a command is its first field: SUBMIT reads it alone to count LAUNCHes. */
 static_assert(offsetof(struct drm_spyre_cmd, op) == 0);
 
@@ -218,8 +224,10 @@ static void spyre_job_complete(struct spyre_ring *ring, struct spyre_job *job)
 
 		c = READ_ONCE(cpl->cycles);
 		cycles += c;
-		eng[job->cmds[i].hdr.opcode == SPYRE_OP_LAUNCH ?
-		    SPYRE_ENGINE_COMPUTE : SPYRE_ENGINE_DMA] += c;
+		/* A SEM_WAIT occupies no engine: its cycles are mostly the wait. */
+		if (job->cmds[i].hdr.opcode != SPYRE_OP_SEM_WAIT)
+			eng[job->cmds[i].hdr.opcode == SPYRE_OP_LAUNCH ?
+			    SPYRE_ENGINE_COMPUTE : SPYRE_ENGINE_DMA] += c;
 		status = READ_ONCE(cpl->status);
 		if (!failed && status != SPYRE_STATUS_OK) {
 			failed = true;
@@ -585,6 +593,9 @@ static void spyre_sched_restart_all(struct spyre_device *sdev)
  * With CAP_TIMESLICE (hw 1.5) rings share the engine in slices: a command preempted between
  * its slices reads its seqno without RUNNING and the time it has held the engine so far; it
  * is charged that time like a running one (it gets the engine back in its turn).
+ * A SEM_WAIT (hw 1.8) that waits reads its seqno with RUNNING and the time it has waited: it
+ * is charged like a running command, and ends on its own within SPYRE_SEM_WAIT_MAX_US (1 s),
+ * far below 7/8 of the default timeout, with ERR_TIMEOUT through the usual completion.
  */
 static bool spyre_job_keep(struct spyre_ring *ring, struct spyre_job *job)
 {
@@ -1056,6 +1067,49 @@ static int spyre_job_prepare_copy_2d(struct spyre_job *job, struct drm_file *fil
 	return 0;
 }
 
+/*
+ * SEM_SIGNAL (@wait false) names its semaphore by dst_handle and dst_offset, SEM_WAIT by
+ * src_handle and src_offset; the other side and size are 0. The BO may be DEVICE, HOST or
+ * PEER: the semaphore is addressed as that side of a copy would be.
+ */
+static int spyre_job_prepare_sem(struct spyre_job *job, struct drm_file *file,
+				 const struct drm_spyre_cmd *uc, struct spyre_hw_cmd *hc, bool wait)
+{
+	u32 handle = wait ? uc->src_handle : uc->dst_handle;
+	u64 offset = wait ? uc->src_offset : uc->dst_offset;
+	struct drm_spyre_sem e;
+	struct spyre_bo *bo;
+	int ret;
+
+	if (!(job->sdev->caps & SPYRE_CAP_SEM))
+		return -EOPNOTSUPP;
+	ret = spyre_cmd_copy_ext(&e, sizeof(e), SPYRE_SEM_EXT_SIZE_MIN, uc);
+	if (ret)
+		return ret;
+	if (e.flags || uc->size || (wait ? uc->dst_handle || uc->dst_offset :
+					   uc->src_handle || uc->src_offset))
+		return -EINVAL;
+	if (wait ? e.timeout_us > DRM_SPYRE_SEM_WAIT_MAX_US : e.timeout_us)
+		return -EINVAL;
+	if (!IS_ALIGNED(offset, DRM_SPYRE_SEM_SIZE))
+		return -EINVAL;
+	ret = spyre_job_add_bo(job, file, handle, &bo);
+	if (ret)
+		return ret;
+	if (bo->shmem.base.size < DRM_SPYRE_SEM_SIZE ||
+	    offset > bo->shmem.base.size - DRM_SPYRE_SEM_SIZE)
+		return -EINVAL;
+
+	memset(hc, 0, sizeof(*hc));
+	hc->hdr.opcode = wait ? SPYRE_OP_SEM_WAIT : SPYRE_OP_SEM_SIGNAL;
+	hc->sem.addr = spyre_dma_side(bo, wait ? SPYRE_CMD_F_SRC_HOST : SPYRE_CMD_F_DST_HOST,
+				      &hc->hdr.flags);
+	hc->sem.offset = offset;
+	hc->sem.value = e.value;
+	hc->sem.timeout_us = e.timeout_us;
+	return 0;
+}
+
 /* Check one user command and translate it into a hardware command. */
 static int spyre_job_prepare_cmd(struct spyre_job *job, struct drm_file *file,
 				 const struct drm_spyre_cmd *uc, struct spyre_hw_cmd *hc)
@@ -1081,7 +1135,9 @@ static int spyre_job_prepare_cmd(struct spyre_job *job, struct drm_file *file,
 	}
 	if (uc->op == DRM_SPYRE_CMD_COPY_2D)
 		return spyre_job_prepare_copy_2d(job, file, uc, hc);
-	/* Only LAUNCH and COPY_2D have an extension. */
+	if (uc->op == DRM_SPYRE_CMD_SEM_SIGNAL || uc->op == DRM_SPYRE_CMD_SEM_WAIT)
+		return spyre_job_prepare_sem(job, file, uc, hc, uc->op == DRM_SPYRE_CMD_SEM_WAIT);
+	/* Only LAUNCH, COPY_2D and SEM_* have an extension. */
 	if (uc->ext || uc->ext_size)
 		return -EINVAL;
 

@@ -40,6 +40,8 @@ static void spyre_query_device_info(struct spyre_device *sdev, struct drm_spyre_
 		di->caps |= DRM_SPYRE_CAP_VM;
 	if (sdev->caps & SPYRE_CAP_CPL_TIME)
 		di->caps |= DRM_SPYRE_CAP_JOB_CLOCK;
+	if (sdev->caps & SPYRE_CAP_SEM)
+		di->caps |= DRM_SPYRE_CAP_SEMAPHORE;
 	di->max_bo_bytes = sdev->devmem_size - SPYRE_DEVMEM_RESERVED;
 	di->file_max_jobs = SPYRE_FILE_MAX_JOBS;
 	di->file_max_cmds = SPYRE_FILE_MAX_CMDS;

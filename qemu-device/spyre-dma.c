@@ -480,6 +480,59 @@ static bool spyre_dma_translate(const SpyreDmaXfer *x, bool src_virt,
     return true;
 }
 
+/*
+ * Read or write len bytes (buf) at byte @off of one side of a copy, as a
+ * copy's row would (SEM_SIGNAL, SEM_WAIT): a host page directory at addr
+ * (@host), else device address addr translated by @map (NULL: physical,
+ * range already checked). Data pages may be peer memory (counted in *pp).
+ * Main loop only: nothing to cancel, a few bytes. Returns ERR_MMU_FAULT
+ * with *fault filled, ERR_HOST_DMA or ERR_ALIGN as a copy would.
+ */
+uint32_t spyre_dma_side_rw(SpyreState *s, uint64_t addr, bool host,
+                           const SpyreMmuMap *map, uint64_t off, void *buf,
+                           uint64_t len, bool is_write, SpyreMmuFault *fault,
+                           SpyreDmaPeer *pp)
+{
+    SpyreHostWalk walk = { .dir = addr };
+    SpyreDmaSide d = {
+        .addr = addr, .walk = host ? &walk : NULL, .map = host ? NULL : map,
+    };
+    uint8_t *p = buf;
+    uint64_t done = 0;
+    uint32_t st;
+
+    if (d.map && !spyre_mmu_check(d.map, addr + off, len,
+                                  is_write ? SPYRE_MMU_FAULT_WRITE :
+                                             SPYRE_MMU_FAULT_READ,
+                                  &d.hint, fault)) {
+        return SPYRE_STATUS_ERR_MMU_FAULT;
+    }
+    while (done < len) {
+        uint64_t a, l;
+        bool h;
+
+        st = spyre_dma_resolve(s, &d, off + done, len - done, &h, &a, &l);
+        if (st != SPYRE_STATUS_OK) {
+            return st;
+        }
+        if (h) {
+            if (!spyre_host_rw(s, a, p + done, l, is_write, pp)) {
+                qemu_log_mask(LOG_GUEST_ERROR,
+                              "spyre: host access of %" PRIu64 " bytes at 0x%"
+                              PRIx64 " failed\n", l, a);
+                return SPYRE_STATUS_ERR_HOST_DMA;
+            }
+        } else if (is_write) {
+            memcpy(s->devmem_ptr + a, p + done, l);
+            memory_region_set_dirty(&s->devmem, a, l);
+        } else {
+            memcpy(p + done, s->devmem_ptr + a, l);
+        }
+        done += l;
+    }
+    return SPYRE_STATUS_OK;
+}
+
 static uint32_t spyre_dma_run(SpyreState *s, const SpyreDmaXfer *x,
                               bool src_host, bool dst_host,
                               const int32_t *cancel, SpyreMmuFault *fault,
@@ -530,7 +583,7 @@ static uint32_t spyre_dma_run(SpyreState *s, const SpyreDmaXfer *x,
 }
 
 /* Check a device-side range [addr + offset, + size) against limit. */
-static bool spyre_dev_range_ok(uint64_t limit, uint64_t addr, uint64_t offset,
+bool spyre_dev_range_ok(uint64_t limit, uint64_t addr, uint64_t offset,
                                uint64_t size)
 {
     uint64_t start;

@@ -45,7 +45,7 @@ static bool spyre_ring_enabled(SpyreRing *r)
 
 bool spyre_ring_busy(const SpyreRing *r)
 {
-    return r->job || r->hang;
+    return r->job || r->hang || r->sem_wait;
 }
 
 /*
@@ -63,6 +63,7 @@ static void spyre_ring_abort(SpyreState *s, unsigned n)
     if (r->job) {
         spyre_worker_abort(s, r->job);
     }
+    spyre_sem_cancel(s, n);
     if (r->hang && !(r->hang & (SPYRE_HANG_STICKY | SPYRE_HANG_WEDGE))) {
         r->hang = 0;
     }
@@ -92,6 +93,8 @@ static void spyre_ring_ctrl(SpyreState *s, unsigned n, uint32_t val)
     if (!want) {
         r->ctrl = 0;
         r->status &= ~SPYRE_RING_STATUS_ENABLED;
+        /* A waiting SEM_WAIT would only have its completion dropped. */
+        spyre_sem_cancel(s, n);
         trace_spyre_ring_disable(n, r->head);
         return;
     }
@@ -200,7 +203,8 @@ void spyre_ring_write(SpyreState *s, unsigned n, unsigned reg, uint32_t val)
 
 /*
  * EXEC_TIME of ring r (1.4): RUNNING and the milliseconds its command has
- * held its engine, or 0 if none does; *seqno gets that command's seqno.
+ * held its engine (a SEM_WAIT: has waited), or 0 if none does; *seqno gets
+ * that command's seqno.
  * A command waiting for a worker held by another ring's is not charged.
  */
 static uint32_t spyre_ring_exec(SpyreRing *r, uint64_t *seqno)
@@ -215,6 +219,10 @@ static uint32_t spyre_ring_exec(SpyreRing *r, uint64_t *seqno)
     } else if (r->job) {
         ns = spyre_worker_exec_ns(r->job, &running);
         *seqno = r->job->seqno;
+    } else if (r->sem_wait) {
+        /* A waiting SEM_WAIT (1.8) runs: it holds its ring, no unit. */
+        ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL) - r->sem_start_ns;
+        *seqno = r->sem_cmd.hdr.seqno;
     }
     if (ns < 0) {
         *seqno = 0;
@@ -365,6 +373,10 @@ static uint32_t spyre_exec(SpyreState *s, unsigned n, uint32_t idx,
         return spyre_dma_copy_2d(s, n, idx, c, cycles, fault);
     case SPYRE_OP_LAUNCH:
         return spyre_launch_submit(s, n, idx, c, cycles, fault);
+    case SPYRE_OP_SEM_SIGNAL:
+        return spyre_sem_signal(s, n, idx, c, cycles, fault);
+    case SPYRE_OP_SEM_WAIT:
+        return spyre_sem_wait(s, n, idx, c, cycles, fault);
     default:
         qemu_log_mask(LOG_GUEST_ERROR,
                       "spyre: ring %u: unknown opcode 0x%02x\n",
@@ -460,6 +472,11 @@ static uint32_t spyre_ring_step(SpyreState *s, unsigned n, uint64_t *bytes)
                 assert(r->job);
                 return 0;
             }
+            if (st == SPYRE_STATUS_SEM_WAITING) {
+                /* Holds the ring; completed by spyre_sem_poll(). */
+                assert(r->sem_wait);
+                return 0;
+            }
             if (st == SPYRE_STATUS_OK) {
                 *bytes = spyre_dma_cmd_bytes(&c);
             } else if (st == SPYRE_STATUS_ERR_MMU_FAULT) {
@@ -472,6 +489,18 @@ static uint32_t spyre_ring_step(SpyreState *s, unsigned n, uint64_t *bytes)
 }
 
 /*
+ * The earliest modeled start of command idx of ring n that occupies no
+ * unit: its ring's previous command ended and everything the card had
+ * completed at its doorbell (1.7).
+ */
+uint64_t spyre_clock_ready(SpyreState *s, unsigned n, uint32_t idx)
+{
+    SpyreRing *r = &s->rings[n];
+
+    return MAX(r->clk_end, r->clk_doorbell[idx]);
+}
+
+/*
  * Place command idx of ring n on the modeled clock (1.7, hardware.md
  * section 11): it starts when its ring's previous command ended, its unit
  * is free and everything the card had completed when the host rang its
@@ -481,7 +510,7 @@ static uint64_t spyre_clock_start(SpyreState *s, unsigned n, uint32_t idx,
                                   uint64_t cycles, SpyreClkUnit unit)
 {
     SpyreRing *r = &s->rings[n];
-    uint64_t start = MAX(r->clk_end, r->clk_doorbell[idx]);
+    uint64_t start = spyre_clock_ready(s, n, idx);
 
     if (unit != SPYRE_CLK_NONE) {
         start = MAX(start, s->clk_unit[unit]);
@@ -542,6 +571,8 @@ uint32_t spyre_ring_complete(SpyreState *s, unsigned n, uint32_t idx,
     if (flags & SPYRE_CMD_F_IRQ) {
         causes |= SPYRE_INTR_RING(n);
     }
+    /* A local signal: the waiting SEM_WAITs look again (1.8). */
+    s->sem_kick = true;
     return causes;
 }
 
@@ -569,6 +600,8 @@ void spyre_ring_bh(void *opaque)
     while (progress && done < SPYRE_BH_MAX_CMDS &&
            volume < SPYRE_BH_MAX_BYTES) {
         progress = false;
+        /* SEM_WAITs released by what completed so far free their ring. */
+        causes |= spyre_sem_poll(s);
         for (i = 0; i < s->num_rings; i++) {
             unsigned n = (s->next_ring + i) % s->num_rings;
             uint64_t bytes;
@@ -587,6 +620,7 @@ void spyre_ring_bh(void *opaque)
         }
     }
 
+    causes |= spyre_sem_poll(s);
     if (causes) {
         spyre_raise(s, causes);
     }

@@ -155,6 +155,9 @@ static void spyre_card_reset(SpyreState *s, bool count, bool pci)
     for (i = 0; i < SPYRE_NUM_RINGS_MAX; i++) {
         spyre_ring_reset(&s->rings[i]);
     }
+    /* Waiting SEM_WAITs were dropped with their rings. */
+    timer_del(s->sem_timer);
+    s->sem_kick = false;
     s->scratch = 0;
     s->intr_status = 0;
     s->intr_mask = 0;
@@ -254,7 +257,7 @@ static uint64_t spyre_regs_read(void *opaque, hwaddr addr, unsigned size)
         val = SPYRE_CAP_DMA | SPYRE_CAP_FENCE | SPYRE_CAP_MSIX |
               SPYRE_CAP_TELEMETRY | SPYRE_CAP_LAUNCH | SPYRE_CAP_RING_ABORT |
               SPYRE_CAP_DMA_2D | SPYRE_CAP_MMU | SPYRE_CAP_EXEC_TIME |
-              SPYRE_CAP_CPL_TIME;
+              SPYRE_CAP_CPL_TIME | SPYRE_CAP_SEM;
         if (s->timeslice) {
             val |= SPYRE_CAP_TIMESLICE;
         }
@@ -651,6 +654,7 @@ static void spyre_realize(PCIDevice *pdev, Error **errp)
     s->heat_stamp_ns = qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
     spyre_launch_worker_init(s);
     spyre_dma_worker_init(s);
+    spyre_sem_init(s);
 }
 
 static void spyre_exit(PCIDevice *pdev)
@@ -668,6 +672,7 @@ static void spyre_exit(PCIDevice *pdev)
     for (i = 0; i < SPYRE_NUM_RINGS_MAX; i++) {
         spyre_ring_reset(&s->rings[i]);
     }
+    spyre_sem_fini(s);
     qemu_bh_delete(s->bh);
     if (pci_bus_is_express(pci_get_bus(pdev))) {
         pcie_cap_exit(pdev);

@@ -29,6 +29,23 @@ OBJECT_DECLARE_SIMPLE_TYPE(SpyreState, SPYRE)
 #define SPYRE_CYCLES_DMA_SETUP      256
 #define SPYRE_CYCLES_ERROR          16
 /*
+ * Semaphores (hw 1.8, hardware.md section 6): a SEM_SIGNAL is a posted
+ * 16-byte write (plus SPYRE_CYCLES_P2P_LATENCY into a peer's BAR2), a
+ * SEM_WAIT costs this much after the signal it saw.
+ */
+#define SPYRE_CYCLES_SEM_SIGNAL     32
+#define SPYRE_CYCLES_SEM_WAIT       16
+/*
+ * Period (QEMU_CLOCK_VIRTUAL) of a waiting SEM_WAIT's re-check for values
+ * written by peers or the host; a completion on the card re-checks at once.
+ */
+#define SPYRE_SEM_POLL_US           50
+/*
+ * A stored semaphore cycle above this counts as this: the clock join of a
+ * SEM_WAIT never overflows, whatever the guest wrote (~97 years at 1.5 GHz).
+ */
+#define SPYRE_SEM_CYCLE_MAX         (1ULL << 62)
+/*
  * Engine context switch (time slicing, hw 1.5): fixed part, on top of the
  * scratchpad save and restore at ddr-mbps. Drains the units' queues
  * (queue depth 4) and moves each core's registers and loop state (32 x 8 +
@@ -106,6 +123,16 @@ typedef struct SpyreRing {
      */
     uint64_t clk_end;
     uint64_t *clk_doorbell;
+    /*
+     * A SEM_WAIT that holds the ring (hw 1.8, spyre-sem.c): its validated
+     * command (host order), its entry, and the QEMU_CLOCK_VIRTUAL times it
+     * started waiting and gives up. At most one per ring, never allocated.
+     */
+    bool sem_wait;
+    uint32_t sem_idx;
+    struct spyre_hw_cmd sem_cmd;
+    int64_t sem_start_ns;
+    int64_t sem_deadline_ns;
 } SpyreRing;
 
 /* Units of the modeled clock a command occupies (hardware.md section 11). */
@@ -362,6 +389,14 @@ struct SpyreState {
     uint64_t clk_unit[SPYRE_CLK_UNITS];
     uint64_t clk_posted;
 
+    /*
+     * Semaphores (hw 1.8, spyre-sem.c): a command completed since the
+     * waiting SEM_WAITs were last checked; the timer that re-checks them
+     * (SPYRE_SEM_POLL_US) and ends them at their timeout.
+     */
+    bool sem_kick;
+    QEMUTimer *sem_timer;
+
     /* Thermal/power model: decaying busy time, see spyre_update_load(). */
     double heat_ns;
     int64_t heat_stamp_ns;
@@ -383,6 +418,8 @@ bool spyre_ring_busy(const SpyreRing *r);
 #define SPYRE_STATUS_QUEUED         0xffffffffu
 /* Status of a command that hangs (FAULT_HANG; internal). */
 #define SPYRE_STATUS_HUNG           0xfffffffdu
+/* Status of a SEM_WAIT that holds its ring (internal). */
+#define SPYRE_STATUS_SEM_WAITING    0xfffffffcu
 
 /* spyre-dma.c */
 uint32_t spyre_dma_copy(SpyreState *s, unsigned n, uint32_t idx,
@@ -400,12 +437,31 @@ void spyre_dma_worker_init(SpyreState *s);
 bool spyre_host_read(SpyreState *s, uint64_t addr, void *buf, uint64_t len);
 bool spyre_host_write(SpyreState *s, uint64_t addr, const void *buf,
                       uint64_t len);
+bool spyre_dev_range_ok(uint64_t limit, uint64_t addr, uint64_t offset,
+                        uint64_t size);
+uint32_t spyre_dma_side_rw(SpyreState *s, uint64_t addr, bool host,
+                           const SpyreMmuMap *map, uint64_t off, void *buf,
+                           uint64_t len, bool is_write, SpyreMmuFault *fault,
+                           SpyreDmaPeer *pp);
 
 /* spyre-ring.c */
 uint32_t spyre_ring_complete(SpyreState *s, unsigned n, uint32_t idx,
                              uint64_t seqno, uint8_t flags, uint32_t st,
                              uint32_t detail, uint64_t cycles,
                              SpyreClkUnit unit);
+uint64_t spyre_clock_ready(SpyreState *s, unsigned n, uint32_t idx);
+
+/* spyre-sem.c */
+uint32_t spyre_sem_signal(SpyreState *s, unsigned n, uint32_t idx,
+                          const struct spyre_hw_cmd *c, uint64_t *cycles,
+                          SpyreMmuFault *fault);
+uint32_t spyre_sem_wait(SpyreState *s, unsigned n, uint32_t idx,
+                        const struct spyre_hw_cmd *c, uint64_t *cycles,
+                        SpyreMmuFault *fault);
+uint32_t spyre_sem_poll(SpyreState *s);
+void spyre_sem_cancel(SpyreState *s, unsigned n);
+void spyre_sem_init(SpyreState *s);
+void spyre_sem_fini(SpyreState *s);
 
 /* spyre-launch.c */
 uint32_t spyre_launch_submit(SpyreState *s, unsigned n, uint32_t idx,

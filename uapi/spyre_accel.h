@@ -221,8 +221,9 @@ struct drm_spyre_bo_info {
  * One command of a job. BOs are named by handle; the kernel checks every range.
  * ext points to the op's extension struct (LAUNCH: struct drm_spyre_launch; COPY_2D: struct
  * drm_spyre_copy_2d; SEM_*: struct drm_spyre_sem) of ext_size bytes; both must be 0 for NOP
- * and COPY. ext_size is at least the struct's first published (v1) size (LAUNCH 168, COPY_2D 32, SEM 16), at most
- * DRM_SPYRE_EXT_SIZE_MAX and a multiple of 8; bytes beyond the kernel's struct must be zero.
+ * and COPY. ext_size is at least the struct's first published (v1) size (LAUNCH 168,
+ * COPY_2D 32, SEM 16), at most DRM_SPYRE_EXT_SIZE_MAX and a multiple of 8; bytes beyond the
+ * kernel's struct must be zero.
  */
 #define DRM_SPYRE_EXT_SIZE_MAX		4096
 

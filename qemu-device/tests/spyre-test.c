@@ -424,7 +424,7 @@ static void test_identity(void)
                     SPYRE_CAP_TELEMETRY | SPYRE_CAP_LAUNCH |
                     SPYRE_CAP_RING_ABORT | SPYRE_CAP_DMA_2D | SPYRE_CAP_MMU |
                     SPYRE_CAP_EXEC_TIME | SPYRE_CAP_TIMESLICE |
-                    SPYRE_CAP_P2P | SPYRE_CAP_CPL_TIME);
+                    SPYRE_CAP_P2P | SPYRE_CAP_CPL_TIME | SPYRE_CAP_SEM);
     g_assert_cmpuint(rd(s, SPYRE_REG_NUM_CORES), ==, 32);
     g_assert_cmpuint(rd64(s, SPYRE_REG_DEVMEM_SIZE_LO), ==, DEVMEM);
     g_assert_cmpuint(rd(s, SPYRE_REG_NUM_RINGS), ==, NRINGS);
@@ -4343,7 +4343,7 @@ static void fuzz_plausible(Fuzz *f, struct spyre_hw_cmd *c)
     uint64_t host = f->pool[fuzz_int(f, FUZZ_POOL)];
     uint64_t size = sizes[fuzz_int(f, ARRAY_SIZE(sizes))];
 
-    c->hdr.opcode = fuzz_int(f, 5);
+    c->hdr.opcode = fuzz_int(f, 7);
     c->hdr.flags = fuzz_int(f, 2) ? SPYRE_CMD_F_IRQ : 0;
     c->hdr.ctx = fuzz_int(f, 2) ? 0 : 1 + fuzz_int(f, 4);
     c->hdr.reserved1 = 0;
@@ -4375,6 +4375,20 @@ static void fuzz_plausible(Fuzz *f, struct spyre_hw_cmd *c)
         c->launch.desc_addr = host;
         c->launch.result_addr = fuzz_int(f, 2) ? 0 :
                                 f->pool[fuzz_int(f, FUZZ_POOL)];
+        break;
+    case SPYRE_OP_SEM_SIGNAL:
+    case SPYRE_OP_SEM_WAIT:
+        /* A semaphore in device memory or a pool page (as a directory) */
+        if (fuzz_int(f, 2)) {
+            c->hdr.flags |= c->hdr.opcode == SPYRE_OP_SEM_WAIT ?
+                            SPYRE_CMD_F_SRC_HOST : SPYRE_CMD_F_DST_HOST;
+        }
+        c->sem.addr = c->hdr.flags & ~SPYRE_CMD_F_IRQ ? host : dev;
+        c->sem.offset = fuzz_int(f, PAGE / 16) * 16;
+        c->sem.value = fuzz_int(f, 4);
+        if (c->hdr.opcode == SPYRE_OP_SEM_WAIT) {
+            c->sem.timeout_us = fuzz_int(f, 3) * 500;
+        }
         break;
     }
 }
@@ -4430,7 +4444,7 @@ queue:
         if ((p.seqno & ~0xffffffffull) != FUZZ_TAG) {
             continue;
         }
-        g_assert_cmpuint(p.status, <=, SPYRE_STATUS_ERR_MMU_FAULT);
+        g_assert_cmpuint(p.status, <=, SPYRE_STATUS_ERR_TIMEOUT);
         f->completions++;
         f->errors += p.status != SPYRE_STATUS_OK;
     }
@@ -4669,7 +4683,9 @@ static void test_p2p_copy(void)
     size_t i;
 
     pair_start("q35", NULL, NULL, NULL, &a, &b);
-    g_assert_cmphex(rd(a, SPYRE_REG_VERSION), ==, SPYRE_HW_VERSION(1, 7));
+    g_assert_cmphex(rd(a, SPYRE_REG_VERSION), ==,
+                    SPYRE_HW_VERSION(SPYRE_HW_VERSION_MAJOR,
+                                     SPYRE_HW_VERSION_MINOR));
     g_assert_cmphex(rd(a, SPYRE_REG_CAPS) & SPYRE_CAP_P2P, ==, SPYRE_CAP_P2P);
     g_assert_cmphex(rd(b, SPYRE_REG_CAPS) & SPYRE_CAP_P2P, ==, SPYRE_CAP_P2P);
     ring_setup(a, 0, 16);
@@ -5424,6 +5440,513 @@ static void test_cpl_time(void)
     spyre_stop(s);
 }
 
+/* ---- Semaphores (hw 1.8, CAP_SEM) ---- */
+
+#define SEM_POLL_NS     50000   /* SPYRE_SEM_POLL_US */
+
+static struct spyre_hw_cmd cmd_sem(uint8_t opcode, uint64_t seqno,
+                                   uint8_t flags, uint64_t addr,
+                                   uint64_t offset, uint64_t value,
+                                   uint32_t timeout_us)
+{
+    struct spyre_hw_cmd c = { 0 };
+
+    c.hdr.opcode = opcode;
+    c.hdr.flags = flags;
+    c.hdr.seqno = seqno;
+    c.sem.addr = addr;
+    c.sem.offset = offset;
+    c.sem.value = value;
+    c.sem.timeout_us = timeout_us;
+    return c;
+}
+
+static struct spyre_hw_cmd cmd_signal(uint64_t seqno, uint8_t flags,
+                                      uint64_t addr, uint64_t offset,
+                                      uint64_t value)
+{
+    return cmd_sem(SPYRE_OP_SEM_SIGNAL, seqno, flags, addr, offset, value, 0);
+}
+
+static struct spyre_hw_cmd cmd_wait(uint64_t seqno, uint8_t flags,
+                                    uint64_t addr, uint64_t offset,
+                                    uint64_t value, uint32_t timeout_us)
+{
+    return cmd_sem(SPYRE_OP_SEM_WAIT, seqno, flags, addr, offset, value,
+                   timeout_us);
+}
+
+/* Timed completion idx of ring n, any status. */
+static struct spyre_hw_cpl_time cpl_any(Spyre *s, int n, uint32_t idx)
+{
+    struct spyre_hw_cpl_time c;
+
+    qtest_memread(s->qts, s->ring[n].cpl + idx * sizeof(c), &c, sizeof(c));
+    return c;
+}
+
+/* Ring n consumed nothing past idx and holds it: BUSY, EXEC_* on it. */
+static void assert_waiting(Spyre *s, int n, uint32_t idx, uint64_t seqno)
+{
+    uint32_t exec;
+
+    g_assert_cmpuint(rrd(s, n, SPYRE_RING_HEAD), ==, idx);
+    g_assert_cmphex(rrd(s, n, SPYRE_RING_STATUS), ==,
+                    SPYRE_RING_STATUS_ENABLED | SPYRE_RING_STATUS_BUSY);
+    g_assert_cmpuint(rrd(s, n, SPYRE_RING_EXEC_SEQNO), ==, seqno);
+    exec = rrd(s, n, SPYRE_RING_EXEC_TIME);
+    g_assert_cmphex(exec & SPYRE_RING_EXEC_RUNNING, ==,
+                    SPYRE_RING_EXEC_RUNNING);
+}
+
+/* Step the virtual clock by ns in poll periods, letting the card run. */
+static void sem_step(Spyre *s, uint64_t ns)
+{
+    while (ns) {
+        uint64_t d = MIN(ns, SEM_POLL_NS);
+
+        qtest_clock_step(s->qts, d);
+        ns -= d;
+    }
+}
+
+/*
+ * Signal then wait on one ring: value and cycle stored (the signal's end),
+ * the wait completes at once, ends no earlier than the signal; a wait for
+ * a smaller value completes too (>=, unsigned); the values are little
+ * endian in device memory.
+ */
+static void test_sem_local(void)
+{
+    Spyre *s = spyre_start(NULL);
+    const uint64_t sem = 0x1000;
+    struct spyre_hw_cpl_time sg, wt;
+    struct spyre_hw_cmd c;
+    uint64_t v[2];
+    uint32_t is, iw;
+
+    ring_setup_timed(s, 0, 8);
+    c = cmd_signal(1, SPYRE_CMD_F_IRQ, sem, 0, 42);
+    is = ring_queue(s, 0, &c);
+    c = cmd_wait(2, 0, 0x800, 0x800, 42, 0);
+    iw = ring_queue(s, 0, &c);
+    c = cmd_wait(3, 0, sem, 0, 7, 0);
+    ring_queue(s, 0, &c);
+    ring_kick_wait(s, 0);
+    sg = cpl_time(s, 0, is, 1);
+    g_assert_cmpuint(sg.cpl.cycles, ==, 32);
+    devmem_read(s, sem, v, sizeof(v));
+    g_assert_cmpuint(le64_to_cpu(v[0]), ==, 42);
+    g_assert_cmpuint(le64_to_cpu(v[1]), ==, sg.end_cycle);
+    wt = cpl_time(s, 0, iw, 2);
+    g_assert_cmpuint(wt.cpl.cycles, ==, 16);
+    g_assert_cmpuint(wt.start_cycle, >=, sg.end_cycle);
+    g_assert_cmpuint(wt.end_cycle, >=, sg.end_cycle + 16);
+    cpl_time(s, 0, iw + 1, 3);
+
+    /* A stored cycle ahead of the ring moves its clock (Lamport join). */
+    v[0] = cpu_to_le64(100);
+    v[1] = cpu_to_le64(1000000);
+    devmem_write(s, sem, v, sizeof(v));
+    c = cmd_wait(4, 0, sem, 0, 100, 0);
+    iw = ring_queue(s, 0, &c);
+    ring_kick_wait(s, 0);
+    wt = cpl_time(s, 0, iw, 4);
+    g_assert_cmpuint(wt.end_cycle, ==, 1000000 + 16);
+    /* Unsigned: UINT64_MAX is reached by nothing smaller */
+    c = cmd_wait(5, 0, sem, 0, UINT64_MAX, 0);
+    iw = ring_queue(s, 0, &c);
+    ring_kick_wait(s, 0);
+    g_assert_cmpuint(cpl_any(s, 0, iw).cpl.status, ==,
+                     SPYRE_STATUS_ERR_TIMEOUT);
+    g_assert_cmpuint(cpl_any(s, 0, iw).cpl.cycles, ==, 16);
+    spyre_stop(s);
+}
+
+/*
+ * A wait on ring 1 rung first is released by a signal on ring 0 rung
+ * later: ring 1 holds the wait (BUSY, EXEC_* name it) while ring 2 keeps
+ * going; the wait completes after the signal, its modeled end after the
+ * signal's although its ring's doorbell came first.
+ */
+static void test_sem_cross_ring(void)
+{
+    Spyre *s = spyre_start(NULL);
+    const uint64_t sem = 0x2000;
+    struct spyre_hw_cpl_time sg, wt;
+    struct spyre_hw_cmd c;
+    uint32_t is, iw, in, i;
+
+    ring_setup_timed(s, 0, 8);
+    ring_setup_timed(s, 1, 8);
+    ring_setup(s, 2, 8);
+    /* Ring 0's clock ahead: a copy first, so the signal ends late. */
+    c = cmd_dma(9, 0, 0x100000, 0, 0x200000, 0, 65536);
+    ring_queue(s, 0, &c);
+    c = cmd_wait(20, 0, sem, 0, 5, SPYRE_SEM_WAIT_MAX_US);
+    iw = ring_queue(s, 1, &c);
+    c = cmd_nop(21, 0);
+    in = ring_queue(s, 1, &c);
+    rwr(s, 1, SPYRE_RING_TAIL, s->ring[1].tail);
+    for (i = 0; i < 10; i++) {
+        qtest_clock_step(s->qts, 1000);
+    }
+    assert_waiting(s, 1, iw, 20);
+    /* Other rings keep going */
+    c = cmd_nop(30, 0);
+    g_assert_cmpuint(submit(s, 2, &c).status, ==, SPYRE_STATUS_OK);
+    assert_waiting(s, 1, iw, 20);
+    /* A smaller value does not release it */
+    c = cmd_signal(10, 0, sem, 0, 4);
+    ring_queue(s, 0, &c);
+    ring_kick_wait(s, 0);
+    sem_step(s, 2 * SEM_POLL_NS);
+    assert_waiting(s, 1, iw, 20);
+    c = cmd_signal(11, 0, sem, 0, 5);
+    is = ring_queue(s, 0, &c);
+    ring_kick_wait(s, 0);
+    sg = cpl_time(s, 0, is, 11);
+    /* Released by the completion itself */
+    wait_head(s, 1);
+    wt = cpl_time(s, 1, iw, 20);
+    g_assert_cmpuint(wt.end_cycle, >=, sg.end_cycle);
+    g_assert_cmpuint(wt.end_cycle, ==, MAX(wt.start_cycle, sg.end_cycle) + 16);
+    g_assert_cmpuint(cpl_time(s, 1, in, 21).start_cycle, ==, wt.end_cycle);
+    g_assert_cmphex(rrd(s, 1, SPYRE_RING_STATUS), ==,
+                    SPYRE_RING_STATUS_ENABLED);
+    g_assert_cmpuint(rrd(s, 1, SPYRE_RING_EXEC_TIME), ==, 0);
+    spyre_stop(s);
+}
+
+/*
+ * A wait released by the host writing the value through BAR2 (seen at the
+ * next poll period), and one on a host page directory released by a write
+ * to host memory; a signal into host memory; EXEC_TIME counts the
+ * milliseconds waited.
+ */
+static void test_sem_host(void)
+{
+    Spyre *s = spyre_start(NULL);
+    const uint64_t sem = 0x3010;
+    HostBuf *h = hostbuf_new(s, 2, true);
+    struct spyre_hw_cpl_time wt, sg;
+    struct spyre_hw_cmd c;
+    uint64_t v[2];
+    uint32_t iw, is;
+
+    ring_setup_timed(s, 0, 8);
+    c = cmd_wait(1, 0, sem, 0, 3, SPYRE_SEM_WAIT_MAX_US);
+    iw = ring_queue(s, 0, &c);
+    rwr(s, 0, SPYRE_RING_TAIL, s->ring[0].tail);
+    qtest_clock_step(s->qts, 1000);
+    assert_waiting(s, 0, iw, 1);
+    sem_step(s, 3 * 1000 * 1000);
+    assert_waiting(s, 0, iw, 1);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_EXEC_TIME) &
+                     SPYRE_RING_EXEC_MS_MASK, ==, 3);
+    v[0] = cpu_to_le64(3);
+    v[1] = cpu_to_le64(777);
+    devmem_write(s, sem, v, sizeof(v));
+    sem_step(s, SEM_POLL_NS);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_HEAD), ==, s->ring[0].tail);
+    wt = cpl_time(s, 0, iw, 1);
+    g_assert_cmpuint(wt.end_cycle, ==, 777 + 16);
+
+    /* In host memory: a signal (DST_HOST), then a wait (SRC_HOST) */
+    c = cmd_signal(3, SPYRE_CMD_F_DST_HOST, h->dir, PAGE + 32, 9);
+    is = ring_queue(s, 0, &c);
+    ring_kick_wait(s, 0);
+    sg = cpl_time(s, 0, is, 3);
+    g_assert_cmpuint(sg.cpl.cycles, ==, 32);
+    hostbuf_io(s, h, PAGE + 32, v, sizeof(v), false);
+    g_assert_cmpuint(le64_to_cpu(v[0]), ==, 9);
+    g_assert_cmpuint(le64_to_cpu(v[1]), ==, sg.end_cycle);
+    c = cmd_wait(4, SPYRE_CMD_F_SRC_HOST, h->dir, PAGE + 32, 9, 0);
+    iw = ring_queue(s, 0, &c);
+    ring_kick_wait(s, 0);
+    cpl_time(s, 0, iw, 4);
+    c = cmd_wait(5, SPYRE_CMD_F_SRC_HOST, h->dir, 16, 1, 100000);
+    iw = ring_queue(s, 0, &c);
+    rwr(s, 0, SPYRE_RING_TAIL, s->ring[0].tail);
+    sem_step(s, 2 * SEM_POLL_NS);
+    assert_waiting(s, 0, iw, 5);
+    v[0] = cpu_to_le64(1);
+    v[1] = 0;
+    hostbuf_io(s, h, 16, v, sizeof(v), true);
+    sem_step(s, SEM_POLL_NS);
+    cpl_time(s, 0, iw, 5);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_HEAD), ==, s->ring[0].tail);
+    /* A directory entry that cannot be read: ERR_HOST_DMA */
+    c = cmd_wait(6, SPYRE_CMD_F_SRC_HOST, h->dir, 1ull << 50, 1, 0);
+    iw = ring_queue(s, 0, &c);
+    ring_kick_wait(s, 0);
+    g_assert_cmpuint(cpl_any(s, 0, iw).cpl.status, ==,
+                     SPYRE_STATUS_ERR_HOST_DMA);
+    hostbuf_free(h);
+    spyre_stop(s);
+}
+
+/*
+ * A wait that is not released ends with ERR_TIMEOUT once timeout_us of
+ * virtual time passed (not before), modeled 16 cycles; the ring goes on.
+ */
+static void test_sem_timeout(void)
+{
+    Spyre *s = spyre_start(NULL);
+    struct spyre_hw_cpl_time wt;
+    struct spyre_hw_cmd c;
+    uint32_t iw, in;
+
+    ring_setup_timed(s, 0, 8);
+    wr(s, SPYRE_REG_INTR_STATUS, ~0u);
+    c = cmd_wait(1, SPYRE_CMD_F_IRQ, 0x4000, 0, 1, 1000);
+    iw = ring_queue(s, 0, &c);
+    c = cmd_nop(2, 0);
+    in = ring_queue(s, 0, &c);
+    rwr(s, 0, SPYRE_RING_TAIL, s->ring[0].tail);
+    qtest_clock_step(s->qts, 1000);
+    assert_waiting(s, 0, iw, 1);
+    qtest_clock_step(s->qts, 998 * 1000);
+    assert_waiting(s, 0, iw, 1);
+    qtest_clock_step(s->qts, 2000);
+    g_assert_cmpuint(rrd(s, 0, SPYRE_RING_HEAD), ==, s->ring[0].tail);
+    wt = cpl_any(s, 0, iw);
+    g_assert_cmpuint(wt.cpl.status, ==, SPYRE_STATUS_ERR_TIMEOUT);
+    g_assert_cmpuint(wt.cpl.seqno, ==, 1);
+    g_assert_cmpuint(wt.cpl.cycles, ==, 16);
+    g_assert_cmpuint(wt.end_cycle - wt.start_cycle, ==, 16);
+    g_assert_cmpuint(rd(s, SPYRE_REG_ERROR_CODE), ==,
+                     SPYRE_STATUS_ERR_TIMEOUT);
+    g_assert_cmphex(rd(s, SPYRE_REG_INTR_STATUS), ==,
+                    SPYRE_INTR_ERROR | SPYRE_INTR_RING(0));
+    cpl_time(s, 0, in, 2);
+    g_assert_cmphex(rrd(s, 0, SPYRE_RING_STATUS), ==,
+                    SPYRE_RING_STATUS_ENABLED);
+    spyre_stop(s);
+}
+
+/*
+ * ABORT of a ring that waits: no completion, BUSY clears at once, the ring
+ * is usable again; a card RESET and an FLR drop a waiting SEM_WAIT the same
+ * way.
+ */
+static void test_sem_abort(void)
+{
+    Spyre *s = spyre_start(NULL);
+    struct spyre_hw_cmd c;
+    uint32_t iw;
+    uint16_t devctl;
+    int i;
+
+    ring_setup(s, 1, 8);
+    c = cmd_wait(1, SPYRE_CMD_F_IRQ, 0x5000, 0, 1, SPYRE_SEM_WAIT_MAX_US);
+    iw = ring_queue(s, 1, &c);
+    rwr(s, 1, SPYRE_RING_TAIL, s->ring[1].tail);
+    qtest_clock_step(s->qts, 1000);
+    assert_waiting(s, 1, iw, 1);
+    wr(s, SPYRE_REG_INTR_STATUS, ~0u);
+    rwr(s, 1, SPYRE_RING_CTRL, SPYRE_RING_CTRL_ABORT);
+    g_assert_cmphex(rrd(s, 1, SPYRE_RING_STATUS), ==, 0);
+    g_assert_cmpuint(rrd(s, 1, SPYRE_RING_EXEC_TIME), ==, 0);
+    /* Far past its timeout: nothing is completed */
+    for (i = 0; i < 3; i++) {
+        qtest_clock_step(s->qts, SPYRE_SEM_WAIT_MAX_US * 1000ull);
+    }
+    g_assert_cmpuint(rrd(s, 1, SPYRE_RING_COMPLETED), ==, 0);
+    g_assert_cmphex(rd(s, SPYRE_REG_INTR_STATUS), ==, 0);
+    g_assert_cmphex(ring_cpl(s, 1, iw).status, ==, 0xeeeeeeee);
+    ring_setup(s, 1, 8);
+    assert_alive(s, 1);
+
+    /* A register RESET drops a waiting SEM_WAIT */
+    c = cmd_wait(2, 0, 0x5000, 0, 1, SPYRE_SEM_WAIT_MAX_US);
+    iw = ring_queue(s, 1, &c);
+    rwr(s, 1, SPYRE_RING_TAIL, s->ring[1].tail);
+    qtest_clock_step(s->qts, 1000);
+    assert_waiting(s, 1, iw, 2);
+    wr(s, SPYRE_REG_RESET, SPYRE_RESET_MAGIC);
+    wait_ready(s);
+    qtest_clock_step(s->qts, 2 * SPYRE_SEM_WAIT_MAX_US * 1000ull);
+    g_assert_cmphex(ring_cpl(s, 1, iw).status, ==, 0xeeeeeeee);
+    ring_setup(s, 1, 8);
+    assert_alive(s, 1);
+
+    /* An FLR drops it too */
+    c = cmd_wait(3, 0, 0x5000, 0, 1, SPYRE_SEM_WAIT_MAX_US);
+    iw = ring_queue(s, 1, &c);
+    rwr(s, 1, SPYRE_RING_TAIL, s->ring[1].tail);
+    qtest_clock_step(s->qts, 1000);
+    assert_waiting(s, 1, iw, 3);
+    devctl = qpci_find_capability(s->dev, PCI_CAP_ID_EXP, 0);
+    qpci_config_writew(s->dev, devctl + PCI_EXP_DEVCTL,
+                       qpci_config_readw(s->dev, devctl + PCI_EXP_DEVCTL) |
+                       PCI_EXP_DEVCTL_BCR_FLR);
+    qpci_device_enable(s->dev);
+    s->bar0 = qpci_iomap(s->dev, SPYRE_BAR_REGS, NULL);
+    s->bar2 = qpci_iomap(s->dev, SPYRE_BAR_DEVMEM, NULL);
+    g_assert_cmphex(rd(s, SPYRE_REG_STATUS), ==, SPYRE_STATUS_READY);
+    qtest_clock_step(s->qts, 2 * SPYRE_SEM_WAIT_MAX_US * 1000ull);
+    g_assert_cmphex(ring_cpl(s, 1, iw).status, ==, 0xeeeeeeee);
+    ring_setup(s, 1, 8);
+    assert_alive(s, 1);
+    spyre_stop(s);
+}
+
+/* Hot-unplug of a card whose ring waits: QEMU goes on, its timer is gone. */
+static void test_sem_unplug(void)
+{
+    Spyre *s = spyre_start_on("pc", NULL);
+    struct spyre_hw_cmd c;
+
+    ring_setup(s, 0, 8);
+    c = cmd_wait(1, 0, 0x5000, 0, 1, SPYRE_SEM_WAIT_MAX_US);
+    ring_queue(s, 0, &c);
+    rwr(s, 0, SPYRE_RING_TAIL, s->ring[0].tail);
+    qtest_clock_step(s->qts, 1000);
+    assert_waiting(s, 0, 0, 1);
+    qpci_unplug_acpi_device_test(s->qts, "spyre0", SLOT);
+    qtest_clock_step(s->qts, 2 * SPYRE_SEM_WAIT_MAX_US * 1000ull);
+    qtest_qmp_assert_success(s->qts, "{ 'execute': 'query-status' }");
+    g_assert(!qpci_device_find(s->bus, QPCI_DEVFN(SLOT, 0)));
+    spyre_stop(s);
+}
+
+/* Every malformed field: its status, nothing written, the ring goes on. */
+static void test_sem_bad(void)
+{
+    Spyre *s = spyre_start(NULL);
+    const uint64_t sem = 0x6000;
+    struct spyre_hw_cmd c;
+    uint32_t nerr = 0;
+    uint64_t v[2];
+    int op;
+
+    ring_setup(s, 0, 8);
+    for (op = SPYRE_OP_SEM_SIGNAL; op <= SPYRE_OP_SEM_WAIT; op++) {
+        bool wait = op == SPYRE_OP_SEM_WAIT;
+        uint8_t host = wait ? SPYRE_CMD_F_SRC_HOST : SPYRE_CMD_F_DST_HOST;
+        uint8_t other = wait ? SPYRE_CMD_F_DST_HOST : SPYRE_CMD_F_SRC_HOST;
+
+        c = cmd_sem(op, 1, other, sem, 0, 1, 0);
+        expect_error(s, &c, SPYRE_STATUS_ERR_RESERVED, &nerr);
+        c = cmd_sem(op, 2, 0x08, sem, 0, 1, 0);
+        expect_error(s, &c, SPYRE_STATUS_ERR_RESERVED, &nerr);
+        c = cmd_sem(op, 3, 0, sem, 0, 1, 0);
+        c.sem.reserved0 = 1;
+        expect_error(s, &c, SPYRE_STATUS_ERR_RESERVED, &nerr);
+        c = cmd_sem(op, 4, 0, sem, 0, 1, 0);
+        c.sem.reserved[0] = 1;
+        expect_error(s, &c, SPYRE_STATUS_ERR_RESERVED, &nerr);
+        c = cmd_sem(op, 5, 0, sem, 0, 1, 0);
+        c.sem.reserved[1] = 1ull << 63;
+        expect_error(s, &c, SPYRE_STATUS_ERR_RESERVED, &nerr);
+        c = cmd_sem(op, 6, 0, sem, 0, 1, SPYRE_SEM_WAIT_MAX_US + 1);
+        expect_error(s, &c, wait ? SPYRE_STATUS_ERR_SIZE :
+                     SPYRE_STATUS_ERR_RESERVED, &nerr);
+        if (!wait) {
+            c = cmd_sem(op, 7, 0, sem, 0, 1, 1);
+            expect_error(s, &c, SPYRE_STATUS_ERR_RESERVED, &nerr);
+        }
+        c = cmd_sem(op, 8, 0, sem, 8, 1, 0);
+        expect_error(s, &c, SPYRE_STATUS_ERR_ALIGN, &nerr);
+        c = cmd_sem(op, 9, 0, sem + 4, 8, 1, 0);
+        expect_error(s, &c, SPYRE_STATUS_ERR_ALIGN, &nerr);
+        c = cmd_sem(op, 10, 0, DEVMEM - 16, 16, 1, 0);
+        expect_error(s, &c, SPYRE_STATUS_ERR_DEV_RANGE, &nerr);
+        c = cmd_sem(op, 11, 0, UINT64_MAX - 15, 32, 1, 0);
+        expect_error(s, &c, SPYRE_STATUS_ERR_DEV_RANGE, &nerr);
+        c = cmd_sem(op, 12, host, 0x10004, 0, 1, 0);
+        expect_error(s, &c, SPYRE_STATUS_ERR_ALIGN, &nerr);
+        c = cmd_sem(op, 13, host, 0x10000, 40, 1, 0);
+        expect_error(s, &c, SPYRE_STATUS_ERR_ALIGN, &nerr);
+        /* A host directory that is not guest RAM */
+        c = cmd_sem(op, 14, host, 0xfffffffffff000ull, 0, 1, 0);
+        expect_error(s, &c, SPYRE_STATUS_ERR_HOST_DMA, &nerr);
+    }
+    /* addr and offset unaligned, their sum aligned: fine */
+    c = cmd_wait(19, 0, sem + 4, 12, 0, 0);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_OK);
+    /* The last device slot is fine */
+    c = cmd_signal(20, 0, DEVMEM - 32, 16, 1);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_OK);
+    devmem_read(s, sem, v, sizeof(v));
+    g_assert_cmpuint(v[0] | v[1], ==, 0);
+    spyre_stop(s);
+}
+
+/*
+ * Through a context (section 15): a semaphore at a virtual address mapped
+ * to a device page, written and waited on; a read-only page refuses the
+ * signal with ERR_MMU_FAULT, an unmapped one faults both.
+ */
+static void test_sem_mmu(void)
+{
+    Spyre *s = spyre_start(NULL);
+    uint64_t table = mmu_init(s);
+    uint64_t l1 = mmu_ctx(s, table, 1);
+    struct spyre_hw_cmd c;
+    uint64_t v[2];
+
+    ring_setup(s, 0, 8);
+    mmu_map(s, l1, MMU_VA, 0x7000 | SPYRE_MMU_VALID | SPYRE_MMU_WRITE);
+    mmu_map(s, l1, MMU_VA + PAGE, 0x8000 | SPYRE_MMU_VALID);
+    c = in_ctx(cmd_signal(1, 0, MMU_VA, 0x30, 11), 1);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_OK);
+    devmem_read(s, 0x7030, v, sizeof(v));
+    g_assert_cmpuint(le64_to_cpu(v[0]), ==, 11);
+    c = in_ctx(cmd_wait(2, 0, MMU_VA, 0x30, 11, 0), 1);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_OK);
+    /* Read-only: waits fine, a signal faults */
+    c = in_ctx(cmd_wait(3, 0, MMU_VA + PAGE, 0, 0, 0), 1);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==, SPYRE_STATUS_OK);
+    c = in_ctx(cmd_signal(4, 0, MMU_VA + PAGE, 0, 1), 1);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==,
+                     SPYRE_STATUS_ERR_MMU_FAULT);
+    rwr(s, 0, SPYRE_RING_FAULT_INFO, SPYRE_MMU_FAULT_VALID);
+    c = in_ctx(cmd_wait(5, 0, MMU_VA + 2 * PAGE, 0, 0, 0), 1);
+    g_assert_cmpuint(submit(s, 0, &c).status, ==,
+                     SPYRE_STATUS_ERR_MMU_FAULT);
+    g_assert_cmphex(rd64(s, SPYRE_RING_REG(0, SPYRE_RING_FAULT_ADDR_LO)), ==,
+                    MMU_VA + 2 * PAGE);
+    spyre_stop(s);
+}
+
+/*
+ * Two cards: A signals into a page of B's BAR2 named by a host page
+ * directory (a posted write across the link: 32 + P2P latency cycles); B
+ * waits on its own device memory and is released at its next poll, its
+ * modeled end after A's signal.
+ */
+static void test_sem_p2p(void)
+{
+    Spyre *a, *b;
+    struct spyre_hw_cpl_time sg, wt;
+    struct spyre_hw_cmd c;
+    uint64_t dir;
+    uint32_t iw, is;
+
+    pair_start("q35", NULL, NULL, NULL, &a, &b);
+    ring_setup_timed(a, 0, 8);
+    ring_setup_timed(b, 0, 8);
+    c = cmd_wait(1, 0, 0x9000, 0x40, 2, SPYRE_SEM_WAIT_MAX_US);
+    iw = ring_queue(b, 0, &c);
+    rwr(b, 0, SPYRE_RING_TAIL, b->ring[0].tail);
+    qtest_clock_step(b->qts, 1000);
+    assert_waiting(b, 0, iw, 1);
+    dir = dir_linear(a, b->bar2.addr + 0x9000, 1);
+    c = cmd_signal(2, SPYRE_CMD_F_DST_HOST, dir, 0x40, 2);
+    is = ring_queue(a, 0, &c);
+    ring_kick_wait(a, 0);
+    sg = cpl_time(a, 0, is, 2);
+    g_assert_cmpuint(sg.cpl.cycles, ==, 32 + P2P_LAT);
+    sem_step(b, SEM_POLL_NS);
+    g_assert_cmpuint(rrd(b, 0, SPYRE_RING_HEAD), ==, b->ring[0].tail);
+    wt = cpl_time(b, 0, iw, 1);
+    g_assert_cmpuint(wt.end_cycle, ==, sg.end_cycle + 16);
+    g_assert_cmpuint(rd64(a, SPYRE_REG_TELE_P2P_WR_BYTES_LO), ==, 16);
+    pair_stop(a, b);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -5489,6 +6012,15 @@ int main(int argc, char **argv)
     qtest_add_func("/spyre/p2p-peer-reset", test_p2p_peer_reset);
     qtest_add_func("/spyre/p2p-peer-unplug", test_p2p_peer_unplug);
     qtest_add_func("/spyre/pcie-link", test_pcie_link);
+    qtest_add_func("/spyre/sem-local", test_sem_local);
+    qtest_add_func("/spyre/sem-cross-ring", test_sem_cross_ring);
+    qtest_add_func("/spyre/sem-host", test_sem_host);
+    qtest_add_func("/spyre/sem-timeout", test_sem_timeout);
+    qtest_add_func("/spyre/sem-abort", test_sem_abort);
+    qtest_add_func("/spyre/sem-unplug", test_sem_unplug);
+    qtest_add_func("/spyre/sem-bad", test_sem_bad);
+    qtest_add_func("/spyre/sem-mmu", test_sem_mmu);
+    qtest_add_func("/spyre/sem-p2p", test_sem_p2p);
 
     return g_test_run();
 }

@@ -428,6 +428,47 @@ TEST_F_TIMEOUT(fault, ring_restart_clears_fault_latch, 60)
 	bo_close(self->fd, self->prog);
 }
 
+/*
+ * A SEM_WAIT (hw 1.8) holds its ring reading RUNNING with the time it has waited. With
+ * job_timeout_ms=500: a wait bounded below 7/8 of the timeout (200 ms) is kept by the
+ * timeout handler and ends on the card with ERR_TIMEOUT (DEVICE_ERROR, hw_status 10); a wait
+ * of 1 s outlasts it and is the job failed with DRM_SPYRE_JOB_TIMEOUT (the ring reset
+ * cancels it), while a job of another file on another ring is never blamed and one queued
+ * behind the waiter on its ring re-runs and completes.
+ */
+TEST_F_TIMEOUT(fault, sem_wait_blame, 60)
+{
+	struct drm_spyre_sem wt = { .value = 1, .timeout_us = 200000 };
+	struct drm_spyre_cmd c = {
+		.op = DRM_SPYRE_CMD_SEM_WAIT, .src_handle = self->dbo, .src_offset = 64,
+		.ext = (uintptr_t)&wt, .ext_size = sizeof(wt),
+	};
+	struct drm_spyre_submit s = submit_args(&c, 1);
+	struct drm_spyre_job_wait w;
+	uint64_t job, behind, other;
+
+	if (!(self->info.caps & DRM_SPYRE_CAP_SEMAPHORE))
+		SKIP(return, "card model older than hw 1.8 (no semaphores)");
+	if (self->info.num_rings < 2)
+		SKIP(return, "needs 2 rings");
+	ASSERT_EQ(0, submit(self->fd, &s));
+	job = s.job_id;
+	ASSERT_EQ(0, job_wait(self->fd, job, now_ns() + 30 * SEC_NS, &w));
+	EXPECT_EQ(DRM_SPYRE_JOB_DEVICE_ERROR, w.status);
+	EXPECT_EQ(SPYRE_STATUS_ERR_TIMEOUT, w.hw_status);
+
+	wt.timeout_us = DRM_SPYRE_SEM_WAIT_MAX_US;
+	ASSERT_EQ(0, submit(self->fd, &s));
+	job = s.job_id;
+	ASSERT_EQ(0, nop_job(self->fd2, 0, &behind));
+	ASSERT_EQ(0, nop_job(self->fd2, 1, &other));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd2, other));
+	EXPECT_EQ(DRM_SPYRE_JOB_TIMEOUT, job_status(self->fd, job));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd2, behind));
+	ASSERT_EQ(0, nop_job(self->fd, 0, &job));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+}
+
 static void on_alarm(int sig)
 {
 }

@@ -339,6 +339,69 @@ TEST_F_TIMEOUT(p2p, copy_2d, 120)
 }
 
 /*
+ * Semaphores across cards (hw 1.8): card 0 waits on a semaphore in its own DEVICE BO; card 1
+ * signals it through the imported PEER BO (a posted write into card 0's BAR2), which
+ * releases card 0's job. Card 1 can wait on the PEER BO too.
+ */
+TEST_F_TIMEOUT(p2p, semaphore_into_peer, 120)
+{
+	struct drm_spyre_sem sig = { .value = 9 };
+	struct drm_spyre_sem wt = { .value = 9, .timeout_us = 1000000 };
+	struct drm_spyre_cmd c = { .ext_size = sizeof(struct drm_spyre_sem) };
+	struct drm_spyre_job_wait w;
+	struct drm_spyre_submit s;
+	uint64_t waiter, job;
+	uint32_t da, pa;
+	int dmabuf;
+
+	if (!(self->caps0 & DRM_SPYRE_CAP_SEMAPHORE) || !(self->caps1 & DRM_SPYRE_CAP_SEMAPHORE))
+		SKIP(return, "card model older than hw 1.8 (no semaphores)");
+	ASSERT_EQ(0, bo_create(self->fd0, 4096, DRM_SPYRE_BO_DEVICE, &da));
+	dmabuf = export_bo(self->fd0, da);
+	ASSERT_GE(dmabuf, 0);
+	ASSERT_EQ(0, import_fd(self->fd1, dmabuf, &pa));
+
+	c.op = DRM_SPYRE_CMD_SEM_WAIT;
+	c.src_handle = da;
+	c.src_offset = 64;
+	c.ext = (uintptr_t)&wt;
+	s = submit_args(&c, 1);
+	ASSERT_EQ(0, submit(self->fd0, &s));
+	waiter = s.job_id;
+	EXPECT_EQ(-ETIME, job_wait(self->fd0, waiter, now_ns() + SEC_NS / 20, NULL));
+
+	memset(&c, 0, sizeof(c));
+	c.op = DRM_SPYRE_CMD_SEM_SIGNAL;
+	c.dst_handle = pa;
+	c.dst_offset = 64;
+	c.ext = (uintptr_t)&sig;
+	c.ext_size = sizeof(sig);
+	s = submit_args(&c, 1);
+	ASSERT_EQ(0, submit(self->fd1, &s));
+	EXPECT_EQ(0, job_wait(self->fd1, s.job_id, now_ns() + 30 * SEC_NS, &w));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, w.status);
+	EXPECT_EQ(0, job_wait(self->fd0, waiter, now_ns() + 30 * SEC_NS, &w));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, w.status);
+
+	/* card 1 waits on the PEER BO: the value is there already */
+	memset(&c, 0, sizeof(c));
+	c.op = DRM_SPYRE_CMD_SEM_WAIT;
+	c.src_handle = pa;
+	c.src_offset = 64;
+	c.ext = (uintptr_t)&wt;
+	c.ext_size = sizeof(wt);
+	s = submit_args(&c, 1);
+	ASSERT_EQ(0, submit(self->fd1, &s));
+	job = s.job_id;
+	EXPECT_EQ(0, job_wait(self->fd1, job, now_ns() + 30 * SEC_NS, &w));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, w.status);
+
+	close(dmabuf);
+	EXPECT_EQ(0, bo_close(self->fd1, pa));
+	EXPECT_EQ(0, bo_close(self->fd0, da));
+}
+
+/*
  * Refusals on the importer: a PEER BO is never a LAUNCH program, window or result BO
  * (-EINVAL; the same launch with card 1's own BO runs), and a copy between a PEER BO and
  * a HOST BO has two host sides (-EINVAL). A HOST BO's dma-buf of card 0 is foreign to

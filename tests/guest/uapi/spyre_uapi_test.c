@@ -2053,6 +2053,275 @@ TEST_F(card, device_error_index_in_copy_job)
 	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
 }
 
+/* ---- Semaphores (DRM_SPYRE_CAP_SEMAPHORE, hw 1.8) ---- */
+
+#define SEM_HW		0x00010008u
+
+static struct drm_spyre_cmd sem_cmd(bool wait, uint32_t bo, uint64_t off,
+				    struct drm_spyre_sem *e)
+{
+	struct drm_spyre_cmd c = {
+		.op = wait ? DRM_SPYRE_CMD_SEM_WAIT : DRM_SPYRE_CMD_SEM_SIGNAL,
+		.ext = (uintptr_t)e, .ext_size = sizeof(*e),
+	};
+
+	if (wait) {
+		c.src_handle = bo;
+		c.src_offset = off;
+	} else {
+		c.dst_handle = bo;
+		c.dst_offset = off;
+	}
+	return c;
+}
+
+static int sem_job(int fd, uint32_t ring, struct drm_spyre_cmd *c, uint32_t n, uint64_t *job)
+{
+	struct drm_spyre_submit s = submit_args(c, n);
+	int ret;
+
+	s.ring = ring;
+	ret = submit(fd, &s);
+	if (!ret)
+		*job = s.job_id;
+	return ret;
+}
+
+#define SEM_SKIP(self)								\
+	do {									\
+		EXPECT_EQ((self)->info.hw_version >= SEM_HW,			\
+			  !!((self)->info.caps & DRM_SPYRE_CAP_SEMAPHORE));	\
+		if (!((self)->info.caps & DRM_SPYRE_CAP_SEMAPHORE))		\
+			SKIP(return, "card model older than hw 1.8 (no semaphores)"); \
+	} while (0)
+
+/*
+ * One job signals a semaphore in a DEVICE BO, then waits for it: the value and the card's
+ * cycle (the signal's end, within the job's modeled span) are in the BO.
+ */
+TEST_F(card, sem_signal_then_wait)
+{
+	struct drm_spyre_sem sig = { .value = 5 }, wt = { .value = 5 };
+	struct drm_spyre_cmd c[2];
+	struct drm_spyre_job_wait w;
+	volatile uint64_t *m;
+	uint32_t bo;
+	uint64_t job;
+
+	SEM_SKIP(self);
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE, &bo));
+	c[0] = sem_cmd(false, bo, 32, &sig);
+	c[1] = sem_cmd(true, bo, 32, &wt);
+	ASSERT_EQ(0, sem_job(self->fd, 0, c, 2, &job));
+	ASSERT_EQ(0, job_wait(self->fd, job, now_ns() + 30 * SEC_NS, &w));
+	ASSERT_EQ(DRM_SPYRE_JOB_OK, w.status);
+	m = bo_map(self->fd, bo);
+	ASSERT_NE(NULL, m);
+	EXPECT_EQ(5, m[4]);
+	EXPECT_GT(m[5], 0);
+	if (self->info.caps & DRM_SPYRE_CAP_JOB_CLOCK) {
+		EXPECT_GT(m[5], w.start_cycle);
+		EXPECT_LE(m[5] + 16, w.end_cycle);
+	}
+	munmap((void *)m, 4096);
+	EXPECT_EQ(0, bo_close(self->fd, bo));
+}
+
+/*
+ * A wait on ring 0 holds its job until a job on another ring, submitted after it, signals:
+ * the waiting job is not done before, ends after the signal on the modeled clock, and the
+ * rings that do not wait keep going meanwhile.
+ */
+TEST_F(card, sem_wait_released_by_other_ring)
+{
+	struct drm_spyre_sem sig = { .value = 3 }, wt = { .value = 2, .timeout_us = 1000000 };
+	struct drm_spyre_job_wait wa, wb;
+	struct drm_spyre_cmd c;
+	uint64_t ja, jb, jn;
+	uint32_t bo;
+
+	SEM_SKIP(self);
+	if (self->info.num_rings < 3)
+		SKIP(return, "needs 3 rings");
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE, &bo));
+	c = sem_cmd(true, bo, 4096 - 16, &wt);
+	ASSERT_EQ(0, sem_job(self->fd, 0, &c, 1, &ja));
+	/* Still waiting; another ring runs */
+	EXPECT_EQ(-ETIME, job_wait(self->fd, ja, now_ns() + SEC_NS / 20, NULL));
+	ASSERT_EQ(0, nop_job(self->fd, 2, &jn));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, jn));
+	EXPECT_EQ(-ETIME, job_wait(self->fd, ja, 0, NULL));
+	c = sem_cmd(false, bo, 4096 - 16, &sig);
+	ASSERT_EQ(0, sem_job(self->fd, 1, &c, 1, &jb));
+	ASSERT_EQ(0, job_wait(self->fd, jb, now_ns() + 30 * SEC_NS, &wb));
+	ASSERT_EQ(0, job_wait(self->fd, ja, now_ns() + 30 * SEC_NS, &wa));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, wb.status);
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, wa.status);
+	if (self->info.caps & DRM_SPYRE_CAP_JOB_CLOCK)
+		EXPECT_GE(wa.end_cycle, wb.end_cycle + 16);
+	EXPECT_EQ(0, bo_close(self->fd, bo));
+}
+
+/*
+ * A wait that is not released fails its job with DRM_SPYRE_JOB_DEVICE_ERROR and hw_status
+ * ERR_TIMEOUT (10) at the failing command; its ring runs the next job; a wait for a value
+ * already reached with timeout 0 tests once and passes.
+ */
+TEST_F(card, sem_wait_timeout)
+{
+	struct drm_spyre_sem wt = { .value = 1, .timeout_us = 20000 };
+	struct drm_spyre_cmd c[2] = { { .op = DRM_SPYRE_CMD_NOP } };
+	struct drm_spyre_job_wait w;
+	uint64_t job;
+	uint32_t bo;
+
+	SEM_SKIP(self);
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE, &bo));
+	c[1] = sem_cmd(true, bo, 0, &wt);
+	ASSERT_EQ(0, sem_job(self->fd, 1, c, 2, &job));
+	ASSERT_EQ(0, job_wait(self->fd, job, now_ns() + 30 * SEC_NS, &w));
+	EXPECT_EQ(DRM_SPYRE_JOB_DEVICE_ERROR, w.status);
+	EXPECT_EQ(SPYRE_STATUS_ERR_TIMEOUT, w.hw_status);
+	EXPECT_EQ(10, w.hw_status);
+	EXPECT_EQ(1, w.failed_cmd);
+	ASSERT_EQ(0, nop_job(self->fd, 1, &job));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	wt.value = 0;
+	wt.timeout_us = 0;
+	ASSERT_EQ(0, sem_job(self->fd, 1, &c[1], 1, &job));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	EXPECT_EQ(0, bo_close(self->fd, bo));
+}
+
+/*
+ * A semaphore in a HOST BO: a signal lands in host memory; a wait is released by the CPU
+ * writing the value into the BO.
+ */
+TEST_F(card, sem_host_bo)
+{
+	struct drm_spyre_sem sig = { .value = 7 }, wt = { .value = 8, .timeout_us = 1000000 };
+	struct drm_spyre_cmd c;
+	volatile uint64_t *m;
+	uint64_t job;
+	uint32_t bo;
+
+	SEM_SKIP(self);
+	ASSERT_EQ(0, bo_create(self->fd, 2 * 4096, DRM_SPYRE_BO_HOST, &bo));
+	m = bo_map(self->fd, bo);
+	ASSERT_NE(NULL, m);
+	c = sem_cmd(false, bo, 4096 + 48, &sig);
+	ASSERT_EQ(0, sem_job(self->fd, 0, &c, 1, &job));
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	EXPECT_EQ(7, m[(4096 + 48) / 8]);
+	EXPECT_GT(m[(4096 + 48) / 8 + 1], 0);
+	c = sem_cmd(true, bo, 4096 + 48, &wt);
+	ASSERT_EQ(0, sem_job(self->fd, 0, &c, 1, &job));
+	EXPECT_EQ(-ETIME, job_wait(self->fd, job, now_ns() + SEC_NS / 20, NULL));
+	m[(4096 + 48) / 8] = 8;
+	EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+	munmap((void *)m, 2 * 4096);
+	EXPECT_EQ(0, bo_close(self->fd, bo));
+}
+
+/* Every malformed field of SEM_SIGNAL and SEM_WAIT is refused with its errno. */
+TEST_F(card, sem_invalid)
+{
+	struct drm_spyre_sem e;
+	struct {
+		struct drm_spyre_sem e;
+		uint64_t tail;
+	} big;
+	struct drm_spyre_cmd c;
+	uint32_t bo, other;
+	uint64_t job;
+	int wait;
+
+	if (!(self->info.caps & DRM_SPYRE_CAP_SEMAPHORE)) {
+		e = (struct drm_spyre_sem){ .value = 1 };
+		c = sem_cmd(false, 0, 0, &e);
+		EXPECT_EQ(-EOPNOTSUPP, submit_cmds(self->fd, &c, 1, NULL));
+		SKIP(return, "card model older than hw 1.8 (no semaphores)");
+	}
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE, &bo));
+	ASSERT_EQ(0, bo_create(self->fd, 4096, DRM_SPYRE_BO_DEVICE, &other));
+	for (wait = 0; wait < 2; wait++) {
+		/* the base case is fine */
+		e = (struct drm_spyre_sem){ .value = 0 };
+		c = sem_cmd(wait, bo, 16, &e);
+		ASSERT_EQ(0, submit_cmds(self->fd, &c, 1, &job));
+		EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+
+		e.flags = 1;
+		EXPECT_EQ(-EINVAL, submit_cmds(self->fd, &c, 1, NULL));
+		e.flags = 0;
+		e.timeout_us = wait ? DRM_SPYRE_SEM_WAIT_MAX_US + 1 : 1;
+		EXPECT_EQ(-EINVAL, submit_cmds(self->fd, &c, 1, NULL));
+		e.timeout_us = wait ? DRM_SPYRE_SEM_WAIT_MAX_US : 0;
+		e.value = wait ? 0 : 1;
+		ASSERT_EQ(0, submit_cmds(self->fd, &c, 1, &job));
+		EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+		e.value = 0;
+		e.timeout_us = 0;
+		/* the other side and size must be 0 */
+		c = sem_cmd(wait, bo, 16, &e);
+		if (wait)
+			c.dst_handle = other;
+		else
+			c.src_handle = other;
+		EXPECT_EQ(-EINVAL, submit_cmds(self->fd, &c, 1, NULL));
+		c = sem_cmd(wait, bo, 16, &e);
+		if (wait)
+			c.dst_offset = 16;
+		else
+			c.src_offset = 16;
+		EXPECT_EQ(-EINVAL, submit_cmds(self->fd, &c, 1, NULL));
+		c = sem_cmd(wait, bo, 16, &e);
+		c.size = 16;
+		EXPECT_EQ(-EINVAL, submit_cmds(self->fd, &c, 1, NULL));
+		c.size = 0;
+		c.flags = 1;
+		EXPECT_EQ(-EINVAL, submit_cmds(self->fd, &c, 1, NULL));
+		/* offsets: aligned, inside the BO */
+		c = sem_cmd(wait, bo, 8, &e);
+		EXPECT_EQ(-EINVAL, submit_cmds(self->fd, &c, 1, NULL));
+		c = sem_cmd(wait, bo, 4096, &e);
+		EXPECT_EQ(-EINVAL, submit_cmds(self->fd, &c, 1, NULL));
+		c = sem_cmd(wait, bo, UINT64_MAX - 15, &e);
+		EXPECT_EQ(-EINVAL, submit_cmds(self->fd, &c, 1, NULL));
+		c = sem_cmd(wait, bo, 4096 - 16, &e);
+		ASSERT_EQ(0, submit_cmds(self->fd, &c, 1, &job));
+		EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+		/* handles */
+		c = sem_cmd(wait, 0, 16, &e);
+		EXPECT_EQ(-ENOENT, submit_cmds(self->fd, &c, 1, NULL));
+		c = sem_cmd(wait, 0xdead, 16, &e);
+		EXPECT_EQ(-ENOENT, submit_cmds(self->fd, &c, 1, NULL));
+		/* the extension: present, v1 size at least, multiple of 8, zero tail */
+		c = sem_cmd(wait, bo, 16, &e);
+		c.ext = 0;
+		EXPECT_EQ(-EINVAL, submit_cmds(self->fd, &c, 1, NULL));
+		c = sem_cmd(wait, bo, 16, &e);
+		c.ext_size = 8;
+		EXPECT_EQ(-EINVAL, submit_cmds(self->fd, &c, 1, NULL));
+		c.ext_size = 20;
+		EXPECT_EQ(-EINVAL, submit_cmds(self->fd, &c, 1, NULL));
+		c.ext_size = 0;
+		EXPECT_EQ(-EINVAL, submit_cmds(self->fd, &c, 1, NULL));
+		big.e = e;
+		big.tail = 1;
+		c.ext = (uintptr_t)&big;
+		c.ext_size = sizeof(big);
+		EXPECT_EQ(-EINVAL, submit_cmds(self->fd, &c, 1, NULL));
+		big.tail = 0;
+		ASSERT_EQ(0, submit_cmds(self->fd, &c, 1, &job));
+		EXPECT_EQ(DRM_SPYRE_JOB_OK, job_status(self->fd, job));
+		c.ext = 8;
+		EXPECT_EQ(-EFAULT, submit_cmds(self->fd, &c, 1, NULL));
+	}
+	EXPECT_EQ(0, bo_close(self->fd, other));
+	EXPECT_EQ(0, bo_close(self->fd, bo));
+}
+
 /* ---- LAUNCH: programs on the cores ---- */
 
 /* Program encoding: spyre_test_lib.h. */
