@@ -594,7 +594,7 @@ static void spyre_sched_restart_all(struct spyre_device *sdev)
  * its slices reads its seqno without RUNNING and the time it has held the engine so far; it
  * is charged that time like a running one (it gets the engine back in its turn).
  * A SEM_WAIT (hw 1.8) that waits reads its seqno with RUNNING and the time it has waited: it
- * is charged like a running command, and ends on its own within SPYRE_SEM_WAIT_MAX_US (1 s),
+ * is charged like a running command, and ends on its own within SPYRE_SEM_WAIT_MAX_US (10 s),
  * far below 7/8 of the default timeout, with ERR_TIMEOUT through the usual completion.
  */
 static bool spyre_job_keep(struct spyre_ring *ring, struct spyre_job *job)

@@ -283,7 +283,7 @@ struct spyre_hw_sem {
 };
 
 #define SPYRE_SEM_ALIGN			16
-#define SPYRE_SEM_WAIT_MAX_US		1000000u	/* longest SEM_WAIT timeout: 1 s */
+#define SPYRE_SEM_WAIT_MAX_US		10000000u	/* longest SEM_WAIT timeout: 10 s */
 
 struct spyre_hw_cmd_sem {
 	uint64_t addr;		/* device address, or host page directory (HOST flag) */

@@ -164,10 +164,7 @@ uint32_t spyre_sem_signal(SpyreState *s, unsigned n, uint32_t idx,
         *cycles = SPYRE_CYCLES_ERROR;
         return st;
     }
-    /* The 16 bytes of the semaphore, however often the cycle was written. */
-    if (peer.wr) {
-        s->tele_p2p_wr += sizeof(struct spyre_hw_sem);
-    }
+    /* TELE_P2P_WR_BYTES counts copy data only: a signal is control traffic. */
     return SPYRE_STATUS_OK;
 }
 

@@ -271,7 +271,7 @@ struct drm_spyre_copy_2d {
  * runs meanwhile) but no engine; the wait's bound keeps it far below the job timeout.
  */
 #define DRM_SPYRE_SEM_SIZE		16
-#define DRM_SPYRE_SEM_WAIT_MAX_US	1000000u	/* 1 s */
+#define DRM_SPYRE_SEM_WAIT_MAX_US	10000000u	/* 10 s */
 
 struct drm_spyre_sem {
 	__u64 value;

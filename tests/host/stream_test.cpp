@@ -199,7 +199,8 @@ TEST_F(SimStreams, SemaphoreWaitEndsWhenTheCardIsLost) {
     p.num_buffers = 1;
     ASSERT_EQ(spyre_launch_async(add, &p, l), SPYRE_SUCCESS);
     EXPECT_EQ(spyre_stream_synchronize(w), SPYRE_ERROR_DEVICE_LOST) << spyre_last_error();
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
+    // not at the wait's 10 s timeout (a bound loose enough for a loaded host)
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
     EXPECT_EQ(spyre_stream_write_value(w, sem, 0, 1), SPYRE_ERROR_DEVICE_LOST);
     EXPECT_EQ(spyre_stream_wait_value(w, sem, 0, 1, 0), SPYRE_ERROR_DEVICE_LOST);
     ASSERT_EQ(spyre_sim_inject_fault(1, SPYRE_SIM_FAULT_NONE, 0), SPYRE_SUCCESS);

@@ -347,7 +347,7 @@ SPYRE_API spyre_status spyre_stream_get_info(spyre_stream_t stream, spyre_device
  * stream order, so a stream can be made to wait for work that another stream, another card
  * or another process has not even queued yet. */
 #define SPYRE_SEMAPHORE_BYTES 16
-#define SPYRE_SEMAPHORE_WAIT_MAX_US 1000000u
+#define SPYRE_SEMAPHORE_WAIT_MAX_US 10000000u
 
 /* Once the stream's earlier work has finished, stores `value` in the semaphore. `sem` may be a
  * buffer of the stream's card or, with peer access enabled from it (spyre_memcpy_peer), of a
