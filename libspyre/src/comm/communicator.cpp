@@ -145,12 +145,13 @@ void Communicator::run(spyre_stream_t stream, F&& body, bool collective) {
     std::lock_guard lock(mu_);
     try {
         transport_->check();
-        transport_->begin(collective);
+        transport_->begin(collective, stream);
         body();
         // within the call nothing waits for its own card (pushes, reductions and what hands
         // slots over are queued); the caller gets an idle stream, after the pushes of the
         // transport's own stream too
         transport_->join(stream);
+        transport_->submit();
         if (stream) {
             const spyre_status st = spyre_stream_synchronize(stream);
             if (st != SPYRE_SUCCESS) {
@@ -164,6 +165,10 @@ void Communicator::run(spyre_stream_t stream, F&& body, bool collective) {
     } catch (const Error& e) {
         try {
             transport_->join(stream);  // later work of the stream after the queued pushes
+        } catch (const Error&) {
+        }
+        try {
+            transport_->submit();  // nothing stays held back on the streams
         } catch (const Error&) {
         }
         // the other ranks would otherwise wait for this one until their timeout

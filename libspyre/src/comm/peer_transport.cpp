@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <format>
+#include <optional>
 #include <utility>
 
 #include "comm/fd_exchange.hpp"
@@ -314,6 +315,26 @@ void PeerTransport::await_local(Local which, uint64_t value, spyre_stream_t stre
         spyre_stream_wait_value(stream, own_, local_offset(which, value), value, wait_us_));
 }
 
+void PeerTransport::begin(bool collective, spyre_stream_t stream) {
+    sem_call_ = sems_ && collective;
+    if (!sem_call_) return;
+    make_push_stream();
+    // a default stream cannot batch: its work goes as it is queued
+    for (spyre_stream_t s : {stream, push_})
+        if (s) {
+            check_call(spyre_stream_begin_batch(s));
+            batched_.push_back(s);
+        }
+}
+
+void PeerTransport::submit() {
+    std::optional<Error> first;
+    for (spyre_stream_t s : std::exchange(batched_, {}))
+        if (const spyre_status st = spyre_stream_end_batch(s); st != SPYRE_SUCCESS && !first)
+            first = Error(st, spyre_last_error());
+    if (first) throw *first;
+}
+
 void PeerTransport::settle(spyre_stream_t stream) {
     if (!sem_call_) return;
     sem_call_ = false;
@@ -365,8 +386,7 @@ uint64_t PeerTransport::mark(spyre_stream_t caller) {
     return ready_seq_;
 }
 
-spyre_stream_t PeerTransport::push_stream(spyre_stream_t caller, uint64_t after) {
-    if (!sem_call_ && (!caller || !overlap_)) return caller;
+void PeerTransport::make_push_stream() {
     if (!push_) {
         // kernel backend: normal streams share one ring, which runs its jobs in order; a
         // high-priority stream has a ring of its own, so the pushes run beside the caller's
@@ -381,6 +401,11 @@ spyre_stream_t PeerTransport::push_stream(spyre_stream_t caller, uint64_t after)
         check_call(spyre_event_create(device_, &ready_));
         check_call(spyre_event_create(device_, &pushed_));
     }
+}
+
+spyre_stream_t PeerTransport::push_stream(spyre_stream_t caller, uint64_t after) {
+    if (!sem_call_ && (!caller || !overlap_)) return caller;
+    make_push_stream();
     pushing_ = true;
     // the push reads what the caller's stream wrote before it (a reduced chunk)
     if (sem_call_) {

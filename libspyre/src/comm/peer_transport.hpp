@@ -66,7 +66,8 @@ class PeerTransport final : public Transport {
     uint64_t mark(spyre_stream_t stream) override;
     void recv_in_place(int peer, uint64_t size, spyre_stream_t stream) override;
     void join(spyre_stream_t stream) override;
-    void begin(bool collective) override { sem_call_ = sems_ && collective; }
+    void begin(bool collective, spyre_stream_t stream) override;
+    void submit() override;
     void settle(spyre_stream_t stream) override;
     void barrier() override { seg_->barrier(); }
     void abort(const std::string& reason) override;
@@ -89,6 +90,7 @@ class PeerTransport final : public Transport {
     // Where a push after the caller's earlier work goes: the caller's stream, or (overlap_)
     // this rank's push stream, made to wait for the caller's work so far by an event.
     spyre_stream_t push_stream(spyre_stream_t caller, uint64_t after = 0);
+    void make_push_stream();
     // This rank's inbox on `peer`'s card, threads of one process (made on first use).
     spyre_buffer_t inbox_at(int peer);
     // Waits for `peer`'s next message of `size` bytes; its inbox and the offset of its chunk.
@@ -121,6 +123,11 @@ class PeerTransport final : public Transport {
     static uint64_t local_offset(Local which, uint64_t value);
     bool sems_ = false;      // every rank's card has device-side semaphores
     bool sem_call_ = false;  // this call queues its waits on the cards (a collective)
+    // The streams whose work this call holds in a submission batch (spyre_stream_begin_batch),
+    // so that each goes to its card as few jobs rung at once, not one job per operation: a
+    // card places a job after all it had completed when its doorbell rang
+    // (Documentation/libspyre.md "Device-side waits").
+    std::vector<spyre_stream_t> batched_;
     uint32_t wait_us_ = 0;   // each device-side wait's bound
     spyre_buffer_t ctl_ = nullptr;  // threads: the blocks the others signal this rank in
     spyre_buffer_t own_ = nullptr;  // this rank's local semaphores

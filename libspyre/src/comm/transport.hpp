@@ -58,8 +58,11 @@ class Transport {
     // transport sends on a stream of its own (PeerTransport on the simulator).
     virtual void join(spyre_stream_t /*stream*/) {}
     // Whether the calls until the next settle are a collective of every rank (true) or one
-    // rank's send or receive (false).
-    virtual void begin(bool /*collective*/) {}
+    // rank's send or receive (false), on `stream`.
+    virtual void begin(bool /*collective*/, spyre_stream_t /*stream*/) {}
+    // The call's work is all queued (after join): what the transport held back goes to the
+    // cards now.
+    virtual void submit() {}
     // After the call's work on `stream` (if not NULL) has finished: waits for what the
     // transport queued elsewhere (its own stream; the NULL stream's work) and reports its
     // failures; after a collective, returns only once every rank got here without a failure.
