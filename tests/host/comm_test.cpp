@@ -693,7 +693,8 @@ TEST(Comm, NullStreamCollectives) {
 
 // The p2p transport reduces out of its inbox and lands the all-gather in place; host staging
 // receives into scratch first. Both run the same reductions in the same order: the fp32
-// results (random fractions, so the order shows) are equal bit for bit.
+// results (random fractions, so the order shows) are equal bit for bit; so are those of the
+// p2p transport with its waits between the ranks on the hosts (SPYRE_COMM_DEVICE_WAITS=0).
 TEST(Comm, TransportsGiveBitIdenticalResults) {
     const char* saved = std::getenv("SPYRE_COMM_TRANSPORT");
     const std::string keep = saved ? saved : "";
@@ -715,7 +716,14 @@ TEST(Comm, TransportsGiveBitIdenticalResults) {
         return out;
     };
     const auto p2p = run("p2p"), staged = run("host-staged");
-    for (int r = 0; r < 3; ++r) EXPECT_TRUE(p2p[r] == staged[r]) << "rank " << r;
+    // the same pushes and reductions with the waits between the ranks on the hosts
+    setenv("SPYRE_COMM_DEVICE_WAITS", "0", 1);
+    const auto host_waits = run("p2p");
+    unsetenv("SPYRE_COMM_DEVICE_WAITS");
+    for (int r = 0; r < 3; ++r) {
+        EXPECT_TRUE(p2p[r] == staged[r]) << "rank " << r;
+        EXPECT_TRUE(p2p[r] == host_waits[r]) << "rank " << r << ", host-driven waits";
+    }
     EXPECT_TRUE(p2p[0] == p2p[1] && p2p[1] == p2p[2]) << "the ranks disagree";
     unsetenv("SPYRE_COMM_CHUNK_BYTES");
     if (saved)
@@ -846,6 +854,14 @@ TEST(Comm, DefaultChunkAndInfo) {
         EXPECT_EQ(info.chunk_bytes, 4u << 20);
         const char* forced = std::getenv("SPYRE_COMM_TRANSPORT");  // ctest runs both
         EXPECT_STREQ(info.transport, forced && *forced ? forced : "p2p");
+        // waits queued on the cards: p2p between cards with semaphores, unless turned off
+        spyre_device_info di{};
+        ASSERT_EQ(spyre_device_get_info(k.dev, &di), SPYRE_SUCCESS);
+        const char* waits = std::getenv("SPYRE_COMM_DEVICE_WAITS");
+        const bool device_waits = std::string(info.transport) == "p2p" &&
+                                  (di.caps & SPYRE_DEVICE_CAP_SEMAPHORE) &&
+                                  !(waits && std::string(waits) == "0");
+        EXPECT_EQ(info.flags, device_waits ? SPYRE_COMM_INFO_DEVICE_WAITS : 0u);
         // one large fp32 all-reduce over several default-size chunks
         const size_t count = (5u << 20) / 4 + 3;
         spyre_buffer_t b =

@@ -62,8 +62,15 @@ typedef struct spyre_comm_info {
     spyre_device_t device; /* no new reference */
     uint64_t chunk_bytes;  /* bytes one transfer step moves at most */
     char transport[16];    /* "p2p" or "host-staged" */
-    uint64_t reserved[4];
+    uint64_t flags;        /* SPYRE_COMM_INFO_* (API 0.23; was reserved, 0) */
+    uint64_t reserved[3];
 } spyre_comm_info;
+
+/* The collectives' waits between the ranks are queued on the cards (device-side semaphores:
+ * every rank's card has SPYRE_DEVICE_CAP_SEMAPHORE, the p2p transport, and
+ * SPYRE_COMM_DEVICE_WAITS is not 0), so the host queues a whole collective without waiting for
+ * a card (Documentation/libspyre.md "Device-side waits"). */
+#define SPYRE_COMM_INFO_DEVICE_WAITS (1ull << 0)
 
 SPYRE_API spyre_status spyre_comm_get_info(spyre_comm_t comm, spyre_comm_info* info);
 

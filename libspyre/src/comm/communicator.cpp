@@ -391,6 +391,7 @@ void Communicator::info(spyre_comm_info* out) const {
     out->device = device_;
     out->chunk_bytes = transport_->max_chunk_bytes();
     std::snprintf(out->transport, sizeof out->transport, "%s", transport_->name());
+    if (transport_->device_waits()) out->flags |= SPYRE_COMM_INFO_DEVICE_WAITS;
 }
 
 }  // namespace spyre::comm

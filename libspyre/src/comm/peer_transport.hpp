@@ -49,6 +49,7 @@ class PeerTransport final : public Transport {
                                                      bool require);
     ~PeerTransport() override;
     const char* name() const override { return "p2p"; }
+    bool device_waits() const override { return sems_; }
     uint64_t max_chunk_bytes() const override { return seg_->slot_bytes(); }
     void send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
               spyre_stream_t stream, uint64_t after = 0) override;

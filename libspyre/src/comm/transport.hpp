@@ -16,6 +16,8 @@ class Transport {
     virtual ~Transport() = default;
     // "host-staged" or "p2p"
     virtual const char* name() const = 0;
+    // Whether a collective's waits between the ranks are queued on the cards.
+    virtual bool device_waits() const { return false; }
     // Largest byte count of one send/recv; a multiple of 128.
     virtual uint64_t max_chunk_bytes() const = 0;
     // Sends bytes [offset, offset + size) of `src` to rank `peer`, after the earlier work of
