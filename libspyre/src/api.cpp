@@ -503,9 +503,8 @@ namespace {
 // The checks of spyre_stream_write_value / spyre_stream_wait_value: the stream (NULL: the
 // default stream of the semaphore's card), the semaphore's range and alignment, the card's
 // capability and (a write into a peer card) peer access. Nothing is queued on an error.
-std::pair<StreamRef, SemOp> check_sem(spyre_stream_t stream, spyre_buffer_t sem, uint64_t offset,
-                                      bool write, spyre_device_t on = nullptr) {
-    auto b = check_buffer(sem, "semaphore buffer");
+std::pair<StreamRef, SemOp> check_sem(spyre_stream_t stream, std::shared_ptr<BufferObj> b,
+                                      uint64_t offset, bool write, spyre_device_t on = nullptr) {
     std::shared_ptr<Device> dev = on ? check_device(on)->dev : b->dev;  // the stream's card
     if (stream) dev = check_stream_handle(stream)->dev;
     if (!(dev->info().caps & SPYRE_DEVICE_CAP_SEMAPHORE))
@@ -542,9 +541,12 @@ std::pair<StreamRef, SemOp> check_sem(spyre_stream_t stream, spyre_buffer_t sem,
 
 }  // namespace
 
-void write_value_on(spyre_device_t device, spyre_stream_t stream, spyre_buffer_t sem,
-                    uint64_t offset, uint64_t value) {
-    auto [st, op] = check_sem(stream, sem, offset, true, device);
+std::shared_ptr<const void> hold_buffer(spyre_buffer_t buf) { return check_buffer(buf); }
+
+void write_value_held(spyre_device_t device, spyre_stream_t stream,
+                      const std::shared_ptr<const void>& held, uint64_t offset, uint64_t value) {
+    auto b = std::const_pointer_cast<BufferObj>(std::static_pointer_cast<const BufferObj>(held));
+    auto [st, op] = check_sem(stream, std::move(b), offset, true, device);
     op.value = value;
     st->write_value(op);
 }
@@ -1174,7 +1176,7 @@ spyre_status spyre_stream_get_info(spyre_stream_t stream, spyre_device_t* device
 spyre_status spyre_stream_write_value(spyre_stream_t stream, spyre_buffer_t sem, uint64_t offset,
                                       uint64_t value) {
     return guard(__func__, [&] {
-        auto [st, op] = check_sem(stream, sem, offset, true);
+        auto [st, op] = check_sem(stream, check_buffer(sem, "semaphore buffer"), offset, true);
         op.value = value;
         st->write_value(op);
     });
@@ -1188,7 +1190,7 @@ spyre_status spyre_stream_wait_value(spyre_stream_t stream, spyre_buffer_t sem, 
                 "stream (on the kernel backend its ring) for a bounded time; wait again for "
                 "longer",
                 timeout_us, SPYRE_SEMAPHORE_WAIT_MAX_US);
-        auto [st, op] = check_sem(stream, sem, offset, false);
+        auto [st, op] = check_sem(stream, check_buffer(sem, "semaphore buffer"), offset, false);
         op.value = value;
         op.timeout_us = timeout_us;
         st->wait_value(op);

@@ -34,10 +34,13 @@ void copy_to_imported(const std::shared_ptr<Buffer>& imported, uint64_t dst_offs
                       spyre_buffer_t src, uint64_t src_offset, uint64_t size, spyre_stream_t stream,
                       bool wait = true);
 
-// spyre_stream_write_value by `device`'s card: a NULL `stream` is its default stream, also
-// where `sem` is a peer card's buffer (the public call's NULL is the semaphore card's).
-void write_value_on(spyre_device_t device, spyre_stream_t stream, spyre_buffer_t sem,
-                    uint64_t offset, uint64_t value);
+// The buffer behind a handle, held so that it outlives the handle (freed by its owner while
+// this side may still signal into it), and spyre_stream_write_value into it by `device`'s
+// card: a NULL `stream` is that card's default stream (the public call's would be the
+// semaphore card's).
+std::shared_ptr<const void> hold_buffer(spyre_buffer_t buf);
+void write_value_held(spyre_device_t device, spyre_stream_t stream,
+                      const std::shared_ptr<const void>& held, uint64_t offset, uint64_t value);
 
 // spyre_stream_write_value into a buffer imported on `device`'s card: the semaphore at
 // imported[offset] set to `value` by that card over the peer link, on `stream` (NULL: the

@@ -216,8 +216,15 @@ std::unique_ptr<PeerTransport> PeerTransport::try_create(std::unique_ptr<Segment
     }
     // the block the other ranks signal this one in, on its card (threads; processes have them
     // in the inboxes), published before the other ranks can use it
+    // ... and only with every rank on a card of its own: a waiting command holds its ring, and
+    // two ranks' streams on one card could share one (e.g. both push streams the high-priority
+    // ring), one waiting for what the other has queued behind it
     bool sems = true;
-    for (int r = 0; r < s.nranks(); ++r) sems = sems && s.header().ranks[r].card_sem;
+    for (int r = 0; r < s.nranks(); ++r) {
+        sems = sems && s.header().ranks[r].card_sem;
+        for (int q = 0; q < r; ++q)
+            sems = sems && s.header().ranks[r].card_index != s.header().ranks[q].card_index;
+    }
     spyre_buffer_t ctl = nullptr;
     if (ok && sems && layout == Layout::Threads) {
         const uint64_t bytes = s.nranks() * kBlockBytes;
@@ -251,6 +258,14 @@ std::unique_ptr<PeerTransport> PeerTransport::try_create(std::unique_ptr<Segment
     auto t = std::unique_ptr<PeerTransport>(
         new PeerTransport(std::move(seg), std::move(shared), device, overlap));
     t->ctl_ = ctl;
+    if (overlap && sems && layout == Layout::Threads) {
+        // the others' control buffers, held: a rank that failed may free its own while
+        // others still signal into it
+        t->peer_ctl_.resize(s.nranks());
+        for (int r = 0; r < s.nranks(); ++r)
+            if (r != s.rank()) t->peer_ctl_[r] = hold_buffer(as_buffer(s.header().ranks[r].ctl));
+        t->seg_->barrier();  // nobody frees its own before everyone holds it
+    }
     if (overlap && sems) {
         check_call(spyre_malloc(device, kOwnBytes, &t->own_));
         check_call(spyre_memset(t->own_, 0, 0, kOwnBytes));
@@ -285,9 +300,8 @@ void PeerTransport::signal(int owner, Sem which, int slot, uint64_t value,
                         shared_->remote_offset[owner] + chunks_bytes(*seg_) + at, value, stream);
         return;
     }
-    const spyre_buffer_t ctl = as_buffer(seg_->header().ranks[owner].ctl);
     // a NULL stream is this card's default stream (the public call's would be ctl's card's)
-    write_value_on(device_, stream, ctl, seg_->rank() * kBlockBytes + at, value);
+    write_value_held(device_, stream, peer_ctl_[owner], seg_->rank() * kBlockBytes + at, value);
 }
 
 void PeerTransport::await(int writer, Sem which, int slot, uint64_t value,

@@ -131,6 +131,7 @@ class PeerTransport final : public Transport {
     std::vector<spyre_stream_t> batched_;
     uint32_t wait_us_ = 0;   // each device-side wait's bound
     spyre_buffer_t ctl_ = nullptr;  // threads: the blocks the others signal this rank in
+    std::vector<std::shared_ptr<const void>> peer_ctl_;  // threads: the others' (hold_buffer)
     spyre_buffer_t own_ = nullptr;  // this rank's local semaphores
     uint64_t ready_seq_ = 0, pushed_seq_ = 0;
     // Per peer and inbox chunk: the number of this rank's last message to the peer in it.
