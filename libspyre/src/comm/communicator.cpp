@@ -286,24 +286,24 @@ void Communicator::reduce(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t
 
 void Communicator::send(spyre_buffer_t buf, uint64_t off, uint64_t count, spyre_dtype dtype,
                         int peer, spyre_stream_t stream) {
-    run(stream, [&] {
+    run_one_rank(stream, [&] {
         check_peer(peer, "peer");
         require(peer != rank_, "rank {} sends to itself", rank_);
         const uint64_t bytes = count * any_dtype_bytes(dtype);
         check_range(buf, off, bytes, "send");
         send_range(*transport_, peer, buf, off, bytes, stream);
-    }, false);
+    });
 }
 
 void Communicator::recv(spyre_buffer_t buf, uint64_t off, uint64_t count, spyre_dtype dtype,
                         int peer, spyre_stream_t stream) {
-    run(stream, [&] {
+    run_one_rank(stream, [&] {
         check_peer(peer, "peer");
         require(peer != rank_, "rank {} receives from itself", rank_);
         const uint64_t bytes = count * any_dtype_bytes(dtype);
         check_range(buf, off, bytes, "recv");
         recv_range(*transport_, peer, buf, off, bytes, stream);
-    }, false);
+    });
 }
 
 void Communicator::reduce_scatter(spyre_buffer_t send, uint64_t send_off, spyre_buffer_t recv,

@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "comm/ring.hpp"
 #include "comm/transport.hpp"
@@ -56,6 +57,10 @@ class Communicator {
     // spyre/comm.h); a failure fails the communicator for every rank.
     template <typename F>
     void run(spyre_stream_t stream, F&& body, bool collective = true);
+    template <typename F>
+    void run_one_rank(spyre_stream_t stream, F&& body) {
+        run(stream, std::forward<F>(body), false);
+    }
     spyre_buffer_t work(uint64_t bytes);
     // n segments of `count` elements of es bytes from byte `base`, starting on sticks.
     Segments segments(uint64_t base, uint64_t count, uint64_t es) const;

@@ -18,8 +18,8 @@ class HostStagedTransport final : public Transport {
     explicit HostStagedTransport(std::unique_ptr<Segment> seg);
     const char* name() const override { return "host-staged"; }
     uint64_t max_chunk_bytes() const override { return seg_->slot_bytes(); }
-    void send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
-              spyre_stream_t stream, uint64_t after = 0) override;
+    void send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size, spyre_stream_t stream,
+              uint64_t after = 0) override;
     void recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t size,
               spyre_stream_t stream) override;
     void recv_reduce(int peer, spyre_buffer_t acc, uint64_t acc_offset, uint64_t count,

@@ -152,10 +152,9 @@ bool share_inboxes(Segment& s, FdExchange& ex, spyre_device_t device, PeerTransp
             continue;
         }
         try {
-            sh.remote[r] =
-                import_buffer_fd(device, got[r].fd.get(),
-                                 got[r].value + chunks_bytes(s) + kInboxTail,
-                                 std::format("rank {}", r));
+            sh.remote[r] = import_buffer_fd(device, got[r].fd.get(),
+                                            got[r].value + chunks_bytes(s) + kInboxTail,
+                                            std::format("rank {}", r));
             sh.remote_offset[r] = got[r].value;
         } catch (const Error&) {
             ok = false;
@@ -288,12 +287,10 @@ PeerTransport::PeerTransport(std::unique_ptr<Segment> seg, std::unique_ptr<Share
 
 void PeerTransport::set_timeout_ms(uint64_t ms) {
     seg_->set_timeout_ms(ms);
-    wait_us_ = static_cast<uint32_t>(
-        std::min<uint64_t>(ms * 1000, SPYRE_SEMAPHORE_WAIT_MAX_US));
+    wait_us_ = static_cast<uint32_t>(std::min<uint64_t>(ms * 1000, SPYRE_SEMAPHORE_WAIT_MAX_US));
 }
 
-void PeerTransport::signal(int owner, Sem which, int slot, uint64_t value,
-                           spyre_stream_t stream) {
+void PeerTransport::signal(int owner, Sem which, int slot, uint64_t value, spyre_stream_t stream) {
     const uint64_t at = which + slot * kSem;
     if (shared_) {
         signal_imported(device_, shared_->remote[owner],
@@ -304,12 +301,11 @@ void PeerTransport::signal(int owner, Sem which, int slot, uint64_t value,
     write_value_held(device_, stream, peer_ctl_[owner], seg_->rank() * kBlockBytes + at, value);
 }
 
-void PeerTransport::await(int writer, Sem which, int slot, uint64_t value,
-                          spyre_stream_t stream) {
+void PeerTransport::await(int writer, Sem which, int slot, uint64_t value, spyre_stream_t stream) {
     const uint64_t at = which + slot * kSem;
     if (shared_)
-        check_call(spyre_stream_wait_value(stream, shared_->local[writer],
-                                           chunks_bytes(*seg_) + at, value, wait_us_));
+        check_call(spyre_stream_wait_value(stream, shared_->local[writer], chunks_bytes(*seg_) + at,
+                                           value, wait_us_));
     else
         check_call(
             spyre_stream_wait_value(stream, ctl_, writer * kBlockBytes + at, value, wait_us_));
@@ -325,8 +321,7 @@ void PeerTransport::signal_local(Local which, uint64_t value, spyre_stream_t str
 }
 
 void PeerTransport::await_local(Local which, uint64_t value, spyre_stream_t stream) {
-    check_call(
-        spyre_stream_wait_value(stream, own_, local_offset(which, value), value, wait_us_));
+    check_call(spyre_stream_wait_value(stream, own_, local_offset(which, value), value, wait_us_));
 }
 
 void PeerTransport::begin(bool collective, spyre_stream_t stream) {

@@ -51,8 +51,8 @@ class PeerTransport final : public Transport {
     const char* name() const override { return "p2p"; }
     bool device_waits() const override { return sems_; }
     uint64_t max_chunk_bytes() const override { return seg_->slot_bytes(); }
-    void send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size,
-              spyre_stream_t stream, uint64_t after = 0) override;
+    void send(int peer, spyre_buffer_t src, uint64_t offset, uint64_t size, spyre_stream_t stream,
+              uint64_t after = 0) override;
     void recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t size,
               spyre_stream_t stream) override;
     void recv_reduce(int peer, spyre_buffer_t acc, uint64_t acc_offset, uint64_t count,
@@ -129,10 +129,10 @@ class PeerTransport final : public Transport {
     // card places a job after all it had completed when its doorbell rang
     // (Documentation/libspyre.md "Device-side waits").
     std::vector<spyre_stream_t> batched_;
-    uint32_t wait_us_ = 0;   // each device-side wait's bound
+    uint32_t wait_us_ = 0;          // each device-side wait's bound
     spyre_buffer_t ctl_ = nullptr;  // threads: the blocks the others signal this rank in
     std::vector<std::shared_ptr<const void>> peer_ctl_;  // threads: the others' (hold_buffer)
-    spyre_buffer_t own_ = nullptr;  // this rank's local semaphores
+    spyre_buffer_t own_ = nullptr;                       // this rank's local semaphores
     uint64_t ready_seq_ = 0, pushed_seq_ = 0;
     // Per peer and inbox chunk: the number of this rank's last message to the peer in it.
     std::vector<std::vector<uint32_t>> chunk_seq_;

@@ -51,8 +51,8 @@ class Transport {
     }
     // Sends src[offset, +size) into `peer`'s open window at window_offset (from its base).
     virtual void send_into(int /*peer*/, spyre_buffer_t /*src*/, uint64_t /*offset*/,
-                           uint64_t /*size*/, uint64_t /*window_offset*/,
-                           spyre_stream_t /*stream*/, uint64_t /*after*/ = 0) {}
+                           uint64_t /*size*/, uint64_t /*window_offset*/, spyre_stream_t /*stream*/,
+                           uint64_t /*after*/ = 0) {}
     // Takes `peer`'s next message (`size` bytes, sent with send_into): later work of `stream`
     // runs once it has landed.
     virtual void recv_in_place(int /*peer*/, uint64_t /*size*/, spyre_stream_t /*stream*/) {}
