@@ -919,6 +919,32 @@ inline void semaphore_peer(spyre_device_t d0, spyre_device_t d1) {
     SC_ASSERT(spyre_memcpy_dtoh(got.data(), out, 0, n));
     EXPECT_TRUE(got == data) << "the wait let the copy run before the peer's data arrived";
     EXPECT_EQ(sem_value(sem, 16), 1u);
+
+    // Held in submission batches on both streams (the collectives' shape): d1's wait and copy,
+    // d0's peer copy into d1, a copy back from d1 and the write into d1's semaphore, each
+    // batch in order and as its unbatched calls.
+    auto data2 = pattern(n, 24);
+    spyre_buffer_t back;
+    SC_ASSERT(spyre_malloc(d0, n, &back));
+    SC_ASSERT(spyre_memcpy_htod(a, 0, data2.data(), n));
+    SC_ASSERT(spyre_memset(out, 0, 0, n));
+    SC_ASSERT(spyre_stream_begin_batch(s1));
+    SC_ASSERT(spyre_stream_wait_value(s1, sem, 16, 2, SPYRE_SEMAPHORE_WAIT_MAX_US));
+    SC_ASSERT(spyre_memcpy_dtod_async(out, 0, b, 0, n, s1));
+    SC_ASSERT(spyre_stream_end_batch(s1));
+    SC_ASSERT(spyre_stream_begin_batch(s0));
+    SC_ASSERT(spyre_memcpy_peer_async(b, 0, a, 0, n, s0));
+    SC_ASSERT(spyre_memcpy_peer_async(back, 0, b, 0, n, s0));
+    SC_ASSERT(spyre_stream_write_value(s0, sem, 16, 2));
+    SC_ASSERT(spyre_stream_end_batch(s0));
+    SC_ASSERT(spyre_stream_synchronize(s1));
+    SC_ASSERT(spyre_stream_synchronize(s0));
+    SC_ASSERT(spyre_memcpy_dtoh(got.data(), out, 0, n));
+    EXPECT_TRUE(got == data2) << "batched: the wait let the copy run before the data arrived";
+    SC_ASSERT(spyre_memcpy_dtoh(got.data(), back, 0, n));
+    EXPECT_TRUE(got == data2) << "batched: the copy back from the peer ran out of order";
+    EXPECT_EQ(sem_value(sem, 16), 2u);
+    spyre_free(back);
     // A wait needs a semaphore of the stream's own card.
     EXPECT_EQ(spyre_stream_wait_value(s0, sem, 16, 1, 0), SPYRE_ERROR_INVALID_ARGUMENT);
     SC_MSG("waits only for semaphores of its own card");
