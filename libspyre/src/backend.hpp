@@ -119,10 +119,23 @@ using MarkerRef = std::shared_ptr<Marker>;
 
 class Device;
 
-// One operation of a captured graph (graph.cpp): what the stream call would have queued.
+// One operation of a captured graph (graph.cpp) or of a batch (batch.hpp): what the stream
+// call would have queued. Semaphore operations and peer copies are held by batches only (a
+// capture refuses them).
 struct GraphNode {
-    enum class Op { Launch, CopyDtoD, Copy3D, Fill, Record } op = Op::Launch;
+    enum class Op {
+        Launch,
+        CopyDtoD,
+        Copy3D,
+        Fill,
+        Record,
+        SemWrite,  // Stream::write_value(sem)
+        SemWait,   // Stream::wait_value(sem)
+        CopyPeer,  // Stream::copy_peer(peer)
+    } op = Op::Launch;
     LaunchRequest launch;                               // Launch
+    SemOp sem;                                          // SemWrite, SemWait
+    PeerCopy peer;                                      // CopyPeer
     BufferRef dst, src;                                 // CopyDtoD, Fill (dst)
     uint64_t dst_offset = 0, src_offset = 0, size = 0;  // CopyDtoD, Fill
     Copy3D copy;                                        // Copy3D (device to device)

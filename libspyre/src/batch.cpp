@@ -105,7 +105,15 @@ void BatchStream::copy_dtoh(void* dst, const BufferRef& src, uint64_t src_offset
     target_->copy_dtoh(dst, src, src_offset, size);
 }
 
+// Held like a copy between buffers; the replay checks that the peer is still there (a lost
+// peer fails it with DEVICE_LOST naming the peer, as when queued alone).
 void BatchStream::copy_peer(const PeerCopy& c) {
+    if (!current_op()) {
+        GraphNode n;
+        n.op = GraphNode::Op::CopyPeer;
+        n.peer = c;
+        if (hold(std::move(n))) return;
+    }
     flush();
     target_->copy_peer(c);
 }
@@ -131,14 +139,27 @@ void BatchStream::host_func(void (*fn)(void*), void* user) {
     target_->host_func(fn, user);
 }
 
-// Semaphore operations end the submission: the held work is queued first, so a write follows
-// the batch's earlier work and a wait holds its later work.
+// Semaphore operations are held in order with the rest: the replay queues a write after the
+// batch's earlier work, and a wait holds the batch's later work (on the kernel backend the
+// commands share the batch's jobs; the simulator's worker blocks in the replay).
 void BatchStream::write_value(const SemOp& s) {
+    if (!current_op()) {
+        GraphNode n;
+        n.op = GraphNode::Op::SemWrite;
+        n.sem = s;
+        if (hold(std::move(n))) return;
+    }
     flush();
     target_->write_value(s);
 }
 
 void BatchStream::wait_value(const SemOp& s) {
+    if (!current_op()) {
+        GraphNode n;
+        n.op = GraphNode::Op::SemWait;
+        n.sem = s;
+        if (hold(std::move(n))) return;
+    }
     flush();
     target_->wait_value(s);
 }

@@ -1,7 +1,8 @@
 // Submission batching (spyre_stream_begin_batch): while a stream batches, a BatchStream stands in
-// for it. Launches and copies between buffers are held in a graph that is replayed on the stream as
-// one submission when the batch ends; anything else first replays what is held, so the stream runs
-// the same work in the same order. Thread-safe.
+// for it. Launches, copies between buffers, fills the backend holds, peer copies and semaphore
+// writes and waits are held in a graph that is replayed on the stream as one submission when the
+// batch ends; anything else first replays what is held, so the stream runs the same work in the
+// same order. Thread-safe.
 #pragma once
 
 #include <memory>

@@ -390,5 +390,97 @@ TEST_F(Batch, FaultingHeldLaunchIsNamedAtTheSynchronize) {
     spyre_program_free(bad);
 }
 
+bool has_semaphores(spyre_device_t dev) {
+    spyre_device_info info{};
+    EXPECT_EQ(SPYRE_SUCCESS, spyre_device_get_info(dev, &info));
+    return info.caps & SPYRE_DEVICE_CAP_SEMAPHORE;
+}
+
+uint64_t sem_at(spyre_buffer_t sem, uint64_t offset) {
+    uint64_t v = 0;
+    EXPECT_EQ(SPYRE_SUCCESS, spyre_memcpy_dtoh(&v, sem, offset, sizeof v)) << spyre_last_error();
+    return v;
+}
+
+// Semaphore waits and writes are held in order with the launches and copies: a batch of a wait,
+// the chain and a write is one submission (spyre.ko: one SUBMIT), the wait holds the chain until
+// a write queued on another stream after the batch ended, and the chain computes what it does
+// unbatched. The batching stream is a HIGH priority one (spyre.ko: a ring of its own; a
+// SEM_WAIT holds its ring).
+TEST_F(Batch, SemaphoreWaitsAndWritesAreHeldInOrderInOneSubmission) {
+    if (!has_semaphores(dev)) GTEST_SKIP() << "no SPYRE_DEVICE_CAP_SEMAPHORE";
+    Chain ch(dev);
+    const std::vector<uint8_t> want = direct(ch);
+    const size_t xbytes = ch.x.host.size();
+    spyre_stream_t hs = nullptr;
+    ASSERT_SPYRE(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_HIGH, &hs));
+    spyre_buffer_t sem = nullptr, xsave = nullptr;
+    ASSERT_SPYRE(spyre_malloc(dev, 64, &sem));
+    ASSERT_SPYRE(spyre_malloc(dev, xbytes, &xsave));
+    ASSERT_SPYRE(spyre_memcpy_dtod_async(xsave, 0, ch.x.buf, 0, xbytes, nullptr));
+
+    for (uint64_t round = 1; round <= 2; ++round) {
+        ASSERT_SPYRE(spyre_memset(sem, 0, 0, 64));
+        ASSERT_SPYRE(spyre_memset(ch.x.buf, 0, 0, xbytes));  // the chain's input comes later
+        ASSERT_SPYRE(spyre_device_synchronize(dev));
+        const uint64_t j0 = submissions(dev);
+        ASSERT_SPYRE(spyre_stream_begin_batch(hs));
+        ASSERT_SPYRE(spyre_stream_wait_value(hs, sem, 0, round, SPYRE_SEMAPHORE_WAIT_MAX_US));
+        ch.queue(hs);
+        ASSERT_SPYRE(spyre_stream_write_value(hs, sem, 16, 10 + round));
+        EXPECT_EQ(submissions(dev) - j0, 0u) << "held until the batch ends";
+        ASSERT_SPYRE(spyre_stream_end_batch(hs));
+        EXPECT_EQ(submissions(dev) - j0, 1u) << "a wait, 4 launches, a copy and a write as one";
+        EXPECT_EQ(spyre_stream_query(hs), SPYRE_ERROR_NOT_READY) << "the held wait holds it";
+        // released by a write of another stream, queued after the batch ended, behind the input
+        ASSERT_SPYRE(spyre_memcpy_dtod_async(ch.x.buf, 0, xsave, 0, xbytes, s));
+        ASSERT_SPYRE(spyre_stream_write_value(s, sem, 0, round));
+        ASSERT_SPYRE(spyre_stream_synchronize(hs));
+        ASSERT_SPYRE(spyre_stream_synchronize(s));
+        EXPECT_EQ(ch.result(), want) << "round " << round << ": the chain ran before its input";
+        EXPECT_EQ(sem_at(sem, 16), 10 + round) << "the held write ran";
+        ch.clear();
+        ASSERT_SPYRE(spyre_memcpy_dtod_async(ch.x.buf, 0, xsave, 0, xbytes, nullptr));
+    }
+    spyre_stream_destroy(hs);
+    spyre_free(sem);
+    spyre_free(xsave);
+}
+
+// A held wait that times out (after a held write and launches: not the job's first command)
+// fails the stream with SPYRE_ERROR_TIMEOUT and the message of an unbatched wait; the stream
+// keeps working.
+TEST_F(Batch, HeldSemaphoreWaitThatTimesOutIsReportedAsATimeout) {
+    if (!has_semaphores(dev)) GTEST_SKIP() << "no SPYRE_DEVICE_CAP_SEMAPHORE";
+    Chain ch(dev);
+    const std::vector<uint8_t> want = direct(ch);
+    spyre_stream_t hs = nullptr;
+    ASSERT_SPYRE(spyre_stream_create(dev, SPYRE_STREAM_PRIORITY_HIGH, &hs));
+    spyre_buffer_t sem = nullptr;
+    ASSERT_SPYRE(spyre_malloc(dev, 64, &sem));
+    ASSERT_SPYRE(spyre_memset(sem, 0, 0, 64));
+    ASSERT_SPYRE(spyre_stream_begin_batch(hs));
+    ASSERT_SPYRE(spyre_stream_write_value(hs, sem, 32, 3));
+    ch.queue(hs);
+    ASSERT_SPYRE(spyre_stream_wait_value(hs, sem, 32, 9, 2000));
+    ASSERT_SPYRE(spyre_stream_end_batch(hs));
+    EXPECT_EQ(SPYRE_ERROR_TIMEOUT, spyre_stream_synchronize(hs));
+    const std::string err = spyre_last_error();
+    for (const char* part :
+         {"semaphore wait on", "timed out after 2000 us", "offset 32", "holds 3", "a value >= 9"})
+        EXPECT_NE(err.find(part), std::string::npos) << part << " in: " << err;
+    EXPECT_EQ(ch.result(), want) << "the work before the wait ran";
+    ch.clear();
+    // the stream keeps working, batched too
+    ASSERT_SPYRE(spyre_stream_begin_batch(hs));
+    ASSERT_SPYRE(spyre_stream_wait_value(hs, sem, 32, 3, 0));
+    ch.queue(hs);
+    ASSERT_SPYRE(spyre_stream_end_batch(hs));
+    ASSERT_SPYRE(spyre_stream_synchronize(hs));
+    EXPECT_EQ(ch.result(), want);
+    spyre_stream_destroy(hs);
+    spyre_free(sem);
+}
+
 }  // namespace
 }  // namespace spyre::ops_api_test

@@ -3,6 +3,7 @@
 // copy uses, the peer link's modeled cycles, and every refusal.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -251,6 +252,21 @@ TEST_F(Peer, LostPeerIsDeviceLost) {
     EXPECT_MSG("from its memory");
     EXPECT_EQ(spyre_device_enable_peer_access(a, b), SPYRE_ERROR_DEVICE_LOST);
     EXPECT_SPYRE(spyre_memcpy_dtod(A, 4096, A, 0, 4096));  // the issuing card still works
+
+    // Held in a submission batch: the same error when the batch is queued; the rest of the
+    // batch runs.
+    spyre_buffer_t C = alloc(a, 4096);
+    ASSERT_SPYRE(spyre_memset(C, 0, 0, 4096));
+    ASSERT_SPYRE(spyre_stream_begin_batch(sa));
+    ASSERT_SPYRE(spyre_memcpy_peer_async(B, 0, A, 0, 4096, sa));
+    ASSERT_SPYRE(spyre_memcpy_dtod_async(C, 0, A, 0, 4096, sa));
+    EXPECT_EQ(spyre_stream_end_batch(sa), SPYRE_ERROR_DEVICE_LOST);
+    EXPECT_MSG("peer spyre-sim1 was removed");
+    EXPECT_MSG("spyre-sim0 cannot copy 4.0 KiB into its memory");
+    EXPECT_SPYRE(spyre_stream_synchronize(sa));
+    std::vector<uint8_t> c(4096);
+    ASSERT_SPYRE(spyre_memcpy_dtoh(c.data(), C, 0, 4096));
+    EXPECT_TRUE(std::equal(c.begin(), c.end(), src.begin())) << "the rest of the batch ran";
 
     ASSERT_SPYRE(spyre_sim_inject_fault(1, SPYRE_SIM_FAULT_NONE, 0));
     std::vector<uint8_t> back(8192);

@@ -919,12 +919,115 @@ inline void semaphore_peer(spyre_device_t d0, spyre_device_t d1) {
     SC_ASSERT(spyre_memcpy_dtoh(got.data(), out, 0, n));
     EXPECT_TRUE(got == data) << "the wait let the copy run before the peer's data arrived";
     EXPECT_EQ(sem_value(sem, 16), 1u);
+
+    // Held in submission batches on both streams (the collectives' shape): d1's wait and copy,
+    // d0's peer copy into d1, a copy back from d1 and the write into d1's semaphore, each
+    // batch in order and as its unbatched calls.
+    auto data2 = pattern(n, 24);
+    spyre_buffer_t back;
+    SC_ASSERT(spyre_malloc(d0, n, &back));
+    SC_ASSERT(spyre_memcpy_htod(a, 0, data2.data(), n));
+    SC_ASSERT(spyre_memset(out, 0, 0, n));
+    SC_ASSERT(spyre_stream_begin_batch(s1));
+    SC_ASSERT(spyre_stream_wait_value(s1, sem, 16, 2, SPYRE_SEMAPHORE_WAIT_MAX_US));
+    SC_ASSERT(spyre_memcpy_dtod_async(out, 0, b, 0, n, s1));
+    SC_ASSERT(spyre_stream_end_batch(s1));
+    SC_ASSERT(spyre_stream_begin_batch(s0));
+    SC_ASSERT(spyre_memcpy_peer_async(b, 0, a, 0, n, s0));
+    SC_ASSERT(spyre_memcpy_peer_async(back, 0, b, 0, n, s0));
+    SC_ASSERT(spyre_stream_write_value(s0, sem, 16, 2));
+    SC_ASSERT(spyre_stream_end_batch(s0));
+    SC_ASSERT(spyre_stream_synchronize(s1));
+    SC_ASSERT(spyre_stream_synchronize(s0));
+    SC_ASSERT(spyre_memcpy_dtoh(got.data(), out, 0, n));
+    EXPECT_TRUE(got == data2) << "batched: the wait let the copy run before the data arrived";
+    SC_ASSERT(spyre_memcpy_dtoh(got.data(), back, 0, n));
+    EXPECT_TRUE(got == data2) << "batched: the copy back from the peer ran out of order";
+    EXPECT_EQ(sem_value(sem, 16), 2u);
+    spyre_free(back);
     // A wait needs a semaphore of the stream's own card.
     EXPECT_EQ(spyre_stream_wait_value(s0, sem, 16, 1, 0), SPYRE_ERROR_INVALID_ARGUMENT);
     SC_MSG("waits only for semaphores of its own card");
     SC_EXPECT(spyre_stream_destroy(s0));
     SC_EXPECT(spyre_stream_destroy(s1));
     for (auto* x : {a, sem, b, out}) spyre_free(x);
+}
+
+// A collective's shape on two cards, queued unbatched and then held in a submission batch on
+// each stream: d0's stream launches a2 = a + a, copies a2 into d1's b (a peer copy) and writes
+// d1's semaphore; d1's stream waits for it, launches o = b + b and copies o out. The batched
+// round computes what the unbatched one does (the held wait holds the held launch until the
+// peer's data arrived) and is one submission per card (peer access enabled from d0 to d1).
+inline void semaphore_peer_batch(spyre_device_t d0, spyre_device_t d1) {
+    constexpr int64_t per_core = 64;
+    constexpr uint32_t cores = 4;
+    const size_t elems = per_core * cores;
+    const uint64_t n = elems * 2;
+    spyre_stream_t s0, s1;
+    SC_ASSERT(spyre_stream_create(d0, SPYRE_STREAM_PRIORITY_NORMAL, &s0));
+    SC_ASSERT(spyre_stream_create(d1, SPYRE_STREAM_PRIORITY_HIGH, &s1));
+    auto img = spyre_test::build_add_program(per_core);
+    spyre_program_t add0, add1;
+    SC_ASSERT(spyre_program_load(d0, img.data(), img.size(), &add0));
+    SC_ASSERT(spyre_program_load(d1, img.data(), img.size(), &add1));
+    spyre_buffer_t a, a2, sem, b, o, out;
+    SC_ASSERT(spyre_malloc(d0, n, &a));
+    SC_ASSERT(spyre_malloc(d0, n, &a2));
+    SC_ASSERT(spyre_malloc(d1, SPYRE_SEMAPHORE_BYTES, &sem));
+    SC_ASSERT(spyre_malloc(d1, n, &b));
+    SC_ASSERT(spyre_malloc(d1, n, &o));
+    SC_ASSERT(spyre_malloc(d1, n, &out));
+    const auto xv = spyre_test::random_f16(elems, 41);
+    SC_ASSERT(spyre_memcpy_htod(a, 0, xv.data(), n));
+    const auto r1 = spyre_test::add_ref(xv, xv);
+    const auto want = spyre_test::add_ref(r1, r1);
+    auto launch = [&](spyre_program_t prog, spyre_buffer_t x, spyre_buffer_t z, spyre_stream_t st) {
+        spyre_launch_params p{};
+        p.num_cores = cores;
+        p.num_args = 3;
+        spyre_buffer_t bufs[] = {x, z};
+        p.args[0] = p.args[1] = addr_of(x), p.args[2] = addr_of(z);
+        p.buffers = bufs;
+        p.num_buffers = 2;
+        SC_EXPECT(spyre_launch_async(prog, &p, st));
+    };
+    auto jobs = [](spyre_device_t d) {
+        spyre_runtime_stats r{};
+        EXPECT_EQ(spyre_device_get_runtime_stats(d, &r), SPYRE_SUCCESS) << spyre_last_error();
+        return r.jobs_submitted;
+    };
+    for (int batched = 0; batched < 2; ++batched) {
+        for (auto* x : {sem, b, o, out}) SC_ASSERT(spyre_memset(x, 0, 0, x == sem ? 16 : n));
+        SC_ASSERT(spyre_device_synchronize(d0));
+        SC_ASSERT(spyre_device_synchronize(d1));
+        const uint64_t j0 = jobs(d0), j1 = jobs(d1);
+        if (batched) SC_ASSERT(spyre_stream_begin_batch(s1));
+        SC_ASSERT(spyre_stream_wait_value(s1, sem, 0, 1, SPYRE_SEMAPHORE_WAIT_MAX_US));
+        launch(add1, b, o, s1);
+        SC_ASSERT(spyre_memcpy_dtod_async(out, 0, o, 0, n, s1));
+        if (batched) SC_ASSERT(spyre_stream_end_batch(s1));
+        if (batched) SC_ASSERT(spyre_stream_begin_batch(s0));
+        launch(add0, a, a2, s0);
+        SC_ASSERT(spyre_memcpy_peer_async(b, 0, a2, 0, n, s0));
+        SC_ASSERT(spyre_stream_write_value(s0, sem, 0, 1));
+        if (batched) SC_ASSERT(spyre_stream_end_batch(s0));
+        SC_ASSERT(spyre_stream_synchronize(s1));
+        SC_ASSERT(spyre_stream_synchronize(s0));
+        if (batched) {
+            EXPECT_EQ(jobs(d0) - j0, 1u) << "d0: a launch, a peer copy and a write as one";
+            EXPECT_EQ(jobs(d1) - j1, 1u) << "d1: a wait, a launch and a copy as one";
+        }
+        std::vector<uint16_t> got(elems);
+        SC_ASSERT(spyre_memcpy_dtoh(got.data(), out, 0, n));
+        EXPECT_TRUE(got == want) << (batched ? "batched" : "unbatched")
+                                 << ": the launch on d1 ran before d0's data arrived";
+        EXPECT_EQ(sem_value(sem, 0), 1u);
+    }
+    SC_EXPECT(spyre_stream_destroy(s0));
+    SC_EXPECT(spyre_stream_destroy(s1));
+    for (auto* x : {a, a2, sem, b, o, out}) spyre_free(x);
+    spyre_program_free(add0);
+    spyre_program_free(add1);
 }
 
 }  // namespace spyre_cases

@@ -167,6 +167,7 @@ TEST_F(SimStreams, SemaphoreWrittenIntoAPeerCard) {
         << spyre_last_error();
     ASSERT_EQ(spyre_device_enable_peer_access(dev_, d1), SPYRE_SUCCESS);
     spyre_cases::semaphore_peer(dev_, d1);
+    spyre_cases::semaphore_peer_batch(dev_, d1);
     spyre_stream_destroy(s0);
     spyre_free(sem);
     spyre_device_close(d1);

@@ -345,7 +345,8 @@ SPYRE_API spyre_status spyre_stream_get_info(spyre_stream_t stream, spyre_device
  * which carries the writer's modeled time to the waiter, also across cards). Zero it (e.g.
  * spyre_memset) before first use. Neither call blocks the host: the card does the work in
  * stream order, so a stream can be made to wait for work that another stream, another card
- * or another process has not even queued yet. */
+ * or another process has not even queued yet. A stream capture refuses both; a submission
+ * batch (spyre_stream_begin_batch) holds both in order with its other work. */
 #define SPYRE_SEMAPHORE_BYTES 16
 #define SPYRE_SEMAPHORE_WAIT_MAX_US 10000000u
 
@@ -399,12 +400,14 @@ SPYRE_API spyre_status spyre_graph_destroy(spyre_graph_t graph);
  * Work queued once goes to the card as one submission, without a capture.
  * Starts (or nests: a count per stream) a batch on `stream`, a created stream (a default stream
  * cannot batch). While it lasts, launches without statistics, device-to-device copies, 3-D
- * copies between buffers and (simulator) fills queued on the stream are held, arguments
+ * copies between buffers, fills (spyre.ko: below 8 MiB), peer copies and semaphore writes and
+ * waits (spyre_stream_write_value / spyre_stream_wait_value, in order with the rest: a held wait
+ * holds the batch's later work) queued on the stream are held, arguments
  * checked, and queued together when the outermost spyre_stream_end_batch returns: one work
  * item on the simulator, one SUBMIT per DRM_SPYRE_MAX_CMDS commands and 1024 launches on the
  * kernel backend, each launch still its own job on the card (its modeled time unchanged).
- * Anything else queued on the stream or waiting for it (copies from or to the host, fills on
- * spyre.ko, host functions, event records and waits, synchronize, query, synchronous calls, a
+ * Anything else queued on the stream or waiting for it (copies from or to the host, large fills
+ * on spyre.ko, host functions, event records and waits, synchronize, query, synchronous calls, a
  * capture beginning) first queues the held work, so a batch changes how work is submitted,
  * never what it computes or in which order; 256 held operations are queued at once. Errors of
  * held work are reported as those of asynchronous work are: by the call that queues it, or at

@@ -205,16 +205,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
     // the buffer); this card's DMA engine moves the bytes.
     void copy_peer(const PeerCopy& c) override {
         if (c.imported) return copy_to_import(c);
-        auto& peer = static_cast<KernelDevice&>(*c.peer_dev);  // api.cpp: can_access_peer
-        auto fail_peer_lost = [dev = dev_, name = peer.name(), c](const std::string& why) {
-            fail(SPYRE_ERROR_DEVICE_LOST,
-                 std::format("peer {} was removed or its driver unbound: {} cannot copy {} {} "
-                             "its memory ({})",
-                             name, dev->name(), format_bytes(c.size), c.to_peer ? "into" : "from",
-                             why));
-        };
-        if (!peer.alive()) fail_peer_lost("it no longer answers");
-        std::shared_ptr<Bo> imp = dev_->import_peer(root_bo(*c.peer), peer);
+        std::shared_ptr<Bo> imp = resolve_peer(c);
         const uint64_t poff = c.peer->root_offset() + c.peer_offset;
         const uint64_t loff = c.local->root_offset() + c.local_offset;
         enqueue([=, this] {
@@ -228,7 +219,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
             } catch (const Error& e) {
                 // The driver refuses jobs naming a revoked PEER BO with -ENODEV: the peer went.
                 if (e.status() == SPYRE_ERROR_DEVICE_LOST && dev_->alive())
-                    fail_peer_lost(e.what());
+                    fail_peer_lost(c, e.what());
                 throw;
             }
         });
@@ -241,15 +232,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
     void write_value(const SemOp& s) override {
         if (s.imported) return write_value_to_import(s);
         std::shared_ptr<Bo> imp;
-        if (s.peer_dev) {
-            auto& peer = static_cast<KernelDevice&>(*s.peer_dev);  // api.cpp: access enabled
-            if (!peer.alive())
-                fail(SPYRE_ERROR_DEVICE_LOST,
-                     std::format("peer {} was removed or its driver unbound: {} cannot write a "
-                                 "semaphore in its memory",
-                                 peer.name(), dev_->name()));
-            imp = dev_->import_peer(root_bo(*s.buf), peer);
-        }
+        if (s.peer_dev) imp = resolve_peer(s);
         enqueue([=, this] {
             Bo& bo = imp ? *imp : root_bo(*s.buf);
             drm_spyre_sem ext{};
@@ -278,6 +261,31 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                 throw;
             }
         });
+    }
+
+    // The PEER BO on this card of a peer copy's buffer on the peer card (imported once, kept
+    // with the buffer); DEVICE_LOST naming the peer when it has gone.
+    std::shared_ptr<Bo> resolve_peer(const PeerCopy& c) {
+        auto& peer = static_cast<KernelDevice&>(*c.peer_dev);  // api.cpp: can_access_peer
+        if (!peer.alive()) fail_peer_lost(c, "it no longer answers");
+        return dev_->import_peer(root_bo(*c.peer), peer);
+    }
+    [[noreturn]] void fail_peer_lost(const PeerCopy& c, const std::string& why) {
+        fail(SPYRE_ERROR_DEVICE_LOST,
+             std::format("peer {} was removed or its driver unbound: {} cannot copy {} {} "
+                         "its memory ({})",
+                         c.peer_dev->name(), dev_->name(), format_bytes(c.size),
+                         c.to_peer ? "into" : "from", why));
+    }
+    // The PEER BO of a semaphore write into a peer card's buffer.
+    std::shared_ptr<Bo> resolve_peer(const SemOp& s) {
+        auto& peer = static_cast<KernelDevice&>(*s.peer_dev);  // api.cpp: access enabled
+        if (!peer.alive())
+            fail(SPYRE_ERROR_DEVICE_LOST,
+                 std::format("peer {} was removed or its driver unbound: {} cannot write a "
+                             "semaphore in its memory",
+                             peer.name(), dev_->name()));
+        return dev_->import_peer(root_bo(*s.buf), peer);
     }
 
     // Into a PEER BO imported from another process's dma-buf (the collectives between
@@ -365,7 +373,22 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
     }
 
     void replay(const GraphRef& g) override {
-        enqueue([=, this] { replay_locked(*g); });
+        // The PEER BOs of a batch's peer copies and semaphore writes into peer cards, imported
+        // here as when queued alone (outside the stream lock); a lost peer fails its node only.
+        std::shared_ptr<PeerImports> imps;
+        for (size_t i = 0; i < g->nodes.size(); ++i) {
+            const GraphNode& n = g->nodes[i];
+            const bool peer_copy = n.op == GraphNode::Op::CopyPeer && !n.peer.imported;
+            const bool peer_sem = n.op == GraphNode::Op::SemWrite && n.sem.peer_dev;
+            if (!peer_copy && !peer_sem) continue;
+            if (!imps) imps = std::make_shared<PeerImports>();
+            try {
+                imps->bos[i] = peer_copy ? resolve_peer(n.peer) : resolve_peer(n.sem);
+            } catch (const Error& e) {
+                imps->errors.emplace(i, e);
+            }
+        }
+        enqueue([=, this] { replay_locked(*g, imps.get()); });
         for (const GraphNode& n : g->nodes)
             if (n.op == GraphNode::Op::Record) n.on_record(record());
     }
@@ -572,6 +595,17 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         uint32_t cmd = 0;
         std::shared_ptr<const std::string> label;
     };
+    // A SEM_WAIT of a job of several commands: its index (the driver's failed_cmd) and the
+    // wait, whose timeout is reported as when queued alone.
+    struct SemTag {
+        uint32_t cmd = 0;
+        std::shared_ptr<const SemOp> sem;
+    };
+    // KernelStream::replay: the PEER BOs of a batch's nodes (by index), or why there is none.
+    struct PeerImports {
+        std::map<size_t, std::shared_ptr<Bo>> bos;
+        std::map<size_t, Error> errors;
+    };
     struct Pending {
         uint64_t point = 0, job_id = 0;
         std::string what;
@@ -582,6 +616,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         std::shared_ptr<const std::string> label;  // of the one launch (slot >= 0)
         std::vector<LaunchTag> batch;      // a batch of launches: their slots, commands and labels
         std::shared_ptr<const SemOp> sem;  // a semaphore wait: its timeout is reported as such
+        std::vector<SemTag> sems;          // the semaphore waits of a replay's job
     };
     struct Deferred {
         std::function<void()> fn;
@@ -637,6 +672,13 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         drm_spyre_job_wait w{};
         try {
             w = dev_->reap_job(p.job_id, p.what);
+            // A SEM_WAIT that timed out (a job of its own, or failed_cmd of a replay's job).
+            const SemOp* timed_out = nullptr;
+            if (w.status == DRM_SPYRE_JOB_DEVICE_ERROR && w.hw_status == SPYRE_STATUS_ERR_TIMEOUT) {
+                if (p.sem) timed_out = p.sem.get();
+                for (const SemTag& t : p.sems)
+                    if (t.cmd == w.failed_cmd) timed_out = t.sem.get();
+            }
             cycles_ += w.cycles;
             if (w.end_cycle) {
                 for (auto& m : unanchored_)
@@ -670,10 +712,11 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                     std::memcpy(&r, result_ptr_ + slot_offset(t.slot),
                                 std::min<uint64_t>(slot_bytes(t.slot), sizeof r));
                     r.message[sizeof r.message - 1] = '\0';
-                    if (r.error)
+                    if (r.error && (!timed_out || t.cmd < w.failed_cmd))
                         fail_program(dev_->name(), static_cast<int>(r.error), r.core, r.pc,
                                      r.message, t.label.get());
                 }
+                if (timed_out) fail_sem_timeout(*timed_out);
                 // Otherwise the failing command, when it is a launch, names who queued it
                 // (failed_cmd is meaningful for a device error only).
                 const std::string* label = nullptr;
@@ -686,9 +729,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                                  "the driver returned no launch result", label);
                 if (w.status != DRM_SPYRE_JOB_OK) dev_->fail_job(w, p.what, label);
             } else if (w.status != DRM_SPYRE_JOB_OK) {
-                if (p.sem && w.status == DRM_SPYRE_JOB_DEVICE_ERROR &&
-                    w.hw_status == SPYRE_STATUS_ERR_TIMEOUT)
-                    fail_sem_timeout(*p.sem);
+                if (timed_out) fail_sem_timeout(*timed_out);
                 dev_->fail_job(w, p.what);
             }
         } catch (const Error& e) {
@@ -738,8 +779,17 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         uint64_t id = dev_->submit(s);
         ++point_;
         in_syncs_.clear();
-        pending_.push_back({point_, id, std::move(what), std::move(refs), slot, stats, cur_op_,
-                            std::move(label), std::move(batch), nullptr});
+        pending_.push_back({point_,
+                            id,
+                            std::move(what),
+                            std::move(refs),
+                            slot,
+                            stats,
+                            cur_op_,
+                            std::move(label),
+                            std::move(batch),
+                            nullptr,
+                            {}});
         if (cur_op_) cur_op_->last_point = point_;
     }
 
@@ -1012,7 +1062,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
     // The commands of a graph in order, as few jobs as the driver's limits allow: at most
     // DRM_SPYRE_MAX_CMDS commands and DRM_SPYRE_FILE_MAX_LAUNCHES launches (one result slot
     // each) per SUBMIT. The caller holds mu_.
-    void replay_locked(const Graph& g) {
+    void replay_locked(const Graph& g, const PeerImports* imps) {
         if (g.launches && !(dev_->info().caps & DRM_SPYRE_CAP_LAUNCH))
             fail(SPYRE_ERROR_NOT_SUPPORTED,
                  std::format("{}: the graph launches programs but the driver or card cannot run "
@@ -1028,12 +1078,36 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         constexpr size_t kMaxLaunches = std::min<size_t>(DRM_SPYRE_FILE_MAX_LAUNCHES, kShortSlots);
         Batch b;
         std::deque<drm_spyre_copy_2d> exts2d;
+        std::deque<drm_spyre_sem> sem_exts;
         size_t part = 0;
+        // The PEER BO a batch's node names on this card (a peer card's buffer), if any.
+        auto peer_bo = [&](const GraphNode& n) -> std::shared_ptr<Bo> {
+            if (!imps) return nullptr;
+            auto it = imps->bos.find(static_cast<size_t>(&n - g.nodes.data()));
+            return it == imps->bos.end() ? nullptr : it->second;
+        };
+        // The first node of the current job naming a PEER BO: a job the driver refuses with
+        // -ENODEV (a revoked PEER BO) fails as that node would alone.
+        const GraphNode* peer_node = nullptr;
         // The buffers of a node: every job with a command of it holds them (a node may span
         // two jobs).
         const GraphNode* cur = nullptr;
         auto add_refs = [&](const GraphNode& n) {
+            std::shared_ptr<Bo> imp = peer_bo(n);
+            if (imp) b.refs.push_back(imp);
             switch (n.op) {
+                case GraphNode::Op::SemWrite:
+                case GraphNode::Op::SemWait:
+                    if (n.sem.buf) b.refs.push_back(n.sem.buf);
+                    if (n.sem.imported) b.refs.push_back(n.sem.imported);
+                    if ((imp || n.sem.imported) && !peer_node) peer_node = &n;
+                    break;
+                case GraphNode::Op::CopyPeer:
+                    b.refs.push_back(n.peer.local);
+                    if (n.peer.peer) b.refs.push_back(n.peer.peer);
+                    if (n.peer.imported) b.refs.push_back(n.peer.imported);
+                    if (!peer_node) peer_node = &n;
+                    break;
                 case GraphNode::Op::Launch:
                     for (const BufferRef& r : n.launch.buffers) b.refs.push_back(r);
                     b.refs.push_back(n.launch.program);
@@ -1054,13 +1128,22 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         };
         auto flush = [&] {
             if (b.cmds.empty()) return;
-            submit(b.cmds,
-                   std::format("graph replay part {} ({} commands, {} launches)", part++,
-                               b.cmds.size(), b.launches.size()),
-                   std::move(b.refs), -1, nullptr, b.launches);
+            try {
+                submit(b.cmds,
+                       std::format("graph replay part {} ({} commands, {} launches)", part++,
+                                   b.cmds.size(), b.launches.size()),
+                       std::move(b.refs), -1, nullptr, b.launches);
+            } catch (const Error& e) {
+                if (peer_node && e.status() == SPYRE_ERROR_DEVICE_LOST && dev_->alive())
+                    fail_peer_node(*peer_node, e);
+                throw;
+            }
+            pending_.back().sems = std::move(b.sems);
             for (const LaunchTag& t : b.launches) slot_point_[t.slot] = point_;
             b = Batch{};
             exts2d.clear();
+            sem_exts.clear();
+            peer_node = nullptr;
             if (cur) add_refs(*cur);
         };
         // Room for `cmds` more commands (and a launch) in the current job.
@@ -1130,11 +1213,68 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
             fslot_used += round(size);
             return host_blocks.back();
         };
+        // A node whose peer has gone is left out; its error is thrown once the rest is queued.
+        std::optional<Error> first_err;
         for (const GraphNode& n : g.nodes) {
+            if (imps) {
+                auto it = imps->errors.find(static_cast<size_t>(&n - g.nodes.data()));
+                if (it != imps->errors.end()) {
+                    if (!first_err) first_err = it->second;
+                    continue;
+                }
+            }
+            cur = nullptr;  // a job begun here holds no earlier node's buffers
             if (n.op == GraphNode::Op::Launch) room(1, true);
+            if (n.op == GraphNode::Op::SemWrite || n.op == GraphNode::Op::SemWait) room(1, false);
             cur = &n;
             add_refs(n);
             switch (n.op) {
+                case GraphNode::Op::SemWrite:
+                case GraphNode::Op::SemWait: {
+                    // As write_value / write_value_to_import / wait_value build them.
+                    const SemOp& so = n.sem;
+                    drm_spyre_sem& ext = sem_exts.emplace_back();
+                    ext.value = so.value;
+                    drm_spyre_cmd c{};
+                    c.ext = reinterpret_cast<uintptr_t>(&ext);
+                    c.ext_size = sizeof ext;
+                    if (n.op == GraphNode::Op::SemWait) {
+                        ext.timeout_us = so.timeout_us;
+                        c.op = DRM_SPYRE_CMD_SEM_WAIT;
+                        c.src_handle = root_bo(*so.buf).handle();
+                        c.src_offset = so.buf->root_offset() + so.offset;
+                        b.sems.push_back(
+                            {static_cast<uint32_t>(b.cmds.size()), std::make_shared<SemOp>(so)});
+                    } else {
+                        c.op = DRM_SPYRE_CMD_SEM_SIGNAL;
+                        if (so.imported) {
+                            c.dst_handle = static_cast<Bo&>(*so.imported).handle();
+                            c.dst_offset = so.offset;
+                        } else {
+                            std::shared_ptr<Bo> imp = peer_bo(n);
+                            c.dst_handle = imp ? imp->handle() : root_bo(*so.buf).handle();
+                            c.dst_offset = so.buf->root_offset() + so.offset;
+                        }
+                    }
+                    b.cmds.push_back(c);
+                    break;
+                }
+                case GraphNode::Op::CopyPeer: {
+                    const PeerCopy& pc = n.peer;
+                    Bo& local = root_bo(*pc.local);
+                    const uint64_t loff = pc.local->root_offset() + pc.local_offset;
+                    if (pc.imported) {
+                        copy(static_cast<Bo&>(*pc.imported), pc.peer_offset, local, loff, pc.size);
+                        break;
+                    }
+                    std::shared_ptr<Bo> imp = peer_bo(n);
+                    const uint64_t poff = pc.peer->root_offset() + pc.peer_offset;
+                    if (pc.to_peer)
+                        copy(*imp, poff, local, loff, pc.size);
+                    else
+                        copy(local, loff, *imp, poff, pc.size);
+                    break;
+                }
                 case GraphNode::Op::Launch: {
                     const LaunchRequest& req = n.launch;
                     const uint32_t slot = static_cast<uint32_t>(launches_++ % kShortSlots);
@@ -1208,6 +1348,22 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         }
         cur = nullptr;
         flush();
+        if (first_err) throw *first_err;
+    }
+
+    // A job naming a PEER BO refused as the peer's card went (-ENODEV): the error of the
+    // node's operation queued alone.
+    [[noreturn]] void fail_peer_node(const GraphNode& n, const Error& e) {
+        if (n.op == GraphNode::Op::CopyPeer && !n.peer.imported) fail_peer_lost(n.peer, e.what());
+        if (n.op == GraphNode::Op::SemWrite && !n.sem.imported)
+            fail(SPYRE_ERROR_DEVICE_LOST,
+                 std::format("peer {} was removed or its driver unbound: {} cannot write "
+                             "a semaphore in its memory ({})",
+                             n.sem.peer_dev->name(), dev_->name(), e.what()));
+        fail(SPYRE_ERROR_DEVICE_LOST,
+             std::format("the peer card of a buffer shared by another process was "
+                         "removed or its driver unbound: {}",
+                         e.what()));
     }
 
   public:
@@ -1270,6 +1426,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         std::vector<std::unique_ptr<LaunchCmd>> exts;
         std::vector<LaunchTag> launches;
         std::vector<BufferRef> refs;
+        std::vector<SemTag> sems;  // replay_locked: the job's SEM_WAITs
     };
     Batch batch_;
     bool flush_posted_ = false, in_flush_ = false;

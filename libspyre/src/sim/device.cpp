@@ -319,6 +319,8 @@ class SimStream final : public Stream {
     }
     void run_copy_3d(const Copy3D& c);
     void run_wait_value(const SemOp& s);
+    void run_write_value(const SemOp& s);
+    void run_copy_peer(const PeerCopy& c);
     RuntimeCounters& dev_counters();
     void run_launch(const LaunchRequest& req, spyre_launch_stats* stats);
     void run_linked(const GraphNode* nodes, uint32_t n);
@@ -567,32 +569,48 @@ void SimStream::copy_dtoh(void* dst, const BufferRef& src, uint64_t src_offset, 
         run_sync(body);  // into pageable memory: synchronous
 }
 
+// A lost peer (spyre_sim_inject_fault) fails a peer copy or semaphore write into its memory.
+static void check_peer_copy(const std::shared_ptr<SimDevice>& peer, const PeerCopy& c,
+                            const std::string& self) {
+    if (peer->card()->faults().lost())
+        fail(SPYRE_ERROR_DEVICE_LOST,
+             std::format("peer {} was removed (a simulated loss: spyre_sim_inject_fault): {} "
+                         "cannot copy {} {} its memory",
+                         peer->name(), self, format_bytes(c.size), c.to_peer ? "into" : "from"));
+}
+
+static void check_peer_sem(const std::shared_ptr<SimDevice>& peer, const std::string& self) {
+    if (peer && peer->card()->faults().lost())
+        fail(SPYRE_ERROR_DEVICE_LOST,
+             std::format("peer {} was removed (a simulated loss: spyre_sim_inject_fault): {} "
+                         "cannot write a semaphore in its memory",
+                         peer->name(), self));
+}
+
 void SimStream::copy_peer(const PeerCopy& c) {
     refuse_if_lost();
     if (c.imported)  // never made: simulated cards export no dma-bufs
         fail(SPYRE_ERROR_NOT_SUPPORTED, "simulated cards share no memory with other processes");
-    auto peer = std::static_pointer_cast<SimDevice>(c.peer_dev);  // api.cpp: can_access_peer
-    auto peer_lost = [peer, c, this] {
-        if (peer->card()->faults().lost())
-            fail(SPYRE_ERROR_DEVICE_LOST,
-                 std::format("peer {} was removed (a simulated loss: spyre_sim_inject_fault): {} "
-                             "cannot copy {} {} its memory",
-                             peer->name(), dev_->name(), format_bytes(c.size),
-                             c.to_peer ? "into" : "from"));
-    };
-    peer_lost();
-    push([=, this] {
-        peer_lost();
-        std::byte* local = ptr(*c.local, c.local_offset, c.size);
-        std::byte* remote = peer->checked(*c.peer, c.peer_offset, c.size);
-        if (!card_->timing_only() && !peer->card()->timing_only())
-            std::memcpy(c.to_peer ? remote : local, c.to_peer ? local : remote, c.size);
-        // The issuing card's DMA engine moves the bytes over the peer link (hardware.md 11).
-        end_ = card_->timeline().place(
-            CardTimeline::Unit::Dma, end_,
-            peer_copy_cycles(card_->config(), peer->card()->config(), c.size));
-        card_->count_peer_copy(c.to_peer, c.size);
-    });
+    // api.cpp: can_access_peer
+    check_peer_copy(std::static_pointer_cast<SimDevice>(c.peer_dev), c, dev_->name());
+    push([=, this] { run_copy_peer(c); });
+}
+
+// On the worker (queued alone, or held in a batch's replay).
+void SimStream::run_copy_peer(const PeerCopy& c) {
+    if (c.imported)
+        fail(SPYRE_ERROR_NOT_SUPPORTED, "simulated cards share no memory with other processes");
+    auto peer = std::static_pointer_cast<SimDevice>(c.peer_dev);
+    check_peer_copy(peer, c, dev_->name());
+    std::byte* local = ptr(*c.local, c.local_offset, c.size);
+    std::byte* remote = peer->checked(*c.peer, c.peer_offset, c.size);
+    if (!card_->timing_only() && !peer->card()->timing_only())
+        std::memcpy(c.to_peer ? remote : local, c.to_peer ? local : remote, c.size);
+    // The issuing card's DMA engine moves the bytes over the peer link (hardware.md 11).
+    end_ =
+        card_->timeline().place(CardTimeline::Unit::Dma, end_,
+                                peer_copy_cycles(card_->config(), peer->card()->config(), c.size));
+    card_->count_peer_copy(c.to_peer, c.size);
 }
 
 // The semaphore's value (then its cycle) as the card's memory holds them: 16-byte aligned, so
@@ -607,28 +625,24 @@ std::atomic_ref<uint64_t> sem_word(std::byte* sem, int i) {
 // link; the cycle stays the writer's (a waiter's clock joins it, Lamport style).
 void SimStream::write_value(const SemOp& s) {
     refuse_if_lost();
-    auto peer = std::static_pointer_cast<SimDevice>(s.peer_dev);  // api.cpp: access enabled
-    auto peer_lost = [peer, this] {
-        if (peer && peer->card()->faults().lost())
-            fail(SPYRE_ERROR_DEVICE_LOST,
-                 std::format("peer {} was removed (a simulated loss: spyre_sim_inject_fault): {} "
-                             "cannot write a semaphore in its memory",
-                             peer->name(), dev_->name()));
-    };
-    peer_lost();
-    push([=, this] {
-        peer_lost();
-        std::byte* p = peer ? peer->checked(*s.buf, s.offset, SPYRE_SEMAPHORE_BYTES)
-                            : ptr(*s.buf, s.offset, SPYRE_SEMAPHORE_BYTES);
-        sem_word(p, 1).store(end_, std::memory_order_relaxed);
-        sem_word(p, 0).store(s.value, std::memory_order_release);
-        SemWakeup& w = sem_wakeup();
-        {
-            std::lock_guard lock(w.mu);
-            ++w.gen;
-        }
-        w.cv.notify_all();
-    });
+    // api.cpp: access enabled
+    check_peer_sem(std::static_pointer_cast<SimDevice>(s.peer_dev), dev_->name());
+    push([=, this] { run_write_value(s); });
+}
+
+void SimStream::run_write_value(const SemOp& s) {
+    auto peer = std::static_pointer_cast<SimDevice>(s.peer_dev);
+    check_peer_sem(peer, dev_->name());
+    std::byte* p = peer ? peer->checked(*s.buf, s.offset, SPYRE_SEMAPHORE_BYTES)
+                        : ptr(*s.buf, s.offset, SPYRE_SEMAPHORE_BYTES);
+    sem_word(p, 1).store(end_, std::memory_order_relaxed);
+    sem_word(p, 0).store(s.value, std::memory_order_release);
+    SemWakeup& w = sem_wakeup();
+    {
+        std::lock_guard lock(w.mu);
+        ++w.gen;
+    }
+    w.cv.notify_all();
 }
 
 void SimStream::wait_value(const SemOp& s) {
@@ -715,11 +729,32 @@ void SimStream::run_copy_3d(const Copy3D& c) {
 // A graph is one work item: its operations run in order on the worker, each run of linked
 // launches as one engine job; a failing operation does not stop the rest (as on the card; a
 // failing part of a linked job ends that job), the first error is the item's.
+//
+// A batch's peer copy or semaphore write into a peer that is lost when the batch is queued
+// fails as when queued alone (DEVICE_LOST naming the peer, thrown here once the rest of the
+// batch is queued) and is left out.
 void SimStream::replay(const GraphRef& g) {
     refuse_if_lost();
+    std::optional<Error> refused;
+    auto skip = std::make_shared<std::vector<bool>>();
+    for (size_t i = 0; i < g->nodes.size(); ++i) {
+        const GraphNode& n = g->nodes[i];
+        try {
+            if (n.op == GraphNode::Op::CopyPeer && n.peer.peer_dev)
+                check_peer_copy(std::static_pointer_cast<SimDevice>(n.peer.peer_dev), n.peer,
+                                dev_->name());
+            else if (n.op == GraphNode::Op::SemWrite)
+                check_peer_sem(std::static_pointer_cast<SimDevice>(n.sem.peer_dev), dev_->name());
+        } catch (const Error& e) {
+            if (!refused) refused = e;
+            skip->resize(g->nodes.size());
+            (*skip)[i] = true;
+        }
+    }
     push([=, this] {
         std::optional<Error> first;
         for (const GraphNode& n : g->nodes) {
+            if (!skip->empty() && (*skip)[&n - g->nodes.data()]) continue;
             try {
                 switch (n.op) {
                     case GraphNode::Op::Launch: {
@@ -741,6 +776,15 @@ void SimStream::replay(const GraphRef& g) {
                     case GraphNode::Op::Fill:
                         run_fill(n.dst, n.dst_offset, n.size, n.pattern, n.pattern_size);
                         break;
+                    case GraphNode::Op::SemWrite:
+                        run_write_value(n.sem);
+                        break;
+                    case GraphNode::Op::SemWait:  // blocks the worker, as when queued alone
+                        run_wait_value(n.sem);
+                        break;
+                    case GraphNode::Op::CopyPeer:
+                        run_copy_peer(n.peer);
+                        break;
                     case GraphNode::Op::Record:
                         break;
                 }
@@ -752,6 +796,7 @@ void SimStream::replay(const GraphRef& g) {
     });
     for (const GraphNode& n : g->nodes)
         if (n.op == GraphNode::Op::Record) n.on_record(record());
+    if (refused) throw *refused;
 }
 
 // The simulated fault (spyre_sim_inject_fault) the launch about to run takes, thrown.

@@ -614,6 +614,17 @@ TEST(Peer, SemaphoreWrittenIntoThePeer) {
     spyre_cases::semaphore_peer(p.d[0], p.d[1]);
 }
 
+// The same exchange, launches included, held in a submission batch on each card's stream:
+// one SUBMIT per card.
+TEST(Peer, SemaphoresAndPeerCopiesHeldInBatches) {
+    PeerPair p;
+    OPEN_PEERS(p);
+    std::string why;
+    for (auto* d : p.d)
+        if (!semaphore_ready(d, &why)) GTEST_SKIP() << why;
+    spyre_cases::semaphore_peer_batch(p.d[0], p.d[1]);
+}
+
 TEST(Peer, UnpluggedPeerIsDeviceLost) {
     const char* card_sh = "tests/guest/uapi/p2p-card.sh";
     if (!getenv("SPYRE_VM_DIR") || access(card_sh, X_OK))
