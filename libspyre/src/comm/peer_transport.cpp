@@ -328,12 +328,14 @@ void PeerTransport::begin(bool collective, spyre_stream_t stream) {
     sem_call_ = sems_ && collective;
     if (!sem_call_) return;
     make_push_stream();
-    // a default stream cannot batch: its work goes as it is queued
-    for (spyre_stream_t s : {stream, push_})
-        if (s) {
-            check_call(spyre_stream_begin_batch(s));
-            batched_.push_back(s);
-        }
+    // A default stream cannot batch, and work on the NULL stream may wait for its card as it
+    // is queued (its card waiting for pushes the peers would still hold back): then nothing
+    // is held
+    if (!stream) return;
+    for (spyre_stream_t s : {stream, push_}) {
+        check_call(spyre_stream_begin_batch(s));
+        batched_.push_back(s);
+    }
 }
 
 void PeerTransport::submit() {
