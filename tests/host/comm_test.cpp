@@ -612,6 +612,15 @@ TEST(Comm, PushesOverlapReductionsInTheModeledTime) {
     run_ranks(2, [&](Rank& k) {
         spyre_buffer_t b = k.upload(
             to_bytes(input(k.rank, bytes / 4, SPYRE_DTYPE_FLOAT32), SPYRE_DTYPE_FLOAT32), 0);
+        // A card's modeled clock moves with its own work only; the first exchange joins the two
+        // cards' clocks (a wait for a peer's signal takes the peer's time), which would put the
+        // cards' difference from the work before into the measured call
+        spyre_buffer_t w = k.upload(std::vector<uint8_t>(4096), 0);
+        ASSERT_EQ(spyre_comm_all_reduce(w, 0, w, 0, 1024, SPYRE_DTYPE_FLOAT32, SPYRE_REDUCE_SUM,
+                                        k.comm, k.stream),
+                  SPYRE_SUCCESS)
+            << spyre_last_error();
+        spyre_free(w);
         spyre_event_t e0 = nullptr, e1 = nullptr;
         ASSERT_EQ(spyre_event_create(k.dev, &e0), SPYRE_SUCCESS);
         ASSERT_EQ(spyre_event_create(k.dev, &e1), SPYRE_SUCCESS);
