@@ -67,9 +67,9 @@ typedef struct spyre_comm_info {
 } spyre_comm_info;
 
 /* The collectives' waits between the ranks are queued on the cards (device-side semaphores:
- * every rank's card has SPYRE_DEVICE_CAP_SEMAPHORE, the p2p transport, and
- * SPYRE_COMM_DEVICE_WAITS is not 0), so the host queues a whole collective without waiting for
- * a card (Documentation/libspyre.md "Device-side waits"). */
+ * every rank's card has SPYRE_DEVICE_CAP_SEMAPHORE and one rank only, the p2p transport, and
+ * SPYRE_COMM_DEVICE_WAITS=1 on every rank: opt-in for now), so the host queues a whole
+ * collective without waiting for a card (Documentation/libspyre.md "Device-side waits"). */
 #define SPYRE_COMM_INFO_DEVICE_WAITS (1ull << 0)
 
 SPYRE_API spyre_status spyre_comm_get_info(spyre_comm_t comm, spyre_comm_info* info);

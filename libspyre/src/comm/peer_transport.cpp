@@ -191,12 +191,14 @@ std::unique_ptr<PeerTransport> PeerTransport::try_create(std::unique_ptr<Segment
     me.card_index = mine.index;
     me.card_kernel = mine.backend == SPYRE_BACKEND_KERNEL;
     me.card_p2p = candidate;
-    // SPYRE_COMM_DEVICE_WAITS=0: the host-driven protocol even where the cards could wait
-    // (comparisons); every rank must see the same setting, so each publishes what it may use
+    // SPYRE_COMM_DEVICE_WAITS=1: the waits between the ranks on the cards where they can;
+    // unset or 0: the host-driven protocol (the default until torch's DDP start-up broadcasts
+    // work with it: Documentation/libspyre.md "Device-side waits"). Every rank must see the
+    // same setting, so each publishes what it may use
     const char* waits = std::getenv("SPYRE_COMM_DEVICE_WAITS");
     const std::string w = waits ? waits : "";
     require(w.empty() || w == "0" || w == "1", "SPYRE_COMM_DEVICE_WAITS=\"{}\" is not 0 or 1", w);
-    me.card_sem = candidate && w != "0" && (mine.caps & SPYRE_DEVICE_CAP_SEMAPHORE);
+    me.card_sem = candidate && w == "1" && (mine.caps & SPYRE_DEVICE_CAP_SEMAPHORE);
     s.barrier();
     // 2: each says whether its part worked
     const Layout layout = layout_of(s);
