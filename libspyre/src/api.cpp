@@ -456,6 +456,18 @@ spyre_status stream_failure(spyre_stream_t stream, spyre_buffer_t on, std::strin
     return e->status();
 }
 
+bool streams_share_queue(spyre_device_t device, spyre_stream_t a, spyre_stream_t b) {
+    const auto dev = check_device(device)->dev;
+    // the streams themselves, not a batch or capture standing in for them
+    auto underlying = [&](spyre_stream_t s) {
+        if (!s) return dev->default_stream();
+        auto so = handles().get<StreamObj>(s, Kind::Stream, "stream");
+        require(so->dev == dev, "the stream belongs to {}, not {}", so->dev->name(), dev->name());
+        return so->stream;
+    };
+    return underlying(a)->shares_queue_with(*underlying(b));
+}
+
 void launch_pinned_program(spyre_device_t device, uint64_t id, const std::vector<uint8_t>& image,
                            const spyre_launch_params& params, spyre_stream_t stream) {
     auto d = check_device(device);

@@ -218,6 +218,9 @@ class Stream {
     virtual void replay(const GraphRef& g) = 0;
     int priority() const { return priority_; }
     uint32_t ring() const { return ring_; }
+    // Whether this stream's work and `other`'s go through one in-order queue of the card, so
+    // that a device-side wait (wait_value) of one holds the other back too.
+    virtual bool shares_queue_with(const Stream& other) const { return &other == this; }
 
   protected:
     int priority_ = 0;

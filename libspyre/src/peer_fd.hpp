@@ -55,4 +55,9 @@ void signal_imported(spyre_device_t device, const std::shared_ptr<Buffer>& impor
 // a host function of the stream.
 spyre_status stream_failure(spyre_stream_t stream, spyre_buffer_t on, std::string* what);
 
+// Whether streams `a` and `b` of `device`'s card (NULL: its default stream) run their work
+// through one in-order queue (kernel backend: one ring), so that a device-side wait of one
+// holds back the other: the collectives never make two such streams wait for each other.
+bool streams_share_queue(spyre_device_t device, spyre_stream_t a, spyre_stream_t b);
+
 }  // namespace spyre

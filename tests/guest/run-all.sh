@@ -135,7 +135,7 @@ SPYRE_OPS_TEST_BACKEND=kernel GTEST_FILTER='RandomApi.*' gtest ops-random \
 # on card r mod the card count), and a rank killed mid-run (libspyre.md "Collectives"); one
 # process per card: every collective and dtype through the p2p transport (inboxes shared as
 # dma-bufs between the processes), and a rank killed mid-collective.
-SPYRE_COMM_DEVICE_WAITS=1 SPYRE_COMM_TEST_BACKEND=kernel gtest comm \
+SPYRE_COMM_TEST_BACKEND=kernel gtest comm \
 	build/cmake/tests/host/libspyre_comm_process_test
 # Collectives between threads of one process, one card each: the p2p transport (chunks card to
 # card through spyre.ko's dma-bufs, counted in the cards' TELE_P2P registers); the 2-rank cases
@@ -148,7 +148,7 @@ SPYRE_COMM_DEVICE_WAITS=1 SPYRE_COMM_TEST_BACKEND=kernel gtest comm \
 # of the row's 265 s on the debug one (2026-12-06) for the same copies and dma-bufs per card.
 comm_filter="Comm.*:Ranks/CommCollectives.*/2ranks_*:Ranks/CommCollectives.AllReduceEveryOpOddSizes/*"
 [ -z "$debug_kernel" ] || comm_filter="Comm.*:Ranks/CommCollectives.*/2ranks_*-*_fp16:*_bf16"
-SPYRE_COMM_DEVICE_WAITS=1 SPYRE_COMM_TEST_BACKEND=kernel GTEST_FILTER="$comm_filter" \
+SPYRE_COMM_TEST_BACKEND=kernel GTEST_FILTER="$comm_filter" \
 	gtest comm-p2p build/cmake/tests/host/libspyre_comm_test
 # PyTorch through spyre.ko, one Python process (an `import torch` takes minutes on the debug
 # kernel): a Granite-style decoder (prefill and 8 greedy decode steps) on the card against the

@@ -160,11 +160,15 @@ for case in sys.argv[2].split(",") if len(sys.argv) > 2 else CASES:
     elif case == "hooks":  # Python comm hooks: Work.get_future().then(...)
         train("hook_allreduce", Mlp, (6, 12), hook=default_hooks.allreduce_hook)
         train("hook_fp16", Mlp, (6, 12), hook=default_hooks.fp16_compress_hook, tol=2e-3)
-# the communicator's transport: p2p between spyre.ko's cards (the guest rows ask for it)
-transport = dist.distributed_c10d._get_default_group()._get_backend(dev).transport()
-print("transport", transport, flush=True)
+# the communicator's transport: p2p between spyre.ko's cards (the guest rows ask for it), with
+# the waits between the ranks on the cards (hw 1.8 semaphores) unless SPYRE_COMM_DEVICE_WAITS=0
+backend = dist.distributed_c10d._get_default_group()._get_backend(dev)
+transport, device_waits = backend.transport(), backend.device_waits()
+print("transport", transport, "device waits", device_waits, flush=True)
 expected = os.environ.get("SPYRE_COMM_EXPECT_TRANSPORT")
 assert not expected or transport == expected, f"transport {transport}, expected {expected}"
+if expected == "p2p" and os.environ.get("SPYRE_COMM_DEVICE_WAITS", "1") != "0":
+    assert device_waits, "p2p between spyre.ko's cards without device-side waits"
 print("fallbacks", dict(torch_spyre.fallback_counts()), flush=True)
 dist.destroy_process_group()
 finish()  # dist_checks.finish: no interpreter finalization

@@ -191,14 +191,13 @@ std::unique_ptr<PeerTransport> PeerTransport::try_create(std::unique_ptr<Segment
     me.card_index = mine.index;
     me.card_kernel = mine.backend == SPYRE_BACKEND_KERNEL;
     me.card_p2p = candidate;
-    // SPYRE_COMM_DEVICE_WAITS=1: the waits between the ranks on the cards where they can;
-    // unset or 0: the host-driven protocol (the default until torch's DDP start-up broadcasts
-    // work with it: Documentation/libspyre.md "Device-side waits"). Every rank must see the
-    // same setting, so each publishes what it may use
+    // SPYRE_COMM_DEVICE_WAITS unset or 1: the waits between the ranks on the cards where they
+    // can (Documentation/libspyre.md "Device-side waits"); 0: the host-driven protocol. Every
+    // rank must see the same setting, so each publishes what it may use
     const char* waits = std::getenv("SPYRE_COMM_DEVICE_WAITS");
     const std::string w = waits ? waits : "";
     require(w.empty() || w == "0" || w == "1", "SPYRE_COMM_DEVICE_WAITS=\"{}\" is not 0 or 1", w);
-    me.card_sem = candidate && w == "1" && (mine.caps & SPYRE_DEVICE_CAP_SEMAPHORE);
+    me.card_sem = candidate && w != "0" && (mine.caps & SPYRE_DEVICE_CAP_SEMAPHORE);
     s.barrier();
     // 2: each says whether its part worked
     const Layout layout = layout_of(s);
@@ -327,9 +326,14 @@ void PeerTransport::await_local(Local which, uint64_t value, spyre_stream_t stre
 }
 
 void PeerTransport::begin(bool collective, spyre_stream_t stream) {
-    sem_call_ = sems_ && collective;
-    if (!sem_call_) return;
-    make_push_stream();
+    sem_call_ = false;
+    if (!sems_ || !collective) return;
+    // the caller's stream waits for the pushes, which wait for its marks: on one ring of the
+    // card neither would run (torch's collectives run on a high-priority stream, where the
+    // preferred push stream is too); where no push stream has a queue of its own, the hosts
+    // wait instead
+    if (!select_push_stream(stream)) return;
+    sem_call_ = true;
     // A default stream cannot batch, and work on the NULL stream may wait for its card as it
     // is queued (its card waiting for pushes the peers would still hold back): then nothing
     // is held
@@ -359,7 +363,7 @@ void PeerTransport::settle(spyre_stream_t stream) {
         spyre::fail(st, why);
     };
     if (!stream) done(spyre_device_synchronize(device_));
-    if (push_) done(spyre_stream_synchronize(push_));
+    done(spyre_stream_synchronize(push_));
     // a rank whose push or reduction failed has handed its peers data that is not the result:
     // nobody returns before everyone has seen its own part succeed (a failing rank fails the
     // communicator instead of arriving here)
@@ -372,7 +376,7 @@ PeerTransport::~PeerTransport() {
     spyre_free(own_);
     // the pushes have left (every collective ends with join); their stream's errors were
     // reported through the communicator
-    if (push_) spyre_stream_destroy(push_);
+    for (spyre_stream_t s : pushers_) spyre_stream_destroy(s);
     if (ready_) spyre_event_destroy(ready_);
     if (pushed_) spyre_event_destroy(pushed_);
     // threads: this rank owns the inboxes on its card (every sender has finished pushing into
@@ -399,26 +403,37 @@ uint64_t PeerTransport::mark(spyre_stream_t caller) {
     return ready_seq_;
 }
 
-void PeerTransport::make_push_stream() {
-    if (!push_) {
-        // kernel backend: normal streams share one ring, which runs its jobs in order; a
-        // high-priority stream has a ring of its own, so the pushes run beside the caller's
-        // reductions (Documentation/libspyre.md "Pipelined p2p")
-        spyre_device_info info{};
-        check_call(spyre_device_get_info(device_, &info));
-        check_call(spyre_stream_create(device_,
-                                       info.backend == SPYRE_BACKEND_KERNEL
-                                           ? SPYRE_STREAM_PRIORITY_HIGH
-                                           : SPYRE_STREAM_PRIORITY_NORMAL,
-                                       &push_));
+bool PeerTransport::select_push_stream(spyre_stream_t caller) {
+    if (push_priorities_.empty()) {
         check_call(spyre_event_create(device_, &ready_));
         check_call(spyre_event_create(device_, &pushed_));
+        // kernel backend: normal streams share one ring, which runs its jobs in order; a
+        // high-priority stream has a ring of its own, so the pushes run beside the caller's
+        // reductions (Documentation/libspyre.md "Pipelined p2p"), unless the caller is on it
+        spyre_device_info info{};
+        check_call(spyre_device_get_info(device_, &info));
+        push_priorities_ = {SPYRE_STREAM_PRIORITY_NORMAL};
+        if (info.backend == SPYRE_BACKEND_KERNEL)
+            push_priorities_ = {SPYRE_STREAM_PRIORITY_HIGH, SPYRE_STREAM_PRIORITY_NORMAL};
     }
+    for (size_t i = 0; i < push_priorities_.size(); ++i) {
+        if (i == pushers_.size()) {
+            spyre_stream_t s = nullptr;
+            check_call(spyre_stream_create(device_, push_priorities_[i], &s));
+            pushers_.push_back(s);
+        }
+        if (!streams_share_queue(device_, caller, pushers_[i])) {
+            push_ = pushers_[i];
+            return true;
+        }
+    }
+    push_ = pushers_.front();
+    return false;
 }
 
 spyre_stream_t PeerTransport::push_stream(spyre_stream_t caller, uint64_t after) {
     if (!sem_call_ && (!caller || !overlap_)) return caller;
-    make_push_stream();
+    if (!sem_call_) select_push_stream(caller);
     pushing_ = true;
     // the push reads what the caller's stream wrote before it (a reduced chunk)
     if (sem_call_) {

@@ -91,7 +91,11 @@ class PeerTransport final : public Transport {
     // Where a push after the caller's earlier work goes: the caller's stream, or (overlap_)
     // this rank's push stream, made to wait for the caller's work so far by an event.
     spyre_stream_t push_stream(spyre_stream_t caller, uint64_t after = 0);
-    void make_push_stream();
+    // Makes push_ the first of this rank's push streams (made on first use, by preference)
+    // that does not share a queue of the card with `caller` (kernel backend: a ring), else
+    // the first; whether it found one. Two streams of one ring run their jobs in order: a
+    // device-side wait of one for the other would wait forever.
+    bool select_push_stream(spyre_stream_t caller);
     // This rank's inbox on `peer`'s card, threads of one process (made on first use).
     spyre_buffer_t inbox_at(int peer);
     // Waits for `peer`'s next message of `size` bytes; its inbox and the offset of its chunk.
@@ -148,10 +152,12 @@ class PeerTransport final : public Transport {
     // and at the end of every collective.
     spyre_device_t device_;
     bool overlap_;
-    spyre_stream_t push_ = nullptr;
-    spyre_event_t ready_ = nullptr;   // the caller's work a push follows
-    spyre_event_t pushed_ = nullptr;  // the pushes the caller waits for
-    bool pushing_ = false;            // pushes queued since the last join
+    spyre_stream_t push_ = nullptr;        // this call's (select_push_stream)
+    std::vector<spyre_stream_t> pushers_;  // made so far, by preference
+    std::vector<int> push_priorities_;     // the preference (set on first use)
+    spyre_event_t ready_ = nullptr;        // the caller's work a push follows
+    spyre_event_t pushed_ = nullptr;       // the pushes the caller waits for
+    bool pushing_ = false;                 // pushes queued since the last join
 };
 
 }  // namespace spyre::comm

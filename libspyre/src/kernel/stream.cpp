@@ -136,6 +136,12 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         priority_ = priority;
         sync_ = dev_->create_syncobj();
     }
+    // One ring runs its jobs in order, whichever streams queued them (a SEM_WAIT at its head
+    // holds back what follows).
+    bool shares_queue_with(const Stream& other) const override {
+        const auto* k = dynamic_cast<const KernelStream*>(&other);
+        return k && k->dev_ == dev_ && k->ring_ == ring_;
+    }
     ~KernelStream() override {
         try {
             synchronize();

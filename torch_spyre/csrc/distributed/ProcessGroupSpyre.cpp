@@ -152,6 +152,15 @@ std::string ProcessGroupSpyre::transport() {
     return info.transport;
 }
 
+bool ProcessGroupSpyre::device_waits() {
+    std::lock_guard lock(group_->mu_);
+    spyre_comm_info info{};
+    spyre_comm_t comm = group_->comm_.load();
+    if (!comm) return false;
+    check(spyre_comm_get_info(comm, &info), "spyre_comm_get_info");
+    return info.flags & SPYRE_COMM_INFO_DEVICE_WAITS;
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupSpyre::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
     TORCH_CHECK(tensors.size() == 1, "spyre backend: one tensor per process");

@@ -81,6 +81,9 @@ class ProcessGroupSpyre : public c10d::Backend {
     void abort();
     // The communicator's transport ("p2p" or "host-staged"; "" before the first collective).
     std::string transport();
+    // Whether the communicator queues the waits between the ranks on the cards
+    // (SPYRE_COMM_INFO_DEVICE_WAITS; false before the first collective).
+    bool device_waits();
 
   private:
     // What the collectives use on the worker: the queued lambdas share it, so a worker the

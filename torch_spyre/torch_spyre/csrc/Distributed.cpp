@@ -24,6 +24,8 @@ void add_distributed_bindings(py::module_& m) {
                  py::call_guard<py::gil_scoped_release>())
             .def("abort", &ProcessGroupSpyre::abort, py::call_guard<py::gil_scoped_release>())
             .def("transport", &ProcessGroupSpyre::transport,
+                 py::call_guard<py::gil_scoped_release>())
+            .def("device_waits", &ProcessGroupSpyre::device_waits,
                  py::call_guard<py::gil_scoped_release>());
     });
 }
