@@ -736,6 +736,36 @@ TEST(Comm, MutualSendBeforeRecvCompletes) {
 
 // The NULL stream (no host functions there): the p2p transport waits for its copies instead,
 // and the all-gather between threads publishes its destination after the card's earlier work.
+// A received chunk is moved into place by the card's cores where it is large enough (beside
+// the DMA engine's pushes): every bit pattern arrives unchanged, NaNs with payloads, signalling
+// NaNs and negative zeros included (the p2p transport's broadcast receives into the inbox and
+// moves; so does its all-gather between processes). Odd offsets take the DMA engine.
+TEST(Comm, ReceivedChunksKeepEveryBitPattern) {
+    setenv("SPYRE_COMM_CHUNK_BYTES", "131072", 1);  // moves by the cores (64 KiB and up)
+    for (uint64_t off : {uint64_t{0}, uint64_t{2}}) {
+        const size_t count = (3u << 16) + 5;  // fp16 elements: 3 chunks and a bit
+        run_ranks(2, [&](Rank& k) {
+            std::vector<uint8_t> bits(count * 2);
+            std::mt19937 g(7);
+            for (auto& b : bits) b = static_cast<uint8_t>(g());
+            for (size_t i = 0; i + 1 < bits.size(); i += 64) {  // NaN payloads, sNaN, -0
+                bits[i] = 0x01, bits[i + 1] = 0x7d;
+                if (i + 3 < bits.size()) bits[i + 2] = 0x00, bits[i + 3] = 0x80;
+            }
+            spyre_buffer_t b =
+                k.upload(k.rank == 0 ? bits : std::vector<uint8_t>(bits.size()), off);
+            ASSERT_EQ(spyre_comm_broadcast(b, off, b, off, count, SPYRE_DTYPE_FLOAT16, 0, k.comm,
+                                           k.stream),
+                      SPYRE_SUCCESS)
+                << spyre_last_error();
+            EXPECT_TRUE(k.download(b, off, bits.size()) == bits)
+                << "broadcast, offset " << off << ", rank " << k.rank;
+            spyre_free(b);
+        });
+    }
+    unsetenv("SPYRE_COMM_CHUNK_BYTES");
+}
+
 TEST(Comm, NullStreamCollectives) {
     setenv("SPYRE_COMM_CHUNK_BYTES", "384", 1);  // many chunks
     for (int n : {2, 3}) {

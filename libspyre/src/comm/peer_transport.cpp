@@ -510,11 +510,11 @@ void PeerTransport::recv(int peer, spyre_buffer_t dst, uint64_t offset, uint64_t
     // out of the pair's inbox on this card; the slot is free once that copy has run
     if (sem_call_) {
         await(peer, kPosted, m.slot, received_[peer], stream);
-        check_call(spyre_memcpy_dtod_async(dst, offset, inbox, at, size, stream));
+        move_on_card(stream, dst, offset, inbox, at, size);
         signal(peer, kFreed, m.slot, received_[peer], stream);
         seg_->consumed(m);
     } else if (stream) {
-        check_call(spyre_memcpy_dtod_async(dst, offset, inbox, at, size, stream));
+        move_on_card(stream, dst, offset, inbox, at, size);
         after_stream(stream, seg_, m, false);
     } else {
         check_call(spyre_memcpy_dtod(dst, offset, inbox, at, size));

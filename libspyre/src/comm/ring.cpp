@@ -51,6 +51,20 @@ void scale_on_card(spyre_stream_t stream, spyre_buffer_t buf, uint64_t offset, u
     check_call(spyre_op_binary(stream, SPYRE_BINARY_MUL, &t, nullptr, scale, 1.0, &t));
 }
 
+void move_on_card(spyre_stream_t stream, spyre_buffer_t dst, uint64_t dst_off, spyre_buffer_t src,
+                  uint64_t src_off, uint64_t bytes) {
+    // below this a launch's setup costs more than the DMA engine's copy
+    constexpr uint64_t kCoresMin = 64 << 10;
+    if (bytes >= kCoresMin && dst_off % 128 == 0 && src_off % 2 == 0 && bytes % 2 == 0) {
+        // 2-byte elements: every collective's data is a whole number of them
+        const spyre_tensor from = vec(src, src_off, bytes / 2, SPYRE_DTYPE_FLOAT16);
+        const spyre_tensor to = vec(dst, dst_off, bytes / 2, SPYRE_DTYPE_FLOAT16);
+        const spyre_status st = spyre_op_copy(stream, &from, &to);
+        if (st != SPYRE_ERROR_NOT_SUPPORTED) return check_call(st);
+    }
+    check_call(spyre_memcpy_dtod_async(dst, dst_off, src, src_off, bytes, stream));
+}
+
 namespace {
 
 // The n - 1 steps of a ring pass: at step s this rank sends segment sj to the next rank

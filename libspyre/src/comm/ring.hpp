@@ -56,6 +56,13 @@ void reduce_on_card(spyre_stream_t stream, spyre_buffer_t acc, uint64_t acc_off,
 void scale_on_card(spyre_stream_t stream, spyre_buffer_t buf, uint64_t offset, uint64_t count,
                    spyre_dtype dtype, double scale);
 
+// dst[dst_off, +bytes) = src[src_off, +bytes) on `stream`, bytes unchanged: by the card's cores
+// (spyre_op_copy) where dst starts on a stick and the move is large enough to pay for a launch,
+// so that it runs beside the DMA engine's pushes (the card model prices the engine and the DMA
+// engine as separate units); else by the DMA engine.
+void move_on_card(spyre_stream_t stream, spyre_buffer_t dst, uint64_t dst_off, spyre_buffer_t src,
+                  uint64_t src_off, uint64_t bytes);
+
 size_t dtype_bytes(spyre_dtype dtype);
 
 }  // namespace spyre::comm
