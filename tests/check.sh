@@ -7,8 +7,8 @@
 #   intree  the driver built in Debian's 6.12 kernel tree as drivers/accel/spyre, W=1 -Werror
 #   guest   one VM boot with $CHECK_CARDS cards: uapi kselftests, libspyre, spyre-smi, failure
 #           suites, unload; the same on the debug kernel (tools/setup/kernel-debug.sh) in a
-#           second VM that runs beside the style, intree, stock-guest and dkms stages,
-#           followed by the device and multinode stages in the same background lane
+#           second VM that runs beside the style, intree, stock-guest and dkms stages; the
+#           device and multinode stages go to whichever of the two lanes is free first
 #   dkms    the DKMS package installed, loaded and removed in a VM (make dkms)
 #   multinode  two VMs joined by an emulated network, torch.distributed across them
 #   smi     the --json documents and exporter scrapes the smi tests saved, validated in the
@@ -116,9 +116,11 @@ SAN_ENV="ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_erro
 # longest stage. Its guest keeps about one host core busy (TCG; the suites are mostly one process
 # at a time), so it boots now, beside the stages below and the stock run; it starts after the
 # host's tests because it reads the programs they left in build/program-cache.
-# The card model's qtests and the two-VM stage run after it in the same background job, so the
-# two lanes end close together (each keeps about one host core busy; 2026-12-07: stock guest +
-# DKMS about 2250 s, debug VM without its torch and unplug-mmio rows about 2110 s in a slow hour).
+# The card model's qtests and the two-VM stage (the tail stages) go to whichever lane is free
+# first, so the two lanes end close together whichever is slower that day (each keeps about one
+# host core busy; 2026-12-07: stock guest + DKMS 1615 s and the debug VM 1611 s in one run, and
+# 2250 against 2110 s in a slow hour; with the tail fixed behind the debug VM the stock lane
+# idled 350 s).
 debug_start=$(date +%s)
 # in_background NAME CMD...: CMD's output in $out/NAME-stage.log, its seconds in .secs
 in_background() {
@@ -143,16 +145,23 @@ multinode() {
 		tail -n 20 "$out/multinode.log"; record multinode 0 1
 	fi
 }
+# claim NAME LANE: true for the first lane that asks for tail stage NAME (mkdir is atomic).
+claim() { mkdir "$out/claim-$1" 2>/dev/null && echo "$2" > "$out/claim-$1/lane"; }
+rm -rf "$out"/claim-*
+# tail_stages LANE: the tail stages, longest first, each run by the lane that claims it.
+tail_stages() {
+	local lane=$1
+	claim multinode "$lane" && in_background multinode multinode
+	[ -x qemu-device/tests/run-qtest.sh ] || return 0
+	# The card model's code (device and engine) under ASan and UBSan: what a malicious guest
+	# driver reaches (make fuzz-asan: all of QEMU, and the long fuzz).
+	claim device-asan "$lane" && in_background device-asan qtests device-asan SPYRE_QEMU_SANITIZE=model
+	claim device "$lane" && in_background device qtests device
+	return 0
+}
 debug_lane() {
 	in_background debug guest_suites debug debug
-	if [ -x qemu-device/tests/run-qtest.sh ]; then
-		in_background device qtests device
-		# The same cases with the model's code (device and engine) under ASan and UBSan: what a
-		# malicious guest driver reaches (make fuzz-asan: all of QEMU, and the long fuzz).
-		in_background device-asan qtests device-asan SPYRE_QEMU_SANITIZE=model
-	fi
-	# Last in this lane: the stock stages above ended about 300 s before it did (2026-12-07).
-	in_background multinode multinode
+	tail_stages "the debug lane"
 }
 debug_lane &
 debug_pid=$!
@@ -168,12 +177,12 @@ wait_debug_guest() {
 	show_background debug
 	[ ! -s "$out/debug.failure" ] || vm_failures+=("$(cat "$out/debug.failure")")
 	if [ -x qemu-device/tests/run-qtest.sh ]; then
-		section "device model (QEMU qtest, after the debug VM)"
+		section "device model (QEMU qtest, a tail stage)"
 		show_background device
-		section "device model under ASan + UBSan (QEMU qtest, after the debug VM)"
+		section "device model under ASan + UBSan (QEMU qtest, a tail stage)"
 		show_background device-asan
 	fi
-	section "two VMs, torch.distributed across them (stock kernel, 2 cards each, after the debug VM)"
+	section "two VMs, torch.distributed across them (stock kernel, 2 cards each, a tail stage)"
 	show_background multinode
 }
 
@@ -211,6 +220,11 @@ else
 	tail -n 20 "$out/dkms.log"; record dkms 0 1
 fi
 
+# this lane's share of the tail stages (in a subshell: they keep their own stage times; their
+# output is shown with the debug lane's, below)
+section "tail stages taken by this lane (shown below)"
+(tail_stages "this lane")
+for c in "$out"/claim-*; do [ ! -e "$c" ] || echo "${c##*/claim-}: $(cat "$c/lane")"; done
 wait_debug_guest
 
 # Debian's python3-jsonschema and python3-prometheus-client live in the sysroot: nothing here
