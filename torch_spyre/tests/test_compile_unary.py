@@ -5,8 +5,8 @@ that maps its input to its domain, as ONE fused launch (not the eager form), und
 TORCH_SPYRE_STRICT=1, against the CPU computing the same chain in fp32 and rounding once (as
 Inductor does), with the tolerances of test_unary_math.py; the special values through the op
 alone; the exact gelu (erf) and a row kernel with rounding; isnan, isinf and the logical ops as
-masks; `any` of a compare as one row kernel with a bool row output; `prod` still runs its eager
-form."""
+masks; `any` of a compare as one row kernel with a bool row output; `atan2` over every pair of
+the special values and in a row kernel, one launch; `prod` still runs its eager form."""
 
 import pytest
 import torch
@@ -119,6 +119,57 @@ def test_logical_ops_and_nan_inf_tests_are_one_launch(dtype):
                                rtol={torch.float32: 2.5e-7, torch.float16: 1e-3,
                                      torch.bfloat16: 8e-3}[dtype], atol=0.0)
     assert torch.equal(b.cpu(), wb.to(dtype))
+
+
+def _same_or_close(actual, expected, rtol):
+    """NaN where the CPU's is NaN, zeros with their sign, the rest within rtol."""
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    a, e = actual.float(), expected.float()
+    nan = e.isnan()
+    assert torch.equal(a.isnan(), nan), (a[a.isnan() != nan], e[a.isnan() != nan])
+    zero = (e == 0) | (a == 0)
+    assert torch.equal(a[zero], e[zero]) and torch.equal(a[zero].signbit(), e[zero].signbit()), (
+        a[zero], e[zero])
+    torch.testing.assert_close(a[~nan], e[~nan], rtol=rtol, atol=0.0)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_atan2_is_one_launch(dtype):
+    # atan2 in the description (atan of the quotient moved by +-pi into x's half plane, the
+    # zeros' and infinities' answers by the signs): every pair of the special values, random
+    # values, a number operand; the CPU computing in fp32, rounded once; within 2 ulps in fp32
+    # (the quotient's, atan's and the addition's roundings), 1 ulp in fp16/bf16. It ran the
+    # eager form before ("eager ops (op atan2)").
+    s = torch.tensor(SPECIALS, dtype=torch.float32)
+    y = torch.cat([s.repeat_interleave(len(SPECIALS)), make((400,), torch.float32, 7) * 10])
+    x = torch.cat([s.repeat(len(SPECIALS)), make((400,), torch.float32, 8)])
+    y, x = y.to(dtype), x.to(dtype)
+
+    def f(y, x):
+        return torch.atan2(y, x), torch.atan2(y * 2, x + 0.5) * 0.5
+
+    rtol = {torch.float32: 5e-7, torch.float16: 1e-3, torch.bfloat16: 8e-3}[dtype]
+    a, b = one_fused_launch(torch.compile(f), y.to("spyre"), x.to("spyre"))
+    wa, wb = f(y.float(), x.float())
+    _same_or_close(a.cpu(), wa.to(dtype), rtol)
+    _same_or_close(b.cpu(), wb.to(dtype), rtol)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_atan2_in_a_row_kernel(dtype):
+    # angles summed per row and made relative to the row's largest: one row kernel
+    def f(y, x):
+        a = torch.atan2(y, x)
+        return a.sum(-1), a - a.amax(-1, keepdim=True)
+
+    y, x = make((6, 37), torch.float32, 9).to(dtype), make((6, 37), torch.float32, 10).to(dtype)
+    y[0, :4], x[0, :4] = torch.tensor([0.0, -0.0, 1.0, -1.0]), torch.tensor([-0.0, -1.0, 0.0, -0.0])
+    s, d = one_fused_launch(torch.compile(f), y.to("spyre"), x.to("spyre"))
+    ws, wd = f(y.float(), x.float())
+    torch.testing.assert_close(s.cpu().float(), ws.to(dtype).float(), rtol=1e-5 if
+                               dtype == torch.float32 else 8e-3, atol=1e-5)
+    torch.testing.assert_close(d.cpu().float(), wd.to(dtype).float(), rtol=1e-5 if
+                               dtype == torch.float32 else 8e-3, atol=1e-5)
 
 
 def test_prod_runs_the_eager_form():

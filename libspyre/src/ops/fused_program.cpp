@@ -1623,6 +1623,83 @@ int add_pow(FusedKernel& k, int x, int y) {
     return add(FkOp::WHERE, flip, add(FkOp::NEG, p), p);
 }
 
+// ---- atan2: atan2(y, x) as the ops above ----
+
+// atan2(y, x) with std::atan2's special cases, in fp32, as the eager kernel composes it
+// (torch_spyre/csrc/aten/BinaryMath.cpp atan2_of): atan(y / x) moved by +-pi (y's sign) into
+// x's half plane where x's sign bit is set (-0 too: min(x, 1 / x) < 0); two zeros give y
+// (x +0) or +-pi (x -0), two infinities +-pi/4 (x +inf) or +-3pi/4 (x -inf), by y's sign; NaN
+// in, NaN out. The quotient's rounding moves atan by at most its own relative error (|d atan /
+// atan| <= |dq / q|), so the result is within about 1.5 ulps of the exact one (fp32) before
+// the output's rounding. A constant operand's sign is taken on the host and the fix-ups it
+// cannot need are left out; two constants fold. Returns the value.
+int add_atan2(FusedKernel& k, int y, int x) {
+    auto add = [&](FkOp op, int a = -1, int b = -1, int c = -1) {
+        FkInstr e;
+        e.op = op, e.a = a, e.b = b, e.c = c;
+        k.code.push_back(e);
+        return static_cast<int>(k.code.size() - 1);
+    };
+    auto cst = [&](float v) {
+        FkInstr e;
+        e.op = FkOp::CONST, e.imm = v;
+        k.code.push_back(e);
+        return static_cast<int>(k.code.size() - 1);
+    };
+    constexpr double pi = 3.14159265358979323846;
+    constexpr float inf = std::numeric_limits<float>::infinity();
+    float cy = 0.0f, cx = 0.0f;
+    const bool ky = const_of(k, y, cy), kx = const_of(k, x, cx);
+    if (ky && kx) return cst(std::atan2(cy, cx));
+    const int zero = cst(0.0f);
+    // 1.0 where v's sign bit is set (-0 and -inf too), else 0.0 (NaN: 0)
+    auto sign_bit = [&](int v) {
+        return add(FkOp::LT, add(FkOp::MIN, v, add(FkOp::RECIP, v)), zero);
+    };
+    const bool x_neg_k = kx && std::signbit(cx);
+    const int x_neg = kx ? -1 : sign_bit(x);
+    int y_neg_v = -1, half_v = -1;  // made when needed
+    auto y_neg = [&] { return y_neg_v >= 0 ? y_neg_v : (y_neg_v = sign_bit(y)); };
+    auto half = [&] {  // +-pi by y's sign
+        if (half_v < 0)
+            half_v = ky ? cst(static_cast<float>(std::signbit(cy) ? -pi : pi))
+                        : add(FkOp::WHERE, y_neg(), cst(static_cast<float>(-pi)),
+                              cst(static_cast<float>(pi)));
+        return half_v;
+    };
+    const int a = add(FkOp::ATAN, add(FkOp::DIV, y, x));
+    int r = kx ? (x_neg_k ? add(FkOp::ADD, a, half()) : a)
+               : add(FkOp::WHERE, x_neg, add(FkOp::ADD, a, half()), a);
+    // two zeros: y itself for x = +0, +-pi for x = -0
+    if (!(ky && cy != 0.0f) && !(kx && cx != 0.0f)) {
+        const int zx = kx ? -1 : add(FkOp::EQ, x, zero), zy = ky ? -1 : add(FkOp::EQ, y, zero);
+        const int zeros = zx < 0 ? zy : zy < 0 ? zx : add(FkOp::MUL, zx, zy);
+        const int at_zero = kx ? (x_neg_k ? half() : y) : add(FkOp::WHERE, x_neg, half(), y);
+        r = add(FkOp::WHERE, zeros, at_zero, r);
+    }
+    // two infinities: +-pi/4 for x = +inf, +-3pi/4 for x = -inf, by y's sign
+    if (!(ky && !std::isinf(cy)) && !(kx && !std::isinf(cx))) {
+        auto is_inf = [&](int v) { return add(FkOp::EQ, add(FkOp::ABS, v), cst(inf)); };
+        const int ix = kx ? -1 : is_inf(x), iy = ky ? -1 : is_inf(y);
+        const int infs = ix < 0 ? iy : iy < 0 ? ix : add(FkOp::MUL, ix, iy);
+        auto diagonal = [&](bool xn, bool yn) {
+            return cst(static_cast<float>((xn ? 0.75 : 0.25) * (yn ? -pi : pi)));
+        };
+        int d;
+        if (kx)
+            d = add(FkOp::WHERE, y_neg(), diagonal(x_neg_k, true), diagonal(x_neg_k, false));
+        else if (ky)
+            d = add(FkOp::WHERE, x_neg, diagonal(true, std::signbit(cy)),
+                    diagonal(false, std::signbit(cy)));
+        else
+            d = add(FkOp::WHERE, x_neg,
+                    add(FkOp::WHERE, y_neg(), diagonal(true, true), diagonal(true, false)),
+                    add(FkOp::WHERE, y_neg(), diagonal(false, true), diagonal(false, false)));
+        r = add(FkOp::WHERE, infs, d, r);
+    }
+    return r;
+}
+
 }  // namespace
 
 const char* fk_name(FkOp op) { return op < FkOp::COUNT ? kNames[static_cast<size_t>(op)] : "?"; }
@@ -1760,6 +1837,11 @@ FusedKernel parse_fused(const std::string& text) {
         if (w[2] == "pow") {  // x ** y: expanded into the ops above (add_pow)
             if (w.size() != 5) bad("expected 'pow <base> <exponent>'");
             values[w[0]] = add_pow(k, value(w[3]), value(w[4]));
+            continue;
+        }
+        if (w[2] == "atan2") {  // atan2(y, x): expanded into the ops above (add_atan2)
+            if (w.size() != 5) bad("expected 'atan2 <y> <x>'");
+            values[w[0]] = add_atan2(k, value(w[3]), value(w[4]));
             continue;
         }
         if (w[2] == "rargmax" || w[2] == "rargmin") {

@@ -583,6 +583,14 @@ def _describe(trace, inputs, outputs, typed=None):
             a = [new(f"const {float(x)!r}") if isinstance(x, (int, float)) else val(x)
                  for x in op[2]]
             out(i, f"pow {a[0]} {a[1]}")
+        elif kind == "op" and op[1] == "atan2" and len(op[2]) == 2:
+            # atan2(y, x) in fp32 (libspyre expands it into atan of the quotient and the
+            # fix-ups of signs, zeros and infinities, as the eager kernel composes it)
+            if typed and any(isinstance(a, Value) and a.i in ints for a in op[2]):
+                raise Unsupported("op atan2 of integers")  # Inductor casts them first
+            a = [new(f"const {float(x)!r}") if isinstance(x, (int, float)) else val(x)
+                 for x in op[2]]
+            out(i, f"atan2 {a[0]} {a[1]}")
         elif kind == "op" and op[1] in BINARY and len(op[2]) == 2:
             out(i, f"{BINARY[op[1]]} {val(op[2][0])} {val(op[2][1])}")
             if op[1] in COMPARES:
