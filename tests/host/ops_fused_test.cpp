@@ -1120,6 +1120,27 @@ TEST(FusedInt, RowKernelWideningCastIsNotInPlace) {
     }
 }
 
+// A row kernel's 16-bit temporary (a cast to f16/bf16: Inductor's mask `(x < t).half()`)
+// used last by an fp32 op: the op must not run in place over it (the fp32 rows are wider and
+// overwrote the temporary's rows not yet read: every row after the first was garbage, NaN in
+// `(s * (s < 0.5)).sum(-1)` compiled in fp16).
+TEST(FusedRows, NarrowTemporaryIsNotOverwrittenInPlace) {
+    for (const char* t : {"f16", "bf16"})
+        for (const uint64_t rows : {uint64_t{4}, uint64_t{64}}) {
+            SCOPED_TRACE(std::string(t) + " " + std::to_string(rows));
+            const std::string s = t;
+            run_rows_and_check("spyre.kernel 1\nrows 37\nin " + s +
+                                   " full\nout f32 row\n"
+                                   "out f32\n%0 = load 0\n%1 = const 0.5\n%2 = lt %0 %1\n"
+                                   "%3 = cast %2 " +
+                                   s +
+                                   "\n%4 = mul %0 %3\n%5 = rsum %4\n"
+                                   "store 0 %5\n%6 = cast %0 " +
+                                   (s == "f16" ? "bf16" : "f16") + "\n%7 = exp %6\nstore 1 %7\n",
+                               rows);
+        }
+}
+
 // Bitwise ops and shifts of int64 and int32 values over the whole range (INT64_MIN/MAX, -1):
 // and/or/xor/not, shifts by counts in [-3, 66] and [-3, 34] (torch's rule outside [0, width):
 // SHL 0, SHR the sign fill), a constant first (commuted, or made full for a shift), an int32

@@ -744,9 +744,17 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
             x = materialize(x, s);
             scratch.push_back(x);
         }
-        // operands whose last use this is free their slots first: passes may run in place
+        // operands whose last use this is free their slots first: passes may run in place,
+        // but not over a 16-bit temporary (a cast's) in a row kernel: the fp32 result's rows
+        // are wider and would overwrite the temporary's rows not yet read
+        std::vector<int> after;
         for (int v : {in.a, in.b, in.c})
-            if (v >= 0 && last[v] == static_cast<int>(i)) release(val[v]);
+            if (v >= 0 && last[v] == static_cast<int>(i)) {
+                if (k.cols && val[v].loc == Loc::TMP && es_of(val[v].t) < 4)
+                    after.push_back(v);
+                else
+                    release(val[v]);
+            }
         const Shape ds = reduction(op) ? Shape::ROWS : s;
         const bool cmp = op >= FkOp::EQ && op <= FkOp::GE;
         const bool to_out = store_of[i] >= 0 && !(long_rows && reduction(op)) &&
@@ -789,6 +797,7 @@ Lowered lower(const FusedKernel& k, bool long_rows = false) {
             L.passes.push_back({isa::Op::VFMA, 0, s, d, y, m1, x});
         }
         for (const Opd& t : scratch) release(t);
+        for (int v : after) release(val[v]);
         val[i] = d;
     }
     if (n) tag(n - 1);
