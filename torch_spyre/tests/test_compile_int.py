@@ -4,13 +4,16 @@ division and remainder of negatives (Python's, as torch), bitwise ops and shifts
 range too), compares, where and masked_fill of integers and with a bool input as the mask, casts
 int <-> float (truncation toward zero) and int <-> int, bool masks stored and re-read,
 BatchNorm's ``num_batches_tracked += 1``, positions as values (``arange``, position ids, from a
-symbolic start too), and
+symbolic start too; in row kernels: a causal mask built from two aranges, softmaxed or
+summed), and
 integer sums, counts, maxima and minima of rows (row kernels, exact into int64):
 each ONE fused launch (not the eager form), under TORCH_SPYRE_STRICT=1, against the CPU bit
 for bit (int64 values past 2^53 and 2^62 included, which fp32 could not carry)."""
 
 import pytest
 import torch
+
+import torch_spyre
 
 from test_compile_layout import one_fused_launch
 from test_intops import ints
@@ -134,6 +137,102 @@ def test_positions_as_values():
           ints((296,), torch.int32, 11))
     check(lambda a: torch.arange(296, device=a.device, dtype=torch.float32) * 0.5 + a,
           torch.randn(296))
+
+
+def _causal(s):
+    n = s.shape[-1]
+    return torch.arange(n, device=s.device)[:, None] >= torch.arange(n, device=s.device)[None, :]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_positions_in_row_kernels_are_one_launch(dtype):
+    # Inductor's index_expr in row kernels: a causal mask built from two aranges (the query
+    # position a row variable, the key position the column) and softmaxed or summed in the
+    # same kernel; a position expression with coefficients and an offset; positions reduced
+    # over two dims (the column part not a multiple of the column index). The row part is a
+    # row operand the call makes once, the column part the kernel's iota (or a col operand);
+    # each ran the eager form before ("index_expr of torch.int64")
+    from torch_spyre._inductor import runtime
+
+    rtol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
+
+    def close(got, want):  # want in float64: sums' roundings relative to the largest value
+        assert got.dtype == dtype
+        torch.testing.assert_close(got.cpu().double(), want.to(dtype).double(), rtol=rtol,
+                                   atol=rtol * float(want.abs().max()))
+
+    def masked_softmax(s):
+        return torch.where(_causal(s), s, float("-inf")).softmax(-1)
+
+    def masked_sum(s):
+        return (s * _causal(s)).sum(-1), (s * _causal(s)).amax(-1)
+
+    def shifted(s):
+        n = s.shape[-1]
+        i, j = torch.arange(n, device=s.device)[:, None], torch.arange(n, device=s.device)
+        return ((i * 2 - j + 3).to(s.dtype) * s).sum(-1)
+
+    def two_dims(x):
+        rows = torch.arange(x.shape[-2], device=x.device)[:, None].to(x.dtype)
+        return (x * rows).sum((-2, -1))
+
+    for fn, x in ((masked_softmax, torch.randn(2, 3, 64, 64)), (masked_sum, torch.randn(3, 37, 37)),
+                  (shifted, torch.randn(2, 40, 40)), (two_dims, torch.randn(5, 6, 10))):
+        torch.compiler.reset()
+        got = one_fused_launch(torch.compile(fn), x.to(dtype).to("spyre"))
+        want = fn(x.to(dtype).double())
+        for g, w in zip(got if isinstance(got, tuple) else (got,),
+                        want if isinstance(want, tuple) else (want,)):
+            close(g, w)
+    # the row operand is made once: a third call makes nothing new
+    torch.compiler.reset()
+    f = torch.compile(masked_softmax)
+    x = torch.randn(2, 3, 64, 64).to(dtype).to("spyre")
+    f(x)
+    before = dict(runtime.STATS)
+    with torch_spyre.profiler.profile() as prof:
+        f(x)
+    assert [e.aten_op for e in prof.events] == ["spyre::fused_pointwise"]
+    assert runtime.STATS["fused"] == before["fused"] + 1
+
+
+def test_positions_in_row_kernels_with_dynamic_sizes():
+    # dynamic=True: the row operand is made for each size at the call (the row length
+    # symbolic too); values that fp32 would not hold exactly (the largest |value| is checked
+    # at each call) run the eager form, with the right values
+    from torch_spyre._inductor import runtime
+
+    def masked_softmax(s):
+        return torch.where(_causal(s), s, float("-inf")).softmax(-1)
+
+    def scaled(s):
+        n = s.shape[-1]
+        i, j = torch.arange(n, device=s.device)[:, None], torch.arange(n, device=s.device)
+        return (s * (i * 2 ** 20 >= j * 2 ** 20 + 2 ** 19)).sum(-1)
+
+    for fn, shapes in ((masked_softmax, ((2, 3, 37, 37), (2, 3, 64, 64), (1, 2, 100, 100),
+                                        (2, 3, 64, 64))),
+                       (scaled, ((2, 8, 8), (3, 16, 16), (2, 17, 17), (2, 40, 40)))):
+        torch.compiler.reset()
+        f = torch.compile(fn, dynamic=True)
+        for shape in shapes:
+            x = torch.randn(shape)
+            before = dict(runtime.STATS)
+            got = f(x.to("spyre"))
+            stats = {k: runtime.STATS[k] - before[k] for k in before}
+            # scaled: 2^20 * (n - 1) + 2^19 below 2^24 up to n = 16
+            fused = fn is masked_softmax or shape[-1] <= 16
+            assert stats == {"fused": int(fused), "eager": int(not fused), "refused": 0,
+                             "copies": 0}, (fn.__name__, shape, stats)
+            torch.testing.assert_close(got.cpu(), fn(x), rtol=1e-5, atol=1e-5)
+
+
+def test_positions_in_a_row_kernel_of_integers():
+    # a kernel of int64 values (exact): the causal selection of ids summed per row, past 2^53,
+    # and the positions themselves summed (an int64 row output)
+    ids = big((3, 37, 37), 16)
+    check(lambda t: torch.where(_causal(t), t, 0).sum(-1), ids)
+    check(lambda t: (t + torch.arange(37, device=t.device)[:, None]).amax(-1), ids)
 
 
 def test_positions_from_a_symbolic_start_are_one_launch():

@@ -134,6 +134,7 @@ class SpyreKernel:
         self.names = spec["names"]
         self.slots = spec.get("slots")  # the description's inputs, when not the buffers
         self.moved = spec.get("moved") or {}
+        self.index_limits = spec.get("index_limits") or ()
         self.host = spec.get("host") or ()  # inputs in host memory (CPU scalar tensors)
         self.label = spec.get("label") or "a compiled spyre kernel"
         self._code = {}
@@ -142,6 +143,7 @@ class SpyreKernel:
         self._kernels = {}  # row length -> description, when it is symbolic
         self._positions = {}  # an indexed view's positions on the device, by view and sizes
         self._symbols = {}  # (symbol expression, value) -> its int64 scalar on the card
+        self._indices = {}  # (index values' slot, sizes, device) -> the row or col operand
         self._prepared = None
         self._copy = self._copy_plan()
         if (self.kernel is not None and static and "@COLS@" not in self.kernel
@@ -196,7 +198,11 @@ class SpyreKernel:
                 kernel = self._kernels.get(cols)
                 if kernel is None:
                     kernel = self._kernels[cols] = self.kernel.replace("@COLS@", str(cols))
-            ins = ([bufs[k] if isinstance(k, int) else self._symbol(k[1:], syms, bufs[-1].device)
+            if any(int(self._eval(e, syms)) >= 2 ** 24 for e in self.index_limits):
+                return self._run_eager(bufs, syms)  # index values fp32 would not hold
+            ins = ([bufs[k] if isinstance(k, int) else
+                    self._symbol(k[1:], syms, bufs[-1].device) if k[0] == "@" else
+                    self._index_values(k, syms, bufs[-1].device)
                     for k in self.slots] if self.slots is not None else
                    list(bufs[:self.n_inputs]))
             args = ins + list(bufs[self.n_inputs:])
@@ -213,6 +219,9 @@ class SpyreKernel:
                 STATS["fused"] += 1
                 return
             STATS["refused"] += 1
+        self._run_eager(bufs, syms)
+
+    def _run_eager(self, bufs, syms):
         STATS["eager"] += 1
         if self.host and torch_spyre._C._is_capturing(bufs[-1].device.index):
             bufs = self._upload_host_inputs(bufs)  # fails the capture (see there)
@@ -232,6 +241,29 @@ class SpyreKernel:
             if len(self._symbols) >= 64:
                 self._symbols.clear()
             t = self._symbols[(expr, v)] = torch.full((1,), v, dtype=torch.int64, device=dev)
+        return t
+
+    def _index_values(self, name, syms, dev):
+        """A row kernel's index_expr part in the row (or column) variables, as the row (col)
+        operand the description reads: the expression over the grid of those variables
+        (their sizes at this call) in the operand's type (exact integers, rounded once to a 16-bit type),
+        made on the card once and kept (the kernel only reads it). name is
+        ``#<kind>;<expr>;<variables>;<sizes>;<dtype>`` (scheduling._row_index_expr)."""
+        _, expr, names, sizes, dtype = name[1:].split(";")
+        sizes = tuple(int(self._eval(s, syms)) for s in sizes.split("|"))
+        t = self._indices.get((name, sizes, dev))
+        if t is None:
+            names = names.split(",")
+            env = {}
+            for k, (v, size) in enumerate(zip(names, sizes)):
+                shape = [1] * len(sizes)
+                shape[k] = size
+                env[v] = torch.arange(size, dtype=torch.int64).view(shape)
+            values = torch.as_tensor(self._eval(expr, env)).expand(sizes)
+            t = values.reshape(-1).to(_dtype(dtype)).to(dev)
+            if len(self._indices) >= 16:
+                self._indices.clear()
+            self._indices[(name, sizes, dev)] = t
         return t
 
     def _upload_host_inputs(self, bufs):

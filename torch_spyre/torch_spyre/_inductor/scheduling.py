@@ -345,10 +345,99 @@ def describe(trace, inputs, outputs):
     return _describe(trace, inputs, outputs, typed=True)
 
 
+INDEX_LIMIT = 2 ** 24  # fp32 holds every integer up to here exactly
+
+
+def _row_index_expr(trace, expr, dtype, typed, slot_of, n_outputs, new):
+    """A row kernel's index_expr (a causal mask's two aranges, positions as values): an affine
+    expression with integer coefficients over static sizes, as fp32 values, exact below 2^24.
+    Its part in the column variables is the generator's iota (the column index) times a
+    coefficient when it is a multiple of the flat column index, else an ``in f32 col``
+    operand; its part in the row variables an ``in f32 row`` operand: the values of the part
+    over the rows (or columns), which the call makes once per kernel on the card
+    (``SpyreKernel._index_values``; the slot's name
+    ``#<kind>;<expr>;<variables>;<sizes>;<dtype>`` says how). One operand holding the whole
+    value holds it in a float dtype rounded (a column operand alone: no op of column values
+    only); else a float dtype rounds the sum once (a cast). An integer dtype in a kernel of
+    integer values (``typed``) is the exact integer of it, made a full value first (integer
+    ops of per-row values are not taken); elsewhere integers are fp32 values, as constants
+    are there."""
+    expr = sympy.expand(sympy.sympify(expr))
+    if not (dtype in (torch.int32, torch.int64) or dtype in TYPES):
+        raise Unsupported(f"index_expr of {dtype}")
+    sizes = dict(zip(trace.vars + trace.rvars, map(sympy.sympify, trace.sizes + trace.rsizes)))
+    coeffs = {v: expr.coeff(v) for v in sizes}
+    c = sympy.expand(expr - sum(a * v for v, a in coeffs.items()))
+    if not (c.is_Integer and all(sympy.sympify(a).is_Integer for a in coeffs.values())):
+        raise Unsupported(f"index_expr {expr} (not affine)")
+    # the largest |value|: below 2^24 here, or (symbolic sizes) checked at each call
+    bound = sympy.expand(sum(abs(int(a)) * (sizes[v] - 1) for v, a in coeffs.items()
+                             if a != 0) + abs(int(c)))
+    if bound.is_Integer:
+        if bound >= INDEX_LIMIT:
+            raise Unsupported(f"index_expr {expr} (values beyond 2^24)")
+    else:
+        trace.index_limits.add(pexpr(bound))
+
+    def operand(kind, vars_, const=0, otype=torch.float32):
+        part = sum(coeffs[v] * v for v in vars_) + const
+        name = f"#{kind};{pexpr(part)};{','.join(map(str, vars_))};" \
+               f"{'|'.join(pexpr(sizes[v]) for v in vars_)};{str(otype)[6:]}"
+        if name not in slot_of:
+            slot_of[name] = len(trace.slots)
+            trace.slots.append((name, kind))
+            trace.dtypes[name] = otype
+            if len(trace.slots) + n_outputs > MAX_ARGS:
+                raise Unsupported("too many operands")
+        return new(f"load {slot_of[name]}")
+
+    row_used = any(coeffs[v] != 0 and sizes[v] != 1 for v in trace.vars)
+    used = [v for v in trace.rvars if coeffs[v] != 0 and sizes[v] != 1]
+    iota_a = None  # the column part as a * (the column index)
+    if used:
+        strides = {v: sympy.sympify(sympy_product(trace.rsizes[k + 1:]))
+                   for k, v in enumerate(trace.rvars)}
+        a = sympy.simplify(coeffs[used[-1]] / strides[used[-1]])
+        if a.is_Integer and all(sympy.expand(coeffs[v] - a * strides[v]) == 0 or sizes[v] == 1
+                                for v in trace.rvars):
+            iota_a = int(a)
+    if row_used != bool(used) and iota_a is None:
+        # one operand holds the whole value, of the dtype when a float one (rounded once on
+        # the host, as a cast would): no op of column values only
+        v = operand("row" if row_used else "col", trace.vars if row_used else trace.rvars, c,
+                    dtype if dtype in TYPES else torch.float32)
+        if dtype in TYPES:
+            return v
+    else:
+        parts = []
+        if row_used:
+            parts.append(operand("row", trace.vars))
+        if used and iota_a is not None:
+            col = new("iota")  # the column index
+            parts.append(col if iota_a == 1 else new(f"mul {col} {new(f'const {float(iota_a)!r}')}"))
+        elif used:
+            parts.append(operand("col", trace.rvars))
+        if c != 0 or not parts:
+            parts.append(new(f"const {float(c)!r}"))
+        v = parts[0]
+        for p in parts[1:]:
+            v = new(f"add {v} {p}")
+        if dtype in TYPES:
+            return new(f"cast {v} {TYPES[dtype]}")
+    if typed:
+        if not used or iota_a is None:  # a per-row or per-column value: made full first
+            # (integer ops of per-row values are not taken), 0 * iota + v
+            zeros = new(f"mul {new('iota')} {new('const 0.0')}")
+            v = new(f"add {zeros} {v}")
+        return new(f"cast {v} {INT_TYPES[dtype]}")
+    return v
+
+
 def _describe(trace, inputs, outputs, typed=None):
     if len(inputs) + len(outputs) > MAX_ARGS:
         raise Unsupported("too many buffers")
     trace.slots = []  # the description's inputs: a buffer once, or once per index it is read at
+    trace.index_limits = set()  # a row kernel's index values' largest |value| (symbolic sizes)
     trace.moved = {}  # description argument -> the symbolic offset of its view, for the call
     sizes, rsizes = trace.sizes, trace.rsizes
     rows = bool(trace.rvars)
@@ -413,6 +502,7 @@ def _describe(trace, inputs, outputs, typed=None):
         return k
 
     cols_text = str(int(cols)) if sympy.sympify(cols).is_Integer else COLS
+    index_values = {}  # a row kernel's index_expr -> its value
     for i, op in enumerate(trace.ops):
         kind = op[0]
         if kind == "load":
@@ -484,6 +574,14 @@ def _describe(trace, inputs, outputs, typed=None):
                 raise Unsupported(f"reduction {rtype}")
         elif kind == "getitem":
             ids[i] = ids[op[1].i][op[2]]
+        elif kind == "index_expr" and rows:
+            key = (str(op[1]), op[2])  # each node of the kernel traces its own (one value)
+            if key not in index_values:
+                index_values[key] = _row_index_expr(trace, op[1], op[2], typed, slot_of,
+                                                    len(outputs), new)
+            ids[i] = index_values[key]
+            if op[2] not in TYPES and typed:
+                ints.add(i)
         elif kind == "index_expr":
             # a flat kernel's positions as values (arange, position ids): sum_k c_k * i_k + c
             # with integer c_k and c over static sizes, each loop variable i_k taken from the
@@ -818,8 +916,10 @@ class SpyreScheduling(BaseScheduling):
         if desc:
             why = ""
         # the description's operands: each input once per slot, then the outputs
-        # (a symbol's value, "@<expr>": an int64 scalar the call makes, SpyreKernel._symbol)
-        slots = [b if b.startswith("@") else inputs.index(b)
+        # (a symbol's value, "@<expr>": an int64 scalar the call makes, SpyreKernel._symbol;
+        # a row kernel's index values, "#...": a row or col operand it makes once,
+        # SpyreKernel._index_values)
+        slots = [b if b[0] in "@#" else inputs.index(b)
                  for b, _ in trace.slots] if desc else None
         spec = {
             "sizes": [pexpr(s) for s in sizes],
@@ -830,6 +930,9 @@ class SpyreScheduling(BaseScheduling):
             "names": args,
             "slots": slots if slots != list(range(len(inputs))) else None,
             "moved": trace.moved if desc else {},  # operand -> its view's symbolic offset
+            # expressions of the sizes that must stay below 2^24 for the description (a row
+            # kernel's index values, exact in fp32): else the call runs the eager form
+            "index_limits": sorted(trace.index_limits) if desc else [],
             # inputs in host memory: CPU scalar tensors (an optimizer's step count), which
             # Inductor lets device kernels read as CUDA's kernels do
             "host": [k for k, b in enumerate(inputs) if _device_type(b) == "cpu"],
