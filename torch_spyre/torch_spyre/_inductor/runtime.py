@@ -246,9 +246,10 @@ class SpyreKernel:
     def _index_values(self, name, syms, dev):
         """A row kernel's index_expr part in the row (or column) variables, as the row (col)
         operand the description reads: the expression over the grid of those variables
-        (their sizes at this call) in the operand's type (exact integers, rounded once to a 16-bit type),
-        made on the card once and kept (the kernel only reads it). name is
-        ``#<kind>;<expr>;<variables>;<sizes>;<dtype>`` (scheduling._row_index_expr)."""
+        (their sizes at this call) in the operand's type (exact integers, rounded once to a
+        16-bit type), made on the host, copied to the card once per size and kept (the
+        kernel only reads it). name is ``#<kind>;<expr>;<variables>;<sizes>;<dtype>``
+        (scheduling._row_index_expr)."""
         _, expr, names, sizes, dtype = name[1:].split(";")
         sizes = tuple(int(self._eval(s, syms)) for s in sizes.split("|"))
         t = self._indices.get((name, sizes, dev))

@@ -350,11 +350,12 @@ INDEX_LIMIT = 2 ** 24  # fp32 holds every integer up to here exactly
 
 def _row_index_expr(trace, expr, dtype, typed, slot_of, n_outputs, new):
     """A row kernel's index_expr (a causal mask's two aranges, positions as values): an affine
-    expression with integer coefficients over static sizes, as fp32 values, exact below 2^24.
+    expression with integer coefficients and constant term, as fp32 values, exact below 2^24
+    (checked here, or for symbolic sizes at each call: ``trace.index_limits``).
     Its part in the column variables is the generator's iota (the column index) times a
     coefficient when it is a multiple of the flat column index, else an ``in f32 col``
     operand; its part in the row variables an ``in f32 row`` operand: the values of the part
-    over the rows (or columns), which the call makes once per kernel on the card
+    over the rows (or columns), which the call makes once per kernel and size
     (``SpyreKernel._index_values``; the slot's name
     ``#<kind>;<expr>;<variables>;<sizes>;<dtype>`` says how). One operand holding the whole
     value holds it in a float dtype rounded (a column operand alone: no op of column values
@@ -414,7 +415,9 @@ def _row_index_expr(trace, expr, dtype, typed, slot_of, n_outputs, new):
             parts.append(operand("row", trace.vars))
         if used and iota_a is not None:
             col = new("iota")  # the column index
-            parts.append(col if iota_a == 1 else new(f"mul {col} {new(f'const {float(iota_a)!r}')}"))
+            if iota_a != 1:
+                col = new(f"mul {col} {new(f'const {float(iota_a)!r}')}")
+            parts.append(col)
         elif used:
             parts.append(operand("col", trace.rvars))
         if c != 0 or not parts:
@@ -911,6 +914,7 @@ class SpyreScheduling(BaseScheduling):
                 try:
                     desc = describe(rows, inputs, outputs)
                     trace.slots, trace.moved = rows.slots, rows.moved
+                    trace.index_limits = rows.index_limits
                 except Unsupported:
                     pass
         if desc:
