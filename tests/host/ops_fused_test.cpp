@@ -8,8 +8,10 @@
 // kernels (softmax, log_softmax, layer_norm with weight, bias and row outputs, an RMSNorm with
 // a per-row input, compares and where) over odd row lengths and row counts in the three types
 // against a row interpreter; rows split over cores; compares and where in flat kernels; every
-// VUN function (floor..atanh, sin, cos) in the three types; rany to bool row outputs; view
-// operands (strided rows of whole sticks) in and out, and the views refused.
+// VUN function (floor..atanh, sin, cos) in the three types; pow and atan2 (parser expansions)
+// against std::pow / std::atan2; rany to bool row outputs; a row kernel's 16-bit temporaries
+// not overwritten in place; view operands (strided rows of whole sticks) in and out, and the
+// views refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
