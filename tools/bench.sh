@@ -57,6 +57,12 @@ if ls driver/spyre.ko >/dev/null 2>&1 && [ "${BENCH_VM:-1}" != 0 ]; then
 	echo "=== libspyre runtime on the kernel path (VM, TCG; set BENCH_VM=0 to skip) ==="
 	tools/vm/spyre-vm --cards 1 -- sh -c 'modprobe spyre && build/cmake/libspyre/spyre-bench' |
 		tee build/bench/libspyre_vm.txt
+	# Issue 25 on the card model: all-reduce busbw card to card through spyre.ko on 2 and 4 cards
+	# (processes and threads), and the tensor-parallel decode step on 1, 2 and 4 cards
+	# (libspyre.md "Device-side waits", torch_spyre.md "Tensor parallelism"); about 6 minutes.
+	echo
+	echo "=== collectives and tensor-parallel decode on 4 cards (VM, card model) ==="
+	tools/vm/spyre-vm --cards 4 -- tools/bench/multicard.sh | tee build/bench/multicard_vm.txt
 fi
 
 # torch_spyre: per-op dispatch overhead against the CPU op (tiny tensors) and a decode step of
