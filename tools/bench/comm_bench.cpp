@@ -13,6 +13,10 @@
 // collective's critical path on the card's timeline, its push stream included; on the kernel
 // backend the stream's DMA copies, peer copies and reduction programs summed) and the busbw that
 // time gives; with --threads also the busiest card's modeled time (max_dev_us).
+//   spyre-comm-bench --peer-copy [SIZE_BYTES...]
+// Card 0's engine pushes into card 1 (spyre_memcpy_peer_async on a stream of card 0): wall time
+// and the modeled time between events around the copy, its bandwidth against the modeled peer
+// link (60 GB/s, libspyre.md "Peer-to-peer copies").
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -142,6 +146,56 @@ int run_rank(const spyre_comm_unique_id& id, int n, int rank, int index,
     return 0;
 }
 
+int peer_copy_bench(const std::vector<uint64_t>& sizes) {
+    spyre_device_t src, dst;
+    spyre_stream_t stream;
+    spyre_event_t e0, e1;
+    CHECK(spyre_device_open(0, &src));
+    CHECK(spyre_device_open(1, &dst));
+    CHECK(spyre_device_enable_peer_access(src, dst));
+    CHECK(spyre_stream_create(src, SPYRE_STREAM_PRIORITY_NORMAL, &stream));
+    CHECK(spyre_event_create(src, &e0));
+    CHECK(spyre_event_create(src, &e1));
+    std::printf("peer copy, card 0 pushes into card 1 (modeled link 60 GB/s)\n");
+    std::printf("%12s %8s %12s %12s %14s %16s %8s\n", "bytes", "iters", "time_us", "GB/s",
+                "modeled_dev_us", "modeled_GB/s", "of_link");
+    for (uint64_t bytes : sizes) {
+        spyre_buffer_t a, b;
+        CHECK(spyre_malloc(src, bytes, &a));
+        CHECK(spyre_malloc(dst, bytes, &b));
+        const int iters = bytes >= (64u << 20) ? 3 : bytes >= (1u << 20) ? 10 : 50;
+        CHECK(spyre_memcpy_peer_async(b, 0, a, 0, bytes, stream));  // warm-up: the import
+        CHECK(spyre_stream_synchronize(stream));
+        uint64_t modeled_ns = 0;
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < iters; ++i) {
+            CHECK(spyre_event_record(e0, stream));
+            CHECK(spyre_memcpy_peer_async(b, 0, a, 0, bytes, stream));
+            CHECK(spyre_event_record(e1, stream));
+            CHECK(spyre_event_synchronize(e1));
+            spyre_event_timing t{};
+            CHECK(spyre_event_elapsed(e0, e1, &t));
+            modeled_ns += t.modeled_ns;
+        }
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+        const double modeled_s = modeled_ns / 1e9 / iters;
+        const double modeled_bw = modeled_s > 0 ? bytes / modeled_s / 1e9 : 0;
+        std::printf("%12llu %8d %12.1f %12.3f %14.1f %16.3f %7.1f%%\n",
+                    static_cast<unsigned long long>(bytes), iters, s * 1e6, bytes / s / 1e9,
+                    modeled_s * 1e6, modeled_bw, modeled_bw / 60.0 * 100);
+        std::fflush(stdout);
+        CHECK(spyre_free(a));
+        CHECK(spyre_free(b));
+    }
+    spyre_event_destroy(e0);
+    spyre_event_destroy(e1);
+    spyre_stream_destroy(stream);
+    spyre_device_close(dst);
+    spyre_device_close(src);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -167,6 +221,13 @@ int main(int argc, char** argv) {
             id.internal[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
         const int rank = std::atoi(argv[4]);
         return run_rank(id, std::atoi(argv[3]), rank, sim ? 0 : rank, sizes);
+    }
+    if (argc > 1 && std::strcmp(argv[1], "--peer-copy") == 0) {
+        std::vector<uint64_t> sizes;
+        for (int i = 2; i < argc; ++i) sizes.push_back(std::strtoull(argv[i], nullptr, 10));
+        if (sizes.empty()) sizes = {1ull << 10, 64ull << 10, 1ull << 20, 16ull << 20, 64ull << 20};
+        if (sim) setenv("SPYRE_SIM_DEVICES", "2", 0);
+        return peer_copy_bench(sizes);
     }
     const bool threads = argc > 1 && std::strcmp(argv[1], "--threads") == 0;
     if (threads) --argc, ++argv;
