@@ -563,9 +563,14 @@ TEST(Comm, AlgorithmChoiceShowsInPeerBytes) {
     const uint64_t s = 4096;
     EXPECT_EQ(pushed("tree", s / 4), (std::vector<uint64_t>{2 * s, s, 2 * s, s}));
     EXPECT_EQ(pushed("ring", s / 4), (std::vector<uint64_t>(4, 3 * s / 2)));
-    EXPECT_EQ(pushed(nullptr, s / 4), (std::vector<uint64_t>{2 * s, s, 2 * s, s}));
+    EXPECT_EQ(pushed("one-shot", s / 4), (std::vector<uint64_t>(4, 3 * s)));
+    EXPECT_EQ(pushed(nullptr, s / 4), (std::vector<uint64_t>(4, 3 * s)));  // one-shot
+    const uint64_t mid = 56 << 10;  // above the tree's crossover, below the one-shot's
+    EXPECT_EQ(pushed(nullptr, mid / 4), (std::vector<uint64_t>(4, 3 * mid)));
     const uint64_t big = 4u << 20;
     EXPECT_EQ(pushed(nullptr, big / 4), (std::vector<uint64_t>(4, 3 * big / 2)));
+    // more than one message: one-shot forced takes the ring
+    EXPECT_EQ(pushed("one-shot", 2 * big / 4), (std::vector<uint64_t>(4, 3 * big)));
     EXPECT_EQ(pushed(nullptr, s / 4, Broadcast), (std::vector<uint64_t>{2 * s, 0, s, 0}));
     EXPECT_EQ(pushed(nullptr, 3 * big / 4, Broadcast),
               (std::vector<uint64_t>{3 * big, 3 * big, 3 * big, 0}));
@@ -803,6 +808,48 @@ TEST(Comm, NullStreamCollectives) {
         });
     }
     unsetenv("SPYRE_COMM_CHUNK_BYTES");
+}
+
+// The one-shot all-reduce (the smallest messages) folds the ranks' inputs in rank order on every
+// rank, ((x_0 + x_1) + x_2) + x_3, wherever each rank keeps the partial sums: random fp32
+// fractions (the order shows in the roundings) give the host's fold bit for bit on every rank,
+// on the NULL stream too, in place and into another buffer; MAX likewise.
+TEST(Comm, OneShotAllReduceFoldsInRankOrderOnEveryRank) {
+    setenv("SPYRE_COMM_ALGO", "one-shot", 1);
+    const size_t count = 1001;
+    for (int n : {2, 3, 4})
+        for (spyre_reduce_op op : {SPYRE_REDUCE_SUM, SPYRE_REDUCE_MAX})
+            for (bool null_stream : {false, true})
+                run_ranks(n, [&](Rank& k) {
+                    const spyre_stream_t s = null_stream ? nullptr : k.stream;
+                    const auto in = input(k.rank, count, SPYRE_DTYPE_FLOAT32, 53);
+                    spyre_buffer_t b = k.upload(to_bytes(in, SPYRE_DTYPE_FLOAT32), 0);
+                    spyre_buffer_t d = k.upload(std::vector<uint8_t>(count * 4 + 128), 0);
+                    ASSERT_EQ(spyre_comm_all_reduce(b, 0, d, 128, count, SPYRE_DTYPE_FLOAT32, op,
+                                                    k.comm, s),
+                              SPYRE_SUCCESS)
+                        << spyre_last_error();
+                    ASSERT_EQ(spyre_comm_all_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32, op,
+                                                    k.comm, s),
+                              SPYRE_SUCCESS)
+                        << spyre_last_error();
+                    std::vector<float> want = input(0, count, SPYRE_DTYPE_FLOAT32, 53);
+                    for (int r = 1; r < n; ++r) {
+                        const auto x = input(r, count, SPYRE_DTYPE_FLOAT32, 53);
+                        for (size_t i = 0; i < count; ++i)
+                            want[i] =
+                                op == SPYRE_REDUCE_MAX ? std::max(want[i], x[i]) : want[i] + x[i];
+                    }
+                    const auto bits = to_bytes(want, SPYRE_DTYPE_FLOAT32);
+                    const std::string what =
+                        std::format("{} ranks, op {}, rank {}{}", n, static_cast<int>(op), k.rank,
+                                    null_stream ? ", NULL stream" : "");
+                    EXPECT_TRUE(k.download(b, 0, count * 4) == bits) << "in place, " << what;
+                    EXPECT_TRUE(k.download(d, 128, count * 4) == bits) << "out of place, " << what;
+                    spyre_free(b);
+                    spyre_free(d);
+                });
+    unsetenv("SPYRE_COMM_ALGO");
 }
 
 // The p2p transport reduces out of its inbox and lands the all-gather in place; host staging

@@ -111,12 +111,15 @@ Communicator::Communicator(const UniqueId& id, int nranks, int rank, spyre_devic
             "not a unique id from spyre_comm_get_unique_id");
     const uint64_t timeout = env_u64("SPYRE_COMM_TIMEOUT_MS", kDefaultTimeoutMs, 1);
     // SPYRE_COMM_ALGO: all-reduce's, broadcast's and reduce's algorithm; unset or "" picks by
-    // size (tree.hpp's model)
+    // size (tree.hpp's and one_shot.hpp's models)
     const char* algo = std::getenv("SPYRE_COMM_ALGO");
     const std::string a = algo ? algo : "";
-    require(a.empty() || a == "ring" || a == "tree", "SPYRE_COMM_ALGO=\"{}\" is not ring or tree",
-            a);
-    algo_ = a == "ring" ? Algo::Ring : a == "tree" ? Algo::Tree : Algo::Auto;
+    require(a.empty() || a == "ring" || a == "tree" || a == "one-shot",
+            "SPYRE_COMM_ALGO=\"{}\" is not ring, tree or one-shot", a);
+    algo_ = a == "ring"       ? Algo::Ring
+            : a == "tree"     ? Algo::Tree
+            : a == "one-shot" ? Algo::OneShot
+                              : Algo::Auto;
     check_call(spyre_malloc(device, id.slot_bytes, &rx_));
     try {
         // SPYRE_COMM_TRANSPORT: unset or "" picks p2p where every rank can use it, else
@@ -136,6 +139,7 @@ Communicator::Communicator(const UniqueId& id, int nranks, int rank, spyre_devic
 }
 
 Communicator::~Communicator() {
+    spyre_free(acc_);
     spyre_free(work_);
     spyre_free(rx_);
 }
@@ -205,7 +209,9 @@ void Communicator::all_reduce(spyre_buffer_t send, uint64_t send_off, spyre_buff
         if (recv_off % kStick) buf = work(align_up(bytes, kStick) + kStick), base = 0;
         copy(buf, base, send, send_off, bytes, stream);
         const Ring ring{*transport_, rank_, nranks_, stream, rx_};
-        if (use_tree(Collective::AllReduce, bytes)) {
+        if (use_one_shot(bytes)) {
+            one_shot_all_reduce(ring, buf, base, count, dtype, op, one_shot_acc());
+        } else if (use_tree(Collective::AllReduce, bytes)) {
             tree_all_reduce(ring, buf, base, count, dtype, op);
         } else {
             const Segments seg = segments(base, count, es);
@@ -220,6 +226,17 @@ void Communicator::all_reduce(spyre_buffer_t send, uint64_t send_off, spyre_buff
         }
         if (buf != recv) copy(recv, recv_off, buf, base, bytes, stream);
     });
+}
+
+bool Communicator::use_one_shot(uint64_t bytes) const {
+    const uint64_t chunk = transport_->max_chunk_bytes();
+    if (algo_ == Algo::OneShot) return bytes <= chunk;  // larger ones take the ring
+    return algo_ == Algo::Auto && one_shot_is_faster(nranks_, bytes, chunk);
+}
+
+spyre_buffer_t Communicator::one_shot_acc() {
+    if (!acc_) check_call(spyre_malloc(device_, transport_->max_chunk_bytes(), &acc_));
+    return acc_;
 }
 
 bool Communicator::use_tree(Collective c, uint64_t bytes) const {

@@ -1,5 +1,6 @@
 // A communicator: one rank's view (card, transport, device scratch) and the collectives built on
-// the ring and tree algorithms (ring.hpp, tree.hpp). Public handle: spyre_comm_t (api_comm.cpp).
+// the ring, tree and one-shot algorithms (ring.hpp, tree.hpp, one_shot.hpp). Public handle:
+// spyre_comm_t (api_comm.cpp).
 #pragma once
 
 #include <memory>
@@ -7,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "comm/one_shot.hpp"
 #include "comm/ring.hpp"
 #include "comm/transport.hpp"
 #include "comm/tree.hpp"
@@ -68,14 +70,21 @@ class Communicator {
 
     // Whether collective c of `bytes` runs on the tree (SPYRE_COMM_ALGO, else tree_is_faster).
     bool use_tree(Collective c, uint64_t bytes) const;
+    // Whether an all-reduce of `bytes` is one-shot (SPYRE_COMM_ALGO=one-shot where it fits one
+    // message, else one_shot_is_faster).
+    bool use_one_shot(uint64_t bytes) const;
+    // The one-shot all-reduce's accumulator (one message), made on first use.
+    spyre_buffer_t one_shot_acc();
 
-    enum class Algo { Auto, Ring, Tree };  // all-reduce's, broadcast's, reduce's (SPYRE_COMM_ALGO)
+    // all-reduce's, broadcast's, reduce's (SPYRE_COMM_ALGO; one-shot: all-reduce only)
+    enum class Algo { Auto, Ring, Tree, OneShot };
     Algo algo_ = Algo::Auto;
     int rank_, nranks_;
     spyre_device_t device_;
     std::unique_ptr<Transport> transport_;
     spyre_buffer_t rx_ = nullptr;
     spyre_buffer_t work_ = nullptr;
+    spyre_buffer_t acc_ = nullptr;
     uint64_t work_bytes_ = 0;
     std::mutex mu_;
 };
