@@ -18,6 +18,12 @@ inline constexpr uint64_t kP2pLinkBytesPerS = 60000ull * 1000 * 1000;
 // (~150 ns each) and a read completion round trip through the peer (~700 ns): 1 us at 1.5 GHz.
 inline constexpr uint64_t kP2pLatencyCycles = 1500;
 
+// SPYRE_CYCLES_SEM_SIGNAL: a semaphore signal (hw 1.8, SEM_SIGNAL), plus kP2pLatencyCycles
+// when it goes into a peer card: with device-side waits every message between two cards is a
+// push and its "posted" signal (libspyre.md "Device-side waits"). The simulator charges
+// signals nothing.
+inline constexpr uint64_t kSemSignalCycles = 32;
+
 // 256 + 1500 + ceil(bytes * clock / min(p2p link, this card's DDR, the peer's DDR)).
 inline uint64_t peer_copy_cycles(const spyre_engine_config& self, const spyre_engine_config& peer,
                                  uint64_t bytes) {

@@ -71,21 +71,22 @@ TEST(CommAlgo, ReduceTreeForSmallMessages) {
     EXPECT_FALSE(tree_is_faster(Collective::Reduce, 1, 1 * KiB, kChunk));
 }
 
-// one_shot.hpp: (n - 1) (alpha + S/beta) + (n - 1) (rho + S/gamma), rho = 500 cycles of launch
-// overhead, gamma = 204.8 GB/s / 3, against the ring and the tree with their reductions: on 2
-// ranks below 2 alpha gamma = 156 KiB (one step less than the ring, a reduction of S instead of
-// S/2), on 3 below ~75 KiB, on 4 below ~59 KiB (it always beats the 4-rank tree: one message
-// step less for one reduction more), never on 8 (the tree's 6 steps against 7); and never for
-// more than one message.
+// one_shot.hpp: (n - 1) (alpha + S/beta) + (n - 1) (rho + S/gamma), alpha = a message step
+// with its posted signal (256 + 1500 + 32 + 1500 cycles), rho = 500 cycles of launch overhead,
+// gamma = 204.8 GB/s / 3, against the ring and the tree with their reductions: on 2 ranks below
+// 2 alpha gamma = 292 KiB (one step less than the ring, a reduction of S instead of S/2), on 3
+// below ~140 KiB, on 4 below ~111 KiB (it always beats the 4-rank tree: one message step less
+// for one reduction more), never on 8 (the tree's 6 steps against 7); and never for more than
+// one message.
 TEST(CommAlgo, AllReduceOneShotForTheSmallestMessages) {
     EXPECT_FALSE(one_shot_is_faster(1, 4, kChunk));
     for (int n : {2, 3, 4}) EXPECT_TRUE(one_shot_is_faster(n, 4, kChunk)) << n;
-    EXPECT_TRUE(one_shot_is_faster(2, 156 * KiB, kChunk));
-    EXPECT_FALSE(one_shot_is_faster(2, 157 * KiB, kChunk));
-    EXPECT_TRUE(one_shot_is_faster(3, 74 * KiB, kChunk));
-    EXPECT_FALSE(one_shot_is_faster(3, 75 * KiB, kChunk));
-    EXPECT_TRUE(one_shot_is_faster(4, 59 * KiB, kChunk));
-    EXPECT_FALSE(one_shot_is_faster(4, 60 * KiB, kChunk));
+    EXPECT_TRUE(one_shot_is_faster(2, 292 * KiB, kChunk));
+    EXPECT_FALSE(one_shot_is_faster(2, 293 * KiB, kChunk));
+    EXPECT_TRUE(one_shot_is_faster(3, 139 * KiB, kChunk));
+    EXPECT_FALSE(one_shot_is_faster(3, 140 * KiB, kChunk));
+    EXPECT_TRUE(one_shot_is_faster(4, 110 * KiB, kChunk));
+    EXPECT_FALSE(one_shot_is_faster(4, 111 * KiB, kChunk));
     EXPECT_FALSE(one_shot_is_faster(8, 4, kChunk));
     EXPECT_FALSE(one_shot_is_faster(2, 8 * KiB, 4 * KiB));  // two messages
 }

@@ -565,7 +565,7 @@ TEST(Comm, AlgorithmChoiceShowsInPeerBytes) {
     EXPECT_EQ(pushed("ring", s / 4), (std::vector<uint64_t>(4, 3 * s / 2)));
     EXPECT_EQ(pushed("one-shot", s / 4), (std::vector<uint64_t>(4, 3 * s)));
     EXPECT_EQ(pushed(nullptr, s / 4), (std::vector<uint64_t>(4, 3 * s)));  // one-shot
-    const uint64_t mid = 56 << 10;  // above the tree's crossover, below the one-shot's
+    const uint64_t mid = 96 << 10;  // above the tree's crossover, below the one-shot's
     EXPECT_EQ(pushed(nullptr, mid / 4), (std::vector<uint64_t>(4, 3 * mid)));
     const uint64_t big = 4u << 20;
     EXPECT_EQ(pushed(nullptr, big / 4), (std::vector<uint64_t>(4, 3 * big / 2)));

@@ -44,7 +44,9 @@ bool one_shot_is_faster(int nranks, uint64_t bytes, uint64_t chunk) {
     spyre_engine_config cfg{};
     spyre_engine_config_default(&cfg);
     const double hz = static_cast<double>(cfg.clock_hz);
-    const double alpha = static_cast<double>(cfg.dma_setup_cycles + kP2pLatencyCycles) / hz;
+    // one message step: a push's set-up and latency, and its "posted" signal into the peer
+    const double alpha =
+        static_cast<double>(cfg.dma_setup_cycles + 2 * kP2pLatencyCycles + kSemSignalCycles) / hz;
     const double beta = static_cast<double>(kP2pLinkBytesPerS);
     const double rho = static_cast<double>(cfg.launch_overhead_cycles) / hz;
     const double g = 3.0 / static_cast<double>(cfg.ddr_bytes_per_s);
