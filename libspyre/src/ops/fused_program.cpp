@@ -1558,6 +1558,20 @@ bool const_of(const FusedKernel& k, int v, float& c) {
     return true;
 }
 
+// Appends one op (a constant) to k's code; returns its value.
+int emit(FusedKernel& k, FkOp op, int a, int b, int c) {
+    FkInstr e;
+    e.op = op, e.a = a, e.b = b, e.c = c;
+    k.code.push_back(e);
+    return static_cast<int>(k.code.size() - 1);
+}
+int emit_const(FusedKernel& k, float v) {
+    FkInstr e;
+    e.op = FkOp::CONST, e.imm = v;
+    k.code.push_back(e);
+    return static_cast<int>(k.code.size() - 1);
+}
+
 // x ** y with torch.pow's (std::pow's) special cases, in fp32: exp2(y * log2|x|), the
 // exponent forced to 0 where y == 0 or |x| == 1 (x ** 0 = 1 for NaN x too, 1 ** y = 1 for NaN
 // or inf y), the sign of a negative base (-0 too) for an odd integer y, NaN for a finite
@@ -1568,18 +1582,8 @@ bool const_of(const FusedKernel& k, int v, float& c) {
 // base c as exp2(y * log2(c)) with log2(c) from the host, two constants folded on the host;
 // the sign and NaN fix-ups only where the constant exponent needs them. Returns the value.
 int add_pow(FusedKernel& k, int x, int y) {
-    auto add = [&](FkOp op, int a = -1, int b = -1, int c = -1) {
-        FkInstr e;
-        e.op = op, e.a = a, e.b = b, e.c = c;
-        k.code.push_back(e);
-        return static_cast<int>(k.code.size() - 1);
-    };
-    auto cst = [&](float v) {
-        FkInstr e;
-        e.op = FkOp::CONST, e.imm = v;
-        k.code.push_back(e);
-        return static_cast<int>(k.code.size() - 1);
-    };
+    auto add = [&](FkOp op, int a = -1, int b = -1, int c = -1) { return emit(k, op, a, b, c); };
+    auto cst = [&](float v) { return emit_const(k, v); };
     constexpr float inf = std::numeric_limits<float>::infinity();
     float cx = 0.0f, cy = 0.0f;
     const bool kx = const_of(k, x, cx), ky = const_of(k, y, cy);
@@ -1643,18 +1647,8 @@ int add_pow(FusedKernel& k, int x, int y) {
 // the output's rounding. A constant operand's sign is taken on the host and the fix-ups it
 // cannot need are left out; two constants fold. Returns the value.
 int add_atan2(FusedKernel& k, int y, int x) {
-    auto add = [&](FkOp op, int a = -1, int b = -1, int c = -1) {
-        FkInstr e;
-        e.op = op, e.a = a, e.b = b, e.c = c;
-        k.code.push_back(e);
-        return static_cast<int>(k.code.size() - 1);
-    };
-    auto cst = [&](float v) {
-        FkInstr e;
-        e.op = FkOp::CONST, e.imm = v;
-        k.code.push_back(e);
-        return static_cast<int>(k.code.size() - 1);
-    };
+    auto add = [&](FkOp op, int a = -1, int b = -1, int c = -1) { return emit(k, op, a, b, c); };
+    auto cst = [&](float v) { return emit_const(k, v); };
     constexpr double pi = 3.14159265358979323846;
     constexpr float inf = std::numeric_limits<float>::infinity();
     float cy = 0.0f, cx = 0.0f;
