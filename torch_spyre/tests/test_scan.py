@@ -2,7 +2,8 @@
 fallback: every dtype the card scans (bool and narrow integers promoted to int64 as torch does),
 every dim and negative dims, dims of size 1, empty and 0-d tensors, transposed inputs, `out=`,
 in place, `dtype=`, fp32 sums that need torch's double accumulator and fp16 sums that need its
-float accumulator. fp32 cumprod multiplies in fp32 (as torch's CUDA kernel; the CPU in double):
+float accumulator. logcumsumexp (a scan of the card's logaddexp) within a few fp32 ulps of the
+float64 answer, with -inf, inf and NaN as the CPU's, and its gradient. fp32 cumprod multiplies in fp32 (as torch's CUDA kernel; the CPU in double):
 bit for bit that recurrence and within torch's own device-vs-CPU tolerance of the CPU."""
 
 import pytest
@@ -165,3 +166,44 @@ def test_float_cumsum_of_a_line_longer_than_one_program(no_fallback):
     # the exact sum rounded (twice: to fp32, then bf16), where the CPU's fp32 accumulator drifts
     assert (got.double() - exact).abs().le(exact.abs() * (2.0**-8 + 2.0**-23)).all()
     assert 0 < (got != want).sum().item() < h.numel() // 1000
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape,dim", [((4, 37), 1), ((300,), 0), ((5, 1000, 3), 1),
+                                       ((6, 2, 9), -3), ((7, 1), 1)])
+def test_logcumsumexp(no_fallback, dtype, shape, dim):
+    g = torch.Generator().manual_seed(11)
+    x = (torch.randn(shape, generator=g) * 30).to(dtype)  # spread: prefixes far below the max
+    got = torch.logcumsumexp(x.to("spyre"), dim).cpu()
+    want = torch.logcumsumexp(x.double(), dim).to(dtype)
+    assert got.dtype == dtype and got.shape == want.shape
+    if dtype == torch.float32:
+        # the CPU accumulates in double; the card's fp32 steps: log2(n) + 2 ulps of the sum
+        torch.testing.assert_close(got, want, rtol=4e-7 * (x.size(dim).bit_length() + 2),
+                                   atol=1e-6)
+    else:
+        torch.testing.assert_close(got.float(), want.float(), rtol=tol_of(dtype), atol=0)
+
+
+def tol_of(dtype):
+    return {torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}[dtype]
+
+
+def test_logcumsumexp_special_values_out_and_gradient(no_fallback):
+    inf, nan = float("inf"), float("nan")
+    x = torch.tensor([[-inf, -inf, 1.0, nan, 2.0], [inf, 1.0, -inf, 3.0, 0.0], [-inf] * 5,
+                      [-1e30, 0.0, -inf, 1e30, 5.0]])
+    same(torch.logcumsumexp(x.to("spyre"), 1).cpu(), torch.logcumsumexp(x, 1))
+    same(torch.logcumsumexp(torch.tensor(2.5).to("spyre"), 0).cpu(), torch.tensor(2.5))
+    empty = torch.empty(0, 3)
+    same(torch.logcumsumexp(empty.to("spyre"), 0).cpu(), empty)
+    out = torch.empty(0, device="spyre")
+    src = torch.randn(4, 6)
+    torch.logcumsumexp(src.to("spyre"), 1, out=out)
+    torch.testing.assert_close(out.cpu(), torch.logcumsumexp(src, 1), rtol=2e-6, atol=1e-6)
+    t = torch.randn(9, 40, generator=torch.Generator().manual_seed(12)) * 5
+    w = torch.randn(9, 40, generator=torch.Generator().manual_seed(13))
+    c, d = t.clone().requires_grad_(), t.to("spyre").requires_grad_()
+    (torch.logcumsumexp(c, 1) * w).sum().backward()
+    (torch.logcumsumexp(d, 1) * w.to("spyre")).sum().backward()
+    torch.testing.assert_close(d.grad.cpu(), c.grad, rtol=1e-5, atol=1e-5)

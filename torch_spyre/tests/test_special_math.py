@@ -1,7 +1,8 @@
-"""erfinv, lgamma and digamma on the card under strict mode against the CPU's float64 answers
+"""erfinv, lgamma, digamma and the modified Bessel functions i0, i0e, i1, i1e on the card under strict mode against the CPU's float64 answers
 (fp32 to a few ulps, 16-bit rounded once): the whole domain (near +-1 for erfinv; small, large, negative
 non-integer, near the zeros at 1 and 2 for lgamma; both sides of 0 for digamma), the poles,
-signed zeros, infinities and NaN as the CPU gives them; nn.init.trunc_normal_ and the
+signed zeros, infinities and NaN as the CPU gives them (for the Bessel functions both sides of
+their series' switch at |x| = 8 and the overflow of exp(|x|) as the CPU's fp32 kernel has it); nn.init.trunc_normal_ and the
 log-densities of Gamma, Beta and Poisson on the card."""
 
 import math
@@ -55,10 +56,53 @@ def test_digamma(strict, dtype):
     check(torch.digamma, x, dtype, rtol=4e-6, atol=4e-6)
 
 
+BESSEL = [torch.special.i0, torch.special.i0e, torch.special.i1, torch.special.i1e]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("f", BESSEL, ids=lambda f: f.__name__)
+def test_bessel_i(strict, f, dtype):
+    g = torch.Generator().manual_seed(3)
+    x = torch.cat([torch.randn(400, generator=g) * 4, torch.rand(300, generator=g) * 180 - 90,
+                   torch.tensor([0.0, -0.0, 8.0, -8.0, 7.9999, 8.0001, 1e-6, -3e-5, 88.0, 89.5,
+                                 -95.0, 200.0, INF, -INF, NAN])]).to(dtype)
+    got = f(x.to("spyre")).cpu()
+    want = f(x)  # the CPU's kernel: fp32, the same Chebyshev series
+    assert got.dtype == want.dtype
+    finite = want.isfinite()
+    # where exp(|x|) overflows fp32 (|x| > 88.7, i0 and i1) the CPU gives inf (or NaN for inf
+    # over inf): the card the same, exactly
+    torch.testing.assert_close(got[~finite], want[~finite], rtol=0, atol=0, equal_nan=True)
+    # elsewhere within a few fp32 ulps of the float64 function (as the CPU's own kernel is)
+    exact = f(x[finite].double()).to(dtype)
+    rtol = 2e-6 if dtype == torch.float32 else tol(dtype)
+    atol = 1e-30 if dtype == torch.float32 else torch.finfo(dtype).tiny  # 16-bit subnormals
+    torch.testing.assert_close(got[finite].float(), exact.float(), rtol=rtol, atol=atol)
+    assert torch.equal(torch.signbit(got[finite]), torch.signbit(exact))  # i1, i1e odd
+
+
+def test_bessel_i_out_in_place_and_gradient(strict):
+    x = torch.linspace(-12, 12, 97)
+    out = torch.empty(97, device="spyre")
+    torch.special.i1e(x.to("spyre"), out=out)
+    torch.testing.assert_close(out.cpu(), torch.special.i1e(x), rtol=2e-6, atol=0)
+    d = x.to("spyre")
+    d.i0_()
+    torch.testing.assert_close(d.cpu(), torch.i0(x), rtol=2e-6, atol=0)
+    # i0's derivative is i1, i1's involves i0 and i1: all on the card
+    for f in (torch.special.i0, torch.special.i1):
+        c, s = x.clone().requires_grad_(), x.to("spyre").requires_grad_()
+        f(c).sum().backward()
+        f(s).sum().backward()
+        torch.testing.assert_close(s.grad.cpu(), c.grad, rtol=1e-5, atol=1e-6)
+
+
 def test_integer_inputs_give_floats(strict):
     x = torch.arange(1, 12)
     torch.testing.assert_close(torch.lgamma(x.to("spyre")).cpu(), torch.lgamma(x))
     torch.testing.assert_close(torch.digamma(x.to("spyre")).cpu(), torch.digamma(x))
+    torch.testing.assert_close(torch.special.i0(x.to("spyre")).cpu(), torch.special.i0(x),
+                               rtol=2e-6, atol=0)
 
 
 def test_trunc_normal_init_and_distributions(strict):

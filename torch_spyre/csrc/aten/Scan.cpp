@@ -5,12 +5,15 @@
 // too long for one program scan in blocks (long_int_cumsum), float ones as a scan of
 // double-float pairs (long_float_cumsum). Dtypes the library has no scan for
 // and other slabs too large for a core's scratchpad run on the CPU fallback.
+// logcumsumexp (its autograd formula is flips and logcumsumexps, so the backward follows) is a
+// Hillis-Steele scan with logaddexp as the step, in fp32 (16-bit inputs rounded once at the end).
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "Composed.h"
 #include "Fallback.h"
 #include "OpLibrary.h"
 
@@ -137,11 +140,46 @@ at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<at::S
     return fallback_to_cpu<ATEN_OP2(cumprod, out)>(self, dim, dtype, out);
 }
 
+// logcumsumexp along dim: ceil(log2 n) steps, each element combined by the card's logaddexp
+// with the one 2^k before it (the first 2^k kept). logaddexp keeps -inf for -inf + -inf, so an
+// all -inf prefix stays -inf, and NaN propagates as in the CPU's running sum. The CPU's
+// accumulator is a double: the card's fp32 result is within about log2(n) + 2 units of fp32's
+// last place of the sum (ops.md "Scans").
+at::Tensor logcumsumexp_of(const at::Tensor& self, int64_t dim) {
+    c10::DeviceGuard guard(self.device());
+    if (self.numel() == 0 || self.dim() == 0) return self.clone();
+    const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+    at::Tensor cur = widened(self).movedim(d, -1).contiguous();
+    const int64_t n = cur.size(-1);
+    for (int64_t s = 1; s < n; s *= 2)
+        cur = at::cat({cur.narrow(-1, 0, s),
+                       at::logaddexp(cur.narrow(-1, s, n - s), cur.narrow(-1, 0, n - s))},
+                      -1);
+    return cur.movedim(-1, d).to(self.scalar_type()).contiguous();
+}
+
+bool logcumsumexp_on_card(const at::Tensor& self) {
+    return self.is_privateuseone() && is_float(self.scalar_type());
+}
+
+at::Tensor logcumsumexp(const at::Tensor& self, int64_t dim) {
+    if (!logcumsumexp_on_card(self)) return fallback_to_cpu<ATEN_OP(_logcumsumexp)>(self, dim);
+    return logcumsumexp_of(self, dim);
+}
+
+at::Tensor& logcumsumexp_out(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+    if (!logcumsumexp_on_card(self) || !out.is_privateuseone())
+        return fallback_to_cpu<ATEN_OP2(_logcumsumexp, out)>(self, dim, out);
+    return assign(out, logcumsumexp_of(self, dim));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("cumsum.out", TORCH_FN(cumsum_out));
     m.impl("cumprod.out", TORCH_FN(cumprod_out));
+    m.impl("_logcumsumexp", TORCH_FN(logcumsumexp));
+    m.impl("_logcumsumexp.out", TORCH_FN(logcumsumexp_out));
 }
 
 }  // namespace torch_spyre::aten
