@@ -5,7 +5,8 @@ operands, odd shapes, strided views, broadcasts, empty tensors, overflow wraparo
 division; casts between int64/uint8 and every other dtype on the card; zero divisors; integer
 matrix products (mm, bmm, matmul: int8 matmul emulation with int32 accumulation, wraparound;
 addmm, baddbmm, addbmm with integer scales); integer tensors raised to a number (wrapping for
-integral exponents, the default float type for float ones)."""
+integral exponents, the default float type for float ones); gcd and lcm of int64/int32 (the
+types' minimum, zeros, consecutive Fibonacci numbers: Euclid's longest runs, lcm's wraparound)."""
 
 import operator
 
@@ -470,3 +471,24 @@ def test_integer_pow_by_a_number(strict, dtype):
 def test_integer_pow_by_a_negative_integer_is_refused_as_on_the_cpu(fallback_reset):
     with pytest.raises(RuntimeError, match="negative integer powers"):
         torch.full((3,), 2, device="spyre") ** -1
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+@pytest.mark.parametrize("shapes", SHAPES)
+def test_gcd_lcm(strict, dtype, shapes):
+    info = torch.iinfo(dtype)
+    for seed, lo, hi in ((31, None, None), (32, -1000, 1000)):
+        a, b = ints(shapes[0], dtype, seed, lo, hi), ints(shapes[1], dtype, seed + 7, lo, hi)
+        both(torch.gcd, a, b)
+        both(torch.lcm, a, b)
+    fib = (1836311903, 1134903170) if dtype == torch.int32 else (7540113804746346429,
+                                                                 4660046610375530309)
+    x = torch.tensor([0, 0, info.min, info.min, info.max, fib[0], -7, info.min, 12, 46341],
+                     dtype=dtype)
+    y = torch.tensor([0, 5, 0, info.min, info.min, fib[1], 0, 6, -18, 46340], dtype=dtype)
+    both(torch.gcd, x, y)
+    both(torch.lcm, x, y)
+    both(torch.gcd, x, torch.tensor(6, dtype=dtype))  # a 0-dim operand in host memory
+    d = x.to("spyre")
+    d.gcd_(y.to("spyre"))
+    assert_same(d.cpu(), torch.gcd(x, y))
