@@ -7,7 +7,7 @@ logaddexp(2), xlogy, heaviside, signbit, sinc, hypot, frac, lerp with a weight t
 tensor and by any number, 2 ** tensor and ldexp, frexp), vector norms (linalg.vector_norm of every order, torch.norm,
 F.normalize, cosine_similarity, clip_grad_norm_), nansum, aminmax, matrix-vector products
 (mv, addmv, dot, vdot, 1-D matmul), PReLU and its gradients, RReLU (eval, and training with its
-slopes drawn on the card), renorm and trace. Inputs include zeros of both signs, infinities and NaN where
+slopes drawn on the card), renorm (and its gradient) and trace. Inputs include zeros of both signs, infinities and NaN where
 the CPU's answer depends on them."""
 
 import math
@@ -463,15 +463,26 @@ def test_renorm(strict, dtype):
     same(d.cpu(), torch.renorm(x.float(), 2, 1, 4.0).to(dtype), dtype)
 
 
-def test_renorm_gradient_has_its_float64_norm_on_the_cpu(fallback_reset):
-    # torch's renorm_backward asks for the norms in float64 (the accumulation type of a device
-    # that is not CUDA); the cores compute no float64: that norm is the one CPU fallback
-    x = torch.randn(5, 6, 7, generator=torch.Generator().manual_seed(8)) * 3
-    d, c = x.to("spyre").requires_grad_(), x.clone().requires_grad_()
-    torch.renorm(d, 2, 0, 5.0).sum().backward()
-    torch.renorm(c, 2, 0, 5.0).sum().backward()
-    same(d.grad.cpu(), c.grad, torch.float32)
-    assert "aten::linalg_vector_norm.out" in torch_spyre.fallback_counts()
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_renorm_gradient(strict, dtype):
+    # torch's renorm_backward asks for float64 norms (the cores compute none): with a gradient
+    # wanted renorm is composed of differentiable card ops, the gradient the CPU's formula
+    g = torch.Generator().manual_seed(8)
+    x = (torch.randn(5, 6, 7, generator=g) * 3).to(dtype)
+    w = torch.randn(5, 6, 7, generator=g).to(dtype)
+    for p, dim, maxnorm in ((2, 0, 5.0), (1, 1, 10.0), (3.5, 2, 2.0), (INF, -1, 1.0),
+                            (2, 1, 1e6)):
+        d, c = x.to("spyre").requires_grad_(), x.clone().requires_grad_()
+        yd, yc = torch.renorm(d, p, dim, maxnorm), torch.renorm(c, p, dim, maxnorm)
+        same(yd.detach().cpu(), yc.detach(), dtype)
+        (yd * w.to("spyre")).sum().backward()
+        (yc * w).sum().backward()
+        same(d.grad.cpu(), c.grad, dtype, scale=4)
+    d = torch.randn(3, 4).to("spyre").requires_grad_()
+    with pytest.raises(RuntimeError, match="non-positive-norm"):
+        torch.renorm(d, 0, 0, 1.0)
+    with pytest.raises(RuntimeError, match="at least 2 dimensions"):
+        torch.renorm(torch.randn(4).to("spyre").requires_grad_(), 2, 0, 1.0)
 
 
 @pytest.mark.parametrize("dtype", FLOATS + [torch.int64, torch.int32, torch.int8, torch.uint8])

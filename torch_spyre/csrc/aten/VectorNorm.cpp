@@ -195,7 +195,16 @@ std::tuple<at::Tensor, at::Tensor> weight_norm_interface_backward(const at::Tens
 
 // renorm: each slice along `dim` whose p-norm exceeds maxnorm scaled to maxnorm, as the CPU
 // computes it: the norms (fp32 for 16-bit inputs), the factor maxnorm / (norm + 1e-7) or 1 in
-// x's type, then x * factor.
+// x's type, then x * factor. Made of differentiable ops, so autograd takes its gradient from
+// them (renorm_autograd).
+at::Tensor renorm_of(const at::Tensor& x, const at::Scalar& p, int64_t d, double cap) {
+    const at::Tensor norms = at::linalg_vector_norm(widened(x), p, other_dims(x, d), true);
+    const at::Tensor factor =
+        at::where(norms > cap, at::full_like(norms, cap) / (norms + 1e-7), at::ones_like(norms))
+            .to(x.scalar_type());
+    return x * factor;
+}
+
 at::Tensor& renorm_out(const at::Tensor& x, const at::Scalar& p, int64_t dim,
                        const at::Scalar& maxnorm, at::Tensor& out) {
     const bool on_card = x.is_privateuseone() && out.is_privateuseone() &&
@@ -204,13 +213,29 @@ at::Tensor& renorm_out(const at::Tensor& x, const at::Scalar& p, int64_t dim,
                          p.toDouble() > 0 && maxnorm.toDouble() >= 0;
     if (!on_card) return fallback_to_cpu<ATEN_OP2(renorm, out)>(x, p, dim, maxnorm, out);
     c10::DeviceGuard guard(x.device());
-    const int64_t d = at::maybe_wrap_dim(dim, x.dim());
-    const at::Tensor norms = at::linalg_vector_norm(widened(x), p, other_dims(x, d), true);
-    const double cap = maxnorm.toDouble();
-    const at::Tensor factor =
-        at::where(norms > cap, at::full_like(norms, cap) / (norms + 1e-7), at::ones_like(norms))
-            .to(x.scalar_type());
-    return assign(out, x * factor);
+    return assign(out, renorm_of(x, p, at::maybe_wrap_dim(dim, x.dim()), maxnorm.toDouble()));
+}
+
+// torch's renorm_backward asks for the norms in the accumulation type of a device that is not
+// CUDA (float64 for fp32), which the cores do not compute: when a gradient is wanted, renorm
+// is the composition above after torch's checks (its gradient: factor * grad - x * factor /
+// (norm + 1e-7) * d norm, the CPU's formula, in fp32 on the card for fp32/fp16/bf16; other
+// dtypes take each op's own kernel). Otherwise torch's own kernel below autograd.
+at::Tensor renorm_autograd(const at::Tensor& x, const at::Scalar& p, int64_t dim,
+                           const at::Scalar& maxnorm) {
+    if (!at::GradMode::is_enabled() || !x.requires_grad()) {
+        at::AutoDispatchBelowADInplaceOrView below_autograd;
+        return at::renorm(x, p, dim, maxnorm);
+    }
+    TORCH_CHECK(x.dim() > 1, "renorm: input needs at least 2 dimensions, got ", x.dim(),
+                " dimensions");
+    TORCH_CHECK(!p.isComplex(), "renorm: p must be real-valued");
+    TORCH_CHECK(p.toDouble() > 0.0, "renorm: non-positive-norm not supported");
+    TORCH_CHECK(!maxnorm.isComplex(), "renorm: maxnorm must be real-valued");
+    TORCH_CHECK(maxnorm.toDouble() >= 0.0, "renorm: expected maxnorm to be >= 0 but got ",
+                maxnorm.toDouble());
+    c10::DeviceGuard guard(x.device());
+    return renorm_of(x, p, at::maybe_wrap_dim(dim, x.dim()), maxnorm.toDouble());
 }
 
 }  // namespace
@@ -226,5 +251,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("nansum.out", TORCH_FN(nansum_out));
     m.impl("aminmax.out", TORCH_FN(aminmax_out));
 }
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("renorm", TORCH_FN(renorm_autograd)); }
 
 }  // namespace torch_spyre::aten
