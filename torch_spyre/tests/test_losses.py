@@ -1,5 +1,6 @@
 """binary_cross_entropy (weights, the log clamp, the [0, 1] check), smooth_l1_loss (beta 0 and
-positive), huber_loss, multi_margin_loss (p 1 and 2, margins, weights) and the 2-D NLL loss
+positive), huber_loss, multi_margin_loss (p 1 and 2, margins, weights), multilabel_margin_loss (targets
+ended by -1, repeated, none, all classes) and the 2-D NLL loss
 (cross-entropy of [N, C, H, W] logits: class weights, ignore_index) on the card under strict
 mode, forward and backward, every reduction, against the CPU."""
 
@@ -104,6 +105,38 @@ def test_multi_margin_loss(strict, reduction, p):
         x.to("spyre"), t.to("spyre"))
     close(got.cpu(), torch.nn.MultiMarginLoss(p=p, weight=w, reduction=reduction)(x, t),
           torch.float32)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_multilabel_margin_loss(strict, reduction):
+    """The sum over each row's targets (up to its first -1) and the classes that
+    are no target of max(0, 1 - x[y_j] + x[d]), over C (the CPU kernel takes fp32 and fp64
+    only): rows with targets ended by -1 (and entries after it ignored), a repeated target,
+    no target, every class a target; a single 1-D sample, a strided input, the module."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 5, generator=g) * 2
+    t = torch.tensor([[3, 0, -1, 1, 4], [0, 1, 2, 3, 4], [-1, 0, 0, 0, 0], [2, 2, -1, 0, 0],
+                      [4, -1, 3, -1, 1], [1, 3, 0, -1, 2]])
+    f = lambda x, t: F.multilabel_margin_loss(x, t.long(), reduction=reduction)
+    compare(f, x, [t], torch.float32, scale=1.0, rtol=1e-5)
+    compare(f, x[0], [t[0]], torch.float32, scale=1.0, rtol=1e-5)
+    xt = torch.randn(5, 6, generator=g).t()  # [6, 5], strided
+    compare(f, xt, [t], torch.float32, scale=1.0, rtol=1e-5)
+    big = torch.randn(64, 100, generator=g)
+    tb = torch.randint(0, 100, (64, 100), generator=g)
+    tb[torch.arange(64), torch.randint(0, 100, (64,), generator=g)] = -1
+    compare(f, big, [tb], torch.float32, scale=1.0, rtol=1e-5)
+    got = torch.nn.MultiLabelMarginLoss(reduction=reduction)(x.to("spyre"), t.to("spyre"))
+    close(got.cpu(), torch.nn.MultiLabelMarginLoss(reduction=reduction)(x, t), torch.float32)
+    # the forward's second output, is_target, as the CPU's
+    got = torch.ops.aten.multilabel_margin_loss_forward(x.to("spyre"), t.to("spyre"), 1)
+    want = torch.ops.aten.multilabel_margin_loss_forward(x, t, 1)
+    assert torch.equal(got[1].cpu(), want[1])
+    for bad in (t + 5, t - 1):  # the CPU refuses any entry outside [-1, C), after a -1 too
+        with pytest.raises(RuntimeError, match="'target' is out of range"):
+            F.multilabel_margin_loss(x, bad)
+        with pytest.raises(RuntimeError, match="'target' is out of range"):
+            F.multilabel_margin_loss(x.to("spyre"), bad.to("spyre"))
 
 
 def test_multi_margin_loss_refuses_what_the_cpu_refuses(strict):

@@ -1,8 +1,8 @@
 // Losses on the card, composed of the device's elementwise and reduction kernels in fp32:
 // mse_loss, binary_cross_entropy (weights; the CPU's log clamp at -100 and its [0, 1] check),
-// smooth_l1_loss, huber_loss and multi_margin_loss, and their backwards (reductions none, mean,
-// sum), the result rounded once to the input's type. Other types and mixed operands run on the
-// CPU fallback.
+// smooth_l1_loss, huber_loss, multi_margin_loss and multilabel_margin_loss, and their backwards
+// (reductions none, mean, sum), the result rounded once to the input's type. Other types and mixed
+// operands run on the CPU fallback.
 #include <ATen/ATen.h>
 #include <ATen/Operators.h>
 #include <ATen/core/Reduction.h>
@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include <optional>
+#include <tuple>
 
 #include "Fallback.h"
 #include "OpLibrary.h"
@@ -366,6 +367,132 @@ at::Tensor& multi_margin_loss_backward_out(const at::Tensor& grad, const at::Ten
         grad, self, target, p, margin, weight, reduction, grad_input);
 }
 
+// multilabel_margin_loss (nn.MultiLabelMarginLoss): each sample's targets are its target row up
+// to the first negative entry; the loss is the sum over those targets j and the classes d that
+// are no target of max(0, 1 - x[y_j] + x[d]), over C. On [n, J, C] in fp32 (J: the most targets
+// any row has, one host read; an entry outside [-1, C) is the CPU's error, another): the targets'
+// scores by a gather, the target classes as a one-hot over the J targets. The CPU kernel takes fp32
+// and fp64 only (16-bit inputs go to its error); is_target is the CPU's (1.0 at the targets).
+struct MultilabelTerms {
+    at::Tensor onehot;     // [n, J, C] float: target j is class c (valid targets only)
+    at::Tensor keep;       // [n, J, C] bool: the counted terms
+    at::Tensor z;          // [n, J, C] 1 - x[y_j] + x[d]
+    at::Tensor is_target;  // [n, C] float
+    int64_t n, c;
+};
+
+std::optional<MultilabelTerms> multilabel_terms(const at::Tensor& self, const at::Tensor& target,
+                                                int64_t reduction) {
+    const int64_t dims = self.dim();
+    if (!self.is_privateuseone() || self.scalar_type() != at::kFloat || dims < 1 || dims > 2 ||
+        self.numel() == 0 || !target.is_privateuseone() || target.device() != self.device() ||
+        target.scalar_type() != at::kLong || target.sizes() != self.sizes() ||
+        !known_reduction(reduction))
+        return std::nullopt;
+    c10::DeviceGuard guard(self.device());
+    const int64_t n = dims == 1 ? 1 : self.size(0), c = self.size(dims - 1);
+    const at::Tensor y = target.reshape({n, c});
+    // a target counts until the row's first negative entry
+    const at::Tensor valid = (y >= 0).to(at::kLong).cumprod(1);
+    const at::Tensor counts = valid.sum(1);
+    const int64_t J = counts.max().item<int64_t>();
+    // the CPU checks every entry, those after the first -1 too
+    TORCH_CHECK(!(y < -1).logical_or_(y >= c).any().item<bool>(),
+                "argument #2 'target' is out of range");
+    const at::Tensor x = self.reshape({n, c});
+    const at::Tensor classes = at::arange(c, y.options()).view({1, 1, c});
+    MultilabelTerms m{{}, {}, {}, {}, n, c};
+    if (J == 0) {
+        m.is_target = at::zeros({n, c}, x.options());
+        return m;
+    }
+    const at::Tensor vj = valid.narrow(1, 0, J).to(at::kBool);
+    const at::Tensor yj = at::where(vj, y.narrow(1, 0, J), 0);
+    m.onehot = (yj.unsqueeze(2) == classes).logical_and(vj.unsqueeze(2)).to(at::kFloat);
+    m.is_target = m.onehot.amax(1);
+    m.z = (1 - x.gather(1, yj)).unsqueeze(2) + x.unsqueeze(1);
+    m.keep = (m.z > 0).logical_and(vj.unsqueeze(2)).logical_and((m.is_target == 0).unsqueeze(1));
+    return m;
+}
+
+std::tuple<at::Tensor, at::Tensor> multilabel_value(const MultilabelTerms& m,
+                                                    const at::Tensor& self, int64_t reduction) {
+    at::Tensor loss = m.keep.defined()
+                          ? at::where(m.keep, m.z, 0.0).sum({1, 2}) / static_cast<double>(m.c)
+                          : at::zeros({m.n}, self.options());
+    if (reduction == at::Reduction::Mean)
+        loss = loss.mean();
+    else if (reduction == at::Reduction::Sum)
+        loss = loss.sum();
+    else if (self.dim() == 1)
+        loss = loss.reshape({});
+    return {loss, m.is_target.reshape(self.sizes())};
+}
+
+std::tuple<at::Tensor, at::Tensor> multilabel_margin_loss_forward(const at::Tensor& self,
+                                                                  const at::Tensor& target,
+                                                                  int64_t reduction) {
+    if (auto m = multilabel_terms(self, target, reduction))
+        return multilabel_value(*m, self, reduction);
+    return fallback_to_cpu<ATEN_OP(multilabel_margin_loss_forward)>(self, target, reduction);
+}
+
+std::tuple<at::Tensor&, at::Tensor&> multilabel_margin_loss_forward_out(const at::Tensor& self,
+                                                                        const at::Tensor& target,
+                                                                        int64_t reduction,
+                                                                        at::Tensor& output,
+                                                                        at::Tensor& is_target) {
+    if (output.is_privateuseone() && is_target.is_privateuseone())
+        if (auto m = multilabel_terms(self, target, reduction)) {
+            auto [loss, is_t] = multilabel_value(*m, self, reduction);
+            store(output, loss, self);
+            store(is_target, is_t, self);
+            return {output, is_target};
+        }
+    return fallback_to_cpu<ATEN_OP2(multilabel_margin_loss_forward, output)>(
+        self, target, reduction, output, is_target);
+}
+
+// d loss / d x[d] = g for each counted term (j, d), and -g at x[y_j] for each: the CPU's loop;
+// g = 1 / C, or 1 / (n C) for the mean, then times the incoming gradient (one number, or one per
+// sample for reduction none). is_target is recomputed from the target (the CPU's is the same).
+std::optional<at::Tensor> multilabel_grad(const at::Tensor& grad, const at::Tensor& self,
+                                          const at::Tensor& target, int64_t reduction) {
+    if (!grad.is_privateuseone() || grad.scalar_type() != at::kFloat) return std::nullopt;
+    auto m = multilabel_terms(self, target, reduction);
+    if (!m) return std::nullopt;
+    const bool per_sample = reduction == at::Reduction::None && grad.dim() > 0;
+    if ((per_sample && grad.numel() != m->n) || (!per_sample && grad.numel() != 1))
+        return std::nullopt;
+    c10::DeviceGuard guard(self.device());
+    if (!m->keep.defined()) return at::zeros_like(self);
+    const double g = reduction == at::Reduction::Mean ? 1.0 / static_cast<double>(m->n * m->c)
+                                                      : 1.0 / static_cast<double>(m->c);
+    const at::Tensor h = m->keep.to(at::kFloat) * g;  // [n, J, C]
+    at::Tensor gi = h.sum(1) - (m->onehot * h.sum(2, /*keepdim=*/true)).sum(1);
+    gi = gi * grad.reshape({per_sample ? m->n : 1, 1});
+    return gi.reshape(self.sizes());
+}
+
+at::Tensor multilabel_margin_loss_backward(const at::Tensor& grad, const at::Tensor& self,
+                                           const at::Tensor& target, int64_t reduction,
+                                           const at::Tensor& is_target) {
+    if (auto r = multilabel_grad(grad, self, target, reduction)) return *r;
+    return fallback_to_cpu<ATEN_OP(multilabel_margin_loss_backward)>(grad, self, target, reduction,
+                                                                     is_target);
+}
+
+at::Tensor& multilabel_margin_loss_backward_out(const at::Tensor& grad, const at::Tensor& self,
+                                                const at::Tensor& target, int64_t reduction,
+                                                const at::Tensor& is_target,
+                                                at::Tensor& grad_input) {
+    if (grad_input.is_privateuseone())
+        if (auto r = multilabel_grad(grad, self, target, reduction))
+            return store(grad_input, *r, self);
+    return fallback_to_cpu<ATEN_OP2(multilabel_margin_loss_backward, grad_input)>(
+        grad, self, target, reduction, is_target, grad_input);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -386,6 +513,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("multi_margin_loss.out", TORCH_FN(multi_margin_loss_out));
     m.impl("multi_margin_loss_backward", TORCH_FN(multi_margin_loss_backward));
     m.impl("multi_margin_loss_backward.grad_input", TORCH_FN(multi_margin_loss_backward_out));
+    m.impl("multilabel_margin_loss_forward", TORCH_FN(multilabel_margin_loss_forward));
+    m.impl("multilabel_margin_loss_forward.output", TORCH_FN(multilabel_margin_loss_forward_out));
+    m.impl("multilabel_margin_loss_backward", TORCH_FN(multilabel_margin_loss_backward));
+    m.impl("multilabel_margin_loss_backward.grad_input",
+           TORCH_FN(multilabel_margin_loss_backward_out));
 }
 
 }  // namespace torch_spyre::aten
