@@ -1,6 +1,7 @@
 """Random numbers on the card: the spyre generator (torch.Generator("spyre"), the default
 generator per card, manual_seed/seed/initial_seed, get/set_rng_state, fork_rng, checkpointing)
-and the random kernels (uniform_, normal_, bernoulli_, bernoulli, exponential_, native_dropout;
+and the random kernels (uniform_, normal_, bernoulli_, bernoulli, exponential_, native_dropout,
+poisson;
 rand/randn/rand_like/randn_like/dropout through them). Values are checked against a Python
 Philox4x32-10 (the same known-answer vectors as the engine's tests), statistics with fixed seeds
 (so deterministic), and every kernel under TORCH_SPYRE_STRICT=1 (no CPU fallback)."""
@@ -387,3 +388,64 @@ def test_randperm(fallback_reset):
     assert p.dtype == torch.int32 and torch.equal(torch.sort(p).values, torch.arange(40000,
                                                                                      dtype=torch.int32))
     assert torch_spyre.fallback_counts() == {}
+
+
+def poisson_chi2(samples, rate, bins=20):
+    """Pearson's chi-square of the samples against Poisson(rate), over `bins` bins of about
+    equal probability (the counts' CDF cut at its quantiles), and its degrees of freedom."""
+    ks = torch.arange(0, int(rate + 10 * math.sqrt(rate) + 20), dtype=torch.float64)
+    cdf = torch.distributions.Poisson(torch.tensor(rate, dtype=torch.float64)).log_prob(ks).exp()
+    cdf = cdf.cumsum(0)
+    cuts = torch.unique(torch.searchsorted(cdf, torch.linspace(0, 1, bins + 1)[1:-1].double()))
+    edges = ks[cuts]  # bin i: k <= edges[i]; the last bin the rest
+    probs = torch.diff(cdf[cuts], prepend=torch.zeros(1, dtype=torch.float64))
+    probs = torch.cat([probs, 1 - cdf[cuts[-1]].reshape(1)])
+    observed = torch.bincount(torch.searchsorted(edges, samples.double()), minlength=len(probs))
+    expected = probs * samples.numel()
+    return (((observed - expected) ** 2) / expected).sum().item(), len(probs) - 1
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.3, 3.0, 9.9, 10.0, 37.5, 1000.0, 2.5e5])
+def test_poisson_distribution(strict, rate):
+    """Knuth's product of uniforms below rate 10, Hoermann's PTRS from 10 on (the CPU's two
+    samplers): whole counts, the mean and variance, and the distribution by chi-square."""
+    torch.spyre.manual_seed(21)
+    n = 40000
+    s = torch.poisson(torch.full((200, n // 200), rate, device=DEV)).cpu()
+    assert s.shape == (200, n // 200) and s.dtype == torch.float32
+    assert torch.equal(s, s.floor()) and (s >= 0).all()
+    if rate == 0:
+        assert (s == 0).all()
+        return
+    sd = math.sqrt(rate / n)
+    assert abs(s.mean().item() - rate) < 5 * sd
+    assert abs(s.double().var().item() / rate - 1) < 5 * math.sqrt(2 / n)
+    chi2, df = poisson_chi2(s.flatten(), rate)
+    assert chi2 < df + 6 * math.sqrt(2 * df), (chi2, df)
+
+
+def test_poisson_seeds_mixed_rates_and_types(strict):
+    g = torch.Generator().manual_seed(3)
+    rates = torch.cat([torch.rand(3000, generator=g) * 20, torch.tensor([0.0, 10.0, 9.99])])
+    rates = rates.view(3003 // 3, 3).t()  # strided
+    torch.spyre.manual_seed(5)
+    a = torch.poisson(rates.to(DEV)).cpu()
+    torch.spyre.manual_seed(5)
+    b = torch.poisson(rates.to(DEV)).cpu()
+    assert torch.equal(a, b)  # the same seed draws the same counts
+    c = torch.poisson(rates.to(DEV)).cpu()
+    assert not torch.equal(a, c)
+    gen = torch.Generator(DEV).manual_seed(9)
+    d = torch.poisson(rates.to(DEV), generator=gen).cpu()
+    gen.manual_seed(9)
+    assert torch.equal(torch.poisson(rates.to(DEV), generator=gen).cpu(), d)
+    # each element's count follows its own rate: the sum of the counts against the sum of the
+    # rates (variance: the sum of the rates)
+    total = rates.sum().item()
+    assert abs(a.sum().item() - total) < 5 * math.sqrt(total)
+    assert a[rates == 0].eq(0).all()
+    for dtype in (torch.float16, torch.bfloat16):
+        h = torch.poisson(torch.full((20000,), 4.0, dtype=dtype, device=DEV)).cpu()
+        assert h.dtype == dtype and torch.equal(h, h.floor())
+        assert abs(h.float().mean().item() - 4.0) < 5 * math.sqrt(4.0 / 20000)
+    assert torch.poisson(torch.empty(0, 3, device=DEV)).shape == (0, 3)

@@ -1,8 +1,10 @@
 // Random operators on the card (spyre_op_random, Philox4x32-10 in the cores' VRNG): uniform_,
 // normal_, bernoulli_ (scalar and tensor p), bernoulli, exponential_ and native_dropout (and its
 // backward), so
-// rand/randn/rand_like/randn_like/dropout run there too. Each launch takes (seed, offset) from
-// the tensor's spyre generator (csrc/runtime/SpyreGenerator.h) and advances its offset; the
+// rand/randn/rand_like/randn_like/dropout run there too. poisson is composed of uniform draws
+// (the CPU's two samplers: Knuth's product of uniforms below rate 10, Hoermann's transformed
+// rejection from 10 on), one draw of the whole tensor per round. Each launch takes (seed, offset)
+// from the tensor's spyre generator (csrc/runtime/SpyreGenerator.h) and advances its offset; the
 // values depend only on that state. Types the cores do not generate (float64, integers for
 // uniform_/normal_) run on the CPU fallback with the CPU generator.
 #include <ATen/ATen.h>
@@ -222,6 +224,71 @@ at::Tensor native_dropout_backward(const at::Tensor& grad, const at::Tensor& mas
     return fallback_to_cpu<ATEN_OP(native_dropout_backward)>(grad, mask, scale);
 }
 
+// -lambda + k log(lambda) - lgamma(k + 1), PTRS's log acceptance bound, in fp32: for k >= 10
+// through Stirling's series, k log1p((lambda - k) / k) + k - lambda - log(2 pi k) / 2 - (1/(12k)
+// - 1/(360k^3) + 1/(1260k^5)), which keeps the digits the direct form loses to cancellation
+// (k log(lambda) and lgamma(k + 1) both near lambda log(lambda)); below 10 the direct form.
+at::Tensor log_poisson_bound(const at::Tensor& lam, const at::Tensor& k) {
+    const at::Tensor kk = at::clamp_min(k, 1.0);  // k < 0 is rejected before this counts
+    const at::Tensor r = 1 / kk, r2 = r * r;
+    const at::Tensor series = r * ((r2 * (1.0 / 1260) - 1.0 / 360) * r2 + 1.0 / 12);
+    const at::Tensor far =
+        kk * at::log1p((lam - kk) / kk) + (kk - lam) - 0.5 * at::log(kk * (2 * M_PI)) - series;
+    const at::Tensor near = -lam + k * at::log(lam) - at::lgamma(k + 1);
+    return at::where(k >= 10, far, near);
+}
+
+// torch.poisson: the CPU's sample_poisson on every element, all elements drawing together.
+// Below rate 10 the count of uniforms whose running product stays above exp(-rate) (a round:
+// one uniform per element, until no element's product is above; rate 0, negative or NaN: 0);
+// from 10 on Hoermann's PTRS (W. Hoermann, "The transformed rejection method for generating
+// Poisson random variables", 1993): a round draws u, v per element and accepts as the CPU's
+// loop does, until every element has accepted. One host read per round. fp32 (16-bit rates
+// drawn in fp32, the counts rounded to the type as the CPU stores them).
+at::Tensor poisson(const at::Tensor& rates, Gen gen) {
+    const bool card_gen = !gen.has_value() || !gen->defined() || gen->device().is_privateuseone();
+    if (!rates.is_privateuseone() || !is_float(rates.scalar_type()) || !card_gen)
+        return fallback_to_cpu<ATEN_OP(poisson)>(rates, cpu_gen(gen));
+    c10::DeviceGuard guard(rates.device());
+    const at::Tensor lam = rates.to(at::kFloat).contiguous();
+    if (lam.numel() == 0) return at::empty_like(rates);
+    const auto uniform = [&] { return at::empty_like(lam).uniform_(0.0, 1.0, gen); };
+    at::Tensor count = at::zeros_like(lam);
+    // Knuth
+    const at::Tensor limit = at::exp(-lam);
+    at::Tensor prod = at::ones_like(lam);
+    at::Tensor active = lam < 10;
+    while (active.any().item<bool>()) {
+        prod = at::where(active, prod * uniform(), prod);
+        active = active.logical_and(prod > limit);
+        count = count + active.to(at::kFloat);
+    }
+    // PTRS
+    at::Tensor pending = lam >= 10;
+    if (pending.any().item<bool>()) {
+        const at::Tensor big = at::where(pending, lam, 10.0);  // no NaN in the others' lanes
+        const at::Tensor b = 0.931 + 2.53 * at::sqrt(big);
+        const at::Tensor a = -0.059 + 0.02483 * b;
+        const at::Tensor log_invalpha = at::log(1.1239 + 1.1328 / (b - 3.4));
+        const at::Tensor vr = 0.9277 - 3.6224 / (b - 2);
+        at::Tensor k_of = at::zeros_like(lam);
+        do {
+            const at::Tensor u = uniform() - 0.5, v = uniform();
+            const at::Tensor us = 0.5 - at::abs(u);
+            const at::Tensor k = at::floor((2 * a / us + b) * u + big + 0.43);
+            const at::Tensor quick = (us >= 0.07).logical_and(v <= vr);
+            const at::Tensor refused = (k < 0).logical_or((us < 0.013).logical_and(v > us));
+            const at::Tensor bound = at::log(v) + log_invalpha - at::log(a / (us * us) + b);
+            const at::Tensor accept = pending.logical_and(quick.logical_or(
+                refused.logical_not().logical_and(bound <= log_poisson_bound(big, k))));
+            k_of = at::where(accept, k, k_of);
+            pending = pending.logical_and(accept.logical_not());
+        } while (pending.any().item<bool>());
+        count = at::where(lam >= 10, k_of, count);
+    }
+    return count.to(rates.scalar_type()).reshape(rates.sizes());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -236,6 +303,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("bernoulli", TORCH_FN(bernoulli));
     m.impl("exponential_", TORCH_FN(exponential));
     m.impl("native_dropout", TORCH_FN(native_dropout));
+    m.impl("poisson", TORCH_FN(poisson));
 }
 
 }  // namespace torch_spyre::aten
