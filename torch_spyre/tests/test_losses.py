@@ -112,7 +112,7 @@ def test_multilabel_margin_loss(strict, reduction):
     """The sum over each row's targets (up to its first -1) and the classes that
     are no target of max(0, 1 - x[y_j] + x[d]), over C (the CPU kernel takes fp32 and fp64
     only): rows with targets ended by -1 (and entries after it ignored), a repeated target,
-    no target, every class a target; a single 1-D sample, a strided input, the module."""
+    no target, every class a target; a single 1-D sample, a 0-dim one, a strided input, the module."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(6, 5, generator=g) * 2
     t = torch.tensor([[3, 0, -1, 1, 4], [0, 1, 2, 3, 4], [-1, 0, 0, 0, 0], [2, 2, -1, 0, 0],
@@ -120,6 +120,8 @@ def test_multilabel_margin_loss(strict, reduction):
     f = lambda x, t: F.multilabel_margin_loss(x, t.long(), reduction=reduction)
     compare(f, x, [t], torch.float32, scale=1.0, rtol=1e-5)
     compare(f, x[0], [t[0]], torch.float32, scale=1.0, rtol=1e-5)
+    for t0 in (0, -1):  # 0-dim: one sample of one class
+        compare(f, x[0, 0], [torch.tensor(t0)], torch.float32, scale=1.0, rtol=1e-5)
     xt = torch.randn(5, 6, generator=g).t()  # [6, 5], strided
     compare(f, xt, [t], torch.float32, scale=1.0, rtol=1e-5)
     big = torch.randn(64, 100, generator=g)

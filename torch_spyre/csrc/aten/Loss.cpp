@@ -384,13 +384,14 @@ struct MultilabelTerms {
 std::optional<MultilabelTerms> multilabel_terms(const at::Tensor& self, const at::Tensor& target,
                                                 int64_t reduction) {
     const int64_t dims = self.dim();
-    if (!self.is_privateuseone() || self.scalar_type() != at::kFloat || dims < 1 || dims > 2 ||
+    if (!self.is_privateuseone() || self.scalar_type() != at::kFloat || dims > 2 ||
         self.numel() == 0 || !target.is_privateuseone() || target.device() != self.device() ||
         target.scalar_type() != at::kLong || target.sizes() != self.sizes() ||
         !known_reduction(reduction))
         return std::nullopt;
     c10::DeviceGuard guard(self.device());
-    const int64_t n = dims == 1 ? 1 : self.size(0), c = self.size(dims - 1);
+    // a 0-dim input is one sample of one class
+    const int64_t n = dims == 2 ? self.size(0) : 1, c = dims == 0 ? 1 : self.size(dims - 1);
     const at::Tensor y = target.reshape({n, c});
     // a target counts until the row's first negative entry
     const at::Tensor valid = (y >= 0).to(at::kLong).cumprod(1);
@@ -424,7 +425,7 @@ std::tuple<at::Tensor, at::Tensor> multilabel_value(const MultilabelTerms& m,
         loss = loss.mean();
     else if (reduction == at::Reduction::Sum)
         loss = loss.sum();
-    else if (self.dim() == 1)
+    else if (self.dim() < 2)
         loss = loss.reshape({});
     return {loss, m.is_target.reshape(self.sizes())};
 }
