@@ -144,7 +144,7 @@ at::Tensor& cumprod_out(const at::Tensor& self, int64_t dim, std::optional<at::S
 // with the one 2^k before it (the first 2^k kept). logaddexp keeps -inf for -inf + -inf, so an
 // all -inf prefix stays -inf, and NaN propagates as in the CPU's running sum. The CPU's
 // accumulator is a double: the card's fp32 result is within about log2(n) + 2 units of fp32's
-// last place of the sum (ops.md "Scans").
+// last place of the sum.
 at::Tensor logcumsumexp_of(const at::Tensor& self, int64_t dim) {
     c10::DeviceGuard guard(self.device());
     if (self.numel() == 0 || self.dim() == 0) return self.clone();
