@@ -1,6 +1,7 @@
 """binary_cross_entropy (weights, the log clamp, the [0, 1] check), smooth_l1_loss (beta 0 and
-positive), huber_loss, multi_margin_loss (p 1 and 2, margins, weights), multilabel_margin_loss (targets
-ended by -1, repeated, none, all classes) and the 2-D NLL loss
+positive), huber_loss, multi_margin_loss (p 1 and 2, margins, weights), multilabel_margin_loss
+(targets ended by -1, repeated, none, all classes), ctc_loss (padded and concatenated targets,
+lengths per item, repeated labels, impossible alignments, zero_infinity) and the 2-D NLL loss
 (cross-entropy of [N, C, H, W] logits: class weights, ignore_index) on the card under strict
 mode, forward and backward, every reduction, against the CPU."""
 
@@ -112,7 +113,8 @@ def test_multilabel_margin_loss(strict, reduction):
     """The sum over each row's targets (up to its first -1) and the classes that
     are no target of max(0, 1 - x[y_j] + x[d]), over C (the CPU kernel takes fp32 and fp64
     only): rows with targets ended by -1 (and entries after it ignored), a repeated target,
-    no target, every class a target; a single 1-D sample, a 0-dim one, a strided input, the module."""
+    no target, every class a target; a single 1-D sample, a 0-dim one, a strided input, the
+    module."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(6, 5, generator=g) * 2
     t = torch.tensor([[3, 0, -1, 1, 4], [0, 1, 2, 3, 4], [-1, 0, 0, 0, 0], [2, 2, -1, 0, 0],
@@ -139,6 +141,56 @@ def test_multilabel_margin_loss(strict, reduction):
             F.multilabel_margin_loss(x, bad)
         with pytest.raises(RuntimeError, match="'target' is out of range"):
             F.multilabel_margin_loss(x.to("spyre"), bad.to("spyre"))
+
+
+def ctc_case(g, T, N, C, S, il, tl, concat=False, blank=0, repeat=False, scale=1.0):
+    lp = (torch.randn(T, N, C, generator=g) * scale).log_softmax(2)
+    tg = torch.randint(0, C, (N, S), generator=g)
+    tg[tg == blank] = (blank + 1) % C
+    if repeat:  # runs of one label: the path needs a blank between them
+        tg[:, 1::2] = tg[:, 0::2][:, : tg[:, 1::2].size(1)]
+    if concat:
+        tg = torch.cat([tg[n, : tl[n]] for n in range(N)])
+    return lp, tg, torch.tensor(il), torch.tensor(tl)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_ctc_loss(strict, reduction):
+    """nn.CTCLoss forward and backward in fp32 (the CPU kernel's type) against the CPU: the
+    alpha/beta recursions over every item at once, each with its own input and target length;
+    padded [N, S] and concatenated targets, a blank other than 0, repeated labels, an empty
+    target, sharp distributions, an alignment that cannot fit (inf loss: NaN gradients as the
+    CPU, or 0 with zero_infinity), an unbatched input. To fp32's tolerance (1e-4): the card sums
+    a class's alpha-beta terms in another order than the CPU's loop (2e-5 measured)."""
+    g = torch.Generator().manual_seed(4)
+    cases = [
+        (dict(T=20, N=3, C=6, S=5, il=[20, 20, 20], tl=[5, 5, 5]), {}),
+        (dict(T=20, N=3, C=6, S=5, il=[20, 15, 7], tl=[5, 3, 0], repeat=True), {}),
+        (dict(T=30, N=4, C=5, S=6, il=[30, 25, 10, 3], tl=[6, 2, 4, 4], concat=True, blank=2),
+         {}),
+        (dict(T=30, N=4, C=5, S=6, il=[30, 25, 10, 3], tl=[6, 2, 4, 4], concat=True, blank=4),
+         {"zero_infinity": True}),
+        (dict(T=50, N=2, C=20, S=10, il=[50, 40], tl=[10, 10], scale=5.0), {}),
+    ]
+    for spec, kw in cases:
+        lp, tg, il, tl = ctc_case(g, **spec)
+        blank = spec.get("blank", 0)
+        f = lambda x, t: F.ctc_loss(x, t, il, tl, blank=blank, reduction=reduction, **kw)
+        got_y, got_g = forward_backward(f, lp.to("spyre"), tg.to("spyre"))
+        want_y, want_g = forward_backward(f, lp, tg)
+        torch.testing.assert_close(got_y.cpu(), want_y, rtol=1e-4, atol=1e-4, equal_nan=True)
+        torch.testing.assert_close(got_g.cpu(), want_g, rtol=1e-4, atol=1e-4, equal_nan=True)
+    lp, tg, il, tl = ctc_case(g, 12, 1, 4, 3, [12], [3])
+    one = dict(input_lengths=torch.tensor(12), target_lengths=torch.tensor(3))
+    f = lambda x, t: F.ctc_loss(x, t, reduction=reduction, **one)
+    got_y, got_g = forward_backward(f, lp[:, 0].to("spyre"), tg[0].to("spyre"))
+    want_y, want_g = forward_backward(f, lp[:, 0], tg[0])
+    torch.testing.assert_close(got_y.cpu(), want_y, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(got_g.cpu(), want_g, rtol=1e-4, atol=1e-4)
+    module = torch.nn.CTCLoss(blank=0, reduction=reduction)
+    lp, tg, il, tl = ctc_case(g, 16, 2, 7, 4, [16, 11], [4, 2])
+    torch.testing.assert_close(module(lp.to("spyre"), tg.to("spyre"), il, tl).cpu(),
+                               module(lp, tg, il, tl), rtol=1e-4, atol=1e-4)
 
 
 def test_multi_margin_loss_refuses_what_the_cpu_refuses(strict):

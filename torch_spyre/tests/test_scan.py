@@ -2,9 +2,10 @@
 fallback: every dtype the card scans (bool and narrow integers promoted to int64 as torch does),
 every dim and negative dims, dims of size 1, empty and 0-d tensors, transposed inputs, `out=`,
 in place, `dtype=`, fp32 sums that need torch's double accumulator and fp16 sums that need its
-float accumulator. logcumsumexp (a scan of the card's logaddexp) within a few fp32 ulps of the
-float64 answer, with -inf, inf and NaN as the CPU's, and its gradient. fp32 cumprod multiplies in fp32 (as torch's CUDA kernel; the CPU in double):
-bit for bit that recurrence and within torch's own device-vs-CPU tolerance of the CPU."""
+float accumulator. fp32 cumprod multiplies in fp32 (as torch's CUDA kernel; the CPU in double):
+bit for bit that recurrence and within torch's own device-vs-CPU tolerance of the CPU.
+logcumsumexp (a scan of the card's logaddexp) within a few fp32 ulps of the float64 answer, with
+-inf, inf and NaN as the CPU's, and its gradient."""
 
 import pytest
 import torch

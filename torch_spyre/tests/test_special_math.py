@@ -1,9 +1,10 @@
-"""erfinv, lgamma, digamma and the modified Bessel functions i0, i0e, i1, i1e on the card under strict mode against the CPU's float64 answers
-(fp32 to a few ulps, 16-bit rounded once): the whole domain (near +-1 for erfinv; small, large, negative
-non-integer, near the zeros at 1 and 2 for lgamma; both sides of 0 for digamma), the poles,
-signed zeros, infinities and NaN as the CPU gives them (for the Bessel functions both sides of
-their series' switch at |x| = 8 and the overflow of exp(|x|) as the CPU's fp32 kernel has it); nn.init.trunc_normal_ and the
-log-densities of Gamma, Beta and Poisson on the card."""
+"""erfinv, lgamma, digamma and the modified Bessel functions i0, i0e, i1, i1e on the card under
+strict mode against the CPU's float64 answers (fp32 to a few ulps, 16-bit rounded once): the
+whole domain (near +-1 for erfinv; small, large, negative non-integer, near the zeros at 1 and 2
+for lgamma; both sides of 0 for digamma; both sides of the Bessel series' switch at |x| = 8),
+the poles, signed zeros, infinities and NaN as the CPU gives them (and the overflow of exp(|x|)
+in i0 and i1 where the CPU's fp32 kernel has it); nn.init.trunc_normal_ and the log-densities
+of Gamma, Beta and Poisson on the card."""
 
 import math
 
