@@ -478,6 +478,21 @@ def test_renorm_gradient(strict, dtype):
         (yd * w.to("spyre")).sum().backward()
         (yc * w).sum().backward()
         same(d.grad.cpu(), c.grad, dtype, scale=4)
+    # in place on a non-leaf: the gradient through the values it had
+    d, c = x.to("spyre").requires_grad_(), x.clone().requires_grad_()
+    yd, yc = d * 1, c * 1
+    yd.renorm_(2, 1, 4.0)
+    yc.renorm_(2, 1, 4.0)
+    (yd * yd).sum().backward()
+    (yc * yc).sum().backward()
+    same(d.grad.cpu(), c.grad, dtype, scale=4)
+    # without a gradient wanted renorm_ still bumps the version autograd checks
+    w = torch.ones(3, 4, device="spyre", requires_grad=True)
+    v = torch.randn(3, 4, generator=g).to("spyre") * 5
+    y = (w * v).sum()
+    v.renorm_(2, 0, 1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
     d = torch.randn(3, 4).to("spyre").requires_grad_()
     with pytest.raises(RuntimeError, match="non-positive-norm"):
         torch.renorm(d, 0, 0, 1.0)

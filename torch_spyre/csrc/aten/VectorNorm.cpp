@@ -238,6 +238,19 @@ at::Tensor renorm_autograd(const at::Tensor& x, const at::Scalar& p, int64_t dim
     return renorm_of(x, p, at::maybe_wrap_dim(dim, x.dim()), maxnorm.toDouble());
 }
 
+// renorm_ with a gradient wanted: the composition of a copy of self (so the graph keeps the
+// values self had), written back by a differentiable copy_
+at::Tensor& renorm_inplace_autograd(at::Tensor& self, const at::Scalar& p, int64_t dim,
+                                    const at::Scalar& maxnorm) {
+    if (!at::GradMode::is_enabled() || !self.requires_grad()) {
+        at::AutoDispatchBelowAutograd below_autograd;  // ADInplaceOrView bumps the version
+        return self.renorm_(p, dim, maxnorm);
+    }
+    const at::Tensor r = renorm_autograd(self.clone(), p, dim, maxnorm);
+    self.copy_(r);
+    return self;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -252,6 +265,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
     m.impl("aminmax.out", TORCH_FN(aminmax_out));
 }
 
-TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("renorm", TORCH_FN(renorm_autograd)); }
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+    m.impl("renorm", TORCH_FN(renorm_autograd));
+    m.impl("renorm_", TORCH_FN(renorm_inplace_autograd));
+}
 
 }  // namespace torch_spyre::aten
