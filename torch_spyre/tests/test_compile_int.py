@@ -227,6 +227,81 @@ def test_positions_in_row_kernels_with_dynamic_sizes():
             torch.testing.assert_close(got.cpu(), fn(x), rtol=1e-5, atol=1e-5)
 
 
+def _decode_softmax(s, pos):  # a decode step's scores [B, H, 1, K], keys up to pos
+    return torch.where(torch.arange(s.shape[-1], device=s.device) <= pos, s,
+                       float("-inf")).softmax(-1)
+
+
+def _decode_sum(s, pos):
+    return (s * (torch.arange(s.shape[-1], device=s.device) <= pos)).sum(-1)
+
+
+def _chunk_softmax(s, pos):  # queries at pos .. pos + S - 1 (a prefill chunk)
+    i = torch.arange(s.shape[-2], device=s.device)[:, None]
+    j = torch.arange(s.shape[-1], device=s.device)
+    return torch.where(j <= i + pos, s, float("-inf")).softmax(-1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_positions_in_row_kernels_at_a_symbolic_position(dtype):
+    # a decode step's causal mask at a position, softmaxed or summed: once the position is a
+    # symbol (its second value recompiles once, then never again), the mask's constant term
+    # is an fp32 scalar input the call fills (one fill per new value), added on the card to
+    # the column index (and the row operand: a prefill chunk's queries at pos + i). Each call
+    # is ONE launch (before, the eager form: "index_expr s0 (not affine)"); a position whose
+    # values fp32 would not hold (past 2^24, checked at each call) runs the eager form, right
+    # values, no recompile. Also dynamic=True (symbolic from the first call, the key length
+    # too) and the position as a 0-dim int64 tensor on the card (traced as data: a scalar load)
+    import torch._dynamo.testing
+
+    rtol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
+
+    def run(f, fn, x, pos, fused=True):
+        before = dict(runtime.STATS)
+        with torch_spyre.profiler.profile() as prof:
+            got = f(x.to(dtype).to("spyre"), pos.to("spyre") if torch.is_tensor(pos) else pos)
+        stats = {k: runtime.STATS[k] - before[k] for k in before}
+        if fused:
+            assert [e.aten_op for e in prof.events] == ["spyre::fused_pointwise"], pos
+            assert stats == {"fused": 1, "eager": 0, "refused": 0, "copies": 0}, (pos, stats)
+        else:
+            assert stats == {"fused": 0, "eager": 1, "refused": 0, "copies": 0}, (pos, stats)
+        assert got.dtype == dtype
+        want = fn(x.to(dtype).double(), pos)  # the CPU in float64
+        torch.testing.assert_close(got.cpu().double(), want.to(dtype).double(), rtol=rtol,
+                                   atol=rtol * float(want.nan_to_num().abs().max()),
+                                   equal_nan=True)
+
+    from torch_spyre._inductor import runtime
+
+    positions = (3, 5, 9, 40, 0, 63, 5, 2 ** 24 - 70, -1)
+    for fn, shape in ((_decode_softmax, (2, 4, 1, 64)), (_decode_sum, (2, 4, 1, 64)),
+                      (_chunk_softmax, (2, 2, 4, 64))):
+        torch.compiler.reset()
+        cnt = torch._dynamo.testing.CompileCounterWithBackend("inductor")
+        f = torch.compile(fn, backend=cnt)
+        for k, pos in enumerate(positions):
+            run(f, fn, torch.randn(shape), pos)
+            assert cnt.frame_count == min(k + 1, 2), (fn.__name__, pos, cnt.frame_count)
+        if dtype == torch.float32:
+            # 2^24 + 66 past the integers fp32 holds
+            run(f, fn, torch.randn(shape), 2 ** 24 + 3, fused=False)
+            assert cnt.frame_count == 2
+    torch.compiler.reset()
+    cnt = torch._dynamo.testing.CompileCounterWithBackend("inductor")
+    f = torch.compile(_decode_softmax, backend=cnt, dynamic=True)
+    for pos, n in ((3, 64), (5, 64), (37, 100), (99, 100), (2, 64)):
+        run(f, _decode_softmax, torch.randn(2, 4, 1, n), pos)
+    assert cnt.frame_count == 1
+    torch.compiler.reset()
+    cnt = torch._dynamo.testing.CompileCounterWithBackend("inductor")
+    for fn in (_decode_softmax, _decode_sum):
+        f = torch.compile(fn, backend=cnt)
+        for pos in (3, 5, 40, 5):
+            run(f, fn, torch.randn(2, 4, 1, 64), torch.tensor(pos))
+    assert cnt.frame_count == 2  # one graph each: the position is data
+
+
 def test_positions_in_a_row_kernel_of_integers():
     # a kernel of int64 values (exact): the causal selection of ids summed per row, past 2^53,
     # and the positions themselves summed (an int64 row output)

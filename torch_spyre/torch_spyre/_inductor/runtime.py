@@ -233,14 +233,18 @@ class SpyreKernel:
 
     def _symbol(self, expr, syms, dev):
         """A symbol's value at this call (an index_expr's symbolic constant: a decode step's
-        position) as the int64 scalar input the description reads: one fill per new value,
-        kept (the kernel only reads it), at most 64 values per kernel."""
-        v = int(self._eval(expr, syms))
+        position) as the scalar input the description reads: int64 (``@<expr>``, a flat
+        kernel's) or a float type (``@float32:<expr>``, a row kernel's, exact below 2^24:
+        index_limits), one fill per new value, kept (the kernel only reads it), at most 64
+        values per kernel."""
+        dtype, _, text = expr.rpartition(":")
+        v = int(self._eval(text, syms))
         t = self._symbols.get((expr, v))
         if t is None:
             if len(self._symbols) >= 64:
                 self._symbols.clear()
-            t = self._symbols[(expr, v)] = torch.full((1,), v, dtype=torch.int64, device=dev)
+            t = self._symbols[(expr, v)] = torch.full(
+                (1,), v, dtype=_dtype(dtype) if dtype else torch.int64, device=dev)
         return t
 
     def _index_values(self, name, syms, dev):

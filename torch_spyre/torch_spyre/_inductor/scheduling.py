@@ -369,11 +369,16 @@ def _row_index_expr(trace, expr, dtype, typed, slot_of, n_outputs, new):
     sizes = dict(zip(trace.vars + trace.rvars, map(sympy.sympify, trace.sizes + trace.rsizes)))
     coeffs = {v: expr.coeff(v) for v in sizes}
     c = sympy.expand(expr - sum(a * v for v, a in coeffs.items()))
-    if not (c.is_Integer and all(sympy.sympify(a).is_Integer for a in coeffs.values())):
+    # the constant term may be a symbol of the call (a decode step's position): an fp32
+    # scalar input the call fills with its value (SpyreKernel._symbol), added on the card
+    symbolic = not c.is_Integer and not c.free_symbols & set(sizes)
+    if not ((c.is_Integer or symbolic) and
+            all(sympy.sympify(a).is_Integer for a in coeffs.values())):
         raise Unsupported(f"index_expr {expr} (not affine)")
-    # the largest |value|: below 2^24 here, or (symbolic sizes) checked at each call
+    # the largest |value|: below 2^24 here, or (symbolic sizes or constant term) checked at
+    # each call
     bound = sympy.expand(sum(abs(int(a)) * (sizes[v] - 1) for v, a in coeffs.items()
-                             if a != 0) + abs(int(c)))
+                             if a != 0) + (sympy.Abs(c) if symbolic else abs(int(c))))
     if bound.is_Integer:
         if bound >= INDEX_LIMIT:
             raise Unsupported(f"index_expr {expr} (values beyond 2^24)")
@@ -402,7 +407,7 @@ def _row_index_expr(trace, expr, dtype, typed, slot_of, n_outputs, new):
         if a.is_Integer and all(sympy.expand(coeffs[v] - a * strides[v]) == 0 or sizes[v] == 1
                                 for v in trace.rvars):
             iota_a = int(a)
-    if row_used != bool(used) and iota_a is None:
+    if row_used != bool(used) and iota_a is None and not symbolic:
         # one operand holds the whole value, of the dtype when a float one (rounded once on
         # the host, as a cast would): no op of column values only
         v = operand("row" if row_used else "col", trace.vars if row_used else trace.rvars, c,
@@ -420,7 +425,21 @@ def _row_index_expr(trace, expr, dtype, typed, slot_of, n_outputs, new):
             parts.append(col)
         elif used:
             parts.append(operand("col", trace.rvars))
-        if c != 0 or not parts:
+        if symbolic:
+            # alone, in the dtype when a float one (rounded once on the host: the cast takes
+            # no scalar input); else fp32, the sum rounded once by the cast below
+            otype = dtype if not parts and dtype in TYPES else torch.float32
+            name = f"@{str(otype)[6:]}:{pexpr(c)}"
+            if name not in slot_of:
+                slot_of[name] = len(trace.slots)
+                trace.slots.append((name, "scalar"))
+                trace.dtypes[name] = otype
+                if len(trace.slots) + n_outputs > MAX_ARGS:
+                    raise Unsupported("too many operands")
+            parts.append(new(f"load {slot_of[name]}"))
+            if len(parts) == 1 and dtype in TYPES:
+                return parts[0]
+        elif c != 0 or not parts:
             parts.append(new(f"const {float(c)!r}"))
         v = parts[0]
         for p in parts[1:]:
