@@ -5,7 +5,7 @@ range too), compares, where and masked_fill of integers and with a bool input as
 int <-> float (truncation toward zero) and int <-> int, bool masks stored and re-read,
 BatchNorm's ``num_batches_tracked += 1``, positions as values (``arange``, position ids, from a
 symbolic start too; in row kernels: a causal mask built from two aranges, softmaxed or
-summed), and
+summed, and a decode step's mask at a symbolic position), and
 integer sums, counts, maxima and minima of rows (row kernels, exact into int64):
 each ONE fused launch (not the eager form), under TORCH_SPYRE_STRICT=1, against the CPU bit
 for bit (int64 values past 2^53 and 2^62 included, which fp32 could not carry)."""
