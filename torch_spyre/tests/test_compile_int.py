@@ -302,6 +302,36 @@ def test_positions_in_row_kernels_at_a_symbolic_position(dtype):
     assert cnt.frame_count == 2  # one graph each: the position is data
 
 
+def test_a_symbolic_position_alone_in_a_row_kernel():
+    # the position as a value by itself: in a kernel of int64 values the exact int64 scalar
+    # (no 2^24 bound: positions past 2^40, sums wrapping as torch's), bit for bit; in a kernel
+    # of 16-bit floats a scalar of that type (filled rounded once, as Inductor's index_expr of
+    # it). Each call after the second position ONE launch, no further recompile
+    import torch._dynamo.testing
+    from torch_spyre._inductor import runtime
+
+    def ints_(t, pos):
+        mask = torch.arange(t.shape[-1], device=t.device) <= pos
+        return (t + pos).amax(-1), torch.where(mask, t, 0).sum(-1)
+
+    def floats(s, pos):
+        return (s + pos).amax(-1)
+
+    for fn, x, positions in ((ints_, big((3, 64), 17), (3, 5, 9, 2 ** 24 + 1, 2 ** 40, -2 ** 50)),
+                             (floats, torch.randn(3, 64).half(), (3, 5, 9, 40)),
+                             (floats, torch.randn(3, 64).bfloat16(), (3, 5, 9, 40))):
+        torch.compiler.reset()
+        cnt = torch._dynamo.testing.CompileCounterWithBackend("inductor")
+        f = torch.compile(fn, backend=cnt)
+        for pos in positions:
+            before = dict(runtime.STATS)
+            got = f(x.to("spyre"), pos)
+            stats = {k: runtime.STATS[k] - before[k] for k in before}
+            assert stats == {"fused": 1, "eager": 0, "refused": 0, "copies": 0}, (pos, stats)
+            same(got, fn(x, pos))
+        assert cnt.frame_count == 2
+
+
 def test_positions_in_a_row_kernel_of_integers():
     # a kernel of int64 values (exact): the causal selection of ids summed per row, past 2^53,
     # and the positions themselves summed (an int64 row output)

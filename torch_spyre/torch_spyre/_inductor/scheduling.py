@@ -375,6 +375,18 @@ def _row_index_expr(trace, expr, dtype, typed, slot_of, n_outputs, new):
     if not ((c.is_Integer or symbolic) and
             all(sympy.sympify(a).is_Integer for a in coeffs.values())):
         raise Unsupported(f"index_expr {expr} (not affine)")
+    if symbolic and typed and dtype == torch.int64 and all(
+            coeffs[v] == 0 or sizes[v] == 1 for v in sizes):
+        # the position alone in a kernel of integer values: the exact int64 scalar (a flat
+        # kernel's "@<expr>"), no fp32 bound
+        name = f"@{pexpr(c)}"
+        if name not in slot_of:
+            slot_of[name] = len(trace.slots)
+            trace.slots.append((name, "scalar"))
+            trace.dtypes[name] = torch.int64
+            if len(trace.slots) + n_outputs > MAX_ARGS:
+                raise Unsupported("too many operands")
+        return new(f"load {slot_of[name]}")
     # the largest |value|: below 2^24 here, or (symbolic sizes or constant term) checked at
     # each call
     bound = sympy.expand(sum(abs(int(a)) * (sizes[v] - 1) for v, a in coeffs.items()
