@@ -70,6 +70,23 @@ static_assert(SPYRE_LAUNCH_MAX_CORES == DRM_SPYRE_LAUNCH_MAX_CORES);
 static_assert(SPYRE_LAUNCH_MAX_BUFFERS <= DRM_SPYRE_LAUNCH_MAX_BOS);
 static_assert(SPYRE_LAUNCH_UNITS == DRM_SPYRE_LAUNCH_UNITS);
 
+// A SEM_SIGNAL (into `bo`) or SEM_WAIT (on `bo`) at `offset` of it, with its extension `ext`
+// (which must outlive the SUBMIT).
+drm_spyre_cmd sem_cmd(uint32_t op, const Bo& bo, uint64_t offset, const drm_spyre_sem& ext) {
+    drm_spyre_cmd c{};
+    c.op = op;
+    if (op == DRM_SPYRE_CMD_SEM_WAIT) {
+        c.src_handle = bo.handle();
+        c.src_offset = offset;
+    } else {
+        c.dst_handle = bo.handle();
+        c.dst_offset = offset;
+    }
+    c.ext = reinterpret_cast<uintptr_t>(&ext);
+    c.ext_size = sizeof ext;
+    return c;
+}
+
 drm_spyre_cmd copy_cmd(const Bo& dst, uint64_t dst_offset, const Bo& src, uint64_t src_offset,
                        uint64_t size) {
     drm_spyre_cmd c{};
@@ -243,12 +260,8 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
             Bo& bo = imp ? *imp : root_bo(*s.buf);
             drm_spyre_sem ext{};
             ext.value = s.value;
-            drm_spyre_cmd c{};
-            c.op = DRM_SPYRE_CMD_SEM_SIGNAL;
-            c.dst_handle = bo.handle();
-            c.dst_offset = s.buf->root_offset() + s.offset;
-            c.ext = reinterpret_cast<uintptr_t>(&ext);
-            c.ext_size = sizeof ext;
+            const drm_spyre_cmd c =
+                sem_cmd(DRM_SPYRE_CMD_SEM_SIGNAL, bo, s.buf->root_offset() + s.offset, ext);
             std::vector<BufferRef> refs{s.buf};
             if (imp) refs.push_back(imp);
             try {
@@ -301,12 +314,7 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
         enqueue([=, this] {
             drm_spyre_sem ext{};
             ext.value = s.value;
-            drm_spyre_cmd c{};
-            c.op = DRM_SPYRE_CMD_SEM_SIGNAL;
-            c.dst_handle = imp->handle();
-            c.dst_offset = s.offset;
-            c.ext = reinterpret_cast<uintptr_t>(&ext);
-            c.ext_size = sizeof ext;
+            const drm_spyre_cmd c = sem_cmd(DRM_SPYRE_CMD_SEM_SIGNAL, *imp, s.offset, ext);
             try {
                 submit({&c, 1},
                        std::format("semaphore write of {} into a buffer shared by another "
@@ -326,16 +334,11 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
 
     void wait_value(const SemOp& s) override {
         enqueue([=, this] {
-            Bo& bo = root_bo(*s.buf);
             drm_spyre_sem ext{};
             ext.value = s.value;
             ext.timeout_us = s.timeout_us;
-            drm_spyre_cmd c{};
-            c.op = DRM_SPYRE_CMD_SEM_WAIT;
-            c.src_handle = bo.handle();
-            c.src_offset = s.buf->root_offset() + s.offset;
-            c.ext = reinterpret_cast<uintptr_t>(&ext);
-            c.ext_size = sizeof ext;
+            const drm_spyre_cmd c = sem_cmd(DRM_SPYRE_CMD_SEM_WAIT, root_bo(*s.buf),
+                                            s.buf->root_offset() + s.offset, ext);
             submit({&c, 1},
                    std::format("semaphore wait for a value >= {} at offset {}", s.value, s.offset),
                    {s.buf});
@@ -1241,28 +1244,21 @@ class KernelStream final : public Stream, public std::enable_shared_from_this<Ke
                     const SemOp& so = n.sem;
                     drm_spyre_sem& ext = sem_exts.emplace_back();
                     ext.value = so.value;
-                    drm_spyre_cmd c{};
-                    c.ext = reinterpret_cast<uintptr_t>(&ext);
-                    c.ext_size = sizeof ext;
                     if (n.op == GraphNode::Op::SemWait) {
                         ext.timeout_us = so.timeout_us;
-                        c.op = DRM_SPYRE_CMD_SEM_WAIT;
-                        c.src_handle = root_bo(*so.buf).handle();
-                        c.src_offset = so.buf->root_offset() + so.offset;
                         b.sems.push_back(
                             {static_cast<uint32_t>(b.cmds.size()), std::make_shared<SemOp>(so)});
+                        b.cmds.push_back(sem_cmd(DRM_SPYRE_CMD_SEM_WAIT, root_bo(*so.buf),
+                                                 so.buf->root_offset() + so.offset, ext));
+                    } else if (so.imported) {
+                        b.cmds.push_back(sem_cmd(DRM_SPYRE_CMD_SEM_SIGNAL,
+                                                 static_cast<Bo&>(*so.imported), so.offset, ext));
                     } else {
-                        c.op = DRM_SPYRE_CMD_SEM_SIGNAL;
-                        if (so.imported) {
-                            c.dst_handle = static_cast<Bo&>(*so.imported).handle();
-                            c.dst_offset = so.offset;
-                        } else {
-                            std::shared_ptr<Bo> imp = peer_bo(n);
-                            c.dst_handle = imp ? imp->handle() : root_bo(*so.buf).handle();
-                            c.dst_offset = so.buf->root_offset() + so.offset;
-                        }
+                        std::shared_ptr<Bo> imp = peer_bo(n);
+                        b.cmds.push_back(sem_cmd(DRM_SPYRE_CMD_SEM_SIGNAL,
+                                                 imp ? *imp : root_bo(*so.buf),
+                                                 so.buf->root_offset() + so.offset, ext));
                     }
-                    b.cmds.push_back(c);
                     break;
                 }
                 case GraphNode::Op::CopyPeer: {
