@@ -644,12 +644,15 @@ TEST(Comm, PushesOverlapReductionsInTheModeledTime) {
         ASSERT_EQ(spyre_event_elapsed(e0, e1, &t), SPYRE_SUCCESS) << spyre_last_error();
         spyre_comm_info info{};
         ASSERT_EQ(spyre_comm_get_info(k.comm, &info), SPYRE_SUCCESS);
-        if (on_kernel()) EXPECT_TRUE(info.flags & SPYRE_COMM_INFO_DEVICE_WAITS) << k.rank;
+        if (on_kernel()) {
+            EXPECT_TRUE(info.flags & SPYRE_COMM_INFO_DEVICE_WAITS) << k.rank;
+        }
         // half the data out in the reduce-scatter, half in the all-gather, 1 MiB per push:
         // 256 + 1500 + 26215 cycles each at the 60 GB/s link (hardware.md section 11)
         const uint64_t pushes = bytes / chunk;
-        if (!on_kernel())
+        if (!on_kernel()) {
             EXPECT_EQ(t.modeled_cycles, pushes * (256 + 1500 + 26215)) << "rank " << k.rank;
+        }
         const double busbw = bytes / (t.modeled_ns * 1e-9) / 1e9;  // x 2(n-1)/n = 1
         EXPECT_GE(busbw, 0.8 * 60) << "rank " << k.rank;
         spyre_event_destroy(e0);
@@ -1114,38 +1117,69 @@ TEST(Comm, AbortFailsEveryRank) {
 }
 
 // A rank whose card fails a reduction mid-collective (a simulated program fault on card 0's
-// next launch) sends on an accumulator that is not the sum: every rank must fail, not hand the
-// others a wrong result with SPYRE_SUCCESS (host functions that post messages run after
-// failed work too). Both transports, stream and NULL stream.
+// next launch) sends on an accumulator that is not the sum: no rank may return a wrong result
+// with SPYRE_SUCCESS (host functions that post messages run after failed work too). Both
+// transports, stream and NULL stream; the ring (4 MiB: every rank fails, as rank 1 receives
+// rank 0's reduced segment) and the one-shot all-reduce (64 KiB, forced). In the one-shot
+// rank 0's fold is the faulting launch and rank 1 folds rank 0's input, not its reduction:
+// rank 1 may then return the right sum (the host-driven protocol), but the communicator is
+// failed, so its next call fails naming rank 0. On the NULL stream rank 0 returned
+// SPYRE_SUCCESS with its buffer unreduced before (the call did not wait for its last launch).
 TEST(Comm, FailedCardWorkFailsEveryRank) {
     if (spyre_sim_inject_fault(0, SPYRE_SIM_FAULT_NONE, 0) == SPYRE_ERROR_NOT_SUPPORTED)
         GTEST_SKIP() << "simulated faults: the simulator backend only";
-    for (const char* transport : {"p2p", "host-staged"})
-        for (bool null_stream : {false, true}) {
-            SCOPED_TRACE(::testing::Message() << transport << (null_stream ? " NULL stream" : ""));
-            setenv("SPYRE_COMM_TRANSPORT", transport, 1);
-            ASSERT_EQ(spyre_sim_inject_fault(0, SPYRE_SIM_FAULT_PROGRAM, 0), SPYRE_SUCCESS);
-            const size_t count = 1u << 20;  // fp32, 4 MiB: both ranks reduce on their cards
-            run_ranks(
-                2,
-                [&](Rank& k) {
-                    spyre_buffer_t b = k.upload(
-                        to_bytes(input(k.rank, count, SPYRE_DTYPE_FLOAT32, 5), SPYRE_DTYPE_FLOAT32),
-                        0);
-                    const spyre_status s = spyre_comm_all_reduce(
-                        b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32, SPYRE_REDUCE_SUM, k.comm,
-                        null_stream ? nullptr : k.stream);
-                    EXPECT_NE(s, SPYRE_SUCCESS) << "rank " << k.rank << " returned a sum";
-                    if (k.rank == 1)  // told by the communicator, naming rank 0's failed work
-                        EXPECT_NE(std::string(spyre_last_error()).find("rank 0"), std::string::npos)
-                            << spyre_last_error();
-                    spyre_stream_synchronize(k.stream);
-                    spyre_device_synchronize(k.dev);
-                    spyre_free(b);
-                },
-                5000);
-            unsetenv("SPYRE_COMM_TRANSPORT");
-        }
+    for (const char* algo : {"ring", "one-shot"})
+        for (const char* transport : {"p2p", "host-staged"})
+            for (bool null_stream : {false, true}) {
+                const std::string config =
+                    std::format("{} {}{}", algo, transport, null_stream ? " NULL stream" : "");
+                setenv("SPYRE_COMM_TRANSPORT", transport, 1);
+                setenv("SPYRE_COMM_ALGO", algo, 1);
+                ASSERT_EQ(spyre_sim_inject_fault(0, SPYRE_SIM_FAULT_PROGRAM, 0), SPYRE_SUCCESS);
+                const bool one_shot = std::string(algo) == "one-shot";
+                const size_t count = one_shot ? 1u << 14 : 1u << 20;  // fp32
+                std::vector<float> sum = input(0, count, SPYRE_DTYPE_FLOAT32, 5);
+                const std::vector<float> x1 = input(1, count, SPYRE_DTYPE_FLOAT32, 5);
+                for (size_t i = 0; i < count; ++i) sum[i] += x1[i];
+                run_ranks(
+                    2,
+                    [&](Rank& k) {
+                        spyre_stream_t stream = null_stream ? nullptr : k.stream;
+                        spyre_buffer_t b =
+                            k.upload(to_bytes(input(k.rank, count, SPYRE_DTYPE_FLOAT32, 5),
+                                              SPYRE_DTYPE_FLOAT32),
+                                     0);
+                        const spyre_status s =
+                            spyre_comm_all_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32,
+                                                  SPYRE_REDUCE_SUM, k.comm, stream);
+                        const std::string err = spyre_last_error();
+                        if (s == SPYRE_SUCCESS && one_shot && k.rank == 1) {
+                            EXPECT_EQ(from_bytes(k.download(b, 0, count * 4), SPYRE_DTYPE_FLOAT32),
+                                      sum)
+                                << config << ": rank 1 returned a wrong sum";
+                            EXPECT_NE(spyre_comm_all_reduce(b, 0, b, 0, count, SPYRE_DTYPE_FLOAT32,
+                                                            SPYRE_REDUCE_SUM, k.comm, stream),
+                                      SPYRE_SUCCESS)
+                                << config << ": the failed communicator ran a collective";
+                            EXPECT_NE(std::string(spyre_last_error()).find("rank 0"),
+                                      std::string::npos)
+                                << config << ": " << spyre_last_error();
+                        } else {
+                            EXPECT_NE(s, SPYRE_SUCCESS)
+                                << config << ": rank " << k.rank << " returned a sum";
+                            if (k.rank == 1) {  // told by the communicator, naming rank 0
+                                EXPECT_NE(err.find("rank 0"), std::string::npos)
+                                    << config << ": " << err;
+                            }
+                        }
+                        spyre_stream_synchronize(k.stream);
+                        spyre_device_synchronize(k.dev);
+                        spyre_free(b);
+                    },
+                    5000);
+                unsetenv("SPYRE_COMM_TRANSPORT");
+                unsetenv("SPYRE_COMM_ALGO");
+            }
     ASSERT_EQ(spyre_sim_inject_fault(0, SPYRE_SIM_FAULT_NONE, 0), SPYRE_SUCCESS);
 }
 

@@ -156,8 +156,11 @@ void Communicator::run(spyre_stream_t stream, F&& body, bool collective) {
         // transport's own stream too
         transport_->join(stream);
         transport_->submit();
-        if (stream) {
-            const spyre_status st = spyre_stream_synchronize(stream);
+        {
+            // the NULL stream's work is the card's default stream's: its last launch (one-shot's
+            // fold) may still run, or have failed, when the transport is done with the peers
+            const spyre_status st =
+                stream ? spyre_stream_synchronize(stream) : spyre_device_synchronize(device_);
             if (st != SPYRE_SUCCESS) {
                 // the others may have taken what this card sent after its failed work
                 const std::string why = spyre_last_error();
@@ -165,7 +168,7 @@ void Communicator::run(spyre_stream_t stream, F&& body, bool collective) {
                 spyre::fail(st, why);
             }
         }
-        transport_->settle(stream);
+        transport_->settle();
     } catch (const Error& e) {
         try {
             transport_->join(stream);  // later work of the stream after the queued pushes

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "comm/tree.hpp"
 #include "peer_link.hpp"
 
 namespace spyre::comm {
@@ -51,8 +52,7 @@ bool one_shot_is_faster(int nranks, uint64_t bytes, uint64_t chunk) {
     const double rho = static_cast<double>(cfg.launch_overhead_cycles) / hz;
     const double g = 3.0 / static_cast<double>(cfg.ddr_bytes_per_s);
     const double s = static_cast<double>(bytes), n = nranks;
-    int l = 0;
-    while ((1 << l) < nranks) ++l;
+    const int l = tree_steps(nranks);
     const double one_shot = (n - 1) * (alpha + s / beta) + (n - 1) * (rho + s * g);
     const double ring = 2 * (n - 1) * (alpha + s / (n * beta)) + (n - 1) * (rho + s / n * g);
     const double tree = 2 * l * (alpha + s / beta) + l * (rho + s * g);

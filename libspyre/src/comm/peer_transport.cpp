@@ -327,6 +327,7 @@ void PeerTransport::await_local(Local which, uint64_t value, spyre_stream_t stre
 
 void PeerTransport::begin(bool collective, spyre_stream_t stream) {
     sem_call_ = false;
+    push_ = nullptr;  // chosen below, or by this call's first push
     if (!sems_ || !collective) return;
     // the caller's stream waits for the pushes, which wait for its marks: on one ring of the
     // card neither would run (torch's collectives run on a high-priority stream, where the
@@ -352,18 +353,14 @@ void PeerTransport::submit() {
     if (first) throw *first;
 }
 
-void PeerTransport::settle(spyre_stream_t stream) {
+void PeerTransport::settle() {
     if (!sem_call_) return;
     sem_call_ = false;
-    // the NULL stream's part (the caller's is synchronized already) and the pushes
-    auto done = [&](spyre_status st) {
-        if (st == SPYRE_SUCCESS) return;
+    if (const spyre_status st = spyre_stream_synchronize(push_); st != SPYRE_SUCCESS) {
         const std::string why = spyre_last_error();
         seg_->fail(st, std::format("rank {}'s card work failed: {}", seg_->rank(), why));
         spyre::fail(st, why);
-    };
-    if (!stream) done(spyre_device_synchronize(device_));
-    done(spyre_stream_synchronize(push_));
+    }
     // a rank whose push or reduction failed has handed its peers data that is not the result:
     // nobody returns before everyone has seen its own part succeed (a failing rank fails the
     // communicator instead of arriving here)
@@ -433,7 +430,7 @@ bool PeerTransport::select_push_stream(spyre_stream_t caller) {
 
 spyre_stream_t PeerTransport::push_stream(spyre_stream_t caller, uint64_t after) {
     if (!sem_call_ && (!caller || !overlap_)) return caller;
-    if (!sem_call_) select_push_stream(caller);
+    if (!push_) select_push_stream(caller);  // once per call
     pushing_ = true;
     // the push reads what the caller's stream wrote before it (a reduced chunk)
     if (sem_call_) {

@@ -69,7 +69,7 @@ class PeerTransport final : public Transport {
     void join(spyre_stream_t stream) override;
     void begin(bool collective, spyre_stream_t stream) override;
     void submit() override;
-    void settle(spyre_stream_t stream) override;
+    void settle() override;
     void barrier() override { seg_->barrier(); }
     void abort(const std::string& reason) override;
     void check() override { seg_->check(); }

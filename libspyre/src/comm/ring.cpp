@@ -55,7 +55,12 @@ void move_on_card(spyre_stream_t stream, spyre_buffer_t dst, uint64_t dst_off, s
                   uint64_t src_off, uint64_t bytes) {
     // below this a launch's setup costs more than the DMA engine's copy
     constexpr uint64_t kCoresMin = 64 << 10;
-    if (bytes >= kCoresMin && dst_off % 128 == 0 && src_off % 2 == 0 && bytes % 2 == 0) {
+    // the cores' copy writes whole sticks from a destination on a stick (a sub-allocated
+    // buffer may start off one: asked first, not through a refused launch per move)
+    uint64_t dst_addr = 0;
+    if (bytes >= kCoresMin && src_off % 2 == 0 && bytes % 2 == 0 &&
+        spyre_buffer_device_address(dst, &dst_addr) == SPYRE_SUCCESS &&
+        (dst_addr + dst_off) % 128 == 0) {
         // 2-byte elements: every collective's data is a whole number of them
         const spyre_tensor from = vec(src, src_off, bytes / 2, SPYRE_DTYPE_FLOAT16);
         const spyre_tensor to = vec(dst, dst_off, bytes / 2, SPYRE_DTYPE_FLOAT16);

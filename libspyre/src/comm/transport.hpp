@@ -65,10 +65,10 @@ class Transport {
     // The call's work is all queued (after join): what the transport held back goes to the
     // cards now.
     virtual void submit() {}
-    // After the call's work on `stream` (if not NULL) has finished: waits for what the
-    // transport queued elsewhere (its own stream; the NULL stream's work) and reports its
-    // failures; after a collective, returns only once every rank got here without a failure.
-    virtual void settle(spyre_stream_t /*stream*/) {}
+    // After the call's work on its stream (or the NULL stream's card) has finished: waits for
+    // what the transport queued elsewhere (its own stream) and reports its failures; after a
+    // collective, returns only once every rank got here without a failure.
+    virtual void settle() {}
     // Returns once every rank has entered it.
     virtual void barrier() = 0;
     // Fails the communicator for every rank with `reason` (the first reason wins).

@@ -2,6 +2,7 @@
 #include "comm/tree.hpp"
 
 #include <algorithm>
+#include <bit>
 
 #include "error.hpp"
 #include "peer_link.hpp"
@@ -15,17 +16,13 @@ void check_call(spyre_status s) {
 
 int lowbit(int v) { return v & -v; }
 
-int log2_ceil(int n) {
-    int l = 0;
-    while ((1 << l) < n) ++l;
-    return l;
-}
-
 // A rank's place in the tree of `root`: v = (rank - root) mod n, and back.
 int rel(const Ring& ring, int root) { return (ring.rank - root + ring.nranks) % ring.nranks; }
 int abs_rank(const Ring& ring, int root, int v) { return (v + root) % ring.nranks; }
 
 }  // namespace
+
+int tree_steps(int nranks) { return std::bit_width(static_cast<unsigned>(nranks - 1)); }
 
 void tree_reduce(const Ring& ring, spyre_buffer_t src, uint64_t src_off, spyre_buffer_t buf,
                  uint64_t base, uint64_t count, spyre_dtype dtype, spyre_reduce_op op, int root) {
@@ -65,7 +62,7 @@ void tree_broadcast(const Ring& ring, spyre_buffer_t src, uint64_t src_off, spyr
                    ring.stream);
         src = dst, src_off = dst_off;
     }
-    for (int m = (v ? lowbit(v) : 1 << log2_ceil(n)) >> 1; m >= 1; m >>= 1)
+    for (int m = (v ? lowbit(v) : 1 << tree_steps(n)) >> 1; m >= 1; m >>= 1)
         if (v + m < n)
             send_range(ring.transport, abs_rank(ring, root, v + m), src, src_off, bytes,
                        ring.stream);
@@ -84,7 +81,7 @@ bool tree_is_faster(Collective c, int nranks, uint64_t bytes, uint64_t chunk) {
     const double alpha = static_cast<double>(cfg.dma_setup_cycles + kP2pLatencyCycles) /
                          static_cast<double>(cfg.clock_hz);
     const double beta = static_cast<double>(kP2pLinkBytesPerS);
-    const double s = static_cast<double>(bytes), n = nranks, l = log2_ceil(nranks);
+    const double s = static_cast<double>(bytes), n = nranks, l = tree_steps(nranks);
     auto messages = [&](uint64_t b) {
         return static_cast<double>(std::max<uint64_t>(1, (b + chunk - 1) / chunk));
     };

@@ -28,6 +28,9 @@ void tree_broadcast(const Ring& ring, spyre_buffer_t src, uint64_t src_off, spyr
 void tree_all_reduce(const Ring& ring, spyre_buffer_t buf, uint64_t base, uint64_t count,
                      spyre_dtype dtype, spyre_reduce_op op);
 
+// ceil(log2 n): the binomial tree's message steps on the critical path.
+int tree_steps(int nranks);
+
 // Whether the tree beats the ring for a collective of `bytes` over n ranks in the model
 // alpha + size / beta per message, alpha the set-up and latency of one peer copy and beta the
 // peer link's bandwidth (peer_link.hpp, the engine's DMA set-up and clock), L = ceil(log2 n),
