@@ -954,10 +954,11 @@ class SpyreScheduling(BaseScheduling):
         instead of taking a group it takes to its eager form with it (nor are two described
         groups fused when their union is refused). The union is asked, not only the parts:
         it may have a description where a part has none (a buffer forwarded inside it)."""
-        parts = [self._describable(node1.get_nodes()), self._describable(node2.get_nodes())]
-        if not any(parts):
-            return True  # no fused program to lose: one eager form for both
-        return self._describable(node1.get_nodes() + node2.get_nodes()) is not False
+        if self._describable(node1.get_nodes() + node2.get_nodes()) is not False:
+            return True  # (asked first: most fusions are described, the parts not traced)
+        # refused: fused only when neither part has a description (one eager form for both)
+        return not (self._describable(node1.get_nodes()) or
+                    self._describable(node2.get_nodes()))
 
     def codegen_sync(self):
         pass
