@@ -6,6 +6,9 @@ loop-level IR (its nodes' LoopBody) is traced into a flat program of ops, from w
 - always, an eager form: the same ops as aten ops on spyre tensors (views for the loads and
   stores), run when there is no description or the library refuses a call.
 
+Fusion keeps a node whose kernel has no description apart from groups that have one
+(``SpyreScheduling._keeps_programs``), so only that node runs its eager form.
+
 The wrapper defines one ``SpyreKernel`` (runtime.py) per kernel and calls it with the buffers.
 """
 
