@@ -328,6 +328,26 @@ def test_a_fused_group_is_cut_at_a_node_the_generator_refuses(name, strict):
                     want if isinstance(want, tuple) else (want,)):
         close(o.cpu(), w, torch.float32, scale=4)
 
+
+def test_a_lone_reduction_is_not_cut_from_its_refused_epilogue(strict):
+    # the cut is taken when it saves launches: a row sum alone is one aten op in the eager form
+    # as well, and cut off, its buffer would be read back by a gather (the epilogue's float64
+    # arithmetic of the symbolic sizes has no description): one eager form as before
+    def scale(x):
+        return x * (1.0 / (x.shape[0] * x.shape[1])) + x.sum(1, keepdim=True) / x.shape[1]
+
+    g = torch.compile(scale, dynamic=True)
+    for shape in [(3, 5), (4, 7)]:
+        xc = make(shape, torch.float32, shape[1])
+        x = xc.to("spyre")
+        g(x)
+        before = dict(runtime.STATS)
+        out, ops, n = profiled_launches(g, x)
+        assert runtime.STATS["eager"] - before["eager"] == 1, (runtime.STATS, ops)
+        assert runtime.STATS["fused"] == before["fused"], (runtime.STATS, ops)
+        assert ops.count("aten::sum") == 1 and len(ops) == 7, ops
+        close(out.cpu(), scale(xc), torch.float32)
+
 def test_the_eager_form_reads_and_writes_flipped_views(fallback_reset):
     # a flip is a load with a negative stride; the eager form (cumprod here) and a flipped
     # store (a slice assigned a flipped tensor) take it

@@ -7,7 +7,8 @@ loop-level IR (its nodes' LoopBody) is traced into a flat program of ops, from w
   stores), run when there is no description or the library refuses a call.
 
 Fusion keeps a node whose kernel has no description apart from groups that have one
-(``SpyreScheduling._keeps_programs``), so only that node runs its eager form.
+(``SpyreScheduling._keeps_programs``), so only that node runs its eager form, when that saves
+launches.
 
 The wrapper defines one ``SpyreKernel`` (runtime.py) per kernel and calls it with the buffers.
 """
@@ -838,6 +839,15 @@ def _description(trace, inputs, outputs):
     return None, why
 
 
+def _eager_ops(trace):
+    """About how many aten ops (each one launch or more) the eager form of a trace runs: its
+    computing ops and the gathers of its loads at positions that are not affine."""
+    vars_ = trace.vars + trace.rvars
+    return sum(1 for op in trace.ops
+               if op[0] in ("op", "reduction", "to_dtype", "masked", "index_expr") or
+               (op[0] == "load" and _view(op[2], vars_)[0] != "affine"))
+
+
 def eager_form(trace, inputs, outputs):
     """The ops as data for runtime.SpyreKernel's eager path (operands: ("v", i) or ("c", x))."""
     vars_ = trace.vars + trace.rvars
@@ -902,7 +912,7 @@ class SpyreScheduling(BaseScheduling):
         super().__init__()
         self.scheduler = scheduler
         self.count = 0
-        self._described = {}  # (node name, body id), ... -> has a description (_describable)
+        self._described = {}  # (node name, body id), ... -> _kernel's answer
 
     @classmethod
     def get_backend_features(cls, device):
@@ -938,30 +948,37 @@ class SpyreScheduling(BaseScheduling):
                 len(node1.get_nodes()) + len(node2.get_nodes()) <= 16 and
                 self._keeps_programs(node1, node2))
 
-    def _describable(self, nodes):
-        """Whether the kernel of these nodes (in order) has a description (one fused launch);
-        None when tracing them fails otherwise (the fusion rules then do as before). Cached
-        by the nodes: Inductor asks about a group many times."""
+    def _kernel(self, nodes):
+        """(whether the kernel of these nodes, in order, has a description: one fused launch,
+        about how many aten ops its eager form runs otherwise, ``_eager_ops``); (None, None)
+        when tracing them fails otherwise (the fusion rules then do as before). Cached by the
+        nodes: Inductor asks about a group many times."""
         key = tuple((n.get_name(), id(n._body)) for n in nodes)
         if key not in self._described:
             try:
                 trace, inputs, outputs, _ = _trace_nodes(nodes, self.scheduler)
-                self._described[key] = _description(trace, inputs, outputs)[0] is not None
+                desc = _description(trace, inputs, outputs)[0]
+                self._described[key] = (True, 1) if desc else (False, _eager_ops(trace))
             except Exception:  # noqa: BLE001 - codegen_node reports it, if it happens there
-                self._described[key] = None
+                self._described[key] = (None, None)
         return self._described[key]
 
     def _keeps_programs(self, node1, node2):
-        """Whether fusing the two groups keeps the work that has a description in one: a group
-        the generator refuses (a prod in a row kernel, a transposed layout) is cut there
-        instead of taking a group it takes to its eager form with it (nor are two described
-        groups fused when their union is refused). The union is asked, not only the parts:
-        it may have a description where a part has none (a buffer forwarded inside it)."""
-        if self._describable(node1.get_nodes() + node2.get_nodes()) is not False:
+        """Whether to fuse the two groups as far as their descriptions go: a group the
+        generator refuses (a prod in a row kernel, a transposed layout) is cut there instead
+        of taking a group it takes to its eager form with it (nor are two described groups
+        fused when their union is refused), when that saves launches: each described part one
+        launch against the eager ops the union's eager form would run for it (a lone
+        ``sum`` is one aten op either way, and its buffer read back may cost a gather). The
+        union is asked, not only the parts: it may have a description where a part has none
+        (a buffer forwarded inside it), and then always fuses."""
+        union = self._kernel(node1.get_nodes() + node2.get_nodes())
+        if union[0] is not False:
             return True  # (asked first: most fusions are described, the parts not traced)
-        # refused: fused only when neither part has a description (one eager form for both)
-        return not (self._describable(node1.get_nodes()) or
-                    self._describable(node2.get_nodes()))
+        parts = [self._kernel(node1.get_nodes()), self._kernel(node2.get_nodes())]
+        if any(p[0] is None for p in parts) or not any(p[0] for p in parts):
+            return True  # no fused program to lose: one eager form for both
+        return sum(p[1] for p in parts) >= union[1]
 
     def codegen_sync(self):
         pass
