@@ -7,7 +7,8 @@ Inductor (the default backend): a pointwise chain in three float types over odd 
 eager and the CPU, as ONE launch, no recompile on a second call, a new shape handled; graphs
 with an op the generator cannot take, non-contiguous inputs, a reduction and a matmul with an
 epilogue still correct; strict mode raises for a CPU fallback inside a compiled graph as in
-eager mode. Row kernels: softmax, log_softmax, layer_norm, RMSNorm, a masking chain and
+eager mode; a fused group is cut at a node the generator refuses (a prod) when that saves
+launches. Row kernels: softmax, log_softmax, layer_norm, RMSNorm, a masking chain and
 var_mean (written out and F.layer_norm) as ONE launch each; Inductor's cache key holds the
 backend's sources.
 """
