@@ -7,7 +7,8 @@ Inductor (the default backend): a pointwise chain in three float types over odd 
 eager and the CPU, as ONE launch, no recompile on a second call, a new shape handled; graphs
 with an op the generator cannot take, non-contiguous inputs, a reduction and a matmul with an
 epilogue still correct; strict mode raises for a CPU fallback inside a compiled graph as in
-eager mode. Row kernels: softmax, log_softmax, layer_norm, RMSNorm, a masking chain and
+eager mode; a fused group is cut at a node the generator refuses (a prod) when that saves
+launches. Row kernels: softmax, log_softmax, layer_norm, RMSNorm, a masking chain and
 var_mean (written out and F.layer_norm) as ONE launch each; Inductor's cache key holds the
 backend's sources.
 """
@@ -21,7 +22,7 @@ import torch.utils._pytree as pytree
 from torch._dynamo.utils import counters
 
 import torch_spyre
-from conftest import close, make, run_python
+from conftest import close, make, profiled_launches, run_python
 from models import TinyGranite
 from torch_spyre._inductor import runtime
 
@@ -283,6 +284,70 @@ def test_an_op_the_generator_cannot_take_runs_eagerly(fallback_reset):
     assert runtime.STATS["eager"] > before
     assert any("nextafter" in op for op in torch_spyre.fallback_counts())
 
+
+
+# a prod over the last dim has no kernel description (float products need the ISA): compiled
+# programs with one among nodes the generator takes. name -> (function, fused launches, the
+# aten ops of the prod's eager form)
+def prod_in_a_row_chain(x):
+    s = (x * x).mean(-1, keepdim=True)  # a row kernel
+    p = (x / s).prod(-1, keepdim=True)  # the prod (its prologue: the division)
+    return (x - p).exp()  # an epilogue over the rows: a flat kernel of p per row
+
+
+def softmax_beside_a_prod(x):
+    return torch.softmax(x, -1), x.prod(-1)  # one input: the row kernels fuse horizontally
+
+
+def prod_with_an_epilogue(x):
+    return (x.prod(-1, keepdim=True) * x).relu()
+
+
+CUT = {"chain": (prod_in_a_row_chain, 2, {"aten::div", "aten::mul"}),
+       "beside": (softmax_beside_a_prod, 1, {"aten::mul"}),
+       "epilogue": (prod_with_an_epilogue, 1, {"aten::mul"})}
+
+
+@pytest.mark.parametrize("name", CUT)
+def test_a_fused_group_is_cut_at_a_node_the_generator_refuses(name, strict):
+    # fusion keeps a node the generator refuses (the prod) out of the groups it takes: they
+    # stay one fused launch each and only the prod runs its eager form (before: the whole
+    # fused group ran its eager form, every op of it an aten op)
+    fn, fused, prod_ops = CUT[name]
+    xc = make((8, 64), torch.float32, 5) * 0.1 + 1  # products of 64 values near 1
+    x = xc.to("spyre")
+    g = torch.compile(fn)
+    g(x)
+    before = dict(runtime.STATS)
+    out, ops, n = profiled_launches(g, x)
+    assert runtime.STATS["fused"] - before["fused"] == fused, (runtime.STATS, ops)
+    assert runtime.STATS["eager"] - before["eager"] == 1, (runtime.STATS, ops)
+    assert ops.count("spyre::fused_pointwise") == fused, ops
+    assert set(ops) - {"spyre::fused_pointwise"} <= prod_ops, ops
+    want = fn(xc)
+    for o, w in zip(out if isinstance(out, tuple) else (out,),
+                    want if isinstance(want, tuple) else (want,)):
+        close(o.cpu(), w, torch.float32, scale=4)
+
+
+def test_a_lone_reduction_is_not_cut_from_its_refused_epilogue(strict):
+    # the cut is taken when it saves launches: a row sum alone is one aten op in the eager form
+    # as well, and cut off, its buffer would be read back by a gather (the epilogue's float64
+    # arithmetic of the symbolic sizes has no description): one eager form as before
+    def scale(x):
+        return x * (1.0 / (x.shape[0] * x.shape[1])) + x.sum(1, keepdim=True) / x.shape[1]
+
+    g = torch.compile(scale, dynamic=True)
+    for shape in [(3, 5), (4, 7)]:
+        xc = make(shape, torch.float32, shape[1])
+        x = xc.to("spyre")
+        g(x)
+        before = dict(runtime.STATS)
+        out, ops, n = profiled_launches(g, x)
+        assert runtime.STATS["eager"] - before["eager"] == 1, (runtime.STATS, ops)
+        assert runtime.STATS["fused"] == before["fused"], (runtime.STATS, ops)
+        assert ops.count("aten::sum") == 1 and len(ops) == 7, ops
+        close(out.cpu(), scale(xc), torch.float32)
 
 def test_the_eager_form_reads_and_writes_flipped_views(fallback_reset):
     # a flip is a load with a negative stride; the eager form (cumprod here) and a flipped

@@ -6,6 +6,10 @@ loop-level IR (its nodes' LoopBody) is traced into a flat program of ops, from w
 - always, an eager form: the same ops as aten ops on spyre tensors (views for the loads and
   stores), run when there is no description or the library refuses a call.
 
+Fusion keeps a node whose kernel has no description apart from groups that have one
+(``SpyreScheduling._keeps_programs``), so only that node runs its eager form, when that saves
+launches.
+
 The wrapper defines one ``SpyreKernel`` (runtime.py) per kernel and calls it with the buffers.
 """
 
@@ -790,6 +794,60 @@ def _describe(trace, inputs, outputs, typed=None):
     return "\n".join(head + lines) + "\n"
 
 
+def _trace_nodes(nodes, scheduler):
+    """The trace of a kernel of these scheduler nodes (in order) and its (inputs, outputs,
+    removed buffers): a buffer stored here disappears when only these nodes use it and every
+    load of it here was forwarded from its store. No side effect on the graph: the fusion
+    rules trace candidate groups with it too."""
+    # a row kernel's loops are its reductions' (rows, cols)
+    sizes, rsizes = next((n for n in nodes if n.is_reduction()), nodes[0])._sizes
+    vars_ = [sympy.Symbol(f"i{k}", integer=True, nonnegative=True) for k in range(len(sizes))]
+    rvars = [sympy.Symbol(f"r{k}", integer=True, nonnegative=True) for k in range(len(rsizes))]
+    trace = Trace(vars_, rvars, scheduler.mutation_real_name)
+    trace.sizes, trace.rsizes = list(sizes), list(rsizes)
+    with V.set_ops_handler(trace):
+        for n in nodes:
+            if rvars and not n.is_reduction():
+                n._body(vars_ + rvars, [])  # an epilogue over [rows..., cols...]
+            else:
+                n._body(vars_, rvars)
+    names = {n.get_name() for n in nodes}
+    removed = {b for b in trace.stores if b not in trace.loads
+               and scheduler.can_buffer_be_removed_through_fusion(b, names)}
+    outputs = list(dict.fromkeys(b for b in trace.stores if b not in removed))
+    inputs = list(trace.loads)
+    trace.dtypes = {b: V.graph.get_dtype(b) for b in inputs + outputs}
+    return trace, inputs, outputs, removed
+
+
+def _description(trace, inputs, outputs):
+    """(the kernel description, "") or (None, why the generator refuses it); the trace's
+    slots, moved offsets and index limits are the description's."""
+    try:
+        return describe(trace, inputs, outputs), ""
+    except Unsupported as e:
+        why = str(e)
+    rows = _broadcast_rows(trace)  # an input broadcast along the contiguous dim
+    if rows is not None:
+        try:
+            desc = describe(rows, inputs, outputs)
+        except Unsupported:
+            return None, why
+        trace.slots, trace.moved = rows.slots, rows.moved
+        trace.index_limits = rows.index_limits
+        return desc, ""
+    return None, why
+
+
+def _eager_ops(trace):
+    """About how many aten ops (each one launch or more) the eager form of a trace runs: its
+    computing ops and the gathers of its loads at positions that are not affine."""
+    vars_ = trace.vars + trace.rvars
+    return sum(1 for op in trace.ops
+               if op[0] in ("op", "reduction", "to_dtype", "masked", "index_expr") or
+               (op[0] == "load" and _view(op[2], vars_)[0] != "affine"))
+
+
 def eager_form(trace, inputs, outputs):
     """The ops as data for runtime.SpyreKernel's eager path (operands: ("v", i) or ("c", x))."""
     vars_ = trace.vars + trace.rvars
@@ -854,6 +912,7 @@ class SpyreScheduling(BaseScheduling):
         super().__init__()
         self.scheduler = scheduler
         self.count = 0
+        self._described = {}  # (node name, body id), ... -> _kernel's answer
 
     @classmethod
     def get_backend_features(cls, device):
@@ -877,13 +936,49 @@ class SpyreScheduling(BaseScheduling):
     def can_fuse_vertical(self, node1, node2):
         if len(node1.get_nodes()) + len(node2.get_nodes()) > 16:
             return False
-        return (node1.group == node2.group or self._rows_then_pointwise(node1.group, node2.group)
-                or self._rows_then_pointwise(node2.group, node1.group))
+        return ((node1.group == node2.group or
+                 self._rows_then_pointwise(node1.group, node2.group) or
+                 self._rows_then_pointwise(node2.group, node1.group))
+                and self._keeps_programs(node1, node2))
 
     def can_fuse_horizontal(self, node1, node2):
         # unrelated nodes only over the same loops: a pointwise node joining a row kernel for a
         # shared read would take the row kernel to the eager form with it if it cannot lower
-        return node1.group == node2.group and len(node1.get_nodes()) + len(node2.get_nodes()) <= 16
+        return (node1.group == node2.group and
+                len(node1.get_nodes()) + len(node2.get_nodes()) <= 16 and
+                self._keeps_programs(node1, node2))
+
+    def _kernel(self, nodes):
+        """(whether the kernel of these nodes, in order, has a description: one fused launch,
+        about how many aten ops its eager form runs otherwise, ``_eager_ops``); (None, None)
+        when tracing them fails otherwise (the fusion rules then do as before). Cached by the
+        nodes: Inductor asks about a group many times."""
+        key = tuple((n.get_name(), id(n._body)) for n in nodes)
+        if key not in self._described:
+            try:
+                trace, inputs, outputs, _ = _trace_nodes(nodes, self.scheduler)
+                desc = _description(trace, inputs, outputs)[0]
+                self._described[key] = (True, 1) if desc else (False, _eager_ops(trace))
+            except Exception:  # noqa: BLE001 - codegen_node reports it, if it happens there
+                self._described[key] = (None, None)
+        return self._described[key]
+
+    def _keeps_programs(self, node1, node2):
+        """Whether to fuse the two groups as far as their descriptions go: a group the
+        generator refuses (a prod in a row kernel, a transposed layout) is cut there instead
+        of taking a group it takes to its eager form with it (nor are two described groups
+        fused when their union is refused), when that saves launches: each described part one
+        launch against the eager ops the union's eager form would run for it (a lone
+        ``sum`` is one aten op either way, and its buffer read back may cost a gather). The
+        union is asked, not only the parts: it may have a description where a part has none
+        (a buffer forwarded inside it), and then always fuses."""
+        union = self._kernel(node1.get_nodes() + node2.get_nodes())
+        if union[0] is not False:
+            return True  # (asked first: most fusions are described, the parts not traced)
+        parts = [self._kernel(node1.get_nodes()), self._kernel(node2.get_nodes())]
+        if any(p[0] is None for p in parts) or not any(p[0] for p in parts):
+            return True  # no fused program to lose: one eager form for both
+        return sum(p[1] for p in parts) >= union[1]
 
     def codegen_sync(self):
         pass
@@ -902,31 +997,14 @@ class SpyreScheduling(BaseScheduling):
 
     def codegen_node(self, node):
         nodes = node.get_nodes()
-        # a row kernel's loops are its reductions' (rows, cols)
-        sizes, rsizes = next((n for n in nodes if n.is_reduction()), nodes[0])._sizes
-        vars_ = [sympy.Symbol(f"i{k}", integer=True, nonnegative=True) for k in range(len(sizes))]
-        rvars = [sympy.Symbol(f"r{k}", integer=True, nonnegative=True) for k in range(len(rsizes))]
-        trace = Trace(vars_, rvars, V.graph.scheduler.mutation_real_name)
-        trace.sizes, trace.rsizes = list(sizes), list(rsizes)
-        with V.set_ops_handler(trace):
-            for n in nodes:
-                if rvars and not n.is_reduction():
-                    n._body(vars_ + rvars, [])  # an epilogue over [rows..., cols...]
-                else:
-                    n._body(vars_, rvars)
+        trace, inputs, outputs, removed = _trace_nodes(nodes, V.graph.scheduler)
         for n in nodes:
             n.mark_run()
-        real = V.graph.scheduler.mutation_real_name
-        names = {n.get_name() for n in nodes}
-        # a stored buffer disappears when only this kernel uses it and every load of it here
-        # was forwarded from its store
-        removed = {b for b in trace.stores if b not in trace.loads
-                   and V.graph.scheduler.can_buffer_be_removed_through_fusion(b, names)}
         V.graph.removed_buffers |= removed
-        outputs = list(dict.fromkeys(b for b in trace.stores if b not in removed))
-        inputs = [b for b in trace.loads]
+        real = V.graph.scheduler.mutation_real_name
         args = inputs + outputs
-        trace.dtypes = {b: V.graph.get_dtype(b) for b in args}
+        vars_, rvars = trace.vars, trace.rvars
+        sizes, rsizes = trace.sizes, trace.rsizes
         symbols = set()
         for e in list(sizes) + list(rsizes):
             symbols |= sympy.sympify(e).free_symbols
@@ -936,20 +1014,7 @@ class SpyreScheduling(BaseScheduling):
         # the indirect indices are the kernel's own values, not the call's symbols
         symbols = sorted(str(s) for s in symbols - set(vars_) - set(rvars)
                          if not str(s).startswith("indirect"))
-        try:
-            desc = describe(trace, inputs, outputs)
-        except Unsupported as e:
-            desc, why = None, str(e)
-            rows = _broadcast_rows(trace)  # an input broadcast along the contiguous dim
-            if rows is not None:
-                try:
-                    desc = describe(rows, inputs, outputs)
-                    trace.slots, trace.moved = rows.slots, rows.moved
-                    trace.index_limits = rows.index_limits
-                except Unsupported:
-                    pass
-        if desc:
-            why = ""
+        desc, why = _description(trace, inputs, outputs)
         # the description's operands: each input once per slot, then the outputs
         # (a symbol's value, "@<expr>": an int64 scalar the call makes, SpyreKernel._symbol;
         # a row kernel's index values, "#...": a row or col operand it makes once,
