@@ -96,6 +96,20 @@ void Engine::move_dma(Core& c, const DmaDesc& d, bool is_load) {
                 ddr_settle(o, lo, hi);
         }
     }
+    // a STORE of rows following each other in LX (a sub-tile to strided DDR rows): their LX
+    // bytes are touched at once, as the rows' touches would (the copies this STORE's DDR writes
+    // could change were made above), then copied row by row
+    const bool lx_block = !is_load && !d.split && n2 == 1 && ls1 == len;
+    if (lx_block) {
+        lx_touch(c, lx, lx + n1 * len);
+        uint8_t* l = c.lx + lx;
+        uint8_t* a = mem_ + (ddr + d.shift);
+        if (len == kS)  // one stick per row: an inline copy
+            for (uint64_t i1 = 0; i1 < n1; ++i1, l += kS, a += ds1) std::memcpy(a, l, kS);
+        else
+            for (uint64_t i1 = 0; i1 < n1; ++i1, l += len, a += ds1) std::memcpy(a, l, len);
+        return;
+    }
     for (uint64_t i2 = 0; i2 < n2; ++i2)
         for (uint64_t i1 = 0; i1 < n1; ++i1) {
             uint8_t* l = c.lx + lx + i2 * ls2 + i1 * ls1;

@@ -202,3 +202,48 @@ TEST(Deferred, PoisonStaysInTheGapsBetweenLoadedRows) {
         EXPECT_EQ(out[1], want);
     }
 }
+
+// A STORE of rows that follow each other in LX to strided DDR rows (a matmul's sub-tile): its LX
+// bytes are touched as one range (exec_dma.cpp). The rows start inside a deferred LOAD's rows
+// (the copy is made before the STORE writes over its source) and run on into sticks the previous
+// job left stale (read as zero); one stick per row (an inline copy) and two.
+TEST(Deferred, StoreOfContiguousLxRowsToStridedDdr) {
+    Rig rig;
+    const Data d = make_data();
+    constexpr uint64_t kRows = 96, kFrom = 0x2000;  // LX rows from kLxW + 8 KiB (W is 16 KiB)
+    // the previous job: LX [kLxW, kLxW + 64 KiB) = 0xab (LOADs of 4 KiB: copied, not deferred)
+    const std::vector<uint8_t> ab(64 * 1024, 0xab);
+    rig.put(kY, ab);
+    {
+        PB b;
+        b.li(3, kLxW), b.arg(4, 0), b.li(5, 4096);
+        for (int i = 0; i < 16; ++i) b.load(3, 4, 5, 0, 4096 * i), b.addi(3, 3, 4096);
+        b.halt();
+        ASSERT_EQ(rig.run(b.finish(), {kY}), SPYRE_ENGINE_OK) << rig.res.message;
+    }
+    for (const uint64_t len : {128, 256}) {
+        PB b;
+        b.arg(4, 0);
+        b.li(12, kLxW), b.li(11, kN * kK * 4);
+        b.load(12, 4, 11);  // W, deferred
+        b.li(13, kLxW + kFrom), b.li(11, int64_t(len));
+        b.set_regs(22, {kRows, 512, int64_t(len), 1, 0, 0});
+        b.store(13, 4, 11, 22, 0x800);  // rows 512 B apart from W + 2 KiB: over W itself
+        b.halt();
+        const auto prog = b.finish();
+        // LX as the STORE reads it: W, then zeros
+        std::vector<uint8_t> lx(kFrom + kRows * len, 0);
+        std::memcpy(lx.data(), d.w.data(), kN * kK * 4);
+        for (int rep = 0; rep < 3; ++rep) {
+            std::vector<uint8_t> init(0x10000, 0x5c);
+            std::memcpy(init.data(), d.w.data(), kN * kK * 4);
+            rig.put(kW, init);
+            std::vector<uint8_t> want = init;
+            for (uint64_t i = 0; i < kRows; ++i)
+                std::memcpy(want.data() + 0x800 + i * 512, lx.data() + kFrom + i * len, len);
+            ASSERT_EQ(rig.run(prog, {kW}), SPYRE_ENGINE_OK) << rig.res.message;
+            EXPECT_EQ(rig.get<uint8_t>(kW, want.size()), want)
+                << "row bytes " << len << " run " << rep;
+        }
+    }
+}
