@@ -81,6 +81,11 @@ void Engine::move_dma(Core& c, const DmaDesc& d, bool is_load) {
     }
     if (!is_load) {  // the deferred copies of this source are made before it changes
         const uint64_t lo = ddr + d.shift, hi = lo + (n1 - 1) * ds1 + (n2 - 1) * ds2 + len;
+        // and the matmul kernels' packings of it dropped (Engine::ddr_gen_)
+        if (ddr_gen_ && d.split)
+            ddr_gen_ = fresh_ddr_gen();
+        else if (ddr_gen_)
+            kern::forget_packed(mem_ + lo, mem_ + hi);
         // this core's; every core's when they run one after another (as each would have copied
         // at its LOAD); the shared ones of other cores (LOADs before an ordering point: isa.md
         // memory ordering), under their owner's lock

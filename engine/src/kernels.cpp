@@ -276,27 +276,27 @@ SPYRE_AVX2 void ukr_i8_avx2(size_t steps, const char* a, size_t ars, size_t ass,
         SPYRE_ROWS(ZERO)
 #undef ZERO
     } else {
-#define LOAD(i)                                                                    \
-    c##i##0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (i) * ldc)); \
-    c##i##1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (i) * ldc + 32));
+#define LOAD(i)                                                                  \
+    c##i##0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (i)*ldc)); \
+    c##i##1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (i)*ldc + 32));
         SPYRE_ROWS(LOAD)
 #undef LOAD
     }
     for (size_t k = 0; k < steps; ++k, a += ass, b += 2) {
         const __m256i b0 = _mm256_loadu_si256(b), b1 = _mm256_loadu_si256(b + 1);
-#define STEP(i)                                                                              \
-    {                                                                                        \
-        const __m256i ai =                                                                   \
-            _mm256_set1_epi32(ld<int32_t>(reinterpret_cast<const uint8_t*>(a + (i) * ars))); \
-        c##i##0 = _mm256_add_epi32(c##i##0, _mm256_madd_epi16(ai, b0));                      \
-        c##i##1 = _mm256_add_epi32(c##i##1, _mm256_madd_epi16(ai, b1));                      \
+#define STEP(i)                                                                            \
+    {                                                                                      \
+        const __m256i ai =                                                                 \
+            _mm256_set1_epi32(ld<int32_t>(reinterpret_cast<const uint8_t*>(a + (i)*ars))); \
+        c##i##0 = _mm256_add_epi32(c##i##0, _mm256_madd_epi16(ai, b0));                    \
+        c##i##1 = _mm256_add_epi32(c##i##1, _mm256_madd_epi16(ai, b1));                    \
     }
         SPYRE_ROWS(STEP)
 #undef STEP
     }
-#define STORE(i)                                                             \
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + (i) * ldc), c##i##0); \
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + (i) * ldc + 32), c##i##1);
+#define STORE(i)                                                           \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + (i)*ldc), c##i##0); \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + (i)*ldc + 32), c##i##1);
     SPYRE_ROWS(STORE)
 #undef STORE
 }
@@ -524,6 +524,14 @@ thread_local Scratch<int16_t> tl_pb8;
 
 }  // namespace
 
+void forget_packed(const uint8_t* lo, const uint8_t* hi) {
+#ifdef SPYRE_KERN_X86
+    detail::avx512_forget_packed(lo, hi);
+#else
+    (void)lo, (void)hi;
+#endif
+}
+
 void matmul(const MatmulArgs& g) {
     const size_t m = g.m, n = g.n, k = g.k;
     if (m == 0 || n == 0) return;
@@ -552,6 +560,7 @@ void matmul(const MatmulArgs& g) {
             r.b = transposed_copy(1, static_cast<uint32_t>(es), g.b, n, k, g.ldb);
             r.ldb = n * es;
             r.b_trans = false;
+            r.b_gen = 0;
             return matmul(r);
         }
         if (overlaps(g.a, m, g.lda, k * es) || overlaps(g.b, k, g.ldb, n * es)) {

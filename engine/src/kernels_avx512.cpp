@@ -592,26 +592,49 @@ SPYRE_AVX512 bool c_init_ok(const uint8_t* c, size_t rows, size_t cols, size_t l
 bool g_dpbf16_ok = false;  // set by avx512_fill after the self-test
 thread_local uint64_t tl_dp_calls = 0;
 
-// Runs the matmul with VDPBF16PS and returns true, or returns false without writing anything when
-// the exactness conditions above do not hold. All of A and B is packed first (the exponents are
-// gathered on the way): A as rows of pair words p[2s] << 16 | p[2s + 1] (-0 past K), B as panels
-// of 32 (or 16) columns, per pair step and column B[2s][j] << 16 | B[2s + 1][j] (+0 past K and past
-// the columns).
-SPYRE_AVX512_BF16 bool mm_bf16_dp(const MatmulArgs& g) {
-    const size_t m = g.m, n = g.n, k = g.k;
-    const size_t steps = (k + 1) / 2, sap = (steps + 15) / 16 * 16;  // A row stride (words)
-    const size_t npan = (n + kNR - 1) / kNR;
-    uint32_t* pa = reinterpret_cast<uint32_t*>(tl_pa.get(m * sap));
-    uint32_t* pb = reinterpret_cast<uint32_t*>(tl_pb.get(npan * kNR * steps));
-    // A: rows of pair words, 32 values per step of the loop (-0 past K, up to sap words). The
-    // scans' minima are reduced per block of 64 rows (pair steps): a vector live across the
-    // cancellation checks (calls clobber every vector register) made GCC keep it in memory.
+// Packed bf16 operands kept for the next MMs of a job (MatmulArgs::a_gen / b_gen): the cores of
+// a matmul job read the same rows of A (B) of device memory, and while no device memory is written
+// (the generation stays the same) the packing and its exponent scan are the same too. A few per
+// operand, at most kCacheMax bytes each, replaced round robin.
+struct Packed {
+    uint64_t gen = 0;  // 0: empty
+    const uint8_t* p = nullptr;
+    const uint8_t* end = nullptr;  // past the operand's last byte
+    size_t ld = 0, rows = 0, cols = 0;
+    ExpMin e{};
+    AlignedBuf<float> buf;
+};
+constexpr size_t kCacheWays = 8, kCacheMax = 256 * 1024;
+struct PackCache {
+    std::array<Packed, kCacheWays> e;
+    unsigned next = 0;
+    // The entry of the operand at p (ld, rows x cols), or nullptr.
+    Packed* find(uint64_t gen, const uint8_t* p, size_t ld, size_t rows, size_t cols) {
+        for (Packed& x : e)
+            if (x.gen == gen && x.p == p && x.ld == ld && x.rows == rows && x.cols == cols)
+                return &x;
+        return nullptr;
+    }
+    Packed& victim() { return e[next++ % kCacheWays]; }
+    void forget(const uint8_t* lo, const uint8_t* hi) {
+        for (Packed& x : e)
+            if (x.gen && x.p < hi && lo < x.end) x.gen = 0;
+    }
+};
+thread_local PackCache tl_cache_a, tl_cache_b;
+thread_local uint64_t tl_pack_hits = 0;
+
+// A as rows of pair words p[2s] << 16 | p[2s + 1] (-0 past K, rows sap words apart); false if
+// cancelled. The scan's minima are reduced per block of 64 rows: a vector live across the
+// cancellation checks (calls clobber every vector register) made GCC keep it in memory.
+SPYRE_AVX512 bool pack_a_bf(const MatmulArgs& g, size_t sap, uint32_t* pa, ExpMin& ea) {
+    const size_t m = g.m, k = g.k;
     const __m512i pad = _mm512_set1_epi16(int16_t(0x8000));
-    unsigned ya = 0xffff, yb = 0xffff;
+    unsigned ya = 0xffff;
     const size_t kfull = k / 32 * 32;
     const __mmask32 mtail = mask32(k - kfull);
     for (size_t i0 = 0; i0 < m; i0 += 64) {
-        if (cancelled(g.cancel)) return true;
+        if (cancelled(g.cancel)) return false;
         __m512i y = _mm512_set1_epi16(-1);
         for (size_t i = i0; i < std::min(m, i0 + 64); ++i) {
             const uint8_t* row = g.a + i * g.lda;
@@ -630,9 +653,15 @@ SPYRE_AVX512_BF16 bool mm_bf16_dp(const MatmulArgs& g) {
         }
         ya = std::min(ya, exp_reduce(y));
     }
-    const ExpMin ea = exp_min(ya);
-    if (ea.sub) return false;
-    // B: word w of a pair step: column w / 2, half w % 2 (0: row 2s + 1, 1: row 2s)
+    ea = exp_min(ya);
+    return true;
+}
+
+// B as panels of 32 (or 16) columns, per pair step and column B[2s][j] << 16 | B[2s + 1][j] (+0
+// past K and past the columns); panel jp at pb + jp * 32 * steps; false if cancelled.
+SPYRE_AVX512_BF16 bool pack_b_bf(const MatmulArgs& g, size_t steps, uint32_t* pb, ExpMin& eb) {
+    const size_t n = g.n, k = g.k;
+    // word w of a pair step: column w / 2, half w % 2 (0: row 2s + 1, 1: row 2s)
     alignas(64) uint16_t idx[2][32];
     for (int h = 0; h < 2; ++h)
         for (int w = 0; w < 32; ++w) idx[h][w] = uint16_t((w & 1 ? 32 : 0) + 16 * h + w / 2);
@@ -640,8 +669,9 @@ SPYRE_AVX512_BF16 bool mm_bf16_dp(const MatmulArgs& g) {
     const size_t nfull = n / kNR;  // full panels (32 columns)
     const size_t tcols = n - nfull * kNR, tw = tcols > 16 ? 32 : 16;
     const __mmask32 tm = mask32(tcols);
+    unsigned yb = 0xffff;
     for (size_t s0 = 0; s0 < steps; s0 += 64) {
-        if (cancelled(g.cancel)) return true;
+        if (cancelled(g.cancel)) return false;
         __m512i y = _mm512_set1_epi16(-1);
         for (size_t s = s0; s < std::min(steps, s0 + 64); ++s) {
             const uint8_t* r0 = g.b + 2 * s * g.ldb;
@@ -668,7 +698,52 @@ SPYRE_AVX512_BF16 bool mm_bf16_dp(const MatmulArgs& g) {
         }
         yb = std::min(yb, exp_reduce(y));
     }
-    const ExpMin eb = exp_min(yb);
+    eb = exp_min(yb);
+    return true;
+}
+
+// An operand packed by `pack` into `words` words: from the cache when gen is set and it holds
+// the same operand (p, ld, rows x cols) of this generation, else packed (into the cache when gen
+// is set and it fits). nullptr if cancelled.
+template <typename Pack>
+SPYRE_AVX512 const uint32_t* packed(PackCache& cache, AlignedBuf<float>& scratch, uint64_t gen,
+                                    const uint8_t* p, size_t ld, size_t rows, size_t cols,
+                                    size_t words, ExpMin& e, Pack pack) {
+    const bool keep = gen && words * 4 <= kCacheMax;
+    if (keep) {
+        if (const Packed* x = cache.find(gen, p, ld, rows, cols)) {
+            ++tl_pack_hits;
+            e = x->e;
+            return reinterpret_cast<const uint32_t*>(x->buf.p);
+        }
+        Packed& x = cache.victim();
+        x.gen = 0;
+        uint32_t* d = reinterpret_cast<uint32_t*>(x.buf.get(words));
+        if (!pack(d, e)) return nullptr;
+        x.gen = gen, x.p = p, x.ld = ld, x.rows = rows, x.cols = cols, x.e = e;
+        x.end = p + (rows - 1) * ld + cols * 2;  // bf16
+        return d;
+    }
+    uint32_t* d = reinterpret_cast<uint32_t*>(scratch.get(words));
+    return pack(d, e) ? d : nullptr;
+}
+
+// Runs the matmul with VDPBF16PS and returns true, or returns false without writing anything when
+// the exactness conditions above do not hold. All of A and B is packed first (the exponents are
+// gathered on the way, pack_a_bf / pack_b_bf), or taken from the cache.
+SPYRE_AVX512_BF16 bool mm_bf16_dp(const MatmulArgs& g) {
+    const size_t m = g.m, n = g.n, k = g.k;
+    const size_t steps = (k + 1) / 2, sap = (steps + 15) / 16 * 16;  // A row stride (words)
+    const size_t npan = (n + kNR - 1) / kNR;
+    ExpMin ea, eb;
+    const uint32_t* pa = packed(tl_cache_a, tl_pa, g.a_gen, g.a, g.lda, m, k, m * sap, ea,
+                                [&](uint32_t* d, ExpMin& e) { return pack_a_bf(g, sap, d, e); });
+    if (!pa) return true;  // cancelled
+    if (ea.sub) return false;
+    const uint32_t* pb =
+        packed(tl_cache_b, tl_pb, g.b_gen, g.b, g.ldb, k, n, npan * kNR * steps, eb,
+               [&](uint32_t* d, ExpMin& e) { return pack_b_bf(g, steps, d, e); });
+    if (!pb) return true;
     if (eb.sub) return false;
     if (ea.e != 255 && eb.e != 255 && ea.e + eb.e < 142) return false;  // (ea-127)+(eb-127) < -112
     if (g.accumulate && !c_init_ok(g.c, m, n, g.ldc)) return false;
@@ -910,6 +985,12 @@ bool avx512_vnni_supported() {
 }
 
 uint64_t bf16_dp_matmuls() { return tl_dp_calls; }
+uint64_t bf16_pack_hits() { return tl_pack_hits; }
+
+void avx512_forget_packed(const uint8_t* lo, const uint8_t* hi) {
+    tl_cache_a.forget(lo, hi);
+    tl_cache_b.forget(lo, hi);
+}
 
 bool avx512_bf16_supported() {
     __builtin_cpu_init();
