@@ -276,27 +276,27 @@ SPYRE_AVX2 void ukr_i8_avx2(size_t steps, const char* a, size_t ars, size_t ass,
         SPYRE_ROWS(ZERO)
 #undef ZERO
     } else {
-#define LOAD(i)                                                                  \
-    c##i##0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (i)*ldc)); \
-    c##i##1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (i)*ldc + 32));
+#define LOAD(i)                                                                    \
+    c##i##0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (i) * ldc)); \
+    c##i##1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c + (i) * ldc + 32));
         SPYRE_ROWS(LOAD)
 #undef LOAD
     }
     for (size_t k = 0; k < steps; ++k, a += ass, b += 2) {
         const __m256i b0 = _mm256_loadu_si256(b), b1 = _mm256_loadu_si256(b + 1);
-#define STEP(i)                                                                            \
-    {                                                                                      \
-        const __m256i ai =                                                                 \
-            _mm256_set1_epi32(ld<int32_t>(reinterpret_cast<const uint8_t*>(a + (i)*ars))); \
-        c##i##0 = _mm256_add_epi32(c##i##0, _mm256_madd_epi16(ai, b0));                    \
-        c##i##1 = _mm256_add_epi32(c##i##1, _mm256_madd_epi16(ai, b1));                    \
+#define STEP(i)                                                                              \
+    {                                                                                        \
+        const __m256i ai =                                                                   \
+            _mm256_set1_epi32(ld<int32_t>(reinterpret_cast<const uint8_t*>(a + (i) * ars))); \
+        c##i##0 = _mm256_add_epi32(c##i##0, _mm256_madd_epi16(ai, b0));                      \
+        c##i##1 = _mm256_add_epi32(c##i##1, _mm256_madd_epi16(ai, b1));                      \
     }
         SPYRE_ROWS(STEP)
 #undef STEP
     }
-#define STORE(i)                                                           \
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + (i)*ldc), c##i##0); \
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + (i)*ldc + 32), c##i##1);
+#define STORE(i)                                                             \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + (i) * ldc), c##i##0); \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(c + (i) * ldc + 32), c##i##1);
     SPYRE_ROWS(STORE)
 #undef STORE
 }
