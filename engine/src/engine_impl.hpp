@@ -104,6 +104,17 @@ class Engine {
     // phase that took less than kInlineNs in the program's last run: a linear's short first and
     // last phases around its MM do not wake the pool)
     bool phase_inline_ = false;
+    // Device memory generation for the matmul kernels' packing cache (kern::MatmulArgs::a_gen,
+    // b_gen): a fresh value, unique over all engines, at the start of every phase whose cores run
+    // one after another (on the calling thread, or a pool of one thread), where a STORE (the only
+    // writes to device memory) drops the packings of the bytes it writes (kern::forget_packed;
+    // a STORE through split mappings takes a fresh value); 0 in the phases on several threads
+    // (no caching: other cores' STOREs would race).
+    uint64_t ddr_gen_ = 0;
+    static uint64_t fresh_ddr_gen() {
+        static std::atomic<uint64_t> n{0};
+        return n.fetch_add(1, std::memory_order_relaxed) + 1;
+    }
     RunHint run_;  // this run's phase times (copied to *hint_ after a whole run)
     // A program runs on the calling thread alone if its last run took less host time than this
     // on the pool (twice this if it ran alone): about what waking pool threads costs.

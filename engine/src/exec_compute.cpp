@@ -49,6 +49,7 @@ bool Engine::exec_mm(Core& c, const Instr& in) {
         timing_only_ ? nullptr : lx_alias(c, aa, ta ? k : m, lda, (ta ? m : k) * es, &la);
     const uint8_t* bm =
         timing_only_ ? nullptr : lx_alias(c, ba, tb ? n : k, ldb, (tb ? k : n) * es, &lb);
+    const bool a_ddr = a != nullptr, b_ddr = bm != nullptr;
     if (!a) lx_touch(c, ra), a = c.lx + aa;
     if (!bm) lx_touch(c, rb), bm = c.lx + ba;
     if (!acc && (m == 1 || ldc == n * 4))
@@ -59,7 +60,11 @@ bool Engine::exec_mm(Core& c, const Instr& in) {
     // the kernel takes row-major A: a transposed A is copied (read before C is written, so C may
     // still overlap it); a transposed B is transposed by the kernel (kernels.hpp)
     if (ta && k) a = kern::transposed_copy(0, es, a, k, m, la), la = k * es;
-    kern::matmul({t, c.lx + ca, a, bm, m, n, k, la, lb, ldc, acc, &cancel_tok_, tb});
+    kern::MatmulArgs mm{t, c.lx + ca, a, bm, m, n, k, la, lb, ldc, acc, &cancel_tok_, tb};
+    // operands read in place from device memory may reuse their packing while it is unchanged
+    mm.a_gen = a_ddr && !ta ? ddr_gen_ : 0;
+    mm.b_gen = b_ddr ? ddr_gen_ : 0;
+    kern::matmul(mm);
     return true;
 }
 

@@ -81,6 +81,11 @@ void Engine::move_dma(Core& c, const DmaDesc& d, bool is_load) {
     }
     if (!is_load) {  // the deferred copies of this source are made before it changes
         const uint64_t lo = ddr + d.shift, hi = lo + (n1 - 1) * ds1 + (n2 - 1) * ds2 + len;
+        // and the matmul kernels' packings of it dropped (Engine::ddr_gen_)
+        if (ddr_gen_ && d.split)
+            ddr_gen_ = fresh_ddr_gen();
+        else if (ddr_gen_)
+            kern::forget_packed(mem_ + lo, mem_ + hi);
         // this core's; every core's when they run one after another (as each would have copied
         // at its LOAD); the shared ones of other cores (LOADs before an ordering point: isa.md
         // memory ordering), under their owner's lock
@@ -95,6 +100,20 @@ void Engine::move_dma(Core& c, const DmaDesc& d, bool is_load) {
             else
                 ddr_settle(o, lo, hi);
         }
+    }
+    // a STORE of rows following each other in LX (a sub-tile to strided DDR rows): their LX
+    // bytes are touched at once, as the rows' touches would (the copies this STORE's DDR writes
+    // could change were made above), then copied row by row
+    const bool lx_block = !is_load && !d.split && n2 == 1 && ls1 == len;
+    if (lx_block) {
+        lx_touch(c, lx, lx + n1 * len);
+        uint8_t* l = c.lx + lx;
+        uint8_t* a = mem_ + (ddr + d.shift);
+        if (len == kS)  // one stick per row: an inline copy
+            for (uint64_t i1 = 0; i1 < n1; ++i1, l += kS, a += ds1) std::memcpy(a, l, kS);
+        else
+            for (uint64_t i1 = 0; i1 < n1; ++i1, l += len, a += ds1) std::memcpy(a, l, len);
+        return;
     }
     for (uint64_t i2 = 0; i2 < n2; ++i2)
         for (uint64_t i1 = 0; i1 < n1; ++i1) {

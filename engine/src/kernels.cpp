@@ -524,6 +524,14 @@ thread_local Scratch<int16_t> tl_pb8;
 
 }  // namespace
 
+void forget_packed(const uint8_t* lo, const uint8_t* hi) {
+#ifdef SPYRE_KERN_X86
+    detail::avx512_forget_packed(lo, hi);
+#else
+    (void)lo, (void)hi;
+#endif
+}
+
 void matmul(const MatmulArgs& g) {
     const size_t m = g.m, n = g.n, k = g.k;
     if (m == 0 || n == 0) return;
@@ -552,6 +560,7 @@ void matmul(const MatmulArgs& g) {
             r.b = transposed_copy(1, static_cast<uint32_t>(es), g.b, n, k, g.ldb);
             r.ldb = n * es;
             r.b_trans = false;
+            r.b_gen = 0;
             return matmul(r);
         }
         if (overlaps(g.a, m, g.lda, k * es) || overlaps(g.b, k, g.ldb, n * es)) {

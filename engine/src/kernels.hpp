@@ -38,12 +38,19 @@ struct MatmulArgs {
     bool accumulate;
     const Cancel* cancel = nullptr;  // polled between micro-kernel tiles
     bool b_trans = false;            // B stored transposed: N x K, row stride ldb
+    // Nonzero: A (B) lies in memory whose bytes stay the same as long as this value does (no
+    // value is used twice for different bytes): an implementation may reuse its packing of an
+    // earlier MM with the same operand and value (the engine: exec_mm, Engine::ddr_gen_).
+    uint64_t a_gen = 0, b_gen = 0;
 };
 // C[i][j] = fma(A[i][k], B[k][j], C[i][j]) for k ascending (fp32 accumulation, one rounding per
 // step), or wrapping int32 accumulation for I8. A and B are read completely (converted and
 // packed) before C is written, so C may overlap them. A transposed B is transposed while it is
 // packed where the implementation can (fp32 on avx512), else copied transposed first.
 void matmul(const MatmulArgs& args);
+// Drops the calling thread's packings (MatmulArgs::a_gen, b_gen) of operands with bytes in
+// [lo, hi): they are about to be written.
+void forget_packed(const uint8_t* lo, const uint8_t* hi);
 
 // Kernel implementations (Documentation/isa.md "Kernel implementations"): "portable" (plain
 // C++, always), "avx2" (AVX2 + FMA + F16C) and "avx512" (AVX-512 F/BW/VL/DQ, VNNI for int8 when

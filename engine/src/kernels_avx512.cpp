@@ -546,26 +546,31 @@ constexpr std::array<UkrBf, kMR> ukr_bf_table(std::index_sequence<R...>) {
 constexpr std::array<UkrBf, kMR> kUkrBf[2] = {ukr_bf_table<1>(std::make_index_sequence<kMR>()),
                                               ukr_bf_table<2>(std::make_index_sequence<kMR>())};
 
-// Exponent statistics of bf16 operands: the smallest biased exponent of the nonzero finite values
-// (255 if there are none) and whether one is subnormal.
-struct ExpStat {
-    __m512i emin;
-    __mmask32 sub = 0;
-    SPYRE_AVX512 ExpStat() : emin(_mm512_set1_epi16(255)) {}
-    SPYRE_AVX512 void add(__m512i h) {
-        const __m512i x = _mm512_and_si512(h, _mm512_set1_epi16(0x7fff));
-        const __m512i e = _mm512_srli_epi16(x, 7);
-        const __mmask32 nz = _mm512_test_epi16_mask(x, x);
-        const __mmask32 fin = _mm512_cmplt_epu16_mask(x, _mm512_set1_epi16(0x7f80));
-        sub |= nz & _mm512_cmpeq_epi16_mask(e, _mm512_setzero_si512());
-        emin = _mm512_mask_min_epu16(emin, nz & fin, emin, e);
-    }
-    SPYRE_AVX512 int min() const {
-        alignas(64) uint16_t v[32];
-        _mm512_store_si512(v, emin);
-        return *std::min_element(v, v + 32);
-    }
+// Exponent scan of bf16 operands, three operations per 32 values: the unsigned 16-bit minimum of
+// y = 2h - 1 (wrapping: the sign is shifted out, +-0 give 0xffff). A nonzero finite magnitude x
+// (bits 1 .. 0x7f7f) gives 2x - 1 < 0xfeff, infinities and NaNs 0xfeff and more; so the minimum is
+// 2x - 1 for the smallest nonzero finite magnitude x, if there is one.
+SPYRE_AVX512 inline __m512i exp_scan(__m512i ymin, __m512i h) {
+    return _mm512_min_epu16(ymin, _mm512_sub_epi16(_mm512_add_epi16(h, h), _mm512_set1_epi16(1)));
+}
+
+struct ExpMin {
+    int e;     // smallest biased exponent of the nonzero finite values, 255 if there are none
+    bool sub;  // one of them is subnormal
 };
+
+SPYRE_AVX512 inline unsigned exp_reduce(__m512i ymin) {
+    const __m256i h =
+        _mm256_min_epu16(_mm512_castsi512_si256(ymin), _mm512_extracti64x4_epi64(ymin, 1));
+    const __m128i q = _mm_min_epu16(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    return unsigned(_mm_extract_epi16(_mm_minpos_epu16(q), 0));
+}
+
+SPYRE_AVX512 inline ExpMin exp_min(unsigned y) {
+    if (y >= 0xfeff) return {255, false};
+    const unsigned x = (y + 1) >> 1;
+    return {int(x >> 7), x < 0x80};
+}
 
 SPYRE_AVX512 inline __mmask32 mask32(size_t n) {
     return n >= 32 ? ~__mmask32{0} : __mmask32((1u << n) - 1);
@@ -587,55 +592,160 @@ SPYRE_AVX512 bool c_init_ok(const uint8_t* c, size_t rows, size_t cols, size_t l
 bool g_dpbf16_ok = false;  // set by avx512_fill after the self-test
 thread_local uint64_t tl_dp_calls = 0;
 
-// Runs the matmul with VDPBF16PS and returns true, or returns false without writing anything when
-// the exactness conditions above do not hold. All of A and B is packed first (the exponents are
-// gathered on the way): A as rows of pair words p[2s] << 16 | p[2s + 1] (-0 past K), B as panels
-// of 32 (or 16) columns, per pair step and column B[2s][j] << 16 | B[2s + 1][j] (+0 past K and past
-// the columns).
-SPYRE_AVX512_BF16 bool mm_bf16_dp(const MatmulArgs& g) {
-    const size_t m = g.m, n = g.n, k = g.k;
-    const size_t steps = (k + 1) / 2, sap = (steps + 15) / 16 * 16;  // A row stride (words)
-    const size_t npan = (n + kNR - 1) / kNR;
-    uint32_t* pa = reinterpret_cast<uint32_t*>(tl_pa.get(m * sap));
-    uint32_t* pb = reinterpret_cast<uint32_t*>(tl_pb.get(npan * kNR * steps));
-    ExpStat sa, sb;
-    const __m512i pad = _mm512_set1_epi16(int16_t(0x8000));
-    for (size_t i = 0; i < m; ++i) {
-        if ((i & 63) == 0 && cancelled(g.cancel)) return true;
-        const uint8_t* row = g.a + i * g.lda;
-        uint32_t* w = pa + i * sap;
-        for (size_t j = 0; j < k; j += 32) {
-            const __m512i x = _mm512_mask_loadu_epi16(pad, mask32(k - j), row + 2 * j);
-            sa.add(x);
-            _mm512_store_si512(w + j / 2, _mm512_rol_epi32(x, 16));
-        }
-        if (sa.sub) return false;
+// Packed bf16 operands kept for the next MMs of a job (MatmulArgs::a_gen / b_gen): the cores of
+// a matmul job read the same rows of A (B) of device memory, and while no device memory is written
+// (the generation stays the same) the packing and its exponent scan are the same too. A few per
+// operand, at most kCacheMax bytes each, replaced round robin.
+struct Packed {
+    uint64_t gen = 0;  // 0: empty
+    const uint8_t* p = nullptr;
+    const uint8_t* end = nullptr;  // past the operand's last byte
+    size_t ld = 0, rows = 0, cols = 0;
+    ExpMin e{};
+    AlignedBuf<float> buf;
+};
+constexpr size_t kCacheWays = 8, kCacheMax = 256 * 1024;
+struct PackCache {
+    std::array<Packed, kCacheWays> e;
+    unsigned next = 0;
+    // The entry of the operand at p (ld, rows x cols), or nullptr.
+    Packed* find(uint64_t gen, const uint8_t* p, size_t ld, size_t rows, size_t cols) {
+        for (Packed& x : e)
+            if (x.gen == gen && x.p == p && x.ld == ld && x.rows == rows && x.cols == cols)
+                return &x;
+        return nullptr;
     }
+    Packed& victim() { return e[next++ % kCacheWays]; }
+    void forget(const uint8_t* lo, const uint8_t* hi) {
+        for (Packed& x : e)
+            if (x.gen && x.p < hi && lo < x.end) x.gen = 0;
+    }
+};
+thread_local PackCache tl_cache_a, tl_cache_b;
+thread_local uint64_t tl_pack_hits = 0;
+
+// A as rows of pair words p[2s] << 16 | p[2s + 1] (-0 past K, rows sap words apart); false if
+// cancelled. The scan's minima are reduced per block of 64 rows: a vector live across the
+// cancellation checks (calls clobber every vector register) made GCC keep it in memory.
+SPYRE_AVX512 bool pack_a_bf(const MatmulArgs& g, size_t sap, uint32_t* pa, ExpMin& ea) {
+    const size_t m = g.m, k = g.k;
+    const __m512i pad = _mm512_set1_epi16(int16_t(0x8000));
+    unsigned ya = 0xffff;
+    const size_t kfull = k / 32 * 32;
+    const __mmask32 mtail = mask32(k - kfull);
+    for (size_t i0 = 0; i0 < m; i0 += 64) {
+        if (cancelled(g.cancel)) return false;
+        __m512i y = _mm512_set1_epi16(-1);
+        for (size_t i = i0; i < std::min(m, i0 + 64); ++i) {
+            const uint8_t* row = g.a + i * g.lda;
+            uint32_t* w = pa + i * sap;
+            size_t j = 0;
+            for (; j < kfull; j += 32) {
+                const __m512i x = _mm512_loadu_si512(row + 2 * j);
+                y = exp_scan(y, x);
+                _mm512_store_si512(w + j / 2, _mm512_rol_epi32(x, 16));
+            }
+            if (j < k) {
+                const __m512i x = _mm512_mask_loadu_epi16(pad, mtail, row + 2 * j);
+                y = exp_scan(y, x);
+                _mm512_store_si512(w + j / 2, _mm512_rol_epi32(x, 16));
+            }
+        }
+        ya = std::min(ya, exp_reduce(y));
+    }
+    ea = exp_min(ya);
+    return true;
+}
+
+// B as panels of 32 (or 16) columns, per pair step and column B[2s][j] << 16 | B[2s + 1][j] (+0
+// past K and past the columns); panel jp at pb + jp * 32 * steps; false if cancelled.
+SPYRE_AVX512_BF16 bool pack_b_bf(const MatmulArgs& g, size_t steps, uint32_t* pb, ExpMin& eb) {
+    const size_t n = g.n, k = g.k;
     // word w of a pair step: column w / 2, half w % 2 (0: row 2s + 1, 1: row 2s)
     alignas(64) uint16_t idx[2][32];
     for (int h = 0; h < 2; ++h)
         for (int w = 0; w < 32; ++w) idx[h][w] = uint16_t((w & 1 ? 32 : 0) + 16 * h + w / 2);
     const __m512i ix0 = _mm512_load_si512(idx[0]), ix1 = _mm512_load_si512(idx[1]);
-    for (size_t s = 0; s < steps; ++s) {
-        if ((s & 63) == 0 && cancelled(g.cancel)) return true;
-        const uint8_t* r0 = g.b + 2 * s * g.ldb;
-        const uint8_t* r1 = 2 * s + 1 < k ? r0 + g.ldb : nullptr;
-        for (size_t jp = 0; jp < npan; ++jp) {
-            const size_t cols = std::min(kNR, n - jp * kNR), w = cols > 16 ? 32 : 16;
-            const __mmask32 cm = mask32(cols);
-            const __m512i x0 = _mm512_maskz_loadu_epi16(cm, r0 + jp * kNR * 2);
-            const __m512i x1 =
-                r1 ? _mm512_maskz_loadu_epi16(cm, r1 + jp * kNR * 2) : _mm512_setzero_si512();
-            sb.add(x0);
-            sb.add(x1);
-            uint32_t* d = pb + jp * kNR * steps + s * w;
-            _mm512_store_si512(d, _mm512_permutex2var_epi16(x1, ix0, x0));
-            if (w > 16) _mm512_store_si512(d + 16, _mm512_permutex2var_epi16(x1, ix1, x0));
+    const size_t nfull = n / kNR;  // full panels (32 columns)
+    const size_t tcols = n - nfull * kNR, tw = tcols > 16 ? 32 : 16;
+    const __mmask32 tm = mask32(tcols);
+    unsigned yb = 0xffff;
+    for (size_t s0 = 0; s0 < steps; s0 += 64) {
+        if (cancelled(g.cancel)) return false;
+        __m512i y = _mm512_set1_epi16(-1);
+        for (size_t s = s0; s < std::min(steps, s0 + 64); ++s) {
+            const uint8_t* r0 = g.b + 2 * s * g.ldb;
+            const bool odd = 2 * s + 1 == k;  // the padding row past K: +0
+            const uint8_t* r1 = odd ? r0 : r0 + g.ldb;
+            uint32_t* d = pb + s * kNR;
+            for (size_t jp = 0; jp < nfull; ++jp, d += kNR * steps) {
+                const __m512i x0 = _mm512_loadu_si512(r0 + jp * kNR * 2);
+                const __m512i x1 =
+                    odd ? _mm512_setzero_si512() : _mm512_loadu_si512(r1 + jp * kNR * 2);
+                y = exp_scan(exp_scan(y, x0), x1);
+                _mm512_store_si512(d, _mm512_permutex2var_epi16(x1, ix0, x0));
+                _mm512_store_si512(d + 16, _mm512_permutex2var_epi16(x1, ix1, x0));
+            }
+            if (tcols) {  // the last panel, 16 or 32 wide (its steps are tw words)
+                const __m512i x0 = _mm512_maskz_loadu_epi16(tm, r0 + nfull * kNR * 2);
+                const __m512i x1 = odd ? _mm512_setzero_si512()
+                                       : _mm512_maskz_loadu_epi16(tm, r1 + nfull * kNR * 2);
+                y = exp_scan(exp_scan(y, x0), x1);
+                uint32_t* dt = pb + nfull * kNR * steps + s * tw;
+                _mm512_store_si512(dt, _mm512_permutex2var_epi16(x1, ix0, x0));
+                if (tw > 16) _mm512_store_si512(dt + 16, _mm512_permutex2var_epi16(x1, ix1, x0));
+            }
         }
+        yb = std::min(yb, exp_reduce(y));
     }
-    if (sb.sub) return false;
-    const int ea = sa.min(), eb = sb.min();
-    if (ea != 255 && eb != 255 && ea + eb < 142) return false;  // (ea-127) + (eb-127) < -112
+    eb = exp_min(yb);
+    return true;
+}
+
+// An operand packed by `pack` into `words` words: from the cache when gen is set and it holds
+// the same operand (p, ld, rows x cols) of this generation, else packed (into the cache when gen
+// is set and it fits). nullptr if cancelled.
+template <typename Pack>
+SPYRE_AVX512 const uint32_t* packed(PackCache& cache, AlignedBuf<float>& scratch, uint64_t gen,
+                                    const uint8_t* p, size_t ld, size_t rows, size_t cols,
+                                    size_t words, ExpMin& e, Pack pack) {
+    const bool keep = gen && words * 4 <= kCacheMax;
+    if (keep) {
+        if (const Packed* x = cache.find(gen, p, ld, rows, cols)) {
+            ++tl_pack_hits;
+            e = x->e;
+            return reinterpret_cast<const uint32_t*>(x->buf.p);
+        }
+        Packed& x = cache.victim();
+        x.gen = 0;
+        uint32_t* d = reinterpret_cast<uint32_t*>(x.buf.get(words));
+        if (!pack(d, e)) return nullptr;
+        x.gen = gen, x.p = p, x.ld = ld, x.rows = rows, x.cols = cols, x.e = e;
+        x.end = p + (rows - 1) * ld + cols * 2;  // bf16
+        return d;
+    }
+    uint32_t* d = reinterpret_cast<uint32_t*>(scratch.get(words));
+    return pack(d, e) ? d : nullptr;
+}
+
+// Runs the matmul with VDPBF16PS and returns true, or returns false without writing anything when
+// the exactness conditions above do not hold. All of A and B is packed first (the exponents are
+// gathered on the way, pack_a_bf / pack_b_bf), or taken from the cache.
+SPYRE_AVX512_BF16 bool mm_bf16_dp(const MatmulArgs& g) {
+    const size_t m = g.m, n = g.n, k = g.k;
+    const size_t steps = (k + 1) / 2, sap = (steps + 15) / 16 * 16;  // A row stride (words)
+    const size_t npan = (n + kNR - 1) / kNR;
+    ExpMin ea, eb;
+    const uint32_t* pa = packed(tl_cache_a, tl_pa, g.a_gen, g.a, g.lda, m, k, m * sap, ea,
+                                [&](uint32_t* d, ExpMin& e) { return pack_a_bf(g, sap, d, e); });
+    if (!pa) return true;  // cancelled
+    if (ea.sub) return false;
+    const uint32_t* pb =
+        packed(tl_cache_b, tl_pb, g.b_gen, g.b, g.ldb, k, n, npan * kNR * steps, eb,
+               [&](uint32_t* d, ExpMin& e) { return pack_b_bf(g, steps, d, e); });
+    if (!pb) return true;
+    if (eb.sub) return false;
+    if (ea.e != 255 && eb.e != 255 && ea.e + eb.e < 142) return false;  // (ea-127)+(eb-127) < -112
     if (g.accumulate && !c_init_ok(g.c, m, n, g.ldc)) return false;
     ++tl_dp_calls;
     for (size_t jc = 0; jc < n; jc += kNC) {
@@ -875,6 +985,12 @@ bool avx512_vnni_supported() {
 }
 
 uint64_t bf16_dp_matmuls() { return tl_dp_calls; }
+uint64_t bf16_pack_hits() { return tl_pack_hits; }
+
+void avx512_forget_packed(const uint8_t* lo, const uint8_t* hi) {
+    tl_cache_a.forget(lo, hi);
+    tl_cache_b.forget(lo, hi);
+}
 
 bool avx512_bf16_supported() {
     __builtin_cpu_init();

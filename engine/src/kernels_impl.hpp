@@ -62,6 +62,11 @@ bool avx512_vnni_supported();
 bool avx512_bf16_supported();  // and VDPBF16PS used for bf16 matmuls where it is exact
 // Test hook: bf16 matmuls this thread ran with VDPBF16PS (the others used FMAs).
 uint64_t bf16_dp_matmuls();
+// Test hook: operands this thread's bf16 matmuls took packed from the cache (MatmulArgs::a_gen,
+// b_gen).
+uint64_t bf16_pack_hits();
+// kern::forget_packed for the AVX-512 bf16 packing cache.
+void avx512_forget_packed(const uint8_t* lo, const uint8_t* hi);
 void avx512_fill(Impl& im);
 #endif
 

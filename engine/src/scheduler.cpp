@@ -230,6 +230,9 @@ bool Engine::loop(Failure& f, bool& failed) {
                 inline_ ||
                 (timed && hint_->known &&
                  hint_->phase_ns[phase] < (hint_->phase_inline & bit ? kInlineNs * 2 : kInlineNs));
+            // the cores run one after another: device memory changes only by their STOREs
+            const bool sequential = phase_inline_ || pool_.threads() == 1 || runnable.size() == 1;
+            ddr_gen_ = sequential ? fresh_ddr_gen() : 0;
             const auto p0 =
                 timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
             if (phase_inline_)

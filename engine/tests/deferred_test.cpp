@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 
+#include "../src/kernels_impl.hpp"
 #include "test_util.hpp"
 
 using namespace spyre;
@@ -200,5 +201,112 @@ TEST(Deferred, PoisonStaysInTheGapsBetweenLoadedRows) {
         uint64_t want;
         std::memcpy(&want, d.w.data() + 2, 8);
         EXPECT_EQ(out[1], want);
+    }
+}
+
+// A STORE of rows that follow each other in LX to strided DDR rows (a matmul's sub-tile): its LX
+// bytes are touched as one range (exec_dma.cpp). The rows start inside a deferred LOAD's rows
+// (the copy is made before the STORE writes over its source) and run on into sticks the previous
+// job left stale (read as zero); one stick per row (an inline copy) and two.
+TEST(Deferred, StoreOfContiguousLxRowsToStridedDdr) {
+    Rig rig;
+    const Data d = make_data();
+    constexpr uint64_t kRows = 96, kFrom = 0x2000;  // LX rows from kLxW + 8 KiB (W is 16 KiB)
+    // the previous job: LX [kLxW, kLxW + 64 KiB) = 0xab (LOADs of 4 KiB: copied, not deferred)
+    const std::vector<uint8_t> ab(64 * 1024, 0xab);
+    rig.put(kY, ab);
+    {
+        PB b;
+        b.li(3, kLxW), b.arg(4, 0), b.li(5, 4096);
+        for (int i = 0; i < 16; ++i) b.load(3, 4, 5, 0, 4096 * i), b.addi(3, 3, 4096);
+        b.halt();
+        ASSERT_EQ(rig.run(b.finish(), {kY}), SPYRE_ENGINE_OK) << rig.res.message;
+    }
+    for (const uint64_t len : {128, 256}) {
+        PB b;
+        b.arg(4, 0);
+        b.li(12, kLxW), b.li(11, kN * kK * 4);
+        b.load(12, 4, 11);  // W, deferred
+        b.li(13, kLxW + kFrom), b.li(11, int64_t(len));
+        b.set_regs(22, {kRows, 512, int64_t(len), 1, 0, 0});
+        b.store(13, 4, 11, 22, 0x800);  // rows 512 B apart from W + 2 KiB: over W itself
+        b.halt();
+        const auto prog = b.finish();
+        // LX as the STORE reads it: W, then zeros
+        std::vector<uint8_t> lx(kFrom + kRows * len, 0);
+        std::memcpy(lx.data(), d.w.data(), kN * kK * 4);
+        for (int rep = 0; rep < 3; ++rep) {
+            std::vector<uint8_t> init(0x10000, 0x5c);
+            std::memcpy(init.data(), d.w.data(), kN * kK * 4);
+            rig.put(kW, init);
+            std::vector<uint8_t> want = init;
+            for (uint64_t i = 0; i < kRows; ++i)
+                std::memcpy(want.data() + 0x800 + i * 512, lx.data() + kFrom + i * len, len);
+            ASSERT_EQ(rig.run(prog, {kW}), SPYRE_ENGINE_OK) << rig.res.message;
+            EXPECT_EQ(rig.get<uint8_t>(kW, want.size()), want)
+                << "row bytes " << len << " run " << rep;
+        }
+    }
+}
+
+// bf16 MMs reading their operands in place from device memory keep their packings for the next
+// MMs of a phase whose cores run one after another (exec_mm, Engine::ddr_gen_): a STORE over the
+// sources drops them, so an MM after the STOREs and new LOADs of the same rows multiplies the new
+// values; an MM right after it reuses both packings. Small integers: exact sums.
+TEST(Deferred, Bf16PackingsDroppedByAStoreOverTheirSource) {
+    constexpr uint64_t M = 16, N = 64, K = 256;  // A 8 KiB, B 32 KiB: both deferred
+    constexpr uint64_t dA = 0, dB = 0x10000, dY = 0x20000, dYa = 0x30000, dC = 0x40000;
+    constexpr int64_t lA = 0, lB = 0x2000, lC = 0x20000, lS = 0x30000;
+    auto ints = [](uint64_t n, int mul, int mod) {
+        std::vector<float> v(n);
+        for (uint64_t i = 0; i < n; ++i) v[i] = float(int(i * mul % mod) - mod / 2);
+        return v;
+    };
+    const auto a = ints(M * K, 7, 9), b = ints(K * N, 5, 7), ya = ints(M * K, 3, 5),
+               y = ints(K * N, 11, 9);
+    auto product = [&](const std::vector<float>& x, const std::vector<float>& w) {
+        std::vector<float> c(M * N);
+        for (uint64_t i = 0; i < M; ++i)
+            for (uint64_t j = 0; j < N; ++j)
+                for (uint64_t k = 0; k < K; ++k) c[i * N + j] += x[i * K + k] * w[k * N + j];
+        return c;
+    };
+    PB p;
+    p.arg(3, 0), p.arg(4, 1), p.arg(5, 2), p.arg(6, 3), p.arg(7, 4);
+    p.li(10, lA), p.li(11, M * K * 2), p.li(12, lB), p.li(13, K * N * 2);
+    p.li(14, lC), p.li(15, M * N * 4), p.li(16, lS);
+    p.set_regs(22, {M, N, K, K * 2, N * 2, N * 4});
+    p.load(10, 3, 11);
+    p.load(12, 4, 13);
+    p.matmul(DType::BF16, 14, 10, 12, 22, false);
+    p.store(14, 7, 15);
+    p.load(16, 5, 13), p.store(16, 4, 13);  // B's source := Y
+    p.load(16, 6, 11), p.store(16, 3, 11);  // A's source := Ya
+    p.load(10, 3, 11);
+    p.load(12, 4, 13);
+    p.matmul(DType::BF16, 14, 10, 12, 22, false);
+    p.store(14, 7, 15, 0, M * N * 4);
+    p.matmul(DType::BF16, 14, 10, 12, 22, false);
+    p.store(14, 7, 15, 0, 2 * M * N * 4);
+    p.halt();
+    const auto prog = p.finish();
+    const bool cached =
+        std::string(kern::kernels_name()) == "avx512" && kern::detail::avx512_bf16_supported();
+    for (const uint32_t threads : {1u, 2u}) {  // one core: its phases are sequential either way
+        Rig rig(threads);
+        for (int rep = 0; rep < 3; ++rep) {
+            rig.put_as(DType::BF16, dA, a);
+            rig.put_as(DType::BF16, dB, b);
+            rig.put_as(DType::BF16, dY, y);
+            rig.put_as(DType::BF16, dYa, ya);
+            const uint64_t h0 = kern::detail::bf16_pack_hits();
+            ASSERT_EQ(rig.run(prog, {dA, dB, dY, dYa, dC}), SPYRE_ENGINE_OK) << rig.res.message;
+            const std::string what =
+                "threads " + std::to_string(threads) + " run " + std::to_string(rep);
+            EXPECT_EQ(rig.get<float>(dC, M * N), product(a, b)) << what;
+            EXPECT_EQ(rig.get<float>(dC + M * N * 4, M * N), product(ya, y)) << what;
+            EXPECT_EQ(rig.get<float>(dC + 2 * M * N * 4, M * N), product(ya, y)) << what;
+            if (cached) EXPECT_EQ(kern::detail::bf16_pack_hits() - h0, 2u) << what;
+        }
     }
 }

@@ -479,6 +479,70 @@ TEST(Kernels, MatmulBf16DotProductPath) {
     }
 }
 
+// Packings kept for later MMs (MatmulArgs::a_gen / b_gen; avx512 bf16 with VDPBF16PS): an MM of
+// the same operand (address, stride, shape) and generation takes the earlier packing, even where
+// the bytes changed (callers promise they do not: here it shows the reuse); another generation,
+// kern::forget_packed over the bytes or no generation packs anew. Tails in every dimension (odd K:
+// the padding step), and a subnormal operand, which keeps the FMA kernel also when reused.
+TEST(Kernels, MatmulBf16PackingCache) {
+    KernelsGuard guard;
+    if (!kern::kernels_supported("avx512") || !kern::detail::avx512_bf16_supported())
+        GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+    std::mt19937 rng(33);
+    uint64_t gen = 0x7e57000000000000;  // beyond any engine's generations
+    struct Shape {
+        uint64_t m, n, k;
+    };
+    for (const Shape sh : {Shape{32, 64, 256}, Shape{9, 45, 63}, Shape{17, 70, 130},
+                           Shape{1, 16, 2}, Shape{8, 100, 1}}) {
+        const uint64_t m = sh.m, n = sh.n, k = sh.k;
+        const uint64_t lda = (k + 3) * 2, ldb = (n + 5) * 2, ldc = n * 4;
+        std::vector<uint8_t> a1(m * lda), a2(m * lda), b1(k * ldb), b2(k * ldb), bt(k * ldb);
+        for (auto* v : {&a1, &a2, &b1, &b2}) fill_operand(*v, DType::BF16, Fill::kNormal, rng);
+        bt = b1;
+        bt[(k - 1) * ldb + 2 * (n - 1)] = 0x01;  // the last value subnormal
+        bt[(k - 1) * ldb + 2 * (n - 1) + 1] = 0x80;
+        auto ref = [&](const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+            std::vector<uint8_t> c(m * ldc);
+            EXPECT_TRUE(kern::set_kernels("portable"));
+            kern::matmul(
+                {DType::BF16, c.data(), a.data(), b.data(), m, n, k, lda, ldb, ldc, false});
+            return c;
+        };
+        std::vector<uint8_t> A = a1, B = b1;  // the operands' memory
+        // runs avx512 on A, B with the generations; checks the hits and the VDPBF16PS use
+        auto run = [&](uint64_t ga, uint64_t gb, uint64_t hits, bool dp) {
+            std::vector<uint8_t> c(m * ldc);
+            EXPECT_TRUE(kern::set_kernels("avx512"));
+            const uint64_t h0 = kern::detail::bf16_pack_hits();
+            const uint64_t d0 = kern::detail::bf16_dp_matmuls();
+            kern::MatmulArgs g{DType::BF16, c.data(), A.data(), B.data(), m,    n,
+                               k,           lda,      ldb,      ldc,      false};
+            g.a_gen = ga, g.b_gen = gb;
+            kern::matmul(g);
+            EXPECT_EQ(kern::detail::bf16_pack_hits() - h0, hits) << m << "x" << n << "x" << k;
+            EXPECT_EQ(kern::detail::bf16_dp_matmuls() - d0, dp ? 1u : 0u);
+            return c;
+        };
+        const std::string what =
+            std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+        const uint64_t g1 = ++gen, g2 = ++gen;
+        EXPECT_EQ(run(g1, g1, 0, true), ref(a1, b1)) << what;
+        A = a2, B = b2;
+        EXPECT_EQ(run(g1, g1, 2, true), ref(a1, b1)) << what << ": both packings reused";
+        EXPECT_EQ(run(g1, g2, 1, true), ref(a1, b2)) << what << ": B of another generation";
+        kern::forget_packed(A.data() + lda, A.data() + lda + 2);  // one value of row 1
+        EXPECT_EQ(run(g1, g2, m > 1 ? 1 : 2, true), ref(m > 1 ? a2 : a1, b2))
+            << what << ": A forgotten";
+        EXPECT_EQ(run(0, 0, 0, true), ref(a2, b2)) << what << ": no generation";
+        // subnormal B: the FMA kernel, also when the packing (and its scan) is reused
+        B = bt;
+        const uint64_t g3 = ++gen;
+        EXPECT_EQ(run(g3, g3, 0, false), ref(a2, bt)) << what << ": subnormal B";
+        EXPECT_EQ(run(g3, g3, 2, false), ref(a2, bt)) << what << ": subnormal B reused";
+    }
+}
+
 // Scratchpads read as zero at job start although the previous job left data in them.
 TEST(Kernels, ScratchpadZeroAfterPreviousJob) {
     Rig rig(2, 1u << 20);
