@@ -26,6 +26,9 @@ bool BatchStream::hold(GraphNode&& n) {
         std::lock_guard lock(mu_);
         if (closed_) return false;
         if (n.op == GraphNode::Op::Launch) graph_->launches++;
+        // every launch its own job, as when queued one by one (a batch only changes how the
+        // work is submitted)
+        graph_->link.push_back(n.op == GraphNode::Op::Launch ? 1 : 0);
         graph_->nodes.push_back(std::move(n));
         full = graph_->nodes.size() >= kMaxHeld;
     }
@@ -41,11 +44,6 @@ void BatchStream::flush() {
         if (graph_->nodes.empty()) return;
         g = std::exchange(graph_, empty_graph(dev_));
     }
-    // Every launch its own job, as when queued one by one (a capture links them; a batch only
-    // changes how the work is submitted).
-    g->link.assign(g->nodes.size(), 0);
-    for (size_t i = 0; i < g->nodes.size(); ++i)
-        if (g->nodes[i].op == GraphNode::Op::Launch) g->link[i] = 1;
     target_->replay(g);
 }
 
@@ -189,7 +187,31 @@ void BatchStream::run_sync(const std::function<void()>& body) {
     target_->run_sync(body);
 }
 
+// A graph joins the held work with its launches linked as captured (a replayer's input copies
+// and its replay are one submission); one that would overflow the held work goes alone.
 void BatchStream::replay(const GraphRef& g) {
+    if (!current_op() && g->dev == dev_ && g->nodes.size() <= kMaxHeld &&
+        g->link.size() == g->nodes.size()) {
+        for (int attempt = 0; attempt < 2; ++attempt) {
+            bool held = false, full = false;
+            {
+                std::lock_guard lock(mu_);
+                if (closed_) break;
+                if (graph_->nodes.size() + g->nodes.size() <= kMaxHeld) {
+                    graph_->nodes.insert(graph_->nodes.end(), g->nodes.begin(), g->nodes.end());
+                    graph_->link.insert(graph_->link.end(), g->link.begin(), g->link.end());
+                    graph_->launches += g->launches;
+                    held = true;
+                    full = graph_->nodes.size() >= kMaxHeld;
+                }
+            }
+            if (held) {
+                if (full) flush();
+                return;
+            }
+            flush();  // room for the graph, then hold it
+        }
+    }
     flush();
     target_->replay(g);
 }

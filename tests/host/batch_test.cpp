@@ -11,6 +11,8 @@
 #include "ops_api_util.hpp"
 #include "spyre/program_builder.hpp"
 
+constexpr size_t BatchStream_kMaxHeld = 256;  // libspyre/src/batch.hpp kMaxHeld
+
 namespace spyre::ops_api_test {
 namespace {
 
@@ -214,6 +216,80 @@ TEST_F(Batch, AnythingThatWaitsOrQueuesOtherWorkQueuesTheHeldWorkFirst) {
     ch.a.fetch();
     EXPECT_EQ(ch.a.host, want) << "the captured copy read the batch's output";
     spyre_graph_destroy(g);
+}
+
+// A graph launched on a batching stream joins the batch (a compiled-call replayer copies its new
+// inputs, then replays): the copy and the graph are one submission, compute what they compute
+// apart, and the graph's launches stay linked as captured (the same card jobs and modeled time
+// as the graph launched alone).
+TEST_F(Batch, AGraphLaunchedInABatchJoinsItsSubmission) {
+    Chain ch(dev);
+    const std::vector<uint8_t> want = direct(ch);
+    const size_t xbytes = ch.x.host.size();
+    DevArray saved(dev, SPYRE_DTYPE_FLOAT16, Chain::M * Chain::K, 1);  // x's values
+    ASSERT_SPYRE(spyre_stream_begin_capture(s));
+    ch.queue(s);
+    spyre_graph_t g = nullptr;
+    ASSERT_SPYRE(spyre_stream_end_capture(s, &g));
+    spyre_event_t e0, e1;
+    ASSERT_SPYRE(spyre_event_create(dev, &e0));
+    ASSERT_SPYRE(spyre_event_create(dev, &e1));
+    auto card_jobs = [&] {  // of the whole card: every stream synchronized first
+        EXPECT_EQ(SPYRE_SUCCESS, spyre_device_synchronize(dev));
+        spyre_telemetry t{};
+        EXPECT_EQ(SPYRE_SUCCESS, spyre_device_get_telemetry(dev, &t));
+        return t.jobs_completed;
+    };
+    // the graph alone
+    ASSERT_SPYRE(spyre_event_record(e0, s));
+    ASSERT_SPYRE(spyre_stream_synchronize(s));
+    uint64_t j0 = submissions(dev), c0 = card_jobs();
+    ASSERT_SPYRE(spyre_graph_launch(g, s));
+    ASSERT_SPYRE(spyre_event_record(e1, s));
+    ASSERT_SPYRE(spyre_stream_synchronize(s));
+    const uint64_t alone_cycles = modeled_cycles(e0, e1), alone_jobs = card_jobs() - c0;
+    EXPECT_EQ(submissions(dev) - j0, 1u);
+    EXPECT_EQ(ch.result(), want);
+    ch.clear();
+    for (int round = 0; round < 2; ++round) {
+        ASSERT_SPYRE(spyre_memset(ch.x.buf, 0, 0, xbytes));  // x is restored inside the batch
+        ASSERT_SPYRE(spyre_event_record(e0, s));
+        ASSERT_SPYRE(spyre_stream_synchronize(s));
+        j0 = submissions(dev), c0 = card_jobs();
+        ASSERT_SPYRE(spyre_stream_begin_batch(s));
+        ASSERT_SPYRE(spyre_memcpy_dtod_async(ch.x.buf, 0, saved.buf, 0, xbytes, s));
+        ASSERT_SPYRE(spyre_graph_launch(g, s));
+        EXPECT_EQ(submissions(dev) - j0, 0u) << "held until the batch ends";
+        ASSERT_SPYRE(spyre_stream_end_batch(s));
+        EXPECT_EQ(submissions(dev) - j0, 1u) << "round " << round;
+        ASSERT_SPYRE(spyre_event_record(e1, s));
+        ASSERT_SPYRE(spyre_stream_synchronize(s));
+        const uint64_t jobs = card_jobs() - c0;
+        EXPECT_EQ(ch.result(), want) << "round " << round;
+        // on the simulator the copy is one more job and the graph's launches are linked as
+        // when launched alone (spyre.ko: the batch's commands share its jobs)
+        if (sim) {
+            EXPECT_EQ(jobs, alone_jobs + 1) << "round " << round;
+            EXPECT_GE(modeled_cycles(e0, e1), alone_cycles) << "round " << round;
+        }
+        ch.clear();
+    }
+    // a graph that does not fit beside the held work: what is held goes first, then the graph
+    ASSERT_SPYRE(spyre_stream_begin_batch(s));
+    for (size_t i = 0; i + 2 < BatchStream_kMaxHeld; ++i)
+        ASSERT_SPYRE(spyre_memcpy_dtod_async(ch.x.buf, 0, saved.buf, 0, xbytes, s));
+    j0 = submissions(dev);
+    ASSERT_SPYRE(spyre_graph_launch(g, s));
+    ASSERT_SPYRE(spyre_stream_end_batch(s));
+    ASSERT_SPYRE(spyre_stream_synchronize(s));
+    if (sim)  // spyre.ko: the copies may take several SUBMITs (DRM_SPYRE_MAX_CMDS)
+        EXPECT_EQ(submissions(dev) - j0, 2u) << "the held copies, then the batch with the graph";
+    else
+        EXPECT_GE(submissions(dev) - j0, 2u);
+    EXPECT_EQ(ch.result(), want);
+    spyre_graph_destroy(g);
+    spyre_event_destroy(e0);
+    spyre_event_destroy(e1);
 }
 
 // Fills of every pattern size between launches and copies, at odd offsets and sizes: smaller

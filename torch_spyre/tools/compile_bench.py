@@ -10,6 +10,9 @@ DDR-roofline fraction of the generated kernel. `rows` as the argument runs only 
 `longrows` only the long rows of an LM head's logits (softmax and argmax over [8, 32000] and
 [1, 128256] fp16: launches, modeled time and plan eager, library and compiled, against the DDR
 roofline);
+`train` only a training step (an MLP with LayerNorm and GELU, cross-entropy: the forward and
+`backward()`, the optimizer's step eager) eager, compiled and compiled with every call replayed
+(the forward and backward graphs apart): submissions, card jobs and host time per step;
 `startup` only the compile time cold and warm: the time to the first token of a compiled
 TinyGranite in a new process with empty caches (cold), again with Inductor's cache on disk but
 no program cache (warm, programs regenerated) and with both (warm), each split into import,
@@ -26,7 +29,7 @@ to the --json file if it exists.
 modeled_us, host_us) for tools/bench/report.py.
 
     tools/in-sysroot 'SPYRE_BACKEND=sim PYTHONPATH=build/cmake/torch_spyre/python \\
-        python3 torch_spyre/tools/compile_bench.py [rows | longrows | startup | granite | granite-layer] [--json build/bench/torch_compile.json]'
+        python3 torch_spyre/tools/compile_bench.py [rows | longrows | train | startup | granite | granite-layer] [--json build/bench/torch_compile.json]'
 """
 
 import argparse
@@ -447,16 +450,19 @@ def main():
         first_token_child()
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("only", nargs="?", choices=["rows", "longrows", "startup", "granite",
-                                                "granite-layer", "decode"],
-                    help="run only the row kernels, only the long rows, only the cold and "
-                    "warm start, the Granite sizes or the TinyGranite decode steps")
+    ap.add_argument("only", nargs="?", choices=["rows", "longrows", "train", "startup",
+                                                "granite", "granite-layer", "decode"],
+                    help="run only the row kernels, only the long rows, only the training "
+                    "step, only the cold and warm start, the Granite sizes or the TinyGranite "
+                    "decode steps")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON records")
     args = ap.parse_args()
     if args.only == "rows":
         rows()
     elif args.only == "longrows":
         long_rows()
+    elif args.only == "train":
+        train()
     elif args.only == "startup":
         startup()
     elif args.only == "granite-layer":
@@ -500,7 +506,71 @@ def everything():
         print(f"chain {shape} {str(dt)[6:]}: launches {le} -> {lc}, modeled {me:.2f} -> {mc:.2f} us "
               f"(DDR roofline {100 * roof / mc:.0f}%), host {he:.1f} -> "
               f"{hc:.1f} us/call, first call {first:.2f} s")
+    train()
     decode()
+
+
+def train(steps=64):
+    """A training step's forward, loss and backward (a 6-layer MLP with LayerNorm and GELU,
+    cross-entropy, batch 16; SGD's step eager, outside the measured part) eager, compiled, and
+    compiled with the forward and backward graphs replayed (backend="spyre_graphs"): per step
+    the submissions, card jobs and modeled device time, and the host time (median over the
+    steps after the warm-up and capture, each step synchronized)."""
+    def build():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.LayerNorm(64),
+                                   torch.nn.GELU(), torch.nn.Linear(64, 64), torch.nn.GELU(),
+                                   torch.nn.Linear(64, 10)).to("spyre")
+
+    def loss_of(m, a, b):
+        return torch.nn.functional.cross_entropy(m(a), b)
+
+    torch.compiler.reset()
+    g = torch.Generator().manual_seed(1)
+    batches = [(torch.randn(16, 32, generator=g).to("spyre"),
+                torch.randint(0, 10, (16,), generator=g).to("spyre")) for _ in range(steps)]
+    modes = [("eager", loss_of), ("compiled", torch.compile(loss_of)),
+             ("compiled+replay", torch.compile(loss_of, backend="spyre_graphs"))]
+    losses = {}
+    for name, fn in modes:
+        model = build()
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        ts, subs, jobs, got = [], [], [], []
+        for x, y in batches:
+            opt.zero_grad()
+            torch.spyre.synchronize()
+            s0, j0 = torch.spyre.submissions(), torch.spyre.card_jobs()
+            t0 = time.perf_counter()
+            loss = fn(model, x, y)
+            loss.backward()
+            ts.append(time.perf_counter() - t0)
+            torch.spyre.synchronize()
+            subs.append(torch.spyre.submissions() - s0)
+            jobs.append(torch.spyre.card_jobs() - j0)
+            opt.step()
+            got.append(loss.item())
+        losses[name] = got
+        # modeled device time of one more step between two events (a replay queues no op for
+        # the profiler to see); launches queued by ops (0 for a replay)
+        opt.zero_grad()
+        with torch_spyre.profiler.profile() as p:
+            torch.spyre.synchronize()
+            e0, e1 = torch.spyre.Event(), torch.spyre.Event()
+            e0.record()
+            fn(model, *batches[0]).backward()
+            e1.record()
+            torch.spyre.synchronize()
+        modeled = e0.modeled_time(e1) * 1000
+        launches = sum(e.launches for e in p.events)
+        print(f"  {name} host ms per step: " + " ".join(f"{t * 1e3:.2f}" for t in ts))
+        host = sorted(ts[2:])[len(ts[2:]) // 2]
+        record("MLP training step (fwd+bwd)", name, launches, modeled, host * 1e6,
+               subs[-1], jobs=jobs[-1])
+        print(f"training step {name}: {subs[-1]} submissions, {jobs[-1]} card jobs, "
+              f"{modeled:.1f} us modeled, host {host * 1e3:.3f} ms (median of {len(ts) - 2}, "
+              f"min {min(ts[2:]) * 1e3:.3f}, max {max(ts[2:]) * 1e3:.3f})")
+    worst = max(abs(a - b) for name in losses for a, b in zip(losses[name], losses["eager"]))
+    print(f"training losses vs eager over {steps} steps: max abs difference {worst:.3g}")
 
 
 def decode():

@@ -255,7 +255,8 @@ def _reduce_overhead_replays():
     """mode="reduce-overhead" sets Inductor's `triton.cudagraphs`, which Inductor honours for
     CUDA only (a spyre graph is compiled and run op by op, with a "skipping cudagraphs" log). For
     a graph with spyre inputs torch.compile's Inductor wrapper instead compiles without it and
-    replays each call as a spyre graph: the same as backend="spyre_graphs"."""
+    replays each call as a spyre graph (a training graph's forward and backward apart): the
+    same as backend="spyre_graphs"."""
     cls = torch._TorchCompileInductorWrapper
     if getattr(cls.__call__, "_spyre", False):
         return
@@ -264,12 +265,10 @@ def _reduce_overhead_replays():
     def __call__(self, model_, inputs_):
         if not (self.config.get("triton.cudagraphs") and _on_spyre(inputs_)):
             return call(self, model_, inputs_)
-        from torch._inductor.compile_fx import compile_fx
-
-        from ._inductor.replay import Replayer, graph_label
+        from ._inductor.replay import compile_replayed
 
         patches = {k: v for k, v in self.config.items() if k != "triton.cudagraphs"}
-        return Replayer(compile_fx(model_, inputs_, config_patches=patches), graph_label())
+        return compile_replayed(model_, inputs_, config_patches=patches)
 
     __call__._spyre = True
     cls.__call__ = __call__

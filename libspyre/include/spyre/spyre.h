@@ -400,9 +400,10 @@ SPYRE_API spyre_status spyre_graph_destroy(spyre_graph_t graph);
  * Work queued once goes to the card as one submission, without a capture.
  * Starts (or nests: a count per stream) a batch on `stream`, a created stream (a default stream
  * cannot batch). While it lasts, launches without statistics, device-to-device copies, 3-D
- * copies between buffers, fills (spyre.ko: below 8 MiB), peer copies and semaphore writes and
+ * copies between buffers, fills (spyre.ko: below 8 MiB), peer copies, semaphore writes and
  * waits (spyre_stream_write_value / spyre_stream_wait_value, in order with the rest: a held wait
- * holds the batch's later work) queued on the stream are held, arguments
+ * holds the batch's later work) and graphs of at most 256 operations (spyre_graph_launch: their
+ * launches linked as captured) queued on the stream are held, arguments
  * checked, and queued together when the outermost spyre_stream_end_batch returns: one work
  * item on the simulator, one SUBMIT per DRM_SPYRE_MAX_CMDS commands and 1024 launches on the
  * kernel backend, each launch still its own job on the card (its modeled time unchanged).
