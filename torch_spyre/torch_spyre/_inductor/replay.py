@@ -90,6 +90,7 @@ class _Entry:
         self.state = "warm"  # warm -> graph | eager
         self.graphs = []
         self.warm_refs = None  # the warm-up call's tensors (weak) per argument
+        self.full = False      # no further graph: MAX_GRAPHS, or a capture failed
 
 
 class Replayer:
@@ -147,7 +148,7 @@ class Replayer:
             if ran:
                 STATS["replays"] += 1
                 return self._hand_out(g, args) if self.training is not None else g.outputs
-        if len(e.graphs) < MAX_GRAPHS:
+        if not e.full:
             return self._capture(e, args)
         STATS["busy_calls"] += 1
         STATS["eager_calls"] += 1
@@ -232,6 +233,7 @@ class Replayer:
                 torch_spyre._C._pop_launch_label()
         except Exception as ex:  # noqa: BLE001 - any capture failure falls back
             graph.reset()
+            e.full = True  # not tried again (a capture synchronizes the card)
             if not e.graphs:
                 e.state = "eager"
             STATS["capture_failures"] += 1
@@ -242,6 +244,7 @@ class Replayer:
         if self.training is not None:
             self._track_outputs(g)
         e.graphs.append(g)
+        e.full = len(e.graphs) >= MAX_GRAPHS
         e.state = "graph"
         STATS["captures"] += 1
         return self._first_replay(g, args)  # the capture ran nothing
