@@ -46,10 +46,10 @@ STATS = {"captures": 0, "replays": 0, "eager_calls": 0, "capture_failures": 0, "
 # first's, or (training) while the first's outputs are still held.
 MAX_GRAPHS = 2
 
-# The storages (by data pointer) of live training graphs' static outputs -> (the graph (weak), the
-# index of that storage in its `held`): a later graph reading one (a backward reading the
-# forward's saved activations) reads it in place, never copies into it, and its static input
-# is one more use of that storage the owner expects.
+# The storages (by data pointer) of live training graphs' static outputs -> (the graph, weakly,
+# and the index of that storage in its `held`): a later graph reading one (a backward reading
+# the forward's saved activations) reads it in place, never copies into it, and its static
+# input is one more use of that storage the owner expects.
 _STATIC_OUTPUTS = {}
 
 
@@ -98,10 +98,10 @@ class Replayer:
     ``label`` names the graph in errors: its launches captured outside a compiled kernel (extern
     kernels) are labeled with it, and an exception raised by a replay gets it as a note.
     ``mutated``: argument indices the call updates in place; ``static``: those of parameters.
-    ``training``: a ``_TrainingPart``
-    for the forward or backward of a training graph (outputs handed out as new tensors, a graph
-    replayed only when its last outputs are no longer held); without it a call with a training
-    graph (an argument requires grad) runs op by op, its autograd graph built per call."""
+    ``training``: a ``_TrainingPart`` for the forward or backward of a training graph (outputs
+    handed out as new tensors, a graph replayed only when its last outputs are no longer held);
+    without it a call with a training graph (an argument requires grad) runs op by op, its
+    autograd graph built per call."""
 
     def __init__(self, fn, label="a replayed spyre graph", mutated=(), training=None,
                  static=()):
@@ -152,10 +152,12 @@ class Replayer:
             return self._capture(e, args)
         STATS["busy_calls"] += 1
         STATS["eager_calls"] += 1
-        self._warn("the outputs of its replayed graphs are still held (keep .clone()s or "
-                   "numbers across calls), or its in-place arguments are other tensors"
-                   if self.training is not None else "its in-place arguments (tensors it updates, or that "
-                   "the captured calls passed again) are other tensors")
+        if self.training is not None:
+            self._warn("the outputs of its replayed graphs are still held (keep .clone()s or "
+                       "numbers across calls), or its in-place arguments are other tensors")
+        else:
+            self._warn("its in-place arguments (parameters, tensors it updates, or that the "
+                       "captured calls passed again) are other tensors")
         return self.fn(*args)
 
     def _not_replayable(self, args):
