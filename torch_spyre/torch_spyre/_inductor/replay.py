@@ -354,9 +354,11 @@ def compile_replayed(gm, example_inputs, config_patches=None):
 
     training = torch.is_grad_enabled() and any(
         isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs)
-    # AOTAutograd's cache would load the forward and backward without inner_compile
-    with functorch_config.patch(enable_autograd_cache=not training
-                                and functorch_config.enable_autograd_cache):
+    # Off: AOTAutograd's cache would load a training graph's forward and backward without
+    # inner_compile, and an inference graph without its metadata (which arguments the graph
+    # updates: read in place, or the update lands in a private copy). Inductor's FX graph
+    # cache still serves the compiled graphs.
+    with functorch_config.patch(enable_autograd_cache=False):
         compiled = compile_fx(gm, example_inputs, inner_compile=inner_compile,
                               config_patches=config_patches)
     # Dynamo guards on grad mode and requires_grad: every call of a training graph is one
@@ -366,10 +368,13 @@ def compile_replayed(gm, example_inputs, config_patches=None):
     # graph just compiled)
     ctx = torch._guards.TracingContext.try_get()
     meta = getattr(ctx, "fw_metadata", None) if ctx is not None else None
-    mutated = [] if meta is None else [i for i, info in enumerate(meta.input_info)
-                                       if info.mutates_data or info.mutates_metadata]
-    static = [] if meta is None else meta.static_input_indices
-    return Replayer(compiled, label, mutated, static=static)
+    if meta is None:  # not known what the graph updates: not replayed
+        warnings.warn("torch_spyre: this compiled call cannot be replayed as a graph, it runs op "
+                      "by op: AOTAutograd gave no metadata of its inputs")
+        return compiled
+    mutated = [i for i, info in enumerate(meta.input_info)
+               if info.mutates_data or info.mutates_metadata]
+    return Replayer(compiled, label, mutated, static=meta.static_input_indices)
 
 
 def spyre_graphs(gm, example_inputs):
