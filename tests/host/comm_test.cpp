@@ -13,6 +13,7 @@
 #include <cstring>
 #include <format>
 #include <functional>
+#include <latch>
 #include <random>
 #include <string>
 #include <thread>
@@ -1055,12 +1056,18 @@ TEST(Comm, DefaultChunkAndInfo) {
 TEST(Comm, MissingRankTimesOutWithItsNumber) {
     spyre_comm_unique_id id;
     ASSERT_EQ(spyre_comm_get_unique_id(&id), SPYRE_SUCCESS);
-    setenv("SPYRE_COMM_TIMEOUT_MS", "400", 1);
+    // Both present ranks start joining together, each with its card open: opening a card under
+    // a debug guest kernel took longer than the join timeout, and a rank that came after the
+    // other had given up rightly named rank 0 missing too.
+    setenv("SPYRE_COMM_TIMEOUT_MS", "1500", 1);
+    std::latch opened(2);
     std::vector<std::thread> th;
     for (int r = 0; r < 2; ++r)  // rank 2 of 3 never comes
         th.emplace_back([&, r] {
-            spyre_device_t dev;
-            ASSERT_EQ(spyre_device_open(r, &dev), SPYRE_SUCCESS);
+            spyre_device_t dev = nullptr;
+            const spyre_status open_status = spyre_device_open(r, &dev);
+            opened.arrive_and_wait();
+            ASSERT_EQ(open_status, SPYRE_SUCCESS);
             spyre_comm_t comm = nullptr;
             const auto t0 = std::chrono::steady_clock::now();
             EXPECT_EQ(spyre_comm_init_rank(&comm, 3, &id, r, dev), SPYRE_ERROR_TIMEOUT);
