@@ -83,8 +83,9 @@ bench: user
 intree-check: setup
 	@tools/intree-build.sh
 
-# DKMS on the VM's stock kernel: Debian's dkms and the staged source (tools/dkms-stage.sh),
-# dkms add/build/install, modprobe, the uapi QUERY tests, dkms remove.
+# DKMS on the VM's stock kernel: Debian's dkms builds the staged source into a package on the
+# host (tools/dkms-stage.sh, in the sysroot: the guest's root); in the VM dkms ldtarball,
+# install, modprobe, the uapi QUERY tests, dkms remove.
 dkms: build
 	@v=$$(tools/dkms-stage.sh) && tools/vm/spyre-vm --cards 1 -- tests/guest/dkms/dkms-install.sh $$v
 
