@@ -304,8 +304,16 @@ std::vector<std::shared_ptr<const std::string>>& launch_labels() {
 LaunchRequest make_launch(const ProgramObj& p, const spyre_launch_params* params) {
     require(params != nullptr, "params pointer is NULL");
     const Device& dev = *p.dev;
-    require(params->flags == 0, "params->flags {:#x} must be 0", params->flags);
+    require((params->flags & ~SPYRE_LAUNCH_RANDOM_STREAM) == 0,
+            "params->flags {:#x} has bits that are not SPYRE_LAUNCH_* flags", params->flags);
     for (uint64_t r : params->reserved) require(r == 0, "params->reserved[] must be 0");
+    const bool random = params->flags & SPYRE_LAUNCH_RANDOM_STREAM;
+    require(random || params->random_arg == 0,
+            "params->random_arg must be 0 without SPYRE_LAUNCH_RANDOM_STREAM");
+    require(!random || params->random_arg + 1 < params->num_args,
+            "SPYRE_LAUNCH_RANDOM_STREAM: random_arg {} and the offset after it must be among "
+            "the {} args",
+            params->random_arg, params->num_args);
     const uint32_t cores = dev.info().num_cores;
     require(params->num_cores <= cores, "num_cores {} exceeds the {} cores of {}",
             params->num_cores, cores, dev.name());
@@ -323,6 +331,7 @@ LaunchRequest make_launch(const ProgramObj& p, const spyre_launch_params* params
     req.num_cores = params->num_cores ? params->num_cores : cores;
     req.num_args = params->num_args;
     for (uint32_t i = 0; i < params->num_args; ++i) req.args[i] = params->args[i];
+    if (random) req.random_arg = static_cast<int32_t>(params->random_arg);
     req.buffers.reserve(params->num_buffers);
     for (uint32_t i = 0; i < params->num_buffers; ++i) {
         char which[32];
@@ -1295,6 +1304,44 @@ spyre_status spyre_graph_launch(spyre_graph_t graph, spyre_stream_t stream) {
     });
 }
 
+// The smallest and largest offset the graph's random launches were captured with.
+std::pair<uint64_t, uint64_t> random_offset_range(const Graph& g) {
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (const GraphNode& n : g.nodes)
+        if (n.op == GraphNode::Op::Launch && n.launch.random_arg >= 0) {
+            lo = std::min(lo, n.launch.args[n.launch.random_arg + 1]);
+            hi = std::max(hi, n.launch.args[n.launch.random_arg + 1]);
+        }
+    return {lo, hi};
+}
+
+// A replay's own copy of the graph with its random launches moved to (seed, offset + o - o_min):
+// queued replays keep the streams they were given.
+spyre_status spyre_graph_launch_random(spyre_graph_t graph, spyre_stream_t stream, uint64_t seed,
+                                       uint64_t offset) {
+    return guard(__func__, [&] {
+        require(graph != nullptr,
+                "graph handle is NULL (capture one with spyre_stream_end_capture())");
+        auto g = handles().get<GraphObj>(graph, Kind::Graph, "graph");
+        GraphRef run = g->graph;
+        if (run->random_launches) {
+            const auto [lo, hi] = random_offset_range(*run);
+            require(offset <= UINT64_MAX - (hi - lo),
+                    "offset {:#x} + the graph's span of {} random offsets overflows", offset,
+                    hi - lo + 1);
+            auto copy = std::make_shared<Graph>(*run);
+            for (GraphNode& n : copy->nodes)
+                if (n.op == GraphNode::Op::Launch && n.launch.random_arg >= 0) {
+                    uint64_t* stream = &n.launch.args[n.launch.random_arg];
+                    stream[0] = seed;
+                    stream[1] = offset + (stream[1] - lo);
+                }
+            run = std::move(copy);
+        }
+        resolve_stream(stream, run->dev)->replay(run);
+    });
+}
+
 spyre_status spyre_graph_get_info(spyre_graph_t graph, spyre_graph_info* info) {
     return guard(__func__, [&] {
         require(graph != nullptr, "graph handle is NULL");
@@ -1304,6 +1351,11 @@ spyre_status spyre_graph_get_info(spyre_graph_t graph, spyre_graph_info* info) {
         for (const GraphNode& n : g->graph->nodes)
             if (n.op != GraphNode::Op::Record) info->operations++;
         info->launches = g->graph->launches;
+        info->random_launches = g->graph->random_launches;
+        if (g->graph->random_launches) {
+            const auto [lo, hi] = random_offset_range(*g->graph);
+            info->random_offsets = hi - lo + 1;
+        }
     });
 }
 

@@ -51,6 +51,9 @@ struct LaunchRequest {
     std::vector<BufferRef> buffers;
     // who queued it (spyre_push_launch_label), named by its errors; null when unlabeled
     std::shared_ptr<const std::string> label;
+    // SPYRE_LAUNCH_RANDOM_STREAM: args[random_arg] is a random stream's seed and the next its
+    // offset (spyre_graph_launch_random replaces them); -1 for other launches
+    int32_t random_arg = -1;
 };
 
 // One side of a strided copy: a device buffer (buf != nullptr) or host memory.
@@ -156,6 +159,7 @@ struct Graph {
     std::shared_ptr<Device> dev;
     std::vector<GraphNode> nodes;
     uint64_t launches = 0;
+    uint64_t random_launches = 0;  // launches with a random stream (LaunchRequest::random_arg)
     // Linked launches (CaptureStream::finish): link[i] > 0 is the number of consecutive launch
     // nodes from node i that a replay runs as one job on backends that can (the first of the
     // run; 0 for the others and for non-launch nodes).

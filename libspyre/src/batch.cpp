@@ -25,7 +25,10 @@ bool BatchStream::hold(GraphNode&& n) {
     {
         std::lock_guard lock(mu_);
         if (closed_) return false;
-        if (n.op == GraphNode::Op::Launch) graph_->launches++;
+        if (n.op == GraphNode::Op::Launch) {
+            graph_->launches++;
+            if (n.launch.random_arg >= 0) graph_->random_launches++;
+        }
         // every launch its own job, as when queued one by one (a batch only changes how the
         // work is submitted)
         graph_->link.push_back(n.op == GraphNode::Op::Launch ? 1 : 0);
@@ -201,6 +204,7 @@ void BatchStream::replay(const GraphRef& g) {
                     graph_->nodes.insert(graph_->nodes.end(), g->nodes.begin(), g->nodes.end());
                     graph_->link.insert(graph_->link.end(), g->link.begin(), g->link.end());
                     graph_->launches += g->launches;
+                    graph_->random_launches += g->random_launches;
                     held = true;
                     full = graph_->nodes.size() >= kMaxHeld;
                 }

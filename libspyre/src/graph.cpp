@@ -38,7 +38,10 @@ void CaptureStream::add(GraphNode n) {
              std::format("work on a capturing stream whose capture was invalidated by an earlier "
                          "error ({})",
                          invalid_->what()));
-    if (n.op == GraphNode::Op::Launch) g_->launches++;
+    if (n.op == GraphNode::Op::Launch) {
+        g_->launches++;
+        if (n.launch.random_arg >= 0) g_->random_launches++;
+    }
     g_->nodes.push_back(std::move(n));
 }
 

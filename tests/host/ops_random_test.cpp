@@ -3,7 +3,8 @@
 // engine's known-answer tests) on 1, 3 and 32 cores and several chunk sizes (identical bits
 // whatever the split), odd sizes and the bytes after the output untouched; then the C API on
 // the simulator (or spyre.ko, SPYRE_OPS_TEST_BACKEND=kernel): prefixes of different sizes agree,
-// moments, Bernoulli with scalar and tensor probabilities, and its argument errors.
+// moments, Bernoulli with scalar and tensor probabilities, its argument errors, and a graph
+// that replays its random launches with new streams (spyre_graph_launch_random).
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "launch_util.hpp"
 #include "ops/pricing.hpp"
 #include "ops/random_program.hpp"
 #include "ops_api_util.hpp"
@@ -227,6 +229,93 @@ TEST_F(RandomApi, ArgumentErrorsAndEmpty) {
     ASSERT_SPYRE(spyre_memcpy_dtoh(after.data(), buf, 0, 256));
     EXPECT_EQ(after, before);
     spyre_free(buf);
+}
+
+// A captured graph replays its random launches with the streams they were captured with
+// (spyre_graph_launch), or, captured with (s, o), from (seed, offset + o - o_min)
+// (spyre_graph_launch_random): the values of the same launches queued alone with those
+// streams; two launches that shared a stream still share one. A replay queued behind another
+// keeps its own streams.
+TEST_F(RandomApi, AGraphReplaysItsRandomLaunchesWithNewStreams) {
+    int64_t n = 3000;
+    spyre_buffer_t u = nullptr, g = nullptr, saved = nullptr, u2 = nullptr;
+    for (auto* b : {&u, &g, &saved, &u2}) ASSERT_SPYRE(spyre_malloc(dev, n * 4, b));
+    spyre_tensor tu{}, tg{}, tu2{};
+    ASSERT_SPYRE(spyre_tensor_init(&tu, u, 0, SPYRE_DTYPE_FLOAT32, 1, &n));
+    ASSERT_SPYRE(spyre_tensor_init(&tg, g, 0, SPYRE_DTYPE_FLOAT32, 1, &n));
+    ASSERT_SPYRE(spyre_tensor_init(&tu2, u2, 0, SPYRE_DTYPE_FLOAT32, 1, &n));
+    spyre_stream_t s = nullptr;
+    ASSERT_SPYRE(spyre_stream_create(dev, 0, &s));
+    ASSERT_SPYRE(spyre_stream_begin_capture(s));
+    ASSERT_SPYRE(spyre_op_random(s, SPYRE_RANDOM_UNIFORM, &tu, 7, 3, -1, 1, nullptr));
+    ASSERT_SPYRE(spyre_memcpy_dtod_async(saved, 0, u, 0, n * 4, s));  // not a random launch
+    ASSERT_SPYRE(spyre_op_random(s, SPYRE_RANDOM_NORMAL, &tg, 7, 4, 0, 1, nullptr));
+    ASSERT_SPYRE(spyre_op_random(s, SPYRE_RANDOM_UNIFORM, &tu2, 7, 3, -1, 1, nullptr));
+    spyre_graph_t graph = nullptr;
+    ASSERT_SPYRE(spyre_stream_end_capture(s, &graph));
+    spyre_graph_info info{};
+    ASSERT_SPYRE(spyre_graph_get_info(graph, &info));
+    EXPECT_EQ(info.launches, 3u);
+    EXPECT_EQ(info.random_launches, 3u);
+    EXPECT_EQ(info.random_offsets, 2u);  // offsets 3 and 4
+    auto bytes = [&](spyre_buffer_t b) {
+        std::vector<uint8_t> h(n * 4);
+        EXPECT_EQ(spyre_memcpy_dtoh(h.data(), b, 0, h.size()), SPYRE_SUCCESS);
+        return h;
+    };
+    auto uniform = [&](uint64_t seed, uint64_t off) {
+        return gen(SPYRE_RANDOM_UNIFORM, SPYRE_DTYPE_FLOAT32, n, seed, off, -1, 1);
+    };
+    auto normal = [&](uint64_t seed, uint64_t off) {
+        return gen(SPYRE_RANDOM_NORMAL, SPYRE_DTYPE_FLOAT32, n, seed, off, 0, 1);
+    };
+    ASSERT_SPYRE(spyre_graph_launch(graph, s));
+    ASSERT_SPYRE(spyre_stream_synchronize(s));
+    EXPECT_EQ(bytes(u), uniform(7, 3));
+    EXPECT_EQ(bytes(g), normal(7, 4));
+    // two replays queued back to back, the first's uniform values copied away between them
+    ASSERT_SPYRE(spyre_graph_launch_random(graph, s, 9, 20));
+    spyre_buffer_t first = nullptr;
+    ASSERT_SPYRE(spyre_malloc(dev, n * 4, &first));
+    ASSERT_SPYRE(spyre_memcpy_dtod_async(first, 0, u, 0, n * 4, s));
+    ASSERT_SPYRE(spyre_graph_launch_random(graph, s, 9, 40));
+    ASSERT_SPYRE(spyre_stream_synchronize(s));
+    EXPECT_EQ(bytes(first), uniform(9, 20));
+    EXPECT_EQ(bytes(u), uniform(9, 40));
+    EXPECT_EQ(bytes(saved), uniform(9, 40));
+    EXPECT_EQ(bytes(g), normal(9, 41));
+    EXPECT_EQ(bytes(u2), uniform(9, 40));  // shared (7, 3) when captured
+    EXPECT_NE(uniform(9, 40), uniform(7, 3));
+    // the graph itself is unchanged
+    ASSERT_SPYRE(spyre_graph_launch(graph, s));
+    ASSERT_SPYRE(spyre_stream_synchronize(s));
+    EXPECT_EQ(bytes(u), uniform(7, 3));
+    EXPECT_EQ(spyre_graph_launch_random(graph, s, 1, UINT64_MAX), SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(spyre_graph_launch_random(nullptr, s, 1, 0), SPYRE_ERROR_INVALID_ARGUMENT);
+    ASSERT_SPYRE(spyre_graph_destroy(graph));
+    ASSERT_SPYRE(spyre_stream_destroy(s));
+    for (auto* b : {u, g, saved, first, u2}) spyre_free(b);
+}
+
+// SPYRE_LAUNCH_RANDOM_STREAM names two arguments; other flag bits and a random_arg without
+// the flag are refused.
+TEST_F(RandomApi, RandomStreamLaunchFlagIsChecked) {
+    const auto img = spyre_test::build_add_program(64);
+    spyre_program_t prog = nullptr;
+    ASSERT_SPYRE(spyre_program_load(dev, img.data(), img.size(), &prog));
+    spyre_launch_params p{};
+    p.num_cores = 1;
+    p.num_args = 3;
+    auto status = [&](uint32_t flags, uint64_t random_arg) {
+        p.flags = flags, p.random_arg = random_arg;
+        return spyre_launch_async(prog, &p, nullptr);
+    };
+    EXPECT_EQ(status(1u << 5, 0), SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(status(0, 1), SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(status(SPYRE_LAUNCH_RANDOM_STREAM, 2), SPYRE_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(spyre_last_error()).find("random_arg 2"), std::string::npos)
+        << spyre_last_error();
+    spyre_program_free(prog);
 }
 
 }  // namespace

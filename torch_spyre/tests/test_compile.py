@@ -23,7 +23,7 @@ from torch._dynamo.utils import counters
 
 import torch_spyre
 from conftest import close, make, profiled_launches, run_python
-from models import TinyGranite
+from models import BertEncoderLayer, TinyGranite
 from torch_spyre._inductor import runtime
 
 
@@ -891,6 +891,38 @@ def test_decoder_under_inductor(decoder, monkeypatch, fallback_reset):
     print("decode step launches: compiled", step, "eager", sum(e.launches for e in eager.events))
     assert step <= 12 and step < sum(e.launches for e in eager.events) - 6, (
         step, [e.aten_op for e in prof.events], [e.aten_op for e in eager.events])
+
+
+def test_bert_encoder_with_a_padding_mask_under_inductor(monkeypatch, fallback_reset):
+    # a BERT-style encoder layer (post-norm attention and GELU MLP) with an additive padding
+    # mask [B, 1, 1, L] (the second sequence 11 tokens of 16): compiled whole against eager on
+    # the card and the CPU, no CPU fallback, no graph break, fewer launches than eager, and a
+    # second mask reuses the graph
+    cpu = BertEncoderLayer(hidden=128, heads=4, intermediate=256, seed=2)
+    dev = copy.deepcopy(cpu).to("spyre")
+    monkeypatch.setenv("TORCH_SPYRE_STRICT", "1")  # any CPU fallback raises
+    compiled = torch.compile(dev, fullgraph=True)
+    x = make((2, 16, 128), torch.float32)
+    for tokens in (11, 5):
+        mask = torch.zeros(2, 1, 1, 16)
+        mask[1, :, :, tokens:] = float("-inf")
+        with torch.no_grad():
+            ref = cpu(x, mask)
+            eager = dev(x.to("spyre"), mask.to("spyre")).cpu()
+            got, ops = launches(compiled, x.to("spyre"), mask.to("spyre"))
+            _, eager_ops = launches(dev, x.to("spyre"), mask.to("spyre"))
+        close(got.cpu(), ref, torch.float32, scale=4)
+        close(got.cpu(), eager, torch.float32, scale=4)
+        # the padded keys get no weight: the second sequence's output ignores what x holds there
+        x2 = x.clone()
+        x2[1, tokens:] += 100.0
+        with torch.no_grad():
+            again = compiled(x2.to("spyre"), mask.to("spyre")).cpu()
+        close(again[1, :tokens], got.cpu()[1, :tokens], torch.float32, scale=4)
+        assert "aten::scaled_dot_product_attention" in ops, ops
+        assert len(ops) < len(eager_ops), (ops, eager_ops)
+    assert graphs() == 1, counters["stats"]
+    assert not counters["graph_break"], counters["graph_break"]
 
 
 def submissions(device=0):

@@ -464,3 +464,86 @@ def pytree_leaves(out):
     import torch.utils._pytree as pytree
 
     return pytree.tree_leaves(out)
+
+
+# ---- random numbers in graphs ----
+
+def _draws(x):
+    out, mask = torch.native_dropout(x, 0.5, True)  # two launches of one random stream
+    return out, mask, torch.rand_like(x)
+
+
+def test_a_graph_replays_random_ops_with_new_draws():
+    # each replay draws what the captured ops would draw queued one by one from the card's
+    # generator at that point (the same values as eager from the same seed), and moves the
+    # generator on as they would; native_dropout's mask still agrees with the values it kept
+    x = make((40, 64), torch.float32).to("spyre") + 3.0
+    _draws(x)  # warm-up: plans and programs outside the capture
+    torch.manual_seed(5)
+    want = [[t.cpu() for t in _draws(x)] for _ in range(4)]
+    after = torch.rand_like(x).cpu()
+    torch.manual_seed(5)
+    g = torch.spyre.SpyreGraph()
+    with torch.spyre.graph(g):
+        outs = _draws(x)
+    got = []
+    for _ in range(4):
+        g.replay()
+        got.append([t.cpu() for t in outs])
+    for i, (w, r) in enumerate(zip(want, got)):
+        for a, b in zip(w, r):
+            assert torch.equal(a, b), i
+        assert torch.equal(r[0], x.cpu() * r[1] * 2.0), i
+    assert not torch.equal(got[0][2], got[1][2]) and not torch.equal(got[0][1], got[1][1])
+    assert torch.equal(torch.rand_like(x).cpu(), after)  # the generator moved on as eager's
+    g.reset()
+
+
+def test_a_random_op_with_its_own_generator_is_not_captured():
+    gen = torch.Generator(device="spyre").manual_seed(1)
+    x = torch.rand(64, device="spyre", generator=gen)
+    g = torch.spyre.SpyreGraph()
+    with pytest.raises(RuntimeError, match="generator of its own cannot be captured"):
+        with torch.spyre.graph(g):
+            torch.rand(64, device="spyre", generator=gen)
+    g.reset()
+    assert x.shape == (64,)
+
+
+def _dropout_mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(64, 64), nn.Dropout(0.3), nn.GELU(),
+                         nn.Linear(64, 32)).to("spyre")
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_compiled_dropout_replays_new_masks(fresh_dynamo, grad):
+    # a compiled call with dropout replays (inference under no_grad, and a training step's
+    # forward and backward): every call draws new masks, the same ones as the compiled call
+    # without replay from the same seed (Inductor's random ops are the card's generator's)
+    model = _dropout_mlp()
+    x = make((16, 64), torch.float32).to("spyre")
+
+    def step(f):
+        if not grad:
+            with torch.no_grad():
+                return [f(x).cpu()]
+        model.zero_grad()
+        loss = f(x).square().mean()
+        loss.backward()
+        return [loss.detach().cpu()] + [p.grad.cpu() for p in model.parameters()]
+
+    results = {}
+    for backend in ("inductor", "spyre_graphs"):
+        torch.compiler.reset()
+        f = torch.compile(model, backend=backend)
+        torch.manual_seed(11)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # nothing runs op by op
+            results[backend] = [step(f) for _ in range(5)]
+    assert fresh_dynamo["replays"] >= 3 * (2 if grad else 1), fresh_dynamo
+    for i, (a, b) in enumerate(zip(results["inductor"], results["spyre_graphs"])):
+        for u, v in zip(a, b):
+            assert torch.equal(u, v), i
+    outs = [r[0] for r in results["spyre_graphs"]]
+    assert all(not torch.equal(outs[i], outs[i + 1]) for i in range(4))

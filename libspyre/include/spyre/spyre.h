@@ -30,7 +30,7 @@ extern "C" {
 /* Version of this API. Additions bump the minor number; incompatible changes bump the major
  * number (and the library's SONAME). */
 #define SPYRE_API_VERSION_MAJOR 0
-#define SPYRE_API_VERSION_MINOR 23
+#define SPYRE_API_VERSION_MINOR 24
 #define SPYRE_API_VERSION_PATCH 0
 #define SPYRE_API_VERSION \
     ((SPYRE_API_VERSION_MAJOR << 16) | (SPYRE_API_VERSION_MINOR << 8) | SPYRE_API_VERSION_PATCH)
@@ -212,18 +212,18 @@ SPYRE_API spyre_status spyre_device_synchronize(spyre_device_t device);
 
 /* Counters of libspyre's runtime on one card (this process). */
 typedef struct spyre_runtime_stats {
-    uint64_t jobs_submitted;       /* jobs libspyre submitted (kernel backend: SUBMITs; the
-                                    * simulator: work items queued on its streams) */
-    uint64_t busy_retries;         /* submissions retried after the driver's queue was full */
-    uint64_t backpressure_waits;   /* waits for older work before queueing more */
-    uint64_t program_cache_hits;   /* spyre_program_load calls that reused a loaded image */
-    uint64_t program_cache_misses; /* ... that copied a new image to the device */
-    uint64_t suballoc_slabs;       /* slabs held by the sub-allocator */
-    uint64_t suballoc_slab_bytes;  /* their bytes */
-    uint64_t suballoc_used_bytes;  /* bytes of live sub-allocated buffers (block-rounded) */
-    uint64_t suballoc_buffers;     /* live sub-allocated buffers */
-    uint64_t suballoc_max_bytes;   /* largest request served from slabs (0: off) */
-    uint64_t pinned_programs;      /* op library programs loaded on the card (at most 1024) */
+    uint64_t jobs_submitted;           /* jobs libspyre submitted (kernel backend: SUBMITs; the
+                                        * simulator: work items queued on its streams) */
+    uint64_t busy_retries;             /* submissions retried after the driver's queue was full */
+    uint64_t backpressure_waits;       /* waits for older work before queueing more */
+    uint64_t program_cache_hits;       /* spyre_program_load calls that reused a loaded image */
+    uint64_t program_cache_misses;     /* ... that copied a new image to the device */
+    uint64_t suballoc_slabs;           /* slabs held by the sub-allocator */
+    uint64_t suballoc_slab_bytes;      /* their bytes */
+    uint64_t suballoc_used_bytes;      /* bytes of live sub-allocated buffers (block-rounded) */
+    uint64_t suballoc_buffers;         /* live sub-allocated buffers */
+    uint64_t suballoc_max_bytes;       /* largest request served from slabs (0: off) */
+    uint64_t pinned_programs;          /* op library programs loaded on the card (at most 1024) */
     uint64_t pinned_program_evictions; /* ... unloaded to stay within that bound */
     uint64_t reserved[4];
 } spyre_runtime_stats;
@@ -371,12 +371,12 @@ SPYRE_API spyre_status spyre_stream_wait_value(spyre_stream_t stream, spyre_buff
  * memsets, event records, and graphs launched on it. Work that cannot be replayed fails with
  * SPYRE_ERROR_NOT_SUPPORTED and invalidates the capture (end_capture then returns that
  * error): copies from or to host memory, synchronize and query of the stream, host
- * functions, waits for events not recorded during the capture, semaphore writes and waits. Arguments are checked when the
- * work is captured. spyre_graph_launch queues the graph's work in its order on a stream; on the
- * kernel backend it is one SUBMIT (one job) per DRM_SPYRE_MAX_CMDS commands and 1024 launches,
- * on the simulator one work item. The graph keeps the programs and buffers it uses alive until
- * spyre_graph_destroy (and until its queued replays have finished). Events recorded during the
- * capture are recorded after all of the graph's work at each replay. */
+ * functions, waits for events not recorded during the capture, semaphore writes and waits.
+ * Arguments are checked when the work is captured. spyre_graph_launch queues the graph's work in
+ * its order on a stream; on the kernel backend it is one SUBMIT (one job) per DRM_SPYRE_MAX_CMDS
+ * commands and 1024 launches, on the simulator one work item. The graph keeps the programs and
+ * buffers it uses alive until spyre_graph_destroy (and until its queued replays have finished).
+ * Events recorded during the capture are recorded after all of the graph's work at each replay. */
 typedef struct spyre_graph* spyre_graph_t;
 SPYRE_API spyre_status spyre_stream_begin_capture(spyre_stream_t stream);
 /* Ends the capture (also when it failed): *graph is the captured graph, or NULL and the error
@@ -390,9 +390,19 @@ SPYRE_API spyre_status spyre_graph_launch(spyre_graph_t graph, spyre_stream_t st
 typedef struct spyre_graph_info {
     uint64_t operations; /* captured launches, copies and fills */
     uint64_t launches;
-    uint64_t reserved[6];
+    uint64_t random_launches; /* launches with a random stream (API 0.24) */
+    uint64_t random_offsets;  /* their captured offsets' span: largest - smallest + 1, or 0 */
+    uint64_t reserved[4];
 } spyre_graph_info;
 SPYRE_API spyre_status spyre_graph_get_info(spyre_graph_t graph, spyre_graph_info* info);
+/* Queues the graph's work as spyre_graph_launch does, with each launch that draws random
+ * numbers (SPYRE_LAUNCH_RANDOM_STREAM) drawing from stream (seed, offset + o - o_min) instead
+ * of the (s, o) it was captured with, o_min the smallest captured offset: a replay that draws
+ * new numbers from the offsets offset .. offset + random_offsets - 1, as the launches queued
+ * one by one with those streams would; launches that shared a stream still share one
+ * (API 0.24). The graph itself is unchanged. */
+SPYRE_API spyre_status spyre_graph_launch_random(spyre_graph_t graph, spyre_stream_t stream,
+                                                 uint64_t seed, uint64_t offset);
 /* Releases the graph; replays already queued still run. NULL is a no-op. */
 SPYRE_API spyre_status spyre_graph_destroy(spyre_graph_t graph);
 
@@ -546,9 +556,14 @@ typedef struct spyre_launch_params {
     const spyre_buffer_t* buffers;        /* the only device memory the program may touch (besides
                                              its own image); NULL if num_buffers == 0 */
     uint32_t num_buffers;                 /* <= SPYRE_LAUNCH_MAX_BUFFERS */
-    uint32_t flags;                       /* must be 0 */
-    uint64_t reserved[4];                 /* must be 0 */
+    uint32_t flags;                       /* SPYRE_LAUNCH_* flags below, or 0 */
+    uint64_t random_arg;  /* SPYRE_LAUNCH_RANDOM_STREAM: see there; else 0 (API 0.24) */
+    uint64_t reserved[3]; /* must be 0 */
 } spyre_launch_params;
+/* flags (API 0.24): args[random_arg] is the seed and args[random_arg + 1] the offset of the
+ * random stream the program draws from (the op library's random kernels set it). A graph that
+ * captures such a launch can replay it drawing from another stream: spyre_graph_launch_random. */
+#define SPYRE_LAUNCH_RANDOM_STREAM (1u << 0)
 
 typedef struct spyre_core_stats {
     uint64_t busy[SPYRE_LAUNCH_UNITS]; /* cycles each unit was busy (SPYRE_LAUNCH_UNIT_*) */
@@ -778,11 +793,11 @@ SPYRE_API spyre_status spyre_mgmt_get_processes(spyre_device_t device, spyre_mgm
 
 /* Another card as seen from one card (0.17). */
 typedef struct spyre_mgmt_peer {
-    uint32_t size;      /* in: sizeof(spyre_mgmt_peer), set in element 0 (the array's stride) */
-    uint32_t flags;     /* SPYRE_MGMT_PEER_* */
-    int32_t index;      /* the peer's device index (spyre_get_device_count order) */
-    uint32_t distance;  /* PCI bridges between the two cards (the root complex counts as one
-                         * when they share none); 0 when unknown (simulator: one modeled link) */
+    uint32_t size;        /* in: sizeof(spyre_mgmt_peer), set in element 0 (the array's stride) */
+    uint32_t flags;       /* SPYRE_MGMT_PEER_* */
+    int32_t index;        /* the peer's device index (spyre_get_device_count order) */
+    uint32_t distance;    /* PCI bridges between the two cards (the root complex counts as one
+                           * when they share none); 0 when unknown (simulator: one modeled link) */
     char pci_address[16]; /* the peer's "0000:01:00.0"; "" when it has none (simulator) */
     uint64_t reserved[2];
 } spyre_mgmt_peer;

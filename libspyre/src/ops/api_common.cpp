@@ -174,7 +174,7 @@ Mat as_batched_matrix(const Tensor& t) {
 
 void launch(const Card& c, const std::shared_ptr<const PlanEntry>& e, spyre_stream_t stream,
             const std::vector<uint64_t>& args, std::vector<spyre_buffer_t> bufs,
-            std::optional<uint64_t> cycles) {
+            std::optional<uint64_t> cycles, int random_arg) {
     std::erase(bufs, nullptr);
     std::sort(bufs.begin(), bufs.end());
     bufs.erase(std::unique(bufs.begin(), bufs.end()), bufs.end());
@@ -184,6 +184,10 @@ void launch(const Card& c, const std::shared_ptr<const PlanEntry>& e, spyre_stre
     std::copy(args.begin(), args.end(), lp.args);
     lp.buffers = bufs.data();
     lp.num_buffers = static_cast<uint32_t>(bufs.size());
+    if (random_arg >= 0) {
+        lp.flags = SPYRE_LAUNCH_RANDOM_STREAM;
+        lp.random_arg = static_cast<uint64_t>(random_arg);
+    }
     launch_pinned_program(c.dev, e->id, e->image, lp, stream);
     last_info().launches++;
     last_info().modeled_cycles += cycles.value_or(e->cycles);

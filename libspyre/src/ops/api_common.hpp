@@ -124,10 +124,12 @@ std::shared_ptr<const PlanEntry> cached_plan(const std::string& key,
 
 // Queues the plan's program on `stream` with `args`, allowed to touch `bufs` (duplicates and
 // NULLs are fine); adds to last_info()'s launches and modeled cycles (the plan's, or `cycles`
-// for a program whose run depends on its arguments).
+// for a program whose run depends on its arguments). random_arg >= 0: args[random_arg] and
+// the next are the seed and offset of the random stream the program draws from
+// (SPYRE_LAUNCH_RANDOM_STREAM: a graph replay can give it another).
 void launch(const Card& c, const std::shared_ptr<const PlanEntry>& e, spyre_stream_t stream,
             const std::vector<uint64_t>& args, std::vector<spyre_buffer_t> bufs,
-            std::optional<uint64_t> cycles = std::nullopt);
+            std::optional<uint64_t> cycles = std::nullopt, int random_arg = -1);
 
 // Fills last_info()'s plan, cores and modeled time after the launches of an op.
 void finish_info_ns(const Card& c);

@@ -97,7 +97,7 @@ spyre_status spyre_op_random(spyre_stream_t stream, spyre_random_dist dist, cons
             return e;
         });
         launch(c, plan, stream, {to.addr, seed, offset, p ? tp.addr : 0},
-               {to.buffer, p ? tp.buffer : nullptr});
+               {to.buffer, p ? tp.buffer : nullptr}, std::nullopt, /*random_arg=*/1);
         finish_info(c, *plan);
     });
 }

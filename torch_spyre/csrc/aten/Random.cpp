@@ -40,6 +40,17 @@ bool random_into(const char* aten_op, at::Tensor& self, spyre_random_dist dist, 
                  std::optional<std::pair<uint64_t, uint64_t>> stream = std::nullopt) {
     if (self.numel() == 0) return true;
     c10::DeviceGuard guard(self.device());
+    // A graph's replays draw from the card's default generator (runtime/SpyreGraph.cpp): a
+    // launch drawing from another generator would replay that one's stream
+    if (gen.has_value() && gen->defined() &&
+        *gen != default_generator(self.device().index())) {
+        int capturing = 0;
+        TORCH_CHECK(spyre_stream_is_capturing(op_stream(self), &capturing) != SPYRE_SUCCESS ||
+                        !capturing,
+                    "torch_spyre: ", aten_op, " with a generator of its own cannot be captured "
+                    "into a graph: replays draw from the card's default generator "
+                    "(torch.manual_seed); draw without `generator=` inside the graph");
+    }
     const auto [seed, offset] = stream ? *stream : next_stream(gen, self.device().index());
     at::Tensor out = writable_output(self);
     const spyre_tensor o = op_tensor(out);

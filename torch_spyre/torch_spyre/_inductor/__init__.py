@@ -174,6 +174,18 @@ def _random_on_spyre():
 _RANDINT = lowering.fallback_handler(aten.randint.low, add_to_fallback_set=False)
 
 
+def _attention_reads_head_views():
+    # PrivateUse1's SDPA (aten's "overrideable" op) has no lowering, and Inductor's implicit
+    # fallback made q, k and v dense first: three copies per attention, where the heads of a
+    # projection are a transposed view ([B, H, L, D] over [B, L, H*D]) the card's kernel reads
+    # as it is in eager mode. The constraint Inductor gives CUDA's SDPA kernels keeps each
+    # input's layout when its last dim is dense. Other devices' graphs never reach this op.
+    for op in (aten._scaled_dot_product_fused_attention_overrideable.default,
+               aten._scaled_dot_product_fused_attention_overrideable_backward.default):
+        if op not in lowering.lowerings:
+            lowering.make_fallback(op, lowering.sdpa_constraint, warn=False)
+
+
 def _install():
     common.get_device_op_overrides("cpu")  # Inductor's own first: it fills an empty table only
     common.register_device_op_overrides("spyre", SpyreDeviceOpOverrides())
@@ -182,6 +194,7 @@ def _install():
             _extern_on_spyre(op)
     _index_put_in_place_on_spyre()
     _random_on_spyre()
+    _attention_reads_head_views()
 
 
 _install()
