@@ -619,10 +619,13 @@ TEST_F(Sim, ProgramErrorsFoundBeforeRunningAndBadArguments) {
     q.num_args = 17;
     EXPECT_EQ(spyre_launch(p2, &q, nullptr), SPYRE_ERROR_INVALID_ARGUMENT);
     q = {};
-    q.flags = 1;
+    q.flags = 1u << 7;
     EXPECT_EQ(spyre_launch(p2, &q, nullptr), SPYRE_ERROR_INVALID_ARGUMENT);
     q = {};
-    q.reserved[3] = 1;
+    q.flags = SPYRE_LAUNCH_RANDOM_STREAM;  // its seed and offset must be among the args
+    EXPECT_EQ(spyre_launch(p2, &q, nullptr), SPYRE_ERROR_INVALID_ARGUMENT);
+    q = {};
+    q.reserved[2] = 1;
     EXPECT_EQ(spyre_launch(p2, &q, nullptr), SPYRE_ERROR_INVALID_ARGUMENT);
     q = {};
     q.num_buffers = 2;
